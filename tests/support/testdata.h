@@ -1,0 +1,31 @@
+// Locating Google's test data (never committed): $TINYCORAL_TESTDATA, else ../shared/testdata beside
+// the checkout. Tests that need it call TINYCORAL_REQUIRE_TESTDATA() and skip with a hint when absent.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <optional>
+#include <string>
+
+namespace tinycoral::testing {
+
+std::optional<std::filesystem::path> testdata_dir();
+std::string testdata_hint();
+std::filesystem::path source_dir();  // the checkout's root
+std::filesystem::path cli_path();    // the built `tinycoral` executable
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+// Runs the CLI with `args` (shell-quoted by the caller where needed), capturing both streams.
+CommandResult run_cli(const std::string& args);
+
+}  // namespace tinycoral::testing
+
+#define TINYCORAL_REQUIRE_TESTDATA(var)                                       \
+  auto var##_opt = ::tinycoral::testing::testdata_dir();                      \
+  if (!var##_opt) GTEST_SKIP() << ::tinycoral::testing::testdata_hint();      \
+  const std::filesystem::path var = *var##_opt

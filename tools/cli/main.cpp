@@ -1,0 +1,30 @@
+// tinycoral: the command line. Every subcommand reports a user's mistake as one line on stderr and
+// exit code 2; a crash or a hang is a bug.
+#include <iostream>
+
+#include "commands.h"
+#include "common/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"tinycoral: run, inspect and build programs for the Coral Edge TPU"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "tinycoral 0.1.0");
+  tinycoral::cli::add_inspect_command(app);
+  tinycoral::cli::add_disasm_command(app);
+  tinycoral::cli::add_asm_command(app);
+  tinycoral::cli::add_run_command(app);
+  tinycoral::cli::add_devices_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  } catch (const tinycoral::Error& e) {
+    std::cerr << "tinycoral: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "tinycoral: error: out of memory (the input asks for more than can be allocated)\n";
+    return 2;
+  }
+  return tinycoral::cli::exit_code;
+}
