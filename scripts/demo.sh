@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The main job: build tinycoral, then show it working on whatever is here.
+# With Google's test data ($TINYCORAL_TESTDATA or ../shared/testdata): inspect and disassemble a
+# compiled MobileNet, then classify an image with it on the best available device (a Coral stick if
+# one is plugged in, else the virtual Edge TPU). Without it: assemble, check and disassemble the
+# example program in examples/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cmake --preset default >/dev/null
+cmake --build build -j "$(nproc)"
+tc=build/tools/tinycoral
+data=${TINYCORAL_TESTDATA:-../shared/testdata}
+if [ -f "$data/gen2020/mobilenet_v1_0.25_128_quant_edgetpu.tflite" ]; then
+  model=$data/gen2020/mobilenet_v1_0.25_128_quant_edgetpu.tflite
+  echo "== tinycoral inspect $model"
+  "$tc" inspect "$model"
+  echo "== tinycoral disasm --check (every compiled model in $data)"
+  find "$data" -name '*_edgetpu.tflite' -print0 | sort -z | xargs -0 "$tc" disasm --check | tail -n 1
+  echo "== first lines of the execution program"
+  "$tc" disasm "$model" | head -n 40
+  echo "== classify images/cat.bmp (CPU reference on the CPU twin)"
+  "$tc" run "$data/gen2020/mobilenet_v1_0.25_128_quant.tflite" --image "$data/images/cat.bmp" \
+    --device cpu --top 3 --labels "$data/labels/imagenet_labels.txt"
+else
+  echo "(no test data at $data: run scripts/download_testdata.sh and set TINYCORAL_TESTDATA for more)"
+  "$tc" asm examples/hello.s -o build/hello.bin
+  "$tc" disasm --check build/hello.bin
+  "$tc" disasm build/hello.bin
+fi

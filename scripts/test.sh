@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Builds tinycoral and runs the whole test suite twice: a normal build, then under AddressSanitizer +
+# UBSan; then runs each libFuzzer target for a short while (FUZZ_SECONDS, default 20). Tests that
+# need Google's test data use $TINYCORAL_TESTDATA, else ../shared/testdata, and skip without it.
+# Usage: scripts/test.sh            (from the checkout; run scripts/setup.sh first)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=${JOBS:-$(nproc)}
+fuzz_seconds=${FUZZ_SECONDS:-20}
+stage() { printf '\n=== %s (%s)\n' "$1" "$(date +%H:%M:%S)"; }
+
+stage "build (RelWithDebInfo)"
+cmake --preset default >/dev/null
+cmake --build build -j "$jobs"
+summary=$(mktemp)
+run_ctest() {  # run_ctest BUILD_DIR TIMEOUT: runs ctest, keeps its counts for the closing line
+  local log; log=$(mktemp)
+  ctest --test-dir "$1" -j "$jobs" --output-on-failure --timeout "$2" 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]}
+  local total failed skipped
+  total=$(sed -n 's/.*tests failed out of \([0-9]*\).*/\1/p' "$log" | tail -n 1)
+  failed=$(sed -n 's/.* \([0-9]*\) tests failed out of.*/\1/p' "$log" | tail -n 1)
+  skipped=$(grep -c '(Skipped)' "$log" || true)
+  echo "${total:-0} ${failed:-0} ${skipped:-0}" >>"$summary"
+  rm -f "$log"
+  return "$rc"
+}
+stage "tests"
+run_ctest build 600
+
+if [ "${SKIP_ASAN:-0}" != 1 ]; then
+  stage "build (AddressSanitizer + UBSan)"
+  cmake --preset asan >/dev/null
+  cmake --build build-asan -j "$jobs"
+  stage "tests under AddressSanitizer + UBSan"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    run_ctest build-asan 900
+fi
+
+if [ "${SKIP_FUZZ:-0}" != 1 ] && command -v clang++ >/dev/null && ls fuzz/*_fuzz.cpp >/dev/null 2>&1; then
+  stage "fuzzers (${fuzz_seconds}s each)"
+  cmake --preset fuzz >/dev/null
+  cmake --build build-fuzz -j "$jobs"
+  for src in fuzz/*_fuzz.cpp; do
+    name=$(basename "$src" .cpp)
+    seeds=tests/data/fuzz/$name
+    work=$(mktemp -d)
+    [ -d "$seeds" ] && cp -r "$seeds"/. "$work"/
+    echo "--- $name"
+    build-fuzz/fuzz/"$name" -max_total_time="$fuzz_seconds" -timeout=10 -rss_limit_mb=4096 \
+      -print_final_stats=1 "$work" 2>&1 | tail -n 3
+    rm -rf "$work"
+  done
+fi
+stage "done"
+awk '{t+=$1; f+=$2; s+=$3} END {printf "tests: %d passed, %d failed, %d skipped\n", t-f-s, f, s}' "$summary"
+rm -f "$summary"
