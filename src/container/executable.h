@@ -18,6 +18,7 @@ struct Meta {
   int32_t batch = 0;
   std::string name;  // layer name for inputs/outputs
   Half position = Half::kLower32;
+  bool operator==(const Meta&) const = default;
 };
 
 // A relocation: the low or high half of a buffer's device address goes into the bitstream at bit
@@ -25,11 +26,13 @@ struct Meta {
 struct FieldOffset {
   Meta meta;
   int32_t offset_bit = 0;
+  bool operator==(const FieldOffset&) const = default;
 };
 
 struct Bitstream {
   std::vector<uint8_t> data;  // a multiple of 16 bytes
   std::vector<FieldOffset> field_offsets;
+  bool operator==(const Bitstream&) const = default;
 };
 
 enum class HintKind : uint8_t { kNone = 0, kDma = 1, kInstruction = 2, kInterrupt = 3, kFence = 4 };
@@ -43,11 +46,13 @@ struct DmaHint {
   int32_t size_in_bytes = 0;    // kDma
   int32_t chunk_index = 0;      // kInstruction
   int16_t interrupt_type = 0;   // kInterrupt: event tag 4 + interrupt_type
+  bool operator==(const DmaHint&) const = default;
 };
 
 struct DmaHints {
   std::vector<DmaHint> hints;
   bool fully_deterministic = false;
+  bool operator==(const DmaHints&) const = default;
 };
 
 enum class DataType : int16_t {
@@ -70,10 +75,12 @@ struct OutputLayout {
   std::vector<int32_t> x_coordinate_to_local_byte_offset;
   std::vector<int32_t> y_coordinate_to_local_y_offset;
   std::vector<int32_t> x_coordinate_to_local_y_row_size;
+  bool operator==(const OutputLayout&) const = default;
 };
 
 struct Range {
   int32_t start = 0, end = 0;  // inclusive
+  bool operator==(const Range&) const = default;
 };
 
 struct Layer {
@@ -88,6 +95,7 @@ struct Layer {
   int32_t execution_count_per_inference = 1;
   bool cache_on_dram = false;
   std::vector<Range> shape;
+  bool operator==(const Layer&) const = default;
 };
 
 enum class ExecutableType : int16_t { kStandAlone = 0, kParameterCaching = 1, kExecutionOnly = 2 };
@@ -108,6 +116,7 @@ struct Executable {
   ExecutableType type = ExecutableType::kStandAlone;
   uint64_t parameter_caching_token = 0;
   bool use_tpu_dram_for_parameters = false;
+  bool operator==(const Executable&) const = default;
 };
 
 struct Package {
@@ -118,15 +127,17 @@ struct Package {
   int32_t virtual_chip_id = 0;
   std::string model_identifier;
   std::vector<Executable> executables;  // from serialized_multi_executable, in file order
+  bool operator==(const Package&) const = default;
 };
 
 // The edgetpu-custom-op options (a FlexBuffers map; driver.md 5.1).
 struct EdgeTpuCustomOp {
   int64_t version = 0;
-  std::string chip_name;           // key "2", deprecated
+  std::string chip_name;              // key "2", deprecated
   int64_t execution_preference = -1;  // key "5"
-  std::vector<int64_t> chip_ids;   // key "6"
-  std::vector<Package> packages;   // key "4", then the entries of key "7"
+  std::vector<int64_t> chip_ids;      // key "6"
+  std::vector<Package> packages;      // key "4", then the entries of key "7"
+  bool operator==(const EdgeTpuCustomOp&) const = default;
 };
 
 }  // namespace tinycoral::container
