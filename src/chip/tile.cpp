@@ -1,0 +1,106 @@
+// Tile state and the bounds-checked memory view op implementations use (see tile.h).
+#include "chip/tile.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace tinycoral::chip {
+
+std::array<int64_t, 8> OpTtu::strides() const {
+  // S_k = INC_k + sum_{e<k} cnt_e * S_e (isa.md 2.0a).
+  std::array<int64_t, 8> s{};
+  for (int k = 0; k < 8; ++k) {
+    int64_t v = inc[k];
+    for (int e = 0; e < k; ++e) v += static_cast<int64_t>(cnt[e]) * s[e];
+    s[k] = v;
+  }
+  return s;
+}
+
+int64_t OpTtu::min_address() const {
+  const auto s = strides();
+  int64_t lo = base;
+  for (int k = 0; k < 8; ++k) lo += std::min<int64_t>(0, s[k] * static_cast<int64_t>(cnt[k]));
+  return lo;
+}
+
+int64_t OpTtu::max_address() const {
+  const auto s = strides();
+  int64_t hi = base;
+  for (int k = 0; k < 8; ++k) hi += std::max<int64_t>(0, s[k] * static_cast<int64_t>(cnt[k]));
+  return hi;
+}
+
+uint64_t OpTtu::steps() const {
+  uint64_t n = 1;
+  for (uint32_t c : cnt) n *= uint64_t{c} + 1;
+  return n;
+}
+
+void Tile::reset() {
+  std::fill(narrow.begin(), narrow.end(), 0);
+  std::fill(wide.begin(), wide.end(), 0);
+  std::fill(bias_store.begin(), bias_store.end(), 0);
+  nlu = NluTable{};
+  counters.fill(0);
+  stats = TileStats{};
+  fifo_rows.clear();
+}
+
+void OpEnv::fail_op(const std::string& what) const {
+  fail("tile ", tile_.index, ": op 0x", std::hex, int{op_.opcode}, std::dec, " at word ",
+       op_.word_offset, ": ", what);
+}
+
+const uint8_t* OpEnv::narrow_read(int64_t address, uint32_t length) {
+  if (address < 0 || address + length > kNarrowBytes)
+    fail_op(cat("narrow read ", address, "+", length, " outside ", kNarrowBytes, " bytes"));
+  tile_.stats.narrow_bytes_read += length;
+  return tile_.narrow.data() + address;
+}
+
+uint8_t* OpEnv::narrow_write(int64_t address, uint32_t length) {
+  if (address < 0 || address + length > kNarrowBytes)
+    fail_op(cat("narrow write ", address, "+", length, " outside ", kNarrowBytes, " bytes"));
+  tile_.stats.narrow_bytes_written += length;
+  return tile_.narrow.data() + address;
+}
+
+const uint8_t* OpEnv::wide_read(int64_t unit, uint32_t length) {
+  const int64_t byte = unit * kWideUnitBytes;
+  if (unit < 0 || byte + length > kWideBytes)
+    fail_op(
+        cat("wide read at unit ", unit, " (+", length, " bytes) outside ", kWideUnits, " units"));
+  tile_.stats.wide_bytes_read += length;
+  return tile_.wide.data() + byte;
+}
+
+uint8_t* OpEnv::wide_write(int64_t unit, uint32_t length) {
+  const int64_t byte = unit * kWideUnitBytes;
+  if (unit < 0 || byte + length > kWideBytes)
+    fail_op(
+        cat("wide write at unit ", unit, " (+", length, " bytes) outside ", kWideUnits, " units"));
+  tile_.stats.wide_bytes_written += length;
+  return tile_.wide.data() + byte;
+}
+
+const uint8_t* OpEnv::par_fifo_row(uint32_t fill, int64_t unit) {
+  if (unit < 0 || unit % 4 != 0 || unit >= kWideUnits)
+    fail_op(
+        cat("FIFO row at unit ", unit, " is not a wide row start inside ", kWideUnits, " units"));
+  const uint32_t row = static_cast<uint32_t>(unit / 4);
+  auto it = tile_.fifo_rows.find(row);
+  if (it == tile_.fifo_rows.end() || fill >= it->second.fills.size())
+    fail_op(cat("FIFO row at unit ", unit, ": fill ", fill, " was never written"));
+  tile_.stats.wide_bytes_read += kWideRowBytes;
+  return it->second.fills[fill].data();
+}
+
+uint8_t* OpEnv::bias_store(int64_t address, uint32_t length) {
+  if (address < 0 || address + length > kBiasStoreBytes)
+    fail_op(
+        cat("bias store access ", address, "+", length, " outside ", kBiasStoreBytes, " bytes"));
+  return tile_.bias_store.data() + address;
+}
+
+}  // namespace tinycoral::chip

@@ -1,0 +1,212 @@
+// One tile of the virtual Edge TPU (isa.md 1.7, 3.1): its memories, bias store and non-linear unit,
+// plus the contract between the scheduler (src/chip/, owner "chip") and the op-unit arithmetic
+// (src/chip/ops/, owner "chip-ops").
+//
+// THE OP CONTRACT (read this, chip-ops):
+//  * The scheduler pre-decodes every 0x01/0x02/0x03 instruction once into an `OpInstr` (below):
+//    main loops, the four op-style TTUs with real byte/unit increments (isa.md 2.0a), the class and
+//    datapath fields. Anything not pre-decoded is still reachable through `OpInstr::source`
+//    (`source->value("field")`, names from src/isa/opcodes.cpp).
+//  * Classification: the scheduler calls `ops::classify(op)` (declared below, defined by chip-ops
+//  in
+//    src/chip/ops/). It returns the matching `OpClass` from chip-ops' table keyed by (opcode,
+//    dp_mode, cfg0, cfg1, cfg2, cfg3, reduce_mask, nlu_mode, ...) or nullptr. nullptr stops the run
+//    with an error naming the word offset, opcode and class fields: never compute something made
+//    up.
+//  * Execution: `OpClass::run(op, env)` is an ordinary function that executes the WHOLE instruction
+//    at once. The scheduler calls it only when the op's inputs are ready, so it never blocks:
+//      - narrow memory and non-FIFO wide memory: program-order hazards. The scheduler computes the
+//        op's footprint from the TTU extents (in/out narrow, par/psum wide) and runs the op only
+//        when every earlier instruction on this tile that writes what it reads (or reads/writes
+//        what it writes) has completed.
+//      - streamed wide FIFOs (weights filled by ringConsumer1 / narrowToWide while the op runs):
+//      the
+//        class declares how many FIFO fills the op consumes (`OpClass::par_fifo_fills`); the
+//        scheduler waits until that many fills were written, and `env.par_fifo_row(fill, row)`
+//        returns the bytes of a given fill. (FIFOs are elastic in the simulator: writers never
+//        block on them.)
+//  * Every memory access goes through `OpEnv`, which bounds-checks and throws tinycoral::Error
+//    ("tile 3: op at word 812: narrow read 196600+16 beyond 196608 bytes"). Never index raw vectors
+//    with unchecked TTU addresses: programs may be fuzzed.
+//  * Count MACs in `env.stats().macs` (statistics only).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/error.h"
+
+namespace tinycoral::isa {
+struct Instruction;
+}
+
+namespace tinycoral::chip {
+
+constexpr uint32_t kTileCount = 16;        // 4x4 mesh, tile t at row t/4, column t%4
+constexpr uint32_t kNarrowBytes = 196608;  // 192 KiB per tile (isa.md 3.1)
+constexpr uint32_t kWideUnitBytes = 64;    // wide addresses count 64-byte units
+constexpr uint32_t kWideRowBytes = 256;    // one wide row = 4 units = 64 columns x 4 bytes
+constexpr uint32_t kWideUnits = 16384;     // the full 14-bit unit address space, no aliasing
+constexpr uint32_t kWideBytes = kWideUnits * kWideUnitBytes;  // 1 MiB (programs use up to 520 KiB)
+constexpr uint32_t kWideRows = kWideBytes / kWideRowBytes;
+constexpr uint32_t kBiasStoreBytes = 4096;  // size unknown (isa.md 3.1); generous, bounds-checked
+
+// An op-style address generator (isa.md 2.0a), decoded to real increments:
+// inc[k] = 4*inc_k + low2_k (low2_0 = hmode, low2_k = mode_{k-1}). Units: bytes for `in`/`out`,
+// 64-byte units for `par`/`psum`.
+struct OpTtu {
+  int64_t base = 0;
+  std::array<int64_t, 8> inc{};
+  std::array<uint32_t, 8> cnt{};  // iterations - 1
+  uint8_t mode7 = 0;              // the separate flag in mode slot 7
+  uint32_t tflags = 0;            // in_tflags / out_tflags / par_tflags / psum_tflags
+
+  // Logical strides S_k (addr = base + sum c_k S_k), from the rewinding increments.
+  std::array<int64_t, 8> strides() const;
+  // Lowest and highest address the walk touches (analytic, O(8)).
+  int64_t min_address() const;
+  int64_t max_address() const;
+  uint64_t steps() const;  // product of (cnt_k + 1)
+};
+
+// Steps through an OpTtu exactly as the hardware iterates (isa.md 2.0a): start at base; each step
+// increments the innermost counter that has not reached its count, zeroes the inner ones and adds
+// that dimension's increment.
+class TtuWalker {
+ public:
+  explicit TtuWalker(const OpTtu& ttu) : ttu_(ttu), address_(ttu.base) {}
+  int64_t address() const { return address_; }
+  // Advances one step; returns false (and stays) after the last address.
+  bool next() {
+    for (int d = 0; d < 8; ++d) {
+      if (counter_[d] < ttu_.cnt[d]) {
+        ++counter_[d];
+        for (int e = 0; e < d; ++e) counter_[e] = 0;
+        address_ += ttu_.inc[d];
+        return true;
+      }
+    }
+    return false;
+  }
+  uint32_t counter(int d) const { return counter_[d]; }
+
+ private:
+  const OpTtu& ttu_;
+  int64_t address_;
+  std::array<uint32_t, 8> counter_{};
+};
+
+// A pre-decoded 0x01 / 0x02 / 0x03 instruction (field positions: isa.md 2.1.1).
+struct OpInstr {
+  const isa::Instruction* source = nullptr;  // the full instruction, for fields not listed here
+  uint32_t word_offset = 0;
+  uint8_t opcode = 0;
+  uint16_t tile_mask = 0;
+  std::array<uint32_t, 8> loops{};  // main loop nest, iterations - 1, innermost first
+  OpTtu in, out, par, psum;
+  // Records of a partial last round / group (isa.md 2.1.3), raw.
+  uint32_t rsv174 = 0;  // partial last round of loop0
+  uint32_t out_last_cnt = 0, out_last_mode = 0, out_last_skip = 0;
+  uint32_t par_fifo = 0;  // rows of the weight FIFO (bit 13 = partial last round)
+  uint32_t cfg0 = 0, cfg1 = 0, cfg2 = 0, cfg3 = 0, cfg4 = 0;
+  std::array<uint16_t, 5> sync{};  // sync0..sync4 (diagnostics)
+  uint8_t dp_mode = 0;
+  uint8_t reduce_mask = 0;
+  uint8_t out_ch = 0, out_ch_last = 0;  // channels per output group - 1
+  uint8_t nlu_mode = 0;                 // bits 1946-1948
+  uint8_t w_zp = 0, in_zp = 0, out_zp = 0;
+  float mult = 0, clamp_max = 0, clamp_min = 0;
+  int32_t offset = 0;
+};
+
+// The non-linear unit's spline table, loaded by 0x19 (isa.md 2.4).
+struct NluTable {
+  std::array<float, 40> coefficients{};  // c[segment][power], segment = k / 5
+  std::array<float, 7> breakpoints{};
+  uint32_t mode = 0;
+  bool loaded = false;
+};
+
+struct TileStats {
+  uint64_t macs = 0;
+  uint64_t narrow_bytes_read = 0, narrow_bytes_written = 0;
+  uint64_t wide_bytes_read = 0, wide_bytes_written = 0;
+};
+
+// Streamed wide FIFO rows: fills that arrived for a FIFO row beyond the one currently in wide
+// memory (elastic FIFO, see the contract above). Keyed by 256-byte row index.
+struct FifoRow {
+  std::deque<std::array<uint8_t, kWideRowBytes>> fills;  // oldest first
+  uint64_t written = 0;   // fills written into this row during the current program
+  uint64_t consumed = 0;  // fills consumed
+};
+
+struct Tile {
+  uint32_t index = 0;
+  std::vector<uint8_t> narrow = std::vector<uint8_t>(kNarrowBytes);
+  std::vector<uint8_t> wide = std::vector<uint8_t>(kWideBytes);
+  std::vector<uint8_t> bias_store =
+      std::vector<uint8_t>(kBiasStoreBytes);  // "scaling" store (isa.md 2.5)
+  NluTable nlu;
+  std::array<int32_t, 19>
+      counters{};  // tile sync counters: recorded for diagnostics, never waited on
+  TileStats stats;
+  std::unordered_map<uint32_t, FifoRow> fifo_rows;
+
+  void reset();
+};
+
+// What an op implementation sees: bounds-checked memory of its tile and statistics.
+class OpEnv {
+ public:
+  OpEnv(Tile& tile, const OpInstr& op) : tile_(tile), op_(op) {}
+  Tile& tile() { return tile_; }
+  TileStats& stats() { return tile_.stats; }
+
+  // Narrow memory (byte addresses). Throw Error when [address, address+length) leaves the tile.
+  const uint8_t* narrow_read(int64_t address, uint32_t length);
+  uint8_t* narrow_write(int64_t address, uint32_t length);
+  // Wide memory by 64-byte unit address; `length` bytes from the unit's first byte.
+  const uint8_t* wide_read(int64_t unit, uint32_t length);
+  uint8_t* wide_write(int64_t unit, uint32_t length);
+  // Byte `lane` (0..3) of every 4-byte column of a wide row would be: wide_read(unit_of_row)[4*c +
+  // lane]. Streamed FIFO access: the bytes of fill number `fill` (0-based, counted within this op)
+  // of the FIFO row starting at `unit` (must be a multiple of 4). Throws if that fill does not
+  // exist.
+  const uint8_t* par_fifo_row(uint32_t fill, int64_t unit);
+  uint8_t* bias_store(int64_t address, uint32_t length);
+  const NluTable& nlu() const { return tile_.nlu; }
+
+  // Error with the op's location: "tile 3: op 0x01 at word 812: <what>".
+  [[noreturn]] void fail_op(const std::string& what) const;
+
+ private:
+  Tile& tile_;
+  const OpInstr& op_;
+};
+
+// One operation class: chip-ops' table entry.
+struct OpClass {
+  const char* name = "";  // e.g. "FULLY_CONNECTED", "conv K-chunked", "word copy"
+  void (*run)(const OpInstr& op, OpEnv& env) = nullptr;
+  // Number of streamed FIFO fills of the `par` TTU the op consumes (0 or nullptr = parameters are
+  // resident; no FIFO wait).
+  uint32_t (*par_fifo_fills)(const OpInstr& op) = nullptr;
+};
+
+// Decodes an opcode 0x01/0x02/0x03 instruction into an OpInstr (src/chip/op_decode.cpp).
+OpInstr decode_op(const isa::Instruction& instruction);
+// Short description of an op's class fields for error messages and traces:
+// "opcode 0x01 dp_mode 4 cfg0 0x127 cfg1 0x0 cfg2 0xe cfg3 6 reduce_mask 0b11 nlu 0".
+std::string describe_op_class(const OpInstr& op);
+
+namespace ops {
+// Defined by chip-ops (src/chip/ops/): the class of an op, or nullptr when unknown.
+const OpClass* classify(const OpInstr& op);
+}  // namespace ops
+
+}  // namespace tinycoral::chip
