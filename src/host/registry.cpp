@@ -7,7 +7,10 @@
 namespace tinycoral::host {
 
 // One line per operator file in src/host/ops/ (keep sorted).
-#define TINYCORAL_HOST_OPS(X) X(placeholder_none)
+#define TINYCORAL_HOST_OPS(X) \
+  X(arg_max)                  \
+  X(placeholder_none)         \
+  X(resize_bilinear)
 
 #define TINYCORAL_DECLARE_OP(name) void register_##name(Registry& registry);
 TINYCORAL_HOST_OPS(TINYCORAL_DECLARE_OP)
