@@ -1,0 +1,24 @@
+// Convolutions on the MAC array, 1x1 and k x k (isa.md 2.1.5 "Conv"; device-verified in tinycoral):
+// every step is one input word (4 input channels of one tap) times one 256-byte weight row (64
+// output channels). Weights are resident or stream through a ring-filled FIFO (par_fifo rows per
+// fill).
+//  - K-chunked (reduce 0b1011): loops (a, taps, positions, chunks, groups); partial sums of every
+//    position of the tile stay open across the chunks (the psum rows) and are emitted in the last
+//    one.
+//  - position-outer (reduce 0b111): loops (words, taps, 1, positions, groups), all of K per fill.
+// cfg0 0xE7 (a wider output block) computes the same; only the `out` TTU differs.
+#include "chip/ops/mac_engine.h"
+#include "chip/ops/op_class_table.h"
+
+namespace tinycoral::chip::ops {
+namespace {
+void run(const OpInstr& op, OpEnv& env) { run_engine(op, env, {OperandKind::kWordTimesRow}); }
+uint32_t fills(const OpInstr& op) { return fifo_fill_count(op); }
+}  // namespace
+
+const ClassEntry kConvKChunked{1,      4, {0xE5, 0xE7}, 2,
+                               0b1011, 0, nullptr,      {"conv K-chunked", run, fills}};
+const ClassEntry kConvPositionOuter{1,     4, {0xE5, 0xE7}, 2,
+                                    0b111, 0, nullptr,      {"conv position-outer", run, fills}};
+
+}  // namespace tinycoral::chip::ops

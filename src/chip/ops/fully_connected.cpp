@@ -1,0 +1,17 @@
+// FULLY_CONNECTED with resident weights (isa.md 2.1.5; tinycoral reproduces all 963 compiled FC
+// ops, device-verified): loop0 walks the input words (K/4), loop3 the 64-output passes; every step
+// is one input word times one 256-byte weight row; bias of the pass (cfg4) then requantization.
+// Also Google's gen2020 MobileNet classifier (16 tiles x 64 outputs, docs/chip_ops.md).
+#include "chip/ops/mac_engine.h"
+#include "chip/ops/op_class_table.h"
+
+namespace tinycoral::chip::ops {
+namespace {
+void run(const OpInstr& op, OpEnv& env) { run_engine(op, env, {OperandKind::kWordTimesRow}); }
+uint32_t fills(const OpInstr& op) { return fifo_fill_count(op); }
+}  // namespace
+
+const ClassEntry kFullyConnected{1,     3, {0xA5},  1,
+                                 0b101, 0, nullptr, {"FULLY_CONNECTED", run, fills}};
+
+}  // namespace tinycoral::chip::ops

@@ -1,0 +1,239 @@
+// The op unit's main-loop engine (see mac_engine.h).
+#include "chip/ops/mac_engine.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "chip/ops/nlu.h"
+#include "chip/ops/requantize.h"
+
+namespace tinycoral::chip::ops {
+namespace {
+
+constexpr int kLoops = 8;
+constexpr uint32_t kColumns = 64;
+// Bounds on input-driven work: more steps than any real program uses by far, and at most as many
+// live partial-sum positions as wide memory has rows.
+constexpr uint64_t kMaxSteps = uint64_t{1} << 32;
+constexpr uint64_t kMaxSlots = kWideRows;
+
+bool in_mask(uint8_t mask, int k) { return (mask >> k) & 1u; }
+
+int position_loop(uint8_t mask) {
+  for (int k = 0; k < kLoops; ++k)
+    if (!in_mask(mask, k)) return k;
+  return kLoops;
+}
+
+// Mixed-radix index over the loops selected by `pick`, innermost fastest.
+template <typename Pick>
+uint64_t mixed_index(const OpInstr& op, const std::array<uint32_t, 8>& counter, Pick pick) {
+  uint64_t index = 0, scale = 1;
+  for (int k = 0; k < kLoops; ++k) {
+    if (!pick(k)) continue;
+    index += counter[k] * scale;
+    scale *= uint64_t{op.loops[k]} + 1;
+  }
+  return index;
+}
+
+template <typename Pick>
+uint64_t mixed_count(const OpInstr& op, Pick pick) {
+  uint64_t n = 1;
+  for (int k = 0; k < kLoops; ++k)
+    if (pick(k)) n *= uint64_t{op.loops[k]} + 1;
+  return n;
+}
+
+uint64_t total_steps(const OpInstr& op) {
+  return mixed_count(op, [](int) { return true; });
+}
+
+}  // namespace
+
+bool par_is_fifo(const OpInstr& op) { return (op.par_fifo & 0x1fffu) != 0; }
+
+uint32_t fifo_fill_count(const OpInstr& op) {
+  if (!par_is_fifo(op)) return 0;
+  const int p = position_loop(op.reduce_mask);
+  return static_cast<uint32_t>(mixed_count(op, [&](int k) { return k > p; }));
+}
+
+uint32_t output_group_count(const OpInstr& op, uint8_t extra_reduce) {
+  const uint8_t mask = op.reduce_mask | extra_reduce;
+  const int p = position_loop(mask);
+  return static_cast<uint32_t>(mixed_count(op, [&](int k) { return k > p && !in_mask(mask, k); }));
+}
+
+void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
+  const uint8_t mask = op.reduce_mask | spec.extra_reduce;
+  const uint64_t steps = total_steps(op);
+  if (steps > kMaxSteps) env.fail_op(cat("main loop of ", steps, " steps exceeds the step bound"));
+  const bool uses_in = spec.operand != OperandKind::kLaneOnly;
+  if (uses_in && op.in.steps() != steps)
+    env.fail_op(
+        cat("`in` TTU yields ", op.in.steps(), " addresses for ", steps, " main-loop steps"));
+  if (op.par.steps() != steps)
+    env.fail_op(
+        cat("`par` TTU yields ", op.par.steps(), " addresses for ", steps, " main-loop steps"));
+  if (op.rsv174 != 0)
+    env.fail_op("partial last FIFO round (rsv174 != 0) is not modelled (docs/chip_ops.md)");
+
+  const uint32_t channels = uint32_t{op.out_ch} + 1;
+  const uint32_t last_channels = uint32_t{op.out_ch_last} + 1;
+  if (channels > kColumns || last_channels > kColumns)
+    env.fail_op(cat("out_ch ", int{op.out_ch}, " / out_ch_last ", int{op.out_ch_last},
+                    " exceed 64 columns"));
+
+  // Accumulator slots: outputs whose reduction is still open at the same time (non-reduced loops
+  // inside the outermost reduced loop, e.g. the positions of a K-chunked conv, isa.md 2.1.3).
+  int outer_reduced = -1;
+  for (int k = 0; k < kLoops; ++k)
+    if (in_mask(mask, k)) outer_reduced = k;
+  auto is_slot_loop = [&](int k) { return k < outer_reduced && !in_mask(mask, k); };
+  const uint64_t slots = mixed_count(op, is_slot_loop);
+  if (slots > kMaxSlots) env.fail_op(cat(slots, " open partial sums exceed the wide memory rows"));
+
+  const int p = position_loop(mask);
+  auto is_fill_loop = [&](int k) { return k > p; };
+  auto is_group_loop = [&](int k) { return k > p && !in_mask(mask, k); };
+  const uint64_t groups = mixed_count(op, is_group_loop);
+  const bool fifo = par_is_fifo(op);
+
+  const int64_t init = spec.combine == Combine::kMax ? std::numeric_limits<int64_t>::min() : 0;
+  std::vector<int64_t> acc(slots * kColumns, init);
+
+  const OutputStage stage{op.mult, op.clamp_min, op.clamp_max, op.out_zp};
+  if (spec.output == OutputKind::kSpline && !env.nlu().loaded)
+    env.fail_op("LOGISTIC op before any NLU table load (0x19)");
+  const int32_t in_zp = op.in_zp, w_zp = op.w_zp;
+
+  TtuWalker in(op.in), par(op.par), out(op.out);
+  uint64_t out_words_left = op.out.steps();
+  std::array<uint32_t, 8> counter{};
+
+  auto read_par_row = [&](int64_t unit) -> const uint8_t* {
+    const int64_t row_unit = unit & ~int64_t{3};
+    if (fifo) {
+      const uint64_t fill = mixed_index(op, counter, is_fill_loop);
+      return env.par_fifo_row(static_cast<uint32_t>(fill), row_unit);
+    }
+    return env.wide_read(row_unit, kWideRowBytes);
+  };
+
+  auto emit = [&](int64_t* a, uint64_t group) {
+    const bool last = group + 1 == groups;
+    const uint32_t ch = last ? last_channels : channels;
+    uint32_t words = (ch + 3) / 4;
+    uint32_t skip = 0;
+    if (last && op.out_last_mode != 0) {
+      words = op.out_last_cnt + 1;
+      skip = op.out_last_skip;
+    }
+    for (uint32_t w = 0; w < words; ++w) {
+      uint8_t bytes[4];
+      for (uint32_t b = 0; b < 4; ++b) {
+        const uint32_t c = 4 * w + b;
+        int64_t value = a[c];
+        if (op.cfg4) {
+          int32_t bias;
+          std::memcpy(&bias, env.bias_store(kBiasStoreBase + 4 * (group * channels + c), 4), 4);
+          value += bias;
+        }
+        value += op.offset;
+        // The accumulator is 32 bits wide on the chip: wrap like it (isa.md 2.1.4 step 1).
+        const auto acc32 = static_cast<int32_t>(static_cast<uint32_t>(value));
+        if (spec.output == OutputKind::kSpline) {
+          bytes[b] =
+              to_output_byte(evaluate_spline(env.nlu(), scale_and_clamp(acc32, stage)), op.out_zp);
+        } else {
+          bytes[b] = requantize(acc32, stage);
+        }
+      }
+      if (out_words_left == 0) env.fail_op("`out` TTU exhausted before the last output word");
+      std::memcpy(env.narrow_write(out.address(), 4), bytes, 4);
+      --out_words_left;
+      out.next();
+    }
+    for (uint32_t s = 0; s < skip && out_words_left > 0; ++s, --out_words_left) out.next();
+  };
+
+  const uint32_t active = std::max(channels, last_channels);
+  for (uint64_t step = 0; step < steps; ++step) {
+    bool reduction_start = true, reduction_end = true;
+    for (int k = 0; k < kLoops; ++k) {
+      if (!in_mask(mask, k)) continue;
+      if (counter[k] != 0) reduction_start = false;
+      if (counter[k] != op.loops[k]) reduction_end = false;
+    }
+    int64_t* a = &acc[mixed_index(op, counter, is_slot_loop) * kColumns];
+    if (reduction_start) std::fill(a, a + kColumns, init);
+
+    switch (spec.operand) {
+      case OperandKind::kWordTimesRow: {
+        const uint8_t* x = env.narrow_read(in.address(), 4);
+        const uint8_t* w = read_par_row(par.address());
+        const int32_t x0 = x[0] - in_zp, x1 = x[1] - in_zp, x2 = x[2] - in_zp, x3 = x[3] - in_zp;
+        for (uint32_t c = 0; c < active; ++c) {
+          const uint8_t* wc = w + 4 * c;
+          a[c] +=
+              x0 * (wc[0] - w_zp) + x1 * (wc[1] - w_zp) + x2 * (wc[2] - w_zp) + x3 * (wc[3] - w_zp);
+        }
+        env.stats().macs += 4 * active;
+        break;
+      }
+      case OperandKind::kByteTimesLane: {
+        const int32_t x = *env.narrow_read(in.address(), 1) - in_zp;
+        const uint8_t* w = read_par_row(par.address()) + (par.address() & 3);
+        for (uint32_t c = 0; c < active; ++c) a[c] += x * (w[4 * c] - w_zp);
+        env.stats().macs += active;
+        break;
+      }
+      case OperandKind::kByteTimesLaneBroadcast: {
+        const int32_t x = *env.narrow_read(in.address(), 1) - in_zp;
+        const int32_t b = read_par_row(par.address())[par.address() & 3] - w_zp;
+        for (uint32_t c = 0; c < active; ++c) a[c] += x * b;
+        env.stats().macs += 1;
+        break;
+      }
+      case OperandKind::kHalfwordsTimesRow16: {
+        const uint8_t* x = env.narrow_read(in.address(), 2);
+        const uint8_t* w = read_par_row(par.address());
+        for (uint32_t c = 0; c < active; ++c) {
+          int16_t w0, w1;
+          std::memcpy(&w0, w + 4 * c, 2);
+          std::memcpy(&w1, w + 4 * c + 2, 2);
+          a[c] += int64_t{x[0]} * w0 + int64_t{x[1]} * w1;
+        }
+        env.stats().macs += 2 * active;
+        break;
+      }
+      case OperandKind::kLaneOnly: {
+        const uint8_t* w = read_par_row(par.address()) + (par.address() & 3);
+        if (spec.combine == Combine::kMax) {
+          for (uint32_t c = 0; c < active; ++c) a[c] = std::max<int64_t>(a[c], w[4 * c] - w_zp);
+        } else {
+          for (uint32_t c = 0; c < active; ++c) a[c] += w[4 * c] - w_zp;
+        }
+        break;
+      }
+    }
+
+    if (reduction_end) emit(a, mixed_index(op, counter, is_group_loop));
+
+    // Advance the main loop and the read TTUs together (one address each per step).
+    for (int k = 0; k < kLoops; ++k) {
+      if (counter[k] < op.loops[k]) {
+        ++counter[k];
+        for (int e = 0; e < k; ++e) counter[e] = 0;
+        break;
+      }
+    }
+    if (uses_in) in.next();
+    par.next();
+  }
+}
+
+}  // namespace tinycoral::chip::ops

@@ -1,0 +1,28 @@
+// ops::classify(): the first table entry whose identifying fields all match (see op_class_table.h).
+#include "chip/ops/op_class_table.h"
+
+#include <array>
+
+namespace tinycoral::chip::ops {
+
+bool matches(const ClassEntry& e, const OpInstr& op) {
+  if (op.opcode != e.opcode || op.dp_mode != e.dp_mode || op.reduce_mask != e.reduce_mask ||
+      op.nlu_mode != e.nlu_mode)
+    return false;
+  bool cfg0_ok = false;
+  for (uint8_t i = 0; i < e.cfg0_count; ++i) cfg0_ok |= op.cfg0 == e.cfg0[i];
+  if (!cfg0_ok) return false;
+  return e.extra == nullptr || e.extra(op);
+}
+
+const OpClass* classify(const OpInstr& op) {
+  static const std::array<const ClassEntry*, 14> kTable = {
+      &kFullyConnected, &kConvKChunked, &kConvPositionOuter, &kDepthwiseConv, &kRequantize,
+      &kLogistic,       &kNarrowCopy,   &kWordCopy,          &kMulProduct,    &kMulPack,
+      &kAdd16,          &kMaxPool,      &kAvgPool,           &kPositionSum};
+  for (const ClassEntry* e : kTable)
+    if (matches(*e, op)) return &e->op_class;
+  return nullptr;
+}
+
+}  // namespace tinycoral::chip::ops

@@ -1,0 +1,42 @@
+// The dispatch table of op classes: each class file in this folder defines one ClassEntry (what
+// identifies the class in the instruction's fields, how it runs, the evidence in its comment);
+// op_class_table.cpp lists them and implements ops::classify() (declared in chip/tile.h).
+#pragma once
+
+#include "chip/tile.h"
+
+namespace tinycoral::chip::ops {
+
+struct ClassEntry {
+  // Identifying fields (isa.md 2.1.2). reduce_mask and nlu_mode must match exactly; cfg0 must be
+  // one of the listed values (0-terminated unless a listed value is 0: see cfg0_count).
+  uint8_t opcode = 0;
+  uint8_t dp_mode = 0;
+  uint32_t cfg0[4] = {};
+  uint8_t cfg0_count = 0;
+  uint8_t reduce_mask = 0;
+  uint8_t nlu_mode = 0;
+  // Further distinguishing test (cfg2/cfg3 ...), or nullptr.
+  bool (*extra)(const OpInstr& op) = nullptr;
+  OpClass op_class;
+};
+
+bool matches(const ClassEntry& entry, const OpInstr& op);
+
+// One entry per class file.
+extern const ClassEntry kFullyConnected;
+extern const ClassEntry kConvKChunked;
+extern const ClassEntry kConvPositionOuter;
+extern const ClassEntry kDepthwiseConv;
+extern const ClassEntry kRequantize;
+extern const ClassEntry kLogistic;
+extern const ClassEntry kNarrowCopy;
+extern const ClassEntry kWordCopy;
+extern const ClassEntry kMulProduct;
+extern const ClassEntry kMulPack;
+extern const ClassEntry kAdd16;
+extern const ClassEntry kMaxPool;
+extern const ClassEntry kAvgPool;
+extern const ClassEntry kPositionSum;
+
+}  // namespace tinycoral::chip::ops

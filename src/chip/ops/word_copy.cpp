@@ -1,0 +1,15 @@
+// Word copy / reformat (dp 4, cfg0 0x07, reduce 0; isa.md 2.1.5 "Copy / reformat ops"): moves words
+// between narrow layouts through the identity row (mult 1, clamps +-inf, zero points 0), i.e. one
+// input word times the identity row is one output word. Its progress/wait fields are the
+// scheduler's.
+#include "chip/ops/mac_engine.h"
+#include "chip/ops/op_class_table.h"
+
+namespace tinycoral::chip::ops {
+namespace {
+void run(const OpInstr& op, OpEnv& env) { run_engine(op, env, {OperandKind::kWordTimesRow}); }
+}  // namespace
+
+const ClassEntry kWordCopy{1, 4, {0x07}, 1, 0, 0, nullptr, {"word copy", run, nullptr}};
+
+}  // namespace tinycoral::chip::ops
