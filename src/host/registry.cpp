@@ -9,7 +9,9 @@ namespace tinycoral::host {
 // One line per operator file in src/host/ops/ (keep sorted).
 #define TINYCORAL_HOST_OPS(X) \
   X(arg_max)                  \
+  X(detection_postprocess)    \
   X(placeholder_none)         \
+  X(posenet_decoder)          \
   X(resize_bilinear)
 
 #define TINYCORAL_DECLARE_OP(name) void register_##name(Registry& registry);
