@@ -12,13 +12,12 @@ namespace tinycoral::host {
   X(detection_postprocess)    \
   X(placeholder_none)         \
   X(posenet_decoder)          \
-  X(resize_bilinear)
+  X(resize_bilinear)          \
+  X(sequence_lstm)
 
 #define TINYCORAL_DECLARE_OP(name) void register_##name(Registry& registry);
 TINYCORAL_HOST_OPS(TINYCORAL_DECLARE_OP)
 #undef TINYCORAL_DECLARE_OP
-
-void register_placeholder_none(Registry&) {}
 
 void Registry::add_builtin(container::BuiltinOp op, KernelFactory factory) {
   add_builtin(static_cast<int32_t>(op), std::move(factory));

@@ -1,0 +1,42 @@
+// Shape and type helpers for the operator kernels (op_util.h).
+#include "host/op_util.h"
+
+#include <algorithm>
+
+namespace tinycoral::host {
+
+Shape4 shape4(const OpContext& ctx, const TensorView& t) {
+  ctx.require(t.rank() == 4, cat("tensor '", t.name(), "' must have rank 4, has ", t.rank()));
+  return {t.dim(0), t.dim(1), t.dim(2), t.dim(3)};
+}
+
+PaddedDim padded_dim(container::Padding padding, int in, int filter, int stride, int dilation) {
+  if (stride <= 0 || dilation <= 0 || filter <= 0)
+    fail("stride, dilation and filter size must be positive");
+  const int effective = (filter - 1) * dilation + 1;
+  PaddedDim d;
+  if (padding == container::Padding::kSame) {
+    d.out = (in + stride - 1) / stride;
+  } else {
+    d.out = (in - effective + stride) / stride;
+  }
+  const int total = (d.out - 1) * stride + effective - in;
+  d.pad = std::max(total / 2, 0);
+  return d;
+}
+
+void require_same_q8(const OpContext& ctx, std::initializer_list<const TensorView*> tensors) {
+  const TensorView* first = *tensors.begin();
+  for (const TensorView* t : tensors) {
+    ctx.require(is_q8(t->type()), cat("tensor '", t->name(), "' has type ",
+                                      container::tensor_type_name(t->type()),
+                                      "; quantized uint8/int8 expected"));
+    ctx.require(t->type() == first->type(), "input and output types differ");
+    ctx.require(t->quantized() && t->scale() > 0,
+                cat("tensor '", t->name(), "' has no (positive) quantization scale"));
+  }
+}
+
+bool same_shape(const TensorView& a, const TensorView& b) { return a.shape() == b.shape(); }
+
+}  // namespace tinycoral::host

@@ -1,0 +1,273 @@
+// The u8 x s8 integer GEMM at three SIMD levels with identical results (qgemm.h).
+#include "host/qgemm.h"
+
+// GCC 12's _mm512_reduce_add_epi32 trips -Wmaybe-uninitialized inside its own header.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <atomic>
+
+namespace tinycoral::host {
+
+namespace {
+
+std::atomic<int> g_override{-1};
+
+void gemm_portable(const uint8_t* a, size_t lda, const int8_t* b, int32_t* c, size_t ldc, int m,
+                   int n, int kp) {
+  for (int i = 0; i < m; ++i) {
+    const uint8_t* ar = a + static_cast<size_t>(i) * lda;
+    for (int j = 0; j < n; ++j) {
+      const int8_t* br = b + static_cast<size_t>(j) * static_cast<size_t>(kp);
+      int32_t acc = 0;
+      for (int k = 0; k < kp; ++k) acc += int32_t{ar[k]} * int32_t{br[k]};
+      c[static_cast<size_t>(i) * ldc + static_cast<size_t>(j)] = acc;
+    }
+  }
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) inline int32_t hsum256(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// u8 x s8 products widened to int16, pairs summed to int32 by vpmaddwd: exact.
+__attribute__((target("avx2"))) inline __m256i dot16_avx2(__m256i acc, const uint8_t* a,
+                                                          const int8_t* b) {
+  const __m256i va = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a)));
+  const __m256i vb = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b)));
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(va, vb));
+}
+
+__attribute__((target("avx2"))) void gemm_avx2(const uint8_t* a, size_t lda, const int8_t* b,
+                                                int32_t* c, size_t ldc, int m, int n, int kp) {
+  const size_t skp = static_cast<size_t>(kp);
+  int i = 0;
+  for (; i + 2 <= m; i += 2) {
+    const uint8_t* a0 = a + static_cast<size_t>(i) * lda;
+    const uint8_t* a1 = a0 + lda;
+    int j = 0;
+    for (; j + 2 <= n; j += 2) {
+      const int8_t* b0 = b + static_cast<size_t>(j) * skp;
+      const int8_t* b1 = b0 + skp;
+      __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00;
+      for (int k = 0; k < kp; k += 16) {
+        const __m256i va0 =
+            _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a0 + k)));
+        const __m256i va1 =
+            _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a1 + k)));
+        const __m256i vb0 =
+            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b0 + k)));
+        const __m256i vb1 =
+            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b1 + k)));
+        c00 = _mm256_add_epi32(c00, _mm256_madd_epi16(va0, vb0));
+        c01 = _mm256_add_epi32(c01, _mm256_madd_epi16(va0, vb1));
+        c10 = _mm256_add_epi32(c10, _mm256_madd_epi16(va1, vb0));
+        c11 = _mm256_add_epi32(c11, _mm256_madd_epi16(va1, vb1));
+      }
+      int32_t* cr = c + static_cast<size_t>(i) * ldc + static_cast<size_t>(j);
+      cr[0] = hsum256(c00);
+      cr[1] = hsum256(c01);
+      cr[ldc] = hsum256(c10);
+      cr[ldc + 1] = hsum256(c11);
+    }
+    for (; j < n; ++j) {
+      const int8_t* b0 = b + static_cast<size_t>(j) * skp;
+      __m256i c0 = _mm256_setzero_si256(), c1 = c0;
+      for (int k = 0; k < kp; k += 16) {
+        c0 = dot16_avx2(c0, a0 + k, b0 + k);
+        c1 = dot16_avx2(c1, a1 + k, b0 + k);
+      }
+      c[static_cast<size_t>(i) * ldc + static_cast<size_t>(j)] = hsum256(c0);
+      c[static_cast<size_t>(i + 1) * ldc + static_cast<size_t>(j)] = hsum256(c1);
+    }
+  }
+  for (; i < m; ++i) {
+    const uint8_t* a0 = a + static_cast<size_t>(i) * lda;
+    for (int j = 0; j < n; ++j) {
+      const int8_t* b0 = b + static_cast<size_t>(j) * skp;
+      __m256i c0 = _mm256_setzero_si256();
+      for (int k = 0; k < kp; k += 16) c0 = dot16_avx2(c0, a0 + k, b0 + k);
+      c[static_cast<size_t>(i) * ldc + static_cast<size_t>(j)] = hsum256(c0);
+    }
+  }
+}
+
+#define TC_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
+
+// 4 rows x 4 columns of vpdpbusd (64 u8 x s8 products into 16 int32 lanes, exact).
+TC_VNNI void gemm_vnni(const uint8_t* a, size_t lda, const int8_t* b, int32_t* c, size_t ldc,
+                       int m, int n, int kp) {
+  const size_t skp = static_cast<size_t>(kp);
+  int i = 0;
+  for (; i + 4 <= m; i += 4) {
+    const uint8_t* ar[4];
+    for (int r = 0; r < 4; ++r) ar[r] = a + static_cast<size_t>(i + r) * lda;
+    int j = 0;
+    for (; j + 4 <= n; j += 4) {
+      const int8_t* br = b + static_cast<size_t>(j) * skp;
+      __m512i acc[4][4];
+      for (auto& row : acc)
+        for (auto& v : row) v = _mm512_setzero_si512();
+      for (int k = 0; k < kp; k += 64) {
+        const __m512i vb0 = _mm512_loadu_si512(br + k);
+        const __m512i vb1 = _mm512_loadu_si512(br + skp + k);
+        const __m512i vb2 = _mm512_loadu_si512(br + 2 * skp + k);
+        const __m512i vb3 = _mm512_loadu_si512(br + 3 * skp + k);
+        for (int r = 0; r < 4; ++r) {
+          const __m512i va = _mm512_loadu_si512(ar[r] + k);
+          acc[r][0] = _mm512_dpbusd_epi32(acc[r][0], va, vb0);
+          acc[r][1] = _mm512_dpbusd_epi32(acc[r][1], va, vb1);
+          acc[r][2] = _mm512_dpbusd_epi32(acc[r][2], va, vb2);
+          acc[r][3] = _mm512_dpbusd_epi32(acc[r][3], va, vb3);
+        }
+      }
+      for (int r = 0; r < 4; ++r)
+        for (int q = 0; q < 4; ++q)
+          c[static_cast<size_t>(i + r) * ldc + static_cast<size_t>(j + q)] =
+              _mm512_reduce_add_epi32(acc[r][q]);
+    }
+    for (; j < n; ++j) {
+      const int8_t* b0 = b + static_cast<size_t>(j) * skp;
+      __m512i acc[4];
+      for (auto& v : acc) v = _mm512_setzero_si512();
+      for (int k = 0; k < kp; k += 64) {
+        const __m512i vb = _mm512_loadu_si512(b0 + k);
+        for (int r = 0; r < 4; ++r)
+          acc[r] = _mm512_dpbusd_epi32(acc[r], _mm512_loadu_si512(ar[r] + k), vb);
+      }
+      for (int r = 0; r < 4; ++r)
+        c[static_cast<size_t>(i + r) * ldc + static_cast<size_t>(j)] =
+            _mm512_reduce_add_epi32(acc[r]);
+    }
+  }
+  for (; i < m; ++i) {
+    const uint8_t* a0 = a + static_cast<size_t>(i) * lda;
+    int j = 0;
+    for (; j + 4 <= n; j += 4) {
+      const int8_t* br = b + static_cast<size_t>(j) * skp;
+      __m512i acc[4];
+      for (auto& v : acc) v = _mm512_setzero_si512();
+      for (int k = 0; k < kp; k += 64) {
+        const __m512i va = _mm512_loadu_si512(a0 + k);
+        for (int q = 0; q < 4; ++q)
+          acc[q] = _mm512_dpbusd_epi32(acc[q], va,
+                                       _mm512_loadu_si512(br + static_cast<size_t>(q) * skp + k));
+      }
+      for (int q = 0; q < 4; ++q)
+        c[static_cast<size_t>(i) * ldc + static_cast<size_t>(j + q)] =
+            _mm512_reduce_add_epi32(acc[q]);
+    }
+    for (; j < n; ++j) {
+      const int8_t* b0 = b + static_cast<size_t>(j) * skp;
+      __m512i acc = _mm512_setzero_si512();
+      for (int k = 0; k < kp; k += 64)
+        acc = _mm512_dpbusd_epi32(acc, _mm512_loadu_si512(a0 + k), _mm512_loadu_si512(b0 + k));
+      c[static_cast<size_t>(i) * ldc + static_cast<size_t>(j)] = _mm512_reduce_add_epi32(acc);
+    }
+  }
+}
+#endif
+
+}  // namespace
+
+const char* simd_level_name(SimdLevel level) {
+  switch (level) {
+    case SimdLevel::kAvx512Vnni:
+      return "avx512-vnni";
+    case SimdLevel::kAvx2:
+      return "avx2";
+    default:
+      return "portable";
+  }
+}
+
+SimdLevel detected_simd_level() {
+#if defined(__x86_64__)
+  static const SimdLevel level = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl"))
+      return SimdLevel::kAvx512Vnni;
+    if (__builtin_cpu_supports("avx2")) return SimdLevel::kAvx2;
+    return SimdLevel::kPortable;
+  }();
+  return level;
+#else
+  return SimdLevel::kPortable;
+#endif
+}
+
+SimdLevel active_simd_level() {
+  const int o = g_override.load(std::memory_order_relaxed);
+  const SimdLevel d = detected_simd_level();
+  if (o < 0) return d;
+  return static_cast<int>(d) < o ? d : static_cast<SimdLevel>(o);
+}
+
+void set_simd_level_override(SimdLevel level) { g_override.store(static_cast<int>(level)); }
+void clear_simd_level_override() { g_override.store(-1); }
+
+void gemm_u8s8(const uint8_t* a, size_t lda, const int8_t* b, int32_t* c, size_t ldc, int m, int n,
+               int kp, SimdLevel level) {
+#if defined(__x86_64__)
+  if (level == SimdLevel::kAvx512Vnni) return gemm_vnni(a, lda, b, c, ldc, m, n, kp);
+  if (level == SimdLevel::kAvx2) return gemm_avx2(a, lda, b, c, ldc, m, n, kp);
+#endif
+  (void)level;
+  gemm_portable(a, lda, b, c, ldc, m, n, kp);
+}
+
+PackedWeights pack_mac_weights(const OpContext& ctx, const TensorView& input,
+                               const TensorView& weights, const TensorView* bias,
+                               const TensorView& output, int n, int k) {
+  ctx.require(weights.constant, cat("weights '", weights.name(), "' must be constant"));
+  ctx.require(weights.type() == input.type(),
+              cat("weights '", weights.name(), "' are ", container::tensor_type_name(weights.type()),
+                  " but the input is ", container::tensor_type_name(input.type())));
+  ctx.require(weights.elements() == int64_t{n} * k, "weights do not match the operator's shape");
+  ctx.require(k > 0 && k <= (1 << 20), cat("reduction size ", k, " out of range"));
+  PackedWeights pw;
+  pw.n = n;
+  pw.k = k;
+  pw.kp = gemm_padded_k(k);
+  pw.scale = mac_channel_scales(ctx, input, weights, output, n);
+  const auto& zps = weights.quant().zero_point;
+  ctx.require(zps.size() <= 1 || zps.size() == static_cast<size_t>(n),
+              "weight zero points do not match the output channels");
+  const bool u8 = weights.type() == container::TensorType::kUInt8;
+  const int32_t ow = u8 ? 128 : 0;
+  pw.w.assign(static_cast<size_t>(n) * static_cast<size_t>(pw.kp), 0);
+  pw.w_sum.assign(static_cast<size_t>(n), 0);
+  pw.aw.assign(static_cast<size_t>(n), 0);
+  pw.bias.assign(static_cast<size_t>(n), 0);
+  for (int r = 0; r < n; ++r) {
+    const size_t rr = static_cast<size_t>(r);
+    const int64_t zw = zps.empty() ? 0 : (zps.size() == 1 ? zps[0] : zps[rr]);
+    pw.aw[rr] = static_cast<int32_t>(zw) - ow;
+    int32_t sum = 0;
+    for (int q = 0; q < k; ++q) {
+      const size_t src = rr * static_cast<size_t>(k) + static_cast<size_t>(q);
+      const int32_t w = u8 ? int32_t{weights.data[src]} : int32_t{weights.as<int8_t>()[src]};
+      const auto biased = static_cast<int8_t>(w - ow);
+      pw.w[rr * static_cast<size_t>(pw.kp) + static_cast<size_t>(q)] = biased;
+      sum += biased;
+    }
+    pw.w_sum[rr] = sum;
+  }
+  if (bias && bias->present()) {
+    ctx.require(bias->constant, "bias must be constant");
+    ctx.require(bias->type() == container::TensorType::kInt32,
+                cat("bias '", bias->name(), "' must be int32, is ",
+                    container::tensor_type_name(bias->type())));
+    ctx.require(bias->elements() == n, cat("bias has ", bias->elements(), " values for ", n,
+                                           " output channels"));
+    for (int r = 0; r < n; ++r) pw.bias[static_cast<size_t>(r)] = bias->as<int32_t>()[r];
+  }
+  return pw;
+}
+
+}  // namespace tinycoral::host
