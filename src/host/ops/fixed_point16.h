@@ -70,9 +70,9 @@ constexpr int16_t one() {
 
 // exp(a) for a in [-1/4, 0), Q0.15 in and out (Taylor expansion around -1/8).
 inline int16_t exp_on_quarter_interval(int16_t a) {
-  const int16_t c = constant(1895147668);        // exp(-1/8)
+  const int16_t c = constant(1895147668);         // exp(-1/8)
   const int16_t one_third = constant(715827883);  // 1/3
-  const int16_t x = wrap(a + (1 << 12));           // a + 1/8
+  const int16_t x = wrap(a + (1 << 12));          // a + 1/8
   const int16_t x2 = mul(x, x);
   const int16_t x3 = mul(x2, x);
   const int16_t x4 = mul(x2, x2);
@@ -153,8 +153,8 @@ int16_t tanh(int16_t a) {
 // tanh with a run-time integer bit count 0..6 (TFLite's dispatch); false when out of range.
 inline bool tanh_dynamic(int ib, const int16_t* in, int16_t* out, int n) {
   switch (ib) {
-#define TINYCORAL_TANH_CASE(k) \
-  case k:                      \
+#define TINYCORAL_TANH_CASE(k)                           \
+  case k:                                                \
     for (int i = 0; i < n; ++i) out[i] = tanh<k>(in[i]); \
     return true;
     TINYCORAL_TANH_CASE(0)

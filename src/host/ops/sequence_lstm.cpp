@@ -89,8 +89,8 @@ void IntegerLstmCell::step(const int8_t* input, int8_t* output_state, int16_t* c
   for (int i = 0; i < n; ++i) og[i] = fx16::logistic<3>(og[i]);
   fx16::tanh_dynamic(15 + cell_scale_log2, cell, scratch_.data(), n);
   for (int i = 0; i < n_output; ++i)
-    output_state[i] = lstm_hidden(og[i], scratch_[static_cast<size_t>(i)], hidden_scale,
-                                  hidden_zero_point);
+    output_state[i] =
+        lstm_hidden(og[i], scratch_[static_cast<size_t>(i)], hidden_scale, hidden_zero_point);
 }
 
 }  // namespace tinycoral::host::ops
@@ -179,8 +179,7 @@ std::unique_ptr<Kernel> make_sequence_lstm(const OpContext& ctx) {
   cell.n_cell = w_out.dim(0);
   cell.n_output = r_out.dim(1);
   cell.cifg = !ctx.has_input(kInputWeights);
-  ctx.require(cell.cifg == !ctx.has_input(kRecurrentWeights) &&
-                  cell.cifg == !ctx.has_input(kBias),
+  ctx.require(cell.cifg == !ctx.has_input(kRecurrentWeights) && cell.cifg == !ctx.has_input(kBias),
               "input gate weights, recurrent weights and bias must be all present or all absent");
 
   const TensorView& state = ctx.input(kOutputState);

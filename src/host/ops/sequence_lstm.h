@@ -36,7 +36,8 @@ struct IntegerLstmCell {
 
   // The pieces, exposed for tests: one gate's pre-activation (saturating int16 sums of the two
   // requantized matrix products).
-  void gate_preactivation(int gate, const int8_t* input, const int8_t* output_state, int16_t* out) const;
+  void gate_preactivation(int gate, const int8_t* input, const int8_t* output_state,
+                          int16_t* out) const;
 
  private:
   std::array<std::vector<int16_t>, 4> gates_;
