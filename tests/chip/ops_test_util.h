@@ -1,0 +1,46 @@
+// Helpers for the op-unit tests: build OpInstr fields from logical strides (the inverse of the
+// rewinding increments, isa.md 2.0a) and a tile to run them on.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <utility>
+
+#include "chip/tile.h"
+
+namespace tinycoral::chip::ops_test {
+
+// dims = (stride, iterations) innermost first; inc_k = S_k - sum_{e<k} cnt_e S_e.
+inline OpTtu ttu(int64_t base, std::initializer_list<std::pair<int64_t, uint32_t>> dims) {
+  OpTtu t;
+  t.base = base;
+  int k = 0;
+  std::array<int64_t, 8> stride{};
+  for (const auto& [s, n] : dims) {
+    stride[k] = s;
+    t.cnt[k] = n - 1;
+    int64_t inc = s;
+    for (int e = 0; e < k; ++e) inc -= static_cast<int64_t>(t.cnt[e]) * stride[e];
+    t.inc[k] = inc;
+    ++k;
+  }
+  // Unused outer dimensions rewind to the base (as the compiler encodes them).
+  for (; k < 8; ++k) {
+    int64_t inc = 0;
+    for (int e = 0; e < k; ++e) inc -= static_cast<int64_t>(t.cnt[e]) * stride[e];
+    t.inc[k] = inc;
+  }
+  return t;
+}
+
+inline void loops(OpInstr& op, std::initializer_list<uint32_t> iterations) {
+  int k = 0;
+  for (uint32_t n : iterations) op.loops[k++] = n - 1;
+}
+
+inline void put_i32(std::vector<uint8_t>& mem, size_t at, int32_t v) {
+  std::memcpy(&mem[at], &v, 4);
+}
+
+}  // namespace tinycoral::chip::ops_test
