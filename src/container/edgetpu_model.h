@@ -25,9 +25,9 @@ struct EdgeTpuModel {
   std::vector<CustomOp> edgetpu_ops;  // in subgraph, then operator order
   std::vector<std::string> warnings;  // non-fatal findings of the reader (not compared)
 
-  bool operator==(const EdgeTpuModel& other) const {
-    return model == other.model && edgetpu_ops == other.edgetpu_ops;
-  }
+  // Same content: equal models and ops, where an edgetpu op's custom_options bytes are compared
+  // through their parsed `options` (a re-serialized FlexBuffer need not be byte-identical).
+  bool operator==(const EdgeTpuModel& other) const;
 };
 
 // Throws Error for anything malformed (TFLite, FlexBuffers options, packages, executables).
