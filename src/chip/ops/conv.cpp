@@ -16,6 +16,11 @@ void run(const OpInstr& op, OpEnv& env) { run_engine(op, env, {OperandKind::kWor
 uint32_t fills(const OpInstr& op) { return fifo_fill_count(op); }
 }  // namespace
 
+// gen2021 ("grouper"): dp 2, cfg0 0xA5/0xA7, reduce 1: loop0 = input words, loop1 = positions,
+// weights (with bias) from a FIFO; split_concat word 1157 concatenates two channels through a 2-row
+// selection matrix this way (docs/chip_ops.md).
+const ClassEntry kConv2021{1,   2, {0xA5, 0xA7}, 2,
+                           0b1, 0, nullptr,      {"conv/FC FIFO (gen2021)", run, fills}};
 const ClassEntry kConvKChunked{1,      4, {0xE5, 0xE7}, 2,
                                0b1011, 0, nullptr,      {"conv K-chunked", run, fills}};
 const ClassEntry kConvPositionOuter{1,     4, {0xE5, 0xE7}, 2,

@@ -16,10 +16,13 @@ bool matches(const ClassEntry& e, const OpInstr& op) {
 }
 
 const OpClass* classify(const OpInstr& op) {
-  static const std::array<const ClassEntry*, 14> kTable = {
+  static const std::array<const ClassEntry*, 17> kTable = {
+      // gen2020 ("frogfish") encodings, as in isa.md 2.1.2
       &kFullyConnected, &kConvKChunked, &kConvPositionOuter, &kDepthwiseConv, &kRequantize,
-      &kLogistic,       &kNarrowCopy,   &kWordCopy,          &kMulProduct,    &kMulPack,
-      &kAdd16,          &kMaxPool,      &kAvgPool,           &kPositionSum};
+      &kLogistic, &kNarrowCopy, &kWordCopy, &kMulProduct, &kMulPack, &kAdd16, &kMaxPool, &kAvgPool,
+      &kPositionSum,
+      // gen2021 ("grouper") encodings established in docs/chip_ops.md
+      &kWordCopy2021, &kRequantize2021, &kConv2021};
   for (const ClassEntry* e : kTable)
     if (matches(*e, op)) return &e->op_class;
   return nullptr;

@@ -38,5 +38,8 @@ extern const ClassEntry kAdd16;
 extern const ClassEntry kMaxPool;
 extern const ClassEntry kAvgPool;
 extern const ClassEntry kPositionSum;
+extern const ClassEntry kWordCopy2021;
+extern const ClassEntry kRequantize2021;
+extern const ClassEntry kConv2021;
 
 }  // namespace tinycoral::chip::ops

@@ -7,8 +7,15 @@
 namespace tinycoral::chip::ops {
 namespace {
 void run(const OpInstr& op, OpEnv& env) { run_engine(op, env, {OperandKind::kWordTimesRow}); }
+uint32_t fills(const OpInstr& op) { return fifo_fill_count(op); }
 }  // namespace
 
+// gen2021 ("grouper"): dp 1, cfg0 0x65, reduce 0 with a parameter row from a FIFO (par_fifo 1) and
+// a bias (cfg4): split_concat's channel extractions (words 626, 802) whose parameter blocks hold a
+// zero bias and a selection row (column 0 = (0,1,0,0) picks byte 1), with in_zp = out_zp = 128,
+// mult 1, clamps [-128, 127] -- the same word-times-row step (docs/chip_ops.md).
+const ClassEntry kRequantize2021{1, 1, {0x65},  1,
+                                 0, 0, nullptr, {"requantize (gen2021)", run, fills}};
 const ClassEntry kRequantize{1, 1, {0x05},  1,
                              0, 0, nullptr, {"requantize (RELU/QUANTIZE)", run, nullptr}};
 

@@ -10,6 +10,10 @@ namespace {
 void run(const OpInstr& op, OpEnv& env) { run_engine(op, env, {OperandKind::kWordTimesRow}); }
 }  // namespace
 
+// gen2021 ("grouper") encodes the same word copy as dp 1, cfg0 0 (split_concat words 593, 1100,
+// 1120: `par` = the identity row at 8304, mult 1, clamps +-inf, zero points 0; docs/chip_ops.md).
+const ClassEntry kWordCopy2021{1, 1, {0x00},  1,
+                               0, 0, nullptr, {"word copy (gen2021)", run, nullptr}};
 const ClassEntry kWordCopy{1, 4, {0x07}, 1, 0, 0, nullptr, {"word copy", run, nullptr}};
 
 }  // namespace tinycoral::chip::ops
