@@ -37,9 +37,12 @@ struct AlignedAllocator {
   template <typename U>
   AlignedAllocator(const AlignedAllocator<U>&) {}
   T* allocate(size_t n) {
-    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{ArenaPlanner::kAlignment}));
+    return static_cast<T*>(
+        ::operator new (n * sizeof(T), std::align_val_t{ArenaPlanner::kAlignment}));
   }
-  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t{ArenaPlanner::kAlignment}); }
+  void deallocate(T* p, size_t) {
+    ::operator delete (p, std::align_val_t{ArenaPlanner::kAlignment});
+  }
   template <typename U>
   bool operator==(const AlignedAllocator<U>&) const {
     return true;

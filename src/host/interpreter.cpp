@@ -8,6 +8,7 @@
 #include <set>
 
 #include "host/arena_planner.h"
+#include "host/ops/custom_output_shapes.h"
 
 namespace tinycoral::host {
 
@@ -31,8 +32,9 @@ int64_t checked_tensor_bytes(const Tensor& t, size_t index) {
   if (t.shape.size() > static_cast<size_t>(kMaxRank))
     fail("tensor ", index, " ('", t.name, "'): rank ", t.shape.size(), " exceeds ", kMaxRank);
   const size_t elem = container::tensor_type_size(t.type);
-  if (elem == 0) fail("tensor ", index, " ('", t.name, "'): type ",
-                      container::tensor_type_name(t.type), " is not supported");
+  if (elem == 0)
+    fail("tensor ", index, " ('", t.name, "'): type ", container::tensor_type_name(t.type),
+         " is not supported");
   int64_t n = 1;
   for (int32_t d : t.shape) {
     if (d < 0) fail("tensor ", index, " ('", t.name, "'): dynamic or negative dimension ", d);
@@ -79,6 +81,8 @@ Interpreter::Interpreter(Model model, InterpreterOptions options) : s_(std::make
   s_->rounding = options.rounding;
   Model& m = *s_->model;
   if (m.subgraphs.empty()) fail("model has no subgraph");
+  // Custom ops that size their outputs at prepare time in TFLite (PoseNet's decoder).
+  resolve_custom_output_shapes(m);
   const Subgraph& g = m.subgraphs[0];
   const size_t nt = g.tensors.size();
   auto check_index = [&](int32_t idx, const std::string& what, bool optional) {
@@ -180,8 +184,9 @@ Interpreter::Interpreter(Model model, InterpreterOptions options) : s_(std::make
     const std::string where = cat("operator ", k, " (", op_display_name(*ctx.code), ")");
     if (factories.empty()) {
       if (ctx.code->custom_code == "edgetpu-custom-op")
-        fail(where, " is not supported on the CPU: this model was compiled for the Edge TPU (run "
-                    "it on a device, or use its CPU twin)");
+        fail(where,
+             " is not supported on the CPU: this model was compiled for the Edge TPU (run "
+             "it on a device, or use its CPU twin)");
       fail(where, " is not supported");
     }
     std::unique_ptr<Kernel> kernel;
@@ -194,8 +199,8 @@ Interpreter::Interpreter(Model model, InterpreterOptions options) : s_(std::make
     if (!kernel) {
       std::string types;
       for (const auto& in : ctx.inputs)
-        if (in.present()) types += std::string(types.empty() ? "" : ", ") +
-                                   container::tensor_type_name(in.type());
+        if (in.present())
+          types += std::string(types.empty() ? "" : ", ") + container::tensor_type_name(in.type());
       fail(where, " is not supported with inputs of type ", types);
     }
     s_->kernels.push_back(std::move(kernel));
@@ -216,7 +221,8 @@ Interpreter::Interpreter(Model model, InterpreterOptions options) : s_(std::make
     }
   }
   for (int32_t i : g.outputs) last[static_cast<size_t>(i)] = end;
-  for (int32_t i : g.inputs) last[static_cast<size_t>(i)] = std::max(last[static_cast<size_t>(i)], 0);
+  for (int32_t i : g.inputs)
+    last[static_cast<size_t>(i)] = std::max(last[static_cast<size_t>(i)], 0);
   std::vector<int> tensor_item(nt, -1);
   for (size_t i = 0; i < nt; ++i) {
     if (!used[i] || s_->is_constant[i]) continue;
@@ -248,7 +254,8 @@ Interpreter::Interpreter(Model model, InterpreterOptions options) : s_(std::make
       if (v.index >= 0) v.data = s_->tensor_data[static_cast<size_t>(v.index)];
     for (auto& v : ctx.outputs) v.data = s_->tensor_data[static_cast<size_t>(v.index)];
     if (scratch_item[k] >= 0)
-      ctx.scratch = {s_->arena.data() + planner.offset(scratch_item[k]), s_->kernels[k]->scratch_bytes};
+      ctx.scratch = {s_->arena.data() + planner.offset(scratch_item[k]),
+                     s_->kernels[k]->scratch_bytes};
   }
 }
 

@@ -45,7 +45,7 @@ class Interpreter {
 
   size_t num_inputs() const;
   size_t num_outputs() const;
-  TensorView input(size_t i) const;   // throws for i out of range
+  TensorView input(size_t i) const;  // throws for i out of range
   TensorView output(size_t i) const;
   // Copies `bytes` into input i; throws unless the size is exactly the tensor's byte size.
   void set_input(size_t i, std::span<const uint8_t> bytes);

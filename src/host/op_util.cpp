@@ -28,9 +28,9 @@ PaddedDim padded_dim(container::Padding padding, int in, int filter, int stride,
 void require_same_q8(const OpContext& ctx, std::initializer_list<const TensorView*> tensors) {
   const TensorView* first = *tensors.begin();
   for (const TensorView* t : tensors) {
-    ctx.require(is_q8(t->type()), cat("tensor '", t->name(), "' has type ",
-                                      container::tensor_type_name(t->type()),
-                                      "; quantized uint8/int8 expected"));
+    ctx.require(is_q8(t->type()),
+                cat("tensor '", t->name(), "' has type ", container::tensor_type_name(t->type()),
+                    "; quantized uint8/int8 expected"));
     ctx.require(t->type() == first->type(), "input and output types differ");
     ctx.require(t->quantized() && t->scale() > 0,
                 cat("tensor '", t->name(), "' has no (positive) quantization scale"));

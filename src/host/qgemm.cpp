@@ -43,7 +43,7 @@ __attribute__((target("avx2"))) inline __m256i dot16_avx2(__m256i acc, const uin
 }
 
 __attribute__((target("avx2"))) void gemm_avx2(const uint8_t* a, size_t lda, const int8_t* b,
-                                                int32_t* c, size_t ldc, int m, int n, int kp) {
+                                               int32_t* c, size_t ldc, int m, int n, int kp) {
   const size_t skp = static_cast<size_t>(kp);
   int i = 0;
   for (; i + 2 <= m; i += 2) {
@@ -99,8 +99,8 @@ __attribute__((target("avx2"))) void gemm_avx2(const uint8_t* a, size_t lda, con
 #define TC_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
 
 // 4 rows x 4 columns of vpdpbusd (64 u8 x s8 products into 16 int32 lanes, exact).
-TC_VNNI void gemm_vnni(const uint8_t* a, size_t lda, const int8_t* b, int32_t* c, size_t ldc,
-                       int m, int n, int kp) {
+TC_VNNI void gemm_vnni(const uint8_t* a, size_t lda, const int8_t* b, int32_t* c, size_t ldc, int m,
+                       int n, int kp) {
   const size_t skp = static_cast<size_t>(kp);
   int i = 0;
   for (; i + 4 <= m; i += 4) {
@@ -225,9 +225,10 @@ PackedWeights pack_mac_weights(const OpContext& ctx, const TensorView& input,
                                const TensorView& weights, const TensorView* bias,
                                const TensorView& output, int n, int k) {
   ctx.require(weights.constant, cat("weights '", weights.name(), "' must be constant"));
-  ctx.require(weights.type() == input.type(),
-              cat("weights '", weights.name(), "' are ", container::tensor_type_name(weights.type()),
-                  " but the input is ", container::tensor_type_name(input.type())));
+  ctx.require(
+      weights.type() == input.type(),
+      cat("weights '", weights.name(), "' are ", container::tensor_type_name(weights.type()),
+          " but the input is ", container::tensor_type_name(input.type())));
   ctx.require(weights.elements() == int64_t{n} * k, "weights do not match the operator's shape");
   ctx.require(k > 0 && k <= (1 << 20), cat("reduction size ", k, " out of range"));
   PackedWeights pw;
@@ -263,8 +264,8 @@ PackedWeights pack_mac_weights(const OpContext& ctx, const TensorView& input,
     ctx.require(bias->type() == container::TensorType::kInt32,
                 cat("bias '", bias->name(), "' must be int32, is ",
                     container::tensor_type_name(bias->type())));
-    ctx.require(bias->elements() == n, cat("bias has ", bias->elements(), " values for ", n,
-                                           " output channels"));
+    ctx.require(bias->elements() == n,
+                cat("bias has ", bias->elements(), " values for ", n, " output channels"));
     for (int r = 0; r < n; ++r) pw.bias[static_cast<size_t>(r)] = bias->as<int32_t>()[r];
   }
   return pw;

@@ -18,7 +18,8 @@ namespace tinycoral::host {
 enum class SimdLevel { kPortable = 0, kAvx2 = 1, kAvx512Vnni = 2 };
 const char* simd_level_name(SimdLevel level);
 SimdLevel detected_simd_level();
-// The level the kernels use: the detected one unless overridden (tests, bench); clamped to detected.
+// The level the kernels use: the detected one unless overridden (tests, bench); clamped to
+// detected.
 SimdLevel active_simd_level();
 void set_simd_level_override(SimdLevel level);
 void clear_simd_level_override();
@@ -33,11 +34,11 @@ void gemm_u8s8(const uint8_t* a, size_t lda, const int8_t* b, int32_t* c, size_t
 // Weights of a MAC op as N rows of K, re-biased and padded, with what the output stage needs.
 struct PackedWeights {
   int n = 0, k = 0, kp = 0;
-  std::vector<int8_t> w;           // n * kp, W = w - ow, zero padded
-  std::vector<int32_t> w_sum;      // per row: sum W
-  std::vector<int32_t> aw;         // per row: zw - ow
-  std::vector<int32_t> bias;       // per row (0 when the op has none)
-  std::vector<ChannelScale> scale; // per row
+  std::vector<int8_t> w;            // n * kp, W = w - ow, zero padded
+  std::vector<int32_t> w_sum;       // per row: sum W
+  std::vector<int32_t> aw;          // per row: zw - ow
+  std::vector<int32_t> bias;        // per row (0 when the op has none)
+  std::vector<ChannelScale> scale;  // per row
 };
 
 // `weights` is read as n rows of k (row-major; CONV_2D's OHWI and FC's [N, K] layouts both are).

@@ -23,7 +23,8 @@ std::pair<int64_t, int64_t> limit_denominator(uint64_t num, uint64_t den, int64_
   }
   num /= g;
   den /= g;
-  if (den <= static_cast<uint64_t>(max_den)) return {static_cast<int64_t>(num), static_cast<int64_t>(den)};
+  if (den <= static_cast<uint64_t>(max_den))
+    return {static_cast<int64_t>(num), static_cast<int64_t>(den)};
   Int128 p0 = 0, q0 = 1, p1 = 1, q1 = 0;
   Int128 n = num, d = den;
   for (int guard = 0; guard < 200 && d != 0; ++guard) {

@@ -9,11 +9,22 @@ namespace tinycoral::host {
 // One line per operator file in src/host/ops/ (keep sorted).
 #define TINYCORAL_HOST_OPS(X) \
   X(arg_max)                  \
+  X(concatenation)            \
+  X(conv_2d)                  \
+  X(depthwise_conv_2d)        \
   X(detection_postprocess)    \
-  X(placeholder_none)         \
+  X(elementwise_binary)       \
+  X(fully_connected)          \
+  X(lut_activation)           \
+  X(pad)                      \
+  X(pool_2d)                  \
   X(posenet_decoder)          \
+  X(quantize)                 \
+  X(reshape)                  \
   X(resize_bilinear)          \
-  X(sequence_lstm)
+  X(sequence_lstm)            \
+  X(softmax)                  \
+  X(split)
 
 #define TINYCORAL_DECLARE_OP(name) void register_##name(Registry& registry);
 TINYCORAL_HOST_OPS(TINYCORAL_DECLARE_OP)

@@ -1,11 +1,218 @@
-// PLACEHOLDER until its owner lands the real command.
+// `tinycoral run`: runs a TFLite model on an image or raw input bytes and prints what it computed
+// (top-K classes, raw output bytes, or JSON). The device is one switch: every device runs the same
+// host::Interpreter; a device other than the CPU only contributes kernel delegates (e.g. for
+// "edgetpu-custom-op") through options_for_device() below.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
 #include "commands.h"
 #include "common/error.h"
+#include "common/file.h"
+#include "container/tflite_reader.h"
+#include "host/image.h"
+#include "host/interpreter.h"
+#include "host/labels.h"
 
 namespace tinycoral::cli {
-void add_run_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("run", "(not built yet)");
-  cmd->allow_extras();
-  cmd->callback([] { fail("'run' is not built yet"); });
+
+namespace {
+
+struct RunArgs {
+  std::string model, image, input, device = "cpu", rounding = "tflite", labels, output_file;
+  std::string resize = "bilinear", normalize;
+  int top = 0;
+  bool json = false;
+};
+
+// The interpreter options of a device. "cpu" runs every operator on the host; devices that run
+// part of the model elsewhere add their delegates to options.delegates here.
+host::InterpreterOptions options_for_device(const RunArgs& a) {
+  host::InterpreterOptions options;
+  if (a.rounding == "tflite")
+    options.rounding = host::Rounding::kTflite;
+  else if (a.rounding == "edgetpu")
+    options.rounding = host::Rounding::kEdgeTpu;
+  else
+    fail("unknown --rounding '", a.rounding, "' (tflite or edgetpu)");
+  if (a.device != "cpu") fail("unknown --device '", a.device, "' (this build supports: cpu)");
+  return options;
 }
+
+// Dequantized values of an output tensor (floats as they are, integers exactly).
+std::vector<double> output_values(const host::TensorView& t) {
+  const int64_t n = t.elements();
+  std::vector<double> v(static_cast<size_t>(n));
+  const double s = t.quantized() ? t.scale() : 1.0;
+  const double z = t.quantized() ? t.zero_point() : 0.0;
+  using container::TensorType;
+  for (int64_t i = 0; i < n; ++i) {
+    double x = 0;
+    switch (t.type()) {
+      case TensorType::kUInt8:
+        x = t.as<uint8_t>()[i];
+        break;
+      case TensorType::kInt8:
+        x = t.as<int8_t>()[i];
+        break;
+      case TensorType::kInt16:
+        x = t.as<int16_t>()[i];
+        break;
+      case TensorType::kInt32:
+        x = t.as<int32_t>()[i];
+        break;
+      case TensorType::kInt64:
+        x = static_cast<double>(t.as<int64_t>()[i]);
+        break;
+      case TensorType::kFloat32:
+        x = t.as<float>()[i];
+        break;
+      case TensorType::kBool:
+        x = t.data[i] ? 1 : 0;
+        break;
+      default:
+        fail("output '", t.name(), "' has unsupported type ", tensor_type_name(t.type()));
+    }
+    const bool quantizable = t.type() != TensorType::kFloat32 && t.type() != TensorType::kInt64 &&
+                             t.type() != TensorType::kBool;
+    v[static_cast<size_t>(i)] = quantizable && t.quantized() ? static_cast<float>((x - z) * s) : x;
+  }
+  return v;
+}
+
+// The K best classes: by score, ties by the higher index (Google's order, expectations 1.7).
+std::vector<size_t> top_k(const std::vector<double>& scores, int k) {
+  std::vector<size_t> idx(scores.size());
+  std::iota(idx.begin(), idx.end(), size_t{0});
+  const size_t n = std::min(idx.size(), static_cast<size_t>(k));
+  std::partial_sort(
+      idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(n), idx.end(),
+      [&](size_t a, size_t b) { return scores[a] != scores[b] ? scores[a] > scores[b] : a > b; });
+  idx.resize(n);
+  return idx;
+}
+
+void set_inputs(host::Interpreter& interp, const RunArgs& a) {
+  if (!a.image.empty()) {
+    if (interp.num_inputs() != 1)
+      fail("--image needs a model with one input, this one has ", interp.num_inputs());
+    const host::TensorView in = interp.input(0);
+    const host::Image img = host::read_image(a.image);
+    const host::Normalization norm =
+        a.normalize.empty() ? host::Normalization{} : host::parse_normalization(a.normalize);
+    const auto bytes = with_context(a.image, [&] {
+      return host::image_to_input(img, in.shape(), in.type(), host::parse_resize_mode(a.resize),
+                                  norm);
+    });
+    interp.set_input(0, bytes);
+    return;
+  }
+  const std::vector<uint8_t> raw = read_file(a.input);
+  size_t total = 0;
+  for (size_t i = 0; i < interp.num_inputs(); ++i) total += interp.input(i).bytes;
+  if (raw.size() != total)
+    fail(a.input, ": ", raw.size(), " bytes, but the model's inputs take ", total);
+  size_t at = 0;
+  for (size_t i = 0; i < interp.num_inputs(); ++i) {
+    const size_t n = interp.input(i).bytes;
+    interp.set_input(i, std::span<const uint8_t>(raw).subspan(at, n));
+    at += n;
+  }
+}
+
+void run(const RunArgs& a) {
+  if (a.image.empty() == a.input.empty()) fail("give exactly one of --image IMG or --input RAW");
+  if (a.top < 0) fail("--top must be >= 0");
+  host::InterpreterOptions options = options_for_device(a);
+  container::Model model = container::read_tflite_file(a.model);
+  host::Interpreter interp = with_context(
+      a.model, [&] { return host::Interpreter(std::move(model), std::move(options)); });
+  host::Labels labels;
+  if (!a.labels.empty()) labels = host::Labels::read(a.labels);
+  set_inputs(interp, a);
+
+  const auto start = std::chrono::steady_clock::now();
+  interp.invoke();
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+
+  if (!a.output_file.empty()) {
+    std::vector<uint8_t> all;
+    for (size_t i = 0; i < interp.num_outputs(); ++i) {
+      const auto b = interp.output_bytes(i);
+      all.insert(all.end(), b.begin(), b.end());
+    }
+    write_file(a.output_file, all);
+  }
+  std::vector<size_t> best;
+  std::vector<double> first;
+  if (a.top > 0 && interp.num_outputs() > 0) {
+    first = output_values(interp.output(0));
+    best = top_k(first, a.top);
+  }
+  if (a.json) {
+    nlohmann::json j;
+    j["device"] = a.device;
+    j["rounding"] = a.rounding;
+    j["outputs"] = nlohmann::json::array();
+    for (size_t i = 0; i < interp.num_outputs(); ++i) {
+      const host::TensorView t = interp.output(i);
+      j["outputs"].push_back({{"name", t.name()},
+                              {"shape", t.shape()},
+                              {"dtype", container::tensor_type_name(t.type())},
+                              {"scale", t.quantized() ? t.scale() : 0.0f},
+                              {"zero_point", t.quantized() ? t.zero_point() : 0},
+                              {"values", output_values(t)}});
+    }
+    j["top"] = nlohmann::json::array();
+    for (size_t i : best)
+      j["top"].push_back(
+          {{"index", i}, {"score", first[i]}, {"label", labels.at(static_cast<int64_t>(i))}});
+    j["time_ms"] = ms;
+    std::cout << j.dump() << "\n";
+    return;
+  }
+  for (size_t i : best) {
+    char score[32];
+    std::snprintf(score, sizeof score, "%.6f", first[i]);
+    std::cout << i << " " << score;
+    const std::string label = labels.at(static_cast<int64_t>(i));
+    if (!label.empty()) std::cout << " " << label;
+    std::cout << "\n";
+  }
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app) {
+  auto args = std::make_shared<RunArgs>();
+  auto* cmd = app.add_subcommand("run", "run a TFLite model on an image or raw input bytes");
+  cmd->add_option("model", args->model, "the .tflite model")->required();
+  auto* image = cmd->add_option("--image", args->image,
+                                "input image (BMP, PNG or JPEG), resized to the input");
+  auto* input =
+      cmd->add_option("--input", args->input, "raw bytes of every input tensor, in order");
+  image->excludes(input);
+  cmd->add_option("--device", args->device, "where to run: cpu")->capture_default_str();
+  cmd->add_option("--rounding", args->rounding,
+                  "CPU arithmetic: tflite (TFLite's) or edgetpu (the chip's)")
+      ->capture_default_str();
+  cmd->add_option("--top", args->top,
+                  "print the K best classes of the first output: INDEX SCORE LABEL");
+  cmd->add_option("--labels", args->labels, "labels file ('INDEX LABEL' or one label per line)");
+  cmd->add_option("--output-file", args->output_file,
+                  "write the raw bytes of every output, in order");
+  cmd->add_flag("--json", args->json, "print outputs (dequantized), top classes and time as JSON");
+  cmd->add_option("--resize", args->resize,
+                  "bilinear (libcoral), bilinear-legacy, nearest (Pillow), none")
+      ->capture_default_str();
+  cmd->add_option("--normalize", args->normalize,
+                  "SCALE,MEAN: v' = (v - MEAN) / SCALE, truncated to 0..255");
+  cmd->callback([args] { run(*args); });
+}
+
 }  // namespace tinycoral::cli

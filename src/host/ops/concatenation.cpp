@@ -78,7 +78,8 @@ std::unique_ptr<Kernel> make_concatenation(const OpContext& ctx) {
     ctx.require(in.rank() == rank, cat("input ", i, " has rank ", in.rank(), ", output ", rank));
     for (int d = 0; d < rank; ++d)
       if (d != axis)
-        ctx.require(in.dim(d) == out.dim(d), cat("input ", i, " differs from the output off the axis"));
+        ctx.require(in.dim(d) == out.dim(d),
+                    cat("input ", i, " differs from the output off the axis"));
     ConcatInput ci;
     ci.chunk = int64_t{in.dim(axis)} * inner;
     total += in.dim(axis);

@@ -23,8 +23,8 @@ struct ConvPlan {
   ConvGeometry g;
   PackedWeights pw;
   OutputStage stage;
-  int32_t ax = 0;       // zx - ox: the X value of the zero point (padding)
-  uint8_t x_flip = 0;   // 0x80 for int8 (X = x + 128), 0 for uint8
+  int32_t ax = 0;      // zx - ox: the X value of the zero point (padding)
+  uint8_t x_flip = 0;  // 0x80 for int8 (X = x + 128), 0 for uint8
 };
 
 template <typename T>
@@ -58,8 +58,7 @@ void run_conv(const ConvPlan& p, OpContext& ctx) {
             sum += p.ax * g.in.c;
             continue;
           }
-          const uint8_t* src =
-              in + ((static_cast<size_t>(b) * g.in.h + iy) * g.in.w + ix) * chunk;
+          const uint8_t* src = in + ((static_cast<size_t>(b) * g.in.h + iy) * g.in.w + ix) * chunk;
           for (size_t c = 0; c < chunk; ++c) {
             const uint8_t v = src[c] ^ p.x_flip;
             dst[c] = v;
@@ -104,9 +103,9 @@ std::unique_ptr<Kernel> make_conv_2d(const OpContext& ctx) {
   ctx.require(g.sh > 0 && g.sw > 0 && g.dh > 0 && g.dw > 0, "strides and dilations must be > 0");
   const PaddedDim ph = padded_dim(o.padding, g.in.h, g.fh, g.sh, g.dh);
   const PaddedDim pw = padded_dim(o.padding, g.in.w, g.fw, g.sw, g.dw);
-  ctx.require(ph.out == g.out.h && pw.out == g.out.w,
-              cat("output is ", g.out.h, "x", g.out.w, " but the options give ", ph.out, "x",
-                  pw.out));
+  ctx.require(
+      ph.out == g.out.h && pw.out == g.out.w,
+      cat("output is ", g.out.h, "x", g.out.w, " but the options give ", ph.out, "x", pw.out));
   g.pad_h = ph.pad;
   g.pad_w = pw.pad;
   const TensorView* bias = ctx.has_input(2) ? &ctx.inputs[2] : nullptr;

@@ -39,8 +39,8 @@ __attribute__((target("avx2"))) void tap_avx2(int32_t* acc, const T* x, const in
   int c = 0;
   for (; c + 8 <= n; c += 8) {
     const __m128i raw = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(x + c));
-    const __m256i xv = std::is_same_v<T, uint8_t> ? _mm256_cvtepu8_epi32(raw)
-                                                  : _mm256_cvtepi8_epi32(raw);
+    const __m256i xv =
+        std::is_same_v<T, uint8_t> ? _mm256_cvtepu8_epi32(raw) : _mm256_cvtepi8_epi32(raw);
     const __m256i prod = _mm256_mullo_epi32(
         _mm256_sub_epi32(xv, vzx), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + c)));
     auto* a = reinterpret_cast<__m256i*>(acc + c);
@@ -128,9 +128,9 @@ std::unique_ptr<Kernel> make_depthwise_conv_2d(const OpContext& ctx) {
   ctx.require(p.sh > 0 && p.sw > 0 && p.dh > 0 && p.dw > 0, "strides and dilations must be > 0");
   const PaddedDim ph = padded_dim(o.padding, p.in.h, p.fh, p.sh, p.dh);
   const PaddedDim pw = padded_dim(o.padding, p.in.w, p.fw, p.sw, p.dw);
-  ctx.require(ph.out == p.out.h && pw.out == p.out.w,
-              cat("output is ", p.out.h, "x", p.out.w, " but the options give ", ph.out, "x",
-                  pw.out));
+  ctx.require(
+      ph.out == p.out.h && pw.out == p.out.w,
+      cat("output is ", p.out.h, "x", p.out.w, " but the options give ", ph.out, "x", pw.out));
   p.pad_h = ph.pad;
   p.pad_w = pw.pad;
   p.scale = mac_channel_scales(ctx, input, filter, output, p.out.c);
@@ -151,9 +151,9 @@ std::unique_ptr<Kernel> make_depthwise_conv_2d(const OpContext& ctx) {
   p.bias.assign(oc, 0);
   if (ctx.has_input(2)) {
     const TensorView& bias = ctx.input(2);
-    ctx.require(bias.constant && bias.type() == container::TensorType::kInt32 &&
-                    bias.elements() == p.out.c,
-                "bias must be a constant int32 vector with one value per output channel");
+    ctx.require(
+        bias.constant && bias.type() == container::TensorType::kInt32 && bias.elements() == p.out.c,
+        "bias must be a constant int32 vector with one value per output channel");
     std::memcpy(p.bias.data(), bias.data, oc * sizeof(int32_t));
   }
   p.stage = make_output_stage(ctx.rounding, output, o.activation);

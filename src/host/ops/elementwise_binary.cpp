@@ -4,8 +4,8 @@
 // as TFLite's general 8-bit path does; MUL: one multiplier s1*s2/s_out on the product).
 // edgetpu mode (isa.md 2.1.4): ADD/SUB compute w1*a + w2*b - (w1*z1 + w2*z2) with small integer
 // weights approximating s2/s1, then f32 scale f32(f32(s1/w1) * inv(s_y)); MUL computes
-// (a - za)(b - zb) scaled by f32(f32(sa*sb) * inv(sy)); both clamp in float32 and round ties to even.
-// SUB on the chip is taken as ADD with a negated second weight (by analogy, unverified).
+// (a - za)(b - zb) scaled by f32(f32(sa*sb) * inv(sy)); both clamp in float32 and round ties to
+// even. SUB on the chip is taken as ADD with a negated second weight (by analogy, unverified).
 #include <array>
 #include <cmath>
 
@@ -30,7 +30,8 @@ struct Broadcast {
 Broadcast make_broadcast(const OpContext& ctx, const TensorView& a, const TensorView& b,
                          const TensorView& out) {
   ctx.require(out.rank() <= kMaxRank, cat("rank above ", kMaxRank, " is not supported"));
-  ctx.require(a.rank() <= out.rank() && b.rank() <= out.rank(), "inputs have a higher rank than the output");
+  ctx.require(a.rank() <= out.rank() && b.rank() <= out.rank(),
+              "inputs have a higher rank than the output");
   Broadcast bc;
   auto fill = [&](const TensorView& t, std::array<int64_t, kMaxRank>& strides) {
     int64_t stride = 1;
@@ -55,8 +56,9 @@ Broadcast make_broadcast(const OpContext& ctx, const TensorView& a, const Tensor
     const int from_end = kMaxRank - 1 - i;
     const int32_t ad = from_end < a.rank() ? a.dim(a.rank() - 1 - from_end) : 1;
     const int32_t bd = from_end < b.rank() ? b.dim(b.rank() - 1 - from_end) : 1;
-    ctx.require(bc.out[static_cast<size_t>(i)] == std::max(ad, bd) || bc.out[static_cast<size_t>(i)] == 0,
-                "output shape is not the broadcast of the input shapes");
+    ctx.require(
+        bc.out[static_cast<size_t>(i)] == std::max(ad, bd) || bc.out[static_cast<size_t>(i)] == 0,
+        "output shape is not the broadcast of the input shapes");
   }
   return bc;
 }
@@ -90,10 +92,9 @@ int32_t combine(const BinaryPlan& p, int32_t a, int32_t b) {
     const int32_t v = multiply_by_quantized_multiplier_smaller_than_one(sa + sb, p.mo) + p.zo;
     return std::clamp(v, p.act.min, p.act.max);
   }
-  const int32_t acc = p.kind == BinaryKind::kMul ? (a - p.z1) * (b - p.z2)
-                                                 : p.w1 * a + p.w2 * b + p.offset;
-  return std::clamp(edgetpu::requantize(acc, p.mult, p.clamps, p.zo), p.storage.min,
-                    p.storage.max);
+  const int32_t acc =
+      p.kind == BinaryKind::kMul ? (a - p.z1) * (b - p.z2) : p.w1 * a + p.w2 * b + p.offset;
+  return std::clamp(edgetpu::requantize(acc, p.mult, p.clamps, p.zo), p.storage.min, p.storage.max);
 }
 
 template <typename T>
@@ -113,8 +114,8 @@ void run_binary(const BinaryPlan& p, OpContext& ctx) {
             const int64_t base2 = i0 * p.bc.s2[0] + i1 * p.bc.s2[1] + i2 * p.bc.s2[2] +
                                   i3 * p.bc.s2[3] + i4 * p.bc.s2[4];
             for (int32_t i5 = 0; i5 < d[5]; ++i5, ++o)
-              out[o] = static_cast<T>(combine<T>(p, a[base1 + i5 * p.bc.s1[5]],
-                                                 b[base2 + i5 * p.bc.s2[5]]));
+              out[o] = static_cast<T>(
+                  combine<T>(p, a[base1 + i5 * p.bc.s1[5]], b[base2 + i5 * p.bc.s2[5]]));
           }
 }
 
@@ -146,8 +147,8 @@ std::unique_ptr<Kernel> make_binary(const OpContext& ctx, BinaryKind kind) {
     const double twice_max = 2.0 * static_cast<double>(std::max(s1, s2));
     p.m1 = quantize_multiplier(static_cast<double>(s1) / twice_max);
     p.m2 = quantize_multiplier(static_cast<double>(s2) / twice_max);
-    p.mo = quantize_multiplier(twice_max / (static_cast<double>(1 << p.left_shift) *
-                                            static_cast<double>(so)));
+    p.mo = quantize_multiplier(twice_max /
+                               (static_cast<double>(1 << p.left_shift) * static_cast<double>(so)));
     ctx.require(p.m1.shift <= 0 && p.m2.shift <= 0 && p.mo.shift <= 0,
                 "input/output scales too far apart for the 8-bit ADD scheme");
     if (kind == BinaryKind::kSub) p.m2.multiplier = -p.m2.multiplier;

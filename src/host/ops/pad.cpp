@@ -52,9 +52,9 @@ std::unique_ptr<Kernel> make_pad(const OpContext& ctx) {
   ctx.require(in.type() == out.type(), "input and output types differ");
   ctx.require(in.rank() <= kMaxRank, cat("rank above ", kMaxRank, " is not supported"));
   ctx.require(pads.constant, "paddings must be constant");
-  ctx.require(pads.type() == container::TensorType::kInt32 ||
-                  pads.type() == container::TensorType::kInt64,
-              "paddings must be int32 or int64");
+  ctx.require(
+      pads.type() == container::TensorType::kInt32 || pads.type() == container::TensorType::kInt64,
+      "paddings must be int32 or int64");
   ctx.require(pads.elements() == 2 * int64_t{in.rank()}, "paddings must have shape [rank, 2]");
   ctx.require(out.rank() == in.rank(), "output rank differs from the input");
   if (in.quantized() && out.quantized())
@@ -70,12 +70,12 @@ std::unique_ptr<Kernel> make_pad(const OpContext& ctx) {
   for (int d = 0; d < in.rank(); ++d) {
     const auto i = static_cast<size_t>(2 * d);
     const int64_t b = pads.type() == container::TensorType::kInt32 ? pads.as<int32_t>()[i]
-                                                                    : pads.as<int64_t>()[i];
+                                                                   : pads.as<int64_t>()[i];
     const int64_t a = pads.type() == container::TensorType::kInt32 ? pads.as<int32_t>()[i + 1]
-                                                                    : pads.as<int64_t>()[i + 1];
+                                                                   : pads.as<int64_t>()[i + 1];
     ctx.require(b >= 0 && a >= 0, "negative paddings are not supported");
-    ctx.require(in.dim(d) + b + a == out.dim(d),
-                cat("dimension ", d, ": ", in.dim(d), " + ", b, " + ", a, " != output ", out.dim(d)));
+    ctx.require(in.dim(d) + b + a == out.dim(d), cat("dimension ", d, ": ", in.dim(d), " + ", b,
+                                                     " + ", a, " != output ", out.dim(d)));
     const auto k = static_cast<size_t>(d + shift);
     p.in_dims[k] = in.dim(d);
     p.out_dims[k] = out.dim(d);
@@ -93,6 +93,8 @@ std::unique_ptr<Kernel> make_pad(const OpContext& ctx) {
 
 }  // namespace
 
-void register_pad(Registry& registry) { registry.add_builtin(container::BuiltinOp::kPad, make_pad); }
+void register_pad(Registry& registry) {
+  registry.add_builtin(container::BuiltinOp::kPad, make_pad);
+}
 
 }  // namespace tinycoral::host

@@ -42,8 +42,8 @@ void run_pool(const PoolPlan& p, OpContext& ctx) {
           int32_t acc = p.average ? 0 : std::numeric_limits<T>::min();
           for (int fy = fy0; fy < fy1; ++fy)
             for (int fx = fx0; fx < fx1; ++fx) {
-              const int32_t v = in[((static_cast<size_t>(b) * p.in.h + (y0 + fy)) * p.in.w +
-                                    (x0 + fx)) * ch + c];
+              const int32_t v =
+                  in[((static_cast<size_t>(b) * p.in.h + (y0 + fy)) * p.in.w + (x0 + fx)) * ch + c];
               acc = p.average ? acc + v : std::max(acc, v);
             }
           int32_t r;
@@ -89,9 +89,9 @@ std::unique_ptr<Kernel> make_pool(const OpContext& ctx, bool average) {
   ctx.require(p.fh > 0 && p.fw > 0 && p.sh > 0 && p.sw > 0, "filter and stride must be > 0");
   const PaddedDim ph = padded_dim(o.padding, p.in.h, p.fh, p.sh, 1);
   const PaddedDim pw = padded_dim(o.padding, p.in.w, p.fw, p.sw, 1);
-  ctx.require(ph.out == p.out.h && pw.out == p.out.w,
-              cat("output is ", p.out.h, "x", p.out.w, " but the options give ", ph.out, "x",
-                  pw.out));
+  ctx.require(
+      ph.out == p.out.h && pw.out == p.out.w,
+      cat("output is ", p.out.h, "x", p.out.w, " but the options give ", ph.out, "x", pw.out));
   p.pad_h = ph.pad;
   p.pad_w = pw.pad;
   if (p.mode == Rounding::kTflite || !average)

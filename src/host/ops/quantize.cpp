@@ -1,10 +1,10 @@
 // QUANTIZE (float32 -> uint8/int8, or requantization between uint8/int8 scales) and DEQUANTIZE
 // (uint8/int8 -> float32).
-// QUANTIZE float: round_half_away(x / s) + z, saturated (TFLite's AffineQuantize, float32 division).
-// QUANTIZE 8-bit -> 8-bit: tflite mode = TFLite's Requantize (x - z_in times the quantized multiplier
-// s_in/s_out, + z_out, saturated); edgetpu mode = f32 scale f32(s_in * inv(s_out)), f32 clamps, ties
-// to even (isa.md 2.1.4 QUANTIZE row).
-// DEQUANTIZE: f32(double(s) * (x - z)) as TFLite computes it.
+// QUANTIZE float: round_half_away(x / s) + z, saturated (TFLite's AffineQuantize, float32
+// division). QUANTIZE 8-bit -> 8-bit: tflite mode = TFLite's Requantize (x - z_in times the
+// quantized multiplier s_in/s_out, + z_out, saturated); edgetpu mode = f32 scale f32(s_in *
+// inv(s_out)), f32 clamps, ties to even (isa.md 2.1.4 QUANTIZE row). DEQUANTIZE: f32(double(s) * (x
+// - z)) as TFLite computes it.
 #include <cmath>
 
 #include "host/op_util.h"
@@ -46,8 +46,8 @@ void quantize_float(const TensorView& in, const TensorView& out) {
     r = std::clamp(r, -2147483520.0f, 2147483520.0f);  // NaN-free bound for the cast
     if (std::isnan(r)) r = 0;
     const int64_t v = static_cast<int64_t>(r) + z;
-    dst[i] = static_cast<Out>(std::clamp<int64_t>(v, std::numeric_limits<Out>::min(),
-                                                  std::numeric_limits<Out>::max()));
+    dst[i] = static_cast<Out>(
+        std::clamp<int64_t>(v, std::numeric_limits<Out>::min(), std::numeric_limits<Out>::max()));
   }
 }
 
@@ -77,8 +77,8 @@ std::unique_ptr<Kernel> make_quantize(const OpContext& ctx) {
   }
   if (!is_q8(in.type())) return nullptr;
   ctx.require(in.quantized() && in.scale() > 0, "input must be quantized");
-  const QuantizedMultiplier m = quantize_multiplier(static_cast<double>(in.scale()) /
-                                                    static_cast<double>(out.scale()));
+  const QuantizedMultiplier m =
+      quantize_multiplier(static_cast<double>(in.scale()) / static_cast<double>(out.scale()));
   const float mult = edgetpu::ratio_scale(in.scale(), out.scale());
   const edgetpu::Clamps clamps =
       edgetpu_clamps(container::Activation::kNone, out.scale(), out.zero_point(), out.type());

@@ -22,7 +22,8 @@ std::unique_ptr<Kernel> make_copy(const OpContext& ctx) {
                 "input and output quantization differ");
   return make_kernel([](OpContext& c) {
     const TensorView& i = c.input(0);
-    if (i.data != c.outputs[0].data && i.bytes > 0) std::memmove(c.outputs[0].data, i.data, i.bytes);
+    if (i.data != c.outputs[0].data && i.bytes > 0)
+      std::memmove(c.outputs[0].data, i.data, i.bytes);
   });
 }
 

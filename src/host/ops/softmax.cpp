@@ -1,8 +1,9 @@
-// SOFTMAX over the last dimension, quantized uint8/int8 in, uint8/int8 out. Follows TFLite's default
-// (optimized) kernel, which is what TFLite's interpreter runs for 8-bit softmax: a float32 table
-// exp(-s_in * beta * d) for the 256 possible distances d to the row maximum, a float32 sum in index
-// order, p = e * f32(1 / (sum * s_out)), then round (uint8: trunc(p + 0.5); int8: half away from
-// zero) plus z_out, saturated. The chip does not run softmax; both rounding modes give this result.
+// SOFTMAX over the last dimension, quantized uint8/int8 in, uint8/int8 out. Follows TFLite's
+// default (optimized) kernel, which is what TFLite's interpreter runs for 8-bit softmax: a float32
+// table exp(-s_in * beta * d) for the 256 possible distances d to the row maximum, a float32 sum in
+// index order, p = e * f32(1 / (sum * s_out)), then round (uint8: trunc(p + 0.5); int8: half away
+// from zero) plus z_out, saturated. The chip does not run softmax; both rounding modes give this
+// result.
 #include <cmath>
 
 #include "host/op_util.h"
@@ -61,7 +62,8 @@ std::unique_ptr<Kernel> make_softmax(const OpContext& ctx) {
   p.zo = out.zero_point();
   p.table.resize(256);
   const float s = -in.scale() * o.beta;
-  for (int32_t d = 0; d <= 255; ++d) p.table[static_cast<size_t>(255 - d)] = std::exp(s * static_cast<float>(d));
+  for (int32_t d = 0; d <= 255; ++d)
+    p.table[static_cast<size_t>(255 - d)] = std::exp(s * static_cast<float>(d));
   if (in.type() == container::TensorType::kUInt8)
     return make_kernel([p](OpContext& c) { run_softmax<uint8_t, uint8_t>(p, c); });
   return make_kernel([p](OpContext& c) { run_softmax<int8_t, int8_t>(p, c); });

@@ -12,9 +12,9 @@ std::unique_ptr<Kernel> make_split(const OpContext& ctx) {
   ctx.require_inputs(2, 2);
   const TensorView& axis_t = ctx.input(0);
   const TensorView& in = ctx.input(1);
-  ctx.require(axis_t.constant && axis_t.type() == container::TensorType::kInt32 &&
-                  axis_t.elements() == 1,
-              "the axis must be a constant int32 scalar");
+  ctx.require(
+      axis_t.constant && axis_t.type() == container::TensorType::kInt32 && axis_t.elements() == 1,
+      "the axis must be a constant int32 scalar");
   const int rank = in.rank();
   int axis = axis_t.as<int32_t>()[0];
   if (axis < 0) axis += rank;

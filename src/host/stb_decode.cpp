@@ -1,0 +1,48 @@
+// The one translation unit that compiles stb_image (header-only library from /usr/include/stb).
+// Its own warnings are silenced here so -Werror stays on for our code.
+#include "host/stb_decode.h"
+
+#include <climits>
+
+#include "common/error.h"
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wall"
+#pragma GCC diagnostic ignored "-Wextra"
+#pragma GCC diagnostic ignored "-Wpedantic"
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+#pragma GCC diagnostic ignored "-Wsign-compare"
+#pragma GCC diagnostic ignored "-Wunused-function"
+#pragma GCC diagnostic ignored "-Wunused-but-set-variable"
+#pragma GCC diagnostic ignored "-Wimplicit-fallthrough"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wdouble-promotion"
+#pragma GCC diagnostic ignored "-Wconversion"
+#define STB_IMAGE_IMPLEMENTATION
+#define STBI_NO_STDIO
+#define STBI_FAILURE_USERMSG
+#define STBI_MAX_DIMENSIONS (1 << 16)
+#include <stb/stb_image.h>
+#pragma GCC diagnostic pop
+
+namespace tinycoral::host {
+
+StbImage stb_decode(std::span<const uint8_t> bytes) {
+  if (bytes.empty()) fail("empty image file");
+  if (bytes.size() > static_cast<size_t>(INT_MAX)) fail("image file too large");
+  int w = 0, h = 0, c = 0;
+  stbi_uc* data =
+      stbi_load_from_memory(bytes.data(), static_cast<int>(bytes.size()), &w, &h, &c, 0);
+  if (!data)
+    fail("unreadable image: ", stbi_failure_reason() ? stbi_failure_reason() : "unknown format");
+  StbImage out;
+  out.width = w;
+  out.height = h;
+  out.channels = c;
+  out.pixels.assign(
+      data, data + static_cast<size_t>(w) * static_cast<size_t>(h) * static_cast<size_t>(c));
+  stbi_image_free(data);
+  return out;
+}
+
+}  // namespace tinycoral::host
