@@ -53,7 +53,10 @@ constexpr uint32_t kWideRowBytes = 256;    // one wide row = 4 units = 64 column
 constexpr uint32_t kWideUnits = 16384;     // the full 14-bit unit address space, no aliasing
 constexpr uint32_t kWideBytes = kWideUnits * kWideUnitBytes;  // 1 MiB (programs use up to 520 KiB)
 constexpr uint32_t kWideRows = kWideBytes / kWideRowBytes;
-constexpr uint32_t kBiasStoreBytes = 4096;  // size unknown (isa.md 3.1); generous, bounds-checked
+// Bias / "scaling" store: size unknown (isa.md 3.1); generous, bounds-checked. A mode-2
+// wideToNarrow writes byte 4*w for narrow word address w (so the compiler's 0x40 lands at byte
+// 256).
+constexpr uint32_t kBiasStoreBytes = 65536;
 
 // An op-style address generator (isa.md 2.0a), decoded to real increments:
 // inc[k] = 4*inc_k + low2_k (low2_0 = hmode, low2_k = mode_{k-1}). Units: bytes for `in`/`out`,

@@ -1,0 +1,137 @@
+// The scalar-side DMA units (isa.md 2.10): avDataPop / parameterPop (0x25) stage a host stream,
+// infeed (0x26) sends staged bytes (or scalar memory) over the ring to tiles, outfeed (0x27) drains
+// the packets that ring producers address to the scalar core into the host output stream or scalar
+// memory. Each unit runs its own queue in order; docs/chip.md lists the unit sizes and hypotheses.
+#include <algorithm>
+#include <cstring>
+
+#include "chip/machine.h"
+#include "common/error.h"
+
+namespace tinycoral::chip {
+namespace {
+
+[[noreturn]] void fail_dma(const ProgramItem& item, const std::string& what) {
+  fail(opcode_name(item.opcode), " at word ", item.word_offset, ": ", what);
+}
+
+constexpr uint32_t kActivationUnit = 8;  // bytes per avDataPop/infeed unit ("act unit")
+constexpr uint32_t kParameterUnit = 64;  // bytes per parameterPop/infeed unit
+
+}  // namespace
+
+void VirtualEdgeTpu::Impl::deliver_output_bytes(std::span<const uint8_t> bytes) {
+  size_t pos = 0;
+  while (pos < bytes.size()) {
+    if (open_outputs.empty())
+      fail("the chip sent ", bytes.size() - pos,
+           " output bytes with no open output descriptor (tag 3)");
+    OutputDescriptor& d = open_outputs.front();
+    const size_t take = std::min<size_t>(d.length - d.data.size(), bytes.size() - pos);
+    d.data.insert(d.data.end(), bytes.begin() + static_cast<std::ptrdiff_t>(pos),
+                  bytes.begin() + static_cast<std::ptrdiff_t>(pos + take));
+    pos += take;
+    if (d.data.size() == d.length) {
+      stats.host_out_bytes += d.length;
+      outputs.push_back(std::move(d.data));
+      open_outputs.pop_front();
+    }
+  }
+}
+
+bool VirtualEdgeTpu::Impl::try_run_dma_work(uint32_t id) {
+  Work& w = works[id];
+  if (!deps_done(w)) return false;
+  const ProgramItem& item = w.program->items[w.item];
+  switch (item.opcode) {
+    case 0x25: {
+      const auto& p = std::get<PopInstr>(item.decoded);
+      const uint64_t bytes = uint64_t{p.units} * (p.activations ? kActivationUnit : kParameterUnit);
+      auto& host = host_in[p.activations ? 1 : 0];
+      if (host.size() < bytes) {
+        waiting_on_host = true;
+        return false;
+      }
+      std::vector<uint8_t> staged(host.begin(), host.begin() + static_cast<std::ptrdiff_t>(bytes));
+      host.erase(host.begin(), host.begin() + static_cast<std::ptrdiff_t>(bytes));
+      staging[id] = std::move(staged);
+      break;
+    }
+    case 0x26: {
+      const auto& f = std::get<InfeedInstr>(item.decoded);
+      const uint32_t unit =
+          f.from_scalar_memory || f.activations ? kActivationUnit : kParameterUnit;
+      const uint64_t begin = uint64_t{f.offset} * unit, length = uint64_t{f.units} * unit;
+      std::span<const uint8_t> source;
+      if (f.from_scalar_memory) {
+        source = scalar.smem;
+      } else {
+        auto it = staging.find(w.pop);
+        if (it == staging.end()) fail_dma(item, "its pop staged nothing");
+        source = it->second;
+      }
+      if (begin + length > source.size())
+        fail_dma(item, cat("sends bytes [", begin, ", ", begin + length, ") but its source holds ",
+                           source.size()));
+      for (uint32_t t = 0; t < kTileCount; ++t) {
+        if (!(f.tiles >> t & 1)) continue;
+        for (uint64_t pos = 0; pos < length; pos += f.packet_bytes) {
+          const uint64_t take = std::min<uint64_t>(f.packet_bytes, length - pos);
+          tile_state[t].ring_in[0].emplace_back(
+              source.begin() + static_cast<std::ptrdiff_t>(begin + pos),
+              source.begin() + static_cast<std::ptrdiff_t>(begin + pos + take));
+          stats.ring_bytes += take;
+          buffered_bytes += take;
+        }
+      }
+      if (buffered_bytes > options.max_buffered_bytes)
+        fail_dma(item, cat("more than ", options.max_buffered_bytes, " bytes wait in ring queues"));
+      break;
+    }
+    case 0x27: {
+      const auto& o = std::get<OutfeedInstr>(item.decoded);
+      const uint64_t packets = (uint64_t{o.bytes} + kWideRowBytes - 1) / kWideRowBytes;
+      // Count the packets available in producer order before taking any (the outfeed is atomic);
+      // a producer that has not run yet blocks the stream behind it.
+      uint64_t available = 0;
+      for (auto it = to_scalar.lower_bound(outfeed_ordinal);
+           it != to_scalar.end() && available < packets; ++it) {
+        if (!it->second.produced) break;
+        available += it->second.packets.size();
+      }
+      if (available < packets) return false;
+      std::vector<uint8_t> data;
+      for (uint64_t k = 0; k < packets; ++k) {
+        auto it = to_scalar.lower_bound(outfeed_ordinal);
+        while (it != to_scalar.end() && it->second.produced && it->second.packets.empty()) {
+          it = to_scalar.erase(it);
+        }
+        if (it == to_scalar.end() || it->second.packets.empty())
+          fail_dma(item, "ring stream to the scalar core ran dry");
+        outfeed_ordinal = it->first;
+        Packet p = std::move(it->second.packets.front());
+        it->second.packets.pop_front();
+        buffered_bytes -= p.size();
+        data.insert(data.end(), p.begin(), p.end());
+      }
+      data.resize(o.bytes);
+      if (o.to_scalar_memory) {
+        if (uint64_t{o.base} + o.bytes > kScalarMemoryBytes)
+          fail_dma(item, cat("writes scalar memory [", o.base, ", ", o.base + o.bytes, ") beyond ",
+                             kScalarMemoryBytes, " bytes"));
+        std::memcpy(scalar.smem.data() + o.base, data.data(), data.size());
+      } else {
+        deliver_output_bytes(data);
+      }
+      break;
+    }
+    default:
+      fail_dma(item, "not a DMA instruction");
+  }
+  charge();
+  w.done = true;
+  trace(w);
+  return true;
+}
+
+}  // namespace tinycoral::chip

@@ -1,0 +1,164 @@
+// Internal state of the virtual Edge TPU (VirtualEdgeTpu::Impl), shared by the files that implement
+// it: scheduler.cpp (dispatch, data-availability dependencies, the run loop, deadlock reports),
+// scalar_core.cpp (bundles, loops, branches, descriptors, fences), tile_units.cpp (ring, mesh,
+// wide/narrow DMA, NLU load, op dispatch) and dma_units.cpp (pops, infeeds, outfeeds).
+#pragma once
+
+#include <array>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "chip/program.h"
+#include "chip/virtual_edge_tpu.h"
+
+namespace tinycoral::chip {
+
+constexpr uint32_t kTileUnits = 12;  // UnitId::kOp .. UnitId::kTileSync
+constexpr uint32_t kScalarMemoryBytes = 16384;
+constexpr uint32_t kNone = UINT32_MAX;
+
+// Memory spaces an instruction's footprint can touch.
+enum class Space : uint8_t { kNarrow, kWide, kBias, kNlu, kScalarMemory };
+
+struct Access {
+  Space space = Space::kNarrow;
+  bool write = false;
+  int64_t lo = 0, hi = 0;  // bytes, [lo, hi)
+  bool forward = false;    // a read with no earlier writer in its region: waits for a later one
+};
+
+using Packet = std::vector<uint8_t>;
+
+// One instruction instance on one unit (of one tile, or of the scalar side).
+struct Work {
+  const Program* program = nullptr;
+  uint32_t item = 0;
+  int tile = -1;
+  UnitId unit = UnitId::kOp;
+  uint64_t order = 0;
+  std::vector<uint32_t> deps;  // works that must complete first
+  std::vector<Access> accesses;
+  bool region_open = true;  // a forward read can still gain a writer
+  bool done = false;
+  bool started = false;  // mesh: outbound half done
+  uint32_t pop = kNone;  // infeed: the pop whose staging data it sends
+  uint64_t ordinal = 0;  // producer with scalar destination: its place in the outfeed stream
+  uint32_t packets = 0;  // producer: packets it sends
+};
+
+struct TileState {
+  std::array<std::deque<uint32_t>, kTileUnits> queues;
+  std::array<uint32_t, kTileUnits> last_barrier;
+  std::vector<uint32_t> region;                 // works since the last full fence, program order
+  std::array<std::deque<Packet>, 2> ring_in;    // ringConsumer0 / ringConsumer1 packet queues
+  std::array<std::deque<uint32_t>, 4> mesh_in;  // words arriving per mesh opcode 0x15..0x18
+};
+
+struct OutputDescriptor {
+  uint32_t length = 0;
+  std::vector<uint8_t> data;
+};
+
+struct LoopFrame {
+  uint32_t first_item = 0, end_item = 0;  // body [first, end)
+  uint32_t remaining = 0;                 // further passes after the current one
+};
+
+struct ScalarState {
+  std::array<uint32_t, 32> regs{};
+  std::array<bool, 8> preds{};
+  std::vector<uint8_t> smem = std::vector<uint8_t>(kScalarMemoryBytes);
+  std::array<uint32_t, 4> descriptor{};
+  std::array<int64_t, 9> counters{};
+  uint32_t pc = 0;  // item index
+  std::vector<LoopFrame> loops;
+  bool running = false;  // a program is loaded and not halted
+  uint8_t halt_code = 0;
+};
+
+struct VirtualEdgeTpu::Impl {
+  explicit Impl(ChipOptions o);
+
+  ChipOptions options;
+  ChipStats stats;
+  std::array<Tile, kTileCount> tiles;
+  std::array<TileState, kTileCount> tile_state;
+  ScalarState scalar;
+
+  // Programs: the running one and those received after it.
+  std::unique_ptr<Program> program;
+  std::vector<std::unique_ptr<Program>> retired;  // earlier chunks whose works may still run
+  std::deque<std::unique_ptr<Program>> pending_programs;
+  uint32_t programs_received = 0;
+  uint64_t budget_used = 0;
+
+  // Works of the running program(s); cleared when everything completed.
+  std::deque<Work> works;
+  uint64_t next_order = 0;
+  std::vector<uint32_t> syncs;                     // pending 0x1a works (no queue)
+  std::vector<uint32_t> scalar_region;             // scalar DMA works since the last scalar fence
+  std::array<std::deque<uint32_t>, 4> dma_queues;  // avDataPop, parameterPop, infeed, outfeed
+  std::array<uint32_t, 2> last_pop{kNone, kNone};  // per stream (0 parameters, 1 activations)
+
+  // Host streams (tag 1 activations/scratch, tag 2 parameters) not yet popped.
+  std::array<std::deque<uint8_t>, 2> host_in;
+  std::map<uint32_t, std::vector<uint8_t>> staging;  // pop work -> the bytes it staged
+  uint64_t buffered_bytes = 0;
+
+  // Packets bound for the scalar core (producers with dest bit 16), by producer ordinal.
+  struct ScalarStream {
+    std::deque<Packet> packets;
+    bool produced = false;  // its producer ran
+  };
+  std::map<uint64_t, ScalarStream> to_scalar;
+  uint64_t next_scalar_ordinal = 0;  // next producer ordinal to hand out
+  uint64_t outfeed_ordinal = 0;      // producer whose packets the outfeeds read next
+
+  std::deque<OutputDescriptor> open_outputs;
+  std::deque<std::vector<uint8_t>> outputs;
+  std::deque<HostEvent> events;
+  std::string fault;
+  bool waiting_on_host = false;  // set by units blocked on host data during a pass
+
+  // scheduler.cpp
+  RunState advance();
+  void dispatch(uint32_t item_index);
+  uint32_t new_work(uint32_t item, int tile, UnitId unit);
+  void add_hazards(TileState& ts, Work& w, uint32_t id);
+  void add_scalar_hazards(Work& w, uint32_t id);
+  void close_region(TileState& ts);
+  bool deps_done(Work& w);
+  bool run_units();
+  bool finish_program_if_done();  // true when a program ended or started
+  bool all_works_done() const;
+  std::string deadlock_report();
+  std::string blocked_reason(uint32_t id);
+  std::string describe(uint32_t id) const;
+  void trace(const Work& w);
+  void charge(uint64_t instructions = 1);
+  void start_next_program();
+
+  // scalar_core.cpp
+  bool step_scalar();  // one instruction; false when blocked or not running
+  void execute_bundle(const ScalarBundle& b, const ProgramItem& item);
+  bool scsync_ready(const ScSyncInstr& s, uint64_t order);
+  void issue_descriptor(const ProgramItem& item);
+
+  // tile_units.cpp
+  bool try_run_tile_work(uint32_t id);
+  std::vector<Access> footprint(const ProgramItem& item, int tile);
+
+  // dma_units.cpp
+  bool try_run_dma_work(uint32_t id);
+  void deliver_output_bytes(std::span<const uint8_t> bytes);
+};
+
+// Mesh neighbour of `tile` in the direction opcode moves data (0x15 south t+4, 0x16 west t-1,
+// 0x17 north t-4, 0x18 east t+1), or -1 at the mesh edge.
+int mesh_neighbour(int tile, uint8_t opcode);
+
+}  // namespace tinycoral::chip

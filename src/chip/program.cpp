@@ -1,0 +1,237 @@
+// Pre-decoding of a bitstream into ProgramItems (see program.h). Bit positions follow the reference
+// fact sheet (isa.md sections 2.4-2.11); docs/chip.md restates what each field means to the
+// simulator.
+#include "chip/program.h"
+
+#include <bit>
+
+#include "common/bits.h"
+#include "common/error.h"
+
+namespace tinycoral::chip {
+namespace {
+
+struct Bits {
+  std::span<const uint8_t> bytes;
+  uint64_t u(uint32_t lo, uint32_t width) const { return get_bits(bytes, lo, width); }
+  int64_t s(uint32_t lo, uint32_t width) const { return sign_extend(u(lo, width), width); }
+};
+
+// `levels` DMA-style levels of (inc: 17 bits signed, count - 1: 16 bits), 33 bits apart.
+DmaTtu dma_ttu(const Bits& b, int64_t base, uint32_t first_lo, int levels) {
+  DmaTtu t;
+  t.base = base;
+  for (int d = 0; d < levels; ++d) {
+    t.inc[d] = b.s(first_lo + 33 * d, 17);
+    t.cnt[d] = static_cast<uint32_t>(b.u(first_lo + 33 * d + 17, 16));
+  }
+  return t;
+}
+
+bool ttu_used(const DmaTtu& t) {
+  for (int d = 0; d < 8; ++d)
+    if (t.inc[d] != 0 || t.cnt[d] != 0) return true;
+  return false;
+}
+
+// Units moved by a pop or infeed (isa.md 2.10): `pass` units per full pass (d0 limit + 1), d1 limit
+// further passes, the last pass `count_m1 + 1` units when the flag says it is partial. All counts 0
+// means a single unit.
+uint32_t stream_units(uint64_t d0_limit, uint64_t d1_limit, uint64_t count_m1, bool partial_last,
+                      bool d1_counts_full_passes) {
+  const uint64_t pass = d0_limit + 1;
+  uint64_t units = 0;
+  if (partial_last) {
+    units = d1_limit * pass + count_m1 + 1;
+  } else if (d0_limit == 0) {
+    units = 1;
+  } else {
+    units = (d1_counts_full_passes ? d1_limit : d1_limit + 1) * pass;
+  }
+  return static_cast<uint32_t>(units);
+}
+
+Decoded decode_item(const isa::Instruction& in) {
+  const Bits b{in.bytes};
+  const uint8_t opcode = in.opcode();
+  switch (opcode) {
+    case 0x01:
+    case 0x02:
+    case 0x03:
+      return decode_op(in);
+    case 0x10:
+    case 0x11:
+    case 0x12: {
+      RingInstr r;
+      r.tile_mask = static_cast<uint16_t>(b.u(12, 16));
+      r.addr = static_cast<uint32_t>(b.u(60, 18));
+      r.ttu = dma_ttu(b, 0, 78, 4);
+      r.mode = static_cast<uint8_t>(b.u(335, 2));
+      if (opcode == 0x10) {
+        r.to_c1 = b.u(466, 1) != 0;
+        r.dest = static_cast<uint32_t>(b.u(467, 17));
+      } else {
+        r.aux_en0 = b.u(267, 1) != 0;
+        r.aux_addr0 = static_cast<uint32_t>(b.u(268, 18));
+        r.aux_en1 = b.u(318, 1) != 0;
+        r.aux_addr1 = static_cast<uint32_t>(b.u(300, 18));
+      }
+      return r;
+    }
+    case 0x13:
+    case 0x14: {
+      WideNarrowInstr w;
+      w.tile_mask = static_cast<uint16_t>(b.u(12, 16));
+      if (opcode == 0x14) {
+        w.wide_addr = static_cast<uint32_t>(b.u(60, 14));
+        w.wide_ttu = dma_ttu(b, 0, 78, 4);
+        w.narrow_addr = static_cast<uint32_t>(b.u(267, 16));
+        w.narrow_ttu = dma_ttu(b, 0, 283, 6);
+        w.mode = static_cast<uint8_t>(b.u(487, 2));
+        w.skip_en = b.u(542, 1) != 0;
+        w.skip_words = static_cast<uint32_t>(b.u(562, 16)) + 1;
+      } else {
+        w.narrow_addr = static_cast<uint32_t>(b.u(62, 16));
+        w.narrow_ttu = dma_ttu(b, 0, 78, 6);
+        w.wide_addr = static_cast<uint32_t>(b.u(335, 14));
+        w.wide_ttu = dma_ttu(b, 0, 353, 4);
+        w.transposing = b.u(799, 1) != 0;
+      }
+      return w;
+    }
+    case 0x15:
+    case 0x16:
+    case 0x17:
+    case 0x18: {
+      MeshInstr m;
+      m.tile_mask = static_cast<uint16_t>(b.u(12, 16));
+      m.out_addr = static_cast<uint32_t>(b.u(60, 18));
+      m.out_ttu = dma_ttu(b, 0, 78, 4);
+      m.in_addr = static_cast<uint32_t>(b.u(265, 18));
+      m.in_ttu = dma_ttu(b, 0, 283, 4);
+      m.fill_en = b.u(727, 1) != 0;
+      m.fill = static_cast<uint32_t>(b.u(728, 32));
+      m.out_active = ttu_used(m.out_ttu);
+      m.in_active = ttu_used(m.in_ttu);
+      return m;
+    }
+    case 0x19: {
+      NluLoadInstr n;
+      n.tile_mask = static_cast<uint16_t>(b.u(12, 16));
+      for (int k = 0; k < 40; ++k)
+        n.table.coefficients[k] = std::bit_cast<float>(static_cast<uint32_t>(b.u(62 + 32 * k, 32)));
+      for (int k = 0; k < 7; ++k)
+        n.table.breakpoints[k] =
+            std::bit_cast<float>(static_cast<uint32_t>(b.u(62 + 32 * (40 + k), 32)));
+      n.table.mode = static_cast<uint32_t>(b.u(1566, 32));
+      n.table.loaded = true;
+      return n;
+    }
+    case 0x1a: {
+      TileSyncInstr s;
+      s.tiles = static_cast<uint16_t>(b.u(12, 16));
+      s.counters = static_cast<uint32_t>(b.u(44, 19));
+      s.count = static_cast<uint32_t>(b.u(63, 16));
+      s.units = static_cast<uint16_t>(b.u(79, 10));
+      s.signal = b.u(107, 1) != 0;
+      return s;
+    }
+    case 0x20: {
+      ScalarBundle s;
+      s.gate = b.u(0, 1) != 0;
+      s.pred_reg = static_cast<uint8_t>(b.u(1, 3));
+      s.pred_pol = b.u(4, 1) != 0;
+      s.enable_vector = static_cast<uint8_t>(b.u(12, 2));
+      s.vs_reg_v1 = static_cast<uint8_t>(b.u(14, 5));
+      s.imm_size = static_cast<uint16_t>(b.u(19, 12));
+      s.v_op = static_cast<uint8_t>(b.u(31, 5));
+      s.v_offset = static_cast<uint8_t>(b.u(36, 8));
+      s.vs_reg = static_cast<uint8_t>(b.u(49, 5));
+      s.s_op = static_cast<uint8_t>(b.u(54, 6));
+      s.s_x = static_cast<uint8_t>(b.u(60, 5));
+      s.s_y = static_cast<uint8_t>(b.u(65, 5));
+      s.imm = static_cast<uint32_t>(b.u(70, 32));
+      s.v_op2 = static_cast<uint8_t>(b.u(102, 3));
+      s.vs_reg_w = static_cast<uint8_t>(b.u(105, 5));
+      s.sfu_dst = static_cast<uint8_t>(b.u(110, 5));
+      return s;
+    }
+    case 0x21:
+      return HaltInstr{static_cast<uint8_t>(b.u(14, 5))};
+    case 0x22:
+      return BranchInstr{static_cast<int32_t>(b.s(17, 15))};
+    case 0x23:
+      return LoopInstr{static_cast<uint32_t>(b.u(12, 16)), static_cast<uint32_t>(b.u(28, 8))};
+    case 0x24: {
+      ScSyncInstr s;
+      s.tiles = static_cast<uint16_t>(b.u(12, 16));
+      s.smask = static_cast<uint16_t>(b.u(32, 9));
+      s.value = static_cast<uint32_t>(b.u(43, 13));
+      s.tokwait = b.u(57, 1) != 0;
+      s.tmask = static_cast<uint16_t>(b.u(73, 16));
+      for (int k = 0; k < 9; ++k) s.thresholds[k] = static_cast<uint16_t>(b.u(93 + 16 * k, 16));
+      s.wait = static_cast<uint16_t>(b.u(237, 9));
+      s.sunits = static_cast<uint8_t>(b.u(246, 5));
+      return s;
+    }
+    case 0x25: {
+      PopInstr p;
+      p.activations = b.u(12, 1) != 0;
+      p.units = stream_units(b.u(44, 15), b.u(75, 15), b.u(142, 14), b.u(157, 1) != 0, false);
+      return p;
+    }
+    case 0x26: {
+      InfeedInstr f;
+      f.activations = b.u(12, 1) != 0;
+      f.from_scalar_memory = b.u(13, 1) != 0;
+      f.offset = static_cast<uint32_t>(b.u(14, 20));
+      f.units =
+          stream_units(b.u(55, 20), b.u(96, 20), b.u(183, 14), b.u(203, 1) != 0, !f.activations);
+      f.tiles = static_cast<uint16_t>(b.u(409, 16));
+      f.packet_bytes = 64 * (static_cast<uint32_t>(b.u(438, 2)) + 1);
+      return f;
+    }
+    case 0x27: {
+      OutfeedInstr o;
+      const uint32_t k173 = static_cast<uint32_t>(b.u(173, 2));
+      o.to_scalar_memory = k173 != 3;
+      o.base = static_cast<uint32_t>(b.u(12, 15));
+      const uint32_t count = static_cast<uint32_t>(b.u(43, 15)) + 1;
+      o.bytes = o.to_scalar_memory ? count : 8 * count;
+      return o;
+    }
+    case 0x3e:
+    case 0x3f:
+      return NoInstr{};
+    default:
+      fail("word ", in.word_offset, ": opcode 0x", std::hex, int{opcode}, std::dec,
+           " is decoded but the simulator has no model for it");
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Program> Program::decode(std::span<const uint8_t> bitstream) {
+  auto program = std::make_unique<Program>();
+  program->raw = isa::decode(bitstream);
+  program->items.reserve(program->raw.size());
+  program->item_at_word.assign(bitstream.size() / isa::kWordBytes, UINT32_MAX);
+  for (size_t i = 0; i < program->raw.size(); ++i) {
+    const isa::Instruction& in = program->raw[i];
+    ProgramItem item;
+    item.opcode = in.opcode();
+    item.word_offset = in.word_offset;
+    item.words = in.spec->words;
+    item.decoded = decode_item(in);
+    program->item_at_word.at(in.word_offset) = static_cast<uint32_t>(i);
+    program->items.push_back(std::move(item));
+  }
+  return program;
+}
+
+std::string opcode_name(uint8_t opcode) {
+  if (const isa::OpcodeSpec* spec = isa::find_opcode(opcode)) return std::string(spec->mnemonic);
+  return cat("opcode_0x", std::hex, int{opcode});
+}
+
+}  // namespace tinycoral::chip

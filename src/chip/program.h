@@ -1,0 +1,135 @@
+// A bitstream pre-decoded once into compact per-opcode structs, so that the simulator never
+// re-reads bit fields while it runs. Field positions: the reference fact sheet isa.md
+// sections 2.5-2.11, in our own words in docs/chip.md.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "chip/tile.h"
+#include "isa/isa.h"
+
+namespace tinycoral::chip {
+
+// DMA-style address generator (isa.md 2.0b): same rewinding-increment convention as op TTUs, but
+// the unit of an increment depends on the side (narrow words, wide rows, mesh words). Stored as an
+// OpTtu with unused levels left at (0, 0).
+using DmaTtu = OpTtu;
+
+// 0x20: one VLIW bundle (geohot's field view, isa.md 2.11).
+struct ScalarBundle {
+  bool gate = false, pred_pol = false;
+  uint8_t pred_reg = 0;
+  uint8_t enable_vector = 0, vs_reg_v1 = 0;
+  uint16_t imm_size = 0;
+  uint8_t v_op = 0, v_offset = 0, vs_reg = 0;
+  uint8_t s_op = 0, s_x = 0, s_y = 0;
+  uint32_t imm = 0;
+  uint8_t v_op2 = 0, vs_reg_w = 0, sfu_dst = 0;
+};
+
+struct HaltInstr {
+  uint8_t code = 0;  // 4 = program end, 1 = continues in the next bitstream
+};
+struct LoopInstr {
+  uint32_t count = 0, body = 0;  // repeat the next `body` words `count` times
+};
+struct BranchInstr {
+  int32_t offset = 0;  // words, relative to this instruction; taken while p0
+};
+struct ScSyncInstr {
+  uint16_t tiles = 0, tmask = 0;
+  uint16_t smask = 0, wait = 0;
+  uint32_t value = 0;
+  bool tokwait = false;
+  uint8_t sunits = 0;
+  std::array<uint16_t, 9> thresholds{};
+};
+struct PopInstr {
+  bool activations =
+      false;  // stream bit: 1 avDataPop (8-byte units), 0 parameterPop (64-byte units)
+  uint32_t units = 0;
+};
+struct InfeedInstr {
+  bool activations = false;
+  bool from_scalar_memory = false;
+  uint32_t offset = 0;  // in units of the stream
+  uint32_t units = 0;
+  uint16_t tiles = 0;
+  uint32_t packet_bytes = 256;  // 64 * (lanes per row), field f438
+};
+struct OutfeedInstr {
+  bool to_scalar_memory = false;
+  uint32_t base = 0;   // scalar-memory destination (bytes)
+  uint32_t bytes = 0;  // host variant: 8 * units; scalar-memory variant: elements (bytes)
+};
+struct TileSyncInstr {  // 0x1a
+  uint16_t tiles = 0;
+  uint32_t counters = 0;
+  uint32_t count = 0;
+  uint16_t units = 0;
+  bool signal = false;
+};
+struct RingInstr {  // 0x10 / 0x11 / 0x12
+  uint16_t tile_mask = 0;
+  uint32_t addr = 0;  // wide units
+  DmaTtu ttu;         // steps of one 256-byte row (4 units) each
+  uint8_t mode = 0;
+  bool aux_en0 = false, aux_en1 = false;
+  uint32_t aux_addr0 = 0, aux_addr1 = 0;
+  // producer only
+  bool to_c1 = false;
+  uint32_t dest = 0;  // bit t = tile t, bit 16 = scalar core
+};
+struct MeshInstr {  // 0x15..0x18
+  uint16_t tile_mask = 0;
+  uint32_t out_addr = 0, in_addr = 0;  // narrow bytes
+  DmaTtu out_ttu, in_ttu;              // 4-byte elements
+  bool out_active = false, in_active = false;
+  bool fill_en = false;
+  uint32_t fill = 0;
+};
+struct WideNarrowInstr {  // 0x13 narrowToWide / 0x14 wideToNarrow
+  uint16_t tile_mask = 0;
+  uint32_t wide_addr = 0;    // units
+  DmaTtu wide_ttu;           // rows
+  uint32_t narrow_addr = 0;  // words
+  DmaTtu narrow_ttu;         // words
+  uint8_t mode = 0;          // 0x14: 0 FIFO receive, 1 input with sub-row selection, 2 bias store
+  bool skip_en = false;
+  uint32_t skip_words = 0;   // words skipped at the start of the wide data
+  bool transposing = false;  // 0x13 tail_f799
+};
+struct NluLoadInstr {
+  uint16_t tile_mask = 0;
+  NluTable table;
+};
+struct NoInstr {};
+
+using Decoded = std::variant<NoInstr, ScalarBundle, HaltInstr, LoopInstr, BranchInstr, ScSyncInstr,
+                             PopInstr, InfeedInstr, OutfeedInstr, TileSyncInstr, RingInstr,
+                             MeshInstr, WideNarrowInstr, NluLoadInstr, OpInstr>;
+
+struct ProgramItem {
+  uint8_t opcode = 0;
+  uint32_t word_offset = 0;
+  uint32_t words = 0;
+  Decoded decoded;
+};
+
+struct Program {
+  std::vector<isa::Instruction> raw;  // OpInstr::source points in here: keep the Program in place
+  std::vector<ProgramItem> items;
+  std::vector<uint32_t> item_at_word;  // word offset -> item index (or UINT32_MAX inside an item)
+
+  // Throws Error naming the word offset for anything that cannot be decoded.
+  static std::unique_ptr<Program> decode(std::span<const uint8_t> bitstream);
+};
+
+std::string opcode_name(uint8_t opcode);
+
+}  // namespace tinycoral::chip

@@ -1,0 +1,335 @@
+// The scalar core of the virtual Edge TPU (isa.md 2.11): 32 registers, 8 predicates, 16 KiB scalar
+// memory, VLIW bundles (0x20) with predication, hardware loops (0x23), branches (0x22), host DMA
+// descriptors, scalar fences (0x24) and halt. It executes the stream in order and hands tile and
+// DMA instructions to their queues (scheduler.cpp).
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "chip/machine.h"
+#include "common/error.h"
+
+namespace tinycoral::chip {
+namespace {
+
+[[noreturn]] void fail_scalar(const ProgramItem& item, const std::string& what) {
+  fail("scalar core at word ", item.word_offset, " (", opcode_name(item.opcode), "): ", what);
+}
+
+float as_float(uint32_t v) { return std::bit_cast<float>(v); }
+uint32_t as_bits(float f) { return std::bit_cast<uint32_t>(f); }
+
+// F2I rounds to nearest (isa.md 2.11; device softmax); out-of-range values saturate.
+uint32_t float_to_int(float f) {
+  if (std::isnan(f)) return 0;
+  const double r = std::nearbyint(static_cast<double>(f));
+  if (r >= 2147483647.0) return 0x7fffffffu;
+  if (r <= -2147483648.0) return 0x80000000u;
+  return static_cast<uint32_t>(static_cast<int32_t>(r));
+}
+
+}  // namespace
+
+bool VirtualEdgeTpu::Impl::scsync_ready(const ScSyncInstr& s, uint64_t /*order*/) {
+  // tokwait: the tiles in tmask delivered the tokens of the fences issued before, i.e. every tile
+  // instruction dispatched so far on them completed. Counter waits (PRODUCER_A >= n ...) are
+  // modelled as "every tile and DMA instruction dispatched so far completed" (docs/chip.md
+  // "Fences").
+  if (s.tokwait) {
+    for (uint32_t t = 0; t < kTileCount; ++t) {
+      if (!(s.tmask >> t & 1)) continue;
+      for (const auto& q : tile_state[t].queues)
+        if (!q.empty()) return false;
+    }
+    for (uint32_t id : syncs)
+      if (!works[id].done && works[id].tile >= 0 && (s.tmask >> works[id].tile & 1)) return false;
+  }
+  if (s.wait) {
+    if (!all_works_done()) return false;
+  }
+  return true;
+}
+
+void VirtualEdgeTpu::Impl::issue_descriptor(const ProgramItem& item) {
+  const auto& d = scalar.descriptor;
+  const uint32_t tag = d[3];
+  switch (tag) {
+    case 0:
+      fail_scalar(item, "a host DMA descriptor with tag 0 (instructions flow host to device only)");
+    case 1:
+    case 2:
+      break;  // the host pushes its streams in hint order; nothing to request
+    case 3:
+      if (d[2] > 0) open_outputs.push_back({d[2], {}});
+      break;
+    case 4:
+    case 5:
+    case 6:
+    case 7:
+      events.push_back({uint64_t{d[0]} | uint64_t{d[1]} << 32, d[2], static_cast<uint8_t>(tag)});
+      break;
+    default:
+      fail_scalar(item, cat("a host DMA descriptor with unknown tag ", tag));
+  }
+}
+
+void VirtualEdgeTpu::Impl::execute_bundle(const ScalarBundle& b, const ProgramItem& item) {
+  const std::array<uint32_t, 32> r = scalar.regs;  // every slot reads the registers at bundle start
+  auto smem_word = [&](uint32_t word) -> uint8_t* {
+    if (word >= kScalarMemoryBytes / 4)
+      fail_scalar(item,
+                  cat("scalar memory word ", word, " outside ", kScalarMemoryBytes / 4, " words"));
+    return scalar.smem.data() + 4 * size_t{word};
+  };
+
+  // Scalar ALU slot: s_x = s_y OP b.
+  if (b.s_op != 0) {
+    const uint32_t op = b.s_op & 0x1f;
+    const uint32_t a = r[b.s_y];
+    const uint32_t v = (b.s_op & 0x20) ? b.imm : r[b.imm & 31];
+    const auto sa = static_cast<int32_t>(a), sv = static_cast<int32_t>(v);
+    auto set = [&](uint32_t value) { scalar.regs[b.s_x] = value; };
+    auto pred = [&](bool value) { scalar.preds[b.s_x & 7] = value; };
+    switch (op) {
+      case 0x01:
+        set(a + v);
+        break;
+      case 0x02:
+        set(a - v);
+        break;
+      case 0x03:
+        set(a & v);
+        break;
+      case 0x04:
+        set(a | v);
+        break;
+      case 0x05:
+        set(a ^ v);
+        break;
+      case 0x06:
+        set(v >= 32 ? 0 : a << v);
+        break;
+      case 0x07:
+        set(v >= 32 ? 0 : a >> v);
+        break;
+      case 0x08:
+        set(static_cast<uint32_t>(sa >> (v >= 32 ? 31 : v)));
+        break;
+      case 0x09:
+        pred(a == v);
+        break;
+      case 0x0a:
+        pred(a != v);
+        break;
+      case 0x0b:
+        pred(sa > sv);
+        break;
+      case 0x0c:
+        pred(sa < sv);
+        break;
+      case 0x0d:
+        pred(a >= v);
+        break;  // unsigned per tinycoral's interpreter (isa.md 2.11: unverified)
+      case 0x0e:
+        pred(sa >= sv);
+        break;
+      case 0x0f:
+        set(v);
+        break;
+      case 0x10:
+        set(as_bits(static_cast<float>(static_cast<int32_t>(r[b.imm & 31]))));
+        break;
+      case 0x11:
+        set(float_to_int(as_float(r[b.imm & 31])));
+        break;
+      case 0x12:
+        set(as_bits(as_float(a) + as_float(v)));
+        break;
+      case 0x13:
+        set(as_bits(as_float(a) - as_float(v)));
+        break;
+      case 0x14:
+        set(as_bits(as_float(a) * as_float(v)));
+        break;
+      case 0x15:
+        set(as_bits(std::fmax(as_float(a), as_float(v))));
+        break;
+      case 0x16:
+        set(as_bits(std::fmin(as_float(a), as_float(v))));
+        break;
+      default:
+        fail_scalar(item, cat("unknown scalar ALU operation s_op 0x", std::hex, int{b.s_op}));
+    }
+  }
+
+  // Memory slot: loads from scalar memory (word addresses), optional post-increment.
+  if (b.enable_vector >= 2) {
+    const uint32_t addr_reg = b.imm_size & 31;
+    uint32_t value;
+    std::memcpy(&value, smem_word(r[addr_reg]), 4);
+    scalar.regs[b.vs_reg_v1] = value;
+    if (b.enable_vector == 3 || (b.imm_size & 0x20)) scalar.regs[addr_reg] = r[addr_reg] + 1;
+  } else if (b.enable_vector == 1) {
+    fail_scalar(item, "memory slot mode 1 is not understood");
+  }
+
+  // Vector slot: stores, host pushes, DMA descriptors.
+  switch (b.v_op) {
+    case 0:
+      break;
+    case 0x4:
+      std::memcpy(smem_word(r[b.v_offset & 31]), &r[b.vs_reg], 4);
+      break;
+    case 0x8: {
+      uint8_t bytes[4];
+      std::memcpy(bytes, &r[b.vs_reg], 4);
+      deliver_output_bytes(bytes);
+      break;
+    }
+    case 0xa:
+      if (b.v_offset > 3)
+        fail_scalar(item, cat("descriptor word ", int{b.v_offset}, " (0..3 exist)"));
+      scalar.descriptor[b.v_offset] = r[b.vs_reg];
+      break;
+    case 0xc:
+      issue_descriptor(item);
+      break;
+    default:
+      fail_scalar(item, cat("unknown vector-slot operation v_op 0x", std::hex, int{b.v_op}));
+  }
+
+  // Special-function unit: 2 reciprocal, 3 exp2 (correctly rounded here; the chip is within a few
+  // ulp, isa.md 2.11).
+  if (b.v_op2 != 0) {
+    const float x = as_float(r[b.vs_reg_w]);
+    float y = 0;
+    if (b.v_op2 == 2)
+      y = 1.0f / x;
+    else if (b.v_op2 == 3)
+      y = std::exp2(x);
+    else
+      fail_scalar(item, cat("unknown special-function operation v_op_2 ", int{b.v_op2}));
+    scalar.regs[b.sfu_dst] = as_bits(y);
+  }
+}
+
+bool VirtualEdgeTpu::Impl::step_scalar() {
+  if (!scalar.running || !program) return false;
+  if (scalar.pc >= program->items.size()) fail("scalar core ran past the end of the bitstream");
+  const uint32_t index = scalar.pc;
+  const ProgramItem& item = program->items[index];
+  uint32_t next = index + 1;
+  switch (item.opcode) {
+    case 0x3e:
+    case 0x3f:
+      break;
+    case 0x20: {
+      const auto& b = std::get<ScalarBundle>(item.decoded);
+      const bool enabled = !b.gate || scalar.preds[b.pred_reg] == b.pred_pol;
+      if (enabled) {
+        // Loads must see what outfeeds write to scalar memory: wait for them.
+        if (b.enable_vector >= 2) {
+          for (uint32_t id : scalar_region)
+            for (const Access& a : works[id].accesses)
+              if (a.write && a.space == Space::kScalarMemory && !works[id].done) return false;
+        }
+        // A completion interrupt is only sent when everything before it finished.
+        if (b.v_op == 0xc && scalar.descriptor[3] >= 4 &&
+            (!all_works_done() || !open_outputs.empty()))
+          return false;
+        execute_bundle(b, item);
+      }
+      break;
+    }
+    case 0x21:
+      scalar.running = false;
+      scalar.halt_code = std::get<HaltInstr>(item.decoded).code;
+      charge();
+      stats.instructions[static_cast<size_t>(UnitId::kScalar)]++;
+      return true;
+    case 0x22:
+      if (scalar.preds[0]) {
+        const int64_t target =
+            int64_t{item.word_offset} + std::get<BranchInstr>(item.decoded).offset;
+        if (target < 0 || target >= static_cast<int64_t>(program->item_at_word.size()) ||
+            program->item_at_word[target] == kNone)
+          fail_scalar(item,
+                      cat("branch to word ", target, ", not an instruction of this bitstream"));
+        next = program->item_at_word[target];
+      }
+      break;
+    case 0x23: {
+      const auto& l = std::get<LoopInstr>(item.decoded);
+      const uint64_t end_word = uint64_t{item.word_offset} + 1 + l.body;
+      uint32_t end_item = kNone;
+      if (end_word == program->item_at_word.size())
+        end_item = static_cast<uint32_t>(program->items.size());
+      else if (end_word < program->item_at_word.size())
+        end_item = program->item_at_word[end_word];
+      if (end_item == kNone || l.body == 0)
+        fail_scalar(item,
+                    cat("loop body of ", l.body, " words does not end on an instruction boundary"));
+      if (l.count == 0) {
+        next = end_item;
+      } else {
+        if (scalar.loops.size() >= 64) fail_scalar(item, "more than 64 nested hardware loops");
+        scalar.loops.push_back({index + 1, end_item, l.count - 1});
+      }
+      break;
+    }
+    case 0x24: {
+      const auto& s = std::get<ScSyncInstr>(item.decoded);
+      if (!scsync_ready(s, next_order)) return false;
+      for (int k = 0; k < 9; ++k) {
+        if (!(s.smask >> k & 1)) continue;
+        ++stats.scalar_counter_ops[k];
+        if (!(s.wait >> k & 1)) scalar.counters[k] = s.value;
+      }
+      if (s.tokwait) {  // a scalar fence ends the region of scalar-memory hazards
+        for (uint32_t id : scalar_region) works[id].region_open = false;
+        scalar_region.clear();
+      }
+      break;
+    }
+    case 0x25:
+    case 0x26:
+    case 0x27:
+    case 0x01:
+    case 0x02:
+    case 0x03:
+    case 0x10:
+    case 0x11:
+    case 0x12:
+    case 0x13:
+    case 0x14:
+    case 0x15:
+    case 0x16:
+    case 0x17:
+    case 0x18:
+    case 0x19:
+    case 0x1a:
+      dispatch(index);
+      break;
+    default:
+      fail_scalar(item, "opcode the simulator cannot execute");
+  }
+  charge();
+  stats.instructions[static_cast<size_t>(UnitId::kScalar)]++;
+  if (options.trace)
+    options.trace->record({programs_received, item.word_offset, item.opcode, -1, "scalar"});
+  // Hardware loops: at the end of a body, repeat or leave.
+  while (!scalar.loops.empty() && next == scalar.loops.back().end_item) {
+    LoopFrame& f = scalar.loops.back();
+    if (f.remaining > 0) {
+      --f.remaining;
+      next = f.first_item;
+      break;
+    }
+    scalar.loops.pop_back();
+  }
+  scalar.pc = next;
+  return true;
+}
+
+}  // namespace tinycoral::chip

@@ -1,0 +1,468 @@
+// Dispatch and scheduling of the virtual Edge TPU (docs/chip.md "Scheduling"): tile instructions go
+// into per-tile unit queues in program order; an instruction starts when (a) the instructions it
+// depends on completed and (b) its stream inputs (ring packets, mesh words, host data) are there.
+// Dependencies come from memory footprints inside a "fence region" (the instructions of a tile
+// between two 0x1a fences that cover every unit): program-order hazards, except that a read with no
+// earlier writer in its region waits for the first later writer on another unit (consumers are
+// often issued before their producers, isa.md 1.7). Sync counters are recorded, never waited on.
+#include <algorithm>
+#include <sstream>
+
+#include "chip/machine.h"
+#include "common/error.h"
+
+namespace tinycoral::chip {
+namespace {
+
+UnitId tile_unit_of(uint8_t opcode) {
+  switch (opcode) {
+    case 0x01:
+    case 0x02:
+    case 0x03:
+      return UnitId::kOp;
+    case 0x10:
+      return UnitId::kRingProducer;
+    case 0x11:
+      return UnitId::kRingConsumer0;
+    case 0x12:
+      return UnitId::kRingConsumer1;
+    case 0x13:
+      return UnitId::kNarrowToWide;
+    case 0x14:
+      return UnitId::kWideToNarrow;
+    case 0x15:
+      return UnitId::kMeshSouth;
+    case 0x16:
+      return UnitId::kMeshWest;
+    case 0x17:
+      return UnitId::kMeshNorth;
+    case 0x18:
+      return UnitId::kMeshEast;
+    case 0x19:
+      return UnitId::kNlu;
+    default:
+      return UnitId::kTileSync;
+  }
+}
+
+uint16_t tile_mask_of(const ProgramItem& item) {
+  return std::visit(
+      [](const auto& d) -> uint16_t {
+        using T = std::decay_t<decltype(d)>;
+        if constexpr (std::is_same_v<T, OpInstr>)
+          return d.tile_mask;
+        else if constexpr (std::is_same_v<T, RingInstr> || std::is_same_v<T, MeshInstr> ||
+                           std::is_same_v<T, WideNarrowInstr> || std::is_same_v<T, NluLoadInstr>)
+          return d.tile_mask;
+        else if constexpr (std::is_same_v<T, TileSyncInstr>)
+          return d.tiles;
+        else
+          return 0;
+      },
+      item.decoded);
+}
+
+// The 0x1a `units` bits in the tile CSR order (isa.md 2.8, 2.12): op, wideToNarrow, narrowToWide,
+// ringBusConsumer0, ringBusConsumer1, ringBusProducer, meshBus0-3. The NLU load shares the op's
+// bit.
+constexpr std::array<UnitId, 10> kFenceUnitOrder = {UnitId::kOp,
+                                                    UnitId::kWideToNarrow,
+                                                    UnitId::kNarrowToWide,
+                                                    UnitId::kRingConsumer0,
+                                                    UnitId::kRingConsumer1,
+                                                    UnitId::kRingProducer,
+                                                    UnitId::kMeshSouth,
+                                                    UnitId::kMeshWest,
+                                                    UnitId::kMeshNorth,
+                                                    UnitId::kMeshEast};
+
+bool overlaps(const Access& a, const Access& b) {
+  return a.space == b.space && a.lo < b.hi && b.lo < a.hi;
+}
+
+}  // namespace
+
+const char* unit_name(UnitId unit) {
+  static constexpr const char* kNames[] = {
+      "op",        "wideToNarrow", "narrowToWide", "ringConsumer0", "ringConsumer1", "ringProducer",
+      "meshSouth", "meshWest",     "meshNorth",    "meshEast",      "nluLoad",       "tileSync",
+      "scalar",    "avDataPop",    "parameterPop", "infeed",        "outfeed"};
+  const auto i = static_cast<size_t>(unit);
+  return i < std::size(kNames) ? kNames[i] : "?";
+}
+
+int mesh_neighbour(int tile, uint8_t opcode) {
+  const int row = tile / 4, col = tile % 4;
+  switch (opcode) {
+    case 0x15:
+      return row < 3 ? tile + 4 : -1;
+    case 0x16:
+      return col > 0 ? tile - 1 : -1;
+    case 0x17:
+      return row > 0 ? tile - 4 : -1;
+    case 0x18:
+      return col < 3 ? tile + 1 : -1;
+    default:
+      return -1;
+  }
+}
+
+VirtualEdgeTpu::Impl::Impl(ChipOptions o) : options(o) {
+  for (uint32_t t = 0; t < kTileCount; ++t) {
+    tiles[t].index = t;
+    tile_state[t].last_barrier.fill(kNone);
+  }
+}
+
+void VirtualEdgeTpu::Impl::charge(uint64_t instructions) {
+  budget_used += instructions;
+  if (budget_used > options.instruction_budget)
+    fail("program ", programs_received, " exceeded the instruction budget of ",
+         options.instruction_budget, " executed instructions (runaway loop?)");
+}
+
+uint32_t VirtualEdgeTpu::Impl::new_work(uint32_t item, int tile, UnitId unit) {
+  Work w;
+  w.program = program.get();
+  w.item = item;
+  w.tile = tile;
+  w.unit = unit;
+  w.order = next_order++;
+  works.push_back(std::move(w));
+  return static_cast<uint32_t>(works.size() - 1);
+}
+
+void VirtualEdgeTpu::Impl::add_hazards(TileState& ts, Work& n, uint32_t id) {
+  std::vector<bool> has_writer(n.accesses.size(), false);
+  for (uint32_t eid : ts.region) {
+    Work& e = works[eid];
+    bool depend = false;
+    for (size_t i = 0; i < n.accesses.size(); ++i) {
+      const Access& a = n.accesses[i];
+      for (Access& b : e.accesses) {
+        if (!overlaps(a, b) || (!a.write && !b.write)) continue;
+        if (b.write) {  // RAW or WAW: program order
+          depend = true;
+          if (!a.write) has_writer[i] = true;
+        } else if (b.forward && e.unit != n.unit && !e.done) {
+          // e reads what a later instruction on another unit produces: this one.
+          e.deps.push_back(id);
+          b.forward = false;
+        } else {
+          b.forward = false;
+          depend = true;  // WAR
+        }
+      }
+    }
+    if (depend && !e.done) n.deps.push_back(eid);
+  }
+  for (size_t i = 0; i < n.accesses.size(); ++i)
+    if (!n.accesses[i].write && !has_writer[i]) n.accesses[i].forward = true;
+}
+
+void VirtualEdgeTpu::Impl::add_scalar_hazards(Work& n, uint32_t id) {
+  TileState scratch;  // reuse the tile logic over the scalar region
+  scratch.region = scalar_region;
+  add_hazards(scratch, n, id);
+  scalar_region.push_back(id);
+}
+
+void VirtualEdgeTpu::Impl::close_region(TileState& ts) {
+  for (uint32_t id : ts.region) works[id].region_open = false;
+  ts.region.clear();
+}
+
+void VirtualEdgeTpu::Impl::dispatch(uint32_t index) {
+  const ProgramItem& item = program->items[index];
+  const uint8_t opcode = item.opcode;
+  if (opcode >= 0x25 && opcode <= 0x27) {
+    UnitId unit = opcode == 0x26   ? UnitId::kInfeed
+                  : opcode == 0x27 ? UnitId::kOutfeed
+                                   : UnitId::kAvDataPop;
+    if (opcode == 0x25 && !std::get<PopInstr>(item.decoded).activations)
+      unit = UnitId::kParameterPop;
+    const uint32_t id = new_work(index, -1, unit);
+    Work& w = works[id];
+    if (opcode == 0x25) {
+      last_pop[std::get<PopInstr>(item.decoded).activations ? 1 : 0] = id;
+    } else if (opcode == 0x26) {
+      const auto& f = std::get<InfeedInstr>(item.decoded);
+      if (f.from_scalar_memory) {
+        w.accesses.push_back({Space::kScalarMemory, false, 8 * int64_t{f.offset},
+                              8 * (int64_t{f.offset} + f.units)});
+      } else {
+        w.pop = last_pop[f.activations ? 1 : 0];
+        if (w.pop == kNone)
+          fail("word ", item.word_offset, ": infeed before any ",
+               f.activations ? "avDataPop" : "parameterPop");
+        w.deps.push_back(w.pop);
+      }
+    } else {
+      const auto& o = std::get<OutfeedInstr>(item.decoded);
+      if (o.to_scalar_memory)
+        w.accesses.push_back({Space::kScalarMemory, true, o.base, int64_t{o.base} + o.bytes});
+    }
+    add_scalar_hazards(works[id], id);
+    const size_t q = unit == UnitId::kAvDataPop      ? 0
+                     : unit == UnitId::kParameterPop ? 1
+                     : unit == UnitId::kInfeed       ? 2
+                                                     : 3;
+    dma_queues[q].push_back(id);
+    return;
+  }
+
+  const uint16_t mask = tile_mask_of(item);
+  for (int t = 0; t < static_cast<int>(kTileCount); ++t) {
+    if (!(mask >> t & 1)) continue;
+    TileState& ts = tile_state[t];
+    if (opcode == 0x1a) {
+      const auto& s = std::get<TileSyncInstr>(item.decoded);
+      for (int k = 0; k < 19; ++k)
+        if (s.counters >> k & 1) {
+          ++stats.tile_counter_ops[k];
+          tiles[t].counters[k] = static_cast<int32_t>(s.count);
+        }
+      if ((s.units & 0x3ff) == 0) continue;  // counter-only operation: nothing to order
+      const uint32_t id = new_work(index, t, UnitId::kTileSync);
+      for (size_t bit = 0; bit < kFenceUnitOrder.size(); ++bit) {
+        if (!(s.units >> bit & 1)) continue;
+        std::vector<UnitId> covered{kFenceUnitOrder[bit]};
+        if (bit == 0) covered.push_back(UnitId::kNlu);
+        for (UnitId u : covered) {
+          auto& q = ts.queues[static_cast<size_t>(u)];
+          if (!q.empty()) works[id].deps.push_back(q.back());
+          const uint32_t prev = ts.last_barrier[static_cast<size_t>(u)];
+          if (prev != kNone) works[id].deps.push_back(prev);
+          ts.last_barrier[static_cast<size_t>(u)] = id;
+        }
+      }
+      syncs.push_back(id);
+      if ((s.units & 0x3ff) == 0x3ff) close_region(ts);
+      continue;
+    }
+    const UnitId unit = tile_unit_of(opcode);
+    const uint32_t id = new_work(index, t, unit);
+    works[id].accesses = footprint(item, t);
+    const uint32_t barrier = ts.last_barrier[static_cast<size_t>(unit)];
+    if (barrier != kNone) works[id].deps.push_back(barrier);
+    if (opcode == 0x10) {
+      const auto& r = std::get<RingInstr>(item.decoded);
+      works[id].packets = static_cast<uint32_t>(r.ttu.steps());
+      if (r.dest >> 16 & 1) {
+        works[id].ordinal = next_scalar_ordinal++;
+        to_scalar[works[id].ordinal];  // the outfeeds wait on this producer
+      }
+    }
+    add_hazards(ts, works[id], id);
+    ts.region.push_back(id);
+    ts.queues[static_cast<size_t>(unit)].push_back(id);
+  }
+}
+
+bool VirtualEdgeTpu::Impl::deps_done(Work& w) {
+  if (!w.deps.empty()) {
+    auto it =
+        std::remove_if(w.deps.begin(), w.deps.end(), [&](uint32_t d) { return works[d].done; });
+    w.deps.erase(it, w.deps.end());
+    if (!w.deps.empty()) return false;
+  }
+  if (w.region_open)
+    for (const Access& a : w.accesses)
+      if (a.forward) return false;
+  return true;
+}
+
+void VirtualEdgeTpu::Impl::trace(const Work& w) {
+  ++stats.instructions[static_cast<size_t>(w.unit)];
+  if (!options.trace) return;
+  const ProgramItem& item = w.program->items[w.item];
+  options.trace->record(
+      {programs_received, item.word_offset, item.opcode, w.tile, unit_name(w.unit)});
+}
+
+bool VirtualEdgeTpu::Impl::run_units() {
+  bool progress = false;
+  bool again = true;
+  while (again) {
+    again = false;
+    for (uint32_t id : syncs) {
+      Work& s = works[id];
+      if (!s.done && deps_done(s)) {
+        s.done = true;
+        trace(s);
+        again = true;
+      }
+    }
+    std::erase_if(syncs, [&](uint32_t id) { return works[id].done; });
+    for (uint32_t t = 0; t < kTileCount; ++t) {
+      for (auto& q : tile_state[t].queues) {
+        while (!q.empty() && try_run_tile_work(q.front())) {
+          q.pop_front();
+          again = true;
+        }
+      }
+    }
+    for (auto& q : dma_queues) {
+      while (!q.empty() && try_run_dma_work(q.front())) {
+        q.pop_front();
+        again = true;
+      }
+    }
+    progress |= again;
+  }
+  return progress;
+}
+
+bool VirtualEdgeTpu::Impl::all_works_done() const {
+  for (const auto& ts : tile_state)
+    for (const auto& q : ts.queues)
+      if (!q.empty()) return false;
+  for (const auto& q : dma_queues)
+    if (!q.empty()) return false;
+  for (uint32_t id : syncs)
+    if (!works[id].done) return false;
+  return true;
+}
+
+void VirtualEdgeTpu::Impl::start_next_program() {
+  if (pending_programs.empty()) return;
+  if (program) retired.push_back(std::move(program));
+  program = std::move(pending_programs.front());
+  pending_programs.pop_front();
+  scalar.pc = 0;
+  scalar.loops.clear();
+  scalar.running = true;
+  scalar.halt_code = 0;
+  budget_used = 0;
+}
+
+bool VirtualEdgeTpu::Impl::finish_program_if_done() {
+  if (scalar.running) return false;
+  if (program && scalar.halt_code == 1) {  // continues in the next bitstream
+    if (pending_programs.empty()) return false;
+    start_next_program();
+    return true;
+  }
+  if (!all_works_done()) return false;
+  const bool had = program != nullptr || !pending_programs.empty();
+  if (program) {
+    ++stats.programs_completed;
+    program.reset();
+    retired.clear();
+    works.clear();
+    syncs.clear();
+    scalar_region.clear();
+    staging.clear();
+    to_scalar.clear();
+    next_scalar_ordinal = outfeed_ordinal = 0;
+    last_pop = {kNone, kNone};
+    for (auto& ts : tile_state) {
+      ts.region.clear();
+      ts.last_barrier.fill(kNone);
+    }
+    for (auto& tile : tiles) tile.fifo_rows.clear();
+  }
+  start_next_program();
+  return had;
+}
+
+std::string VirtualEdgeTpu::Impl::describe(uint32_t id) const {
+  const Work& w = works[id];
+  const ProgramItem& item = w.program->items[w.item];
+  std::ostringstream s;
+  if (w.tile >= 0) s << "tile " << w.tile << " ";
+  s << unit_name(w.unit) << " (" << opcode_name(item.opcode) << " at word " << item.word_offset
+    << ")";
+  return s.str();
+}
+
+std::string VirtualEdgeTpu::Impl::blocked_reason(uint32_t id) {
+  Work& w = works[id];
+  std::ostringstream s;
+  for (uint32_t d : w.deps)
+    if (!works[d].done) {
+      s << describe(d) << " to finish";
+      return s.str();
+    }
+  if (w.region_open)
+    for (const Access& a : w.accesses)
+      if (a.forward)
+        return cat("a writer of bytes [", a.lo, ", ", a.hi,
+                   ") issued later in its fence region (no fence yet)");
+  const ProgramItem& item = w.program->items[w.item];
+  switch (item.opcode) {
+    case 0x11:
+    case 0x12: {
+      const auto& r = std::get<RingInstr>(item.decoded);
+      s << r.ttu.steps() << " ring packets ("
+        << tile_state[w.tile].ring_in[item.opcode == 0x12].size() << " queued)";
+      return s.str();
+    }
+    case 0x15:
+    case 0x16:
+    case 0x17:
+    case 0x18: {
+      const auto& m = std::get<MeshInstr>(item.decoded);
+      s << m.in_ttu.steps() << " mesh words ("
+        << tile_state[w.tile].mesh_in[item.opcode - 0x15].size() << " arrived)";
+      return s.str();
+    }
+    case 0x25: {
+      const auto& p = std::get<PopInstr>(item.decoded);
+      s << p.units << " units of the host " << (p.activations ? "input" : "parameter")
+        << " stream (" << host_in[p.activations ? 1 : 0].size() << " bytes received)";
+      return s.str();
+    }
+    case 0x27:
+      s << "ring packets for the scalar core from producer #" << outfeed_ordinal;
+      return s.str();
+    default:
+      return "nothing known (scheduler bug)";
+  }
+}
+
+std::string VirtualEdgeTpu::Impl::deadlock_report() {
+  std::ostringstream s;
+  s << "deadlock: every unit waits (program " << programs_received << ")";
+  if (scalar.running && program) {
+    const ProgramItem& item = program->items[scalar.pc];
+    s << "\n  scalar core at word " << item.word_offset << " (" << opcode_name(item.opcode)
+      << "): waits for earlier tile/DMA instructions to finish";
+  }
+  int listed = 0;
+  auto list = [&](uint32_t id) {
+    if (listed++ < 40) s << "\n  " << describe(id) << ": waits for " << blocked_reason(id);
+  };
+  for (uint32_t t = 0; t < kTileCount; ++t)
+    for (auto& q : tile_state[t].queues)
+      if (!q.empty()) list(q.front());
+  for (auto& q : dma_queues)
+    if (!q.empty()) list(q.front());
+  for (uint32_t id : syncs)
+    if (!works[id].done) list(id);
+  if (listed > 40) s << "\n  ... and " << (listed - 40) << " more";
+  return s.str();
+}
+
+RunState VirtualEdgeTpu::Impl::advance() {
+  if (!fault.empty()) return RunState::kFaulted;
+  try {
+    for (;;) {
+      waiting_on_host = false;
+      bool progress = false;
+      while (step_scalar()) progress = true;
+      if (run_units()) progress = true;
+      if (finish_program_if_done()) progress = true;
+      if (!progress) break;
+    }
+  } catch (const Error& e) {
+    fault = e.what();
+    return RunState::kFaulted;
+  }
+  if (!program && pending_programs.empty()) return RunState::kIdle;
+  if (waiting_on_host || (!scalar.running && scalar.halt_code == 1)) return RunState::kWaiting;
+  fault = deadlock_report();
+  return RunState::kFaulted;
+}
+
+}  // namespace tinycoral::chip

@@ -1,0 +1,365 @@
+// The tile units of the virtual Edge TPU: ring consumers/producer (0x10-0x12), wideToNarrow and
+// narrowToWide (0x14/0x13), the four mesh directions (0x15-0x18), the NLU load (0x19) and the op
+// unit (0x01-0x03, arithmetic in src/chip/ops/). Each instruction runs as a whole once the
+// scheduler found its inputs ready; the semantics and their evidence are in docs/chip.md.
+#include <algorithm>
+#include <cstring>
+
+#include "chip/machine.h"
+#include "common/error.h"
+
+namespace tinycoral::chip {
+namespace {
+
+// Walks a DMA-style TTU and calls f(offset) for every step (offsets in the TTU's own unit).
+template <typename F>
+void walk(const DmaTtu& ttu, F&& f) {
+  TtuWalker w(ttu);
+  do {
+    f(w.address());
+  } while (w.next());
+}
+
+// Ring consumers of parameters (mode 0) carry an address 2 units above the one their data is read
+// back from (isa.md 2.6 "+2 unexplained"; the caching programs' producers read at addr - 2).
+uint32_t consumer_base(const RingInstr& r) {
+  return r.mode == 0 && r.addr >= 2 ? r.addr - 2 : r.addr;
+}
+
+[[noreturn]] void fail_at(int tile, const ProgramItem& item, const std::string& what) {
+  fail("tile ", tile, ": ", opcode_name(item.opcode), " at word ", item.word_offset, ": ", what);
+}
+
+bool op_uses(const OpTtu& t) {
+  if (t.base != 0) return true;
+  for (int k = 0; k < 8; ++k)
+    if (t.inc[k] != 0 || t.cnt[k] != 0) return true;
+  return false;
+}
+
+// An op keeps partial sums in wide memory when a non-reduced loop sits inside a reduced one
+// (K-chunked conv, isa.md 2.1.3): then reduce_mask is not of the form 2^k - 1.
+bool op_uses_psum(const OpInstr& op) {
+  const uint32_t m = op.reduce_mask;
+  return m != 0 && (m & (m + 1)) != 0;
+}
+
+}  // namespace
+
+std::vector<Access> VirtualEdgeTpu::Impl::footprint(const ProgramItem& item, int /*tile*/) {
+  std::vector<Access> a;
+  auto rows = [](const DmaTtu& ttu, int64_t base_unit) -> std::pair<int64_t, int64_t> {
+    return {(base_unit + 4 * ttu.min_address()) * kWideUnitBytes,
+            (base_unit + 4 * ttu.max_address()) * kWideUnitBytes + kWideRowBytes};
+  };
+  auto words = [](const DmaTtu& ttu, int64_t base_word) -> std::pair<int64_t, int64_t> {
+    return {(base_word + ttu.min_address()) * 4, (base_word + ttu.max_address()) * 4 + 4};
+  };
+  switch (item.opcode) {
+    case 0x01:
+    case 0x02:
+    case 0x03: {
+      const auto& op = std::get<OpInstr>(item.decoded);
+      if (op_uses(op.in))
+        a.push_back({Space::kNarrow, false, op.in.min_address(), op.in.max_address() + 4});
+      a.push_back({Space::kNarrow, true, op.out.min_address(), op.out.max_address() + 4});
+      if (op_uses(op.par))
+        a.push_back({Space::kWide, false, op.par.min_address() * kWideUnitBytes,
+                     op.par.max_address() * kWideUnitBytes + kWideRowBytes});
+      if (op_uses_psum(op)) {
+        const int64_t lo = op.psum.min_address() * kWideUnitBytes;
+        const int64_t hi = op.psum.max_address() * kWideUnitBytes + kWideRowBytes;
+        a.push_back({Space::kWide, false, lo, hi});
+        a.push_back({Space::kWide, true, lo, hi});
+      }
+      if (op.cfg4) a.push_back({Space::kBias, false, 0, kBiasStoreBytes});
+      if (op.nlu_mode) a.push_back({Space::kNlu, false, 0, 1});
+      break;
+    }
+    case 0x10: {
+      const auto& r = std::get<RingInstr>(item.decoded);
+      auto [lo, hi] = rows(r.ttu, r.addr);
+      a.push_back({Space::kWide, false, lo, hi});
+      break;
+    }
+    case 0x11:
+    case 0x12: {
+      const auto& r = std::get<RingInstr>(item.decoded);
+      auto [lo, hi] = rows(r.ttu, consumer_base(r));
+      a.push_back({Space::kWide, true, lo, hi});
+      break;
+    }
+    case 0x13: {
+      const auto& w = std::get<WideNarrowInstr>(item.decoded);
+      auto [nlo, nhi] = words(w.narrow_ttu, w.narrow_addr);
+      auto [wlo, whi] = rows(w.wide_ttu, w.wide_addr);
+      a.push_back({Space::kNarrow, false, nlo, nhi});
+      a.push_back({Space::kWide, true, wlo, whi});
+      break;
+    }
+    case 0x14: {
+      const auto& w = std::get<WideNarrowInstr>(item.decoded);
+      auto [nlo, nhi] = words(w.narrow_ttu, w.narrow_addr);
+      auto [wlo, whi] = rows(w.wide_ttu, w.wide_addr);
+      a.push_back({Space::kWide, false, wlo, whi});
+      a.push_back({w.mode == 2 ? Space::kBias : Space::kNarrow, true, nlo, nhi});
+      break;
+    }
+    case 0x15:
+    case 0x16:
+    case 0x17:
+    case 0x18: {
+      const auto& m = std::get<MeshInstr>(item.decoded);
+      if (m.out_active)
+        a.push_back({Space::kNarrow, false, m.out_addr + 4 * m.out_ttu.min_address(),
+                     m.out_addr + 4 * m.out_ttu.max_address() + 4});
+      if (m.in_active || m.fill_en)
+        a.push_back({Space::kNarrow, true, m.in_addr + 4 * m.in_ttu.min_address(),
+                     m.in_addr + 4 * m.in_ttu.max_address() + 4});
+      break;
+    }
+    case 0x19:
+      a.push_back({Space::kNlu, true, 0, 1});
+      break;
+    default:
+      break;
+  }
+  return a;
+}
+
+bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
+  Work& w = works[id];
+  if (!deps_done(w)) return false;
+  const ProgramItem& item = w.program->items[w.item];
+  Tile& tile = tiles[w.tile];
+  TileState& ts = tile_state[w.tile];
+
+  auto narrow_word = [&](int64_t word_address, bool write) -> uint8_t* {
+    if (word_address < 0 || word_address * 4 + 4 > kNarrowBytes)
+      fail_at(w.tile, item,
+              cat("narrow word address ", word_address, " outside ", kNarrowBytes / 4, " words"));
+    if (write)
+      tile.stats.narrow_bytes_written += 4;
+    else
+      tile.stats.narrow_bytes_read += 4;
+    return tile.narrow.data() + word_address * 4;
+  };
+  auto wide_row = [&](int64_t unit, bool write) -> uint8_t* {
+    if (unit < 0 || (unit + 4) > kWideUnits)
+      fail_at(w.tile, item, cat("wide unit address ", unit, " outside ", kWideUnits, " units"));
+    if (write)
+      tile.stats.wide_bytes_written += kWideRowBytes;
+    else
+      tile.stats.wide_bytes_read += kWideRowBytes;
+    return tile.wide.data() + unit * kWideUnitBytes;
+  };
+  // Every row a ring consumer or narrowToWide writes is also kept as a FIFO fill, so that an op
+  // streaming weights through a FIFO reads each fill in turn (tile.h, OpEnv::par_fifo_row).
+  auto record_fill = [&](int64_t unit) {
+    if (unit % 4 != 0) return;
+    auto& row = tile.fifo_rows[static_cast<uint32_t>(unit / 4)];
+    std::array<uint8_t, kWideRowBytes> copy;
+    std::memcpy(copy.data(), tile.wide.data() + unit * kWideUnitBytes, kWideRowBytes);
+    row.fills.push_back(copy);
+    ++row.written;
+  };
+
+  switch (item.opcode) {
+    case 0x01:
+    case 0x02:
+    case 0x03: {
+      const auto& op = std::get<OpInstr>(item.decoded);
+      const OpClass* cls = ops::classify(op);
+      if (!cls || !cls->run)
+        fail_at(w.tile, item, cat("unknown op class (", describe_op_class(op), "): not simulated"));
+      OpEnv env(tile, op);
+      const uint64_t macs_before = tile.stats.macs;
+      cls->run(op, env);
+      stats.macs += tile.stats.macs - macs_before;
+      charge(1 + (tile.stats.macs - macs_before) / 4096);
+      if (cls->par_fifo_fills) {
+        const uint32_t fills = cls->par_fifo_fills(op);
+        if (fills > 0) {
+          const int64_t first = op.par.min_address() / 4, last = op.par.max_address() / 4;
+          for (int64_t row = first; row <= last; ++row) {
+            auto it = tile.fifo_rows.find(static_cast<uint32_t>(row));
+            if (it == tile.fifo_rows.end()) continue;
+            auto& fills_q = it->second.fills;
+            for (uint32_t k = 0; k < fills && !fills_q.empty(); ++k) fills_q.pop_front();
+            it->second.consumed += fills;
+          }
+        }
+      }
+      break;
+    }
+    case 0x10: {
+      const auto& r = std::get<RingInstr>(item.decoded);
+      std::vector<Packet> packets;
+      walk(r.ttu, [&](int64_t off) {
+        const uint8_t* row = wide_row(int64_t{r.addr} + 4 * off, false);
+        packets.emplace_back(row, row + kWideRowBytes);
+      });
+      for (uint32_t t = 0; t < kTileCount; ++t)
+        if (r.dest >> t & 1)
+          for (const Packet& p : packets) {
+            tile_state[t].ring_in[r.to_c1 ? 1 : 0].push_back(p);
+            stats.ring_bytes += p.size();
+            buffered_bytes += p.size();
+          }
+      if (r.dest >> 16 & 1) {
+        auto& stream = to_scalar[w.ordinal];
+        stream.produced = true;
+        for (const Packet& p : packets) {
+          stream.packets.push_back(p);
+          stats.ring_bytes += p.size();
+          buffered_bytes += p.size();
+        }
+      }
+      if (buffered_bytes > options.max_buffered_bytes)
+        fail_at(w.tile, item,
+                cat("more than ", options.max_buffered_bytes, " bytes wait in ring queues"));
+      charge();
+      break;
+    }
+    case 0x11:
+    case 0x12: {
+      const auto& r = std::get<RingInstr>(item.decoded);
+      auto& q = ts.ring_in[item.opcode == 0x12 ? 1 : 0];
+      const uint64_t needed = r.ttu.steps();
+      if (q.size() < needed) return false;
+      const uint32_t base = consumer_base(r);
+      walk(r.ttu, [&](int64_t off) {
+        const Packet p = std::move(q.front());
+        q.pop_front();
+        buffered_bytes -= p.size();
+        const int64_t unit = int64_t{base} + 4 * off;
+        uint8_t* row = wide_row(unit, true);
+        std::memcpy(row, p.data(), std::min<size_t>(p.size(), kWideRowBytes));
+        record_fill(unit);
+      });
+      charge();
+      break;
+    }
+    case 0x13: {
+      const auto& n = std::get<WideNarrowInstr>(item.decoded);
+      if (n.transposing)
+        fail_at(w.tile, item, "the transposing narrowToWide (tail bit 799) is not simulated yet");
+      std::vector<uint8_t> stream;
+      walk(n.narrow_ttu, [&](int64_t off) {
+        const uint8_t* p = narrow_word(int64_t{n.narrow_addr} + off, false);
+        stream.insert(stream.end(), p, p + 4);
+      });
+      size_t pos = 0;
+      walk(n.wide_ttu, [&](int64_t off) {
+        if (pos >= stream.size()) return;
+        const int64_t unit = int64_t{n.wide_addr} + 4 * off;
+        uint8_t* row = wide_row(unit, true);
+        const size_t take = std::min<size_t>(kWideRowBytes, stream.size() - pos);
+        std::memcpy(row, stream.data() + pos, take);
+        pos += take;
+        record_fill(unit);
+      });
+      charge();
+      break;
+    }
+    case 0x14: {
+      const auto& n = std::get<WideNarrowInstr>(item.decoded);
+      std::vector<uint8_t> stream;
+      walk(n.wide_ttu, [&](int64_t off) {
+        const uint8_t* row = wide_row(int64_t{n.wide_addr} + 4 * off, false);
+        stream.insert(stream.end(), row, row + kWideRowBytes);
+      });
+      size_t pos = n.skip_en ? 4 * size_t{n.skip_words} : 0;
+      if (pos >= stream.size()) fail_at(w.tile, item, "skips past the wide data it reads");
+      walk(n.narrow_ttu, [&](int64_t off) {
+        if (pos + 4 > stream.size()) pos = 0;  // circular FIFO: wrap to its first row
+        const int64_t word = int64_t{n.narrow_addr} + off;
+        if (n.mode == 2) {
+          if (word < 0 || word * 4 + 4 > kBiasStoreBytes)
+            fail_at(w.tile, item,
+                    cat("bias store word ", word, " outside ", kBiasStoreBytes, " bytes"));
+          std::memcpy(tile.bias_store.data() + word * 4, stream.data() + pos, 4);
+        } else {
+          std::memcpy(narrow_word(word, true), stream.data() + pos, 4);
+        }
+        pos += 4;
+      });
+      charge();
+      break;
+    }
+    case 0x15:
+    case 0x16:
+    case 0x17:
+    case 0x18: {
+      const auto& m = std::get<MeshInstr>(item.decoded);
+      const size_t dir = item.opcode - 0x15;
+      auto& in_q = ts.mesh_in[dir];
+      const bool receive = m.in_active && !m.fill_en;
+      const uint64_t in_steps = m.in_active || m.fill_en ? m.in_ttu.steps() : 0;
+      if (receive && in_q.size() < in_steps) return false;
+      const int neighbour = mesh_neighbour(w.tile, item.opcode);
+      auto send = [&](uint32_t word) {
+        stats.mesh_bytes += 4;
+        if (neighbour < 0) {
+          stats.mesh_bytes_dropped_at_edge += 4;
+          return;
+        }
+        tile_state[neighbour].mesh_in[dir].push_back(word);
+        buffered_bytes += 4;
+      };
+      auto narrow_at = [&](int64_t byte, bool write) -> uint8_t* {
+        if (byte < 0 || byte + 4 > kNarrowBytes)
+          fail_at(w.tile, item,
+                  cat("mesh narrow address ", byte, " outside ", kNarrowBytes, " bytes"));
+        if (write)
+          tile.stats.narrow_bytes_written += 4;
+        else
+          tile.stats.narrow_bytes_read += 4;
+        return tile.narrow.data() + byte;
+      };
+      auto read_out = [&](int64_t off) {
+        uint32_t v;
+        std::memcpy(&v, narrow_at(int64_t{m.out_addr} + 4 * off, false), 4);
+        return v;
+      };
+      auto write_in = [&](int64_t off) {
+        uint32_t v = m.fill;
+        if (receive) {
+          v = in_q.front();
+          in_q.pop_front();
+          buffered_bytes -= 4;
+        }
+        std::memcpy(narrow_at(int64_t{m.in_addr} + 4 * off, true), &v, 4);
+      };
+      if (m.out_active && in_steps > 0 && m.out_ttu.steps() == in_steps) {
+        // A relay: each received word may be the one it forwards (docs/chip.md "Mesh").
+        TtuWalker in_walk(m.in_ttu), out_walk(m.out_ttu);
+        for (uint64_t k = 0; k < in_steps; ++k) {
+          write_in(in_walk.address());
+          send(read_out(out_walk.address()));
+          in_walk.next();
+          out_walk.next();
+        }
+      } else {
+        if (m.out_active) walk(m.out_ttu, [&](int64_t off) { send(read_out(off)); });
+        if (in_steps > 0) walk(m.in_ttu, write_in);
+      }
+      if (buffered_bytes > options.max_buffered_bytes)
+        fail_at(w.tile, item,
+                cat("more than ", options.max_buffered_bytes, " bytes wait in mesh links"));
+      charge();
+      break;
+    }
+    case 0x19:
+      tile.nlu = std::get<NluLoadInstr>(item.decoded).table;
+      charge();
+      break;
+    default:
+      fail_at(w.tile, item, "not a tile instruction");
+  }
+  w.done = true;
+  trace(w);
+  return true;
+}
+
+}  // namespace tinycoral::chip

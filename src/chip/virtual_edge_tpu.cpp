@@ -1,0 +1,82 @@
+// VirtualEdgeTpu: the HostPort face of the simulator (host streams in; outputs and events out).
+#include "chip/virtual_edge_tpu.h"
+
+#include "chip/machine.h"
+#include "common/error.h"
+
+namespace tinycoral::chip {
+
+VirtualEdgeTpu::VirtualEdgeTpu(ChipOptions options) : impl_(std::make_unique<Impl>(options)) {}
+VirtualEdgeTpu::~VirtualEdgeTpu() = default;
+
+void VirtualEdgeTpu::reset() {
+  const ChipOptions options = impl_->options;
+  impl_ = std::make_unique<Impl>(options);
+}
+
+void VirtualEdgeTpu::receive(DmaTag tag, std::span<const uint8_t> payload) {
+  Impl& m = *impl_;
+  if (!m.fault.empty()) return;  // a faulted chip ignores traffic until reset
+  try {
+    switch (tag) {
+      case DmaTag::kInstructions: {
+        auto program = with_context(cat("bitstream ", m.programs_received),
+                                    [&] { return Program::decode(payload); });
+        ++m.programs_received;
+        m.pending_programs.push_back(std::move(program));
+        if (!m.program) m.start_next_program();
+        break;
+      }
+      case DmaTag::kInput:
+      case DmaTag::kParameters: {
+        auto& q = m.host_in[tag == DmaTag::kInput ? 1 : 0];
+        if (m.buffered_bytes + payload.size() > m.options.max_buffered_bytes)
+          fail("host sent more than ", m.options.max_buffered_bytes,
+               " bytes the chip has not consumed");
+        q.insert(q.end(), payload.begin(), payload.end());
+        m.stats.host_in_bytes += payload.size();
+        break;
+      }
+      default:
+        fail("host sent a DMA with tag ", static_cast<int>(tag),
+             " (only 0, 1, 2 flow host to device)");
+    }
+  } catch (const Error& e) {
+    m.fault = e.what();
+  }
+}
+
+RunState VirtualEdgeTpu::advance() { return impl_->advance(); }
+
+std::optional<std::vector<uint8_t>> VirtualEdgeTpu::take_output() {
+  if (impl_->outputs.empty()) return std::nullopt;
+  auto out = std::move(impl_->outputs.front());
+  impl_->outputs.pop_front();
+  return out;
+}
+
+std::optional<HostEvent> VirtualEdgeTpu::take_event() {
+  if (impl_->events.empty()) return std::nullopt;
+  const HostEvent e = impl_->events.front();
+  impl_->events.pop_front();
+  return e;
+}
+
+std::string VirtualEdgeTpu::fault() const { return impl_->fault; }
+
+ChipStats VirtualEdgeTpu::stats() const {
+  ChipStats s = impl_->stats;
+  for (const Tile& t : impl_->tiles) {
+    s.narrow_bytes_read += t.stats.narrow_bytes_read;
+    s.narrow_bytes_written += t.stats.narrow_bytes_written;
+    s.wide_bytes_read += t.stats.wide_bytes_read;
+    s.wide_bytes_written += t.stats.wide_bytes_written;
+  }
+  return s;
+}
+
+const Tile& VirtualEdgeTpu::tile(uint32_t index) const { return impl_->tiles.at(index); }
+
+void VirtualEdgeTpu::set_trace(TraceSink* trace) { impl_->options.trace = trace; }
+
+}  // namespace tinycoral::chip
