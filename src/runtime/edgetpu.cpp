@@ -1,0 +1,137 @@
+// Running programs on an open Edge TPU, with parameter caching and recovery.
+#include "runtime/edgetpu.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+#include "usb/protocol.h"
+
+namespace tinycoral::runtime {
+
+EdgeTpu::EdgeTpu(std::unique_ptr<usb::Transport> transport, std::shared_ptr<void> keep_alive,
+                 std::unique_ptr<DeviceLock> lock, EdgeTpuOptions options)
+    : transport_(std::move(transport)),
+      keep_alive_(std::move(keep_alive)),
+      lock_(std::move(lock)),
+      options_(options),
+      csr_(*transport_),
+      engine_(*transport_, csr_) {
+  open();
+}
+
+EdgeTpu::~EdgeTpu() {
+  try {
+    engine_.cancel_all();
+    if (open_) close_chip(csr_);
+  } catch (const Error&) {
+    // The stick may be gone or wedged; the process must still exit cleanly.
+  }
+}
+
+void EdgeTpu::open() {
+  try {
+    chip_info_ = open_chip(csr_, transport_->speed(), options_.clock);
+  } catch (const usb::UsbError& e) {
+    if (e.status() == usb::TransferStatus::kNoDevice)
+      fail("the stick (", description(), ") left the bus while opening: plug it in again");
+    fail("the stick (", description(), ") does not answer (", e.what(), "): unplug and replug it");
+  }
+  open_ = true;
+  resident_token_ = 0;
+}
+
+void EdgeTpu::run_program(Program& program) {
+  for (const usb::Segment& segment : program.segments()) engine_.run(segment, options_.timeout);
+}
+
+void EdgeTpu::run_once(const std::shared_ptr<Program>& caching,
+                       const std::shared_ptr<Program>& inference) {
+  const uint64_t token = inference->executable().parameter_caching_token;
+  if (token == 0 || token != resident_token_) resident_token_ = 0;
+  if (caching &&
+      (resident_token_ == 0 || caching->executable().parameter_caching_token != resident_token_)) {
+    run_program(*caching);
+    resident_token_ = caching->executable().parameter_caching_token;
+  }
+  run_program(*inference);
+}
+
+void EdgeTpu::run(const std::shared_ptr<Program>& caching,
+                  const std::shared_ptr<Program>& inference) {
+  try {
+    run_once(caching, inference);
+  } catch (const usb::UsbError& e) {
+    if (e.status() == usb::TransferStatus::kNoDevice)
+      fail("the stick (", description(), ") left the bus (", e.what(), "): plug it in again");
+    if (!options_.recover) throw;
+    const std::string why = e.what();
+    recover(why);
+    try {
+      run_once(caching, inference);
+    } catch (const usb::UsbError& again) {
+      fail("the inference failed again after recovering the stick (first: ", why,
+           "; then: ", again.what(), "): unplug and replug the stick");
+    }
+  }
+  if (!canary_) {
+    canary_ = std::make_unique<Canary>();
+    canary_->caching = caching;
+    canary_->inference = inference;
+    canary_->inputs = inference->input_buffers();
+    canary_->outputs = inference->output_buffers();
+  }
+}
+
+void EdgeTpu::recover(const std::string& why) {
+  ++recoveries_;
+  engine_.cancel_all();
+  // Is the firmware itself alive? A wedged one never answers; only a replug helps (a port reset
+  // would make it vanish), so say so instead of touching it further.
+  const usb::Millis saved = csr_.timeout();
+  csr_.set_timeout(options_.alive_timeout);
+  try {
+    csr_.read32(usb::reg::kScuCtrl0);
+  } catch (const Error& e) {
+    csr_.set_timeout(saved);
+    fail("the stick (", description(), ") stopped answering after a failed transfer (", why,
+         "); its firmware is wedged: unplug and replug the stick");
+  }
+  csr_.set_timeout(saved);
+  try {
+    engine_.drain(usb::Millis(50));
+    open();
+    run_canary();
+  } catch (const Error& e) {
+    fail("recovering the stick (", description(), ") after \"", why, "\" failed: ", e.what(),
+         "; unplug and replug the stick");
+  }
+}
+
+namespace {
+// Copies byte for byte into the existing buffers: the program's segments point into them.
+void copy_into(std::vector<std::vector<uint8_t>>& to,
+               const std::vector<std::vector<uint8_t>>& from) {
+  for (size_t i = 0; i < to.size() && i < from.size(); ++i)
+    std::copy(from[i].begin(),
+              from[i].begin() + static_cast<long>(std::min(from[i].size(), to[i].size())),
+              to[i].begin());
+}
+}  // namespace
+
+void EdgeTpu::run_canary() {
+  if (!canary_) return;  // nothing ran successfully yet: the retried inference is the first
+  Program& program = *canary_->inference;
+  const std::vector<std::vector<uint8_t>> saved = program.input_buffers();
+  copy_into(program.input_buffers(), canary_->inputs);
+  try {
+    run_once(canary_->caching, canary_->inference);
+  } catch (...) {
+    copy_into(program.input_buffers(), saved);
+    throw;
+  }
+  const bool same = program.output_buffers() == canary_->outputs;
+  copy_into(program.input_buffers(), saved);
+  if (!same) fail("the canary inference did not come back bit-exact after recovery");
+}
+
+}  // namespace tinycoral::runtime

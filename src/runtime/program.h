@@ -1,0 +1,61 @@
+// One executable prepared for the wire (docs/driver.md "How one program run is sequenced"):
+// relocated instruction chunks, padded input/output/scratch buffers, and its DMA hints cut into
+// segments that can never break the deadlock rule - a segment is a run of OUTs followed by the INs
+// that come before the next OUT, and a fence always starts a new one. Everything is built once, so
+// an inference only copies its inputs in, runs the segments and copies its outputs out.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "container/executable.h"
+#include "usb/dma_engine.h"
+
+namespace tinycoral::runtime {
+
+class Program {
+ public:
+  // Throws Error for hints the runtime cannot follow (non-deterministic hints, a DMA outside its
+  // buffer, an unknown layer name or instruction chunk).
+  explicit Program(container::Executable executable);
+  Program(const Program&) = delete;
+  Program& operator=(const Program&) = delete;
+
+  const container::Executable& executable() const { return exe_; }
+  size_t num_inputs() const { return exe_.input_layers.size(); }
+  size_t num_outputs() const { return exe_.output_layers.size(); }
+  // Bytes of input/output i as the user sees it (dense, unpadded, y*x*z elements).
+  size_t input_bytes(size_t i) const;
+  size_t output_bytes(size_t i) const;
+
+  // Copies a user input into its padded device buffer (flipping the MSB of signed types).
+  void set_input(size_t i, std::span<const uint8_t> bytes);
+  // Writes output i in YXZ order (de-tiled by its layout, MSB flipped back for signed types).
+  void get_output(size_t i, std::span<uint8_t> bytes) const;
+
+  const std::vector<usb::Segment>& segments() const { return segments_; }
+  // The device-side buffers, for the canary (save, replay, compare bit for bit).
+  std::vector<std::vector<uint8_t>>& input_buffers() { return inputs_; }
+  const std::vector<std::vector<uint8_t>>& output_buffers() const { return outputs_; }
+
+ private:
+  void build_segments();
+  void build_output_maps();
+
+  container::Executable exe_;
+  std::vector<std::vector<uint8_t>> instructions_;  // relocated chunks
+  std::vector<std::vector<uint8_t>> inputs_, outputs_;
+  std::vector<uint8_t> scratch_;
+  std::vector<usb::Segment> segments_;
+  // Per output: byte offset of each (y, x) run of z elements in the device buffer; empty = plain.
+  std::vector<std::vector<uint32_t>> output_maps_;
+};
+
+// The synthetic device address a buffer is relocated to. Nothing on the USB path dereferences it
+// (data is routed by header tags), but distinct, recognizable values keep device descriptors
+// (descr_ep 0xFF) meaningful. See docs/driver.md "Relocation".
+uint64_t relocation_address(const container::Meta& meta, const container::Executable& exe);
+
+}  // namespace tinycoral::runtime
