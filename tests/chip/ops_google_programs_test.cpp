@@ -89,26 +89,35 @@ uint8_t chip_output(int64_t acc, const OpInstr& op) {
   return static_cast<uint8_t>(std::clamp(std::nearbyint(y) + op.out_zp, 0.0f, 255.0f));
 }
 
-TEST(OpsGooglePrograms, DepthwiseOpsComputeTheTwinsLayers) {
-  TINYCORAL_REQUIRE_TESTDATA(dir);
-  const Program p = load_program(dir / "gen2020/mobilenet_v1_0.25_128_quant_edgetpu.tflite");
-  const container::Model twin =
-      container::read_tflite_file(dir / "gen2020/mobilenet_v1_0.25_128_quant.tflite");
+// Runs every depthwise op of `program` on tile 0 against its CPU twin layer. The op of a layer is
+// found by its requantization multiplier (unique per layer) and 4-channel output groups, so the
+// same check covers both compiler generations' encodings.
+void check_depthwise_layers(const std::filesystem::path& program,
+                            const std::filesystem::path& cpu) {
+  const Program p = load_program(program);
+  const container::Model twin = container::read_tflite_file(cpu);
   const auto layers = twin_ops(twin, container::BuiltinOp::kDepthwiseConv2D);
+  const auto& TT = twin.subgraphs[0].tensors;
   std::vector<OpInstr> dw, producer;  // each depthwise op and the op before it (its input's writer)
-  OpInstr previous;
-  for (const auto& ins : p.instructions) {
-    if (!is_op(ins)) continue;
-    OpInstr op = decode_op(ins);
-    const OpClass* cls = ops::classify(op);
-    if (cls && std::string(cls->name) == "DEPTHWISE_CONV_2D") {
-      dw.push_back(op);
-      producer.push_back(previous);
+  for (const auto* layer : layers) {
+    const float mult = f32_mult(TT[layer->inputs[0]].quantization.scale[0],
+                                TT[layer->inputs[1]].quantization.scale[0],
+                                TT[layer->outputs[0]].quantization.scale[0]);
+    OpInstr previous;
+    bool found = false;
+    for (const auto& ins : p.instructions) {
+      if (!is_op(ins)) continue;
+      OpInstr op = decode_op(ins);
+      if (!found && op.mult == mult && op.out_ch == 3 && op.tile_mask & 1) {
+        dw.push_back(op);
+        producer.push_back(previous);
+        found = true;
+      }
+      previous = op;
     }
-    previous = op;
+    ASSERT_TRUE(found) << "no op with the multiplier of depthwise layer " << dw.size();
   }
-  ASSERT_EQ(dw.size(), layers.size());
-  const auto& T = twin.subgraphs[0].tensors;
+  const auto& T = TT;
   for (size_t l = 0; l < dw.size(); ++l) {
     const OpInstr& op = dw[l];
     SCOPED_TRACE(cat("depthwise layer ", l, " (op at word ", op.word_offset, ")"));
@@ -130,9 +139,11 @@ TEST(OpsGooglePrograms, DepthwiseOpsComputeTheTwinsLayers) {
     EXPECT_EQ(op.mult, f32_mult(in_t.quantization.scale[0], w_t.quantization.scale[0],
                                 out_t.quantization.scale[0]));
     const int OHt = tile0_share(OH), OWt = tile0_share(OW), CW = C / 4, taps = K * K;
-    ASSERT_EQ(op.loops[1] + 1, static_cast<uint32_t>(taps));
-    ASSERT_EQ(op.loops[2] + 1, static_cast<uint32_t>(OHt * OWt));
-    ASSERT_EQ(op.loops[3] + 1, static_cast<uint32_t>(CW));
+    uint64_t steps = 1;
+    for (uint32_t n : op.loops) steps *= n + 1;
+    ASSERT_EQ(steps, static_cast<uint64_t>(taps) * OHt * OWt * CW);
+    const OpClass* cls = ops::classify(op);
+    ASSERT_NE(cls, nullptr) << describe_op_class(op);
     const int pad_top = std::max((OH - 1) * s + K - H, 0) / 2;
     const int pad_left = std::max((OW - 1) * s + K - W, 0) / 2;
 
@@ -197,8 +208,7 @@ TEST(OpsGooglePrograms, DepthwiseOpsComputeTheTwinsLayers) {
     }
     EXPECT_EQ(blob_hits, CW) << "weight rows not found in Google's parameter blob";
 
-    const OpClass* cls = ops::classify(op);
-    ASSERT_EQ(cls->par_fifo_fills(op), static_cast<uint32_t>(CW));
+    ASSERT_EQ(cls->par_fifo_fills(op), static_cast<uint32_t>(CW)) << cls->name;
     OpEnv env(tile, op);
     cls->run(op, env);
 
@@ -220,6 +230,18 @@ TEST(OpsGooglePrograms, DepthwiseOpsComputeTheTwinsLayers) {
       }
     EXPECT_EQ(equal, total);
   }
+}
+
+TEST(OpsGooglePrograms, DepthwiseOpsComputeTheTwinsLayersGen2020) {
+  TINYCORAL_REQUIRE_TESTDATA(dir);
+  check_depthwise_layers(dir / "gen2020/mobilenet_v1_0.25_128_quant_edgetpu.tflite",
+                         dir / "gen2020/mobilenet_v1_0.25_128_quant.tflite");
+}
+
+TEST(OpsGooglePrograms, DepthwiseOpsComputeTheTwinsLayersGen2021) {
+  TINYCORAL_REQUIRE_TESTDATA(dir);
+  check_depthwise_layers(dir / "gen2021/mobilenet_v1_0.25_128_quant_edgetpu.tflite",
+                         dir / "gen2021/mobilenet_v1_0.25_128_quant.tflite");
 }
 
 TEST(OpsGooglePrograms, AveragePoolComputesTheTwinsLayer) {

@@ -12,6 +12,12 @@ void run(const OpInstr& op, OpEnv& env) {
 }
 }  // namespace
 
+// Google's gen2020 programs encode the same op with dp 2 (MobileNet v2: 31 ops, cfg1 0x1CD, cfg2
+// 0x16, loops (half, operand, words, columns, rows), `in` stride 2 bytes, 4 weight rows); their
+// constants satisfy mult = s1 / (w1 s_y), offset = -(w1 z1 + w2 z2) with w2/w1 = s2/s1 to 5 digits
+// against the CPU twin (docs/chip_ops.md "ADD").
+const ClassEntry kAdd16Gen2020{1,    2, {0x09},  1,
+                               0b11, 0, nullptr, {"ADD (16-bit, gen2020)", run, nullptr}};
 const ClassEntry kAdd16{1, 5, {0x09}, 1, 0b11, 0, nullptr, {"ADD (16-bit)", run, nullptr}};
 
 }  // namespace tinycoral::chip::ops

@@ -11,6 +11,10 @@ void run(const OpInstr& op, OpEnv& env) { run_engine(op, env, {OperandKind::kWor
 uint32_t fills(const OpInstr& op) { return fifo_fill_count(op); }
 }  // namespace
 
+// gen2021 drops the one-iteration loops: FC = dp 1, cfg0 0x65, reduce 1, loops (K/4, passes)
+// (Google's gen2021 MobileNet v1 classifier, same constants as gen2020's; docs/chip_ops.md).
+const ClassEntry kFullyConnected2021{1,   1, {0x65},  1,
+                                     0b1, 0, nullptr, {"FULLY_CONNECTED (gen2021)", run, fills}};
 const ClassEntry kFullyConnected{1,     3, {0xA5},  1,
                                  0b101, 0, nullptr, {"FULLY_CONNECTED", run, fills}};
 

@@ -55,16 +55,28 @@ uint64_t total_steps(const OpInstr& op) {
 
 bool par_is_fifo(const OpInstr& op) { return (op.par_fifo & 0x1fffu) != 0; }
 
-uint32_t fifo_fill_count(const OpInstr& op) {
-  if (!par_is_fifo(op)) return 0;
-  const int p = position_loop(op.reduce_mask);
-  return static_cast<uint32_t>(mixed_count(op, [&](int k) { return k > p; }));
+LoopRoles loop_roles(const OpInstr& op, const EngineSpec& spec) {
+  const uint8_t mask = op.reduce_mask | spec.extra_reduce;
+  const int p = spec.has_position_loop ? position_loop(mask) : 0;
+  int outer_reduced = -1;
+  for (int k = 0; k < kLoops; ++k)
+    if (in_mask(mask, k)) outer_reduced = k;
+  const auto strides = op.par.strides();
+  const bool fifo = par_is_fifo(op);
+  LoopRoles r;
+  for (int k = 0; k < kLoops; ++k) {
+    const uint8_t bit = static_cast<uint8_t>(1u << k);
+    if (k > p) r.fill |= bit;
+    if (!in_mask(mask, k) && ((fifo && k > p) || strides[k] != 0)) r.group |= bit;
+    if (k < outer_reduced && !in_mask(mask, k)) r.slot |= bit;
+  }
+  return r;
 }
 
-uint32_t output_group_count(const OpInstr& op, uint8_t extra_reduce) {
-  const uint8_t mask = op.reduce_mask | extra_reduce;
-  const int p = position_loop(mask);
-  return static_cast<uint32_t>(mixed_count(op, [&](int k) { return k > p && !in_mask(mask, k); }));
+uint32_t fifo_fill_count(const OpInstr& op, const EngineSpec& spec) {
+  if (!par_is_fifo(op)) return 0;
+  const uint8_t fill = loop_roles(op, spec).fill;
+  return static_cast<uint32_t>(mixed_count(op, [&](int k) { return in_mask(fill, k); }));
 }
 
 void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
@@ -89,16 +101,12 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
 
   // Accumulator slots: outputs whose reduction is still open at the same time (non-reduced loops
   // inside the outermost reduced loop, e.g. the positions of a K-chunked conv, isa.md 2.1.3).
-  int outer_reduced = -1;
-  for (int k = 0; k < kLoops; ++k)
-    if (in_mask(mask, k)) outer_reduced = k;
-  auto is_slot_loop = [&](int k) { return k < outer_reduced && !in_mask(mask, k); };
+  const LoopRoles roles = loop_roles(op, spec);
+  auto is_slot_loop = [&](int k) { return in_mask(roles.slot, k); };
+  auto is_fill_loop = [&](int k) { return in_mask(roles.fill, k); };
+  auto is_group_loop = [&](int k) { return in_mask(roles.group, k); };
   const uint64_t slots = mixed_count(op, is_slot_loop);
   if (slots > kMaxSlots) env.fail_op(cat(slots, " open partial sums exceed the wide memory rows"));
-
-  const int p = position_loop(mask);
-  auto is_fill_loop = [&](int k) { return k > p; };
-  auto is_group_loop = [&](int k) { return k > p && !in_mask(mask, k); };
   const uint64_t groups = mixed_count(op, is_group_loop);
   const bool fifo = par_is_fifo(op);
 

@@ -43,16 +43,28 @@ struct EngineSpec {
   // Loops treated as reduced in addition to reduce_mask (MUL step 2 gathers 4 steps into one word
   // although its reduce_mask is 0, isa.md 2.1.3).
   uint8_t extra_reduce = 0;
+  // Whether the loop nest has a position loop that re-reads one FIFO fill (see fifo_fill_count).
+  // gen2021's cfg0 0x63 ops have none: every loop outside loop0 moves to the next fill.
+  bool has_position_loop = true;
 };
 
 void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec);
 
-// The streamed-weight FIFO rules (docs/chip_ops.md "FIFO fills and bias groups"): with p = the
-// innermost loop not reduced (the position loop), one FIFO fill spans loops 0..p and the fill index
-// counts the loops outside p; the output group (bias row) counts the non-reduced loops outside p.
+// Loop roles (docs/chip_ops.md "FIFO fills and bias groups"), as bit masks over the main loops:
+//  - fill: with p = the innermost loop not reduced (the position loop, re-reading one fill), the
+//    loops outside p; without a position loop, every loop outside loop0. A streamed FIFO moves to
+//    its next fill whenever a fill loop advances.
+//  - group: the non-reduced loops along which the parameters change (a fill loop, or a nonzero
+//    `par` stride); the output group selects the bias row and the partial last group.
+//  - slot: non-reduced loops inside the outermost reduced loop (partial sums kept open together).
+struct LoopRoles {
+  uint8_t fill = 0, group = 0, slot = 0;
+};
+LoopRoles loop_roles(const OpInstr& op, const EngineSpec& spec);
 bool par_is_fifo(const OpInstr& op);
-uint32_t fifo_fill_count(const OpInstr& op);  // 0 when parameters are resident
-uint32_t output_group_count(const OpInstr& op, uint8_t extra_reduce = 0);
+// Fills of the `par` FIFO the op consumes (OpClass::par_fifo_fills); 0 when parameters are
+// resident.
+uint32_t fifo_fill_count(const OpInstr& op, const EngineSpec& spec = {});
 
 // Where the int32 bias of column c of output group g sits in the tile's bias store: byte
 // kBiasStoreBase + 4 * (g * (out_ch + 1) + c). The base is the bias load's narrow word address 0x40
