@@ -14,6 +14,11 @@ namespace tinycoral::host {
   X(depthwise_conv_2d)        \
   X(detection_postprocess)    \
   X(elementwise_binary)       \
+  X(float_activation)         \
+  X(float_conv)               \
+  X(float_elementwise)        \
+  X(float_fully_connected)    \
+  X(float_pool)               \
   X(fully_connected)          \
   X(lut_activation)           \
   X(pad)                      \
