@@ -32,6 +32,7 @@ class FakeChip final : public chip::HostPort {
       std::memcpy(&output_size_, payload.data() + 8, 4);
       std::memcpy(&salt_, payload.data() + 12, 4);
       infeed_.clear();
+      if (output_count_ == 0) resident_sum_ = 0;  // a caching program replaces the weights
       running_ = true;
       ++programs;
       return;
