@@ -42,8 +42,9 @@ TEST(FuzzSeeds, DISABLED_Regenerate) {
   fs::create_directories(seed_dir("package_fuzz"));
   write_file(seed_dir("tflite_fuzz") / "synthetic_edgetpu.tflite",
              write_edgetpu_model(testing::synthetic_edgetpu_model()));
-  write_file(seed_dir("tflite_fuzz") / "synthetic_cpu.tflite",
-             write_tflite(testing::synthetic_model()));
+  Model cpu = testing::synthetic_model();
+  cpu.operator_codes[0].custom_code = "SomeOtherCustomOp";  // a custom op that is not ours
+  write_file(seed_dir("tflite_fuzz") / "synthetic_cpu.tflite", write_tflite(cpu));
   Model tiny;
   tiny.buffers = {Buffer{}};
   Subgraph g;
