@@ -20,7 +20,9 @@ namespace tinycoral::host {
   X(float_fully_connected)    \
   X(float_pool)               \
   X(fully_connected)          \
+  X(l2_normalization)         \
   X(lut_activation)           \
+  X(mean)                     \
   X(pad)                      \
   X(pool_2d)                  \
   X(posenet_decoder)          \
