@@ -31,8 +31,9 @@ std::vector<uint8_t> make_bmp(int w, int h, int bpp, const std::vector<uint8_t>&
 
 TEST(HostImage, BmpIsFlippedAndSwappedToRgb) {
   // Bottom row (stored first): blue, green; top row: red, white. BGR order, 2 pad bytes per row.
-  const auto bmp = make_bmp(2, 2, 24, {255, 0, 0, 0, 255, 0, 0, 0,  //
-                                       0, 0, 255, 255, 255, 255, 0, 0});
+  const auto bmp = make_bmp(2, 2, 24,
+                            {255, 0, 0, 0, 255, 0, 0, 0,  //
+                             0, 0, 255, 255, 255, 255, 0, 0});
   const Image img = decode_bmp(bmp);
   EXPECT_EQ(img.width, 2);
   EXPECT_EQ(img.height, 2);
@@ -55,13 +56,17 @@ TEST(HostImage, GooglesRgb6x4) {
   ASSERT_EQ(img.height, 6);
   ASSERT_EQ(img.width, 4);
   ASSERT_EQ(img.channels, 3);
-  const std::vector<std::vector<uint8_t>> top = {{255, 0, 255}, {255, 0, 255}, {0, 255, 0}, {0, 255, 0}};
-  const std::vector<std::vector<uint8_t>> bottom = {{0, 0, 0}, {0, 0, 0}, {255, 255, 255}, {255, 255, 255}};
+  const std::vector<std::vector<uint8_t>> top = {
+      {255, 0, 255}, {255, 0, 255}, {0, 255, 0}, {0, 255, 0}};
+  const std::vector<std::vector<uint8_t>> bottom = {
+      {0, 0, 0}, {0, 0, 0}, {255, 255, 255}, {255, 255, 255}};
   for (int y = 0; y < 6; ++y)
     for (int x = 0; x < 4; ++x) {
       const auto& want = (y < 3 ? top : bottom)[static_cast<size_t>(x)];
       for (int c = 0; c < 3; ++c)
-        EXPECT_EQ(img.pixels[static_cast<size_t>((y * 4 + x) * 3 + c)], want[static_cast<size_t>(c)]) << y << "," << x;
+        EXPECT_EQ(img.pixels[static_cast<size_t>((y * 4 + x) * 3 + c)],
+                  want[static_cast<size_t>(c)])
+            << y << "," << x;
     }
 }
 
@@ -70,21 +75,26 @@ TEST(HostImage, BilinearModesAndNearest) {
   // half-pixel fx = (x + .5) * .5 - .5 -> -.25 (clamped weights: 0*1.25 + 100*(-.25) -> -25 -> 0),
   // .25 -> 25, .75 -> 75, 1.25 -> 100.
   Image img{2, 1, 1, {0, 100}};
-  EXPECT_EQ(resize_image(img, 4, 1, ResizeMode::kBilinearLegacy).pixels, (std::vector<uint8_t>{0, 50, 100, 100}));
-  EXPECT_EQ(resize_image(img, 4, 1, ResizeMode::kBilinear).pixels, (std::vector<uint8_t>{0, 25, 75, 100}));
-  EXPECT_EQ(resize_image(img, 4, 1, ResizeMode::kNearest).pixels, (std::vector<uint8_t>{0, 0, 100, 100}));
+  EXPECT_EQ(resize_image(img, 4, 1, ResizeMode::kBilinearLegacy).pixels,
+            (std::vector<uint8_t>{0, 50, 100, 100}));
+  EXPECT_EQ(resize_image(img, 4, 1, ResizeMode::kBilinear).pixels,
+            (std::vector<uint8_t>{0, 25, 75, 100}));
+  EXPECT_EQ(resize_image(img, 4, 1, ResizeMode::kNearest).pixels,
+            (std::vector<uint8_t>{0, 0, 100, 100}));
   EXPECT_THROW(resize_image(img, 4, 1, ResizeMode::kNone), Error);
   EXPECT_EQ(resize_image(img, 2, 1, ResizeMode::kNone).pixels, img.pixels);
   // Truncation, not rounding: (0, 3) at 1/3 -> 1.0 exactly? legacy 3 wide -> fx = x * 2/3.
   Image two{2, 1, 1, {0, 3}};
-  EXPECT_EQ(resize_image(two, 3, 1, ResizeMode::kBilinearLegacy).pixels, (std::vector<uint8_t>{0, 2, 3}));
+  EXPECT_EQ(resize_image(two, 3, 1, ResizeMode::kBilinearLegacy).pixels,
+            (std::vector<uint8_t>{0, 2, 3}));
 }
 
 TEST(HostImage, NormalizationMatchesGooglesEffectiveConstants) {
   // google_expectations.md 1.5: scale 1.4810551404953003, mean -55.169782280921936.
   const Normalization n = parse_normalization("1.4810551404953003,-55.169782280921936");
   Image img{9, 1, 1, {0, 1, 2, 64, 127, 128, 200, 254, 255}};
-  const auto bytes = image_to_input(img, {1, 1, 9, 1}, container::TensorType::kUInt8, ResizeMode::kNone, n);
+  const auto bytes =
+      image_to_input(img, {1, 1, 9, 1}, container::TensorType::kUInt8, ResizeMode::kNone, n);
   EXPECT_EQ(bytes, (std::vector<uint8_t>{37, 37, 38, 80, 123, 123, 172, 208, 209}));
   EXPECT_THROW(parse_normalization("1"), Error);
   EXPECT_THROW(parse_normalization("0,1"), Error);

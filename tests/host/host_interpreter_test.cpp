@@ -28,7 +28,8 @@ TEST(HostInterpreter, RefusesUnsupportedOperatorsByName) {
   const int a = m.tensor(TensorType::kUInt8, {4}, 1, 0);
   const int b = m.tensor(TensorType::kUInt8, {4}, 1, 0);
   m.wire({a}, {b});
-  EXPECT_NE(load_error(m.model()).find("STRIDED_SLICE"), std::string::npos) << load_error(m.model());
+  EXPECT_NE(load_error(m.model()).find("STRIDED_SLICE"), std::string::npos)
+      << load_error(m.model());
 
   OneOpModel c("edgetpu-custom-op");
   const int x = c.tensor(TensorType::kUInt8, {4}, 1, 0);
@@ -36,7 +37,8 @@ TEST(HostInterpreter, RefusesUnsupportedOperatorsByName) {
   c.wire({x}, {y});
   const std::string err = load_error(c.model());
   EXPECT_NE(err.find("edgetpu-custom-op"), std::string::npos) << err;
-  EXPECT_EQ(unsupported_operators(c.model()), std::vector<std::string>{"CUSTOM 'edgetpu-custom-op'"});
+  EXPECT_EQ(unsupported_operators(c.model()),
+            std::vector<std::string>{"CUSTOM 'edgetpu-custom-op'"});
 }
 
 TEST(HostInterpreter, DelegateRunsAnOperatorThroughTheCallersKernel) {
@@ -50,7 +52,8 @@ TEST(HostInterpreter, DelegateRunsAnOperatorThroughTheCallersKernel) {
   o.delegates.add_custom("edgetpu-custom-op", [&](const OpContext& ctx) {
     seen_options = ctx.custom_options().size();
     return make_kernel([](OpContext& k) {
-      for (size_t i = 0; i < k.outputs[0].bytes; ++i) k.outputs[0].data[i] = static_cast<uint8_t>(k.input(0).data[i] * 2);
+      for (size_t i = 0; i < k.outputs[0].bytes; ++i)
+        k.outputs[0].data[i] = static_cast<uint8_t>(k.input(0).data[i] * 2);
     });
   });
   Interpreter it(c.model(), std::move(o));
@@ -97,7 +100,8 @@ TEST(HostInterpreter, RunsRepeatedlyWithNewInputs) {
   for (uint8_t v = 0; v < 5; ++v) {
     set_input(it, 0, std::vector<uint8_t>{v, static_cast<uint8_t>(v + 1)});
     it.invoke();
-    EXPECT_EQ(output_as<uint8_t>(it, 0), (std::vector<uint8_t>{static_cast<uint8_t>(10 + v), static_cast<uint8_t>(21 + v)}));
+    EXPECT_EQ(output_as<uint8_t>(it, 0),
+              (std::vector<uint8_t>{static_cast<uint8_t>(10 + v), static_cast<uint8_t>(21 + v)}));
   }
 }
 
