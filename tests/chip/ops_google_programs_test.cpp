@@ -1,7 +1,8 @@
 // The op classes against Google's compiled programs (skipped without ../shared/testdata):
 //  - every op instruction of the gen2020 MobileNet v1 programs and of gen2021 split_concat has a
 //    known class;
-//  - each depthwise op and the average pool of gen2020 MobileNet v1 0.25 computes, on tile 0, the
+//  - each conv, depthwise and FC op and the average pool of MobileNet v1 0.25 (both compiler
+//    generations for the convs and depthwise ops) computes, on tile 0, the
 //    CPU twin's layer (its weights, bias, quantization) on pseudo-random inputs. The inputs are
 //    placed where the instruction's own `in`/`par` walk reads them (a layout that needs two values
 //    at one address fails the test), the expected output comes from a plain loop over the TFLite
@@ -242,6 +243,192 @@ TEST(OpsGooglePrograms, DepthwiseOpsComputeTheTwinsLayersGen2021) {
   TINYCORAL_REQUIRE_TESTDATA(dir);
   check_depthwise_layers(dir / "gen2021/mobilenet_v1_0.25_128_quant_edgetpu.tflite",
                          dir / "gen2021/mobilenet_v1_0.25_128_quant.tflite");
+}
+
+// Runs every CONV_2D op of `program` on tile 0 against its twin layer (found by its multiplier):
+// the K index (tap, input word) of a step is the mixed-radix index of its reduced loops (position-
+// outer convs order K as [tap][word], isa.md 3.4), its position and output group come from the
+// engine's loop roles; inputs go where `in` reads them and weight rows where `par` reads them
+// (as FIFO fills or resident rows), each placement checked for conflicts and each row found in
+// Google's parameter blob.
+void check_conv_layers(const std::filesystem::path& program, const std::filesystem::path& cpu) {
+  const Program p = load_program(program);
+  const container::Model twin = container::read_tflite_file(cpu);
+  const auto layers = twin_ops(twin, container::BuiltinOp::kConv2D);
+  const auto& T = twin.subgraphs[0].tensors;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const auto& in_t = T[layers[l]->inputs[0]];
+    const auto& w_t = T[layers[l]->inputs[1]];
+    const auto& b_t = T[layers[l]->inputs[2]];
+    const auto& out_t = T[layers[l]->outputs[0]];
+    const auto& opt = std::get<container::Conv2DOptions>(layers[l]->options);
+    const float mult = f32_mult(in_t.quantization.scale[0], w_t.quantization.scale[0],
+                                out_t.quantization.scale[0]);
+    const OpInstr* found = nullptr;
+    std::vector<OpInstr> ops;
+    for (const auto& ins : p.instructions)
+      if (is_op(ins)) ops.push_back(decode_op(ins));
+    for (const auto& op : ops)
+      if (!found && op.mult == mult && (op.tile_mask & 1)) found = &op;
+    ASSERT_NE(found, nullptr) << "conv layer " << l;
+    const OpInstr& op = *found;
+    SCOPED_TRACE(cat("conv layer ", l, " (op at word ", op.word_offset, ")"));
+    const OpClass* cls = ops::classify(op);
+    ASSERT_NE(cls, nullptr) << describe_op_class(op);
+    const int H = in_t.shape[1], W = in_t.shape[2], C = in_t.shape[3];
+    const int OH = out_t.shape[1], OW = out_t.shape[2], N = out_t.shape[3];
+    const int KH = w_t.shape[1], KW = w_t.shape[2], s = opt.stride_h;
+    const int CW = (C + 3) / 4, taps = KH * KW;
+    const int OHt = tile0_share(OH), OWt = tile0_share(OW);
+    const int pad_top = std::max((OH - 1) * s + KH - H, 0) / 2;
+    const int pad_left = std::max((OW - 1) * s + KW - W, 0) / 2;
+    const uint8_t* w = twin.buffers[w_t.buffer].data.data();
+    std::vector<int32_t> bias(N);
+    std::memcpy(bias.data(), twin.buffers[b_t.buffer].data.data(), 4 * N);
+    const int in_zp = op.in_zp, w_zp = op.w_zp;
+    EXPECT_EQ(in_zp, in_t.quantization.zero_point[0]);
+    EXPECT_EQ(w_zp, w_t.quantization.zero_point[0]);
+    const int group_channels = op.out_ch + 1;
+    const bool position_outer = op.reduce_mask == 0b111 || (op.dp_mode == 2 && op.cfg0 == 0xA7);
+
+    uint32_t seed = 999 + static_cast<uint32_t>(l);
+    std::vector<uint8_t> x(static_cast<size_t>(H) * W * C);
+    for (auto& v : x) v = static_cast<uint8_t>(lcg(seed));
+    auto input = [&](int iy, int ix, int c) -> int {
+      if (c >= C) return 0;  // the 4th byte of a 3-channel pixel (narrow copy writes 0)
+      if (iy < 0 || ix < 0 || iy >= H || ix >= W) return in_zp;
+      return x[(static_cast<size_t>(iy) * W + ix) * C + c];
+    };
+    auto weight = [&](int n, int t, int c) -> int {
+      if (n >= N) return 0;
+      if (c >= C) return w_zp;  // K padded with the weight zero point (isa.md 3.4)
+      return w[((static_cast<size_t>(n) * KH + t / KW) * KW + t % KW) * C + c];
+    };
+
+    ops::EngineSpec spec;
+    spec.has_position_loop = op.cfg0 != 0x63;  // gen2021's position-free encoding (conv.cpp)
+    const ops::LoopRoles roles = ops::loop_roles(op, spec);
+    const uint8_t reduced = op.reduce_mask;
+    Tile tile;
+    std::map<int64_t, uint32_t> placed;
+    std::map<std::pair<int64_t, uint64_t>, std::array<uint8_t, kWideRowBytes>>
+        rows;  // (unit, fill)
+    int conflicts = 0, rows_in_blob = 0, rows_total = 0;
+    TtuWalker in(op.in), par(op.par);
+    std::array<uint32_t, 8> ctr{};
+    uint64_t steps = 1;
+    for (uint32_t n : op.loops) steps *= n + 1;
+    auto mixed = [&](uint8_t mask) {
+      uint64_t v = 0, scale = 1;
+      for (int k = 0; k < 8; ++k)
+        if (mask >> k & 1) v += ctr[k] * scale, scale *= op.loops[k] + 1;
+      return v;
+    };
+    const uint8_t position_mask = static_cast<uint8_t>(~reduced & ~roles.group & ((1u << 8) - 1));
+    uint64_t positions = 1;
+    for (int k = 0; k < 8; ++k)
+      if (position_mask >> k & 1) positions *= op.loops[k] + 1;
+    ASSERT_EQ(positions, static_cast<uint64_t>(OHt) * OWt);
+    for (uint64_t step = 0; step < steps; ++step) {
+      const uint64_t kred = mixed(reduced), pos = mixed(position_mask), g = mixed(roles.group);
+      const int t = position_outer ? static_cast<int>(kred / CW) : 0;
+      const int word = position_outer ? static_cast<int>(kred % CW) : static_cast<int>(kred);
+      ASSERT_LT(t, taps);
+      const int oy = static_cast<int>(pos) / OWt, ox = static_cast<int>(pos) % OWt;
+      uint8_t bytes[4];
+      for (int b = 0; b < 4; ++b)
+        bytes[b] = static_cast<uint8_t>(
+            input(oy * s + t / KW - pad_top, ox * s + t % KW - pad_left, 4 * word + b));
+      uint32_t packed;
+      std::memcpy(&packed, bytes, 4);
+      auto [it, fresh] = placed.emplace(in.address(), packed);
+      if (!fresh && it->second != packed) ++conflicts;
+      std::memcpy(&tile.narrow.at(in.address()), bytes, 4);
+      std::array<uint8_t, kWideRowBytes> row{};
+      for (int n = 0; n < group_channels; ++n)
+        for (int b = 0; b < 4; ++b)
+          row[4 * n + b] = static_cast<uint8_t>(
+              weight(static_cast<int>(g) * group_channels + n, t, 4 * word + b));
+      const uint64_t fill = ops::par_is_fifo(op) ? mixed(roles.fill) : 0;
+      auto [rit, rfresh] = rows.emplace(std::make_pair(par.address(), fill), row);
+      if (!rfresh && rit->second != row) ++conflicts;
+      for (int k = 0; k < 8; ++k)
+        if (ctr[k] < op.loops[k]) {
+          ++ctr[k];
+          for (int e = 0; e < k; ++e) ctr[e] = 0;
+          break;
+        }
+      in.next();
+      par.next();
+    }
+    EXPECT_EQ(conflicts, 0);
+    // Rows into wide memory (resident) or as FIFO fills in fill order; each found in the blob.
+    for (const auto& [key, row] : rows) {
+      ++rows_total;
+      const auto* begin = row.data();
+      const auto* end = begin + 4 * std::min(group_channels, N);
+      rows_in_blob +=
+          std::search(p.parameters.begin(), p.parameters.end(), begin, end) != p.parameters.end();
+      if (ops::par_is_fifo(op)) {
+        auto& fills = tile.fifo_rows[static_cast<uint32_t>(key.first / 4)].fills;
+        ASSERT_EQ(fills.size(), key.second) << "fills of a row arrive in order";
+        fills.push_back(row);
+      } else {
+        std::memcpy(&tile.wide.at(key.first * kWideUnitBytes), row.data(), kWideRowBytes);
+      }
+    }
+    EXPECT_EQ(rows_in_blob, rows_total) << "weight rows not found in Google's parameter blob";
+    for (int n = 0; n < N; ++n)
+      std::memcpy(tile.bias_store.data() + ops::kBiasStoreBase + 4 * n, &bias[n], 4);
+    if (ops::par_is_fifo(op)) {
+      ASSERT_NE(cls->par_fifo_fills, nullptr);
+      EXPECT_EQ(cls->par_fifo_fills(op), rows.rbegin()->first.second + 1);
+    }
+    OpEnv env(tile, op);
+    cls->run(op, env);
+
+    // Emissions: groups outermost, positions inside (the K-chunked conv emits in its last chunk).
+    TtuWalker out(op.out);
+    int equal = 0, total = 0;
+    uint64_t groups = 1;  // tile 0's output groups (the classifier is spread over 16 tiles)
+    for (int k = 0; k < 8; ++k)
+      if (roles.group >> k & 1) groups *= op.loops[k] + 1;
+    for (int g = 0; g < static_cast<int>(groups); ++g)
+      for (int pos = 0; pos < OHt * OWt; ++pos) {
+        const int oy = pos / OWt, ox = pos % OWt;
+        for (int wd = 0; wd < group_channels / 4; ++wd, out.next())
+          for (int b = 0; b < 4; ++b) {
+            const int n = g * group_channels + 4 * wd + b;
+            if (n >= N) continue;
+            int64_t acc = bias[n];
+            for (int t = 0; t < taps; ++t)
+              for (int c = 0; c < C; ++c)
+                acc += (input(oy * s + t / KW - pad_top, ox * s + t % KW - pad_left, c) - in_zp) *
+                       (weight(n, t, c) - w_zp);
+            ++total;
+            equal += tile.narrow[out.address() + b] == chip_output(acc, op);
+          }
+      }
+    EXPECT_EQ(equal, total) << cls->name;
+    printf(
+        "conv layer %zu word %u %s: %dx%dx%d -> %dx%dx%d k%d s%d: %d/%d equal, rows in blob "
+        "%d/%d\n",
+        l, op.word_offset, cls->name, H, W, C, OH, OW, N, KH, s, equal, total, rows_in_blob,
+        rows_total);
+    EXPECT_GT(total, 0);
+  }
+}
+
+TEST(OpsGooglePrograms, ConvOpsComputeTheTwinsLayersGen2020) {
+  TINYCORAL_REQUIRE_TESTDATA(dir);
+  check_conv_layers(dir / "gen2020/mobilenet_v1_0.25_128_quant_edgetpu.tflite",
+                    dir / "gen2020/mobilenet_v1_0.25_128_quant.tflite");
+}
+
+TEST(OpsGooglePrograms, ConvOpsComputeTheTwinsLayersGen2021) {
+  TINYCORAL_REQUIRE_TESTDATA(dir);
+  check_conv_layers(dir / "gen2021/mobilenet_v1_0.25_128_quant_edgetpu.tflite",
+                    dir / "gen2021/mobilenet_v1_0.25_128_quant.tflite");
 }
 
 TEST(OpsGooglePrograms, AveragePoolComputesTheTwinsLayer) {
