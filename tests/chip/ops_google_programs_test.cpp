@@ -410,11 +410,6 @@ void check_conv_layers(const std::filesystem::path& program, const std::filesyst
           }
       }
     EXPECT_EQ(equal, total) << cls->name;
-    printf(
-        "conv layer %zu word %u %s: %dx%dx%d -> %dx%dx%d k%d s%d: %d/%d equal, rows in blob "
-        "%d/%d\n",
-        l, op.word_offset, cls->name, H, W, C, OH, OW, N, KH, s, equal, total, rows_in_blob,
-        rows_total);
     EXPECT_GT(total, 0);
   }
 }
