@@ -272,6 +272,8 @@ std::unique_ptr<Kernel> make_detection_postprocess(const OpContext& ctx) {
   p.x_scale = static_cast<float>(o.number("x_scale"));
   p.h_scale = static_cast<float>(o.number("h_scale"));
   p.w_scale = static_cast<float>(o.number("w_scale"));
+  ctx.require(p.y_scale > 0.0f && p.x_scale > 0.0f && p.h_scale > 0.0f && p.w_scale > 0.0f,
+              "box scales must be positive");
   ctx.require(p.nms_iou_threshold > 0.0f && p.nms_iou_threshold <= 1.0f,
               "nms_iou_threshold must be in (0, 1]");
   ctx.require(int64_t{p.max_detections} * p.max_classes_per_detection <= 1000000,

@@ -82,7 +82,12 @@ constexpr Adjacency make_adjacency() {
 }
 constexpr Adjacency kAdjacency = make_adjacency();
 
-float clampf(float v, float lo, float hi) { return v < lo ? lo : (hi < v ? hi : v); }
+// Clamp as Google's op; a NaN (possible only from float inputs) goes to `lo` so that the
+// coordinates always convert to valid indices.
+float clampf(float v, float lo, float hi) {
+  if (!(v >= lo)) return lo;
+  return hi < v ? hi : v;
+}
 
 float squared_distance(const PosePoint& a, const PosePoint& b) {
   const float dy = b.y - a.y;
