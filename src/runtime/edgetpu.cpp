@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "runtime/timed_host_port.h"
 #include "usb/protocol.h"
 
 namespace tinycoral::runtime {
@@ -27,6 +28,8 @@ EdgeTpu::~EdgeTpu() {
     // The stick may be gone or wedged; the process must still exit cleanly.
   }
 }
+
+uint64_t EdgeTpu::simulated_chip_ns() const { return chip_timer_ ? chip_timer_->chip_ns() : 0; }
 
 void EdgeTpu::open() {
   try {

@@ -19,6 +19,8 @@
 
 namespace tinycoral::runtime {
 
+class TimedHostPort;
+
 struct EdgeTpuOptions {
   ClockLevel clock = ClockLevel::kHigh;
   usb::Millis timeout{6000};       // per segment of a program
@@ -49,6 +51,10 @@ class EdgeTpu {
   const ChipInfo& chip_info() const { return chip_info_; }
   usb::Transport& transport() { return *transport_; }
   usb::Csr& csr() { return csr_; }
+  // Time spent inside a simulated chip so far (0 for a real stick): the host's share of an
+  // inference is its wall time minus this.
+  void set_chip_timer(const TimedHostPort* timer) { chip_timer_ = timer; }
+  uint64_t simulated_chip_ns() const;
 
  private:
   void open();
@@ -67,6 +73,7 @@ class EdgeTpu {
   uint64_t resident_token_ = 0;  // parameter-caching token whose weights are on the chip
   bool open_ = false;
   int recoveries_ = 0;
+  const TimedHostPort* chip_timer_ = nullptr;
 
   // The canary: the first inference that succeeded, its padded inputs and raw device outputs.
   struct Canary {

@@ -1,0 +1,72 @@
+// The edgetpu-custom-op kernel: inputs in, package run on the Edge TPU, outputs out.
+#include "runtime/edgetpu_delegate.h"
+
+#include "common/error.h"
+#include "container/edgetpu_custom_op.h"
+
+namespace tinycoral::runtime {
+
+PackagePrograms prepare_package(const container::Package& package) {
+  using container::ExecutableType;
+  const container::Executable* by_type[3] = {nullptr, nullptr, nullptr};
+  for (const container::Executable& e : package.executables) {
+    const int t = static_cast<int>(e.type);
+    if (t < 0 || t > 2) fail("an executable has the unknown type ", t);
+    if (by_type[t])
+      fail("the package holds two ", container::executable_type_name(e.type), " executables");
+    by_type[t] = &e;
+  }
+  PackagePrograms p;
+  const auto* stand_alone = by_type[int(ExecutableType::kStandAlone)];
+  const auto* caching = by_type[int(ExecutableType::kParameterCaching)];
+  const auto* execution = by_type[int(ExecutableType::kExecutionOnly)];
+  if (package.executables.size() == 1) {
+    p.inference = std::make_shared<Program>(package.executables[0]);
+  } else if (stand_alone) {
+    p.inference = std::make_shared<Program>(*stand_alone);
+  } else if (caching && execution) {
+    p.caching = std::make_shared<Program>(*caching);
+    p.inference = std::make_shared<Program>(*execution);
+  } else {
+    fail("the package's executables are not {parameter caching, execution only}");
+  }
+  return p;
+}
+
+void add_edgetpu_delegate(host::Registry& registry, std::shared_ptr<EdgeTpu> tpu) {
+  registry.add_custom(
+      std::string(container::kEdgeTpuCustomCode),
+      [tpu](const host::OpContext& ctx) -> std::unique_ptr<host::Kernel> {
+        const container::EdgeTpuCustomOp op =
+            container::read_edgetpu_custom_op(ctx.custom_options());
+        if (op.packages.empty()) fail(ctx.op_name, ": no package");
+        const PackagePrograms programs = prepare_package(op.packages[0]);
+        const Program& inference = *programs.inference;
+        if (ctx.num_inputs() != inference.num_inputs())
+          fail(ctx.op_name, ": the operator has ", ctx.num_inputs(), " inputs, its executable ",
+               inference.num_inputs());
+        if (ctx.num_outputs() != inference.num_outputs())
+          fail(ctx.op_name, ": the operator has ", ctx.num_outputs(), " outputs, its executable ",
+               inference.num_outputs());
+        for (size_t i = 0; i < ctx.num_inputs(); ++i)
+          if (ctx.input(i).bytes != inference.input_bytes(i))
+            fail(ctx.op_name, ": input ", i, " ('", ctx.input(i).name(), "') has ",
+                 ctx.input(i).bytes, " bytes, the executable's layer '",
+                 inference.executable().input_layers[i].name, "' ", inference.input_bytes(i));
+        for (size_t i = 0; i < ctx.num_outputs(); ++i)
+          if (ctx.output(i).bytes != inference.output_bytes(i))
+            fail(ctx.op_name, ": output ", i, " ('", ctx.output(i).name(), "') has ",
+                 ctx.output(i).bytes, " bytes, the executable's layer '",
+                 inference.executable().output_layers[i].name, "' ", inference.output_bytes(i));
+        return host::make_kernel([tpu, programs](host::OpContext& run) {
+          Program& program = *programs.inference;
+          for (size_t i = 0; i < run.num_inputs(); ++i)
+            program.set_input(i, std::span<const uint8_t>(run.inputs[i].data, run.inputs[i].bytes));
+          tpu->run(programs.caching, programs.inference);
+          for (size_t i = 0; i < run.num_outputs(); ++i)
+            program.get_output(i, std::span<uint8_t>(run.outputs[i].data, run.outputs[i].bytes));
+        });
+      });
+}
+
+}  // namespace tinycoral::runtime
