@@ -59,8 +59,9 @@ bool VirtualEdgeTpu::Impl::try_run_dma_work(uint32_t id) {
     }
     case 0x26: {
       const auto& f = std::get<InfeedInstr>(item.decoded);
-      const uint32_t unit =
-          f.from_scalar_memory || f.activations ? kActivationUnit : kParameterUnit;
+      const uint32_t unit = f.from_scalar_memory ? 4
+                            : f.activations      ? kActivationUnit
+                                                 : kParameterUnit;
       const uint64_t begin = uint64_t{f.offset} * unit, length = uint64_t{f.units} * unit;
       std::span<const uint8_t> source;
       if (f.from_scalar_memory) {

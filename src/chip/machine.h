@@ -27,9 +27,18 @@ enum class Space : uint8_t { kNarrow, kWide, kBias, kNlu, kScalarMemory };
 struct Access {
   Space space = Space::kNarrow;
   bool write = false;
-  int64_t lo = 0, hi = 0;  // bytes, [lo, hi)
+  int64_t lo = 0, hi = 0;  // bytes, [lo, hi): the bounding box
   bool forward = false;    // a read with no earlier writer in its region: waits for a later one
+  // The exact byte runs, sorted and merged ([lo, hi) when empty): strided halo columns must not
+  // look like they touch everything in between.
+  std::vector<std::pair<int64_t, int64_t>> runs;
 };
+
+// The byte runs a TTU walk touches: address(step) * scale + base, `element` bytes each. Falls back
+// to the bounding box for walks longer than a million steps.
+Access access_of(Space space, bool write, const OpTtu& ttu, int64_t scale, int64_t base,
+                 int64_t element);
+bool overlaps(const Access& a, const Access& b);
 
 using Packet = std::vector<uint8_t>;
 
@@ -53,8 +62,10 @@ struct Work {
 struct TileState {
   std::array<std::deque<uint32_t>, kTileUnits> queues;
   std::array<uint32_t, kTileUnits> last_barrier;
-  std::vector<uint32_t> region;                 // works since the last full fence, program order
-  std::array<std::deque<Packet>, 2> ring_in;    // ringConsumer0 / ringConsumer1 packet queues
+  std::vector<uint32_t> region;  // works since the last full fence, program order
+  // Ring packets: [0] for ringConsumer0 only, [1] for ringConsumer1 only (producer bit to_c1),
+  // [2] from infeeds, which carry no consumer selector: either consumer takes them.
+  std::array<std::deque<Packet>, 3> ring_in;
   std::array<std::deque<uint32_t>, 4> mesh_in;  // words arriving per mesh opcode 0x15..0x18
 };
 

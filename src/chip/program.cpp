@@ -185,8 +185,14 @@ Decoded decode_item(const isa::Instruction& in) {
       f.activations = b.u(12, 1) != 0;
       f.from_scalar_memory = b.u(13, 1) != 0;
       f.offset = static_cast<uint32_t>(b.u(14, 20));
-      f.units =
-          stream_units(b.u(55, 20), b.u(96, 20), b.u(183, 14), b.u(203, 1) != 0, !f.activations);
+      if (f.from_scalar_memory) {
+        // Scalar-memory source: 4-byte words, (d0 limit + 1) x (d1 limit + 1) of them; this matches
+        // the word count of the outfeed that filled scalar memory in every gen2020 program.
+        f.units = static_cast<uint32_t>((b.u(55, 20) + 1) * (b.u(96, 20) + 1));
+      } else {
+        f.units =
+            stream_units(b.u(55, 20), b.u(96, 20), b.u(183, 14), b.u(203, 1) != 0, !f.activations);
+      }
       f.tiles = static_cast<uint16_t>(b.u(409, 16));
       f.packet_bytes = 64 * (static_cast<uint32_t>(b.u(438, 2)) + 1);
       return f;
@@ -197,7 +203,12 @@ Decoded decode_item(const isa::Instruction& in) {
       o.to_scalar_memory = k173 != 3;
       o.base = static_cast<uint32_t>(b.u(12, 15));
       const uint32_t count = static_cast<uint32_t>(b.u(43, 15)) + 1;
-      o.bytes = o.to_scalar_memory ? count : 8 * count;
+      if (o.to_scalar_memory) {  // 4-byte words: (d0 limit + 1) x (d1 limit + 1), base in words
+        o.bytes = 4 * count * (static_cast<uint32_t>(b.u(74, 15)) + 1);
+        o.base *= 4;
+      } else {
+        o.bytes = 8 * count;
+      }
       return o;
     }
     case 0x3e:

@@ -76,11 +76,53 @@ constexpr std::array<UnitId, 10> kFenceUnitOrder = {UnitId::kOp,
                                                     UnitId::kMeshNorth,
                                                     UnitId::kMeshEast};
 
-bool overlaps(const Access& a, const Access& b) {
-  return a.space == b.space && a.lo < b.hi && b.lo < a.hi;
+}  // namespace
+
+Access access_of(Space space, bool write, const OpTtu& ttu, int64_t scale, int64_t base,
+                 int64_t element) {
+  Access a;
+  a.space = space;
+  a.write = write;
+  a.lo = base + scale * ttu.min_address();
+  a.hi = base + scale * ttu.max_address() + element;
+  if (ttu.steps() > (1u << 20)) return a;
+  std::vector<std::pair<int64_t, int64_t>> runs;
+  TtuWalker w(ttu);
+  do {
+    const int64_t lo = base + scale * w.address();
+    if (!runs.empty() && lo >= runs.back().first && lo <= runs.back().second)
+      runs.back().second = std::max(runs.back().second, lo + element);
+    else
+      runs.push_back({lo, lo + element});
+  } while (w.next());
+  std::sort(runs.begin(), runs.end());
+  for (const auto& r : runs) {
+    if (!a.runs.empty() && r.first <= a.runs.back().second)
+      a.runs.back().second = std::max(a.runs.back().second, r.second);
+    else
+      a.runs.push_back(r);
+  }
+  if (a.runs.size() == 1) a.runs.clear();  // the bounding box says it all
+  return a;
 }
 
-}  // namespace
+bool overlaps(const Access& a, const Access& b) {
+  if (a.space != b.space || a.hi <= b.lo || b.hi <= a.lo) return false;
+  if (a.runs.empty() && b.runs.empty()) return true;
+  const std::vector<std::pair<int64_t, int64_t>> box_a{{a.lo, a.hi}}, box_b{{b.lo, b.hi}};
+  const auto& ra = a.runs.empty() ? box_a : a.runs;
+  const auto& rb = b.runs.empty() ? box_b : b.runs;
+  size_t i = 0, j = 0;
+  while (i < ra.size() && j < rb.size()) {
+    if (ra[i].second <= rb[j].first)
+      ++i;
+    else if (rb[j].second <= ra[i].first)
+      ++j;
+    else
+      return true;
+  }
+  return false;
+}
 
 const char* unit_name(UnitId unit) {
   static constexpr const char* kNames[] = {
@@ -188,8 +230,8 @@ void VirtualEdgeTpu::Impl::dispatch(uint32_t index) {
     } else if (opcode == 0x26) {
       const auto& f = std::get<InfeedInstr>(item.decoded);
       if (f.from_scalar_memory) {
-        w.accesses.push_back({Space::kScalarMemory, false, 8 * int64_t{f.offset},
-                              8 * (int64_t{f.offset} + f.units)});
+        w.accesses.push_back({Space::kScalarMemory, false, 4 * int64_t{f.offset},
+                              4 * (int64_t{f.offset} + f.units)});
       } else {
         w.pop = last_pop[f.activations ? 1 : 0];
         if (w.pop == kNone)
@@ -394,8 +436,10 @@ std::string VirtualEdgeTpu::Impl::blocked_reason(uint32_t id) {
     case 0x11:
     case 0x12: {
       const auto& r = std::get<RingInstr>(item.decoded);
-      s << r.ttu.steps() << " ring packets ("
-        << tile_state[w.tile].ring_in[item.opcode == 0x12].size() << " queued)";
+      s << r.ttu.steps() + (r.aux_en0 ? 1 : 0) << " ring packets ("
+        << tile_state[w.tile].ring_in[item.opcode == 0x12].size() +
+               tile_state[w.tile].ring_in[2].size()
+        << " queued)";
       return s.str();
     }
     case 0x15:

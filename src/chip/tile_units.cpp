@@ -48,29 +48,19 @@ bool op_uses_psum(const OpInstr& op) {
 
 std::vector<Access> VirtualEdgeTpu::Impl::footprint(const ProgramItem& item, int /*tile*/) {
   std::vector<Access> a;
-  auto rows = [](const DmaTtu& ttu, int64_t base_unit) -> std::pair<int64_t, int64_t> {
-    return {(base_unit + 4 * ttu.min_address()) * kWideUnitBytes,
-            (base_unit + 4 * ttu.max_address()) * kWideUnitBytes + kWideRowBytes};
-  };
-  auto words = [](const DmaTtu& ttu, int64_t base_word) -> std::pair<int64_t, int64_t> {
-    return {(base_word + ttu.min_address()) * 4, (base_word + ttu.max_address()) * 4 + 4};
-  };
+  constexpr int64_t kUnit = kWideUnitBytes, kRow = kWideRowBytes;
   switch (item.opcode) {
     case 0x01:
     case 0x02:
     case 0x03: {
       const auto& op = std::get<OpInstr>(item.decoded);
       if (op_uses(op.in))
-        a.push_back({Space::kNarrow, false, op.in.min_address(), op.in.max_address() + 4});
-      a.push_back({Space::kNarrow, true, op.out.min_address(), op.out.max_address() + 4});
-      if (op_uses(op.par))
-        a.push_back({Space::kWide, false, op.par.min_address() * kWideUnitBytes,
-                     op.par.max_address() * kWideUnitBytes + kWideRowBytes});
+        a.push_back(access_of(Space::kNarrow, false, op.in, 1, 0, op.in.inc[0] == 1 ? 1 : 4));
+      a.push_back(access_of(Space::kNarrow, true, op.out, 1, 0, 4));
+      if (op_uses(op.par)) a.push_back(access_of(Space::kWide, false, op.par, kUnit, 0, kRow));
       if (op_uses_psum(op)) {
-        const int64_t lo = op.psum.min_address() * kWideUnitBytes;
-        const int64_t hi = op.psum.max_address() * kWideUnitBytes + kWideRowBytes;
-        a.push_back({Space::kWide, false, lo, hi});
-        a.push_back({Space::kWide, true, lo, hi});
+        a.push_back(access_of(Space::kWide, false, op.psum, kUnit, 0, kRow));
+        a.push_back(access_of(Space::kWide, true, op.psum, kUnit, 0, kRow));
       }
       if (op.cfg4) a.push_back({Space::kBias, false, 0, kBiasStoreBytes});
       if (op.nlu_mode) a.push_back({Space::kNlu, false, 0, 1});
@@ -78,31 +68,28 @@ std::vector<Access> VirtualEdgeTpu::Impl::footprint(const ProgramItem& item, int
     }
     case 0x10: {
       const auto& r = std::get<RingInstr>(item.decoded);
-      auto [lo, hi] = rows(r.ttu, r.addr);
-      a.push_back({Space::kWide, false, lo, hi});
+      a.push_back(access_of(Space::kWide, false, r.ttu, 4 * kUnit, int64_t{r.addr} * kUnit, kRow));
       break;
     }
     case 0x11:
     case 0x12: {
       const auto& r = std::get<RingInstr>(item.decoded);
-      auto [lo, hi] = rows(r.ttu, consumer_base(r));
-      a.push_back({Space::kWide, true, lo, hi});
+      a.push_back(
+          access_of(Space::kWide, true, r.ttu, 4 * kUnit, int64_t{consumer_base(r)} * kUnit, kRow));
+      if (r.aux_en0)
+        a.push_back({Space::kWide, true, (int64_t{r.aux_addr0} - 2) * kUnit,
+                     (int64_t{r.aux_addr0} - 2) * kUnit + kRow});
       break;
     }
-    case 0x13: {
-      const auto& w = std::get<WideNarrowInstr>(item.decoded);
-      auto [nlo, nhi] = words(w.narrow_ttu, w.narrow_addr);
-      auto [wlo, whi] = rows(w.wide_ttu, w.wide_addr);
-      a.push_back({Space::kNarrow, false, nlo, nhi});
-      a.push_back({Space::kWide, true, wlo, whi});
-      break;
-    }
+    case 0x13:
     case 0x14: {
       const auto& w = std::get<WideNarrowInstr>(item.decoded);
-      auto [nlo, nhi] = words(w.narrow_ttu, w.narrow_addr);
-      auto [wlo, whi] = rows(w.wide_ttu, w.wide_addr);
-      a.push_back({Space::kWide, false, wlo, whi});
-      a.push_back({w.mode == 2 ? Space::kBias : Space::kNarrow, true, nlo, nhi});
+      const bool to_narrow = item.opcode == 0x14;
+      a.push_back(access_of(Space::kWide, !to_narrow, w.wide_ttu, 4 * kUnit,
+                            int64_t{w.wide_addr} * kUnit, kRow));
+      const Space narrow_space = to_narrow && w.mode == 2 ? Space::kBias : Space::kNarrow;
+      a.push_back(
+          access_of(narrow_space, to_narrow, w.narrow_ttu, 4, 4 * int64_t{w.narrow_addr}, 4));
       break;
     }
     case 0x15:
@@ -110,12 +97,9 @@ std::vector<Access> VirtualEdgeTpu::Impl::footprint(const ProgramItem& item, int
     case 0x17:
     case 0x18: {
       const auto& m = std::get<MeshInstr>(item.decoded);
-      if (m.out_active)
-        a.push_back({Space::kNarrow, false, m.out_addr + 4 * m.out_ttu.min_address(),
-                     m.out_addr + 4 * m.out_ttu.max_address() + 4});
+      if (m.out_active) a.push_back(access_of(Space::kNarrow, false, m.out_ttu, 4, m.out_addr, 4));
       if (m.in_active || m.fill_en)
-        a.push_back({Space::kNarrow, true, m.in_addr + 4 * m.in_ttu.min_address(),
-                     m.in_addr + 4 * m.in_ttu.max_address() + 4});
+        a.push_back(access_of(Space::kNarrow, true, m.in_ttu, 4, m.in_addr, 4));
       break;
     }
     case 0x19:
@@ -202,7 +186,7 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
       for (uint32_t t = 0; t < kTileCount; ++t)
         if (r.dest >> t & 1)
           for (const Packet& p : packets) {
-            tile_state[t].ring_in[r.to_c1 ? 1 : 0].push_back(p);
+            tile_state[t].ring_in[0].push_back(p);
             stats.ring_bytes += p.size();
             buffered_bytes += p.size();
           }
@@ -224,19 +208,26 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
     case 0x11:
     case 0x12: {
       const auto& r = std::get<RingInstr>(item.decoded);
-      auto& q = ts.ring_in[item.opcode == 0x12 ? 1 : 0];
-      const uint64_t needed = r.ttu.steps();
-      if (q.size() < needed) return false;
-      const uint32_t base = consumer_base(r);
-      walk(r.ttu, [&](int64_t off) {
+      // One packet queue per tile: producers' to_c1 bit does not select the consumer opcode in
+      // gen2020 MobileNet (to_c1 = 1 packets feed 0x11 consumers), so arrival order decides.
+      auto& own = ts.ring_in[0];
+      auto& any = ts.ring_in[0];
+      // With the aux pair enabled the first packet is the bias block, written at aux_addr0 - 2
+      // (docs/chip.md "Ring consumers"); then one packet per TTU step.
+      const uint64_t needed = r.ttu.steps() + (r.aux_en0 ? 1 : 0);
+      if (own.size() < needed && any.size() < needed) return false;
+      auto& q = own.size() >= needed ? own : any;
+      auto take = [&](int64_t unit) {
         const Packet p = std::move(q.front());
         q.pop_front();
         buffered_bytes -= p.size();
-        const int64_t unit = int64_t{base} + 4 * off;
         uint8_t* row = wide_row(unit, true);
         std::memcpy(row, p.data(), std::min<size_t>(p.size(), kWideRowBytes));
         record_fill(unit);
-      });
+      };
+      if (r.aux_en0) take(int64_t{r.aux_addr0} - 2);
+      const uint32_t base = consumer_base(r);
+      walk(r.ttu, [&](int64_t off) { take(int64_t{base} + 4 * off); });
       charge();
       break;
     }
