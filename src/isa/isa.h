@@ -114,4 +114,7 @@ std::string print_program(std::span<const Instruction> program,
 // Parses assembly text; throws Error with the line number on any mistake.
 std::vector<Instruction> parse(std::string_view text);
 
+// The opcode table as markdown (the reference part of docs/isa.md; `tinycoral disasm --table`).
+std::string table_markdown();
+
 }  // namespace tinycoral::isa

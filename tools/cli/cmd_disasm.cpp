@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "common/error.h"
 #include "common/file.h"
+#include "container/edgetpu_model.h"
 #include "isa/isa.h"
 #include "isa/relocate.h"
 
@@ -33,6 +34,7 @@ std::vector<Listing> collect(const std::string& path, int only_executable) {
   const std::vector<uint8_t> bytes = read_file(path);
   if (is_tflite(bytes)) return tflite_listings(path, bytes, only_executable);
   if (only_executable > 0) fail(path, ": a raw bitstream has only executable 0");
+  if (bytes.empty()) fail(path, ": empty file");
   return {Listing{path + ": raw bitstream", bytes, {}, 0}};
 }
 
@@ -66,15 +68,10 @@ void disassemble(const Listing& listing) {
   }
 }
 
-// Returns true if both round trips give the listing's bytes back.
+// Returns true if both round trips give the listing's bytes back. A bitstream that does not
+// decode at all is bad input (an Error), not a round-trip difference.
 bool round_trip(const Listing& listing) {
-  std::vector<isa::Instruction> program;
-  try {
-    program = isa::decode(listing.bytes);
-  } catch (const Error& e) {
-    std::cout << listing.label << ": does not decode: " << e.what() << "\n";
-    return false;
-  }
+  const auto program = with_context(listing.label, [&] { return isa::decode(listing.bytes); });
   bool ok = true;
   if (isa::encode(program) != listing.bytes) {
     std::cout << listing.label << ": decode -> encode differs\n";
@@ -93,29 +90,6 @@ bool round_trip(const Listing& listing) {
     std::cout << listing.label << ": word " << d.word_offset << ": " << d.message << "\n";
   }
   return ok;
-}
-
-void print_table() {
-  std::cout << "| opcode | mnemonic | words | unit | seq | summary |\n|---|---|---|---|---|---|\n";
-  for (const auto& spec : isa::opcode_table()) {
-    char op[8];
-    std::snprintf(op, sizeof op, "0x%02x", unsigned{spec.opcode});
-    std::cout << "| " << op << " | " << spec.mnemonic << " | " << unsigned{spec.words} << " | "
-              << (spec.unit == isa::Unit::kTile ? "tile" : "scalar") << " | "
-              << (spec.sequenced ? "yes" : "no") << " | " << spec.summary << " |\n";
-  }
-  for (const auto& spec : isa::opcode_table()) {
-    char op[8];
-    std::snprintf(op, sizeof op, "0x%02x", unsigned{spec.opcode});
-    std::cout << "\n#### " << op << " " << spec.mnemonic << " (" << unsigned{spec.words}
-              << " words)\n\n| bits | field | s | meaning |\n|---|---|---|---|\n";
-    for (const auto& f : spec.fields) {
-      std::cout << "| " << f.lo;
-      if (f.width > 1) std::cout << "-" << f.lo + f.width - 1;
-      std::cout << " | " << f.name << " | " << (f.is_signed ? "s" : "") << " | " << f.meaning
-                << " |\n";
-    }
-  }
 }
 
 }  // namespace
@@ -140,7 +114,7 @@ void add_disasm_command(CLI::App& app) {
   cmd->add_flag("--table", opts->table, "print the opcode and field table (markdown)");
   cmd->callback([opts] {
     if (opts->table) {
-      print_table();
+      std::cout << isa::table_markdown();
       return;
     }
     if (opts->files.empty()) fail("disasm: give at least one file");
@@ -164,8 +138,53 @@ void add_disasm_command(CLI::App& app) {
 
 namespace {
 
-std::vector<Listing> tflite_listings(const std::string& path, std::span<const uint8_t>, int) {
-  fail(path, ": reading TFLite models is not wired in yet; give a raw bitstream");
+std::string relocation_text(const container::FieldOffset& fo) {
+  static const char* const kKinds[] = {"OUTPUT", "INPUT", "PARAMETER", "SCRATCH"};
+  const auto kind = static_cast<int>(fo.meta.desc);
+  std::string text = kind >= 0 && kind < 4 ? kKinds[kind] : cat("kind", kind);
+  text += fo.meta.position == container::Half::kUpper32 ? " hi" : " lo";
+  if (!fo.meta.name.empty()) text += " " + fo.meta.name;
+  if (fo.meta.batch != 0) text += cat(" batch ", fo.meta.batch);
+  return text;
+}
+
+// Every bitstream of every executable of every edgetpu op and package, executables numbered in
+// that order; sequence numbers continue across the bitstreams of one executable (isa.md 1.3).
+std::vector<Listing> tflite_listings(const std::string& path, std::span<const uint8_t> bytes,
+                                     int only_executable) {
+  const auto model = with_context(path, [&] { return container::read_edgetpu_model(bytes); });
+  std::vector<Listing> out;
+  int index = 0;
+  for (const auto& op : model.edgetpu_ops) {
+    for (const auto& package : op.options.packages) {
+      for (const auto& exe : package.executables) {
+        const int this_index = index++;
+        if (only_executable >= 0 && this_index != only_executable) continue;
+        uint32_t seq = 0;
+        for (size_t b = 0; b < exe.bitstreams.size(); ++b) {
+          Listing listing;
+          listing.label = cat(path, ": executable ", this_index, " (",
+                              container::executable_type_name(exe.type), "), bitstream ", b);
+          listing.bytes = exe.bitstreams[b].data;
+          for (const auto& fo : exe.bitstreams[b].field_offsets) {
+            listing.relocations.emplace_back(fo.offset_bit, relocation_text(fo));
+          }
+          listing.first_seq = seq;
+          try {
+            seq += isa::count_sequenced(isa::decode(listing.bytes));
+          } catch (const Error&) {
+            // Reported when the listing is shown or checked.
+          }
+          out.push_back(std::move(listing));
+        }
+      }
+    }
+  }
+  if (only_executable >= index) {
+    fail(path, ": no executable ", only_executable, " (the file has ", index, ")");
+  }
+  if (out.empty() && only_executable < 0) fail(path, ": no Edge TPU executables in this model");
+  return out;
 }
 
 }  // namespace
