@@ -92,14 +92,19 @@ std::vector<uint8_t> write_edgetpu_custom_op(const EdgeTpuCustomOp& op) {
     fail("edgetpu-custom-op has ", op.chip_ids.size(), " chip ids for ", op.packages.size(),
          " packages");
   std::vector<std::vector<uint8_t>> packages;
-  for (const Package& p : op.packages) packages.push_back(write_package(p));
+  // flexbuffers::Builder::String(str, len) copies len + 1 bytes (it expects a C string), so each
+  // package gets a NUL after its last byte; the stored length stays the package's.
+  for (const Package& p : op.packages) {
+    packages.push_back(write_package(p));
+    packages.back().push_back(0);
+  }
 
   flexbuffers::Builder fbb(packages.front().size() + 1024);
   const size_t map = fbb.StartMap();
   fbb.Int("1", op.version);
   if (!op.chip_name.empty()) fbb.String("2", op.chip_name);
   fbb.Key("4");
-  fbb.String(reinterpret_cast<const char*>(packages[0].data()), packages[0].size());
+  fbb.String(reinterpret_cast<const char*>(packages[0].data()), packages[0].size() - 1);
   fbb.Int("5", op.execution_preference);
   // Newer compilers always write keys 6 and 7; older ones neither (driver.md 5.1).
   if (!op.chip_ids.empty() || packages.size() > 1) {
@@ -109,7 +114,7 @@ std::vector<uint8_t> write_edgetpu_custom_op(const EdgeTpuCustomOp& op) {
       });
     fbb.Vector("7", [&] {
       for (size_t i = 1; i < packages.size(); ++i)
-        fbb.String(reinterpret_cast<const char*>(packages[i].data()), packages[i].size());
+        fbb.String(reinterpret_cast<const char*>(packages[i].data()), packages[i].size() - 1);
     });
   }
   fbb.EndMap(map);

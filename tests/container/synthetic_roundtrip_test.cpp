@@ -91,12 +91,13 @@ TEST(CustomOpChecks, MissingPackageKeyIsAnError) {
 }
 
 TEST(CustomOpChecks, ChipIdCountMustMatchPackages) {
-  const std::vector<uint8_t> package = write_package(synthetic_package());
+  std::vector<uint8_t> package = write_package(synthetic_package());
+  package.push_back(0);  // Builder::String copies one byte past the length
   flexbuffers::Builder fbb;
   fbb.Map([&] {
     fbb.Int("1", 0);
     fbb.Key("4");
-    fbb.String(reinterpret_cast<const char*>(package.data()), package.size());
+    fbb.String(reinterpret_cast<const char*>(package.data()), package.size() - 1);
     fbb.Vector("6", [&] {
       fbb.Int(18);
       fbb.Int(18);
