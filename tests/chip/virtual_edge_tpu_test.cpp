@@ -1,0 +1,231 @@
+// The virtual Edge TPU on small hand-built programs whose effect is known exactly: the scalar core
+// (ALU, hardware loops, descriptors, events), the host-to-host data path through every DMA unit,
+// and the errors a malformed program must stop with (budget, deadlock, unknown op class, bounds).
+#include "chip/virtual_edge_tpu.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "chip/program_builder.h"
+
+namespace tinycoral::chip {
+namespace {
+
+using testing::ProgramBuilder;
+
+void interrupt(ProgramBuilder& p, uint32_t length_reg) {
+  p.movi(30, 4);  // tag 4 = scalar-core interrupt 0
+  p.movi(31, 0);
+  p.descriptor(length_reg, 30, 31);
+}
+
+TEST(ScalarCore, HardwareLoopRunsItsBodyCountTimes) {
+  ProgramBuilder p;
+  p.movi(1, 0);
+  const size_t loop = p.add(0x23);
+  p.set(loop, 12, 16, 5);  // count
+  p.set(loop, 28, 8, 1);   // body: the next word
+  p.addi(1, 1, 3);
+  interrupt(p, 1);
+  VirtualEdgeTpu chip;
+  chip.receive(DmaTag::kInstructions, p.finish());
+  ASSERT_EQ(chip.advance(), RunState::kIdle) << chip.fault();
+  const auto event = chip.take_event();
+  ASSERT_TRUE(event);
+  EXPECT_EQ(event->tag, 4);
+  EXPECT_EQ(event->length, 15u);  // 5 passes of += 3
+  EXPECT_EQ(chip.stats().programs_completed, 1u);
+}
+
+TEST(ScalarCore, PredicatedBundleRunsOnlyWhenItsPredicateMatches) {
+  ProgramBuilder p;
+  p.movi(1, 7);
+  const size_t cmp = p.add(0x20);  // p2 = (s1 <s 0) -> false
+  p.set(cmp, 54, 6, 0x2c);
+  p.set(cmp, 60, 5, 2);
+  p.set(cmp, 65, 5, 1);
+  const size_t skipped = p.addi(1, 1, 100);  // [p2 == 1] s1 += 100: skipped
+  p.set(skipped, 0, 1, 1);
+  p.set(skipped, 1, 3, 2);
+  p.set(skipped, 4, 1, 1);
+  const size_t taken = p.addi(1, 1, 1);  // [p2 == 0] s1 += 1: runs
+  p.set(taken, 0, 1, 1);
+  p.set(taken, 1, 3, 2);
+  interrupt(p, 1);
+  VirtualEdgeTpu chip;
+  chip.receive(DmaTag::kInstructions, p.finish());
+  ASSERT_EQ(chip.advance(), RunState::kIdle) << chip.fault();
+  const auto event = chip.take_event();
+  ASSERT_TRUE(event);
+  EXPECT_EQ(event->length, 8u);
+}
+
+// Host input -> avDataPop -> infeed -> ringConsumer0 -> wideToNarrow -> narrowToWide ->
+// ringProducer -> outfeed -> host output: the bytes come back unchanged.
+std::vector<uint8_t> round_trip_program(uint32_t narrow_word) {
+  ProgramBuilder p;
+  const size_t pop = p.add(0x25);
+  p.set(pop, 12, 1, 1);  // activations
+  p.set(pop, 44, 15, 16383);
+  p.set(pop, 142, 14, 3);  // 4 units of 8 bytes
+  p.set(pop, 157, 1, 1);
+  const size_t cons = p.add(0x11);
+  p.set(cons, 12, 16, 1);
+  p.set(cons, 60, 18, 8312);
+  p.set(cons, 78, 17, 1);
+  p.set(cons, 335, 2, 3);
+  const size_t in = p.add(0x26);
+  p.set(in, 12, 1, 1);
+  p.set(in, 55, 20, 16383);
+  p.set(in, 183, 14, 3);
+  p.set(in, 203, 1, 1);
+  p.set(in, 409, 16, 1);
+  p.set(in, 438, 2, 3);
+  const size_t w2n = p.add(0x14);
+  p.set(w2n, 12, 16, 1);
+  p.set(w2n, 60, 14, 8312);
+  p.set(w2n, 78, 17, 1);
+  p.set(w2n, 267, 16, narrow_word);
+  p.set(w2n, 283, 17, 1);
+  p.set(w2n, 300, 16, 7);
+  p.set(w2n, 487, 2, 1);
+  const size_t n2w = p.add(0x13);
+  p.set(n2w, 12, 16, 1);
+  p.set(n2w, 62, 16, narrow_word);
+  p.set(n2w, 78, 17, 1);
+  p.set(n2w, 95, 16, 7);
+  p.set(n2w, 335, 14, 8000);
+  p.set(n2w, 353, 17, 1);
+  p.movi(1, 32);
+  p.movi(2, 3);
+  p.movi(3, 0);
+  p.descriptor(1, 2, 3);  // output of 32 bytes
+  const size_t out = p.add(0x27);
+  p.set(out, 43, 15, 3);
+  p.set(out, 173, 2, 3);
+  const size_t prod = p.add(0x10);
+  p.set(prod, 12, 16, 1);
+  p.set(prod, 60, 18, 8000);
+  p.set(prod, 78, 17, 1);
+  p.set(prod, 467, 17, 1u << 16);
+  const size_t fence = p.add(0x24);
+  p.set(fence, 57, 1, 1);
+  p.set(fence, 73, 16, 0xffff);
+  p.movi(4, 0);
+  interrupt(p, 4);
+  return p.finish();
+}
+
+TEST(DataPath, BytesTravelThroughEveryDmaUnitUnchanged) {
+  std::vector<uint8_t> input(32);
+  std::iota(input.begin(), input.end(), uint8_t{7});
+  VirtualEdgeTpu chip;
+  chip.receive(DmaTag::kInstructions, round_trip_program(100));
+  EXPECT_EQ(chip.advance(), RunState::kWaiting);  // the pop waits for the host
+  chip.receive(DmaTag::kInput, input);
+  ASSERT_EQ(chip.advance(), RunState::kIdle) << chip.fault();
+  const auto output = chip.take_output();
+  ASSERT_TRUE(output);
+  EXPECT_EQ(*output, input);
+  EXPECT_TRUE(chip.take_event());
+  EXPECT_EQ(
+      std::vector<uint8_t>(chip.tile(0).narrow.begin() + 400, chip.tile(0).narrow.begin() + 432),
+      input);
+  const ChipStats s = chip.stats();
+  EXPECT_EQ(s.instructions[static_cast<size_t>(UnitId::kInfeed)], 1u);
+  EXPECT_EQ(s.instructions[static_cast<size_t>(UnitId::kOutfeed)], 1u);
+  EXPECT_EQ(s.host_out_bytes, 32u);
+}
+
+TEST(DataPath, TraceRecordsEveryExecutedInstructionWithTileAndUnit) {
+  struct Collect : TraceSink {
+    std::vector<TraceRecord> records;
+    void record(const TraceRecord& r) override { records.push_back(r); }
+  } sink;
+  ChipOptions options;
+  options.trace = &sink;
+  VirtualEdgeTpu chip(options);
+  chip.receive(DmaTag::kInstructions, round_trip_program(100));
+  chip.receive(DmaTag::kInput, std::vector<uint8_t>(32, 1));
+  ASSERT_EQ(chip.advance(), RunState::kIdle) << chip.fault();
+  bool saw_w2n = false;
+  for (const auto& r : sink.records)
+    if (r.opcode == 0x14 && std::string(r.unit) != "scalar") {
+      saw_w2n = true;
+      EXPECT_EQ(r.tile, 0);
+      EXPECT_STREQ(r.unit, "wideToNarrow");
+    }
+  EXPECT_TRUE(saw_w2n);
+}
+
+TEST(Errors, OutOfRangeNarrowAddressStopsWithAnErrorNamingTheInstruction) {
+  VirtualEdgeTpu chip;
+  chip.receive(DmaTag::kInstructions, round_trip_program(0xfff0));
+  chip.receive(DmaTag::kInput, std::vector<uint8_t>(32, 1));
+  ASSERT_EQ(chip.advance(), RunState::kFaulted);
+  EXPECT_NE(chip.fault().find("outside"), std::string::npos) << chip.fault();
+  EXPECT_NE(chip.fault().find("tile 0"), std::string::npos) << chip.fault();
+}
+
+TEST(Errors, RunawayLoopStopsAtTheInstructionBudget) {
+  ProgramBuilder p;
+  const size_t set_p0 = p.add(0x20);  // p0 = (s0 == 0)
+  p.set(set_p0, 54, 6, 0x29);
+  const size_t branch = p.add(0x22);  // branch to itself while p0
+  p.set(branch, 17, 15, 0);
+  ChipOptions options;
+  options.instruction_budget = 100000;
+  VirtualEdgeTpu chip(options);
+  chip.receive(DmaTag::kInstructions, p.finish());
+  ASSERT_EQ(chip.advance(), RunState::kFaulted);
+  EXPECT_NE(chip.fault().find("instruction budget"), std::string::npos) << chip.fault();
+}
+
+TEST(Errors, ConsumerWithoutProducerIsReportedAsDeadlock) {
+  ProgramBuilder p;
+  const size_t cons = p.add(0x11);
+  p.set(cons, 12, 16, 1u << 3);
+  p.set(cons, 60, 18, 8312);
+  p.set(cons, 78, 17, 1);
+  const uint32_t word = p.word_of(cons);
+  VirtualEdgeTpu chip;
+  chip.receive(DmaTag::kInstructions, p.finish());
+  ASSERT_EQ(chip.advance(), RunState::kFaulted);
+  const std::string f = chip.fault();
+  EXPECT_NE(f.find("deadlock"), std::string::npos) << f;
+  EXPECT_NE(f.find("tile 3 ringConsumer0"), std::string::npos) << f;
+  EXPECT_NE(f.find("at word " + std::to_string(word)), std::string::npos) << f;
+  EXPECT_NE(f.find("ring packets"), std::string::npos) << f;
+}
+
+TEST(Errors, UnknownOpClassStopsWithItsFields) {
+  ProgramBuilder p;
+  const size_t op = p.add(0x01);
+  p.set(op, 12, 16, 1);
+  p.set(op, 1923, 3, 7);  // dp_mode 7: no known class
+  p.set(op, 1563, 9, 0x1ff);
+  const uint32_t word = p.word_of(op);
+  VirtualEdgeTpu chip;
+  chip.receive(DmaTag::kInstructions, p.finish());
+  ASSERT_EQ(chip.advance(), RunState::kFaulted);
+  const std::string f = chip.fault();
+  EXPECT_NE(f.find("unknown op class"), std::string::npos) << f;
+  EXPECT_NE(f.find("dp_mode 7"), std::string::npos) << f;
+  EXPECT_NE(f.find("cfg0 0x1ff"), std::string::npos) << f;
+  EXPECT_NE(f.find("at word " + std::to_string(word)), std::string::npos) << f;
+}
+
+TEST(Errors, TruncatedBitstreamIsRefusedAndResetRecovers) {
+  VirtualEdgeTpu chip;
+  const std::vector<uint8_t> junk(20, 0xff);
+  chip.receive(DmaTag::kInstructions, junk);
+  EXPECT_EQ(chip.advance(), RunState::kFaulted);
+  EXPECT_NE(chip.fault().find("bitstream 0"), std::string::npos) << chip.fault();
+  chip.reset();
+  EXPECT_EQ(chip.fault(), "");
+  EXPECT_EQ(chip.advance(), RunState::kIdle);
+}
+
+}  // namespace
+}  // namespace tinycoral::chip
