@@ -27,18 +27,6 @@ int position_loop(uint8_t mask) {
   return kLoops;
 }
 
-// Mixed-radix index over the loops selected by `pick`, innermost fastest.
-template <typename Pick>
-uint64_t mixed_index(const OpInstr& op, const std::array<uint32_t, 8>& counter, Pick pick) {
-  uint64_t index = 0, scale = 1;
-  for (int k = 0; k < kLoops; ++k) {
-    if (!pick(k)) continue;
-    index += counter[k] * scale;
-    scale *= uint64_t{op.loops[k]} + 1;
-  }
-  return index;
-}
-
 template <typename Pick>
 uint64_t mixed_count(const OpInstr& op, Pick pick) {
   uint64_t n = 1;
@@ -122,13 +110,45 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
   uint64_t out_words_left = op.out.steps();
   std::array<uint32_t, 8> counter{};
 
+  // Per-loop weights of the mixed-radix indices (0 for loops outside the role), so an index is one
+  // dot product per step.
+  auto weights = [&](auto pick) {
+    std::array<uint64_t, 8> w{};
+    uint64_t scale = 1;
+    for (int k = 0; k < kLoops; ++k)
+      if (pick(k)) w[k] = scale, scale *= uint64_t{op.loops[k]} + 1;
+    return w;
+  };
+  const auto slot_w = weights(is_slot_loop), fill_w = weights(is_fill_loop),
+             group_w = weights(is_group_loop);
+  auto index = [&](const std::array<uint64_t, 8>& w) {
+    uint64_t v = 0;
+    for (int k = 0; k < kLoops; ++k) v += counter[k] * w[k];
+    return v;
+  };
+
+  // FIFO rows of the current fill, looked up once per fill (the op re-reads them per position).
+  const int64_t first_row = op.par.min_address() >> 2, last_row = op.par.max_address() >> 2;
+  const bool cache_rows = fifo && last_row - first_row < static_cast<int64_t>(kWideRows);
+  std::vector<const uint8_t*> fill_rows(cache_rows ? static_cast<size_t>(last_row - first_row + 1)
+                                                   : 0);
+  uint64_t cached_fill = ~uint64_t{0};
   auto read_par_row = [&](int64_t unit) -> const uint8_t* {
     const int64_t row_unit = unit & ~int64_t{3};
-    if (fifo) {
-      const uint64_t fill = mixed_index(op, counter, is_fill_loop);
-      return env.par_fifo_row(static_cast<uint32_t>(fill), row_unit);
+    if (!fifo) return env.wide_read(row_unit, kWideRowBytes);
+    const uint64_t fill = index(fill_w);
+    if (!cache_rows || row_unit < 0) return env.par_fifo_row(static_cast<uint32_t>(fill), row_unit);
+    if (fill != cached_fill) {
+      std::fill(fill_rows.begin(), fill_rows.end(), nullptr);
+      cached_fill = fill;
     }
-    return env.wide_read(row_unit, kWideRowBytes);
+    const uint8_t*& row = fill_rows[static_cast<size_t>((row_unit >> 2) - first_row)];
+    if (row == nullptr) {
+      row = env.par_fifo_row(static_cast<uint32_t>(fill), row_unit);
+    } else {
+      env.stats().wide_bytes_read += kWideRowBytes;
+    }
+    return row;
   };
 
   auto emit = [&](int64_t* a, uint64_t group) {
@@ -176,7 +196,7 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
       if (counter[k] != 0) reduction_start = false;
       if (counter[k] != op.loops[k]) reduction_end = false;
     }
-    int64_t* a = &acc[mixed_index(op, counter, is_slot_loop) * kColumns];
+    int64_t* a = &acc[index(slot_w) * kColumns];
     if (reduction_start) std::fill(a, a + kColumns, init);
 
     switch (spec.operand) {
@@ -229,7 +249,7 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
       }
     }
 
-    if (reduction_end) emit(a, mixed_index(op, counter, is_group_loop));
+    if (reduction_end) emit(a, index(group_w));
 
     // Advance the main loop and the read TTUs together (one address each per step).
     for (int k = 0; k < kLoops; ++k) {
