@@ -494,3 +494,78 @@ TEST(OpsGooglePrograms, AveragePoolComputesTheTwinsLayer) {
 
 }  // namespace
 }  // namespace tinycoral::chip
+
+namespace tinycoral::chip {
+namespace {
+
+// gen2021 split_concat moves bytes only: its op encodings (docs/chip_ops.md 4.2) must pass every
+// byte value through unchanged when fed the selection rows of Google's own parameter blob.
+TEST(OpsGooglePrograms, SplitConcatOpsMoveBytesExactly) {
+  TINYCORAL_REQUIRE_TESTDATA(dir);
+  const Program p = load_program(dir / "gen2021/split_concat_edgetpu.tflite");
+  ASSERT_EQ(p.parameters.size(), 192u);
+  auto op_at = [&](uint32_t word) {
+    for (const auto& ins : p.instructions)
+      if (is_op(ins) && ins.word_offset == word) return decode_op(ins);
+    ADD_FAILURE() << "no op at word " << word;
+    return OpInstr{};
+  };
+  auto fill_row = [&](size_t blob_offset) {
+    std::array<uint8_t, kWideRowBytes> row{};
+    std::memcpy(row.data(), &p.parameters[blob_offset], 16);
+    return row;
+  };
+  for (int round = 0; round < 16; ++round) {  // 16 rounds x 16 bytes cover all 256 values
+    Tile tile;
+    for (int i = 0; i < 64; ++i)
+      tile.narrow[i] = static_cast<uint8_t>(16 * round + i % 16 + 7 * (i / 16));
+    for (int c = 0; c < 4; ++c) tile.wide[8304 * 64 + 4 * c + c] = 1;  // the identity row it loads
+
+    // Channel extraction (word 626): block 0 = zero bias, column 0 selects byte 1.
+    const OpInstr extract = op_at(626);
+    const OpClass* cls = ops::classify(extract);
+    ASSERT_NE(cls, nullptr) << describe_op_class(extract);
+    tile.fifo_rows[8308 / 4].fills.push_back(fill_row(16));
+    {
+      OpEnv env(tile, extract);
+      cls->run(extract, env);
+    }
+    for (int wd = 0; wd < 4; ++wd)
+      EXPECT_EQ(tile.narrow[64 + 4 * wd], tile.narrow[48 + 4 * wd + 1]);
+
+    // Word copy through the identity row (word 593).
+    const OpInstr copy = op_at(593);
+    ASSERT_NE(ops::classify(copy), nullptr) << describe_op_class(copy);
+    std::vector<uint8_t> before(tile.narrow.begin(), tile.narrow.begin() + 48);
+    {
+      OpEnv env(tile, copy);
+      ops::classify(copy)->run(copy, env);
+    }
+    TtuWalker in(copy.in), out(copy.out);
+    for (int s = 0; s < 4; ++s, in.next(), out.next())
+      for (int b = 0; b < 4; ++b)
+        EXPECT_EQ(tile.narrow[out.address() + b], before[in.address() + b]);
+
+    // Concatenation (word 1157): block 2 = bias row, then rows (1,0,0,0) in column 0 and (0,1,0,0)
+    // in column 1, over 2 input words per position.
+    const OpInstr concat = op_at(1157);
+    ASSERT_NE(ops::classify(concat), nullptr) << describe_op_class(concat);
+    for (int i = 0; i < 64; ++i)
+      tile.narrow[48 + i] = static_cast<uint8_t>(16 * round + (i * 5) % 16);
+    tile.fifo_rows[8304 / 4].fills.push_back(fill_row(144));
+    tile.fifo_rows[8308 / 4].fills.push_back(fill_row(160));
+    {
+      OpEnv env(tile, concat);
+      // Row 8308's first fill went to the extraction op; this op reads its own (second) fill.
+      tile.fifo_rows[8308 / 4].fills.pop_front();
+      ops::classify(concat)->run(concat, env);
+    }
+    for (int pos = 0; pos < 4; ++pos) {
+      EXPECT_EQ(tile.narrow[4 * pos + 0], tile.narrow[48 + 8 * pos + 0]) << pos;
+      EXPECT_EQ(tile.narrow[4 * pos + 1], tile.narrow[48 + 8 * pos + 4 + 1]) << pos;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tinycoral::chip
