@@ -6,6 +6,7 @@
 #include <immintrin.h>
 
 #include <atomic>
+#include <cstring>
 
 namespace tinycoral::host {
 
@@ -170,9 +171,139 @@ TC_VNNI void gemm_vnni(const uint8_t* a, size_t lda, const int8_t* b, int32_t* c
     }
   }
 }
+
+// Panel layout: one zmm of B = 16 output columns x 4 k values; A's 4 bytes broadcast. 4 rows x 2
+// panels per step, no horizontal reductions.
+TC_VNNI void panels_vnni(const int8_t* panels, int np, int kp, const uint8_t* a, size_t lda, int m,
+                         int32_t* c, size_t ldc) {
+  const size_t panel_bytes = static_cast<size_t>(kp) * 16;
+  const int groups = kp / 4;
+  int p = 0;
+  for (; p + 2 <= np; p += 2) {
+    const int8_t* b0 = panels + static_cast<size_t>(p) * panel_bytes;
+    const int8_t* b1 = b0 + panel_bytes;
+    int i = 0;
+    for (; i + 4 <= m; i += 4) {
+      const uint8_t* ar = a + static_cast<size_t>(i) * lda;
+      __m512i c00 = _mm512_setzero_si512(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
+              c30 = c00, c31 = c00;
+      for (int g = 0; g < groups; ++g) {
+        const __m512i w0 = _mm512_loadu_si512(b0 + static_cast<size_t>(g) * 64);
+        const __m512i w1 = _mm512_loadu_si512(b1 + static_cast<size_t>(g) * 64);
+        int32_t v;
+        std::memcpy(&v, ar + 4 * g, 4);
+        __m512i x = _mm512_set1_epi32(v);
+        c00 = _mm512_dpbusd_epi32(c00, x, w0);
+        c01 = _mm512_dpbusd_epi32(c01, x, w1);
+        std::memcpy(&v, ar + lda + 4 * g, 4);
+        x = _mm512_set1_epi32(v);
+        c10 = _mm512_dpbusd_epi32(c10, x, w0);
+        c11 = _mm512_dpbusd_epi32(c11, x, w1);
+        std::memcpy(&v, ar + 2 * lda + 4 * g, 4);
+        x = _mm512_set1_epi32(v);
+        c20 = _mm512_dpbusd_epi32(c20, x, w0);
+        c21 = _mm512_dpbusd_epi32(c21, x, w1);
+        std::memcpy(&v, ar + 3 * lda + 4 * g, 4);
+        x = _mm512_set1_epi32(v);
+        c30 = _mm512_dpbusd_epi32(c30, x, w0);
+        c31 = _mm512_dpbusd_epi32(c31, x, w1);
+      }
+      int32_t* cr = c + static_cast<size_t>(i) * ldc + static_cast<size_t>(p) * 16;
+      _mm512_storeu_si512(cr, c00);
+      _mm512_storeu_si512(cr + 16, c01);
+      _mm512_storeu_si512(cr + ldc, c10);
+      _mm512_storeu_si512(cr + ldc + 16, c11);
+      _mm512_storeu_si512(cr + 2 * ldc, c20);
+      _mm512_storeu_si512(cr + 2 * ldc + 16, c21);
+      _mm512_storeu_si512(cr + 3 * ldc, c30);
+      _mm512_storeu_si512(cr + 3 * ldc + 16, c31);
+    }
+    for (; i < m; ++i) {
+      const uint8_t* ar = a + static_cast<size_t>(i) * lda;
+      __m512i c0 = _mm512_setzero_si512(), c1 = c0;
+      for (int g = 0; g < groups; ++g) {
+        int32_t v;
+        std::memcpy(&v, ar + 4 * g, 4);
+        const __m512i x = _mm512_set1_epi32(v);
+        c0 = _mm512_dpbusd_epi32(c0, x, _mm512_loadu_si512(b0 + static_cast<size_t>(g) * 64));
+        c1 = _mm512_dpbusd_epi32(c1, x, _mm512_loadu_si512(b1 + static_cast<size_t>(g) * 64));
+      }
+      int32_t* cr = c + static_cast<size_t>(i) * ldc + static_cast<size_t>(p) * 16;
+      _mm512_storeu_si512(cr, c0);
+      _mm512_storeu_si512(cr + 16, c1);
+    }
+  }
+  for (; p < np; ++p) {
+    const int8_t* b0 = panels + static_cast<size_t>(p) * panel_bytes;
+    for (int i = 0; i < m; ++i) {
+      const uint8_t* ar = a + static_cast<size_t>(i) * lda;
+      __m512i c0 = _mm512_setzero_si512();
+      for (int g = 0; g < groups; ++g) {
+        int32_t v;
+        std::memcpy(&v, ar + 4 * g, 4);
+        c0 = _mm512_dpbusd_epi32(c0, _mm512_set1_epi32(v),
+                                 _mm512_loadu_si512(b0 + static_cast<size_t>(g) * 64));
+      }
+      _mm512_storeu_si512(c + static_cast<size_t>(i) * ldc + static_cast<size_t>(p) * 16, c0);
+    }
+  }
+}
+
+__attribute__((target("avx2"))) int32_t copy_flip_sum_avx2(uint8_t* dst, const uint8_t* src,
+                                                           size_t n, uint8_t flip) {
+  const __m256i vf = _mm256_set1_epi8(static_cast<char>(flip));
+  __m256i sums = _mm256_setzero_si256();
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m256i v =
+        _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)), vf);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), v);
+    sums = _mm256_add_epi64(sums, _mm256_sad_epu8(v, _mm256_setzero_si256()));
+  }
+  alignas(32) int64_t lanes[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), sums);
+  int64_t sum = lanes[0] + lanes[1] + lanes[2] + lanes[3];
+  for (; i < n; ++i) {
+    dst[i] = src[i] ^ flip;
+    sum += dst[i];
+  }
+  return static_cast<int32_t>(sum);
+}
 #endif
 
 }  // namespace
+
+int32_t copy_flip_sum(uint8_t* dst, const uint8_t* src, size_t n, uint8_t flip, SimdLevel level) {
+#if defined(__x86_64__)
+  if (level != SimdLevel::kPortable) return copy_flip_sum_avx2(dst, src, n, flip);
+#endif
+  (void)level;
+  int32_t sum = 0;
+  for (size_t i = 0; i < n; ++i) {
+    dst[i] = src[i] ^ flip;
+    sum += dst[i];
+  }
+  return sum;
+}
+
+void set_mac_offsets(PackedWeights& pw, int32_t ax) {
+  pw.offset.resize(static_cast<size_t>(pw.n));
+  for (size_t c = 0; c < pw.offset.size(); ++c) {
+    const int64_t v =
+        int64_t{pw.bias[c]} + int64_t{pw.k} * ax * pw.aw[c] - int64_t{ax} * pw.w_sum[c];
+    pw.offset[c] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(v)));
+  }
+}
+
+void mac_dots(const PackedWeights& pw, const uint8_t* a, size_t lda, int m, int32_t* dots,
+              SimdLevel level) {
+#if defined(__x86_64__)
+  if (level == SimdLevel::kAvx512Vnni && !pw.panels.empty())
+    return panels_vnni(pw.panels.data(), pw.ldc() / 16, pw.kp, a, lda, m, dots,
+                       static_cast<size_t>(pw.ldc()));
+#endif
+  gemm_u8s8(a, lda, pw.w.data(), dots, static_cast<size_t>(pw.ldc()), m, pw.n, pw.kp, level);
+}
 
 const char* simd_level_name(SimdLevel level) {
   switch (level) {
@@ -267,6 +398,18 @@ PackedWeights pack_mac_weights(const OpContext& ctx, const TensorView& input,
     ctx.require(bias->elements() == n,
                 cat("bias has ", bias->elements(), " values for ", n, " output channels"));
     for (int r = 0; r < n; ++r) pw.bias[static_cast<size_t>(r)] = bias->as<int32_t>()[r];
+  }
+  if (detected_simd_level() == SimdLevel::kAvx512Vnni) {
+    const int np = pw.ldc() / 16;
+    pw.panels.assign(static_cast<size_t>(np) * 16 * static_cast<size_t>(pw.kp), 0);
+    for (int r = 0; r < n; ++r)
+      for (int q = 0; q < k; ++q) {
+        const size_t at = static_cast<size_t>(r / 16) * 16 * static_cast<size_t>(pw.kp) +
+                          static_cast<size_t>(q / 4) * 64 + static_cast<size_t>(r % 16) * 4 +
+                          static_cast<size_t>(q % 4);
+        pw.panels[at] =
+            pw.w[static_cast<size_t>(r) * static_cast<size_t>(pw.kp) + static_cast<size_t>(q)];
+      }
   }
   return pw;
 }

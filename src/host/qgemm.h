@@ -39,7 +39,23 @@ struct PackedWeights {
   std::vector<int32_t> aw;          // per row: zw - ow
   std::vector<int32_t> bias;        // per row (0 when the op has none)
   std::vector<ChannelScale> scale;  // per row
+  std::vector<int32_t> offset;      // per row, set by set_mac_offsets
+  // The same weights in 16-column panels for the VNNI kernel: panel p, group g of 4 k values:
+  // 64 bytes = columns 16p..16p+15 x k 4g..4g+3 (zero beyond n).
+  std::vector<int8_t> panels;
+  // Row stride of the dot-product matrix mac_dots writes (n rounded up to 16).
+  int ldc() const { return (n + 15) / 16 * 16; }
 };
+
+// dots[m * pw.ldc() + n] = sum_k A[m * lda + k] * W[n][k] for the packed weights (kp columns of A).
+void mac_dots(const PackedWeights& pw, const uint8_t* a, size_t lda, int m, int32_t* dots,
+              SimdLevel level);
+
+// Copies n bytes XOR `flip` and returns the sum of the copied bytes (im2col rows).
+int32_t copy_flip_sum(uint8_t* dst, const uint8_t* src, size_t n, uint8_t flip, SimdLevel level);
+
+// Per-column constant of finish_mac_rows for activation offset ax: bias + K*ax*aw - ax*sum W.
+void set_mac_offsets(PackedWeights& pw, int32_t ax);
 
 // `weights` is read as n rows of k (row-major; CONV_2D's OHWI and FC's [N, K] layouts both are).
 PackedWeights pack_mac_weights(const OpContext& ctx, const TensorView& input,
@@ -56,18 +72,17 @@ inline int32_t activation_offset(container::TensorType t) {
 // `x_sum[m]` = sum of row m of X; ax = zx - ox.
 template <typename T>
 void finish_mac_rows(const PackedWeights& pw, const OutputStage& stage, const int32_t* dots,
-                     size_t ldc, const int32_t* x_sum, int32_t ax, int m, T* out,
-                     size_t out_stride) {
+                     size_t ldc, const int32_t* x_sum, int m, T* out, size_t out_stride) {
+  // Modular int32 arithmetic: intermediate terms may wrap, the true sum fits (as in TFLite).
   for (int r = 0; r < m; ++r) {
     const int32_t* d = dots + static_cast<size_t>(r) * ldc;
     T* o = out + static_cast<size_t>(r) * out_stride;
+    const auto xs = static_cast<uint32_t>(x_sum[r]);
     for (int c = 0; c < pw.n; ++c) {
-      const size_t cc = static_cast<size_t>(c);
-      // int64 then wrap: intermediate terms may exceed int32 when the true sum does not.
-      const int64_t wide = int64_t{d[c]} - int64_t{pw.aw[cc]} * x_sum[r] -
-                           int64_t{ax} * pw.w_sum[cc] + int64_t{pw.k} * ax * pw.aw[cc] +
-                           pw.bias[cc];
-      const auto acc = static_cast<int32_t>(static_cast<uint32_t>(wide));
+      const auto cc = static_cast<size_t>(c);
+      const auto aw = static_cast<uint32_t>(pw.aw[cc]);
+      const auto acc = static_cast<int32_t>(static_cast<uint32_t>(d[c]) - aw * xs +
+                                            static_cast<uint32_t>(pw.offset[cc]));
       o[c] = static_cast<T>(stage.apply(acc, pw.scale[cc]));
     }
   }

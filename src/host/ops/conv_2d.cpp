@@ -35,7 +35,8 @@ void run_conv(const ConvPlan& p, OpContext& ctx) {
   const size_t kp = static_cast<size_t>(p.pw.kp);
   uint8_t* rows = ctx.scratch.data();
   auto* dots = reinterpret_cast<int32_t*>(rows + kRowsPerTile * kp);
-  int32_t* x_sum = dots + static_cast<size_t>(kRowsPerTile) * static_cast<size_t>(p.pw.n);
+  const auto ldc = static_cast<size_t>(p.pw.ldc());
+  int32_t* x_sum = dots + static_cast<size_t>(kRowsPerTile) * ldc;
   const int pixels = g.out.n * g.out.h * g.out.w;
   const size_t chunk = static_cast<size_t>(g.in.c);
   const SimdLevel level = active_simd_level();
@@ -59,19 +60,14 @@ void run_conv(const ConvPlan& p, OpContext& ctx) {
             continue;
           }
           const uint8_t* src = in + ((static_cast<size_t>(b) * g.in.h + iy) * g.in.w + ix) * chunk;
-          for (size_t c = 0; c < chunk; ++c) {
-            const uint8_t v = src[c] ^ p.x_flip;
-            dst[c] = v;
-            sum += v;
-          }
+          sum += copy_flip_sum(dst, src, chunk, p.x_flip, level);
         }
       }
       std::memset(dst, 0, kp - static_cast<size_t>(dst - row));
       x_sum[r] = sum;
     }
-    gemm_u8s8(rows, kp, p.pw.w.data(), dots, static_cast<size_t>(p.pw.n), m, p.pw.n, p.pw.kp,
-              level);
-    finish_mac_rows<T>(p.pw, p.stage, dots, static_cast<size_t>(p.pw.n), x_sum, p.ax, m,
+    mac_dots(p.pw, rows, kp, m, dots, level);
+    finish_mac_rows<T>(p.pw, p.stage, dots, ldc, x_sum, m,
                        out + static_cast<size_t>(base) * static_cast<size_t>(p.pw.n),
                        static_cast<size_t>(p.pw.n));
   }
@@ -114,9 +110,10 @@ std::unique_ptr<Kernel> make_conv_2d(const OpContext& ctx) {
   const int32_t ox = activation_offset(input.type());
   p.ax = input.zero_point() - ox;
   ctx.require(p.ax >= 0 && p.ax <= 255, "input zero point outside its type's range");
+  set_mac_offsets(p.pw, p.ax);
   p.x_flip = input.type() == container::TensorType::kInt8 ? 0x80 : 0;
   const size_t scratch = kRowsPerTile * static_cast<size_t>(p.pw.kp) +
-                         sizeof(int32_t) * kRowsPerTile * (static_cast<size_t>(p.pw.n) + 1);
+                         sizeof(int32_t) * kRowsPerTile * (static_cast<size_t>(p.pw.ldc()) + 1);
   if (input.type() == container::TensorType::kUInt8)
     return make_kernel([p](OpContext& c) { run_conv<uint8_t>(p, c); }, scratch);
   return make_kernel([p](OpContext& c) { run_conv<int8_t>(p, c); }, scratch);

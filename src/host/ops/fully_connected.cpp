@@ -30,25 +30,19 @@ void run_fc(const FcPlan& p, OpContext& ctx) {
   const size_t k = static_cast<size_t>(p.pw.k);
   uint8_t* rows = ctx.scratch.data();
   auto* dots = reinterpret_cast<int32_t*>(rows + kRowsPerTile * kp);
-  int32_t* x_sum = dots + static_cast<size_t>(kRowsPerTile) * static_cast<size_t>(p.pw.n);
+  const auto ldc = static_cast<size_t>(p.pw.ldc());
+  int32_t* x_sum = dots + static_cast<size_t>(kRowsPerTile) * ldc;
   const SimdLevel level = active_simd_level();
   for (int base = 0; base < p.batch; base += kRowsPerTile) {
     const int m = std::min(kRowsPerTile, p.batch - base);
     for (int r = 0; r < m; ++r) {
       const uint8_t* src = in + static_cast<size_t>(base + r) * k;
       uint8_t* row = rows + static_cast<size_t>(r) * kp;
-      int32_t sum = 0;
-      for (size_t q = 0; q < k; ++q) {
-        const uint8_t v = src[q] ^ p.x_flip;
-        row[q] = v;
-        sum += v;
-      }
+      x_sum[r] = copy_flip_sum(row, src, k, p.x_flip, level);
       std::memset(row + k, 0, kp - k);
-      x_sum[r] = sum;
     }
-    gemm_u8s8(rows, kp, p.pw.w.data(), dots, static_cast<size_t>(p.pw.n), m, p.pw.n, p.pw.kp,
-              level);
-    finish_mac_rows<T>(p.pw, p.stage, dots, static_cast<size_t>(p.pw.n), x_sum, p.ax, m,
+    mac_dots(p.pw, rows, kp, m, dots, level);
+    finish_mac_rows<T>(p.pw, p.stage, dots, ldc, x_sum, m,
                        out + static_cast<size_t>(base) * static_cast<size_t>(p.pw.n),
                        static_cast<size_t>(p.pw.n));
   }
@@ -77,9 +71,10 @@ std::unique_ptr<Kernel> make_fully_connected(const OpContext& ctx) {
   p.stage = make_output_stage(ctx.rounding, output, o.activation);
   p.ax = input.zero_point() - activation_offset(input.type());
   ctx.require(p.ax >= 0 && p.ax <= 255, "input zero point outside its type's range");
+  set_mac_offsets(p.pw, p.ax);
   p.x_flip = input.type() == container::TensorType::kInt8 ? 0x80 : 0;
   const size_t scratch = kRowsPerTile * static_cast<size_t>(p.pw.kp) +
-                         sizeof(int32_t) * kRowsPerTile * (static_cast<size_t>(n) + 1);
+                         sizeof(int32_t) * kRowsPerTile * (static_cast<size_t>(p.pw.ldc()) + 1);
   if (input.type() == container::TensorType::kUInt8)
     return make_kernel([p](OpContext& c) { run_fc<uint8_t>(p, c); }, scratch);
   return make_kernel([p](OpContext& c) { run_fc<int8_t>(p, c); }, scratch);
