@@ -63,9 +63,8 @@ struct TileState {
   std::array<std::deque<uint32_t>, kTileUnits> queues;
   std::array<uint32_t, kTileUnits> last_barrier;
   std::vector<uint32_t> region;  // works since the last full fence, program order
-  // Ring packets: [0] for ringConsumer0 only, [1] for ringConsumer1 only (producer bit to_c1),
-  // [2] from infeeds, which carry no consumer selector: either consumer takes them.
-  std::array<std::deque<Packet>, 3> ring_in;
+  // Ring packets for ringConsumer0 (infeeds, producers without to_c1) and ringConsumer1.
+  std::array<std::deque<Packet>, 2> ring_in;
   std::array<std::deque<uint32_t>, 4> mesh_in;  // words arriving per mesh opcode 0x15..0x18
 };
 

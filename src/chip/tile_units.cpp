@@ -20,11 +20,11 @@ void walk(const DmaTtu& ttu, F&& f) {
   } while (w.next());
 }
 
-// Ring consumers of parameters (mode 0) carry an address 2 units above the one their data is read
-// back from (isa.md 2.6 "+2 unexplained"; the caching programs' producers read at addr - 2).
-uint32_t consumer_base(const RingInstr& r) {
-  return r.mode == 0 && r.addr >= 2 ? r.addr - 2 : r.addr;
-}
+// Ring consumers write whole 256-byte rows at their address rounded down to a row (4 units). The
+// low bits are sometimes 2 (parameter caching 138 read back by the producer at 136; aux 8194 / 8266
+// read back by the bias loads at 8192 / 8264): isa.md 2.6 calls this "+2" unexplained.
+uint32_t consumer_base(const RingInstr& r) { return r.addr & ~3u; }
+int64_t aux_row(const RingInstr& r) { return int64_t{r.aux_addr0 & ~3u}; }
 
 [[noreturn]] void fail_at(int tile, const ProgramItem& item, const std::string& what) {
   fail("tile ", tile, ": ", opcode_name(item.opcode), " at word ", item.word_offset, ": ", what);
@@ -77,8 +77,7 @@ std::vector<Access> VirtualEdgeTpu::Impl::footprint(const ProgramItem& item, int
       a.push_back(
           access_of(Space::kWide, true, r.ttu, 4 * kUnit, int64_t{consumer_base(r)} * kUnit, kRow));
       if (r.aux_en0)
-        a.push_back({Space::kWide, true, (int64_t{r.aux_addr0} - 2) * kUnit,
-                     (int64_t{r.aux_addr0} - 2) * kUnit + kRow});
+        a.push_back({Space::kWide, true, aux_row(r) * kUnit, aux_row(r) * kUnit + kRow});
       break;
     }
     case 0x13:
@@ -186,7 +185,7 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
       for (uint32_t t = 0; t < kTileCount; ++t)
         if (r.dest >> t & 1)
           for (const Packet& p : packets) {
-            tile_state[t].ring_in[0].push_back(p);
+            tile_state[t].ring_in[r.to_c1 ? 1 : 0].push_back(p);
             stats.ring_bytes += p.size();
             buffered_bytes += p.size();
           }
@@ -208,11 +207,11 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
     case 0x11:
     case 0x12: {
       const auto& r = std::get<RingInstr>(item.decoded);
-      // One packet queue per tile: producers' to_c1 bit does not select the consumer opcode in
-      // gen2020 MobileNet (to_c1 = 1 packets feed 0x11 consumers), so arrival order decides.
-      auto& own = ts.ring_in[0];
-      auto& any = ts.ring_in[0];
-      // With the aux pair enabled the first packet is the bias block, written at aux_addr0 - 2
+      // Producers with to_c1 feed ringConsumer1 (0x12), infeeds and the other producers feed
+      // ringConsumer0 (MobileNet gen2020: producer 244 -> consumer 216, infeeds -> 0x11).
+      auto& own = ts.ring_in[item.opcode == 0x12 ? 1 : 0];
+      auto& any = own;
+      // With the aux pair enabled the first packet is the bias block, written at the aux row
       // (docs/chip.md "Ring consumers"); then one packet per TTU step.
       const uint64_t needed = r.ttu.steps() + (r.aux_en0 ? 1 : 0);
       if (own.size() < needed && any.size() < needed) return false;
@@ -225,7 +224,7 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
         std::memcpy(row, p.data(), std::min<size_t>(p.size(), kWideRowBytes));
         record_fill(unit);
       };
-      if (r.aux_en0) take(int64_t{r.aux_addr0} - 2);
+      if (r.aux_en0) take(aux_row(r));
       const uint32_t base = consumer_base(r);
       walk(r.ttu, [&](int64_t off) { take(int64_t{base} + 4 * off); });
       charge();
