@@ -107,12 +107,35 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
     env.fail_op("LOGISTIC op before any NLU table load (0x19)");
   const int32_t in_zp = op.in_zp, w_zp = op.w_zp;
 
+  // Memory extents are checked once for the whole walk (isa.md 2.0a: addr = base + sum c_k S_k),
+  // so the steps read and write tile memory directly; statistics are added in bulk.
+  uint32_t in_width = 4;
+  if (spec.operand == OperandKind::kByteTimesLane ||
+      spec.operand == OperandKind::kByteTimesLaneBroadcast)
+    in_width = 1;
+  if (spec.operand == OperandKind::kHalfwordsTimesRow16) in_width = 2;
+  auto check_narrow = [&](const OpTtu& t, uint32_t width, const char* what) {
+    if (t.min_address() < 0 || t.max_address() + width > kNarrowBytes)
+      env.fail_op(cat("`", what, "` walk ", t.min_address(), "..", t.max_address(), "+", width,
+                      " leaves narrow memory (", kNarrowBytes, " bytes)"));
+  };
+  if (uses_in) check_narrow(op.in, in_width, "in");
+  check_narrow(op.out, 4, "out");
+  if (!fifo && (op.par.min_address() < 0 ||
+                (op.par.max_address() & ~int64_t{3}) * kWideUnitBytes + kWideRowBytes > kWideBytes))
+    env.fail_op(cat("`par` walk ", op.par.min_address(), "..", op.par.max_address(),
+                    " leaves wide memory (", kWideUnits, " units)"));
+  const uint8_t* narrow_in = env.tile().narrow.data();
+  uint8_t* narrow_out = env.tile().narrow.data();
+  const uint8_t* wide = env.tile().wide.data();
+  if (uses_in) env.stats().narrow_bytes_read += steps * in_width;
+  if (!fifo) env.stats().wide_bytes_read += steps * kWideRowBytes;
+
   TtuWalker in(op.in), par(op.par), out(op.out);
   uint64_t out_words_left = op.out.steps();
   std::array<uint32_t, 8> counter{};
 
-  // Per-loop weights of the mixed-radix indices (0 for loops outside the role), so an index is one
-  // dot product per step.
+  // Per-loop weights of the mixed-radix indices (0 for loops outside the role).
   auto weights = [&](auto pick) {
     std::array<uint64_t, 8> w{};
     uint64_t scale = 1;
@@ -122,11 +145,6 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
   };
   const auto slot_w = weights(is_slot_loop), fill_w = weights(is_fill_loop),
              group_w = weights(is_group_loop);
-  auto index = [&](const std::array<uint64_t, 8>& w) {
-    uint64_t v = 0;
-    for (int k = 0; k < kLoops; ++k) v += counter[k] * w[k];
-    return v;
-  };
 
   // FIFO rows of the current fill, looked up once per fill (the op re-reads them per position).
   const int64_t first_row = op.par.min_address() >> 2, last_row = op.par.max_address() >> 2;
@@ -134,10 +152,11 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
   std::vector<const uint8_t*> fill_rows(cache_rows ? static_cast<size_t>(last_row - first_row + 1)
                                                    : 0);
   uint64_t cached_fill = ~uint64_t{0};
+  uint64_t fill_index = 0;
   auto read_par_row = [&](int64_t unit) -> const uint8_t* {
     const int64_t row_unit = unit & ~int64_t{3};
-    if (!fifo) return env.wide_read(row_unit, kWideRowBytes);
-    const uint64_t fill = index(fill_w);
+    if (!fifo) return wide + row_unit * kWideUnitBytes;
+    const uint64_t fill = fill_index;
     if (!cache_rows || row_unit < 0) return env.par_fifo_row(static_cast<uint32_t>(fill), row_unit);
     if (fill != cached_fill) {
       std::fill(fill_rows.begin(), fill_rows.end(), nullptr);
@@ -182,7 +201,8 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
         }
       }
       if (out_words_left == 0) env.fail_op("`out` TTU exhausted before the last output word");
-      std::memcpy(env.narrow_write(out.address(), 4), bytes, 4);
+      std::memcpy(narrow_out + out.address(), bytes, 4);
+      env.stats().narrow_bytes_written += 4;
       --out_words_left;
       out.next();
     }
@@ -190,19 +210,35 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
   };
 
   const uint32_t active = std::max(channels, last_channels);
-  for (uint64_t step = 0; step < steps; ++step) {
-    bool reduction_start = true, reduction_end = true;
-    for (int k = 0; k < kLoops; ++k) {
-      if (!in_mask(mask, k)) continue;
-      if (counter[k] != 0) reduction_start = false;
-      if (counter[k] != op.loops[k]) reduction_end = false;
+  // Incremental bookkeeping, like the TTUs' rewinding increments: when loop k advances and the
+  // loops inside it return to 0, an index changes by delta[k]; the reduction starts when no reduced
+  // loop is past 0 and ends when every reduced loop is at its last iteration.
+  std::array<int64_t, 8> slot_delta{}, fill_delta{}, group_delta{};
+  std::array<int, 8> reset_reduced{};  // reduced loops inside k with more than one iteration
+  int active_loops[kLoops], n_active = 0, reduced_not_last = 0;
+  for (int k = 0; k < kLoops; ++k) {
+    slot_delta[k] = static_cast<int64_t>(slot_w[k]);
+    fill_delta[k] = static_cast<int64_t>(fill_w[k]);
+    group_delta[k] = static_cast<int64_t>(group_w[k]);
+    for (int e = 0; e < k; ++e) {
+      slot_delta[k] -= static_cast<int64_t>(op.loops[e] * slot_w[e]);
+      fill_delta[k] -= static_cast<int64_t>(op.loops[e] * fill_w[e]);
+      group_delta[k] -= static_cast<int64_t>(op.loops[e] * group_w[e]);
+      reset_reduced[k] += in_mask(mask, e) && op.loops[e] > 0;
     }
-    int64_t* a = &acc[index(slot_w) * kColumns];
-    if (reduction_start) std::fill(a, a + kColumns, init);
+    if (op.loops[k] > 0) active_loops[n_active++] = k;
+    reduced_not_last += in_mask(mask, k) && op.loops[k] > 0;
+  }
+  int reduced_past_zero = 0;
+  uint64_t slot_index = 0, group_index = 0;
+  fill_index = 0;
+  for (uint64_t step = 0; step < steps; ++step) {
+    int64_t* a = &acc[slot_index * kColumns];
+    if (reduced_past_zero == 0) std::fill(a, a + kColumns, init);
 
     switch (spec.operand) {
       case OperandKind::kWordTimesRow: {
-        const uint8_t* x = env.narrow_read(in.address(), 4);
+        const uint8_t* x = narrow_in + in.address();
         const uint8_t* w = read_par_row(par.address());
         const int32_t x0 = x[0] - in_zp, x1 = x[1] - in_zp, x2 = x[2] - in_zp, x3 = x[3] - in_zp;
         for (uint32_t c = 0; c < active; ++c) {
@@ -214,21 +250,21 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
         break;
       }
       case OperandKind::kByteTimesLane: {
-        const int32_t x = *env.narrow_read(in.address(), 1) - in_zp;
+        const int32_t x = narrow_in[in.address()] - in_zp;
         const uint8_t* w = read_par_row(par.address()) + (par.address() & 3);
         for (uint32_t c = 0; c < active; ++c) a[c] += x * (w[4 * c] - w_zp);
         env.stats().macs += active;
         break;
       }
       case OperandKind::kByteTimesLaneBroadcast: {
-        const int32_t x = *env.narrow_read(in.address(), 1) - in_zp;
+        const int32_t x = narrow_in[in.address()] - in_zp;
         const int32_t b = read_par_row(par.address())[par.address() & 3] - w_zp;
         for (uint32_t c = 0; c < active; ++c) a[c] += x * b;
         env.stats().macs += 1;
         break;
       }
       case OperandKind::kHalfwordsTimesRow16: {
-        const uint8_t* x = env.narrow_read(in.address(), 2);
+        const uint8_t* x = narrow_in + in.address();
         const uint8_t* w = read_par_row(par.address());
         for (uint32_t c = 0; c < active; ++c) {
           int16_t w0, w1;
@@ -250,13 +286,23 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
       }
     }
 
-    if (reduction_end) emit(a, index(group_w));
+    if (reduced_not_last == 0) emit(a, group_index);
 
     // Advance the main loop and the read TTUs together (one address each per step).
-    for (int k = 0; k < kLoops; ++k) {
+    for (int i = 0; i < n_active; ++i) {
+      const int k = active_loops[i];
       if (counter[k] < op.loops[k]) {
+        if (in_mask(mask, k)) {
+          reduced_past_zero += counter[k] == 0;
+          reduced_not_last -= counter[k] + 1 == op.loops[k];
+        }
         ++counter[k];
-        for (int e = 0; e < k; ++e) counter[e] = 0;
+        for (int j = 0; j < i; ++j) counter[active_loops[j]] = 0;
+        reduced_past_zero -= reset_reduced[k];
+        reduced_not_last += reset_reduced[k];
+        slot_index += static_cast<uint64_t>(slot_delta[k]);
+        fill_index += static_cast<uint64_t>(fill_delta[k]);
+        group_index += static_cast<uint64_t>(group_delta[k]);
         break;
       }
     }
