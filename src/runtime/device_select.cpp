@@ -69,6 +69,11 @@ std::unique_ptr<EdgeTpu> open_virtual_edgetpu(const EdgeTpuOptions& options,
   const TimedHostPort* timer = backend->timed.get();
   auto tpu = std::make_unique<EdgeTpu>(std::move(transport), backend, nullptr, options);
   tpu->set_chip_timer(timer);
+  const usb::VirtualStick* stick = backend->stick.get();
+  tpu->set_diagnosis([stick] {
+    const std::string fault = stick->chip_fault();
+    return fault.empty() ? std::string() : "virtual Edge TPU: " + fault;
+  });
   return tpu;
 }
 

@@ -62,6 +62,17 @@ void EdgeTpu::run_once(const std::shared_ptr<Program>& caching,
 void EdgeTpu::run(const std::shared_ptr<Program>& caching,
                   const std::shared_ptr<Program>& inference) {
   try {
+    run_checked(caching, inference);
+  } catch (const Error& e) {
+    const std::string more = diagnose_ ? diagnose_() : "";
+    if (more.empty()) throw;
+    throw Error(std::string(e.what()) + " [" + more + "]");
+  }
+}
+
+void EdgeTpu::run_checked(const std::shared_ptr<Program>& caching,
+                          const std::shared_ptr<Program>& inference) {
+  try {
     run_once(caching, inference);
   } catch (const usb::UsbError& e) {
     if (e.status() == usb::TransferStatus::kNoDevice)

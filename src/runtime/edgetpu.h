@@ -6,6 +6,7 @@
 // device is used again. A stick whose firmware no longer answers gets an error that says to replug.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,9 +56,13 @@ class EdgeTpu {
   // inference is its wall time minus this.
   void set_chip_timer(const TimedHostPort* timer) { chip_timer_ = timer; }
   uint64_t simulated_chip_ns() const;
+  // Extra words for a failure's message (the virtual stick says why its chip faulted).
+  void set_diagnosis(std::function<std::string()> diagnose) { diagnose_ = std::move(diagnose); }
 
  private:
   void open();
+  void run_checked(const std::shared_ptr<Program>& caching,
+                   const std::shared_ptr<Program>& inference);
   void run_once(const std::shared_ptr<Program>& caching, const std::shared_ptr<Program>& inference);
   void run_program(Program& program);
   void recover(const std::string& why);
@@ -74,6 +79,7 @@ class EdgeTpu {
   bool open_ = false;
   int recoveries_ = 0;
   const TimedHostPort* chip_timer_ = nullptr;
+  std::function<std::string()> diagnose_;
 
   // The canary: the first inference that succeeded, its padded inputs and raw device outputs.
   struct Canary {

@@ -48,23 +48,39 @@ void add_edgetpu_delegate(host::Registry& registry, std::shared_ptr<EdgeTpu> tpu
         if (ctx.num_outputs() != inference.num_outputs())
           fail(ctx.op_name, ": the operator has ", ctx.num_outputs(), " outputs, its executable ",
                inference.num_outputs());
-        for (size_t i = 0; i < ctx.num_inputs(); ++i)
-          if (ctx.input(i).bytes != inference.input_bytes(i))
+        // Tensors and layers are matched by name (their orders may differ); by position otherwise.
+        auto match = [&](const std::vector<container::Layer>& layers, const host::TensorView& t,
+                         size_t position) {
+          for (size_t k = 0; k < layers.size(); ++k)
+            if (layers[k].name == t.name()) return k;
+          return position;
+        };
+        std::vector<size_t> input_layer(ctx.num_inputs()), output_layer(ctx.num_outputs());
+        for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+          const size_t k = input_layer[i] =
+              match(inference.executable().input_layers, ctx.input(i), i);
+          if (ctx.input(i).bytes != inference.input_bytes(k))
             fail(ctx.op_name, ": input ", i, " ('", ctx.input(i).name(), "') has ",
                  ctx.input(i).bytes, " bytes, the executable's layer '",
-                 inference.executable().input_layers[i].name, "' ", inference.input_bytes(i));
-        for (size_t i = 0; i < ctx.num_outputs(); ++i)
-          if (ctx.output(i).bytes != inference.output_bytes(i))
+                 inference.executable().input_layers[k].name, "' ", inference.input_bytes(k));
+        }
+        for (size_t i = 0; i < ctx.num_outputs(); ++i) {
+          const size_t k = output_layer[i] =
+              match(inference.executable().output_layers, ctx.output(i), i);
+          if (ctx.output(i).bytes != inference.output_bytes(k))
             fail(ctx.op_name, ": output ", i, " ('", ctx.output(i).name(), "') has ",
                  ctx.output(i).bytes, " bytes, the executable's layer '",
-                 inference.executable().output_layers[i].name, "' ", inference.output_bytes(i));
-        return host::make_kernel([tpu, programs](host::OpContext& run) {
+                 inference.executable().output_layers[k].name, "' ", inference.output_bytes(k));
+        }
+        return host::make_kernel([tpu, programs, input_layer, output_layer](host::OpContext& run) {
           Program& program = *programs.inference;
           for (size_t i = 0; i < run.num_inputs(); ++i)
-            program.set_input(i, std::span<const uint8_t>(run.inputs[i].data, run.inputs[i].bytes));
+            program.set_input(input_layer[i],
+                              std::span<const uint8_t>(run.inputs[i].data, run.inputs[i].bytes));
           tpu->run(programs.caching, programs.inference);
           for (size_t i = 0; i < run.num_outputs(); ++i)
-            program.get_output(i, std::span<uint8_t>(run.outputs[i].data, run.outputs[i].bytes));
+            program.get_output(output_layer[i],
+                               std::span<uint8_t>(run.outputs[i].data, run.outputs[i].bytes));
         });
       });
 }

@@ -102,6 +102,10 @@ int VirtualStick::programs_started() const {
   std::lock_guard lock(mutex_);
   return programs_started_;
 }
+std::string VirtualStick::chip_fault() const {
+  std::lock_guard lock(mutex_);
+  return chip_fault_;
+}
 int VirtualStick::chip_resets() const {
   std::lock_guard lock(mutex_);
   return chip_resets_;
@@ -405,6 +409,7 @@ void VirtualStick::collect_chip_results() {
   }
   if (state == chip::RunState::kFaulted && !fatal_raised_) {
     fatal_raised_ = true;
+    chip_fault_ = chip_.fault();
     registers_[reg::kHibErrorStatus] = kHibErrorOnFault;
     registers_[reg::kUsbFatalErrIntStatus] = 1;
     interrupts_.push_back(1);

@@ -78,6 +78,7 @@ class VirtualStick {
   std::vector<uint8_t> firmware() const;  // what the last complete download stored
   int programs_started() const;           // instruction DMAs received while running
   int chip_resets() const;
+  std::string chip_fault() const;  // why the chip behind the stick last faulted ("" if it did not)
 
  private:
   ControlResult bootloader_control(const Setup& setup, std::span<uint8_t> data);
@@ -121,6 +122,7 @@ class VirtualStick {
   std::vector<std::string> violations_;
   int programs_started_ = 0;
   int chip_resets_ = 0;
+  std::string chip_fault_;
 };
 
 }  // namespace tinycoral::usb
