@@ -17,6 +17,8 @@
 #include "host/image.h"
 #include "host/interpreter.h"
 #include "host/labels.h"
+#include "runtime/device_select.h"
+#include "runtime/edgetpu_delegate.h"
 
 namespace tinycoral::cli {
 
@@ -27,11 +29,14 @@ struct RunArgs {
   std::string resize = "bilinear", normalize;
   int top = 0;
   bool json = false;
+  std::string firmware;                  // --firmware (a stick in bootloader mode needs it)
+  std::shared_ptr<runtime::EdgeTpu> tpu;  // the Edge TPU behind --device, if any
+  std::string device_note;               // what --device auto picked
 };
 
 // The interpreter options of a device. "cpu" runs every operator on the host; devices that run
 // part of the model elsewhere add their delegates to options.delegates here.
-host::InterpreterOptions options_for_device(const RunArgs& a) {
+host::InterpreterOptions options_for_device(RunArgs& a) {
   host::InterpreterOptions options;
   if (a.rounding == "tflite")
     options.rounding = host::Rounding::kTflite;
@@ -39,7 +44,12 @@ host::InterpreterOptions options_for_device(const RunArgs& a) {
     options.rounding = host::Rounding::kEdgeTpu;
   else
     fail("unknown --rounding '", a.rounding, "' (tflite or edgetpu)");
-  if (a.device != "cpu") fail("unknown --device '", a.device, "' (this build supports: cpu)");
+  const runtime::DeviceChoice choice = runtime::parse_device(a.device);
+  runtime::DeviceOptions device_options;
+  device_options.firmware = a.firmware;
+  a.tpu = runtime::open_edgetpu(choice, device_options, &a.device_note);
+  if (a.tpu) runtime::add_edgetpu_delegate(options.delegates, a.tpu);
+  if (!a.device_note.empty()) std::cerr << a.device_note << "\n";
   return options;
 }
 
@@ -124,7 +134,7 @@ void set_inputs(host::Interpreter& interp, const RunArgs& a) {
   }
 }
 
-void run(const RunArgs& a) {
+void run(RunArgs& a) {
   if (a.image.empty() == a.input.empty()) fail("give exactly one of --image IMG or --input RAW");
   if (a.top < 0) fail("--top must be >= 0");
   host::InterpreterOptions options = options_for_device(a);
@@ -135,10 +145,14 @@ void run(const RunArgs& a) {
   if (!a.labels.empty()) labels = host::Labels::read(a.labels);
   set_inputs(interp, a);
 
+  if (a.tpu) a.tpu->reset_counters();
+  const uint64_t chip_ns_before = a.tpu ? a.tpu->simulated_chip_ns() : 0;
   const auto start = std::chrono::steady_clock::now();
   interp.invoke();
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  // The host's share: wall time minus the time spent simulating the chip (0 on a real stick).
+  const double chip_ms = a.tpu ? double(a.tpu->simulated_chip_ns() - chip_ns_before) / 1e6 : 0.0;
 
   if (!a.output_file.empty()) {
     std::vector<uint8_t> all;
@@ -173,6 +187,15 @@ void run(const RunArgs& a) {
       j["top"].push_back(
           {{"index", i}, {"score", first[i]}, {"label", labels.at(static_cast<int64_t>(i))}});
     j["time_ms"] = ms;
+    if (a.tpu) {
+      const auto& c = a.tpu->counters();
+      j["edgetpu"] = a.tpu->description();
+      j["usb"] = {{"bulk_out_bytes", c.bulk_out_bytes},
+                  {"bulk_in_bytes", c.bulk_in_bytes},
+                  {"control_transfers", c.control_transfers}};
+      j["host_time_us"] = (ms - chip_ms) * 1000.0;
+      j["simulated_chip_time_ms"] = chip_ms;
+    }
     std::cout << j.dump() << "\n";
     return;
   }
@@ -197,7 +220,11 @@ void add_run_command(CLI::App& app) {
   auto* input =
       cmd->add_option("--input", args->input, "raw bytes of every input tensor, in order");
   image->excludes(input);
-  cmd->add_option("--device", args->device, "where to run: cpu")->capture_default_str();
+  cmd->add_option("--device", args->device,
+                  "where to run: auto (a stick if plugged in, else sim), usb, usb:N, sim, cpu")
+      ->capture_default_str();
+  cmd->add_option("--firmware", args->firmware,
+                  "path of apex_latest_single_ep.bin for a stick in bootloader mode");
   cmd->add_option("--rounding", args->rounding,
                   "CPU arithmetic: tflite (TFLite's) or edgetpu (the chip's)")
       ->capture_default_str();
