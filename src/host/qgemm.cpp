@@ -5,6 +5,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 
@@ -269,9 +270,93 @@ __attribute__((target("avx2"))) int32_t copy_flip_sum_avx2(uint8_t* dst, const u
   }
   return static_cast<int32_t>(sum);
 }
+
+// gemmlowp's rounding doubling high multiply on the even 32-bit lanes (results in the low halves).
+TC_VNNI __m512i high_mul_even(__m512i a, __m512i b) {
+  const __m512i zero = _mm512_setzero_si512();
+  const __m512i pos_nudge = _mm512_set1_epi64(int64_t{1} << 30);
+  const __m512i neg_nudge = _mm512_set1_epi64(1 - (int64_t{1} << 30));
+  const __m512i trunc_bias = _mm512_set1_epi64((int64_t{1} << 31) - 1);
+  const __m512i p = _mm512_mul_epi32(a, b);  // signed low 32 x low 32 -> 64
+  const __mmask8 neg = _mm512_cmplt_epi64_mask(p, zero);
+  __m512i t = _mm512_add_epi64(p, _mm512_mask_blend_epi64(neg, pos_nudge, neg_nudge));
+  // Division by 2^31 truncating toward zero.
+  const __mmask8 tneg = _mm512_cmplt_epi64_mask(t, zero);
+  t = _mm512_mask_add_epi64(t, tneg, t, trunc_bias);
+  return _mm512_srai_epi64(t, 31);
+}
+
+// 16 lanes of TFLite's MultiplyByQuantizedMultiplier, bit-exact with the scalar code.
+TC_VNNI __m512i mbqm16(__m512i x, __m512i mult, __m512i left, __m512i right) {
+  x = _mm512_sllv_epi32(x, left);
+  const __m512i zero = _mm512_setzero_si512();
+
+  const __m512i even = high_mul_even(x, mult);
+  const __m512i odd = high_mul_even(_mm512_srli_epi64(x, 32), _mm512_srli_epi64(mult, 32));
+  const __m512i hm = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
+  // Rounding divide by 2^right, ties away from zero.
+  const __m512i one = _mm512_set1_epi32(1);
+  const __m512i mask = _mm512_sub_epi32(_mm512_sllv_epi32(one, right), one);
+  const __m512i rem = _mm512_and_si512(hm, mask);
+  __m512i threshold = _mm512_srai_epi32(mask, 1);
+  threshold = _mm512_mask_add_epi32(threshold, _mm512_cmplt_epi32_mask(hm, zero), threshold, one);
+  const __m512i q = _mm512_srav_epi32(hm, right);
+  return _mm512_mask_add_epi32(q, _mm512_cmpgt_epi32_mask(rem, threshold), q, one);
+}
+
+TC_VNNI void requantize_row_avx512(const int32_t* acc, const int32_t* aw, int32_t xs,
+                                   const int32_t* offset, const TfliteRequantTable& t, int n,
+                                   uint8_t* out) {
+  const __m512i vxs = _mm512_set1_epi32(xs);
+  const __m512i zp = _mm512_set1_epi32(t.zero_point);
+  const __m512i lo = _mm512_set1_epi32(t.lo), hi = _mm512_set1_epi32(t.hi);
+  for (int c = 0; c < n; c += 16) {
+    const __mmask16 k =
+        n - c >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (n - c)) - 1);
+    __m512i x = _mm512_maskz_loadu_epi32(k, acc + c);
+    if (aw) x = _mm512_sub_epi32(x, _mm512_mullo_epi32(_mm512_maskz_loadu_epi32(k, aw + c), vxs));
+    if (offset) x = _mm512_add_epi32(x, _mm512_maskz_loadu_epi32(k, offset + c));
+    __m512i v = mbqm16(x, _mm512_maskz_loadu_epi32(k, t.mult.data() + c),
+                       _mm512_maskz_loadu_epi32(k, t.left.data() + c),
+                       _mm512_maskz_loadu_epi32(k, t.right.data() + c));
+    v = _mm512_min_epi32(_mm512_max_epi32(_mm512_add_epi32(v, zp), lo), hi);
+    _mm512_mask_cvtepi32_storeu_epi8(out + c, k, v);
+  }
+}
 #endif
 
 }  // namespace
+
+TfliteRequantTable make_tflite_table(const std::vector<ChannelScale>& scales,
+                                     const OutputStage& st) {
+  TfliteRequantTable t;
+  for (const auto& s : scales) {
+    t.mult.push_back(s.q.multiplier);
+    t.left.push_back(s.q.shift > 0 ? s.q.shift : 0);
+    t.right.push_back(s.q.shift > 0 ? 0 : -s.q.shift);
+  }
+  t.zero_point = st.zero_point;
+  t.lo = st.act.min;
+  t.hi = st.act.max;
+  return t;
+}
+
+void tflite_requantize_row(const int32_t* acc, const int32_t* aw, int32_t xs, const int32_t* offset,
+                           const TfliteRequantTable& t, int n, uint8_t* out, SimdLevel level) {
+#if defined(__x86_64__)
+  if (level == SimdLevel::kAvx512Vnni) return requantize_row_avx512(acc, aw, xs, offset, t, n, out);
+#endif
+  (void)level;
+  for (int c = 0; c < n; ++c) {
+    const auto cc = static_cast<size_t>(c);
+    uint32_t x = static_cast<uint32_t>(acc[c]);
+    if (aw) x -= static_cast<uint32_t>(aw[c]) * static_cast<uint32_t>(xs);
+    if (offset) x += static_cast<uint32_t>(offset[c]);
+    const QuantizedMultiplier q{t.mult[cc], t.left[cc] > 0 ? t.left[cc] : -t.right[cc]};
+    const int32_t v = multiply_by_quantized_multiplier(static_cast<int32_t>(x), q) + t.zero_point;
+    out[c] = static_cast<uint8_t>(std::clamp(v, t.lo, t.hi));
+  }
+}
 
 int32_t copy_flip_sum(uint8_t* dst, const uint8_t* src, size_t n, uint8_t flip, SimdLevel level) {
 #if defined(__x86_64__)
@@ -286,7 +371,8 @@ int32_t copy_flip_sum(uint8_t* dst, const uint8_t* src, size_t n, uint8_t flip, 
   return sum;
 }
 
-void set_mac_offsets(PackedWeights& pw, int32_t ax) {
+void set_mac_offsets(PackedWeights& pw, int32_t ax, const OutputStage& stage) {
+  if (stage.mode == Rounding::kTflite) pw.table = make_tflite_table(pw.scale, stage);
   pw.offset.resize(static_cast<size_t>(pw.n));
   for (size_t c = 0; c < pw.offset.size(); ++c) {
     const int64_t v =

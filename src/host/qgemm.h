@@ -31,6 +31,14 @@ inline int gemm_padded_k(int k) { return (k + kGemmKAlign - 1) / kGemmKAlign * k
 void gemm_u8s8(const uint8_t* a, size_t lda, const int8_t* b, int32_t* c, size_t ldc, int m, int n,
                int kp, SimdLevel level);
 
+// TFLite-mode requantization constants per column, laid out for SIMD.
+struct TfliteRequantTable {
+  std::vector<int32_t> mult, left, right;  // multiplier, left shift, right shift per column
+  int32_t zero_point = 0, lo = 0, hi = 255;
+};
+TfliteRequantTable make_tflite_table(const std::vector<ChannelScale>& scales,
+                                     const OutputStage& st);
+
 // Weights of a MAC op as N rows of K, re-biased and padded, with what the output stage needs.
 struct PackedWeights {
   int n = 0, k = 0, kp = 0;
@@ -40,6 +48,7 @@ struct PackedWeights {
   std::vector<int32_t> bias;        // per row (0 when the op has none)
   std::vector<ChannelScale> scale;  // per row
   std::vector<int32_t> offset;      // per row, set by set_mac_offsets
+  TfliteRequantTable table;         // set by set_mac_offsets when the mode is tflite
   // The same weights in 16-column panels for the VNNI kernel: panel p, group g of 4 k values:
   // 64 bytes = columns 16p..16p+15 x k 4g..4g+3 (zero beyond n).
   std::vector<int8_t> panels;
@@ -54,8 +63,13 @@ void mac_dots(const PackedWeights& pw, const uint8_t* a, size_t lda, int m, int3
 // Copies n bytes XOR `flip` and returns the sum of the copied bytes (im2col rows).
 int32_t copy_flip_sum(uint8_t* dst, const uint8_t* src, size_t n, uint8_t flip, SimdLevel level);
 
+// out[c] = clamp(MBQM(acc[c] - aw[c] * xs + offset[c]) + zp) for c < n, TFLite mode, bytes stored
+// as the low 8 bits (uint8 or int8). aw/offset may be null (= 0).
+void tflite_requantize_row(const int32_t* acc, const int32_t* aw, int32_t xs, const int32_t* offset,
+                           const TfliteRequantTable& t, int n, uint8_t* out, SimdLevel level);
+
 // Per-column constant of finish_mac_rows for activation offset ax: bias + K*ax*aw - ax*sum W.
-void set_mac_offsets(PackedWeights& pw, int32_t ax);
+void set_mac_offsets(PackedWeights& pw, int32_t ax, const OutputStage& stage);
 
 // `weights` is read as n rows of k (row-major; CONV_2D's OHWI and FC's [N, K] layouts both are).
 PackedWeights pack_mac_weights(const OpContext& ctx, const TensorView& input,
@@ -74,6 +88,14 @@ template <typename T>
 void finish_mac_rows(const PackedWeights& pw, const OutputStage& stage, const int32_t* dots,
                      size_t ldc, const int32_t* x_sum, int m, T* out, size_t out_stride) {
   // Modular int32 arithmetic: intermediate terms may wrap, the true sum fits (as in TFLite).
+  if (stage.mode == Rounding::kTflite && !pw.table.mult.empty()) {
+    const SimdLevel level = active_simd_level();
+    for (int r = 0; r < m; ++r)
+      tflite_requantize_row(
+          dots + static_cast<size_t>(r) * ldc, pw.aw.data(), x_sum[r], pw.offset.data(), pw.table,
+          pw.n, reinterpret_cast<uint8_t*>(out + static_cast<size_t>(r) * out_stride), level);
+    return;
+  }
   for (int r = 0; r < m; ++r) {
     const int32_t* d = dots + static_cast<size_t>(r) * ldc;
     T* o = out + static_cast<size_t>(r) * out_stride;

@@ -110,7 +110,7 @@ std::unique_ptr<Kernel> make_conv_2d(const OpContext& ctx) {
   const int32_t ox = activation_offset(input.type());
   p.ax = input.zero_point() - ox;
   ctx.require(p.ax >= 0 && p.ax <= 255, "input zero point outside its type's range");
-  set_mac_offsets(p.pw, p.ax);
+  set_mac_offsets(p.pw, p.ax, p.stage);
   p.x_flip = input.type() == container::TensorType::kInt8 ? 0x80 : 0;
   const size_t scratch = kRowsPerTile * static_cast<size_t>(p.pw.kp) +
                          sizeof(int32_t) * kRowsPerTile * (static_cast<size_t>(p.pw.ldc()) + 1);

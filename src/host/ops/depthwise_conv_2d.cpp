@@ -22,6 +22,7 @@ struct DwPlan {
   std::vector<int32_t> bias;  // [out_c]
   std::vector<ChannelScale> scale;
   OutputStage stage;
+  TfliteRequantTable table;  // tflite mode
   int32_t zx = 0;
 };
 
@@ -57,7 +58,8 @@ void run_dw(const DwPlan& p, OpContext& ctx) {
   auto* acc = reinterpret_cast<int32_t*>(ctx.scratch.data());
   const int oc_n = p.out.c;
   const size_t soc = static_cast<size_t>(oc_n);
-  const bool simd = p.mult == 1 && active_simd_level() != SimdLevel::kPortable;
+  const SimdLevel level = active_simd_level();
+  const bool simd = p.mult == 1 && level != SimdLevel::kPortable;
   for (int b = 0; b < p.out.n; ++b)
     for (int oy = 0; oy < p.out.h; ++oy)
       for (int ox = 0; ox < p.out.w; ++ox) {
@@ -91,8 +93,13 @@ void run_dw(const DwPlan& p, OpContext& ctx) {
           }
         }
         T* o = out + ((static_cast<size_t>(b) * p.out.h + oy) * p.out.w + ox) * soc;
-        for (int c = 0; c < oc_n; ++c)
-          o[c] = static_cast<T>(p.stage.apply(acc[c], p.scale[static_cast<size_t>(c)]));
+        if (p.stage.mode == Rounding::kTflite) {
+          tflite_requantize_row(acc, nullptr, 0, nullptr, p.table, oc_n,
+                                reinterpret_cast<uint8_t*>(o), level);
+        } else {
+          for (int c = 0; c < oc_n; ++c)
+            o[c] = static_cast<T>(p.stage.apply(acc[c], p.scale[static_cast<size_t>(c)]));
+        }
       }
 }
 
@@ -157,6 +164,7 @@ std::unique_ptr<Kernel> make_depthwise_conv_2d(const OpContext& ctx) {
     std::memcpy(p.bias.data(), bias.data, oc * sizeof(int32_t));
   }
   p.stage = make_output_stage(ctx.rounding, output, o.activation);
+  p.table = make_tflite_table(p.scale, p.stage);
   p.zx = input.zero_point();
   const size_t scratch = oc * sizeof(int32_t);
   if (u8) return make_kernel([p](OpContext& c) { run_dw<uint8_t>(p, c); }, scratch);

@@ -71,7 +71,7 @@ std::unique_ptr<Kernel> make_fully_connected(const OpContext& ctx) {
   p.stage = make_output_stage(ctx.rounding, output, o.activation);
   p.ax = input.zero_point() - activation_offset(input.type());
   ctx.require(p.ax >= 0 && p.ax <= 255, "input zero point outside its type's range");
-  set_mac_offsets(p.pw, p.ax);
+  set_mac_offsets(p.pw, p.ax, p.stage);
   p.x_flip = input.type() == container::TensorType::kInt8 ? 0x80 : 0;
   const size_t scratch = kRowsPerTile * static_cast<size_t>(p.pw.kp) +
                          sizeof(int32_t) * kRowsPerTile * (static_cast<size_t>(p.pw.ldc()) + 1);
