@@ -114,6 +114,10 @@ std::string print_program(std::span<const Instruction> program,
 // Parses assembly text; throws Error with the line number on any mistake.
 std::vector<Instruction> parse(std::string_view text);
 
+// A readable reading of a 0x20 bundle's slots (`s4 = s4 + 0x1; desc[1] = s5`, isa.md 2.11), ""
+// for other opcodes and nops. print_program adds it as a comment.
+std::string describe_bundle(const Instruction& instruction);
+
 // The opcode table as markdown (the reference part of docs/isa.md; `tinycoral disasm --table`).
 std::string table_markdown();
 

@@ -161,12 +161,15 @@ std::string print_program(std::span<const Instruction> program,
   for (const auto& in : program) {
     out += print(in);
     bool first = true;
-    for (const auto& note : annotations) {
-      if (note.word_offset != in.word_offset) continue;
+    const auto comment = [&](const std::string& text) {
       out += first ? "  ; " : "; ";
-      out += note.text;
+      out += text;
       first = false;
+    };
+    for (const auto& note : annotations) {
+      if (note.word_offset == in.word_offset) comment(note.text);
     }
+    if (const std::string reading = describe_bundle(in); !reading.empty()) comment(reading);
     out += '\n';
   }
   return out;

@@ -1,0 +1,93 @@
+// A one-line reading of a scalar bundle (0x20) for the disassembly's comments, e.g.
+// `[p0] s4 = s4 + 0x1; desc[1] = s5`. Operation names and slot meanings: isa.md 2.11.
+#include <cstdio>
+
+#include "isa/isa.h"
+
+namespace tinycoral::isa {
+namespace {
+
+std::string hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+std::string reg(int64_t r) { return "s" + std::to_string(r & 31); }
+
+// The ALU slot: s_x = s_y OP b, b the immediate (s_op bit 5) or register imm & 31.
+std::string alu(const Instruction& in) {
+  const int64_t s_op = in.value("s_op");
+  if (s_op == 0) return "";
+  const bool immediate = (s_op & 0x20) != 0;
+  const int64_t op = s_op & 0x1f;
+  const int64_t imm = in.value("imm");
+  const std::string b = immediate ? hex(static_cast<uint64_t>(imm)) : reg(imm);
+  const std::string x = reg(in.value("s_x"));
+  const std::string y = reg(in.value("s_y"));
+  const std::string p = "p" + std::to_string(in.value("s_x") & 7);
+  static const char* const kBinary[] = {nullptr, "+", "-", "&", "|", "^", "<<", ">>u", ">>"};
+  static const char* const kCompare[] = {"==", "!=", ">s", "<s", ">=u", ">=s"};
+  if (op >= 1 && op <= 8) return x + " = " + y + " " + kBinary[op] + " " + b;
+  if (op >= 9 && op <= 14) return p + " = " + y + " " + kCompare[op - 9] + " " + b;
+  if (op == 15) return x + " = " + b;
+  if (op == 16) return x + " = i2f " + b;
+  if (op == 17) return x + " = f2i " + b;
+  static const char* const kFloat[] = {"fadd", "fsub", "fmul", "fmax", "fmin"};
+  if (op >= 18 && op <= 22) return x + " = " + kFloat[op - 18] + " " + y + ", " + b;
+  return "alu op " + hex(static_cast<uint64_t>(s_op));
+}
+
+// The memory / descriptor slot (v_op) and the load slot (enable_vector).
+std::string memory(const Instruction& in) {
+  std::string out;
+  const auto add = [&out](const std::string& s) { out += (out.empty() ? "" : "; ") + s; };
+  const int64_t ev = in.value("enable_vector");
+  if (ev == 2 || ev == 3) {
+    const int64_t addr = in.value("imm_size");
+    add(reg(in.value("vs_reg_v1")) + " = smem[" + reg(addr) + (ev == 3 ? "++" : "") + "]");
+  }
+  const std::string src = reg(in.value("vs_reg"));
+  switch (in.value("v_op")) {
+    case 0:
+      break;
+    case 4:
+      add("smem[" + reg(in.value("v_offset")) + "] = " + src);
+      break;
+    case 8:
+      add("push " + src);
+      break;
+    case 0xa:
+      add("desc[" + std::to_string(in.value("v_offset")) + "] = " + src);
+      break;
+    case 0xc:
+      add("issue desc");
+      break;
+    default:
+      add("v_op " + hex(static_cast<uint64_t>(in.value("v_op"))));
+  }
+  static const char* const kSfu[] = {nullptr, nullptr, "recip", "exp2"};
+  const int64_t f = in.value("v_op2");
+  if (f == 2 || f == 3) {
+    add(reg(in.value("sfu_dst")) + " = " + kSfu[f] + " " + reg(in.value("vs_reg_w")));
+  } else if (f != 0) {
+    add("sfu op " + std::to_string(f));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string describe_bundle(const Instruction& in) {
+  if (in.spec->opcode != 0x20) return "";
+  std::string out = alu(in);
+  const std::string mem = memory(in);
+  if (!mem.empty()) out += (out.empty() ? "" : "; ") + mem;
+  if (!out.empty() && in.value("gate") == 1) {
+    out = std::string(in.value("pred_pol") ? "[" : "[!") + "p" +
+          std::to_string(in.value("pred_reg")) + "] " + out;
+  }
+  return out;
+}
+
+}  // namespace tinycoral::isa
