@@ -8,7 +8,8 @@
 
 namespace tinycoral {
 
-// Reads `width` (1..64) bits starting at bit `lo`. The caller guarantees lo + width <= 8 * bytes.size().
+// Reads `width` (1..64) bits starting at bit `lo`. The caller guarantees lo + width <= 8 *
+// bytes.size().
 inline uint64_t get_bits(std::span<const uint8_t> bytes, uint32_t lo, uint32_t width) {
   uint64_t value = 0;
   for (uint32_t i = 0; i < width;) {

@@ -1,6 +1,6 @@
-// The one exception type of tinycoral. Every error a user can cause (a malformed file, a wrong shape,
-// a dead stick) is an Error whose message names the thing and what is wrong with it; the CLI prints
-// it as one line and exits with code 2. Programming errors are not Errors.
+// The one exception type of tinycoral. Every error a user can cause (a malformed file, a wrong
+// shape, a dead stick) is an Error whose message names the thing and what is wrong with it; the CLI
+// prints it as one line and exits with code 2. Programming errors are not Errors.
 #pragma once
 
 #include <sstream>

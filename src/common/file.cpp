@@ -26,7 +26,8 @@ std::vector<uint8_t> read_file(const std::filesystem::path& path) {
 void write_file(const std::filesystem::path& path, std::span<const uint8_t> bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) fail(path.string(), ": cannot create: ", std::strerror(errno));
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
   if (!out) fail(path.string(), ": write failed");
 }
 

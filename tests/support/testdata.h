@@ -1,5 +1,6 @@
-// Locating Google's test data (never committed): $TINYCORAL_TESTDATA, else ../shared/testdata beside
-// the checkout. Tests that need it call TINYCORAL_REQUIRE_TESTDATA() and skip with a hint when absent.
+// Locating Google's test data (never committed): $TINYCORAL_TESTDATA, else ../shared/testdata
+// beside the checkout. Tests that need it call TINYCORAL_REQUIRE_TESTDATA() and skip with a hint
+// when absent.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -25,7 +26,7 @@ CommandResult run_cli(const std::string& args);
 
 }  // namespace tinycoral::testing
 
-#define TINYCORAL_REQUIRE_TESTDATA(var)                                       \
-  auto var##_opt = ::tinycoral::testing::testdata_dir();                      \
-  if (!var##_opt) GTEST_SKIP() << ::tinycoral::testing::testdata_hint();      \
+#define TINYCORAL_REQUIRE_TESTDATA(var)                                  \
+  auto var##_opt = ::tinycoral::testing::testdata_dir();                 \
+  if (!var##_opt) GTEST_SKIP() << ::tinycoral::testing::testdata_hint(); \
   const std::filesystem::path var = *var##_opt

@@ -29,9 +29,9 @@ struct RunArgs {
   std::string resize = "bilinear", normalize;
   int top = 0;
   bool json = false;
-  std::string firmware;                  // --firmware (a stick in bootloader mode needs it)
+  std::string firmware;                   // --firmware (a stick in bootloader mode needs it)
   std::shared_ptr<runtime::EdgeTpu> tpu;  // the Edge TPU behind --device, if any
-  std::string device_note;               // what --device auto picked
+  std::string device_note;                // what --device auto picked
 };
 
 // The interpreter options of a device. "cpu" runs every operator on the host; devices that run

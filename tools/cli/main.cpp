@@ -23,7 +23,8 @@ int main(int argc, char** argv) {
     std::cerr << "tinycoral: error: " << e.what() << "\n";
     return 2;
   } catch (const std::bad_alloc&) {
-    std::cerr << "tinycoral: error: out of memory (the input asks for more than can be allocated)\n";
+    std::cerr
+        << "tinycoral: error: out of memory (the input asks for more than can be allocated)\n";
     return 2;
   }
   return tinycoral::cli::exit_code;
