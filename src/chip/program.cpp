@@ -90,12 +90,19 @@ Decoded decode_item(const isa::Instruction& in) {
         w.mode = static_cast<uint8_t>(b.u(487, 2));
         w.skip_en = b.u(542, 1) != 0;
         w.skip_words = static_cast<uint32_t>(b.u(562, 16)) + 1;
+        w.wide_circ = b.u(214, 1) != 0;
+        w.circ_stream = b.u(871, 1) != 0;
+        w.fill_bytes = 2 * static_cast<uint32_t>(b.u(489, 18));
+        w.head_en = b.u(523, 1) != 0;
+        w.head_words = static_cast<uint32_t>(b.u(507, 16)) + 1;
+        w.head_tail = static_cast<int32_t>(b.s(524, 18));
       } else {
         w.narrow_addr = static_cast<uint32_t>(b.u(62, 16));
         w.narrow_ttu = dma_ttu(b, 0, 78, 6);
         w.wide_addr = static_cast<uint32_t>(b.u(335, 14));
         w.wide_ttu = dma_ttu(b, 0, 353, 4);
         w.transposing = b.u(799, 1) != 0;
+        w.wide_circ = b.u(489, 1) != 0 || b.u(491, 11) != 0;
       }
       return w;
     }
@@ -186,15 +193,18 @@ Decoded decode_item(const isa::Instruction& in) {
       f.from_scalar_memory = b.u(13, 1) != 0;
       f.offset = static_cast<uint32_t>(b.u(14, 20));
       if (f.from_scalar_memory) {
-        // Scalar-memory source: 4-byte words, (d0 limit + 1) x (d1 limit + 1) of them; this matches
-        // the word count of the outfeed that filled scalar memory in every gen2020 program.
-        f.units = static_cast<uint32_t>((b.u(55, 20) + 1) * (b.u(96, 20) + 1));
+        // Scalar-memory source: 4-byte words with the partial-pass count of pops (isa.md 2.10),
+        // sent as 16-byte entries: the word counts are exactly the entries the consumers take
+        // (docs/chip.md "Parameters through scalar memory": split_concat 8 and 12 words = 2 and 3
+        // entries, MobileNet v1 0.25 word 352: 64 + 16 words = 20 entries = 2 x (bias + 9 taps)).
+        f.units = stream_units(b.u(55, 20), b.u(96, 20), b.u(183, 14), b.u(203, 1) != 0, false);
+        f.packet_bytes = kScalarEntryBytes;
       } else {
         f.units =
             stream_units(b.u(55, 20), b.u(96, 20), b.u(183, 14), b.u(203, 1) != 0, !f.activations);
       }
       f.tiles = static_cast<uint16_t>(b.u(409, 16));
-      f.packet_bytes = 64 * (static_cast<uint32_t>(b.u(438, 2)) + 1);
+      if (!f.from_scalar_memory) f.packet_bytes = 64 * (static_cast<uint32_t>(b.u(438, 2)) + 1);
       return f;
     }
     case 0x27: {

@@ -54,6 +54,9 @@ struct PopInstr {
       false;  // stream bit: 1 avDataPop (8-byte units), 0 parameterPop (64-byte units)
   uint32_t units = 0;
 };
+// Parameters that travel through scalar memory reach the ring consumers as 16-byte entries (one
+// 4x4 diagonal tap or 4 int32 biases), not 256-byte rows.
+constexpr uint32_t kScalarEntryBytes = 16;
 struct InfeedInstr {
   bool activations = false;
   bool from_scalar_memory = false;
@@ -102,6 +105,12 @@ struct WideNarrowInstr {  // 0x13 narrowToWide / 0x14 wideToNarrow
   uint8_t mode = 0;          // 0x14: 0 FIFO receive, 1 input with sub-row selection, 2 bias store
   bool skip_en = false;
   uint32_t skip_words = 0;   // words skipped at the start of the wide data
+  bool wide_circ = false;    // 0x14 bit 214 / 0x13 bits 489, 491-501: the wide side is a FIFO
+  bool circ_stream = false;  // 0x14 tail bit 871: circular streaming into a narrow staging
+  uint32_t fill_bytes = 0;   // 0x14 bits 489-506 (2-byte units) in bytes: one staging slot
+  bool head_en = false;      // 0x14 bit 523: the last chunk is cut at the FIFO wrap
+  uint32_t head_words = 0;   // 0x14 bits 507-522 + 1: words of the last chunk before the wrap
+  int32_t head_tail = 0;     // 0x14 bits 524-541 (signed bytes): after the wrap, < 0 = skipped
   bool transposing = false;  // 0x13 tail_f799
 };
 struct NluLoadInstr {

@@ -402,7 +402,10 @@ bool VirtualEdgeTpu::Impl::finish_program_if_done() {
       ts.region.clear();
       ts.last_barrier.fill(kNone);
     }
-    for (auto& tile : tiles) tile.fifo_rows.clear();
+    for (auto& tile : tiles) {
+      tile.fifo_rows.clear();
+      tile.staging.clear();
+    }
   }
   start_next_program();
   return had;

@@ -45,6 +45,7 @@ void Tile::reset() {
   counters.fill(0);
   stats = TileStats{};
   fifo_rows.clear();
+  staging.clear();
 }
 
 void OpEnv::fail_op(const std::string& what) const {

@@ -159,6 +159,10 @@ struct Tile {
       counters{};  // tile sync counters: recorded for diagnostics, never waited on
   TileStats stats;
   std::unordered_map<uint32_t, FifoRow> fifo_rows;
+  // Chunks a circular-streaming wideToNarrow wrote into its narrow staging (keyed by the staging's
+  // word address), in order: the chip's op and wideToNarrow hand the staging over chunk by chunk,
+  // which instructions running as a whole can only replay from this history (docs/chip.md).
+  std::unordered_map<uint32_t, std::vector<std::vector<uint8_t>>> staging;
 
   void reset();
 };

@@ -44,6 +44,24 @@ bool op_uses_psum(const OpInstr& op) {
   return m != 0 && (m & (m + 1)) != 0;
 }
 
+// A circular-streaming wideToNarrow (mode 1, tail bit 871) whose narrow walk is (1, L)(rewind, n):
+// n chunks of L words into the same staging. The staging has two slots of `fill_bytes` (isa.md
+// 2.5's size field): Google's last copy op reads the last image row at staging + slot when that
+// row's index is odd (gen2020 MobileNet word 158: 4356 + 384; gen2021 split_concat word 176:
+// 48 + 256).
+struct StagingChunks {
+  uint32_t count = 0;  // 0: not a chunked staging write
+  uint32_t length = 0, slot_words = 0;
+};
+StagingChunks staging_chunks(const WideNarrowInstr& n) {
+  const DmaTtu& t = n.narrow_ttu;
+  if (n.mode != 1 || !n.circ_stream || t.cnt[1] == 0 || t.inc[0] != 1) return {};
+  for (int d = 2; d < 8; ++d)
+    if (t.cnt[d] != 0) return {};
+  if (t.inc[1] + int64_t{t.cnt[0]} * t.inc[0] != 0) return {};  // the chunk level must rewind
+  return {t.cnt[1] + 1, t.cnt[0] + 1, n.fill_bytes / 4};
+}
+
 }  // namespace
 
 std::vector<Access> VirtualEdgeTpu::Impl::footprint(const ProgramItem& item, int /*tile*/) {
@@ -89,6 +107,10 @@ std::vector<Access> VirtualEdgeTpu::Impl::footprint(const ProgramItem& item, int
       const Space narrow_space = to_narrow && w.mode == 2 ? Space::kBias : Space::kNarrow;
       a.push_back(
           access_of(narrow_space, to_narrow, w.narrow_ttu, 4, 4 * int64_t{w.narrow_addr}, 4));
+      if (const StagingChunks c = to_narrow ? staging_chunks(w) : StagingChunks{}; c.count > 1) {
+        const int64_t slot1 = 4 * (int64_t{w.narrow_addr} + c.slot_words);
+        a.push_back({Space::kNarrow, true, slot1, slot1 + 4 * int64_t{c.length}});
+      }
       break;
     }
     case 0x15:
@@ -179,7 +201,18 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
       const auto& r = std::get<RingInstr>(item.decoded);
       std::vector<Packet> packets;
       walk(r.ttu, [&](int64_t off) {
-        const uint8_t* row = wide_row(int64_t{r.addr} + 4 * off, false);
+        const int64_t unit = int64_t{r.addr} + 4 * off;
+        const uint8_t* row = wide_row(unit, false);
+        // A producer reading a FIFO row (the output FIFO a narrowToWide filled) consumes its
+        // oldest fill, like every other FIFO reader; resident rows have no queued fills.
+        if (auto it = tile.fifo_rows.find(static_cast<uint32_t>(unit / 4));
+            unit % 4 == 0 && it != tile.fifo_rows.end() && !it->second.fills.empty()) {
+          const auto& fill = it->second.fills.front();
+          packets.emplace_back(fill.begin(), fill.end());
+          it->second.fills.pop_front();
+          ++it->second.consumed;
+          return;
+        }
         packets.emplace_back(row, row + kWideRowBytes);
       });
       for (uint32_t t = 0; t < kTileCount; ++t)
@@ -210,23 +243,32 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
       // Producers with to_c1 feed ringConsumer1 (0x12), infeeds and the other producers feed
       // ringConsumer0 (MobileNet gen2020: producer 244 -> consumer 216, infeeds -> 0x11).
       auto& own = ts.ring_in[item.opcode == 0x12 ? 1 : 0];
-      auto& any = own;
       // With the aux pair enabled the first packet is the bias block, written at the aux row
-      // (docs/chip.md "Ring consumers"); then one packet per TTU step.
-      const uint64_t needed = r.ttu.steps() + (r.aux_en0 ? 1 : 0);
-      if (own.size() < needed && any.size() < needed) return false;
-      auto& q = own.size() >= needed ? own : any;
+      // (docs/chip.md "Ring consumers"); then one packet per TTU step. Fed with 16-byte entries
+      // (parameters through scalar memory), every iteration of the outermost level starts with its
+      // own bias entry: depthwise streams are (bias, 9 taps) per channel word.
+      if (own.empty()) return false;
+      const bool entries = own.front().size() == kScalarEntryBytes;
+      const uint64_t groups = r.aux_en0 ? (entries ? uint64_t{r.ttu.cnt[3]} + 1 : 1) : 0;
+      const uint64_t needed = r.ttu.steps() + groups;
+      if (own.size() < needed) return false;
       auto take = [&](int64_t unit) {
-        const Packet p = std::move(q.front());
-        q.pop_front();
+        const Packet p = std::move(own.front());
+        own.pop_front();
         buffered_bytes -= p.size();
         uint8_t* row = wide_row(unit, true);
         std::memcpy(row, p.data(), std::min<size_t>(p.size(), kWideRowBytes));
         record_fill(unit);
       };
-      if (r.aux_en0) take(aux_row(r));
       const uint32_t base = consumer_base(r);
-      walk(r.ttu, [&](int64_t off) { take(int64_t{base} + 4 * off); });
+      const uint64_t per_group = groups > 1 ? r.ttu.steps() / groups : r.ttu.steps();
+      uint64_t step = 0;
+      if (groups == 1) take(aux_row(r));
+      walk(r.ttu, [&](int64_t off) {
+        if (groups > 1 && step % per_group == 0) take(aux_row(r));
+        ++step;
+        take(int64_t{base} + 4 * off);
+      });
       charge();
       break;
     }
@@ -247,23 +289,39 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
         const size_t take = std::min<size_t>(kWideRowBytes, stream.size() - pos);
         std::memcpy(row, stream.data() + pos, take);
         pos += take;
-        record_fill(unit);
+        // Only FIFO destinations queue fills (isa.md 2.5: wide_rows / wide_circ); a resident row
+        // (split_concat's identity rows at word 44) is just memory.
+        if (n.wide_circ) record_fill(unit);
       });
       charge();
       break;
     }
     case 0x14: {
       const auto& n = std::get<WideNarrowInstr>(item.decoded);
+      // A ring FIFO is read fill by fill: each wide-walk step takes the oldest fill of its row not
+      // yet read (ring consumers may have refilled the row many times before this instruction
+      // runs as a whole), so the FIFO's read position persists across instructions.
+      const bool fifo = n.wide_circ;
       std::vector<uint8_t> stream;
       walk(n.wide_ttu, [&](int64_t off) {
-        const uint8_t* row = wide_row(int64_t{n.wide_addr} + 4 * off, false);
+        const int64_t unit = int64_t{n.wide_addr} + 4 * off;
+        const uint8_t* row = wide_row(unit, false);
+        if (fifo) {
+          auto it = tile.fifo_rows.find(static_cast<uint32_t>(unit / 4));
+          if (it != tile.fifo_rows.end() && !it->second.fills.empty()) {
+            stream.insert(stream.end(), it->second.fills.front().begin(),
+                          it->second.fills.front().end());
+            it->second.fills.pop_front();
+            ++it->second.consumed;
+            return;
+          }
+        }
         stream.insert(stream.end(), row, row + kWideRowBytes);
       });
       size_t pos = n.skip_en ? 4 * size_t{n.skip_words} : 0;
       if (pos >= stream.size()) fail_at(w.tile, item, "skips past the wide data it reads");
-      walk(n.narrow_ttu, [&](int64_t off) {
+      auto put = [&](int64_t word) {
         if (pos + 4 > stream.size()) pos = 0;  // circular FIFO: wrap to its first row
-        const int64_t word = int64_t{n.narrow_addr} + off;
         if (n.mode == 2) {
           if (word < 0 || word * 4 + 4 > kBiasStoreBytes)
             fail_at(w.tile, item,
@@ -273,7 +331,46 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
           std::memcpy(narrow_word(word, true), stream.data() + pos, 4);
         }
         pos += 4;
-      });
+      };
+      const StagingChunks chunks = staging_chunks(n);
+      if (n.mode == 2) {
+        // The bias store takes 8 bytes per narrow step (isa.md 2.5: an FC group's 32 steps carry
+        // its 256 bytes of bias), from the start of each wide row (fill) in turn, packed in
+        // arrival order from the instruction's address: a depthwise layer's channel words land
+        // 16 bytes apart, as src/chip/ops expects (docs/chip_ops.md section 2 "Bias").
+        const uint64_t rows = stream.size() / kWideRowBytes, steps = n.narrow_ttu.steps();
+        const uint64_t per_row = std::max<uint64_t>(1, steps / std::max<uint64_t>(1, rows));
+        int64_t at = 4 * int64_t{n.narrow_addr};
+        for (uint64_t row = 0; row < rows && (row * per_row) < steps; ++row) {
+          const uint64_t bytes = std::min<uint64_t>(8 * per_row, kWideRowBytes);
+          if (at < 0 || at + static_cast<int64_t>(bytes) > kBiasStoreBytes)
+            fail_at(
+                w.tile, item,
+                cat("bias store bytes ", at, "+", bytes, " outside ", kBiasStoreBytes, " bytes"));
+          std::memcpy(tile.bias_store.data() + at, stream.data() + row * kWideRowBytes, bytes);
+          at += static_cast<int64_t>(bytes);
+        }
+      } else if (chunks.count == 0) {
+        walk(n.narrow_ttu, [&](int64_t off) { put(int64_t{n.narrow_addr} + off); });
+      } else {
+        // Circular streaming into a narrow staging (docs/chip.md "wideToNarrow"): chunk k of L
+        // words goes to slot k % 2; with head_en and a negative tail the last chunk only drains
+        // the rest of the fill.
+        auto& history = tile.staging[n.narrow_addr];
+        history.clear();
+        for (uint32_t k = 0; k < chunks.count; ++k) {
+          if (k + 1 == chunks.count && n.head_en && n.head_tail < 0) {
+            pos += 4 * size_t{n.head_words};
+            break;
+          }
+          const int64_t base = int64_t{n.narrow_addr} + (k % 2) * int64_t{chunks.slot_words};
+          for (uint32_t i = 0; i < chunks.length; ++i) put(base + i);
+          std::vector<uint8_t> copy(4 * size_t{chunks.length});
+          for (uint32_t i = 0; i < chunks.length; ++i)
+            std::memcpy(copy.data() + 4 * i, narrow_word(base + i, false), 4);
+          history.push_back(std::move(copy));
+        }
+      }
       charge();
       break;
     }
