@@ -59,6 +59,10 @@ struct Work {
   uint32_t packets = 0;  // producer: packets it sends
 };
 
+// Ring packets a consumer takes: one per TTU step plus its bias blocks (tile_units.cpp).
+uint64_t consumer_aux_groups(const RingInstr& r, const std::deque<Packet>& queue);
+uint64_t consumer_packets_needed(const RingInstr& r, const std::deque<Packet>& queue);
+
 struct TileState {
   std::array<std::deque<uint32_t>, kTileUnits> queues;
   std::array<uint32_t, kTileUnits> last_barrier;

@@ -124,6 +124,30 @@ bool overlaps(const Access& a, const Access& b) {
   return false;
 }
 
+namespace {
+using Runs = std::vector<std::pair<int64_t, int64_t>>;
+Runs runs_of(const Access& a) { return a.runs.empty() ? Runs{{a.lo, a.hi}} : a.runs; }
+// a minus b; both sorted and merged.
+Runs subtract(const Runs& a, const Runs& b) {
+  Runs out;
+  size_t j = 0;
+  for (auto [lo, hi] : a) {
+    while (j < b.size() && b[j].second <= lo) ++j;
+    for (size_t k = j; k < b.size() && b[k].first < hi; ++k) {
+      if (b[k].first > lo) out.emplace_back(lo, b[k].first);
+      lo = std::max(lo, b[k].second);
+    }
+    if (lo < hi) out.emplace_back(lo, hi);
+  }
+  return out;
+}
+void set_runs(Access& a, Runs runs) {
+  a.lo = runs.front().first;
+  a.hi = runs.back().second;
+  a.runs = std::move(runs);
+}
+}  // namespace
+
 const char* unit_name(UnitId unit) {
   static constexpr const char* kNames[] = {
       "op",        "wideToNarrow", "narrowToWide", "ringConsumer0", "ringConsumer1", "ringProducer",
@@ -175,21 +199,44 @@ uint32_t VirtualEdgeTpu::Impl::new_work(uint32_t item, int tile, UnitId unit) {
 }
 
 void VirtualEdgeTpu::Impl::add_hazards(TileState& ts, Work& n, uint32_t id) {
-  std::vector<bool> has_writer(n.accesses.size(), false);
+  // Per read: the byte runs an earlier instruction of the region writes. The rest of the read is a
+  // forward read, even when earlier writers cover part of it (MobileNet's horizontal halo moves
+  // read rows -1 and 16, which only the vertical moves issued after them write: the corners).
+  std::vector<Runs> written(n.accesses.size());
   for (uint32_t eid : ts.region) {
     Work& e = works[eid];
     bool depend = false;
+    // When n writes what e reads forward, e consumes n's output: n does not wait for e's other
+    // reads of the same bytes (split_concat / MobileNet: an infeed from scalar memory issued
+    // before the outfeed that rewrites the region it read last time).
+    bool feeds_e = false;
+    if (e.unit != n.unit && !e.done)
+      for (const Access& a : n.accesses)
+        for (const Access& b : e.accesses)
+          if (a.write && b.forward && overlaps(a, b)) feeds_e = true;
     for (size_t i = 0; i < n.accesses.size(); ++i) {
       const Access& a = n.accesses[i];
       for (Access& b : e.accesses) {
         if (!overlaps(a, b) || (!a.write && !b.write)) continue;
         if (b.write) {  // RAW or WAW: program order
           depend = true;
-          if (!a.write) has_writer[i] = true;
+          if (!a.write) {
+            const Runs r = runs_of(b);
+            written[i].insert(written[i].end(), r.begin(), r.end());
+          }
         } else if (b.forward && e.unit != n.unit && !e.done) {
-          // e reads what a later instruction on another unit produces: this one.
+          // e reads what a later instruction on another unit produces: this one. What this one
+          // does not write stays a forward read.
           e.deps.push_back(id);
-          b.forward = false;
+          Runs rest = subtract(runs_of(b), runs_of(a));
+          if (rest.empty())
+            b.forward = false;
+          else
+            set_runs(b, std::move(rest));
+        } else if (feeds_e) {
+          continue;
+        } else if (!b.forward) {
+          depend = true;  // WAR
         } else {
           b.forward = false;
           depend = true;  // WAR
@@ -198,8 +245,32 @@ void VirtualEdgeTpu::Impl::add_hazards(TileState& ts, Work& n, uint32_t id) {
     }
     if (depend && !e.done) n.deps.push_back(eid);
   }
-  for (size_t i = 0; i < n.accesses.size(); ++i)
-    if (!n.accesses[i].write && !has_writer[i]) n.accesses[i].forward = true;
+  const size_t count = n.accesses.size();
+  for (size_t i = 0; i < count; ++i) {
+    if (n.accesses[i].write) continue;
+    if (written[i].empty()) {
+      n.accesses[i].forward = true;
+      continue;
+    }
+    Runs& w = written[i];
+    std::sort(w.begin(), w.end());
+    Runs merged;
+    for (auto r : w) {
+      if (!merged.empty() && r.first <= merged.back().second)
+        merged.back().second = std::max(merged.back().second, r.second);
+      else
+        merged.push_back(r);
+    }
+    Runs rest = subtract(runs_of(n.accesses[i]), merged);
+    if (rest.empty()) continue;
+    // The covered part orders after its writers; the rest waits for a later writer (keeping it in
+    // the covered access too would make that writer wait for this read: a cycle).
+    Access forward = n.accesses[i];
+    forward.forward = true;
+    set_runs(n.accesses[i], subtract(runs_of(n.accesses[i]), rest));
+    set_runs(forward, std::move(rest));
+    n.accesses.push_back(std::move(forward));
+  }
 }
 
 void VirtualEdgeTpu::Impl::add_scalar_hazards(Work& n, uint32_t id) {
@@ -439,10 +510,8 @@ std::string VirtualEdgeTpu::Impl::blocked_reason(uint32_t id) {
     case 0x11:
     case 0x12: {
       const auto& r = std::get<RingInstr>(item.decoded);
-      s << r.ttu.steps() + (r.aux_en0 ? 1 : 0) << " ring packets ("
-        << tile_state[w.tile].ring_in[item.opcode == 0x12].size() +
-               tile_state[w.tile].ring_in[2].size()
-        << " queued)";
+      const auto& queue = tile_state[w.tile].ring_in[item.opcode == 0x12 ? 1 : 0];
+      s << consumer_packets_needed(r, queue) << " ring packets (" << queue.size() << " queued)";
       return s.str();
     }
     case 0x15:

@@ -62,7 +62,65 @@ StagingChunks staging_chunks(const WideNarrowInstr& n) {
   return {t.cnt[1] + 1, t.cnt[0] + 1, n.fill_bytes / 4};
 }
 
+// An op whose `in` walk re-reads a narrow staging at every iteration of its outermost loop (stride
+// 0; gen2020 MobileNet word 50 copies image rows 0..30 from the staging at 4356) takes one
+// staging chunk per iteration: on the chip the op and the wideToNarrow hand the staging over row
+// by row. Running as a whole, the op replays the wideToNarrow's chunk history instead: one pass of
+// the loop per chunk, with the chunk put back into the staging first.
+struct StagedLoop {
+  const std::vector<std::vector<uint8_t>>* chunks = nullptr;
+  int loop = -1;
+  int64_t staging = 0;  // bytes
+};
+int outermost_level(const OpTtu& t) {
+  for (int k = 7; k >= 0; --k)
+    if (t.cnt[k] != 0) return k;
+  return -1;
+}
+StagedLoop staged_loop(const Tile& tile, const OpInstr& op) {
+  if (tile.staging.empty() || !op_uses(op.in)) return {};
+  int loop = -1;
+  for (int k = 7; k >= 0 && loop < 0; --k)
+    if (op.loops[k] != 0) loop = k;
+  const int level = outermost_level(op.in);
+  if (loop <= 0 || level < 0 || op.in.cnt[level] != op.loops[loop] || op.in.strides()[level] != 0)
+    return {};
+  const int64_t lo = op.in.min_address(), hi = op.in.max_address();
+  for (const auto& [word, chunks] : tile.staging) {
+    if (chunks.size() < uint64_t{op.loops[loop]} + 1) continue;
+    const int64_t begin = 4 * int64_t{word};
+    if (lo >= begin && hi < begin + static_cast<int64_t>(chunks.front().size()))
+      return {&chunks, loop, begin};
+  }
+  return {};
+}
+// The same op restricted to pass `pass` of its outermost loop; false when a walk does not follow
+// that loop with its own outermost level (then the op cannot be split).
+bool restrict_to_pass(OpInstr& part, const OpInstr& op, int loop, uint32_t pass) {
+  part.loops[loop] = 0;
+  for (auto [dst, src] : {std::pair{&part.in, &op.in},
+                          {&part.out, &op.out},
+                          {&part.par, &op.par},
+                          {&part.psum, &op.psum}}) {
+    const int level = outermost_level(*src);
+    if (level < 0) continue;
+    if (src->cnt[level] != op.loops[loop]) return false;
+    dst->cnt[level] = 0;
+    dst->base = src->base + int64_t{pass} * src->strides()[level];
+  }
+  return true;
+}
+
 }  // namespace
+
+uint64_t consumer_aux_groups(const RingInstr& r, const std::deque<Packet>& queue) {
+  if (!r.aux_en0) return 0;
+  const bool entries = !queue.empty() && queue.front().size() == kScalarEntryBytes;
+  return entries ? uint64_t{r.ttu.cnt[3]} + 1 : 1;
+}
+uint64_t consumer_packets_needed(const RingInstr& r, const std::deque<Packet>& queue) {
+  return r.ttu.steps() + consumer_aux_groups(r, queue);
+}
 
 std::vector<Access> VirtualEdgeTpu::Impl::footprint(const ProgramItem& item, int /*tile*/) {
   std::vector<Access> a;
@@ -177,9 +235,21 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
       const OpClass* cls = ops::classify(op);
       if (!cls || !cls->run)
         fail_at(w.tile, item, cat("unknown op class (", describe_op_class(op), "): not simulated"));
-      OpEnv env(tile, op);
       const uint64_t macs_before = tile.stats.macs;
-      cls->run(op, env);
+      const StagedLoop staged = staged_loop(tile, op);
+      OpInstr part = op;
+      if (staged.chunks && restrict_to_pass(part, op, staged.loop, 0)) {
+        for (uint32_t pass = 0; pass <= op.loops[staged.loop]; ++pass) {
+          restrict_to_pass(part, op, staged.loop, pass);
+          const auto& chunk = (*staged.chunks)[pass];
+          std::memcpy(tile.narrow.data() + staged.staging, chunk.data(), chunk.size());
+          OpEnv env(tile, part);
+          cls->run(part, env);
+        }
+      } else {
+        OpEnv env(tile, op);
+        cls->run(op, env);
+      }
       stats.macs += tile.stats.macs - macs_before;
       charge(1 + (tile.stats.macs - macs_before) / 4096);
       if (cls->par_fifo_fills) {
@@ -247,11 +317,8 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
       // (docs/chip.md "Ring consumers"); then one packet per TTU step. Fed with 16-byte entries
       // (parameters through scalar memory), every iteration of the outermost level starts with its
       // own bias entry: depthwise streams are (bias, 9 taps) per channel word.
-      if (own.empty()) return false;
-      const bool entries = own.front().size() == kScalarEntryBytes;
-      const uint64_t groups = r.aux_en0 ? (entries ? uint64_t{r.ttu.cnt[3]} + 1 : 1) : 0;
-      const uint64_t needed = r.ttu.steps() + groups;
-      if (own.size() < needed) return false;
+      if (own.empty() || own.size() < consumer_packets_needed(r, own)) return false;
+      const uint64_t groups = consumer_aux_groups(r, own);
       auto take = [&](int64_t unit) {
         const Packet p = std::move(own.front());
         own.pop_front();
@@ -274,13 +341,25 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
     }
     case 0x13: {
       const auto& n = std::get<WideNarrowInstr>(item.decoded);
-      if (n.transposing)
-        fail_at(w.tile, item, "the transposing narrowToWide (tail bit 799) is not simulated yet");
       std::vector<uint8_t> stream;
       walk(n.narrow_ttu, [&](int64_t off) {
         const uint8_t* p = narrow_word(int64_t{n.narrow_addr} + off, false);
         stream.insert(stream.end(), p, p + 4);
       });
+      if (n.transposing) {
+        // Tail bit 799 (pooling relays): the innermost level walks 4 positions of one channel
+        // word; each 4 words x 4 bytes block is transposed so that a wide column holds one channel
+        // with the 4 positions in its byte lanes, the lane layout the pooling ops read (gen2020
+        // MobileNet word 2168 -> average pool 2176; docs/chip.md "narrowToWide").
+        if (n.narrow_ttu.cnt[0] != 3 || stream.size() % 16 != 0)
+          fail_at(w.tile, item, "a transposing narrowToWide needs 4 positions innermost");
+        for (size_t block = 0; block < stream.size(); block += 16) {
+          std::array<uint8_t, 16> t;
+          for (size_t b = 0; b < 4; ++b)
+            for (size_t j = 0; j < 4; ++j) t[4 * j + b] = stream[block + 4 * b + j];
+          std::memcpy(stream.data() + block, t.data(), 16);
+        }
+      }
       size_t pos = 0;
       walk(n.wide_ttu, [&](int64_t off) {
         if (pos >= stream.size()) return;
