@@ -60,6 +60,13 @@ int MockedStick::urbs_submitted() const {
   return n;
 }
 
+int MockedStick::urbs_discarded() const {
+  std::lock_guard lock(mutex_);
+  int n = 0;
+  for (const Node& node : nodes_) n += node.responder->urbs_discarded();
+  return n;
+}
+
 std::vector<std::string> MockedStick::problems() const {
   std::lock_guard lock(mutex_);
   std::vector<std::string> all = problems_;

@@ -29,6 +29,7 @@ class MockedStick {
 
   int enumerations() const;  // 1 + how often the stick re-enumerated
   int urbs_submitted() const;
+  int urbs_discarded() const;  // URBs libusb cancelled while the stick held them
   // Setup problems and usbdevfs requests nobody answered; tests assert it is empty.
   std::vector<std::string> problems() const;
 

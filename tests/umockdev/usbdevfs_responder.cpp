@@ -208,6 +208,7 @@ bool UsbdevfsResponder::discard(gulong client_urb) {
       if (it->urb.get()->client_addr == client_urb) {
         // usbfs unlinks the URB; it is reaped with -ENOENT like a killed one.
         finish(std::move(*it), -ENOENT, 0);
+        ++discarded_;
         queue->erase(it);
         return true;
       }

@@ -59,6 +59,7 @@ class UsbdevfsResponder {
   void disconnect() { gone_ = true; }
 
   int urbs_submitted() const { return urbs_; }
+  int urbs_discarded() const { return discarded_; }
   // Requests the responder does not know, as "0x<request>"; tests assert none came.
   std::vector<std::string> unknown_requests() const;
 
@@ -83,7 +84,7 @@ class UsbdevfsResponder {
   std::deque<Urb> never_done_;  // URBs a wedged stick never answers (until discarded)
   std::deque<Urb> reapable_;    // finished, in completion order
   std::atomic<bool> gone_{false};
-  std::atomic<int> urbs_{0};
+  std::atomic<int> urbs_{0}, discarded_{0};
   mutable std::mutex mutex_;  // guards unknown_
   std::vector<std::string> unknown_;
 };
