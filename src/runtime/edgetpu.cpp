@@ -107,6 +107,8 @@ void EdgeTpu::recover(const std::string& why) {
     csr_.read32(usb::reg::kScuCtrl0);
   } catch (const Error& e) {
     csr_.set_timeout(saved);
+    // The close sequence could only wait out a control timeout per request on this stick.
+    open_ = false;
     fail("the stick (", description(), ") stopped answering after a failed transfer (", why,
          "); its firmware is wedged: unplug and replug the stick");
   }

@@ -89,6 +89,10 @@ TEST_F(UmockdevFaults, AWedgedFirmwareIsAClearErrorNotAHang) {
     EXPECT_NE(std::string(e.what()).find("replug"), std::string::npos) << e.what();
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  // Closing does not wait out control timeouts on a stick known not to answer.
+  const auto closing = std::chrono::steady_clock::now();
+  tpu.reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - closing, std::chrono::seconds(3));
 }
 
 TEST_F(UmockdevFaults, AStickThatLeftTheBusIsAClearError) {
