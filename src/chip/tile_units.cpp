@@ -62,6 +62,31 @@ StagingChunks staging_chunks(const WideNarrowInstr& n) {
   return {t.cnt[1] + 1, t.cnt[0] + 1, n.fill_bytes / 4};
 }
 
+// A FIFO reader takes the most recent fills of a row: fills beyond the ones it needs are left
+// over from earlier streams through the same row that nobody read (MobileNet v1 0.25: rows
+// 0x2000-0x2020 carry both the depthwise taps of ringConsumer0 and the pointwise weights of
+// ringConsumer1; the depthwise op at word 972 must see its own 16 fills, not an older one). The
+// hazards make the next writer wait for this reader, so its own fills are the newest.
+void drop_stale_fills(Tile& tile, uint32_t row, uint64_t needed) {
+  auto it = tile.fifo_rows.find(row);
+  if (it == tile.fifo_rows.end()) return;
+  auto& fills = it->second.fills;
+  while (fills.size() > needed) {
+    fills.pop_front();
+    ++it->second.consumed;
+  }
+}
+// Visits per wide row of a DMA walk in 256-byte rows starting at `unit`.
+std::unordered_map<uint32_t, uint64_t> row_visits(const DmaTtu& ttu, int64_t unit) {
+  std::unordered_map<uint32_t, uint64_t> visits;
+  TtuWalker w(ttu);
+  do {
+    const int64_t u = unit + 4 * w.address();
+    if (u >= 0 && u % 4 == 0) ++visits[static_cast<uint32_t>(u / 4)];
+  } while (w.next());
+  return visits;
+}
+
 // An op whose `in` walk re-reads a narrow staging at every iteration of its outermost loop (stride
 // 0; gen2020 MobileNet word 50 copies image rows 0..30 from the staging at 4356) takes one
 // staging chunk per iteration: on the chip the op and the wideToNarrow hand the staging over row
@@ -113,10 +138,11 @@ bool restrict_to_pass(OpInstr& part, const OpInstr& op, int loop, uint32_t pass)
 
 }  // namespace
 
-uint64_t consumer_aux_groups(const RingInstr& r, const std::deque<Packet>& queue) {
-  if (!r.aux_en0) return 0;
-  const bool entries = !queue.empty() && queue.front().size() == kScalarEntryBytes;
-  return entries ? uint64_t{r.ttu.cnt[3]} + 1 : 1;
+// With the aux pair, every iteration of the outermost level (a depthwise channel word, a conv
+// output group) starts with its bias block: MobileNet v1 0.25 word 1002 takes 2 x (bias + 16 weight
+// rows) = the 34 packets of producer 1030.
+uint64_t consumer_aux_groups(const RingInstr& r, const std::deque<Packet>& /*queue*/) {
+  return r.aux_en0 ? uint64_t{r.ttu.cnt[3]} + 1 : 0;
 }
 uint64_t consumer_packets_needed(const RingInstr& r, const std::deque<Packet>& queue) {
   return r.ttu.steps() + consumer_aux_groups(r, queue);
@@ -236,6 +262,10 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
       if (!cls || !cls->run)
         fail_at(w.tile, item, cat("unknown op class (", describe_op_class(op), "): not simulated"));
       const uint64_t macs_before = tile.stats.macs;
+      if (cls->par_fifo_fills && op.par_fifo != 0)
+        if (const uint32_t fills = cls->par_fifo_fills(op); fills > 0)
+          for (int64_t row = op.par.min_address() / 4; row <= op.par.max_address() / 4; ++row)
+            if (row >= 0) drop_stale_fills(tile, static_cast<uint32_t>(row), fills);
       const StagedLoop staged = staged_loop(tile, op);
       OpInstr part = op;
       if (staged.chunks && restrict_to_pass(part, op, staged.loop, 0)) {
@@ -270,6 +300,7 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
     case 0x10: {
       const auto& r = std::get<RingInstr>(item.decoded);
       std::vector<Packet> packets;
+      for (auto [row, visits] : row_visits(r.ttu, r.addr)) drop_stale_fills(tile, row, visits);
       walk(r.ttu, [&](int64_t off) {
         const int64_t unit = int64_t{r.addr} + 4 * off;
         const uint8_t* row = wide_row(unit, false);
@@ -313,10 +344,9 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
       // Producers with to_c1 feed ringConsumer1 (0x12), infeeds and the other producers feed
       // ringConsumer0 (MobileNet gen2020: producer 244 -> consumer 216, infeeds -> 0x11).
       auto& own = ts.ring_in[item.opcode == 0x12 ? 1 : 0];
-      // With the aux pair enabled the first packet is the bias block, written at the aux row
-      // (docs/chip.md "Ring consumers"); then one packet per TTU step. Fed with 16-byte entries
-      // (parameters through scalar memory), every iteration of the outermost level starts with its
-      // own bias entry: depthwise streams are (bias, 9 taps) per channel word.
+      // With the aux pair enabled each group (outermost-level iteration) starts with its bias
+      // block, written as a fill of the aux row (docs/chip.md "Ring consumers"); then one packet
+      // per TTU step. Depthwise streams are (bias, 9 taps) of 16-byte entries per channel word.
       if (own.empty() || own.size() < consumer_packets_needed(r, own)) return false;
       const uint64_t groups = consumer_aux_groups(r, own);
       auto take = [&](int64_t unit) {
@@ -381,6 +411,9 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
       // yet read (ring consumers may have refilled the row many times before this instruction
       // runs as a whole), so the FIFO's read position persists across instructions.
       const bool fifo = n.wide_circ;
+      if (fifo)
+        for (auto [row, visits] : row_visits(n.wide_ttu, n.wide_addr))
+          drop_stale_fills(tile, row, visits);
       std::vector<uint8_t> stream;
       walk(n.wide_ttu, [&](int64_t off) {
         const int64_t unit = int64_t{n.wide_addr} + 4 * off;
