@@ -475,6 +475,7 @@ bool VirtualEdgeTpu::Impl::finish_program_if_done() {
     syncs.clear();
     scalar_region.clear();
     staging.clear();
+    staging_read_at.clear();
     to_scalar.clear();
     next_scalar_ordinal = outfeed_ordinal = 0;
     last_pop = {kNone, kNone};
