@@ -539,6 +539,32 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
           in_walk.next();
           out_walk.next();
         }
+      } else if (m.out_active && in_steps > 0) {
+        // A relay that adds its own data (the gather before MobileNet's average pool: tile 1
+        // sends its 4 positions and the 8 it receives from tile 2): an outbound word whose address
+        // the inbound half writes is sent after it arrived.
+        std::unordered_map<int64_t, uint64_t> written_at;  // byte address -> last inbound step
+        {
+          TtuWalker in_walk(m.in_ttu);
+          uint64_t k = 0;
+          do {
+            written_at[int64_t{m.in_addr} + 4 * in_walk.address()] = k++;
+          } while (in_walk.next());
+        }
+        TtuWalker in_walk(m.in_ttu);
+        uint64_t received = 0;
+        auto receive_through = [&](uint64_t step) {
+          for (; received <= step && received < in_steps; ++received) {
+            write_in(in_walk.address());
+            in_walk.next();
+          }
+        };
+        walk(m.out_ttu, [&](int64_t off) {
+          if (auto it = written_at.find(int64_t{m.out_addr} + 4 * off); it != written_at.end())
+            receive_through(it->second);
+          send(read_out(off));
+        });
+        if (in_steps > 0) receive_through(in_steps - 1);
       } else {
         if (m.out_active) walk(m.out_ttu, [&](int64_t off) { send(read_out(off)); });
         if (in_steps > 0) walk(m.in_ttu, write_in);
