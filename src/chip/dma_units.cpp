@@ -129,9 +129,10 @@ bool VirtualEdgeTpu::Impl::try_run_dma_work(uint32_t id) {
       }
       data.resize(o.bytes);
       if (o.to_scalar_memory) {
-        if (uint64_t{o.base} + o.bytes > kScalarMemoryBytes)
+        if (uint64_t{o.base} + o.bytes > kScalarStreamBytes)
           fail_dma(item, cat("writes scalar memory [", o.base, ", ", o.base + o.bytes, ") beyond ",
-                             kScalarMemoryBytes, " bytes"));
+                             kScalarStreamBytes, " bytes"));
+        if (uint64_t{o.base} + o.bytes > scalar.smem.size()) scalar.smem.resize(o.base + o.bytes);
         std::memcpy(scalar.smem.data() + o.base, data.data(), data.size());
       } else {
         deliver_output_bytes(data);

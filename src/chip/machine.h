@@ -19,6 +19,10 @@ namespace tinycoral::chip {
 
 constexpr uint32_t kTileUnits = 12;  // UnitId::kOp .. UnitId::kTileSync
 constexpr uint32_t kScalarMemoryBytes = 16384;
+// Outfeeds into scalar memory and infeeds from it stream through it: MobileNet v1 1.0's depthwise
+// layers move 20480 bytes at a time (the chip wraps or streams them; docs/chip.md). The DMA side
+// may therefore use up to this much; the scalar core's loads and stores stay within 16 KiB.
+constexpr uint32_t kScalarStreamBytes = 1 << 20;
 constexpr uint32_t kNone = UINT32_MAX;
 
 // Memory spaces an instruction's footprint can touch.

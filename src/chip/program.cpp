@@ -75,6 +75,10 @@ Decoded decode_item(const isa::Instruction& in) {
         r.aux_addr0 = static_cast<uint32_t>(b.u(268, 18));
         r.aux_en1 = b.u(318, 1) != 0;
         r.aux_addr1 = static_cast<uint32_t>(b.u(300, 18));
+        const uint64_t gstride = b.u(249, 18);
+        const uint64_t slots = b.u(216, 11);
+        if (gstride % 4 == 1 && (gstride - 1) / 4 < slots && slots == r.ttu.cnt[0] + 1)
+          r.short_last_pass = static_cast<uint32_t>((gstride - 1) / 4);
       }
       return r;
     }

@@ -84,6 +84,9 @@ struct RingInstr {  // 0x10 / 0x11 / 0x12
   uint8_t mode = 0;
   bool aux_en0 = false, aux_en1 = false;
   uint32_t aux_addr0 = 0, aux_addr1 = 0;
+  // consumer only: steps of its last pass left out when the stream ends in a short pass
+  // (gstride = 4 (slots - p) + 1, isa.md 2.6)
+  uint32_t short_last_pass = 0;
   // producer only
   bool to_c1 = false;
   uint32_t dest = 0;  // bit t = tile t, bit 16 = scalar core
