@@ -1,0 +1,106 @@
+// Acceptance: Google's gen2020 MobileNet programs on the virtual Edge TPU give the outputs of their
+// CPU twins in `edgetpu` rounding (docs/chip.md "Status against Google's programs"), on Google's
+// own test images, for a first and a second (parameters resident) inference on one chip.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include "chip/sim_runner.h"
+#include "container/tflite_reader.h"
+#include "host/image.h"
+#include "host/interpreter.h"
+#include "support/testdata.h"
+
+namespace tinycoral::chip {
+namespace {
+
+struct Comparison {
+  size_t elements = 0, equal = 0;
+  int max_diff = 0;
+  size_t top1_chip = 0, top1_cpu = 0;
+  std::vector<uint8_t> chip;  // the chip's output of the last inference
+};
+
+// Runs `model` (X_edgetpu.tflite beside its twin X.tflite) on `image` (prepared as the gen2020
+// suite did, google_expectations.md 1.3) twice on one virtual Edge
+// TPU and compares its single output with the twin's; the two inferences must agree byte for byte.
+Comparison compare_with_twin(const std::filesystem::path& data, const std::string& model,
+                             const std::string& image) {
+  const auto compiled = container::read_edgetpu_model_file(data / (model + "_edgetpu.tflite"));
+  const auto exes = testing::executables_of(compiled);
+  if (exes.execution == nullptr || exes.execution->input_layers.size() != 1 ||
+      exes.execution->output_layers.size() != 1)
+    ADD_FAILURE() << model << ": expected one input and one output layer";
+  host::InterpreterOptions options;
+  options.rounding = host::Rounding::kEdgeTpu;
+  host::Interpreter cpu(container::read_tflite_file(data / (model + ".tflite")), options);
+  const auto in = cpu.input(0);
+  const std::vector<int32_t> shape(in.shape().begin(), in.shape().end());
+  const auto bytes = host::image_to_input(host::read_image(data / "images" / image), shape,
+                                          in.type(), host::ResizeMode::kBilinearLegacy, {});
+  cpu.set_input(0, bytes);
+  cpu.invoke();
+  const auto want = cpu.output_bytes(0);
+
+  testing::Buffers inputs;
+  inputs[exes.execution->input_layers[0].name] = bytes;
+  VirtualEdgeTpu chip;
+  if (exes.caching) testing::run_executable(chip, *exes.caching, {});
+  const auto& layer = exes.execution->output_layers[0];
+  const auto first =
+      testing::detile(layer, testing::run_executable(chip, *exes.execution, inputs).at(layer.name));
+  const auto second =
+      testing::detile(layer, testing::run_executable(chip, *exes.execution, inputs).at(layer.name));
+  EXPECT_EQ(first, second) << model << ": the second inference differs from the first";
+  EXPECT_EQ(chip.fault(), "");
+
+  Comparison c;
+  c.elements = want.size();
+  EXPECT_EQ(second.size(), want.size()) << model;
+  for (size_t k = 0; k < want.size() && k < second.size(); ++k) {
+    c.equal += second[k] == want[k];
+    c.max_diff = std::max(c.max_diff, std::abs(int{second[k]} - int{want[k]}));
+  }
+  c.top1_chip =
+      static_cast<size_t>(std::max_element(second.begin(), second.end()) - second.begin());
+  c.top1_cpu = static_cast<size_t>(std::max_element(want.begin(), want.end()) - want.begin());
+  c.chip = second;
+  return c;
+}
+
+// The bar: the same top-1, >= 99% of the elements equal, none further than 1.
+void expect_matches_twin(const Comparison& c, const std::string& what) {
+  EXPECT_EQ(c.top1_chip, c.top1_cpu) << what;
+  EXPECT_GE(c.equal * 100, c.elements * 99) << what << ": " << c.equal << " of " << c.elements;
+  EXPECT_LE(c.max_diff, 1) << what;
+  ::testing::Test::RecordProperty("equal", static_cast<int>(c.equal));
+  ::testing::Test::RecordProperty("elements", static_cast<int>(c.elements));
+  ::testing::Test::RecordProperty("max_diff", c.max_diff);
+}
+
+TEST(GoogleModelsOnTheChip, MobileNetV1_025_128_Cat) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  const auto c = compare_with_twin(data, "gen2020/mobilenet_v1_0.25_128_quant", "cat.bmp");
+  expect_matches_twin(c, "MobileNet v1 0.25/128, cat.bmp");
+  // Google's classification case (expected/classification_test_cases.csv): label 283 in the top 3
+  // with a score >= 0.36; the output is uint8 softmax with scale 1/256.
+  std::vector<size_t> order(c.chip.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::partial_sort(order.begin(), order.begin() + 3, order.end(),
+                    [&](size_t a, size_t b) { return c.chip[a] > c.chip[b]; });
+  bool found = false;
+  for (int k = 0; k < 3; ++k) found |= order[k] == 283 && c.chip[order[k]] / 256.0 >= 0.36;
+  EXPECT_TRUE(found) << "top-3 " << order[0] << " (" << int{c.chip[order[0]]} << ") " << order[1]
+                     << " " << order[2];
+}
+
+TEST(GoogleModelsOnTheChip, MobileNetV1_025_128_Bird) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  expect_matches_twin(compare_with_twin(data, "gen2020/mobilenet_v1_0.25_128_quant", "bird.bmp"),
+                      "MobileNet v1 0.25/128, bird.bmp");
+}
+
+}  // namespace
+}  // namespace tinycoral::chip
