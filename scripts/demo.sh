@@ -9,6 +9,9 @@ cd "$(dirname "$0")/.."
 cmake --preset default >/dev/null
 cmake --build build -j "$(nproc)"
 tc=build/tools/tinycoral
+log=$(mktemp)
+out=$(mktemp)
+trap 'rm -f "$log" "$out"' EXIT
 data=${TINYCORAL_TESTDATA:-../shared/testdata}
 if [ -f "$data/gen2020/mobilenet_v1_0.25_128_quant_edgetpu.tflite" ]; then
   model=$data/gen2020/mobilenet_v1_0.25_128_quant_edgetpu.tflite
@@ -18,9 +21,19 @@ if [ -f "$data/gen2020/mobilenet_v1_0.25_128_quant_edgetpu.tflite" ]; then
   find "$data" -name '*_edgetpu.tflite' -print0 | sort -z | xargs -0 "$tc" disasm --check | tail -n 1
   echo "== first lines of the execution program"
   "$tc" disasm "$model" | head -n 40
-  echo "== classify images/cat.bmp (CPU reference on the CPU twin)"
-  "$tc" run "$data/gen2020/mobilenet_v1_0.25_128_quant.tflite" --image "$data/images/cat.bmp" \
-    --device cpu --top 3 --labels "$data/labels/imagenet_labels.txt"
+  labels=$data/labels/imagenet_labels.txt
+  for image in cat bird; do
+    echo "== classify images/$image.bmp with $(basename "$model") on the best available device"
+    if ! "$tc" run "$model" --image "$data/images/$image.bmp" --device auto --top 3 --labels "$labels" \
+      >"$out" 2>"$log"; then
+      head -n 3 "$log"
+      echo "(the device above could not run it; the CPU reference on the CPU twin instead)"
+      "$tc" run "${model%_edgetpu.tflite}.tflite" --image "$data/images/$image.bmp" --device cpu \
+        --top 3 --labels "$labels"
+    else
+      cat "$log" "$out"
+    fi
+  done
 else
   echo "(no test data at $data: run scripts/download_testdata.sh and set TINYCORAL_TESTDATA for more)"
   "$tc" asm examples/hello.s -o build/hello.bin
