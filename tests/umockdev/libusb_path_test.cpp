@@ -97,6 +97,28 @@ TEST(Umockdev, BootloaderStickIsFlashedOverDfuThenRunsAnInference) {
   EXPECT_TRUE(mocked.problems().empty()) << mocked.problems().front();
 }
 
+TEST(Umockdev, ARejectedDfuDownloadIsAClearErrorAndTheStickStaysInTheBootloader) {
+  FakeChip chip;
+  VirtualStick stick(chip);
+  stick.faults().fail_dfu = true;  // the bootloader answers errWRITE
+  MockedStick mocked(stick, 4);
+  ASSERT_TRUE(mocked.problems().empty()) << mocked.problems().front();
+  const FirmwareFile firmware(3000);
+  usb::UsbOpenOptions options;
+  options.firmware = firmware.path();
+  try {
+    LibusbTransport::open(0, options);
+    FAIL() << "a rejected firmware upload opened the stick";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("DFU"), std::string::npos) << what;
+    EXPECT_NE(what.find("replug"), std::string::npos) << what;
+  }
+  EXPECT_EQ(stick.mode(), VirtualStick::Mode::kBootloader);
+  EXPECT_EQ(mocked.enumerations(), 1);  // it never left the bus
+  EXPECT_TRUE(mocked.problems().empty()) << mocked.problems().front();
+}
+
 TEST(Umockdev, ApplicationModeStickRunsACachedModelTwice) {
   FakeChip chip;
   VirtualStick stick(chip, VirtualStick::Mode::kApplication);
