@@ -138,11 +138,15 @@ bool restrict_to_pass(OpInstr& part, const OpInstr& op, int loop, uint32_t pass)
 
 }  // namespace
 
-// With the aux pair, every iteration of the outermost level (a depthwise channel word, a conv
-// output group) starts with its bias block: MobileNet v1 0.25 word 1002 takes 2 x (bias + 16 weight
-// rows) = the 34 packets of producer 1030.
+// With the aux pair, every iteration of the outermost counted level above the slot level (a
+// depthwise channel word, a conv output group) starts with its bias block: MobileNet v1 0.25 word
+// 1002 (1 x 8)(-7 x 2)(-7 x 1)(-7 x 2) takes 2 x (bias + 16 weight rows) = the 34 packets of
+// producer 1030, and so does 0.5/160's word 740 (1 x 16)(-15 x 2) from producer 768.
 uint64_t consumer_aux_groups(const RingInstr& r, const std::deque<Packet>& /*queue*/) {
-  return r.aux_en0 ? uint64_t{r.ttu.cnt[3]} + 1 : 0;
+  if (!r.aux_en0) return 0;
+  for (int d = 3; d >= 1; --d)  // level 0 is the slot level, never a group level
+    if (r.ttu.cnt[d] != 0) return uint64_t{r.ttu.cnt[d]} + 1;
+  return 1;
 }
 uint64_t consumer_packets_needed(const RingInstr& r, const std::deque<Packet>& queue) {
   return r.ttu.steps() - r.short_last_pass + consumer_aux_groups(r, queue);
@@ -257,11 +261,28 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
     case 0x01:
     case 0x02:
     case 0x03: {
-      const auto& op = std::get<OpInstr>(item.decoded);
-      const OpClass* cls = ops::classify(op);
+      const auto& decoded = std::get<OpInstr>(item.decoded);
+      const OpClass* cls = ops::classify(decoded);
       if (!cls || !cls->run)
-        fail_at(w.tile, item, cat("unknown op class (", describe_op_class(op), "): not simulated"));
+        fail_at(w.tile, item,
+                cat("unknown op class (", describe_op_class(decoded), "): not simulated"));
       const uint64_t macs_before = tile.stats.macs;
+      // Weights refilled while the op runs: an op without the FIFO field whose rows were written
+      // once per iteration of its outer loops (0.5/160 word 751: 2 output groups through the same
+      // 16 rows, consumer 740 writes each row twice) reads them as a FIFO, one fill per group.
+      OpInstr streamed = decoded;
+      if (decoded.par_fifo == 0 && cls->par_fifo_fills) {
+        streamed.par_fifo = 1;
+        const uint32_t fills = cls->par_fifo_fills(streamed);
+        const int64_t first = decoded.par.min_address() / 4, last = decoded.par.max_address() / 4;
+        bool refilled = fills > 1 && decoded.par.min_address() >= 0;
+        for (int64_t row = first; refilled && row <= last; ++row) {
+          auto it = tile.fifo_rows.find(static_cast<uint32_t>(row));
+          refilled = it != tile.fifo_rows.end() && it->second.fills.size() >= fills;
+        }
+        if (!refilled) streamed.par_fifo = 0;
+      }
+      const OpInstr& op = streamed;
       if (cls->par_fifo_fills && op.par_fifo != 0)
         if (const uint32_t fills = cls->par_fifo_fills(op); fills > 0)
           for (int64_t row = op.par.min_address() / 4; row <= op.par.max_address() / 4; ++row)
@@ -414,10 +435,13 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
       // A ring FIFO is read fill by fill: each wide-walk step takes the oldest fill of its row not
       // yet read (ring consumers may have refilled the row many times before this instruction
       // runs as a whole), so the FIFO's read position persists across instructions.
-      const bool fifo = n.wide_circ;
+      // A walk that visits a row more than once reads successive fills of it even without the
+      // FIFO bit (0.5/160 word 744 loads the biases of two output groups from row 0x2010).
+      const auto visits_per_row = row_visits(n.wide_ttu, n.wide_addr);
+      bool fifo = n.wide_circ;
+      for (auto [row, visits] : visits_per_row) fifo |= visits > 1;
       if (fifo)
-        for (auto [row, visits] : row_visits(n.wide_ttu, n.wide_addr))
-          drop_stale_fills(tile, row, visits);
+        for (auto [row, visits] : visits_per_row) drop_stale_fills(tile, row, visits);
       std::vector<uint8_t> stream;
       walk(n.wide_ttu, [&](int64_t off) {
         const int64_t unit = int64_t{n.wide_addr} + 4 * off;
