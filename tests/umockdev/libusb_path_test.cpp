@@ -5,7 +5,8 @@
 // reset all go through libusb-1.0 and its Linux backend.
 //  - A bootloader-mode stick is brought up by LibusbTransport::open exactly as on hardware: DFU
 //    upload, port reset, the stick re-enumerates as 18d1:9302 (a fresh libusb scan finds it), open
-//    sequence, an inference through the virtual Edge TPU, close.
+//    sequence, an inference through the virtual Edge TPU, close. A bootloader that rejects the
+//    download gives the DFU error and stays on the bus as it was.
 //  - An application-mode stick runs register reads and writes and a parameter-caching model with
 //    two outputs, twice (the weights stay resident), through the runtime.
 // ctest runs this binary with LD_PRELOAD set (tests/umockdev/CMakeLists.txt); run by hand, use
