@@ -78,10 +78,11 @@ bool VirtualEdgeTpu::Impl::try_run_dma_work(uint32_t id) {
         // pops 584 KiB once and its infeeds' offsets run 0x750 -> 0x058 (64-byte units) where the
         // parameters continue at 128 KiB + 0x58 x 64 (blob offset 136704 = the layer-12
         // depthwise block the tile later sends on).
+        // Infeeds of one pop run forward: each starts at or after the end of the previous one.
         auto [at, fresh] = staging_read_at.try_emplace(w.pop, begin);
-        while (!fresh && begin < at->second && begin + kStagingWrapBytes <= source.size())
+        while (!fresh && begin < at->second && begin + length + kStagingWrapBytes <= source.size())
           begin += kStagingWrapBytes;
-        at->second = begin;
+        at->second = begin + length;
       }
       if (begin + length > source.size())
         fail_dma(item, cat("sends bytes [", begin, ", ", begin + length, ") but its source holds ",

@@ -126,7 +126,7 @@ struct VirtualEdgeTpu::Impl {
   std::array<std::deque<uint8_t>, 2> host_in;
   std::map<uint32_t, std::vector<uint8_t>> staging;  // pop work -> the bytes it staged
   // The infeed offset field wraps at 128 KiB (a staging ring): per pop, where the last infeed from
-  // it started (bytes, unwrapped), so that later infeeds continue past the wrap.
+  // it ended (bytes, unwrapped), so that later infeeds continue past the wrap.
   std::map<uint32_t, uint64_t> staging_read_at;
   uint64_t buffered_bytes = 0;
 

@@ -102,5 +102,17 @@ TEST(GoogleModelsOnTheChip, MobileNetV1_025_128_Bird) {
                       "MobileNet v1 0.25/128, bird.bmp");
 }
 
+TEST(GoogleModelsOnTheChip, MobileNetV1_05_160_Cat) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  expect_matches_twin(compare_with_twin(data, "gen2020/mobilenet_v1_0.5_160_quant", "cat.bmp"),
+                      "MobileNet v1 0.5/160, cat.bmp");
+}
+
+TEST(GoogleModelsOnTheChip, MobileNetV1_05_160_Bird) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  expect_matches_twin(compare_with_twin(data, "gen2020/mobilenet_v1_0.5_160_quant", "bird.bmp"),
+                      "MobileNet v1 0.5/160, bird.bmp");
+}
+
 }  // namespace
 }  // namespace tinycoral::chip
