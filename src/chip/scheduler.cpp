@@ -334,6 +334,10 @@ void VirtualEdgeTpu::Impl::dispatch(uint32_t index) {
   }
 
   const uint16_t mask = tile_mask_of(item);
+  const RingInstr* producer = nullptr;
+  std::vector<uint32_t> producer_works;
+  if (opcode == 0x10 && (std::get<RingInstr>(item.decoded).dest & 0xffff) != 0)
+    producer = &std::get<RingInstr>(item.decoded);
   for (int t = 0; t < static_cast<int>(kTileCount); ++t) {
     if (!(mask >> t & 1)) continue;
     TileState& ts = tile_state[t];
@@ -375,10 +379,17 @@ void VirtualEdgeTpu::Impl::dispatch(uint32_t index) {
         to_scalar[works[id].ordinal];  // the outfeeds wait on this producer
       }
     }
+    if (producer) {
+      for (uint32_t prev : last_tile_producers[producer->to_c1 ? 1 : 0])
+        if (!works[prev].done) works[id].deps.push_back(prev);
+      producer_works.push_back(id);
+    }
     add_hazards(ts, works[id], id);
     ts.region.push_back(id);
     ts.queues[static_cast<size_t>(unit)].push_back(id);
   }
+  if (producer && !producer_works.empty())
+    last_tile_producers[producer->to_c1 ? 1 : 0] = std::move(producer_works);
 }
 
 bool VirtualEdgeTpu::Impl::deps_done(Work& w) {
@@ -476,6 +487,7 @@ bool VirtualEdgeTpu::Impl::finish_program_if_done() {
     scalar_region.clear();
     staging.clear();
     staging_read_at.clear();
+    for (auto& p : last_tile_producers) p.clear();
     to_scalar.clear();
     next_scalar_ordinal = outfeed_ordinal = 0;
     last_pop = {kNone, kNone};

@@ -114,5 +114,20 @@ TEST(GoogleModelsOnTheChip, MobileNetV1_05_160_Bird) {
                       "MobileNet v1 0.5/160, bird.bmp");
 }
 
+// The embedding extractor's output is the average pool (1024 channels), not a classification.
+TEST(GoogleModelsOnTheChip, MobileNetV1_10_224_EmbeddingExtractor_Cat) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  expect_matches_twin(
+      compare_with_twin(data, "gen2020/mobilenet_v1_1.0_224_quant_embedding_extractor", "cat.bmp"),
+      "MobileNet v1 1.0/224 embedding extractor, cat.bmp");
+}
+
+TEST(GoogleModelsOnTheChip, MobileNetV1_10_224_EmbeddingExtractor_Bird) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  expect_matches_twin(
+      compare_with_twin(data, "gen2020/mobilenet_v1_1.0_224_quant_embedding_extractor", "bird.bmp"),
+      "MobileNet v1 1.0/224 embedding extractor, bird.bmp");
+}
+
 }  // namespace
 }  // namespace tinycoral::chip
