@@ -61,11 +61,14 @@ struct Work {
   uint32_t pop = kNone;  // infeed: the pop whose staging data it sends
   uint64_t ordinal = 0;  // producer with scalar destination: its place in the outfeed stream
   uint32_t packets = 0;  // producer: packets it sends
+  // consumer with the aux pair: bias blocks it takes, from the bias load that reads its aux row
+  // (0: not known, see consumer_aux_groups)
+  uint32_t aux_groups = 0;
 };
 
 // Ring packets a consumer takes: one per TTU step plus its bias blocks (tile_units.cpp).
-uint64_t consumer_aux_groups(const RingInstr& r, const std::deque<Packet>& queue);
-uint64_t consumer_packets_needed(const RingInstr& r, const std::deque<Packet>& queue);
+uint64_t consumer_aux_groups(const RingInstr& r, uint32_t known_groups);
+uint64_t consumer_packets_needed(const RingInstr& r, uint32_t known_groups);
 
 struct TileState {
   std::array<std::deque<uint32_t>, kTileUnits> queues;
@@ -177,6 +180,7 @@ struct VirtualEdgeTpu::Impl {
   // tile_units.cpp
   bool try_run_tile_work(uint32_t id);
   std::vector<Access> footprint(const ProgramItem& item, int tile);
+  void note_bias_groups(TileState& ts, const WideNarrowInstr& load);
 
   // dma_units.cpp
   bool try_run_dma_work(uint32_t id);

@@ -209,8 +209,15 @@ void VirtualEdgeTpu::Impl::add_hazards(TileState& ts, Work& n, uint32_t id) {
     // When n writes what e reads forward, e consumes n's output: n does not wait for e's other
     // reads of the same bytes (split_concat / MobileNet: an infeed from scalar memory issued
     // before the outfeed that rewrites the region it read last time).
+    // But when n must follow e anyway (it reads or overwrites what e writes), e cannot wait for
+    // n: e's forward read then takes the bytes as they are (MobileNet v2 word 411 reads an input
+    // block whose first bytes the halo move at word 432, writing into e's output, reuses).
+    bool follows_e = false;
+    for (const Access& a : n.accesses)
+      for (const Access& b : e.accesses)
+        if (b.write && overlaps(a, b)) follows_e = true;
     bool feeds_e = false;
-    if (e.unit != n.unit && !e.done)
+    if (e.unit != n.unit && !e.done && !follows_e)
       for (const Access& a : n.accesses)
         for (const Access& b : e.accesses)
           if (a.write && b.forward && overlaps(a, b)) feeds_e = true;
@@ -224,7 +231,7 @@ void VirtualEdgeTpu::Impl::add_hazards(TileState& ts, Work& n, uint32_t id) {
             const Runs r = runs_of(b);
             written[i].insert(written[i].end(), r.begin(), r.end());
           }
-        } else if (b.forward && e.unit != n.unit && !e.done) {
+        } else if (b.forward && e.unit != n.unit && !e.done && !follows_e) {
           // e reads what a later instruction on another unit produces: this one. What this one
           // does not write stays a forward read.
           e.deps.push_back(id);
@@ -379,6 +386,7 @@ void VirtualEdgeTpu::Impl::dispatch(uint32_t index) {
         to_scalar[works[id].ordinal];  // the outfeeds wait on this producer
       }
     }
+    if (opcode == 0x14) note_bias_groups(ts, std::get<WideNarrowInstr>(item.decoded));
     if (producer) {
       for (uint32_t prev : last_tile_producers[producer->to_c1 ? 1 : 0])
         if (!works[prev].done) works[id].deps.push_back(prev);
@@ -390,6 +398,23 @@ void VirtualEdgeTpu::Impl::dispatch(uint32_t index) {
   }
   if (producer && !producer_works.empty())
     last_tile_producers[producer->to_c1 ? 1 : 0] = std::move(producer_works);
+}
+
+// A bias load (mode-2 wideToNarrow) reading the aux row of a pending consumer on its tile tells
+// that consumer how many bias blocks (groups) its stream carries: one per wide step.
+void VirtualEdgeTpu::Impl::note_bias_groups(TileState& ts, const WideNarrowInstr& load) {
+  if (load.mode != 2) return;
+  for (UnitId unit : {UnitId::kRingConsumer0, UnitId::kRingConsumer1}) {
+    const auto& q = ts.queues[static_cast<size_t>(unit)];
+    for (auto it = q.rbegin(); it != q.rend(); ++it) {
+      Work& c = works[*it];
+      if (c.done) continue;
+      const auto& r = std::get<RingInstr>(c.program->items[c.item].decoded);
+      if (!r.aux_en0 || (r.aux_addr0 & ~3u) != (load.wide_addr & ~3u)) continue;
+      if (c.aux_groups == 0) c.aux_groups = static_cast<uint32_t>(load.wide_ttu.steps());
+      break;
+    }
+  }
 }
 
 bool VirtualEdgeTpu::Impl::deps_done(Work& w) {
@@ -533,7 +558,8 @@ std::string VirtualEdgeTpu::Impl::blocked_reason(uint32_t id) {
     case 0x12: {
       const auto& r = std::get<RingInstr>(item.decoded);
       const auto& queue = tile_state[w.tile].ring_in[item.opcode == 0x12 ? 1 : 0];
-      s << consumer_packets_needed(r, queue) << " ring packets (" << queue.size() << " queued)";
+      s << consumer_packets_needed(r, w.aux_groups) << " ring packets (" << queue.size()
+        << " queued)";
       return s.str();
     }
     case 0x15:

@@ -138,18 +138,22 @@ bool restrict_to_pass(OpInstr& part, const OpInstr& op, int loop, uint32_t pass)
 
 }  // namespace
 
-// With the aux pair, every iteration of the outermost counted level above the slot level (a
-// depthwise channel word, a conv output group) starts with its bias block: MobileNet v1 0.25 word
-// 1002 (1 x 8)(-7 x 2)(-7 x 1)(-7 x 2) takes 2 x (bias + 16 weight rows) = the 34 packets of
-// producer 1030, and so does 0.5/160's word 740 (1 x 16)(-15 x 2) from producer 768.
-uint64_t consumer_aux_groups(const RingInstr& r, const std::deque<Packet>& /*queue*/) {
+// With the aux pair, each group of packets starts with its bias block. How many groups there are
+// is told by the bias load (mode-2 wideToNarrow) that reads the aux row afterwards: one fill per
+// group (MobileNet v1 0.25 word 1006 reads row 0x2010 twice for consumer 1002's 2 x (bias + 16
+// rows) = the 34 packets of producer 1030; MobileNet v2 word 1120 reads its row once for consumer
+// 1116's (1 x 12)(-11 x 4) = 1 + 48 packets; depthwise loads read 0x2048 once per channel word).
+// Without such a load (parameter caching) the groups are the iterations of the outermost counted
+// level above the slot level.
+uint64_t consumer_aux_groups(const RingInstr& r, uint32_t known_groups) {
   if (!r.aux_en0) return 0;
+  if (known_groups != 0) return known_groups;
   for (int d = 3; d >= 1; --d)  // level 0 is the slot level, never a group level
     if (r.ttu.cnt[d] != 0) return uint64_t{r.ttu.cnt[d]} + 1;
   return 1;
 }
-uint64_t consumer_packets_needed(const RingInstr& r, const std::deque<Packet>& queue) {
-  return r.ttu.steps() - r.short_last_pass + consumer_aux_groups(r, queue);
+uint64_t consumer_packets_needed(const RingInstr& r, uint32_t known_groups) {
+  return r.ttu.steps() - r.short_last_pass + consumer_aux_groups(r, known_groups);
 }
 
 std::vector<Access> VirtualEdgeTpu::Impl::footprint(const ProgramItem& item, int /*tile*/) {
@@ -368,8 +372,8 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
       // With the aux pair enabled each group (outermost-level iteration) starts with its bias
       // block, written as a fill of the aux row (docs/chip.md "Ring consumers"); then one packet
       // per TTU step. Depthwise streams are (bias, 9 taps) of 16-byte entries per channel word.
-      if (own.empty() || own.size() < consumer_packets_needed(r, own)) return false;
-      const uint64_t groups = consumer_aux_groups(r, own);
+      if (own.empty() || own.size() < consumer_packets_needed(r, w.aux_groups)) return false;
+      const uint64_t groups = consumer_aux_groups(r, w.aux_groups);
       auto take = [&](int64_t unit) {
         const Packet p = std::move(own.front());
         own.pop_front();
