@@ -6,8 +6,10 @@
 #include <flatbuffers/flatbuffers.h>
 
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace tinycoral::container::detail {
@@ -38,7 +40,19 @@ std::vector<Out> to_vector(const flatbuffers::Vector<In>* v) {
   std::vector<Out> out;
   if (v == nullptr) return out;
   out.reserve(v->size());
-  for (flatbuffers::uoffset_t i = 0; i < v->size(); ++i) out.push_back(static_cast<Out>(v->Get(i)));
+  if constexpr (std::is_arithmetic_v<In>) {
+    // The verifier only checks a vector's 4-byte length for alignment, so the elements of a
+    // malformed file's [long] may sit on a 4-byte boundary: copy them out byte-wise.
+    const auto* bytes = reinterpret_cast<const uint8_t*>(v->data());
+    for (flatbuffers::uoffset_t i = 0; i < v->size(); ++i) {
+      In value;
+      std::memcpy(&value, bytes + size_t{i} * sizeof(In), sizeof(In));
+      out.push_back(static_cast<Out>(flatbuffers::EndianScalar(value)));
+    }
+  } else {
+    for (flatbuffers::uoffset_t i = 0; i < v->size(); ++i)
+      out.push_back(static_cast<Out>(v->Get(i)));
+  }
   return out;
 }
 

@@ -54,6 +54,18 @@ TEST(BadInput, TruncatedModelIsAnError) {
   }
 }
 
+// Found by tflite_fuzz under UBSan: a quantization zero_point vector ([long]) whose elements sit on
+// a 4-byte boundary passes flatbuffers' verifier (it checks only the length word's alignment). The
+// reader must copy such elements out, not load them in place; the file is a mutation of our own
+// synthetic seed.
+TEST(BadInput, MisalignedInt64VectorIsReadWithoutUndefinedBehaviour) {
+  const auto bytes =
+      read_file(testing::source_dir() / "tests/data/container/misaligned_int64_vector.tflite");
+  const Model model = read_tflite(bytes);
+  ASSERT_FALSE(model.subgraphs.empty());
+  EXPECT_FALSE(error_of([&] { read_edgetpu_model(bytes); }).empty());
+}
+
 TEST(BadInput, WrongMagicIsNamed) {
   std::vector<uint8_t> bytes = write_tflite(testing::synthetic_model());
   bytes[4] = 'X';
