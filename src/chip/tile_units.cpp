@@ -76,6 +76,11 @@ void drop_stale_fills(Tile& tile, uint32_t row, uint64_t needed) {
     ++it->second.consumed;
   }
 }
+// Rows one producer or wideToNarrow may walk: far above Google's programs (MobileNet v1 1.0's
+// largest producer sends 1819 rows, its largest bias load 256), low enough that a fuzzed walk
+// cannot build a stream of gigabytes.
+constexpr uint64_t kMaxRowSteps = 1u << 16;
+
 // Visits per wide row of a DMA walk in 256-byte rows starting at `unit`.
 std::unordered_map<uint32_t, uint64_t> row_visits(const DmaTtu& ttu, int64_t unit) {
   std::unordered_map<uint32_t, uint64_t> visits;
@@ -324,6 +329,8 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
     }
     case 0x10: {
       const auto& r = std::get<RingInstr>(item.decoded);
+      if (r.ttu.steps() > kMaxRowSteps)
+        fail_at(w.tile, item, cat("walks ", r.ttu.steps(), " rows (bound ", kMaxRowSteps, ")"));
       std::vector<Packet> packets;
       for (auto [row, visits] : row_visits(r.ttu, r.addr)) drop_stale_fills(tile, row, visits);
       walk(r.ttu, [&](int64_t off) {
@@ -439,6 +446,9 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
       // A ring FIFO is read fill by fill: each wide-walk step takes the oldest fill of its row not
       // yet read (ring consumers may have refilled the row many times before this instruction
       // runs as a whole), so the FIFO's read position persists across instructions.
+      if (n.wide_ttu.steps() > kMaxRowSteps)
+        fail_at(w.tile, item,
+                cat("walks ", n.wide_ttu.steps(), " wide rows (bound ", kMaxRowSteps, ")"));
       // A walk that visits a row more than once reads successive fills of it even without the
       // FIFO bit (0.5/160 word 744 loads the biases of two output groups from row 0x2010).
       const auto visits_per_row = row_visits(n.wide_ttu, n.wide_addr);
