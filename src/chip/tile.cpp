@@ -6,12 +6,24 @@
 
 namespace tinycoral::chip {
 
+namespace {
+// Fuzzed walks have strides far beyond any memory; keep the arithmetic defined by saturating at
+// +-2^40 (every real address is below 2^24), so that bounds checks reject them later.
+constexpr int64_t kFar = int64_t{1} << 40;
+int64_t clamp_far(int64_t v) { return std::clamp(v, -kFar, kFar); }
+int64_t mul_far(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r)) return (a < 0) != (b < 0) ? -kFar : kFar;
+  return clamp_far(r);
+}
+}  // namespace
+
 std::array<int64_t, 8> OpTtu::strides() const {
   // S_k = INC_k + sum_{e<k} cnt_e * S_e (isa.md 2.0a).
   std::array<int64_t, 8> s{};
   for (int k = 0; k < 8; ++k) {
-    int64_t v = inc[k];
-    for (int e = 0; e < k; ++e) v += static_cast<int64_t>(cnt[e]) * s[e];
+    int64_t v = clamp_far(inc[k]);
+    for (int e = 0; e < k; ++e) v = clamp_far(v + mul_far(static_cast<int64_t>(cnt[e]), s[e]));
     s[k] = v;
   }
   return s;
@@ -19,15 +31,17 @@ std::array<int64_t, 8> OpTtu::strides() const {
 
 int64_t OpTtu::min_address() const {
   const auto s = strides();
-  int64_t lo = base;
-  for (int k = 0; k < 8; ++k) lo += std::min<int64_t>(0, s[k] * static_cast<int64_t>(cnt[k]));
+  int64_t lo = clamp_far(base);
+  for (int k = 0; k < 8; ++k)
+    lo = clamp_far(lo + std::min<int64_t>(0, mul_far(s[k], static_cast<int64_t>(cnt[k]))));
   return lo;
 }
 
 int64_t OpTtu::max_address() const {
   const auto s = strides();
-  int64_t hi = base;
-  for (int k = 0; k < 8; ++k) hi += std::max<int64_t>(0, s[k] * static_cast<int64_t>(cnt[k]));
+  int64_t hi = clamp_far(base);
+  for (int k = 0; k < 8; ++k)
+    hi = clamp_far(hi + std::max<int64_t>(0, mul_far(s[k], static_cast<int64_t>(cnt[k]))));
   return hi;
 }
 
