@@ -42,6 +42,9 @@ struct Access {
 // to the bounding box for walks longer than a million steps.
 Access access_of(Space space, bool write, const OpTtu& ttu, int64_t scale, int64_t base,
                  int64_t element);
+// The same from an explicit list of walk offsets (mesh walks with a short last piece).
+Access access_of_offsets(Space space, bool write, const std::vector<int64_t>& offsets,
+                         int64_t scale, int64_t base, int64_t element);
 bool overlaps(const Access& a, const Access& b);
 
 using Packet = std::vector<uint8_t>;

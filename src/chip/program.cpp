@@ -124,6 +124,13 @@ Decoded decode_item(const isa::Instruction& in) {
       m.fill = static_cast<uint32_t>(b.u(728, 32));
       m.out_active = ttu_used(m.out_ttu);
       m.in_active = ttu_used(m.in_ttu);
+      // gstride fields at bits 249 (outbound) and 454 (inbound): MobileNet v2 moves 24-word
+      // positions as a 16-word piece and an 8-word piece (grp 7, gstride 35 = 4 x 8 + level 3).
+      const uint64_t out_gstride = b.u(249, 16), in_gstride = b.u(454, 16);
+      m.out_piece_level = static_cast<int>(out_gstride & 3);
+      m.out_short = static_cast<uint32_t>(out_gstride >> 2);
+      m.in_piece_level = static_cast<int>(in_gstride & 3);
+      m.in_short = static_cast<uint32_t>(in_gstride >> 2);
       return m;
     }
     case 0x19: {

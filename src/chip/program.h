@@ -98,6 +98,10 @@ struct MeshInstr {  // 0x15..0x18
   bool out_active = false, in_active = false;
   bool fill_en = false;
   uint32_t fill = 0;
+  // A short last piece (isa.md 2.7: gstride = 4 (n - r) + level): in the last iteration of walk
+  // level `*_piece_level`, the innermost level moves `*_short` words fewer.
+  uint32_t out_short = 0, in_short = 0;
+  int out_piece_level = 0, in_piece_level = 0;
 };
 struct WideNarrowInstr {  // 0x13 narrowToWide / 0x14 wideToNarrow
   uint16_t tile_mask = 0;

@@ -106,6 +106,27 @@ Access access_of(Space space, bool write, const OpTtu& ttu, int64_t scale, int64
   return a;
 }
 
+Access access_of_offsets(Space space, bool write, const std::vector<int64_t>& offsets,
+                         int64_t scale, int64_t base, int64_t element) {
+  Access a;
+  a.space = space;
+  a.write = write;
+  if (offsets.empty()) return a;
+  std::vector<std::pair<int64_t, int64_t>> runs;
+  for (int64_t off : offsets) runs.push_back({base + scale * off, base + scale * off + element});
+  std::sort(runs.begin(), runs.end());
+  for (const auto& r : runs) {
+    if (!a.runs.empty() && r.first <= a.runs.back().second)
+      a.runs.back().second = std::max(a.runs.back().second, r.second);
+    else
+      a.runs.push_back(r);
+  }
+  a.lo = a.runs.front().first;
+  a.hi = a.runs.back().second;
+  if (a.runs.size() == 1) a.runs.clear();
+  return a;
+}
+
 bool overlaps(const Access& a, const Access& b) {
   if (a.space != b.space || a.hi <= b.lo || b.hi <= a.lo) return false;
   if (a.runs.empty() && b.runs.empty()) return true;

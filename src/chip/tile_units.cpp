@@ -92,6 +92,26 @@ std::unordered_map<uint32_t, uint64_t> row_visits(const DmaTtu& ttu, int64_t uni
   return visits;
 }
 
+// Elements one mesh half may walk (Google's largest: the 16-position x 256-channel gather).
+constexpr uint64_t kMaxMeshSteps = 1u << 22;
+
+// The element offsets of a mesh walk. A short last piece (gstride != 0) leaves out the last `short`
+// words of the innermost level in the last iteration of the piece level (MobileNet v2 moves a
+// 24-word position as pieces of 16 and 8 words; without this the 8 extra words landed on the next
+// position and every tile's column 0 of depthwise layer 4 was wrong).
+std::vector<int64_t> mesh_offsets(const DmaTtu& ttu, uint32_t short_words, int level) {
+  std::vector<int64_t> out;
+  const uint64_t inner = uint64_t{ttu.cnt[0]} + 1;
+  const uint64_t keep = inner > short_words ? inner - short_words : 0;
+  TtuWalker w(ttu);
+  do {
+    if (short_words != 0 && level > 0 && w.counter(level) == ttu.cnt[level] && w.counter(0) >= keep)
+      continue;
+    out.push_back(w.address());
+  } while (w.next());
+  return out;
+}
+
 // An op whose `in` walk re-reads a narrow staging at every iteration of its outermost loop (stride
 // 0; gen2020 MobileNet word 50 copies image rows 0..30 from the staging at 4356) takes one
 // staging chunk per iteration: on the chip the op and the wideToNarrow hand the staging over row
@@ -215,9 +235,19 @@ std::vector<Access> VirtualEdgeTpu::Impl::footprint(const ProgramItem& item, int
     case 0x17:
     case 0x18: {
       const auto& m = std::get<MeshInstr>(item.decoded);
-      if (m.out_active) a.push_back(access_of(Space::kNarrow, false, m.out_ttu, 4, m.out_addr, 4));
+      // With a short last piece the walk touches fewer words than its TTU spans: the exact runs
+      // matter for the halo corners (MobileNet v2 depthwise 4).
+      auto half = [&](bool write, const DmaTtu& ttu, uint32_t addr, uint32_t short_words,
+                      int level) {
+        if (short_words == 0 || ttu.steps() > kMaxMeshSteps)
+          return access_of(Space::kNarrow, write, ttu, 4, addr, 4);
+        return access_of_offsets(Space::kNarrow, write, mesh_offsets(ttu, short_words, level), 4,
+                                 addr, 4);
+      };
+      if (m.out_active)
+        a.push_back(half(false, m.out_ttu, m.out_addr, m.out_short, m.out_piece_level));
       if (m.in_active || m.fill_en)
-        a.push_back(access_of(Space::kNarrow, true, m.in_ttu, 4, m.in_addr, 4));
+        a.push_back(half(true, m.in_ttu, m.in_addr, m.in_short, m.in_piece_level));
       break;
     }
     case 0x19:
@@ -536,7 +566,16 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
       const size_t dir = item.opcode - 0x15;
       auto& in_q = ts.mesh_in[dir];
       const bool receive = m.in_active && !m.fill_en;
-      const uint64_t in_steps = m.in_active || m.fill_en ? m.in_ttu.steps() : 0;
+      if (m.out_ttu.steps() > kMaxMeshSteps || m.in_ttu.steps() > kMaxMeshSteps)
+        fail_at(w.tile, item, cat("walks more than ", kMaxMeshSteps, " elements"));
+      // Element offsets of both halves, without the words a short last piece leaves out.
+      const std::vector<int64_t> outs =
+          m.out_active ? mesh_offsets(m.out_ttu, m.out_short, m.out_piece_level)
+                       : std::vector<int64_t>{};
+      const std::vector<int64_t> ins = m.in_active || m.fill_en
+                                           ? mesh_offsets(m.in_ttu, m.in_short, m.in_piece_level)
+                                           : std::vector<int64_t>{};
+      const uint64_t in_steps = ins.size();
       if (receive && in_q.size() < in_steps) return false;
       const int neighbour = mesh_neighbour(w.tile, item.opcode);
       auto send = [&](uint32_t word) {
@@ -572,44 +611,31 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
         }
         std::memcpy(narrow_at(int64_t{m.in_addr} + 4 * off, true), &v, 4);
       };
-      if (m.out_active && in_steps > 0 && m.out_ttu.steps() == in_steps) {
+      if (!outs.empty() && in_steps > 0 && outs.size() == in_steps) {
         // A relay: each received word may be the one it forwards (docs/chip.md "Mesh").
-        TtuWalker in_walk(m.in_ttu), out_walk(m.out_ttu);
         for (uint64_t k = 0; k < in_steps; ++k) {
-          write_in(in_walk.address());
-          send(read_out(out_walk.address()));
-          in_walk.next();
-          out_walk.next();
+          write_in(ins[k]);
+          send(read_out(outs[k]));
         }
-      } else if (m.out_active && in_steps > 0) {
+      } else if (!outs.empty() && in_steps > 0) {
         // A relay that adds its own data (the gather before MobileNet's average pool: tile 1
         // sends its 4 positions and the 8 it receives from tile 2): an outbound word whose address
         // the inbound half writes is sent after it arrived.
         std::unordered_map<int64_t, uint64_t> written_at;  // byte address -> last inbound step
-        {
-          TtuWalker in_walk(m.in_ttu);
-          uint64_t k = 0;
-          do {
-            written_at[int64_t{m.in_addr} + 4 * in_walk.address()] = k++;
-          } while (in_walk.next());
-        }
-        TtuWalker in_walk(m.in_ttu);
+        for (uint64_t k = 0; k < in_steps; ++k) written_at[int64_t{m.in_addr} + 4 * ins[k]] = k;
         uint64_t received = 0;
         auto receive_through = [&](uint64_t step) {
-          for (; received <= step && received < in_steps; ++received) {
-            write_in(in_walk.address());
-            in_walk.next();
-          }
+          for (; received <= step && received < in_steps; ++received) write_in(ins[received]);
         };
-        walk(m.out_ttu, [&](int64_t off) {
+        for (int64_t off : outs) {
           if (auto it = written_at.find(int64_t{m.out_addr} + 4 * off); it != written_at.end())
             receive_through(it->second);
           send(read_out(off));
-        });
-        if (in_steps > 0) receive_through(in_steps - 1);
+        }
+        receive_through(in_steps - 1);
       } else {
-        if (m.out_active) walk(m.out_ttu, [&](int64_t off) { send(read_out(off)); });
-        if (in_steps > 0) walk(m.in_ttu, write_in);
+        for (int64_t off : outs) send(read_out(off));
+        for (int64_t off : ins) write_in(off);
       }
       if (buffered_bytes > options.max_buffered_bytes)
         fail_at(w.tile, item,
