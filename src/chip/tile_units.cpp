@@ -456,12 +456,24 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
           std::memcpy(stream.data() + block, t.data(), 16);
         }
       }
+      // One wide row per iteration of the narrow walk's outermost level when their counts agree
+      // and the iterations are shorter than a row (MobileNet v2's ADD weight rows: word 790 writes
+      // 4 rows of 16 bytes from 4 x 4 narrow words); otherwise rows of 256 bytes in turn.
+      size_t per_row = kWideRowBytes;
+      const uint64_t rows = n.wide_ttu.steps();
+      for (int d = 5; d >= 1; --d) {
+        if (n.narrow_ttu.cnt[d] == 0) continue;
+        if (uint64_t{n.narrow_ttu.cnt[d]} + 1 == rows && stream.size() < rows * kWideRowBytes &&
+            stream.size() % rows == 0)
+          per_row = stream.size() / rows;
+        break;
+      }
       size_t pos = 0;
       walk(n.wide_ttu, [&](int64_t off) {
         if (pos >= stream.size()) return;
         const int64_t unit = int64_t{n.wide_addr} + 4 * off;
         uint8_t* row = wide_row(unit, true);
-        const size_t take = std::min<size_t>(kWideRowBytes, stream.size() - pos);
+        const size_t take = std::min<size_t>(per_row, stream.size() - pos);
         std::memcpy(row, stream.data() + pos, take);
         pos += take;
         // Only FIFO destinations queue fills (isa.md 2.5: wide_rows / wide_circ); a resident row
