@@ -83,7 +83,7 @@ std::unique_ptr<EdgeTpu> open_edgetpu(const DeviceChoice& choice, const DeviceOp
     case DeviceChoice::Kind::kCpu:
       return nullptr;
     case DeviceChoice::Kind::kSim:
-      return open_virtual_edgetpu(options.tpu);
+      return open_virtual_edgetpu(options.tpu, options.sim_chip);
     case DeviceChoice::Kind::kUsb:
       return open_usb(choice.index, options);
     case DeviceChoice::Kind::kAuto: {
@@ -98,7 +98,7 @@ std::unique_ptr<EdgeTpu> open_edgetpu(const DeviceChoice& choice, const DeviceOp
         return open_usb(0, options);
       }
       if (note) *note = "auto: no Coral USB Accelerator found, using the virtual stick (sim)";
-      return open_virtual_edgetpu(options.tpu);
+      return open_virtual_edgetpu(options.tpu, options.sim_chip);
     }
   }
   return nullptr;

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "chip/virtual_edge_tpu.h"
 #include "runtime/edgetpu.h"
 
 namespace tinycoral::chip {
@@ -27,6 +28,9 @@ DeviceChoice parse_device(const std::string& text);
 struct DeviceOptions {
   std::string firmware;  // --firmware: path of apex_latest_single_ep.bin (else env / folders)
   EdgeTpuOptions tpu;
+  // The virtual Edge TPU behind the virtual stick when sim (or auto without a stick) is chosen; the
+  // caller keeps it for tracing and statistics. A new one when null.
+  std::shared_ptr<chip::VirtualEdgeTpu> sim_chip;
 };
 
 // Opens the Edge TPU `choice` names; null for cpu. `note` (if given) says what auto picked.

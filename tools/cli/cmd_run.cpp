@@ -1,11 +1,13 @@
 // `tinycoral run`: runs a TFLite model on an image or raw input bytes and prints what it computed
 // (top-K classes, raw output bytes, or JSON). The device is one switch: every device runs the same
 // host::Interpreter; a device other than the CPU only contributes kernel delegates (e.g. for
-// "edgetpu-custom-op") through options_for_device() below.
+// "edgetpu-custom-op") through options_for_device() below. On the virtual Edge TPU, --trace writes
+// every executed instruction and --json adds the simulator's statistics.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -17,6 +19,7 @@
 #include "host/image.h"
 #include "host/interpreter.h"
 #include "host/labels.h"
+#include "isa/isa.h"
 #include "runtime/device_select.h"
 #include "runtime/edgetpu_delegate.h"
 
@@ -25,18 +28,71 @@ namespace tinycoral::cli {
 namespace {
 
 struct RunArgs {
-  std::string model, image, input, device = "cpu", rounding = "tflite", labels, output_file;
+  std::string model, image, input, device = "auto", rounding = "tflite", labels, output_file;
   std::string resize = "bilinear", normalize;
   int top = 0;
   bool json = false;
   std::string firmware;                   // --firmware (a stick in bootloader mode needs it)
   std::shared_ptr<runtime::EdgeTpu> tpu;  // the Edge TPU behind --device, if any
   std::string device_note;                // what --device auto picked
+  std::string trace;                      // --trace FILE (virtual Edge TPU only)
+  std::shared_ptr<chip::VirtualEdgeTpu> sim_chip;
 };
+
+// One line per executed instruction: program, word offset, mnemonic, tile ("-" on the scalar
+// side) and unit.
+class TraceFile : public chip::TraceSink {
+ public:
+  explicit TraceFile(const std::string& path) : out_(path) {
+    if (!out_) fail("cannot write the trace file ", path);
+    out_ << "# program word mnemonic tile unit\n";
+  }
+  void record(const chip::TraceRecord& r) override {
+    const isa::OpcodeSpec* spec = isa::find_opcode(r.opcode);
+    out_ << r.program << ' ' << r.word_offset << ' ';
+    if (spec)
+      out_ << spec->mnemonic;
+    else
+      out_ << "op" << int(r.opcode);
+    out_ << ' ';
+    if (r.tile < 0)
+      out_ << '-';
+    else
+      out_ << r.tile;
+    out_ << ' ' << r.unit << '\n';
+  }
+
+ private:
+  std::ofstream out_;
+};
+
+bool has_edgetpu_op(const container::Model& model) {
+  return std::any_of(
+      model.operator_codes.begin(), model.operator_codes.end(),
+      [](const container::OperatorCode& c) { return c.custom_code == "edgetpu-custom-op"; });
+}
+
+nlohmann::json chip_stats_json(const chip::ChipStats& s) {
+  nlohmann::json units;
+  for (size_t u = 0; u < s.instructions.size(); ++u)
+    if (s.instructions[u] != 0)
+      units[chip::unit_name(static_cast<chip::UnitId>(u))] = s.instructions[u];
+  return {{"instructions", units},
+          {"macs", s.macs},
+          {"host_in_bytes", s.host_in_bytes},
+          {"host_out_bytes", s.host_out_bytes},
+          {"ring_bytes", s.ring_bytes},
+          {"mesh_bytes", s.mesh_bytes},
+          {"narrow_bytes_read", s.narrow_bytes_read},
+          {"narrow_bytes_written", s.narrow_bytes_written},
+          {"wide_bytes_read", s.wide_bytes_read},
+          {"wide_bytes_written", s.wide_bytes_written},
+          {"programs_completed", s.programs_completed}};
+}
 
 // The interpreter options of a device. "cpu" runs every operator on the host; devices that run
 // part of the model elsewhere add their delegates to options.delegates here.
-host::InterpreterOptions options_for_device(RunArgs& a) {
+host::InterpreterOptions options_for_device(RunArgs& a, const container::Model& model) {
   host::InterpreterOptions options;
   if (a.rounding == "tflite")
     options.rounding = host::Rounding::kTflite;
@@ -44,11 +100,29 @@ host::InterpreterOptions options_for_device(RunArgs& a) {
     options.rounding = host::Rounding::kEdgeTpu;
   else
     fail("unknown --rounding '", a.rounding, "' (tflite or edgetpu)");
-  const runtime::DeviceChoice choice = runtime::parse_device(a.device);
+  runtime::DeviceChoice choice = runtime::parse_device(a.device);
+  // auto on a model with nothing for the Edge TPU: the CPU, without opening a device.
+  if (choice.kind == runtime::DeviceChoice::Kind::kAuto && !has_edgetpu_op(model)) {
+    a.device = "cpu";
+    choice = runtime::parse_device(a.device);
+  }
   runtime::DeviceOptions device_options;
   device_options.firmware = a.firmware;
+  if (choice.kind == runtime::DeviceChoice::Kind::kSim ||
+      choice.kind == runtime::DeviceChoice::Kind::kAuto) {
+    chip::ChipOptions chip_options;
+    if (!a.trace.empty()) {
+      static std::unique_ptr<TraceFile> trace;  // lives until the process ends
+      trace = std::make_unique<TraceFile>(a.trace);
+      chip_options.trace = trace.get();
+    }
+    a.sim_chip = std::make_shared<chip::VirtualEdgeTpu>(chip_options);
+    device_options.sim_chip = a.sim_chip;
+  }
   a.tpu = runtime::open_edgetpu(choice, device_options, &a.device_note);
   if (a.tpu) runtime::add_edgetpu_delegate(options.delegates, a.tpu);
+  if (a.tpu && choice.kind == runtime::DeviceChoice::Kind::kAuto)
+    a.device = a.tpu->is_virtual() ? "sim" : "usb";
   if (!a.device_note.empty()) std::cerr << a.device_note << "\n";
   return options;
 }
@@ -137,8 +211,10 @@ void set_inputs(host::Interpreter& interp, const RunArgs& a) {
 void run(RunArgs& a) {
   if (a.image.empty() == a.input.empty()) fail("give exactly one of --image IMG or --input RAW");
   if (a.top < 0) fail("--top must be >= 0");
-  host::InterpreterOptions options = options_for_device(a);
   container::Model model = container::read_tflite_file(a.model);
+  host::InterpreterOptions options = options_for_device(a, model);
+  if (!a.trace.empty() && !(a.tpu && a.tpu->is_virtual()))
+    fail("--trace needs the virtual Edge TPU (--device sim, or auto without a stick)");
   host::Interpreter interp = with_context(
       a.model, [&] { return host::Interpreter(std::move(model), std::move(options)); });
   host::Labels labels;
@@ -195,6 +271,7 @@ void run(RunArgs& a) {
                   {"control_transfers", c.control_transfers}};
       j["host_time_us"] = (ms - chip_ms) * 1000.0;
       j["simulated_chip_time_ms"] = chip_ms;
+      if (a.tpu->is_virtual() && a.sim_chip) j["simulator"] = chip_stats_json(a.sim_chip->stats());
     }
     std::cout << j.dump() << "\n";
     return;
@@ -223,6 +300,8 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--device", args->device,
                   "where to run: auto (a stick if plugged in, else sim), usb, usb:N, sim, cpu")
       ->capture_default_str();
+  cmd->add_option("--trace", args->trace,
+                  "write every instruction the virtual Edge TPU executes to FILE");
   cmd->add_option("--firmware", args->firmware,
                   "path of apex_latest_single_ep.bin for a stick in bootloader mode");
   cmd->add_option("--rounding", args->rounding,

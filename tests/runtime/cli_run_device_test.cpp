@@ -1,0 +1,60 @@
+// `tinycoral run` on the Edge TPU devices: --device auto picks the virtual stick when no stick is
+// plugged in (and the CPU for a model with nothing for the Edge TPU), --trace writes what the
+// virtual Edge TPU executed, and --json carries the simulator's statistics.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "support/testdata.h"
+
+namespace tinycoral::runtime {
+namespace {
+
+using tinycoral::testing::run_cli;
+
+std::string quoted(const std::filesystem::path& p) { return "'" + p.string() + "'"; }
+
+TEST(CliRunDevice, SimTracesEveryUnitAndReportsStatistics) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  const auto model = data / "gen2020/mobilenet_v1_0.25_128_quant_edgetpu.tflite";
+  const std::string trace = ::testing::TempDir() + "tinycoral_trace.txt";
+  const auto r = run_cli("run " + quoted(model) + " --image " + quoted(data / "images/cat.bmp") +
+                         " --device sim --top 1 --json --trace " + trace);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["device"], "sim");
+  EXPECT_EQ(j["top"][0]["index"], 283);  // tiger cat, as the CPU twin says
+  const auto& sim = j["simulator"];
+  // MobileNet v1 0.25/128 does about 14 million multiply-accumulates; the chip pads channels.
+  EXPECT_GT(sim["macs"].get<uint64_t>(), 14'000'000u);
+  EXPECT_GT(sim["instructions"]["op"].get<uint64_t>(), 0u);
+  EXPECT_EQ(sim["programs_completed"], 2);  // parameter caching, then the inference
+
+  std::ifstream in(trace);
+  ASSERT_TRUE(in.good());
+  std::string line;
+  uint64_t lines = 0, op_lines = 0;
+  while (std::getline(in, line)) {
+    ++lines;
+    if (line.size() > 3 && line.ends_with(" op")) ++op_lines;
+  }
+  EXPECT_EQ(op_lines, sim["instructions"]["op"].get<uint64_t>());
+  EXPECT_GT(lines, 1000u);
+}
+
+TEST(CliRunDevice, AutoRunsAPlainModelOnTheCpuAndOnlyTracesTheVirtualChip) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  const auto model = data / "gen2020/mobilenet_v1_0.25_128_quant.tflite";
+  const auto image = data / "images/cat.bmp";
+  const auto r = run_cli("run " + quoted(model) + " --image " + quoted(image) + " --top 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["device"], "cpu");
+  const auto bad = run_cli("run " + quoted(model) + " --image " + quoted(image) +
+                           " --device cpu --trace /tmp/tinycoral_never_written");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--trace needs the virtual Edge TPU"), std::string::npos) << bad.err;
+}
+
+}  // namespace
+}  // namespace tinycoral::runtime
