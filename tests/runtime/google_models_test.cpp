@@ -117,5 +117,28 @@ TEST(GoogleModelsThroughTheVirtualStick, MobileNetV1_025) {
   expect_identical_through_the_stick(data / "gen2020/mobilenet_v1_0.25_128_quant_edgetpu.tflite");
 }
 
+TEST(GoogleModelsThroughTheVirtualStick, MobileNetV1_05) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  expect_identical_through_the_stick(data / "gen2020/mobilenet_v1_0.5_160_quant_edgetpu.tflite");
+}
+
+TEST(GoogleModelsThroughTheVirtualStick, MobileNetV1_10_EmbeddingExtractor) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  expect_identical_through_the_stick(
+      data / "gen2020/mobilenet_v1_1.0_224_quant_embedding_extractor_edgetpu.tflite");
+}
+
+TEST(GoogleModelsThroughTheVirtualStick, MobileNetV2) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  expect_identical_through_the_stick(data / "gen2020/mobilenet_v2_1.0_224_quant_edgetpu.tflite");
+}
+
+TEST(GoogleModelsThroughTheVirtualStick, SsdSegment0) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  expect_identical_through_the_stick(
+      data /
+      "gen2021/pipeline/ssd_mobilenet_v1_coco_quant_postprocess_segment_0_of_4_edgetpu.tflite");
+}
+
 }  // namespace
 }  // namespace tinycoral::runtime
