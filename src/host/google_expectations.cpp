@@ -128,6 +128,19 @@ Device cpu_device(Rounding rounding) {
   };
 }
 
+Device interpreter_device(InterpreterOptions options) {
+  return [options](const fs::path& path) {
+    DeviceOpen open;
+    try {
+      open.session =
+          std::make_unique<CpuSession>(Interpreter(container::read_tflite_file(path), options));
+    } catch (const Error& e) {
+      open.why_not = e.what();
+    }
+    return open;
+  };
+}
+
 const char* check_status_name(CheckStatus status) {
   switch (status) {
     case CheckStatus::kPass:

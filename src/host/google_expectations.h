@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "container/tflite_model.h"
+#include "host/interpreter.h"
 #include "host/kernel.h"
 
 namespace tinycoral::host {
@@ -52,6 +53,9 @@ using Device = std::function<DeviceOpen(const std::filesystem::path& model)>;
 
 // The CPU reference interpreter as a Device (refuses models with operators it does not have).
 Device cpu_device(Rounding rounding = Rounding::kTflite);
+// The interpreter with `options` (e.g. the runtime's Edge TPU delegate) as a Device; a model it
+// cannot load is refused with the interpreter's reason.
+Device interpreter_device(InterpreterOptions options);
 
 enum class CheckStatus { kPass, kFail, kSkip };
 const char* check_status_name(CheckStatus status);

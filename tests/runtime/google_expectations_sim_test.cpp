@@ -1,0 +1,47 @@
+// Google's own checks (reference google_expectations.tsv) on the compiled models, run the way a
+// user runs them: the reference interpreter with the runtime's Edge TPU delegate, the virtual
+// stick's wire protocol and the virtual Edge TPU executing Google's programs. The rows are those
+// whose programs the virtual chip runs (docs/chip.md "Status"); each must really run and pass.
+#include <gtest/gtest.h>
+
+#include <iostream>
+#include <set>
+
+#include "host/google_expectations.h"
+#include "runtime/device_select.h"
+#include "runtime/edgetpu_delegate.h"
+#include "support/testdata.h"
+
+namespace tinycoral::runtime {
+namespace {
+
+TEST(GoogleExpectationsOnTheVirtualStick, CompiledModelRowsPass) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  std::filesystem::path tsv = data.parent_path() / "reference" / "google_expectations.tsv";
+  if (!std::filesystem::exists(tsv))
+    tsv = testing::source_dir().parent_path() / "shared" / "reference" / "google_expectations.tsv";
+  if (!std::filesystem::exists(tsv)) GTEST_SKIP() << "google_expectations.tsv not found";
+
+  host::InterpreterOptions interpreter_options;
+  add_edgetpu_delegate(interpreter_options.delegates, open_virtual_edgetpu());
+  host::ExpectationOptions options;
+  options.testdata = data;
+  options.device = host::interpreter_device(interpreter_options);
+  options.max_repeats = 2;
+
+  // gen2020 MobileNet v1 0.25 and 0.5 (classification top-k with Google's score thresholds).
+  const std::set<std::string> wanted = {"G002", "G004"};
+  std::vector<host::ExpectationRow> rows;
+  for (const auto& r : host::read_expectations_tsv(tsv))
+    if (wanted.count(r.id)) rows.push_back(r);
+  ASSERT_EQ(rows.size(), wanted.size());
+  const auto results = host::run_expectations(rows, options);
+  std::cout << host::format_expectation_table(results);
+  for (const auto& r : results) {
+    SCOPED_TRACE(r.id + " " + r.model + " " + r.check + ": " + r.detail);
+    EXPECT_EQ(r.status, host::CheckStatus::kPass);
+  }
+}
+
+}  // namespace
+}  // namespace tinycoral::runtime
