@@ -6,9 +6,13 @@
 # example program in examples/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cmake --preset default >/dev/null
-cmake --build build -j "$(nproc)"
-tc=build/tools/tinycoral
+# TINYCORAL_CLI names an already built tinycoral (the test suite runs this script that way).
+tc=${TINYCORAL_CLI:-}
+if [ -z "$tc" ]; then
+  cmake --preset default >/dev/null
+  cmake --build build -j "$(nproc)"
+  tc=build/tools/tinycoral
+fi
 log=$(mktemp)
 out=$(mktemp)
 trap 'rm -f "$log" "$out"' EXIT
@@ -20,7 +24,7 @@ if [ -f "$data/gen2020/mobilenet_v1_0.25_128_quant_edgetpu.tflite" ]; then
   echo "== tinycoral disasm --check (every compiled model in $data)"
   find "$data" -name '*_edgetpu.tflite' -print0 | sort -z | xargs -0 "$tc" disasm --check | tail -n 1
   echo "== first lines of the execution program"
-  "$tc" disasm "$model" | head -n 40
+  "$tc" disasm "$model" | sed -n '1,40p'  # sed reads it all: no SIGPIPE under pipefail
   labels=$data/labels/imagenet_labels.txt
   for image in cat bird; do
     echo "== classify images/$image.bmp with $(basename "$model") on the best available device"
@@ -36,7 +40,9 @@ if [ -f "$data/gen2020/mobilenet_v1_0.25_128_quant_edgetpu.tflite" ]; then
   done
 else
   echo "(no test data at $data: run scripts/download_testdata.sh and set TINYCORAL_TESTDATA for more)"
-  "$tc" asm examples/hello.s -o build/hello.bin
-  "$tc" disasm --check build/hello.bin
-  "$tc" disasm build/hello.bin
+  bin=$(mktemp)
+  "$tc" asm examples/hello.s -o "$bin"
+  "$tc" disasm --check "$bin"
+  "$tc" disasm "$bin"
+  rm -f "$bin"
 fi

@@ -37,14 +37,17 @@ static std::string slurp(const std::string& path) {
 }
 
 CommandResult run_cli(const std::string& args) {
+  return run_shell("'" + cli_path().string() + "' " + args);
+}
+
+CommandResult run_shell(const std::string& command_line) {
   char out_name[] = "/tmp/tinycoral_cli_out_XXXXXX";
   char err_name[] = "/tmp/tinycoral_cli_err_XXXXXX";
   const int out_fd = mkstemp(out_name);
   const int err_fd = mkstemp(err_name);
   close(out_fd);
   close(err_fd);
-  const std::string command =
-      "'" + cli_path().string() + "' " + args + " >" + out_name + " 2>" + err_name + " </dev/null";
+  const std::string command = command_line + " >" + out_name + " 2>" + err_name + " </dev/null";
   const int status = std::system(command.c_str());
   CommandResult result;
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

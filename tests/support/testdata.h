@@ -23,6 +23,9 @@ struct CommandResult {
 };
 // Runs the CLI with `args` (shell-quoted by the caller where needed), capturing both streams.
 CommandResult run_cli(const std::string& args);
+// Runs a shell command line the same way.
+CommandResult run_shell(const std::string& command_line);
+std::filesystem::path cli_path();  // the built tinycoral executable
 
 }  // namespace tinycoral::testing
 

@@ -1,0 +1,36 @@
+// The README's main job (scripts/demo.sh) on the built CLI: with Google's test data it classifies
+// cat.bmp and bird.bmp with the compiled MobileNet on --device auto, which is the virtual Edge TPU
+// here; without test data it assembles and disassembles the example program.
+#include <gtest/gtest.h>
+
+#include "support/testdata.h"
+
+namespace tinycoral::runtime {
+namespace {
+
+using tinycoral::testing::run_shell;
+
+std::string demo_command(const std::string& testdata) {
+  return "cd '" + testing::source_dir().string() + "' && TINYCORAL_TESTDATA='" + testdata +
+         "' TINYCORAL_CLI='" + testing::cli_path().string() + "' bash scripts/demo.sh";
+}
+
+TEST(MainJob, ClassifiesCatAndBirdOnTheBestAvailableDevice) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  const auto r = run_shell(demo_command(data.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("30 bitstreams, 30 byte-identical"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("283 0.257812 tiger cat"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("20 0.441406 chickadee"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("could not run it"), std::string::npos) << r.out;
+}
+
+TEST(MainJob, WithoutTestDataAssemblesTheExample) {
+  const auto r = run_shell(demo_command("/nonexistent-tinycoral-testdata"));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("no test data"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 bitstreams, 1 byte-identical"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace tinycoral::runtime
