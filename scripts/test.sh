@@ -10,6 +10,11 @@ jobs=${JOBS:-$(nproc)}
 fuzz_seconds=${FUZZ_SECONDS:-20}
 stage() { printf '\n=== %s (%s)\n' "$1" "$(date +%H:%M:%S)"; }
 
+stage "format (clang-format, .clang-format)"
+if command -v clang-format >/dev/null && [ -d .git ]; then
+  git ls-files '*.cpp' '*.h' | xargs clang-format --dry-run -Werror
+fi
+
 stage "build (RelWithDebInfo)"
 cmake --preset default >/dev/null
 cmake --build build -j "$jobs"
