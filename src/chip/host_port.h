@@ -1,7 +1,7 @@
 // What the host side sees of an Edge TPU: the seam between the virtual chip and whatever carries
-// its traffic (the virtual stick's wire protocol, or a direct in-process call in tests). Mirrors the
-// single-endpoint USB data path (docs/driver.md): host-to-device DMAs tagged 0 instructions,
-// 1 inputs/scratch, 2 parameters; device-to-host output DMAs (EP 0x81) and 16-byte events (EP 0x82).
+// its traffic (the virtual stick's wire protocol, or a direct in-process call in tests). Mirrors
+// the single-endpoint USB data path (docs/driver.md): host-to-device DMAs tagged 0 instructions, 1
+// inputs/scratch, 2 parameters; device-to-host output DMAs (EP 0x81) and 16-byte events (EP 0x82).
 #pragma once
 
 #include <cstdint>
@@ -22,9 +22,10 @@ struct HostEvent {
 };
 
 enum class RunState : uint8_t {
-  kIdle,      // no program running
-  kWaiting,   // a program runs and waits for host data (a pending infeed) or for its outputs to be read
-  kFaulted,   // the program stopped on an error; fault() says why
+  kIdle,     // no program running
+  kWaiting,  // a program runs and waits for host data (a pending infeed) or for its outputs to be
+             // read
+  kFaulted,  // the program stopped on an error; fault() says why
 };
 
 class HostPort {
