@@ -134,5 +134,21 @@ TEST(GoogleModelsOnTheChip, MobileNetV1_10_224_EmbeddingExtractor_Bird) {
       "MobileNet v1 1.0/224 embedding extractor, bird.bmp");
 }
 
+// MobileNet v2 adds residual ADDs (16-bit mode) and short mesh pieces; its softmax runs on the
+// scalar core from logits the tiles send through the producers into scalar memory.
+TEST(GoogleModelsOnTheChip, MobileNetV2_10_224_Cat) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  const auto c = compare_with_twin(data, "gen2020/mobilenet_v2_1.0_224_quant", "cat.bmp");
+  expect_matches_twin(c, "MobileNet v2 1.0/224, cat.bmp");
+  expect_classification(c, 286, 0.7);
+}
+
+TEST(GoogleModelsOnTheChip, MobileNetV2_10_224_Bird) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  const auto c = compare_with_twin(data, "gen2020/mobilenet_v2_1.0_224_quant", "bird.bmp");
+  expect_matches_twin(c, "MobileNet v2 1.0/224, bird.bmp");
+  expect_classification(c, 20, 0.8);
+}
+
 }  // namespace
 }  // namespace tinycoral::chip

@@ -29,8 +29,9 @@ TEST(GoogleExpectationsOnTheVirtualStick, CompiledModelRowsPass) {
   options.device = host::interpreter_device(interpreter_options);
   options.max_repeats = 2;
 
-  // gen2020 MobileNet v1 0.25 and 0.5 (classification top-k with Google's score thresholds).
-  const std::set<std::string> wanted = {"G002", "G004"};
+  // gen2020 MobileNet v1 0.25 and 0.5 (classification top-k with Google's score thresholds) and
+  // MobileNet v2 1.0 (top-k and score checks on cat and bird).
+  const std::set<std::string> wanted = {"G002", "G004", "G006", "G007", "G008", "G009"};
   std::vector<host::ExpectationRow> rows;
   for (const auto& r : host::read_expectations_tsv(tsv))
     if (wanted.count(r.id)) rows.push_back(r);
