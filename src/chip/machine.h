@@ -184,6 +184,7 @@ struct VirtualEdgeTpu::Impl {
   bool try_run_tile_work(uint32_t id);
   std::vector<Access> footprint(const ProgramItem& item, int tile);
   void note_bias_groups(TileState& ts, const WideNarrowInstr& load);
+  std::vector<uint32_t> fifo_writers_all_taken(const TileState& ts, const WideNarrowInstr& reader);
 
   // dma_units.cpp
   bool try_run_dma_work(uint32_t id);

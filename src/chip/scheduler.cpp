@@ -420,7 +420,19 @@ void VirtualEdgeTpu::Impl::dispatch(uint32_t index) {
         if (!works[prev].done) works[id].deps.push_back(prev);
       producer_works.push_back(id);
     }
-    add_hazards(ts, works[id], id);
+    // A FIFO reader whose rows' earlier fills are all taken reads the next writer's fill.
+    std::vector<uint32_t> taken;
+    if (opcode == 0x14) taken = fifo_writers_all_taken(ts, std::get<WideNarrowInstr>(item.decoded));
+    if (taken.empty()) {
+      add_hazards(ts, works[id], id);
+    } else {
+      std::vector<uint32_t> full = ts.region;
+      std::erase_if(ts.region, [&](uint32_t e) {
+        return std::find(taken.begin(), taken.end(), e) != taken.end();
+      });
+      add_hazards(ts, works[id], id);
+      ts.region = std::move(full);
+    }
     ts.region.push_back(id);
     ts.queues[static_cast<size_t>(unit)].push_back(id);
   }

@@ -181,6 +181,54 @@ uint64_t consumer_packets_needed(const RingInstr& r, uint32_t known_groups) {
   return r.ttu.steps() - r.short_last_pass + consumer_aux_groups(r, known_groups);
 }
 
+// A FIFO reader (circular wideToNarrow) whose rows' earlier fills in its fence region were all
+// taken by earlier FIFO readers has nothing left to read from them: it reads what the next writer
+// fills. Returns those earlier writers, to be left out of its hazards so that its read waits for
+// the next one (gen2021 MobileNet v1 0.25 word 2514: the second of four broadcast rounds through
+// row 0x2074 is issued after consumer 2499, whose fill word 2492 took, and before consumer 2521,
+// whose fill it carries; without this every tile's classifier input had tile 0's 64 channels
+// twice).
+std::vector<uint32_t> VirtualEdgeTpu::Impl::fifo_writers_all_taken(const TileState& ts,
+                                                                   const WideNarrowInstr& reader) {
+  if (!reader.wide_circ || reader.mode == 2 || reader.wide_ttu.steps() > kMaxRowSteps) return {};
+  const auto rows = row_visits(reader.wide_ttu, reader.wide_addr);
+  if (rows.empty()) return {};
+  std::unordered_map<uint32_t, uint64_t> filled, taken;
+  std::vector<uint32_t> writers;
+  for (uint32_t eid : ts.region) {
+    const Work& e = works[eid];
+    const ProgramItem& item = e.program->items[e.item];
+    std::unordered_map<uint32_t, uint64_t> visits;
+    bool writes = false;
+    if (item.opcode == 0x11 || item.opcode == 0x12) {
+      const auto& r = std::get<RingInstr>(item.decoded);
+      if (r.ttu.steps() > kMaxRowSteps) return {};
+      visits = row_visits(r.ttu, consumer_base(r));
+      writes = true;
+    } else if (item.opcode == 0x13 || item.opcode == 0x14) {
+      const auto& n = std::get<WideNarrowInstr>(item.decoded);
+      if (!n.wide_circ || n.wide_ttu.steps() > kMaxRowSteps) continue;
+      if (item.opcode == 0x14 && n.mode == 2) continue;
+      visits = row_visits(n.wide_ttu, n.wide_addr);
+      writes = item.opcode == 0x13;
+    } else {
+      continue;
+    }
+    bool touches = false;
+    for (auto [row, count] : visits) {
+      if (!rows.count(row)) continue;
+      touches = true;
+      (writes ? filled : taken)[row] += count;
+    }
+    if (touches && writes) writers.push_back(eid);
+  }
+  for (auto [row, count] : rows) {
+    (void)count;
+    if (filled[row] == 0 || taken[row] < filled[row]) return {};
+  }
+  return writers;
+}
+
 std::vector<Access> VirtualEdgeTpu::Impl::footprint(const ProgramItem& item, int /*tile*/) {
   std::vector<Access> a;
   constexpr int64_t kUnit = kWideUnitBytes, kRow = kWideRowBytes;
