@@ -78,9 +78,14 @@ bool VirtualEdgeTpu::Impl::try_run_dma_work(uint32_t id) {
         // pops 584 KiB once and its infeeds' offsets run 0x750 -> 0x058 (64-byte units) where the
         // parameters continue at 128 KiB + 0x58 x 64 (blob offset 136704 = the layer-12
         // depthwise block the tile later sends on).
-        // Infeeds of one pop run forward: each starts at or after the end of the previous one.
+        // Infeeds of one pop run forward: each starts at the wrap of its offset nearest to the end
+        // of the previous one. They may overlap it by a little: PoseNet's tile rows start 3 bytes
+        // into a unit, so tile row 1's infeed (word 216, offset 0x3eb5) re-sends the last 8-byte
+        // unit of row 0's (word 208, 0x3eb6 units); moving it a whole wrap on gave tiles 4-7
+        // someone else's pixels.
         auto [at, fresh] = staging_read_at.try_emplace(w.pop, begin);
-        while (!fresh && begin < at->second && begin + length + kStagingWrapBytes <= source.size())
+        while (!fresh && begin + kStagingWrapBytes / 2 < at->second &&
+               begin + length + kStagingWrapBytes <= source.size())
           begin += kStagingWrapBytes;
         at->second = begin + length;
       }

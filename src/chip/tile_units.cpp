@@ -145,18 +145,24 @@ StagedLoop staged_loop(const Tile& tile, const OpInstr& op) {
   return {};
 }
 // The same op restricted to pass `pass` of its outermost loop; false when a walk does not follow
-// that loop with its own outermost level (then the op cannot be split).
+// that loop with its own outermost level (then the op cannot be split). A walk may merge that loop
+// with the loops inside it into one level of k times its count when its stride is the same along
+// them (PoseNet word 50: loops (.., 4, 22), `par` and `psum` walk one level of 88): a pass then
+// covers k of that level's steps.
 bool restrict_to_pass(OpInstr& part, const OpInstr& op, int loop, uint32_t pass) {
   part.loops[loop] = 0;
+  const uint64_t passes = uint64_t{op.loops[loop]} + 1;
   for (auto [dst, src] : {std::pair{&part.in, &op.in},
                           {&part.out, &op.out},
                           {&part.par, &op.par},
                           {&part.psum, &op.psum}}) {
     const int level = outermost_level(*src);
     if (level < 0) continue;
-    if (src->cnt[level] != op.loops[loop]) return false;
-    dst->cnt[level] = 0;
-    dst->base = src->base + int64_t{pass} * src->strides()[level];
+    const uint64_t steps = uint64_t{src->cnt[level]} + 1;
+    if (steps % passes != 0) return false;
+    const uint64_t k = steps / passes;
+    dst->cnt[level] = static_cast<uint32_t>(k - 1);
+    dst->base = src->base + static_cast<int64_t>(pass * k) * src->strides()[level];
   }
   return true;
 }
@@ -377,6 +383,12 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
       const StagedLoop staged = staged_loop(tile, op);
       OpInstr part = op;
       if (staged.chunks && restrict_to_pass(part, op, staged.loop, 0)) {
+        // The staging keeps what the wideToNarrow left in it for the ops after this one (PoseNet
+        // word 237 copies the last image row, chunk 22, after word 50 replayed chunks 0-21).
+        const size_t slot_bytes = staged.chunks->front().size();
+        const std::vector<uint8_t> left(
+            tile.narrow.begin() + staged.staging,
+            tile.narrow.begin() + staged.staging + static_cast<std::ptrdiff_t>(slot_bytes));
         for (uint32_t pass = 0; pass <= op.loops[staged.loop]; ++pass) {
           restrict_to_pass(part, op, staged.loop, pass);
           const auto& chunk = (*staged.chunks)[pass];
@@ -384,6 +396,7 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
           OpEnv env(tile, part);
           cls->run(part, env);
         }
+        std::memcpy(tile.narrow.data() + staged.staging, left.data(), left.size());
       } else {
         OpEnv env(tile, op);
         cls->run(op, env);

@@ -32,6 +32,7 @@ extern const ClassEntry kRequantize;
 extern const ClassEntry kLogistic;
 extern const ClassEntry kNarrowCopy;
 extern const ClassEntry kWordCopy;
+extern const ClassEntry kWordCopyReformat;
 extern const ClassEntry kMulProduct;
 extern const ClassEntry kMulPack;
 extern const ClassEntry kAdd16;

@@ -16,4 +16,13 @@ const ClassEntry kWordCopy2021{1, 1, {0x00},  1,
                                0, 0, nullptr, {"word copy (gen2021)", run, nullptr}};
 const ClassEntry kWordCopy{1, 4, {0x07}, 1, 0, 0, nullptr, {"word copy", run, nullptr}};
 
+// gen2020's reformat before a split convolution (dp 4, cfg0 0, reduce 1 over a one-step loop0,
+// in_tflags 0x15, mult 1, clamps +-inf, zero points 0): `par` is a 4x4 identity (columns 0-3 =
+// byte lanes 0-3) that the program builds with four mesh fills and a narrowToWide just before,
+// so one input word times it is the same word. PoseNet word 480 copies 62 of the 121 pixel words
+// of each of tile 0's 89 input rows into the 63-word rows (one halo word) the first convolution
+// reads; DeepLab words 915... the same. Evidence in docs/chip_ops.md "7-dimension reformat".
+const ClassEntry kWordCopyReformat{
+    1, 4, {0x00}, 1, 1, 0, nullptr, {"word copy (7-dimension reformat)", run, nullptr}};
+
 }  // namespace tinycoral::chip::ops
