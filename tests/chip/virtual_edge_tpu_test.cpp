@@ -8,11 +8,13 @@
 #include <numeric>
 
 #include "chip/program_builder.h"
+#include "chip/round_trip_program.h"
 
 namespace tinycoral::chip {
 namespace {
 
 using testing::ProgramBuilder;
+using testing::round_trip_program;
 
 void interrupt(ProgramBuilder& p, uint32_t length_reg) {
   p.movi(30, 4);  // tag 4 = scalar-core interrupt 0
@@ -59,62 +61,6 @@ TEST(ScalarCore, PredicatedBundleRunsOnlyWhenItsPredicateMatches) {
   const auto event = chip.take_event();
   ASSERT_TRUE(event);
   EXPECT_EQ(event->length, 8u);
-}
-
-// Host input -> avDataPop -> infeed -> ringConsumer0 -> wideToNarrow -> narrowToWide ->
-// ringProducer -> outfeed -> host output: the bytes come back unchanged.
-std::vector<uint8_t> round_trip_program(uint32_t narrow_word) {
-  ProgramBuilder p;
-  const size_t pop = p.add(0x25);
-  p.set(pop, 12, 1, 1);  // activations
-  p.set(pop, 44, 15, 16383);
-  p.set(pop, 142, 14, 3);  // 4 units of 8 bytes
-  p.set(pop, 157, 1, 1);
-  const size_t cons = p.add(0x11);
-  p.set(cons, 12, 16, 1);
-  p.set(cons, 60, 18, 8312);
-  p.set(cons, 78, 17, 1);
-  p.set(cons, 335, 2, 3);
-  const size_t in = p.add(0x26);
-  p.set(in, 12, 1, 1);
-  p.set(in, 55, 20, 16383);
-  p.set(in, 183, 14, 3);
-  p.set(in, 203, 1, 1);
-  p.set(in, 409, 16, 1);
-  p.set(in, 438, 2, 3);
-  const size_t w2n = p.add(0x14);
-  p.set(w2n, 12, 16, 1);
-  p.set(w2n, 60, 14, 8312);
-  p.set(w2n, 78, 17, 1);
-  p.set(w2n, 267, 16, narrow_word);
-  p.set(w2n, 283, 17, 1);
-  p.set(w2n, 300, 16, 7);
-  p.set(w2n, 487, 2, 1);
-  const size_t n2w = p.add(0x13);
-  p.set(n2w, 12, 16, 1);
-  p.set(n2w, 62, 16, narrow_word);
-  p.set(n2w, 78, 17, 1);
-  p.set(n2w, 95, 16, 7);
-  p.set(n2w, 335, 14, 8000);
-  p.set(n2w, 353, 17, 1);
-  p.movi(1, 32);
-  p.movi(2, 3);
-  p.movi(3, 0);
-  p.descriptor(1, 2, 3);  // output of 32 bytes
-  const size_t out = p.add(0x27);
-  p.set(out, 43, 15, 3);
-  p.set(out, 173, 2, 3);
-  const size_t prod = p.add(0x10);
-  p.set(prod, 12, 16, 1);
-  p.set(prod, 60, 18, 8000);
-  p.set(prod, 78, 17, 1);
-  p.set(prod, 467, 17, 1u << 16);
-  const size_t fence = p.add(0x24);
-  p.set(fence, 57, 1, 1);
-  p.set(fence, 73, 16, 0xffff);
-  p.movi(4, 0);
-  interrupt(p, 4);
-  return p.finish();
 }
 
 TEST(DataPath, BytesTravelThroughEveryDmaUnitUnchanged) {
