@@ -519,10 +519,13 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
       }
       // One wide row per iteration of the narrow walk's outermost level when their counts agree
       // and the iterations are shorter than a row (MobileNet v2's ADD weight rows: word 790 writes
-      // 4 rows of 16 bytes from 4 x 4 narrow words); otherwise rows of 256 bytes in turn.
+      // 4 resident rows of 16 bytes from 4 x 4 narrow words); otherwise rows of 256 bytes in turn.
+      // A FIFO destination (wide_circ) streams instead: its fills are the 256-byte packets of one
+      // byte stream (PoseNet word 6836 sends 6 image rows of 7 x 36 = 252 bytes as 1512
+      // contiguous bytes, the output layout's 252-byte rows of tiles 3, 7 and 11).
       size_t per_row = kWideRowBytes;
       const uint64_t rows = n.wide_ttu.steps();
-      for (int d = 5; d >= 1; --d) {
+      for (int d = 5; d >= 1 && !n.wide_circ; --d) {
         if (n.narrow_ttu.cnt[d] == 0) continue;
         if (uint64_t{n.narrow_ttu.cnt[d]} + 1 == rows && stream.size() < rows * kWideRowBytes &&
             stream.size() % rows == 0)

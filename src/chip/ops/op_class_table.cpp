@@ -16,11 +16,11 @@ bool matches(const ClassEntry& e, const OpInstr& op) {
 }
 
 const OpClass* classify(const OpInstr& op) {
-  static const std::array<const ClassEntry*, 23> kTable = {
+  static const std::array<const ClassEntry*, 24> kTable = {
       // gen2020 ("frogfish") encodings, as in isa.md 2.1.2
       &kFullyConnected, &kConvKChunked, &kConvPositionOuter, &kDepthwiseConv, &kRequantize,
       &kLogistic, &kNarrowCopy, &kWordCopy, &kMulProduct, &kMulPack, &kAdd16, &kMaxPool, &kAvgPool,
-      &kPositionSum, &kAdd16Gen2020, &kWordCopyReformat,
+      &kPositionSum, &kAdd16Gen2020, &kWordCopyReformat, &kRequantizeNested,
       // gen2021 ("grouper") encodings established in docs/chip_ops.md
       &kWordCopy2021, &kRequantize2021, &kConv2021, &kConvKChunked2021, &kDepthwiseNoPosition2021,
       &kConvNoPosition2021, &kFullyConnected2021};

@@ -18,5 +18,11 @@ const ClassEntry kRequantize2021{1, 1, {0x65},  1,
                                  0, 0, nullptr, {"requantize (gen2021)", run, fills}};
 const ClassEntry kRequantize{1, 1, {0x05},  1,
                              0, 0, nullptr, {"requantize (RELU/QUANTIZE)", run, nullptr}};
+// The same step inside a deeper loop nest (dp 2, cfg0 0x05, reduce 1 over a one-step loop0,
+// loops (1, positions, words)): gen2020 PoseNet words 7181-7303 rescale the two 32-channel
+// displacement convolutions (in_zp 65 and 170, mult 1.023 and 0.977) into the 64 channels of
+// quant_mid_offsets through the 4x4 identity the program builds at 0x2014 (docs/chip_ops.md).
+const ClassEntry kRequantizeNested{1, 2, {0x05},  1,
+                                   1, 0, nullptr, {"requantize (nested loops)", run, nullptr}};
 
 }  // namespace tinycoral::chip::ops
