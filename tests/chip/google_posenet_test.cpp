@@ -1,0 +1,101 @@
+// Acceptance: Google's gen2020 PoseNet program (three output layers, a 353x481 input spread over 16
+// tiles in overlapping rows, the 7-dimension reformat, requantized output halves) on the virtual
+// Edge TPU against the CPU twin's tensors of the same meaning, in `edgetpu` rounding.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "chip/sim_runner.h"
+#include "container/tflite_reader.h"
+#include "host/image.h"
+#include "host/interpreter.h"
+#include "support/testdata.h"
+
+namespace tinycoral::chip {
+namespace {
+
+struct TwinTensor {
+  std::vector<uint8_t> bytes;
+  float scale = 0;
+  int zero_point = 0;
+};
+
+TEST(GooglePoseNetOnTheChip, OutputsMatchTheTwin) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  const std::string model = "gen2020/posenet_mobilenet_v1_075_353_481_quant_decoder";
+  const auto compiled = container::read_edgetpu_model_file(data / (model + "_edgetpu.tflite"));
+  const auto exes = testing::executables_of(compiled);
+  ASSERT_NE(exes.execution, nullptr);
+
+  // The twin's conv outputs that the compiled program emits (its PoseNet decoder runs on the CPU).
+  auto twin_model = container::read_tflite_file(data / (model + ".tflite"));
+  auto& sg = twin_model.subgraphs[0];
+  const std::vector<std::string> names = {"MobilenetV1/heatmap_2/BiasAdd",
+                                          "MobilenetV1/offset_2/BiasAdd", "concat"};
+  sg.outputs.clear();
+  std::vector<TwinTensor> twin(names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    const auto it = std::find_if(sg.tensors.begin(), sg.tensors.end(),
+                                 [&](const container::Tensor& t) { return t.name == names[i]; });
+    ASSERT_NE(it, sg.tensors.end()) << names[i];
+    sg.outputs.push_back(static_cast<int32_t>(it - sg.tensors.begin()));
+    twin[i].scale = it->quantization.scale.at(0);
+    twin[i].zero_point = static_cast<int>(it->quantization.zero_point.at(0));
+  }
+  host::InterpreterOptions options;
+  options.rounding = host::Rounding::kEdgeTpu;
+  host::Interpreter cpu(std::move(twin_model), options);
+  const auto in = cpu.input(0);
+  const std::vector<int32_t> shape(in.shape().begin(), in.shape().end());
+  const auto bytes =
+      host::image_to_input(host::read_image(data / "images" / "posenet_test_image.bmp"), shape,
+                           in.type(), host::ResizeMode::kBilinearLegacy, {});
+  cpu.set_input(0, bytes);
+  cpu.invoke();
+  for (size_t i = 0; i < names.size(); ++i) {
+    const auto b = cpu.output_bytes(i);
+    twin[i].bytes.assign(b.begin(), b.end());
+  }
+
+  testing::Buffers inputs;
+  inputs[exes.execution->input_layers.at(0).name] = bytes;
+  VirtualEdgeTpu chip;
+  if (exes.caching) testing::run_executable(chip, *exes.caching, {});
+  const auto first = testing::run_executable(chip, *exes.execution, inputs);
+  const auto second = testing::run_executable(chip, *exes.execution, inputs);
+  EXPECT_EQ(first, second) << "the second inference differs from the first";
+  EXPECT_EQ(chip.fault(), "");
+
+  ASSERT_EQ(exes.execution->output_layers.size(), 3u);
+  for (const auto& layer : exes.execution->output_layers) {
+    const auto got = testing::detile(layer, second.at(layer.name));
+    const size_t k = layer.name == "quant_heatmaps"        ? 0
+                     : layer.name == "quant_short_offsets" ? 1
+                                                           : 2;
+    const TwinTensor& want = twin[k];
+    ASSERT_EQ(got.size(), want.bytes.size()) << layer.name;
+    size_t equal = 0;
+    double worst = 0;
+    for (size_t e = 0; e < got.size(); ++e) {
+      equal += got[e] == want.bytes[e];
+      const double chip_value = (got[e] - layer.zero_point) * double{layer.dequantization_factor};
+      const double twin_value = (want.bytes[e] - want.zero_point) * double{want.scale};
+      worst = std::max(worst, std::abs(chip_value - twin_value));
+    }
+    if (k < 2) {
+      // Same quantization as the twin's tensor: byte for byte.
+      EXPECT_EQ(equal, got.size()) << layer.name;
+    } else {
+      // The compiled model requantizes the two displacement halves through its own intermediate
+      // scale into the output's (0.98 vs the twin's concat at 1.39): values within one step of
+      // each.
+      EXPECT_LE(worst, want.scale + layer.dequantization_factor) << layer.name;
+    }
+    ::testing::Test::RecordProperty(layer.name + "_equal", static_cast<int>(equal));
+  }
+}
+
+}  // namespace
+}  // namespace tinycoral::chip
