@@ -34,6 +34,7 @@ extern const ClassEntry kLogistic;
 extern const ClassEntry kNarrowCopy;
 extern const ClassEntry kWordCopy;
 extern const ClassEntry kWordCopyReformat;
+extern const ClassEntry kWordCopyReformat2021;
 extern const ClassEntry kMulProduct;
 extern const ClassEntry kMulPack;
 extern const ClassEntry kAdd16;
