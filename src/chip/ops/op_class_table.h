@@ -30,6 +30,7 @@ extern const ClassEntry kConvPositionOuter;
 extern const ClassEntry kDepthwiseConv;
 extern const ClassEntry kRequantize;
 extern const ClassEntry kRequantizeNested;
+extern const ClassEntry kRequantizeDp4;
 extern const ClassEntry kLogistic;
 extern const ClassEntry kNarrowCopy;
 extern const ClassEntry kWordCopy;

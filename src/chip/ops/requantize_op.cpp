@@ -22,6 +22,11 @@ const ClassEntry kRequantize{1, 1, {0x05},  1,
 // loops (1, positions, words)): gen2020 PoseNet words 7181-7303 rescale the two 32-channel
 // displacement convolutions (in_zp 65 and 170, mult 1.023 and 0.977) into the 64 channels of
 // quant_mid_offsets through the 4x4 identity the program builds at 0x2014 (docs/chip_ops.md).
+// And as dp 4, cfg0 0x05, reduce 0 (gen2021 Keras LSTM word 45 and 150, the SSD segments' word
+// 45): the streamed input copy, each staged chunk of 5 input words times the 4x4 identity at
+// 0x207c (mesh fills 0x1, 0x100, 0x10000, 0x1000000 at words 13-31), mult 1, clamps +-inf.
+const ClassEntry kRequantizeDp4{1, 4, {0x05},  1,
+                                0, 0, nullptr, {"requantize (dp 4 copy)", run, nullptr}};
 const ClassEntry kRequantizeNested{1, 2, {0x05},  1,
                                    1, 0, nullptr, {"requantize (nested loops)", run, nullptr}};
 
