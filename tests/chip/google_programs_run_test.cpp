@@ -1,0 +1,68 @@
+// Google's programs without a comparable twin output: the SSD pipeline segments that the virtual
+// Edge TPU runs must run to the end and give the same bytes twice; a program using per-channel
+// requantization (not modelled) must stop with an error that names the op class, never compute
+// with a made-up multiplier (docs/chip.md "Status").
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+
+#include "chip/sim_runner.h"
+#include "common/error.h"
+#include "container/tflite_reader.h"
+#include "support/testdata.h"
+
+namespace tinycoral::chip {
+namespace {
+
+testing::Buffers random_inputs(const container::Executable& exe) {
+  std::mt19937 generator(1);
+  testing::Buffers inputs;
+  for (const auto& layer : exe.input_layers) {
+    auto& bytes = inputs[layer.name];
+    bytes.resize(static_cast<size_t>(layer.size_bytes));
+    for (auto& b : bytes) b = static_cast<uint8_t>(generator());
+  }
+  return inputs;
+}
+
+TEST(GoogleProgramsOnTheChip, SsdSegmentsRunTwiceIdentically) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  for (int segment = 0; segment < 3; ++segment) {
+    const std::string name = "gen2021/pipeline/ssd_mobilenet_v1_coco_quant_postprocess_segment_" +
+                             std::to_string(segment) + "_of_4_edgetpu.tflite";
+    SCOPED_TRACE(name);
+    const auto compiled = container::read_edgetpu_model_file(data / name);
+    const auto exes = testing::executables_of(compiled);
+    ASSERT_NE(exes.execution, nullptr);
+    const auto inputs = random_inputs(*exes.execution);
+    VirtualEdgeTpu chip;
+    if (exes.caching) testing::run_executable(chip, *exes.caching, {});
+    const auto first = testing::run_executable(chip, *exes.execution, inputs);
+    const auto second = testing::run_executable(chip, *exes.execution, inputs);
+    EXPECT_EQ(chip.fault(), "");
+    ASSERT_EQ(first.size(), exes.execution->output_layers.size());
+    EXPECT_EQ(first, second);
+  }
+}
+
+TEST(GoogleProgramsOnTheChip, PerChannelRequantizationStopsWithANamedClass) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  const auto compiled = container::read_edgetpu_model_file(
+      data / "gen2021/posenet_mobilenet_v1_075_353_481_16_quant_decoder_edgetpu.tflite");
+  const auto exes = testing::executables_of(compiled);
+  ASSERT_NE(exes.execution, nullptr);
+  VirtualEdgeTpu chip;
+  if (exes.caching) testing::run_executable(chip, *exes.caching, {});
+  std::string message;
+  try {
+    testing::run_executable(chip, *exes.execution, random_inputs(*exes.execution));
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("unknown op class"), std::string::npos) << message;
+  EXPECT_NE(message.find("cfg3 8"), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace tinycoral::chip
