@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "chip/ops/mac_kernels.h"
 #include "chip/ops/nlu.h"
 #include "chip/ops/requantize.h"
 
@@ -99,8 +100,17 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
   const uint64_t groups = mixed_count(op, is_group_loop);
   const bool fifo = par_is_fifo(op);
 
-  const int64_t init = spec.combine == Combine::kMax ? std::numeric_limits<int64_t>::min() : 0;
-  std::vector<int64_t> acc(slots * kColumns, init);
+  // int32 accumulators: sums wrap mod 2^32 like the chip's 32-bit accumulator (isa.md 2.1.4 step
+  // 1), so they give the bits a wider sum would after its wrap. A max starts below every value
+  // (lanes are at least -255); a column no step updated reads as 0 at the output, the low 32 bits
+  // of the "minus infinity" start.
+  const bool is_max = spec.combine == Combine::kMax;
+  const int32_t init = is_max ? std::numeric_limits<int32_t>::min() : 0;
+  std::vector<int32_t> acc(slots * kColumns, init);
+  const WordTimesRowKernel word_times_row = word_times_row_kernel();
+  auto add = [](int32_t& a, int64_t v) {
+    a = static_cast<int32_t>(static_cast<uint32_t>(a) + static_cast<uint32_t>(v));
+  };
 
   const OutputStage stage{op.mult, op.clamp_min, op.clamp_max, op.out_zp};
   if (spec.output == OutputKind::kSpline && !env.nlu().loaded)
@@ -171,7 +181,7 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
     return row;
   };
 
-  auto emit = [&](int64_t* a, uint64_t group) {
+  auto emit = [&](const int32_t* a, uint64_t group) {
     const bool last = group + 1 == groups;
     const uint32_t ch = last ? last_channels : channels;
     uint32_t words = (ch + 3) / 4;
@@ -180,14 +190,19 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
       words = op.out_last_cnt + 1;
       skip = op.out_last_skip;
     }
+    if (words > kColumns / 4)
+      env.fail_op(cat("output group of ", words, " words exceeds the 64 columns"));
+    // The group's biases, bounds-checked once for all its words.
+    const uint8_t* biases =
+        op.cfg4 ? env.bias_store(kBiasStoreBase + 4 * group * channels, 16 * words) : nullptr;
     for (uint32_t w = 0; w < words; ++w) {
       uint8_t bytes[4];
       for (uint32_t b = 0; b < 4; ++b) {
         const uint32_t c = 4 * w + b;
-        int64_t value = a[c];
-        if (op.cfg4) {
+        int64_t value = is_max && a[c] == init ? 0 : a[c];
+        if (biases) {
           int32_t bias;
-          std::memcpy(&bias, env.bias_store(kBiasStoreBase + 4 * (group * channels + c), 4), 4);
+          std::memcpy(&bias, biases + 4 * c, 4);
           value += bias;
         }
         value += op.offset;
@@ -233,33 +248,31 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
   uint64_t slot_index = 0, group_index = 0;
   fill_index = 0;
   for (uint64_t step = 0; step < steps; ++step) {
-    int64_t* a = &acc[slot_index * kColumns];
+    int32_t* a = &acc[slot_index * kColumns];
     if (reduced_past_zero == 0) std::fill(a, a + kColumns, init);
 
     switch (spec.operand) {
       case OperandKind::kWordTimesRow: {
         const uint8_t* x = narrow_in + in.address();
         const uint8_t* w = read_par_row(par.address());
-        const int32_t x0 = x[0] - in_zp, x1 = x[1] - in_zp, x2 = x[2] - in_zp, x3 = x[3] - in_zp;
-        for (uint32_t c = 0; c < active; ++c) {
-          const uint8_t* wc = w + 4 * c;
-          a[c] +=
-              x0 * (wc[0] - w_zp) + x1 * (wc[1] - w_zp) + x2 * (wc[2] - w_zp) + x3 * (wc[3] - w_zp);
-        }
+        if (active < 8)
+          word_times_row_columns(a, x, w, 0, active, in_zp, w_zp);
+        else
+          word_times_row(a, x, w, active, in_zp, w_zp);
         env.stats().macs += 4 * active;
         break;
       }
       case OperandKind::kByteTimesLane: {
         const int32_t x = narrow_in[in.address()] - in_zp;
         const uint8_t* w = read_par_row(par.address()) + (par.address() & 3);
-        for (uint32_t c = 0; c < active; ++c) a[c] += x * (w[4 * c] - w_zp);
+        for (uint32_t c = 0; c < active; ++c) add(a[c], x * (w[4 * c] - w_zp));
         env.stats().macs += active;
         break;
       }
       case OperandKind::kByteTimesLaneBroadcast: {
         const int32_t x = narrow_in[in.address()] - in_zp;
         const int32_t b = read_par_row(par.address())[par.address() & 3] - w_zp;
-        for (uint32_t c = 0; c < active; ++c) a[c] += x * b;
+        for (uint32_t c = 0; c < active; ++c) add(a[c], x * b);
         env.stats().macs += 1;
         break;
       }
@@ -270,7 +283,7 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
           int16_t w0, w1;
           std::memcpy(&w0, w + 4 * c, 2);
           std::memcpy(&w1, w + 4 * c + 2, 2);
-          a[c] += int64_t{x[0]} * w0 + int64_t{x[1]} * w1;
+          add(a[c], int64_t{x[0]} * w0 + int64_t{x[1]} * w1);
         }
         env.stats().macs += 2 * active;
         break;
@@ -278,9 +291,9 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
       case OperandKind::kLaneOnly: {
         const uint8_t* w = read_par_row(par.address()) + (par.address() & 3);
         if (spec.combine == Combine::kMax) {
-          for (uint32_t c = 0; c < active; ++c) a[c] = std::max<int64_t>(a[c], w[4 * c] - w_zp);
+          for (uint32_t c = 0; c < active; ++c) a[c] = std::max<int32_t>(a[c], w[4 * c] - w_zp);
         } else {
-          for (uint32_t c = 0; c < active; ++c) a[c] += w[4 * c] - w_zp;
+          for (uint32_t c = 0; c < active; ++c) add(a[c], w[4 * c] - w_zp);
         }
         break;
       }
