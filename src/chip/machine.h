@@ -47,7 +47,20 @@ Access access_of_offsets(Space space, bool write, const std::vector<int64_t>& of
                          int64_t scale, int64_t base, int64_t element);
 bool overlaps(const Access& a, const Access& b);
 
-using Packet = std::vector<uint8_t>;
+// One ring packet. Immutable once made and shared: a producer broadcasting to several tiles (or a
+// queue handing it on) copies a reference, not its bytes.
+class Packet {
+ public:
+  template <typename It>
+  Packet(It first, It last) : bytes_(std::make_shared<const std::vector<uint8_t>>(first, last)) {}
+  const uint8_t* data() const { return bytes_->data(); }
+  size_t size() const { return bytes_->size(); }
+  std::vector<uint8_t>::const_iterator begin() const { return bytes_->begin(); }
+  std::vector<uint8_t>::const_iterator end() const { return bytes_->end(); }
+
+ private:
+  std::shared_ptr<const std::vector<uint8_t>> bytes_;
+};
 
 // One instruction instance on one unit (of one tile, or of the scalar side).
 struct Work {

@@ -458,12 +458,10 @@ void VirtualEdgeTpu::Impl::note_bias_groups(TileState& ts, const WideNarrowInstr
 }
 
 bool VirtualEdgeTpu::Impl::deps_done(Work& w) {
-  if (!w.deps.empty()) {
-    auto it =
-        std::remove_if(w.deps.begin(), w.deps.end(), [&](uint32_t d) { return works[d].done; });
-    w.deps.erase(it, w.deps.end());
-    if (!w.deps.empty()) return false;
-  }
+  // Polled for every queue front on every pass: drop completed dependencies from the back and stop
+  // at the first one still pending, so a blocked work costs O(1) per poll instead of a scan.
+  while (!w.deps.empty() && works[w.deps.back()].done) w.deps.pop_back();
+  if (!w.deps.empty()) return false;
   if (w.region_open)
     for (const Access& a : w.accesses)
       if (a.forward) return false;
