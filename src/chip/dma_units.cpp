@@ -92,15 +92,20 @@ bool VirtualEdgeTpu::Impl::try_run_dma_work(uint32_t id) {
       if (begin + length > source.size())
         fail_dma(item, cat("sends bytes [", begin, ", ", begin + length, ") but its source holds ",
                            source.size()));
-      for (uint32_t t = 0; t < kTileCount; ++t) {
-        if (!(f.tiles >> t & 1)) continue;
+      // The packets are made once and shared by every destination tile.
+      std::vector<Packet> packets;
+      if (f.tiles & ((1u << kTileCount) - 1))
         for (uint64_t pos = 0; pos < length; pos += f.packet_bytes) {
           const uint64_t take = std::min<uint64_t>(f.packet_bytes, length - pos);
-          tile_state[t].ring_in[0].emplace_back(
-              source.begin() + static_cast<std::ptrdiff_t>(begin + pos),
-              source.begin() + static_cast<std::ptrdiff_t>(begin + pos + take));
-          stats.ring_bytes += take;
-          buffered_bytes += take;
+          packets.emplace_back(source.begin() + static_cast<std::ptrdiff_t>(begin + pos),
+                               source.begin() + static_cast<std::ptrdiff_t>(begin + pos + take));
+        }
+      for (uint32_t t = 0; t < kTileCount; ++t) {
+        if (!(f.tiles >> t & 1)) continue;
+        for (const Packet& packet : packets) {
+          tile_state[t].ring_in[0].push_back(packet);
+          stats.ring_bytes += packet.size();
+          buffered_bytes += packet.size();
         }
       }
       if (buffered_bytes > options.max_buffered_bytes)

@@ -4,8 +4,10 @@
 // wide/narrow DMA, NLU load, op dispatch) and dma_units.cpp (pops, infeeds, outfeeds).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <deque>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
@@ -52,14 +54,19 @@ bool overlaps(const Access& a, const Access& b);
 class Packet {
  public:
   template <typename It>
-  Packet(It first, It last) : bytes_(std::make_shared<const std::vector<uint8_t>>(first, last)) {}
-  const uint8_t* data() const { return bytes_->data(); }
-  size_t size() const { return bytes_->size(); }
-  std::vector<uint8_t>::const_iterator begin() const { return bytes_->begin(); }
-  std::vector<uint8_t>::const_iterator end() const { return bytes_->end(); }
+  Packet(It first, It last)
+      : size_(static_cast<size_t>(std::distance(first, last))),
+        bytes_(std::make_shared_for_overwrite<uint8_t[]>(size_)) {  // one allocation
+    std::copy(first, last, bytes_.get());
+  }
+  const uint8_t* data() const { return bytes_.get(); }
+  size_t size() const { return size_; }
+  const uint8_t* begin() const { return data(); }
+  const uint8_t* end() const { return data() + size_; }
 
  private:
-  std::shared_ptr<const std::vector<uint8_t>> bytes_;
+  size_t size_;
+  std::shared_ptr<uint8_t[]> bytes_;
 };
 
 // One instruction instance on one unit (of one tile, or of the scalar side).

@@ -19,7 +19,31 @@ int64_t mul_far(int64_t a, int64_t b) {
 }  // namespace
 
 std::array<int64_t, 8> OpTtu::strides() const {
-  // S_k = INC_k + sum_{e<k} cnt_e * S_e (isa.md 2.0a).
+  // S_k = INC_k + sum_{e<k} cnt_e * S_e (isa.md 2.0a). Fast path, O(8): while the magnitudes of
+  // every product and partial sum stay within kFar no saturation can trigger, so the running sum
+  // gives exactly what the saturating O(64) loop below gives (ops ask for this many times each).
+  {
+    std::array<int64_t, 8> s{};
+    int64_t sum = 0, bound = 0;  // sum_{e<k} cnt_e * S_e and sum_{e<k} |cnt_e * S_e|
+    bool exact = true;
+    for (int k = 0; k < 8 && exact; ++k) {
+      const int64_t magnitude = inc[k] < 0 ? -inc[k] : inc[k];
+      if (inc[k] < -kFar || inc[k] > kFar || bound + magnitude > kFar) {
+        exact = false;
+        break;
+      }
+      s[k] = inc[k] + sum;
+      int64_t product = 0;
+      if (__builtin_mul_overflow(static_cast<int64_t>(cnt[k]), s[k], &product) || product < -kFar ||
+          product > kFar) {
+        exact = false;
+        break;
+      }
+      sum += product;
+      bound += product < 0 ? -product : product;
+    }
+    if (exact) return s;
+  }
   std::array<int64_t, 8> s{};
   for (int k = 0; k < 8; ++k) {
     int64_t v = clamp_far(inc[k]);

@@ -81,14 +81,20 @@ struct OpTtu {
 // that dimension's increment.
 class TtuWalker {
  public:
-  explicit TtuWalker(const OpTtu& ttu) : ttu_(ttu), address_(ttu.base) {}
+  // Levels with one iteration never advance (their counter stays 0), so only the others are
+  // visited: the same walk, without scanning and re-zeroing idle levels on every step.
+  explicit TtuWalker(const OpTtu& ttu) : ttu_(ttu), address_(ttu.base) {
+    for (int d = 0; d < 8; ++d)
+      if (ttu.cnt[d] != 0) levels_[levels_count_++] = static_cast<uint8_t>(d);
+  }
   int64_t address() const { return address_; }
   // Advances one step; returns false (and stays) after the last address.
   bool next() {
-    for (int d = 0; d < 8; ++d) {
+    for (int i = 0; i < levels_count_; ++i) {
+      const int d = levels_[i];
       if (counter_[d] < ttu_.cnt[d]) {
         ++counter_[d];
-        for (int e = 0; e < d; ++e) counter_[e] = 0;
+        for (int j = 0; j < i; ++j) counter_[levels_[j]] = 0;
         address_ += ttu_.inc[d];
         return true;
       }
@@ -101,6 +107,8 @@ class TtuWalker {
   const OpTtu& ttu_;
   int64_t address_;
   std::array<uint32_t, 8> counter_{};
+  std::array<uint8_t, 8> levels_{};  // levels with more than one iteration, innermost first
+  int levels_count_ = 0;
 };
 
 // A pre-decoded 0x01 / 0x02 / 0x03 instruction (field positions: isa.md 2.1.1).

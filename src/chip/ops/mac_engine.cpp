@@ -159,26 +159,27 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
   // FIFO rows of the current fill, looked up once per fill (the op re-reads them per position).
   const int64_t first_row = op.par.min_address() >> 2, last_row = op.par.max_address() >> 2;
   const bool cache_rows = fifo && last_row - first_row < static_cast<int64_t>(kWideRows);
-  std::vector<const uint8_t*> fill_rows(cache_rows ? static_cast<size_t>(last_row - first_row + 1)
-                                                   : 0);
-  uint64_t cached_fill = ~uint64_t{0};
+  // Each entry remembers the fill it was looked up for, so moving to the next fill invalidates them
+  // all without clearing the table (its span can be thousands of rows).
+  struct CachedRow {
+    uint64_t fill = ~uint64_t{0};
+    const uint8_t* bytes = nullptr;
+  };
+  std::vector<CachedRow> fill_rows(cache_rows ? static_cast<size_t>(last_row - first_row + 1) : 0);
   uint64_t fill_index = 0;
   auto read_par_row = [&](int64_t unit) -> const uint8_t* {
     const int64_t row_unit = unit & ~int64_t{3};
     if (!fifo) return wide + row_unit * kWideUnitBytes;
     const uint64_t fill = fill_index;
     if (!cache_rows || row_unit < 0) return env.par_fifo_row(static_cast<uint32_t>(fill), row_unit);
-    if (fill != cached_fill) {
-      std::fill(fill_rows.begin(), fill_rows.end(), nullptr);
-      cached_fill = fill;
-    }
-    const uint8_t*& row = fill_rows[static_cast<size_t>((row_unit >> 2) - first_row)];
-    if (row == nullptr) {
-      row = env.par_fifo_row(static_cast<uint32_t>(fill), row_unit);
+    CachedRow& row = fill_rows[static_cast<size_t>((row_unit >> 2) - first_row)];
+    if (row.fill != fill) {
+      row.bytes = env.par_fifo_row(static_cast<uint32_t>(fill), row_unit);
+      row.fill = fill;
     } else {
       env.stats().wide_bytes_read += kWideRowBytes;
     }
-    return row;
+    return row.bytes;
   };
 
   auto emit = [&](const int32_t* a, uint64_t group) {
@@ -255,7 +256,7 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
       case OperandKind::kWordTimesRow: {
         const uint8_t* x = narrow_in + in.address();
         const uint8_t* w = read_par_row(par.address());
-        if (active < 8)
+        if (active < 16)
           word_times_row_columns(a, x, w, 0, active, in_zp, w_zp);
         else
           word_times_row(a, x, w, active, in_zp, w_zp);

@@ -1,0 +1,74 @@
+// OpTtu::strides: the O(8) path for ordinary walks equals the saturating definition
+// S_k = INC_k + sum_{e<k} cnt_e * S_e (isa.md 2.0a, saturated at +-2^40) on random walks, from
+// small to fuzzer-sized increments and counts; and the walker visits base + sum c_k S_k.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+
+#include "chip/tile.h"
+
+namespace tinycoral::chip {
+namespace {
+
+constexpr int64_t kFar = int64_t{1} << 40;
+int64_t clamp_far(int64_t v) { return std::clamp(v, -kFar, kFar); }
+int64_t mul_far(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r)) return (a < 0) != (b < 0) ? -kFar : kFar;
+  return clamp_far(r);
+}
+std::array<int64_t, 8> saturating_strides(const OpTtu& t) {
+  std::array<int64_t, 8> s{};
+  for (int k = 0; k < 8; ++k) {
+    int64_t v = clamp_far(t.inc[k]);
+    for (int e = 0; e < k; ++e) v = clamp_far(v + mul_far(static_cast<int64_t>(t.cnt[e]), s[e]));
+    s[k] = v;
+  }
+  return s;
+}
+
+TEST(TtuStrides, FastPathEqualsTheSaturatingDefinition) {
+  std::mt19937_64 rng(11);
+  int saturated = 0;
+  for (int trial = 0; trial < 20000; ++trial) {
+    OpTtu t;
+    const int scale = trial % 4;  // small, medium, large, fuzzer-sized
+    for (int k = 0; k < 8; ++k) {
+      const int64_t inc_span = scale == 0   ? 64
+                               : scale == 1 ? 1 << 20
+                               : scale == 2 ? kFar
+                                            : INT64_MAX;
+      const uint64_t cnt_span = scale == 0 ? 8 : scale == 1 ? 1 << 12 : UINT32_MAX;
+      t.inc[k] =
+          static_cast<int64_t>(rng() % static_cast<uint64_t>(inc_span)) * (rng() % 2 ? 1 : -1);
+      t.cnt[k] = static_cast<uint32_t>(rng() % cnt_span);
+      if (rng() % 3 == 0) t.cnt[k] = 0;
+    }
+    const auto expected = saturating_strides(t);
+    ASSERT_EQ(t.strides(), expected) << "trial " << trial;
+    saturated += std::any_of(expected.begin(), expected.end(),
+                             [](int64_t v) { return v == kFar || v == -kFar; });
+  }
+  EXPECT_GT(saturated, 1000);  // the fallback was exercised too
+}
+
+TEST(TtuStrides, WalkerVisitsBasePlusCountersTimesStrides) {
+  OpTtu t;
+  t.base = 100;
+  t.cnt = {2, 0, 3, 1, 0, 0, 0, 0};
+  t.inc = {4, 7, -5, 64, 0, 0, 0, 0};
+  const auto s = t.strides();
+  TtuWalker w(t);
+  uint64_t visited = 0;
+  do {
+    int64_t expected = t.base;
+    for (int k = 0; k < 8; ++k) expected += int64_t{w.counter(k)} * s[k];
+    ASSERT_EQ(w.address(), expected) << "step " << visited;
+    ++visited;
+  } while (w.next());
+  EXPECT_EQ(visited, t.steps());
+}
+
+}  // namespace
+}  // namespace tinycoral::chip
