@@ -33,6 +33,7 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <string>
 #include <unordered_map>
@@ -150,8 +151,39 @@ struct TileStats {
 
 // Streamed wide FIFO rows: fills that arrived for a FIFO row beyond the one currently in wide
 // memory (elastic FIFO, see the contract above). Keyed by 256-byte row index.
+// The fills queued on one FIFO row, oldest first: a vector with a moving head instead of a deque,
+// so that a row refilled thousands of times per inference reuses its storage (a deque allocates a
+// block per two rows). References stay valid until the next push_back (ops never push).
+class FillQueue {
+ public:
+  using Row = std::array<uint8_t, kWideRowBytes>;
+  // Queues a copy of the kWideRowBytes bytes at `bytes`.
+  void push_back(const uint8_t* bytes) {
+    if (head_ > 0 && 2 * head_ >= rows_.size()) {  // reclaim the consumed front, amortised O(1)
+      rows_.erase(rows_.begin(), rows_.begin() + static_cast<std::ptrdiff_t>(head_));
+      head_ = 0;
+    }
+    std::memcpy(rows_.emplace_back().data(), bytes, kWideRowBytes);
+  }
+  void push_back(const Row& row) { push_back(row.data()); }
+  void pop_front() {
+    if (++head_ == rows_.size()) {
+      rows_.clear();
+      head_ = 0;
+    }
+  }
+  const Row& front() const { return rows_[head_]; }
+  const Row& operator[](size_t i) const { return rows_[head_ + i]; }
+  size_t size() const { return rows_.size() - head_; }
+  bool empty() const { return head_ == rows_.size(); }
+
+ private:
+  std::vector<Row> rows_;
+  size_t head_ = 0;
+};
+
 struct FifoRow {
-  std::deque<std::array<uint8_t, kWideRowBytes>> fills;  // oldest first
+  FillQueue fills;
   uint64_t written = 0;   // fills written into this row during the current program
   uint64_t consumed = 0;  // fills consumed
 };

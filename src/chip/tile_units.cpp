@@ -344,9 +344,7 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
   auto record_fill = [&](int64_t unit) {
     if (unit % 4 != 0) return;
     auto& row = tile.fifo_rows[static_cast<uint32_t>(unit / 4)];
-    std::array<uint8_t, kWideRowBytes> copy;
-    std::memcpy(copy.data(), tile.wide.data() + unit * kWideUnitBytes, kWideRowBytes);
-    row.fills.push_back(copy);
+    row.fills.push_back(tile.wide.data() + unit * kWideUnitBytes);
     ++row.written;
   };
 
