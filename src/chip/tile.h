@@ -91,7 +91,12 @@ class TtuWalker {
   int64_t address() const { return address_; }
   // Advances one step; returns false (and stays) after the last address.
   bool next() {
-    for (int i = 0; i < levels_count_; ++i) {
+    if (levels_count_ > 0 && counter_[levels_[0]] < ttu_.cnt[levels_[0]]) {  // most steps
+      ++counter_[levels_[0]];
+      address_ += ttu_.inc[levels_[0]];
+      return true;
+    }
+    for (int i = 1; i < levels_count_; ++i) {
       const int d = levels_[i];
       if (counter_[d] < ttu_.cnt[d]) {
         ++counter_[d];
