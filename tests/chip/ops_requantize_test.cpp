@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <random>
 
 #include "chip/ops/nlu.h"
 #include "chip/ops/requantize.h"
@@ -50,6 +51,38 @@ TEST(OpsNlu, LogisticSplineTracksTheSigmoidWithin0p01Steps) {
     const double expected = 256.0 / (1.0 + std::exp(-double{x}));
     EXPECT_NEAR(evaluate_spline(t, x), expected, 0.01) << x;
   }
+}
+
+// The 4-wide output stage equals the scalar one byte for byte: random accumulators (and exact
+// ties: accumulators that are multiples of 2 with mult 0.25 land on .5), multipliers and clamps,
+// with the SIMD path where requantize4_fast allows it and the scalar path for NaN / infinite /
+// huge constants.
+TEST(Requantize, FourWideEqualsScalar) {
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int32_t> any(INT32_MIN, INT32_MAX);
+  std::uniform_int_distribution<int32_t> small(-3000, 3000);
+  std::uniform_real_distribution<float> mult(-0.05f, 0.05f), clamp(-300.0f, 300.0f);
+  const float odd[] = {std::nanf(""), kInf, -kInf, 1e30f, 0.25f};
+  int fast = 0;
+  for (int trial = 0; trial < 20000; ++trial) {
+    OutputStage stage;
+    stage.mult = trial % 7 == 0 ? 0.25f : mult(rng);
+    stage.clamp_min = clamp(rng);
+    stage.clamp_max = trial % 11 == 0 ? stage.clamp_min - 1 : clamp(rng);  // crossed clamps too
+    stage.out_zp = static_cast<uint8_t>(trial % 256);
+    if (trial % 13 == 0) stage.mult = odd[trial % 5];
+    if (trial % 17 == 0) stage.clamp_max = odd[(trial / 17) % 5];
+    int32_t acc[4];
+    for (auto& a : acc)
+      a = trial % 3 == 0 ? any(rng) : trial % 7 == 0 ? 2 * small(rng) : small(rng);
+    uint8_t got[4];
+    requantize4(acc, stage, requantize4_fast(stage), got);
+    fast += requantize4_fast(stage);
+    for (int b = 0; b < 4; ++b)
+      ASSERT_EQ(got[b], requantize(acc[b], stage))
+          << "trial " << trial << " acc " << acc[b] << " mult " << stage.mult;
+  }
+  EXPECT_GT(fast, 10000);
 }
 
 }  // namespace

@@ -113,6 +113,7 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
   };
 
   const OutputStage stage{op.mult, op.clamp_min, op.clamp_max, op.out_zp};
+  const bool fast_stage = requantize4_fast(stage);
   if (spec.output == OutputKind::kSpline && !env.nlu().loaded)
     env.fail_op("LOGISTIC op before any NLU table load (0x19)");
   const int32_t in_zp = op.in_zp, w_zp = op.w_zp;
@@ -198,6 +199,7 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
         op.cfg4 ? env.bias_store(kBiasStoreBase + 4 * group * channels, 16 * words) : nullptr;
     for (uint32_t w = 0; w < words; ++w) {
       uint8_t bytes[4];
+      int32_t acc32[4];
       for (uint32_t b = 0; b < 4; ++b) {
         const uint32_t c = 4 * w + b;
         int64_t value = is_max && a[c] == init ? 0 : a[c];
@@ -208,13 +210,14 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
         }
         value += op.offset;
         // The accumulator is 32 bits wide on the chip: wrap like it (isa.md 2.1.4 step 1).
-        const auto acc32 = static_cast<int32_t>(static_cast<uint32_t>(value));
-        if (spec.output == OutputKind::kSpline) {
-          bytes[b] =
-              to_output_byte(evaluate_spline(env.nlu(), scale_and_clamp(acc32, stage)), op.out_zp);
-        } else {
-          bytes[b] = requantize(acc32, stage);
-        }
+        acc32[b] = static_cast<int32_t>(static_cast<uint32_t>(value));
+      }
+      if (spec.output == OutputKind::kSpline) {
+        for (uint32_t b = 0; b < 4; ++b)
+          bytes[b] = to_output_byte(evaluate_spline(env.nlu(), scale_and_clamp(acc32[b], stage)),
+                                    op.out_zp);
+      } else {
+        requantize4(acc32, stage, fast_stage, bytes);
       }
       if (out_words_left == 0) env.fail_op("`out` TTU exhausted before the last output word");
       std::memcpy(narrow_out + out.address(), bytes, 4);

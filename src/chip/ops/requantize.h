@@ -5,6 +5,11 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace tinycoral::chip::ops {
 
@@ -48,6 +53,34 @@ inline uint8_t to_output_byte(float value, uint8_t out_zp) {
 // keep compiler-made constants inside 0..255; the final saturation only guards hand-made fields.
 inline uint8_t requantize(int32_t acc, const OutputStage& stage) {
   return to_output_byte(scale_and_clamp(acc, stage), stage.out_zp);
+}
+
+// Whether requantize4 may take its SIMD path for this stage: a finite multiplier and clamps within
+// +-2^24, where every rounded value and its sum with out_zp are exact in both int32 and float32
+// (compiler-made stages always are; hand-made NaN or huge constants take the scalar path).
+inline bool requantize4_fast(const OutputStage& stage) {
+  constexpr float kExact = 16777216.0f;
+  return std::isfinite(stage.mult) && stage.clamp_min >= -kExact && stage.clamp_max <= kExact;
+}
+
+// requantize() of 4 accumulators into 4 bytes. With `fast` (requantize4_fast), SSE2 does the same
+// float32 steps: int->f32 conversion and multiply rounding to nearest, the clamps as max then min
+// (no NaN can arise: finite multiplier), cvtps2dq's round half to even (the default rounding
+// mode), then + out_zp with the packs saturating to 0..255 exactly like the scalar comparisons.
+inline void requantize4(const int32_t* acc, const OutputStage& stage, bool fast, uint8_t* out) {
+#if defined(__SSE2__)
+  if (fast) {
+    __m128 y = _mm_mul_ps(_mm_cvtepi32_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(acc))),
+                          _mm_set1_ps(stage.mult));
+    y = _mm_min_ps(_mm_max_ps(y, _mm_set1_ps(stage.clamp_min)), _mm_set1_ps(stage.clamp_max));
+    const __m128i r = _mm_add_epi32(_mm_cvtps_epi32(y), _mm_set1_epi32(stage.out_zp));
+    const __m128i words = _mm_packs_epi32(r, r);
+    const int32_t bytes = _mm_cvtsi128_si32(_mm_packus_epi16(words, words));
+    std::memcpy(out, &bytes, 4);
+    return;
+  }
+#endif
+  for (int b = 0; b < 4; ++b) out[b] = requantize(acc[b], stage);
 }
 
 }  // namespace tinycoral::chip::ops
