@@ -101,6 +101,7 @@ constexpr uint64_t kMaxMeshSteps = 1u << 22;
 // position and every tile's column 0 of depthwise layer 4 was wrong).
 std::vector<int64_t> mesh_offsets(const DmaTtu& ttu, uint32_t short_words, int level) {
   std::vector<int64_t> out;
+  out.reserve(std::min<uint64_t>(ttu.steps(), kMaxMeshSteps));  // callers bound the walk anyway
   const uint64_t inner = uint64_t{ttu.cnt[0]} + 1;
   const uint64_t keep = inner > short_words ? inner - short_words : 0;
   TtuWalker w(ttu);
