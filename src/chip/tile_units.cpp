@@ -140,8 +140,15 @@ StagedLoop staged_loop(const Tile& tile, const OpInstr& op) {
   for (const auto& [word, chunks] : tile.staging) {
     if (chunks.size() < uint64_t{op.loops[loop]} + 1) continue;
     const int64_t begin = 4 * int64_t{word};
-    if (lo >= begin && hi < begin + static_cast<int64_t>(chunks.front().size()))
-      return {&chunks, loop, begin};
+    if (lo < begin || hi >= begin + static_cast<int64_t>(chunks.front().size())) continue;
+    // Only while slot 0 still holds the last chunk the wideToNarrow put there: once another
+    // instruction wrote over the staging, an op reading it again reads that data (DeepLab word
+    // 3488 reads the ADD output at narrow 0, where the image rows were staged long before; its
+    // two output groups re-read the same input, which looked like a staged loop).
+    const auto& last_in_slot0 = chunks[(chunks.size() - 1) & ~size_t{1}];
+    if (!std::equal(last_in_slot0.begin(), last_in_slot0.end(), tile.narrow.begin() + begin))
+      continue;
+    return {&chunks, loop, begin};
   }
   return {};
 }
