@@ -42,12 +42,8 @@ if [ "${SKIP_ASAN:-0}" != 1 ]; then
   cmake --preset asan >/dev/null
   cmake --build build-asan -j "$jobs"
   stage "tests under AddressSanitizer + UBSan"
-  # The largest Google models (MobileNet v1 1.0, v2, SSD, and the rows that run them) take the
-  # same code paths as MobileNet v1 0.25 and 0.5 at 10-40 times the cost under the sanitizers; the
-  # normal build above runs them.
-  large='MobileNetV2|MobileNetV1_10|SsdSegment|GoogleExpectationsOnTheVirtualStick'
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    run_ctest build-asan 900 -E "$large"
+    run_ctest build-asan 900
   if [ "${SKIP_FUZZ:-0}" != 1 ]; then
     stage "fuzzers (${fuzz_seconds}s each)"
     for src in fuzz/*_fuzz.cpp; do
