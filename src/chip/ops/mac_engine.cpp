@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "chip/ops/mac_kernels.h"
+#include "chip/ops/mac_runs.h"
 #include "chip/ops/nlu.h"
 #include "chip/ops/requantize.h"
 
@@ -107,16 +108,18 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
   const bool is_max = spec.combine == Combine::kMax;
   const int32_t init = is_max ? std::numeric_limits<int32_t>::min() : 0;
   std::vector<int32_t> acc(slots * kColumns, init);
-  const WordTimesRowKernel word_times_row = word_times_row_kernel();
-  auto add = [](int32_t& a, int64_t v) {
-    a = static_cast<int32_t>(static_cast<uint32_t>(a) + static_cast<uint32_t>(v));
-  };
 
   const OutputStage stage{op.mult, op.clamp_min, op.clamp_max, op.out_zp};
-  const bool fast_stage = requantize4_fast(stage);
+  // The output stage in SSE2 registers when its constants allow (requantize4_fast).
+  const bool vector_stage = spec.output == OutputKind::kRequantize && requantize4_fast(stage);
+#if defined(__SSE2__)
+  const RequantizeConstants constants(stage);
+  const __m128i offset = _mm_set1_epi32(op.offset);
+#else
+  (void)vector_stage;
+#endif
   if (spec.output == OutputKind::kSpline && !env.nlu().loaded)
     env.fail_op("LOGISTIC op before any NLU table load (0x19)");
-  const int32_t in_zp = op.in_zp, w_zp = op.w_zp;
 
   // Memory extents are checked once for the whole walk (isa.md 2.0a: addr = base + sum c_k S_k),
   // so the steps read and write tile memory directly; statistics are added in bulk.
@@ -136,11 +139,8 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
                 (op.par.max_address() & ~int64_t{3}) * kWideUnitBytes + kWideRowBytes > kWideBytes))
     env.fail_op(cat("`par` walk ", op.par.min_address(), "..", op.par.max_address(),
                     " leaves wide memory (", kWideUnits, " units)"));
-  const uint8_t* narrow_in = env.tile().narrow.data();
   uint8_t* narrow_out = env.tile().narrow.data();
-  const uint8_t* wide = env.tile().wide.data();
-  if (uses_in) env.stats().narrow_bytes_read += steps * in_width;
-  if (!fifo) env.stats().wide_bytes_read += steps * kWideRowBytes;
+  const uint8_t* bias_bytes = env.tile().bias_store.data();
 
   TtuWalker in(op.in), par(op.par), out(op.out);
   uint64_t out_words_left = op.out.steps();
@@ -157,31 +157,10 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
   const auto slot_w = weights(is_slot_loop), fill_w = weights(is_fill_loop),
              group_w = weights(is_group_loop);
 
-  // FIFO rows of the current fill, looked up once per fill (the op re-reads them per position).
-  const int64_t first_row = op.par.min_address() >> 2, last_row = op.par.max_address() >> 2;
-  const bool cache_rows = fifo && last_row - first_row < static_cast<int64_t>(kWideRows);
-  // Each entry remembers the fill it was looked up for, so moving to the next fill invalidates them
-  // all without clearing the table (its span can be thousands of rows).
-  struct CachedRow {
-    uint64_t fill = ~uint64_t{0};
-    const uint8_t* bytes = nullptr;
-  };
-  std::vector<CachedRow> fill_rows(cache_rows ? static_cast<size_t>(last_row - first_row + 1) : 0);
-  uint64_t fill_index = 0;
-  auto read_par_row = [&](int64_t unit) -> const uint8_t* {
-    const int64_t row_unit = unit & ~int64_t{3};
-    if (!fifo) return wide + row_unit * kWideUnitBytes;
-    const uint64_t fill = fill_index;
-    if (!cache_rows || row_unit < 0) return env.par_fifo_row(static_cast<uint32_t>(fill), row_unit);
-    CachedRow& row = fill_rows[static_cast<size_t>((row_unit >> 2) - first_row)];
-    if (row.fill != fill) {
-      row.bytes = env.par_fifo_row(static_cast<uint32_t>(fill), row_unit);
-      row.fill = fill;
-    } else {
-      env.stats().wide_bytes_read += kWideRowBytes;
-    }
-    return row.bytes;
-  };
+  const uint32_t active = std::max(channels, last_channels);
+  ParRows rows(op, env, fifo);
+  RunSources sources{in,     par,      rows,    env.tile().narrow.data(),
+                     active, op.in_zp, op.w_zp, word_times_row_kernel()};
 
   auto emit = [&](const int32_t* a, uint64_t group) {
     const bool last = group + 1 == groups;
@@ -195,9 +174,34 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
     if (words > kColumns / 4)
       env.fail_op(cat("output group of ", words, " words exceeds the 64 columns"));
     // The group's biases, bounds-checked once for all its words.
-    const uint8_t* biases =
-        op.cfg4 ? env.bias_store(kBiasStoreBase + 4 * group * channels, 16 * words) : nullptr;
+    const uint8_t* biases = nullptr;
+    if (op.cfg4) {
+      const uint64_t at = kBiasStoreBase + 4 * group * channels;
+      if (at + 16 * words > kBiasStoreBytes)
+        env.fail_op(
+            cat("bias store access ", at, "+", 16 * words, " outside ", kBiasStoreBytes, " bytes"));
+      biases = bias_bytes + at;
+    }
+    if (out_words_left < words) {
+      out_words_left = 0;
+      env.fail_op("`out` TTU exhausted before the last output word");
+    }
     for (uint32_t w = 0; w < words; ++w) {
+      uint8_t* dst = narrow_out + out.address();
+      out.next();
+#if defined(__SSE2__)
+      if (vector_stage) {
+        // Accumulator + bias + offset in int32 lanes: the 32-bit wrap of the chip's accumulator
+        // (isa.md 2.1.4 step 1) is the lanes' own.
+        __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + 4 * w));
+        if (is_max) v = _mm_andnot_si128(_mm_cmpeq_epi32(v, _mm_set1_epi32(init)), v);
+        if (biases)
+          v = _mm_add_epi32(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(biases + 16 * w)));
+        const int32_t bytes = requantize4_sse(_mm_add_epi32(v, offset), constants);
+        std::memcpy(dst, &bytes, 4);
+        continue;
+      }
+#endif
       uint8_t bytes[4];
       int32_t acc32[4];
       for (uint32_t b = 0; b < 4; ++b) {
@@ -217,18 +221,15 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
           bytes[b] = to_output_byte(evaluate_spline(env.nlu(), scale_and_clamp(acc32[b], stage)),
                                     op.out_zp);
       } else {
-        requantize4(acc32, stage, fast_stage, bytes);
+        requantize4(acc32, stage, false, bytes);
       }
-      if (out_words_left == 0) env.fail_op("`out` TTU exhausted before the last output word");
-      std::memcpy(narrow_out + out.address(), bytes, 4);
-      env.stats().narrow_bytes_written += 4;
-      --out_words_left;
-      out.next();
+      std::memcpy(dst, bytes, 4);
     }
+    out_words_left -= words;
+    env.stats().narrow_bytes_written += 4 * uint64_t{words};
     for (uint32_t s = 0; s < skip && out_words_left > 0; ++s, --out_words_left) out.next();
   };
 
-  const uint32_t active = std::max(channels, last_channels);
   // Incremental bookkeeping, like the TTUs' rewinding increments: when loop k advances and the
   // loops inside it return to 0, an index changes by delta[k]; the reduction starts when no reduced
   // loop is past 0 and ends when every reduced loop is at its last iteration.
@@ -248,65 +249,36 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
     if (op.loops[k] > 0) active_loops[n_active++] = k;
     reduced_not_last += in_mask(mask, k) && op.loops[k] > 0;
   }
+
+  // Runs: when the innermost counted loop is reduced and moves no slot, fill or group, its
+  // iterations share everything but their operands, and the engine hands them to the step
+  // arithmetic as one run (mac_runs.h). Otherwise a run is a single step.
+  const int k0 = n_active > 0 ? active_loops[0] : -1;
+  const bool by_runs = k0 >= 0 && in_mask(mask, k0) && slot_delta[k0] == 0 && fill_delta[k0] == 0 &&
+                       group_delta[k0] == 0;
+  const uint64_t run_length = by_runs ? uint64_t{op.loops[k0]} + 1 : 1;
+  const int first_outer = by_runs ? 1 : 0;
+
   int reduced_past_zero = 0;
-  uint64_t slot_index = 0, group_index = 0;
-  fill_index = 0;
-  for (uint64_t step = 0; step < steps; ++step) {
+  uint64_t slot_index = 0, group_index = 0, fill_index = 0;
+  for (uint64_t step = 0; step < steps; step += run_length) {
     int32_t* a = &acc[slot_index * kColumns];
     if (reduced_past_zero == 0) std::fill(a, a + kColumns, init);
-
-    switch (spec.operand) {
-      case OperandKind::kWordTimesRow: {
-        const uint8_t* x = narrow_in + in.address();
-        const uint8_t* w = read_par_row(par.address());
-        if (active < 16)
-          word_times_row_columns(a, x, w, 0, active, in_zp, w_zp);
-        else
-          word_times_row(a, x, w, active, in_zp, w_zp);
-        env.stats().macs += 4 * active;
-        break;
-      }
-      case OperandKind::kByteTimesLane: {
-        const int32_t x = narrow_in[in.address()] - in_zp;
-        const uint8_t* w = read_par_row(par.address()) + (par.address() & 3);
-        for (uint32_t c = 0; c < active; ++c) add(a[c], x * (w[4 * c] - w_zp));
-        env.stats().macs += active;
-        break;
-      }
-      case OperandKind::kByteTimesLaneBroadcast: {
-        const int32_t x = narrow_in[in.address()] - in_zp;
-        const int32_t b = read_par_row(par.address())[par.address() & 3] - w_zp;
-        for (uint32_t c = 0; c < active; ++c) add(a[c], x * b);
-        env.stats().macs += 1;
-        break;
-      }
-      case OperandKind::kHalfwordsTimesRow16: {
-        const uint8_t* x = narrow_in + in.address();
-        const uint8_t* w = read_par_row(par.address());
-        for (uint32_t c = 0; c < active; ++c) {
-          int16_t w0, w1;
-          std::memcpy(&w0, w + 4 * c, 2);
-          std::memcpy(&w1, w + 4 * c + 2, 2);
-          add(a[c], int64_t{x[0]} * w0 + int64_t{x[1]} * w1);
-        }
-        env.stats().macs += 2 * active;
-        break;
-      }
-      case OperandKind::kLaneOnly: {
-        const uint8_t* w = read_par_row(par.address()) + (par.address() & 3);
-        if (spec.combine == Combine::kMax) {
-          for (uint32_t c = 0; c < active; ++c) a[c] = std::max<int32_t>(a[c], w[4 * c] - w_zp);
-        } else {
-          for (uint32_t c = 0; c < active; ++c) add(a[c], w[4 * c] - w_zp);
-        }
-        break;
-      }
+    rows.set_fill(fill_index);
+    if (spec.operand == OperandKind::kWordTimesRow)
+      word_times_row_run(a, run_length, sources);
+    else
+      other_run(a, run_length, sources, spec);
+    if (by_runs) {  // the state at the run's last step
+      counter[k0] = op.loops[k0];
+      ++reduced_past_zero;
+      --reduced_not_last;
     }
 
     if (reduced_not_last == 0) emit(a, group_index);
 
-    // Advance the main loop and the read TTUs together (one address each per step).
-    for (int i = 0; i < n_active; ++i) {
+    // Advance the main loop (the read TTUs advanced with the steps).
+    for (int i = first_outer; i < n_active; ++i) {
       const int k = active_loops[i];
       if (counter[k] < op.loops[k]) {
         if (in_mask(mask, k)) {
@@ -323,9 +295,12 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
         break;
       }
     }
-    if (uses_in) in.next();
-    par.next();
   }
+  TileStats& stats = env.stats();
+  stats.macs += steps * macs_per_step(spec.operand, active);
+  if (uses_in) stats.narrow_bytes_read += steps * in_width;
+  // Every step reads a row; FIFO lookups counted theirs already.
+  stats.wide_bytes_read += (steps - rows.lookups()) * kWideRowBytes;
 }
 
 }  // namespace tinycoral::chip::ops

@@ -63,6 +63,27 @@ inline bool requantize4_fast(const OutputStage& stage) {
   return std::isfinite(stage.mult) && stage.clamp_min >= -kExact && stage.clamp_max <= kExact;
 }
 
+#if defined(__SSE2__)
+// The SIMD steps of requantize4 on accumulators already in a register, with the stage's constants
+// broadcast once per op (RequantizeConstants): the 4 bytes as one little-endian word.
+struct RequantizeConstants {
+  explicit RequantizeConstants(const OutputStage& stage)
+      : mult(_mm_set1_ps(stage.mult)),
+        lo(_mm_set1_ps(stage.clamp_min)),
+        hi(_mm_set1_ps(stage.clamp_max)),
+        zp(_mm_set1_epi32(stage.out_zp)) {}
+  __m128 mult, lo, hi;
+  __m128i zp;
+};
+inline int32_t requantize4_sse(__m128i acc, const RequantizeConstants& k) {
+  __m128 y = _mm_mul_ps(_mm_cvtepi32_ps(acc), k.mult);
+  y = _mm_min_ps(_mm_max_ps(y, k.lo), k.hi);
+  const __m128i r = _mm_add_epi32(_mm_cvtps_epi32(y), k.zp);
+  const __m128i words = _mm_packs_epi32(r, r);
+  return _mm_cvtsi128_si32(_mm_packus_epi16(words, words));
+}
+#endif
+
 // requantize() of 4 accumulators into 4 bytes. With `fast` (requantize4_fast), SSE2 does the same
 // float32 steps: int->f32 conversion and multiply rounding to nearest, the clamps as max then min
 // (no NaN can arise: finite multiplier), cvtps2dq's round half to even (the default rounding
@@ -70,12 +91,8 @@ inline bool requantize4_fast(const OutputStage& stage) {
 inline void requantize4(const int32_t* acc, const OutputStage& stage, bool fast, uint8_t* out) {
 #if defined(__SSE2__)
   if (fast) {
-    __m128 y = _mm_mul_ps(_mm_cvtepi32_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(acc))),
-                          _mm_set1_ps(stage.mult));
-    y = _mm_min_ps(_mm_max_ps(y, _mm_set1_ps(stage.clamp_min)), _mm_set1_ps(stage.clamp_max));
-    const __m128i r = _mm_add_epi32(_mm_cvtps_epi32(y), _mm_set1_epi32(stage.out_zp));
-    const __m128i words = _mm_packs_epi32(r, r);
-    const int32_t bytes = _mm_cvtsi128_si32(_mm_packus_epi16(words, words));
+    const int32_t bytes = requantize4_sse(_mm_loadu_si128(reinterpret_cast<const __m128i*>(acc)),
+                                          RequantizeConstants(stage));
     std::memcpy(out, &bytes, 4);
     return;
   }

@@ -1,0 +1,187 @@
+// What the op engine does within one run of main-loop steps that share their accumulators, their
+// FIFO fill and their output group (the innermost loop, when it is reduced: a depthwise tap loop, a
+// conv's input words): walk `in` and `par` and combine each operand pair into the accumulators,
+// with nothing else in the loop. The engine (mac_engine.cpp) keeps the loop nest's bookkeeping
+// outside, once per run instead of once per step; results are exactly those of one step at a time.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "chip/ops/mac_engine.h"
+#include "chip/ops/mac_kernels.h"
+#include "chip/tile.h"
+
+namespace tinycoral::chip::ops {
+
+// The `par` row of a step: resident rows straight from wide memory (the walk's extent was checked
+// once), FIFO rows from the current fill, each looked up once per fill (an op re-reads them at
+// every position).
+class ParRows {
+ public:
+  ParRows(const OpInstr& op, OpEnv& env, bool fifo)
+      : env_(env), wide_(env.tile().wide.data()), fifo_(fifo) {
+    first_row_ = op.par.min_address() >> 2;
+    const int64_t last_row = op.par.max_address() >> 2;
+    cache_ = fifo && last_row - first_row_ < static_cast<int64_t>(kWideRows);
+    // Each entry remembers the fill it was looked up for, so moving to the next fill invalidates
+    // them all without clearing the table (its span can be thousands of rows).
+    if (cache_) rows_.resize(static_cast<size_t>(last_row - first_row_ + 1));
+  }
+  void set_fill(uint64_t fill) { fill_ = fill; }
+  // Lookups that went to the tile's FIFO (they count their wide bytes there).
+  uint64_t lookups() const { return lookups_; }
+
+  const uint8_t* row(int64_t unit) {
+    const int64_t row_unit = unit & ~int64_t{3};
+    if (!fifo_) return wide_ + row_unit * kWideUnitBytes;
+    if (!cache_ || row_unit < 0) return lookup(row_unit);
+    Cached& c = rows_[static_cast<size_t>((row_unit >> 2) - first_row_)];
+    if (c.fill != fill_) {
+      c.bytes = lookup(row_unit);
+      c.fill = fill_;
+    }
+    return c.bytes;
+  }
+
+ private:
+  const uint8_t* lookup(int64_t row_unit) {
+    ++lookups_;
+    return env_.par_fifo_row(static_cast<uint32_t>(fill_), row_unit);
+  }
+  struct Cached {
+    uint64_t fill = ~uint64_t{0};
+    const uint8_t* bytes = nullptr;
+  };
+  OpEnv& env_;
+  const uint8_t* wide_;
+  bool fifo_, cache_ = false;
+  int64_t first_row_ = 0;
+  uint64_t fill_ = 0, lookups_ = 0;
+  std::vector<Cached> rows_;
+};
+
+// Everything a run reads: the walkers stay positioned for the next run.
+struct RunSources {
+  TtuWalker& in;
+  TtuWalker& par;
+  ParRows& rows;
+  const uint8_t* narrow;
+  uint32_t active;  // columns in use (the wider of the group sizes)
+  int32_t in_zp, w_zp;
+  WordTimesRowKernel wide_kernel;  // 16 or more columns
+};
+
+inline void add_wrapping(int32_t& a, int64_t v) {
+  a = static_cast<int32_t>(static_cast<uint32_t>(a) + static_cast<uint32_t>(v));
+}
+
+// `n` steps of word times row. Four columns (depthwise: one channel word) keep their sums in a
+// register for the whole run.
+inline void word_times_row_run(int32_t* a, uint64_t n, RunSources& s) {
+#if defined(__SSE2__)
+  if (s.active == 4) {
+    const __m128i zp = _mm_set1_epi16(static_cast<int16_t>(s.w_zp));
+    const __m128i in_zp = _mm_set1_epi16(static_cast<int16_t>(s.in_zp));
+    const __m128i zero = _mm_setzero_si128();
+    __m128i sum = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a));
+    for (uint64_t i = 0; i < n; ++i) {
+      int32_t word;
+      std::memcpy(&word, s.narrow + s.in.address(), 4);
+      // (x0..x3) - in_zp as int16, twice: each column's 4 products pair up under pmaddwd.
+      const __m128i x = _mm_sub_epi16(
+          _mm_unpacklo_epi8(_mm_shuffle_epi32(_mm_cvtsi32_si128(word), 0), zero), in_zp);
+      const __m128i w =
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(s.rows.row(s.par.address())));
+      const __m128i m0 = _mm_madd_epi16(_mm_sub_epi16(_mm_unpacklo_epi8(w, zero), zp), x);
+      const __m128i m1 = _mm_madd_epi16(_mm_sub_epi16(_mm_unpackhi_epi8(w, zero), zp), x);
+      const __m128 a0 = _mm_castsi128_ps(m0), a1 = _mm_castsi128_ps(m1);
+      sum = _mm_add_epi32(
+          sum, _mm_add_epi32(_mm_castps_si128(_mm_shuffle_ps(a0, a1, _MM_SHUFFLE(2, 0, 2, 0))),
+                             _mm_castps_si128(_mm_shuffle_ps(a0, a1, _MM_SHUFFLE(3, 1, 3, 1)))));
+      s.in.next();
+      s.par.next();
+    }
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(a), sum);
+    return;
+  }
+#endif
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint8_t* x = s.narrow + s.in.address();
+    const uint8_t* w = s.rows.row(s.par.address());
+    if (s.active < 16)
+      word_times_row_columns(a, x, w, 0, s.active, s.in_zp, s.w_zp);
+    else
+      s.wide_kernel(a, x, w, s.active, s.in_zp, s.w_zp);
+    s.in.next();
+    s.par.next();
+  }
+}
+
+// `n` steps of the other operand kinds (mac_engine.h defines each).
+inline void other_run(int32_t* a, uint64_t n, RunSources& s, const EngineSpec& spec) {
+  const uint32_t active = s.active;
+  const int32_t in_zp = s.in_zp, w_zp = s.w_zp;
+  for (uint64_t i = 0; i < n; ++i) {
+    const int64_t unit = s.par.address();
+    switch (spec.operand) {
+      case OperandKind::kWordTimesRow:
+        break;  // word_times_row_run
+      case OperandKind::kByteTimesLane: {
+        const int32_t x = s.narrow[s.in.address()] - in_zp;
+        const uint8_t* w = s.rows.row(unit) + (unit & 3);
+        for (uint32_t c = 0; c < active; ++c) add_wrapping(a[c], x * (w[4 * c] - w_zp));
+        break;
+      }
+      case OperandKind::kByteTimesLaneBroadcast: {
+        const int32_t x = s.narrow[s.in.address()] - in_zp;
+        const int32_t b = s.rows.row(unit)[unit & 3] - w_zp;
+        for (uint32_t c = 0; c < active; ++c) add_wrapping(a[c], x * b);
+        break;
+      }
+      case OperandKind::kHalfwordsTimesRow16: {
+        const uint8_t* x = s.narrow + s.in.address();
+        const uint8_t* w = s.rows.row(unit);
+        for (uint32_t c = 0; c < active; ++c) {
+          int16_t w0, w1;
+          std::memcpy(&w0, w + 4 * c, 2);
+          std::memcpy(&w1, w + 4 * c + 2, 2);
+          add_wrapping(a[c], int64_t{x[0]} * w0 + int64_t{x[1]} * w1);
+        }
+        break;
+      }
+      case OperandKind::kLaneOnly: {
+        const uint8_t* w = s.rows.row(unit) + (unit & 3);
+        if (spec.combine == Combine::kMax) {
+          for (uint32_t c = 0; c < active; ++c) a[c] = std::max<int32_t>(a[c], w[4 * c] - w_zp);
+        } else {
+          for (uint32_t c = 0; c < active; ++c) add_wrapping(a[c], w[4 * c] - w_zp);
+        }
+        break;
+      }
+    }
+    if (spec.operand != OperandKind::kLaneOnly) s.in.next();
+    s.par.next();
+  }
+}
+
+// MACs one step counts (statistics).
+inline uint64_t macs_per_step(OperandKind kind, uint32_t active) {
+  switch (kind) {
+    case OperandKind::kWordTimesRow:
+      return 4 * uint64_t{active};
+    case OperandKind::kByteTimesLane:
+      return active;
+    case OperandKind::kByteTimesLaneBroadcast:
+      return 1;
+    case OperandKind::kHalfwordsTimesRow16:
+      return 2 * uint64_t{active};
+    case OperandKind::kLaneOnly:
+      return 0;
+  }
+  return 0;
+}
+
+}  // namespace tinycoral::chip::ops
