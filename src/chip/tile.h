@@ -31,6 +31,7 @@
 //  * Count MACs in `env.stats().macs` (statistics only).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstring>
@@ -106,6 +107,27 @@ class TtuWalker {
       }
     }
     return false;
+  }
+  // The addresses of the next n steps into out[0..n), then advances past them: the same as n rounds
+  // of address() and next(), but along the innermost level a run of constant increments.
+  void take(int64_t* out, uint64_t n) {
+    while (n > 0) {
+      uint64_t run = 1;
+      if (levels_count_ > 0) {
+        const int d = levels_[0];
+        run = std::min<uint64_t>(n, uint64_t{ttu_.cnt[d]} - counter_[d] + 1);
+        const int64_t inc = ttu_.inc[d];
+        for (uint64_t j = 0; j < run; ++j) out[j] = address_ + static_cast<int64_t>(j) * inc;
+        // All but the last step of the run stay in the innermost level.
+        counter_[d] += static_cast<uint32_t>(run - 1);
+        address_ += static_cast<int64_t>(run - 1) * inc;
+      } else {
+        out[0] = address_;
+      }
+      next();
+      out += run;
+      n -= run;
+    }
   }
   uint32_t counter(int d) const { return counter_[d]; }
 

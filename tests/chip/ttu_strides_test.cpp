@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <random>
+#include <vector>
 
 #include "chip/tile.h"
 
@@ -68,6 +69,30 @@ TEST(TtuStrides, WalkerVisitsBasePlusCountersTimesStrides) {
     ++visited;
   } while (w.next());
   EXPECT_EQ(visited, t.steps());
+}
+
+// take(out, n) is n rounds of address() + next(), for chunk sizes that end inside, at and across
+// the innermost level's runs, on random walks.
+TEST(TtuStrides, TakeEqualsStepping) {
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 500; ++trial) {
+    OpTtu t;
+    t.base = static_cast<int64_t>(rng() % 1000);
+    for (int k = 0; k < 8; ++k) {
+      t.cnt[k] = rng() % 3 == 0 ? rng() % 5 : 0;
+      t.inc[k] = static_cast<int64_t>(rng() % 41) - 20;
+    }
+    TtuWalker stepping(t), taking(t);
+    std::vector<int64_t> expected;
+    do expected.push_back(stepping.address());
+    while (stepping.next());
+    std::vector<int64_t> got(expected.size());
+    const uint64_t chunk = 1 + rng() % 9;
+    for (uint64_t at = 0; at < got.size(); at += chunk)
+      taking.take(got.data() + at, std::min<uint64_t>(chunk, got.size() - at));
+    ASSERT_EQ(got, expected) << "trial " << trial << " chunk " << chunk;
+    EXPECT_EQ(taking.address(), stepping.address());
+  }
 }
 
 }  // namespace

@@ -160,7 +160,7 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
   const uint32_t active = std::max(channels, last_channels);
   ParRows rows(op, env, fifo);
   RunSources sources{in,     par,      rows,    env.tile().narrow.data(),
-                     active, op.in_zp, op.w_zp, word_times_row_kernel()};
+                     active, op.in_zp, op.w_zp, word_times_rows_kernel()};
 
   auto emit = [&](const int32_t* a, uint64_t group) {
     const bool last = group + 1 == groups;

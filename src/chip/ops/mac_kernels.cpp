@@ -1,4 +1,4 @@
-// SIMD levels of the word-times-row step (see mac_kernels.h).
+// SIMD levels of the word-times-rows run (see mac_kernels.h).
 #include "chip/ops/mac_kernels.h"
 
 #if defined(__x86_64__)
@@ -8,55 +8,112 @@
 namespace tinycoral::chip::ops {
 namespace {
 
-void word_times_row_c(int32_t* acc, const uint8_t* x, const uint8_t* row, uint32_t columns,
+// Four columns (a depthwise channel word) keep their sums in one register for the whole run.
+void four_columns_run(int32_t* acc, const uint8_t* const* x, const uint8_t* const* rows, uint32_t n,
                       int32_t in_zp, int32_t w_zp) {
-  word_times_row_columns(acc, x, row, 0, columns, in_zp, w_zp);
+#if defined(__SSE2__)
+  const __m128i zp = _mm_set1_epi16(static_cast<int16_t>(w_zp));
+  const __m128i x_zp = _mm_set1_epi16(static_cast<int16_t>(in_zp));
+  const __m128i zero = _mm_setzero_si128();
+  __m128i sum = _mm_loadu_si128(reinterpret_cast<const __m128i*>(acc));
+  for (uint32_t i = 0; i < n; ++i) {
+    int32_t word;
+    std::memcpy(&word, x[i], 4);
+    // (x0..x3) - in_zp as int16, twice: each column's 4 products pair up under pmaddwd.
+    const __m128i xv =
+        _mm_sub_epi16(_mm_unpacklo_epi8(_mm_shuffle_epi32(_mm_cvtsi32_si128(word), 0), zero), x_zp);
+    const __m128i w = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[i]));
+    const __m128i m0 = _mm_madd_epi16(_mm_sub_epi16(_mm_unpacklo_epi8(w, zero), zp), xv);
+    const __m128i m1 = _mm_madd_epi16(_mm_sub_epi16(_mm_unpackhi_epi8(w, zero), zp), xv);
+    const __m128 a0 = _mm_castsi128_ps(m0), a1 = _mm_castsi128_ps(m1);
+    sum = _mm_add_epi32(
+        sum, _mm_add_epi32(_mm_castps_si128(_mm_shuffle_ps(a0, a1, _MM_SHUFFLE(2, 0, 2, 0))),
+                           _mm_castps_si128(_mm_shuffle_ps(a0, a1, _MM_SHUFFLE(3, 1, 3, 1)))));
+  }
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(acc), sum);
+#else
+  for (uint32_t i = 0; i < n; ++i) word_times_row_columns(acc, x[i], rows[i], 0, 4, in_zp, w_zp);
+#endif
+}
+
+void word_times_rows_c(int32_t* acc, const uint8_t* const* x, const uint8_t* const* rows,
+                       uint32_t n, uint32_t columns, int32_t in_zp, int32_t w_zp) {
+  if (columns == 4) return four_columns_run(acc, x, rows, n, in_zp, w_zp);
+  for (uint32_t i = 0; i < n; ++i)
+    word_times_row_columns(acc, x[i], rows[i], 0, columns, in_zp, w_zp);
 }
 
 #if defined(__x86_64__)
-// 8 columns per iteration: the 32 row bytes widen to int16 minus w_zp, vpmaddwd against (x0..x3)
-// repeated gives per-column pair sums (b0+b1, b2+b3), vphaddd adds the pairs. vphaddd interleaves
-// the two halves as columns (0 1 4 5 | 2 3 6 7); vpermq puts them back in order. All exact: pair
-// sums stay below 2 * 255 * 255.
-__attribute__((target("avx2"))) void word_times_row_avx2_impl(int32_t* acc, const uint8_t* x,
-                                                              const uint8_t* row, uint32_t columns,
-                                                              int32_t in_zp, int32_t w_zp) {
-  const auto x0 = static_cast<int16_t>(x[0] - in_zp), x1 = static_cast<int16_t>(x[1] - in_zp),
-             x2 = static_cast<int16_t>(x[2] - in_zp), x3 = static_cast<int16_t>(x[3] - in_zp);
-  const __m256i xv =
-      _mm256_setr_epi16(x0, x1, x2, x3, x0, x1, x2, x3, x0, x1, x2, x3, x0, x1, x2, x3);
+// B blocks of 8 columns, their sums in B registers for the whole run. Per block and step: the 32
+// row bytes widen to int16 minus w_zp, vpmaddwd against (x0..x3) repeated gives per-column pair
+// sums (b0+b1, b2+b3), vphaddd adds the pairs. vphaddd interleaves the two halves as columns
+// (0 1 4 5 | 2 3 6 7); the sums are put back in order (vpermq) once, at the end of the run: the
+// order of wrapping adds does not matter. All exact: pair sums stay below 2 * 255 * 255.
+template <int B>
+__attribute__((target("avx2"))) void blocks_run(int32_t* acc, const uint8_t* const* x,
+                                                const uint8_t* const* rows, uint32_t n,
+                                                int32_t in_zp, int32_t w_zp) {
   const __m256i zp = _mm256_set1_epi16(static_cast<int16_t>(w_zp));
-  uint32_t c = 0;
-  for (; c + 8 <= columns; c += 8) {
-    const uint8_t* w = row + 4 * c;
-    const __m256i lo = _mm256_sub_epi16(
-        _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w))), zp);
-    const __m256i hi = _mm256_sub_epi16(
-        _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 16))), zp);
-    const __m256i sums = _mm256_permute4x64_epi64(
-        _mm256_hadd_epi32(_mm256_madd_epi16(lo, xv), _mm256_madd_epi16(hi, xv)), 0xD8);
-    __m256i* a = reinterpret_cast<__m256i*>(acc + c);
-    _mm256_storeu_si256(a, _mm256_add_epi32(_mm256_loadu_si256(a), sums));
+  const __m256i x_zp = _mm256_set1_epi16(static_cast<int16_t>(in_zp));
+  __m256i sum[B];
+  for (int b = 0; b < B; ++b) sum[b] = _mm256_setzero_si256();
+  for (uint32_t i = 0; i < n; ++i) {
+    int32_t word;
+    std::memcpy(&word, x[i], 4);
+    const __m256i xv =
+        _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_shuffle_epi32(_mm_cvtsi32_si128(word), 0)), x_zp);
+    const uint8_t* w = rows[i];
+    for (int b = 0; b < B; ++b) {
+      const __m256i lo = _mm256_sub_epi16(
+          _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 32 * b))), zp);
+      const __m256i hi = _mm256_sub_epi16(
+          _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 32 * b + 16))),
+          zp);
+      sum[b] = _mm256_add_epi32(
+          sum[b], _mm256_hadd_epi32(_mm256_madd_epi16(lo, xv), _mm256_madd_epi16(hi, xv)));
+    }
   }
-  if (c < columns) word_times_row_columns(acc, x, row, c, columns, in_zp, w_zp);
+  for (int b = 0; b < B; ++b) {
+    __m256i* a = reinterpret_cast<__m256i*>(acc + 8 * b);
+    _mm256_storeu_si256(
+        a, _mm256_add_epi32(_mm256_loadu_si256(a), _mm256_permute4x64_epi64(sum[b], 0xD8)));
+  }
+}
+
+__attribute__((target("avx2"))) void word_times_rows_avx2_impl(int32_t* acc,
+                                                               const uint8_t* const* x,
+                                                               const uint8_t* const* rows,
+                                                               uint32_t n, uint32_t columns,
+                                                               int32_t in_zp, int32_t w_zp) {
+  if (columns == 4) return four_columns_run(acc, x, rows, n, in_zp, w_zp);
+  using Run =
+      void (*)(int32_t*, const uint8_t* const*, const uint8_t* const*, uint32_t, int32_t, int32_t);
+  static constexpr Run kRuns[] = {nullptr,       blocks_run<1>, blocks_run<2>,
+                                  blocks_run<3>, blocks_run<4>, blocks_run<5>,
+                                  blocks_run<6>, blocks_run<7>, blocks_run<8>};
+  const uint32_t blocks = columns / 8;
+  if (blocks > 0) kRuns[blocks](acc, x, rows, n, in_zp, w_zp);
+  if (8 * blocks < columns)
+    for (uint32_t i = 0; i < n; ++i)
+      word_times_row_columns(acc, x[i], rows[i], 8 * blocks, columns, in_zp, w_zp);
 }
 #endif
 
 }  // namespace
 
-WordTimesRowKernel word_times_row_portable() { return word_times_row_c; }
+WordTimesRowsKernel word_times_rows_portable() { return word_times_rows_c; }
 
-WordTimesRowKernel word_times_row_avx2() {
+WordTimesRowsKernel word_times_rows_avx2() {
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx2")) return word_times_row_avx2_impl;
+  if (__builtin_cpu_supports("avx2")) return word_times_rows_avx2_impl;
 #endif
   return nullptr;
 }
 
-WordTimesRowKernel word_times_row_kernel() {
-  static const WordTimesRowKernel best = [] {
-    const WordTimesRowKernel avx2 = word_times_row_avx2();
-    return avx2 ? avx2 : word_times_row_portable();
+WordTimesRowsKernel word_times_rows_kernel() {
+  static const WordTimesRowsKernel best = [] {
+    const WordTimesRowsKernel avx2 = word_times_rows_avx2();
+    return avx2 ? avx2 : word_times_rows_portable();
   }();
   return best;
 }

@@ -1,9 +1,11 @@
-// The engine's hottest step, one input word times one 256-byte weight row, at two SIMD levels with
-// identical results (the accumulators wrap at 32 bits like the chip's, isa.md 2.1.4 step 1, so
-// int32 lanes with wrapping adds give exactly the bits of a wider sum).
+// The engine's hottest arithmetic: runs of "one input word times one 256-byte weight row" steps
+// into the same accumulators, at two SIMD levels with identical results (the accumulators wrap at
+// 32 bits like the chip's, isa.md 2.1.4 step 1, so int32 lanes with wrapping adds give exactly the
+// bits of a wider sum, in any order).
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -11,11 +13,9 @@
 
 namespace tinycoral::chip::ops {
 
-// The baseline step for columns [begin, end): SSE2 (part of every x86-64) 4 columns at a time,
-// then per-column sums in int32 (each of the 4 products is at most 255 * 255 in magnitude)
-// accumulated through uint32 so that they wrap (signed overflow would be undefined). Inline: the
-// engine calls it directly for narrow rows (depthwise: 4 columns), where a call costs more than
-// the arithmetic.
+// One step for columns [begin, end): SSE2 (part of every x86-64) 4 columns at a time, then
+// per-column sums in int32 (each of the 4 products is at most 255 * 255 in magnitude) accumulated
+// through uint32 so that they wrap (signed overflow would be undefined).
 inline void word_times_row_columns(int32_t* acc, const uint8_t* x, const uint8_t* row,
                                    uint32_t begin, uint32_t end, int32_t in_zp, int32_t w_zp) {
   const int32_t x0 = x[0] - in_zp, x1 = x[1] - in_zp, x2 = x[2] - in_zp, x3 = x[3] - in_zp;
@@ -49,15 +49,16 @@ inline void word_times_row_columns(int32_t* acc, const uint8_t* x, const uint8_t
   }
 }
 
-// acc[c] += sum_b (x[b] - in_zp) * (row[4c + b] - w_zp) for c < columns (<= 64), wrapping mod 2^32.
-// Columns at and beyond `columns` are left untouched.
-using WordTimesRowKernel = void (*)(int32_t* acc, const uint8_t* x, const uint8_t* row,
-                                    uint32_t columns, int32_t in_zp, int32_t w_zp);
+// For every step i < n: acc[c] += sum_b (x[i][b] - in_zp) * (rows[i][4c + b] - w_zp) for
+// c < columns (<= 64), wrapping mod 2^32. Columns at and beyond `columns` are left untouched.
+using WordTimesRowsKernel = void (*)(int32_t* acc, const uint8_t* const* x,
+                                     const uint8_t* const* rows, uint32_t n, uint32_t columns,
+                                     int32_t in_zp, int32_t w_zp);
 
-// The fastest kernel this CPU runs (AVX2 when present, else the baseline step above); chosen once.
-WordTimesRowKernel word_times_row_kernel();
+// The fastest kernel this CPU runs (AVX2 when present, else the baseline); chosen once.
+WordTimesRowsKernel word_times_rows_kernel();
 // Each level, for tests that compare them (nullptr when the CPU lacks it).
-WordTimesRowKernel word_times_row_portable();
-WordTimesRowKernel word_times_row_avx2();
+WordTimesRowsKernel word_times_rows_portable();
+WordTimesRowsKernel word_times_rows_avx2();
 
 }  // namespace tinycoral::chip::ops

@@ -71,52 +71,30 @@ struct RunSources {
   const uint8_t* narrow;
   uint32_t active;  // columns in use (the wider of the group sizes)
   int32_t in_zp, w_zp;
-  WordTimesRowKernel wide_kernel;  // 16 or more columns
+  WordTimesRowsKernel kernel;
 };
 
 inline void add_wrapping(int32_t& a, int64_t v) {
   a = static_cast<int32_t>(static_cast<uint32_t>(a) + static_cast<uint32_t>(v));
 }
 
-// `n` steps of word times row. Four columns (depthwise: one channel word) keep their sums in a
-// register for the whole run.
+// `n` steps of word times row: the operand addresses are gathered in chunks and handed to the
+// kernel, which keeps the sums in registers across the chunk.
 inline void word_times_row_run(int32_t* a, uint64_t n, RunSources& s) {
-#if defined(__SSE2__)
-  if (s.active == 4) {
-    const __m128i zp = _mm_set1_epi16(static_cast<int16_t>(s.w_zp));
-    const __m128i in_zp = _mm_set1_epi16(static_cast<int16_t>(s.in_zp));
-    const __m128i zero = _mm_setzero_si128();
-    __m128i sum = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a));
-    for (uint64_t i = 0; i < n; ++i) {
-      int32_t word;
-      std::memcpy(&word, s.narrow + s.in.address(), 4);
-      // (x0..x3) - in_zp as int16, twice: each column's 4 products pair up under pmaddwd.
-      const __m128i x = _mm_sub_epi16(
-          _mm_unpacklo_epi8(_mm_shuffle_epi32(_mm_cvtsi32_si128(word), 0), zero), in_zp);
-      const __m128i w =
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(s.rows.row(s.par.address())));
-      const __m128i m0 = _mm_madd_epi16(_mm_sub_epi16(_mm_unpacklo_epi8(w, zero), zp), x);
-      const __m128i m1 = _mm_madd_epi16(_mm_sub_epi16(_mm_unpackhi_epi8(w, zero), zp), x);
-      const __m128 a0 = _mm_castsi128_ps(m0), a1 = _mm_castsi128_ps(m1);
-      sum = _mm_add_epi32(
-          sum, _mm_add_epi32(_mm_castps_si128(_mm_shuffle_ps(a0, a1, _MM_SHUFFLE(2, 0, 2, 0))),
-                             _mm_castps_si128(_mm_shuffle_ps(a0, a1, _MM_SHUFFLE(3, 1, 3, 1)))));
-      s.in.next();
-      s.par.next();
+  constexpr uint32_t kChunk = 64;
+  int64_t in_at[kChunk], par_at[kChunk];
+  const uint8_t* xs[kChunk];
+  const uint8_t* ws[kChunk];
+  while (n > 0) {
+    const auto m = static_cast<uint32_t>(std::min<uint64_t>(n, kChunk));
+    s.in.take(in_at, m);
+    s.par.take(par_at, m);
+    for (uint32_t i = 0; i < m; ++i) {
+      xs[i] = s.narrow + in_at[i];
+      ws[i] = s.rows.row(par_at[i]);
     }
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(a), sum);
-    return;
-  }
-#endif
-  for (uint64_t i = 0; i < n; ++i) {
-    const uint8_t* x = s.narrow + s.in.address();
-    const uint8_t* w = s.rows.row(s.par.address());
-    if (s.active < 16)
-      word_times_row_columns(a, x, w, 0, s.active, s.in_zp, s.w_zp);
-    else
-      s.wide_kernel(a, x, w, s.active, s.in_zp, s.w_zp);
-    s.in.next();
-    s.par.next();
+    s.kernel(a, xs, ws, m, s.active, s.in_zp, s.w_zp);
+    n -= m;
   }
 }
 
