@@ -108,26 +108,54 @@ class TtuWalker {
     }
     return false;
   }
-  // The addresses of the next n steps into out[0..n), then advances past them: the same as n rounds
-  // of address() and next(), but along the innermost level a run of constant increments.
-  void take(int64_t* out, uint64_t n) {
-    while (n > 0) {
-      uint64_t run = 1;
-      if (levels_count_ > 0) {
-        const int d = levels_[0];
-        run = std::min<uint64_t>(n, uint64_t{ttu_.cnt[d]} - counter_[d] + 1);
-        const int64_t inc = ttu_.inc[d];
-        for (uint64_t j = 0; j < run; ++j) out[j] = address_ + static_cast<int64_t>(j) * inc;
-        // All but the last step of the run stay in the innermost level.
-        counter_[d] += static_cast<uint32_t>(run - 1);
-        address_ += static_cast<int64_t>(run - 1) * inc;
-      } else {
-        out[0] = address_;
+  // Calls f(i, address) for the next n steps (i = 0..n-1), then advances past them: the same as n
+  // rounds of address() and next(), but along the innermost level a tight loop of constant
+  // increments.
+  template <typename F>
+  void walk(uint64_t n, F&& f) {
+    uint64_t i = 0;
+    while (i < n) {
+      if (levels_count_ == 0) {
+        f(i++, address_);
+        next();
+        continue;
       }
+      const int d = levels_[0];
+      const int64_t inc = ttu_.inc[d];
+      if (levels_count_ > 1 && counter_[d] == 0) {
+        // Whole rows of the two innermost levels (a depthwise tap window) as nested loops: along a
+        // row the first level's increment, between rows the second's (rewinding) increment.
+        const int e = levels_[1];
+        const uint64_t row = uint64_t{ttu_.cnt[d]} + 1;
+        const uint64_t rows =
+            std::min<uint64_t>((n - i) / row, uint64_t{ttu_.cnt[e]} - counter_[e] + 1);
+        if (rows > 1) {
+          int64_t at = address_;
+          for (uint64_t r = 0; r < rows; ++r) {
+            if (r > 0) at += ttu_.inc[e];
+            for (uint64_t j = 0; j + 1 < row; ++j, at += inc) f(i++, at);
+            f(i++, at);
+          }
+          counter_[d] = ttu_.cnt[d];
+          counter_[e] += static_cast<uint32_t>(rows - 1);
+          address_ = at;
+          next();
+          continue;
+        }
+      }
+      const uint64_t run = std::min<uint64_t>(n - i, uint64_t{ttu_.cnt[d]} - counter_[d] + 1);
+      int64_t at = address_;
+      for (uint64_t j = 0; j < run; ++j, at += inc) f(i + j, at);
+      // All but the last step of the run stay in the innermost level; next() takes the last.
+      counter_[d] += static_cast<uint32_t>(run - 1);
+      address_ = at - inc;
       next();
-      out += run;
-      n -= run;
+      i += run;
     }
+  }
+  // The addresses of the next n steps into out[0..n), then advances past them.
+  void take(int64_t* out, uint64_t n) {
+    walk(n, [out](uint64_t i, int64_t at) { out[i] = at; });
   }
   uint32_t counter(int d) const { return counter_[d]; }
 

@@ -55,8 +55,8 @@ TEST(OpsNlu, LogisticSplineTracksTheSigmoidWithin0p01Steps) {
 
 // The 4-wide output stage equals the scalar one byte for byte: random accumulators (and exact
 // ties: accumulators that are multiples of 2 with mult 0.25 land on .5), multipliers and clamps,
-// with the SIMD path where requantize4_fast allows it and the scalar path for NaN / infinite /
-// huge constants.
+// with the SIMD path where requantize4_fast allows it (infinite and huge clamps included) and the
+// scalar path for NaN / infinite multipliers and NaN clamps.
 TEST(Requantize, FourWideEqualsScalar) {
   std::mt19937 rng(5);
   std::uniform_int_distribution<int32_t> any(INT32_MIN, INT32_MAX);
@@ -72,6 +72,7 @@ TEST(Requantize, FourWideEqualsScalar) {
     stage.out_zp = static_cast<uint8_t>(trial % 256);
     if (trial % 13 == 0) stage.mult = odd[trial % 5];
     if (trial % 17 == 0) stage.clamp_max = odd[(trial / 17) % 5];
+    if (trial % 19 == 0) stage.clamp_min = -odd[(trial / 19) % 5];
     int32_t acc[4];
     for (auto& a : acc)
       a = trial % 3 == 0 ? any(rng) : trial % 7 == 0 ? 2 * small(rng) : small(rng);

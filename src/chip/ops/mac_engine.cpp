@@ -42,6 +42,27 @@ uint64_t total_steps(const OpInstr& op) {
   return mixed_count(op, [](int) { return true; });
 }
 
+// Whether a walk in batches of `runs` runs of `length` steps gives every run the first run's
+// addresses: its levels (those with more than one iteration) split into ones covering exactly a run
+// and ones covering exactly the batch with stride 0.
+bool par_repeats_per_run(const OpTtu& t, uint64_t length, uint64_t runs) {
+  const auto strides = t.strides();
+  uint64_t within_run = 1, across_runs = 1;
+  for (int k = 0; k < kLoops; ++k) {
+    if (t.cnt[k] == 0) continue;
+    const uint64_t count = uint64_t{t.cnt[k]} + 1;
+    if (within_run < length) {
+      within_run *= count;
+      if (within_run > length) return false;
+    } else if (across_runs < runs) {
+      if (strides[k] != 0) return false;
+      across_runs *= count;
+      if (across_runs > runs) return false;
+    }
+  }
+  return within_run == length && across_runs == runs;
+}
+
 }  // namespace
 
 bool par_is_fifo(const OpInstr& op) { return (op.par_fifo & 0x1fffu) != 0; }
@@ -162,30 +183,32 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
   RunSources sources{in,     par,      rows,    env.tile().narrow.data(),
                      active, op.in_zp, op.w_zp, word_times_rows_kernel()};
 
+  // Output words per group (the last one may differ: out_last_*), their biases checked once for
+  // every group.
+  const uint32_t full_words = (channels + 3) / 4;
+  uint32_t last_words = (last_channels + 3) / 4, last_skip = 0;
+  if (op.out_last_mode != 0) {
+    last_words = op.out_last_cnt + 1;
+    last_skip = op.out_last_skip;
+  }
+  if (last_words > kColumns / 4)
+    env.fail_op(cat("output group of ", last_words, " words exceeds the 64 columns"));
+  if (op.cfg4) {
+    const uint64_t at = kBiasStoreBase + 4 * (groups - 1) * channels;
+    uint64_t end = at + 16 * last_words;
+    if (groups > 1) end = std::max(end, at - 4 * channels + 16 * full_words);
+    if (end > kBiasStoreBytes)
+      env.fail_op(cat("bias store access ", kBiasStoreBase, "..", end, " outside ", kBiasStoreBytes,
+                      " bytes"));
+  }
+  uint64_t words_written = 0;
   auto emit = [&](const int32_t* a, uint64_t group) {
     const bool last = group + 1 == groups;
-    const uint32_t ch = last ? last_channels : channels;
-    uint32_t words = (ch + 3) / 4;
-    uint32_t skip = 0;
-    if (last && op.out_last_mode != 0) {
-      words = op.out_last_cnt + 1;
-      skip = op.out_last_skip;
-    }
-    if (words > kColumns / 4)
-      env.fail_op(cat("output group of ", words, " words exceeds the 64 columns"));
-    // The group's biases, bounds-checked once for all its words.
-    const uint8_t* biases = nullptr;
-    if (op.cfg4) {
-      const uint64_t at = kBiasStoreBase + 4 * group * channels;
-      if (at + 16 * words > kBiasStoreBytes)
-        env.fail_op(
-            cat("bias store access ", at, "+", 16 * words, " outside ", kBiasStoreBytes, " bytes"));
-      biases = bias_bytes + at;
-    }
-    if (out_words_left < words) {
-      out_words_left = 0;
-      env.fail_op("`out` TTU exhausted before the last output word");
-    }
+    const uint32_t words = last ? last_words : full_words;
+    if (out_words_left < words) env.fail_op("`out` TTU exhausted before the last output word");
+    out_words_left -= words;
+    words_written += words;
+    const uint8_t* biases = op.cfg4 ? bias_bytes + kBiasStoreBase + 4 * group * channels : nullptr;
     for (uint32_t w = 0; w < words; ++w) {
       uint8_t* dst = narrow_out + out.address();
       out.next();
@@ -225,9 +248,8 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
       }
       std::memcpy(dst, bytes, 4);
     }
-    out_words_left -= words;
-    env.stats().narrow_bytes_written += 4 * uint64_t{words};
-    for (uint32_t s = 0; s < skip && out_words_left > 0; ++s, --out_words_left) out.next();
+    if (last)
+      for (uint32_t k = 0; k < last_skip && out_words_left > 0; ++k, --out_words_left) out.next();
   };
 
   // Incremental bookkeeping, like the TTUs' rewinding increments: when loop k advances and the
@@ -253,29 +275,62 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
   // Runs: when the innermost counted loop is reduced and moves no slot, fill or group, its
   // iterations share everything but their operands, and the engine hands them to the step
   // arithmetic as one run (mac_runs.h). Otherwise a run is a single step.
+  auto moves_nothing = [&](int k) {
+    return slot_delta[k] == 0 && fill_delta[k] == 0 && group_delta[k] == 0;
+  };
   const int k0 = n_active > 0 ? active_loops[0] : -1;
-  const bool by_runs = k0 >= 0 && in_mask(mask, k0) && slot_delta[k0] == 0 && fill_delta[k0] == 0 &&
-                       group_delta[k0] == 0;
+  const bool by_runs = k0 >= 0 && in_mask(mask, k0) && moves_nothing(k0);
   const uint64_t run_length = by_runs ? uint64_t{op.loops[k0]} + 1 : 1;
-  const int first_outer = by_runs ? 1 : 0;
+  // Batches: when the next loop out is not reduced and moves nothing either (a depthwise op's
+  // positions), its runs differ only in their operands and output words. A batch gathers the
+  // operands of all its runs at once and finds each FIFO row once (the runs repeat their `par`
+  // walk); each run still starts, sums and emits as it would alone.
+  constexpr uint64_t kMaxBatchSteps = 4096;
+  const int k1 = by_runs && n_active > 1 ? active_loops[1] : -1;
+  const bool by_batches = k1 >= 0 && !in_mask(mask, k1) && moves_nothing(k1) &&
+                          spec.operand == OperandKind::kWordTimesRow &&
+                          (uint64_t{op.loops[k1]} + 1) * run_length <= kMaxBatchSteps;
+  const uint64_t batch_runs = by_batches ? uint64_t{op.loops[k1]} + 1 : 1;
+  const int first_outer = by_batches ? 2 : by_runs ? 1 : 0;
+  WordRowGather gather(
+      sources, std::min<uint64_t>(steps, by_batches ? batch_runs * run_length : uint64_t{64}));
+  const bool repeating = by_batches && par_repeats_per_run(op.par, run_length, batch_runs);
+  // Every column a step writes (the kernels touch [0, active) only; the others keep their start).
+  const uint32_t touched = std::min(kColumns, active);
 
   int reduced_past_zero = 0;
   uint64_t slot_index = 0, group_index = 0, fill_index = 0;
-  for (uint64_t step = 0; step < steps; step += run_length) {
+  for (uint64_t step = 0; step < steps; step += run_length * batch_runs) {
     int32_t* a = &acc[slot_index * kColumns];
-    if (reduced_past_zero == 0) std::fill(a, a + kColumns, init);
     rows.set_fill(fill_index);
-    if (spec.operand == OperandKind::kWordTimesRow)
-      word_times_row_run(a, run_length, sources);
-    else
-      other_run(a, run_length, sources, spec);
-    if (by_runs) {  // the state at the run's last step
+    if (by_batches) {
+      // The state at every run's start is the batch's (k1 is not reduced); at every run's end the
+      // reduction is complete when the loops outside k1 say so.
+      gather.gather(batch_runs * run_length, run_length, repeating);
+      const bool starts = reduced_past_zero == 0, ends = reduced_not_last == 1;
+      for (uint64_t r = 0; r < batch_runs; ++r) {
+        if (starts) std::fill(a, a + touched, init);
+        sources.kernel(a, gather.x_of_run(r), gather.w_of_run(r), static_cast<uint32_t>(run_length),
+                       active, op.in_zp, op.w_zp);
+        if (ends) emit(a, group_index);
+      }
       counter[k0] = op.loops[k0];
+      counter[k1] = op.loops[k1];
       ++reduced_past_zero;
       --reduced_not_last;
+    } else {
+      if (reduced_past_zero == 0) std::fill(a, a + touched, init);
+      if (spec.operand == OperandKind::kWordTimesRow)
+        word_times_row_run(a, run_length, sources, gather);
+      else
+        other_run(a, run_length, sources, spec);
+      if (by_runs) {  // the state at the run's last step
+        counter[k0] = op.loops[k0];
+        ++reduced_past_zero;
+        --reduced_not_last;
+      }
+      if (reduced_not_last == 0) emit(a, group_index);
     }
-
-    if (reduced_not_last == 0) emit(a, group_index);
 
     // Advance the main loop (the read TTUs advanced with the steps).
     for (int i = first_outer; i < n_active; ++i) {
@@ -297,6 +352,7 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
     }
   }
   TileStats& stats = env.stats();
+  stats.narrow_bytes_written += 4 * words_written;
   stats.macs += steps * macs_per_step(spec.operand, active);
   if (uses_in) stats.narrow_bytes_read += steps * in_width;
   // Every step reads a row; FIFO lookups counted theirs already.

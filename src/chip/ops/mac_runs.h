@@ -34,6 +34,9 @@ class ParRows {
   // Lookups that went to the tile's FIFO (they count their wide bytes there).
   uint64_t lookups() const { return lookups_; }
 
+  const uint8_t* resident_row(int64_t unit) const {
+    return wide_ + (unit & ~int64_t{3}) * kWideUnitBytes;
+  }
   const uint8_t* row(int64_t unit) {
     const int64_t row_unit = unit & ~int64_t{3};
     if (!fifo_) return wide_ + row_unit * kWideUnitBytes;
@@ -78,22 +81,47 @@ inline void add_wrapping(int32_t& a, int64_t v) {
   a = static_cast<int32_t>(static_cast<uint32_t>(a) + static_cast<uint32_t>(v));
 }
 
-// `n` steps of word times row: the operand addresses are gathered in chunks and handed to the
-// kernel, which keeps the sums in registers across the chunk.
-inline void word_times_row_run(int32_t* a, uint64_t n, RunSources& s) {
-  constexpr uint32_t kChunk = 64;
-  int64_t in_at[kChunk], par_at[kChunk];
-  const uint8_t* xs[kChunk];
-  const uint8_t* ws[kChunk];
+// The operands of word-times-row steps, gathered ahead: the input word and the weight row of each
+// step. In batches (mac_engine.cpp) the steps come in runs of `period`; when the `par` walk repeats
+// the first run's addresses in every run (`repeating`: a depthwise op's taps at every position),
+// only the first run's rows are looked up and every run reads them.
+class WordRowGather {
+ public:
+  WordRowGather(RunSources& s, uint64_t capacity) : s_(s), x_(capacity), w_(capacity) {}
+  uint64_t capacity() const { return x_.size(); }
+  void gather(uint64_t n, uint64_t period = 0, bool repeating = false) {
+    const uint8_t* const narrow = s_.narrow;
+    const uint8_t** const x = x_.data();
+    s_.in.walk(n, [x, narrow](uint64_t i, int64_t at) { x[i] = narrow + at; });
+    const uint8_t** const w = w_.data();
+    ParRows& rows = s_.rows;
+    const uint64_t looked_up = repeating ? period : n;
+    s_.par.walk(looked_up, [w, &rows](uint64_t i, int64_t at) { w[i] = rows.row(at); });
+    if (looked_up < n) s_.par.walk(n - looked_up, [](uint64_t, int64_t) {});
+    repeating_ = repeating;
+    period_ = period;
+  }
+  const uint8_t* const* x() const { return x_.data(); }
+  const uint8_t* const* w() const { return w_.data(); }
+  // Operands of run r of a batch.
+  const uint8_t* const* x_of_run(uint64_t r) const { return x_.data() + r * period_; }
+  const uint8_t* const* w_of_run(uint64_t r) const {
+    return w_.data() + (repeating_ ? 0 : r * period_);
+  }
+
+ private:
+  RunSources& s_;
+  std::vector<const uint8_t*> x_, w_;
+  uint64_t period_ = 0;
+  bool repeating_ = false;
+};
+
+// `n` steps of word times row into the same accumulators, in chunks of the gather's capacity.
+inline void word_times_row_run(int32_t* a, uint64_t n, RunSources& s, WordRowGather& gather) {
   while (n > 0) {
-    const auto m = static_cast<uint32_t>(std::min<uint64_t>(n, kChunk));
-    s.in.take(in_at, m);
-    s.par.take(par_at, m);
-    for (uint32_t i = 0; i < m; ++i) {
-      xs[i] = s.narrow + in_at[i];
-      ws[i] = s.rows.row(par_at[i]);
-    }
-    s.kernel(a, xs, ws, m, s.active, s.in_zp, s.w_zp);
+    const auto m = static_cast<uint32_t>(std::min<uint64_t>(n, gather.capacity()));
+    gather.gather(m, 0);
+    s.kernel(a, gather.x(), gather.w(), m, s.active, s.in_zp, s.w_zp);
     n -= m;
   }
 }

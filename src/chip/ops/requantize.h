@@ -3,6 +3,7 @@
 // by every class that writes requantized bytes. Inline: it runs once per output byte.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -55,22 +56,23 @@ inline uint8_t requantize(int32_t acc, const OutputStage& stage) {
   return to_output_byte(scale_and_clamp(acc, stage), stage.out_zp);
 }
 
-// Whether requantize4 may take its SIMD path for this stage: a finite multiplier and clamps within
-// +-2^24, where every rounded value and its sum with out_zp are exact in both int32 and float32
-// (compiler-made stages always are; hand-made NaN or huge constants take the scalar path).
+// Whether requantize4 may take its SIMD path for this stage: a finite multiplier (f32(acc) * mult
+// is then never NaN) and clamps that are not NaN. The SIMD path also clamps to +-2^24, where every
+// rounded value and its sum with out_zp are exact in both int32 and float32: anything beyond
+// saturates to 0 or 255 on both paths.
 inline bool requantize4_fast(const OutputStage& stage) {
-  constexpr float kExact = 16777216.0f;
-  return std::isfinite(stage.mult) && stage.clamp_min >= -kExact && stage.clamp_max <= kExact;
+  return std::isfinite(stage.mult) && !std::isnan(stage.clamp_min) && !std::isnan(stage.clamp_max);
 }
 
 #if defined(__SSE2__)
 // The SIMD steps of requantize4 on accumulators already in a register, with the stage's constants
 // broadcast once per op (RequantizeConstants): the 4 bytes as one little-endian word.
 struct RequantizeConstants {
+  static constexpr float kExact = 16777216.0f;
   explicit RequantizeConstants(const OutputStage& stage)
       : mult(_mm_set1_ps(stage.mult)),
-        lo(_mm_set1_ps(stage.clamp_min)),
-        hi(_mm_set1_ps(stage.clamp_max)),
+        lo(_mm_set1_ps(std::max(stage.clamp_min, -kExact))),
+        hi(_mm_set1_ps(std::min(stage.clamp_max, kExact))),
         zp(_mm_set1_epi32(stage.out_zp)) {}
   __m128 mult, lo, hi;
   __m128i zp;
