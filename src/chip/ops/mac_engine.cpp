@@ -288,12 +288,12 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
   constexpr uint64_t kMaxBatchSteps = 4096;
   const int k1 = by_runs && n_active > 1 ? active_loops[1] : -1;
   const bool by_batches = k1 >= 0 && !in_mask(mask, k1) && moves_nothing(k1) &&
-                          spec.operand == OperandKind::kWordTimesRow &&
                           (uint64_t{op.loops[k1]} + 1) * run_length <= kMaxBatchSteps;
   const uint64_t batch_runs = by_batches ? uint64_t{op.loops[k1]} + 1 : 1;
   const int first_outer = by_batches ? 2 : by_runs ? 1 : 0;
-  WordRowGather gather(
-      sources, std::min<uint64_t>(steps, by_batches ? batch_runs * run_length : uint64_t{64}));
+  OperandGather gather(
+      sources, std::min<uint64_t>(steps, by_batches ? batch_runs * run_length : uint64_t{64}),
+      spec);
   const bool repeating = by_batches && par_repeats_per_run(op.par, run_length, batch_runs);
   // Every column a step writes (the kernels touch [0, active) only; the others keep their start).
   const uint32_t touched = std::min(kColumns, active);
@@ -310,8 +310,7 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
       const bool starts = reduced_past_zero == 0, ends = reduced_not_last == 1;
       for (uint64_t r = 0; r < batch_runs; ++r) {
         if (starts) std::fill(a, a + touched, init);
-        sources.kernel(a, gather.x_of_run(r), gather.w_of_run(r), static_cast<uint32_t>(run_length),
-                       active, op.in_zp, op.w_zp);
+        accumulate(a, gather.x(r), gather.w(r), run_length, sources, spec);
         if (ends) emit(a, group_index);
       }
       counter[k0] = op.loops[k0];
@@ -320,10 +319,7 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
       --reduced_not_last;
     } else {
       if (reduced_past_zero == 0) std::fill(a, a + touched, init);
-      if (spec.operand == OperandKind::kWordTimesRow)
-        word_times_row_run(a, run_length, sources, gather);
-      else
-        other_run(a, run_length, sources, spec);
+      accumulate_run(a, run_length, sources, gather, spec);
       if (by_runs) {  // the state at the run's last step
         counter[k0] = op.loops[k0];
         ++reduced_past_zero;

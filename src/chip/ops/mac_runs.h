@@ -81,75 +81,83 @@ inline void add_wrapping(int32_t& a, int64_t v) {
   a = static_cast<int32_t>(static_cast<uint32_t>(a) + static_cast<uint32_t>(v));
 }
 
-// The operands of word-times-row steps, gathered ahead: the input word and the weight row of each
-// step. In batches (mac_engine.cpp) the steps come in runs of `period`; when the `par` walk repeats
-// the first run's addresses in every run (`repeating`: a depthwise op's taps at every position),
-// only the first run's rows are looked up and every run reads them.
-class WordRowGather {
+// The operands of a stretch of steps, gathered ahead: each step's input (a pointer into narrow
+// memory) and its `par` bytes (the row, or for the lane kinds the row plus the lane `unit % 4`).
+// In batches (mac_engine.cpp) the steps come in runs of `period`; when the `par` walk repeats the
+// first run's addresses in every run (`repeating`: a depthwise op's taps at every position), only
+// the first run's rows are looked up and every run reads them.
+class OperandGather {
  public:
-  WordRowGather(RunSources& s, uint64_t capacity) : s_(s), x_(capacity), w_(capacity) {}
-  uint64_t capacity() const { return x_.size(); }
+  OperandGather(RunSources& s, uint64_t capacity, const EngineSpec& spec)
+      : s_(s),
+        uses_in_(spec.operand != OperandKind::kLaneOnly),
+        lanes_(spec.operand != OperandKind::kWordTimesRow &&
+               spec.operand != OperandKind::kHalfwordsTimesRow16),
+        capacity_(capacity) {
+    // Scratch reused by every op on this thread: no allocation or clearing per op (every entry a
+    // step reads was written by gather first).
+    thread_local std::vector<const uint8_t*> x_scratch, w_scratch;
+    if (x_scratch.size() < capacity) x_scratch.resize(capacity);
+    if (w_scratch.size() < capacity) w_scratch.resize(capacity);
+    x_ = x_scratch.data();
+    w_ = w_scratch.data();
+  }
+  uint64_t capacity() const { return capacity_; }
   void gather(uint64_t n, uint64_t period = 0, bool repeating = false) {
-    const uint8_t* const narrow = s_.narrow;
-    const uint8_t** const x = x_.data();
-    s_.in.walk(n, [x, narrow](uint64_t i, int64_t at) { x[i] = narrow + at; });
-    const uint8_t** const w = w_.data();
+    if (uses_in_) {
+      const uint8_t* const narrow = s_.narrow;
+      const uint8_t** const x = x_;
+      s_.in.walk(n, [x, narrow](uint64_t i, int64_t at) { x[i] = narrow + at; });
+    }
+    const uint8_t** const w = w_;
     ParRows& rows = s_.rows;
     const uint64_t looked_up = repeating ? period : n;
-    s_.par.walk(looked_up, [w, &rows](uint64_t i, int64_t at) { w[i] = rows.row(at); });
+    if (lanes_)
+      s_.par.walk(looked_up,
+                  [w, &rows](uint64_t i, int64_t at) { w[i] = rows.row(at) + (at & 3); });
+    else
+      s_.par.walk(looked_up, [w, &rows](uint64_t i, int64_t at) { w[i] = rows.row(at); });
     if (looked_up < n) s_.par.walk(n - looked_up, [](uint64_t, int64_t) {});
     repeating_ = repeating;
     period_ = period;
   }
-  const uint8_t* const* x() const { return x_.data(); }
-  const uint8_t* const* w() const { return w_.data(); }
-  // Operands of run r of a batch.
-  const uint8_t* const* x_of_run(uint64_t r) const { return x_.data() + r * period_; }
-  const uint8_t* const* w_of_run(uint64_t r) const {
-    return w_.data() + (repeating_ ? 0 : r * period_);
-  }
+  // Operands of the first steps, or of run r of a batch.
+  const uint8_t* const* x(uint64_t r = 0) const { return x_ + r * period_; }
+  const uint8_t* const* w(uint64_t r = 0) const { return w_ + (repeating_ ? 0 : r * period_); }
 
  private:
   RunSources& s_;
-  std::vector<const uint8_t*> x_, w_;
+  bool uses_in_, lanes_;
+  uint64_t capacity_;
+  const uint8_t** x_;
+  const uint8_t** w_;
   uint64_t period_ = 0;
   bool repeating_ = false;
 };
 
-// `n` steps of word times row into the same accumulators, in chunks of the gather's capacity.
-inline void word_times_row_run(int32_t* a, uint64_t n, RunSources& s, WordRowGather& gather) {
-  while (n > 0) {
-    const auto m = static_cast<uint32_t>(std::min<uint64_t>(n, gather.capacity()));
-    gather.gather(m, 0);
-    s.kernel(a, gather.x(), gather.w(), m, s.active, s.in_zp, s.w_zp);
-    n -= m;
-  }
-}
-
-// `n` steps of the other operand kinds (mac_engine.h defines each).
-inline void other_run(int32_t* a, uint64_t n, RunSources& s, const EngineSpec& spec) {
+// n gathered steps of the operand kinds other than word times row (mac_engine.h defines each).
+inline void other_steps(int32_t* a, const uint8_t* const* xs, const uint8_t* const* ws, uint64_t n,
+                        const RunSources& s, const EngineSpec& spec) {
   const uint32_t active = s.active;
   const int32_t in_zp = s.in_zp, w_zp = s.w_zp;
   for (uint64_t i = 0; i < n; ++i) {
-    const int64_t unit = s.par.address();
+    const uint8_t* w = ws[i];
     switch (spec.operand) {
       case OperandKind::kWordTimesRow:
-        break;  // word_times_row_run
+        break;  // the word-times-rows kernels
       case OperandKind::kByteTimesLane: {
-        const int32_t x = s.narrow[s.in.address()] - in_zp;
-        const uint8_t* w = s.rows.row(unit) + (unit & 3);
+        const int32_t x = *xs[i] - in_zp;
         for (uint32_t c = 0; c < active; ++c) add_wrapping(a[c], x * (w[4 * c] - w_zp));
         break;
       }
       case OperandKind::kByteTimesLaneBroadcast: {
-        const int32_t x = s.narrow[s.in.address()] - in_zp;
-        const int32_t b = s.rows.row(unit)[unit & 3] - w_zp;
+        const int32_t x = *xs[i] - in_zp;
+        const int32_t b = w[0] - w_zp;
         for (uint32_t c = 0; c < active; ++c) add_wrapping(a[c], x * b);
         break;
       }
       case OperandKind::kHalfwordsTimesRow16: {
-        const uint8_t* x = s.narrow + s.in.address();
-        const uint8_t* w = s.rows.row(unit);
+        const uint8_t* x = xs[i];
         for (uint32_t c = 0; c < active; ++c) {
           int16_t w0, w1;
           std::memcpy(&w0, w + 4 * c, 2);
@@ -159,7 +167,6 @@ inline void other_run(int32_t* a, uint64_t n, RunSources& s, const EngineSpec& s
         break;
       }
       case OperandKind::kLaneOnly: {
-        const uint8_t* w = s.rows.row(unit) + (unit & 3);
         if (spec.combine == Combine::kMax) {
           for (uint32_t c = 0; c < active; ++c) a[c] = std::max<int32_t>(a[c], w[4 * c] - w_zp);
         } else {
@@ -168,8 +175,26 @@ inline void other_run(int32_t* a, uint64_t n, RunSources& s, const EngineSpec& s
         break;
       }
     }
-    if (spec.operand != OperandKind::kLaneOnly) s.in.next();
-    s.par.next();
+  }
+}
+
+// n gathered steps into the same accumulators.
+inline void accumulate(int32_t* a, const uint8_t* const* xs, const uint8_t* const* ws, uint64_t n,
+                       const RunSources& s, const EngineSpec& spec) {
+  if (spec.operand == OperandKind::kWordTimesRow)
+    s.kernel(a, xs, ws, static_cast<uint32_t>(n), s.active, s.in_zp, s.w_zp);
+  else
+    other_steps(a, xs, ws, n, s, spec);
+}
+
+// n steps into the same accumulators, gathered in chunks of the gather's capacity.
+inline void accumulate_run(int32_t* a, uint64_t n, const RunSources& s, OperandGather& gather,
+                           const EngineSpec& spec) {
+  while (n > 0) {
+    const uint64_t m = std::min(n, gather.capacity());
+    gather.gather(m);
+    accumulate(a, gather.x(), gather.w(), m, s, spec);
+    n -= m;
   }
 }
 
