@@ -109,8 +109,8 @@ class TtuWalker {
     return false;
   }
   // Calls f(i, address) for the next n steps (i = 0..n-1), then advances past them: the same as n
-  // rounds of address() and next(), but along the innermost level a tight loop of constant
-  // increments.
+  // rounds of address() and next(). Whole blocks of the innermost levels (a depthwise tap window,
+  // or every position of a batch) run as nested loops of constant increments.
   template <typename F>
   void walk(uint64_t n, F&& f) {
     uint64_t i = 0;
@@ -120,29 +120,24 @@ class TtuWalker {
         next();
         continue;
       }
+      // The most innermost levels that are all at their start and fit in what is left.
+      int depth = 0;
+      uint64_t size = 1;
+      while (depth < levels_count_ && counter_[levels_[depth]] == 0) {
+        const uint64_t bigger = size * (uint64_t{ttu_.cnt[levels_[depth]]} + 1);
+        if (bigger > n - i) break;
+        size = bigger;
+        ++depth;
+      }
+      if (depth > 0) {
+        address_ = block(depth, address_, i, f);
+        for (int k = 0; k < depth; ++k) counter_[levels_[k]] = ttu_.cnt[levels_[k]];
+        next();
+        continue;
+      }
+      // Part of the innermost level.
       const int d = levels_[0];
       const int64_t inc = ttu_.inc[d];
-      if (levels_count_ > 1 && counter_[d] == 0) {
-        // Whole rows of the two innermost levels (a depthwise tap window) as nested loops: along a
-        // row the first level's increment, between rows the second's (rewinding) increment.
-        const int e = levels_[1];
-        const uint64_t row = uint64_t{ttu_.cnt[d]} + 1;
-        const uint64_t rows =
-            std::min<uint64_t>((n - i) / row, uint64_t{ttu_.cnt[e]} - counter_[e] + 1);
-        if (rows > 1) {
-          int64_t at = address_;
-          for (uint64_t r = 0; r < rows; ++r) {
-            if (r > 0) at += ttu_.inc[e];
-            for (uint64_t j = 0; j + 1 < row; ++j, at += inc) f(i++, at);
-            f(i++, at);
-          }
-          counter_[d] = ttu_.cnt[d];
-          counter_[e] += static_cast<uint32_t>(rows - 1);
-          address_ = at;
-          next();
-          continue;
-        }
-      }
       const uint64_t run = std::min<uint64_t>(n - i, uint64_t{ttu_.cnt[d]} - counter_[d] + 1);
       int64_t at = address_;
       for (uint64_t j = 0; j < run; ++j, at += inc) f(i + j, at);
@@ -153,6 +148,32 @@ class TtuWalker {
       i += run;
     }
   }
+  // Advances n steps without visiting them (stays at the last address at the end of the walk, like
+  // next()): counters by mixed-radix addition, the address as base + sum c_k S_k (isa.md 2.0a).
+  // Exact for walks whose strides do not saturate (every walk within memory bounds).
+  void skip(uint64_t n) {
+    if (n == 0 || levels_count_ == 0) return;
+    uint64_t carry = n;
+    bool past_end = false;
+    for (int i = 0; i < levels_count_ && carry > 0; ++i) {
+      const int d = levels_[i];
+      const uint64_t radix = uint64_t{ttu_.cnt[d]} + 1;
+      const uint64_t sum = counter_[d] + carry % radix;
+      carry = carry / radix + sum / radix;
+      counter_[d] = static_cast<uint32_t>(sum % radix);
+    }
+    past_end = carry > 0;
+    if (past_end)  // stay at the last step
+      for (int i = 0; i < levels_count_; ++i) counter_[levels_[i]] = ttu_.cnt[levels_[i]];
+    if (!strides_known_) {
+      strides_ = ttu_.strides();
+      strides_known_ = true;
+    }
+    const auto& strides = strides_;
+    address_ = ttu_.base;
+    for (int i = 0; i < levels_count_; ++i)
+      address_ += static_cast<int64_t>(counter_[levels_[i]]) * strides[levels_[i]];
+  }
   // The addresses of the next n steps into out[0..n), then advances past them.
   void take(int64_t* out, uint64_t n) {
     walk(n, [out](uint64_t i, int64_t at) { out[i] = at; });
@@ -160,10 +181,43 @@ class TtuWalker {
   uint32_t counter(int d) const { return counter_[d]; }
 
  private:
+  // Walks levels_[0..depth) through all their iterations from `at` (steps i onwards); returns the
+  // address of the last step. Between iterations of a level its increment applies, which rewinds
+  // the levels inside it (isa.md 2.0a).
+  template <typename F>
+  int64_t block(int depth, int64_t at, uint64_t& i, F& f) const {
+    const int d = levels_[depth - 1];
+    const uint32_t last = ttu_.cnt[d];
+    const int64_t inc = ttu_.inc[d];
+    if (depth == 1) {
+      for (uint32_t j = 0; j < last; ++j, at += inc) f(i++, at);
+      f(i++, at);
+      return at;
+    }
+    if (depth == 2) {  // the common tap window, without calls
+      const int e = levels_[0];
+      const uint32_t inner_last = ttu_.cnt[e];
+      const int64_t inner_inc = ttu_.inc[e];
+      for (uint32_t j = 0;; ++j) {
+        for (uint32_t k = 0; k < inner_last; ++k, at += inner_inc) f(i++, at);
+        f(i++, at);
+        if (j == last) return at;
+        at += inc;
+      }
+    }
+    for (uint32_t j = 0;; ++j) {
+      at = block(depth - 1, at, i, f);
+      if (j == last) return at;
+      at += inc;
+    }
+  }
+
   const OpTtu& ttu_;
   int64_t address_;
   std::array<uint32_t, 8> counter_{};
-  std::array<uint8_t, 8> levels_{};  // levels with more than one iteration, innermost first
+  std::array<uint8_t, 8> levels_{};   // levels with more than one iteration, innermost first
+  std::array<int64_t, 8> strides_{};  // the walk's strides, once skip() needed them
+  bool strides_known_ = false;
   int levels_count_ = 0;
 };
 

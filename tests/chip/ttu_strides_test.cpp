@@ -71,8 +71,8 @@ TEST(TtuStrides, WalkerVisitsBasePlusCountersTimesStrides) {
   EXPECT_EQ(visited, t.steps());
 }
 
-// take(out, n) is n rounds of address() + next(), for chunk sizes that end inside, at and across
-// the innermost level's runs, on random walks.
+// take(out, n) is n rounds of address() + next() (and skip(n) lands where they land), for chunk
+// sizes that end inside, at and across the innermost level's runs, on random walks.
 TEST(TtuStrides, TakeEqualsStepping) {
   std::mt19937 rng(5);
   for (int trial = 0; trial < 500; ++trial) {
@@ -92,6 +92,16 @@ TEST(TtuStrides, TakeEqualsStepping) {
       taking.take(got.data() + at, std::min<uint64_t>(chunk, got.size() - at));
     ASSERT_EQ(got, expected) << "trial " << trial << " chunk " << chunk;
     EXPECT_EQ(taking.address(), stepping.address());
+
+    // skip(n) lands where n rounds of next() land, also past the end (it stays at the last).
+    for (uint64_t from = 0; from < expected.size(); from += 1 + rng() % 4) {
+      TtuWalker skipping(t);
+      skipping.take(got.data(), from);
+      const uint64_t n = rng() % (expected.size() + 3);
+      skipping.skip(n);
+      ASSERT_EQ(skipping.address(), expected[std::min<uint64_t>(from + n, expected.size() - 1)])
+          << "trial " << trial << " from " << from << " skip " << n;
+    }
   }
 }
 

@@ -117,7 +117,7 @@ class OperandGather {
                   [w, &rows](uint64_t i, int64_t at) { w[i] = rows.row(at) + (at & 3); });
     else
       s_.par.walk(looked_up, [w, &rows](uint64_t i, int64_t at) { w[i] = rows.row(at); });
-    if (looked_up < n) s_.par.walk(n - looked_up, [](uint64_t, int64_t) {});
+    if (looked_up < n) s_.par.skip(n - looked_up);
     repeating_ = repeating;
     period_ = period;
   }
