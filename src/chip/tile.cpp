@@ -69,6 +69,17 @@ int64_t OpTtu::max_address() const {
   return hi;
 }
 
+OpTtu::Extent OpTtu::extent() const {
+  const auto s = strides();
+  Extent e{clamp_far(base), clamp_far(base)};
+  for (int k = 0; k < 8; ++k) {
+    const int64_t span = mul_far(s[k], static_cast<int64_t>(cnt[k]));
+    e.lo = clamp_far(e.lo + std::min<int64_t>(0, span));
+    e.hi = clamp_far(e.hi + std::max<int64_t>(0, span));
+  }
+  return e;
+}
+
 uint64_t OpTtu::steps() const {
   uint64_t n = 1;
   for (uint32_t c : cnt) n *= uint64_t{c} + 1;

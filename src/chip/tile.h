@@ -75,6 +75,11 @@ struct OpTtu {
   // Lowest and highest address the walk touches (analytic, O(8)).
   int64_t min_address() const;
   int64_t max_address() const;
+  // Both at once (one strides() computation).
+  struct Extent {
+    int64_t lo = 0, hi = 0;
+  };
+  Extent extent() const;
   uint64_t steps() const;  // product of (cnt_k + 1)
 };
 

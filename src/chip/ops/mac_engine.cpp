@@ -128,7 +128,10 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
   // of the "minus infinity" start.
   const bool is_max = spec.combine == Combine::kMax;
   const int32_t init = is_max ? std::numeric_limits<int32_t>::min() : 0;
-  std::vector<int32_t> acc(slots * kColumns, init);
+  thread_local std::vector<int32_t> acc_scratch;  // reused by every op on this thread
+  if (acc_scratch.size() < slots * kColumns) acc_scratch.resize(slots * kColumns);
+  int32_t* const acc = acc_scratch.data();
+  std::fill(acc, acc + slots * kColumns, init);
 
   const OutputStage stage{op.mult, op.clamp_min, op.clamp_max, op.out_zp};
   // The output stage in SSE2 registers when its constants allow (requantize4_fast).
@@ -149,17 +152,18 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
       spec.operand == OperandKind::kByteTimesLaneBroadcast)
     in_width = 1;
   if (spec.operand == OperandKind::kHalfwordsTimesRow16) in_width = 2;
-  auto check_narrow = [&](const OpTtu& t, uint32_t width, const char* what) {
-    if (t.min_address() < 0 || t.max_address() + width > kNarrowBytes)
-      env.fail_op(cat("`", what, "` walk ", t.min_address(), "..", t.max_address(), "+", width,
-                      " leaves narrow memory (", kNarrowBytes, " bytes)"));
+  auto check_narrow = [&](const OpTtu::Extent& e, uint32_t width, const char* what) {
+    if (e.lo < 0 || e.hi + width > kNarrowBytes)
+      env.fail_op(cat("`", what, "` walk ", e.lo, "..", e.hi, "+", width, " leaves narrow memory (",
+                      kNarrowBytes, " bytes)"));
   };
-  if (uses_in) check_narrow(op.in, in_width, "in");
-  check_narrow(op.out, 4, "out");
-  if (!fifo && (op.par.min_address() < 0 ||
-                (op.par.max_address() & ~int64_t{3}) * kWideUnitBytes + kWideRowBytes > kWideBytes))
-    env.fail_op(cat("`par` walk ", op.par.min_address(), "..", op.par.max_address(),
-                    " leaves wide memory (", kWideUnits, " units)"));
+  if (uses_in) check_narrow(op.in.extent(), in_width, "in");
+  check_narrow(op.out.extent(), 4, "out");
+  const OpTtu::Extent par_extent = op.par.extent();
+  if (!fifo && (par_extent.lo < 0 ||
+                (par_extent.hi & ~int64_t{3}) * kWideUnitBytes + kWideRowBytes > kWideBytes))
+    env.fail_op(cat("`par` walk ", par_extent.lo, "..", par_extent.hi, " leaves wide memory (",
+                    kWideUnits, " units)"));
   uint8_t* narrow_out = env.tile().narrow.data();
   const uint8_t* bias_bytes = env.tile().bias_store.data();
 
@@ -179,7 +183,7 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
              group_w = weights(is_group_loop);
 
   const uint32_t active = std::max(channels, last_channels);
-  ParRows rows(op, env, fifo);
+  ParRows rows(par_extent, env, fifo);
   RunSources sources{in,     par,      rows,    env.tile().narrow.data(),
                      active, op.in_zp, op.w_zp, word_times_rows_kernel()};
 

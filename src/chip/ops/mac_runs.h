@@ -21,14 +21,20 @@ namespace tinycoral::chip::ops {
 // every position).
 class ParRows {
  public:
-  ParRows(const OpInstr& op, OpEnv& env, bool fifo)
+  ParRows(const OpTtu::Extent& par, OpEnv& env, bool fifo)
       : env_(env), wide_(env.tile().wide.data()), fifo_(fifo) {
-    first_row_ = op.par.min_address() >> 2;
-    const int64_t last_row = op.par.max_address() >> 2;
+    first_row_ = par.lo >> 2;
+    const int64_t last_row = par.hi >> 2;
     cache_ = fifo && last_row - first_row_ < static_cast<int64_t>(kWideRows);
-    // Each entry remembers the fill it was looked up for, so moving to the next fill invalidates
-    // them all without clearing the table (its span can be thousands of rows).
-    if (cache_) rows_.resize(static_cast<size_t>(last_row - first_row_ + 1));
+    if (!cache_) return;
+    // The table is reused by every op on this thread; an entry counts only for the op (generation)
+    // and fill it was looked up for, so nothing is cleared between fills or ops.
+    thread_local std::vector<Cached> table;
+    thread_local uint64_t generation = 0;
+    const auto span = static_cast<size_t>(last_row - first_row_ + 1);
+    if (table.size() < span) table.resize(span);
+    rows_ = table.data();
+    generation_ = ++generation;
   }
   void set_fill(uint64_t fill) { fill_ = fill; }
   // Lookups that went to the tile's FIFO (they count their wide bytes there).
@@ -42,9 +48,10 @@ class ParRows {
     if (!fifo_) return wide_ + row_unit * kWideUnitBytes;
     if (!cache_ || row_unit < 0) return lookup(row_unit);
     Cached& c = rows_[static_cast<size_t>((row_unit >> 2) - first_row_)];
-    if (c.fill != fill_) {
+    if (c.fill != fill_ || c.generation != generation_) {
       c.bytes = lookup(row_unit);
       c.fill = fill_;
+      c.generation = generation_;
     }
     return c.bytes;
   }
@@ -55,15 +62,15 @@ class ParRows {
     return env_.par_fifo_row(static_cast<uint32_t>(fill_), row_unit);
   }
   struct Cached {
-    uint64_t fill = ~uint64_t{0};
+    uint64_t generation = 0, fill = 0;
     const uint8_t* bytes = nullptr;
   };
   OpEnv& env_;
   const uint8_t* wide_;
   bool fifo_, cache_ = false;
   int64_t first_row_ = 0;
-  uint64_t fill_ = 0, lookups_ = 0;
-  std::vector<Cached> rows_;
+  uint64_t fill_ = 0, lookups_ = 0, generation_ = 0;
+  Cached* rows_ = nullptr;
 };
 
 // Everything a run reads: the walkers stay positioned for the next run.
