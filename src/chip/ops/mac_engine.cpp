@@ -301,6 +301,12 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
   const bool repeating = by_batches && par_repeats_per_run(op.par, run_length, batch_runs);
   // Every column a step writes (the kernels touch [0, active) only; the others keep their start).
   const uint32_t touched = std::min(kColumns, active);
+  auto start_sums = [&](int32_t* a) {
+    if (init == 0)
+      std::memset(a, 0, touched * sizeof(int32_t));  // vectorised, unlike a fill with a variable
+    else
+      std::fill(a, a + touched, init);
+  };
 
   int reduced_past_zero = 0;
   uint64_t slot_index = 0, group_index = 0, fill_index = 0;
@@ -313,7 +319,7 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
       gather.gather(batch_runs * run_length, run_length, repeating);
       const bool starts = reduced_past_zero == 0, ends = reduced_not_last == 1;
       for (uint64_t r = 0; r < batch_runs; ++r) {
-        if (starts) std::fill(a, a + touched, init);
+        if (starts) start_sums(a);
         accumulate(a, gather.x(r), gather.w(r), run_length, sources, spec);
         if (ends) emit(a, group_index);
       }
@@ -322,7 +328,7 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
       ++reduced_past_zero;
       --reduced_not_last;
     } else {
-      if (reduced_past_zero == 0) std::fill(a, a + touched, init);
+      if (reduced_past_zero == 0) start_sums(a);
       accumulate_run(a, run_length, sources, gather, spec);
       if (by_runs) {  // the state at the run's last step
         counter[k0] = op.loops[k0];
