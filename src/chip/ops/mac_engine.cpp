@@ -213,10 +213,9 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
     out_words_left -= words;
     words_written += words;
     const uint8_t* biases = op.cfg4 ? bias_bytes + kBiasStoreBase + 4 * group * channels : nullptr;
-    int64_t at[kColumns / 4];
-    out.take(at, words);
     for (uint32_t w = 0; w < words; ++w) {
-      uint8_t* dst = narrow_out + at[w];
+      uint8_t* dst = narrow_out + out.address();
+      out.next();
 #if defined(__SSE2__)
       if (vector_stage) {
         // Accumulator + bias + offset in int32 lanes: the 32-bit wrap of the chip's accumulator
