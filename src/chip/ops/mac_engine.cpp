@@ -183,6 +183,16 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
              group_w = weights(is_group_loop);
 
   const uint32_t active = std::max(channels, last_channels);
+  // Every column a step writes (the kernels touch [0, active) only; the others keep their start).
+  const uint32_t touched = std::min(kColumns, active);
+  // Whole words of them: an output word reads 4 columns.
+  const uint32_t touched4 = std::min(kColumns, (touched + 3) & ~3u);
+  auto start_sums = [&](int32_t* a) {
+    if (init == 0)
+      std::memset(a, 0, touched4 * sizeof(int32_t));  // vectorised, unlike a fill with a variable
+    else
+      std::fill(a, a + touched4, init);
+  };
   ParRows rows(par_extent, env, fifo);
   RunSources sources{in,     par,      rows,    env.tile().narrow.data(),
                      active, op.in_zp, op.w_zp, word_times_rows_kernel()};
@@ -206,6 +216,17 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
                       " bytes"));
   }
   uint64_t words_written = 0;
+#if defined(__SSE2__)
+  // One output word on the vector path: accumulator + bias + offset in int32 lanes (the 32-bit wrap
+  // of the chip's accumulator, isa.md 2.1.4 step 1, is the lanes' own), then the output stage.
+  auto write_word = [&](const int32_t* a, const uint8_t* bias, uint8_t* dst) {
+    __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a));
+    if (is_max) v = _mm_andnot_si128(_mm_cmpeq_epi32(v, _mm_set1_epi32(init)), v);
+    if (bias) v = _mm_add_epi32(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(bias)));
+    const int32_t bytes = requantize4_sse(_mm_add_epi32(v, offset), constants);
+    std::memcpy(dst, &bytes, 4);
+  };
+#endif
   auto emit = [&](const int32_t* a, uint64_t group) {
     const bool last = group + 1 == groups;
     const uint32_t words = last ? last_words : full_words;
@@ -218,14 +239,7 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
       out.next();
 #if defined(__SSE2__)
       if (vector_stage) {
-        // Accumulator + bias + offset in int32 lanes: the 32-bit wrap of the chip's accumulator
-        // (isa.md 2.1.4 step 1) is the lanes' own.
-        __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + 4 * w));
-        if (is_max) v = _mm_andnot_si128(_mm_cmpeq_epi32(v, _mm_set1_epi32(init)), v);
-        if (biases)
-          v = _mm_add_epi32(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(biases + 16 * w)));
-        const int32_t bytes = requantize4_sse(_mm_add_epi32(v, offset), constants);
-        std::memcpy(dst, &bytes, 4);
+        write_word(a + 4 * w, biases ? biases + 16 * w : nullptr, dst);
         continue;
       }
 #endif
@@ -254,6 +268,24 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
     }
     if (last)
       for (uint32_t k = 0; k < last_skip && out_words_left > 0; ++k, --out_words_left) out.next();
+  };
+
+  // The output words of a batch's runs (sums of run r at r * touched4), `words` per run.
+  auto write_batch = [&](const int32_t* sums, uint32_t words, uint64_t group, uint64_t total) {
+#if defined(__SSE2__)
+    const uint8_t* biases = op.cfg4 ? bias_bytes + kBiasStoreBase + 4 * group * channels : nullptr;
+    const int32_t* run = sums;
+    uint32_t w = 0;
+    out.walk(total, [&](uint64_t, int64_t at) {
+      write_word(run + 4 * w, biases ? biases + 16 * w : nullptr, narrow_out + at);
+      if (++w == words) {
+        w = 0;
+        run += touched4;
+      }
+    });
+#else
+    (void)sums, (void)words, (void)group, (void)total;
+#endif
   };
 
   // Incremental bookkeeping, like the TTUs' rewinding increments: when loop k advances and the
@@ -299,14 +331,6 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
       sources, std::min<uint64_t>(steps, by_batches ? batch_runs * run_length : uint64_t{64}),
       spec);
   const bool repeating = by_batches && par_repeats_per_run(op.par, run_length, batch_runs);
-  // Every column a step writes (the kernels touch [0, active) only; the others keep their start).
-  const uint32_t touched = std::min(kColumns, active);
-  auto start_sums = [&](int32_t* a) {
-    if (init == 0)
-      std::memset(a, 0, touched * sizeof(int32_t));  // vectorised, unlike a fill with a variable
-    else
-      std::fill(a, a + touched, init);
-  };
 
   int reduced_past_zero = 0;
   uint64_t slot_index = 0, group_index = 0, fill_index = 0;
@@ -318,10 +342,30 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
       // reduction is complete when the loops outside k1 say so.
       gather.gather(batch_runs * run_length, run_length, repeating);
       const bool starts = reduced_past_zero == 0, ends = reduced_not_last == 1;
-      for (uint64_t r = 0; r < batch_runs; ++r) {
-        if (starts) start_sums(a);
-        accumulate(a, gather.x(r), gather.w(r), run_length, sources, spec);
-        if (ends) emit(a, group_index);
+      const bool last_group = group_index + 1 == groups;
+      const uint32_t words = last_group ? last_words : full_words;
+      if (starts && ends && vector_stage && !(last_group && last_skip > 0) &&
+          4 * words <= touched4) {
+        // Every run's sums first, each in its own slice, then all the batch's output words in one
+        // walk of `out`: the same words in the same order as one emit per run.
+        thread_local std::vector<int32_t> sums_scratch;
+        if (sums_scratch.size() < batch_runs * touched4) sums_scratch.resize(batch_runs * touched4);
+        int32_t* const sums = sums_scratch.data();
+        for (uint64_t r = 0; r < batch_runs; ++r) {
+          start_sums(sums + r * touched4);
+          accumulate(sums + r * touched4, gather.x(r), gather.w(r), run_length, sources, spec);
+        }
+        const uint64_t total = batch_runs * words;
+        if (out_words_left < total) env.fail_op("`out` TTU exhausted before the last output word");
+        out_words_left -= total;
+        words_written += total;
+        write_batch(sums, words, group_index, total);
+      } else {
+        for (uint64_t r = 0; r < batch_runs; ++r) {
+          if (starts) start_sums(a);
+          accumulate(a, gather.x(r), gather.w(r), run_length, sources, spec);
+          if (ends) emit(a, group_index);
+        }
       }
       counter[k0] = op.loops[k0];
       counter[k1] = op.loops[k1];
