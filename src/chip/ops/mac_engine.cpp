@@ -9,6 +9,7 @@
 #include "chip/ops/mac_kernels.h"
 #include "chip/ops/mac_runs.h"
 #include "chip/ops/nlu.h"
+#include "chip/ops/output_words.h"
 #include "chip/ops/requantize.h"
 
 namespace tinycoral::chip::ops {
@@ -270,22 +271,22 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
       for (uint32_t k = 0; k < last_skip && out_words_left > 0; ++k, --out_words_left) out.next();
   };
 
-  // The output words of a batch's runs (sums of run r at r * touched4), `words` per run.
+  // The output words of a batch's runs (sums of run r at r * touched4), `words` per run: their
+  // addresses in one walk of `out`, then the output stage over all of them (output_words.h).
+  const OutputWordsKernel output_words = output_words_kernel();
   auto write_batch = [&](const int32_t* sums, uint32_t words, uint64_t group, uint64_t total) {
-#if defined(__SSE2__)
-    const uint8_t* biases = op.cfg4 ? bias_bytes + kBiasStoreBase + 4 * group * channels : nullptr;
-    const int32_t* run = sums;
-    uint32_t w = 0;
-    out.walk(total, [&](uint64_t, int64_t at) {
-      write_word(run + 4 * w, biases ? biases + 16 * w : nullptr, narrow_out + at);
-      if (++w == words) {
-        w = 0;
-        run += touched4;
-      }
-    });
-#else
-    (void)sums, (void)words, (void)group, (void)total;
-#endif
+    thread_local std::vector<int64_t> at_scratch;
+    if (at_scratch.size() < total) at_scratch.resize(total);
+    out.take(at_scratch.data(), total);
+    OutputWords o;
+    o.sums = sums;
+    o.stride = touched4;
+    o.words = words;
+    o.biases = op.cfg4 ? bias_bytes + kBiasStoreBase + 4 * group * channels : nullptr;
+    o.offset = op.offset;
+    o.is_max = is_max;
+    o.empty = init;
+    output_words(o, stage, narrow_out, at_scratch.data(), total);
   };
 
   // Incremental bookkeeping, like the TTUs' rewinding increments: when loop k advances and the
