@@ -194,19 +194,27 @@ class TtuWalker {
     const int d = levels_[depth - 1];
     const uint32_t last = ttu_.cnt[d];
     const int64_t inc = ttu_.inc[d];
+    // The step index lives in a local while it counts (through the reference every f call would
+    // load and store it).
     if (depth == 1) {
-      for (uint32_t j = 0; j < last; ++j, at += inc) f(i++, at);
-      f(i++, at);
+      uint64_t n = i;
+      for (uint32_t j = 0; j < last; ++j, at += inc) f(n++, at);
+      f(n++, at);
+      i = n;
       return at;
     }
     if (depth == 2) {  // the common tap window, without calls
       const int e = levels_[0];
       const uint32_t inner_last = ttu_.cnt[e];
       const int64_t inner_inc = ttu_.inc[e];
+      uint64_t n = i;
       for (uint32_t j = 0;; ++j) {
-        for (uint32_t k = 0; k < inner_last; ++k, at += inner_inc) f(i++, at);
-        f(i++, at);
-        if (j == last) return at;
+        for (uint32_t k = 0; k < inner_last; ++k, at += inner_inc) f(n++, at);
+        f(n++, at);
+        if (j == last) {
+          i = n;
+          return at;
+        }
         at += inc;
       }
     }
