@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "chip/ops/mac_runs.h"
 #include "chip/tile.h"
 
 namespace tinycoral::chip {
@@ -103,6 +104,37 @@ TEST(TtuStrides, TakeEqualsStepping) {
           << "trial " << trial << " from " << from << " skip " << n;
     }
   }
+}
+
+// split_walk: where a walk's inner levels cover exactly a run, every run is its start (the outer
+// levels' own walk) plus the first run's offsets; elsewhere it declines.
+TEST(TtuStrides, SplitWalkGivesRunStartsPlusOnePattern) {
+  std::mt19937 rng(13);
+  int split = 0;
+  for (int trial = 0; trial < 500; ++trial) {
+    OpTtu t;
+    t.base = static_cast<int64_t>(rng() % 1000);
+    for (int k = 0; k < 8; ++k) {
+      t.cnt[k] = rng() % 3 == 0 ? rng() % 4 : 0;
+      t.inc[k] = static_cast<int64_t>(rng() % 61) - 30;
+    }
+    std::vector<int64_t> walk;
+    TtuWalker w(t);
+    do walk.push_back(w.address());
+    while (w.next());
+    const uint64_t length = 1 + rng() % 12;
+    OpTtu outer;
+    if (!ops::split_walk(t, length, outer)) continue;
+    ++split;
+    ASSERT_EQ(walk.size() % length, 0u);
+    TtuWalker starts(outer);
+    ASSERT_EQ(outer.steps(), walk.size() / length) << "trial " << trial;
+    for (size_t r = 0; r < walk.size() / length; ++r, starts.next())
+      for (size_t i = 0; i < length; ++i)
+        ASSERT_EQ(starts.address() + (walk[i] - walk[0]), walk[r * length + i])
+            << "trial " << trial << " run " << r << " step " << i;
+  }
+  EXPECT_GT(split, 50);
 }
 
 }  // namespace

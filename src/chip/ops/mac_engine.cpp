@@ -200,8 +200,15 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
 #endif
   };
   ParRows rows(par_extent, env, fifo);
-  RunSources sources{in,     par,      rows,    env.tile().narrow.data(),
-                     active, op.in_zp, op.w_zp, word_times_rows_kernel()};
+  RunSources sources{in,
+                     op.in,
+                     par,
+                     rows,
+                     env.tile().narrow.data(),
+                     active,
+                     op.in_zp,
+                     op.w_zp,
+                     word_times_rows_kernel()};
 
   // Output words per group (the last one may differ: out_last_*), their biases checked once for
   // every group.
@@ -337,6 +344,7 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
       sources, std::min<uint64_t>(steps, by_batches ? batch_runs * run_length : uint64_t{64}),
       spec);
   const bool repeating = by_batches && par_repeats_per_run(op.par, run_length, batch_runs);
+  if (by_batches) gather.split_in_runs(run_length);
 
   int reduced_past_zero = 0;
   uint64_t slot_index = 0, group_index = 0, fill_index = 0;

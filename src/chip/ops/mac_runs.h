@@ -6,8 +6,10 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "chip/ops/mac_engine.h"
@@ -76,6 +78,7 @@ class ParRows {
 // Everything a run reads: the walkers stay positioned for the next run.
 struct RunSources {
   TtuWalker& in;
+  const OpTtu& in_ttu;
   TtuWalker& par;
   ParRows& rows;
   const uint8_t* narrow;
@@ -86,6 +89,35 @@ struct RunSources {
 
 inline void add_wrapping(int32_t& a, int64_t v) {
   a = static_cast<int32_t>(static_cast<uint32_t>(a) + static_cast<uint32_t>(v));
+}
+
+// A walk whose innermost levels (those with more than one iteration) cover exactly `length` steps
+// splits into runs that repeat one pattern of offsets from each run's first address; the run starts
+// are the walk of the outer levels alone (`outer`: the same strides, its own rewinding increments,
+// isa.md 2.0a). False when the levels do not split there.
+inline bool split_walk(const OpTtu& t, uint64_t length, OpTtu& outer) {
+  const auto strides = t.strides();
+  uint64_t inner = 1;
+  int first_outer = 8;
+  for (int k = 0; k < 8; ++k) {
+    if (t.cnt[k] == 0) continue;
+    if (inner == length) {
+      first_outer = k;
+      break;
+    }
+    inner *= uint64_t{t.cnt[k]} + 1;
+    if (inner > length) return false;
+  }
+  if (inner != length) return false;
+  outer = OpTtu{};
+  outer.base = t.base;
+  int64_t rewound = 0;  // sum over the outer levels inside k of cnt_e * S_e
+  for (int k = first_outer; k < 8; ++k) {
+    outer.cnt[k] = t.cnt[k];
+    outer.inc[k] = strides[k] - rewound;
+    rewound += static_cast<int64_t>(t.cnt[k]) * strides[k];
+  }
+  return true;
 }
 
 // The operands of a stretch of steps, gathered ahead: each step's input (a pointer into narrow
@@ -110,8 +142,29 @@ class OperandGather {
     w_ = w_scratch.data();
   }
   uint64_t capacity() const { return capacity_; }
+  // Batches of runs of `length` steps (mac_engine.cpp): when the `in` walk splits into runs
+  // (split_walk), each run's input pointers are its start plus one offset pattern, found once
+  // here, and the run starts come from the outer levels' walk. Only for ops that run entirely in
+  // batches: the `in` walker itself no longer moves.
+  void split_in_runs(uint64_t length) {
+    if (!uses_in_ || length > kMaxPattern || !split_walk(s_.in_ttu, length, outer_in_)) return;
+    TtuWalker first(s_.in_ttu);
+    for (uint64_t t = 0; t < length; ++t, first.next())
+      in_pattern_[t] = first.address() - s_.in_ttu.base;
+    outer_walker_.emplace(outer_in_);
+    pattern_length_ = length;
+  }
   void gather(uint64_t n, uint64_t period = 0, bool repeating = false) {
-    if (uses_in_) {
+    if (uses_in_ && pattern_length_ != 0 && period == pattern_length_) {
+      const uint8_t* const narrow = s_.narrow;
+      const uint8_t** const x = x_;
+      const int64_t* const pattern = in_pattern_.data();
+      outer_walker_->walk(n / period, [x, narrow, pattern, period](uint64_t r, int64_t at) {
+        const uint8_t** run = x + r * period;
+        const uint8_t* start = narrow + at;
+        for (uint64_t t = 0; t < period; ++t) run[t] = start + pattern[t];
+      });
+    } else if (uses_in_) {
       const uint8_t* const narrow = s_.narrow;
       const uint8_t** const x = x_;
       s_.in.walk(n, [x, narrow](uint64_t i, int64_t at) { x[i] = narrow + at; });
@@ -140,6 +193,11 @@ class OperandGather {
   const uint8_t** w_;
   uint64_t period_ = 0;
   bool repeating_ = false;
+  static constexpr uint64_t kMaxPattern = 64;
+  std::array<int64_t, kMaxPattern> in_pattern_{};
+  uint64_t pattern_length_ = 0;
+  OpTtu outer_in_;
+  std::optional<TtuWalker> outer_walker_;
 };
 
 // n gathered steps of the operand kinds other than word times row (mac_engine.h defines each).
