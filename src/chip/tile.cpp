@@ -19,6 +19,28 @@ int64_t mul_far(int64_t a, int64_t b) {
 }  // namespace
 
 std::array<int64_t, 8> OpTtu::strides() const {
+  // Programs ask for the strides of the same few walks thousands of times per run (extents,
+  // loop roles, splits): remember the last ones per thread, keyed by increments and counts.
+  struct Memo {
+    std::array<int64_t, 8> inc{};
+    std::array<uint32_t, 8> cnt{};
+    std::array<int64_t, 8> strides{};
+    bool valid = false;
+  };
+  thread_local std::array<Memo, 64> memo;
+  uint64_t hash = 0;
+  for (int k = 0; k < 8; ++k)
+    hash = (hash ^ static_cast<uint64_t>(inc[k]) ^ (uint64_t{cnt[k]} << 32)) * 0x9e3779b97f4a7c15u;
+  Memo& m = memo[hash >> 58];
+  if (m.valid && m.inc == inc && m.cnt == cnt) return m.strides;
+  m.inc = inc;
+  m.cnt = cnt;
+  m.strides = compute_strides();
+  m.valid = true;
+  return m.strides;
+}
+
+std::array<int64_t, 8> OpTtu::compute_strides() const {
   // S_k = INC_k + sum_{e<k} cnt_e * S_e (isa.md 2.0a). Fast path, O(8): while the magnitudes of
   // every product and partial sum stay within kFar no saturation can trigger, so the running sum
   // gives exactly what the saturating O(64) loop below gives (ops ask for this many times each).

@@ -72,6 +72,7 @@ struct OpTtu {
 
   // Logical strides S_k (addr = base + sum c_k S_k), from the rewinding increments.
   std::array<int64_t, 8> strides() const;
+  std::array<int64_t, 8> compute_strides() const;  // the same, without the per-thread memo
   // Lowest and highest address the walk touches (analytic, O(8)).
   int64_t min_address() const;
   int64_t max_address() const;
