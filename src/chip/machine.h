@@ -27,19 +27,6 @@ constexpr uint32_t kScalarMemoryBytes = 16384;
 constexpr uint32_t kScalarStreamBytes = 1 << 20;
 constexpr uint32_t kNone = UINT32_MAX;
 
-// Memory spaces an instruction's footprint can touch.
-enum class Space : uint8_t { kNarrow, kWide, kBias, kNlu, kScalarMemory };
-
-struct Access {
-  Space space = Space::kNarrow;
-  bool write = false;
-  int64_t lo = 0, hi = 0;  // bytes, [lo, hi): the bounding box
-  bool forward = false;    // a read with no earlier writer in its region: waits for a later one
-  // The exact byte runs, sorted and merged ([lo, hi) when empty): strided halo columns must not
-  // look like they touch everything in between.
-  std::vector<std::pair<int64_t, int64_t>> runs;
-};
-
 // The byte runs a TTU walk touches: address(step) * scale + base, `element` bytes each. Falls back
 // to the bounding box for walks longer than a million steps.
 Access access_of(Space space, bool write, const OpTtu& ttu, int64_t scale, int64_t base,
@@ -134,9 +121,12 @@ struct VirtualEdgeTpu::Impl {
   ScalarState scalar;
 
   // Programs: the running one and those received after it.
-  std::unique_ptr<Program> program;
-  std::vector<std::unique_ptr<Program>> retired;  // earlier chunks whose works may still run
-  std::deque<std::unique_ptr<Program>> pending_programs;
+  std::shared_ptr<Program> program;
+  std::vector<std::shared_ptr<Program>> retired;  // earlier chunks whose works may still run
+  std::deque<std::shared_ptr<Program>> pending_programs;
+  // Recently decoded programs, newest last: the host resends the same execution program for every
+  // inference, and a program reused keeps the footprints and row visits cached in it.
+  std::vector<std::shared_ptr<Program>> decoded;
   uint32_t programs_received = 0;
   uint64_t budget_used = 0;
 
@@ -193,6 +183,9 @@ struct VirtualEdgeTpu::Impl {
   void trace(const Work& w);
   void charge(uint64_t instructions = 1);
   void start_next_program();
+  // virtual_edge_tpu.cpp: a program decoded before from the same bytes, or nullptr.
+  std::shared_ptr<Program> reuse_decoded(std::span<const uint8_t> bitstream);
+  void remember_decoded(std::shared_ptr<Program> program);
 
   // scalar_core.cpp
   bool step_scalar();  // one instruction; false when blocked or not running
@@ -202,9 +195,11 @@ struct VirtualEdgeTpu::Impl {
 
   // tile_units.cpp
   bool try_run_tile_work(uint32_t id);
-  std::vector<Access> footprint(const ProgramItem& item, int tile);
+  std::vector<Access> footprint(const ProgramItem& item);  // depends on the item only
+  const std::vector<Access>& footprint_of(const Program& program, uint32_t index);  // cached
   void note_bias_groups(TileState& ts, const WideNarrowInstr& load);
-  std::vector<uint32_t> fifo_writers_all_taken(const TileState& ts, const WideNarrowInstr& reader);
+  std::vector<uint32_t> fifo_writers_all_taken(const TileState& ts, const Program& program,
+                                               uint32_t index);
 
   // dma_units.cpp
   bool try_run_dma_work(uint32_t id);

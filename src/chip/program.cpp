@@ -4,6 +4,7 @@
 #include "chip/program.h"
 
 #include <bit>
+#include <cstring>
 
 #include "common/bits.h"
 #include "common/error.h"
@@ -245,6 +246,8 @@ Decoded decode_item(const isa::Instruction& in) {
 
 std::unique_ptr<Program> Program::decode(std::span<const uint8_t> bitstream) {
   auto program = std::make_unique<Program>();
+  program->bitstream.assign(bitstream.begin(), bitstream.end());
+  program->hash = hash_of(bitstream);
   program->raw = isa::decode(bitstream);
   program->items.reserve(program->raw.size());
   program->item_at_word.assign(bitstream.size() / isa::kWordBytes, UINT32_MAX);
@@ -258,7 +261,20 @@ std::unique_ptr<Program> Program::decode(std::span<const uint8_t> bitstream) {
     program->item_at_word.at(in.word_offset) = static_cast<uint32_t>(i);
     program->items.push_back(std::move(item));
   }
+  program->facts.resize(program->items.size());
   return program;
+}
+
+uint64_t Program::hash_of(std::span<const uint8_t> bitstream) {
+  uint64_t h = 14695981039346656037ull;  // FNV-1a, 8 bytes per round
+  size_t i = 0;
+  for (; i + 8 <= bitstream.size(); i += 8) {
+    uint64_t v;
+    std::memcpy(&v, bitstream.data() + i, 8);
+    h = (h ^ v) * 1099511628211ull;
+  }
+  for (; i < bitstream.size(); ++i) h = (h ^ bitstream[i]) * 1099511628211ull;
+  return h;
 }
 
 std::string opcode_name(uint8_t opcode) {

@@ -137,10 +137,40 @@ struct ProgramItem {
   Decoded decoded;
 };
 
+// Memory spaces an instruction's footprint can touch.
+enum class Space : uint8_t { kNarrow, kWide, kBias, kNlu, kScalarMemory };
+
+// A byte region an instruction reads or writes (the scheduler's hazards, scheduler.cpp).
+struct Access {
+  Space space = Space::kNarrow;
+  bool write = false;
+  int64_t lo = 0, hi = 0;  // bytes, [lo, hi): the bounding box
+  bool forward = false;    // a read with no earlier writer in its region: waits for a later one
+  // The exact byte runs, sorted and merged ([lo, hi) when empty): strided halo columns must not
+  // look like they touch everything in between.
+  std::vector<std::pair<int64_t, int64_t>> runs;
+};
+
+// What the scheduler derives from one item alone, computed on its first dispatch and kept for
+// every later one (loop bodies and the same program resent for the next inference).
+struct ItemFacts {
+  bool footprint_known = false;
+  std::vector<Access> footprint;
+  bool rows_known = false;
+  // Ring / narrowToWide / wideToNarrow: visits per 256-byte wide row of the wide walk, by row.
+  std::vector<std::pair<uint32_t, uint64_t>> row_visits;
+};
+
 struct Program {
+  std::vector<uint8_t> bitstream;     // the bytes decoded, to recognise the same program resent
+  uint64_t hash = 0;                  // of `bitstream`
   std::vector<isa::Instruction> raw;  // OpInstr::source points in here: keep the Program in place
   std::vector<ProgramItem> items;
   std::vector<uint32_t> item_at_word;  // word offset -> item index (or UINT32_MAX inside an item)
+  // Per item, filled by the scheduler as it dispatches (a cache: the program stays immutable).
+  mutable std::vector<ItemFacts> facts;
+
+  static uint64_t hash_of(std::span<const uint8_t> bitstream);
 
   // Throws Error naming the word offset for anything that cannot be decoded.
   static std::unique_ptr<Program> decode(std::span<const uint8_t> bitstream);

@@ -364,8 +364,7 @@ void VirtualEdgeTpu::Impl::dispatch(uint32_t index) {
   const uint16_t mask = tile_mask_of(item);
   const RingInstr* producer = nullptr;
   std::vector<uint32_t> producer_works;
-  std::vector<Access> item_footprint;
-  bool footprint_done = false;
+  const std::vector<Access>* item_footprint = nullptr;  // the same for all its tiles
   if (opcode == 0x10 && (std::get<RingInstr>(item.decoded).dest & 0xffff) != 0)
     producer = &std::get<RingInstr>(item.decoded);
   for (int t = 0; t < static_cast<int>(kTileCount); ++t) {
@@ -398,12 +397,8 @@ void VirtualEdgeTpu::Impl::dispatch(uint32_t index) {
     }
     const UnitId unit = tile_unit_of(opcode);
     const uint32_t id = new_work(index, t, unit);
-    // The footprint depends on the instruction only: walk its TTUs once for all its tiles.
-    if (!footprint_done) {
-      item_footprint = footprint(item, t);
-      footprint_done = true;
-    }
-    works[id].accesses = item_footprint;
+    if (!item_footprint) item_footprint = &footprint_of(*program, index);
+    works[id].accesses = *item_footprint;
     const uint32_t barrier = ts.last_barrier[static_cast<size_t>(unit)];
     if (barrier != kNone) works[id].deps.push_back(barrier);
     if (opcode == 0x10) {
@@ -422,7 +417,7 @@ void VirtualEdgeTpu::Impl::dispatch(uint32_t index) {
     }
     // A FIFO reader whose rows' earlier fills are all taken reads the next writer's fill.
     std::vector<uint32_t> taken;
-    if (opcode == 0x14) taken = fifo_writers_all_taken(ts, std::get<WideNarrowInstr>(item.decoded));
+    if (opcode == 0x14) taken = fifo_writers_all_taken(ts, *program, index);
     if (taken.empty()) {
       add_hazards(ts, works[id], id);
     } else {

@@ -161,11 +161,11 @@ const uint8_t* OpEnv::par_fifo_row(uint32_t fill, int64_t unit) {
     fail_op(
         cat("FIFO row at unit ", unit, " is not a wide row start inside ", kWideUnits, " units"));
   const uint32_t row = static_cast<uint32_t>(unit / 4);
-  auto it = tile_.fifo_rows.find(row);
-  if (it == tile_.fifo_rows.end() || fill >= it->second.fills.size())
+  const FifoRow* r = tile_.fifo_rows.find(row);
+  if (!r || fill >= r->fills.size())
     fail_op(cat("FIFO row at unit ", unit, ": fill ", fill, " was never written"));
   tile_.stats.wide_bytes_read += kWideRowBytes;
-  return it->second.fills[fill].data();
+  return r->fills[fill].data();
 }
 
 uint8_t* OpEnv::bias_store(int64_t address, uint32_t length) {

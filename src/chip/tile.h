@@ -311,6 +311,41 @@ struct FifoRow {
   uint64_t consumed = 0;  // fills consumed
 };
 
+// A tile's FIFO rows by 256-byte row index: a flat table (ring consumers look a row up for every
+// packet, too often for a hash map), remembering the rows in use so that clearing stays cheap.
+class FifoRows {
+ public:
+  FifoRow& operator[](uint32_t row) {
+    if (row >= kWideRows) fail("FIFO row ", row, " beyond the ", kWideRows, " wide rows");
+    if (rows_.empty()) {
+      rows_.resize(kWideRows);
+      in_use_.resize(kWideRows);
+    }
+    if (!in_use_[row]) {
+      in_use_[row] = 1;
+      used_.push_back(row);
+    }
+    return rows_[row];
+  }
+  // The row, or nullptr when it was never used.
+  FifoRow* find(uint32_t row) { return row < rows_.size() && in_use_[row] ? &rows_[row] : nullptr; }
+  const FifoRow* find(uint32_t row) const {
+    return row < rows_.size() && in_use_[row] ? &rows_[row] : nullptr;
+  }
+  void clear() {
+    for (uint32_t row : used_) {
+      rows_[row] = FifoRow{};
+      in_use_[row] = 0;
+    }
+    used_.clear();
+  }
+
+ private:
+  std::vector<FifoRow> rows_;
+  std::vector<uint8_t> in_use_;
+  std::vector<uint32_t> used_;
+};
+
 struct Tile {
   uint32_t index = 0;
   std::vector<uint8_t> narrow = std::vector<uint8_t>(kNarrowBytes);
@@ -321,7 +356,7 @@ struct Tile {
   std::array<int32_t, 19>
       counters{};  // tile sync counters: recorded for diagnostics, never waited on
   TileStats stats;
-  std::unordered_map<uint32_t, FifoRow> fifo_rows;
+  FifoRows fifo_rows;
   // Chunks a circular-streaming wideToNarrow wrote into its narrow staging (keyed by the staging's
   // word address), in order: the chip's op and wideToNarrow hand the staging over chunk by chunk,
   // which instructions running as a whole can only replay from this history (docs/chip.md).

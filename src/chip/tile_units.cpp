@@ -68,12 +68,11 @@ StagingChunks staging_chunks(const WideNarrowInstr& n) {
 // ringConsumer1; the depthwise op at word 972 must see its own 16 fills, not an older one). The
 // hazards make the next writer wait for this reader, so its own fills are the newest.
 void drop_stale_fills(Tile& tile, uint32_t row, uint64_t needed) {
-  auto it = tile.fifo_rows.find(row);
-  if (it == tile.fifo_rows.end()) return;
-  auto& fills = it->second.fills;
-  while (fills.size() > needed) {
-    fills.pop_front();
-    ++it->second.consumed;
+  FifoRow* r = tile.fifo_rows.find(row);
+  if (!r) return;
+  while (r->fills.size() > needed) {
+    r->fills.pop_front();
+    ++r->consumed;
   }
 }
 // Rows one producer or wideToNarrow may walk: far above Google's programs (MobileNet v1 1.0's
@@ -81,15 +80,40 @@ void drop_stale_fills(Tile& tile, uint32_t row, uint64_t needed) {
 // cannot build a stream of gigabytes.
 constexpr uint64_t kMaxRowSteps = 1u << 16;
 
-// Visits per wide row of a DMA walk in 256-byte rows starting at `unit`.
-std::unordered_map<uint32_t, uint64_t> row_visits(const DmaTtu& ttu, int64_t unit) {
-  std::unordered_map<uint32_t, uint64_t> visits;
+// Visits per wide row of a DMA walk in 256-byte rows starting at `unit`, sorted by row.
+using RowVisits = std::vector<std::pair<uint32_t, uint64_t>>;
+RowVisits row_visits(const DmaTtu& ttu, int64_t unit) {
+  std::vector<uint32_t> rows;
   TtuWalker w(ttu);
   do {
     const int64_t u = unit + 4 * w.address();
-    if (u >= 0 && u % 4 == 0) ++visits[static_cast<uint32_t>(u / 4)];
+    if (u >= 0 && u % 4 == 0) rows.push_back(static_cast<uint32_t>(u / 4));
   } while (w.next());
+  std::sort(rows.begin(), rows.end());
+  RowVisits visits;
+  for (uint32_t row : rows)
+    if (!visits.empty() && visits.back().first == row)
+      ++visits.back().second;
+    else
+      visits.push_back({row, 1});
   return visits;
+}
+
+// The row visits of a ring (0x10-0x12), narrowToWide or wideToNarrow item's wide walk, cached in
+// the program (callers bound the walk to kMaxRowSteps first).
+const RowVisits& item_rows(const Program& program, uint32_t index) {
+  ItemFacts& facts = program.facts[index];
+  if (facts.rows_known) return facts.row_visits;
+  const ProgramItem& item = program.items[index];
+  if (item.opcode >= 0x10 && item.opcode <= 0x12) {
+    const auto& r = std::get<RingInstr>(item.decoded);
+    facts.row_visits = row_visits(r.ttu, item.opcode == 0x10 ? r.addr : consumer_base(r));
+  } else if (item.opcode == 0x13 || item.opcode == 0x14) {
+    const auto& n = std::get<WideNarrowInstr>(item.decoded);
+    facts.row_visits = row_visits(n.wide_ttu, n.wide_addr);
+  }
+  facts.rows_known = true;
+  return facts.row_visits;
 }
 
 // Elements one mesh half may walk (Google's largest: the 16-position x 256-channel gather).
@@ -203,47 +227,60 @@ uint64_t consumer_packets_needed(const RingInstr& r, uint32_t known_groups) {
 // whose fill it carries; without this every tile's classifier input had tile 0's 64 channels
 // twice).
 std::vector<uint32_t> VirtualEdgeTpu::Impl::fifo_writers_all_taken(const TileState& ts,
-                                                                   const WideNarrowInstr& reader) {
+                                                                   const Program& program,
+                                                                   uint32_t index) {
+  const auto& reader = std::get<WideNarrowInstr>(program.items[index].decoded);
   if (!reader.wide_circ || reader.mode == 2 || reader.wide_ttu.steps() > kMaxRowSteps) return {};
-  const auto rows = row_visits(reader.wide_ttu, reader.wide_addr);
+  const RowVisits& rows = item_rows(program, index);
   if (rows.empty()) return {};
-  std::unordered_map<uint32_t, uint64_t> filled, taken;
+  // Fills written and taken per reader row (same order as `rows`).
+  std::vector<uint64_t> filled(rows.size()), taken(rows.size());
   std::vector<uint32_t> writers;
   for (uint32_t eid : ts.region) {
     const Work& e = works[eid];
     const ProgramItem& item = e.program->items[e.item];
-    std::unordered_map<uint32_t, uint64_t> visits;
     bool writes = false;
     if (item.opcode == 0x11 || item.opcode == 0x12) {
       const auto& r = std::get<RingInstr>(item.decoded);
       if (r.ttu.steps() > kMaxRowSteps) return {};
-      visits = row_visits(r.ttu, consumer_base(r));
       writes = true;
     } else if (item.opcode == 0x13 || item.opcode == 0x14) {
       const auto& n = std::get<WideNarrowInstr>(item.decoded);
       if (!n.wide_circ || n.wide_ttu.steps() > kMaxRowSteps) continue;
       if (item.opcode == 0x14 && n.mode == 2) continue;
-      visits = row_visits(n.wide_ttu, n.wide_addr);
       writes = item.opcode == 0x13;
     } else {
       continue;
     }
+    const RowVisits& visits = item_rows(*e.program, e.item);
+    // Both sorted by row: merge.
     bool touches = false;
+    size_t i = 0;
     for (auto [row, count] : visits) {
-      if (!rows.count(row)) continue;
+      while (i < rows.size() && rows[i].first < row) ++i;
+      if (i == rows.size()) break;
+      if (rows[i].first != row) continue;
       touches = true;
-      (writes ? filled : taken)[row] += count;
+      (writes ? filled : taken)[i] += count;
     }
     if (touches && writes) writers.push_back(eid);
   }
-  for (auto [row, count] : rows) {
-    (void)count;
-    if (filled[row] == 0 || taken[row] < filled[row]) return {};
-  }
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (filled[i] == 0 || taken[i] < filled[i]) return {};
   return writers;
 }
 
-std::vector<Access> VirtualEdgeTpu::Impl::footprint(const ProgramItem& item, int /*tile*/) {
+const std::vector<Access>& VirtualEdgeTpu::Impl::footprint_of(const Program& program,
+                                                              uint32_t index) {
+  ItemFacts& facts = program.facts[index];
+  if (!facts.footprint_known) {
+    facts.footprint = footprint(program.items[index]);
+    facts.footprint_known = true;
+  }
+  return facts.footprint;
+}
+
+std::vector<Access> VirtualEdgeTpu::Impl::footprint(const ProgramItem& item) {
   std::vector<Access> a;
   constexpr int64_t kUnit = kWideUnitBytes, kRow = kWideRowBytes;
   switch (item.opcode) {
@@ -376,8 +413,8 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
         const int64_t first = decoded.par.min_address() / 4, last = decoded.par.max_address() / 4;
         bool refilled = fills > 1 && decoded.par.min_address() >= 0;
         for (int64_t row = first; refilled && row <= last; ++row) {
-          auto it = tile.fifo_rows.find(static_cast<uint32_t>(row));
-          refilled = it != tile.fifo_rows.end() && it->second.fills.size() >= fills;
+          const FifoRow* r = tile.fifo_rows.find(static_cast<uint32_t>(row));
+          refilled = r && r->fills.size() >= fills;
         }
         if (!refilled) streamed.par_fifo = 0;
       }
@@ -414,11 +451,10 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
         if (fills > 0) {
           const int64_t first = op.par.min_address() / 4, last = op.par.max_address() / 4;
           for (int64_t row = first; row <= last; ++row) {
-            auto it = tile.fifo_rows.find(static_cast<uint32_t>(row));
-            if (it == tile.fifo_rows.end()) continue;
-            auto& fills_q = it->second.fills;
-            for (uint32_t k = 0; k < fills && !fills_q.empty(); ++k) fills_q.pop_front();
-            it->second.consumed += fills;
+            FifoRow* r = tile.fifo_rows.find(static_cast<uint32_t>(row));
+            if (!r) continue;
+            for (uint32_t k = 0; k < fills && !r->fills.empty(); ++k) r->fills.pop_front();
+            r->consumed += fills;
           }
         }
       }
@@ -429,18 +465,18 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
       if (r.ttu.steps() > kMaxRowSteps)
         fail_at(w.tile, item, cat("walks ", r.ttu.steps(), " rows (bound ", kMaxRowSteps, ")"));
       std::vector<Packet> packets;
-      for (auto [row, visits] : row_visits(r.ttu, r.addr)) drop_stale_fills(tile, row, visits);
+      for (auto [row, visits] : item_rows(*w.program, w.item)) drop_stale_fills(tile, row, visits);
       walk(r.ttu, [&](int64_t off) {
         const int64_t unit = int64_t{r.addr} + 4 * off;
         const uint8_t* row = wide_row(unit, false);
         // A producer reading a FIFO row (the output FIFO a narrowToWide filled) consumes its
         // oldest fill, like every other FIFO reader; resident rows have no queued fills.
-        if (auto it = tile.fifo_rows.find(static_cast<uint32_t>(unit / 4));
-            unit % 4 == 0 && it != tile.fifo_rows.end() && !it->second.fills.empty()) {
-          const auto& fill = it->second.fills.front();
+        if (FifoRow* fifo = tile.fifo_rows.find(static_cast<uint32_t>(unit / 4));
+            unit % 4 == 0 && fifo && !fifo->fills.empty()) {
+          const auto& fill = fifo->fills.front();
           packets.emplace_back(fill.begin(), fill.end());
-          it->second.fills.pop_front();
-          ++it->second.consumed;
+          fifo->fills.pop_front();
+          ++fifo->consumed;
           return;
         }
         packets.emplace_back(row, row + kWideRowBytes);
@@ -563,7 +599,7 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
                 cat("walks ", n.wide_ttu.steps(), " wide rows (bound ", kMaxRowSteps, ")"));
       // A walk that visits a row more than once reads successive fills of it even without the
       // FIFO bit (0.5/160 word 744 loads the biases of two output groups from row 0x2010).
-      const auto visits_per_row = row_visits(n.wide_ttu, n.wide_addr);
+      const RowVisits& visits_per_row = item_rows(*w.program, w.item);
       bool fifo = n.wide_circ;
       for (auto [row, visits] : visits_per_row) fifo |= visits > 1;
       if (fifo)
@@ -573,12 +609,11 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
         const int64_t unit = int64_t{n.wide_addr} + 4 * off;
         const uint8_t* row = wide_row(unit, false);
         if (fifo) {
-          auto it = tile.fifo_rows.find(static_cast<uint32_t>(unit / 4));
-          if (it != tile.fifo_rows.end() && !it->second.fills.empty()) {
-            stream.insert(stream.end(), it->second.fills.front().begin(),
-                          it->second.fills.front().end());
-            it->second.fills.pop_front();
-            ++it->second.consumed;
+          FifoRow* r = tile.fifo_rows.find(static_cast<uint32_t>(unit / 4));
+          if (r && !r->fills.empty()) {
+            stream.insert(stream.end(), r->fills.front().begin(), r->fills.front().end());
+            r->fills.pop_front();
+            ++r->consumed;
             return;
           }
         }

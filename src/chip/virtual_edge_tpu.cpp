@@ -1,6 +1,8 @@
 // VirtualEdgeTpu: the HostPort face of the simulator (host streams in; outputs and events out).
 #include "chip/virtual_edge_tpu.h"
 
+#include <algorithm>
+
 #include "chip/machine.h"
 #include "common/error.h"
 
@@ -20,8 +22,12 @@ void VirtualEdgeTpu::receive(DmaTag tag, std::span<const uint8_t> payload) {
   try {
     switch (tag) {
       case DmaTag::kInstructions: {
-        auto program = with_context(cat("bitstream ", m.programs_received),
-                                    [&] { return Program::decode(payload); });
+        std::shared_ptr<Program> program = m.reuse_decoded(payload);
+        if (!program) {
+          program = with_context(cat("bitstream ", m.programs_received),
+                                 [&] { return Program::decode(payload); });
+          m.remember_decoded(program);
+        }
         ++m.programs_received;
         m.pending_programs.push_back(std::move(program));
         if (!m.program) m.start_next_program();
@@ -44,6 +50,31 @@ void VirtualEdgeTpu::receive(DmaTag tag, std::span<const uint8_t> payload) {
   } catch (const Error& e) {
     m.fault = e.what();
   }
+}
+
+namespace {
+// Programs kept for reuse: a model's caching and execution programs, a few models at a time.
+constexpr size_t kDecodedKept = 8;
+}  // namespace
+
+std::shared_ptr<Program> VirtualEdgeTpu::Impl::reuse_decoded(std::span<const uint8_t> bitstream) {
+  const uint64_t hash = Program::hash_of(bitstream);
+  for (auto it = decoded.begin(); it != decoded.end(); ++it) {
+    const Program& p = **it;
+    if (p.hash != hash ||
+        !std::equal(p.bitstream.begin(), p.bitstream.end(), bitstream.begin(), bitstream.end()))
+      continue;
+    std::shared_ptr<Program> found = *it;  // move to the back: most recently used
+    decoded.erase(it);
+    decoded.push_back(found);
+    return found;
+  }
+  return nullptr;
+}
+
+void VirtualEdgeTpu::Impl::remember_decoded(std::shared_ptr<Program> program) {
+  if (decoded.size() >= kDecodedKept) decoded.erase(decoded.begin());
+  decoded.push_back(std::move(program));
 }
 
 RunState VirtualEdgeTpu::advance() { return impl_->advance(); }
