@@ -93,13 +93,14 @@ bool VirtualEdgeTpu::Impl::try_run_dma_work(uint32_t id) {
         fail_dma(item, cat("sends bytes [", begin, ", ", begin + length, ") but its source holds ",
                            source.size()));
       // The packets are made once and shared by every destination tile.
+      // One block holds the bytes; the packets are its slices.
       std::vector<Packet> packets;
-      if (f.tiles & ((1u << kTileCount) - 1))
-        for (uint64_t pos = 0; pos < length; pos += f.packet_bytes) {
-          const uint64_t take = std::min<uint64_t>(f.packet_bytes, length - pos);
-          packets.emplace_back(source.begin() + static_cast<std::ptrdiff_t>(begin + pos),
-                               source.begin() + static_cast<std::ptrdiff_t>(begin + pos + take));
-        }
+      if (f.tiles & ((1u << kTileCount) - 1)) {
+        std::shared_ptr<uint8_t[]> block = std::make_shared_for_overwrite<uint8_t[]>(length);
+        std::memcpy(block.get(), source.data() + begin, length);
+        for (uint64_t pos = 0; pos < length; pos += f.packet_bytes)
+          packets.emplace_back(block, pos, std::min<uint64_t>(f.packet_bytes, length - pos));
+      }
       for (uint32_t t = 0; t < kTileCount; ++t) {
         if (!(f.tiles >> t & 1)) continue;
         for (const Packet& packet : packets) {

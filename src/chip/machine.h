@@ -36,24 +36,21 @@ Access access_of_offsets(Space space, bool write, const std::vector<int64_t>& of
                          int64_t scale, int64_t base, int64_t element);
 bool overlaps(const Access& a, const Access& b);
 
-// One ring packet. Immutable once made and shared: a producer broadcasting to several tiles (or a
-// queue handing it on) copies a reference, not its bytes.
+// One ring packet: a slice of a block shared by every packet one instruction sends (one allocation
+// per producer or infeed, not per packet). Immutable; a producer broadcasting to several tiles (or
+// a queue handing it on) copies a reference, not its bytes.
 class Packet {
  public:
-  template <typename It>
-  Packet(It first, It last)
-      : size_(static_cast<size_t>(std::distance(first, last))),
-        bytes_(std::make_shared_for_overwrite<uint8_t[]>(size_)) {  // one allocation
-    std::copy(first, last, bytes_.get());
-  }
-  const uint8_t* data() const { return bytes_.get(); }
+  Packet(std::shared_ptr<const uint8_t[]> block, size_t offset, size_t size)
+      : block_(std::move(block)), offset_(offset), size_(size) {}
+  const uint8_t* data() const { return block_.get() + offset_; }
   size_t size() const { return size_; }
   const uint8_t* begin() const { return data(); }
   const uint8_t* end() const { return data() + size_; }
 
  private:
-  size_t size_;
-  std::shared_ptr<uint8_t[]> bytes_;
+  std::shared_ptr<const uint8_t[]> block_;
+  size_t offset_, size_;
 };
 
 // One instruction instance on one unit (of one tile, or of the scalar side).

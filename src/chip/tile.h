@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -274,35 +275,60 @@ struct TileStats {
 
 // Streamed wide FIFO rows: fills that arrived for a FIFO row beyond the one currently in wide
 // memory (elastic FIFO, see the contract above). Keyed by 256-byte row index.
-// The fills queued on one FIFO row, oldest first: a vector with a moving head instead of a deque,
+// The fills queued on one FIFO row, oldest first: a buffer with a moving head instead of a deque,
 // so that a row refilled thousands of times per inference reuses its storage (a deque allocates a
-// block per two rows). References stay valid until the next push_back (ops never push).
+// block per two rows), and whose rows are not zeroed before being written (a vector's are).
+// References stay valid until the next push_back (ops never push).
 class FillQueue {
  public:
   using Row = std::array<uint8_t, kWideRowBytes>;
+  FillQueue() = default;
+  FillQueue(const FillQueue& o) { *this = o; }
+  FillQueue& operator=(const FillQueue& o) {
+    if (this == &o) return *this;
+    head_ = tail_ = 0;
+    capacity_ = o.size();
+    rows_ = capacity_ ? std::make_unique_for_overwrite<Row[]>(capacity_) : nullptr;
+    for (size_t i = 0; i < o.size(); ++i) rows_[tail_++] = o[i];
+    return *this;
+  }
+  FillQueue(FillQueue&&) = default;
+  FillQueue& operator=(FillQueue&&) = default;
+
   // Queues a copy of the kWideRowBytes bytes at `bytes`.
   void push_back(const uint8_t* bytes) {
-    if (head_ > 0 && 2 * head_ >= rows_.size()) {  // reclaim the consumed front, amortised O(1)
-      rows_.erase(rows_.begin(), rows_.begin() + static_cast<std::ptrdiff_t>(head_));
-      head_ = 0;
-    }
-    std::memcpy(rows_.emplace_back().data(), bytes, kWideRowBytes);
+    if (tail_ == capacity_) make_room();
+    std::memcpy(rows_[tail_++].data(), bytes, kWideRowBytes);
   }
   void push_back(const Row& row) { push_back(row.data()); }
   void pop_front() {
-    if (++head_ == rows_.size()) {
-      rows_.clear();
-      head_ = 0;
-    }
+    if (++head_ == tail_) head_ = tail_ = 0;
   }
   const Row& front() const { return rows_[head_]; }
   const Row& operator[](size_t i) const { return rows_[head_ + i]; }
-  size_t size() const { return rows_.size() - head_; }
-  bool empty() const { return head_ == rows_.size(); }
+  size_t size() const { return tail_ - head_; }
+  bool empty() const { return head_ == tail_; }
 
  private:
-  std::vector<Row> rows_;
-  size_t head_ = 0;
+  // Full: reclaim the consumed front when it is at least half the storage (amortised O(1)), else
+  // grow. Rows are not zeroed first (every row is written right after).
+  void make_room() {
+    if (head_ > 0 && 2 * head_ >= tail_) {
+      std::memmove(rows_.get(), rows_.get() + head_, (tail_ - head_) * sizeof(Row));
+      tail_ -= head_;
+      head_ = 0;
+      return;
+    }
+    const size_t capacity = std::max<size_t>(4, 2 * capacity_);
+    auto rows = std::make_unique_for_overwrite<Row[]>(capacity);
+    if (tail_ > head_) std::memcpy(rows.get(), rows_.get() + head_, (tail_ - head_) * sizeof(Row));
+    tail_ -= head_;
+    head_ = 0;
+    rows_ = std::move(rows);
+    capacity_ = capacity;
+  }
+  std::unique_ptr<Row[]> rows_;
+  size_t head_ = 0, tail_ = 0, capacity_ = 0;
 };
 
 struct FifoRow {

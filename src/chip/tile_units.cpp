@@ -464,8 +464,12 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
       const auto& r = std::get<RingInstr>(item.decoded);
       if (r.ttu.steps() > kMaxRowSteps)
         fail_at(w.tile, item, cat("walks ", r.ttu.steps(), " rows (bound ", kMaxRowSteps, ")"));
-      std::vector<Packet> packets;
       for (auto [row, visits] : item_rows(*w.program, w.item)) drop_stale_fills(tile, row, visits);
+      // All the rows go into one block; the packets are its 256-byte slices.
+      const uint64_t steps = r.ttu.steps();
+      std::shared_ptr<uint8_t[]> block =
+          std::make_shared_for_overwrite<uint8_t[]>(steps * kWideRowBytes);
+      uint8_t* next = block.get();
       walk(r.ttu, [&](int64_t off) {
         const int64_t unit = int64_t{r.addr} + 4 * off;
         const uint8_t* row = wide_row(unit, false);
@@ -473,14 +477,19 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
         // oldest fill, like every other FIFO reader; resident rows have no queued fills.
         if (FifoRow* fifo = tile.fifo_rows.find(static_cast<uint32_t>(unit / 4));
             unit % 4 == 0 && fifo && !fifo->fills.empty()) {
-          const auto& fill = fifo->fills.front();
-          packets.emplace_back(fill.begin(), fill.end());
+          std::memcpy(next, fifo->fills.front().data(), kWideRowBytes);
+          next += kWideRowBytes;
           fifo->fills.pop_front();
           ++fifo->consumed;
           return;
         }
-        packets.emplace_back(row, row + kWideRowBytes);
+        std::memcpy(next, row, kWideRowBytes);
+        next += kWideRowBytes;
       });
+      std::vector<Packet> packets;
+      packets.reserve(steps);
+      for (uint64_t k = 0; k < steps; ++k)
+        packets.emplace_back(block, k * kWideRowBytes, kWideRowBytes);
       for (uint32_t t = 0; t < kTileCount; ++t)
         if (r.dest >> t & 1)
           for (const Packet& p : packets) {
@@ -515,11 +524,14 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
       if (own.empty() || own.size() < consumer_packets_needed(r, w.aux_groups)) return false;
       const uint64_t groups = consumer_aux_groups(r, w.aux_groups);
       auto take = [&](int64_t unit) {
-        const Packet p = std::move(own.front());
-        own.pop_front();
+        const Packet& p = own.front();
         buffered_bytes -= p.size();
         uint8_t* row = wide_row(unit, true);
-        std::memcpy(row, p.data(), std::min<size_t>(p.size(), kWideRowBytes));
+        if (p.size() == kWideRowBytes)  // almost all: a fixed-size copy the compiler inlines
+          std::memcpy(row, p.data(), kWideRowBytes);
+        else
+          std::memcpy(row, p.data(), std::min<size_t>(p.size(), kWideRowBytes));
+        own.pop_front();
         record_fill(unit);
       };
       const uint32_t base = consumer_base(r);
