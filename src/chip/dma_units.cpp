@@ -155,7 +155,7 @@ bool VirtualEdgeTpu::Impl::try_run_dma_work(uint32_t id) {
       fail_dma(item, "not a DMA instruction");
   }
   charge();
-  w.done = true;
+  finish(id);
   trace(w);
   return true;
 }

@@ -80,6 +80,9 @@ uint64_t consumer_packets_needed(const RingInstr& r, uint32_t known_groups);
 struct TileState {
   std::array<std::deque<uint32_t>, kTileUnits> queues;
   std::array<uint32_t, kTileUnits> last_barrier;
+  // Per queue: a dependency its front waits for (kNone: not known). The run loop skips the queue
+  // until that work finished, instead of asking the front again on every pass.
+  std::array<uint32_t, kTileUnits> gates;
   std::vector<uint32_t> region;  // works since the last full fence, program order
   // Ring packets for ringConsumer0 (infeeds, producers without to_c1) and ringConsumer1.
   std::array<std::deque<Packet>, 2> ring_in;
@@ -129,10 +132,13 @@ struct VirtualEdgeTpu::Impl {
 
   // Works of the running program(s); cleared when everything completed.
   std::deque<Work> works;
+  std::vector<uint8_t> finished;  // per work: Work::done, compact for the run loop's gate checks
   uint64_t next_order = 0;
   std::vector<uint32_t> syncs;                     // pending 0x1a works (no queue)
+  std::vector<uint32_t> sync_gates;                // per pending 0x1a work, as TileState::gates
   std::vector<uint32_t> scalar_region;             // scalar DMA works since the last scalar fence
   std::array<std::deque<uint32_t>, 4> dma_queues;  // avDataPop, parameterPop, infeed, outfeed
+  std::array<uint32_t, 4> dma_gates{kNone, kNone, kNone, kNone};  // as TileState::gates
   std::array<uint32_t, 2> last_pop{kNone, kNone};  // per stream (0 parameters, 1 activations)
   // The works of the last producer instruction that sent to tiles, per consumer (0 / to_c1): the
   // next one waits for them, so that a consumer fed by several producers gets their packets in
@@ -171,6 +177,10 @@ struct VirtualEdgeTpu::Impl {
   void add_scalar_hazards(Work& w, uint32_t id);
   void close_region(TileState& ts);
   bool deps_done(Work& w);
+  void finish(uint32_t id);  // marks the work done
+  // After deps_done(works[id]) failed: the dependency it waits for, or kNone (a forward read).
+  uint32_t gate_of(uint32_t id) const;
+  bool gate_closed(uint32_t gate) const { return gate != kNone && !finished[gate]; }
   bool run_units();
   bool finish_program_if_done();  // true when a program ended or started
   bool all_works_done() const;

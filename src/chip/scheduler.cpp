@@ -198,6 +198,7 @@ VirtualEdgeTpu::Impl::Impl(ChipOptions o) : options(o) {
   for (uint32_t t = 0; t < kTileCount; ++t) {
     tiles[t].index = t;
     tile_state[t].last_barrier.fill(kNone);
+    tile_state[t].gates.fill(kNone);
   }
 }
 
@@ -216,6 +217,7 @@ uint32_t VirtualEdgeTpu::Impl::new_work(uint32_t item, int tile, UnitId unit) {
   w.unit = unit;
   w.order = next_order++;
   works.push_back(std::move(w));
+  finished.push_back(0);
   return static_cast<uint32_t>(works.size() - 1);
 }
 
@@ -392,6 +394,7 @@ void VirtualEdgeTpu::Impl::dispatch(uint32_t index) {
         }
       }
       syncs.push_back(id);
+      sync_gates.push_back(kNone);
       if ((s.units & 0x3ff) == 0x3ff) close_region(ts);
       continue;
     }
@@ -463,6 +466,16 @@ bool VirtualEdgeTpu::Impl::deps_done(Work& w) {
   return true;
 }
 
+void VirtualEdgeTpu::Impl::finish(uint32_t id) {
+  works[id].done = true;
+  finished[id] = 1;
+}
+
+uint32_t VirtualEdgeTpu::Impl::gate_of(uint32_t id) const {
+  const Work& w = works[id];
+  return w.deps.empty() ? kNone : w.deps.back();  // deps_done dropped the finished ones
+}
+
 void VirtualEdgeTpu::Impl::trace(const Work& w) {
   ++stats.instructions[static_cast<size_t>(w.unit)];
   if (!options.trace) return;
@@ -476,26 +489,52 @@ bool VirtualEdgeTpu::Impl::run_units() {
   bool again = true;
   while (again) {
     again = false;
-    for (uint32_t id : syncs) {
-      Work& s = works[id];
-      if (!s.done && deps_done(s)) {
-        s.done = true;
-        trace(s);
-        again = true;
+    // A queue (or fence) whose gate is still closed would fail deps_done again: skip it.
+    size_t kept = 0;
+    for (size_t i = 0; i < syncs.size(); ++i) {
+      const uint32_t id = syncs[i];
+      uint32_t gate = sync_gates[i];
+      if (!gate_closed(gate)) {
+        Work& s = works[id];
+        if (deps_done(s)) {
+          finish(id);
+          trace(s);
+          again = true;
+          continue;
+        }
+        gate = gate_of(id);
       }
+      syncs[kept] = id;
+      sync_gates[kept++] = gate;
     }
-    std::erase_if(syncs, [&](uint32_t id) { return works[id].done; });
+    syncs.resize(kept);
+    sync_gates.resize(kept);
     for (uint32_t t = 0; t < kTileCount; ++t) {
-      for (auto& q : tile_state[t].queues) {
-        while (!q.empty() && try_run_tile_work(q.front())) {
+      TileState& ts = tile_state[t];
+      for (size_t u = 0; u < kTileUnits; ++u) {
+        auto& q = ts.queues[u];
+        uint32_t& gate = ts.gates[u];
+        while (!q.empty() && !gate_closed(gate)) {
+          if (!try_run_tile_work(q.front())) {
+            gate = gate_of(q.front());
+            break;
+          }
           q.pop_front();
+          gate = kNone;
           again = true;
         }
       }
     }
-    for (auto& q : dma_queues) {
-      while (!q.empty() && try_run_dma_work(q.front())) {
+    for (size_t k = 0; k < dma_queues.size(); ++k) {
+      auto& q = dma_queues[k];
+      uint32_t& gate = dma_gates[k];
+      while (!q.empty() && !gate_closed(gate)) {
+        if (!try_run_dma_work(q.front())) {
+          gate = gate_of(q.front());
+          break;
+        }
         q.pop_front();
+        gate = kNone;
         again = true;
       }
     }
@@ -541,7 +580,10 @@ bool VirtualEdgeTpu::Impl::finish_program_if_done() {
     program.reset();
     retired.clear();
     works.clear();
+    finished.clear();
     syncs.clear();
+    sync_gates.clear();
+    dma_gates.fill(kNone);
     scalar_region.clear();
     staging.clear();
     staging_read_at.clear();
@@ -552,6 +594,7 @@ bool VirtualEdgeTpu::Impl::finish_program_if_done() {
     for (auto& ts : tile_state) {
       ts.region.clear();
       ts.last_barrier.fill(kNone);
+      ts.gates.fill(kNone);
     }
     for (auto& tile : tiles) {
       tile.fifo_rows.clear();

@@ -779,7 +779,7 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
     default:
       fail_at(w.tile, item, "not a tile instruction");
   }
-  w.done = true;
+  finish(id);
   trace(w);
   return true;
 }
