@@ -159,6 +159,9 @@ struct ItemFacts {
   bool rows_known = false;
   // Ring / narrowToWide / wideToNarrow: visits per 256-byte wide row of the wide walk, by row.
   std::vector<std::pair<uint32_t, uint64_t>> row_visits;
+  bool mesh_known = false;
+  // Mesh moves: element offsets of the outbound and inbound walks (without a short last piece).
+  std::vector<int64_t> mesh_out, mesh_in;
 };
 
 struct Program {

@@ -458,7 +458,7 @@ void VirtualEdgeTpu::Impl::note_bias_groups(TileState& ts, const WideNarrowInstr
 bool VirtualEdgeTpu::Impl::deps_done(Work& w) {
   // Polled for every queue front on every pass: drop completed dependencies from the back and stop
   // at the first one still pending, so a blocked work costs O(1) per poll instead of a scan.
-  while (!w.deps.empty() && works[w.deps.back()].done) w.deps.pop_back();
+  while (!w.deps.empty() && finished[w.deps.back()]) w.deps.pop_back();
   if (!w.deps.empty()) return false;
   if (w.region_open)
     for (const Access& a : w.accesses)

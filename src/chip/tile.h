@@ -308,6 +308,7 @@ class FillQueue {
   const Row& operator[](size_t i) const { return rows_[head_ + i]; }
   size_t size() const { return tail_ - head_; }
   bool empty() const { return head_ == tail_; }
+  void clear() { head_ = tail_ = 0; }  // keeps the storage for the next program
 
  private:
   // Full: reclaim the consumed front when it is at least half the storage (amortised O(1)), else
@@ -359,8 +360,9 @@ class FifoRows {
     return row < rows_.size() && in_use_[row] ? &rows_[row] : nullptr;
   }
   void clear() {
-    for (uint32_t row : used_) {
-      rows_[row] = FifoRow{};
+    for (uint32_t row : used_) {  // the fill storage stays for the next program's fills
+      rows_[row].fills.clear();
+      rows_[row].written = rows_[row].consumed = 0;
       in_use_[row] = 0;
     }
     used_.clear();

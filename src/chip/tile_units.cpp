@@ -697,13 +697,17 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
       const bool receive = m.in_active && !m.fill_en;
       if (m.out_ttu.steps() > kMaxMeshSteps || m.in_ttu.steps() > kMaxMeshSteps)
         fail_at(w.tile, item, cat("walks more than ", kMaxMeshSteps, " elements"));
-      // Element offsets of both halves, without the words a short last piece leaves out.
-      const std::vector<int64_t> outs =
-          m.out_active ? mesh_offsets(m.out_ttu, m.out_short, m.out_piece_level)
-                       : std::vector<int64_t>{};
-      const std::vector<int64_t> ins = m.in_active || m.fill_en
-                                           ? mesh_offsets(m.in_ttu, m.in_short, m.in_piece_level)
-                                           : std::vector<int64_t>{};
+      // Element offsets of both halves, without the words a short last piece leaves out (the
+      // same on every tile and every run: kept in the program).
+      ItemFacts& facts = w.program->facts[w.item];
+      if (!facts.mesh_known) {
+        if (m.out_active) facts.mesh_out = mesh_offsets(m.out_ttu, m.out_short, m.out_piece_level);
+        if (m.in_active || m.fill_en)
+          facts.mesh_in = mesh_offsets(m.in_ttu, m.in_short, m.in_piece_level);
+        facts.mesh_known = true;
+      }
+      const std::vector<int64_t>& outs = facts.mesh_out;
+      const std::vector<int64_t>& ins = facts.mesh_in;
       const uint64_t in_steps = ins.size();
       if (receive && in_q.size() < in_steps) return false;
       const int neighbour = mesh_neighbour(w.tile, item.opcode);
