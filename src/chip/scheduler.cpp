@@ -6,6 +6,8 @@
 // earlier writer in its region waits for the first later writer on another unit (consumers are
 // often issued before their producers, isa.md 1.7). Sync counters are recorded, never waited on.
 #include <algorithm>
+#include <array>
+#include <cstdint>
 #include <sstream>
 
 #include "chip/machine.h"
@@ -226,8 +228,26 @@ void VirtualEdgeTpu::Impl::add_hazards(TileState& ts, Work& n, uint32_t id) {
   // forward read, even when earlier writers cover part of it (MobileNet's horizontal halo moves
   // read rows -1 and 16, which only the vertical moves issued after them write: the corners).
   std::vector<Runs> written(n.accesses.size());
+  // Per space, the bounding box of n's accesses: an earlier work none of whose accesses meets it
+  // shares no bytes with n, so nothing below applies to it (most of a region).
+  constexpr size_t kSpaces = 5;
+  std::array<std::pair<int64_t, int64_t>, kSpaces> box;
+  box.fill({INT64_MAX, INT64_MIN});
+  for (const Access& a : n.accesses) {
+    auto& [lo, hi] = box[static_cast<size_t>(a.space)];
+    lo = std::min(lo, a.lo);
+    hi = std::max(hi, a.hi);
+  }
+  auto meets_box = [&](const Work& e) {
+    for (const Access& b : e.accesses) {
+      const auto [lo, hi] = box[static_cast<size_t>(b.space)];
+      if (b.lo < hi && lo < b.hi) return true;
+    }
+    return false;
+  };
   for (uint32_t eid : ts.region) {
     Work& e = works[eid];
+    if (!meets_box(e)) continue;
     bool depend = false;
     // When n writes what e reads forward, e consumes n's output: n does not wait for e's other
     // reads of the same bytes (split_concat / MobileNet: an infeed from scalar memory issued
