@@ -173,7 +173,8 @@ struct VirtualEdgeTpu::Impl {
   RunState advance();
   void dispatch(uint32_t item_index);
   uint32_t new_work(uint32_t item, int tile, UnitId unit);
-  void add_hazards(TileState& ts, Work& w, uint32_t id);
+  // Dependencies of work `id` on the earlier works of its fence region.
+  void add_hazards(const std::vector<uint32_t>& region, Work& w, uint32_t id);
   void add_scalar_hazards(Work& w, uint32_t id);
   void close_region(TileState& ts);
   bool deps_done(Work& w);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <span>
 #include <sstream>
 
 #include "chip/machine.h"
@@ -132,9 +133,12 @@ Access access_of_offsets(Space space, bool write, const std::vector<int64_t>& of
 bool overlaps(const Access& a, const Access& b) {
   if (a.space != b.space || a.hi <= b.lo || b.hi <= a.lo) return false;
   if (a.runs.empty() && b.runs.empty()) return true;
-  const std::vector<std::pair<int64_t, int64_t>> box_a{{a.lo, a.hi}}, box_b{{b.lo, b.hi}};
-  const auto& ra = a.runs.empty() ? box_a : a.runs;
-  const auto& rb = b.runs.empty() ? box_b : b.runs;
+  // Runs of each (the bounding box alone when it has none), without copying them.
+  const std::pair<int64_t, int64_t> box_a{a.lo, a.hi}, box_b{b.lo, b.hi};
+  const std::span<const std::pair<int64_t, int64_t>> ra =
+      a.runs.empty() ? std::span(&box_a, 1) : std::span(a.runs);
+  const std::span<const std::pair<int64_t, int64_t>> rb =
+      b.runs.empty() ? std::span(&box_b, 1) : std::span(b.runs);
   size_t i = 0, j = 0;
   while (i < ra.size() && j < rb.size()) {
     if (ra[i].second <= rb[j].first)
@@ -223,7 +227,7 @@ uint32_t VirtualEdgeTpu::Impl::new_work(uint32_t item, int tile, UnitId unit) {
   return static_cast<uint32_t>(works.size() - 1);
 }
 
-void VirtualEdgeTpu::Impl::add_hazards(TileState& ts, Work& n, uint32_t id) {
+void VirtualEdgeTpu::Impl::add_hazards(const std::vector<uint32_t>& region, Work& n, uint32_t id) {
   // Per read: the byte runs an earlier instruction of the region writes. The rest of the read is a
   // forward read, even when earlier writers cover part of it (MobileNet's horizontal halo moves
   // read rows -1 and 16, which only the vertical moves issued after them write: the corners).
@@ -245,7 +249,7 @@ void VirtualEdgeTpu::Impl::add_hazards(TileState& ts, Work& n, uint32_t id) {
     }
     return false;
   };
-  for (uint32_t eid : ts.region) {
+  for (uint32_t eid : region) {
     Work& e = works[eid];
     if (!meets_box(e)) continue;
     bool depend = false;
@@ -324,18 +328,18 @@ void VirtualEdgeTpu::Impl::add_hazards(TileState& ts, Work& n, uint32_t id) {
 }
 
 void VirtualEdgeTpu::Impl::add_scalar_hazards(Work& n, uint32_t id) {
-  TileState scratch;  // reuse the tile logic over the scalar region
-  scratch.region = scalar_region;
+  // Reuse the tile logic over the scalar region (a scratch copy: the erase below).
+  std::vector<uint32_t> region = scalar_region;
   // An infeed from scalar memory reads what the next outfeed into scalar memory writes, even when
   // an earlier outfeed of the region wrote the same bytes (compiled programs issue it before that
   // outfeed; its pop_wait counts the words outfed before: MobileNet v1 0.25 word 727 takes the
   // weights of outfeed 731, not those of 618).
   if (n.unit == UnitId::kInfeed)
-    std::erase_if(scratch.region, [&](uint32_t e) {
+    std::erase_if(region, [&](uint32_t e) {
       return std::any_of(works[e].accesses.begin(), works[e].accesses.end(),
                          [](const Access& a) { return a.write; });
     });
-  add_hazards(scratch, n, id);
+  add_hazards(region, n, id);
   scalar_region.push_back(id);
 }
 
@@ -442,14 +446,13 @@ void VirtualEdgeTpu::Impl::dispatch(uint32_t index) {
     std::vector<uint32_t> taken;
     if (opcode == 0x14) taken = fifo_writers_all_taken(ts, *program, index);
     if (taken.empty()) {
-      add_hazards(ts, works[id], id);
+      add_hazards(ts.region, works[id], id);
     } else {
-      std::vector<uint32_t> full = ts.region;
-      std::erase_if(ts.region, [&](uint32_t e) {
+      std::vector<uint32_t> rest = ts.region;
+      std::erase_if(rest, [&](uint32_t e) {
         return std::find(taken.begin(), taken.end(), e) != taken.end();
       });
-      add_hazards(ts, works[id], id);
-      ts.region = std::move(full);
+      add_hazards(rest, works[id], id);
     }
     ts.region.push_back(id);
     ts.queues[static_cast<size_t>(unit)].push_back(id);
