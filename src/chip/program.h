@@ -146,9 +146,10 @@ struct Access {
   bool write = false;
   int64_t lo = 0, hi = 0;  // bytes, [lo, hi): the bounding box
   bool forward = false;    // a read with no earlier writer in its region: waits for a later one
-  // The exact byte runs, sorted and merged ([lo, hi) when empty): strided halo columns must not
-  // look like they touch everything in between.
-  std::vector<std::pair<int64_t, int64_t>> runs;
+  // The exact byte runs, sorted and merged ([lo, hi) when null): strided halo columns must not
+  // look like they touch everything in between. Shared and immutable: the copies of a footprint
+  // on every tile (and in every run) refer to one list; a change replaces it.
+  std::shared_ptr<const std::vector<std::pair<int64_t, int64_t>>> runs;
 };
 
 // What the scheduler derives from one item alone, computed on its first dispatch and kept for

@@ -99,13 +99,15 @@ Access access_of(Space space, bool write, const OpTtu& ttu, int64_t scale, int64
       runs.push_back({lo, lo + element});
   } while (w.next());
   std::sort(runs.begin(), runs.end());
+  std::vector<std::pair<int64_t, int64_t>> merged;
   for (const auto& r : runs) {
-    if (!a.runs.empty() && r.first <= a.runs.back().second)
-      a.runs.back().second = std::max(a.runs.back().second, r.second);
+    if (!merged.empty() && r.first <= merged.back().second)
+      merged.back().second = std::max(merged.back().second, r.second);
     else
-      a.runs.push_back(r);
+      merged.push_back(r);
   }
-  if (a.runs.size() == 1) a.runs.clear();  // the bounding box says it all
+  if (merged.size() > 1)  // else the bounding box says it all
+    a.runs = std::make_shared<const std::vector<std::pair<int64_t, int64_t>>>(std::move(merged));
   return a;
 }
 
@@ -118,27 +120,29 @@ Access access_of_offsets(Space space, bool write, const std::vector<int64_t>& of
   std::vector<std::pair<int64_t, int64_t>> runs;
   for (int64_t off : offsets) runs.push_back({base + scale * off, base + scale * off + element});
   std::sort(runs.begin(), runs.end());
+  std::vector<std::pair<int64_t, int64_t>> merged;
   for (const auto& r : runs) {
-    if (!a.runs.empty() && r.first <= a.runs.back().second)
-      a.runs.back().second = std::max(a.runs.back().second, r.second);
+    if (!merged.empty() && r.first <= merged.back().second)
+      merged.back().second = std::max(merged.back().second, r.second);
     else
-      a.runs.push_back(r);
+      merged.push_back(r);
   }
-  a.lo = a.runs.front().first;
-  a.hi = a.runs.back().second;
-  if (a.runs.size() == 1) a.runs.clear();
+  a.lo = merged.front().first;
+  a.hi = merged.back().second;
+  if (merged.size() > 1)
+    a.runs = std::make_shared<const std::vector<std::pair<int64_t, int64_t>>>(std::move(merged));
   return a;
 }
 
 bool overlaps(const Access& a, const Access& b) {
   if (a.space != b.space || a.hi <= b.lo || b.hi <= a.lo) return false;
-  if (a.runs.empty() && b.runs.empty()) return true;
+  if (!a.runs && !b.runs) return true;
   // Runs of each (the bounding box alone when it has none), without copying them.
   const std::pair<int64_t, int64_t> box_a{a.lo, a.hi}, box_b{b.lo, b.hi};
   const std::span<const std::pair<int64_t, int64_t>> ra =
-      a.runs.empty() ? std::span(&box_a, 1) : std::span(a.runs);
+      a.runs ? std::span(*a.runs) : std::span(&box_a, 1);
   const std::span<const std::pair<int64_t, int64_t>> rb =
-      b.runs.empty() ? std::span(&box_b, 1) : std::span(b.runs);
+      b.runs ? std::span(*b.runs) : std::span(&box_b, 1);
   size_t i = 0, j = 0;
   while (i < ra.size() && j < rb.size()) {
     if (ra[i].second <= rb[j].first)
@@ -153,7 +157,7 @@ bool overlaps(const Access& a, const Access& b) {
 
 namespace {
 using Runs = std::vector<std::pair<int64_t, int64_t>>;
-Runs runs_of(const Access& a) { return a.runs.empty() ? Runs{{a.lo, a.hi}} : a.runs; }
+Runs runs_of(const Access& a) { return a.runs ? *a.runs : Runs{{a.lo, a.hi}}; }
 // a minus b; both sorted and merged.
 Runs subtract(const Runs& a, const Runs& b) {
   Runs out;
@@ -171,7 +175,7 @@ Runs subtract(const Runs& a, const Runs& b) {
 void set_runs(Access& a, Runs runs) {
   a.lo = runs.front().first;
   a.hi = runs.back().second;
-  a.runs = std::move(runs);
+  a.runs = std::make_shared<const Runs>(std::move(runs));
 }
 }  // namespace
 
