@@ -92,21 +92,16 @@ bool VirtualEdgeTpu::Impl::try_run_dma_work(uint32_t id) {
       if (begin + length > source.size())
         fail_dma(item, cat("sends bytes [", begin, ", ", begin + length, ") but its source holds ",
                            source.size()));
-      // The packets are made once and shared by every destination tile.
-      // One block holds the bytes; the packets are its slices.
-      std::vector<Packet> packets;
+      // One block holds the bytes; every destination queues its packets as one run of slices.
+      if (length > 0 && f.packet_bytes == 0) fail_dma(item, "sends packets of 0 bytes");
       if (f.tiles & ((1u << kTileCount) - 1)) {
         std::shared_ptr<uint8_t[]> block = std::make_shared_for_overwrite<uint8_t[]>(length);
         std::memcpy(block.get(), source.data() + begin, length);
-        for (uint64_t pos = 0; pos < length; pos += f.packet_bytes)
-          packets.emplace_back(block, pos, std::min<uint64_t>(f.packet_bytes, length - pos));
-      }
-      for (uint32_t t = 0; t < kTileCount; ++t) {
-        if (!(f.tiles >> t & 1)) continue;
-        for (const Packet& packet : packets) {
-          tile_state[t].ring_in[0].push_back(packet);
-          stats.ring_bytes += packet.size();
-          buffered_bytes += packet.size();
+        for (uint32_t t = 0; t < kTileCount; ++t) {
+          if (!(f.tiles >> t & 1)) continue;
+          tile_state[t].ring_in[0].push(block, 0, length, f.packet_bytes);
+          stats.ring_bytes += length;
+          buffered_bytes += length;
         }
       }
       if (buffered_bytes > options.max_buffered_bytes)

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,40 @@ class Packet {
   size_t offset_, size_;
 };
 
+// The ring packets waiting for one consumer, oldest first, kept as runs of consecutive slices of
+// one block (what one producer or infeed sent): sending a run to a tile and taking a packet cost no
+// allocation and no reference counting per packet.
+class PacketQueue {
+ public:
+  // Packets of `packet_bytes` (the last one shorter) covering [begin, end) of `block`.
+  void push(std::shared_ptr<const uint8_t[]> block, size_t begin, size_t end, size_t packet_bytes) {
+    if (begin >= end) return;
+    runs_.push_back({std::move(block), begin, end, packet_bytes});
+    count_ += (end - begin + packet_bytes - 1) / packet_bytes;
+  }
+  size_t size() const { return count_; }
+  bool empty() const { return count_ == 0; }
+  // The oldest packet (queue not empty).
+  std::span<const uint8_t> front() const {
+    const Run& r = runs_.front();
+    return {r.block.get() + r.begin, std::min(r.packet_bytes, r.end - r.begin)};
+  }
+  void pop_front() {
+    Run& r = runs_.front();
+    r.begin += std::min(r.packet_bytes, r.end - r.begin);
+    --count_;
+    if (r.begin >= r.end) runs_.pop_front();
+  }
+
+ private:
+  struct Run {
+    std::shared_ptr<const uint8_t[]> block;
+    size_t begin, end, packet_bytes;
+  };
+  std::deque<Run> runs_;
+  size_t count_ = 0;
+};
+
 // One instruction instance on one unit (of one tile, or of the scalar side).
 struct Work {
   const Program* program = nullptr;
@@ -85,7 +120,7 @@ struct TileState {
   std::array<uint32_t, kTileUnits> gates;
   std::vector<uint32_t> region;  // works since the last full fence, program order
   // Ring packets for ringConsumer0 (infeeds, producers without to_c1) and ringConsumer1.
-  std::array<std::deque<Packet>, 2> ring_in;
+  std::array<PacketQueue, 2> ring_in;
   std::array<std::deque<uint32_t>, 4> mesh_in;  // words arriving per mesh opcode 0x15..0x18
 };
 

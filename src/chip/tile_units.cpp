@@ -486,24 +486,20 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
         std::memcpy(next, row, kWideRowBytes);
         next += kWideRowBytes;
       });
-      std::vector<Packet> packets;
-      packets.reserve(steps);
-      for (uint64_t k = 0; k < steps; ++k)
-        packets.emplace_back(block, k * kWideRowBytes, kWideRowBytes);
+      const uint64_t bytes = steps * kWideRowBytes;
       for (uint32_t t = 0; t < kTileCount; ++t)
-        if (r.dest >> t & 1)
-          for (const Packet& p : packets) {
-            tile_state[t].ring_in[r.to_c1 ? 1 : 0].push_back(p);
-            stats.ring_bytes += p.size();
-            buffered_bytes += p.size();
-          }
+        if (r.dest >> t & 1) {
+          tile_state[t].ring_in[r.to_c1 ? 1 : 0].push(block, 0, bytes, kWideRowBytes);
+          stats.ring_bytes += bytes;
+          buffered_bytes += bytes;
+        }
       if (r.dest >> 16 & 1) {
         auto& stream = to_scalar[w.ordinal];
         stream.produced = true;
-        for (const Packet& p : packets) {
-          stream.packets.push_back(p);
-          stats.ring_bytes += p.size();
-          buffered_bytes += p.size();
+        for (uint64_t k = 0; k < steps; ++k) {
+          stream.packets.emplace_back(block, k * kWideRowBytes, kWideRowBytes);
+          stats.ring_bytes += kWideRowBytes;
+          buffered_bytes += kWideRowBytes;
         }
       }
       if (buffered_bytes > options.max_buffered_bytes)
@@ -524,7 +520,7 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
       if (own.empty() || own.size() < consumer_packets_needed(r, w.aux_groups)) return false;
       const uint64_t groups = consumer_aux_groups(r, w.aux_groups);
       auto take = [&](int64_t unit) {
-        const Packet& p = own.front();
+        const std::span<const uint8_t> p = own.front();
         buffered_bytes -= p.size();
         uint8_t* row = wide_row(unit, true);
         if (p.size() == kWideRowBytes)  // almost all: a fixed-size copy the compiler inlines
