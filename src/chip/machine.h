@@ -108,6 +108,36 @@ struct Work {
   uint32_t aux_groups = 0;
 };
 
+// The works of the running program(s) by id: chunks that stay in place (references survive
+// appends) and are reused by the next program, each work keeping the storage of its vectors (a
+// MobileNet inference creates ~25K works; allocating their deque blocks, dependency and access
+// vectors anew each time was a good part of the scheduler's cost).
+class WorkStore {
+ public:
+  Work& operator[](size_t id) { return chunks_[id / kChunk][id % kChunk]; }
+  const Work& operator[](size_t id) const { return chunks_[id / kChunk][id % kChunk]; }
+  size_t size() const { return size_; }
+  // A new work with default fields (its vectors empty, their storage kept).
+  Work& emplace_back() {
+    if (size_ == chunks_.size() * kChunk) chunks_.push_back(std::make_unique<Work[]>(kChunk));
+    Work& w = (*this)[size_++];
+    std::vector<uint32_t> deps = std::move(w.deps);
+    std::vector<Access> accesses = std::move(w.accesses);
+    deps.clear();
+    accesses.clear();
+    w = Work{};
+    w.deps = std::move(deps);
+    w.accesses = std::move(accesses);
+    return w;
+  }
+  void clear() { size_ = 0; }
+
+ private:
+  static constexpr size_t kChunk = 1024;
+  std::vector<std::unique_ptr<Work[]>> chunks_;
+  size_t size_ = 0;
+};
+
 // Ring packets a consumer takes: one per TTU step plus its bias blocks (tile_units.cpp).
 uint64_t consumer_aux_groups(const RingInstr& r, uint32_t known_groups);
 uint64_t consumer_packets_needed(const RingInstr& r, uint32_t known_groups);
@@ -166,7 +196,7 @@ struct VirtualEdgeTpu::Impl {
   uint64_t budget_used = 0;
 
   // Works of the running program(s); cleared when everything completed.
-  std::deque<Work> works;
+  WorkStore works;
   std::vector<uint8_t> finished;  // per work: Work::done, compact for the run loop's gate checks
   uint64_t next_order = 0;
   std::vector<uint32_t> syncs;                     // pending 0x1a works (no queue)

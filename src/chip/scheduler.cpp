@@ -220,13 +220,12 @@ void VirtualEdgeTpu::Impl::charge(uint64_t instructions) {
 }
 
 uint32_t VirtualEdgeTpu::Impl::new_work(uint32_t item, int tile, UnitId unit) {
-  Work w;
+  Work& w = works.emplace_back();
   w.program = program.get();
   w.item = item;
   w.tile = tile;
   w.unit = unit;
   w.order = next_order++;
-  works.push_back(std::move(w));
   finished.push_back(0);
   return static_cast<uint32_t>(works.size() - 1);
 }
@@ -235,7 +234,7 @@ void VirtualEdgeTpu::Impl::add_hazards(const std::vector<uint32_t>& region, Work
   // Per read: the byte runs an earlier instruction of the region writes. The rest of the read is a
   // forward read, even when earlier writers cover part of it (MobileNet's horizontal halo moves
   // read rows -1 and 16, which only the vertical moves issued after them write: the corners).
-  std::vector<Runs> written(n.accesses.size());
+  std::vector<Runs> written;  // sized on the first RAW overlap (most works have none)
   // Per space, the bounding box of n's accesses: an earlier work none of whose accesses meets it
   // shares no bytes with n, so nothing below applies to it (most of a region).
   constexpr size_t kSpaces = 5;
@@ -279,8 +278,11 @@ void VirtualEdgeTpu::Impl::add_hazards(const std::vector<uint32_t>& region, Work
         if (b.write) {  // RAW or WAW: program order
           depend = true;
           if (!a.write) {
-            const Runs r = runs_of(b);
-            written[i].insert(written[i].end(), r.begin(), r.end());
+            if (written.empty()) written.resize(n.accesses.size());
+            if (b.runs)
+              written[i].insert(written[i].end(), b.runs->begin(), b.runs->end());
+            else
+              written[i].emplace_back(b.lo, b.hi);
           }
         } else if (b.forward && e.unit != n.unit && !e.done && !follows_e) {
           // e reads what a later instruction on another unit produces: this one. What this one
@@ -306,7 +308,7 @@ void VirtualEdgeTpu::Impl::add_hazards(const std::vector<uint32_t>& region, Work
   const size_t count = n.accesses.size();
   for (size_t i = 0; i < count; ++i) {
     if (n.accesses[i].write) continue;
-    if (written[i].empty()) {
+    if (written.empty() || written[i].empty()) {
       n.accesses[i].forward = true;
       continue;
     }
