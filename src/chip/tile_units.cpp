@@ -421,7 +421,8 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
       const OpInstr& op = streamed;
       if (cls->par_fifo_fills && op.par_fifo != 0)
         if (const uint32_t fills = cls->par_fifo_fills(op); fills > 0)
-          for (int64_t row = op.par.min_address() / 4; row <= op.par.max_address() / 4; ++row)
+          for (int64_t row = op.par.min_address() / 4, last = op.par.max_address() / 4; row <= last;
+               ++row)
             if (row >= 0) drop_stale_fills(tile, static_cast<uint32_t>(row), fills);
       const StagedLoop staged = staged_loop(tile, op);
       OpInstr part = op;
