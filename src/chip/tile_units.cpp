@@ -534,13 +534,18 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
       const uint32_t base = consumer_base(r);
       const uint64_t per_group = groups > 1 ? r.ttu.steps() / groups : r.ttu.steps();
       uint64_t step = 0;
+      uint64_t to_group =
+          0;  // steps left before the next group's bias block (no division per step)
       if (groups == 1) take(aux_row(r));
       // A short last pass (MobileNet v1 0.5/160: 75 input packets through a 2-slot FIFO walked
       // 38 x 2 times, gstride 5) leaves out the last steps.
       const uint64_t last = r.ttu.steps() - r.short_last_pass;
       walk(r.ttu, [&](int64_t off) {
         if (step >= last) return;
-        if (groups > 1 && step % per_group == 0) take(aux_row(r));
+        if (groups > 1 && to_group-- == 0) {  // step % per_group == 0
+          take(aux_row(r));
+          to_group = per_group - 1;
+        }
         ++step;
         take(int64_t{base} + 4 * off);
       });
