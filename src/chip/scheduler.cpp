@@ -413,9 +413,9 @@ void VirtualEdgeTpu::Impl::dispatch(uint32_t index) {
       const uint32_t id = new_work(index, t, UnitId::kTileSync);
       for (size_t bit = 0; bit < kFenceUnitOrder.size(); ++bit) {
         if (!(s.units >> bit & 1)) continue;
-        std::vector<UnitId> covered{kFenceUnitOrder[bit]};
-        if (bit == 0) covered.push_back(UnitId::kNlu);
-        for (UnitId u : covered) {
+        // Bit 0 also covers the NLU load (a fixed array: no allocation per bit and tile).
+        const std::array<UnitId, 2> both{kFenceUnitOrder[bit], UnitId::kNlu};
+        for (UnitId u : std::span(both.data(), bit == 0 ? 2 : 1)) {
           auto& q = ts.queues[static_cast<size_t>(u)];
           if (!q.empty()) works[id].deps.push_back(q.back());
           const uint32_t prev = ts.last_barrier[static_cast<size_t>(u)];
