@@ -163,6 +163,9 @@ struct ItemFacts {
   bool mesh_known = false;
   // Mesh moves: element offsets of the outbound and inbound walks (without a short last piece).
   std::vector<int64_t> mesh_out, mesh_in;
+  // A relay adding its own data (walks of different lengths): per outbound word, the last inbound
+  // step writing its address (-1: none), which must arrive before it is sent.
+  std::vector<int64_t> mesh_wait;
 };
 
 struct Program {

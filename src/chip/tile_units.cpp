@@ -555,6 +555,7 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
     case 0x13: {
       const auto& n = std::get<WideNarrowInstr>(item.decoded);
       std::vector<uint8_t> stream;
+      stream.reserve(4 * std::min<uint64_t>(n.narrow_ttu.steps(), kMaxRowSteps));
       walk(n.narrow_ttu, [&](int64_t off) {
         const uint8_t* p = narrow_word(int64_t{n.narrow_addr} + off, false);
         stream.insert(stream.end(), p, p + 4);
@@ -619,6 +620,7 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
       if (fifo)
         for (auto [row, visits] : visits_per_row) drop_stale_fills(tile, row, visits);
       std::vector<uint8_t> stream;
+      stream.reserve(kWideRowBytes * n.wide_ttu.steps());  // bounded above
       walk(n.wide_ttu, [&](int64_t off) {
         const int64_t unit = int64_t{n.wide_addr} + 4 * off;
         const uint8_t* row = wide_row(unit, false);
@@ -706,6 +708,16 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
         if (m.out_active) facts.mesh_out = mesh_offsets(m.out_ttu, m.out_short, m.out_piece_level);
         if (m.in_active || m.fill_en)
           facts.mesh_in = mesh_offsets(m.in_ttu, m.in_short, m.in_piece_level);
+        if (!facts.mesh_out.empty() && !facts.mesh_in.empty() &&
+            facts.mesh_out.size() != facts.mesh_in.size()) {
+          std::unordered_map<int64_t, int64_t> written_at;  // byte address -> last inbound step
+          for (size_t k = 0; k < facts.mesh_in.size(); ++k)
+            written_at[int64_t{m.in_addr} + 4 * facts.mesh_in[k]] = static_cast<int64_t>(k);
+          for (int64_t off : facts.mesh_out) {
+            const auto it = written_at.find(int64_t{m.out_addr} + 4 * off);
+            facts.mesh_wait.push_back(it == written_at.end() ? -1 : it->second);
+          }
+        }
         facts.mesh_known = true;
       }
       const std::vector<int64_t>& outs = facts.mesh_out;
@@ -756,16 +768,13 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
         // A relay that adds its own data (the gather before MobileNet's average pool: tile 1
         // sends its 4 positions and the 8 it receives from tile 2): an outbound word whose address
         // the inbound half writes is sent after it arrived.
-        std::unordered_map<int64_t, uint64_t> written_at;  // byte address -> last inbound step
-        for (uint64_t k = 0; k < in_steps; ++k) written_at[int64_t{m.in_addr} + 4 * ins[k]] = k;
         uint64_t received = 0;
         auto receive_through = [&](uint64_t step) {
           for (; received <= step && received < in_steps; ++received) write_in(ins[received]);
         };
-        for (int64_t off : outs) {
-          if (auto it = written_at.find(int64_t{m.out_addr} + 4 * off); it != written_at.end())
-            receive_through(it->second);
-          send(read_out(off));
+        for (size_t j = 0; j < outs.size(); ++j) {
+          if (facts.mesh_wait[j] >= 0) receive_through(static_cast<uint64_t>(facts.mesh_wait[j]));
+          send(read_out(outs[j]));
         }
         receive_through(in_steps - 1);
       } else {
