@@ -157,9 +157,15 @@ bool overlaps(const Access& a, const Access& b) {
 
 namespace {
 using Runs = std::vector<std::pair<int64_t, int64_t>>;
-Runs runs_of(const Access& a) { return a.runs ? *a.runs : Runs{{a.lo, a.hi}}; }
+using RunSpan = std::span<const std::pair<int64_t, int64_t>>;
+// The runs of an access without copying them: its list, or `box` set to its bounding box.
+RunSpan runs_of(const Access& a, std::pair<int64_t, int64_t>& box) {
+  if (a.runs) return *a.runs;
+  box = {a.lo, a.hi};
+  return RunSpan(&box, 1);
+}
 // a minus b; both sorted and merged.
-Runs subtract(const Runs& a, const Runs& b) {
+Runs subtract(RunSpan a, RunSpan b) {
   Runs out;
   size_t j = 0;
   for (auto [lo, hi] : a) {
@@ -288,7 +294,8 @@ void VirtualEdgeTpu::Impl::add_hazards(const std::vector<uint32_t>& region, Work
           // e reads what a later instruction on another unit produces: this one. What this one
           // does not write stays a forward read.
           e.deps.push_back(id);
-          Runs rest = subtract(runs_of(b), runs_of(a));
+          std::pair<int64_t, int64_t> box_a, box_b;
+          Runs rest = subtract(runs_of(b, box_b), runs_of(a, box_a));
           if (rest.empty())
             b.forward = false;
           else
@@ -321,13 +328,14 @@ void VirtualEdgeTpu::Impl::add_hazards(const std::vector<uint32_t>& region, Work
       else
         merged.push_back(r);
     }
-    Runs rest = subtract(runs_of(n.accesses[i]), merged);
+    std::pair<int64_t, int64_t> box;
+    Runs rest = subtract(runs_of(n.accesses[i], box), merged);
     if (rest.empty()) continue;
     // The covered part orders after its writers; the rest waits for a later writer (keeping it in
     // the covered access too would make that writer wait for this read: a cycle).
     Access forward = n.accesses[i];
     forward.forward = true;
-    set_runs(n.accesses[i], subtract(runs_of(n.accesses[i]), rest));
+    set_runs(n.accesses[i], subtract(runs_of(n.accesses[i], box), rest));
     set_runs(forward, std::move(rest));
     n.accesses.push_back(std::move(forward));
   }
