@@ -152,6 +152,10 @@ struct TileState {
   // Ring packets for ringConsumer0 (infeeds, producers without to_c1) and ringConsumer1.
   std::array<PacketQueue, 2> ring_in;
   std::array<std::deque<uint32_t>, 4> mesh_in;  // words arriving per mesh opcode 0x15..0x18
+  // Wide rows a running ring consumer filled whose wide-memory copy is still to be written (its
+  // last fill, when the instruction ends: tile_units.cpp), and a mark per row.
+  std::vector<uint32_t> deferred_rows;
+  std::vector<uint8_t> deferred_mark;
 };
 
 struct OutputDescriptor {

@@ -305,6 +305,7 @@ class FillQueue {
     if (++head_ == tail_) head_ = tail_ = 0;
   }
   const Row& front() const { return rows_[head_]; }
+  const Row& back() const { return rows_[tail_ - 1]; }
   const Row& operator[](size_t i) const { return rows_[head_ + i]; }
   size_t size() const { return tail_ - head_; }
   bool empty() const { return head_ == tail_; }

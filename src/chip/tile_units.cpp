@@ -520,16 +520,40 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
       // per TTU step. Depthwise streams are (bias, 9 taps) of 16-byte entries per channel word.
       if (own.empty() || own.size() < consumer_packets_needed(r, w.aux_groups)) return false;
       const uint64_t groups = consumer_aux_groups(r, w.aux_groups);
+      // A whole-row packet goes to its row's fills at once, and to wide memory only as the row's
+      // last fill when the instruction ends: nothing else runs in between, so the wide copies of
+      // the fills before it (a FIFO row takes hundreds per instruction) could never be read.
+      auto& deferred = ts.deferred_rows;
+      auto& mark = ts.deferred_mark;
+      if (mark.empty()) mark.resize(kWideRows);
+      auto write_deferred = [&] {
+        for (uint32_t row : deferred) {
+          std::memcpy(tile.wide.data() + size_t{row} * kWideRowBytes,
+                      tile.fifo_rows[row].fills.back().data(), kWideRowBytes);
+          mark[row] = 0;
+        }
+        deferred.clear();
+      };
+      write_deferred();  // (empty unless an earlier consumer stopped with an error)
       auto take = [&](int64_t unit) {
         const std::span<const uint8_t> p = own.front();
         buffered_bytes -= p.size();
-        uint8_t* row = wide_row(unit, true);
-        if (p.size() == kWideRowBytes)  // almost all: a fixed-size copy the compiler inlines
-          std::memcpy(row, p.data(), kWideRowBytes);
-        else
+        uint8_t* row = wide_row(unit, true);  // bounds and statistics
+        if (p.size() == kWideRowBytes && unit % 4 == 0) {
+          const auto index = static_cast<uint32_t>(unit / 4);
+          auto& fifo = tile.fifo_rows[index];
+          fifo.fills.push_back(p.data());
+          ++fifo.written;
+          if (!mark[index]) {
+            mark[index] = 1;
+            deferred.push_back(index);
+          }
+        } else {  // a short or unaligned packet merges with what wide memory holds: write it now
+          write_deferred();
           std::memcpy(row, p.data(), std::min<size_t>(p.size(), kWideRowBytes));
+          record_fill(unit);
+        }
         own.pop_front();
-        record_fill(unit);
       };
       const uint32_t base = consumer_base(r);
       const uint64_t per_group = groups > 1 ? r.ttu.steps() / groups : r.ttu.steps();
@@ -549,6 +573,7 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
         ++step;
         take(int64_t{base} + 4 * off);
       });
+      write_deferred();
       charge();
       break;
     }
