@@ -262,6 +262,14 @@ std::unique_ptr<Program> Program::decode(std::span<const uint8_t> bitstream) {
     program->items.push_back(std::move(item));
   }
   program->facts.resize(program->items.size());
+  program->opcodes.reserve(program->items.size());
+  program->bundles.resize(program->items.size());
+  for (size_t i = 0; i < program->items.size(); ++i) {
+    const ProgramItem& item = program->items[i];
+    program->opcodes.push_back(item.opcode);
+    if (const auto* bundle = std::get_if<ScalarBundle>(&item.decoded))
+      program->bundles[i] = *bundle;
+  }
   return program;
 }
 

@@ -173,6 +173,10 @@ struct Program {
   uint64_t hash = 0;                  // of `bitstream`
   std::vector<isa::Instruction> raw;  // OpInstr::source points in here: keep the Program in place
   std::vector<ProgramItem> items;
+  // The scalar core's view, dense (an item is hundreds of bytes: stepping through bundles in them
+  // missed the cache on every one): per item its opcode and, for 0x20, its bundle.
+  std::vector<uint8_t> opcodes;
+  std::vector<ScalarBundle> bundles;
   std::vector<uint32_t> item_at_word;  // word offset -> item index (or UINT32_MAX inside an item)
   // Per item, filled by the scheduler as it dispatches (a cache: the program stays immutable).
   mutable std::vector<ItemFacts> facts;

@@ -218,14 +218,16 @@ bool VirtualEdgeTpu::Impl::step_scalar() {
   if (!scalar.running || !program) return false;
   if (scalar.pc >= program->items.size()) fail("scalar core ran past the end of the bitstream");
   const uint32_t index = scalar.pc;
+  // The item itself is read only off the bundle path (and for errors and traces).
   const ProgramItem& item = program->items[index];
+  const uint8_t opcode = program->opcodes[index];
   uint32_t next = index + 1;
-  switch (item.opcode) {
+  switch (opcode) {
     case 0x3e:
     case 0x3f:
       break;
     case 0x20: {
-      const auto& b = std::get<ScalarBundle>(item.decoded);
+      const ScalarBundle& b = program->bundles[index];
       const bool enabled = !b.gate || scalar.preds[b.pred_reg] == b.pred_pol;
       if (enabled) {
         // Loads must see what outfeeds write to scalar memory: wait for them.
