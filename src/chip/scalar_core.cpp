@@ -75,7 +75,13 @@ void VirtualEdgeTpu::Impl::issue_descriptor(const ProgramItem& item) {
 }
 
 void VirtualEdgeTpu::Impl::execute_bundle(const ScalarBundle& b, const ProgramItem& item) {
-  const std::array<uint32_t, 32> r = scalar.regs;  // every slot reads the registers at bundle start
+  // Every slot reads the registers as they were at the bundle's start: the operands are read
+  // before any slot writes (copying all 32 registers per bundle cost more than the bundle).
+  const auto& regs = scalar.regs;
+  const uint32_t alu_a = regs[b.s_y], alu_reg = regs[b.imm & 31];
+  const uint32_t load_address = regs[b.imm_size & 31];
+  const uint32_t store_address = regs[b.v_offset & 31], vector_value = regs[b.vs_reg];
+  const uint32_t sfu_operand = regs[b.vs_reg_w];
   auto smem_word = [&](uint32_t word) -> uint8_t* {
     if (word >= kScalarMemoryBytes / 4)
       fail_scalar(item,
@@ -86,8 +92,8 @@ void VirtualEdgeTpu::Impl::execute_bundle(const ScalarBundle& b, const ProgramIt
   // Scalar ALU slot: s_x = s_y OP b.
   if (b.s_op != 0) {
     const uint32_t op = b.s_op & 0x1f;
-    const uint32_t a = r[b.s_y];
-    const uint32_t v = (b.s_op & 0x20) ? b.imm : r[b.imm & 31];
+    const uint32_t a = alu_a;
+    const uint32_t v = (b.s_op & 0x20) ? b.imm : alu_reg;
     const auto sa = static_cast<int32_t>(a), sv = static_cast<int32_t>(v);
     auto set = [&](uint32_t value) { scalar.regs[b.s_x] = value; };
     auto pred = [&](bool value) { scalar.preds[b.s_x & 7] = value; };
@@ -138,10 +144,10 @@ void VirtualEdgeTpu::Impl::execute_bundle(const ScalarBundle& b, const ProgramIt
         set(v);
         break;
       case 0x10:
-        set(as_bits(static_cast<float>(static_cast<int32_t>(r[b.imm & 31]))));
+        set(as_bits(static_cast<float>(static_cast<int32_t>(alu_reg))));
         break;
       case 0x11:
-        set(float_to_int(as_float(r[b.imm & 31])));
+        set(float_to_int(as_float(alu_reg)));
         break;
       case 0x12:
         set(as_bits(as_float(a) + as_float(v)));
@@ -167,9 +173,9 @@ void VirtualEdgeTpu::Impl::execute_bundle(const ScalarBundle& b, const ProgramIt
   if (b.enable_vector >= 2) {
     const uint32_t addr_reg = b.imm_size & 31;
     uint32_t value;
-    std::memcpy(&value, smem_word(r[addr_reg]), 4);
+    std::memcpy(&value, smem_word(load_address), 4);
     scalar.regs[b.vs_reg_v1] = value;
-    if (b.enable_vector == 3 || (b.imm_size & 0x20)) scalar.regs[addr_reg] = r[addr_reg] + 1;
+    if (b.enable_vector == 3 || (b.imm_size & 0x20)) scalar.regs[addr_reg] = load_address + 1;
   } else if (b.enable_vector == 1) {
     fail_scalar(item, "memory slot mode 1 is not understood");
   }
@@ -179,18 +185,18 @@ void VirtualEdgeTpu::Impl::execute_bundle(const ScalarBundle& b, const ProgramIt
     case 0:
       break;
     case 0x4:
-      std::memcpy(smem_word(r[b.v_offset & 31]), &r[b.vs_reg], 4);
+      std::memcpy(smem_word(store_address), &vector_value, 4);
       break;
     case 0x8: {
       uint8_t bytes[4];
-      std::memcpy(bytes, &r[b.vs_reg], 4);
+      std::memcpy(bytes, &vector_value, 4);
       deliver_output_bytes(bytes);
       break;
     }
     case 0xa:
       if (b.v_offset > 3)
         fail_scalar(item, cat("descriptor word ", int{b.v_offset}, " (0..3 exist)"));
-      scalar.descriptor[b.v_offset] = r[b.vs_reg];
+      scalar.descriptor[b.v_offset] = vector_value;
       break;
     case 0xc:
       issue_descriptor(item);
@@ -202,7 +208,7 @@ void VirtualEdgeTpu::Impl::execute_bundle(const ScalarBundle& b, const ProgramIt
   // Special-function unit: 2 reciprocal, 3 exp2 (correctly rounded here; the chip is within a few
   // ulp, isa.md 2.11).
   if (b.v_op2 != 0) {
-    const float x = as_float(r[b.vs_reg_w]);
+    const float x = as_float(sfu_operand);
     float y = 0;
     if (b.v_op2 == 2)
       y = 1.0f / x;
