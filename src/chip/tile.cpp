@@ -156,16 +156,11 @@ uint8_t* OpEnv::wide_write(int64_t unit, uint32_t length) {
   return tile_.wide.data() + byte;
 }
 
-const uint8_t* OpEnv::par_fifo_row(uint32_t fill, int64_t unit) {
+[[noreturn]] void OpEnv::fail_fifo_row(uint32_t fill, int64_t unit) const {
   if (unit < 0 || unit % 4 != 0 || unit >= kWideUnits)
     fail_op(
         cat("FIFO row at unit ", unit, " is not a wide row start inside ", kWideUnits, " units"));
-  const uint32_t row = static_cast<uint32_t>(unit / 4);
-  const FifoRow* r = tile_.fifo_rows.find(row);
-  if (!r || fill >= r->fills.size())
-    fail_op(cat("FIFO row at unit ", unit, ": fill ", fill, " was never written"));
-  tile_.stats.wide_bytes_read += kWideRowBytes;
-  return r->fills[fill].data();
+  fail_op(cat("FIFO row at unit ", unit, ": fill ", fill, " was never written"));
 }
 
 uint8_t* OpEnv::bias_store(int64_t address, uint32_t length) {

@@ -411,12 +411,20 @@ class OpEnv {
   // lane]. Streamed FIFO access: the bytes of fill number `fill` (0-based, counted within this op)
   // of the FIFO row starting at `unit` (must be a multiple of 4). Throws if that fill does not
   // exist.
-  const uint8_t* par_fifo_row(uint32_t fill, int64_t unit);
+  const uint8_t* par_fifo_row(uint32_t fill, int64_t unit) {  // inline: once per row and fill
+    const FifoRow* r = unit >= 0 && unit % 4 == 0 && unit < kWideUnits
+                           ? tile_.fifo_rows.find(static_cast<uint32_t>(unit / 4))
+                           : nullptr;
+    if (!r || fill >= r->fills.size()) fail_fifo_row(fill, unit);
+    tile_.stats.wide_bytes_read += kWideRowBytes;
+    return r->fills[fill].data();
+  }
   uint8_t* bias_store(int64_t address, uint32_t length);
   const NluTable& nlu() const { return tile_.nlu; }
 
   // Error with the op's location: "tile 3: op 0x01 at word 812: <what>".
   [[noreturn]] void fail_op(const std::string& what) const;
+  [[noreturn]] void fail_fifo_row(uint32_t fill, int64_t unit) const;
 
  private:
   Tile& tile_;
