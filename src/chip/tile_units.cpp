@@ -750,28 +750,36 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
       const uint64_t in_steps = ins.size();
       if (receive && in_q.size() < in_steps) return false;
       const int neighbour = mesh_neighbour(w.tile, item.opcode);
-      auto send = [&](uint32_t word) {
-        stats.mesh_bytes += 4;
-        if (neighbour < 0) {
-          stats.mesh_bytes_dropped_at_edge += 4;
-          return;
-        }
-        tile_state[neighbour].mesh_in[dir].push_back(word);
-        buffered_bytes += 4;
-      };
-      auto narrow_at = [&](int64_t byte, bool write) -> uint8_t* {
-        if (byte < 0 || byte + 4 > kNarrowBytes)
+      // Both halves' addresses are checked once (their offsets' extremes), statistics are added in
+      // bulk: the words themselves move in tight loops.
+      auto check_half = [&](const std::vector<int64_t>& offsets, uint32_t addr) {
+        if (offsets.empty()) return;
+        const auto [lo, hi] = std::minmax_element(offsets.begin(), offsets.end());
+        if (int64_t{addr} + 4 * *lo < 0 || int64_t{addr} + 4 * *hi + 4 > kNarrowBytes)
           fail_at(w.tile, item,
-                  cat("mesh narrow address ", byte, " outside ", kNarrowBytes, " bytes"));
-        if (write)
-          tile.stats.narrow_bytes_written += 4;
-        else
-          tile.stats.narrow_bytes_read += 4;
-        return tile.narrow.data() + byte;
+                  cat("mesh narrow addresses ", int64_t{addr} + 4 * *lo, "..",
+                      int64_t{addr} + 4 * *hi, " outside ", kNarrowBytes, " bytes"));
+      };
+      check_half(outs, m.out_addr);
+      check_half(ins, m.in_addr);
+      tile.stats.narrow_bytes_read += 4 * uint64_t{outs.size()};
+      tile.stats.narrow_bytes_written += 4 * in_steps;
+      stats.mesh_bytes += 4 * uint64_t{outs.size()};
+      if (neighbour < 0)
+        stats.mesh_bytes_dropped_at_edge += 4 * uint64_t{outs.size()};
+      else
+        buffered_bytes += 4 * uint64_t{outs.size()};
+      if (receive) buffered_bytes -= 4 * in_steps;
+      std::deque<uint32_t>* const to =
+          neighbour < 0 ? nullptr : &tile_state[neighbour].mesh_in[dir];
+      uint8_t* const out_base = tile.narrow.data() + m.out_addr;
+      uint8_t* const in_base = tile.narrow.data() + m.in_addr;
+      auto send = [&](uint32_t word) {
+        if (to) to->push_back(word);
       };
       auto read_out = [&](int64_t off) {
         uint32_t v;
-        std::memcpy(&v, narrow_at(int64_t{m.out_addr} + 4 * off, false), 4);
+        std::memcpy(&v, out_base + 4 * off, 4);
         return v;
       };
       auto write_in = [&](int64_t off) {
@@ -779,9 +787,8 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
         if (receive) {
           v = in_q.front();
           in_q.pop_front();
-          buffered_bytes -= 4;
         }
-        std::memcpy(narrow_at(int64_t{m.in_addr} + 4 * off, true), &v, 4);
+        std::memcpy(in_base + 4 * off, &v, 4);
       };
       if (!outs.empty() && in_steps > 0 && outs.size() == in_steps) {
         // A relay: each received word may be the one it forwards (docs/chip.md "Mesh").
