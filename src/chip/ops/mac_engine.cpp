@@ -327,26 +327,41 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
   auto moves_nothing = [&](int k) {
     return slot_delta[k] == 0 && fill_delta[k] == 0 && group_delta[k] == 0;
   };
-  const int k0 = n_active > 0 ? active_loops[0] : -1;
-  const bool by_runs = k0 >= 0 && in_mask(mask, k0) && moves_nothing(k0);
-  const uint64_t run_length = by_runs ? uint64_t{op.loops[k0]} + 1 : 1;
+  int reduced_past_zero = 0;
+  // A run spans every innermost counted loop that is reduced and moves nothing (a conv's input
+  // words and taps together).
+  int run_loops = 0;
+  uint64_t run_length = 1;
+  while (run_loops < n_active && in_mask(mask, active_loops[run_loops]) &&
+         moves_nothing(active_loops[run_loops]))
+    run_length *= uint64_t{op.loops[active_loops[run_loops++]]} + 1;
+  const bool by_runs = run_loops > 0;
+  // The state at a run's last step: every loop of the run at its last iteration.
+  auto end_run = [&] {
+    for (int i = 0; i < run_loops; ++i) counter[active_loops[i]] = op.loops[active_loops[i]];
+    reduced_past_zero += run_loops;
+    reduced_not_last -= run_loops;
+  };
   // Batches: when the next loop out is not reduced and moves nothing either (a depthwise op's
   // positions), its runs differ only in their operands and output words. A batch gathers the
   // operands of all its runs at once and finds each FIFO row once (the runs repeat their `par`
   // walk); each run still starts, sums and emits as it would alone.
   constexpr uint64_t kMaxBatchSteps = 4096;
-  const int k1 = by_runs && n_active > 1 ? active_loops[1] : -1;
-  const bool by_batches = k1 >= 0 && !in_mask(mask, k1) && moves_nothing(k1) &&
+  const int k1 = by_runs && n_active > run_loops ? active_loops[run_loops] : -1;
+  // The loop may move the accumulator slot (a K-chunked conv's positions keep their partial sums
+  // open): run r of a batch then sums into its own slot.
+  const bool by_batches = k1 >= 0 && !in_mask(mask, k1) && fill_delta[k1] == 0 &&
+                          group_delta[k1] == 0 &&
                           (uint64_t{op.loops[k1]} + 1) * run_length <= kMaxBatchSteps;
+  const uint64_t batch_slot_step = by_batches ? static_cast<uint64_t>(slot_delta[k1]) : 0;
   const uint64_t batch_runs = by_batches ? uint64_t{op.loops[k1]} + 1 : 1;
-  const int first_outer = by_batches ? 2 : by_runs ? 1 : 0;
+  const int first_outer = run_loops + (by_batches ? 1 : 0);
   OperandGather gather(
       sources, std::min<uint64_t>(steps, by_batches ? batch_runs * run_length : uint64_t{64}),
       spec);
   const bool repeating = by_batches && par_repeats_per_run(op.par, run_length, batch_runs);
   if (by_batches) gather.split_in_runs(run_length);
 
-  int reduced_past_zero = 0;
   uint64_t slot_index = 0, group_index = 0, fill_index = 0;
   for (uint64_t step = 0; step < steps; step += run_length * batch_runs) {
     int32_t* a = &acc[slot_index * kColumns];
@@ -355,7 +370,7 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
       // The state at every run's start is the batch's (k1 is not reduced); at every run's end the
       // reduction is complete when the loops outside k1 say so.
       gather.gather(batch_runs * run_length, run_length, repeating);
-      const bool starts = reduced_past_zero == 0, ends = reduced_not_last == 1;
+      const bool starts = reduced_past_zero == 0, ends = reduced_not_last == run_loops;
       const bool last_group = group_index + 1 == groups;
       const uint32_t words = last_group ? last_words : full_words;
       if (starts && ends && vector_stage && !(last_group && last_skip > 0) &&
@@ -376,23 +391,19 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
         write_batch(sums, words, group_index, total);
       } else {
         for (uint64_t r = 0; r < batch_runs; ++r) {
-          if (starts) start_sums(a);
-          accumulate(a, gather.x(r), gather.w(r), run_length, sources, spec);
-          if (ends) emit(a, group_index);
+          int32_t* const ar = a + r * batch_slot_step * kColumns;
+          if (starts) start_sums(ar);
+          accumulate(ar, gather.x(r), gather.w(r), run_length, sources, spec);
+          if (ends) emit(ar, group_index);
         }
       }
-      counter[k0] = op.loops[k0];
+      end_run();
       counter[k1] = op.loops[k1];
-      ++reduced_past_zero;
-      --reduced_not_last;
+      slot_index += op.loops[k1] * batch_slot_step;  // as if k1 had stepped
     } else {
       if (reduced_past_zero == 0) start_sums(a);
       accumulate_run(a, run_length, sources, gather, spec);
-      if (by_runs) {  // the state at the run's last step
-        counter[k0] = op.loops[k0];
-        ++reduced_past_zero;
-        --reduced_not_last;
-      }
+      if (by_runs) end_run();
       if (reduced_not_last == 0) emit(a, group_index);
     }
 
