@@ -535,20 +535,37 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
         deferred.clear();
       };
       write_deferred();  // (empty unless an earlier consumer stopped with an error)
+      // The FIFO rows this instruction fills, looked up once each (a few rows take all packets).
+      std::array<std::pair<uint32_t, FifoRow*>, 64> row_cache;
+      row_cache.fill({UINT32_MAX, nullptr});
+      auto fifo_row = [&](uint32_t index) -> FifoRow& {
+        auto& slot = row_cache[index % row_cache.size()];
+        if (slot.first != index) slot = {index, &tile.fifo_rows[index]};
+        return *slot.second;
+      };
       auto take = [&](int64_t unit) {
         const std::span<const uint8_t> p = own.front();
         buffered_bytes -= p.size();
         uint8_t* row = wide_row(unit, true);  // bounds and statistics
-        if (p.size() == kWideRowBytes && unit % 4 == 0) {
+        if (unit % 4 == 0 && p.size() <= kWideRowBytes) {
           const auto index = static_cast<uint32_t>(unit / 4);
-          auto& fifo = tile.fifo_rows[index];
-          fifo.fills.push_back(p.data());
+          FifoRow& fifo = fifo_row(index);
+          if (p.size() == kWideRowBytes) {
+            fifo.fills.push_back(p.data());
+          } else {
+            // A short packet (a depthwise stream's 16-byte entries) replaces the start of what the
+            // row holds: its latest fill of this instruction, else wide memory.
+            uint8_t merged[kWideRowBytes];
+            std::memcpy(merged, mark[index] ? fifo.fills.back().data() : row, kWideRowBytes);
+            std::memcpy(merged, p.data(), p.size());
+            fifo.fills.push_back(merged);
+          }
           ++fifo.written;
           if (!mark[index]) {
             mark[index] = 1;
             deferred.push_back(index);
           }
-        } else {  // a short or unaligned packet merges with what wide memory holds: write it now
+        } else {  // an unaligned packet overlaps two rows of wide memory: write it now
           write_deferred();
           std::memcpy(row, p.data(), std::min<size_t>(p.size(), kWideRowBytes));
           record_fill(unit);
