@@ -296,9 +296,11 @@ class FillQueue {
   FillQueue& operator=(FillQueue&&) = default;
 
   // Queues a copy of the kWideRowBytes bytes at `bytes`.
-  void push_back(const uint8_t* bytes) {
+  void push_back(const uint8_t* bytes) { std::memcpy(push_uninitialized(), bytes, kWideRowBytes); }
+  // Queues a row whose bytes the caller writes next (references to earlier rows may move).
+  uint8_t* push_uninitialized() {
     if (tail_ == capacity_) make_room();
-    std::memcpy(rows_[tail_++].data(), bytes, kWideRowBytes);
+    return rows_[tail_++].data();
   }
   void push_back(const Row& row) { push_back(row.data()); }
   void pop_front() {

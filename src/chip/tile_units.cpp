@@ -555,10 +555,10 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
           } else {
             // A short packet (a depthwise stream's 16-byte entries) replaces the start of what the
             // row holds: its latest fill of this instruction, else wide memory.
-            uint8_t merged[kWideRowBytes];
-            std::memcpy(merged, mark[index] ? fifo.fills.back().data() : row, kWideRowBytes);
-            std::memcpy(merged, p.data(), p.size());
-            fifo.fills.push_back(merged);
+            uint8_t* fill = fifo.fills.push_uninitialized();
+            const uint8_t* latest = mark[index] ? fifo.fills[fifo.fills.size() - 2].data() : row;
+            std::memcpy(fill, latest, kWideRowBytes);
+            std::memcpy(fill, p.data(), p.size());
           }
           ++fifo.written;
           if (!mark[index]) {
