@@ -278,7 +278,13 @@ struct TileStats {
 // The fills queued on one FIFO row, oldest first: a buffer with a moving head instead of a deque,
 // so that a row refilled thousands of times per inference reuses its storage (a deque allocates a
 // block per two rows), and whose rows are not zeroed before being written (a vector's are).
-// References stay valid until the next push_back (ops never push).
+//
+// Prefix fills: a depthwise stream writes 16-byte entries, each a new fill equal to the row's
+// latest with its first 16 bytes replaced, hundreds per row and instruction. Stored whole, every
+// entry would cost a 256-byte copy into memory that no longer fits the cache. Instead a queue
+// started empty may keep such fills as their prefixes over one shared rest (`start_prefixes`,
+// `push_prefix`); `row(i)` puts fill i together when it is read. Any other push first turns the
+// prefixes back into whole rows, so the contents never depend on the representation.
 class FillQueue {
  public:
   using Row = std::array<uint8_t, kWideRowBytes>;
@@ -287,9 +293,11 @@ class FillQueue {
   FillQueue& operator=(const FillQueue& o) {
     if (this == &o) return *this;
     head_ = tail_ = 0;
+    prefix_ = 0;
     capacity_ = o.size();
     rows_ = capacity_ ? std::make_unique_for_overwrite<Row[]>(capacity_) : nullptr;
-    for (size_t i = 0; i < o.size(); ++i) rows_[tail_++] = o[i];
+    for (size_t i = 0; i < o.size(); ++i)
+      std::memcpy(rows_[tail_++].data(), o.row(i), kWideRowBytes);
     return *this;
   }
   FillQueue(FillQueue&&) = default;
@@ -297,21 +305,56 @@ class FillQueue {
 
   // Queues a copy of the kWideRowBytes bytes at `bytes`.
   void push_back(const uint8_t* bytes) { std::memcpy(push_uninitialized(), bytes, kWideRowBytes); }
-  // Queues a row whose bytes the caller writes next (references to earlier rows may move).
+  void push_back(const Row& row) { push_back(row.data()); }
+  // Queues a whole row whose bytes the caller writes next (pointers from row() may move).
   uint8_t* push_uninitialized() {
+    if (prefix_) expand();
     if (tail_ == capacity_) make_room();
     return rows_[tail_++].data();
   }
-  void push_back(const Row& row) { push_back(row.data()); }
-  void pop_front() {
-    if (++head_ == tail_) head_ = tail_ = 0;
+
+  // Whether the queue holds prefix fills of `length` bytes (then a push_prefix of that length
+  // queues its latest fill with the first `length` bytes replaced).
+  bool holds_prefixes(size_t length) const { return prefix_ == length && !empty(); }
+  // An empty queue starts keeping fills as `length`-byte prefixes over `base`'s other bytes.
+  void start_prefixes(size_t length, const uint8_t* base) {
+    if (!empty() || length == 0 || length >= kWideRowBytes)
+      fail("FillQueue: prefix fills need an empty queue and 0 < length < ", kWideRowBytes);
+    prefix_ = length;
+    if (!scratch_) scratch_ = std::make_unique_for_overwrite<Row>();  // only rows that use it
+    std::memcpy(scratch_->data(), base, kWideRowBytes);
+    scratch_index_ = SIZE_MAX;
   }
-  const Row& front() const { return rows_[head_]; }
-  const Row& back() const { return rows_[tail_ - 1]; }
-  const Row& operator[](size_t i) const { return rows_[head_ + i]; }
+  // Queues base (start_prefixes) with its first `length` bytes taken from `bytes`.
+  void push_prefix(const uint8_t* bytes) {
+    if ((tail_ + 1) * prefix_ > prefixes_.size())
+      prefixes_.resize(std::max<size_t>(64 * prefix_, 2 * (tail_ + 1) * prefix_));
+    std::memcpy(prefixes_.data() + tail_ * prefix_, bytes, prefix_);
+    ++tail_;
+  }
+
+  // Fill i (0 = oldest) as a whole row. Valid until the next push, pop or row() of this queue:
+  // a prefix fill is put together in one scratch row (an op reads one fill of a row at a time).
+  const uint8_t* row(size_t i) const {
+    if (!prefix_) return rows_[head_ + i].data();
+    if (scratch_index_ != head_ + i) {
+      std::memcpy(scratch_->data(), prefixes_.data() + (head_ + i) * prefix_, prefix_);
+      scratch_index_ = head_ + i;
+    }
+    return scratch_->data();
+  }
+  const uint8_t* front() const { return row(0); }
+  const uint8_t* back() const { return row(size() - 1); }
+  void pop_front() {
+    if (++head_ == tail_) clear();
+  }
   size_t size() const { return tail_ - head_; }
   bool empty() const { return head_ == tail_; }
-  void clear() { head_ = tail_ = 0; }  // keeps the storage for the next program
+  void clear() {  // keeps the storage for the next program
+    head_ = tail_ = 0;
+    prefix_ = 0;
+    scratch_index_ = SIZE_MAX;
+  }
 
  private:
   // Full: reclaim the consumed front when it is at least half the storage (amortised O(1)), else
@@ -331,8 +374,27 @@ class FillQueue {
     rows_ = std::move(rows);
     capacity_ = capacity;
   }
+  // Prefix fills back to whole rows (the whole-row storage is unused while prefixes are kept).
+  void expand() {
+    const size_t count = size(), first = head_, length = prefix_;
+    if (capacity_ < count) {
+      capacity_ = std::max<size_t>(4, count);
+      rows_ = std::make_unique_for_overwrite<Row[]>(capacity_);
+    }
+    for (size_t k = 0; k < count; ++k) {
+      std::memcpy(rows_[k].data(), scratch_->data(), kWideRowBytes);
+      std::memcpy(rows_[k].data(), prefixes_.data() + (first + k) * length, length);
+    }
+    head_ = 0;
+    tail_ = count;
+    prefix_ = 0;
+  }
   std::unique_ptr<Row[]> rows_;
   size_t head_ = 0, tail_ = 0, capacity_ = 0;
+  size_t prefix_ = 0;              // bytes per prefix fill; 0: whole rows
+  std::vector<uint8_t> prefixes_;  // prefix fills, prefix_ bytes each, indexed like rows_
+  std::unique_ptr<Row> scratch_;   // the shared rest; bytes [0, prefix_) of fill scratch_index_
+  mutable size_t scratch_index_ = SIZE_MAX;
 };
 
 struct FifoRow {
@@ -419,7 +481,7 @@ class OpEnv {
                            : nullptr;
     if (!r || fill >= r->fills.size()) fail_fifo_row(fill, unit);
     tile_.stats.wide_bytes_read += kWideRowBytes;
-    return r->fills[fill].data();
+    return r->fills.row(fill);
   }
   uint8_t* bias_store(int64_t address, uint32_t length);
   const NluTable& nlu() const { return tile_.nlu; }

@@ -478,7 +478,7 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
         // oldest fill, like every other FIFO reader; resident rows have no queued fills.
         if (FifoRow* fifo = tile.fifo_rows.find(static_cast<uint32_t>(unit / 4));
             unit % 4 == 0 && fifo && !fifo->fills.empty()) {
-          std::memcpy(next, fifo->fills.front().data(), kWideRowBytes);
+          std::memcpy(next, fifo->fills.front(), kWideRowBytes);
           next += kWideRowBytes;
           fifo->fills.pop_front();
           ++fifo->consumed;
@@ -529,7 +529,7 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
       auto write_deferred = [&] {
         for (uint32_t row : deferred) {
           std::memcpy(tile.wide.data() + size_t{row} * kWideRowBytes,
-                      tile.fifo_rows[row].fills.back().data(), kWideRowBytes);
+                      tile.fifo_rows[row].fills.back(), kWideRowBytes);
           mark[row] = 0;
         }
         deferred.clear();
@@ -552,11 +552,15 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
           FifoRow& fifo = fifo_row(index);
           if (p.size() == kWideRowBytes) {
             fifo.fills.push_back(p.data());
-          } else {
+          } else if (mark[index] ? fifo.fills.holds_prefixes(p.size()) : fifo.fills.empty()) {
             // A short packet (a depthwise stream's 16-byte entries) replaces the start of what the
-            // row holds: its latest fill of this instruction, else wide memory.
+            // row holds: its latest fill of this instruction, else wide memory. Queued as just
+            // those bytes while all fills share the rest (FillQueue, prefix fills).
+            if (!mark[index]) fifo.fills.start_prefixes(p.size(), row);
+            fifo.fills.push_prefix(p.data());
+          } else {
             uint8_t* fill = fifo.fills.push_uninitialized();
-            const uint8_t* latest = mark[index] ? fifo.fills[fifo.fills.size() - 2].data() : row;
+            const uint8_t* latest = mark[index] ? fifo.fills.row(fifo.fills.size() - 2) : row;
             std::memcpy(fill, latest, kWideRowBytes);
             std::memcpy(fill, p.data(), p.size());
           }
@@ -669,7 +673,7 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
         if (fifo) {
           FifoRow* r = tile.fifo_rows.find(static_cast<uint32_t>(unit / 4));
           if (r && !r->fills.empty()) {
-            stream.insert(stream.end(), r->fills.front().begin(), r->fills.front().end());
+            stream.insert(stream.end(), r->fills.front(), r->fills.front() + kWideRowBytes);
             r->fills.pop_front();
             ++r->consumed;
             return;
