@@ -361,6 +361,11 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
       spec);
   const bool repeating = by_batches && par_repeats_per_run(op.par, run_length, batch_runs);
   if (by_batches) gather.split_in_runs(run_length);
+  // A depthwise batch (4 columns, the same rows for every run) widens its rows once.
+  const FourColumnsBatchKernel four_columns_batch =
+      repeating && spec.operand == OperandKind::kWordTimesRow && active == 4
+          ? four_columns_batch_kernel()
+          : nullptr;
 
   uint64_t slot_index = 0, group_index = 0, fill_index = 0;
   for (uint64_t step = 0; step < steps; step += run_length * batch_runs) {
@@ -380,9 +385,14 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
         thread_local std::vector<int32_t> sums_scratch;
         if (sums_scratch.size() < batch_runs * touched4) sums_scratch.resize(batch_runs * touched4);
         int32_t* const sums = sums_scratch.data();
-        for (uint64_t r = 0; r < batch_runs; ++r) {
-          start_sums(sums + r * touched4);
-          accumulate(sums + r * touched4, gather.x(r), gather.w(r), run_length, sources, spec);
+        for (uint64_t r = 0; r < batch_runs; ++r) start_sums(sums + r * touched4);
+        if (four_columns_batch) {
+          four_columns_batch(sums, touched4, gather.x(0), gather.w(0),
+                             static_cast<uint32_t>(batch_runs), static_cast<uint32_t>(run_length),
+                             op.in_zp, op.w_zp);
+        } else {
+          for (uint64_t r = 0; r < batch_runs; ++r)
+            accumulate(sums + r * touched4, gather.x(r), gather.w(r), run_length, sources, spec);
         }
         const uint64_t total = batch_runs * words;
         if (out_words_left < total) env.fail_op("`out` TTU exhausted before the last output word");

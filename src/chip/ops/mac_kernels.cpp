@@ -129,9 +129,85 @@ __attribute__((target("avx2"))) void word_times_rows_avx2_impl(int32_t* acc,
     for (uint32_t i = 0; i < n; ++i)
       word_times_row_columns(acc, x[i], rows[i], 8 * blocks, columns, in_zp, w_zp);
 }
+
+// The batch's rows widened once: pair p holds rows 2p (low lane) and 2p + 1 (high lane) as int16
+// minus w_zp, bytes 0-7 (lo) and 8-15 (hi); an odd last row has a zero high lane, so that its
+// step can pair with anything. Long periods (never seen) take the one-run kernel per run.
+__attribute__((target("avx2"))) void four_columns_batch_avx2_impl(int32_t* acc, uint32_t stride,
+                                                                  const uint8_t* const* x,
+                                                                  const uint8_t* const* rows,
+                                                                  uint32_t runs, uint32_t period,
+                                                                  int32_t in_zp, int32_t w_zp) {
+  constexpr uint32_t kMaxPairs = 16;
+  const uint32_t pairs = (period + 1) / 2;
+  if (pairs > kMaxPairs) {
+    for (uint32_t r = 0; r < runs; ++r)
+      four_columns_run_avx2(acc + size_t{r} * stride, x + size_t{r} * period, rows, period, in_zp,
+                            w_zp);
+    return;
+  }
+  const __m256i zp = _mm256_set1_epi16(static_cast<int16_t>(w_zp));
+  const __m256i x_zp = _mm256_set1_epi16(static_cast<int16_t>(in_zp));
+  const __m256i zero = _mm256_setzero_si256();
+  __m256i lo[kMaxPairs], hi[kMaxPairs];
+  for (uint32_t p = 0; p < pairs; ++p) {
+    const uint8_t* second = 2 * p + 1 < period ? rows[2 * p + 1] : rows[2 * p];
+    const __m256i w = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[2 * p]))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(second)), 1);
+    lo[p] = _mm256_sub_epi16(_mm256_unpacklo_epi8(w, zero), zp);
+    hi[p] = _mm256_sub_epi16(_mm256_unpackhi_epi8(w, zero), zp);
+    if (2 * p + 1 == period) {  // keep the low lane only
+      lo[p] = _mm256_permute2x128_si256(lo[p], lo[p], 0x80);
+      hi[p] = _mm256_permute2x128_si256(hi[p], hi[p], 0x80);
+    }
+  }
+  for (uint32_t r = 0; r < runs; ++r) {
+    const uint8_t* const* xr = x + size_t{r} * period;
+    __m256i sum = zero;
+    for (uint32_t p = 0; p < pairs; ++p) {
+      int32_t x0, x1;
+      std::memcpy(&x0, xr[2 * p], 4);
+      std::memcpy(&x1, xr[2 * p + 1 < period ? 2 * p + 1 : 2 * p], 4);
+      const __m256i xv = _mm256_sub_epi16(
+          _mm256_unpacklo_epi8(_mm256_set_m128i(_mm_set1_epi32(x1), _mm_set1_epi32(x0)), zero),
+          x_zp);
+      sum = _mm256_add_epi32(
+          sum, _mm256_hadd_epi32(_mm256_madd_epi16(lo[p], xv), _mm256_madd_epi16(hi[p], xv)));
+    }
+    __m128i* a = reinterpret_cast<__m128i*>(acc + size_t{r} * stride);
+    _mm_storeu_si128(
+        a, _mm_add_epi32(_mm_loadu_si128(a), _mm_add_epi32(_mm256_castsi256_si128(sum),
+                                                           _mm256_extracti128_si256(sum, 1))));
+  }
+}
 #endif
 
+void four_columns_batch_c(int32_t* acc, uint32_t stride, const uint8_t* const* x,
+                          const uint8_t* const* rows, uint32_t runs, uint32_t period, int32_t in_zp,
+                          int32_t w_zp) {
+  for (uint32_t r = 0; r < runs; ++r)
+    four_columns_run(acc + size_t{r} * stride, x + size_t{r} * period, rows, period, in_zp, w_zp);
+}
+
 }  // namespace
+
+FourColumnsBatchKernel four_columns_batch_portable() { return four_columns_batch_c; }
+
+FourColumnsBatchKernel four_columns_batch_avx2() {
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx2")) return four_columns_batch_avx2_impl;
+#endif
+  return nullptr;
+}
+
+FourColumnsBatchKernel four_columns_batch_kernel() {
+  static const FourColumnsBatchKernel best = [] {
+    const FourColumnsBatchKernel avx2 = four_columns_batch_avx2();
+    return avx2 ? avx2 : four_columns_batch_portable();
+  }();
+  return best;
+}
 
 WordTimesRowsKernel word_times_rows_portable() { return word_times_rows_c; }
 

@@ -61,4 +61,15 @@ WordTimesRowsKernel word_times_rows_kernel();
 WordTimesRowsKernel word_times_rows_portable();
 WordTimesRowsKernel word_times_rows_avx2();
 
+// The runs of a depthwise batch: 4 columns, every run over the same `period` weight rows (the
+// positions of one channel word). For every run r < runs and column c < 4:
+// acc[r * stride + c] += sum_{t < period} sum_b (x[r * period + t][b] - in_zp) * (rows[t][4c + b]
+// - w_zp), wrapping mod 2^32. The rows are widened once for all runs instead of once per step.
+using FourColumnsBatchKernel = void (*)(int32_t* acc, uint32_t stride, const uint8_t* const* x,
+                                        const uint8_t* const* rows, uint32_t runs, uint32_t period,
+                                        int32_t in_zp, int32_t w_zp);
+FourColumnsBatchKernel four_columns_batch_kernel();
+FourColumnsBatchKernel four_columns_batch_portable();
+FourColumnsBatchKernel four_columns_batch_avx2();  // nullptr without AVX2
+
 }  // namespace tinycoral::chip::ops
