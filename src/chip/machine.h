@@ -265,7 +265,10 @@ struct VirtualEdgeTpu::Impl {
   void remember_decoded(std::shared_ptr<Program> program);
 
   // scalar_core.cpp
-  bool step_scalar();  // one instruction; false when blocked or not running
+  bool step_scalar();  // one instruction (or run of bundles); false when blocked or not running
+  bool run_bundles();  // the bundles from pc on until another instruction or a blocked one
+  bool scalar_writes_pending() const;  // an outfeed into scalar memory is still to finish
+  uint32_t next_pc(uint32_t next);     // after a hardware loop's body: its start again, or on
   void execute_bundle(const ScalarBundle& b, const ProgramItem& item);
   bool scsync_ready(const ScSyncInstr& s, uint64_t order);
   void issue_descriptor(const ProgramItem& item);
