@@ -58,6 +58,11 @@ class Packet {
 // one block (what one producer or infeed sent): sending a run to a tile and taking a packet cost no
 // allocation and no reference counting per packet.
 class PacketQueue {
+  struct Run {
+    std::shared_ptr<const uint8_t[]> block;
+    size_t begin, end, packet_bytes;
+  };
+
  public:
   // Packets of `packet_bytes` (the last one shorter) covering [begin, end) of `block`.
   void push(std::shared_ptr<const uint8_t[]> block, size_t begin, size_t end, size_t packet_bytes) {
@@ -79,11 +84,46 @@ class PacketQueue {
     if (r.begin >= r.end) runs_.pop_front();
   }
 
- private:
-  struct Run {
-    std::shared_ptr<const uint8_t[]> block;
-    size_t begin, end, packet_bytes;
+  // Reads the packets oldest first without taking them (a ring consumer reads hundreds in one go,
+  // then drops them at once). Valid while the queue is not changed; at most size() reads.
+  class Reader {
+   public:
+    std::span<const uint8_t> next() {
+      if (at_ >= run_->end) {
+        ++run_;
+        at_ = run_->begin;
+      }
+      const size_t bytes = std::min(run_->packet_bytes, run_->end - at_);
+      const uint8_t* data = run_->block.get() + at_;
+      at_ += bytes;
+      return {data, bytes};
+    }
+
+   private:
+    friend class PacketQueue;
+    explicit Reader(const PacketQueue& q)
+        : run_(q.runs_.begin()), at_(q.runs_.empty() ? 0 : q.runs_.front().begin) {}
+    std::deque<Run>::const_iterator run_;
+    size_t at_;
   };
+  Reader reader() const { return Reader(*this); }
+  // Takes the n oldest packets.
+  void drop(uint64_t n) {
+    while (n > 0) {
+      Run& r = runs_.front();
+      const uint64_t in_run = (r.end - r.begin + r.packet_bytes - 1) / r.packet_bytes;
+      if (n < in_run) {
+        r.begin += n * r.packet_bytes;
+        count_ -= n;
+        return;
+      }
+      n -= in_run;
+      count_ -= in_run;
+      runs_.pop_front();
+    }
+  }
+
+ private:
   std::deque<Run> runs_;
   size_t count_ = 0;
 };

@@ -329,7 +329,7 @@ class FillQueue {
   void push_prefix(const uint8_t* bytes) {
     if ((tail_ + 1) * prefix_ > prefixes_.size())
       prefixes_.resize(std::max<size_t>(64 * prefix_, 2 * (tail_ + 1) * prefix_));
-    std::memcpy(prefixes_.data() + tail_ * prefix_, bytes, prefix_);
+    copy_prefix(prefixes_.data() + tail_ * prefix_, bytes);
     ++tail_;
   }
 
@@ -338,7 +338,7 @@ class FillQueue {
   const uint8_t* row(size_t i) const {
     if (!prefix_) return rows_[head_ + i].data();
     if (scratch_index_ != head_ + i) {
-      std::memcpy(scratch_->data(), prefixes_.data() + (head_ + i) * prefix_, prefix_);
+      copy_prefix(scratch_->data(), prefixes_.data() + (head_ + i) * prefix_);
       scratch_index_ = head_ + i;
     }
     return scratch_->data();
@@ -357,6 +357,13 @@ class FillQueue {
   }
 
  private:
+  // A depthwise entry's 16 bytes as one fixed-size copy (a variable-length memcpy is a call).
+  void copy_prefix(uint8_t* to, const uint8_t* from) const {
+    if (prefix_ == 16)
+      std::memcpy(to, from, 16);
+    else
+      std::memcpy(to, from, prefix_);
+  }
   // Full: reclaim the consumed front when it is at least half the storage (amortised O(1)), else
   // grow. Rows are not zeroed first (every row is written right after).
   void make_room() {

@@ -543,8 +543,11 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
         if (slot.first != index) slot = {index, &tile.fifo_rows[index]};
         return *slot.second;
       };
+      PacketQueue::Reader packets = own.reader();
+      uint64_t taken = 0;
       auto take = [&](int64_t unit) {
-        const std::span<const uint8_t> p = own.front();
+        const std::span<const uint8_t> p = packets.next();
+        ++taken;
         buffered_bytes -= p.size();
         uint8_t* row = wide_row(unit, true);  // bounds and statistics
         if (unit % 4 == 0 && p.size() <= kWideRowBytes) {
@@ -574,7 +577,6 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
           std::memcpy(row, p.data(), std::min<size_t>(p.size(), kWideRowBytes));
           record_fill(unit);
         }
-        own.pop_front();
       };
       const uint32_t base = consumer_base(r);
       const uint64_t per_group = groups > 1 ? r.ttu.steps() / groups : r.ttu.steps();
@@ -594,6 +596,7 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
         ++step;
         take(int64_t{base} + 4 * off);
       });
+      own.drop(taken);
       write_deferred();
       charge();
       break;
