@@ -184,6 +184,7 @@ uint64_t consumer_packets_needed(const RingInstr& r, uint32_t known_groups);
 
 struct TileState {
   std::array<std::deque<uint32_t>, kTileUnits> queues;
+  uint32_t busy = 0;  // bit u: queues[u] is not empty (the run loop visits only those)
   std::array<uint32_t, kTileUnits> last_barrier;
   // Per queue: a dependency its front waits for (kNone: not known). The run loop skips the queue
   // until that work finished, instead of asking the front again on every pass.

@@ -39,8 +39,7 @@ bool VirtualEdgeTpu::Impl::scsync_ready(const ScSyncInstr& s, uint64_t /*order*/
   if (s.tokwait) {
     for (uint32_t t = 0; t < kTileCount; ++t) {
       if (!(s.tmask >> t & 1)) continue;
-      for (const auto& q : tile_state[t].queues)
-        if (!q.empty()) return false;
+      if (tile_state[t].busy != 0) return false;
     }
     for (uint32_t id : syncs)
       if (!works[id].done && works[id].tile >= 0 && (s.tmask >> works[id].tile & 1)) return false;

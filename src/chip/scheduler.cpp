@@ -7,6 +7,7 @@
 // often issued before their producers, isa.md 1.7). Sync counters are recorded, never waited on.
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <span>
 #include <sstream>
@@ -470,6 +471,7 @@ void VirtualEdgeTpu::Impl::dispatch(uint32_t index) {
     }
     ts.region.push_back(id);
     ts.queues[static_cast<size_t>(unit)].push_back(id);
+    ts.busy |= 1u << static_cast<uint32_t>(unit);
   }
   if (producer && !producer_works.empty())
     last_tile_producers[producer->to_c1 ? 1 : 0] = std::move(producer_works);
@@ -548,7 +550,8 @@ bool VirtualEdgeTpu::Impl::run_units() {
     sync_gates.resize(kept);
     for (uint32_t t = 0; t < kTileCount; ++t) {
       TileState& ts = tile_state[t];
-      for (size_t u = 0; u < kTileUnits; ++u) {
+      for (uint32_t busy = ts.busy; busy != 0; busy &= busy - 1) {
+        const auto u = static_cast<size_t>(std::countr_zero(busy));
         auto& q = ts.queues[u];
         uint32_t& gate = ts.gates[u];
         while (!q.empty() && !gate_closed(gate)) {
@@ -560,6 +563,7 @@ bool VirtualEdgeTpu::Impl::run_units() {
           gate = kNone;
           again = true;
         }
+        if (q.empty()) ts.busy &= ~(1u << u);
       }
     }
     for (size_t k = 0; k < dma_queues.size(); ++k) {
@@ -582,8 +586,7 @@ bool VirtualEdgeTpu::Impl::run_units() {
 
 bool VirtualEdgeTpu::Impl::all_works_done() const {
   for (const auto& ts : tile_state)
-    for (const auto& q : ts.queues)
-      if (!q.empty()) return false;
+    if (ts.busy != 0) return false;
   for (const auto& q : dma_queues)
     if (!q.empty()) return false;
   for (uint32_t id : syncs)
