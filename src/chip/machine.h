@@ -128,18 +128,49 @@ class PacketQueue {
   size_t count_ = 0;
 };
 
-// One instruction instance on one unit (of one tile, or of the scalar side).
+// The works a work waits for: the first few inline (most works wait for fewer than 7), the rest
+// in a vector whose storage is kept for the next work in the same slot.
+class DepList {
+ public:
+  bool empty() const { return size_ == 0; }
+  size_t size() const { return size_; }
+  uint32_t operator[](size_t i) const { return i < kInline ? inline_[i] : more_[i - kInline]; }
+  uint32_t back() const { return (*this)[size_ - 1]; }
+  void pop_back() { --size_; }
+  void push_back(uint32_t id) {
+    if (size_ < kInline) {
+      inline_[size_] = id;
+    } else if (size_ - kInline < more_.size()) {
+      more_[size_ - kInline] = id;
+    } else {
+      more_.push_back(id);
+    }
+    ++size_;
+  }
+  void clear() { size_ = 0; }
+
+ private:
+  static constexpr uint32_t kInline = 7;
+  uint32_t size_ = 0;
+  std::array<uint32_t, kInline> inline_;
+  std::vector<uint32_t> more_;
+};
+
+// One instruction instance on one unit (of one tile, or of the scalar side). What a waiting work
+// is polled for comes first: the run loop then reads one cache line of it (works are many and go
+// cold while the ops stream their data).
 struct Work {
+  DepList deps;                // works that must complete first
+  bool region_open = true;     // a forward read can still gain a writer
+  bool forward_reads = false;  // some access is a forward read (kept by add_hazards)
+  bool done = false;
+  bool started = false;  // mesh: outbound half done
   const Program* program = nullptr;
   uint32_t item = 0;
   int tile = -1;
   UnitId unit = UnitId::kOp;
   uint64_t order = 0;
-  std::vector<uint32_t> deps;  // works that must complete first
   std::vector<Access> accesses;
-  bool region_open = true;  // a forward read can still gain a writer
-  bool done = false;
-  bool started = false;  // mesh: outbound half done
   uint32_t pop = kNone;  // infeed: the pop whose staging data it sends
   uint64_t ordinal = 0;  // producer with scalar destination: its place in the outfeed stream
   uint32_t packets = 0;  // producer: packets it sends
@@ -161,7 +192,7 @@ class WorkStore {
   Work& emplace_back() {
     if (size_ == chunks_.size() * kChunk) chunks_.push_back(std::make_unique<Work[]>(kChunk));
     Work& w = (*this)[size_++];
-    std::vector<uint32_t> deps = std::move(w.deps);
+    DepList deps = std::move(w.deps);
     std::vector<Access> accesses = std::move(w.accesses);
     deps.clear();
     accesses.clear();

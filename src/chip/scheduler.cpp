@@ -237,6 +237,13 @@ uint32_t VirtualEdgeTpu::Impl::new_work(uint32_t item, int tile, UnitId unit) {
   return static_cast<uint32_t>(works.size() - 1);
 }
 
+namespace {
+bool has_forward_read(const Work& w) {
+  return std::any_of(w.accesses.begin(), w.accesses.end(),
+                     [](const Access& a) { return a.forward; });
+}
+}  // namespace
+
 void VirtualEdgeTpu::Impl::add_hazards(const std::vector<uint32_t>& region, Work& n, uint32_t id) {
   // Per read: the byte runs an earlier instruction of the region writes. The rest of the read is a
   // forward read, even when earlier writers cover part of it (MobileNet's horizontal halo moves
@@ -263,6 +270,7 @@ void VirtualEdgeTpu::Impl::add_hazards(const std::vector<uint32_t>& region, Work
     Work& e = works[eid];
     if (!meets_box(e)) continue;
     bool depend = false;
+    bool e_forward_changed = false;
     // When n writes what e reads forward, e consumes n's output: n does not wait for e's other
     // reads of the same bytes (split_concat / MobileNet: an infeed from scalar memory issued
     // before the outfeed that rewrites the region it read last time).
@@ -295,6 +303,7 @@ void VirtualEdgeTpu::Impl::add_hazards(const std::vector<uint32_t>& region, Work
           // e reads what a later instruction on another unit produces: this one. What this one
           // does not write stays a forward read.
           e.deps.push_back(id);
+          e_forward_changed = true;
           std::pair<int64_t, int64_t> box_a, box_b;
           Runs rest = subtract(runs_of(b, box_b), runs_of(a, box_a));
           if (rest.empty())
@@ -307,11 +316,13 @@ void VirtualEdgeTpu::Impl::add_hazards(const std::vector<uint32_t>& region, Work
           depend = true;  // WAR
         } else {
           b.forward = false;
+          e_forward_changed = true;
           depend = true;  // WAR
         }
       }
     }
     if (depend && !e.done) n.deps.push_back(eid);
+    if (e_forward_changed) e.forward_reads = has_forward_read(e);
   }
   const size_t count = n.accesses.size();
   for (size_t i = 0; i < count; ++i) {
@@ -340,6 +351,7 @@ void VirtualEdgeTpu::Impl::add_hazards(const std::vector<uint32_t>& region, Work
     set_runs(forward, std::move(rest));
     n.accesses.push_back(std::move(forward));
   }
+  n.forward_reads = has_forward_read(n);
 }
 
 void VirtualEdgeTpu::Impl::add_scalar_hazards(Work& n, uint32_t id) {
@@ -499,10 +511,7 @@ bool VirtualEdgeTpu::Impl::deps_done(Work& w) {
   // at the first one still pending, so a blocked work costs O(1) per poll instead of a scan.
   while (!w.deps.empty() && finished[w.deps.back()]) w.deps.pop_back();
   if (!w.deps.empty()) return false;
-  if (w.region_open)
-    for (const Access& a : w.accesses)
-      if (a.forward) return false;
-  return true;
+  return !(w.region_open && w.forward_reads);
 }
 
 void VirtualEdgeTpu::Impl::finish(uint32_t id) {
@@ -658,8 +667,8 @@ std::string VirtualEdgeTpu::Impl::describe(uint32_t id) const {
 std::string VirtualEdgeTpu::Impl::blocked_reason(uint32_t id) {
   Work& w = works[id];
   std::ostringstream s;
-  for (uint32_t d : w.deps)
-    if (!works[d].done) {
+  for (size_t k = 0; k < w.deps.size(); ++k)
+    if (const uint32_t d = w.deps[k]; !works[d].done) {
       s << describe(d) << " to finish";
       return s.str();
     }
