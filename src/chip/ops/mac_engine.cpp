@@ -345,19 +345,21 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
   // Batches: when the next loop out is not reduced and moves nothing either (a depthwise op's
   // positions), its runs differ only in their operands and output words. A batch gathers the
   // operands of all its runs at once and finds each FIFO row once (the runs repeat their `par`
-  // walk); each run still starts, sums and emits as it would alone.
+  // walk); each run still starts, sums and emits as it would alone. A long loop (the first
+  // depthwise layer's 257 positions of 20 steps) goes in chunks of at most kMaxBatchSteps steps.
   constexpr uint64_t kMaxBatchSteps = 4096;
   const int k1 = by_runs && n_active > run_loops ? active_loops[run_loops] : -1;
   // The loop may move the accumulator slot (a K-chunked conv's positions keep their partial sums
   // open): run r of a batch then sums into its own slot.
   const bool by_batches = k1 >= 0 && !in_mask(mask, k1) && fill_delta[k1] == 0 &&
-                          group_delta[k1] == 0 &&
-                          (uint64_t{op.loops[k1]} + 1) * run_length <= kMaxBatchSteps;
+                          group_delta[k1] == 0 && run_length <= kMaxBatchSteps;
   const uint64_t batch_slot_step = by_batches ? static_cast<uint64_t>(slot_delta[k1]) : 0;
   const uint64_t batch_runs = by_batches ? uint64_t{op.loops[k1]} + 1 : 1;
+  const uint64_t chunk_runs =
+      std::min(batch_runs, std::max<uint64_t>(1, kMaxBatchSteps / run_length));
   const int first_outer = run_loops + (by_batches ? 1 : 0);
   OperandGather gather(
-      sources, std::min<uint64_t>(steps, by_batches ? batch_runs * run_length : uint64_t{64}),
+      sources, std::min<uint64_t>(steps, by_batches ? chunk_runs * run_length : uint64_t{64}),
       spec);
   const bool repeating = by_batches && par_repeats_per_run(op.par, run_length, batch_runs);
   if (by_batches) gather.split_in_runs(run_length);
@@ -374,37 +376,42 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
     if (by_batches) {
       // The state at every run's start is the batch's (k1 is not reduced); at every run's end the
       // reduction is complete when the loops outside k1 say so.
-      gather.gather(batch_runs * run_length, run_length, repeating);
       const bool starts = reduced_past_zero == 0, ends = reduced_not_last == run_loops;
       const bool last_group = group_index + 1 == groups;
       const uint32_t words = last_group ? last_words : full_words;
-      if (starts && ends && vector_stage && !(last_group && last_skip > 0) &&
-          4 * words <= touched4) {
-        // Every run's sums first, each in its own slice, then all the batch's output words in one
-        // walk of `out`: the same words in the same order as one emit per run.
-        thread_local std::vector<int32_t> sums_scratch;
-        if (sums_scratch.size() < batch_runs * touched4) sums_scratch.resize(batch_runs * touched4);
-        int32_t* const sums = sums_scratch.data();
-        for (uint64_t r = 0; r < batch_runs; ++r) start_sums(sums + r * touched4);
-        if (four_columns_batch) {
-          four_columns_batch(sums, touched4, gather.x(0), gather.w(0),
-                             static_cast<uint32_t>(batch_runs), static_cast<uint32_t>(run_length),
-                             op.in_zp, op.w_zp);
+      const bool by_vectors =
+          starts && ends && vector_stage && !(last_group && last_skip > 0) && 4 * words <= touched4;
+      for (uint64_t first = 0; first < batch_runs; first += chunk_runs) {
+        const uint64_t runs = std::min(chunk_runs, batch_runs - first);
+        gather.gather(runs * run_length, run_length, repeating);
+        if (by_vectors) {
+          // Every run's sums first, each in its own slice, then all the chunk's output words in
+          // one walk of `out`: the same words in the same order as one emit per run.
+          thread_local std::vector<int32_t> sums_scratch;
+          if (sums_scratch.size() < runs * touched4) sums_scratch.resize(runs * touched4);
+          int32_t* const sums = sums_scratch.data();
+          for (uint64_t r = 0; r < runs; ++r) start_sums(sums + r * touched4);
+          if (four_columns_batch) {
+            four_columns_batch(sums, touched4, gather.x(0), gather.w(0),
+                               static_cast<uint32_t>(runs), static_cast<uint32_t>(run_length),
+                               op.in_zp, op.w_zp);
+          } else {
+            for (uint64_t r = 0; r < runs; ++r)
+              accumulate(sums + r * touched4, gather.x(r), gather.w(r), run_length, sources, spec);
+          }
+          const uint64_t total = runs * words;
+          if (out_words_left < total)
+            env.fail_op("`out` TTU exhausted before the last output word");
+          out_words_left -= total;
+          words_written += total;
+          write_batch(sums, words, group_index, total);
         } else {
-          for (uint64_t r = 0; r < batch_runs; ++r)
-            accumulate(sums + r * touched4, gather.x(r), gather.w(r), run_length, sources, spec);
-        }
-        const uint64_t total = batch_runs * words;
-        if (out_words_left < total) env.fail_op("`out` TTU exhausted before the last output word");
-        out_words_left -= total;
-        words_written += total;
-        write_batch(sums, words, group_index, total);
-      } else {
-        for (uint64_t r = 0; r < batch_runs; ++r) {
-          int32_t* const ar = a + r * batch_slot_step * kColumns;
-          if (starts) start_sums(ar);
-          accumulate(ar, gather.x(r), gather.w(r), run_length, sources, spec);
-          if (ends) emit(ar, group_index);
+          for (uint64_t r = 0; r < runs; ++r) {
+            int32_t* const ar = a + (first + r) * batch_slot_step * kColumns;
+            if (starts) start_sums(ar);
+            accumulate(ar, gather.x(r), gather.w(r), run_length, sources, spec);
+            if (ends) emit(ar, group_index);
+          }
         }
       }
       end_run();
