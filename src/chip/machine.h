@@ -342,6 +342,8 @@ struct VirtualEdgeTpu::Impl {
   bool scalar_writes_pending() const;  // an outfeed into scalar memory is still to finish
   uint32_t next_pc(uint32_t next);     // after a hardware loop's body: its start again, or on
   void execute_bundle(const ScalarBundle& b, const ProgramItem& item);
+  void execute_alu(const ScalarBundle& b, uint32_t alu_a, uint32_t alu_reg,
+                   const ProgramItem& item);
   bool scsync_ready(const ScSyncInstr& s, uint64_t order);
   void issue_descriptor(const ProgramItem& item);
 

@@ -173,6 +173,7 @@ Decoded decode_item(const isa::Instruction& in) {
       s.v_op2 = static_cast<uint8_t>(b.u(102, 3));
       s.vs_reg_w = static_cast<uint8_t>(b.u(105, 5));
       s.sfu_dst = static_cast<uint8_t>(b.u(110, 5));
+      s.alu_only = s.s_op != 0 && s.enable_vector == 0 && s.v_op == 0 && s.v_op2 == 0;
       return s;
     }
     case 0x21:

@@ -30,6 +30,7 @@ struct ScalarBundle {
   uint8_t s_op = 0, s_x = 0, s_y = 0;
   uint32_t imm = 0;
   uint8_t v_op2 = 0, vs_reg_w = 0, sfu_dst = 0;
+  bool alu_only = false;  // only the ALU slot does something (most of the device softmax)
 };
 
 struct HaltInstr {

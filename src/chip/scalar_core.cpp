@@ -73,6 +73,87 @@ void VirtualEdgeTpu::Impl::issue_descriptor(const ProgramItem& item) {
   }
 }
 
+// Scalar ALU slot: s_x = s_y OP b, from the operands as they were at the bundle's start.
+void VirtualEdgeTpu::Impl::execute_alu(const ScalarBundle& b, uint32_t alu_a, uint32_t alu_reg,
+                                       const ProgramItem& item) {
+  const uint32_t op = b.s_op & 0x1f;
+  const uint32_t a = alu_a;
+  const uint32_t v = (b.s_op & 0x20) ? b.imm : alu_reg;
+  const auto sa = static_cast<int32_t>(a), sv = static_cast<int32_t>(v);
+  auto set = [&](uint32_t value) { scalar.regs[b.s_x] = value; };
+  auto pred = [&](bool value) { scalar.preds[b.s_x & 7] = value; };
+  switch (op) {
+    case 0x01:
+      set(a + v);
+      break;
+    case 0x02:
+      set(a - v);
+      break;
+    case 0x03:
+      set(a & v);
+      break;
+    case 0x04:
+      set(a | v);
+      break;
+    case 0x05:
+      set(a ^ v);
+      break;
+    case 0x06:
+      set(v >= 32 ? 0 : a << v);
+      break;
+    case 0x07:
+      set(v >= 32 ? 0 : a >> v);
+      break;
+    case 0x08:
+      set(static_cast<uint32_t>(sa >> (v >= 32 ? 31 : v)));
+      break;
+    case 0x09:
+      pred(a == v);
+      break;
+    case 0x0a:
+      pred(a != v);
+      break;
+    case 0x0b:
+      pred(sa > sv);
+      break;
+    case 0x0c:
+      pred(sa < sv);
+      break;
+    case 0x0d:
+      pred(a >= v);
+      break;  // unsigned per tinycoral's interpreter (isa.md 2.11: unverified)
+    case 0x0e:
+      pred(sa >= sv);
+      break;
+    case 0x0f:
+      set(v);
+      break;
+    case 0x10:
+      set(as_bits(static_cast<float>(static_cast<int32_t>(alu_reg))));
+      break;
+    case 0x11:
+      set(float_to_int(as_float(alu_reg)));
+      break;
+    case 0x12:
+      set(as_bits(as_float(a) + as_float(v)));
+      break;
+    case 0x13:
+      set(as_bits(as_float(a) - as_float(v)));
+      break;
+    case 0x14:
+      set(as_bits(as_float(a) * as_float(v)));
+      break;
+    case 0x15:
+      set(as_bits(std::fmax(as_float(a), as_float(v))));
+      break;
+    case 0x16:
+      set(as_bits(std::fmin(as_float(a), as_float(v))));
+      break;
+    default:
+      fail_scalar(item, cat("unknown scalar ALU operation s_op 0x", std::hex, int{b.s_op}));
+  }
+}
+
 void VirtualEdgeTpu::Impl::execute_bundle(const ScalarBundle& b, const ProgramItem& item) {
   // Every slot reads the registers as they were at the bundle's start: the operands are read
   // before any slot writes (copying all 32 registers per bundle cost more than the bundle).
@@ -88,85 +169,7 @@ void VirtualEdgeTpu::Impl::execute_bundle(const ScalarBundle& b, const ProgramIt
     return scalar.smem.data() + 4 * size_t{word};
   };
 
-  // Scalar ALU slot: s_x = s_y OP b.
-  if (b.s_op != 0) {
-    const uint32_t op = b.s_op & 0x1f;
-    const uint32_t a = alu_a;
-    const uint32_t v = (b.s_op & 0x20) ? b.imm : alu_reg;
-    const auto sa = static_cast<int32_t>(a), sv = static_cast<int32_t>(v);
-    auto set = [&](uint32_t value) { scalar.regs[b.s_x] = value; };
-    auto pred = [&](bool value) { scalar.preds[b.s_x & 7] = value; };
-    switch (op) {
-      case 0x01:
-        set(a + v);
-        break;
-      case 0x02:
-        set(a - v);
-        break;
-      case 0x03:
-        set(a & v);
-        break;
-      case 0x04:
-        set(a | v);
-        break;
-      case 0x05:
-        set(a ^ v);
-        break;
-      case 0x06:
-        set(v >= 32 ? 0 : a << v);
-        break;
-      case 0x07:
-        set(v >= 32 ? 0 : a >> v);
-        break;
-      case 0x08:
-        set(static_cast<uint32_t>(sa >> (v >= 32 ? 31 : v)));
-        break;
-      case 0x09:
-        pred(a == v);
-        break;
-      case 0x0a:
-        pred(a != v);
-        break;
-      case 0x0b:
-        pred(sa > sv);
-        break;
-      case 0x0c:
-        pred(sa < sv);
-        break;
-      case 0x0d:
-        pred(a >= v);
-        break;  // unsigned per tinycoral's interpreter (isa.md 2.11: unverified)
-      case 0x0e:
-        pred(sa >= sv);
-        break;
-      case 0x0f:
-        set(v);
-        break;
-      case 0x10:
-        set(as_bits(static_cast<float>(static_cast<int32_t>(alu_reg))));
-        break;
-      case 0x11:
-        set(float_to_int(as_float(alu_reg)));
-        break;
-      case 0x12:
-        set(as_bits(as_float(a) + as_float(v)));
-        break;
-      case 0x13:
-        set(as_bits(as_float(a) - as_float(v)));
-        break;
-      case 0x14:
-        set(as_bits(as_float(a) * as_float(v)));
-        break;
-      case 0x15:
-        set(as_bits(std::fmax(as_float(a), as_float(v))));
-        break;
-      case 0x16:
-        set(as_bits(std::fmin(as_float(a), as_float(v))));
-        break;
-      default:
-        fail_scalar(item, cat("unknown scalar ALU operation s_op 0x", std::hex, int{b.s_op}));
-    }
-  }
+  if (b.s_op != 0) execute_alu(b, alu_a, alu_reg, item);
 
   // Memory slot: loads from scalar memory (word addresses), optional post-increment.
   if (b.enable_vector >= 2) {
@@ -229,7 +232,11 @@ bool VirtualEdgeTpu::Impl::run_bundles() {
   bool progress = false;
   while (pc < count && p.opcodes[pc] == 0x20) {
     const ScalarBundle& b = p.bundles[pc];
-    if (!b.gate || scalar.preds[b.pred_reg] == b.pred_pol) {
+    if (b.gate && scalar.preds[b.pred_reg] != b.pred_pol) {
+      // predicated off
+    } else if (b.alu_only) {
+      execute_alu(b, scalar.regs[b.s_y], scalar.regs[b.imm & 31], p.items[pc]);
+    } else {
       // Loads must see what outfeeds write to scalar memory: wait for them.
       if (b.enable_vector >= 2 && scalar_writes_pending()) break;
       // A completion interrupt is only sent when everything before it finished.
