@@ -225,11 +225,25 @@ void VirtualEdgeTpu::Impl::execute_bundle(const ScalarBundle& b, const ProgramIt
 
 bool VirtualEdgeTpu::Impl::run_bundles() {
   // Everything step_scalar does for a bundle, in one loop over the run of bundles at pc (the device
-  // softmax: 57K bundles per MobileNet inference, in three hardware loops).
+  // softmax: 57K bundles per MobileNet inference, in three hardware loops). The instruction count
+  // and budget are added up at the end (also when a bundle fails); the loop end is looked up only
+  // when pc reaches it.
   const Program& p = *program;
   const size_t count = p.items.size();
+  const bool tracing = options.trace != nullptr;
+  const uint64_t budget_left =
+      options.instruction_budget > budget_used ? options.instruction_budget - budget_used : 0;
   uint32_t pc = scalar.pc;
-  bool progress = false;
+  uint64_t executed = 0;
+  struct Count {
+    Impl& m;
+    const uint64_t& executed;
+    ~Count() {
+      m.budget_used += executed;
+      m.stats.instructions[static_cast<size_t>(UnitId::kScalar)] += executed;
+    }
+  } count_at_exit{*this, executed};
+  uint32_t loop_end = scalar.loops.empty() ? kNone : scalar.loops.back().end_item;
   while (pc < count && p.opcodes[pc] == 0x20) {
     const ScalarBundle& b = p.bundles[pc];
     if (b.gate && scalar.preds[b.pred_reg] != b.pred_pol) {
@@ -245,15 +259,21 @@ bool VirtualEdgeTpu::Impl::run_bundles() {
         break;
       execute_bundle(b, p.items[pc]);
     }
-    if (++budget_used > options.instruction_budget) charge(0);  // fails with the usual message
-    ++stats.instructions[static_cast<size_t>(UnitId::kScalar)];
-    if (options.trace)
+    if (++executed > budget_left) {  // over the budget: charge() fails with the usual message
+      budget_used += executed;
+      stats.instructions[static_cast<size_t>(UnitId::kScalar)] += executed;
+      executed = 0;
+      charge(0);
+    }
+    if (tracing)
       options.trace->record({programs_received, p.items[pc].word_offset, 0x20, -1, "scalar"});
-    pc = next_pc(pc + 1);
-    progress = true;
+    if (++pc == loop_end) {
+      pc = next_pc(pc);
+      loop_end = scalar.loops.empty() ? kNone : scalar.loops.back().end_item;
+    }
   }
   scalar.pc = pc;
-  return progress;
+  return executed > 0;
 }
 
 bool VirtualEdgeTpu::Impl::scalar_writes_pending() const {

@@ -114,6 +114,23 @@ TEST(Errors, OutOfRangeNarrowAddressStopsWithAnErrorNamingTheInstruction) {
   EXPECT_NE(chip.fault().find("tile 0"), std::string::npos) << chip.fault();
 }
 
+TEST(Errors, LongHardwareLoopOfBundlesStopsAtTheInstructionBudget) {
+  ProgramBuilder p;
+  p.movi(1, 0);
+  const size_t loop = p.add(0x23);
+  p.set(loop, 12, 16, 60000);  // count
+  p.set(loop, 28, 8, 1);       // body: the next word, a bundle
+  p.addi(1, 1, 1);
+  interrupt(p, 1);
+  ChipOptions options;
+  options.instruction_budget = 1000;
+  VirtualEdgeTpu chip(options);
+  chip.receive(DmaTag::kInstructions, p.finish());
+  ASSERT_EQ(chip.advance(), RunState::kFaulted);
+  EXPECT_NE(chip.fault().find("instruction budget of 1000"), std::string::npos) << chip.fault();
+  EXPECT_GT(chip.stats().instructions[static_cast<size_t>(UnitId::kScalar)], 1000u);
+}
+
 TEST(Errors, RunawayLoopStopsAtTheInstructionBudget) {
   ProgramBuilder p;
   const size_t set_p0 = p.add(0x20);  // p0 = (s0 == 0)
