@@ -18,27 +18,53 @@ int64_t mul_far(int64_t a, int64_t b) {
 }
 }  // namespace
 
-std::array<int64_t, 8> OpTtu::strides() const {
-  // Programs ask for the strides of the same few walks thousands of times per run (extents,
-  // loop roles, splits): remember the last ones per thread, keyed by increments and counts.
-  struct Memo {
-    std::array<int64_t, 8> inc{};
-    std::array<uint32_t, 8> cnt{};
-    std::array<int64_t, 8> strides{};
-    bool valid = false;
-  };
-  thread_local std::array<Memo, 64> memo;
+namespace {
+// What the walks of one (increments, counts) pair share, whatever their base: the strides and, when
+// nothing can saturate, the sums of the negative and the positive spans cnt_k * S_k.
+struct WalkShape {
+  std::array<int64_t, 8> inc{};
+  std::array<uint32_t, 8> cnt{};
+  std::array<int64_t, 8> strides{};
+  int64_t below = 0, above = 0;  // sum of min(0, span_k), of max(0, span_k)
+  bool small = false;            // sum of |span_k| < kFar / 2: no clamping for |base| < kFar / 2
+  bool valid = false;
+};
+
+// Programs ask for the same few walks thousands of times per run (extents, loop roles, splits):
+// remember the last ones per thread, keyed by increments and counts.
+const WalkShape& shape_of(const OpTtu& t) {
+  thread_local std::array<WalkShape, 64> memo;
   uint64_t hash = 0;
   for (int k = 0; k < 8; ++k)
-    hash = (hash ^ static_cast<uint64_t>(inc[k]) ^ (uint64_t{cnt[k]} << 32)) * 0x9e3779b97f4a7c15u;
-  Memo& m = memo[hash >> 58];
-  if (m.valid && m.inc == inc && m.cnt == cnt) return m.strides;
-  m.inc = inc;
-  m.cnt = cnt;
-  m.strides = compute_strides();
+    hash =
+        (hash ^ static_cast<uint64_t>(t.inc[k]) ^ (uint64_t{t.cnt[k]} << 32)) * 0x9e3779b97f4a7c15u;
+  WalkShape& m = memo[hash >> 58];
+  if (m.valid && m.inc == t.inc && m.cnt == t.cnt) return m;
+  m.inc = t.inc;
+  m.cnt = t.cnt;
+  m.strides = t.compute_strides();
+  m.below = m.above = 0;
+  m.small = true;
+  int64_t total = 0;
+  for (int k = 0; k < 8 && m.small; ++k) {
+    int64_t span = 0;
+    if (__builtin_mul_overflow(m.strides[k], static_cast<int64_t>(t.cnt[k]), &span) ||
+        span <= -kFar / 2 || span >= kFar / 2) {
+      m.small = false;
+      break;
+    }
+    total += span < 0 ? -span : span;
+    (span < 0 ? m.below : m.above) += span;
+    m.small = total < kFar / 2;
+  }
   m.valid = true;
-  return m.strides;
+  return m;
 }
+
+bool small_base(int64_t base) { return base > -kFar / 2 && base < kFar / 2; }
+}  // namespace
+
+std::array<int64_t, 8> OpTtu::strides() const { return shape_of(*this).strides; }
 
 std::array<int64_t, 8> OpTtu::compute_strides() const {
   // S_k = INC_k + sum_{e<k} cnt_e * S_e (isa.md 2.0a). Fast path, O(8): while the magnitudes of
@@ -76,7 +102,9 @@ std::array<int64_t, 8> OpTtu::compute_strides() const {
 }
 
 int64_t OpTtu::min_address() const {
-  const auto s = strides();
+  const WalkShape& shape = shape_of(*this);
+  if (shape.small && small_base(base)) return base + shape.below;
+  const auto s = shape.strides;
   int64_t lo = clamp_far(base);
   for (int k = 0; k < 8; ++k)
     lo = clamp_far(lo + std::min<int64_t>(0, mul_far(s[k], static_cast<int64_t>(cnt[k]))));
@@ -84,7 +112,9 @@ int64_t OpTtu::min_address() const {
 }
 
 int64_t OpTtu::max_address() const {
-  const auto s = strides();
+  const WalkShape& shape = shape_of(*this);
+  if (shape.small && small_base(base)) return base + shape.above;
+  const auto s = shape.strides;
   int64_t hi = clamp_far(base);
   for (int k = 0; k < 8; ++k)
     hi = clamp_far(hi + std::max<int64_t>(0, mul_far(s[k], static_cast<int64_t>(cnt[k]))));
@@ -92,7 +122,9 @@ int64_t OpTtu::max_address() const {
 }
 
 OpTtu::Extent OpTtu::extent() const {
-  const auto s = strides();
+  const WalkShape& shape = shape_of(*this);
+  if (shape.small && small_base(base)) return {base + shape.below, base + shape.above};
+  const auto s = shape.strides;
   Extent e{clamp_far(base), clamp_far(base)};
   for (int k = 0; k < 8; ++k) {
     const int64_t span = mul_far(s[k], static_cast<int64_t>(cnt[k]));

@@ -55,6 +55,43 @@ TEST(TtuStrides, FastPathEqualsTheSaturatingDefinition) {
   EXPECT_GT(saturated, 1000);  // the fallback was exercised too
 }
 
+// The saturating definition of a walk's lowest and highest address (tile.cpp before its shortcut).
+OpTtu::Extent saturating_extent(const OpTtu& t) {
+  const auto s = saturating_strides(t);
+  OpTtu::Extent e{clamp_far(t.base), clamp_far(t.base)};
+  for (int k = 0; k < 8; ++k) {
+    const int64_t span = mul_far(s[k], static_cast<int64_t>(t.cnt[k]));
+    e.lo = clamp_far(e.lo + std::min<int64_t>(0, span));
+    e.hi = clamp_far(e.hi + std::max<int64_t>(0, span));
+  }
+  return e;
+}
+
+TEST(TtuStrides, ExtentEqualsTheSaturatingDefinition) {
+  std::mt19937_64 rng(13);
+  for (int trial = 0; trial < 20000; ++trial) {
+    OpTtu t;
+    const int scale = trial % 4;  // small, medium, near the saturation bound, fuzzer-sized
+    const int64_t inc_span = scale == 0 ? 64 : scale == 1 ? 1 << 20 : scale == 2 ? kFar / 8 : kFar;
+    const uint64_t cnt_span = scale == 0 ? 8 : scale == 1 ? 1 << 12 : 1 << 4;
+    for (int k = 0; k < 8; ++k) {
+      t.inc[k] =
+          static_cast<int64_t>(rng() % static_cast<uint64_t>(inc_span)) * (rng() % 2 ? 1 : -1);
+      t.cnt[k] = static_cast<uint32_t>(rng() % cnt_span);
+      if (rng() % 3 == 0) t.cnt[k] = 0;
+    }
+    t.base = static_cast<int64_t>(rng() % static_cast<uint64_t>(2 * kFar)) - kFar;
+    if (trial % 5 == 0)
+      t.base = (rng() % 2 ? 1 : -1) * (kFar / 2 - 1 + static_cast<int64_t>(rng() % 3));
+    const auto want = saturating_extent(t);
+    const auto got = t.extent();
+    ASSERT_EQ(got.lo, want.lo) << "trial " << trial;
+    ASSERT_EQ(got.hi, want.hi) << "trial " << trial;
+    ASSERT_EQ(t.min_address(), want.lo) << "trial " << trial;
+    ASSERT_EQ(t.max_address(), want.hi) << "trial " << trial;
+  }
+}
+
 TEST(TtuStrides, WalkerVisitsBasePlusCountersTimesStrides) {
   OpTtu t;
   t.base = 100;
