@@ -157,8 +157,8 @@ class DepList {
 };
 
 // One instruction instance on one unit (of one tile, or of the scalar side). What a waiting work
-// is polled for comes first: the run loop then reads one cache line of it (works are many and go
-// cold while the ops stream their data).
+// is polled for comes first and needs no other memory: the run loop reads only the start of it
+// (works are many and go cold while the ops stream their data).
 struct Work {
   DepList deps;                // works that must complete first
   bool region_open = true;     // a forward read can still gain a writer
