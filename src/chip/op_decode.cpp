@@ -3,6 +3,7 @@
 #include <bit>
 #include <cstring>
 
+#include "chip/field_bits.h"
 #include "chip/tile.h"
 #include "common/bits.h"
 #include "isa/isa.h"
@@ -10,12 +11,7 @@
 namespace tinycoral::chip {
 namespace {
 
-struct Bits {
-  std::span<const uint8_t> bytes;
-  uint64_t u(uint32_t lo, uint32_t width) const { return get_bits(bytes, lo, width); }
-  int64_t s(uint32_t lo, uint32_t width) const { return sign_extend(u(lo, width), width); }
-  float f(uint32_t lo) const { return std::bit_cast<float>(static_cast<uint32_t>(u(lo, 32))); }
-};
+using Bits = FieldBits;
 
 // Narrow TTU: base 18 bits, hmode 2, then 8 dims of (inc 17s, cnt 18, mode 2) = 37 bits each.
 OpTtu narrow_ttu(const Bits& b, uint32_t base_lo, uint32_t tflags_lo, uint32_t tflags_width) {
@@ -53,7 +49,7 @@ OpTtu wide_ttu(const Bits& b, uint32_t base_lo, uint32_t tflags_lo, uint32_t tfl
 }  // namespace
 
 OpInstr decode_op(const isa::Instruction& instruction) {
-  const Bits b{instruction.bytes};
+  const Bits b{instruction.bytes, instruction.opcode()};
   if (instruction.bytes.size() < 17 * 16)
     fail("op at word ", instruction.word_offset, ": ", instruction.bytes.size(),
          " bytes, expected 272");

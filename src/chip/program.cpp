@@ -6,17 +6,14 @@
 #include <bit>
 #include <cstring>
 
+#include "chip/field_bits.h"
 #include "common/bits.h"
 #include "common/error.h"
 
 namespace tinycoral::chip {
 namespace {
 
-struct Bits {
-  std::span<const uint8_t> bytes;
-  uint64_t u(uint32_t lo, uint32_t width) const { return get_bits(bytes, lo, width); }
-  int64_t s(uint32_t lo, uint32_t width) const { return sign_extend(u(lo, width), width); }
-};
+using Bits = FieldBits;
 
 // `levels` DMA-style levels of (inc: 17 bits signed, count - 1: 16 bits), 33 bits apart.
 DmaTtu dma_ttu(const Bits& b, int64_t base, uint32_t first_lo, int levels) {
@@ -53,7 +50,7 @@ uint32_t stream_units(uint64_t d0_limit, uint64_t d1_limit, uint64_t count_m1, b
 }
 
 Decoded decode_item(const isa::Instruction& in) {
-  const Bits b{in.bytes};
+  const Bits b{in.bytes, in.opcode()};
   const uint8_t opcode = in.opcode();
   switch (opcode) {
     case 0x01:
@@ -181,7 +178,7 @@ Decoded decode_item(const isa::Instruction& in) {
     case 0x22:
       return BranchInstr{static_cast<int32_t>(b.s(17, 15))};
     case 0x23:
-      return LoopInstr{static_cast<uint32_t>(b.u(12, 16)), static_cast<uint32_t>(b.u(28, 8))};
+      return LoopInstr{static_cast<uint32_t>(b.u(12, 16)), static_cast<uint32_t>(b.u(28, 5))};
     case 0x24: {
       ScSyncInstr s;
       s.tiles = static_cast<uint16_t>(b.u(12, 16));

@@ -1,9 +1,12 @@
-// Test helper: builds small bitstreams instruction by instruction, setting fields at the bit
-// positions the simulator reads (docs/chip.md), so tests can drive the virtual Edge TPU with
-// programs whose effect is known exactly.
+// Test helper: builds small bitstreams instruction by instruction, setting fields by their names in
+// the ISA table (src/isa), so tests can drive the virtual Edge TPU with programs whose effect is
+// known exactly, and a field the table does not have, or a value too wide for it, is a test error.
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/bits.h"
@@ -22,43 +25,55 @@ class ProgramBuilder {
     words_.push_back(static_cast<uint32_t>(bytes_.size() / 16));
     starts_.push_back(bytes_.size());
     bytes_.resize(bytes_.size() + 16u * spec->words, 0);
-    set(starts_.size() - 1, 6, 6, opcode);
+    specs_.push_back(spec);
+    set(starts_.size() - 1, "opcode", opcode);
     return starts_.size() - 1;
   }
-  void set(size_t index, uint32_t lo, uint32_t width, uint64_t value) {
+  // Sets field `name` of instruction `index` to `value` (its low bits for a signed field).
+  void set(size_t index, std::string_view name, int64_t value) {
+    const isa::FieldSpec* field = specs_.at(index)->field(name);
+    if (!field) throw std::logic_error("test program: no field " + std::string(name));
+    const uint64_t bits = static_cast<uint64_t>(value);
+    const uint64_t mask = field->width >= 64 ? ~uint64_t{0} : (uint64_t{1} << field->width) - 1;
+    const bool fits =
+        field->is_signed ? (value >> (field->width - 1)) == 0 || (value >> (field->width - 1)) == -1
+                         : (bits & ~mask) == 0;
+    if (!fits)
+      throw std::logic_error("test program: " + std::to_string(value) + " does not fit field " +
+                             std::string(name));
     std::span<uint8_t> span(bytes_.data() + starts_[index], bytes_.size() - starts_[index]);
-    set_bits(span, lo, width, value);
+    set_bits(span, field->lo, field->width, bits & mask);
   }
   uint32_t word_of(size_t index) const { return words_[index]; }
 
   // Scalar bundle: s[x] = imm (MOVI).
   size_t movi(uint32_t reg, uint32_t imm) {
     const size_t i = add(0x20);
-    set(i, 54, 6, 0x2f);
-    set(i, 60, 5, reg);
-    set(i, 70, 32, imm);
+    set(i, "s_op", 0x2f);
+    set(i, "s_x", reg);
+    set(i, "imm", imm);
     return i;
   }
   // s[x] = s[y] + imm.
   size_t addi(uint32_t x, uint32_t y, uint32_t imm) {
     const size_t i = add(0x20);
-    set(i, 54, 6, 0x21);
-    set(i, 60, 5, x);
-    set(i, 65, 5, y);
-    set(i, 70, 32, imm);
+    set(i, "s_op", 0x21);
+    set(i, "s_x", x);
+    set(i, "s_y", y);
+    set(i, "imm", imm);
     return i;
   }
   // Descriptor word k = s[reg]; issue.
   size_t desc(uint32_t k, uint32_t reg) {
     const size_t i = add(0x20);
-    set(i, 31, 5, 0xa);
-    set(i, 36, 8, k);
-    set(i, 49, 5, reg);
+    set(i, "v_op", 0xa);
+    set(i, "v_offset", k);
+    set(i, "vs_reg", reg);
     return i;
   }
   size_t issue() {
     const size_t i = add(0x20);
-    set(i, 31, 5, 0xc);
+    set(i, "v_op", 0xc);
     return i;
   }
   // Host DMA descriptor (address 0) with a length held in `len_reg` and a tag in `tag_reg`.
@@ -71,7 +86,7 @@ class ProgramBuilder {
   }
   std::vector<uint8_t> finish(uint8_t halt_code = 4) {
     const size_t h = add(0x21);
-    set(h, 14, 5, halt_code);
+    set(h, "code", halt_code);
     for (int k = 0; k < 4; ++k) add(0x20);
     add(0x3f);
     return bytes_;
@@ -81,6 +96,7 @@ class ProgramBuilder {
   std::vector<uint8_t> bytes_;
   std::vector<size_t> starts_;
   std::vector<uint32_t> words_;
+  std::vector<const isa::OpcodeSpec*> specs_;
 };
 
 }  // namespace tinycoral::chip::testing

@@ -12,52 +12,52 @@ namespace tinycoral::chip::testing {
 inline std::vector<uint8_t> round_trip_program(uint32_t narrow_word, uint32_t bytes = 32) {
   ProgramBuilder p;
   const size_t pop = p.add(0x25);
-  p.set(pop, 12, 1, 1);  // activations
-  p.set(pop, 44, 15, 16383);
-  p.set(pop, 142, 14, bytes / 8 - 1);  // units of 8 bytes
-  p.set(pop, 157, 1, 1);
+  p.set(pop, "stream", 1);  // activations
+  p.set(pop, "walk.cnt0", 16383);
+  p.set(pop, "count_m1", bytes / 8 - 1);  // units of 8 bytes
+  p.set(pop, "tail_en", 1);
   const size_t cons = p.add(0x11);
-  p.set(cons, 12, 16, 1);
-  p.set(cons, 60, 18, 8312);
-  p.set(cons, 78, 17, 1);
-  p.set(cons, 335, 2, 3);
+  p.set(cons, "tiles", 1);
+  p.set(cons, "addr", 8312);
+  p.set(cons, "inc0", 1);
+  p.set(cons, "mode", 3);
   const size_t in = p.add(0x26);
-  p.set(in, 12, 1, 1);
-  p.set(in, 55, 20, 16383);
-  p.set(in, 183, 14, bytes / 8 - 1);
-  p.set(in, 203, 1, 1);
-  p.set(in, 409, 16, 1);
-  p.set(in, 438, 2, 3);
+  p.set(in, "stream", 1);
+  p.set(in, "walk.cnt0", 16383);
+  p.set(in, "count_m1", bytes / 8 - 1);
+  p.set(in, "tail_en", 1);
+  p.set(in, "dest", 1);
+  p.set(in, "lanes_m1", 3);
   const size_t w2n = p.add(0x14);
-  p.set(w2n, 12, 16, 1);
-  p.set(w2n, 60, 14, 8312);
-  p.set(w2n, 78, 17, 1);
-  p.set(w2n, 267, 16, narrow_word);
-  p.set(w2n, 283, 17, 1);
-  p.set(w2n, 300, 16, 7);
-  p.set(w2n, 487, 2, 1);
+  p.set(w2n, "tiles", 1);
+  p.set(w2n, "w.addr", 8312);
+  p.set(w2n, "w.inc0", 1);
+  p.set(w2n, "n.addr", narrow_word);
+  p.set(w2n, "n.inc0", 1);
+  p.set(w2n, "n.cnt0", 7);
+  p.set(w2n, "mode", 1);
   const size_t n2w = p.add(0x13);
-  p.set(n2w, 12, 16, 1);
-  p.set(n2w, 62, 16, narrow_word);
-  p.set(n2w, 78, 17, 1);
-  p.set(n2w, 95, 16, 7);
-  p.set(n2w, 335, 14, 8000);
-  p.set(n2w, 353, 17, 1);
+  p.set(n2w, "tiles", 1);
+  p.set(n2w, "n.addr", narrow_word);
+  p.set(n2w, "n.inc0", 1);
+  p.set(n2w, "n.cnt0", 7);
+  p.set(n2w, "w.addr", 8000);
+  p.set(n2w, "w.inc0", 1);
   p.movi(1, bytes);
   p.movi(2, 3);
   p.movi(3, 0);
   p.descriptor(1, 2, 3);  // the output
   const size_t out = p.add(0x27);
-  p.set(out, 43, 15, bytes / 8 - 1);
-  p.set(out, 173, 2, 3);
+  p.set(out, "walk.cnt0", bytes / 8 - 1);
+  p.set(out, "k173", 3);
   const size_t prod = p.add(0x10);
-  p.set(prod, 12, 16, 1);
-  p.set(prod, 60, 18, 8000);
-  p.set(prod, 78, 17, 1);
-  p.set(prod, 467, 17, 1u << 16);
+  p.set(prod, "tiles", 1);
+  p.set(prod, "addr", 8000);
+  p.set(prod, "inc0", 1);
+  p.set(prod, "dest", 1u << 16);
   const size_t fence = p.add(0x24);
-  p.set(fence, 57, 1, 1);
-  p.set(fence, 73, 16, 0xffff);
+  p.set(fence, "tokwait", 1);
+  p.set(fence, "tmask", 0xffff);
   p.movi(4, 0);
   p.movi(30, 4);  // tag 4 = scalar-core interrupt 0
   p.movi(31, 0);

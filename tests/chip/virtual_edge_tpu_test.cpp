@@ -26,8 +26,8 @@ TEST(ScalarCore, HardwareLoopRunsItsBodyCountTimes) {
   ProgramBuilder p;
   p.movi(1, 0);
   const size_t loop = p.add(0x23);
-  p.set(loop, 12, 16, 5);  // count
-  p.set(loop, 28, 8, 1);   // body: the next word
+  p.set(loop, "count", 5);
+  p.set(loop, "body", 1);  // the next word
   p.addi(1, 1, 3);
   interrupt(p, 1);
   VirtualEdgeTpu chip;
@@ -44,16 +44,16 @@ TEST(ScalarCore, PredicatedBundleRunsOnlyWhenItsPredicateMatches) {
   ProgramBuilder p;
   p.movi(1, 7);
   const size_t cmp = p.add(0x20);  // p2 = (s1 <s 0) -> false
-  p.set(cmp, 54, 6, 0x2c);
-  p.set(cmp, 60, 5, 2);
-  p.set(cmp, 65, 5, 1);
+  p.set(cmp, "s_op", 0x2c);
+  p.set(cmp, "s_x", 2);
+  p.set(cmp, "s_y", 1);
   const size_t skipped = p.addi(1, 1, 100);  // [p2 == 1] s1 += 100: skipped
-  p.set(skipped, 0, 1, 1);
-  p.set(skipped, 1, 3, 2);
-  p.set(skipped, 4, 1, 1);
+  p.set(skipped, "gate", 1);
+  p.set(skipped, "pred_reg", 2);
+  p.set(skipped, "pred_pol", 1);
   const size_t taken = p.addi(1, 1, 1);  // [p2 == 0] s1 += 1: runs
-  p.set(taken, 0, 1, 1);
-  p.set(taken, 1, 3, 2);
+  p.set(taken, "gate", 1);
+  p.set(taken, "pred_reg", 2);
   interrupt(p, 1);
   VirtualEdgeTpu chip;
   chip.receive(DmaTag::kInstructions, p.finish());
@@ -118,8 +118,8 @@ TEST(Errors, LongHardwareLoopOfBundlesStopsAtTheInstructionBudget) {
   ProgramBuilder p;
   p.movi(1, 0);
   const size_t loop = p.add(0x23);
-  p.set(loop, 12, 16, 60000);  // count
-  p.set(loop, 28, 8, 1);       // body: the next word, a bundle
+  p.set(loop, "count", 60000);
+  p.set(loop, "body", 1);  // the next word, a bundle
   p.addi(1, 1, 1);
   interrupt(p, 1);
   ChipOptions options;
@@ -134,9 +134,9 @@ TEST(Errors, LongHardwareLoopOfBundlesStopsAtTheInstructionBudget) {
 TEST(Errors, RunawayLoopStopsAtTheInstructionBudget) {
   ProgramBuilder p;
   const size_t set_p0 = p.add(0x20);  // p0 = (s0 == 0)
-  p.set(set_p0, 54, 6, 0x29);
+  p.set(set_p0, "s_op", 0x29);
   const size_t branch = p.add(0x22);  // branch to itself while p0
-  p.set(branch, 17, 15, 0);
+  p.set(branch, "offset", 0);
   ChipOptions options;
   options.instruction_budget = 100000;
   VirtualEdgeTpu chip(options);
@@ -148,9 +148,9 @@ TEST(Errors, RunawayLoopStopsAtTheInstructionBudget) {
 TEST(Errors, ConsumerWithoutProducerIsReportedAsDeadlock) {
   ProgramBuilder p;
   const size_t cons = p.add(0x11);
-  p.set(cons, 12, 16, 1u << 3);
-  p.set(cons, 60, 18, 8312);
-  p.set(cons, 78, 17, 1);
+  p.set(cons, "tiles", 1u << 3);
+  p.set(cons, "addr", 8312);
+  p.set(cons, "inc0", 1);
   const uint32_t word = p.word_of(cons);
   VirtualEdgeTpu chip;
   chip.receive(DmaTag::kInstructions, p.finish());
@@ -165,9 +165,9 @@ TEST(Errors, ConsumerWithoutProducerIsReportedAsDeadlock) {
 TEST(Errors, UnknownOpClassStopsWithItsFields) {
   ProgramBuilder p;
   const size_t op = p.add(0x01);
-  p.set(op, 12, 16, 1);
-  p.set(op, 1923, 3, 7);  // dp_mode 7: no known class
-  p.set(op, 1563, 9, 0x1ff);
+  p.set(op, "tiles", 1);
+  p.set(op, "dp_mode", 7);  // no known class
+  p.set(op, "cfg0", 0x1ff);
   const uint32_t word = p.word_of(op);
   VirtualEdgeTpu chip;
   chip.receive(DmaTag::kInstructions, p.finish());
