@@ -141,9 +141,9 @@ uint64_t OpTtu::steps() const {
 }
 
 void Tile::reset() {
-  std::fill(narrow.begin(), narrow.end(), 0);
-  std::fill(wide.begin(), wide.end(), 0);
-  std::fill(bias_store.begin(), bias_store.end(), 0);
+  narrow.zero();
+  wide.zero();
+  bias_store.zero();
   nlu = NluTable{};
   counters.fill(0);
   stats = TileStats{};

@@ -39,7 +39,8 @@ inline void loops(OpInstr& op, std::initializer_list<uint32_t> iterations) {
   for (uint32_t n : iterations) op.loops[k++] = n - 1;
 }
 
-inline void put_i32(std::vector<uint8_t>& mem, size_t at, int32_t v) {
+inline void put_i32(ZeroedBytes& mem, size_t at, int32_t v) {
+  mem.at(at + 3);  // bounds
   std::memcpy(&mem[at], &v, 4);
 }
 
