@@ -309,20 +309,8 @@ bool VirtualEdgeTpu::Impl::step_scalar() {
     case 0x3e:
     case 0x3f:
       break;
-    case 0x20: {
-      const ScalarBundle& b = program->bundles[index];
-      const bool enabled = !b.gate || scalar.preds[b.pred_reg] == b.pred_pol;
-      if (enabled) {
-        // Loads must see what outfeeds write to scalar memory: wait for them.
-        if (b.enable_vector >= 2 && scalar_writes_pending()) return false;
-        // A completion interrupt is only sent when everything before it finished.
-        if (b.v_op == 0xc && scalar.descriptor[3] >= 4 &&
-            (!all_works_done() || !open_outputs.empty()))
-          return false;
-        execute_bundle(b, item);
-      }
-      break;
-    }
+    case 0x20:
+      return false;  // run_bundles ran every bundle it could: this one waits
     case 0x21:
       scalar.running = false;
       scalar.halt_code = std::get<HaltInstr>(item.decoded).code;
