@@ -1,6 +1,8 @@
 // SIMD levels of the word-times-rows run (see mac_kernels.h).
 #include "chip/ops/mac_kernels.h"
 
+#include "chip/ops/simd_level.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -196,16 +198,14 @@ FourColumnsBatchKernel four_columns_batch_portable() { return four_columns_batch
 
 FourColumnsBatchKernel four_columns_batch_avx2() {
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx2")) return four_columns_batch_avx2_impl;
+  if (cpu_has_avx2()) return four_columns_batch_avx2_impl;
 #endif
   return nullptr;
 }
 
 FourColumnsBatchKernel four_columns_batch_kernel() {
-  static const FourColumnsBatchKernel best = [] {
-    const FourColumnsBatchKernel avx2 = four_columns_batch_avx2();
-    return avx2 ? avx2 : four_columns_batch_portable();
-  }();
+  static const FourColumnsBatchKernel best =
+      best_kernel(four_columns_batch_avx2(), four_columns_batch_portable());
   return best;
 }
 
@@ -213,16 +213,14 @@ WordTimesRowsKernel word_times_rows_portable() { return word_times_rows_c; }
 
 WordTimesRowsKernel word_times_rows_avx2() {
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx2")) return word_times_rows_avx2_impl;
+  if (cpu_has_avx2()) return word_times_rows_avx2_impl;
 #endif
   return nullptr;
 }
 
 WordTimesRowsKernel word_times_rows_kernel() {
-  static const WordTimesRowsKernel best = [] {
-    const WordTimesRowsKernel avx2 = word_times_rows_avx2();
-    return avx2 ? avx2 : word_times_rows_portable();
-  }();
+  static const WordTimesRowsKernel best =
+      best_kernel(word_times_rows_avx2(), word_times_rows_portable());
   return best;
 }
 

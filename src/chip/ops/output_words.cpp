@@ -3,6 +3,8 @@
 
 #include <cstring>
 
+#include "chip/ops/simd_level.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -103,16 +105,13 @@ OutputWordsKernel output_words_portable() { return output_words_c; }
 
 OutputWordsKernel output_words_avx2() {
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx2")) return output_words_avx2_impl;
+  if (cpu_has_avx2()) return output_words_avx2_impl;
 #endif
   return nullptr;
 }
 
 OutputWordsKernel output_words_kernel() {
-  static const OutputWordsKernel best = [] {
-    const OutputWordsKernel avx2 = output_words_avx2();
-    return avx2 ? avx2 : output_words_portable();
-  }();
+  static const OutputWordsKernel best = best_kernel(output_words_avx2(), output_words_portable());
   return best;
 }
 
