@@ -1,5 +1,5 @@
 // Simulated inference time of Google's compiled programs on the virtual Edge TPU (wall time per
-// execution-program run, parameters cached once), with MACs per second as a counter. Both programs
+// execution-program run, parameters cached once), with MACs per second as a counter. The programs
 // run to the end and equal their CPU twins (docs/chip.md "Status"). The twin of MobileNet v1 0.25
 // on the reference interpreter (`edgetpu` rounding, the same input) runs alongside: the simulator's
 // speed goal is stated as a ratio to it (docs/chip.md "Speed").
@@ -50,6 +50,21 @@ void BM_SplitConcat(benchmark::State& state) {
 void BM_MobileNetV1_025(benchmark::State& state) {
   run_model(state, "gen2020/mobilenet_v1_0.25_128_quant_edgetpu.tflite");
 }
+// The same PoseNet compiled twice: gen2020 per-tensor, gen2021 (edgetpu_compiler 16.0) per-channel
+// int8; MAC/s compares the per-channel output stage with the per-tensor one on the same layers.
+void BM_PoseNet_PerTensor(benchmark::State& state) {
+  run_model(state, "gen2020/posenet_mobilenet_v1_075_353_481_quant_decoder_edgetpu.tflite");
+}
+void BM_PoseNet_PerChannel(benchmark::State& state) {
+  run_model(state, "gen2021/posenet_mobilenet_v1_075_353_481_16_quant_decoder_edgetpu.tflite");
+}
+// One per-channel FULLY_CONNECTED (512x512, resident weights) and one 7x7 depthwise (libredgetpu).
+void BM_Dense512_PerChannel(benchmark::State& state) {
+  run_model(state, "libredgetpu/dense_512_edgetpu.tflite");
+}
+void BM_Gabor7x7_PerChannel(benchmark::State& state) {
+  run_model(state, "libredgetpu/gabor_64x64_7k_4o_2s_edgetpu.tflite");
+}
 void BM_MobileNetV1_025_Twin(benchmark::State& state) {
   const auto dir = tinycoral::testing::testdata_dir();
   if (!dir) {
@@ -74,6 +89,10 @@ void BM_MobileNetV1_025_Twin(benchmark::State& state) {
 BENCHMARK(BM_SplitConcat)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MobileNetV1_025)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MobileNetV1_025_Twin)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PoseNet_PerTensor)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PoseNet_PerChannel)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Dense512_PerChannel)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Gabor7x7_PerChannel)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

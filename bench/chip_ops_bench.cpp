@@ -1,7 +1,10 @@
 // Speed of the op unit's engine (src/chip/ops/): MAC/s of a K-chunked 1x1 conv streaming its
-// weights through a FIFO, and of a 3x3 depthwise op, on one tile. Hand-made instructions, so the
-// benchmark needs no test data.
+// weights through a FIFO, and of a 3x3 depthwise op, on one tile, each per-tensor (argument 0) and
+// per-channel (argument 1: cfg3 8, a multiplier per column from the bias store, the weight zero
+// point from a wide row). Hand-made instructions, so the benchmark needs no test data.
 #include <benchmark/benchmark.h>
+
+#include <cstring>
 
 #include "chip/ops/mac_engine.h"
 #include "chip/tile.h"
@@ -9,6 +12,22 @@
 namespace {
 
 using namespace tinycoral::chip;
+
+// Makes `op` per-channel: zero points 128 in wide row 2000, multipliers near `mult` for `columns`
+// columns in the bias store's multiplier region (docs/chip_ops.md "Per-channel requantization").
+void make_per_channel(OpInstr& op, Tile& tile, uint32_t columns) {
+  op.cfg3 = 8;
+  op.pc_mult = true;
+  op.pc_zp_unit = 8000;
+  for (uint32_t c = 0; c < 64; ++c) {
+    const int32_t zp = 128;
+    std::memcpy(tile.wide.data() + size_t{8000} * kWideUnitBytes + 4 * c, &zp, 4);
+  }
+  for (uint32_t c = 0; c < columns; ++c) {
+    const float m = op.mult * (1.0f + 0.01f * static_cast<float>(c % 7));
+    std::memcpy(tile.bias_store.data() + kMultStoreBase + 4 * c, &m, 4);
+  }
+}
 
 OpTtu ttu(int64_t base, std::initializer_list<std::pair<int64_t, uint32_t>> dims) {
   OpTtu t;
@@ -38,6 +57,7 @@ void BM_ConvKChunked(benchmark::State& state) {
   op.mult = 0.001f, op.clamp_min = -128, op.clamp_max = 127, op.out_zp = 128;
   Tile tile;
   for (size_t i = 0; i < 16384; ++i) tile.narrow[i] = static_cast<uint8_t>(i * 7);
+  if (state.range(0)) make_per_channel(op, tile, 128);
   const OpClass* cls = ops::classify(op);
   for (uint32_t r = 0; r < 32; ++r)
     for (int f = 0; f < 4; ++f) {
@@ -53,7 +73,7 @@ void BM_ConvKChunked(benchmark::State& state) {
   state.counters["MAC/s"] =
       benchmark::Counter(64.0 * 256 * 128 * state.iterations(), benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_ConvKChunked);
+BENCHMARK(BM_ConvKChunked)->Arg(0)->Arg(1);
 
 // 3x3 depthwise over 16x16 positions (18x18 halo'd block), 64 channels = 16 channel words.
 void BM_Depthwise(benchmark::State& state) {
@@ -68,6 +88,7 @@ void BM_Depthwise(benchmark::State& state) {
   op.mult = 0.01f, op.clamp_min = 0, op.clamp_max = 255;
   Tile tile;
   for (size_t i = 0; i < 65536; ++i) tile.narrow[i] = static_cast<uint8_t>(i * 13);
+  if (state.range(0)) make_per_channel(op, tile, 64);
   const OpClass* cls = ops::classify(op);
   for (uint32_t t = 0; t < 9; ++t)
     for (int f = 0; f < 16; ++f) {
@@ -83,7 +104,7 @@ void BM_Depthwise(benchmark::State& state) {
   state.counters["MAC/s"] =
       benchmark::Counter(9.0 * 256 * 64 * state.iterations(), benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_Depthwise);
+BENCHMARK(BM_Depthwise)->Arg(0)->Arg(1);
 
 }  // namespace
 

@@ -1,6 +1,7 @@
 // The batch output stage: every level equals requantize() applied word by word (accumulator +
 // bias + offset wrapped to 32 bits), over random sums, biases, offsets, strides, words per run,
-// max-combined runs with untouched columns, and odd word counts (the AVX2 level's single tail).
+// max-combined runs with untouched columns, odd word counts (the AVX2 level's single tail), and
+// per-channel multipliers (one per column, per_channel.h).
 #include "chip/ops/output_words.h"
 
 #include <gtest/gtest.h>
@@ -38,6 +39,9 @@ TEST(OutputWords, EveryLevelEqualsRequantizePerWord) {
     for (auto& b : biases) b = static_cast<uint8_t>(rng());
     o.sums = sums.data();
     o.biases = trial % 2 ? biases.data() : nullptr;
+    std::vector<float> mults(4 * words);
+    for (auto& m : mults) m = mult(rng);
+    if (trial % 3 == 1) o.mults = reinterpret_cast<const uint8_t*>(mults.data());
     const uint64_t total = uint64_t{runs} * words;
     std::vector<int64_t> at(total);
     for (uint64_t i = 0; i < total; ++i)
@@ -54,7 +58,9 @@ TEST(OutputWords, EveryLevelEqualsRequantizePerWord) {
           std::memcpy(&bias, biases.data() + 16 * w + 4 * b, 4);
           sum += static_cast<uint32_t>(bias);
         }
-        expected[at[i] + b] = requantize(static_cast<int32_t>(sum), stage);
+        OutputStage column = stage;
+        if (o.mults) column.mult = mults[4 * w + b];
+        expected[at[i] + b] = requantize(static_cast<int32_t>(sum), column);
       }
     }
     for (OutputWordsKernel kernel : kernels) {
