@@ -641,14 +641,18 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
       // A FIFO destination (wide_circ) streams instead: its fills are the 256-byte packets of one
       // byte stream (PoseNet word 6836 sends 6 image rows of 7 x 36 = 252 bytes as 1512
       // contiguous bytes, the output layout's 252-byte rows of tiles 3, 7 and 11).
+      // The outer levels may also share the rows between them: gabor_64x64_p4's pooling relay
+      // (word 273, narrow levels 4 x 2 x 4 x 16, 64 wide steps) writes one row of 2 transposed
+      // blocks (8 channels x 4 positions) per iteration of its two outer levels, the row the
+      // average pool reads for that position quad.
       size_t per_row = kWideRowBytes;
       const uint64_t rows = n.wide_ttu.steps();
-      for (int d = 5; d >= 1 && !n.wide_circ; --d) {
+      uint64_t outer = 1;
+      for (int d = 5; d >= 1 && !n.wide_circ && outer < rows; --d) {
         if (n.narrow_ttu.cnt[d] == 0) continue;
-        if (uint64_t{n.narrow_ttu.cnt[d]} + 1 == rows && stream.size() < rows * kWideRowBytes &&
-            stream.size() % rows == 0)
+        outer *= uint64_t{n.narrow_ttu.cnt[d]} + 1;
+        if (outer == rows && stream.size() < rows * kWideRowBytes && stream.size() % rows == 0)
           per_row = stream.size() / rows;
-        break;
       }
       size_t pos = 0;
       walk(n.wide_ttu, [&](int64_t off) {

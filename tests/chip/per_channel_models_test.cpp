@@ -70,5 +70,11 @@ TEST(PerChannelProgramsOnTheChip, Gabor7x7Depthwise) {
   expect_every_byte_of_the_twin(data, "gabor_64x64_7k_4o_2s");
 }
 
+// The same depthwise, then a 4x4 AVERAGE_POOL_2D whose relay writes 32-byte rows (tile_units.cpp).
+TEST(PerChannelProgramsOnTheChip, Gabor7x7DepthwiseThenAveragePool) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  expect_every_byte_of_the_twin(data, "gabor_64x64_p4");
+}
+
 }  // namespace
 }  // namespace tinycoral::chip
