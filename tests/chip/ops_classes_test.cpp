@@ -9,6 +9,7 @@
 #include "chip/ops/nlu.h"
 #include "chip/ops/requantize.h"
 #include "chip/tile.h"
+#include "common/error.h"
 #include "ops_test_util.h"
 
 namespace tinycoral::chip {
@@ -84,6 +85,76 @@ TEST(OpsClasses, FullyConnectedTwoPassesWithBias) {
   // (-9,4,17,30,43,56,69,82) acc = -300 + 18 - 4 + 0 + 30 + 10621 + 168 + 276 + 10250 = 21059
   // -> 21.059 -> 21 + 10.
   EXPECT_EQ(tile.narrow[1000], 31);
+}
+
+// Per-channel requantization (cfg3 8, docs/chip_ops.md section 6) on the same two-pass FC:
+// weights stored as w + 128 with the zero point 128 in a wide row (pc_zp_unit), one multiplier per
+// output from the bias store's multiplier region, biases as before.
+OpInstr per_channel_fc(Tile& tile, int32_t zp_of_column_5) {
+  constexpr int K = 8, N = 70;
+  uint8_t x[K] = {1, 2, 3, 4, 250, 6, 7, 128};
+  std::memcpy(&tile.narrow[16], x, K);
+  for (int p = 0; p < 2; ++p)
+    for (int j = 0; j < 2; ++j)
+      for (int c = 0; c < 64 && 64 * p + c < N; ++c)
+        for (int b = 0; b < 4; ++b)
+          tile.wide[(p * 2 + j) * 256 + 4 * c + b] =
+              static_cast<uint8_t>(((64 * p + c) * 7 + (4 * j + b) * 13) % 256);
+  for (int n = 0; n < N; ++n) {
+    put_i32(tile.bias_store, ops::kBiasStoreBase + 4 * n, n * 11 - 300);
+    const float m = 0.001f * static_cast<float>(1 + n % 5);
+    std::memcpy(&tile.bias_store[kMultStoreBase + 4 * n], &m, 4);
+  }
+  for (int c = 0; c < 64; ++c) put_i32(tile.wide, 100 * 256 + 4 * c, c == 5 ? zp_of_column_5 : 128);
+  OpInstr op = base_op(1, 3, 0xA5, 0b101);
+  loops(op, {2, 1, 1, 2});
+  op.in = ttu(16, {{4, 2}, {8, 1}, {8, 1}, {0, 2}});
+  op.par = ttu(0, {{4, 2}, {0, 1}, {8, 1}, {8, 2}});
+  op.out = ttu(1000, {{4, 16}, {0, 1}, {64, 2}});
+  op.out_ch = 63;
+  op.out_ch_last = 7;
+  op.out_last_mode = 2;
+  op.out_last_cnt = 1;
+  op.out_last_skip = 14;
+  op.cfg4 = 1;
+  op.cfg3 = 8;
+  op.pc_mult = true;
+  op.pc_zp_unit = 400;  // row 100
+  op.in_zp = 3;
+  op.out_zp = 10;
+  op.clamp_min = -10.0f;
+  op.clamp_max = 245.0f;
+  return op;
+}
+
+TEST(OpsClasses, FullyConnectedPerChannel) {
+  Tile tile;
+  const OpInstr op = per_channel_fc(tile, 128);
+  run(op, tile);
+  const uint8_t x[8] = {1, 2, 3, 4, 250, 6, 7, 128};
+  for (int n = 0; n < 70; ++n) {
+    int64_t acc = n * 11 - 300;
+    for (int k = 0; k < 8; ++k) acc += (x[k] - 3) * ((n * 7 + k * 13) % 256 - 128);
+    const float m = 0.001f * static_cast<float>(1 + n % 5);
+    float y = std::fmin(std::fmax(static_cast<float>(acc) * m, -10.0f), 245.0f);
+    EXPECT_EQ(tile.narrow[1000 + n], static_cast<int>(std::nearbyint(y)) + 10) << n;
+  }
+}
+
+TEST(OpsClasses, PerChannelZeroPointsThatDifferAreRefused) {
+  Tile tile;
+  const OpInstr op = per_channel_fc(tile, 127);
+  const OpClass* cls = ops::classify(op);
+  ASSERT_NE(cls, nullptr);
+  OpEnv env(tile, op);
+  try {
+    cls->run(op, env);
+    FAIL() << "an op whose per-channel zero points differ ran";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("per-channel weight zero points 128 and 127"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(OpsClasses, DepthwiseDiagonalRowsFromAFifo) {
