@@ -39,11 +39,15 @@ PerChannel per_channel_parameters(const OpInstr& op, OpEnv& env, uint64_t groups
   pc.w_zp = static_cast<uint8_t>(common);
   if (from_fills) pc.zp_fills = static_cast<uint32_t>(groups);
   if (op.pc_mult) {
-    const uint64_t end = kMultStoreBase + 4 * (groups - 1) * channels + 4 * uint64_t{last_channels};
-    if (end > kBiasStoreBytes)
-      env.fail_op(cat("per-channel multipliers up to byte ", end, " outside the bias store"));
+    // The output stage reads whole words of every group (up to 64 columns past the last group's
+    // start, padding columns included): all of them must lie in the store, and be finite for
+    // the SIMD path.
+    const uint64_t columns = (groups - 1) * channels + 64;
+    if (kMultStoreBase + 4 * columns > kBiasStoreBytes)
+      env.fail_op(cat("per-channel multipliers of ", groups, " groups of ", channels,
+                      " channels run past the bias store"));
     pc.mults = env.tile().bias_store.data() + kMultStoreBase;
-    for (uint64_t i = 0; i < (groups - 1) * channels + last_channels; ++i) {
+    for (uint64_t i = 0; i < columns; ++i) {
       float m;
       std::memcpy(&m, pc.mults + 4 * i, 4);
       pc.mults_finite &= std::isfinite(m);
