@@ -355,6 +355,29 @@ std::vector<Access> VirtualEdgeTpu::Impl::footprint(const ProgramItem& item) {
     default:
       break;
   }
+  // What each read may wait for beyond program order (docs/chip.md "Scheduling"): the writers
+  // counted by the sync counters the instruction waits on. An op names no counter we can read (its
+  // sync slots are undecoded); its streaming fields say the same: `in.sync` (a staging that a
+  // wideToNarrow fills, WIDE_TO_NARROW) and `par.fifo` (a weight FIFO that a narrowToWide or ring
+  // consumer fills: PARAMETERS, RING_READ_A/B).
+  uint32_t counters = 0, in_counters = 0;
+  std::visit(
+      [&](const auto& d) {
+        using T = std::decay_t<decltype(d)>;
+        if constexpr (std::is_same_v<T, RingInstr> || std::is_same_v<T, MeshInstr> ||
+                      std::is_same_v<T, WideNarrowInstr>)
+          counters = d.wait_counters;
+        if constexpr (std::is_same_v<T, OpInstr>) {
+          if (d.par_fifo != 0) counters = 1u << 1 | 1u << 14 | 1u << 15;
+          if (d.in_sync != 0) in_counters = 1u << 11;
+        }
+      },
+      item.decoded);
+  for (Access& access : a) {
+    if (access.write) continue;
+    const bool op_in = item.opcode <= 0x03 && access.space == Space::kNarrow;
+    access.waits_for = writers_counted_by(op_in ? in_counters : counters, access.space);
+  }
   return a;
 }
 
