@@ -117,6 +117,7 @@ struct WideNarrowInstr {  // 0x13 narrowToWide / 0x14 wideToNarrow
   bool skip_en = false;
   uint32_t skip_words = 0;     // words skipped at the start of the wide data
   bool wide_circ = false;      // 0x14 bit 214 / 0x13 bits 489, 491-501: the wide side is a FIFO
+  bool wide_stream = false;    // 0x13 bit 489 (`w.circ`): a FIFO written as one byte stream
   bool circ_stream = false;    // 0x14 tail bit 871: circular streaming into a narrow staging
   uint32_t fill_bytes = 0;     // 0x14 bits 489-506 (2-byte units) in bytes: one staging slot
   bool head_en = false;        // 0x14 bit 523: the last chunk is cut at the FIFO wrap

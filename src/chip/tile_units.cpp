@@ -654,6 +654,12 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
       // contiguous bytes, the output layout's 252-byte rows of tiles 3, 7 and 11).
       size_t per_row = kWideRowBytes;
       const uint64_t rows = n.wide_ttu.steps();
+      // A FIFO without `w.circ` (the MUL feed, isa.md 2.1.5: `w.rows` 1, the same row every step)
+      // takes one fill per wide step, each an equal share of the words (looming word 290: 256
+      // steps of one word for op 273's 256 fills).
+      if (n.wide_circ && !n.wide_stream && stream.size() % rows == 0 &&
+          stream.size() < rows * kWideRowBytes)
+        per_row = stream.size() / rows;
       for (int d = 5; d >= 1 && !n.wide_circ; --d) {
         if (n.narrow_ttu.cnt[d] == 0) continue;
         if (uint64_t{n.narrow_ttu.cnt[d]} + 1 == rows && stream.size() < rows * kWideRowBytes &&
