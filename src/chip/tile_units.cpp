@@ -657,7 +657,10 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
       // A FIFO without `w.circ` (the MUL feed, isa.md 2.1.5: `w.rows` 1, the same row every step)
       // takes one fill per wide step, each an equal share of the words (looming word 290: 256
       // steps of one word for op 273's 256 fills).
-      if (n.wide_circ && !n.wide_stream && stream.size() % rows == 0 &&
+      // A transposing write of fewer than 64 channels fills each wide step's row with its share
+      // (looming words 947-1003: 504 positions of one channel word as 126 rows of 4 positions x 4
+      // channels, the rows the 21x21 average pool at 1011 walks lane by lane).
+      if ((n.transposing || (n.wide_circ && !n.wide_stream)) && stream.size() % rows == 0 &&
           stream.size() < rows * kWideRowBytes)
         per_row = stream.size() / rows;
       for (int d = 5; d >= 1 && !n.wide_circ; --d) {
