@@ -36,6 +36,9 @@ Access access_of(Space space, bool write, const OpTtu& ttu, int64_t scale, int64
 Access access_of_offsets(Space space, bool write, const std::vector<int64_t>& offsets,
                          int64_t scale, int64_t base, int64_t element);
 bool overlaps(const Access& a, const Access& b);
+// The units (bit = UnitId) whose writes into `space` advance one of the tile sync counters in
+// `counters` (bit k = counter k, isa.md 2.12): what a read waiting on those counters may wait for.
+uint32_t writers_counted_by(uint32_t counters, Space space);
 
 // One ring packet: a slice of a block shared by every packet one instruction sends (one allocation
 // per producer or infeed, not per packet). Immutable; a producer broadcasting to several tiles (or

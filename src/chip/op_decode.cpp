@@ -67,6 +67,7 @@ OpInstr decode_op(const isa::Instruction& instruction) {
   op.out_last_skip = static_cast<uint32_t>(b.u(941, 16));
   op.par = wide_ttu(b, 957, 1205, 8);
   op.par_fifo = static_cast<uint32_t>(b.u(1216, 14));
+  op.in_sync = static_cast<uint32_t>(b.u(515, 21));
   op.psum = wide_ttu(b, 1260, 1508, 15);
   op.cfg0 = static_cast<uint32_t>(b.u(1563, 9));
   op.cfg1 = static_cast<uint32_t>(b.u(1578, 10));

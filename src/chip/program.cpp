@@ -33,10 +33,11 @@ bool ttu_used(const DmaTtu& t) {
 }
 
 // Units moved by a pop or infeed (isa.md 2.10): `pass` units per full pass (d0 limit + 1), d1 limit
-// further passes, the last pass `count_m1 + 1` units when the flag says it is partial. All counts 0
-// means a single unit.
-uint32_t stream_units(uint64_t d0_limit, uint64_t d1_limit, uint64_t count_m1, bool partial_last,
-                      bool d1_counts_full_passes) {
+// further passes, the last pass `count_m1 + 1` units when the flag says it is partial, else d1
+// limit
+// + 1 full passes (a parameter infeed of exactly 1024 units, edgetpu_compiler 16.0's 64 KiB FC
+// weight blocks, has d1 limit 0 and no partial pass). All counts 0 means a single unit.
+uint32_t stream_units(uint64_t d0_limit, uint64_t d1_limit, uint64_t count_m1, bool partial_last) {
   const uint64_t pass = d0_limit + 1;
   uint64_t units = 0;
   if (partial_last) {
@@ -44,7 +45,7 @@ uint32_t stream_units(uint64_t d0_limit, uint64_t d1_limit, uint64_t count_m1, b
   } else if (d0_limit == 0) {
     units = 1;
   } else {
-    units = (d1_counts_full_passes ? d1_limit : d1_limit + 1) * pass;
+    units = (d1_limit + 1) * pass;
   }
   return static_cast<uint32_t>(units);
 }
@@ -68,6 +69,9 @@ Decoded decode_item(const isa::Instruction& in) {
       if (opcode == 0x10) {
         r.to_c1 = b.u(466, 1) != 0;
         r.dest = static_cast<uint32_t>(b.u(467, 17));
+        // Records r0-r2: id = op << 5 | counter (isa.md 2.6).
+        for (uint32_t at : {343u, 384u, 425u})
+          if (const uint64_t id = b.u(at, 7); id != 0) r.wait_counters |= 1u << (id & 31);
       } else {
         r.aux_en0 = b.u(267, 1) != 0;
         r.aux_addr0 = static_cast<uint32_t>(b.u(268, 18));
@@ -99,13 +103,16 @@ Decoded decode_item(const isa::Instruction& in) {
         w.head_en = b.u(523, 1) != 0;
         w.head_words = static_cast<uint32_t>(b.u(507, 16)) + 1;
         w.head_tail = static_cast<int32_t>(b.s(524, 18));
+        if (const uint64_t id = b.u(615, 5); id != 0) w.wait_counters = 1u << id;
       } else {
         w.narrow_addr = static_cast<uint32_t>(b.u(62, 16));
         w.narrow_ttu = dma_ttu(b, 0, 78, 6);
         w.wide_addr = static_cast<uint32_t>(b.u(335, 14));
         w.wide_ttu = dma_ttu(b, 0, 353, 4);
         w.transposing = b.u(799, 1) != 0;
-        w.wide_circ = b.u(489, 1) != 0 || b.u(491, 11) != 0;
+        w.wide_stream = b.u(489, 1) != 0;
+        w.wide_circ = w.wide_stream || b.u(491, 11) != 0;
+        if (const uint64_t id = b.u(547, 5); id != 0) w.wait_counters = 1u << id;
       }
       return w;
     }
@@ -130,6 +137,9 @@ Decoded decode_item(const isa::Instruction& in) {
       m.out_short = static_cast<uint32_t>(out_gstride >> 2);
       m.in_piece_level = static_cast<int>(in_gstride & 3);
       m.in_short = static_cast<uint32_t>(in_gstride >> 2);
+      // Records s0-s4: id = counter << 1 | op (isa.md 2.7).
+      for (uint32_t k = 0; k < 5; ++k)
+        if (const uint64_t id = b.u(480 + 41 * k, 6); id != 0) m.wait_counters |= 1u << (id >> 1);
       return m;
     }
     case 0x19: {
@@ -195,7 +205,7 @@ Decoded decode_item(const isa::Instruction& in) {
     case 0x25: {
       PopInstr p;
       p.activations = b.u(12, 1) != 0;
-      p.units = stream_units(b.u(44, 15), b.u(75, 15), b.u(142, 14), b.u(157, 1) != 0, false);
+      p.units = stream_units(b.u(44, 15), b.u(75, 15), b.u(142, 14), b.u(157, 1) != 0);
       return p;
     }
     case 0x26: {
@@ -208,11 +218,10 @@ Decoded decode_item(const isa::Instruction& in) {
         // sent as 16-byte entries: the word counts are exactly the entries the consumers take
         // (docs/chip.md "Parameters through scalar memory": split_concat 8 and 12 words = 2 and 3
         // entries, MobileNet v1 0.25 word 352: 64 + 16 words = 20 entries = 2 x (bias + 9 taps)).
-        f.units = stream_units(b.u(55, 20), b.u(96, 20), b.u(183, 14), b.u(203, 1) != 0, false);
+        f.units = stream_units(b.u(55, 20), b.u(96, 20), b.u(183, 14), b.u(203, 1) != 0);
         f.packet_bytes = kScalarEntryBytes;
       } else {
-        f.units =
-            stream_units(b.u(55, 20), b.u(96, 20), b.u(183, 14), b.u(203, 1) != 0, !f.activations);
+        f.units = stream_units(b.u(55, 20), b.u(96, 20), b.u(183, 14), b.u(203, 1) != 0);
       }
       f.tiles = static_cast<uint16_t>(b.u(409, 16));
       if (!f.from_scalar_memory) f.packet_bytes = 64 * (static_cast<uint32_t>(b.u(438, 2)) + 1);

@@ -94,6 +94,8 @@ struct RingInstr {  // 0x10 / 0x11 / 0x12
   // producer only
   bool to_c1 = false;
   uint32_t dest = 0;  // bit t = tile t, bit 16 = scalar core
+  // Producer: the tile sync counters its records r0-r2 wait on (bit k = counter k, isa.md 2.12).
+  uint32_t wait_counters = 0;
 };
 struct MeshInstr {  // 0x15..0x18
   uint16_t tile_mask = 0;
@@ -106,6 +108,7 @@ struct MeshInstr {  // 0x15..0x18
   // level `*_piece_level`, the innermost level moves `*_short` words fewer.
   uint32_t out_short = 0, in_short = 0;
   int out_piece_level = 0, in_piece_level = 0;
+  uint32_t wait_counters = 0;  // the tile sync counters its records s0-s4 name (bit k = counter k)
 };
 struct WideNarrowInstr {  // 0x13 narrowToWide / 0x14 wideToNarrow
   uint16_t tile_mask = 0;
@@ -115,14 +118,16 @@ struct WideNarrowInstr {  // 0x13 narrowToWide / 0x14 wideToNarrow
   DmaTtu narrow_ttu;         // words
   uint8_t mode = 0;          // 0x14: 0 FIFO receive, 1 input with sub-row selection, 2 bias store
   bool skip_en = false;
-  uint32_t skip_words = 0;   // words skipped at the start of the wide data
-  bool wide_circ = false;    // 0x14 bit 214 / 0x13 bits 489, 491-501: the wide side is a FIFO
-  bool circ_stream = false;  // 0x14 tail bit 871: circular streaming into a narrow staging
-  uint32_t fill_bytes = 0;   // 0x14 bits 489-506 (2-byte units) in bytes: one staging slot
-  bool head_en = false;      // 0x14 bit 523: the last chunk is cut at the FIFO wrap
-  uint32_t head_words = 0;   // 0x14 bits 507-522 + 1: words of the last chunk before the wrap
-  int32_t head_tail = 0;     // 0x14 bits 524-541 (signed bytes): after the wrap, < 0 = skipped
-  bool transposing = false;  // 0x13 tail_f799
+  uint32_t skip_words = 0;     // words skipped at the start of the wide data
+  bool wide_circ = false;      // 0x14 bit 214 / 0x13 bits 489, 491-501: the wide side is a FIFO
+  bool wide_stream = false;    // 0x13 bit 489 (`w.circ`): a FIFO written as one byte stream
+  bool circ_stream = false;    // 0x14 tail bit 871: circular streaming into a narrow staging
+  uint32_t fill_bytes = 0;     // 0x14 bits 489-506 (2-byte units) in bytes: one staging slot
+  bool head_en = false;        // 0x14 bit 523: the last chunk is cut at the FIFO wrap
+  uint32_t head_words = 0;     // 0x14 bits 507-522 + 1: words of the last chunk before the wrap
+  int32_t head_tail = 0;       // 0x14 bits 524-541 (signed bytes): after the wrap, < 0 = skipped
+  bool transposing = false;    // 0x13 tail_f799
+  uint32_t wait_counters = 0;  // the tile sync counter its sync record waits on (bit k), or 0
 };
 // Planes a bias load (mode-2 wideToNarrow) writes: the iterations of its narrow level 1 when that
 // level steps a whole bias plane of 64 words (per-channel loads: multipliers, then biases), else 1.
@@ -157,6 +162,9 @@ struct Access {
   bool write = false;
   int64_t lo = 0, hi = 0;  // bytes, [lo, hi): the bounding box
   bool forward = false;    // a read with no earlier writer in its region: waits for a later one
+  // Reads: the units (bit = UnitId) whose later writes this read may wait for, from the sync
+  // counters the instruction waits on (docs/chip.md "Scheduling"); 0 = program order only.
+  uint32_t waits_for = 0;
   // The exact byte runs, sorted and merged ([lo, hi) when null): strided halo columns must not
   // look like they touch everything in between. Shared and immutable: the copies of a footprint
   // on every tile (and in every run) refer to one list; a change replaces it.

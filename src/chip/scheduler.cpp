@@ -2,9 +2,10 @@
 // into per-tile unit queues in program order; an instruction starts when (a) the instructions it
 // depends on completed and (b) its stream inputs (ring packets, mesh words, host data) are there.
 // Dependencies come from memory footprints inside a "fence region" (the instructions of a tile
-// between two 0x1a fences that cover every unit): program-order hazards, except that a read with no
-// earlier writer in its region waits for the first later writer on another unit (consumers are
-// often issued before their producers, isa.md 1.7). Sync counters are recorded, never waited on.
+// between two 0x1a fences that cover every unit): program-order hazards, except that a read waits
+// for a writer issued after it when the instruction waits on a sync counter that counts that
+// writer's writes (consumers are often issued before their producers, isa.md 1.7). Counter values
+// are recorded, not counted: data availability stands for them.
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -156,6 +157,34 @@ bool overlaps(const Access& a, const Access& b) {
   return false;
 }
 
+uint32_t writers_counted_by(uint32_t counters, Space space) {
+  // Counter k (isa.md 2.12) -> the unit whose writes it counts and the space they go to. The
+  // other counters count no write: credits returned by readers (MESH_*_OUT, RING_WRITE, the
+  // PARAMETERS credit a narrowToWide or ring consumer waits for), producer ordinals (17, 18).
+  struct Counted {
+    int counter;
+    UnitId unit;
+    Space space;
+  };
+  static constexpr Counted kCounted[] = {
+      {0, UnitId::kOp, Space::kNarrow},             // AVDATA: op results
+      {1, UnitId::kNarrowToWide, Space::kWide},     // PARAMETERS: an op's weight FIFO feed
+      {1, UnitId::kRingConsumer1, Space::kWide},    //   (MUL feed / ring parameter consumer)
+      {3, UnitId::kMeshSouth, Space::kNarrow},      // MESH_NORTH_IN: words from the north
+      {4, UnitId::kMeshWest, Space::kNarrow},       // MESH_EAST_IN
+      {5, UnitId::kMeshNorth, Space::kNarrow},      // MESH_SOUTH_IN
+      {6, UnitId::kMeshEast, Space::kNarrow},       // MESH_WEST_IN
+      {11, UnitId::kWideToNarrow, Space::kNarrow},  // WIDE_TO_NARROW
+      {12, UnitId::kWideToNarrow, Space::kBias},    // WIDE_TO_SCALING
+      {13, UnitId::kNarrowToWide, Space::kWide},    // NARROW_TO_WIDE
+      {14, UnitId::kRingConsumer0, Space::kWide},   // RING_READ_A
+      {15, UnitId::kRingConsumer1, Space::kWide}};  // RING_READ_B
+  uint32_t units = 0;
+  for (const Counted& c : kCounted)
+    if ((counters >> c.counter & 1) && c.space == space) units |= 1u << static_cast<int>(c.unit);
+  return units;
+}
+
 namespace {
 using Runs = std::vector<std::pair<int64_t, int64_t>>;
 using RunSpan = std::span<const std::pair<int64_t, int64_t>>;
@@ -281,11 +310,12 @@ void VirtualEdgeTpu::Impl::add_hazards(const std::vector<uint32_t>& region, Work
     for (const Access& a : n.accesses)
       for (const Access& b : e.accesses)
         if (b.write && overlaps(a, b)) follows_e = true;
+    const uint32_t n_unit = 1u << static_cast<uint32_t>(n.unit);
     bool feeds_e = false;
     if (e.unit != n.unit && !e.done && !follows_e)
       for (const Access& a : n.accesses)
         for (const Access& b : e.accesses)
-          if (a.write && b.forward && overlaps(a, b)) feeds_e = true;
+          if (a.write && b.forward && (b.waits_for & n_unit) && overlaps(a, b)) feeds_e = true;
     for (size_t i = 0; i < n.accesses.size(); ++i) {
       const Access& a = n.accesses[i];
       for (Access& b : e.accesses) {
@@ -299,7 +329,8 @@ void VirtualEdgeTpu::Impl::add_hazards(const std::vector<uint32_t>& region, Work
             else
               written[i].emplace_back(b.lo, b.hi);
           }
-        } else if (b.forward && e.unit != n.unit && !e.done && !follows_e) {
+        } else if (b.forward && (b.waits_for & n_unit) && e.unit != n.unit && !e.done &&
+                   !follows_e) {
           // e reads what a later instruction on another unit produces: this one. What this one
           // does not write stays a forward read.
           e.deps.push_back(id);
@@ -326,7 +357,9 @@ void VirtualEdgeTpu::Impl::add_hazards(const std::vector<uint32_t>& region, Work
   }
   const size_t count = n.accesses.size();
   for (size_t i = 0; i < count; ++i) {
-    if (n.accesses[i].write) continue;
+    // A read that waits on no counter counting a writer of its space takes the bytes in program
+    // order: what earlier regions left, or earlier writers of its region (below).
+    if (n.accesses[i].write || n.accesses[i].waits_for == 0) continue;
     if (written.empty() || written[i].empty()) {
       n.accesses[i].forward = true;
       continue;
@@ -391,8 +424,10 @@ void VirtualEdgeTpu::Impl::dispatch(uint32_t index) {
     } else if (opcode == 0x26) {
       const auto& f = std::get<InfeedInstr>(item.decoded);
       if (f.from_scalar_memory) {
-        w.accesses.push_back({Space::kScalarMemory, false, 4 * int64_t{f.offset},
-                              4 * (int64_t{f.offset} + f.units)});
+        Access read{Space::kScalarMemory, false, 4 * int64_t{f.offset},
+                    4 * (int64_t{f.offset} + f.units)};
+        read.waits_for = 1u << static_cast<uint32_t>(UnitId::kOutfeed);  // SCALAR_INFEED
+        w.accesses.push_back(read);
       } else {
         w.pop = last_pop[f.activations ? 1 : 0];
         if (w.pop == kNone)

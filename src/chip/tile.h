@@ -255,6 +255,8 @@ struct OpInstr {
   uint32_t rsv174 = 0;  // partial last round of loop0
   uint32_t out_last_cnt = 0, out_last_mode = 0, out_last_skip = 0;
   uint32_t par_fifo = 0;  // rows of the weight FIFO (bit 13 = partial last round)
+  uint32_t in_sync =
+      0;  // `in.sync`: non-zero when `in` streams from a staging a wideToNarrow fills
   uint32_t cfg0 = 0, cfg1 = 0, cfg2 = 0, cfg3 = 0, cfg4 = 0;
   std::array<uint16_t, 5> sync{};  // sync0..sync4 (diagnostics)
   uint8_t dp_mode = 0;

@@ -362,6 +362,29 @@ std::vector<Access> VirtualEdgeTpu::Impl::footprint(const ProgramItem& item) {
     default:
       break;
   }
+  // What each read may wait for beyond program order (docs/chip.md "Scheduling"): the writers
+  // counted by the sync counters the instruction waits on. An op names no counter we can read (its
+  // sync slots are undecoded); its streaming fields say the same: `in.sync` (a staging that a
+  // wideToNarrow fills, WIDE_TO_NARROW) and `par.fifo` (a weight FIFO that a narrowToWide or ring
+  // consumer fills: PARAMETERS, RING_READ_A/B).
+  uint32_t counters = 0, in_counters = 0;
+  std::visit(
+      [&](const auto& d) {
+        using T = std::decay_t<decltype(d)>;
+        if constexpr (std::is_same_v<T, RingInstr> || std::is_same_v<T, MeshInstr> ||
+                      std::is_same_v<T, WideNarrowInstr>)
+          counters = d.wait_counters;
+        if constexpr (std::is_same_v<T, OpInstr>) {
+          if (d.par_fifo != 0) counters = 1u << 1 | 1u << 14 | 1u << 15;
+          if (d.in_sync != 0) in_counters = 1u << 11;
+        }
+      },
+      item.decoded);
+  for (Access& access : a) {
+    if (access.write) continue;
+    const bool op_in = item.opcode <= 0x03 && access.space == Space::kNarrow;
+    access.waits_for = writers_counted_by(op_in ? in_counters : counters, access.space);
+  }
   return a;
 }
 
@@ -647,6 +670,15 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
       // average pool reads for that position quad.
       size_t per_row = kWideRowBytes;
       const uint64_t rows = n.wide_ttu.steps();
+      // A FIFO without `w.circ` (the MUL feed, isa.md 2.1.5: `w.rows` 1, the same row every step)
+      // takes one fill per wide step, each an equal share of the words (looming word 290: 256
+      // steps of one word for op 273's 256 fills).
+      // A transposing write of fewer than 64 channels fills each wide step's row with its share
+      // (looming words 947-1003: 504 positions of one channel word as 126 rows of 4 positions x 4
+      // channels, the rows the 21x21 average pool at 1011 walks lane by lane).
+      if ((n.transposing || (n.wide_circ && !n.wide_stream)) && stream.size() % rows == 0 &&
+          stream.size() < rows * kWideRowBytes)
+        per_row = stream.size() / rows;
       uint64_t outer = 1;
       for (int d = 5; d >= 1 && !n.wide_circ && outer < rows; --d) {
         if (n.narrow_ttu.cnt[d] == 0) continue;

@@ -46,6 +46,7 @@ extern const ClassEntry kWordCopy2021;
 extern const ClassEntry kRequantize2021;
 extern const ClassEntry kConv2021;
 extern const ClassEntry kAdd16Gen2020;
+extern const ClassEntry kAdd16Dp4;
 extern const ClassEntry kConvKChunked2021;
 extern const ClassEntry kDepthwiseNoPosition2021;
 extern const ClassEntry kConvNoPosition2021;
