@@ -70,9 +70,14 @@ OpcodeDecl tensor_op(uint8_t opcode, std::string mnemonic, std::string summary) 
   l.rsv(1848, 2);
   l.u("cfg3", 1850, 4, "7 MUL/maxpool/byte copies, 6 avg pool, else 0");
   l.u("w_zp", 1854, 8, "weight (operand b) zero point");
-  l.rsv(1862, 8);
+  l.rsv(1862, 4);
+  l.hex("x1866", 1866, 4, "1, 4 or 8 in a few DeepLab (gen2020) and LSTM ops; meaning unknown");
   l.u("in_zp", 1870, 8, "input zero point");
-  l.rsv(1878, 45);
+  l.rsv(1878, 8);
+  l.hex("x1886", 1886, 12, "per-channel (16.0) ops: 0x001-0x7ff, close to x1910; unknown");
+  l.u("x1898", 1898, 2, "per-channel (16.0) ops: 1 or 3; meaning unknown");
+  l.rsv(1900, 10);
+  l.hex("x1910", 1910, 13, "per-channel (16.0) ops: 0x001-0x7ff; meaning unknown");
   l.u("dp_mode", 1923, 3,
       "datapath: 1 requant, 2 lane-select pack, 3 MAC wide weights, 4 conv/copy/pool, 5 16-bit");
   l.hex("reduce_mask", 1926, 8, "bit k = main-loop level k is a reduction level");
@@ -84,9 +89,11 @@ OpcodeDecl tensor_op(uint8_t opcode, std::string mnemonic, std::string summary) 
   l.f32("clamp_min", 2013, "float32 lower clamp, relative to out_zp");
   l.s("offset", 2045, 32, "int32 added to the accumulator (ADD, MAX_POOL)");
   l.u("out_zp", 2077, 8, "output zero point");
-  l.rsv(2085, 8);
+  l.rsv(2085, 4);
+  l.hex("x2089", 2089, 4, "1, 4 or 8 in a few DeepLab (gen2020) and LSTM ops (cf. x1866)");
   l.u("cfg4", 2093, 1, "1 for ops with bias/parameters");
-  l.rsv(2094, 82);
+  l.u("x2094", 2094, 3, "1 in per-channel (16.0) ops, 6 in two LSTM ops; meaning unknown");
+  l.rsv(2097, 79);
   return l.take();
 }
 
