@@ -119,8 +119,12 @@ const char* builtin_op_name(int32_t code) {
       return "STRIDED_SLICE";
     case BuiltinOp::kSplit:
       return "SPLIT";
+    case BuiltinOp::kCast:
+      return "CAST";
     case BuiltinOp::kArgMax:
       return "ARG_MAX";
+    case BuiltinOp::kTile:
+      return "TILE";
     case BuiltinOp::kResizeNearestNeighbor:
       return "RESIZE_NEAREST_NEIGHBOR";
     case BuiltinOp::kQuantize:

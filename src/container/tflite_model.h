@@ -82,7 +82,9 @@ enum class BuiltinOp : int32_t {
   kUnidirectionalSequenceLstm = 44,
   kStridedSlice = 45,
   kSplit = 49,
+  kCast = 53,
   kArgMax = 56,
+  kTile = 69,
   kResizeNearestNeighbor = 97,
   kQuantize = 114,
 };

@@ -9,6 +9,7 @@ namespace tinycoral::host {
 // One line per operator file in src/host/ops/ (keep sorted).
 #define TINYCORAL_HOST_OPS(X) \
   X(arg_max)                  \
+  X(cast)                     \
   X(concatenation)            \
   X(conv_2d)                  \
   X(depthwise_conv_2d)        \
@@ -31,7 +32,8 @@ namespace tinycoral::host {
   X(resize_bilinear)          \
   X(sequence_lstm)            \
   X(softmax)                  \
-  X(split)
+  X(split)                    \
+  X(tile)
 
 #define TINYCORAL_DECLARE_OP(name) void register_##name(Registry& registry);
 TINYCORAL_HOST_OPS(TINYCORAL_DECLARE_OP)

@@ -54,7 +54,9 @@ Layout& Layout::rsv(uint16_t lo, uint16_t width) {
 
 Layout& Layout::tile_header(uint16_t seq_lo, uint16_t seq_width) {
   hex("tiles", 12, 16, "tile mask: bit t = tile t executes it");
-  if (seq_lo > 28) rsv(28, static_cast<uint16_t>(seq_lo - 28));
+  if (seq_lo > 28)
+    hex("x28", 28, static_cast<uint16_t>(seq_lo - 28),
+        "0 except in two LSTM instructions sent to no tile (tiles 0): 0x4c0, 0x4c7; unknown");
   return u("seq", seq_lo, seq_width,
            "sequence number: running count of tile-dispatched instructions (isa.md 1.3)");
 }

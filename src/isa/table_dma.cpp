@@ -71,7 +71,8 @@ OpcodeDecl ring_consumer(uint8_t opcode, std::string mnemonic, std::string summa
   l.u("aux_rows0_m1", 286, 14, "rows of each group's aux block - 1 (per-channel: 2)");
   l.hex("aux_addr1", 300, 18, "aux address 1 (caching FC: last bias row)");
   l.u("aux_en1", 318, 1, "aux pair 1 enable");
-  l.rsv(319, 16);
+  l.u("aux_f319", 319, 1, "1 in the per-channel (16.0) programs, else 0; meaning unknown");
+  l.rsv(320, 15);
   l.u("mode", 335, 2, "3 infeed-fed or parameter, 1 fed by a tile producer");
   l.rsv(337, 2);
   l.hex("s_id", 339, 7, "sync record: op<<5 | counter");
@@ -96,7 +97,8 @@ void wn_sync_head(Layout& l, uint16_t at) {
   l.u("sync.wait_lvl", b(9), 3, "sync: loop level of the wait");
   l.u("sync.en1", b(12), 1, "sync: enable 1 (always 1)");
   l.hex("sync.val", b(13), 19, "sync: value (0x8000 FIFO reads, 0xffff cached bias)");
-  l.rsv(b(32), 12);
+  l.u("sync.f32", b(32), 3, "sync: 1, 2 or 4 in some gen2020/SSD wideToNarrow copies; unknown");
+  l.rsv(b(35), 9);
   l.u("sync.en2", b(44), 1, "sync: enable 2 (always 1)");
   l.u("sync.f45", b(45), 1, "sync: 1 when sync.id = 0");
 }
@@ -109,7 +111,10 @@ OpcodeDecl narrow_to_wide() {
   l.hex("n.addr", 62, 16, "narrow source address, 4-byte words");
   l.nest("n", "n.", {78, 17, 95, 16, 0, 0, 33, 6}, "words");
   l.hex("n.lvl_mask", 276, 6, "narrow levels with a non-zero stride");
-  l.hex("rsv282", 282, 53, "maxpool relay partial last group record");
+  l.rsv(282, 20);
+  l.hex("relay_last", 302, 24,
+        "maxpool relay partial last group record (seen 0x20001 0x440007 0x84000f 0xc10027)");
+  l.rsv(326, 9);
   l.hex("w.addr", 335, 14, "wide destination address, 64-B units");
   l.rsv(349, 4);
   l.nest("w", "w.", {353, 17, 370, 16, 0, 0, 33, 4}, "256-B rows");
@@ -119,11 +124,16 @@ OpcodeDecl narrow_to_wide() {
   l.u("w.rows", 491, 11, "wide: FIFO depth in rows (0 = linear)");
   l.hex("w.last", 502, 41, "MUL feed partial last round record");
   wn_sync_head(l, 543);
-  l.rsv(589, 210);
+  l.hex("x589", 589, 64, "record of unknown meaning (classifier and LSTM copies)");
+  l.hex("x653", 653, 64, "record of unknown meaning (continues x589)");
+  l.rsv(717, 3);
+  l.hex("x720", 720, 36, "record of unknown meaning (gen2020/2021 MobileNet classifier copies)");
+  l.rsv(756, 43);
   l.u("transpose", 799, 1, "1 = transposing write (maxpool relay)");
-  l.rsv(800, 1);
+  l.u("f800", 800, 1, "1 in some gen2021/16.0 copies; meaning unknown");
   l.u("tail_lvl", 801, 2, "active narrow loop levels (guess)");
-  l.rsv(803, 93);
+  l.u("f803", 803, 1, "1 in some gen2020 copies; meaning unknown");
+  l.rsv(804, 92);
   return l.take();
 }
 
@@ -148,7 +158,7 @@ OpcodeDecl wide_to_narrow() {
   l.u("head_en", 523, 1, "circular inputs: head/tail split enable");
   l.hex("head_tail", 524, 18, "byte count of the tail after the wrap");
   l.u("skip_en0", 542, 1, "1 iff the chunk starts inside a 256-B row");
-  l.rsv(543, 1);
+  l.u("f543", 543, 1, "1 in some gen2021/16.0 copies; meaning unknown");
   l.u("skip_en1", 544, 1, "1 iff the chunk starts inside a 256-B row");
   l.rsv(545, 1);
   l.hex("skip_base", 546, 16, "narrow base of the whole destination (words) when skipping");
@@ -167,7 +177,8 @@ OpcodeDecl wide_to_narrow() {
   l.rsv(868, 2);
   l.u("tail_en870", 870, 1, "always 1");
   l.u("tail_f871", 871, 1, "1 for circular streaming");
-  l.rsv(872, 24);
+  l.u("tail_f872", 872, 1, "1 in some gen2020 copies; meaning unknown");
+  l.rsv(873, 23);
   return l.take();
 }
 
@@ -184,7 +195,7 @@ OpcodeDecl mesh(uint8_t opcode, std::string mnemonic, std::string direction) {
   l.u("i.gstride", 454, 16, "inbound partial last packet: 4(4 - r) + 1");
   l.rsv(470, 3);
   l.u("out_mode", 473, 2, "3 / 0, meaning unknown");
-  l.rsv(475, 2);
+  l.u("f475", 475, 2, "1 or 2 in gen2020 programs, 0 in later ones; meaning unknown");
   l.u("in_mode", 477, 3, "3 FC inbound/relays/fills, 2 levels + 1 halo, 0 receivers");
   for (int k = 0; k < 5; ++k) {
     mesh_record(l, "s" + std::to_string(k), static_cast<uint16_t>(480 + 41 * k));

@@ -59,9 +59,13 @@ OpcodeDecl halt() {
 OpcodeDecl branch() {
   Layout l(0x22, "branch", 1, Unit::kScalar, false,
            "relative branch while p0 (word offset from this instruction)");
-  l.rsv(12, 5);
+  l.u("k12", 12, 1, "1 with k16 in the scalar-memory outfeed loops (gen2020, LSTM); else 0");
+  l.rsv(13, 3);
+  l.u("k16", 16, 1, "1 with k12; meaning unknown");
   l.s("offset", 17, 15, "signed word offset relative to this instruction");
-  l.rsv(32, 96);
+  l.rsv(32, 1);
+  l.u("k33", 33, 1, "1 in some scalar-memory outfeed loops (gen2020, LSTM); meaning unknown");
+  l.rsv(34, 94);
   return l.take();
 }
 
@@ -111,7 +115,10 @@ OpcodeDecl pop() {
   l.u("stream", 12, 1, "1 activations (8-B units), 0 parameters (64-B units)");
   l.rsv(13, 15);
   l.nest("walk", "walk.", walk(28, 16, 15, 3), "units");
-  l.rsv(121, 5);
+  l.u("k121", 121, 1, "always 1");
+  l.rsv(122, 2);
+  l.u("k124", 124, 1, "always 1");
+  l.rsv(125, 1);
   l.u("direct", 126, 1, "1 = skip the staging-buffer walk");
   l.rsv(127, 9);
   l.u("par136", 136, 1, "1 for parameter pops");
@@ -123,12 +130,18 @@ OpcodeDecl pop() {
   l.u("tail_en", 157, 1, "1 unless the last pass is full");
   l.rsv(158, 1);
   l.hex("count_neg", 159, 14, "minus the units of the last pass");
-  l.rsv(173, 4);
+  l.rsv(173, 1);
+  l.u("k174", 174, 1, "always 1");
+  l.rsv(175, 2);
   l.u("par177", 177, 1, "1 for parameter pops");
-  l.rsv(178, 5);
+  l.u("k178", 178, 1, "always 1");
+  l.rsv(179, 4);
   l.u("b183", 183, 1, "caching parameter pops: 1 iff units even or >= 2048");
   l.hex("rows_neg", 184, 15, "caching parameter pops: minus the rows");
-  l.rsv(199, 57);
+  l.u("k199", 199, 1, "always 1");
+  l.rsv(200, 15);
+  l.u("k215", 215, 1, "always 1");
+  l.rsv(216, 40);
   return l.take();
 }
 
@@ -139,9 +152,14 @@ OpcodeDecl infeed() {
   l.u("smem", 13, 1, "1 = source is scalar memory");
   l.hex("buf_off", 14, 20, "staging-buffer offset in units");
   l.nest("walk", "walk.", walk(34, 21, 20, 3), "units");
-  l.rsv(157, 5);
+  l.u("k157", 157, 1, "always 1");
+  l.rsv(158, 2);
+  l.u("k160", 160, 1, "always 1");
+  l.rsv(161, 1);
   l.u("direct", 162, 1, "1 = skip the staging-buffer walk");
-  l.rsv(163, 9);
+  l.rsv(163, 5);
+  l.u("par168", 168, 1, "1 for parameter infeeds");
+  l.rsv(169, 3);
   l.u("par172", 172, 1, "1 for parameter infeeds");
   l.rsv(173, 3);
   l.u("av176", 176, 1, "1 for activation infeeds");
@@ -151,13 +169,24 @@ OpcodeDecl infeed() {
   l.u("tail_en", 203, 1, "1 unless the transfer is a single unit / a whole pass");
   l.rsv(204, 1);
   l.hex("count_neg", 205, 14, "minus the units of the last pass");
-  l.rsv(219, 95);
+  l.rsv(219, 89);
+  l.hex("f308", 308, 4, "0x8 activations, 0xb parameters; meaning unknown");
+  l.rsv(312, 2);
   l.u("par314", 314, 1, "1 for parameter infeeds");
-  l.rsv(315, 5);
+  l.u("par315", 315, 2, "3 for parameter infeeds, else 0");
+  l.rsv(317, 3);
   l.hex("pop_wait", 320, 16, "start once the pop has produced this unit (hypothesis)");
-  l.rsv(336, 73);
+  l.u("k336", 336, 1, "always 1");
+  l.rsv(337, 15);
+  l.hex("f352", 352, 7, "1 (0x2d in one LSTM infeed); meaning unknown");
+  l.rsv(359, 16);
+  l.u("k375", 375, 1, "1 in one LSTM infeed, else 0");
+  l.rsv(376, 15);
+  l.u("f391", 391, 2, "2 (3 in one LSTM infeed); meaning unknown");
+  l.rsv(393, 16);
   l.hex("dest", 409, 16, "ring destination tiles (= the paired ring consumer's tile mask)");
-  l.rsv(425, 13);
+  l.rsv(425, 9);
+  l.hex("f434", 434, 4, "0xf activations, 0x3 parameters; meaning unknown");
   l.u("lanes_m1", 438, 2, "64-B lanes per weight row - 1 (3 for activations)");
   l.rsv(440, 72);
   return l.take();
@@ -171,7 +200,15 @@ OpcodeDecl outfeed() {
   l.s("walk.inc3", 120, 16, "walk level 3: signed increment (scalar-memory variant 1)");
   l.rsv(136, 37);
   l.u("k173", 173, 2, "3 to the host, 0 to scalar memory");
-  l.rsv(175, 47);
+  l.rsv(175, 3);
+  l.u("k178", 178, 1, "1 to scalar memory, else 0");
+  l.rsv(179, 3);
+  l.u("k182", 182, 1, "1 to scalar memory, else 0");
+  l.rsv(183, 1);
+  l.hex("f184", 184, 15, "to scalar memory: a count or address that varies per outfeed (0x21..)");
+  l.rsv(199, 15);
+  l.u("k214", 214, 1, "1 to scalar memory, else 0");
+  l.rsv(215, 7);
   l.hex("f222", 222, 7, "0x7f to the host, 0x3f to scalar memory");
   l.rsv(229, 27);
   return l.take();

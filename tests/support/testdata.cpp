@@ -24,6 +24,13 @@ std::optional<std::filesystem::path> testdata_dir() {
   return std::nullopt;
 }
 
+std::string testdata_error() {
+  const char* env = std::getenv("TINYCORAL_TESTDATA");
+  if (env == nullptr || *env == '\0' || std::filesystem::is_directory(env)) return "";
+  return std::string("TINYCORAL_TESTDATA=") + env +
+         " is not a folder: point it at the test data (scripts/download_testdata.sh) or unset it";
+}
+
 std::string testdata_hint() {
   return "Google's test data is not here: set TINYCORAL_TESTDATA to a folder made by "
          "scripts/download_testdata.sh, or place it at ../shared/testdata beside the checkout";

@@ -20,7 +20,12 @@ int resolve_custom_output_shapes(container::Model& model) {
       if (code == "PosenetDecoderOp") {
         const ops::CustomOptions o(op.custom_options, code);
         const int32_t md = o.integer("max_detections", 1, 1000);
-        shapes = {{1, md, ops::kPoseKeypoints, 2}, {1, md, ops::kPoseKeypoints}, {1, md}, {1}};
+        const int32_t side = ops::kInstanceMaskSize;  // the 4-input form's fifth output
+        shapes = {{1, md, ops::kPoseKeypoints, 2},
+                  {1, md, ops::kPoseKeypoints},
+                  {1, md},
+                  {1},
+                  {1, md, side, side}};
       } else if (code == "TFLite_Detection_PostProcess") {
         const ops::CustomOptions o(op.custom_options, code);
         const int32_t md = o.integer("max_detections", 0, 100000);

@@ -301,6 +301,44 @@ int PosenetDecoder::decode(const float* scores, const float* shorts, const float
   return written;
 }
 
+void decode_instance_masks(const float* longs, int32_t height, int32_t width, int32_t stride,
+                           const float* keypoints, int num_poses, float* masks, size_t mask_count) {
+  std::fill(masks, masks + mask_count, 0.0f);
+  const Sampler long_map{longs, height, width, 2 * kPoseKeypoints};
+  const float max_y = static_cast<float>(height) - 1.0f;
+  const float max_x = static_cast<float>(width) - 1.0f;
+  constexpr int kSteps = 3;  // Google's op: 2 refinement steps after the first jump
+  std::array<PosePoint, kPoseKeypoints> embedding;
+  for (int32_t y = 0; y < height; ++y) {
+    for (int32_t x = 0; x < width; ++x) {
+      for (int k = 0; k < kPoseKeypoints; ++k) {
+        float py = static_cast<float>(y), px = static_cast<float>(x);
+        for (int step = 0; step < kSteps; ++step) {
+          float dy, dx;
+          long_map.sample(py, px, k, kPoseKeypoints + k, &dy, &dx);
+          py = clampf(py + dy, 0.0f, max_y);
+          px = clampf(px + dx, 0.0f, max_x);
+        }
+        embedding[k] = {py * static_cast<float>(stride), px * static_cast<float>(stride)};
+      }
+      int best = 0;
+      float best_distance = 0.0f;
+      for (int pose = 0; pose < num_poses; ++pose) {
+        float distance = 0.0f;
+        for (int k = 0; k < kPoseKeypoints; ++k) {
+          const float* kp = keypoints + (static_cast<size_t>(pose) * kPoseKeypoints + k) * 2;
+          distance += squared_distance(embedding[k], PosePoint{kp[0], kp[1]});
+        }
+        if (pose == 0 || distance < best_distance) {
+          best = pose;
+          best_distance = distance;
+        }
+      }
+      masks[(static_cast<size_t>(best) * width + y) * height + x] = 1.0f;
+    }
+  }
+}
+
 }  // namespace tinycoral::host::ops
 
 namespace tinycoral::host {
@@ -330,11 +368,14 @@ void dequantize_input(const TensorView& t, float extra_scale, float* out) {
 
 class PosenetKernel final : public Kernel {
  public:
-  PosenetKernel(int32_t h, int32_t w, ops::PosenetParams params)
-      : decoder_(h, w, params), params_(params) {
+  PosenetKernel(int32_t h, int32_t w, ops::PosenetParams params, bool masks)
+      : decoder_(h, w, params), params_(params), masks_(masks) {
     scores_.resize(static_cast<size_t>(h) * w * ops::kPoseKeypoints);
     shorts_.resize(static_cast<size_t>(h) * w * 2 * ops::kPoseKeypoints);
     mids_.resize(static_cast<size_t>(h) * w * 4 * ops::kPoseEdges);
+    if (masks)
+      longs_.resize(static_cast<size_t>(ops::kInstanceMaskSize) * ops::kInstanceMaskSize * 2 *
+                    ops::kPoseKeypoints);
   }
   void eval(OpContext& ctx) override {
     const float inv_stride = static_cast<float>(1.0 / params_.stride);
@@ -345,19 +386,26 @@ class PosenetKernel final : public Kernel {
         scores_.data(), shorts_.data(), mids_.data(), ctx.outputs[0].mutable_as<float>(),
         ctx.outputs[1].mutable_as<float>(), ctx.outputs[2].mutable_as<float>());
     *ctx.outputs[3].mutable_as<float>() = static_cast<float>(count);
+    if (!masks_) return;
+    dequantize_input(ctx.inputs[3], inv_stride, longs_.data());
+    const TensorView& masks = ctx.outputs[4];
+    ops::decode_instance_masks(longs_.data(), ops::kInstanceMaskSize, ops::kInstanceMaskSize,
+                               params_.stride, ctx.outputs[0].as<float>(), count,
+                               masks.mutable_as<float>(), static_cast<size_t>(masks.elements()));
   }
 
  private:
   ops::PosenetDecoder decoder_;
   ops::PosenetParams params_;
-  std::vector<float> scores_, shorts_, mids_;
+  bool masks_;
+  std::vector<float> scores_, shorts_, mids_, longs_;
 };
 
 std::unique_ptr<Kernel> make_posenet_decoder(const OpContext& ctx) {
-  if (ctx.num_inputs() == 4)
-    fail(ctx.op_name, ": the 4-input form (BodyPix instance masks) is not supported");
-  ctx.require_inputs(3, 3);
-  ctx.require_outputs(4);
+  // Google's two forms: 3 inputs -> 4 outputs, or with long offsets 4 inputs -> 4 + masks.
+  ctx.require_inputs(3, 4);
+  const bool masks = ctx.num_inputs() == 4;
+  ctx.require_outputs(masks ? 5 : 4);
   const ops::CustomOptions o(ctx.custom_options(), ctx.op_name);
   ops::PosenetParams p;
   p.max_detections = o.integer("max_detections", 1, 1000);
@@ -378,16 +426,30 @@ std::unique_ptr<Kernel> make_posenet_decoder(const OpContext& ctx) {
                 cat(names[i], " and heatmaps differ in height or width"));
   }
   ctx.require(heat.dim(1) > 0 && heat.dim(2) > 0, "empty heatmaps");
+  if (masks) {
+    // Google's op writes 33x33 masks indexed by the long-offset grid, so only that grid fits.
+    const TensorView& longs = ctx.input(3);
+    constexpr int32_t kSide = ops::kInstanceMaskSize;
+    ctx.require(longs.type() == TensorType::kUInt8 || longs.type() == TensorType::kInt8 ||
+                    longs.type() == TensorType::kFloat32,
+                "long offsets must be uint8, int8 or float32");
+    ctx.require(longs.rank() == 4 && longs.dim(0) == 1 && longs.dim(1) == kSide &&
+                    longs.dim(2) == kSide && longs.dim(3) == 2 * ops::kPoseKeypoints,
+                cat("long offsets must have shape [1, ", kSide, ", ", kSide, ", ",
+                    2 * ops::kPoseKeypoints, "] (the op's masks are ", kSide, "x", kSide, ")"));
+  }
   const int64_t md = p.max_detections;
-  const int64_t sizes[4] = {md * ops::kPoseKeypoints * 2, md * ops::kPoseKeypoints, md, 1};
-  for (int i = 0; i < 4; ++i) {
+  const int64_t side = ops::kInstanceMaskSize;
+  const int64_t sizes[5] = {md * ops::kPoseKeypoints * 2, md * ops::kPoseKeypoints, md, 1,
+                            md * side * side};
+  for (int i = 0; i < (masks ? 5 : 4); ++i) {
     const TensorView& out = ctx.output(static_cast<size_t>(i));
     ctx.require(out.type() == TensorType::kFloat32, "outputs must be float32");
     ctx.require(out.elements() == sizes[i],
                 cat("output ", i, " holds ", out.elements(), " values, max_detections needs ",
                     sizes[i], " (resolve the custom output shapes first)"));
   }
-  return std::make_unique<PosenetKernel>(heat.dim(1), heat.dim(2), p);
+  return std::make_unique<PosenetKernel>(heat.dim(1), heat.dim(2), p, masks);
 }
 
 }  // namespace

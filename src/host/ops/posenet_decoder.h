@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -12,6 +13,8 @@ namespace tinycoral::host::ops {
 
 inline constexpr int kPoseKeypoints = 17;
 inline constexpr int kPoseEdges = 16;  // each used forward and backward
+// Google's op sizes its instance-mask output [1, max_detections, 33, 33] whatever the inputs.
+inline constexpr int kInstanceMaskSize = 33;
 
 struct PosenetParams {
   int32_t max_detections = 10;
@@ -60,5 +63,15 @@ class PosenetDecoder {
   std::vector<float> instance_scores_;
   std::vector<int> order_;
 };
+
+// BodyPix's instance masks (the op's 4-input form): each block (y, x) of the long-offset grid
+// `longs` [H, W, 34] (17 dy then 17 dx, in blocks) follows the long offsets of every keypoint three
+// times from its own position to an embedding (in pixels), and belongs to the pose among the first
+// `num_poses` of `keypoints` ([n, 17, (y, x)] in pixels, the decoder's output) whose keypoints are
+// nearest in summed squared distance (the first on ties; pose 0 when there is no pose, as in
+// Google's op). Writes 1.0 at masks[(pose * W + y) * H + x] (Google's indexing, the plain
+// [pose][y][x] layout for the square grid it is used with) after zeroing all `mask_count` values.
+void decode_instance_masks(const float* longs, int32_t height, int32_t width, int32_t stride,
+                           const float* keypoints, int num_poses, float* masks, size_t mask_count);
 
 }  // namespace tinycoral::host::ops
