@@ -23,7 +23,8 @@ uint64_t op_steps(const OpInstr& op) {
 }  // namespace
 
 std::pair<uint64_t, uint64_t> VirtualEdgeTpu::Impl::clock_tile_work(uint32_t id, uint64_t macs,
-                                                                    uint64_t taken, uint64_t sent) {
+                                                                    uint64_t taken, uint64_t sent,
+                                                                    uint64_t bytes) {
   const Work& w = works[id];
   const ProgramItem& item = w.program->items[w.item];
   WorkAmount amount;
@@ -38,7 +39,7 @@ std::pair<uint64_t, uint64_t> VirtualEdgeTpu::Impl::clock_tile_work(uint32_t id,
     amount.bytes = std::get<RingInstr>(item.decoded).ttu.steps() * kWideRowBytes;
   } else if (opcode == 0x11 || opcode == 0x12) {
     unit = ClockUnit::kRing;
-    amount.bytes = taken * kWideRowBytes;
+    amount.bytes = bytes;  // 256-byte rows, or 16-byte entries from scalar memory
     input = clock.ring(w.tile, opcode == 0x12 ? 1 : 0).take(taken);
   } else if (opcode == 0x13 || opcode == 0x14) {
     unit = ClockUnit::kDma;

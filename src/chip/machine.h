@@ -356,8 +356,9 @@ struct VirtualEdgeTpu::Impl {
   void clock_depends(Work& w, uint32_t dep) {
     w.ready_cycle = std::max(w.ready_cycle, clock.finish_of(dep));
   }
+  // `taken`/`sent`: ring packets or mesh words it took / sent; `bytes`: a consumer's bytes taken.
   std::pair<uint64_t, uint64_t> clock_tile_work(uint32_t id, uint64_t macs, uint64_t taken,
-                                                uint64_t sent);
+                                                uint64_t sent, uint64_t bytes = 0);
   void clock_dma_work(uint32_t id, uint64_t bytes, uint64_t packets);
 
   // tile_units.cpp

@@ -393,7 +393,7 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
     ++row.written;
   };
 
-  uint64_t clock_macs = 0, clock_taken = 0, clock_sent = 0;  // clock: what it did
+  uint64_t clock_macs = 0, clock_taken = 0, clock_sent = 0, clock_bytes = 0;  // clock: what it did
   switch (item.opcode) {
     case 0x01:
     case 0x02:
@@ -546,6 +546,7 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
         return *slot.second;
       };
       PacketQueue::Reader packets = own.reader();
+      const uint64_t buffered_before = buffered_bytes;
       uint64_t taken = 0;
       auto take = [&](int64_t unit) {
         const std::span<const uint8_t> p = packets.next();
@@ -600,6 +601,7 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
       });
       own.drop(taken);
       clock_taken = taken;
+      clock_bytes = buffered_before - buffered_bytes;
       write_deferred();
       charge();
       break;
@@ -857,7 +859,7 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
     default:
       fail_at(w.tile, item, "not a tile instruction");
   }
-  clock_tile_work(id, clock_macs, clock_taken, clock_sent);
+  clock_tile_work(id, clock_macs, clock_taken, clock_sent, clock_bytes);
   finish(id);
   trace(w);
   return true;

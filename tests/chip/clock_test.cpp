@@ -21,7 +21,7 @@ uint64_t cycles_of(ProgramBuilder& p) {
   VirtualEdgeTpu chip;
   chip.receive(DmaTag::kInstructions, p.finish());
   EXPECT_EQ(chip.advance(), RunState::kIdle) << chip.fault();
-  EXPECT_EQ(chip.stats().programs_completed, 1u);
+  EXPECT_EQ(chip.stats().programs_completed, 1u) << chip.fault();
   return chip.stats().clock.cycles;
 }
 
@@ -81,6 +81,33 @@ TEST(Clock, ScalarFenceWaitsForTheTilesItNames) {
   q.set(other, "tiles", 0xffff);
   for (int k = 0; k < 3; ++k) q.movi(1, k);
   EXPECT_EQ(cycles_of(q), 1 + kNlu);
+}
+
+TEST(Clock, RingConsumerStreamsAlongsideItsProducer) {
+  // 40 rows from tile 0 to tile 1. The consumer is issued at cycle 1, the producer at 2: the
+  // producer runs 2..170 (8 + 40 x 256 / 64 cycles); its first row arrives at 2 + 8 + 4 = 14, its
+  // last at 170. The consumer (the same cost) starts at 14 and ends at 14 + 168 = 182, not after
+  // the producer ended (170 + 168). The fence after the producer ends at 171.
+  ProgramBuilder p;
+  const size_t cons = p.add(0x11);
+  p.set(cons, "tiles", 1u << 1);
+  p.set(cons, "addr", 8312);
+  p.set(cons, "inc0", 1);
+  p.set(cons, "cnt0", 39);
+  p.set(cons, "mode", 3);
+  const size_t prod = p.add(0x10);
+  p.set(prod, "tiles", 1);
+  p.set(prod, "addr", 8000);
+  p.set(prod, "inc0", 1);
+  p.set(prod, "cnt0", 39);
+  p.set(prod, "dest", 1u << 1);
+  const size_t fence = p.add(0x1a);  // closes tile 0's region: the producer reads resident rows
+  p.set(fence, "tiles", 1);
+  p.set(fence, "units", 0x3ff);
+  const ClockCosts c;
+  const uint64_t cost = c.transfer_start + 40 * 256 / c.ring_bytes_per_cycle;
+  const uint64_t first = 2 + c.transfer_start + 256 / c.ring_bytes_per_cycle;
+  EXPECT_EQ(cycles_of(p), first + cost);
 }
 
 TEST(Clock, ProgramsAddUpAndEachIsReportedOnItsOwn) {

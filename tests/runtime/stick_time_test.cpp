@@ -49,13 +49,13 @@ struct CyclePoint {
 TEST(StickTime, Gen2020ProgramsStayWithinTheirBandsOfTheCompilersEstimate) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   for (const CyclePoint& p :
-       {CyclePoint{"gen2020/mobilenet_v1_1.0_224_quant_embedding_extractor_edgetpu.tflite", 0.85,
-                   1.15},
+       {CyclePoint{"gen2020/mobilenet_v1_1.0_224_quant_embedding_extractor_edgetpu.tflite", 0.75,
+                   1.0},
         CyclePoint{"gen2020/posenet_mobilenet_v1_075_353_481_quant_decoder_edgetpu.tflite", 0.85,
-                   1.15},
-        CyclePoint{"gen2020/mobilenet_v2_1.0_224_quant_edgetpu.tflite", 1.3, 1.7},
-        CyclePoint{"gen2020/mobilenet_v1_0.5_160_quant_edgetpu.tflite", 1.7, 2.2},
-        CyclePoint{"gen2020/mobilenet_v1_0.25_128_quant_edgetpu.tflite", 4.5, 6.0}}) {
+                   1.05},
+        CyclePoint{"gen2020/mobilenet_v2_1.0_224_quant_edgetpu.tflite", 1.25, 1.55},
+        CyclePoint{"gen2020/mobilenet_v1_0.5_160_quant_edgetpu.tflite", 1.5, 1.95},
+        CyclePoint{"gen2020/mobilenet_v1_0.25_128_quant_edgetpu.tflite", 4.2, 5.2}}) {
     SCOPED_TRACE(p.model);
     const double ratio =
         double(runs_of(data / p.model).inference.cycles) / double(estimated_cycles(data / p.model));
@@ -64,18 +64,22 @@ TEST(StickTime, Gen2020ProgramsStayWithinTheirBandsOfTheCompilersEstimate) {
   }
 }
 
-TEST(StickTime, MobileNetV1At224IsWithinTwentyPercentOfTheStickAtBothClocks) {
+TEST(StickTime, MobileNetV1At224ExtractorIsJustBelowTheWholeClassifierOnTheStick) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   // Google's program for the whole classifier took 3.96 ms at 250 MHz and 2.45 ms at 500 MHz; the
-  // test data has its embedding extractor (the same layers without the 1001-class FC and softmax).
+  // test data has its embedding extractor (the same layers without the 1001-class FC and softmax,
+  // ~60-70k cycles): it must come out below those figures, and within 25% of them.
   const StickTime t = stick_time(
       runs_of(data / "gen2020/mobilenet_v1_1.0_224_quant_embedding_extractor_edgetpu.tflite")
           .inference);
-  EXPECT_NEAR(t.total_ms_high() / 3.96, 1.0, 0.2) << t.total_ms_high();
-  EXPECT_NEAR(t.total_ms_max() / 2.45, 1.0, 0.2) << t.total_ms_max();
-  // The known pair splits into 755k cycles plus 0.94 ms that does not scale with the clock.
+  for (auto [modeled, known] : {std::pair{t.total_ms_high(), 3.96}, {t.total_ms_max(), 2.45}}) {
+    EXPECT_LT(modeled, known);
+    EXPECT_GT(modeled, 0.75 * known);
+  }
+  // The known pair splits into 755k cycles plus 0.94 ms that does not scale with the clock: the
+  // link and the per-run cost must explain that part within 10%.
   const double fixed = t.to_device_ms + t.from_device_ms + t.per_run_ms;
-  EXPECT_NEAR(fixed / 0.94, 1.0, 0.2) << fixed;
+  EXPECT_NEAR(fixed / 0.94, 1.0, 0.1) << fixed;
 }
 
 }  // namespace
