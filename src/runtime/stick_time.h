@@ -48,8 +48,8 @@ struct StickTime {
 StickTime stick_time(const ProgramRun& run, const StickLink& link = {});
 
 // Runs a compiled package's programs on a fresh virtual Edge TPU behind the virtual stick (inputs
-// zero) and returns what its inference costs again and again with the parameters resident (the
-// second run), and what the parameter-caching program cost once. Throws Error when the virtual
+// zero) and returns what its inference costs again and again with the parameters resident, and
+// what the parameter-caching program cost once. Throws Error when the virtual
 // chip cannot run it.
 struct PackageRuns {
   ProgramRun caching, inference;
