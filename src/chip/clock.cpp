@@ -78,7 +78,10 @@ std::pair<uint64_t, uint64_t> ChipClock::run(uint32_t id, uint64_t ready, uint32
   finish_[id] = finish;
   stats_.busy_cycles[static_cast<size_t>(unit)] += cost;
   latest_all_ = std::max(latest_all_, finish);
-  if (tile >= 0) latest_tile_[tile % latest_tile_.size()] = std::max(latest_tile_[tile], finish);
+  if (tile >= 0) {
+    uint64_t& latest = latest_tile_[static_cast<size_t>(tile) % latest_tile_.size()];
+    latest = std::max(latest, finish);
+  }
   return {start, finish};
 }
 
