@@ -46,6 +46,7 @@ bool VirtualEdgeTpu::Impl::try_run_dma_work(uint32_t id) {
   Work& w = works[id];
   if (!deps_done(w)) return false;
   const ProgramItem& item = w.program->items[w.item];
+  uint64_t clock_bytes = 0, clock_packets = 0;  // clock: what it moved
   switch (item.opcode) {
     case 0x25: {
       const auto& p = std::get<PopInstr>(item.decoded);
@@ -58,6 +59,7 @@ bool VirtualEdgeTpu::Impl::try_run_dma_work(uint32_t id) {
       std::vector<uint8_t> staged(host.begin(), host.begin() + static_cast<std::ptrdiff_t>(bytes));
       host.erase(host.begin(), host.begin() + static_cast<std::ptrdiff_t>(bytes));
       staging[id] = std::move(staged);
+      clock_bytes = bytes;
       break;
     }
     case 0x26: {
@@ -106,6 +108,8 @@ bool VirtualEdgeTpu::Impl::try_run_dma_work(uint32_t id) {
       }
       if (buffered_bytes > options.max_buffered_bytes)
         fail_dma(item, cat("more than ", options.max_buffered_bytes, " bytes wait in ring queues"));
+      clock_bytes = length;
+      clock_packets = f.packet_bytes ? (length + f.packet_bytes - 1) / f.packet_bytes : 0;
       break;
     }
     case 0x27: {
@@ -135,6 +139,8 @@ bool VirtualEdgeTpu::Impl::try_run_dma_work(uint32_t id) {
         data.insert(data.end(), p.begin(), p.end());
       }
       data.resize(o.bytes);
+      clock_bytes = o.bytes;
+      clock_packets = packets;
       if (o.to_scalar_memory) {
         if (uint64_t{o.base} + o.bytes > kScalarStreamBytes)
           fail_dma(item, cat("writes scalar memory [", o.base, ", ", o.base + o.bytes, ") beyond ",
@@ -150,6 +156,7 @@ bool VirtualEdgeTpu::Impl::try_run_dma_work(uint32_t id) {
       fail_dma(item, "not a DMA instruction");
   }
   charge();
+  clock_dma_work(id, clock_bytes, clock_packets);
   finish(id);
   trace(w);
   return true;

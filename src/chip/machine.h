@@ -180,6 +180,7 @@ struct Work {
   // consumer with the aux pair: bias blocks it takes, from the bias load that reads its aux row
   // (0: not known, see consumer_aux_groups)
   uint32_t aux_groups = 0;
+  uint64_t ready_cycle = 0;  // the clock: issued, and what it waited for finished (clock.h)
 };
 
 // The works of the running program(s) by id: chunks that stay in place (references survive
@@ -260,6 +261,7 @@ struct VirtualEdgeTpu::Impl {
 
   ChipOptions options;
   ChipStats stats;
+  ChipClock clock;  // modeled cycles (clock.h); the hooks are marked "clock:"
   std::array<Tile, kTileCount> tiles;
   std::array<TileState, kTileCount> tile_state;
   ScalarState scalar;
@@ -349,6 +351,18 @@ struct VirtualEdgeTpu::Impl {
                    const ProgramItem& item);
   bool scsync_ready(const ScSyncInstr& s, uint64_t order);
   void issue_descriptor(const ProgramItem& item);
+
+  // clock: the scalar core's modeled cycle; a work's modeled run (clock_hooks.cpp).
+  uint64_t scalar_executed() const {
+    return stats.instructions[static_cast<size_t>(UnitId::kScalar)];
+  }
+  void clock_depends(Work& w, uint32_t dep) {
+    w.ready_cycle = std::max(w.ready_cycle, clock.finish_of(dep));
+  }
+  // `taken`/`sent`: ring packets or mesh words it took / sent; `bytes`: a consumer's bytes taken.
+  std::pair<uint64_t, uint64_t> clock_tile_work(uint32_t id, uint64_t macs, uint64_t taken,
+                                                uint64_t sent, uint64_t bytes = 0);
+  void clock_dma_work(uint32_t id, uint64_t bytes, uint64_t packets);
 
   // tile_units.cpp
   bool try_run_tile_work(uint32_t id);

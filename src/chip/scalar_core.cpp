@@ -253,6 +253,8 @@ bool VirtualEdgeTpu::Impl::run_bundles() {
     } else {
       // Loads must see what outfeeds write to scalar memory: wait for them.
       if (b.enable_vector >= 2 && scalar_writes_pending()) break;
+      if (b.enable_vector >= 2)  // clock: the load waits for the outfeeds into scalar memory
+        clock.scalar_wait_until(clock.scalar_memory_ready, scalar_executed() + executed);
       // A completion interrupt is only sent when everything before it finished.
       if (b.v_op == 0xc && scalar.descriptor[3] >= 4 &&
           (!all_works_done() || !open_outputs.empty()))
@@ -350,6 +352,10 @@ bool VirtualEdgeTpu::Impl::step_scalar() {
     case 0x24: {
       const auto& s = std::get<ScSyncInstr>(item.decoded);
       if (!scsync_ready(s, next_order)) return false;
+      // clock: the scalar core waited for what the fence waits for
+      for (uint32_t t = 0; s.tokwait && t < kTileCount; ++t)
+        if (s.tmask >> t & 1) clock.scalar_wait_until(clock.latest(int(t)), scalar_executed());
+      if (s.wait) clock.scalar_wait_until(clock.latest(-1), scalar_executed());
       for (int k = 0; k < 9; ++k) {
         if (!(s.smask >> k & 1)) continue;
         ++stats.scalar_counter_ops[k];

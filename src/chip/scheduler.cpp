@@ -262,6 +262,8 @@ uint32_t VirtualEdgeTpu::Impl::new_work(uint32_t item, int tile, UnitId unit) {
   w.tile = tile;
   w.unit = unit;
   w.order = next_order++;
+  w.ready_cycle = clock.scalar_now(scalar_executed());  // clock: issued now
+  clock.add_work();
   finished.push_back(0);
   return static_cast<uint32_t>(works.size() - 1);
 }
@@ -353,6 +355,7 @@ void VirtualEdgeTpu::Impl::add_hazards(const std::vector<uint32_t>& region, Work
       }
     }
     if (depend && !e.done) n.deps.push_back(eid);
+    if (depend && e.done) clock_depends(n, eid);  // clock: finished, but maybe later in cycles
     if (e_forward_changed) e.forward_reads = has_forward_read(e);
   }
   const size_t count = n.accesses.size();
@@ -501,7 +504,10 @@ void VirtualEdgeTpu::Impl::dispatch(uint32_t index) {
     if (opcode == 0x14) note_bias_groups(ts, std::get<WideNarrowInstr>(item.decoded));
     if (producer) {
       for (uint32_t prev : last_tile_producers[producer->to_c1 ? 1 : 0])
-        if (!works[prev].done) works[id].deps.push_back(prev);
+        if (!works[prev].done)
+          works[id].deps.push_back(prev);
+        else
+          clock_depends(works[id], prev);
       producer_works.push_back(id);
     }
     // A FIFO reader whose rows' earlier fills are all taken reads the next writer's fill.
@@ -545,7 +551,10 @@ void VirtualEdgeTpu::Impl::note_bias_groups(TileState& ts, const WideNarrowInstr
 bool VirtualEdgeTpu::Impl::deps_done(Work& w) {
   // Polled for every queue front on every pass: drop completed dependencies from the back and stop
   // at the first one still pending, so a blocked work costs O(1) per poll instead of a scan.
-  while (!w.deps.empty() && finished[w.deps.back()]) w.deps.pop_back();
+  while (!w.deps.empty() && finished[w.deps.back()]) {
+    clock_depends(w, w.deps.back());
+    w.deps.pop_back();
+  }
   if (!w.deps.empty()) return false;
   return !(w.region_open && w.forward_reads);
 }
@@ -581,6 +590,7 @@ bool VirtualEdgeTpu::Impl::run_units() {
       if (!gate_closed(gate)) {
         Work& s = works[id];
         if (deps_done(s)) {
+          clock_tile_work(id, 0, 0, 0);
           finish(id);
           trace(s);
           again = true;
@@ -662,6 +672,7 @@ bool VirtualEdgeTpu::Impl::finish_program_if_done() {
   const bool had = program != nullptr || !pending_programs.empty();
   if (program) {
     ++stats.programs_completed;
+    clock.end_program(scalar_executed());
     program.reset();
     retired.clear();
     works.clear();

@@ -423,6 +423,7 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
     ++row.written;
   };
 
+  uint64_t clock_macs = 0, clock_taken = 0, clock_sent = 0, clock_bytes = 0;  // clock: what it did
   switch (item.opcode) {
     case 0x01:
     case 0x02:
@@ -476,6 +477,7 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
         cls->run(op, env);
       }
       stats.macs += tile.stats.macs - macs_before;
+      clock_macs = tile.stats.macs - macs_before;
       charge(1 + (tile.stats.macs - macs_before) / 4096);
       if (cls->par_fifo_fills) {
         const uint32_t fills = cls->par_fifo_fills(op);
@@ -574,6 +576,7 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
         return *slot.second;
       };
       PacketQueue::Reader packets = own.reader();
+      const uint64_t buffered_before = buffered_bytes;
       uint64_t taken = 0;
       auto take = [&](int64_t unit) {
         const std::span<const uint8_t> p = packets.next();
@@ -632,6 +635,8 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
         take(int64_t{base} + 4 * off);
       });
       own.drop(taken);
+      clock_taken = taken;
+      clock_bytes = buffered_before - buffered_bytes;
       write_deferred();
       charge();
       break;
@@ -895,6 +900,8 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
         for (int64_t off : ins) write_in(off);
       }
       if (receive) in_q.erase(in_q.begin(), in_next);
+      clock_taken = receive ? in_steps : 0;
+      clock_sent = sent.size();
       if (to) to->insert(to->end(), sent.begin(), sent.end());
       if (buffered_bytes > options.max_buffered_bytes)
         fail_at(w.tile, item,
@@ -909,6 +916,7 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
     default:
       fail_at(w.tile, item, "not a tile instruction");
   }
+  clock_tile_work(id, clock_macs, clock_taken, clock_sent, clock_bytes);
   finish(id);
   trace(w);
   return true;

@@ -97,6 +97,7 @@ std::string VirtualEdgeTpu::fault() const { return impl_->fault; }
 
 ChipStats VirtualEdgeTpu::stats() const {
   ChipStats s = impl_->stats;
+  s.clock = impl_->clock.stats();
   for (const Tile& t : impl_->tiles) {
     s.narrow_bytes_read += t.stats.narrow_bytes_read;
     s.narrow_bytes_written += t.stats.narrow_bytes_written;

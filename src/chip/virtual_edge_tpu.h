@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "chip/clock.h"
 #include "chip/host_port.h"
 #include "chip/tile.h"
 
@@ -67,6 +68,7 @@ struct ChipStats {
   uint64_t programs_completed = 0;
   std::array<uint64_t, 9> scalar_counter_ops{};  // 0x24 set/wait operations per scalar counter
   std::array<uint64_t, 19> tile_counter_ops{};   // 0x1a operations per tile counter
+  ClockStats clock;  // modeled chip cycles of the completed programs (clock.h)
 };
 
 struct ChipOptions {

@@ -69,6 +69,8 @@ std::unique_ptr<EdgeTpu> open_virtual_edgetpu(const EdgeTpuOptions& options,
   const TimedHostPort* timer = backend->timed.get();
   auto tpu = std::make_unique<EdgeTpu>(std::move(transport), backend, nullptr, options);
   tpu->set_chip_timer(timer);
+  if (auto* sim = dynamic_cast<const chip::VirtualEdgeTpu*>(backend->chip.get()))
+    tpu->set_clock_source([sim] { return sim->stats().clock; });
   const usb::VirtualStick* stick = backend->stick.get();
   tpu->set_diagnosis([stick] {
     const std::string fault = stick->chip_fault();

@@ -43,20 +43,33 @@ void EdgeTpu::open() {
   resident_token_ = 0;
 }
 
-void EdgeTpu::run_program(Program& program) {
+void EdgeTpu::run_program(Program& program, ProgramRun& record) {
+  const usb::TransferCounters before = transport_->counters();
+  const chip::ClockStats clock_before = clock_source_ ? clock_source_() : chip::ClockStats{};
   for (const usb::Segment& segment : program.segments()) engine_.run(segment, options_.timeout);
+  const usb::TransferCounters& after = transport_->counters();
+  record.ran = true;
+  record.bytes_to_device = after.bulk_out_bytes - before.bulk_out_bytes;
+  record.bytes_from_device = after.bulk_in_bytes - before.bulk_in_bytes;
+  if (clock_source_) {
+    const chip::ClockStats clock = clock_source_();
+    record.cycles = clock.cycles - clock_before.cycles;
+    for (size_t u = 0; u < record.busy_cycles.size(); ++u)
+      record.busy_cycles[u] = clock.busy_cycles[u] - clock_before.busy_cycles[u];
+  }
 }
 
 void EdgeTpu::run_once(const std::shared_ptr<Program>& caching,
                        const std::shared_ptr<Program>& inference) {
+  last_run_ = {};
   const uint64_t token = inference->executable().parameter_caching_token;
   if (token == 0 || token != resident_token_) resident_token_ = 0;
   if (caching &&
       (resident_token_ == 0 || caching->executable().parameter_caching_token != resident_token_)) {
-    run_program(*caching);
+    run_program(*caching, last_run_.caching);
     resident_token_ = caching->executable().parameter_caching_token;
   }
-  run_program(*inference);
+  run_program(*inference, last_run_.inference);
 }
 
 void EdgeTpu::run(const std::shared_ptr<Program>& caching,

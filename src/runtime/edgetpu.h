@@ -14,6 +14,7 @@
 #include "runtime/chip_control.h"
 #include "runtime/device_lock.h"
 #include "runtime/program.h"
+#include "runtime/stick_time.h"
 #include "usb/csr.h"
 #include "usb/dma_engine.h"
 #include "usb/transport.h"
@@ -56,6 +57,16 @@ class EdgeTpu {
   // inference is its wall time minus this.
   void set_chip_timer(const TimedHostPort* timer) { chip_timer_ = timer; }
   uint64_t simulated_chip_ns() const;
+  // The virtual chip's clock (modeled cycles so far); unset for a real stick.
+  void set_clock_source(std::function<chip::ClockStats()> source) {
+    clock_source_ = std::move(source);
+  }
+  // What the last run() did, per program (the caching program only when it ran): modeled cycles
+  // (virtual chip only) and the bytes each way, for stick_time().
+  struct LastRun {
+    ProgramRun caching, inference;
+  };
+  const LastRun& last_run() const { return last_run_; }
   // Extra words for a failure's message (the virtual stick says why its chip faulted).
   void set_diagnosis(std::function<std::string()> diagnose) { diagnose_ = std::move(diagnose); }
 
@@ -64,7 +75,7 @@ class EdgeTpu {
   void run_checked(const std::shared_ptr<Program>& caching,
                    const std::shared_ptr<Program>& inference);
   void run_once(const std::shared_ptr<Program>& caching, const std::shared_ptr<Program>& inference);
-  void run_program(Program& program);
+  void run_program(Program& program, ProgramRun& record);
   void recover(const std::string& why);
   void run_canary();
 
@@ -80,6 +91,8 @@ class EdgeTpu {
   int recoveries_ = 0;
   const TimedHostPort* chip_timer_ = nullptr;
   std::function<std::string()> diagnose_;
+  std::function<chip::ClockStats()> clock_source_;
+  LastRun last_run_;
 
   // The canary: the first inference that succeeded, its padded inputs and raw device outputs.
   struct Canary {

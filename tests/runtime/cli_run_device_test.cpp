@@ -1,6 +1,7 @@
 // `tinycoral run` on the Edge TPU devices: --device auto picks the virtual stick when no stick is
 // plugged in (and the CPU for a model with nothing for the Edge TPU), --trace writes what the
-// virtual Edge TPU executed, and --json carries the simulator's statistics.
+// virtual Edge TPU executed, and --json carries the simulator's statistics and the modeled stick
+// time.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -30,6 +31,20 @@ TEST(CliRunDevice, SimTracesEveryUnitAndReportsStatistics) {
   EXPECT_GT(sim["macs"].get<uint64_t>(), 14'000'000u);
   EXPECT_GT(sim["instructions"]["op"].get<uint64_t>(), 0u);
   EXPECT_EQ(sim["programs_completed"], 2);  // parameter caching, then the inference
+
+  // The modeled stick time: its parts add up at each clock, the compute halves at 500 MHz, and the
+  // link carries what the runtime sent (the inference's instructions and the 49152-byte image).
+  const auto& t = j["modeled_stick_ms"];
+  const double link = t["usb_host_to_device"].get<double>() +
+                      t["usb_device_to_host"].get<double>() + t["per_run"].get<double>();
+  EXPECT_DOUBLE_EQ(t["250MHz"].get<double>(), t["compute_250MHz"].get<double>() + link);
+  EXPECT_DOUBLE_EQ(t["500MHz"].get<double>(), t["compute_500MHz"].get<double>() + link);
+  EXPECT_DOUBLE_EQ(t["compute_250MHz"].get<double>(), 2 * t["compute_500MHz"].get<double>());
+  EXPECT_DOUBLE_EQ(t["compute_250MHz"].get<double>(), t["cycles"].get<double>() / 250e3);
+  EXPECT_GT(t["bytes_host_to_device"].get<uint64_t>(), 49152u + 45712u);  // image + bitstream
+  EXPECT_GE(t["bytes_device_to_host"].get<uint64_t>(), 1001u);
+  EXPECT_GT(t["busy_cycles"]["mac"].get<uint64_t>(), 0u);
+  EXPECT_GT(t["parameter_caching"]["bytes_host_to_device"].get<uint64_t>(), 518656u);
 
   std::ifstream in(trace);
   ASSERT_TRUE(in.good());
