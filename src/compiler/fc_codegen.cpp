@@ -47,7 +47,7 @@ Geometry geometry(int n, int k) {
   g.k = k;
   g.tiles = n / kGroup;
   g.in_tiles = k / kPiece;
-  g.packets = k / kPacket;
+  g.packets = (k + kPacket - 1) / kPacket;
   g.x_piece = kPacket * ((k + kPacket - 1) / kPacket) + 512;
   g.unit_per_tile = (2 * kGroup * 4 + kGroup * k) / 64;
   return g;
@@ -72,6 +72,23 @@ void interrupt(Emitter& e, int lo, int hi, int base) {
   e.add("bundle", cat("s_op=0x2f s_x=", hi));
   e.add("bundle", cat("s_op=0x2f s_x=", lo));
   descriptor(e, lo, hi, base, 0, 4);
+}
+
+// A DMA of `units` in passes of `pass` units: the pass count and the last pass's fields
+// (count_m1, tail_en, count_neg). A transfer of whole passes sets all three to 0 (14.1's rule).
+struct Passes {
+  int count = 1, last = 0, pass = 0;
+  std::string fields() const {
+    if (last == pass) return " count_neg=0x0";
+    return cat(" count_m1=", last - 1, " tail_en=1 count_neg=", hex(pass - last));
+  }
+};
+Passes passes_of(int units, int pass) {
+  Passes p;
+  p.pass = pass;
+  p.count = (units + pass - 1) / pass;
+  p.last = units - pass * (p.count - 1);
+  return p;
 }
 
 void tile_fence(Emitter& e, const std::string& fields) { e.add("sync", "tiles=0xffff " + fields); }
@@ -160,11 +177,12 @@ container::Bitstream execution_program(const Geometry& g, const FcLayer& layer) 
   const int packet_units = kPacket / 8;
   for (int j = 0; j * 4 < g.in_tiles; ++j) {
     const uint32_t row = first_tiles(std::min(g.in_tiles, 4 * j + 4)) & ~first_tiles(4 * j);
+    const int row_units = std::min(kPacket, g.k - kPacket * j) / 8;  // a short last packet
     ring_receive(e, row, fifo, g.packets, -64 * g.packets);
     e.add("infeed", cat("stream=1", j > 0 ? cat(" buf_off=", hex(packet_units * j)) : "", " walk=",
                         nest({{1, kActPassUnits}, {1 - kActPassUnits, 1}, {1 - kActPassUnits, 1}}),
-                        " rsv157=0x09 av176=1 count_m1=", packet_units - 1,
-                        " tail_en=1 count_neg=", hex(kActPassUnits - packet_units),
+                        " rsv157=0x09 av176=1 count_m1=", row_units - 1,
+                        " tail_en=1 count_neg=", hex(kActPassUnits - row_units),
                         " rsv283=0x10000000 pop_wait=", hex(packet_units * j + 1),
                         " rsv336=0x0100000000010001 dest=", hex(row), " rsv425=0x1e00 lanes_m1=3"));
   }
@@ -257,15 +275,13 @@ container::Bitstream caching_program(const Geometry& g) {
   descriptor(e, 3, 2, 4, bytes, 2);
 
   // One parameter pop of the whole stream in passes of 1024 units.
-  const int passes = (units + kPassUnits - 1) / kPassUnits;
-  const int last = units - kPassUnits * (passes - 1);
+  const Passes pop = passes_of(units, kPassUnits);
   const int rows = std::min((units + 1) / 2, 1024);  // 128-byte rows, capped
   const bool b183 = units % 2 == 0 || units >= 2048;
-  e.add("pop", cat("walk=", nest({{1, kPassUnits}, {1 - kPassUnits, passes}, {1 - kPassUnits, 1}}),
-                   " rsv121=0x09 par136=1 count_m1=", last - 1,
-                   last != kPassUnits ? " tail_en=1" : "", " count_neg=", hex(kPassUnits - last),
-                   " rsv173=0x2 par177=1 rsv178=0x01 b183=", b183 ? 1 : 0,
-                   " rows_neg=", hex(0x8000 - rows), " rsv199=0x000000000010001"));
+  e.add("pop",
+        cat("walk=", nest({{1, kPassUnits}, {1 - kPassUnits, pop.count}, {1 - kPassUnits, 1}}),
+            " rsv121=0x09 par136=1", pop.fields(), " rsv173=0x2 par177=1 rsv178=0x01 b183=",
+            b183 ? 1 : 0, " rows_neg=", hex(0x8000 - rows), " rsv199=0x000000000010001"));
   const int k_rows = g.k / 4;  // 256-byte weight rows per tile
   for (int t = 0; t < g.tiles; ++t) {
     e.add("ringcons0", cat("tiles=", hex(bit(t)), " addr=", hex(2 + 2 * 4), " dst=(1 x ", k_rows,
@@ -273,15 +289,15 @@ container::Bitstream caching_program(const Geometry& g) {
                            " x 1) sdims=1 aux_en0=1 rsv286=0x0001 aux_addr1=0x4 rsv319=0x0001"));
   }
   const int u = g.unit_per_tile;
+  const Passes per_tile = passes_of(u, kPassUnits);
   for (int t = 0; t < g.tiles; ++t) {
     const int off = (t * u) % kStagingUnits;
-    e.add(
-        "infeed",
-        cat(off ? cat("buf_off=", hex(off), " ") : "",
-            "walk=", nest({{1, kPassUnits}, {1 - kPassUnits, 1}, {1 - kPassUnits, 1}}),
-            " rsv157=0x09 par172=1 count_m1=", u - 1, " tail_en=1 count_neg=", hex(kPassUnits - u),
-            " rsv283=0x10000000 par314=1 pop_wait=", hex((t * u + 1) & 0xffff),
-            " rsv336=0x0100000000010001 dest=", hex(bit(t)), " rsv425=0x1e00 lanes_m1=3"));
+    e.add("infeed",
+          cat(off ? cat("buf_off=", hex(off), " ") : "", "walk=",
+              nest({{1, kPassUnits}, {1 - kPassUnits, per_tile.count}, {1 - kPassUnits, 1}}),
+              " rsv157=0x09 par172=1", per_tile.fields(),
+              " rsv283=0x10000000 par314=1 pop_wait=", hex((t * u + 1) & 0xffff),
+              " rsv336=0x0100000000010001 dest=", hex(bit(t)), " rsv425=0x1e00 lanes_m1=3"));
   }
   tile_fence(e, "b43=1 units=0x3ff signal=1 f109=3");
   wait_tokens(e);
@@ -342,8 +358,8 @@ std::string fc_unsupported(int n, int k) {
   if (n <= 0 || n % kGroup != 0 || n > 16 * kGroup) {
     return cat("N = ", n, ": the generator covers N = 64..1024 in steps of 64");
   }
-  if (k <= 0 || k % kPacket != 0 || k > 1024) {
-    return cat("K = ", k, ": the generator covers K = 256, 512, 768, 1024");
+  if (k <= 0 || k % kPiece != 0 || k > 1024) {
+    return cat("K = ", k, ": the generator covers K = 64..1024 in steps of 64");
   }
   return "";
 }
