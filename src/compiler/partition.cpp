@@ -78,17 +78,30 @@ std::string unsupported_reason(const Graph& graph, const GraphOp& op) {
   if (op.builtin == static_cast<int32_t>(BuiltinOp::kCustom) || !supported_type(op.builtin)) {
     return kNotSupported;
   }
+  // LSTMs keep their cell state in int16 and gate sums in int32 (keras_lstm maps whole).
+  const bool lstm = op.builtin == 16 || op.builtin == 44;
   for (int t : op.inputs) {
     if (t < 0) continue;
     const GraphTensor& tensor = graph.tensor(t);
     const bool bias = tensor.is_constant() && tensor.type == TensorType::kInt32;
-    if (!bias && !(is_8bit(tensor.type) && !tensor.quant.empty())) return kBadType;
-    if (!rank_ok(tensor.shape)) return kBadRank;
+    const bool wide =
+        lstm && (tensor.type == TensorType::kInt16 || tensor.type == TensorType::kInt32);
+    if (!bias && !wide && !(is_8bit(tensor.type) && !tensor.quant.empty())) return kBadType;
+    // The rank limit is on activations; constant weights (a conv's [Cout, kh, kw, Cin]) are
+    // parameters laid out by the compiler.
+    if (!tensor.is_constant() && !rank_ok(tensor.shape)) return kBadRank;
   }
   for (int t : op.outputs) {
     const GraphTensor& tensor = graph.tensor(t);
     if (!is_8bit(tensor.type) || tensor.quant.empty()) return kBadType;
     if (!rank_ok(tensor.shape)) return kBadRank;
+  }
+  if (op.builtin == static_cast<int32_t>(BuiltinOp::kResizeBilinear)) {
+    // Google's page: "depending on input/output size, this operation may not be mapped to avoid
+    // loss in precision". Fitted on DeepLab's image-pooling branch (1x1 -> 33x33 stays on the
+    // CPU in both compilers' outputs): a 1x1 source is not mapped.
+    const GraphTensor& in = graph.tensor(op.inputs.at(0));
+    if (in.shape.size() == 4 && in.shape[1] == 1 && in.shape[2] == 1) return kUnspecified;
   }
   if (op.builtin == static_cast<int32_t>(BuiltinOp::kFullyConnected)) {
     // The weights are the parameters cached on chip: they must be constants.
@@ -101,21 +114,27 @@ std::string unsupported_reason(const Graph& graph, const GraphOp& op) {
 
 Partition partition(const Graph& graph) {
   Partition p;
-  bool ended = false;
+  // An operator maps when it is supported and none of its activations comes from a CPU operator:
+  // everything downstream of the first unsupported operator stays on the CPU (one Edge TPU
+  // subgraph), while independent branches after it in execution order still map.
+  std::set<int> cpu_written;
   for (size_t i = 0; i < graph.ops.size(); ++i) {
+    const GraphOp& op = graph.ops[i];
     OpDecision d;
     d.op = static_cast<int>(i);
-    const std::string why = unsupported_reason(graph, graph.ops[i]);
+    const std::string why = unsupported_reason(graph, op);
+    bool downstream = false;
+    for (int t : op.inputs) downstream = downstream || (t >= 0 && cpu_written.contains(t));
     if (!why.empty()) {
-      ended = true;
       d.reason = why;
-    } else if (ended) {
+    } else if (downstream) {
       d.reason = kLaterSubgraph;
     } else {
       d.mapped = true;
       d.reason = kMapped;
       p.mapped_ops.push_back(d.op);
     }
+    if (!d.mapped) cpu_written.insert(op.outputs.begin(), op.outputs.end());
     p.decisions.push_back(d);
   }
   // Boundary tensors: read by the mapped part but not written by it (constants aside), and

@@ -1,10 +1,11 @@
 // The partitioner: which operators of the graph go to the Edge TPU, with edgetpu_compiler's rules.
 // An operator is supported when its type is on the Edge TPU's list, every tensor it reads or
-// writes is 8-bit quantized (int32 bias constants aside), no tensor has more than 3 dimensions
-// larger than 1, and its type-specific constraints hold. Operators are taken in execution order;
-// the first one that is not supported ends the mapped part (one Edge TPU subgraph, as
-// edgetpu_compiler does without multi-subgraph mode) and every later operator stays on the CPU.
-// Each decision carries the sentence edgetpu_compiler writes into its operation log.
+// writes is 8-bit quantized (int32 bias constants and LSTM state aside), no activation has more
+// than 3 dimensions larger than 1, and its type-specific constraints hold. An unsupported operator
+// ends the mapped part for everything downstream of it (one Edge TPU subgraph, as edgetpu_compiler
+// does without multi-subgraph mode); independent branches still map. Each decision carries the
+// sentence edgetpu_compiler writes into its operation log. Checked against Google's own outputs
+// for every model pair in the test data (tests/compiler/partition_google_test.cpp).
 #pragma once
 
 #include <string>

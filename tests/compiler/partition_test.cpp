@@ -63,6 +63,18 @@ TEST(Partition, FirstUnsupportedOperatorEndsTheMappedPart) {
   EXPECT_EQ(p.outputs, (std::vector<int>{3}));  // read by the CPU's custom op
 }
 
+TEST(Partition, IndependentBranchesAfterACpuOperatorStillMap) {
+  Graph g = chain();
+  g.tensors.push_back(tensor(6, TensorType::kInt8, {1, 8}));
+  // Reads the FC's output (mapped), not the custom op's: edgetpu_compiler maps it (DeepLab's
+  // CONV_2D beside the unsupported RESIZE_BILINEAR).
+  g.ops.push_back(op(BuiltinOp::kFullyConnected, "FULLY_CONNECTED", {3, 2, -1}, {6}));
+  g.ops.back().index = 4;
+  const Partition p = partition(g);
+  EXPECT_EQ(p.mapped_ops, (std::vector<int>{0, 1, 4}));
+  EXPECT_EQ(p.decisions[3].reason, kLaterSubgraph);
+}
+
 TEST(Partition, FloatTensorsAndHighRanksStayOnTheCpu) {
   Graph g = chain();
   g.tensors[0] = tensor(0, TensorType::kFloat32, {1, 8}, false);
