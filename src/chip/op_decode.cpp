@@ -86,6 +86,8 @@ OpInstr decode_op(const isa::Instruction& instruction) {
   op.offset = static_cast<int32_t>(b.s(2045, 32));
   op.out_zp = static_cast<uint8_t>(b.u(2077, 8));
   op.cfg4 = static_cast<uint32_t>(b.u(2093, 1));
+  op.pc_zp_unit = static_cast<uint32_t>(b.u(1908, 14));
+  op.pc_mult = b.u(2094, 1) != 0;
   return op;
 }
 

@@ -71,6 +71,7 @@ Decoded decode_item(const isa::Instruction& in) {
       } else {
         r.aux_en0 = b.u(267, 1) != 0;
         r.aux_addr0 = static_cast<uint32_t>(b.u(268, 18));
+        r.aux_rows0 = static_cast<uint32_t>(b.u(286, 14)) + 1;
         r.aux_en1 = b.u(318, 1) != 0;
         r.aux_addr1 = static_cast<uint32_t>(b.u(300, 18));
         const uint64_t gstride = b.u(249, 18);

@@ -85,6 +85,9 @@ struct RingInstr {  // 0x10 / 0x11 / 0x12
   uint8_t mode = 0;
   bool aux_en0 = false, aux_en1 = false;
   uint32_t aux_addr0 = 0, aux_addr1 = 0;
+  // Rows each group's aux block fills, from the row of aux_addr0 on: 1 (bias) in per-tensor
+  // programs; per-channel ones add the multiplier and weight zero-point rows (docs/chip_ops.md).
+  uint32_t aux_rows0 = 1;
   // consumer only: steps of its last pass left out when the stream ends in a short pass
   // (gstride = 4 (slots - p) + 1, isa.md 2.6)
   uint32_t short_last_pass = 0;
@@ -121,6 +124,13 @@ struct WideNarrowInstr {  // 0x13 narrowToWide / 0x14 wideToNarrow
   int32_t head_tail = 0;     // 0x14 bits 524-541 (signed bytes): after the wrap, < 0 = skipped
   bool transposing = false;  // 0x13 tail_f799
 };
+// Planes a bias load (mode-2 wideToNarrow) writes: the iterations of its narrow level 1 when that
+// level steps a whole bias plane of 64 words (per-channel loads: multipliers, then biases), else 1.
+// Each group of the stream carries one row per plane (docs/chip_ops.md "Per-channel").
+inline uint64_t bias_load_planes(const WideNarrowInstr& n) {
+  if (n.mode != 2 || n.narrow_ttu.cnt[1] == 0 || n.narrow_ttu.strides()[1] != 64) return 1;
+  return uint64_t{n.narrow_ttu.cnt[1]} + 1;
+}
 struct NluLoadInstr {
   uint16_t tile_mask = 0;
   NluTable table;

@@ -490,7 +490,7 @@ void VirtualEdgeTpu::Impl::dispatch(uint32_t index) {
 }
 
 // A bias load (mode-2 wideToNarrow) reading the aux row of a pending consumer on its tile tells
-// that consumer how many bias blocks (groups) its stream carries: one per wide step.
+// that consumer how many bias blocks (groups) its stream carries: one per wide step and plane.
 void VirtualEdgeTpu::Impl::note_bias_groups(TileState& ts, const WideNarrowInstr& load) {
   if (load.mode != 2) return;
   for (UnitId unit : {UnitId::kRingConsumer0, UnitId::kRingConsumer1}) {
@@ -500,7 +500,8 @@ void VirtualEdgeTpu::Impl::note_bias_groups(TileState& ts, const WideNarrowInstr
       if (c.done) continue;
       const auto& r = std::get<RingInstr>(c.program->items[c.item].decoded);
       if (!r.aux_en0 || (r.aux_addr0 & ~3u) != (load.wide_addr & ~3u)) continue;
-      if (c.aux_groups == 0) c.aux_groups = static_cast<uint32_t>(load.wide_ttu.steps());
+      if (c.aux_groups == 0)
+        c.aux_groups = static_cast<uint32_t>(load.wide_ttu.steps() / bias_load_planes(load));
       break;
     }
   }

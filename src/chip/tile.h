@@ -62,6 +62,11 @@ constexpr uint32_t kWideRows = kWideBytes / kWideRowBytes;
 // wideToNarrow writes byte 4*w for narrow word address w (so the compiler's 0x40 lands at byte
 // 256).
 constexpr uint32_t kBiasStoreBytes = 65536;
+// The bias plane starts at narrow word 0x40 (per-tensor and per-channel loads); words below it
+// hold per-channel multipliers, which the simulator keeps in its own region from kMultStoreBase so
+// that neither plane's groups, packed in arrival order, run into the other (docs/chip_ops.md).
+constexpr int64_t kBiasPlaneWord = 0x40;
+constexpr int64_t kMultStoreBase = 0x8000;
 
 // An op-style address generator (isa.md 2.0a), decoded to real increments:
 // inc[k] = 4*inc_k + low2_k (low2_0 = hmode, low2_k = mode_{k-1}). Units: bytes for `in`/`out`,
@@ -259,6 +264,10 @@ struct OpInstr {
   uint8_t w_zp = 0, in_zp = 0, out_zp = 0;
   float mult = 0, clamp_max = 0, clamp_min = 0;
   int32_t offset = 0;
+  // Per-channel requantization (cfg3 8, docs/chip_ops.md): the wide unit of the row holding each
+  // column's int32 weight zero point, and whether the multipliers come from the bias store.
+  uint32_t pc_zp_unit = 0;
+  bool pc_mult = false;
 };
 
 // The non-linear unit's spline table, loaded by 0x19 (isa.md 2.4).

@@ -216,7 +216,7 @@ uint64_t consumer_aux_groups(const RingInstr& r, uint32_t known_groups) {
   return 1;
 }
 uint64_t consumer_packets_needed(const RingInstr& r, uint32_t known_groups) {
-  return r.ttu.steps() - r.short_last_pass + consumer_aux_groups(r, known_groups);
+  return r.ttu.steps() - r.short_last_pass + r.aux_rows0 * consumer_aux_groups(r, known_groups);
 }
 
 // A FIFO reader (circular wideToNarrow) whose rows' earlier fills in its fence region were all
@@ -296,7 +296,13 @@ std::vector<Access> VirtualEdgeTpu::Impl::footprint(const ProgramItem& item) {
         a.push_back(access_of(Space::kWide, false, op.psum, kUnit, 0, kRow));
         a.push_back(access_of(Space::kWide, true, op.psum, kUnit, 0, kRow));
       }
-      if (op.cfg4) a.push_back({Space::kBias, false, 0, kBiasStoreBytes});
+      // Per-channel multipliers (pc_mult) live in the bias store too; the zero-point row in wide
+      // memory.
+      if (op.cfg4 || op.pc_mult) a.push_back({Space::kBias, false, 0, kBiasStoreBytes});
+      if (op.cfg3 == 8) {
+        const int64_t zp = int64_t{op.pc_zp_unit & ~3u} * kUnit;
+        a.push_back({Space::kWide, false, zp, zp + kRow});
+      }
       if (op.nlu_mode) a.push_back({Space::kNlu, false, 0, 1});
       break;
     }
@@ -311,7 +317,8 @@ std::vector<Access> VirtualEdgeTpu::Impl::footprint(const ProgramItem& item) {
       a.push_back(
           access_of(Space::kWide, true, r.ttu, 4 * kUnit, int64_t{consumer_base(r)} * kUnit, kRow));
       if (r.aux_en0)
-        a.push_back({Space::kWide, true, aux_row(r) * kUnit, aux_row(r) * kUnit + kRow});
+        a.push_back({Space::kWide, true, aux_row(r) * kUnit,
+                     aux_row(r) * kUnit + int64_t{r.aux_rows0} * kRow});
       break;
     }
     case 0x13:
@@ -583,14 +590,19 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
       uint64_t step = 0;
       uint64_t to_group =
           0;  // steps left before the next group's bias block (no division per step)
-      if (groups == 1) take(aux_row(r));
+      // A group's aux block: aux_rows0 packets to consecutive rows (per-channel streams: the
+      // multipliers, biases and weight zero points, docs/chip_ops.md "Per-channel").
+      auto take_aux = [&] {
+        for (uint32_t i = 0; i < r.aux_rows0; ++i) take(aux_row(r) + 4 * int64_t{i});
+      };
+      if (groups == 1) take_aux();
       // A short last pass (MobileNet v1 0.5/160: 75 input packets through a 2-slot FIFO walked
       // 38 x 2 times, gstride 5) leaves out the last steps.
       const uint64_t last = r.ttu.steps() - r.short_last_pass;
       walk(r.ttu, [&](int64_t off) {
         if (step >= last) return;
         if (groups > 1 && to_group-- == 0) {  // step % per_group == 0
-          take(aux_row(r));
+          take_aux();
           to_group = per_group - 1;
         }
         ++step;
@@ -704,17 +716,26 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
         // its 256 bytes of bias), from the start of each wide row (fill) in turn, packed in
         // arrival order from the instruction's address: a depthwise layer's channel words land
         // 16 bytes apart, as src/chip/ops expects (docs/chip_ops.md section 2 "Bias").
+        // Per-channel loads walk planes on narrow level 1 (stride 64 words): plane 0 at word 0
+        // holds multipliers, plane 1 at word 0x40 biases; per-tensor loads write only 0x40.
+        // Row r of the stream is plane r % planes of group r / planes; each plane's groups are
+        // packed in arrival order from its address (a multiplier plane below word 0x40 goes to
+        // the simulator's multiplier region, kMultStoreBase; docs/chip_ops.md "Per-channel").
         const uint64_t rows = stream.size() / kWideRowBytes, steps = n.narrow_ttu.steps();
         const uint64_t per_row = std::max<uint64_t>(1, steps / std::max<uint64_t>(1, rows));
-        int64_t at = 4 * int64_t{n.narrow_addr};
+        const uint64_t planes = bias_load_planes(n);
+        const int64_t plane_words = n.narrow_ttu.strides()[1];
         for (uint64_t row = 0; row < rows && (row * per_row) < steps; ++row) {
           const uint64_t bytes = std::min<uint64_t>(8 * per_row, kWideRowBytes);
+          const int64_t word = int64_t{n.narrow_addr} +
+                               static_cast<int64_t>(row % planes) * (planes > 1 ? plane_words : 0);
+          const int64_t at = (word < kBiasPlaneWord ? kMultStoreBase + 4 * word : 4 * word) +
+                             static_cast<int64_t>((row / planes) * bytes);
           if (at < 0 || at + static_cast<int64_t>(bytes) > kBiasStoreBytes)
             fail_at(
                 w.tile, item,
                 cat("bias store bytes ", at, "+", bytes, " outside ", kBiasStoreBytes, " bytes"));
           std::memcpy(tile.bias_store.data() + at, stream.data() + row * kWideRowBytes, bytes);
-          at += static_cast<int64_t>(bytes);
         }
       } else if (chunks.count == 0) {
         walk(n.narrow_ttu, [&](int64_t off) { put(int64_t{n.narrow_addr} + off); });

@@ -68,7 +68,7 @@ OpcodeDecl ring_consumer(uint8_t opcode, std::string mnemonic, std::string summa
   l.u("gstride", 249, 18, "multi-packet groups: 4(c - p) + 1, else 0");
   l.u("aux_en0", 267, 1, "aux pair 0 enable (caching and parameter consumers)");
   l.hex("aux_addr0", 268, 18, "aux address 0 (caching FC: first bias row)");
-  l.rsv(286, 14);
+  l.u("aux_rows0_m1", 286, 14, "rows of each group's aux block - 1 (per-channel: 2)");
   l.hex("aux_addr1", 300, 18, "aux address 1 (caching FC: last bias row)");
   l.u("aux_en1", 318, 1, "aux pair 1 enable");
   l.rsv(319, 16);

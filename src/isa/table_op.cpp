@@ -72,7 +72,11 @@ OpcodeDecl tensor_op(uint8_t opcode, std::string mnemonic, std::string summary) 
   l.u("w_zp", 1854, 8, "weight (operand b) zero point");
   l.rsv(1862, 8);
   l.u("in_zp", 1870, 8, "input zero point");
-  l.rsv(1878, 45);
+  l.rsv(1878, 6);
+  l.hex("pc_aux_unit", 1884, 14, "per-channel ops: the consumer's aux_addr1 (unused here)");
+  l.u("pc_aux_rows", 1898, 10, "per-channel ops: rows of the aux FIFO (meaning a hypothesis)");
+  l.hex("pc_zp_unit", 1908, 14, "per-channel ops: wide unit of the weight zero-point row");
+  l.rsv(1922, 1);
   l.u("dp_mode", 1923, 3,
       "datapath: 1 requant, 2 lane-select pack, 3 MAC wide weights, 4 conv/copy/pool, 5 16-bit");
   l.hex("reduce_mask", 1926, 8, "bit k = main-loop level k is a reduction level");
@@ -86,7 +90,8 @@ OpcodeDecl tensor_op(uint8_t opcode, std::string mnemonic, std::string summary) 
   l.u("out_zp", 2077, 8, "output zero point");
   l.rsv(2085, 8);
   l.u("cfg4", 2093, 1, "1 for ops with bias/parameters");
-  l.rsv(2094, 82);
+  l.u("pc_mult", 2094, 1, "per-channel multipliers from the bias store's plane 0");
+  l.rsv(2095, 81);
   return l.take();
 }
 

@@ -97,5 +97,54 @@ TEST(GooglePoseNetOnTheChip, OutputsMatchTheTwin) {
   }
 }
 
+// gen2021 PoseNet (edgetpu_compiler 16.0, per-channel int8 convolutions, docs/chip_ops.md
+// "Per-channel requantization"): its three outputs are the twin's tensors of the same names and
+// quantization (the twin requantizes the displacement concat itself), so every byte must match.
+TEST(GooglePoseNetOnTheChip, PerChannelGen2021OutputsEqualTheTwin) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  const std::string model = "gen2021/posenet_mobilenet_v1_075_353_481_16_quant_decoder";
+  const auto compiled = container::read_edgetpu_model_file(data / (model + "_edgetpu.tflite"));
+  const auto exes = testing::executables_of(compiled);
+  ASSERT_NE(exes.execution, nullptr);
+  ASSERT_EQ(exes.execution->output_layers.size(), 3u);
+  auto twin_model = container::read_tflite_file(data / (model + ".tflite"));
+  auto& sg = twin_model.subgraphs[0];
+  sg.outputs.clear();
+  for (const auto& layer : exes.execution->output_layers) {
+    const auto it = std::find_if(sg.tensors.begin(), sg.tensors.end(),
+                                 [&](const container::Tensor& t) { return t.name == layer.name; });
+    ASSERT_NE(it, sg.tensors.end()) << layer.name;
+    sg.outputs.push_back(static_cast<int32_t>(it - sg.tensors.begin()));
+  }
+  host::InterpreterOptions options;
+  options.rounding = host::Rounding::kEdgeTpu;
+  host::Interpreter cpu(std::move(twin_model), options);
+  const auto in = cpu.input(0);
+  const std::vector<int32_t> shape(in.shape().begin(), in.shape().end());
+  const auto bytes =
+      host::image_to_input(host::read_image(data / "images" / "posenet_test_image.bmp"), shape,
+                           in.type(), host::ResizeMode::kBilinearLegacy, {});
+  cpu.set_input(0, bytes);
+  cpu.invoke();
+
+  testing::Buffers inputs;
+  inputs[exes.execution->input_layers.at(0).name] = bytes;
+  VirtualEdgeTpu chip;
+  if (exes.caching) testing::run_executable(chip, *exes.caching, {});
+  const auto first = testing::run_executable(chip, *exes.execution, inputs);
+  const auto second = testing::run_executable(chip, *exes.execution, inputs);
+  EXPECT_EQ(first, second) << "the second inference differs from the first";
+  EXPECT_EQ(chip.fault(), "");
+  for (size_t i = 0; i < exes.execution->output_layers.size(); ++i) {
+    const auto& layer = exes.execution->output_layers[i];
+    const auto got = testing::detile(layer, second.at(layer.name));
+    const auto want = cpu.output_bytes(i);
+    ASSERT_EQ(got.size(), want.size()) << layer.name;
+    size_t equal = 0;
+    for (size_t e = 0; e < got.size(); ++e) equal += got[e] == want[e];
+    EXPECT_EQ(equal, got.size()) << layer.name;
+  }
+}
+
 }  // namespace
 }  // namespace tinycoral::chip

@@ -10,6 +10,7 @@
 #include "chip/ops/mac_runs.h"
 #include "chip/ops/nlu.h"
 #include "chip/ops/output_words.h"
+#include "chip/ops/per_channel.h"
 #include "chip/ops/requantize.h"
 
 namespace tinycoral::chip::ops {
@@ -122,6 +123,8 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
   if (slots > kMaxSlots) env.fail_op(cat(slots, " open partial sums exceed the wide memory rows"));
   const uint64_t groups = mixed_count(op, is_group_loop);
   const bool fifo = par_is_fifo(op);
+  // Per-channel ops (cfg3 8): the common weight zero point and each column's multiplier.
+  const PerChannel pc = per_channel_parameters(op, env, groups, channels, last_channels, fifo);
 
   // int32 accumulators: sums wrap mod 2^32 like the chip's 32-bit accumulator (isa.md 2.1.4 step
   // 1), so they give the bits a wider sum would after its wrap. A max starts below every value
@@ -136,7 +139,8 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
 
   const OutputStage stage{op.mult, op.clamp_min, op.clamp_max, op.out_zp};
   // The output stage in SSE2 registers when its constants allow (requantize4_fast).
-  const bool vector_stage = spec.output == OutputKind::kRequantize && requantize4_fast(stage);
+  const bool vector_stage =
+      spec.output == OutputKind::kRequantize && requantize4_fast(stage) && pc.mults_finite;
 #if defined(__SSE2__)
   const RequantizeConstants constants(stage);
   const __m128i offset = _mm_set1_epi32(op.offset);
@@ -207,7 +211,7 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
                      env.tile().narrow.data(),
                      active,
                      op.in_zp,
-                     op.w_zp,
+                     pc.w_zp,
                      word_times_rows_kernel()};
 
   // Output words per group (the last one may differ: out_last_*), their biases checked once for
@@ -232,11 +236,13 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
 #if defined(__SSE2__)
   // One output word on the vector path: accumulator + bias + offset in int32 lanes (the 32-bit wrap
   // of the chip's accumulator, isa.md 2.1.4 step 1, is the lanes' own), then the output stage.
-  auto write_word = [&](const int32_t* a, const uint8_t* bias, uint8_t* dst) {
+  auto write_word = [&](const int32_t* a, const uint8_t* bias, const uint8_t* mults, uint8_t* dst) {
     __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a));
     if (is_max) v = _mm_andnot_si128(_mm_cmpeq_epi32(v, _mm_set1_epi32(init)), v);
     if (bias) v = _mm_add_epi32(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(bias)));
-    const int32_t bytes = requantize4_sse(_mm_add_epi32(v, offset), constants);
+    const __m128 mult =
+        mults ? _mm_loadu_ps(reinterpret_cast<const float*>(mults)) : constants.mult;
+    const int32_t bytes = requantize4_sse(_mm_add_epi32(v, offset), constants, mult);
     std::memcpy(dst, &bytes, 4);
   };
 #endif
@@ -247,12 +253,14 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
     out_words_left -= words;
     words_written += words;
     const uint8_t* biases = op.cfg4 ? bias_bytes + kBiasStoreBase + 4 * group * channels : nullptr;
+    const uint8_t* mults = pc.mults ? pc.mults + 4 * group * channels : nullptr;
     for (uint32_t w = 0; w < words; ++w) {
       uint8_t* dst = narrow_out + out.address();
       out.next();
 #if defined(__SSE2__)
       if (vector_stage) {
-        write_word(a + 4 * w, biases ? biases + 16 * w : nullptr, dst);
+        write_word(a + 4 * w, biases ? biases + 16 * w : nullptr, mults ? mults + 16 * w : nullptr,
+                   dst);
         continue;
       }
 #endif
@@ -270,13 +278,16 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
         // The accumulator is 32 bits wide on the chip: wrap like it (isa.md 2.1.4 step 1).
         acc32[b] = static_cast<int32_t>(static_cast<uint32_t>(value));
       }
-      if (spec.output == OutputKind::kSpline) {
+      OutputStage column_stage[4] = {stage, stage, stage, stage};
+      if (mults)
         for (uint32_t b = 0; b < 4; ++b)
-          bytes[b] = to_output_byte(evaluate_spline(env.nlu(), scale_and_clamp(acc32[b], stage)),
-                                    op.out_zp);
-      } else {
-        requantize4(acc32, stage, false, bytes);
-      }
+          std::memcpy(&column_stage[b].mult, mults + 16 * w + 4 * b, 4);
+      for (uint32_t b = 0; b < 4; ++b)
+        bytes[b] = spec.output == OutputKind::kSpline
+                       ? to_output_byte(
+                             evaluate_spline(env.nlu(), scale_and_clamp(acc32[b], column_stage[b])),
+                             op.out_zp)
+                       : requantize(acc32[b], column_stage[b]);
       std::memcpy(dst, bytes, 4);
     }
     if (last)
@@ -295,6 +306,7 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
     o.stride = touched4;
     o.words = words;
     o.biases = op.cfg4 ? bias_bytes + kBiasStoreBase + 4 * group * channels : nullptr;
+    o.mults = pc.mults ? pc.mults + 4 * group * channels : nullptr;
     o.offset = op.offset;
     o.is_max = is_max;
     o.empty = init;
@@ -394,7 +406,7 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
           if (four_columns_batch) {
             four_columns_batch(sums, touched4, gather.x(0), gather.w(0),
                                static_cast<uint32_t>(runs), static_cast<uint32_t>(run_length),
-                               op.in_zp, op.w_zp);
+                               op.in_zp, pc.w_zp);
           } else {
             for (uint64_t r = 0; r < runs; ++r)
               accumulate(sums + r * touched4, gather.x(r), gather.w(r), run_length, sources, spec);
@@ -443,6 +455,7 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
       }
     }
   }
+  finish_per_channel(pc, env);
   TileStats& stats = env.stats();
   stats.narrow_bytes_written += 4 * words_written;
   stats.macs += steps * macs_per_step(spec.operand, active);

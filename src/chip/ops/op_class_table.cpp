@@ -16,10 +16,8 @@ bool matches(const ClassEntry& e, const OpInstr& op) {
 }
 
 const OpClass* classify(const OpInstr& op) {
-  // cfg3 8 marks per-channel requantization (gen2021 PoseNet, whose twin has per-channel int8
-  // weights: `mult` is 1 and the per-channel multipliers live elsewhere, not decoded). Running such
-  // an op as a known class would apply mult 1: refuse it so that the run stops naming it.
-  if (op.cfg3 == 8) return nullptr;
+  // cfg3 8 (per-channel requantization) is not a class of its own: the MAC classes below run it
+  // through the engine's per-channel output stage (per_channel.h).
   static const std::array<const ClassEntry*, 26> kTable = {
       // gen2020 ("frogfish") encodings, as in isa.md 2.1.2
       &kFullyConnected, &kConvKChunked, &kConvPositionOuter, &kDepthwiseConv, &kRequantize,

@@ -20,6 +20,7 @@ struct WordCursor {
   explicit WordCursor(const OutputWords& words) : o(words), run(words.sums) {}
   const int32_t* sums() const { return run + 4 * w; }
   const uint8_t* bias() const { return o.biases + 16 * w; }
+  const uint8_t* mult() const { return o.mults + 16 * w; }
   void next() {
     if (++w == o.words) {
       w = 0;
@@ -44,6 +45,14 @@ void output_words_c(const OutputWords& o, const OutputStage& stage, uint8_t* nar
       }
       acc[b] = static_cast<int32_t>(sum);  // the chip's 32-bit accumulator wraps (isa.md 2.1.4)
     }
+    if (o.mults) {
+      for (int b = 0; b < 4; ++b) {
+        OutputStage column = stage;
+        std::memcpy(&column.mult, cursor.mult() + 4 * b, 4);
+        narrow[at[i] + b] = requantize(acc[b], column);
+      }
+      continue;
+    }
     requantize4(acc, stage, requantize4_fast(stage), narrow + at[i]);
   }
 }
@@ -66,9 +75,11 @@ __attribute__((target("avx2"))) void output_words_avx2_impl(const OutputWords& o
   for (; i + 2 <= total; i += 2) {
     const int32_t* s0 = cursor.sums();
     const uint8_t* b0 = o.biases ? cursor.bias() : nullptr;
+    const uint8_t* m0 = o.mults ? cursor.mult() : nullptr;
     cursor.next();
     const int32_t* s1 = cursor.sums();
     const uint8_t* b1 = o.biases ? cursor.bias() : nullptr;
+    const uint8_t* m1 = o.mults ? cursor.mult() : nullptr;
     cursor.next();
     __m256i v = _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s1)),
                                  _mm_loadu_si128(reinterpret_cast<const __m128i*>(s0)));
@@ -78,7 +89,10 @@ __attribute__((target("avx2"))) void output_words_avx2_impl(const OutputWords& o
                            _mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b1)),
                                             _mm_loadu_si128(reinterpret_cast<const __m128i*>(b0))));
     v = _mm256_add_epi32(v, mult_offset);
-    __m256 y = _mm256_mul_ps(_mm256_cvtepi32_ps(v), mult);
+    const __m256 m = o.mults ? _mm256_set_m128(_mm_loadu_ps(reinterpret_cast<const float*>(m1)),
+                                               _mm_loadu_ps(reinterpret_cast<const float*>(m0)))
+                             : mult;
+    __m256 y = _mm256_mul_ps(_mm256_cvtepi32_ps(v), m);
     y = _mm256_min_ps(_mm256_max_ps(y, lo), hi);
     const __m256i r = _mm256_add_epi32(_mm256_cvtps_epi32(y), zp);
     const __m256i halves = _mm256_packs_epi32(r, r);
@@ -94,6 +108,7 @@ __attribute__((target("avx2"))) void output_words_avx2_impl(const OutputWords& o
     // The remaining word is word cursor.w of its run: shift the run so that it is word 0.
     rest.sums += 4 * cursor.w;
     if (o.biases) rest.biases = o.biases + 16 * cursor.w;
+    if (o.mults) rest.mults = o.mults + 16 * cursor.w;
     output_words_c(rest, stage, narrow, at + i, total - i);
   }
 }

@@ -14,6 +14,9 @@ struct OutputWords {
   uint32_t stride = 0;
   uint32_t words = 0;               // output words per run
   const uint8_t* biases = nullptr;  // word w's 4 int32 biases at biases + 16 * w, or none
+  // Per-channel ops: word w's 4 float32 multipliers at mults + 16 * w (all finite), else the
+  // stage's multiplier for every column.
+  const uint8_t* mults = nullptr;
   int32_t offset = 0;
   // Max-combined sums: a column no step updated (still `empty`) reads as 0.
   bool is_max = false;

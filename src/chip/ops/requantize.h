@@ -77,12 +77,16 @@ struct RequantizeConstants {
   __m128 mult, lo, hi;
   __m128i zp;
 };
-inline int32_t requantize4_sse(__m128i acc, const RequantizeConstants& k) {
-  __m128 y = _mm_mul_ps(_mm_cvtepi32_ps(acc), k.mult);
+// `mult`: the 4 columns' multipliers (per-channel ops), else k.mult.
+inline int32_t requantize4_sse(__m128i acc, const RequantizeConstants& k, __m128 mult) {
+  __m128 y = _mm_mul_ps(_mm_cvtepi32_ps(acc), mult);
   y = _mm_min_ps(_mm_max_ps(y, k.lo), k.hi);
   const __m128i r = _mm_add_epi32(_mm_cvtps_epi32(y), k.zp);
   const __m128i words = _mm_packs_epi32(r, r);
   return _mm_cvtsi128_si32(_mm_packus_epi16(words, words));
+}
+inline int32_t requantize4_sse(__m128i acc, const RequantizeConstants& k) {
+  return requantize4_sse(acc, k, k.mult);
 }
 #endif
 
