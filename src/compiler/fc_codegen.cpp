@@ -26,6 +26,13 @@ constexpr int kSendBuf = 0x2068;      // wide row a tile sends its input piece f
 constexpr int kStagingUnits = 2048;   // the parameter staging buffer, in 64-byte units
 constexpr int kPassUnits = 1024;      // parameter units per pop/infeed pass
 constexpr int kActPassUnits = 16384;  // activation units (8 bytes) per pass
+// Each compute tile's parameters start with an aux block of 256-byte rows: the float32
+// multipliers, then the int32 weight zero points (no bias row: the twins have no bias). In 64-byte
+// units: the zero-point row is the last aux row, the weights follow the block.
+constexpr int kAuxRows = 2;
+constexpr int kRowUnits = 4;
+constexpr int kZeroPointUnit = (kAuxRows - 1) * kRowUnits;
+constexpr int kWeightsUnit = kAuxRows * kRowUnits;
 
 uint32_t bit(int tile) { return 1u << tile; }
 uint32_t first_tiles(int n) { return n >= 32 ? 0xffffffffu : (1u << n) - 1; }
@@ -225,16 +232,16 @@ container::Bitstream execution_program(const Geometry& g, const FcLayer& layer) 
   const int ob = -(out_words - 1);
   const std::string out_walk = cat("(1 x ", out_words, ")(1 x 1)(1 x 1)(", ob, " x 1)(", ob,
                                    " x 1)(", ob, " x 1)(", ob, " x 1)(", ob, " x 1 m3)");
-  const int par_rows = 2 * 4;  // the two per-channel rows, in 64-byte units
-  e.add(
-      "op",
-      cat("tiles=", hex(compute), " loops=(", k_words, ") in=", in_walk,
-          " in.tflags=0x01 out.base=", hex(g.k), " out=", out_walk,
-          " out.tflags=0x1 par.base=", hex(par_rows), " par=", par_walk, " psum=(0 x ", k_words,
-          ") cfg0=0x065 cfg1=0x12c sync0=0x4000 sync1=0x4000 cfg2=0x07 cfg3=8 in_zp=", layer.in_zp,
-          " rsv1878=0x000100100100 dp_mode=1 reduce_mask=0x01 out_ch_last=", kGroup - 1, " out_ch=",
-          kGroup - 1, " mult=", f32_bits(1.0f), " clamp_max=", f32_bits(layer.clamp_max),
-          " clamp_min=", f32_bits(layer.clamp_min), " out_zp=", layer.out_zp, " rsv2094=0x1"));
+  e.add("op",
+        cat("tiles=", hex(compute), " loops=(", k_words, ") in=", in_walk,
+            " in.tflags=0x01 out.base=", hex(g.k), " out=", out_walk,
+            " out.tflags=0x1 par.base=", hex(kWeightsUnit), " par=", par_walk, " psum=(0 x ",
+            k_words, ") cfg0=0x065 cfg1=0x12c sync0=0x4000 sync1=0x4000 cfg2=0x07 cfg3=8 in_zp=",
+            layer.in_zp, " pc_aux_unit=", hex(kZeroPointUnit), " pc_aux_rows=", kAuxRows - 1,
+            " pc_zp_unit=", hex(kZeroPointUnit),
+            " dp_mode=1 reduce_mask=0x01 out_ch_last=", kGroup - 1, " out_ch=", kGroup - 1,
+            " mult=", f32_bits(1.0f), " clamp_max=", f32_bits(layer.clamp_max),
+            " clamp_min=", f32_bits(layer.clamp_min), " out_zp=", layer.out_zp, " pc_mult=1"));
   tile_fence(e, "counters=0x1ffff units=0x3ff");
   tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
   wait_tokens(e);
@@ -284,9 +291,10 @@ container::Bitstream caching_program(const Geometry& g) {
             b183 ? 1 : 0, " rows_neg=", hex(0x8000 - rows), " rsv199=0x000000000010001"));
   const int k_rows = g.k / 4;  // 256-byte weight rows per tile
   for (int t = 0; t < g.tiles; ++t) {
-    e.add("ringcons0", cat("tiles=", hex(bit(t)), " addr=", hex(2 + 2 * 4), " dst=(1 x ", k_rows,
-                           ")(", 1 - k_rows, " x 1)(", 1 - k_rows, " x 1)(", 1 - k_rows,
-                           " x 1) sdims=1 aux_en0=1 rsv286=0x0001 aux_addr1=0x4 rsv319=0x0001"));
+    e.add("ringcons0", cat("tiles=", hex(bit(t)), " addr=", hex(2 + kWeightsUnit), " dst=(1 x ",
+                           k_rows, ")(", 1 - k_rows, " x 1)(", 1 - k_rows, " x 1)(", 1 - k_rows,
+                           " x 1) sdims=1 aux_en0=1 aux_rows0_m1=", kAuxRows - 1,
+                           " aux_addr1=", hex(kZeroPointUnit), " rsv319=0x0001"));
   }
   const int u = g.unit_per_tile;
   const Passes per_tile = passes_of(u, kPassUnits);
