@@ -27,12 +27,15 @@ constexpr int kStagingUnits = 2048;   // the parameter staging buffer, in 64-byt
 constexpr int kPassUnits = 1024;      // parameter units per pop/infeed pass
 constexpr int kActPassUnits = 16384;  // activation units (8 bytes) per pass
 // Each compute tile's parameters start with an aux block of 256-byte rows: the float32
-// multipliers, then the int32 weight zero points (no bias row: the twins have no bias). In 64-byte
-// units: the zero-point row is the last aux row, the weights follow the block.
-constexpr int kAuxRows = 2;
+// multipliers, the int32 biases (only when the layer has a bias), then the int32 weight zero
+// points. In 64-byte units: the zero-point row is the last aux row, the weights follow the block.
 constexpr int kRowUnits = 4;
-constexpr int kZeroPointUnit = (kAuxRows - 1) * kRowUnits;
-constexpr int kWeightsUnit = kAuxRows * kRowUnits;
+struct AuxLayout {
+  int rows;
+  int zero_point_unit() const { return (rows - 1) * kRowUnits; }
+  int weights_unit() const { return rows * kRowUnits; }
+};
+AuxLayout aux_layout(bool bias) { return AuxLayout{bias ? 3 : 2}; }
 
 uint32_t bit(int tile) { return 1u << tile; }
 uint32_t first_tiles(int n) { return n >= 32 ? 0xffffffffu : (1u << n) - 1; }
@@ -45,10 +48,11 @@ struct Geometry {
   int packets;        // ring packets of the input = K / 256
   int x_piece;        // narrow byte address of a tile's input piece: 256 ceil(K/256) + 512
   int unit_per_tile;  // parameter units (64 B) per compute tile
+  AuxLayout aux;      // the per-channel rows before the weights
   uint32_t compute_mask() const { return first_tiles(tiles); }
 };
 
-Geometry geometry(int n, int k) {
+Geometry geometry(int n, int k, bool bias) {
   Geometry g{};
   g.n = n;
   g.k = k;
@@ -56,7 +60,8 @@ Geometry geometry(int n, int k) {
   g.in_tiles = k / kPiece;
   g.packets = (k + kPacket - 1) / kPacket;
   g.x_piece = kPacket * ((k + kPacket - 1) / kPacket) + 512;
-  g.unit_per_tile = (2 * kGroup * 4 + kGroup * k) / 64;
+  g.aux = aux_layout(bias);
+  g.unit_per_tile = (g.aux.rows * kGroup * 4 + kGroup * k) / 64;
   return g;
 }
 
@@ -216,12 +221,14 @@ container::Bitstream execution_program(const Geometry& g, const FcLayer& layer) 
   e.add("scsync", "sunits=0x0c");
   tile_fence(e, "counters=0x1ffff units=0x3ff");
 
-  // The per-channel rows (multipliers, weight zero points) into the output stage, then the op.
-  e.add("w2n",
-        cat("tiles=", hex(compute),
-            " w=(1 x 1) w.lvl_mask=0x1 n=(1 x 32)(33 x 1)(-31 x 1)(-31 x 1)(-31 x 1)(-31 x 1)"
-            " n.lvl_mask=0x03 mode=2 fill_size=64 sync.en0=1 sync.f2=1 sync.wait_lvl=2 "
-            "sync.en1=1 sync.val=0x0ffff sync.en2=1 sync.f45=1 tail_f867=1 tail_en870=1"));
+  // The aux rows before the zero points (multipliers, biases) into the output stage's planes
+  // (64 words apart), then the op; the op reads the zero-point row from wide memory itself.
+  const int planes = g.aux.rows - 1;
+  const std::string rewind = cat("(", -(31 + 64 * (planes - 1)), " x 1)");
+  e.add("w2n", cat("tiles=", hex(compute), " w=(1 x ", planes, ") w.lvl_mask=0x1 n=(1 x 32)(33 x ",
+                   planes, ")", rewind, rewind, rewind, rewind,
+                   " n.lvl_mask=0x03 mode=2 fill_size=64 sync.en0=1 sync.f2=1 sync.wait_lvl=2 "
+                   "sync.en1=1 sync.val=0x0ffff sync.en2=1 sync.f45=1 tail_f867=1 tail_en870=1"));
   const int back = -(k_words - 1);
   const std::string in_walk = cat("(1 x ", k_words, ")(1 x 1)(1 x 1)(", back, " x 1)(", back,
                                   " x 1)(", back, " x 1)(", back, " x 1)(", back, " x 1 m3)");
@@ -232,16 +239,17 @@ container::Bitstream execution_program(const Geometry& g, const FcLayer& layer) 
   const int ob = -(out_words - 1);
   const std::string out_walk = cat("(1 x ", out_words, ")(1 x 1)(1 x 1)(", ob, " x 1)(", ob,
                                    " x 1)(", ob, " x 1)(", ob, " x 1)(", ob, " x 1 m3)");
-  e.add("op",
-        cat("tiles=", hex(compute), " loops=(", k_words, ") in=", in_walk,
-            " in.tflags=0x01 out.base=", hex(g.k), " out=", out_walk,
-            " out.tflags=0x1 par.base=", hex(kWeightsUnit), " par=", par_walk, " psum=(0 x ",
-            k_words, ") cfg0=0x065 cfg1=0x12c sync0=0x4000 sync1=0x4000 cfg2=0x07 cfg3=8 in_zp=",
-            layer.in_zp, " pc_aux_unit=", hex(kZeroPointUnit), " pc_aux_rows=", kAuxRows - 1,
-            " pc_zp_unit=", hex(kZeroPointUnit),
-            " dp_mode=1 reduce_mask=0x01 out_ch_last=", kGroup - 1, " out_ch=", kGroup - 1,
-            " mult=", f32_bits(1.0f), " clamp_max=", f32_bits(layer.clamp_max),
-            " clamp_min=", f32_bits(layer.clamp_min), " out_zp=", layer.out_zp, " pc_mult=1"));
+  e.add(
+      "op",
+      cat("tiles=", hex(compute), " loops=(", k_words, ") in=", in_walk,
+          " in.tflags=0x01 out.base=", hex(g.k), " out=", out_walk, " out.tflags=0x1 par.base=",
+          hex(g.aux.weights_unit()), " par=", par_walk, " psum=(0 x ", k_words,
+          ") cfg0=0x065 cfg1=0x12c sync0=0x4000 sync1=0x4000 cfg2=0x07 cfg3=8 in_zp=", layer.in_zp,
+          " pc_aux_unit=", hex(g.aux.zero_point_unit()), " pc_aux_rows=", g.aux.rows - 1,
+          " pc_zp_unit=", hex(g.aux.zero_point_unit()), layer.bias.empty() ? "" : " cfg4=1",
+          " dp_mode=1 reduce_mask=0x01 out_ch_last=", kGroup - 1, " out_ch=", kGroup - 1,
+          " mult=", f32_bits(1.0f), " clamp_max=", f32_bits(layer.clamp_max),
+          " clamp_min=", f32_bits(layer.clamp_min), " out_zp=", layer.out_zp, " pc_mult=1"));
   tile_fence(e, "counters=0x1ffff units=0x3ff");
   tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
   wait_tokens(e);
@@ -291,10 +299,10 @@ container::Bitstream caching_program(const Geometry& g) {
             b183 ? 1 : 0, " rows_neg=", hex(0x8000 - rows), " rsv199=0x000000000010001"));
   const int k_rows = g.k / 4;  // 256-byte weight rows per tile
   for (int t = 0; t < g.tiles; ++t) {
-    e.add("ringcons0", cat("tiles=", hex(bit(t)), " addr=", hex(2 + kWeightsUnit), " dst=(1 x ",
-                           k_rows, ")(", 1 - k_rows, " x 1)(", 1 - k_rows, " x 1)(", 1 - k_rows,
-                           " x 1) sdims=1 aux_en0=1 aux_rows0_m1=", kAuxRows - 1,
-                           " aux_addr1=", hex(kZeroPointUnit), " rsv319=0x0001"));
+    e.add("ringcons0", cat("tiles=", hex(bit(t)), " addr=", hex(2 + g.aux.weights_unit()),
+                           " dst=(1 x ", k_rows, ")(", 1 - k_rows, " x 1)(", 1 - k_rows, " x 1)(",
+                           1 - k_rows, " x 1) sdims=1 aux_en0=1 aux_rows0_m1=", g.aux.rows - 1,
+                           " aux_addr1=", hex(g.aux.zero_point_unit()), " rsv319=0x0001"));
   }
   const int u = g.unit_per_tile;
   const Passes per_tile = passes_of(u, kPassUnits);
@@ -373,7 +381,7 @@ std::string fc_unsupported(int n, int k) {
 }
 
 std::vector<uint8_t> fc_parameters(const FcLayer& layer) {
-  const Geometry g = geometry(layer.n, layer.k);
+  const Geometry g = geometry(layer.n, layer.k, !layer.bias.empty());
   std::vector<uint8_t> out;
   out.reserve(static_cast<size_t>(g.tiles * g.unit_per_tile * 64));
   for (int t = 0; t < g.tiles; ++t) {
@@ -381,6 +389,10 @@ std::vector<uint8_t> fc_parameters(const FcLayer& layer) {
       const uint32_t bits =
           std::bit_cast<uint32_t>(layer.mult[static_cast<size_t>(t * kGroup + c)]);
       for (int b = 0; b < 4; ++b) out.push_back(static_cast<uint8_t>(bits >> (8 * b)));
+    }
+    for (int c = 0; c < kGroup && !layer.bias.empty(); ++c) {
+      const auto b = static_cast<uint32_t>(layer.bias[static_cast<size_t>(t * kGroup + c)]);
+      for (int i = 0; i < 4; ++i) out.push_back(static_cast<uint8_t>(b >> (8 * i)));
     }
     for (int c = 0; c < kGroup; ++c) {
       const uint32_t zp = 128;
@@ -401,7 +413,7 @@ std::vector<uint8_t> fc_parameters(const FcLayer& layer) {
 
 FcPrograms generate_fc(const FcLayer& layer) {
   if (const std::string why = fc_unsupported(layer.n, layer.k); !why.empty()) fail(why);
-  const Geometry g = geometry(layer.n, layer.k);
+  const Geometry g = geometry(layer.n, layer.k, !layer.bias.empty());
   FcPrograms out;
   container::Executable& eo = out.execution;
   eo.name = "model";

@@ -1,6 +1,8 @@
 // Matching [QUANTIZE] FULLY_CONNECTED [QUANTIZE] and computing its output stage (fc_layer.h).
 #include "compiler/fc_layer.h"
 
+#include <cstring>
+
 #include "common/error.h"
 
 namespace tinycoral::compiler {
@@ -50,7 +52,11 @@ std::string match_fc(const Graph& graph, const std::vector<int>& mapped_ops, FcL
   const GraphTensor& w = graph.tensor(fc.inputs.at(1));
   const GraphTensor& y = graph.tensor(fc.outputs.at(0));
   if (fc.inputs.size() > 2 && fc.inputs[2] >= 0) {
-    return "FULLY_CONNECTED with a bias: its parameter row is not decoded yet";
+    const GraphTensor& b = graph.tensor(fc.inputs[2]);
+    if (b.type != TensorType::kInt32 || !b.is_constant())
+      return "a FULLY_CONNECTED bias must be int32 constants";
+    layer.bias.resize(b.data.size() / 4);
+    std::memcpy(layer.bias.data(), b.data.data(), b.data.size());
   }
   if (w.type != TensorType::kInt8 || w.shape.size() != 2) {
     return "FULLY_CONNECTED weights must be 2-D int8";
@@ -62,6 +68,9 @@ std::string match_fc(const Graph& graph, const std::vector<int>& mapped_ops, FcL
   }
   layer.n = w.shape[0];
   layer.k = w.shape[1];
+  if (!layer.bias.empty() && layer.bias.size() != static_cast<size_t>(layer.n)) {
+    return "the FULLY_CONNECTED bias does not have one value per output";
+  }
   if (x.elements() != layer.k || y.elements() != layer.n) return "FULLY_CONNECTED with batch > 1";
   for (int64_t zp : w.quant.zero_point) {
     if (zp != 0) return "FULLY_CONNECTED weights with a non-zero zero point";

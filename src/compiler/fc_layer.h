@@ -16,7 +16,8 @@ namespace tinycoral::compiler {
 struct FcLayer {
   int n = 0, k = 0;
   std::vector<int8_t> weights;  // [n][k], symmetric (zero point 0)
-  std::vector<float> mult;  // per output channel: f32(f32(w_scale * x_scale) * f32(1 / y_scale))
+  std::vector<float> mult;    // per output channel: f32(f32(w_scale * x_scale) * f32(1 / y_scale))
+  std::vector<int32_t> bias;  // per output channel; empty = no bias (the twins' form)
   int32_t in_zp = 0, out_zp = 0;  // uint8 domain
   float in_scale = 0, out_scale = 0;
   float clamp_min = 0,

@@ -31,7 +31,7 @@ container::Tensor tensor(const std::string& name, TensorType type, std::vector<i
 }
 
 // The CPU twin of an N x K dense layer, as TensorFlow's converter writes it for uint8 I/O.
-container::Model dense_twin(int n, int k, std::mt19937& random) {
+container::Model dense_twin(int n, int k, bool bias, std::mt19937& random) {
   std::uniform_real_distribution<float> unit(0.0f, 1.0f);
   const float sx = 0.004f + 0.01f * unit(random);
   const int x_zp = static_cast<int>(random() % 200) + 28;
@@ -45,22 +45,33 @@ container::Model dense_twin(int n, int k, std::mt19937& random) {
   weights.data.resize(static_cast<size_t>(n) * static_cast<size_t>(k));
   for (auto& b : weights.data) b = static_cast<uint8_t>(static_cast<int>(random() % 255) - 127);
 
+  container::Buffer biases;
+  std::vector<float> bias_scale(sw.size());
+  for (size_t c = 0; c < sw.size(); ++c) bias_scale[c] = sx * sw[c];
+  for (int c = 0; c < n; ++c) {
+    const int32_t b = static_cast<int32_t>(random() % 40001) - 20000;
+    for (int i = 0; i < 4; ++i)
+      biases.data.push_back(static_cast<uint8_t>(static_cast<uint32_t>(b) >> (8 * i)));
+  }
+
   container::Model m;
   m.description = "dense twin";
   m.operator_codes = {{114, "", 1}, {9, "", 5}};
-  m.buffers = {{}, weights};
+  m.buffers = {{}, weights, biases};
   container::Subgraph g;
-  g.tensors = {tensor("x", TensorType::kUInt8, {1, k}, {sx}, {x_zp}),
-               tensor("w", TensorType::kInt8, {n, k}, sw, std::vector<int64_t>(sw.size(), 0), 1),
-               tensor("xq", TensorType::kInt8, {1, k}, {sx}, {x_zp - 128}),
-               tensor("yq", TensorType::kInt8, {1, n}, {sy}, {y_zp - 128}),
-               tensor("y", TensorType::kUInt8, {1, n}, {sy}, {y_zp})};
+  g.tensors = {
+      tensor("x", TensorType::kUInt8, {1, k}, {sx}, {x_zp}),
+      tensor("w", TensorType::kInt8, {n, k}, sw, std::vector<int64_t>(sw.size(), 0), 1),
+      tensor("xq", TensorType::kInt8, {1, k}, {sx}, {x_zp - 128}),
+      tensor("yq", TensorType::kInt8, {1, n}, {sy}, {y_zp - 128}),
+      tensor("y", TensorType::kUInt8, {1, n}, {sy}, {y_zp}),
+      tensor("b", TensorType::kInt32, {n}, bias_scale, std::vector<int64_t>(sw.size(), 0), 2)};
   container::Operator q_in, fc, q_out;
   q_in.opcode_index = 0;
   q_in.inputs = {0};
   q_in.outputs = {2};
   fc.opcode_index = 1;
-  fc.inputs = {2, 1, -1};
+  fc.inputs = {2, 1, bias ? 5 : -1};
   fc.outputs = {3};
   fc.builtin_options_type = 8;
   fc.options = container::FullyConnectedOptions{};
@@ -74,9 +85,9 @@ container::Model dense_twin(int n, int k, std::mt19937& random) {
   return m;
 }
 
-void expect_equal_to_cpu(int n, int k, std::mt19937& random) {
-  SCOPED_TRACE(std::to_string(n) + " x " + std::to_string(k));
-  const container::Model twin = dense_twin(n, k, random);
+void expect_equal_to_cpu(int n, int k, bool bias, std::mt19937& random) {
+  SCOPED_TRACE(std::to_string(n) + " x " + std::to_string(k) + (bias ? " with bias" : ""));
+  const container::Model twin = dense_twin(n, k, bias, random);
   const CompileResult r = compile_model(container::write_tflite(twin));
   ASSERT_EQ(r.edgetpu_subgraphs, 1);
   const auto compiled = container::read_edgetpu_model(r.tflite);
@@ -116,12 +127,22 @@ void expect_equal_to_cpu(int n, int k, std::mt19937& random) {
 
 TEST(FcOnTheVirtualEdgeTpu, RandomShapesEqualTheCpuReferenceInEveryByte) {
   std::mt19937 random(20261203);
-  expect_equal_to_cpu(64, 64, random);
-  expect_equal_to_cpu(1024, 1024, random);
+  expect_equal_to_cpu(64, 64, false, random);
+  expect_equal_to_cpu(1024, 1024, false, random);
   for (int i = 0; i < 24; ++i) {
     const int n = 64 * (1 + static_cast<int>(random() % 16));
     const int k = 64 * (1 + static_cast<int>(random() % 16));
-    expect_equal_to_cpu(n, k, random);
+    expect_equal_to_cpu(n, k, false, random);
+  }
+}
+
+TEST(FcOnTheVirtualEdgeTpu, RandomShapesWithBiasEqualTheCpuReferenceInEveryByte) {
+  std::mt19937 random(7);
+  expect_equal_to_cpu(64, 64, true, random);
+  for (int i = 0; i < 12; ++i) {
+    const int n = 64 * (1 + static_cast<int>(random() % 16));
+    const int k = 64 * (1 + static_cast<int>(random() % 16));
+    expect_equal_to_cpu(n, k, true, random);
   }
 }
 
