@@ -1,6 +1,8 @@
 // Matching [QUANTIZE] FULLY_CONNECTED [QUANTIZE] and computing its output stage (fc_layer.h).
 #include "compiler/fc_layer.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "common/error.h"
@@ -61,9 +63,12 @@ std::string match_fc(const Graph& graph, const std::vector<int>& mapped_ops, FcL
   if (w.type != TensorType::kInt8 || w.shape.size() != 2) {
     return "FULLY_CONNECTED weights must be 2-D int8";
   }
+  container::Activation activation = container::Activation::kNone;
   if (const auto* o = std::get_if<container::FullyConnectedOptions>(&fc.options)) {
-    if (o->activation != container::Activation::kNone) {
-      return "FULLY_CONNECTED with a fused activation is not generated yet";
+    activation = o->activation;
+    if (activation != container::Activation::kNone && activation != container::Activation::kRelu &&
+        activation != container::Activation::kRelu6) {
+      return "FULLY_CONNECTED with a fused activation other than RELU/RELU6 is not generated yet";
     }
   }
   layer.n = w.shape[0];
@@ -109,8 +114,17 @@ std::string match_fc(const Graph& graph, const std::vector<int>& mapped_ops, FcL
     const float ws = w.quant.scale.size() == 1 ? w.quant.scale[0] : w.quant.scale.at(c);
     layer.mult[static_cast<size_t>(c)] = fc_multiplier(ws, layer.in_scale, layer.out_scale);
   }
-  layer.clamp_min = fc_clamp(0, layer.out_zp, layer.out_scale);
-  layer.clamp_max = fc_clamp(255, layer.out_zp, layer.out_scale);
+  // A fused RELU/RELU6 narrows the output range as TFLite does (its bounds in the quantized
+  // domain); rounding is monotone, so clamping before it gives the same bytes.
+  int lo = 0, hi = 255;
+  if (activation == container::Activation::kRelu || activation == container::Activation::kRelu6) {
+    lo = std::max(lo, layer.out_zp);
+  }
+  if (activation == container::Activation::kRelu6) {
+    hi = std::min(hi, layer.out_zp + static_cast<int>(std::nearbyint(6.0f / layer.out_scale)));
+  }
+  layer.clamp_min = fc_clamp(lo, layer.out_zp, layer.out_scale);
+  layer.clamp_max = fc_clamp(hi, layer.out_zp, layer.out_scale);
   return "";
 }
 

@@ -4,6 +4,7 @@
 // a first and a second inference (parameters resident).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <set>
@@ -31,13 +32,16 @@ container::Tensor tensor(const std::string& name, TensorType type, std::vector<i
 }
 
 // The CPU twin of an N x K dense layer, as TensorFlow's converter writes it for uint8 I/O.
-container::Model dense_twin(int n, int k, bool bias, std::mt19937& random) {
+container::Model dense_twin(int n, int k, bool bias, container::Activation act,
+                            std::mt19937& random) {
   std::uniform_real_distribution<float> unit(0.0f, 1.0f);
   const float sx = 0.004f + 0.01f * unit(random);
   const int x_zp = static_cast<int>(random() % 200) + 28;
   std::vector<float> sw(static_cast<size_t>(n));
   float sw_sum = 0;
-  for (float& s : sw) sw_sum += s = 0.0004f + 0.001f * unit(random);
+  // RELU6 layers get outputs well past 6 so that its upper bound clips.
+  const float boost = act == container::Activation::kRelu6 ? 20.0f : 1.0f;
+  for (float& s : sw) sw_sum += s = boost * (0.0004f + 0.001f * unit(random));
   // Outputs spread over the uint8 range: ~3 standard deviations of the sum map to 127.
   const float sy = 3.0f * std::sqrt(static_cast<float>(k)) * 74 * 74 * sx * (sw_sum / n) / 127;
   const int y_zp = static_cast<int>(random() % 100) + 78;
@@ -74,7 +78,9 @@ container::Model dense_twin(int n, int k, bool bias, std::mt19937& random) {
   fc.inputs = {2, 1, bias ? 5 : -1};
   fc.outputs = {3};
   fc.builtin_options_type = 8;
-  fc.options = container::FullyConnectedOptions{};
+  container::FullyConnectedOptions options;
+  options.activation = act;
+  fc.options = options;
   q_out.opcode_index = 0;
   q_out.inputs = {3};
   q_out.outputs = {4};
@@ -85,9 +91,11 @@ container::Model dense_twin(int n, int k, bool bias, std::mt19937& random) {
   return m;
 }
 
-void expect_equal_to_cpu(int n, int k, bool bias, std::mt19937& random) {
-  SCOPED_TRACE(std::to_string(n) + " x " + std::to_string(k) + (bias ? " with bias" : ""));
-  const container::Model twin = dense_twin(n, k, bias, random);
+void expect_equal_to_cpu(int n, int k, bool bias, std::mt19937& random,
+                         container::Activation act = container::Activation::kNone) {
+  SCOPED_TRACE(std::to_string(n) + " x " + std::to_string(k) + (bias ? " with bias" : "") +
+               " activation " + std::to_string(static_cast<int>(act)));
+  const container::Model twin = dense_twin(n, k, bias, act, random);
   const CompileResult r = compile_model(container::write_tflite(twin));
   ASSERT_EQ(r.edgetpu_subgraphs, 1);
   const auto compiled = container::read_edgetpu_model(r.tflite);
@@ -106,9 +114,20 @@ void expect_equal_to_cpu(int n, int k, bool bias, std::mt19937& random) {
   // The quantization spreads the outputs: an all-saturated result would make equality cheap.
   size_t saturated = 0;
   for (uint8_t v : want) saturated += v == 0 || v == 255;
-  ASSERT_LT(saturated * 4, want.size()) << "the test's output quantization saturates";
-  ASSERT_GT(std::set<uint8_t>(want.begin(), want.end()).size(),
-            std::min<size_t>(want.size() / 4, 32));
+  if (act == container::Activation::kNone) {
+    ASSERT_LT(saturated * 4, want.size()) << "the test's output quantization saturates";
+    ASSERT_GT(std::set<uint8_t>(want.begin(), want.end()).size(),
+              std::min<size_t>(want.size() / 4, 32));
+  } else {
+    // The activation must clip: some outputs sit at the bound it sets.
+    const auto& y = twin.subgraphs[0].tensors[4].quantization;
+    const int zp = static_cast<int>(y.zero_point[0]);
+    const int top = std::min(255, zp + static_cast<int>(std::nearbyint(6.0f / y.scale[0])));
+    const int bound = act == container::Activation::kRelu ? zp : top;
+    ASSERT_GT(std::count(want.begin(), want.end(), static_cast<uint8_t>(bound)), 0)
+        << "bound " << bound << " zp " << zp << " max "
+        << static_cast<int>(*std::max_element(want.begin(), want.end()));
+  }
 
   chip::VirtualEdgeTpu chip;
   chip::testing::run_executable(chip, *exes.caching, {});
@@ -133,6 +152,16 @@ TEST(FcOnTheVirtualEdgeTpu, RandomShapesEqualTheCpuReferenceInEveryByte) {
     const int n = 64 * (1 + static_cast<int>(random() % 16));
     const int k = 64 * (1 + static_cast<int>(random() % 16));
     expect_equal_to_cpu(n, k, false, random);
+  }
+}
+
+TEST(FcOnTheVirtualEdgeTpu, FusedReluAndRelu6EqualTheCpuReferenceInEveryByte) {
+  std::mt19937 random(11);
+  for (int i = 0; i < 4; ++i) {
+    const int n = 64 * (1 + static_cast<int>(random() % 16));
+    const int k = 64 * (1 + static_cast<int>(random() % 16));
+    expect_equal_to_cpu(n, k, true, random, container::Activation::kRelu);
+    expect_equal_to_cpu(n, k, i % 2 == 0, random, container::Activation::kRelu6);
   }
 }
 
