@@ -45,7 +45,7 @@ struct Geometry {
   int n, k;
   int tiles;          // compute tiles = N / 64
   int in_tiles;       // input tiles = K / 64
-  int packets;        // ring packets of the input = K / 256
+  int packets;        // ring packets of the input = ceil(K / 256)
   int x_piece;        // narrow byte address of a tile's input piece: 256 ceil(K/256) + 512
   int unit_per_tile;  // parameter units (64 B) per compute tile
   AuxLayout aux;      // the per-channel rows before the weights
