@@ -322,7 +322,7 @@ container::Bitstream caching_program(const Geometry& g) {
 }
 
 container::Layer boundary_layer(const std::string& name, int size, int32_t zp, float scale,
-                                bool output) {
+                                bool output, bool is_signed) {
   container::Layer l;
   l.name = name;
   l.size_bytes = size;
@@ -331,7 +331,8 @@ container::Layer boundary_layer(const std::string& name, int size, int32_t zp, f
   l.z_dim = size;
   l.zero_point = zp;
   l.dequantization_factor = scale;
-  l.data_type = container::DataType::kFixedPoint8;
+  l.data_type =
+      is_signed ? container::DataType::kSignedFixedPoint8 : container::DataType::kFixedPoint8;
   l.is_output = output;
   return l;
 }
@@ -420,10 +421,10 @@ FcPrograms generate_fc(const FcLayer& layer) {
   eo.chip = "beagle";
   eo.type = container::ExecutableType::kExecutionOnly;
   eo.bitstreams.push_back(execution_program(g, layer));
-  eo.input_layers.push_back(
-      boundary_layer(layer.input_name, layer.k, layer.in_zp, layer.in_scale, false));
-  container::Layer out_layer =
-      boundary_layer(layer.output_name, layer.n, layer.out_zp, layer.out_scale, true);
+  eo.input_layers.push_back(boundary_layer(layer.input_name, layer.k, layer.in_zp, layer.in_scale,
+                                           false, layer.signed_input));
+  container::Layer out_layer = boundary_layer(layer.output_name, layer.n, layer.out_zp,
+                                              layer.out_scale, true, layer.signed_output);
   // The chip returns tile t's 64 outputs at byte 64t: one row, tiles side by side.
   container::OutputLayout layout;
   layout.y_coordinate_to_linear_tile_id_map = {0};

@@ -98,9 +98,10 @@ std::string match_fc(const Graph& graph, const std::vector<int>& mapped_ops, FcL
       out->quant.scale.at(0) != y.quant.scale.at(0) || uint8_zp(*out) != uint8_zp(y)) {
     return "a QUANTIZE that rescales is not folded yet";
   }
-  if (in->type != TensorType::kUInt8 || out->type != TensorType::kUInt8) {
-    return "tinycoral generates layers with uint8 inputs and outputs only yet";
-  }
+  // int8 boundaries reach the chip with their most significant bit flipped by the host
+  // (SIGNED_FIXED_POINT8 layers, docs/container.md), so the chip sees uint8 with zero point + 128.
+  layer.signed_input = in->type == TensorType::kInt8;
+  layer.signed_output = out->type == TensorType::kInt8;
   layer.in_zp = uint8_zp(*in);
   layer.out_zp = uint8_zp(*out);
   layer.in_scale = x.quant.scale[0];

@@ -1,5 +1,5 @@
 // One FULLY_CONNECTED layer as the code generator sees it: y[N] = requant(W[N,K] x[K]), batch 1,
-// int8 weights with one scale per output channel, uint8 activations at the chip's boundary (the
+// int8 weights with one scale per output channel, uint8 or int8 activations at the boundary (the
 // QUANTIZE operators around an int8 layer only shift zero points by 128 and are folded in). The
 // per-channel multiplier and the clamps are computed in float32 exactly as edgetpu_compiler 16.0
 // stores them (docs/compiler.md).
@@ -22,7 +22,8 @@ struct FcLayer {
   float in_scale = 0, out_scale = 0;
   float clamp_min = 0,
         clamp_max = 0;  // f32(f32((q - out_zp) * y_scale) * f32(1 / y_scale)), q = 0/255
-  std::string input_name, output_name;  // the boundary tensors' names
+  std::string input_name, output_name;               // the boundary tensors' names
+  bool signed_input = false, signed_output = false;  // int8 (not uint8) at the boundary
 };
 
 // Recognises the mapped part [QUANTIZE] FULLY_CONNECTED [QUANTIZE] (uint8 at both ends) and builds

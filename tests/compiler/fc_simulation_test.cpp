@@ -31,8 +31,9 @@ container::Tensor tensor(const std::string& name, TensorType type, std::vector<i
   return t;
 }
 
-// The CPU twin of an N x K dense layer, as TensorFlow's converter writes it for uint8 I/O.
-container::Model dense_twin(int n, int k, bool bias, container::Activation act,
+// The CPU twin of an N x K dense layer, as TensorFlow's converter writes it for uint8 I/O (or,
+// with int8_io, for int8 I/O: the FC alone).
+container::Model dense_twin(int n, int k, bool bias, container::Activation act, bool int8_io,
                             std::mt19937& random) {
   std::uniform_real_distribution<float> unit(0.0f, 1.0f);
   const float sx = 0.004f + 0.01f * unit(random);
@@ -85,6 +86,13 @@ container::Model dense_twin(int n, int k, bool bias, container::Activation act,
   q_out.inputs = {3};
   q_out.outputs = {4};
   g.operators = {q_in, fc, q_out};
+  if (int8_io) {  // no QUANTIZE: the layer's int8 tensors are the model's input and output
+    g.tensors[0] = tensor("x", TensorType::kInt8, {1, k}, {sx}, {x_zp - 128});
+    g.tensors[4] = tensor("y", TensorType::kInt8, {1, n}, {sy}, {y_zp - 128});
+    fc.inputs[0] = 0;
+    fc.outputs = {4};
+    g.operators = {fc};
+  }
   g.inputs = {0};
   g.outputs = {4};
   m.subgraphs.push_back(std::move(g));
@@ -92,10 +100,11 @@ container::Model dense_twin(int n, int k, bool bias, container::Activation act,
 }
 
 void expect_equal_to_cpu(int n, int k, bool bias, std::mt19937& random,
-                         container::Activation act = container::Activation::kNone) {
+                         container::Activation act = container::Activation::kNone,
+                         bool int8_io = false) {
   SCOPED_TRACE(std::to_string(n) + " x " + std::to_string(k) + (bias ? " with bias" : "") +
                " activation " + std::to_string(static_cast<int>(act)));
-  const container::Model twin = dense_twin(n, k, bias, act, random);
+  const container::Model twin = dense_twin(n, k, bias, act, int8_io, random);
   const CompileResult r = compile_model(container::write_tflite(twin));
   ASSERT_EQ(r.edgetpu_subgraphs, 1);
   const auto compiled = container::read_edgetpu_model(r.tflite);
@@ -121,7 +130,7 @@ void expect_equal_to_cpu(int n, int k, bool bias, std::mt19937& random,
   } else {
     // The activation must clip: some outputs sit at the bound it sets.
     const auto& y = twin.subgraphs[0].tensors[4].quantization;
-    const int zp = static_cast<int>(y.zero_point[0]);
+    const int zp = static_cast<int>(y.zero_point[0]) + (int8_io ? 128 : 0);
     const int top = std::min(255, zp + static_cast<int>(std::nearbyint(6.0f / y.scale[0])));
     const int bound = act == container::Activation::kRelu ? zp : top;
     ASSERT_GT(std::count(want.begin(), want.end(), static_cast<uint8_t>(bound)), 0)
@@ -132,9 +141,17 @@ void expect_equal_to_cpu(int n, int k, bool bias, std::mt19937& random,
   chip::VirtualEdgeTpu chip;
   chip::testing::run_executable(chip, *exes.caching, {});
   const auto& layer = exes.execution->output_layers.at(0);
+  // The host flips the most significant bit of int8 (SIGNED_FIXED_POINT8) inputs and outputs.
+  const uint8_t flip = int8_io ? 0x80 : 0;
+  ASSERT_EQ(exes.execution->output_layers.at(0).data_type,
+            int8_io ? container::DataType::kSignedFixedPoint8 : container::DataType::kFixedPoint8);
+  std::vector<uint8_t> device_x(x);
+  for (auto& b : device_x) b ^= flip;
   for (int inference = 0; inference < 2; ++inference) {
-    const auto got = chip::testing::detile(
-        layer, chip::testing::run_executable(chip, *exes.execution, {{"x", x}}).at(layer.name));
+    auto got = chip::testing::detile(
+        layer,
+        chip::testing::run_executable(chip, *exes.execution, {{"x", device_x}}).at(layer.name));
+    for (auto& b : got) b ^= flip;
     ASSERT_EQ(got.size(), want.size());
     size_t differ = 0;
     for (size_t i = 0; i < want.size(); ++i) differ += got[i] != want[i];
@@ -162,6 +179,15 @@ TEST(FcOnTheVirtualEdgeTpu, FusedReluAndRelu6EqualTheCpuReferenceInEveryByte) {
     const int k = 64 * (1 + static_cast<int>(random() % 16));
     expect_equal_to_cpu(n, k, true, random, container::Activation::kRelu);
     expect_equal_to_cpu(n, k, i % 2 == 0, random, container::Activation::kRelu6);
+  }
+}
+
+TEST(FcOnTheVirtualEdgeTpu, Int8InputsAndOutputsEqualTheCpuReferenceInEveryByte) {
+  std::mt19937 random(13);
+  for (int i = 0; i < 4; ++i) {
+    const int n = 64 * (1 + static_cast<int>(random() % 16));
+    const int k = 64 * (1 + static_cast<int>(random() % 16));
+    expect_equal_to_cpu(n, k, i % 2 == 0, random, container::Activation::kNone, true);
   }
 }
 
