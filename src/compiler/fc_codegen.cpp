@@ -372,9 +372,7 @@ uint64_t caching_token(const std::vector<uint8_t>& parameters) {
 }  // namespace
 
 std::string fc_unsupported(int n, int k) {
-  if (n <= 0 || n % kGroup != 0 || n > 16 * kGroup) {
-    return cat("N = ", n, ": the generator covers N = 64..1024 in steps of 64");
-  }
+  if (n <= 0 || n > 16 * kGroup) return cat("N = ", n, ": the generator covers N = 1..1024");
   if (k <= 0 || k % kPiece != 0 || k > 1024) {
     return cat("K = ", k, ": the generator covers K = 64..1024 in steps of 64");
   }
@@ -412,8 +410,31 @@ std::vector<uint8_t> fc_parameters(const FcLayer& layer) {
   return out;
 }
 
+namespace {
+
+// N % 64 != 0: the layer padded to whole groups with outputs that are never read (zero weights,
+// bias and multiplier). edgetpu_compiler uses 16/32/48-output groups instead (not modelled).
+FcLayer padded_to_groups(const FcLayer& layer) {
+  FcLayer p = layer;
+  p.n = (layer.n + kGroup - 1) / kGroup * kGroup;
+  p.weights.resize(static_cast<size_t>(p.n) * static_cast<size_t>(p.k), 0);
+  p.mult.resize(static_cast<size_t>(p.n), 0.0f);
+  if (!p.bias.empty()) p.bias.resize(static_cast<size_t>(p.n), 0);
+  return p;
+}
+
+}  // namespace
+
 FcPrograms generate_fc(const FcLayer& layer) {
   if (const std::string why = fc_unsupported(layer.n, layer.k); !why.empty()) fail(why);
+  if (layer.n % kGroup != 0) {
+    // The chip returns every padded group; the output layer takes the first N bytes of them.
+    FcPrograms out = generate_fc(padded_to_groups(layer));
+    container::Layer& y = out.execution.output_layers.at(0);
+    y.z_dim = layer.n;
+    y.shape = {{0, 0}, {0, layer.n - 1}};
+    return out;
+  }
   const Geometry g = geometry(layer.n, layer.k, !layer.bias.empty());
   FcPrograms out;
   container::Executable& eo = out.execution;

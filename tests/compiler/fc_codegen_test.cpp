@@ -77,8 +77,15 @@ TEST(FcCodegen, ParameterRowsHoldMultipliersZeroPointsAndFlippedWeights) {
   EXPECT_EQ(p[512 + 256 * 1 + 4 * 1 + 2], static_cast<uint8_t>(l.weights[1 * 64 + 6] + 128));
 }
 
+TEST(FcCodegen, OutputsNotAMultipleOf64ArePaddedToWholeGroups) {
+  const FcPrograms p = generate_fc(layer(10, 256));
+  const auto& y = p.execution.output_layers.at(0);
+  EXPECT_EQ(y.z_dim, 10);
+  EXPECT_EQ(y.size_bytes, 64);  // the chip returns the whole group
+  EXPECT_EQ(p.caching.parameters.size(), 512u + 64u * 256u);
+}
+
 TEST(FcCodegen, ShapesOutsideTheCoveredRangeAreRefusedWithTheReason) {
-  EXPECT_NE(fc_unsupported(100, 256), "");
   EXPECT_NE(fc_unsupported(2048, 256), "");
   EXPECT_NE(fc_unsupported(256, 100), "");
   EXPECT_NE(fc_unsupported(256, 2048), "");

@@ -182,6 +182,17 @@ TEST(FcOnTheVirtualEdgeTpu, FusedReluAndRelu6EqualTheCpuReferenceInEveryByte) {
   }
 }
 
+TEST(FcOnTheVirtualEdgeTpu, OutputCountsNotAMultipleOf64EqualTheCpuReferenceInEveryByte) {
+  std::mt19937 random(17);
+  expect_equal_to_cpu(1, 64, true, random);
+  expect_equal_to_cpu(10, 576, true, random);
+  for (int i = 0; i < 4; ++i) {
+    const int n = 1 + static_cast<int>(random() % 1024);
+    const int k = 64 * (1 + static_cast<int>(random() % 16));
+    expect_equal_to_cpu(n, k, i % 2 == 0, random);
+  }
+}
+
 TEST(FcOnTheVirtualEdgeTpu, Int8InputsAndOutputsEqualTheCpuReferenceInEveryByte) {
   std::mt19937 random(13);
   for (int i = 0; i < 4; ++i) {
