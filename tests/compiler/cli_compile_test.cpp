@@ -74,6 +74,18 @@ TEST(CliCompile, UnmappableModelStillGetsAnOutputAndALogSayingWhy) {
   EXPECT_NE(log.find("tinycoral has no code generator for RESHAPE yet"), std::string::npos) << log;
 }
 
+TEST(CliCompile, EdgetpuCompilersOtherFlagsAreAcceptedWithAWarning) {
+  TINYCORAL_REQUIRE_TESTDATA(dir);
+  const fs::path out = scratch("flags");
+  const fs::path model = dir / "libredgetpu" / "dense_512.tflite";
+  const auto r =
+      run_cli("compile -m 13 -a -t 180 -s --out_dir " + out.string() + " " + model.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("-a is not supported yet"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::exists(out / "dense_512_edgetpu.tflite"));
+  EXPECT_TRUE(fs::exists(out / "dense_512_edgetpu.log"));
+}
+
 TEST(CliCompile, MalformedModelIsExitCodeTwoWithOneLine) {
   const fs::path out = scratch("bad");
   const fs::path bad = out / "bad.tflite";

@@ -28,6 +28,10 @@ void add_compile_command(CLI::App& app) {
     std::string out_dir = ".";
     bool show_operations = false;
     bool json = false;
+    // edgetpu_compiler's other flags, accepted so that scripts keep working (see the callback).
+    int min_runtime_version = 0, timeout_sec = 0, num_segments = 0, delegate_search_step = 0;
+    bool multiple_subgraphs = false, search_delegate = false;
+    std::string intermediate_tensors;
   };
   auto opts = std::make_shared<Options>();
   auto* cmd = app.add_subcommand(
@@ -36,7 +40,26 @@ void add_compile_command(CLI::App& app) {
   cmd->add_option("-o,--out_dir", opts->out_dir, "output directory (default: .)");
   cmd->add_flag("-s,--show_operations", opts->show_operations, "print the operation table");
   cmd->add_flag("--json", opts->json, "print a JSON summary per model");
+  cmd->add_option("-m,--min_runtime_version", opts->min_runtime_version,
+                  "accepted for edgetpu_compiler compatibility (packages say 14)");
+  cmd->add_option("-t,--timeout_sec", opts->timeout_sec, "accepted and ignored");
+  cmd->add_flag("-a,--enable_multiple_subgraphs", opts->multiple_subgraphs,
+                "accepted; one Edge TPU subgraph is built");
+  cmd->add_flag("-d,--search_delegate", opts->search_delegate, "accepted and ignored");
+  cmd->add_option("-k,--delegate_search_step", opts->delegate_search_step, "accepted and ignored");
+  cmd->add_option("-n,--num_segments", opts->num_segments, "accepted; one segment is built");
+  cmd->add_option("-i,--intermediate_tensors", opts->intermediate_tensors, "accepted and ignored");
   cmd->callback([opts] {
+    auto ignored = [](bool given, const char* flag, const char* what) {
+      if (given) std::cerr << "tinycoral compile: warning: " << flag << " " << what << "\n";
+    };
+    ignored(opts->multiple_subgraphs, "-a", "is not supported yet: one Edge TPU subgraph is built");
+    ignored(opts->num_segments > 1, "-n", "is not supported yet: one segment is built");
+    ignored(opts->min_runtime_version != 0 && opts->min_runtime_version != 14, "-m",
+            "is ignored: packages say min_runtime_version 14");
+    ignored(opts->search_delegate || opts->delegate_search_step != 0, "-d/-k",
+            "are ignored: the partition follows edgetpu_compiler's default rules");
+    ignored(!opts->intermediate_tensors.empty(), "-i", "is ignored");
     std::error_code ec;
     fs::create_directories(opts->out_dir, ec);
     if (!fs::is_directory(opts->out_dir))
