@@ -16,5 +16,7 @@ void add_disasm_command(CLI::App& app);
 void add_asm_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 void add_devices_command(CLI::App& app);
+void add_compile_command(CLI::App& app);
+void add_compare_command(CLI::App& app);
 
 }  // namespace tinycoral::cli

@@ -1,0 +1,37 @@
+// The compile pipeline (compile.h).
+#include "compiler/compile.h"
+
+#include "common/error.h"
+#include "compiler/fc_codegen.h"
+#include "compiler/fc_layer.h"
+#include "compiler/writer.h"
+#include "container/tflite_reader.h"
+#include "container/tflite_writer.h"
+
+namespace tinycoral::compiler {
+
+CompileResult compile_model(std::span<const uint8_t> tflite_bytes) {
+  const container::Model cpu = container::read_tflite(tflite_bytes);
+  CompileResult r;
+  r.graph = import_graph(cpu);
+  r.partition = partition(r.graph);
+  if (!r.partition.mapped_ops.empty()) {
+    FcLayer layer;
+    std::string why = match_fc(r.graph, r.partition.mapped_ops, layer);
+    if (why.empty()) why = fc_unsupported(layer.n, layer.k);
+    if (!why.empty()) {
+      unmap_all(r.partition, why);
+    } else {
+      FcPrograms programs = generate_fc(layer);
+      const container::Package package =
+          make_package({std::move(programs.execution), std::move(programs.caching)});
+      r.tflite = write_edgetpu_tflite(cpu, r.partition, package);
+      r.edgetpu_subgraphs = 1;
+    }
+  }
+  if (r.edgetpu_subgraphs == 0) r.tflite = container::write_tflite(cpu);
+  r.rows = log_rows(r.graph, r.partition);
+  return r;
+}
+
+}  // namespace tinycoral::compiler

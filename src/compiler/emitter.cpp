@@ -1,0 +1,70 @@
+// The named-field instruction builder (emitter.h).
+#include "compiler/emitter.h"
+
+#include <bit>
+#include <cstdio>
+
+#include "common/error.h"
+
+namespace tinycoral::compiler {
+
+std::string nest(std::initializer_list<std::pair<int64_t, int64_t>> levels) {
+  std::string out;
+  for (const auto& [inc, count] : levels) out += cat("(", inc, " x ", count, ")");
+  return out;
+}
+
+std::string f32_bits(float value) { return hex(std::bit_cast<uint32_t>(value)); }
+
+std::string hex(uint64_t value) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(value));
+  return buf;
+}
+
+void Emitter::add(const std::string& mnemonic, const std::string& fields) {
+  const isa::OpcodeSpec* spec = isa::find_mnemonic(mnemonic);
+  if (spec == nullptr) fail("emitter: unknown mnemonic ", mnemonic);
+  std::string line = mnemonic;
+  if (spec->sequenced) line += cat(" seq=", seq_++);
+  if (!fields.empty()) line += " " + fields;
+  std::vector<isa::Instruction> parsed =
+      with_context("emitter: " + line, [&] { return isa::parse(line); });
+  for (isa::Instruction& in : parsed) {
+    in.word_offset = words_;
+    words_ += in.spec->words;
+    body_.push_back(std::move(in));
+  }
+}
+
+void Emitter::reloc_movi(int reg, container::BufferKind kind, container::Half half,
+                         const std::string& layer_name) {
+  const isa::OpcodeSpec* bundle = isa::find_mnemonic("bundle");
+  const isa::FieldSpec* imm = bundle->field("imm");
+  container::FieldOffset fo;
+  fo.meta.desc = kind;
+  fo.meta.position = half;
+  fo.meta.name = layer_name;
+  fo.offset_bit = static_cast<int32_t>(words_ * 128 + imm->lo);
+  relocations_.push_back(fo);
+  add("bundle", reg == 0 ? "s_op=0x2f" : cat("s_op=0x2f s_x=", reg));
+}
+
+container::Bitstream Emitter::finish() {
+  add("halt", "code=4");
+  for (int i = 0; i < 4; ++i) add("bundle");
+  add("end", "length_bits=128");
+  const uint32_t total = words_;
+  std::vector<isa::Instruction> program;
+  program.reserve(body_.size() + 1);
+  isa::Instruction start = isa::make_instruction(*isa::find_mnemonic("start"), 0);
+  start.set("length_bits", static_cast<int64_t>(128) * (total - 2));
+  program.push_back(std::move(start));
+  for (isa::Instruction& in : body_) program.push_back(std::move(in));
+  container::Bitstream out;
+  out.data = isa::encode(program);
+  out.field_offsets = relocations_;
+  return out;
+}
+
+}  // namespace tinycoral::compiler

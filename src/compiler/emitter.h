@@ -1,0 +1,43 @@
+// Builds a bitstream instruction by instruction from the ISA table's named fields. Each line is an
+// instruction in the assembler's syntax (docs/isa.md: `mnemonic name=value ...`, loop nests as
+// `n=(1 x 16)(-15 x 1)`), so every field is addressed by its table name and encoded by src/isa;
+// the emitter adds the running sequence number of tile instructions, the start/end frame and the
+// relocation marks (the word offsets of MOVIs the runtime patches).
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "container/executable.h"
+#include "isa/isa.h"
+
+namespace tinycoral::compiler {
+
+// "(inc x count)(inc x count)...": a loop nest token, innermost level first.
+std::string nest(std::initializer_list<std::pair<int64_t, int64_t>> levels);
+// A float32 field value as its exact bit pattern ("0x42fc0001").
+std::string f32_bits(float value);
+// Hex for masks and addresses ("0x00ff").
+std::string hex(uint64_t value);
+
+class Emitter {
+ public:
+  // Appends one instruction; `fields` is the text after the mnemonic, without `seq`.
+  void add(const std::string& mnemonic, const std::string& fields = "");
+  // A MOVI of 0 into scalar register `reg` that the runtime patches with half of a buffer address.
+  void reloc_movi(int reg, container::BufferKind kind, container::Half half,
+                  const std::string& layer_name = "");
+  // Frames the program (start with its length, halt, four nops, end) and encodes it.
+  container::Bitstream finish();
+
+ private:
+  std::vector<isa::Instruction> body_;
+  std::vector<container::FieldOffset> relocations_;
+  uint32_t words_ = 1;  // the start word comes first
+  uint32_t seq_ = 0;
+};
+
+}  // namespace tinycoral::compiler

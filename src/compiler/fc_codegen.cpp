@@ -1,0 +1,484 @@
+// edgetpu_compiler 16.0's FULLY_CONNECTED programs, rebuilt from the layer's shapes (fc_codegen.h).
+// Every value below is either derived from N and K (the formulas name their quantities) or is a
+// field compiled code always sets the same way for this layer class; docs/compiler.md lists which
+// fields are understood and which are only reproduced.
+#include "compiler/fc_codegen.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+#include "common/error.h"
+#include "compiler/emitter.h"
+
+namespace tinycoral::compiler {
+
+using container::BufferKind;
+using container::Half;
+
+namespace {
+
+constexpr int kGroup = 64;            // outputs per compute tile (one op)
+constexpr int kPiece = 64;            // input bytes per input tile
+constexpr int kPacket = 256;          // ring packet bytes (one per row of 4 tiles)
+constexpr int kRingFifo = 0x2078;     // wide row where ring packets arrive (64-byte units)
+constexpr int kSendBuf = 0x2068;      // wide row a tile sends its input piece from
+constexpr int kStagingUnits = 2048;   // the parameter staging buffer, in 64-byte units
+constexpr int kPassUnits = 1024;      // parameter units per pop/infeed pass
+constexpr int kActPassUnits = 16384;  // activation units (8 bytes) per pass
+// Each compute tile's parameters start with an aux block of 256-byte rows: the float32
+// multipliers, the int32 biases (only when the layer has a bias), then the int32 weight zero
+// points. In 64-byte units: the zero-point row is the last aux row, the weights follow the block.
+constexpr int kRowUnits = 4;
+struct AuxLayout {
+  int rows;
+  int zero_point_unit() const { return (rows - 1) * kRowUnits; }
+  int weights_unit() const { return rows * kRowUnits; }
+};
+AuxLayout aux_layout(bool bias) { return AuxLayout{bias ? 3 : 2}; }
+
+uint32_t bit(int tile) { return 1u << tile; }
+uint32_t first_tiles(int n) { return n >= 32 ? 0xffffffffu : (1u << n) - 1; }
+
+// Derived quantities of one layer.
+struct Geometry {
+  int n, k;
+  int tiles;          // compute tiles = N / 64
+  int in_tiles;       // input tiles = K / 64
+  int packets;        // ring packets of the input = ceil(K / 256)
+  int x_piece;        // narrow byte address of a tile's input piece: 256 ceil(K/256) + 512
+  int unit_per_tile;  // parameter units (64 B) per compute tile
+  AuxLayout aux;      // the per-channel rows before the weights
+  uint32_t compute_mask() const { return first_tiles(tiles); }
+};
+
+Geometry geometry(int n, int k, bool bias) {
+  Geometry g{};
+  g.n = n;
+  g.k = k;
+  g.tiles = n / kGroup;
+  g.in_tiles = k / kPiece;
+  g.packets = (k + kPacket - 1) / kPacket;
+  g.x_piece = kPacket * ((k + kPacket - 1) / kPacket) + 512;
+  g.aux = aux_layout(bias);
+  g.unit_per_tile = (g.aux.rows * kGroup * 4 + kGroup * k) / 64;
+  return g;
+}
+
+// The scalar core's DMA descriptor: four words (address lo, hi, size, tag) pushed, then issued.
+// `lo`/`hi` hold the address; the descriptor is staged in base..base+3.
+void descriptor(Emitter& e, int lo, int hi, int base, int64_t size, int tag) {
+  e.add("bundle", cat("s_op=0x0f s_x=", base, " imm=", lo));
+  e.add("bundle", cat("s_op=0x0f s_x=", base + 1, " imm=", hi));
+  e.add("bundle", cat("v_op=0x0a vs_reg=", base));
+  e.add("bundle",
+        cat("v_op=0x0a v_offset=1 vs_reg=", base + 1, " s_op=0x2f s_x=", base + 2, " imm=", size));
+  e.add("bundle",
+        cat("v_op=0x0a v_offset=2 vs_reg=", base + 2, " s_op=0x2f s_x=", base + 3, " imm=", tag));
+  e.add("bundle", cat("v_op=0x0a v_offset=3 vs_reg=", base + 3));
+  e.add("bundle", "v_op=0x0c");
+}
+
+// Tag 4: the completion interrupt, a descriptor with a zero address and size.
+void interrupt(Emitter& e, int lo, int hi, int base) {
+  e.add("bundle", cat("s_op=0x2f s_x=", hi));
+  e.add("bundle", cat("s_op=0x2f s_x=", lo));
+  descriptor(e, lo, hi, base, 0, 4);
+}
+
+// A DMA of `units` in passes of `pass` units: the pass count and the last pass's fields
+// (count_m1, tail_en, count_neg). A transfer of whole passes sets all three to 0 (14.1's rule).
+struct Passes {
+  int count = 1, last = 0, pass = 0;
+  std::string fields() const {
+    if (last == pass) return " count_neg=0x0";
+    return cat(" count_m1=", last - 1, " tail_en=1 count_neg=", hex(pass - last));
+  }
+};
+Passes passes_of(int units, int pass) {
+  Passes p;
+  p.pass = pass;
+  p.count = (units + pass - 1) / pass;
+  p.last = units - pass * (p.count - 1);
+  return p;
+}
+
+void tile_fence(Emitter& e, const std::string& fields) { e.add("sync", "tiles=0xffff " + fields); }
+void wait_tokens(Emitter& e) { e.add("scsync", "tiles=0xffff tokwait=1 tmask=0xffff sunits=0x0c"); }
+
+// A narrow walk of `words` 4-byte words through a 6-level nest (the compiler writes all levels).
+std::string narrow_walk(int words) {
+  const int back = -(words - 1);
+  return "(1 x " + std::to_string(words) + ")" +
+         cat("(", back, " x 1)(", back, " x 1)(", back, " x 1)(", back, " x 1)(", back, " x 1)");
+}
+
+// narrowToWide of one 64-byte piece from narrow word `narrow_word` into the ring send row `row`.
+void n2w_piece(Emitter& e, uint32_t tiles, int narrow_word, int row) {
+  e.add("n2w", cat("tiles=", hex(tiles), " n.addr=", hex(narrow_word), " n=", narrow_walk(16),
+                   " n.lvl_mask=0x01 w.addr=", hex(row),
+                   " w=(1 x 1) w.circ=1 w.rows=1 sync.en0=1 sync.f1=1 sync.id=16 sync.wait_lvl=1 "
+                   "sync.en1=1 sync.val=0xffff sync.en2=1 sync.f45=1 tail_lvl=1"));
+}
+
+// ringProducer: tile `from` sends its row `row` to `dest` (bit 16 = the scalar core); `ordinal`
+// counts the program's ring producers.
+void ring_send(Emitter& e, int from, int row, uint32_t dest, int ordinal) {
+  e.add("ringprod",
+        cat("tiles=", hex(bit(from)), " addr=", hex(row),
+            " src=(1 x 1) sdims=1 cbuf=1 slots=1 mode=3 pcfg=20 r0.id=0x51 r0.val=", ordinal,
+            " r0.en_a=1 r0.en_b=1 r1.id=0x2d r1.val=1 r1.en_a=1 r1.en_b=1 dest=", hex(dest)));
+}
+
+// ringConsumer of `slots` packets into row `row`; s_val is the consumer's credit offset.
+void ring_receive(Emitter& e, uint32_t tiles, int row, int slots, int s_val) {
+  e.add("ringcons0", cat("tiles=", hex(tiles), " addr=", hex(row), " dst=(1 x 1)",
+                         slots > 1 ? " sdims=1" : "", " cbuf=1 slots=", slots,
+                         " mode=3 s_id=0x2b s_val=", s_val, " s_cnt=", slots, " s_en_b=1 s_y=1"));
+}
+
+container::Bitstream execution_program(const Geometry& g, const FcLayer& layer) {
+  Emitter e;
+  const uint32_t compute = g.compute_mask();
+  const int k_words = g.k / 4;
+  const int x_word = g.x_piece / 4;
+  tile_fence(e, "counters=0x7ffff units=0x3ff signal=1");
+  e.add("scsync", "tiles=0xffff smask=0x1ff tokwait=1 tmask=0xffff sunits=0x1f");
+  e.reloc_movi(1, BufferKind::kParameter, Half::kLower32);
+  e.reloc_movi(0, BufferKind::kParameter, Half::kUpper32);
+  e.reloc_movi(3, BufferKind::kScratch, Half::kLower32);
+  e.reloc_movi(2, BufferKind::kScratch, Half::kUpper32);
+  e.add("scsync", "smask=0x005 sunits=0x0c");
+  tile_fence(e, "units=0x3ff signal=1");
+  wait_tokens(e);
+  tile_fence(e, "units=0x020");
+  e.reloc_movi(10, BufferKind::kInput, Half::kUpper32, layer.input_name);
+  e.reloc_movi(11, BufferKind::kInput, Half::kLower32, layer.input_name);
+  e.add("scsync", "smask=0x004 value=0x1fff sunits=0x0c");
+  e.add("scsync", "smask=0x001 sunits=0x0c");
+
+  // The input: one activation pop of K bytes (8-byte units) from the host.
+  const int in_units = g.k / 8;
+  e.add("pop", cat("stream=1 walk=",
+                   nest({{1, kActPassUnits}, {1 - kActPassUnits, 1}, {1 - kActPassUnits, 1}}),
+                   " rsv121=0x09 av140=1 count_m1=", in_units - 1,
+                   " tail_en=1 count_neg=", hex(kActPassUnits - in_units),
+                   " rsv173=0x2 rsv178=0x01 rsv199=0x000000000010001"));
+  e.add("bundle", "s_op=0x0f s_x=5 imm=11");
+  e.add("bundle", "s_op=0x0f s_x=4 imm=10");
+  descriptor(e, 5, 4, 6, g.k, 1);
+
+  // Scatter: packet j goes to the row of tiles 4j..4j+3; lane l of every row takes bytes
+  // 64l..64l+63 of its packet into its piece at x_piece. The FIFO holds all K/256 packets.
+  const int fifo = 0x2080 - 8 * g.packets;
+  const int lanes = std::min(4, g.in_tiles);
+  for (int l = 0; l < lanes; ++l) {
+    uint32_t mask = 0;
+    for (int t = l; t < g.in_tiles; t += 4) mask |= bit(t);
+    std::string skip;
+    if (l > 0) {
+      skip = cat(" skip_en0=1 rsv543=0x1 skip_base=", hex(x_word), " skip_m1=", 16 * l - 1,
+                 " skip_end=", hex(x_word + 16 * l - 1));
+    }
+    e.add("w2n", cat("tiles=", hex(mask), " w.addr=", hex(fifo), " w=(1 x 1) n.addr=", hex(x_word),
+                     " n=", narrow_walk(kPiece / 4), " n.lvl_mask=0x01 mode=1 fill_size=128", skip,
+                     " sync.en0=1 sync.id=14 sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 "
+                     "sync.en2=1 sync.dec_lvl=1 sync.dec=-1 sync.dec_mode=3 ",
+                     l == 0 ? "tail_en870=1" : "tail_f871=1"));
+  }
+  const int packet_units = kPacket / 8;
+  for (int j = 0; j * 4 < g.in_tiles; ++j) {
+    const uint32_t row = first_tiles(std::min(g.in_tiles, 4 * j + 4)) & ~first_tiles(4 * j);
+    const int row_units = std::min(kPacket, g.k - kPacket * j) / 8;  // a short last packet
+    ring_receive(e, row, fifo, g.packets, -64 * g.packets);
+    e.add("infeed", cat("stream=1", j > 0 ? cat(" buf_off=", hex(packet_units * j)) : "", " walk=",
+                        nest({{1, kActPassUnits}, {1 - kActPassUnits, 1}, {1 - kActPassUnits, 1}}),
+                        " rsv157=0x09 av176=1 count_m1=", row_units - 1,
+                        " tail_en=1 count_neg=", hex(kActPassUnits - row_units),
+                        " rsv283=0x10000000 pop_wait=", hex(packet_units * j + 1),
+                        " rsv336=0x0100000000010001 dest=", hex(row), " rsv425=0x1e00 lanes_m1=3"));
+  }
+  tile_fence(e, "units=0x3ff");
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+  tile_fence(e, "units=0x3ff signal=1");
+  wait_tokens(e);
+
+  // Broadcast: input tile i sends its piece to every compute tile, which stores it at x[64i].
+  int ring_ordinal = 0;
+  for (int i = 0; i < g.in_tiles; ++i) {
+    e.add("w2n", cat("tiles=", hex(compute), " w.addr=", hex(kRingFifo),
+                     " w=(1 x 1) w.circ=1 w.rows=1 n.addr=", hex(16 * i), " n=", narrow_walk(16),
+                     " n.lvl_mask=0x01 sync.en0=1 sync.id=14 sync.wait_lvl=1",
+                     i % 2 == 0 ? " sync.en1=1" : "", " sync.val=", hex(0x8000 + (i + 1) / 2),
+                     " sync.en2=1 tail_en870=1"));
+    ring_receive(e, compute, kRingFifo, 1, 16 * i - 64);
+    ring_send(e, i, kSendBuf, compute, ring_ordinal++);
+    n2w_piece(e, bit(i), x_word, kSendBuf);
+  }
+  tile_fence(e, "units=0x3ff signal=1");
+  wait_tokens(e);
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+  e.add("scsync", "sunits=0x0c");
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+
+  // The aux rows before the zero points (multipliers, biases) into the output stage's planes
+  // (64 words apart), then the op; the op reads the zero-point row from wide memory itself.
+  const int planes = g.aux.rows - 1;
+  const std::string rewind = cat("(", -(31 + 64 * (planes - 1)), " x 1)");
+  e.add("w2n", cat("tiles=", hex(compute), " w=(1 x ", planes, ") w.lvl_mask=0x1 n=(1 x 32)(33 x ",
+                   planes, ")", rewind, rewind, rewind, rewind,
+                   " n.lvl_mask=0x03 mode=2 fill_size=64 sync.en0=1 sync.f2=1 sync.wait_lvl=2 "
+                   "sync.en1=1 sync.val=0x0ffff sync.en2=1 sync.f45=1 tail_f867=1 tail_en870=1"));
+  const int back = -(k_words - 1);
+  const std::string in_walk = cat("(1 x ", k_words, ")(1 x 1)(1 x 1)(", back, " x 1)(", back,
+                                  " x 1)(", back, " x 1)(", back, " x 1)(", back, " x 1 m3)");
+  const std::string par_walk =
+      cat("(1 x ", k_words, ")(", back, " x 1)(", back, " x 1)(", back, " x 1)(", back, " x 1)(",
+          back, " x 1)(", back, " x 1)(", back, " x 1 m1)");
+  const int out_words = kGroup / 4;
+  const int ob = -(out_words - 1);
+  const std::string out_walk = cat("(1 x ", out_words, ")(1 x 1)(1 x 1)(", ob, " x 1)(", ob,
+                                   " x 1)(", ob, " x 1)(", ob, " x 1)(", ob, " x 1 m3)");
+  e.add(
+      "op",
+      cat("tiles=", hex(compute), " loops=(", k_words, ") in=", in_walk,
+          " in.tflags=0x01 out.base=", hex(g.k), " out=", out_walk, " out.tflags=0x1 par.base=",
+          hex(g.aux.weights_unit()), " par=", par_walk, " psum=(0 x ", k_words,
+          ") cfg0=0x065 cfg1=0x12c sync0=0x4000 sync1=0x4000 cfg2=0x07 cfg3=8 in_zp=", layer.in_zp,
+          " pc_aux_unit=", hex(g.aux.zero_point_unit()), " pc_aux_rows=", g.aux.rows - 1,
+          " pc_zp_unit=", hex(g.aux.zero_point_unit()), layer.bias.empty() ? "" : " cfg4=1",
+          " dp_mode=1 reduce_mask=0x01 out_ch_last=", kGroup - 1, " out_ch=", kGroup - 1,
+          " mult=", f32_bits(1.0f), " clamp_max=", f32_bits(layer.clamp_max),
+          " clamp_min=", f32_bits(layer.clamp_min), " out_zp=", layer.out_zp, " pc_mult=1"));
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+  tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
+  wait_tokens(e);
+  tile_fence(e, "units=0x3ff signal=1");
+  wait_tokens(e);
+
+  // The output: every compute tile's 64 bytes go over the ring to the scalar core and out.
+  e.reloc_movi(10, BufferKind::kOutput, Half::kUpper32, layer.output_name);
+  e.reloc_movi(11, BufferKind::kOutput, Half::kLower32, layer.output_name);
+  e.add("bundle", "s_op=0x0f s_x=5 imm=11");
+  e.add("bundle", "s_op=0x0f s_x=4 imm=10");
+  n2w_piece(e, compute, k_words, kRingFifo);
+  descriptor(e, 5, 4, 6, g.n, 3);
+  for (int t = 0; t < g.tiles; ++t) {
+    e.add("outfeed", cat("walk=(0 x ", kGroup / 8, ") k173=3 f222=0x7f"));
+    ring_send(e, t, kRingFifo, 0x10000, ring_ordinal++);
+  }
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+  e.add("scsync", cat("tiles=0xffff smask=0x020 thr5=", g.n / 32, " wait=0x020 sunits=0x0c"));
+  tile_fence(e, "counters=0x20000 units=0x3ff signal=1");
+  wait_tokens(e);
+  tile_fence(e, "units=0x3ff signal=1 f109=3");
+  wait_tokens(e);
+  interrupt(e, 5, 4, 6);
+  return e.finish();
+}
+
+container::Bitstream caching_program(const Geometry& g) {
+  Emitter e;
+  const int64_t bytes = static_cast<int64_t>(g.tiles) * g.unit_per_tile * 64;
+  const int units = static_cast<int>(bytes / 64);
+  tile_fence(e, "b43=1 counters=0x7ffff units=0x3ff signal=1");
+  e.add("scsync", "tiles=0xffff smask=0x1ff tokwait=1 tmask=0xffff sunits=0x1f");
+  e.reloc_movi(1, BufferKind::kParameter, Half::kLower32);
+  e.reloc_movi(0, BufferKind::kParameter, Half::kUpper32);
+  e.add("bundle", "s_op=0x0f s_x=3 imm=1");
+  e.add("bundle", "s_op=0x0f s_x=2 imm=0");
+  descriptor(e, 3, 2, 4, bytes, 2);
+
+  // One parameter pop of the whole stream in passes of 1024 units.
+  const Passes pop = passes_of(units, kPassUnits);
+  const int rows = std::min((units + 1) / 2, 1024);  // 128-byte rows, capped
+  const bool b183 = units % 2 == 0 || units >= 2048;
+  e.add("pop",
+        cat("walk=", nest({{1, kPassUnits}, {1 - kPassUnits, pop.count}, {1 - kPassUnits, 1}}),
+            " rsv121=0x09 par136=1", pop.fields(), " rsv173=0x2 par177=1 rsv178=0x01 b183=",
+            b183 ? 1 : 0, " rows_neg=", hex(0x8000 - rows), " rsv199=0x000000000010001"));
+  const int k_rows = g.k / 4;  // 256-byte weight rows per tile
+  for (int t = 0; t < g.tiles; ++t) {
+    e.add("ringcons0", cat("tiles=", hex(bit(t)), " addr=", hex(2 + g.aux.weights_unit()),
+                           " dst=(1 x ", k_rows, ")(", 1 - k_rows, " x 1)(", 1 - k_rows, " x 1)(",
+                           1 - k_rows, " x 1) sdims=1 aux_en0=1 aux_rows0_m1=", g.aux.rows - 1,
+                           " aux_addr1=", hex(g.aux.zero_point_unit()), " rsv319=0x0001"));
+  }
+  const int u = g.unit_per_tile;
+  const Passes per_tile = passes_of(u, kPassUnits);
+  for (int t = 0; t < g.tiles; ++t) {
+    const int off = (t * u) % kStagingUnits;
+    e.add("infeed",
+          cat(off ? cat("buf_off=", hex(off), " ") : "", "walk=",
+              nest({{1, kPassUnits}, {1 - kPassUnits, per_tile.count}, {1 - kPassUnits, 1}}),
+              " rsv157=0x09 par172=1", per_tile.fields(),
+              " rsv283=0x10000000 par314=1 pop_wait=", hex((t * u + 1) & 0xffff),
+              " rsv336=0x0100000000010001 dest=", hex(bit(t)), " rsv425=0x1e00 lanes_m1=3"));
+  }
+  tile_fence(e, "b43=1 units=0x3ff signal=1 f109=3");
+  wait_tokens(e);
+  interrupt(e, 3, 2, 4);
+  return e.finish();
+}
+
+container::Layer boundary_layer(const std::string& name, int size, int32_t zp, float scale,
+                                bool output, bool is_signed) {
+  container::Layer l;
+  l.name = name;
+  l.size_bytes = size;
+  l.y_dim = 1;
+  l.x_dim = 1;
+  l.z_dim = size;
+  l.zero_point = zp;
+  l.dequantization_factor = scale;
+  l.data_type =
+      is_signed ? container::DataType::kSignedFixedPoint8 : container::DataType::kFixedPoint8;
+  l.is_output = output;
+  return l;
+}
+
+container::DmaHint dma(BufferKind kind, container::Direction dir, const std::string& name,
+                       int size) {
+  container::DmaHint h;
+  h.kind = container::HintKind::kDma;
+  h.direction = dir;
+  h.meta.desc = kind;
+  h.meta.name = name;
+  h.size_in_bytes = size;
+  return h;
+}
+
+container::DmaHint instruction_hint() {
+  container::DmaHint h;
+  h.kind = container::HintKind::kInstruction;
+  return h;
+}
+
+container::DmaHint interrupt_hint() {
+  container::DmaHint h;
+  h.kind = container::HintKind::kInterrupt;
+  h.direction = container::Direction::kOutfeed;
+  return h;
+}
+
+// A token shared by the two executables: FNV-1a over the parameters, so recompiling the same
+// model gives the same file (Google's is an opaque 64-bit value).
+uint64_t caching_token(const std::vector<uint8_t>& parameters) {
+  uint64_t h = 1469598103934665603ull;
+  for (uint8_t b : parameters) h = (h ^ b) * 1099511628211ull;
+  return h;
+}
+
+}  // namespace
+
+std::string fc_unsupported(int n, int k) {
+  if (n <= 0 || n > 16 * kGroup) return cat("N = ", n, ": the generator covers N = 1..1024");
+  if (k <= 0 || k % kPiece != 0 || k > 1024) {
+    return cat("K = ", k, ": the generator covers K = 64..1024 in steps of 64");
+  }
+  return "";
+}
+
+std::vector<uint8_t> fc_parameters(const FcLayer& layer) {
+  const Geometry g = geometry(layer.n, layer.k, !layer.bias.empty());
+  std::vector<uint8_t> out;
+  out.reserve(static_cast<size_t>(g.tiles * g.unit_per_tile * 64));
+  for (int t = 0; t < g.tiles; ++t) {
+    for (int c = 0; c < kGroup; ++c) {
+      const uint32_t bits =
+          std::bit_cast<uint32_t>(layer.mult[static_cast<size_t>(t * kGroup + c)]);
+      for (int b = 0; b < 4; ++b) out.push_back(static_cast<uint8_t>(bits >> (8 * b)));
+    }
+    for (int c = 0; c < kGroup && !layer.bias.empty(); ++c) {
+      const auto b = static_cast<uint32_t>(layer.bias[static_cast<size_t>(t * kGroup + c)]);
+      for (int i = 0; i < 4; ++i) out.push_back(static_cast<uint8_t>(b >> (8 * i)));
+    }
+    for (int c = 0; c < kGroup; ++c) {
+      const uint32_t zp = 128;
+      for (int b = 0; b < 4; ++b) out.push_back(static_cast<uint8_t>(zp >> (8 * b)));
+    }
+    for (int kq = 0; kq < layer.k / 4; ++kq) {
+      for (int c = 0; c < kGroup; ++c) {
+        const size_t row = static_cast<size_t>(t * kGroup + c) * static_cast<size_t>(layer.k);
+        for (int b = 0; b < 4; ++b) {
+          const int8_t w = layer.weights[row + static_cast<size_t>(kq * 4 + b)];
+          out.push_back(static_cast<uint8_t>(static_cast<int>(w) + 128));
+        }
+      }
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// N % 64 != 0: the layer padded to whole groups with outputs that are never read (zero weights,
+// bias and multiplier). edgetpu_compiler uses 16/32/48-output groups instead (not modelled).
+FcLayer padded_to_groups(const FcLayer& layer) {
+  FcLayer p = layer;
+  p.n = (layer.n + kGroup - 1) / kGroup * kGroup;
+  p.weights.resize(static_cast<size_t>(p.n) * static_cast<size_t>(p.k), 0);
+  p.mult.resize(static_cast<size_t>(p.n), 0.0f);
+  if (!p.bias.empty()) p.bias.resize(static_cast<size_t>(p.n), 0);
+  return p;
+}
+
+}  // namespace
+
+FcPrograms generate_fc(const FcLayer& layer) {
+  if (const std::string why = fc_unsupported(layer.n, layer.k); !why.empty()) fail(why);
+  if (layer.n % kGroup != 0) {
+    // The chip returns every padded group; the output layer takes the first N bytes of them.
+    FcPrograms out = generate_fc(padded_to_groups(layer));
+    container::Layer& y = out.execution.output_layers.at(0);
+    y.z_dim = layer.n;
+    y.shape = {{0, 0}, {0, layer.n - 1}};
+    return out;
+  }
+  const Geometry g = geometry(layer.n, layer.k, !layer.bias.empty());
+  FcPrograms out;
+  container::Executable& eo = out.execution;
+  eo.name = "model";
+  eo.chip = "beagle";
+  eo.type = container::ExecutableType::kExecutionOnly;
+  eo.bitstreams.push_back(execution_program(g, layer));
+  eo.input_layers.push_back(boundary_layer(layer.input_name, layer.k, layer.in_zp, layer.in_scale,
+                                           false, layer.signed_input));
+  container::Layer out_layer = boundary_layer(layer.output_name, layer.n, layer.out_zp,
+                                              layer.out_scale, true, layer.signed_output);
+  // The chip returns tile t's 64 outputs at byte 64t: one row, tiles side by side.
+  container::OutputLayout layout;
+  layout.y_coordinate_to_linear_tile_id_map = {0};
+  layout.x_coordinate_to_linear_tile_id_map = {0};
+  for (int t = 0; t < 16; ++t)
+    layout.linearized_tile_byte_offset.push_back(std::min(t * kGroup, g.n));
+  layout.x_coordinate_to_local_byte_offset = {0};
+  layout.y_coordinate_to_local_y_offset = {0};
+  layout.x_coordinate_to_local_y_row_size = {kGroup};
+  out_layer.output_layout = layout;
+  out_layer.shape = {{0, 0}, {0, g.n - 1}};  // the TFLite shape [1, N] as inclusive ranges
+  eo.output_layers.push_back(std::move(out_layer));
+  eo.used_narrow_memory_bytes_per_tile = g.x_piece + kPiece;
+  eo.dma_hints.fully_deterministic = true;
+  eo.dma_hints.hints = {
+      instruction_hint(),
+      dma(BufferKind::kInput, container::Direction::kInfeed, layer.input_name, layer.k),
+      dma(BufferKind::kOutput, container::Direction::kOutfeed, layer.output_name, layer.n),
+      interrupt_hint()};
+
+  container::Executable& pc = out.caching;
+  pc.name = "Unknown";
+  pc.chip = "beagle";
+  pc.type = container::ExecutableType::kParameterCaching;
+  pc.bitstreams.push_back(caching_program(g));
+  pc.parameters = fc_parameters(layer);
+  pc.dma_hints.fully_deterministic = true;
+  pc.dma_hints.hints = {instruction_hint(),
+                        dma(BufferKind::kParameter, container::Direction::kInfeed, "",
+                            static_cast<int>(pc.parameters.size())),
+                        interrupt_hint()};
+  eo.parameter_caching_token = pc.parameter_caching_token = caching_token(pc.parameters);
+  return out;
+}
+
+}  // namespace tinycoral::compiler

@@ -1,0 +1,33 @@
+// The FULLY_CONNECTED code generator: edgetpu_compiler 16.0's two programs for one per-channel FC
+// layer, built from the layer's shapes (docs/compiler.md has the rules and the evidence).
+//
+// Geometry: G = N/64 output groups, one per compute tile (tiles 0..G-1); the input's K bytes are
+// cut into T_in = K/64 pieces of 64 bytes, piece i on tile i, scattered by the host over the ring
+// in 256-byte packets (one per row of 4 tiles), then every piece is broadcast over the ring to all
+// compute tiles, which hold the whole x at narrow address 0. Each compute tile runs one op over its
+// 64 outputs and sends them to the host through the scalar core.
+#pragma once
+
+#include <string>
+
+#include "compiler/fc_layer.h"
+#include "container/executable.h"
+
+namespace tinycoral::compiler {
+
+struct FcPrograms {
+  container::Executable execution;  // EXECUTION_ONLY, name "model"
+  container::Executable caching;    // PARAMETER_CACHING, name "Unknown", holds the parameters
+};
+
+// Why this shape is outside what the generator reproduces, or "" when it is covered.
+std::string fc_unsupported(int n, int k);
+
+// The parameter stream: per compute tile, a row of 64 float32 multipliers, a row of 64 int32
+// (128: the zero point of the stored weights), then the weights as [K/4][64][4] bytes w + 128.
+std::vector<uint8_t> fc_parameters(const FcLayer& layer);
+
+// Both executables; throws Error if fc_unsupported() is not empty.
+FcPrograms generate_fc(const FcLayer& layer);
+
+}  // namespace tinycoral::compiler

@@ -1,0 +1,37 @@
+// One FULLY_CONNECTED layer as the code generator sees it: y[N] = requant(W[N,K] x[K]), batch 1,
+// int8 weights with one scale per output channel, uint8 or int8 activations at the boundary (the
+// QUANTIZE operators around an int8 layer only shift zero points by 128 and are folded in). The
+// per-channel multiplier and the clamps are computed in float32 exactly as edgetpu_compiler 16.0
+// stores them (docs/compiler.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "compiler/graph.h"
+
+namespace tinycoral::compiler {
+
+struct FcLayer {
+  int n = 0, k = 0;
+  std::vector<int8_t> weights;  // [n][k], symmetric (zero point 0)
+  std::vector<float> mult;    // per output channel: f32(f32(w_scale * x_scale) * f32(1 / y_scale))
+  std::vector<int32_t> bias;  // per output channel; empty = no bias (the twins' form)
+  int32_t in_zp = 0, out_zp = 0;  // uint8 domain
+  float in_scale = 0, out_scale = 0;
+  float clamp_min = 0,
+        clamp_max = 0;  // f32(f32((q - out_zp) * y_scale) * f32(1 / y_scale)), q = 0/255
+  std::string input_name, output_name;               // the boundary tensors' names
+  bool signed_input = false, signed_output = false;  // int8 (not uint8) at the boundary
+};
+
+// Recognises the mapped part [QUANTIZE] FULLY_CONNECTED [QUANTIZE] (uint8 at both ends) and builds
+// the layer; returns "" and fills `layer`, or the reason tinycoral cannot generate it yet.
+std::string match_fc(const Graph& graph, const std::vector<int>& mapped_ops, FcLayer& layer);
+
+// The per-channel multiplier and the clamps of the output stage (fc_layer.h's formulas).
+float fc_multiplier(float w_scale, float x_scale, float y_scale);
+float fc_clamp(int q, int32_t out_zp, float y_scale);
+
+}  // namespace tinycoral::compiler

@@ -1,0 +1,101 @@
+// `tinycoral compile` and `tinycoral compare` end to end: outputs and logs in edgetpu_compiler's
+// format, models that cannot be mapped, malformed models (exit 2), and the comparison verdicts.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/file.h"
+#include "container/edgetpu_model.h"
+#include "support/testdata.h"
+
+namespace tinycoral::compiler {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::run_cli;
+
+fs::path scratch(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("tinycoral_compile_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(CliCompile, DenseTwinCompilesAndComparesIdenticalToGoogle) {
+  TINYCORAL_REQUIRE_TESTDATA(dir);
+  const fs::path out = scratch("dense");
+  const fs::path model = dir / "libredgetpu" / "dense_256.tflite";
+  const auto r = run_cli("compile " + model.string() + " -o " + out.string() + " -s");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("FULLY_CONNECTED                1          Mapped to Edge TPU"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("QUANTIZE                       2          Mapped to Edge TPU"),
+            std::string::npos)
+      << r.out;
+  const std::string log = slurp(out / "dense_256_edgetpu.log");
+  EXPECT_NE(log.find("Operator                       Count      Status"), std::string::npos) << log;
+  const fs::path ours = out / "dense_256_edgetpu.tflite";
+  const auto model_read = container::read_edgetpu_model_file(ours);
+  EXPECT_EQ(model_read.edgetpu_ops.size(), 1u);
+
+  const auto same = run_cli("compare " + ours.string() + " " +
+                            (dir / "libredgetpu" / "dense_256_edgetpu.tflite").string());
+  EXPECT_EQ(same.exit_code, 0) << same.out << same.err;
+  EXPECT_NE(same.out.find("identical\n"), std::string::npos) << same.out;
+  const auto other = run_cli("compare " + ours.string() + " " +
+                             (dir / "libredgetpu" / "dense_512_edgetpu.tflite").string());
+  EXPECT_EQ(other.exit_code, 1) << other.out << other.err;
+  EXPECT_NE(other.out.find("first difference at instruction"), std::string::npos) << other.out;
+  EXPECT_NE(other.out.find("parameters: 67584 vs 266240 bytes"), std::string::npos) << other.out;
+}
+
+TEST(CliCompile, UnmappableModelStillGetsAnOutputAndALogSayingWhy) {
+  TINYCORAL_REQUIRE_TESTDATA(dir);
+  const fs::path out = scratch("cpu");
+  const fs::path model = dir / "libredgetpu" / "bright_16x16.tflite";
+  const auto r = run_cli("compile " + model.string() + " -o " + out.string() + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"edgetpu_subgraphs\": 0"), std::string::npos) << r.out;
+  const auto written = container::read_edgetpu_model_file(out / "bright_16x16_edgetpu.tflite");
+  EXPECT_TRUE(written.edgetpu_ops.empty());
+  EXPECT_EQ(written.model.subgraphs.at(0).operators.size(),
+            container::read_edgetpu_model_file(model).model.subgraphs.at(0).operators.size());
+  const std::string log = slurp(out / "bright_16x16_edgetpu.log");
+  EXPECT_NE(log.find("tinycoral has no code generator for RESHAPE yet"), std::string::npos) << log;
+}
+
+TEST(CliCompile, EdgetpuCompilersOtherFlagsAreAcceptedWithAWarning) {
+  TINYCORAL_REQUIRE_TESTDATA(dir);
+  const fs::path out = scratch("flags");
+  const fs::path model = dir / "libredgetpu" / "dense_512.tflite";
+  const auto r =
+      run_cli("compile -m 13 -a -t 180 -s --out_dir " + out.string() + " " + model.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("-a is not supported yet"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::exists(out / "dense_512_edgetpu.tflite"));
+  EXPECT_TRUE(fs::exists(out / "dense_512_edgetpu.log"));
+}
+
+TEST(CliCompile, MalformedModelIsExitCodeTwoWithOneLine) {
+  const fs::path out = scratch("bad");
+  const fs::path bad = out / "bad.tflite";
+  const std::vector<uint8_t> junk = {1, 2, 3, 4, 'T', 'F', 'L', '3', 9, 9, 9, 9};
+  write_file(bad, junk);
+  const auto r = run_cli("compile " + bad.string() + " -o " + out.string());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("bad.tflite"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(out / "bad_edgetpu.tflite"));
+}
+
+}  // namespace
+}  // namespace tinycoral::compiler

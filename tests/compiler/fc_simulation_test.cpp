@@ -1,0 +1,216 @@
+// Correct by simulation: FULLY_CONNECTED layers of random shapes and quantizations, built as CPU
+// twins (QUANTIZE -> per-channel int8 FC -> QUANTIZE), compiled by our compiler, run on the virtual
+// Edge TPU, and compared with the CPU reference in `edgetpu` rounding: every output byte equal, on
+// a first and a second inference (parameters resident).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <set>
+
+#include "chip/sim_runner.h"
+#include "compiler/compile.h"
+#include "container/tflite_writer.h"
+#include "host/interpreter.h"
+
+namespace tinycoral::compiler {
+namespace {
+
+using container::TensorType;
+
+container::Tensor tensor(const std::string& name, TensorType type, std::vector<int32_t> shape,
+                         std::vector<float> scale, std::vector<int64_t> zp, uint32_t buffer = 0) {
+  container::Tensor t;
+  t.name = name;
+  t.type = type;
+  t.shape = std::move(shape);
+  t.buffer = buffer;
+  t.quantization.scale = std::move(scale);
+  t.quantization.zero_point = std::move(zp);
+  return t;
+}
+
+// The CPU twin of an N x K dense layer, as TensorFlow's converter writes it for uint8 I/O (or,
+// with int8_io, for int8 I/O: the FC alone).
+container::Model dense_twin(int n, int k, bool bias, container::Activation act, bool int8_io,
+                            std::mt19937& random) {
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  const float sx = 0.004f + 0.01f * unit(random);
+  const int x_zp = static_cast<int>(random() % 200) + 28;
+  std::vector<float> sw(static_cast<size_t>(n));
+  float sw_sum = 0;
+  // RELU6 layers get outputs well past 6 so that its upper bound clips.
+  const float boost = act == container::Activation::kRelu6 ? 20.0f : 1.0f;
+  for (float& s : sw) sw_sum += s = boost * (0.0004f + 0.001f * unit(random));
+  // Outputs spread over the uint8 range: ~3 standard deviations of the sum map to 127.
+  const float sy = 3.0f * std::sqrt(static_cast<float>(k)) * 74 * 74 * sx * (sw_sum / n) / 127;
+  const int y_zp = static_cast<int>(random() % 100) + 78;
+  container::Buffer weights;
+  weights.data.resize(static_cast<size_t>(n) * static_cast<size_t>(k));
+  for (auto& b : weights.data) b = static_cast<uint8_t>(static_cast<int>(random() % 255) - 127);
+
+  container::Buffer biases;
+  std::vector<float> bias_scale(sw.size());
+  for (size_t c = 0; c < sw.size(); ++c) bias_scale[c] = sx * sw[c];
+  for (int c = 0; c < n; ++c) {
+    const int32_t b = static_cast<int32_t>(random() % 40001) - 20000;
+    for (int i = 0; i < 4; ++i)
+      biases.data.push_back(static_cast<uint8_t>(static_cast<uint32_t>(b) >> (8 * i)));
+  }
+
+  container::Model m;
+  m.description = "dense twin";
+  m.operator_codes = {{114, "", 1}, {9, "", 5}};
+  m.buffers = {{}, weights, biases};
+  container::Subgraph g;
+  g.tensors = {
+      tensor("x", TensorType::kUInt8, {1, k}, {sx}, {x_zp}),
+      tensor("w", TensorType::kInt8, {n, k}, sw, std::vector<int64_t>(sw.size(), 0), 1),
+      tensor("xq", TensorType::kInt8, {1, k}, {sx}, {x_zp - 128}),
+      tensor("yq", TensorType::kInt8, {1, n}, {sy}, {y_zp - 128}),
+      tensor("y", TensorType::kUInt8, {1, n}, {sy}, {y_zp}),
+      tensor("b", TensorType::kInt32, {n}, bias_scale, std::vector<int64_t>(sw.size(), 0), 2)};
+  container::Operator q_in, fc, q_out;
+  q_in.opcode_index = 0;
+  q_in.inputs = {0};
+  q_in.outputs = {2};
+  fc.opcode_index = 1;
+  fc.inputs = {2, 1, bias ? 5 : -1};
+  fc.outputs = {3};
+  fc.builtin_options_type = 8;
+  container::FullyConnectedOptions options;
+  options.activation = act;
+  fc.options = options;
+  q_out.opcode_index = 0;
+  q_out.inputs = {3};
+  q_out.outputs = {4};
+  g.operators = {q_in, fc, q_out};
+  if (int8_io) {  // no QUANTIZE: the layer's int8 tensors are the model's input and output
+    g.tensors[0] = tensor("x", TensorType::kInt8, {1, k}, {sx}, {x_zp - 128});
+    g.tensors[4] = tensor("y", TensorType::kInt8, {1, n}, {sy}, {y_zp - 128});
+    fc.inputs[0] = 0;
+    fc.outputs = {4};
+    g.operators = {fc};
+  }
+  g.inputs = {0};
+  g.outputs = {4};
+  m.subgraphs.push_back(std::move(g));
+  return m;
+}
+
+void expect_equal_to_cpu(int n, int k, bool bias, std::mt19937& random,
+                         container::Activation act = container::Activation::kNone,
+                         bool int8_io = false) {
+  SCOPED_TRACE(std::to_string(n) + " x " + std::to_string(k) + (bias ? " with bias" : "") +
+               " activation " + std::to_string(static_cast<int>(act)));
+  const container::Model twin = dense_twin(n, k, bias, act, int8_io, random);
+  const CompileResult r = compile_model(container::write_tflite(twin));
+  ASSERT_EQ(r.edgetpu_subgraphs, 1);
+  const auto compiled = container::read_edgetpu_model(r.tflite);
+  const auto exes = chip::testing::executables_of(compiled);
+  ASSERT_NE(exes.execution, nullptr);
+  ASSERT_NE(exes.caching, nullptr);
+
+  host::InterpreterOptions options;
+  options.rounding = host::Rounding::kEdgeTpu;
+  host::Interpreter cpu(twin, options);
+  std::vector<uint8_t> x(static_cast<size_t>(k));
+  for (auto& b : x) b = static_cast<uint8_t>(random());
+  cpu.set_input(0, x);
+  cpu.invoke();
+  const auto want = cpu.output_bytes(0);
+  // The quantization spreads the outputs: an all-saturated result would make equality cheap.
+  size_t saturated = 0;
+  for (uint8_t v : want) saturated += v == 0 || v == 255;
+  if (act == container::Activation::kNone) {
+    ASSERT_LT(saturated * 4, want.size()) << "the test's output quantization saturates";
+    ASSERT_GT(std::set<uint8_t>(want.begin(), want.end()).size(),
+              std::min<size_t>(want.size() / 4, 32));
+  } else {
+    // The activation must clip: some outputs sit at the bound it sets.
+    const auto& y = twin.subgraphs[0].tensors[4].quantization;
+    const int zp = static_cast<int>(y.zero_point[0]) + (int8_io ? 128 : 0);
+    const int top = std::min(255, zp + static_cast<int>(std::nearbyint(6.0f / y.scale[0])));
+    const int bound = act == container::Activation::kRelu ? zp : top;
+    ASSERT_GT(std::count(want.begin(), want.end(), static_cast<uint8_t>(bound)), 0)
+        << "bound " << bound << " zp " << zp << " max "
+        << static_cast<int>(*std::max_element(want.begin(), want.end()));
+  }
+
+  chip::VirtualEdgeTpu chip;
+  chip::testing::run_executable(chip, *exes.caching, {});
+  const auto& layer = exes.execution->output_layers.at(0);
+  // The host flips the most significant bit of int8 (SIGNED_FIXED_POINT8) inputs and outputs.
+  const uint8_t flip = int8_io ? 0x80 : 0;
+  ASSERT_EQ(exes.execution->output_layers.at(0).data_type,
+            int8_io ? container::DataType::kSignedFixedPoint8 : container::DataType::kFixedPoint8);
+  std::vector<uint8_t> device_x(x);
+  for (auto& b : device_x) b ^= flip;
+  for (int inference = 0; inference < 2; ++inference) {
+    auto got = chip::testing::detile(
+        layer,
+        chip::testing::run_executable(chip, *exes.execution, {{"x", device_x}}).at(layer.name));
+    for (auto& b : got) b ^= flip;
+    ASSERT_EQ(got.size(), want.size());
+    size_t differ = 0;
+    for (size_t i = 0; i < want.size(); ++i) differ += got[i] != want[i];
+    EXPECT_EQ(differ, 0u) << "inference " << inference << ": " << differ << " of " << want.size()
+                          << " bytes differ";
+  }
+  EXPECT_EQ(chip.fault(), "");
+}
+
+TEST(FcOnTheVirtualEdgeTpu, RandomShapesEqualTheCpuReferenceInEveryByte) {
+  std::mt19937 random(20261203);
+  expect_equal_to_cpu(64, 64, false, random);
+  expect_equal_to_cpu(1024, 1024, false, random);
+  for (int i = 0; i < 24; ++i) {
+    const int n = 64 * (1 + static_cast<int>(random() % 16));
+    const int k = 64 * (1 + static_cast<int>(random() % 16));
+    expect_equal_to_cpu(n, k, false, random);
+  }
+}
+
+TEST(FcOnTheVirtualEdgeTpu, FusedReluAndRelu6EqualTheCpuReferenceInEveryByte) {
+  std::mt19937 random(11);
+  for (int i = 0; i < 4; ++i) {
+    const int n = 64 * (1 + static_cast<int>(random() % 16));
+    const int k = 64 * (1 + static_cast<int>(random() % 16));
+    expect_equal_to_cpu(n, k, true, random, container::Activation::kRelu);
+    expect_equal_to_cpu(n, k, i % 2 == 0, random, container::Activation::kRelu6);
+  }
+}
+
+TEST(FcOnTheVirtualEdgeTpu, OutputCountsNotAMultipleOf64EqualTheCpuReferenceInEveryByte) {
+  std::mt19937 random(17);
+  expect_equal_to_cpu(1, 64, true, random);
+  expect_equal_to_cpu(10, 576, true, random);
+  for (int i = 0; i < 4; ++i) {
+    const int n = 1 + static_cast<int>(random() % 1024);
+    const int k = 64 * (1 + static_cast<int>(random() % 16));
+    expect_equal_to_cpu(n, k, i % 2 == 0, random);
+  }
+}
+
+TEST(FcOnTheVirtualEdgeTpu, Int8InputsAndOutputsEqualTheCpuReferenceInEveryByte) {
+  std::mt19937 random(13);
+  for (int i = 0; i < 4; ++i) {
+    const int n = 64 * (1 + static_cast<int>(random() % 16));
+    const int k = 64 * (1 + static_cast<int>(random() % 16));
+    expect_equal_to_cpu(n, k, i % 2 == 0, random, container::Activation::kNone, true);
+  }
+}
+
+TEST(FcOnTheVirtualEdgeTpu, RandomShapesWithBiasEqualTheCpuReferenceInEveryByte) {
+  std::mt19937 random(7);
+  expect_equal_to_cpu(64, 64, true, random);
+  for (int i = 0; i < 12; ++i) {
+    const int n = 64 * (1 + static_cast<int>(random() % 16));
+    const int k = 64 * (1 + static_cast<int>(random() % 16));
+    expect_equal_to_cpu(n, k, true, random);
+  }
+}
+
+}  // namespace
+}  // namespace tinycoral::compiler
