@@ -16,5 +16,6 @@ void add_disasm_command(CLI::App& app);
 void add_asm_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 void add_devices_command(CLI::App& app);
+void add_generate_command(CLI::App& app);
 
 }  // namespace tinycoral::cli

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   tinycoral::cli::add_asm_command(app);
   tinycoral::cli::add_run_command(app);
   tinycoral::cli::add_devices_command(app);
+  tinycoral::cli::add_generate_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
