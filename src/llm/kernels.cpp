@@ -76,7 +76,7 @@ void matvec_int8_portable(const int8_t* w, const int8_t* x, int32_t* acc, int n,
 #define TC_AVX2 __attribute__((target("avx2,fma")))
 
 // glibc's libmvec (linked through libm's AS_NEEDED group): 8 lanes of expf for AVX2.
-extern "C" __m256 _ZGVdN8v_expf(__m256 x);
+extern "C" TC_AVX2 __m256 _ZGVdN8v_expf(__m256 x);
 
 // The 8 -> 1 fold of gcc's reduction epilogue: (h0 + h2) + (h1 + h3) with h = hi128 + lo128.
 TC_AVX2 inline float fold8(__m256 y) {

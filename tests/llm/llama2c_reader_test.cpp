@@ -188,5 +188,27 @@ TEST(Llama2cGenerate, PromptsLongerThanSeqLenAreRefused) {
   EXPECT_EQ(r.prompt_tokens, 32);
 }
 
+// The fuzzer's seeds (tests/data/fuzz/llama2c_fuzz/, first byte odd: a checkpoint; even: a
+// tokenizer whose vocabulary size - 1 is the next two bytes) must parse, so that fuzzing starts
+// from valid files of every format.
+TEST(Llama2cFuzzSeeds, EverySeedParses) {
+  int count = 0;
+  for (const auto& e :
+       std::filesystem::directory_iterator(source_dir() / "tests/data/fuzz/llama2c_fuzz")) {
+    SCOPED_TRACE(e.path().string());
+    std::ifstream in(e.path(), std::ios::binary);
+    const std::vector<uint8_t> b((std::istreambuf_iterator<char>(in)),
+                                 std::istreambuf_iterator<char>());
+    ASSERT_GE(b.size(), 3u);
+    const std::span<const uint8_t> rest(b.data() + 3, b.size() - 3);
+    if (b[0] & 1)
+      EXPECT_NO_THROW(llm::parse_checkpoint(rest));
+    else
+      EXPECT_NO_THROW(llm::Tokenizer::parse(rest, 1 + (b[1] | (b[2] << 8))));
+    ++count;
+  }
+  EXPECT_EQ(count, 4);
+}
+
 }  // namespace
 }  // namespace tinycoral::testing
