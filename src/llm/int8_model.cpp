@@ -98,6 +98,7 @@ Calibration calibrate(const Checkpoint& ck, ThreadPool& pool, int positions) {
   cal.out.resize(size_t(ck.config.n_layers));
   cal.positions = std::clamp(positions, 1, ck.config.seq_len);
   RecordingTransformer model(ck, pool, cal);
+  model.set_argmax_only(true);
   int token = kBos;
   for (int pos = 0; pos < cal.positions; ++pos) token = argmax(model.forward(token, pos));
   return cal;

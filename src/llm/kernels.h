@@ -22,6 +22,9 @@ void exp_shifted(float* x, int n, float shift);
 void axpy(float a, const float* x, float* y, int n);
 // out[i] = dot(w + i * n, x, n) for i in [begin, end)
 void matvec_rows(const float* w, const float* x, float* out, int n, int begin, int end);
+// out[i] = sum_j float(w[i][j]) * x[j] for i in [begin, end): int8 rows against float x (the
+// classifier's bound for greedy decoding; any order)
+void matvec_q8f_rows(const int8_t* w, const float* x, float* out, int n, int begin, int end);
 // acc[i] = sum_j int32(w[i][j]) * int32(x[j]) for i in [begin, end): exact int32 sums of int8
 void matvec_int8_rows(const int8_t* w, const int8_t* x, int32_t* acc, int n, int begin, int end);
 

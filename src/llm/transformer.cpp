@@ -1,7 +1,9 @@
 #include "llm/transformer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "common/error.h"
 #include "llm/kernels.h"
@@ -95,6 +97,52 @@ void Transformer::attention(int layer, int pos) {
   });
 }
 
+void Transformer::classifier(const float* x) {
+  const Config& c = ck_.config;
+  const int n = c.dim, rows = c.vocab_size;
+  const float* w = ck_.wcls().data();
+  if (!argmax_only_) {
+    float_matmul(w, x, logits_.data(), rows, n);
+    return;
+  }
+  if (cls_q_.empty()) {
+    cls_q_.resize(size_t(rows) * size_t(n));
+    cls_scale_.resize(size_t(rows));
+    cls_margin_.resize(size_t(rows));
+    approx_.resize(size_t(rows));
+    for (int r = 0; r < rows; ++r) {
+      const float* row = w + size_t(r) * size_t(n);
+      double max_abs = 0, err = 0;
+      for (int j = 0; j < n; ++j) max_abs = std::max(max_abs, double(std::fabs(row[j])));
+      const double s = max_abs > 0 ? max_abs / 127 : 1;
+      for (int j = 0; j < n; ++j) {
+        const double q = std::nearbyint(row[j] / s);
+        cls_q_[size_t(r) * size_t(n) + size_t(j)] = static_cast<int8_t>(q);
+        err = std::max(err, std::fabs(row[j] - q * s));
+      }
+      // |exact float dot - approx| <= (|w - q s| max) * |x|_1 + the float rounding of both dots,
+      // each at most n * 2^-24 * max|w| * |x|_1 (doubled again for safety).
+      cls_scale_[size_t(r)] = static_cast<float>(s);
+      cls_margin_[size_t(r)] = static_cast<float>(err * 1.01 + 4.0 * n * 0x1p-24 * 128 * s);
+    }
+  }
+  double l1 = 0;
+  for (int j = 0; j < n; ++j) l1 += std::fabs(x[j]);
+  const float x_l1 = static_cast<float>(l1 * 1.0001);
+  pool_.parallel_for(rows, 64, [&](int begin, int end) {
+    matvec_q8f_rows(cls_q_.data(), x, approx_.data(), n, begin, end);
+  });
+  float best_low = -std::numeric_limits<float>::infinity();
+  for (int r = 0; r < rows; ++r) {
+    approx_[size_t(r)] *= cls_scale_[size_t(r)];
+    best_low = std::max(best_low, approx_[size_t(r)] - cls_margin_[size_t(r)] * x_l1);
+  }
+  for (int r = 0; r < rows; ++r)
+    logits_[size_t(r)] = approx_[size_t(r)] + cls_margin_[size_t(r)] * x_l1 >= best_low
+                             ? dot(w + size_t(r) * size_t(n), x, n)
+                             : -std::numeric_limits<float>::infinity();
+}
+
 std::span<float> Transformer::forward(int token, int pos) {
   const Config& c = ck_.config;
   if (token < 0 || token >= c.vocab_size) fail("token ", token, " is outside the vocabulary");
@@ -139,7 +187,7 @@ std::span<float> Transformer::forward(int token, int pos) {
     for (int i = 0; i < dim; ++i) x[i] += xb_[size_t(i)];
   }
   rmsnorm(x, x, ck_.rms_final.data(), dim);
-  float_matmul(ck_.wcls().data(), x, logits_.data(), c.vocab_size, dim);
+  classifier(x);
   return logits_;
 }
 

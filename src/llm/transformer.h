@@ -34,6 +34,12 @@ class Transformer {
   // The logits after `token` at position `pos` (0 <= pos < seq_len); positions 0..pos-1 must have
   // been run first, with the tokens of this sequence. The span lives until the next call.
   std::span<float> forward(int token, int pos);
+  // Greedy decoding needs only the largest logit. With this on, forward() computes the classifier
+  // exactly only for tokens that can still be the largest, by a rigorous bound from an int8 copy of
+  // it (docs/llm.md "Speed"); the other logits are -infinity. The argmax, and every logit within
+  // the bound of it, are bit for bit those of the full classifier; a greedy token reads about a
+  // third of the classifier's bytes.
+  void set_argmax_only(bool on) { argmax_only_ = on; }
 
  protected:
   virtual void layer_matmul(int layer, LayerMatmul m, const float* in, float* out);
@@ -43,6 +49,11 @@ class Transformer {
 
  private:
   void attention(int layer, int pos);
+  void classifier(const float* x);
+  bool argmax_only_ = false;
+  std::vector<int8_t> cls_q_;                  // int8 copy of the classifier, per-row scaled
+  std::vector<float> cls_scale_, cls_margin_;  // per row: scale, bound on |w - q s| (+ rounding)
+  std::vector<float> approx_;
   std::vector<float> x_, xb_, xb2_, hb_, hb2_, q_, att_, logits_, key_cache_, value_cache_;
 };
 

@@ -80,6 +80,7 @@ TEST(RunCExpected, EveryCaseWritesRunCsText) {
     const RunArgs a = parse_args(c.args);
     llm::Transformer model(ck, pool);
     llm::Sampler sampler(a.temperature, a.topp, a.seed);
+    model.set_argmax_only(sampler.temperature() == 0.0f);  // greedy: the pruned classifier
     // run.c printed the pieces, then "\n".
     ASSERT_FALSE(c.stdout_text.empty());
     const std::string expected = c.stdout_text.substr(0, c.stdout_text.size() - 1);

@@ -27,7 +27,7 @@ struct GenerateArgs {
   int64_t seed = 0;
   int threads = 0;
   int calibration = 64;
-  bool int8 = false, json = false;
+  bool int8 = false, json = false, all_logits = false;
 };
 
 // tokenizer.bin beside the checkpoint, else in the working directory (run.c's default).
@@ -66,6 +66,7 @@ void run(GenerateArgs& a) {
     model = std::make_unique<llm::Transformer>(ck, pool);
   }
   llm::Sampler sampler(a.temperature, a.topp, seed);
+  model->set_argmax_only(sampler.temperature() == 0.0f && !a.all_logits);
   std::string text;
   const auto emit = [&](const std::string& piece) {
     if (a.json) {
@@ -125,6 +126,8 @@ void add_generate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--threads", args->threads, "worker threads (0: one per core)")
       ->capture_default_str();
+  cmd->add_flag("--all-logits", args->all_logits,
+                "greedy runs: compute every logit instead of only the possible argmaxes");
   cmd->add_flag("--json", args->json, "print the text, tokens and speed as one JSON object");
   cmd->callback([args] { run(*args); });
 }
