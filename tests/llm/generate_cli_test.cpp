@@ -9,6 +9,7 @@
 #include "llm/checkpoint.h"
 #include "llm/generate.h"
 #include "llm/int8_model.h"
+#include "llm/kernels.h"
 
 namespace tinycoral::testing {
 namespace {
@@ -85,32 +86,38 @@ TEST_F(GenerateCli, BadInputsAreOneLineAndExitTwo) {
   expect_error(q("model.bin") + " --device cpu", "tokenizer");
 }
 
+// With the AVX2 kernels and with the portable ones (which every CPU without AVX2 runs).
 TEST(Llama2cGreedy, PrunedClassifierKeepsTheArgmaxAndItsLogitsExact) {
-  TinyShape s;
-  s.vocab = 700;
-  s.shared = false;
-  const llm::Checkpoint ck = llm::parse_checkpoint(tiny_v0(s, TinyWeights(s, 11)));
-  llm::ThreadPool pool(1);
-  llm::Transformer full(ck, pool), pruned(ck, pool);
-  pruned.set_argmax_only(true);
-  int token = llm::kBos, skipped = 0;
-  for (int pos = 0; pos < s.seq_len; ++pos) {
-    const std::span<float> fa = full.forward(token, pos);
-    const std::vector<float> a(fa.begin(), fa.end());
-    const std::span<float> b = pruned.forward(token, pos);
-    const int best = llm::argmax(a);
-    EXPECT_EQ(llm::argmax(b), best) << pos;
-    for (size_t i = 0; i < a.size(); ++i) {
-      if (std::isinf(b[i])) {
-        EXPECT_LT(a[i], a[size_t(best)]);
-        ++skipped;
-      } else {
-        EXPECT_EQ(a[i], b[i]);
+  for (bool avx2 : {true, false}) {
+    llm::set_kernels_use_avx2(avx2);
+    SCOPED_TRACE(llm::kernels_use_avx2() ? "AVX2" : "portable");
+    TinyShape s;
+    s.vocab = 700;
+    s.shared = false;
+    const llm::Checkpoint ck = llm::parse_checkpoint(tiny_v0(s, TinyWeights(s, 11)));
+    llm::ThreadPool pool(1);
+    llm::Transformer full(ck, pool), pruned(ck, pool);
+    pruned.set_argmax_only(true);
+    int token = llm::kBos, skipped = 0;
+    for (int pos = 0; pos < s.seq_len; ++pos) {
+      const std::span<float> fa = full.forward(token, pos);
+      const std::vector<float> a(fa.begin(), fa.end());
+      const std::span<float> b = pruned.forward(token, pos);
+      const int best = llm::argmax(a);
+      EXPECT_EQ(llm::argmax(b), best) << pos;
+      for (size_t i = 0; i < a.size(); ++i) {
+        if (std::isinf(b[i])) {
+          EXPECT_LT(a[i], a[size_t(best)]);
+          ++skipped;
+        } else {
+          EXPECT_EQ(a[i], b[i]);
+        }
       }
+      token = best;
     }
-    token = best;
+    EXPECT_GT(skipped, s.seq_len * s.vocab / 2) << "the bound prunes little";
   }
-  EXPECT_GT(skipped, s.seq_len * s.vocab / 2) << "the bound prunes little";
+  llm::set_kernels_use_avx2(true);
 }
 
 TEST(Llama2cInt8, AgreesWithFloatOnATinyModel) {
