@@ -3,7 +3,9 @@
 # With Google's test data ($TINYCORAL_TESTDATA or ../shared/testdata): inspect and disassemble a
 # compiled MobileNet, then classify an image with it on the best available device (a Coral stick if
 # one is plugged in, else the virtual Edge TPU). Without it: assemble, check and disassemble the
-# example program in examples/.
+# example program in examples/. Then a story: with a llama2.c checkpoint ($TINYCORAL_CHECKPOINT,
+# e.g. stories15M.bin, README "TinyStories") on the CPU; without one, from a random checkpoint made by
+# the test data's make_checkpoint.py (the text is noise then, and the script says so).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # TINYCORAL_CLI names an already built tinycoral (the test suite runs this script that way).
@@ -45,4 +47,20 @@ else
   "$tc" disasm --check "$bin"
   "$tc" disasm "$bin"
   rm -f "$bin"
+fi
+tokenizer=$data/llama2c/tokenizer.bin
+checkpoint=${TINYCORAL_CHECKPOINT:-}
+if [ -n "$checkpoint" ] && [ -f "$checkpoint" ]; then
+  echo "== a story from $(basename "$checkpoint") on the CPU (float32)"
+  "$tc" generate "$checkpoint" ${tokenizer:+-z "$tokenizer"} -n 200 -t 0.8 -s 42 \
+    -i "Once upon a time" --device cpu
+elif [ -f "$data/llama2c/make_checkpoint.py" ] && command -v python3 >/dev/null; then
+  echo "== a story (no checkpoint: set TINYCORAL_CHECKPOINT=stories15M.bin for a real one;"
+  echo "   this is a random checkpoint from make_checkpoint.py, so the text is noise)"
+  random_ckpt=$(mktemp)
+  python3 "$data/llama2c/make_checkpoint.py" "$random_ckpt" rand_gqa
+  "$tc" generate "$random_ckpt" -z "$tokenizer" -n 48 -t 0 -i "Once upon a time" --device cpu
+  rm -f "$random_ckpt"
+else
+  echo "(no llama2.c checkpoint or test data: no story; README \"TinyStories\" says where to get one)"
 fi

@@ -1,6 +1,7 @@
 // The README's main job (scripts/demo.sh) on the built CLI: with Google's test data it classifies
 // cat.bmp and bird.bmp with the compiled MobileNet on --device auto, which is the virtual Edge TPU
-// here; without test data it assembles and disassembles the example program.
+// here; without test data it assembles and disassembles the example program. It then writes a
+// story with `generate` (a random llama2.c checkpoint unless TINYCORAL_CHECKPOINT names one).
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -15,7 +16,8 @@ using tinycoral::testing::run_shell;
 
 std::string demo_command(const std::string& testdata) {
   return "cd '" + testing::source_dir().string() + "' && TINYCORAL_TESTDATA='" + testdata +
-         "' TINYCORAL_CLI='" + testing::cli_path().string() + "' bash scripts/demo.sh";
+         "' TINYCORAL_CHECKPOINT= TINYCORAL_CLI='" + testing::cli_path().string() +
+         "' bash scripts/demo.sh";
 }
 
 TEST(MainJob, ClassifiesCatAndBirdOnTheBestAvailableDevice) {
@@ -31,6 +33,9 @@ TEST(MainJob, ClassifiesCatAndBirdOnTheBestAvailableDevice) {
   EXPECT_NE(r.out.find("283 0.257812 tiger cat"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("20 0.441406 chickadee"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("could not run it"), std::string::npos) << r.out;
+  // Without TINYCORAL_CHECKPOINT: a story from a random llama2.c checkpoint, said to be one.
+  EXPECT_NE(r.out.find("this is a random checkpoint"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nOnce upon a time"), std::string::npos) << r.out;
 }
 
 TEST(MainJob, WithoutTestDataAssemblesTheExample) {

@@ -18,5 +18,6 @@ void add_run_command(CLI::App& app);
 void add_devices_command(CLI::App& app);
 void add_compile_command(CLI::App& app);
 void add_compare_command(CLI::App& app);
+void add_generate_command(CLI::App& app);
 
 }  // namespace tinycoral::cli

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   tinycoral::cli::add_devices_command(app);
   tinycoral::cli::add_compile_command(app);
   tinycoral::cli::add_compare_command(app);
+  tinycoral::cli::add_generate_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,61 @@
+// How closely the int8 path (the Edge TPU's arithmetic for the layer matmuls) follows float32 on a
+// llama2.c checkpoint: both are teacher-forced on the float model's own story (sampled at
+// temperature 1 from BOS, seed 1), and for every position we compare the next-token choice (top-1
+// agreement) and the distributions (KL(float || int8) in nats). Calibration: the first
+// --calibration positions of a greedy float run, as `generate --int8` does.
+//   llm_int8_agreement_bench CHECKPOINT [POSITIONS=256] [CALIBRATION=64]
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "common/error.h"
+#include "llm/checkpoint.h"
+#include "llm/int8_model.h"
+#include "llm/sampler.h"
+#include "llm/tokenizer.h"
+
+int main(int argc, char** argv) {
+  using namespace tinycoral::llm;
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s CHECKPOINT [POSITIONS] [CALIBRATION]\n", argv[0]);
+    return 2;
+  }
+  try {
+    const Checkpoint ck = load_checkpoint(argv[1]);
+    const int positions = std::min(argc > 2 ? std::atoi(argv[2]) : 256, ck.config.seq_len);
+    const int calibration = argc > 3 ? std::atoi(argv[3]) : 64;
+    ThreadPool pool(1);
+    const Calibration cal = calibrate(ck, pool, calibration);
+    Transformer f(ck, pool);
+    Int8Transformer q(ck, pool, cal);
+    Sampler sampler(1.0f, 0.0f, 1);
+    int token = kBos, agree = 0;
+    double kl = 0, kl_max = 0;
+    for (int pos = 0; pos < positions; ++pos) {
+      const std::span<float> lf = f.forward(token, pos);
+      std::vector<float> pf(lf.begin(), lf.end());
+      const std::span<float> lq = q.forward(token, pos);
+      std::vector<float> pq(lq.begin(), lq.end());
+      agree += argmax(pf) == argmax(pq);
+      std::vector<float> next_logits = pf;
+      token = sampler.sample(next_logits);
+      softmax(pf);
+      softmax(pq);
+      double k = 0;
+      for (size_t i = 0; i < pf.size(); ++i)
+        if (pf[i] > 0) k += pf[i] * std::log(double(pf[i]) / std::max(double(pq[i]), 1e-30));
+      kl += k;
+      kl_max = std::max(kl_max, k);
+    }
+    std::printf(
+        "%s\n%d positions (calibration %d): top-1 agreement %.1f%%, KL %.4f nats/token "
+        "(max %.4f)\n",
+        describe(ck).c_str(), positions, cal.positions, 100.0 * agree / positions, kl / positions,
+        kl_max);
+  } catch (const tinycoral::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}

@@ -1,0 +1,60 @@
+// The llama2.c transformer's forward pass on the CPU, one token at a time with a KV cache, in
+// float32 as run.c computes it (RMSNorm, RoPE, grouped-query attention, SwiGLU FFN, classifier).
+// The seven matmuls of each layer go through layer_matmul(), which the int8 path (int8_model.h)
+// replaces with the Edge TPU's arithmetic and the calibration pass observes; everything else is the
+// same code for both, so the two paths differ exactly in the layer matmuls.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "llm/checkpoint.h"
+#include "llm/thread_pool.h"
+
+namespace tinycoral::llm {
+
+// The matmuls of one layer, in the order forward() runs them.
+enum class LayerMatmul { kQ, kK, kV, kO, kW1, kW3, kW2 };
+constexpr int kLayerMatmuls = 7;
+const char* matmul_name(LayerMatmul m);
+// W of a matmul: [rows][cols], y = W x.
+struct MatrixRef {
+  const float* w;
+  int rows, cols;
+};
+MatrixRef layer_matrix(const Checkpoint& ck, int layer, LayerMatmul m);
+
+class Transformer {
+ public:
+  // `ck` and `pool` must outlive the transformer.
+  Transformer(const Checkpoint& ck, ThreadPool& pool);
+  virtual ~Transformer() = default;
+
+  const Config& config() const { return ck_.config; }
+  // The logits after `token` at position `pos` (0 <= pos < seq_len); positions 0..pos-1 must have
+  // been run first, with the tokens of this sequence. The span lives until the next call.
+  std::span<float> forward(int token, int pos);
+  // Greedy decoding needs only the largest logit. With this on, forward() computes the classifier
+  // exactly only for tokens that can still be the largest, by a rigorous bound from an int8 copy of
+  // it (docs/llm.md "Speed"); the other logits are -infinity. The argmax, and every logit within
+  // the bound of it, are bit for bit those of the full classifier; a greedy token reads about a
+  // third of the classifier's bytes.
+  void set_argmax_only(bool on) { argmax_only_ = on; }
+
+ protected:
+  virtual void layer_matmul(int layer, LayerMatmul m, const float* in, float* out);
+  void float_matmul(const float* w, const float* in, float* out, int rows, int cols);
+  const Checkpoint& ck_;
+  ThreadPool& pool_;
+
+ private:
+  void attention(int layer, int pos);
+  void classifier(const float* x);
+  bool argmax_only_ = false;
+  std::vector<int8_t> cls_q_;                  // int8 copy of the classifier, per-row scaled
+  std::vector<float> cls_scale_, cls_margin_;  // per row: scale, bound on |w - q s| (+ rounding)
+  std::vector<float> approx_;
+  std::vector<float> x_, xb_, xb2_, hb_, hb2_, q_, att_, logits_, key_cache_, value_cache_;
+};
+
+}  // namespace tinycoral::llm
