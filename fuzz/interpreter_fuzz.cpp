@@ -129,7 +129,7 @@ Tensor random_tensor(FuzzInput& in, Model& m, int index) {
   }
   if (in.byte() < 96) {  // a constant, filled from the input when its size is sane
     int64_t bytes = static_cast<int64_t>(tensor_type_size(t.type));
-    for (int32_t d : t.shape) bytes *= d;
+    for (int32_t d : t.shape) bytes = bytes > 4096 || d < 0 || d > 4096 ? -1 : bytes * d;
     if (bytes >= 0 && bytes <= 4096) {
       Buffer b;
       b.data.resize(static_cast<size_t>(bytes));
