@@ -15,7 +15,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const size_t program = std::min(size - 1, words * 16);
   std::span<const uint8_t> rest(data + 1 + program, size - 1 - program);
   ChipOptions options;
-  options.instruction_budget = 200000;
+  // Close to the real budgets (limits.h), so that what the limits let through is fuzzed too.
+  options.instruction_budget = 10'000'000;
+  options.max_work_items = 1'000'000;
   options.max_buffered_bytes = 1 << 22;
   VirtualEdgeTpu chip(options);
   chip.receive(DmaTag::kInstructions, std::span<const uint8_t>(data + 1, program - program % 16));

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Builds tinycoral and runs the whole test suite twice: a normal build, then a clang build under
 # AddressSanitizer + UBSan, which also runs each libFuzzer target for a short while (FUZZ_SECONDS,
-# default 20). SKIP_ASAN=1 / SKIP_FUZZ=1 leave those parts out. Tests that
+# default 15). SKIP_ASAN=1 / SKIP_FUZZ=1 leave those parts out. Tests that
 # need Google's test data use $TINYCORAL_TESTDATA, else ../shared/testdata, and skip without it.
 # Usage: scripts/test.sh            (from the checkout; run scripts/setup.sh first)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${JOBS:-$(nproc)}
-fuzz_seconds=${FUZZ_SECONDS:-20}
+fuzz_seconds=${FUZZ_SECONDS:-15}
 stage() { printf '\n=== %s (%s)\n' "$1" "$(date +%H:%M:%S)"; }
 
 stage "format (clang-format, .clang-format)"
@@ -53,7 +53,7 @@ if [ "${SKIP_ASAN:-0}" != 1 ]; then
       [ -d "$seeds" ] && cp -r "$seeds"/. "$work"/
       echo "--- $name"
       log=$(mktemp)
-      if ! build-asan/fuzz/"$name" -max_total_time="$fuzz_seconds" -timeout=10 -rss_limit_mb=4096 \
+      if ! build-asan/fuzz/"$name" -max_total_time="$fuzz_seconds" -timeout=10 -rss_limit_mb=4096 -max_len=65536 \
         -print_final_stats=1 "$work" >"$log" 2>&1; then
         tail -n 60 "$log"
         echo "fuzzer $name found a problem" >&2

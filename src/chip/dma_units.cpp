@@ -96,7 +96,7 @@ bool VirtualEdgeTpu::Impl::try_run_dma_work(uint32_t id) {
                            source.size()));
       // One block holds the bytes; every destination queues its packets as one run of slices.
       if (length > 0 && f.packet_bytes == 0) fail_dma(item, "sends packets of 0 bytes");
-      if (f.tiles & ((1u << kTileCount) - 1)) {
+      if (length > 0 && (f.tiles & ((1u << kTileCount) - 1))) {  // (no memcpy from an empty source)
         std::shared_ptr<uint8_t[]> block = std::make_shared_for_overwrite<uint8_t[]>(length);
         std::memcpy(block.get(), source.data() + begin, length);
         for (uint32_t t = 0; t < kTileCount; ++t) {
@@ -146,7 +146,7 @@ bool VirtualEdgeTpu::Impl::try_run_dma_work(uint32_t id) {
           fail_dma(item, cat("writes scalar memory [", o.base, ", ", o.base + o.bytes, ") beyond ",
                              kScalarStreamBytes, " bytes"));
         if (uint64_t{o.base} + o.bytes > scalar.smem.size()) scalar.smem.resize(o.base + o.bytes);
-        std::memcpy(scalar.smem.data() + o.base, data.data(), data.size());
+        if (!data.empty()) std::memcpy(scalar.smem.data() + o.base, data.data(), data.size());
       } else {
         deliver_output_bytes(data);
       }

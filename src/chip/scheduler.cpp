@@ -256,6 +256,12 @@ void VirtualEdgeTpu::Impl::charge(uint64_t instructions) {
 }
 
 uint32_t VirtualEdgeTpu::Impl::new_work(uint32_t item, int tile, UnitId unit) {
+  // Every work counts against the budget when it is created, not only when it runs (a work that
+  // never runs still holds memory until the program ends), and their number is bounded.
+  charge();
+  if (works.size() >= options.max_work_items)
+    fail("program ", programs_received, " dispatched more than ", options.max_work_items,
+         " unit instructions (one per tile) before finishing, the limit of work items");
   Work& w = works.emplace_back();
   w.program = program.get();
   w.item = item;

@@ -22,6 +22,9 @@ void VirtualEdgeTpu::receive(DmaTag tag, std::span<const uint8_t> payload) {
   try {
     switch (tag) {
       case DmaTag::kInstructions: {
+        if (payload.size() > m.options.max_bitstream_bytes)
+          fail("bitstream ", m.programs_received, " has ", payload.size(),
+               " bytes, more than the limit of ", m.options.max_bitstream_bytes);
         std::shared_ptr<Program> program = m.reuse_decoded(payload);
         if (!program) {
           program = with_context(cat("bitstream ", m.programs_received),
@@ -73,7 +76,14 @@ std::shared_ptr<Program> VirtualEdgeTpu::Impl::reuse_decoded(std::span<const uin
 }
 
 void VirtualEdgeTpu::Impl::remember_decoded(std::shared_ptr<Program> program) {
-  if (decoded.size() >= kDecodedKept) decoded.erase(decoded.begin());
+  // Few programs, and few bytes: a decoded program takes ~60 times its bitstream's size.
+  uint64_t bytes = program->bitstream.size();
+  for (const auto& p : decoded) bytes += p->bitstream.size();
+  while (!decoded.empty() &&
+         (decoded.size() >= kDecodedKept || bytes > 2 * options.max_bitstream_bytes)) {
+    bytes -= decoded.front()->bitstream.size();
+    decoded.erase(decoded.begin());
+  }
   decoded.push_back(std::move(program));
 }
 

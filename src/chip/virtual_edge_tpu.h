@@ -15,6 +15,7 @@
 #include "chip/clock.h"
 #include "chip/host_port.h"
 #include "chip/tile.h"
+#include "common/limits.h"
 
 namespace tinycoral::chip {
 
@@ -74,7 +75,11 @@ struct ChipStats {
 struct ChipOptions {
   // Executed instructions (scalar bundles and unit instructions) allowed per bitstream: a runaway
   // loop stops with an error instead of hanging.
-  uint64_t instruction_budget = 50'000'000;
+  uint64_t instruction_budget = limits::kSimInstructionBudget;
+  // Unit instruction instances (one per tile an instruction is dispatched to) a program may create:
+  // they are kept until it ends, so a short loop dispatching to 16 tiles must not grow without end.
+  uint64_t max_work_items = limits::kSimMaxWorkItems;
+  uint64_t max_bitstream_bytes = limits::kMaxBitstreamBytes;
   // Host data, ring packets and mesh words that may wait in queues at once.
   uint64_t max_buffered_bytes = 512ull << 20;
   TraceSink* trace = nullptr;

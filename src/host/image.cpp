@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "common/file.h"
+#include "common/limits.h"
 #include "host/stb_decode.h"
 
 namespace tinycoral::host {
@@ -20,7 +21,25 @@ uint32_t le16(std::span<const uint8_t> b, size_t at) {
 }
 uint32_t le32(std::span<const uint8_t> b, size_t at) { return le16(b, at) | le16(b, at + 2) << 16; }
 
-constexpr int64_t kMaxPixels = int64_t{1} << 28;  // 268 M pixels: refuse absurd headers
+constexpr int64_t kMaxPixels = limits::kMaxImagePixels;
+
+// The RGB colours of an 8-bit BMP's colour table, or empty when it is the identity grey ramp (or
+// absent): then the indices are the grey levels, as Google's reader takes them.
+std::vector<uint8_t> bmp_palette(std::span<const uint8_t> bytes, uint32_t header_end,
+                                 uint32_t offset) {
+  const uint32_t used = le32(bytes, 46);
+  const uint32_t room = (offset - header_end) / 4;
+  const uint32_t entries = std::min(used == 0 || used > 256 ? 256u : used, room);
+  std::vector<uint8_t> rgb(256 * 3, 0);
+  bool grey_ramp = true;
+  for (uint32_t i = 0; i < entries; ++i) {
+    const uint8_t* e = bytes.data() + header_end + 4 * i;  // B, G, R, reserved
+    rgb[3 * i] = e[2], rgb[3 * i + 1] = e[1], rgb[3 * i + 2] = e[0];
+    grey_ramp = grey_ramp && e[0] == i && e[1] == i && e[2] == i;
+  }
+  if (entries == 0 || grey_ramp) return {};
+  return rgb;
+}
 
 }  // namespace
 
@@ -39,7 +58,19 @@ Image decode_bmp(std::span<const uint8_t> bytes) {
   if (width <= 0 || height == 0 || height == std::numeric_limits<int32_t>::min())
     fail("BMP: bad size ", width, "x", height);
   const int64_t h = std::abs(int64_t{height});
-  if (int64_t{width} * h > kMaxPixels) fail("BMP: image too large (", width, "x", h, ")");
+  if (int64_t{width} * h > kMaxPixels)
+    fail("BMP: ", width, "x", h, " pixels, more than the limit of ", kMaxPixels);
+  const uint32_t header_size = le32(bytes, 14);
+  if (header_size < 40 || header_size > bytes.size() - 14)
+    fail("BMP: info header of ", header_size, " bytes (40 or more, within the file)");
+  const uint32_t header_end = 14 + header_size;
+  if (offset > bytes.size())
+    fail("BMP: pixel data offset ", offset, " is past the end of the file");
+  if (offset < header_end)
+    fail("BMP: pixel data offset ", offset, " points into the headers (they end at byte ",
+         header_end, ")");
+  const std::vector<uint8_t> palette =
+      bpp == 8 ? bmp_palette(bytes, header_end, offset) : std::vector<uint8_t>{};
   Image img;
   img.width = width;
   img.height = static_cast<int>(h);
@@ -58,6 +89,13 @@ Image decode_bmp(std::span<const uint8_t> bytes) {
     if (img.channels >= 3)
       for (size_t x = 0; x < row_bytes; x += static_cast<size_t>(img.channels))
         std::swap(dst[x], dst[x + 2]);
+  }
+  if (!palette.empty()) {  // a colour table that is not grey: its colours, as RGB
+    std::vector<uint8_t> rgb(img.pixels.size() * 3);
+    for (size_t i = 0; i < img.pixels.size(); ++i)
+      std::memcpy(&rgb[3 * i], &palette[3 * size_t{img.pixels[i]}], 3);
+    img.pixels = std::move(rgb);
+    img.channels = 3;
   }
   return img;
 }
@@ -80,7 +118,7 @@ Image decode_image(std::span<const uint8_t> bytes) {
 }
 
 Image read_image(const std::filesystem::path& path) {
-  const std::vector<uint8_t> bytes = read_file(path);
+  const std::vector<uint8_t> bytes = read_file(path, limits::kMaxImageFileBytes);
   return with_context(path.string(), [&] { return decode_image(bytes); });
 }
 

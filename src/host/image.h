@@ -20,7 +20,8 @@ struct Image {
 };
 
 // Google's BMP reading (section 1.1): header fields at fixed offsets, uncompressed only,
-// 8/24/32-bit, colour tables ignored (8-bit pixels are the stored indices), rows padded to 4 bytes,
+// 8/24/32-bit, rows padded to 4 bytes, 8-bit pixels the stored indices when the colour table is the
+// identity grey ramp (every file Google's suites use) and its RGB colours otherwise,
 // bottom-up unless the height is negative, BGR(A) swapped to RGB(A). Throws Error naming what is
 // wrong.
 Image decode_bmp(std::span<const uint8_t> bytes);

@@ -7,6 +7,7 @@
 #include <limits>
 #include <set>
 
+#include "common/limits.h"
 #include "host/arena_planner.h"
 #include "host/ops/custom_output_shapes.h"
 
@@ -18,8 +19,8 @@ using container::Tensor;
 
 namespace {
 
-// Bounds that keep a hostile model from asking for absurd memory or loops.
-constexpr int64_t kMaxTensorBytes = int64_t{1} << 31;
+// Bounds that keep a hostile model from asking for absurd memory or loops (common/limits.h).
+constexpr int64_t kMaxTensorBytes = limits::kMaxTensorBytes;
 constexpr int kMaxRank = 8;
 
 std::string op_display_name(const container::OperatorCode& code) {
@@ -40,7 +41,8 @@ int64_t checked_tensor_bytes(const Tensor& t, size_t index) {
     if (d < 0) fail("tensor ", index, " ('", t.name, "'): dynamic or negative dimension ", d);
     n *= d;
     if (n * static_cast<int64_t>(elem) > kMaxTensorBytes)
-      fail("tensor ", index, " ('", t.name, "'): larger than 2 GiB");
+      fail("tensor ", index, " ('", t.name, "'): larger than the limit of ", kMaxTensorBytes,
+           " bytes");
   }
   return n * static_cast<int64_t>(elem);
 }
@@ -85,6 +87,8 @@ Interpreter::Interpreter(Model model, InterpreterOptions options) : s_(std::make
   resolve_custom_output_shapes(m);
   const Subgraph& g = m.subgraphs[0];
   const size_t nt = g.tensors.size();
+  if (nt > limits::kMaxTensors)
+    fail("the graph has ", nt, " tensors, more than the limit of ", limits::kMaxTensors);
   auto check_index = [&](int32_t idx, const std::string& what, bool optional) {
     if (idx == -1 && optional) return;
     if (idx < 0 || static_cast<size_t>(idx) >= nt)
@@ -238,6 +242,13 @@ Interpreter::Interpreter(Model model, InterpreterOptions options) : s_(std::make
     if (bytes > 0) scratch_item[static_cast<size_t>(k)] = planner.add(bytes, k, k);
   }
   s_->arena_size = planner.plan();
+  // The whole run's memory is checked before any of it is allocated (and zero-filled).
+  uint64_t run_bytes = s_->arena_size;
+  for (int i : s_->variable_tensors)
+    run_bytes += static_cast<uint64_t>(s_->tensor_bytes[static_cast<size_t>(i)]);
+  if (run_bytes > limits::kMaxArenaBytes)
+    fail("the graph needs ", run_bytes, " bytes of tensor memory, more than the limit of ",
+         limits::kMaxArenaBytes);
   s_->arena.assign(s_->arena_size, 0);
   for (size_t i = 0; i < nt; ++i)
     if (tensor_item[i] >= 0) s_->tensor_data[i] = s_->arena.data() + planner.offset(tensor_item[i]);

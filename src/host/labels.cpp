@@ -46,7 +46,7 @@ Labels Labels::parse(const std::string& text) {
 }
 
 Labels Labels::read(const std::filesystem::path& path) {
-  const auto bytes = read_file(path);
+  const auto bytes = read_file(path, limits::kMaxTextFileBytes);
   return parse(std::string(bytes.begin(), bytes.end()));
 }
 

@@ -2,6 +2,8 @@
 #include "host/op_util.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 
 namespace tinycoral::host {
 
@@ -13,15 +15,19 @@ Shape4 shape4(const OpContext& ctx, const TensorView& t) {
 PaddedDim padded_dim(container::Padding padding, int in, int filter, int stride, int dilation) {
   if (stride <= 0 || dilation <= 0 || filter <= 0)
     fail("stride, dilation and filter size must be positive");
-  const int effective = (filter - 1) * dilation + 1;
+  // In 64 bits: a model's dilation and stride may be anything up to 2^31 - 1.
+  const int64_t effective = int64_t{filter - 1} * dilation + 1;
+  if (effective > std::numeric_limits<int>::max())
+    fail("filter size ", filter, " with dilation ", dilation, " spans more than 2^31 elements");
+  const int64_t out = padding == container::Padding::kSame
+                          ? (int64_t{in} + stride - 1) / stride
+                          : (int64_t{in} - effective + stride) / stride;
+  const int64_t total = (out - 1) * stride + effective - in;
+  if (total / 2 > std::numeric_limits<int>::max())
+    fail("padding of ", total / 2, " elements (stride ", stride, ") is out of range");
   PaddedDim d;
-  if (padding == container::Padding::kSame) {
-    d.out = (in + stride - 1) / stride;
-  } else {
-    d.out = (in - effective + stride) / stride;
-  }
-  const int total = (d.out - 1) * stride + effective - in;
-  d.pad = std::max(total / 2, 0);
+  d.out = static_cast<int>(out);
+  d.pad = static_cast<int>(std::max<int64_t>(total / 2, 0));
   return d;
 }
 

@@ -5,6 +5,7 @@
 #include <climits>
 
 #include "common/error.h"
+#include "common/limits.h"
 
 #pragma GCC diagnostic push
 #if defined(__clang__)
@@ -34,6 +35,16 @@ StbImage stb_decode(std::span<const uint8_t> bytes) {
   if (bytes.empty()) fail("empty image file");
   if (bytes.size() > static_cast<size_t>(INT_MAX)) fail("image file too large");
   int w = 0, h = 0, c = 0;
+  // The header's size first: a few bytes of PNG, GIF or PPM can claim gigapixels.
+  if (!stbi_info_from_memory(bytes.data(), static_cast<int>(bytes.size()), &w, &h, &c))
+    fail("unreadable image: ", stbi_failure_reason() ? stbi_failure_reason() : "unknown format");
+  if (w <= 0 || h <= 0 || int64_t{w} * h > limits::kMaxImagePixels)
+    fail("image of ", w, "x", h, " pixels, more than the limit of ", limits::kMaxImagePixels);
+  // PPM/PGM (P5/P6) pixels are stored raw: a file shorter than them is truncated (stb would
+  // return the missing part as zeros).
+  if (bytes.size() >= 2 && bytes[0] == 'P' && (bytes[1] == '5' || bytes[1] == '6') &&
+      bytes.size() < static_cast<uint64_t>(w) * static_cast<uint64_t>(h) * static_cast<uint64_t>(c))
+    fail("PNM: pixel data truncated (", bytes.size(), " bytes for ", w, "x", h, "x", c, ")");
   stbi_uc* data =
       stbi_load_from_memory(bytes.data(), static_cast<int>(bytes.size()), &w, &h, &c, 0);
   if (!data)

@@ -67,7 +67,9 @@ std::unique_ptr<EdgeTpu> open_virtual_edgetpu(const EdgeTpuOptions& options,
       std::make_unique<usb::VirtualStick>(*backend->timed, usb::VirtualStick::Mode::kApplication);
   auto transport = std::make_unique<usb::VirtualTransport>(*backend->stick);
   const TimedHostPort* timer = backend->timed.get();
-  auto tpu = std::make_unique<EdgeTpu>(std::move(transport), backend, nullptr, options);
+  EdgeTpuOptions sim_options = options;
+  sim_options.simulated = true;
+  auto tpu = std::make_unique<EdgeTpu>(std::move(transport), backend, nullptr, sim_options);
   tpu->set_chip_timer(timer);
   if (auto* sim = dynamic_cast<const chip::VirtualEdgeTpu*>(backend->chip.get()))
     tpu->set_clock_source([sim] { return sim->stats().clock; });

@@ -24,8 +24,9 @@ EdgeTpu::~EdgeTpu() {
   try {
     engine_.cancel_all();
     if (open_) close_chip(csr_);
-  } catch (const Error&) {
-    // The stick may be gone or wedged; the process must still exit cleanly.
+  } catch (...) {
+    // The stick may be gone or wedged, or memory exhausted (the close sequence may allocate); the
+    // process must still exit cleanly.
   }
 }
 
@@ -77,6 +78,7 @@ void EdgeTpu::run(const std::shared_ptr<Program>& caching,
   try {
     run_checked(caching, inference);
   } catch (const Error& e) {
+    if (options_.simulated) throw;  // run_checked named the chip's fault already
     const std::string more = diagnose_ ? diagnose_() : "";
     if (more.empty()) throw;
     throw Error(std::string(e.what()) + " [" + more + "]");
@@ -88,6 +90,22 @@ void EdgeTpu::run_checked(const std::shared_ptr<Program>& caching,
   try {
     run_once(caching, inference);
   } catch (const usb::UsbError& e) {
+    if (options_.simulated) {
+      const std::string what =
+          e.status() == usb::TransferStatus::kTimedOut
+              ? "the virtual Edge TPU stopped before the program signalled completion (it ended "
+                "without its completion interrupt, or waits for data the host never sends)"
+              : cat("the virtual Edge TPU failed the program (", e.what(), ")");
+      std::string more = diagnose_ ? diagnose_() : "";
+      std::replace(more.begin(), more.end(), '\n', ' ');  // one line (a deadlock report has many)
+      try {  // a fresh chip for the next inference; the error is this one's
+        engine_.drain(usb::Millis(0));
+        open();
+      } catch (...) {
+      }
+      // The chip's own account ("virtual Edge TPU: program 1 exceeded ...") says it best.
+      fail(more.empty() ? what : more);
+    }
     if (e.status() == usb::TransferStatus::kNoDevice)
       fail("the stick (", description(), ") left the bus (", e.what(), "): plug it in again");
     if (!options_.recover) throw;

@@ -28,6 +28,11 @@ struct EdgeTpuOptions {
   usb::Millis timeout{6000};       // per segment of a program
   usb::Millis alive_timeout{500};  // "does the firmware answer" probe during recovery
   bool recover = true;             // recover and retry once after a stall
+  // The virtual Edge TPU (--device sim): it runs each program to its end inside the transfer that
+  // starts it and its transport never waits on a clock, so a "timeout" means the program itself
+  // stopped short. Such a failure is the program's: no recovery and retry (which would only run it
+  // again) and no advice to replug a stick that does not exist.
+  bool simulated = false;
 };
 
 class EdgeTpu {

@@ -1,10 +1,47 @@
 // The edgetpu-custom-op kernel: inputs in, package run on the Edge TPU, outputs out.
 #include "runtime/edgetpu_delegate.h"
 
+#include <algorithm>
+
 #include "common/error.h"
 #include "container/edgetpu_custom_op.h"
 
 namespace tinycoral::runtime {
+
+namespace {
+// Whether a tensor of `type` carries the elements of a layer of `data`: the same kind (integers for
+// the fixed-point types, the matching float type) and width. Equal byte counts alone would let a
+// float32[1,4] tensor pass for a 16-byte uint8 layer.
+bool types_match(container::TensorType type, container::DataType data) {
+  using container::DataType;
+  using container::TensorType;
+  switch (data) {
+    case DataType::kSingle:
+      return type == TensorType::kFloat32;
+    case DataType::kHalf:
+      return type == TensorType::kFloat16;
+    case DataType::kBfloat:
+      return false;  // TFLite has no bfloat16 tensors
+    default:
+      break;
+  }
+  const bool integer = type == TensorType::kUInt8 || type == TensorType::kInt8 ||
+                       type == TensorType::kInt16 || type == TensorType::kInt32;
+  return integer && container::tensor_type_size(type) == container::data_type_size(data);
+}
+
+// Fails unless tensor `t` and `layer` agree on element type, element count and bytes.
+void check_match(const std::string& op, const char* what, size_t i, const host::TensorView& t,
+                 const container::Layer& layer, size_t layer_bytes) {
+  const size_t element = container::data_type_size(layer.data_type);
+  if (!types_match(t.type(), layer.data_type) || t.bytes != layer_bytes ||
+      static_cast<uint64_t>(t.elements()) * element != layer_bytes)
+    fail(op, ": ", what, " ", i, " ('", t.name(), "') is ", container::tensor_type_name(t.type()),
+         " with ", t.elements(), " elements (", t.bytes, " bytes); the executable's layer '",
+         layer.name, "' holds ", layer_bytes / std::max<size_t>(element, 1), " elements of type ",
+         static_cast<int>(layer.data_type), " (", layer_bytes, " bytes)");
+}
+}  // namespace
 
 PackagePrograms prepare_package(const container::Package& package) {
   using container::ExecutableType;
@@ -59,18 +96,14 @@ void add_edgetpu_delegate(host::Registry& registry, std::shared_ptr<EdgeTpu> tpu
         for (size_t i = 0; i < ctx.num_inputs(); ++i) {
           const size_t k = input_layer[i] =
               match(inference.executable().input_layers, ctx.input(i), i);
-          if (ctx.input(i).bytes != inference.input_bytes(k))
-            fail(ctx.op_name, ": input ", i, " ('", ctx.input(i).name(), "') has ",
-                 ctx.input(i).bytes, " bytes, the executable's layer '",
-                 inference.executable().input_layers[k].name, "' ", inference.input_bytes(k));
+          check_match(ctx.op_name, "input", i, ctx.input(i), inference.executable().input_layers[k],
+                      inference.input_bytes(k));
         }
         for (size_t i = 0; i < ctx.num_outputs(); ++i) {
           const size_t k = output_layer[i] =
               match(inference.executable().output_layers, ctx.output(i), i);
-          if (ctx.output(i).bytes != inference.output_bytes(k))
-            fail(ctx.op_name, ": output ", i, " ('", ctx.output(i).name(), "') has ",
-                 ctx.output(i).bytes, " bytes, the executable's layer '",
-                 inference.executable().output_layers[k].name, "' ", inference.output_bytes(k));
+          check_match(ctx.op_name, "output", i, ctx.output(i),
+                      inference.executable().output_layers[k], inference.output_bytes(k));
         }
         return host::make_kernel([tpu, programs, input_layer, output_layer](host::OpContext& run) {
           Program& program = *programs.inference;

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "common/limits.h"
 #include "isa/relocate.h"
 
 namespace tinycoral::runtime {
@@ -15,6 +16,27 @@ using container::HintKind;
 using container::Layer;
 
 size_t element_size(const Layer& layer) { return container::data_type_size(layer.data_type); }
+
+// A layer's buffer sizes, checked against the limits before anything is allocated: its dimensions
+// and counts come straight from the package, and their product may not even fit in 64 bits.
+void check_layer(const Layer& layer, uint64_t& total) {
+  const int32_t count = layer.execution_count_per_inference;
+  if (count > limits::kMaxExecutionCount)
+    fail("layer '", layer.name, "' runs ", count, " times per inference, more than the limit of ",
+         limits::kMaxExecutionCount);
+  uint64_t dense = element_size(layer);
+  for (int32_t d : {layer.y_dim, layer.x_dim, layer.z_dim, count}) {
+    dense *= static_cast<uint64_t>(std::max(1, d));
+    if (dense > limits::kMaxDeviceBufferBytes) break;  // dims < 2^31: no overflow before this
+  }
+  const uint64_t padded = static_cast<uint64_t>(std::max(0, layer.size_bytes)) *
+                          static_cast<uint64_t>(std::max(1, count));
+  total += std::max(dense, padded);
+  if (total > limits::kMaxDeviceBufferBytes)
+    fail("layer '", layer.name, "' takes the executable's device buffers past the limit of ",
+         limits::kMaxDeviceBufferBytes, " bytes (", layer.y_dim, "x", layer.x_dim, "x", layer.z_dim,
+         ", ", layer.size_bytes, " bytes padded, ", count, " runs)");
+}
 
 size_t dense_bytes(const Layer& layer) {
   const int64_t elements =
@@ -54,6 +76,17 @@ uint64_t relocation_address(const container::Meta& meta, const container::Execut
 Program::Program(container::Executable executable) : exe_(std::move(executable)) {
   if (exe_.batch_size != 1)
     fail("executable '", exe_.name, "' has batch size ", exe_.batch_size, "; only 1 is supported");
+  uint64_t device_bytes = static_cast<uint64_t>(std::max(0, exe_.scratch_size_bytes));
+  if (device_bytes > limits::kMaxDeviceBufferBytes)
+    fail("executable '", exe_.name, "' asks for ", device_bytes,
+         " bytes of scratch, more than the limit of ", limits::kMaxDeviceBufferBytes);
+  for (const Layer& l : exe_.input_layers) check_layer(l, device_bytes);
+  for (const Layer& l : exe_.output_layers) check_layer(l, device_bytes);
+  uint64_t instruction_bytes = 0;
+  for (const container::Bitstream& b : exe_.bitstreams) instruction_bytes += b.data.size();
+  if (instruction_bytes > limits::kMaxBitstreamBytes)
+    fail("executable '", exe_.name, "' has ", instruction_bytes,
+         " bytes of instructions, more than the limit of ", limits::kMaxBitstreamBytes);
   for (const container::Bitstream& b : exe_.bitstreams) {
     std::vector<uint8_t> chunk = b.data;
     for (const container::FieldOffset& f : b.field_offsets) {

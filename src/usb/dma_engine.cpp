@@ -27,7 +27,13 @@ bool finished(const Transfer& t) {
 
 DmaEngine::DmaEngine(Transport& transport, Csr& csr) : transport_(transport), csr_(csr) {}
 
-DmaEngine::~DmaEngine() { cancel_all(); }
+DmaEngine::~DmaEngine() {
+  try {
+    cancel_all();
+  } catch (...) {
+    // A dying transport (or exhausted memory) must not abort the process from a destructor.
+  }
+}
 
 void DmaEngine::arm_listeners() {
   if (event_transfer_.status != TransferStatus::kPending) {

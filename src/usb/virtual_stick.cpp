@@ -254,6 +254,7 @@ void VirtualStick::reset_chip() {
   in_payload_ = false;
   program_hung_ = false;
   fatal_raised_ = false;
+  chip_fault_.clear();  // the fault was the chip's that was just reset
   outputs_.clear();
   output_sent_ = 0;
   events_.clear();

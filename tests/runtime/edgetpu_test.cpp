@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "common/error.h"
+#include "common/file.h"
 #include "runtime/program.h"
 #include "usb/fake_chip.h"
 #include "usb/test_programs.h"
@@ -210,6 +211,41 @@ TEST(DeviceLock, ASecondHolderGetsAnErrorNamingTheFirstPid) {
   }
   DeviceLock again(name, folder);  // released with the first
   std::filesystem::remove(again.path());
+}
+
+TEST(DeviceLock, APlantedSymlinkIsRefusedAndItsTargetKept) {
+  const auto folder = std::filesystem::temp_directory_path();
+  const std::string name = "symlink-" + std::to_string(::getpid());
+  const auto target = folder / ("tinycoral-victim-" + std::to_string(::getpid()));
+  write_file(target, std::vector<uint8_t>{'k', 'e', 'e', 'p'});
+  const auto link = folder / ("tinycoral-" + name + ".lock");
+  std::filesystem::create_symlink(target, link);
+  try {
+    DeviceLock lock(name, folder);
+    FAIL() << "a symlink at the lock path must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("symbolic link"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(read_file(target), (std::vector<uint8_t>{'k', 'e', 'e', 'p'}));
+  std::filesystem::remove(link);
+  std::filesystem::remove(target);
+}
+
+TEST(DeviceLock, TheHoldersTextReachesTheUserOnlyAsDigits) {
+  const auto folder = std::filesystem::temp_directory_path();
+  const std::string name = "escape-" + std::to_string(::getpid());
+  DeviceLock first(name, folder);
+  // Someone rewrote the holder's note with a terminal escape sequence.
+  const std::string evil = "\x1b]0;owned\x07\x1b[2J123\n";
+  write_file(first.path(), std::vector<uint8_t>(evil.begin(), evil.end()));
+  try {
+    DeviceLock second(name, folder);
+    FAIL();
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.find('\x1b'), std::string::npos) << what;
+    EXPECT_NE(what.find("process ?"), std::string::npos) << what;
+  }
 }
 
 }  // namespace

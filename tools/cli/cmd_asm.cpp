@@ -21,7 +21,7 @@ void add_asm_command(CLI::App& app) {
   cmd->add_option("file", opts->input, "assembly source (.s)")->required();
   cmd->add_option("-o,--output", opts->output, "bitstream to write")->required();
   cmd->callback([opts] {
-    const std::vector<uint8_t> source = read_file(opts->input);
+    const std::vector<uint8_t> source = read_file(opts->input, limits::kMaxTextFileBytes);
     const std::string_view text(reinterpret_cast<const char*>(source.data()), source.size());
     const auto program = with_context(opts->input, [&] { return isa::parse(text); });
     if (program.empty()) fail(opts->input, ": no instructions");

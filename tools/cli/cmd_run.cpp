@@ -40,13 +40,21 @@ struct RunArgs {
   std::shared_ptr<chip::VirtualEdgeTpu> sim_chip;
 };
 
+class TraceFile;
+TraceFile* trace_file = nullptr;  // --trace's file, once opened
+
 // One line per executed instruction: program, word offset, mnemonic, tile ("-" on the scalar
 // side) and unit.
 class TraceFile : public chip::TraceSink {
  public:
-  explicit TraceFile(const std::string& path) : out_(path) {
+  explicit TraceFile(const std::string& path) : path_(path), out_(path) {
     if (!out_) fail("cannot write the trace file ", path);
     out_ << "# program word mnemonic tile unit\n";
+  }
+  // Flushes and closes the file; a failed write (a full disk) is an Error.
+  void finish() {
+    out_.close();
+    if (out_.fail()) fail(path_, ": writing the trace failed");
   }
   void record(const chip::TraceRecord& r) override {
     const isa::OpcodeSpec* spec = isa::find_opcode(r.opcode);
@@ -64,6 +72,7 @@ class TraceFile : public chip::TraceSink {
   }
 
  private:
+  std::string path_;
   std::ofstream out_;
 };
 
@@ -135,6 +144,7 @@ host::InterpreterOptions options_for_device(RunArgs& a, const container::Model& 
       static std::unique_ptr<TraceFile> trace;  // lives until the process ends
       trace = std::make_unique<TraceFile>(a.trace);
       chip_options.trace = trace.get();
+      trace_file = trace.get();
     }
     a.sim_chip = std::make_shared<chip::VirtualEdgeTpu>(chip_options);
     device_options.sim_chip = a.sim_chip;
@@ -188,6 +198,12 @@ std::vector<double> output_values(const host::TensorView& t) {
   return v;
 }
 
+// A full disk or a closed pipe behind stdout is an error too, not a silent exit 0.
+void check_stdout() {
+  std::cout.flush();
+  if (!std::cout) fail("writing the results to standard output failed");
+}
+
 // The K best classes: by score, ties by the higher index (Google's order, expectations 1.7).
 std::vector<size_t> top_k(const std::vector<double>& scores, int k) {
   std::vector<size_t> idx(scores.size());
@@ -215,9 +231,15 @@ void set_inputs(host::Interpreter& interp, const RunArgs& a) {
     interp.set_input(0, bytes);
     return;
   }
-  const std::vector<uint8_t> raw = read_file(a.input);
   size_t total = 0;
   for (size_t i = 0; i < interp.num_inputs(); ++i) total += interp.input(i).bytes;
+  // A file of the wrong size is refused before it is read (it might be huge).
+  std::error_code ec;
+  const uintmax_t size = std::filesystem::file_size(a.input, ec);
+  if (!ec && size != total)
+    fail(a.input, ": ", size, " bytes, but the model's inputs take ", total);
+  const std::vector<uint8_t> raw =
+      read_file(a.input, std::min<uint64_t>(total, limits::kMaxInputFileBytes));
   if (raw.size() != total)
     fail(a.input, ": ", raw.size(), " bytes, but the model's inputs take ", total);
   size_t at = 0;
@@ -250,6 +272,7 @@ void run(RunArgs& a) {
   // The host's share: wall time minus the time spent simulating the chip (0 on a real stick).
   const double chip_ms = a.tpu ? double(a.tpu->simulated_chip_ns() - chip_ns_before) / 1e6 : 0.0;
 
+  if (trace_file) trace_file->finish();
   if (!a.output_file.empty()) {
     std::vector<uint8_t> all;
     for (size_t i = 0; i < interp.num_outputs(); ++i) {
@@ -302,6 +325,7 @@ void run(RunArgs& a) {
       }
     }
     std::cout << j.dump() << "\n";
+    check_stdout();
     return;
   }
   for (size_t i : best) {
@@ -312,6 +336,7 @@ void run(RunArgs& a) {
     if (!label.empty()) std::cout << " " << label;
     std::cout << "\n";
   }
+  check_stdout();
 }
 
 }  // namespace

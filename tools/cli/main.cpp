@@ -29,6 +29,9 @@ int main(int argc, char** argv) {
     std::cerr
         << "tinycoral: error: out of memory (the input asks for more than can be allocated)\n";
     return 2;
+  } catch (const std::exception& e) {  // e.g. std::length_error: still one line, never an abort
+    std::cerr << "tinycoral: error: " << e.what() << "\n";
+    return 2;
   }
   return tinycoral::cli::exit_code;
 }

@@ -27,11 +27,25 @@ std::unique_ptr<Kernel> make_copy(const OpContext& ctx) {
   });
 }
 
+// SQUEEZE removes dimensions of size 1: each listed one must exist (-rank..rank-1) and be 1.
+std::unique_ptr<Kernel> make_squeeze(const OpContext& ctx) {
+  ctx.require(ctx.num_inputs() >= 1, "expects an input");
+  const TensorView& in = ctx.input(0);
+  const int rank = in.rank();
+  for (int32_t d : ctx.options_or<container::SqueezeOptions>().squeeze_dims) {
+    ctx.require(d >= -rank && d < rank,
+                cat("squeeze dimension ", d, " is out of range for rank ", rank));
+    const int dim = in.dim(d < 0 ? d + rank : d);
+    ctx.require(dim == 1, cat("squeeze dimension ", d, " has size ", dim, ", not 1"));
+  }
+  return make_copy(ctx);
+}
+
 }  // namespace
 
 void register_reshape(Registry& registry) {
   registry.add_builtin(container::BuiltinOp::kReshape, make_copy);
-  registry.add_builtin(container::BuiltinOp::kSqueeze, make_copy);
+  registry.add_builtin(container::BuiltinOp::kSqueeze, make_squeeze);
 }
 
 }  // namespace tinycoral::host

@@ -20,6 +20,9 @@ std::unique_ptr<Kernel> make_split(const OpContext& ctx) {
   if (axis < 0) axis += rank;
   ctx.require(axis >= 0 && axis < rank, cat("axis out of range for rank ", rank));
   const size_t n = ctx.num_outputs();
+  if (const auto* o = std::get_if<container::SplitOptions>(&ctx.options()))
+    ctx.require(o->num_splits >= 1 && static_cast<size_t>(o->num_splits) == n,
+                cat("num_splits is ", o->num_splits, " but the operator has ", n, " outputs"));
   ctx.require(n >= 1 && in.dim(axis) % static_cast<int32_t>(n) == 0,
               cat("dimension ", in.dim(axis), " does not split into ", n, " equal parts"));
   int64_t outer = 1, inner = 1;
