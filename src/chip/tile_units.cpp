@@ -649,20 +649,6 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
         const uint8_t* p = narrow_word(int64_t{n.narrow_addr} + off, false);
         stream.insert(stream.end(), p, p + 4);
       });
-      if (n.transposing) {
-        // Tail bit 799 (pooling relays): the innermost level walks 4 positions of one channel
-        // word; each 4 words x 4 bytes block is transposed so that a wide column holds one channel
-        // with the 4 positions in its byte lanes, the lane layout the pooling ops read (gen2020
-        // MobileNet word 2168 -> average pool 2176; docs/chip.md "narrowToWide").
-        if (n.narrow_ttu.cnt[0] != 3 || stream.size() % 16 != 0)
-          fail_at(w.tile, item, "a transposing narrowToWide needs 4 positions innermost");
-        for (size_t block = 0; block < stream.size(); block += 16) {
-          std::array<uint8_t, 16> t;
-          for (size_t b = 0; b < 4; ++b)
-            for (size_t j = 0; j < 4; ++j) t[4 * j + b] = stream[block + 4 * b + j];
-          std::memcpy(stream.data() + block, t.data(), 16);
-        }
-      }
       // One wide row per iteration of the narrow walk's outermost level when their counts agree
       // and the iterations are shorter than a row (MobileNet v2's ADD weight rows: word 790 writes
       // 4 resident rows of 16 bytes from 4 x 4 narrow words); otherwise rows of 256 bytes in turn.
@@ -691,13 +677,36 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
         if (outer == rows && stream.size() < rows * kWideRowBytes && stream.size() % rows == 0)
           per_row = stream.size() / rows;
       }
+      // Tail bit 799 (pooling relays): each wide step's words are positions of one channel word,
+      // transposed so that a wide lane holds one channel with the positions in its bytes, the
+      // layout the pooling ops read (gen2020 MobileNet word 2168 -> average pool 2176; docs/chip.md
+      // "narrowToWide"). Walks of 4 positions innermost transpose 4 x 4 blocks. Compiler 16.0's
+      // softmax gathers (bright_16x16 word 140: 64 words innermost, 64 wide steps) send one word
+      // per step: its 4 bytes go to byte 0 of lanes 0-3, one FIFO fill per step (docs/chip_ops.md
+      // "Softmax maximum").
+      const bool word_per_step = n.transposing && n.narrow_ttu.cnt[0] != 3 && per_row == 4;
+      if (n.transposing && !word_per_step) {
+        if (n.narrow_ttu.cnt[0] != 3 || stream.size() % 16 != 0)
+          fail_at(w.tile, item,
+                  "a transposing narrowToWide needs 4 positions innermost or one word per step");
+        for (size_t block = 0; block < stream.size(); block += 16) {
+          std::array<uint8_t, 16> t;
+          for (size_t b = 0; b < 4; ++b)
+            for (size_t j = 0; j < 4; ++j) t[4 * j + b] = stream[block + 4 * b + j];
+          std::memcpy(stream.data() + block, t.data(), 16);
+        }
+      }
       size_t pos = 0;
       walk(n.wide_ttu, [&](int64_t off) {
         if (pos >= stream.size()) return;
         const int64_t unit = int64_t{n.wide_addr} + 4 * off;
         uint8_t* row = wide_row(unit, true);
         const size_t take = std::min<size_t>(per_row, stream.size() - pos);
-        std::memcpy(row, stream.data() + pos, take);
+        if (word_per_step) {
+          for (size_t j = 0; j < 4; ++j) row[4 * j] = stream[pos + j];
+        } else {
+          std::memcpy(row, stream.data() + pos, take);
+        }
         pos += take;
         // Only FIFO destinations queue fills (isa.md 2.5: wide_rows / wide_circ); a resident row
         // (split_concat's identity rows at word 44) is just memory.

@@ -48,6 +48,32 @@ TEST(Compiler16ProgramsOnTheChip, NoneDeadlocks) {
   }
 }
 
+// The on-tile softmax's maximum (a one-word-per-step transposing narrowToWide, then opcode 2 dp 1
+// cfg0 0x60; docs/chip_ops.md 6.1) runs in every softmax program: where a run still stops, it is
+// at a later op class, never at the gather or the maximum.
+TEST(Compiler16ProgramsOnTheChip, SoftmaxMaximumRuns) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  for (const char* model : {"bright_16x16", "bright_64x64", "color_red_64x64", "color_green_64x64",
+                            "color_blue_64x64"}) {
+    SCOPED_TRACE(model);
+    const auto compiled = container::read_edgetpu_model_file(
+        data / "libredgetpu" / (std::string(model) + "_edgetpu.tflite"));
+    const auto exes = testing::executables_of(compiled);
+    ASSERT_NE(exes.execution, nullptr);
+    VirtualEdgeTpu chip;
+    std::string message;
+    try {
+      if (exes.caching) testing::run_executable(chip, *exes.caching, {});
+      testing::run_executable(chip, *exes.execution, random_inputs(*exes.execution));
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    EXPECT_EQ(message.find("n2w"), std::string::npos) << message;
+    EXPECT_EQ(message.find("opcode 0x2 dp_mode 1"), std::string::npos) << message;
+    EXPECT_EQ(message.find("pool at word"), std::string::npos) << message;
+  }
+}
+
 // Every output byte equals the CPU twin's in `edgetpu` rounding, on random images (fixed seeds),
 // and the second inference on the same chip equals the first.
 TEST(Compiler16ProgramsOnTheChip, LoomingEqualsItsTwinInEveryByte) {

@@ -40,6 +40,7 @@ extern const ClassEntry kMulProduct;
 extern const ClassEntry kMulPack;
 extern const ClassEntry kAdd16;
 extern const ClassEntry kMaxPool;
+extern const ClassEntry kMaxPoolDp1;
 extern const ClassEntry kAvgPool;
 extern const ClassEntry kPositionSum;
 extern const ClassEntry kWordCopy2021;
