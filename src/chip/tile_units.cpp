@@ -667,8 +667,12 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
       // A transposing write of fewer than 64 channels fills each wide step's row with its share
       // (looming words 947-1003: 504 positions of one channel word as 126 rows of 4 positions x 4
       // channels, the rows the 21x21 average pool at 1011 walks lane by lane).
-      if ((n.transposing || (n.wide_circ && !n.wide_stream)) && stream.size() % rows == 0 &&
-          stream.size() < rows * kWideRowBytes)
+      // Only when 256-byte fills would leave steps empty: gen2021 PoseNet word 6657 (4 steps into
+      // one row, 960 bytes) sends fills of 256, 256, 256 and 192 bytes, not 4 of 240 (with equal
+      // shares its heatmaps and short offsets differ from the twin's).
+      const bool shared_fills = n.transposing || (n.wide_circ && !n.wide_stream &&
+                                                  stream.size() <= (rows - 1) * kWideRowBytes);
+      if (shared_fills && stream.size() % rows == 0 && stream.size() < rows * kWideRowBytes)
         per_row = stream.size() / rows;
       uint64_t outer = 1;
       for (int d = 5; d >= 1 && !n.wide_circ && outer < rows; --d) {
