@@ -161,9 +161,8 @@ container::Bitstream execution_program(const Geometry& g, const FcLayer& layer) 
   const int in_units = g.k / 8;
   e.add("pop", cat("stream=1 walk=",
                    nest({{1, kActPassUnits}, {1 - kActPassUnits, 1}, {1 - kActPassUnits, 1}}),
-                   " rsv121=0x09 av140=1 count_m1=", in_units - 1,
-                   " tail_en=1 count_neg=", hex(kActPassUnits - in_units),
-                   " rsv173=0x2 rsv178=0x01 rsv199=0x000000000010001"));
+                   " k121=1 k124=1 av140=1 count_m1=", in_units - 1, " tail_en=1 count_neg=",
+                   hex(kActPassUnits - in_units), " k174=1 k178=1 k199=1 k215=1"));
   e.add("bundle", "s_op=0x0f s_x=5 imm=11");
   e.add("bundle", "s_op=0x0f s_x=4 imm=10");
   descriptor(e, 5, 4, 6, g.k, 1);
@@ -177,7 +176,7 @@ container::Bitstream execution_program(const Geometry& g, const FcLayer& layer) 
     for (int t = l; t < g.in_tiles; t += 4) mask |= bit(t);
     std::string skip;
     if (l > 0) {
-      skip = cat(" skip_en0=1 rsv543=0x1 skip_base=", hex(x_word), " skip_m1=", 16 * l - 1,
+      skip = cat(" skip_en0=1 f543=1 skip_base=", hex(x_word), " skip_m1=", 16 * l - 1,
                  " skip_end=", hex(x_word + 16 * l - 1));
     }
     e.add("w2n", cat("tiles=", hex(mask), " w.addr=", hex(fifo), " w=(1 x 1) n.addr=", hex(x_word),
@@ -191,12 +190,12 @@ container::Bitstream execution_program(const Geometry& g, const FcLayer& layer) 
     const uint32_t row = first_tiles(std::min(g.in_tiles, 4 * j + 4)) & ~first_tiles(4 * j);
     const int row_units = std::min(kPacket, g.k - kPacket * j) / 8;  // a short last packet
     ring_receive(e, row, fifo, g.packets, -64 * g.packets);
-    e.add("infeed", cat("stream=1", j > 0 ? cat(" buf_off=", hex(packet_units * j)) : "", " walk=",
-                        nest({{1, kActPassUnits}, {1 - kActPassUnits, 1}, {1 - kActPassUnits, 1}}),
-                        " rsv157=0x09 av176=1 count_m1=", row_units - 1,
-                        " tail_en=1 count_neg=", hex(kActPassUnits - row_units),
-                        " rsv283=0x10000000 pop_wait=", hex(packet_units * j + 1),
-                        " rsv336=0x0100000000010001 dest=", hex(row), " rsv425=0x1e00 lanes_m1=3"));
+    e.add("infeed",
+          cat("stream=1", j > 0 ? cat(" buf_off=", hex(packet_units * j)) : "",
+              " walk=", nest({{1, kActPassUnits}, {1 - kActPassUnits, 1}, {1 - kActPassUnits, 1}}),
+              " k157=1 k160=1 av176=1 count_m1=", row_units - 1, " tail_en=1 count_neg=",
+              hex(kActPassUnits - row_units), " f308=0x8 pop_wait=", hex(packet_units * j + 1),
+              " k336=1 f352=1 f391=2 dest=", hex(row), " f434=0xf lanes_m1=3"));
   }
   tile_fence(e, "units=0x3ff");
   tile_fence(e, "counters=0x1ffff units=0x3ff");
@@ -295,14 +294,14 @@ container::Bitstream caching_program(const Geometry& g) {
   const bool b183 = units % 2 == 0 || units >= 2048;
   e.add("pop",
         cat("walk=", nest({{1, kPassUnits}, {1 - kPassUnits, pop.count}, {1 - kPassUnits, 1}}),
-            " rsv121=0x09 par136=1", pop.fields(), " rsv173=0x2 par177=1 rsv178=0x01 b183=",
-            b183 ? 1 : 0, " rows_neg=", hex(0x8000 - rows), " rsv199=0x000000000010001"));
+            " k121=1 k124=1 par136=1", pop.fields(), " k174=1 par177=1 k178=1 b183=", b183 ? 1 : 0,
+            " rows_neg=", hex(0x8000 - rows), " k199=1 k215=1"));
   const int k_rows = g.k / 4;  // 256-byte weight rows per tile
   for (int t = 0; t < g.tiles; ++t) {
     e.add("ringcons0", cat("tiles=", hex(bit(t)), " addr=", hex(2 + g.aux.weights_unit()),
                            " dst=(1 x ", k_rows, ")(", 1 - k_rows, " x 1)(", 1 - k_rows, " x 1)(",
                            1 - k_rows, " x 1) sdims=1 aux_en0=1 aux_rows0_m1=", g.aux.rows - 1,
-                           " aux_addr1=", hex(g.aux.zero_point_unit()), " rsv319=0x0001"));
+                           " aux_addr1=", hex(g.aux.zero_point_unit()), " aux_f319=1"));
   }
   const int u = g.unit_per_tile;
   const Passes per_tile = passes_of(u, kPassUnits);
@@ -311,9 +310,9 @@ container::Bitstream caching_program(const Geometry& g) {
     e.add("infeed",
           cat(off ? cat("buf_off=", hex(off), " ") : "", "walk=",
               nest({{1, kPassUnits}, {1 - kPassUnits, per_tile.count}, {1 - kPassUnits, 1}}),
-              " rsv157=0x09 par172=1", per_tile.fields(),
-              " rsv283=0x10000000 par314=1 pop_wait=", hex((t * u + 1) & 0xffff),
-              " rsv336=0x0100000000010001 dest=", hex(bit(t)), " rsv425=0x1e00 lanes_m1=3"));
+              " k157=1 k160=1 par172=1", per_tile.fields(),
+              " f308=0x8 par314=1 pop_wait=", hex((t * u + 1) & 0xffff),
+              " k336=1 f352=1 f391=2 dest=", hex(bit(t)), " f434=0xf lanes_m1=3"));
   }
   tile_fence(e, "b43=1 units=0x3ff signal=1 f109=3");
   wait_tokens(e);
