@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 tc=${TINYCORAL_CLI:-}
 if [ -z "$tc" ]; then
   cmake --preset default >/dev/null
-  cmake --build build -j "$(nproc)"
+  cmake --build build -j "$(nproc)" --target tinycoral  # just the CLI, not the tests
   tc=build/tools/tinycoral
 fi
 log=$(mktemp)

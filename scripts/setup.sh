@@ -7,6 +7,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libcpp-httplib-dev nlohmann-json3-dev
   libstb-dev umockdev libumockdev-dev
   clang libclang-rt-14-dev clang-format
+  python3-dev python3-pybind11 pybind11-dev python3-numpy python3-pytest python3-pil
 )
 missing=()
 for p in "${packages[@]}"; do

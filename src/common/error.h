@@ -4,16 +4,12 @@
 #pragma once
 
 #include <sstream>
-#include <stdexcept>
 #include <string>
 #include <utility>
 
-namespace tinycoral {
+#include "tinycoral/error.h"  // the class itself is public API
 
-class Error : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+namespace tinycoral {
 
 // Concatenates its arguments with operator<< (GCC 12 has no <format>).
 template <typename... Args>

@@ -224,9 +224,10 @@ Interpreter::Interpreter(Model model, InterpreterOptions options) : s_(std::make
       last[static_cast<size_t>(i)] = std::max(last[static_cast<size_t>(i)], k);
     }
   }
+  // Graph inputs and outputs live to the end: invoke() may run again on the same inputs, and
+  // outputs are read after it.
   for (int32_t i : g.outputs) last[static_cast<size_t>(i)] = end;
-  for (int32_t i : g.inputs)
-    last[static_cast<size_t>(i)] = std::max(last[static_cast<size_t>(i)], 0);
+  for (int32_t i : g.inputs) last[static_cast<size_t>(i)] = end;
   std::vector<int> tensor_item(nt, -1);
   for (size_t i = 0; i < nt; ++i) {
     if (!used[i] || s_->is_constant[i]) continue;

@@ -20,6 +20,7 @@ class Labels {
   // The label of `index`, or "" when unknown.
   std::string at(int64_t index) const;
   size_t size() const { return labels_.size(); }
+  const std::map<int64_t, std::string>& all() const { return labels_; }
 
  private:
   std::map<int64_t, std::string> labels_;

@@ -38,8 +38,8 @@ struct VirtualBackend {
   std::unique_ptr<usb::VirtualStick> stick;
 };
 
-std::unique_ptr<EdgeTpu> open_usb(int index, const DeviceOptions& options) {
-  const auto sticks = usb::list_usb_sticks();
+// The stick `index` names (-1: the first) among `sticks`, scanned once by the caller.
+const usb::UsbStickInfo& pick_stick(const std::vector<usb::UsbStickInfo>& sticks, int index) {
   if (sticks.empty())
     fail(
         "no Coral USB Accelerator found (looked for 1a6e:089a and 18d1:9302); check the cable "
@@ -48,11 +48,16 @@ std::unique_ptr<EdgeTpu> open_usb(int index, const DeviceOptions& options) {
   if (pick >= sticks.size())
     fail("usb:", index, " does not exist: ", sticks.size(),
          " stick(s) found (see `tinycoral devices`)");
+  return sticks[pick];
+}
+
+// Locks the stick, then opens that very stick (not whatever is at its index by then).
+std::unique_ptr<EdgeTpu> open_usb(const usb::UsbStickInfo& stick, const DeviceOptions& options) {
   // Lock before touching the stick: two drivers on the same endpoints hang it.
-  auto lock = std::make_unique<DeviceLock>("usb-" + sticks[pick].port_path);
+  auto lock = std::make_unique<DeviceLock>("usb-" + stick.port_path);
   usb::UsbOpenOptions open_options;
   open_options.firmware = options.firmware;
-  auto transport = usb::LibusbTransport::open(static_cast<int>(pick), open_options);
+  auto transport = usb::LibusbTransport::open(stick, open_options);
   return std::make_unique<EdgeTpu>(std::move(transport), nullptr, std::move(lock), options.tpu);
 }
 
@@ -88,8 +93,10 @@ std::unique_ptr<EdgeTpu> open_edgetpu(const DeviceChoice& choice, const DeviceOp
       return nullptr;
     case DeviceChoice::Kind::kSim:
       return open_virtual_edgetpu(options.tpu, options.sim_chip);
-    case DeviceChoice::Kind::kUsb:
-      return open_usb(choice.index, options);
+    case DeviceChoice::Kind::kUsb: {
+      const std::vector<usb::UsbStickInfo> sticks = usb::list_usb_sticks();
+      return open_usb(pick_stick(sticks, choice.index), options);
+    }
     case DeviceChoice::Kind::kAuto: {
       std::vector<usb::UsbStickInfo> sticks;
       try {
@@ -99,7 +106,7 @@ std::unique_ptr<EdgeTpu> open_edgetpu(const DeviceChoice& choice, const DeviceOp
       }
       if (!sticks.empty()) {
         if (note) *note = "auto: using the Coral USB Accelerator at " + sticks[0].port_path;
-        return open_usb(0, options);
+        return open_usb(sticks[0], options);
       }
       if (note) *note = "auto: no Coral USB Accelerator found, using the virtual stick (sim)";
       return open_virtual_edgetpu(options.tpu, options.sim_chip);

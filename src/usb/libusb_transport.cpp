@@ -198,7 +198,12 @@ std::unique_ptr<LibusbTransport> LibusbTransport::open(int index, const UsbOpenO
   if (pick >= sticks.size())
     fail("usb:", index, " does not exist: ", sticks.size(),
          " stick(s) found (usb:0..usb:", sticks.size() - 1, ")");
-  UsbStickInfo info = sticks[pick];
+  return open(sticks[pick], options);
+}
+
+std::unique_ptr<LibusbTransport> LibusbTransport::open(const UsbStickInfo& chosen,
+                                                       const UsbOpenOptions& options) {
+  UsbStickInfo info = chosen;
   if (info.bootloader()) {
     if (!options.allow_dfu) fail("the stick at ", info.port_path, " is in bootloader mode");
     const std::vector<uint8_t> firmware = load_firmware(options.firmware);

@@ -46,6 +46,10 @@ class LibusbTransport final : public Transport {
   // the firmware first and is then waited for in application mode at the same port. Claims
   // interface 0, retrying while another process releases it.
   static std::unique_ptr<LibusbTransport> open(int index, const UsbOpenOptions& options);
+  // The same for the stick `info` describes (one entry of list_usb_sticks()), without scanning
+  // again: the caller opens the very stick it chose (and locked).
+  static std::unique_ptr<LibusbTransport> open(const UsbStickInfo& info,
+                                               const UsbOpenOptions& options);
   // Opens exactly this device (either mode) and claims `interface`: for DFU and tests.
   static std::unique_ptr<LibusbTransport> open_device(const UsbStickInfo& info, int interface);
 

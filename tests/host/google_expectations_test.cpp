@@ -1,7 +1,7 @@
 // Google's own checks (reference google_expectations.tsv) on the CPU reference interpreter: every
 // row that applies to a CPU model must pass, with the preprocessing of its file's generation; rows
 // that need the Edge TPU or Google's model-editing tools are skipped. Prints the whole table.
-#include "host/google_expectations.h"
+#include "support/google_expectations.h"
 
 #include <gtest/gtest.h>
 

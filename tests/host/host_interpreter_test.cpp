@@ -105,6 +105,33 @@ TEST(HostInterpreter, RunsRepeatedlyWithNewInputs) {
   }
 }
 
+// A second invoke() without set_input computes what the first did: the graph input is kept alive
+// to the end, so a later tensor (here the output, whose lifetime starts after the input's last use)
+// cannot take its memory.
+TEST(HostInterpreter, InvokeTwiceEqualsOnce) {
+  OneOpModel m(BuiltinOp::kAdd);
+  const int a = m.tensor(TensorType::kUInt8, {4}, 1, 0);
+  const int b = m.tensor(TensorType::kUInt8, {4}, 1, 0, {1, 2, 3, 4});
+  const int mid = m.tensor(TensorType::kUInt8, {4}, 1, 0);
+  const int o = m.tensor(TensorType::kUInt8, {4}, 1, 0);
+  m.wire({a, b}, {mid});
+  container::Subgraph& g = m.model().subgraphs[0];
+  container::Operator second = g.operators[0];
+  second.inputs = {mid, b};
+  second.outputs = {o};
+  g.operators.push_back(second);
+  g.outputs = {o};
+  Interpreter it(m.model());
+  set_input(it, 0, std::vector<uint8_t>{10, 20, 30, 40});
+  it.invoke();
+  const std::vector<uint8_t> once = output_as<uint8_t>(it, 0);
+  EXPECT_EQ(once, (std::vector<uint8_t>{12, 24, 36, 48}));
+  it.invoke();
+  EXPECT_EQ(output_as<uint8_t>(it, 0), once);
+  EXPECT_EQ(std::vector<uint8_t>(it.input(0).data, it.input(0).data + 4),
+            (std::vector<uint8_t>{10, 20, 30, 40}));
+}
+
 TEST(HostArenaPlanner, DisjointLifetimesShareMemory) {
   ArenaPlanner p;
   const int a = p.add(1000, 0, 1);

@@ -7,9 +7,9 @@
 #include <iostream>
 #include <set>
 
-#include "host/google_expectations.h"
 #include "runtime/device_select.h"
 #include "runtime/edgetpu_delegate.h"
+#include "support/google_expectations.h"
 #include "support/testdata.h"
 
 namespace tinycoral::runtime {

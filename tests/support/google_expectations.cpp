@@ -1,6 +1,6 @@
 // Google's checks on the test models (google_expectations.h). Each check kind follows section 1.7
 // of the reference: how Google's suites compared results and with which thresholds.
-#include "host/google_expectations.h"
+#include "support/google_expectations.h"
 
 #include <algorithm>
 #include <cmath>
