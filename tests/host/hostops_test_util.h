@@ -45,7 +45,7 @@ class OneOpModel {
   template <typename T>
   static std::vector<uint8_t> bytes(const std::vector<T>& values) {
     std::vector<uint8_t> out(values.size() * sizeof(T));
-    std::memcpy(out.data(), values.data(), out.size());
+    if (!out.empty()) std::memcpy(out.data(), values.data(), out.size());
     return out;
   }
 
@@ -84,7 +84,8 @@ template <typename T>
 std::vector<T> output_as(const Interpreter& it, size_t i) {
   const auto b = it.output_bytes(i);
   std::vector<T> out(b.size() / sizeof(T));
-  std::memcpy(out.data(), b.data(), out.size() * sizeof(T));
+  if (!out.empty())
+    std::memcpy(out.data(), b.data(), out.size() * sizeof(T));  // empty: data() may be null
   return out;
 }
 
