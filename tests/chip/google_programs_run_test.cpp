@@ -2,7 +2,6 @@
 // Edge TPU runs must run to the end and give the same bytes twice (docs/chip.md "Status").
 #include <gtest/gtest.h>
 
-#include <random>
 #include <string>
 
 #include "chip/sim_runner.h"
@@ -11,17 +10,6 @@
 
 namespace tinycoral::chip {
 namespace {
-
-testing::Buffers random_inputs(const container::Executable& exe) {
-  std::mt19937 generator(1);
-  testing::Buffers inputs;
-  for (const auto& layer : exe.input_layers) {
-    auto& bytes = inputs[layer.name];
-    bytes.resize(static_cast<size_t>(layer.size_bytes));
-    for (auto& b : bytes) b = static_cast<uint8_t>(generator());
-  }
-  return inputs;
-}
 
 TEST(GoogleProgramsOnTheChip, SsdSegmentsRunTwiceIdentically) {
   TINYCORAL_REQUIRE_TESTDATA(data);
@@ -32,7 +20,7 @@ TEST(GoogleProgramsOnTheChip, SsdSegmentsRunTwiceIdentically) {
     const auto compiled = container::read_edgetpu_model_file(data / name);
     const auto exes = testing::executables_of(compiled);
     ASSERT_NE(exes.execution, nullptr);
-    const auto inputs = random_inputs(*exes.execution);
+    const auto inputs = testing::random_inputs(*exes.execution, 1);
     VirtualEdgeTpu chip;
     if (exes.caching) testing::run_executable(chip, *exes.caching, {});
     const auto first = testing::run_executable(chip, *exes.execution, inputs);

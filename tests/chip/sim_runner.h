@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -120,6 +121,18 @@ inline PackageExecutables executables_of(const container::EdgeTpuModel& model, s
       p.execution = &e;
   }
   return p;
+}
+
+// Random bytes (a fixed seed) for every input layer of an executable.
+inline Buffers random_inputs(const container::Executable& exe, uint32_t seed) {
+  std::mt19937 generator(seed);
+  Buffers inputs;
+  for (const auto& layer : exe.input_layers) {
+    auto& bytes = inputs[layer.name];
+    bytes.resize(static_cast<size_t>(layer.size_bytes));
+    for (auto& b : bytes) b = static_cast<uint8_t>(generator());
+  }
+  return inputs;
 }
 
 }  // namespace tinycoral::chip::testing
