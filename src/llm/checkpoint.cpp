@@ -100,9 +100,9 @@ void expect_size(uint64_t need, size_t have) {
          have - need, " left over)");
 }
 
-Checkpoint parse_v0(Reader& r, size_t file_size) {
-  Checkpoint ck;
-  Config& c = ck.config;
+// The seven int32 of every header, in llama2.c's order; returns vocab_size as written (version 0
+// stores it negated when the classifier is the checkpoint's own).
+int32_t read_shape(Reader& r, Config& c) {
   c.dim = r.scalar<int32_t>("dim");
   c.hidden_dim = r.scalar<int32_t>("hidden_dim");
   c.n_layers = r.scalar<int32_t>("n_layers");
@@ -110,6 +110,13 @@ Checkpoint parse_v0(Reader& r, size_t file_size) {
   c.n_kv_heads = r.scalar<int32_t>("n_kv_heads");
   const int32_t vocab = r.scalar<int32_t>("vocab_size");
   c.seq_len = r.scalar<int32_t>("seq_len");
+  return vocab;
+}
+
+Checkpoint parse_v0(Reader& r, size_t file_size) {
+  Checkpoint ck;
+  Config& c = ck.config;
+  const int32_t vocab = read_shape(r, c);
   c.shared_classifier = vocab > 0;
   c.vocab_size = vocab == std::numeric_limits<int32_t>::min() ? 0 : (vocab < 0 ? -vocab : vocab);
   check_config(c);
@@ -140,13 +147,7 @@ Checkpoint parse_versioned(Reader& r, size_t file_size) {
   if (ck.version != 1 && ck.version != 2)
     fail("unsupported version ", ck.version, " (llama2.c's export.py writes 1 and 2)");
   Config& c = ck.config;
-  c.dim = r.scalar<int32_t>("dim");
-  c.hidden_dim = r.scalar<int32_t>("hidden_dim");
-  c.n_layers = r.scalar<int32_t>("n_layers");
-  c.n_heads = r.scalar<int32_t>("n_heads");
-  c.n_kv_heads = r.scalar<int32_t>("n_kv_heads");
-  c.vocab_size = r.scalar<int32_t>("vocab_size");
-  c.seq_len = r.scalar<int32_t>("seq_len");
+  c.vocab_size = read_shape(r, c);
   const uint8_t shared = r.scalar<uint8_t>("shared classifier flag");
   if (shared > 1) fail("bad header: shared classifier flag is ", int(shared), " (0 or 1)");
   c.shared_classifier = shared == 1;
