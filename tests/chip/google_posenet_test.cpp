@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include "chip/sim_runner.h"
 #include "container/tflite_reader.h"
@@ -15,6 +17,33 @@
 
 namespace tinycoral::chip {
 namespace {
+
+// Prepares posenet_test_image.bmp for `cpu`'s input as the gen2020 suite did, runs the CPU
+// reference on it and returns the input bytes.
+std::vector<uint8_t> run_on_test_image(const std::filesystem::path& data, host::Interpreter& cpu) {
+  const auto in = cpu.input(0);
+  const std::vector<int32_t> shape(in.shape().begin(), in.shape().end());
+  auto bytes = host::image_to_input(host::read_image(data / "images" / "posenet_test_image.bmp"),
+                                    shape, in.type(), host::ResizeMode::kBilinearLegacy, {});
+  cpu.set_input(0, bytes);
+  cpu.invoke();
+  return bytes;
+}
+
+// Caches the parameters, runs the execution program twice on `bytes` (the runs must agree and the
+// chip must not fault) and returns the second run's outputs.
+testing::Buffers run_chip_twice(const testing::PackageExecutables& exes,
+                                const std::vector<uint8_t>& bytes) {
+  testing::Buffers inputs;
+  inputs[exes.execution->input_layers.at(0).name] = bytes;
+  VirtualEdgeTpu chip;
+  if (exes.caching) testing::run_executable(chip, *exes.caching, {});
+  const auto first = testing::run_executable(chip, *exes.execution, inputs);
+  auto second = testing::run_executable(chip, *exes.execution, inputs);
+  EXPECT_EQ(first, second) << "the second inference differs from the first";
+  EXPECT_EQ(chip.fault(), "");
+  return second;
+}
 
 struct TwinTensor {
   std::vector<uint8_t> bytes;
@@ -47,26 +76,13 @@ TEST(GooglePoseNetOnTheChip, OutputsMatchTheTwin) {
   host::InterpreterOptions options;
   options.rounding = host::Rounding::kEdgeTpu;
   host::Interpreter cpu(std::move(twin_model), options);
-  const auto in = cpu.input(0);
-  const std::vector<int32_t> shape(in.shape().begin(), in.shape().end());
-  const auto bytes =
-      host::image_to_input(host::read_image(data / "images" / "posenet_test_image.bmp"), shape,
-                           in.type(), host::ResizeMode::kBilinearLegacy, {});
-  cpu.set_input(0, bytes);
-  cpu.invoke();
+  const auto bytes = run_on_test_image(data, cpu);
   for (size_t i = 0; i < names.size(); ++i) {
     const auto b = cpu.output_bytes(i);
     twin[i].bytes.assign(b.begin(), b.end());
   }
 
-  testing::Buffers inputs;
-  inputs[exes.execution->input_layers.at(0).name] = bytes;
-  VirtualEdgeTpu chip;
-  if (exes.caching) testing::run_executable(chip, *exes.caching, {});
-  const auto first = testing::run_executable(chip, *exes.execution, inputs);
-  const auto second = testing::run_executable(chip, *exes.execution, inputs);
-  EXPECT_EQ(first, second) << "the second inference differs from the first";
-  EXPECT_EQ(chip.fault(), "");
+  const auto second = run_chip_twice(exes, bytes);
 
   ASSERT_EQ(exes.execution->output_layers.size(), 3u);
   for (const auto& layer : exes.execution->output_layers) {
@@ -119,22 +135,9 @@ TEST(GooglePoseNetOnTheChip, PerChannelGen2021OutputsEqualTheTwin) {
   host::InterpreterOptions options;
   options.rounding = host::Rounding::kEdgeTpu;
   host::Interpreter cpu(std::move(twin_model), options);
-  const auto in = cpu.input(0);
-  const std::vector<int32_t> shape(in.shape().begin(), in.shape().end());
-  const auto bytes =
-      host::image_to_input(host::read_image(data / "images" / "posenet_test_image.bmp"), shape,
-                           in.type(), host::ResizeMode::kBilinearLegacy, {});
-  cpu.set_input(0, bytes);
-  cpu.invoke();
+  const auto bytes = run_on_test_image(data, cpu);
 
-  testing::Buffers inputs;
-  inputs[exes.execution->input_layers.at(0).name] = bytes;
-  VirtualEdgeTpu chip;
-  if (exes.caching) testing::run_executable(chip, *exes.caching, {});
-  const auto first = testing::run_executable(chip, *exes.execution, inputs);
-  const auto second = testing::run_executable(chip, *exes.execution, inputs);
-  EXPECT_EQ(first, second) << "the second inference differs from the first";
-  EXPECT_EQ(chip.fault(), "");
+  const auto second = run_chip_twice(exes, bytes);
   for (size_t i = 0; i < exes.execution->output_layers.size(); ++i) {
     const auto& layer = exes.execution->output_layers[i];
     const auto got = testing::detile(layer, second.at(layer.name));
