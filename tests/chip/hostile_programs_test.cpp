@@ -9,26 +9,11 @@
 namespace tinycoral::chip {
 namespace {
 
-using testing::ProgramBuilder;
-
-// Forever: a fence dispatched to all 16 tiles, then a branch back to it (p0 is set first).
-std::vector<uint8_t> fence_loop() {
-  ProgramBuilder p;
-  const size_t set_p0 = p.add(0x20);
-  p.set(set_p0, "s_op", 0x29);
-  const size_t fence = p.add(0x1a);
-  p.set(fence, "tiles", 0xffff);
-  p.set(fence, "units", 0x3ff);
-  const size_t branch = p.add(0x22);
-  p.set(branch, "offset", int64_t{p.word_of(fence)} - int64_t{p.word_of(branch)});
-  return p.finish();
-}
-
 TEST(HostilePrograms, ALoopDispatchingToEveryTileStopsAtTheWorkItemLimit) {
   ChipOptions options;
   options.max_work_items = 16000;
   VirtualEdgeTpu chip(options);
-  chip.receive(DmaTag::kInstructions, fence_loop());
+  chip.receive(DmaTag::kInstructions, testing::fence_loop_forever());
   ASSERT_EQ(chip.advance(), RunState::kFaulted);
   EXPECT_NE(chip.fault().find("more than 16000 unit instructions"), std::string::npos)
       << chip.fault();
@@ -39,7 +24,7 @@ TEST(HostilePrograms, WorkItemsCountAgainstTheInstructionBudget) {
   ChipOptions options;
   options.instruction_budget = 5000;
   VirtualEdgeTpu chip(options);
-  chip.receive(DmaTag::kInstructions, fence_loop());
+  chip.receive(DmaTag::kInstructions, testing::fence_loop_forever());
   ASSERT_EQ(chip.advance(), RunState::kFaulted);
   EXPECT_NE(chip.fault().find("instruction budget of 5000"), std::string::npos) << chip.fault();
   // Scalar instructions alone (two per pass) would have allowed 2500 passes, 40000 fences.
@@ -50,7 +35,7 @@ TEST(HostilePrograms, ABitstreamOverTheSizeLimitIsRefusedBeforeDecoding) {
   ChipOptions options;
   options.max_bitstream_bytes = 64;
   VirtualEdgeTpu chip(options);
-  chip.receive(DmaTag::kInstructions, fence_loop());
+  chip.receive(DmaTag::kInstructions, testing::fence_loop_forever());
   ASSERT_EQ(chip.advance(), RunState::kFaulted);
   EXPECT_NE(chip.fault().find("more than the limit of 64"), std::string::npos) << chip.fault();
 }

@@ -99,4 +99,19 @@ class ProgramBuilder {
   std::vector<const isa::OpcodeSpec*> specs_;
 };
 
+// A program that never ends and grows without end: s0 == 0 sets p0, then a fence dispatched to
+// all 16 tiles and a branch back to it while p0 (16 unit instructions per pass, each kept until
+// the program ends). The hostile-input tests use it against the simulator's limits.
+inline std::vector<uint8_t> fence_loop_forever() {
+  ProgramBuilder p;
+  const size_t set_p0 = p.add(0x20);
+  p.set(set_p0, "s_op", 0x29);
+  const size_t fence = p.add(0x1a);
+  p.set(fence, "tiles", 0xffff);
+  p.set(fence, "units", 0x3ff);
+  const size_t branch = p.add(0x22);
+  p.set(branch, "offset", int64_t{p.word_of(fence)} - int64_t{p.word_of(branch)});
+  return p.finish();
+}
+
 }  // namespace tinycoral::chip::testing

@@ -371,17 +371,8 @@ void interrupt0(ProgramBuilder& p, uint32_t length_reg) {
 }
 
 TEST_F(Probes, ALoopDispatchingToEveryTileStopsAtTheWorkItemLimit) {
-  // s0 == 0 sets p0; a fence to all 16 tiles; branch back to it while p0: forever, 16 unit
-  // instructions per pass, each kept until the program ends.
-  ProgramBuilder p;
-  const size_t set_p0 = p.add(0x20);
-  p.set(set_p0, "s_op", 0x29);
-  const size_t fence = p.add(0x1a);
-  p.set(fence, "tiles", 0xffff);
-  p.set(fence, "units", 0x3ff);
-  const size_t branch = p.add(0x22);
-  p.set(branch, "offset", int64_t{p.word_of(fence)} - int64_t{p.word_of(branch)});
-  const container::Executable e = testing::sim_executable(p.finish(), 16, 0);
+  const container::Executable e =
+      testing::sim_executable(chip::testing::fence_loop_forever(), 16, 0);
   expect_refused("run " + q(file("loop.tflite", testing::edgetpu_model(e))) + " --input " +
                      q(file("in.raw", std::vector<uint8_t>(16, 0))) + " --device sim",
                  "limit of work items");
