@@ -119,6 +119,23 @@ const RowVisits& item_rows(const Program& program, uint32_t index) {
 // Elements one mesh half may walk (Google's largest: the 16-position x 256-channel gather).
 constexpr uint64_t kMaxMeshSteps = 1u << 22;
 
+// Words that each wide step of a wideToNarrow hands to the narrow walk when they are fewer than a
+// row holds: the walk's outer levels iterate once per wide step (their iteration product equals
+// the wide steps) and an iteration takes the same whole number of words, under 64. The rest of
+// each row is not read. 0 when the rows stream whole. gen2021 DeepLab's image-pooling gather (word
+// 9628: 99 fills of a one-row FIFO, narrow levels 48 x 3 x 33) takes 3 positions x 16 words from
+// each fill, as narrowToWide 9621 wrote them (docs/chip.md "wideToNarrow").
+uint64_t short_row_words(const WideNarrowInstr& n) {
+  const uint64_t rows = n.wide_ttu.steps(), words = n.narrow_ttu.steps();
+  if (rows == 0 || words % rows != 0 || words / rows >= kWideRowBytes / 4) return 0;
+  uint64_t outer = 1;
+  for (int d = 5; d >= 1 && outer < rows; --d) {
+    if (n.narrow_ttu.cnt[d] == 0) continue;
+    outer *= uint64_t{n.narrow_ttu.cnt[d]} + 1;
+  }
+  return outer == rows ? words / rows : 0;
+}
+
 // The element offsets of a mesh walk. A short last piece (gstride != 0) leaves out the last `short`
 // words of the innermost level in the last iteration of the piece level (MobileNet v2 moves a
 // 24-word position as pieces of 16 and 8 words; without this the 8 extra words landed on the next
@@ -750,6 +767,15 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
         }
         stream.insert(stream.end(), row, row + kWideRowBytes);
       });
+      const StagingChunks chunks = staging_chunks(n);
+      if (n.mode != 2 && chunks.count == 0 && !n.skip_en) {
+        if (const uint64_t k = short_row_words(n); k != 0) {
+          const size_t bytes = 4 * static_cast<size_t>(k);
+          for (size_t row = 1; row * kWideRowBytes < stream.size(); ++row)
+            std::memmove(stream.data() + row * bytes, stream.data() + row * kWideRowBytes, bytes);
+          stream.resize(stream.size() / kWideRowBytes * bytes);
+        }
+      }
       size_t pos = n.skip_en ? 4 * size_t{n.skip_words} : 0;
       if (pos >= stream.size()) fail_at(w.tile, item, "skips past the wide data it reads");
       auto put = [&](int64_t word) {
@@ -764,7 +790,6 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
         }
         pos += 4;
       };
-      const StagingChunks chunks = staging_chunks(n);
       if (n.mode == 2) {
         // The bias store takes 8 bytes per narrow step (isa.md 2.5: an FC group's 32 steps carry
         // its 256 bytes of bias), from the start of each wide row (fill) in turn, packed in

@@ -1,0 +1,80 @@
+// Acceptance: Google's DeepLab v3 (MobileNet v2 depth 0.5, 513x513, Pascal VOC) programs on the
+// virtual Edge TPU, on bird_segmentation.bmp (Google's segmentation test image, fed unchanged),
+// against the CPU twin's tensors of the same names in `edgetpu` rounding. The compiled model's
+// Edge TPU part ends with the ASPP branch (aspp0, 33x33x256) and the image-pooling branch (average
+// pool over 33x33, then a 1x1 conv: 1x1x256); the CPU does the rest (resize, concat, two convs,
+// arg max), so these two tensors decide the label map.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "chip/sim_runner.h"
+#include "container/tflite_reader.h"
+#include "host/image.h"
+#include "host/interpreter.h"
+#include "support/testdata.h"
+
+namespace tinycoral::chip {
+namespace {
+
+// Runs the program twice on bird_segmentation.bmp (the runs must agree) and checks every output
+// layer against the twin's tensor of the same name, byte for byte.
+void expect_outputs_equal_the_twin(const std::string& model) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  const auto compiled = container::read_edgetpu_model_file(data / (model + "_edgetpu.tflite"));
+  const auto exes = testing::executables_of(compiled);
+  ASSERT_NE(exes.execution, nullptr);
+  ASSERT_EQ(exes.execution->output_layers.size(), 2u);
+
+  auto twin_model = container::read_tflite_file(data / (model + ".tflite"));
+  auto& sg = twin_model.subgraphs[0];
+  sg.outputs.clear();
+  for (const auto& layer : exes.execution->output_layers) {
+    const auto it = std::find_if(sg.tensors.begin(), sg.tensors.end(),
+                                 [&](const container::Tensor& t) { return t.name == layer.name; });
+    ASSERT_NE(it, sg.tensors.end()) << layer.name;
+    sg.outputs.push_back(static_cast<int32_t>(it - sg.tensors.begin()));
+  }
+  host::InterpreterOptions options;
+  options.rounding = host::Rounding::kEdgeTpu;
+  host::Interpreter cpu(std::move(twin_model), options);
+  const auto in = cpu.input(0);
+  const std::vector<int32_t> shape(in.shape().begin(), in.shape().end());
+  const auto bytes =
+      host::image_to_input(host::read_image(data / "images" / "bird_segmentation.bmp"), shape,
+                           in.type(), host::ResizeMode::kNone, {});
+  cpu.set_input(0, bytes);
+  cpu.invoke();
+
+  testing::Buffers inputs;
+  inputs[exes.execution->input_layers.at(0).name] = bytes;
+  VirtualEdgeTpu chip;
+  if (exes.caching) testing::run_executable(chip, *exes.caching, {});
+  const auto first = testing::run_executable(chip, *exes.execution, inputs);
+  const auto second = testing::run_executable(chip, *exes.execution, inputs);
+  EXPECT_EQ(first, second) << "the second inference differs from the first";
+  ASSERT_EQ(chip.fault(), "");
+
+  for (size_t i = 0; i < exes.execution->output_layers.size(); ++i) {
+    const auto& layer = exes.execution->output_layers[i];
+    const auto got = testing::detile(layer, second.at(layer.name));
+    const auto want = cpu.output_bytes(i);
+    ASSERT_EQ(got.size(), want.size()) << layer.name;
+    size_t equal = 0;
+    for (size_t e = 0; e < got.size(); ++e) equal += got[e] == want[e];
+    EXPECT_EQ(equal, got.size()) << layer.name;
+    ::testing::Test::RecordProperty(layer.name.substr(0, layer.name.find('/')) + "_equal",
+                                    static_cast<int>(equal));
+  }
+}
+
+// Its image-pooling gather (a wideToNarrow taking 48 of each fill's 64 words, docs/chip.md
+// "wideToNarrow") decides the 256 pooled-branch bytes.
+TEST(GoogleDeepLabOnTheChip, Gen2021OutputsEqualTheTwin) {
+  expect_outputs_equal_the_twin("gen2021/deeplabv3_mnv2_dm05_pascal_quant");
+}
+
+}  // namespace
+}  // namespace tinycoral::chip
