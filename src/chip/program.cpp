@@ -110,6 +110,7 @@ Decoded decode_item(const isa::Instruction& in) {
         w.wide_addr = static_cast<uint32_t>(b.u(335, 14));
         w.wide_ttu = dma_ttu(b, 0, 353, 4);
         w.transposing = b.u(799, 1) != 0;
+        w.transpose16 = b.u(800, 1) != 0;
         w.wide_stream = b.u(489, 1) != 0;
         w.wide_circ = w.wide_stream || b.u(491, 11) != 0;
         if (const uint64_t id = b.u(547, 5); id != 0) w.wait_counters = 1u << id;

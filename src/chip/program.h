@@ -127,6 +127,7 @@ struct WideNarrowInstr {  // 0x13 narrowToWide / 0x14 wideToNarrow
   uint32_t head_words = 0;     // 0x14 bits 507-522 + 1: words of the last chunk before the wrap
   int32_t head_tail = 0;       // 0x14 bits 524-541 (signed bytes): after the wrap, < 0 = skipped
   bool transposing = false;    // 0x13 tail_f799
+  bool transpose16 = false;    // 0x13 bit 800: the transposition moves 16-bit elements
   uint32_t wait_counters = 0;  // the tile sync counter its sync record waits on (bit k), or 0
 };
 // Planes a bias load (mode-2 wideToNarrow) writes: the iterations of its narrow level 1 when that

@@ -706,7 +706,20 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
       // per step: its 4 bytes go to byte 0 of lanes 0-3, one FIFO fill per step (docs/chip_ops.md
       // "Softmax maximum").
       const bool word_per_step = n.transposing && n.narrow_ttu.cnt[0] != 3 && per_row == 4;
-      if (n.transposing && !word_per_step) {
+      // Bit 800 transposes 16-bit elements: each pair of words is a 2 x 2 block of halves, column
+      // j of the pair taking half j of both words (half h from word h). The softmax's exponentials
+      // reach the probability op so (bright_16x16 word 823, docs/chip_ops.md 6.2).
+      if (n.transposing && n.transpose16) {
+        if (stream.size() % 8 != 0)
+          fail_at(w.tile, item, "a 16-bit transposing narrowToWide needs pairs of words");
+        for (size_t block = 0; block < stream.size(); block += 8) {
+          std::array<uint8_t, 8> t;
+          for (size_t j = 0; j < 2; ++j)
+            for (size_t h = 0; h < 2; ++h)
+              std::memcpy(&t[4 * j + 2 * h], &stream[block + 4 * h + 2 * j], 2);
+          std::memcpy(stream.data() + block, t.data(), 8);
+        }
+      } else if (n.transposing && !word_per_step) {
         if (n.narrow_ttu.cnt[0] != 3 || stream.size() % 16 != 0)
           fail_at(w.tile, item,
                   "a transposing narrowToWide needs 4 positions innermost or one word per step");

@@ -76,5 +76,11 @@ TEST(GoogleDeepLabOnTheChip, Gen2021OutputsEqualTheTwin) {
   expect_outputs_equal_the_twin("gen2021/deeplabv3_mnv2_dm05_pascal_quant");
 }
 
+// Its image pooling sums rows into signed 16-bit partial sums, moves them north to tile 0 and sums
+// those (docs/chip_ops.md "Average pooling in two 16-bit stages").
+TEST(GoogleDeepLabOnTheChip, Gen2020OutputsEqualTheTwin) {
+  expect_outputs_equal_the_twin("gen2020/deeplabv3_mnv2_dm05_pascal_quant");
+}
+
 }  // namespace
 }  // namespace tinycoral::chip

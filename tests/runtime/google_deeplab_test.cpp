@@ -55,5 +55,9 @@ TEST(GoogleDeepLabThroughTheVirtualStick, Gen2021LabelsEqualTheTwin) {
   expect_labels_equal_the_twin("gen2021/deeplabv3_mnv2_dm05_pascal_quant");
 }
 
+TEST(GoogleDeepLabThroughTheVirtualStick, Gen2020LabelsEqualTheTwin) {
+  expect_labels_equal_the_twin("gen2020/deeplabv3_mnv2_dm05_pascal_quant");
+}
+
 }  // namespace
 }  // namespace tinycoral::runtime

@@ -43,6 +43,8 @@ extern const ClassEntry kMaxPool;
 extern const ClassEntry kMaxPoolDp1;
 extern const ClassEntry kAvgPool;
 extern const ClassEntry kPositionSum;
+extern const ClassEntry kAvgPoolRowSums16;
+extern const ClassEntry kAvgPoolOfHalfwords;
 extern const ClassEntry kWordCopy2021;
 extern const ClassEntry kRequantize2021;
 extern const ClassEntry kConv2021;
