@@ -95,6 +95,11 @@ Decoded decode_item(const isa::Instruction& in) {
         w.narrow_addr = static_cast<uint32_t>(b.u(267, 16));
         w.narrow_ttu = dma_ttu(b, 0, 283, 6);
         w.mode = static_cast<uint8_t>(b.u(487, 2));
+        // Tail bit 867 marks every bias load: the 424 mode-2 loads of the test data and the 7
+        // mode-1 loads of the on-tile softmax, which move the shift constant's partial-sum row
+        // into the bias of the subtraction (docs/chip_ops.md 6.2). All of them write the bias
+        // store.
+        if (b.u(867, 1) != 0) w.mode = 2;
         w.skip_en = b.u(542, 1) != 0;
         w.skip_words = static_cast<uint32_t>(b.u(562, 16)) + 1;
         w.wide_circ = b.u(214, 1) != 0;

@@ -39,9 +39,11 @@ bool op_uses(const OpTtu& t) {
 
 // An op keeps partial sums in wide memory when a non-reduced loop sits inside a reduced one
 // (K-chunked conv, isa.md 2.1.3): then reduce_mask is not of the form 2^k - 1.
+// The softmax's shift constant (docs/chip_ops.md 6.2) writes its group to the `psum` row it
+// selects (psum.sel, bit 13 of the unit address) without such a loop.
 bool op_uses_psum(const OpInstr& op) {
   const uint32_t m = op.reduce_mask;
-  return m != 0 && (m & (m + 1)) != 0;
+  return (m != 0 && (m & (m + 1)) != 0) || (op.psum.base & (int64_t{1} << 13)) != 0;
 }
 
 // A circular-streaming wideToNarrow (mode 1, tail bit 871) whose narrow walk is (1, L)(rewind, n):
@@ -687,8 +689,12 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
       // Only when 256-byte fills would leave steps empty: gen2021 PoseNet word 6657 (4 steps into
       // one row, 960 bytes) sends fills of 256, 256, 256 and 192 bytes, not 4 of 240 (with equal
       // shares its heatmaps and short offsets differ from the twin's).
-      const bool shared_fills = n.transposing || (n.wide_circ && !n.wide_stream &&
-                                                  stream.size() <= (rows - 1) * kWideRowBytes);
+      // The on-tile softmax streams one word per wide step into a 4-row FIFO (bright_16x16 word
+      // 641: 128 words, 128 steps, `w.circ`): one fill of one word each (docs/chip_ops.md 6.2).
+      const bool shared_fills =
+          n.transposing ||
+          (n.wide_circ && !n.wide_stream && stream.size() <= (rows - 1) * kWideRowBytes) ||
+          (n.wide_circ && rows > 1 && stream.size() == 4 * rows);
       if (shared_fills && stream.size() % rows == 0 && stream.size() < rows * kWideRowBytes)
         per_row = stream.size() / rows;
       uint64_t outer = 1;

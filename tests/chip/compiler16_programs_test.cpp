@@ -45,19 +45,60 @@ TEST(Compiler16ProgramsOnTheChip, NoneDeadlocks) {
   }
 }
 
-// The on-tile softmax's maximum (a one-word-per-step transposing narrowToWide, then opcode 2 dp 1
-// cfg0 0x60; docs/chip_ops.md 6.1) runs in every softmax program: where a run still stops, it is
-// at a later op class, never at the gather or the maximum.
-TEST(Compiler16ProgramsOnTheChip, SoftmaxMaximumRuns) {
+// Runs libredgetpu/`model`_edgetpu.tflite on `images` random inputs (fixed seed), two inferences
+// each on one chip, and demands every output byte equal to the CPU twin's in `edgetpu` rounding.
+// Signed outputs leave the chip with the most significant bit flipped, as the host's runtime
+// undoes (driver.md 5.4).
+void expect_every_byte_of_the_twin(const std::filesystem::path& data, const std::string& model,
+                                   int images) {
+  const auto dir = data / "libredgetpu";
+  const auto compiled = container::read_edgetpu_model_file(dir / (model + "_edgetpu.tflite"));
+  const auto exes = testing::executables_of(compiled);
+  ASSERT_NE(exes.execution, nullptr);
+  ASSERT_EQ(exes.execution->input_layers.size(), 1u);
+  ASSERT_EQ(exes.execution->output_layers.size(), 1u);
+  host::InterpreterOptions options;
+  options.rounding = host::Rounding::kEdgeTpu;
+  host::Interpreter cpu(container::read_tflite_file(dir / (model + ".tflite")), options);
+  VirtualEdgeTpu chip;
+  if (exes.caching) testing::run_executable(chip, *exes.caching, {});
+  const auto& out_layer = exes.execution->output_layers[0];
+  const uint8_t flip = container::data_type_is_signed_fixed(out_layer.data_type) ? 0x80 : 0;
+  for (int image = 0; image < images; ++image) {
+    SCOPED_TRACE(image);
+    const auto inputs = testing::random_inputs(*exes.execution, 100 + static_cast<uint32_t>(image));
+    cpu.set_input(0, inputs.begin()->second);
+    cpu.invoke();
+    const auto out = cpu.output_bytes(0);
+    const std::vector<uint8_t> want(out.begin(), out.end());
+    for (int inference = 0; inference < 2; ++inference) {
+      auto got = testing::detile(
+          out_layer, testing::run_executable(chip, *exes.execution, inputs).at(out_layer.name));
+      for (auto& b : got) b ^= flip;
+      EXPECT_EQ(got, want) << model << " inference " << inference;
+    }
+  }
+  EXPECT_EQ(chip.fault(), "");
+}
+
+// The on-tile softmax (docs/chip_ops.md 6.1, 6.2: maximum, shift, subtraction, exponentials, sum
+// and reciprocal square root, square, pack, probabilities) and the two FULLY_CONNECTED behind it:
+// every output byte of bright_16x16 is the twin's.
+TEST(Compiler16ProgramsOnTheChip, Bright16x16EqualsItsTwinInEveryByte) {
   TINYCORAL_REQUIRE_TESTDATA(data);
-  for (const char* model : {"bright_16x16", "bright_64x64", "color_red_64x64", "color_green_64x64",
-                            "color_blue_64x64"}) {
+  expect_every_byte_of_the_twin(data, "bright_16x16", 8);
+}
+
+// The 64x64 softmax programs (bright over the image, the colour filters over a 1x1 conv's scores)
+// run the same softmax classes and their 4096-input FULLY_CONNECTED (dp 2 cfg0 0x65, two reduced
+// loops) to the end. Not yet exact: the gather of the exponentials onto tile 0 (two ring packets
+// per tile through one row) loses or repeats words for some positions (docs/chip.md "Status").
+TEST(Compiler16ProgramsOnTheChip, SoftmaxOf64x64ProgramsRunToTheEnd) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  for (const char* model :
+       {"bright_64x64", "color_red_64x64", "color_green_64x64", "color_blue_64x64"}) {
     SCOPED_TRACE(model);
-    const std::string message = stop_message(data, model);
-    EXPECT_NE(message, "no execution program");
-    EXPECT_EQ(message.find("n2w"), std::string::npos) << message;
-    EXPECT_EQ(message.find("opcode 0x2 dp_mode 1"), std::string::npos) << message;
-    EXPECT_EQ(message.find("pool at word"), std::string::npos) << message;
+    EXPECT_EQ(stop_message(data, model), "");
   }
 }
 

@@ -54,5 +54,14 @@ extern const ClassEntry kConvKChunked2021;
 extern const ClassEntry kDepthwiseNoPosition2021;
 extern const ClassEntry kConvNoPosition2021;
 extern const ClassEntry kFullyConnected2021;
+extern const ClassEntry kFullyConnectedLongK;
+// The on-tile softmax (softmax.cpp)
+extern const ClassEntry kSoftmaxShiftConstant;
+extern const ClassEntry kSoftmaxSubtract;
+extern const ClassEntry kSoftmaxExponential;
+extern const ClassEntry kSoftmaxSumRsqrt;
+extern const ClassEntry kSoftmaxProduct16;
+extern const ClassEntry kSoftmaxPack16;
+extern const ClassEntry kSoftmaxScale16;
 
 }  // namespace tinycoral::chip::ops

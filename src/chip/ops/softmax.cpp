@@ -1,0 +1,341 @@
+// The on-tile softmax of edgetpu_compiler 16.0 and Google's gen2021 programs (docs/chip_ops.md
+// section 6.2): after the maximum (pooling.cpp), a chain of small ops in 16-bit arithmetic --
+// shift by the maximum, exponentials from the non-linear unit, their sum and its reciprocal
+// square root, the reciprocal, and the scaled probabilities. These ops are a few hundred steps
+// each, so they run on one plain step loop (no batching): every class states what one step reads
+// and what an emitted group writes, and the evidence.
+#include <cmath>
+#include <cstring>
+
+#include "chip/ops/mac_engine.h"
+#include "chip/ops/nlu.h"
+#include "chip/ops/op_class_table.h"
+#include "chip/ops/requantize.h"
+
+namespace tinycoral::chip::ops {
+namespace {
+
+constexpr int kLoops = 8;
+
+// The main loop nest walked step by step: f(first, last, fill) per step, where `first` / `last`
+// say whether every reduced loop is at its first / last iteration and `fill` is the mixed-radix
+// index of the loops outside loop0 (the FIFO fill the step reads, as for the softmax maximum).
+template <typename F>
+void each_step(const OpInstr& op, F f) {
+  std::array<uint32_t, kLoops> c{};
+  uint64_t steps = 1;
+  for (int k = 0; k < kLoops; ++k) steps *= uint64_t{op.loops[k]} + 1;
+  if (steps > (uint64_t{1} << 22)) fail("softmax op of ", steps, " steps exceeds the step bound");
+  for (uint64_t s = 0; s < steps; ++s) {
+    bool first = true, last = true;
+    uint64_t fill = 0, scale = 1;
+    for (int k = 0; k < kLoops; ++k) {
+      if ((op.reduce_mask >> k) & 1u) {
+        first &= c[k] == 0;
+        last &= c[k] == op.loops[k];
+      }
+      if (k > 0) {
+        fill += c[k] * scale;
+        scale *= uint64_t{op.loops[k]} + 1;
+      }
+    }
+    f(first, last, fill);
+    for (int k = 0; k < kLoops; ++k) {
+      if (c[k] < op.loops[k]) {
+        ++c[k];
+        break;
+      }
+      c[k] = 0;
+    }
+  }
+}
+
+// The `par` row of a step and its lane (unit % 4): resident wide memory, or fill `fill` of a FIFO.
+const uint8_t* par_row(const OpInstr& op, OpEnv& env, int64_t unit, uint64_t fill) {
+  const int64_t row = unit & ~int64_t{3};
+  if ((op.par_fifo & 0x1fffu) != 0) return env.par_fifo_row(static_cast<uint32_t>(fill), row);
+  return env.wide_read(row, kWideRowBytes);
+}
+
+int16_t half(const uint8_t* p) {
+  int16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+
+OutputStage stage_of(const OpInstr& op) { return {op.mult, op.clamp_min, op.clamp_max, op.out_zp}; }
+
+// ---- The shift constant (opcode 1, dp 0, cfg0 0, cfg2 0x12, cfg3 6) -------------------------
+// One byte x of `in` (the broadcast maximum m, in.hmode 1) times the lane of a zero row with w_zp
+// 1: acc[c] = (x - in_zp)(0 - 1) = -m in every column. The group goes out twice: as int32 partial
+// sums into the `psum` row (psum.sel 1), which the next wideToNarrow (a bias load, tail bit 867)
+// turns into the bias of the subtraction, and requantized through `out`.
+void run_shift_constant(const OpInstr& op, OpEnv& env) {
+  const uint32_t columns = uint32_t{op.out_ch} + 1;
+  TtuWalker in(op.in), par(op.par), out(op.out), psum(op.psum);
+  std::array<int32_t, 64> acc{};
+  each_step(op, [&](bool first, bool last, uint64_t fill) {
+    if (first) acc.fill(0);
+    const int32_t x = *env.narrow_read(in.address(), 1);
+    const uint8_t* row = par_row(op, env, par.address(), fill);
+    const int lane = static_cast<int>(par.address() & 3);
+    for (uint32_t c = 0; c < columns; ++c) acc[c] += (x - op.in_zp) * (row[4 * c + lane] - op.w_zp);
+    in.next();
+    par.next();
+    if (!last) return;
+    uint8_t* sums = env.wide_write(psum.address() & ~int64_t{3}, kWideRowBytes);
+    std::memcpy(sums, acc.data(), 4 * columns);
+    psum.next();
+    const OutputStage stage = stage_of(op);
+    for (uint32_t w = 0; w < (columns + 3) / 4; ++w) {
+      uint8_t* dst = env.narrow_write(out.address(), 4);
+      for (uint32_t b = 0; b < 4; ++b) dst[b] = requantize(acc[4 * w + b], stage);
+      out.next();
+    }
+  });
+}
+
+// ---- The subtraction (opcode 1, dp 1, cfg0 0x07, cfg2 0x16, reduce 1) -----------------------
+// ADD's 16-bit step (add.cpp) with the weight zero point applied: each step reads two bytes of
+// `in` (zero-extended, in.hmode 2) and a row of 16-bit weight pairs; acc[c] += x0 (W0[c] - w_zp)
+// + x1 (W1[c] - w_zp). Then bias (-m from the shift constant) and the output stage.
+void run_halfword_mac(const OpInstr& op, OpEnv& env) {
+  const uint32_t columns = uint32_t{op.out_ch} + 1;
+  TtuWalker in(op.in), par(op.par), out(op.out);
+  std::array<int32_t, 64> acc{};
+  const OutputStage stage = stage_of(op);
+  each_step(op, [&](bool first, bool last, uint64_t fill) {
+    if (first) acc.fill(0);
+    const uint8_t* x = env.narrow_read(in.address(), 2);
+    const uint8_t* row = par_row(op, env, par.address(), fill);
+    for (uint32_t c = 0; c < columns; ++c)
+      acc[c] += int32_t{x[0]} * (half(row + 4 * c) - op.w_zp) +
+                int32_t{x[1]} * (half(row + 4 * c + 2) - op.w_zp);
+    in.next();
+    par.next();
+    if (!last) return;
+    for (uint32_t w = 0; w < (columns + 3) / 4; ++w) {
+      uint8_t* dst = env.narrow_write(out.address(), 4);
+      for (uint32_t b = 0; b < 4; ++b) {
+        const uint32_t col = 4 * w + b;
+        int32_t value = acc[col] + op.offset;
+        if (op.cfg4) {
+          int32_t bias;
+          std::memcpy(&bias, env.bias_store(kBiasStoreBase + 4 * col, 4), 4);
+          value += bias;
+        }
+        dst[b] = requantize(value, stage);
+      }
+      out.next();
+    }
+  });
+}
+
+// ---- Exponentials (opcode 1, dp 0, cfg0 0x25, NLU mode 5) ------------------------------------
+// The requantize step (one input word times the identity row: acc[c] = x[c] - in_zp), scaled and
+// clamped as usual, then the spline loaded by the last 0x19 (65535 e^x on [-13.04, 0]); the
+// result is rounded half to even and written as an unsigned 16-bit value, so 4 columns take two
+// output words.
+void run_exponential(const OpInstr& op, OpEnv& env) {
+  if (!env.nlu().loaded) env.fail_op("exponential op before any NLU table load (0x19)");
+  const uint32_t columns = uint32_t{op.out_ch} + 1;
+  TtuWalker in(op.in), par(op.par), out(op.out);
+  std::array<int32_t, 64> acc{};
+  const OutputStage stage = stage_of(op);
+  each_step(op, [&](bool first, bool last, uint64_t fill) {
+    if (first) acc.fill(0);
+    const uint8_t* x = env.narrow_read(in.address(), 4);
+    const uint8_t* row = par_row(op, env, par.address(), fill);
+    for (uint32_t c = 0; c < columns; ++c)
+      for (uint32_t b = 0; b < 4; ++b)
+        acc[c] += (int32_t{x[b]} - op.in_zp) * (int32_t{row[4 * c + b]} - op.w_zp);
+    in.next();
+    par.next();
+    if (!last) return;
+    uint16_t values[64];
+    for (uint32_t c = 0; c < columns; ++c) {
+      float v = round_half_even(evaluate_spline(env.nlu(), scale_and_clamp(acc[c], stage)));
+      v = std::clamp(v, 0.0f, 65535.0f);
+      values[c] = static_cast<uint16_t>(v);
+    }
+    for (uint32_t w = 0; w < (columns + 1) / 2; ++w) {
+      std::memcpy(env.narrow_write(out.address(), 4), values + 2 * w, 4);
+      out.next();
+    }
+  });
+}
+
+// ---- Sum of exponentials and its reciprocal square root (opcode 3, dp 1, cfg0 0x60, NLU 7) ----
+// `par` walks the 4-row FIFO a narrowToWide filled one word (two 16-bit exponentials) per fill;
+// like MUL's operand b (isa.md 2.1.5) the word in column 0 serves every column. A step adds both
+// 16-bit halves, so acc = S, the sum of all exponentials. Then v = f32(S) x mult (2^-16) and the
+// non-linear unit's reciprocal square root with range reduction: v = m 4^e, m in [1, 4), r =
+// spline(m) 2^-e, rounded half to even, saturated to 16 bits; each column's r is a 16-bit output.
+float rsqrt_spline(const NluTable& table, float v) {
+  if (!(v > 0.0f)) return 65535.0f;
+  int e = 0;
+  float m = v;
+  while (m >= 4.0f) m *= 0.25f, ++e;
+  while (m < 1.0f) m *= 4.0f, --e;
+  return std::ldexp(evaluate_spline(table, m), -e);
+}
+
+uint16_t to_u16(float v) {
+  if (std::isnan(v)) return 0;
+  return static_cast<uint16_t>(std::clamp(round_half_even(v), 0.0f, 65535.0f));
+}
+
+void write_halves(OpEnv& env, TtuWalker& out, const uint16_t* values, uint32_t columns) {
+  for (uint32_t w = 0; w < (columns + 1) / 2; ++w) {
+    std::memcpy(env.narrow_write(out.address(), 4), values + 2 * w, 4);
+    out.next();
+  }
+}
+
+uint16_t lane16(const uint8_t* row, uint32_t column, int lane) {
+  uint16_t v;
+  std::memcpy(&v, row + 4 * column + (lane & 2), 2);
+  return v;
+}
+
+void run_sum_rsqrt(const OpInstr& op, OpEnv& env) {
+  if (!env.nlu().loaded) env.fail_op("reciprocal square root before any NLU table load (0x19)");
+  const uint32_t columns = uint32_t{op.out_ch} + 1;
+  TtuWalker par(op.par), out(op.out);
+  int64_t sum = 0;
+  each_step(op, [&](bool first, bool last, uint64_t fill) {
+    if (first) sum = 0;
+    const uint8_t* row = par_row(op, env, par.address(), fill);
+    sum += lane16(row, 0, 0) + lane16(row, 0, 2);
+    par.next();
+    if (!last) return;
+    const int32_t acc = static_cast<int32_t>(sum);
+    const float v = static_cast<float>(acc) * op.mult;
+    uint16_t values[64];
+    for (uint32_t c = 0; c < columns; ++c) values[c] = to_u16(rsqrt_spline(env.nlu(), v));
+    write_halves(env, out, values, columns);
+  });
+}
+
+// ---- 16-bit products (opcode 1, dp 4, cfg0 0x60, cfg2 0x1e, NLU bits 4) ---------------------
+// MUL step 1 (isa.md 2.1.5) on 16-bit values: `in` gives one 16-bit value (in.hmode 2), `par` the
+// 16-bit lane (unit % 4: 0 = bytes 0-1, 2 = bytes 2-3) of the FIFO word in column 0, which serves
+// every column; acc = (x - in_zp)(y - w_zp), then the output stage to 16 bits: each step writes
+// its 4 columns as two 16-bit words. The softmax squares r: r^2 2^-16 clamped to [0, 32768].
+void run_product16(const OpInstr& op, OpEnv& env) {
+  const uint32_t columns = uint32_t{op.out_ch} + 1;
+  TtuWalker in(op.in), par(op.par), out(op.out);
+  const OutputStage stage = stage_of(op);
+  int64_t acc = 0;
+  each_step(op, [&](bool first, bool last, uint64_t fill) {
+    if (first) acc = 0;
+    uint16_t x;
+    std::memcpy(&x, env.narrow_read(in.address(), 2), 2);
+    const uint8_t* row = par_row(op, env, par.address(), fill);
+    const int lane = static_cast<int>(par.address() & 3);
+    acc += (int64_t{x} - op.in_zp) * (int64_t{lane16(row, 0, lane)} - op.w_zp);
+    in.next();
+    par.next();
+    if (!last) return;
+    uint16_t values[64];
+    const int32_t a32 = static_cast<int32_t>(static_cast<uint32_t>(acc));
+    for (uint32_t c = 0; c < columns; ++c) values[c] = to_u16(scale_and_clamp(a32, stage));
+    write_halves(env, out, values, columns);
+  });
+}
+
+// ---- 16-bit lane-select pack (opcode 1, dp 2, cfg0 0, cfg2 0xe, cfg3 6, NLU bits 4) ----------
+// MUL step 2 (isa.md 2.1.5) on 16-bit values: step i reads one word of `in` and lane i of the
+// identity row, so column c takes the low 16 bits of the word of step c; all steps form one group
+// (the whole loop nest), written as 16-bit values through the output stage (mult 1, clamps inf).
+void run_pack16(const OpInstr& op, OpEnv& env) {
+  const uint32_t columns = uint32_t{op.out_ch} + 1;
+  TtuWalker in(op.in), par(op.par), out(op.out);
+  const OutputStage stage = stage_of(op);
+  std::array<int32_t, 64> acc{};
+  uint64_t steps = 1, step = 0;
+  for (int k = 0; k < kLoops; ++k) steps *= uint64_t{op.loops[k]} + 1;
+  each_step(op, [&](bool, bool, uint64_t fill) {
+    uint16_t x;
+    std::memcpy(&x, env.narrow_read(in.address(), 2), 2);
+    const uint8_t* row = par_row(op, env, par.address(), fill);
+    const int lane = static_cast<int>(par.address() & 3);
+    for (uint32_t c = 0; c < columns; ++c)
+      acc[c] += (int32_t{x} - op.in_zp) * (int32_t{row[4 * c + lane]} - op.w_zp);
+    in.next();
+    par.next();
+    if (++step != steps) return;
+    uint16_t values[64];
+    for (uint32_t c = 0; c < columns; ++c) values[c] = to_u16(scale_and_clamp(acc[c], stage));
+    write_halves(env, out, values, columns);
+  });
+}
+
+// ---- Probabilities (opcode 1, dp 1, cfg0 0x60, cfg2 0x1e, NLU bits 0) ------------------------
+// `in` gives a word holding the 16-bit reciprocal in both halves, `par` a 16-bit lane of a FIFO
+// row whose columns hold 16-bit exponentials (the 16-bit transposing narrowToWide): column c
+// gives acc = (x - in_zp)(e_c - w_zp) with x the in half of the lane; then the usual output stage
+// (mult 2^-23, clamps [0, 255]) to bytes, one output word per step.
+void run_scale16(const OpInstr& op, OpEnv& env) {
+  const uint32_t columns = uint32_t{op.out_ch} + 1;
+  TtuWalker in(op.in), par(op.par), out(op.out);
+  const OutputStage stage = stage_of(op);
+  each_step(op, [&](bool, bool, uint64_t fill) {
+    const uint8_t* x = env.narrow_read(in.address(), 4);
+    const uint8_t* row = par_row(op, env, par.address(), fill);
+    const int lane = static_cast<int>(par.address() & 3);
+    uint16_t xv;
+    std::memcpy(&xv, x + (lane & 2), 2);
+    uint8_t bytes[64];
+    for (uint32_t c = 0; c < columns; ++c) {
+      const int64_t a = (int64_t{xv} - op.in_zp) * (int64_t{lane16(row, c, lane)} - op.w_zp);
+      bytes[c] = requantize(static_cast<int32_t>(static_cast<uint32_t>(a)), stage);
+    }
+    in.next();
+    par.next();
+    for (uint32_t w = 0; w < (columns + 3) / 4; ++w) {
+      std::memcpy(env.narrow_write(out.address(), 4), bytes + 4 * w, 4);
+      out.next();
+    }
+  });
+}
+
+uint32_t fills_outside_loop0(const OpInstr& op) {
+  if ((op.par_fifo & 0x1fffu) == 0) return 0;
+  uint32_t n = 1;
+  for (int k = 1; k < kLoops; ++k) n *= op.loops[k] + 1;
+  return n;
+}
+bool cfg2_1e(const OpInstr& op) { return op.cfg2 == 0x1e; }
+bool pack16_fields(const OpInstr& op) { return op.cfg2 == 0xe && op.cfg3 == 6; }
+
+bool shift_fields(const OpInstr& op) { return op.cfg2 == 0x12 && op.cfg3 == 6; }
+bool subtract_fields(const OpInstr& op) { return op.cfg2 == 0x16; }
+
+}  // namespace
+
+const ClassEntry kSoftmaxShiftConstant{
+    1, 0, {0x00}, 1, 0, 0, shift_fields, {"softmax shift constant", run_shift_constant, nullptr}};
+const ClassEntry kSoftmaxSubtract{
+    1, 1, {0x07},          1,
+    1, 0, subtract_fields, {"softmax subtraction (16-bit)", run_halfword_mac, nullptr}};
+const ClassEntry kSoftmaxExponential{
+    1, 0, {0x25}, 1, 0, 5, nullptr, {"softmax exponential", run_exponential, nullptr}};
+const ClassEntry kSoftmaxSumRsqrt{
+    3,
+    1,
+    {0x60},
+    1,
+    0b11,
+    7,
+    subtract_fields,
+    {"softmax sum, reciprocal square root", run_sum_rsqrt, fills_outside_loop0}};
+const ClassEntry kSoftmaxProduct16{
+    1, 4, {0x60}, 1, 0, 4, cfg2_1e, {"16-bit product", run_product16, fills_outside_loop0}};
+const ClassEntry kSoftmaxPack16{
+    1, 2, {0x00}, 1, 0, 4, pack16_fields, {"16-bit lane-select pack", run_pack16, nullptr}};
+const ClassEntry kSoftmaxScale16{
+    1, 1, {0x60},  1,
+    0, 0, cfg2_1e, {"softmax probabilities (16-bit scale)", run_scale16, fills_outside_loop0}};
+
+}  // namespace tinycoral::chip::ops
