@@ -249,9 +249,14 @@ std::vector<uint32_t> VirtualEdgeTpu::Impl::fifo_writers_all_taken(const TileSta
                                                                    const Program& program,
                                                                    uint32_t index) {
   const auto& reader = std::get<WideNarrowInstr>(program.items[index].decoded);
-  if (!reader.wide_circ || reader.mode == 2 || reader.wide_ttu.steps() > kMaxRowSteps) return {};
+  if (reader.mode == 2 || reader.wide_ttu.steps() > kMaxRowSteps) return {};
   const RowVisits& rows = item_rows(program, index);
   if (rows.empty()) return {};
+  // A walk that visits a row more than once reads it as a FIFO too (as the unit does): the
+  // 64x64 softmax gathers two packets per tile through row 0x2074 (bright_64x64 word 1622).
+  bool fifo = reader.wide_circ;
+  for (auto [row, visits] : rows) fifo |= visits > 1;
+  if (!fifo) return {};
   // Fills written and taken per reader row (same order as `rows`).
   std::vector<uint64_t> filled(rows.size()), taken(rows.size());
   std::vector<uint32_t> writers;
@@ -265,8 +270,12 @@ std::vector<uint32_t> VirtualEdgeTpu::Impl::fifo_writers_all_taken(const TileSta
       writes = true;
     } else if (item.opcode == 0x13 || item.opcode == 0x14) {
       const auto& n = std::get<WideNarrowInstr>(item.decoded);
-      if (!n.wide_circ || n.wide_ttu.steps() > kMaxRowSteps) continue;
+      if (n.wide_ttu.steps() > kMaxRowSteps) continue;
       if (item.opcode == 0x14 && n.mode == 2) continue;
+      bool fifo_access = n.wide_circ;
+      if (item.opcode == 0x14)
+        for (auto [row, count] : item_rows(*e.program, e.item)) fifo_access |= count > 1;
+      if (!fifo_access) continue;
       writes = item.opcode == 0x13;
     } else {
       continue;
