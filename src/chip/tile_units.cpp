@@ -698,14 +698,18 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
       // Only when 256-byte fills would leave steps empty: gen2021 PoseNet word 6657 (4 steps into
       // one row, 960 bytes) sends fills of 256, 256, 256 and 192 bytes, not 4 of 240 (with equal
       // shares its heatmaps and short offsets differ from the twin's).
-      // The on-tile softmax streams one word per wide step into a 4-row FIFO (bright_16x16 word
-      // 641: 128 words, 128 steps, `w.circ`): one fill of one word each (docs/chip_ops.md 6.2).
-      const bool shared_fills =
-          n.transposing ||
-          (n.wide_circ && !n.wide_stream && stream.size() <= (rows - 1) * kWideRowBytes) ||
-          (n.wide_circ && rows > 1 && stream.size() == 4 * rows);
+      const bool shared_fills = n.transposing || (n.wide_circ && !n.wide_stream &&
+                                                  stream.size() <= (rows - 1) * kWideRowBytes);
       if (shared_fills && stream.size() % rows == 0 && stream.size() < rows * kWideRowBytes)
         per_row = stream.size() / rows;
+      // The on-tile softmax streams one word per wide step into a 4-row FIFO (bright_16x16 word
+      // 641: 128 words, 128 steps, `w.circ`): one fill of one word each (docs/chip_ops.md 6.2).
+      // The last round of 4 steps may be short (`w.last`): gen2021 MobileNet sends its 1001
+      // logits as 251 words into 4 rows x 63 steps (word 3255), its exponentials as 501 words
+      // into 4 x 126 (word 9963).
+      if ((n.transposing || n.wide_circ) && rows > 1 && stream.size() % 4 == 0 &&
+          stream.size() <= 4 * rows && stream.size() + 16 > 4 * rows)
+        per_row = 4;
       uint64_t outer = 1;
       for (int d = 5; d >= 1 && !n.wide_circ && outer < rows; --d) {
         if (n.narrow_ttu.cnt[d] == 0) continue;

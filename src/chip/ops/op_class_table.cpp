@@ -18,7 +18,7 @@ bool matches(const ClassEntry& e, const OpInstr& op) {
 const OpClass* classify(const OpInstr& op) {
   // cfg3 8 (per-channel requantization) is not a class of its own: the MAC classes below run it
   // through the engine's per-channel output stage (per_channel.h).
-  static const std::array<const ClassEntry*, 38> kTable = {
+  static const std::array<const ClassEntry*, 41> kTable = {
       // gen2020 ("frogfish") encodings, as in isa.md 2.1.2
       &kFullyConnected, &kConvKChunked, &kConvPositionOuter, &kDepthwiseConv, &kRequantize,
       &kLogistic, &kNarrowCopy, &kWordCopy, &kMulProduct, &kMulPack, &kAdd16, &kMaxPool,
@@ -30,7 +30,8 @@ const OpClass* classify(const OpInstr& op) {
       &kAdd16Dp4,
       // the on-tile softmax (docs/chip_ops.md 6.2)
       &kSoftmaxShiftConstant, &kSoftmaxSubtract, &kSoftmaxExponential, &kSoftmaxSumRsqrt,
-      &kSoftmaxProduct16, &kSoftmaxPack16, &kSoftmaxScale16, &kFullyConnectedLongK};
+      &kSoftmaxProduct16, &kSoftmaxPack16, &kSoftmaxScale16, &kFullyConnectedLongK,
+      &kSoftmaxPerWord, &kSoftmaxPerWordExponential, &kSoftmaxWord16};
   for (const ClassEntry* e : kTable)
     if (matches(*e, op)) return &e->op_class;
   return nullptr;

@@ -14,19 +14,10 @@ void run_max(const OpInstr& op, OpEnv& env) {
   run_engine(op, env, {OperandKind::kLaneOnly, Combine::kMax});
 }
 void run_sum(const OpInstr& op, OpEnv& env) { run_engine(op, env, {OperandKind::kLaneOnly}); }
-// The softmax maximum walks FIFO rows on loop0 and their fills outside it: no position loop.
-constexpr EngineSpec kSoftmaxMax{OperandKind::kLaneOnly, Combine::kMax, OutputKind::kRequantize, 0,
-                                 false};
-void run_softmax_max(const OpInstr& op, OpEnv& env) { run_engine(op, env, kSoftmaxMax); }
-uint32_t fifo_fills(const OpInstr& op) { return fifo_fill_count(op, kSoftmaxMax); }
 bool avg_fields(const OpInstr& op) { return op.cfg2 == 0xE && op.cfg3 == 6; }
 }  // namespace
 
 const ClassEntry kMaxPool{2, 4, {0x127}, 1, 0b11, 0, nullptr, {"MAX_POOL_2D", run_max, nullptr}};
-// The on-tile softmax's maximum (compiler 16.0 and gen2021: dp 1, cfg0 0x60), the same max over
-// the lanes a transposing narrowToWide wrote.
-const ClassEntry kMaxPoolDp1{2,    1, {0x60},  1,
-                             0b11, 0, nullptr, {"softmax MAX", run_softmax_max, fifo_fills}};
 const ClassEntry kAvgPool{1,    4, {0x127},    1,
                           0b11, 0, avg_fields, {"AVERAGE_POOL_2D", run_sum, nullptr}};
 const ClassEntry kPositionSum{3,    4, {0x127}, 1,

@@ -20,26 +20,37 @@ constexpr int kLoops = 8;
 // The main loop nest walked step by step: f(first, last, fill) per step, where `first` / `last`
 // say whether every reduced loop is at its first / last iteration and `fill` is the mixed-radix
 // index of the loops outside loop0 (the FIFO fill the step reads, as for the softmax maximum).
+// A partial last round (`loop_last`, bits 174-190: enable bit 14, count - 1 in bits 0-13) runs
+// loop0 only that far once every outer loop is at its last iteration: gen2021 MobileNet's 1001
+// classes are 251 words over 4 FIFO rows x 63 rounds (word 3262, loop_last 0x4002), their 501
+// exponential words 4 x 126 (word 9970, 0x4000).
 template <typename F>
 void each_step(const OpInstr& op, F f) {
   std::array<uint32_t, kLoops> c{};
   uint64_t steps = 1;
   for (int k = 0; k < kLoops; ++k) steps *= uint64_t{op.loops[k]} + 1;
   if (steps > (uint64_t{1} << 22)) fail("softmax op of ", steps, " steps exceeds the step bound");
+  const bool partial = (op.rsv174 >> 14) & 1u;
+  const uint32_t last_round = partial ? std::min(op.rsv174 & 0x3fffu, op.loops[0]) : op.loops[0];
   for (uint64_t s = 0; s < steps; ++s) {
-    bool first = true, last = true;
-    uint64_t fill = 0, scale = 1;
-    for (int k = 0; k < kLoops; ++k) {
-      if ((op.reduce_mask >> k) & 1u) {
-        first &= c[k] == 0;
-        last &= c[k] == op.loops[k];
+    bool outer_last = true;
+    for (int k = 1; k < kLoops; ++k) outer_last &= c[k] == op.loops[k];
+    const uint32_t loop0_last = outer_last ? last_round : op.loops[0];
+    if (c[0] <= loop0_last) {
+      bool first = true, last = true;
+      uint64_t fill = 0, scale = 1;
+      for (int k = 0; k < kLoops; ++k) {
+        if ((op.reduce_mask >> k) & 1u) {
+          first &= c[k] == 0;
+          last &= c[k] == (k == 0 ? loop0_last : op.loops[k]);
+        }
+        if (k > 0) {
+          fill += c[k] * scale;
+          scale *= uint64_t{op.loops[k]} + 1;
+        }
       }
-      if (k > 0) {
-        fill += c[k] * scale;
-        scale *= uint64_t{op.loops[k]} + 1;
-      }
+      f(first, last, fill);
     }
-    f(first, last, fill);
     for (int k = 0; k < kLoops; ++k) {
       if (c[k] < op.loops[k]) {
         ++c[k];
@@ -300,6 +311,131 @@ void run_scale16(const OpInstr& op, OpEnv& env) {
   });
 }
 
+// ---- Per-word constants (opcode 1, dp 2, cfg0 0x67, reduce 0; NLU bits 0 or 5) --------------
+// gen2021 MobileNet's softmax over 1001 classes padded to 64 per tile (words 2647, 3818, 3882):
+// the requantize step (one word of `in` times the identity row) where every output word has
+// its own bias (cfg4) and, with pc_mult, its own multipliers: word w's column c at bias-store
+// byte 0x100 + 16 w + 4 c (and the multiplier plane at kMultStoreBase). Loop 1 re-reads the
+// same word (in stride 0) and rewrites the same output. With NLU 5 the result is the
+// exponential as 16-bit values (two words), as in run_exponential.
+void run_per_word(const OpInstr& op, OpEnv& env) {
+  const bool spline = op.nlu_mode == 5;
+  if (spline && !env.nlu().loaded) env.fail_op("exponential op before any NLU table load (0x19)");
+  const uint32_t columns = uint32_t{op.out_ch} + 1;
+  TtuWalker in(op.in), par(op.par), out(op.out);
+  const auto in_strides = op.in.strides();
+  std::array<uint32_t, kLoops> c{};
+  each_step(op, [&](bool, bool, uint64_t fill) {
+    uint64_t group = 0, scale = 1;
+    for (int k = 0; k < kLoops; ++k)
+      if (in_strides[k] != 0) group += c[k] * scale, scale *= uint64_t{op.loops[k]} + 1;
+    for (int k = 0; k < kLoops; ++k) {
+      if (c[k] < op.loops[k]) {
+        ++c[k];
+        break;
+      }
+      c[k] = 0;
+    }
+    const uint8_t* x = env.narrow_read(in.address(), 4);
+    const uint8_t* row = par_row(op, env, par.address(), fill);
+    uint16_t values[64];
+    uint8_t bytes[64];
+    for (uint32_t col = 0; col < columns; ++col) {
+      int32_t acc = 0;
+      for (uint32_t b = 0; b < 4; ++b)
+        acc += (int32_t{x[b]} - op.in_zp) * (int32_t{row[4 * col + b]} - op.w_zp);
+      const uint64_t at = 4 * (group * columns + col);
+      if (op.cfg4) {
+        int32_t bias;
+        std::memcpy(&bias, env.bias_store(kBiasStoreBase + static_cast<int64_t>(at), 4), 4);
+        acc += bias;
+      }
+      OutputStage stage = stage_of(op);
+      if (op.pc_mult)
+        std::memcpy(&stage.mult, env.bias_store(kMultStoreBase + static_cast<int64_t>(at), 4), 4);
+      if (spline)
+        values[col] = to_u16(evaluate_spline(env.nlu(), scale_and_clamp(acc, stage)));
+      else
+        bytes[col] = requantize(acc, stage);
+    }
+    in.next();
+    par.next();
+    if (spline) {
+      write_halves(env, out, values, columns);
+    } else {
+      for (uint32_t w = 0; w < (columns + 3) / 4; ++w) {
+        std::memcpy(env.narrow_write(out.address(), 4), bytes + 4 * w, 4);
+        out.next();
+      }
+    }
+  });
+}
+
+// ---- The softmax maximum (opcode 2, dp 1, cfg0 0x60, reduce 0b11; docs/chip_ops.md 6.1) -------
+// Per column, the maximum of the lane bytes (lane = unit % 4 of the `par` row or FIFO fill) over
+// every step; then + offset and the output stage. As MAX_POOL_2D (isa.md 2.2) the maximum runs on
+// the bytes themselves: gen2021 MobileNet's (word 3262: w_zp 96, offset -96, out_zp 96) must give
+// the largest logit back.
+void run_maximum(const OpInstr& op, OpEnv& env) {
+  const uint32_t columns = uint32_t{op.out_ch} + 1;
+  TtuWalker par(op.par), out(op.out);
+  std::array<int32_t, 64> acc{};
+  const OutputStage stage = stage_of(op);
+  each_step(op, [&](bool first, bool last, uint64_t fill) {
+    if (first) acc.fill(-1);
+    const uint8_t* row = par_row(op, env, par.address(), fill);
+    const int lane = static_cast<int>(par.address() & 3);
+    for (uint32_t c = 0; c < columns; ++c) acc[c] = std::max<int32_t>(acc[c], row[4 * c + lane]);
+    par.next();
+    if (!last) return;
+    for (uint32_t w = 0; w < (columns + 3) / 4; ++w) {
+      uint8_t* dst = env.narrow_write(out.address(), 4);
+      for (uint32_t b = 0; b < 4; ++b) dst[b] = requantize(acc[4 * w + b] + op.offset, stage);
+      out.next();
+    }
+  });
+}
+
+// ---- 16-bit word times row (opcode 1, dp 1, cfg0 0x65, cfg2 0xe, NLU bits 4) -----------------
+// gen2021 MobileNet word 9537: the word holding the last class's exponential and the first
+// padding one (relayed from tile 15) times the identity row, with per-column multipliers (1, 0)
+// from the bias load before it: acc[c] = sum_h x16[h] W16[c][h], then the output stage to 16 bits,
+// so the padding half becomes 0. Columns (out_ch + 1) go out as 16-bit values.
+void run_word16_times_row(const OpInstr& op, OpEnv& env) {
+  const uint32_t columns = uint32_t{op.out_ch} + 1;
+  TtuWalker in(op.in), par(op.par), out(op.out);
+  std::array<int64_t, 64> acc{};
+  uint64_t group = 0;
+  each_step(op, [&](bool first, bool last, uint64_t fill) {
+    if (first) acc.fill(0);
+    const uint8_t* x = env.narrow_read(in.address(), 4);
+    const uint8_t* row = par_row(op, env, par.address(), fill);
+    for (uint32_t c = 0; c < columns; ++c)
+      for (uint32_t h = 0; h < 2; ++h)
+        acc[c] += (int64_t{lane16(x, 0, 2 * static_cast<int>(h))} - op.in_zp) *
+                  (int64_t{lane16(row, c, 2 * static_cast<int>(h))} - op.w_zp);
+    in.next();
+    par.next();
+    if (!last) return;
+    uint16_t values[64];
+    for (uint32_t c = 0; c < columns; ++c) {
+      const uint64_t at = 4 * (group * columns + c);
+      int64_t a = acc[c] + op.offset;
+      if (op.cfg4) {
+        int32_t bias;
+        std::memcpy(&bias, env.bias_store(kBiasStoreBase + static_cast<int64_t>(at), 4), 4);
+        a += bias;
+      }
+      OutputStage stage = stage_of(op);
+      if (op.pc_mult)
+        std::memcpy(&stage.mult, env.bias_store(kMultStoreBase + static_cast<int64_t>(at), 4), 4);
+      values[c] = to_u16(scale_and_clamp(static_cast<int32_t>(static_cast<uint32_t>(a)), stage));
+    }
+    write_halves(env, out, values, columns);
+    ++group;
+  });
+}
+
 uint32_t fills_outside_loop0(const OpInstr& op) {
   if ((op.par_fifo & 0x1fffu) == 0) return 0;
   uint32_t n = 1;
@@ -307,6 +443,7 @@ uint32_t fills_outside_loop0(const OpInstr& op) {
   return n;
 }
 bool cfg2_1e(const OpInstr& op) { return op.cfg2 == 0x1e; }
+bool cfg2_0e(const OpInstr& op) { return op.cfg2 == 0xe; }
 bool pack16_fields(const OpInstr& op) { return op.cfg2 == 0xe && op.cfg3 == 6; }
 
 bool shift_fields(const OpInstr& op) { return op.cfg2 == 0x12 && op.cfg3 == 6; }
@@ -321,6 +458,14 @@ const ClassEntry kSoftmaxSubtract{
     1, 0, subtract_fields, {"softmax subtraction (16-bit)", run_halfword_mac, nullptr}};
 const ClassEntry kSoftmaxExponential{
     1, 0, {0x25}, 1, 0, 5, nullptr, {"softmax exponential", run_exponential, nullptr}};
+const ClassEntry kMaxPoolDp1{2,    1, {0x60},  1,
+                             0b11, 0, nullptr, {"softmax MAX", run_maximum, fills_outside_loop0}};
+const ClassEntry kSoftmaxWord16{
+    1, 1, {0x65}, 1, 0, 4, cfg2_0e, {"16-bit word times row", run_word16_times_row, nullptr}};
+const ClassEntry kSoftmaxPerWord{
+    1, 2, {0x67}, 1, 0, 0, nullptr, {"per-word constants (gen2021)", run_per_word, nullptr}};
+const ClassEntry kSoftmaxPerWordExponential{
+    1, 2, {0x67}, 1, 0, 5, nullptr, {"per-word exponential (gen2021)", run_per_word, nullptr}};
 const ClassEntry kSoftmaxSumRsqrt{
     3,
     1,
