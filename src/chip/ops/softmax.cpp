@@ -1,7 +1,7 @@
 // The on-tile softmax of edgetpu_compiler 16.0 and Google's gen2021 programs (docs/chip_ops.md
-// section 6.2): after the maximum (pooling.cpp), a chain of small ops in 16-bit arithmetic --
-// shift by the maximum, exponentials from the non-linear unit, their sum and its reciprocal
-// square root, the reciprocal, and the scaled probabilities. These ops are a few hundred steps
+// sections 6.1, 6.2): the maximum, then a chain of small ops in 16-bit arithmetic -- shift by the
+// maximum, exponentials from the non-linear unit, their sum and its reciprocal square root, the
+// reciprocal, and the scaled probabilities. These ops are a few hundred steps
 // each, so they run on one plain step loop (no batching): every class states what one step reads
 // and what an emitted group writes, and the evidence.
 #include <cmath>
@@ -25,11 +25,12 @@ constexpr int kLoops = 8;
 // classes are 251 words over 4 FIFO rows x 63 rounds (word 3262, loop_last 0x4002), their 501
 // exponential words 4 x 126 (word 9970, 0x4000).
 template <typename F>
-void each_step(const OpInstr& op, F f) {
+void each_step(const OpInstr& op, OpEnv& env, F f) {
   std::array<uint32_t, kLoops> c{};
   uint64_t steps = 1;
   for (int k = 0; k < kLoops; ++k) steps *= uint64_t{op.loops[k]} + 1;
-  if (steps > (uint64_t{1} << 22)) fail("softmax op of ", steps, " steps exceeds the step bound");
+  if (steps > (uint64_t{1} << 22))
+    env.fail_op(cat("main loop of ", steps, " steps exceeds the softmax ops' step bound"));
   const bool partial = (op.rsv174 >> 14) & 1u;
   const uint32_t last_round = partial ? std::min(op.rsv174 & 0x3fffu, op.loops[0]) : op.loops[0];
   for (uint64_t s = 0; s < steps; ++s) {
@@ -85,7 +86,7 @@ void run_shift_constant(const OpInstr& op, OpEnv& env) {
   const uint32_t columns = uint32_t{op.out_ch} + 1;
   TtuWalker in(op.in), par(op.par), out(op.out), psum(op.psum);
   std::array<int32_t, 64> acc{};
-  each_step(op, [&](bool first, bool last, uint64_t fill) {
+  each_step(op, env, [&](bool first, bool last, uint64_t fill) {
     if (first) acc.fill(0);
     const int32_t x = *env.narrow_read(in.address(), 1);
     const uint8_t* row = par_row(op, env, par.address(), fill);
@@ -115,7 +116,7 @@ void run_halfword_mac(const OpInstr& op, OpEnv& env) {
   TtuWalker in(op.in), par(op.par), out(op.out);
   std::array<int32_t, 64> acc{};
   const OutputStage stage = stage_of(op);
-  each_step(op, [&](bool first, bool last, uint64_t fill) {
+  each_step(op, env, [&](bool first, bool last, uint64_t fill) {
     if (first) acc.fill(0);
     const uint8_t* x = env.narrow_read(in.address(), 2);
     const uint8_t* row = par_row(op, env, par.address(), fill);
@@ -153,7 +154,7 @@ void run_exponential(const OpInstr& op, OpEnv& env) {
   TtuWalker in(op.in), par(op.par), out(op.out);
   std::array<int32_t, 64> acc{};
   const OutputStage stage = stage_of(op);
-  each_step(op, [&](bool first, bool last, uint64_t fill) {
+  each_step(op, env, [&](bool first, bool last, uint64_t fill) {
     if (first) acc.fill(0);
     const uint8_t* x = env.narrow_read(in.address(), 4);
     const uint8_t* row = par_row(op, env, par.address(), fill);
@@ -163,7 +164,7 @@ void run_exponential(const OpInstr& op, OpEnv& env) {
     in.next();
     par.next();
     if (!last) return;
-    uint16_t values[64];
+    uint16_t values[64] = {};
     for (uint32_t c = 0; c < columns; ++c) {
       float v = round_half_even(evaluate_spline(env.nlu(), scale_and_clamp(acc[c], stage)));
       v = std::clamp(v, 0.0f, 65535.0f);
@@ -184,6 +185,7 @@ void run_exponential(const OpInstr& op, OpEnv& env) {
 // spline(m) 2^-e, rounded half to even, saturated to 16 bits; each column's r is a 16-bit output.
 float rsqrt_spline(const NluTable& table, float v) {
   if (!(v > 0.0f)) return 65535.0f;
+  if (std::isinf(v)) return 0.0f;
   int e = 0;
   float m = v;
   while (m >= 4.0f) m *= 0.25f, ++e;
@@ -214,7 +216,7 @@ void run_sum_rsqrt(const OpInstr& op, OpEnv& env) {
   const uint32_t columns = uint32_t{op.out_ch} + 1;
   TtuWalker par(op.par), out(op.out);
   int64_t sum = 0;
-  each_step(op, [&](bool first, bool last, uint64_t fill) {
+  each_step(op, env, [&](bool first, bool last, uint64_t fill) {
     if (first) sum = 0;
     const uint8_t* row = par_row(op, env, par.address(), fill);
     sum += lane16(row, 0, 0) + lane16(row, 0, 2);
@@ -222,7 +224,7 @@ void run_sum_rsqrt(const OpInstr& op, OpEnv& env) {
     if (!last) return;
     const int32_t acc = static_cast<int32_t>(sum);
     const float v = static_cast<float>(acc) * op.mult;
-    uint16_t values[64];
+    uint16_t values[64] = {};
     for (uint32_t c = 0; c < columns; ++c) values[c] = to_u16(rsqrt_spline(env.nlu(), v));
     write_halves(env, out, values, columns);
   });
@@ -238,7 +240,7 @@ void run_product16(const OpInstr& op, OpEnv& env) {
   TtuWalker in(op.in), par(op.par), out(op.out);
   const OutputStage stage = stage_of(op);
   int64_t acc = 0;
-  each_step(op, [&](bool first, bool last, uint64_t fill) {
+  each_step(op, env, [&](bool first, bool last, uint64_t fill) {
     if (first) acc = 0;
     uint16_t x;
     std::memcpy(&x, env.narrow_read(in.address(), 2), 2);
@@ -248,7 +250,7 @@ void run_product16(const OpInstr& op, OpEnv& env) {
     in.next();
     par.next();
     if (!last) return;
-    uint16_t values[64];
+    uint16_t values[64] = {};
     const int32_t a32 = static_cast<int32_t>(static_cast<uint32_t>(acc));
     for (uint32_t c = 0; c < columns; ++c) values[c] = to_u16(scale_and_clamp(a32, stage));
     write_halves(env, out, values, columns);
@@ -266,7 +268,7 @@ void run_pack16(const OpInstr& op, OpEnv& env) {
   std::array<int32_t, 64> acc{};
   uint64_t steps = 1, step = 0;
   for (int k = 0; k < kLoops; ++k) steps *= uint64_t{op.loops[k]} + 1;
-  each_step(op, [&](bool, bool, uint64_t fill) {
+  each_step(op, env, [&](bool, bool, uint64_t fill) {
     uint16_t x;
     std::memcpy(&x, env.narrow_read(in.address(), 2), 2);
     const uint8_t* row = par_row(op, env, par.address(), fill);
@@ -276,7 +278,7 @@ void run_pack16(const OpInstr& op, OpEnv& env) {
     in.next();
     par.next();
     if (++step != steps) return;
-    uint16_t values[64];
+    uint16_t values[64] = {};
     for (uint32_t c = 0; c < columns; ++c) values[c] = to_u16(scale_and_clamp(acc[c], stage));
     write_halves(env, out, values, columns);
   });
@@ -291,13 +293,13 @@ void run_scale16(const OpInstr& op, OpEnv& env) {
   const uint32_t columns = uint32_t{op.out_ch} + 1;
   TtuWalker in(op.in), par(op.par), out(op.out);
   const OutputStage stage = stage_of(op);
-  each_step(op, [&](bool, bool, uint64_t fill) {
+  each_step(op, env, [&](bool, bool, uint64_t fill) {
     const uint8_t* x = env.narrow_read(in.address(), 4);
     const uint8_t* row = par_row(op, env, par.address(), fill);
     const int lane = static_cast<int>(par.address() & 3);
     uint16_t xv;
     std::memcpy(&xv, x + (lane & 2), 2);
-    uint8_t bytes[64];
+    uint8_t bytes[64] = {};
     for (uint32_t c = 0; c < columns; ++c) {
       const int64_t a = (int64_t{xv} - op.in_zp) * (int64_t{lane16(row, c, lane)} - op.w_zp);
       bytes[c] = requantize(static_cast<int32_t>(static_cast<uint32_t>(a)), stage);
@@ -325,7 +327,7 @@ void run_per_word(const OpInstr& op, OpEnv& env) {
   TtuWalker in(op.in), par(op.par), out(op.out);
   const auto in_strides = op.in.strides();
   std::array<uint32_t, kLoops> c{};
-  each_step(op, [&](bool, bool, uint64_t fill) {
+  each_step(op, env, [&](bool, bool, uint64_t fill) {
     uint64_t group = 0, scale = 1;
     for (int k = 0; k < kLoops; ++k)
       if (in_strides[k] != 0) group += c[k] * scale, scale *= uint64_t{op.loops[k]} + 1;
@@ -338,8 +340,8 @@ void run_per_word(const OpInstr& op, OpEnv& env) {
     }
     const uint8_t* x = env.narrow_read(in.address(), 4);
     const uint8_t* row = par_row(op, env, par.address(), fill);
-    uint16_t values[64];
-    uint8_t bytes[64];
+    uint16_t values[64] = {};
+    uint8_t bytes[64] = {};
     for (uint32_t col = 0; col < columns; ++col) {
       int32_t acc = 0;
       for (uint32_t b = 0; b < 4; ++b)
@@ -381,7 +383,7 @@ void run_maximum(const OpInstr& op, OpEnv& env) {
   TtuWalker par(op.par), out(op.out);
   std::array<int32_t, 64> acc{};
   const OutputStage stage = stage_of(op);
-  each_step(op, [&](bool first, bool last, uint64_t fill) {
+  each_step(op, env, [&](bool first, bool last, uint64_t fill) {
     if (first) acc.fill(-1);
     const uint8_t* row = par_row(op, env, par.address(), fill);
     const int lane = static_cast<int>(par.address() & 3);
@@ -406,7 +408,7 @@ void run_word16_times_row(const OpInstr& op, OpEnv& env) {
   TtuWalker in(op.in), par(op.par), out(op.out);
   std::array<int64_t, 64> acc{};
   uint64_t group = 0;
-  each_step(op, [&](bool first, bool last, uint64_t fill) {
+  each_step(op, env, [&](bool first, bool last, uint64_t fill) {
     if (first) acc.fill(0);
     const uint8_t* x = env.narrow_read(in.address(), 4);
     const uint8_t* row = par_row(op, env, par.address(), fill);
@@ -417,7 +419,7 @@ void run_word16_times_row(const OpInstr& op, OpEnv& env) {
     in.next();
     par.next();
     if (!last) return;
-    uint16_t values[64];
+    uint16_t values[64] = {};
     for (uint32_t c = 0; c < columns; ++c) {
       const uint64_t at = 4 * (group * columns + c);
       int64_t a = acc[c] + op.offset;
