@@ -1,7 +1,8 @@
 // Programs that edgetpu_compiler 16.0 wrote (libredgetpu/ of the test data): their scheduling
 // (fence regions, sync counters, FIFO feeds) must never deadlock the virtual Edge TPU
-// (docs/chip.md "Scheduling"); looming equals its CPU twin in every byte. Where an op class or unit
-// form is still missing, the run stops naming it, never as a deadlock.
+// (docs/chip.md "Scheduling"); looming and the on-tile softmax programs (bright_*, color_*) equal
+// their CPU twins in every byte. Where an op class or unit form is missing, a run stops naming it,
+// never as a deadlock.
 #include <gtest/gtest.h>
 
 #include <filesystem>
