@@ -4,8 +4,10 @@
 // reciprocal, and the scaled probabilities. These ops are a few hundred steps
 // each, so they run on one plain step loop (no batching): every class states what one step reads
 // and what an emitted group writes, and the evidence.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "chip/ops/mac_engine.h"
 #include "chip/ops/nlu.h"
@@ -75,6 +77,14 @@ int16_t half(const uint8_t* p) {
   return v;
 }
 
+// Accumulator plus bias and offset, saturated to int32: gen2021 MobileNet's per-word biases push
+// the padding classes down with -2^31 (word 2647), which must leave them at the minimum; a
+// wrapping add would make them the largest values of the maximum and the sum.
+int32_t saturate32(int64_t v) {
+  return static_cast<int32_t>(std::clamp<int64_t>(v, std::numeric_limits<int32_t>::min(),
+                                                  std::numeric_limits<int32_t>::max()));
+}
+
 OutputStage stage_of(const OpInstr& op) { return {op.mult, op.clamp_min, op.clamp_max, op.out_zp}; }
 
 // ---- The shift constant (opcode 1, dp 0, cfg0 0, cfg2 0x12, cfg3 6) -------------------------
@@ -85,7 +95,7 @@ OutputStage stage_of(const OpInstr& op) { return {op.mult, op.clamp_min, op.clam
 void run_shift_constant(const OpInstr& op, OpEnv& env) {
   const uint32_t columns = uint32_t{op.out_ch} + 1;
   TtuWalker in(op.in), par(op.par), out(op.out), psum(op.psum);
-  std::array<int32_t, 64> acc{};
+  std::array<int64_t, 64> acc{};
   each_step(op, env, [&](bool first, bool last, uint64_t fill) {
     if (first) acc.fill(0);
     const int32_t x = *env.narrow_read(in.address(), 1);
@@ -96,12 +106,15 @@ void run_shift_constant(const OpInstr& op, OpEnv& env) {
     par.next();
     if (!last) return;
     uint8_t* sums = env.wide_write(psum.address() & ~int64_t{3}, kWideRowBytes);
-    std::memcpy(sums, acc.data(), 4 * columns);
+    for (uint32_t c = 0; c < columns; ++c) {
+      const int32_t v = saturate32(acc[c]);
+      std::memcpy(sums + 4 * c, &v, 4);
+    }
     psum.next();
     const OutputStage stage = stage_of(op);
     for (uint32_t w = 0; w < (columns + 3) / 4; ++w) {
       uint8_t* dst = env.narrow_write(out.address(), 4);
-      for (uint32_t b = 0; b < 4; ++b) dst[b] = requantize(acc[4 * w + b], stage);
+      for (uint32_t b = 0; b < 4; ++b) dst[b] = requantize(saturate32(acc[4 * w + b]), stage);
       out.next();
     }
   });
@@ -114,7 +127,7 @@ void run_shift_constant(const OpInstr& op, OpEnv& env) {
 void run_halfword_mac(const OpInstr& op, OpEnv& env) {
   const uint32_t columns = uint32_t{op.out_ch} + 1;
   TtuWalker in(op.in), par(op.par), out(op.out);
-  std::array<int32_t, 64> acc{};
+  std::array<int64_t, 64> acc{};
   const OutputStage stage = stage_of(op);
   each_step(op, env, [&](bool first, bool last, uint64_t fill) {
     if (first) acc.fill(0);
@@ -130,13 +143,13 @@ void run_halfword_mac(const OpInstr& op, OpEnv& env) {
       uint8_t* dst = env.narrow_write(out.address(), 4);
       for (uint32_t b = 0; b < 4; ++b) {
         const uint32_t col = 4 * w + b;
-        int32_t value = acc[col] + op.offset;
+        int64_t value = int64_t{acc[col]} + op.offset;
         if (op.cfg4) {
           int32_t bias;
           std::memcpy(&bias, env.bias_store(kBiasStoreBase + 4 * col, 4), 4);
           value += bias;
         }
-        dst[b] = requantize(value, stage);
+        dst[b] = requantize(saturate32(value), stage);
       }
       out.next();
     }
@@ -152,7 +165,7 @@ void run_exponential(const OpInstr& op, OpEnv& env) {
   if (!env.nlu().loaded) env.fail_op("exponential op before any NLU table load (0x19)");
   const uint32_t columns = uint32_t{op.out_ch} + 1;
   TtuWalker in(op.in), par(op.par), out(op.out);
-  std::array<int32_t, 64> acc{};
+  std::array<int64_t, 64> acc{};
   const OutputStage stage = stage_of(op);
   each_step(op, env, [&](bool first, bool last, uint64_t fill) {
     if (first) acc.fill(0);
@@ -166,7 +179,8 @@ void run_exponential(const OpInstr& op, OpEnv& env) {
     if (!last) return;
     uint16_t values[64] = {};
     for (uint32_t c = 0; c < columns; ++c) {
-      float v = round_half_even(evaluate_spline(env.nlu(), scale_and_clamp(acc[c], stage)));
+      float v =
+          round_half_even(evaluate_spline(env.nlu(), scale_and_clamp(saturate32(acc[c]), stage)));
       v = std::clamp(v, 0.0f, 65535.0f);
       values[c] = static_cast<uint16_t>(v);
     }
@@ -265,7 +279,7 @@ void run_pack16(const OpInstr& op, OpEnv& env) {
   const uint32_t columns = uint32_t{op.out_ch} + 1;
   TtuWalker in(op.in), par(op.par), out(op.out);
   const OutputStage stage = stage_of(op);
-  std::array<int32_t, 64> acc{};
+  std::array<int64_t, 64> acc{};
   uint64_t steps = 1, step = 0;
   for (int k = 0; k < kLoops; ++k) steps *= uint64_t{op.loops[k]} + 1;
   each_step(op, env, [&](bool, bool, uint64_t fill) {
@@ -279,7 +293,8 @@ void run_pack16(const OpInstr& op, OpEnv& env) {
     par.next();
     if (++step != steps) return;
     uint16_t values[64] = {};
-    for (uint32_t c = 0; c < columns; ++c) values[c] = to_u16(scale_and_clamp(acc[c], stage));
+    for (uint32_t c = 0; c < columns; ++c)
+      values[c] = to_u16(scale_and_clamp(saturate32(acc[c]), stage));
     write_halves(env, out, values, columns);
   });
 }
@@ -343,15 +358,16 @@ void run_per_word(const OpInstr& op, OpEnv& env) {
     uint16_t values[64] = {};
     uint8_t bytes[64] = {};
     for (uint32_t col = 0; col < columns; ++col) {
-      int32_t acc = 0;
+      int64_t sum = 0;
       for (uint32_t b = 0; b < 4; ++b)
-        acc += (int32_t{x[b]} - op.in_zp) * (int32_t{row[4 * col + b]} - op.w_zp);
+        sum += (int32_t{x[b]} - op.in_zp) * (int32_t{row[4 * col + b]} - op.w_zp);
       const uint64_t at = 4 * (group * columns + col);
       if (op.cfg4) {
         int32_t bias;
         std::memcpy(&bias, env.bias_store(kBiasStoreBase + static_cast<int64_t>(at), 4), 4);
-        acc += bias;
+        sum += bias;
       }
+      const int32_t acc = saturate32(sum + op.offset);
       OutputStage stage = stage_of(op);
       if (op.pc_mult)
         std::memcpy(&stage.mult, env.bias_store(kMultStoreBase + static_cast<int64_t>(at), 4), 4);
@@ -381,18 +397,19 @@ void run_per_word(const OpInstr& op, OpEnv& env) {
 void run_maximum(const OpInstr& op, OpEnv& env) {
   const uint32_t columns = uint32_t{op.out_ch} + 1;
   TtuWalker par(op.par), out(op.out);
-  std::array<int32_t, 64> acc{};
+  std::array<int64_t, 64> acc{};
   const OutputStage stage = stage_of(op);
   each_step(op, env, [&](bool first, bool last, uint64_t fill) {
     if (first) acc.fill(-1);
     const uint8_t* row = par_row(op, env, par.address(), fill);
     const int lane = static_cast<int>(par.address() & 3);
-    for (uint32_t c = 0; c < columns; ++c) acc[c] = std::max<int32_t>(acc[c], row[4 * c + lane]);
+    for (uint32_t c = 0; c < columns; ++c) acc[c] = std::max<int64_t>(acc[c], row[4 * c + lane]);
     par.next();
     if (!last) return;
     for (uint32_t w = 0; w < (columns + 3) / 4; ++w) {
       uint8_t* dst = env.narrow_write(out.address(), 4);
-      for (uint32_t b = 0; b < 4; ++b) dst[b] = requantize(acc[4 * w + b] + op.offset, stage);
+      for (uint32_t b = 0; b < 4; ++b)
+        dst[b] = requantize(saturate32(int64_t{acc[4 * w + b]} + op.offset), stage);
       out.next();
     }
   });
@@ -422,7 +439,7 @@ void run_word16_times_row(const OpInstr& op, OpEnv& env) {
     uint16_t values[64] = {};
     for (uint32_t c = 0; c < columns; ++c) {
       const uint64_t at = 4 * (group * columns + c);
-      int64_t a = acc[c] + op.offset;
+      int64_t a = acc[c] + int64_t{op.offset};
       if (op.cfg4) {
         int32_t bias;
         std::memcpy(&bias, env.bias_store(kBiasStoreBase + static_cast<int64_t>(at), 4), 4);
@@ -431,7 +448,7 @@ void run_word16_times_row(const OpInstr& op, OpEnv& env) {
       OutputStage stage = stage_of(op);
       if (op.pc_mult)
         std::memcpy(&stage.mult, env.bias_store(kMultStoreBase + static_cast<int64_t>(at), 4), 4);
-      values[c] = to_u16(scale_and_clamp(static_cast<int32_t>(static_cast<uint32_t>(a)), stage));
+      values[c] = to_u16(scale_and_clamp(saturate32(a), stage));
     }
     write_halves(env, out, values, columns);
     ++group;
