@@ -189,6 +189,10 @@ void VirtualEdgeTpu::Impl::execute_bundle(const ScalarBundle& b, const ProgramIt
       case 0x4:
         std::memcpy(smem_word(store_address), &vector_value, 4);
         break;
+      case 0x6:  // the store with post-increment of its address register (docs/isa.md 2.11)
+        std::memcpy(smem_word(store_address), &vector_value, 4);
+        scalar.regs[b.v_offset & 31] = store_address + 1;
+        break;
       case 0x8: {
         uint8_t bytes[4];
         std::memcpy(bytes, &vector_value, 4);

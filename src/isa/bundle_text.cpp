@@ -62,6 +62,9 @@ std::string memory(const Instruction& in) {
     case 4:
       add("smem[" + reg(in.value("v_offset")) + "] = " + src);
       break;
+    case 6:
+      add("smem[" + reg(in.value("v_offset")) + "++] = " + src);
+      break;
     case 8:
       add("push " + src);
       break;

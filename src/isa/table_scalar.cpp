@@ -32,8 +32,11 @@ OpcodeDecl bundle() {
   l.u("enable_vector", 12, 2, "memory slot: 2 load, 3 load with post-increment");
   l.u("vs_reg_v1", 14, 5, "memory slot: load destination register");
   l.hex("imm_size", 19, 12, "memory slot: address register (low 5 bits), post-increment (bit 5)");
-  l.hex("v_op", 31, 5, "4 store, 8 push to host stream, 0xa descriptor push, 0xc descriptor issue");
-  l.u("v_offset", 36, 8, "store address register / descriptor word index");
+  l.hex("v_op", 31, 5,
+        "4 store, 6 store with post-increment, 8 push to host stream, 0xa descriptor push, 0xc "
+        "descriptor issue");
+  l.u("v_offset", 36, 8,
+      "store address register (low 5 bits; bit 5 set with v_op 6) / descriptor word index");
   l.u("v_cmd", 44, 5, "vector command (meaning unknown)");
   l.u("vs_reg", 49, 5, "source register of store/push/descriptor");
   l.hex("s_op", 54, 6, "ALU op: bit 5 immediate form, low 5 bits operation; 0 none, 0x2f MOVI");

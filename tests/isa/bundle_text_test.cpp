@@ -21,6 +21,7 @@ TEST(IsaBundleText, ComparesWriteAPredicateAndGatedBundlesShowIt) {
 
 TEST(IsaBundleText, DescriptorStoresAndOtherOpcodesAreEmpty) {
   EXPECT_EQ(reading("bundle v_op=0xa vs_reg=5 v_offset=1"), "desc[1] = s5");
+  EXPECT_EQ(reading("bundle v_op=0x06 v_offset=40 vs_reg=6"), "smem[s8++] = s6");
   EXPECT_EQ(reading("bundle"), "");
   EXPECT_EQ(reading("nop"), "");
 }
