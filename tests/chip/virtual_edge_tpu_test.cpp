@@ -99,6 +99,37 @@ TEST(ScalarCore, StoreWithPostIncrementCopiesABlock) {
   EXPECT_EQ(end->length, 203u);    // the store register advanced once per pass
 }
 
+// The Keras LSTM's time-loop bookkeeping (words 746-807): a store to an immediate word address
+// (v_op 2, address v_cmd:v_offset = 0xf:0xfe), a load from one (memory slot mode 1, imm_size
+// 0xffe), and branches without condition bits, always taken, beside the p0-conditional form.
+TEST(ScalarCore, ImmediateAddressLoadStoreAndUnconditionalBranch) {
+  ProgramBuilder p;
+  auto bundle = [&p](std::initializer_list<std::pair<const char*, int64_t>> fields) {
+    const size_t i = p.add(0x20);
+    for (const auto& [name, value] : fields) p.set(i, name, value);
+    return i;
+  };
+  p.movi(2, 77);
+  bundle({{"v_op", 2}, {"v_cmd", 0xf}, {"v_offset", 0xfe}, {"vs_reg", 2}});  // smem[0xffe] = s2
+  bundle({{"enable_vector", 1}, {"vs_reg_v1", 4}, {"imm_size", 0xffe}});     // s4 = smem[0xffe]
+  bundle({{"s_op", 0x29}, {"s_x", 0}, {"s_y", 4}});  // p0 = (s4 == 0): false
+  const size_t conditional = p.add(0x22);            // while p0: not taken
+  p.set(conditional, "k12", 1);
+  p.set(conditional, "k16", 1);
+  p.set(conditional, "offset", 2);
+  p.addi(4, 4, 1000);                 // runs: 1077
+  const size_t always = p.add(0x22);  // no condition bits: taken although p0 is false
+  p.set(always, "offset", 2);
+  p.addi(4, 4, 100000);  // skipped
+  interrupt(p, 4);
+  VirtualEdgeTpu chip;
+  chip.receive(DmaTag::kInstructions, p.finish());
+  ASSERT_EQ(chip.advance(), RunState::kIdle) << chip.fault();
+  const auto event = chip.take_event();
+  ASSERT_TRUE(event);
+  EXPECT_EQ(event->length, 1077u);
+}
+
 TEST(DataPath, BytesTravelThroughEveryDmaUnitUnchanged) {
   std::vector<uint8_t> input(32);
   std::iota(input.begin(), input.end(), uint8_t{7});
