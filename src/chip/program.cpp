@@ -179,6 +179,7 @@ Decoded decode_item(const isa::Instruction& in) {
       s.imm_size = static_cast<uint16_t>(b.u(19, 12));
       s.v_op = static_cast<uint8_t>(b.u(31, 5));
       s.v_offset = static_cast<uint8_t>(b.u(36, 8));
+      s.v_cmd = static_cast<uint8_t>(b.u(44, 5));
       s.vs_reg = static_cast<uint8_t>(b.u(49, 5));
       s.s_op = static_cast<uint8_t>(b.u(54, 6));
       s.s_x = static_cast<uint8_t>(b.u(60, 5));
@@ -192,8 +193,12 @@ Decoded decode_item(const isa::Instruction& in) {
     }
     case 0x21:
       return HaltInstr{static_cast<uint8_t>(b.u(14, 5))};
-    case 0x22:
-      return BranchInstr{static_cast<int32_t>(b.s(17, 15))};
+    case 0x22: {
+      const uint64_t condition = b.u(12, 1) | b.u(13, 3) << 1 | b.u(16, 1) << 4;  // k12 .. k16
+      if (condition != 0 && condition != 0x11)
+        fail("branch with condition bits 0x", std::hex, condition, " (only 0 and 0x11 are known)");
+      return BranchInstr{static_cast<int32_t>(b.s(17, 15)), condition != 0};
+    }
     case 0x23:
       return LoopInstr{static_cast<uint32_t>(b.u(12, 16)), static_cast<uint32_t>(b.u(28, 5))};
     case 0x24: {

@@ -27,6 +27,7 @@ struct ScalarBundle {
   uint8_t enable_vector = 0, vs_reg_v1 = 0;
   uint16_t imm_size = 0;
   uint8_t v_op = 0, v_offset = 0, vs_reg = 0;
+  uint8_t v_cmd = 0;  // with v_op 2: the high bits of the store's word address (v_cmd:v_offset)
   uint8_t s_op = 0, s_x = 0, s_y = 0;
   uint32_t imm = 0;
   uint8_t v_op2 = 0, vs_reg_w = 0, sfu_dst = 0;
@@ -40,7 +41,10 @@ struct LoopInstr {
   uint32_t count = 0, body = 0;  // repeat the next `body` words `count` times
 };
 struct BranchInstr {
-  int32_t offset = 0;  // words, relative to this instruction; taken while p0
+  int32_t offset = 0;  // words, relative to this instruction
+  // Bits 12-16 = 0x11 (k12, k16): taken while p0; 0: always taken (the LSTM's time loop,
+  // docs/isa.md)
+  bool conditional = true;
 };
 struct ScSyncInstr {
   uint16_t tiles = 0, tmask = 0;

@@ -178,16 +178,25 @@ void VirtualEdgeTpu::Impl::execute_bundle(const ScalarBundle& b, const ProgramIt
     std::memcpy(&value, smem_word(load_address), 4);
     scalar.regs[b.vs_reg_v1] = value;
     if (b.enable_vector == 3 || (b.imm_size & 0x20)) scalar.regs[addr_reg] = load_address + 1;
-  } else if (b.enable_vector == 1) {
-    fail_scalar(item, "memory slot mode 1 is not understood");
+  } else if (b.enable_vector == 1) {  // load from the immediate word address (docs/isa.md)
+    uint32_t value;
+    std::memcpy(&value, smem_word(b.imm_size), 4);
+    scalar.regs[b.vs_reg_v1] = value;
   }
 
   // Vector slot: stores, host pushes, DMA descriptors (most bundles have none: a plain test, not
   // the jump table's indirect jump, skips it).
   if (b.v_op != 0) {
     switch (b.v_op) {
+      case 0x2:  // the store to the immediate word address v_cmd:v_offset (docs/isa.md)
+        std::memcpy(smem_word(uint32_t{b.v_cmd} << 8 | b.v_offset), &vector_value, 4);
+        break;
       case 0x4:
         std::memcpy(smem_word(store_address), &vector_value, 4);
+        break;
+      case 0x6:  // the store with post-increment of its address register (docs/isa.md 2.11)
+        std::memcpy(smem_word(store_address), &vector_value, 4);
+        scalar.regs[b.v_offset & 31] = store_address + 1;
         break;
       case 0x8: {
         uint8_t bytes[4];
@@ -252,8 +261,8 @@ bool VirtualEdgeTpu::Impl::run_bundles() {
       execute_alu(b, scalar.regs[b.s_y], scalar.regs[b.imm & 31], p.items[pc]);
     } else {
       // Loads must see what outfeeds write to scalar memory: wait for them.
-      if (b.enable_vector >= 2 && scalar_writes_pending()) break;
-      if (b.enable_vector >= 2)  // clock: the load waits for the outfeeds into scalar memory
+      if (b.enable_vector != 0 && scalar_writes_pending()) break;
+      if (b.enable_vector != 0)  // clock: the load waits for the outfeeds into scalar memory
         clock.scalar_wait_until(clock.scalar_memory_ready, scalar_executed() + executed);
       // A completion interrupt is only sent when everything before it finished.
       if (b.v_op == 0xc && scalar.descriptor[3] >= 4 &&
@@ -320,7 +329,7 @@ bool VirtualEdgeTpu::Impl::step_scalar() {
       stats.instructions[static_cast<size_t>(UnitId::kScalar)]++;
       return true;
     case 0x22:
-      if (scalar.preds[0]) {
+      if (!std::get<BranchInstr>(item.decoded).conditional || scalar.preds[0]) {
         const int64_t target =
             int64_t{item.word_offset} + std::get<BranchInstr>(item.decoded).offset;
         if (target < 0 || target >= static_cast<int64_t>(program->item_at_word.size()) ||

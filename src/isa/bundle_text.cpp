@@ -51,6 +51,9 @@ std::string memory(const Instruction& in) {
   std::string out;
   const auto add = [&out](const std::string& s) { out += (out.empty() ? "" : "; ") + s; };
   const int64_t ev = in.value("enable_vector");
+  if (ev == 1)
+    add(reg(in.value("vs_reg_v1")) + " = smem[" + hex(static_cast<uint64_t>(in.value("imm_size"))) +
+        "]");
   if (ev == 2 || ev == 3) {
     const int64_t addr = in.value("imm_size");
     add(reg(in.value("vs_reg_v1")) + " = smem[" + reg(addr) + (ev == 3 ? "++" : "") + "]");
@@ -59,8 +62,15 @@ std::string memory(const Instruction& in) {
   switch (in.value("v_op")) {
     case 0:
       break;
+    case 2:
+      add("smem[" + hex(static_cast<uint64_t>(in.value("v_cmd") << 8 | in.value("v_offset"))) +
+          "] = " + src);
+      break;
     case 4:
       add("smem[" + reg(in.value("v_offset")) + "] = " + src);
+      break;
+    case 6:
+      add("smem[" + reg(in.value("v_offset")) + "++] = " + src);
       break;
     case 8:
       add("push " + src);

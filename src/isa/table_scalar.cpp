@@ -29,12 +29,18 @@ OpcodeDecl bundle() {
   Layout l(0x20, "bundle", 1, Unit::kScalar, false,
            "scalar VLIW bundle: ALU, load/store, push, DMA descriptor, special function; "
            "all zero = nop");
-  l.u("enable_vector", 12, 2, "memory slot: 2 load, 3 load with post-increment");
+  l.u("enable_vector", 12, 2,
+      "memory slot: 1 load from the word address imm_size, 2 load, 3 load with post-increment");
   l.u("vs_reg_v1", 14, 5, "memory slot: load destination register");
-  l.hex("imm_size", 19, 12, "memory slot: address register (low 5 bits), post-increment (bit 5)");
-  l.hex("v_op", 31, 5, "4 store, 8 push to host stream, 0xa descriptor push, 0xc descriptor issue");
-  l.u("v_offset", 36, 8, "store address register / descriptor word index");
-  l.u("v_cmd", 44, 5, "vector command (meaning unknown)");
+  l.hex("imm_size", 19, 12,
+        "memory slot: address register (low 5 bits), post-increment (bit 5); mode 1: word "
+        "address");
+  l.hex("v_op", 31, 5,
+        "2 store to the word address v_cmd:v_offset, 4 store, 6 store with post-increment, 8 push "
+        "to host stream, 0xa descriptor push, 0xc descriptor issue");
+  l.u("v_offset", 36, 8,
+      "store address register (low 5 bits; bit 5 set with v_op 6) / descriptor word index");
+  l.u("v_cmd", 44, 5, "v_op 2: high bits of the store's word address; else unknown");
   l.u("vs_reg", 49, 5, "source register of store/push/descriptor");
   l.hex("s_op", 54, 6, "ALU op: bit 5 immediate form, low 5 bits operation; 0 none, 0x2f MOVI");
   l.u("s_x", 60, 5, "ALU destination register (predicate for compares)");
@@ -59,7 +65,7 @@ OpcodeDecl halt() {
 OpcodeDecl branch() {
   Layout l(0x22, "branch", 1, Unit::kScalar, false,
            "relative branch while p0 (word offset from this instruction)");
-  l.u("k12", 12, 1, "1 with k16 in the scalar-memory outfeed loops (gen2020, LSTM); else 0");
+  l.u("k12", 12, 1, "1 with k16: taken while p0; both 0: always taken (the LSTM's time loop)");
   l.rsv(13, 3);
   l.u("k16", 16, 1, "1 with k12; meaning unknown");
   l.s("offset", 17, 15, "signed word offset relative to this instruction");

@@ -42,6 +42,7 @@ void EdgeTpu::open() {
   }
   open_ = true;
   resident_token_ = 0;
+  resident_caching_.clear();
 }
 
 void EdgeTpu::run_program(Program& program, ProgramRun& record) {
@@ -64,11 +65,24 @@ void EdgeTpu::run_once(const std::shared_ptr<Program>& caching,
                        const std::shared_ptr<Program>& inference) {
   last_run_ = {};
   const uint64_t token = inference->executable().parameter_caching_token;
-  if (token == 0 || token != resident_token_) resident_token_ = 0;
-  if (caching &&
-      (resident_token_ == 0 || caching->executable().parameter_caching_token != resident_token_)) {
+  if (token == 0 || token != resident_token_) {
+    resident_token_ = 0;
+    resident_caching_.clear();
+  }
+  const auto is_resident = [&] {
+    if (resident_token_ == 0 || caching->executable().parameter_caching_token != resident_token_)
+      return false;
+    for (const auto& loaded : resident_caching_)
+      if (loaded.lock() == caching) return true;
+    return false;
+  };
+  if (caching && !is_resident()) {
+    const uint64_t caching_token = caching->executable().parameter_caching_token;
+    if (caching_token != resident_token_) resident_caching_.clear();
     run_program(*caching, last_run_.caching);
-    resident_token_ = caching->executable().parameter_caching_token;
+    resident_token_ = caching_token;
+    std::erase_if(resident_caching_, [](const auto& loaded) { return loaded.expired(); });
+    resident_caching_.push_back(caching);
   }
   run_program(*inference, last_run_.inference);
 }

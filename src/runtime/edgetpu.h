@@ -45,7 +45,8 @@ class EdgeTpu {
   EdgeTpu(const EdgeTpu&) = delete;
   EdgeTpu& operator=(const EdgeTpu&) = delete;
 
-  // Runs one inference: `caching` (may be null) first when its token is not resident, then
+  // Runs one inference: `caching` (may be null) first when it has not run under the resident token
+  // (a new token evicts every model's weights), then
   // `inference`, whose inputs were set with Program::set_input. Throws Error when the device fails
   // and recovery does not bring it back.
   void run(const std::shared_ptr<Program>& caching, const std::shared_ptr<Program>& inference);
@@ -92,6 +93,10 @@ class EdgeTpu {
   usb::DmaEngine engine_;
   ChipInfo chip_info_;
   uint64_t resident_token_ = 0;  // parameter-caching token whose weights are on the chip
+  // The caching programs that ran under resident_token_: co-compiled models (the SSD pipeline's
+  // four segments) share one token and keep their weights in disjoint on-chip memory, so each
+  // loads its own once; a new token invalidates them all (libedgetpu's currently_cached_refs_).
+  std::vector<std::weak_ptr<const Program>> resident_caching_;
   bool open_ = false;
   int recoveries_ = 0;
   const TimedHostPort* chip_timer_ = nullptr;

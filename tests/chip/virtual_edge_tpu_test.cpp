@@ -63,6 +63,73 @@ TEST(ScalarCore, PredicatedBundleRunsOnlyWhenItsPredicateMatches) {
   EXPECT_EQ(event->length, 8u);
 }
 
+// The memory-slot copy loop of the SSD's last segment (words 7030-7035): a load with
+// post-increment, then a store with post-increment (v_op 6, v_offset 0x28 = register 8 + the
+// increment bit) moves scalar-memory words and leaves both address registers past the block.
+TEST(ScalarCore, StoreWithPostIncrementCopiesABlock) {
+  ProgramBuilder p;
+  auto bundle = [&p](std::initializer_list<std::pair<const char*, int64_t>> fields) {
+    const size_t i = p.add(0x20);
+    for (const auto& [name, value] : fields) p.set(i, name, value);
+  };
+  p.movi(1, 100);
+  for (uint32_t k = 0; k < 3; ++k) {  // smem[100 + k] = 11 (k + 1)
+    p.movi(2, 11 * (k + 1));
+    bundle({{"v_op", 4}, {"v_offset", 1}, {"vs_reg", 2}});
+    p.addi(1, 1, 1);
+  }
+  p.movi(7, 100);
+  p.movi(8, 200);
+  const size_t loop = p.add(0x23);
+  p.set(loop, "count", 3);
+  p.set(loop, "body", 3);
+  bundle({{"enable_vector", 3}, {"vs_reg_v1", 6}, {"imm_size", 0x27}});  // s6 = smem[s7++]
+  p.add(0x20);                                                           // nop
+  bundle({{"v_op", 6}, {"v_offset", 0x28}, {"vs_reg", 6}});              // smem[s8++] = s6
+  p.movi(13, 202);
+  bundle({{"enable_vector", 2}, {"vs_reg_v1", 12}, {"imm_size", 13}});  // s12 = smem[s13]
+  interrupt(p, 12);
+  interrupt(p, 8);
+  VirtualEdgeTpu chip;
+  chip.receive(DmaTag::kInstructions, p.finish());
+  ASSERT_EQ(chip.advance(), RunState::kIdle) << chip.fault();
+  const auto copied = chip.take_event(), end = chip.take_event();
+  ASSERT_TRUE(copied && end);
+  EXPECT_EQ(copied->length, 33u);  // the third word arrived at 202
+  EXPECT_EQ(end->length, 203u);    // the store register advanced once per pass
+}
+
+// The Keras LSTM's time-loop bookkeeping (words 746-807): a store to an immediate word address
+// (v_op 2, address v_cmd:v_offset = 0xf:0xfe), a load from one (memory slot mode 1, imm_size
+// 0xffe), and branches without condition bits, always taken, beside the p0-conditional form.
+TEST(ScalarCore, ImmediateAddressLoadStoreAndUnconditionalBranch) {
+  ProgramBuilder p;
+  auto bundle = [&p](std::initializer_list<std::pair<const char*, int64_t>> fields) {
+    const size_t i = p.add(0x20);
+    for (const auto& [name, value] : fields) p.set(i, name, value);
+    return i;
+  };
+  p.movi(2, 77);
+  bundle({{"v_op", 2}, {"v_cmd", 0xf}, {"v_offset", 0xfe}, {"vs_reg", 2}});  // smem[0xffe] = s2
+  bundle({{"enable_vector", 1}, {"vs_reg_v1", 4}, {"imm_size", 0xffe}});     // s4 = smem[0xffe]
+  bundle({{"s_op", 0x29}, {"s_x", 0}, {"s_y", 4}});  // p0 = (s4 == 0): false
+  const size_t conditional = p.add(0x22);            // while p0: not taken
+  p.set(conditional, "k12", 1);
+  p.set(conditional, "k16", 1);
+  p.set(conditional, "offset", 2);
+  p.addi(4, 4, 1000);                 // runs: 1077
+  const size_t always = p.add(0x22);  // no condition bits: taken although p0 is false
+  p.set(always, "offset", 2);
+  p.addi(4, 4, 100000);  // skipped
+  interrupt(p, 4);
+  VirtualEdgeTpu chip;
+  chip.receive(DmaTag::kInstructions, p.finish());
+  ASSERT_EQ(chip.advance(), RunState::kIdle) << chip.fault();
+  const auto event = chip.take_event();
+  ASSERT_TRUE(event);
+  EXPECT_EQ(event->length, 1077u);
+}
+
 TEST(DataPath, BytesTravelThroughEveryDmaUnitUnchanged) {
   std::vector<uint8_t> input(32);
   std::iota(input.begin(), input.end(), uint8_t{7});

@@ -21,6 +21,9 @@ TEST(IsaBundleText, ComparesWriteAPredicateAndGatedBundlesShowIt) {
 
 TEST(IsaBundleText, DescriptorStoresAndOtherOpcodesAreEmpty) {
   EXPECT_EQ(reading("bundle v_op=0xa vs_reg=5 v_offset=1"), "desc[1] = s5");
+  EXPECT_EQ(reading("bundle v_op=0x06 v_offset=40 vs_reg=6"), "smem[s8++] = s6");
+  EXPECT_EQ(reading("bundle v_op=0x02 v_offset=254 v_cmd=15 vs_reg=4"), "smem[0xffe] = s4");
+  EXPECT_EQ(reading("bundle enable_vector=1 vs_reg_v1=4 imm_size=0xfff"), "s4 = smem[0xfff]");
   EXPECT_EQ(reading("bundle"), "");
   EXPECT_EQ(reading("nop"), "");
 }

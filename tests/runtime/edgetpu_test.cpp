@@ -73,6 +73,28 @@ TEST_F(EdgeTpuOnVirtualStick, RunsTheCachingProgramOncePerToken) {
   EXPECT_EQ(tpu->recoveries(), 0);
 }
 
+// Co-compiled models (Google's SSD pipeline segments) share one caching token: each loads its own
+// weights once, and a model that has not run its caching program under the token still must.
+TEST_F(EdgeTpuOnVirtualStick, CoCompiledModelsEachCacheTheirWeightsOnce) {
+  auto sibling_caching = std::make_shared<Program>(make_caching(64));  // the same token 0x1234
+  auto sibling = std::make_shared<Program>(make_inference(1000, {300, 300}));
+  sibling->set_input(0, input(1));
+  infer_and_check(3);
+  EXPECT_EQ(chip.programs, 2);
+  tpu->run(sibling_caching, sibling);
+  EXPECT_EQ(chip.programs, 4);  // the sibling's caching program ran although the token is resident
+  tpu->run(caching, inference);
+  tpu->run(sibling_caching, sibling);
+  EXPECT_EQ(chip.programs, 6);  // both loaded: inferences only
+  // A new token evicts both.
+  auto other_caching = std::make_shared<Program>(make_caching(64, 0x999));
+  auto other = std::make_shared<Program>(make_inference(1000, {300, 300}, 0x999));
+  other->set_input(0, input(1));
+  tpu->run(other_caching, other);
+  tpu->run(sibling_caching, sibling);
+  EXPECT_EQ(chip.programs, 10);
+}
+
 TEST_F(EdgeTpuOnVirtualStick, CountsWhatCrossedTheWire) {
   tpu->reset_counters();
   infer_and_check(3);

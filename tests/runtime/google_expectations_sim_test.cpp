@@ -31,10 +31,11 @@ TEST(GoogleExpectationsOnTheVirtualStick, CompiledModelRowsPass) {
 
   // gen2020 MobileNet v1 0.25 and 0.5 (classification top-k with Google's score thresholds) and
   // MobileNet v2 1.0 (top-k and score checks on cat and bird), PoseNet (keypoints), gen2021's
-  // per-channel PoseNet (keypoints) and both DeepLabs (label map against the ground-truth mask,
-  // the edgetpu, libcoral and pycoral cases, and against the CPU model's map).
+  // per-channel PoseNet (keypoints), both DeepLabs (label map against the ground-truth mask, the
+  // edgetpu, libcoral and pycoral cases, and against the CPU model's map) and the four-segment SSD
+  // pipeline on one stick (detection on cat.bmp).
   const std::set<std::string> wanted = {"G002", "G004", "G006", "G007", "G008", "G009", "G014",
-                                        "G015", "G017", "G023", "G024", "G026", "G034"};
+                                        "G015", "G017", "G023", "G024", "G026", "G034", "G035"};
   std::vector<host::ExpectationRow> rows;
   for (const auto& r : host::read_expectations_tsv(tsv))
     if (wanted.count(r.id)) rows.push_back(r);

@@ -18,7 +18,7 @@ bool matches(const ClassEntry& e, const OpInstr& op) {
 const OpClass* classify(const OpInstr& op) {
   // cfg3 8 (per-channel requantization) is not a class of its own: the MAC classes below run it
   // through the engine's per-channel output stage (per_channel.h).
-  static const std::array<const ClassEntry*, 41> kTable = {
+  static const std::array<const ClassEntry*, 43> kTable = {
       // gen2020 ("frogfish") encodings, as in isa.md 2.1.2
       &kFullyConnected, &kConvKChunked, &kConvPositionOuter, &kDepthwiseConv, &kRequantize,
       &kLogistic, &kNarrowCopy, &kWordCopy, &kMulProduct, &kMulPack, &kAdd16, &kMaxPool,
@@ -27,7 +27,7 @@ const OpClass* classify(const OpInstr& op) {
       // gen2021 ("grouper") encodings established in docs/chip_ops.md
       &kWordCopy2021, &kRequantize2021, &kConv2021, &kConvKChunked2021, &kDepthwiseNoPosition2021,
       &kConvNoPosition2021, &kFullyConnected2021, &kWordCopyReformat2021, &kRequantizeDp4,
-      &kAdd16Dp4,
+      &kRequantizeDp0, &kLogistic2021, &kAdd16Dp4,
       // the on-tile softmax (docs/chip_ops.md 6.2)
       &kSoftmaxShiftConstant, &kSoftmaxSubtract, &kSoftmaxExponential, &kSoftmaxSumRsqrt,
       &kSoftmaxProduct16, &kSoftmaxPack16, &kSoftmaxScale16, &kFullyConnectedLongK,

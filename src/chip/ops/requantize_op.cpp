@@ -27,6 +27,12 @@ const ClassEntry kRequantize{1, 1, {0x05},  1,
 // 0x207c (mesh fills 0x1, 0x100, 0x10000, 0x1000000 at words 13-31), mult 1, clamps +-inf.
 const ClassEntry kRequantizeDp4{1, 4, {0x05},  1,
                                 0, 0, nullptr, {"requantize (dp 4 copy)", run, nullptr}};
+// gen2021 with a single main loop: dp 0, cfg0 0x25, reduce 0, NLU off (cfg1 0x02d, cfg2 0x06).
+// The SSD's box and class heads (segment 3 words 755, 1217, ...) rescale each head's conv output
+// in place into the concatenation's scale: in_zp = the conv's out_zp, mult = s_conv / s_concat,
+// clamps [-out_zp, 255 - out_zp], `par` the identity row at 0x207c (docs/chip_ops.md 4.6).
+const ClassEntry kRequantizeDp0{1, 0, {0x25},  1,
+                                0, 0, nullptr, {"requantize (dp 0)", run, nullptr}};
 const ClassEntry kRequantizeNested{1, 2, {0x05},  1,
                                    1, 0, nullptr, {"requantize (nested loops)", run, nullptr}};
 
