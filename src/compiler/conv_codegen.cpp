@@ -1,0 +1,446 @@
+// The CONV_2D chain generator (conv_codegen.h). Every address below is derived from the layers'
+// shapes; the fields around the data movement (fences, sync records, DMA fields) are the ones the
+// FULLY_CONNECTED generator reproduces from edgetpu_compiler 16.0 (program_parts.h).
+#include "compiler/conv_codegen.h"
+
+#include <algorithm>
+#include <bit>
+
+#include "common/error.h"
+#include "compiler/emitter.h"
+#include "compiler/program_parts.h"
+
+namespace tinycoral::compiler {
+
+using container::BufferKind;
+using container::Half;
+
+namespace {
+
+constexpr int kTile = 0;           // the tile every layer runs on
+constexpr int kColumns = 64;       // output channels per group (one weight row)
+constexpr int kRowBytes = 256;     // one wide row
+constexpr int kRowUnits = 4;       // 64-byte units per wide row
+constexpr int kPiece = 256;        // input bytes per ring packet
+constexpr int kRingFifo = 0x2078;  // wide row of the output packets
+// Input packets land in rows of their own (one writer per row and fence region, so each
+// wideToNarrow reads its own packet): kInputRows rows from unit kInputFifo, then a fence.
+constexpr int kInputFifo = 0x1e00;
+constexpr int kInputRows = 32;
+constexpr int kNarrowBytes = 196608;         // narrow memory of a tile
+constexpr int kWideUnitsLimit = kInputFifo;  // weights stay below the program's FIFO rows
+constexpr int kActPassUnits = 16384;         // activation units (8 bytes) per pass
+constexpr int kParPassUnits = 1024;          // parameter units (64 bytes) per pass
+constexpr int kMeshFillWords = 4096;         // words per mesh fill instruction
+
+int round_up(int v, int m) { return (v + m - 1) / m * m; }
+
+// Where one layer's data lives and how its op walks it.
+struct LayerPlan {
+  const ConvLayer* l = nullptr;
+  int c4 = 0;          // input channel words
+  int kwords = 0;      // reduction words per output: kh * kw * c4
+  int hp = 0, wp = 0;  // padded input image
+  int in_base = 0;     // narrow byte address of the padded image
+  int groups = 0;      // 64-channel groups
+  int group_ch = 0;    // channels per group (the op's out_ch + 1)
+  int planes = 0;      // aux rows per group: multipliers (and biases)
+  int row = 0;         // first wide row of the layer's parameters
+  int zp_row() const { return row + groups * planes; }
+  int weight_row() const { return zp_row() + 1; }
+  int rows() const { return groups * planes + 1 + groups * kwords; }
+  int in_bytes() const { return hp * wp * l->cin; }
+};
+
+struct Plan {
+  std::vector<LayerPlan> layers;
+  int out_base = 0;   // narrow byte address of the last layer's [OH][OW][Cp] output
+  int out_ch = 0;     // Cp: the last layer's channels as stored (a multiple of 4)
+  int out_bytes = 0;  // OH * OW * Cp
+  int wide_rows = 0;
+  int narrow_end = 0;
+};
+
+int channels_stored(int cout) { return cout <= kColumns ? round_up(cout, 4) : cout; }
+
+Plan plan_of(const ConvChain& chain) {
+  Plan p;
+  int narrow = 0, row = 0;
+  for (const ConvLayer& l : chain.layers) {
+    LayerPlan lp;
+    lp.l = &l;
+    lp.c4 = l.cin / 4;
+    lp.kwords = l.kh * l.kw * lp.c4;
+    lp.hp = std::max((l.oh - 1) * l.stride_h + l.kh, l.h + l.pad_top);
+    lp.wp = std::max((l.ow - 1) * l.stride_w + l.kw, l.w + l.pad_left);
+    lp.in_base = narrow;
+    narrow = round_up(narrow + lp.in_bytes(), 64);
+    lp.groups = l.cout <= kColumns ? 1 : l.cout / kColumns;
+    lp.group_ch = l.cout <= kColumns ? channels_stored(l.cout) : kColumns;
+    lp.planes = l.bias.empty() ? 1 : 2;
+    lp.row = row;
+    row += lp.rows();
+    p.layers.push_back(lp);
+  }
+  const ConvLayer& last = chain.layers.back();
+  p.out_base = narrow;
+  p.out_ch = channels_stored(last.cout);
+  p.out_bytes = last.oh * last.ow * p.out_ch;
+  p.narrow_end = round_up(narrow + p.out_bytes, 8) + 8;
+  p.wide_rows = row;
+  return p;
+}
+
+// Logical strides (in words) of the place a layer writes its outputs: position, row, group.
+struct OutTarget {
+  int base = 0;  // bytes
+  int pos_words = 0, row_words = 0;
+};
+
+OutTarget out_target(const Plan& p, size_t i) {
+  OutTarget t;
+  if (i + 1 == p.layers.size()) {
+    const ConvLayer& l = *p.layers[i].l;
+    t.base = p.out_base;
+    t.pos_words = p.out_ch / 4;
+    t.row_words = l.ow * p.out_ch / 4;
+  } else {
+    const LayerPlan& n = p.layers[i + 1];
+    t.base = n.in_base + (n.l->pad_top * n.wp + n.l->pad_left) * n.l->cin;
+    t.pos_words = n.c4;
+    t.row_words = n.wp * n.c4;
+  }
+  return t;
+}
+
+void fill_narrow(Emitter& e, int base, int bytes, int zp) {
+  const uint32_t value = 0x01010101u * static_cast<uint32_t>(zp);
+  for (int done = 0; done < bytes; done += 4 * kMeshFillWords) {
+    const int words = std::min(kMeshFillWords, (bytes - done) / 4);
+    e.add("mesh_n", cat("tiles=", hex(tile_bit(kTile)), " i.addr=", hex(base + done), " i=(1 x ",
+                        words, ")(", 1 - words, " x 1)(", 1 - words, " x 1)(", 1 - words,
+                        " x 1) i.sdims=1 fill_en=1 fill=", hex(value)));
+  }
+}
+
+void preamble(Emitter& e, const std::string& input_name) {
+  tile_fence(e, "counters=0x7ffff units=0x3ff signal=1");
+  e.add("scsync", "tiles=0xffff smask=0x1ff tokwait=1 tmask=0xffff sunits=0x1f");
+  e.reloc_movi(1, BufferKind::kParameter, Half::kLower32);
+  e.reloc_movi(0, BufferKind::kParameter, Half::kUpper32);
+  e.reloc_movi(3, BufferKind::kScratch, Half::kLower32);
+  e.reloc_movi(2, BufferKind::kScratch, Half::kUpper32);
+  e.add("scsync", "smask=0x005 sunits=0x0c");
+  tile_fence(e, "units=0x3ff signal=1");
+  wait_tokens(e);
+  tile_fence(e, "units=0x020");
+  e.reloc_movi(10, BufferKind::kInput, Half::kUpper32, input_name);
+  e.reloc_movi(11, BufferKind::kInput, Half::kLower32, input_name);
+  e.add("scsync", "smask=0x004 value=0x1fff sunits=0x0c");
+  e.add("scsync", "smask=0x001 sunits=0x0c");
+}
+
+// The host's image, row piece by row piece, into the interior of layer 0's padded image.
+void stream_input(Emitter& e, const LayerPlan& lp) {
+  const ConvLayer& l = *lp.l;
+  const int row_bytes = l.w * l.cin;
+  const int units = l.h * row_bytes / 8;
+  e.add("pop", cat("stream=1 walk=",
+                   nest({{1, kActPassUnits}, {1 - kActPassUnits, 1}, {1 - kActPassUnits, 1}}),
+                   " k121=1 k124=1 av140=1 count_m1=", units - 1, " tail_en=1 count_neg=",
+                   hex(kActPassUnits - units), " k174=1 k178=1 k199=1 k215=1"));
+  e.add("bundle", "s_op=0x0f s_x=5 imm=11");
+  e.add("bundle", "s_op=0x0f s_x=4 imm=10");
+  descriptor(e, 5, 4, 6, int64_t{l.h} * row_bytes, 1);
+  const uint32_t tile = tile_bit(kTile);
+  int piece = 0;
+  for (int y = 0; y < l.h; ++y) {
+    for (int at = 0; at < row_bytes; at += kPiece, ++piece) {
+      if (piece > 0 && piece % kInputRows == 0) tile_fence(e, "counters=0x1ffff units=0x3ff");
+      const int fifo = kInputFifo + 4 * (piece % kInputRows);
+      const int bytes = std::min(kPiece, row_bytes - at);
+      const int narrow =
+          lp.in_base + ((y + l.pad_top) * lp.wp + l.pad_left) * l.cin + at;  // word aligned
+      const int offset = (y * row_bytes + at) / 8;
+      e.add("w2n", cat("tiles=", hex(tile), " w.addr=", hex(fifo),
+                       " w=(1 x 1) n.addr=", hex(narrow / 4), " n=", narrow_walk(bytes / 4),
+                       " n.lvl_mask=0x01 mode=1 fill_size=128 sync.en0=1 sync.id=14 "
+                       "sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 sync.en2=1 sync.dec_lvl=1 "
+                       "sync.dec=-1 sync.dec_mode=3 tail_en870=1"));
+      ring_receive(e, tile, fifo, 1, -64);
+      e.add("infeed",
+            cat("stream=1", offset ? cat(" buf_off=", hex(offset)) : "", " walk=",
+                nest({{1, kActPassUnits}, {1 - kActPassUnits, 1}, {1 - kActPassUnits, 1}}),
+                " k157=1 k160=1 av176=1 count_m1=", bytes / 8 - 1, " tail_en=1 count_neg=",
+                hex(kActPassUnits - bytes / 8), " f308=0x8 pop_wait=", hex((offset + 1) & 0xffff),
+                " k336=1 f352=1 f391=2 dest=", hex(tile), " f434=0xf lanes_m1=3"));
+    }
+  }
+}
+
+// One layer: its multipliers (and biases) into the output stage, then the op over every output
+// position and group.
+void layer_op(Emitter& e, const Plan& p, size_t i) {
+  const LayerPlan& lp = p.layers[i];
+  const ConvLayer& l = *lp.l;
+  const uint32_t tile = tile_bit(kTile);
+  const std::string level2 =
+      lp.groups > 1 ? cat("(", lp.planes == 2 ? -95 : 1, " x ", lp.groups, ")") : "";
+  e.add("w2n", cat("tiles=", hex(tile), " w.addr=", hex(lp.row * kRowUnits), " w=(1 x ",
+                   lp.planes * lp.groups, ") w.lvl_mask=0x1 n=(1 x 32)(", lp.planes == 2 ? 33 : 1,
+                   " x ", lp.planes == 2 ? 2 : 1, ")", level2,
+                   " n.lvl_mask=0x03 mode=2 fill_size=64 sync.en0=1 sync.f2=1 sync.wait_lvl=2 "
+                   "sync.en1=1 sync.val=0x0ffff sync.en2=1 sync.f45=1 tail_f867=1 tail_en870=1"));
+  const int c4 = lp.c4, wp = lp.wp;
+  const int64_t positions = int64_t{l.oh} * l.ow;
+  // `in`: words of one tap, taps along x, taps along y, output x, output y, group.
+  const std::string in_walk = strided_walk({{1, c4},
+                                            {c4, l.kw},
+                                            {int64_t{wp} * c4, l.kh},
+                                            {int64_t{l.stride_w} * c4, l.ow},
+                                            {int64_t{l.stride_h} * wp * c4, l.oh},
+                                            {0, lp.groups}},
+                                           8, " m3");
+  // `par`: the group's weight rows for every position.
+  const std::string par_walk =
+      strided_walk({{1, lp.kwords}, {0, positions}, {lp.kwords, lp.groups}}, 8, " m1");
+  const OutTarget t = out_target(p, i);
+  const int group_words = lp.group_ch / 4;
+  const std::string out_walk = strided_walk(
+      {{1, group_words}, {t.pos_words, l.ow}, {t.row_words, l.oh}, {kColumns / 4, lp.groups}}, 8,
+      " m3");
+  const std::string loops = lp.groups > 1
+                                ? cat("(", lp.kwords, ")(", positions, ")(", lp.groups, ")")
+                                : cat("(", lp.kwords, ")(", positions, ")");
+  const int zp_unit = lp.zp_row() * kRowUnits;
+  e.add("op", cat("tiles=", hex(tile), " loops=", loops, " in.base=", hex(lp.in_base),
+                  " in=", in_walk, " in.tflags=0x01 out.base=", hex(t.base), " out=", out_walk,
+                  " out.tflags=0x1 par.base=", hex(lp.weight_row() * kRowUnits), " par=", par_walk,
+                  " psum=(0 x ", lp.kwords,
+                  ") cfg0=0x0a5 cfg1=0x14e sync0=0x4000 sync1=0x4000 "
+                  "cfg2=0x07 cfg3=8 in_zp=",
+                  l.in_zp, " pc_aux_unit=", hex(zp_unit), " pc_aux_rows=", lp.planes,
+                  " pc_zp_unit=", hex(zp_unit), l.bias.empty() ? "" : " cfg4=1",
+                  " dp_mode=2 reduce_mask=0x01 out_ch_last=", lp.group_ch - 1, " out_ch=",
+                  lp.group_ch - 1, " mult=", f32_bits(1.0f), " clamp_max=", f32_bits(l.clamp_max),
+                  " clamp_min=", f32_bits(l.clamp_min), " out_zp=", l.out_zp, " pc_mult=1"));
+}
+
+// The last layer's bytes to the host: 256-byte pieces through the ring to the scalar core.
+void stream_output(Emitter& e, const Plan& p, const std::string& output_name, int& ordinal) {
+  e.reloc_movi(10, BufferKind::kOutput, Half::kUpper32, output_name);
+  e.reloc_movi(11, BufferKind::kOutput, Half::kLower32, output_name);
+  e.add("bundle", "s_op=0x0f s_x=5 imm=11");
+  e.add("bundle", "s_op=0x0f s_x=4 imm=10");
+  const int total = round_up(p.out_bytes, 8);
+  descriptor(e, 5, 4, 6, total, 3);
+  const uint32_t tile = tile_bit(kTile);
+  for (int at = 0; at < total; at += kRowBytes) {
+    const int bytes = std::min(kRowBytes, total - at);
+    e.add("n2w", cat("tiles=", hex(tile), " n.addr=", hex((p.out_base + at) / 4),
+                     " n=", narrow_walk(bytes / 4), " n.lvl_mask=0x01 w.addr=", hex(kRingFifo),
+                     " w=(1 x 1) w.circ=1 w.rows=1 sync.en0=1 sync.f1=1 sync.id=16 "
+                     "sync.wait_lvl=1 sync.en1=1 sync.val=0xffff sync.en2=1 sync.f45=1 "
+                     "tail_lvl=1"));
+    e.add("outfeed", cat("walk=(0 x ", bytes / 8, ") k173=3 f222=0x7f"));
+    ring_send(e, kTile, kRingFifo, 0x10000, ordinal++);
+  }
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+  e.add("scsync",
+        cat("tiles=0xffff smask=0x020 thr5=", (total + 31) / 32, " wait=0x020 sunits=0x0c"));
+}
+
+container::Bitstream execution_program(const ConvChain& chain, const Plan& p) {
+  Emitter e;
+  preamble(e, chain.input_name);
+  // Padded images hold their zero point wherever the layer before does not write.
+  for (const LayerPlan& lp : p.layers) {
+    const bool padded = lp.hp != lp.l->h || lp.wp != lp.l->w;
+    if (padded) fill_narrow(e, lp.in_base, lp.in_bytes(), lp.l->in_zp);
+  }
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+  stream_input(e, p.layers.front());
+  tile_fence(e, "units=0x3ff");
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+  tile_fence(e, "units=0x3ff signal=1");
+  wait_tokens(e);
+  for (size_t i = 0; i < p.layers.size(); ++i) {
+    layer_op(e, p, i);
+    tile_fence(e, "counters=0x1ffff units=0x3ff");
+    tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
+    wait_tokens(e);
+  }
+  int ordinal = 0;
+  stream_output(e, p, chain.output_name, ordinal);
+  tile_fence(e, "counters=0x20000 units=0x3ff signal=1");
+  wait_tokens(e);
+  tile_fence(e, "units=0x3ff signal=1 f109=3");
+  wait_tokens(e);
+  interrupt(e, 5, 4, 6);
+  return e.finish();
+}
+
+container::Bitstream caching_program(const Plan& p) {
+  Emitter e;
+  const int units = p.wide_rows * kRowUnits;
+  const int64_t bytes = int64_t{units} * 64;
+  tile_fence(e, "b43=1 counters=0x7ffff units=0x3ff signal=1");
+  e.add("scsync", "tiles=0xffff smask=0x1ff tokwait=1 tmask=0xffff sunits=0x1f");
+  e.reloc_movi(1, BufferKind::kParameter, Half::kLower32);
+  e.reloc_movi(0, BufferKind::kParameter, Half::kUpper32);
+  e.add("bundle", "s_op=0x0f s_x=3 imm=1");
+  e.add("bundle", "s_op=0x0f s_x=2 imm=0");
+  descriptor(e, 3, 2, 4, bytes, 2);
+  const Passes pop = passes_of(units, kParPassUnits);
+  const int rows = std::min((units + 1) / 2, 1024);
+  const bool b183 = units % 2 == 0 || units >= 2048;
+  e.add("pop",
+        cat("walk=",
+            nest({{1, kParPassUnits}, {1 - kParPassUnits, pop.count}, {1 - kParPassUnits, 1}}),
+            " k121=1 k124=1 par136=1", pop.fields(), " k174=1 par177=1 k178=1 b183=", b183 ? 1 : 0,
+            " rows_neg=", hex(0x8000 - rows), " k199=1 k215=1"));
+  const int r = p.wide_rows;
+  e.add("ringcons0", cat("tiles=", hex(tile_bit(kTile)), " addr=0x0 dst=(1 x ", r, ")(", 1 - r,
+                         " x 1)(", 1 - r, " x 1)(", 1 - r, " x 1) sdims=1"));
+  const Passes per_tile = passes_of(units, kParPassUnits);
+  e.add("infeed",
+        cat("walk=",
+            nest({{1, kParPassUnits}, {1 - kParPassUnits, per_tile.count}, {1 - kParPassUnits, 1}}),
+            " k157=1 k160=1 par172=1", per_tile.fields(),
+            " f308=0x8 par314=1 pop_wait=0x1 k336=1 f352=1 f391=2 dest=", hex(tile_bit(kTile)),
+            " f434=0xf lanes_m1=3"));
+  tile_fence(e, "b43=1 units=0x3ff signal=1 f109=3");
+  wait_tokens(e);
+  interrupt(e, 3, 2, 4);
+  return e.finish();
+}
+
+void put32(std::vector<uint8_t>& out, uint32_t v) {
+  for (int b = 0; b < 4; ++b) out.push_back(static_cast<uint8_t>(v >> (8 * b)));
+}
+
+}  // namespace
+
+std::string conv_unsupported(const ConvChain& chain) {
+  if (chain.layers.empty()) return "no CONV_2D layer";
+  for (size_t i = 0; i < chain.layers.size(); ++i) {
+    const ConvLayer& l = chain.layers[i];
+    if (l.cin % 4 != 0) return cat("CONV_2D with ", l.cin, " input channels (a multiple of 4 yet)");
+    if (l.cout > kColumns && l.cout % kColumns != 0)
+      return cat("CONV_2D with ", l.cout, " output channels (up to 64 or a multiple of 64 yet)");
+    if (i + 1 < chain.layers.size() && l.cout % 4 != 0)
+      return "a CONV_2D inside a chain with output channels not a multiple of 4";
+    if (l.oh <= 0 || l.ow <= 0) return "CONV_2D with an empty output";
+  }
+  const ConvLayer& first = chain.layers.front();
+  if (first.w * first.cin % 8 != 0)
+    return "CONV_2D whose input rows are not a multiple of 8 bytes (not streamed yet)";
+  const Plan p = plan_of(chain);
+  if (p.narrow_end > kNarrowBytes)
+    return cat("the chain's activations need ", p.narrow_end, " bytes of narrow memory (",
+               kNarrowBytes, " on one tile; several tiles not generated yet)");
+  if (p.wide_rows * kRowUnits > kWideUnitsLimit)
+    return cat("the chain's parameters need ", p.wide_rows * kRowBytes,
+               " bytes of wide memory (one tile's, several tiles not generated yet)");
+  return "";
+}
+
+std::vector<uint8_t> conv_parameters(const ConvChain& chain) {
+  const Plan p = plan_of(chain);
+  std::vector<uint8_t> out;
+  out.reserve(static_cast<size_t>(p.wide_rows) * kRowBytes);
+  for (const LayerPlan& lp : p.layers) {
+    const ConvLayer& l = *lp.l;
+    auto channel = [&](int g, int c) { return g * kColumns + c; };
+    for (int g = 0; g < lp.groups; ++g) {
+      for (int c = 0; c < kColumns; ++c) {
+        const int oc = channel(g, c);
+        const bool real = c < lp.group_ch && oc < l.cout;
+        put32(out, std::bit_cast<uint32_t>(real ? l.mult[static_cast<size_t>(oc)] : 0.0f));
+      }
+      for (int c = 0; c < kColumns && !l.bias.empty(); ++c) {
+        const int oc = channel(g, c);
+        const bool real = c < lp.group_ch && oc < l.cout;
+        put32(out, static_cast<uint32_t>(real ? l.bias[static_cast<size_t>(oc)] : 0));
+      }
+    }
+    for (int c = 0; c < kColumns; ++c) put32(out, static_cast<uint32_t>(l.weight_zp));
+    const size_t per_out = static_cast<size_t>(l.kh) * l.kw * l.cin;
+    for (int g = 0; g < lp.groups; ++g)
+      for (int ky = 0; ky < l.kh; ++ky)
+        for (int kx = 0; kx < l.kw; ++kx)
+          for (int q = 0; q < lp.c4; ++q)
+            for (int c = 0; c < kColumns; ++c) {
+              const int oc = channel(g, c);
+              const bool real = c < lp.group_ch && oc < l.cout;
+              for (int b = 0; b < 4; ++b) {
+                const size_t at = static_cast<size_t>(oc) * per_out +
+                                  (static_cast<size_t>(ky) * l.kw + kx) * l.cin + 4 * q + b;
+                out.push_back(real ? l.weights[at] : static_cast<uint8_t>(l.weight_zp));
+              }
+            }
+  }
+  return out;
+}
+
+ConvPrograms generate_conv(const ConvChain& chain) {
+  if (const std::string why = conv_unsupported(chain); !why.empty()) fail(why);
+  const Plan p = plan_of(chain);
+  const ConvLayer& first = chain.layers.front();
+  const ConvLayer& last = chain.layers.back();
+  ConvPrograms out;
+  container::Executable& eo = out.execution;
+  eo.name = "model";
+  eo.chip = "beagle";
+  eo.type = container::ExecutableType::kExecutionOnly;
+  eo.bitstreams.push_back(execution_program(chain, p));
+  const int in_bytes = first.h * first.w * first.cin;
+  container::Layer in_layer = boundary_layer(chain.input_name, in_bytes, first.in_zp,
+                                             first.in_scale, false, chain.signed_input);
+  in_layer.y_dim = first.h;
+  in_layer.x_dim = first.w;
+  in_layer.z_dim = first.cin;
+  eo.input_layers.push_back(std::move(in_layer));
+  const int out_total = round_up(p.out_bytes, 8);
+  container::Layer out_layer = boundary_layer(chain.output_name, out_total, last.out_zp,
+                                              last.out_scale, true, chain.signed_output);
+  out_layer.y_dim = last.oh;
+  out_layer.x_dim = last.ow;
+  out_layer.z_dim = last.cout;
+  // One tile holds the whole output, row-major, p.out_ch bytes per position.
+  container::OutputLayout layout;
+  layout.y_coordinate_to_linear_tile_id_map.assign(static_cast<size_t>(last.oh), 0);
+  layout.x_coordinate_to_linear_tile_id_map.assign(static_cast<size_t>(last.ow), 0);
+  layout.linearized_tile_byte_offset.assign(16, 0);
+  for (int y = 0; y < last.oh; ++y) layout.y_coordinate_to_local_y_offset.push_back(y);
+  for (int x = 0; x < last.ow; ++x) {
+    layout.x_coordinate_to_local_byte_offset.push_back(x * p.out_ch);
+    layout.x_coordinate_to_local_y_row_size.push_back(last.ow * p.out_ch);
+  }
+  out_layer.output_layout = layout;
+  out_layer.shape = {{0, 0}, {0, last.oh - 1}, {0, last.ow - 1}, {0, last.cout - 1}};
+  eo.output_layers.push_back(std::move(out_layer));
+  eo.used_narrow_memory_bytes_per_tile = p.narrow_end;
+  eo.dma_hints.fully_deterministic = true;
+  eo.dma_hints.hints = {
+      instruction_hint(),
+      dma_hint(BufferKind::kInput, container::Direction::kInfeed, chain.input_name, in_bytes),
+      dma_hint(BufferKind::kOutput, container::Direction::kOutfeed, chain.output_name, out_total),
+      interrupt_hint()};
+
+  container::Executable& pc = out.caching;
+  pc.name = "Unknown";
+  pc.chip = "beagle";
+  pc.type = container::ExecutableType::kParameterCaching;
+  pc.bitstreams.push_back(caching_program(p));
+  pc.parameters = conv_parameters(chain);
+  pc.dma_hints.fully_deterministic = true;
+  pc.dma_hints.hints = {instruction_hint(),
+                        dma_hint(BufferKind::kParameter, container::Direction::kInfeed, "",
+                                 static_cast<int>(pc.parameters.size())),
+                        interrupt_hint()};
+  eo.parameter_caching_token = pc.parameter_caching_token = caching_token(pc.parameters);
+  return out;
+}
+
+}  // namespace tinycoral::compiler
