@@ -61,6 +61,21 @@ struct Plan {
   int narrow_end = 0;
 };
 
+// Whole image rows per 256-byte input packet, an even number when a row is 4 bytes short of
+// whole 8-byte units (the host streams 8-byte units).
+int rows_per_packet(int row_bytes) {
+  int rows = kPiece / row_bytes;
+  if (row_bytes % 8 != 0) rows -= rows % 2;
+  return rows;
+}
+
+// Whether the host's image can be streamed in whole 8-byte units, row pieces at a time.
+bool input_streamable(const ConvLayer& l) {
+  const int row_bytes = l.w * l.cin;
+  if (row_bytes % 8 == 0) return true;
+  return row_bytes <= kPiece && rows_per_packet(row_bytes) > 0 && l.h % 2 == 0;
+}
+
 int channels_stored(int cout) { return cout <= kColumns ? round_up(cout, 4) : cout; }
 
 Plan plan_of(const ConvChain& chain) {
@@ -153,26 +168,32 @@ void stream_input(Emitter& e, const LayerPlan& lp) {
   e.add("bundle", "s_op=0x0f s_x=4 imm=10");
   descriptor(e, 5, 4, 6, int64_t{l.h} * row_bytes, 1);
   const uint32_t tile = tile_bit(kTile);
+  // A piece is `rows` whole image rows (rows of up to 256 bytes), or 256 bytes of one row; every
+  // piece is a whole number of 8-byte units (input_streamable).
+  const int rows_per_piece = row_bytes > kPiece ? 1 : rows_per_packet(row_bytes);
   int piece = 0;
-  for (int y = 0; y < l.h; ++y) {
+  for (int y = 0; y < l.h; y += rows_per_piece) {
+    const int rows = std::min(rows_per_piece, l.h - y);
     for (int at = 0; at < row_bytes; at += kPiece, ++piece) {
       if (piece > 0 && piece % kInputRows == 0) tile_fence(e, "counters=0x1ffff units=0x3ff");
       const int fifo = kInputFifo + 4 * (piece % kInputRows);
-      const int bytes = std::min(kPiece, row_bytes - at);
+      const int bytes = std::min(kPiece, row_bytes - at);  // of each row
       const int narrow =
           lp.in_base + ((y + l.pad_top) * lp.wp + l.pad_left) * l.cin + at;  // word aligned
       const int offset = (y * row_bytes + at) / 8;
-      e.add("w2n", cat("tiles=", hex(tile), " w.addr=", hex(fifo),
-                       " w=(1 x 1) n.addr=", hex(narrow / 4), " n=", narrow_walk(bytes / 4),
-                       " n.lvl_mask=0x01 mode=1 fill_size=128 sync.en0=1 sync.id=14 "
-                       "sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 sync.en2=1 sync.dec_lvl=1 "
-                       "sync.dec=-1 sync.dec_mode=3 tail_en870=1"));
+      const int units = rows * bytes / 8;
+      e.add("w2n",
+            cat("tiles=", hex(tile), " w.addr=", hex(fifo), " w=(1 x 1) n.addr=", hex(narrow / 4),
+                " n=", strided_walk({{1, bytes / 4}, {lp.wp * lp.c4, rows}}, 6),
+                " n.lvl_mask=0x01 mode=1 fill_size=128 sync.en0=1 sync.id=14 "
+                "sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 sync.en2=1 sync.dec_lvl=1 "
+                "sync.dec=-1 sync.dec_mode=3 tail_en870=1"));
       ring_receive(e, tile, fifo, 1, -64);
       e.add("infeed",
             cat("stream=1", offset ? cat(" buf_off=", hex(offset)) : "", " walk=",
                 nest({{1, kActPassUnits}, {1 - kActPassUnits, 1}, {1 - kActPassUnits, 1}}),
-                " k157=1 k160=1 av176=1 count_m1=", bytes / 8 - 1, " tail_en=1 count_neg=",
-                hex(kActPassUnits - bytes / 8), " f308=0x8 pop_wait=", hex((offset + 1) & 0xffff),
+                " k157=1 k160=1 av176=1 count_m1=", units - 1, " tail_en=1 count_neg=",
+                hex(kActPassUnits - units), " f308=0x8 pop_wait=", hex((offset + 1) & 0xffff),
                 " k336=1 f352=1 f391=2 dest=", hex(tile), " f434=0xf lanes_m1=3"));
     }
   }
@@ -333,8 +354,8 @@ std::string conv_unsupported(const ConvChain& chain) {
     if (l.oh <= 0 || l.ow <= 0) return "CONV_2D with an empty output";
   }
   const ConvLayer& first = chain.layers.front();
-  if (first.w * first.cin % 8 != 0)
-    return "CONV_2D whose input rows are not a multiple of 8 bytes (not streamed yet)";
+  if (!input_streamable(first))
+    return "a CONV_2D input whose rows cannot be streamed in 8-byte units (not generated yet)";
   const Plan p = plan_of(chain);
   if (p.narrow_end > kNarrowBytes)
     return cat("the chain's activations need ", p.narrow_end, " bytes of narrow memory (",
