@@ -32,6 +32,60 @@ int32_t uint8_zp(const GraphTensor& t) {
   return t.type == TensorType::kInt8 ? zp + 128 : zp;
 }
 
+// The zero points, multipliers and clamps of a layer reading x with weights w into y.
+std::string output_stage(const GraphTensor& x, const GraphTensor& w, const GraphTensor& y,
+                         container::Activation activation, ConvLayer& l) {
+  l.in_zp = uint8_zp(x);
+  l.out_zp = uint8_zp(y);
+  l.in_scale = x.quant.scale.at(0);
+  l.out_scale = y.quant.scale.at(0);
+  l.mult.resize(static_cast<size_t>(l.cout));
+  for (int c = 0; c < l.cout; ++c) {
+    const float ws = w.quant.scale.size() == 1 ? w.quant.scale[0] : w.quant.scale.at(c);
+    l.mult[static_cast<size_t>(c)] = fc_multiplier(ws, l.in_scale, l.out_scale);
+  }
+  int lo = 0, hi = 255;
+  if (activation == container::Activation::kRelu || activation == container::Activation::kRelu6) {
+    lo = std::max(lo, l.out_zp);
+  } else if (activation != container::Activation::kNone) {
+    return "CONV_2D with a fused activation other than RELU/RELU6 is not generated yet";
+  }
+  if (activation == container::Activation::kRelu6)
+    hi = std::min(hi, l.out_zp + static_cast<int>(std::nearbyint(6.0f / l.out_scale)));
+  l.clamp_min = fc_clamp(lo, l.out_zp, l.out_scale);
+  l.clamp_max = fc_clamp(hi, l.out_zp, l.out_scale);
+  return "";
+}
+
+// The stored weights and their common zero point (int8 weights shifted by 128 to uint8).
+std::string stored_weights(const GraphTensor& w, ConvLayer& l) {
+  if (w.type != TensorType::kInt8 && w.type != TensorType::kUInt8)
+    return "weights must be int8 or uint8";
+  const int shift = w.type == TensorType::kInt8 ? 128 : 0;
+  const int64_t zp0 = w.quant.zero_point.empty() ? 0 : w.quant.zero_point[0];
+  for (int64_t zp : w.quant.zero_point)
+    if (zp != zp0) return "weights with per-channel zero points that differ";
+  l.weight_zp = static_cast<int32_t>(zp0) + shift;
+  l.weights.resize(w.data.size());
+  for (size_t i = 0; i < w.data.size(); ++i)
+    l.weights[i] = static_cast<uint8_t>((w.type == TensorType::kInt8
+                                             ? static_cast<int>(static_cast<int8_t>(w.data[i]))
+                                             : static_cast<int>(w.data[i])) +
+                                        shift);
+  return "";
+}
+
+std::string stored_bias(const Graph& graph, const GraphOp& op, ConvLayer& l) {
+  if (op.inputs.size() <= 2 || op.inputs[2] < 0) return "";
+  const GraphTensor& b = graph.tensor(op.inputs[2]);
+  if (b.type != TensorType::kInt32 || !b.is_constant()) return "a bias must be int32 constants";
+  if (b.data.size() != 4 * static_cast<size_t>(l.cout))
+    return "the bias does not have one value per output channel";
+  l.bias.resize(static_cast<size_t>(l.cout));
+  std::memcpy(l.bias.data(), b.data.data(), b.data.size());
+  return "";
+}
+
 // One CONV_2D from its tensors and options; "" or the reason it is not generated.
 std::string make_layer(const Graph& graph, const GraphOp& op, ConvLayer& l) {
   const auto* o = std::get_if<container::Conv2DOptions>(&op.options);
@@ -43,8 +97,6 @@ std::string make_layer(const Graph& graph, const GraphOp& op, ConvLayer& l) {
   if (x.shape.size() != 4 || y.shape.size() != 4 || w.shape.size() != 4 || x.shape[0] != 1)
     return "CONV_2D must be NHWC with batch 1";
   if (!w.is_constant()) return "CONV_2D weights must be constants";
-  if (w.type != TensorType::kInt8 && w.type != TensorType::kUInt8)
-    return "CONV_2D weights must be int8 or uint8";
   l.h = x.shape[1];
   l.w = x.shape[2];
   l.cin = x.shape[3];
@@ -61,48 +113,34 @@ std::string make_layer(const Graph& graph, const GraphOp& op, ConvLayer& l) {
   l.pad_left = conv_pad_before(l.w, l.kw, l.stride_w, same);
   if (y.shape[1] != l.oh || y.shape[2] != l.ow || y.shape[3] != l.cout)
     return "the CONV_2D output shape disagrees with its options";
-  // The stored weights and their common zero point.
-  const int shift = w.type == TensorType::kInt8 ? 128 : 0;
-  const int64_t zp0 = w.quant.zero_point.empty() ? 0 : w.quant.zero_point[0];
-  for (int64_t zp : w.quant.zero_point)
-    if (zp != zp0) return "CONV_2D weights with per-channel zero points that differ";
-  l.weight_zp = static_cast<int32_t>(zp0) + shift;
-  l.weights.resize(w.data.size());
-  for (size_t i = 0; i < w.data.size(); ++i)
-    l.weights[i] = static_cast<uint8_t>((w.type == TensorType::kInt8
-                                             ? static_cast<int>(static_cast<int8_t>(w.data[i]))
-                                             : static_cast<int>(w.data[i])) +
-                                        shift);
-  if (op.inputs.size() > 2 && op.inputs[2] >= 0) {
-    const GraphTensor& b = graph.tensor(op.inputs[2]);
-    if (b.type != TensorType::kInt32 || !b.is_constant())
-      return "a CONV_2D bias must be int32 constants";
-    if (b.data.size() != 4 * static_cast<size_t>(l.cout))
-      return "the CONV_2D bias does not have one value per output channel";
-    l.bias.resize(static_cast<size_t>(l.cout));
-    std::memcpy(l.bias.data(), b.data.data(), b.data.size());
-  }
-  l.in_zp = uint8_zp(x);
-  l.out_zp = uint8_zp(y);
-  l.in_scale = x.quant.scale.at(0);
-  l.out_scale = y.quant.scale.at(0);
-  l.mult.resize(static_cast<size_t>(l.cout));
-  for (int c = 0; c < l.cout; ++c) {
-    const float ws = w.quant.scale.size() == 1 ? w.quant.scale[0] : w.quant.scale.at(c);
-    l.mult[static_cast<size_t>(c)] = fc_multiplier(ws, l.in_scale, l.out_scale);
-  }
-  int lo = 0, hi = 255;
-  if (o->activation == container::Activation::kRelu ||
-      o->activation == container::Activation::kRelu6) {
-    lo = std::max(lo, l.out_zp);
-  } else if (o->activation != container::Activation::kNone) {
-    return "CONV_2D with a fused activation other than RELU/RELU6 is not generated yet";
-  }
-  if (o->activation == container::Activation::kRelu6)
-    hi = std::min(hi, l.out_zp + static_cast<int>(std::nearbyint(6.0f / l.out_scale)));
-  l.clamp_min = fc_clamp(lo, l.out_zp, l.out_scale);
-  l.clamp_max = fc_clamp(hi, l.out_zp, l.out_scale);
-  return "";
+  if (std::string why = stored_weights(w, l); !why.empty()) return "CONV_2D " + why;
+  if (std::string why = stored_bias(graph, op, l); !why.empty()) return "CONV_2D: " + why;
+  return output_stage(x, w, y, o->activation, l);
+}
+
+// A FULLY_CONNECTED after a CONV_2D (directly or through a RESHAPE that flattens the map): a VALID
+// conv whose kernel covers the whole map, since the FC's K index (y W + x) C + c is the conv's
+// [ky][kx][c] weight order. `prev` is the layer before.
+std::string make_fc_layer(const Graph& graph, const GraphOp& op, const ConvLayer& prev,
+                          ConvLayer& l) {
+  const GraphTensor& x = graph.tensor(op.inputs.at(0));
+  const GraphTensor& w = graph.tensor(op.inputs.at(1));
+  const GraphTensor& y = graph.tensor(op.outputs.at(0));
+  if (!w.is_constant() || w.shape.size() != 2)
+    return "FULLY_CONNECTED weights must be 2-D constants";
+  l.h = l.kh = prev.oh;
+  l.w = l.kw = prev.ow;
+  l.cin = prev.cout;
+  l.oh = l.ow = 1;
+  l.cout = w.shape[0];
+  if (w.shape[1] != l.h * l.w * l.cin || y.elements() != l.cout)
+    return "a FULLY_CONNECTED after a CONV_2D must read its whole map, batch 1";
+  if (std::string why = stored_weights(w, l); !why.empty()) return "FULLY_CONNECTED " + why;
+  if (std::string why = stored_bias(graph, op, l); !why.empty()) return "FULLY_CONNECTED: " + why;
+  container::Activation activation = container::Activation::kNone;
+  if (const auto* o = std::get_if<container::FullyConnectedOptions>(&op.options))
+    activation = o->activation;
+  return output_stage(x, w, y, activation, l);
 }
 
 }  // namespace
@@ -115,14 +153,25 @@ std::string match_conv_chain(const Graph& graph, const std::vector<int>& mapped_
   if (!ops.empty() && is(*ops.front(), BuiltinOp::kQuantize)) first = 1;
   if (end > first && is(*ops.back(), BuiltinOp::kQuantize)) --end;
   if (first >= end) return "no CONV_2D in the mapped part";
+  int flowing = -1;  // the tensor the next layer must read
   for (size_t i = first; i < end; ++i) {
-    if (!is(*ops[i], BuiltinOp::kConv2D))
-      return cat("tinycoral has no code generator for ", ops[i]->name, " in a chain yet");
-    if (i > first && ops[i]->inputs.at(0) != ops[i - 1]->outputs.at(0))
-      return "the CONV_2D layers do not form a chain";
+    const GraphOp& op = *ops[i];
+    if (flowing >= 0 && op.inputs.at(0) != flowing) return "the layers do not form a chain";
     ConvLayer l;
-    if (std::string why = make_layer(graph, *ops[i], l); !why.empty()) return why;
+    if (is(op, BuiltinOp::kConv2D)) {
+      if (std::string why = make_layer(graph, op, l); !why.empty()) return why;
+    } else if (is(op, BuiltinOp::kReshape) && !chain.layers.empty() && i + 1 < end &&
+               is(*ops[i + 1], BuiltinOp::kFullyConnected)) {
+      flowing = op.outputs.at(0);  // a flatten: the bytes stay where they are
+      continue;
+    } else if (is(op, BuiltinOp::kFullyConnected) && !chain.layers.empty()) {
+      if (std::string why = make_fc_layer(graph, op, chain.layers.back(), l); !why.empty())
+        return why;
+    } else {
+      return cat("tinycoral has no code generator for ", op.name, " in a chain yet");
+    }
     chain.layers.push_back(std::move(l));
+    flowing = op.outputs.at(0);
   }
   const GraphTensor& x = graph.tensor(ops[first]->inputs.at(0));
   const GraphTensor& y = graph.tensor(ops[end - 1]->outputs.at(0));

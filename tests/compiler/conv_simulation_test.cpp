@@ -24,6 +24,9 @@ struct ConvSpec {
   int cout = 8, k = 3, stride = 1;
   bool same = true, bias = true, per_channel = true;
   Activation act = Activation::kNone;
+  // A FULLY_CONNECTED over the whole map instead (k, stride, same unused); `reshape` puts the
+  // converter's flattening RESHAPE before it.
+  bool fc = false, reshape = true;
 };
 
 container::Tensor tensor(const std::string& name, TensorType type, std::vector<int32_t> shape,
@@ -53,7 +56,7 @@ container::Model conv_twin(int h, int w, int cin, const std::vector<ConvSpec>& s
   std::uniform_real_distribution<float> unit(0.0f, 1.0f);
   container::Model m;
   m.description = "conv twin";
-  m.operator_codes = {{114, "", 1}, {3, "", 3}};
+  m.operator_codes = {{114, "", 1}, {3, "", 3}, {9, "", 5}, {22, "", 1}};
   m.buffers = {{}};
   container::Subgraph g;
   float sx = 0.004f + 0.01f * unit(random);
@@ -68,13 +71,17 @@ container::Model conv_twin(int h, int w, int cin, const std::vector<ConvSpec>& s
   int x_tensor = 1;
   for (size_t i = 0; i < specs.size(); ++i) {
     const ConvSpec& s = specs[i];
-    const int oh = s.same ? (h + s.stride - 1) / s.stride : (h - s.k + s.stride) / s.stride;
-    const int ow = s.same ? (w + s.stride - 1) / s.stride : (w - s.k + s.stride) / s.stride;
+    const int oh = s.fc     ? 1
+                   : s.same ? (h + s.stride - 1) / s.stride
+                            : (h - s.k + s.stride) / s.stride;
+    const int ow = s.fc     ? 1
+                   : s.same ? (w + s.stride - 1) / s.stride
+                            : (w - s.k + s.stride) / s.stride;
     std::vector<float> sw(static_cast<size_t>(s.per_channel ? s.cout : 1));
     const float boost = s.act == Activation::kRelu6 ? 20.0f : 1.0f;
     float sw_sum = 0;
     for (float& v : sw) sw_sum += v = boost * (0.0004f + 0.001f * unit(random));
-    const int kdim = s.k * s.k * cin;
+    const int kdim = s.fc ? h * w * cin : s.k * s.k * cin;
     const float sy = 3.0f * std::sqrt(static_cast<float>(kdim)) * 74 * 74 * sx *
                      (sw_sum / static_cast<float>(sw.size())) / 127;
     const int zy = static_cast<int>(random() % 100) + 78;
@@ -92,7 +99,9 @@ container::Model conv_twin(int h, int w, int cin, const std::vector<ConvSpec>& s
     bbuf.data = le32(bias);
     m.buffers.push_back(bbuf);
     const int wt = static_cast<int>(g.tensors.size());
-    g.tensors.push_back(tensor(cat("w", i), TensorType::kInt8, {s.cout, s.k, s.k, cin}, sw,
+    std::vector<int32_t> wshape = {s.cout, s.k, s.k, cin};
+    if (s.fc) wshape = {s.cout, kdim};
+    g.tensors.push_back(tensor(cat("w", i), TensorType::kInt8, wshape, sw,
                                std::vector<int64_t>(sw.size(), 0), wbuf));
     g.tensors.push_back(tensor(cat("b", i), TensorType::kInt32, {s.cout}, bias_scale,
                                std::vector<int64_t>(bias_scale.size(), 0), wbuf + 1));
@@ -108,6 +117,23 @@ container::Model conv_twin(int h, int w, int cin, const std::vector<ConvSpec>& s
     o.stride_h = o.stride_w = s.stride;
     o.activation = s.act;
     conv.options = o;
+    if (s.fc) {
+      if (s.reshape) {  // the converter's flatten: same bytes, same quantization
+        const int flat = static_cast<int>(g.tensors.size());
+        g.tensors.push_back(tensor(cat("flat", i), TensorType::kInt8, {1, kdim}, {sx}, {zx - 128}));
+        container::Operator reshape;
+        reshape.opcode_index = 3;
+        reshape.inputs = {x_tensor};
+        reshape.outputs = {flat};
+        g.operators.push_back(reshape);
+        conv.inputs[0] = flat;
+      }
+      conv.opcode_index = 2;
+      conv.builtin_options_type = 8;
+      container::FullyConnectedOptions fo;
+      fo.activation = s.act;
+      conv.options = fo;
+    }
     g.operators.push_back(conv);
     x_tensor = wt + 2;
     h = oh;
@@ -117,7 +143,10 @@ container::Model conv_twin(int h, int w, int cin, const std::vector<ConvSpec>& s
     zx = zy;
   }
   const int out = static_cast<int>(g.tensors.size());
-  g.tensors.push_back(tensor("y", TensorType::kUInt8, {1, h, w, cin}, {sx}, {zx}));
+  g.tensors.push_back(
+      tensor("y", TensorType::kUInt8,
+             specs.back().fc ? std::vector<int32_t>{1, cin} : std::vector<int32_t>{1, h, w, cin},
+             {sx}, {zx}));
   container::Operator q_out;
   q_out.opcode_index = 0;
   q_out.inputs = {x_tensor};
@@ -132,9 +161,10 @@ container::Model conv_twin(int h, int w, int cin, const std::vector<ConvSpec>& s
 std::string describe(int h, int w, int cin, const std::vector<ConvSpec>& specs) {
   std::string s = cat(h, "x", w, "x", cin);
   for (const ConvSpec& c : specs)
-    s += cat(" -> conv ", c.k, "x", c.k, " s", c.stride, c.same ? " SAME" : " VALID", " cout ",
-             c.cout, c.bias ? " bias" : "", c.per_channel ? "" : " per-tensor", " act ",
-             static_cast<int>(c.act));
+    s += c.fc ? cat(" -> fc ", c.cout, c.reshape ? " after reshape" : "")
+              : cat(" -> conv ", c.k, "x", c.k, " s", c.stride, c.same ? " SAME" : " VALID",
+                    " cout ", c.cout, c.bias ? " bias" : "", c.per_channel ? "" : " per-tensor",
+                    " act ", static_cast<int>(c.act));
   return s;
 }
 
@@ -275,6 +305,22 @@ TEST(ConvChainOnTheVirtualEdgeTpu, RandomChainsEqualTheCpuReference) {
     }
     expect_equal_to_cpu(c.h, c.w, c.cin, specs, random);
   }
+}
+
+// A classifier after the convolutions: FULLY_CONNECTED over the whole map, in the same program.
+TEST(ConvChainOnTheVirtualEdgeTpu, ConvolutionsThenFullyConnectedEqualTheCpuReference) {
+  std::mt19937 random(17);
+  ConvSpec fc10{10};
+  fc10.fc = true;
+  ConvSpec fc64{64};
+  fc64.fc = true;
+  fc64.reshape = false;
+  ConvSpec fc128{128};
+  fc128.fc = true;
+  fc128.act = Activation::kRelu;
+  expect_equal_to_cpu(8, 8, 4, {{8, 3, 2, true}, fc10}, random);
+  expect_equal_to_cpu(6, 6, 8, {{16, 3, 1, false}, fc64}, random);
+  expect_equal_to_cpu(8, 8, 4, {{16, 3, 2, true}, {16, 3, 2, true}, fc128}, random);
 }
 
 }  // namespace
