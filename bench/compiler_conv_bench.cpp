@@ -1,0 +1,89 @@
+// The CONV_2D generator's larger sweep (the suite's conv_simulation_test runs a few dozen small
+// shapes): random layers and chains on images up to 32 x 32, each compiled by `compile_model`, run
+// on the virtual Edge TPU and compared byte by byte with the CPU reference in `edgetpu` rounding.
+// Reports cases, compared bytes and mismatching cases as counters (a mismatch is an error), and
+// the time per case (compile + caching + one inference + the CPU reference).
+#include <benchmark/benchmark.h>
+
+#include <random>
+
+#include "chip/sim_runner.h"
+#include "compiler/compile.h"
+#include "container/edgetpu_model.h"
+#include "container/tflite_writer.h"
+#include "host/interpreter.h"
+#include "support/conv_twin.h"
+
+namespace {
+
+using namespace tinycoral;
+using compiler::twins::ConvSpec;
+
+// Compiles and runs one case; returns the number of differing bytes (or -1 when not compiled).
+int64_t run_case(int h, int w, int cin, const std::vector<ConvSpec>& specs, std::mt19937& random,
+                 size_t& bytes) {
+  const container::Model twin = compiler::twins::conv_twin(h, w, cin, specs, random);
+  const compiler::CompileResult r = compiler::compile_model(container::write_tflite(twin));
+  if (r.edgetpu_subgraphs != 1) return -1;
+  const auto compiled = container::read_edgetpu_model(r.tflite);
+  const auto exes = chip::testing::executables_of(compiled);
+  host::InterpreterOptions options;
+  options.rounding = host::Rounding::kEdgeTpu;
+  host::Interpreter cpu(twin, options);
+  std::vector<uint8_t> x(static_cast<size_t>(h) * w * cin);
+  for (auto& b : x) b = static_cast<uint8_t>(random());
+  cpu.set_input(0, x);
+  cpu.invoke();
+  const auto want = cpu.output_bytes(0);
+  chip::VirtualEdgeTpu chip;
+  chip::testing::run_executable(chip, *exes.caching, {});
+  const auto& layer = exes.execution->output_layers.at(0);
+  const auto got = chip::testing::detile(
+      layer, chip::testing::run_executable(chip, *exes.execution, {{"x", x}}).at(layer.name));
+  int64_t differ = got.size() == want.size() ? 0 : static_cast<int64_t>(want.size());
+  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) differ += got[i] != want[i];
+  bytes += want.size();
+  return differ;
+}
+
+void sweep(benchmark::State& state, bool chains) {
+  std::mt19937 random(static_cast<uint32_t>(state.range(0)));
+  int64_t cases = 0, failed = 0, refused = 0;
+  size_t bytes = 0;
+  for (auto _ : state) {
+    const auto c = compiler::twins::random_case(random, 32);
+    std::vector<ConvSpec> specs{c.spec};
+    if (chains) {
+      specs[0].cout = specs[0].cout <= 64 ? (specs[0].cout + 3) / 4 * 4 : specs[0].cout;
+      const int layers = 2 + static_cast<int>(random() % 3);
+      for (int j = 1; j < layers; ++j) {
+        ConvSpec s = compiler::twins::random_case(random).spec;
+        s.same = true;
+        if (j + 1 < layers) s.cout = s.cout <= 64 ? (s.cout + 3) / 4 * 4 : s.cout;
+        specs.push_back(s);
+      }
+    }
+    const int64_t d = run_case(c.h, c.w, c.cin, specs, random, bytes);
+    ++cases;
+    if (d < 0) ++refused;
+    if (d > 0) {
+      ++failed;
+      state.SkipWithError(compiler::twins::describe(c.h, c.w, c.cin, specs).c_str());
+      break;
+    }
+  }
+  state.counters["cases"] = static_cast<double>(cases);
+  state.counters["refused"] = static_cast<double>(refused);
+  state.counters["mismatching"] = static_cast<double>(failed);
+  state.counters["bytes_equal"] = static_cast<double>(bytes);
+}
+
+void BM_ConvRandomLayers(benchmark::State& state) { sweep(state, false); }
+void BM_ConvRandomChains(benchmark::State& state) { sweep(state, true); }
+
+BENCHMARK(BM_ConvRandomLayers)->Arg(1)->Iterations(300)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ConvRandomChains)->Arg(2)->Iterations(100)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();
