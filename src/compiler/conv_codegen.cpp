@@ -36,27 +36,40 @@ constexpr int kMeshFillWords = 4096;         // words per mesh fill instruction
 int round_up(int v, int m) { return (v + m - 1) / m * m; }
 
 // Where one layer's data lives and how its op walks it.
+// A layer whose input pixels are not whole words (Cin % 4 != 0) computes `block` output pixels
+// per op position: block x Cout columns, each pixel's weights placed at its byte offset in a
+// word-aligned window of the input row (the other bytes of the window get the weight zero point,
+// so they add nothing), so every read is a whole aligned word.
 struct LayerPlan {
   const ConvLayer* l = nullptr;
-  int c4 = 0;          // input channel words
-  int kwords = 0;      // reduction words per output: kh * kw * c4
-  int hp = 0, wp = 0;  // padded input image
-  int in_base = 0;     // narrow byte address of the padded image
-  int groups = 0;      // 64-channel groups
-  int group_ch = 0;    // channels per group (the op's out_ch + 1)
-  int planes = 0;      // aux rows per group: multipliers (and biases)
-  int row = 0;         // first wide row of the layer's parameters
+  int block = 1;         // output pixels per position: the least B with B s Cin % 4 == 0
+  int extra = 0;         // pixels left of the padded image so that its interior is word aligned
+  int window_off = 0;    // byte of padded column 0 in its word: (extra Cin) % 4
+  int window_words = 0;  // words per tap row of a block's window
+  int blocks = 0;        // positions per output row: ceil(OW / block)
+  int kwords = 0;        // reduction words per position: kh * window_words
+  int hp = 0, wp = 0;    // padded input image; wp counts the extra pixels and the window overrun
+  int in_base = 0;       // narrow byte address of the padded image
+  int groups = 0;        // 64-channel groups
+  int group_ch = 0;      // columns per group (the op's out_ch + 1)
+  int planes = 0;        // aux rows per group: multipliers (and biases)
+  int row = 0;           // first wide row of the layer's parameters
   int zp_row() const { return row + groups * planes; }
   int weight_row() const { return zp_row() + 1; }
   int rows() const { return groups * planes + 1 + groups * kwords; }
-  int in_bytes() const { return hp * wp * l->cin; }
+  int in_bytes() const { return round_up(hp * wp * l->cin, 4); }
+  int row_words() const { return wp * l->cin / 4; }
+  // Narrow byte address of padded pixel (y, x), x counted from the image's padded column 0.
+  int pixel(int y, int x) const { return in_base + (y * wp + extra + x) * l->cin; }
+  bool needs_fill() const { return hp != l->h || wp != l->w || extra != 0; }
 };
 
 struct Plan {
   std::vector<LayerPlan> layers;
   int out_base = 0;   // narrow byte address of the last layer's [OH][OW][Cp] output
   int out_ch = 0;     // Cp: the last layer's channels as stored (a multiple of 4)
-  int out_bytes = 0;  // OH * OW * Cp
+  int out_row = 0;    // bytes per output row (whole blocks)
+  int out_bytes = 0;  // OH * out_row
   int wide_rows = 0;
   int narrow_end = 0;
 };
@@ -72,11 +85,22 @@ int rows_per_packet(int row_bytes) {
 // Whether the host's image can be streamed in whole 8-byte units, row pieces at a time.
 bool input_streamable(const ConvLayer& l) {
   const int row_bytes = l.w * l.cin;
+  if (row_bytes % 4 != 0) return false;
   if (row_bytes % 8 == 0) return true;
   return row_bytes <= kPiece && rows_per_packet(row_bytes) > 0 && l.h % 2 == 0;
 }
 
-int channels_stored(int cout) { return cout <= kColumns ? round_up(cout, 4) : cout; }
+// Channels per output pixel as a layer writes them.
+int channels_stored(const ConvLayer& l, int block) {
+  if (block > 1) return l.cout;
+  return l.cout <= kColumns ? round_up(l.cout, 4) : l.cout;
+}
+
+int block_of(const ConvLayer& l) {
+  int b = 1;
+  while (b * l.stride_w * l.cin % 4 != 0) ++b;
+  return b;
+}
 
 Plan plan_of(const ConvChain& chain) {
   Plan p;
@@ -84,14 +108,24 @@ Plan plan_of(const ConvChain& chain) {
   for (const ConvLayer& l : chain.layers) {
     LayerPlan lp;
     lp.l = &l;
-    lp.c4 = l.cin / 4;
-    lp.kwords = l.kh * l.kw * lp.c4;
+    lp.block = block_of(l);
+    while ((l.pad_left + lp.extra) * l.cin % 4 != 0) ++lp.extra;
+    lp.window_off = lp.extra * l.cin % 4;
+    lp.window_words = (lp.window_off + ((lp.block - 1) * l.stride_w + l.kw) * l.cin + 3) / 4;
+    lp.blocks = (l.ow + lp.block - 1) / lp.block;
+    lp.kwords = l.kh * lp.window_words;
     lp.hp = std::max((l.oh - 1) * l.stride_h + l.kh, l.h + l.pad_top);
-    lp.wp = std::max((l.ow - 1) * l.stride_w + l.kw, l.w + l.pad_left);
+    // Wide enough for the image, the extra pixels and the last block's window.
+    const int window_end = lp.extra * l.cin - lp.window_off +
+                           (lp.blocks - 1) * lp.block * l.stride_w * l.cin + 4 * lp.window_words;
+    lp.wp = std::max(lp.extra + l.w + l.pad_left, (window_end + l.cin - 1) / l.cin);
+    while (lp.wp * l.cin % 4 != 0) ++lp.wp;
     lp.in_base = narrow;
     narrow = round_up(narrow + lp.in_bytes(), 64);
     lp.groups = l.cout <= kColumns ? 1 : l.cout / kColumns;
-    lp.group_ch = l.cout <= kColumns ? channels_stored(l.cout) : kColumns;
+    lp.group_ch = lp.block > 1         ? lp.block * l.cout
+                  : l.cout <= kColumns ? channels_stored(l, 1)
+                                       : kColumns;
     lp.planes = l.bias.empty() ? 1 : 2;
     lp.row = row;
     row += lp.rows();
@@ -99,8 +133,9 @@ Plan plan_of(const ConvChain& chain) {
   }
   const ConvLayer& last = chain.layers.back();
   p.out_base = narrow;
-  p.out_ch = channels_stored(last.cout);
-  p.out_bytes = last.oh * last.ow * p.out_ch;
+  p.out_ch = channels_stored(last, p.layers.back().block);
+  p.out_row = p.layers.back().blocks * p.layers.back().block * p.out_ch;
+  p.out_bytes = last.oh * p.out_row;
   p.narrow_end = round_up(narrow + p.out_bytes, 8) + 8;
   p.wide_rows = row;
   return p;
@@ -109,21 +144,20 @@ Plan plan_of(const ConvChain& chain) {
 // Logical strides (in words) of the place a layer writes its outputs: position, row, group.
 struct OutTarget {
   int base = 0;  // bytes
-  int pos_words = 0, row_words = 0;
+  int pixel_bytes = 0, row_words = 0;
 };
 
 OutTarget out_target(const Plan& p, size_t i) {
   OutTarget t;
   if (i + 1 == p.layers.size()) {
-    const ConvLayer& l = *p.layers[i].l;
     t.base = p.out_base;
-    t.pos_words = p.out_ch / 4;
-    t.row_words = l.ow * p.out_ch / 4;
+    t.pixel_bytes = p.out_ch;
+    t.row_words = p.out_row / 4;
   } else {
     const LayerPlan& n = p.layers[i + 1];
-    t.base = n.in_base + (n.l->pad_top * n.wp + n.l->pad_left) * n.l->cin;
-    t.pos_words = n.c4;
-    t.row_words = n.wp * n.c4;
+    t.base = n.pixel(n.l->pad_top, n.l->pad_left);
+    t.pixel_bytes = n.l->cin;
+    t.row_words = n.row_words();
   }
   return t;
 }
@@ -177,14 +211,13 @@ void stream_input(Emitter& e, const LayerPlan& lp) {
     for (int at = 0; at < row_bytes; at += kPiece, ++piece) {
       if (piece > 0 && piece % kInputRows == 0) tile_fence(e, "counters=0x1ffff units=0x3ff");
       const int fifo = kInputFifo + 4 * (piece % kInputRows);
-      const int bytes = std::min(kPiece, row_bytes - at);  // of each row
-      const int narrow =
-          lp.in_base + ((y + l.pad_top) * lp.wp + l.pad_left) * l.cin + at;  // word aligned
+      const int bytes = std::min(kPiece, row_bytes - at);           // of each row
+      const int narrow = lp.pixel(y + l.pad_top, l.pad_left) + at;  // word aligned
       const int offset = (y * row_bytes + at) / 8;
       const int units = rows * bytes / 8;
       e.add("w2n",
             cat("tiles=", hex(tile), " w.addr=", hex(fifo), " w=(1 x 1) n.addr=", hex(narrow / 4),
-                " n=", strided_walk({{1, bytes / 4}, {lp.wp * lp.c4, rows}}, 6),
+                " n=", strided_walk({{1, bytes / 4}, {lp.row_words(), rows}}, 6),
                 " n.lvl_mask=0x01 mode=1 fill_size=128 sync.en0=1 sync.id=14 "
                 "sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 sync.en2=1 sync.dec_lvl=1 "
                 "sync.dec=-1 sync.dec_mode=3 tail_en870=1"));
@@ -212,14 +245,12 @@ void layer_op(Emitter& e, const Plan& p, size_t i) {
                    " x ", lp.planes == 2 ? 2 : 1, ")", level2,
                    " n.lvl_mask=0x03 mode=2 fill_size=64 sync.en0=1 sync.f2=1 sync.wait_lvl=2 "
                    "sync.en1=1 sync.val=0x0ffff sync.en2=1 sync.f45=1 tail_f867=1 tail_en870=1"));
-  const int c4 = lp.c4, wp = lp.wp;
-  const int64_t positions = int64_t{l.oh} * l.ow;
-  // `in`: words of one tap, taps along x, taps along y, output x, output y, group.
-  const std::string in_walk = strided_walk({{1, c4},
-                                            {c4, l.kw},
-                                            {int64_t{wp} * c4, l.kh},
-                                            {int64_t{l.stride_w} * c4, l.ow},
-                                            {int64_t{l.stride_h} * wp * c4, l.oh},
+  const int64_t positions = int64_t{l.oh} * lp.blocks;
+  // `in`: the window's words, tap rows, blocks along x, output rows, group.
+  const std::string in_walk = strided_walk({{1, lp.window_words},
+                                            {lp.row_words(), l.kh},
+                                            {lp.block * l.stride_w * l.cin / 4, lp.blocks},
+                                            {int64_t{l.stride_h} * lp.row_words(), l.oh},
                                             {0, lp.groups}},
                                            8, " m3");
   // `par`: the group's weight rows for every position.
@@ -227,24 +258,27 @@ void layer_op(Emitter& e, const Plan& p, size_t i) {
       strided_walk({{1, lp.kwords}, {0, positions}, {lp.kwords, lp.groups}}, 8, " m1");
   const OutTarget t = out_target(p, i);
   const int group_words = lp.group_ch / 4;
-  const std::string out_walk = strided_walk(
-      {{1, group_words}, {t.pos_words, l.ow}, {t.row_words, l.oh}, {kColumns / 4, lp.groups}}, 8,
-      " m3");
+  const std::string out_walk = strided_walk({{1, group_words},
+                                             {lp.block * t.pixel_bytes / 4, lp.blocks},
+                                             {t.row_words, l.oh},
+                                             {kColumns / 4, lp.groups}},
+                                            8, " m3");
   const std::string loops = lp.groups > 1
                                 ? cat("(", lp.kwords, ")(", positions, ")(", lp.groups, ")")
                                 : cat("(", lp.kwords, ")(", positions, ")");
   const int zp_unit = lp.zp_row() * kRowUnits;
-  e.add("op", cat("tiles=", hex(tile), " loops=", loops, " in.base=", hex(lp.in_base),
-                  " in=", in_walk, " in.tflags=0x01 out.base=", hex(t.base), " out=", out_walk,
-                  " out.tflags=0x1 par.base=", hex(lp.weight_row() * kRowUnits), " par=", par_walk,
-                  " psum=(0 x ", lp.kwords,
-                  ") cfg0=0x0a5 cfg1=0x14e sync0=0x4000 sync1=0x4000 "
-                  "cfg2=0x07 cfg3=8 in_zp=",
-                  l.in_zp, " pc_aux_unit=", hex(zp_unit), " pc_aux_rows=", lp.planes,
-                  " pc_zp_unit=", hex(zp_unit), l.bias.empty() ? "" : " cfg4=1",
-                  " dp_mode=2 reduce_mask=0x01 out_ch_last=", lp.group_ch - 1, " out_ch=",
-                  lp.group_ch - 1, " mult=", f32_bits(1.0f), " clamp_max=", f32_bits(l.clamp_max),
-                  " clamp_min=", f32_bits(l.clamp_min), " out_zp=", l.out_zp, " pc_mult=1"));
+  e.add("op",
+        cat("tiles=", hex(tile), " loops=", loops, " in.base=", hex(lp.pixel(0, 0) - lp.window_off),
+            " in=", in_walk, " in.tflags=0x01 out.base=", hex(t.base), " out=", out_walk,
+            " out.tflags=0x1 par.base=", hex(lp.weight_row() * kRowUnits), " par=", par_walk,
+            " psum=(0 x ", lp.kwords,
+            ") cfg0=0x0a5 cfg1=0x14e sync0=0x4000 sync1=0x4000 "
+            "cfg2=0x07 cfg3=8 in_zp=",
+            l.in_zp, " pc_aux_unit=", hex(zp_unit), " pc_aux_rows=", lp.planes,
+            " pc_zp_unit=", hex(zp_unit), l.bias.empty() ? "" : " cfg4=1",
+            " dp_mode=2 reduce_mask=0x01 out_ch_last=", lp.group_ch - 1, " out_ch=",
+            lp.group_ch - 1, " mult=", f32_bits(1.0f), " clamp_max=", f32_bits(l.clamp_max),
+            " clamp_min=", f32_bits(l.clamp_min), " out_zp=", l.out_zp, " pc_mult=1"));
 }
 
 // The last layer's bytes to the host: 256-byte pieces through the ring to the scalar core.
@@ -276,8 +310,7 @@ container::Bitstream execution_program(const ConvChain& chain, const Plan& p) {
   preamble(e, chain.input_name);
   // Padded images hold their zero point wherever the layer before does not write.
   for (const LayerPlan& lp : p.layers) {
-    const bool padded = lp.hp != lp.l->h || lp.wp != lp.l->w;
-    if (padded) fill_narrow(e, lp.in_base, lp.in_bytes(), lp.l->in_zp);
+    if (lp.needs_fill()) fill_narrow(e, lp.in_base, lp.in_bytes(), lp.l->in_zp);
   }
   tile_fence(e, "counters=0x1ffff units=0x3ff");
   stream_input(e, p.layers.front());
@@ -346,7 +379,12 @@ std::string conv_unsupported(const ConvChain& chain) {
   if (chain.layers.empty()) return "no CONV_2D layer";
   for (size_t i = 0; i < chain.layers.size(); ++i) {
     const ConvLayer& l = chain.layers[i];
-    if (l.cin % 4 != 0) return cat("CONV_2D with ", l.cin, " input channels (a multiple of 4 yet)");
+    const int block = block_of(l);
+    if (block > 1 && (block * l.cout > kColumns || block * l.cout % 4 != 0))
+      return cat("CONV_2D with ", l.cin, " input channels, stride ", l.stride_w, " and ", l.cout,
+                 " output channels (", block, " x Cout must be a multiple of 4 up to 64 yet)");
+    if (block > 1 && i + 1 < chain.layers.size() && l.ow % block != 0)
+      return "a CONV_2D inside a chain whose output width is not a whole number of blocks";
     if (l.cout > kColumns && l.cout % kColumns != 0)
       return cat("CONV_2D with ", l.cout, " output channels (up to 64 or a multiple of 64 yet)");
     if (i + 1 < chain.layers.size() && l.cout % 4 != 0)
@@ -372,34 +410,40 @@ std::vector<uint8_t> conv_parameters(const ConvChain& chain) {
   out.reserve(static_cast<size_t>(p.wide_rows) * kRowBytes);
   for (const LayerPlan& lp : p.layers) {
     const ConvLayer& l = *lp.l;
-    auto channel = [&](int g, int c) { return g * kColumns + c; };
+    // Column c of group g: output channel oc of block pixel r.
+    auto column = [&](int g, int c, int& oc, int& r) {
+      r = lp.block > 1 ? c / l.cout : 0;
+      oc = lp.block > 1 ? c % l.cout : g * kColumns + c;
+      return c < lp.group_ch && oc < l.cout;
+    };
+    int oc = 0, r = 0;
     for (int g = 0; g < lp.groups; ++g) {
       for (int c = 0; c < kColumns; ++c) {
-        const int oc = channel(g, c);
-        const bool real = c < lp.group_ch && oc < l.cout;
+        const bool real = column(g, c, oc, r);
         put32(out, std::bit_cast<uint32_t>(real ? l.mult[static_cast<size_t>(oc)] : 0.0f));
       }
       for (int c = 0; c < kColumns && !l.bias.empty(); ++c) {
-        const int oc = channel(g, c);
-        const bool real = c < lp.group_ch && oc < l.cout;
+        const bool real = column(g, c, oc, r);
         put32(out, static_cast<uint32_t>(real ? l.bias[static_cast<size_t>(oc)] : 0));
       }
     }
     for (int c = 0; c < kColumns; ++c) put32(out, static_cast<uint32_t>(l.weight_zp));
+    // Row (ky, word w) of the window; byte b of it is tap byte t = 4w + b - offset - r s Cin.
     const size_t per_out = static_cast<size_t>(l.kh) * l.kw * l.cin;
     for (int g = 0; g < lp.groups; ++g)
       for (int ky = 0; ky < l.kh; ++ky)
-        for (int kx = 0; kx < l.kw; ++kx)
-          for (int q = 0; q < lp.c4; ++q)
-            for (int c = 0; c < kColumns; ++c) {
-              const int oc = channel(g, c);
-              const bool real = c < lp.group_ch && oc < l.cout;
-              for (int b = 0; b < 4; ++b) {
-                const size_t at = static_cast<size_t>(oc) * per_out +
-                                  (static_cast<size_t>(ky) * l.kw + kx) * l.cin + 4 * q + b;
-                out.push_back(real ? l.weights[at] : static_cast<uint8_t>(l.weight_zp));
-              }
+        for (int w = 0; w < lp.window_words; ++w)
+          for (int c = 0; c < kColumns; ++c) {
+            const bool real = column(g, c, oc, r);
+            for (int b = 0; b < 4; ++b) {
+              const int t = 4 * w + b - lp.window_off - r * l.stride_w * l.cin;
+              uint8_t v = static_cast<uint8_t>(l.weight_zp);
+              if (real && t >= 0 && t < l.kw * l.cin)
+                v = l.weights[static_cast<size_t>(oc) * per_out +
+                              static_cast<size_t>(ky) * l.kw * l.cin + static_cast<size_t>(t)];
+              out.push_back(v);
             }
+          }
   }
   return out;
 }
@@ -436,7 +480,7 @@ ConvPrograms generate_conv(const ConvChain& chain) {
   for (int y = 0; y < last.oh; ++y) layout.y_coordinate_to_local_y_offset.push_back(y);
   for (int x = 0; x < last.ow; ++x) {
     layout.x_coordinate_to_local_byte_offset.push_back(x * p.out_ch);
-    layout.x_coordinate_to_local_y_row_size.push_back(last.ow * p.out_ch);
+    layout.x_coordinate_to_local_y_row_size.push_back(p.out_row);
   }
   out_layer.output_layout = layout;
   out_layer.shape = {{0, 0}, {0, last.oh - 1}, {0, last.ow - 1}, {0, last.cout - 1}};

@@ -139,6 +139,45 @@ TEST(ConvChainOnTheVirtualEdgeTpu, RandomChainsEqualTheCpuReference) {
   }
 }
 
+// Images of 1, 2 or 3 channels (RGB, grey): block x Cout columns over word-aligned windows.
+TEST(ConvOnTheVirtualEdgeTpu, FewInputChannelsEqualTheCpuReference) {
+  std::mt19937 random(19);
+  expect_equal_to_cpu(16, 16, 3, {{16, 3, 2, true}}, random);  // MobileNet's first layer, small
+  expect_equal_to_cpu(16, 16, 3, {{8, 3, 1, true}}, random);
+  expect_equal_to_cpu(12, 8, 3, {{12, 3, 1, false}}, random);
+  expect_equal_to_cpu(12, 12, 1, {{4, 3, 1, true}}, random);  // looming's Sobel shape
+  expect_equal_to_cpu(12, 12, 1, {{6, 5, 2, true}}, random);
+  expect_equal_to_cpu(10, 8, 2, {{16, 3, 2, false}}, random);
+  expect_equal_to_cpu(9, 8, 3, {{10, 1, 1, true}}, random);
+  std::mt19937 shapes(23);
+  for (int i = 0; i < 8; ++i) {
+    ConvSpec s{};
+    const int cin = 1 + static_cast<int>(shapes() % 3);
+    s.k = 1 + static_cast<int>(shapes() % 5);
+    s.stride = 1 + static_cast<int>(shapes() % 2);
+    s.same = shapes() % 2 == 0;
+    s.bias = shapes() % 3 != 0;
+    s.per_channel = shapes() % 3 != 0;
+    const int block = cin == 2 && s.stride == 2   ? 1
+                      : cin == 2                  ? 2
+                      : s.stride == 2 && cin != 1 ? 2
+                                                  : 4;
+    s.cout = 4 * (1 + static_cast<int>(shapes() % static_cast<unsigned>(16 / block)));
+    int h = s.k + 2 + static_cast<int>(shapes() % 12);
+    const int w = 4 * (2 + static_cast<int>(shapes() % 4));
+    if (w * cin % 8 != 0 && h % 2 != 0) ++h;  // rows stream two at a time
+    expect_equal_to_cpu(h, w, cin, {s}, random);
+  }
+}
+
+TEST(ConvChainOnTheVirtualEdgeTpu, RgbImageThroughAChainEqualsTheCpuReference) {
+  std::mt19937 random(29);
+  ConvSpec fc{10};
+  fc.fc = true;
+  expect_equal_to_cpu(16, 16, 3, {{16, 3, 2, true}, {32, 3, 1, true}, {16, 1, 1, true}, fc},
+                      random);
+}
+
 // A classifier after the convolutions: FULLY_CONNECTED over the whole map, in the same program.
 TEST(ConvChainOnTheVirtualEdgeTpu, ConvolutionsThenFullyConnectedEqualTheCpuReference) {
   std::mt19937 random(17);
