@@ -1,8 +1,9 @@
 // The CONV_2D generator's larger sweep (the suite's conv_simulation_test runs a few dozen small
-// shapes): random layers and chains on images up to 32 x 32, each compiled by `compile_model`, run
-// on the virtual Edge TPU and compared byte by byte with the CPU reference in `edgetpu` rounding.
-// Reports cases, compared bytes and mismatching cases as counters (a mismatch is an error), and
-// the time per case (compile + caching + one inference + the CPU reference).
+// shapes): random layers (also on 1-3 channel images) and chains on images up to 32 x 32, each
+// compiled by `compile_model`, run on the virtual Edge TPU and compared byte by byte with the CPU
+// reference in `edgetpu` rounding. Reports cases, compared bytes and mismatching cases as counters
+// (a mismatch is an error), and the time per case (compile + caching + one inference + the CPU
+// reference).
 #include <benchmark/benchmark.h>
 
 #include <random>
@@ -46,12 +47,13 @@ int64_t run_case(int h, int w, int cin, const std::vector<ConvSpec>& specs, std:
   return differ;
 }
 
-void sweep(benchmark::State& state, bool chains) {
+void sweep(benchmark::State& state, bool chains, bool few_channels = false) {
   std::mt19937 random(static_cast<uint32_t>(state.range(0)));
   int64_t cases = 0, failed = 0, refused = 0;
   size_t bytes = 0;
   for (auto _ : state) {
-    const auto c = compiler::twins::random_case(random, 32);
+    const auto c = few_channels ? compiler::twins::random_few_channel_case(random, 32)
+                                : compiler::twins::random_case(random, 32);
     std::vector<ConvSpec> specs{c.spec};
     if (chains) {
       specs[0].cout = specs[0].cout <= 64 ? (specs[0].cout + 3) / 4 * 4 : specs[0].cout;
@@ -80,9 +82,11 @@ void sweep(benchmark::State& state, bool chains) {
 
 void BM_ConvRandomLayers(benchmark::State& state) { sweep(state, false); }
 void BM_ConvRandomChains(benchmark::State& state) { sweep(state, true); }
+void BM_ConvFewChannelLayers(benchmark::State& state) { sweep(state, false, true); }
 
 BENCHMARK(BM_ConvRandomLayers)->Arg(1)->Iterations(300)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ConvRandomChains)->Arg(2)->Iterations(100)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ConvFewChannelLayers)->Arg(3)->Iterations(200)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -3,6 +3,7 @@
 // spread the outputs over the uint8 range, as TensorFlow's converter writes such models.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -188,6 +189,21 @@ inline RandomCase random_case(std::mt19937& random, int max_side = 14) {
   c.h = lo + static_cast<int>(random() % static_cast<unsigned>(max_side));
   c.w = lo + static_cast<int>(random() % static_cast<unsigned>(max_side));
   if (c.w * c.cin % 8 != 0 && (c.h % 2 != 0 || c.w * c.cin > 128)) ++c.w;
+  return c;
+}
+
+// The same on a 1-3 channel image: width a multiple of 4 (rows of whole words), an even height
+// when rows are 4 bytes past whole 8-byte units, and B x Cout <= 64 in multiples of 4 (B output
+// pixels per position: the least B with B stride Cin a multiple of 4).
+inline RandomCase random_few_channel_case(std::mt19937& random, int max_side = 14) {
+  RandomCase c = random_case(random, max_side);
+  c.cin = 1 + static_cast<int>(random() % 3);
+  c.w = (c.w + 3) / 4 * 4;
+  if (c.w * c.cin % 8 != 0 && c.h % 2 != 0) ++c.h;
+  int block = 1;
+  while (block * c.spec.stride * c.cin % 4 != 0) ++block;
+  const int unit = block == 4 ? 1 : block == 2 ? 2 : 4;  // B x unit is a multiple of 4
+  c.spec.cout = unit * (1 + static_cast<int>(random() % static_cast<unsigned>(64 / block / unit)));
   return c;
 }
 
