@@ -139,6 +139,18 @@ TEST(ConvChainOnTheVirtualEdgeTpu, RandomChainsEqualTheCpuReference) {
   }
 }
 
+// Edges: a 1x1 image, kernels larger than the image (SAME), stride 2 with 1x1 kernels, one output
+// channel, kernels of the image's size (VALID: one output pixel).
+TEST(ConvOnTheVirtualEdgeTpu, EdgeShapesEqualTheCpuReference) {
+  std::mt19937 random(31);
+  expect_equal_to_cpu(1, 2, 4, {{8, 1, 1, true}}, random);
+  expect_equal_to_cpu(2, 2, 8, {{16, 5, 1, true}}, random);
+  expect_equal_to_cpu(3, 2, 4, {{4, 5, 2, true}}, random);
+  expect_equal_to_cpu(7, 6, 4, {{24, 1, 2, false}}, random);
+  expect_equal_to_cpu(6, 6, 8, {{1, 3, 1, true}}, random);
+  expect_equal_to_cpu(5, 5, 8, {{32, 5, 1, false}}, random);
+}
+
 // Images of 1, 2 or 3 channels (RGB, grey): block x Cout columns over word-aligned windows.
 TEST(ConvOnTheVirtualEdgeTpu, FewInputChannelsEqualTheCpuReference) {
   std::mt19937 random(19);
