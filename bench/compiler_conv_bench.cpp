@@ -6,6 +6,8 @@
 // reference).
 #include <benchmark/benchmark.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <random>
 
 #include "chip/sim_runner.h"
@@ -25,7 +27,11 @@ int64_t run_case(int h, int w, int cin, const std::vector<ConvSpec>& specs, std:
                  size_t& bytes) {
   const container::Model twin = compiler::twins::conv_twin(h, w, cin, specs, random);
   const compiler::CompileResult r = compiler::compile_model(container::write_tflite(twin));
-  if (r.edgetpu_subgraphs != 1) return -1;
+  if (r.edgetpu_subgraphs != 1) {
+    if (std::getenv("CONV_BENCH_VERBOSE"))
+      std::fprintf(stderr, "refused: %s\n", r.rows.empty() ? "" : r.rows.back().status.c_str());
+    return -1;
+  }
   const auto compiled = container::read_edgetpu_model(r.tflite);
   const auto exes = chip::testing::executables_of(compiled);
   host::InterpreterOptions options;

@@ -17,7 +17,7 @@ using container::Half;
 
 namespace {
 
-constexpr int kTile = 0;           // the tile every layer runs on
+constexpr int kTiles = 16;         // the chip's tiles
 constexpr int kColumns = 64;       // output channels per group (one weight row)
 constexpr int kRowBytes = 256;     // one wide row
 constexpr int kRowUnits = 4;       // 64-byte units per wide row
@@ -61,15 +61,23 @@ struct LayerPlan {
   int row_words() const { return wp * l->cin / 4; }
   // Narrow byte address of padded pixel (y, x), x counted from the image's padded column 0.
   int pixel(int y, int x) const { return in_base + (y * wp + extra + x) * l->cin; }
-  bool needs_fill() const { return hp != l->h || wp != l->w || extra != 0; }
+  // The band of rows this tile computes: output rows [oa, ob); buffer row 0 holds the layer's
+  // input row `top` (negative: padding rows above the image).
+  int oa = 0, ob = 0, top = 0;
+  bool needs_fill() const { return top < 0 || top + hp > l->h || wp != l->w || extra != 0; }
 };
 
+// One tile's part of the chain: its band of the last layer's output rows and, going back through
+// the layers, the rows each layer must compute for it (the halo rows are computed again by the
+// neighbouring tile rather than exchanged: no traffic between tiles).
 struct Plan {
+  int tile = 0;
+  int y0 = 0;  // the tile's first output row of the last layer
   std::vector<LayerPlan> layers;
   int out_base = 0;   // narrow byte address of the last layer's [OH][OW][Cp] output
   int out_ch = 0;     // Cp: the last layer's channels as stored (a multiple of 4)
   int out_row = 0;    // bytes per output row (whole blocks)
-  int out_bytes = 0;  // OH * out_row
+  int out_bytes = 0;  // the band's rows * out_row, rounded up to 8
   int wide_rows = 0;
   int narrow_end = 0;
 };
@@ -102,11 +110,28 @@ int block_of(const ConvLayer& l) {
   return b;
 }
 
-Plan plan_of(const ConvChain& chain) {
+Plan plan_of(const ConvChain& chain, int tile = 0, int y0 = 0, int y1 = -1) {
   Plan p;
+  p.tile = tile;
+  p.y0 = y0;
+  // The bands, from the last layer back.
+  std::vector<std::pair<int, int>> bands(chain.layers.size());
+  int oa = y0, ob = y1 < 0 ? chain.layers.back().oh : y1;
+  for (size_t i = chain.layers.size(); i-- > 0;) {
+    const ConvLayer& l = chain.layers[i];
+    bands[i] = {oa, ob};
+    const int top = oa * l.stride_h - l.pad_top;
+    const int bottom = (ob - 1) * l.stride_h - l.pad_top + l.kh;
+    oa = std::max(top, 0);
+    ob = std::min(bottom, l.h);
+  }
   int narrow = 0, row = 0;
-  for (const ConvLayer& l : chain.layers) {
+  for (size_t i = 0; i < chain.layers.size(); ++i) {
+    const ConvLayer& l = chain.layers[i];
     LayerPlan lp;
+    lp.oa = bands[i].first;
+    lp.ob = bands[i].second;
+    lp.top = lp.oa * l.stride_h - l.pad_top;
     lp.l = &l;
     lp.block = block_of(l);
     while ((l.pad_left + lp.extra) * l.cin % 4 != 0) ++lp.extra;
@@ -114,7 +139,7 @@ Plan plan_of(const ConvChain& chain) {
     lp.window_words = (lp.window_off + ((lp.block - 1) * l.stride_w + l.kw) * l.cin + 3) / 4;
     lp.blocks = (l.ow + lp.block - 1) / lp.block;
     lp.kwords = l.kh * lp.window_words;
-    lp.hp = std::max((l.oh - 1) * l.stride_h + l.kh, l.h + l.pad_top);
+    lp.hp = (lp.ob - 1) * l.stride_h - l.pad_top + l.kh - lp.top;
     // Wide enough for the image, the extra pixels and the last block's window.
     const int window_end = lp.extra * l.cin - lp.window_off +
                            (lp.blocks - 1) * lp.block * l.stride_w * l.cin + 4 * lp.window_words;
@@ -135,7 +160,8 @@ Plan plan_of(const ConvChain& chain) {
   p.out_base = narrow;
   p.out_ch = channels_stored(last, p.layers.back().block);
   p.out_row = p.layers.back().blocks * p.layers.back().block * p.out_ch;
-  p.out_bytes = last.oh * p.out_row;
+  p.out_bytes = round_up((p.layers.back().ob - p.layers.back().oa) * p.out_row, 8);
+  (void)last;
   p.narrow_end = round_up(narrow + p.out_bytes, 8) + 8;
   p.wide_rows = row;
   return p;
@@ -155,18 +181,18 @@ OutTarget out_target(const Plan& p, size_t i) {
     t.row_words = p.out_row / 4;
   } else {
     const LayerPlan& n = p.layers[i + 1];
-    t.base = n.pixel(n.l->pad_top, n.l->pad_left);
+    t.base = n.pixel(p.layers[i].oa - n.top, n.l->pad_left);
     t.pixel_bytes = n.l->cin;
     t.row_words = n.row_words();
   }
   return t;
 }
 
-void fill_narrow(Emitter& e, int base, int bytes, int zp) {
+void fill_narrow(Emitter& e, int tile, int base, int bytes, int zp) {
   const uint32_t value = 0x01010101u * static_cast<uint32_t>(zp);
   for (int done = 0; done < bytes; done += 4 * kMeshFillWords) {
     const int words = std::min(kMeshFillWords, (bytes - done) / 4);
-    e.add("mesh_n", cat("tiles=", hex(tile_bit(kTile)), " i.addr=", hex(base + done), " i=(1 x ",
+    e.add("mesh_n", cat("tiles=", hex(tile_bit(tile)), " i.addr=", hex(base + done), " i=(1 x ",
                         words, ")(", 1 - words, " x 1)(", 1 - words, " x 1)(", 1 - words,
                         " x 1) i.sdims=1 fill_en=1 fill=", hex(value)));
   }
@@ -189,9 +215,10 @@ void preamble(Emitter& e, const std::string& input_name) {
   e.add("scsync", "smask=0x001 sunits=0x0c");
 }
 
-// The host's image, row piece by row piece, into the interior of layer 0's padded image.
-void stream_input(Emitter& e, const LayerPlan& lp) {
-  const ConvLayer& l = *lp.l;
+// The host's image, row piece by row piece, into the interior of layer 0's padded image on every
+// tile whose band needs the rows (one packet to all of them, one wideToNarrow each).
+void stream_input(Emitter& e, const std::vector<Plan>& tiles) {
+  const ConvLayer& l = *tiles.front().layers.front().l;
   const int row_bytes = l.w * l.cin;
   const int units = l.h * row_bytes / 8;
   e.add("pop", cat("stream=1 walk=",
@@ -201,43 +228,50 @@ void stream_input(Emitter& e, const LayerPlan& lp) {
   e.add("bundle", "s_op=0x0f s_x=5 imm=11");
   e.add("bundle", "s_op=0x0f s_x=4 imm=10");
   descriptor(e, 5, 4, 6, int64_t{l.h} * row_bytes, 1);
-  const uint32_t tile = tile_bit(kTile);
-  // A piece is `rows` whole image rows (rows of up to 256 bytes), or 256 bytes of one row; every
-  // piece is a whole number of 8-byte units (input_streamable).
-  const int rows_per_piece = row_bytes > kPiece ? 1 : rows_per_packet(row_bytes);
+  // A piece is `rows` whole image rows (rows of up to 256 bytes, one tile only), or 256 bytes of
+  // one row; every piece is a whole number of 8-byte units (input_streamable).
+  const int rows_per_piece =
+      row_bytes > kPiece || tiles.size() > 1 ? 1 : rows_per_packet(row_bytes);
   int piece = 0;
   for (int y = 0; y < l.h; y += rows_per_piece) {
     const int rows = std::min(rows_per_piece, l.h - y);
+    uint32_t mask = 0;
+    for (const Plan& t : tiles) {
+      const LayerPlan& lp = t.layers.front();
+      if (y >= lp.top && y < lp.top + lp.hp) mask |= tile_bit(t.tile);
+    }
+    if (mask == 0) continue;
     for (int at = 0; at < row_bytes; at += kPiece, ++piece) {
       if (piece > 0 && piece % kInputRows == 0) tile_fence(e, "counters=0x1ffff units=0x3ff");
       const int fifo = kInputFifo + 4 * (piece % kInputRows);
-      const int bytes = std::min(kPiece, row_bytes - at);           // of each row
-      const int narrow = lp.pixel(y + l.pad_top, l.pad_left) + at;  // word aligned
+      const int bytes = std::min(kPiece, row_bytes - at);  // of each row
       const int offset = (y * row_bytes + at) / 8;
       const int units = rows * bytes / 8;
-      e.add("w2n",
-            cat("tiles=", hex(tile), " w.addr=", hex(fifo), " w=(1 x 1) n.addr=", hex(narrow / 4),
-                " n=", strided_walk({{1, bytes / 4}, {lp.row_words(), rows}}, 6),
-                " n.lvl_mask=0x01 mode=1 fill_size=128 sync.en0=1 sync.id=14 "
-                "sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 sync.en2=1 sync.dec_lvl=1 "
-                "sync.dec=-1 sync.dec_mode=3 tail_en870=1"));
-      ring_receive(e, tile, fifo, 1, -64);
+      for (const Plan& t : tiles) {
+        if (!(mask & tile_bit(t.tile))) continue;
+        const LayerPlan& lp = t.layers.front();
+        const int narrow = lp.pixel(y - lp.top, l.pad_left) + at;  // word aligned
+        e.add("w2n", cat("tiles=", hex(tile_bit(t.tile)), " w.addr=", hex(fifo),
+                         " w=(1 x 1) n.addr=", hex(narrow / 4),
+                         " n=", strided_walk({{1, bytes / 4}, {lp.row_words(), rows}}, 6),
+                         " n.lvl_mask=0x01 mode=1 fill_size=128 sync.en0=1 sync.id=14 "
+                         "sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 sync.en2=1 sync.dec_lvl=1 "
+                         "sync.dec=-1 sync.dec_mode=3 tail_en870=1"));
+      }
+      ring_receive(e, mask, fifo, 1, -64);
       e.add("infeed",
             cat("stream=1", offset ? cat(" buf_off=", hex(offset)) : "", " walk=",
                 nest({{1, kActPassUnits}, {1 - kActPassUnits, 1}, {1 - kActPassUnits, 1}}),
                 " k157=1 k160=1 av176=1 count_m1=", units - 1, " tail_en=1 count_neg=",
                 hex(kActPassUnits - units), " f308=0x8 pop_wait=", hex((offset + 1) & 0xffff),
-                " k336=1 f352=1 f391=2 dest=", hex(tile), " f434=0xf lanes_m1=3"));
+                " k336=1 f352=1 f391=2 dest=", hex(mask), " f434=0xf lanes_m1=3"));
     }
   }
 }
 
 // One layer: its multipliers (and biases) into the output stage, then the op over every output
 // position and group.
-void layer_op(Emitter& e, const Plan& p, size_t i) {
-  const LayerPlan& lp = p.layers[i];
-  const ConvLayer& l = *lp.l;
-  const uint32_t tile = tile_bit(kTile);
+void bias_load(Emitter& e, const LayerPlan& lp, uint32_t tile) {
   const std::string level2 =
       lp.groups > 1 ? cat("(", lp.planes == 2 ? -95 : 1, " x ", lp.groups, ")") : "";
   e.add("w2n", cat("tiles=", hex(tile), " w.addr=", hex(lp.row * kRowUnits), " w=(1 x ",
@@ -245,12 +279,19 @@ void layer_op(Emitter& e, const Plan& p, size_t i) {
                    " x ", lp.planes == 2 ? 2 : 1, ")", level2,
                    " n.lvl_mask=0x03 mode=2 fill_size=64 sync.en0=1 sync.f2=1 sync.wait_lvl=2 "
                    "sync.en1=1 sync.val=0x0ffff sync.en2=1 sync.f45=1 tail_f867=1 tail_en870=1"));
-  const int64_t positions = int64_t{l.oh} * lp.blocks;
+}
+
+void layer_op(Emitter& e, const Plan& p, size_t i) {
+  const LayerPlan& lp = p.layers[i];
+  const ConvLayer& l = *lp.l;
+  const uint32_t tile = tile_bit(p.tile);
+  const int rows = lp.ob - lp.oa;
+  const int64_t positions = int64_t{rows} * lp.blocks;
   // `in`: the window's words, tap rows, blocks along x, output rows, group.
   const std::string in_walk = strided_walk({{1, lp.window_words},
                                             {lp.row_words(), l.kh},
                                             {lp.block * l.stride_w * l.cin / 4, lp.blocks},
-                                            {int64_t{l.stride_h} * lp.row_words(), l.oh},
+                                            {int64_t{l.stride_h} * lp.row_words(), rows},
                                             {0, lp.groups}},
                                            8, " m3");
   // `par`: the group's weight rows for every position.
@@ -260,7 +301,7 @@ void layer_op(Emitter& e, const Plan& p, size_t i) {
   const int group_words = lp.group_ch / 4;
   const std::string out_walk = strided_walk({{1, group_words},
                                              {lp.block * t.pixel_bytes / 4, lp.blocks},
-                                             {t.row_words, l.oh},
+                                             {t.row_words, rows},
                                              {kColumns / 4, lp.groups}},
                                             8, " m3");
   const std::string loops = lp.groups > 1
@@ -282,50 +323,69 @@ void layer_op(Emitter& e, const Plan& p, size_t i) {
 }
 
 // The last layer's bytes to the host: 256-byte pieces through the ring to the scalar core.
-void stream_output(Emitter& e, const Plan& p, const std::string& output_name, int& ordinal) {
-  e.reloc_movi(10, BufferKind::kOutput, Half::kUpper32, output_name);
-  e.reloc_movi(11, BufferKind::kOutput, Half::kLower32, output_name);
-  e.add("bundle", "s_op=0x0f s_x=5 imm=11");
-  e.add("bundle", "s_op=0x0f s_x=4 imm=10");
-  const int total = round_up(p.out_bytes, 8);
-  descriptor(e, 5, 4, 6, total, 3);
-  const uint32_t tile = tile_bit(kTile);
-  for (int at = 0; at < total; at += kRowBytes) {
-    const int bytes = std::min(kRowBytes, total - at);
+// One tile's band of the last layer's output: 256-byte pieces through the ring to the scalar core.
+void stream_tile_output(Emitter& e, const Plan& p, int& ordinal) {
+  const uint32_t tile = tile_bit(p.tile);
+  for (int at = 0; at < p.out_bytes; at += kRowBytes) {
+    const int bytes = std::min(kRowBytes, p.out_bytes - at);
     e.add("n2w", cat("tiles=", hex(tile), " n.addr=", hex((p.out_base + at) / 4),
                      " n=", narrow_walk(bytes / 4), " n.lvl_mask=0x01 w.addr=", hex(kRingFifo),
                      " w=(1 x 1) w.circ=1 w.rows=1 sync.en0=1 sync.f1=1 sync.id=16 "
                      "sync.wait_lvl=1 sync.en1=1 sync.val=0xffff sync.en2=1 sync.f45=1 "
                      "tail_lvl=1"));
     e.add("outfeed", cat("walk=(0 x ", bytes / 8, ") k173=3 f222=0x7f"));
-    ring_send(e, kTile, kRingFifo, 0x10000, ordinal++);
+    ring_send(e, p.tile, kRingFifo, 0x10000, ordinal++);
   }
+}
+
+int output_bytes(const std::vector<Plan>& tiles) {
+  int total = 0;
+  for (const Plan& t : tiles) total += t.out_bytes;
+  return total;
+}
+
+void stream_output(Emitter& e, const std::vector<Plan>& tiles, const std::string& output_name,
+                   int& ordinal) {
+  e.reloc_movi(10, BufferKind::kOutput, Half::kUpper32, output_name);
+  e.reloc_movi(11, BufferKind::kOutput, Half::kLower32, output_name);
+  e.add("bundle", "s_op=0x0f s_x=5 imm=11");
+  e.add("bundle", "s_op=0x0f s_x=4 imm=10");
+  const int total = output_bytes(tiles);
+  descriptor(e, 5, 4, 6, total, 3);
+  for (const Plan& p : tiles) stream_tile_output(e, p, ordinal);
   tile_fence(e, "counters=0x1ffff units=0x3ff");
   e.add("scsync",
         cat("tiles=0xffff smask=0x020 thr5=", (total + 31) / 32, " wait=0x020 sunits=0x0c"));
 }
 
-container::Bitstream execution_program(const ConvChain& chain, const Plan& p) {
+uint32_t tile_mask(const std::vector<Plan>& tiles) {
+  uint32_t mask = 0;
+  for (const Plan& t : tiles) mask |= tile_bit(t.tile);
+  return mask;
+}
+
+container::Bitstream execution_program(const ConvChain& chain, const std::vector<Plan>& tiles) {
   Emitter e;
   preamble(e, chain.input_name);
   // Padded images hold their zero point wherever the layer before does not write.
-  for (const LayerPlan& lp : p.layers) {
-    if (lp.needs_fill()) fill_narrow(e, lp.in_base, lp.in_bytes(), lp.l->in_zp);
-  }
+  for (const Plan& p : tiles)
+    for (const LayerPlan& lp : p.layers)
+      if (lp.needs_fill()) fill_narrow(e, p.tile, lp.in_base, lp.in_bytes(), lp.l->in_zp);
   tile_fence(e, "counters=0x1ffff units=0x3ff");
-  stream_input(e, p.layers.front());
+  stream_input(e, tiles);
   tile_fence(e, "units=0x3ff");
   tile_fence(e, "counters=0x1ffff units=0x3ff");
   tile_fence(e, "units=0x3ff signal=1");
   wait_tokens(e);
-  for (size_t i = 0; i < p.layers.size(); ++i) {
-    layer_op(e, p, i);
+  for (size_t i = 0; i < chain.layers.size(); ++i) {
+    bias_load(e, tiles.front().layers[i], tile_mask(tiles));
+    for (const Plan& p : tiles) layer_op(e, p, i);
     tile_fence(e, "counters=0x1ffff units=0x3ff");
     tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
     wait_tokens(e);
   }
   int ordinal = 0;
-  stream_output(e, p, chain.output_name, ordinal);
+  stream_output(e, tiles, chain.output_name, ordinal);
   tile_fence(e, "counters=0x20000 units=0x3ff signal=1");
   wait_tokens(e);
   tile_fence(e, "units=0x3ff signal=1 f109=3");
@@ -334,7 +394,19 @@ container::Bitstream execution_program(const ConvChain& chain, const Plan& p) {
   return e.finish();
 }
 
-container::Bitstream caching_program(const Plan& p) {
+// The tiles and their bands: the last layer's output rows split as evenly as possible over up to 16
+// tiles (one tile when the host's rows must travel two to a packet).
+std::vector<Plan> placement(const ConvChain& chain) {
+  const ConvLayer& first = chain.layers.front();
+  const int oh = chain.layers.back().oh;
+  const int count = first.w * first.cin % 8 != 0 ? 1 : std::min(kTiles, oh);
+  std::vector<Plan> tiles;
+  for (int t = 0; t < count; ++t)
+    tiles.push_back(plan_of(chain, t, oh * t / count, oh * (t + 1) / count));
+  return tiles;
+}
+
+container::Bitstream caching_program(const Plan& p, uint32_t mask) {
   Emitter e;
   const int units = p.wide_rows * kRowUnits;
   const int64_t bytes = int64_t{units} * 64;
@@ -354,14 +426,14 @@ container::Bitstream caching_program(const Plan& p) {
             " k121=1 k124=1 par136=1", pop.fields(), " k174=1 par177=1 k178=1 b183=", b183 ? 1 : 0,
             " rows_neg=", hex(0x8000 - rows), " k199=1 k215=1"));
   const int r = p.wide_rows;
-  e.add("ringcons0", cat("tiles=", hex(tile_bit(kTile)), " addr=0x0 dst=(1 x ", r, ")(", 1 - r,
-                         " x 1)(", 1 - r, " x 1)(", 1 - r, " x 1) sdims=1"));
+  e.add("ringcons0", cat("tiles=", hex(mask), " addr=0x0 dst=(1 x ", r, ")(", 1 - r, " x 1)(",
+                         1 - r, " x 1)(", 1 - r, " x 1) sdims=1"));
   const Passes per_tile = passes_of(units, kParPassUnits);
   e.add("infeed",
         cat("walk=",
             nest({{1, kParPassUnits}, {1 - kParPassUnits, per_tile.count}, {1 - kParPassUnits, 1}}),
             " k157=1 k160=1 par172=1", per_tile.fields(),
-            " f308=0x8 par314=1 pop_wait=0x1 k336=1 f352=1 f391=2 dest=", hex(tile_bit(kTile)),
+            " f308=0x8 par314=1 pop_wait=0x1 k336=1 f352=1 f391=2 dest=", hex(mask),
             " f434=0xf lanes_m1=3"));
   tile_fence(e, "b43=1 units=0x3ff signal=1 f109=3");
   wait_tokens(e);
@@ -395,12 +467,15 @@ std::string conv_unsupported(const ConvChain& chain) {
   if (!input_streamable(first))
     return "a CONV_2D input whose rows cannot be streamed in 8-byte units (not generated yet)";
   const Plan p = plan_of(chain);
-  if (p.narrow_end > kNarrowBytes)
-    return cat("the chain's activations need ", p.narrow_end, " bytes of narrow memory (",
-               kNarrowBytes, " on one tile; several tiles not generated yet)");
+  for (const Plan& t : placement(chain))
+    if (t.narrow_end > kNarrowBytes)
+      return cat("the chain's activations need ", t.narrow_end, " bytes of narrow memory on tile ",
+                 t.tile, " (", kNarrowBytes, "; the generator splits output rows over the tiles, ",
+                 "not yet channels)");
   if (p.wide_rows * kRowUnits > kWideUnitsLimit)
     return cat("the chain's parameters need ", p.wide_rows * kRowBytes,
-               " bytes of wide memory (one tile's, several tiles not generated yet)");
+               " bytes of wide memory (every tile holds all weights; splitting them is not "
+               "generated yet)");
   return "";
 }
 
@@ -451,6 +526,7 @@ std::vector<uint8_t> conv_parameters(const ConvChain& chain) {
 ConvPrograms generate_conv(const ConvChain& chain) {
   if (const std::string why = conv_unsupported(chain); !why.empty()) fail(why);
   const Plan p = plan_of(chain);
+  const std::vector<Plan> tiles = placement(chain);
   const ConvLayer& first = chain.layers.front();
   const ConvLayer& last = chain.layers.back();
   ConvPrograms out;
@@ -458,7 +534,7 @@ ConvPrograms generate_conv(const ConvChain& chain) {
   eo.name = "model";
   eo.chip = "beagle";
   eo.type = container::ExecutableType::kExecutionOnly;
-  eo.bitstreams.push_back(execution_program(chain, p));
+  eo.bitstreams.push_back(execution_program(chain, tiles));
   const int in_bytes = first.h * first.w * first.cin;
   container::Layer in_layer = boundary_layer(chain.input_name, in_bytes, first.in_zp,
                                              first.in_scale, false, chain.signed_input);
@@ -466,18 +542,27 @@ ConvPrograms generate_conv(const ConvChain& chain) {
   in_layer.x_dim = first.w;
   in_layer.z_dim = first.cin;
   eo.input_layers.push_back(std::move(in_layer));
-  const int out_total = round_up(p.out_bytes, 8);
+  const int out_total = output_bytes(tiles);
   container::Layer out_layer = boundary_layer(chain.output_name, out_total, last.out_zp,
                                               last.out_scale, true, chain.signed_output);
   out_layer.y_dim = last.oh;
   out_layer.x_dim = last.ow;
   out_layer.z_dim = last.cout;
-  // One tile holds the whole output, row-major, p.out_ch bytes per position.
+  // Tile t holds its band of rows, row-major, p.out_ch bytes per position; the bands arrive in
+  // tile order.
   container::OutputLayout layout;
-  layout.y_coordinate_to_linear_tile_id_map.assign(static_cast<size_t>(last.oh), 0);
   layout.x_coordinate_to_linear_tile_id_map.assign(static_cast<size_t>(last.ow), 0);
-  layout.linearized_tile_byte_offset.assign(16, 0);
-  for (int y = 0; y < last.oh; ++y) layout.y_coordinate_to_local_y_offset.push_back(y);
+  int offset = 0;
+  for (const Plan& t : tiles) {
+    layout.linearized_tile_byte_offset.push_back(offset);
+    for (int y = t.layers.back().oa; y < t.layers.back().ob; ++y) {
+      layout.y_coordinate_to_linear_tile_id_map.push_back(t.tile);
+      layout.y_coordinate_to_local_y_offset.push_back(y - t.y0);
+    }
+    offset += t.out_bytes;
+  }
+  while (layout.linearized_tile_byte_offset.size() < kTiles)
+    layout.linearized_tile_byte_offset.push_back(offset);
   for (int x = 0; x < last.ow; ++x) {
     layout.x_coordinate_to_local_byte_offset.push_back(x * p.out_ch);
     layout.x_coordinate_to_local_y_row_size.push_back(p.out_row);
@@ -485,7 +570,9 @@ ConvPrograms generate_conv(const ConvChain& chain) {
   out_layer.output_layout = layout;
   out_layer.shape = {{0, 0}, {0, last.oh - 1}, {0, last.ow - 1}, {0, last.cout - 1}};
   eo.output_layers.push_back(std::move(out_layer));
-  eo.used_narrow_memory_bytes_per_tile = p.narrow_end;
+  int narrow_end = 0;
+  for (const Plan& t : tiles) narrow_end = std::max(narrow_end, t.narrow_end);
+  eo.used_narrow_memory_bytes_per_tile = narrow_end;
   eo.dma_hints.fully_deterministic = true;
   eo.dma_hints.hints = {
       instruction_hint(),
@@ -497,7 +584,7 @@ ConvPrograms generate_conv(const ConvChain& chain) {
   pc.name = "Unknown";
   pc.chip = "beagle";
   pc.type = container::ExecutableType::kParameterCaching;
-  pc.bitstreams.push_back(caching_program(p));
+  pc.bitstreams.push_back(caching_program(p, tile_mask(tiles)));
   pc.parameters = conv_parameters(chain);
   pc.dma_hints.fully_deterministic = true;
   pc.dma_hints.hints = {instruction_hint(),

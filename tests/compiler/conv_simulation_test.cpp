@@ -26,7 +26,7 @@ using twins::random_case;
 using twins::RandomCase;
 
 void expect_equal_to_cpu(int h, int w, int cin, const std::vector<ConvSpec>& specs,
-                         std::mt19937& random) {
+                         std::mt19937& random, size_t& tiles) {
   SCOPED_TRACE(describe(h, w, cin, specs));
   const container::Model twin = conv_twin(h, w, cin, specs, random);
   const CompileResult r = compile_model(container::write_tflite(twin));
@@ -63,6 +63,8 @@ void expect_equal_to_cpu(int h, int w, int cin, const std::vector<ConvSpec>& spe
   chip::VirtualEdgeTpu chip;
   chip::testing::run_executable(chip, *exes.caching, {});
   const auto& layer = exes.execution->output_layers.at(0);
+  const auto& ymap = layer.output_layout->y_coordinate_to_linear_tile_id_map;
+  tiles = std::set<int>(ymap.begin(), ymap.end()).size();
   for (int inference = 0; inference < 2; ++inference) {
     const auto got = chip::testing::detile(
         layer, chip::testing::run_executable(chip, *exes.execution, {{"x", x}}).at(layer.name));
@@ -73,6 +75,14 @@ void expect_equal_to_cpu(int h, int w, int cin, const std::vector<ConvSpec>& spe
                           << " bytes differ";
   }
   EXPECT_EQ(chip.fault(), "");
+}
+
+// Returns the number of tiles the output comes from (0 when the test failed before).
+size_t expect_equal_to_cpu(int h, int w, int cin, const std::vector<ConvSpec>& specs,
+                           std::mt19937& random) {
+  size_t tiles = 0;
+  expect_equal_to_cpu(h, w, cin, specs, random, tiles);
+  return tiles;
 }
 
 TEST(ConvOnTheVirtualEdgeTpu, OneByOneAndThreeByThreeEqualTheCpuReference) {
@@ -107,7 +117,15 @@ TEST(ConvOnTheVirtualEdgeTpu, FusedReluAndRelu6EqualTheCpuReference) {
 // Long images: more input pieces than the program's input rows (a fence every 32 pieces).
 TEST(ConvOnTheVirtualEdgeTpu, ImagesOfManyRowPiecesEqualTheCpuReference) {
   std::mt19937 random(9);
-  expect_equal_to_cpu(40, 40, 8, {{8, 3, 2, true}}, random);
+  EXPECT_EQ(expect_equal_to_cpu(40, 40, 8, {{8, 3, 2, true}}, random), 16u);
+}
+
+// Images whose activations exceed one tile's narrow memory: the output rows are split over the 16
+// tiles, each computing its band (and the halo rows its band needs) on its own.
+TEST(ConvOnTheVirtualEdgeTpu, ImagesLargerThanOneTileEqualTheCpuReference) {
+  std::mt19937 random(37);
+  EXPECT_EQ(expect_equal_to_cpu(96, 96, 8, {{32, 3, 1, true}}, random), 16u);  // 295 KB out
+  EXPECT_EQ(expect_equal_to_cpu(128, 128, 3, {{16, 3, 2, true}}, random), 16u);
 }
 
 // Chains: one program, the activations stay in the tile's narrow memory between the layers.
