@@ -26,9 +26,9 @@ using twins::random_case;
 using twins::RandomCase;
 
 void expect_equal_to_cpu(int h, int w, int cin, const std::vector<ConvSpec>& specs,
-                         std::mt19937& random, size_t& tiles) {
-  SCOPED_TRACE(describe(h, w, cin, specs));
-  const container::Model twin = conv_twin(h, w, cin, specs, random);
+                         std::mt19937& random, size_t& tiles, bool int8_io = false) {
+  SCOPED_TRACE(describe(h, w, cin, specs) + (int8_io ? " int8 I/O" : ""));
+  const container::Model twin = conv_twin(h, w, cin, specs, random, int8_io);
   const CompileResult r = compile_model(container::write_tflite(twin));
   ASSERT_EQ(r.edgetpu_subgraphs, 1) << (r.rows.empty() ? "" : r.rows.back().status);
   const auto compiled = container::read_edgetpu_model(r.tflite);
@@ -43,11 +43,18 @@ void expect_equal_to_cpu(int h, int w, int cin, const std::vector<ConvSpec>& spe
   for (auto& b : x) b = static_cast<uint8_t>(random());
   cpu.set_input(0, x);
   cpu.invoke();
-  const auto want = cpu.output_bytes(0);
+  // int8 tensors reach the chip with their most significant bit flipped by the host
+  // (SIGNED_FIXED_POINT8 layers): compare in the chip's uint8 domain.
+  const uint8_t flip = int8_io ? 0x80 : 0;
+  const auto cpu_out = cpu.output_bytes(0);
+  std::vector<uint8_t> want(cpu_out.begin(), cpu_out.end());
+  for (auto& b : want) b ^= flip;
+  std::vector<uint8_t> device_x(x);
+  for (auto& b : device_x) b ^= flip;
   if (specs.back().act != Activation::kNone) {
     // The activation must clip: some outputs sit at the bound it sets.
     const auto& y = twin.subgraphs[0].tensors.back().quantization;
-    const int zp = static_cast<int>(y.zero_point[0]);
+    const int zp = static_cast<int>(y.zero_point[0]);  // the uint8 twin tensor "y"
     const int top = std::min(255, zp + static_cast<int>(std::nearbyint(6.0f / y.scale[0])));
     const int bound = specs.back().act == Activation::kRelu ? zp : top;
     ASSERT_GT(std::count(want.begin(), want.end(), static_cast<uint8_t>(bound)), 0)
@@ -63,11 +70,14 @@ void expect_equal_to_cpu(int h, int w, int cin, const std::vector<ConvSpec>& spe
   chip::VirtualEdgeTpu chip;
   chip::testing::run_executable(chip, *exes.caching, {});
   const auto& layer = exes.execution->output_layers.at(0);
+  EXPECT_EQ(layer.data_type,
+            int8_io ? container::DataType::kSignedFixedPoint8 : container::DataType::kFixedPoint8);
   const auto& ymap = layer.output_layout->y_coordinate_to_linear_tile_id_map;
   tiles = std::set<int>(ymap.begin(), ymap.end()).size();
   for (int inference = 0; inference < 2; ++inference) {
     const auto got = chip::testing::detile(
-        layer, chip::testing::run_executable(chip, *exes.execution, {{"x", x}}).at(layer.name));
+        layer,
+        chip::testing::run_executable(chip, *exes.execution, {{"x", device_x}}).at(layer.name));
     ASSERT_EQ(got.size(), want.size());
     size_t differ = 0;
     for (size_t i = 0; i < want.size(); ++i) differ += got[i] != want[i];
@@ -167,6 +177,16 @@ TEST(ConvOnTheVirtualEdgeTpu, EdgeShapesEqualTheCpuReference) {
   expect_equal_to_cpu(7, 6, 4, {{24, 1, 2, false}}, random);
   expect_equal_to_cpu(6, 6, 8, {{1, 3, 1, true}}, random);
   expect_equal_to_cpu(5, 5, 8, {{32, 5, 1, false}}, random);
+}
+
+// int8 input and output (no QUANTIZE around the layers).
+TEST(ConvOnTheVirtualEdgeTpu, Int8InputsAndOutputsEqualTheCpuReference) {
+  std::mt19937 random(43);
+  size_t tiles = 0;
+  expect_equal_to_cpu(8, 8, 8, {{16, 3, 1, true}}, random, tiles, true);
+  expect_equal_to_cpu(12, 12, 4, {{8, 3, 2, true}, {16, 1, 1, false}}, random, tiles, true);
+  expect_equal_to_cpu(8, 8, 3, {{8, 3, 2, true, true, true, Activation::kRelu}}, random, tiles,
+                      true);
 }
 
 // Images of 1, 2 or 3 channels (RGB, grey): block x Cout columns over word-aligned windows.

@@ -50,8 +50,10 @@ inline std::vector<uint8_t> le32(const std::vector<int32_t>& v) {
 
 // The CPU twin of a chain of CONV_2D layers on an H x W x Cin uint8 image, as TensorFlow's
 // converter writes it (int8 inside, QUANTIZE at both ends).
+// With int8_io the QUANTIZE operators are left out: the int8 tensors are the model's input ("x")
+// and output.
 inline container::Model conv_twin(int h, int w, int cin, const std::vector<ConvSpec>& specs,
-                                  std::mt19937& random) {
+                                  std::mt19937& random, bool int8_io = false) {
   std::uniform_real_distribution<float> unit(0.0f, 1.0f);
   container::Model m;
   m.description = "conv twin";
@@ -153,6 +155,14 @@ inline container::Model conv_twin(int h, int w, int cin, const std::vector<ConvS
   g.operators.push_back(q_out);
   g.inputs = {0};
   g.outputs = {out};
+  if (int8_io) {
+    g.operators.erase(g.operators.begin());
+    g.operators.pop_back();
+    g.tensors[0].name = "x_uint8";
+    g.tensors[1].name = "x";
+    g.inputs = {1};
+    g.outputs = {x_tensor};
+  }
   m.subgraphs.push_back(std::move(g));
   return m;
 }
