@@ -140,6 +140,9 @@ Plan plan_of(const ConvChain& chain, int tile = 0, int y0 = 0, int y1 = -1) {
     lp.blocks = (l.ow + lp.block - 1) / lp.block;
     lp.kwords = l.kh * lp.window_words;
     lp.hp = (lp.ob - 1) * l.stride_h - l.pad_top + l.kh - lp.top;
+    // Rows 4 bytes past whole 8-byte units travel two to a packet (one tile): the first image
+    // then keeps every row, also those no output reads (VALID), so that the pairs stay whole.
+    if (i == 0 && l.w * l.cin % 8 != 0) lp.hp = std::max(lp.hp, l.h - lp.top);
     // Wide enough for the image, the extra pixels and the last block's window.
     const int window_end = lp.extra * l.cin - lp.window_off +
                            (lp.blocks - 1) * lp.block * l.stride_w * l.cin + 4 * lp.window_words;
@@ -228,18 +231,23 @@ void stream_input(Emitter& e, const std::vector<Plan>& tiles) {
   e.add("bundle", "s_op=0x0f s_x=5 imm=11");
   e.add("bundle", "s_op=0x0f s_x=4 imm=10");
   descriptor(e, 5, 4, 6, int64_t{l.h} * row_bytes, 1);
-  // A piece is `rows` whole image rows (rows of up to 256 bytes, one tile only), or 256 bytes of
-  // one row; every piece is a whole number of 8-byte units (input_streamable).
-  const int rows_per_piece =
-      row_bytes > kPiece || tiles.size() > 1 ? 1 : rows_per_packet(row_bytes);
-  int piece = 0;
-  for (int y = 0; y < l.h; y += rows_per_piece) {
-    const int rows = std::min(rows_per_piece, l.h - y);
+  // A piece is up to `max_rows` whole image rows needed by the same tiles (rows of up to 256
+  // bytes), or 256 bytes of one row; every piece is a whole number of 8-byte units
+  // (input_streamable; rows 4 bytes past whole units only on one tile, two rows at a time).
+  const int max_rows = row_bytes > kPiece ? 1 : rows_per_packet(row_bytes);
+  auto mask_of = [&](int y) {
     uint32_t mask = 0;
     for (const Plan& t : tiles) {
       const LayerPlan& lp = t.layers.front();
       if (y >= lp.top && y < lp.top + lp.hp) mask |= tile_bit(t.tile);
     }
+    return mask;
+  };
+  int piece = 0, rows = 1;
+  for (int y = 0; y < l.h; y += rows) {
+    const uint32_t mask = mask_of(y);
+    rows = 1;
+    while (rows < max_rows && y + rows < l.h && mask_of(y + rows) == mask) ++rows;
     if (mask == 0) continue;
     for (int at = 0; at < row_bytes; at += kPiece, ++piece) {
       if (piece > 0 && piece % kInputRows == 0) tile_fence(e, "counters=0x1ffff units=0x3ff");

@@ -177,6 +177,9 @@ TEST(ConvOnTheVirtualEdgeTpu, EdgeShapesEqualTheCpuReference) {
   expect_equal_to_cpu(7, 6, 4, {{24, 1, 2, false}}, random);
   expect_equal_to_cpu(6, 6, 8, {{1, 3, 1, true}}, random);
   expect_equal_to_cpu(5, 5, 8, {{32, 5, 1, false}}, random);
+  // VALID leaving the last row unread, rows of 36 bytes (two per packet): the unread row is
+  // streamed too, into the image's own buffer.
+  expect_equal_to_cpu(10, 9, 4, {{8, 3, 2, false}, {8, 1, 1, false}}, random);
 }
 
 // int8 input and output (no QUANTIZE around the layers).
