@@ -1,7 +1,18 @@
 // The compile pipeline (compile.h).
+//
+// The mapped part is lowered by the first generator that recognises it (lower_mapped_part): a
+// single FULLY_CONNECTED (fc_codegen.h), a chain of CONV_2D layers (conv_codegen.h). A generator
+// answers "" and its package, or the reason it does not cover the part; when none covers it the
+// part goes back to the CPU with the most specific reason. New generators (depthwise, pooling, and
+// mixed chains) add one entry to kGenerators.
 #include "compiler/compile.h"
 
+#include <array>
+#include <optional>
+
 #include "common/error.h"
+#include "compiler/conv_codegen.h"
+#include "compiler/conv_layer.h"
 #include "compiler/fc_codegen.h"
 #include "compiler/fc_layer.h"
 #include "compiler/writer.h"
@@ -10,22 +21,71 @@
 
 namespace tinycoral::compiler {
 
+namespace {
+
+// A generator's answer for one mapped part: the package, or why not.
+struct Lowered {
+  std::optional<container::Package> package;
+  std::string why;
+};
+using Generator = Lowered (*)(const Graph&, const std::vector<int>&);
+
+Lowered lower_fc(const Graph& graph, const std::vector<int>& ops) {
+  FcLayer layer;
+  std::string why = match_fc(graph, ops, layer);
+  if (why.empty()) why = fc_unsupported(layer.n, layer.k);
+  if (!why.empty()) return {std::nullopt, why};
+  FcPrograms programs = generate_fc(layer);
+  return {make_package({std::move(programs.execution), std::move(programs.caching)}), ""};
+}
+
+Lowered lower_conv_chain(const Graph& graph, const std::vector<int>& ops) {
+  ConvChain chain;
+  std::string why = match_conv_chain(graph, ops, chain);
+  if (why.empty()) why = conv_unsupported(chain);
+  if (!why.empty()) return {std::nullopt, why};
+  ConvPrograms programs = generate_conv(chain);
+  return {make_package({std::move(programs.execution), std::move(programs.caching)}), ""};
+}
+
+// Whether the part holds an operator of this type (to pick the reason to log).
+bool holds(const Graph& graph, const std::vector<int>& ops, container::BuiltinOp code) {
+  for (int i : ops)
+    if (graph.ops.at(static_cast<size_t>(i)).builtin == static_cast<int32_t>(code)) return true;
+  return false;
+}
+
+Lowered lower_mapped_part(const Graph& graph, const std::vector<int>& ops) {
+  struct Entry {
+    container::BuiltinOp op;  // the operator the generator is about
+    Generator generate;
+  };
+  static constexpr std::array<Entry, 2> kGenerators = {
+      Entry{container::BuiltinOp::kFullyConnected, lower_fc},
+      Entry{container::BuiltinOp::kConv2D, lower_conv_chain}};
+  std::string why;
+  for (const Entry& g : kGenerators) {
+    Lowered l = g.generate(graph, ops);
+    if (l.package) return l;
+    // The reason of the generator whose operator the part holds is the one to log.
+    if (why.empty() || holds(graph, ops, g.op)) why = l.why;
+  }
+  return {std::nullopt, why};
+}
+
+}  // namespace
+
 CompileResult compile_model(std::span<const uint8_t> tflite_bytes) {
   const container::Model cpu = container::read_tflite(tflite_bytes);
   CompileResult r;
   r.graph = import_graph(cpu);
   r.partition = partition(r.graph);
   if (!r.partition.mapped_ops.empty()) {
-    FcLayer layer;
-    std::string why = match_fc(r.graph, r.partition.mapped_ops, layer);
-    if (why.empty()) why = fc_unsupported(layer.n, layer.k);
-    if (!why.empty()) {
-      unmap_all(r.partition, why);
+    Lowered lowered = lower_mapped_part(r.graph, r.partition.mapped_ops);
+    if (!lowered.package) {
+      unmap_all(r.partition, lowered.why);
     } else {
-      FcPrograms programs = generate_fc(layer);
-      const container::Package package =
-          make_package({std::move(programs.execution), std::move(programs.caching)});
-      r.tflite = write_edgetpu_tflite(cpu, r.partition, package);
+      r.tflite = write_edgetpu_tflite(cpu, r.partition, *lowered.package);
       r.edgetpu_subgraphs = 1;
     }
   }

@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "compiler/emitter.h"
+#include "compiler/program_parts.h"
 
 namespace tinycoral::compiler {
 
@@ -37,9 +38,6 @@ struct AuxLayout {
 };
 AuxLayout aux_layout(bool bias) { return AuxLayout{bias ? 3 : 2}; }
 
-uint32_t bit(int tile) { return 1u << tile; }
-uint32_t first_tiles(int n) { return n >= 32 ? 0xffffffffu : (1u << n) - 1; }
-
 // Derived quantities of one layer.
 struct Geometry {
   int n, k;
@@ -65,76 +63,12 @@ Geometry geometry(int n, int k, bool bias) {
   return g;
 }
 
-// The scalar core's DMA descriptor: four words (address lo, hi, size, tag) pushed, then issued.
-// `lo`/`hi` hold the address; the descriptor is staged in base..base+3.
-void descriptor(Emitter& e, int lo, int hi, int base, int64_t size, int tag) {
-  e.add("bundle", cat("s_op=0x0f s_x=", base, " imm=", lo));
-  e.add("bundle", cat("s_op=0x0f s_x=", base + 1, " imm=", hi));
-  e.add("bundle", cat("v_op=0x0a vs_reg=", base));
-  e.add("bundle",
-        cat("v_op=0x0a v_offset=1 vs_reg=", base + 1, " s_op=0x2f s_x=", base + 2, " imm=", size));
-  e.add("bundle",
-        cat("v_op=0x0a v_offset=2 vs_reg=", base + 2, " s_op=0x2f s_x=", base + 3, " imm=", tag));
-  e.add("bundle", cat("v_op=0x0a v_offset=3 vs_reg=", base + 3));
-  e.add("bundle", "v_op=0x0c");
-}
-
-// Tag 4: the completion interrupt, a descriptor with a zero address and size.
-void interrupt(Emitter& e, int lo, int hi, int base) {
-  e.add("bundle", cat("s_op=0x2f s_x=", hi));
-  e.add("bundle", cat("s_op=0x2f s_x=", lo));
-  descriptor(e, lo, hi, base, 0, 4);
-}
-
-// A DMA of `units` in passes of `pass` units: the pass count and the last pass's fields
-// (count_m1, tail_en, count_neg). A transfer of whole passes sets all three to 0 (14.1's rule).
-struct Passes {
-  int count = 1, last = 0, pass = 0;
-  std::string fields() const {
-    if (last == pass) return " count_neg=0x0";
-    return cat(" count_m1=", last - 1, " tail_en=1 count_neg=", hex(pass - last));
-  }
-};
-Passes passes_of(int units, int pass) {
-  Passes p;
-  p.pass = pass;
-  p.count = (units + pass - 1) / pass;
-  p.last = units - pass * (p.count - 1);
-  return p;
-}
-
-void tile_fence(Emitter& e, const std::string& fields) { e.add("sync", "tiles=0xffff " + fields); }
-void wait_tokens(Emitter& e) { e.add("scsync", "tiles=0xffff tokwait=1 tmask=0xffff sunits=0x0c"); }
-
-// A narrow walk of `words` 4-byte words through a 6-level nest (the compiler writes all levels).
-std::string narrow_walk(int words) {
-  const int back = -(words - 1);
-  return "(1 x " + std::to_string(words) + ")" +
-         cat("(", back, " x 1)(", back, " x 1)(", back, " x 1)(", back, " x 1)(", back, " x 1)");
-}
-
 // narrowToWide of one 64-byte piece from narrow word `narrow_word` into the ring send row `row`.
 void n2w_piece(Emitter& e, uint32_t tiles, int narrow_word, int row) {
   e.add("n2w", cat("tiles=", hex(tiles), " n.addr=", hex(narrow_word), " n=", narrow_walk(16),
                    " n.lvl_mask=0x01 w.addr=", hex(row),
                    " w=(1 x 1) w.circ=1 w.rows=1 sync.en0=1 sync.f1=1 sync.id=16 sync.wait_lvl=1 "
                    "sync.en1=1 sync.val=0xffff sync.en2=1 sync.f45=1 tail_lvl=1"));
-}
-
-// ringProducer: tile `from` sends its row `row` to `dest` (bit 16 = the scalar core); `ordinal`
-// counts the program's ring producers.
-void ring_send(Emitter& e, int from, int row, uint32_t dest, int ordinal) {
-  e.add("ringprod",
-        cat("tiles=", hex(bit(from)), " addr=", hex(row),
-            " src=(1 x 1) sdims=1 cbuf=1 slots=1 mode=3 pcfg=20 r0.id=0x51 r0.val=", ordinal,
-            " r0.en_a=1 r0.en_b=1 r1.id=0x2d r1.val=1 r1.en_a=1 r1.en_b=1 dest=", hex(dest)));
-}
-
-// ringConsumer of `slots` packets into row `row`; s_val is the consumer's credit offset.
-void ring_receive(Emitter& e, uint32_t tiles, int row, int slots, int s_val) {
-  e.add("ringcons0", cat("tiles=", hex(tiles), " addr=", hex(row), " dst=(1 x 1)",
-                         slots > 1 ? " sdims=1" : "", " cbuf=1 slots=", slots,
-                         " mode=3 s_id=0x2b s_val=", s_val, " s_cnt=", slots, " s_en_b=1 s_y=1"));
 }
 
 container::Bitstream execution_program(const Geometry& g, const FcLayer& layer) {
@@ -173,7 +107,7 @@ container::Bitstream execution_program(const Geometry& g, const FcLayer& layer) 
   const int lanes = std::min(4, g.in_tiles);
   for (int l = 0; l < lanes; ++l) {
     uint32_t mask = 0;
-    for (int t = l; t < g.in_tiles; t += 4) mask |= bit(t);
+    for (int t = l; t < g.in_tiles; t += 4) mask |= tile_bit(t);
     std::string skip;
     if (l > 0) {
       skip = cat(" skip_en0=1 f543=1 skip_base=", hex(x_word), " skip_m1=", 16 * l - 1,
@@ -212,7 +146,7 @@ container::Bitstream execution_program(const Geometry& g, const FcLayer& layer) 
                      " sync.en2=1 tail_en870=1"));
     ring_receive(e, compute, kRingFifo, 1, 16 * i - 64);
     ring_send(e, i, kSendBuf, compute, ring_ordinal++);
-    n2w_piece(e, bit(i), x_word, kSendBuf);
+    n2w_piece(e, tile_bit(i), x_word, kSendBuf);
   }
   tile_fence(e, "units=0x3ff signal=1");
   wait_tokens(e);
@@ -298,7 +232,7 @@ container::Bitstream caching_program(const Geometry& g) {
             " rows_neg=", hex(0x8000 - rows), " k199=1 k215=1"));
   const int k_rows = g.k / 4;  // 256-byte weight rows per tile
   for (int t = 0; t < g.tiles; ++t) {
-    e.add("ringcons0", cat("tiles=", hex(bit(t)), " addr=", hex(2 + g.aux.weights_unit()),
+    e.add("ringcons0", cat("tiles=", hex(tile_bit(t)), " addr=", hex(2 + g.aux.weights_unit()),
                            " dst=(1 x ", k_rows, ")(", 1 - k_rows, " x 1)(", 1 - k_rows, " x 1)(",
                            1 - k_rows, " x 1) sdims=1 aux_en0=1 aux_rows0_m1=", g.aux.rows - 1,
                            " aux_addr1=", hex(g.aux.zero_point_unit()), " aux_f319=1"));
@@ -312,60 +246,12 @@ container::Bitstream caching_program(const Geometry& g) {
               nest({{1, kPassUnits}, {1 - kPassUnits, per_tile.count}, {1 - kPassUnits, 1}}),
               " k157=1 k160=1 par172=1", per_tile.fields(),
               " f308=0x8 par314=1 pop_wait=", hex((t * u + 1) & 0xffff),
-              " k336=1 f352=1 f391=2 dest=", hex(bit(t)), " f434=0xf lanes_m1=3"));
+              " k336=1 f352=1 f391=2 dest=", hex(tile_bit(t)), " f434=0xf lanes_m1=3"));
   }
   tile_fence(e, "b43=1 units=0x3ff signal=1 f109=3");
   wait_tokens(e);
   interrupt(e, 3, 2, 4);
   return e.finish();
-}
-
-container::Layer boundary_layer(const std::string& name, int size, int32_t zp, float scale,
-                                bool output, bool is_signed) {
-  container::Layer l;
-  l.name = name;
-  l.size_bytes = size;
-  l.y_dim = 1;
-  l.x_dim = 1;
-  l.z_dim = size;
-  l.zero_point = zp;
-  l.dequantization_factor = scale;
-  l.data_type =
-      is_signed ? container::DataType::kSignedFixedPoint8 : container::DataType::kFixedPoint8;
-  l.is_output = output;
-  return l;
-}
-
-container::DmaHint dma(BufferKind kind, container::Direction dir, const std::string& name,
-                       int size) {
-  container::DmaHint h;
-  h.kind = container::HintKind::kDma;
-  h.direction = dir;
-  h.meta.desc = kind;
-  h.meta.name = name;
-  h.size_in_bytes = size;
-  return h;
-}
-
-container::DmaHint instruction_hint() {
-  container::DmaHint h;
-  h.kind = container::HintKind::kInstruction;
-  return h;
-}
-
-container::DmaHint interrupt_hint() {
-  container::DmaHint h;
-  h.kind = container::HintKind::kInterrupt;
-  h.direction = container::Direction::kOutfeed;
-  return h;
-}
-
-// A token shared by the two executables: FNV-1a over the parameters, so recompiling the same
-// model gives the same file (Google's is an opaque 64-bit value).
-uint64_t caching_token(const std::vector<uint8_t>& parameters) {
-  uint64_t h = 1469598103934665603ull;
-  for (uint8_t b : parameters) h = (h ^ b) * 1099511628211ull;
-  return h;
 }
 
 }  // namespace
@@ -461,8 +347,8 @@ FcPrograms generate_fc(const FcLayer& layer) {
   eo.dma_hints.fully_deterministic = true;
   eo.dma_hints.hints = {
       instruction_hint(),
-      dma(BufferKind::kInput, container::Direction::kInfeed, layer.input_name, layer.k),
-      dma(BufferKind::kOutput, container::Direction::kOutfeed, layer.output_name, layer.n),
+      dma_hint(BufferKind::kInput, container::Direction::kInfeed, layer.input_name, layer.k),
+      dma_hint(BufferKind::kOutput, container::Direction::kOutfeed, layer.output_name, layer.n),
       interrupt_hint()};
 
   container::Executable& pc = out.caching;
@@ -473,8 +359,8 @@ FcPrograms generate_fc(const FcLayer& layer) {
   pc.parameters = fc_parameters(layer);
   pc.dma_hints.fully_deterministic = true;
   pc.dma_hints.hints = {instruction_hint(),
-                        dma(BufferKind::kParameter, container::Direction::kInfeed, "",
-                            static_cast<int>(pc.parameters.size())),
+                        dma_hint(BufferKind::kParameter, container::Direction::kInfeed, "",
+                                 static_cast<int>(pc.parameters.size())),
                         interrupt_hint()};
   eo.parameter_caching_token = pc.parameter_caching_token = caching_token(pc.parameters);
   return out;

@@ -1,0 +1,138 @@
+// The CONV_2D generator's larger sweep (the suite's conv_simulation_test runs a few dozen small
+// shapes): random layers (also on 1-3 channel images) and chains on images up to 32 x 32, each
+// compiled by `compile_model`, run on the virtual Edge TPU and compared byte by byte with the CPU
+// reference in `edgetpu` rounding. Reports cases, compared bytes and mismatching cases as counters
+// (a mismatch is an error), and the time per case (compile + caching + one inference + the CPU
+// reference).
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+
+#include "chip/sim_runner.h"
+#include "compiler/compile.h"
+#include "container/edgetpu_model.h"
+#include "container/tflite_writer.h"
+#include "host/interpreter.h"
+#include "support/conv_twin.h"
+
+namespace {
+
+using namespace tinycoral;
+using compiler::twins::ConvSpec;
+
+// Compiles and runs one case; returns the number of differing bytes (or -1 when not compiled).
+int64_t run_case(int h, int w, int cin, const std::vector<ConvSpec>& specs, std::mt19937& random,
+                 size_t& bytes) {
+  const container::Model twin = compiler::twins::conv_twin(h, w, cin, specs, random);
+  const compiler::CompileResult r = compiler::compile_model(container::write_tflite(twin));
+  if (r.edgetpu_subgraphs != 1) {
+    if (std::getenv("CONV_BENCH_VERBOSE"))
+      std::fprintf(stderr, "refused: %s\n", r.rows.empty() ? "" : r.rows.back().status.c_str());
+    return -1;
+  }
+  const auto compiled = container::read_edgetpu_model(r.tflite);
+  const auto exes = chip::testing::executables_of(compiled);
+  host::InterpreterOptions options;
+  options.rounding = host::Rounding::kEdgeTpu;
+  host::Interpreter cpu(twin, options);
+  std::vector<uint8_t> x(static_cast<size_t>(h) * w * cin);
+  for (auto& b : x) b = static_cast<uint8_t>(random());
+  cpu.set_input(0, x);
+  cpu.invoke();
+  const auto want = cpu.output_bytes(0);
+  chip::VirtualEdgeTpu chip;
+  chip::testing::run_executable(chip, *exes.caching, {});
+  const auto& layer = exes.execution->output_layers.at(0);
+  const auto got = chip::testing::detile(
+      layer, chip::testing::run_executable(chip, *exes.execution, {{"x", x}}).at(layer.name));
+  int64_t differ = got.size() == want.size() ? 0 : static_cast<int64_t>(want.size());
+  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) differ += got[i] != want[i];
+  bytes += want.size();
+  return differ;
+}
+
+void sweep(benchmark::State& state, bool chains, bool few_channels = false) {
+  std::mt19937 random(static_cast<uint32_t>(state.range(0)));
+  int64_t cases = 0, failed = 0, refused = 0;
+  size_t bytes = 0;
+  for (auto _ : state) {
+    const auto c = few_channels ? compiler::twins::random_few_channel_case(random, 32)
+                                : compiler::twins::random_case(random, 32);
+    std::vector<ConvSpec> specs{c.spec};
+    if (chains) {
+      specs[0].cout = specs[0].cout <= 64 ? (specs[0].cout + 3) / 4 * 4 : specs[0].cout;
+      const int layers = 2 + static_cast<int>(random() % 3);
+      for (int j = 1; j < layers; ++j) {
+        ConvSpec s = compiler::twins::random_case(random).spec;
+        s.same = true;
+        if (j + 1 < layers) s.cout = s.cout <= 64 ? (s.cout + 3) / 4 * 4 : s.cout;
+        specs.push_back(s);
+      }
+    }
+    const int64_t d = run_case(c.h, c.w, c.cin, specs, random, bytes);
+    ++cases;
+    if (d < 0) ++refused;
+    if (d > 0) {
+      ++failed;
+      state.SkipWithError(compiler::twins::describe(c.h, c.w, c.cin, specs).c_str());
+      break;
+    }
+  }
+  state.counters["cases"] = static_cast<double>(cases);
+  state.counters["refused"] = static_cast<double>(refused);
+  state.counters["mismatching"] = static_cast<double>(failed);
+  state.counters["bytes_equal"] = static_cast<double>(bytes);
+}
+
+// The simulator's modeled stick time (250 MHz) of one inference of fixed layers: the first conv of
+// MobileNet v1 0.25 at 128 (128x128x3 -> 3x3 s2 SAME -> 8), a 3x3 conv on 32x32x32 -> 32, and a
+// three-layer chain with a classifier.
+void BM_ConvModeledTime(benchmark::State& state) {
+  std::mt19937 random(41);
+  std::vector<ConvSpec> specs;
+  int h = 0, w = 0, cin = 0;
+  switch (state.range(0)) {
+    case 0:
+      h = w = 128, cin = 3, specs = {{8, 3, 2, true}};
+      break;
+    case 1:
+      h = w = 32, cin = 32, specs = {{32, 3, 1, true}};
+      break;
+    default: {
+      ConvSpec fc{10};
+      fc.fc = true;
+      h = w = 32, cin = 4, specs = {{16, 3, 2, true}, {32, 3, 2, true}, {32, 3, 2, true}, fc};
+    }
+  }
+  const container::Model twin = compiler::twins::conv_twin(h, w, cin, specs, random);
+  const auto r = compiler::compile_model(container::write_tflite(twin));
+  const auto compiled = container::read_edgetpu_model(r.tflite);
+  const auto exes = chip::testing::executables_of(compiled);
+  chip::VirtualEdgeTpu chip;
+  chip::testing::run_executable(chip, *exes.caching, {});
+  std::vector<uint8_t> x(static_cast<size_t>(h) * w * cin, 7);
+  uint64_t cycles = 0;
+  for (auto _ : state) {
+    chip::testing::run_executable(chip, *exes.execution, {{"x", x}});
+    cycles = chip.stats().clock.last_program_cycles;
+  }
+  state.SetLabel(compiler::twins::describe(h, w, cin, specs));
+  state.counters["modeled_ms_250MHz"] = static_cast<double>(cycles) / 250e3;
+  state.counters["instruction_bytes"] =
+      static_cast<double>(exes.execution->bitstreams.at(0).data.size());
+}
+
+void BM_ConvRandomLayers(benchmark::State& state) { sweep(state, false); }
+void BM_ConvRandomChains(benchmark::State& state) { sweep(state, true); }
+void BM_ConvFewChannelLayers(benchmark::State& state) { sweep(state, false, true); }
+
+BENCHMARK(BM_ConvRandomLayers)->Arg(1)->Iterations(300)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ConvRandomChains)->Arg(2)->Iterations(100)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ConvModeledTime)->DenseRange(0, 2)->Iterations(3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ConvFewChannelLayers)->Arg(3)->Iterations(200)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,606 @@
+// The CONV_2D chain generator (conv_codegen.h). Every address below is derived from the layers'
+// shapes; the fields around the data movement (fences, sync records, DMA fields) are the ones the
+// FULLY_CONNECTED generator reproduces from edgetpu_compiler 16.0 (program_parts.h).
+#include "compiler/conv_codegen.h"
+
+#include <algorithm>
+#include <bit>
+
+#include "common/error.h"
+#include "compiler/emitter.h"
+#include "compiler/program_parts.h"
+
+namespace tinycoral::compiler {
+
+using container::BufferKind;
+using container::Half;
+
+namespace {
+
+constexpr int kTiles = 16;         // the chip's tiles
+constexpr int kColumns = 64;       // output channels per group (one weight row)
+constexpr int kRowBytes = 256;     // one wide row
+constexpr int kRowUnits = 4;       // 64-byte units per wide row
+constexpr int kPiece = 256;        // input bytes per ring packet
+constexpr int kRingFifo = 0x2078;  // wide row of the output packets
+// Input packets land in rows of their own (one writer per row and fence region, so each
+// wideToNarrow reads its own packet): kInputRows rows from unit kInputFifo, then a fence.
+constexpr int kInputFifo = 0x1e00;
+constexpr int kInputRows = 32;
+constexpr int kNarrowBytes = 196608;         // narrow memory of a tile
+constexpr int kWideUnitsLimit = kInputFifo;  // weights stay below the program's FIFO rows
+constexpr int kActPassUnits = 16384;         // activation units (8 bytes) per pass
+constexpr int kParPassUnits = 1024;          // parameter units (64 bytes) per pass
+constexpr int kMeshFillWords = 4096;         // words per mesh fill instruction
+
+int round_up(int v, int m) { return (v + m - 1) / m * m; }
+
+// Where one layer's data lives and how its op walks it.
+// A layer whose input pixels are not whole words (Cin % 4 != 0) computes `block` output pixels
+// per op position: block x Cout columns, each pixel's weights placed at its byte offset in a
+// word-aligned window of the input row (the other bytes of the window get the weight zero point,
+// so they add nothing), so every read is a whole aligned word.
+struct LayerPlan {
+  const ConvLayer* l = nullptr;
+  int block = 1;         // output pixels per position: the least B with B s Cin % 4 == 0
+  int extra = 0;         // pixels left of the padded image so that its interior is word aligned
+  int window_off = 0;    // byte of padded column 0 in its word: (extra Cin) % 4
+  int window_words = 0;  // words per tap row of a block's window
+  int blocks = 0;        // positions per output row: ceil(OW / block)
+  int kwords = 0;        // reduction words per position: kh * window_words
+  int hp = 0, wp = 0;    // padded input image; wp counts the extra pixels and the window overrun
+  int in_base = 0;       // narrow byte address of the padded image
+  int groups = 0;        // 64-channel groups
+  int group_ch = 0;      // columns per group (the op's out_ch + 1)
+  int planes = 0;        // aux rows per group: multipliers (and biases)
+  int row = 0;           // first wide row of the layer's parameters
+  int zp_row() const { return row + groups * planes; }
+  int weight_row() const { return zp_row() + 1; }
+  int rows() const { return groups * planes + 1 + groups * kwords; }
+  int in_bytes() const { return round_up(hp * wp * l->cin, 4); }
+  int row_words() const { return wp * l->cin / 4; }
+  // Narrow byte address of padded pixel (y, x), x counted from the image's padded column 0.
+  int pixel(int y, int x) const { return in_base + (y * wp + extra + x) * l->cin; }
+  // The band of rows this tile computes: output rows [oa, ob); buffer row 0 holds the layer's
+  // input row `top` (negative: padding rows above the image).
+  int oa = 0, ob = 0, top = 0;
+  bool needs_fill() const { return top < 0 || top + hp > l->h || wp != l->w || extra != 0; }
+};
+
+// One tile's part of the chain: its band of the last layer's output rows and, going back through
+// the layers, the rows each layer must compute for it (the halo rows are computed again by the
+// neighbouring tile rather than exchanged: no traffic between tiles).
+struct Plan {
+  int tile = 0;
+  int y0 = 0;  // the tile's first output row of the last layer
+  std::vector<LayerPlan> layers;
+  int out_base = 0;   // narrow byte address of the last layer's [OH][OW][Cp] output
+  int out_ch = 0;     // Cp: the last layer's channels as stored (a multiple of 4)
+  int out_row = 0;    // bytes per output row (whole blocks)
+  int out_bytes = 0;  // the band's rows * out_row, rounded up to 8
+  int wide_rows = 0;
+  int narrow_end = 0;
+};
+
+// Whole image rows per 256-byte input packet, an even number when a row is 4 bytes short of
+// whole 8-byte units (the host streams 8-byte units).
+int rows_per_packet(int row_bytes) {
+  int rows = kPiece / row_bytes;
+  if (row_bytes % 8 != 0) rows -= rows % 2;
+  return rows;
+}
+
+// Whether the host's image can be streamed in whole 8-byte units, row pieces at a time.
+bool input_streamable(const ConvLayer& l) {
+  const int row_bytes = l.w * l.cin;
+  if (row_bytes % 4 != 0) return false;
+  if (row_bytes % 8 == 0) return true;
+  return row_bytes <= kPiece && rows_per_packet(row_bytes) > 0 && l.h % 2 == 0;
+}
+
+// Channels per output pixel as a layer writes them.
+int channels_stored(const ConvLayer& l, int block) {
+  if (block > 1) return l.cout;
+  return l.cout <= kColumns ? round_up(l.cout, 4) : l.cout;
+}
+
+int block_of(const ConvLayer& l) {
+  int b = 1;
+  while (b * l.stride_w * l.cin % 4 != 0) ++b;
+  return b;
+}
+
+Plan plan_of(const ConvChain& chain, int tile = 0, int y0 = 0, int y1 = -1) {
+  Plan p;
+  p.tile = tile;
+  p.y0 = y0;
+  // The bands, from the last layer back.
+  std::vector<std::pair<int, int>> bands(chain.layers.size());
+  int oa = y0, ob = y1 < 0 ? chain.layers.back().oh : y1;
+  for (size_t i = chain.layers.size(); i-- > 0;) {
+    const ConvLayer& l = chain.layers[i];
+    bands[i] = {oa, ob};
+    const int top = oa * l.stride_h - l.pad_top;
+    const int bottom = (ob - 1) * l.stride_h - l.pad_top + l.kh;
+    oa = std::max(top, 0);
+    ob = std::min(bottom, l.h);
+  }
+  int narrow = 0, row = 0;
+  for (size_t i = 0; i < chain.layers.size(); ++i) {
+    const ConvLayer& l = chain.layers[i];
+    LayerPlan lp;
+    lp.oa = bands[i].first;
+    lp.ob = bands[i].second;
+    lp.top = lp.oa * l.stride_h - l.pad_top;
+    lp.l = &l;
+    lp.block = block_of(l);
+    while ((l.pad_left + lp.extra) * l.cin % 4 != 0) ++lp.extra;
+    lp.window_off = lp.extra * l.cin % 4;
+    lp.window_words = (lp.window_off + ((lp.block - 1) * l.stride_w + l.kw) * l.cin + 3) / 4;
+    lp.blocks = (l.ow + lp.block - 1) / lp.block;
+    lp.kwords = l.kh * lp.window_words;
+    lp.hp = (lp.ob - 1) * l.stride_h - l.pad_top + l.kh - lp.top;
+    // Rows 4 bytes past whole 8-byte units travel two to a packet (one tile): the first image
+    // then keeps every row, also those no output reads (VALID), so that the pairs stay whole.
+    if (i == 0 && l.w * l.cin % 8 != 0) lp.hp = std::max(lp.hp, l.h - lp.top);
+    // Wide enough for the image, the extra pixels and the last block's window.
+    const int window_end = lp.extra * l.cin - lp.window_off +
+                           (lp.blocks - 1) * lp.block * l.stride_w * l.cin + 4 * lp.window_words;
+    lp.wp = std::max(lp.extra + l.w + l.pad_left, (window_end + l.cin - 1) / l.cin);
+    while (lp.wp * l.cin % 4 != 0) ++lp.wp;
+    lp.in_base = narrow;
+    narrow = round_up(narrow + lp.in_bytes(), 64);
+    lp.groups = l.cout <= kColumns ? 1 : l.cout / kColumns;
+    lp.group_ch = lp.block > 1         ? lp.block * l.cout
+                  : l.cout <= kColumns ? channels_stored(l, 1)
+                                       : kColumns;
+    lp.planes = l.bias.empty() ? 1 : 2;
+    lp.row = row;
+    row += lp.rows();
+    p.layers.push_back(lp);
+  }
+  const ConvLayer& last = chain.layers.back();
+  p.out_base = narrow;
+  p.out_ch = channels_stored(last, p.layers.back().block);
+  p.out_row = p.layers.back().blocks * p.layers.back().block * p.out_ch;
+  p.out_bytes = round_up((p.layers.back().ob - p.layers.back().oa) * p.out_row, 8);
+  (void)last;
+  p.narrow_end = round_up(narrow + p.out_bytes, 8) + 8;
+  p.wide_rows = row;
+  return p;
+}
+
+// Logical strides (in words) of the place a layer writes its outputs: position, row, group.
+struct OutTarget {
+  int base = 0;  // bytes
+  int pixel_bytes = 0, row_words = 0;
+};
+
+OutTarget out_target(const Plan& p, size_t i) {
+  OutTarget t;
+  if (i + 1 == p.layers.size()) {
+    t.base = p.out_base;
+    t.pixel_bytes = p.out_ch;
+    t.row_words = p.out_row / 4;
+  } else {
+    const LayerPlan& n = p.layers[i + 1];
+    t.base = n.pixel(p.layers[i].oa - n.top, n.l->pad_left);
+    t.pixel_bytes = n.l->cin;
+    t.row_words = n.row_words();
+  }
+  return t;
+}
+
+void fill_narrow(Emitter& e, int tile, int base, int bytes, int zp) {
+  const uint32_t value = 0x01010101u * static_cast<uint32_t>(zp);
+  for (int done = 0; done < bytes; done += 4 * kMeshFillWords) {
+    const int words = std::min(kMeshFillWords, (bytes - done) / 4);
+    e.add("mesh_n", cat("tiles=", hex(tile_bit(tile)), " i.addr=", hex(base + done), " i=(1 x ",
+                        words, ")(", 1 - words, " x 1)(", 1 - words, " x 1)(", 1 - words,
+                        " x 1) i.sdims=1 fill_en=1 fill=", hex(value)));
+  }
+}
+
+void preamble(Emitter& e, const std::string& input_name) {
+  tile_fence(e, "counters=0x7ffff units=0x3ff signal=1");
+  e.add("scsync", "tiles=0xffff smask=0x1ff tokwait=1 tmask=0xffff sunits=0x1f");
+  e.reloc_movi(1, BufferKind::kParameter, Half::kLower32);
+  e.reloc_movi(0, BufferKind::kParameter, Half::kUpper32);
+  e.reloc_movi(3, BufferKind::kScratch, Half::kLower32);
+  e.reloc_movi(2, BufferKind::kScratch, Half::kUpper32);
+  e.add("scsync", "smask=0x005 sunits=0x0c");
+  tile_fence(e, "units=0x3ff signal=1");
+  wait_tokens(e);
+  tile_fence(e, "units=0x020");
+  e.reloc_movi(10, BufferKind::kInput, Half::kUpper32, input_name);
+  e.reloc_movi(11, BufferKind::kInput, Half::kLower32, input_name);
+  e.add("scsync", "smask=0x004 value=0x1fff sunits=0x0c");
+  e.add("scsync", "smask=0x001 sunits=0x0c");
+}
+
+// The host's image, row piece by row piece, into the interior of layer 0's padded image on every
+// tile whose band needs the rows (one packet to all of them, one wideToNarrow each).
+void stream_input(Emitter& e, const std::vector<Plan>& tiles) {
+  const ConvLayer& l = *tiles.front().layers.front().l;
+  const int row_bytes = l.w * l.cin;
+  const int units = l.h * row_bytes / 8;
+  e.add("pop", cat("stream=1 walk=",
+                   nest({{1, kActPassUnits}, {1 - kActPassUnits, 1}, {1 - kActPassUnits, 1}}),
+                   " k121=1 k124=1 av140=1 count_m1=", units - 1, " tail_en=1 count_neg=",
+                   hex(kActPassUnits - units), " k174=1 k178=1 k199=1 k215=1"));
+  e.add("bundle", "s_op=0x0f s_x=5 imm=11");
+  e.add("bundle", "s_op=0x0f s_x=4 imm=10");
+  descriptor(e, 5, 4, 6, int64_t{l.h} * row_bytes, 1);
+  // A piece is up to `max_rows` whole image rows needed by the same tiles (rows of up to 256
+  // bytes), or 256 bytes of one row; every piece is a whole number of 8-byte units
+  // (input_streamable; rows 4 bytes past whole units only on one tile, two rows at a time).
+  const int max_rows = row_bytes > kPiece ? 1 : rows_per_packet(row_bytes);
+  auto mask_of = [&](int y) {
+    uint32_t mask = 0;
+    for (const Plan& t : tiles) {
+      const LayerPlan& lp = t.layers.front();
+      if (y >= lp.top && y < lp.top + lp.hp) mask |= tile_bit(t.tile);
+    }
+    return mask;
+  };
+  int piece = 0, rows = 1;
+  for (int y = 0; y < l.h; y += rows) {
+    const uint32_t mask = mask_of(y);
+    rows = 1;
+    while (rows < max_rows && y + rows < l.h && mask_of(y + rows) == mask) ++rows;
+    if (mask == 0) continue;
+    for (int at = 0; at < row_bytes; at += kPiece, ++piece) {
+      if (piece > 0 && piece % kInputRows == 0) tile_fence(e, "counters=0x1ffff units=0x3ff");
+      const int fifo = kInputFifo + 4 * (piece % kInputRows);
+      const int bytes = std::min(kPiece, row_bytes - at);  // of each row
+      const int offset = (y * row_bytes + at) / 8;
+      const int units = rows * bytes / 8;
+      for (const Plan& t : tiles) {
+        if (!(mask & tile_bit(t.tile))) continue;
+        const LayerPlan& lp = t.layers.front();
+        const int narrow = lp.pixel(y - lp.top, l.pad_left) + at;  // word aligned
+        e.add("w2n", cat("tiles=", hex(tile_bit(t.tile)), " w.addr=", hex(fifo),
+                         " w=(1 x 1) n.addr=", hex(narrow / 4),
+                         " n=", strided_walk({{1, bytes / 4}, {lp.row_words(), rows}}, 6),
+                         " n.lvl_mask=0x01 mode=1 fill_size=128 sync.en0=1 sync.id=14 "
+                         "sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 sync.en2=1 sync.dec_lvl=1 "
+                         "sync.dec=-1 sync.dec_mode=3 tail_en870=1"));
+      }
+      ring_receive(e, mask, fifo, 1, -64);
+      e.add("infeed",
+            cat("stream=1", offset ? cat(" buf_off=", hex(offset)) : "", " walk=",
+                nest({{1, kActPassUnits}, {1 - kActPassUnits, 1}, {1 - kActPassUnits, 1}}),
+                " k157=1 k160=1 av176=1 count_m1=", units - 1, " tail_en=1 count_neg=",
+                hex(kActPassUnits - units), " f308=0x8 pop_wait=", hex((offset + 1) & 0xffff),
+                " k336=1 f352=1 f391=2 dest=", hex(mask), " f434=0xf lanes_m1=3"));
+    }
+  }
+}
+
+// One layer: its multipliers (and biases) into the output stage, then the op over every output
+// position and group.
+void bias_load(Emitter& e, const LayerPlan& lp, uint32_t tile) {
+  const std::string level2 =
+      lp.groups > 1 ? cat("(", lp.planes == 2 ? -95 : 1, " x ", lp.groups, ")") : "";
+  e.add("w2n", cat("tiles=", hex(tile), " w.addr=", hex(lp.row * kRowUnits), " w=(1 x ",
+                   lp.planes * lp.groups, ") w.lvl_mask=0x1 n=(1 x 32)(", lp.planes == 2 ? 33 : 1,
+                   " x ", lp.planes == 2 ? 2 : 1, ")", level2,
+                   " n.lvl_mask=0x03 mode=2 fill_size=64 sync.en0=1 sync.f2=1 sync.wait_lvl=2 "
+                   "sync.en1=1 sync.val=0x0ffff sync.en2=1 sync.f45=1 tail_f867=1 tail_en870=1"));
+}
+
+void layer_op(Emitter& e, const Plan& p, size_t i) {
+  const LayerPlan& lp = p.layers[i];
+  const ConvLayer& l = *lp.l;
+  const uint32_t tile = tile_bit(p.tile);
+  const int rows = lp.ob - lp.oa;
+  const int64_t positions = int64_t{rows} * lp.blocks;
+  // `in`: the window's words, tap rows, blocks along x, output rows, group.
+  const std::string in_walk = strided_walk({{1, lp.window_words},
+                                            {lp.row_words(), l.kh},
+                                            {lp.block * l.stride_w * l.cin / 4, lp.blocks},
+                                            {int64_t{l.stride_h} * lp.row_words(), rows},
+                                            {0, lp.groups}},
+                                           8, " m3");
+  // `par`: the group's weight rows for every position.
+  const std::string par_walk =
+      strided_walk({{1, lp.kwords}, {0, positions}, {lp.kwords, lp.groups}}, 8, " m1");
+  const OutTarget t = out_target(p, i);
+  const int group_words = lp.group_ch / 4;
+  const std::string out_walk = strided_walk({{1, group_words},
+                                             {lp.block * t.pixel_bytes / 4, lp.blocks},
+                                             {t.row_words, rows},
+                                             {kColumns / 4, lp.groups}},
+                                            8, " m3");
+  const std::string loops = lp.groups > 1
+                                ? cat("(", lp.kwords, ")(", positions, ")(", lp.groups, ")")
+                                : cat("(", lp.kwords, ")(", positions, ")");
+  const int zp_unit = lp.zp_row() * kRowUnits;
+  e.add("op",
+        cat("tiles=", hex(tile), " loops=", loops, " in.base=", hex(lp.pixel(0, 0) - lp.window_off),
+            " in=", in_walk, " in.tflags=0x01 out.base=", hex(t.base), " out=", out_walk,
+            " out.tflags=0x1 par.base=", hex(lp.weight_row() * kRowUnits), " par=", par_walk,
+            " psum=(0 x ", lp.kwords,
+            ") cfg0=0x0a5 cfg1=0x14e sync0=0x4000 sync1=0x4000 "
+            "cfg2=0x07 cfg3=8 in_zp=",
+            l.in_zp, " pc_aux_unit=", hex(zp_unit), " pc_aux_rows=", lp.planes,
+            " pc_zp_unit=", hex(zp_unit), l.bias.empty() ? "" : " cfg4=1",
+            " dp_mode=2 reduce_mask=0x01 out_ch_last=", lp.group_ch - 1, " out_ch=",
+            lp.group_ch - 1, " mult=", f32_bits(1.0f), " clamp_max=", f32_bits(l.clamp_max),
+            " clamp_min=", f32_bits(l.clamp_min), " out_zp=", l.out_zp, " pc_mult=1"));
+}
+
+// The last layer's bytes to the host: 256-byte pieces through the ring to the scalar core.
+// One tile's band of the last layer's output: 256-byte pieces through the ring to the scalar core.
+void stream_tile_output(Emitter& e, const Plan& p, int& ordinal) {
+  const uint32_t tile = tile_bit(p.tile);
+  for (int at = 0; at < p.out_bytes; at += kRowBytes) {
+    const int bytes = std::min(kRowBytes, p.out_bytes - at);
+    e.add("n2w", cat("tiles=", hex(tile), " n.addr=", hex((p.out_base + at) / 4),
+                     " n=", narrow_walk(bytes / 4), " n.lvl_mask=0x01 w.addr=", hex(kRingFifo),
+                     " w=(1 x 1) w.circ=1 w.rows=1 sync.en0=1 sync.f1=1 sync.id=16 "
+                     "sync.wait_lvl=1 sync.en1=1 sync.val=0xffff sync.en2=1 sync.f45=1 "
+                     "tail_lvl=1"));
+    e.add("outfeed", cat("walk=(0 x ", bytes / 8, ") k173=3 f222=0x7f"));
+    ring_send(e, p.tile, kRingFifo, 0x10000, ordinal++);
+  }
+}
+
+int output_bytes(const std::vector<Plan>& tiles) {
+  int total = 0;
+  for (const Plan& t : tiles) total += t.out_bytes;
+  return total;
+}
+
+void stream_output(Emitter& e, const std::vector<Plan>& tiles, const std::string& output_name,
+                   int& ordinal) {
+  e.reloc_movi(10, BufferKind::kOutput, Half::kUpper32, output_name);
+  e.reloc_movi(11, BufferKind::kOutput, Half::kLower32, output_name);
+  e.add("bundle", "s_op=0x0f s_x=5 imm=11");
+  e.add("bundle", "s_op=0x0f s_x=4 imm=10");
+  const int total = output_bytes(tiles);
+  descriptor(e, 5, 4, 6, total, 3);
+  for (const Plan& p : tiles) stream_tile_output(e, p, ordinal);
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+  e.add("scsync",
+        cat("tiles=0xffff smask=0x020 thr5=", (total + 31) / 32, " wait=0x020 sunits=0x0c"));
+}
+
+uint32_t tile_mask(const std::vector<Plan>& tiles) {
+  uint32_t mask = 0;
+  for (const Plan& t : tiles) mask |= tile_bit(t.tile);
+  return mask;
+}
+
+container::Bitstream execution_program(const ConvChain& chain, const std::vector<Plan>& tiles) {
+  Emitter e;
+  preamble(e, chain.input_name);
+  // Padded images hold their zero point wherever the layer before does not write.
+  for (const Plan& p : tiles)
+    for (const LayerPlan& lp : p.layers)
+      if (lp.needs_fill()) fill_narrow(e, p.tile, lp.in_base, lp.in_bytes(), lp.l->in_zp);
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+  stream_input(e, tiles);
+  tile_fence(e, "units=0x3ff");
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+  tile_fence(e, "units=0x3ff signal=1");
+  wait_tokens(e);
+  for (size_t i = 0; i < chain.layers.size(); ++i) {
+    bias_load(e, tiles.front().layers[i], tile_mask(tiles));
+    for (const Plan& p : tiles) layer_op(e, p, i);
+    tile_fence(e, "counters=0x1ffff units=0x3ff");
+    tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
+    wait_tokens(e);
+  }
+  int ordinal = 0;
+  stream_output(e, tiles, chain.output_name, ordinal);
+  tile_fence(e, "counters=0x20000 units=0x3ff signal=1");
+  wait_tokens(e);
+  tile_fence(e, "units=0x3ff signal=1 f109=3");
+  wait_tokens(e);
+  interrupt(e, 5, 4, 6);
+  return e.finish();
+}
+
+// The tiles and their bands: the last layer's output rows split as evenly as possible over up to 16
+// tiles (one tile when the host's rows must travel two to a packet).
+std::vector<Plan> placement(const ConvChain& chain) {
+  const ConvLayer& first = chain.layers.front();
+  const int oh = chain.layers.back().oh;
+  const int count = first.w * first.cin % 8 != 0 ? 1 : std::min(kTiles, oh);
+  std::vector<Plan> tiles;
+  for (int t = 0; t < count; ++t)
+    tiles.push_back(plan_of(chain, t, oh * t / count, oh * (t + 1) / count));
+  return tiles;
+}
+
+container::Bitstream caching_program(const Plan& p, uint32_t mask) {
+  Emitter e;
+  const int units = p.wide_rows * kRowUnits;
+  const int64_t bytes = int64_t{units} * 64;
+  tile_fence(e, "b43=1 counters=0x7ffff units=0x3ff signal=1");
+  e.add("scsync", "tiles=0xffff smask=0x1ff tokwait=1 tmask=0xffff sunits=0x1f");
+  e.reloc_movi(1, BufferKind::kParameter, Half::kLower32);
+  e.reloc_movi(0, BufferKind::kParameter, Half::kUpper32);
+  e.add("bundle", "s_op=0x0f s_x=3 imm=1");
+  e.add("bundle", "s_op=0x0f s_x=2 imm=0");
+  descriptor(e, 3, 2, 4, bytes, 2);
+  const Passes pop = passes_of(units, kParPassUnits);
+  const int rows = std::min((units + 1) / 2, 1024);
+  const bool b183 = units % 2 == 0 || units >= 2048;
+  e.add("pop",
+        cat("walk=",
+            nest({{1, kParPassUnits}, {1 - kParPassUnits, pop.count}, {1 - kParPassUnits, 1}}),
+            " k121=1 k124=1 par136=1", pop.fields(), " k174=1 par177=1 k178=1 b183=", b183 ? 1 : 0,
+            " rows_neg=", hex(0x8000 - rows), " k199=1 k215=1"));
+  const int r = p.wide_rows;
+  e.add("ringcons0", cat("tiles=", hex(mask), " addr=0x0 dst=(1 x ", r, ")(", 1 - r, " x 1)(",
+                         1 - r, " x 1)(", 1 - r, " x 1) sdims=1"));
+  const Passes per_tile = passes_of(units, kParPassUnits);
+  e.add("infeed",
+        cat("walk=",
+            nest({{1, kParPassUnits}, {1 - kParPassUnits, per_tile.count}, {1 - kParPassUnits, 1}}),
+            " k157=1 k160=1 par172=1", per_tile.fields(),
+            " f308=0x8 par314=1 pop_wait=0x1 k336=1 f352=1 f391=2 dest=", hex(mask),
+            " f434=0xf lanes_m1=3"));
+  tile_fence(e, "b43=1 units=0x3ff signal=1 f109=3");
+  wait_tokens(e);
+  interrupt(e, 3, 2, 4);
+  return e.finish();
+}
+
+void put32(std::vector<uint8_t>& out, uint32_t v) {
+  for (int b = 0; b < 4; ++b) out.push_back(static_cast<uint8_t>(v >> (8 * b)));
+}
+
+}  // namespace
+
+std::string conv_unsupported(const ConvChain& chain) {
+  if (chain.layers.empty()) return "no CONV_2D layer";
+  for (size_t i = 0; i < chain.layers.size(); ++i) {
+    const ConvLayer& l = chain.layers[i];
+    const int block = block_of(l);
+    if (block > 1 && (block * l.cout > kColumns || block * l.cout % 4 != 0))
+      return cat("CONV_2D with ", l.cin, " input channels, stride ", l.stride_w, " and ", l.cout,
+                 " output channels (", block, " x Cout must be a multiple of 4 up to 64 yet)");
+    if (block > 1 && i + 1 < chain.layers.size() && l.ow % block != 0)
+      return "a CONV_2D inside a chain whose output width is not a whole number of blocks";
+    if (l.cout > kColumns && l.cout % kColumns != 0)
+      return cat("CONV_2D with ", l.cout, " output channels (up to 64 or a multiple of 64 yet)");
+    if (i + 1 < chain.layers.size() && l.cout % 4 != 0)
+      return "a CONV_2D inside a chain with output channels not a multiple of 4";
+    if (l.oh <= 0 || l.ow <= 0) return "CONV_2D with an empty output";
+  }
+  const ConvLayer& first = chain.layers.front();
+  if (!input_streamable(first))
+    return "a CONV_2D input whose rows cannot be streamed in 8-byte units (not generated yet)";
+  const Plan p = plan_of(chain);
+  for (const Plan& t : placement(chain))
+    if (t.narrow_end > kNarrowBytes)
+      return cat("the chain's activations need ", t.narrow_end, " bytes of narrow memory on tile ",
+                 t.tile, " (", kNarrowBytes, "; the generator splits output rows over the tiles, ",
+                 "not yet channels)");
+  if (p.wide_rows * kRowUnits > kWideUnitsLimit)
+    return cat("the chain's parameters need ", p.wide_rows * kRowBytes,
+               " bytes of wide memory (every tile holds all weights; splitting them is not "
+               "generated yet)");
+  return "";
+}
+
+std::vector<uint8_t> conv_parameters(const ConvChain& chain) {
+  const Plan p = plan_of(chain);
+  std::vector<uint8_t> out;
+  out.reserve(static_cast<size_t>(p.wide_rows) * kRowBytes);
+  for (const LayerPlan& lp : p.layers) {
+    const ConvLayer& l = *lp.l;
+    // Column c of group g: output channel oc of block pixel r.
+    auto column = [&](int g, int c, int& oc, int& r) {
+      r = lp.block > 1 ? c / l.cout : 0;
+      oc = lp.block > 1 ? c % l.cout : g * kColumns + c;
+      return c < lp.group_ch && oc < l.cout;
+    };
+    int oc = 0, r = 0;
+    for (int g = 0; g < lp.groups; ++g) {
+      for (int c = 0; c < kColumns; ++c) {
+        const bool real = column(g, c, oc, r);
+        put32(out, std::bit_cast<uint32_t>(real ? l.mult[static_cast<size_t>(oc)] : 0.0f));
+      }
+      for (int c = 0; c < kColumns && !l.bias.empty(); ++c) {
+        const bool real = column(g, c, oc, r);
+        put32(out, static_cast<uint32_t>(real ? l.bias[static_cast<size_t>(oc)] : 0));
+      }
+    }
+    for (int c = 0; c < kColumns; ++c) put32(out, static_cast<uint32_t>(l.weight_zp));
+    // Row (ky, word w) of the window; byte b of it is tap byte t = 4w + b - offset - r s Cin.
+    const size_t per_out = static_cast<size_t>(l.kh) * l.kw * l.cin;
+    for (int g = 0; g < lp.groups; ++g)
+      for (int ky = 0; ky < l.kh; ++ky)
+        for (int w = 0; w < lp.window_words; ++w)
+          for (int c = 0; c < kColumns; ++c) {
+            const bool real = column(g, c, oc, r);
+            for (int b = 0; b < 4; ++b) {
+              const int t = 4 * w + b - lp.window_off - r * l.stride_w * l.cin;
+              uint8_t v = static_cast<uint8_t>(l.weight_zp);
+              if (real && t >= 0 && t < l.kw * l.cin)
+                v = l.weights[static_cast<size_t>(oc) * per_out +
+                              static_cast<size_t>(ky) * l.kw * l.cin + static_cast<size_t>(t)];
+              out.push_back(v);
+            }
+          }
+  }
+  return out;
+}
+
+ConvPrograms generate_conv(const ConvChain& chain) {
+  if (const std::string why = conv_unsupported(chain); !why.empty()) fail(why);
+  const Plan p = plan_of(chain);
+  const std::vector<Plan> tiles = placement(chain);
+  const ConvLayer& first = chain.layers.front();
+  const ConvLayer& last = chain.layers.back();
+  ConvPrograms out;
+  container::Executable& eo = out.execution;
+  eo.name = "model";
+  eo.chip = "beagle";
+  eo.type = container::ExecutableType::kExecutionOnly;
+  eo.bitstreams.push_back(execution_program(chain, tiles));
+  const int in_bytes = first.h * first.w * first.cin;
+  container::Layer in_layer = boundary_layer(chain.input_name, in_bytes, first.in_zp,
+                                             first.in_scale, false, chain.signed_input);
+  in_layer.y_dim = first.h;
+  in_layer.x_dim = first.w;
+  in_layer.z_dim = first.cin;
+  eo.input_layers.push_back(std::move(in_layer));
+  const int out_total = output_bytes(tiles);
+  container::Layer out_layer = boundary_layer(chain.output_name, out_total, last.out_zp,
+                                              last.out_scale, true, chain.signed_output);
+  out_layer.y_dim = last.oh;
+  out_layer.x_dim = last.ow;
+  out_layer.z_dim = last.cout;
+  // Tile t holds its band of rows, row-major, p.out_ch bytes per position; the bands arrive in
+  // tile order.
+  container::OutputLayout layout;
+  layout.x_coordinate_to_linear_tile_id_map.assign(static_cast<size_t>(last.ow), 0);
+  int offset = 0;
+  for (const Plan& t : tiles) {
+    layout.linearized_tile_byte_offset.push_back(offset);
+    for (int y = t.layers.back().oa; y < t.layers.back().ob; ++y) {
+      layout.y_coordinate_to_linear_tile_id_map.push_back(t.tile);
+      layout.y_coordinate_to_local_y_offset.push_back(y - t.y0);
+    }
+    offset += t.out_bytes;
+  }
+  while (layout.linearized_tile_byte_offset.size() < kTiles)
+    layout.linearized_tile_byte_offset.push_back(offset);
+  for (int x = 0; x < last.ow; ++x) {
+    layout.x_coordinate_to_local_byte_offset.push_back(x * p.out_ch);
+    layout.x_coordinate_to_local_y_row_size.push_back(p.out_row);
+  }
+  out_layer.output_layout = layout;
+  out_layer.shape = {{0, 0}, {0, last.oh - 1}, {0, last.ow - 1}, {0, last.cout - 1}};
+  eo.output_layers.push_back(std::move(out_layer));
+  int narrow_end = 0;
+  for (const Plan& t : tiles) narrow_end = std::max(narrow_end, t.narrow_end);
+  eo.used_narrow_memory_bytes_per_tile = narrow_end;
+  eo.dma_hints.fully_deterministic = true;
+  eo.dma_hints.hints = {
+      instruction_hint(),
+      dma_hint(BufferKind::kInput, container::Direction::kInfeed, chain.input_name, in_bytes),
+      dma_hint(BufferKind::kOutput, container::Direction::kOutfeed, chain.output_name, out_total),
+      interrupt_hint()};
+
+  container::Executable& pc = out.caching;
+  pc.name = "Unknown";
+  pc.chip = "beagle";
+  pc.type = container::ExecutableType::kParameterCaching;
+  pc.bitstreams.push_back(caching_program(p, tile_mask(tiles)));
+  pc.parameters = conv_parameters(chain);
+  pc.dma_hints.fully_deterministic = true;
+  pc.dma_hints.hints = {instruction_hint(),
+                        dma_hint(BufferKind::kParameter, container::Direction::kInfeed, "",
+                                 static_cast<int>(pc.parameters.size())),
+                        interrupt_hint()};
+  eo.parameter_caching_token = pc.parameter_caching_token = caching_token(pc.parameters);
+  return out;
+}
+
+}  // namespace tinycoral::compiler

@@ -1,0 +1,41 @@
+// The CONV_2D code generator: one program for a chain of CONV_2D layers (conv_layer.h), 1x1 and
+// k x k, VALID and SAME, any stride, per-tensor or per-channel requantization, fused RELU/RELU6.
+//
+// Placement (our own, not edgetpu_compiler's; docs/compiler.md "CONV_2D"): the last layer's output
+// rows are split into bands over up to 16 tiles; each tile holds all weights and computes, layer by
+// layer, the rows its band needs (halo rows are computed again by both neighbours instead of being
+// exchanged). Every layer's input sits in narrow memory as a padded image [Hp][Wp][Cin] whose
+// border holds the input zero point (so padding taps add nothing); the host's image rows are
+// streamed into the interior of every tile that needs them, and each layer's op writes its outputs
+// straight into the interior of the next layer's padded image, so activations never leave their
+// tile between layers. One op per
+// layer walks (input words x taps) per output position over resident weight rows (64 output
+// channels per group, one group after another), with the per-channel multipliers and biases in the
+// output stage. Each tile's band of the last layer goes to the host through the scalar core.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "compiler/conv_layer.h"
+#include "container/executable.h"
+
+namespace tinycoral::compiler {
+
+struct ConvPrograms {
+  container::Executable execution;  // EXECUTION_ONLY, name "model"
+  container::Executable caching;    // PARAMETER_CACHING, name "Unknown", holds the parameters
+};
+
+// Why the chain is outside what the generator covers, or "" when it is covered.
+std::string conv_unsupported(const ConvChain& chain);
+
+// The parameter stream: per layer, per 64-channel group a row of float32 multipliers (and a row
+// of int32 biases), then one row of the weight zero point, then the weight rows
+// [group][ky][kx][cin/4] of 64 columns x 4 bytes.
+std::vector<uint8_t> conv_parameters(const ConvChain& chain);
+
+// Both executables; throws Error if conv_unsupported() is not empty.
+ConvPrograms generate_conv(const ConvChain& chain);
+
+}  // namespace tinycoral::compiler

@@ -1,0 +1,201 @@
+// Recognising a chain of CONV_2D layers and computing their output stages (conv_layer.h).
+#include "compiler/conv_layer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "common/error.h"
+#include "compiler/fc_layer.h"
+
+namespace tinycoral::compiler {
+
+using container::BuiltinOp;
+using container::TensorType;
+
+int conv_out_size(int in, int k, int stride, bool same) {
+  return same ? (in + stride - 1) / stride : (in - k + stride) / stride;
+}
+
+int conv_pad_before(int in, int k, int stride, bool same) {
+  if (!same) return 0;
+  const int out = conv_out_size(in, k, stride, true);
+  return std::max((out - 1) * stride + k - in, 0) / 2;
+}
+
+namespace {
+
+bool is(const GraphOp& op, BuiltinOp code) { return op.builtin == static_cast<int32_t>(code); }
+
+int32_t uint8_zp(const GraphTensor& t) {
+  const int32_t zp = static_cast<int32_t>(t.quant.zero_point.at(0));
+  return t.type == TensorType::kInt8 ? zp + 128 : zp;
+}
+
+// The zero points, multipliers and clamps of a layer reading x with weights w into y.
+std::string output_stage(const GraphTensor& x, const GraphTensor& w, const GraphTensor& y,
+                         container::Activation activation, ConvLayer& l) {
+  l.in_zp = uint8_zp(x);
+  l.out_zp = uint8_zp(y);
+  l.in_scale = x.quant.scale.at(0);
+  l.out_scale = y.quant.scale.at(0);
+  l.mult.resize(static_cast<size_t>(l.cout));
+  for (int c = 0; c < l.cout; ++c) {
+    const float ws = w.quant.scale.size() == 1 ? w.quant.scale[0] : w.quant.scale.at(c);
+    l.mult[static_cast<size_t>(c)] = fc_multiplier(ws, l.in_scale, l.out_scale);
+  }
+  int lo = 0, hi = 255;
+  if (activation == container::Activation::kRelu || activation == container::Activation::kRelu6) {
+    lo = std::max(lo, l.out_zp);
+  } else if (activation != container::Activation::kNone) {
+    return "CONV_2D with a fused activation other than RELU/RELU6 is not generated yet";
+  }
+  if (activation == container::Activation::kRelu6)
+    hi = std::min(hi, l.out_zp + static_cast<int>(std::nearbyint(6.0f / l.out_scale)));
+  l.clamp_min = fc_clamp(lo, l.out_zp, l.out_scale);
+  l.clamp_max = fc_clamp(hi, l.out_zp, l.out_scale);
+  return "";
+}
+
+// The stored weights and their common zero point (int8 weights shifted by 128 to uint8).
+std::string stored_weights(const GraphTensor& w, ConvLayer& l) {
+  if (w.type != TensorType::kInt8 && w.type != TensorType::kUInt8)
+    return "weights must be int8 or uint8";
+  const int shift = w.type == TensorType::kInt8 ? 128 : 0;
+  const int64_t zp0 = w.quant.zero_point.empty() ? 0 : w.quant.zero_point[0];
+  for (int64_t zp : w.quant.zero_point)
+    if (zp != zp0) return "weights with per-channel zero points that differ";
+  l.weight_zp = static_cast<int32_t>(zp0) + shift;
+  l.weights.resize(w.data.size());
+  for (size_t i = 0; i < w.data.size(); ++i)
+    l.weights[i] = static_cast<uint8_t>((w.type == TensorType::kInt8
+                                             ? static_cast<int>(static_cast<int8_t>(w.data[i]))
+                                             : static_cast<int>(w.data[i])) +
+                                        shift);
+  return "";
+}
+
+std::string stored_bias(const Graph& graph, const GraphOp& op, ConvLayer& l) {
+  if (op.inputs.size() <= 2 || op.inputs[2] < 0) return "";
+  const GraphTensor& b = graph.tensor(op.inputs[2]);
+  if (b.type != TensorType::kInt32 || !b.is_constant()) return "a bias must be int32 constants";
+  if (b.data.size() != 4 * static_cast<size_t>(l.cout))
+    return "the bias does not have one value per output channel";
+  l.bias.resize(static_cast<size_t>(l.cout));
+  std::memcpy(l.bias.data(), b.data.data(), b.data.size());
+  return "";
+}
+
+// One CONV_2D from its tensors and options; "" or the reason it is not generated.
+std::string make_layer(const Graph& graph, const GraphOp& op, ConvLayer& l) {
+  const auto* o = std::get_if<container::Conv2DOptions>(&op.options);
+  if (o == nullptr) return "CONV_2D without options";
+  if (o->dilation_h != 1 || o->dilation_w != 1) return "CONV_2D with dilation is not generated yet";
+  const GraphTensor& x = graph.tensor(op.inputs.at(0));
+  const GraphTensor& w = graph.tensor(op.inputs.at(1));
+  const GraphTensor& y = graph.tensor(op.outputs.at(0));
+  if (x.shape.size() != 4 || y.shape.size() != 4 || w.shape.size() != 4 || x.shape[0] != 1)
+    return "CONV_2D must be NHWC with batch 1";
+  if (!w.is_constant()) return "CONV_2D weights must be constants";
+  l.h = x.shape[1];
+  l.w = x.shape[2];
+  l.cin = x.shape[3];
+  l.cout = w.shape[0];
+  l.kh = w.shape[1];
+  l.kw = w.shape[2];
+  if (w.shape[3] != l.cin) return "CONV_2D with groups is not generated";
+  l.stride_h = o->stride_h;
+  l.stride_w = o->stride_w;
+  const bool same = o->padding == container::Padding::kSame;
+  l.oh = conv_out_size(l.h, l.kh, l.stride_h, same);
+  l.ow = conv_out_size(l.w, l.kw, l.stride_w, same);
+  l.pad_top = conv_pad_before(l.h, l.kh, l.stride_h, same);
+  l.pad_left = conv_pad_before(l.w, l.kw, l.stride_w, same);
+  if (y.shape[1] != l.oh || y.shape[2] != l.ow || y.shape[3] != l.cout)
+    return "the CONV_2D output shape disagrees with its options";
+  if (std::string why = stored_weights(w, l); !why.empty()) return "CONV_2D " + why;
+  if (std::string why = stored_bias(graph, op, l); !why.empty()) return "CONV_2D: " + why;
+  return output_stage(x, w, y, o->activation, l);
+}
+
+// A FULLY_CONNECTED after a CONV_2D (directly or through a RESHAPE that flattens the map): a VALID
+// conv whose kernel covers the whole map, since the FC's K index (y W + x) C + c is the conv's
+// [ky][kx][c] weight order. `prev` is the layer before.
+std::string make_fc_layer(const Graph& graph, const GraphOp& op, const ConvLayer& prev,
+                          ConvLayer& l) {
+  const GraphTensor& x = graph.tensor(op.inputs.at(0));
+  const GraphTensor& w = graph.tensor(op.inputs.at(1));
+  const GraphTensor& y = graph.tensor(op.outputs.at(0));
+  if (!w.is_constant() || w.shape.size() != 2)
+    return "FULLY_CONNECTED weights must be 2-D constants";
+  l.h = l.kh = prev.oh;
+  l.w = l.kw = prev.ow;
+  l.cin = prev.cout;
+  l.oh = l.ow = 1;
+  l.cout = w.shape[0];
+  if (w.shape[1] != l.h * l.w * l.cin || y.elements() != l.cout)
+    return "a FULLY_CONNECTED after a CONV_2D must read its whole map, batch 1";
+  if (std::string why = stored_weights(w, l); !why.empty()) return "FULLY_CONNECTED " + why;
+  if (std::string why = stored_bias(graph, op, l); !why.empty()) return "FULLY_CONNECTED: " + why;
+  container::Activation activation = container::Activation::kNone;
+  if (const auto* o = std::get_if<container::FullyConnectedOptions>(&op.options))
+    activation = o->activation;
+  return output_stage(x, w, y, activation, l);
+}
+
+}  // namespace
+
+std::string match_conv_chain(const Graph& graph, const std::vector<int>& mapped_ops,
+                             ConvChain& chain) {
+  std::vector<const GraphOp*> ops;
+  for (int i : mapped_ops) ops.push_back(&graph.ops.at(static_cast<size_t>(i)));
+  size_t first = 0, end = ops.size();
+  if (!ops.empty() && is(*ops.front(), BuiltinOp::kQuantize)) first = 1;
+  if (end > first && is(*ops.back(), BuiltinOp::kQuantize)) --end;
+  if (first >= end) return "no CONV_2D in the mapped part";
+  int flowing = -1;  // the tensor the next layer must read
+  for (size_t i = first; i < end; ++i) {
+    const GraphOp& op = *ops[i];
+    if (flowing >= 0 && op.inputs.at(0) != flowing) return "the layers do not form a chain";
+    ConvLayer l;
+    if (is(op, BuiltinOp::kConv2D)) {
+      if (std::string why = make_layer(graph, op, l); !why.empty()) return why;
+    } else if (is(op, BuiltinOp::kReshape) && !chain.layers.empty() && i + 1 < end &&
+               is(*ops[i + 1], BuiltinOp::kFullyConnected)) {
+      flowing = op.outputs.at(0);  // a flatten: the bytes stay where they are
+      continue;
+    } else if (is(op, BuiltinOp::kFullyConnected) && !chain.layers.empty()) {
+      if (std::string why = make_fc_layer(graph, op, chain.layers.back(), l); !why.empty())
+        return why;
+    } else {
+      return cat("tinycoral has no code generator for ", op.name, " in a chain yet");
+    }
+    chain.layers.push_back(std::move(l));
+    flowing = op.outputs.at(0);
+  }
+  const GraphTensor& x = graph.tensor(ops[first]->inputs.at(0));
+  const GraphTensor& y = graph.tensor(ops[end - 1]->outputs.at(0));
+  const GraphTensor* in = &x;
+  const GraphTensor* out = &y;
+  if (first == 1) {
+    if (ops[0]->outputs.at(0) != ops[1]->inputs.at(0))
+      return "the QUANTIZE before does not feed the layer";
+    in = &graph.tensor(ops[0]->inputs.at(0));
+  }
+  if (end < ops.size()) {
+    if (ops.back()->inputs.at(0) != ops[end - 1]->outputs.at(0))
+      return "the QUANTIZE after does not read the layer";
+    out = &graph.tensor(ops.back()->outputs.at(0));
+  }
+  if (in->quant.empty() || out->quant.empty() || in->quant.scale[0] != x.quant.scale.at(0) ||
+      uint8_zp(*in) != uint8_zp(x) || out->quant.scale[0] != y.quant.scale.at(0) ||
+      uint8_zp(*out) != uint8_zp(y))
+    return "a QUANTIZE that rescales is not folded yet";
+  chain.signed_input = in->type == TensorType::kInt8;
+  chain.signed_output = out->type == TensorType::kInt8;
+  chain.input_name = in->name;
+  chain.output_name = out->name;
+  return "";
+}
+
+}  // namespace tinycoral::compiler

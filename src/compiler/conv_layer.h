@@ -1,0 +1,48 @@
+// CONV_2D layers as the code generator sees them, and the recognition of a mapped part that is a
+// chain of them: [QUANTIZE] CONV_2D (-> CONV_2D ...) [QUANTIZE], batch 1, NHWC, uint8 activations
+// on the chip (int8 tensors shifted by 128, as for FULLY_CONNECTED), weights with one scale per
+// tensor or per output channel. The per-channel multipliers and the clamps are computed in float32
+// with fc_layer.h's formulas (edgetpu_compiler 16.0's, checked on the dense twins).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "compiler/graph.h"
+
+namespace tinycoral::compiler {
+
+struct ConvLayer {
+  int h = 0, w = 0, cin = 0;  // input
+  int oh = 0, ow = 0, cout = 0;
+  int kh = 0, kw = 0, stride_h = 1, stride_w = 1;
+  int pad_top = 0, pad_left = 0;  // TFLite SAME padding (0 for VALID)
+  // Weights [cout][kh][kw][cin] as the chip stores them (uint8: int8 + 128, uint8 as is), and the
+  // stored zero point (the same for every channel).
+  std::vector<uint8_t> weights;
+  int32_t weight_zp = 128;
+  std::vector<float> mult;        // per output channel, fc_multiplier()
+  std::vector<int32_t> bias;      // per output channel; empty = no bias
+  int32_t in_zp = 0, out_zp = 0;  // uint8 domain
+  float in_scale = 0, out_scale = 0;
+  float clamp_min = 0, clamp_max = 0;  // fc_clamp() of the activation's bounds
+};
+
+// The layers of one mapped chain and its boundary tensors.
+struct ConvChain {
+  std::vector<ConvLayer> layers;
+  std::string input_name, output_name;
+  bool signed_input = false, signed_output = false;  // int8 (not uint8) at the boundary
+};
+
+// Recognises [QUANTIZE] CONV_2D... [QUANTIZE] where each CONV_2D reads the previous one's output;
+// returns "" and fills `chain`, or the reason tinycoral cannot generate it yet.
+std::string match_conv_chain(const Graph& graph, const std::vector<int>& mapped_ops,
+                             ConvChain& chain);
+
+// TFLite's output size and leading padding for one spatial dimension.
+int conv_out_size(int in, int k, int stride, bool same);
+int conv_pad_before(int in, int k, int stride, bool same);
+
+}  // namespace tinycoral::compiler

@@ -1,0 +1,125 @@
+// Shared program pieces of the code generators (program_parts.h).
+#include "compiler/program_parts.h"
+
+#include <tuple>
+
+#include "common/error.h"
+
+namespace tinycoral::compiler {
+
+void descriptor(Emitter& e, int lo, int hi, int base, int64_t size, int tag) {
+  e.add("bundle", cat("s_op=0x0f s_x=", base, " imm=", lo));
+  e.add("bundle", cat("s_op=0x0f s_x=", base + 1, " imm=", hi));
+  e.add("bundle", cat("v_op=0x0a vs_reg=", base));
+  e.add("bundle",
+        cat("v_op=0x0a v_offset=1 vs_reg=", base + 1, " s_op=0x2f s_x=", base + 2, " imm=", size));
+  e.add("bundle",
+        cat("v_op=0x0a v_offset=2 vs_reg=", base + 2, " s_op=0x2f s_x=", base + 3, " imm=", tag));
+  e.add("bundle", cat("v_op=0x0a v_offset=3 vs_reg=", base + 3));
+  e.add("bundle", "v_op=0x0c");
+}
+
+void interrupt(Emitter& e, int lo, int hi, int base) {
+  e.add("bundle", cat("s_op=0x2f s_x=", hi));
+  e.add("bundle", cat("s_op=0x2f s_x=", lo));
+  descriptor(e, lo, hi, base, 0, 4);
+}
+
+std::string Passes::fields() const {
+  if (last == pass) return " count_neg=0x0";
+  return cat(" count_m1=", last - 1, " tail_en=1 count_neg=", hex(pass - last));
+}
+
+Passes passes_of(int units, int pass) {
+  Passes p;
+  p.pass = pass;
+  p.count = (units + pass - 1) / pass;
+  p.last = units - pass * (p.count - 1);
+  return p;
+}
+
+void tile_fence(Emitter& e, const std::string& fields) { e.add("sync", "tiles=0xffff " + fields); }
+void wait_tokens(Emitter& e) { e.add("scsync", "tiles=0xffff tokwait=1 tmask=0xffff sunits=0x0c"); }
+
+std::string narrow_walk(int words) {
+  const int back = -(words - 1);
+  return "(1 x " + std::to_string(words) + ")" +
+         cat("(", back, " x 1)(", back, " x 1)(", back, " x 1)(", back, " x 1)(", back, " x 1)");
+}
+
+std::string strided_walk(const std::vector<std::pair<int64_t, int64_t>>& stride_count, int levels,
+                         const std::string& last_mode) {
+  std::string out;
+  int64_t walked = 0;  // offset reached when every inner level is at its last iteration
+  int64_t last_inc = 0;
+  for (int k = 0; k < levels; ++k) {
+    int64_t stride = 0, count = 1;
+    if (k < static_cast<int>(stride_count.size())) std::tie(stride, count) = stride_count[k];
+    const int64_t inc = k < static_cast<int>(stride_count.size()) ? stride - walked : last_inc;
+    out += cat("(", inc, " x ", count, k + 1 == levels ? last_mode : "", ")");
+    walked += stride * (count - 1);
+    last_inc = -walked;
+  }
+  return out;
+}
+
+void ring_send(Emitter& e, int from, int row, uint32_t dest, int ordinal) {
+  e.add("ringprod",
+        cat("tiles=", hex(tile_bit(from)), " addr=", hex(row),
+            " src=(1 x 1) sdims=1 cbuf=1 slots=1 mode=3 pcfg=20 r0.id=0x51 r0.val=", ordinal,
+            " r0.en_a=1 r0.en_b=1 r1.id=0x2d r1.val=1 r1.en_a=1 r1.en_b=1 dest=", hex(dest)));
+}
+
+void ring_receive(Emitter& e, uint32_t tiles, int row, int slots, int s_val) {
+  e.add("ringcons0", cat("tiles=", hex(tiles), " addr=", hex(row), " dst=(1 x 1)",
+                         slots > 1 ? " sdims=1" : "", " cbuf=1 slots=", slots,
+                         " mode=3 s_id=0x2b s_val=", s_val, " s_cnt=", slots, " s_en_b=1 s_y=1"));
+}
+
+container::Layer boundary_layer(const std::string& name, int size, int32_t zp, float scale,
+                                bool output, bool is_signed) {
+  container::Layer l;
+  l.name = name;
+  l.size_bytes = size;
+  l.y_dim = 1;
+  l.x_dim = 1;
+  l.z_dim = size;
+  l.zero_point = zp;
+  l.dequantization_factor = scale;
+  l.data_type =
+      is_signed ? container::DataType::kSignedFixedPoint8 : container::DataType::kFixedPoint8;
+  l.is_output = output;
+  return l;
+}
+
+container::DmaHint dma_hint(container::BufferKind kind, container::Direction dir,
+                            const std::string& name, int size) {
+  container::DmaHint h;
+  h.kind = container::HintKind::kDma;
+  h.direction = dir;
+  h.meta.desc = kind;
+  h.meta.name = name;
+  h.size_in_bytes = size;
+  return h;
+}
+
+container::DmaHint instruction_hint() {
+  container::DmaHint h;
+  h.kind = container::HintKind::kInstruction;
+  return h;
+}
+
+container::DmaHint interrupt_hint() {
+  container::DmaHint h;
+  h.kind = container::HintKind::kInterrupt;
+  h.direction = container::Direction::kOutfeed;
+  return h;
+}
+
+uint64_t caching_token(const std::vector<uint8_t>& parameters) {
+  uint64_t h = 1469598103934665603ull;
+  for (uint8_t b : parameters) h = (h ^ b) * 1099511628211ull;
+  return h;
+}
+
+}  // namespace tinycoral::compiler

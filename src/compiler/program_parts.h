@@ -1,0 +1,64 @@
+// Pieces every code generator's programs share (FULLY_CONNECTED, CONV_2D, and the generators that
+// follow): the scalar core's DMA descriptors and completion interrupt, tile and scalar fences, ring
+// and narrow-walk fragments, address walks from logical strides, and the executable's boundary
+// layers, DMA hints and caching token. Values are the ones edgetpu_compiler 16.0 writes for these
+// pieces (docs/compiler.md, "FULLY_CONNECTED").
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "compiler/emitter.h"
+#include "container/executable.h"
+
+namespace tinycoral::compiler {
+
+inline uint32_t tile_bit(int tile) { return 1u << tile; }
+inline uint32_t first_tiles(int n) { return n >= 32 ? 0xffffffffu : (1u << n) - 1; }
+
+// The scalar core's DMA descriptor: four words (address lo, hi, size, tag) pushed, then issued.
+// `lo`/`hi` hold the address; the descriptor is staged in base..base+3.
+void descriptor(Emitter& e, int lo, int hi, int base, int64_t size, int tag);
+// Tag 4: the completion interrupt, a descriptor with a zero address and size.
+void interrupt(Emitter& e, int lo, int hi, int base);
+
+// A DMA of `units` in passes of `pass` units: the pass count and the last pass's fields
+// (count_m1, tail_en, count_neg). A transfer of whole passes sets all three to 0 (14.1's rule).
+struct Passes {
+  int count = 1, last = 0, pass = 0;
+  std::string fields() const;
+};
+Passes passes_of(int units, int pass);
+
+void tile_fence(Emitter& e, const std::string& fields);
+void wait_tokens(Emitter& e);
+
+// A narrow walk of `words` 4-byte words through a 6-level nest (the compiler writes all levels).
+std::string narrow_walk(int words);
+
+// A TTU walk from logical strides: levels (stride, count), innermost first; the increments are
+// what the hardware adds when a level advances (stride minus what the inner levels walked).
+// Padded to `levels` levels of one iteration; `last_mode` is appended to the last level (" m3").
+std::string strided_walk(const std::vector<std::pair<int64_t, int64_t>>& stride_count, int levels,
+                         const std::string& last_mode = "");
+
+// ringProducer: tile `from` sends its row `row` to `dest` (bit 16 = the scalar core); `ordinal`
+// counts the program's ring producers.
+void ring_send(Emitter& e, int from, int row, uint32_t dest, int ordinal);
+// ringConsumer of `slots` packets into row `row`; s_val is the consumer's credit offset.
+void ring_receive(Emitter& e, uint32_t tiles, int row, int slots, int s_val);
+
+container::Layer boundary_layer(const std::string& name, int size, int32_t zp, float scale,
+                                bool output, bool is_signed);
+container::DmaHint dma_hint(container::BufferKind kind, container::Direction dir,
+                            const std::string& name, int size);
+container::DmaHint instruction_hint();
+container::DmaHint interrupt_hint();
+
+// A token shared by the two executables: FNV-1a over the parameters, so recompiling the same
+// model gives the same file (Google's is an opaque 64-bit value).
+uint64_t caching_token(const std::vector<uint8_t>& parameters);
+
+}  // namespace tinycoral::compiler

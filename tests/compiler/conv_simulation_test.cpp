@@ -1,0 +1,251 @@
+// Correct by simulation: CONV_2D layers and chains of them with random shapes (H, W, Cin, Cout, k,
+// stride, padding) and quantizations, built as CPU twins (QUANTIZE -> int8 CONV_2D ... ->
+// QUANTIZE), compiled by our compiler, run on the virtual Edge TPU and compared with the CPU
+// reference in `edgetpu` rounding: every output byte equal, on a first and a second inference.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <set>
+
+#include "chip/sim_runner.h"
+#include "compiler/compile.h"
+#include "container/tflite_writer.h"
+#include "host/interpreter.h"
+#include "support/conv_twin.h"
+
+namespace tinycoral::compiler {
+namespace {
+
+using container::Activation;
+using twins::conv_twin;
+using twins::ConvSpec;
+using twins::describe;
+using twins::random_case;
+using twins::RandomCase;
+
+void expect_equal_to_cpu(int h, int w, int cin, const std::vector<ConvSpec>& specs,
+                         std::mt19937& random, size_t& tiles, bool int8_io = false) {
+  SCOPED_TRACE(describe(h, w, cin, specs) + (int8_io ? " int8 I/O" : ""));
+  const container::Model twin = conv_twin(h, w, cin, specs, random, int8_io);
+  const CompileResult r = compile_model(container::write_tflite(twin));
+  ASSERT_EQ(r.edgetpu_subgraphs, 1) << (r.rows.empty() ? "" : r.rows.back().status);
+  const auto compiled = container::read_edgetpu_model(r.tflite);
+  const auto exes = chip::testing::executables_of(compiled);
+  ASSERT_NE(exes.execution, nullptr);
+  ASSERT_NE(exes.caching, nullptr);
+
+  host::InterpreterOptions options;
+  options.rounding = host::Rounding::kEdgeTpu;
+  host::Interpreter cpu(twin, options);
+  std::vector<uint8_t> x(static_cast<size_t>(h) * w * cin);
+  for (auto& b : x) b = static_cast<uint8_t>(random());
+  cpu.set_input(0, x);
+  cpu.invoke();
+  // int8 tensors reach the chip with their most significant bit flipped by the host
+  // (SIGNED_FIXED_POINT8 layers): compare in the chip's uint8 domain.
+  const uint8_t flip = int8_io ? 0x80 : 0;
+  const auto cpu_out = cpu.output_bytes(0);
+  std::vector<uint8_t> want(cpu_out.begin(), cpu_out.end());
+  for (auto& b : want) b ^= flip;
+  std::vector<uint8_t> device_x(x);
+  for (auto& b : device_x) b ^= flip;
+  if (specs.back().act != Activation::kNone) {
+    // The activation must clip: some outputs sit at the bound it sets.
+    const auto& y = twin.subgraphs[0].tensors.back().quantization;
+    const int zp = static_cast<int>(y.zero_point[0]);  // the uint8 twin tensor "y"
+    const int top = std::min(255, zp + static_cast<int>(std::nearbyint(6.0f / y.scale[0])));
+    const int bound = specs.back().act == Activation::kRelu ? zp : top;
+    ASSERT_GT(std::count(want.begin(), want.end(), static_cast<uint8_t>(bound)), 0)
+        << "the activation never clips";
+  } else {
+    size_t saturated = 0;
+    for (uint8_t v : want) saturated += v == 0 || v == 255;
+    ASSERT_LT(saturated * 4, want.size()) << "the test's output quantization saturates";
+    ASSERT_GT(std::set<uint8_t>(want.begin(), want.end()).size(),
+              std::min<size_t>(want.size() / 4, 32));
+  }
+
+  chip::VirtualEdgeTpu chip;
+  chip::testing::run_executable(chip, *exes.caching, {});
+  const auto& layer = exes.execution->output_layers.at(0);
+  EXPECT_EQ(layer.data_type,
+            int8_io ? container::DataType::kSignedFixedPoint8 : container::DataType::kFixedPoint8);
+  const auto& ymap = layer.output_layout->y_coordinate_to_linear_tile_id_map;
+  tiles = std::set<int>(ymap.begin(), ymap.end()).size();
+  for (int inference = 0; inference < 2; ++inference) {
+    const auto got = chip::testing::detile(
+        layer,
+        chip::testing::run_executable(chip, *exes.execution, {{"x", device_x}}).at(layer.name));
+    ASSERT_EQ(got.size(), want.size());
+    size_t differ = 0;
+    for (size_t i = 0; i < want.size(); ++i) differ += got[i] != want[i];
+    EXPECT_EQ(differ, 0u) << "inference " << inference << ": " << differ << " of " << want.size()
+                          << " bytes differ";
+  }
+  EXPECT_EQ(chip.fault(), "");
+}
+
+// Returns the number of tiles the output comes from (0 when the test failed before).
+size_t expect_equal_to_cpu(int h, int w, int cin, const std::vector<ConvSpec>& specs,
+                           std::mt19937& random) {
+  size_t tiles = 0;
+  expect_equal_to_cpu(h, w, cin, specs, random, tiles);
+  return tiles;
+}
+
+TEST(ConvOnTheVirtualEdgeTpu, OneByOneAndThreeByThreeEqualTheCpuReference) {
+  std::mt19937 random(1);
+  expect_equal_to_cpu(8, 8, 4, {{8, 1, 1, false}}, random);
+  expect_equal_to_cpu(8, 8, 4, {{8, 3, 1, false}}, random);
+  expect_equal_to_cpu(8, 8, 8, {{16, 3, 1, true}}, random);
+  expect_equal_to_cpu(9, 10, 4, {{16, 3, 2, true}}, random);
+}
+
+TEST(ConvOnTheVirtualEdgeTpu, RandomShapesEqualTheCpuReferenceInEveryByte) {
+  std::mt19937 random(20261204);
+  for (int i = 0; i < 24; ++i) {
+    const RandomCase c = random_case(random);
+    expect_equal_to_cpu(c.h, c.w, c.cin, {c.spec}, random);
+  }
+}
+
+TEST(ConvOnTheVirtualEdgeTpu, OutputGroupsOfSixtyFourEqualTheCpuReference) {
+  std::mt19937 random(3);
+  expect_equal_to_cpu(6, 6, 16, {{128, 3, 1, true}}, random);
+  expect_equal_to_cpu(5, 4, 8, {{192, 1, 1, false, false}}, random);
+}
+
+TEST(ConvOnTheVirtualEdgeTpu, FusedReluAndRelu6EqualTheCpuReference) {
+  std::mt19937 random(5);
+  expect_equal_to_cpu(8, 8, 8, {{16, 3, 1, true, true, true, Activation::kRelu}}, random);
+  expect_equal_to_cpu(8, 6, 4, {{8, 3, 2, true, true, true, Activation::kRelu6}}, random);
+  expect_equal_to_cpu(7, 8, 8, {{64, 1, 1, false, false, false, Activation::kRelu}}, random);
+}
+
+// Long images: more input pieces than the program's input rows (a fence every 32 pieces).
+TEST(ConvOnTheVirtualEdgeTpu, ImagesOfManyRowPiecesEqualTheCpuReference) {
+  std::mt19937 random(9);
+  EXPECT_EQ(expect_equal_to_cpu(40, 40, 8, {{8, 3, 2, true}}, random), 16u);
+}
+
+// Images whose activations exceed one tile's narrow memory: the output rows are split over the 16
+// tiles, each computing its band (and the halo rows its band needs) on its own.
+TEST(ConvOnTheVirtualEdgeTpu, ImagesLargerThanOneTileEqualTheCpuReference) {
+  std::mt19937 random(37);
+  EXPECT_EQ(expect_equal_to_cpu(96, 96, 8, {{32, 3, 1, true}}, random), 16u);  // 295 KB out
+  EXPECT_EQ(expect_equal_to_cpu(128, 128, 3, {{16, 3, 2, true}}, random), 16u);
+}
+
+// Chains: one program, the activations stay in the tile's narrow memory between the layers.
+TEST(ConvChainOnTheVirtualEdgeTpu, ChainsOfConvolutionsEqualTheCpuReference) {
+  std::mt19937 random(11);
+  expect_equal_to_cpu(8, 8, 4, {{8, 3, 1, true}, {16, 1, 1, false}}, random);
+  expect_equal_to_cpu(12, 12, 8, {{16, 3, 2, true}, {16, 3, 1, true}, {8, 1, 1, false}}, random);
+  expect_equal_to_cpu(10, 9, 4, {{12, 3, 1, false}, {128, 3, 2, true}, {24, 3, 1, true}}, random);
+  expect_equal_to_cpu(10, 8, 8,
+                      {{16, 3, 1, true, true, true, Activation::kRelu6},
+                       {8, 5, 1, true, true, true, Activation::kRelu}},
+                      random);
+}
+
+TEST(ConvChainOnTheVirtualEdgeTpu, RandomChainsEqualTheCpuReference) {
+  std::mt19937 random(13);
+  for (int i = 0; i < 8; ++i) {
+    const RandomCase c = random_case(random);
+    std::vector<ConvSpec> specs{c.spec};
+    specs[0].cout = specs[0].cout <= 64 ? (specs[0].cout + 3) / 4 * 4 : specs[0].cout;
+    const int layers = 2 + static_cast<int>(random() % 2);
+    for (int j = 1; j < layers; ++j) {
+      ConvSpec s = random_case(random).spec;
+      s.same = true;  // the maps shrink quickly otherwise
+      if (j + 1 < layers) s.cout = s.cout <= 64 ? (s.cout + 3) / 4 * 4 : s.cout;
+      specs.push_back(s);
+    }
+    expect_equal_to_cpu(c.h, c.w, c.cin, specs, random);
+  }
+}
+
+// Edges: a 1x1 image, kernels larger than the image (SAME), stride 2 with 1x1 kernels, one output
+// channel, kernels of the image's size (VALID: one output pixel).
+TEST(ConvOnTheVirtualEdgeTpu, EdgeShapesEqualTheCpuReference) {
+  std::mt19937 random(31);
+  expect_equal_to_cpu(1, 2, 4, {{8, 1, 1, true}}, random);
+  expect_equal_to_cpu(2, 2, 8, {{16, 5, 1, true}}, random);
+  expect_equal_to_cpu(3, 2, 4, {{4, 5, 2, true}}, random);
+  expect_equal_to_cpu(7, 6, 4, {{24, 1, 2, false}}, random);
+  expect_equal_to_cpu(6, 6, 8, {{1, 3, 1, true}}, random);
+  expect_equal_to_cpu(5, 5, 8, {{32, 5, 1, false}}, random);
+  // VALID leaving the last row unread, rows of 36 bytes (two per packet): the unread row is
+  // streamed too, into the image's own buffer.
+  expect_equal_to_cpu(10, 9, 4, {{8, 3, 2, false}, {8, 1, 1, false}}, random);
+}
+
+// int8 input and output (no QUANTIZE around the layers).
+TEST(ConvOnTheVirtualEdgeTpu, Int8InputsAndOutputsEqualTheCpuReference) {
+  std::mt19937 random(43);
+  size_t tiles = 0;
+  expect_equal_to_cpu(8, 8, 8, {{16, 3, 1, true}}, random, tiles, true);
+  expect_equal_to_cpu(12, 12, 4, {{8, 3, 2, true}, {16, 1, 1, false}}, random, tiles, true);
+  expect_equal_to_cpu(8, 8, 3, {{8, 3, 2, true, true, true, Activation::kRelu}}, random, tiles,
+                      true);
+}
+
+// Images of 1, 2 or 3 channels (RGB, grey): block x Cout columns over word-aligned windows.
+TEST(ConvOnTheVirtualEdgeTpu, FewInputChannelsEqualTheCpuReference) {
+  std::mt19937 random(19);
+  expect_equal_to_cpu(16, 16, 3, {{16, 3, 2, true}}, random);  // MobileNet's first layer, small
+  expect_equal_to_cpu(16, 16, 3, {{8, 3, 1, true}}, random);
+  expect_equal_to_cpu(12, 8, 3, {{12, 3, 1, false}}, random);
+  expect_equal_to_cpu(12, 12, 1, {{4, 3, 1, true}}, random);  // looming's Sobel shape
+  expect_equal_to_cpu(12, 12, 1, {{6, 5, 2, true}}, random);
+  expect_equal_to_cpu(10, 8, 2, {{16, 3, 2, false}}, random);
+  expect_equal_to_cpu(9, 8, 3, {{10, 1, 1, true}}, random);
+  std::mt19937 shapes(23);
+  for (int i = 0; i < 8; ++i) {
+    ConvSpec s{};
+    const int cin = 1 + static_cast<int>(shapes() % 3);
+    s.k = 1 + static_cast<int>(shapes() % 5);
+    s.stride = 1 + static_cast<int>(shapes() % 2);
+    s.same = shapes() % 2 == 0;
+    s.bias = shapes() % 3 != 0;
+    s.per_channel = shapes() % 3 != 0;
+    const int block = cin == 2 && s.stride == 2   ? 1
+                      : cin == 2                  ? 2
+                      : s.stride == 2 && cin != 1 ? 2
+                                                  : 4;
+    s.cout = 4 * (1 + static_cast<int>(shapes() % static_cast<unsigned>(16 / block)));
+    int h = s.k + 2 + static_cast<int>(shapes() % 12);
+    const int w = 4 * (2 + static_cast<int>(shapes() % 4));
+    if (w * cin % 8 != 0 && h % 2 != 0) ++h;  // rows stream two at a time
+    expect_equal_to_cpu(h, w, cin, {s}, random);
+  }
+}
+
+TEST(ConvChainOnTheVirtualEdgeTpu, RgbImageThroughAChainEqualsTheCpuReference) {
+  std::mt19937 random(29);
+  ConvSpec fc{10};
+  fc.fc = true;
+  expect_equal_to_cpu(16, 16, 3, {{16, 3, 2, true}, {32, 3, 1, true}, {16, 1, 1, true}, fc},
+                      random);
+}
+
+// A classifier after the convolutions: FULLY_CONNECTED over the whole map, in the same program.
+TEST(ConvChainOnTheVirtualEdgeTpu, ConvolutionsThenFullyConnectedEqualTheCpuReference) {
+  std::mt19937 random(17);
+  ConvSpec fc10{10};
+  fc10.fc = true;
+  ConvSpec fc64{64};
+  fc64.fc = true;
+  fc64.reshape = false;
+  ConvSpec fc128{128};
+  fc128.fc = true;
+  fc128.act = Activation::kRelu;
+  expect_equal_to_cpu(8, 8, 4, {{8, 3, 2, true}, fc10}, random);
+  expect_equal_to_cpu(6, 6, 8, {{16, 3, 1, false}, fc64}, random);
+  expect_equal_to_cpu(8, 8, 4, {{16, 3, 2, true}, {16, 3, 2, true}, fc128}, random);
+}
+
+}  // namespace
+}  // namespace tinycoral::compiler

@@ -1,0 +1,220 @@
+// CPU twins of CONV_2D chains for the compiler's tests and sweeps: QUANTIZE -> int8 CONV_2D ...
+// [-> RESHAPE -> FULLY_CONNECTED] -> QUANTIZE with random weights, biases and quantizations that
+// spread the outputs over the uint8 range, as TensorFlow's converter writes such models.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "container/tflite_model.h"
+
+namespace tinycoral::compiler::twins {
+
+using container::Activation;
+using container::TensorType;
+
+struct ConvSpec {
+  int cout = 8, k = 3, stride = 1;
+  bool same = true, bias = true, per_channel = true;
+  Activation act = Activation::kNone;
+  // A FULLY_CONNECTED over the whole map instead (k, stride, same unused); `reshape` puts the
+  // converter's flattening RESHAPE before it.
+  bool fc = false, reshape = true;
+};
+
+inline container::Tensor tensor(const std::string& name, TensorType type,
+                                std::vector<int32_t> shape, std::vector<float> scale,
+                                std::vector<int64_t> zp, uint32_t buffer = 0) {
+  container::Tensor t;
+  t.name = name;
+  t.type = type;
+  t.shape = std::move(shape);
+  t.buffer = buffer;
+  t.quantization.scale = std::move(scale);
+  t.quantization.zero_point = std::move(zp);
+  return t;
+}
+
+inline std::vector<uint8_t> le32(const std::vector<int32_t>& v) {
+  std::vector<uint8_t> out;
+  for (int32_t x : v)
+    for (int i = 0; i < 4; ++i)
+      out.push_back(static_cast<uint8_t>(static_cast<uint32_t>(x) >> 8 * i));
+  return out;
+}
+
+// The CPU twin of a chain of CONV_2D layers on an H x W x Cin uint8 image, as TensorFlow's
+// converter writes it (int8 inside, QUANTIZE at both ends).
+// With int8_io the QUANTIZE operators are left out: the int8 tensors are the model's input ("x")
+// and output.
+inline container::Model conv_twin(int h, int w, int cin, const std::vector<ConvSpec>& specs,
+                                  std::mt19937& random, bool int8_io = false) {
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  container::Model m;
+  m.description = "conv twin";
+  m.operator_codes = {{114, "", 1}, {3, "", 3}, {9, "", 5}, {22, "", 1}};
+  m.buffers = {{}};
+  container::Subgraph g;
+  float sx = 0.004f + 0.01f * unit(random);
+  int zx = static_cast<int>(random() % 200) + 28;
+  g.tensors.push_back(tensor("x", TensorType::kUInt8, {1, h, w, cin}, {sx}, {zx}));
+  g.tensors.push_back(tensor("xq", TensorType::kInt8, {1, h, w, cin}, {sx}, {zx - 128}));
+  container::Operator q_in;
+  q_in.opcode_index = 0;
+  q_in.inputs = {0};
+  q_in.outputs = {1};
+  g.operators.push_back(q_in);
+  int x_tensor = 1;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const ConvSpec& s = specs[i];
+    const int oh = s.fc     ? 1
+                   : s.same ? (h + s.stride - 1) / s.stride
+                            : (h - s.k + s.stride) / s.stride;
+    const int ow = s.fc     ? 1
+                   : s.same ? (w + s.stride - 1) / s.stride
+                            : (w - s.k + s.stride) / s.stride;
+    std::vector<float> sw(static_cast<size_t>(s.per_channel ? s.cout : 1));
+    const float boost = s.act == Activation::kRelu6 ? 20.0f : 1.0f;
+    float sw_sum = 0;
+    for (float& v : sw) sw_sum += v = boost * (0.0004f + 0.001f * unit(random));
+    const int kdim = s.fc ? h * w * cin : s.k * s.k * cin;
+    const float sy = 3.0f * std::sqrt(static_cast<float>(kdim)) * 74 * 74 * sx *
+                     (sw_sum / static_cast<float>(sw.size())) / 127;
+    const int zy = static_cast<int>(random() % 100) + 78;
+    container::Buffer weights;
+    weights.data.resize(static_cast<size_t>(s.cout) * kdim);
+    for (auto& b : weights.data) b = static_cast<uint8_t>(static_cast<int>(random() % 255) - 127);
+    std::vector<int32_t> bias(static_cast<size_t>(s.cout));
+    for (auto& b : bias) b = static_cast<int32_t>(random() % 40001) - 20000;
+    std::vector<float> bias_scale(static_cast<size_t>(s.cout));
+    for (int c = 0; c < s.cout; ++c)
+      bias_scale[static_cast<size_t>(c)] = sx * sw[s.per_channel ? c : 0];
+    const auto wbuf = static_cast<uint32_t>(m.buffers.size());
+    m.buffers.push_back(weights);
+    container::Buffer bbuf;
+    bbuf.data = le32(bias);
+    m.buffers.push_back(bbuf);
+    const int wt = static_cast<int>(g.tensors.size());
+    std::vector<int32_t> wshape = {s.cout, s.k, s.k, cin};
+    if (s.fc) wshape = {s.cout, kdim};
+    g.tensors.push_back(tensor(cat("w", i), TensorType::kInt8, wshape, sw,
+                               std::vector<int64_t>(sw.size(), 0), wbuf));
+    g.tensors.push_back(tensor(cat("b", i), TensorType::kInt32, {s.cout}, bias_scale,
+                               std::vector<int64_t>(bias_scale.size(), 0), wbuf + 1));
+    g.tensors.push_back(
+        tensor(cat("y", i), TensorType::kInt8, {1, oh, ow, s.cout}, {sy}, {zy - 128}));
+    container::Operator conv;
+    conv.opcode_index = 1;
+    conv.inputs = {x_tensor, wt, s.bias ? wt + 1 : -1};
+    conv.outputs = {wt + 2};
+    conv.builtin_options_type = 1;
+    container::Conv2DOptions o;
+    o.padding = s.same ? container::Padding::kSame : container::Padding::kValid;
+    o.stride_h = o.stride_w = s.stride;
+    o.activation = s.act;
+    conv.options = o;
+    if (s.fc) {
+      if (s.reshape) {  // the converter's flatten: same bytes, same quantization
+        const int flat = static_cast<int>(g.tensors.size());
+        g.tensors.push_back(tensor(cat("flat", i), TensorType::kInt8, {1, kdim}, {sx}, {zx - 128}));
+        container::Operator reshape;
+        reshape.opcode_index = 3;
+        reshape.inputs = {x_tensor};
+        reshape.outputs = {flat};
+        g.operators.push_back(reshape);
+        conv.inputs[0] = flat;
+      }
+      conv.opcode_index = 2;
+      conv.builtin_options_type = 8;
+      container::FullyConnectedOptions fo;
+      fo.activation = s.act;
+      conv.options = fo;
+    }
+    g.operators.push_back(conv);
+    x_tensor = wt + 2;
+    h = oh;
+    w = ow;
+    cin = s.cout;
+    sx = sy;
+    zx = zy;
+  }
+  const int out = static_cast<int>(g.tensors.size());
+  g.tensors.push_back(
+      tensor("y", TensorType::kUInt8,
+             specs.back().fc ? std::vector<int32_t>{1, cin} : std::vector<int32_t>{1, h, w, cin},
+             {sx}, {zx}));
+  container::Operator q_out;
+  q_out.opcode_index = 0;
+  q_out.inputs = {x_tensor};
+  q_out.outputs = {out};
+  g.operators.push_back(q_out);
+  g.inputs = {0};
+  g.outputs = {out};
+  if (int8_io) {
+    g.operators.erase(g.operators.begin());
+    g.operators.pop_back();
+    g.tensors[0].name = "x_uint8";
+    g.tensors[1].name = "x";
+    g.inputs = {1};
+    g.outputs = {x_tensor};
+  }
+  m.subgraphs.push_back(std::move(g));
+  return m;
+}
+
+inline std::string describe(int h, int w, int cin, const std::vector<ConvSpec>& specs) {
+  std::string s = cat(h, "x", w, "x", cin);
+  for (const ConvSpec& c : specs)
+    s += c.fc ? cat(" -> fc ", c.cout, c.reshape ? " after reshape" : "")
+              : cat(" -> conv ", c.k, "x", c.k, " s", c.stride, c.same ? " SAME" : " VALID",
+                    " cout ", c.cout, c.bias ? " bias" : "", c.per_channel ? "" : " per-tensor",
+                    " act ", static_cast<int>(c.act));
+  return s;
+}
+
+// A random layer on a random image that the generator covers: rows of whole 8-byte units, the
+// kernel inside the image for VALID, up to 64 output channels or whole groups of 64.
+struct RandomCase {
+  int h, w, cin;
+  ConvSpec spec;
+};
+inline RandomCase random_case(std::mt19937& random, int max_side = 14) {
+  static const int kCin[] = {4, 8, 12, 16, 24, 32, 64};
+  static const int kK[] = {1, 1, 2, 3, 3, 5};
+  RandomCase c{};
+  c.cin = kCin[random() % 7];
+  c.spec.k = kK[random() % 6];
+  c.spec.stride = 1 + static_cast<int>(random() % 2);
+  c.spec.same = random() % 2 == 0;
+  c.spec.bias = random() % 4 != 0;
+  c.spec.per_channel = random() % 4 != 0;
+  c.spec.cout = random() % 5 == 0 ? 64 * (2 + static_cast<int>(random() % 2))
+                                  : 1 + static_cast<int>(random() % 64);
+  const int lo = c.spec.same ? 1 : c.spec.k;
+  c.h = lo + static_cast<int>(random() % static_cast<unsigned>(max_side));
+  c.w = lo + static_cast<int>(random() % static_cast<unsigned>(max_side));
+  if (c.w * c.cin % 8 != 0 && (c.h % 2 != 0 || c.w * c.cin > 128)) ++c.w;
+  return c;
+}
+
+// The same on a 1-3 channel image: width a multiple of 4 (rows of whole words), an even height
+// when rows are 4 bytes past whole 8-byte units, and B x Cout <= 64 in multiples of 4 (B output
+// pixels per position: the least B with B stride Cin a multiple of 4).
+inline RandomCase random_few_channel_case(std::mt19937& random, int max_side = 14) {
+  RandomCase c = random_case(random, max_side);
+  c.cin = 1 + static_cast<int>(random() % 3);
+  c.w = (c.w + 3) / 4 * 4;
+  if (c.w * c.cin % 8 != 0 && c.h % 2 != 0) ++c.h;
+  int block = 1;
+  while (block * c.spec.stride * c.cin % 4 != 0) ++block;
+  const int unit = block == 4 ? 1 : block == 2 ? 2 : 4;  // B x unit is a multiple of 4
+  c.spec.cout = unit * (1 + static_cast<int>(random() % static_cast<unsigned>(64 / block / unit)));
+  return c;
+}
+
+}  // namespace tinycoral::compiler::twins
