@@ -43,16 +43,22 @@ uint32_t first_tiles(int n) { return n >= 32 ? 0xffffffffu : (1u << n) - 1; }
 // Derived quantities of one layer.
 struct Geometry {
   int n, k;
-  int tiles;          // compute tiles = N / 64
-  int in_tiles;       // input tiles = K / 64
-  int packets;        // ring packets of the input = ceil(K / 256)
-  int x_piece;        // narrow byte address of a tile's input piece: 256 ceil(K/256) + 512
-  int unit_per_tile;  // parameter units (64 B) per compute tile
-  AuxLayout aux;      // the per-channel rows before the weights
-  uint32_t compute_mask() const { return first_tiles(tiles); }
+  int tiles;                 // compute tiles = N / 64
+  int in_tiles;              // input tiles = K / 64
+  int packets;               // ring packets of the input = ceil(K / 256)
+  int x_piece;               // narrow byte address of a tile's input piece: 256 ceil(K/256) + 512
+  int unit_per_tile;         // parameter units (64 B) per compute tile
+  AuxLayout aux;             // the per-channel rows before the weights
+  std::vector<int> tile_of;  // compute tile of each output group
+  int base = 0;              // wide unit of each compute tile's parameters
+  uint32_t compute_mask() const {
+    uint32_t mask = 0;
+    for (int t : tile_of) mask |= bit(t);
+    return mask;
+  }
 };
 
-Geometry geometry(int n, int k, bool bias) {
+Geometry geometry(int n, int k, bool bias, const FcPlacement& placement = {}) {
   Geometry g{};
   g.n = n;
   g.k = k;
@@ -62,6 +68,20 @@ Geometry geometry(int n, int k, bool bias) {
   g.x_piece = kPacket * ((k + kPacket - 1) / kPacket) + 512;
   g.aux = aux_layout(bias);
   g.unit_per_tile = (g.aux.rows * kGroup * 4 + kGroup * k) / 64;
+  g.tile_of = placement.tiles;
+  if (g.tile_of.empty())
+    for (int t = 0; t < g.tiles; ++t) g.tile_of.push_back(t);
+  g.base = placement.param_unit;
+  if (static_cast<int>(g.tile_of.size()) != g.tiles)
+    fail("the placement names ", g.tile_of.size(), " tiles for ", g.tiles, " output groups");
+  for (size_t i = 0; i < g.tile_of.size(); ++i) {
+    if (g.tile_of[i] < 0 || g.tile_of[i] > 15) fail("the placement names tile ", g.tile_of[i]);
+    for (size_t j = 0; j < i; ++j)
+      if (g.tile_of[j] == g.tile_of[i]) fail("the placement names tile ", g.tile_of[i], " twice");
+  }
+  if (g.base < 0 || g.base % kRowUnits != 0 || g.base + g.unit_per_tile > kFcParamUnits)
+    fail("parameters at wide unit ", g.base, " (", g.unit_per_tile,
+         " units per tile) do not fit below unit ", kFcParamUnits, " or are not row-aligned");
   return g;
 }
 
@@ -224,10 +244,11 @@ container::Bitstream execution_program(const Geometry& g, const FcLayer& layer) 
   // (64 words apart), then the op; the op reads the zero-point row from wide memory itself.
   const int planes = g.aux.rows - 1;
   const std::string rewind = cat("(", -(31 + 64 * (planes - 1)), " x 1)");
-  e.add("w2n", cat("tiles=", hex(compute), " w=(1 x ", planes, ") w.lvl_mask=0x1 n=(1 x 32)(33 x ",
-                   planes, ")", rewind, rewind, rewind, rewind,
-                   " n.lvl_mask=0x03 mode=2 fill_size=64 sync.en0=1 sync.f2=1 sync.wait_lvl=2 "
-                   "sync.en1=1 sync.val=0x0ffff sync.en2=1 sync.f45=1 tail_f867=1 tail_en870=1"));
+  e.add("w2n",
+        cat("tiles=", hex(compute), g.base ? cat(" w.addr=", hex(g.base)) : "", " w=(1 x ", planes,
+            ") w.lvl_mask=0x1 n=(1 x 32)(33 x ", planes, ")", rewind, rewind, rewind, rewind,
+            " n.lvl_mask=0x03 mode=2 fill_size=64 sync.en0=1 sync.f2=1 sync.wait_lvl=2 "
+            "sync.en1=1 sync.val=0x0ffff sync.en2=1 sync.f45=1 tail_f867=1 tail_en870=1"));
   const int back = -(k_words - 1);
   const std::string in_walk = cat("(1 x ", k_words, ")(1 x 1)(1 x 1)(", back, " x 1)(", back,
                                   " x 1)(", back, " x 1)(", back, " x 1)(", back, " x 1 m3)");
@@ -238,17 +259,18 @@ container::Bitstream execution_program(const Geometry& g, const FcLayer& layer) 
   const int ob = -(out_words - 1);
   const std::string out_walk = cat("(1 x ", out_words, ")(1 x 1)(1 x 1)(", ob, " x 1)(", ob,
                                    " x 1)(", ob, " x 1)(", ob, " x 1)(", ob, " x 1 m3)");
-  e.add(
-      "op",
-      cat("tiles=", hex(compute), " loops=(", k_words, ") in=", in_walk,
-          " in.tflags=0x01 out.base=", hex(g.k), " out=", out_walk, " out.tflags=0x1 par.base=",
-          hex(g.aux.weights_unit()), " par=", par_walk, " psum=(0 x ", k_words,
-          ") cfg0=0x065 cfg1=0x12c sync0=0x4000 sync1=0x4000 cfg2=0x07 cfg3=8 in_zp=", layer.in_zp,
-          " pc_aux_unit=", hex(g.aux.zero_point_unit()), " pc_aux_rows=", g.aux.rows - 1,
-          " pc_zp_unit=", hex(g.aux.zero_point_unit()), layer.bias.empty() ? "" : " cfg4=1",
-          " dp_mode=1 reduce_mask=0x01 out_ch_last=", kGroup - 1, " out_ch=", kGroup - 1,
-          " mult=", f32_bits(1.0f), " clamp_max=", f32_bits(layer.clamp_max),
-          " clamp_min=", f32_bits(layer.clamp_min), " out_zp=", layer.out_zp, " pc_mult=1"));
+  const int par_base = g.base + g.aux.weights_unit();
+  const int zp_unit = g.base + g.aux.zero_point_unit();
+  e.add("op", cat("tiles=", hex(compute), " loops=(", k_words, ") in=", in_walk,
+                  " in.tflags=0x01 out.base=", hex(g.k), " out=", out_walk,
+                  " out.tflags=0x1 par.base=", hex(par_base & 0x1fff),
+                  par_base > 0x1fff ? " par.sel=1" : "", " par=", par_walk, " psum=(0 x ", k_words,
+                  ") cfg0=0x065 cfg1=0x12c sync0=0x4000 sync1=0x4000 cfg2=0x07 cfg3=8 in_zp=",
+                  layer.in_zp, " pc_aux_unit=", hex(zp_unit), " pc_aux_rows=", g.aux.rows - 1,
+                  " pc_zp_unit=", hex(zp_unit), layer.bias.empty() ? "" : " cfg4=1",
+                  " dp_mode=1 reduce_mask=0x01 out_ch_last=", kGroup - 1, " out_ch=", kGroup - 1,
+                  " mult=", f32_bits(1.0f), " clamp_max=", f32_bits(layer.clamp_max), " clamp_min=",
+                  f32_bits(layer.clamp_min), " out_zp=", layer.out_zp, " pc_mult=1"));
   tile_fence(e, "counters=0x1ffff units=0x3ff");
   tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
   wait_tokens(e);
@@ -264,7 +286,7 @@ container::Bitstream execution_program(const Geometry& g, const FcLayer& layer) 
   descriptor(e, 5, 4, 6, g.n, 3);
   for (int t = 0; t < g.tiles; ++t) {
     e.add("outfeed", cat("walk=(0 x ", kGroup / 8, ") k173=3 f222=0x7f"));
-    ring_send(e, t, kRingFifo, 0x10000, ring_ordinal++);
+    ring_send(e, g.tile_of[size_t(t)], kRingFifo, 0x10000, ring_ordinal++);
   }
   tile_fence(e, "counters=0x1ffff units=0x3ff");
   e.add("scsync", cat("tiles=0xffff smask=0x020 thr5=", g.n / 32, " wait=0x020 sunits=0x0c"));
@@ -298,21 +320,24 @@ container::Bitstream caching_program(const Geometry& g) {
             " rows_neg=", hex(0x8000 - rows), " k199=1 k215=1"));
   const int k_rows = g.k / 4;  // 256-byte weight rows per tile
   for (int t = 0; t < g.tiles; ++t) {
-    e.add("ringcons0", cat("tiles=", hex(bit(t)), " addr=", hex(2 + g.aux.weights_unit()),
-                           " dst=(1 x ", k_rows, ")(", 1 - k_rows, " x 1)(", 1 - k_rows, " x 1)(",
-                           1 - k_rows, " x 1) sdims=1 aux_en0=1 aux_rows0_m1=", g.aux.rows - 1,
-                           " aux_addr1=", hex(g.aux.zero_point_unit()), " aux_f319=1"));
+    e.add("ringcons0",
+          cat("tiles=", hex(bit(g.tile_of[size_t(t)])),
+              " addr=", hex(2 + g.base + g.aux.weights_unit()), " dst=(1 x ", k_rows, ")(",
+              1 - k_rows, " x 1)(", 1 - k_rows, " x 1)(", 1 - k_rows, " x 1) sdims=1 aux_en0=1",
+              g.base ? cat(" aux_addr0=", hex(g.base)) : "", " aux_rows0_m1=", g.aux.rows - 1,
+              " aux_addr1=", hex(g.base + g.aux.zero_point_unit()), " aux_f319=1"));
   }
   const int u = g.unit_per_tile;
   const Passes per_tile = passes_of(u, kPassUnits);
   for (int t = 0; t < g.tiles; ++t) {
     const int off = (t * u) % kStagingUnits;
-    e.add("infeed",
-          cat(off ? cat("buf_off=", hex(off), " ") : "", "walk=",
-              nest({{1, kPassUnits}, {1 - kPassUnits, per_tile.count}, {1 - kPassUnits, 1}}),
-              " k157=1 k160=1 par172=1", per_tile.fields(),
-              " f308=0x8 par314=1 pop_wait=", hex((t * u + 1) & 0xffff),
-              " k336=1 f352=1 f391=2 dest=", hex(bit(t)), " f434=0xf lanes_m1=3"));
+    e.add(
+        "infeed",
+        cat(off ? cat("buf_off=", hex(off), " ") : "",
+            "walk=", nest({{1, kPassUnits}, {1 - kPassUnits, per_tile.count}, {1 - kPassUnits, 1}}),
+            " k157=1 k160=1 par172=1", per_tile.fields(),
+            " f308=0x8 par314=1 pop_wait=", hex((t * u + 1) & 0xffff),
+            " k336=1 f352=1 f391=2 dest=", hex(bit(g.tile_of[size_t(t)])), " f434=0xf lanes_m1=3"));
   }
   tile_fence(e, "b43=1 units=0x3ff signal=1 f109=3");
   wait_tokens(e);
@@ -424,17 +449,22 @@ FcLayer padded_to_groups(const FcLayer& layer) {
 
 }  // namespace
 
-FcPrograms generate_fc(const FcLayer& layer) {
+int fc_groups(int n) { return (n + kGroup - 1) / kGroup; }
+int fc_units_per_tile(int k, bool bias) {
+  return (aux_layout(bias).rows * kGroup * 4 + kGroup * k) / 64;
+}
+
+FcPrograms generate_fc(const FcLayer& layer, const FcPlacement& placement) {
   if (const std::string why = fc_unsupported(layer.n, layer.k); !why.empty()) fail(why);
   if (layer.n % kGroup != 0) {
     // The chip returns every padded group; the output layer takes the first N bytes of them.
-    FcPrograms out = generate_fc(padded_to_groups(layer));
+    FcPrograms out = generate_fc(padded_to_groups(layer), placement);
     container::Layer& y = out.execution.output_layers.at(0);
     y.z_dim = layer.n;
     y.shape = {{0, 0}, {0, layer.n - 1}};
     return out;
   }
-  const Geometry g = geometry(layer.n, layer.k, !layer.bias.empty());
+  const Geometry g = geometry(layer.n, layer.k, !layer.bias.empty(), placement);
   FcPrograms out;
   container::Executable& eo = out.execution;
   eo.name = "model";
