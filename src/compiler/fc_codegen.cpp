@@ -50,11 +50,24 @@ struct Geometry {
   int unit_per_tile;         // parameter units (64 B) per compute tile
   AuxLayout aux;             // the per-channel rows before the weights
   std::vector<int> tile_of;  // compute tile of each output group
-  int base = 0;              // wide unit of each compute tile's parameters
+  std::vector<int> base_of;  // wide unit of each group's parameters on its tile
   uint32_t compute_mask() const {
     uint32_t mask = 0;
     for (int t : tile_of) mask |= bit(t);
     return mask;
+  }
+  // The compute tiles by parameter unit (one aux load and one op per distinct unit).
+  std::vector<std::pair<int, uint32_t>> tiles_by_base() const {
+    std::vector<std::pair<int, uint32_t>> out;
+    for (size_t i = 0; i < tile_of.size(); ++i) {
+      auto at = std::find_if(out.begin(), out.end(),
+                             [&](const auto& p) { return p.first == base_of[i]; });
+      if (at == out.end())
+        out.emplace_back(base_of[i], bit(tile_of[i]));
+      else
+        at->second |= bit(tile_of[i]);
+    }
+    return out;
   }
 };
 
@@ -71,17 +84,21 @@ Geometry geometry(int n, int k, bool bias, const FcPlacement& placement = {}) {
   g.tile_of = placement.tiles;
   if (g.tile_of.empty())
     for (int t = 0; t < g.tiles; ++t) g.tile_of.push_back(t);
-  g.base = placement.param_unit;
-  if (static_cast<int>(g.tile_of.size()) != g.tiles)
-    fail("the placement names ", g.tile_of.size(), " tiles for ", g.tiles, " output groups");
+  g.base_of = placement.param_units;
+  if (g.base_of.empty()) g.base_of.assign(size_t(g.tiles), 0);
+  if (static_cast<int>(g.tile_of.size()) != g.tiles ||
+      static_cast<int>(g.base_of.size()) != g.tiles)
+    fail("the placement names ", g.tile_of.size(), " tiles and ", g.base_of.size(), " units for ",
+         g.tiles, " output groups");
   for (size_t i = 0; i < g.tile_of.size(); ++i) {
     if (g.tile_of[i] < 0 || g.tile_of[i] > 15) fail("the placement names tile ", g.tile_of[i]);
     for (size_t j = 0; j < i; ++j)
       if (g.tile_of[j] == g.tile_of[i]) fail("the placement names tile ", g.tile_of[i], " twice");
   }
-  if (g.base < 0 || g.base % kRowUnits != 0 || g.base + g.unit_per_tile > kFcParamUnits)
-    fail("parameters at wide unit ", g.base, " (", g.unit_per_tile,
-         " units per tile) do not fit below unit ", kFcParamUnits, " or are not row-aligned");
+  for (int base : g.base_of)
+    if (base < 0 || base % kRowUnits != 0 || base + g.unit_per_tile > kFcParamUnits)
+      fail("parameters at wide unit ", base, " (", g.unit_per_tile,
+           " units per tile) do not fit below unit ", kFcParamUnits, " or are not row-aligned");
   return g;
 }
 
@@ -244,11 +261,11 @@ container::Bitstream execution_program(const Geometry& g, const FcLayer& layer) 
   // (64 words apart), then the op; the op reads the zero-point row from wide memory itself.
   const int planes = g.aux.rows - 1;
   const std::string rewind = cat("(", -(31 + 64 * (planes - 1)), " x 1)");
-  e.add("w2n",
-        cat("tiles=", hex(compute), g.base ? cat(" w.addr=", hex(g.base)) : "", " w=(1 x ", planes,
-            ") w.lvl_mask=0x1 n=(1 x 32)(33 x ", planes, ")", rewind, rewind, rewind, rewind,
-            " n.lvl_mask=0x03 mode=2 fill_size=64 sync.en0=1 sync.f2=1 sync.wait_lvl=2 "
-            "sync.en1=1 sync.val=0x0ffff sync.en2=1 sync.f45=1 tail_f867=1 tail_en870=1"));
+  const std::string aux_load =
+      cat(" w=(1 x ", planes, ") w.lvl_mask=0x1 n=(1 x 32)(33 x ", planes, ")", rewind, rewind,
+          rewind, rewind,
+          " n.lvl_mask=0x03 mode=2 fill_size=64 sync.en0=1 sync.f2=1 sync.wait_lvl=2 "
+          "sync.en1=1 sync.val=0x0ffff sync.en2=1 sync.f45=1 tail_f867=1 tail_en870=1");
   const int back = -(k_words - 1);
   const std::string in_walk = cat("(1 x ", k_words, ")(1 x 1)(1 x 1)(", back, " x 1)(", back,
                                   " x 1)(", back, " x 1)(", back, " x 1)(", back, " x 1 m3)");
@@ -259,18 +276,22 @@ container::Bitstream execution_program(const Geometry& g, const FcLayer& layer) 
   const int ob = -(out_words - 1);
   const std::string out_walk = cat("(1 x ", out_words, ")(1 x 1)(1 x 1)(", ob, " x 1)(", ob,
                                    " x 1)(", ob, " x 1)(", ob, " x 1)(", ob, " x 1 m3)");
-  const int par_base = g.base + g.aux.weights_unit();
-  const int zp_unit = g.base + g.aux.zero_point_unit();
-  e.add("op", cat("tiles=", hex(compute), " loops=(", k_words, ") in=", in_walk,
-                  " in.tflags=0x01 out.base=", hex(g.k), " out=", out_walk,
-                  " out.tflags=0x1 par.base=", hex(par_base & 0x1fff),
-                  par_base > 0x1fff ? " par.sel=1" : "", " par=", par_walk, " psum=(0 x ", k_words,
-                  ") cfg0=0x065 cfg1=0x12c sync0=0x4000 sync1=0x4000 cfg2=0x07 cfg3=8 in_zp=",
-                  layer.in_zp, " pc_aux_unit=", hex(zp_unit), " pc_aux_rows=", g.aux.rows - 1,
-                  " pc_zp_unit=", hex(zp_unit), layer.bias.empty() ? "" : " cfg4=1",
-                  " dp_mode=1 reduce_mask=0x01 out_ch_last=", kGroup - 1, " out_ch=", kGroup - 1,
-                  " mult=", f32_bits(1.0f), " clamp_max=", f32_bits(layer.clamp_max), " clamp_min=",
-                  f32_bits(layer.clamp_min), " out_zp=", layer.out_zp, " pc_mult=1"));
+  for (const auto& [base, tiles] : g.tiles_by_base()) {
+    e.add("w2n", cat("tiles=", hex(tiles), base ? cat(" w.addr=", hex(base)) : "", aux_load));
+    const int par_base = base + g.aux.weights_unit();
+    const int zp_unit = base + g.aux.zero_point_unit();
+    e.add("op",
+          cat("tiles=", hex(tiles), " loops=(", k_words, ") in=", in_walk,
+              " in.tflags=0x01 out.base=", hex(g.k), " out=", out_walk,
+              " out.tflags=0x1 par.base=", hex(par_base & 0x1fff),
+              par_base > 0x1fff ? " par.sel=1" : "", " par=", par_walk, " psum=(0 x ", k_words,
+              ") cfg0=0x065 cfg1=0x12c sync0=0x4000 sync1=0x4000 cfg2=0x07 cfg3=8 in_zp=",
+              layer.in_zp, " pc_aux_unit=", hex(zp_unit), " pc_aux_rows=", g.aux.rows - 1,
+              " pc_zp_unit=", hex(zp_unit), layer.bias.empty() ? "" : " cfg4=1",
+              " dp_mode=1 reduce_mask=0x01 out_ch_last=", kGroup - 1, " out_ch=", kGroup - 1,
+              " mult=", f32_bits(1.0f), " clamp_max=", f32_bits(layer.clamp_max),
+              " clamp_min=", f32_bits(layer.clamp_min), " out_zp=", layer.out_zp, " pc_mult=1"));
+  }
   tile_fence(e, "counters=0x1ffff units=0x3ff");
   tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
   wait_tokens(e);
@@ -320,12 +341,13 @@ container::Bitstream caching_program(const Geometry& g) {
             " rows_neg=", hex(0x8000 - rows), " k199=1 k215=1"));
   const int k_rows = g.k / 4;  // 256-byte weight rows per tile
   for (int t = 0; t < g.tiles; ++t) {
+    const int base = g.base_of[size_t(t)];
     e.add("ringcons0",
           cat("tiles=", hex(bit(g.tile_of[size_t(t)])),
-              " addr=", hex(2 + g.base + g.aux.weights_unit()), " dst=(1 x ", k_rows, ")(",
+              " addr=", hex(2 + base + g.aux.weights_unit()), " dst=(1 x ", k_rows, ")(",
               1 - k_rows, " x 1)(", 1 - k_rows, " x 1)(", 1 - k_rows, " x 1) sdims=1 aux_en0=1",
-              g.base ? cat(" aux_addr0=", hex(g.base)) : "", " aux_rows0_m1=", g.aux.rows - 1,
-              " aux_addr1=", hex(g.base + g.aux.zero_point_unit()), " aux_f319=1"));
+              base ? cat(" aux_addr0=", hex(base)) : "", " aux_rows0_m1=", g.aux.rows - 1,
+              " aux_addr1=", hex(base + g.aux.zero_point_unit()), " aux_f319=1"));
   }
   const int u = g.unit_per_tile;
   const Passes per_tile = passes_of(u, kPassUnits);

@@ -24,12 +24,13 @@ struct FcPrograms {
 std::string fc_unsupported(int n, int k);
 
 // Where the parameters live, for several layers resident in tile memory at once (the llm chip
-// path, docs/llm.md): output group g is computed on tile `tiles[g]` (default: tile g) and every
-// compute tile holds its parameters from wide unit `param_unit` on (default 0; a multiple of 4,
-// below kFcParamUnits). The defaults give edgetpu_compiler's programs byte for byte.
+// path, docs/llm.md): output group g is computed on tile `tiles[g]` (default: tile g) from
+// parameters at wide unit `param_units[g]` of that tile (default 0; a multiple of 4, below
+// kFcParamUnits). Tiles with different units get their own aux load and op. The defaults give
+// edgetpu_compiler's programs byte for byte.
 struct FcPlacement {
   std::vector<int> tiles;
-  int param_unit = 0;
+  std::vector<int> param_units;
 };
 // Wide units (64 B) of each tile below the ring FIFO rows that parameters may occupy: 512 KiB.
 constexpr int kFcParamUnits = 0x2000;

@@ -228,12 +228,17 @@ TEST(FcOnTheVirtualEdgeTpu, PlacedLayersStayResidentTogether) {
     std::vector<uint8_t> x, want;
   };
   std::vector<Placed> layers;
-  const std::vector<std::tuple<int, int, std::vector<int>, int>> shapes = {
-      {320, 320, {11, 3, 7, 0, 15}, 0},
-      {200, 768, {3, 7, 0, 15}, 4 * 300},
-      {64, 1024, {9}, 0x2000 - fc_units_per_tile(1024, false)},
-      {1024, 64, {15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0}, 4 * 1000}};
-  for (const auto& [n, k, tiles, unit] : shapes) {
+  // Tiles, and each group's unit on its tile (several groups of one layer share a unit).
+  const int top = 0x2000 - fc_units_per_tile(1024, false);
+  const std::vector<std::tuple<int, int, std::vector<int>, std::vector<int>>> shapes = {
+      {320, 320, {11, 3, 7, 0, 15}, {}},
+      {200, 768, {3, 7, 0, 15}, {4 * 300, 4 * 100, 4 * 300, 4 * 200}},
+      {64, 1024, {9}, {top}},
+      {1024,
+       64,
+       {15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0},
+       std::vector<int>(16, 4000)}};
+  for (const auto& [n, k, tiles, units] : shapes) {
     Placed p;
     FcLayer& l = p.layer;
     l.n = n;
@@ -252,7 +257,7 @@ TEST(FcOnTheVirtualEdgeTpu, PlacedLayersStayResidentTogether) {
     l.clamp_max = fc_clamp(255, l.out_zp, 1.0f);
     l.input_name = "x";
     l.output_name = "y";
-    p.placement = {tiles, unit};
+    p.placement = {tiles, units};
     p.programs = generate_fc(l, p.placement);
     p.x.resize(size_t(k));
     for (auto& b : p.x) b = static_cast<uint8_t>(random());
@@ -279,9 +284,10 @@ TEST(FcOnTheVirtualEdgeTpu, PlacedLayersStayResidentTogether) {
     }
   }
   EXPECT_EQ(chip.fault(), "");
-  EXPECT_THROW(generate_fc(layers[0].layer, {{1, 2, 3, 4, 4}, 0}), Error);
-  EXPECT_THROW(generate_fc(layers[0].layer, {{}, 0x2000 - 8}), Error);
-  EXPECT_THROW(generate_fc(layers[0].layer, {{}, 6}), Error);
+  EXPECT_THROW(generate_fc(layers[0].layer, {{1, 2, 3, 4, 4}, {}}), Error);
+  EXPECT_THROW(generate_fc(layers[0].layer, {{}, std::vector<int>(5, 0x2000 - 8)}), Error);
+  EXPECT_THROW(generate_fc(layers[0].layer, {{}, {0, 0, 6, 0, 0}}), Error);
+  EXPECT_THROW(generate_fc(layers[0].layer, {{}, {0, 0}}), Error);
 }
 
 }  // namespace
