@@ -51,7 +51,8 @@ compiler::FcLayer fc_layer_of(const QuantizedMatmul& q, int row0, int rows, int 
 
 // Tile memory as the placement sees it: each tile's parameters fill wide units from 0 up. A
 // program's groups go to the least-filled tiles, each at that tile's first free unit (the program
-// then has one op per distinct unit), so the tiles fill evenly: stories15M's six layers take 84%.
+// then has one op per distinct unit), so the tiles fill evenly: stories15M's six layers fill the
+// fullest tile to 90%.
 class TileAllocator {
  public:
   // False when `units` more per tile do not fit on the `groups` least-filled tiles.
