@@ -1,11 +1,24 @@
 #include "llm/sampler.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 #include "llm/kernels.h"
 
 namespace tinycoral::llm {
+
+namespace {
+// A probability is positive and finite, so its bits order like its value; inverted, ascending keys
+// put the most likely first, and the index below breaks ties in index order.
+uint64_t candidate_key(float p, int index) {
+  return uint64_t{0x7fffffffu - std::bit_cast<uint32_t>(p)} << 32 | static_cast<uint32_t>(index);
+}
+float key_probability(uint64_t key) {
+  return std::bit_cast<float>(0x7fffffffu - static_cast<uint32_t>(key >> 32));
+}
+int key_token(uint64_t key) { return static_cast<int>(static_cast<uint32_t>(key)); }
+}  // namespace
 
 int argmax(std::span<const float> v) {
   size_t best = 0;
@@ -53,33 +66,45 @@ int Sampler::sample(std::span<float> logits) {
   candidates_.clear();
   for (int i = 0; i < n; ++i)
     if (logits[static_cast<size_t>(i)] >= cutoff)
-      candidates_.emplace_back(logits[static_cast<size_t>(i)], i);
-  // Most likely first; equal probabilities keep index order (glibc's qsort is a stable merge sort).
+      candidates_.push_back(candidate_key(logits[static_cast<size_t>(i)], i));
   if (candidates_.empty()) return argmax(logits);  // only when n * topp <= 1
-  std::stable_sort(candidates_.begin(), candidates_.end(),
-                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  // run.c sorts every candidate, most likely first (glibc's qsort is a stable merge sort: equal
+  // probabilities keep index order), then adds them up until the sum passes p. The keys give that
+  // very order, and only the prefix the sum reaches has to be sorted: select the next chunk
+  // (nth_element), sort it, add it, double the chunk. A peaked distribution sorts a few dozen
+  // tokens instead of thousands; the sums are the same additions in the same order.
   float cumulative = 0.0f;
   size_t last = candidates_.size() - 1;
-  for (size_t i = 0; i < candidates_.size(); ++i) {
-    cumulative += candidates_[i].first;
-    if (cumulative > topp_) {
-      last = i;
-      break;
+  bool found = false;
+  for (size_t done = 0, chunk = 64; !found && done < candidates_.size(); chunk *= 2) {
+    const auto from = candidates_.begin() + static_cast<std::ptrdiff_t>(done);
+    const size_t end = std::min(candidates_.size(), done + chunk);
+    const auto to = candidates_.begin() + static_cast<std::ptrdiff_t>(end);
+    if (to != candidates_.end()) std::nth_element(from, to, candidates_.end());
+    std::sort(from, to);
+    for (size_t i = done; i < end; ++i) {
+      cumulative += key_probability(candidates_[i]);
+      if (cumulative > topp_) {
+        last = i;
+        found = true;
+        break;
+      }
     }
+    done = end;
   }
   const float r = coin * cumulative;
   float cdf = 0.0f;
-  auto token_at = [&](size_t i) { return i < candidates_.size() ? candidates_[i].second : -1; };
+  auto token_at = [&](size_t i) { return key_token(candidates_[i]); };
   for (size_t i = 0; i <= last; ++i) {
     const float lower = cdf;
-    cdf += candidates_[i].first;
+    cdf += key_probability(candidates_[i]);
     if (r < cdf) {
       draw_ = {r, lower, cdf, i > 0 ? token_at(i - 1) : -1, i < last ? token_at(i + 1) : -1};
-      return candidates_[i].second;
+      return key_token(candidates_[i]);
     }
   }
   draw_ = {r, cdf, cdf, last > 0 ? token_at(last - 1) : -1, -1};
-  return candidates_[last].second;
+  return key_token(candidates_[last]);
 }
 
 }  // namespace tinycoral::llm

@@ -49,7 +49,8 @@ class Sampler {
   float temperature_, topp_;
   XorShiftRng rng_;
   Draw draw_;
-  std::vector<std::pair<float, int>> candidates_;
+  // Nucleus candidates as sort keys: (probability descending, index ascending) in one integer.
+  std::vector<uint64_t> candidates_;
 };
 
 int argmax(std::span<const float> v);
