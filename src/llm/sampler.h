@@ -50,7 +50,8 @@ class Sampler {
   XorShiftRng rng_;
   Draw draw_;
   // Nucleus candidates as sort keys: (probability descending, index ascending) in one integer.
-  std::vector<uint64_t> candidates_;
+  std::vector<uint64_t> candidates_, scratch_;
+  std::vector<uint32_t> counts_;
 };
 
 int argmax(std::span<const float> v);
