@@ -98,6 +98,7 @@ nlohmann::json chip_json(const llm::ChipPathStats& s, int positions, double wall
 void run(GenerateArgs& a) {
   if (a.threads < 0) fail("--threads must be >= 0");
   if (a.calibration < 1) fail("--calibration must be >= 1");
+  runtime::parse_device(a.device);  // a bad --device fails before the checkpoint is read
   const llm::Checkpoint ck = llm::load_checkpoint(a.checkpoint);
   const std::string tok_path = a.tokenizer.empty() ? default_tokenizer(a.checkpoint) : a.tokenizer;
   const llm::Tokenizer tokenizer = llm::Tokenizer::load(tok_path, ck.config.vocab_size);
@@ -108,9 +109,9 @@ void run(GenerateArgs& a) {
                           ? a.threads
                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   llm::ThreadPool pool(threads);
+  const std::unique_ptr<runtime::EdgeTpu> tpu = open_device(a.device, a.json);  // outlives model
   std::unique_ptr<llm::Transformer> model;
   llm::Calibration cal;
-  const std::unique_ptr<runtime::EdgeTpu> tpu = open_device(a.device, a.json);
   llm::ChipTransformer* chip = nullptr;
   if (tpu) {  // the chip path computes the int8 path's arithmetic
     cal = llm::calibrate(ck, pool, a.calibration);
