@@ -56,16 +56,27 @@ struct Geometry {
     for (int t : tile_of) mask |= bit(t);
     return mask;
   }
-  // The compute tiles by parameter unit (one aux load and one op per distinct unit).
-  std::vector<std::pair<int, uint32_t>> tiles_by_base() const {
-    std::vector<std::pair<int, uint32_t>> out;
+  // The compute tiles by what their op needs: the parameter unit and, for layers whose output
+  // groups carry their own output stage, its zero point and clamps. One aux load and one op each.
+  struct OpSet {
+    int base;
+    int32_t out_zp;
+    float clamp_min, clamp_max;
+    uint32_t tiles;
+  };
+  std::vector<OpSet> op_sets(const FcLayer& layer) const {
+    std::vector<OpSet> out;
     for (size_t i = 0; i < tile_of.size(); ++i) {
-      auto at = std::find_if(out.begin(), out.end(),
-                             [&](const auto& p) { return p.first == base_of[i]; });
-      if (at == out.end())
-        out.emplace_back(base_of[i], bit(tile_of[i]));
-      else
-        at->second |= bit(tile_of[i]);
+      const bool own = !layer.group_out_zp.empty();
+      const OpSet want{base_of[i], own ? layer.group_out_zp.at(i) : layer.out_zp,
+                       own ? layer.group_clamp_min.at(i) : layer.clamp_min,
+                       own ? layer.group_clamp_max.at(i) : layer.clamp_max, 0};
+      auto at = std::find_if(out.begin(), out.end(), [&](const OpSet& o) {
+        return o.base == want.base && o.out_zp == want.out_zp && o.clamp_min == want.clamp_min &&
+               o.clamp_max == want.clamp_max;
+      });
+      if (at == out.end()) at = out.insert(out.end(), want);
+      at->tiles |= bit(tile_of[i]);
     }
     return out;
   }
@@ -276,7 +287,7 @@ container::Bitstream execution_program(const Geometry& g, const FcLayer& layer) 
   const int ob = -(out_words - 1);
   const std::string out_walk = cat("(1 x ", out_words, ")(1 x 1)(1 x 1)(", ob, " x 1)(", ob,
                                    " x 1)(", ob, " x 1)(", ob, " x 1)(", ob, " x 1 m3)");
-  for (const auto& [base, tiles] : g.tiles_by_base()) {
+  for (const auto& [base, out_zp, clamp_min, clamp_max, tiles] : g.op_sets(layer)) {
     e.add("w2n", cat("tiles=", hex(tiles), base ? cat(" w.addr=", hex(base)) : "", aux_load));
     const int par_base = base + g.aux.weights_unit();
     const int zp_unit = base + g.aux.zero_point_unit();
@@ -289,8 +300,8 @@ container::Bitstream execution_program(const Geometry& g, const FcLayer& layer) 
               layer.in_zp, " pc_aux_unit=", hex(zp_unit), " pc_aux_rows=", g.aux.rows - 1,
               " pc_zp_unit=", hex(zp_unit), layer.bias.empty() ? "" : " cfg4=1",
               " dp_mode=1 reduce_mask=0x01 out_ch_last=", kGroup - 1, " out_ch=", kGroup - 1,
-              " mult=", f32_bits(1.0f), " clamp_max=", f32_bits(layer.clamp_max),
-              " clamp_min=", f32_bits(layer.clamp_min), " out_zp=", layer.out_zp, " pc_mult=1"));
+              " mult=", f32_bits(1.0f), " clamp_max=", f32_bits(clamp_max),
+              " clamp_min=", f32_bits(clamp_min), " out_zp=", out_zp, " pc_mult=1"));
   }
   tile_fence(e, "counters=0x1ffff units=0x3ff");
   tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
@@ -478,6 +489,12 @@ int fc_units_per_tile(int k, bool bias) {
 
 FcPrograms generate_fc(const FcLayer& layer, const FcPlacement& placement) {
   if (const std::string why = fc_unsupported(layer.n, layer.k); !why.empty()) fail(why);
+  const size_t groups = static_cast<size_t>(fc_groups(layer.n));
+  if (!layer.group_out_zp.empty() &&
+      (layer.group_out_zp.size() != groups || layer.group_clamp_min.size() != groups ||
+       layer.group_clamp_max.size() != groups))
+    fail("per-group output stages need one zero point and two clamps for each of ", groups,
+         " groups");
   if (layer.n % kGroup != 0) {
     // The chip returns every padded group; the output layer takes the first N bytes of them.
     FcPrograms out = generate_fc(padded_to_groups(layer), placement);

@@ -218,7 +218,8 @@ TEST(FcOnTheVirtualEdgeTpu, RandomShapesWithBiasEqualTheCpuReferenceInEveryByte)
 // Several layers resident at once (the llm chip path): each layer's groups on its own tiles and
 // its parameters at its own wide unit; all caching programs run first, then every layer's
 // inference, twice, each equal to the reference in every byte. A layer whose parameters
-// overwrote another's would change that layer's bytes.
+// overwrote another's would change that layer's bytes. One layer gives each output group its own
+// output zero point and clamps (several matmuls of one input in one program).
 TEST(FcOnTheVirtualEdgeTpu, PlacedLayersStayResidentTogether) {
   std::mt19937 random(29);
   struct Placed {
@@ -255,18 +256,30 @@ TEST(FcOnTheVirtualEdgeTpu, PlacedLayersStayResidentTogether) {
       l.mult.push_back(typical * (0.5f + std::uniform_real_distribution<float>(0, 1)(random)));
     l.clamp_min = fc_clamp(0, l.out_zp, 1.0f);
     l.clamp_max = fc_clamp(255, l.out_zp, 1.0f);
+    if (layers.size() == 1) {  // this layer's groups each have their own output stage
+      for (int g = 0; g < fc_groups(n); ++g) {
+        const int32_t zp = 40 + 50 * g;
+        l.group_out_zp.push_back(zp);
+        l.group_clamp_min.push_back(fc_clamp(0, zp, 1.0f));
+        l.group_clamp_max.push_back(fc_clamp(200, zp, 1.0f));  // a lower bound the outputs hit
+      }
+    }
     l.input_name = "x";
     l.output_name = "y";
     p.placement = {tiles, units};
     p.programs = generate_fc(l, p.placement);
     p.x.resize(size_t(k));
     for (auto& b : p.x) b = static_cast<uint8_t>(random());
-    const host::edgetpu::Clamps clamps{l.clamp_min, l.clamp_max};
     for (int r = 0; r < n; ++r) {
+      const bool own = !l.group_out_zp.empty();
+      const size_t g = size_t(r / 64);
+      const host::edgetpu::Clamps clamps{own ? l.group_clamp_min[g] : l.clamp_min,
+                                         own ? l.group_clamp_max[g] : l.clamp_max};
+      const int32_t out_zp = own ? l.group_out_zp[g] : l.out_zp;
       int32_t acc = 0;
       for (int j = 0; j < k; ++j)
         acc += (int32_t{p.x[size_t(j)]} - l.in_zp) * l.weights[size_t(r) * size_t(k) + size_t(j)];
-      const int32_t y = host::edgetpu::requantize(acc, l.mult[size_t(r)], clamps, l.out_zp);
+      const int32_t y = host::edgetpu::requantize(acc, l.mult[size_t(r)], clamps, out_zp);
       p.want.push_back(static_cast<uint8_t>(std::clamp(y, 0, 255)));
     }
     ASSERT_GT(std::set<uint8_t>(p.want.begin(), p.want.end()).size(), size_t(16));
@@ -288,6 +301,9 @@ TEST(FcOnTheVirtualEdgeTpu, PlacedLayersStayResidentTogether) {
   EXPECT_THROW(generate_fc(layers[0].layer, {{}, std::vector<int>(5, 0x2000 - 8)}), Error);
   EXPECT_THROW(generate_fc(layers[0].layer, {{}, {0, 0, 6, 0, 0}}), Error);
   EXPECT_THROW(generate_fc(layers[0].layer, {{}, {0, 0}}), Error);
+  FcLayer short_stages = layers[1].layer;
+  short_stages.group_out_zp.pop_back();
+  EXPECT_THROW(generate_fc(short_stages, layers[1].placement), Error);
 }
 
 }  // namespace
