@@ -26,29 +26,6 @@ runtime::StickTime& operator+=(runtime::StickTime& a, const runtime::StickTime& 
   return a;
 }
 
-// Rows [row0, row0 + rows) of a quantized matmul as a generator layer, K padded with zero columns.
-compiler::FcLayer fc_layer_of(const QuantizedMatmul& q, int row0, int rows, int k_padded) {
-  compiler::FcLayer l;
-  l.n = rows;
-  l.k = k_padded;
-  l.weights.assign(size_t(rows) * size_t(k_padded), 0);
-  for (int r = 0; r < rows; ++r)
-    std::copy_n(q.w.data() + size_t(row0 + r) * size_t(q.cols), q.cols,
-                l.weights.data() + size_t(r) * size_t(k_padded));
-  l.mult.assign(q.multiplier.begin() + row0, q.multiplier.begin() + row0 + rows);
-  // The chip works in uint8: every zero point + 128; int8 boundaries (the host flips the sign bit).
-  l.in_zp = q.in.zero_point + 128;
-  l.out_zp = q.out.zero_point + 128;
-  l.in_scale = q.in.scale;
-  l.out_scale = q.out.scale;
-  l.clamp_min = q.clamp_lo;
-  l.clamp_max = q.clamp_hi;
-  l.input_name = "x";
-  l.output_name = "y";
-  l.signed_input = l.signed_output = true;
-  return l;
-}
-
 // Tile memory as the placement sees it: each tile's parameters fill wide units from 0 up. A
 // program's groups go to the least-filled tiles, each at that tile's first free unit (the program
 // then has one op per distinct unit), so the tiles fill evenly: stories15M's six layers fill the
@@ -78,15 +55,43 @@ class TileAllocator {
 
 }  // namespace
 
-struct ChipTransformer::Part {
-  int row0 = 0, rows = 0;
+// One execution program: whole matmuls of one input side by side (or one chunk of a matmul with
+// more than 1024 outputs), each segment starting at a 64-output group.
+struct ChipTransformer::Program {
+  struct Segment {
+    LayerMatmul m;
+    int row0, rows, out_at;
+  };
+  std::vector<Segment> segments;
+  int outputs = 0;  // whole groups
+  int k_padded = 0;
   std::shared_ptr<runtime::Program> execution, caching;
 };
 
-struct ChipTransformer::ChipMatmul {
-  int k_padded = 0;
-  std::vector<Part> parts;  // empty: on the host
+// How one matmul is computed: on the host (no programs), or by these programs.
+struct ChipTransformer::MatmulPlan {
+  std::vector<int> programs;
 };
+
+namespace {
+
+// Matmuls that read the same input, in forward()'s order: candidates for one program.
+const std::vector<std::vector<LayerMatmul>>& input_sets() {
+  static const std::vector<std::vector<LayerMatmul>> sets = {
+      {LayerMatmul::kQ, LayerMatmul::kK, LayerMatmul::kV},
+      {LayerMatmul::kO},
+      {LayerMatmul::kW1, LayerMatmul::kW3},
+      {LayerMatmul::kW2}};
+  return sets;
+}
+
+int whole_groups(int rows) { return (rows + 63) / 64 * 64; }
+
+bool same_input(const QParams& a, const QParams& b) {
+  return a.scale == b.scale && a.zero_point == b.zero_point;
+}
+
+}  // namespace
 
 ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
                                  const Calibration& calibration, runtime::EdgeTpu& tpu)
@@ -94,90 +99,198 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
   const Config& c = ck.config;
   TileAllocator tiles;
   int widest = 0;
+  plans_.resize(size_t(c.n_layers) * kLayerMatmuls);
   for (int l = 0; l < c.n_layers; ++l) {
-    for (int m = 0; m < kLayerMatmuls; ++m) {
-      const QuantizedMatmul& q = matmul(l, LayerMatmul(m));
-      ChipMatmul cm;
-      cm.k_padded = (q.cols + kKStep - 1) / kKStep * kKStep;
-      widest = std::max({widest, cm.k_padded, q.rows});
-      std::string why = compiler::fc_unsupported(std::min(q.rows, kMaxOutputs), cm.k_padded);
-      for (int row0 = 0; why.empty() && row0 < q.rows; row0 += kMaxOutputs) {
-        const int rows = std::min(kMaxOutputs, q.rows - row0);
-        compiler::FcPlacement placement;
-        const int units = compiler::fc_units_per_tile(cm.k_padded, false);
-        if (!tiles.place(compiler::fc_groups(rows), units, placement)) {
-          why = "the weights before it fill the tile memory";
-          break;
+    for (const std::vector<LayerMatmul>& set : input_sets()) {
+      // The programs of this input set: segments first, then placement and code.
+      std::vector<Program> made;
+      std::vector<LayerMatmul> on_host;
+      for (LayerMatmul m : set) {
+        const QuantizedMatmul& q = matmul(l, m);
+        const int k_padded = (q.cols + kKStep - 1) / kKStep * kKStep;
+        widest = std::max({widest, k_padded, whole_groups(q.rows) + kMaxOutputs});
+        if (const std::string why =
+                compiler::fc_unsupported(std::min(q.rows, kMaxOutputs), k_padded);
+            !why.empty()) {
+          on_host.push_back(m);
+          if (stats_.host_reason.empty())
+            stats_.host_reason =
+                cat("layer ", l, " ", matmul_name(m), " (", q.rows, " x ", q.cols, "): ", why);
+          continue;
         }
-        compiler::FcPrograms p =
-            compiler::generate_fc(fc_layer_of(q, row0, rows, cm.k_padded), placement);
-        stats_.resident_bytes += static_cast<int64_t>(p.caching.parameters.size());
-        Part part;
-        part.row0 = row0;
-        part.rows = rows;
-        part.execution = std::make_shared<runtime::Program>(std::move(p.execution));
-        part.caching = std::make_shared<runtime::Program>(std::move(p.caching));
-        cm.parts.push_back(std::move(part));
+        const bool joins = q.rows <= kMaxOutputs && !made.empty() &&
+                           made.back().segments.front().rows <= kMaxOutputs &&
+                           made.back().outputs + whole_groups(q.rows) <= kMaxOutputs &&
+                           same_input(matmul(l, made.back().segments.front().m).in, q.in);
+        for (int row0 = 0; row0 < q.rows; row0 += kMaxOutputs) {
+          const int rows = std::min(kMaxOutputs, q.rows - row0);
+          if (!joins || row0 > 0) {
+            made.emplace_back();
+            made.back().k_padded = k_padded;
+          }
+          Program& p = made.back();
+          p.segments.push_back({m, row0, rows, p.outputs});
+          p.outputs += whole_groups(rows);
+        }
       }
-      if (!why.empty()) {
-        cm.parts.clear();
-        ++stats_.host_matmuls;
-        if (stats_.host_reason.empty())
-          stats_.host_reason = cat("layer ", l, " ", matmul_name(LayerMatmul(m)), " (", q.rows,
-                                   " x ", q.cols, "): ", why);
-      } else {
-        ++stats_.chip_matmuls;
-        stats_.programs += static_cast<int>(cm.parts.size());
+      for (Program& p : made) {
+        compiler::FcPlacement placement;
+        const int units = compiler::fc_units_per_tile(p.k_padded, false);
+        if (!tiles.place(compiler::fc_groups(p.outputs), units, placement)) {
+          for (const Program::Segment& s : p.segments)
+            if (std::find(on_host.begin(), on_host.end(), s.m) == on_host.end())
+              on_host.push_back(s.m);
+          if (stats_.host_reason.empty())
+            stats_.host_reason = cat("layer ", l, " ", matmul_name(p.segments.front().m),
+                                     ": the weights before it fill the tile memory");
+          continue;
+        }
+        compiler::FcLayer fc = fc_layer(l, p);
+        compiler::FcPrograms code = compiler::generate_fc(fc, placement);
+        stats_.resident_bytes += static_cast<int64_t>(code.caching.parameters.size());
+        p.execution = std::make_shared<runtime::Program>(std::move(code.execution));
+        p.caching = std::make_shared<runtime::Program>(std::move(code.caching));
       }
-      chip_.push_back(std::move(cm));
+      // A matmul is on the chip only when all its programs are (a program that did not fit sends
+      // its matmuls, and the chunks of them elsewhere, to the host).
+      for (Program& p : made) {
+        const bool placed = p.execution != nullptr;
+        bool host = !placed;
+        for (const Program::Segment& s : p.segments)
+          host |= std::find(on_host.begin(), on_host.end(), s.m) != on_host.end();
+        if (host) continue;
+        programs_.push_back(std::move(p));
+        for (const Program::Segment& s : programs_.back().segments) {
+          std::vector<int>& list = plans_[size_t(l) * kLayerMatmuls + size_t(s.m)].programs;
+          if (list.empty() || list.back() != int(programs_.size()) - 1)
+            list.push_back(int(programs_.size()) - 1);
+        }
+      }
+      for (LayerMatmul m : set) {
+        const bool host = std::find(on_host.begin(), on_host.end(), m) != on_host.end();
+        if (host) plans_[size_t(l) * kLayerMatmuls + size_t(m)].programs.clear();
+        ++(host ? stats_.host_matmuls : stats_.chip_matmuls);
+      }
+    }
+  }
+  // Programs left without a matmul on the chip are not run.
+  std::vector<bool> used(programs_.size(), false);
+  for (const MatmulPlan& plan : plans_)
+    for (int p : plan.programs) used[size_t(p)] = true;
+  for (size_t p = 0; p < programs_.size(); ++p) {
+    if (used[p]) {
+      ++stats_.programs;
+    } else {
+      programs_[p].execution.reset();
+      programs_[p].caching.reset();
     }
   }
   stats_.max_tile_units = tiles.max_fill();
   xq_.resize(size_t(widest));
   yq_.resize(size_t(widest));
+  for (Pending& p : pending_) p.out.resize(size_t(std::max(c.dim, c.hidden_dim)));
   cache_all();
 }
 
 ChipTransformer::~ChipTransformer() = default;
 
+// A program's segments as one generator layer: each segment's rows at its output offset, K padded
+// with zero columns, padding rows with zero weights and multipliers, and every group carrying its
+// matmul's output stage. The chip works in uint8: every zero point + 128, and the boundaries are
+// int8 (the runtime flips the sign bit), so the host hands over the int8 path's very bytes.
+compiler::FcLayer ChipTransformer::fc_layer(int layer, const Program& p) const {
+  compiler::FcLayer l;
+  l.n = p.outputs;
+  l.k = p.k_padded;
+  l.weights.assign(size_t(l.n) * size_t(l.k), 0);
+  l.mult.assign(size_t(l.n), 0.0f);
+  const QuantizedMatmul& first = matmul(layer, p.segments.front().m);
+  l.in_zp = first.in.zero_point + 128;
+  l.in_scale = first.in.scale;
+  for (const Program::Segment& s : p.segments) {
+    const QuantizedMatmul& q = matmul(layer, s.m);
+    for (int r = 0; r < s.rows; ++r) {
+      std::copy_n(q.w.data() + size_t(s.row0 + r) * size_t(q.cols), q.cols,
+                  l.weights.data() + size_t(s.out_at + r) * size_t(l.k));
+      l.mult[size_t(s.out_at + r)] = q.multiplier[size_t(s.row0 + r)];
+    }
+    for (int g = 0; g < compiler::fc_groups(s.rows); ++g) {
+      l.group_out_zp.push_back(q.out.zero_point + 128);
+      l.group_clamp_min.push_back(q.clamp_lo);
+      l.group_clamp_max.push_back(q.clamp_hi);
+    }
+  }
+  l.out_zp = l.group_out_zp.front();
+  l.out_scale = first.out.scale;
+  l.clamp_min = l.group_clamp_min.front();
+  l.clamp_max = l.group_clamp_max.front();
+  l.input_name = "x";
+  l.output_name = "y";
+  l.signed_input = l.signed_output = true;
+  return l;
+}
+
 void ChipTransformer::cache_all() {
   stats_.caching = {};
-  for (const ChipMatmul& cm : chip_) {
-    for (const Part& p : cm.parts) {
-      tpu_.run(nullptr, p.caching);
-      stats_.caching += runtime::stick_time(tpu_.last_run().inference);
-    }
+  for (const Program& p : programs_) {
+    if (!p.caching) continue;
+    tpu_.run(nullptr, p.caching);
+    stats_.caching += runtime::stick_time(tpu_.last_run().inference);
   }
   recoveries_seen_ = tpu_.recoveries();
 }
 
+void ChipTransformer::run_program(Program& p, int layer, LayerMatmul called, float* out) {
+  p.execution->set_input(
+      0, std::span(reinterpret_cast<const uint8_t*>(xq_.data()), size_t(p.k_padded)));
+  tpu_.run(nullptr, p.execution);
+  if (tpu_.recoveries() != recoveries_seen_) {
+    // A recovered stick was re-opened: its tile memory no longer holds the weights.
+    cache_all();
+    tpu_.run(nullptr, p.execution);
+  }
+  stats_.modeled += runtime::stick_time(tpu_.last_run().inference);
+  ++stats_.runs;
+  p.execution->get_output(0, std::span(reinterpret_cast<uint8_t*>(yq_.data()), size_t(p.outputs)));
+  for (const Program::Segment& s : p.segments) {
+    const QuantizedMatmul& q = matmul(layer, s.m);
+    float* dest = out;
+    if (s.m != called) {
+      // Kept only for a matmul this program computes whole (a chunk alone would be a half result).
+      if (plans_[size_t(layer) * kLayerMatmuls + size_t(s.m)].programs.size() != 1) continue;
+      Pending& pending = pending_[size_t(s.m)];
+      pending.layer = layer;
+      pending.xq.assign(xq_.begin(), xq_.begin() + q.cols);
+      dest = pending.out.data();
+    }
+    for (int r = 0; r < s.rows; ++r)
+      dest[s.row0 + r] =
+          static_cast<float>(int32_t{yq_[size_t(s.out_at + r)]} - q.out.zero_point) * q.out.scale;
+  }
+}
+
 void ChipTransformer::layer_matmul(int layer, LayerMatmul m, const float* in, float* out) {
-  const ChipMatmul& cm = chip_[size_t(layer) * kLayerMatmuls + size_t(m)];
-  if (cm.parts.empty()) {
+  const MatmulPlan& plan = plans_[size_t(layer) * kLayerMatmuls + size_t(m)];
+  if (plan.programs.empty()) {
     Int8Transformer::layer_matmul(layer, m, in, out);
     return;
   }
   const QuantizedMatmul& q = matmul(layer, m);
   quantize(in, q.cols, q.in, xq_.data());
-  // Padded inputs meet zero weights; the zero point keeps them out of the sum either way.
-  std::fill(xq_.begin() + q.cols, xq_.begin() + cm.k_padded, static_cast<int8_t>(q.in.zero_point));
-  const auto start = std::chrono::steady_clock::now();
-  for (const Part& p : cm.parts) {
-    p.execution->set_input(
-        0, std::span(reinterpret_cast<const uint8_t*>(xq_.data()), size_t(cm.k_padded)));
-    tpu_.run(nullptr, p.execution);
-    if (tpu_.recoveries() != recoveries_seen_) {
-      // A recovered stick was re-opened: its tile memory no longer holds the weights.
-      cache_all();
-      tpu_.run(nullptr, p.execution);
-    }
-    stats_.modeled += runtime::stick_time(tpu_.last_run().inference);
-    ++stats_.runs;
-    p.execution->get_output(0, std::span(reinterpret_cast<uint8_t*>(yq_.data()), size_t(p.rows)));
-    for (int r = 0; r < p.rows; ++r)
-      out[p.row0 + r] =
-          static_cast<float>(int32_t{yq_[size_t(r)]} - q.out.zero_point) * q.out.scale;
+  Pending& pending = pending_[size_t(m)];
+  // Computed already by the program of an earlier matmul of this input: the same quantized input
+  // gives the same result.
+  if (pending.layer == layer &&
+      std::equal(pending.xq.begin(), pending.xq.end(), xq_.begin(), xq_.begin() + q.cols)) {
+    pending.layer = -1;
+    std::copy_n(pending.out.data(), q.rows, out);
+    return;
   }
+  // Padded inputs meet zero weights; the zero point keeps them out of the sum either way.
+  const int k_padded = programs_[size_t(plan.programs.front())].k_padded;
+  std::fill(xq_.begin() + q.cols, xq_.begin() + k_padded, static_cast<int8_t>(q.in.zero_point));
+  const auto start = std::chrono::steady_clock::now();
+  for (int p : plan.programs) run_program(programs_[size_t(p)], layer, m, out);
   stats_.chip_wall_s +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }

@@ -4,17 +4,22 @@
 // compute the int8 path's arithmetic (int8_model.h), so both write the same text.
 //
 // Shapes: K is padded to a multiple of 64 with zero weight columns (the padded inputs then add
-// nothing), N is cut into programs of at most 1024 outputs, each program's output groups are
-// placed on the least-filled tiles at a wide offset where all its tiles are free (FcPlacement), and
-// every caching program runs once at construction. A matmul the generator cannot take (K > 1024)
-// or whose weights no longer fit in tile memory runs on the host in the same arithmetic; stats()
-// counts them, so callers can say so. The classifier stays on the host in float32 (docs/llm.md).
+// nothing), N is cut into programs of at most 1024 outputs; matmuls of the same input (q, k, v;
+// w1, w3) share one program when they fit in 16 groups together, each group with its matmul's own
+// output stage (fewer runs per token: stories15M's 42 matmuls are 30 programs). Each program's
+// output groups are placed on the least-filled tiles at a wide offset where all its tiles are free
+// (FcPlacement), and every caching program runs once at construction. A matmul the generator cannot
+// take (K > 1024) or whose weights no longer fit in tile memory runs on the host in the same
+// arithmetic; stats() counts them, so callers can say so. The classifier stays on the host in
+// float32 (docs/llm.md).
 #pragma once
 
+#include <array>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "compiler/fc_layer.h"
 #include "llm/int8_model.h"
 #include "runtime/edgetpu.h"
 #include "runtime/stick_time.h"
@@ -46,12 +51,23 @@ class ChipTransformer : public Int8Transformer {
   void layer_matmul(int layer, LayerMatmul m, const float* in, float* out) override;
 
  private:
-  struct Part;
-  struct ChipMatmul;
+  struct Program;
+  struct MatmulPlan;
+  void run_program(Program& p, int layer, LayerMatmul called, float* out);
+  compiler::FcLayer fc_layer(int layer, const Program& p) const;
   void cache_all();
   runtime::EdgeTpu& tpu_;
-  std::vector<ChipMatmul> chip_;  // [layer][matmul]
+  std::vector<Program> programs_;
+  std::vector<MatmulPlan> plans_;  // [layer][matmul]
   std::vector<int8_t> xq_, yq_;
+  // Results of the matmuls a fused program computed beside the one asked for, kept until their
+  // own call (which must bring the same quantized input).
+  struct Pending {
+    int layer = -1;
+    std::vector<float> out;
+    std::vector<int8_t> xq;
+  };
+  std::array<Pending, kLayerMatmuls> pending_;
   ChipPathStats stats_;
   int recoveries_seen_ = 0;
 };
