@@ -37,7 +37,7 @@ Run run(llm::Transformer& model, const llm::Tokenizer& tok, float temperature, u
 void expect_chip_equals_int8(const llm::Checkpoint& ck, const llm::Tokenizer& tok, int steps,
                              llm::ChipPathStats& stats) {
   llm::ThreadPool pool(2);
-  const llm::Calibration cal = llm::calibrate(ck, pool, 16);
+  const llm::Calibration cal = llm::calibrate(ck, pool, 8);
   llm::Int8Transformer cpu(ck, pool, cal);
   auto tpu = runtime::open_virtual_edgetpu();
   llm::ChipTransformer chip(ck, pool, cal, *tpu);
@@ -71,7 +71,7 @@ TEST(ChipPathStepA, BothTestCheckpointsGiveTheInt8PathsLogitsBitForBit) {
     const llm::Checkpoint ck = llm::load_checkpoint(*path);
     const llm::Tokenizer tok = llm::Tokenizer::load(dir / "tokenizer.bin", ck.config.vocab_size);
     llm::ChipPathStats s;
-    expect_chip_equals_int8(ck, tok, name == "rand15M" ? 10 : 24, s);
+    expect_chip_equals_int8(ck, tok, name == "rand15M" ? 6 : 16, s);
     EXPECT_EQ(s.chip_matmuls, 7 * ck.config.n_layers);
     EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
     // q, k and v share one program, and so do w1 and w3 when they fit in 16 groups together.
@@ -119,7 +119,7 @@ TEST(ChipPathStepA, GenerateOnTheSimulatorWritesTheInt8TextAndModeledSpeed) {
   if (!path) GTEST_SKIP() << why;
   const std::string args = "generate '" + path->string() + "' -z '" +
                            (llama2c_dir(data) / "tokenizer.bin").string() +
-                           "' -n 30 -t 0.8 -s 5 -i 'Lily'";
+                           "' -n 20 -t 0.8 -s 5 -i 'Lily' --calibration 8";
   const CommandResult cpu = run_cli(args + " --device cpu --int8");
   const CommandResult sim = run_cli(args + " --device sim");
   ASSERT_EQ(cpu.exit_code, 0) << cpu.err;

@@ -45,7 +45,7 @@ TEST(Llama2cSampler, PartialNucleusSortPicksWhatTheFullSortPicks) {
   for (const float spread : {0.3f, 1.0f, 4.0f, 12.0f}) {  // flat .. peaked
     for (const int levels : {0, 3, 40}) {                 // 0: continuous, else tied values
       for (const float topp : {0.1f, 0.5f, 0.9f, 0.99f}) {
-        std::vector<float> logits(5000);
+        std::vector<float> logits(3000);
         for (float& v : logits) {
           v = g(random) * spread;
           if (levels) v = std::round(v * levels / (4 * spread)) * 4 * spread / levels;
@@ -53,7 +53,7 @@ TEST(Llama2cSampler, PartialNucleusSortPicksWhatTheFullSortPicks) {
         Sampler sampler(1.0f, topp, 77);
         XorShiftRng coins(77);
         std::vector<int> seen;
-        for (int k = 0; k < 20; ++k) {
+        for (int k = 0; k < 10; ++k) {
           std::vector<float> ours = logits, probs = logits;
           const int got = sampler.sample(ours);
           softmax(probs);
@@ -67,8 +67,8 @@ TEST(Llama2cSampler, PartialNucleusSortPicksWhatTheFullSortPicks) {
       }
     }
   }
-  EXPECT_EQ(draws, 960);
-  EXPECT_GT(distinct, 300);  // the draws really differ: not one token again and again
+  EXPECT_EQ(draws, 480);
+  EXPECT_GT(distinct, 150);  // the draws really differ: not one token again and again
 }
 
 }  // namespace
