@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdlib>
 #include <cstring>
 
 #include "common/error.h"
@@ -18,11 +19,15 @@ using container::Half;
 
 namespace {
 
-constexpr int kGroup = 64;            // outputs per compute tile (one op)
-constexpr int kPiece = 64;            // input bytes per input tile
-constexpr int kPacket = 256;          // ring packet bytes (one per row of 4 tiles)
-constexpr int kRingFifo = 0x2078;     // wide row where ring packets arrive (64-byte units)
-constexpr int kSendBuf = 0x2068;      // wide row a tile sends its input piece from
+constexpr int kGroup = 64;         // outputs per compute tile (one op)
+constexpr int kPiece = 64;         // input bytes per input tile
+constexpr int kPacket = 256;       // ring packet bytes (one per row of 4 tiles)
+constexpr int kRingFifo = 0x2078;  // wide row where ring packets arrive (64-byte units)
+constexpr int kSendBuf = 0x2068;   // wide row a tile sends its input piece from
+// Groups per compute tile (a placement may give a tile several): each slot's outputs leave
+// through its own wide row, the ring FIFO row or, free by then, the send row.
+constexpr int kMaxSlots = 2;
+constexpr int kOutRow[kMaxSlots] = {0x2078, 0x2068};
 constexpr int kStagingUnits = 2048;   // the parameter staging buffer, in 64-byte units
 constexpr int kPassUnits = 1024;      // parameter units per pop/infeed pass
 constexpr int kActPassUnits = 16384;  // activation units (8 bytes) per pass
@@ -50,6 +55,7 @@ struct Geometry {
   int unit_per_tile;         // parameter units (64 B) per compute tile
   AuxLayout aux;             // the per-channel rows before the weights
   std::vector<int> tile_of;  // compute tile of each output group
+  std::vector<int> slot_of;  // the group's place among its tile's groups (outputs at K + 64 slot)
   std::vector<int> base_of;  // wide unit of each group's parameters on its tile
   uint32_t compute_mask() const {
     uint32_t mask = 0;
@@ -59,7 +65,7 @@ struct Geometry {
   // The compute tiles by what their op needs: the parameter unit and, for layers whose output
   // groups carry their own output stage, its zero point and clamps. One aux load and one op each.
   struct OpSet {
-    int base;
+    int base, slot;
     int32_t out_zp;
     float clamp_min, clamp_max;
     uint32_t tiles;
@@ -68,12 +74,15 @@ struct Geometry {
     std::vector<OpSet> out;
     for (size_t i = 0; i < tile_of.size(); ++i) {
       const bool own = !layer.group_out_zp.empty();
-      const OpSet want{base_of[i], own ? layer.group_out_zp.at(i) : layer.out_zp,
+      const OpSet want{base_of[i],
+                       slot_of[i],
+                       own ? layer.group_out_zp.at(i) : layer.out_zp,
                        own ? layer.group_clamp_min.at(i) : layer.clamp_min,
-                       own ? layer.group_clamp_max.at(i) : layer.clamp_max, 0};
+                       own ? layer.group_clamp_max.at(i) : layer.clamp_max,
+                       0};
       auto at = std::find_if(out.begin(), out.end(), [&](const OpSet& o) {
-        return o.base == want.base && o.out_zp == want.out_zp && o.clamp_min == want.clamp_min &&
-               o.clamp_max == want.clamp_max;
+        return o.base == want.base && o.slot == want.slot && o.out_zp == want.out_zp &&
+               o.clamp_min == want.clamp_min && o.clamp_max == want.clamp_max;
       });
       if (at == out.end()) at = out.insert(out.end(), want);
       at->tiles |= bit(tile_of[i]);
@@ -103,8 +112,17 @@ Geometry geometry(int n, int k, bool bias, const FcPlacement& placement = {}) {
          g.tiles, " output groups");
   for (size_t i = 0; i < g.tile_of.size(); ++i) {
     if (g.tile_of[i] < 0 || g.tile_of[i] > 15) fail("the placement names tile ", g.tile_of[i]);
-    for (size_t j = 0; j < i; ++j)
-      if (g.tile_of[j] == g.tile_of[i]) fail("the placement names tile ", g.tile_of[i], " twice");
+    int slot = 0;
+    for (size_t j = 0; j < i; ++j) {
+      if (g.tile_of[j] != g.tile_of[i]) continue;
+      ++slot;
+      if (std::abs(g.base_of[j] - g.base_of[i]) < g.unit_per_tile)
+        fail("the placement puts two groups' parameters on tile ", g.tile_of[i],
+             " over each other");
+    }
+    if (slot >= kMaxSlots)
+      fail("the placement puts more than ", kMaxSlots, " groups on tile ", g.tile_of[i]);
+    g.slot_of.push_back(slot);
   }
   for (int base : g.base_of)
     if (base < 0 || base % kRowUnits != 0 || base + g.unit_per_tile > kFcParamUnits)
@@ -287,13 +305,13 @@ container::Bitstream execution_program(const Geometry& g, const FcLayer& layer) 
   const int ob = -(out_words - 1);
   const std::string out_walk = cat("(1 x ", out_words, ")(1 x 1)(1 x 1)(", ob, " x 1)(", ob,
                                    " x 1)(", ob, " x 1)(", ob, " x 1)(", ob, " x 1 m3)");
-  for (const auto& [base, out_zp, clamp_min, clamp_max, tiles] : g.op_sets(layer)) {
+  for (const auto& [base, slot, out_zp, clamp_min, clamp_max, tiles] : g.op_sets(layer)) {
     e.add("w2n", cat("tiles=", hex(tiles), base ? cat(" w.addr=", hex(base)) : "", aux_load));
     const int par_base = base + g.aux.weights_unit();
     const int zp_unit = base + g.aux.zero_point_unit();
     e.add("op",
           cat("tiles=", hex(tiles), " loops=(", k_words, ") in=", in_walk,
-              " in.tflags=0x01 out.base=", hex(g.k), " out=", out_walk,
+              " in.tflags=0x01 out.base=", hex(g.k + kGroup * slot), " out=", out_walk,
               " out.tflags=0x1 par.base=", hex(par_base & 0x1fff),
               par_base > 0x1fff ? " par.sel=1" : "", " par=", par_walk, " psum=(0 x ", k_words,
               ") cfg0=0x065 cfg1=0x12c sync0=0x4000 sync1=0x4000 cfg2=0x07 cfg3=8 in_zp=",
@@ -314,11 +332,16 @@ container::Bitstream execution_program(const Geometry& g, const FcLayer& layer) 
   e.reloc_movi(11, BufferKind::kOutput, Half::kLower32, layer.output_name);
   e.add("bundle", "s_op=0x0f s_x=5 imm=11");
   e.add("bundle", "s_op=0x0f s_x=4 imm=10");
-  n2w_piece(e, compute, k_words, kRingFifo);
+  for (int slot = 0; slot < kMaxSlots; ++slot) {
+    uint32_t tiles = 0;
+    for (size_t i = 0; i < g.tile_of.size(); ++i)
+      if (g.slot_of[i] == slot) tiles |= bit(g.tile_of[i]);
+    if (tiles) n2w_piece(e, tiles, (g.k + kGroup * slot) / 4, kOutRow[slot]);
+  }
   descriptor(e, 5, 4, 6, g.n, 3);
   for (int t = 0; t < g.tiles; ++t) {
     e.add("outfeed", cat("walk=(0 x ", kGroup / 8, ") k173=3 f222=0x7f"));
-    ring_send(e, g.tile_of[size_t(t)], kRingFifo, 0x10000, ring_ordinal++);
+    ring_send(e, g.tile_of[size_t(t)], kOutRow[g.slot_of[size_t(t)]], 0x10000, ring_ordinal++);
   }
   tile_fence(e, "counters=0x1ffff units=0x3ff");
   e.add("scsync", cat("tiles=0xffff smask=0x020 thr5=", g.n / 32, " wait=0x020 sunits=0x0c"));
@@ -437,10 +460,10 @@ std::string fc_unsupported(int n, int k) {
 }
 
 std::vector<uint8_t> fc_parameters(const FcLayer& layer) {
-  const Geometry g = geometry(layer.n, layer.k, !layer.bias.empty());
+  const int groups = layer.n / kGroup;  // the stream is per group, wherever it is placed
   std::vector<uint8_t> out;
-  out.reserve(static_cast<size_t>(g.tiles * g.unit_per_tile * 64));
-  for (int t = 0; t < g.tiles; ++t) {
+  out.reserve(static_cast<size_t>(groups * fc_units_per_tile(layer.k, !layer.bias.empty()) * 64));
+  for (int t = 0; t < groups; ++t) {
     for (int c = 0; c < kGroup; ++c) {
       const uint32_t bits =
           std::bit_cast<uint32_t>(layer.mult[static_cast<size_t>(t * kGroup + c)]);
@@ -488,7 +511,11 @@ int fc_units_per_tile(int k, bool bias) {
 }
 
 FcPrograms generate_fc(const FcLayer& layer, const FcPlacement& placement) {
-  if (const std::string why = fc_unsupported(layer.n, layer.k); !why.empty()) fail(why);
+  // A placement may give tiles two groups each: up to 2048 outputs.
+  const int n_limit = placement.tiles.empty() ? 16 * kGroup : kMaxSlots * 16 * kGroup;
+  if (const std::string why = fc_unsupported(std::min(layer.n, 16 * kGroup), layer.k); !why.empty())
+    fail(why);
+  if (layer.n > n_limit) fail("N = ", layer.n, ": more outputs than the placement's tiles hold");
   const size_t groups = static_cast<size_t>(fc_groups(layer.n));
   if (!layer.group_out_zp.empty() &&
       (layer.group_out_zp.size() != groups || layer.group_clamp_min.size() != groups ||

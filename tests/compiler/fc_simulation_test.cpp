@@ -238,7 +238,16 @@ TEST(FcOnTheVirtualEdgeTpu, PlacedLayersStayResidentTogether) {
       {1024,
        64,
        {15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0},
-       std::vector<int>(16, 4000)}};
+       std::vector<int>(16, 4000)},
+      // 24 groups: tiles 0..7 compute two each (their second at their own unit).
+      {1536,
+       320,
+       {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 7, 6, 5, 4, 3, 2, 1, 0},
+       [] {
+         std::vector<int> u(16, 5000);
+         u.resize(24, 5400);
+         return u;
+       }()}};
   for (const auto& [n, k, tiles, units] : shapes) {
     Placed p;
     FcLayer& l = p.layer;
@@ -256,9 +265,9 @@ TEST(FcOnTheVirtualEdgeTpu, PlacedLayersStayResidentTogether) {
       l.mult.push_back(typical * (0.5f + std::uniform_real_distribution<float>(0, 1)(random)));
     l.clamp_min = fc_clamp(0, l.out_zp, 1.0f);
     l.clamp_max = fc_clamp(255, l.out_zp, 1.0f);
-    if (layers.size() == 1) {  // this layer's groups each have their own output stage
+    if (layers.size() == 1 || layers.size() == 4) {  // groups with their own output stages
       for (int g = 0; g < fc_groups(n); ++g) {
-        const int32_t zp = 40 + 50 * g;
+        const int32_t zp = 40 + 50 * (g % 4);
         l.group_out_zp.push_back(zp);
         l.group_clamp_min.push_back(fc_clamp(0, zp, 1.0f));
         l.group_clamp_max.push_back(fc_clamp(200, zp, 1.0f));  // a lower bound the outputs hit
@@ -297,7 +306,9 @@ TEST(FcOnTheVirtualEdgeTpu, PlacedLayersStayResidentTogether) {
     }
   }
   EXPECT_EQ(chip.fault(), "");
-  EXPECT_THROW(generate_fc(layers[0].layer, {{1, 2, 3, 4, 4}, {}}), Error);
+  EXPECT_THROW(generate_fc(layers[0].layer, {{1, 2, 3, 4, 4}, {}}), Error);  // the same unit
+  EXPECT_THROW(generate_fc(layers[0].layer, {{1, 2, 3, 4, 4}, {0, 0, 0, 0, 300}}), Error);
+  EXPECT_THROW(generate_fc(layers[0].layer, {{1, 1, 1, 4, 5}, {0, 400, 800, 0, 0}}), Error);
   EXPECT_THROW(generate_fc(layers[0].layer, {{}, std::vector<int>(5, 0x2000 - 8)}), Error);
   EXPECT_THROW(generate_fc(layers[0].layer, {{}, {0, 0, 6, 0, 0}}), Error);
   EXPECT_THROW(generate_fc(layers[0].layer, {{}, {0, 0}}), Error);
