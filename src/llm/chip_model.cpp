@@ -14,7 +14,7 @@ namespace tinycoral::llm {
 namespace {
 
 constexpr int kTiles = 16;
-constexpr int kMaxOutputs = 1024;  // outputs per program (the generator's N limit)
+constexpr int kMaxOutputs = 2048;  // outputs per program: two 64-output groups on each tile
 constexpr int kKStep = 64;
 
 runtime::StickTime& operator+=(runtime::StickTime& a, const runtime::StickTime& b) {
@@ -32,19 +32,25 @@ runtime::StickTime& operator+=(runtime::StickTime& a, const runtime::StickTime& 
 // fullest tile to 90%.
 class TileAllocator {
  public:
-  // False when `units` more per tile do not fit on the `groups` least-filled tiles.
+  // Each group to the least-filled tile that has fewer than `per_tile` of this program's groups
+  // (two when there are more than 16), at that tile's first free unit; false when one does not fit.
   bool place(int groups, int units, compiler::FcPlacement& placement) {
-    std::array<int, kTiles> order{};
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int a, int b) { return fill_[size_t(a)] < fill_[size_t(b)]; });
-    if (fill_[size_t(order[size_t(groups - 1)])] + units > compiler::kFcParamUnits) return false;
-    placement.tiles.assign(order.begin(), order.begin() + groups);
+    const int per_tile = groups > kTiles ? 2 : 1;
+    std::array<int, kTiles> fill = fill_, used{};
+    placement.tiles.clear();
     placement.param_units.clear();
-    for (int t : placement.tiles) {
-      placement.param_units.push_back(fill_[size_t(t)]);
-      fill_[size_t(t)] += units;
+    for (int g = 0; g < groups; ++g) {
+      int best = -1;
+      for (int t = 0; t < kTiles; ++t)
+        if (used[size_t(t)] < per_tile && (best < 0 || fill[size_t(t)] < fill[size_t(best)]))
+          best = t;
+      if (best < 0 || fill[size_t(best)] + units > compiler::kFcParamUnits) return false;
+      placement.tiles.push_back(best);
+      placement.param_units.push_back(fill[size_t(best)]);
+      fill[size_t(best)] += units;
+      ++used[size_t(best)];
     }
+    fill_ = fill;
     return true;
   }
   int max_fill() const { return *std::max_element(fill_.begin(), fill_.end()); }
@@ -109,8 +115,7 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
         const QuantizedMatmul& q = matmul(l, m);
         const int k_padded = (q.cols + kKStep - 1) / kKStep * kKStep;
         widest = std::max({widest, k_padded, whole_groups(q.rows) + kMaxOutputs});
-        if (const std::string why =
-                compiler::fc_unsupported(std::min(q.rows, kMaxOutputs), k_padded);
+        if (const std::string why = compiler::fc_unsupported(std::min(q.rows, 1024), k_padded);
             !why.empty()) {
           on_host.push_back(m);
           if (stats_.host_reason.empty())
