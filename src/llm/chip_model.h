@@ -4,9 +4,9 @@
 // compute the int8 path's arithmetic (int8_model.h), so both write the same text.
 //
 // Shapes: K is padded to a multiple of 64 with zero weight columns (the padded inputs then add
-// nothing), N is cut into programs of at most 1024 outputs; matmuls of the same input (q, k, v;
-// w1, w3) share one program when they fit in 16 groups together, each group with its matmul's own
-// output stage (fewer runs per token: stories15M's 42 matmuls are 30 programs). Each program's
+// nothing), N is cut into programs of at most 2048 outputs; matmuls of the same input (q, k, v;
+// w1, w3) share one program when they fit in 32 groups together, each group with its matmul's own
+// output stage (fewer runs per token: stories15M's 42 matmuls are 24 programs). Each program's
 // output groups go to the least-filled tiles, each at its tile's first free wide unit
 // (FcPlacement), and every caching program runs once at construction. A matmul the generator cannot
 // take (K > 1024) or whose weights no longer fit in tile memory runs on the host in the same
