@@ -60,6 +60,9 @@ elif [ -f "$data/llama2c/make_checkpoint.py" ] && command -v python3 >/dev/null;
   random_ckpt=$(mktemp)
   python3 "$data/llama2c/make_checkpoint.py" "$random_ckpt" rand_gqa
   "$tc" generate "$random_ckpt" -z "$tokenizer" -n 48 -t 0 -i "Once upon a time" --device cpu
+  echo "== the chip path: every layer matmul on the virtual Edge TPU (int8; the same text as"
+  echo "   --int8 on the CPU), with the stick's modeled speed"
+  "$tc" generate "$random_ckpt" -z "$tokenizer" -n 48 -t 0 -i "Once upon a time" --device sim 2>&1
   rm -f "$random_ckpt"
 else
   echo "(no llama2.c checkpoint or test data: no story; README \"TinyStories\" says where to get one)"

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdlib>
 #include <cstring>
 
 #include "common/error.h"
@@ -19,11 +20,15 @@ using container::Half;
 
 namespace {
 
-constexpr int kGroup = 64;            // outputs per compute tile (one op)
-constexpr int kPiece = 64;            // input bytes per input tile
-constexpr int kPacket = 256;          // ring packet bytes (one per row of 4 tiles)
-constexpr int kRingFifo = 0x2078;     // wide row where ring packets arrive (64-byte units)
-constexpr int kSendBuf = 0x2068;      // wide row a tile sends its input piece from
+constexpr int kGroup = 64;         // outputs per compute tile (one op)
+constexpr int kPiece = 64;         // input bytes per input tile
+constexpr int kPacket = 256;       // ring packet bytes (one per row of 4 tiles)
+constexpr int kRingFifo = 0x2078;  // wide row where ring packets arrive (64-byte units)
+constexpr int kSendBuf = 0x2068;   // wide row a tile sends its input piece from
+// Groups per compute tile (a placement may give a tile several): each slot's outputs leave
+// through its own wide row, the ring FIFO row or, free by then, the send row.
+constexpr int kMaxSlots = 2;
+constexpr int kOutRow[kMaxSlots] = {0x2078, 0x2068};
 constexpr int kStagingUnits = 2048;   // the parameter staging buffer, in 64-byte units
 constexpr int kPassUnits = 1024;      // parameter units per pop/infeed pass
 constexpr int kActPassUnits = 16384;  // activation units (8 bytes) per pass
@@ -41,16 +46,50 @@ AuxLayout aux_layout(bool bias) { return AuxLayout{bias ? 3 : 2}; }
 // Derived quantities of one layer.
 struct Geometry {
   int n, k;
-  int tiles;          // compute tiles = N / 64
-  int in_tiles;       // input tiles = K / 64
-  int packets;        // ring packets of the input = ceil(K / 256)
-  int x_piece;        // narrow byte address of a tile's input piece: 256 ceil(K/256) + 512
-  int unit_per_tile;  // parameter units (64 B) per compute tile
-  AuxLayout aux;      // the per-channel rows before the weights
-  uint32_t compute_mask() const { return first_tiles(tiles); }
+  int tiles;                 // compute tiles = N / 64
+  int in_tiles;              // input tiles = K / 64
+  int packets;               // ring packets of the input = ceil(K / 256)
+  int x_piece;               // narrow byte address of a tile's input piece: 256 ceil(K/256) + 512
+  int unit_per_tile;         // parameter units (64 B) per compute tile
+  AuxLayout aux;             // the per-channel rows before the weights
+  std::vector<int> tile_of;  // compute tile of each output group
+  std::vector<int> slot_of;  // the group's place among its tile's groups (outputs at K + 64 slot)
+  std::vector<int> base_of;  // wide unit of each group's parameters on its tile
+  uint32_t compute_mask() const {
+    uint32_t mask = 0;
+    for (int t : tile_of) mask |= tile_bit(t);
+    return mask;
+  }
+  // The compute tiles by what their op needs: the parameter unit and, for layers whose output
+  // groups carry their own output stage, its zero point and clamps. One aux load and one op each.
+  struct OpSet {
+    int base, slot;
+    int32_t out_zp;
+    float clamp_min, clamp_max;
+    uint32_t tiles;
+  };
+  std::vector<OpSet> op_sets(const FcLayer& layer) const {
+    std::vector<OpSet> out;
+    for (size_t i = 0; i < tile_of.size(); ++i) {
+      const bool own = !layer.group_out_zp.empty();
+      const OpSet want{base_of[i],
+                       slot_of[i],
+                       own ? layer.group_out_zp.at(i) : layer.out_zp,
+                       own ? layer.group_clamp_min.at(i) : layer.clamp_min,
+                       own ? layer.group_clamp_max.at(i) : layer.clamp_max,
+                       0};
+      auto at = std::find_if(out.begin(), out.end(), [&](const OpSet& o) {
+        return o.base == want.base && o.slot == want.slot && o.out_zp == want.out_zp &&
+               o.clamp_min == want.clamp_min && o.clamp_max == want.clamp_max;
+      });
+      if (at == out.end()) at = out.insert(out.end(), want);
+      at->tiles |= tile_bit(tile_of[i]);
+    }
+    return out;
+  }
 };
 
-Geometry geometry(int n, int k, bool bias) {
+Geometry geometry(int n, int k, bool bias, const FcPlacement& placement = {}) {
   Geometry g{};
   g.n = n;
   g.k = k;
@@ -60,6 +99,33 @@ Geometry geometry(int n, int k, bool bias) {
   g.x_piece = kPacket * ((k + kPacket - 1) / kPacket) + 512;
   g.aux = aux_layout(bias);
   g.unit_per_tile = (g.aux.rows * kGroup * 4 + kGroup * k) / 64;
+  g.tile_of = placement.tiles;
+  if (g.tile_of.empty())
+    for (int t = 0; t < g.tiles; ++t) g.tile_of.push_back(t);
+  g.base_of = placement.param_units;
+  if (g.base_of.empty()) g.base_of.assign(size_t(g.tiles), 0);
+  if (static_cast<int>(g.tile_of.size()) != g.tiles ||
+      static_cast<int>(g.base_of.size()) != g.tiles)
+    fail("the placement names ", g.tile_of.size(), " tiles and ", g.base_of.size(), " units for ",
+         g.tiles, " output groups");
+  for (size_t i = 0; i < g.tile_of.size(); ++i) {
+    if (g.tile_of[i] < 0 || g.tile_of[i] > 15) fail("the placement names tile ", g.tile_of[i]);
+    int slot = 0;
+    for (size_t j = 0; j < i; ++j) {
+      if (g.tile_of[j] != g.tile_of[i]) continue;
+      ++slot;
+      if (std::abs(g.base_of[j] - g.base_of[i]) < g.unit_per_tile)
+        fail("the placement puts two groups' parameters on tile ", g.tile_of[i],
+             " over each other");
+    }
+    if (slot >= kMaxSlots)
+      fail("the placement puts more than ", kMaxSlots, " groups on tile ", g.tile_of[i]);
+    g.slot_of.push_back(slot);
+  }
+  for (int base : g.base_of)
+    if (base < 0 || base % kRowUnits != 0 || base + g.unit_per_tile > kFcParamUnits)
+      fail("parameters at wide unit ", base, " (", g.unit_per_tile,
+           " units per tile) do not fit below unit ", kFcParamUnits, " or are not row-aligned");
   return g;
 }
 
@@ -158,10 +224,11 @@ container::Bitstream execution_program(const Geometry& g, const FcLayer& layer) 
   // (64 words apart), then the op; the op reads the zero-point row from wide memory itself.
   const int planes = g.aux.rows - 1;
   const std::string rewind = cat("(", -(31 + 64 * (planes - 1)), " x 1)");
-  e.add("w2n", cat("tiles=", hex(compute), " w=(1 x ", planes, ") w.lvl_mask=0x1 n=(1 x 32)(33 x ",
-                   planes, ")", rewind, rewind, rewind, rewind,
-                   " n.lvl_mask=0x03 mode=2 fill_size=64 sync.en0=1 sync.f2=1 sync.wait_lvl=2 "
-                   "sync.en1=1 sync.val=0x0ffff sync.en2=1 sync.f45=1 tail_f867=1 tail_en870=1"));
+  const std::string aux_load =
+      cat(" w=(1 x ", planes, ") w.lvl_mask=0x1 n=(1 x 32)(33 x ", planes, ")", rewind, rewind,
+          rewind, rewind,
+          " n.lvl_mask=0x03 mode=2 fill_size=64 sync.en0=1 sync.f2=1 sync.wait_lvl=2 "
+          "sync.en1=1 sync.val=0x0ffff sync.en2=1 sync.f45=1 tail_f867=1 tail_en870=1");
   const int back = -(k_words - 1);
   const std::string in_walk = cat("(1 x ", k_words, ")(1 x 1)(1 x 1)(", back, " x 1)(", back,
                                   " x 1)(", back, " x 1)(", back, " x 1)(", back, " x 1 m3)");
@@ -172,17 +239,22 @@ container::Bitstream execution_program(const Geometry& g, const FcLayer& layer) 
   const int ob = -(out_words - 1);
   const std::string out_walk = cat("(1 x ", out_words, ")(1 x 1)(1 x 1)(", ob, " x 1)(", ob,
                                    " x 1)(", ob, " x 1)(", ob, " x 1)(", ob, " x 1 m3)");
-  e.add(
-      "op",
-      cat("tiles=", hex(compute), " loops=(", k_words, ") in=", in_walk,
-          " in.tflags=0x01 out.base=", hex(g.k), " out=", out_walk, " out.tflags=0x1 par.base=",
-          hex(g.aux.weights_unit()), " par=", par_walk, " psum=(0 x ", k_words,
-          ") cfg0=0x065 cfg1=0x12c sync0=0x4000 sync1=0x4000 cfg2=0x07 cfg3=8 in_zp=", layer.in_zp,
-          " pc_aux_unit=", hex(g.aux.zero_point_unit()), " pc_aux_rows=", g.aux.rows - 1,
-          " pc_zp_unit=", hex(g.aux.zero_point_unit()), layer.bias.empty() ? "" : " cfg4=1",
-          " dp_mode=1 reduce_mask=0x01 out_ch_last=", kGroup - 1, " out_ch=", kGroup - 1,
-          " mult=", f32_bits(1.0f), " clamp_max=", f32_bits(layer.clamp_max),
-          " clamp_min=", f32_bits(layer.clamp_min), " out_zp=", layer.out_zp, " pc_mult=1"));
+  for (const auto& [base, slot, out_zp, clamp_min, clamp_max, tiles] : g.op_sets(layer)) {
+    e.add("w2n", cat("tiles=", hex(tiles), base ? cat(" w.addr=", hex(base)) : "", aux_load));
+    const int par_base = base + g.aux.weights_unit();
+    const int zp_unit = base + g.aux.zero_point_unit();
+    e.add("op",
+          cat("tiles=", hex(tiles), " loops=(", k_words, ") in=", in_walk,
+              " in.tflags=0x01 out.base=", hex(g.k + kGroup * slot), " out=", out_walk,
+              " out.tflags=0x1 par.base=", hex(par_base & 0x1fff),
+              par_base > 0x1fff ? " par.sel=1" : "", " par=", par_walk, " psum=(0 x ", k_words,
+              ") cfg0=0x065 cfg1=0x12c sync0=0x4000 sync1=0x4000 cfg2=0x07 cfg3=8 in_zp=",
+              layer.in_zp, " pc_aux_unit=", hex(zp_unit), " pc_aux_rows=", g.aux.rows - 1,
+              " pc_zp_unit=", hex(zp_unit), layer.bias.empty() ? "" : " cfg4=1",
+              " dp_mode=1 reduce_mask=0x01 out_ch_last=", kGroup - 1, " out_ch=", kGroup - 1,
+              " mult=", f32_bits(1.0f), " clamp_max=", f32_bits(clamp_max),
+              " clamp_min=", f32_bits(clamp_min), " out_zp=", out_zp, " pc_mult=1"));
+  }
   tile_fence(e, "counters=0x1ffff units=0x3ff");
   tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
   wait_tokens(e);
@@ -194,11 +266,16 @@ container::Bitstream execution_program(const Geometry& g, const FcLayer& layer) 
   e.reloc_movi(11, BufferKind::kOutput, Half::kLower32, layer.output_name);
   e.add("bundle", "s_op=0x0f s_x=5 imm=11");
   e.add("bundle", "s_op=0x0f s_x=4 imm=10");
-  n2w_piece(e, compute, k_words, kRingFifo);
+  for (int slot = 0; slot < kMaxSlots; ++slot) {
+    uint32_t tiles = 0;
+    for (size_t i = 0; i < g.tile_of.size(); ++i)
+      if (g.slot_of[i] == slot) tiles |= tile_bit(g.tile_of[i]);
+    if (tiles) n2w_piece(e, tiles, (g.k + kGroup * slot) / 4, kOutRow[slot]);
+  }
   descriptor(e, 5, 4, 6, g.n, 3);
   for (int t = 0; t < g.tiles; ++t) {
     e.add("outfeed", cat("walk=(0 x ", kGroup / 8, ") k173=3 f222=0x7f"));
-    ring_send(e, t, kRingFifo, 0x10000, ring_ordinal++);
+    ring_send(e, g.tile_of[size_t(t)], kOutRow[g.slot_of[size_t(t)]], 0x10000, ring_ordinal++);
   }
   tile_fence(e, "counters=0x1ffff units=0x3ff");
   e.add("scsync", cat("tiles=0xffff smask=0x020 thr5=", g.n / 32, " wait=0x020 sunits=0x0c"));
@@ -232,10 +309,13 @@ container::Bitstream caching_program(const Geometry& g) {
             " rows_neg=", hex(0x8000 - rows), " k199=1 k215=1"));
   const int k_rows = g.k / 4;  // 256-byte weight rows per tile
   for (int t = 0; t < g.tiles; ++t) {
-    e.add("ringcons0", cat("tiles=", hex(tile_bit(t)), " addr=", hex(2 + g.aux.weights_unit()),
-                           " dst=(1 x ", k_rows, ")(", 1 - k_rows, " x 1)(", 1 - k_rows, " x 1)(",
-                           1 - k_rows, " x 1) sdims=1 aux_en0=1 aux_rows0_m1=", g.aux.rows - 1,
-                           " aux_addr1=", hex(g.aux.zero_point_unit()), " aux_f319=1"));
+    const int base = g.base_of[size_t(t)];
+    e.add("ringcons0",
+          cat("tiles=", hex(tile_bit(g.tile_of[size_t(t)])),
+              " addr=", hex(2 + base + g.aux.weights_unit()), " dst=(1 x ", k_rows, ")(",
+              1 - k_rows, " x 1)(", 1 - k_rows, " x 1)(", 1 - k_rows, " x 1) sdims=1 aux_en0=1",
+              base ? cat(" aux_addr0=", hex(base)) : "", " aux_rows0_m1=", g.aux.rows - 1,
+              " aux_addr1=", hex(base + g.aux.zero_point_unit()), " aux_f319=1"));
   }
   const int u = g.unit_per_tile;
   const Passes per_tile = passes_of(u, kPassUnits);
@@ -246,7 +326,8 @@ container::Bitstream caching_program(const Geometry& g) {
               nest({{1, kPassUnits}, {1 - kPassUnits, per_tile.count}, {1 - kPassUnits, 1}}),
               " k157=1 k160=1 par172=1", per_tile.fields(),
               " f308=0x8 par314=1 pop_wait=", hex((t * u + 1) & 0xffff),
-              " k336=1 f352=1 f391=2 dest=", hex(tile_bit(t)), " f434=0xf lanes_m1=3"));
+              " k336=1 f352=1 f391=2 dest=", hex(tile_bit(g.tile_of[size_t(t)])),
+              " f434=0xf lanes_m1=3"));
   }
   tile_fence(e, "b43=1 units=0x3ff signal=1 f109=3");
   wait_tokens(e);
@@ -265,10 +346,10 @@ std::string fc_unsupported(int n, int k) {
 }
 
 std::vector<uint8_t> fc_parameters(const FcLayer& layer) {
-  const Geometry g = geometry(layer.n, layer.k, !layer.bias.empty());
+  const int groups = layer.n / kGroup;  // the stream is per group, wherever it is placed
   std::vector<uint8_t> out;
-  out.reserve(static_cast<size_t>(g.tiles * g.unit_per_tile * 64));
-  for (int t = 0; t < g.tiles; ++t) {
+  out.reserve(static_cast<size_t>(groups * fc_units_per_tile(layer.k, !layer.bias.empty()) * 64));
+  for (int t = 0; t < groups; ++t) {
     for (int c = 0; c < kGroup; ++c) {
       const uint32_t bits =
           std::bit_cast<uint32_t>(layer.mult[static_cast<size_t>(t * kGroup + c)]);
@@ -310,17 +391,32 @@ FcLayer padded_to_groups(const FcLayer& layer) {
 
 }  // namespace
 
-FcPrograms generate_fc(const FcLayer& layer) {
-  if (const std::string why = fc_unsupported(layer.n, layer.k); !why.empty()) fail(why);
+int fc_groups(int n) { return (n + kGroup - 1) / kGroup; }
+int fc_units_per_tile(int k, bool bias) {
+  return (aux_layout(bias).rows * kGroup * 4 + kGroup * k) / 64;
+}
+
+FcPrograms generate_fc(const FcLayer& layer, const FcPlacement& placement) {
+  // A placement may give tiles two groups each: up to 2048 outputs.
+  const int n_limit = placement.tiles.empty() ? 16 * kGroup : kMaxSlots * 16 * kGroup;
+  if (const std::string why = fc_unsupported(std::min(layer.n, 16 * kGroup), layer.k); !why.empty())
+    fail(why);
+  if (layer.n > n_limit) fail("N = ", layer.n, ": more outputs than the placement's tiles hold");
+  const size_t groups = static_cast<size_t>(fc_groups(layer.n));
+  if (!layer.group_out_zp.empty() &&
+      (layer.group_out_zp.size() != groups || layer.group_clamp_min.size() != groups ||
+       layer.group_clamp_max.size() != groups))
+    fail("per-group output stages need one zero point and two clamps for each of ", groups,
+         " groups");
   if (layer.n % kGroup != 0) {
     // The chip returns every padded group; the output layer takes the first N bytes of them.
-    FcPrograms out = generate_fc(padded_to_groups(layer));
+    FcPrograms out = generate_fc(padded_to_groups(layer), placement);
     container::Layer& y = out.execution.output_layers.at(0);
     y.z_dim = layer.n;
     y.shape = {{0, 0}, {0, layer.n - 1}};
     return out;
   }
-  const Geometry g = geometry(layer.n, layer.k, !layer.bias.empty());
+  const Geometry g = geometry(layer.n, layer.k, !layer.bias.empty(), placement);
   FcPrograms out;
   container::Executable& eo = out.execution;
   eo.name = "model";

@@ -23,11 +23,26 @@ struct FcPrograms {
 // Why this shape is outside what the generator reproduces, or "" when it is covered.
 std::string fc_unsupported(int n, int k);
 
+// Where the parameters live, for several layers resident in tile memory at once (the llm chip
+// path, docs/llm.md): output group g is computed on tile `tiles[g]` (default: tile g) from
+// parameters at wide unit `param_units[g]` of that tile (default 0; a multiple of 4, below
+// kFcParamUnits). Tiles with different units get their own aux load and op. The defaults give
+// edgetpu_compiler's programs byte for byte.
+struct FcPlacement {
+  std::vector<int> tiles;
+  std::vector<int> param_units;
+};
+// Wide units (64 B) of each tile below the ring FIFO rows that parameters may occupy: 512 KiB.
+constexpr int kFcParamUnits = 0x2000;
+// Output groups (compute tiles) of an N-output layer and the parameter units each holds.
+int fc_groups(int n);
+int fc_units_per_tile(int k, bool bias);
+
 // The parameter stream: per compute tile, a row of 64 float32 multipliers, a row of 64 int32
 // (128: the zero point of the stored weights), then the weights as [K/4][64][4] bytes w + 128.
 std::vector<uint8_t> fc_parameters(const FcLayer& layer);
 
-// Both executables; throws Error if fc_unsupported() is not empty.
-FcPrograms generate_fc(const FcLayer& layer);
+// Both executables; throws Error if fc_unsupported() is not empty or the placement is invalid.
+FcPrograms generate_fc(const FcLayer& layer, const FcPlacement& placement = {});
 
 }  // namespace tinycoral::compiler

@@ -24,6 +24,10 @@ struct FcLayer {
         clamp_max = 0;  // f32(f32((q - out_zp) * y_scale) * f32(1 / y_scale)), q = 0/255
   std::string input_name, output_name;               // the boundary tensors' names
   bool signed_input = false, signed_output = false;  // int8 (not uint8) at the boundary
+  // Several matmuls of one input in one program (the llm chip path): each 64-output group may
+  // have its own output zero point and clamps (one op per distinct stage). Empty: the layer's.
+  std::vector<int32_t> group_out_zp;
+  std::vector<float> group_clamp_min, group_clamp_max;
 };
 
 // Recognises the mapped part [QUANTIZE] FULLY_CONNECTED [QUANTIZE] (uint8 at both ends) and builds

@@ -49,7 +49,9 @@ class Sampler {
   float temperature_, topp_;
   XorShiftRng rng_;
   Draw draw_;
-  std::vector<std::pair<float, int>> candidates_;
+  // Nucleus candidates as sort keys: (probability descending, index ascending) in one integer.
+  std::vector<uint64_t> candidates_, scratch_;
+  std::vector<uint32_t> counts_;
 };
 
 int argmax(std::span<const float> v);

@@ -8,11 +8,14 @@
 #include <cmath>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "chip/sim_runner.h"
 #include "compiler/compile.h"
+#include "compiler/fc_codegen.h"
 #include "container/tflite_writer.h"
 #include "host/interpreter.h"
+#include "host/rounding.h"
 
 namespace tinycoral::compiler {
 namespace {
@@ -210,6 +213,108 @@ TEST(FcOnTheVirtualEdgeTpu, RandomShapesWithBiasEqualTheCpuReferenceInEveryByte)
     const int k = 64 * (1 + static_cast<int>(random() % 16));
     expect_equal_to_cpu(n, k, true, random);
   }
+}
+
+// Several layers resident at once (the llm chip path): each layer's groups on its own tiles and
+// its parameters at its own wide unit; all caching programs run first, then every layer's
+// inference, twice, each equal to the reference in every byte. A layer whose parameters
+// overwrote another's would change that layer's bytes. One layer gives each output group its own
+// output zero point and clamps (several matmuls of one input in one program).
+TEST(FcOnTheVirtualEdgeTpu, PlacedLayersStayResidentTogether) {
+  std::mt19937 random(29);
+  struct Placed {
+    FcLayer layer;
+    FcPlacement placement;
+    FcPrograms programs;
+    std::vector<uint8_t> x, want;
+  };
+  std::vector<Placed> layers;
+  // Tiles, and each group's unit on its tile (several groups of one layer share a unit).
+  const int top = 0x2000 - fc_units_per_tile(1024, false);
+  const std::vector<std::tuple<int, int, std::vector<int>, std::vector<int>>> shapes = {
+      {320, 320, {11, 3, 7, 0, 15}, {}},
+      {200, 768, {3, 7, 0, 15}, {4 * 300, 4 * 100, 4 * 300, 4 * 200}},
+      {64, 1024, {9}, {top}},
+      {1024,
+       64,
+       {15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0},
+       std::vector<int>(16, 4000)},
+      // 24 groups: tiles 0..7 compute two each (their second at their own unit).
+      {1536,
+       320,
+       {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 7, 6, 5, 4, 3, 2, 1, 0},
+       [] {
+         std::vector<int> u(16, 5000);
+         u.resize(24, 5400);
+         return u;
+       }()}};
+  for (const auto& [n, k, tiles, units] : shapes) {
+    Placed p;
+    FcLayer& l = p.layer;
+    l.n = n;
+    l.k = k;
+    l.weights.resize(size_t(n) * size_t(k));
+    for (auto& w : l.weights) w = static_cast<int8_t>(static_cast<int>(random() % 255) - 127);
+    l.in_zp = static_cast<int32_t>(random() % 200) + 28;
+    l.out_zp = static_cast<int32_t>(random() % 100) + 78;
+    l.in_scale = 0.01f;
+    l.out_scale = 1.0f;
+    // ~3 standard deviations of the sum (74 * 74 * sqrt(k) * mult) reach 127.
+    const float typical = 127.0f / (3.0f * 74 * 74 * std::sqrt(static_cast<float>(k)));
+    for (int c = 0; c < n; ++c)
+      l.mult.push_back(typical * (0.5f + std::uniform_real_distribution<float>(0, 1)(random)));
+    l.clamp_min = fc_clamp(0, l.out_zp, 1.0f);
+    l.clamp_max = fc_clamp(255, l.out_zp, 1.0f);
+    if (layers.size() == 1 || layers.size() == 4) {  // groups with their own output stages
+      for (int g = 0; g < fc_groups(n); ++g) {
+        const int32_t zp = 40 + 50 * (g % 4);
+        l.group_out_zp.push_back(zp);
+        l.group_clamp_min.push_back(fc_clamp(0, zp, 1.0f));
+        l.group_clamp_max.push_back(fc_clamp(200, zp, 1.0f));  // a lower bound the outputs hit
+      }
+    }
+    l.input_name = "x";
+    l.output_name = "y";
+    p.placement = {tiles, units};
+    p.programs = generate_fc(l, p.placement);
+    p.x.resize(size_t(k));
+    for (auto& b : p.x) b = static_cast<uint8_t>(random());
+    for (int r = 0; r < n; ++r) {
+      const bool own = !l.group_out_zp.empty();
+      const size_t g = size_t(r / 64);
+      const host::edgetpu::Clamps clamps{own ? l.group_clamp_min[g] : l.clamp_min,
+                                         own ? l.group_clamp_max[g] : l.clamp_max};
+      const int32_t out_zp = own ? l.group_out_zp[g] : l.out_zp;
+      int32_t acc = 0;
+      for (int j = 0; j < k; ++j)
+        acc += (int32_t{p.x[size_t(j)]} - l.in_zp) * l.weights[size_t(r) * size_t(k) + size_t(j)];
+      const int32_t y = host::edgetpu::requantize(acc, l.mult[size_t(r)], clamps, out_zp);
+      p.want.push_back(static_cast<uint8_t>(std::clamp(y, 0, 255)));
+    }
+    ASSERT_GT(std::set<uint8_t>(p.want.begin(), p.want.end()).size(), size_t(16));
+    layers.push_back(std::move(p));
+  }
+  chip::VirtualEdgeTpu chip;
+  for (const Placed& p : layers) chip::testing::run_executable(chip, p.programs.caching, {});
+  for (int round = 0; round < 2; ++round) {
+    for (const Placed& p : layers) {
+      SCOPED_TRACE(std::to_string(p.layer.n) + " x " + std::to_string(p.layer.k));
+      const auto& y = p.programs.execution.output_layers.at(0);
+      const auto got = chip::testing::detile(
+          y, chip::testing::run_executable(chip, p.programs.execution, {{"x", p.x}}).at(y.name));
+      ASSERT_EQ(got, p.want) << "round " << round;
+    }
+  }
+  EXPECT_EQ(chip.fault(), "");
+  EXPECT_THROW(generate_fc(layers[0].layer, {{1, 2, 3, 4, 4}, {}}), Error);  // the same unit
+  EXPECT_THROW(generate_fc(layers[0].layer, {{1, 2, 3, 4, 4}, {0, 0, 0, 0, 300}}), Error);
+  EXPECT_THROW(generate_fc(layers[0].layer, {{1, 1, 1, 4, 5}, {0, 400, 800, 0, 0}}), Error);
+  EXPECT_THROW(generate_fc(layers[0].layer, {{}, std::vector<int>(5, 0x2000 - 8)}), Error);
+  EXPECT_THROW(generate_fc(layers[0].layer, {{}, {0, 0, 6, 0, 0}}), Error);
+  EXPECT_THROW(generate_fc(layers[0].layer, {{}, {0, 0}}), Error);
+  FcLayer short_stages = layers[1].layer;
+  short_stages.group_out_zp.pop_back();
+  EXPECT_THROW(generate_fc(short_stages, layers[1].placement), Error);
 }
 
 }  // namespace

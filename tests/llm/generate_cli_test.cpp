@@ -73,9 +73,8 @@ TEST_F(GenerateCli, BadInputsAreOneLineAndExitTwo) {
     EXPECT_NE(r.err.find(what), std::string::npos) << args << "\n" << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   };
-  expect_error(q("model.bin") + " --device sim", "not built yet");
-  expect_error(q("model.bin") + " --device usb", "not built yet");
-  expect_error(q("model.bin") + " --device gpu", "unknown --device");
+  expect_error(q("model.bin") + " --device usb:7", "Coral USB Accelerator");
+  expect_error(q("model.bin") + " --device gpu", "unknown device");
   expect_error(q("missing.bin") + " --device cpu", "missing.bin");
   expect_error(q("model.bin") + " --device cpu -i " + std::string(45, 'q'), "seq_len 40");
   std::vector<uint8_t> bytes = tiny_v0(shape_, TinyWeights(shape_));

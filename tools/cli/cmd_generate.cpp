@@ -1,7 +1,9 @@
 // `tinycoral generate`: writes a story with a llama2.c checkpoint, with run.c's flags and behaviour
 // (src/llm/, docs/llm.md): the same seed writes the same story as run.c. The text is streamed on
 // stdout as it is written and the speed goes to stderr; --json prints one object at the end
-// instead. --int8 runs the layer matmuls in the Edge TPU's arithmetic (the chip path's oracle).
+// instead. --int8 runs the layer matmuls in the Edge TPU's arithmetic (the chip path's oracle);
+// --device sim / usb runs them on an Edge TPU (the chip path, llm/chip_model.h), which writes the
+// same text, and reports the stick's modeled speed on the simulator.
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -13,8 +15,11 @@
 #include "commands.h"
 #include "common/error.h"
 #include "llm/checkpoint.h"
+#include "llm/chip_model.h"
 #include "llm/generate.h"
 #include "llm/int8_model.h"
+#include "runtime/device_select.h"
+#include "usb/libusb_transport.h"
 
 namespace tinycoral::cli {
 
@@ -36,17 +41,64 @@ std::string default_tokenizer(const std::string& checkpoint) {
   return std::filesystem::exists(beside) ? beside.string() : "tokenizer.bin";
 }
 
+bool stick_present() {
+  try {
+    return !usb::list_usb_sticks().empty();
+  } catch (const Error&) {
+    return false;  // no usable libusb (a container without /dev/bus/usb): no stick
+  }
+}
+
+// The Edge TPU --device names, or null for the CPU. auto takes a real stick when one is plugged
+// in, else the CPU: the simulator is only used when asked for (it computes every cycle).
+std::unique_ptr<runtime::EdgeTpu> open_device(const std::string& device, bool quiet) {
+  const runtime::DeviceChoice choice = runtime::parse_device(device);
+  if (choice.kind == runtime::DeviceChoice::Kind::kCpu) return nullptr;
+  if (choice.kind == runtime::DeviceChoice::Kind::kAuto && !stick_present()) {
+    if (!quiet) std::cerr << "tinycoral: --device auto: no Coral USB Accelerator, using the CPU\n";
+    return nullptr;
+  }
+  std::string note;
+  auto tpu = runtime::open_edgetpu(choice, {}, &note);
+  if (!quiet && !note.empty()) std::cerr << "tinycoral: " << note << "\n";
+  return tpu;
+}
+
+// The chip path's figures: measured, and modeled from the simulator's clock per forward pass.
+nlohmann::json chip_json(const llm::ChipPathStats& s, int positions, double wall_s,
+                         bool simulated) {
+  nlohmann::json j;
+  j["matmuls_on_chip"] = s.chip_matmuls;
+  j["matmuls_on_host"] = s.host_matmuls;
+  if (!s.host_reason.empty()) j["host_reason"] = s.host_reason;
+  j["programs_per_token"] = s.programs;
+  j["resident_parameter_bytes"] = s.resident_bytes;
+  j["fullest_tile_parameter_bytes"] = int64_t{s.max_tile_units} * 64;
+  if (simulated && positions > 0) {
+    const double per = 1.0 / positions;
+    const runtime::StickTime& t = s.modeled;
+    const double stick_ms = t.total_ms_high() * per;
+    const double host_ms = std::max(0.0, wall_s - s.chip_wall_s) * 1e3 * per;
+    nlohmann::json m;
+    m["stick_ms_per_token"] = stick_ms;
+    m["compute_ms_per_token"] = t.compute_ms_high * per;
+    m["to_device_ms_per_token"] = t.to_device_ms * per;
+    m["from_device_ms_per_token"] = t.from_device_ms * per;
+    m["per_run_ms_per_token"] = t.per_run_ms * per;
+    m["stick_tokens_per_second"] = stick_ms > 0 ? 1e3 / stick_ms : 0;
+    m["host_ms_per_token_measured"] = host_ms;
+    m["tokens_per_second_with_host"] = 1e3 / (stick_ms + host_ms);
+    m["parameter_caching_ms"] = s.caching.total_ms_high();
+    m["clock"] = "250 MHz";
+    j["modeled"] = m;
+  }
+  return j;
+}
+
 void run(GenerateArgs& a) {
-  if (a.device == "sim" || a.device == "usb" || a.device.rfind("usb:", 0) == 0)
-    fail("--device ", a.device,
-         ": the Edge TPU path for transformers is not built yet (issue 14 step 5); use --device "
-         "cpu (or --int8 for the chip's arithmetic on the CPU)");
-  if (a.device != "auto" && a.device != "cpu")
-    fail("unknown --device '", a.device, "' (auto, usb, sim or cpu)");
   if (a.threads < 0) fail("--threads must be >= 0");
   if (a.calibration < 1) fail("--calibration must be >= 1");
-  if (a.device == "auto" && !a.json)
-    std::cerr << "tinycoral: --device auto: the chip path is not built yet, running on the CPU\n";
+  runtime::parse_device(a.device);  // a bad --device fails before the checkpoint is read
   const llm::Checkpoint ck = llm::load_checkpoint(a.checkpoint);
   const std::string tok_path = a.tokenizer.empty() ? default_tokenizer(a.checkpoint) : a.tokenizer;
   const llm::Tokenizer tokenizer = llm::Tokenizer::load(tok_path, ck.config.vocab_size);
@@ -57,9 +109,20 @@ void run(GenerateArgs& a) {
                           ? a.threads
                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   llm::ThreadPool pool(threads);
+  const std::unique_ptr<runtime::EdgeTpu> tpu = open_device(a.device, a.json);  // outlives model
   std::unique_ptr<llm::Transformer> model;
   llm::Calibration cal;
-  if (a.int8) {
+  llm::ChipTransformer* chip = nullptr;
+  if (tpu) {  // the chip path computes the int8 path's arithmetic
+    cal = llm::calibrate(ck, pool, a.calibration);
+    auto owned = std::make_unique<llm::ChipTransformer>(ck, pool, cal, *tpu);
+    chip = owned.get();
+    model = std::move(owned);
+    if (chip->stats().host_matmuls > 0 && !a.json)
+      std::cerr << "tinycoral: " << chip->stats().host_matmuls << " of "
+                << chip->stats().host_matmuls + chip->stats().chip_matmuls
+                << " layer matmuls run on the host (" << chip->stats().host_reason << ")\n";
+  } else if (a.int8) {
     cal = llm::calibrate(ck, pool, a.calibration);
     model = std::make_unique<llm::Int8Transformer>(ck, pool, cal);
   } else {
@@ -76,17 +139,24 @@ void run(GenerateArgs& a) {
       std::fflush(stdout);
     }
   };
+  const auto start = std::chrono::steady_clock::now();
   const llm::GenerateResult r =
       llm::generate(*model, tokenizer, sampler, a.prompt, a.steps < 0 ? 0 : a.steps, emit);
-  const char* arithmetic = a.int8 ? "int8 (Edge TPU arithmetic)" : "float32";
+  const double wall_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const bool int8 = a.int8 || chip;
+  const char* arithmetic = int8 ? "int8 (Edge TPU arithmetic)" : "float32";
+  const bool simulated = tpu && tpu->is_virtual();
+  const std::string device = !tpu ? "cpu" : simulated ? "sim" : "usb";
   if (a.json) {
     nlohmann::json j;
     j["text"] = text;
     j["tokens"] = r.tokens;
     j["prompt_tokens"] = r.prompt_tokens;
     j["positions"] = r.positions;
-    j["device"] = "cpu";
-    j["arithmetic"] = a.int8 ? "int8" : "float32";
+    j["device"] = device;
+    j["arithmetic"] = int8 ? "int8" : "float32";
+    if (chip) j["chip"] = chip_json(chip->stats(), r.positions, wall_s, simulated);
     j["threads"] = threads;
     j["seed"] = seed;
     j["tokens_per_second"] = r.tokens_per_second;
@@ -95,8 +165,28 @@ void run(GenerateArgs& a) {
     return;
   }
   std::cout << "\n";
-  std::cerr << "tinycoral: " << r.tokens_per_second << " tok/s on the CPU (" << arithmetic << ", "
-            << threads << (threads == 1 ? " thread" : " threads") << ")\n";
+  if (!chip) {
+    std::cerr << "tinycoral: " << r.tokens_per_second << " tok/s on the CPU (" << arithmetic << ", "
+              << threads << (threads == 1 ? " thread" : " threads") << ")\n";
+    return;
+  }
+  const llm::ChipPathStats& s = chip->stats();
+  std::cerr << "tinycoral: " << r.tokens_per_second << " tok/s measured on "
+            << (simulated ? "the virtual Edge TPU (simulated, every cycle)" : tpu->description())
+            << ": " << s.chip_matmuls << " layer matmuls on the chip as " << s.programs
+            << " programs per token, " << s.resident_bytes << " parameter bytes resident\n";
+  if (simulated) {
+    const nlohmann::json m = chip_json(s, r.positions, wall_s, true).at("modeled");
+    std::cerr << "tinycoral: modeled stick: " << m.at("stick_tokens_per_second").get<double>()
+              << " tok/s (" << m.at("stick_ms_per_token").get<double>()
+              << " ms per token at 250 MHz: compute " << m.at("compute_ms_per_token").get<double>()
+              << ", USB " << m.at("to_device_ms_per_token").get<double>() << " + "
+              << m.at("from_device_ms_per_token").get<double>() << ", per-run cost "
+              << m.at("per_run_ms_per_token").get<double>() << "); with the host's measured "
+              << m.at("host_ms_per_token_measured").get<double>()
+              << " ms per token: " << m.at("tokens_per_second_with_host").get<double>()
+              << " tok/s (modeled)\n";
+  }
 }
 
 }  // namespace
@@ -118,7 +208,8 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("-s,--seed", args->seed, "random seed (0: the time)");
   cmd->add_option("-i,--prompt", args->prompt, "the story's beginning");
   cmd->add_option("--device", args->device,
-                  "auto, usb, sim or cpu (the chip path is not built yet)")
+                  "cpu; sim or usb[:N]: the layer matmuls on an Edge TPU in int8 (the virtual one "
+                  "reports the stick's modeled speed); auto: a stick if plugged in, else cpu")
       ->capture_default_str();
   cmd->add_flag("--int8", args->int8, "layer matmuls in the Edge TPU's int8 arithmetic");
   cmd->add_option("--calibration", args->calibration,

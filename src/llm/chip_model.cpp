@@ -1,0 +1,303 @@
+// The layer matmuls on the Edge TPU, weights resident (chip_model.h).
+#include "llm/chip_model.h"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <numeric>
+
+#include "common/error.h"
+#include "compiler/fc_codegen.h"
+
+namespace tinycoral::llm {
+
+namespace {
+
+constexpr int kTiles = 16;
+constexpr int kMaxOutputs = 2048;  // outputs per program: two 64-output groups on each tile
+constexpr int kKStep = 64;
+
+runtime::StickTime& operator+=(runtime::StickTime& a, const runtime::StickTime& b) {
+  a.compute_ms_high += b.compute_ms_high;
+  a.compute_ms_max += b.compute_ms_max;
+  a.to_device_ms += b.to_device_ms;
+  a.from_device_ms += b.from_device_ms;
+  a.per_run_ms += b.per_run_ms;
+  return a;
+}
+
+// Tile memory as the placement sees it: each tile's parameters fill wide units from 0 up. A
+// program's groups go to the least-filled tiles, each at that tile's first free unit (the program
+// then has one op per distinct unit), so the tiles fill evenly: stories15M's six layers fill the
+// fullest tile to 90%.
+class TileAllocator {
+ public:
+  // Each group to the least-filled tile that has fewer than `per_tile` of this program's groups
+  // (two when there are more than 16), at that tile's first free unit; false when one does not fit.
+  bool place(int groups, int units, compiler::FcPlacement& placement) {
+    const int per_tile = groups > kTiles ? 2 : 1;
+    std::array<int, kTiles> fill = fill_, used{};
+    placement.tiles.clear();
+    placement.param_units.clear();
+    for (int g = 0; g < groups; ++g) {
+      int best = -1;
+      for (int t = 0; t < kTiles; ++t)
+        if (used[size_t(t)] < per_tile && (best < 0 || fill[size_t(t)] < fill[size_t(best)]))
+          best = t;
+      if (best < 0 || fill[size_t(best)] + units > compiler::kFcParamUnits) return false;
+      placement.tiles.push_back(best);
+      placement.param_units.push_back(fill[size_t(best)]);
+      fill[size_t(best)] += units;
+      ++used[size_t(best)];
+    }
+    fill_ = fill;
+    return true;
+  }
+  int max_fill() const { return *std::max_element(fill_.begin(), fill_.end()); }
+
+ private:
+  std::array<int, kTiles> fill_{};  // units, always a multiple of 4 (whole rows)
+};
+
+}  // namespace
+
+// One execution program: whole matmuls of one input side by side (or one chunk of a matmul with
+// more than 1024 outputs), each segment starting at a 64-output group.
+struct ChipTransformer::Program {
+  struct Segment {
+    LayerMatmul m;
+    int row0, rows, out_at;
+  };
+  std::vector<Segment> segments;
+  int outputs = 0;  // whole groups
+  int k_padded = 0;
+  std::shared_ptr<runtime::Program> execution, caching;
+};
+
+// How one matmul is computed: on the host (no programs), or by these programs.
+struct ChipTransformer::MatmulPlan {
+  std::vector<int> programs;
+};
+
+namespace {
+
+// Matmuls that read the same input, in forward()'s order: candidates for one program.
+const std::vector<std::vector<LayerMatmul>>& input_sets() {
+  static const std::vector<std::vector<LayerMatmul>> sets = {
+      {LayerMatmul::kQ, LayerMatmul::kK, LayerMatmul::kV},
+      {LayerMatmul::kO},
+      {LayerMatmul::kW1, LayerMatmul::kW3},
+      {LayerMatmul::kW2}};
+  return sets;
+}
+
+int whole_groups(int rows) { return (rows + 63) / 64 * 64; }
+
+bool same_input(const QParams& a, const QParams& b) {
+  return a.scale == b.scale && a.zero_point == b.zero_point;
+}
+
+}  // namespace
+
+ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
+                                 const Calibration& calibration, runtime::EdgeTpu& tpu)
+    : Int8Transformer(ck, pool, calibration), tpu_(tpu) {
+  const Config& c = ck.config;
+  TileAllocator tiles;
+  int widest = 0;
+  plans_.resize(size_t(c.n_layers) * kLayerMatmuls);
+  for (int l = 0; l < c.n_layers; ++l) {
+    for (const std::vector<LayerMatmul>& set : input_sets()) {
+      // The programs of this input set: segments first, then placement and code.
+      std::vector<Program> made;
+      std::vector<LayerMatmul> on_host;
+      for (LayerMatmul m : set) {
+        const QuantizedMatmul& q = matmul(l, m);
+        const int k_padded = (q.cols + kKStep - 1) / kKStep * kKStep;
+        widest = std::max({widest, k_padded, whole_groups(q.rows) + kMaxOutputs});
+        if (const std::string why = compiler::fc_unsupported(std::min(q.rows, 1024), k_padded);
+            !why.empty()) {
+          on_host.push_back(m);
+          if (stats_.host_reason.empty())
+            stats_.host_reason =
+                cat("layer ", l, " ", matmul_name(m), " (", q.rows, " x ", q.cols, "): ", why);
+          continue;
+        }
+        const bool joins = q.rows <= kMaxOutputs && !made.empty() &&
+                           made.back().segments.front().rows <= kMaxOutputs &&
+                           made.back().outputs + whole_groups(q.rows) <= kMaxOutputs &&
+                           same_input(matmul(l, made.back().segments.front().m).in, q.in);
+        for (int row0 = 0; row0 < q.rows; row0 += kMaxOutputs) {
+          const int rows = std::min(kMaxOutputs, q.rows - row0);
+          if (!joins || row0 > 0) {
+            made.emplace_back();
+            made.back().k_padded = k_padded;
+          }
+          Program& p = made.back();
+          p.segments.push_back({m, row0, rows, p.outputs});
+          p.outputs += whole_groups(rows);
+        }
+      }
+      for (Program& p : made) {
+        compiler::FcPlacement placement;
+        const int units = compiler::fc_units_per_tile(p.k_padded, false);
+        if (!tiles.place(compiler::fc_groups(p.outputs), units, placement)) {
+          for (const Program::Segment& s : p.segments)
+            if (std::find(on_host.begin(), on_host.end(), s.m) == on_host.end())
+              on_host.push_back(s.m);
+          if (stats_.host_reason.empty())
+            stats_.host_reason = cat("layer ", l, " ", matmul_name(p.segments.front().m),
+                                     ": the weights before it fill the tile memory");
+          continue;
+        }
+        compiler::FcLayer fc = fc_layer(l, p);
+        compiler::FcPrograms code = compiler::generate_fc(fc, placement);
+        stats_.resident_bytes += static_cast<int64_t>(code.caching.parameters.size());
+        p.execution = std::make_shared<runtime::Program>(std::move(code.execution));
+        p.caching = std::make_shared<runtime::Program>(std::move(code.caching));
+      }
+      // A matmul is on the chip only when all its programs are (a program that did not fit sends
+      // its matmuls, and the chunks of them elsewhere, to the host).
+      for (Program& p : made) {
+        const bool placed = p.execution != nullptr;
+        bool host = !placed;
+        for (const Program::Segment& s : p.segments)
+          host |= std::find(on_host.begin(), on_host.end(), s.m) != on_host.end();
+        if (host) continue;
+        programs_.push_back(std::move(p));
+        for (const Program::Segment& s : programs_.back().segments) {
+          std::vector<int>& list = plans_[size_t(l) * kLayerMatmuls + size_t(s.m)].programs;
+          if (list.empty() || list.back() != int(programs_.size()) - 1)
+            list.push_back(int(programs_.size()) - 1);
+        }
+      }
+      for (LayerMatmul m : set) {
+        const bool host = std::find(on_host.begin(), on_host.end(), m) != on_host.end();
+        if (host) plans_[size_t(l) * kLayerMatmuls + size_t(m)].programs.clear();
+        ++(host ? stats_.host_matmuls : stats_.chip_matmuls);
+      }
+    }
+  }
+  // Programs left without a matmul on the chip are not run.
+  std::vector<bool> used(programs_.size(), false);
+  for (const MatmulPlan& plan : plans_)
+    for (int p : plan.programs) used[size_t(p)] = true;
+  for (size_t p = 0; p < programs_.size(); ++p) {
+    if (used[p]) {
+      ++stats_.programs;
+    } else {
+      programs_[p].execution.reset();
+      programs_[p].caching.reset();
+    }
+  }
+  stats_.max_tile_units = tiles.max_fill();
+  xq_.resize(size_t(widest));
+  yq_.resize(size_t(widest));
+  for (Pending& p : pending_) p.out.resize(size_t(std::max(c.dim, c.hidden_dim)));
+  cache_all();
+}
+
+ChipTransformer::~ChipTransformer() = default;
+
+// A program's segments as one generator layer: each segment's rows at its output offset, K padded
+// with zero columns, padding rows with zero weights and multipliers, and every group carrying its
+// matmul's output stage. The chip works in uint8: every zero point + 128, and the boundaries are
+// int8 (the runtime flips the sign bit), so the host hands over the int8 path's very bytes.
+compiler::FcLayer ChipTransformer::fc_layer(int layer, const Program& p) const {
+  compiler::FcLayer l;
+  l.n = p.outputs;
+  l.k = p.k_padded;
+  l.weights.assign(size_t(l.n) * size_t(l.k), 0);
+  l.mult.assign(size_t(l.n), 0.0f);
+  const QuantizedMatmul& first = matmul(layer, p.segments.front().m);
+  l.in_zp = first.in.zero_point + 128;
+  l.in_scale = first.in.scale;
+  for (const Program::Segment& s : p.segments) {
+    const QuantizedMatmul& q = matmul(layer, s.m);
+    for (int r = 0; r < s.rows; ++r) {
+      std::copy_n(q.w.data() + size_t(s.row0 + r) * size_t(q.cols), q.cols,
+                  l.weights.data() + size_t(s.out_at + r) * size_t(l.k));
+      l.mult[size_t(s.out_at + r)] = q.multiplier[size_t(s.row0 + r)];
+    }
+    for (int g = 0; g < compiler::fc_groups(s.rows); ++g) {
+      l.group_out_zp.push_back(q.out.zero_point + 128);
+      l.group_clamp_min.push_back(q.clamp_lo);
+      l.group_clamp_max.push_back(q.clamp_hi);
+    }
+  }
+  l.out_zp = l.group_out_zp.front();
+  l.out_scale = first.out.scale;
+  l.clamp_min = l.group_clamp_min.front();
+  l.clamp_max = l.group_clamp_max.front();
+  l.input_name = "x";
+  l.output_name = "y";
+  l.signed_input = l.signed_output = true;
+  return l;
+}
+
+void ChipTransformer::cache_all() {
+  stats_.caching = {};
+  for (const Program& p : programs_) {
+    if (!p.caching) continue;
+    tpu_.run(nullptr, p.caching);
+    stats_.caching += runtime::stick_time(tpu_.last_run().inference);
+  }
+  recoveries_seen_ = tpu_.recoveries();
+}
+
+void ChipTransformer::run_program(Program& p, int layer, LayerMatmul called, float* out) {
+  p.execution->set_input(
+      0, std::span(reinterpret_cast<const uint8_t*>(xq_.data()), size_t(p.k_padded)));
+  tpu_.run(nullptr, p.execution);
+  if (tpu_.recoveries() != recoveries_seen_) {
+    // A recovered stick was re-opened: its tile memory no longer holds the weights.
+    cache_all();
+    tpu_.run(nullptr, p.execution);
+  }
+  stats_.modeled += runtime::stick_time(tpu_.last_run().inference);
+  ++stats_.runs;
+  p.execution->get_output(0, std::span(reinterpret_cast<uint8_t*>(yq_.data()), size_t(p.outputs)));
+  for (const Program::Segment& s : p.segments) {
+    const QuantizedMatmul& q = matmul(layer, s.m);
+    float* dest = out;
+    if (s.m != called) {
+      // Kept only for a matmul this program computes whole (a chunk alone would be a half result).
+      if (plans_[size_t(layer) * kLayerMatmuls + size_t(s.m)].programs.size() != 1) continue;
+      Pending& pending = pending_[size_t(s.m)];
+      pending.layer = layer;
+      pending.xq.assign(xq_.begin(), xq_.begin() + q.cols);
+      dest = pending.out.data();
+    }
+    for (int r = 0; r < s.rows; ++r)
+      dest[s.row0 + r] =
+          static_cast<float>(int32_t{yq_[size_t(s.out_at + r)]} - q.out.zero_point) * q.out.scale;
+  }
+}
+
+void ChipTransformer::layer_matmul(int layer, LayerMatmul m, const float* in, float* out) {
+  const MatmulPlan& plan = plans_[size_t(layer) * kLayerMatmuls + size_t(m)];
+  if (plan.programs.empty()) {
+    Int8Transformer::layer_matmul(layer, m, in, out);
+    return;
+  }
+  const QuantizedMatmul& q = matmul(layer, m);
+  quantize(in, q.cols, q.in, xq_.data());
+  Pending& pending = pending_[size_t(m)];
+  // Computed already by the program of an earlier matmul of this input: the same quantized input
+  // gives the same result.
+  if (pending.layer == layer &&
+      std::equal(pending.xq.begin(), pending.xq.end(), xq_.begin(), xq_.begin() + q.cols)) {
+    pending.layer = -1;
+    std::copy_n(pending.out.data(), q.rows, out);
+    return;
+  }
+  // Padded inputs meet zero weights; the zero point keeps them out of the sum either way.
+  const int k_padded = programs_[size_t(plan.programs.front())].k_padded;
+  std::fill(xq_.begin() + q.cols, xq_.begin() + k_padded, static_cast<int8_t>(q.in.zero_point));
+  const auto start = std::chrono::steady_clock::now();
+  for (int p : plan.programs) run_program(programs_[size_t(p)], layer, m, out);
+  stats_.chip_wall_s +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace tinycoral::llm

@@ -1,0 +1,75 @@
+// The chip path, step a (issue 14, 5a): every layer matmul runs on an Edge TPU (the virtual one or
+// a real stick) as a FULLY_CONNECTED program our code generator writes, with all layers' weights
+// resident in tile memory; the rest runs on the host exactly as the int8 path does. The programs
+// compute the int8 path's arithmetic (int8_model.h), so both write the same text.
+//
+// Shapes: K is padded to a multiple of 64 with zero weight columns (the padded inputs then add
+// nothing), N is cut into programs of at most 2048 outputs; matmuls of the same input (q, k, v;
+// w1, w3) share one program when they fit in 32 groups together, each group with its matmul's own
+// output stage (fewer runs per token: stories15M's 42 matmuls are 24 programs). Each program's
+// output groups go to the least-filled tiles, each at its tile's first free wide unit
+// (FcPlacement), and every caching program runs once at construction. A matmul the generator cannot
+// take (K > 1024) or whose weights no longer fit in tile memory runs on the host in the same
+// arithmetic; stats() counts them, so callers can say so. The classifier stays on the host in
+// float32 (docs/llm.md).
+#pragma once
+
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compiler/fc_layer.h"
+#include "llm/int8_model.h"
+#include "runtime/edgetpu.h"
+#include "runtime/stick_time.h"
+
+namespace tinycoral::llm {
+
+struct ChipPathStats {
+  int chip_matmuls = 0, host_matmuls = 0;  // per layer stack (one forward pass)
+  int programs = 0;                        // execution programs per forward pass
+  int64_t resident_bytes = 0;              // parameter bytes cached in tile memory
+  int max_tile_units = 0;                  // the fullest tile's parameter units (of 8192)
+  std::string host_reason;                 // why the first host matmul is not on the chip
+  // Modeled stick time (runtime/stick_time.h) summed over every execution run so far, and the
+  // one-time parameter caching.
+  runtime::StickTime modeled, caching;
+  int runs = 0;
+  double chip_wall_s = 0;  // wall time inside EdgeTpu::run (the simulation, on --device sim)
+};
+
+class ChipTransformer : public Int8Transformer {
+ public:
+  // `tpu` must outlive the transformer; its tile memory is filled with the layers' weights here.
+  ChipTransformer(const Checkpoint& ck, ThreadPool& pool, const Calibration& calibration,
+                  runtime::EdgeTpu& tpu);
+  ~ChipTransformer() override;
+  const ChipPathStats& stats() const { return stats_; }
+
+ protected:
+  void layer_matmul(int layer, LayerMatmul m, const float* in, float* out) override;
+
+ private:
+  struct Program;
+  struct MatmulPlan;
+  void run_program(Program& p, int layer, LayerMatmul called, float* out);
+  compiler::FcLayer fc_layer(int layer, const Program& p) const;
+  void cache_all();
+  runtime::EdgeTpu& tpu_;
+  std::vector<Program> programs_;
+  std::vector<MatmulPlan> plans_;  // [layer][matmul]
+  std::vector<int8_t> xq_, yq_;
+  // Results of the matmuls a fused program computed beside the one asked for, kept until their
+  // own call (which must bring the same quantized input).
+  struct Pending {
+    int layer = -1;
+    std::vector<float> out;
+    std::vector<int8_t> xq;
+  };
+  std::array<Pending, kLayerMatmuls> pending_;
+  ChipPathStats stats_;
+  int recoveries_seen_ = 0;
+};
+
+}  // namespace tinycoral::llm

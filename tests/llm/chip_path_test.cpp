@@ -1,0 +1,149 @@
+// The chip path, step a (issue 14, 5a): every layer matmul on the virtual Edge TPU through programs
+// our FC generator writes, weights resident, must give the int8 CPU path's logits bit for bit, and
+// so its text, on both test checkpoint shapes and on a tiny model whose shapes need padding, an
+// output split and a host fallback (K > 1024). Nothing here depends on the two test shapes.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "llama2c_files.h"
+#include "llm/chip_model.h"
+#include "llm/generate.h"
+#include "runtime/device_select.h"
+
+namespace tinycoral::testing {
+namespace {
+
+struct Run {
+  std::string text;
+  std::vector<std::vector<float>> logits;
+};
+
+Run run(llm::Transformer& model, const llm::Tokenizer& tok, float temperature, uint64_t seed,
+        const std::string& prompt, int steps) {
+  Run r;
+  llm::Sampler sampler(temperature, 0.9f, seed);
+  llm::generate(
+      model, tok, sampler, prompt, steps, [&](const std::string& p) { r.text += p; },
+      [&](int, std::span<const float> logits, int next) {
+        r.logits.emplace_back(logits.begin(), logits.end());
+        return next;
+      });
+  return r;
+}
+
+// The chip path against the int8 path on `ck`: identical logits at every position, greedy and
+// sampled; `stats` gets the chip path's figures.
+void expect_chip_equals_int8(const llm::Checkpoint& ck, const llm::Tokenizer& tok, int steps,
+                             llm::ChipPathStats& stats) {
+  llm::ThreadPool pool(2);
+  const llm::Calibration cal = llm::calibrate(ck, pool, 8);
+  llm::Int8Transformer cpu(ck, pool, cal);
+  auto tpu = runtime::open_virtual_edgetpu();
+  llm::ChipTransformer chip(ck, pool, cal, *tpu);
+  int positions = 0;
+  for (const auto& [temperature, prompt] :
+       std::vector<std::pair<float, std::string>>{{0.0f, "Once upon"}, {1.0f, ""}}) {
+    SCOPED_TRACE("temperature " + std::to_string(temperature));
+    const Run want = run(cpu, tok, temperature, 42, prompt, steps);
+    const Run got = run(chip, tok, temperature, 42, prompt, steps);
+    positions += static_cast<int>(got.logits.size());
+    EXPECT_EQ(got.text, want.text);
+    ASSERT_EQ(got.logits.size(), want.logits.size());
+    ASSERT_GE(want.logits.size(), size_t(steps) / 2);
+    for (size_t p = 0; p < want.logits.size(); ++p)
+      ASSERT_EQ(got.logits[p], want.logits[p]) << "position " << p;
+    EXPECT_GT(want.text.size(), 8u);
+  }
+  // Every forward pass ran every program once (none was skipped or repeated).
+  EXPECT_EQ(chip.stats().runs, chip.stats().programs * positions);
+  stats = chip.stats();
+}
+
+TEST(ChipPathStepA, BothTestCheckpointsGiveTheInt8PathsLogitsBitForBit) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  const auto dir = llama2c_dir(data);
+  for (const std::string name : {"rand_gqa", "rand15M"}) {
+    SCOPED_TRACE(name);
+    std::string why;
+    const auto path = reference_checkpoint(data, name, why);
+    if (!path) GTEST_SKIP() << why;
+    const llm::Checkpoint ck = llm::load_checkpoint(*path);
+    const llm::Tokenizer tok = llm::Tokenizer::load(dir / "tokenizer.bin", ck.config.vocab_size);
+    llm::ChipPathStats s;
+    expect_chip_equals_int8(ck, tok, name == "rand15M" ? 6 : 16, s);
+    EXPECT_EQ(s.chip_matmuls, 7 * ck.config.n_layers);
+    EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
+    // q, k and v share one program, and so do w1 and w3, when they fit in 32 groups together.
+    const int64_t qkv = (ck.config.dim + 63) / 64 + 2 * ((ck.config.kv_dim() + 63) / 64);
+    const int64_t w13 = 2 * ((ck.config.hidden_dim + 63) / 64);
+    EXPECT_EQ(s.programs, ck.config.n_layers * ((qkv <= 32 ? 1 : 3) + 2 + (w13 <= 32 ? 1 : 2)));
+    EXPECT_LE(s.max_tile_units, 0x2000);
+    // Every weight resident, padded to whole 64-output groups and 64-input pieces.
+    EXPECT_GE(s.resident_bytes,
+              int64_t{ck.config.n_layers} * ck.config.dim *
+                  (2 * ck.config.dim + 2 * ck.config.kv_dim() + 3 * ck.config.hidden_dim));
+    EXPECT_GT(s.modeled.total_ms_high(), 0);
+  }
+}
+
+TEST(ChipPathStepA, OddShapesArePaddedSplitOrLeftOnTheHostExactly) {
+  TinyShape shape;
+  shape.dim = 80;       // K = 80: padded to 128
+  shape.hidden = 2100;  // w1/w3: N = 2100, two programs each; w2: K = 2100 > 1024, on the host
+  shape.heads = 4;
+  shape.kv_heads = 2;  // wk/wv: N = 40
+  shape.layers = 1;
+  shape.vocab = 300;
+  shape.seq_len = 32;
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("tinycoral_chip_path_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  write_bytes(dir / "model.bin", tiny_v0(shape, TinyWeights(shape)));
+  write_bytes(dir / "tokenizer.bin", tiny_tokenizer(shape.vocab));
+  const llm::Checkpoint ck = llm::load_checkpoint(dir / "model.bin");
+  const llm::Tokenizer tok = llm::Tokenizer::load(dir / "tokenizer.bin", shape.vocab);
+  std::filesystem::remove_all(dir);
+  llm::ChipPathStats s;
+  expect_chip_equals_int8(ck, tok, 24, s);
+  EXPECT_EQ(s.chip_matmuls, 6);
+  EXPECT_EQ(s.host_matmuls, 1);
+  EXPECT_NE(s.host_reason.find("w2 (80 x 2100)"), std::string::npos) << s.host_reason;
+  EXPECT_EQ(s.programs, 6);  // q+k+v, o, w1 and w3 in two programs each
+}
+
+TEST(ChipPathStepA, GenerateOnTheSimulatorWritesTheInt8TextAndModeledSpeed) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  std::string why;
+  const auto path = reference_checkpoint(data, "rand_gqa", why);
+  if (!path) GTEST_SKIP() << why;
+  const std::string args = "generate '" + path->string() + "' -z '" +
+                           (llama2c_dir(data) / "tokenizer.bin").string() +
+                           "' -n 20 -t 0.8 -s 5 -i 'Lily' --calibration 8";
+  const CommandResult cpu = run_cli(args + " --device cpu --int8");
+  const CommandResult sim = run_cli(args + " --device sim");
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  EXPECT_EQ(sim.out, cpu.out);
+  EXPECT_GT(sim.out.size(), 10u);
+  EXPECT_NE(sim.err.find("14 layer matmuls on the chip as 8 programs per token"), std::string::npos)
+      << sim.err;
+  EXPECT_NE(sim.err.find("modeled stick: "), std::string::npos) << sim.err;
+  const CommandResult json = run_cli(args + " --device sim --json");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const auto j = nlohmann::json::parse(json.out);
+  EXPECT_EQ(j.at("device"), "sim");
+  EXPECT_EQ(j.at("arithmetic"), "int8");
+  EXPECT_EQ(j.at("text").get<std::string>() + "\n", cpu.out);
+  const auto& m = j.at("chip").at("modeled");
+  const double stick_ms = m.at("stick_ms_per_token").get<double>();
+  EXPECT_GT(stick_ms, 0);
+  EXPECT_DOUBLE_EQ(stick_ms, m.at("compute_ms_per_token").get<double>() +
+                                 m.at("to_device_ms_per_token").get<double>() +
+                                 m.at("from_device_ms_per_token").get<double>() +
+                                 m.at("per_run_ms_per_token").get<double>());
+  EXPECT_NEAR(m.at("stick_tokens_per_second").get<double>(), 1e3 / stick_ms, 1e-6);
+}
+
+}  // namespace
+}  // namespace tinycoral::testing
