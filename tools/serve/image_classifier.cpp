@@ -217,7 +217,11 @@ nlohmann::json ImageClassifier::classify(const host::Image& image, const std::st
     if (last.inference.ran) chip["modeled_stick"] = stick_time_json(last.inference);
   }
   last_chip_ = chip;
-  return {{"device", device_used_}, {"model", name}, {"top", top}, {"time_ms", ms}};
+  nlohmann::json result = {
+      {"device", device_used_}, {"model", name}, {"top", top}, {"time_ms", ms}};
+  if (chip.contains("modeled_stick"))
+    result["modeled_stick_ms"] = chip["modeled_stick"]["total_ms_250MHz"];
+  return result;
 }
 
 }  // namespace tinycoral::serve

@@ -157,7 +157,9 @@ function showLabels(r) {
     list.append(li);
   }
   list.dataset.state = "done";
-  setStatus($("see-status"), `${r.model} on ${r.device}: ${r.time_ms.toFixed(2)} ms per inference`);
+  const modeled = r.modeled_stick_ms === undefined ? ""
+    : ` (the virtual chip's host time; modeled on a real stick at 250 MHz: ${r.modeled_stick_ms.toFixed(2)} ms)`;
+  setStatus($("see-status"), `${r.model} on ${r.device}: ${r.time_ms.toFixed(2)} ms per inference${modeled}`);
 }
 
 const drop = $("drop");
@@ -191,8 +193,9 @@ function splitBar(el, parts, unit) {
 }
 
 async function loadChip() {
-  const chip = await (await fetch("/api/chip")).json();
   const tiles = $("tiles"), traffic = $("traffic"), note = $("chip-note");
+  tiles.dataset.state = "loading";
+  const chip = await (await fetch("/api/chip")).json();
   tiles.innerHTML = "";
   traffic.innerHTML = "";
   $("time-split").innerHTML = "";

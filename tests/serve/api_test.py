@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""`tinycoral serve` over plain HTTP: oversized and malformed requests get a 4xx with a plain
+one-line message; a request that arrives while the device is busy hears its place in line before
+its answer; a client that disconnects mid-story leaves a server that answers the next request.
+
+  api_test.py TINYCORAL_CLI SOURCE_DIR WORK_DIR"""
+import http.client
+import json
+import sys
+import threading
+import urllib.error
+import urllib.request
+
+from serve_harness import Paths, Server, post_events
+
+
+def expect_refusal(url, body, content_type, status, words):
+    try:
+        post_events(url, body, content_type)
+    except urllib.error.HTTPError as e:
+        text = e.read().decode()
+        assert e.code == status, (url, e.code, text)
+        assert e.headers.get_content_type() == "text/plain", e.headers
+        assert words in text and text.count("\n") == 1, text
+        print("%d %s" % (e.code, text.strip()))
+        return
+    raise AssertionError("%s was accepted, expected %d" % (url, status))
+
+
+def story(prompt="Once upon a time", **kw):
+    return json.dumps({"prompt": prompt, "seed": 5, "steps": 16, **kw}).encode()
+
+
+def main():
+    cli, source_dir, work = sys.argv[1:4]
+    paths = Paths(cli, source_dir, work)
+    cat = open(paths.cat, "rb").read()
+    server = Server(paths)
+    try:
+        u = server.url
+        expect_refusal(u + "api/story", story("x" * 2000), "application/json", 413,
+                       "prompt too long: 2000 bytes")
+        expect_refusal(u + "api/story", b"{not json", "application/json", 400, "bad request")
+        expect_refusal(u + "api/story", story(temperature=5), "application/json", 400,
+                       "temperature must be between 0 and 2")
+        expect_refusal(u + "api/story", story(steps=100000), "application/json", 400,
+                       "steps must be between 0 and seq_len 128")
+        expect_refusal(u + "api/classify", b"\x00" * (9 << 20), "image/bmp", 413,
+                       "request too large")
+        expect_refusal(u + "api/classify", b"not an image at all", "image/png", 400,
+                       "unreadable image")
+        expect_refusal(u + "api/classify?model=../../etc/passwd", cat, "image/bmp", 400,
+                       "unknown model")
+        expect_refusal(u + "api/classify?device=tpu9", cat, "image/bmp", 400, "device")
+        try:
+            urllib.request.urlopen(u + "nosuch")
+            raise AssertionError("/nosuch answered")
+        except urllib.error.HTTPError as e:
+            assert e.code == 404 and e.read().decode() == "not found: /nosuch\n"
+
+        # Busy: a long story holds the device; a classification sent meanwhile waits in place 1.
+        conn = http.client.HTTPConnection(server.url.split("/")[2], timeout=60)
+        conn.request("POST", "/api/story", story(steps=0), {"Content-Type": "application/json"})
+        long_story = conn.getresponse()
+        assert json.loads(long_story.readline())["start"]["device"] == "cpu"
+        events = post_events(u + "api/classify", cat, "image/bmp")
+        assert events[0] == {"wait": 1}, events[:3]
+        assert events[-1]["result"]["top"][0]["label"] == "Egyptian cat", events[-1]
+        print("busy: the classification waited (%s) then got %s" % (
+            events[0], events[-1]["result"]["top"][0]["label"]))
+
+        # That story's client goes away mid-story (it has read only its first event): the server
+        # stops writing it and answers the next request.
+        conn.close()
+        events = post_events(u + "api/story", story(), "application/json")
+        assert "done" in events[-1], events[-1]
+        assert server.alive()
+        print("a client that left mid-story: the next story was written (%d events)" % len(events))
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()
