@@ -7,7 +7,7 @@ its answer; a client that disconnects mid-story leaves a server that answers the
 import http.client
 import json
 import sys
-import threading
+import time
 import urllib.error
 import urllib.request
 
@@ -25,6 +25,11 @@ def expect_refusal(url, body, content_type, status, words):
         print("%d %s" % (e.code, text.strip()))
         return
     raise AssertionError("%s was accepted, expected %d" % (url, status))
+
+
+def info(url):
+    with urllib.request.urlopen(url + "api/info", timeout=30) as r:
+        return json.load(r)
 
 
 def story(prompt="Once upon a time", **kw):
@@ -69,9 +74,21 @@ def main():
         print("busy: the classification waited (%s) then got %s" % (
             events[0], events[-1]["result"]["top"][0]["label"]))
 
-        # That story's client goes away mid-story (it has read only its first event): the server
-        # stops writing it and answers the next request.
         conn.close()
+        assert info(u)["served"] == {"stories": 1, "stories_stopped": 0, "classifications": 1}
+
+        # A story's client goes away after its first events: the server stops writing it (128
+        # positions take far longer than noticing a closed socket) and answers the next request.
+        conn = http.client.HTTPConnection(server.url.split("/")[2], timeout=60)
+        conn.request("POST", "/api/story", story(steps=0), {"Content-Type": "application/json"})
+        left = conn.getresponse()
+        assert "start" in json.loads(left.readline())
+        conn.close()
+        deadline = time.monotonic() + 30
+        while info(u)["served"]["stories_stopped"] != 1:
+            assert time.monotonic() < deadline, info(u)
+            time.sleep(0.05)
+        assert info(u)["served"]["stories"] == 1, info(u)
         events = post_events(u + "api/story", story(), "application/json")
         assert "done" in events[-1], events[-1]
         assert server.alive()

@@ -1,6 +1,7 @@
 // Routes:
 //   GET  /, /app.js, /style.css   the embedded page (assets.h)
-//   GET  /api/info                what the server has: checkpoint, models, devices, limits
+//   GET  /api/info                what the server has: checkpoint, models, devices, limits, and
+//                                 what it served (stories, stories stopped, classifications)
 //   POST /api/story               JSON {prompt, temperature, topp, seed, steps} -> events
 //   POST /api/classify?model=&device=   the image's bytes -> events
 //   GET  /api/chip                what the chip did in the last classification (JSON, null before)
@@ -14,6 +15,7 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -118,7 +120,11 @@ class App {
     json see = {{"models", classifier_->models()},
                 {"default_model", classifier_->default_model()},
                 {"device", options_.device}};
+    json served = {{"stories", stories_.load()},
+                   {"stories_stopped", stories_stopped_.load()},
+                   {"classifications", classifications_.load()}};
     return {{"story", story},
+            {"served", served},
             {"see", see},
             {"limits",
              {{"image_bytes", kMaxImageBytes},
@@ -188,7 +194,11 @@ class App {
             const StoryResult done = story_->write(r, [&](const std::string& piece) {
               return send(sink, {{"piece", base64(piece)}});
             });
-            if (done.stopped) return false;
+            if (done.stopped) {
+              ++stories_stopped_;  // the client left: the rest is not written
+              return false;
+            }
+            ++stories_;
             send(sink, {{"done",
                          {{"tokens", done.tokens},
                           {"positions", done.positions},
@@ -236,6 +246,7 @@ class App {
               std::lock_guard lock(chip_mutex_);
               last_chip_ = classifier_->last_chip();
             }
+            ++classifications_;
             send(sink, {{"result", result}});
           } catch (const Error& e) {
             send(sink, {{"error", e.what()}});
@@ -250,6 +261,7 @@ class App {
   std::string story_error_;
   std::unique_ptr<ImageClassifier> classifier_;
   DeviceLine line_;
+  std::atomic<uint64_t> stories_{0}, stories_stopped_{0}, classifications_{0};  // answered
   std::mutex chip_mutex_;
   json last_chip_;
 };
