@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """`tinycoral serve` over plain HTTP: oversized and malformed requests get a 4xx with a plain
-one-line message; a request that arrives while the device is busy hears its place in line before
+one-line message (a small image with too many pixels too); a request that arrives while the device is busy hears its place in line before
 its answer; a client that disconnects mid-story leaves a server that answers the next request.
 
   api_test.py TINYCORAL_CLI SOURCE_DIR WORK_DIR"""
 import http.client
 import json
+import struct
 import sys
 import time
 import urllib.error
 import urllib.request
+import zlib
 
 from serve_harness import Paths, Server, post_events
 
@@ -25,6 +27,17 @@ def expect_refusal(url, body, content_type, status, words):
         print("%d %s" % (e.code, text.strip()))
         return
     raise AssertionError("%s was accepted, expected %d" % (url, status))
+
+
+def big_png(width, height):
+    """A small file with many pixels: a grey PNG of zeros."""
+    def chunk(kind, data):
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+    rows = zlib.compress(b"\x00" * ((width + 1) * height), 9)
+    return (b"\x89PNG\r\n\x1a\n" +
+            chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)) +
+            chunk(b"IDAT", rows) + chunk(b"IEND", b""))
 
 
 def info(url):
@@ -54,6 +67,8 @@ def main():
                        "request too large")
         expect_refusal(u + "api/classify", b"not an image at all", "image/png", 400,
                        "unreadable image")
+        expect_refusal(u + "api/classify", big_png(4100, 4100), "image/png", 400,
+                       "image too large: 4100 x 4100 pixels")
         expect_refusal(u + "api/classify?model=../../etc/passwd", cat, "image/bmp", 400,
                        "unknown model")
         expect_refusal(u + "api/classify?device=tpu9", cat, "image/bmp", 400, "device")

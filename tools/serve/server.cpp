@@ -204,7 +204,7 @@ class App {
                           {"positions", done.positions},
                           {"tokens_per_second", done.tokens_per_second},
                           {"seed", done.seed}}}});
-          } catch (const Error& e) {
+          } catch (const std::exception& e) {  // Error, or out of memory: an answer, not a crash
             send(sink, {{"error", e.what()}});
           }
           sink.done();
@@ -222,38 +222,48 @@ class App {
     const std::string device = req.get_param_value("device");
     if (classifier_->models().empty())
       return refuse(res, 503, "no model: start tinycoral serve with --model M_edgetpu.tflite");
-    auto image = std::make_shared<host::Image>();
+    // The image is decoded here to refuse a bad one with a 400, one decode at a time (a small
+    // file can hold many pixels), then again when its turn comes: a waiting request holds only
+    // its encoded bytes.
+    auto body = std::make_shared<std::string>(req.body);
     try {
       if (!model.empty() && std::find(classifier_->models().begin(), classifier_->models().end(),
                                       model) == classifier_->models().end())
         fail("unknown model '", model, "'");
       if (!device.empty()) runtime::parse_device(device);
-      const auto* bytes = reinterpret_cast<const uint8_t*>(req.body.data());
-      *image = host::decode_image(std::span<const uint8_t>(bytes, req.body.size()));
-      if (uint64_t(image->width) * uint64_t(image->height) > 40'000'000)
-        fail("image too large: ", image->width, " x ", image->height, " pixels");
+      std::lock_guard lock(decode_mutex_);
+      decode(*body);
     } catch (const Error& e) {
       return refuse(res, 400, e.what());
     }
     res.set_header("Cache-Control", "no-store");
     res.set_chunked_content_provider(
-        "application/x-ndjson", [this, image, model, device](size_t, httplib::DataSink& sink) {
+        "application/x-ndjson", [this, body, model, device](size_t, httplib::DataSink& sink) {
           std::optional<DeviceLine::Turn> turn = take_turn(line_, sink);
           if (!turn) return false;
           try {
-            const json result = classifier_->classify(*image, model, device);
+            const json result = classifier_->classify(decode(*body), model, device);
             {
               std::lock_guard lock(chip_mutex_);
               last_chip_ = classifier_->last_chip();
             }
             ++classifications_;
             send(sink, {{"result", result}});
-          } catch (const Error& e) {
+          } catch (const std::exception& e) {  // Error, or out of memory: an answer, not a crash
             send(sink, {{"error", e.what()}});
           }
           sink.done();
           return true;
         });
+  }
+
+  static host::Image decode(const std::string& bytes) {
+    host::Image image = host::decode_image(
+        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+    if (int64_t{image.width} * image.height > kMaxImagePixels)
+      fail("image too large: ", image.width, " x ", image.height, " pixels (the limit is ",
+           kMaxImagePixels, ")");
+    return image;
   }
 
   ServeOptions options_;
@@ -262,7 +272,7 @@ class App {
   std::unique_ptr<ImageClassifier> classifier_;
   DeviceLine line_;
   std::atomic<uint64_t> stories_{0}, stories_stopped_{0}, classifications_{0};  // answered
-  std::mutex chip_mutex_;
+  std::mutex chip_mutex_, decode_mutex_;
   json last_chip_;
 };
 

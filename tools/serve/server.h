@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -12,6 +13,7 @@ namespace tinycoral::serve {
 
 // Request size limits: larger ones get 413 with a plain message.
 constexpr size_t kMaxImageBytes = 8u << 20;
+constexpr int64_t kMaxImagePixels = 4096 * 4096;
 constexpr size_t kMaxPromptBytes = 1024;
 constexpr size_t kMaxJsonBytes = 16u << 10;
 
