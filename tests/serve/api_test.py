@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """`tinycoral serve` over plain HTTP: oversized and malformed requests get a 4xx with a plain
 one-line message (a small image with too many pixels too); a request that arrives while the device is busy hears its place in line before
-its answer; a client that disconnects mid-story leaves a server that answers the next request.
+its answer; a client that disconnects mid-story leaves a server that answers the next request; a second server on a port in use exits 2.
 
   api_test.py TINYCORAL_CLI SOURCE_DIR WORK_DIR"""
 import http.client
 import json
 import struct
+import subprocess
 import sys
 import time
 import urllib.error
@@ -107,6 +108,14 @@ def main():
         events = post_events(u + "api/story", story(), "application/json")
         assert "done" in events[-1], events[-1]
         assert server.alive()
+
+        # A second server on the same port is refused (not sharing it through SO_REUSEPORT).
+        port = server.url.split(":")[2].rstrip("/")
+        second = subprocess.run([cli, "serve", "--port", port, "-z", paths.tokenizer],
+                                capture_output=True, text=True, timeout=60)
+        assert second.returncode == 2 and "cannot bind to 127.0.0.1:" + port in second.stderr, (
+            second.returncode, second.stderr)
+        print("a second server on port %s: %s" % (port, second.stderr.strip()))
         print("a client that left mid-story: the next story was written (%d events)" % len(events))
     finally:
         server.stop()

@@ -13,6 +13,7 @@
 
 #include <httplib.h>
 #include <malloc.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
@@ -292,6 +293,12 @@ void run_server(const ServeOptions& options, const std::function<void(const std:
   server.new_task_queue = [] { return new httplib::ThreadPool(64); };
   server.set_payload_max_length(kMaxImageBytes + 1);
   server.set_keep_alive_timeout(5);
+  // httplib's default also sets SO_REUSEPORT, with which a second server on a port in use binds
+  // too and the two share the requests; SO_REUSEADDR alone still allows a quick restart.
+  server.set_socket_options([](socket_t sock) {
+    const int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     if (res.status == 413)
