@@ -14,7 +14,7 @@ import urllib.error
 import urllib.request
 import zlib
 
-from serve_harness import Paths, Server, post_events
+from serve_harness import Paths, Server, info, post_events
 
 
 def expect_refusal(url, body, content_type, status, words):
@@ -39,11 +39,6 @@ def big_png(width, height):
     return (b"\x89PNG\r\n\x1a\n" +
             chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)) +
             chunk(b"IDAT", rows) + chunk(b"IEND", b""))
-
-
-def info(url):
-    with urllib.request.urlopen(url + "api/info", timeout=30) as r:
-        return json.load(r)
 
 
 def story(prompt="Once upon a time", **kw):
@@ -91,7 +86,9 @@ def main():
             events[0], events[-1]["result"]["top"][0]["label"]))
 
         conn.close()
-        assert info(u)["served"] == {"stories": 1, "stories_stopped": 0, "classifications": 1}
+        served = info(u)["served"]
+        assert (served["stories"], served["stories_stopped"], served["classifications"]) == (
+            1, 0, 1), served
 
         # A story's client goes away after its first events: the server stops writing it (128
         # positions take far longer than noticing a closed socket) and answers the next request.

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The web app in a real browser (headless Chromium driven by Selenium) against `tinycoral serve` on
 a free loopback port: the Write view writes exactly the text `tinycoral generate` writes for the
-same prompt and seed, the See view gives cat.bmp the label `tinycoral run` gives, the Chip view shows
+same prompt and seed (also after waiting in line behind a classification), the See view gives cat.bmp the label `tinycoral run` gives, the Chip view shows
 a MAC count for each of the 16 tiles after that run (adding up to the chip's total). Screenshots of
 the three views go to ARTIFACT_DIR.
 
@@ -9,8 +9,10 @@ the three views go to ARTIFACT_DIR.
 import os
 import shutil
 import sys
+import threading
+import time
 
-from serve_harness import Paths, Server, cli_label, cli_story, skip
+from serve_harness import Paths, Server, cli_label, cli_story, info, post_events, skip
 
 PROMPT = "Once upon a time, a little"
 SEED = 1234
@@ -69,6 +71,28 @@ def main():
         assert "tok/s" in status, status
         driver.save_screenshot(os.path.join(artifacts, "write.png"))
         print("write: %d characters, equal to tinycoral generate's (%s)" % (len(written), status))
+
+        # The same story while classifications hold the device (three in line: about a second
+        # of work, against the click's few tenths): the page says it waits, then writes the same
+        # text.
+        cat_bytes = open(paths.cat, "rb").read()
+        holders = [threading.Thread(target=post_events, args=(server.url + "api/classify",
+                                                              cat_bytes, "image/bmp"))
+                   for _ in range(3)]
+        for h in holders:
+            h.start()
+        deadline = time.monotonic() + 60
+        while info(server.url)["served"]["in_line"] < 1:  # the first holds the device
+            assert time.monotonic() < deadline, "the classifications never started"
+            time.sleep(0.01)
+        driver.execute_script("document.getElementById('start').click()")
+        wait.until(lambda d: story.get_attribute("data-state") in ("done", "error"))
+        for h in holders:
+            h.join()
+        waited = int(story.get_attribute("data-waited"))
+        assert waited >= 1, "the story never waited"
+        assert story.get_property("textContent") == expected_story
+        print("write behind classifications: waited (at place %d), then the same text" % waited)
 
         # See
         driver.get(server.url + "#see")

@@ -115,3 +115,10 @@ def post_events(url, body, content_type, timeout=120):
     req = urllib.request.Request(url, data=body, headers={"Content-Type": content_type})
     with urllib.request.urlopen(req, timeout=timeout) as r:
         return [json.loads(line) for line in r.read().decode().splitlines() if line]
+
+
+def info(url):
+    """The server's /api/info."""
+    import json
+    with urllib.request.urlopen(url + "api/info", timeout=30) as r:
+        return json.load(r)

@@ -1,7 +1,8 @@
 // Routes:
 //   GET  /, /app.js, /style.css   the embedded page (assets.h)
 //   GET  /api/info                what the server has: checkpoint, models, devices, limits, and
-//                                 what it served (stories, stories stopped, classifications)
+//                                 what it served (stories, stories stopped, classifications) and
+//                                 how many requests are in line now
 //   POST /api/story               JSON {prompt, temperature, topp, seed, steps} -> events
 //   POST /api/classify?model=&device=   the image's bytes -> events
 //   GET  /api/chip                what the chip did in the last classification (JSON, null before)
@@ -108,7 +109,7 @@ class App {
     res.set_content(a->bytes.data(), a->bytes.size(), a->content_type);
   }
 
-  json info() const {
+  json info() {
     json story = {{"available", story_ != nullptr}, {"device", "cpu"}};
     if (story_) {
       story["random"] = story_->random_checkpoint();
@@ -123,7 +124,8 @@ class App {
                 {"device", options_.device}};
     json served = {{"stories", stories_.load()},
                    {"stories_stopped", stories_stopped_.load()},
-                   {"classifications", classifications_.load()}};
+                   {"classifications", classifications_.load()},
+                   {"in_line", line_.length()}};  // the request holding the device included
     return {{"story", story},
             {"served", served},
             {"see", see},

@@ -58,6 +58,7 @@ async function startStory() {
   const story = $("story"), status = $("story-status");
   story.textContent = "";
   story.dataset.state = "waiting";
+  story.dataset.waited = 0;  // the farthest place in line this story waited at
   $("start").disabled = true;
   $("stop").disabled = false;
   storyAbort = new AbortController();
@@ -76,8 +77,10 @@ async function startStory() {
       body: JSON.stringify(body), signal: storyAbort.signal,
     });
     await readEvents(response, (e) => {
-      if ("wait" in e) setStatus(status, waitText(e.wait), "busy");
-      else if (e.start) {
+      if ("wait" in e) {
+        setStatus(status, waitText(e.wait), "busy");
+        story.dataset.waited = Math.max(e.wait, Number(story.dataset.waited || 0));
+      } else if (e.start) {
         story.dataset.state = "writing";
         setStatus(status, `writing on the ${e.start.device.toUpperCase()} (${e.start.threads} threads)…`);
       } else if ("piece" in e) {
