@@ -297,9 +297,11 @@ void run_server(const ServeOptions& options, const std::function<void(const std:
   server.set_keep_alive_timeout(5);
   // httplib's default also sets SO_REUSEPORT, with which a second server on a port in use binds
   // too and the two share the requests; SO_REUSEADDR alone still allows a quick restart.
-  server.set_socket_options([](socket_t sock) {
+  socket_t listening = -1;
+  server.set_socket_options([&listening](socket_t sock) {
     const int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    listening = sock;
   });
   server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
@@ -320,6 +322,12 @@ void run_server(const ServeOptions& options, const std::function<void(const std:
   } else if (!server.bind_to_port(options.host, port)) {
     fail("cannot bind to ", options.host, ":", port, " (in use?)");
   }
+  // Debian's httplib listens with a backlog of 5: 20 clients connecting at once while the accept
+  // thread waits for a core overflowed it, and with SYN cookies some of them were reset
+  // (ListenOverflows and SyncookiesFailed in /proc/net/netstat rose with each reset in the load
+  // test). listen() again on the bound socket raises the backlog.
+  if (listening >= 0 && ::listen(listening, SOMAXCONN) != 0)
+    fail("cannot listen on ", options.host, ":", port);
   const bool v6 = options.host.find(':') != std::string::npos;
   ready(cat("http://", v6 ? "[" : "", options.host, v6 ? "]" : "", ":", port, "/"));
   if (!server.listen_after_bind()) fail("the server stopped listening on port ", port);
