@@ -19,5 +19,6 @@ void add_devices_command(CLI::App& app);
 void add_compile_command(CLI::App& app);
 void add_compare_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
 
 }  // namespace tinycoral::cli

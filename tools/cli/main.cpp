@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   tinycoral::cli::add_compile_command(app);
   tinycoral::cli::add_compare_command(app);
   tinycoral::cli::add_generate_command(app);
+  tinycoral::cli::add_serve_command(app);
   if (unknown_command(app, argc, argv)) return 2;
   try {
     app.parse(argc, argv);
