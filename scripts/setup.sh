@@ -8,6 +8,7 @@ packages=(
   libstb-dev umockdev libumockdev-dev
   clang libclang-rt-14-dev clang-format
   python3-dev python3-pybind11 pybind11-dev python3-numpy python3-pytest python3-pil
+  qemu-user g++-aarch64-linux-gnu
 )
 missing=()
 for p in "${packages[@]}"; do
