@@ -100,6 +100,9 @@ const char* simd_level_name(SimdLevel level) {
 }
 
 bool simd_level_supported(SimdLevel level) {
+#if defined(__x86_64__)
+  __builtin_cpu_init();  // needed when called before the constructors ran (idempotent)
+#endif
   switch (level) {
     case SimdLevel::kPortable:
       return true;
