@@ -41,7 +41,7 @@ void BM_MobileNetV1(benchmark::State& state) {
     return;
   }
   const auto level = static_cast<host::SimdLevel>(state.range(0));
-  if (static_cast<int>(level) > static_cast<int>(host::detected_simd_level())) {
+  if (!host::simd_level_supported(level)) {
     state.SkipWithError("SIMD level not available on this CPU");
     return;
   }
@@ -63,7 +63,7 @@ void BM_MobileNetV1(benchmark::State& state) {
                                                 benchmark::Counter::kIsIterationInvariantRate);
   state.counters["MMAC"] = static_cast<double>(macs) * 1e-6;
 }
-BENCHMARK(BM_MobileNetV1)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_MobileNetV1)->DenseRange(0, 4)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

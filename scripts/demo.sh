@@ -2,7 +2,9 @@
 # The main job: build tinycoral, then show it working on whatever is here.
 # With Google's test data ($TINYCORAL_TESTDATA or ../shared/testdata): inspect and disassemble a
 # compiled MobileNet, then classify an image with it on the best available device (a Coral stick if
-# one is plugged in, else the virtual Edge TPU). Without it: assemble, check and disassemble the
+# one is plugged in, else the virtual Edge TPU); compile a dense layer with `tinycoral compile` and
+# run our program next to Google's on the virtual Edge TPU (the outputs and, per `tinycoral
+# compare`, the programs are identical). Without it: assemble, check and disassemble the
 # example program in examples/. Then a story: with a llama2.c checkpoint ($TINYCORAL_CHECKPOINT,
 # e.g. stories15M.bin, README "TinyStories") on the CPU; without one, from a random checkpoint made by
 # the test data's make_checkpoint.py (the text is noise then, and the script says so).
@@ -40,6 +42,28 @@ if [ -f "$data/gen2020/mobilenet_v1_0.25_128_quant_edgetpu.tflite" ]; then
       cat "$log" "$out"
     fi
   done
+  dense=$data/libredgetpu/dense_256
+  if [ -f "$dense.tflite" ] && [ -f "${dense}_edgetpu.tflite" ]; then
+    echo "== tinycoral compile $(basename "$dense").tflite: our own program for the Edge TPU"
+    compiled=$(mktemp -d)
+    "$tc" compile "$dense.tflite" -o "$compiled" -s
+    ours=$compiled/dense_256_edgetpu.tflite google=${dense}_edgetpu.tflite
+    echo "== ours and Google's (edgetpu_compiler 16.0) on the virtual Edge TPU, the same input"
+    for i in $(seq 0 255); do printf "\\$(printf %o $((i * 37 % 256)))"; done >"$compiled/input.raw"
+    "$tc" run "$ours" --input "$compiled/input.raw" --device sim --output-file "$compiled/ours.raw"
+    "$tc" run "$google" --input "$compiled/input.raw" --device sim --output-file "$compiled/google.raw"
+    echo "ours,   first output bytes:$(od -An -tu1 -N12 "$compiled/ours.raw")"
+    echo "Google, first output bytes:$(od -An -tu1 -N12 "$compiled/google.raw")"
+    if cmp -s "$compiled/ours.raw" "$compiled/google.raw"; then
+      echo "ours and Google's agree: $(wc -c <"$compiled/ours.raw") output bytes identical"
+    else
+      echo "ours and Google's differ" >&2
+      exit 1
+    fi
+    echo "== tinycoral compare ours Google's"
+    "$tc" compare "$ours" "$google"
+    rm -rf "$compiled"
+  fi
 else
   echo "(no test data at $data: run scripts/download_testdata.sh and set TINYCORAL_TESTDATA for more)"
   bin=$(mktemp)

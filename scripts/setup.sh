@@ -9,6 +9,7 @@ packages=(
   clang libclang-rt-14-dev clang-format
   python3-dev python3-pybind11 pybind11-dev python3-numpy python3-pytest python3-pil
   chromium chromium-driver python3-selenium
+  qemu-user g++-aarch64-linux-gnu
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -197,7 +197,7 @@ void check_conv_case(const ConvCase& k, uint32_t seed) {
   std::memcpy(w.data(), wb.data(), wb.size());
   const auto expected =
       naive_conv<T>(k, x, w, bias, zx, zw, ws, xs, ys, zy, oh, ow, ph.pad, pw.pad);
-  for (SimdLevel level : {SimdLevel::kPortable, SimdLevel::kAvx2, SimdLevel::kAvx512Vnni}) {
+  for (SimdLevel level : supported_simd_levels()) {
     set_simd_level_override(level);
     Interpreter it = m.build(Rounding::kTflite);
     it.set_input(0, xb);

@@ -1,7 +1,9 @@
 // The README's main job (scripts/demo.sh) on the built CLI: with Google's test data it classifies
 // cat.bmp and bird.bmp with the compiled MobileNet on --device auto, which is the virtual Edge TPU
-// here; without test data it assembles and disassembles the example program. It then writes a
-// story with `generate` (a random llama2.c checkpoint unless TINYCORAL_CHECKPOINT names one).
+// here, and compiles dense_256 with `tinycoral compile` and runs it next to Google's program (the
+// same output, `compare` says identical); without test data it assembles and disassembles the
+// example program. It then writes a story with `generate` (a random llama2.c checkpoint unless
+// TINYCORAL_CHECKPOINT names one).
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -33,6 +35,12 @@ TEST(MainJob, ClassifiesCatAndBirdOnTheBestAvailableDevice) {
   EXPECT_NE(r.out.find("283 0.257812 tiger cat"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("20 0.441406 chickadee"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("could not run it"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Model compiled successfully"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ours and Google's agree: 256 output bytes identical"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("instructions identical, parameters identical\nidentical\n"),
+            std::string::npos)
+      << r.out;
   // Without TINYCORAL_CHECKPOINT: a story from a random llama2.c checkpoint, said to be one.
   EXPECT_NE(r.out.find("this is a random checkpoint"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\nOnce upon a time"), std::string::npos) << r.out;

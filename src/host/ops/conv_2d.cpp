@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "host/mac_weights.h"
 #include "host/op_util.h"
-#include "host/qgemm.h"
 #include "host/registry.h"
 
 namespace tinycoral::host {

@@ -1,14 +1,13 @@
 // DEPTHWISE_CONV_2D, quantized uint8/int8 with any depth multiplier (output channel
 // oc = ic * multiplier + m), per-tensor or per-channel weights. Exact int32 accumulation of
 // (x - zx)(w - zw) over the in-bounds taps plus bias (TFLite skips out-of-bounds taps), then the
-// output stage of the rounding mode. The channel loop has an AVX2 path with identical results.
-#include <immintrin.h>
-
+// output stage of the rounding mode. The channel loop is qgemm.h's depthwise_tap (SIMD levels with
+// identical results).
 #include <algorithm>
 #include <cstring>
 
+#include "host/mac_weights.h"
 #include "host/op_util.h"
-#include "host/qgemm.h"
 #include "host/registry.h"
 
 namespace tinycoral::host {
@@ -26,31 +25,6 @@ struct DwPlan {
   int32_t zx = 0;
 };
 
-// acc[c] += (x[c] - zx) * w[c] for c < n (multiplier 1).
-template <typename T>
-void tap_portable(int32_t* acc, const T* x, const int32_t* w, int32_t zx, int n) {
-  for (int c = 0; c < n; ++c) acc[c] += (int32_t{x[c]} - zx) * w[c];
-}
-
-#if defined(__x86_64__)
-template <typename T>
-__attribute__((target("avx2"))) void tap_avx2(int32_t* acc, const T* x, const int32_t* w,
-                                              int32_t zx, int n) {
-  const __m256i vzx = _mm256_set1_epi32(zx);
-  int c = 0;
-  for (; c + 8 <= n; c += 8) {
-    const __m128i raw = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(x + c));
-    const __m256i xv =
-        std::is_same_v<T, uint8_t> ? _mm256_cvtepu8_epi32(raw) : _mm256_cvtepi8_epi32(raw);
-    const __m256i prod = _mm256_mullo_epi32(
-        _mm256_sub_epi32(xv, vzx), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + c)));
-    auto* a = reinterpret_cast<__m256i*>(acc + c);
-    _mm256_storeu_si256(a, _mm256_add_epi32(_mm256_loadu_si256(a), prod));
-  }
-  for (; c < n; ++c) acc[c] += (int32_t{x[c]} - zx) * w[c];
-}
-#endif
-
 template <typename T>
 void run_dw(const DwPlan& p, OpContext& ctx) {
   const T* in = ctx.input(0).as<T>();
@@ -59,7 +33,6 @@ void run_dw(const DwPlan& p, OpContext& ctx) {
   const int oc_n = p.out.c;
   const size_t soc = static_cast<size_t>(oc_n);
   const SimdLevel level = active_simd_level();
-  const bool simd = p.mult == 1 && level != SimdLevel::kPortable;
   for (int b = 0; b < p.out.n; ++b)
     for (int oy = 0; oy < p.out.h; ++oy)
       for (int ox = 0; ox < p.out.w; ++ox) {
@@ -74,13 +47,7 @@ void run_dw(const DwPlan& p, OpContext& ctx) {
                                   static_cast<size_t>(p.in.c);
             const int32_t* w = p.w.data() + (static_cast<size_t>(fy) * p.fw + fx) * soc;
             if (p.mult == 1) {
-#if defined(__x86_64__)
-              if (simd) {
-                tap_avx2<T>(acc, x, w, p.zx, oc_n);
-                continue;
-              }
-#endif
-              tap_portable<T>(acc, x, w, p.zx, oc_n);
+              depthwise_tap(acc, x, w, p.zx, oc_n, level);
             } else {
               for (int ic = 0; ic < p.in.c; ++ic) {
                 const int32_t xv = int32_t{x[ic]} - p.zx;
