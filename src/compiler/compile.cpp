@@ -2,6 +2,8 @@
 #include "compiler/compile.h"
 
 #include "common/error.h"
+#include "compiler/depthwise_codegen.h"
+#include "compiler/depthwise_layer.h"
 #include "compiler/fc_codegen.h"
 #include "compiler/fc_layer.h"
 #include "compiler/writer.h"
@@ -17,16 +19,27 @@ CompileResult compile_model(std::span<const uint8_t> tflite_bytes) {
   r.partition = partition(r.graph);
   if (!r.partition.mapped_ops.empty()) {
     FcLayer layer;
+    DepthwiseLayer dw;
     std::string why = match_fc(r.graph, r.partition.mapped_ops, layer);
     if (why.empty()) why = fc_unsupported(layer.n, layer.k);
-    if (!why.empty()) {
-      unmap_all(r.partition, why);
-    } else {
+    std::string dw_why = match_depthwise(r.graph, r.partition.mapped_ops, dw);
+    if (dw_why.empty()) dw_why = depthwise_unsupported(dw);
+    if (why.empty()) {
       FcPrograms programs = generate_fc(layer);
       const container::Package package =
           make_package({std::move(programs.execution), std::move(programs.caching)});
       r.tflite = write_edgetpu_tflite(cpu, r.partition, package);
       r.edgetpu_subgraphs = 1;
+    } else if (dw_why.empty()) {
+      DepthwisePrograms programs = generate_depthwise(dw);
+      const container::Package package =
+          make_package({std::move(programs.execution), std::move(programs.caching)});
+      r.tflite = write_edgetpu_tflite(cpu, r.partition, package);
+      r.edgetpu_subgraphs = 1;
+    } else {
+      // The generator whose layer kind matched gives the reason; else the FC's.
+      const bool depthwise = dw_why.rfind("tinycoral generates [QUANTIZE] DEPTHWISE", 0) != 0;
+      unmap_all(r.partition, depthwise ? dw_why : why);
     }
   }
   if (r.edgetpu_subgraphs == 0) r.tflite = container::write_tflite(cpu);
