@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "compiler/emitter.h"
+#include "compiler/fc_layer.h"
 
 namespace tinycoral::compiler {
 
@@ -28,6 +29,10 @@ constexpr int kPassUnits = 1024;       // parameter units (64 bytes) per pass
 constexpr int kRingRow = 0x2078;       // wide row of the identity rows and of the output relay
 constexpr int kInputRow = 0x2070;      // wide row the input packets arrive in
 constexpr int kWideTop = 0x2000;       // the allocator's top of the op-visible wide memory
+// The tap FIFO (one 256-byte row, 4 units, per tap) ends kFifoGap units below the top, the aux row
+// sits kAuxGap units below the FIFO (both fitted on k = 7: FIFO 0x1ef8, aux 0x1e70).
+constexpr int kFifoGap = 68;
+constexpr int kAuxGap = 0x88;
 
 // One TTU level: the stride of the tensor dimension it walks (raw units: bytes for narrow walks,
 // quarter 64-byte units x 4 for wide ones, i.e. 4 x the printed increment) and its count.
@@ -97,15 +102,15 @@ Geometry geometry(const DepthwiseLayer& l) {
   g.row_words = l.w / 4;
   g.fills = g.bh * l.w / kFill;
   g.out_bytes = g.positions * g.c;
-  g.block_base = (g.out_bytes + 255) / 256 * 256;
+  g.block_base = std::max((g.out_bytes + 255) / 256 * 256, 2 * kSlot);
   g.interior = g.block_base + 4 * (g.pad * g.bs + g.pad);
   g.block_end = g.block_base + 4 * g.bs * g.brows;
   g.pool = l.pool;
   g.pool_out = l.pool ? (g.bh / l.pool) * (g.bw / l.pool) * g.c : 0;
   g.relay = kWideTop - 0x80;
   g.wide_top = l.pool ? kWideTop - 0x100 : kWideTop;
-  g.fifo = g.wide_top - 0x108;
-  g.zp_unit = g.wide_top - 0x190;
+  g.fifo = g.wide_top - kFifoGap - 4 * g.taps;
+  g.zp_unit = g.fifo - kAuxGap;
   g.aux0 = g.zp_unit + 1;
   g.aux1 = g.zp_unit + 4;
   return g;
@@ -336,6 +341,11 @@ container::Bitstream execution_program(const Geometry& g, const DepthwiseLayer& 
                         ttu({{4, p * p}}, 0, nullptr, 4), " i.sdims=1 fill_en=1 fill=0x00000001"));
     tile_fence(e, "units=0x3ff");
     const int quads = g.positions / 4;
+    // The pool averages the uint8 values around their zero point (the lane step subtracts w_zp)
+    // and requantizes by f32(f32(s f32(1 / s)) / p^2) (1/16 when s (1/s) rounds to 1), then adds
+    // the zero point back: the CPU reference's edgetpu formula.
+    const float pool_mult =
+        fc_multiplier(1.0f, l.out_scale, l.out_scale) / static_cast<float>(p * p);
     e.add("n2w",
           cat("tiles=0xffff n=",
               ttu({{4 * g.cw, 4}, {4, g.cw}, {16 * g.cw, g.bw / 4}, {4 * g.bw * g.cw, g.bh}}, 0,
@@ -351,23 +361,24 @@ container::Bitstream execution_program(const Geometry& g, const DepthwiseLayer& 
                                  {g.positions, 1},
                                  {g.positions, 1}},
                                 3, &par_hmode);
-    e.add("op",
-          cat("tiles=0xffff loops=(", p, ")(", p, ")(", g.bw / p, ")(", g.bh / p, ") in.base=",
-              hex(g.block_end), " in=", ttu({{0, p}, {0, p}, {4, p * p}, {4 * p * p, 1}}, 0),
-              " in.tflags=0x03", " out.base=", hex(g.block_base), " out=",
-              ttu({{4, g.cw},
-                   {4 * g.cw, g.bw / p},
-                   {4 * g.cw * (g.bw / p), g.bh / p},
-                   {4 * g.cw, 1},
-                   {4 * g.cw * outs, 1}},
-                  3),
-              " out.tflags=0x7 par.base=", hex(g.relay), " par.hmode=", par_hmode, " par=", par,
-              " par.tflags=0x0f psum=(0 x ", p * p, ")(0 x ", outs,
-              ") psum.tflags=0x0840 cfg0=0x127 cfg2=0x0e cfg3=6 dp_mode=4 "
-              "reduce_mask=0x03 out_ch_last=",
-              g.c - 1, " out_ch=", g.c - 1, " mult=", f32_bits(1.0f / static_cast<float>(p * p)),
-              " clamp_max=", f32_bits(l.clamp_max), " clamp_min=", f32_bits(l.clamp_min),
-              l.out_zp ? cat(" out_zp=", l.out_zp) : ""));
+    e.add("op", cat("tiles=0xffff loops=(", p, ")(", p, ")(", g.bw / p, ")(", g.bh / p,
+                    ") in.base=", hex(g.block_end),
+                    " in=", ttu({{0, p}, {0, p}, {4, p * p}, {4 * p * p, 1}}, 0), " in.tflags=0x03",
+                    " out.base=", hex(g.block_base), " out=",
+                    ttu({{4, g.cw},
+                         {4 * g.cw, g.bw / p},
+                         {4 * g.cw * (g.bw / p), g.bh / p},
+                         {4 * g.cw, 1},
+                         {4 * g.cw * outs, 1}},
+                        3),
+                    " out.tflags=0x7 par.base=", hex(g.relay), " par.hmode=", par_hmode,
+                    " par=", par, " par.tflags=0x0f psum=(0 x ", p * p, ")(0 x ", outs,
+                    ") psum.tflags=0x0840 cfg0=0x127 cfg2=0x0e cfg3=6 dp_mode=4 "
+                    "reduce_mask=0x03 out_ch_last=",
+                    g.c - 1, " out_ch=", g.c - 1, " mult=", f32_bits(pool_mult),
+                    " clamp_max=", f32_bits(fc_clamp(255, l.out_zp, l.out_scale)),
+                    " clamp_min=", f32_bits(fc_clamp(0, l.out_zp, l.out_scale)),
+                    l.out_zp ? cat(" w_zp=", l.out_zp, " out_zp=", l.out_zp) : ""));
     tile_fence(e, "counters=0x1ffff units=0x3ff");
     result_base = g.block_base;
     result_bytes = g.pool_out;
@@ -529,7 +540,7 @@ std::string depthwise_unsupported(const DepthwiseLayer& l) {
     }
   }
   const Geometry g = geometry(l);
-  if (g.block_end + 64 > 0x10000 || g.positions / 4 > 0x80) {
+  if (l.w > kSlot || g.block_end + 64 > 0x10000 || (l.pool && g.positions / 4 > 0x80)) {
     return "this DEPTHWISE_CONV_2D does not fit a tile's memories in one block";
   }
   return "";

@@ -1,0 +1,67 @@
+// Correct by simulation: DEPTHWISE_CONV_2D layers of the gabor family (one input channel, depth
+// multiplier C, SAME, stride 1) of random sizes and quantizations, alone or followed by a 4x4
+// AVERAGE_POOL_2D, compiled by our compiler and run on the virtual Edge TPU: every output byte
+// equals the CPU reference in `edgetpu` rounding, on a first and a second inference (parameters
+// resident). The larger sweep is bench/depthwise_sweep_bench.cpp.
+#include <gtest/gtest.h>
+
+#include "compiler/depthwise_twin.h"
+
+namespace tinycoral::compiler {
+namespace {
+
+using testing::check_on_chip;
+using testing::DepthwiseShape;
+using testing::describe;
+
+void expect_equal_to_cpu(const DepthwiseShape& s, std::mt19937& random) {
+  SCOPED_TRACE(describe(s));
+  const testing::ChipCheck r = check_on_chip(s, random);
+  ASSERT_EQ(r.refused, "");
+  // The quantization spreads the outputs: an all-saturated result would make equality cheap.
+  ASSERT_LT(r.saturated * 4, r.bytes) << "the test's output quantization saturates";
+  ASSERT_GT(r.distinct, std::min<size_t>(r.bytes / 4, 24));
+  EXPECT_EQ(r.differ[0], 0u) << "of " << r.bytes << " bytes (first inference)";
+  EXPECT_EQ(r.differ[1], 0u) << "of " << r.bytes << " bytes (second inference)";
+  EXPECT_EQ(r.fault, "");
+}
+
+TEST(DepthwiseOnTheVirtualEdgeTpu, GaborSizesWithRandomQuantizationsEqualTheCpuReference) {
+  std::mt19937 random(20261204);
+  expect_equal_to_cpu({64, 64, 7, 8, 0}, random);
+  expect_equal_to_cpu({64, 64, 7, 8, 4}, random);
+}
+
+// Sizes chosen to reach the edges of the family: the smallest blocks (2 rows), the widest rows
+// (256 bytes, one staging slot), k from 3 to 11, 4 to 16 channels, blocks that are not square.
+TEST(DepthwiseOnTheVirtualEdgeTpu, EdgeSizesEqualTheCpuReference) {
+  std::mt19937 random(5);
+  const DepthwiseShape shapes[] = {{64, 64, 3, 8, 0},  {64, 64, 11, 16, 0}, {32, 64, 7, 12, 0},
+                                   {16, 64, 3, 4, 0},  {64, 16, 3, 4, 0},   {8, 128, 3, 8, 0},
+                                   {16, 256, 3, 8, 0}, {96, 96, 5, 8, 0},   {64, 48, 3, 8, 0},
+                                   {64, 64, 3, 8, 4},  {32, 256, 5, 4, 4},  {64, 64, 9, 12, 4},
+                                   {128, 64, 5, 16, 4}};
+  for (const DepthwiseShape& s : shapes) expect_equal_to_cpu(s, random);
+}
+
+TEST(DepthwiseOnTheVirtualEdgeTpu, RandomShapesEqualTheCpuReference) {
+  std::mt19937 random(1204);
+  for (int i = 0; i < 10; ++i) expect_equal_to_cpu(testing::random_shape(random), random);
+}
+
+// Outside the family the layer stays on the CPU with the reason in the log.
+TEST(DepthwiseOnTheVirtualEdgeTpu, UncoveredShapesStayOnTheCpuWithTheReason) {
+  std::mt19937 random(3);
+  const testing::ChipCheck too_short = check_on_chip({8, 64, 3, 8, 0}, random);
+  EXPECT_NE(too_short.refused.find("H/4 x W a multiple of 256"), std::string::npos)
+      << too_short.refused;
+  const testing::ChipCheck big_pool = check_on_chip({128, 128, 5, 8, 4}, random);
+  EXPECT_NE(big_pool.refused.find("does not fit"), std::string::npos) << big_pool.refused;
+  const testing::ChipCheck pool2 = check_on_chip({64, 64, 3, 8, 2}, random);
+  EXPECT_NE(pool2.refused.find("4x4 AVERAGE_POOL_2D"), std::string::npos) << pool2.refused;
+  const testing::ChipCheck even_k = check_on_chip({64, 64, 4, 8, 0}, random);
+  EXPECT_NE(even_k.refused.find("odd"), std::string::npos) << even_k.refused;
+}
+
+}  // namespace
+}  // namespace tinycoral::compiler

@@ -1,0 +1,169 @@
+// Test and bench helper: CPU twins of the gabor family of layers (QUANTIZE -> DEPTHWISE_CONV_2D
+// with one input channel and depth multiplier C, SAME, stride 1 -> [4x4 AVERAGE_POOL_2D] ->
+// QUANTIZE, uint8 at both ends) of any size, and one check that compiles a twin, runs it on the
+// virtual Edge TPU (parameter caching, then two inferences) and counts the output bytes that differ
+// from the CPU reference in `edgetpu` rounding. Header-only so that the sweep in bench/ shares it.
+#pragma once
+
+#include <algorithm>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "chip/sim_runner.h"
+#include "compiler/compile.h"
+#include "container/tflite_writer.h"
+#include "host/interpreter.h"
+
+namespace tinycoral::compiler::testing {
+
+struct DepthwiseShape {
+  int h, w, k, c, pool;  // pool 0 = none
+};
+
+inline std::string describe(const DepthwiseShape& s) {
+  return cat(s.h, "x", s.w, " k", s.k, " C", s.c, s.pool ? cat(" pool", s.pool) : "");
+}
+
+inline container::Tensor twin_tensor(const std::string& name, container::TensorType type,
+                                     std::vector<int32_t> shape, std::vector<float> scale,
+                                     std::vector<int64_t> zp, uint32_t buffer = 0) {
+  container::Tensor t;
+  t.name = name;
+  t.type = type;
+  t.shape = std::move(shape);
+  t.buffer = buffer;
+  t.quantization.scale = std::move(scale);
+  t.quantization.zero_point = std::move(zp);
+  return t;
+}
+
+// As TensorFlow's converter writes the gabor models: per-channel int8 weights (one scale shared
+// by the channels, as the gabor filters have), a zero int32 bias, random input and output
+// quantizations that spread the outputs over the uint8 range.
+inline container::Model depthwise_twin(const DepthwiseShape& s, std::mt19937& random) {
+  using container::TensorType;
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  const float sx = 0.002f + 0.01f * unit(random);
+  const int x_zp = static_cast<int>(random() % 256);
+  const float sw = 0.0005f + 0.002f * unit(random);
+  // ~3 standard deviations of the sum map to 127.
+  const float sy = 3.0f * static_cast<float>(s.k) * 74 * 74 * sx * sw / 127;
+  const int y_zp = static_cast<int>(random() % 100) + 78;
+  container::Buffer weights, biases;
+  weights.data.resize(static_cast<size_t>(s.k * s.k * s.c));
+  for (auto& b : weights.data) b = static_cast<uint8_t>(static_cast<int>(random() % 255) - 127);
+  biases.data.assign(static_cast<size_t>(4 * s.c), 0);
+
+  container::Model m;
+  m.description = "depthwise twin";
+  m.operator_codes = {{114, "", 1}, {4, "", 3}, {1, "", 2}};
+  m.buffers = {{}, weights, biases};
+  container::Subgraph g;
+  const auto c = static_cast<size_t>(s.c);
+  const std::vector<int64_t> zeros(c, 0);
+  const int oh = s.pool ? s.h / s.pool : s.h, ow = s.pool ? s.w / s.pool : s.w;
+  g.tensors = {
+      twin_tensor("x", TensorType::kUInt8, {1, s.h, s.w, 1}, {sx}, {x_zp}),
+      twin_tensor("xq", TensorType::kInt8, {1, s.h, s.w, 1}, {sx}, {x_zp - 128}),
+      twin_tensor("w", TensorType::kInt8, {1, s.k, s.k, s.c}, std::vector<float>(c, sw), zeros, 1),
+      twin_tensor("b", TensorType::kInt32, {s.c}, std::vector<float>(c, sw * sx), zeros, 2),
+      twin_tensor("yq", TensorType::kInt8, {1, s.h, s.w, s.c}, {sy}, {y_zp - 128}),
+      twin_tensor("pq", TensorType::kInt8, {1, oh, ow, s.c}, {sy}, {y_zp - 128}),
+      twin_tensor("y", TensorType::kUInt8, {1, oh, ow, s.c}, {sy}, {y_zp})};
+  g.tensors[2].quantization.quantized_dimension = 3;
+  container::Operator q_in, dw, pool, q_out;
+  q_in.opcode_index = 0;
+  q_in.inputs = {0};
+  q_in.outputs = {1};
+  dw.opcode_index = 1;
+  dw.inputs = {1, 2, 3};
+  dw.outputs = {4};
+  dw.builtin_options_type = 2;
+  container::DepthwiseConv2DOptions o;
+  o.depth_multiplier = s.c;
+  dw.options = o;
+  pool.opcode_index = 2;
+  pool.inputs = {4};
+  pool.outputs = {5};
+  pool.builtin_options_type = 5;
+  container::Pool2DOptions p;
+  p.padding = container::Padding::kValid;
+  p.filter_h = p.filter_w = p.stride_h = p.stride_w = s.pool;
+  pool.options = p;
+  q_out.opcode_index = 0;
+  q_out.inputs = {s.pool ? 5 : 4};
+  q_out.outputs = {6};
+  g.operators = s.pool ? std::vector{q_in, dw, pool, q_out} : std::vector{q_in, dw, q_out};
+  g.inputs = {0};
+  g.outputs = {6};
+  m.subgraphs.push_back(std::move(g));
+  return m;
+}
+
+struct ChipCheck {
+  std::string refused;        // the compiler's reason when it left the layer on the CPU
+  size_t bytes = 0;           // output bytes per inference
+  size_t distinct = 0;        // distinct output values of the reference
+  size_t saturated = 0;       // reference outputs at 0 or 255
+  size_t differ[2] = {0, 0};  // bytes that differ, first and second inference
+  std::string fault;          // the chip's fault, if any
+};
+
+// Compiles the twin of `s`, runs it on the virtual Edge TPU on a random image and compares.
+inline ChipCheck check_on_chip(const DepthwiseShape& s, std::mt19937& random) {
+  ChipCheck r;
+  const container::Model twin = depthwise_twin(s, random);
+  const CompileResult compiled = compile_model(container::write_tflite(twin));
+  if (compiled.edgetpu_subgraphs != 1) {
+    r.refused = compiled.partition.decisions.at(0).reason;
+    return r;
+  }
+  const auto model = container::read_edgetpu_model(compiled.tflite);
+  const auto exes = chip::testing::executables_of(model);
+  host::InterpreterOptions options;
+  options.rounding = host::Rounding::kEdgeTpu;
+  host::Interpreter cpu(twin, options);
+  std::vector<uint8_t> x(static_cast<size_t>(s.h * s.w));
+  for (auto& b : x) b = static_cast<uint8_t>(random());
+  cpu.set_input(0, x);
+  cpu.invoke();
+  const auto want = cpu.output_bytes(0);
+  r.bytes = want.size();
+  r.distinct = std::set<uint8_t>(want.begin(), want.end()).size();
+  for (uint8_t v : want) r.saturated += v == 0 || v == 255;
+
+  chip::VirtualEdgeTpu chip;
+  chip::testing::run_executable(chip, *exes.caching, {});
+  const auto& layer = exes.execution->output_layers.at(0);
+  for (int inference = 0; inference < 2; ++inference) {
+    const auto got = chip::testing::detile(
+        layer, chip::testing::run_executable(chip, *exes.execution, {{"x", x}}).at(layer.name));
+    size_t differ = got.size() == want.size() ? 0 : want.size();
+    for (size_t i = 0; i < want.size() && i < got.size(); ++i) differ += got[i] != want[i];
+    r.differ[inference] = differ;
+  }
+  r.fault = chip.fault();
+  return r;
+}
+
+// A random member of the family the generator covers: H a multiple of 4, W of 16 up to 256 with
+// H/4 x W a multiple of 256, odd k from 3 to 11 (at most the block), C in {4, 8, 12, 16}; the
+// pool (4x4) where it divides each tile's block and the block has at most 512 positions.
+inline DepthwiseShape random_shape(std::mt19937& random, int max_h = 128) {
+  for (;;) {
+    DepthwiseShape s{};
+    s.w = 16 * (1 + static_cast<int>(random() % 16));
+    s.h = 4 * (1 + static_cast<int>(random() % static_cast<unsigned>(max_h / 4)));
+    s.k = 3 + 2 * static_cast<int>(random() % 5);
+    s.c = 4 * (1 + static_cast<int>(random() % 4));
+    s.pool = random() % 3 == 0 ? 4 : 0;
+    const int bh = s.h / 4, bw = s.w / 4;
+    if (bh * s.w % 256 != 0 || bh < 2 || bh < s.k / 2 || bw < s.k / 2) continue;
+    if (s.pool && (bh % 4 != 0 || bw % 4 != 0 || bh * bw > 512)) continue;
+    return s;
+  }
+}
+
+}  // namespace tinycoral::compiler::testing
