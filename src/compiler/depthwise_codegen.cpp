@@ -333,19 +333,28 @@ container::Bitstream execution_program(const Geometry& g, const DepthwiseLayer& 
   int result_bytes = g.out_bytes;
   std::string result_walk;
   if (g.pool) {
-    // Average pool: a ones row for the op's unused `in`, the transposing relay of the positions
-    // (4 per wide row, one lane each), then the pool op (window innermost) into the grid's space.
+    // The pool: a ones row for the op's unused `in`, the transposing relay of the positions (4 per
+    // wide row, one lane each: position (y, x) at wide unit relay + y bw + x), then the pool op
+    // (window innermost) into the grid's space.
     const int p = g.pool;
     const int outs = (g.bh / p) * (g.bw / p);
     e.add("mesh_n", cat("tiles=0xffff i.addr=", hex(g.block_end), " i=",
                         ttu({{4, p * p}}, 0, nullptr, 4), " i.sdims=1 fill_en=1 fill=0x00000001"));
     tile_fence(e, "units=0x3ff");
     const int quads = g.positions / 4;
-    // The pool averages the uint8 values around their zero point (the lane step subtracts w_zp)
-    // and requantizes by f32(f32(s f32(1 / s)) / p^2) (1/16 when s (1/s) rounds to 1), then adds
-    // the zero point back: the CPU reference's edgetpu formula.
-    const float pool_mult =
-        fc_multiplier(1.0f, l.out_scale, l.out_scale) / static_cast<float>(p * p);
+    // The average pool sums the uint8 values around their zero point (the lane step subtracts
+    // w_zp) and requantizes by f32(f32(s f32(1 / s)) / p^2) (1/16 when s (1/s) rounds to 1), then
+    // adds the zero point back: the CPU reference's edgetpu formula. The max pool (opcode 2,
+    // 14.1's fields, isa.md 2.2) takes the maximum byte and moves it by offset -zp and out_zp.
+    const float ratio = fc_multiplier(1.0f, l.out_scale, l.out_scale);
+    const float pool_mult = l.max_pool ? ratio : ratio / static_cast<float>(p * p);
+    const std::string pool_class =
+        l.max_pool ? "cfg0=0x127 cfg2=0x06 cfg3=7" : "cfg0=0x127 cfg2=0x0e cfg3=6";
+    std::string zero_points;
+    if (l.out_zp != 0) {
+      zero_points = l.max_pool ? cat(" offset=", -l.out_zp, " out_zp=", l.out_zp)
+                               : cat(" w_zp=", l.out_zp, " out_zp=", l.out_zp);
+    }
     e.add("n2w",
           cat("tiles=0xffff n=",
               ttu({{4 * g.cw, 4}, {4, g.cw}, {16 * g.cw, g.bw / 4}, {4 * g.bw * g.cw, g.bh}}, 0,
@@ -356,29 +365,29 @@ container::Bitstream execution_program(const Geometry& g, const DepthwiseLayer& 
     int par_hmode = 0;
     const std::string par = ttu({{1, p},
                                  {g.bw, p},
-                                 {4, g.bw / p},
+                                 {p, g.bw / p},
                                  {p * g.bw, g.bh / p},
                                  {g.positions, 1},
                                  {g.positions, 1}},
                                 3, &par_hmode);
-    e.add("op", cat("tiles=0xffff loops=(", p, ")(", p, ")(", g.bw / p, ")(", g.bh / p,
-                    ") in.base=", hex(g.block_end),
-                    " in=", ttu({{0, p}, {0, p}, {4, p * p}, {4 * p * p, 1}}, 0), " in.tflags=0x03",
-                    " out.base=", hex(g.block_base), " out=",
-                    ttu({{4, g.cw},
-                         {4 * g.cw, g.bw / p},
-                         {4 * g.cw * (g.bw / p), g.bh / p},
-                         {4 * g.cw, 1},
-                         {4 * g.cw * outs, 1}},
-                        3),
-                    " out.tflags=0x7 par.base=", hex(g.relay), " par.hmode=", par_hmode,
-                    " par=", par, " par.tflags=0x0f psum=(0 x ", p * p, ")(0 x ", outs,
-                    ") psum.tflags=0x0840 cfg0=0x127 cfg2=0x0e cfg3=6 dp_mode=4 "
-                    "reduce_mask=0x03 out_ch_last=",
-                    g.c - 1, " out_ch=", g.c - 1, " mult=", f32_bits(pool_mult),
-                    " clamp_max=", f32_bits(fc_clamp(255, l.out_zp, l.out_scale)),
-                    " clamp_min=", f32_bits(fc_clamp(0, l.out_zp, l.out_scale)),
-                    l.out_zp ? cat(" w_zp=", l.out_zp, " out_zp=", l.out_zp) : ""));
+    e.add(l.max_pool ? "pool" : "op",
+          cat("tiles=0xffff loops=(", p, ")(", p, ")(", g.bw / p, ")(", g.bh / p, ") in.base=",
+              hex(g.block_end), " in=", ttu({{0, p}, {0, p}, {4, p * p}, {4 * p * p, 1}}, 0),
+              " in.tflags=0x03", " out.base=", hex(g.block_base), " out=",
+              ttu({{4, g.cw},
+                   {4 * g.cw, g.bw / p},
+                   {4 * g.cw * (g.bw / p), g.bh / p},
+                   {4 * g.cw, 1},
+                   {4 * g.cw * outs, 1}},
+                  3),
+              " out.tflags=0x7 par.base=", hex(g.relay), " par.hmode=", par_hmode, " par=", par,
+              " par.tflags=0x0f psum=(0 x ", p * p, ")(0 x ", outs, ") psum.tflags=0x0840 ",
+              pool_class,
+              " dp_mode=4 "
+              "reduce_mask=0x03 out_ch_last=",
+              g.c - 1, " out_ch=", g.c - 1, " mult=", f32_bits(pool_mult),
+              " clamp_max=", f32_bits(fc_clamp(255, l.out_zp, l.out_scale)),
+              " clamp_min=", f32_bits(fc_clamp(0, l.out_zp, l.out_scale)), zero_points));
     tile_fence(e, "counters=0x1ffff units=0x3ff");
     result_base = g.block_base;
     result_bytes = g.pool_out;
@@ -535,8 +544,8 @@ std::string depthwise_unsupported(const DepthwiseLayer& l) {
   }
   if (l.pool) {
     const int bh = l.h / kGrid, bw = l.w / kGrid;
-    if (l.pool != 4 || bh % l.pool != 0 || bw % l.pool != 0) {
-      return "tinycoral generates a 4x4 AVERAGE_POOL_2D that divides each tile's block only";
+    if (l.pool < 2 || l.pool > 8 || bh % l.pool != 0 || bw % l.pool != 0) {
+      return "tinycoral generates pool windows of 2 to 8 that divide each tile's block only";
     }
   }
   const Geometry g = geometry(l);

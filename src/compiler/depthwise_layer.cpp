@@ -48,7 +48,10 @@ std::string match_depthwise(const Graph& graph, const std::vector<int>& mapped_o
     return "tinycoral generates [QUANTIZE] DEPTHWISE_CONV_2D [AVERAGE_POOL_2D] [QUANTIZE] only";
   }
   const GraphOp& dw = *ops[at++];
-  if (at < ops.size() && is(*ops[at], BuiltinOp::kAveragePool2D)) pool = ops[at++];
+  if (at < ops.size() &&
+      (is(*ops[at], BuiltinOp::kAveragePool2D) || is(*ops[at], BuiltinOp::kMaxPool2D))) {
+    pool = ops[at++];
+  }
   if (at < ops.size() && is(*ops[at], BuiltinOp::kQuantize)) q_out = ops[at++];
   if (at != ops.size()) return cat("tinycoral has no code generator for ", ops[at]->name, " yet");
 
@@ -97,19 +100,21 @@ std::string match_depthwise(const Graph& graph, const std::vector<int>& mapped_o
   }
   const GraphTensor* last = &y;
   if (pool != nullptr) {
-    if (pool->inputs.at(0) != dw.outputs[0]) return "the AVERAGE_POOL_2D does not read the layer";
+    if (pool->inputs.at(0) != dw.outputs[0])
+      return cat("the ", pool->name, " does not read the layer");
     const auto* p = std::get_if<container::Pool2DOptions>(&pool->options);
     if (p == nullptr || p->filter_h != p->filter_w || p->stride_h != p->filter_h ||
         p->stride_w != p->filter_w || p->padding != container::Padding::kValid ||
         p->activation != container::Activation::kNone) {
-      return "tinycoral generates square AVERAGE_POOL_2D windows with stride = window, VALID, "
-             "no activation only";
+      return cat("tinycoral generates square ", pool->name,
+                 " windows with stride = window, VALID, no activation only");
     }
     const GraphTensor& py = graph.tensor(pool->outputs.at(0));
     if (py.quant.scale.at(0) != y.quant.scale.at(0) || uint8_zp(py) != uint8_zp(y)) {
-      return "an AVERAGE_POOL_2D that rescales is not generated yet";
+      return cat("a ", pool->name, " that rescales is not generated yet");
     }
     layer.pool = p->filter_h;
+    layer.max_pool = is(*pool, BuiltinOp::kMaxPool2D);
     last = &py;
   }
   const GraphTensor* out = last;

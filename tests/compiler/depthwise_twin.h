@@ -1,5 +1,5 @@
 // Test and bench helper: CPU twins of the gabor family of layers (QUANTIZE -> DEPTHWISE_CONV_2D
-// with one input channel and depth multiplier C, SAME, stride 1 -> [4x4 AVERAGE_POOL_2D] ->
+// with one input channel and depth multiplier C, SAME, stride 1 -> [AVERAGE_ or MAX_POOL_2D] ->
 // QUANTIZE, uint8 at both ends) of any size, and one check that compiles a twin, runs it on the
 // virtual Edge TPU (parameter caching, then two inferences) and counts the output bytes that differ
 // from the CPU reference in `edgetpu` rounding. Header-only so that the sweep in bench/ shares it.
@@ -20,10 +20,12 @@ namespace tinycoral::compiler::testing {
 
 struct DepthwiseShape {
   int h, w, k, c, pool;  // pool 0 = none
+  bool max = false;      // MAX_POOL_2D, else AVERAGE_POOL_2D
 };
 
 inline std::string describe(const DepthwiseShape& s) {
-  return cat(s.h, "x", s.w, " k", s.k, " C", s.c, s.pool ? cat(" pool", s.pool) : "");
+  return cat(s.h, "x", s.w, " k", s.k, " C", s.c,
+             s.pool ? cat(s.max ? " max pool " : " average pool ", s.pool) : "");
 }
 
 inline container::Tensor twin_tensor(const std::string& name, container::TensorType type,
@@ -49,7 +51,9 @@ inline container::Model depthwise_twin(const DepthwiseShape& s, std::mt19937& ra
   const int x_zp = static_cast<int>(random() % 256);
   const float sw = 0.0005f + 0.002f * unit(random);
   // ~3 standard deviations of the sum map to 127.
-  const float sy = 3.0f * static_cast<float>(s.k) * 74 * 74 * sx * sw / 127;
+  // (A max pool's outputs sit in the upper tail: twice the range keeps them off 255.)
+  const float sy =
+      (s.pool && s.max ? 2.0f : 1.0f) * 3.0f * static_cast<float>(s.k) * 74 * 74 * sx * sw / 127;
   const int y_zp = static_cast<int>(random() % 100) + 78;
   container::Buffer weights, biases;
   weights.data.resize(static_cast<size_t>(s.k * s.k * s.c));
@@ -58,7 +62,7 @@ inline container::Model depthwise_twin(const DepthwiseShape& s, std::mt19937& ra
 
   container::Model m;
   m.description = "depthwise twin";
-  m.operator_codes = {{114, "", 1}, {4, "", 3}, {1, "", 2}};
+  m.operator_codes = {{114, "", 1}, {4, "", 3}, {s.max ? 17 : 1, "", 2}};
   m.buffers = {{}, weights, biases};
   container::Subgraph g;
   const auto c = static_cast<size_t>(s.c);
@@ -149,8 +153,9 @@ inline ChipCheck check_on_chip(const DepthwiseShape& s, std::mt19937& random) {
 }
 
 // A random member of the family the generator covers: H a multiple of 4, W of 16 up to 256 with
-// H/4 x W a multiple of 256, odd k from 3 to 11 (at most the block), C in {4, 8, 12, 16}; the
-// pool (4x4) where it divides each tile's block and the block has at most 512 positions.
+// H/4 x W a multiple of 256, odd k from 3 to 11 (at most the block), C in {4, 8, 12, 16}; a pool
+// (average or max, window 2, 4 or 8) where it divides each tile's block and the block has at most
+// 512 positions.
 inline DepthwiseShape random_shape(std::mt19937& random, int max_h = 128) {
   for (;;) {
     DepthwiseShape s{};
@@ -158,10 +163,11 @@ inline DepthwiseShape random_shape(std::mt19937& random, int max_h = 128) {
     s.h = 4 * (1 + static_cast<int>(random() % static_cast<unsigned>(max_h / 4)));
     s.k = 3 + 2 * static_cast<int>(random() % 5);
     s.c = 4 * (1 + static_cast<int>(random() % 4));
-    s.pool = random() % 3 == 0 ? 4 : 0;
+    s.pool = random() % 2 == 0 ? 2 << (random() % 3) : 0;
+    s.max = random() % 2 == 0;
     const int bh = s.h / 4, bw = s.w / 4;
     if (bh * s.w % 256 != 0 || bh < 2 || bh < s.k / 2 || bw < s.k / 2) continue;
-    if (s.pool && (bh % 4 != 0 || bw % 4 != 0 || bh * bw > 512)) continue;
+    if (s.pool && (bh % s.pool != 0 || bw % s.pool != 0 || bh * bw > 512)) continue;
     return s;
   }
 }
