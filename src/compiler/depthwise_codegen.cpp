@@ -547,6 +547,9 @@ std::string depthwise_unsupported(const DepthwiseLayer& l) {
     if (l.pool < 2 || l.pool > 8 || bh % l.pool != 0 || bw % l.pool != 0) {
       return "tinycoral generates pool windows of 2 to 8 that divide each tile's block only";
     }
+    if ((bh / l.pool) * (bw / l.pool) * l.channels % 8 != 0) {
+      return "a pooled block that is not a whole number of 8-byte output units is not generated";
+    }
   }
   const Geometry g = geometry(l);
   if (l.w > kSlot || g.block_end + 64 > 0x10000 || (l.pool && g.positions / 4 > 0x80)) {

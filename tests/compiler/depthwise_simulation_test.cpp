@@ -46,6 +46,28 @@ TEST(DepthwiseOnTheVirtualEdgeTpu, EdgeSizesEqualTheCpuReference) {
   for (const DepthwiseShape& s : shapes) expect_equal_to_cpu(s, random);
 }
 
+// A fused RELU (which must clip: some outputs sit at the zero point) and int8 boundaries (no
+// QUANTIZE: SIGNED_FIXED_POINT8 layers whose top bit the host flips).
+TEST(DepthwiseOnTheVirtualEdgeTpu, ReluAndInt8BoundariesEqualTheCpuReference) {
+  std::mt19937 random(9);
+  const DepthwiseShape shapes[] = {{64, 64, 5, 8, 0, false, container::Activation::kRelu},
+                                   {32, 64, 3, 12, 4, true, container::Activation::kRelu},
+                                   {64, 64, 7, 8, 0, false, container::Activation::kNone, true},
+                                   {64, 64, 3, 16, 2, false, container::Activation::kRelu, true}};
+  for (const DepthwiseShape& s : shapes) {
+    SCOPED_TRACE(describe(s));
+    const testing::ChipCheck r = check_on_chip(s, random);
+    ASSERT_EQ(r.refused, "");
+    if (s.act == container::Activation::kRelu) {
+      EXPECT_GT(r.at_zero_point, 0u);  // the bound is hit
+    }
+    ASSERT_GT(r.distinct, 24u);
+    EXPECT_EQ(r.differ[0], 0u) << "of " << r.bytes << " bytes (first inference)";
+    EXPECT_EQ(r.differ[1], 0u) << "of " << r.bytes << " bytes (second inference)";
+    EXPECT_EQ(r.fault, "");
+  }
+}
+
 TEST(DepthwiseOnTheVirtualEdgeTpu, RandomShapesEqualTheCpuReference) {
   std::mt19937 random(1204);
   for (int i = 0; i < 10; ++i) expect_equal_to_cpu(testing::random_shape(random), random);
@@ -61,6 +83,8 @@ TEST(DepthwiseOnTheVirtualEdgeTpu, UncoveredShapesStayOnTheCpuWithTheReason) {
   EXPECT_NE(big_pool.refused.find("does not fit"), std::string::npos) << big_pool.refused;
   const testing::ChipCheck pool3 = check_on_chip({64, 64, 3, 8, 3}, random);
   EXPECT_NE(pool3.refused.find("pool windows of 2 to 8"), std::string::npos) << pool3.refused;
+  const testing::ChipCheck odd_units = check_on_chip({32, 96, 5, 12, 8}, random);
+  EXPECT_NE(odd_units.refused.find("8-byte output units"), std::string::npos) << odd_units.refused;
   const testing::ChipCheck even_k = check_on_chip({64, 64, 4, 8, 0}, random);
   EXPECT_NE(even_k.refused.find("odd"), std::string::npos) << even_k.refused;
 }

@@ -19,13 +19,18 @@
 namespace tinycoral::compiler::testing {
 
 struct DepthwiseShape {
-  int h, w, k, c, pool;  // pool 0 = none
-  bool max = false;      // MAX_POOL_2D, else AVERAGE_POOL_2D
+  int h, w, k, c, pool;                                      // pool 0 = none
+  bool max = false;                                          // MAX_POOL_2D, else AVERAGE_POOL_2D
+  container::Activation act = container::Activation::kNone;  // fused into the depthwise layer
+  bool int8_io = false;  // int8 model input and output (no QUANTIZE operators)
 };
 
 inline std::string describe(const DepthwiseShape& s) {
-  return cat(s.h, "x", s.w, " k", s.k, " C", s.c,
-             s.pool ? cat(s.max ? " max pool " : " average pool ", s.pool) : "");
+  return cat(
+      s.h, "x", s.w, " k", s.k, " C", s.c,
+      s.pool ? cat(s.max ? " max pool " : " average pool ", s.pool) : "",
+      s.act != container::Activation::kNone ? cat(" activation ", static_cast<int>(s.act)) : "",
+      s.int8_io ? " int8" : "");
 }
 
 inline container::Tensor twin_tensor(const std::string& name, container::TensorType type,
@@ -87,6 +92,7 @@ inline container::Model depthwise_twin(const DepthwiseShape& s, std::mt19937& ra
   dw.builtin_options_type = 2;
   container::DepthwiseConv2DOptions o;
   o.depth_multiplier = s.c;
+  o.activation = s.act;
   dw.options = o;
   pool.opcode_index = 2;
   pool.inputs = {4};
@@ -100,6 +106,13 @@ inline container::Model depthwise_twin(const DepthwiseShape& s, std::mt19937& ra
   q_out.inputs = {s.pool ? 5 : 4};
   q_out.outputs = {6};
   g.operators = s.pool ? std::vector{q_in, dw, pool, q_out} : std::vector{q_in, dw, q_out};
+  if (s.int8_io) {  // the layer's int8 tensors are the model's input and output
+    g.tensors[0] = twin_tensor("x", TensorType::kInt8, {1, s.h, s.w, 1}, {sx}, {x_zp - 128});
+    g.tensors[6] = twin_tensor("y", TensorType::kInt8, {1, oh, ow, s.c}, {sy}, {y_zp - 128});
+    dw.inputs[0] = 0;
+    (s.pool ? pool : dw).outputs = {6};
+    g.operators = s.pool ? std::vector{dw, pool} : std::vector{dw};
+  }
   g.inputs = {0};
   g.outputs = {6};
   m.subgraphs.push_back(std::move(g));
@@ -111,6 +124,7 @@ struct ChipCheck {
   size_t bytes = 0;           // output bytes per inference
   size_t distinct = 0;        // distinct output values of the reference
   size_t saturated = 0;       // reference outputs at 0 or 255
+  size_t at_zero_point = 0;   // reference outputs equal to the output zero point
   size_t differ[2] = {0, 0};  // bytes that differ, first and second inference
   std::string fault;          // the chip's fault, if any
 };
@@ -132,18 +146,26 @@ inline ChipCheck check_on_chip(const DepthwiseShape& s, std::mt19937& random) {
   std::vector<uint8_t> x(static_cast<size_t>(s.h * s.w));
   for (auto& b : x) b = static_cast<uint8_t>(random());
   cpu.set_input(0, x);
+  // The host flips the most significant bit of int8 (SIGNED_FIXED_POINT8) inputs and outputs.
+  const uint8_t flip = s.int8_io ? 0x80 : 0;
+  std::vector<uint8_t> device_x(x);
+  for (auto& b : device_x) b ^= flip;
   cpu.invoke();
   const auto want = cpu.output_bytes(0);
   r.bytes = want.size();
   r.distinct = std::set<uint8_t>(want.begin(), want.end()).size();
-  for (uint8_t v : want) r.saturated += v == 0 || v == 255;
+  const int y_zp = static_cast<int>(twin.subgraphs[0].tensors[6].quantization.zero_point[0]);
+  for (uint8_t v : want) r.at_zero_point += static_cast<int>(s.int8_io ? int8_t(v) : v) == y_zp;
+  for (uint8_t v : want) r.saturated += (v ^ flip) == 0 || (v ^ flip) == 255;
 
   chip::VirtualEdgeTpu chip;
   chip::testing::run_executable(chip, *exes.caching, {});
   const auto& layer = exes.execution->output_layers.at(0);
   for (int inference = 0; inference < 2; ++inference) {
-    const auto got = chip::testing::detile(
-        layer, chip::testing::run_executable(chip, *exes.execution, {{"x", x}}).at(layer.name));
+    auto got = chip::testing::detile(
+        layer,
+        chip::testing::run_executable(chip, *exes.execution, {{"x", device_x}}).at(layer.name));
+    for (auto& b : got) b ^= flip;
     size_t differ = got.size() == want.size() ? 0 : want.size();
     for (size_t i = 0; i < want.size() && i < got.size(); ++i) differ += got[i] != want[i];
     r.differ[inference] = differ;
@@ -154,8 +176,8 @@ inline ChipCheck check_on_chip(const DepthwiseShape& s, std::mt19937& random) {
 
 // A random member of the family the generator covers: H a multiple of 4, W of 16 up to 256 with
 // H/4 x W a multiple of 256, odd k from 3 to 11 (at most the block), C in {4, 8, 12, 16}; a pool
-// (average or max, window 2, 4 or 8) where it divides each tile's block and the block has at most
-// 512 positions.
+// (average or max, window 2, 4 or 8) where it divides each tile's block, the block has at most
+// 512 positions and the pooled block is whole 8-byte units.
 inline DepthwiseShape random_shape(std::mt19937& random, int max_h = 128) {
   for (;;) {
     DepthwiseShape s{};
@@ -167,7 +189,10 @@ inline DepthwiseShape random_shape(std::mt19937& random, int max_h = 128) {
     s.max = random() % 2 == 0;
     const int bh = s.h / 4, bw = s.w / 4;
     if (bh * s.w % 256 != 0 || bh < 2 || bh < s.k / 2 || bw < s.k / 2) continue;
-    if (s.pool && (bh % s.pool != 0 || bw % s.pool != 0 || bh * bw > 512)) continue;
+    if (s.pool && (bh % s.pool != 0 || bw % s.pool != 0 || bh * bw > 512 ||
+                   (bh / s.pool) * (bw / s.pool) * s.c % 8 != 0)) {
+      continue;
+    }
     return s;
   }
 }
