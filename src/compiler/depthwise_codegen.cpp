@@ -316,9 +316,9 @@ container::Bitstream execution_program(const Geometry& g, const DepthwiseLayer& 
   const std::string dw_par = ttu({{4, g.taps}, {0, g.positions}}, 1);
   e.add("op",
         cat("tiles=0xffff loops=(", g.taps, ")(", g.positions, ") in.base=", hex(g.block_base),
-            " in=", dw_in, " in.tflags=0x07 out=", dw_out, " out.tflags=0x1 par.base=", hex(g.fifo),
-            " par=", dw_par, " par.tflags=0x80 par.fifo=", hex(g.taps), " psum=(0 x ", g.taps,
-            ")(0 x ", g.positions,
+            in_hmode ? cat(" in.hmode=", in_hmode) : "", " in=", dw_in, " in.tflags=0x07 out=",
+            dw_out, " out.tflags=0x1 par.base=", hex(g.fifo), " par=", dw_par,
+            " par.tflags=0x80 par.fifo=", hex(g.taps), " psum=(0 x ", g.taps, ")(0 x ", g.positions,
             ") psum.tflags=0x0840 cfg0=0x0a5 cfg1=0x14f sync0=0x4000 "
             "sync1=0x4000 cfg2=0x07 cfg3=8",
             l.in_zp ? cat(" in_zp=", l.in_zp) : "", " pc_aux_unit=", hex(g.aux1),
