@@ -81,6 +81,9 @@ struct Geometry {
   int pool;        // window, 0 = none
   int pool_out;    // pooled output bytes per tile
   int wide_top;    // top of the weight/aux allocation
+  bool pc_mult;    // channels with their own multipliers (an aux packet of them first)
+  int aux_rows;    // aux packets per tile: [multipliers,] zero points
+  int aux_base;    // wide unit of the first aux row (rows 4 units apart)
   int fifo, aux0, aux1, zp_unit;
   int relay;  // wide unit of the pool relay rows
 };
@@ -110,9 +113,12 @@ Geometry geometry(const DepthwiseLayer& l) {
   g.relay = kWideTop - 0x80;
   g.wide_top = l.pool ? kWideTop - 0x100 : kWideTop;
   g.fifo = g.wide_top - kFifoGap - 4 * g.taps;
-  g.zp_unit = g.fifo - kAuxGap;
-  g.aux0 = g.zp_unit + 1;
-  g.aux1 = g.zp_unit + 4;
+  g.pc_mult = !std::all_of(l.mult.begin(), l.mult.end(), [&](float m) { return m == l.mult[0]; });
+  g.aux_rows = g.pc_mult ? 2 : 1;
+  g.aux_base = g.fifo - kAuxGap;
+  g.zp_unit = g.aux_base + 4 * (g.aux_rows - 1);
+  g.aux0 = g.aux_base + 1;
+  g.aux1 = g.aux_base + 4 * g.aux_rows;
   return g;
 }
 
@@ -305,8 +311,9 @@ container::Bitstream execution_program(const Geometry& g, const DepthwiseLayer& 
   // runs the depthwise op over its positions (taps innermost).
   e.add("ringcons1",
         cat("tiles=0xffff addr=", hex(g.fifo), " dst=", ttu({{4, g.taps}}, 0, nullptr, 4),
-            " sdims=1 cbuf=1 slots=", g.taps, " aux_en0=1 aux_addr0=", hex(g.aux0), " aux_addr1=",
-            hex(g.aux1), " aux_en1=1 mode=3 s_id=0x21 s_val=-1 s_en_a=1 s_en_b=1 s_y=1"));
+            " sdims=1 cbuf=1 slots=", g.taps, " aux_en0=1 aux_addr0=", hex(g.aux0),
+            g.pc_mult ? " aux_rows0_m1=1" : "", " aux_addr1=", hex(g.aux1),
+            " aux_en1=1 mode=3 s_id=0x21 s_val=-1 s_en_a=1 s_en_b=1 s_y=1"));
   const int pos_in = 4;  // one pixel word per position
   int in_hmode = 0;
   const std::string dw_in =
@@ -314,6 +321,15 @@ container::Bitstream execution_program(const Geometry& g, const DepthwiseLayer& 
           &in_hmode);
   const std::string dw_out = ttu({{4, g.cw}, {4 * g.cw, g.positions}, {4 * g.cw, 1}}, 3);
   const std::string dw_par = ttu({{4, g.taps}, {0, g.positions}}, 1);
+  if (g.pc_mult) {
+    // Channels with their own scales (no oracle: the dense layers' per-channel form,
+    // docs/chip_ops.md section 6): the multiplier packet goes into the output stage's multiplier
+    // plane (mode-2 load, 8 bytes per step), the op takes them with pc_mult.
+    e.add("w2n", cat("tiles=0xffff w.addr=", hex(g.aux_base),
+                     " w=(1 x 1) w.lvl_mask=0x1 n=", ttu({{4, g.c / 2}}, 0, nullptr, 6),
+                     " n.lvl_mask=0x01 mode=2 fill_size=64 sync.en0=1 sync.f2=1 sync.wait_lvl=2 "
+                     "sync.en1=1 sync.val=0x0ffff sync.en2=1 sync.f45=1 tail_f867=1 tail_en870=1"));
+  }
   e.add("op",
         cat("tiles=0xffff loops=(", g.taps, ")(", g.positions, ") in.base=", hex(g.block_base),
             in_hmode ? cat(" in.hmode=", in_hmode) : "", " in=", dw_in, " in.tflags=0x07 out=",
@@ -322,11 +338,12 @@ container::Bitstream execution_program(const Geometry& g, const DepthwiseLayer& 
             ") psum.tflags=0x0840 cfg0=0x0a5 cfg1=0x14f sync0=0x4000 "
             "sync1=0x4000 cfg2=0x07 cfg3=8",
             l.in_zp ? cat(" in_zp=", l.in_zp) : "", " pc_aux_unit=", hex(g.aux1),
-            " pc_aux_rows=1 pc_zp_unit=", hex(g.zp_unit),
+            " pc_aux_rows=", g.aux_rows, " pc_zp_unit=", hex(g.zp_unit),
             " dp_mode=2 reduce_mask=0x01 out_ch_last=", g.c - 1, " out_ch=", g.c - 1,
-            " mult=", f32_bits(l.mult[0]), " clamp_max=", f32_bits(l.clamp_max),
-            " clamp_min=", f32_bits(l.clamp_min), l.out_zp ? cat(" out_zp=", l.out_zp) : ""));
-  e.add("ringprod", cat("tiles=0x0001 src=", ttu({{4, g.taps + 1}}, 0, nullptr, 4),
+            " mult=", f32_bits(g.pc_mult ? 1.0f : l.mult[0]), " clamp_max=", f32_bits(l.clamp_max),
+            " clamp_min=", f32_bits(l.clamp_min), l.out_zp ? cat(" out_zp=", l.out_zp) : "",
+            g.pc_mult ? " pc_mult=1" : ""));
+  e.add("ringprod", cat("tiles=0x0001 src=", ttu({{4, g.taps + g.aux_rows}}, 0, nullptr, 4),
                         " sdims=1 pcfg=4 r0.id=0x32 r0.en_a=1 r0.en_b=1 to_c1=1 dest=0x0ffff"));
 
   int result_base = 0;  // narrow byte address of the tile's result
@@ -428,7 +445,7 @@ container::Bitstream execution_program(const Geometry& g, const DepthwiseLayer& 
                           "dest=0x10000"));
   }
   tile_fence(e, "counters=0x1ffff units=0x3ff");
-  e.add("scsync", cat("tiles=0xffff smask=0x060 thr5=", kTiles, " thr6=", g.taps + 1,
+  e.add("scsync", cat("tiles=0xffff smask=0x060 thr5=", kTiles, " thr6=", g.taps + g.aux_rows,
                       " wait=0x060 sunits=0x0c"));
   tile_fence(e, "counters=0x60000 units=0x3ff signal=1");
   wait_tokens(e);
@@ -440,7 +457,7 @@ container::Bitstream execution_program(const Geometry& g, const DepthwiseLayer& 
 
 container::Bitstream caching_program(const Geometry& g) {
   Emitter e;
-  const int units = g.taps + 1;
+  const int units = g.taps + g.aux_rows;
   tile_fence(e, "b43=1 counters=0x7ffff units=0x3ff signal=1");
   e.add("scsync", "tiles=0xffff smask=0x1ff tokwait=1 tmask=0xffff sunits=0x1f");
   e.reloc_movi(1, BufferKind::kParameter, Half::kLower32);
@@ -534,11 +551,6 @@ std::string depthwise_unsupported(const DepthwiseLayer& l) {
   if (l.h / kGrid < pad || l.w / kGrid < pad || l.h / kGrid < 2) {
     return "DEPTHWISE_CONV_2D blocks smaller than the kernel's halo are not generated";
   }
-  for (float m : l.mult) {
-    if (m != l.mult[0]) {
-      return "DEPTHWISE_CONV_2D channels with different scales are not generated yet";
-    }
-  }
   for (int32_t b : l.bias) {
     if (b != 0) return "DEPTHWISE_CONV_2D with a non-zero bias is not generated yet";
   }
@@ -563,6 +575,11 @@ std::vector<uint8_t> depthwise_parameters(const DepthwiseLayer& l) {
   const auto put32 = [&](uint32_t v) {
     for (int b = 0; b < 4; ++b) out.push_back(static_cast<uint8_t>(v >> (8 * b)));
   };
+  if (geometry(l).pc_mult) {
+    for (int c = 0; c < kPacket / 4; ++c) {
+      put32(c < l.channels ? std::bit_cast<uint32_t>(l.mult[static_cast<size_t>(c)]) : 0u);
+    }
+  }
   for (int c = 0; c < kPacket / 4; ++c) put32(c < l.channels ? 128u : 0u);
   for (int t = 0; t < l.kh * l.kw; ++t) {
     for (int c = 0; c < kPacket / 4; ++c) {

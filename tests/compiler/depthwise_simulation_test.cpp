@@ -68,6 +68,18 @@ TEST(DepthwiseOnTheVirtualEdgeTpu, ReluAndInt8BoundariesEqualTheCpuReference) {
   }
 }
 
+// Channels with their own weight scales: the multipliers travel as an aux packet before the zero
+// points and reach the output stage through a mode-2 load (pc_mult).
+TEST(DepthwiseOnTheVirtualEdgeTpu, PerChannelScalesEqualTheCpuReference) {
+  std::mt19937 random(21);
+  const DepthwiseShape shapes[] = {
+      {64, 64, 7, 8, 0, false, container::Activation::kNone, false, true},
+      {32, 64, 3, 16, 0, false, container::Activation::kNone, false, true},
+      {64, 64, 5, 4, 4, false, container::Activation::kNone, false, true},
+      {64, 128, 3, 12, 2, true, container::Activation::kRelu, true, true}};
+  for (const DepthwiseShape& s : shapes) expect_equal_to_cpu(s, random);
+}
+
 TEST(DepthwiseOnTheVirtualEdgeTpu, RandomShapesEqualTheCpuReference) {
   std::mt19937 random(1204);
   for (int i = 0; i < 10; ++i) expect_equal_to_cpu(testing::random_shape(random), random);

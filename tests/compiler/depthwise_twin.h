@@ -23,6 +23,7 @@ struct DepthwiseShape {
   bool max = false;                                          // MAX_POOL_2D, else AVERAGE_POOL_2D
   container::Activation act = container::Activation::kNone;  // fused into the depthwise layer
   bool int8_io = false;  // int8 model input and output (no QUANTIZE operators)
+  bool scales = false;   // one weight scale per channel (else one shared by all, as gabor's)
 };
 
 inline std::string describe(const DepthwiseShape& s) {
@@ -30,7 +31,7 @@ inline std::string describe(const DepthwiseShape& s) {
       s.h, "x", s.w, " k", s.k, " C", s.c,
       s.pool ? cat(s.max ? " max pool " : " average pool ", s.pool) : "",
       s.act != container::Activation::kNone ? cat(" activation ", static_cast<int>(s.act)) : "",
-      s.int8_io ? " int8" : "");
+      s.int8_io ? " int8" : "", s.scales ? " per-channel scales" : "");
 }
 
 inline container::Tensor twin_tensor(const std::string& name, container::TensorType type,
@@ -55,6 +56,10 @@ inline container::Model depthwise_twin(const DepthwiseShape& s, std::mt19937& ra
   const float sx = 0.002f + 0.01f * unit(random);
   const int x_zp = static_cast<int>(random() % 256);
   const float sw = 0.0005f + 0.002f * unit(random);
+  std::vector<float> wscale(static_cast<size_t>(s.c), sw);
+  if (s.scales) {
+    for (float& w : wscale) w = sw * (0.5f + unit(random));
+  }
   // ~3 standard deviations of the sum map to 127.
   // (A max pool's outputs sit in the upper tail: twice the range keeps them off 255.)
   const float sy =
@@ -76,7 +81,7 @@ inline container::Model depthwise_twin(const DepthwiseShape& s, std::mt19937& ra
   g.tensors = {
       twin_tensor("x", TensorType::kUInt8, {1, s.h, s.w, 1}, {sx}, {x_zp}),
       twin_tensor("xq", TensorType::kInt8, {1, s.h, s.w, 1}, {sx}, {x_zp - 128}),
-      twin_tensor("w", TensorType::kInt8, {1, s.k, s.k, s.c}, std::vector<float>(c, sw), zeros, 1),
+      twin_tensor("w", TensorType::kInt8, {1, s.k, s.k, s.c}, wscale, zeros, 1),
       twin_tensor("b", TensorType::kInt32, {s.c}, std::vector<float>(c, sw * sx), zeros, 2),
       twin_tensor("yq", TensorType::kInt8, {1, s.h, s.w, s.c}, {sy}, {y_zp - 128}),
       twin_tensor("pq", TensorType::kInt8, {1, oh, ow, s.c}, {sy}, {y_zp - 128}),
