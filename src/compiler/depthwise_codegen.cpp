@@ -82,7 +82,8 @@ struct Geometry {
   int pool_out;    // pooled output bytes per tile
   int wide_top;    // top of the weight/aux allocation
   bool pc_mult;    // channels with their own multipliers (an aux packet of them first)
-  int aux_rows;    // aux packets per tile: [multipliers,] zero points
+  bool bias;       // a non-zero bias (an aux packet of int32 after the multipliers)
+  int aux_rows;    // aux packets per tile: [multipliers,] [biases,] zero points
   int aux_base;    // wide unit of the first aux row (rows 4 units apart)
   int fifo, aux0, aux1, zp_unit;
   int relay;  // wide unit of the pool relay rows
@@ -114,7 +115,8 @@ Geometry geometry(const DepthwiseLayer& l) {
   g.wide_top = l.pool ? kWideTop - 0x100 : kWideTop;
   g.fifo = g.wide_top - kFifoGap - 4 * g.taps;
   g.pc_mult = !std::all_of(l.mult.begin(), l.mult.end(), [&](float m) { return m == l.mult[0]; });
-  g.aux_rows = g.pc_mult ? 2 : 1;
+  g.bias = std::any_of(l.bias.begin(), l.bias.end(), [](int32_t b) { return b != 0; });
+  g.aux_rows = 1 + (g.pc_mult ? 1 : 0) + (g.bias ? 1 : 0);
   g.aux_base = g.fifo - kAuxGap;
   g.zp_unit = g.aux_base + 4 * (g.aux_rows - 1);
   g.aux0 = g.aux_base + 1;
@@ -312,7 +314,7 @@ container::Bitstream execution_program(const Geometry& g, const DepthwiseLayer& 
   e.add("ringcons1",
         cat("tiles=0xffff addr=", hex(g.fifo), " dst=", ttu({{4, g.taps}}, 0, nullptr, 4),
             " sdims=1 cbuf=1 slots=", g.taps, " aux_en0=1 aux_addr0=", hex(g.aux0),
-            g.pc_mult ? " aux_rows0_m1=1" : "", " aux_addr1=", hex(g.aux1),
+            g.aux_rows > 1 ? cat(" aux_rows0_m1=", g.aux_rows - 1) : "", " aux_addr1=", hex(g.aux1),
             " aux_en1=1 mode=3 s_id=0x21 s_val=-1 s_en_a=1 s_en_b=1 s_y=1"));
   const int pos_in = 4;  // one pixel word per position
   int in_hmode = 0;
@@ -321,13 +323,17 @@ container::Bitstream execution_program(const Geometry& g, const DepthwiseLayer& 
           &in_hmode);
   const std::string dw_out = ttu({{4, g.cw}, {4 * g.cw, g.positions}, {4 * g.cw, 1}}, 3);
   const std::string dw_par = ttu({{4, g.taps}, {0, g.positions}}, 1);
-  if (g.pc_mult) {
-    // Channels with their own scales (no oracle: the dense layers' per-channel form,
-    // docs/chip_ops.md section 6): the multiplier packet goes into the output stage's multiplier
-    // plane (mode-2 load, 8 bytes per step), the op takes them with pc_mult.
-    e.add("w2n", cat("tiles=0xffff w.addr=", hex(g.aux_base),
-                     " w=(1 x 1) w.lvl_mask=0x1 n=", ttu({{4, g.c / 2}}, 0, nullptr, 6),
-                     " n.lvl_mask=0x01 mode=2 fill_size=64 sync.en0=1 sync.f2=1 sync.wait_lvl=2 "
+  if (g.aux_rows > 1) {
+    // The aux packets before the zero points (no oracle: the dense layers' per-channel form,
+    // docs/chip_ops.md section 6) go into the output stage's planes, 8 bytes per step: the
+    // multipliers (plane 0, narrow word 0) and the biases (plane 1, word 0x40), 64 words apart.
+    const int planes = g.aux_rows - 1;
+    const std::string n_walk = planes > 1 ? ttu({{4, g.c / 2}, {4 * 64, planes}}, 0, nullptr, 6)
+                                          : ttu({{4, g.c / 2}}, 0, nullptr, 6);
+    e.add("w2n", cat("tiles=0xffff w.addr=", hex(g.aux_base), " w=(1 x ", planes,
+                     ") w.lvl_mask=0x1", g.pc_mult ? "" : " n.addr=0x40", " n=", n_walk,
+                     " n.lvl_mask=", planes > 1 ? "0x03" : "0x01",
+                     " mode=2 fill_size=64 sync.en0=1 sync.f2=1 sync.wait_lvl=2 "
                      "sync.en1=1 sync.val=0x0ffff sync.en2=1 sync.f45=1 tail_f867=1 tail_en870=1"));
   }
   e.add("op",
@@ -342,7 +348,7 @@ container::Bitstream execution_program(const Geometry& g, const DepthwiseLayer& 
             " dp_mode=2 reduce_mask=0x01 out_ch_last=", g.c - 1, " out_ch=", g.c - 1,
             " mult=", f32_bits(g.pc_mult ? 1.0f : l.mult[0]), " clamp_max=", f32_bits(l.clamp_max),
             " clamp_min=", f32_bits(l.clamp_min), l.out_zp ? cat(" out_zp=", l.out_zp) : "",
-            g.pc_mult ? " pc_mult=1" : ""));
+            g.pc_mult ? " pc_mult=1" : "", g.bias ? " cfg4=1" : ""));
   e.add("ringprod", cat("tiles=0x0001 src=", ttu({{4, g.taps + g.aux_rows}}, 0, nullptr, 4),
                         " sdims=1 pcfg=4 r0.id=0x32 r0.en_a=1 r0.en_b=1 to_c1=1 dest=0x0ffff"));
 
@@ -551,9 +557,6 @@ std::string depthwise_unsupported(const DepthwiseLayer& l) {
   if (l.h / kGrid < pad || l.w / kGrid < pad || l.h / kGrid < 2) {
     return "DEPTHWISE_CONV_2D blocks smaller than the kernel's halo are not generated";
   }
-  for (int32_t b : l.bias) {
-    if (b != 0) return "DEPTHWISE_CONV_2D with a non-zero bias is not generated yet";
-  }
   if (l.pool) {
     const int bh = l.h / kGrid, bw = l.w / kGrid;
     if (l.pool < 2 || l.pool > 8 || bh % l.pool != 0 || bw % l.pool != 0) {
@@ -575,9 +578,15 @@ std::vector<uint8_t> depthwise_parameters(const DepthwiseLayer& l) {
   const auto put32 = [&](uint32_t v) {
     for (int b = 0; b < 4; ++b) out.push_back(static_cast<uint8_t>(v >> (8 * b)));
   };
-  if (geometry(l).pc_mult) {
+  const Geometry g = geometry(l);
+  if (g.pc_mult) {
     for (int c = 0; c < kPacket / 4; ++c) {
       put32(c < l.channels ? std::bit_cast<uint32_t>(l.mult[static_cast<size_t>(c)]) : 0u);
+    }
+  }
+  if (g.bias) {
+    for (int c = 0; c < kPacket / 4; ++c) {
+      put32(c < l.channels ? static_cast<uint32_t>(l.bias[static_cast<size_t>(c)]) : 0u);
     }
   }
   for (int c = 0; c < kPacket / 4; ++c) put32(c < l.channels ? 128u : 0u);

@@ -80,6 +80,18 @@ TEST(DepthwiseOnTheVirtualEdgeTpu, PerChannelScalesEqualTheCpuReference) {
   for (const DepthwiseShape& s : shapes) expect_equal_to_cpu(s, random);
 }
 
+// A non-zero bias: an aux packet of int32 before the zero points, loaded as the bias plane (word
+// 0x40; with per-channel scales the second of two planes), and cfg4.
+TEST(DepthwiseOnTheVirtualEdgeTpu, BiasEqualsTheCpuReference) {
+  std::mt19937 random(23);
+  const DepthwiseShape shapes[] = {
+      {64, 64, 7, 8, 0, false, container::Activation::kNone, false, false, true},
+      {32, 64, 5, 16, 4, false, container::Activation::kNone, false, false, true},
+      {64, 64, 3, 8, 0, false, container::Activation::kNone, false, true, true},
+      {64, 128, 5, 12, 2, true, container::Activation::kRelu, true, true, true}};
+  for (const DepthwiseShape& s : shapes) expect_equal_to_cpu(s, random);
+}
+
 TEST(DepthwiseOnTheVirtualEdgeTpu, RandomShapesEqualTheCpuReference) {
   std::mt19937 random(1204);
   for (int i = 0; i < 10; ++i) expect_equal_to_cpu(testing::random_shape(random), random);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 #include <set>
 #include <string>
@@ -24,6 +25,7 @@ struct DepthwiseShape {
   container::Activation act = container::Activation::kNone;  // fused into the depthwise layer
   bool int8_io = false;  // int8 model input and output (no QUANTIZE operators)
   bool scales = false;   // one weight scale per channel (else one shared by all, as gabor's)
+  bool bias = false;     // a random int32 bias (else zero, as gabor's)
 };
 
 inline std::string describe(const DepthwiseShape& s) {
@@ -31,7 +33,7 @@ inline std::string describe(const DepthwiseShape& s) {
       s.h, "x", s.w, " k", s.k, " C", s.c,
       s.pool ? cat(s.max ? " max pool " : " average pool ", s.pool) : "",
       s.act != container::Activation::kNone ? cat(" activation ", static_cast<int>(s.act)) : "",
-      s.int8_io ? " int8" : "", s.scales ? " per-channel scales" : "");
+      s.int8_io ? " int8" : "", s.scales ? " per-channel scales" : "", s.bias ? " bias" : "");
 }
 
 inline container::Tensor twin_tensor(const std::string& name, container::TensorType type,
@@ -60,15 +62,23 @@ inline container::Model depthwise_twin(const DepthwiseShape& s, std::mt19937& ra
   if (s.scales) {
     for (float& w : wscale) w = sw * (0.5f + unit(random));
   }
-  // ~3 standard deviations of the sum map to 127.
-  // (A max pool's outputs sit in the upper tail: twice the range keeps them off 255.)
-  const float sy =
-      (s.pool && s.max ? 2.0f : 1.0f) * 3.0f * static_cast<float>(s.k) * 74 * 74 * sx * sw / 127;
+  // ~3 standard deviations of the sum map to 127; the input's mean sits |127.5 - zp| from its zero
+  // point, which a channel's weights carry into its sum. (A max pool's outputs sit in the upper
+  // tail: twice the range keeps them off 255.)
+  const float spread = 74.0f + std::abs(127.5f - static_cast<float>(x_zp));
+  const float sy = (s.pool && s.max ? 2.0f : 1.0f) * 3.0f * static_cast<float>(s.k) * 74 * spread *
+                   sx * sw / 127;
   const int y_zp = static_cast<int>(random() % 100) + 78;
   container::Buffer weights, biases;
   weights.data.resize(static_cast<size_t>(s.k * s.k * s.c));
   for (auto& b : weights.data) b = static_cast<uint8_t>(static_cast<int>(random() % 255) - 127);
   biases.data.assign(static_cast<size_t>(4 * s.c), 0);
+  for (int ch = 0; ch < s.c && s.bias; ++ch) {
+    const auto b = static_cast<uint32_t>(static_cast<int32_t>(random() % 10001) - 5000);
+    for (int i = 0; i < 4; ++i) {
+      biases.data[static_cast<size_t>(4 * ch + i)] = static_cast<uint8_t>(b >> (8 * i));
+    }
+  }
 
   container::Model m;
   m.description = "depthwise twin";
@@ -182,7 +192,8 @@ inline ChipCheck check_on_chip(const DepthwiseShape& s, std::mt19937& random) {
 // A random member of the family the generator covers: H a multiple of 4, W of 16 up to 256 with
 // H/4 x W a multiple of 256, odd k from 3 to 11 (at most the block), C in {4, 8, 12, 16}; a pool
 // (average or max, window 2, 4 or 8) where it divides each tile's block, the block has at most
-// 512 positions and the pooled block is whole 8-byte units.
+// 512 positions and the pooled block is whole 8-byte units; per-channel weight scales and a bias
+// half of the time each.
 inline DepthwiseShape random_shape(std::mt19937& random, int max_h = 128) {
   for (;;) {
     DepthwiseShape s{};
@@ -192,6 +203,8 @@ inline DepthwiseShape random_shape(std::mt19937& random, int max_h = 128) {
     s.c = 4 * (1 + static_cast<int>(random() % 4));
     s.pool = random() % 2 == 0 ? 2 << (random() % 3) : 0;
     s.max = random() % 2 == 0;
+    s.scales = random() % 2 == 0;
+    s.bias = random() % 2 == 0;
     const int bh = s.h / 4, bw = s.w / 4;
     if (bh * s.w % 256 != 0 || bh < 2 || bh < s.k / 2 || bw < s.k / 2) continue;
     if (s.pool && (bh % s.pool != 0 || bw % s.pool != 0 || bh * bw > 512 ||
