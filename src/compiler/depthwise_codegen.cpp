@@ -69,6 +69,9 @@ struct Geometry {
   int bh, bw;      // block per tile
   int k, pad;      // kernel, halo width
   int bs, brows;   // block grid row stride (words) and rows, halo included
+  int stride;      // convolution stride (both axes)
+  int obh, obw;    // output block per tile: bh / stride x bw / stride
+  int window;      // narrow byte address of the first tap of the first position
   int c, cw;       // channels, channel words
   int taps;        // k * k
   int positions;   // bh * bw
@@ -102,7 +105,10 @@ Geometry geometry(const DepthwiseLayer& l) {
   g.c = l.channels;
   g.cw = l.channels / 4;
   g.taps = l.kh * l.kw;
-  g.positions = g.bh * g.bw;
+  g.stride = l.stride_h;
+  g.obh = g.bh / g.stride;
+  g.obw = g.bw / g.stride;
+  g.positions = g.obh * g.obw;
   g.row_words = l.w / 4;
   g.fills = g.bh * l.w / kFill;
   g.out_bytes = g.positions * g.c;
@@ -110,7 +116,11 @@ Geometry geometry(const DepthwiseLayer& l) {
   g.interior = g.block_base + 4 * (g.pad * g.bs + g.pad);
   g.block_end = g.block_base + 4 * g.bs * g.brows;
   g.pool = l.pool;
-  g.pool_out = l.pool ? (g.bh / l.pool) * (g.bw / l.pool) * g.c : 0;
+  g.pool_out = l.pool ? (g.obh / l.pool) * (g.obw / l.pool) * g.c : 0;
+  // TFLite's SAME padding puts pad_total / 2 before the image; the grid has pad on every side, so
+  // with stride 2 (pad_total = k - 2 for even sizes) the window starts pad - pad_before in.
+  const int before = std::max((g.obh * kGrid - 1) * g.stride + g.k - l.h, 0) / 2;
+  g.window = g.block_base + 4 * (g.pad - before) * (g.bs + 1);
   g.relay = kWideTop - 0x80;
   g.wide_top = l.pool ? kWideTop - 0x100 : kWideTop;
   g.fifo = g.wide_top - kFifoGap - 4 * g.taps;
@@ -318,9 +328,12 @@ container::Bitstream execution_program(const Geometry& g, const DepthwiseLayer& 
             " aux_en1=1 mode=3 s_id=0x21 s_val=-1 s_en_a=1 s_en_b=1 s_y=1"));
   const int pos_in = 4;  // one pixel word per position
   int in_hmode = 0;
-  const std::string dw_in =
-      ttu({{pos_in, g.k}, {4 * g.bs, g.k}, {pos_in, 1}, {pos_in, g.bw}, {4 * g.bs, g.bh}}, 3,
-          &in_hmode);
+  const std::string dw_in = ttu({{pos_in, g.k},
+                                 {4 * g.bs, g.k},
+                                 {pos_in * g.stride, 1},
+                                 {pos_in * g.stride, g.obw},
+                                 {4 * g.bs * g.stride, g.obh}},
+                                3, &in_hmode);
   const std::string dw_out = ttu({{4, g.cw}, {4 * g.cw, g.positions}, {4 * g.cw, 1}}, 3);
   const std::string dw_par = ttu({{4, g.taps}, {0, g.positions}}, 1);
   if (g.aux_rows > 1) {
@@ -337,7 +350,7 @@ container::Bitstream execution_program(const Geometry& g, const DepthwiseLayer& 
                      "sync.en1=1 sync.val=0x0ffff sync.en2=1 sync.f45=1 tail_f867=1 tail_en870=1"));
   }
   e.add("op",
-        cat("tiles=0xffff loops=(", g.taps, ")(", g.positions, ") in.base=", hex(g.block_base),
+        cat("tiles=0xffff loops=(", g.taps, ")(", g.positions, ") in.base=", hex(g.window),
             in_hmode ? cat(" in.hmode=", in_hmode) : "", " in=", dw_in, " in.tflags=0x07 out=",
             dw_out, " out.tflags=0x1 par.base=", hex(g.fifo), " par=", dw_par,
             " par.tflags=0x80 par.fifo=", hex(g.taps), " psum=(0 x ", g.taps, ")(0 x ", g.positions,
@@ -360,7 +373,7 @@ container::Bitstream execution_program(const Geometry& g, const DepthwiseLayer& 
     // wide row, one lane each: position (y, x) at wide unit relay + y bw + x), then the pool op
     // (window innermost) into the grid's space.
     const int p = g.pool;
-    const int outs = (g.bh / p) * (g.bw / p);
+    const int outs = (g.obh / p) * (g.obw / p);
     e.add("mesh_n", cat("tiles=0xffff i.addr=", hex(g.block_end), " i=",
                         ttu({{4, p * p}}, 0, nullptr, 4), " i.sdims=1 fill_en=1 fill=0x00000001"));
     tile_fence(e, "units=0x3ff");
@@ -380,26 +393,26 @@ container::Bitstream execution_program(const Geometry& g, const DepthwiseLayer& 
     }
     e.add("n2w",
           cat("tiles=0xffff n=",
-              ttu({{4 * g.cw, 4}, {4, g.cw}, {16 * g.cw, g.bw / 4}, {4 * g.bw * g.cw, g.bh}}, 0,
+              ttu({{4 * g.cw, 4}, {4, g.cw}, {16 * g.cw, g.obw / 4}, {4 * g.obw * g.cw, g.obh}}, 0,
                   nullptr, 6),
               " n.lvl_mask=0x0f w.addr=", hex(g.relay), " w=", ttu({{4, quads}}, 0, nullptr, 4),
               " w.lvl_mask=0x1 sync.en0=1 sync.f1=1 transpose=1 tail_lvl=2"));
     tile_fence(e, "units=0x3ff");
     int par_hmode = 0;
     const std::string par = ttu({{1, p},
-                                 {g.bw, p},
-                                 {p, g.bw / p},
-                                 {p * g.bw, g.bh / p},
+                                 {g.obw, p},
+                                 {p, g.obw / p},
+                                 {p * g.obw, g.obh / p},
                                  {g.positions, 1},
                                  {g.positions, 1}},
                                 3, &par_hmode);
     e.add(l.max_pool ? "pool" : "op",
-          cat("tiles=0xffff loops=(", p, ")(", p, ")(", g.bw / p, ")(", g.bh / p, ") in.base=",
+          cat("tiles=0xffff loops=(", p, ")(", p, ")(", g.obw / p, ")(", g.obh / p, ") in.base=",
               hex(g.block_end), " in=", ttu({{0, p}, {0, p}, {4, p * p}, {4 * p * p, 1}}, 0),
               " in.tflags=0x03", " out.base=", hex(g.block_base), " out=",
               ttu({{4, g.cw},
-                   {4 * g.cw, g.bw / p},
-                   {4 * g.cw * (g.bw / p), g.bh / p},
+                   {4 * g.cw, g.obw / p},
+                   {4 * g.cw * (g.obw / p), g.obh / p},
                    {4 * g.cw, 1},
                    {4 * g.cw * outs, 1}},
                   3),
@@ -415,9 +428,9 @@ container::Bitstream execution_program(const Geometry& g, const DepthwiseLayer& 
     result_base = g.block_base;
     result_bytes = g.pool_out;
     result_walk =
-        ttu({{4, g.cw}, {4 * g.cw, g.bw / p}, {4 * g.cw * (g.bw / p), g.bh / p}}, 0, nullptr, 6);
+        ttu({{4, g.cw}, {4 * g.cw, g.obw / p}, {4 * g.cw * (g.obw / p), g.obh / p}}, 0, nullptr, 6);
   } else {
-    result_walk = ttu({{4, g.cw}, {4 * g.cw, g.bw}, {4 * g.cw * g.bw, g.bh}}, 0, nullptr, 6);
+    result_walk = ttu({{4, g.cw}, {4 * g.cw, g.obw}, {4 * g.cw * g.obw, g.obh}}, 0, nullptr, 6);
   }
   tile_fence(e, "units=0x3ff signal=1");
   wait_tokens(e);
@@ -540,8 +553,8 @@ std::string depthwise_unsupported(const DepthwiseLayer& l) {
   if (l.in_channels != 1) {
     return "tinycoral generates DEPTHWISE_CONV_2D with one input channel (a depth multiplier) only";
   }
-  if (!l.same_padding || l.stride_h != 1 || l.stride_w != 1) {
-    return "tinycoral generates DEPTHWISE_CONV_2D with SAME padding and stride 1 only";
+  if (!l.same_padding || l.stride_h != l.stride_w || l.stride_h < 1 || l.stride_h > 2) {
+    return "tinycoral generates DEPTHWISE_CONV_2D with SAME padding and stride 1 or 2 only";
   }
   if (l.kh != l.kw || l.kh % 2 == 0 || l.kh < 3) {
     return "tinycoral generates square odd DEPTHWISE_CONV_2D kernels of 3 or more only";
@@ -557,8 +570,13 @@ std::string depthwise_unsupported(const DepthwiseLayer& l) {
   if (l.h / kGrid < pad || l.w / kGrid < pad || l.h / kGrid < 2) {
     return "DEPTHWISE_CONV_2D blocks smaller than the kernel's halo are not generated";
   }
+  const int s = l.stride_h;
+  if (l.h / kGrid % s != 0 || l.w / kGrid / s % 4 != 0) {
+    return "a strided DEPTHWISE_CONV_2D whose output blocks are not whole words of positions "
+           "(H a multiple of 8, W of 32) is not generated";
+  }
   if (l.pool) {
-    const int bh = l.h / kGrid, bw = l.w / kGrid;
+    const int bh = l.h / kGrid / s, bw = l.w / kGrid / s;
     if (l.pool < 2 || l.pool > 8 || bh % l.pool != 0 || bw % l.pool != 0) {
       return "tinycoral generates pool windows of 2 to 8 that divide each tile's block only";
     }
@@ -617,8 +635,8 @@ DepthwisePrograms generate_depthwise(const DepthwiseLayer& l) {
   eo.bitstreams.push_back(execution_program(g, l));
   eo.input_layers.push_back(
       boundary_layer(l.input_name, l.h, l.w, 1, l.in_zp, l.in_scale, false, l.signed_input));
-  const int oh = g.pool ? l.h / g.pool : l.h;
-  const int ow = g.pool ? l.w / g.pool : l.w;
+  const int oh = l.out_h() / (g.pool ? g.pool : 1);
+  const int ow = l.out_w() / (g.pool ? g.pool : 1);
   const int tile_h = oh / kGrid, tile_w = ow / kGrid;
   const int tile_bytes = tile_h * tile_w * g.c;
   container::Layer y =

@@ -92,6 +92,20 @@ TEST(DepthwiseOnTheVirtualEdgeTpu, BiasEqualsTheCpuReference) {
   for (const DepthwiseShape& s : shapes) expect_equal_to_cpu(s, random);
 }
 
+// Stride 2 (SAME): the window starts pad - pad_before into the grid (TFLite puts (k - 2) / 2 of
+// the padding before even images), positions step 2 words and 2 grid rows.
+TEST(DepthwiseOnTheVirtualEdgeTpu, StrideTwoEqualsTheCpuReference) {
+  std::mt19937 random(25);
+  using container::Activation;
+  const DepthwiseShape shapes[] = {
+      {64, 64, 3, 8, 0, false, Activation::kNone, false, false, false, 2},
+      {64, 128, 5, 12, 0, false, Activation::kNone, false, true, true, 2},
+      {32, 64, 7, 4, 0, false, Activation::kRelu, true, false, true, 2},
+      {64, 64, 9, 16, 2, true, Activation::kNone, false, true, false, 2},
+      {64, 128, 3, 8, 4, false, Activation::kNone, false, false, true, 2}};
+  for (const DepthwiseShape& s : shapes) expect_equal_to_cpu(s, random);
+}
+
 TEST(DepthwiseOnTheVirtualEdgeTpu, RandomShapesEqualTheCpuReference) {
   std::mt19937 random(1204);
   for (int i = 0; i < 10; ++i) expect_equal_to_cpu(testing::random_shape(random), random);

@@ -26,6 +26,7 @@ struct DepthwiseShape {
   bool int8_io = false;  // int8 model input and output (no QUANTIZE operators)
   bool scales = false;   // one weight scale per channel (else one shared by all, as gabor's)
   bool bias = false;     // a random int32 bias (else zero, as gabor's)
+  int stride = 1;        // the depthwise layer's stride (SAME padding)
 };
 
 inline std::string describe(const DepthwiseShape& s) {
@@ -33,7 +34,8 @@ inline std::string describe(const DepthwiseShape& s) {
       s.h, "x", s.w, " k", s.k, " C", s.c,
       s.pool ? cat(s.max ? " max pool " : " average pool ", s.pool) : "",
       s.act != container::Activation::kNone ? cat(" activation ", static_cast<int>(s.act)) : "",
-      s.int8_io ? " int8" : "", s.scales ? " per-channel scales" : "", s.bias ? " bias" : "");
+      s.int8_io ? " int8" : "", s.scales ? " per-channel scales" : "", s.bias ? " bias" : "",
+      s.stride > 1 ? cat(" stride ", s.stride) : "");
 }
 
 inline container::Tensor twin_tensor(const std::string& name, container::TensorType type,
@@ -87,13 +89,14 @@ inline container::Model depthwise_twin(const DepthwiseShape& s, std::mt19937& ra
   container::Subgraph g;
   const auto c = static_cast<size_t>(s.c);
   const std::vector<int64_t> zeros(c, 0);
-  const int oh = s.pool ? s.h / s.pool : s.h, ow = s.pool ? s.w / s.pool : s.w;
+  const int dh = (s.h + s.stride - 1) / s.stride, dw_w = (s.w + s.stride - 1) / s.stride;
+  const int oh = s.pool ? dh / s.pool : dh, ow = s.pool ? dw_w / s.pool : dw_w;
   g.tensors = {
       twin_tensor("x", TensorType::kUInt8, {1, s.h, s.w, 1}, {sx}, {x_zp}),
       twin_tensor("xq", TensorType::kInt8, {1, s.h, s.w, 1}, {sx}, {x_zp - 128}),
       twin_tensor("w", TensorType::kInt8, {1, s.k, s.k, s.c}, wscale, zeros, 1),
       twin_tensor("b", TensorType::kInt32, {s.c}, std::vector<float>(c, sw * sx), zeros, 2),
-      twin_tensor("yq", TensorType::kInt8, {1, s.h, s.w, s.c}, {sy}, {y_zp - 128}),
+      twin_tensor("yq", TensorType::kInt8, {1, dh, dw_w, s.c}, {sy}, {y_zp - 128}),
       twin_tensor("pq", TensorType::kInt8, {1, oh, ow, s.c}, {sy}, {y_zp - 128}),
       twin_tensor("y", TensorType::kUInt8, {1, oh, ow, s.c}, {sy}, {y_zp})};
   g.tensors[2].quantization.quantized_dimension = 3;
@@ -107,6 +110,7 @@ inline container::Model depthwise_twin(const DepthwiseShape& s, std::mt19937& ra
   dw.builtin_options_type = 2;
   container::DepthwiseConv2DOptions o;
   o.depth_multiplier = s.c;
+  o.stride_h = o.stride_w = s.stride;
   o.activation = s.act;
   dw.options = o;
   pool.opcode_index = 2;
@@ -193,7 +197,7 @@ inline ChipCheck check_on_chip(const DepthwiseShape& s, std::mt19937& random) {
 // H/4 x W a multiple of 256, odd k from 3 to 11 (at most the block), C in {4, 8, 12, 16}; a pool
 // (average or max, window 2, 4 or 8) where it divides each tile's block, the block has at most
 // 512 positions and the pooled block is whole 8-byte units; per-channel weight scales and a bias
-// half of the time each.
+// half of the time each, stride 2 a third of the time (output blocks of whole words).
 inline DepthwiseShape random_shape(std::mt19937& random, int max_h = 128) {
   for (;;) {
     DepthwiseShape s{};
@@ -205,10 +209,13 @@ inline DepthwiseShape random_shape(std::mt19937& random, int max_h = 128) {
     s.max = random() % 2 == 0;
     s.scales = random() % 2 == 0;
     s.bias = random() % 2 == 0;
+    s.stride = random() % 3 == 0 ? 2 : 1;
     const int bh = s.h / 4, bw = s.w / 4;
     if (bh * s.w % 256 != 0 || bh < 2 || bh < s.k / 2 || bw < s.k / 2) continue;
-    if (s.pool && (bh % s.pool != 0 || bw % s.pool != 0 || bh * bw > 512 ||
-                   (bh / s.pool) * (bw / s.pool) * s.c % 8 != 0)) {
+    if (bh % s.stride != 0 || bw / s.stride % 4 != 0) continue;
+    const int oh = bh / s.stride, ow = bw / s.stride;  // output block
+    if (s.pool && (oh % s.pool != 0 || ow % s.pool != 0 || oh * ow > 512 ||
+                   (oh / s.pool) * (ow / s.pool) * s.c % 8 != 0)) {
       continue;
     }
     return s;
