@@ -28,6 +28,7 @@ constexpr int kActPassUnits = 16384;   // activation units (8 bytes) per pass
 constexpr int kPassUnits = 1024;       // parameter units (64 bytes) per pass
 constexpr int kRingRow = 0x2078;       // wide row of the identity rows and of the output relay
 constexpr int kInputRow = 0x2070;      // wide row the input packets arrive in
+constexpr int kNarrowBytes = 196608;   // narrow memory per tile (isa.md 3.1)
 constexpr int kWideTop = 0x2000;       // the allocator's top of the op-visible wide memory
 // The tap FIFO (one 256-byte row, 4 units, per tap) ends kFifoGap units below the top, the aux row
 // sits kAuxGap units below the FIFO (both fitted on k = 7: FIFO 0x1ef8, aux 0x1e70).
@@ -585,7 +586,7 @@ std::string depthwise_unsupported(const DepthwiseLayer& l) {
     }
   }
   const Geometry g = geometry(l);
-  if (l.w > kSlot || g.block_end + 64 > 0x10000 || (l.pool && g.positions / 4 > 0x80)) {
+  if (l.w > kSlot || g.block_end + 64 > kNarrowBytes || (l.pool && g.positions / 4 > 0x80)) {
     return "this DEPTHWISE_CONV_2D does not fit a tile's memories in one block";
   }
   return "";
