@@ -111,7 +111,7 @@ Geometry geometry(const DepthwiseLayer& l) {
   g.obw = g.bw / g.stride;
   g.positions = g.obh * g.obw;
   g.row_words = l.w / 4;
-  g.fills = g.bh * l.w / kFill;
+  g.fills = (g.bh * l.w + kFill - 1) / kFill;  // the last packet may be short
   g.out_bytes = g.positions * g.c;
   g.block_base = std::max((g.out_bytes + 255) / 256 * 256, 2 * kSlot);
   g.interior = g.block_base + 4 * (g.pad * g.bs + g.pad);
@@ -243,7 +243,8 @@ container::Bitstream execution_program(const Geometry& g, const DepthwiseLayer& 
     std::string skip;
     if (c > 0) {
       const int words = c * g.bw / 4;
-      const int head = (g.fills * kFill / 4 - words) - (g.bh - 1) * g.row_words;
+      // The last chunk drains what is left of the tile row's stream after bh - 1 chunks.
+      const int head = (g.bh * g.row_words - words) - (g.bh - 1) * g.row_words;
       skip = cat(" head_words_m1=", head - 1, " head_en=1 head_tail=", hex(4 * words),
                  " skip_en0=1 f543=1 skip_m1=", words - 1, " skip_end=", hex(words - 1));
     }
@@ -563,9 +564,9 @@ std::string depthwise_unsupported(const DepthwiseLayer& l) {
   if (l.channels % 4 != 0 || l.channels > 16) {
     return "tinycoral generates DEPTHWISE_CONV_2D with 4, 8, 12 or 16 channels only";
   }
-  if (l.h % kGrid != 0 || l.w % 16 != 0 || (l.h / kGrid) * l.w % kFill != 0) {
+  if (l.h % kGrid != 0 || l.w % 16 != 0) {
     return "tinycoral generates DEPTHWISE_CONV_2D on images whose height is a multiple of 4 and "
-           "width of 16 (with H/4 x W a multiple of 256) only";
+           "width of 16 only";
   }
   const int pad = (l.kh - 1) / 2;
   if (l.h / kGrid < pad || l.w / kGrid < pad || l.h / kGrid < 2) {
