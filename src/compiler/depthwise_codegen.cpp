@@ -21,7 +21,7 @@ namespace {
 
 constexpr int kGrid = 4;               // tiles per side of the block grid
 constexpr int kTiles = kGrid * kGrid;  // every tile computes one block
-constexpr int kSlot = 256;             // bytes per slot of the two-slot input staging
+constexpr int kSlot = 256;             // bytes per staging slot (at least; one image row if wider)
 constexpr int kFill = 256;             // bytes per ring packet of the input stream
 constexpr int kPacket = 64;            // bytes per parameter packet (one tap row)
 constexpr int kActPassUnits = 16384;   // activation units (8 bytes) per pass
@@ -77,6 +77,7 @@ struct Geometry {
   int taps;        // k * k
   int positions;   // bh * bw
   int row_words;   // words per image row (one staging chunk)
+  int slot;        // bytes per slot of the two-slot input staging
   int fills;       // 256-byte input packets per row of tiles
   int out_bytes;   // depthwise output bytes per tile
   int block_base;  // narrow byte address of the block grid
@@ -113,7 +114,8 @@ Geometry geometry(const DepthwiseLayer& l) {
   g.row_words = l.w / 4;
   g.fills = (g.bh * l.w + kFill - 1) / kFill;  // the last packet may be short
   g.out_bytes = g.positions * g.c;
-  g.block_base = std::max((g.out_bytes + 255) / 256 * 256, 2 * kSlot);
+  g.slot = std::max(kSlot, (l.w + 255) / 256 * 256);
+  g.block_base = std::max((g.out_bytes + 255) / 256 * 256, 2 * g.slot);
   g.interior = g.block_base + 4 * (g.pad * g.bs + g.pad);
   g.block_end = g.block_base + 4 * g.bs * g.brows;
   g.pool = l.pool;
@@ -178,7 +180,7 @@ container::Bitstream execution_program(const Geometry& g, const DepthwiseLayer& 
 
   // The identity rows the input copy multiplies by: words 1, 0x100, 0x10000, 0x1000000 at narrow
   // byte 2 slots, 64 zero words after them, relayed to the wide row the copy op reads.
-  const int ident = 2 * kSlot;
+  const int ident = 2 * g.slot;
   for (int b = 0; b < 4; ++b) {
     e.add("mesh_n", cat("tiles=0xffff i.addr=", hex(ident + 4 * b),
                         " i=(1 x 1) fill_en=1 fill=", hex(1u << (8 * b))));
@@ -212,7 +214,7 @@ container::Bitstream execution_program(const Geometry& g, const DepthwiseLayer& 
     const std::string in_walk = ttu(in, 3, &hmode);
     e.add("op", cat("tiles=0xffff loops=", loops, in_base ? cat(" in.base=", hex(in_base)) : "",
                     " in.hmode=", hmode, " in=", in_walk,
-                    " in.tflags=0xc1 in.sync=", hex(2 * kSlot), " out.base=", hex(out_base),
+                    " in.tflags=0xc1 in.sync=", hex(2 * g.slot), " out.base=", hex(out_base),
                     " out=", ttu(out, 3), " out.tflags=", rows > 1 ? "0x7" : "0x3",
                     " par.base=", hex(kRingRow & 0x1fff), " par.sel=1 par.hmode=1 par=", par,
                     "(0 x 1)(0 x 1)(0 x 1)(0 x 1)(0 x 1 m1) psum.hmode=1 psum=", psum,
@@ -250,7 +252,7 @@ container::Bitstream execution_program(const Geometry& g, const DepthwiseLayer& 
     }
     e.add("w2n",
           cat("tiles=", hex(column_tiles(c)), " w.addr=", hex(kInputRow), " w=(0 x ", g.fills,
-              ") w.rows=1 n=", chunks, " n.lvl_mask=0x01 mode=1 fill_size=", kSlot / 2, skip,
+              ") w.rows=1 n=", chunks, " n.lvl_mask=0x01 mode=1 fill_size=", g.slot / 2, skip,
               " sync.en0=1 sync.id=14 sync.en1=1 sync.val=0x08000 sync.en2=1 "
               "sync.dec_lvl=1 sync.dec=-1 sync.dec_mode=3 tail_f871=1"));
   }
@@ -267,7 +269,7 @@ container::Bitstream execution_program(const Geometry& g, const DepthwiseLayer& 
   }
   tile_fence(e, "units=0x3ff");
   // Part 2: the block's last row, from the slot its chunk went to.
-  copy_op(1, kSlot * ((g.bh - 1) % 2), g.interior + 4 * g.bs * (g.bh - 1), "0x003d");
+  copy_op(1, g.slot * ((g.bh - 1) % 2), g.interior + 4 * g.bs * (g.bh - 1), "0x003d");
   tile_fence(e, "counters=0x1ffff units=0x3ff");
 
   // The halo: pad rows north and south, then pad columns (full grid height, corners included)
@@ -587,7 +589,7 @@ std::string depthwise_unsupported(const DepthwiseLayer& l) {
     }
   }
   const Geometry g = geometry(l);
-  if (l.w > kSlot || g.block_end + 64 > kNarrowBytes || (l.pool && g.positions / 4 > 0x80)) {
+  if (l.w > 1024 || g.block_end + 64 > kNarrowBytes || (l.pool && g.positions / 4 > 0x80)) {
     return "this DEPTHWISE_CONV_2D does not fit a tile's memories in one block";
   }
   return "";

@@ -201,7 +201,7 @@ inline ChipCheck check_on_chip(const DepthwiseShape& s, std::mt19937& random) {
 inline DepthwiseShape random_shape(std::mt19937& random, int max_h = 128) {
   for (;;) {
     DepthwiseShape s{};
-    s.w = 16 * (1 + static_cast<int>(random() % 16));
+    s.w = 16 * (1 + static_cast<int>(random() % 32));
     s.h = 4 * (1 + static_cast<int>(random() % static_cast<unsigned>(max_h / 4)));
     s.k = 3 + 2 * static_cast<int>(random() % 5);
     s.c = 4 * (1 + static_cast<int>(random() % 4));
