@@ -589,7 +589,7 @@ std::string depthwise_unsupported(const DepthwiseLayer& l) {
     }
   }
   const Geometry g = geometry(l);
-  if (l.w > 1024 || g.block_end + 64 > kNarrowBytes || (l.pool && g.positions / 4 > 0x80)) {
+  if (l.w > 512 || g.block_end + 64 > kNarrowBytes || (l.pool && g.positions / 4 > 0x80)) {
     return "this DEPTHWISE_CONV_2D does not fit a tile's memories in one block";
   }
   return "";
