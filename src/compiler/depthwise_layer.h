@@ -3,7 +3,7 @@
 // move a zero point by 128 are folded in), int8 weights with one scale per output channel, an int32
 // bias. The multiplier and the clamps are computed in float32 as edgetpu_compiler 16.0 stores them
 // (the FC's formulas, fc_layer.h). The pool keeps the depthwise output's quantization (TFLite
-// requires it for AVERAGE_POOL_2D), so it only averages.
+// requires it for AVERAGE_POOL_2D), so it only averages or takes the maximum.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // Correct by simulation: DEPTHWISE_CONV_2D layers of the gabor family (one input channel, depth
-// multiplier C, SAME, stride 1) of random sizes and quantizations, alone or followed by an
+// multiplier C, SAME, stride 1 or 2) of random sizes and quantizations, alone or followed by an
 // AVERAGE_POOL_2D or MAX_POOL_2D (windows 2, 4, 8), compiled by our compiler and run on the virtual
 // Edge TPU: every output byte equals the CPU reference in `edgetpu` rounding, on a first and a
 // second inference (parameters resident). The larger sweep is bench/depthwise_sweep_bench.cpp.

@@ -1,8 +1,9 @@
 // Test and bench helper: CPU twins of the gabor family of layers (QUANTIZE -> DEPTHWISE_CONV_2D
-// with one input channel and depth multiplier C, SAME, stride 1 -> [AVERAGE_ or MAX_POOL_2D] ->
-// QUANTIZE, uint8 at both ends) of any size, and one check that compiles a twin, runs it on the
-// virtual Edge TPU (parameter caching, then two inferences) and counts the output bytes that differ
-// from the CPU reference in `edgetpu` rounding. Header-only so that the sweep in bench/ shares it.
+// with one input channel and depth multiplier C, SAME, stride 1 or 2 -> [AVERAGE_ or MAX_POOL_2D]
+// -> QUANTIZE, uint8 at both ends; or int8 without the QUANTIZEs) of any size, with or without a
+// bias and per-channel scales, and one check that compiles a twin, runs it on the virtual Edge TPU
+// (parameter caching, then two inferences) and counts the output bytes that differ from the CPU
+// reference in `edgetpu` rounding. Header-only so that the sweep in bench/ shares it.
 #pragma once
 
 #include <algorithm>
