@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "compiler/depthwise_twin.h"
+#include "support/depthwise_twin.h"
 
 int main(int argc, char** argv) {
   using namespace tinycoral::compiler::testing;

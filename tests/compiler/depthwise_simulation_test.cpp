@@ -5,7 +5,7 @@
 // second inference (parameters resident). The larger sweep is bench/depthwise_sweep_bench.cpp.
 #include <gtest/gtest.h>
 
-#include "compiler/depthwise_twin.h"
+#include "support/depthwise_twin.h"
 
 namespace tinycoral::compiler {
 namespace {
