@@ -37,8 +37,12 @@ CompileResult compile_model(std::span<const uint8_t> tflite_bytes) {
       r.tflite = write_edgetpu_tflite(cpu, r.partition, package);
       r.edgetpu_subgraphs = 1;
     } else {
-      // The generator whose layer kind matched gives the reason; else the FC's.
-      const bool depthwise = dw_why.rfind("tinycoral generates [QUANTIZE] DEPTHWISE", 0) != 0;
+      // A part that holds a DEPTHWISE_CONV_2D logs the depthwise generator's reason.
+      bool depthwise = false;
+      for (int i : r.partition.mapped_ops) {
+        depthwise |= r.graph.ops.at(static_cast<size_t>(i)).builtin ==
+                     static_cast<int32_t>(container::BuiltinOp::kDepthwiseConv2D);
+      }
       unmap_all(r.partition, depthwise ? dw_why : why);
     }
   }
