@@ -13,6 +13,8 @@
 #include "common/error.h"
 #include "compiler/conv_codegen.h"
 #include "compiler/conv_layer.h"
+#include "compiler/depthwise_codegen.h"
+#include "compiler/depthwise_layer.h"
 #include "compiler/fc_codegen.h"
 #include "compiler/fc_layer.h"
 #include "compiler/writer.h"
@@ -48,6 +50,15 @@ Lowered lower_conv_chain(const Graph& graph, const std::vector<int>& ops) {
   return {make_package({std::move(programs.execution), std::move(programs.caching)}), ""};
 }
 
+Lowered lower_depthwise(const Graph& graph, const std::vector<int>& ops) {
+  DepthwiseLayer layer;
+  std::string why = match_depthwise(graph, ops, layer);
+  if (why.empty()) why = depthwise_unsupported(layer);
+  if (!why.empty()) return {std::nullopt, why};
+  DepthwisePrograms programs = generate_depthwise(layer);
+  return {make_package({std::move(programs.execution), std::move(programs.caching)}), ""};
+}
+
 // Whether the part holds an operator of this type (to pick the reason to log).
 bool holds(const Graph& graph, const std::vector<int>& ops, container::BuiltinOp code) {
   for (int i : ops)
@@ -60,9 +71,10 @@ Lowered lower_mapped_part(const Graph& graph, const std::vector<int>& ops) {
     container::BuiltinOp op;  // the operator the generator is about
     Generator generate;
   };
-  static constexpr std::array<Entry, 2> kGenerators = {
+  static constexpr std::array<Entry, 3> kGenerators = {
       Entry{container::BuiltinOp::kFullyConnected, lower_fc},
-      Entry{container::BuiltinOp::kConv2D, lower_conv_chain}};
+      Entry{container::BuiltinOp::kConv2D, lower_conv_chain},
+      Entry{container::BuiltinOp::kDepthwiseConv2D, lower_depthwise}};
   std::string why;
   for (const Entry& g : kGenerators) {
     Lowered l = g.generate(graph, ops);
