@@ -223,7 +223,11 @@ void tflite_requantize_row(const int32_t* acc, const int32_t* aw, int32_t xs, co
     if (aw) x -= static_cast<uint32_t>(aw[c]) * static_cast<uint32_t>(xs);
     if (offset) x += static_cast<uint32_t>(offset[c]);
     const QuantizedMultiplier q{t.mult[cc], t.left[cc] > 0 ? t.left[cc] : -t.right[cc]};
-    const int32_t v = multiply_by_quantized_multiplier(static_cast<int32_t>(x), q) + t.zero_point;
+    // Added modulo 2^32 as the SIMD paths add: defined for every accumulator (real layers never
+    // come near the wrap), and the same result on every level.
+    const int32_t v = static_cast<int32_t>(
+        static_cast<uint32_t>(multiply_by_quantized_multiplier(static_cast<int32_t>(x), q)) +
+        static_cast<uint32_t>(t.zero_point));
     out[c] = static_cast<uint8_t>(std::clamp(v, t.lo, t.hi));
   }
 }

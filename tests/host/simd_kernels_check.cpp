@@ -149,7 +149,10 @@ int check_requantize(SimdLevel level) {
         x = x - static_cast<uint32_t>(aw[c]) * static_cast<uint32_t>(xs) +
             static_cast<uint32_t>(offset[c]);
       const QuantizedMultiplier q{t.mult[c], t.left[c] > 0 ? t.left[c] : -t.right[c]};
-      int32_t v = multiply_by_quantized_multiplier(static_cast<int32_t>(x), q) + t.zero_point;
+      // Modulo 2^32, as the kernels add (signed overflow would be undefined).
+      int32_t v = static_cast<int32_t>(
+          static_cast<uint32_t>(multiply_by_quantized_multiplier(static_cast<int32_t>(x), q)) +
+          static_cast<uint32_t>(t.zero_point));
       v = v < t.lo ? t.lo : v > t.hi ? t.hi : v;
       want[c] = static_cast<uint8_t>(v);
     }
