@@ -538,18 +538,10 @@ ConvPrograms generate_conv(const ConvChain& chain) {
   const ConvLayer& first = chain.layers.front();
   const ConvLayer& last = chain.layers.back();
   ConvPrograms out;
-  container::Executable& eo = out.execution;
-  eo.name = "model";
-  eo.chip = "beagle";
-  eo.type = container::ExecutableType::kExecutionOnly;
-  eo.bitstreams.push_back(execution_program(chain, tiles));
+  container::Executable& eo = out.execution = execution_executable(execution_program(chain, tiles));
   const int in_bytes = first.h * first.w * first.cin;
-  container::Layer in_layer = boundary_layer(chain.input_name, in_bytes, first.in_zp,
-                                             first.in_scale, false, chain.signed_input);
-  in_layer.y_dim = first.h;
-  in_layer.x_dim = first.w;
-  in_layer.z_dim = first.cin;
-  eo.input_layers.push_back(std::move(in_layer));
+  eo.input_layers.push_back(boundary_layer(chain.input_name, first.h, first.w, first.cin,
+                                           first.in_zp, first.in_scale, false, chain.signed_input));
   const int out_total = output_bytes(tiles);
   container::Layer out_layer = boundary_layer(chain.output_name, out_total, last.out_zp,
                                               last.out_scale, true, chain.signed_output);
@@ -581,25 +573,10 @@ ConvPrograms generate_conv(const ConvChain& chain) {
   int narrow_end = 0;
   for (const Plan& t : tiles) narrow_end = std::max(narrow_end, t.narrow_end);
   eo.used_narrow_memory_bytes_per_tile = narrow_end;
-  eo.dma_hints.fully_deterministic = true;
-  eo.dma_hints.hints = {
-      instruction_hint(),
-      dma_hint(BufferKind::kInput, container::Direction::kInfeed, chain.input_name, in_bytes),
-      dma_hint(BufferKind::kOutput, container::Direction::kOutfeed, chain.output_name, out_total),
-      interrupt_hint()};
-
-  container::Executable& pc = out.caching;
-  pc.name = "Unknown";
-  pc.chip = "beagle";
-  pc.type = container::ExecutableType::kParameterCaching;
-  pc.bitstreams.push_back(caching_program(p, tile_mask(tiles)));
-  pc.parameters = conv_parameters(chain);
-  pc.dma_hints.fully_deterministic = true;
-  pc.dma_hints.hints = {instruction_hint(),
-                        dma_hint(BufferKind::kParameter, container::Direction::kInfeed, "",
-                                 static_cast<int>(pc.parameters.size())),
-                        interrupt_hint()};
-  eo.parameter_caching_token = pc.parameter_caching_token = caching_token(pc.parameters);
+  eo.dma_hints = execution_hints(chain.input_name, in_bytes, chain.output_name, out_total);
+  const container::Executable& pc = out.caching =
+      caching_executable(caching_program(p, tile_mask(tiles)), conv_parameters(chain));
+  eo.parameter_caching_token = out.caching.parameter_caching_token = caching_token(pc.parameters);
   return out;
 }
 

@@ -39,21 +39,9 @@ std::string output_stage(const GraphTensor& x, const GraphTensor& w, const Graph
   l.out_zp = uint8_zp(y);
   l.in_scale = x.quant.scale.at(0);
   l.out_scale = y.quant.scale.at(0);
-  l.mult.resize(static_cast<size_t>(l.cout));
-  for (int c = 0; c < l.cout; ++c) {
-    const float ws = w.quant.scale.size() == 1 ? w.quant.scale[0] : w.quant.scale.at(c);
-    l.mult[static_cast<size_t>(c)] = fc_multiplier(ws, l.in_scale, l.out_scale);
-  }
-  int lo = 0, hi = 255;
-  if (activation == container::Activation::kRelu || activation == container::Activation::kRelu6) {
-    lo = std::max(lo, l.out_zp);
-  } else if (activation != container::Activation::kNone) {
+  l.mult = channel_multipliers(w, l.cout, l.in_scale, l.out_scale);
+  if (!activation_clamps(activation, l.out_zp, l.out_scale, l.clamp_min, l.clamp_max))
     return "CONV_2D with a fused activation other than RELU/RELU6 is not generated yet";
-  }
-  if (activation == container::Activation::kRelu6)
-    hi = std::min(hi, l.out_zp + static_cast<int>(std::nearbyint(6.0f / l.out_scale)));
-  l.clamp_min = fc_clamp(lo, l.out_zp, l.out_scale);
-  l.clamp_max = fc_clamp(hi, l.out_zp, l.out_scale);
   return "";
 }
 

@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "compiler/emitter.h"
 #include "compiler/fc_layer.h"
+#include "compiler/program_parts.h"
 
 namespace tinycoral::compiler {
 
@@ -139,27 +140,6 @@ Geometry geometry(const DepthwiseLayer& l) {
 
 uint32_t row_tiles(int r) { return 0xfu << (4 * r); }
 uint32_t column_tiles(int c) { return 0x1111u << c; }
-
-void descriptor(Emitter& e, int lo, int hi, int base, int64_t size, int tag) {
-  e.add("bundle", cat("s_op=0x0f s_x=", base, " imm=", lo));
-  e.add("bundle", cat("s_op=0x0f s_x=", base + 1, " imm=", hi));
-  e.add("bundle", cat("v_op=0x0a vs_reg=", base));
-  e.add("bundle",
-        cat("v_op=0x0a v_offset=1 vs_reg=", base + 1, " s_op=0x2f s_x=", base + 2, " imm=", size));
-  e.add("bundle",
-        cat("v_op=0x0a v_offset=2 vs_reg=", base + 2, " s_op=0x2f s_x=", base + 3, " imm=", tag));
-  e.add("bundle", cat("v_op=0x0a v_offset=3 vs_reg=", base + 3));
-  e.add("bundle", "v_op=0x0c");
-}
-
-void interrupt(Emitter& e, int lo, int hi, int base) {
-  e.add("bundle", cat("s_op=0x2f s_x=", hi));
-  e.add("bundle", cat("s_op=0x2f s_x=", lo));
-  descriptor(e, lo, hi, base, 0, 4);
-}
-
-void tile_fence(Emitter& e, const std::string& fields) { e.add("sync", "tiles=0xffff " + fields); }
-void wait_tokens(Emitter& e) { e.add("scsync", "tiles=0xffff tokwait=1 tmask=0xffff sunits=0x0c"); }
 
 // A mesh walk of `a` words per row over `b` rows of the block grid (stride bs words).
 std::string mesh_walk(const Geometry& g, int a, int b) {
@@ -505,52 +485,6 @@ container::Bitstream caching_program(const Geometry& g) {
   return e.finish();
 }
 
-container::Layer boundary_layer(const std::string& name, int y, int x, int z, int32_t zp,
-                                float scale, bool output, bool is_signed) {
-  container::Layer l;
-  l.name = name;
-  l.size_bytes = y * x * z;
-  l.y_dim = y;
-  l.x_dim = x;
-  l.z_dim = z;
-  l.zero_point = zp;
-  l.dequantization_factor = scale;
-  l.data_type =
-      is_signed ? container::DataType::kSignedFixedPoint8 : container::DataType::kFixedPoint8;
-  l.is_output = output;
-  return l;
-}
-
-container::DmaHint dma(BufferKind kind, container::Direction dir, const std::string& name,
-                       int size) {
-  container::DmaHint h;
-  h.kind = container::HintKind::kDma;
-  h.direction = dir;
-  h.meta.desc = kind;
-  h.meta.name = name;
-  h.size_in_bytes = size;
-  return h;
-}
-
-container::DmaHint instruction_hint() {
-  container::DmaHint h;
-  h.kind = container::HintKind::kInstruction;
-  return h;
-}
-
-container::DmaHint interrupt_hint() {
-  container::DmaHint h;
-  h.kind = container::HintKind::kInterrupt;
-  h.direction = container::Direction::kOutfeed;
-  return h;
-}
-
-uint64_t caching_token(const std::vector<uint8_t>& parameters) {
-  uint64_t h = 1469598103934665603ull;
-  for (uint8_t b : parameters) h = (h ^ b) * 1099511628211ull;
-  return h ^ 0x6477;  // "dw": differs from an FC with the same bytes
-}
-
 }  // namespace
 
 std::string depthwise_unsupported(const DepthwiseLayer& l) {
@@ -632,11 +566,7 @@ DepthwisePrograms generate_depthwise(const DepthwiseLayer& l) {
   if (const std::string why = depthwise_unsupported(l); !why.empty()) fail(why);
   const Geometry g = geometry(l);
   DepthwisePrograms out;
-  container::Executable& eo = out.execution;
-  eo.name = "model";
-  eo.chip = "beagle";
-  eo.type = container::ExecutableType::kExecutionOnly;
-  eo.bitstreams.push_back(execution_program(g, l));
+  container::Executable& eo = out.execution = execution_executable(execution_program(g, l));
   eo.input_layers.push_back(
       boundary_layer(l.input_name, l.h, l.w, 1, l.in_zp, l.in_scale, false, l.signed_input));
   const int oh = l.out_h() / (g.pool ? g.pool : 1);
@@ -661,25 +591,12 @@ DepthwisePrograms generate_depthwise(const DepthwiseLayer& l) {
   y.shape = {{0, 0}, {0, oh - 1}, {0, ow - 1}, {0, g.c - 1}};
   eo.output_layers.push_back(std::move(y));
   eo.used_narrow_memory_bytes_per_tile = g.pool ? g.block_end + 4 * g.pool * g.pool : g.block_end;
-  eo.dma_hints.fully_deterministic = true;
-  eo.dma_hints.hints = {
-      instruction_hint(),
-      dma(BufferKind::kInput, container::Direction::kInfeed, l.input_name, l.h * l.w),
-      dma(BufferKind::kOutput, container::Direction::kOutfeed, l.output_name, oh * ow * g.c),
-      interrupt_hint()};
-
-  container::Executable& pc = out.caching;
-  pc.name = "Unknown";
-  pc.chip = "beagle";
-  pc.type = container::ExecutableType::kParameterCaching;
-  pc.bitstreams.push_back(caching_program(g));
-  pc.parameters = depthwise_parameters(l);
-  pc.dma_hints.fully_deterministic = true;
-  pc.dma_hints.hints = {instruction_hint(),
-                        dma(BufferKind::kParameter, container::Direction::kInfeed, "",
-                            static_cast<int>(pc.parameters.size())),
-                        interrupt_hint()};
-  eo.parameter_caching_token = pc.parameter_caching_token = caching_token(pc.parameters);
+  eo.dma_hints = execution_hints(l.input_name, l.h * l.w, l.output_name, oh * ow * g.c);
+  const container::Executable& pc = out.caching =
+      caching_executable(caching_program(g), depthwise_parameters(l));
+  // Salted ("dw") so that depthwise parameters never share a token with an FC's equal bytes.
+  eo.parameter_caching_token = out.caching.parameter_caching_token =
+      caching_token(pc.parameters) ^ 0x6477;
   return out;
 }
 

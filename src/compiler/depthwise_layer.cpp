@@ -134,23 +134,11 @@ std::string match_depthwise(const Graph& graph, const std::vector<int>& mapped_o
   layer.out_scale = y.quant.scale[0];
   layer.input_name = in->name;
   layer.output_name = out->name;
-  layer.mult.resize(c);
-  for (size_t ch = 0; ch < c; ++ch) {
-    const float ws = wt.quant.scale.size() == 1 ? wt.quant.scale[0] : wt.quant.scale.at(ch);
-    layer.mult[ch] = fc_multiplier(ws, layer.in_scale, layer.out_scale);
-  }
-  int lo = 0, hi = 255;
-  if (o->activation == container::Activation::kRelu ||
-      o->activation == container::Activation::kRelu6) {
-    lo = std::max(lo, layer.out_zp);
-  } else if (o->activation != container::Activation::kNone) {
+  layer.mult = channel_multipliers(wt, static_cast<int>(c), layer.in_scale, layer.out_scale);
+  if (!activation_clamps(o->activation, layer.out_zp, layer.out_scale, layer.clamp_min,
+                         layer.clamp_max)) {
     return "DEPTHWISE_CONV_2D with a fused activation other than RELU/RELU6 is not generated yet";
   }
-  if (o->activation == container::Activation::kRelu6) {
-    hi = std::min(hi, layer.out_zp + static_cast<int>(std::nearbyint(6.0f / layer.out_scale)));
-  }
-  layer.clamp_min = fc_clamp(lo, layer.out_zp, layer.out_scale);
-  layer.clamp_max = fc_clamp(hi, layer.out_zp, layer.out_scale);
   return "";
 }
 

@@ -418,11 +418,7 @@ FcPrograms generate_fc(const FcLayer& layer, const FcPlacement& placement) {
   }
   const Geometry g = geometry(layer.n, layer.k, !layer.bias.empty(), placement);
   FcPrograms out;
-  container::Executable& eo = out.execution;
-  eo.name = "model";
-  eo.chip = "beagle";
-  eo.type = container::ExecutableType::kExecutionOnly;
-  eo.bitstreams.push_back(execution_program(g, layer));
+  container::Executable& eo = out.execution = execution_executable(execution_program(g, layer));
   eo.input_layers.push_back(boundary_layer(layer.input_name, layer.k, layer.in_zp, layer.in_scale,
                                            false, layer.signed_input));
   container::Layer out_layer = boundary_layer(layer.output_name, layer.n, layer.out_zp,
@@ -440,25 +436,10 @@ FcPrograms generate_fc(const FcLayer& layer, const FcPlacement& placement) {
   out_layer.shape = {{0, 0}, {0, g.n - 1}};  // the TFLite shape [1, N] as inclusive ranges
   eo.output_layers.push_back(std::move(out_layer));
   eo.used_narrow_memory_bytes_per_tile = g.x_piece + kPiece;
-  eo.dma_hints.fully_deterministic = true;
-  eo.dma_hints.hints = {
-      instruction_hint(),
-      dma_hint(BufferKind::kInput, container::Direction::kInfeed, layer.input_name, layer.k),
-      dma_hint(BufferKind::kOutput, container::Direction::kOutfeed, layer.output_name, layer.n),
-      interrupt_hint()};
-
-  container::Executable& pc = out.caching;
-  pc.name = "Unknown";
-  pc.chip = "beagle";
-  pc.type = container::ExecutableType::kParameterCaching;
-  pc.bitstreams.push_back(caching_program(g));
-  pc.parameters = fc_parameters(layer);
-  pc.dma_hints.fully_deterministic = true;
-  pc.dma_hints.hints = {instruction_hint(),
-                        dma_hint(BufferKind::kParameter, container::Direction::kInfeed, "",
-                                 static_cast<int>(pc.parameters.size())),
-                        interrupt_hint()};
-  eo.parameter_caching_token = pc.parameter_caching_token = caching_token(pc.parameters);
+  eo.dma_hints = execution_hints(layer.input_name, layer.k, layer.output_name, layer.n);
+  const container::Executable& pc = out.caching =
+      caching_executable(caching_program(g), fc_parameters(layer));
+  eo.parameter_caching_token = out.caching.parameter_caching_token = caching_token(pc.parameters);
   return out;
 }
 

@@ -23,6 +23,32 @@ float fc_clamp(int q, int32_t out_zp, float y_scale) {
   return real * (1.0f / y_scale);
 }
 
+std::vector<float> channel_multipliers(const GraphTensor& w, int channels, float x_scale,
+                                       float y_scale) {
+  std::vector<float> mult(static_cast<size_t>(channels));
+  for (size_t c = 0; c < mult.size(); ++c) {
+    const float ws = w.quant.scale.size() == 1 ? w.quant.scale[0] : w.quant.scale.at(c);
+    mult[c] = fc_multiplier(ws, x_scale, y_scale);
+  }
+  return mult;
+}
+
+bool activation_clamps(container::Activation activation, int32_t out_zp, float y_scale,
+                       float& clamp_min, float& clamp_max) {
+  using container::Activation;
+  if (activation != Activation::kNone && activation != Activation::kRelu &&
+      activation != Activation::kRelu6) {
+    return false;
+  }
+  int lo = 0, hi = 255;
+  if (activation != Activation::kNone) lo = std::max(lo, out_zp);
+  if (activation == Activation::kRelu6)
+    hi = std::min(hi, out_zp + static_cast<int>(std::nearbyint(6.0f / y_scale)));
+  clamp_min = fc_clamp(lo, out_zp, y_scale);
+  clamp_max = fc_clamp(hi, out_zp, y_scale);
+  return true;
+}
+
 namespace {
 
 bool is(const GraphOp& op, BuiltinOp code) { return op.builtin == static_cast<int32_t>(code); }
@@ -110,22 +136,8 @@ std::string match_fc(const Graph& graph, const std::vector<int>& mapped_ops, FcL
   layer.output_name = out->name;
   layer.weights.resize(w.data.size());
   for (size_t i = 0; i < w.data.size(); ++i) layer.weights[i] = static_cast<int8_t>(w.data[i]);
-  layer.mult.resize(static_cast<size_t>(layer.n));
-  for (int c = 0; c < layer.n; ++c) {
-    const float ws = w.quant.scale.size() == 1 ? w.quant.scale[0] : w.quant.scale.at(c);
-    layer.mult[static_cast<size_t>(c)] = fc_multiplier(ws, layer.in_scale, layer.out_scale);
-  }
-  // A fused RELU/RELU6 narrows the output range as TFLite does (its bounds in the quantized
-  // domain); rounding is monotone, so clamping before it gives the same bytes.
-  int lo = 0, hi = 255;
-  if (activation == container::Activation::kRelu || activation == container::Activation::kRelu6) {
-    lo = std::max(lo, layer.out_zp);
-  }
-  if (activation == container::Activation::kRelu6) {
-    hi = std::min(hi, layer.out_zp + static_cast<int>(std::nearbyint(6.0f / layer.out_scale)));
-  }
-  layer.clamp_min = fc_clamp(lo, layer.out_zp, layer.out_scale);
-  layer.clamp_max = fc_clamp(hi, layer.out_zp, layer.out_scale);
+  layer.mult = channel_multipliers(w, layer.n, layer.in_scale, layer.out_scale);
+  activation_clamps(activation, layer.out_zp, layer.out_scale, layer.clamp_min, layer.clamp_max);
   return "";
 }
 

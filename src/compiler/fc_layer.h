@@ -37,5 +37,13 @@ std::string match_fc(const Graph& graph, const std::vector<int>& mapped_ops, FcL
 // The per-channel multiplier and the clamps of the output stage (fc_layer.h's formulas).
 float fc_multiplier(float w_scale, float x_scale, float y_scale);
 float fc_clamp(int q, int32_t out_zp, float y_scale);
+// Every MAC layer's output stage (FC, conv, depthwise): the multiplier of each output channel
+// from the weights' scale for that channel (or their single scale), and the clamps of a fused
+// NONE, RELU or RELU6 (TFLite's bounds in the quantized domain; rounding is monotone, so clamping
+// before it gives the same bytes). activation_clamps is false for any other activation.
+std::vector<float> channel_multipliers(const GraphTensor& w, int channels, float x_scale,
+                                       float y_scale);
+bool activation_clamps(container::Activation activation, int32_t out_zp, float y_scale,
+                       float& clamp_min, float& clamp_max);
 
 }  // namespace tinycoral::compiler

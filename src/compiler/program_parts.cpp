@@ -76,20 +76,25 @@ void ring_receive(Emitter& e, uint32_t tiles, int row, int slots, int s_val) {
                          " mode=3 s_id=0x2b s_val=", s_val, " s_cnt=", slots, " s_en_b=1 s_y=1"));
 }
 
-container::Layer boundary_layer(const std::string& name, int size, int32_t zp, float scale,
-                                bool output, bool is_signed) {
+container::Layer boundary_layer(const std::string& name, int y, int x, int z, int32_t zp,
+                                float scale, bool output, bool is_signed) {
   container::Layer l;
   l.name = name;
-  l.size_bytes = size;
-  l.y_dim = 1;
-  l.x_dim = 1;
-  l.z_dim = size;
+  l.size_bytes = y * x * z;
+  l.y_dim = y;
+  l.x_dim = x;
+  l.z_dim = z;
   l.zero_point = zp;
   l.dequantization_factor = scale;
   l.data_type =
       is_signed ? container::DataType::kSignedFixedPoint8 : container::DataType::kFixedPoint8;
   l.is_output = output;
   return l;
+}
+
+container::Layer boundary_layer(const std::string& name, int size, int32_t zp, float scale,
+                                bool output, bool is_signed) {
+  return boundary_layer(name, 1, 1, size, zp, scale, output, is_signed);
 }
 
 container::DmaHint dma_hint(container::BufferKind kind, container::Direction dir,
@@ -114,6 +119,43 @@ container::DmaHint interrupt_hint() {
   h.kind = container::HintKind::kInterrupt;
   h.direction = container::Direction::kOutfeed;
   return h;
+}
+
+container::Executable execution_executable(container::Bitstream program) {
+  container::Executable eo;
+  eo.name = "model";
+  eo.chip = "beagle";
+  eo.type = container::ExecutableType::kExecutionOnly;
+  eo.bitstreams.push_back(std::move(program));
+  return eo;
+}
+
+container::DmaHints execution_hints(const std::string& input, int in_bytes,
+                                    const std::string& output, int out_bytes) {
+  container::DmaHints h;
+  h.fully_deterministic = true;
+  h.hints = {
+      instruction_hint(),
+      dma_hint(container::BufferKind::kInput, container::Direction::kInfeed, input, in_bytes),
+      dma_hint(container::BufferKind::kOutput, container::Direction::kOutfeed, output, out_bytes),
+      interrupt_hint()};
+  return h;
+}
+
+container::Executable caching_executable(container::Bitstream program,
+                                         std::vector<uint8_t> parameters) {
+  container::Executable pc;
+  pc.name = "Unknown";
+  pc.chip = "beagle";
+  pc.type = container::ExecutableType::kParameterCaching;
+  pc.bitstreams.push_back(std::move(program));
+  pc.dma_hints.fully_deterministic = true;
+  pc.dma_hints.hints = {instruction_hint(),
+                        dma_hint(container::BufferKind::kParameter, container::Direction::kInfeed,
+                                 "", static_cast<int>(parameters.size())),
+                        interrupt_hint()};
+  pc.parameters = std::move(parameters);
+  return pc;
 }
 
 uint64_t caching_token(const std::vector<uint8_t>& parameters) {

@@ -50,12 +50,25 @@ void ring_send(Emitter& e, int from, int row, uint32_t dest, int ordinal);
 // ringConsumer of `slots` packets into row `row`; s_val is the consumer's credit offset.
 void ring_receive(Emitter& e, uint32_t tiles, int row, int slots, int s_val);
 
+// An input or output layer of y x x x z bytes (channels innermost); the FC's is 1 x 1 x size.
+container::Layer boundary_layer(const std::string& name, int y, int x, int z, int32_t zp,
+                                float scale, bool output, bool is_signed);
 container::Layer boundary_layer(const std::string& name, int size, int32_t zp, float scale,
                                 bool output, bool is_signed);
 container::DmaHint dma_hint(container::BufferKind kind, container::Direction dir,
                             const std::string& name, int size);
 container::DmaHint instruction_hint();
 container::DmaHint interrupt_hint();
+
+// The EXECUTION_ONLY executable around `program`, as edgetpu_compiler names it.
+container::Executable execution_executable(container::Bitstream program);
+// Its DMA hints: the instructions, the input, the output, then the completion interrupt.
+container::DmaHints execution_hints(const std::string& input, int in_bytes,
+                                    const std::string& output, int out_bytes);
+// The PARAMETER_CACHING executable: `program`, its parameter stream and hints. The caller sets
+// the caching token both executables share.
+container::Executable caching_executable(container::Bitstream program,
+                                         std::vector<uint8_t> parameters);
 
 // A token shared by the two executables: FNV-1a over the parameters, so recompiling the same
 // model gives the same file (Google's is an opaque 64-bit value).
