@@ -1,7 +1,7 @@
 // The FULLY_CONNECTED generator over its covered range (N = 64..1024 in steps of 64, K sampled):
 // every program is well formed (isa::check: frame, lengths, sequence numbers), its relocations sit
 // on MOVI immediates, and the parameter stream has the per-tile layout the caching program moves.
-// Byte identity with Google is fc_identity_test's job; this one guards the generalisation.
+// Byte identity with Google is google_identity_test's job; this one guards the generalisation.
 #include "compiler/fc_codegen.h"
 
 #include <gtest/gtest.h>

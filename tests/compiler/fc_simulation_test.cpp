@@ -16,23 +16,13 @@
 #include "container/tflite_writer.h"
 #include "host/interpreter.h"
 #include "host/rounding.h"
+#include "support/twin_tensor.h"
 
 namespace tinycoral::compiler {
 namespace {
 
 using container::TensorType;
-
-container::Tensor tensor(const std::string& name, TensorType type, std::vector<int32_t> shape,
-                         std::vector<float> scale, std::vector<int64_t> zp, uint32_t buffer = 0) {
-  container::Tensor t;
-  t.name = name;
-  t.type = type;
-  t.shape = std::move(shape);
-  t.buffer = buffer;
-  t.quantization.scale = std::move(scale);
-  t.quantization.zero_point = std::move(zp);
-  return t;
-}
+using testing::twin_tensor;
 
 // The CPU twin of an N x K dense layer, as TensorFlow's converter writes it for uint8 I/O (or,
 // with int8_io, for int8 I/O: the FC alone).
@@ -68,12 +58,12 @@ container::Model dense_twin(int n, int k, bool bias, container::Activation act, 
   m.buffers = {{}, weights, biases};
   container::Subgraph g;
   g.tensors = {
-      tensor("x", TensorType::kUInt8, {1, k}, {sx}, {x_zp}),
-      tensor("w", TensorType::kInt8, {n, k}, sw, std::vector<int64_t>(sw.size(), 0), 1),
-      tensor("xq", TensorType::kInt8, {1, k}, {sx}, {x_zp - 128}),
-      tensor("yq", TensorType::kInt8, {1, n}, {sy}, {y_zp - 128}),
-      tensor("y", TensorType::kUInt8, {1, n}, {sy}, {y_zp}),
-      tensor("b", TensorType::kInt32, {n}, bias_scale, std::vector<int64_t>(sw.size(), 0), 2)};
+      twin_tensor("x", TensorType::kUInt8, {1, k}, {sx}, {x_zp}),
+      twin_tensor("w", TensorType::kInt8, {n, k}, sw, std::vector<int64_t>(sw.size(), 0), 1),
+      twin_tensor("xq", TensorType::kInt8, {1, k}, {sx}, {x_zp - 128}),
+      twin_tensor("yq", TensorType::kInt8, {1, n}, {sy}, {y_zp - 128}),
+      twin_tensor("y", TensorType::kUInt8, {1, n}, {sy}, {y_zp}),
+      twin_tensor("b", TensorType::kInt32, {n}, bias_scale, std::vector<int64_t>(sw.size(), 0), 2)};
   container::Operator q_in, fc, q_out;
   q_in.opcode_index = 0;
   q_in.inputs = {0};
@@ -90,8 +80,8 @@ container::Model dense_twin(int n, int k, bool bias, container::Activation act, 
   q_out.outputs = {4};
   g.operators = {q_in, fc, q_out};
   if (int8_io) {  // no QUANTIZE: the layer's int8 tensors are the model's input and output
-    g.tensors[0] = tensor("x", TensorType::kInt8, {1, k}, {sx}, {x_zp - 128});
-    g.tensors[4] = tensor("y", TensorType::kInt8, {1, n}, {sy}, {y_zp - 128});
+    g.tensors[0] = twin_tensor("x", TensorType::kInt8, {1, k}, {sx}, {x_zp - 128});
+    g.tensors[4] = twin_tensor("y", TensorType::kInt8, {1, n}, {sy}, {y_zp - 128});
     fc.inputs[0] = 0;
     fc.outputs = {4};
     g.operators = {fc};

@@ -12,8 +12,11 @@
 
 #include "common/error.h"
 #include "container/tflite_model.h"
+#include "support/twin_tensor.h"
 
 namespace tinycoral::compiler::twins {
+
+using testing::twin_tensor;
 
 using container::Activation;
 using container::TensorType;
@@ -26,19 +29,6 @@ struct ConvSpec {
   // converter's flattening RESHAPE before it.
   bool fc = false, reshape = true;
 };
-
-inline container::Tensor tensor(const std::string& name, TensorType type,
-                                std::vector<int32_t> shape, std::vector<float> scale,
-                                std::vector<int64_t> zp, uint32_t buffer = 0) {
-  container::Tensor t;
-  t.name = name;
-  t.type = type;
-  t.shape = std::move(shape);
-  t.buffer = buffer;
-  t.quantization.scale = std::move(scale);
-  t.quantization.zero_point = std::move(zp);
-  return t;
-}
 
 inline std::vector<uint8_t> le32(const std::vector<int32_t>& v) {
   std::vector<uint8_t> out;
@@ -62,8 +52,8 @@ inline container::Model conv_twin(int h, int w, int cin, const std::vector<ConvS
   container::Subgraph g;
   float sx = 0.004f + 0.01f * unit(random);
   int zx = static_cast<int>(random() % 200) + 28;
-  g.tensors.push_back(tensor("x", TensorType::kUInt8, {1, h, w, cin}, {sx}, {zx}));
-  g.tensors.push_back(tensor("xq", TensorType::kInt8, {1, h, w, cin}, {sx}, {zx - 128}));
+  g.tensors.push_back(twin_tensor("x", TensorType::kUInt8, {1, h, w, cin}, {sx}, {zx}));
+  g.tensors.push_back(twin_tensor("xq", TensorType::kInt8, {1, h, w, cin}, {sx}, {zx - 128}));
   container::Operator q_in;
   q_in.opcode_index = 0;
   q_in.inputs = {0};
@@ -102,12 +92,12 @@ inline container::Model conv_twin(int h, int w, int cin, const std::vector<ConvS
     const int wt = static_cast<int>(g.tensors.size());
     std::vector<int32_t> wshape = {s.cout, s.k, s.k, cin};
     if (s.fc) wshape = {s.cout, kdim};
-    g.tensors.push_back(tensor(cat("w", i), TensorType::kInt8, wshape, sw,
-                               std::vector<int64_t>(sw.size(), 0), wbuf));
-    g.tensors.push_back(tensor(cat("b", i), TensorType::kInt32, {s.cout}, bias_scale,
-                               std::vector<int64_t>(bias_scale.size(), 0), wbuf + 1));
+    g.tensors.push_back(twin_tensor(cat("w", i), TensorType::kInt8, wshape, sw,
+                                    std::vector<int64_t>(sw.size(), 0), wbuf));
+    g.tensors.push_back(twin_tensor(cat("b", i), TensorType::kInt32, {s.cout}, bias_scale,
+                                    std::vector<int64_t>(bias_scale.size(), 0), wbuf + 1));
     g.tensors.push_back(
-        tensor(cat("y", i), TensorType::kInt8, {1, oh, ow, s.cout}, {sy}, {zy - 128}));
+        twin_tensor(cat("y", i), TensorType::kInt8, {1, oh, ow, s.cout}, {sy}, {zy - 128}));
     container::Operator conv;
     conv.opcode_index = 1;
     conv.inputs = {x_tensor, wt, s.bias ? wt + 1 : -1};
@@ -121,7 +111,8 @@ inline container::Model conv_twin(int h, int w, int cin, const std::vector<ConvS
     if (s.fc) {
       if (s.reshape) {  // the converter's flatten: same bytes, same quantization
         const int flat = static_cast<int>(g.tensors.size());
-        g.tensors.push_back(tensor(cat("flat", i), TensorType::kInt8, {1, kdim}, {sx}, {zx - 128}));
+        g.tensors.push_back(
+            twin_tensor(cat("flat", i), TensorType::kInt8, {1, kdim}, {sx}, {zx - 128}));
         container::Operator reshape;
         reshape.opcode_index = 3;
         reshape.inputs = {x_tensor};
@@ -144,10 +135,10 @@ inline container::Model conv_twin(int h, int w, int cin, const std::vector<ConvS
     zx = zy;
   }
   const int out = static_cast<int>(g.tensors.size());
-  g.tensors.push_back(
-      tensor("y", TensorType::kUInt8,
-             specs.back().fc ? std::vector<int32_t>{1, cin} : std::vector<int32_t>{1, h, w, cin},
-             {sx}, {zx}));
+  g.tensors.push_back(twin_tensor(
+      "y", TensorType::kUInt8,
+      specs.back().fc ? std::vector<int32_t>{1, cin} : std::vector<int32_t>{1, h, w, cin}, {sx},
+      {zx}));
   container::Operator q_out;
   q_out.opcode_index = 0;
   q_out.inputs = {x_tensor};

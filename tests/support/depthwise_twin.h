@@ -17,6 +17,7 @@
 #include "compiler/compile.h"
 #include "container/tflite_writer.h"
 #include "host/interpreter.h"
+#include "support/twin_tensor.h"
 
 namespace tinycoral::compiler::testing {
 
@@ -37,19 +38,6 @@ inline std::string describe(const DepthwiseShape& s) {
       s.act != container::Activation::kNone ? cat(" activation ", static_cast<int>(s.act)) : "",
       s.int8_io ? " int8" : "", s.scales ? " per-channel scales" : "", s.bias ? " bias" : "",
       s.stride > 1 ? cat(" stride ", s.stride) : "");
-}
-
-inline container::Tensor twin_tensor(const std::string& name, container::TensorType type,
-                                     std::vector<int32_t> shape, std::vector<float> scale,
-                                     std::vector<int64_t> zp, uint32_t buffer = 0) {
-  container::Tensor t;
-  t.name = name;
-  t.type = type;
-  t.shape = std::move(shape);
-  t.buffer = buffer;
-  t.quantization.scale = std::move(scale);
-  t.quantization.zero_point = std::move(zp);
-  return t;
 }
 
 // As TensorFlow's converter writes the gabor models: per-channel int8 weights (one scale shared

@@ -1,6 +1,7 @@
-// Byte identity with edgetpu_compiler 16.0: compile the CPU twins of libredgetpu's dense layers and
-// compare every executable's instructions, relocations and parameters with Google's file beside
-// them.
+// Byte identity with edgetpu_compiler 16.0: compile the CPU twins of libredgetpu's single-layer
+// models (dense: FULLY_CONNECTED; gabor: DEPTHWISE_CONV_2D, with and without the AVERAGE_POOL_2D
+// after it) and compare every executable's instructions, relocations, parameters, DMA hints and
+// layers with Google's file beside them.
 #include <gtest/gtest.h>
 
 #include "common/file.h"
@@ -12,9 +13,9 @@
 namespace tinycoral::compiler {
 namespace {
 
-class DenseTwin : public ::testing::TestWithParam<const char*> {};
+class LibredgetpuTwin : public ::testing::TestWithParam<const char*> {};
 
-TEST_P(DenseTwin, InstructionsAndParametersMatchGoogle) {
+TEST_P(LibredgetpuTwin, InstructionsAndParametersMatchGoogle) {
   TINYCORAL_REQUIRE_TESTDATA(dir);
   const std::string name = GetParam();
   const auto cpu = read_file(dir / "libredgetpu" / (name + ".tflite"));
@@ -39,7 +40,9 @@ TEST_P(DenseTwin, InstructionsAndParametersMatchGoogle) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Libredgetpu, DenseTwin, ::testing::Values("dense_256", "dense_512"));
+INSTANTIATE_TEST_SUITE_P(Libredgetpu, LibredgetpuTwin,
+                         ::testing::Values("dense_256", "dense_512", "gabor_64x64_7k_4o_2s",
+                                           "gabor_64x64_p4"));
 
 }  // namespace
 }  // namespace tinycoral::compiler
