@@ -9,6 +9,7 @@
 #include "common/file.h"
 #include "container/tflite_reader.h"
 #include "host/interpreter.h"
+#include "host/scores.h"
 #include "runtime/device_select.h"
 #include "runtime/edgetpu_delegate.h"
 
@@ -154,44 +155,9 @@ std::span<const uint8_t> Interpreter::output_data(size_t i) const {
 }
 
 std::vector<float> Interpreter::output_values(size_t i) const {
-  const TensorInfo& info = output(i);
-  const host::TensorView t = impl_->interp.output(i);
-  const auto n = static_cast<size_t>(t.elements());
-  const bool dequantize = info.quantization.quantized() && info.type != DataType::kFloat32 &&
-                          info.type != DataType::kInt64 && info.type != DataType::kBool;
-  const double s = dequantize ? info.quantization.scale : 1.0;
-  const double z = dequantize ? info.quantization.zero_point : 0.0;
-  std::vector<float> v(n);
-  for (size_t k = 0; k < n; ++k) {
-    double x = 0;
-    switch (info.type) {
-      case DataType::kUInt8:
-        x = t.as<uint8_t>()[k];
-        break;
-      case DataType::kInt8:
-        x = t.as<int8_t>()[k];
-        break;
-      case DataType::kInt16:
-        x = t.as<int16_t>()[k];
-        break;
-      case DataType::kInt32:
-        x = t.as<int32_t>()[k];
-        break;
-      case DataType::kInt64:
-        x = static_cast<double>(t.as<int64_t>()[k]);
-        break;
-      case DataType::kFloat32:
-        x = t.as<float>()[k];
-        break;
-      case DataType::kBool:
-        x = t.data[k] ? 1 : 0;
-        break;
-      case DataType::kOther:
-        fail("output ", i, " ('", info.name, "') has a type without real values");
-    }
-    v[k] = static_cast<float>((x - z) * s);
-  }
-  return v;
+  output(i);  // range check with the API's message
+  const std::vector<double> values = host::dequantized_values(impl_->interp.output(i));
+  return {values.begin(), values.end()};
 }
 
 }  // namespace tinycoral

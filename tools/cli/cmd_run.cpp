@@ -19,6 +19,7 @@
 #include "host/image.h"
 #include "host/interpreter.h"
 #include "host/labels.h"
+#include "host/scores.h"
 #include "isa/isa.h"
 #include "runtime/device_select.h"
 #include "runtime/edgetpu_delegate.h"
@@ -157,63 +158,10 @@ host::InterpreterOptions options_for_device(RunArgs& a, const container::Model& 
   return options;
 }
 
-// Dequantized values of an output tensor (floats as they are, integers exactly).
-std::vector<double> output_values(const host::TensorView& t) {
-  const int64_t n = t.elements();
-  std::vector<double> v(static_cast<size_t>(n));
-  const double s = t.quantized() ? t.scale() : 1.0;
-  const double z = t.quantized() ? t.zero_point() : 0.0;
-  using container::TensorType;
-  for (int64_t i = 0; i < n; ++i) {
-    double x = 0;
-    switch (t.type()) {
-      case TensorType::kUInt8:
-        x = t.as<uint8_t>()[i];
-        break;
-      case TensorType::kInt8:
-        x = t.as<int8_t>()[i];
-        break;
-      case TensorType::kInt16:
-        x = t.as<int16_t>()[i];
-        break;
-      case TensorType::kInt32:
-        x = t.as<int32_t>()[i];
-        break;
-      case TensorType::kInt64:
-        x = static_cast<double>(t.as<int64_t>()[i]);
-        break;
-      case TensorType::kFloat32:
-        x = t.as<float>()[i];
-        break;
-      case TensorType::kBool:
-        x = t.data[i] ? 1 : 0;
-        break;
-      default:
-        fail("output '", t.name(), "' has unsupported type ", tensor_type_name(t.type()));
-    }
-    const bool quantizable = t.type() != TensorType::kFloat32 && t.type() != TensorType::kInt64 &&
-                             t.type() != TensorType::kBool;
-    v[static_cast<size_t>(i)] = quantizable && t.quantized() ? static_cast<float>((x - z) * s) : x;
-  }
-  return v;
-}
-
 // A full disk or a closed pipe behind stdout is an error too, not a silent exit 0.
 void check_stdout() {
   std::cout.flush();
   if (!std::cout) fail("writing the results to standard output failed");
-}
-
-// The K best classes: by score, ties by the higher index (Google's order, expectations 1.7).
-std::vector<size_t> top_k(const std::vector<double>& scores, int k) {
-  std::vector<size_t> idx(scores.size());
-  std::iota(idx.begin(), idx.end(), size_t{0});
-  const size_t n = std::min(idx.size(), static_cast<size_t>(k));
-  std::partial_sort(
-      idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(n), idx.end(),
-      [&](size_t a, size_t b) { return scores[a] != scores[b] ? scores[a] > scores[b] : a > b; });
-  idx.resize(n);
-  return idx;
 }
 
 void set_inputs(host::Interpreter& interp, const RunArgs& a) {
@@ -284,8 +232,8 @@ void run(RunArgs& a) {
   std::vector<size_t> best;
   std::vector<double> first;
   if (a.top > 0 && interp.num_outputs() > 0) {
-    first = output_values(interp.output(0));
-    best = top_k(first, a.top);
+    first = host::dequantized_values(interp.output(0));
+    best = host::top_k(first, static_cast<size_t>(a.top));
   }
   if (a.json) {
     nlohmann::json j;
@@ -299,7 +247,7 @@ void run(RunArgs& a) {
                               {"dtype", container::tensor_type_name(t.type())},
                               {"scale", t.quantized() ? t.scale() : 0.0f},
                               {"zero_point", t.quantized() ? t.zero_point() : 0},
-                              {"values", output_values(t)}});
+                              {"values", host::dequantized_values(t)}});
     }
     j["top"] = nlohmann::json::array();
     for (size_t i : best)

@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "container/tflite_reader.h"
 #include "host/image.h"
+#include "host/scores.h"
 #include "runtime/device_select.h"
 #include "runtime/edgetpu_delegate.h"
 #include "runtime/stick_time.h"
@@ -23,45 +24,6 @@ bool has_edgetpu_op(const container::Model& model) {
   return std::any_of(
       model.operator_codes.begin(), model.operator_codes.end(),
       [](const container::OperatorCode& c) { return c.custom_code == "edgetpu-custom-op"; });
-}
-
-// The first output's scores, dequantized as `tinycoral run` prints them.
-std::vector<double> scores(const host::TensorView& t) {
-  using container::TensorType;
-  const int64_t n = t.elements();
-  std::vector<double> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    double x = 0;
-    switch (t.type()) {
-      case TensorType::kUInt8:
-        x = t.as<uint8_t>()[i];
-        break;
-      case TensorType::kInt8:
-        x = t.as<int8_t>()[i];
-        break;
-      case TensorType::kFloat32:
-        x = t.as<float>()[i];
-        break;
-      default:
-        fail("the model's output '", t.name(), "' is ", container::tensor_type_name(t.type()),
-             ", not class scores (uint8, int8 or float32)");
-    }
-    if (t.type() != TensorType::kFloat32 && t.quantized())
-      x = static_cast<float>((x - t.zero_point()) * t.scale());
-    v[static_cast<size_t>(i)] = x;
-  }
-  return v;
-}
-
-// The five best: by score, ties by the higher index (the CLI's order).
-std::vector<size_t> top5(const std::vector<double>& s) {
-  std::vector<size_t> idx(s.size());
-  std::iota(idx.begin(), idx.end(), size_t{0});
-  const size_t n = std::min<size_t>(idx.size(), 5);
-  std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(n), idx.end(),
-                    [&](size_t a, size_t b) { return s[a] != s[b] ? s[a] > s[b] : a > b; });
-  idx.resize(n);
-  return idx;
 }
 
 struct TileSnapshot {
@@ -201,9 +163,9 @@ nlohmann::json ImageClassifier::classify(const host::Image& image, const std::st
   }
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  const std::vector<double> s = scores(interpreter_->output(0));
+  const std::vector<double> s = host::dequantized_values(interpreter_->output(0));
   nlohmann::json top = nlohmann::json::array();
-  for (size_t i : top5(s))
+  for (size_t i : host::top_k(s, 5))
     top.push_back({{"index", i}, {"score", s[i]}, {"label", labels_.at(static_cast<int64_t>(i))}});
   nlohmann::json chip = {{"device", device_used_}, {"model", name}, {"time_ms", ms}};
   if (tpu_) {
