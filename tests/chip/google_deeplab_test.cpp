@@ -28,15 +28,9 @@ void expect_outputs_equal_the_twin(const std::string& model) {
   ASSERT_NE(exes.execution, nullptr);
   ASSERT_EQ(exes.execution->output_layers.size(), 2u);
 
-  auto twin_model = container::read_tflite_file(data / (model + ".tflite"));
-  auto& sg = twin_model.subgraphs[0];
-  sg.outputs.clear();
-  for (const auto& layer : exes.execution->output_layers) {
-    const auto it = std::find_if(sg.tensors.begin(), sg.tensors.end(),
-                                 [&](const container::Tensor& t) { return t.name == layer.name; });
-    ASSERT_NE(it, sg.tensors.end()) << layer.name;
-    sg.outputs.push_back(static_cast<int32_t>(it - sg.tensors.begin()));
-  }
+  auto twin_model =
+      testing::twin_with_outputs(container::read_tflite_file(data / (model + ".tflite")),
+                                 testing::output_layer_names(*exes.execution));
   host::InterpreterOptions options;
   options.rounding = host::Rounding::kEdgeTpu;
   host::Interpreter cpu(std::move(twin_model), options);

@@ -59,19 +59,16 @@ TEST(GooglePoseNetOnTheChip, OutputsMatchTheTwin) {
   ASSERT_NE(exes.execution, nullptr);
 
   // The twin's conv outputs that the compiled program emits (its PoseNet decoder runs on the CPU).
-  auto twin_model = container::read_tflite_file(data / (model + ".tflite"));
-  auto& sg = twin_model.subgraphs[0];
   const std::vector<std::string> names = {"MobilenetV1/heatmap_2/BiasAdd",
                                           "MobilenetV1/offset_2/BiasAdd", "concat"};
-  sg.outputs.clear();
+  auto twin_model =
+      testing::twin_with_outputs(container::read_tflite_file(data / (model + ".tflite")), names);
   std::vector<TwinTensor> twin(names.size());
   for (size_t i = 0; i < names.size(); ++i) {
-    const auto it = std::find_if(sg.tensors.begin(), sg.tensors.end(),
-                                 [&](const container::Tensor& t) { return t.name == names[i]; });
-    ASSERT_NE(it, sg.tensors.end()) << names[i];
-    sg.outputs.push_back(static_cast<int32_t>(it - sg.tensors.begin()));
-    twin[i].scale = it->quantization.scale.at(0);
-    twin[i].zero_point = static_cast<int>(it->quantization.zero_point.at(0));
+    const auto& sg = twin_model.subgraphs[0];
+    const auto& q = sg.tensors.at(static_cast<size_t>(sg.outputs[i])).quantization;
+    twin[i].scale = q.scale.at(0);
+    twin[i].zero_point = static_cast<int>(q.zero_point.at(0));
   }
   host::InterpreterOptions options;
   options.rounding = host::Rounding::kEdgeTpu;
@@ -123,15 +120,9 @@ TEST(GooglePoseNetOnTheChip, PerChannelGen2021OutputsEqualTheTwin) {
   const auto exes = testing::executables_of(compiled);
   ASSERT_NE(exes.execution, nullptr);
   ASSERT_EQ(exes.execution->output_layers.size(), 3u);
-  auto twin_model = container::read_tflite_file(data / (model + ".tflite"));
-  auto& sg = twin_model.subgraphs[0];
-  sg.outputs.clear();
-  for (const auto& layer : exes.execution->output_layers) {
-    const auto it = std::find_if(sg.tensors.begin(), sg.tensors.end(),
-                                 [&](const container::Tensor& t) { return t.name == layer.name; });
-    ASSERT_NE(it, sg.tensors.end()) << layer.name;
-    sg.outputs.push_back(static_cast<int32_t>(it - sg.tensors.begin()));
-  }
+  auto twin_model =
+      testing::twin_with_outputs(container::read_tflite_file(data / (model + ".tflite")),
+                                 testing::output_layer_names(*exes.execution));
   host::InterpreterOptions options;
   options.rounding = host::Rounding::kEdgeTpu;
   host::Interpreter cpu(std::move(twin_model), options);

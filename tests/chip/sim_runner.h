@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <random>
 #include <string>
@@ -133,6 +134,28 @@ inline Buffers random_inputs(const container::Executable& exe, uint32_t seed) {
     for (auto& b : bytes) b = static_cast<uint8_t>(generator());
   }
   return inputs;
+}
+
+// The CPU twin with its outputs set to its tensors named `names`, in that order (an error names a
+// tensor the twin lacks), so that output i can be set beside the chip's output i.
+inline container::Model twin_with_outputs(container::Model twin,
+                                          const std::vector<std::string>& names) {
+  auto& sg = twin.subgraphs.at(0);
+  sg.outputs.clear();
+  for (const std::string& name : names) {
+    const auto it = std::find_if(sg.tensors.begin(), sg.tensors.end(),
+                                 [&](const container::Tensor& t) { return t.name == name; });
+    if (it == sg.tensors.end()) fail("the twin has no tensor '", name, "'");
+    sg.outputs.push_back(static_cast<int32_t>(it - sg.tensors.begin()));
+  }
+  return twin;
+}
+
+// The names of an executable's output layers, in order.
+inline std::vector<std::string> output_layer_names(const container::Executable& exe) {
+  std::vector<std::string> names;
+  for (const auto& layer : exe.output_layers) names.push_back(layer.name);
+  return names;
 }
 
 }  // namespace tinycoral::chip::testing
