@@ -17,27 +17,8 @@ namespace {
 
 using ops_test::loops;
 using ops_test::put_i32;
+using ops_test::run_class;
 using ops_test::ttu;
-constexpr float kInf = std::numeric_limits<float>::infinity();
-
-OpInstr base_op(uint8_t opcode, uint8_t dp, uint32_t cfg0, uint8_t reduce) {
-  OpInstr op;
-  op.opcode = opcode;
-  op.dp_mode = dp;
-  op.cfg0 = cfg0;
-  op.reduce_mask = reduce;
-  op.mult = 1.0f;
-  op.clamp_min = -kInf;
-  op.clamp_max = kInf;
-  return op;
-}
-
-void run(const OpInstr& op, Tile& tile) {
-  const OpClass* cls = ops::classify(op);
-  ASSERT_NE(cls, nullptr) << describe_op_class(op);
-  OpEnv env(tile, op);
-  cls->run(op, env);
-}
 
 TEST(OpsClasses, FullyConnectedTwoPassesWithBias) {
   // y[N=70] = W x[K=8] + b: two 64-output passes (second has 6 valid outputs -> 2 words).
@@ -55,7 +36,7 @@ TEST(OpsClasses, FullyConnectedTwoPassesWithBias) {
           tile.wide[(p * 2 + j) * 256 + 4 * c + b] = w(64 * p + c, 4 * j + b);
   for (int n = 0; n < N; ++n) put_i32(tile.bias_store, ops::kBiasStoreBase + 4 * n, bias(n));
 
-  OpInstr op = base_op(1, 3, 0xA5, 0b101);
+  OpInstr op = ops_test::unit_op(1, 3, 0xA5, 0b101);
   loops(op, {2, 1, 1, 2});
   op.in = ttu(16, {{4, 2}, {8, 1}, {8, 1}, {0, 2}});
   op.par = ttu(0, {{4, 2}, {0, 1}, {8, 1}, {8, 2}});
@@ -72,7 +53,7 @@ TEST(OpsClasses, FullyConnectedTwoPassesWithBias) {
   op.mult = 0.001f;
   op.clamp_min = -10.0f;
   op.clamp_max = 245.0f;
-  run(op, tile);
+  run_class(op, tile);
   for (int n = 0; n < N; ++n) {
     int64_t acc = bias(n);
     for (int k = 0; k < K; ++k) acc += (x[k] - 3) * (w(n, k) - 9);
@@ -106,7 +87,7 @@ OpInstr per_channel_fc(Tile& tile, int32_t zp_of_column_5) {
     std::memcpy(&tile.bias_store[kMultStoreBase + 4 * n], &m, 4);
   }
   for (int c = 0; c < 64; ++c) put_i32(tile.wide, 100 * 256 + 4 * c, c == 5 ? zp_of_column_5 : 128);
-  OpInstr op = base_op(1, 3, 0xA5, 0b101);
+  OpInstr op = ops_test::unit_op(1, 3, 0xA5, 0b101);
   loops(op, {2, 1, 1, 2});
   op.in = ttu(16, {{4, 2}, {8, 1}, {8, 1}, {0, 2}});
   op.par = ttu(0, {{4, 2}, {0, 1}, {8, 1}, {8, 2}});
@@ -130,7 +111,7 @@ OpInstr per_channel_fc(Tile& tile, int32_t zp_of_column_5) {
 TEST(OpsClasses, FullyConnectedPerChannel) {
   Tile tile;
   const OpInstr op = per_channel_fc(tile, 128);
-  run(op, tile);
+  run_class(op, tile);
   const uint8_t x[8] = {1, 2, 3, 4, 250, 6, 7, 128};
   for (int n = 0; n < 70; ++n) {
     int64_t acc = n * 11 - 300;
@@ -178,7 +159,7 @@ TEST(OpsClasses, DepthwiseDiagonalRowsFromAFifo) {
   }
   for (int c = 0; c < C; ++c) put_i32(tile.bias_store, ops::kBiasStoreBase + 4 * c, 100 * c - 50);
 
-  OpInstr op = base_op(1, 3, 0xE5, 0b11);
+  OpInstr op = ops_test::unit_op(1, 3, 0xE5, 0b11);
   loops(op, {1, taps, out_w, 2});
   op.in = ttu(0, {{4, 1}, {C, taps}, {C, out_w}, {4, 2}});
   op.par = ttu(8192, {{4, 1}, {4, taps}, {0, out_w}, {0, 2}});
@@ -196,7 +177,7 @@ TEST(OpsClasses, DepthwiseDiagonalRowsFromAFifo) {
   ASSERT_NE(cls, nullptr);
   EXPECT_STREQ(cls->name, "DEPTHWISE_CONV_2D");
   EXPECT_EQ(cls->par_fifo_fills(op), 2u);
-  run(op, tile);
+  run_class(op, tile);
   for (int p = 0; p < out_w; ++p)
     for (int c = 0; c < C; ++c) {
       int64_t acc = 100 * c - 50;
@@ -223,7 +204,7 @@ TEST(OpsClasses, ConvKChunkedKeepsPartialSumsAcrossChunks) {
         for (int b = 0; b < 4; ++b) row[4 * n + b] = wv(n, 4 * (2 * f + r) + b);
       tile.fifo_rows[(8000 + 4 * r) / 4].fills.push_back(row);
     }
-  OpInstr op = base_op(1, 4, 0xE5, 0b1011);
+  OpInstr op = ops_test::unit_op(1, 4, 0xE5, 0b1011);
   loops(op, {2, 1, P, 2, 1});
   op.in = ttu(0, {{4, 2}, {8, 1}, {K, P}, {8, 2}, {0, 1}});
   op.par = ttu(8000, {{4, 2}, {8, 1}, {0, P}, {0, 2}, {0, 1}});
@@ -238,7 +219,7 @@ TEST(OpsClasses, ConvKChunkedKeepsPartialSumsAcrossChunks) {
   const OpClass* cls = ops::classify(op);
   ASSERT_NE(cls, nullptr);
   EXPECT_EQ(cls->par_fifo_fills(op), 2u);
-  run(op, tile);
+  run_class(op, tile);
   for (int p = 0; p < P; ++p)
     for (int n = 0; n < N; ++n) {
       int64_t acc = 0;
@@ -253,7 +234,7 @@ TEST(OpsClasses, RequantizeThroughTheIdentityRow) {
   Tile tile;
   for (int i = 0; i < 8; ++i) tile.narrow[i] = static_cast<uint8_t>(i * 30);
   for (int c = 0; c < 4; ++c) tile.wide[8316 * 64 + 4 * c + c] = 1;  // identity row 0x207C
-  OpInstr op = base_op(1, 1, 0x05, 0);
+  OpInstr op = ops_test::unit_op(1, 1, 0x05, 0);
   loops(op, {2});
   op.in = ttu(0, {{4, 2}});
   op.par = ttu(8316, {{0, 2}});
@@ -264,7 +245,7 @@ TEST(OpsClasses, RequantizeThroughTheIdentityRow) {
   op.mult = 0.5f;
   op.clamp_min = 0.0f;
   op.clamp_max = 250.0f;
-  run(op, tile);
+  run_class(op, tile);
   for (int i = 0; i < 8; ++i) {
     const float y = std::fmax((i * 30 - 60) * 0.5f, 0.0f);
     EXPECT_EQ(tile.narrow[100 + i], static_cast<int>(std::nearbyint(y)) + 5) << i;
@@ -277,7 +258,7 @@ TEST(OpsClasses, LogisticUsesTheLoadedSpline) {
   tile.nlu = ops::logistic_table();
   for (int i = 0; i < 4; ++i) tile.narrow[i] = static_cast<uint8_t>(i * 80);
   for (int c = 0; c < 4; ++c) tile.wide[8316 * 64 + 4 * c + c] = 1;
-  OpInstr op = base_op(1, 1, 0x05, 0);
+  OpInstr op = ops_test::unit_op(1, 1, 0x05, 0);
   op.nlu_mode = 1;
   loops(op, {1});
   op.in = ttu(0, {{4, 1}});
@@ -288,7 +269,7 @@ TEST(OpsClasses, LogisticUsesTheLoadedSpline) {
   op.mult = 0.0625f;  // s_in
   op.clamp_min = -10.396732f;
   op.clamp_max = 10.396732f;
-  run(op, tile);
+  run_class(op, tile);
   for (int i = 0; i < 4; ++i) {
     const double x = (i * 80 - 128) * 0.0625;
     const double sigmoid256 = 256.0 / (1.0 + std::exp(-x));
@@ -308,7 +289,7 @@ TEST(OpsClasses, MulTwoSteps) {
   for (int c = 0; c < 64; ++c)
     for (int k = 0; k < 4; ++k) row[4 * c + k] = c == 0 ? b[k] : 0;  // b's word in column 0
   tile.fifo_rows[8284 / 4].fills.push_back(row);
-  OpInstr s1 = base_op(1, 4, 0x60, 0);
+  OpInstr s1 = ops_test::unit_op(1, 4, 0x60, 0);
   s1.cfg3 = 7;
   loops(s1, {4});
   s1.in = ttu(0, {{1, 4}});
@@ -322,7 +303,7 @@ TEST(OpsClasses, MulTwoSteps) {
   s1.mult = 0.01f;
   s1.clamp_min = -100.0f;
   s1.clamp_max = 155.0f;
-  run(s1, tile);
+  run_class(s1, tile);
   for (int i = 0; i < 4; ++i) {
     const float y = std::fmin(
         std::fmax(static_cast<float>((a[i] - 128) * (b[i] - 120)) * 0.01f, -100.0f), 155.0f);
@@ -330,14 +311,14 @@ TEST(OpsClasses, MulTwoSteps) {
     for (int k = 0; k < 4; ++k) EXPECT_EQ(tile.narrow[64 + 4 * i + k], q) << i;
   }
   for (int c = 0; c < 4; ++c) tile.wide[8316 * 64 + 4 * c + c] = 1;
-  OpInstr s2 = base_op(1, 2, 0, 0);
+  OpInstr s2 = ops_test::unit_op(1, 2, 0, 0);
   s2.cfg3 = 7;
   loops(s2, {4});
   s2.in = ttu(64, {{4, 4}});
   s2.par = ttu(8316, {{1, 4}});
   s2.out = ttu(128, {{4, 1}});
   s2.out_ch = s2.out_ch_last = 3;
-  run(s2, tile);
+  run_class(s2, tile);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(tile.narrow[128 + i], tile.narrow[64 + 4 * i]) << i;
 }
 
@@ -353,7 +334,7 @@ TEST(OpsClasses, AddSixteenBitMode) {
   };
   put16(0, 0, 0, w1), put16(0, 1, 1, w1), put16(1, 2, 0, w1), put16(1, 3, 1, w1);
   put16(2, 0, 0, w2), put16(2, 1, 1, w2), put16(3, 2, 0, w2), put16(3, 3, 1, w2);
-  OpInstr op = base_op(1, 5, 0x09, 0b11);
+  OpInstr op = ops_test::unit_op(1, 5, 0x09, 0b11);
   loops(op, {2, 2});
   op.in = ttu(0, {{2, 2}, {8, 2}});
   op.par = ttu(8256, {{4, 4}});  // rows 0..3 in step order (half, operand)
@@ -365,7 +346,7 @@ TEST(OpsClasses, AddSixteenBitMode) {
   op.mult = 1.0f / 13;
   op.clamp_min = -128.0f;
   op.clamp_max = 127.0f;
-  run(op, tile);
+  run_class(op, tile);
   for (int i = 0; i < 4; ++i) {
     const int32_t acc = w1 * a[i] + w2 * b[i] + op.offset;
     const float y = std::fmin(std::fmax(static_cast<float>(acc) * (1.0f / 13), -128.0f), 127.0f);
@@ -384,7 +365,7 @@ TEST(OpsClasses, MaxPoolAndAveragePoolOverAWideWindow) {
   Tile tile;
   auto v = [](int p, int c) { return static_cast<uint8_t>((p * 37 + c * 11) % 256); };
   fill_window(tile, 4096, 4, v);  // a 2x2 window: positions 0,1 (row 0) and 2,3 (row 1)
-  OpInstr mp = base_op(2, 4, 0x127, 0b11);
+  OpInstr mp = ops_test::unit_op(2, 4, 0x127, 0b11);
   loops(mp, {2, 2});
   mp.par = ttu(4096, {{1, 2}, {2, 2}});
   mp.out = ttu(0, {{4, 16}});
@@ -393,13 +374,13 @@ TEST(OpsClasses, MaxPoolAndAveragePoolOverAWideWindow) {
   mp.offset = -9;
   mp.clamp_min = -9.0f;
   mp.clamp_max = 246.0f;
-  run(mp, tile);
+  run_class(mp, tile);
   for (int c = 0; c < 64; ++c) {
     int m = 0;
     for (int p = 0; p < 4; ++p) m = std::max<int>(m, v(p, c));
     EXPECT_EQ(tile.narrow[c], m) << c;
   }
-  OpInstr ap = base_op(1, 4, 0x127, 0b11);
+  OpInstr ap = ops_test::unit_op(1, 4, 0x127, 0b11);
   ap.cfg2 = 0xE;
   ap.cfg3 = 6;
   loops(ap, {2, 2});
@@ -407,7 +388,7 @@ TEST(OpsClasses, MaxPoolAndAveragePoolOverAWideWindow) {
   ap.out = ttu(256, {{4, 16}});
   ap.out_ch = ap.out_ch_last = 63;
   ap.mult = 0.25f;
-  run(ap, tile);
+  run_class(ap, tile);
   for (int c = 0; c < 64; ++c) {
     int s = 0;
     for (int p = 0; p < 4; ++p) s += v(p, c);
@@ -420,14 +401,14 @@ TEST(OpsClasses, NarrowCopyGathersBytesIntoWords) {
   Tile tile;
   for (int i = 0; i < 9; ++i) tile.narrow[i] = static_cast<uint8_t>(100 + i);
   for (int c = 0; c < 4; ++c) tile.wide[8192 * 64 + 4 * c + c] = 1;
-  OpInstr op = base_op(1, 3, 0x07, 0b1);
+  OpInstr op = ops_test::unit_op(1, 3, 0x07, 0b1);
   op.cfg3 = 7;
   loops(op, {3, 3});
   op.in = ttu(0, {{1, 3}, {3, 3}});
   op.par = ttu(8192, {{1, 3}, {0, 3}});
   op.out = ttu(64, {{4, 3}});
   op.out_ch = op.out_ch_last = 3;
-  run(op, tile);
+  run_class(op, tile);
   for (int p = 0; p < 3; ++p) {
     for (int k = 0; k < 3; ++k) EXPECT_EQ(tile.narrow[64 + 4 * p + k], 100 + 3 * p + k);
     EXPECT_EQ(tile.narrow[64 + 4 * p + 3], 0);
@@ -435,18 +416,18 @@ TEST(OpsClasses, NarrowCopyGathersBytesIntoWords) {
 }
 
 TEST(OpsClasses, UnknownClassesAreNotComputed) {
-  OpInstr op = base_op(1, 1, 0x60, 0b1);  // L2 norm step 1: known shape, not modelled
+  OpInstr op = ops_test::unit_op(1, 1, 0x60, 0b1);  // L2 norm step 1: known shape, not modelled
   EXPECT_EQ(ops::classify(op), nullptr);
-  op = base_op(5, 4, 0xE5, 0b1011);  // opcode 0x05
+  op = ops_test::unit_op(5, 4, 0xE5, 0b1011);  // opcode 0x05
   EXPECT_EQ(ops::classify(op), nullptr);
-  op = base_op(1, 4, 0x127, 0b11);  // 0x127 without the average-pool cfg2/cfg3
+  op = ops_test::unit_op(1, 4, 0x127, 0b11);  // 0x127 without the average-pool cfg2/cfg3
   EXPECT_EQ(ops::classify(op), nullptr);
 }
 
 TEST(OpsClasses, BoundsAreCheckedAgainstFuzzedAddresses) {
   Tile tile;
   for (int c = 0; c < 4; ++c) tile.wide[8316 * 64 + 4 * c + c] = 1;
-  OpInstr op = base_op(1, 1, 0x05, 0);
+  OpInstr op = ops_test::unit_op(1, 1, 0x05, 0);
   loops(op, {2});
   op.in = ttu(kNarrowBytes - 4, {{4, 2}});  // second word beyond narrow memory
   op.par = ttu(8316, {{0, 2}});

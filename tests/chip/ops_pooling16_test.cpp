@@ -17,7 +17,6 @@ namespace {
 
 using ops_test::loops;
 using ops_test::ttu;
-constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr int kRows = 3, kPositions = 5, kChannels = 96;
 constexpr int64_t kMapUnit = 4096, kSumsUnit = 8192;
 constexpr int64_t kOnes = 1000, kRowSums = 2048, kMeans = 4096;
@@ -28,28 +27,14 @@ uint8_t value(int y, int x, int c) {
 }
 
 OpInstr pool_op(uint8_t cfg2, uint8_t cfg3, uint8_t nlu) {
-  OpInstr op;
-  op.opcode = 1;
-  op.dp_mode = 4;
-  op.cfg0 = 0x127;
+  OpInstr op = ops_test::unit_op(1, 4, 0x127, 0b11);
   op.cfg2 = cfg2;
   op.cfg3 = cfg3;
   op.nlu_mode = nlu;
-  op.reduce_mask = 0b11;
-  op.mult = 1.0f;
-  op.clamp_min = -kInf;
-  op.clamp_max = kInf;
   op.out_ch = 63;
   op.out_ch_last = 31;
   op.out_last_mode = 3;
   return op;
-}
-
-void run(const OpInstr& op, Tile& tile) {
-  const OpClass* cls = ops::classify(op);
-  ASSERT_NE(cls, nullptr) << describe_op_class(op);
-  OpEnv env(tile, op);
-  cls->run(op, env);
 }
 
 int16_t half_at(const Tile& tile, int64_t byte) {
@@ -83,7 +68,7 @@ TEST(OpsPooling16, RowSumsThenTheirSumGiveTheMean) {
   sums.out_zp = 227;
   sums.out_last_cnt = 15;
   sums.out_last_skip = 16;
-  run(sums, tile);
+  ops_test::run_class(sums, tile);
   int negative = 0;
   for (int y = 0; y < kRows; ++y)
     for (int c = 0; c < kChannels; ++c) {
@@ -112,7 +97,7 @@ TEST(OpsPooling16, RowSumsThenTheirSumGiveTheMean) {
   mean.mult = 1.0f / (kRows * kPositions);
   mean.out_last_cnt = 7;
   mean.out_last_skip = 8;
-  run(mean, tile);
+  ops_test::run_class(mean, tile);
   for (int c = 0; c < kChannels; ++c) {
     int sum = 0;
     for (int y = 0; y < kRows; ++y)

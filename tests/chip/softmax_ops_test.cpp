@@ -18,28 +18,16 @@ namespace {
 
 using ops_test::loops;
 using ops_test::put_i32;
+using ops_test::run_class;
 using ops_test::ttu;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr int64_t kRow0 = 0x2060;  // a FIFO row's unit address
 
+// The softmax tests' ops: four output columns.
 OpInstr base_op(uint8_t opcode, uint8_t dp, uint32_t cfg0, uint8_t reduce) {
-  OpInstr op;
-  op.opcode = opcode;
-  op.dp_mode = dp;
-  op.cfg0 = cfg0;
-  op.reduce_mask = reduce;
-  op.mult = 1.0f;
-  op.clamp_min = -kInf;
-  op.clamp_max = kInf;
+  OpInstr op = ops_test::unit_op(opcode, dp, cfg0, reduce);
   op.out_ch = op.out_ch_last = 3;
   return op;
-}
-
-void run(const OpInstr& op, Tile& tile) {
-  const OpClass* cls = ops::classify(op);
-  ASSERT_NE(cls, nullptr) << describe_op_class(op);
-  OpEnv env(tile, op);
-  cls->run(op, env);
 }
 
 // Queues a fill of FIFO row `unit` whose column 0 holds `word` (the one-word-per-step feed).
@@ -80,7 +68,7 @@ TEST(SoftmaxOps, MaximumStopsAtThePartialLastRound) {
   op.out = ttu(100, {{4, 1}});
   op.clamp_min = 0;
   op.clamp_max = 255;
-  run(op, tile);
+  run_class(op, tile);
   for (int c = 0; c < 4; ++c) EXPECT_EQ(tile.narrow[100 + c], v - 1) << c;  // 19, not 250
 }
 
@@ -107,7 +95,7 @@ TEST(SoftmaxOps, SubtractionCopiesBytesAndAddsTheBias) {
   op.clamp_min = -255;
   op.clamp_max = 0;
   op.out_zp = 255;
-  run(op, tile);
+  run_class(op, tile);
   for (int i = 0; i < 8; ++i)
     EXPECT_EQ(tile.narrow[64 + i], std::min(x[i] - m, 0) + 255) << i;  // 255 for x >= m
 }
@@ -130,7 +118,7 @@ TEST(SoftmaxOps, SumTakesTheRangeReducedReciprocalSquareRoot) {
   op.par_fifo = 4;
   op.out = ttu(200, {{4, 2}});
   op.mult = 1.0f / 65536.0f;
-  run(op, tile);
+  run_class(op, tile);
   for (int c = 0; c < 4; ++c) {
     uint16_t r;
     std::memcpy(&r, &tile.narrow[200 + 2 * c], 2);
@@ -160,7 +148,7 @@ TEST(SoftmaxOps, ProbabilitiesScaleEachExponential) {
   op.mult = 1.0f / 8388608.0f;
   op.clamp_min = 0;
   op.clamp_max = 255;
-  run(op, tile);
+  run_class(op, tile);
   for (int h = 0; h < 2; ++h)
     for (int c = 0; c < 4; ++c) {
       const double p = static_cast<double>(e[2 * c + h]) * q / 8388608.0;
