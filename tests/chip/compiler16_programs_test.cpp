@@ -1,8 +1,9 @@
 // Programs that edgetpu_compiler 16.0 wrote (libredgetpu/ of the test data): their scheduling
 // (fence regions, sync counters, FIFO feeds) must never deadlock the virtual Edge TPU
-// (docs/chip.md "Scheduling"); looming and the on-tile softmax programs (bright_*, color_*) equal
-// their CPU twins in every byte. Where an op class or unit form is missing, a run stops naming it,
-// never as a deadlock.
+// (docs/chip.md "Scheduling"); every program equals its CPU twin in every byte: the per-channel
+// dense and gabor layers (docs/chip_ops.md "Per-channel requantization"), looming and the on-tile
+// softmax programs (bright_*, color_*). Where an op class or unit form is missing, a run stops
+// naming it, never as a deadlock.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -141,6 +142,27 @@ TEST(Compiler16ProgramsOnTheChip, LoomingEqualsItsTwinInEveryByte) {
     EXPECT_EQ(first, want);
     EXPECT_EQ(second, want);
   }
+}
+
+TEST(PerChannelProgramsOnTheChip, Dense256) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  expect_every_byte_of_the_twin(data, "dense_256", 2);
+}
+
+TEST(PerChannelProgramsOnTheChip, Dense512) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  expect_every_byte_of_the_twin(data, "dense_512", 2);
+}
+
+TEST(PerChannelProgramsOnTheChip, Gabor7x7Depthwise) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  expect_every_byte_of_the_twin(data, "gabor_64x64_7k_4o_2s", 2);
+}
+
+// The same depthwise, then a 4x4 AVERAGE_POOL_2D whose relay writes 32-byte rows (tile_units.cpp).
+TEST(PerChannelProgramsOnTheChip, Gabor7x7DepthwiseThenAveragePool) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  expect_every_byte_of_the_twin(data, "gabor_64x64_p4", 2);
 }
 
 }  // namespace
