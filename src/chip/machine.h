@@ -1,7 +1,8 @@
 // Internal state of the virtual Edge TPU (VirtualEdgeTpu::Impl), shared by the files that implement
 // it: scheduler.cpp (dispatch, data-availability dependencies, the run loop, deadlock reports),
-// scalar_core.cpp (bundles, loops, branches, descriptors, fences), tile_units.cpp (ring, mesh,
-// wide/narrow DMA, NLU load, op dispatch) and dma_units.cpp (pops, infeeds, outfeeds).
+// scalar_core.cpp (bundles, loops, branches, descriptors, fences), tile_units.cpp (footprints and
+// the dispatch to the tile units' handlers in units/: ring, mesh, wide/narrow DMA, NLU load, op)
+// and dma_units.cpp (pops, infeeds, outfeeds).
 #pragma once
 
 #include <algorithm>
@@ -19,6 +20,8 @@
 #include "chip/virtual_edge_tpu.h"
 
 namespace tinycoral::chip {
+
+struct TileWork;  // units/tile_work.h
 
 constexpr uint32_t kTileUnits = 12;  // UnitId::kOp .. UnitId::kTileSync
 constexpr uint32_t kScalarMemoryBytes = 16384;
@@ -371,6 +374,15 @@ struct VirtualEdgeTpu::Impl {
   void note_bias_groups(TileState& ts, const WideNarrowInstr& load);
   std::vector<uint32_t> fifo_writers_all_taken(const TileState& ts, const Program& program,
                                                uint32_t index);
+  // units/*.cpp, one tile unit each: run the work as a whole (true), or return false, having
+  // changed nothing, when its stream inputs are not there yet.
+  bool run_op_unit(TileWork& t);         // 0x01-0x03
+  bool run_ring_producer(TileWork& t);   // 0x10
+  bool run_ring_consumer(TileWork& t);   // 0x11, 0x12
+  bool run_narrow_to_wide(TileWork& t);  // 0x13
+  bool run_wide_to_narrow(TileWork& t);  // 0x14
+  bool run_mesh(TileWork& t);            // 0x15-0x18
+  bool run_nlu_load(TileWork& t);        // 0x19
 
   // dma_units.cpp
   bool try_run_dma_work(uint32_t id);
