@@ -31,25 +31,25 @@ std::pair<uint64_t, uint64_t> VirtualEdgeTpu::Impl::clock_tile_work(uint32_t id,
   ClockUnit unit = ClockUnit::kMac;
   std::pair<uint64_t, uint64_t> input{0, 0};
   const uint8_t opcode = item.opcode;
-  if (opcode >= 0x01 && opcode <= 0x03) {
+  if (isa::is_tensor_op(opcode)) {
     amount.op_steps = op_steps(std::get<OpInstr>(item.decoded));
     amount.macs = macs;
-  } else if (opcode == 0x10) {
+  } else if (opcode == isa::kRingProducer) {
     unit = ClockUnit::kRing;
     amount.bytes = std::get<RingInstr>(item.decoded).ttu.steps() * kWideRowBytes;
-  } else if (opcode == 0x11 || opcode == 0x12) {
+  } else if (opcode == isa::kRingConsumer0 || opcode == isa::kRingConsumer1) {
     unit = ClockUnit::kRing;
     amount.bytes = bytes;  // 256-byte rows, or 16-byte entries from scalar memory
-    input = clock.ring(w.tile, opcode == 0x12 ? 1 : 0).take(taken);
-  } else if (opcode == 0x13 || opcode == 0x14) {
+    input = clock.ring(w.tile, opcode == isa::kRingConsumer1 ? 1 : 0).take(taken);
+  } else if (opcode == isa::kNarrowToWide || opcode == isa::kWideToNarrow) {
     unit = ClockUnit::kDma;
     const auto& n = std::get<WideNarrowInstr>(item.decoded);
-    amount.bytes = n.narrow_ttu.steps() * (opcode == 0x14 && n.mode == 2 ? 8 : 4);
-  } else if (opcode >= 0x15 && opcode <= 0x18) {
+    amount.bytes = n.narrow_ttu.steps() * (opcode == isa::kWideToNarrow && n.mode == 2 ? 8 : 4);
+  } else if (isa::is_mesh(opcode)) {
     unit = ClockUnit::kMesh;
     amount.mesh_words = std::max(taken, sent);
-    if (taken > 0) input = clock.mesh(w.tile, opcode - 0x15).take(taken);
-  } else if (opcode == 0x19) {
+    if (taken > 0) input = clock.mesh(w.tile, isa::mesh_direction(opcode)).take(taken);
+  } else if (opcode == isa::kNluLoad) {
     amount.fixed = clock.costs().nlu_load;
   } else {  // 0x1a fence
     unit = ClockUnit::kScalar;
@@ -58,7 +58,7 @@ std::pair<uint64_t, uint64_t> VirtualEdgeTpu::Impl::clock_tile_work(uint32_t id,
   const auto [start, finish] =
       clock.run(id, w.ready_cycle, unit_slot(w), unit, amount, input, w.tile);
   // Streams it fed: the first packet (word) arrives one packet after the sender started.
-  if (opcode == 0x10) {
+  if (opcode == isa::kRingProducer) {
     const auto& r = std::get<RingInstr>(item.decoded);
     const uint64_t steps = r.ttu.steps();
     const uint64_t first = start + clock.costs().transfer_start +
@@ -67,10 +67,11 @@ std::pair<uint64_t, uint64_t> VirtualEdgeTpu::Impl::clock_tile_work(uint32_t id,
       if (r.dest >> t & 1)
         clock.ring(static_cast<int>(t), r.to_c1 ? 1 : 0).push(steps, first, finish);
     if (r.dest >> 16 & 1) clock.to_scalar()[w.ordinal].push(steps, first, finish);
-  } else if (opcode >= 0x15 && opcode <= 0x18 && sent > 0) {
+  } else if (isa::is_mesh(opcode) && sent > 0) {
     const int neighbour = mesh_neighbour(w.tile, opcode);
     if (neighbour >= 0)
-      clock.mesh(neighbour, opcode - 0x15).push(sent, start + clock.costs().transfer_start, finish);
+      clock.mesh(neighbour, isa::mesh_direction(opcode))
+          .push(sent, start + clock.costs().transfer_start, finish);
   }
   return {start, finish};
 }
@@ -81,7 +82,7 @@ void VirtualEdgeTpu::Impl::clock_dma_work(uint32_t id, uint64_t bytes, uint64_t 
   WorkAmount amount;
   amount.bytes = bytes;
   std::pair<uint64_t, uint64_t> input{0, 0};
-  if (item.opcode == 0x27) {  // packets addressed to the scalar core, in producer order
+  if (item.opcode == isa::kOutfeed) {  // packets addressed to the scalar core, in producer order
     auto& streams = clock.to_scalar();
     uint64_t left = packets;
     bool any = false;
@@ -100,13 +101,14 @@ void VirtualEdgeTpu::Impl::clock_dma_work(uint32_t id, uint64_t bytes, uint64_t 
   }
   const auto [start, finish] =
       clock.run(id, w.ready_cycle, unit_slot(w), ClockUnit::kDma, amount, input);
-  if (item.opcode == 0x26) {
+  if (item.opcode == isa::kInfeed) {
     const auto& f = std::get<InfeedInstr>(item.decoded);
     const uint64_t first = start + clock.costs().transfer_start +
                            f.packet_bytes / std::max(1u, clock.costs().dma_bytes_per_cycle);
     for (uint32_t t = 0; t < kTileCount; ++t)
       if (f.tiles >> t & 1) clock.ring(static_cast<int>(t), 0).push(packets, first, finish);
-  } else if (item.opcode == 0x27 && std::get<OutfeedInstr>(item.decoded).to_scalar_memory) {
+  } else if (item.opcode == isa::kOutfeed &&
+             std::get<OutfeedInstr>(item.decoded).to_scalar_memory) {
     clock.scalar_memory_ready = std::max(clock.scalar_memory_ready, finish);
   }
 }

@@ -48,7 +48,7 @@ bool VirtualEdgeTpu::Impl::try_run_dma_work(uint32_t id) {
   const ProgramItem& item = w.program->items[w.item];
   uint64_t clock_bytes = 0, clock_packets = 0;  // clock: what it moved
   switch (item.opcode) {
-    case 0x25: {
+    case isa::kPop: {
       const auto& p = std::get<PopInstr>(item.decoded);
       const uint64_t bytes = uint64_t{p.units} * (p.activations ? kActivationUnit : kParameterUnit);
       auto& host = host_in[p.activations ? 1 : 0];
@@ -62,7 +62,7 @@ bool VirtualEdgeTpu::Impl::try_run_dma_work(uint32_t id) {
       clock_bytes = bytes;
       break;
     }
-    case 0x26: {
+    case isa::kInfeed: {
       const auto& f = std::get<InfeedInstr>(item.decoded);
       const uint32_t unit = f.from_scalar_memory ? 4
                             : f.activations      ? kActivationUnit
@@ -112,7 +112,7 @@ bool VirtualEdgeTpu::Impl::try_run_dma_work(uint32_t id) {
       clock_packets = f.packet_bytes ? (length + f.packet_bytes - 1) / f.packet_bytes : 0;
       break;
     }
-    case 0x27: {
+    case isa::kOutfeed: {
       const auto& o = std::get<OutfeedInstr>(item.decoded);
       const uint64_t packets = (uint64_t{o.bytes} + kWideRowBytes - 1) / kWideRowBytes;
       // Count the packets available in producer order before taking any (the outfeed is atomic);

@@ -54,19 +54,19 @@ Decoded decode_item(const isa::Instruction& in) {
   const Bits b{in.bytes, in.opcode()};
   const uint8_t opcode = in.opcode();
   switch (opcode) {
-    case 0x01:
-    case 0x02:
-    case 0x03:
+    case isa::kTensorOp:
+    case isa::kPoolOp:
+    case isa::kReduceOp:
       return decode_op(in);
-    case 0x10:
-    case 0x11:
-    case 0x12: {
+    case isa::kRingProducer:
+    case isa::kRingConsumer0:
+    case isa::kRingConsumer1: {
       RingInstr r;
       r.tile_mask = static_cast<uint16_t>(b.u(12, 16));
       r.addr = static_cast<uint32_t>(b.u(60, 18));
       r.ttu = dma_ttu(b, 0, 78, 4);
       r.mode = static_cast<uint8_t>(b.u(335, 2));
-      if (opcode == 0x10) {
+      if (opcode == isa::kRingProducer) {
         r.to_c1 = b.u(466, 1) != 0;
         r.dest = static_cast<uint32_t>(b.u(467, 17));
         // Records r0-r2: id = op << 5 | counter (isa.md 2.6).
@@ -85,11 +85,11 @@ Decoded decode_item(const isa::Instruction& in) {
       }
       return r;
     }
-    case 0x13:
-    case 0x14: {
+    case isa::kNarrowToWide:
+    case isa::kWideToNarrow: {
       WideNarrowInstr w;
       w.tile_mask = static_cast<uint16_t>(b.u(12, 16));
-      if (opcode == 0x14) {
+      if (opcode == isa::kWideToNarrow) {
         w.wide_addr = static_cast<uint32_t>(b.u(60, 14));
         w.wide_ttu = dma_ttu(b, 0, 78, 4);
         w.narrow_addr = static_cast<uint32_t>(b.u(267, 16));
@@ -122,10 +122,10 @@ Decoded decode_item(const isa::Instruction& in) {
       }
       return w;
     }
-    case 0x15:
-    case 0x16:
-    case 0x17:
-    case 0x18: {
+    case isa::kMeshSouth:
+    case isa::kMeshWest:
+    case isa::kMeshNorth:
+    case isa::kMeshEast: {
       MeshInstr m;
       m.tile_mask = static_cast<uint16_t>(b.u(12, 16));
       m.out_addr = static_cast<uint32_t>(b.u(60, 18));
@@ -148,7 +148,7 @@ Decoded decode_item(const isa::Instruction& in) {
         if (const uint64_t id = b.u(480 + 41 * k, 6); id != 0) m.wait_counters |= 1u << (id >> 1);
       return m;
     }
-    case 0x19: {
+    case isa::kNluLoad: {
       NluLoadInstr n;
       n.tile_mask = static_cast<uint16_t>(b.u(12, 16));
       for (int k = 0; k < 40; ++k)
@@ -160,7 +160,7 @@ Decoded decode_item(const isa::Instruction& in) {
       n.table.loaded = true;
       return n;
     }
-    case 0x1a: {
+    case isa::kTileSync: {
       TileSyncInstr s;
       s.tiles = static_cast<uint16_t>(b.u(12, 16));
       s.counters = static_cast<uint32_t>(b.u(44, 19));
@@ -169,7 +169,7 @@ Decoded decode_item(const isa::Instruction& in) {
       s.signal = b.u(107, 1) != 0;
       return s;
     }
-    case 0x20: {
+    case isa::kBundle: {
       ScalarBundle s;
       s.gate = b.u(0, 1) != 0;
       s.pred_reg = static_cast<uint8_t>(b.u(1, 3));
@@ -191,17 +191,17 @@ Decoded decode_item(const isa::Instruction& in) {
       s.alu_only = s.s_op != 0 && s.enable_vector == 0 && s.v_op == 0 && s.v_op2 == 0;
       return s;
     }
-    case 0x21:
+    case isa::kHalt:
       return HaltInstr{static_cast<uint8_t>(b.u(14, 5))};
-    case 0x22: {
+    case isa::kBranch: {
       const uint64_t condition = b.u(12, 1) | b.u(13, 3) << 1 | b.u(16, 1) << 4;  // k12 .. k16
       if (condition != 0 && condition != 0x11)
         fail("branch with condition bits 0x", std::hex, condition, " (only 0 and 0x11 are known)");
       return BranchInstr{static_cast<int32_t>(b.s(17, 15)), condition != 0};
     }
-    case 0x23:
+    case isa::kLoop:
       return LoopInstr{static_cast<uint32_t>(b.u(12, 16)), static_cast<uint32_t>(b.u(28, 5))};
-    case 0x24: {
+    case isa::kScalarSync: {
       ScSyncInstr s;
       s.tiles = static_cast<uint16_t>(b.u(12, 16));
       s.smask = static_cast<uint16_t>(b.u(32, 9));
@@ -213,13 +213,13 @@ Decoded decode_item(const isa::Instruction& in) {
       s.sunits = static_cast<uint8_t>(b.u(246, 5));
       return s;
     }
-    case 0x25: {
+    case isa::kPop: {
       PopInstr p;
       p.activations = b.u(12, 1) != 0;
       p.units = stream_units(b.u(44, 15), b.u(75, 15), b.u(142, 14), b.u(157, 1) != 0);
       return p;
     }
-    case 0x26: {
+    case isa::kInfeed: {
       InfeedInstr f;
       f.activations = b.u(12, 1) != 0;
       f.from_scalar_memory = b.u(13, 1) != 0;
@@ -238,7 +238,7 @@ Decoded decode_item(const isa::Instruction& in) {
       if (!f.from_scalar_memory) f.packet_bytes = 64 * (static_cast<uint32_t>(b.u(438, 2)) + 1);
       return f;
     }
-    case 0x27: {
+    case isa::kOutfeed: {
       OutfeedInstr o;
       const uint32_t k173 = static_cast<uint32_t>(b.u(173, 2));
       o.to_scalar_memory = k173 != 3;
@@ -252,8 +252,8 @@ Decoded decode_item(const isa::Instruction& in) {
       }
       return o;
     }
-    case 0x3e:
-    case 0x3f:
+    case isa::kStart:
+    case isa::kEnd:
       return NoInstr{};
     default:
       fail("word ", in.word_offset, ": opcode 0x", std::hex, int{opcode}, std::dec,

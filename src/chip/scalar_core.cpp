@@ -76,77 +76,77 @@ void VirtualEdgeTpu::Impl::issue_descriptor(const ProgramItem& item) {
 // Scalar ALU slot: s_x = s_y OP b, from the operands as they were at the bundle's start.
 void VirtualEdgeTpu::Impl::execute_alu(const ScalarBundle& b, uint32_t alu_a, uint32_t alu_reg,
                                        const ProgramItem& item) {
-  const uint32_t op = b.s_op & 0x1f;
+  const uint32_t op = b.s_op & ~isa::kAluImmediateBit;
   const uint32_t a = alu_a;
-  const uint32_t v = (b.s_op & 0x20) ? b.imm : alu_reg;
+  const uint32_t v = (b.s_op & isa::kAluImmediateBit) ? b.imm : alu_reg;
   const auto sa = static_cast<int32_t>(a), sv = static_cast<int32_t>(v);
   auto set = [&](uint32_t value) { scalar.regs[b.s_x] = value; };
   auto pred = [&](bool value) { scalar.preds[b.s_x & 7] = value; };
   switch (op) {
-    case 0x01:
+    case isa::kAluAdd:
       set(a + v);
       break;
-    case 0x02:
+    case isa::kAluSub:
       set(a - v);
       break;
-    case 0x03:
+    case isa::kAluAnd:
       set(a & v);
       break;
-    case 0x04:
+    case isa::kAluOr:
       set(a | v);
       break;
-    case 0x05:
+    case isa::kAluXor:
       set(a ^ v);
       break;
-    case 0x06:
+    case isa::kAluShiftLeft:
       set(v >= 32 ? 0 : a << v);
       break;
-    case 0x07:
+    case isa::kAluShiftRight:
       set(v >= 32 ? 0 : a >> v);
       break;
-    case 0x08:
+    case isa::kAluShiftRightSigned:
       set(static_cast<uint32_t>(sa >> (v >= 32 ? 31 : v)));
       break;
-    case 0x09:
+    case isa::kAluEqual:
       pred(a == v);
       break;
-    case 0x0a:
+    case isa::kAluNotEqual:
       pred(a != v);
       break;
-    case 0x0b:
+    case isa::kAluGreaterSigned:
       pred(sa > sv);
       break;
-    case 0x0c:
+    case isa::kAluLessSigned:
       pred(sa < sv);
       break;
-    case 0x0d:
+    case isa::kAluGreaterEqualUnsigned:
       pred(a >= v);
       break;  // unsigned per tinycoral's interpreter (isa.md 2.11: unverified)
-    case 0x0e:
+    case isa::kAluGreaterEqualSigned:
       pred(sa >= sv);
       break;
-    case 0x0f:
+    case isa::kAluMove:
       set(v);
       break;
-    case 0x10:
+    case isa::kAluIntToFloat:
       set(as_bits(static_cast<float>(static_cast<int32_t>(alu_reg))));
       break;
-    case 0x11:
+    case isa::kAluFloatToInt:
       set(float_to_int(as_float(alu_reg)));
       break;
-    case 0x12:
+    case isa::kAluFloatAdd:
       set(as_bits(as_float(a) + as_float(v)));
       break;
-    case 0x13:
+    case isa::kAluFloatSub:
       set(as_bits(as_float(a) - as_float(v)));
       break;
-    case 0x14:
+    case isa::kAluFloatMul:
       set(as_bits(as_float(a) * as_float(v)));
       break;
-    case 0x15:
+    case isa::kAluFloatMax:
       set(as_bits(std::fmax(as_float(a), as_float(v))));
       break;
-    case 0x16:
+    case isa::kAluFloatMin:
       set(as_bits(std::fmin(as_float(a), as_float(v))));
       break;
     default:
@@ -188,28 +188,30 @@ void VirtualEdgeTpu::Impl::execute_bundle(const ScalarBundle& b, const ProgramIt
   // the jump table's indirect jump, skips it).
   if (b.v_op != 0) {
     switch (b.v_op) {
-      case 0x2:  // the store to the immediate word address v_cmd:v_offset (docs/isa.md)
+      case isa::kStoreToWordAddress:  // the store to the immediate word address v_cmd:v_offset
+                                      // (docs/isa.md)
         std::memcpy(smem_word(uint32_t{b.v_cmd} << 8 | b.v_offset), &vector_value, 4);
         break;
-      case 0x4:
+      case isa::kStore:
         std::memcpy(smem_word(store_address), &vector_value, 4);
         break;
-      case 0x6:  // the store with post-increment of its address register (docs/isa.md 2.11)
+      case isa::kStorePostIncrement:  // the store with post-increment of its address register
+                                      // (docs/isa.md 2.11)
         std::memcpy(smem_word(store_address), &vector_value, 4);
         scalar.regs[b.v_offset & 31] = store_address + 1;
         break;
-      case 0x8: {
+      case isa::kPushToHost: {
         uint8_t bytes[4];
         std::memcpy(bytes, &vector_value, 4);
         deliver_output_bytes(bytes);
         break;
       }
-      case 0xa:
+      case isa::kDescriptorWord:
         if (b.v_offset > 3)
           fail_scalar(item, cat("descriptor word ", int{b.v_offset}, " (0..3 exist)"));
         scalar.descriptor[b.v_offset] = vector_value;
         break;
-      case 0xc:
+      case isa::kDescriptorIssue:
         issue_descriptor(item);
         break;
       default:
@@ -253,7 +255,7 @@ bool VirtualEdgeTpu::Impl::run_bundles() {
     }
   } count_at_exit{*this, executed};
   uint32_t loop_end = scalar.loops.empty() ? kNone : scalar.loops.back().end_item;
-  while (pc < count && p.opcodes[pc] == 0x20) {
+  while (pc < count && p.opcodes[pc] == isa::kBundle) {
     const ScalarBundle& b = p.bundles[pc];
     if (b.gate && scalar.preds[b.pred_reg] != b.pred_pol) {
       // predicated off
@@ -277,7 +279,8 @@ bool VirtualEdgeTpu::Impl::run_bundles() {
       charge(0);
     }
     if (tracing)
-      options.trace->record({programs_received, p.items[pc].word_offset, 0x20, -1, "scalar"});
+      options.trace->record(
+          {programs_received, p.items[pc].word_offset, isa::kBundle, -1, "scalar"});
     if (++pc == loop_end) {
       pc = next_pc(pc);
       loop_end = scalar.loops.empty() ? kNone : scalar.loops.back().end_item;
@@ -317,18 +320,18 @@ bool VirtualEdgeTpu::Impl::step_scalar() {
   const uint8_t opcode = program->opcodes[index];
   uint32_t next = index + 1;
   switch (opcode) {
-    case 0x3e:
-    case 0x3f:
+    case isa::kStart:
+    case isa::kEnd:
       break;
-    case 0x20:
+    case isa::kBundle:
       return false;  // run_bundles ran every bundle it could: this one waits
-    case 0x21:
+    case isa::kHalt:
       scalar.running = false;
       scalar.halt_code = std::get<HaltInstr>(item.decoded).code;
       charge();
       stats.instructions[static_cast<size_t>(UnitId::kScalar)]++;
       return true;
-    case 0x22:
+    case isa::kBranch:
       if (!std::get<BranchInstr>(item.decoded).conditional || scalar.preds[0]) {
         const int64_t target =
             int64_t{item.word_offset} + std::get<BranchInstr>(item.decoded).offset;
@@ -339,7 +342,7 @@ bool VirtualEdgeTpu::Impl::step_scalar() {
         next = program->item_at_word[target];
       }
       break;
-    case 0x23: {
+    case isa::kLoop: {
       const auto& l = std::get<LoopInstr>(item.decoded);
       const uint64_t end_word = uint64_t{item.word_offset} + 1 + l.body;
       uint32_t end_item = kNone;
@@ -358,7 +361,7 @@ bool VirtualEdgeTpu::Impl::step_scalar() {
       }
       break;
     }
-    case 0x24: {
+    case isa::kScalarSync: {
       const auto& s = std::get<ScSyncInstr>(item.decoded);
       if (!scsync_ready(s, next_order)) return false;
       // clock: the scalar core waited for what the fence waits for
@@ -376,23 +379,23 @@ bool VirtualEdgeTpu::Impl::step_scalar() {
       }
       break;
     }
-    case 0x25:
-    case 0x26:
-    case 0x27:
-    case 0x01:
-    case 0x02:
-    case 0x03:
-    case 0x10:
-    case 0x11:
-    case 0x12:
-    case 0x13:
-    case 0x14:
-    case 0x15:
-    case 0x16:
-    case 0x17:
-    case 0x18:
-    case 0x19:
-    case 0x1a:
+    case isa::kPop:
+    case isa::kInfeed:
+    case isa::kOutfeed:
+    case isa::kTensorOp:
+    case isa::kPoolOp:
+    case isa::kReduceOp:
+    case isa::kRingProducer:
+    case isa::kRingConsumer0:
+    case isa::kRingConsumer1:
+    case isa::kNarrowToWide:
+    case isa::kWideToNarrow:
+    case isa::kMeshSouth:
+    case isa::kMeshWest:
+    case isa::kMeshNorth:
+    case isa::kMeshEast:
+    case isa::kNluLoad:
+    case isa::kTileSync:
       dispatch(index);
       break;
     default:

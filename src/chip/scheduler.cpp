@@ -21,29 +21,29 @@ namespace {
 
 UnitId tile_unit_of(uint8_t opcode) {
   switch (opcode) {
-    case 0x01:
-    case 0x02:
-    case 0x03:
+    case isa::kTensorOp:
+    case isa::kPoolOp:
+    case isa::kReduceOp:
       return UnitId::kOp;
-    case 0x10:
+    case isa::kRingProducer:
       return UnitId::kRingProducer;
-    case 0x11:
+    case isa::kRingConsumer0:
       return UnitId::kRingConsumer0;
-    case 0x12:
+    case isa::kRingConsumer1:
       return UnitId::kRingConsumer1;
-    case 0x13:
+    case isa::kNarrowToWide:
       return UnitId::kNarrowToWide;
-    case 0x14:
+    case isa::kWideToNarrow:
       return UnitId::kWideToNarrow;
-    case 0x15:
+    case isa::kMeshSouth:
       return UnitId::kMeshSouth;
-    case 0x16:
+    case isa::kMeshWest:
       return UnitId::kMeshWest;
-    case 0x17:
+    case isa::kMeshNorth:
       return UnitId::kMeshNorth;
-    case 0x18:
+    case isa::kMeshEast:
       return UnitId::kMeshEast;
-    case 0x19:
+    case isa::kNluLoad:
       return UnitId::kNlu;
     default:
       return UnitId::kTileSync;
@@ -227,13 +227,13 @@ const char* unit_name(UnitId unit) {
 int mesh_neighbour(int tile, uint8_t opcode) {
   const int row = tile / 4, col = tile % 4;
   switch (opcode) {
-    case 0x15:
+    case isa::kMeshSouth:
       return row < 3 ? tile + 4 : -1;
-    case 0x16:
+    case isa::kMeshWest:
       return col > 0 ? tile - 1 : -1;
-    case 0x17:
+    case isa::kMeshNorth:
       return row > 0 ? tile - 4 : -1;
-    case 0x18:
+    case isa::kMeshEast:
       return col < 3 ? tile + 1 : -1;
     default:
       return -1;
@@ -420,17 +420,17 @@ void VirtualEdgeTpu::Impl::close_region(TileState& ts) {
 void VirtualEdgeTpu::Impl::dispatch(uint32_t index) {
   const ProgramItem& item = program->items[index];
   const uint8_t opcode = item.opcode;
-  if (opcode >= 0x25 && opcode <= 0x27) {
-    UnitId unit = opcode == 0x26   ? UnitId::kInfeed
-                  : opcode == 0x27 ? UnitId::kOutfeed
-                                   : UnitId::kAvDataPop;
-    if (opcode == 0x25 && !std::get<PopInstr>(item.decoded).activations)
+  if (opcode >= isa::kPop && opcode <= isa::kOutfeed) {
+    UnitId unit = opcode == isa::kInfeed    ? UnitId::kInfeed
+                  : opcode == isa::kOutfeed ? UnitId::kOutfeed
+                                            : UnitId::kAvDataPop;
+    if (opcode == isa::kPop && !std::get<PopInstr>(item.decoded).activations)
       unit = UnitId::kParameterPop;
     const uint32_t id = new_work(index, -1, unit);
     Work& w = works[id];
-    if (opcode == 0x25) {
+    if (opcode == isa::kPop) {
       last_pop[std::get<PopInstr>(item.decoded).activations ? 1 : 0] = id;
-    } else if (opcode == 0x26) {
+    } else if (opcode == isa::kInfeed) {
       const auto& f = std::get<InfeedInstr>(item.decoded);
       if (f.from_scalar_memory) {
         Access read{Space::kScalarMemory, false, 4 * int64_t{f.offset},
@@ -462,12 +462,12 @@ void VirtualEdgeTpu::Impl::dispatch(uint32_t index) {
   const RingInstr* producer = nullptr;
   std::vector<uint32_t> producer_works;
   const std::vector<Access>* item_footprint = nullptr;  // the same for all its tiles
-  if (opcode == 0x10 && (std::get<RingInstr>(item.decoded).dest & 0xffff) != 0)
+  if (opcode == isa::kRingProducer && (std::get<RingInstr>(item.decoded).dest & 0xffff) != 0)
     producer = &std::get<RingInstr>(item.decoded);
   for (int t = 0; t < static_cast<int>(kTileCount); ++t) {
     if (!(mask >> t & 1)) continue;
     TileState& ts = tile_state[t];
-    if (opcode == 0x1a) {
+    if (opcode == isa::kTileSync) {
       const auto& s = std::get<TileSyncInstr>(item.decoded);
       for (int k = 0; k < 19; ++k)
         if (s.counters >> k & 1) {
@@ -499,7 +499,7 @@ void VirtualEdgeTpu::Impl::dispatch(uint32_t index) {
     works[id].accesses = *item_footprint;
     const uint32_t barrier = ts.last_barrier[static_cast<size_t>(unit)];
     if (barrier != kNone) works[id].deps.push_back(barrier);
-    if (opcode == 0x10) {
+    if (opcode == isa::kRingProducer) {
       const auto& r = std::get<RingInstr>(item.decoded);
       works[id].packets = static_cast<uint32_t>(r.ttu.steps());
       if (r.dest >> 16 & 1) {
@@ -507,7 +507,7 @@ void VirtualEdgeTpu::Impl::dispatch(uint32_t index) {
         to_scalar[works[id].ordinal];  // the outfeeds wait on this producer
       }
     }
-    if (opcode == 0x14) note_bias_groups(ts, std::get<WideNarrowInstr>(item.decoded));
+    if (opcode == isa::kWideToNarrow) note_bias_groups(ts, std::get<WideNarrowInstr>(item.decoded));
     if (producer) {
       for (uint32_t prev : last_tile_producers[producer->to_c1 ? 1 : 0])
         if (!works[prev].done)
@@ -518,7 +518,7 @@ void VirtualEdgeTpu::Impl::dispatch(uint32_t index) {
     }
     // A FIFO reader whose rows' earlier fills are all taken reads the next writer's fill.
     std::vector<uint32_t> taken;
-    if (opcode == 0x14) taken = fifo_writers_all_taken(ts, *program, index);
+    if (opcode == isa::kWideToNarrow) taken = fifo_writers_all_taken(ts, *program, index);
     if (taken.empty()) {
       add_hazards(ts.region, works[id], id);
     } else {
@@ -732,30 +732,30 @@ std::string VirtualEdgeTpu::Impl::blocked_reason(uint32_t id) {
                    ") issued later in its fence region (no fence yet)");
   const ProgramItem& item = w.program->items[w.item];
   switch (item.opcode) {
-    case 0x11:
-    case 0x12: {
+    case isa::kRingConsumer0:
+    case isa::kRingConsumer1: {
       const auto& r = std::get<RingInstr>(item.decoded);
-      const auto& queue = tile_state[w.tile].ring_in[item.opcode == 0x12 ? 1 : 0];
+      const auto& queue = tile_state[w.tile].ring_in[item.opcode == isa::kRingConsumer1 ? 1 : 0];
       s << consumer_packets_needed(r, w.aux_groups) << " ring packets (" << queue.size()
         << " queued)";
       return s.str();
     }
-    case 0x15:
-    case 0x16:
-    case 0x17:
-    case 0x18: {
+    case isa::kMeshSouth:
+    case isa::kMeshWest:
+    case isa::kMeshNorth:
+    case isa::kMeshEast: {
       const auto& m = std::get<MeshInstr>(item.decoded);
       s << m.in_ttu.steps() << " mesh words ("
-        << tile_state[w.tile].mesh_in[item.opcode - 0x15].size() << " arrived)";
+        << tile_state[w.tile].mesh_in[isa::mesh_direction(item.opcode)].size() << " arrived)";
       return s.str();
     }
-    case 0x25: {
+    case isa::kPop: {
       const auto& p = std::get<PopInstr>(item.decoded);
       s << p.units << " units of the host " << (p.activations ? "input" : "parameter")
         << " stream (" << host_in[p.activations ? 1 : 0].size() << " bytes received)";
       return s.str();
     }
-    case 0x27:
+    case isa::kOutfeed:
       s << "ring packets for the scalar core from producer #" << outfeed_ordinal;
       return s.str();
     default:

@@ -79,19 +79,19 @@ std::vector<uint32_t> VirtualEdgeTpu::Impl::fifo_writers_all_taken(const TileSta
     const Work& e = works[eid];
     const ProgramItem& item = e.program->items[e.item];
     bool writes = false;
-    if (item.opcode == 0x11 || item.opcode == 0x12) {
+    if (item.opcode == isa::kRingConsumer0 || item.opcode == isa::kRingConsumer1) {
       const auto& r = std::get<RingInstr>(item.decoded);
       if (r.ttu.steps() > kMaxRowSteps) return {};
       writes = true;
-    } else if (item.opcode == 0x13 || item.opcode == 0x14) {
+    } else if (item.opcode == isa::kNarrowToWide || item.opcode == isa::kWideToNarrow) {
       const auto& n = std::get<WideNarrowInstr>(item.decoded);
       if (n.wide_ttu.steps() > kMaxRowSteps) continue;
-      if (item.opcode == 0x14 && n.mode == 2) continue;
+      if (item.opcode == isa::kWideToNarrow && n.mode == 2) continue;
       bool fifo_access = n.wide_circ;
-      if (item.opcode == 0x14)
+      if (item.opcode == isa::kWideToNarrow)
         for (auto [row, count] : item_rows(*e.program, e.item)) fifo_access |= count > 1;
       if (!fifo_access) continue;
-      writes = item.opcode == 0x13;
+      writes = item.opcode == isa::kNarrowToWide;
     } else {
       continue;
     }
@@ -127,9 +127,9 @@ std::vector<Access> VirtualEdgeTpu::Impl::footprint(const ProgramItem& item) {
   std::vector<Access> a;
   constexpr int64_t kUnit = kWideUnitBytes, kRow = kWideRowBytes;
   switch (item.opcode) {
-    case 0x01:
-    case 0x02:
-    case 0x03: {
+    case isa::kTensorOp:
+    case isa::kPoolOp:
+    case isa::kReduceOp: {
       const auto& op = std::get<OpInstr>(item.decoded);
       if (op_uses(op.in))
         a.push_back(access_of(Space::kNarrow, false, op.in, 1, 0, op.in.inc[0] == 1 ? 1 : 4));
@@ -149,13 +149,13 @@ std::vector<Access> VirtualEdgeTpu::Impl::footprint(const ProgramItem& item) {
       if (op.nlu_mode) a.push_back({Space::kNlu, false, 0, 1});
       break;
     }
-    case 0x10: {
+    case isa::kRingProducer: {
       const auto& r = std::get<RingInstr>(item.decoded);
       a.push_back(access_of(Space::kWide, false, r.ttu, 4 * kUnit, int64_t{r.addr} * kUnit, kRow));
       break;
     }
-    case 0x11:
-    case 0x12: {
+    case isa::kRingConsumer0:
+    case isa::kRingConsumer1: {
       const auto& r = std::get<RingInstr>(item.decoded);
       a.push_back(
           access_of(Space::kWide, true, r.ttu, 4 * kUnit, int64_t{consumer_base(r)} * kUnit, kRow));
@@ -164,10 +164,10 @@ std::vector<Access> VirtualEdgeTpu::Impl::footprint(const ProgramItem& item) {
                      aux_row(r) * kUnit + int64_t{r.aux_rows0} * kRow});
       break;
     }
-    case 0x13:
-    case 0x14: {
+    case isa::kNarrowToWide:
+    case isa::kWideToNarrow: {
       const auto& w = std::get<WideNarrowInstr>(item.decoded);
-      const bool to_narrow = item.opcode == 0x14;
+      const bool to_narrow = item.opcode == isa::kWideToNarrow;
       a.push_back(access_of(Space::kWide, !to_narrow, w.wide_ttu, 4 * kUnit,
                             int64_t{w.wide_addr} * kUnit, kRow));
       const Space narrow_space = to_narrow && w.mode == 2 ? Space::kBias : Space::kNarrow;
@@ -179,10 +179,10 @@ std::vector<Access> VirtualEdgeTpu::Impl::footprint(const ProgramItem& item) {
       }
       break;
     }
-    case 0x15:
-    case 0x16:
-    case 0x17:
-    case 0x18: {
+    case isa::kMeshSouth:
+    case isa::kMeshWest:
+    case isa::kMeshNorth:
+    case isa::kMeshEast: {
       const auto& m = std::get<MeshInstr>(item.decoded);
       // With a short last piece the walk touches fewer words than its TTU spans: the exact runs
       // matter for the halo corners (MobileNet v2 depthwise 4).
@@ -199,7 +199,7 @@ std::vector<Access> VirtualEdgeTpu::Impl::footprint(const ProgramItem& item) {
         a.push_back(half(true, m.in_ttu, m.in_addr, m.in_short, m.in_piece_level));
       break;
     }
-    case 0x19:
+    case isa::kNluLoad:
       a.push_back({Space::kNlu, true, 0, 1});
       break;
     default:
@@ -225,7 +225,7 @@ std::vector<Access> VirtualEdgeTpu::Impl::footprint(const ProgramItem& item) {
       item.decoded);
   for (Access& access : a) {
     if (access.write) continue;
-    const bool op_in = item.opcode <= 0x03 && access.space == Space::kNarrow;
+    const bool op_in = isa::is_tensor_op(item.opcode) && access.space == Space::kNarrow;
     access.waits_for = writers_counted_by(op_in ? in_counters : counters, access.space);
   }
   return a;
@@ -237,31 +237,31 @@ bool VirtualEdgeTpu::Impl::try_run_tile_work(uint32_t id) {
   TileWork t{id, w, w.program->items[w.item], tiles[w.tile], tile_state[w.tile]};
   bool ran = false;
   switch (t.item.opcode) {
-    case 0x01:
-    case 0x02:
-    case 0x03:
+    case isa::kTensorOp:
+    case isa::kPoolOp:
+    case isa::kReduceOp:
       ran = run_op_unit(t);
       break;
-    case 0x10:
+    case isa::kRingProducer:
       ran = run_ring_producer(t);
       break;
-    case 0x11:
-    case 0x12:
+    case isa::kRingConsumer0:
+    case isa::kRingConsumer1:
       ran = run_ring_consumer(t);
       break;
-    case 0x13:
+    case isa::kNarrowToWide:
       ran = run_narrow_to_wide(t);
       break;
-    case 0x14:
+    case isa::kWideToNarrow:
       ran = run_wide_to_narrow(t);
       break;
-    case 0x15:
-    case 0x16:
-    case 0x17:
-    case 0x18:
+    case isa::kMeshSouth:
+    case isa::kMeshWest:
+    case isa::kMeshNorth:
+    case isa::kMeshEast:
       ran = run_mesh(t);
       break;
-    case 0x19:
+    case isa::kNluLoad:
       ran = run_nlu_load(t);
       break;
     default:

@@ -15,6 +15,88 @@ namespace tinycoral::isa {
 
 constexpr uint32_t kWordBytes = 16;  // one 128-bit word
 
+// Every opcode by name, for code that dispatches on opcodes (the simulator). The table declares
+// each opcode with its enumerator (table_*.cpp), so each number is written once; a test checks
+// that every enumerator has a table entry and the reverse.
+enum Opcode : uint8_t {
+  kTensorOp = 0x01,       // op: MAC, requantize, copy, elementwise (isa.md 2.1)
+  kPoolOp = 0x02,         // pool: the 0x01 layout (isa.md 2.2)
+  kReduceOp = 0x03,       // reduce: the 0x01 layout (isa.md 2.3)
+  kOp05 = 0x05,           // op05: undecoded 17-word tile op
+  kRingProducer = 0x10,   // ringprod
+  kRingConsumer0 = 0x11,  // ringcons0
+  kRingConsumer1 = 0x12,  // ringcons1: the weight FIFO's consumer
+  kNarrowToWide = 0x13,   // n2w
+  kWideToNarrow = 0x14,   // w2n
+  kMeshSouth = 0x15,      // mesh_s: tile t to t+4
+  kMeshWest = 0x16,       // mesh_w: tile t to t-1
+  kMeshNorth = 0x17,      // mesh_n: tile t to t-4
+  kMeshEast = 0x18,       // mesh_e: tile t to t+1
+  kNluLoad = 0x19,        // nlu
+  kTileSync = 0x1a,       // sync
+  kBundle = 0x20,         // bundle: the scalar core's VLIW bundle
+  kHalt = 0x21,
+  kBranch = 0x22,
+  kLoop = 0x23,
+  kScalarSync = 0x24,  // scsync
+  kPop = 0x25,         // avDataPop / parameterPop
+  kInfeed = 0x26,
+  kOutfeed = 0x27,
+  kStart = 0x3e,  // the program header
+  kEnd = 0x3f,
+};
+// The enumerators in order (the test's list; the table must have exactly these).
+inline constexpr Opcode kOpcodes[] = {
+    kTensorOp,      kPoolOp,        kReduceOp,     kOp05,         kRingProducer,
+    kRingConsumer0, kRingConsumer1, kNarrowToWide, kWideToNarrow, kMeshSouth,
+    kMeshWest,      kMeshNorth,     kMeshEast,     kNluLoad,      kTileSync,
+    kBundle,        kHalt,          kBranch,       kLoop,         kScalarSync,
+    kPop,           kInfeed,        kOutfeed,      kStart,        kEnd};
+// The scalar ALU's operations: the low 5 bits of a bundle's `s_op` (bit 5 selects the immediate
+// form), isa.md 2.11. Comparisons write predicate s_x & 7.
+enum ScalarAluOp : uint8_t {
+  kAluNone = 0x00,
+  kAluAdd = 0x01,
+  kAluSub = 0x02,
+  kAluAnd = 0x03,
+  kAluOr = 0x04,
+  kAluXor = 0x05,
+  kAluShiftLeft = 0x06,
+  kAluShiftRight = 0x07,        // logical
+  kAluShiftRightSigned = 0x08,  // arithmetic
+  kAluEqual = 0x09,
+  kAluNotEqual = 0x0a,
+  kAluGreaterSigned = 0x0b,
+  kAluLessSigned = 0x0c,
+  kAluGreaterEqualUnsigned = 0x0d,
+  kAluGreaterEqualSigned = 0x0e,
+  kAluMove = 0x0f,
+  kAluIntToFloat = 0x10,
+  kAluFloatToInt = 0x11,
+  kAluFloatAdd = 0x12,
+  kAluFloatSub = 0x13,
+  kAluFloatMul = 0x14,
+  kAluFloatMax = 0x15,
+  kAluFloatMin = 0x16,
+};
+constexpr uint8_t kAluImmediateBit = 0x20;  // in `s_op`: the operand b is `imm`, not register imm
+// The vector slot's operations (a bundle's `v_op`), isa.md 2.11.
+enum VectorSlotOp : uint8_t {
+  kVectorNone = 0x0,
+  kStoreToWordAddress = 0x2,  // to the immediate word address v_cmd:v_offset
+  kStore = 0x4,
+  kStorePostIncrement = 0x6,
+  kPushToHost = 0x8,
+  kDescriptorWord = 0xa,
+  kDescriptorIssue = 0xc,
+};
+
+// Tensor ops (0x01-0x03) share one layout; mesh moves (0x15-0x18) one per direction.
+constexpr bool is_tensor_op(uint8_t opcode) { return opcode >= kTensorOp && opcode <= kReduceOp; }
+constexpr bool is_mesh(uint8_t opcode) { return opcode >= kMeshSouth && opcode <= kMeshEast; }
+// The mesh direction index 0..3 (south, west, north, east) of a mesh opcode.
+constexpr uint32_t mesh_direction(uint8_t opcode) { return uint32_t{opcode} - kMeshSouth; }
+
 // One bit field of an instruction, at absolute bit positions in the little-endian integer formed by
 // all of the instruction's words (bit 0 = bit 0 of byte 0 of the first word).
 struct FieldSpec {

@@ -44,7 +44,7 @@ void mesh_record(Layout& l, const std::string& r, uint16_t at) {
 }
 
 OpcodeDecl ring_producer() {
-  Layout l(0x10, "ringprod", 4, Unit::kTile, true,
+  Layout l(kRingProducer, "ringprod", 4, Unit::kTile, true,
            "ring bus producer: send 256-B packets from wide memory to tiles or the scalar core");
   l.tile_header(46, 14);
   ring_descriptor(l, "src", "", 60, "256-B rows");
@@ -104,7 +104,7 @@ void wn_sync_head(Layout& l, uint16_t at) {
 }
 
 OpcodeDecl narrow_to_wide() {
-  Layout l(0x13, "n2w", 7, Unit::kTile, true,
+  Layout l(kNarrowToWide, "n2w", 7, Unit::kTile, true,
            "narrowToWide: tile-local copy from narrow memory (words) to wide memory (rows)");
   l.tile_header(46, 14);
   l.rsv(60, 2);
@@ -138,7 +138,7 @@ OpcodeDecl narrow_to_wide() {
 }
 
 OpcodeDecl wide_to_narrow() {
-  Layout l(0x14, "w2n", 7, Unit::kTile, true,
+  Layout l(kWideToNarrow, "w2n", 7, Unit::kTile, true,
            "wideToNarrow: tile-local copy from wide memory (rows) to narrow memory (words)");
   l.tile_header(46, 14);
   l.hex("w.addr", 60, 14, "wide source address, 64-B units");
@@ -211,16 +211,16 @@ OpcodeDecl mesh(uint8_t opcode, std::string mnemonic, std::string direction) {
 
 void add_dma_opcodes(std::vector<OpcodeDecl>& out) {
   out.push_back(ring_producer());
-  out.push_back(
-      ring_consumer(0x11, "ringcons0", "ring bus consumer 0: receive packets into wide memory"));
-  out.push_back(ring_consumer(0x12, "ringcons1",
+  out.push_back(ring_consumer(kRingConsumer0, "ringcons0",
+                              "ring bus consumer 0: receive packets into wide memory"));
+  out.push_back(ring_consumer(kRingConsumer1, "ringcons1",
                               "ring bus consumer 1: receive packets into a wide weight FIFO"));
   out.push_back(narrow_to_wide());
   out.push_back(wide_to_narrow());
-  out.push_back(mesh(0x15, "mesh_s", "south (tile t to t+4)"));
-  out.push_back(mesh(0x16, "mesh_w", "west (tile t to t-1)"));
-  out.push_back(mesh(0x17, "mesh_n", "north (tile t to t-4)"));
-  out.push_back(mesh(0x18, "mesh_e", "east (tile t to t+1)"));
+  out.push_back(mesh(kMeshSouth, "mesh_s", "south (tile t to t+4)"));
+  out.push_back(mesh(kMeshWest, "mesh_w", "west (tile t to t-1)"));
+  out.push_back(mesh(kMeshNorth, "mesh_n", "north (tile t to t-4)"));
+  out.push_back(mesh(kMeshEast, "mesh_e", "east (tile t to t+1)"));
 }
 
 }  // namespace tinycoral::isa::detail

@@ -102,14 +102,16 @@ OpcodeDecl tensor_op(uint8_t opcode, std::string mnemonic, std::string summary) 
 
 void add_tile_op_opcodes(std::vector<OpcodeDecl>& out) {
   out.push_back(
-      tensor_op(0x01, "op", "tensor op: MAC, requantize, copy, elementwise (isa.md 2.1)"));
-  out.push_back(tensor_op(0x02, "pool", "pooling op (MAX_POOL_2D), the 0x01 layout (isa.md 2.2)"));
-  out.push_back(tensor_op(0x03, "reduce", "reduction op (SUM/MEAN), the 0x01 layout (isa.md 2.3)"));
+      tensor_op(kTensorOp, "op", "tensor op: MAC, requantize, copy, elementwise (isa.md 2.1)"));
+  out.push_back(
+      tensor_op(kPoolOp, "pool", "pooling op (MAX_POOL_2D), the 0x01 layout (isa.md 2.2)"));
+  out.push_back(
+      tensor_op(kReduceOp, "reduce", "reduction op (SUM/MEAN), the 0x01 layout (isa.md 2.3)"));
 
   // 0x05: 17 words (models.md: three back to back at 17-word spacing in movenet); its tail differs
   // from 0x01's, so only the tile header is assumed.
   {
-    Layout l(0x05, "op05", 17, Unit::kTile, true,
+    Layout l(kOp05, "op05", 17, Unit::kTile, true,
              "17-word tile op of undecoded layout (seen only in movenet)");
     l.tile_header(46, 16).rsv(62, 17 * 128 - 62);
     out.push_back(l.take());
@@ -119,7 +121,7 @@ void add_tile_op_opcodes(std::vector<OpcodeDecl>& out) {
   // 7 breakpoints, then the mode word.
   {
     Layout l(
-        0x19, "nlu", 13, Unit::kTile, true,
+        kNluLoad, "nlu", 13, Unit::kTile, true,
         "load the non-linear unit's spline: 8 segments x 5 float32 coefficients, 7 breakpoints");
     l.tile_header(46, 16);
     for (int k = 0; k < 40; ++k) {

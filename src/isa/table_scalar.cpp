@@ -10,7 +10,7 @@ namespace {
 
 OpcodeDecl sync() {
   Layout l(
-      0x1a, "sync", 1, Unit::kTile, true,
+      kTileSync, "sync", 1, Unit::kTile, true,
       "tile fence: wait for tile units, set/wait sync counters, optionally signal the scalar core");
   l.tile_header(28, 15);
   l.u("b43", 43, 1, "set in sync_init/sync_final of caching programs");
@@ -26,7 +26,7 @@ OpcodeDecl sync() {
 }
 
 OpcodeDecl bundle() {
-  Layout l(0x20, "bundle", 1, Unit::kScalar, false,
+  Layout l(kBundle, "bundle", 1, Unit::kScalar, false,
            "scalar VLIW bundle: ALU, load/store, push, DMA descriptor, special function; "
            "all zero = nop");
   l.u("enable_vector", 12, 2,
@@ -54,7 +54,7 @@ OpcodeDecl bundle() {
 }
 
 OpcodeDecl halt() {
-  Layout l(0x21, "halt", 1, Unit::kScalar, false,
+  Layout l(kHalt, "halt", 1, Unit::kScalar, false,
            "stop the scalar core; code 4 program end, 1 continue in the next bitstream");
   l.rsv(12, 2);
   l.u("code", 14, 5, "4 = end of program, 1 = program continues in the next bitstream");
@@ -63,7 +63,7 @@ OpcodeDecl halt() {
 }
 
 OpcodeDecl branch() {
-  Layout l(0x22, "branch", 1, Unit::kScalar, false,
+  Layout l(kBranch, "branch", 1, Unit::kScalar, false,
            "relative branch while p0 (word offset from this instruction)");
   l.u("k12", 12, 1, "1 with k16: taken while p0; both 0: always taken (the LSTM's time loop)");
   l.rsv(13, 3);
@@ -76,7 +76,7 @@ OpcodeDecl branch() {
 }
 
 OpcodeDecl loop() {
-  Layout l(0x23, "loop", 1, Unit::kScalar, false,
+  Layout l(kLoop, "loop", 1, Unit::kScalar, false,
            "hardware loop: repeat the next `body` words `count` times");
   l.u("count", 12, 16, "repetitions");
   l.u("body", 28, 5, "words in the loop body");
@@ -85,7 +85,7 @@ OpcodeDecl loop() {
 }
 
 OpcodeDecl scsync() {
-  Layout l(0x24, "scsync", 2, Unit::kScalar, false,
+  Layout l(kScalarSync, "scsync", 2, Unit::kScalar, false,
            "scalar fence: wait for tile tokens, set or wait scalar sync counters, wait for units");
   l.hex("tiles", 12, 16, "0xffff with tokwait or waits, else 0");
   l.rsv(28, 4);
@@ -116,7 +116,7 @@ NestGeometry walk(uint16_t lo, uint8_t stride_width, uint8_t limit_width, int le
 }
 
 OpcodeDecl pop() {
-  Layout l(0x25, "pop", 2, Unit::kScalar, false,
+  Layout l(kPop, "pop", 2, Unit::kScalar, false,
            "avDataPop (stream 1) / parameterPop (stream 0): host DMA stream into a staging buffer");
   l.u("stream", 12, 1, "1 activations (8-B units), 0 parameters (64-B units)");
   l.rsv(13, 15);
@@ -152,7 +152,7 @@ OpcodeDecl pop() {
 }
 
 OpcodeDecl infeed() {
-  Layout l(0x26, "infeed", 4, Unit::kScalar, false,
+  Layout l(kInfeed, "infeed", 4, Unit::kScalar, false,
            "send a staging-buffer range over the ring to tiles");
   l.u("stream", 12, 1, "1 activations (8-B units), 0 parameters (64-B units)");
   l.u("smem", 13, 1, "1 = source is scalar memory");
@@ -199,7 +199,7 @@ OpcodeDecl infeed() {
 }
 
 OpcodeDecl outfeed() {
-  Layout l(0x27, "outfeed", 2, Unit::kScalar, false,
+  Layout l(kOutfeed, "outfeed", 2, Unit::kScalar, false,
            "drain ring packets addressed to the scalar core to the host or to scalar memory");
   l.hex("base", 12, 15, "destination offset in scalar memory (0 for the host)");
   l.nest("walk", "walk.", walk(27, 16, 15, 3), "units");
@@ -241,8 +241,8 @@ void add_scalar_opcodes(std::vector<OpcodeDecl>& out) {
   out.push_back(infeed());
   out.push_back(outfeed());
   out.push_back(
-      frame(0x3e, "start", "program header", "bits between start and end: 128 x (words - 2)"));
-  out.push_back(frame(0x3f, "end", "end of the bitstream", "always 128"));
+      frame(kStart, "start", "program header", "bits between start and end: 128 x (words - 2)"));
+  out.push_back(frame(kEnd, "end", "end of the bitstream", "always 128"));
 }
 
 }  // namespace tinycoral::isa::detail

@@ -70,6 +70,19 @@ TEST(IsaTable, EveryOpcodeHasThePredicationHeaderAndOpcodeField) {
   }
 }
 
+TEST(IsaTable, NamedOpcodesAreExactlyTheTablesOpcodes) {
+  // isa::Opcode names each opcode once for code that dispatches on it: every enumerator has a
+  // table entry and every table entry an enumerator.
+  std::set<int> named;
+  for (Opcode op : kOpcodes) {
+    EXPECT_NE(find_opcode(op), nullptr) << "0x" << std::hex << int{op};
+    EXPECT_TRUE(named.insert(op).second) << "0x" << std::hex << int{op} << " listed twice";
+  }
+  for (const auto& spec : opcode_table())
+    EXPECT_EQ(named.count(spec.opcode), 1u) << spec.mnemonic << " has no isa::Opcode enumerator";
+  EXPECT_EQ(named.size(), opcode_table().size());
+}
+
 TEST(IsaTable, SequencedOpcodesAreTheTileDispatchedOnes) {
   // isa.md 1.3: seq at 46-61 (ops, 0x19), 46-59 (ring/mesh/wide-narrow), 28-42 (0x1a).
   for (const auto& spec : opcode_table()) {

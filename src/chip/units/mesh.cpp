@@ -14,7 +14,7 @@ namespace tinycoral::chip {
 bool VirtualEdgeTpu::Impl::run_mesh(TileWork& t) {
   Tile& tile = t.tile;
   const auto& m = std::get<MeshInstr>(t.item.decoded);
-  const size_t dir = t.item.opcode - 0x15;
+  const size_t dir = isa::mesh_direction(t.item.opcode);
   auto& in_q = t.ts.mesh_in[dir];
   const bool receive = m.in_active && !m.fill_en;
   if (m.out_ttu.steps() > units::kMaxMeshSteps || m.in_ttu.steps() > units::kMaxMeshSteps)

@@ -15,7 +15,7 @@ bool VirtualEdgeTpu::Impl::run_ring_consumer(TileWork& t) {
   TileState& ts = t.ts;
   // Producers with to_c1 feed ringConsumer1 (0x12), infeeds and the other producers feed
   // ringConsumer0 (MobileNet gen2020: producer 244 -> consumer 216, infeeds -> 0x11).
-  auto& own = ts.ring_in[t.item.opcode == 0x12 ? 1 : 0];
+  auto& own = ts.ring_in[t.item.opcode == isa::kRingConsumer1 ? 1 : 0];
   // With the aux pair enabled each group (outermost-level iteration) starts with its bias
   // block, written as a fill of the aux row (docs/chip.md "Ring consumers"); then one packet
   // per TTU step. Depthwise streams are (bias, 9 taps) of 16-byte entries per channel word.

@@ -35,10 +35,11 @@ const RowVisits& item_rows(const Program& program, uint32_t index) {
   ItemFacts& facts = program.facts[index];
   if (facts.rows_known) return facts.row_visits;
   const ProgramItem& item = program.items[index];
-  if (item.opcode >= 0x10 && item.opcode <= 0x12) {
+  if (item.opcode >= isa::kRingProducer && item.opcode <= isa::kRingConsumer1) {
     const auto& r = std::get<RingInstr>(item.decoded);
-    facts.row_visits = row_visits(r.ttu, item.opcode == 0x10 ? r.addr : consumer_base(r));
-  } else if (item.opcode == 0x13 || item.opcode == 0x14) {
+    facts.row_visits =
+        row_visits(r.ttu, item.opcode == isa::kRingProducer ? r.addr : consumer_base(r));
+  } else if (item.opcode == isa::kNarrowToWide || item.opcode == isa::kWideToNarrow) {
     const auto& n = std::get<WideNarrowInstr>(item.decoded);
     facts.row_visits = row_visits(n.wide_ttu, n.wide_addr);
   }
