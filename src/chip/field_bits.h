@@ -1,17 +1,43 @@
-// Reading an instruction's bit fields by position, for the simulator's pre-decoders (program.cpp,
-// op_decode.cpp). The positions are the ISA table's (src/isa); a test decodes Google's programs
-// with `FieldBits::reads` set and checks that every range read lies inside one field of the table
-// for that opcode, so the decoders and the table cannot drift apart.
+// Reading an instruction's bit fields by name, for the simulator's pre-decoders (program.cpp,
+// op_decode.cpp). A Field is looked up by name in the ISA table (src/isa) once, where a decoder
+// keeps it (function-local statics); each read then costs a bit extraction. No bit position is
+// written in src/chip. A test decodes Google's programs with `FieldBits::reads` set and checks
+// every range read lies inside one field of the table for that opcode.
 #pragma once
 
+#include <array>
 #include <bit>
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "common/bits.h"
 
 namespace tinycoral::chip {
+
+// One field of one opcode, by name. Throws std::logic_error (a simulator bug, not bad input) when
+// the table has no such field.
+struct Field {
+  Field() = default;
+  Field(uint8_t opcode, std::string_view name);
+  static Field at(uint32_t lo, uint32_t width) {
+    Field f;
+    f.lo = static_cast<uint16_t>(lo);
+    f.width = static_cast<uint8_t>(width);
+    return f;
+  }
+  uint16_t lo = 0;
+  uint8_t width = 0;
+};
+
+// The DMA-style levels of a walk named `prefix` in the table: increments <prefix>inc<k> (signed)
+// and counts <prefix>cnt<k> (iterations - 1), k < levels.
+struct WalkFields {
+  WalkFields(uint8_t opcode, std::string_view prefix, int levels);
+  int levels = 0;
+  std::array<Field, 8> inc, cnt;
+};
 
 struct FieldRead {
   uint8_t opcode = 0;
@@ -22,12 +48,19 @@ struct FieldBits {
   std::span<const uint8_t> bytes;
   uint8_t opcode = 0;
 
-  uint64_t u(uint32_t lo, uint32_t width) const {
-    if (reads) reads->push_back({opcode, lo, width});
-    return get_bits(bytes, lo, width);
+  uint64_t u(const Field& f) const {
+    if (reads) reads->push_back({opcode, f.lo, f.width});
+    return get_bits(bytes, f.lo, f.width);
   }
-  int64_t s(uint32_t lo, uint32_t width) const { return sign_extend(u(lo, width), width); }
-  float f(uint32_t lo) const { return std::bit_cast<float>(static_cast<uint32_t>(u(lo, 32))); }
+  // Sign-extended from the field's width.
+  int64_t s(const Field& f) const { return sign_extend(u(f), f.width); }
+  bool flag(const Field& f) const { return u(f) != 0; }
+  float f32(const Field& f) const { return std::bit_cast<float>(static_cast<uint32_t>(u(f))); }
+
+  // By position: op_decode.cpp's reads, until they go through named fields too.
+  uint64_t u(uint32_t lo, uint32_t width) const { return u(Field::at(lo, width)); }
+  int64_t s(uint32_t lo, uint32_t width) const { return s(Field::at(lo, width)); }
+  float f(uint32_t lo) const { return f32(Field::at(lo, 32)); }
 
   // While set (tests), every range read on this thread is appended here.
   static inline thread_local std::vector<FieldRead>* reads = nullptr;
