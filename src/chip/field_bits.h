@@ -21,12 +21,6 @@ namespace tinycoral::chip {
 struct Field {
   Field() = default;
   Field(uint8_t opcode, std::string_view name);
-  static Field at(uint32_t lo, uint32_t width) {
-    Field f;
-    f.lo = static_cast<uint16_t>(lo);
-    f.width = static_cast<uint8_t>(width);
-    return f;
-  }
   uint16_t lo = 0;
   uint8_t width = 0;
 };
@@ -56,11 +50,6 @@ struct FieldBits {
   int64_t s(const Field& f) const { return sign_extend(u(f), f.width); }
   bool flag(const Field& f) const { return u(f) != 0; }
   float f32(const Field& f) const { return std::bit_cast<float>(static_cast<uint32_t>(u(f))); }
-
-  // By position: op_decode.cpp's reads, until they go through named fields too.
-  uint64_t u(uint32_t lo, uint32_t width) const { return u(Field::at(lo, width)); }
-  int64_t s(uint32_t lo, uint32_t width) const { return s(Field::at(lo, width)); }
-  float f(uint32_t lo) const { return f32(Field::at(lo, 32)); }
 
   // While set (tests), every range read on this thread is appended here.
   static inline thread_local std::vector<FieldRead>* reads = nullptr;

@@ -1,5 +1,5 @@
-// The simulator's pre-decoders (src/chip/program.cpp, op_decode.cpp) read fields by bit position;
-// the ISA table (src/isa) is where positions are defined. Decoding every bitstream of Google's
+// The simulator's pre-decoders (src/chip/program.cpp, op_decode.cpp) read fields by their ISA
+// table names (src/isa defines the positions). Decoding every bitstream of Google's
 // compiled models (both compiler generations) with FieldBits::reads set, every range a decoder
 // reads must lie inside one field of the table for that instruction's opcode.
 #include <gtest/gtest.h>
