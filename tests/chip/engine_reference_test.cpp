@@ -1,7 +1,7 @@
 // The op engine's fast path (run_engine: runs, batches, operand gathers, SIMD kernels and output
-// stages) against its slow reference (run_engine_reference: docs/chip_ops.md section 2 as plain
-// loops, one step at a time) on random ops of every step kind the op classes use: both must write
-// the same bytes, or both refuse the op.
+// stages, the FIFO row cache) against its slow reference (run_engine_reference: docs/chip_ops.md
+// section 2 as plain loops, one step at a time) on random ops of every step kind the op classes
+// use, with resident and streamed parameters: both must write the same bytes, or both refuse.
 #include "chip/ops/engine_reference.h"
 
 #include <gtest/gtest.h>
@@ -111,6 +111,11 @@ OpInstr random_op(std::mt19937& rng, const EngineSpec& spec) {
   return op;
 }
 
+OpInstr with_fifo(OpInstr op) {
+  op.par_fifo = 1;
+  return op;
+}
+
 void fill_random(ZeroedBytes& bytes, size_t n, std::mt19937& rng) {
   for (size_t i = 0; i < n; ++i) bytes[i] = static_cast<uint8_t>(rng());
 }
@@ -125,11 +130,24 @@ TEST(EngineReference, FastPathEqualsThePlainLoopsOnRandomOps) {
   start->nlu = ops::logistic_table();
   for (const Kind& kind : kKinds) {
     SCOPED_TRACE(kind.name);
-    int ran = 0, refused = 0;
+    int ran = 0, refused = 0, ran_streamed = 0;
     for (int n = 0; n < 150; ++n) {
-      const OpInstr op = random_op(rng, kind.spec);
+      OpInstr op = random_op(rng, kind.spec);
       auto fast = std::make_unique<Tile>(*start);
-      auto slow = std::make_unique<Tile>(*start);
+      // Every third op streams its parameters through FIFO rows (each fill its own random row),
+      // when that takes a modest number of fills.
+      const uint32_t fills = ops::fifo_fill_count(with_fifo(op), kind.spec);
+      const int64_t first_row = op.par.min_address() / 4, last_row = op.par.max_address() / 4;
+      const bool streamed =
+          n % 3 == 0 && uint64_t{fills} * static_cast<uint64_t>(last_row - first_row + 1) <= 4096;
+      if (streamed) {
+        op = with_fifo(op);
+        for (int64_t row = first_row; row <= last_row; ++row)
+          for (uint32_t f = 0; f < fills; ++f)
+            fast->fifo_rows[static_cast<uint32_t>(row)].fills.push_back(
+                start->wide.data() + kWideRowBytes * (rng() % 512));
+      }
+      auto slow = std::make_unique<Tile>(*fast);
       std::string fast_error, slow_error;
       try {
         OpEnv env(*fast, op);
@@ -150,11 +168,13 @@ TEST(EngineReference, FastPathEqualsThePlainLoopsOnRandomOps) {
         continue;
       }
       ++ran;
+      ran_streamed += streamed;
       ASSERT_EQ(std::memcmp(fast->narrow.data(), slow->narrow.data(), kNarrowBytes), 0)
           << "op " << n << " (" << describe_op_class(op) << "): narrow memory differs";
     }
     // Most random ops are valid: the comparison is not vacuous.
     EXPECT_GT(ran, 100) << refused << " refused";
+    EXPECT_GT(ran_streamed, 20);
   }
 }
 
