@@ -193,7 +193,7 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
   stats_.max_tile_units = tiles.max_fill();
   xq_.resize(size_t(widest));
   yq_.resize(size_t(widest));
-  for (Pending& p : pending_) p.out.resize(size_t(std::max(c.dim, c.hidden_dim)));
+  for (Pending& p : pending_) p.yq.resize(size_t(std::max(c.dim, c.hidden_dim)));
   cache_all();
 }
 
@@ -245,7 +245,7 @@ void ChipTransformer::cache_all() {
   recoveries_seen_ = tpu_.recoveries();
 }
 
-void ChipTransformer::run_program(Program& p, int layer, LayerMatmul called, float* out) {
+void ChipTransformer::run_program(Program& p, int layer, LayerMatmul called, int8_t* yq) {
   p.execution->set_input(
       0, std::span(reinterpret_cast<const uint8_t*>(xq_.data()), size_t(p.k_padded)));
   tpu_.run(nullptr, p.execution);
@@ -259,43 +259,41 @@ void ChipTransformer::run_program(Program& p, int layer, LayerMatmul called, flo
   p.execution->get_output(0, std::span(reinterpret_cast<uint8_t*>(yq_.data()), size_t(p.outputs)));
   for (const Program::Segment& s : p.segments) {
     const QuantizedMatmul& q = matmul(layer, s.m);
-    float* dest = out;
+    int8_t* dest = yq;
     if (s.m != called) {
       // Kept only for a matmul this program computes whole (a chunk alone would be a half result).
       if (plans_[size_t(layer) * kLayerMatmuls + size_t(s.m)].programs.size() != 1) continue;
       Pending& pending = pending_[size_t(s.m)];
       pending.layer = layer;
       pending.xq.assign(xq_.begin(), xq_.begin() + q.cols);
-      dest = pending.out.data();
+      dest = pending.yq.data();
     }
-    for (int r = 0; r < s.rows; ++r)
-      dest[s.row0 + r] =
-          static_cast<float>(int32_t{yq_[size_t(s.out_at + r)]} - q.out.zero_point) * q.out.scale;
+    std::copy_n(yq_.begin() + s.out_at, s.rows, dest + s.row0);
   }
 }
 
-void ChipTransformer::layer_matmul(int layer, LayerMatmul m, const float* in, float* out) {
+void ChipTransformer::matmul_q(int layer, LayerMatmul m, const int8_t* xq, int8_t* yq) {
   const MatmulPlan& plan = plans_[size_t(layer) * kLayerMatmuls + size_t(m)];
   if (plan.programs.empty()) {
-    Int8Transformer::layer_matmul(layer, m, in, out);
+    Int8Transformer::matmul_q(layer, m, xq, yq);
     return;
   }
   const QuantizedMatmul& q = matmul(layer, m);
-  quantize(in, q.cols, q.in, xq_.data());
+  std::copy_n(xq, q.cols, xq_.begin());
   Pending& pending = pending_[size_t(m)];
   // Computed already by the program of an earlier matmul of this input: the same quantized input
   // gives the same result.
   if (pending.layer == layer &&
       std::equal(pending.xq.begin(), pending.xq.end(), xq_.begin(), xq_.begin() + q.cols)) {
     pending.layer = -1;
-    std::copy_n(pending.out.data(), q.rows, out);
+    std::copy_n(pending.yq.data(), q.rows, yq);
     return;
   }
   // Padded inputs meet zero weights; the zero point keeps them out of the sum either way.
   const int k_padded = programs_[size_t(plan.programs.front())].k_padded;
   std::fill(xq_.begin() + q.cols, xq_.begin() + k_padded, static_cast<int8_t>(q.in.zero_point));
   const auto start = std::chrono::steady_clock::now();
-  for (int p : plan.programs) run_program(programs_[size_t(p)], layer, m, out);
+  for (int p : plan.programs) run_program(programs_[size_t(p)], layer, m, yq);
   stats_.chip_wall_s +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }

@@ -48,12 +48,12 @@ class ChipTransformer : public Int8Transformer {
   const ChipPathStats& stats() const { return stats_; }
 
  protected:
-  void layer_matmul(int layer, LayerMatmul m, const float* in, float* out) override;
+  void matmul_q(int layer, LayerMatmul m, const int8_t* xq, int8_t* yq) override;
 
  private:
   struct Program;
   struct MatmulPlan;
-  void run_program(Program& p, int layer, LayerMatmul called, float* out);
+  void run_program(Program& p, int layer, LayerMatmul called, int8_t* yq);
   compiler::FcLayer fc_layer(int layer, const Program& p) const;
   void cache_all();
   runtime::EdgeTpu& tpu_;
@@ -64,8 +64,7 @@ class ChipTransformer : public Int8Transformer {
   // own call (which must bring the same quantized input).
   struct Pending {
     int layer = -1;
-    std::vector<float> out;
-    std::vector<int8_t> xq;
+    std::vector<int8_t> yq, xq;
   };
   std::array<Pending, kLayerMatmuls> pending_;
   ChipPathStats stats_;
