@@ -114,6 +114,30 @@ TEST(ChipPathStepA, OddShapesArePaddedSplitOrLeftOnTheHostExactly) {
   EXPECT_EQ(s.fused_ffns, 0);  // w2's K (2100) is over the generator's 1024
 }
 
+TEST(ChipPathStepB, FusedFfnWithPaddedShapesIsExact) {
+  TinyShape shape;
+  shape.dim = 80;      // w1/w3's K padded to 128
+  shape.hidden = 200;  // padded to 256: w2's K, and 4 w1/w3 pairs with 56 padding rows in the last
+  shape.heads = 4;
+  shape.kv_heads = 2;
+  shape.layers = 2;
+  shape.vocab = 300;
+  shape.seq_len = 32;
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("tinycoral_chip_ffn_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  write_bytes(dir / "model.bin", tiny_v0(shape, TinyWeights(shape)));
+  write_bytes(dir / "tokenizer.bin", tiny_tokenizer(shape.vocab));
+  const llm::Checkpoint ck = llm::load_checkpoint(dir / "model.bin");
+  const llm::Tokenizer tok = llm::Tokenizer::load(dir / "tokenizer.bin", shape.vocab);
+  std::filesystem::remove_all(dir);
+  llm::ChipPathStats s;
+  expect_chip_equals_int8(ck, tok, 24, s);
+  EXPECT_EQ(s.fused_ffns, 2);
+  EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
+  EXPECT_EQ(s.programs, 6);  // q+k+v, o, the FFN
+}
+
 TEST(ChipPathStepA, GenerateOnTheSimulatorWritesTheInt8TextAndModeledSpeed) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   std::string why;
