@@ -64,13 +64,13 @@ for t in 2 4; do
     sed -n 's/.* \([0-9.]*\) tok\/s.*/\1/p')
   echo "tinycoral float32, $t threads: $v tok/s"
 done
-# The chip path, step a: its stick time is modeled from the simulator's clock (deterministic: one
-# run of 16 positions says it all); the wall time is the simulation's.
+# The chip path (step a, and step b's fused FFN): its stick time is modeled from the simulator's
+# clock (deterministic: one run of 16 positions says it all); the wall time is the simulation's.
 "$tc" generate "$ckpt" -z "$data/tokenizer.bin" -n 16 -t 0 -i "Once upon a time" --device sim \
   --threads 1 --json | python3 -c '
 import json, sys
 j = json.load(sys.stdin); m = j["chip"]["modeled"]
-print("chip step a (--device sim): modeled stick %.1f tok/s (%.3f ms per token: compute %.3f, USB %.3f + %.3f, per run %.3f); simulated wall %.1f tok/s"
+print("chip path (--device sim): modeled stick %.1f tok/s (%.3f ms per token: compute %.3f, USB %.3f + %.3f, per run %.3f); simulated wall %.1f tok/s"
       % (m["stick_tokens_per_second"], m["stick_ms_per_token"], m["compute_ms_per_token"],
          m["to_device_ms_per_token"], m["from_device_ms_per_token"], m["per_run_ms_per_token"],
          j["tokens_per_second"]))'

@@ -8,7 +8,9 @@
 #include <bit>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
+#include "chip/ops/nlu.h"
 #include "common/error.h"
 #include "compiler/emitter.h"
 #include "compiler/program_parts.h"
@@ -137,10 +139,9 @@ void n2w_piece(Emitter& e, uint32_t tiles, int narrow_word, int row) {
                    "sync.en1=1 sync.val=0xffff sync.en2=1 sync.f45=1 tail_lvl=1"));
 }
 
-container::Bitstream execution_program(const Geometry& g, const FcLayer& layer) {
-  Emitter e;
-  const uint32_t compute = g.compute_mask();
-  const int k_words = g.k / 4;
+// The program's start and the input: one activation pop of the host's K bytes, scattered in
+// 64-byte pieces, piece i on tile i at x_piece.
+void input_stage(Emitter& e, const Geometry& g, const FcLayer& layer) {
   const int x_word = g.x_piece / 4;
   tile_fence(e, "counters=0x7ffff units=0x3ff signal=1");
   e.add("scsync", "tiles=0xffff smask=0x1ff tokwait=1 tmask=0xffff sunits=0x1f");
@@ -201,25 +202,40 @@ container::Bitstream execution_program(const Geometry& g, const FcLayer& layer) 
   tile_fence(e, "counters=0x1ffff units=0x3ff");
   tile_fence(e, "units=0x3ff signal=1");
   wait_tokens(e);
+}
 
-  // Broadcast: input tile i sends its piece to every compute tile, which stores it at x[64i].
-  int ring_ordinal = 0;
-  for (int i = 0; i < g.in_tiles; ++i) {
+// Broadcast: piece i (64 bytes at narrow word pieces[i].second of tile pieces[i].first) goes to
+// every compute tile, which stores it at x[64i]; then the fences before the ops.
+void broadcast_stage(Emitter& e, uint32_t compute, const std::vector<std::pair<int, int>>& pieces,
+                     int& ring_ordinal) {
+  for (int i = 0; i < static_cast<int>(pieces.size()); ++i) {
+    const auto [tile, word] = pieces[size_t(i)];
     e.add("w2n", cat("tiles=", hex(compute), " w.addr=", hex(kRingFifo),
                      " w=(1 x 1) w.circ=1 w.rows=1 n.addr=", hex(16 * i), " n=", narrow_walk(16),
                      " n.lvl_mask=0x01 sync.en0=1 sync.id=14 sync.wait_lvl=1",
                      i % 2 == 0 ? " sync.en1=1" : "", " sync.val=", hex(0x8000 + (i + 1) / 2),
                      " sync.en2=1 tail_en870=1"));
     ring_receive(e, compute, kRingFifo, 1, 16 * i - 64);
-    ring_send(e, i, kSendBuf, compute, ring_ordinal++);
-    n2w_piece(e, tile_bit(i), x_word, kSendBuf);
+    ring_send(e, tile, kSendBuf, compute, ring_ordinal++);
+    n2w_piece(e, tile_bit(tile), word, kSendBuf);
   }
   tile_fence(e, "units=0x3ff signal=1");
   wait_tokens(e);
   tile_fence(e, "counters=0x1ffff units=0x3ff");
   e.add("scsync", "sunits=0x0c");
   tile_fence(e, "counters=0x1ffff units=0x3ff");
+}
 
+// The input pieces of a layer whose input came from the host: piece i on tile i at x_piece.
+std::vector<std::pair<int, int>> host_pieces(const Geometry& g) {
+  std::vector<std::pair<int, int>> out;
+  for (int i = 0; i < g.in_tiles; ++i) out.emplace_back(i, g.x_piece / 4);
+  return out;
+}
+
+// One op per op set over x at narrow 0; group slot s's outputs at narrow byte out_at + 64 s.
+void op_stage(Emitter& e, const Geometry& g, const FcLayer& layer, int out_at) {
+  const int k_words = g.k / 4;
   // The aux rows before the zero points (multipliers, biases) into the output stage's planes
   // (64 words apart), then the op; the op reads the zero-point row from wide memory itself.
   const int planes = g.aux.rows - 1;
@@ -245,7 +261,7 @@ container::Bitstream execution_program(const Geometry& g, const FcLayer& layer) 
     const int zp_unit = base + g.aux.zero_point_unit();
     e.add("op",
           cat("tiles=", hex(tiles), " loops=(", k_words, ") in=", in_walk,
-              " in.tflags=0x01 out.base=", hex(g.k + kGroup * slot), " out=", out_walk,
+              " in.tflags=0x01 out.base=", hex(out_at + kGroup * slot), " out=", out_walk,
               " out.tflags=0x1 par.base=", hex(par_base & 0x1fff),
               par_base > 0x1fff ? " par.sel=1" : "", " par=", par_walk, " psum=(0 x ", k_words,
               ") cfg0=0x065 cfg1=0x12c sync0=0x4000 sync1=0x4000 cfg2=0x07 cfg3=8 in_zp=",
@@ -260,8 +276,12 @@ container::Bitstream execution_program(const Geometry& g, const FcLayer& layer) 
   wait_tokens(e);
   tile_fence(e, "units=0x3ff signal=1");
   wait_tokens(e);
+}
 
-  // The output: every compute tile's 64 bytes go over the ring to the scalar core and out.
+// The output: every compute tile's 64 bytes (at narrow out_at + 64 slot) go over the ring to the
+// scalar core and out; then the program's end.
+void output_stage(Emitter& e, const Geometry& g, const FcLayer& layer, int out_at,
+                  int& ring_ordinal) {
   e.reloc_movi(10, BufferKind::kOutput, Half::kUpper32, layer.output_name);
   e.reloc_movi(11, BufferKind::kOutput, Half::kLower32, layer.output_name);
   e.add("bundle", "s_op=0x0f s_x=5 imm=11");
@@ -270,7 +290,7 @@ container::Bitstream execution_program(const Geometry& g, const FcLayer& layer) 
     uint32_t tiles = 0;
     for (size_t i = 0; i < g.tile_of.size(); ++i)
       if (g.slot_of[i] == slot) tiles |= tile_bit(g.tile_of[i]);
-    if (tiles) n2w_piece(e, tiles, (g.k + kGroup * slot) / 4, kOutRow[slot]);
+    if (tiles) n2w_piece(e, tiles, (out_at + kGroup * slot) / 4, kOutRow[slot]);
   }
   descriptor(e, 5, 4, 6, g.n, 3);
   for (int t = 0; t < g.tiles; ++t) {
@@ -284,6 +304,15 @@ container::Bitstream execution_program(const Geometry& g, const FcLayer& layer) 
   tile_fence(e, "units=0x3ff signal=1 f109=3");
   wait_tokens(e);
   interrupt(e, 5, 4, 6);
+}
+
+container::Bitstream execution_program(const Geometry& g, const FcLayer& layer) {
+  Emitter e;
+  int ring_ordinal = 0;
+  input_stage(e, g, layer);
+  broadcast_stage(e, g.compute_mask(), host_pieces(g), ring_ordinal);
+  op_stage(e, g, layer, g.k);
+  output_stage(e, g, layer, g.k, ring_ordinal);
   return e.finish();
 }
 
@@ -389,6 +418,32 @@ FcLayer padded_to_groups(const FcLayer& layer) {
   return p;
 }
 
+// The EXECUTION_ONLY executable: `in`'s input layer, `out`'s output layer (tile t's 64 outputs at
+// byte 64t: one row, tiles side by side) and hints.
+container::Executable execution_executable_of(container::Bitstream program, const FcLayer& in,
+                                              const FcLayer& out, const Geometry& g,
+                                              int narrow_bytes) {
+  container::Executable eo = execution_executable(std::move(program));
+  eo.input_layers.push_back(
+      boundary_layer(in.input_name, in.k, in.in_zp, in.in_scale, false, in.signed_input));
+  container::Layer out_layer =
+      boundary_layer(out.output_name, out.n, out.out_zp, out.out_scale, true, out.signed_output);
+  container::OutputLayout layout;
+  layout.y_coordinate_to_linear_tile_id_map = {0};
+  layout.x_coordinate_to_linear_tile_id_map = {0};
+  for (int t = 0; t < 16; ++t)
+    layout.linearized_tile_byte_offset.push_back(std::min(t * kGroup, g.n));
+  layout.x_coordinate_to_local_byte_offset = {0};
+  layout.y_coordinate_to_local_y_offset = {0};
+  layout.x_coordinate_to_local_y_row_size = {kGroup};
+  out_layer.output_layout = layout;
+  out_layer.shape = {{0, 0}, {0, g.n - 1}};  // the TFLite shape [1, N] as inclusive ranges
+  eo.output_layers.push_back(std::move(out_layer));
+  eo.used_narrow_memory_bytes_per_tile = narrow_bytes;
+  eo.dma_hints = execution_hints(in.input_name, in.k, out.output_name, out.n);
+  return eo;
+}
+
 }  // namespace
 
 int fc_groups(int n) { return (n + kGroup - 1) / kGroup; }
@@ -418,28 +473,164 @@ FcPrograms generate_fc(const FcLayer& layer, const FcPlacement& placement) {
   }
   const Geometry g = geometry(layer.n, layer.k, !layer.bias.empty(), placement);
   FcPrograms out;
-  container::Executable& eo = out.execution = execution_executable(execution_program(g, layer));
-  eo.input_layers.push_back(boundary_layer(layer.input_name, layer.k, layer.in_zp, layer.in_scale,
-                                           false, layer.signed_input));
-  container::Layer out_layer = boundary_layer(layer.output_name, layer.n, layer.out_zp,
-                                              layer.out_scale, true, layer.signed_output);
-  // The chip returns tile t's 64 outputs at byte 64t: one row, tiles side by side.
-  container::OutputLayout layout;
-  layout.y_coordinate_to_linear_tile_id_map = {0};
-  layout.x_coordinate_to_linear_tile_id_map = {0};
-  for (int t = 0; t < 16; ++t)
-    layout.linearized_tile_byte_offset.push_back(std::min(t * kGroup, g.n));
-  layout.x_coordinate_to_local_byte_offset = {0};
-  layout.y_coordinate_to_local_y_offset = {0};
-  layout.x_coordinate_to_local_y_row_size = {kGroup};
-  out_layer.output_layout = layout;
-  out_layer.shape = {{0, 0}, {0, g.n - 1}};  // the TFLite shape [1, N] as inclusive ranges
-  eo.output_layers.push_back(std::move(out_layer));
-  eo.used_narrow_memory_bytes_per_tile = g.x_piece + kPiece;
-  eo.dma_hints = execution_hints(layer.input_name, layer.k, layer.output_name, layer.n);
-  const container::Executable& pc = out.caching =
-      caching_executable(caching_program(g), fc_parameters(layer));
-  eo.parameter_caching_token = out.caching.parameter_caching_token = caching_token(pc.parameters);
+  out.execution =
+      execution_executable_of(execution_program(g, layer), layer, layer, g, g.x_piece + kPiece);
+  out.caching = caching_executable(caching_program(g), fc_parameters(layer));
+  out.execution.parameter_caching_token = out.caching.parameter_caching_token =
+      caching_token(out.caching.parameters);
+  return out;
+}
+
+namespace {
+
+// The FFN's elementwise part on each tile of `tiles`, over narrow memory from byte b0 (FfnBuffers).
+struct FfnBuffers {
+  int b0;
+  int h1() const { return b0; }
+  int h3() const { return b0 + 64; }
+  int g() const { return b0 + 128; }
+  int a() const { return b0 + 192; }
+  int products() const { return b0 + 256; }  // MUL step 1: one word per element
+  int m() const { return b0 + 512; }
+  int identity() const { return b0 + 576; }  // 4 words: the 4 x 4 identity
+  int end() const { return b0 + 640; }
+};
+constexpr int kIdentityRow = 0x2000;  // wide rows above the parameters (kFcParamUnits)
+constexpr int kMulFifo = 0x2004;
+constexpr int kWords = kGroup / 4;  // 16 words of 64 elements
+
+// An 8-level walk of `count` steps of `inc` (words) at level 0, rewound on the others.
+std::string flat_walk(int count, const std::string& last = " m3") {
+  const int back = -(count - 1);
+  return cat("(1 x ", count, ")(", back, " x 1)(", back, " x 1)(", back, " x 1)(", back, " x 1)(",
+             back, " x 1)(", back, " x 1)(", back, " x 1", last, ")");
+}
+
+// MUL of the 64 bytes at narrow `a` (in) by the 64 at narrow `b` (streamed through the FIFO), into
+// `out`; the two steps of isa.md 2.1.5 as edgetpu_compiler 16.0 writes them (looming_64x64_3x3
+// words 273-329) for 16 words: step 1 writes one word per element, step 2 packs them.
+void mul(Emitter& e, uint32_t tiles, const FfnBuffers& buf, int a, int a_zp, int b, int b_zp,
+         float mult, float clamp_min, float clamp_max, int out_zp, int out) {
+  e.add("op", cat("tiles=", hex(tiles), " loops=(4)(1)(", kWords, ") in.base=", hex(a),
+                  " in.hmode=1 in=(0 x 4 m1)(0 x ", kWords,
+                  " m1)(0 x 1 m1)(0 x 1 m1)(-16 x 1 m1)(-16 x 1 m1)(-16 x 1 m1)(-16 x 1 m3)"
+                  " in.tflags=0x03 out.base=",
+                  hex(buf.products()), " out=(1 x 1)(1 x 4)(1 x ", kWords,
+                  ")(1 x 1)(1 x 1)(-63 x 1)(-63 x 1)(-63 x 1 m3) out.tflags=0x7 par.base=",
+                  hex(kMulFifo & 0x1fff), " par.sel=1 par.hmode=1 par=(0 x 4 m1)(-1 x 1 m1)(-1 x ",
+                  kWords,
+                  " m1)(-1 x 1 m1)(-1 x 1 m1)(-1 x 1 m1)(-1 x 1 m1)(-1 x 1 m1) par.tflags=0x40 "
+                  "par.fifo=0x0001 psum.hmode=1 psum=(0 x 1)(0 x 4)(0 x ",
+                  kWords,
+                  ")(0 x 1)(0 x 1)(0 x 1)(0 x 1)(0 x 1 m1) psum.tflags=0x0840 cfg0=0x060 "
+                  "cfg1=0x12d sync0=0x4000 sync1=0x4000 cfg2=0x06 cfg3=7 w_zp=",
+                  b_zp, " in_zp=", a_zp, " dp_mode=4 out_ch_last=3 out_ch=3 mult=", f32_bits(mult),
+                  " clamp_max=", f32_bits(clamp_max), " clamp_min=", f32_bits(clamp_min),
+                  " out_zp=", out_zp));
+  // b, one word per FIFO fill.
+  e.add("n2w", cat("tiles=", hex(tiles), " n.addr=", hex(b / 4), " n=", narrow_walk(kWords),
+                   " n.lvl_mask=0x01 w.addr=", hex(kMulFifo), " w=(0 x ", kWords,
+                   ") w.rows=1 sync.en0=1 sync.id=1 sync.en1=1 sync.val=0x0ffff sync.en2=1 "
+                   "sync.f45=1"));
+  tile_fence(e, "units=0x020");
+  e.add("op", cat("tiles=", hex(tiles), " loops=(4)(1)(", kWords, ") in.base=", hex(buf.products()),
+                  " in=(1 x 4)(1 x ", kWords,
+                  ")(1 x 1)(1 x 1)(-63 x 1)(-63 x 1)(-63 x 1)(-63 x 1 m3) in.tflags=0x03 out.base=",
+                  hex(out), " out=(1 x 1)(1 x ", kWords,
+                  ")(1 x 1)(1 x 1)(-15 x 1)(-15 x 1)(-15 x 1)(-15 x 1 m3) out.tflags=0x3 par.base=",
+                  hex(kIdentityRow & 0x1fff),
+                  " par.sel=1 par.hmode=1 par=(0 x 4 m1)(-1 x 1 m1)(-1 x ", kWords,
+                  " m1)(-1 x 1 m1)(-1 x 1 m1)(-1 x 1 m1)(-1 x 1 m1)(-1 x 1 m1) par.tflags=0x40 "
+                  "psum=(0 x 4)(0 x 1)(0 x ",
+                  kWords, ") psum.tflags=0x0840 cfg2=0x06 cfg3=7 dp_mode=2 out_ch_last=3 out_ch=3",
+                  " mult=", f32_bits(1.0f),
+                  " clamp_max=", f32_bits(std::numeric_limits<float>::infinity()),
+                  " clamp_min=", f32_bits(-std::numeric_limits<float>::infinity())));
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+}
+
+void gate_stage(Emitter& e, uint32_t tiles, const FfnBuffers& buf, const FfnLayer& f) {
+  // The 4 x 4 identity row (column c = byte c set) that LOGISTIC and the packs read: mesh fills
+  // into narrow memory, then into a wide row (looming words 297-321).
+  const uint32_t identity[4] = {0x1, 0x100, 0x10000, 0x1000000};
+  for (int c = 0; c < 4; ++c)
+    e.add("mesh_n", cat("tiles=", hex(tiles), " i.addr=", hex(buf.identity() + 4 * c), " i=(1 x 1)",
+                        c == 3 ? " in_mode=3" : "", " fill_en=1 fill=", hex(identity[c])));
+  e.add("n2w", cat("tiles=", hex(tiles), " n.addr=", hex(buf.identity() / 4), " n=", narrow_walk(4),
+                   " n.lvl_mask=0x01 w.addr=", hex(kIdentityRow),
+                   " w=(1 x 1) sync.en0=1 sync.f1=1 sync.id=5 sync.wait_lvl=1 sync.en1=1 "
+                   "sync.en2=1 tail_lvl=1"));
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+  // LOGISTIC: the spline into the non-linear unit, then the requantize op with NLU mode 1 (the
+  // gen2021 encoding of the SSD's convert_scores, docs/chip_ops.md 4.6).
+  const chip::NluTable t = chip::ops::logistic_table();
+  std::string spline;
+  for (int k = 0; k < 40; ++k)
+    spline += cat(" s", k / 5, "c", k % 5, "=", f32_bits(t.coefficients[size_t(k)]));
+  for (int k = 0; k < 7; ++k) spline += cat(" b", k, "=", f32_bits(t.breakpoints[size_t(k)]));
+  e.add("nlu", cat("tiles=", hex(tiles), spline, " mode=", t.mode));
+  const float c = 10.396732f;
+  e.add("op",
+        cat("tiles=", hex(tiles), " loops=(", kWords, ") in.base=", hex(buf.h1()),
+            " in=", flat_walk(kWords), " in.tflags=0x01 out.base=", hex(buf.g()),
+            " out=", flat_walk(kWords), " out.tflags=0x1 par.base=", hex(kIdentityRow & 0x1fff),
+            " par.sel=1 par=(0 x ", kWords, ") psum=(0 x ", kWords,
+            ") psum.tflags=0x0800 cfg0=0x065 cfg1=0x04d sync0=0x4000 sync1=0x4000 "
+            "cfg2=0x06 in_zp=",
+            f.h1_zp, " dp_mode=1 out_ch_last=3 out_ch=3 nlu_mode=1 mult=", f32_bits(f.h1_scale),
+            " clamp_max=", f32_bits(c), " clamp_min=", f32_bits(-c)));
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+  mul(e, tiles, buf, buf.h1(), f.h1_zp, buf.g(), 0, f.mult_a, f.a_clamp_min, f.a_clamp_max, f.a_zp,
+      buf.a());
+  mul(e, tiles, buf, buf.a(), f.a_zp, buf.h3(), f.h3_zp, f.mult_m, f.m_clamp_min, f.m_clamp_max,
+      f.down.in_zp, buf.m());
+  tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
+  wait_tokens(e);
+}
+
+}  // namespace
+
+FfnPrograms generate_ffn(const FfnLayer& f, const FcPlacement& up_at, const FcPlacement& down_at) {
+  const int hidden = f.up.n / 2;
+  if (f.up.n % (2 * kGroup) != 0 || hidden > 16 * kGroup || f.down.k != hidden ||
+      f.down.n % kGroup != 0)
+    fail("FFN of ", f.up.n, " up outputs and w2 ", f.down.n, " x ", f.down.k,
+         ": needs whole pairs of 64-output groups, w2's K = half of them, at most 1024");
+  if (const std::string why = fc_unsupported(std::min(f.up.n, 16 * kGroup), f.up.k); !why.empty())
+    fail(why);
+  if (const std::string why = fc_unsupported(f.down.n, f.down.k); !why.empty()) fail(why);
+  const Geometry up = geometry(f.up.n, f.up.k, !f.up.bias.empty(), up_at);
+  const Geometry down = geometry(f.down.n, f.down.k, !f.down.bias.empty(), down_at);
+  std::vector<std::pair<int, int>> m_pieces;
+  uint32_t gate_tiles = 0;
+  for (int i = 0; i < hidden / kGroup; ++i) {
+    const int tile = up.tile_of[size_t(2 * i)];
+    if (up.tile_of[size_t(2 * i + 1)] != tile || up.slot_of[size_t(2 * i)] != 0)
+      fail("the FFN placement must put w1's and w3's group ", i, " on one tile, w1's first");
+    gate_tiles |= tile_bit(tile);
+  }
+  // Narrow memory: the up layer's x at 0 and its host pieces at x_piece, w2's x (m) at 0 on its
+  // tiles, so the elementwise buffers and w2's output go above all of them.
+  const FfnBuffers buf{(std::max({up.x_piece + kPiece, f.down.k, f.up.k}) + 255) / 256 * 256};
+  for (int i = 0; i < hidden / kGroup; ++i)
+    m_pieces.emplace_back(up.tile_of[size_t(2 * i)], buf.m() / 4);
+  const int y_at = (buf.end() + 255) / 256 * 256;
+  Emitter e;
+  int ring_ordinal = 0;
+  input_stage(e, up, f.up);
+  broadcast_stage(e, up.compute_mask(), host_pieces(up), ring_ordinal);
+  op_stage(e, up, f.up, buf.h1());
+  gate_stage(e, gate_tiles, buf, f);
+  broadcast_stage(e, down.compute_mask(), m_pieces, ring_ordinal);
+  op_stage(e, down, f.down, y_at);
+  output_stage(e, down, f.down, y_at, ring_ordinal);
+  FfnPrograms out;
+  out.execution = execution_executable_of(e.finish(), f.up, f.down, down, y_at + 2 * kGroup);
+  out.caching_up = caching_executable(caching_program(up), fc_parameters(f.up));
+  out.caching_down = caching_executable(caching_program(down), fc_parameters(f.down));
+  out.caching_up.parameter_caching_token = caching_token(out.caching_up.parameters);
+  out.caching_down.parameter_caching_token = caching_token(out.caching_down.parameters);
+  out.execution.parameter_caching_token = out.caching_up.parameter_caching_token;
   return out;
 }
 

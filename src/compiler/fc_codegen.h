@@ -45,4 +45,26 @@ std::vector<uint8_t> fc_parameters(const FcLayer& layer);
 // Both executables; throws Error if fc_unsupported() is not empty or the placement is invalid.
 FcPrograms generate_fc(const FcLayer& layer, const FcPlacement& placement = {});
 
+// A llama2.c FFN in one program (the llm chip path, docs/llm.md): h1 = w1 x and h3 = w3 x, then on
+// each tile that computed them g = LOGISTIC(h1) (the non-linear unit's spline), a = MUL(h1, g),
+// m = MUL(a, h3), then m's pieces are broadcast to w2's tiles and y = w2 m leaves. Our own program
+// (no edgetpu_compiler counterpart), correct by simulation against the int8 path.
+struct FfnLayer {
+  // w1 and w3 side by side: group 2i is w1's group i, group 2i + 1 w3's group i (the placement
+  // puts both on one tile); n a multiple of 128, n / 2 <= 1024 (w2's K).
+  FcLayer up;
+  FcLayer down;  // w2: k = up.n / 2 (m), n a multiple of 64; its in_zp is m's
+  // uint8 zero points and scales of the elementwise ops (LOGISTIC's output: 1/256, zero point 0).
+  int32_t h1_zp = 0, h3_zp = 0, a_zp = 0;
+  float h1_scale = 0;
+  float mult_a = 0, a_clamp_min = 0, a_clamp_max = 0;  // MUL(h1, g) -> a
+  float mult_m = 0, m_clamp_min = 0, m_clamp_max = 0;  // MUL(a, h3) -> m (down.in_zp)
+};
+struct FfnPrograms {
+  container::Executable execution;
+  container::Executable caching_up, caching_down;
+};
+// up.tiles[2i] must equal up.tiles[2i + 1].
+FfnPrograms generate_ffn(const FfnLayer& ffn, const FcPlacement& up, const FcPlacement& down);
+
 }  // namespace tinycoral::compiler

@@ -26,11 +26,38 @@ runtime::StickTime& operator+=(runtime::StickTime& a, const runtime::StickTime& 
   return a;
 }
 
+}  // namespace
+
+// One execution program: whole matmuls of one input side by side (or one chunk of a matmul with
+// more than 1024 outputs), each segment starting at a 64-output group.
+struct ChipTransformer::Program {
+  struct Segment {
+    LayerMatmul m;
+    int row0, rows, out_at;
+  };
+  std::vector<Segment> segments;
+  int outputs = 0;  // whole groups
+  int k_padded = 0;
+  std::shared_ptr<runtime::Program> execution, caching;
+};
+
+// How one matmul is computed: on the host (no programs), or by these programs.
+struct ChipTransformer::MatmulPlan {
+  std::vector<int> programs;
+};
+
+// A layer's whole FFN as one program (compiler::generate_ffn): w1 and w3, the elementwise part,
+// w2.
+struct ChipTransformer::FfnProgram {
+  int k_padded = 0, hidden_padded = 0;
+  std::shared_ptr<runtime::Program> execution, caching_up, caching_down;
+};
+
 // Tile memory as the placement sees it: each tile's parameters fill wide units from 0 up. A
 // program's groups go to the least-filled tiles, each at that tile's first free unit (the program
 // then has one op per distinct unit), so the tiles fill evenly: stories15M's six layers fill the
 // fullest tile to 90%.
-class TileAllocator {
+class ChipTransformer::TileAllocator {
  public:
   // Each group to the least-filled tile that has fewer than `per_tile` of this program's groups
   // (two when there are more than 16), at that tile's first free unit; false when one does not fit.
@@ -53,30 +80,32 @@ class TileAllocator {
     fill_ = fill;
     return true;
   }
+  // Pairs of groups on one tile each (a fused FFN's w1 and w3 group i): the least-filled tiles
+  // with room for both, one pair per tile.
+  bool place_pairs(int pairs, int units, compiler::FcPlacement& placement) {
+    std::array<int, kTiles> fill = fill_;
+    std::array<bool, kTiles> used{};
+    placement.tiles.clear();
+    placement.param_units.clear();
+    for (int i = 0; i < pairs; ++i) {
+      int best = -1;
+      for (int t = 0; t < kTiles; ++t)
+        if (!used[size_t(t)] && (best < 0 || fill[size_t(t)] < fill[size_t(best)])) best = t;
+      if (best < 0 || fill[size_t(best)] + 2 * units > compiler::kFcParamUnits) return false;
+      for (int k = 0; k < 2; ++k) {
+        placement.tiles.push_back(best);
+        placement.param_units.push_back(fill[size_t(best)]);
+        fill[size_t(best)] += units;
+      }
+      used[size_t(best)] = true;
+    }
+    fill_ = fill;
+    return true;
+  }
   int max_fill() const { return *std::max_element(fill_.begin(), fill_.end()); }
 
  private:
   std::array<int, kTiles> fill_{};  // units, always a multiple of 4 (whole rows)
-};
-
-}  // namespace
-
-// One execution program: whole matmuls of one input side by side (or one chunk of a matmul with
-// more than 1024 outputs), each segment starting at a 64-output group.
-struct ChipTransformer::Program {
-  struct Segment {
-    LayerMatmul m;
-    int row0, rows, out_at;
-  };
-  std::vector<Segment> segments;
-  int outputs = 0;  // whole groups
-  int k_padded = 0;
-  std::shared_ptr<runtime::Program> execution, caching;
-};
-
-// How one matmul is computed: on the host (no programs), or by these programs.
-struct ChipTransformer::MatmulPlan {
-  std::vector<int> programs;
 };
 
 namespace {
@@ -106,8 +135,18 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
   TileAllocator tiles;
   int widest = 0;
   plans_.resize(size_t(c.n_layers) * kLayerMatmuls);
+  ffns_.resize(size_t(c.n_layers));
+  widest = std::max(c.dim, c.hidden_dim) + kMaxOutputs;
   for (int l = 0; l < c.n_layers; ++l) {
+    const bool ffn_fused = fuse_ffn(l, tiles);
+    if (ffn_fused) {
+      stats_.chip_matmuls += 3;
+      ++stats_.programs;
+      ++stats_.fused_ffns;
+    }
     for (const std::vector<LayerMatmul>& set : input_sets()) {
+      if (ffn_fused && (set.front() == LayerMatmul::kW1 || set.front() == LayerMatmul::kW2))
+        continue;
       // The programs of this input set: segments first, then placement and code.
       std::vector<Program> made;
       std::vector<LayerMatmul> on_host;
@@ -193,11 +232,66 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
   stats_.max_tile_units = tiles.max_fill();
   xq_.resize(size_t(widest));
   yq_.resize(size_t(widest));
-  for (Pending& p : pending_) p.out.resize(size_t(std::max(c.dim, c.hidden_dim)));
+  for (Pending& p : pending_) p.yq.resize(size_t(std::max(c.dim, c.hidden_dim)));
   cache_all();
 }
 
 ChipTransformer::~ChipTransformer() = default;
+
+// The layer's FFN as one program when w1, w3 and w2 all fit the generator (the hidden size padded
+// to whole groups is w2's K: at most 1024) and their weights fit in tile memory; else false and
+// nothing is placed.
+bool ChipTransformer::fuse_ffn(int layer, TileAllocator& tiles) {
+  const QuantizedMatmul &w1 = matmul(layer, LayerMatmul::kW1),
+                        &w2 = matmul(layer, LayerMatmul::kW2);
+  const int k_padded = (w1.cols + kKStep - 1) / kKStep * kKStep;
+  const int hidden = whole_groups(w1.rows), groups = compiler::fc_groups(hidden);
+  if (!compiler::fc_unsupported(std::min(2 * hidden, 1024), k_padded).empty() ||
+      !compiler::fc_unsupported(w2.rows <= 1024 ? w2.rows : 0, hidden).empty() || 2 * groups > 32)
+    return false;
+  TileAllocator trial = tiles;
+  compiler::FcPlacement up_at, down_at;
+  if (!trial.place_pairs(groups, compiler::fc_units_per_tile(k_padded, false), up_at) ||
+      !trial.place(compiler::fc_groups(w2.rows), compiler::fc_units_per_tile(hidden, false),
+                   down_at))
+    return false;
+  tiles = trial;
+  // w1's and w3's groups side by side, then w2, as the generator's two layers.
+  Program up, down;
+  up.k_padded = k_padded;
+  for (int g = 0; g < groups; ++g)
+    for (LayerMatmul m : {LayerMatmul::kW1, LayerMatmul::kW3}) {
+      up.segments.push_back({m, 64 * g, std::min(64, w1.rows - 64 * g), up.outputs});
+      up.outputs += 64;
+    }
+  down.k_padded = hidden;
+  down.segments.push_back({LayerMatmul::kW2, 0, w2.rows, 0});
+  down.outputs = whole_groups(w2.rows);
+  compiler::FfnLayer f;
+  f.up = fc_layer(layer, up);
+  f.down = fc_layer(layer, down);
+  const QuantizedGate& q = gate_of(layer);
+  f.h1_zp = q.h1.zero_point + 128;
+  f.h3_zp = q.h3.zero_point + 128;
+  f.a_zp = q.a.zero_point + 128;
+  f.h1_scale = q.h1.scale;
+  f.mult_a = q.mult_a;
+  f.a_clamp_min = q.a_lo;
+  f.a_clamp_max = q.a_hi;
+  f.mult_m = q.mult_m;
+  f.m_clamp_min = q.m_lo;
+  f.m_clamp_max = q.m_hi;
+  compiler::FfnPrograms code = compiler::generate_ffn(f, up_at, down_at);
+  FfnProgram& p = ffns_[size_t(layer)];
+  p.k_padded = k_padded;
+  p.hidden_padded = hidden;
+  stats_.resident_bytes +=
+      static_cast<int64_t>(code.caching_up.parameters.size() + code.caching_down.parameters.size());
+  p.execution = std::make_shared<runtime::Program>(std::move(code.execution));
+  p.caching_up = std::make_shared<runtime::Program>(std::move(code.caching_up));
+  p.caching_down = std::make_shared<runtime::Program>(std::move(code.caching_down));
+  return true;
+}
 
 // A program's segments as one generator layer: each segment's rows at its output offset, K padded
 // with zero columns, padding rows with zero weights and multipliers, and every group carrying its
@@ -237,65 +331,90 @@ compiler::FcLayer ChipTransformer::fc_layer(int layer, const Program& p) const {
 
 void ChipTransformer::cache_all() {
   stats_.caching = {};
-  for (const Program& p : programs_) {
-    if (!p.caching) continue;
-    tpu_.run(nullptr, p.caching);
+  std::vector<std::shared_ptr<runtime::Program>> caching;
+  for (const Program& p : programs_) caching.push_back(p.caching);
+  for (const FfnProgram& p : ffns_) {
+    caching.push_back(p.caching_up);
+    caching.push_back(p.caching_down);
+  }
+  for (const std::shared_ptr<runtime::Program>& p : caching) {
+    if (!p) continue;
+    tpu_.run(nullptr, p);
     stats_.caching += runtime::stick_time(tpu_.last_run().inference);
   }
   recoveries_seen_ = tpu_.recoveries();
 }
 
-void ChipTransformer::run_program(Program& p, int layer, LayerMatmul called, float* out) {
-  p.execution->set_input(
-      0, std::span(reinterpret_cast<const uint8_t*>(xq_.data()), size_t(p.k_padded)));
-  tpu_.run(nullptr, p.execution);
+void ChipTransformer::run(const std::shared_ptr<runtime::Program>& p, const int8_t* in,
+                          int in_bytes, int8_t* out, int out_bytes) {
+  p->set_input(0, std::span(reinterpret_cast<const uint8_t*>(in), size_t(in_bytes)));
+  tpu_.run(nullptr, p);
   if (tpu_.recoveries() != recoveries_seen_) {
     // A recovered stick was re-opened: its tile memory no longer holds the weights.
     cache_all();
-    tpu_.run(nullptr, p.execution);
+    tpu_.run(nullptr, p);
   }
   stats_.modeled += runtime::stick_time(tpu_.last_run().inference);
   ++stats_.runs;
-  p.execution->get_output(0, std::span(reinterpret_cast<uint8_t*>(yq_.data()), size_t(p.outputs)));
+  p->get_output(0, std::span(reinterpret_cast<uint8_t*>(out), size_t(out_bytes)));
+}
+
+void ChipTransformer::ffn_q(int layer, const int8_t* xq, int8_t* yq) {
+  FfnProgram& p = ffns_[size_t(layer)];
+  if (!p.execution) {
+    Int8Transformer::ffn_q(layer, xq, yq);
+    return;
+  }
+  const QuantizedMatmul &w1 = matmul(layer, LayerMatmul::kW1),
+                        &w2 = matmul(layer, LayerMatmul::kW2);
+  std::copy_n(xq, w1.cols, xq_.begin());
+  std::fill(xq_.begin() + w1.cols, xq_.begin() + p.k_padded, static_cast<int8_t>(w1.in.zero_point));
+  const auto start = std::chrono::steady_clock::now();
+  run(p.execution, xq_.data(), p.k_padded, yq_.data(), whole_groups(w2.rows));
+  std::copy_n(yq_.begin(), w2.rows, yq);
+  stats_.chip_wall_s +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+void ChipTransformer::run_program(Program& p, int layer, LayerMatmul called, int8_t* yq) {
+  run(p.execution, xq_.data(), p.k_padded, yq_.data(), p.outputs);
   for (const Program::Segment& s : p.segments) {
     const QuantizedMatmul& q = matmul(layer, s.m);
-    float* dest = out;
+    int8_t* dest = yq;
     if (s.m != called) {
       // Kept only for a matmul this program computes whole (a chunk alone would be a half result).
       if (plans_[size_t(layer) * kLayerMatmuls + size_t(s.m)].programs.size() != 1) continue;
       Pending& pending = pending_[size_t(s.m)];
       pending.layer = layer;
       pending.xq.assign(xq_.begin(), xq_.begin() + q.cols);
-      dest = pending.out.data();
+      dest = pending.yq.data();
     }
-    for (int r = 0; r < s.rows; ++r)
-      dest[s.row0 + r] =
-          static_cast<float>(int32_t{yq_[size_t(s.out_at + r)]} - q.out.zero_point) * q.out.scale;
+    std::copy_n(yq_.begin() + s.out_at, s.rows, dest + s.row0);
   }
 }
 
-void ChipTransformer::layer_matmul(int layer, LayerMatmul m, const float* in, float* out) {
+void ChipTransformer::matmul_q(int layer, LayerMatmul m, const int8_t* xq, int8_t* yq) {
   const MatmulPlan& plan = plans_[size_t(layer) * kLayerMatmuls + size_t(m)];
   if (plan.programs.empty()) {
-    Int8Transformer::layer_matmul(layer, m, in, out);
+    Int8Transformer::matmul_q(layer, m, xq, yq);
     return;
   }
   const QuantizedMatmul& q = matmul(layer, m);
-  quantize(in, q.cols, q.in, xq_.data());
+  std::copy_n(xq, q.cols, xq_.begin());
   Pending& pending = pending_[size_t(m)];
   // Computed already by the program of an earlier matmul of this input: the same quantized input
   // gives the same result.
   if (pending.layer == layer &&
       std::equal(pending.xq.begin(), pending.xq.end(), xq_.begin(), xq_.begin() + q.cols)) {
     pending.layer = -1;
-    std::copy_n(pending.out.data(), q.rows, out);
+    std::copy_n(pending.yq.data(), q.rows, yq);
     return;
   }
   // Padded inputs meet zero weights; the zero point keeps them out of the sum either way.
   const int k_padded = programs_[size_t(plan.programs.front())].k_padded;
   std::fill(xq_.begin() + q.cols, xq_.begin() + k_padded, static_cast<int8_t>(q.in.zero_point));
   const auto start = std::chrono::steady_clock::now();
-  for (int p : plan.programs) run_program(programs_[size_t(p)], layer, m, out);
+  for (int p : plan.programs) run_program(programs_[size_t(p)], layer, m, yq);
   stats_.chip_wall_s +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }

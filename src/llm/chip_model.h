@@ -29,6 +29,7 @@ namespace tinycoral::llm {
 struct ChipPathStats {
   int chip_matmuls = 0, host_matmuls = 0;  // per layer stack (one forward pass)
   int programs = 0;                        // execution programs per forward pass
+  int fused_ffns = 0;                      // layers whose whole FFN is one program
   int64_t resident_bytes = 0;              // parameter bytes cached in tile memory
   int max_tile_units = 0;                  // the fullest tile's parameter units (of 8192)
   std::string host_reason;                 // why the first host matmul is not on the chip
@@ -48,24 +49,30 @@ class ChipTransformer : public Int8Transformer {
   const ChipPathStats& stats() const { return stats_; }
 
  protected:
-  void layer_matmul(int layer, LayerMatmul m, const float* in, float* out) override;
+  void matmul_q(int layer, LayerMatmul m, const int8_t* xq, int8_t* yq) override;
+  void ffn_q(int layer, const int8_t* xq, int8_t* yq) override;
 
  private:
   struct Program;
   struct MatmulPlan;
-  void run_program(Program& p, int layer, LayerMatmul called, float* out);
+  struct FfnProgram;
+  class TileAllocator;
+  bool fuse_ffn(int layer, TileAllocator& tiles);
+  void run(const std::shared_ptr<runtime::Program>& p, const int8_t* in, int in_bytes, int8_t* out,
+           int out_bytes);
+  void run_program(Program& p, int layer, LayerMatmul called, int8_t* yq);
   compiler::FcLayer fc_layer(int layer, const Program& p) const;
   void cache_all();
   runtime::EdgeTpu& tpu_;
   std::vector<Program> programs_;
   std::vector<MatmulPlan> plans_;  // [layer][matmul]
+  std::vector<FfnProgram> ffns_;   // [layer]; without programs where the FFN is not fused
   std::vector<int8_t> xq_, yq_;
   // Results of the matmuls a fused program computed beside the one asked for, kept until their
   // own call (which must bring the same quantized input).
   struct Pending {
     int layer = -1;
-    std::vector<float> out;
-    std::vector<int8_t> xq;
+    std::vector<int8_t> yq, xq;
   };
   std::array<Pending, kLayerMatmuls> pending_;
   ChipPathStats stats_;

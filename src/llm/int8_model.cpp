@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "chip/ops/nlu.h"
+#include "common/error.h"
 #include "host/rounding.h"
 #include "llm/kernels.h"
 #include "llm/sampler.h"
@@ -54,14 +56,48 @@ QuantizedMatmul quantize_matmul(const MatrixRef& m, Calibration::Range in, Calib
     q.w_rowsum[size_t(r)] = sum;
     q.multiplier[size_t(r)] = edgetpu::product_scale(q.in.scale, s, q.out.scale);
   }
-  // The output stage's clamps: the int8 storage range, dequantized and brought back through
-  // f32(1 / s_y), relative to the zero point (reference isa.md 2.1.4 out_clamps).
-  const float s = q.out.scale, inv = edgetpu::inverse(s);
-  const volatile float lo = static_cast<float>(-128 - q.out.zero_point) * s;
-  const volatile float hi = static_cast<float>(127 - q.out.zero_point) * s;
-  q.clamp_lo = lo * inv;
-  q.clamp_hi = hi * inv;
+  output_clamps(q.out, q.clamp_lo, q.clamp_hi);
   return q;
+}
+
+void output_clamps(QParams out, float& lo, float& hi) {
+  const float s = out.scale, inv = edgetpu::inverse(s);
+  const volatile float l = static_cast<float>(-128 - out.zero_point) * s;
+  const volatile float h = static_cast<float>(127 - out.zero_point) * s;
+  lo = l * inv;
+  hi = h * inv;
+}
+
+QuantizedGate quantize_gate(QParams h1, QParams h3, Calibration::Range a, QParams m) {
+  QuantizedGate q;
+  q.h1 = h1;
+  q.h3 = h3;
+  q.g = {1.0f / 256.0f, -128};  // LOGISTIC's output: 1/256 steps from 0
+  q.a = qparams_for_range(a.lo, a.hi);
+  q.m = m;
+  q.mult_a = edgetpu::product_scale(h1.scale, q.g.scale, q.a.scale);
+  q.mult_m = edgetpu::product_scale(q.a.scale, h3.scale, m.scale);
+  output_clamps(q.a, q.a_lo, q.a_hi);
+  output_clamps(q.m, q.m_lo, q.m_hi);
+  return q;
+}
+
+void gate(const QuantizedGate& q, const int8_t* h1, const int8_t* h3, int n, int8_t* m) {
+  static const chip::NluTable table = chip::ops::logistic_table();
+  const edgetpu::Clamps ca{q.a_lo, q.a_hi}, cm{q.m_lo, q.m_hi};
+  for (int i = 0; i < n; ++i) {
+    const int32_t d1 = int32_t{h1[i]} - q.h1.zero_point;
+    // LOGISTIC: the input clamp applies before the spline; its output is already in 1/256 steps.
+    const float x =
+        std::clamp(static_cast<float>(d1) * q.h1.scale, -kLogisticClamp, kLogisticClamp);
+    const float p = std::nearbyint(chip::ops::evaluate_spline(table, x));
+    const int32_t g = static_cast<int32_t>(std::clamp(p, 0.0f, 255.0f)) - 128;
+    const int32_t a = std::clamp(
+        edgetpu::requantize(d1 * (g - q.g.zero_point), q.mult_a, ca, q.a.zero_point), -128, 127);
+    const int32_t d3 = int32_t{h3[i]} - q.h3.zero_point;
+    m[i] = static_cast<int8_t>(std::clamp(
+        edgetpu::requantize((a - q.a.zero_point) * d3, q.mult_m, cm, q.m.zero_point), -128, 127));
+  }
 }
 
 namespace {
@@ -78,6 +114,12 @@ class RecordingTransformer : public Transformer {
     const MatrixRef w = layer_matrix(ck_, layer, m);
     widen(cal_.in[size_t(layer)][size_t(m)], in, w.cols);
     widen(cal_.out[size_t(layer)][size_t(m)], out, w.rows);
+    if (m == LayerMatmul::kW1) h1_.assign(out, out + w.rows);
+    if (m == LayerMatmul::kW2) {
+      // SiLU(w1 x), as the float FFN computes it before the product with w3 x.
+      for (float& v : h1_) v *= 1.0f / (1.0f + std::exp(-v));
+      widen(cal_.silu[size_t(layer)], h1_.data(), static_cast<int>(h1_.size()));
+    }
   }
 
  private:
@@ -88,6 +130,7 @@ class RecordingTransformer : public Transformer {
     }
   }
   Calibration& cal_;
+  std::vector<float> h1_;
 };
 
 }  // namespace
@@ -96,6 +139,7 @@ Calibration calibrate(const Checkpoint& ck, ThreadPool& pool, int positions) {
   Calibration cal;
   cal.in.resize(size_t(ck.config.n_layers));
   cal.out.resize(size_t(ck.config.n_layers));
+  cal.silu.resize(size_t(ck.config.n_layers));
   cal.positions = std::clamp(positions, 1, ck.config.seq_len);
   RecordingTransformer model(ck, pool, cal);
   model.set_argmax_only(true);
@@ -108,26 +152,66 @@ Int8Transformer::Int8Transformer(const Checkpoint& ck, ThreadPool& pool,
                                  const Calibration& calibration)
     : Transformer(ck, pool) {
   const Config& c = ck.config;
-  for (int l = 0; l < c.n_layers; ++l)
+  for (int l = 0; l < c.n_layers; ++l) {
     for (int m = 0; m < kLayerMatmuls; ++m)
       mats_.push_back(quantize_matmul(layer_matrix(ck, l, LayerMatmul(m)),
                                       calibration.in[size_t(l)][size_t(m)],
                                       calibration.out[size_t(l)][size_t(m)]));
-  xq_.resize(size_t(std::max(c.dim, c.hidden_dim)));
-  acc_.resize(size_t(std::max(c.dim, c.hidden_dim)));
+    const QuantizedMatmul &w1 = matmul(l, LayerMatmul::kW1), &w3 = matmul(l, LayerMatmul::kW3);
+    // w1 and w3 read the same vector, so their calibrated input ranges are the same.
+    if (w1.in.scale != w3.in.scale || w1.in.zero_point != w3.in.zero_point)
+      fail("layer ", l, ": w1 and w3 were calibrated on different inputs");
+    gates_.push_back(quantize_gate(w1.out, w3.out, calibration.silu.at(size_t(l)),
+                                   matmul(l, LayerMatmul::kW2).in));
+  }
+  const size_t widest = size_t(std::max(c.dim, c.hidden_dim));
+  xq_.resize(widest);
+  yq_.resize(widest);
+  h1q_.resize(size_t(c.hidden_dim));
+  h3q_.resize(size_t(c.hidden_dim));
+  mq_.resize(size_t(c.hidden_dim));
+  acc_.resize(widest);
 }
+
+namespace {
+
+void dequantize(const int8_t* q, int n, QParams p, float* out) {
+  for (int i = 0; i < n; ++i) out[i] = static_cast<float>(int32_t{q[i]} - p.zero_point) * p.scale;
+}
+
+}  // namespace
 
 void Int8Transformer::layer_matmul(int layer, LayerMatmul m, const float* in, float* out) {
   const QuantizedMatmul& q = matmul(layer, m);
   quantize(in, q.cols, q.in, xq_.data());
+  matmul_q(layer, m, xq_.data(), yq_.data());
+  dequantize(yq_.data(), q.rows, q.out, out);
+}
+
+void Int8Transformer::ffn(int layer, const float* in, float* out) {
+  const QuantizedMatmul &w1 = matmul(layer, LayerMatmul::kW1),
+                        &w2 = matmul(layer, LayerMatmul::kW2);
+  quantize(in, w1.cols, w1.in, xq_.data());
+  ffn_q(layer, xq_.data(), yq_.data());
+  dequantize(yq_.data(), w2.rows, w2.out, out);
+}
+
+void Int8Transformer::ffn_q(int layer, const int8_t* xq, int8_t* yq) {
+  matmul_q(layer, LayerMatmul::kW1, xq, h1q_.data());
+  matmul_q(layer, LayerMatmul::kW3, xq, h3q_.data());
+  gate(gate_of(layer), h1q_.data(), h3q_.data(), ck_.config.hidden_dim, mq_.data());
+  matmul_q(layer, LayerMatmul::kW2, mq_.data(), yq);
+}
+
+void Int8Transformer::matmul_q(int layer, LayerMatmul m, const int8_t* xq, int8_t* yq) {
+  const QuantizedMatmul& q = matmul(layer, m);
   pool_.parallel_for(q.rows, 16, [&](int begin, int end) {
-    matvec_int8_rows(q.w.data(), xq_.data(), acc_.data(), q.cols, begin, end);
+    matvec_int8_rows(q.w.data(), xq, acc_.data(), q.cols, begin, end);
     const edgetpu::Clamps clamps{q.clamp_lo, q.clamp_hi};
     for (int r = begin; r < end; ++r) {
       const int32_t acc = acc_[size_t(r)] - q.in.zero_point * q.w_rowsum[size_t(r)];
-      const int32_t y = std::clamp(
-          edgetpu::requantize(acc, q.multiplier[size_t(r)], clamps, q.out.zero_point), -128, 127);
-      out[r] = static_cast<float>(y - q.out.zero_point) * q.out.scale;
+      yq[r] = static_cast<int8_t>(std::clamp(
+          edgetpu::requantize(acc, q.multiplier[size_t(r)], clamps, q.out.zero_point), -128, 127));
     }
   });
 }

@@ -13,6 +13,13 @@
 //  - y_q[r] = the chip's output stage (host::edgetpu::requantize): f32(acc) * f32(f32(s_x * s_w[r])
 //    * f32(1 / s_y)), clamped in float32 to the int8 range, rounded half to even, plus z_y;
 //  - y = (y_q - z_y) * s_y on the host.
+// The FFN's elementwise part, m = SiLU(h1) * h3 with h1 = w1 x and h3 = w3 x, is the chip's ops on
+// the int8 values (a fused FFN program computes it on the tiles; docs/llm.md):
+//  - g = LOGISTIC(h1) (isa.md 2.1.5): x = clamp(f32(h1_q - z_h1) * s_h1, +-10.396732), the
+//    non-linear unit's spline (chip/ops/nlu.h), rounded half to even; scale 1/256, zero point -128;
+//  - a = MUL(h1, g), m = MUL(a, h3): f32((p_q - z_p)(r_q - z_r)) * f32(f32(s_p s_r) f32(1 / s_y)),
+//    the output stage's clamps, rounding and zero point, with a's range calibrated and m's scale
+//    w2's input scale, so w2 takes m's bytes as they are.
 // Storing bytes as uint8 with every zero point + 128 (the chip's view) gives the same integers.
 #pragma once
 
@@ -45,18 +52,34 @@ struct QuantizedMatmul {
   float clamp_lo = 0, clamp_hi = 0;
 };
 
-// Observed float ranges of every layer matmul's input and output.
+// Observed float ranges of every layer matmul's input and output, and of SiLU(w1 x).
 struct Calibration {
   struct Range {
     float lo = 0, hi = 0;
   };
   std::vector<std::array<Range, kLayerMatmuls>> in, out;  // [layer][matmul]
+  std::vector<Range> silu;                                // [layer]
   int positions = 0;
 };
 // Runs the float model greedily from BOS for `positions` positions (at most seq_len) and records
 // the ranges.
 Calibration calibrate(const Checkpoint& ck, ThreadPool& pool, int positions);
 QuantizedMatmul quantize_matmul(const MatrixRef& w, Calibration::Range in, Calibration::Range out);
+// The output stage's float32 clamps for an int8 output: its range, dequantized and brought back
+// through f32(1 / s_y), relative to the zero point (reference isa.md 2.1.4 out_clamps).
+void output_clamps(QParams out, float& lo, float& hi);
+
+// The FFN's elementwise part of one layer in the chip's ops (see the top of this file).
+struct QuantizedGate {
+  QParams h1, h3, g, a, m;
+  float mult_a = 0, mult_m = 0;  // MUL(h1, g) -> a, MUL(a, h3) -> m
+  float a_lo = 0, a_hi = 0, m_lo = 0, m_hi = 0;
+};
+QuantizedGate quantize_gate(QParams h1, QParams h3, Calibration::Range a, QParams m);
+// The LOGISTIC spline's input clamp (f32 0x41265904).
+constexpr float kLogisticClamp = 10.396732f;
+// m[i] = SiLU(h1[i]) * h3[i] in the chip's ops, for i < n.
+void gate(const QuantizedGate& q, const int8_t* h1, const int8_t* h3, int n, int8_t* m);
 
 class Int8Transformer : public Transformer {
  public:
@@ -64,13 +87,22 @@ class Int8Transformer : public Transformer {
   const QuantizedMatmul& matmul(int layer, LayerMatmul m) const {
     return mats_[size_t(layer) * kLayerMatmuls + size_t(m)];
   }
+  const QuantizedGate& gate_of(int layer) const { return gates_[size_t(layer)]; }
 
  protected:
+  // Quantize the input, matmul_q, dequantize the output.
   void layer_matmul(int layer, LayerMatmul m, const float* in, float* out) override;
+  // Quantize the input (w1's input quantization, which w3 shares), ffn_q, dequantize w2's output.
+  void ffn(int layer, const float* in, float* out) override;
+  // The integer parts, which the chip path replaces: y_q = the chip's FULLY_CONNECTED of x_q, and
+  // the FFN from w1's quantized input to w2's quantized output (w1, w3, gate(), w2).
+  virtual void matmul_q(int layer, LayerMatmul m, const int8_t* xq, int8_t* yq);
+  virtual void ffn_q(int layer, const int8_t* xq, int8_t* yq);
 
  private:
   std::vector<QuantizedMatmul> mats_;
-  std::vector<int8_t> xq_;
+  std::vector<QuantizedGate> gates_;
+  std::vector<int8_t> xq_, yq_, h1q_, h3q_, mq_;
   std::vector<int32_t> acc_;
 };
 

@@ -76,6 +76,17 @@ void Transformer::layer_matmul(int layer, LayerMatmul m, const float* in, float*
   float_matmul(w.w, in, out, w.rows, w.cols);
 }
 
+void Transformer::ffn(int layer, const float* in, float* out) {
+  layer_matmul(layer, LayerMatmul::kW1, in, hb_.data());
+  layer_matmul(layer, LayerMatmul::kW3, in, hb2_.data());
+  for (int i = 0; i < ck_.config.hidden_dim; ++i) {
+    float val = hb_[size_t(i)];
+    val *= 1.0f / (1.0f + std::exp(-val));  // SiLU
+    hb_[size_t(i)] = val * hb2_[size_t(i)];
+  }
+  layer_matmul(layer, LayerMatmul::kW2, hb_.data(), out);
+}
+
 void Transformer::attention(int layer, int pos) {
   const Config& c = ck_.config;
   const int hs = c.head_size(), kv_dim = c.kv_dim(), kv_mul = c.n_heads / c.n_kv_heads;
@@ -147,7 +158,7 @@ std::span<float> Transformer::forward(int token, int pos) {
   const Config& c = ck_.config;
   if (token < 0 || token >= c.vocab_size) fail("token ", token, " is outside the vocabulary");
   if (pos < 0 || pos >= c.seq_len) fail("position ", pos, " is outside seq_len ", c.seq_len);
-  const int dim = c.dim, hidden = c.hidden_dim, hs = c.head_size(), kv_dim = c.kv_dim();
+  const int dim = c.dim, hs = c.head_size(), kv_dim = c.kv_dim();
   float* x = x_.data();
   std::memcpy(x, ck_.token_embedding.data() + size_t(token) * size_t(dim), size_t(dim) * 4);
   for (int l = 0; l < c.n_layers; ++l) {
@@ -176,14 +187,7 @@ std::span<float> Transformer::forward(int token, int pos) {
     layer_matmul(l, LayerMatmul::kO, xb_.data(), xb2_.data());
     for (int i = 0; i < dim; ++i) x[i] += xb2_[size_t(i)];
     rmsnorm(xb_.data(), x, w.rms_ffn.data(), dim);
-    layer_matmul(l, LayerMatmul::kW1, xb_.data(), hb_.data());
-    layer_matmul(l, LayerMatmul::kW3, xb_.data(), hb2_.data());
-    for (int i = 0; i < hidden; ++i) {
-      float val = hb_[size_t(i)];
-      val *= 1.0f / (1.0f + std::exp(-val));  // SiLU
-      hb_[size_t(i)] = val * hb2_[size_t(i)];
-    }
-    layer_matmul(l, LayerMatmul::kW2, hb_.data(), xb_.data());
+    ffn(l, xb_.data(), xb_.data());
     for (int i = 0; i < dim; ++i) x[i] += xb_[size_t(i)];
   }
   rmsnorm(x, x, ck_.rms_final.data(), dim);

@@ -1,8 +1,9 @@
 // The llama2.c transformer's forward pass on the CPU, one token at a time with a KV cache, in
 // float32 as run.c computes it (RMSNorm, RoPE, grouped-query attention, SwiGLU FFN, classifier).
 // The seven matmuls of each layer go through layer_matmul(), which the int8 path (int8_model.h)
-// replaces with the Edge TPU's arithmetic and the calibration pass observes; everything else is the
-// same code for both, so the two paths differ exactly in the layer matmuls.
+// replaces with the Edge TPU's arithmetic and the calibration pass observes; the FFN (w1, w3, SiLU
+// times w3's output, w2) goes through ffn(), which the int8 path replaces as a whole so that its
+// elementwise part can be the chip's ops too. Everything else is the same code for both.
 #pragma once
 
 #include <span>
@@ -43,6 +44,8 @@ class Transformer {
 
  protected:
   virtual void layer_matmul(int layer, LayerMatmul m, const float* in, float* out);
+  // out = w2 (SiLU(w1 in) * (w3 in)); `out` may be `in`.
+  virtual void ffn(int layer, const float* in, float* out);
   void float_matmul(const float* w, const float* in, float* out, int rows, int cols);
   const Checkpoint& ck_;
   ThreadPool& pool_;

@@ -100,5 +100,29 @@ TEST(FcCodegen, ClampsAndMultipliersFollowGoogleFloat32Steps) {
   EXPECT_EQ(fc_clamp(0, 129, s), std::nextafter(-129.0f, -200.0f));
 }
 
+// The fused FFN program (generate_ffn): well formed for the llm shapes, and refused with the
+// reason when w1's and w3's group i are not on one tile or w2's K is not half the up layer's N.
+// Its arithmetic is checked against the int8 path on the virtual Edge TPU (tests/llm).
+TEST(FfnCodegen, WellFormedAndPairsW1AndW3OnOneTile) {
+  FfnLayer f;
+  f.up = layer(256, 320);  // w1 and w3 of hidden 128, K padded to 320
+  f.down = layer(320, 128);
+  f.h1_scale = 0.05f;
+  f.mult_a = f.mult_m = 0.01f;
+  f.a_clamp_min = f.m_clamp_min = -128;
+  f.a_clamp_max = f.m_clamp_max = 127;
+  FcPlacement up{{3, 3, 9, 9}, {0, 1024, 0, 1024}}, down{{0, 1, 2, 3, 4}, {2048, 2048, 0, 0, 0}};
+  const FfnPrograms p = generate_ffn(f, up, down);
+  expect_well_formed(p.execution, "ffn execution");
+  expect_well_formed(p.caching_up, "ffn caching up");
+  expect_well_formed(p.caching_down, "ffn caching down");
+  EXPECT_EQ(p.execution.input_layers.at(0).z_dim, 320);
+  EXPECT_EQ(p.execution.output_layers.at(0).z_dim, 320);
+  const FcPlacement split{{3, 4, 9, 9}, {0, 1024, 0, 1024}};
+  EXPECT_THROW(generate_ffn(f, split, down), Error);
+  f.down = layer(320, 256);
+  EXPECT_THROW(generate_ffn(f, up, down), Error);
+}
+
 }  // namespace
 }  // namespace tinycoral::compiler

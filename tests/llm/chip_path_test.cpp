@@ -74,10 +74,11 @@ TEST(ChipPathStepA, BothTestCheckpointsGiveTheInt8PathsLogitsBitForBit) {
     expect_chip_equals_int8(ck, tok, name == "rand15M" ? 6 : 16, s);
     EXPECT_EQ(s.chip_matmuls, 7 * ck.config.n_layers);
     EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
-    // q, k and v share one program, and so do w1 and w3, when they fit in 32 groups together.
+    // q, k and v share one program when they fit in 32 groups together; the whole FFN (w1, w3,
+    // LOGISTIC, two MULs, w2) is one program: three per layer.
     const int64_t qkv = (ck.config.dim + 63) / 64 + 2 * ((ck.config.kv_dim() + 63) / 64);
-    const int64_t w13 = 2 * ((ck.config.hidden_dim + 63) / 64);
-    EXPECT_EQ(s.programs, ck.config.n_layers * ((qkv <= 32 ? 1 : 3) + 2 + (w13 <= 32 ? 1 : 2)));
+    EXPECT_EQ(s.fused_ffns, ck.config.n_layers);
+    EXPECT_EQ(s.programs, ck.config.n_layers * ((qkv <= 32 ? 1 : 3) + 2));
     EXPECT_LE(s.max_tile_units, 0x2000);
     // Every weight resident, padded to whole 64-output groups and 64-input pieces.
     EXPECT_GE(s.resident_bytes,
@@ -109,7 +110,32 @@ TEST(ChipPathStepA, OddShapesArePaddedSplitOrLeftOnTheHostExactly) {
   EXPECT_EQ(s.chip_matmuls, 6);
   EXPECT_EQ(s.host_matmuls, 1);
   EXPECT_NE(s.host_reason.find("w2 (80 x 2100)"), std::string::npos) << s.host_reason;
-  EXPECT_EQ(s.programs, 6);  // q+k+v, o, w1 and w3 in two programs each
+  EXPECT_EQ(s.programs, 6);    // q+k+v, o, w1 and w3 in two programs each
+  EXPECT_EQ(s.fused_ffns, 0);  // w2's K (2100) is over the generator's 1024
+}
+
+TEST(ChipPathStepB, FusedFfnWithPaddedShapesIsExact) {
+  TinyShape shape;
+  shape.dim = 80;      // w1/w3's K padded to 128
+  shape.hidden = 200;  // padded to 256: w2's K, and 4 w1/w3 pairs with 56 padding rows in the last
+  shape.heads = 4;
+  shape.kv_heads = 2;
+  shape.layers = 2;
+  shape.vocab = 300;
+  shape.seq_len = 32;
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("tinycoral_chip_ffn_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  write_bytes(dir / "model.bin", tiny_v0(shape, TinyWeights(shape)));
+  write_bytes(dir / "tokenizer.bin", tiny_tokenizer(shape.vocab));
+  const llm::Checkpoint ck = llm::load_checkpoint(dir / "model.bin");
+  const llm::Tokenizer tok = llm::Tokenizer::load(dir / "tokenizer.bin", shape.vocab);
+  std::filesystem::remove_all(dir);
+  llm::ChipPathStats s;
+  expect_chip_equals_int8(ck, tok, 24, s);
+  EXPECT_EQ(s.fused_ffns, 2);
+  EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
+  EXPECT_EQ(s.programs, 6);  // q+k+v, o, the FFN
 }
 
 TEST(ChipPathStepA, GenerateOnTheSimulatorWritesTheInt8TextAndModeledSpeed) {
@@ -126,7 +152,7 @@ TEST(ChipPathStepA, GenerateOnTheSimulatorWritesTheInt8TextAndModeledSpeed) {
   ASSERT_EQ(sim.exit_code, 0) << sim.err;
   EXPECT_EQ(sim.out, cpu.out);
   EXPECT_GT(sim.out.size(), 10u);
-  EXPECT_NE(sim.err.find("14 layer matmuls on the chip as 8 programs per token"), std::string::npos)
+  EXPECT_NE(sim.err.find("14 layer matmuls on the chip as 6 programs per token"), std::string::npos)
       << sim.err;
   EXPECT_NE(sim.err.find("modeled stick: "), std::string::npos) << sim.err;
   const CommandResult json = run_cli(args + " --device sim --json");
