@@ -27,22 +27,64 @@ std::string reg(int64_t r) { return numbered('s', r & 31); }
 std::string alu(const Instruction& in) {
   const int64_t s_op = in.value("s_op");
   if (s_op == 0) return "";
-  const bool immediate = (s_op & 0x20) != 0;
-  const int64_t op = s_op & 0x1f;
+  const bool immediate = (s_op & kAluImmediateBit) != 0;
+  const int64_t op = s_op & ~int64_t{kAluImmediateBit};
   const int64_t imm = in.value("imm");
   const std::string b = immediate ? hex(static_cast<uint64_t>(imm)) : reg(imm);
   const std::string x = reg(in.value("s_x"));
   const std::string y = reg(in.value("s_y"));
   const std::string p = numbered('p', in.value("s_x") & 7);
-  static const char* const kBinary[] = {nullptr, "+", "-", "&", "|", "^", "<<", ">>u", ">>"};
-  static const char* const kCompare[] = {"==", "!=", ">s", "<s", ">=u", ">=s"};
-  if (op >= 1 && op <= 8) return x + " = " + y + " " + kBinary[op] + " " + b;
-  if (op >= 9 && op <= 14) return p + " = " + y + " " + kCompare[op - 9] + " " + b;
-  if (op == 15) return x + " = " + b;
-  if (op == 16) return x + " = i2f " + b;
-  if (op == 17) return x + " = f2i " + b;
-  static const char* const kFloat[] = {"fadd", "fsub", "fmul", "fmax", "fmin"};
-  if (op >= 18 && op <= 22) return x + " = " + kFloat[op - 18] + " " + y + ", " + b;
+  auto binary = [&](const char* op_text) { return x + " = " + y + " " + op_text + " " + b; };
+  auto compare = [&](const char* op_text) { return p + " = " + y + " " + op_text + " " + b; };
+  auto floating = [&](const char* name) { return x + " = " + name + " " + y + ", " + b; };
+  switch (op) {
+    case kAluAdd:
+      return binary("+");
+    case kAluSub:
+      return binary("-");
+    case kAluAnd:
+      return binary("&");
+    case kAluOr:
+      return binary("|");
+    case kAluXor:
+      return binary("^");
+    case kAluShiftLeft:
+      return binary("<<");
+    case kAluShiftRight:
+      return binary(">>u");
+    case kAluShiftRightSigned:
+      return binary(">>");
+    case kAluEqual:
+      return compare("==");
+    case kAluNotEqual:
+      return compare("!=");
+    case kAluGreaterSigned:
+      return compare(">s");
+    case kAluLessSigned:
+      return compare("<s");
+    case kAluGreaterEqualUnsigned:
+      return compare(">=u");
+    case kAluGreaterEqualSigned:
+      return compare(">=s");
+    case kAluMove:
+      return x + " = " + b;
+    case kAluIntToFloat:
+      return x + " = i2f " + b;
+    case kAluFloatToInt:
+      return x + " = f2i " + b;
+    case kAluFloatAdd:
+      return floating("fadd");
+    case kAluFloatSub:
+      return floating("fsub");
+    case kAluFloatMul:
+      return floating("fmul");
+    case kAluFloatMax:
+      return floating("fmax");
+    case kAluFloatMin:
+      return floating("fmin");
+    default:
+      break;
+  }
   return "alu op " + hex(static_cast<uint64_t>(s_op));
 }
 
@@ -60,25 +102,25 @@ std::string memory(const Instruction& in) {
   }
   const std::string src = reg(in.value("vs_reg"));
   switch (in.value("v_op")) {
-    case 0:
+    case kVectorNone:
       break;
-    case 2:
+    case kStoreToWordAddress:
       add("smem[" + hex(static_cast<uint64_t>(in.value("v_cmd") << 8 | in.value("v_offset"))) +
           "] = " + src);
       break;
-    case 4:
+    case kStore:
       add("smem[" + reg(in.value("v_offset")) + "] = " + src);
       break;
-    case 6:
+    case kStorePostIncrement:
       add("smem[" + reg(in.value("v_offset")) + "++] = " + src);
       break;
-    case 8:
+    case kPushToHost:
       add("push " + src);
       break;
-    case 0xa:
+    case kDescriptorWord:
       add("desc[" + std::to_string(in.value("v_offset")) + "] = " + src);
       break;
-    case 0xc:
+    case kDescriptorIssue:
       add("issue desc");
       break;
     default:
@@ -97,7 +139,7 @@ std::string memory(const Instruction& in) {
 }  // namespace
 
 std::string describe_bundle(const Instruction& in) {
-  if (in.spec->opcode != 0x20) return "";
+  if (in.spec->opcode != kBundle) return "";
   std::string out = alu(in);
   const std::string mem = memory(in);
   if (!mem.empty()) out += (out.empty() ? "" : "; ") + mem;
