@@ -22,6 +22,7 @@
 namespace tinycoral::chip {
 
 struct TileWork;  // units/tile_work.h
+struct DmaWork;   // units/dma_work.h
 
 constexpr uint32_t kTileUnits = 12;  // UnitId::kOp .. UnitId::kTileSync
 constexpr uint32_t kScalarMemoryBytes = 16384;
@@ -386,6 +387,10 @@ struct VirtualEdgeTpu::Impl {
 
   // dma_units.cpp
   bool try_run_dma_work(uint32_t id);
+  // units/pop.cpp, infeed.cpp, outfeed.cpp: as the tile units' handlers.
+  bool run_pop(DmaWork& d);      // 0x25
+  bool run_infeed(DmaWork& d);   // 0x26
+  bool run_outfeed(DmaWork& d);  // 0x27
   void deliver_output_bytes(std::span<const uint8_t> bytes);
 };
 
