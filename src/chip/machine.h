@@ -2,7 +2,7 @@
 // it: scheduler.cpp (dispatch, data-availability dependencies, the run loop, deadlock reports),
 // scalar_core.cpp (bundles, loops, branches, descriptors, fences), tile_units.cpp (footprints and
 // the dispatch to the tile units' handlers in units/: ring, mesh, wide/narrow DMA, NLU load, op)
-// and dma_units.cpp (pops, infeeds, outfeeds).
+// and dma_units.cpp (output delivery, the dispatch to units/pop, infeed and outfeed).
 #pragma once
 
 #include <algorithm>
