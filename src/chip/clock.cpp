@@ -19,7 +19,8 @@ uint64_t work_cycles(const ClockCosts& c, ClockUnit unit, const WorkAmount& a) {
   switch (unit) {
     case ClockUnit::kMac:
       if (a.fixed != 0) return a.fixed;
-      return c.op_start + std::max(a.op_steps, ceil_div(a.macs, c.macs_per_cycle));
+      return c.op_start +
+             std::max(ceil_div(a.op_steps, c.steps_per_cycle), ceil_div(a.macs, c.macs_per_cycle));
     case ClockUnit::kDma:
       return c.transfer_start + ceil_div(a.bytes, c.dma_bytes_per_cycle);
     case ClockUnit::kRing:
@@ -85,6 +86,19 @@ std::pair<uint64_t, uint64_t> ChipClock::run(uint32_t id, uint64_t ready, uint32
   return {start, finish};
 }
 
+void ChipClock::feed_fifo(uint32_t id, int tile, uint64_t first_row) {
+  uint64_t& end = fifo_end_[static_cast<size_t>(tile) % fifo_end_.size()];
+  end = std::max(end, finish_[id]);
+  finish_[id] = std::min(finish_[id], first_row);
+}
+
+uint64_t ChipClock::take_fifo_end(int tile) {
+  uint64_t& end = fifo_end_[static_cast<size_t>(tile) % fifo_end_.size()];
+  const uint64_t last = end;
+  end = 0;
+  return last;
+}
+
 void ChipClock::end_program(uint64_t executed) {
   const uint64_t total = std::max(scalar_now(executed), latest_all_);
   stats_.cycles += total;
@@ -93,6 +107,7 @@ void ChipClock::end_program(uint64_t executed) {
   finish_.clear();
   unit_free_.fill(0);
   latest_tile_.fill(0);
+  fifo_end_.fill(0);
   latest_all_ = 0;
   stall_ = 0;
   scalar_base_ = executed;

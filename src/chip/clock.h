@@ -3,8 +3,9 @@
 // scalar core has issued it, the instructions it depends on finished and its unit is free, and it
 // runs for its own cost (ClockCosts, stated per unit). Streams overlap: a ring consumer or inbound
 // mesh half starts when its first packet or word can have arrived and ends no earlier than its
-// last one. The scalar core spends a cycle per instruction and waits at fences for the work it
-// waits for. The calibration against Google's figures is in docs/chip.md "Clock".
+// last one, and an op drains its weight FIFO while the ring consumer before it fills it. The
+// scalar core spends a cycle per instruction and waits at fences for the work it waits for. The
+// calibration against Google's figures is in docs/chip.md "Clock".
 #pragma once
 
 #include <array>
@@ -26,11 +27,14 @@ enum class ClockUnit : uint8_t { kMac, kDma, kRing, kMesh, kScalar, kCount };
 const char* clock_unit_name(ClockUnit unit);
 constexpr size_t kClockUnits = static_cast<size_t>(ClockUnit::kCount);
 
-// The cost of each kind of instruction, in chip cycles. The MAC array's width is the chip's
-// (isa.md: 64 columns x 4 MACs per tile and step); the other rates are calibrated (docs/chip.md
-// "Clock").
+// The cost of each kind of instruction, in chip cycles. An op step multiplies one input word by
+// one weight row (isa.md: up to 64 columns x 4 MACs, one weight byte per MAC); the rates are
+// calibrated (docs/chip.md "Clock").
 struct ClockCosts {
-  uint32_t macs_per_cycle = 256;       // per tile: one op step of the MAC array
+  // op, per tile: weight bytes (= MACs) a cycle, so a full 256-byte row takes 3.6 cycles and a
+  // depthwise step's 16-byte diagonal a quarter of one; and at most this many loop steps a cycle
+  uint32_t macs_per_cycle = 72;
+  uint32_t steps_per_cycle = 4;
   uint32_t op_start = 32;              // op: pipeline fill per instruction
   uint32_t dma_bytes_per_cycle = 64;   // wideToNarrow / narrowToWide, pops, infeeds, outfeeds
   uint32_t ring_bytes_per_cycle = 64;  // ring producers and consumers
@@ -44,7 +48,7 @@ struct ClockCosts {
 // What one instruction instance did, as far as its cost goes.
 struct WorkAmount {
   uint64_t op_steps = 0;    // op: iterations of its loop nest
-  uint64_t macs = 0;        // op
+  uint64_t macs = 0;        // op: the MACs of the columns its steps use
   uint64_t bytes = 0;       // data moved by a DMA / ring instruction
   uint64_t mesh_words = 0;  // mesh: the longer of its two halves
   uint32_t fixed = 0;       // NLU load, fence
@@ -105,6 +109,13 @@ class ChipClock {
                                     const WorkAmount& amount,
                                     std::pair<uint64_t, uint64_t> input = {0, 0}, int tile = -1);
 
+  // A ring consumer `id` on `tile` fills the weight FIFO of the op after it, which drains it as it
+  // fills (the FIFO holds a few rows of a stream of hundreds): works that wait for the consumer may
+  // start once its first row landed at `first_row`, and the tile's next FIFO op ends no earlier
+  // than the stream (take_fifo_end).
+  void feed_fifo(uint32_t id, int tile, uint64_t first_row);
+  uint64_t take_fifo_end(int tile);
+
   // Latest finish of any work on `tile` (-1: any work at all).
   uint64_t latest(int tile) const { return tile < 0 ? latest_all_ : latest_tile_[tile]; }
 
@@ -126,6 +137,7 @@ class ChipClock {
   std::vector<uint64_t> finish_;
   std::array<uint64_t, 16 * 32> unit_free_{};
   std::array<uint64_t, 16> latest_tile_{};
+  std::array<uint64_t, 16> fifo_end_{};  // last row of the FIFO streams not yet drained
   uint64_t latest_all_ = 0;
   uint64_t stall_ = 0, scalar_base_ = 0;
   std::array<std::array<Arrivals, 2>, 16> ring_;

@@ -20,6 +20,17 @@ uint64_t op_steps(const OpInstr& op) {
   return steps;
 }
 
+// Whether the next op on the work's tile, in program order, reads its weights through a FIFO.
+bool next_op_reads_fifo(const Work& w) {
+  const auto& items = w.program->items;
+  for (size_t i = w.item + 1; i < items.size(); ++i) {
+    if (!isa::is_tensor_op(items[i].opcode)) continue;
+    const auto& op = std::get<OpInstr>(items[i].decoded);
+    if (op.tile_mask >> w.tile & 1) return op.par_fifo != 0;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::pair<uint64_t, uint64_t> VirtualEdgeTpu::Impl::clock_tile_work(uint32_t id, uint64_t macs,
@@ -32,8 +43,10 @@ std::pair<uint64_t, uint64_t> VirtualEdgeTpu::Impl::clock_tile_work(uint32_t id,
   std::pair<uint64_t, uint64_t> input{0, 0};
   const uint8_t opcode = item.opcode;
   if (isa::is_tensor_op(opcode)) {
-    amount.op_steps = op_steps(std::get<OpInstr>(item.decoded));
+    const auto& op = std::get<OpInstr>(item.decoded);
+    amount.op_steps = op_steps(op);
     amount.macs = macs;
+    if (op.par_fifo != 0) input.second = clock.take_fifo_end(w.tile);
   } else if (opcode == isa::kRingProducer) {
     unit = ClockUnit::kRing;
     amount.bytes = std::get<RingInstr>(item.decoded).ttu.steps() * kWideRowBytes;
@@ -58,7 +71,10 @@ std::pair<uint64_t, uint64_t> VirtualEdgeTpu::Impl::clock_tile_work(uint32_t id,
   const auto [start, finish] =
       clock.run(id, w.ready_cycle, unit_slot(w), unit, amount, input, w.tile);
   // Streams it fed: the first packet (word) arrives one packet after the sender started.
-  if (opcode == isa::kRingProducer) {
+  if ((opcode == isa::kRingConsumer0 || opcode == isa::kRingConsumer1) && next_op_reads_fifo(w)) {
+    const uint64_t row = kWideRowBytes / std::max(1u, clock.costs().ring_bytes_per_cycle);
+    clock.feed_fifo(id, w.tile, std::max(start, input.first) + clock.costs().transfer_start + row);
+  } else if (opcode == isa::kRingProducer) {
     const auto& r = std::get<RingInstr>(item.decoded);
     const uint64_t steps = r.ttu.steps();
     const uint64_t first = start + clock.costs().transfer_start +

@@ -125,11 +125,14 @@ TEST(Clock, ProgramsAddUpAndEachIsReportedOnItsOwn) {
 TEST(Clock, WorkCostsFollowTheStatedRates) {
   const ClockCosts c;
   WorkAmount op;
-  op.op_steps = 100;
-  op.macs = 256 * 300;  // the MAC array is the bound: 300 steps' worth
+  op.op_steps = 100 * c.steps_per_cycle;
+  op.macs = uint64_t{c.macs_per_cycle} * 300;  // the weight bytes are the bound: 300 cycles
   EXPECT_EQ(work_cycles(c, ClockUnit::kMac, op), c.op_start + 300);
-  op.macs = 256 * 10;  // the loop nest is the bound
+  op.macs = 16 * op.op_steps;  // depthwise diagonals (16 bytes a step): the step rate is the bound
   EXPECT_EQ(work_cycles(c, ClockUnit::kMac, op), c.op_start + 100);
+  // A full 256-byte row costs more than a cycle, a 16-byte diagonal less: the point of the rates.
+  EXPECT_GT(256u, c.macs_per_cycle);
+  EXPECT_LT(16u, c.macs_per_cycle);
   WorkAmount ring;
   ring.bytes = 10 * 256;
   EXPECT_EQ(work_cycles(c, ClockUnit::kRing, ring), c.transfer_start + 40);
@@ -160,6 +163,33 @@ TEST(Clock, StreamReaderStartsAtItsFirstPacketAndEndsAfterItsLast) {
   EXPECT_EQ(finish, 200u + c.transfer_start);
   EXPECT_EQ(clock.latest(3), finish);
   EXPECT_EQ(clock.latest(2), 0u);
+}
+
+TEST(Clock, FifoConsumerLetsItsOpDrainTheStreamAsItArrives) {
+  // A consumer fills tile 2's weight FIFO from cycle 10 to 1010. What waits for it may start at its
+  // first row (cycle 30); the FIFO op after it (its own cost 100 cycles) cannot end before the
+  // stream's last row: at 1010 + transfer_start, not 1010 + 100.
+  ChipClock clock;
+  const ClockCosts& c = clock.costs();
+  clock.add_work();
+  clock.add_work();
+  WorkAmount stream;
+  stream.bytes = (1000 - c.transfer_start) * uint64_t{c.ring_bytes_per_cycle};
+  const auto [start, finish] = clock.run(0, 10, 2 * 16 + 4, ClockUnit::kRing, stream, {0, 0}, 2);
+  ASSERT_EQ(start, 10u);
+  ASSERT_EQ(finish, 1010u);
+  clock.feed_fifo(0, 2, 30);
+  EXPECT_EQ(clock.finish_of(0), 30u);
+  EXPECT_EQ(clock.latest(2), 1010u);  // fences still wait for the whole stream
+  WorkAmount op;
+  op.op_steps = (100 - c.op_start) * c.steps_per_cycle;
+  const uint64_t end = clock.take_fifo_end(2);
+  EXPECT_EQ(end, 1010u);
+  EXPECT_EQ(clock.take_fifo_end(2), 0u);  // taken by one op only
+  const auto [op_start, op_finish] =
+      clock.run(1, clock.finish_of(0), 2 * 16, ClockUnit::kMac, op, {0, end}, 2);
+  EXPECT_EQ(op_start, 30u);
+  EXPECT_EQ(op_finish, 1010u + c.transfer_start);
 }
 
 }  // namespace

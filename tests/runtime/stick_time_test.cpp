@@ -39,28 +39,25 @@ TEST(StickTime, PartsAddUpAtTheMeasuredLinkRates) {
   EXPECT_DOUBLE_EQ(t.total_ms_max(), 3.0 + StickLink{}.per_run_ms);
 }
 
-// Modeled cycles of each gen2020 execution program over the compiler's estimate: the band the
-// calibration table states for it.
-struct CyclePoint {
-  const char* model;
-  double low, high;
-};
-
+// Each gen2020 execution program's modeled cycles, less the scalar core's instructions (the
+// classifiers' 1001-class softmax runs there after the tiles finished, ~58,000 bundles, which the
+// compiler's estimate leaves out: docs/chip.md "Clock"), over the compiler's estimate. Where a
+// stick timing can be set beside an estimate the two agree within 10% (MobileNet v1 1.0/224; MNIST,
+// frontend.md 4.3); the model may add up to 20% (it counts every layer's halo and weight transfers)
+// and fall 5% short of it.
 TEST(StickTime, Gen2020ProgramsStayWithinTheirBandsOfTheCompilersEstimate) {
   TINYCORAL_REQUIRE_TESTDATA(data);
-  for (const CyclePoint& p :
-       {CyclePoint{"gen2020/mobilenet_v1_1.0_224_quant_embedding_extractor_edgetpu.tflite", 0.75,
-                   1.0},
-        CyclePoint{"gen2020/posenet_mobilenet_v1_075_353_481_quant_decoder_edgetpu.tflite", 0.85,
-                   1.05},
-        CyclePoint{"gen2020/mobilenet_v2_1.0_224_quant_edgetpu.tflite", 1.25, 1.55},
-        CyclePoint{"gen2020/mobilenet_v1_0.5_160_quant_edgetpu.tflite", 1.5, 1.95},
-        CyclePoint{"gen2020/mobilenet_v1_0.25_128_quant_edgetpu.tflite", 4.2, 5.2}}) {
-    SCOPED_TRACE(p.model);
-    const double ratio =
-        double(runs_of(data / p.model).inference.cycles) / double(estimated_cycles(data / p.model));
-    EXPECT_GE(ratio, p.low);
-    EXPECT_LE(ratio, p.high);
+  for (const char* model : {"gen2020/mobilenet_v1_1.0_224_quant_embedding_extractor_edgetpu.tflite",
+                            "gen2020/posenet_mobilenet_v1_075_353_481_quant_decoder_edgetpu.tflite",
+                            "gen2020/mobilenet_v2_1.0_224_quant_edgetpu.tflite",
+                            "gen2020/mobilenet_v1_0.5_160_quant_edgetpu.tflite",
+                            "gen2020/mobilenet_v1_0.25_128_quant_edgetpu.tflite"}) {
+    SCOPED_TRACE(model);
+    const ProgramRun run = runs_of(data / model).inference;
+    const uint64_t scalar = run.busy_cycles[static_cast<size_t>(chip::ClockUnit::kScalar)];
+    const double ratio = double(run.cycles - scalar) / double(estimated_cycles(data / model));
+    EXPECT_GE(ratio, 0.95);
+    EXPECT_LE(ratio, 1.2);
   }
 }
 
@@ -68,13 +65,13 @@ TEST(StickTime, MobileNetV1At224ExtractorIsJustBelowTheWholeClassifierOnTheStick
   TINYCORAL_REQUIRE_TESTDATA(data);
   // Google's program for the whole classifier took 3.96 ms at 250 MHz and 2.45 ms at 500 MHz; the
   // test data has its embedding extractor (the same layers without the 1001-class FC and softmax,
-  // ~60-70k cycles): it must come out below those figures, and within 25% of them.
+  // ~60k cycles, 5-6% of those figures): it must come out below them, and within 15%.
   const StickTime t = stick_time(
       runs_of(data / "gen2020/mobilenet_v1_1.0_224_quant_embedding_extractor_edgetpu.tflite")
           .inference);
   for (auto [modeled, known] : {std::pair{t.total_ms_high(), 3.96}, {t.total_ms_max(), 2.45}}) {
     EXPECT_LT(modeled, known);
-    EXPECT_GT(modeled, 0.75 * known);
+    EXPECT_GT(modeled, 0.85 * known);
   }
   // The known pair splits into 755k cycles plus 0.94 ms that does not scale with the clock: the
   // link and the per-run cost must explain that part within 10%.
