@@ -525,7 +525,8 @@ void VirtualEdgeTpu::Impl::dispatch(uint32_t index) {
     }
     // A FIFO reader whose rows' earlier fills are all taken reads the next writer's fill.
     std::vector<uint32_t> taken;
-    if (opcode == isa::kWideToNarrow) taken = fifo_writers_all_taken(ts, *program, index);
+    if (opcode == isa::kWideToNarrow || opcode == isa::kRingProducer)
+      taken = fifo_writers_all_taken(ts, *program, index);
     if (taken.empty()) {
       add_hazards(ts.region, works[id], id);
     } else {
