@@ -114,6 +114,20 @@ std::vector<std::array<double, kCells>> float_lstm(const container::Model& twin,
   return out;
 }
 
+// The twin after its LSTM (RESHAPE, FULLY_CONNECTED, SOFTMAX, QUANTIZE) as a model of its own,
+// whose input is the hidden sequence and whose outputs are the class scores and the logits.
+container::Model twin_classifier(container::Model twin) {
+  auto& sg = twin.subgraphs.at(0);
+  const auto& lstm = sg.operators.at(1);
+  const int32_t sequence = lstm.outputs.at(0);
+  const int32_t fc_out = sg.operators.at(2 + 1).outputs.at(0);
+  sg.operators.erase(sg.operators.begin(), sg.operators.begin() + 2);
+  sg.inputs = {sequence};
+  sg.outputs = {sg.outputs.at(0), fc_out};
+  for (auto& t : sg.tensors) t.is_variable = false;
+  return twin;
+}
+
 TEST(GoogleLstmOnTheChip, RunsAllTimeStepsAndClassifiesTheNine) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   const std::string model = "gen2021/keras_lstm_mnist_ptq";
@@ -158,6 +172,27 @@ TEST(GoogleLstmOnTheChip, RunsAllTimeStepsAndClassifiesTheNine) {
       worst = std::max(worst, std::abs(chip_h - reference[t][static_cast<size_t>(k)]));
     }
   EXPECT_LE(worst / kHiddenScale, 2.0);
+
+  // Given the chip's hidden sequence, the rest is the twin's in every byte: its FULLY_CONNECTED
+  // (the chip's logits stay in tile 0's narrow memory at 0x230) and its SOFTMAX, `edgetpu`
+  // rounding (int8 values are the chip's bytes - 128).
+  host::InterpreterOptions options;
+  options.rounding = host::Rounding::kEdgeTpu;
+  host::Interpreter classifier(twin_classifier(twin), options);
+  std::vector<uint8_t> sequence;
+  for (int t = 0; t < kSteps; ++t)
+    for (int k = 0; k < kCells; ++k)
+      sequence.push_back(static_cast<uint8_t>(first[t][static_cast<size_t>(k)] ^ 0x80));
+  classifier.set_input(0, sequence);
+  classifier.invoke();
+  const auto twin_scores = classifier.output_bytes(0);
+  const auto twin_logits = classifier.output_bytes(1);
+  ASSERT_EQ(twin_scores.size(), 10u);
+  ASSERT_EQ(twin_logits.size(), 10u);
+  for (size_t c = 0; c < 10; ++c) {
+    EXPECT_EQ(chip.tile(0).narrow[0x230 + c], twin_logits[c] ^ 0x80) << "logit " << c;
+    EXPECT_EQ(scores[c], twin_scores[c]) << "score " << c;
+  }
   ::testing::Test::RecordProperty("worst_hidden_steps", std::to_string(worst / kHiddenScale));
   ::testing::Test::RecordProperty("class9_score", scores[9]);
 }
