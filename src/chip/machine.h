@@ -178,9 +178,10 @@ struct Work {
   UnitId unit = UnitId::kOp;
   uint64_t order = 0;
   std::vector<Access> accesses;
-  uint32_t pop = kNone;  // infeed: the pop whose staging data it sends
-  uint64_t ordinal = 0;  // producer with scalar destination: its place in the outfeed stream
-  uint32_t packets = 0;  // producer: packets it sends
+  uint32_t pop = kNone;      // infeed: the pop whose staging data it sends
+  uint64_t ordinal = 0;      // producer with scalar destination: its place in the outfeed stream
+  uint32_t packets = 0;      // producer: packets it sends
+  int64_t narrow_shift = 0;  // register-indirect narrowToWide: words added to its narrow address
   // consumer with the aux pair: bias blocks it takes, from the bias load that reads its aux row
   // (0: not known, see consumer_aux_groups)
   uint32_t aux_groups = 0;

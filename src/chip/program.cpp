@@ -52,6 +52,26 @@ uint32_t stream_units(uint64_t d0_limit, uint64_t d1_limit, uint64_t count_m1, b
 
 // Each decoder finds its fields in the table once (function-local statics).
 
+// x28 of the ring and wide/narrow instructions: bit 10 makes the instruction register-indirect
+// (program.h). Set only in two Keras LSTM instructions (0x4c0, 0x4c7).
+RegisterIndirect register_indirect(const Bits& b, uint8_t opcode) {
+  static const std::array<Field, 5> x28 = {
+      Field(isa::kRingProducer, "x28"), Field(isa::kRingConsumer0, "x28"),
+      Field(isa::kRingConsumer1, "x28"), Field(isa::kNarrowToWide, "x28"),
+      Field(isa::kWideToNarrow, "x28")};
+  const size_t i = opcode == isa::kRingProducer    ? 0
+                   : opcode == isa::kRingConsumer0 ? 1
+                   : opcode == isa::kRingConsumer1 ? 2
+                   : opcode == isa::kNarrowToWide  ? 3
+                                                   : 4;
+  const uint64_t v = b.u(x28[i]);
+  RegisterIndirect r;
+  r.on = (v >> 10 & 1) != 0;
+  r.mask_reg = static_cast<uint8_t>(v >> 5 & 31);
+  r.addr_reg = static_cast<uint8_t>(v & 31);
+  return r;
+}
+
 RingInstr decode_ring(const Bits& b, uint8_t opcode) {
   struct Fields {
     explicit Fields(uint8_t op)
@@ -69,6 +89,7 @@ RingInstr decode_ring(const Bits& b, uint8_t opcode) {
   r.addr = static_cast<uint32_t>(b.u(f.addr));
   r.ttu = dma_ttu(b, f.walk);
   r.mode = static_cast<uint8_t>(b.u(f.mode));
+  r.indirect = register_indirect(b, opcode);
   if (opcode == isa::kRingProducer) {
     static const Field to_c1(opcode, "to_c1"), dest(opcode, "dest");
     // Records r0-r2: id = op << 5 | counter (isa.md 2.6).
@@ -134,6 +155,7 @@ WideNarrowInstr decode_wide_to_narrow(const Bits& b) {
   static const Fields f(isa::kWideToNarrow);
   WideNarrowInstr w;
   w.tile_mask = static_cast<uint16_t>(b.u(f.tiles));
+  w.indirect = register_indirect(b, isa::kWideToNarrow);
   w.wide_addr = static_cast<uint32_t>(b.u(f.wide_addr));
   w.wide_ttu = dma_ttu(b, f.wide_walk);
   w.narrow_addr = static_cast<uint32_t>(b.u(f.narrow_addr));
@@ -178,6 +200,7 @@ WideNarrowInstr decode_narrow_to_wide(const Bits& b) {
   static const Fields f(isa::kNarrowToWide);
   WideNarrowInstr w;
   w.tile_mask = static_cast<uint16_t>(b.u(f.tiles));
+  w.indirect = register_indirect(b, isa::kNarrowToWide);
   w.narrow_addr = static_cast<uint32_t>(b.u(f.narrow_addr));
   w.narrow_ttu = dma_ttu(b, f.narrow_walk);
   w.wide_addr = static_cast<uint32_t>(b.u(f.wide_addr));

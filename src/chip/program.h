@@ -20,6 +20,15 @@ namespace tinycoral::chip {
 // OpTtu with unused levels left at (0, 0).
 using DmaTtu = OpTtu;
 
+// Tile instructions whose tile mask (and narrow address) come from scalar registers at dispatch
+// (x28, bits 28-45: bit 10 on, bits 5-9 the mask register, bits 0-4 the address register, 0 =
+// the instruction's own address). The Keras LSTM gathers one image row per time step from the
+// tile holding it (docs/chip.md "Register-indirect tile instructions").
+struct RegisterIndirect {
+  bool on = false;
+  uint8_t mask_reg = 0, addr_reg = 0;
+};
+
 // 0x20: one VLIW bundle (geohot's field view, isa.md 2.11).
 struct ScalarBundle {
   bool gate = false, pred_pol = false;
@@ -100,6 +109,7 @@ struct RingInstr {  // 0x10 / 0x11 / 0x12
   uint32_t dest = 0;  // bit t = tile t, bit 16 = scalar core
   // Producer: the tile sync counters its records r0-r2 wait on (bit k = counter k, isa.md 2.12).
   uint32_t wait_counters = 0;
+  RegisterIndirect indirect;
 };
 struct MeshInstr {  // 0x15..0x18
   uint16_t tile_mask = 0;
@@ -133,6 +143,7 @@ struct WideNarrowInstr {  // 0x13 narrowToWide / 0x14 wideToNarrow
   bool transposing = false;    // 0x13 tail_f799
   bool transpose16 = false;    // 0x13 bit 800: the transposition moves 16-bit elements
   uint32_t wait_counters = 0;  // the tile sync counter its sync record waits on (bit k), or 0
+  RegisterIndirect indirect;
 };
 // Planes a bias load (mode-2 wideToNarrow) writes: the iterations of its narrow level 1 when that
 // level steps a whole bias plane of 64 words (per-channel loads: multipliers, then biases), else 1.

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "chip/machine.h"
+#include "chip/register_indirect.h"
 #include "common/error.h"
 
 namespace tinycoral::chip {
@@ -458,7 +459,8 @@ void VirtualEdgeTpu::Impl::dispatch(uint32_t index) {
     return;
   }
 
-  const uint16_t mask = tile_mask_of(item);
+  const uint16_t mask = dispatch_tile_mask(item, tile_mask_of(item), scalar);
+  const int64_t narrow_shift = indirect_narrow_shift(item, scalar);
   const RingInstr* producer = nullptr;
   std::vector<uint32_t> producer_works;
   const std::vector<Access>* item_footprint = nullptr;  // the same for all its tiles
@@ -496,7 +498,12 @@ void VirtualEdgeTpu::Impl::dispatch(uint32_t index) {
     const UnitId unit = tile_unit_of(opcode);
     const uint32_t id = new_work(index, t, unit);
     if (!item_footprint) item_footprint = &footprint_of(*program, index);
-    works[id].accesses = *item_footprint;
+    if (narrow_shift == 0) {
+      works[id].accesses = *item_footprint;
+    } else {
+      works[id].accesses = shifted_narrow_footprint(*item_footprint, narrow_shift);
+      works[id].narrow_shift = narrow_shift;
+    }
     const uint32_t barrier = ts.last_barrier[static_cast<size_t>(unit)];
     if (barrier != kNone) works[id].deps.push_back(barrier);
     if (opcode == isa::kRingProducer) {
@@ -518,7 +525,8 @@ void VirtualEdgeTpu::Impl::dispatch(uint32_t index) {
     }
     // A FIFO reader whose rows' earlier fills are all taken reads the next writer's fill.
     std::vector<uint32_t> taken;
-    if (opcode == isa::kWideToNarrow) taken = fifo_writers_all_taken(ts, *program, index);
+    if (opcode == isa::kWideToNarrow || opcode == isa::kRingProducer)
+      taken = fifo_writers_all_taken(ts, *program, index);
     if (taken.empty()) {
       add_hazards(ts.region, works[id], id);
     } else {

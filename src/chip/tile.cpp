@@ -185,6 +185,15 @@ uint8_t* OpEnv::wide_write(int64_t unit, uint32_t length) {
     fail_op(
         cat("wide write at unit ", unit, " (+", length, " bytes) outside ", kWideUnits, " units"));
   tile_.stats.wide_bytes_written += length;
+  // An op's partial-sum row (the softmax shift constant's -m) supersedes fills still queued in
+  // that row: the Keras LSTM's softmax writes it into row 0x2068, where its time loop's feeds
+  // leave a fill, and the bias load after it (word 3378, two visits) must read the sums.
+  if (unit % 4 == 0 && length == kWideRowBytes)
+    if (FifoRow* r = tile_.fifo_rows.find(static_cast<uint32_t>(unit / 4)))
+      while (!r->fills.empty()) {
+        r->fills.pop_front();
+        ++r->consumed;
+      }
   return tile_.wide.data() + byte;
 }
 

@@ -63,13 +63,23 @@ uint64_t consumer_packets_needed(const RingInstr& r, uint32_t known_groups) {
 std::vector<uint32_t> VirtualEdgeTpu::Impl::fifo_writers_all_taken(const TileState& ts,
                                                                    const Program& program,
                                                                    uint32_t index) {
-  const auto& reader = std::get<WideNarrowInstr>(program.items[index].decoded);
-  if (reader.mode == 2 || reader.wide_ttu.steps() > kMaxRowSteps) return {};
+  // A ring producer reads a FIFO row's fills too (the Keras LSTM's gather after the time loop:
+  // tile 0 sends 4 chunks of the hidden sequence through row 0x2064, producer 2072 issued after
+  // narrowToWide 2054, whose fill producer 2050 took; it reads 2076's fill).
+  const ProgramItem& reader_item = program.items[index];
+  const bool producer = reader_item.opcode == isa::kRingProducer;
+  bool fifo = producer;
+  if (producer) {
+    if (std::get<RingInstr>(reader_item.decoded).ttu.steps() > kMaxRowSteps) return {};
+  } else {
+    const auto& reader = std::get<WideNarrowInstr>(reader_item.decoded);
+    if (reader.mode == 2 || reader.wide_ttu.steps() > kMaxRowSteps) return {};
+    fifo = reader.wide_circ;
+  }
   const RowVisits& rows = item_rows(program, index);
   if (rows.empty()) return {};
   // A walk that visits a row more than once reads it as a FIFO too (as the unit does): the
   // 64x64 softmax gathers two packets per tile through row 0x2074 (bright_64x64 word 1622).
-  bool fifo = reader.wide_circ;
   for (auto [row, visits] : rows) fifo |= visits > 1;
   if (!fifo) return {};
   // Fills written and taken per reader row (same order as `rows`).
@@ -79,7 +89,9 @@ std::vector<uint32_t> VirtualEdgeTpu::Impl::fifo_writers_all_taken(const TileSta
     const Work& e = works[eid];
     const ProgramItem& item = e.program->items[e.item];
     bool writes = false;
-    if (item.opcode == isa::kRingConsumer0 || item.opcode == isa::kRingConsumer1) {
+    if (item.opcode == isa::kRingProducer && producer) {
+      if (std::get<RingInstr>(item.decoded).ttu.steps() > kMaxRowSteps) return {};
+    } else if (item.opcode == isa::kRingConsumer0 || item.opcode == isa::kRingConsumer1) {
       const auto& r = std::get<RingInstr>(item.decoded);
       if (r.ttu.steps() > kMaxRowSteps) return {};
       writes = true;

@@ -56,9 +56,9 @@ Layout& Layout::tile_header(uint16_t seq_lo, uint16_t seq_width) {
   hex("tiles", 12, 16, "tile mask: bit t = tile t executes it");
   if (seq_lo > 28)
     hex("x28", 28, static_cast<uint16_t>(seq_lo - 28),
-        "0 except in two LSTM instructions sent to no tile (tiles 0): 0x4c0, 0x4c7; read as "
-        "register-indirect (bits 5-9 the register holding the tile mask, 0-4 the one holding the "
-        "narrow address, bit 10 on; not modelled)");
+        "0 except in two LSTM instructions sent to no tile (tiles 0): 0x4c0, 0x4c7; "
+        "register-indirect: bit 10 on, bits 5-9 the scalar register holding the tile mask, 0-4 "
+        "the one holding the narrow address (0: none); the simulator models both (docs/chip.md)");
   return u("seq", seq_lo, seq_width,
            "sequence number: running count of tile-dispatched instructions (isa.md 1.3)");
 }

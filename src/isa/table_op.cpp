@@ -71,7 +71,8 @@ OpcodeDecl tensor_op(uint8_t opcode, std::string mnemonic, std::string summary) 
   l.u("cfg3", 1850, 4, "7 MUL/maxpool/byte copies, 6 avg pool, else 0");
   l.u("w_zp", 1854, 8, "weight (operand b) zero point");
   l.rsv(1862, 4);
-  l.hex("x1866", 1866, 4, "1, 4 or 8 in a few DeepLab (gen2020) and LSTM ops; meaning unknown");
+  l.hex("x1866", 1866, 4,
+        "zero point of a 16-bit par operand in steps of 4096 (LSTM: 4 and 8; DeepLab gen2020 1)");
   l.u("in_zp", 1870, 8, "input zero point");
   l.rsv(1878, 6);
   l.hex("pc_aux_unit", 1884, 14, "per-channel ops: the consumer's aux_addr1 (unused here)");
@@ -90,10 +91,11 @@ OpcodeDecl tensor_op(uint8_t opcode, std::string mnemonic, std::string summary) 
   l.s("offset", 2045, 32, "int32 added to the accumulator (ADD, MAX_POOL)");
   l.u("out_zp", 2077, 8, "output zero point");
   l.rsv(2085, 4);
-  l.hex("x2089", 2089, 4, "1, 4 or 8 in a few DeepLab (gen2020) and LSTM ops (cf. x1866)");
+  l.hex("x2089", 2089, 4,
+        "zero point of a 16-bit output in steps of 4096 (LSTM: 4 and 8; DeepLab gen2020 1)");
   l.u("cfg4", 2093, 1, "1 for ops with bias/parameters");
   l.u("pc_mult", 2094, 1, "per-channel multipliers from the bias store's plane 0");
-  l.u("x2095", 2095, 2, "3 in two LSTM ops (with pc_mult 0); meaning unknown");
+  l.u("x2095", 2095, 2, "3 in two LSTM ops: the spline is odd (evaluated on |x|, x's sign)");
   l.rsv(2097, 79);
   return l.take();
 }

@@ -18,7 +18,7 @@ bool matches(const ClassEntry& e, const OpInstr& op) {
 const OpClass* classify(const OpInstr& op) {
   // cfg3 8 (per-channel requantization) is not a class of its own: the MAC classes below run it
   // through the engine's per-channel output stage (per_channel.h).
-  static const std::array<const ClassEntry*, 43> kTable = {
+  static const std::array<const ClassEntry*, 50> kTable = {
       // gen2020 ("frogfish") encodings, as in isa.md 2.1.2
       &kFullyConnected, &kConvKChunked, &kConvPositionOuter, &kDepthwiseConv, &kRequantize,
       &kLogistic, &kNarrowCopy, &kWordCopy, &kMulProduct, &kMulPack, &kAdd16, &kMaxPool,
@@ -28,6 +28,10 @@ const OpClass* classify(const OpInstr& op) {
       &kWordCopy2021, &kRequantize2021, &kConv2021, &kConvKChunked2021, &kDepthwiseNoPosition2021,
       &kConvNoPosition2021, &kFullyConnected2021, &kWordCopyReformat2021, &kRequantizeDp4,
       &kRequantizeDp0, &kLogistic2021, &kAdd16Dp4,
+      // the Keras LSTM (docs/chip_ops.md 7); its 16-bit products before the softmax's, which
+      // have no zero points
+      &kLstmGate, &kLstmAdd16, &kLstmAdd16Spline, &kLstmProduct8, &kLstmProduct16,
+      &kLstmProduct16To8, &kLstmWiden,
       // the on-tile softmax (docs/chip_ops.md 6.2)
       &kSoftmaxShiftConstant, &kSoftmaxSubtract, &kSoftmaxExponential, &kSoftmaxSumRsqrt,
       &kSoftmaxProduct16, &kSoftmaxPack16, &kSoftmaxScale16, &kFullyConnectedLongK,

@@ -68,5 +68,13 @@ extern const ClassEntry kSoftmaxPerWordExponential;
 extern const ClassEntry kSoftmaxProduct16;
 extern const ClassEntry kSoftmaxPack16;
 extern const ClassEntry kSoftmaxScale16;
+// The Keras LSTM (lstm.cpp)
+extern const ClassEntry kLstmGate;
+extern const ClassEntry kLstmAdd16;
+extern const ClassEntry kLstmAdd16Spline;
+extern const ClassEntry kLstmProduct8;
+extern const ClassEntry kLstmProduct16;
+extern const ClassEntry kLstmProduct16To8;
+extern const ClassEntry kLstmWiden;
 
 }  // namespace tinycoral::chip::ops

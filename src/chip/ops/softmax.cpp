@@ -13,79 +13,11 @@
 #include "chip/ops/nlu.h"
 #include "chip/ops/op_class_table.h"
 #include "chip/ops/requantize.h"
+#include "chip/ops/step_loop.h"
 
 namespace tinycoral::chip::ops {
 namespace {
-
-constexpr int kLoops = 8;
-
-// The main loop nest walked step by step: f(first, last, fill) per step, where `first` / `last`
-// say whether every reduced loop is at its first / last iteration and `fill` is the mixed-radix
-// index of the loops outside loop0 (the FIFO fill the step reads, as for the softmax maximum).
-// A partial last round (`loop_last`, bits 174-190: enable bit 14, count - 1 in bits 0-13) runs
-// loop0 only that far once every outer loop is at its last iteration: gen2021 MobileNet's 1001
-// classes are 251 words over 4 FIFO rows x 63 rounds (word 3262, loop_last 0x4002), their 501
-// exponential words 4 x 126 (word 9970, 0x4000).
-template <typename F>
-void each_step(const OpInstr& op, OpEnv& env, F f) {
-  std::array<uint32_t, kLoops> c{};
-  uint64_t steps = 1;
-  for (int k = 0; k < kLoops; ++k) steps *= uint64_t{op.loops[k]} + 1;
-  if (steps > (uint64_t{1} << 22))
-    env.fail_op(cat("main loop of ", steps, " steps exceeds the softmax ops' step bound"));
-  const bool partial = (op.rsv174 >> 14) & 1u;
-  const uint32_t last_round = partial ? std::min(op.rsv174 & 0x3fffu, op.loops[0]) : op.loops[0];
-  for (uint64_t s = 0; s < steps; ++s) {
-    bool outer_last = true;
-    for (int k = 1; k < kLoops; ++k) outer_last &= c[k] == op.loops[k];
-    const uint32_t loop0_last = outer_last ? last_round : op.loops[0];
-    if (c[0] <= loop0_last) {
-      bool first = true, last = true;
-      uint64_t fill = 0, scale = 1;
-      for (int k = 0; k < kLoops; ++k) {
-        if ((op.reduce_mask >> k) & 1u) {
-          first &= c[k] == 0;
-          last &= c[k] == (k == 0 ? loop0_last : op.loops[k]);
-        }
-        if (k > 0) {
-          fill += c[k] * scale;
-          scale *= uint64_t{op.loops[k]} + 1;
-        }
-      }
-      f(first, last, fill);
-    }
-    for (int k = 0; k < kLoops; ++k) {
-      if (c[k] < op.loops[k]) {
-        ++c[k];
-        break;
-      }
-      c[k] = 0;
-    }
-  }
-}
-
-// The `par` row of a step and its lane (unit % 4): resident wide memory, or fill `fill` of a FIFO.
-const uint8_t* par_row(const OpInstr& op, OpEnv& env, int64_t unit, uint64_t fill) {
-  const int64_t row = unit & ~int64_t{3};
-  if ((op.par_fifo & 0x1fffu) != 0) return env.par_fifo_row(static_cast<uint32_t>(fill), row);
-  return env.wide_read(row, kWideRowBytes);
-}
-
-int16_t half(const uint8_t* p) {
-  int16_t v;
-  std::memcpy(&v, p, 2);
-  return v;
-}
-
-// Accumulator plus bias and offset, saturated to int32: gen2021 MobileNet's per-word biases push
-// the padding classes down with -2^31 (word 2647), which must leave them at the minimum; a
-// wrapping add would make them the largest values of the maximum and the sum.
-int32_t saturate32(int64_t v) {
-  return static_cast<int32_t>(std::clamp<int64_t>(v, std::numeric_limits<int32_t>::min(),
-                                                  std::numeric_limits<int32_t>::max()));
-}
-
-OutputStage stage_of(const OpInstr& op) { return {op.mult, op.clamp_min, op.clamp_max, op.out_zp}; }
+using namespace steps;  // NOLINT(google-build-using-namespace): the shared step loop
 
 // ---- The shift constant (opcode 1, dp 0, cfg0 0, cfg2 0x12, cfg3 6) -------------------------
 // One byte x of `in` (the broadcast maximum m, in.hmode 1) times the lane of a zero row with w_zp
@@ -207,24 +139,6 @@ float rsqrt_spline(const NluTable& table, float v) {
   return std::ldexp(evaluate_spline(table, m), -e);
 }
 
-uint16_t to_u16(float v) {
-  if (std::isnan(v)) return 0;
-  return static_cast<uint16_t>(std::clamp(round_half_even(v), 0.0f, 65535.0f));
-}
-
-void write_halves(OpEnv& env, TtuWalker& out, const uint16_t* values, uint32_t columns) {
-  for (uint32_t w = 0; w < (columns + 1) / 2; ++w) {
-    std::memcpy(env.narrow_write(out.address(), 4), values + 2 * w, 4);
-    out.next();
-  }
-}
-
-uint16_t lane16(const uint8_t* row, uint32_t column, int lane) {
-  uint16_t v;
-  std::memcpy(&v, row + 4 * column + (lane & 2), 2);
-  return v;
-}
-
 void run_sum_rsqrt(const OpInstr& op, OpEnv& env) {
   if (!env.nlu().loaded) env.fail_op("reciprocal square root before any NLU table load (0x19)");
   const uint32_t columns = uint32_t{op.out_ch} + 1;
@@ -272,16 +186,18 @@ void run_product16(const OpInstr& op, OpEnv& env) {
 }
 
 // ---- 16-bit lane-select pack (opcode 1, dp 2, cfg0 0, cfg2 0xe, cfg3 6, NLU bits 4) ----------
-// MUL step 2 (isa.md 2.1.5) on 16-bit values: step i reads one word of `in` and lane i of the
-// identity row, so column c takes the low 16 bits of the word of step c; all steps form one group
-// (the whole loop nest), written as 16-bit values through the output stage (mult 1, clamps inf).
+// MUL step 2 (isa.md 2.1.5) on 16-bit values: step i of a pass of loop0 reads one word of `in`
+// and lane i of the identity row, so column c takes the low 16 bits of the word of step c; each
+// pass of loop0 is one group, written as 16-bit values through the output stage (mult 1, clamps
+// inf). The softmax's word 693 is one pass (loops (4)); the Keras LSTM's 1448 packs its 20
+// products as 5 passes of 4 (docs/chip_ops.md 7).
 void run_pack16(const OpInstr& op, OpEnv& env) {
   const uint32_t columns = uint32_t{op.out_ch} + 1;
   TtuWalker in(op.in), par(op.par), out(op.out);
   const OutputStage stage = stage_of(op);
   std::array<int64_t, 64> acc{};
-  uint64_t steps = 1, step = 0;
-  for (int k = 0; k < kLoops; ++k) steps *= uint64_t{op.loops[k]} + 1;
+  const uint64_t per_group = uint64_t{op.loops[0]} + 1;
+  uint64_t step = 0;
   each_step(op, env, [&](bool, bool, uint64_t fill) {
     uint16_t x;
     std::memcpy(&x, env.narrow_read(in.address(), 2), 2);
@@ -291,11 +207,12 @@ void run_pack16(const OpInstr& op, OpEnv& env) {
       acc[c] += (int32_t{x} - op.in_zp) * (int32_t{row[4 * c + lane]} - op.w_zp);
     in.next();
     par.next();
-    if (++step != steps) return;
+    if (++step % per_group != 0) return;
     uint16_t values[64] = {};
     for (uint32_t c = 0; c < columns; ++c)
       values[c] = to_u16(scale_and_clamp(saturate32(acc[c]), stage));
     write_halves(env, out, values, columns);
+    acc.fill(0);
   });
 }
 
@@ -455,12 +372,6 @@ void run_word16_times_row(const OpInstr& op, OpEnv& env) {
   });
 }
 
-uint32_t fills_outside_loop0(const OpInstr& op) {
-  if ((op.par_fifo & 0x1fffu) == 0) return 0;
-  uint32_t n = 1;
-  for (int k = 1; k < kLoops; ++k) n *= op.loops[k] + 1;
-  return n;
-}
 bool cfg2_1e(const OpInstr& op) { return op.cfg2 == 0x1e; }
 bool cfg2_0e(const OpInstr& op) { return op.cfg2 == 0xe; }
 bool pack16_fields(const OpInstr& op) { return op.cfg2 == 0xe && op.cfg3 == 6; }

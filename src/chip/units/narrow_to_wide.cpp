@@ -14,7 +14,8 @@ bool VirtualEdgeTpu::Impl::run_narrow_to_wide(TileWork& t) {
   std::vector<uint8_t> stream;
   stream.reserve(4 * std::min<uint64_t>(n.narrow_ttu.steps(), units::kMaxRowSteps));
   units::walk(n.narrow_ttu, [&](int64_t off) {
-    const uint8_t* p = t.narrow_word(int64_t{n.narrow_addr} + off, false);
+    // A register-indirect narrowToWide reads from the address its register held at dispatch.
+    const uint8_t* p = t.narrow_word(int64_t{n.narrow_addr} + t.w.narrow_shift + off, false);
     stream.insert(stream.end(), p, p + 4);
   });
   // One wide row per iteration of the narrow walk's outermost level when their counts agree
@@ -87,6 +88,7 @@ bool VirtualEdgeTpu::Impl::run_narrow_to_wide(TileWork& t) {
       std::memcpy(stream.data() + block, moved.data(), 16);
     }
   }
+  const bool one_word_fills = !n.transposing && n.wide_circ && per_row == 4;
   size_t pos = 0;
   units::walk(n.wide_ttu, [&](int64_t off) {
     if (pos >= stream.size()) return;
@@ -95,6 +97,13 @@ bool VirtualEdgeTpu::Impl::run_narrow_to_wide(TileWork& t) {
     const size_t take = std::min<size_t>(per_row, stream.size() - pos);
     if (word_per_step) {
       for (size_t j = 0; j < 4; ++j) row[4 * j] = stream[pos + j];
+    } else if (one_word_fills) {
+      // One word per fill reaches every column: the MUL and softmax-sum readers take column
+      // 0 anyway; the Keras LSTM's softmax maximum (word 3256, fed by 3249) reads the lanes of 4
+      // columns and reduces them at 3290, which only gives the largest logit when each column
+      // holds the word (docs/chip.md "Register-indirect tile instructions").
+      for (size_t c = 0; c < kWideRowBytes / 4; ++c)
+        std::memcpy(row + 4 * c, stream.data() + pos, 4);
     } else {
       std::memcpy(row, stream.data() + pos, take);
     }

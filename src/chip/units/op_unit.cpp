@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "chip/ops/fifo_rounds.h"
 #include "chip/units/tile_work.h"
 
 namespace tinycoral::chip {
@@ -100,7 +101,9 @@ bool VirtualEdgeTpu::Impl::run_op_unit(TileWork& t) {
     if (const uint32_t fills = cls->par_fifo_fills(op); fills > 0)
       for (int64_t row = op.par.min_address() / 4, last = op.par.max_address() / 4; row <= last;
            ++row)
-        if (row >= 0) units::drop_stale_fills(tile, static_cast<uint32_t>(row), fills);
+        if (row >= 0)
+          units::drop_stale_fills(tile, static_cast<uint32_t>(row),
+                                  ops::fifo_fills_of_row(op, fills, row));
   const StagedLoop staged = staged_loop(tile, op);
   OpInstr part = op;
   if (staged.chunks && restrict_to_pass(part, op, staged.loop, 0)) {
@@ -132,8 +135,9 @@ bool VirtualEdgeTpu::Impl::run_op_unit(TileWork& t) {
       for (int64_t row = first; row <= last; ++row) {
         FifoRow* r = tile.fifo_rows.find(static_cast<uint32_t>(row));
         if (!r) continue;
-        for (uint32_t k = 0; k < fills && !r->fills.empty(); ++k) r->fills.pop_front();
-        r->consumed += fills;
+        const uint32_t taken = ops::fifo_fills_of_row(op, fills, row);
+        for (uint32_t k = 0; k < taken && !r->fills.empty(); ++k) r->fills.pop_front();
+        r->consumed += taken;
       }
     }
   }
