@@ -59,6 +59,8 @@ def main():
                        "temperature must be between 0 and 2")
         expect_refusal(u + "api/story", story(steps=100000), "application/json", 400,
                        "steps must be between 0 and seq_len 128")
+        expect_refusal(u + "api/story", story(device="tpu9"), "application/json", 400,
+                       "unknown device 'tpu9'")
         expect_refusal(u + "api/classify", b"\x00" * (9 << 20), "image/bmp", 413,
                        "request too large")
         expect_refusal(u + "api/classify", b"not an image at all", "image/png", 400,
@@ -78,7 +80,7 @@ def main():
         conn = http.client.HTTPConnection(server.url.split("/")[2], timeout=60)
         conn.request("POST", "/api/story", story(steps=0), {"Content-Type": "application/json"})
         long_story = conn.getresponse()
-        assert json.loads(long_story.readline())["start"]["device"] == "cpu"
+        assert json.loads(long_story.readline())["start"]["device"] == "sim"  # the server's
         events = post_events(u + "api/classify", cat, "image/bmp")
         assert events[0] == {"wait": 1}, events[:3]
         assert events[-1]["result"]["top"][0]["label"] == "Egyptian cat", events[-1]

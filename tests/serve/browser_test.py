@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
-"""The web app in a real browser (headless Chromium driven by Selenium) against `tinycoral serve` on
-a free loopback port: the Write view writes exactly the text `tinycoral generate` writes for the
-same prompt and seed (also after waiting in line behind a classification), the See view gives cat.bmp the label `tinycoral run` gives, the Chip view shows
-a MAC count for each of the 16 tiles after that run (adding up to the chip's total). Screenshots of
-the three views go to ARTIFACT_DIR.
+"""The web app in a real browser (headless Chromium driven by Selenium) against `tinycoral serve
+--device sim` on a free loopback port: the Write view writes exactly the text `tinycoral generate`
+writes for the same prompt, seed and device - on the virtual Edge TPU (the chip path, with the
+measured and the modeled stick tok/s shown), on the CPU when chosen on the page, and on the chip
+again after waiting in line behind classifications; the See view gives cat.bmp the label `tinycoral
+run` gives, the Chip view shows a MAC count for each of the 16 tiles after that run (adding up to the
+chip's total). Screenshots of the three views go to ARTIFACT_DIR.
 
   browser_test.py TINYCORAL_CLI SOURCE_DIR ARTIFACT_DIR"""
 import os
+import re
 import shutil
 import sys
 import threading
@@ -40,7 +43,9 @@ def browser():
 def main():
     cli, source_dir, artifacts = sys.argv[1:4]
     paths = Paths(cli, source_dir, artifacts)
-    expected_story = cli_story(paths, PROMPT, SEED, STEPS)
+    expected_story = cli_story(paths, PROMPT, SEED, STEPS, device="sim")
+    expected_cpu_story = cli_story(paths, PROMPT, SEED, STEPS, device="cpu")
+    assert expected_story != expected_cpu_story, "int8 on the chip and float32 wrote the same text"
     expected_label = cli_label(paths, paths.cat)
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
@@ -60,17 +65,32 @@ def main():
             box = driver.find_element(By.ID, field)
             box.clear()
             box.send_keys(str(value))
-        driver.find_element(By.ID, "start").click()
+        from selenium.webdriver.support.ui import Select
+        device = Select(driver.find_element(By.ID, "story-device"))
         story = driver.find_element(By.ID, "story")
-        wait.until(lambda d: story.get_attribute("data-state") in ("done", "error"))
-        status = driver.find_element(By.ID, "story-status").text
-        assert story.get_attribute("data-state") == "done", status
-        written = story.get_property("textContent")
-        assert written == expected_story, "browser:\n%r\ntinycoral generate:\n%r" % (
-            written, expected_story)
-        assert "tok/s" in status, status
+
+        def write(choice, expected):
+            device.select_by_value(choice)
+            driver.find_element(By.ID, "start").click()
+            wait.until(lambda d: story.get_attribute("data-state") in ("done", "error"))
+            status = driver.find_element(By.ID, "story-status").text
+            assert story.get_attribute("data-state") == "done", status
+            written = story.get_property("textContent")
+            assert written == expected, "browser:\n%r\ntinycoral generate:\n%r" % (
+                written, expected)
+            return status
+
+        # The CPU (float32) first, then the server's choice: sim, the chip path on the virtual
+        # Edge TPU, which shows the measured and the modeled stick speed.
+        status = write("cpu", expected_cpu_story)
+        assert "tok/s measured on the CPU" in status, status
+        print("write on the CPU: equal to tinycoral generate --device cpu (%s)" % status)
+        status = write("", expected_story)
+        assert "measured on the virtual Edge TPU" in status, status
+        assert re.search(r"modeled stick at 250 MHz: [0-9.]+ tok/s", status), status
         driver.save_screenshot(os.path.join(artifacts, "write.png"))
-        print("write: %d characters, equal to tinycoral generate's (%s)" % (len(written), status))
+        print("write on sim: %d characters, equal to tinycoral generate --device sim's (%s)" % (
+            len(expected_story), status))
 
         # The same story while classifications hold the device (three in line: about a second
         # of work, against the click's few tenths): the page says it waits, then writes the same

@@ -91,11 +91,11 @@ class Server:
             self.proc.kill()
 
 
-def cli_story(paths, prompt, seed, steps, temperature=1.0, topp=0.9):
+def cli_story(paths, prompt, seed, steps, temperature=1.0, topp=0.9, device="cpu"):
     """`tinycoral generate`'s text for these arguments (its final newline dropped)."""
     out = subprocess.run([paths.cli, "generate", paths.checkpoint, "-z", paths.tokenizer, "-i",
                           prompt, "-s", str(seed), "-n", str(steps), "-t", str(temperature), "-p",
-                          str(topp), "--device", "cpu"], capture_output=True, check=True).stdout
+                          str(topp), "--device", device], capture_output=True, check=True).stdout
     assert out.endswith(b"\n"), out
     return out[:-1].decode("utf-8", errors="replace")
 

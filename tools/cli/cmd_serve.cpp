@@ -40,7 +40,10 @@ void add_serve_command(CLI::App& app) {
                   "classification model, *_edgetpu.tflite (default: Google's MobileNet from the "
                   "test data); the others beside it can be chosen on the page");
   cmd->add_option("--labels", o->labels, "labels file for --model");
-  cmd->add_option("--device", o->device, "auto, usb, usb:N, sim or cpu for classifications")
+  cmd->add_option(
+         "--device", o->device,
+         "auto, usb, usb:N, sim or cpu for stories and classifications (auto: a stick if "
+         "plugged in, else stories on the CPU and classifications on the virtual Edge TPU)")
       ->capture_default_str();
   cmd->add_option("--firmware", o->firmware,
                   "path of apex_latest_single_ep.bin for a stick in bootloader mode");

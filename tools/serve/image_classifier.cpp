@@ -76,7 +76,8 @@ nlohmann::json chip_json(const TileSnapshot& a, const TileSnapshot& b) {
 
 }  // namespace
 
-ImageClassifier::ImageClassifier(ClassifierOptions options) : options_(std::move(options)) {
+ImageClassifier::ImageClassifier(ClassifierOptions options, DeviceAccess access)
+    : options_(std::move(options)), access_(std::move(access)) {
   runtime::parse_device(options_.device);  // a bad --device is a startup error
   if (!options_.labels.empty()) labels_ = host::Labels::read(options_.labels);
   if (options_.model.empty()) return;
@@ -96,7 +97,7 @@ ImageClassifier::ImageClassifier(ClassifierOptions options) : options_(std::move
 
 ImageClassifier::~ImageClassifier() = default;
 
-void ImageClassifier::close() {
+void ImageClassifier::release() {
   interpreter_.reset();
   tpu_.reset();
   sim_chip_.reset();
@@ -106,7 +107,7 @@ void ImageClassifier::close() {
 
 void ImageClassifier::open(const std::string& model, const std::string& device) {
   if (interpreter_ && open_model_ == model && open_device_ == device) return;
-  close();
+  release();
   container::Model m = container::read_tflite_file(fs::path(model_dir_) / model);
   host::InterpreterOptions options;
   runtime::DeviceChoice choice = runtime::parse_device(device);
@@ -119,14 +120,14 @@ void ImageClassifier::open(const std::string& model, const std::string& device) 
     sim_chip_ = std::make_shared<chip::VirtualEdgeTpu>();
     device_options.sim_chip = sim_chip_;
   }
-  tpu_ = runtime::open_edgetpu(choice, device_options);
+  tpu_ = access_.open(choice, device_options);
   if (tpu_) runtime::add_edgetpu_delegate(options.delegates, tpu_);
-  device_used_ = !tpu_ ? "cpu" : tpu_->is_virtual() ? "sim" : "usb";
+  device_used_ = device_name(tpu_.get());
   if (device_used_ != "sim") sim_chip_.reset();
   interpreter_ = std::make_unique<host::Interpreter>(
       with_context(model, [&] { return host::Interpreter(std::move(m), std::move(options)); }));
   if (interpreter_->num_inputs() != 1 || interpreter_->num_outputs() < 1) {
-    close();
+    release();
     fail(model, ": not an image classifier (needs one input and a scores output)");
   }
   open_model_ = model;
@@ -143,7 +144,7 @@ nlohmann::json ImageClassifier::classify(const host::Image& image, const std::st
   try {
     open(name, dev);
   } catch (const Error&) {
-    close();
+    release();
     throw;
   }
   const host::TensorView in = interpreter_->input(0);
@@ -158,7 +159,7 @@ nlohmann::json ImageClassifier::classify(const host::Image& image, const std::st
   } catch (const Error& e) {
     // A stick pulled out, a chip fault: start over with a fresh session next time.
     const std::string what = device_used_;
-    close();
+    release();
     fail("the ", what == "usb" ? "stick" : what, " failed: ", e.what());
   }
   const double ms =

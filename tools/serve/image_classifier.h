@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "chip/virtual_edge_tpu.h"
+#include "device_access.h"
 #include "host/image.h"
 #include "host/interpreter.h"
 #include "host/labels.h"
@@ -30,7 +31,7 @@ struct ClassifierOptions {
 
 class ImageClassifier {
  public:
-  explicit ImageClassifier(ClassifierOptions options);
+  explicit ImageClassifier(ClassifierOptions options, DeviceAccess access = system_devices());
   ~ImageClassifier();
 
   // The models to choose from: the default and every *_edgetpu.tflite beside it (file names).
@@ -46,11 +47,15 @@ class ImageClassifier {
   // What the chip did in the last classification (null before the first).
   const nlohmann::json& last_chip() const { return last_chip_; }
 
+  // Whether the open session is on a real stick, and closing it (see StoryWriter::release).
+  bool holds_stick() const { return tpu_ && !tpu_->is_virtual(); }
+  void release();
+
  private:
   void open(const std::string& model, const std::string& device);
-  void close();
 
   ClassifierOptions options_;
+  DeviceAccess access_;
   std::vector<std::string> models_;
   std::string default_model_, model_dir_;
   host::Labels labels_;

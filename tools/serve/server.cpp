@@ -3,7 +3,7 @@
 //   GET  /api/info                what the server has: checkpoint, models, devices, limits, and
 //                                 what it served (stories, stories stopped, classifications) and
 //                                 how many requests are in line now
-//   POST /api/story               JSON {prompt, temperature, topp, seed, steps} -> events
+//   POST /api/story               JSON {prompt, temperature, topp, seed, steps, device} -> events
 //   POST /api/classify?model=&device=   the image's bytes -> events
 //   GET  /api/chip                what the chip did in the last classification (JSON, null before)
 // Events (application/x-ndjson, one JSON object a line): {"wait": N} while N requests are ahead,
@@ -28,6 +28,7 @@
 #include "assets.h"
 #include "common/error.h"
 #include "device_line.h"
+#include "device_thread.h"
 #include "host/image.h"
 #include "image_classifier.h"
 #include "runtime/device_select.h"
@@ -72,13 +73,16 @@ class App {
  public:
   explicit App(const ServeOptions& o) : options_(o) {
     try {
-      story_ = std::make_unique<StoryWriter>(o.checkpoint, o.tokenizer, o.threads);
+      story_ =
+          std::make_unique<StoryWriter>(o.checkpoint, o.tokenizer, o.threads, o.device, o.devices);
     } catch (const Error& e) {
       if (!o.checkpoint.empty() && !o.tokenizer.empty()) throw;  // both given: a real mistake
       story_error_ = e.what();
     }
-    classifier_ = std::make_unique<ImageClassifier>(ClassifierOptions{
-        .model = o.model, .labels = o.labels, .device = o.device, .firmware = o.firmware});
+    classifier_ = std::make_unique<ImageClassifier>(
+        ClassifierOptions{
+            .model = o.model, .labels = o.labels, .device = o.device, .firmware = o.firmware},
+        o.devices);
   }
 
   void routes(httplib::Server& s) {
@@ -110,7 +114,7 @@ class App {
   }
 
   json info() {
-    json story = {{"available", story_ != nullptr}, {"device", "cpu"}};
+    json story = {{"available", story_ != nullptr}, {"device", options_.device}};
     if (story_) {
       story["random"] = story_->random_checkpoint();
       story["checkpoint"] = story_->description();
@@ -145,6 +149,15 @@ class App {
     return std::optional<DeviceLine::Turn>(std::move(turn));
   }
 
+  // Whether a request for `device` ("": the server's) may open a real stick. A stick serves one
+  // session at a time: the other view's session on it is closed first.
+  bool may_use_stick(const std::string& device) const {
+    const runtime::DeviceChoice c =
+        runtime::parse_device(device.empty() ? options_.device : device);
+    return c.kind == runtime::DeviceChoice::Kind::kAuto ||
+           c.kind == runtime::DeviceChoice::Kind::kUsb;
+  }
+
   static bool send(httplib::DataSink& sink, const json& event) {
     const std::string e = dump(event);
     return sink.write(e.data(), e.size());
@@ -165,6 +178,7 @@ class App {
       r.topp = j.value("topp", 0.9f);
       const int64_t seed = j.value("seed", int64_t{0});
       r.steps = j.value("steps", 256);
+      r.device = j.value("device", std::string());
       if (r.prompt.size() > kMaxPromptBytes) {
         return refuse(res, 413,
                       cat("prompt too long: ", r.prompt.size(), " bytes (the limit is ",
@@ -177,6 +191,7 @@ class App {
       if (r.steps < 0 || r.steps > story_->seq_len())
         fail("steps must be between 0 and seq_len ", story_->seq_len(), " (0: seq_len)");
       r.seed = static_cast<uint64_t>(seed);
+      if (!r.device.empty()) runtime::parse_device(r.device);
       story_->check_prompt(r.prompt);
     } catch (const json::exception& e) {
       return refuse(res, 400, std::string("bad request: ") + e.what());
@@ -188,28 +203,46 @@ class App {
         "application/x-ndjson", [this, r](size_t, httplib::DataSink& sink) {
           std::optional<DeviceLine::Turn> turn = take_turn(line_, sink);
           if (!turn) return false;
-          try {
-            if (!send(sink, {{"start",
-                              {{"device", "cpu"},
-                               {"threads", story_->threads()},
-                               {"checkpoint", story_->description()}}}}))
-              return false;
-            const StoryResult done = story_->write(r, [&](const std::string& piece) {
-              return send(sink, {{"piece", base64(piece)}});
-            });
-            if (done.stopped) {
-              ++stories_stopped_;  // the client left: the rest is not written
-              return false;
+          bool written = true;  // false: the client left
+          device_.run([&] {
+            try {
+              if (may_use_stick(r.device) && classifier_->holds_stick()) classifier_->release();
+              const std::string device = story_->open(r.device);
+              if (!send(sink, {{"start",
+                                {{"device", device},
+                                 {"threads", story_->threads()},
+                                 {"checkpoint", story_->description()}}}})) {
+                written = false;
+                return;
+              }
+              const StoryResult done = story_->write(r, [&](const std::string& piece) {
+                return send(sink, {{"piece", base64(piece)}});
+              });
+              if (done.stopped) {
+                ++stories_stopped_;  // the client left: the rest is not written
+                written = false;
+                return;
+              }
+              ++stories_;
+              json d = {{"device", done.device},
+                        {"tokens", done.tokens},
+                        {"positions", done.positions},
+                        {"tokens_per_second", done.tokens_per_second},
+                        {"seed", done.seed}};
+              if (done.device != "cpu") {
+                d["matmuls_on_chip"] = done.matmuls_on_chip;
+                d["matmuls_on_host"] = done.matmuls_on_host;
+              }
+              if (done.modeled_stick_tokens_per_second > 0) {
+                d["modeled_stick_tokens_per_second"] = done.modeled_stick_tokens_per_second;
+                d["modeled_tokens_per_second_with_host"] = done.modeled_tokens_per_second_with_host;
+              }
+              send(sink, {{"done", d}});
+            } catch (const std::exception& e) {  // Error, or out of memory: an answer, not a crash
+              send(sink, {{"error", e.what()}});
             }
-            ++stories_;
-            send(sink, {{"done",
-                         {{"tokens", done.tokens},
-                          {"positions", done.positions},
-                          {"tokens_per_second", done.tokens_per_second},
-                          {"seed", done.seed}}}});
-          } catch (const std::exception& e) {  // Error, or out of memory: an answer, not a crash
-            send(sink, {{"error", e.what()}});
-          }
+          });
+          if (!written) return false;
           sink.done();
           return true;
         });
@@ -244,17 +277,20 @@ class App {
         "application/x-ndjson", [this, body, model, device](size_t, httplib::DataSink& sink) {
           std::optional<DeviceLine::Turn> turn = take_turn(line_, sink);
           if (!turn) return false;
-          try {
-            const json result = classifier_->classify(decode(*body), model, device);
-            {
-              std::lock_guard lock(chip_mutex_);
-              last_chip_ = classifier_->last_chip();
+          device_.run([&] {
+            try {
+              if (may_use_stick(device) && story_ && story_->holds_stick()) story_->release();
+              const json result = classifier_->classify(decode(*body), model, device);
+              {
+                std::lock_guard lock(chip_mutex_);
+                last_chip_ = classifier_->last_chip();
+              }
+              ++classifications_;
+              send(sink, {{"result", result}});
+            } catch (const std::exception& e) {  // Error, or out of memory: an answer, not a crash
+              send(sink, {{"error", e.what()}});
             }
-            ++classifications_;
-            send(sink, {{"result", result}});
-          } catch (const std::exception& e) {  // Error, or out of memory: an answer, not a crash
-            send(sink, {{"error", e.what()}});
-          }
+          });
           sink.done();
           return true;
         });
@@ -274,6 +310,7 @@ class App {
   std::string story_error_;
   std::unique_ptr<ImageClassifier> classifier_;
   DeviceLine line_;
+  DeviceThread device_;  // runs what a request does with the device, after its turn came
   std::atomic<uint64_t> stories_{0}, stories_stopped_{0}, classifications_{0};  // answered
   std::mutex chip_mutex_, decode_mutex_;
   json last_chip_;
@@ -281,15 +318,30 @@ class App {
 
 }  // namespace
 
-void run_server(const ServeOptions& options, const std::function<void(const std::string&)>& ready) {
+struct WebServer::Impl {
+  explicit Impl(const ServeOptions& o) : app(o) {}
+  App app;
+  httplib::Server server;
+  std::string url;
+  int port = 0;
+};
+
+WebServer::WebServer(const ServeOptions& options) {
   if (options.port < 0 || options.port > 65535) fail("--port must be 0..65535");
   // glibc gives each worker thread that allocates its own malloc arena, and each arena keeps the
   // freed request bodies and decoded images of its requests: with 64 workers the resident memory
   // crept up by ~40 KiB per classification (88 -> 166 MiB over 1,800 of them in the load test);
   // two arenas keep it flat.
   mallopt(M_ARENA_MAX, 2);
-  App app(options);
-  httplib::Server server;
+  // Buffers of 128 KiB and more (request bodies, decoded images, tensors) are mapped for
+  // themselves and given back when freed. glibc's default raises this threshold to the largest
+  // such block freed so far, after which 20 waiting requests' half-megabyte images were carved out
+  // of the heap between small long-lived blocks and never given back: the resident memory rose
+  // from 92 to 113 MiB in 20 s of classifications (in the heap and the second arena, not in the
+  // threads' stacks: /proc/PID/smaps). A fixed threshold keeps the adjustment off.
+  mallopt(M_MMAP_THRESHOLD, 128 << 10);
+  impl_ = std::make_unique<Impl>(options);
+  httplib::Server& server = impl_->server;
   // Every waiting request holds a worker: enough of them that 20 clients and a browser all see
   // their place in line instead of waiting in the accept queue.
   server.new_task_queue = [] { return new httplib::ThreadPool(64); };
@@ -314,7 +366,7 @@ void run_server(const ServeOptions& options, const std::function<void(const std:
     else
       refuse(res, res.status, cat("HTTP ", res.status));
   });
-  app.routes(server);
+  impl_->app.routes(server);
   int port = options.port;
   if (port == 0) {
     port = server.bind_to_any_port(options.host);
@@ -329,8 +381,27 @@ void run_server(const ServeOptions& options, const std::function<void(const std:
   if (listening >= 0 && ::listen(listening, SOMAXCONN) != 0)
     fail("cannot listen on ", options.host, ":", port);
   const bool v6 = options.host.find(':') != std::string::npos;
-  ready(cat("http://", v6 ? "[" : "", options.host, v6 ? "]" : "", ":", port, "/"));
-  if (!server.listen_after_bind()) fail("the server stopped listening on port ", port);
+  impl_->port = port;
+  impl_->url = cat("http://", v6 ? "[" : "", options.host, v6 ? "]" : "", ":", port, "/");
+}
+
+WebServer::~WebServer() {
+  if (impl_) impl_->server.stop();
+}
+
+const std::string& WebServer::url() const { return impl_->url; }
+
+void WebServer::listen() {
+  if (!impl_->server.listen_after_bind())
+    fail("the server stopped listening on port ", impl_->port);
+}
+
+void WebServer::stop() { impl_->server.stop(); }
+
+void run_server(const ServeOptions& options, const std::function<void(const std::string&)>& ready) {
+  WebServer server(options);
+  ready(server.url());
+  server.listen();
 }
 
 }  // namespace tinycoral::serve

@@ -7,7 +7,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
+
+#include "device_access.h"
 
 namespace tinycoral::serve {
 
@@ -21,13 +24,32 @@ struct ServeOptions {
   std::string host = "127.0.0.1";
   int port = 8080;  // 0: any free port
   std::string checkpoint, tokenizer;
-  std::string model, labels, device = "auto", firmware;
-  int threads = 0;  // story writing (0: one per core)
+  std::string model, labels, firmware;
+  std::string device = "auto";  // stories' and classifications' default
+  int threads = 0;              // story writing (0: one per core)
+  DeviceAccess devices = system_devices();
 };
 
-// Loads what the options name, binds, calls `ready(url)` and serves until the process ends. Throws
+// The web app on a bound port. The constructor loads what the options name and binds; it throws
 // Error when the port cannot be bound or the device is unknown. A missing checkpoint or model does
 // not stop the server: its view says what to give.
+class WebServer {
+ public:
+  explicit WebServer(const ServeOptions& options);
+  ~WebServer();
+  WebServer(const WebServer&) = delete;
+  WebServer& operator=(const WebServer&) = delete;
+
+  const std::string& url() const;  // http://host:port/
+  void listen();                   // serves until stop(); throws Error when listening fails
+  void stop();                     // from any thread
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// A WebServer that calls `ready(url)` once it listens and serves until the process ends.
 void run_server(const ServeOptions& options, const std::function<void(const std::string&)>& ready);
 
 }  // namespace tinycoral::serve

@@ -1,6 +1,7 @@
 #include "story_writer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <ctime>
 #include <filesystem>
@@ -17,6 +18,9 @@ namespace {
 
 // The Llama 2 tokenizer's size: a random checkpoint matches tokenizer.bin without reading it twice.
 constexpr int kLlamaVocab = 32000;
+
+// `tinycoral generate`'s default --calibration: the same ranges give the same int8 text.
+constexpr int kCalibrationPositions = 64;
 
 // Thrown from the piece callback to leave llm::generate when the listener is gone.
 struct Stopped {};
@@ -75,7 +79,10 @@ llm::Checkpoint random_checkpoint(int vocab_size, uint64_t seed) {
   return ck;
 }
 
-StoryWriter::StoryWriter(const std::string& checkpoint, const std::string& tokenizer, int threads) {
+StoryWriter::StoryWriter(const std::string& checkpoint, const std::string& tokenizer, int threads,
+                         const std::string& device, DeviceAccess access)
+    : default_device_(device), access_(std::move(access)) {
+  runtime::parse_device(device);  // a bad --device is a startup error
   if (checkpoint.empty()) {
     ck_ = serve::random_checkpoint(kLlamaVocab, 1);
     random_ = true;
@@ -104,16 +111,58 @@ void StoryWriter::check_prompt(const std::string& prompt) const {
     fail("the prompt is ", tokens, " tokens, more than the checkpoint's seq_len ", seq_len());
 }
 
+void StoryWriter::release() {
+  chip_model_.reset();  // before the device it runs on
+  tpu_.reset();
+  tpu_spec_.clear();
+  use_chip_ = false;
+}
+
+std::string StoryWriter::open(const std::string& device) {
+  const std::string spec = device.empty() ? default_device_ : device;
+  runtime::DeviceChoice choice = runtime::parse_device(spec);
+  if (choice.kind == runtime::DeviceChoice::Kind::kAuto)  // generate's rule: a stick, else the CPU
+    choice.kind = access_.stick_present() ? runtime::DeviceChoice::Kind::kUsb
+                                          : runtime::DeviceChoice::Kind::kCpu;
+  use_chip_ = choice.kind != runtime::DeviceChoice::Kind::kCpu;
+  if (!use_chip_) return "cpu";
+  const std::string key = choice.kind == runtime::DeviceChoice::Kind::kSim ? "sim"
+                          : choice.index < 0                               ? "usb"
+                                             : cat("usb:", choice.index);
+  if (tpu_ && tpu_spec_ == key) return device_name(tpu_.get());
+  release();
+  try {
+    if (!calibration_)
+      calibration_ =
+          std::make_unique<llm::Calibration>(llm::calibrate(ck_, *pool_, kCalibrationPositions));
+    tpu_ = access_.open(choice, {});
+    if (!tpu_) fail("no Edge TPU for device '", spec, "'");
+    chip_model_ = std::make_unique<llm::ChipTransformer>(ck_, *pool_, *calibration_, *tpu_);
+  } catch (const Error& e) {
+    release();
+    fail("cannot open ", spec, " for stories: ", e.what());
+  }
+  tpu_spec_ = key;
+  use_chip_ = true;
+  return device_name(tpu_.get());
+}
+
 StoryResult StoryWriter::write(const StoryRequest& request,
                                const std::function<bool(const std::string& piece)>& piece) {
   StoryResult result;
   // `tinycoral generate`'s rules: seed 0 is the time.
   result.seed = request.seed == 0 ? static_cast<unsigned>(std::time(nullptr)) : request.seed;
   llm::Sampler sampler(request.temperature, request.topp, result.seed);
-  model_->set_argmax_only(sampler.temperature() == 0.0f);
+  llm::Transformer& model = use_chip_ ? *chip_model_ : *model_;
+  model.set_argmax_only(sampler.temperature() == 0.0f);
+  result.device = use_chip_ ? device_name(tpu_.get()) : "cpu";
+  // The chip path's counters run on over the session: the story's share is the difference.
+  llm::ChipPathStats before;
+  if (use_chip_) before = chip_model_->stats();
+  const auto start = std::chrono::steady_clock::now();
   try {
     const llm::GenerateResult r =
-        llm::generate(*model_, *tokenizer_, sampler, request.prompt,
+        llm::generate(model, *tokenizer_, sampler, request.prompt,
                       request.steps < 0 ? 0 : request.steps, [&](const std::string& text) {
                         if (!piece(text)) throw Stopped{};
                       });
@@ -122,6 +171,26 @@ StoryResult StoryWriter::write(const StoryRequest& request,
     result.tokens_per_second = r.tokens_per_second;
   } catch (const Stopped&) {
     result.stopped = true;
+    return result;
+  } catch (const Error& e) {
+    if (!use_chip_) throw;
+    // A stick pulled out, a chip fault: the session is closed and the next story opens it again.
+    const std::string what = result.device == "usb" ? "the stick" : "the virtual Edge TPU";
+    release();
+    fail(what, " failed: ", e.what());
+  }
+  if (use_chip_) {
+    const double wall_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const llm::ChipPathStats& after = chip_model_->stats();
+    result.matmuls_on_chip = after.chip_matmuls;
+    result.matmuls_on_host = after.host_matmuls;
+    const double stick_s = (after.modeled.total_ms_high() - before.modeled.total_ms_high()) / 1e3;
+    if (tpu_->is_virtual() && stick_s > 0 && result.positions > 0) {
+      const double host_s = std::max(0.0, wall_s - (after.chip_wall_s - before.chip_wall_s));
+      result.modeled_stick_tokens_per_second = result.positions / stick_s;
+      result.modeled_tokens_per_second_with_host = result.positions / (stick_s + host_s);
+    }
   }
   return result;
 }

@@ -54,6 +54,21 @@ function base64Bytes(text) {
   return b;
 }
 
+function deviceText(device) {
+  return { cpu: "the CPU", sim: "the virtual Edge TPU", usb: "the Coral stick" }[device] || device;
+}
+
+// Measured speed on the device; on the virtual Edge TPU also the stick's modeled speed.
+function storyDoneText(d) {
+  let text = `done: ${d.positions} positions, ${d.tokens_per_second.toFixed(1)} tok/s measured on ` +
+    deviceText(d.device);
+  if (d.device !== "cpu") text += ` (${d.matmuls_on_chip} layer matmuls on the chip)`;
+  if (d.modeled_stick_tokens_per_second !== undefined)
+    text += `; modeled stick at 250 MHz: ${d.modeled_stick_tokens_per_second.toFixed(1)} tok/s ` +
+      `(${d.modeled_tokens_per_second_with_host.toFixed(1)} tok/s with this host's share, modeled)`;
+  return text + `, seed ${d.seed}`;
+}
+
 async function startStory() {
   const story = $("story"), status = $("story-status");
   story.textContent = "";
@@ -70,6 +85,7 @@ async function startStory() {
     topp: Number($("topp").value),
     seed: Number($("seed").value),
     steps: Number($("steps").value),
+    device: $("story-device").value,
   };
   try {
     const response = await fetch("/api/story", {
@@ -82,7 +98,7 @@ async function startStory() {
         story.dataset.waited = Math.max(e.wait, Number(story.dataset.waited || 0));
       } else if (e.start) {
         story.dataset.state = "writing";
-        setStatus(status, `writing on the ${e.start.device.toUpperCase()} (${e.start.threads} threads)…`);
+        setStatus(status, `writing on ${deviceText(e.start.device)} (${e.start.threads} threads)…`);
       } else if ("piece" in e) {
         text += pieces.decode(base64Bytes(e.piece), { stream: true });
         story.textContent = text;
@@ -90,9 +106,7 @@ async function startStory() {
         text += pieces.decode();
         story.textContent = text;
         story.dataset.state = "done";
-        const d = e.done;
-        setStatus(status, `done: ${d.positions} positions, ${d.tokens_per_second.toFixed(1)} tok/s on the CPU, ` +
-          `seed ${d.seed}; modeled stick tok/s: not yet (the transformer's Edge TPU path is not built)`);
+        setStatus(status, storyDoneText(e.done));
       } else if (e.error) {
         story.dataset.state = "error";
         setStatus(status, e.error, "error");
@@ -265,7 +279,9 @@ async function init() {
       ? "Writing with a random checkpoint (the text is noise). For real stories get stories15M.bin " +
         "(https://huggingface.co/karpathy/tinyllamas/resolve/main/stories15M.bin) and start " +
         "tinycoral serve --checkpoint stories15M.bin -z tokenizer.bin. "
-      : "") + "Checkpoint: " + s.checkpoint + ". Written on the CPU.";
+      : "") + "Checkpoint: " + s.checkpoint + ". Default device: " + s.device +
+      " (cpu: float32; sim, usb: the layer matmuls on the Edge TPU in int8, as tinycoral generate " +
+      "--device writes them; auto: a stick if plugged in, else the CPU).";
   }
   const select = $("model");
   for (const m of info.see.models) select.add(new Option(m, m));
