@@ -8,7 +8,7 @@
 // their groups fit in 32 together, each group keeping its matmul's output stage; more than 2048
 // outputs are cut into programs; each program's groups go to the least-filled tiles, and every
 // caching program runs once at construction. A program takes as many rows as one tile's narrow
-// memory holds X and the outputs for (256 for stories15M's dim, 170 for its hidden 768); a larger
+// memory holds X and the outputs for (455 at stories15M's dim 288, 170 at its hidden 768); a larger
 // batch runs it in even chunks, and a row count is rounded up to a power of two (padding rows
 // hold the zero point; their outputs are dropped) so that few programs are generated. K above
 // 1024 is no limit here (the batch program streams the whole row to every tile); only weights that
