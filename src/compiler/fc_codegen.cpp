@@ -634,4 +634,15 @@ FfnPrograms generate_ffn(const FfnLayer& f, const FcPlacement& up_at, const FcPl
   return out;
 }
 
+container::Executable fc_caching(const FcLayer& layer, const FcPlacement& placement) {
+  if (layer.k <= 0 || layer.k % kPiece != 0) fail("K = ", layer.k, ": not a multiple of 64");
+  if (layer.n <= 0 || fc_groups(layer.n) > kMaxSlots * 16)
+    fail("N = ", layer.n, ": more outputs than the tiles hold");
+  const FcLayer padded = layer.n % kGroup != 0 ? padded_to_groups(layer) : layer;
+  const Geometry g = geometry(padded.n, padded.k, !padded.bias.empty(), placement);
+  container::Executable pc = caching_executable(caching_program(g), fc_parameters(padded));
+  pc.parameter_caching_token = caching_token(pc.parameters);
+  return pc;
+}
+
 }  // namespace tinycoral::compiler

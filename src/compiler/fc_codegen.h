@@ -67,4 +67,9 @@ struct FfnPrograms {
 // up.tiles[2i] must equal up.tiles[2i + 1].
 FfnPrograms generate_ffn(const FfnLayer& ffn, const FcPlacement& up, const FcPlacement& down);
 
+// The caching program alone, for execution programs another generator writes over the same
+// parameters (the batch generator, fc_batch_codegen.h): N up to 2048 with a placement, any K that
+// is a multiple of 64 (the batch-1 limit K <= 1024 is its input scatter's, not the parameters').
+container::Executable fc_caching(const FcLayer& layer, const FcPlacement& placement = {});
+
 }  // namespace tinycoral::compiler

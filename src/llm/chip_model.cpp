@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "common/error.h"
+#include "compiler/fc_batch_codegen.h"
 #include "compiler/fc_codegen.h"
 
 namespace tinycoral::llm {
@@ -154,7 +155,8 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
         const QuantizedMatmul& q = matmul(l, m);
         const int k_padded = (q.cols + kKStep - 1) / kKStep * kKStep;
         widest = std::max({widest, k_padded, whole_groups(q.rows) + kMaxOutputs});
-        if (const std::string why = compiler::fc_unsupported(std::min(q.rows, 1024), k_padded);
+        // K > 1024 (past the batch-1 generator's input scatter) runs as a one-row batch program.
+        if (const std::string why = compiler::fc_batch_unsupported(64, k_padded, 1, 1);
             !why.empty()) {
           on_host.push_back(m);
           if (stats_.host_reason.empty())
@@ -190,7 +192,13 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
           continue;
         }
         compiler::FcLayer fc = fc_layer(l, p);
-        compiler::FcPrograms code = compiler::generate_fc(fc, placement);
+        compiler::FcPrograms code;
+        if (p.k_padded <= 1024) {
+          code = compiler::generate_fc(fc, placement);
+        } else {  // the same parameters; outputs in the FC's order at one row
+          code.execution = compiler::generate_fc_batch(fc, placement, 1);
+          code.caching = compiler::fc_caching(fc, placement);
+        }
         stats_.resident_bytes += static_cast<int64_t>(code.caching.parameters.size());
         p.execution = std::make_shared<runtime::Program>(std::move(code.execution));
         p.caching = std::make_shared<runtime::Program>(std::move(code.caching));

@@ -8,10 +8,11 @@
 // w1, w3) share one program when they fit in 32 groups together, each group with its matmul's own
 // output stage (fewer runs per token: stories15M's 42 matmuls are 24 programs). Each program's
 // output groups go to the least-filled tiles, each at its tile's first free wide unit
-// (FcPlacement), and every caching program runs once at construction. A matmul the generator cannot
-// take (K > 1024) or whose weights no longer fit in tile memory runs on the host in the same
-// arithmetic; stats() counts them, so callers can say so. The classifier stays on the host in
-// float32 (docs/llm.md).
+// (FcPlacement), and every caching program runs once at construction. K > 1024 (past the FC
+// generator's input scatter) runs as a one-row batched FC program (compiler/fc_batch_codegen.h)
+// over the same parameters. A matmul whose weights no longer fit in tile memory runs on the host
+// in the same arithmetic; stats() counts them, so callers can say so. The classifier stays on the
+// host in float32 (docs/llm.md).
 #pragma once
 
 #include <array>

@@ -207,13 +207,15 @@ void Int8Transformer::matmul_q(int layer, LayerMatmul m, const int8_t* xq, int8_
   const QuantizedMatmul& q = matmul(layer, m);
   pool_.parallel_for(q.rows, 16, [&](int begin, int end) {
     matvec_int8_rows(q.w.data(), xq, acc_.data(), q.cols, begin, end);
-    const edgetpu::Clamps clamps{q.clamp_lo, q.clamp_hi};
-    for (int r = begin; r < end; ++r) {
-      const int32_t acc = acc_[size_t(r)] - q.in.zero_point * q.w_rowsum[size_t(r)];
-      yq[r] = static_cast<int8_t>(std::clamp(
-          edgetpu::requantize(acc, q.multiplier[size_t(r)], clamps, q.out.zero_point), -128, 127));
-    }
+    for (int r = begin; r < end; ++r) yq[r] = requantize_row(q, r, acc_[size_t(r)]);
   });
+}
+
+int8_t requantize_row(const QuantizedMatmul& q, int r, int32_t acc) {
+  const edgetpu::Clamps clamps{q.clamp_lo, q.clamp_hi};
+  const int32_t sum = acc - q.in.zero_point * q.w_rowsum[size_t(r)];
+  return static_cast<int8_t>(std::clamp(
+      edgetpu::requantize(sum, q.multiplier[size_t(r)], clamps, q.out.zero_point), -128, 127));
 }
 
 }  // namespace tinycoral::llm

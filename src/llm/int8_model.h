@@ -65,6 +65,9 @@ struct Calibration {
 // the ranges.
 Calibration calibrate(const Checkpoint& ck, ThreadPool& pool, int positions);
 QuantizedMatmul quantize_matmul(const MatrixRef& w, Calibration::Range in, Calibration::Range out);
+// The chip's output stage for output row r of `q`: acc = sum_j x_q[j] w_q[r][j] (the input zero
+// point not yet taken off) to the int8 output.
+int8_t requantize_row(const QuantizedMatmul& q, int r, int32_t acc);
 // The output stage's float32 clamps for an int8 output: its range, dequantized and brought back
 // through f32(1 / s_y), relative to the zero point (reference isa.md 2.1.4 out_clamps).
 void output_clamps(QParams out, float& lo, float& hi);

@@ -14,6 +14,7 @@
 
 #include "commands.h"
 #include "common/error.h"
+#include "generate_batch.h"
 #include "llm/checkpoint.h"
 #include "llm/chip_model.h"
 #include "llm/generate.h"
@@ -32,6 +33,7 @@ struct GenerateArgs {
   int64_t seed = 0;
   int threads = 0;
   int calibration = 64;
+  int batch = -1;  // --batch B: B stories at once (generate_batch.h); -1: not asked for
   bool int8 = false, json = false, all_logits = false;
 };
 
@@ -110,6 +112,12 @@ void run(GenerateArgs& a) {
                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   llm::ThreadPool pool(threads);
   const std::unique_ptr<runtime::EdgeTpu> tpu = open_device(a.device, a.json);  // outlives model
+  if (a.batch != -1) {
+    generate_batch_command({a.batch, a.prompt, a.steps < 0 ? 0 : a.steps, a.temperature, a.topp,
+                            seed, a.calibration, a.json},
+                           ck, tokenizer, pool, tpu.get());
+    return;
+  }
   std::unique_ptr<llm::Transformer> model;
   llm::Calibration cal;
   llm::ChipTransformer* chip = nullptr;
@@ -219,6 +227,9 @@ void add_generate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--all-logits", args->all_logits,
                 "greedy runs: compute every logit instead of only the possible argmaxes");
+  cmd->add_option("--batch", args->batch,
+                  "B stories at once, seeds seed..seed+B-1, every layer matmul one program over "
+                  "all B (int8 arithmetic; on the CPU without --device)");
   cmd->add_flag("--json", args->json, "print the text, tokens and speed as one JSON object");
   cmd->callback([args] { run(*args); });
 }

@@ -1,0 +1,64 @@
+// The batch path's speed (issue 14, step e) for B = 1, 16, 64, 256 sequences (or the batches
+// given): the stick's tok/s modeled from the virtual Edge TPU's cycles and bytes (every layer
+// matmul one batched program over all rows, weights resident; runtime/stick_time.h), and the
+// int8 batch path measured on this machine's CPU. Figures per step do not depend on the weights or
+// the position, so a few steps suffice. stories15M's shapes: the test data's fixture script,
+//   python3 ../shared/testdata/llama2c/make_checkpoint.py /tmp/rand15M.bin rand15M
+//   llm_batch_bench /tmp/rand15M.bin ../shared/testdata/llama2c/tokenizer.bin [STEPS=4] [B...]
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+#include "common/error.h"
+#include "llm/batch.h"
+#include "llm/batch_chip.h"
+#include "runtime/device_select.h"
+
+int main(int argc, char** argv) {
+  using namespace tinycoral;
+  using namespace tinycoral::llm;
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: %s CHECKPOINT TOKENIZER [STEPS] [B...]\n", argv[0]);
+    return 2;
+  }
+  try {
+    const Checkpoint ck = load_checkpoint(argv[1]);
+    const Tokenizer tok = Tokenizer::load(argv[2], ck.config.vocab_size);
+    const int steps = argc > 3 ? std::atoi(argv[3]) : 4;
+    std::vector<int> batches;
+    for (int i = 4; i < argc; ++i) batches.push_back(std::atoi(argv[i]));
+    if (batches.empty()) batches = {1, 16, 64, 256};
+    const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    ThreadPool pool(threads);
+    const Calibration cal = calibrate(ck, pool, 8);
+    std::printf("%s, %d steps per batch, CPU: %d threads\n\n", describe(ck).c_str(), steps,
+                threads);
+    std::printf(
+        "| batch | modeled stick tok/s | modeled ms per step (compute + USB in + USB out + "
+        "per-run) | runs per step | CPU int8 tok/s (measured) |\n|---|---|---|---|---|\n");
+    for (int b : batches) {
+      std::vector<BatchRequest> requests;
+      for (int i = 0; i < b; ++i) requests.push_back({"", steps, 1.0f, 0.9f, uint64_t(1 + i)});
+      auto tpu = runtime::open_virtual_edgetpu();
+      ChipBatchMatmuls chip(ck, pool, cal, *tpu);
+      const BatchRun on_chip = generate_batch(ck, tok, chip, requests);
+      CpuBatchMatmuls cpu(ck, pool, cal);
+      const BatchRun on_cpu = generate_batch(ck, tok, cpu, requests);
+      for (size_t i = 0; i < requests.size(); ++i)
+        if (on_chip.sequences[i].result.tokens != on_cpu.sequences[i].result.tokens)
+          fail("batch ", b, ": sequence ", i, " differs between the chip and the CPU");
+      const runtime::StickTime& t = chip.stats().modeled;
+      const double per = 1.0 / on_chip.steps;
+      std::printf("| %d | %.0f (modeled) | %.2f = %.3f + %.2f + %.2f + %.2f | %.1f | %.1f |\n", b,
+                  1e3 * double(on_chip.positions) / t.total_ms_high(), t.total_ms_high() * per,
+                  t.compute_ms_high * per, t.to_device_ms * per, t.from_device_ms * per,
+                  t.per_run_ms * per, double(chip.stats().runs) * per, on_cpu.tokens_per_second());
+      std::fflush(stdout);
+    }
+  } catch (const Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}

@@ -1,0 +1,253 @@
+// The batched FULLY_CONNECTED program (fc_batch_codegen.h). The data movement is the CONV_2D
+// generator's (per-piece FIFO rows, one wideToNarrow per piece on all compute tiles, 256-byte
+// output pieces through the scalar core); the op is its 1x1 form with the FC's parameter layout and
+// placement (docs/compiler.md "Batched FULLY_CONNECTED").
+#include "compiler/fc_batch_codegen.h"
+
+#include <algorithm>
+#include <bit>
+
+#include "common/error.h"
+#include "compiler/emitter.h"
+#include "compiler/program_parts.h"
+
+namespace tinycoral::compiler {
+
+using container::BufferKind;
+using container::Half;
+
+namespace {
+
+constexpr int kGroup = 64;  // outputs per op (one weight row of 64 columns)
+constexpr int kTiles = 16;
+constexpr int kMaxSlots = 2;        // groups per tile (FcPlacement's limit)
+constexpr int kPiece = 256;         // bytes per ring packet
+constexpr int kRingFifo = 0x2078;   // wide row of the output packets
+constexpr int kInputFifo = 0x2000;  // input packet rows: above the parameters (kFcParamUnits)...
+constexpr int kInputRows = 24;      // ...and below the FC programs' rows at 0x2068
+constexpr int kNarrowBytes = 196608;
+constexpr int kActPassUnits = 16384;  // 8-byte units per activation pass: X fits one pass
+constexpr int kMaxInputBytes = kActPassUnits * 8;
+
+int round_up(int v, int m) { return (v + m - 1) / m * m; }
+
+// Where each output group lives: its tile, its parameters' unit and its slot on that tile.
+struct Groups {
+  std::vector<int> tile, base, slot;
+  int slots = 1;
+};
+
+Groups groups_of(int groups, const FcPlacement& placement) {
+  Groups g;
+  g.tile = placement.tiles;
+  if (g.tile.empty())
+    for (int t = 0; t < groups; ++t) g.tile.push_back(t);
+  g.base = placement.param_units;
+  if (g.base.empty()) g.base.assign(size_t(groups), 0);
+  if (int(g.tile.size()) != groups || int(g.base.size()) != groups)
+    fail("the placement names ", g.tile.size(), " tiles and ", g.base.size(), " units for ", groups,
+         " output groups");
+  for (size_t i = 0; i < g.tile.size(); ++i) {
+    const int slot = int(std::count(g.tile.begin(), g.tile.begin() + long(i), g.tile[i]));
+    g.slot.push_back(slot);
+    g.slots = std::max(g.slots, slot + 1);
+  }
+  return g;
+}
+
+// What an op needs beyond its tile mask; one aux load and one op per distinct set.
+struct OpSet {
+  int base, slot;
+  int32_t out_zp;
+  float clamp_min, clamp_max;
+  uint32_t tiles;
+};
+
+std::vector<OpSet> op_sets(const Groups& g, const FcLayer& layer) {
+  std::vector<OpSet> out;
+  const bool own = !layer.group_out_zp.empty();
+  for (size_t i = 0; i < g.tile.size(); ++i) {
+    const OpSet want{g.base[i],
+                     g.slot[i],
+                     own ? layer.group_out_zp.at(i) : layer.out_zp,
+                     own ? layer.group_clamp_min.at(i) : layer.clamp_min,
+                     own ? layer.group_clamp_max.at(i) : layer.clamp_max,
+                     0};
+    auto at = std::find_if(out.begin(), out.end(), [&](const OpSet& o) {
+      return o.base == want.base && o.slot == want.slot && o.out_zp == want.out_zp &&
+             o.clamp_min == want.clamp_min && o.clamp_max == want.clamp_max;
+    });
+    if (at == out.end()) at = out.insert(out.end(), want);
+    at->tiles |= tile_bit(g.tile[i]);
+  }
+  return out;
+}
+
+// X, row after row, in 256-byte pieces into narrow byte 0 of every compute tile.
+void stream_input(Emitter& e, uint32_t compute, int bytes) {
+  const int units = bytes / 8;
+  const Passes pass = passes_of(units, kActPassUnits);
+  e.add("pop", cat("stream=1 walk=",
+                   nest({{1, kActPassUnits}, {1 - kActPassUnits, 1}, {1 - kActPassUnits, 1}}),
+                   " k121=1 k124=1 av140=1", pass.fields(), " k174=1 k178=1 k199=1 k215=1"));
+  e.add("bundle", "s_op=0x0f s_x=5 imm=11");
+  e.add("bundle", "s_op=0x0f s_x=4 imm=10");
+  descriptor(e, 5, 4, 6, bytes, 1);
+  for (int at = 0, piece = 0; at < bytes; at += kPiece, ++piece) {
+    if (piece > 0 && piece % kInputRows == 0) tile_fence(e, "counters=0x1ffff units=0x3ff");
+    const int fifo = kInputFifo + 4 * (piece % kInputRows);
+    const int size = std::min(kPiece, bytes - at);
+    const int offset = at / 8, piece_units = size / 8;
+    e.add("w2n", cat("tiles=", hex(compute), " w.addr=", hex(fifo),
+                     " w=(1 x 1) n.addr=", hex(at / 4), " n=", strided_walk({{1, size / 4}}, 6),
+                     " n.lvl_mask=0x01 mode=1 fill_size=128 sync.en0=1 sync.id=14 "
+                     "sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 sync.en2=1 sync.dec_lvl=1 "
+                     "sync.dec=-1 sync.dec_mode=3 tail_en870=1"));
+    ring_receive(e, compute, fifo, 1, -64);
+    e.add("infeed",
+          cat("stream=1", offset ? cat(" buf_off=", hex(offset)) : "",
+              " walk=", nest({{1, kActPassUnits}, {1 - kActPassUnits, 1}, {1 - kActPassUnits, 1}}),
+              " k157=1 k160=1 av176=1 count_m1=", piece_units - 1, " tail_en=1 count_neg=",
+              hex(kActPassUnits - piece_units), " f308=0x8 pop_wait=", hex((offset + 1) & 0xffff),
+              " k336=1 f352=1 f391=2 dest=", hex(compute), " f434=0xf lanes_m1=3"));
+  }
+}
+
+container::Bitstream execution_program(const FcLayer& layer, const Groups& g, int rows) {
+  Emitter e;
+  uint32_t compute = 0;
+  for (int t : g.tile) compute |= tile_bit(t);
+  const int k_words = layer.k / 4;
+  const int x_bytes = rows * layer.k;
+  const int out_base = round_up(x_bytes, 64);
+  const int block = rows * kGroup;  // one group's outputs
+  tile_fence(e, "counters=0x7ffff units=0x3ff signal=1");
+  e.add("scsync", "tiles=0xffff smask=0x1ff tokwait=1 tmask=0xffff sunits=0x1f");
+  e.reloc_movi(1, BufferKind::kParameter, Half::kLower32);
+  e.reloc_movi(0, BufferKind::kParameter, Half::kUpper32);
+  e.reloc_movi(3, BufferKind::kScratch, Half::kLower32);
+  e.reloc_movi(2, BufferKind::kScratch, Half::kUpper32);
+  e.add("scsync", "smask=0x005 sunits=0x0c");
+  tile_fence(e, "units=0x3ff signal=1");
+  wait_tokens(e);
+  tile_fence(e, "units=0x020");
+  e.reloc_movi(10, BufferKind::kInput, Half::kUpper32, layer.input_name);
+  e.reloc_movi(11, BufferKind::kInput, Half::kLower32, layer.input_name);
+  e.add("scsync", "smask=0x004 value=0x1fff sunits=0x0c");
+  e.add("scsync", "smask=0x001 sunits=0x0c");
+  stream_input(e, compute, x_bytes);
+  tile_fence(e, "units=0x3ff");
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+  tile_fence(e, "units=0x3ff signal=1");
+  wait_tokens(e);
+
+  // The per-channel rows into the output stage (the FC's load), then the op over every row.
+  const int aux_rows = layer.bias.empty() ? 2 : 3;  // multipliers, [biases,] zero points
+  const int planes = aux_rows - 1;
+  const std::string rewind = cat("(", -(31 + 64 * (planes - 1)), " x 1)");
+  const std::string aux_load =
+      cat(" w=(1 x ", planes, ") w.lvl_mask=0x1 n=(1 x 32)(33 x ", planes, ")", rewind, rewind,
+          rewind, rewind,
+          " n.lvl_mask=0x03 mode=2 fill_size=64 sync.en0=1 sync.f2=1 sync.wait_lvl=2 "
+          "sync.en1=1 sync.val=0x0ffff sync.en2=1 sync.f45=1 tail_f867=1 tail_en870=1");
+  const std::string in_walk = strided_walk({{1, k_words}, {k_words, rows}}, 8, " m3");
+  const std::string par_walk = strided_walk({{1, k_words}, {0, rows}}, 8, " m1");
+  const std::string out_walk = strided_walk({{1, kGroup / 4}, {kGroup / 4, rows}}, 8, " m3");
+  for (const auto& [base, slot, out_zp, clamp_min, clamp_max, tiles] : op_sets(g, layer)) {
+    e.add("w2n", cat("tiles=", hex(tiles), base ? cat(" w.addr=", hex(base)) : "", aux_load));
+    const int par_base = base + 4 * aux_rows;
+    const int zp_unit = base + 4 * (aux_rows - 1);
+    e.add("op",
+          cat("tiles=", hex(tiles), " loops=(", k_words, ")(", rows, ") in=", in_walk,
+              " in.tflags=0x01 out.base=", hex(out_base + block * slot), " out=", out_walk,
+              " out.tflags=0x1 par.base=", hex(par_base & 0x1fff),
+              par_base > 0x1fff ? " par.sel=1" : "", " par=", par_walk, " psum=(0 x ", k_words,
+              ") cfg0=0x0a5 cfg1=0x14e sync0=0x4000 sync1=0x4000 cfg2=0x07 cfg3=8 in_zp=",
+              layer.in_zp, " pc_aux_unit=", hex(zp_unit), " pc_aux_rows=", planes,
+              " pc_zp_unit=", hex(zp_unit), layer.bias.empty() ? "" : " cfg4=1",
+              " dp_mode=2 reduce_mask=0x01 out_ch_last=", kGroup - 1, " out_ch=", kGroup - 1,
+              " mult=", f32_bits(1.0f), " clamp_max=", f32_bits(clamp_max),
+              " clamp_min=", f32_bits(clamp_min), " out_zp=", out_zp, " pc_mult=1"));
+  }
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+  tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
+  wait_tokens(e);
+
+  // Every group's rows x 64 bytes, in group order, in 256-byte pieces to the scalar core.
+  e.reloc_movi(10, BufferKind::kOutput, Half::kUpper32, layer.output_name);
+  e.reloc_movi(11, BufferKind::kOutput, Half::kLower32, layer.output_name);
+  e.add("bundle", "s_op=0x0f s_x=5 imm=11");
+  e.add("bundle", "s_op=0x0f s_x=4 imm=10");
+  const int total = int(g.tile.size()) * block;
+  descriptor(e, 5, 4, 6, total, 3);
+  int ordinal = 0;
+  for (size_t i = 0; i < g.tile.size(); ++i) {
+    const int from = out_base + block * g.slot[i];
+    for (int at = 0; at < block; at += kPiece) {
+      const int bytes = std::min(kPiece, block - at);
+      e.add("n2w", cat("tiles=", hex(tile_bit(g.tile[i])), " n.addr=", hex((from + at) / 4),
+                       " n=", narrow_walk(bytes / 4), " n.lvl_mask=0x01 w.addr=", hex(kRingFifo),
+                       " w=(1 x 1) w.circ=1 w.rows=1 sync.en0=1 sync.f1=1 sync.id=16 "
+                       "sync.wait_lvl=1 sync.en1=1 sync.val=0xffff sync.en2=1 sync.f45=1 "
+                       "tail_lvl=1"));
+      e.add("outfeed", cat("walk=(0 x ", bytes / 8, ") k173=3 f222=0x7f"));
+      ring_send(e, g.tile[i], kRingFifo, 0x10000, ordinal++);
+    }
+  }
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+  e.add("scsync", cat("tiles=0xffff smask=0x020 thr5=", total / 32, " wait=0x020 sunits=0x0c"));
+  tile_fence(e, "counters=0x20000 units=0x3ff signal=1");
+  wait_tokens(e);
+  tile_fence(e, "units=0x3ff signal=1 f109=3");
+  wait_tokens(e);
+  interrupt(e, 5, 4, 6);
+  return e.finish();
+}
+
+}  // namespace
+
+int fc_batch_max_rows(int k, int slots) {
+  if (k <= 0) return 0;
+  return std::min(kMaxInputBytes / k, (kNarrowBytes - 64) / (k + kGroup * slots));
+}
+
+std::string fc_batch_unsupported(int n, int k, int rows, int slots) {
+  if (n <= 0 || fc_groups(n) > kMaxSlots * kTiles)
+    return cat("N = ", n, ": the batch generator covers N = 1..", kMaxSlots * kTiles * kGroup);
+  if (k <= 0 || k % kGroup != 0)
+    return cat("K = ", k, ": the batch generator needs a multiple of 64");
+  if (fc_units_per_tile(k, false) * slots > kFcParamUnits)
+    return cat("K = ", k, ": ", slots, " groups' weights do not fit one tile");
+  if (rows <= 0 || rows > fc_batch_max_rows(k, slots))
+    return cat(rows, " rows of ", k, " bytes: the batch generator takes 1..",
+               fc_batch_max_rows(k, slots), " (one tile's narrow memory holds X and the outputs)");
+  return "";
+}
+
+container::Executable generate_fc_batch(const FcLayer& layer, const FcPlacement& placement,
+                                        int rows) {
+  const int groups = fc_groups(layer.n);
+  const Groups g = groups_of(groups, placement);
+  if (const std::string why = fc_batch_unsupported(layer.n, layer.k, rows, g.slots); !why.empty())
+    fail(why);
+  if (!layer.group_out_zp.empty() && (layer.group_out_zp.size() != size_t(groups) ||
+                                      layer.group_clamp_min.size() != size_t(groups) ||
+                                      layer.group_clamp_max.size() != size_t(groups)))
+    fail("per-group output stages need one zero point and two clamps for each of ", groups,
+         " groups");
+  container::Executable eo = execution_executable(execution_program(layer, g, rows));
+  eo.input_layers.push_back(boundary_layer(layer.input_name, 1, rows, layer.k, layer.in_zp,
+                                           layer.in_scale, false, layer.signed_input));
+  const int total = groups * rows * kGroup;
+  // One flat row of bytes ([G][rows][64], no tile layout); the caller reorders it.
+  container::Layer out = boundary_layer(layer.output_name, total, layer.out_zp, layer.out_scale,
+                                        true, layer.signed_output);
+  out.shape = {{0, 0}, {0, total - 1}};
+  eo.output_layers.push_back(std::move(out));
+  eo.used_narrow_memory_bytes_per_tile = round_up(rows * layer.k, 64) + g.slots * rows * kGroup;
+  eo.dma_hints = execution_hints(layer.input_name, rows * layer.k, layer.output_name, total);
+  // The parameters are cached by the caller (fc_caching); no token ties the two here.
+  return eo;
+}
+
+}  // namespace tinycoral::compiler

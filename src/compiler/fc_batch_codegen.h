@@ -1,0 +1,48 @@
+// FULLY_CONNECTED over a batch: Y[M][N] = requant(X[M][K] W^T) in one program, the weights resident
+// where an FcPlacement put them (the same parameter stream and caching program as generate_fc, so
+// a batch program and a batch-1 program can share one cached copy). Our own form, not
+// edgetpu_compiler's (which cannot batch FULLY_CONNECTED; tinycoral ran a 1x1 CONV_2D instead,
+// reference frontend.md 2.2): it is a 1x1 convolution over M positions whose output channels are
+// spread over the tiles as the FC's groups are.
+//
+// Data path: the host's M x K bytes are streamed in 256-byte pieces straight into narrow memory of
+// every compute tile (one packet to all of them, as the CONV_2D generator streams image rows), so
+// each tile holds the whole X at narrow byte 0; each op (one per distinct parameter unit, slot and
+// output stage) walks K/4 words for each of the M rows over its group's weight rows and writes M x
+// 64 outputs after X; every group's M x 64 bytes go to the host through the scalar core in group
+// order. Nothing limits K but memory, so K > 1024 is covered too (the batch-1 FC generator's
+// scatter over K/64 input tiles stops at 1024).
+#pragma once
+
+#include <string>
+
+#include "compiler/fc_codegen.h"
+#include "compiler/fc_layer.h"
+#include "container/executable.h"
+
+namespace tinycoral::compiler {
+
+// Rows (M) a batch program can take for an input of K bytes with `slots` groups per tile: X and the
+// outputs must fit one tile's narrow memory.
+int fc_batch_max_rows(int k, int slots);
+
+// Why this shape is outside the batch generator, or "".
+std::string fc_batch_unsupported(int n, int k, int rows, int slots);
+
+// The execution program (EXECUTION_ONLY) for `rows` rows. Input "x" is [rows][K] bytes; the output
+// is [G][rows][64] bytes: group g's 64 outputs of every row, groups in order
+// (fc_batch_output_index). The caller caches the parameters first with fc_caching(layer,
+// placement) (or generate_fc's caching program of the same layer and placement) and runs this
+// program without a caching program; its caching token is 0. Throws Error for an unsupported
+// shape.
+container::Executable generate_fc_batch(const FcLayer& layer, const FcPlacement& placement,
+                                        int rows);
+
+// Byte (row, output) of a batch program's output buffer.
+inline size_t fc_batch_output_index(int rows, int row, int output) {
+  return (static_cast<size_t>(output / 64) * static_cast<size_t>(rows) + static_cast<size_t>(row)) *
+             64 +
+         static_cast<size_t>(output % 64);
+}
+
+}  // namespace tinycoral::compiler

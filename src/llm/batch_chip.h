@@ -1,0 +1,75 @@
+// The batch path's layer matmuls on an Edge TPU (issue 14, step e): each matmul of a step (the
+// FFN's w1, w3 and w2 too; its gate runs on the host in the chip's ops) runs for all rows of the
+// batch as one batched FULLY_CONNECTED program (compiler/fc_batch_codegen.h) over weights resident
+// in tile memory, and computes the int8 path's arithmetic, so every sequence gets the text it gets
+// alone on the int8 CPU path.
+//
+// Plan, as in step a (chip_model.h): matmuls of one input (q, k, v; w1, w3) share a program when
+// their groups fit in 32 together, each group keeping its matmul's output stage; more than 2048
+// outputs are cut into programs; each program's groups go to the least-filled tiles, and every
+// caching program runs once at construction. A program takes as many rows as one tile's narrow
+// memory holds X and the outputs for (455 at stories15M's dim 288, 170 at its hidden 768); a larger
+// batch runs it in even chunks, and a row count is rounded up to a power of two (padding rows
+// hold the zero point; their outputs are dropped) so that few programs are generated. K above
+// 1024 is no limit here (the batch program streams the whole row to every tile); only weights that
+// no longer fit tile memory stay on the host, in the same arithmetic.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compiler/fc_codegen.h"
+#include "llm/batch.h"
+#include "runtime/edgetpu.h"
+#include "runtime/stick_time.h"
+
+namespace tinycoral::llm {
+
+struct ChipBatchStats {
+  int chip_matmuls = 0, host_matmuls = 0;  // per layer stack
+  int programs = 0;                        // programs per forward pass of the batch (one chunk)
+  int64_t resident_bytes = 0;              // parameter bytes cached in tile memory
+  int max_tile_units = 0;                  // the fullest tile's parameter units (of 8192)
+  std::string host_reason;                 // why the first host matmul is not on the chip
+  runtime::StickTime modeled, caching;     // every execution run so far; the one-time caching
+  int runs = 0;
+  double chip_wall_s = 0;  // wall time inside EdgeTpu::run
+};
+
+class ChipBatchMatmuls : public BatchMatmuls {
+ public:
+  // `tpu` must outlive this; its tile memory is filled with the layers' weights here.
+  ChipBatchMatmuls(const Checkpoint& ck, ThreadPool& pool, const Calibration& calibration,
+                   runtime::EdgeTpu& tpu);
+  ~ChipBatchMatmuls() override;
+  const ChipBatchStats& stats() const { return stats_; }
+
+ protected:
+  void matmul_q(int layer, LayerMatmul m, std::span<const int> sequences, const int8_t* xq,
+                int8_t* yq) override;
+
+ private:
+  struct Program;
+  void run_chunk(Program& p, int layer, LayerMatmul called, std::span<const int> sequences,
+                 const int8_t* xq, int8_t* yq);
+  std::shared_ptr<runtime::Program> execution(Program& p, int rows);
+  compiler::FcLayer fc_layer(int layer, const Program& p) const;
+  void cache_all();
+  runtime::EdgeTpu& tpu_;
+  std::vector<Program> programs_;
+  std::vector<std::vector<int>> plans_;  // [layer * 7 + matmul]: its programs; empty = host
+  // Results of matmuls a shared program computed beside the one asked for, per sequence, kept
+  // until their own call (which must bring the same quantized input).
+  struct Pending {
+    int layer = -1;
+    std::vector<int8_t> out, xq;
+  };
+  std::map<std::pair<int, int>, Pending> pending_;  // (sequence, matmul)
+  std::vector<int8_t> x_, y_;
+  ChipBatchStats stats_;
+  int recoveries_seen_ = 0;
+};
+
+}  // namespace tinycoral::llm

@@ -1,0 +1,167 @@
+// The batched FULLY_CONNECTED program (fc_batch_codegen.h) on the virtual Edge TPU: for random
+// layers and batches, every output byte of every row equals the CPU reference in `edgetpu`
+// rounding, with the weights placed and cached as the llm chip path places them (several layers
+// resident at once, two groups on a tile, per-group output stages), and for K above the batch-1
+// generator's 1024 (K-splitting is not needed: every tile streams the whole row).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <set>
+
+#include "chip/sim_runner.h"
+#include "compiler/fc_batch_codegen.h"
+#include "compiler/fc_codegen.h"
+#include "host/rounding.h"
+
+namespace tinycoral::compiler {
+namespace {
+
+struct Case {
+  int n, k, rows;
+  FcPlacement placement;
+  bool own_stages = false;
+};
+
+struct Layer {
+  FcLayer layer;
+  FcPlacement placement;
+  int rows;
+  container::Executable caching, execution;
+  std::vector<uint8_t> x, want;  // x [rows][k]; want [rows][n]
+};
+
+Layer make(const Case& c, std::mt19937& random) {
+  Layer p;
+  FcLayer& l = p.layer;
+  l.n = c.n;
+  l.k = c.k;
+  l.weights.resize(size_t(c.n) * size_t(c.k));
+  for (auto& w : l.weights) w = static_cast<int8_t>(static_cast<int>(random() % 255) - 127);
+  l.in_zp = static_cast<int32_t>(random() % 200) + 28;
+  l.out_zp = static_cast<int32_t>(random() % 100) + 78;
+  l.in_scale = 0.01f;
+  l.out_scale = 1.0f;
+  const float typical = 127.0f / (3.0f * 74 * 74 * std::sqrt(static_cast<float>(c.k)));
+  for (int o = 0; o < c.n; ++o)
+    l.mult.push_back(typical * (0.5f + std::uniform_real_distribution<float>(0, 1)(random)));
+  l.clamp_min = fc_clamp(0, l.out_zp, 1.0f);
+  l.clamp_max = fc_clamp(255, l.out_zp, 1.0f);
+  if (c.own_stages) {
+    for (int g = 0; g < fc_groups(c.n); ++g) {
+      const int32_t zp = 40 + 50 * (g % 4);
+      l.group_out_zp.push_back(zp);
+      l.group_clamp_min.push_back(fc_clamp(0, zp, 1.0f));
+      l.group_clamp_max.push_back(fc_clamp(200, zp, 1.0f));
+    }
+  }
+  l.input_name = "x";
+  l.output_name = "y";
+  l.signed_input = l.signed_output = true;
+  p.placement = c.placement;
+  p.rows = c.rows;
+  p.caching = fc_caching(l, p.placement);
+  p.execution = generate_fc_batch(l, p.placement, c.rows);
+  p.x.resize(size_t(c.rows) * size_t(c.k));
+  for (auto& b : p.x) b = static_cast<uint8_t>(random());
+  for (int row = 0; row < c.rows; ++row) {
+    for (int r = 0; r < c.n; ++r) {
+      const size_t g = size_t(r / 64);
+      const bool own = c.own_stages;
+      const host::edgetpu::Clamps clamps{own ? l.group_clamp_min[g] : l.clamp_min,
+                                         own ? l.group_clamp_max[g] : l.clamp_max};
+      int32_t acc = 0;
+      for (int j = 0; j < c.k; ++j)
+        acc += (int32_t{p.x[size_t(row) * size_t(c.k) + size_t(j)]} - l.in_zp) *
+               l.weights[size_t(r) * size_t(c.k) + size_t(j)];
+      const int32_t y = host::edgetpu::requantize(acc, l.mult[size_t(r)], clamps,
+                                                  own ? l.group_out_zp[g] : l.out_zp);
+      p.want.push_back(static_cast<uint8_t>(std::clamp(y, 0, 255)));
+    }
+  }
+  EXPECT_GT(std::set<uint8_t>(p.want.begin(), p.want.end()).size(), size_t(16));
+  return p;
+}
+
+std::vector<uint8_t> ordered(const Layer& p, const std::vector<uint8_t>& raw) {
+  std::vector<uint8_t> out;
+  for (int row = 0; row < p.rows; ++row)
+    for (int r = 0; r < p.layer.n; ++r)
+      out.push_back(raw.at(fc_batch_output_index(p.rows, row, r)));
+  return out;
+}
+
+// Several placed layers resident together, each run as a batch program twice.
+TEST(FcBatchOnTheVirtualEdgeTpu, EveryRowOfPlacedLayersMatchesTheReference) {
+  std::mt19937 random(41);
+  const int top = 0x2000 - fc_units_per_tile(1024, false);
+  const std::vector<Case> cases = {
+      {320, 320, 4, {}},
+      {200, 768, 16, {{3, 7, 0, 15}, {4 * 300, 4 * 100, 4 * 300, 4 * 200}}, true},
+      {64, 1024, 3, {{9}, {top}}},
+      // 24 groups: tiles 0..7 compute two each, at their own units.
+      {1536,
+       320,
+       5,
+       {{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 7, 6, 5, 4, 3, 2, 1, 0},
+        [] {
+          std::vector<int> u(16, 5000);
+          u.resize(24, 5400);
+          return u;
+        }()},
+       true},
+      {128, 64, 1, {{12, 13}, {0, 0}}},
+  };
+  std::vector<Layer> layers;
+  for (const Case& c : cases) layers.push_back(make(c, random));
+  chip::VirtualEdgeTpu chip;
+  for (const Layer& p : layers) chip::testing::run_executable(chip, p.caching, {});
+  for (int round = 0; round < 2; ++round) {
+    for (const Layer& p : layers) {
+      SCOPED_TRACE(std::to_string(p.layer.n) + " x " + std::to_string(p.layer.k) + " x " +
+                   std::to_string(p.rows) + " rows");
+      const auto raw = chip::testing::run_executable(chip, p.execution, {{"x", p.x}}).at("y");
+      ASSERT_EQ(ordered(p, raw), p.want) << "round " << round;
+    }
+  }
+  EXPECT_EQ(chip.fault(), "");
+}
+
+// K beyond the batch-1 generator (stories42M's w2 has K = 1376, stories110M's 2048), at one row
+// (the batch-1 case) and several, and the most rows one program takes for K = 768.
+TEST(FcBatchOnTheVirtualEdgeTpu, KAbove1024AndTheLargestBatch) {
+  std::mt19937 random(43);
+  for (const Case& c : std::vector<Case>{{128, 1408, 1, {}},
+                                         {64, 2048, 3, {{5}, {0}}},
+                                         {96, 1408, 2, {}},
+                                         {64, 768, fc_batch_max_rows(768, 1), {}}}) {
+    SCOPED_TRACE(std::to_string(c.n) + " x " + std::to_string(c.k) + " x " +
+                 std::to_string(c.rows));
+    const Layer p = make(c, random);
+    chip::VirtualEdgeTpu chip;
+    chip::testing::run_executable(chip, p.caching, {});
+    const auto raw = chip::testing::run_executable(chip, p.execution, {{"x", p.x}}).at("y");
+    ASSERT_EQ(ordered(p, raw), p.want);
+    EXPECT_EQ(chip.fault(), "");
+  }
+}
+
+TEST(FcBatchGenerator, RefusesWhatItCannotHold) {
+  FcLayer l;
+  l.n = 64;
+  l.k = 768;
+  l.weights.assign(64 * 768, 1);
+  l.mult.assign(64, 0.01f);
+  l.input_name = "x";
+  l.output_name = "y";
+  EXPECT_THROW(generate_fc_batch(l, {}, 0), Error);
+  EXPECT_THROW(generate_fc_batch(l, {}, fc_batch_max_rows(768, 1) + 1), Error);
+  EXPECT_NE(fc_batch_unsupported(64, 100, 1, 1), "");
+  EXPECT_NE(fc_batch_unsupported(64 * 33, 64, 1, 2), "");
+  EXPECT_EQ(fc_batch_unsupported(64, 2048, 8, 1), "");
+  EXPECT_GE(fc_batch_max_rows(288, 2), 256);  // stories15M's dim: a batch of 256 in one run
+}
+
+}  // namespace
+}  // namespace tinycoral::compiler

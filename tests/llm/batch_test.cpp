@@ -1,0 +1,252 @@
+// The batch path (issue 14, step e): B sequences in lockstep, each layer matmul computed for all of
+// them at once - by the int8 arithmetic on the CPU, and by one batched program per matmul on the
+// virtual Edge TPU - must give every sequence the tokens the int8 CPU path gives it alone
+// (sequence by sequence, the oracle), for the same prompt with different seeds, different
+// prompts, greedy and sampled, and sequences that end at different steps; bad batches get clear
+// errors. A tiny model with hidden 2100 puts K > 1024 (w2) on the chip as well, with 64 sequences
+// (more rows than its program takes at once).
+#include "llm/batch.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "compiler/fc_batch_codegen.h"
+#include "llama2c_files.h"
+#include "llm/batch_chip.h"
+#include "llm/generate.h"
+#include "runtime/device_select.h"
+
+namespace tinycoral::testing {
+namespace {
+
+// Mixed requests: a shared prompt with several seeds, other prompts, greedy and sampled, and
+// different lengths (some sequences leave the batch early).
+std::vector<llm::BatchRequest> mixed_requests(int count, int steps) {
+  const std::vector<std::string> prompts = {"Once upon", "", "Lily", "Once upon a time"};
+  std::vector<llm::BatchRequest> out;
+  for (int i = 0; i < count; ++i) {
+    llm::BatchRequest r;
+    r.prompt = i % 3 == 0 ? "Once upon" : prompts[size_t(i) % prompts.size()];
+    r.steps = steps - (i % 4) * (steps / 8);
+    r.temperature = i % 2 == 0 ? 1.0f : 0.0f;
+    r.topp = i % 4 == 1 ? 0.9f : 1.0f;
+    r.seed = 100 + uint64_t(i);
+    out.push_back(r);
+  }
+  return out;
+}
+
+// The oracle: the int8 CPU path, one sequence after another.
+std::vector<std::vector<int>> int8_alone(const llm::Checkpoint& ck, const llm::Tokenizer& tok,
+                                         const llm::Calibration& cal,
+                                         const std::vector<llm::BatchRequest>& requests) {
+  llm::ThreadPool pool(2);
+  std::vector<std::vector<int>> out;
+  for (const llm::BatchRequest& r : requests) {
+    llm::Int8Transformer model(ck, pool, cal);
+    llm::Sampler sampler(r.temperature, r.topp, r.seed);
+    out.push_back(
+        llm::generate(model, tok, sampler, r.prompt, r.steps, [](const std::string&) {}).tokens);
+  }
+  return out;
+}
+
+void expect_same_tokens(const llm::BatchRun& run, const std::vector<std::vector<int>>& want) {
+  ASSERT_EQ(run.sequences.size(), want.size());
+  int64_t positions = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(run.sequences[i].result.tokens, want[i]) << "sequence " << i;
+    EXPECT_FALSE(run.sequences[i].text.empty()) << "sequence " << i;
+    positions += run.sequences[i].result.positions;
+  }
+  EXPECT_EQ(run.positions, positions);
+}
+
+// Both batch paths against the oracle on `ck`; returns the chip's figures.
+llm::ChipBatchStats expect_batch_equals_int8(const llm::Checkpoint& ck, const llm::Tokenizer& tok,
+                                             int count, int steps) {
+  llm::ThreadPool pool(2);
+  const llm::Calibration cal = llm::calibrate(ck, pool, 8);
+  const std::vector<llm::BatchRequest> requests = mixed_requests(count, steps);
+  const std::vector<std::vector<int>> want = int8_alone(ck, tok, cal, requests);
+  // The requests do differ (else the batch would prove little): at least the prompts' stories.
+  EXPECT_GE(std::set<std::vector<int>>(want.begin(), want.end()).size(),
+            size_t(std::min(count, 3)));
+  {
+    SCOPED_TRACE("cpu");
+    llm::CpuBatchMatmuls cpu(ck, pool, cal);
+    expect_same_tokens(llm::generate_batch(ck, tok, cpu, requests), want);
+  }
+  SCOPED_TRACE("virtual Edge TPU");
+  auto tpu = runtime::open_virtual_edgetpu();
+  llm::ChipBatchMatmuls chip(ck, pool, cal, *tpu);
+  const llm::BatchRun run = llm::generate_batch(ck, tok, chip, requests);
+  expect_same_tokens(run, want);
+  EXPECT_EQ(run.steps, steps);  // the longest sequences ran every step in lockstep
+  // Each step ran each program once for all rows (none per sequence), or in chunks when the rows
+  // exceed what one program takes.
+  if (count <= 16) {
+    EXPECT_EQ(chip.stats().runs, chip.stats().programs * run.steps);
+  } else {
+    EXPECT_GT(chip.stats().runs, chip.stats().programs * run.steps);
+  }
+  EXPECT_GT(chip.stats().modeled.total_ms_high(), 0);
+  return chip.stats();
+}
+
+TEST(BatchPath, BothTestCheckpointsGiveEverySequenceTheInt8PathsTokens) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  const auto dir = llama2c_dir(data);
+  for (const std::string name : {"rand_gqa", "rand15M"}) {
+    SCOPED_TRACE(name);
+    std::string why;
+    const auto path = reference_checkpoint(data, name, why);
+    if (!path) GTEST_SKIP() << why;
+    const llm::Checkpoint ck = llm::load_checkpoint(*path);
+    const llm::Tokenizer tok = llm::Tokenizer::load(dir / "tokenizer.bin", ck.config.vocab_size);
+    const bool big = name == "rand15M";
+    const llm::ChipBatchStats s = expect_batch_equals_int8(ck, tok, big ? 4 : 16, big ? 8 : 16);
+    EXPECT_EQ(s.chip_matmuls, 7 * ck.config.n_layers);
+    EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
+    if (big) {
+      EXPECT_EQ(s.programs, 24);  // q+k+v, o, w1+w3, w2 per layer, as in step a
+    }
+  }
+}
+
+TEST(BatchPath, KAbove1024RunsOnTheChipToo) {
+  TinyShape shape;
+  shape.dim = 80;       // K = 80: padded to 128
+  shape.hidden = 2100;  // w1/w3: N = 2100, two programs each; w2: K = 2100 on the chip
+  shape.heads = 4;
+  shape.kv_heads = 2;
+  shape.layers = 1;
+  shape.vocab = 300;
+  shape.seq_len = 32;
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("tinycoral_batch_path_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  write_bytes(dir / "model.bin", tiny_v0(shape, TinyWeights(shape)));
+  write_bytes(dir / "tokenizer.bin", tiny_tokenizer(shape.vocab));
+  const llm::Checkpoint ck = llm::load_checkpoint(dir / "model.bin");
+  const llm::Tokenizer tok = llm::Tokenizer::load(dir / "tokenizer.bin", shape.vocab);
+  std::filesystem::remove_all(dir);
+  // 64 sequences: more rows than w2's program takes (K = 2112: 62), so it runs in two chunks
+  // while all 64 are running; rows drop to 48, 32 and 16 as sequences end.
+  ASSERT_LT(compiler::fc_batch_max_rows(2112, 1), 64);
+  const llm::ChipBatchStats s = expect_batch_equals_int8(ck, tok, 64, 16);
+  EXPECT_EQ(s.chip_matmuls, 7);
+  EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
+  EXPECT_EQ(s.programs, 7);  // q+k+v, o, w1 and w3 in two programs each, w2
+}
+
+// Eleven layers of 0.85 MB: more than the 8 MiB of tile memory, so the last matmuls stay on the
+// host, in the same arithmetic, beside the chip's.
+TEST(BatchPath, WeightsPastTileMemoryStayOnTheHostExactly) {
+  TinyShape shape;
+  shape.dim = 256;
+  shape.hidden = 768;
+  shape.heads = 4;
+  shape.kv_heads = 4;
+  shape.layers = 11;
+  shape.vocab = 300;
+  shape.seq_len = 16;
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("tinycoral_batch_full_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  write_bytes(dir / "model.bin", tiny_v0(shape, TinyWeights(shape)));
+  write_bytes(dir / "tokenizer.bin", tiny_tokenizer(shape.vocab));
+  const llm::Checkpoint ck = llm::load_checkpoint(dir / "model.bin");
+  const llm::Tokenizer tok = llm::Tokenizer::load(dir / "tokenizer.bin", shape.vocab);
+  std::filesystem::remove_all(dir);
+  const llm::ChipBatchStats s = expect_batch_equals_int8(ck, tok, 4, 6);
+  EXPECT_EQ(s.chip_matmuls + s.host_matmuls, 7 * 11);
+  EXPECT_GT(s.chip_matmuls, 7 * 8);
+  EXPECT_GT(s.host_matmuls, 0);
+  EXPECT_NE(s.host_reason.find("fill the tile memory"), std::string::npos) << s.host_reason;
+}
+
+TEST(BatchPath, BadBatchesGetClearErrors) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  std::string why;
+  const auto path = reference_checkpoint(data, "rand_gqa", why);
+  if (!path) GTEST_SKIP() << why;
+  const llm::Checkpoint ck = llm::load_checkpoint(*path);
+  const llm::Tokenizer tok =
+      llm::Tokenizer::load(llama2c_dir(data) / "tokenizer.bin", ck.config.vocab_size);
+  llm::ThreadPool pool(1);
+  const llm::Calibration cal = llm::calibrate(ck, pool, 4);
+  llm::CpuBatchMatmuls cpu(ck, pool, cal);
+  const auto message = [&](const std::vector<llm::BatchRequest>& requests) {
+    try {
+      llm::generate_batch(ck, tok, cpu, requests);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message({}).find("B = 0"), std::string::npos);
+  EXPECT_NE(message(std::vector<llm::BatchRequest>(llm::kMaxBatch + 1)).find("at most 1024"),
+            std::string::npos);
+  // A matmul that fails mid-batch stops every sequence (none hangs at the barrier) and its error
+  // is the batch's.
+  struct Failing : llm::CpuBatchMatmuls {
+    using CpuBatchMatmuls::CpuBatchMatmuls;
+    int calls = 0;
+    void matmul_q(int layer, llm::LayerMatmul m, std::span<const int> sequences, const int8_t* xq,
+                  int8_t* yq) override {
+      if (++calls == 20) fail("the chip stopped");
+      CpuBatchMatmuls::matmul_q(layer, m, sequences, xq, yq);
+    }
+  } failing(ck, pool, cal);
+  try {
+    llm::generate_batch(ck, tok, failing, mixed_requests(5, 6));
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "the chip stopped");
+  }
+  EXPECT_EQ(failing.calls, 20);
+  std::string long_prompt;
+  for (int i = 0; i < ck.config.seq_len; ++i) long_prompt += " dog";
+  const std::string m = message({{"Once", 4}, {long_prompt, 4}});
+  EXPECT_NE(m.find("sequence 1: the prompt is"), std::string::npos) << m;
+  EXPECT_NE(m.find("more than seq_len"), std::string::npos) << m;
+}
+
+TEST(BatchPath, GenerateBatchOnTheSimulatorWritesEachSeedsInt8Story) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  std::string why;
+  const auto path = reference_checkpoint(data, "rand_gqa", why);
+  if (!path) GTEST_SKIP() << why;
+  const std::string args = "generate '" + path->string() + "' -z '" +
+                           (llama2c_dir(data) / "tokenizer.bin").string() +
+                           "' -n 12 -t 0.8 -i 'Lily' --calibration 8";
+  const CommandResult sim = run_cli(args + " -s 5 --batch 3 --device sim --json");
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  const auto j = nlohmann::json::parse(sim.out);
+  ASSERT_EQ(j.at("sequences").size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    const CommandResult cpu =
+        run_cli(args + " -s " + std::to_string(5 + i) + " --device cpu --int8");
+    ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
+    EXPECT_EQ(j.at("sequences")[size_t(i)].at("text").get<std::string>() + "\n", cpu.out) << i;
+    EXPECT_EQ(j.at("sequences")[size_t(i)].at("seed"), 5 + i);
+  }
+  const auto& m = j.at("chip").at("modeled");
+  EXPECT_GT(m.at("stick_tokens_per_second").get<double>(), 0);
+  EXPECT_EQ(j.at("positions"), 36);
+  const CommandResult text = run_cli(args + " -s 5 --batch 3 --device sim");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.err.find("batch of 3: 36 tokens in 12 steps"), std::string::npos) << text.err;
+  EXPECT_NE(text.err.find("modeled stick: "), std::string::npos) << text.err;
+  EXPECT_NE(text.err.find("tok/s aggregate"), std::string::npos) << text.err;
+  const CommandResult zero = run_cli(args + " --batch 0");
+  EXPECT_EQ(zero.exit_code, 2);
+  EXPECT_NE(zero.err.find("--batch must be at least 1 (got 0)"), std::string::npos) << zero.err;
+}
+
+}  // namespace
+}  // namespace tinycoral::testing
