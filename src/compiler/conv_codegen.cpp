@@ -48,12 +48,15 @@ struct LayerPlan {
   int window_words = 0;  // words per tap row of a block's window
   int blocks = 0;        // positions per output row: ceil(OW / block)
   int kwords = 0;        // reduction words per position: kh * window_words
-  int hp = 0, wp = 0;    // padded input image; wp counts the extra pixels and the window overrun
-  int in_base = 0;       // narrow byte address of the padded image
-  int groups = 0;        // 64-channel groups
-  int group_ch = 0;      // columns per group (the op's out_ch + 1)
-  int planes = 0;        // aux rows per group: multipliers (and biases)
-  int row = 0;           // first wide row of the layer's parameters
+  // Depthwise layers: the input words of one group's channels (the group's columns read only
+  // their own words, through diagonal weight rows); 0 for CONV_2D.
+  int dw_words = 0;
+  int hp = 0, wp = 0;  // padded input image; wp counts the extra pixels and the window overrun
+  int in_base = 0;     // narrow byte address of the padded image
+  int groups = 0;      // 64-channel groups
+  int group_ch = 0;    // columns per group (the op's out_ch + 1)
+  int planes = 0;      // aux rows per group: multipliers (and biases)
+  int row = 0;         // first wide row of the layer's parameters
   int zp_row() const { return row + groups * planes; }
   int weight_row() const { return zp_row() + 1; }
   int rows() const { return groups * planes + 1 + groups * kwords; }
@@ -151,6 +154,10 @@ Plan plan_of(const ConvChain& chain, int tile = 0, int y0 = 0, int y1 = -1) {
     lp.in_base = narrow;
     narrow = round_up(narrow + lp.in_bytes(), 64);
     lp.groups = l.cout <= kColumns ? 1 : l.cout / kColumns;
+    if (l.depthwise) {
+      lp.dw_words = std::min(l.cin, kColumns) / 4;
+      lp.kwords = l.kh * l.kw * lp.dw_words;
+    }
     lp.group_ch = lp.block > 1         ? lp.block * l.cout
                   : l.cout <= kColumns ? channels_stored(l, 1)
                                        : kColumns;
@@ -295,13 +302,23 @@ void layer_op(Emitter& e, const Plan& p, size_t i) {
   const uint32_t tile = tile_bit(p.tile);
   const int rows = lp.ob - lp.oa;
   const int64_t positions = int64_t{rows} * lp.blocks;
-  // `in`: the window's words, tap rows, blocks along x, output rows, group.
-  const std::string in_walk = strided_walk({{1, lp.window_words},
-                                            {lp.row_words(), l.kh},
-                                            {lp.block * l.stride_w * l.cin / 4, lp.blocks},
-                                            {int64_t{l.stride_h} * lp.row_words(), rows},
-                                            {0, lp.groups}},
-                                           8, " m3");
+  // `in`: the window's words, tap rows, blocks along x, output rows, group. A depthwise group
+  // reads its own channels' words at each tap (tap columns, then tap rows) and the next group the
+  // words after them.
+  const std::string in_walk = l.depthwise
+                                  ? strided_walk({{1, lp.dw_words},
+                                                  {l.cin / 4, l.kw},
+                                                  {lp.row_words(), l.kh},
+                                                  {l.stride_w * l.cin / 4, lp.blocks},
+                                                  {int64_t{l.stride_h} * lp.row_words(), rows},
+                                                  {lp.dw_words, lp.groups}},
+                                                 8, " m3")
+                                  : strided_walk({{1, lp.window_words},
+                                                  {lp.row_words(), l.kh},
+                                                  {lp.block * l.stride_w * l.cin / 4, lp.blocks},
+                                                  {int64_t{l.stride_h} * lp.row_words(), rows},
+                                                  {0, lp.groups}},
+                                                 8, " m3");
   // `par`: the group's weight rows for every position.
   const std::string par_walk =
       strided_walk({{1, lp.kwords}, {0, positions}, {lp.kwords, lp.groups}}, 8, " m1");
@@ -469,6 +486,8 @@ std::string conv_unsupported(const ConvChain& chain) {
       return cat("CONV_2D with ", l.cout, " output channels (up to 64 or a multiple of 64 yet)");
     if (i + 1 < chain.layers.size() && l.cout % 4 != 0)
       return "a CONV_2D inside a chain with output channels not a multiple of 4";
+    if (l.depthwise && l.cin % 4 != 0)
+      return cat("DEPTHWISE_CONV_2D with ", l.cin, " channels (a multiple of 4 yet)");
     if (l.oh <= 0 || l.ow <= 0) return "CONV_2D with an empty output";
   }
   const ConvLayer& first = chain.layers.front();
@@ -511,6 +530,26 @@ std::vector<uint8_t> conv_parameters(const ConvChain& chain) {
       }
     }
     for (int c = 0; c < kColumns; ++c) put32(out, static_cast<uint32_t>(l.weight_zp));
+    if (l.depthwise) {
+      // Row (group, ky, kx, word j): the 4x4 diagonal of the group's word j - column 4j + b holds
+      // the tap's weight of its channel at byte b - and the weight zero point everywhere else.
+      for (int g = 0; g < lp.groups; ++g)
+        for (int ky = 0; ky < l.kh; ++ky)
+          for (int kx = 0; kx < l.kw; ++kx)
+            for (int j = 0; j < lp.dw_words; ++j)
+              for (int c = 0; c < kColumns; ++c) {
+                const bool real = column(g, c, oc, r) && c / 4 == j;
+                for (int b = 0; b < 4; ++b) {
+                  uint8_t v = static_cast<uint8_t>(l.weight_zp);
+                  if (real && b == c % 4)
+                    v = l.weights[(static_cast<size_t>(ky) * l.kw + static_cast<size_t>(kx)) *
+                                      static_cast<size_t>(l.cout) +
+                                  static_cast<size_t>(oc)];
+                  out.push_back(v);
+                }
+              }
+      continue;
+    }
     // Row (ky, word w) of the window; byte b of it is tap byte t = 4w + b - offset - r s Cin.
     const size_t per_out = static_cast<size_t>(l.kh) * l.kw * l.cin;
     for (int g = 0; g < lp.groups; ++g)

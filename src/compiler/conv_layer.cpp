@@ -106,6 +106,42 @@ std::string make_layer(const Graph& graph, const GraphOp& op, ConvLayer& l) {
   return output_stage(x, w, y, o->activation, l);
 }
 
+// A DEPTHWISE_CONV_2D with depth multiplier 1: channel c of the output reads channel c of the
+// input (weights [1][kh][kw][C], one scale per channel along axis 3).
+std::string make_depthwise_layer(const Graph& graph, const GraphOp& op, ConvLayer& l) {
+  const auto* o = std::get_if<container::DepthwiseConv2DOptions>(&op.options);
+  if (o == nullptr) return "DEPTHWISE_CONV_2D without options";
+  if (o->dilation_h != 1 || o->dilation_w != 1)
+    return "DEPTHWISE_CONV_2D with dilation is not generated yet";
+  const GraphTensor& x = graph.tensor(op.inputs.at(0));
+  const GraphTensor& w = graph.tensor(op.inputs.at(1));
+  const GraphTensor& y = graph.tensor(op.outputs.at(0));
+  if (x.shape.size() != 4 || y.shape.size() != 4 || w.shape.size() != 4 || x.shape[0] != 1)
+    return "DEPTHWISE_CONV_2D must be NHWC with batch 1";
+  if (!w.is_constant()) return "DEPTHWISE_CONV_2D weights must be constants";
+  l.depthwise = true;
+  l.h = x.shape[1];
+  l.w = x.shape[2];
+  l.cin = x.shape[3];
+  l.cout = w.shape[3];
+  l.kh = w.shape[1];
+  l.kw = w.shape[2];
+  if (l.cout != l.cin || l.cin < 4)
+    return "a DEPTHWISE_CONV_2D in a chain needs depth multiplier 1 and 4 or more channels";
+  l.stride_h = o->stride_h;
+  l.stride_w = o->stride_w;
+  const bool same = o->padding == container::Padding::kSame;
+  l.oh = conv_out_size(l.h, l.kh, l.stride_h, same);
+  l.ow = conv_out_size(l.w, l.kw, l.stride_w, same);
+  l.pad_top = conv_pad_before(l.h, l.kh, l.stride_h, same);
+  l.pad_left = conv_pad_before(l.w, l.kw, l.stride_w, same);
+  if (y.shape[1] != l.oh || y.shape[2] != l.ow || y.shape[3] != l.cout)
+    return "the DEPTHWISE_CONV_2D output shape disagrees with its options";
+  if (std::string why = stored_weights(w, l); !why.empty()) return "DEPTHWISE_CONV_2D " + why;
+  if (std::string why = stored_bias(graph, op, l); !why.empty()) return "DEPTHWISE_CONV_2D: " + why;
+  return output_stage(x, w, y, o->activation, l);
+}
+
 // A FULLY_CONNECTED after a CONV_2D (directly or through a RESHAPE that flattens the map): a VALID
 // conv whose kernel covers the whole map, since the FC's K index (y W + x) C + c is the conv's
 // [ky][kx][c] weight order. `prev` is the layer before.
@@ -148,6 +184,8 @@ std::string match_conv_chain(const Graph& graph, const std::vector<int>& mapped_
     ConvLayer l;
     if (is(op, BuiltinOp::kConv2D)) {
       if (std::string why = make_layer(graph, op, l); !why.empty()) return why;
+    } else if (is(op, BuiltinOp::kDepthwiseConv2D)) {
+      if (std::string why = make_depthwise_layer(graph, op, l); !why.empty()) return why;
     } else if (is(op, BuiltinOp::kReshape) && !chain.layers.empty() && i + 1 < end &&
                is(*ops[i + 1], BuiltinOp::kFullyConnected)) {
       flowing = op.outputs.at(0);  // a flatten: the bytes stay where they are

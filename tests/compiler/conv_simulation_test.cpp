@@ -247,5 +247,58 @@ TEST(ConvChainOnTheVirtualEdgeTpu, ConvolutionsThenFullyConnectedEqualTheCpuRefe
   expect_equal_to_cpu(8, 8, 4, {{16, 3, 2, true}, {16, 3, 2, true}, fc128}, random);
 }
 
+// MobileNet's depthwise form: DEPTHWISE_CONV_2D over C channels with depth multiplier 1, a layer
+// of the chain whose weight rows are 4x4 diagonals (column c reads only its own channel).
+ConvSpec depthwise(int k, int stride, bool same = true, Activation act = Activation::kNone) {
+  ConvSpec s{0, k, stride, same};
+  s.depthwise = true;
+  s.act = act;
+  return s;
+}
+
+TEST(DepthwiseInAChainOnTheVirtualEdgeTpu, ChannelDepthwiseLayersEqualTheCpuReference) {
+  std::mt19937 random(47);
+  expect_equal_to_cpu(8, 8, 8, {depthwise(3, 1)}, random);
+  expect_equal_to_cpu(10, 12, 16, {depthwise(3, 2)}, random);
+  expect_equal_to_cpu(6, 6, 128, {depthwise(3, 1)}, random);  // two groups of 64 channels
+  expect_equal_to_cpu(4, 4, 256, {depthwise(3, 2)}, random);  // MobileNet's last, at stride 2
+  expect_equal_to_cpu(9, 8, 12, {depthwise(5, 1, false)}, random);
+  expect_equal_to_cpu(8, 8, 32, {depthwise(3, 1, true, Activation::kRelu6)}, random);
+}
+
+TEST(DepthwiseInAChainOnTheVirtualEdgeTpu, RandomChannelDepthwiseLayersEqualTheCpuReference) {
+  static const int kChannels[] = {4, 8, 12, 16, 24, 32, 64, 128, 192};
+  static const int kK[] = {1, 3, 3, 3, 5};
+  std::mt19937 random(53);
+  for (int i = 0; i < 16; ++i) {
+    ConvSpec s = depthwise(kK[random() % 5], 1 + static_cast<int>(random() % 2), random() % 3 != 0);
+    s.bias = random() % 4 != 0;
+    s.per_channel = random() % 4 != 0;
+    const int c = kChannels[random() % 9];
+    const int lo = s.same ? 1 : s.k;
+    const int h = lo + static_cast<int>(random() % 12);
+    int w = lo + static_cast<int>(random() % 12);
+    if (w * c % 8 != 0) ++w;  // rows of whole 8-byte units
+    expect_equal_to_cpu(h, w, c, {s}, random);
+  }
+}
+
+// MobileNet v1's blocks: conv 3x3 s2 -> depthwise 3x3 -> pointwise 1x1 (-> depthwise s2 ->
+// pointwise), RELU6 throughout as in the model, one program with the activations in tile memory.
+TEST(DepthwiseInAChainOnTheVirtualEdgeTpu, MobileNetBlocksEqualTheCpuReference) {
+  std::mt19937 random(59);
+  const Activation r6 = Activation::kRelu6;
+  ConvSpec first{8, 3, 2, true, true, true, r6};
+  ConvSpec pw16{16, 1, 1, true, true, true, r6};
+  ConvSpec pw32{32, 1, 1, true, true, true, r6};
+  expect_equal_to_cpu(16, 16, 3, {first, depthwise(3, 1, true, r6), pw16}, random);
+  expect_equal_to_cpu(
+      32, 32, 3, {first, depthwise(3, 1, true, r6), pw16, depthwise(3, 2, true, r6), pw32}, random);
+  ConvSpec pw128{128, 1, 1, true, true, true, r6};
+  ConvSpec fc10{10};
+  fc10.fc = true;
+  expect_equal_to_cpu(8, 8, 64, {depthwise(3, 2, true, r6), pw128, depthwise(3, 1), fc10}, random);
+}
+
 }  // namespace
 }  // namespace tinycoral::compiler

@@ -1,4 +1,5 @@
-// CPU twins of CONV_2D chains for the compiler's tests and sweeps: QUANTIZE -> int8 CONV_2D ...
+// CPU twins of CONV_2D chains for the compiler's tests and sweeps: QUANTIZE -> int8 CONV_2D or
+// DEPTHWISE_CONV_2D ...
 // [-> RESHAPE -> FULLY_CONNECTED] -> QUANTIZE with random weights, biases and quantizations that
 // spread the outputs over the uint8 range, as TensorFlow's converter writes such models.
 #pragma once
@@ -28,6 +29,8 @@ struct ConvSpec {
   // A FULLY_CONNECTED over the whole map instead (k, stride, same unused); `reshape` puts the
   // converter's flattening RESHAPE before it.
   bool fc = false, reshape = true;
+  // A DEPTHWISE_CONV_2D with depth multiplier 1 instead (cout is the input's channels).
+  bool depthwise = false;
 };
 
 inline std::vector<uint8_t> le32(const std::vector<int32_t>& v) {
@@ -47,7 +50,7 @@ inline container::Model conv_twin(int h, int w, int cin, const std::vector<ConvS
   std::uniform_real_distribution<float> unit(0.0f, 1.0f);
   container::Model m;
   m.description = "conv twin";
-  m.operator_codes = {{114, "", 1}, {3, "", 3}, {9, "", 5}, {22, "", 1}};
+  m.operator_codes = {{114, "", 1}, {3, "", 3}, {9, "", 5}, {22, "", 1}, {4, "", 3}};
   m.buffers = {{}};
   container::Subgraph g;
   float sx = 0.004f + 0.01f * unit(random);
@@ -61,7 +64,8 @@ inline container::Model conv_twin(int h, int w, int cin, const std::vector<ConvS
   g.operators.push_back(q_in);
   int x_tensor = 1;
   for (size_t i = 0; i < specs.size(); ++i) {
-    const ConvSpec& s = specs[i];
+    ConvSpec s = specs[i];
+    if (s.depthwise) s.cout = cin;
     const int oh = s.fc     ? 1
                    : s.same ? (h + s.stride - 1) / s.stride
                             : (h - s.k + s.stride) / s.stride;
@@ -72,7 +76,7 @@ inline container::Model conv_twin(int h, int w, int cin, const std::vector<ConvS
     const float boost = s.act == Activation::kRelu6 ? 20.0f : 1.0f;
     float sw_sum = 0;
     for (float& v : sw) sw_sum += v = boost * (0.0004f + 0.001f * unit(random));
-    const int kdim = s.fc ? h * w * cin : s.k * s.k * cin;
+    const int kdim = s.fc ? h * w * cin : s.k * s.k * (s.depthwise ? 1 : cin);
     const float sy = 3.0f * std::sqrt(static_cast<float>(kdim)) * 74 * 74 * sx *
                      (sw_sum / static_cast<float>(sw.size())) / 127;
     const int zy = static_cast<int>(random() % 100) + 78;
@@ -81,6 +85,8 @@ inline container::Model conv_twin(int h, int w, int cin, const std::vector<ConvS
     for (auto& b : weights.data) b = static_cast<uint8_t>(static_cast<int>(random() % 255) - 127);
     std::vector<int32_t> bias(static_cast<size_t>(s.cout));
     for (auto& b : bias) b = static_cast<int32_t>(random() % 40001) - 20000;
+    if (s.depthwise)  // k^2 products per output: a smaller bias keeps the outputs in range
+      for (auto& b : bias) b = b * s.k * s.k / 64;
     std::vector<float> bias_scale(static_cast<size_t>(s.cout));
     for (int c = 0; c < s.cout; ++c)
       bias_scale[static_cast<size_t>(c)] = sx * sw[s.per_channel ? c : 0];
@@ -92,8 +98,10 @@ inline container::Model conv_twin(int h, int w, int cin, const std::vector<ConvS
     const int wt = static_cast<int>(g.tensors.size());
     std::vector<int32_t> wshape = {s.cout, s.k, s.k, cin};
     if (s.fc) wshape = {s.cout, kdim};
+    if (s.depthwise) wshape = {1, s.k, s.k, s.cout};
     g.tensors.push_back(twin_tensor(cat("w", i), TensorType::kInt8, wshape, sw,
                                     std::vector<int64_t>(sw.size(), 0), wbuf));
+    if (s.depthwise) g.tensors.back().quantization.quantized_dimension = 3;
     g.tensors.push_back(twin_tensor(cat("b", i), TensorType::kInt32, {s.cout}, bias_scale,
                                     std::vector<int64_t>(bias_scale.size(), 0), wbuf + 1));
     g.tensors.push_back(
@@ -108,6 +116,15 @@ inline container::Model conv_twin(int h, int w, int cin, const std::vector<ConvS
     o.stride_h = o.stride_w = s.stride;
     o.activation = s.act;
     conv.options = o;
+    if (s.depthwise) {
+      conv.opcode_index = 4;
+      conv.builtin_options_type = 2;
+      container::DepthwiseConv2DOptions d;
+      d.padding = o.padding;
+      d.stride_h = d.stride_w = s.stride;
+      d.activation = s.act;
+      conv.options = d;
+    }
     if (s.fc) {
       if (s.reshape) {  // the converter's flatten: same bytes, same quantization
         const int flat = static_cast<int>(g.tensors.size());
@@ -162,9 +179,9 @@ inline std::string describe(int h, int w, int cin, const std::vector<ConvSpec>& 
   std::string s = cat(h, "x", w, "x", cin);
   for (const ConvSpec& c : specs)
     s += c.fc ? cat(" -> fc ", c.cout, c.reshape ? " after reshape" : "")
-              : cat(" -> conv ", c.k, "x", c.k, " s", c.stride, c.same ? " SAME" : " VALID",
-                    " cout ", c.cout, c.bias ? " bias" : "", c.per_channel ? "" : " per-tensor",
-                    " act ", static_cast<int>(c.act));
+              : cat(c.depthwise ? " -> depthwise " : " -> conv ", c.k, "x", c.k, " s", c.stride,
+                    c.same ? " SAME" : " VALID", " cout ", c.cout, c.bias ? " bias" : "",
+                    c.per_channel ? "" : " per-tensor", " act ", static_cast<int>(c.act));
   return s;
 }
 
