@@ -104,7 +104,7 @@ bool input_streamable(const ConvLayer& l) {
 // Channels per output pixel as a layer writes them.
 int channels_stored(const ConvLayer& l, int block) {
   if (block > 1) return l.cout;
-  return l.cout <= kColumns ? round_up(l.cout, 4) : l.cout;
+  return l.cout <= kColumns ? round_up(l.cout, 4) : round_up(l.cout, kColumns);
 }
 
 int block_of(const ConvLayer& l) {
@@ -153,7 +153,7 @@ Plan plan_of(const ConvChain& chain, int tile = 0, int y0 = 0, int y1 = -1) {
     while (lp.wp * l.cin % 4 != 0) ++lp.wp;
     lp.in_base = narrow;
     narrow = round_up(narrow + lp.in_bytes(), 64);
-    lp.groups = l.cout <= kColumns ? 1 : l.cout / kColumns;
+    lp.groups = (l.cout + kColumns - 1) / kColumns;
     if (l.depthwise) {
       lp.dw_words = std::min(l.cin, kColumns) / 4;
       lp.kwords = l.kh * l.kw * lp.dw_words;
@@ -482,8 +482,11 @@ std::string conv_unsupported(const ConvChain& chain) {
                  " output channels (", block, " x Cout must be a multiple of 4 up to 64 yet)");
     if (block > 1 && i + 1 < chain.layers.size() && l.ow % block != 0)
       return "a CONV_2D inside a chain whose output width is not a whole number of blocks";
-    if (l.cout > kColumns && l.cout % kColumns != 0)
-      return cat("CONV_2D with ", l.cout, " output channels (up to 64 or a multiple of 64 yet)");
+    // The last layer's channels are padded to whole groups (the output layout skips the padding).
+    if (l.cout > kColumns && l.cout % kColumns != 0 &&
+        (i + 1 < chain.layers.size() || l.depthwise || block > 1))
+      return cat("a layer inside a chain with ", l.cout,
+                 " output channels (up to 64 or a multiple of 64 yet)");
     if (i + 1 < chain.layers.size() && l.cout % 4 != 0)
       return "a CONV_2D inside a chain with output channels not a multiple of 4";
     if (l.depthwise && l.cin % 4 != 0)

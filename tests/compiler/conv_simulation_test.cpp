@@ -300,5 +300,20 @@ TEST(DepthwiseInAChainOnTheVirtualEdgeTpu, MobileNetBlocksEqualTheCpuReference) 
   expect_equal_to_cpu(8, 8, 64, {depthwise(3, 2, true, r6), pw128, depthwise(3, 1), fc10}, random);
 }
 
+// MobileNet's head: the global AVERAGE_POOL_2D (a depthwise layer of weights 1 and the chip's
+// averaging multiplier) and the 1x1 classifier of 1001 classes (padded to 16 groups of 64).
+TEST(DepthwiseInAChainOnTheVirtualEdgeTpu, AveragePoolAndClassifierEqualTheCpuReference) {
+  std::mt19937 random(61);
+  ConvSpec pool4{0, 4, 4};
+  pool4.pool = true;
+  ConvSpec pool2{0, 2, 2};
+  pool2.pool = true;
+  ConvSpec pool5{0, 5, 5};
+  pool5.pool = true;
+  expect_equal_to_cpu(8, 8, 16, {{32, 1, 1, true}, pool2}, random);
+  expect_equal_to_cpu(4, 4, 64, {{64, 1, 1, true}, pool4, {1001, 1, 1, true}}, random);
+  expect_equal_to_cpu(5, 5, 32, {depthwise(3, 1), pool5, {100, 1, 1, true}}, random);
+}
+
 }  // namespace
 }  // namespace tinycoral::compiler
