@@ -315,5 +315,13 @@ TEST(DepthwiseInAChainOnTheVirtualEdgeTpu, AveragePoolAndClassifierEqualTheCpuRe
   expect_equal_to_cpu(5, 5, 32, {depthwise(3, 1), pool5, {100, 1, 1, true}}, random);
 }
 
+// Chains whose weights exceed one tile's wide memory: the parameters are cut into segments that
+// the execution program streams into wide memory in turn (every inference, the first included).
+TEST(ConvChainOnTheVirtualEdgeTpu, ParametersBeyondWideMemoryAreStreamedInSegments) {
+  std::mt19937 random(73);
+  const ConvSpec c128{128, 3, 1, true};  // 2 groups x 9 x 32 weight rows + 5 = 581 rows
+  expect_equal_to_cpu(6, 6, 128, {c128, c128, c128, c128, c128}, random);
+}
+
 }  // namespace
 }  // namespace tinycoral::compiler
