@@ -76,13 +76,30 @@ Lowered lower_mapped_part(const Graph& graph, const std::vector<int>& ops) {
       Entry{container::BuiltinOp::kConv2D, lower_conv_chain},
       Entry{container::BuiltinOp::kDepthwiseConv2D, lower_depthwise}};
   std::string why;
+  bool held = false;
   for (const Entry& g : kGenerators) {
     Lowered l = g.generate(graph, ops);
     if (l.package) return l;
-    // The reason of the generator whose operator the part holds is the one to log.
-    if (why.empty() || holds(graph, ops, g.op)) why = l.why;
+    // The reason of the first generator whose operator the part holds is the one to log.
+    if (why.empty() || (!held && holds(graph, ops, g.op))) {
+      why = l.why;
+      held = holds(graph, ops, g.op);
+    }
   }
   return {std::nullopt, why};
+}
+
+// Where a classifier's SOFTMAX (followed by at most a QUANTIZE) starts at the end of the mapped
+// part, or nullopt.
+std::optional<size_t> softmax_tail(const Graph& graph, const std::vector<int>& ops) {
+  auto is = [&](size_t i, container::BuiltinOp code) {
+    return graph.ops.at(static_cast<size_t>(ops[i])).builtin == static_cast<int32_t>(code);
+  };
+  for (size_t i = ops.size(); i-- > 0 && i + 2 >= ops.size();)
+    if (is(i, container::BuiltinOp::kSoftmax) &&
+        (i + 1 == ops.size() || is(i + 1, container::BuiltinOp::kQuantize)))
+      return i;
+  return std::nullopt;
 }
 
 }  // namespace
@@ -94,6 +111,15 @@ CompileResult compile_model(std::span<const uint8_t> tflite_bytes) {
   r.partition = partition(r.graph);
   if (!r.partition.mapped_ops.empty()) {
     Lowered lowered = lower_mapped_part(r.graph, r.partition.mapped_ops);
+    // No generator covers a chain with its SOFTMAX: the SOFTMAX runs on the CPU, the rest maps.
+    if (const auto at = softmax_tail(r.graph, r.partition.mapped_ops); !lowered.package && at) {
+      Partition without = r.partition;
+      unmap_tail(r.graph, without, *at,
+                 "tinycoral runs this SOFTMAX on the CPU (no generator after a chain yet)");
+      Lowered l = lower_mapped_part(r.graph, without.mapped_ops);
+      if (l.package) r.partition = std::move(without);
+      lowered = std::move(l);  // or the reason that remains without the SOFTMAX
+    }
     if (!lowered.package) {
       unmap_all(r.partition, lowered.why);
     } else {

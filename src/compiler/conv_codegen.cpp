@@ -48,12 +48,16 @@ struct LayerPlan {
   int window_words = 0;  // words per tap row of a block's window
   int blocks = 0;        // positions per output row: ceil(OW / block)
   int kwords = 0;        // reduction words per position: kh * window_words
-  int hp = 0, wp = 0;    // padded input image; wp counts the extra pixels and the window overrun
-  int in_base = 0;       // narrow byte address of the padded image
-  int groups = 0;        // 64-channel groups
-  int group_ch = 0;      // columns per group (the op's out_ch + 1)
-  int planes = 0;        // aux rows per group: multipliers (and biases)
-  int row = 0;           // first wide row of the layer's parameters
+  // Depthwise layers: the input words of one group's channels (the group's columns read only
+  // their own words, through diagonal weight rows); 0 for CONV_2D.
+  int dw_words = 0;
+  int hp = 0, wp = 0;  // padded input image; wp counts the extra pixels and the window overrun
+  int in_base = 0;     // narrow byte address of the padded image
+  int groups = 0;      // 64-channel groups
+  int group_ch = 0;    // columns per group (the op's out_ch + 1)
+  int planes = 0;      // aux rows per group: multipliers (and biases)
+  int row = 0;         // first wide row of the layer's parameters (within its segment)
+  int segment = 0;     // the parameter segment that holds them
   int zp_row() const { return row + groups * planes; }
   int weight_row() const { return zp_row() + 1; }
   int rows() const { return groups * planes + 1 + groups * kwords; }
@@ -74,11 +78,12 @@ struct Plan {
   int tile = 0;
   int y0 = 0;  // the tile's first output row of the last layer
   std::vector<LayerPlan> layers;
-  int out_base = 0;   // narrow byte address of the last layer's [OH][OW][Cp] output
-  int out_ch = 0;     // Cp: the last layer's channels as stored (a multiple of 4)
-  int out_row = 0;    // bytes per output row (whole blocks)
-  int out_bytes = 0;  // the band's rows * out_row, rounded up to 8
-  int wide_rows = 0;
+  int out_base = 0;               // narrow byte address of the last layer's [OH][OW][Cp] output
+  int out_ch = 0;                 // Cp: the last layer's channels as stored (a multiple of 4)
+  int out_row = 0;                // bytes per output row (whole blocks)
+  int out_bytes = 0;              // the band's rows * out_row, rounded up to 8
+  int wide_rows = 0;              // all layers' parameter rows
+  std::vector<int> segment_rows;  // rows of each segment (one wide memory's worth at a time)
   int narrow_end = 0;
 };
 
@@ -101,7 +106,7 @@ bool input_streamable(const ConvLayer& l) {
 // Channels per output pixel as a layer writes them.
 int channels_stored(const ConvLayer& l, int block) {
   if (block > 1) return l.cout;
-  return l.cout <= kColumns ? round_up(l.cout, 4) : l.cout;
+  return l.cout <= kColumns ? round_up(l.cout, 4) : round_up(l.cout, kColumns);
 }
 
 int block_of(const ConvLayer& l) {
@@ -148,17 +153,35 @@ Plan plan_of(const ConvChain& chain, int tile = 0, int y0 = 0, int y1 = -1) {
                            (lp.blocks - 1) * lp.block * l.stride_w * l.cin + 4 * lp.window_words;
     lp.wp = std::max(lp.extra + l.w + l.pad_left, (window_end + l.cin - 1) / l.cin);
     while (lp.wp * l.cin % 4 != 0) ++lp.wp;
-    lp.in_base = narrow;
-    narrow = round_up(narrow + lp.in_bytes(), 64);
-    lp.groups = l.cout <= kColumns ? 1 : l.cout / kColumns;
+    lp.groups = (l.cout + kColumns - 1) / kColumns;
+    if (l.depthwise) {
+      lp.dw_words = std::min(l.cin, kColumns) / 4;
+      lp.kwords = l.kh * l.kw * lp.dw_words;
+    }
     lp.group_ch = lp.block > 1         ? lp.block * l.cout
                   : l.cout <= kColumns ? channels_stored(l, 1)
                                        : kColumns;
     lp.planes = l.bias.empty() ? 1 : 2;
-    lp.row = row;
+    // A layer whose rows would pass the wide memory's limit starts the next segment, streamed
+    // into wide memory by the execution program once the layers before have run.
+    if (p.segment_rows.empty() ||
+        (p.segment_rows.back() > 0 &&
+         (p.segment_rows.back() + lp.rows()) * kRowUnits > kWideUnitsLimit))
+      p.segment_rows.push_back(0);
+    lp.segment = static_cast<int>(p.segment_rows.size()) - 1;
+    lp.row = p.segment_rows.back();
+    p.segment_rows.back() += lp.rows();
     row += lp.rows();
     p.layers.push_back(lp);
   }
+  // Two regions take turns: layer i reads its image from region i % 2 and writes the next one
+  // into the other, which held image i - 1 (read by then); the images are filled just in time
+  // (execution_program).
+  int region[2] = {0, 0};
+  for (size_t i = 0; i < p.layers.size(); ++i)
+    region[i % 2] = std::max(region[i % 2], round_up(p.layers[i].in_bytes(), 64));
+  for (size_t i = 0; i < p.layers.size(); ++i) p.layers[i].in_base = i % 2 == 0 ? 0 : region[0];
+  narrow = region[0] + region[1];
   const ConvLayer& last = chain.layers.back();
   p.out_base = narrow;
   p.out_ch = channels_stored(last, p.layers.back().block);
@@ -295,13 +318,23 @@ void layer_op(Emitter& e, const Plan& p, size_t i) {
   const uint32_t tile = tile_bit(p.tile);
   const int rows = lp.ob - lp.oa;
   const int64_t positions = int64_t{rows} * lp.blocks;
-  // `in`: the window's words, tap rows, blocks along x, output rows, group.
-  const std::string in_walk = strided_walk({{1, lp.window_words},
-                                            {lp.row_words(), l.kh},
-                                            {lp.block * l.stride_w * l.cin / 4, lp.blocks},
-                                            {int64_t{l.stride_h} * lp.row_words(), rows},
-                                            {0, lp.groups}},
-                                           8, " m3");
+  // `in`: the window's words, tap rows, blocks along x, output rows, group. A depthwise group
+  // reads its own channels' words at each tap (tap columns, then tap rows) and the next group the
+  // words after them.
+  const std::string in_walk = l.depthwise
+                                  ? strided_walk({{1, lp.dw_words},
+                                                  {l.cin / 4, l.kw},
+                                                  {lp.row_words(), l.kh},
+                                                  {l.stride_w * l.cin / 4, lp.blocks},
+                                                  {int64_t{l.stride_h} * lp.row_words(), rows},
+                                                  {lp.dw_words, lp.groups}},
+                                                 8, " m3")
+                                  : strided_walk({{1, lp.window_words},
+                                                  {lp.row_words(), l.kh},
+                                                  {lp.block * l.stride_w * l.cin / 4, lp.blocks},
+                                                  {int64_t{l.stride_h} * lp.row_words(), rows},
+                                                  {0, lp.groups}},
+                                                 8, " m3");
   // `par`: the group's weight rows for every position.
   const std::string par_walk =
       strided_walk({{1, lp.kwords}, {0, positions}, {lp.kwords, lp.groups}}, 8, " m1");
@@ -372,24 +405,80 @@ uint32_t tile_mask(const std::vector<Plan>& tiles) {
   return mask;
 }
 
+// `rows` wide rows of parameters, from byte `offset` of the executable's parameters (its address
+// in s1/s0), into wide row 0 of the tiles in `mask`. (The offset is added to the lower word only:
+// the parameters are far below 4 GiB and the host buffer does not straddle it in practice.)
+void load_parameters(Emitter& e, int rows, uint32_t mask, int64_t offset) {
+  const int units = rows * kRowUnits;
+  const int64_t bytes = int64_t{units} * 64;
+  e.add("bundle",
+        offset == 0 ? "s_op=0x0f s_x=3 imm=1" : cat("s_op=0x21 s_x=3 s_y=1 imm=", offset));
+  e.add("bundle", "s_op=0x0f s_x=2 imm=0");
+  descriptor(e, 3, 2, 4, bytes, 2);
+  const Passes pop = passes_of(units, kParPassUnits);
+  const int pop_rows = std::min((units + 1) / 2, 1024);
+  const bool b183 = units % 2 == 0 || units >= 2048;
+  e.add("pop",
+        cat("walk=",
+            nest({{1, kParPassUnits}, {1 - kParPassUnits, pop.count}, {1 - kParPassUnits, 1}}),
+            " k121=1 k124=1 par136=1", pop.fields(), " k174=1 par177=1 k178=1 b183=", b183 ? 1 : 0,
+            " rows_neg=", hex(0x8000 - pop_rows), " k199=1 k215=1"));
+  const int r = rows;
+  e.add("ringcons0", cat("tiles=", hex(mask), " addr=0x0 dst=(1 x ", r, ")(", 1 - r, " x 1)(",
+                         1 - r, " x 1)(", 1 - r, " x 1) sdims=1"));
+  const Passes per_tile = passes_of(units, kParPassUnits);
+  e.add("infeed",
+        cat("walk=",
+            nest({{1, kParPassUnits}, {1 - kParPassUnits, per_tile.count}, {1 - kParPassUnits, 1}}),
+            " k157=1 k160=1 par172=1", per_tile.fields(),
+            " f308=0x8 par314=1 pop_wait=0x1 k336=1 f352=1 f391=2 dest=", hex(mask),
+            " f434=0xf lanes_m1=3"));
+}
+
 container::Bitstream execution_program(const ConvChain& chain, const std::vector<Plan>& tiles) {
   Emitter e;
   preamble(e, chain.input_name);
-  // Padded images hold their zero point wherever the layer before does not write.
-  for (const Plan& p : tiles)
-    for (const LayerPlan& lp : p.layers)
+  // Padded images hold their zero point wherever the layer before does not write: the first two
+  // now, image i + 1 once layer i - 1 has read the region it reuses.
+  auto fill_image = [&](size_t i) {
+    for (const Plan& p : tiles) {
+      const LayerPlan& lp = p.layers[i];
       if (lp.needs_fill()) fill_narrow(e, p.tile, lp.in_base, lp.in_bytes(), lp.l->in_zp);
+    }
+  };
+  for (size_t i = 0; i < std::min<size_t>(2, chain.layers.size()); ++i) fill_image(i);
   tile_fence(e, "counters=0x1ffff units=0x3ff");
   stream_input(e, tiles);
   tile_fence(e, "units=0x3ff");
   tile_fence(e, "counters=0x1ffff units=0x3ff");
   tile_fence(e, "units=0x3ff signal=1");
   wait_tokens(e);
+  const Plan& first = tiles.front();
+  int64_t streamed = 0;  // bytes of the execution program's own parameters loaded so far
   for (size_t i = 0; i < chain.layers.size(); ++i) {
+    const LayerPlan& lp = first.layers[i];
+    // The next segment once the layers before have run (the caching program put the first).
+    if (i > 0 && lp.segment != first.layers[i - 1].segment) {
+      const int rows = first.segment_rows[static_cast<size_t>(lp.segment)];
+      load_parameters(e, rows, tile_mask(tiles), streamed);
+      streamed += int64_t{rows} * kRowBytes;
+      tile_fence(e, "b43=1 units=0x3ff signal=1 f109=3");
+      wait_tokens(e);
+    }
+    if (i >= 1 && i + 1 < chain.layers.size()) {
+      fill_image(i + 1);
+      tile_fence(e, "counters=0x1ffff units=0x3ff");
+    }
     bias_load(e, tiles.front().layers[i], tile_mask(tiles));
     for (const Plan& p : tiles) layer_op(e, p, i);
     tile_fence(e, "counters=0x1ffff units=0x3ff");
     tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
+    wait_tokens(e);
+  }
+  // The first segment back where the caching program put it, for the next inference.
+  if (first.segment_rows.size() > 1) {
+    load_parameters(e, first.segment_rows.front(), tile_mask(tiles), streamed);
+    tile_fence(e, "b43=1 units=0x3ff signal=1 f109=3");
     wait_tokens(e);
   }
   int ordinal = 0;
@@ -414,35 +503,14 @@ std::vector<Plan> placement(const ConvChain& chain) {
   return tiles;
 }
 
+// The first segment's parameters into every tile's wide memory, once.
 container::Bitstream caching_program(const Plan& p, uint32_t mask) {
   Emitter e;
-  const int units = p.wide_rows * kRowUnits;
-  const int64_t bytes = int64_t{units} * 64;
   tile_fence(e, "b43=1 counters=0x7ffff units=0x3ff signal=1");
   e.add("scsync", "tiles=0xffff smask=0x1ff tokwait=1 tmask=0xffff sunits=0x1f");
   e.reloc_movi(1, BufferKind::kParameter, Half::kLower32);
   e.reloc_movi(0, BufferKind::kParameter, Half::kUpper32);
-  e.add("bundle", "s_op=0x0f s_x=3 imm=1");
-  e.add("bundle", "s_op=0x0f s_x=2 imm=0");
-  descriptor(e, 3, 2, 4, bytes, 2);
-  const Passes pop = passes_of(units, kParPassUnits);
-  const int rows = std::min((units + 1) / 2, 1024);
-  const bool b183 = units % 2 == 0 || units >= 2048;
-  e.add("pop",
-        cat("walk=",
-            nest({{1, kParPassUnits}, {1 - kParPassUnits, pop.count}, {1 - kParPassUnits, 1}}),
-            " k121=1 k124=1 par136=1", pop.fields(), " k174=1 par177=1 k178=1 b183=", b183 ? 1 : 0,
-            " rows_neg=", hex(0x8000 - rows), " k199=1 k215=1"));
-  const int r = p.wide_rows;
-  e.add("ringcons0", cat("tiles=", hex(mask), " addr=0x0 dst=(1 x ", r, ")(", 1 - r, " x 1)(",
-                         1 - r, " x 1)(", 1 - r, " x 1) sdims=1"));
-  const Passes per_tile = passes_of(units, kParPassUnits);
-  e.add("infeed",
-        cat("walk=",
-            nest({{1, kParPassUnits}, {1 - kParPassUnits, per_tile.count}, {1 - kParPassUnits, 1}}),
-            " k157=1 k160=1 par172=1", per_tile.fields(),
-            " f308=0x8 par314=1 pop_wait=0x1 k336=1 f352=1 f391=2 dest=", hex(mask),
-            " f434=0xf lanes_m1=3"));
+  load_parameters(e, p.segment_rows.front(), mask, 0);
   tile_fence(e, "b43=1 units=0x3ff signal=1 f109=3");
   wait_tokens(e);
   interrupt(e, 3, 2, 4);
@@ -465,10 +533,15 @@ std::string conv_unsupported(const ConvChain& chain) {
                  " output channels (", block, " x Cout must be a multiple of 4 up to 64 yet)");
     if (block > 1 && i + 1 < chain.layers.size() && l.ow % block != 0)
       return "a CONV_2D inside a chain whose output width is not a whole number of blocks";
-    if (l.cout > kColumns && l.cout % kColumns != 0)
-      return cat("CONV_2D with ", l.cout, " output channels (up to 64 or a multiple of 64 yet)");
+    // The last layer's channels are padded to whole groups (the output layout skips the padding).
+    if (l.cout > kColumns && l.cout % kColumns != 0 &&
+        (i + 1 < chain.layers.size() || l.depthwise || block > 1))
+      return cat("a layer inside a chain with ", l.cout,
+                 " output channels (up to 64 or a multiple of 64 yet)");
     if (i + 1 < chain.layers.size() && l.cout % 4 != 0)
       return "a CONV_2D inside a chain with output channels not a multiple of 4";
+    if (l.depthwise && l.cin % 4 != 0)
+      return cat("DEPTHWISE_CONV_2D with ", l.cin, " channels (a multiple of 4 yet)");
     if (l.oh <= 0 || l.ow <= 0) return "CONV_2D with an empty output";
   }
   const ConvLayer& first = chain.layers.front();
@@ -480,10 +553,11 @@ std::string conv_unsupported(const ConvChain& chain) {
       return cat("the chain's activations need ", t.narrow_end, " bytes of narrow memory on tile ",
                  t.tile, " (", kNarrowBytes, "; the generator splits output rows over the tiles, ",
                  "not yet channels)");
-  if (p.wide_rows * kRowUnits > kWideUnitsLimit)
-    return cat("the chain's parameters need ", p.wide_rows * kRowBytes,
-               " bytes of wide memory (every tile holds all weights; splitting them is not "
-               "generated yet)");
+  for (const LayerPlan& lp : p.layers)
+    if (lp.rows() * kRowUnits > kWideUnitsLimit)
+      return cat("a layer's parameters need ", lp.rows() * kRowBytes, " bytes of wide memory (",
+                 kWideUnitsLimit * 64, "; every tile holds all of a layer's weights, splitting ",
+                 "them over the tiles is not generated yet)");
   return "";
 }
 
@@ -511,6 +585,26 @@ std::vector<uint8_t> conv_parameters(const ConvChain& chain) {
       }
     }
     for (int c = 0; c < kColumns; ++c) put32(out, static_cast<uint32_t>(l.weight_zp));
+    if (l.depthwise) {
+      // Row (group, ky, kx, word j): the 4x4 diagonal of the group's word j - column 4j + b holds
+      // the tap's weight of its channel at byte b - and the weight zero point everywhere else.
+      for (int g = 0; g < lp.groups; ++g)
+        for (int ky = 0; ky < l.kh; ++ky)
+          for (int kx = 0; kx < l.kw; ++kx)
+            for (int j = 0; j < lp.dw_words; ++j)
+              for (int c = 0; c < kColumns; ++c) {
+                const bool real = column(g, c, oc, r) && c / 4 == j;
+                for (int b = 0; b < 4; ++b) {
+                  uint8_t v = static_cast<uint8_t>(l.weight_zp);
+                  if (real && b == c % 4)
+                    v = l.weights[(static_cast<size_t>(ky) * l.kw + static_cast<size_t>(kx)) *
+                                      static_cast<size_t>(l.cout) +
+                                  static_cast<size_t>(oc)];
+                  out.push_back(v);
+                }
+              }
+      continue;
+    }
     // Row (ky, word w) of the window; byte b of it is tap byte t = 4w + b - offset - r s Cin.
     const size_t per_out = static_cast<size_t>(l.kh) * l.kw * l.cin;
     for (int g = 0; g < lp.groups; ++g)
@@ -574,8 +668,29 @@ ConvPrograms generate_conv(const ConvChain& chain) {
   for (const Plan& t : tiles) narrow_end = std::max(narrow_end, t.narrow_end);
   eo.used_narrow_memory_bytes_per_tile = narrow_end;
   eo.dma_hints = execution_hints(chain.input_name, in_bytes, chain.output_name, out_total);
+  // The first segment is cached. With several segments the execution program's own parameters
+  // are the others, then the first again (restored at the end of every inference), streamed in
+  // that order after the input (the host sends its streams in hint order).
+  std::vector<uint8_t> parameters = conv_parameters(chain);
+  const auto cached = static_cast<size_t>(p.segment_rows.front()) * kRowBytes;
+  if (p.segment_rows.size() > 1) {
+    eo.parameters.assign(parameters.begin() + static_cast<std::ptrdiff_t>(cached),
+                         parameters.end());
+    eo.parameters.insert(eo.parameters.end(), parameters.begin(),
+                         parameters.begin() + static_cast<std::ptrdiff_t>(cached));
+  }
+  parameters.resize(cached);
+  int64_t streamed = 0;
+  for (size_t s = 1; s <= p.segment_rows.size() && p.segment_rows.size() > 1; ++s) {
+    const int rows = p.segment_rows[s % p.segment_rows.size()];
+    container::DmaHint h =
+        dma_hint(BufferKind::kParameter, container::Direction::kInfeed, "", rows * kRowBytes);
+    h.offset_in_bytes = static_cast<int32_t>(streamed);
+    streamed += int64_t{rows} * kRowBytes;
+    eo.dma_hints.hints.insert(eo.dma_hints.hints.begin() + 1 + static_cast<std::ptrdiff_t>(s), h);
+  }
   const container::Executable& pc = out.caching =
-      caching_executable(caching_program(p, tile_mask(tiles)), conv_parameters(chain));
+      caching_executable(caching_program(p, tile_mask(tiles)), std::move(parameters));
   eo.parameter_caching_token = out.caching.parameter_caching_token = caching_token(pc.parameters);
   return out;
 }

@@ -106,6 +106,82 @@ std::string make_layer(const Graph& graph, const GraphOp& op, ConvLayer& l) {
   return output_stage(x, w, y, o->activation, l);
 }
 
+// A DEPTHWISE_CONV_2D with depth multiplier 1: channel c of the output reads channel c of the
+// input (weights [1][kh][kw][C], one scale per channel along axis 3).
+std::string make_depthwise_layer(const Graph& graph, const GraphOp& op, ConvLayer& l) {
+  const auto* o = std::get_if<container::DepthwiseConv2DOptions>(&op.options);
+  if (o == nullptr) return "DEPTHWISE_CONV_2D without options";
+  if (o->dilation_h != 1 || o->dilation_w != 1)
+    return "DEPTHWISE_CONV_2D with dilation is not generated yet";
+  const GraphTensor& x = graph.tensor(op.inputs.at(0));
+  const GraphTensor& w = graph.tensor(op.inputs.at(1));
+  const GraphTensor& y = graph.tensor(op.outputs.at(0));
+  if (x.shape.size() != 4 || y.shape.size() != 4 || w.shape.size() != 4 || x.shape[0] != 1)
+    return "DEPTHWISE_CONV_2D must be NHWC with batch 1";
+  if (!w.is_constant()) return "DEPTHWISE_CONV_2D weights must be constants";
+  l.depthwise = true;
+  l.h = x.shape[1];
+  l.w = x.shape[2];
+  l.cin = x.shape[3];
+  l.cout = w.shape[3];
+  l.kh = w.shape[1];
+  l.kw = w.shape[2];
+  if (l.cout != l.cin || l.cin < 4)
+    return "a DEPTHWISE_CONV_2D in a chain needs depth multiplier 1 and 4 or more channels";
+  l.stride_h = o->stride_h;
+  l.stride_w = o->stride_w;
+  const bool same = o->padding == container::Padding::kSame;
+  l.oh = conv_out_size(l.h, l.kh, l.stride_h, same);
+  l.ow = conv_out_size(l.w, l.kw, l.stride_w, same);
+  l.pad_top = conv_pad_before(l.h, l.kh, l.stride_h, same);
+  l.pad_left = conv_pad_before(l.w, l.kw, l.stride_w, same);
+  if (y.shape[1] != l.oh || y.shape[2] != l.ow || y.shape[3] != l.cout)
+    return "the DEPTHWISE_CONV_2D output shape disagrees with its options";
+  if (std::string why = stored_weights(w, l); !why.empty()) return "DEPTHWISE_CONV_2D " + why;
+  if (std::string why = stored_bias(graph, op, l); !why.empty()) return "DEPTHWISE_CONV_2D: " + why;
+  return output_stage(x, w, y, o->activation, l);
+}
+
+// An AVERAGE_POOL_2D (VALID: every window whole) as a depthwise layer with weights 1 and the
+// multiplier f32(f32(s_x f32(1 / s_y)) / n) of the chip's averaging output stage.
+std::string make_pool_layer(const Graph& graph, const GraphOp& op, ConvLayer& l) {
+  const auto* o = std::get_if<container::Pool2DOptions>(&op.options);
+  if (o == nullptr) return "AVERAGE_POOL_2D without options";
+  const GraphTensor& x = graph.tensor(op.inputs.at(0));
+  const GraphTensor& y = graph.tensor(op.outputs.at(0));
+  if (x.shape.size() != 4 || y.shape.size() != 4 || x.shape[0] != 1)
+    return "AVERAGE_POOL_2D must be NHWC with batch 1";
+  const bool same = o->padding == container::Padding::kSame;
+  l.depthwise = true;
+  l.h = x.shape[1];
+  l.w = x.shape[2];
+  l.cin = l.cout = x.shape[3];
+  l.kh = o->filter_h;
+  l.kw = o->filter_w;
+  l.stride_h = o->stride_h;
+  l.stride_w = o->stride_w;
+  l.oh = conv_out_size(l.h, l.kh, l.stride_h, same);
+  l.ow = conv_out_size(l.w, l.kw, l.stride_w, same);
+  l.pad_top = conv_pad_before(l.h, l.kh, l.stride_h, same);
+  l.pad_left = conv_pad_before(l.w, l.kw, l.stride_w, same);
+  if (l.pad_top != 0 || l.pad_left != 0 ||
+      (same && ((l.oh - 1) * l.stride_h + l.kh > l.h || (l.ow - 1) * l.stride_w + l.kw > l.w)))
+    return "AVERAGE_POOL_2D with windows past the image (padding) is not generated yet";
+  if (y.shape[1] != l.oh || y.shape[2] != l.ow || y.shape[3] != l.cout)
+    return "the AVERAGE_POOL_2D output shape disagrees with its options";
+  l.weights.assign(static_cast<size_t>(l.kh) * l.kw * l.cout, 1);
+  l.weight_zp = 0;
+  l.in_zp = uint8_zp(x);
+  l.out_zp = uint8_zp(y);
+  l.in_scale = x.quant.scale.at(0);
+  l.out_scale = y.quant.scale.at(0);
+  const float ratio = l.in_scale * (1.0f / l.out_scale);
+  l.mult.assign(static_cast<size_t>(l.cout), ratio / static_cast<float>(l.kh * l.kw));
+  if (!activation_clamps(o->activation, l.out_zp, l.out_scale, l.clamp_min, l.clamp_max))
+    return "AVERAGE_POOL_2D with a fused activation other than RELU/RELU6 is not generated yet";
+  return "";
+}
+
 // A FULLY_CONNECTED after a CONV_2D (directly or through a RESHAPE that flattens the map): a VALID
 // conv whose kernel covers the whole map, since the FC's K index (y W + x) C + c is the conv's
 // [ky][kx][c] weight order. `prev` is the layer before.
@@ -148,6 +224,14 @@ std::string match_conv_chain(const Graph& graph, const std::vector<int>& mapped_
     ConvLayer l;
     if (is(op, BuiltinOp::kConv2D)) {
       if (std::string why = make_layer(graph, op, l); !why.empty()) return why;
+    } else if (is(op, BuiltinOp::kDepthwiseConv2D)) {
+      if (std::string why = make_depthwise_layer(graph, op, l); !why.empty()) return why;
+    } else if (is(op, BuiltinOp::kAveragePool2D) && !chain.layers.empty()) {
+      if (std::string why = make_pool_layer(graph, op, l); !why.empty()) return why;
+    } else if (is(op, BuiltinOp::kReshape) && !chain.layers.empty() && i + 1 == end &&
+               chain.layers.back().oh == 1 && chain.layers.back().ow == 1) {
+      flowing = op.outputs.at(0);  // the classifier's [1, 1, 1, N] -> [1, N]: the same bytes
+      continue;
     } else if (is(op, BuiltinOp::kReshape) && !chain.layers.empty() && i + 1 < end &&
                is(*ops[i + 1], BuiltinOp::kFullyConnected)) {
       flowing = op.outputs.at(0);  // a flatten: the bytes stay where they are

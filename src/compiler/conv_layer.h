@@ -18,6 +18,9 @@ struct ConvLayer {
   int oh = 0, ow = 0, cout = 0;
   int kh = 0, kw = 0, stride_h = 1, stride_w = 1;
   int pad_top = 0, pad_left = 0;  // TFLite SAME padding (0 for VALID)
+  // A DEPTHWISE_CONV_2D with depth multiplier 1 (cout = cin): output channel c reads input
+  // channel c only; its weights are [kh][kw][c] (TFLite's [1][kh][kw][C]).
+  bool depthwise = false;
   // Weights [cout][kh][kw][cin] as the chip stores them (uint8: int8 + 128, uint8 as is), and the
   // stored zero point (the same for every channel).
   std::vector<uint8_t> weights;
@@ -36,7 +39,8 @@ struct ConvChain {
   bool signed_input = false, signed_output = false;  // int8 (not uint8) at the boundary
 };
 
-// Recognises [QUANTIZE] CONV_2D... [QUANTIZE] where each CONV_2D reads the previous one's output;
+// Recognises [QUANTIZE] CONV_2D... [QUANTIZE] where each CONV_2D (or DEPTHWISE_CONV_2D with depth
+// multiplier 1 and at least 4 channels) reads the previous one's output;
 // returns "" and fills `chain`, or the reason tinycoral cannot generate it yet.
 std::string match_conv_chain(const Graph& graph, const std::vector<int>& mapped_ops,
                              ConvChain& chain);

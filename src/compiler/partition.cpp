@@ -72,6 +72,29 @@ bool rank_ok(const std::vector<int32_t>& shape) {
   return true;
 }
 
+void set_boundary(const Graph& graph, Partition& p) {
+  // Boundary tensors: read by the mapped part but not written by it (constants aside), and
+  // written by it but read by the CPU part or a graph output.
+  std::set<int> written, read_outside;
+  for (int i : p.mapped_ops) {
+    for (int t : graph.ops[static_cast<size_t>(i)].outputs) written.insert(t);
+  }
+  for (const OpDecision& d : p.decisions) {
+    if (d.mapped) continue;
+    for (int t : graph.ops[static_cast<size_t>(d.op)].inputs) read_outside.insert(t);
+  }
+  for (int t : graph.outputs) read_outside.insert(t);
+  for (int i : p.mapped_ops) {
+    for (int t : graph.ops[static_cast<size_t>(i)].inputs) {
+      if (t < 0 || graph.tensor(t).is_constant() || written.contains(t)) continue;
+      if (std::find(p.inputs.begin(), p.inputs.end(), t) == p.inputs.end()) p.inputs.push_back(t);
+    }
+    for (int t : graph.ops[static_cast<size_t>(i)].outputs) {
+      if (read_outside.contains(t)) p.outputs.push_back(t);
+    }
+  }
+}
+
 }  // namespace
 
 std::string unsupported_reason(const Graph& graph, const GraphOp& op) {
@@ -137,27 +160,20 @@ Partition partition(const Graph& graph) {
     if (!d.mapped) cpu_written.insert(op.outputs.begin(), op.outputs.end());
     p.decisions.push_back(d);
   }
-  // Boundary tensors: read by the mapped part but not written by it (constants aside), and
-  // written by it but read by the CPU part or a graph output.
-  std::set<int> written, read_outside;
-  for (int i : p.mapped_ops) {
-    for (int t : graph.ops[static_cast<size_t>(i)].outputs) written.insert(t);
-  }
-  for (const OpDecision& d : p.decisions) {
-    if (d.mapped) continue;
-    for (int t : graph.ops[static_cast<size_t>(d.op)].inputs) read_outside.insert(t);
-  }
-  for (int t : graph.outputs) read_outside.insert(t);
-  for (int i : p.mapped_ops) {
-    for (int t : graph.ops[static_cast<size_t>(i)].inputs) {
-      if (t < 0 || graph.tensor(t).is_constant() || written.contains(t)) continue;
-      if (std::find(p.inputs.begin(), p.inputs.end(), t) == p.inputs.end()) p.inputs.push_back(t);
-    }
-    for (int t : graph.ops[static_cast<size_t>(i)].outputs) {
-      if (read_outside.contains(t)) p.outputs.push_back(t);
-    }
-  }
+  set_boundary(graph, p);
   return p;
+}
+
+void unmap_tail(const Graph& graph, Partition& partition, size_t first, const std::string& reason) {
+  for (size_t i = first; i < partition.mapped_ops.size(); ++i) {
+    OpDecision& d = partition.decisions.at(static_cast<size_t>(partition.mapped_ops[i]));
+    d.mapped = false;
+    d.reason = reason;
+  }
+  partition.mapped_ops.resize(std::min(first, partition.mapped_ops.size()));
+  partition.inputs.clear();
+  partition.outputs.clear();
+  set_boundary(graph, partition);
 }
 
 void unmap_all(Partition& partition, const std::string& reason) {

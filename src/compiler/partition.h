@@ -44,6 +44,11 @@ std::string unsupported_reason(const Graph& graph, const GraphOp& op);
 
 Partition partition(const Graph& graph);
 
+// Moves the mapped operators from position `first` of `mapped_ops` on to the CPU with `reason`
+// (a tail the code generators do not cover, e.g. a classifier's SOFTMAX) and recomputes the
+// boundary tensors.
+void unmap_tail(const Graph& graph, Partition& partition, size_t first, const std::string& reason);
+
 // Moves every operator of `partition` to the CPU with `reason` (used when no code generator covers
 // the mapped part yet).
 void unmap_all(Partition& partition, const std::string& reason);

@@ -59,6 +59,29 @@ TEST(CliCompile, DenseTwinCompilesAndComparesIdenticalToGoogle) {
   EXPECT_NE(other.out.find("parameters: 67584 vs 266240 bytes"), std::string::npos) << other.out;
 }
 
+// A whole MobileNet from the command line: the table says what mapped, and the result classifies
+// cat.bmp on the virtual Edge TPU as Google's expectation says (283, tiger cat).
+TEST(CliCompile, MobileNetCompilesWholeAndClassifiesOnTheVirtualEdgeTpu) {
+  TINYCORAL_REQUIRE_TESTDATA(dir);
+  const fs::path out = scratch("mobilenet");
+  const fs::path model = dir / "gen2020" / "mobilenet_v1_0.25_128_quant.tflite";
+  const auto r = run_cli("compile " + model.string() + " -o " + out.string() + " -s");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* row : {"CONV_2D                        15         Mapped to Edge TPU",
+                          "DEPTHWISE_CONV_2D              13         Mapped to Edge TPU",
+                          "AVERAGE_POOL_2D                1          Mapped to Edge TPU",
+                          "RESHAPE                        1          Mapped to Edge TPU",
+                          "SOFTMAX                        1          tinycoral runs this SOFTMAX "
+                          "on the CPU"})
+    EXPECT_NE(r.out.find(row), std::string::npos) << row << "\n" << r.out;
+  EXPECT_NE(r.out.find("Number of Edge TPU subgraphs: 1"), std::string::npos) << r.out;
+  const fs::path ours = out / "mobilenet_v1_0.25_128_quant_edgetpu.tflite";
+  const auto run = run_cli("run " + ours.string() + " --image " +
+                           (dir / "images" / "cat.bmp").string() + " --device sim --top 1");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out.substr(0, 4), "283 ") << run.out;
+}
+
 TEST(CliCompile, UnmappableModelStillGetsAnOutputAndALogSayingWhy) {
   TINYCORAL_REQUIRE_TESTDATA(dir);
   const fs::path out = scratch("cpu");

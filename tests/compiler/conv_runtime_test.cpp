@@ -4,7 +4,9 @@
 // twin in `edgetpu` rounding.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <random>
+#include <string>
 
 #include "compiler/compile.h"
 #include "container/tflite_reader.h"
@@ -19,11 +21,14 @@ namespace {
 
 using twins::ConvSpec;
 
+// Fills `log` with the compile's operation log rows.
 void expect_runtime_equals_cpu(int h, int w, int cin, const std::vector<ConvSpec>& specs,
-                               bool int8_io, std::mt19937& random) {
+                               bool int8_io, std::mt19937& random,
+                               std::vector<LogRow>* log = nullptr) {
   SCOPED_TRACE(twins::describe(h, w, cin, specs));
   const container::Model twin = twins::conv_twin(h, w, cin, specs, random, int8_io);
   const CompileResult r = compile_model(container::write_tflite(twin));
+  if (log != nullptr) *log = r.rows;
   ASSERT_EQ(r.edgetpu_subgraphs, 1);
   host::InterpreterOptions cpu_options;
   cpu_options.rounding = host::Rounding::kEdgeTpu;
@@ -59,6 +64,43 @@ TEST(ConvThroughTheRuntime, CompiledModelsEqualTheirTwinsInEveryByte) {
   expect_runtime_equals_cpu(20, 12, 8, {{24, 3, 1, true}, {8, 1, 1, false}}, true, random);
   // one tile (rows of 36 bytes travel two to a packet), 5 output channels stored as 8.
   expect_runtime_equals_cpu(10, 9, 4, {{5, 3, 1, false}}, false, random);
+}
+
+// A miniature MobileNet v1 whole: conv 3x3 s2, depthwise/pointwise blocks, the global average
+// pool, the 1x1 classifier of 1001 classes, RESHAPE on the chip and its SOFTMAX on the CPU.
+TEST(ConvThroughTheRuntime, MiniatureMobileNetEqualsItsTwinInEveryByte) {
+  std::mt19937 random(67);
+  const auto r6 = container::Activation::kRelu6;
+  auto dw = [&](int stride) {
+    ConvSpec s{0, 3, stride, true, true, true, r6};
+    s.depthwise = true;
+    return s;
+  };
+  ConvSpec pool{0, 4, 4};
+  pool.pool = true;
+  ConvSpec classes{1001, 1, 1, true};
+  classes.softmax = true;
+  std::vector<LogRow> log;
+  expect_runtime_equals_cpu(32, 32, 3,
+                            {{8, 3, 2, true, true, true, r6},
+                             dw(1),
+                             {16, 1, 1, true, true, true, r6},
+                             dw(2),
+                             {32, 1, 1, true, true, true, r6},
+                             dw(2),
+                             {64, 1, 1, true, true, true, r6},
+                             pool,
+                             classes},
+                            false, random, &log);
+  // The layers map; the SOFTMAX (and the QUANTIZE after it) runs on the CPU.
+  std::map<std::string, int> mapped, cpu;
+  for (const LogRow& row : log) (row.mapped ? mapped : cpu)[row.op] += row.count;
+  EXPECT_EQ(mapped, (std::map<std::string, int>{{"AVERAGE_POOL_2D", 1},
+                                                {"CONV_2D", 5},
+                                                {"DEPTHWISE_CONV_2D", 3},
+                                                {"QUANTIZE", 1},
+                                                {"RESHAPE", 1}}));
+  EXPECT_EQ(cpu, (std::map<std::string, int>{{"QUANTIZE", 1}, {"SOFTMAX", 1}}));
 }
 
 }  // namespace

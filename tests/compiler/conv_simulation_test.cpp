@@ -247,5 +247,81 @@ TEST(ConvChainOnTheVirtualEdgeTpu, ConvolutionsThenFullyConnectedEqualTheCpuRefe
   expect_equal_to_cpu(8, 8, 4, {{16, 3, 2, true}, {16, 3, 2, true}, fc128}, random);
 }
 
+// MobileNet's depthwise form: DEPTHWISE_CONV_2D over C channels with depth multiplier 1, a layer
+// of the chain whose weight rows are 4x4 diagonals (column c reads only its own channel).
+ConvSpec depthwise(int k, int stride, bool same = true, Activation act = Activation::kNone) {
+  ConvSpec s{0, k, stride, same};
+  s.depthwise = true;
+  s.act = act;
+  return s;
+}
+
+TEST(DepthwiseInAChainOnTheVirtualEdgeTpu, ChannelDepthwiseLayersEqualTheCpuReference) {
+  std::mt19937 random(47);
+  expect_equal_to_cpu(8, 8, 8, {depthwise(3, 1)}, random);
+  expect_equal_to_cpu(10, 12, 16, {depthwise(3, 2)}, random);
+  expect_equal_to_cpu(6, 6, 128, {depthwise(3, 1)}, random);  // two groups of 64 channels
+  expect_equal_to_cpu(4, 4, 256, {depthwise(3, 2)}, random);  // MobileNet's last, at stride 2
+  expect_equal_to_cpu(9, 8, 12, {depthwise(5, 1, false)}, random);
+  expect_equal_to_cpu(8, 8, 32, {depthwise(3, 1, true, Activation::kRelu6)}, random);
+}
+
+TEST(DepthwiseInAChainOnTheVirtualEdgeTpu, RandomChannelDepthwiseLayersEqualTheCpuReference) {
+  static const int kChannels[] = {4, 8, 12, 16, 24, 32, 64, 128, 192};
+  static const int kK[] = {1, 3, 3, 3, 5};
+  std::mt19937 random(53);
+  for (int i = 0; i < 16; ++i) {
+    ConvSpec s = depthwise(kK[random() % 5], 1 + static_cast<int>(random() % 2), random() % 3 != 0);
+    s.bias = random() % 4 != 0;
+    s.per_channel = random() % 4 != 0;
+    const int c = kChannels[random() % 9];
+    const int lo = s.same ? 1 : s.k;
+    const int h = lo + static_cast<int>(random() % 12);
+    int w = lo + static_cast<int>(random() % 12);
+    if (w * c % 8 != 0) ++w;  // rows of whole 8-byte units
+    expect_equal_to_cpu(h, w, c, {s}, random);
+  }
+}
+
+// MobileNet v1's blocks: conv 3x3 s2 -> depthwise 3x3 -> pointwise 1x1 (-> depthwise s2 ->
+// pointwise), RELU6 throughout as in the model, one program with the activations in tile memory.
+TEST(DepthwiseInAChainOnTheVirtualEdgeTpu, MobileNetBlocksEqualTheCpuReference) {
+  std::mt19937 random(59);
+  const Activation r6 = Activation::kRelu6;
+  ConvSpec first{8, 3, 2, true, true, true, r6};
+  ConvSpec pw16{16, 1, 1, true, true, true, r6};
+  ConvSpec pw32{32, 1, 1, true, true, true, r6};
+  expect_equal_to_cpu(16, 16, 3, {first, depthwise(3, 1, true, r6), pw16}, random);
+  expect_equal_to_cpu(
+      32, 32, 3, {first, depthwise(3, 1, true, r6), pw16, depthwise(3, 2, true, r6), pw32}, random);
+  ConvSpec pw128{128, 1, 1, true, true, true, r6};
+  ConvSpec fc10{10};
+  fc10.fc = true;
+  expect_equal_to_cpu(8, 8, 64, {depthwise(3, 2, true, r6), pw128, depthwise(3, 1), fc10}, random);
+}
+
+// MobileNet's head: the global AVERAGE_POOL_2D (a depthwise layer of weights 1 and the chip's
+// averaging multiplier) and the 1x1 classifier of 1001 classes (padded to 16 groups of 64).
+TEST(DepthwiseInAChainOnTheVirtualEdgeTpu, AveragePoolAndClassifierEqualTheCpuReference) {
+  std::mt19937 random(61);
+  ConvSpec pool4{0, 4, 4};
+  pool4.pool = true;
+  ConvSpec pool2{0, 2, 2};
+  pool2.pool = true;
+  ConvSpec pool5{0, 5, 5};
+  pool5.pool = true;
+  expect_equal_to_cpu(8, 8, 16, {{32, 1, 1, true}, pool2}, random);
+  expect_equal_to_cpu(4, 4, 64, {{64, 1, 1, true}, pool4, {1001, 1, 1, true}}, random);
+  expect_equal_to_cpu(5, 5, 32, {depthwise(3, 1), pool5, {100, 1, 1, true}}, random);
+}
+
+// Chains whose weights exceed one tile's wide memory: the parameters are cut into segments that
+// the execution program streams into wide memory in turn (every inference, the first included).
+TEST(ConvChainOnTheVirtualEdgeTpu, ParametersBeyondWideMemoryAreStreamedInSegments) {
+  std::mt19937 random(73);
+  const ConvSpec c128{128, 3, 1, true};  // 2 groups x 9 x 32 weight rows + 5 = 581 rows
+  expect_equal_to_cpu(6, 6, 128, {c128, c128, c128, c128, c128}, random);
+}
+
 }  // namespace
 }  // namespace tinycoral::compiler

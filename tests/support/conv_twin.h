@@ -1,4 +1,5 @@
-// CPU twins of CONV_2D chains for the compiler's tests and sweeps: QUANTIZE -> int8 CONV_2D ...
+// CPU twins of CONV_2D chains for the compiler's tests and sweeps: QUANTIZE -> int8 CONV_2D or
+// DEPTHWISE_CONV_2D ...
 // [-> RESHAPE -> FULLY_CONNECTED] -> QUANTIZE with random weights, biases and quantizations that
 // spread the outputs over the uint8 range, as TensorFlow's converter writes such models.
 #pragma once
@@ -28,6 +29,12 @@ struct ConvSpec {
   // A FULLY_CONNECTED over the whole map instead (k, stride, same unused); `reshape` puts the
   // converter's flattening RESHAPE before it.
   bool fc = false, reshape = true;
+  // A DEPTHWISE_CONV_2D with depth multiplier 1 instead (cout is the input's channels).
+  bool depthwise = false;
+  // An AVERAGE_POOL_2D of k x k windows (VALID, the input's quantization) instead.
+  bool pool = false;
+  // After this (last) layer of a 1x1 map: the classifier's RESHAPE to [1, C] and a SOFTMAX.
+  bool softmax = false;
 };
 
 inline std::vector<uint8_t> le32(const std::vector<int32_t>& v) {
@@ -47,7 +54,8 @@ inline container::Model conv_twin(int h, int w, int cin, const std::vector<ConvS
   std::uniform_real_distribution<float> unit(0.0f, 1.0f);
   container::Model m;
   m.description = "conv twin";
-  m.operator_codes = {{114, "", 1}, {3, "", 3}, {9, "", 5}, {22, "", 1}};
+  m.operator_codes = {{114, "", 1}, {3, "", 3}, {9, "", 5}, {22, "", 1},
+                      {4, "", 3},   {1, "", 2}, {25, "", 2}};
   m.buffers = {{}};
   container::Subgraph g;
   float sx = 0.004f + 0.01f * unit(random);
@@ -61,18 +69,38 @@ inline container::Model conv_twin(int h, int w, int cin, const std::vector<ConvS
   g.operators.push_back(q_in);
   int x_tensor = 1;
   for (size_t i = 0; i < specs.size(); ++i) {
-    const ConvSpec& s = specs[i];
+    ConvSpec s = specs[i];
+    if (s.depthwise || s.pool) s.cout = cin;
     const int oh = s.fc     ? 1
                    : s.same ? (h + s.stride - 1) / s.stride
                             : (h - s.k + s.stride) / s.stride;
     const int ow = s.fc     ? 1
                    : s.same ? (w + s.stride - 1) / s.stride
                             : (w - s.k + s.stride) / s.stride;
+    if (s.pool) {
+      g.tensors.push_back(
+          twin_tensor(cat("y", i), TensorType::kInt8, {1, oh, ow, cin}, {sx}, {zx - 128}));
+      container::Operator pool;
+      pool.opcode_index = 5;
+      pool.inputs = {x_tensor};
+      pool.outputs = {static_cast<int>(g.tensors.size()) - 1};
+      pool.builtin_options_type = 5;
+      container::Pool2DOptions po;
+      po.padding = container::Padding::kValid;
+      po.filter_h = po.filter_w = s.k;
+      po.stride_h = po.stride_w = s.stride;
+      pool.options = po;
+      g.operators.push_back(pool);
+      x_tensor = pool.outputs[0];
+      h = oh;
+      w = ow;
+      continue;
+    }
     std::vector<float> sw(static_cast<size_t>(s.per_channel ? s.cout : 1));
     const float boost = s.act == Activation::kRelu6 ? 20.0f : 1.0f;
     float sw_sum = 0;
     for (float& v : sw) sw_sum += v = boost * (0.0004f + 0.001f * unit(random));
-    const int kdim = s.fc ? h * w * cin : s.k * s.k * cin;
+    const int kdim = s.fc ? h * w * cin : s.k * s.k * (s.depthwise ? 1 : cin);
     const float sy = 3.0f * std::sqrt(static_cast<float>(kdim)) * 74 * 74 * sx *
                      (sw_sum / static_cast<float>(sw.size())) / 127;
     const int zy = static_cast<int>(random() % 100) + 78;
@@ -81,6 +109,8 @@ inline container::Model conv_twin(int h, int w, int cin, const std::vector<ConvS
     for (auto& b : weights.data) b = static_cast<uint8_t>(static_cast<int>(random() % 255) - 127);
     std::vector<int32_t> bias(static_cast<size_t>(s.cout));
     for (auto& b : bias) b = static_cast<int32_t>(random() % 40001) - 20000;
+    if (s.depthwise)  // k^2 products per output: a smaller bias keeps the outputs in range
+      for (auto& b : bias) b = b * s.k * s.k / 64;
     std::vector<float> bias_scale(static_cast<size_t>(s.cout));
     for (int c = 0; c < s.cout; ++c)
       bias_scale[static_cast<size_t>(c)] = sx * sw[s.per_channel ? c : 0];
@@ -92,8 +122,10 @@ inline container::Model conv_twin(int h, int w, int cin, const std::vector<ConvS
     const int wt = static_cast<int>(g.tensors.size());
     std::vector<int32_t> wshape = {s.cout, s.k, s.k, cin};
     if (s.fc) wshape = {s.cout, kdim};
+    if (s.depthwise) wshape = {1, s.k, s.k, s.cout};
     g.tensors.push_back(twin_tensor(cat("w", i), TensorType::kInt8, wshape, sw,
                                     std::vector<int64_t>(sw.size(), 0), wbuf));
+    if (s.depthwise) g.tensors.back().quantization.quantized_dimension = 3;
     g.tensors.push_back(twin_tensor(cat("b", i), TensorType::kInt32, {s.cout}, bias_scale,
                                     std::vector<int64_t>(bias_scale.size(), 0), wbuf + 1));
     g.tensors.push_back(
@@ -108,6 +140,15 @@ inline container::Model conv_twin(int h, int w, int cin, const std::vector<ConvS
     o.stride_h = o.stride_w = s.stride;
     o.activation = s.act;
     conv.options = o;
+    if (s.depthwise) {
+      conv.opcode_index = 4;
+      conv.builtin_options_type = 2;
+      container::DepthwiseConv2DOptions d;
+      d.padding = o.padding;
+      d.stride_h = d.stride_w = s.stride;
+      d.activation = s.act;
+      conv.options = d;
+    }
     if (s.fc) {
       if (s.reshape) {  // the converter's flatten: same bytes, same quantization
         const int flat = static_cast<int>(g.tensors.size());
@@ -134,11 +175,32 @@ inline container::Model conv_twin(int h, int w, int cin, const std::vector<ConvS
     sx = sy;
     zx = zy;
   }
+  if (specs.back().softmax) {  // RESHAPE [1, 1, 1, C] -> [1, C], SOFTMAX in int8 (1/256, -128)
+    const int flat = static_cast<int>(g.tensors.size());
+    g.tensors.push_back(twin_tensor("logits", TensorType::kInt8, {1, cin}, {sx}, {zx - 128}));
+    g.tensors.push_back(
+        twin_tensor("probabilities", TensorType::kInt8, {1, cin}, {1.0f / 256}, {-128}));
+    container::Operator reshape, softmax;
+    reshape.opcode_index = 3;
+    reshape.inputs = {x_tensor};
+    reshape.outputs = {flat};
+    softmax.opcode_index = 6;
+    softmax.inputs = {flat};
+    softmax.outputs = {flat + 1};
+    softmax.builtin_options_type = 9;
+    softmax.options = container::SoftmaxOptions{};
+    g.operators.push_back(reshape);
+    g.operators.push_back(softmax);
+    x_tensor = flat + 1;
+    sx = 1.0f / 256;
+    zx = 0;
+  }
   const int out = static_cast<int>(g.tensors.size());
-  g.tensors.push_back(twin_tensor(
-      "y", TensorType::kUInt8,
-      specs.back().fc ? std::vector<int32_t>{1, cin} : std::vector<int32_t>{1, h, w, cin}, {sx},
-      {zx}));
+  g.tensors.push_back(twin_tensor("y", TensorType::kUInt8,
+                                  specs.back().fc || specs.back().softmax
+                                      ? std::vector<int32_t>{1, cin}
+                                      : std::vector<int32_t>{1, h, w, cin},
+                                  {sx}, {zx}));
   container::Operator q_out;
   q_out.opcode_index = 0;
   q_out.inputs = {x_tensor};
@@ -161,10 +223,11 @@ inline container::Model conv_twin(int h, int w, int cin, const std::vector<ConvS
 inline std::string describe(int h, int w, int cin, const std::vector<ConvSpec>& specs) {
   std::string s = cat(h, "x", w, "x", cin);
   for (const ConvSpec& c : specs)
-    s += c.fc ? cat(" -> fc ", c.cout, c.reshape ? " after reshape" : "")
-              : cat(" -> conv ", c.k, "x", c.k, " s", c.stride, c.same ? " SAME" : " VALID",
-                    " cout ", c.cout, c.bias ? " bias" : "", c.per_channel ? "" : " per-tensor",
-                    " act ", static_cast<int>(c.act));
+    s += c.pool ? cat(" -> average pool ", c.k, "x", c.k, " s", c.stride)
+         : c.fc ? cat(" -> fc ", c.cout, c.reshape ? " after reshape" : "")
+                : cat(c.depthwise ? " -> depthwise " : " -> conv ", c.k, "x", c.k, " s", c.stride,
+                      c.same ? " SAME" : " VALID", " cout ", c.cout, c.bias ? " bias" : "",
+                      c.per_channel ? "" : " per-tensor", " act ", static_cast<int>(c.act));
   return s;
 }
 

@@ -1,0 +1,139 @@
+// Whole MobileNets compiled by tinycoral: the CPU twins of the test data go through
+// `compile_model` into one Edge TPU program (every layer mapped, the SOFTMAX on the CPU), which
+// runs on the virtual Edge TPU. Checked: the chip's logits equal the CPU twin's in `edgetpu`
+// rounding in every byte (cat, bird and a random image, two inferences), the whole model through
+// the runtime's delegate equals the twin's output, and Google's own classification check on
+// cat.bmp (google_expectations.tsv) passes on our compiled file.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <random>
+#include <string>
+
+#include "chip/sim_runner.h"
+#include "compiler/compile.h"
+#include "container/edgetpu_model.h"
+#include "container/tflite_reader.h"
+#include "host/image.h"
+#include "host/interpreter.h"
+#include "runtime/device_select.h"
+#include "runtime/edgetpu_delegate.h"
+#include "support/google_expectations.h"
+#include "support/testdata.h"
+
+namespace tinycoral::compiler {
+namespace {
+
+std::vector<uint8_t> read_bytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+size_t differing(std::span<const uint8_t> a, std::span<const uint8_t> b) {
+  size_t n = a.size() == b.size() ? 0 : std::max(a.size(), b.size());
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) n += a[i] != b[i];
+  return n;
+}
+
+// `model` (relative to the test data) compiled whole, checked as the file's comment says;
+// `google_row` is the id of Google's cat.bmp classification row for the model.
+void expect_compiled_whole(const std::filesystem::path& data, const std::string& model,
+                           const std::string& google_row) {
+  SCOPED_TRACE(model);
+  const std::vector<uint8_t> cpu_bytes = read_bytes(data / model);
+  ASSERT_FALSE(cpu_bytes.empty()) << "missing " << model;
+  const CompileResult r = compile_model(cpu_bytes);
+  ASSERT_EQ(r.edgetpu_subgraphs, 1) << (r.rows.empty() ? "" : r.rows.front().status);
+  std::map<std::string, int> cpu_ops;
+  for (const LogRow& row : r.rows)
+    if (!row.mapped) cpu_ops[row.op] += row.count;
+  EXPECT_EQ(cpu_ops, (std::map<std::string, int>{{"SOFTMAX", 1}}));
+
+  const container::Model twin_model = container::read_tflite(cpu_bytes);
+  const auto compiled = container::read_edgetpu_model(r.tflite);
+  const auto exes = chip::testing::executables_of(compiled);
+  ASSERT_NE(exes.execution, nullptr);
+  ASSERT_NE(exes.caching, nullptr);
+  const container::Layer& in_layer = exes.execution->input_layers.at(0);
+  const container::Layer& logits = exes.execution->output_layers.at(0);
+
+  // The CPU twin, with the chip part's output (the logits) as a second output.
+  const auto& sg = twin_model.subgraphs.at(0);
+  const container::Tensor& input = sg.tensors.at(static_cast<size_t>(sg.inputs.at(0)));
+  const std::string final_name = sg.tensors.at(static_cast<size_t>(sg.outputs.at(0))).name;
+  host::InterpreterOptions edgetpu_rounding;
+  edgetpu_rounding.rounding = host::Rounding::kEdgeTpu;
+  host::Interpreter cpu(chip::testing::twin_with_outputs(twin_model, {final_name, logits.name}),
+                        edgetpu_rounding);
+  host::InterpreterOptions tpu_options;
+  runtime::add_edgetpu_delegate(tpu_options.delegates, runtime::open_virtual_edgetpu());
+  host::Interpreter tpu(container::read_tflite(r.tflite), tpu_options);
+
+  std::vector<std::vector<uint8_t>> images;
+  for (const char* name : {"cat.bmp", "bird.bmp"})
+    images.push_back(host::image_to_input(host::read_image(data / "images" / name), input.shape,
+                                          input.type, host::parse_resize_mode("bilinear"), {}));
+  std::mt19937 random(71);
+  images.emplace_back(images.front().size());
+  for (auto& b : images.back()) b = static_cast<uint8_t>(random());
+
+  chip::VirtualEdgeTpu chip;
+  chip::testing::run_executable(chip, *exes.caching, {});
+  for (size_t i = 0; i < images.size(); ++i) {
+    SCOPED_TRACE(i < 2 ? (i == 0 ? "cat.bmp" : "bird.bmp") : "a random image");
+    cpu.set_input(0, images[i]);
+    cpu.invoke();
+    const auto want_logits = cpu.output_bytes(1);
+    for (int inference = 0; inference < 2; ++inference) {
+      const auto got = chip::testing::detile(
+          logits, chip::testing::run_executable(chip, *exes.execution, {{in_layer.name, images[i]}})
+                      .at(logits.name));
+      EXPECT_EQ(differing(got, want_logits), 0u)
+          << "logits of inference " << inference << " (" << want_logits.size() << " bytes)";
+    }
+    tpu.set_input(0, images[i]);
+    tpu.invoke();
+    EXPECT_EQ(differing(tpu.output_bytes(0), cpu.output_bytes(0)), 0u) << "the model's output";
+  }
+  EXPECT_EQ(chip.fault(), "");
+
+  // Google's check of its own compiled file, on ours.
+  std::filesystem::path tsv = data.parent_path() / "reference" / "google_expectations.tsv";
+  if (!std::filesystem::exists(tsv))
+    tsv = tinycoral::testing::source_dir().parent_path() / "shared" / "reference" /
+          "google_expectations.tsv";
+  if (!std::filesystem::exists(tsv)) GTEST_SKIP() << "google_expectations.tsv not found";
+  host::ExpectationRow row;
+  for (const auto& candidate : host::read_expectations_tsv(tsv))
+    if (candidate.id == google_row) row = candidate;
+  ASSERT_EQ(row.id, google_row);
+  const std::filesystem::path ours =
+      std::filesystem::temp_directory_path() /
+      ("tinycoral_" + google_row + "_" + std::filesystem::path(model).filename().string());
+  std::ofstream(ours, std::ios::binary)
+      .write(reinterpret_cast<const char*>(r.tflite.data()),
+             static_cast<std::streamsize>(r.tflite.size()));
+  row.model = ours.string();
+  host::ExpectationOptions options;
+  options.testdata = data;
+  options.device = host::interpreter_device(tpu_options);
+  const host::CheckResult result = host::run_expectation(row, options);
+  std::filesystem::remove(ours);
+  EXPECT_EQ(result.status, host::CheckStatus::kPass) << result.detail;
+}
+
+TEST(MobileNetCompiledWhole, V1QuarterGen2020EqualsItsTwinAndPassesGooglesCheck) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  expect_compiled_whole(data, "gen2020/mobilenet_v1_0.25_128_quant.tflite", "G002");
+}
+
+TEST(MobileNetCompiledWhole, V1QuarterGen2021EqualsItsTwinAndPassesGooglesCheck) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  expect_compiled_whole(data, "gen2021/mobilenet_v1_0.25_128_quant.tflite", "G019");
+}
+
+}  // namespace
+}  // namespace tinycoral::compiler
