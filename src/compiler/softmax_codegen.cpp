@@ -18,16 +18,23 @@ using container::Half;
 
 namespace {
 
-constexpr int kPiece = 64;            // bytes of the input per tile (P)
-constexpr int kWords = kPiece / 4;    // its words (W)
+constexpr int kPacket = 64;           // bytes of the smallest piece (P on up to 4 tiles)
+constexpr int kRingPacket = 256;      // bytes per ring packet
 constexpr int kActPassUnits = 16384;  // activation units (8 bytes) per pass
 constexpr int kPassUnits = 1024;      // parameter units (64 bytes) per pass
+constexpr int kStagingUnits = 2048;   // the parameter staging buffer, in units
 constexpr int kFcBase = 0x0c;         // wide unit of the last FULLY_CONNECTED's weights
-constexpr int kConcatBase = 0x04;     // wide unit of the concat's identity rows (aux row below)
+constexpr int kConcatBase = 0x04;
+// When the FULLY_CONNECTED weights do not all fit tile 0 below the FIFO of streamed weights, the
+// later ones are cached on tiles 1, 2... and streamed into it (bright_64x64).
+constexpr int kStreamFifo = 0x1f7c;
+constexpr int kStreamSlots = 32;  // wide unit of the concat's identity rows (aux row below)
 // Wide rows of the ring transfers: where each step's packets arrive and leave from.
-constexpr int kScatterRow = 0x2060, kGatherRow = 0x2078, kGatherSend = 0x2068;
+constexpr int kScatterRow = 0x2060, kGatherRow = 0x2078;  // gathers send from row - 0x10
+constexpr int kWideScatter = 0x2000;  // the input FIFOs when a tile holds more than 64 bytes
+constexpr int kWideGather = 0x1ff8;   // the first gather's row then (below those FIFOs)
 constexpr int kMaxFifo = 0x2060, kBcastRow = 0x2058, kBcastSend = 0x2048;
-constexpr int kExpRow = 0x2074, kExpSend = 0x2064, kSumFifo = 0x205c;
+constexpr int kExpRow = 0x2074, kSumFifo = 0x205c;
 constexpr int kRecipRow = 0x2054, kRecipSend = 0x2044;
 // The exponential's input domain ends here (the spline table below starts at e^-13.04 ~ 2^-18.8).
 constexpr float kExpClampMin = -13.0380983f;
@@ -94,19 +101,48 @@ void send(Emitter& e, int from, int row, uint32_t dest, int ordinal, int r1) {
                         " r1.en_a=1 r1.en_b=1 dest=", hex(dest)));
 }
 
-// The receiving side of a gather to tile 0: the piece of `words` words lands at narrow word `at`.
-// The i-th piece of the exchange (i from 0) waits on 0x8000 + ceil(i / 2) with the enable bit on
-// even i, and its consumer's credit is words i - 64 (the FC broadcast's rule, docs/compiler.md).
-void receive_piece(Emitter& e, int row, int at, int words, int i) {
-  const bool en1 = i % 2 == 0;
-  const int sync_val = (i + 1) / 2;
+// One piece of a gather to tile 0: tile `from` sends `words` words at its narrow word `from_at`
+// from row `row` - 0x10; tile 0 stores them at word `at` from row `row`. A piece is one ring
+// packet of up to 256 bytes, or `packets` whole packets. The i-th piece of the exchange (i from
+// 0) waits on 0x8000 + ceil(i packets / 2), with the enable bit when i packets is even, and its
+// consumer's credit is words i - 64 (the FC broadcast's rule; docs/compiler.md).
+void gather_piece(Emitter& e, int from, int row, int at, int from_at, int words, int i,
+                  int& ordinal, int r1) {
+  const int packets = std::max(1, 4 * words / kRingPacket);
+  const bool en1 = i * packets % 2 == 0;
+  const int sync_val = (i * packets + 1) / 2;
   const int credit = words * i - 64;
-  e.add("w2n",
-        cat("tiles=0x1 w.addr=", hex(row), " w=(1 x 1) w.circ=1 w.rows=1 n.addr=", hex(at),
-            " n=", narrow_walk(words), " n.lvl_mask=0x01 sync.en0=1 sync.id=14 sync.wait_lvl=1",
-            en1 ? " sync.en1=1" : "", " sync.val=", hex(0x8000 + sync_val),
-            " sync.en2=1 tail_en870=1"));
-  ring_receive(e, 1, row, 1, credit);
+  const int send_row = row - 0x10;
+  if (packets == 1) {
+    e.add("w2n",
+          cat("tiles=0x1 w.addr=", hex(row), " w=(1 x 1) w.circ=1 w.rows=1 n.addr=", hex(at),
+              " n=", narrow_walk(words), " n.lvl_mask=0x01 sync.en0=1 sync.id=14 sync.wait_lvl=1",
+              en1 ? " sync.en1=1" : "", " sync.val=", hex(0x8000 + sync_val),
+              " sync.en2=1 tail_en870=1"));
+    ring_receive(e, 1, row, 1, credit);
+    send(e, from, send_row, 1, ordinal++, r1);
+    e.add("n2w", cat("tiles=", hex(tile_bit(from)), " n.addr=", hex(from_at),
+                     " n=", narrow_walk(words), " n.lvl_mask=0x01 w.addr=", hex(send_row),
+                     " w=(1 x 1) w.circ=1 w.rows=1 sync.en0=1 sync.f1=1 sync.id=16 "
+                     "sync.wait_lvl=1 sync.en1=1 sync.val=0x0ffff sync.en2=1 sync.f45=1 "
+                     "tail_lvl=1"));
+    return;
+  }
+  const std::string rows = cat("(0 x ", packets, ")");
+  e.add("w2n", cat("tiles=0x1 w.addr=", hex(row), " w=", rows, " w.rows=1 n.addr=", hex(at),
+                   " n=", narrow_walk(words), " n.lvl_mask=0x01 sync.en0=1 sync.id=14",
+                   en1 ? " sync.en1=1" : "", " sync.val=", hex(0x8000 + sync_val),
+                   " sync.en2=1 tail_en870=1"));
+  e.add("ringcons0", cat("tiles=0x1 addr=", hex(row), " dst=", rows,
+                         " slots=1 mode=1 s_id=0x0b s_val=", credit, " s_cnt=1 s_en_b=1 s_y=1"));
+  e.add("ringprod",
+        cat("tiles=", hex(tile_bit(from)), " addr=", hex(send_row), " src=(1 x 1)", rows,
+            " sdims=1 cbuf=1 slots=1 mode=3 pcfg=20 r0.id=0x51 r0.val=", ordinal++,
+            " r0.en_a=1 r0.en_b=1 r1.id=0x2d r1.val=", r1, " r1.en_a=1 r1.en_b=1 dest=0x1"));
+  e.add("n2w", cat("tiles=", hex(tile_bit(from)), " n.addr=", hex(from_at), " n=",
+                   narrow_walk(words), " n.lvl_mask=0x01 w.addr=", hex(send_row), " w=", rows,
+                   " w.rows=1 sync.en0=1 sync.id=16 sync.en1=1 sync.val=0x0ffff sync.en2=1 "
+                   "sync.f45=1 tail_lvl=1"));
 }
 
 // A tile's narrowToWide of `words` words at narrow word `at` into its send row.
@@ -151,15 +187,19 @@ void sync_block(Emitter& e) {
 }
 
 struct Geometry {
-  int n = 0;      // positions
-  int tiles = 0;  // T
+  int n = 0;                          // positions
+  int tiles = 0;                      // T = min(16, N / 64)
+  int p = 0;                          // P = N / T bytes per tile
+  std::vector<int> fc_tile, fc_base;  // where each FULLY_CONNECTED's weights are cached
+  bool wide = false;  // P > 64: the input in rows of 4 tiles, the first gather below them
+  int gather_row = kGatherRow;
   uint32_t mask = 0;
   int units = 0;  // parameter units
 };
 
 container::Bitstream execution_program(const Geometry& g, const SoftmaxFcLayer& l) {
   Emitter e;
-  const int n = g.n, t_count = g.tiles;
+  const int n = g.n, t_count = g.tiles, p = g.p, w = g.p / 4;
   int ordinal = 0;  // ring producers of the softmax part
   tile_fence(e, "counters=0x7ffff units=0x3ff signal=1");
   e.add("scsync", "tiles=0xffff smask=0x1ff tokwait=1 tmask=0xffff sunits=0x1f");
@@ -186,33 +226,53 @@ container::Bitstream execution_program(const Geometry& g, const SoftmaxFcLayer& 
   e.add("bundle", "s_op=0x0f s_x=5 imm=11");
   e.add("bundle", "s_op=0x0f s_x=4 imm=10");
   descriptor(e, 5, 4, 6, n, 1);
-  for (int t = 0; t < t_count; ++t) {
-    const std::string skip = t == 0 ? ""
-                                    : cat(" skip_en0=1 f543=1 skip_m1=", kWords * t - 1,
-                                          " skip_end=", hex(kWords * t - 1));
-    e.add("w2n", cat("tiles=", hex(tile_bit(t)), " w.addr=", hex(kScatterRow),
-                     " w=(1 x 1) n.addr=", hex(kWords * t), " n=", narrow_walk(kWords),
-                     " n.lvl_mask=0x01 mode=1 fill_size=128", skip,
-                     " sync.en0=1 sync.id=14 sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 "
-                     "sync.en2=1 sync.dec_lvl=1 sync.dec=-1 sync.dec_mode=3 ",
-                     t == 0 ? "tail_en870=1" : "tail_f871=1"));
+  const auto infeed = [&](uint32_t tiles, int row, int units) {
+    e.add("infeed", cat("stream=1", row ? cat(" buf_off=", hex(row * units)) : "", " walk=",
+                        nest({{1, kActPassUnits}, {1 - kActPassUnits, 1}, {1 - kActPassUnits, 1}}),
+                        " k157=1 k160=1 av176=1 count_m1=", units - 1, " tail_en=1 count_neg=",
+                        hex(kActPassUnits - units), " f308=0x8 pop_wait=", hex(row * units + 1),
+                        " k336=1 f352=1 f391=2 dest=", hex(tiles), " f434=0xf lanes_m1=3"));
+  };
+  if (!g.wide) {
+    // One 256-byte packet for up to 4 tiles: lane t skips the 16t words before its piece.
+    for (int t = 0; t < t_count; ++t) {
+      const std::string skip =
+          t == 0 ? "" : cat(" skip_en0=1 f543=1 skip_m1=", w * t - 1, " skip_end=", hex(w * t - 1));
+      e.add("w2n", cat("tiles=", hex(tile_bit(t)), " w.addr=", hex(kScatterRow),
+                       " w=(1 x 1) n.addr=", hex(w * t), " n=", narrow_walk(w),
+                       " n.lvl_mask=0x01 mode=1 fill_size=128", skip,
+                       " sync.en0=1 sync.id=14 sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 "
+                       "sync.en2=1 sync.dec_lvl=1 sync.dec=-1 sync.dec_mode=3 ",
+                       t == 0 ? "tail_en870=1" : "tail_f871=1"));
+    }
+    ring_receive(e, g.mask, kScatterRow, 1, -64);
+    infeed(g.mask, 0, in_units);
+  } else {
+    // Rows of 4 tiles: each lane has its own FIFO (4 units apart from 0x2000) of 4P / 64 slots.
+    for (int t = 0; t < t_count; ++t) {
+      e.add("w2n", cat("tiles=", hex(tile_bit(t)), " w.addr=", hex(kWideScatter + 4 * (t % 4)),
+                       " w=(1 x 1) n.addr=", hex(w * t), " n=", narrow_walk(w),
+                       " n.lvl_mask=0x01 mode=1 fill_size=128 sync.en0=1 sync.id=14 "
+                       "sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 sync.en2=1 sync.dec_lvl=1 "
+                       "sync.dec=-1 sync.dec_mode=3 tail_en870=1"));
+    }
+    const int slots = 4 * p / kPacket;
+    for (int row = 0; row < t_count / 4; ++row) {
+      e.add("ringcons0",
+            cat("tiles=", hex(0xfu << (4 * row)), " addr=", hex(kWideScatter), " dst=(1 x ", slots,
+                ")", rewind(slots - 1, 3), " sdims=1 cbuf=1 slots=", slots,
+                " grp=3 gstride=49 mode=3 s_id=0x2b s_val=", -64 * slots, " s_cnt=", slots,
+                " s_en_b=1 s_y=1"));
+      infeed(0xfu << (4 * row), row, 4 * p / 8);
+    }
   }
-  ring_receive(e, g.mask, kScatterRow, 1, -64);
-  e.add("infeed", cat("stream=1 walk=",
-                      nest({{1, kActPassUnits}, {1 - kActPassUnits, 1}, {1 - kActPassUnits, 1}}),
-                      " k157=1 k160=1 av176=1 count_m1=", in_units - 1,
-                      " tail_en=1 count_neg=", hex(kActPassUnits - in_units),
-                      " f308=0x8 pop_wait=0x1 k336=1 f352=1 f391=2 dest=", hex(g.mask),
-                      " f434=0xf lanes_m1=3"));
   tile_fence(e, "units=0x3ff");
   tile_fence(e, "counters=0x1ffff units=0x3ff");
   tile_fence(e, "units=0x3ff");
 
   // Gather the pieces on tile 0 (tile t's at word 16t).
   for (int t = 1; t < t_count; ++t) {
-    receive_piece(e, kGatherRow, kWords * t, kWords, t - 1);
-    send(e, t, kGatherSend, 1, ordinal++, 1);
-    send_piece(e, tile_bit(t), kWords * t, kWords, kGatherSend, true, 0xffff);
+    gather_piece(e, t, g.gather_row, w * t, w * t, w, t - 1, ordinal, 1);
   }
   sync_block(e);
   tile_fence(e, "counters=0x1ffff units=0x3ff");
@@ -257,7 +317,7 @@ container::Bitstream execution_program(const Geometry& g, const SoftmaxFcLayer& 
 
   // x - m + 255 on every tile (docs/chip_ops.md 6.2): m replicated into N/4 words at byte N,
   // the shift constant -m into the bias store, then the subtraction into byte 4N.
-  const int scratch = 4 * n + 2 * kPiece;  // the mesh rows of the 16-bit weight pairs
+  const int scratch = 4 * n + 2 * p;  // the mesh rows of the 16-bit weight pairs
   e.add("mesh_n", cat("tiles=0xffff i.addr=", hex(2 * n + 4),
                       " i=(1 x 4)(-3 x 1)(-3 x 1)(-3 x 1) i.sdims=1 in_mode=3 fill_en=1 fill=0x1"));
   e.add("n2w", cat("tiles=0xffff n.addr=", hex(n / 2 + 1), " n=", narrow_walk(4),
@@ -285,7 +345,7 @@ container::Bitstream execution_program(const Geometry& g, const SoftmaxFcLayer& 
   tile_fence(e, "units=0x3ff");
   e.add("op", cat("tiles=", hex(g.mask), " in.base=", hex(n), " in.hmode=1 in=(0 x 1)(0 x 1)(", q,
                   " x 1)(0 x 1)(0 x 1)(0 x 1)(0 x 1)(0 x 1 m1) in.tflags=0x01 out.base=",
-                  hex(4 * n + kPiece), " out.hmode=1 out=(0 x 1)(0 x 1)(", kWords,
+                  hex(4 * n + p), " out.hmode=1 out=(0 x 1)(0 x 1)(", w,
                   " x 1) out.tflags=0x1 par.base=0x78 par.sel=1 par.hmode=1 psum.base=0x6c "
                   "psum.sel=1 psum.hmode=1 cfg2=0x12 cfg3=6 w_zp=1 out_ch_last=3 out_ch=3 mult=1 "
                   "clamp_min=-255 out_zp=255"));
@@ -312,10 +372,9 @@ container::Bitstream execution_program(const Geometry& g, const SoftmaxFcLayer& 
                    "fill_size=64 sync.en0=1 sync.f2=1 sync.wait_lvl=2 sync.val=0x08000 sync.en2=1 "
                    "sync.f45=1 tail_f867=1 tail_en870=1"));
   for (int t = 0; t < t_count; ++t) {
-    const int w = kWords;
     e.add("op", cat("tiles=", hex(tile_bit(t)), " loops=(2)(", w, ")",
-                    t ? cat(" in.base=", hex(kPiece * t)) : "", " in.hmode=2 in=(0 x ", 2 * w,
-                    " m2)", repeat(cat("(", (t_count - 1) * w, " x 1 m2)"), 3),
+                    t ? cat(" in.base=", hex(p * t)) : "", " in.hmode=2 in=(0 x ", 2 * w, " m2)",
+                    repeat(cat("(", (t_count - 1) * w, " x 1 m2)"), 3),
                     repeat(cat("(", -w, " x 1 m2)"), 3), "(", -w,
                     " x 1 m3) in.tflags=0x03 out.base=", hex(4 * n), " out=", steps3(w, " m3"),
                     " out.tflags=0x3 par.base=0x78 par.sel=1 par=(1 x 2)(-1 x ", w, ")",
@@ -341,11 +400,10 @@ container::Bitstream execution_program(const Geometry& g, const SoftmaxFcLayer& 
   tile_fence(e, "counters=0x00007 units=0x001");
   e.add("nlu", cat("tiles=", hex(g.mask), " ", kExpSpline));
   for (int t = 0; t < t_count; ++t) {
-    const int w = kWords;
     e.add("op", cat("tiles=", hex(tile_bit(t)), " loops=(", w, ") in.base=", hex(4 * n),
                     " in=(1 x 1)(", w, " x 1)(1 x ", w, ")", rewind(w - 1, 5, " m3"),
-                    " in.tflags=0x01", t ? cat(" out.base=", hex(2 * kPiece * t)) : "",
-                    " out=(1 x 2)(", n / 2 - 1, " x 1)(1 x ", w, ")", rewind(2 * w - 1, 5, " m3"),
+                    " in.tflags=0x01", t ? cat(" out.base=", hex(2 * p * t)) : "", " out=(1 x 2)(",
+                    n / 2 - 1, " x 1)(1 x ", w, ")", rewind(2 * w - 1, 5, " m3"),
                     " out.tflags=0x1 par.base=0x7c par.sel=1 par=(0 x ", w, ") psum=(0 x ", w,
                     ") psum.tflags=0x0800 cfg0=0x025 cfg1=0x12d sync0=0x4000 sync1=0x4000 "
                     "cfg2=0x06 in_zp=255 out_ch_last=3 out_ch=3 nlu_mode=5 mult=",
@@ -353,9 +411,7 @@ container::Bitstream execution_program(const Geometry& g, const SoftmaxFcLayer& 
   }
   tile_fence(e, "units=0x3ff");
   for (int t = 1; t < t_count; ++t) {
-    receive_piece(e, kExpRow, 2 * kWords * t, 2 * kWords, t - 1);
-    send(e, t, kExpSend, 1, ordinal++, 2);
-    send_piece(e, tile_bit(t), 2 * kWords * t, 2 * kWords, kExpSend, true, 0xffff);
+    gather_piece(e, t, kExpRow, 2 * w * t, 2 * w * t, 2 * w, t - 1, ordinal, 2);
   }
   sync_block(e);
   tile_fence(e, "counters=0x1ffff units=0x3ff");
@@ -433,20 +489,20 @@ container::Bitstream execution_program(const Geometry& g, const SoftmaxFcLayer& 
                   "clamp_min=-inf"));
   tile_fence(e, "counters=0x1ffff units=0x3ff");
   for (int t = 0; t < t_count; ++t) {
-    e.add("n2w", cat("tiles=", hex(tile_bit(t)), t ? cat(" n.addr=", hex(2 * kWords * t)) : "",
-                     " n=(2 x 2)(-1 x 2)(1 x ", kWords / 2, ")", rewind(2 * kWords - 1, 3),
-                     " n.lvl_mask=0x07 w.addr=", hex(kExpRow), " w=(0 x ", kWords / 2,
+    e.add("n2w", cat("tiles=", hex(tile_bit(t)), t ? cat(" n.addr=", hex(2 * w * t)) : "",
+                     " n=(2 x 2)(-1 x 2)(1 x ", w / 2, ")", rewind(2 * w - 1, 3),
+                     " n.lvl_mask=0x07 w.addr=", hex(kExpRow), " w=(0 x ", w / 2,
                      ") w.rows=1 sync.en0=1 sync.id=1 sync.en1=1 sync.val=0x0ffff sync.en2=1 "
                      "sync.f45=1 transpose=1 f800=1 tail_lvl=2"));
   }
-  const int prob_at = 4 * n + 4 * kPiece + 4;
-  e.add("op", cat("tiles=", hex(g.mask), " loops=(2)(", kWords / 2, ") in.base=", hex(2 * n),
-                  " in=(1 x 1)(0 x ", kWords, ")", repeat(cat("(", h, " x 1)"), 3),
+  const int prob_at = 4 * n + 4 * p + 4;
+  e.add("op", cat("tiles=", hex(g.mask), " loops=(2)(", w / 2, ") in.base=", hex(2 * n),
+                  " in=(1 x 1)(0 x ", w, ")", repeat(cat("(", h, " x 1)"), 3),
                   "(0 x 1)(0 x 1)(0 x 1 m1) in.tflags=0x07 out.base=", hex(prob_at),
-                  " out=", steps3(kWords, " m3"),
-                  " out.tflags=0x3 par.base=0x74 par.sel=1 par.hmode=2 par=(0 x 2 m2)(-1 x ",
-                  kWords / 2, " m2)", repeat("(-1 x 1 m2)", 5),
-                  "(-1 x 1 m1) par.tflags=0x40 par.fifo=0x1 psum=(0 x ", kWords,
+                  " out=", steps3(w, " m3"),
+                  " out.tflags=0x3 par.base=0x74 par.sel=1 par.hmode=2 par=(0 x 2 m2)(-1 x ", w / 2,
+                  " m2)", repeat("(-1 x 1 m2)", 5),
+                  "(-1 x 1 m1) par.tflags=0x40 par.fifo=0x1 psum=(0 x ", w,
                   ") psum.tflags=0x0800 cfg0=0x060 cfg1=0x12d sync0=0x4000 sync1=0x4000 "
                   "cfg2=0x1e dp_mode=1 out_ch_last=3 out_ch=3 mult=",
                   f32_bits(std::bit_cast<float>(kProbMultBits)), " clamp_max=255"));
@@ -454,9 +510,7 @@ container::Bitstream execution_program(const Geometry& g, const SoftmaxFcLayer& 
   tile_fence(e, "counters=0x00002 units=0x3ff");
   for (int i = 0; i < 3; ++i) tile_fence(e, "counters=0x1ffff units=0x3ff");
   for (int t = 0; t < t_count; ++t) {
-    receive_piece(e, kExpRow, kWords * t, kWords, t);
-    send(e, t, kExpSend, 1, ordinal++, 1);
-    send_piece(e, tile_bit(t), prob_at / 4, kWords, kExpSend, true, 0xffff);
+    gather_piece(e, t, kExpRow, w * t, prob_at / 4, w, t, ordinal, 1);
   }
   tile_fence(e, "units=0x3ff signal=1");
   wait_tokens(e);
@@ -466,6 +520,7 @@ container::Bitstream execution_program(const Geometry& g, const SoftmaxFcLayer& 
 
   // The FULLY_CONNECTED layers on tile 0, one output word each at byte N + 4i.
   const int fcs = static_cast<int>(l.weights.size());
+  int streamed = 0;  // weight packets streamed from other tiles
   for (int i = 0; i < fcs; ++i) {
     if (i > 0) {
       tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
@@ -477,16 +532,38 @@ container::Bitstream execution_program(const Geometry& g, const SoftmaxFcLayer& 
       e.add("scsync", "sunits=0x0c");
       tile_fence(e, "counters=0x1ffff units=0x3ff");
     }
-    const int base = kFcBase + (fcs - 1 - i) * n;
-    e.add("op", cat("tiles=0x1 loops=(", q, ") in=", steps2(q, " m3").substr(0),
-                    " in.tflags=0x01 out.base=", hex(n + 4 * i),
-                    " out=(1 x 1)(2 x 1)(1 x 1)(0 x 1)(0 x 1)(0 x 1)(0 x 1)(0 x 1 m3) "
-                    "out.tflags=0x1 par.base=",
-                    hex(base), " par=", steps(q, " m1"), " psum=(0 x ", q,
-                    ") cfg0=0x065 cfg2=0x07 w_zp=128 dp_mode=1 reduce_mask=0x01 out_ch_last=3 "
-                    "out_ch=3 mult=",
-                    f32_bits(l.mult[size_t(i)]), " clamp_max=", f32_bits(l.clamp_max),
-                    " clamp_min=", f32_bits(l.clamp_min), " out_zp=", l.out_zp));
+    const std::string stage = cat(" cfg2=0x07 w_zp=128 dp_mode=", g.fc_tile[size_t(i)] ? 2 : 1,
+                                  " reduce_mask=", g.fc_tile[size_t(i)] ? "0x03" : "0x01",
+                                  " out_ch_last=3 out_ch=3 mult=", f32_bits(l.mult[size_t(i)]),
+                                  " clamp_max=", f32_bits(l.clamp_max),
+                                  " clamp_min=", f32_bits(l.clamp_min), " out_zp=", l.out_zp);
+    const std::string out =
+        cat(" in.tflags=0x01 out.base=", hex(n + 4 * i),
+            " out=(1 x 1)(2 x 1)(1 x 1)(0 x 1)(0 x 1)(0 x 1)(0 x 1)(0 x 1 m3) out.tflags=0x1");
+    if (g.fc_tile[size_t(i)] == 0) {
+      e.add("op", cat("tiles=0x1 loops=(", q, ") in=", steps2(q, " m3"), out,
+                      " par.base=", hex(g.fc_base[size_t(i)]), " par=", steps(q, " m1"),
+                      " psum=(0 x ", q, ") cfg0=0x065", stage));
+    } else {
+      // Weights cached on another tile, streamed to tile 0's FIFO of kStreamSlots rows: q
+      // steps as kStreamSlots x q / kStreamSlots (dp 2, both loops reduced).
+      const int fills = q / kStreamSlots;
+      tile_fence(e, "units=0x3ff");
+      e.add("ringcons1", cat("tiles=0x1 addr=", hex(kStreamFifo), " dst=(1 x ", kStreamSlots, ")(",
+                             1 - kStreamSlots, " x ", fills, ")", rewind(kStreamSlots - 1, 2),
+                             " sdims=1 cbuf=1 slots=", kStreamSlots,
+                             " mode=3 s_id=0x21 s_val=-1 s_en_a=1 s_en_b=1 s_y=1"));
+      e.add("op", cat("tiles=0x1 loops=(", kStreamSlots, ")(", fills, ") in=(1 x ", kStreamSlots,
+                      ")(", q - kStreamSlots + 1, " x 1)(1 x ", fills, ")", rewind(q - 1, 5, " m3"),
+                      out, " par.base=", hex(kStreamFifo), " par=(1 x ", kStreamSlots, ")(",
+                      1 - kStreamSlots, " x ", fills, ")", rewind(kStreamSlots - 1, 6, " m1"),
+                      " par.tflags=0x40 par.fifo=", hex(kStreamSlots), " psum=(0 x ", kStreamSlots,
+                      ")(0 x ", fills, ") cfg0=0x065 cfg1=0x12f sync0=0x4000 sync1=0x4000", stage));
+      e.add("ringprod", cat("tiles=", hex(tile_bit(g.fc_tile[size_t(i)])), " src=(1 x ", q, ")",
+                            rewind(q - 1, 3),
+                            " sdims=1 pcfg=4 r0.id=0x32 r0.en_a=1 r0.en_b=1 to_c1=1 dest=0x1"));
+      streamed += q;
+    }
     tile_fence(e, "counters=0x1ffff units=0x3ff");
     tile_fence(e, "units=0x3ff");
     sync_block(e);
@@ -494,6 +571,11 @@ container::Bitstream execution_program(const Geometry& g, const SoftmaxFcLayer& 
   tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
   wait_tokens(e);
   tile_fence(e, "counters=0x1ffff units=0x3ff");
+  if (streamed > 0) {  // the scalar core counts the streamed weight packets
+    e.add("scsync", cat("tiles=0xffff smask=0x040 thr6=", streamed, " wait=0x040 sunits=0x0c"));
+    tile_fence(e, "counters=0x40000 units=0x3ff signal=1");
+    wait_tokens(e);
+  }
   tile_fence(e, "units=0x3ff");
   tile_fence(e, "units=0x3ff");
   tile_fence(e, "counters=0x1ffff units=0x3ff");
@@ -502,9 +584,7 @@ container::Bitstream execution_program(const Geometry& g, const SoftmaxFcLayer& 
   // The CONCATENATION: the FC outputs relayed to narrow word 0, then an identity
   // FULLY_CONNECTED (its zero bias row loaded first) into word `fcs`.
   int concat_ordinal = 0;
-  receive_piece(e, kGatherRow, 0, fcs, 0);
-  send(e, 0, kGatherSend, 1, concat_ordinal++, 1);
-  send_piece(e, 1, n / 4, fcs, kGatherSend, true, 0xffff);
+  gather_piece(e, 0, kGatherRow, 0, n / 4, fcs, 0, concat_ordinal, 1);
   tile_fence(e, "units=0x3ff signal=1");
   wait_tokens(e);
   tile_fence(e, "counters=0x1ffff units=0x3ff");
@@ -573,23 +653,25 @@ container::Bitstream caching_program(const Geometry& g, const SoftmaxFcLayer& l)
   const int fcs = static_cast<int>(l.weights.size());
   const int q = g.n / 4;
   int staged = 0;
-  const auto infeed = [&](int units) {
+  const auto infeed = [&](int units, uint32_t tile) {
     const Passes p = passes_of(units, kPassUnits);
-    e.add("infeed", cat(staged ? cat("buf_off=", hex(staged), " ") : "", "walk=",
+    const int off = staged % kStagingUnits;
+    e.add("infeed", cat(off ? cat("buf_off=", hex(off), " ") : "", "walk=",
                         nest({{1, kPassUnits}, {1 - kPassUnits, p.count}, {1 - kPassUnits, 1}}),
                         " k157=1 k160=1 par172=1", p.fields(), " f308=0x8 par314=1 pop_wait=",
-                        hex(staged + 1), " k336=1 f352=1 f391=2 dest=0x1 f434=0xf"));
+                        hex(staged + 1), " k336=1 f352=1 f391=2 dest=", hex(tile), " f434=0xf"));
     staged += units;
   };
   for (int i = 0; i < fcs; ++i) {
-    e.add("ringcons0", cat("tiles=0x1 addr=", hex(2 + kFcBase + (fcs - 1 - i) * g.n), " dst=(1 x ",
-                           q, ")(", 1 - q, " x 1)(", 1 - q, " x 1)(", 1 - q, " x 1) sdims=1"));
-    infeed(q);
+    const uint32_t tile = tile_bit(g.fc_tile[size_t(i)]);
+    e.add("ringcons0", cat("tiles=", hex(tile), " addr=", hex(2 + g.fc_base[size_t(i)]),
+                           " dst=(1 x ", q, ")", rewind(q - 1, 3), " sdims=1"));
+    infeed(q, tile);
   }
   e.add("ringcons0",
         cat("tiles=0x1 addr=", hex(2 + kConcatBase), " dst=(1 x ", fcs, ")(", 1 - fcs, " x 1)(",
             1 - fcs, " x 1)(", 1 - fcs, " x 1) sdims=1 aux_en0=1 aux_en1=1"));
-  infeed(1 + fcs);
+  infeed(1 + fcs, 1);
   tile_fence(e, "b43=1 units=0x3ff signal=1 f109=3");
   wait_tokens(e);
   interrupt(e, 3, 2, 4);
@@ -599,10 +681,13 @@ container::Bitstream caching_program(const Geometry& g, const SoftmaxFcLayer& l)
 }  // namespace
 
 std::string softmax_fc_unsupported(const SoftmaxFcLayer& layer) {
-  if (layer.n < kPiece || layer.n > 4 * kPiece || layer.n % kPiece != 0) {
-    return cat("a SOFTMAX over ", layer.n,
-               " positions: the generator covers 64, 128, 192 and 256 (one 64-byte piece per "
-               "tile on up to 4 tiles)");
+  const int n = layer.n;
+  // 16 tiles of P = 256 bytes is the one wide layout an oracle shows (bright_64x64); with the
+  // scatter's slot count 4P / 64, P = 128 and 512 deadlock the virtual Edge TPU (docs/compiler.md).
+  if (!(n % kPacket == 0 && n <= 4 * kPacket) && n != 16 * 4 * kPacket) {
+    return cat("a SOFTMAX over ", n,
+               " positions: the generator covers 64, 128, 192, 256 (one 64-byte piece per tile on "
+               "up to 4 tiles) and 4096 (256 bytes on each of 16 tiles)");
   }
   return "";
 }
@@ -633,7 +718,17 @@ SoftmaxPrograms generate_softmax_fc(const SoftmaxFcLayer& layer) {
   if (const std::string why = softmax_fc_unsupported(layer); !why.empty()) fail(why);
   Geometry g;
   g.n = layer.n;
-  g.tiles = layer.n / kPiece;
+  g.tiles = std::min(16, layer.n / kPacket);
+  g.p = layer.n / g.tiles;
+  g.wide = g.p > kPacket;
+  g.gather_row = g.wide ? kWideGather : kGatherRow;
+  const int fc_count = static_cast<int>(layer.weights.size());
+  const bool resident = kFcBase + fc_count * layer.n <= kStreamFifo;
+  for (int i = 0; i < fc_count; ++i) {
+    // Resident: the last FULLY_CONNECTED at kFcBase, each earlier one N units above.
+    g.fc_tile.push_back(resident ? 0 : i);
+    g.fc_base.push_back(resident ? kFcBase + (fc_count - 1 - i) * layer.n : i ? 0 : kFcBase);
+  }
   g.mask = first_tiles(g.tiles);
   const int fcs = static_cast<int>(layer.weights.size());
   g.units = fcs * layer.n / 4 + 1 + fcs;
@@ -659,7 +754,7 @@ SoftmaxPrograms generate_softmax_fc(const SoftmaxFcLayer& layer) {
   y.output_layout = layout;
   y.shape = {{0, 0}, {0, fcs - 1}};
   eo.output_layers.push_back(std::move(y));
-  eo.used_narrow_memory_bytes_per_tile = 4 * layer.n + 4 * kPiece + 4 + 4 * kWords;
+  eo.used_narrow_memory_bytes_per_tile = 4 * layer.n + 4 * g.p + 4 + g.p;
   eo.dma_hints = execution_hints(layer.input_name, layer.n, layer.output_name, out_bytes);
   const container::Executable& pc = out.caching =
       caching_executable(caching_program(g, layer), softmax_fc_parameters(layer));

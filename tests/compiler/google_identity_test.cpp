@@ -43,7 +43,7 @@ TEST_P(LibredgetpuTwin, InstructionsAndParametersMatchGoogle) {
 
 INSTANTIATE_TEST_SUITE_P(Libredgetpu, LibredgetpuTwin,
                          ::testing::Values("dense_256", "dense_512", "gabor_64x64_7k_4o_2s",
-                                           "gabor_64x64_p4", "bright_16x16"));
+                                           "gabor_64x64_p4", "bright_16x16", "bright_64x64"));
 
 }  // namespace
 }  // namespace tinycoral::compiler
