@@ -256,13 +256,17 @@ container::Bitstream execution_program(const Geometry& g, const SoftmaxFcLayer& 
                        "sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 sync.en2=1 sync.dec_lvl=1 "
                        "sync.dec=-1 sync.dec_mode=3 tail_en870=1"));
     }
+    // The row's 4P bytes are 4P / 256 ring packets walked through 4P / 64 slots: the walk's
+    // short last pass leaves out the slots beyond the packets (gstride = 4 (slots - packets) + 1,
+    // docs/chip.md), `grp` = packets - 1.
     const int slots = 4 * p / kPacket;
+    const int packets = 4 * p / kRingPacket;
     for (int row = 0; row < t_count / 4; ++row) {
       e.add("ringcons0",
             cat("tiles=", hex(0xfu << (4 * row)), " addr=", hex(kWideScatter), " dst=(1 x ", slots,
-                ")", rewind(slots - 1, 3), " sdims=1 cbuf=1 slots=", slots,
-                " grp=3 gstride=49 mode=3 s_id=0x2b s_val=", -64 * slots, " s_cnt=", slots,
-                " s_en_b=1 s_y=1"));
+                ")", rewind(slots - 1, 3), " sdims=1 cbuf=1 slots=", slots, " grp=", packets - 1,
+                " gstride=", 4 * (slots - packets) + 1, " mode=3 s_id=0x2b s_val=", -64 * slots,
+                " s_cnt=", slots, " s_en_b=1 s_y=1"));
       infeed(0xfu << (4 * row), row, 4 * p / 8);
     }
   }
@@ -682,9 +686,9 @@ container::Bitstream caching_program(const Geometry& g, const SoftmaxFcLayer& l)
 
 std::string softmax_fc_unsupported(const SoftmaxFcLayer& layer) {
   const int n = layer.n;
-  // 16 tiles of P = 256 bytes is the one wide layout an oracle shows (bright_64x64); with the
-  // scatter's slot count 4P / 64, P = 128 and 512 deadlock the virtual Edge TPU (docs/compiler.md).
-  if (!(n % kPacket == 0 && n <= 4 * kPacket) && n != 16 * 4 * kPacket) {
+  // 16 tiles of P = 256 bytes is the one wide layout an oracle shows (bright_64x64); P = 128 and
+  // 512 run on the virtual Edge TPU with these rules but give wrong bytes (docs/compiler.md).
+  if (!(n % kPacket == 0 && n <= 4 * kPacket) && n != 16 * kRingPacket) {
     return cat("a SOFTMAX over ", n,
                " positions: the generator covers 64, 128, 192, 256 (one 64-byte piece per tile on "
                "up to 4 tiles) and 4096 (256 bytes on each of 16 tiles)");
