@@ -248,13 +248,15 @@ container::Bitstream execution_program(const Geometry& g, const SoftmaxFcLayer& 
     ring_receive(e, g.mask, kScatterRow, 1, -64);
     infeed(g.mask, 0, in_units);
   } else {
-    // Rows of 4 tiles: each lane has its own FIFO (4 units apart from 0x2000) of 4P / 64 slots.
+    // Rows of 4 tiles: each lane has its own FIFO (P / 64 units apart from 0x2000: 4 on the
+    // oracle, the spacing for other P is a hypothesis) of 4P / 64 slots.
     for (int t = 0; t < t_count; ++t) {
-      e.add("w2n", cat("tiles=", hex(tile_bit(t)), " w.addr=", hex(kWideScatter + 4 * (t % 4)),
-                       " w=(1 x 1) n.addr=", hex(w * t), " n=", narrow_walk(w),
-                       " n.lvl_mask=0x01 mode=1 fill_size=128 sync.en0=1 sync.id=14 "
-                       "sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 sync.en2=1 sync.dec_lvl=1 "
-                       "sync.dec=-1 sync.dec_mode=3 tail_en870=1"));
+      e.add("w2n",
+            cat("tiles=", hex(tile_bit(t)), " w.addr=", hex(kWideScatter + p / kPacket * (t % 4)),
+                " w=(1 x 1) n.addr=", hex(w * t), " n=", narrow_walk(w),
+                " n.lvl_mask=0x01 mode=1 fill_size=128 sync.en0=1 sync.id=14 "
+                "sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 sync.en2=1 sync.dec_lvl=1 "
+                "sync.dec=-1 sync.dec_mode=3 tail_en870=1"));
     }
     // The row's 4P bytes are 4P / 256 ring packets walked through 4P / 64 slots: the walk's
     // short last pass leaves out the slots beyond the packets (gstride = 4 (slots - packets) + 1,
