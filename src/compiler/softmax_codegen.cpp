@@ -234,19 +234,25 @@ container::Bitstream execution_program(const Geometry& g, const SoftmaxFcLayer& 
                         " k336=1 f352=1 f391=2 dest=", hex(tiles), " f434=0xf lanes_m1=3"));
   };
   if (!g.wide) {
-    // One 256-byte packet for up to 4 tiles: lane t skips the 16t words before its piece.
+    // One 256-byte packet per row of up to 4 tiles: lane l = t mod 4 skips the 16l words before
+    // its piece (rows after the first: a hypothesis, no oracle has more than 4 such tiles).
     for (int t = 0; t < t_count; ++t) {
-      const std::string skip =
-          t == 0 ? "" : cat(" skip_en0=1 f543=1 skip_m1=", w * t - 1, " skip_end=", hex(w * t - 1));
+      const int lane = t % 4;
+      const std::string skip = lane == 0 ? ""
+                                         : cat(" skip_en0=1 f543=1 skip_m1=", w * lane - 1,
+                                               " skip_end=", hex(w * lane - 1));
       e.add("w2n", cat("tiles=", hex(tile_bit(t)), " w.addr=", hex(kScatterRow),
                        " w=(1 x 1) n.addr=", hex(w * t), " n=", narrow_walk(w),
                        " n.lvl_mask=0x01 mode=1 fill_size=128", skip,
                        " sync.en0=1 sync.id=14 sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 "
                        "sync.en2=1 sync.dec_lvl=1 sync.dec=-1 sync.dec_mode=3 ",
-                       t == 0 ? "tail_en870=1" : "tail_f871=1"));
+                       lane == 0 ? "tail_en870=1" : "tail_f871=1"));
     }
-    ring_receive(e, g.mask, kScatterRow, 1, -64);
-    infeed(g.mask, 0, in_units);
+    for (int row = 0; row * 4 < t_count; ++row) {
+      const uint32_t tiles = g.mask & (0xfu << (4 * row));
+      ring_receive(e, tiles, kScatterRow, 1, -64);
+      infeed(tiles, row, std::min(in_units, kRingPacket / 8));
+    }
   } else {
     // Rows of 4 tiles: each lane has its own FIFO (P / 64 units apart from 0x2000: 4 on the
     // oracle, the spacing for other P is a hypothesis) of 4P / 64 slots.
@@ -690,10 +696,11 @@ std::string softmax_fc_unsupported(const SoftmaxFcLayer& layer) {
   const int n = layer.n;
   // 16 tiles of P = 256 bytes is the one wide layout an oracle shows (bright_64x64); P = 128 and
   // 512 run on the virtual Edge TPU with these rules but give wrong bytes (docs/compiler.md).
-  if (!(n % kPacket == 0 && n <= 4 * kPacket) && n != 16 * kRingPacket) {
+  const bool narrow = n % kPacket == 0 && (n <= 4 * kPacket || (n % kRingPacket == 0 && n <= 1024));
+  if (!narrow && n != 16 * kRingPacket) {
     return cat("a SOFTMAX over ", n,
-               " positions: the generator covers 64, 128, 192, 256 (one 64-byte piece per tile on "
-               "up to 4 tiles) and 4096 (256 bytes on each of 16 tiles)");
+               " positions: the generator covers 64, 128, 192, 256, 512, 768, 1024 (one 64-byte "
+               "piece per tile) and 4096 (256 bytes on each of 16 tiles)");
   }
   return "";
 }
