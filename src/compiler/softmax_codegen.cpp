@@ -298,7 +298,8 @@ container::Bitstream execution_program(const Geometry& g, const SoftmaxFcLayer& 
                    "sync.id=1 sync.wait_lvl=1 sync.en1=1 sync.val=0x0ffff sync.en2=1 sync.f45=1 "
                    "transpose=1"));
   const std::string max_tail =
-      " dp_mode=1 reduce_mask=0x03 out_ch_last=3 out_ch=3 mult=1 clamp_max=255";
+      cat(" dp_mode=1 reduce_mask=0x03 out_ch_last=3 out_ch=3 mult=1 clamp_max=",
+          f32_bits(l.byte_clamp_max));
   e.add("pool",
         cat("tiles=0x1 loops=(4)(", n / 16, ") out.base=", hex(n),
             " out=(1 x 1)(1 x 1)(1 x 1)(1 x 1)(0 x 1)(0 x 1)(0 x 1)(0 x 1 m3) out.tflags=0x3 "
@@ -360,7 +361,8 @@ container::Bitstream execution_program(const Geometry& g, const SoftmaxFcLayer& 
                   hex(4 * n + p), " out.hmode=1 out=(0 x 1)(0 x 1)(", w,
                   " x 1) out.tflags=0x1 par.base=0x78 par.sel=1 par.hmode=1 psum.base=0x6c "
                   "psum.sel=1 psum.hmode=1 cfg2=0x12 cfg3=6 w_zp=1 out_ch_last=3 out_ch=3 mult=1 "
-                  "clamp_min=-255 out_zp=255"));
+                  "clamp_min=",
+                  f32_bits(l.shift_clamp_min), " out_zp=255"));
   tile_fence(e, "counters=0x00002 units=0x3ff");
   tile_fence(e, "units=0x3ff");
   // The 16-bit weight pairs (2,1),(1,2),(1,1),(1,1) / (1,1),(1,1),(2,1),(1,2) by mesh fills.
@@ -393,7 +395,9 @@ container::Bitstream execution_program(const Geometry& g, const SoftmaxFcLayer& 
                     rewind(1, 6, " m1"), " psum=(0 x 2)(0 x ", w,
                     ") psum.tflags=0x0840 cfg0=0x007 cfg1=0x14d sync0=0x4000 sync1=0x4000 "
                     "sync2=0x00a6 sync3=0x0080 sync4=0x0080 cfg2=0x16 w_zp=1 dp_mode=1 "
-                    "reduce_mask=0x01 out_ch_last=3 out_ch=3 mult=1 clamp_min=-255 out_zp=255 "
+                    "reduce_mask=0x01 out_ch_last=3 out_ch=3 mult=1 clamp_min=",
+                    f32_bits(l.shift_clamp_min),
+                    " out_zp=255 "
                     "cfg4=1"));
   }
   tile_fence(e, "counters=0x1ffff units=0x3ff");

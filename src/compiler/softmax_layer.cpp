@@ -61,6 +61,8 @@ std::string match_softmax_fc(const Graph& graph, const std::vector<int>& mapped_
   const auto* so = std::get_if<container::SoftmaxOptions>(&sm.options);
   const float beta = so != nullptr ? so->beta : 1.0f;
   layer.exp_mult = beta * x.quant.scale.at(0);
+  layer.byte_clamp_max = fc_clamp(255, 0, x.quant.scale[0]);
+  layer.shift_clamp_min = fc_clamp(0, 255, x.quant.scale[0]);
 
   // The CONCATENATION's inputs, in its order, are the FULLY_CONNECTED outputs.
   const auto* co = std::get_if<container::ConcatenationOptions>(&cat_op.options);

@@ -17,6 +17,10 @@ namespace tinycoral::compiler {
 struct SoftmaxFcLayer {
   int n = 0;           // softmax positions
   float exp_mult = 0;  // f32(beta x the softmax input's scale): the exponential's input scale
+  // The FC clamp formula in the softmax input's scale s (255 and -255 when s = 1; the colour
+  // trackers' s = 0.994 gives 255.000015 and -255.000015): the maximum's upper clamp, and the
+  // lower clamp of x - m + 255.
+  float byte_clamp_max = 0, shift_clamp_min = 0;
   // One entry per FULLY_CONNECTED, in the CONCATENATION's input order.
   std::vector<std::vector<int8_t>> weights;  // [n] each, symmetric
   std::vector<float> mult;                   // f32(f32(s_w s_p) f32(1 / s_y)), s_p = 1/256
