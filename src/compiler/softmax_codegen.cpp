@@ -254,15 +254,22 @@ container::Bitstream execution_program(const Geometry& g, const SoftmaxFcLayer& 
       infeed(tiles, row, std::min(in_units, kRingPacket / 8));
     }
   } else {
-    // Rows of 4 tiles: each lane has its own FIFO (P / 64 units apart from 0x2000: 4 on the
-    // oracle, the spacing for other P is a hypothesis) of 4P / 64 slots.
+    // Rows of 4 tiles: the row's packets land in consecutive FIFO rows from 0x2000; lane l reads
+    // the rows holding its bytes l P .. l P + P - 1 (row l P / 256, its P / 256 rows or one),
+    // skipping the words before them (bright_64x64: row l, no skip; P = 128, 512: hypotheses).
     for (int t = 0; t < t_count; ++t) {
-      e.add("w2n",
-            cat("tiles=", hex(tile_bit(t)), " w.addr=", hex(kWideScatter + p / kPacket * (t % 4)),
-                " w=(1 x 1) n.addr=", hex(w * t), " n=", narrow_walk(w),
-                " n.lvl_mask=0x01 mode=1 fill_size=128 sync.en0=1 sync.id=14 "
-                "sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 sync.en2=1 sync.dec_lvl=1 "
-                "sync.dec=-1 sync.dec_mode=3 tail_en870=1"));
+      const int first = (t % 4) * p;
+      const int skip = first % kRingPacket / 4;
+      const std::string skip_fields =
+          skip ? cat(" skip_en0=1 f543=1 skip_m1=", skip - 1, " skip_end=", hex(skip - 1)) : "";
+      e.add(
+          "w2n",
+          cat("tiles=", hex(tile_bit(t)), " w.addr=", hex(kWideScatter + 4 * (first / kRingPacket)),
+              " w=(1 x ", std::max(1, p / kRingPacket), ") n.addr=", hex(w * t),
+              " n=", narrow_walk(w), " n.lvl_mask=0x01 mode=1 fill_size=128", skip_fields,
+              " sync.en0=1 sync.id=14 sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 sync.en2=1 "
+              "sync.dec_lvl=1 sync.dec=-1 sync.dec_mode=3 ",
+              skip ? "tail_f871=1" : "tail_en870=1"));
     }
     // The row's 4P bytes are 4P / 256 ring packets walked through 4P / 64 slots: the walk's
     // short last pass leaves out the slots beyond the packets (gstride = 4 (slots - packets) + 1,
@@ -698,13 +705,15 @@ container::Bitstream caching_program(const Geometry& g, const SoftmaxFcLayer& l)
 
 std::string softmax_fc_unsupported(const SoftmaxFcLayer& layer) {
   const int n = layer.n;
-  // 16 tiles of P = 256 bytes is the one wide layout an oracle shows (bright_64x64); P = 128 and
-  // 512 run on the virtual Edge TPU with these rules but give wrong bytes (docs/compiler.md).
+  // P = 64 on 1-4 rows of tiles; wide: 16 tiles whose pieces are whole ring packets or halves.
   const bool narrow = n % kPacket == 0 && (n <= 4 * kPacket || (n % kRingPacket == 0 && n <= 1024));
-  if (!narrow && n != 16 * kRingPacket) {
-    return cat("a SOFTMAX over ", n,
-               " positions: the generator covers 64, 128, 192, 256, 512, 768, 1024 (one 64-byte "
-               "piece per tile) and 4096 (256 bytes on each of 16 tiles)");
+  const int p = n / 16;
+  const bool wide = n % 2048 == 0 && n <= 16384 && (p % kRingPacket == 0 || kRingPacket % p == 0);
+  if (!narrow && !wide) {
+    return cat(
+        "a SOFTMAX over ", n,
+        " positions: the generator covers 64, 128, 192, 256, 512, 768 and 1024 (64 bytes per "
+        "tile) and 2048, 4096, 8192, 12288 and 16384 (16 tiles)");
   }
   return "";
 }
