@@ -66,8 +66,9 @@ std::string match_softmax_fc(const Graph& graph, const std::vector<int>& mapped_
 
   // The CONCATENATION's inputs, in its order, are the FULLY_CONNECTED outputs.
   const auto* co = std::get_if<container::ConcatenationOptions>(&cat_op.options);
+  const int64_t joined = static_cast<int64_t>(fcs.size());
   if (co == nullptr || co->activation != container::Activation::kNone ||
-      cat_op.inputs.size() != fcs.size()) {
+      cat_op.inputs.size() != fcs.size() || y.elements() != joined || y.shape.back() != joined) {
     return "a CONCATENATION with an activation or other inputs is not generated yet";
   }
   for (int input : cat_op.inputs) {
