@@ -17,6 +17,8 @@
 #include "compiler/depthwise_layer.h"
 #include "compiler/fc_codegen.h"
 #include "compiler/fc_layer.h"
+#include "compiler/softmax_codegen.h"
+#include "compiler/softmax_layer.h"
 #include "compiler/writer.h"
 #include "container/tflite_reader.h"
 #include "container/tflite_writer.h"
@@ -59,6 +61,15 @@ Lowered lower_depthwise(const Graph& graph, const std::vector<int>& ops) {
   return {make_package({std::move(programs.execution), std::move(programs.caching)}), ""};
 }
 
+Lowered lower_softmax_fc(const Graph& graph, const std::vector<int>& ops) {
+  SoftmaxFcLayer layer;
+  std::string why = match_softmax_fc(graph, ops, layer);
+  if (why.empty()) why = softmax_fc_unsupported(layer);
+  if (!why.empty()) return {std::nullopt, why};
+  SoftmaxPrograms programs = generate_softmax_fc(layer);
+  return {make_package({std::move(programs.execution), std::move(programs.caching)}), ""};
+}
+
 // Whether the part holds an operator of this type (to pick the reason to log).
 bool holds(const Graph& graph, const std::vector<int>& ops, container::BuiltinOp code) {
   for (int i : ops)
@@ -71,10 +82,11 @@ Lowered lower_mapped_part(const Graph& graph, const std::vector<int>& ops) {
     container::BuiltinOp op;  // the operator the generator is about
     Generator generate;
   };
-  static constexpr std::array<Entry, 3> kGenerators = {
+  static constexpr std::array<Entry, 4> kGenerators = {
       Entry{container::BuiltinOp::kFullyConnected, lower_fc},
       Entry{container::BuiltinOp::kConv2D, lower_conv_chain},
-      Entry{container::BuiltinOp::kDepthwiseConv2D, lower_depthwise}};
+      Entry{container::BuiltinOp::kDepthwiseConv2D, lower_depthwise},
+      Entry{container::BuiltinOp::kSoftmax, lower_softmax_fc}};
   std::string why;
   bool held = false;
   for (const Entry& g : kGenerators) {

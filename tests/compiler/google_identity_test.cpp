@@ -1,7 +1,8 @@
 // Byte identity with edgetpu_compiler 16.0: compile the CPU twins of libredgetpu's single-layer
 // models (dense: FULLY_CONNECTED; gabor: DEPTHWISE_CONV_2D, with and without the AVERAGE_POOL_2D
-// after it) and compare every executable's instructions, relocations, parameters, DMA hints and
-// layers with Google's file beside them.
+// after it; bright: SOFTMAX, two FULLY_CONNECTED and their CONCATENATION) and compare every
+// executable's instructions, relocations, parameters, DMA hints and layers with Google's file
+// beside them.
 #include <gtest/gtest.h>
 
 #include "common/file.h"
@@ -42,7 +43,7 @@ TEST_P(LibredgetpuTwin, InstructionsAndParametersMatchGoogle) {
 
 INSTANTIATE_TEST_SUITE_P(Libredgetpu, LibredgetpuTwin,
                          ::testing::Values("dense_256", "dense_512", "gabor_64x64_7k_4o_2s",
-                                           "gabor_64x64_p4"));
+                                           "gabor_64x64_p4", "bright_16x16", "bright_64x64"));
 
 }  // namespace
 }  // namespace tinycoral::compiler
