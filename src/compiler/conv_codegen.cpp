@@ -35,6 +35,15 @@ constexpr int kMeshFillWords = 4096;         // words per mesh fill instruction
 
 int round_up(int v, int m) { return (v + m - 1) / m * m; }
 
+// A run of a layer's 64-channel groups whose parameter rows sit together in one segment (a layer
+// whose weights exceed one wide memory is split by output groups over several segments, each
+// streamed in before its part runs).
+struct Part {
+  int g0 = 0, g1 = 0;  // groups [g0, g1)
+  int row = 0;         // first wide row of the part's parameters (within its segment)
+  int segment = 0;     // the parameter segment that holds them
+};
+
 // Where one layer's data lives and how its op walks it.
 // A layer whose input pixels are not whole words (Cin % 4 != 0) computes `block` output pixels
 // per op position: block x Cout columns, each pixel's weights placed at its byte offset in a
@@ -56,11 +65,13 @@ struct LayerPlan {
   int groups = 0;      // 64-channel groups
   int group_ch = 0;    // columns per group (the op's out_ch + 1)
   int planes = 0;      // aux rows per group: multipliers (and biases)
-  int row = 0;         // first wide row of the layer's parameters (within its segment)
-  int segment = 0;     // the parameter segment that holds them
-  int zp_row() const { return row + groups * planes; }
-  int weight_row() const { return zp_row() + 1; }
-  int rows() const { return groups * planes + 1 + groups * kwords; }
+  std::vector<Part> parts;
+  int rows_of(int groups_in_part) const {
+    return groups_in_part * planes + 1 + groups_in_part * kwords;
+  }
+  int zp_row(const Part& part) const { return part.row + (part.g1 - part.g0) * planes; }
+  int weight_row(const Part& part) const { return zp_row(part) + 1; }
+  int rows() const { return rows_of(groups); }
   int in_bytes() const { return round_up(hp * wp * l->cin, 4); }
   int row_words() const { return wp * l->cin / 4; }
   // Narrow byte address of padded pixel (y, x), x counted from the image's padded column 0.
@@ -71,20 +82,32 @@ struct LayerPlan {
   bool needs_fill() const { return top < 0 || top + hp > l->h || wp != l->w || extra != 0; }
 };
 
-// One tile's part of the chain: its band of the last layer's output rows and, going back through
-// the layers, the rows each layer must compute for it (the halo rows are computed again by the
-// neighbouring tile rather than exchanged: no traffic between tiles).
+// One tile's part of a stage of the chain (layers [first, end)): its band of the stage's last
+// output rows and, going back through the stage's layers, the rows each layer must compute for
+// it (the halo rows are computed again by the neighbouring tile rather than exchanged). `layers`
+// holds every layer of the chain (the same shapes and parameter parts on every tile); only those
+// of the stage have bands and narrow addresses.
 struct Plan {
   int tile = 0;
-  int y0 = 0;  // the tile's first output row of the last layer
+  int y0 = 0;  // the tile's first output row of the stage's last layer
+  size_t first = 0, end = 0;
   std::vector<LayerPlan> layers;
-  int out_base = 0;               // narrow byte address of the last layer's [OH][OW][Cp] output
+  int out_base = 0;               // narrow byte address of the stage's [OH][OW][Cp] output
   int out_ch = 0;                 // Cp: the last layer's channels as stored (a multiple of 4)
   int out_row = 0;                // bytes per output row (whole blocks)
   int out_bytes = 0;              // the band's rows * out_row, rounded up to 8
   int wide_rows = 0;              // all layers' parameter rows
   std::vector<int> segment_rows;  // rows of each segment (one wide memory's worth at a time)
+  int regions_end = 0;            // end of the two image regions
   int narrow_end = 0;
+};
+
+// The stages of the chain: each runs on its own tiles (bands of its last layer's output rows);
+// between two stages every tile sends its band to the tiles of the next stage that need the rows
+// (narrow memory to narrow memory over the ring).
+struct Stage {
+  size_t first = 0, end = 0;
+  std::vector<Plan> tiles;
 };
 
 // Whole image rows per 256-byte input packet, an even number when a row is 4 bytes short of
@@ -115,28 +138,20 @@ int block_of(const ConvLayer& l) {
   return b;
 }
 
-Plan plan_of(const ConvChain& chain, int tile = 0, int y0 = 0, int y1 = -1) {
-  Plan p;
-  p.tile = tile;
-  p.y0 = y0;
-  // The bands, from the last layer back.
-  std::vector<std::pair<int, int>> bands(chain.layers.size());
-  int oa = y0, ob = y1 < 0 ? chain.layers.back().oh : y1;
-  for (size_t i = chain.layers.size(); i-- > 0;) {
-    const ConvLayer& l = chain.layers[i];
-    bands[i] = {oa, ob};
-    const int top = oa * l.stride_h - l.pad_top;
-    const int bottom = (ob - 1) * l.stride_h - l.pad_top + l.kh;
-    oa = std::max(top, 0);
-    ob = std::min(bottom, l.h);
-  }
-  int narrow = 0, row = 0;
-  for (size_t i = 0; i < chain.layers.size(); ++i) {
-    const ConvLayer& l = chain.layers[i];
+// The shapes every tile shares, and the parameter parts: layers in order fill segments of up to
+// kWideUnitsLimit units; a layer that does not fit the rest of a segment starts the next one, and
+// a layer larger than a whole segment is split by groups over as many as it needs.
+struct Shapes {
+  std::vector<LayerPlan> layers;
+  std::vector<int> segment_rows;
+  int wide_rows = 0;
+};
+
+Shapes shapes_of(const ConvChain& chain) {
+  Shapes s;
+  constexpr int kSegmentRows = kWideUnitsLimit / kRowUnits;
+  for (const ConvLayer& l : chain.layers) {
     LayerPlan lp;
-    lp.oa = bands[i].first;
-    lp.ob = bands[i].second;
-    lp.top = lp.oa * l.stride_h - l.pad_top;
     lp.l = &l;
     lp.block = block_of(l);
     while ((l.pad_left + lp.extra) * l.cin % 4 != 0) ++lp.extra;
@@ -144,15 +159,6 @@ Plan plan_of(const ConvChain& chain, int tile = 0, int y0 = 0, int y1 = -1) {
     lp.window_words = (lp.window_off + ((lp.block - 1) * l.stride_w + l.kw) * l.cin + 3) / 4;
     lp.blocks = (l.ow + lp.block - 1) / lp.block;
     lp.kwords = l.kh * lp.window_words;
-    lp.hp = (lp.ob - 1) * l.stride_h - l.pad_top + l.kh - lp.top;
-    // Rows 4 bytes past whole 8-byte units travel two to a packet (one tile): the first image
-    // then keeps every row, also those no output reads (VALID), so that the pairs stay whole.
-    if (i == 0 && l.w * l.cin % 8 != 0) lp.hp = std::max(lp.hp, l.h - lp.top);
-    // Wide enough for the image, the extra pixels and the last block's window.
-    const int window_end = lp.extra * l.cin - lp.window_off +
-                           (lp.blocks - 1) * lp.block * l.stride_w * l.cin + 4 * lp.window_words;
-    lp.wp = std::max(lp.extra + l.w + l.pad_left, (window_end + l.cin - 1) / l.cin);
-    while (lp.wp * l.cin % 4 != 0) ++lp.wp;
     lp.groups = (l.cout + kColumns - 1) / kColumns;
     if (l.depthwise) {
       lp.dw_words = std::min(l.cin, kColumns) / 4;
@@ -162,34 +168,78 @@ Plan plan_of(const ConvChain& chain, int tile = 0, int y0 = 0, int y1 = -1) {
                   : l.cout <= kColumns ? channels_stored(l, 1)
                                        : kColumns;
     lp.planes = l.bias.empty() ? 1 : 2;
-    // A layer whose rows would pass the wide memory's limit starts the next segment, streamed
-    // into wide memory by the execution program once the layers before have run.
-    if (p.segment_rows.empty() ||
-        (p.segment_rows.back() > 0 &&
-         (p.segment_rows.back() + lp.rows()) * kRowUnits > kWideUnitsLimit))
-      p.segment_rows.push_back(0);
-    lp.segment = static_cast<int>(p.segment_rows.size()) - 1;
-    lp.row = p.segment_rows.back();
-    p.segment_rows.back() += lp.rows();
-    row += lp.rows();
-    p.layers.push_back(lp);
+    for (int g = 0; g < lp.groups;) {
+      const int left = lp.groups - g;
+      if (s.segment_rows.empty() ||
+          (s.segment_rows.back() > 0 && s.segment_rows.back() + lp.rows_of(left) > kSegmentRows))
+        s.segment_rows.push_back(0);
+      int n = left;
+      while (n > 1 && s.segment_rows.back() + lp.rows_of(n) > kSegmentRows) --n;
+      lp.parts.push_back(
+          {g, g + n, s.segment_rows.back(), static_cast<int>(s.segment_rows.size()) - 1});
+      s.segment_rows.back() += lp.rows_of(n);
+      s.wide_rows += lp.rows_of(n);
+      g += n;
+    }
+    s.layers.push_back(lp);
+  }
+  return s;
+}
+
+// Tile `tile`'s plan of layers [first, end) computing output rows [y0, y1) of layer end - 1.
+// `out_at_top`: the output goes to the next stage, so it sits at the top of narrow memory, out of
+// the way of the next stage's images.
+Plan plan_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t end, int tile,
+             int y0, int y1, bool out_at_top) {
+  Plan p;
+  p.tile = tile;
+  p.y0 = y0;
+  p.first = first;
+  p.end = end;
+  p.layers = shapes.layers;
+  p.segment_rows = shapes.segment_rows;
+  p.wide_rows = shapes.wide_rows;
+  // The bands, from the stage's last layer back.
+  int oa = y0, ob = y1;
+  for (size_t i = end; i-- > first;) {
+    const ConvLayer& l = chain.layers[i];
+    LayerPlan& lp = p.layers[i];
+    lp.oa = oa;
+    lp.ob = ob;
+    const int top = oa * l.stride_h - l.pad_top;
+    const int bottom = (ob - 1) * l.stride_h - l.pad_top + l.kh;
+    oa = std::max(top, 0);
+    ob = std::min(bottom, l.h);
+  }
+  for (size_t i = first; i < end; ++i) {
+    const ConvLayer& l = chain.layers[i];
+    LayerPlan& lp = p.layers[i];
+    lp.top = lp.oa * l.stride_h - l.pad_top;
+    lp.hp = (lp.ob - 1) * l.stride_h - l.pad_top + l.kh - lp.top;
+    // Rows 4 bytes past whole 8-byte units travel two to a packet (one tile): the first image
+    // then keeps every row, also those no output reads (VALID), so that the pairs stay whole.
+    if (i == 0 && l.w * l.cin % 8 != 0) lp.hp = std::max(lp.hp, l.h - lp.top);
+    // Wide enough for the image, the extra pixels and the last block's window.
+    const int window_end = lp.extra * l.cin - lp.window_off +
+                           (lp.blocks - 1) * lp.block * l.stride_w * l.cin + 4 * lp.window_words;
+    lp.wp = std::max(lp.extra + l.w + l.pad_left, (window_end + l.cin - 1) / l.cin);
+    while (lp.wp * l.cin % 4 != 0) ++lp.wp;
   }
   // Two regions take turns: layer i reads its image from region i % 2 and writes the next one
   // into the other, which held image i - 1 (read by then); the images are filled just in time
   // (execution_program).
   int region[2] = {0, 0};
-  for (size_t i = 0; i < p.layers.size(); ++i)
-    region[i % 2] = std::max(region[i % 2], round_up(p.layers[i].in_bytes(), 64));
-  for (size_t i = 0; i < p.layers.size(); ++i) p.layers[i].in_base = i % 2 == 0 ? 0 : region[0];
-  narrow = region[0] + region[1];
-  const ConvLayer& last = chain.layers.back();
-  p.out_base = narrow;
-  p.out_ch = channels_stored(last, p.layers.back().block);
-  p.out_row = p.layers.back().blocks * p.layers.back().block * p.out_ch;
-  p.out_bytes = round_up((p.layers.back().ob - p.layers.back().oa) * p.out_row, 8);
-  (void)last;
-  p.narrow_end = round_up(narrow + p.out_bytes, 8) + 8;
-  p.wide_rows = row;
+  for (size_t i = first; i < end; ++i)
+    region[(i - first) % 2] =
+        std::max(region[(i - first) % 2], round_up(p.layers[i].in_bytes(), 64));
+  for (size_t i = first; i < end; ++i) p.layers[i].in_base = (i - first) % 2 == 0 ? 0 : region[0];
+  p.regions_end = region[0] + region[1];
+  const LayerPlan& last = p.layers[end - 1];
+  p.out_ch = channels_stored(*last.l, last.block);
+  p.out_row = last.blocks * last.block * p.out_ch;
+  p.out_bytes = round_up((last.ob - last.oa) * p.out_row, 8);
+  p.out_base = out_at_top ? kNarrowBytes - round_up(p.out_bytes, 64) : p.regions_end;
+  p.narrow_end = out_at_top ? kNarrowBytes : round_up(p.regions_end + p.out_bytes, 8) + 8;
   return p;
 }
 
@@ -201,7 +251,7 @@ struct OutTarget {
 
 OutTarget out_target(const Plan& p, size_t i) {
   OutTarget t;
-  if (i + 1 == p.layers.size()) {
+  if (i + 1 == p.end) {
     t.base = p.out_base;
     t.pixel_bytes = p.out_ch;
     t.row_words = p.out_row / 4;
@@ -247,10 +297,13 @@ void stream_input(Emitter& e, const std::vector<Plan>& tiles) {
   const ConvLayer& l = *tiles.front().layers.front().l;
   const int row_bytes = l.w * l.cin;
   const int units = l.h * row_bytes / 8;
-  e.add("pop", cat("stream=1 walk=",
-                   nest({{1, kActPassUnits}, {1 - kActPassUnits, 1}, {1 - kActPassUnits, 1}}),
-                   " k121=1 k124=1 av140=1 count_m1=", units - 1, " tail_en=1 count_neg=",
-                   hex(kActPassUnits - units), " k174=1 k178=1 k199=1 k215=1"));
+  // Images over 128 KiB (224 x 224 x 3) are popped in several passes; the infeeds' offsets
+  // count modulo one pass (the staging ring).
+  const Passes passes = passes_of(units, kActPassUnits);
+  e.add("pop",
+        cat("stream=1 walk=",
+            nest({{1, kActPassUnits}, {1 - kActPassUnits, passes.count}, {1 - kActPassUnits, 1}}),
+            " k121=1 k124=1 av140=1", passes.fields(), " k174=1 k178=1 k199=1 k215=1"));
   e.add("bundle", "s_op=0x0f s_x=5 imm=11");
   e.add("bundle", "s_op=0x0f s_x=4 imm=10");
   descriptor(e, 5, 4, 6, int64_t{l.h} * row_bytes, 1);
@@ -290,33 +343,37 @@ void stream_input(Emitter& e, const std::vector<Plan>& tiles) {
                          "sync.dec=-1 sync.dec_mode=3 tail_en870=1"));
       }
       ring_receive(e, mask, fifo, 1, -64);
-      e.add("infeed",
-            cat("stream=1", offset ? cat(" buf_off=", hex(offset)) : "", " walk=",
-                nest({{1, kActPassUnits}, {1 - kActPassUnits, 1}, {1 - kActPassUnits, 1}}),
-                " k157=1 k160=1 av176=1 count_m1=", units - 1, " tail_en=1 count_neg=",
-                hex(kActPassUnits - units), " f308=0x8 pop_wait=", hex((offset + 1) & 0xffff),
-                " k336=1 f352=1 f391=2 dest=", hex(mask), " f434=0xf lanes_m1=3"));
+      e.add(
+          "infeed",
+          cat("stream=1",
+              offset % kActPassUnits ? cat(" buf_off=", hex(offset % kActPassUnits)) : "",
+              " walk=", nest({{1, kActPassUnits}, {1 - kActPassUnits, 1}, {1 - kActPassUnits, 1}}),
+              " k157=1 k160=1 av176=1 count_m1=", units - 1, " tail_en=1 count_neg=",
+              hex(kActPassUnits - units), " f308=0x8 pop_wait=", hex((offset + 1) & 0xffff),
+              " k336=1 f352=1 f391=2 dest=", hex(mask), " f434=0xf lanes_m1=3"));
     }
   }
 }
 
-// One layer: its multipliers (and biases) into the output stage, then the op over every output
-// position and group.
-void bias_load(Emitter& e, const LayerPlan& lp, uint32_t tile) {
+// One part of a layer: its multipliers (and biases) into the output stage, then the op over every
+// output position and the part's groups.
+void bias_load(Emitter& e, const LayerPlan& lp, const Part& part, uint32_t tile) {
+  const int groups = part.g1 - part.g0;
   const std::string level2 =
-      lp.groups > 1 ? cat("(", lp.planes == 2 ? -95 : 1, " x ", lp.groups, ")") : "";
-  e.add("w2n", cat("tiles=", hex(tile), " w.addr=", hex(lp.row * kRowUnits), " w=(1 x ",
-                   lp.planes * lp.groups, ") w.lvl_mask=0x1 n=(1 x 32)(", lp.planes == 2 ? 33 : 1,
+      groups > 1 ? cat("(", lp.planes == 2 ? -95 : 1, " x ", groups, ")") : "";
+  e.add("w2n", cat("tiles=", hex(tile), " w.addr=", hex(part.row * kRowUnits), " w=(1 x ",
+                   lp.planes * groups, ") w.lvl_mask=0x1 n=(1 x 32)(", lp.planes == 2 ? 33 : 1,
                    " x ", lp.planes == 2 ? 2 : 1, ")", level2,
                    " n.lvl_mask=0x03 mode=2 fill_size=64 sync.en0=1 sync.f2=1 sync.wait_lvl=2 "
                    "sync.en1=1 sync.val=0x0ffff sync.en2=1 sync.f45=1 tail_f867=1 tail_en870=1"));
 }
 
-void layer_op(Emitter& e, const Plan& p, size_t i) {
+void layer_op(Emitter& e, const Plan& p, size_t i, const Part& part) {
   const LayerPlan& lp = p.layers[i];
   const ConvLayer& l = *lp.l;
   const uint32_t tile = tile_bit(p.tile);
   const int rows = lp.ob - lp.oa;
+  const int groups = part.g1 - part.g0;
   const int64_t positions = int64_t{rows} * lp.blocks;
   // `in`: the window's words, tap rows, blocks along x, output rows, group. A depthwise group
   // reads its own channels' words at each tap (tap columns, then tap rows) and the next group the
@@ -327,40 +384,40 @@ void layer_op(Emitter& e, const Plan& p, size_t i) {
                                                   {lp.row_words(), l.kh},
                                                   {l.stride_w * l.cin / 4, lp.blocks},
                                                   {int64_t{l.stride_h} * lp.row_words(), rows},
-                                                  {lp.dw_words, lp.groups}},
+                                                  {lp.dw_words, groups}},
                                                  8, " m3")
                                   : strided_walk({{1, lp.window_words},
                                                   {lp.row_words(), l.kh},
                                                   {lp.block * l.stride_w * l.cin / 4, lp.blocks},
                                                   {int64_t{l.stride_h} * lp.row_words(), rows},
-                                                  {0, lp.groups}},
+                                                  {0, groups}},
                                                  8, " m3");
+  const int in_base =
+      lp.pixel(0, 0) - lp.window_off + (l.depthwise ? 4 * lp.dw_words * part.g0 : 0);
   // `par`: the group's weight rows for every position.
   const std::string par_walk =
-      strided_walk({{1, lp.kwords}, {0, positions}, {lp.kwords, lp.groups}}, 8, " m1");
+      strided_walk({{1, lp.kwords}, {0, positions}, {lp.kwords, groups}}, 8, " m1");
   const OutTarget t = out_target(p, i);
   const int group_words = lp.group_ch / 4;
   const std::string out_walk = strided_walk({{1, group_words},
                                              {lp.block * t.pixel_bytes / 4, lp.blocks},
                                              {t.row_words, rows},
-                                             {kColumns / 4, lp.groups}},
+                                             {kColumns / 4, groups}},
                                             8, " m3");
-  const std::string loops = lp.groups > 1
-                                ? cat("(", lp.kwords, ")(", positions, ")(", lp.groups, ")")
-                                : cat("(", lp.kwords, ")(", positions, ")");
-  const int zp_unit = lp.zp_row() * kRowUnits;
-  e.add("op",
-        cat("tiles=", hex(tile), " loops=", loops, " in.base=", hex(lp.pixel(0, 0) - lp.window_off),
-            " in=", in_walk, " in.tflags=0x01 out.base=", hex(t.base), " out=", out_walk,
-            " out.tflags=0x1 par.base=", hex(lp.weight_row() * kRowUnits), " par=", par_walk,
-            " psum=(0 x ", lp.kwords,
-            ") cfg0=0x0a5 cfg1=0x14e sync0=0x4000 sync1=0x4000 "
-            "cfg2=0x07 cfg3=8 in_zp=",
-            l.in_zp, " pc_aux_unit=", hex(zp_unit), " pc_aux_rows=", lp.planes,
-            " pc_zp_unit=", hex(zp_unit), l.bias.empty() ? "" : " cfg4=1",
-            " dp_mode=2 reduce_mask=0x01 out_ch_last=", lp.group_ch - 1, " out_ch=",
-            lp.group_ch - 1, " mult=", f32_bits(1.0f), " clamp_max=", f32_bits(l.clamp_max),
-            " clamp_min=", f32_bits(l.clamp_min), " out_zp=", l.out_zp, " pc_mult=1"));
+  const std::string loops = groups > 1 ? cat("(", lp.kwords, ")(", positions, ")(", groups, ")")
+                                       : cat("(", lp.kwords, ")(", positions, ")");
+  const int zp_unit = lp.zp_row(part) * kRowUnits;
+  e.add("op", cat("tiles=", hex(tile), " loops=", loops, " in.base=", hex(in_base), " in=", in_walk,
+                  " in.tflags=0x01 out.base=", hex(t.base + kColumns * part.g0), " out=", out_walk,
+                  " out.tflags=0x1 par.base=", hex(lp.weight_row(part) * kRowUnits),
+                  " par=", par_walk, " psum=(0 x ", lp.kwords,
+                  ") cfg0=0x0a5 cfg1=0x14e sync0=0x4000 sync1=0x4000 "
+                  "cfg2=0x07 cfg3=8 in_zp=",
+                  l.in_zp, " pc_aux_unit=", hex(zp_unit), " pc_aux_rows=", lp.planes,
+                  " pc_zp_unit=", hex(zp_unit), l.bias.empty() ? "" : " cfg4=1",
+                  " dp_mode=2 reduce_mask=0x01 out_ch_last=", lp.group_ch - 1, " out_ch=",
+                  lp.group_ch - 1, " mult=", f32_bits(1.0f), " clamp_max=", f32_bits(l.clamp_max),
+                  " clamp_min=", f32_bits(l.clamp_min), " out_zp=", l.out_zp, " pc_mult=1"));
 }
 
 // The last layer's bytes to the host: 256-byte pieces through the ring to the scalar core.
@@ -435,54 +492,129 @@ void load_parameters(Emitter& e, int rows, uint32_t mask, int64_t offset) {
             " f434=0xf lanes_m1=3"));
 }
 
-container::Bitstream execution_program(const ConvChain& chain, const std::vector<Plan>& tiles) {
+uint32_t all_tiles(const std::vector<Stage>& stages) {
+  uint32_t mask = 0;
+  for (const Stage& s : stages) mask |= tile_mask(s.tiles);
+  return mask;
+}
+
+// Between two stages: every tile of `from` sends its band of the stage's last output (rows of
+// the next layer's input) to the tiles of `to` whose bands read the rows, piece by piece (up to
+// 256 bytes of one row): a narrowToWide into the sender's ring row and a ring producer to all of
+// them, a ring consumer into a FIFO row of its own and a wideToNarrow into the interior of the
+// padded image on each receiver (the host image's form, stream_input).
+void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
+  const size_t i = to.first;
+  const int row_bytes = from.tiles.front().out_row;
+  int piece = 0;
+  for (const Plan& src : from.tiles) {
+    const LayerPlan& band = src.layers[i - 1];
+    for (int y = band.oa; y < band.ob; ++y) {
+      uint32_t mask = 0;
+      for (const Plan& t : to.tiles) {
+        const LayerPlan& lp = t.layers[i];
+        if (y >= lp.top && y < lp.top + lp.hp) mask |= tile_bit(t.tile);
+      }
+      if (mask == 0) continue;
+      for (int at = 0; at < row_bytes; at += kPiece, ++piece) {
+        if (piece > 0 && piece % kInputRows == 0) tile_fence(e, "counters=0x1ffff units=0x3ff");
+        const int fifo = kInputFifo + 4 * (piece % kInputRows);
+        const int bytes = std::min(kPiece, row_bytes - at);
+        for (const Plan& t : to.tiles) {
+          if (!(mask & tile_bit(t.tile))) continue;
+          const LayerPlan& lp = t.layers[i];
+          const int narrow = lp.pixel(y - lp.top, lp.l->pad_left) + at;
+          e.add("w2n", cat("tiles=", hex(tile_bit(t.tile)), " w.addr=", hex(fifo),
+                           " w=(1 x 1) n.addr=", hex(narrow / 4),
+                           " n=", strided_walk({{1, bytes / 4}, {lp.row_words(), 1}}, 6),
+                           " n.lvl_mask=0x01 mode=1 fill_size=128 sync.en0=1 sync.id=14 "
+                           "sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 sync.en2=1 "
+                           "sync.dec_lvl=1 sync.dec=-1 sync.dec_mode=3 tail_en870=1"));
+        }
+        ring_receive(e, mask, fifo, 1, -64);
+        const int from_at = src.out_base + (y - band.oa) * src.out_row + at;
+        e.add("n2w", cat("tiles=", hex(tile_bit(src.tile)), " n.addr=", hex(from_at / 4),
+                         " n=", narrow_walk(bytes / 4), " n.lvl_mask=0x01 w.addr=", hex(kRingFifo),
+                         " w=(1 x 1) w.circ=1 w.rows=1 sync.en0=1 sync.f1=1 sync.id=16 "
+                         "sync.wait_lvl=1 sync.en1=1 sync.val=0xffff sync.en2=1 sync.f45=1 "
+                         "tail_lvl=1"));
+        ring_send(e, src.tile, kRingFifo, mask, ordinal++);
+      }
+    }
+  }
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+}
+
+container::Bitstream execution_program(const ConvChain& chain, const std::vector<Stage>& stages) {
   Emitter e;
   preamble(e, chain.input_name);
-  // Padded images hold their zero point wherever the layer before does not write: the first two
-  // now, image i + 1 once layer i - 1 has read the region it reuses.
+  const uint32_t mask = all_tiles(stages);
+  auto stage_of = [&](size_t i) -> const Stage& {
+    for (const Stage& s : stages)
+      if (i >= s.first && i < s.end) return s;
+    return stages.back();
+  };
+  // Padded images hold their zero point wherever the layer before does not write: a stage's first
+  // two before its input arrives, image i + 1 once layer i - 1 has read the region it reuses.
   auto fill_image = [&](size_t i) {
-    for (const Plan& p : tiles) {
+    for (const Plan& p : stage_of(i).tiles) {
       const LayerPlan& lp = p.layers[i];
       if (lp.needs_fill()) fill_narrow(e, p.tile, lp.in_base, lp.in_bytes(), lp.l->in_zp);
     }
   };
-  for (size_t i = 0; i < std::min<size_t>(2, chain.layers.size()); ++i) fill_image(i);
-  tile_fence(e, "counters=0x1ffff units=0x3ff");
-  stream_input(e, tiles);
+  auto fill_stage = [&](const Stage& s) {
+    for (size_t i = s.first; i < std::min(s.first + 2, s.end); ++i) fill_image(i);
+    tile_fence(e, "counters=0x1ffff units=0x3ff");
+  };
+  fill_stage(stages.front());
+  stream_input(e, stages.front().tiles);
   tile_fence(e, "units=0x3ff");
   tile_fence(e, "counters=0x1ffff units=0x3ff");
   tile_fence(e, "units=0x3ff signal=1");
   wait_tokens(e);
-  const Plan& first = tiles.front();
+  const Plan& first = stages.front().tiles.front();
   int64_t streamed = 0;  // bytes of the execution program's own parameters loaded so far
-  for (size_t i = 0; i < chain.layers.size(); ++i) {
-    const LayerPlan& lp = first.layers[i];
-    // The next segment once the layers before have run (the caching program put the first).
-    if (i > 0 && lp.segment != first.layers[i - 1].segment) {
-      const int rows = first.segment_rows[static_cast<size_t>(lp.segment)];
-      load_parameters(e, rows, tile_mask(tiles), streamed);
-      streamed += int64_t{rows} * kRowBytes;
-      tile_fence(e, "b43=1 units=0x3ff signal=1 f109=3");
+  int segment = 0;       // the segment in wide memory
+  int ordinal = 0;       // ring producers so far
+  for (size_t si = 0; si < stages.size(); ++si) {
+    const Stage& stage = stages[si];
+    if (si > 0) {
+      fill_stage(stage);
+      hand_over(e, stages[si - 1], stage, ordinal);
+      tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
       wait_tokens(e);
     }
-    if (i >= 1 && i + 1 < chain.layers.size()) {
-      fill_image(i + 1);
-      tile_fence(e, "counters=0x1ffff units=0x3ff");
+    for (size_t i = stage.first; i < stage.end; ++i) {
+      const LayerPlan& lp = first.layers[i];
+      if (i >= stage.first + 1 && i + 1 < stage.end) {
+        fill_image(i + 1);
+        tile_fence(e, "counters=0x1ffff units=0x3ff");
+      }
+      for (const Part& part : lp.parts) {
+        // The next segment once the layers before have run (the caching program put the first).
+        if (part.segment != segment) {
+          segment = part.segment;
+          const int rows = first.segment_rows[static_cast<size_t>(segment)];
+          load_parameters(e, rows, mask, streamed);
+          streamed += int64_t{rows} * kRowBytes;
+          tile_fence(e, "b43=1 units=0x3ff signal=1 f109=3");
+          wait_tokens(e);
+        }
+        bias_load(e, lp, part, tile_mask(stage.tiles));
+        for (const Plan& p : stage.tiles) layer_op(e, p, i, part);
+        tile_fence(e, "counters=0x1ffff units=0x3ff");
+        tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
+        wait_tokens(e);
+      }
     }
-    bias_load(e, tiles.front().layers[i], tile_mask(tiles));
-    for (const Plan& p : tiles) layer_op(e, p, i);
-    tile_fence(e, "counters=0x1ffff units=0x3ff");
-    tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
-    wait_tokens(e);
   }
   // The first segment back where the caching program put it, for the next inference.
-  if (first.segment_rows.size() > 1) {
-    load_parameters(e, first.segment_rows.front(), tile_mask(tiles), streamed);
+  if (segment != 0) {
+    load_parameters(e, first.segment_rows.front(), mask, streamed);
     tile_fence(e, "b43=1 units=0x3ff signal=1 f109=3");
     wait_tokens(e);
   }
-  int ordinal = 0;
-  stream_output(e, tiles, chain.output_name, ordinal);
+  stream_output(e, stages.back().tiles, chain.output_name, ordinal);
   tile_fence(e, "counters=0x20000 units=0x3ff signal=1");
   wait_tokens(e);
   tile_fence(e, "units=0x3ff signal=1 f109=3");
@@ -491,16 +623,54 @@ container::Bitstream execution_program(const ConvChain& chain, const std::vector
   return e.finish();
 }
 
-// The tiles and their bands: the last layer's output rows split as evenly as possible over up to 16
-// tiles (one tile when the host's rows must travel two to a packet).
-std::vector<Plan> placement(const ConvChain& chain) {
-  const ConvLayer& first = chain.layers.front();
-  const int oh = chain.layers.back().oh;
-  const int count = first.w * first.cin % 8 != 0 ? 1 : std::min(kTiles, oh);
-  std::vector<Plan> tiles;
+// Tiles of a stage: its last layer's output rows split as evenly as possible over up to 16 tiles
+// (one tile when the host's rows must travel two to a packet).
+Stage stage_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t end) {
+  const int oh = chain.layers[end - 1].oh;
+  const ConvLayer& l0 = chain.layers[first];
+  const int count = first == 0 && l0.w * l0.cin % 8 != 0 ? 1 : std::min(kTiles, oh);
+  Stage s;
+  s.first = first;
+  s.end = end;
+  const bool last = end == chain.layers.size();
   for (int t = 0; t < count; ++t)
-    tiles.push_back(plan_of(chain, t, oh * t / count, oh * (t + 1) / count));
-  return tiles;
+    s.tiles.push_back(
+        plan_of(chain, shapes, first, end, t, oh * t / count, oh * (t + 1) / count, !last));
+  return s;
+}
+
+// Whether a stage fits narrow memory on each of its tiles, next to the output of the stage before
+// (which waits at the top of narrow memory for the hand-over).
+bool stage_fits(const Stage& s, const Stage* before) {
+  for (const Plan& t : s.tiles) {
+    if (t.narrow_end > kNarrowBytes || t.regions_end > t.out_base) return false;
+    if (before)
+      for (const Plan& b : before->tiles)
+        if (b.tile == t.tile && t.regions_end > b.out_base) return false;
+  }
+  return true;
+}
+
+// The stages: the whole chain on the tiles of its last layer's rows when that fits (a chain ending
+// in a small map runs on few tiles); otherwise, from the first layer on, each stage as long as it
+// still fits, then the next.
+std::vector<Stage> placement(const ConvChain& chain, const Shapes& shapes) {
+  const size_t n = chain.layers.size();
+  std::vector<Stage> stages{stage_of(chain, shapes, 0, n)};
+  if (stage_fits(stages.front(), nullptr)) return stages;
+  stages.clear();
+  for (size_t first = 0; first < n;) {
+    const Stage* before = stages.empty() ? nullptr : &stages.back();
+    size_t end = first + 1;
+    for (size_t e = n; e > first + 1; --e)
+      if (stage_fits(stage_of(chain, shapes, first, e), before)) {
+        end = e;
+        break;
+      }
+    stages.push_back(stage_of(chain, shapes, first, end));
+    first = end;
+  }
+  return stages;
 }
 
 // The first segment's parameters into every tile's wide memory, once.
@@ -547,92 +717,97 @@ std::string conv_unsupported(const ConvChain& chain) {
   const ConvLayer& first = chain.layers.front();
   if (!input_streamable(first))
     return "a CONV_2D input whose rows cannot be streamed in 8-byte units (not generated yet)";
-  const Plan p = plan_of(chain);
-  for (const Plan& t : placement(chain))
-    if (t.narrow_end > kNarrowBytes)
-      return cat("the chain's activations need ", t.narrow_end, " bytes of narrow memory on tile ",
-                 t.tile, " (", kNarrowBytes, "; the generator splits output rows over the tiles, ",
-                 "not yet channels)");
-  for (const LayerPlan& lp : p.layers)
-    if (lp.rows() * kRowUnits > kWideUnitsLimit)
-      return cat("a layer's parameters need ", lp.rows() * kRowBytes, " bytes of wide memory (",
-                 kWideUnitsLimit * 64, "; every tile holds all of a layer's weights, splitting ",
-                 "them over the tiles is not generated yet)");
+  const Shapes shapes = shapes_of(chain);
+  for (const LayerPlan& lp : shapes.layers)
+    for (const Part& part : lp.parts)
+      if (lp.rows_of(part.g1 - part.g0) * kRowUnits > kWideUnitsLimit)
+        return cat("one 64-channel group of a layer needs ", lp.rows_of(1) * kRowBytes,
+                   " bytes of wide memory (", kWideUnitsLimit * 64, ")");
+  const std::vector<Stage> stages = placement(chain, shapes);
+  for (size_t s = 0; s < stages.size(); ++s)
+    if (!stage_fits(stages[s], s > 0 ? &stages[s - 1] : nullptr))
+      return cat("layer ", stages[s].first, "'s activations need more than the ", kNarrowBytes,
+                 " bytes of narrow memory on a tile (split over its output rows and the tiles; ",
+                 "channels are not split yet)");
   return "";
 }
 
 std::vector<uint8_t> conv_parameters(const ConvChain& chain) {
-  const Plan p = plan_of(chain);
+  const Shapes p = shapes_of(chain);
   std::vector<uint8_t> out;
   out.reserve(static_cast<size_t>(p.wide_rows) * kRowBytes);
-  for (const LayerPlan& lp : p.layers) {
-    const ConvLayer& l = *lp.l;
-    // Column c of group g: output channel oc of block pixel r.
-    auto column = [&](int g, int c, int& oc, int& r) {
-      r = lp.block > 1 ? c / l.cout : 0;
-      oc = lp.block > 1 ? c % l.cout : g * kColumns + c;
-      return c < lp.group_ch && oc < l.cout;
-    };
-    int oc = 0, r = 0;
-    for (int g = 0; g < lp.groups; ++g) {
-      for (int c = 0; c < kColumns; ++c) {
-        const bool real = column(g, c, oc, r);
-        put32(out, std::bit_cast<uint32_t>(real ? l.mult[static_cast<size_t>(oc)] : 0.0f));
+  for (const LayerPlan& lp : p.layers)
+    for (const Part& part : lp.parts) {
+      const ConvLayer& l = *lp.l;
+      // Column c of group g: output channel oc of block pixel r.
+      auto column = [&](int g, int c, int& oc, int& r) {
+        r = lp.block > 1 ? c / l.cout : 0;
+        oc = lp.block > 1 ? c % l.cout : g * kColumns + c;
+        return c < lp.group_ch && oc < l.cout;
+      };
+      int oc = 0, r = 0;
+      for (int g = part.g0; g < part.g1; ++g) {
+        for (int c = 0; c < kColumns; ++c) {
+          const bool real = column(g, c, oc, r);
+          put32(out, std::bit_cast<uint32_t>(real ? l.mult[static_cast<size_t>(oc)] : 0.0f));
+        }
+        for (int c = 0; c < kColumns && !l.bias.empty(); ++c) {
+          const bool real = column(g, c, oc, r);
+          put32(out, static_cast<uint32_t>(real ? l.bias[static_cast<size_t>(oc)] : 0));
+        }
       }
-      for (int c = 0; c < kColumns && !l.bias.empty(); ++c) {
-        const bool real = column(g, c, oc, r);
-        put32(out, static_cast<uint32_t>(real ? l.bias[static_cast<size_t>(oc)] : 0));
-      }
-    }
-    for (int c = 0; c < kColumns; ++c) put32(out, static_cast<uint32_t>(l.weight_zp));
-    if (l.depthwise) {
-      // Row (group, ky, kx, word j): the 4x4 diagonal of the group's word j - column 4j + b holds
-      // the tap's weight of its channel at byte b - and the weight zero point everywhere else.
-      for (int g = 0; g < lp.groups; ++g)
-        for (int ky = 0; ky < l.kh; ++ky)
-          for (int kx = 0; kx < l.kw; ++kx)
-            for (int j = 0; j < lp.dw_words; ++j)
-              for (int c = 0; c < kColumns; ++c) {
-                const bool real = column(g, c, oc, r) && c / 4 == j;
-                for (int b = 0; b < 4; ++b) {
-                  uint8_t v = static_cast<uint8_t>(l.weight_zp);
-                  if (real && b == c % 4)
-                    v = l.weights[(static_cast<size_t>(ky) * l.kw + static_cast<size_t>(kx)) *
-                                      static_cast<size_t>(l.cout) +
-                                  static_cast<size_t>(oc)];
-                  out.push_back(v);
+      for (int c = 0; c < kColumns; ++c) put32(out, static_cast<uint32_t>(l.weight_zp));
+      if (l.depthwise) {
+        // Row (group, ky, kx, word j): the 4x4 diagonal of the group's word j - column 4j + b holds
+        // the tap's weight of its channel at byte b - and the weight zero point everywhere else.
+        for (int g = part.g0; g < part.g1; ++g)
+          for (int ky = 0; ky < l.kh; ++ky)
+            for (int kx = 0; kx < l.kw; ++kx)
+              for (int j = 0; j < lp.dw_words; ++j)
+                for (int c = 0; c < kColumns; ++c) {
+                  const bool real = column(g, c, oc, r) && c / 4 == j;
+                  for (int b = 0; b < 4; ++b) {
+                    uint8_t v = static_cast<uint8_t>(l.weight_zp);
+                    if (real && b == c % 4)
+                      v = l.weights[(static_cast<size_t>(ky) * l.kw + static_cast<size_t>(kx)) *
+                                        static_cast<size_t>(l.cout) +
+                                    static_cast<size_t>(oc)];
+                    out.push_back(v);
+                  }
                 }
+        continue;
+      }
+      // Row (ky, word w) of the window; byte b of it is tap byte t = 4w + b - offset - r s Cin.
+      const size_t per_out = static_cast<size_t>(l.kh) * l.kw * l.cin;
+      for (int g = part.g0; g < part.g1; ++g)
+        for (int ky = 0; ky < l.kh; ++ky)
+          for (int w = 0; w < lp.window_words; ++w)
+            for (int c = 0; c < kColumns; ++c) {
+              const bool real = column(g, c, oc, r);
+              for (int b = 0; b < 4; ++b) {
+                const int t = 4 * w + b - lp.window_off - r * l.stride_w * l.cin;
+                uint8_t v = static_cast<uint8_t>(l.weight_zp);
+                if (real && t >= 0 && t < l.kw * l.cin)
+                  v = l.weights[static_cast<size_t>(oc) * per_out +
+                                static_cast<size_t>(ky) * l.kw * l.cin + static_cast<size_t>(t)];
+                out.push_back(v);
               }
-      continue;
-    }
-    // Row (ky, word w) of the window; byte b of it is tap byte t = 4w + b - offset - r s Cin.
-    const size_t per_out = static_cast<size_t>(l.kh) * l.kw * l.cin;
-    for (int g = 0; g < lp.groups; ++g)
-      for (int ky = 0; ky < l.kh; ++ky)
-        for (int w = 0; w < lp.window_words; ++w)
-          for (int c = 0; c < kColumns; ++c) {
-            const bool real = column(g, c, oc, r);
-            for (int b = 0; b < 4; ++b) {
-              const int t = 4 * w + b - lp.window_off - r * l.stride_w * l.cin;
-              uint8_t v = static_cast<uint8_t>(l.weight_zp);
-              if (real && t >= 0 && t < l.kw * l.cin)
-                v = l.weights[static_cast<size_t>(oc) * per_out +
-                              static_cast<size_t>(ky) * l.kw * l.cin + static_cast<size_t>(t)];
-              out.push_back(v);
             }
-          }
-  }
+    }
   return out;
 }
 
 ConvPrograms generate_conv(const ConvChain& chain) {
   if (const std::string why = conv_unsupported(chain); !why.empty()) fail(why);
-  const Plan p = plan_of(chain);
-  const std::vector<Plan> tiles = placement(chain);
+  const Shapes shapes = shapes_of(chain);
+  const std::vector<Stage> stages = placement(chain, shapes);
+  const std::vector<Plan>& tiles = stages.back().tiles;
+  const Plan& p = tiles.front();
   const ConvLayer& first = chain.layers.front();
   const ConvLayer& last = chain.layers.back();
   ConvPrograms out;
-  container::Executable& eo = out.execution = execution_executable(execution_program(chain, tiles));
+  container::Executable& eo = out.execution =
+      execution_executable(execution_program(chain, stages));
   const int in_bytes = first.h * first.w * first.cin;
   eo.input_layers.push_back(boundary_layer(chain.input_name, first.h, first.w, first.cin,
                                            first.in_zp, first.in_scale, false, chain.signed_input));
@@ -665,7 +840,8 @@ ConvPrograms generate_conv(const ConvChain& chain) {
   out_layer.shape = {{0, 0}, {0, last.oh - 1}, {0, last.ow - 1}, {0, last.cout - 1}};
   eo.output_layers.push_back(std::move(out_layer));
   int narrow_end = 0;
-  for (const Plan& t : tiles) narrow_end = std::max(narrow_end, t.narrow_end);
+  for (const Stage& s : stages)
+    for (const Plan& t : s.tiles) narrow_end = std::max(narrow_end, t.narrow_end);
   eo.used_narrow_memory_bytes_per_tile = narrow_end;
   eo.dma_hints = execution_hints(chain.input_name, in_bytes, chain.output_name, out_total);
   // The first segment is cached. With several segments the execution program's own parameters
@@ -690,7 +866,7 @@ ConvPrograms generate_conv(const ConvChain& chain) {
     eo.dma_hints.hints.insert(eo.dma_hints.hints.begin() + 1 + static_cast<std::ptrdiff_t>(s), h);
   }
   const container::Executable& pc = out.caching =
-      caching_executable(caching_program(p, tile_mask(tiles)), std::move(parameters));
+      caching_executable(caching_program(p, all_tiles(stages)), std::move(parameters));
   eo.parameter_caching_token = out.caching.parameter_caching_token = caching_token(pc.parameters);
   return out;
 }

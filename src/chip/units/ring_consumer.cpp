@@ -55,6 +55,11 @@ bool VirtualEdgeTpu::Impl::run_ring_consumer(TileWork& t) {
     if (unit % 4 == 0 && p.size() <= kWideRowBytes) {
       const auto index = static_cast<uint32_t>(unit / 4);
       FifoRow& fifo = fifo_row(index);
+      // A resident load (mode 0) that writes a row again in a later instruction replaces what
+      // the earlier ones queued there and nothing read: a chain whose parameter segments take
+      // turns in wide memory loads the same rows once per segment, and those stale fills must
+      // not make an op read the rows as a FIFO (op_unit's refill rule).
+      if (r.mode == 0 && !mark[index] && !fifo.fills.empty()) fifo.fills.clear();
       if (p.size() == kWideRowBytes) {
         fifo.fills.push_back(p.data());
       } else if (mark[index] ? fifo.fills.holds_prefixes(p.size()) : fifo.fills.empty()) {
