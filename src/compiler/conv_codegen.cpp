@@ -66,8 +66,11 @@ struct LayerPlan {
   int group_ch = 0;    // columns per group (the op's out_ch + 1)
   int planes = 0;      // aux rows per group: multipliers (and biases)
   std::vector<Part> parts;
+  // Every group of a depthwise layer has the same weights (an AVERAGE_POOL_2D: all 1): the
+  // groups share one set of weight rows (MobileNet v1 1.0's 7x7 pool: 784 rows instead of 12,544).
+  bool shared_rows = false;
   int rows_of(int groups_in_part) const {
-    return groups_in_part * planes + 1 + groups_in_part * kwords;
+    return groups_in_part * planes + 1 + (shared_rows ? 1 : groups_in_part) * kwords;
   }
   int zp_row(const Part& part) const { return part.row + (part.g1 - part.g0) * planes; }
   int weight_row(const Part& part) const { return zp_row(part) + 1; }
@@ -168,6 +171,11 @@ Shapes shapes_of(const ConvChain& chain) {
                   : l.cout <= kColumns ? channels_stored(l, 1)
                                        : kColumns;
     lp.planes = l.bias.empty() ? 1 : 2;
+    lp.shared_rows = l.depthwise && lp.groups > 1;
+    for (size_t i = 0; i < l.weights.size() && lp.shared_rows; ++i)
+      lp.shared_rows =
+          l.weights[i] ==
+          l.weights[i - i % static_cast<size_t>(l.cout) + i % static_cast<size_t>(kColumns)];
     for (int g = 0; g < lp.groups;) {
       const int left = lp.groups - g;
       if (s.segment_rows.empty() ||
@@ -395,8 +403,8 @@ void layer_op(Emitter& e, const Plan& p, size_t i, const Part& part) {
   const int in_base =
       lp.pixel(0, 0) - lp.window_off + (l.depthwise ? 4 * lp.dw_words * part.g0 : 0);
   // `par`: the group's weight rows for every position.
-  const std::string par_walk =
-      strided_walk({{1, lp.kwords}, {0, positions}, {lp.kwords, groups}}, 8, " m1");
+  const std::string par_walk = strided_walk(
+      {{1, lp.kwords}, {0, positions}, {lp.shared_rows ? 0 : lp.kwords, groups}}, 8, " m1");
   const OutTarget t = out_target(p, i);
   const int group_words = lp.group_ch / 4;
   const std::string out_walk = strided_walk({{1, group_words},
@@ -760,7 +768,7 @@ std::vector<uint8_t> conv_parameters(const ConvChain& chain) {
       if (l.depthwise) {
         // Row (group, ky, kx, word j): the 4x4 diagonal of the group's word j - column 4j + b holds
         // the tap's weight of its channel at byte b - and the weight zero point everywhere else.
-        for (int g = part.g0; g < part.g1; ++g)
+        for (int g = part.g0; g < (lp.shared_rows ? part.g0 + 1 : part.g1); ++g)
           for (int ky = 0; ky < l.kh; ++ky)
             for (int kx = 0; kx < l.kw; ++kx)
               for (int j = 0; j < lp.dw_words; ++j)
