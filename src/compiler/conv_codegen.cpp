@@ -365,15 +365,55 @@ void stream_input(Emitter& e, const std::vector<Plan>& tiles) {
 
 // One part of a layer: its multipliers (and biases) into the output stage, then the op over every
 // output position and the part's groups.
-void bias_load(Emitter& e, const LayerPlan& lp, const Part& part, uint32_t tile) {
-  const int groups = part.g1 - part.g0;
+void bias_load(Emitter& e, const LayerPlan& lp, int first_row, int groups, uint32_t tile) {
   const std::string level2 =
       groups > 1 ? cat("(", lp.planes == 2 ? -95 : 1, " x ", groups, ")") : "";
-  e.add("w2n", cat("tiles=", hex(tile), " w.addr=", hex(part.row * kRowUnits), " w=(1 x ",
+  e.add("w2n", cat("tiles=", hex(tile), " w.addr=", hex(first_row * kRowUnits), " w=(1 x ",
                    lp.planes * groups, ") w.lvl_mask=0x1 n=(1 x 32)(", lp.planes == 2 ? 33 : 1,
                    " x ", lp.planes == 2 ? 2 : 1, ")", level2,
                    " n.lvl_mask=0x03 mode=2 fill_size=64 sync.en0=1 sync.f2=1 sync.wait_lvl=2 "
                    "sync.en1=1 sync.val=0x0ffff sync.en2=1 sync.f45=1 tail_f867=1 tail_en870=1"));
+}
+
+// The op fields every layer shares after its walks.
+std::string op_tail(const LayerPlan& lp, int zp_unit, int out_ch) {
+  const ConvLayer& l = *lp.l;
+  return cat(" cfg0=0x0a5 cfg1=0x14e sync0=0x4000 sync1=0x4000 cfg2=0x07 cfg3=8 in_zp=", l.in_zp,
+             " pc_aux_unit=", hex(zp_unit), " pc_aux_rows=", lp.planes,
+             " pc_zp_unit=", hex(zp_unit), l.bias.empty() ? "" : " cfg4=1",
+             " dp_mode=2 reduce_mask=0x01 out_ch_last=", out_ch - 1, " out_ch=", out_ch - 1,
+             " mult=", f32_bits(1.0f), " clamp_max=", f32_bits(l.clamp_max),
+             " clamp_min=", f32_bits(l.clamp_min), " out_zp=", l.out_zp, " pc_mult=1");
+}
+
+// A depthwise layer's groups [g0, g1) of a part: one op group per 4-channel input word (out_ch 3:
+// the clock charges the 16 MACs of the four columns a step uses, not all 64 columns' 256), its
+// taps' rows holding the word's 4x4 diagonal in columns 0..3.
+void depthwise_op(Emitter& e, const Plan& p, size_t i, const Part& part, int g0, int g1) {
+  const LayerPlan& lp = p.layers[i];
+  const ConvLayer& l = *lp.l;
+  const int rows = lp.ob - lp.oa;
+  const int64_t positions = int64_t{rows} * lp.blocks;
+  const int taps = l.kh * l.kw;
+  const int words = (g1 - g0) * lp.dw_words;
+  const std::string in_walk = strided_walk({{l.cin / 4, l.kw},
+                                            {lp.row_words(), l.kh},
+                                            {l.stride_w * l.cin / 4, lp.blocks},
+                                            {int64_t{l.stride_h} * lp.row_words(), rows},
+                                            {1, words}},
+                                           8, " m3");
+  const int in_base = lp.pixel(0, 0) - lp.window_off + 4 * lp.dw_words * g0;
+  const int par_row =
+      lp.weight_row(part) + (lp.shared_rows ? 0 : (g0 - part.g0) * lp.dw_words * taps);
+  const std::string par_walk = strided_walk({{1, taps}, {0, positions}, {taps, words}}, 8, " m1");
+  const OutTarget t = out_target(p, i);
+  const std::string out_walk = strided_walk(
+      {{1, 1}, {t.pixel_bytes / 4, lp.blocks}, {t.row_words, rows}, {1, words}}, 8, " m3");
+  e.add("op", cat("tiles=", hex(tile_bit(p.tile)), " loops=(", taps, ")(", positions, ")(", words,
+                  ") in.base=", hex(in_base), " in=", in_walk,
+                  " in.tflags=0x01 out.base=", hex(t.base + kColumns * g0), " out=", out_walk,
+                  " out.tflags=0x1 par.base=", hex(par_row * kRowUnits), " par=", par_walk,
+                  " psum=(0 x ", taps, ")", op_tail(lp, lp.zp_row(part) * kRowUnits, 4)));
 }
 
 void layer_op(Emitter& e, const Plan& p, size_t i, const Part& part) {
@@ -383,28 +423,16 @@ void layer_op(Emitter& e, const Plan& p, size_t i, const Part& part) {
   const int rows = lp.ob - lp.oa;
   const int groups = part.g1 - part.g0;
   const int64_t positions = int64_t{rows} * lp.blocks;
-  // `in`: the window's words, tap rows, blocks along x, output rows, group. A depthwise group
-  // reads its own channels' words at each tap (tap columns, then tap rows) and the next group the
-  // words after them.
-  const std::string in_walk = l.depthwise
-                                  ? strided_walk({{1, lp.dw_words},
-                                                  {l.cin / 4, l.kw},
-                                                  {lp.row_words(), l.kh},
-                                                  {l.stride_w * l.cin / 4, lp.blocks},
-                                                  {int64_t{l.stride_h} * lp.row_words(), rows},
-                                                  {lp.dw_words, groups}},
-                                                 8, " m3")
-                                  : strided_walk({{1, lp.window_words},
-                                                  {lp.row_words(), l.kh},
-                                                  {lp.block * l.stride_w * l.cin / 4, lp.blocks},
-                                                  {int64_t{l.stride_h} * lp.row_words(), rows},
-                                                  {0, groups}},
-                                                 8, " m3");
-  const int in_base =
-      lp.pixel(0, 0) - lp.window_off + (l.depthwise ? 4 * lp.dw_words * part.g0 : 0);
+  // `in`: the window's words, tap rows, blocks along x, output rows, group.
+  const std::string in_walk = strided_walk({{1, lp.window_words},
+                                            {lp.row_words(), l.kh},
+                                            {lp.block * l.stride_w * l.cin / 4, lp.blocks},
+                                            {int64_t{l.stride_h} * lp.row_words(), rows},
+                                            {0, groups}},
+                                           8, " m3");
   // `par`: the group's weight rows for every position.
-  const std::string par_walk = strided_walk(
-      {{1, lp.kwords}, {0, positions}, {lp.shared_rows ? 0 : lp.kwords, groups}}, 8, " m1");
+  const std::string par_walk =
+      strided_walk({{1, lp.kwords}, {0, positions}, {lp.kwords, groups}}, 8, " m1");
   const OutTarget t = out_target(p, i);
   const int group_words = lp.group_ch / 4;
   const std::string out_walk = strided_walk({{1, group_words},
@@ -414,18 +442,12 @@ void layer_op(Emitter& e, const Plan& p, size_t i, const Part& part) {
                                             8, " m3");
   const std::string loops = groups > 1 ? cat("(", lp.kwords, ")(", positions, ")(", groups, ")")
                                        : cat("(", lp.kwords, ")(", positions, ")");
-  const int zp_unit = lp.zp_row(part) * kRowUnits;
-  e.add("op", cat("tiles=", hex(tile), " loops=", loops, " in.base=", hex(in_base), " in=", in_walk,
-                  " in.tflags=0x01 out.base=", hex(t.base + kColumns * part.g0), " out=", out_walk,
-                  " out.tflags=0x1 par.base=", hex(lp.weight_row(part) * kRowUnits),
-                  " par=", par_walk, " psum=(0 x ", lp.kwords,
-                  ") cfg0=0x0a5 cfg1=0x14e sync0=0x4000 sync1=0x4000 "
-                  "cfg2=0x07 cfg3=8 in_zp=",
-                  l.in_zp, " pc_aux_unit=", hex(zp_unit), " pc_aux_rows=", lp.planes,
-                  " pc_zp_unit=", hex(zp_unit), l.bias.empty() ? "" : " cfg4=1",
-                  " dp_mode=2 reduce_mask=0x01 out_ch_last=", lp.group_ch - 1, " out_ch=",
-                  lp.group_ch - 1, " mult=", f32_bits(1.0f), " clamp_max=", f32_bits(l.clamp_max),
-                  " clamp_min=", f32_bits(l.clamp_min), " out_zp=", l.out_zp, " pc_mult=1"));
+  e.add("op",
+        cat("tiles=", hex(tile), " loops=", loops, " in.base=", hex(lp.pixel(0, 0) - lp.window_off),
+            " in=", in_walk, " in.tflags=0x01 out.base=", hex(t.base + kColumns * part.g0),
+            " out=", out_walk, " out.tflags=0x1 par.base=", hex(lp.weight_row(part) * kRowUnits),
+            " par=", par_walk, " psum=(0 x ", lp.kwords, ")",
+            op_tail(lp, lp.zp_row(part) * kRowUnits, lp.group_ch)));
 }
 
 // The last layer's bytes to the host: 256-byte pieces through the ring to the scalar core.
@@ -608,8 +630,22 @@ container::Bitstream execution_program(const ConvChain& chain, const std::vector
           tile_fence(e, "b43=1 units=0x3ff signal=1 f109=3");
           wait_tokens(e);
         }
-        bias_load(e, lp, part, tile_mask(stage.tiles));
-        for (const Plan& p : stage.tiles) layer_op(e, p, i, part);
+        if (lp.l->depthwise && lp.shared_rows) {
+          // The multipliers of each 64-channel group in turn (the op reads them from the start
+          // of the store), the shared rows for all of them.
+          for (int g = part.g0; g < part.g1; ++g) {
+            bias_load(e, lp, part.row + (g - part.g0) * lp.planes, 1, tile_mask(stage.tiles));
+            for (const Plan& p : stage.tiles) depthwise_op(e, p, i, part, g, g + 1);
+            if (g + 1 < part.g1) tile_fence(e, "counters=0x1ffff units=0x3ff");
+          }
+        } else {
+          bias_load(e, lp, part.row, part.g1 - part.g0, tile_mask(stage.tiles));
+          for (const Plan& p : stage.tiles)
+            if (lp.l->depthwise)
+              depthwise_op(e, p, i, part, part.g0, part.g1);
+            else
+              layer_op(e, p, i, part);
+        }
         tile_fence(e, "counters=0x1ffff units=0x3ff");
         tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
         wait_tokens(e);
@@ -766,20 +802,21 @@ std::vector<uint8_t> conv_parameters(const ConvChain& chain) {
       }
       for (int c = 0; c < kColumns; ++c) put32(out, static_cast<uint32_t>(l.weight_zp));
       if (l.depthwise) {
-        // Row (group, ky, kx, word j): the 4x4 diagonal of the group's word j - column 4j + b holds
-        // the tap's weight of its channel at byte b - and the weight zero point everywhere else.
+        // Row (group, word j, ky, kx): the 4x4 diagonal of word j - column b holds the tap's
+        // weight of channel 64 group + 4 j + b at byte b - and the weight zero point everywhere
+        // else (columns 4..63 are not read: the op's groups are 4 channels wide).
         for (int g = part.g0; g < (lp.shared_rows ? part.g0 + 1 : part.g1); ++g)
-          for (int ky = 0; ky < l.kh; ++ky)
-            for (int kx = 0; kx < l.kw; ++kx)
-              for (int j = 0; j < lp.dw_words; ++j)
+          for (int j = 0; j < lp.dw_words; ++j)
+            for (int ky = 0; ky < l.kh; ++ky)
+              for (int kx = 0; kx < l.kw; ++kx)
                 for (int c = 0; c < kColumns; ++c) {
-                  const bool real = column(g, c, oc, r) && c / 4 == j;
+                  const int channel = g * kColumns + 4 * j + c;
                   for (int b = 0; b < 4; ++b) {
                     uint8_t v = static_cast<uint8_t>(l.weight_zp);
-                    if (real && b == c % 4)
+                    if (c < 4 && b == c && channel < l.cout)
                       v = l.weights[(static_cast<size_t>(ky) * l.kw + static_cast<size_t>(kx)) *
                                         static_cast<size_t>(l.cout) +
-                                    static_cast<size_t>(oc)];
+                                    static_cast<size_t>(channel)];
                     out.push_back(v);
                   }
                 }
