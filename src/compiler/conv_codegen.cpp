@@ -95,13 +95,11 @@ struct Plan {
   int y0 = 0;  // the tile's first output row of the stage's last layer
   size_t first = 0, end = 0;
   std::vector<LayerPlan> layers;
-  int out_base = 0;               // narrow byte address of the stage's [OH][OW][Cp] output
-  int out_ch = 0;                 // Cp: the last layer's channels as stored (a multiple of 4)
-  int out_row = 0;                // bytes per output row (whole blocks)
-  int out_bytes = 0;              // the band's rows * out_row, rounded up to 8
-  int wide_rows = 0;              // all layers' parameter rows
-  std::vector<int> segment_rows;  // rows of each segment (one wide memory's worth at a time)
-  int regions_end = 0;            // end of the two image regions
+  int out_base = 0;     // narrow byte address of the stage's [OH][OW][Cp] output
+  int out_ch = 0;       // Cp: the last layer's channels as stored (a multiple of 4)
+  int out_row = 0;      // bytes per output row (whole blocks)
+  int out_bytes = 0;    // the band's rows * out_row, rounded up to 8
+  int regions_end = 0;  // end of the two image regions
   int narrow_end = 0;
 };
 
@@ -141,18 +139,27 @@ int block_of(const ConvLayer& l) {
   return b;
 }
 
-// The shapes every tile shares, and the parameter parts: layers in order fill segments of up to
-// kWideUnitsLimit units; a layer that does not fit the rest of a segment starts the next one, and
-// a layer larger than a whole segment is split by groups over as many as it needs.
+// A run of parameter rows loaded into wide row 0 of the tiles in `mask` at once: a contiguous
+// range of the parameter stream (conv_parameters). Each group of segments takes turns in the
+// same wide memory: the group's first is cached, the others are streamed with every inference.
+struct Segment {
+  int rows = 0;
+  int group = 0;
+  bool first_of_group = false;
+  uint32_t mask = 0;
+  size_t offset = 0;  // bytes into the parameter stream
+};
+
+// The shapes every tile shares and, once the stages are known, the parameter parts.
 struct Shapes {
   std::vector<LayerPlan> layers;
-  std::vector<int> segment_rows;
-  int wide_rows = 0;
+  std::vector<Segment> segments;
 };
+
+constexpr int kSegmentRows = kWideUnitsLimit / kRowUnits;
 
 Shapes shapes_of(const ConvChain& chain) {
   Shapes s;
-  constexpr int kSegmentRows = kWideUnitsLimit / kRowUnits;
   for (const ConvLayer& l : chain.layers) {
     LayerPlan lp;
     lp.l = &l;
@@ -176,22 +183,40 @@ Shapes shapes_of(const ConvChain& chain) {
       lp.shared_rows =
           l.weights[i] ==
           l.weights[i - i % static_cast<size_t>(l.cout) + i % static_cast<size_t>(kColumns)];
-    for (int g = 0; g < lp.groups;) {
-      const int left = lp.groups - g;
-      if (s.segment_rows.empty() ||
-          (s.segment_rows.back() > 0 && s.segment_rows.back() + lp.rows_of(left) > kSegmentRows))
-        s.segment_rows.push_back(0);
-      int n = left;
-      while (n > 1 && s.segment_rows.back() + lp.rows_of(n) > kSegmentRows) --n;
-      lp.parts.push_back(
-          {g, g + n, s.segment_rows.back(), static_cast<int>(s.segment_rows.size()) - 1});
-      s.segment_rows.back() += lp.rows_of(n);
-      s.wide_rows += lp.rows_of(n);
-      g += n;
-    }
     s.layers.push_back(lp);
   }
   return s;
+}
+
+// The parameter parts: layers in order fill segments of up to kWideUnitsLimit units; a layer that
+// does not fit the rest of a segment starts the next one, and a layer larger than a whole segment
+// is split by groups over as many as it needs. `group_of[i]` is layer i's group of segments (a
+// new group starts a new segment) and `masks[g]` the tiles that hold group g.
+void assign_segments(Shapes& s, const std::vector<int>& group_of,
+                     const std::vector<uint32_t>& masks) {
+  s.segments.clear();
+  size_t offset = 0;
+  for (size_t i = 0; i < s.layers.size(); ++i) {
+    LayerPlan& lp = s.layers[i];
+    lp.parts.clear();
+    const int group = group_of[i];
+    for (int g = 0; g < lp.groups;) {
+      const int left = lp.groups - g;
+      if (s.segments.empty() || s.segments.back().group != group ||
+          (s.segments.back().rows > 0 &&
+           s.segments.back().rows + lp.rows_of(left) > kSegmentRows)) {
+        const bool first = s.segments.empty() || s.segments.back().group != group;
+        s.segments.push_back({0, group, first, masks[static_cast<size_t>(group)], offset});
+      }
+      Segment& seg = s.segments.back();
+      int n = left;
+      while (n > 1 && seg.rows + lp.rows_of(n) > kSegmentRows) --n;
+      lp.parts.push_back({g, g + n, seg.rows, static_cast<int>(s.segments.size()) - 1});
+      seg.rows += lp.rows_of(n);
+      offset += static_cast<size_t>(lp.rows_of(n)) * kRowBytes;
+      g += n;
+    }
+  }
 }
 
 // Tile `tile`'s plan of layers [first, end) computing output rows [y0, y1) of layer end - 1.
@@ -205,8 +230,6 @@ Plan plan_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t 
   p.first = first;
   p.end = end;
   p.layers = shapes.layers;
-  p.segment_rows = shapes.segment_rows;
-  p.wide_rows = shapes.wide_rows;
   // The bands, from the stage's last layer back.
   int oa = y0, ob = y1;
   for (size_t i = end; i-- > first;) {
@@ -575,10 +598,11 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
   tile_fence(e, "counters=0x1ffff units=0x3ff");
 }
 
-container::Bitstream execution_program(const ConvChain& chain, const std::vector<Stage>& stages) {
+// The execution program; `loads` receives the segments it streams, in order (its parameters).
+container::Bitstream execution_program(const ConvChain& chain, const Shapes& shapes,
+                                       const std::vector<Stage>& stages, std::vector<int>& loads) {
   Emitter e;
   preamble(e, chain.input_name);
-  const uint32_t mask = all_tiles(stages);
   auto stage_of = [&](size_t i) -> const Stage& {
     for (const Stage& s : stages)
       if (i >= s.first && i < s.end) return s;
@@ -602,10 +626,21 @@ container::Bitstream execution_program(const ConvChain& chain, const std::vector
   tile_fence(e, "counters=0x1ffff units=0x3ff");
   tile_fence(e, "units=0x3ff signal=1");
   wait_tokens(e);
-  const Plan& first = stages.front().tiles.front();
   int64_t streamed = 0;  // bytes of the execution program's own parameters loaded so far
-  int segment = 0;       // the segment in wide memory
-  int ordinal = 0;       // ring producers so far
+  // The segment each group has in wide memory (the caching program put the first of each).
+  std::vector<int> resident;
+  for (size_t k = 0; k < shapes.segments.size(); ++k)
+    if (shapes.segments[k].first_of_group) resident.push_back(static_cast<int>(k));
+  auto load = [&](int segment) {
+    const Segment& seg = shapes.segments[static_cast<size_t>(segment)];
+    load_parameters(e, seg.rows, seg.mask, streamed);
+    streamed += int64_t{seg.rows} * kRowBytes;
+    loads.push_back(segment);
+    resident[static_cast<size_t>(seg.group)] = segment;
+    tile_fence(e, "b43=1 units=0x3ff signal=1 f109=3");
+    wait_tokens(e);
+  };
+  int ordinal = 0;  // ring producers so far
   for (size_t si = 0; si < stages.size(); ++si) {
     const Stage& stage = stages[si];
     if (si > 0) {
@@ -615,21 +650,15 @@ container::Bitstream execution_program(const ConvChain& chain, const std::vector
       wait_tokens(e);
     }
     for (size_t i = stage.first; i < stage.end; ++i) {
-      const LayerPlan& lp = first.layers[i];
+      const LayerPlan& lp = shapes.layers[i];
       if (i >= stage.first + 1 && i + 1 < stage.end) {
         fill_image(i + 1);
         tile_fence(e, "counters=0x1ffff units=0x3ff");
       }
       for (const Part& part : lp.parts) {
-        // The next segment once the layers before have run (the caching program put the first).
-        if (part.segment != segment) {
-          segment = part.segment;
-          const int rows = first.segment_rows[static_cast<size_t>(segment)];
-          load_parameters(e, rows, mask, streamed);
-          streamed += int64_t{rows} * kRowBytes;
-          tile_fence(e, "b43=1 units=0x3ff signal=1 f109=3");
-          wait_tokens(e);
-        }
+        // The part's segment once the layers before have run.
+        const Segment& seg = shapes.segments[static_cast<size_t>(part.segment)];
+        if (resident[static_cast<size_t>(seg.group)] != part.segment) load(part.segment);
         if (lp.l->depthwise && lp.shared_rows) {
           // The multipliers of each 64-channel group in turn (the op reads them from the start
           // of the store), the shared rows for all of them.
@@ -652,12 +681,11 @@ container::Bitstream execution_program(const ConvChain& chain, const std::vector
       }
     }
   }
-  // The first segment back where the caching program put it, for the next inference.
-  if (segment != 0) {
-    load_parameters(e, first.segment_rows.front(), mask, streamed);
-    tile_fence(e, "b43=1 units=0x3ff signal=1 f109=3");
-    wait_tokens(e);
-  }
+  // Each group's first segment back where the caching program put it, for the next inference.
+  for (size_t k = 0; k < shapes.segments.size(); ++k)
+    if (shapes.segments[k].first_of_group &&
+        resident[static_cast<size_t>(shapes.segments[k].group)] != static_cast<int>(k))
+      load(static_cast<int>(k));
   stream_output(e, stages.back().tiles, chain.output_name, ordinal);
   tile_fence(e, "counters=0x20000 units=0x3ff signal=1");
   wait_tokens(e);
@@ -667,19 +695,20 @@ container::Bitstream execution_program(const ConvChain& chain, const std::vector
   return e.finish();
 }
 
-// Tiles of a stage: its last layer's output rows split as evenly as possible over up to 16 tiles
-// (one tile when the host's rows must travel two to a packet).
-Stage stage_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t end) {
+// Tiles of a stage: its last layer's output rows split as evenly as possible over up to
+// `max_tiles` tiles from `tile0` on (one tile when the host's rows must travel two to a packet).
+Stage stage_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t end,
+               int tile0 = 0, int max_tiles = kTiles) {
   const int oh = chain.layers[end - 1].oh;
   const ConvLayer& l0 = chain.layers[first];
-  const int count = first == 0 && l0.w * l0.cin % 8 != 0 ? 1 : std::min(kTiles, oh);
+  const int count = first == 0 && l0.w * l0.cin % 8 != 0 ? 1 : std::min(max_tiles, oh);
   Stage s;
   s.first = first;
   s.end = end;
   const bool last = end == chain.layers.size();
   for (int t = 0; t < count; ++t)
     s.tiles.push_back(
-        plan_of(chain, shapes, first, end, t, oh * t / count, oh * (t + 1) / count, !last));
+        plan_of(chain, shapes, first, end, tile0 + t, oh * t / count, oh * (t + 1) / count, !last));
   return s;
 }
 
@@ -717,16 +746,90 @@ std::vector<Stage> placement(const ConvChain& chain, const Shapes& shapes) {
   return stages;
 }
 
-// The first segment's parameters into every tile's wide memory, once.
-container::Bitstream caching_program(const Plan& p, uint32_t mask) {
+// Parameters resident across tiles: when the stages fit the 16 tiles side by side, each stage
+// gets tiles of its own and keeps its layers' parameters there (cached once); a one-tile stage
+// whose parameters exceed one wide memory is cut into one-tile stages at layer boundaries while
+// tiles remain, each handing over to the next (a pipeline over the tiles). Otherwise every tile
+// of the chain holds every segment in turn. Returns whether the stages have tiles of their own.
+bool spread_over_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage>& stages) {
+  int used = 0;
+  for (const Stage& s : stages) used += static_cast<int>(s.tiles.size());
+  if (used > kTiles) return false;
+  std::vector<std::pair<size_t, size_t>> cuts;  // [first, end) of each stage, one-tile ones cut
+  std::vector<int> counts;
+  for (const Stage& s : stages) {
+    if (s.tiles.size() != 1) {
+      cuts.push_back({s.first, s.end});
+      counts.push_back(static_cast<int>(s.tiles.size()));
+      continue;
+    }
+    for (size_t a = s.first; a < s.end;) {
+      size_t b = a + 1;
+      int rows = shapes.layers[a].rows();
+      while (b < s.end && rows + shapes.layers[b].rows() <= kSegmentRows)
+        rows += shapes.layers[b++].rows();
+      if (b < s.end && used >= kTiles) b = s.end;  // no tile left: the rest streams here
+      if (b < s.end) ++used;
+      cuts.push_back({a, b});
+      counts.push_back(1);
+      a = b;
+    }
+  }
+  std::vector<Stage> spread;
+  int tile0 = 0;
+  for (size_t k = 0; k < cuts.size(); ++k) {
+    spread.push_back(stage_of(chain, shapes, cuts[k].first, cuts[k].second, tile0, counts[k]));
+    if (static_cast<int>(spread.back().tiles.size()) != counts[k] ||
+        !stage_fits(spread.back(), k > 0 ? &spread[k - 1] : nullptr))
+      return false;
+    tile0 += counts[k];
+  }
+  stages = std::move(spread);
+  return true;
+}
+
+// The parameter stream (conv_parameters) of a layout's shapes and parts.
+std::vector<uint8_t> parameters_of(const Shapes& shapes);
+
+// Everything the programs are generated from: shapes, stages and parameter segments.
+struct Layout {
+  Shapes shapes;
+  std::vector<Stage> stages;
+};
+
+Layout make_layout(const ConvChain& chain) {
+  Layout out;
+  out.shapes = shapes_of(chain);
+  out.stages = placement(chain, out.shapes);
+  const bool spread = spread_over_tiles(chain, out.shapes, out.stages);
+  std::vector<int> group_of(chain.layers.size(), 0);
+  std::vector<uint32_t> masks{all_tiles(out.stages)};
+  if (spread) {
+    masks.clear();
+    for (const Stage& s : out.stages) {
+      for (size_t i = s.first; i < s.end; ++i) group_of[i] = static_cast<int>(masks.size());
+      masks.push_back(tile_mask(s.tiles));
+    }
+  }
+  assign_segments(out.shapes, group_of, masks);
+  return out;
+}
+
+// The first segment of every group into its tiles' wide memory, once.
+container::Bitstream caching_program(const Shapes& shapes) {
   Emitter e;
   tile_fence(e, "b43=1 counters=0x7ffff units=0x3ff signal=1");
   e.add("scsync", "tiles=0xffff smask=0x1ff tokwait=1 tmask=0xffff sunits=0x1f");
   e.reloc_movi(1, BufferKind::kParameter, Half::kLower32);
   e.reloc_movi(0, BufferKind::kParameter, Half::kUpper32);
-  load_parameters(e, p.segment_rows.front(), mask, 0);
-  tile_fence(e, "b43=1 units=0x3ff signal=1 f109=3");
-  wait_tokens(e);
+  int64_t offset = 0;
+  for (const Segment& seg : shapes.segments) {
+    if (!seg.first_of_group) continue;
+    load_parameters(e, seg.rows, seg.mask, offset);
+    offset += int64_t{seg.rows} * kRowBytes;
+    tile_fence(e, "b43=1 units=0x3ff signal=1 f109=3");
+    wait_tokens(e);
+  }
   interrupt(e, 3, 2, 4);
   return e.finish();
 }
@@ -761,13 +864,13 @@ std::string conv_unsupported(const ConvChain& chain) {
   const ConvLayer& first = chain.layers.front();
   if (!input_streamable(first))
     return "a CONV_2D input whose rows cannot be streamed in 8-byte units (not generated yet)";
-  const Shapes shapes = shapes_of(chain);
-  for (const LayerPlan& lp : shapes.layers)
+  const Layout layout = make_layout(chain);
+  for (const LayerPlan& lp : layout.shapes.layers)
     for (const Part& part : lp.parts)
       if (lp.rows_of(part.g1 - part.g0) * kRowUnits > kWideUnitsLimit)
         return cat("one 64-channel group of a layer needs ", lp.rows_of(1) * kRowBytes,
                    " bytes of wide memory (", kWideUnitsLimit * 64, ")");
-  const std::vector<Stage> stages = placement(chain, shapes);
+  const std::vector<Stage>& stages = layout.stages;
   for (size_t s = 0; s < stages.size(); ++s)
     if (!stage_fits(stages[s], s > 0 ? &stages[s - 1] : nullptr))
       return cat("layer ", stages[s].first, "'s activations need more than the ", kNarrowBytes,
@@ -777,9 +880,16 @@ std::string conv_unsupported(const ConvChain& chain) {
 }
 
 std::vector<uint8_t> conv_parameters(const ConvChain& chain) {
-  const Shapes p = shapes_of(chain);
+  return parameters_of(make_layout(chain).shapes);
+}
+
+namespace {
+
+std::vector<uint8_t> parameters_of(const Shapes& p) {
   std::vector<uint8_t> out;
-  out.reserve(static_cast<size_t>(p.wide_rows) * kRowBytes);
+  size_t rows = 0;
+  for (const Segment& seg : p.segments) rows += static_cast<size_t>(seg.rows);
+  out.reserve(rows * kRowBytes);
   for (const LayerPlan& lp : p.layers)
     for (const Part& part : lp.parts) {
       const ConvLayer& l = *lp.l;
@@ -842,17 +952,21 @@ std::vector<uint8_t> conv_parameters(const ConvChain& chain) {
   return out;
 }
 
+}  // namespace
+
 ConvPrograms generate_conv(const ConvChain& chain) {
   if (const std::string why = conv_unsupported(chain); !why.empty()) fail(why);
-  const Shapes shapes = shapes_of(chain);
-  const std::vector<Stage> stages = placement(chain, shapes);
+  const Layout layout_of = make_layout(chain);
+  const Shapes& shapes = layout_of.shapes;
+  const std::vector<Stage>& stages = layout_of.stages;
   const std::vector<Plan>& tiles = stages.back().tiles;
   const Plan& p = tiles.front();
   const ConvLayer& first = chain.layers.front();
   const ConvLayer& last = chain.layers.back();
   ConvPrograms out;
+  std::vector<int> loads;
   container::Executable& eo = out.execution =
-      execution_executable(execution_program(chain, stages));
+      execution_executable(execution_program(chain, shapes, stages, loads));
   const int in_bytes = first.h * first.w * first.cin;
   eo.input_layers.push_back(boundary_layer(chain.input_name, first.h, first.w, first.cin,
                                            first.in_zp, first.in_scale, false, chain.signed_input));
@@ -863,20 +977,21 @@ ConvPrograms generate_conv(const ConvChain& chain) {
   out_layer.x_dim = last.ow;
   out_layer.z_dim = last.cout;
   // Tile t holds its band of rows, row-major, p.out_ch bytes per position; the bands arrive in
-  // tile order.
+  // tile order (tiles without output rows take no bytes).
   container::OutputLayout layout;
   layout.x_coordinate_to_linear_tile_id_map.assign(static_cast<size_t>(last.ow), 0);
   int offset = 0;
-  for (const Plan& t : tiles) {
+  size_t next = 0;
+  for (int tile = 0; tile < kTiles; ++tile) {
     layout.linearized_tile_byte_offset.push_back(offset);
-    for (int y = t.layers.back().oa; y < t.layers.back().ob; ++y) {
+    if (next == tiles.size() || tiles[next].tile != tile) continue;
+    const Plan& t = tiles[next++];
+    for (int y = t.layers[t.end - 1].oa; y < t.layers[t.end - 1].ob; ++y) {
       layout.y_coordinate_to_linear_tile_id_map.push_back(t.tile);
       layout.y_coordinate_to_local_y_offset.push_back(y - t.y0);
     }
     offset += t.out_bytes;
   }
-  while (layout.linearized_tile_byte_offset.size() < kTiles)
-    layout.linearized_tile_byte_offset.push_back(offset);
   for (int x = 0; x < last.ow; ++x) {
     layout.x_coordinate_to_local_byte_offset.push_back(x * p.out_ch);
     layout.x_coordinate_to_local_y_row_size.push_back(p.out_row);
@@ -889,29 +1004,33 @@ ConvPrograms generate_conv(const ConvChain& chain) {
     for (const Plan& t : s.tiles) narrow_end = std::max(narrow_end, t.narrow_end);
   eo.used_narrow_memory_bytes_per_tile = narrow_end;
   eo.dma_hints = execution_hints(chain.input_name, in_bytes, chain.output_name, out_total);
-  // The first segment is cached. With several segments the execution program's own parameters
-  // are the others, then the first again (restored at the end of every inference), streamed in
-  // that order after the input (the host sends its streams in hint order).
-  std::vector<uint8_t> parameters = conv_parameters(chain);
-  const auto cached = static_cast<size_t>(p.segment_rows.front()) * kRowBytes;
-  if (p.segment_rows.size() > 1) {
-    eo.parameters.assign(parameters.begin() + static_cast<std::ptrdiff_t>(cached),
-                         parameters.end());
-    eo.parameters.insert(eo.parameters.end(), parameters.begin(),
-                         parameters.begin() + static_cast<std::ptrdiff_t>(cached));
-  }
-  parameters.resize(cached);
+  // The caching program holds the first segment of every group; the execution program's own
+  // parameters are the segments it streams, in the order it loads them, one DMA hint each after
+  // the input (the host sends its streams in hint order).
+  const std::vector<uint8_t> parameters = parameters_of(shapes);
+  auto bytes_of = [&](const Segment& seg) {
+    const auto at = parameters.begin() + static_cast<std::ptrdiff_t>(seg.offset);
+    return std::pair{at, at + static_cast<std::ptrdiff_t>(seg.rows) * kRowBytes};
+  };
+  std::vector<uint8_t> cached;
+  for (const Segment& seg : shapes.segments)
+    if (seg.first_of_group) {
+      const auto [from, to] = bytes_of(seg);
+      cached.insert(cached.end(), from, to);
+    }
   int64_t streamed = 0;
-  for (size_t s = 1; s <= p.segment_rows.size() && p.segment_rows.size() > 1; ++s) {
-    const int rows = p.segment_rows[s % p.segment_rows.size()];
+  for (size_t k = 0; k < loads.size(); ++k) {
+    const Segment& seg = shapes.segments[static_cast<size_t>(loads[k])];
+    const auto [from, to] = bytes_of(seg);
+    eo.parameters.insert(eo.parameters.end(), from, to);
     container::DmaHint h =
-        dma_hint(BufferKind::kParameter, container::Direction::kInfeed, "", rows * kRowBytes);
+        dma_hint(BufferKind::kParameter, container::Direction::kInfeed, "", seg.rows * kRowBytes);
     h.offset_in_bytes = static_cast<int32_t>(streamed);
-    streamed += int64_t{rows} * kRowBytes;
-    eo.dma_hints.hints.insert(eo.dma_hints.hints.begin() + 1 + static_cast<std::ptrdiff_t>(s), h);
+    streamed += int64_t{seg.rows} * kRowBytes;
+    eo.dma_hints.hints.insert(eo.dma_hints.hints.begin() + 2 + static_cast<std::ptrdiff_t>(k), h);
   }
   const container::Executable& pc = out.caching =
-      caching_executable(caching_program(p, all_tiles(stages)), std::move(parameters));
+      caching_executable(caching_program(shapes), std::move(cached));
   eo.parameter_caching_token = out.caching.parameter_caching_token = caching_token(pc.parameters);
   return out;
 }
