@@ -598,9 +598,11 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
   tile_fence(e, "counters=0x1ffff units=0x3ff");
 }
 
-// The execution program; `loads` receives the segments it streams, in order (its parameters).
+// The execution program; `loads` receives the segments it streams and how many of their first
+// rows, in order (its parameters).
 container::Bitstream execution_program(const ConvChain& chain, const Shapes& shapes,
-                                       const std::vector<Stage>& stages, std::vector<int>& loads) {
+                                       const std::vector<Stage>& stages,
+                                       std::vector<std::pair<int, int>>& loads) {
   Emitter e;
   preamble(e, chain.input_name);
   auto stage_of = [&](size_t i) -> const Stage& {
@@ -627,16 +629,20 @@ container::Bitstream execution_program(const ConvChain& chain, const Shapes& sha
   tile_fence(e, "units=0x3ff signal=1");
   wait_tokens(e);
   int64_t streamed = 0;  // bytes of the execution program's own parameters loaded so far
-  // The segment each group has in wide memory (the caching program put the first of each).
-  std::vector<int> resident;
+  // The segment each group has in wide memory (the caching program put the first of each), and
+  // how many of the first segment's rows the others have overwritten since (all load at row 0).
+  std::vector<int> resident, dirty;
   for (size_t k = 0; k < shapes.segments.size(); ++k)
     if (shapes.segments[k].first_of_group) resident.push_back(static_cast<int>(k));
-  auto load = [&](int segment) {
+  dirty.assign(resident.size(), 0);
+  auto load = [&](int segment, int rows) {
     const Segment& seg = shapes.segments[static_cast<size_t>(segment)];
-    load_parameters(e, seg.rows, seg.mask, streamed);
-    streamed += int64_t{seg.rows} * kRowBytes;
-    loads.push_back(segment);
-    resident[static_cast<size_t>(seg.group)] = segment;
+    load_parameters(e, rows, seg.mask, streamed);
+    streamed += int64_t{rows} * kRowBytes;
+    loads.push_back({segment, rows});
+    const auto group = static_cast<size_t>(seg.group);
+    resident[group] = segment;
+    dirty[group] = seg.first_of_group ? 0 : std::max(dirty[group], rows);
     tile_fence(e, "b43=1 units=0x3ff signal=1 f109=3");
     wait_tokens(e);
   };
@@ -658,7 +664,7 @@ container::Bitstream execution_program(const ConvChain& chain, const Shapes& sha
       for (const Part& part : lp.parts) {
         // The part's segment once the layers before have run.
         const Segment& seg = shapes.segments[static_cast<size_t>(part.segment)];
-        if (resident[static_cast<size_t>(seg.group)] != part.segment) load(part.segment);
+        if (resident[static_cast<size_t>(seg.group)] != part.segment) load(part.segment, seg.rows);
         if (lp.l->depthwise && lp.shared_rows) {
           // The multipliers of each 64-channel group in turn (the op reads them from the start
           // of the store), the shared rows for all of them.
@@ -681,11 +687,13 @@ container::Bitstream execution_program(const ConvChain& chain, const Shapes& sha
       }
     }
   }
-  // Each group's first segment back where the caching program put it, for the next inference.
-  for (size_t k = 0; k < shapes.segments.size(); ++k)
-    if (shapes.segments[k].first_of_group &&
-        resident[static_cast<size_t>(shapes.segments[k].group)] != static_cast<int>(k))
-      load(static_cast<int>(k));
+  // Each group's first segment back where the caching program put it, for the next inference:
+  // the rows the others overwrote.
+  for (size_t k = 0; k < shapes.segments.size(); ++k) {
+    const auto group = static_cast<size_t>(shapes.segments[k].group);
+    if (shapes.segments[k].first_of_group && resident[group] != static_cast<int>(k))
+      load(static_cast<int>(k), std::min(dirty[group], shapes.segments[k].rows));
+  }
   stream_output(e, stages.back().tiles, chain.output_name, ordinal);
   tile_fence(e, "counters=0x20000 units=0x3ff signal=1");
   wait_tokens(e);
@@ -964,7 +972,7 @@ ConvPrograms generate_conv(const ConvChain& chain) {
   const ConvLayer& first = chain.layers.front();
   const ConvLayer& last = chain.layers.back();
   ConvPrograms out;
-  std::vector<int> loads;
+  std::vector<std::pair<int, int>> loads;
   container::Executable& eo = out.execution =
       execution_executable(execution_program(chain, shapes, stages, loads));
   const int in_bytes = first.h * first.w * first.cin;
@@ -1020,13 +1028,14 @@ ConvPrograms generate_conv(const ConvChain& chain) {
     }
   int64_t streamed = 0;
   for (size_t k = 0; k < loads.size(); ++k) {
-    const Segment& seg = shapes.segments[static_cast<size_t>(loads[k])];
-    const auto [from, to] = bytes_of(seg);
-    eo.parameters.insert(eo.parameters.end(), from, to);
+    const auto [segment, rows] = loads[k];
+    const auto from = bytes_of(shapes.segments[static_cast<size_t>(segment)]).first;
+    eo.parameters.insert(eo.parameters.end(), from,
+                         from + static_cast<std::ptrdiff_t>(rows) * kRowBytes);
     container::DmaHint h =
-        dma_hint(BufferKind::kParameter, container::Direction::kInfeed, "", seg.rows * kRowBytes);
+        dma_hint(BufferKind::kParameter, container::Direction::kInfeed, "", rows * kRowBytes);
     h.offset_in_bytes = static_cast<int32_t>(streamed);
-    streamed += int64_t{seg.rows} * kRowBytes;
+    streamed += int64_t{rows} * kRowBytes;
     eo.dma_hints.hints.insert(eo.dma_hints.hints.begin() + 2 + static_cast<std::ptrdiff_t>(k), h);
   }
   const container::Executable& pc = out.caching =
