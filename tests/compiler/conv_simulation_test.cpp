@@ -323,5 +323,16 @@ TEST(ConvChainOnTheVirtualEdgeTpu, ParametersBeyondWideMemoryAreStreamedInSegmen
   expect_equal_to_cpu(6, 6, 128, {c128, c128, c128, c128, c128}, random);
 }
 
+// A layer larger than one wide memory (1x1 1024 -> 1024: 4,113 rows) is split by output groups
+// over three streamed segments; the one-tile chain is cut into one-tile stages on tiles of their
+// own (a pipeline handing over 2x2x1024 maps), the depthwise layer (2,320 rows) streams too, and
+// the 2x2 pool's 16 groups share one set of rows. Two inferences, every byte equal.
+TEST(ConvChainOnTheVirtualEdgeTpu, LayersBeyondOneWideMemoryAreSplitAndPipelined) {
+  std::mt19937 random(79);
+  ConvSpec pool2{0, 2, 2};
+  pool2.pool = true;
+  expect_equal_to_cpu(2, 2, 1024, {{1024, 1, 1, true}, depthwise(3, 1), pool2}, random);
+}
+
 }  // namespace
 }  // namespace tinycoral::compiler
