@@ -27,6 +27,7 @@ constexpr int kRingFifo = 0x2078;  // wide row of the output packets
 // wideToNarrow reads its own packet): kInputRows rows from unit kInputFifo, then a fence.
 constexpr int kInputFifo = 0x1e00;
 constexpr int kInputRows = 32;
+constexpr int kHandOverPackets = 4;          // ring packets per hand-over transfer
 constexpr int kNarrowBytes = 196608;         // narrow memory of a tile
 constexpr int kWideUnitsLimit = kInputFifo;  // weights stay below the program's FIFO rows
 constexpr int kActPassUnits = 16384;         // activation units (8 bytes) per pass
@@ -569,23 +570,48 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
         if (y >= lp.top && y < lp.top + lp.hp) mask |= tile_bit(t.tile);
       }
       if (mask == 0) continue;
-      for (int at = 0; at < row_bytes; at += kPiece, ++piece) {
+      // Whole 256-byte packets go up to kHandOverPackets at a time (the softmax gather's
+      // multi-packet form: k fills of one FIFO row), the rest of the row as one short packet.
+      for (int at = 0, bytes = 0; at < row_bytes; at += bytes, ++piece) {
         if (piece > 0 && piece % kInputRows == 0) tile_fence(e, "counters=0x1ffff units=0x3ff");
         const int fifo = kInputFifo + 4 * (piece % kInputRows);
-        const int bytes = std::min(kPiece, row_bytes - at);
+        const int packets = std::min(kHandOverPackets, (row_bytes - at) / kPiece);
+        bytes = packets >= 2 ? packets * kPiece : std::min(kPiece, row_bytes - at);
+        const int from_at = src.out_base + (y - band.oa) * src.out_row + at;
+        const std::string rows = cat("(0 x ", packets, ")");
         for (const Plan& t : to.tiles) {
           if (!(mask & tile_bit(t.tile))) continue;
           const LayerPlan& lp = t.layers[i];
           const int narrow = lp.pixel(y - lp.top, lp.l->pad_left) + at;
-          e.add("w2n", cat("tiles=", hex(tile_bit(t.tile)), " w.addr=", hex(fifo),
-                           " w=(1 x 1) n.addr=", hex(narrow / 4),
-                           " n=", strided_walk({{1, bytes / 4}, {lp.row_words(), 1}}, 6),
-                           " n.lvl_mask=0x01 mode=1 fill_size=128 sync.en0=1 sync.id=14 "
-                           "sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 sync.en2=1 "
-                           "sync.dec_lvl=1 sync.dec=-1 sync.dec_mode=3 tail_en870=1"));
+          if (packets >= 2)
+            e.add("w2n", cat("tiles=", hex(tile_bit(t.tile)), " w.addr=", hex(fifo), " w=", rows,
+                             " w.rows=1 n.addr=", hex(narrow / 4), " n=", narrow_walk(bytes / 4),
+                             " n.lvl_mask=0x01 sync.en0=1 sync.id=14 sync.en1=1 "
+                             "sync.val=0x08000 sync.en2=1 tail_en870=1"));
+          else
+            e.add("w2n", cat("tiles=", hex(tile_bit(t.tile)), " w.addr=", hex(fifo),
+                             " w=(1 x 1) n.addr=", hex(narrow / 4),
+                             " n=", strided_walk({{1, bytes / 4}, {lp.row_words(), 1}}, 6),
+                             " n.lvl_mask=0x01 mode=1 fill_size=128 sync.en0=1 sync.id=14 "
+                             "sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 sync.en2=1 "
+                             "sync.dec_lvl=1 sync.dec=-1 sync.dec_mode=3 tail_en870=1"));
+        }
+        if (packets >= 2) {
+          e.add("ringcons0", cat("tiles=", hex(mask), " addr=", hex(fifo), " dst=", rows,
+                                 " slots=1 mode=1 s_id=0x0b s_val=-64 s_cnt=1 s_en_b=1 s_y=1"));
+          e.add(
+              "ringprod",
+              cat("tiles=", hex(tile_bit(src.tile)), " addr=", hex(kRingFifo), " src=(1 x 1)", rows,
+                  " sdims=1 cbuf=1 slots=1 mode=3 pcfg=20 r0.id=0x51 r0.val=", ordinal++,
+                  " r0.en_a=1 r0.en_b=1 r1.id=0x2d r1.val=1 r1.en_a=1 r1.en_b=1 dest=", hex(mask)));
+          e.add("n2w", cat("tiles=", hex(tile_bit(src.tile)), " n.addr=", hex(from_at / 4),
+                           " n=", narrow_walk(bytes / 4),
+                           " n.lvl_mask=0x01 w.addr=", hex(kRingFifo), " w=", rows,
+                           " w.rows=1 sync.en0=1 sync.id=16 sync.en1=1 sync.val=0x0ffff "
+                           "sync.en2=1 sync.f45=1 tail_lvl=1"));
+          continue;
         }
         ring_receive(e, mask, fifo, 1, -64);
-        const int from_at = src.out_base + (y - band.oa) * src.out_row + at;
         e.add("n2w", cat("tiles=", hex(tile_bit(src.tile)), " n.addr=", hex(from_at / 4),
                          " n=", narrow_walk(bytes / 4), " n.lvl_mask=0x01 w.addr=", hex(kRingFifo),
                          " w=(1 x 1) w.circ=1 w.rows=1 sync.en0=1 sync.f1=1 sync.id=16 "
