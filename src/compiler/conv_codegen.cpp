@@ -758,22 +758,45 @@ bool stage_fits(const Stage& s, const Stage* before) {
   return true;
 }
 
+// How much longer a stage computes than its MACs spread evenly over its tiles would take: the
+// busiest tile's rows of each layer (halos included) against the layer's rows over the tiles,
+// weighted by the layer's MACs per output row.
+double stage_overhead(const ConvChain& chain, const Stage& s) {
+  double busiest = 0, even = 0;
+  for (size_t i = s.first; i < s.end; ++i) {
+    const ConvLayer& l = chain.layers[i];
+    const double per_row =
+        double(l.ow) * l.kh * l.kw * (l.depthwise ? l.cout : double(l.cin) * l.cout);
+    int rows = 0;
+    for (const Plan& t : s.tiles) rows = std::max(rows, t.layers[i].ob - t.layers[i].oa);
+    busiest += rows * per_row;
+    even += double(l.oh) * per_row / static_cast<double>(s.tiles.size());
+  }
+  return even > 0 ? busiest / even : 1;
+}
+
 // The stages: the whole chain on the tiles of its last layer's rows when that fits (a chain ending
 // in a small map runs on few tiles); otherwise, from the first layer on, each stage as long as it
-// still fits, then the next.
-std::vector<Stage> placement(const ConvChain& chain, const Shapes& shapes) {
+// still fits - and, with `capped`, as long as its tiles recompute at most kMaxStageOverhead times
+// the even share (bands a row or two high recompute their halos through every layer before
+// them) - then the next.
+constexpr double kMaxStageOverhead = 1.5;
+
+std::vector<Stage> placement(const ConvChain& chain, const Shapes& shapes, bool capped) {
   const size_t n = chain.layers.size();
   std::vector<Stage> stages{stage_of(chain, shapes, 0, n)};
   if (stage_fits(stages.front(), nullptr)) return stages;
   stages.clear();
   for (size_t first = 0; first < n;) {
     const Stage* before = stages.empty() ? nullptr : &stages.back();
-    size_t end = first + 1;
-    for (size_t e = n; e > first + 1; --e)
-      if (stage_fits(stage_of(chain, shapes, first, e), before)) {
-        end = e;
-        break;
-      }
+    size_t end = 0, fitting = first + 1;
+    for (size_t e = n; e > first + 1 && end == 0; --e) {
+      const Stage s = stage_of(chain, shapes, first, e);
+      if (!stage_fits(s, before)) continue;
+      if (fitting == first + 1) fitting = e;
+      if (!capped || stage_overhead(chain, s) <= kMaxStageOverhead) end = e;
+    }
+    if (end == 0) end = fitting;
     stages.push_back(stage_of(chain, shapes, first, end));
     first = end;
   }
@@ -834,8 +857,14 @@ struct Layout {
 Layout make_layout(const ConvChain& chain) {
   Layout out;
   out.shapes = shapes_of(chain);
-  out.stages = placement(chain, out.shapes);
-  const bool spread = spread_over_tiles(chain, out.shapes, out.stages);
+  // The longest stages first: fewer stages keep the parameters resident more often. When they
+  // cannot, shorter stages that recompute less (the parameters stream either way).
+  out.stages = placement(chain, out.shapes, false);
+  bool spread = spread_over_tiles(chain, out.shapes, out.stages);
+  if (!spread && out.stages.size() > 1) {
+    out.stages = placement(chain, out.shapes, true);
+    spread = spread_over_tiles(chain, out.shapes, out.stages);
+  }
   std::vector<int> group_of(chain.layers.size(), 0);
   std::vector<uint32_t> masks{all_tiles(out.stages)};
   if (spread) {
