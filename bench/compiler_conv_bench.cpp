@@ -86,6 +86,52 @@ void sweep(benchmark::State& state, bool chains, bool few_channels = false) {
   state.counters["bytes_equal"] = static_cast<double>(bytes);
 }
 
+// MobileNet-like chains: depthwise (k 1/3/5, stride 1/2, SAME) and pointwise layers in turn on
+// images up to 32 x 32 with 4..192 channels, sometimes ended by a VALID average pool over the
+// whole map (depthwise op groups of 4 channels, groups sharing pool rows).
+void BM_DepthwiseRandomChains(benchmark::State& state) {
+  std::mt19937 random(static_cast<uint32_t>(state.range(0)));
+  static const int kChannels[] = {4, 8, 12, 16, 32, 64, 128, 192};
+  static const int kK[] = {1, 3, 3, 5};
+  int64_t cases = 0, failed = 0, refused = 0;
+  size_t bytes = 0;
+  for (auto _ : state) {
+    const int h = 2 + static_cast<int>(random() % 31), w = 2 + static_cast<int>(random() % 31);
+    const int cin = kChannels[random() % 8];
+    std::vector<ConvSpec> specs;
+    const int blocks = 1 + static_cast<int>(random() % 3);
+    int oh = h, ow = w;
+    for (int b = 0; b < blocks; ++b) {
+      ConvSpec dw{0,    kK[random() % 4],  1 + static_cast<int>(random() % 2),
+                  true, random() % 2 == 0, random() % 2 == 0};
+      dw.depthwise = true;
+      specs.push_back(dw);
+      oh = (oh + dw.stride - 1) / dw.stride;
+      ow = (ow + dw.stride - 1) / dw.stride;
+      specs.push_back({kChannels[random() % 8], 1, 1, true, true, random() % 2 == 0});
+    }
+    if (random() % 2 == 0) {
+      ConvSpec pool{0, 1, 1};
+      pool.pool = true;
+      pool.k = std::min(oh, ow);
+      pool.stride = pool.k;
+      if (oh == ow) specs.push_back(pool);
+    }
+    const int64_t d = run_case(h, w, cin, specs, random, bytes);
+    ++cases;
+    if (d < 0) ++refused;
+    if (d > 0) {
+      ++failed;
+      state.SkipWithError(compiler::twins::describe(h, w, cin, specs).c_str());
+      break;
+    }
+  }
+  state.counters["cases"] = static_cast<double>(cases);
+  state.counters["refused"] = static_cast<double>(refused);
+  state.counters["mismatching"] = static_cast<double>(failed);
+  state.counters["bytes_equal"] = static_cast<double>(bytes);
+}
+
 // The simulator's modeled stick time (250 MHz) of one inference of fixed layers: the first conv of
 // MobileNet v1 0.25 at 128 (128x128x3 -> 3x3 s2 SAME -> 8), a 3x3 conv on 32x32x32 -> 32, and a
 // three-layer chain with a classifier.
@@ -131,6 +177,7 @@ void BM_ConvFewChannelLayers(benchmark::State& state) { sweep(state, false, true
 BENCHMARK(BM_ConvRandomLayers)->Arg(1)->Iterations(300)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ConvRandomChains)->Arg(2)->Iterations(100)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ConvModeledTime)->DenseRange(0, 2)->Iterations(3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DepthwiseRandomChains)->Arg(4)->Iterations(100)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ConvFewChannelLayers)->Arg(3)->Iterations(200)->Unit(benchmark::kMillisecond);
 
 }  // namespace
