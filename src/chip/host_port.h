@@ -14,7 +14,9 @@ namespace tinycoral::chip {
 
 enum class DmaTag : uint8_t { kInstructions = 0, kInput = 1, kParameters = 2, kOutput = 3 };
 
-// An event record as sent on EP 0x82 (tags 4..7 = scalar-core interrupts 0..3).
+// A host DMA descriptor the scalar core issued, as an EP 0x82 event record: tags 1/2 ask for host
+// bytes, 3 announces output bytes, 4..7 are scalar-core interrupts 0..3. The USB side forwards the
+// tags its descr_ep register enables.
 struct HostEvent {
   uint64_t address = 0;
   uint32_t length = 0;

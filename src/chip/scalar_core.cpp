@@ -56,21 +56,22 @@ void VirtualEdgeTpu::Impl::issue_descriptor(const ProgramItem& item) {
   switch (tag) {
     case 0:
       fail_scalar(item, "a host DMA descriptor with tag 0 (instructions flow host to device only)");
-    case 1:
+    case 1:  // "send me these bytes": the data comes on the host stream of that tag
     case 2:
-      break;  // the host pushes its streams in hint order; nothing to request
-    case 3:
-      if (d[2] > 0) open_outputs.push_back({d[2], {}});
-      break;
-    case 4:
+    case 4:  // interrupts 0-3
     case 5:
     case 6:
     case 7:
-      events.push_back({uint64_t{d[0]} | uint64_t{d[1]} << 32, d[2], static_cast<uint8_t>(tag)});
+      break;
+    case 3:  // "take these bytes": the outfeeds and pushes that follow fill it
+      if (d[2] > 0) open_outputs.push_back({d[2], {}});
       break;
     default:
       fail_scalar(item, cat("a host DMA descriptor with unknown tag ", tag));
   }
+  // Every descriptor is reported as an event; the USB side forwards those its descr_ep register
+  // enables (tags 4-7 by default; all of them when the host serves device-requested DMAs).
+  events.push_back({uint64_t{d[0]} | uint64_t{d[1]} << 32, d[2], static_cast<uint8_t>(tag)});
 }
 
 // Scalar ALU slot: s_x = s_y OP b, from the operands as they were at the bundle's start.

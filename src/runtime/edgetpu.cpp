@@ -41,6 +41,7 @@ void EdgeTpu::open() {
     fail("the stick (", description(), ") does not answer (", e.what(), "): unplug and replug it");
   }
   open_ = true;
+  descriptors_from_device_ = false;  // open_chip set descr_ep to the interrupts only
   resident_token_ = 0;
   resident_caching_.clear();
 }
@@ -48,7 +49,17 @@ void EdgeTpu::open() {
 void EdgeTpu::run_program(Program& program, ProgramRun& record) {
   const usb::TransferCounters before = transport_->counters();
   const chip::ClockStats clock_before = clock_source_ ? clock_source_() : chip::ClockStats{};
-  for (const usb::Segment& segment : program.segments()) engine_.run(segment, options_.timeout);
+  // The device reports its own DMA requests (descr_ep 0xFF) only for programs that need them:
+  // every other program runs on its hints with the interrupts alone reported, as before.
+  const bool requested = program.requested().has_value();
+  if (requested != descriptors_from_device_) {
+    csr_.write64(usb::reg::kDescrEp, requested ? 0xFF : 0xF0);
+    descriptors_from_device_ = requested;
+  }
+  if (requested)
+    engine_.run_requested(*program.requested(), options_.timeout);
+  else
+    for (const usb::Segment& segment : program.segments()) engine_.run(segment, options_.timeout);
   const usb::TransferCounters& after = transport_->counters();
   record.ran = true;
   record.bytes_to_device = after.bulk_out_bytes - before.bulk_out_bytes;

@@ -98,6 +98,7 @@ class EdgeTpu {
   // loads its own once; a new token invalidates them all (libedgetpu's currently_cached_refs_).
   std::vector<std::weak_ptr<const Program>> resident_caching_;
   bool open_ = false;
+  bool descriptors_from_device_ = false;  // descr_ep 0xFF (device-requested DMAs) is set
   int recoveries_ = 0;
   const TimedHostPort* chip_timer_ = nullptr;
   std::function<std::string()> diagnose_;

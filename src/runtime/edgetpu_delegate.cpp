@@ -82,9 +82,25 @@ void add_edgetpu_delegate(host::Registry& registry, std::shared_ptr<EdgeTpu> tpu
         if (ctx.num_inputs() != inference.num_inputs())
           fail(ctx.op_name, ": the operator has ", ctx.num_inputs(), " inputs, its executable ",
                inference.num_inputs());
-        if (ctx.num_outputs() != inference.num_outputs())
+        // An output layer named after an input layer plus "_variable_output" is that input's new
+        // value (a recurrent state: the Keras LSTM's hidden and cell state), written back into
+        // the input tensor after the run as libedgetpu does; the others are the operator's.
+        const auto& in_layers = inference.executable().input_layers;
+        const auto& out_layers = inference.executable().output_layers;
+        std::vector<size_t> op_outputs;                           // output layers of the op
+        std::vector<std::pair<size_t, size_t>> variable_outputs;  // (output layer, input layer)
+        for (size_t k = 0; k < out_layers.size(); ++k) {
+          size_t state = in_layers.size();
+          for (size_t j = 0; j < in_layers.size(); ++j)
+            if (out_layers[k].name == in_layers[j].name + "_variable_output") state = j;
+          if (state < in_layers.size())
+            variable_outputs.emplace_back(k, state);
+          else
+            op_outputs.push_back(k);
+        }
+        if (ctx.num_outputs() != op_outputs.size())
           fail(ctx.op_name, ": the operator has ", ctx.num_outputs(), " outputs, its executable ",
-               inference.num_outputs());
+               op_outputs.size(), variable_outputs.empty() ? "" : " (besides its state outputs)");
         // Tensors and layers are matched by name (their orders may differ); by position otherwise.
         auto match = [&](const std::vector<container::Layer>& layers, const host::TensorView& t,
                          size_t position) {
@@ -100,12 +116,26 @@ void add_edgetpu_delegate(host::Registry& registry, std::shared_ptr<EdgeTpu> tpu
                       inference.input_bytes(k));
         }
         for (size_t i = 0; i < ctx.num_outputs(); ++i) {
-          const size_t k = output_layer[i] =
-              match(inference.executable().output_layers, ctx.output(i), i);
-          check_match(ctx.op_name, "output", i, ctx.output(i),
-                      inference.executable().output_layers[k], inference.output_bytes(k));
+          size_t k = op_outputs[i];
+          for (size_t o : op_outputs)
+            if (out_layers[o].name == ctx.output(i).name()) k = o;
+          output_layer[i] = k;
+          check_match(ctx.op_name, "output", i, ctx.output(i), out_layers[k],
+                      inference.output_bytes(k));
         }
-        return host::make_kernel([tpu, programs, input_layer, output_layer](host::OpContext& run) {
+        // (output layer, operator input) of each state the run updates; a state held in a
+        // constant tensor is not written (it stays as the model has it).
+        std::vector<std::pair<size_t, size_t>> state_updates;
+        for (const auto& [k, j] : variable_outputs)
+          for (size_t i = 0; i < ctx.num_inputs(); ++i)
+            if (input_layer[i] == j && !ctx.input(i).constant) {
+              if (inference.output_bytes(k) != inference.input_bytes(j))
+                fail(ctx.op_name, ": state output '", out_layers[k].name, "' has ",
+                     inference.output_bytes(k), " bytes, its input ", inference.input_bytes(j));
+              state_updates.emplace_back(k, i);
+            }
+        return host::make_kernel([tpu, programs, input_layer, output_layer,
+                                  state_updates](host::OpContext& run) {
           Program& program = *programs.inference;
           for (size_t i = 0; i < run.num_inputs(); ++i)
             program.set_input(input_layer[i],
@@ -114,6 +144,8 @@ void add_edgetpu_delegate(host::Registry& registry, std::shared_ptr<EdgeTpu> tpu
           for (size_t i = 0; i < run.num_outputs(); ++i)
             program.get_output(output_layer[i],
                                std::span<uint8_t>(run.outputs[i].data, run.outputs[i].bytes));
+          for (const auto& [k, i] : state_updates)
+            program.get_output(k, std::span<uint8_t>(run.inputs[i].data, run.inputs[i].bytes));
         });
       });
 }

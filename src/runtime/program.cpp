@@ -62,15 +62,19 @@ void flip_sign_bits(std::span<uint8_t> bytes, size_t element) {
   for (size_t at = element - 1; at < bytes.size(); at += element) bytes[at] ^= 0x80;
 }
 
+uint64_t buffer_base(BufferKind kind, size_t index) {
+  return (uint64_t(static_cast<int>(kind) + 1) << 40) | (uint64_t{index} << 32);
+}
+
 }  // namespace
 
 uint64_t relocation_address(const container::Meta& meta, const container::Executable& exe) {
-  uint64_t index = 0;
+  int index = 0;
   if (meta.desc == BufferKind::kInput)
     index = std::max(0, layer_index(exe.input_layers, meta.name));
   if (meta.desc == BufferKind::kOutput)
     index = std::max(0, layer_index(exe.output_layers, meta.name));
-  return (uint64_t(static_cast<int>(meta.desc) + 1) << 40) | (index << 32);
+  return buffer_base(meta.desc, static_cast<size_t>(index));
 }
 
 Program::Program(container::Executable executable) : exe_(std::move(executable)) {
@@ -101,19 +105,55 @@ Program::Program(container::Executable executable) : exe_(std::move(executable))
   for (const Layer& l : exe_.input_layers) inputs_.emplace_back(padded_bytes(l), 0);
   for (const Layer& l : exe_.output_layers) outputs_.emplace_back(padded_bytes(l), 0);
   scratch_.assign(static_cast<size_t>(std::max(0, exe_.scratch_size_bytes)), 0);
-  build_segments();
+  if (exe_.dma_hints.fully_deterministic)
+    build_segments();
+  else
+    build_requested();
   build_output_maps();
 }
 
 size_t Program::input_bytes(size_t i) const { return dense_bytes(exe_.input_layers.at(i)); }
 size_t Program::output_bytes(size_t i) const { return dense_bytes(exe_.output_layers.at(i)); }
 
+std::span<uint8_t> Program::hint_bytes(const container::DmaHint& h, bool outfeed) {
+  std::vector<uint8_t>* buffer = nullptr;
+  std::string what;
+  switch (h.meta.desc) {
+    case BufferKind::kInput:
+    case BufferKind::kOutput: {
+      const bool in = h.meta.desc == BufferKind::kInput;
+      const auto& layers = in ? exe_.input_layers : exe_.output_layers;
+      const int index = layer_index(layers, h.meta.name);
+      if (index < 0)
+        fail("a DMA hint names ", in ? "input" : "output", " '", h.meta.name,
+             "', which the executable does not have");
+      buffer = in ? &inputs_[index] : &outputs_[index];
+      what = (in ? "input '" : "output '") + h.meta.name + "'";
+      break;
+    }
+    case BufferKind::kParameter:
+      if (outfeed) fail("a DMA hint reads parameters back from the device");
+      buffer = &exe_.parameters;
+      what = "the parameters";
+      break;
+    case BufferKind::kScratch:
+      buffer = &scratch_;
+      what = "the scratch buffer";
+      break;
+  }
+  if ((h.meta.desc == BufferKind::kInput && outfeed) ||
+      (h.meta.desc == BufferKind::kOutput && !outfeed))
+    fail("a DMA hint moves ", what, " in the wrong direction");
+  if (h.offset_in_bytes < 0 || h.size_in_bytes <= 0 ||
+      size_t(h.offset_in_bytes) + size_t(h.size_in_bytes) > buffer->size())
+    fail("a DMA hint covers bytes [", h.offset_in_bytes, ", ",
+         int64_t{h.offset_in_bytes} + h.size_in_bytes, ") of ", what, ", which holds ",
+         buffer->size());
+  return std::span<uint8_t>(buffer->data() + h.offset_in_bytes, size_t(h.size_in_bytes));
+}
+
 void Program::build_segments() {
   const container::DmaHints& hints = exe_.dma_hints;
-  if (!hints.fully_deterministic)
-    fail("executable '", exe_.name,
-         "' has DMA hints that are not fully deterministic; running it needs device-reported "
-         "DMA descriptors, which tinycoral does not support yet");
   usb::Segment current;
   bool has_in = false;
   auto close_segment = [&] {
@@ -121,42 +161,6 @@ void Program::build_segments() {
       segments_.push_back(std::move(current));
     current = usb::Segment{};
     has_in = false;
-  };
-  auto buffer_span = [&](const container::DmaHint& h, bool outfeed) -> std::span<uint8_t> {
-    std::vector<uint8_t>* buffer = nullptr;
-    std::string what;
-    switch (h.meta.desc) {
-      case BufferKind::kInput:
-      case BufferKind::kOutput: {
-        const bool in = h.meta.desc == BufferKind::kInput;
-        const auto& layers = in ? exe_.input_layers : exe_.output_layers;
-        const int index = layer_index(layers, h.meta.name);
-        if (index < 0)
-          fail("a DMA hint names ", in ? "input" : "output", " '", h.meta.name,
-               "', which the executable does not have");
-        buffer = in ? &inputs_[index] : &outputs_[index];
-        what = (in ? "input '" : "output '") + h.meta.name + "'";
-        break;
-      }
-      case BufferKind::kParameter:
-        if (outfeed) fail("a DMA hint reads parameters back from the device");
-        buffer = &exe_.parameters;
-        what = "the parameters";
-        break;
-      case BufferKind::kScratch:
-        buffer = &scratch_;
-        what = "the scratch buffer";
-        break;
-    }
-    if ((h.meta.desc == BufferKind::kInput && outfeed) ||
-        (h.meta.desc == BufferKind::kOutput && !outfeed))
-      fail("a DMA hint moves ", what, " in the wrong direction");
-    if (h.offset_in_bytes < 0 || h.size_in_bytes <= 0 ||
-        size_t(h.offset_in_bytes) + size_t(h.size_in_bytes) > buffer->size())
-      fail("a DMA hint covers bytes [", h.offset_in_bytes, ", ",
-           int64_t{h.offset_in_bytes} + h.size_in_bytes, ") of ", what, ", which holds ",
-           buffer->size());
-    return std::span<uint8_t>(buffer->data() + h.offset_in_bytes, size_t(h.size_in_bytes));
   };
   for (const container::DmaHint& h : hints.hints) {
     switch (h.kind) {
@@ -172,9 +176,9 @@ void Program::build_segments() {
           if (has_in) close_segment();
           const usb::Tag tag =
               h.meta.desc == BufferKind::kParameter ? usb::Tag::kParameters : usb::Tag::kInput;
-          current.outs.push_back({tag, buffer_span(h, false)});
+          current.outs.push_back({tag, hint_bytes(h, false)});
         } else {
-          current.outputs.push_back(buffer_span(h, true));
+          current.outputs.push_back(hint_bytes(h, true));
           has_in = true;
         }
         break;
@@ -194,6 +198,68 @@ void Program::build_segments() {
   }
   close_segment();
   if (segments_.empty()) fail("executable '", exe_.name, "' has no DMA hints");
+}
+
+void Program::build_requested() {
+  usb::RequestedProgram program;
+  for (const container::DmaHint& h : exe_.dma_hints.hints) {
+    switch (h.kind) {
+      case HintKind::kInstruction:
+        if (h.chunk_index < 0 || size_t(h.chunk_index) >= instructions_.size())
+          fail("a DMA hint sends instruction chunk ", h.chunk_index, " of ", instructions_.size());
+        program.hinted.push_back({0, 0, instructions_[size_t(h.chunk_index)]});
+        break;
+      case HintKind::kDma: {
+        const bool out = h.direction != Direction::kInfeed;
+        const uint8_t tag = out ? 3 : h.meta.desc == BufferKind::kParameter ? 2 : 1;
+        program.hinted.push_back({tag,
+                                  relocation_address(h.meta, exe_) + uint64_t(h.offset_in_bytes),
+                                  hint_bytes(h, out)});
+        break;
+      }
+      case HintKind::kInterrupt:
+        if (h.interrupt_type < 0 || h.interrupt_type > 3)
+          fail("a DMA hint waits for interrupt ", h.interrupt_type, " (0..3 exist)");
+        program.hinted.push_back({static_cast<uint8_t>(4 + h.interrupt_type), 0, {}});
+        break;
+      case HintKind::kFence:
+        break;  // the requests are served strictly in order anyway
+      case HintKind::kNone:
+        fail("executable '", exe_.name, "' has a DMA hint of no kind");
+    }
+  }
+  program.resolve = [this](const usb::DeviceDescriptor& d) { return device_bytes(d); };
+  requested_ = std::move(program);
+}
+
+std::span<uint8_t> Program::device_bytes(const usb::DeviceDescriptor& d) {
+  struct Candidate {
+    BufferKind kind;
+    size_t index;
+    std::vector<uint8_t>* buffer;
+  };
+  std::vector<Candidate> candidates;
+  if (d.tag == 1)
+    for (size_t i = 0; i < inputs_.size(); ++i)
+      candidates.push_back({BufferKind::kInput, i, &inputs_[i]});
+  if (d.tag == 2) candidates.push_back({BufferKind::kParameter, 0, &exe_.parameters});
+  if (d.tag == 3)
+    for (size_t i = 0; i < outputs_.size(); ++i)
+      candidates.push_back({BufferKind::kOutput, i, &outputs_[i]});
+  if (d.tag == 1 || d.tag == 3) candidates.push_back({BufferKind::kScratch, 0, &scratch_});
+  for (const Candidate& c : candidates) {
+    const uint64_t base = buffer_base(c.kind, c.index);
+    if (d.address < base || d.address - base > c.buffer->size() ||
+        c.buffer->size() - (d.address - base) < d.length)
+      continue;
+    return std::span<uint8_t>(c.buffer->data() + (d.address - base), d.length);
+  }
+  fail("the device ", d.tag == 3 ? "sent " : "asked for ", d.length, " bytes at address 0x",
+       std::hex, d.address, std::dec, " (descriptor tag ", int(d.tag), "), which no ",
+       d.tag == 3   ? "output or scratch"
+       : d.tag == 2 ? "parameter"
+                    : "input or scratch",
+       " buffer of executable '", exe_.name, "' holds");
 }
 
 void Program::build_output_maps() {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -36,12 +37,20 @@ class Program {
   void get_output(size_t i, std::span<uint8_t> bytes) const;
 
   const std::vector<usb::Segment>& segments() const { return segments_; }
+  // Set instead of segments when the hints are not fully deterministic: the program then runs on
+  // the transfers the device requests itself (docs/driver.md "Device-requested DMAs").
+  const std::optional<usb::RequestedProgram>& requested() const { return requested_; }
   // The device-side buffers, for the canary (save, replay, compare bit for bit).
   std::vector<std::vector<uint8_t>>& input_buffers() { return inputs_; }
   const std::vector<std::vector<uint8_t>>& output_buffers() const { return outputs_; }
 
  private:
   void build_segments();
+  void build_requested();
+  // The bytes a DMA hint moves, checked against its buffer and direction.
+  std::span<uint8_t> hint_bytes(const container::DmaHint& h, bool outfeed);
+  // The host bytes a device-reported descriptor names, by its relocated address.
+  std::span<uint8_t> device_bytes(const usb::DeviceDescriptor& d);
   void build_output_maps();
 
   container::Executable exe_;
@@ -49,13 +58,15 @@ class Program {
   std::vector<std::vector<uint8_t>> inputs_, outputs_;
   std::vector<uint8_t> scratch_;
   std::vector<usb::Segment> segments_;
+  std::optional<usb::RequestedProgram> requested_;
   // Per output: byte offset of each (y, x) run of z elements in the device buffer; empty = plain.
   std::vector<std::vector<uint32_t>> output_maps_;
 };
 
-// The synthetic device address a buffer is relocated to. Nothing on the USB path dereferences it
-// (data is routed by header tags), but distinct, recognizable values keep device descriptors
-// (descr_ep 0xFF) meaningful. See docs/driver.md "Relocation".
+// The synthetic device address a buffer is relocated to: (kind + 1) << 40 | index << 32, the low
+// 32 bits free for offsets. Nothing on the USB path dereferences it (data is routed by header
+// tags), but device-reported descriptors (descr_ep 0xFF) carry it plus an offset, and the host
+// finds the buffer they name by it (docs/driver.md "Device-requested DMAs").
 uint64_t relocation_address(const container::Meta& meta, const container::Executable& exe);
 
 }  // namespace tinycoral::runtime

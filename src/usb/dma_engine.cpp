@@ -100,6 +100,95 @@ void DmaEngine::take_output_bytes(size_t n, const Segment& segment, size_t& outp
   }
 }
 
+void DmaEngine::post_output_read(size_t want) {
+  want = std::min(kMaxOutputRead, (want + kInChunk - 1) / kInChunk * kInChunk);
+  if (staging_.size() < want) staging_.resize(want);
+  output_transfer_ = Transfer{kEpOutput, staging_.data(), want};
+  transport_.submit(output_transfer_);
+}
+
+void DmaEngine::abort_in_flight() {
+  for (Transfer* t : {&output_transfer_, &out_transfer_})
+    if (t->status == TransferStatus::kPending) transport_.cancel(*t);
+  const auto cancel_deadline = Clock::now() + Millis(1000);
+  while ((output_transfer_.status == TransferStatus::kPending ||
+          out_transfer_.status == TransferStatus::kPending) &&
+         transport_.wait_any(cancel_deadline)) {
+  }
+  if (output_transfer_.status == TransferStatus::kPending ||
+      out_transfer_.status == TransferStatus::kPending)
+    cancel_all();
+}
+
+bool DmaEngine::step(Clock::time_point deadline, const std::function<void(size_t)>& on_output) {
+  if (!transport_.wait_any(deadline)) return false;
+  if (finished(interrupt_transfer_)) {
+    const Transfer t = interrupt_transfer_;
+    interrupt_transfer_.status = TransferStatus::kIdle;
+    if (t.status == TransferStatus::kDone && t.actual == kInterruptBytes)
+      handle_interrupt();
+    else if (t.status != TransferStatus::kCancelled)
+      fail_usb(t.status, cat("interrupt endpoint 0x83: ", transfer_status_name(t.status)));
+    arm_listeners();
+  }
+  if (finished(event_transfer_)) {
+    const Transfer t = event_transfer_;
+    event_transfer_.status = TransferStatus::kIdle;
+    if (t.status != TransferStatus::kDone || t.actual != kEventBytes)
+      fail_usb(t.status == TransferStatus::kDone ? TransferStatus::kError : t.status,
+               cat("event endpoint 0x82: ", transfer_status_name(t.status), " with ", t.actual,
+                   " bytes (an event is 16)"));
+    DeviceDescriptor d;
+    for (int i = 0; i < 8; ++i) d.address |= uint64_t{event_buffer_[i]} << (8 * i);
+    for (int i = 0; i < 4; ++i) d.length |= uint32_t{event_buffer_[8 + i]} << (8 * i);
+    d.tag = event_buffer_[12] & 0xF;
+    events_seen_.push_back(d);
+    arm_listeners();
+  }
+  if (finished(output_transfer_)) {
+    const Transfer t = output_transfer_;
+    output_transfer_.status = TransferStatus::kIdle;
+    if (t.status != TransferStatus::kDone)
+      fail_usb(t.status, cat("output endpoint 0x81: ", transfer_status_name(t.status)));
+    on_output(t.actual);
+  }
+  return true;
+}
+
+void DmaEngine::send(const OutDma& dma, Clock::time_point deadline, Millis timeout,
+                     const std::function<void(size_t)>& on_output) {
+  const size_t length = dma.payload.size();
+  header_[0] = static_cast<uint8_t>(length);
+  header_[1] = static_cast<uint8_t>(length >> 8);
+  header_[2] = static_cast<uint8_t>(length >> 16);
+  header_[3] = static_cast<uint8_t>(length >> 24);
+  header_[4] = static_cast<uint8_t>(dma.tag) & 0xF;
+  header_[5] = header_[6] = header_[7] = 0;
+  // The header goes alone, then the payload in <= 1 MiB transfers: a transfer never carries the end
+  // of one DMA together with the next header.
+  for (size_t at = 0, part = 0; part == 0 || at < length; ++part) {
+    if (part == 0) {
+      out_transfer_ = Transfer{kEpBulkOut, header_, kBulkHeaderBytes};
+    } else {
+      const size_t n = std::min(kMaxBulkOutChunk, length - at);
+      out_transfer_ = Transfer{kEpBulkOut, const_cast<uint8_t*>(dma.payload.data() + at), n};
+      at += n;
+    }
+    transport_.submit(out_transfer_);
+    while (out_transfer_.status == TransferStatus::kPending)
+      if (!step(deadline, on_output))
+        fail_usb(TransferStatus::kTimedOut,
+                 cat("the stick did not take a ", length, "-byte DMA (tag ", int(dma.tag),
+                     ") within ", timeout.count(), " ms"));
+    if (out_transfer_.status != TransferStatus::kDone)
+      fail_usb(
+          out_transfer_.status,
+          cat("bulk OUT of a ", length, "-byte DMA: ", transfer_status_name(out_transfer_.status)));
+    out_transfer_.status = TransferStatus::kIdle;
+    if (length == 0) break;
+  }
+}
+
 void DmaEngine::run(const Segment& segment, Millis timeout) {
   const auto deadline = Clock::now() + timeout;
   size_t total = 0;
@@ -108,109 +197,29 @@ void DmaEngine::run(const Segment& segment, Millis timeout) {
   // Outputs of size 0 are complete from the start.
   while (output_index < segment.outputs.size() && segment.outputs[output_index].empty())
     ++output_index;
-
-  auto post_output_read = [&] {
-    const size_t want =
-        std::min(kMaxOutputRead, (total - received + kInChunk - 1) / kInChunk * kInChunk);
-    if (staging_.size() < want) staging_.resize(want);
-    output_transfer_ = Transfer{kEpOutput, staging_.data(), want};
-    transport_.submit(output_transfer_);
-  };
-
-  auto abort_in_flight = [&] {
-    for (Transfer* t : {&output_transfer_, &out_transfer_})
-      if (t->status == TransferStatus::kPending) transport_.cancel(*t);
-    const auto cancel_deadline = Clock::now() + Millis(1000);
-    while ((output_transfer_.status == TransferStatus::kPending ||
-            out_transfer_.status == TransferStatus::kPending) &&
-           transport_.wait_any(cancel_deadline)) {
-    }
-    if (output_transfer_.status == TransferStatus::kPending ||
-        out_transfer_.status == TransferStatus::kPending)
-      cancel_all();
-  };
-
-  // One round of progress: handles every completion; false when the deadline passed.
-  auto step = [&]() -> bool {
-    if (!transport_.wait_any(deadline)) return false;
-    if (finished(interrupt_transfer_)) {
-      const Transfer t = interrupt_transfer_;
-      interrupt_transfer_.status = TransferStatus::kIdle;
-      if (t.status == TransferStatus::kDone && t.actual == kInterruptBytes)
-        handle_interrupt();
-      else if (t.status != TransferStatus::kCancelled)
-        fail_usb(t.status, cat("interrupt endpoint 0x83: ", transfer_status_name(t.status)));
-      arm_listeners();
-    }
-    if (finished(event_transfer_)) {
-      const Transfer t = event_transfer_;
-      event_transfer_.status = TransferStatus::kIdle;
-      if (t.status != TransferStatus::kDone || t.actual != kEventBytes)
-        fail_usb(t.status == TransferStatus::kDone ? TransferStatus::kError : t.status,
-                 cat("event endpoint 0x82: ", transfer_status_name(t.status), " with ", t.actual,
-                     " bytes (an event is 16)"));
-      events_seen_.push_back(event_buffer_[12] & 0xF);
-      arm_listeners();
-    }
-    if (finished(output_transfer_)) {
-      const Transfer t = output_transfer_;
-      output_transfer_.status = TransferStatus::kIdle;
-      if (t.status != TransferStatus::kDone)
-        fail_usb(t.status, cat("output endpoint 0x81: ", transfer_status_name(t.status), " after ",
-                               received, " of ", total, " bytes"));
-      take_output_bytes(t.actual, segment, output_index, offset);
-      received += t.actual;
-      if (received < total) post_output_read();
-    }
-    return true;
+  const std::function<void(size_t)> on_output = [&](size_t n) {
+    take_output_bytes(n, segment, output_index, offset);
+    received += n;
+    if (received < total) post_output_read(total - received);
   };
 
   try {
     arm_listeners();
-    if (total > 0) post_output_read();
-    for (const OutDma& dma : segment.outs) {
-      const size_t length = dma.payload.size();
-      header_[0] = static_cast<uint8_t>(length);
-      header_[1] = static_cast<uint8_t>(length >> 8);
-      header_[2] = static_cast<uint8_t>(length >> 16);
-      header_[3] = static_cast<uint8_t>(length >> 24);
-      header_[4] = static_cast<uint8_t>(dma.tag) & 0xF;
-      header_[5] = header_[6] = header_[7] = 0;
-      // The header goes alone, then the payload in <= 1 MiB transfers: a transfer never carries
-      // the end of one DMA together with the next header.
-      for (size_t at = 0, part = 0; part == 0 || at < length; ++part) {
-        if (part == 0) {
-          out_transfer_ = Transfer{kEpBulkOut, header_, kBulkHeaderBytes};
-        } else {
-          const size_t n = std::min(kMaxBulkOutChunk, length - at);
-          out_transfer_ = Transfer{kEpBulkOut, const_cast<uint8_t*>(dma.payload.data() + at), n};
-          at += n;
-        }
-        transport_.submit(out_transfer_);
-        while (out_transfer_.status == TransferStatus::kPending)
-          if (!step())
-            fail_usb(TransferStatus::kTimedOut,
-                     cat("the stick did not take a ", length, "-byte DMA (tag ", int(dma.tag),
-                         ") within ", timeout.count(), " ms"));
-        if (out_transfer_.status != TransferStatus::kDone)
-          fail_usb(out_transfer_.status, cat("bulk OUT of a ", length, "-byte DMA: ",
-                                             transfer_status_name(out_transfer_.status)));
-        out_transfer_.status = TransferStatus::kIdle;
-        if (length == 0) break;
-      }
-    }
+    if (total > 0) post_output_read(total);
+    for (const OutDma& dma : segment.outs) send(dma, deadline, timeout, on_output);
     while (received < total || output_transfer_.status == TransferStatus::kPending)
-      if (!step())
+      if (!step(deadline, on_output))
         fail_usb(TransferStatus::kTimedOut, cat("the program produced ", received, " of ", total,
                                                 " output bytes within ", timeout.count(), " ms"));
     for (uint8_t tag : segment.events) {
       for (;;) {
-        auto it = std::find(events_seen_.begin(), events_seen_.end(), tag);
+        auto it = std::find_if(events_seen_.begin(), events_seen_.end(),
+                               [&](const DeviceDescriptor& d) { return d.tag == tag; });
         if (it != events_seen_.end()) {
           events_seen_.erase(events_seen_.begin(), it + 1);
           break;
         }
-        if (!step())
+        if (!step(deadline, on_output))
           fail_usb(TransferStatus::kTimedOut,
                    cat("the program did not signal completion (event tag ", int(tag), ") within ",
                        timeout.count(), " ms"));

@@ -64,6 +64,9 @@ void VirtualStick::reset_registers() {
   registers_[reg::kScuCtrl2] = 0x00150000;  // rg_gated_gcb = 1: hardware clock gating on
   registers_[reg::kScuCtrl3] = 0x80050410;
   registers_[reg::kOmc0_00] = 0x01000000;  // e-fuse revision 1
+  // Which descriptors reach EP 0x82 (bit n = tag n): the interrupts only, as the host sets it
+  // unless it serves device-requested DMAs (docs/driver.md "Device-requested DMAs").
+  registers_[reg::kDescrEp] = 0xF0;
 }
 
 VirtualStick::Mode VirtualStick::mode() const {
@@ -401,7 +404,9 @@ void VirtualStick::collect_chip_results() {
       outputs_.push_back(std::move(bytes));
     }
   }
+  const uint64_t reported = read_register(reg::kDescrEp);
   while (auto event = chip_.take_event()) {
+    if (!(reported >> (event->tag & 0xF) & 1)) continue;
     std::vector<uint8_t> record(kEventBytes, 0);
     for (int i = 0; i < 8; ++i) record[i] = static_cast<uint8_t>(event->address >> (8 * i));
     for (int i = 0; i < 4; ++i) record[8 + i] = static_cast<uint8_t>(event->length >> (8 * i));

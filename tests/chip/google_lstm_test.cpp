@@ -1,7 +1,8 @@
 // Google's gen2021 Keras LSTM (MNIST rows as 28 time steps, 20 cells, then FULLY_CONNECTED and
 // SOFTMAX, all on the Edge TPU) on the virtual Edge TPU (docs/chip.md "Status", docs/chip_ops.md
 // section 7). Its program sends each time step's hidden state to a host scratch buffer and asks
-// for the whole sequence back (device-reported DMA descriptors), so the test plays that host.
+// for the whole sequence back (device-reported DMA descriptors), so the test plays that host
+// (chip/lstm_host.h).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "chip/sim_runner.h"
+#include "chip/lstm_host.h"
 #include "common/error.h"
 #include "container/tflite_reader.h"
 #include "host/image.h"
@@ -20,38 +21,14 @@
 namespace tinycoral::chip {
 namespace {
 
-constexpr int kSteps = 28, kCells = 20, kInputs = 28;
+constexpr int kSteps = testing::kLstmSteps, kCells = testing::kLstmCells, kInputs = 28;
 constexpr size_t kHiddenOutputBytes = 24;  // one time step's 20 hidden bytes, padded to 8
 
-// Every output DMA of one inference, in order: the 28 hidden states (the program's scratch), the
-// class scores (16 bytes), the final hidden state (24) and the final cell state (40, 16-bit).
 std::vector<std::vector<uint8_t>> run_inference(VirtualEdgeTpu& chip,
                                                 const container::Executable& exe,
                                                 const std::vector<uint8_t>& image) {
-  testing::Buffers inputs;
-  inputs["serving_default_x:0"] = image;
-  // The state inputs at their zero points (int8 -1 -> 127; int16 0 -> 32768, little endian).
-  inputs["tfl.pseudo_qconst"].assign(24, 127);
-  for (int i = 0; i < kCells; ++i)
-    inputs["tfl.pseudo_qconst1"].insert(inputs["tfl.pseudo_qconst1"].end(), {0x00, 0x80});
-  testing::run_executable(chip, exe, inputs);  // the hints hold no outputs: all come below
-  std::vector<std::vector<uint8_t>> outputs;
-  std::vector<uint8_t> scratch;
-  for (int round = 0; round < 1000; ++round) {
-    const RunState state = chip.advance();
-    if (state == RunState::kFaulted) fail("chip faulted: ", chip.fault());
-    bool progress = false;
-    while (auto out = chip.take_output()) {
-      outputs.push_back(*out);
-      progress = true;
-      if (outputs.size() <= kSteps) scratch.insert(scratch.end(), out->begin(), out->end());
-      // After the time loop the program pops the whole sequence back from the scratch buffer.
-      if (outputs.size() == kSteps) chip.receive(DmaTag::kInput, scratch);
-    }
-    while (chip.take_event()) progress = true;
-    if (state == RunState::kIdle && !progress) break;
-  }
-  return outputs;
+  return testing::lstm_inference(chip, exe, image, testing::lstm_initial_hidden(),
+                                 testing::lstm_initial_cell());
 }
 
 struct LstmWeights {

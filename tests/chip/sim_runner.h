@@ -75,6 +75,7 @@ inline Buffers run_executable(VirtualEdgeTpu& chip, const container::Executable&
       case HintKind::kInterrupt: {
         advance_or_fail(chip);
         auto event = chip.take_event();
+        while (event && event->tag < 4) event = chip.take_event();  // DMA descriptors
         if (!event) fail("no completion event (interrupt ", hint.interrupt_type, ")");
         break;
       }

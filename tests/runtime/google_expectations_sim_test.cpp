@@ -33,9 +33,12 @@ TEST(GoogleExpectationsOnTheVirtualStick, CompiledModelRowsPass) {
   // MobileNet v2 1.0 (top-k and score checks on cat and bird), PoseNet (keypoints), gen2021's
   // per-channel PoseNet (keypoints), both DeepLabs (label map against the ground-truth mask, the
   // edgetpu, libcoral and pycoral cases, and against the CPU model's map) and the four-segment SSD
-  // pipeline on one stick (detection on cat.bmp).
-  const std::set<std::string> wanted = {"G002", "G004", "G006", "G007", "G008", "G009", "G014",
-                                        "G015", "G017", "G023", "G024", "G026", "G034", "G035"};
+  // pipeline on one stick (detection on cat.bmp), gen2021's MobileNet with its on-tile softmax,
+  // the Keras LSTM (its host scratch round trip served on device-reported descriptors) and
+  // split_concat's inputs and outputs.
+  const std::set<std::string> wanted = {"G002", "G004", "G006", "G007", "G008", "G009",
+                                        "G014", "G015", "G017", "G019", "G021", "G023",
+                                        "G024", "G026", "G030", "G034", "G035"};
   std::vector<host::ExpectationRow> rows;
   for (const auto& r : host::read_expectations_tsv(tsv))
     if (wanted.count(r.id)) rows.push_back(r);

@@ -62,9 +62,54 @@ TEST(Program, RejectsHintsItCannotFollow) {
   e = make_inference(8, {4});
   e.dma_hints.hints[0].chunk_index = 3;
   expect_error(e, "instruction chunk 3");
-  e = make_inference(8, {4});
+}
+
+// Hints that are not fully deterministic: the program runs on what the device requests, each
+// descriptor naming its host buffer by the relocated address (docs/driver.md "Device-requested
+// DMAs"); the hinted transfers carry the addresses their descriptors will.
+TEST(Program, FindsTheBuffersDeviceDescriptorsName) {
+  container::Executable e = make_inference(8, {4});
+  e.scratch_size_bytes = 64;
   e.dma_hints.fully_deterministic = false;
-  expect_error(e, "not fully deterministic");
+  container::Meta input, output, scratch;
+  input.desc = BufferKind::kInput;
+  input.name = "input";
+  output.desc = BufferKind::kOutput;
+  output.name = e.output_layers[0].name;
+  scratch.desc = BufferKind::kScratch;
+  const uint64_t in_base = relocation_address(input, e), out_base = relocation_address(output, e),
+                 scratch_base = relocation_address(scratch, e);
+  Program p(std::move(e));
+  EXPECT_TRUE(p.segments().empty());
+  ASSERT_TRUE(p.requested().has_value());
+  const usb::RequestedProgram& r = *p.requested();
+  ASSERT_EQ(r.hinted.size(), 4u);  // instructions, input, output, interrupt 0
+  EXPECT_EQ(r.hinted[0].tag, 0);
+  EXPECT_EQ(r.hinted[1].tag, 1);
+  EXPECT_EQ(r.hinted[1].address, in_base);
+  EXPECT_EQ(r.hinted[1].bytes.data(), p.input_buffers()[0].data());
+  EXPECT_EQ(r.hinted[2].tag, 3);
+  EXPECT_EQ(r.hinted[2].address, out_base);
+  EXPECT_EQ(r.hinted[3].tag, 4);
+
+  // Scratch both ways, at an offset; inputs and outputs each in their direction only.
+  const auto out = r.resolve({3, scratch_base + 40, 24});
+  const auto back = r.resolve({1, scratch_base + 40, 24});
+  EXPECT_EQ(out.data(), back.data());
+  EXPECT_EQ(out.size(), 24u);
+  EXPECT_EQ(r.resolve({3, out_base, 4}).data(), p.output_buffers()[0].data());
+  auto expect_refused = [&](usb::DeviceDescriptor d, const std::string& part) {
+    try {
+      r.resolve(d);
+      FAIL() << "expected an error mentioning " << part;
+    } catch (const Error& err) {
+      EXPECT_NE(std::string(err.what()).find(part), std::string::npos) << err.what();
+    }
+  };
+  expect_refused({3, scratch_base + 41, 24}, "which no output or scratch buffer");
+  expect_refused({1, out_base, 4}, "which no input or scratch buffer");
+  expect_refused({3, in_base, 8}, "sent 8 bytes");
+  expect_refused({2, 0, 8}, "which no parameter buffer");
 }
 
 TEST(Program, PatchesRelocationsWithDistinctAddresses) {
