@@ -1,8 +1,9 @@
 // Internal state of the virtual Edge TPU (VirtualEdgeTpu::Impl), shared by the files that implement
-// it: scheduler.cpp (dispatch, data-availability dependencies, the run loop, deadlock reports),
-// scalar_core.cpp (bundles, loops, branches, descriptors, fences), tile_units.cpp (footprints and
-// the dispatch to the tile units' handlers in units/: ring, mesh, wide/narrow DMA, NLU load, op)
-// and dma_units.cpp (output delivery, the dispatch to units/pop, infeed and outfeed).
+// it: dispatch.cpp, hazards.cpp and footprints.cpp (issuing works with their data-availability
+// dependencies), scheduler.cpp (the run loop), deadlock_report.cpp, scalar_core.cpp (bundles,
+// loops, branches, descriptors, fences), tile_units.cpp (footprints and the dispatch to the tile
+// units' handlers in units/: ring, mesh, wide/narrow DMA, NLU load, op) and dma_units.cpp (output
+// delivery, the dispatch to units/pop, infeed and outfeed).
 #pragma once
 
 #include <algorithm>
@@ -320,7 +321,7 @@ struct VirtualEdgeTpu::Impl {
   std::string fault;
   bool waiting_on_host = false;  // set by units blocked on host data during a pass
 
-  // scheduler.cpp
+  // scheduler.cpp, dispatch.cpp, hazards.cpp, deadlock_report.cpp
   RunState advance();
   void dispatch(uint32_t item_index);
   uint32_t new_work(uint32_t item, int tile, UnitId unit);

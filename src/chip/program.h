@@ -172,7 +172,8 @@ struct ProgramItem {
 // Memory spaces an instruction's footprint can touch.
 enum class Space : uint8_t { kNarrow, kWide, kBias, kNlu, kScalarMemory };
 
-// A byte region an instruction reads or writes (the scheduler's hazards, scheduler.cpp).
+// A byte region an instruction reads or writes (the scheduler's hazards, footprints.cpp and
+// hazards.cpp).
 struct Access {
   Space space = Space::kNarrow;
   bool write = false;

@@ -1,7 +1,7 @@
 // The scalar core of the virtual Edge TPU (isa.md 2.11): 32 registers, 8 predicates, 16 KiB scalar
 // memory, VLIW bundles (0x20) with predication, hardware loops (0x23), branches (0x22), host DMA
 // descriptors, scalar fences (0x24) and halt. It executes the stream in order and hands tile and
-// DMA instructions to their queues (scheduler.cpp).
+// DMA instructions to their queues (dispatch.cpp).
 #include <bit>
 #include <cmath>
 #include <cstring>
