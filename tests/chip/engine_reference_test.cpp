@@ -1,7 +1,8 @@
 // The op engine's fast path (run_engine: runs, batches, operand gathers, SIMD kernels and output
-// stages, the FIFO row cache) against its slow reference (run_engine_reference: docs/chip_ops.md
-// section 2 as plain loops, one step at a time) on random ops of every step kind the op classes
-// use, with resident and streamed parameters: both must write the same bytes, or both refuse.
+// stages, the FIFO row cache), and the 16-bit average pooling's classes, against their slow
+// reference (run_engine_reference: docs/chip_ops.md section 2 as plain loops, one step at a time)
+// on random ops of every step kind the op classes use, with resident and streamed parameters: both
+// must write the same bytes, or both refuse.
 #include "chip/ops/engine_reference.h"
 
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@
 
 #include "chip/ops/mac_engine.h"
 #include "chip/ops/nlu.h"
+#include "chip/ops/op_class_table.h"
 #include "chip/tile.h"
 #include "common/error.h"
 #include "ops_test_util.h"
@@ -175,6 +177,68 @@ TEST(EngineReference, FastPathEqualsThePlainLoopsOnRandomOps) {
     // Most random ops are valid: the comparison is not vacuous.
     EXPECT_GT(ran, 100) << refused << " refused";
     EXPECT_GT(ran_streamed, 20);
+  }
+}
+
+// The 16-bit average pooling's two classes (pooling16.cpp) against their plain loops
+// (run_avg_pool16_reference) on random ops: random loop nests, walks, channel counts, partial last
+// groups and output stages; the halfword stage with even units (its 16-bit lanes), with some odd
+// ones left in so that both refuse them alike.
+TEST(EngineReference, AveragePool16ClassesEqualThePlainLoopsOnRandomOps) {
+  std::mt19937 rng(20261205);
+  auto start = std::make_unique<Tile>();
+  fill_random(start->narrow, 8192, rng);
+  fill_random(start->wide, 4096 * kWideUnitBytes, rng);
+  for (const bool halfwords : {false, true}) {
+    SCOPED_TRACE(halfwords ? "sum of 16-bit row sums" : "16-bit row sums");
+    const ops::ClassEntry& entry = halfwords ? ops::kAvgPoolOfHalfwords : ops::kAvgPoolRowSums16;
+    int ran = 0, refused = 0, partial = 0;
+    for (int n = 0; n < 80; ++n) {
+      OpInstr op = random_op(rng, {OperandKind::kLaneOnly});
+      op.cfg4 = 0;
+      // An `out` walk long enough for every word (up to 32 per emission, and a partial group's
+      // words and skips): what a walk does past its end is not what this compares.
+      uint64_t emissions = 1;
+      for (int k = 0; k < 8; ++k)
+        if (!((op.reduce_mask >> k) & 1u)) emissions *= uint64_t{op.loops[k]} + 1;
+      const uint64_t words = 40 * emissions, room = (kNarrowBytes - 65536) / 4;
+      if (words > room) {
+        --n;
+        continue;
+      }
+      op.out = ops_test::ttu(65536, {{4, static_cast<uint32_t>(words)}});
+      if (halfwords && n % 10 != 0) {  // 16-bit lanes: even units
+        op.par.base *= 2;
+        for (auto& inc : op.par.inc) inc *= 2;
+      }
+      auto fast = std::make_unique<Tile>(*start);
+      auto slow = std::make_unique<Tile>(*start);
+      std::string fast_error, slow_error;
+      try {
+        OpEnv env(*fast, op);
+        entry.op_class.run(op, env);
+      } catch (const Error& e) {
+        fast_error = e.what();
+      }
+      try {
+        OpEnv env(*slow, op);
+        ops::run_avg_pool16_reference(op, env, halfwords);
+      } catch (const Error& e) {
+        slow_error = e.what();
+      }
+      ASSERT_EQ(fast_error.empty(), slow_error.empty())
+          << "op " << n << ": class '" << fast_error << "', reference '" << slow_error << "'";
+      if (!fast_error.empty()) {
+        ++refused;
+        continue;
+      }
+      ++ran;
+      partial += op.out_last_mode != 0;
+      ASSERT_EQ(std::memcmp(fast->narrow.data(), slow->narrow.data(), kNarrowBytes), 0)
+          << "op " << n << ": narrow memory differs";
+    }
+    EXPECT_GT(ran, 55) << refused << " refused";
+    EXPECT_GT(partial, 5);
   }
 }
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -177,6 +178,86 @@ void run_engine_reference(const OpInstr& op, OpEnv& env, const EngineSpec& spec)
     }
   }
   finish_per_channel(pc, env);
+}
+
+void run_avg_pool16_reference(const OpInstr& op, OpEnv& env, bool halfword_lanes) {
+  if ((op.par_fifo & 0x1fffu) != 0) env.fail_op("a streamed `par` is not modelled for this class");
+  if (op.cfg4) env.fail_op("a bias is not modelled for this class");
+  const uint32_t channels = uint32_t{op.out_ch} + 1, last_channels = uint32_t{op.out_ch_last} + 1;
+  const uint32_t active = std::max(channels, last_channels);
+  if (active > kColumns) env.fail_op("more than 64 output channels");
+  // The loop whose last iteration holds the last (partial) group: the outermost one not reduced
+  // that iterates more than once; none = every emission is in the last group.
+  int group_loop = -1;
+  uint64_t steps = 1;
+  for (int k = 0; k < kLoops; ++k) {
+    steps *= uint64_t{op.loops[k]} + 1;
+    if (!in_mask(op.reduce_mask, k) && op.loops[k] > 0) group_loop = k;
+  }
+  const OutputStage stage{op.mult, op.clamp_min, op.clamp_max, op.out_zp};
+  PlainWalk in(op.in), par(op.par), out(op.out);
+  std::array<int64_t, kColumns> acc{};
+  std::array<uint32_t, 8> c{};
+  for (uint64_t step = 0; step < steps; ++step) {
+    bool starts = true, ends = true;
+    for (int k = 0; k < kLoops; ++k)
+      if (in_mask(op.reduce_mask, k)) {
+        starts &= c[k] == 0;
+        ends &= c[k] == op.loops[k];
+      }
+    if (starts) acc.fill(0);
+    const int64_t x = int64_t{*env.narrow_read(in.address(), 1)} - op.in_zp;
+    const int64_t unit = par.address();
+    const uint8_t* row = env.wide_read(unit & ~int64_t{3}, kWideRowBytes);
+    for (uint32_t col = 0; col < active; ++col) {
+      int64_t lane = row[4 * col + (unit & 3)];
+      if (halfword_lanes) {
+        if (unit & 1) env.fail_op("a 16-bit lane at an odd unit");
+        int16_t half;
+        std::memcpy(&half, row + 4 * col + (unit & 2), 2);
+        lane = half;
+      }
+      acc[col] += x * (lane - op.w_zp);
+    }
+    env.stats().macs += active;
+    in.next();
+    par.next();
+    if (ends) {
+      const bool last_group = group_loop < 0 || c[group_loop] == op.loops[group_loop];
+      const uint32_t n = last_group ? last_channels : channels;
+      const bool partial = last_group && op.out_last_mode != 0;
+      const uint32_t per_word = halfword_lanes ? 4 : 2;
+      const uint32_t words = partial ? op.out_last_cnt + 1u : (n + per_word - 1) / per_word;
+      for (uint32_t w = 0; w < words; ++w) {
+        uint8_t* dst = env.narrow_write(out.address(), 4);
+        out.next();
+        for (uint32_t e = 0; e < per_word; ++e) {
+          // Columns past the 64th repeat the last (a partial group's extra words).
+          const uint32_t col = std::min(per_word * w + e, kColumns - 1);
+          const auto sum = static_cast<int32_t>(static_cast<uint32_t>(acc[col] + op.offset));
+          if (halfword_lanes) {
+            dst[e] = requantize(sum, stage);
+            continue;
+          }
+          // A signed 16-bit value: rounded half to even, + out_zp, saturated.
+          const float y = scale_and_clamp(sum, stage);
+          const float r = std::isnan(y) ? static_cast<float>(op.out_zp)
+                                        : round_half_even(y) + static_cast<float>(op.out_zp);
+          const auto v = static_cast<int16_t>(std::clamp(r, -32768.0f, 32767.0f));
+          std::memcpy(dst + 2 * e, &v, 2);
+        }
+      }
+      if (partial)
+        for (uint32_t k = 0; k < op.out_last_skip; ++k) out.next();
+    }
+    for (int k = 0; k < kLoops; ++k) {
+      if (c[k] < op.loops[k]) {
+        ++c[k];
+        break;
+      }
+      c[k] = 0;
+    }
+  }
 }
 
 }  // namespace tinycoral::chip::ops
