@@ -41,6 +41,8 @@ class ModelSession {
   virtual void set_input(size_t i, std::span<const uint8_t> bytes) = 0;
   virtual void invoke() = 0;
   virtual std::span<const uint8_t> output_bytes(size_t i) const = 0;
+  // Back to the initial state (a recurrent model's variables); nothing for a model without state.
+  virtual void reset_state() {}
 };
 
 // Opens a model on a device; `session` is null when the device cannot run it (`why_not` says why:
