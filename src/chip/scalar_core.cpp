@@ -71,6 +71,9 @@ void VirtualEdgeTpu::Impl::issue_descriptor(const ProgramItem& item) {
   }
   // Every descriptor is reported as an event; the USB side forwards those its descr_ep register
   // enables (tags 4-7 by default; all of them when the host serves device-requested DMAs).
+  if (events.size() >= options.max_pending_events)
+    fail_scalar(item, cat("more than ", options.max_pending_events,
+                          " DMA descriptors the host has not taken"));
   events.push_back({uint64_t{d[0]} | uint64_t{d[1]} << 32, d[2], static_cast<uint8_t>(tag)});
 }
 

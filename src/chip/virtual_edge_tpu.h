@@ -80,6 +80,8 @@ struct ChipOptions {
   // they are kept until it ends, so a short loop dispatching to 16 tiles must not grow without end.
   uint64_t max_work_items = limits::kSimMaxWorkItems;
   uint64_t max_bitstream_bytes = limits::kMaxBitstreamBytes;
+  // DMA descriptors and interrupts issued and not yet taken by the host (take_event).
+  size_t max_pending_events = limits::kSimMaxPendingEvents;
   // Host data, ring packets and mesh words that may wait in queues at once.
   uint64_t max_buffered_bytes = 512ull << 20;
   TraceSink* trace = nullptr;

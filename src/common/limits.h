@@ -36,6 +36,8 @@ constexpr int32_t kMaxExecutionCount = 4096;
 // instruction is dispatched to), and the bitstream's size (decoding costs ~60 bytes per byte).
 constexpr uint64_t kSimInstructionBudget = 50'000'000;
 constexpr uint64_t kSimMaxWorkItems = 1'000'000;
+// DMA descriptors and interrupts the host has not taken yet (the LSTM issues ~40 per inference).
+constexpr size_t kSimMaxPendingEvents = size_t{1} << 20;
 constexpr uint64_t kMaxBitstreamBytes = 4 * kMiB;  // the largest compiled one has 262 KB
 
 }  // namespace tinycoral::limits

@@ -40,5 +40,25 @@ TEST(HostilePrograms, ABitstreamOverTheSizeLimitIsRefusedBeforeDecoding) {
   EXPECT_NE(chip.fault().find("more than the limit of 64"), std::string::npos) << chip.fault();
 }
 
+// Every DMA descriptor the scalar core issues waits as an event until the host takes it: a loop
+// issuing them without end stops at the bound instead of growing memory.
+TEST(HostilePrograms, DescriptorsTheHostNeverTakesStopAtTheEventLimit) {
+  testing::ProgramBuilder p;
+  p.movi(30, 1);  // tag 1: "send me these bytes", at address 0, length 0
+  p.movi(31, 0);
+  const size_t loop = p.add(0x23);
+  p.set(loop, "count", 3000);
+  p.set(loop, "body", 5);  // the descriptor's four words and its issue
+  p.descriptor(31, 30, 31);
+  ChipOptions options;
+  options.max_pending_events = 2000;
+  VirtualEdgeTpu chip(options);
+  chip.receive(DmaTag::kInstructions, p.finish());
+  ASSERT_EQ(chip.advance(), RunState::kFaulted);
+  EXPECT_NE(chip.fault().find("more than 2000 DMA descriptors the host has not taken"),
+            std::string::npos)
+      << chip.fault();
+}
+
 }  // namespace
 }  // namespace tinycoral::chip
