@@ -41,6 +41,7 @@ void DmaEngine::run_requested(const RequestedProgram& program, Millis timeout) {
   };
   auto take_spill = [&] {
     const size_t take = std::min(spill.size(), filling.size() - filled);
+    if (take == 0) return;  // (an empty vector's data() may be null)
     std::memcpy(filling.data() + filled, spill.data(), take);
     spill.erase(spill.begin(), spill.begin() + static_cast<std::ptrdiff_t>(take));
     filled += take;
