@@ -32,28 +32,6 @@ constexpr int kMulWords = 256;        // words per MUL op pair (looming's run)
 
 int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
-// A byte walk from logical strides, encoded with the rewinding rule: level k's increment is its
-// stride minus what the inner levels advanced, printed in words with the remainder as the previous
-// level's mode bits (docs/compiler.md, depthwise "ttu"); *hmode gets level 0's remainder.
-std::string byte_walk(std::vector<std::pair<int64_t, int64_t>> levels, int mode7, int* hmode) {
-  while (levels.size() < 8) levels.push_back({0, 1});
-  std::vector<int64_t> field(8), low(8);
-  int64_t inner = 0;
-  for (size_t k = 0; k < 8; ++k) {
-    const int64_t inc = levels[k].first - inner;
-    inner += levels[k].first * (levels[k].second - 1);
-    field[k] = inc >= 0 ? inc / 4 : -((-inc + 3) / 4);
-    low[k] = inc - 4 * field[k];
-  }
-  *hmode = static_cast<int>(low[0]);
-  std::string s;
-  for (size_t k = 0; k < 8; ++k) {
-    const int64_t mode = k + 1 < 8 ? low[k + 1] : mode7;
-    s += cat("(", field[k], " x ", levels[k].second, mode ? cat(" m", mode) : "", ")");
-  }
-  return s;
-}
-
 // Where each tile's run of the operands and the output lives.
 struct Geometry {
   int64_t padded = 0;  // bytes of each operand and the output, rounded up to 8-byte units
@@ -160,41 +138,18 @@ void fill_words(Emitter& e, uint32_t tiles, int base, int words,
                         " fill_en=1 fill=", hex(values[i].second)));
 }
 
-// ADD: row h + 2o (half h, operand o) gives output byte 2h + j the weight w_o on input byte j of
-// the halfword; acc = w1 a + w2 b, then offset, scale, clamps and out_zp.
 void add_ops(Emitter& e, const Geometry& g, const EltwiseLayer& l, uint32_t all) {
-  const auto w1 = static_cast<uint32_t>(l.w1), w2 = static_cast<uint32_t>(l.w2);
-  const int at = g.aux_base;
-  fill_words(e, all, at, 16,
-             {{at, w1},
-              {at + 4, w1 << 16},
-              {at + 24, w1},
-              {at + 28, w1 << 16},
-              {at + 32, w2},
-              {at + 36, w2 << 16},
-              {at + 56, w2},
-              {at + 60, w2 << 16}});
-  e.add("n2w", cat("tiles=", hex(all), " n.addr=", hex(at / 4),
-                   " n=(1 x 4)(1 x 4)(-15 x 1)(-15 x 1)(-15 x 1)(-15 x 1) n.lvl_mask=0x03 w.addr=",
-                   hex(kAddRows),
-                   " w=(1 x 4)(-3 x 1)(-3 x 1)(-3 x 1) w.lvl_mask=0x1 sync.en0=1 sync.f1=1 "
-                   "sync.id=5 sync.wait_lvl=1 sync.en1=1 sync.en2=1 tail_lvl=1"));
-  tile_fence(e, "counters=0x1ffff units=0x3ff");
+  emit_add_rows(e, all, g.aux_base, kAddRows, l.w1, l.w2);
   for (const auto& [tiles, words] : runs(g))
     for (int w0 = 0; w0 < words; w0 += kAddWords) {
       const int c = std::min(kAddWords, words - w0);
-      int hmode = 0;
-      const std::string in = byte_walk({{2, 2}, {g.b_base - g.a_base, 2}, {4, c}}, 3, &hmode);
-      e.add("op",
-            cat("tiles=", hex(tiles), " loops=(2)(2)(", c, ") in.base=", hex(g.a_base + 4 * w0),
-                " in.hmode=", hmode, " in=", in, " in.tflags=0x0f out.base=",
-                hex(g.out_base + 4 * w0), " out=", strided_walk({{1, 1}, {1, c}}, 8, " m3"),
-                " out.tflags=0x7 par.base=", hex(kAddRows), " par=(1 x 4)(-3 x ", c,
-                ")(-3 x 1)(-3 x 1)(-3 x 1)(-3 x 1)(-3 x 1)(-3 x 1 m1) psum=(0 x 4)(0 x ", c,
-                ") psum.tflags=0x0840 cfg0=0x009 cfg1=0x1ad sync0=0x4000 sync1=0x4000 cfg2=0x16 "
-                "dp_mode=4 reduce_mask=0x03 out_ch_last=3 out_ch=3 mult=",
-                f32_bits(l.mult), " clamp_max=", f32_bits(l.clamp_max),
-                " clamp_min=", f32_bits(l.clamp_min), " offset=", l.offset, " out_zp=", l.out_zp));
+      AddOp op;
+      op.a = g.a_base + 4 * w0;
+      op.b_minus_a = g.b_base - g.a_base;
+      op.out = g.out_base + 4 * w0;
+      op.rows = kAddRows;
+      op.levels = {{c, 4, 1}};
+      emit_add_op(e, tiles, op, l.mult, l.clamp_min, l.clamp_max, l.offset, l.out_zp);
     }
   tile_fence(e, "counters=0x1ffff units=0x3ff");
 }
@@ -307,6 +262,52 @@ container::Layer layer_of(const std::string& name, const EltwiseLayer& l, const 
 }
 
 }  // namespace
+
+// Row h + 2o (half h, operand o) gives output byte 2h + j the weight w_o on input byte j of the
+// halfword: acc = w1 a + w2 b (looming's rows: mesh fills, then one narrowToWide).
+void emit_add_rows(Emitter& e, uint32_t tiles, int scratch, int rows, int32_t w1, int32_t w2) {
+  const auto u1 = static_cast<uint32_t>(w1), u2 = static_cast<uint32_t>(w2);
+  const int at = scratch;
+  fill_words(e, tiles, at, 16,
+             {{at, u1},
+              {at + 4, u1 << 16},
+              {at + 24, u1},
+              {at + 28, u1 << 16},
+              {at + 32, u2},
+              {at + 36, u2 << 16},
+              {at + 56, u2},
+              {at + 60, u2 << 16}});
+  e.add("n2w", cat("tiles=", hex(tiles), " n.addr=", hex(at / 4),
+                   " n=(1 x 4)(1 x 4)(-15 x 1)(-15 x 1)(-15 x 1)(-15 x 1) n.lvl_mask=0x03 w.addr=",
+                   hex(rows),
+                   " w=(1 x 4)(-3 x 1)(-3 x 1)(-3 x 1) w.lvl_mask=0x1 sync.en0=1 sync.f1=1 "
+                   "sync.id=5 sync.wait_lvl=1 sync.en1=1 sync.en2=1 tail_lvl=1"));
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+}
+
+void emit_add_op(Emitter& e, uint32_t tiles, const AddOp& op, float mult, float clamp_min,
+                 float clamp_max, int32_t offset, int32_t out_zp) {
+  std::vector<std::pair<int64_t, int64_t>> in = {{2, 2}, {op.b_minus_a, 2}}, out = {{1, 1}};
+  std::string loops = "(2)(2)", par = "(1 x 4)", psum = "(0 x 4)";
+  for (const AddOp::Level& v : op.levels) {
+    in.push_back({v.in_stride, v.count});
+    out.push_back({v.out_stride, v.count});
+    loops += cat("(", v.count, ")");
+    par += cat("(-3 x ", v.count, ")");
+    psum += cat("(0 x ", v.count, ")");
+  }
+  for (size_t k = op.levels.size() + 1; k < 8; ++k) par += k == 7 ? "(-3 x 1 m1)" : "(-3 x 1)";
+  int hmode = 0;
+  const std::string in_walk = byte_walk(in, 3, &hmode);
+  e.add("op", cat("tiles=", hex(tiles), " loops=", loops, " in.base=", hex(op.a),
+                  " in.hmode=", hmode, " in=", in_walk, " in.tflags=0x0f out.base=", hex(op.out),
+                  " out=", strided_walk(out, 8, " m3"), " out.tflags=0x7 par.base=", hex(op.rows),
+                  " par=", par, " psum=", psum,
+                  " psum.tflags=0x0840 cfg0=0x009 cfg1=0x1ad sync0=0x4000 sync1=0x4000 cfg2=0x16 "
+                  "dp_mode=4 reduce_mask=0x03 out_ch_last=3 out_ch=3 mult=",
+                  f32_bits(mult), " clamp_max=", f32_bits(clamp_max),
+                  " clamp_min=", f32_bits(clamp_min), " offset=", offset, " out_zp=", out_zp));
+}
 
 std::string eltwise_unsupported(const EltwiseLayer& l) {
   const char* what = l.kind == EltwiseLayer::Kind::kAdd ? "ADD" : "MUL";

@@ -11,8 +11,10 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "compiler/eltwise_layer.h"
+#include "compiler/emitter.h"
 #include "container/executable.h"
 
 namespace tinycoral::compiler {
@@ -22,5 +24,20 @@ std::string eltwise_unsupported(const EltwiseLayer& layer);
 
 // The EXECUTION_ONLY executable; throws Error if eltwise_unsupported() is not empty.
 container::Executable generate_eltwise(const EltwiseLayer& layer);
+
+// The ADD op's pieces, shared with the CONV_2D chain's residual ADD (conv_codegen.cpp):
+// its 4 weight rows at wide unit `rows` (built through 16 narrow words at byte `scratch`)...
+void emit_add_rows(Emitter& e, uint32_t tiles, int scratch, int rows, int32_t w1, int32_t w2);
+// ...and one op over the elements: input 0 at byte `a`, input 1 `b_minus_a` bytes on, output at
+// byte `out`; `levels` innermost first (the first one: words, in stride 4 bytes, out stride 1).
+struct AddOp {
+  struct Level {
+    int64_t count, in_stride, out_stride;  // in bytes, out in words
+  };
+  int a = 0, b_minus_a = 0, out = 0, rows = 0;
+  std::vector<Level> levels;
+};
+void emit_add_op(Emitter& e, uint32_t tiles, const AddOp& op, float mult, float clamp_min,
+                 float clamp_max, int32_t offset, int32_t out_zp);
 
 }  // namespace tinycoral::compiler

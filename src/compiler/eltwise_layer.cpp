@@ -1,6 +1,8 @@
 // Matching [QUANTIZE...] ADD|MUL [QUANTIZE] and computing its output stage (eltwise_layer.h).
 #include "compiler/eltwise_layer.h"
 
+#include <algorithm>
+
 #include "common/error.h"
 #include "compiler/fc_layer.h"
 #include "host/rational.h"
@@ -102,6 +104,54 @@ std::string match_eltwise(const Graph& graph, const std::vector<int>& mapped_ops
   if (const auto* o = std::get_if<container::ActivationOptions>(&op->options))
     activation = o->activation;
   return eltwise_output_stage(layer, activation);
+}
+
+std::string match_residual_add(const Graph& graph, const GraphOp& op, int flowing,
+                               const std::vector<int>& layer_inputs, ConvLayer& l) {
+  if (op.inputs.size() != 2 || op.outputs.size() != 1) return "ADD needs two inputs";
+  const bool flowing_first = op.inputs[0] == flowing;
+  if (!flowing_first && op.inputs[1] != flowing)
+    return "an ADD in a chain must read its last layer";
+  const int other = flowing_first ? op.inputs[1] : op.inputs[0];
+  const auto j = std::find(layer_inputs.begin(), layer_inputs.end(), other);
+  if (j == layer_inputs.end())
+    return "an ADD in a chain whose other operand is not the input of an earlier layer";
+  const GraphTensor& a = graph.tensor(op.inputs[0]);
+  const GraphTensor& b = graph.tensor(op.inputs[1]);
+  const GraphTensor& y = graph.tensor(op.outputs[0]);
+  for (const GraphTensor* t : {&a, &b, &y})
+    if (!t->is_quantized_8bit() || t->quant.per_channel() || t->is_constant())
+      return "an ADD in a chain on tensors without per-tensor 8-bit quantization";
+  if (a.shape != y.shape || b.shape != y.shape || y.shape.size() != 4 || y.shape[0] != 1)
+    return "an ADD in a chain needs two NHWC operands of its output's shape";
+  EltwiseLayer e;
+  e.a_zp = uint8_zp(a);
+  e.b_zp = uint8_zp(b);
+  e.out_zp = uint8_zp(y);
+  e.a_scale = a.quant.scale[0];
+  e.b_scale = b.quant.scale[0];
+  e.out_scale = y.quant.scale[0];
+  container::Activation activation = container::Activation::kNone;
+  if (const auto* o = std::get_if<container::ActivationOptions>(&op.options))
+    activation = o->activation;
+  if (std::string why = eltwise_output_stage(e, activation); !why.empty()) return why;
+  l.h = l.oh = y.shape[1];
+  l.w = l.ow = y.shape[2];
+  l.cin = l.cout = y.shape[3];
+  l.kh = l.kw = 1;
+  l.residual_of = static_cast<int>(j - layer_inputs.begin());
+  l.add_w1 = e.w1;
+  l.add_w2 = e.w2;
+  l.add_offset = e.offset;
+  l.add_flowing_first = flowing_first;
+  l.in_zp = flowing_first ? e.a_zp : e.b_zp;
+  l.out_zp = e.out_zp;
+  l.in_scale = flowing_first ? e.a_scale : e.b_scale;
+  l.out_scale = e.out_scale;
+  l.mult.assign(static_cast<size_t>(l.cout), e.mult);
+  l.clamp_min = e.clamp_min;
+  l.clamp_max = e.clamp_max;
+  return "";
 }
 
 }  // namespace tinycoral::compiler

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/conv_layer.h"
 #include "compiler/graph.h"
 
 namespace tinycoral::compiler {
@@ -38,5 +39,11 @@ std::string match_eltwise(const Graph& graph, const std::vector<int>& mapped_ops
 // The output stage of an ADD or MUL from its operands' and output's quantization (uint8 zero
 // points) and fused activation; "" or the reason it cannot be done on the chip.
 std::string eltwise_output_stage(EltwiseLayer& layer, container::Activation activation);
+
+// A residual ADD inside a CONV_2D chain (conv_layer.h): one operand is `flowing` (the previous
+// layer's output), the other the input tensor of an earlier chain layer (`layer_inputs[j]`), same
+// shape; fills `l` as a 1x1 layer with residual_of = j. "" or the reason.
+std::string match_residual_add(const Graph& graph, const GraphOp& op, int flowing,
+                               const std::vector<int>& layer_inputs, ConvLayer& l);
 
 }  // namespace tinycoral::compiler

@@ -1,0 +1,108 @@
+// Correct by simulation: residual ADDs inside a CONV_2D chain (MobileNet v2's inverted residual
+// blocks: expand 1x1 -> depthwise 3x3 -> project 1x1 -> ADD with the block's input), compiled as
+// one program whose kept images stay in tile memory, run on the virtual Edge TPU and compared with
+// the CPU reference in `edgetpu` rounding: every output byte equal, on two inferences.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <set>
+
+#include "chip/sim_runner.h"
+#include "compiler/compile.h"
+#include "container/tflite_writer.h"
+#include "host/interpreter.h"
+#include "support/conv_twin.h"
+
+namespace tinycoral::compiler {
+namespace {
+
+using container::Activation;
+using twins::conv_twin;
+using twins::ConvSpec;
+
+ConvSpec conv(int cout, int k, int stride = 1, Activation act = Activation::kRelu6) {
+  ConvSpec s;
+  s.cout = cout;
+  s.k = k;
+  s.stride = stride;
+  s.act = act;
+  return s;
+}
+ConvSpec depthwise(Activation act = Activation::kRelu6) {
+  ConvSpec s = conv(0, 3, 1, act);
+  s.depthwise = true;
+  return s;
+}
+ConvSpec residual(int from, bool add_first = true, Activation act = Activation::kNone) {
+  ConvSpec s;
+  s.residual_from = from;
+  s.add_first = add_first;
+  s.act = act;
+  return s;
+}
+
+// Returns the number of tiles the output comes from.
+size_t expect_equal_to_cpu(int h, int w, int cin, const std::vector<ConvSpec>& specs,
+                           std::mt19937& random) {
+  SCOPED_TRACE(twins::describe(h, w, cin, specs));
+  const container::Model twin = conv_twin(h, w, cin, specs, random);
+  const CompileResult r = compile_model(container::write_tflite(twin));
+  EXPECT_EQ(r.edgetpu_subgraphs, 1) << (r.rows.empty() ? "" : r.rows.back().status);
+  if (r.edgetpu_subgraphs != 1) return 0;
+  const auto compiled = container::read_edgetpu_model(r.tflite);
+  const auto exes = chip::testing::executables_of(compiled);
+  host::InterpreterOptions options;
+  options.rounding = host::Rounding::kEdgeTpu;
+  host::Interpreter cpu(twin, options);
+  std::vector<uint8_t> x(static_cast<size_t>(h) * w * cin);
+  for (auto& b : x) b = static_cast<uint8_t>(random());
+  cpu.set_input(0, x);
+  cpu.invoke();
+  const auto cpu_out = cpu.output_bytes(0);
+  const std::vector<uint8_t> want(cpu_out.begin(), cpu_out.end());
+  size_t saturated = 0;
+  for (uint8_t v : want) saturated += v == 0 || v == 255;
+  EXPECT_LT(saturated * 4, want.size()) << "the test's output quantization saturates";
+  // (Sums of RELU6 blocks spread less than a conv's outputs: 16 distinct bytes at least.)
+  EXPECT_GT(std::set<uint8_t>(want.begin(), want.end()).size(),
+            std::min<size_t>(want.size() / 4, 16));
+
+  chip::VirtualEdgeTpu chip;
+  chip::testing::run_executable(chip, *exes.caching, {});
+  const auto& layer = exes.execution->output_layers.at(0);
+  for (int inference = 0; inference < 2; ++inference) {
+    const auto got = chip::testing::detile(
+        layer, chip::testing::run_executable(chip, *exes.execution, {{"x", x}}).at(layer.name));
+    EXPECT_EQ(got.size(), want.size());
+    size_t differ = 0;
+    for (size_t i = 0; i < want.size() && i < got.size(); ++i) differ += got[i] != want[i];
+    EXPECT_EQ(differ, 0u) << "inference " << inference << ": " << differ << " of " << want.size()
+                          << " bytes differ";
+  }
+  EXPECT_EQ(chip.fault(), "");
+  const auto& ymap = layer.output_layout->y_coordinate_to_linear_tile_id_map;
+  return std::set<int>(ymap.begin(), ymap.end()).size();
+}
+
+TEST(ResidualChainOnTheVirtualEdgeTpu, InvertedResidualBlocksEqualTheCpuReference) {
+  std::mt19937 random(20261204);
+  const Activation none = Activation::kNone;
+  // One block after a stem conv, on one tile and on 16 (row bands with halos).
+  const std::vector<ConvSpec> block = {conv(16, 3), conv(64, 1), depthwise(), conv(16, 1, 1, none),
+                                       residual(1)};
+  expect_equal_to_cpu(8, 8, 4, block, random);
+  EXPECT_EQ(expect_equal_to_cpu(32, 32, 4, block, random), 16u);
+  // Two blocks in a row: the first ADD's output is the second's kept operand.
+  expect_equal_to_cpu(
+      16, 16, 8,
+      {conv(24, 3, 2), conv(48, 1), depthwise(), conv(24, 1, 1, none), residual(1, false),
+       conv(48, 1), depthwise(), conv(24, 1, 1, none), residual(5)},
+      random);
+  // The chain's own input is the kept operand; a fused RELU on the ADD.
+  expect_equal_to_cpu(16, 16, 16,
+                      {conv(32, 1), conv(16, 3, 1, none), residual(0, true, Activation::kRelu)},
+                      random);
+}
+
+}  // namespace
+}  // namespace tinycoral::compiler
