@@ -140,5 +140,16 @@ TEST(ResidualChainOnTheVirtualEdgeTpu, MiniatureMobileNetV2EqualsTheCpuReference
   EXPECT_EQ(expect_equal_to_cpu(16, 16, 3, specs, random), 1u);
 }
 
+// MobileNet v2's layers of 96, 144 and 160 channels: groups of 64 and a partial last group.
+TEST(ResidualChainOnTheVirtualEdgeTpu, ChannelsPastWholeGroupsEqualTheCpuReference) {
+  std::mt19937 random(77);
+  const Activation none = Activation::kNone;
+  expect_equal_to_cpu(8, 8, 8, {conv(96, 1), depthwise(), conv(24, 1, 1, none)}, random);
+  expect_equal_to_cpu(8, 8, 24, {conv(144, 1), depthwise(), conv(24, 1, 1, none), residual(0)},
+                      random);
+  expect_equal_to_cpu(16, 16, 16, {conv(160, 1), depthwise(), conv(100, 1, 1, none)}, random);
+  expect_equal_to_cpu(6, 6, 32, {conv(68, 3), conv(8, 1, 1, none)}, random);
+}
+
 }  // namespace
 }  // namespace tinycoral::compiler
