@@ -19,8 +19,15 @@ namespace {
 using namespace tinycoral;
 using compiler::testing::Case;
 
+// What one inference costs on the stick as the simulator models it (250 MHz), and the program.
+struct Cost {
+  uint64_t cycles = 0;
+  size_t instruction_bytes = 0;
+};
+
 // Bytes that differ on the first and second inference, or -1 when the model is not compiled.
-std::pair<long, long> check(const Case& c, std::mt19937& random, size_t& bytes) {
+std::pair<long, long> check(const Case& c, std::mt19937& random, size_t& bytes,
+                            Cost* cost = nullptr) {
   const container::Model model = compiler::testing::twin(c, random);
   const compiler::CompileResult r = compiler::compile_model(container::write_tflite(model));
   if (r.edgetpu_subgraphs != 1) return {-1, -1};
@@ -52,6 +59,10 @@ std::pair<long, long> check(const Case& c, std::mt19937& random, size_t& bytes) 
         layer, chip::testing::run_executable(tpu, *exes.execution, device).at(layer.name));
     for (size_t i = 0; i < want.size(); ++i)
       differ[inference] += i >= got.size() || (got[i] ^ flip) != want[i];
+  }
+  if (cost) {
+    cost->cycles = tpu.stats().clock.last_program_cycles;
+    for (const auto& b : exes.execution->bitstreams) cost->instruction_bytes += b.data.size();
   }
   return {differ[0], differ[1]};
 }
@@ -99,6 +110,21 @@ int main(int argc, char** argv) {
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // MobileNet v2's residual shapes, ADD and MUL: the modeled time of one inference.
+  for (const std::vector<int32_t>& shape :
+       {std::vector<int32_t>{1, 56, 56, 24}, {1, 28, 28, 32}, {1, 14, 14, 64}})
+    for (bool mul : {false, true}) {
+      Case c;
+      c.mul = mul;
+      c.shape = shape;
+      size_t bytes = 0;
+      Cost cost;
+      const auto d = check(c, random, bytes, &cost);
+      std::printf("%s: %s, %zu instruction bytes, modeled %.3f ms at 250 MHz\n",
+                  compiler::testing::describe(c).c_str(),
+                  d.first == 0 && d.second == 0 ? "equal" : "DIFFERS", cost.instruction_bytes,
+                  static_cast<double>(cost.cycles) / 250e3);
+    }
   std::printf(
       "%d models: %d equal in every byte (%zu bytes x 2 inferences), %d differ, %d refused "
       "(%.1f s)\n",
