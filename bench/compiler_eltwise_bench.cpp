@@ -1,5 +1,6 @@
 // The larger sweep behind tests/compiler/eltwise_simulation_test.cpp: N random ADD and MUL models
-// (shapes up to MAX_SIDE x MAX_SIDE x 48 and 131072 elements, RELU/RELU6, int8 I/O, x op x)
+// (shapes up to MAX_SIDE x MAX_SIDE x 48 and 131072 elements, RELU/RELU6, int8 I/O, x op x;
+// 1 in 6 a standalone RELU or RELU6)
 // compiled by tinycoral, run on the virtual Edge TPU (two inferences) and compared with the CPU
 // reference in `edgetpu` rounding. Prints every case that is refused or differs and the totals;
 // exits 1 if any byte differs.
@@ -41,7 +42,7 @@ std::pair<long, long> check(const Case& c, std::mt19937& random, size_t& bytes,
   const uint8_t flip = c.int8_io ? 0x80 : 0;
   chip::testing::Buffers device;
   const char* names[2] = {"a", "b"};
-  for (size_t i = 0; i < (c.same ? 1u : 2u); ++i) {
+  for (size_t i = 0; i < (c.same || c.relu ? 1u : 2u); ++i) {
     std::vector<uint8_t> x(static_cast<size_t>(elements));
     for (auto& v : x) v = static_cast<uint8_t>(random());
     cpu.set_input(i, x);
@@ -87,6 +88,11 @@ int main(int argc, char** argv) {
                         : container::Activation::kNone;
     c.int8_io = kind == 7;
     c.same = random() % 8 == 0;
+    // 1 in 6 a standalone RELU or RELU6 instead.
+    if (random() % 6 == 0) {
+      c.relu = true;
+      c.act = random() % 2 ? container::Activation::kRelu : container::Activation::kRelu6;
+    }
     size_t bytes = 0;
     std::pair<long, long> d;
     try {

@@ -93,13 +93,15 @@ Lowered lower_mapped_part(const Graph& graph, const std::vector<int>& ops) {
     container::BuiltinOp op;  // the operator the generator is about
     Generator generate;
   };
-  static constexpr std::array<Entry, 6> kGenerators = {
+  static constexpr std::array<Entry, 8> kGenerators = {
       Entry{container::BuiltinOp::kFullyConnected, lower_fc},
       Entry{container::BuiltinOp::kConv2D, lower_conv_chain},
       Entry{container::BuiltinOp::kDepthwiseConv2D, lower_depthwise},
       Entry{container::BuiltinOp::kSoftmax, lower_softmax_fc},
       Entry{container::BuiltinOp::kAdd, lower_eltwise},
-      Entry{container::BuiltinOp::kMul, lower_eltwise}};
+      Entry{container::BuiltinOp::kMul, lower_eltwise},
+      Entry{container::BuiltinOp::kRelu, lower_eltwise},
+      Entry{container::BuiltinOp::kRelu6, lower_eltwise}};
   std::string why;
   bool held = false;
   for (const Entry& g : kGenerators) {

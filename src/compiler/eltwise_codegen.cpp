@@ -206,6 +206,33 @@ void mul_ops(Emitter& e, const Geometry& g, const EltwiseLayer& l, uint32_t all)
     }
 }
 
+// RELU / RELU6 (isa.md 2.1.5 requantize family): each input word times the 4 x 4 identity row
+// gives x - in_zp per byte, then the output stage; one op per run of up to 4096 words.
+void relu_ops(Emitter& e, const Geometry& g, const EltwiseLayer& l, uint32_t all) {
+  const int id = g.aux_base;
+  fill_words(e, all, id, 4, {{id, 0x1}, {id + 4, 0x100}, {id + 8, 0x10000}, {id + 12, 0x1000000}});
+  e.add("n2w", cat("tiles=", hex(all), " n.addr=", hex(id / 4), " n=", narrow_walk(4),
+                   " n.lvl_mask=0x01 w.addr=", hex(kIdentityRow),
+                   " w=(1 x 1) sync.en0=1 sync.f1=1 sync.id=5 sync.wait_lvl=1 sync.en1=1 "
+                   "sync.en2=1 tail_lvl=1"));
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+  for (const auto& [tiles, words] : runs(g))
+    for (int w0 = 0; w0 < words; w0 += kAddWords) {
+      const int w = std::min(kAddWords, words - w0);
+      e.add("op", cat("tiles=", hex(tiles), " loops=(", w, ") in.base=", hex(g.a_base + 4 * w0),
+                      " in=", strided_walk({{1, w}}, 8, " m3"), " in.tflags=0x01 out.base=",
+                      hex(g.out_base + 4 * w0), " out=", strided_walk({{1, w}}, 8, " m3"),
+                      " out.tflags=0x1 par.base=", hex(kIdentityRow & 0x1fff),
+                      " par.sel=1 par=(0 x ", w, ") psum=(0 x ", w,
+                      ") psum.tflags=0x0800 cfg0=0x005 cfg1=0x14d sync0=0x4000 sync1=0x4000 "
+                      "cfg2=0x06 in_zp=",
+                      l.a_zp, " dp_mode=1 out_ch_last=3 out_ch=3 mult=", f32_bits(l.mult),
+                      " clamp_max=", f32_bits(l.clamp_max), " clamp_min=", f32_bits(l.clamp_min),
+                      " out_zp=", l.out_zp));
+    }
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+}
+
 // Each tile's run of the output, in 256-byte pieces through the ring to the scalar core.
 void stream_output(Emitter& e, const Geometry& g, const std::string& name) {
   e.reloc_movi(10, BufferKind::kOutput, Half::kUpper32, name);
@@ -240,8 +267,10 @@ container::Bitstream program(const EltwiseLayer& l, const Geometry& g) {
   const uint32_t all = first_tiles(g.tiles);
   if (l.kind == EltwiseLayer::Kind::kAdd)
     add_ops(e, g, l, all);
-  else
+  else if (l.kind == EltwiseLayer::Kind::kMul)
     mul_ops(e, g, l, all);
+  else
+    relu_ops(e, g, l, all);
   tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
   wait_tokens(e);
   stream_output(e, g, l.output_name);
@@ -310,7 +339,9 @@ void emit_add_op(Emitter& e, uint32_t tiles, const AddOp& op, float mult, float 
 }
 
 std::string eltwise_unsupported(const EltwiseLayer& l) {
-  const char* what = l.kind == EltwiseLayer::Kind::kAdd ? "ADD" : "MUL";
+  const char* what = l.kind == EltwiseLayer::Kind::kAdd   ? "ADD"
+                     : l.kind == EltwiseLayer::Kind::kMul ? "MUL"
+                                                          : "RELU";
   if (l.elements <= 0) return cat(what, " of empty tensors");
   if (round_up(l.elements, 8) / 8 > kActPassUnits)
     return cat(what, " of ", l.elements, " elements (one host stream of up to ", kActPassUnits * 8,

@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "compiler/fc_layer.h"
+#include "host/quant_util.h"
 #include "host/rational.h"
 #include "host/rounding.h"
 
@@ -31,6 +32,15 @@ bool folds(const GraphTensor& from, const GraphTensor& to) {
 }  // namespace
 
 std::string eltwise_output_stage(EltwiseLayer& layer, container::Activation activation) {
+  if (layer.kind == EltwiseLayer::Kind::kRelu) {
+    // The host's edgetpu constants: f32(s_in inv(s_out)), the activation's float32 clamps.
+    layer.mult = host::edgetpu::ratio_scale(layer.a_scale, layer.out_scale);
+    const host::edgetpu::Clamps c =
+        host::edgetpu_clamps(activation, layer.out_scale, layer.out_zp, TensorType::kUInt8);
+    layer.clamp_min = c.lo;
+    layer.clamp_max = c.hi;
+    return "";
+  }
   if (!activation_clamps(activation, layer.out_zp, layer.out_scale, layer.clamp_min,
                          layer.clamp_max))
     return "ADD/MUL with a fused activation other than RELU/RELU6 is not generated yet";
@@ -52,7 +62,8 @@ std::string match_eltwise(const Graph& graph, const std::vector<int>& mapped_ops
   const GraphOp* op = nullptr;
   for (int i : mapped_ops) {
     const GraphOp& o = graph.ops.at(static_cast<size_t>(i));
-    if (is(o, BuiltinOp::kAdd) || is(o, BuiltinOp::kMul)) {
+    if (is(o, BuiltinOp::kAdd) || is(o, BuiltinOp::kMul) || is(o, BuiltinOp::kRelu) ||
+        is(o, BuiltinOp::kRelu6)) {
       if (op) return "tinycoral generates one ADD or MUL per model yet (not in a chain)";
       op = &o;
     } else if (!is(o, BuiltinOp::kQuantize)) {
@@ -60,10 +71,14 @@ std::string match_eltwise(const Graph& graph, const std::vector<int>& mapped_ops
     }
   }
   if (!op) return "tinycoral generates ADD and MUL only here";
-  layer.kind = is(*op, BuiltinOp::kAdd) ? EltwiseLayer::Kind::kAdd : EltwiseLayer::Kind::kMul;
-  if (op->inputs.size() != 2 || op->outputs.size() != 1) return "ADD/MUL needs two inputs";
+  const bool relu = is(*op, BuiltinOp::kRelu) || is(*op, BuiltinOp::kRelu6);
+  layer.kind = is(*op, BuiltinOp::kAdd)   ? EltwiseLayer::Kind::kAdd
+               : is(*op, BuiltinOp::kMul) ? EltwiseLayer::Kind::kMul
+                                          : EltwiseLayer::Kind::kRelu;
+  if (op->inputs.size() != (relu ? 1u : 2u) || op->outputs.size() != 1)
+    return cat(op->name, " with ", op->inputs.size(), " inputs");
   const GraphTensor& a = graph.tensor(op->inputs[0]);
-  const GraphTensor& b = graph.tensor(op->inputs[1]);
+  const GraphTensor& b = graph.tensor(op->inputs[relu ? 0 : 1]);
   const GraphTensor& y = graph.tensor(op->outputs[0]);
   for (const GraphTensor* t : {&a, &b, &y}) {
     if (!t->is_quantized_8bit() || t->quant.per_channel())
@@ -81,7 +96,7 @@ std::string match_eltwise(const Graph& graph, const std::vector<int>& mapped_ops
     const GraphTensor& to = graph.tensor(q.outputs.at(0));
     bool used = false;
     if (q.outputs[0] == op->inputs[0]) in_a = &from, used = true;
-    if (q.outputs[0] == op->inputs[1]) in_b = &from, used = true;
+    if (q.outputs[0] == op->inputs[relu ? 0 : 1]) in_b = &from, used = true;
     if (q.inputs[0] == op->outputs[0]) out = &to, used = true;
     if (!used) return "a QUANTIZE that neither feeds nor reads the ADD/MUL";
     if (!folds(from, to)) return "a QUANTIZE that rescales is not folded yet";
@@ -103,6 +118,9 @@ std::string match_eltwise(const Graph& graph, const std::vector<int>& mapped_ops
   container::Activation activation = container::Activation::kNone;
   if (const auto* o = std::get_if<container::ActivationOptions>(&op->options))
     activation = o->activation;
+  if (relu)
+    activation =
+        is(*op, BuiltinOp::kRelu) ? container::Activation::kRelu : container::Activation::kRelu6;
   return eltwise_output_stage(layer, activation);
 }
 

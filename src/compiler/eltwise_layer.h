@@ -1,9 +1,9 @@
-// ADD and MUL of two tensors as the code generator sees them, and the recognition of a mapped part
-// [QUANTIZE...] ADD|MUL [QUANTIZE]: both operands activations of the same shape (no broadcasting),
-// per-tensor quantization, uint8 on the chip (int8 tensors shifted by 128), a fused NONE, RELU or
-// RELU6. The output stage uses the constants the host's `edgetpu` rounding uses (host/rational.h:
-// ADD's integer weights w1, w2 ~ s1 : s2; MUL's product scale), so the chip's bytes and the CPU
-// reference's are the same computation.
+// ADD and MUL of two tensors (and RELU/RELU6 of one) as the code generator sees them, and the
+// recognition of a mapped part [QUANTIZE...] ADD|MUL|RELU|RELU6 [QUANTIZE]: both operands
+// activations of the same shape (no broadcasting), per-tensor quantization, uint8 on the chip (int8
+// tensors shifted by 128), a fused NONE, RELU or RELU6. The output stage uses the constants the
+// host's `edgetpu` rounding uses (host/rational.h: ADD's integer weights w1, w2 ~ s1 : s2; MUL's
+// product scale), so the chip's bytes and the CPU reference's are the same computation.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +16,8 @@
 namespace tinycoral::compiler {
 
 struct EltwiseLayer {
-  enum class Kind { kAdd, kMul };
+  // kRelu: a standalone RELU or RELU6 (one operand: b is a), the chip's requantize op.
+  enum class Kind { kAdd, kMul, kRelu };
   Kind kind = Kind::kAdd;
   int64_t elements = 0;                    // of each operand and of the output
   std::vector<int32_t> shape;              // the output tensor's shape

@@ -42,7 +42,7 @@ void expect_equal_to_cpu(const Case& c, std::mt19937& random) {
   host::Interpreter cpu(model, options);
   int64_t elements = 1;
   for (int32_t d : c.shape) elements *= d;
-  const size_t inputs = c.same ? 1 : 2;
+  const size_t inputs = c.same || c.relu ? 1 : 2;
   std::vector<std::vector<uint8_t>> x(inputs, std::vector<uint8_t>(static_cast<size_t>(elements)));
   for (size_t i = 0; i < inputs; ++i) {
     for (auto& v : x[i]) v = static_cast<uint8_t>(random());
@@ -111,6 +111,19 @@ TEST(EltwiseOnTheVirtualEdgeTpu, FusedReluInt8AndSameOperandEqualTheCpuReference
       expect_equal_to_cpu({mul, random_shape(random, 20000), act}, random);
     expect_equal_to_cpu({mul, random_shape(random, 20000), Activation::kNone, true}, random);
     expect_equal_to_cpu({mul, random_shape(random, 20000), Activation::kNone, false, true}, random);
+  }
+}
+
+// RELU and RELU6 on their own (goal of issue 11: where the chip does them): the requantize op.
+TEST(EltwiseOnTheVirtualEdgeTpu, ReluAndRelu6EqualTheCpuReferenceInEveryByte) {
+  std::mt19937 random(41);
+  for (int i = 0; i < 6; ++i) {
+    Case c;
+    c.relu = true;
+    c.act = i % 2 == 0 ? Activation::kRelu : Activation::kRelu6;
+    c.shape = random_shape(random, 30000);
+    c.int8_io = i >= 4;
+    expect_equal_to_cpu(c, random);
   }
 }
 

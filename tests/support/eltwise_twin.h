@@ -23,6 +23,7 @@ struct Case {
   Activation act = Activation::kNone;
   bool int8_io = false;  // no QUANTIZE: the op's int8 tensors are the model's boundary
   bool same = false;     // x op x
+  bool relu = false;     // a standalone RELU (act kRelu) or RELU6 (act kRelu6) of a alone
 };
 
 // The CPU twin: uint8 a, b -> QUANTIZE -> int8 -> ADD|MUL -> int8 -> QUANTIZE -> uint8 (the
@@ -31,9 +32,10 @@ inline container::Model twin(const Case& c, std::mt19937& random) {
   std::uniform_real_distribution<float> unit(0.0f, 1.0f);
   const bool relu6 = c.act == Activation::kRelu6;
   const float sa = relu6 ? 0.04f + 0.03f * unit(random) : 0.005f + 0.05f * unit(random);
-  const float sb = c.same ? sa : sa * ((relu6 ? 1.0f : 0.25f) + 2.0f * unit(random));
+  const bool same = c.same || c.relu;
+  const float sb = same ? sa : sa * ((relu6 ? 1.0f : 0.25f) + 2.0f * unit(random));
   const int za = static_cast<int>(random() % 160) + 48;
-  const int zb = c.same ? za : static_cast<int>(random() % 160) + 48;
+  const int zb = same ? za : static_cast<int>(random() % 160) + 48;
   // The output quantization spans most of the real results' range (their sum or product at the
   // corners of the inputs' ranges): few saturate, most distinct bytes occur.
   const float a0 = -za * sa, a1 = (255 - za) * sa, b0 = -zb * sb, b1 = (255 - zb) * sb;
@@ -42,7 +44,8 @@ inline container::Model twin(const Case& c, std::mt19937& random) {
     lo = std::min({a0 * b0, a0 * b1, a1 * b0, a1 * b1});
     hi = std::max({a0 * b0, a0 * b1, a1 * b0, a1 * b1});
   }
-  float sy = (hi - lo) / 255 * (0.7f + 0.3f * unit(random));
+  if (c.relu) lo = 0, hi = a1;  // RELU's results: [0, the input's top]
+  float sy = (hi - lo) / 255 * (c.relu ? 1.0f + 0.3f * unit(random) : 0.7f + 0.3f * unit(random));
   int zy =
       std::clamp(static_cast<int>(std::lround(-lo / sy)) - 30 + static_cast<int>(random() % 61),
                  c.act == Activation::kNone ? 0 : 20, 235);
@@ -53,7 +56,8 @@ inline container::Model twin(const Case& c, std::mt19937& random) {
   const TensorType t8 = TensorType::kInt8;
   container::Model m;
   m.description = "eltwise twin";
-  m.operator_codes = {{114, "", 1}, {c.mul ? 18 : 0, "", 2}};
+  const int code = c.relu ? (c.act == Activation::kRelu6 ? 21 : 19) : c.mul ? 18 : 0;
+  m.operator_codes = {{114, "", 1}, {code, "", 2}};
   m.buffers = {{}};
   container::Subgraph g;
   g.tensors = {twin_tensor("a", TensorType::kUInt8, c.shape, {sa}, {za}),
@@ -73,17 +77,22 @@ inline container::Model twin(const Case& c, std::mt19937& random) {
   op.outputs = {4};
   op.builtin_options_type = c.mul ? 21 : 11;
   op.options = container::ActivationOptions{c.act};
+  if (c.relu) {  // no options
+    op.inputs = {2};
+    op.builtin_options_type = 0;
+    op.options = {};
+  }
   qy.inputs = {4};
   qy.outputs = {5};
-  g.operators = c.same ? std::vector{qa, op, qy} : std::vector{qa, qb, op, qy};
-  g.inputs = c.same ? std::vector<int32_t>{0} : std::vector<int32_t>{0, 1};
+  g.operators = same ? std::vector{qa, op, qy} : std::vector{qa, qb, op, qy};
+  g.inputs = same ? std::vector<int32_t>{0} : std::vector<int32_t>{0, 1};
   g.outputs = {5};
   if (c.int8_io) {
     g.tensors[2].name = "a";
     g.tensors[3].name = "b";
     g.tensors[4].name = "y";
     g.operators = {op};
-    g.inputs = c.same ? std::vector<int32_t>{2} : std::vector<int32_t>{2, 3};
+    g.inputs = same ? std::vector<int32_t>{2} : std::vector<int32_t>{2, 3};
     g.outputs = {4};
   }
   m.subgraphs.push_back(std::move(g));
@@ -91,7 +100,7 @@ inline container::Model twin(const Case& c, std::mt19937& random) {
 }
 
 inline std::string describe(const Case& c) {
-  std::string s = c.mul ? "MUL" : "ADD";
+  std::string s = c.relu ? "RELU" : c.mul ? "MUL" : "ADD";
   for (int32_t d : c.shape) s += " " + std::to_string(d);
   return s + " act " + std::to_string(static_cast<int>(c.act)) + (c.int8_io ? " int8" : "") +
          (c.same ? " x op x" : "");
