@@ -93,6 +93,7 @@ TEST(EltwiseOnTheVirtualEdgeTpu, AddEqualsTheCpuReferenceInEveryByte) {
   expect_equal_to_cpu({false, {1, 8, 8, 16}}, random);
   expect_equal_to_cpu({false, {1, 56, 56, 24}}, random);  // MobileNet v2's first residual ADD
   expect_equal_to_cpu({false, {1, 3, 5, 7}}, random);     // 105 bytes: a short last unit
+  expect_equal_to_cpu({false, {1, 1, 1, 5}}, random);     // 5 bytes: one short unit
   for (int i = 0; i < 12; ++i) expect_equal_to_cpu({false, random_shape(random, 40000)}, random);
 }
 
@@ -101,6 +102,7 @@ TEST(EltwiseOnTheVirtualEdgeTpu, MulEqualsTheCpuReferenceInEveryByte) {
   expect_equal_to_cpu({true, {1, 8, 8, 16}}, random);
   expect_equal_to_cpu({true, {1, 64, 64, 1}}, random);  // looming's squares
   expect_equal_to_cpu({true, {1, 3, 5, 7}}, random);
+  expect_equal_to_cpu({true, {1, 1, 1, 5}}, random);
   for (int i = 0; i < 12; ++i) expect_equal_to_cpu({true, random_shape(random, 40000)}, random);
 }
 
