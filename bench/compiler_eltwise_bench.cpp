@@ -1,5 +1,5 @@
 // The larger sweep behind tests/compiler/eltwise_simulation_test.cpp: N random ADD and MUL models
-// (shapes up to MAX_SIDE x MAX_SIDE x 48 and 131072 elements, RELU/RELU6, int8 I/O, x op x;
+// (shapes up to MAX_SIDE x MAX_SIDE x 48 and 400,000 elements, RELU/RELU6, int8 I/O, x op x;
 // 1 in 6 a standalone RELU or RELU6)
 // compiled by tinycoral, run on the virtual Edge TPU (two inferences) and compared with the CPU
 // reference in `edgetpu` rounding. Prints every case that is refused or differs and the totals;
@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
   for (int i = 0; i < n; ++i) {
     Case c;
     c.mul = random() % 2 == 1;
-    c.shape = compiler::testing::random_shape(random, 131072, max_side);
+    c.shape = compiler::testing::random_shape(random, 400000, max_side);
     const unsigned kind = random() % 8;  // 5 of 8 plain, then RELU, RELU6, int8; 1 in 8 x op x
     c.act = kind == 5   ? container::Activation::kRelu
             : kind == 6 ? container::Activation::kRelu6

@@ -26,9 +26,10 @@ constexpr int kAddRows = 0x1c00;      // ADD's 4 weight rows (wide units, one ro
 constexpr int kIdentityRow = 0x2000;  // MUL's pack reads the 4 x 4 identity here
 constexpr int kMulFifo = 0x2004;      // MUL's b, one word per fill
 constexpr int kNarrowBytes = 196608;
-constexpr int kActPassUnits = 16384;  // activation units (8 bytes) per pop pass
-constexpr int kAddWords = 4096;       // words per ADD op
-constexpr int kMulWords = 256;        // words per MUL op pair (looming's run)
+constexpr int kActPassUnits = 16384;     // activation units (8 bytes) per pop pass
+constexpr int kMaxStreamUnits = 0xffff;  // the infeeds' pop_wait counts units in 16 bits
+constexpr int kAddWords = 4096;          // words per ADD op
+constexpr int kMulWords = 256;           // words per MUL op pair (looming's run)
 
 int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
@@ -79,11 +80,13 @@ void stream_operand(Emitter& e, const Geometry& g, const std::string& name, int 
   e.reloc_movi(11, BufferKind::kInput, Half::kLower32, name);
   e.add("scsync", "smask=0x004 value=0x1fff sunits=0x0c");
   e.add("scsync", "smask=0x001 sunits=0x0c");
-  const int units = static_cast<int>(g.padded / 8);
-  e.add("pop", cat("stream=1 walk=",
-                   nest({{1, kActPassUnits}, {1 - kActPassUnits, 1}, {1 - kActPassUnits, 1}}),
-                   " k121=1 k124=1 av140=1 count_m1=", units - 1, " tail_en=1 count_neg=",
-                   hex(kActPassUnits - units), " k174=1 k178=1 k199=1 k215=1"));
+  // Operands over 128 KiB are popped in several passes; the infeeds' offsets count modulo one
+  // pass (the staging ring, docs/chip.md).
+  const Passes passes = passes_of(static_cast<int>(g.padded / 8), kActPassUnits);
+  e.add("pop",
+        cat("stream=1 walk=",
+            nest({{1, kActPassUnits}, {1 - kActPassUnits, passes.count}, {1 - kActPassUnits, 1}}),
+            " k121=1 k124=1 av140=1", passes.fields(), " k174=1 k178=1 k199=1 k215=1"));
   e.add("bundle", "s_op=0x0f s_x=5 imm=11");
   e.add("bundle", "s_op=0x0f s_x=4 imm=10");
   descriptor(e, 5, 4, 6, g.padded, 1);
@@ -100,12 +103,14 @@ void stream_operand(Emitter& e, const Geometry& g, const std::string& name, int 
                        "sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 sync.en2=1 sync.dec_lvl=1 "
                        "sync.dec=-1 sync.dec_mode=3 tail_en870=1"));
       ring_receive(e, tile_bit(t), fifo, 1, -64);
-      e.add("infeed",
-            cat("stream=1", offset ? cat(" buf_off=", hex(offset)) : "", " walk=",
-                nest({{1, kActPassUnits}, {1 - kActPassUnits, 1}, {1 - kActPassUnits, 1}}),
-                " k157=1 k160=1 av176=1 count_m1=", bytes / 8 - 1, " tail_en=1 count_neg=",
-                hex(kActPassUnits - bytes / 8), " f308=0x8 pop_wait=", hex((offset + 1) & 0xffff),
-                " k336=1 f352=1 f391=2 dest=", hex(tile_bit(t)), " f434=0xf lanes_m1=3"));
+      e.add(
+          "infeed",
+          cat("stream=1",
+              offset % kActPassUnits ? cat(" buf_off=", hex(offset % kActPassUnits)) : "",
+              " walk=", nest({{1, kActPassUnits}, {1 - kActPassUnits, 1}, {1 - kActPassUnits, 1}}),
+              " k157=1 k160=1 av176=1 count_m1=", bytes / 8 - 1, " tail_en=1 count_neg=",
+              hex(kActPassUnits - bytes / 8), " f308=0x8 pop_wait=", hex((offset + 1) & 0xffff),
+              " k336=1 f352=1 f391=2 dest=", hex(tile_bit(t)), " f434=0xf lanes_m1=3"));
     }
   tile_fence(e, "units=0x3ff");
   tile_fence(e, "counters=0x1ffff units=0x3ff");
@@ -343,8 +348,8 @@ std::string eltwise_unsupported(const EltwiseLayer& l) {
                      : l.kind == EltwiseLayer::Kind::kMul ? "MUL"
                                                           : "RELU";
   if (l.elements <= 0) return cat(what, " of empty tensors");
-  if (round_up(l.elements, 8) / 8 > kActPassUnits)
-    return cat(what, " of ", l.elements, " elements (one host stream of up to ", kActPassUnits * 8,
+  if (round_up(l.elements, 8) / 8 >= kMaxStreamUnits)
+    return cat(what, " of ", l.elements, " elements (host streams of up to ", kMaxStreamUnits * 8,
                " bytes per operand yet)");
   const Geometry g = geometry(l);
   if (g.narrow_end > kNarrowBytes)

@@ -54,7 +54,10 @@ void expect_equal_to_cpu(const Case& c, std::mt19937& random) {
   // Equality must not be cheap: the outputs spread, and a fused activation clips some of them.
   size_t saturated = 0;
   for (uint8_t v : want) saturated += v == 0 || v == 255;
-  ASSERT_LT(saturated * 3, want.size()) << "the test's output quantization saturates";
+  // (Tensors of a few bytes are there for their short 8-byte unit; too few to judge the spread.)
+  if (want.size() >= 64) {
+    ASSERT_LT(saturated * 3, want.size()) << "the test's output quantization saturates";
+  }
   ASSERT_GT(std::set<uint8_t>(want.begin(), want.end()).size(),
             std::min<size_t>(want.size() / 4, 24));
   const uint8_t flip = c.int8_io ? 0x80 : 0;
@@ -92,6 +95,7 @@ TEST(EltwiseOnTheVirtualEdgeTpu, AddEqualsTheCpuReferenceInEveryByte) {
   std::mt19937 random(20261204);
   expect_equal_to_cpu({false, {1, 8, 8, 16}}, random);
   expect_equal_to_cpu({false, {1, 56, 56, 24}}, random);  // MobileNet v2's first residual ADD
+  expect_equal_to_cpu({false, {1, 96, 96, 24}}, random);  // 216 KB: two pop passes
   expect_equal_to_cpu({false, {1, 3, 5, 7}}, random);     // 105 bytes: a short last unit
   expect_equal_to_cpu({false, {1, 1, 1, 5}}, random);     // 5 bytes: one short unit
   for (int i = 0; i < 12; ++i) expect_equal_to_cpu({false, random_shape(random, 40000)}, random);
@@ -100,7 +104,8 @@ TEST(EltwiseOnTheVirtualEdgeTpu, AddEqualsTheCpuReferenceInEveryByte) {
 TEST(EltwiseOnTheVirtualEdgeTpu, MulEqualsTheCpuReferenceInEveryByte) {
   std::mt19937 random(5);
   expect_equal_to_cpu({true, {1, 8, 8, 16}}, random);
-  expect_equal_to_cpu({true, {1, 64, 64, 1}}, random);  // looming's squares
+  expect_equal_to_cpu({true, {1, 64, 64, 1}}, random);     // looming's squares
+  expect_equal_to_cpu({true, {1, 112, 112, 16}}, random);  // 200 KB: two pop passes
   expect_equal_to_cpu({true, {1, 3, 5, 7}}, random);
   expect_equal_to_cpu({true, {1, 1, 1, 5}}, random);
   for (int i = 0; i < 12; ++i) expect_equal_to_cpu({true, random_shape(random, 40000)}, random);
