@@ -22,6 +22,7 @@ constexpr int kPiece = 256;         // bytes per ring packet
 constexpr int kRingFifo = 0x2078;   // wide row of the output packets
 constexpr int kInputFifo = 0x1e00;  // input packets: kInputRows rows of their own, then a fence
 constexpr int kInputRows = 32;
+constexpr int kPacketsPerMove = 4;    // input packets per infeed / ring consumer / wideToNarrow
 constexpr int kAddRows = 0x1c00;      // ADD's 4 weight rows (wide units, one row every 4)
 constexpr int kIdentityRow = 0x2000;  // MUL's pack reads the 4 x 4 identity here
 constexpr int kMulFifo = 0x2004;      // MUL's b, one word per fill
@@ -90,19 +91,26 @@ void stream_operand(Emitter& e, const Geometry& g, const std::string& name, int 
   e.add("bundle", "s_op=0x0f s_x=5 imm=11");
   e.add("bundle", "s_op=0x0f s_x=4 imm=10");
   descriptor(e, 5, 4, 6, g.padded, 1);
-  int piece = 0;
+  // Up to kPacketsPerMove packets of a tile's run move together: one infeed, one ring consumer
+  // into as many FIFO rows, one wideToNarrow (a third of the instructions of one packet each).
+  int move = 0;
   for (int t = 0; t < g.tiles; ++t)
-    for (int at = 0; at < g.bytes_of(t); at += kPiece, ++piece) {
-      if (piece > 0 && piece % kInputRows == 0) tile_fence(e, "counters=0x1ffff units=0x3ff");
-      const int fifo = kInputFifo + 4 * (piece % kInputRows);
-      const int bytes = std::min(kPiece, g.bytes_of(t) - at);
+    for (int at = 0; at < g.bytes_of(t); at += kPiece * kPacketsPerMove, ++move) {
+      constexpr int kMoves = kInputRows / kPacketsPerMove;
+      if (move > 0 && move % kMoves == 0) tile_fence(e, "counters=0x1ffff units=0x3ff");
+      const int fifo = kInputFifo + 4 * kPacketsPerMove * (move % kMoves);
+      const int bytes = std::min(kPiece * kPacketsPerMove, g.bytes_of(t) - at);
+      const int packets = (bytes + kPiece - 1) / kPiece;
       const int offset = (t * g.run + at) / 8;
-      e.add("w2n", cat("tiles=", hex(tile_bit(t)), " w.addr=", hex(fifo), " w=(1 x 1) n.addr=",
-                       hex((base + at) / 4), " n=", strided_walk({{1, bytes / 4}}, 6),
+      e.add("w2n", cat("tiles=", hex(tile_bit(t)), " w.addr=", hex(fifo), " w=(1 x ", packets,
+                       ") n.addr=", hex((base + at) / 4), " n=", strided_walk({{1, bytes / 4}}, 6),
                        " n.lvl_mask=0x01 mode=1 fill_size=128 sync.en0=1 sync.id=14 "
                        "sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 sync.en2=1 sync.dec_lvl=1 "
                        "sync.dec=-1 sync.dec_mode=3 tail_en870=1"));
-      ring_receive(e, tile_bit(t), fifo, 1, -64);
+      e.add("ringcons0", cat("tiles=", hex(tile_bit(t)), " addr=", hex(fifo), " dst=(1 x ", packets,
+                             ")(", 1 - packets, " x 1)(", 1 - packets, " x 1)(", 1 - packets,
+                             " x 1) sdims=1 cbuf=1 slots=", packets, " mode=3 s_id=0x2b s_val=",
+                             -64 * packets, " s_cnt=", packets, " s_en_b=1 s_y=1"));
       e.add(
           "infeed",
           cat("stream=1",
