@@ -1,9 +1,10 @@
 // The larger sweep behind tests/compiler/residual_chain_test.cpp: N random chains of MobileNet v2
 // inverted residual blocks (a stem conv, then 1-3 blocks expand 1x1 -> depthwise 3x3 -> project 1x1
-// -> ADD with the block's input; random sizes, channels past whole groups of 64, operand order and
-// a fused RELU on some ADDs) compiled by tinycoral, run on the virtual Edge TPU (two inferences)
-// and compared with the CPU reference in `edgetpu` rounding. Prints every chain that is refused or
-// differs and the totals; exits 1 if any byte differs.
+// -> ADD with the block's input, or in a third of the chains ResNet's basic blocks 3x3 -> 3x3 ->
+// ADD + RELU; random sizes, channels past whole groups of 64, operand order, RELU on some ADDs)
+// compiled by tinycoral, run on the virtual Edge TPU (two inferences) and compared with the CPU
+// reference in `edgetpu` rounding. Prints every chain that is refused or differs and the totals;
+// exits 1 if any byte differs.
 //   compiler_residual_bench [N=100] [SEED=1]
 #include <chrono>
 #include <cstdio>
@@ -79,8 +80,19 @@ int main(int argc, char** argv) {
     const int c = channels[random() % 7];
     std::vector<ConvSpec> specs = {conv(c, 3, stem_stride, Activation::kRelu6)};
     const int blocks = 1 + static_cast<int>(random() % 3);
+    const bool resnet = random() % 3 == 0;  // ResNet basic blocks: 3x3, 3x3, ADD
     for (int b = 0; b < blocks; ++b) {
       const int from = static_cast<int>(specs.size());
+      if (resnet) {
+        specs.push_back(conv(c, 3, 1, Activation::kRelu));
+        specs.push_back(conv(c, 3, 1, Activation::kNone));
+        ConvSpec add;
+        add.residual_from = from;
+        add.add_first = random() % 2 == 0;
+        add.act = Activation::kRelu;
+        specs.push_back(add);
+        continue;
+      }
       const int t = 1 + static_cast<int>(random() % 6);
       ConvSpec dw = conv(0, 3, 1, Activation::kRelu6);
       dw.depthwise = true;

@@ -151,5 +151,40 @@ TEST(ResidualChainOnTheVirtualEdgeTpu, ChannelsPastWholeGroupsEqualTheCpuReferen
   expect_equal_to_cpu(6, 6, 32, {conv(68, 3), conv(8, 1, 1, none)}, random);
 }
 
+// ResNet's basic block: the operand is the input of a 3x3 SAME conv (a padded image), so the ADD's
+// own image takes the operand's row pitch and interior column.
+TEST(ResidualChainOnTheVirtualEdgeTpu, ResNetBasicBlocksEqualTheCpuReference) {
+  std::mt19937 random(3);
+  const Activation none = Activation::kNone, relu = Activation::kRelu;
+  expect_equal_to_cpu(
+      8, 8, 8,
+      {conv(16, 3, 1, relu), conv(16, 3, 1, relu), conv(16, 3, 1, none), residual(1, true, relu)},
+      random);
+  EXPECT_EQ(expect_equal_to_cpu(
+                24, 24, 4,
+                {conv(16, 3, 1, relu), conv(16, 3, 1, relu), conv(16, 3, 1, none),
+                 residual(1, false, relu), conv(16, 3, 1, relu), conv(16, 3, 1, none), residual(4)},
+                random),
+            16u);
+  expect_equal_to_cpu(12, 12, 12, {conv(12, 5, 1, relu), conv(12, 5, 1, none), residual(0)},
+                      random);
+}
+
+// Three nested residual spans would need three kept images at once (two regions take turns): the
+// model stays on the CPU and the log says why.
+TEST(ResidualChainOnTheVirtualEdgeTpu, NestedSpansBeyondTwoKeptImagesStayOnTheCpuWithTheReason) {
+  std::mt19937 random(5);
+  const Activation none = Activation::kNone;
+  const container::Model twin = conv_twin(8, 8, 8,
+                                          {conv(8, 1), conv(8, 1), conv(8, 1), conv(8, 1, 1, none),
+                                           residual(2), residual(1), residual(0)},
+                                          random);
+  const CompileResult r = compile_model(container::write_tflite(twin));
+  EXPECT_EQ(r.edgetpu_subgraphs, 0);
+  bool said = false;
+  for (const auto& row : r.rows) said |= row.status.find("spans overlap") != std::string::npos;
+  EXPECT_TRUE(said);
+}
+
 }  // namespace
 }  // namespace tinycoral::compiler
