@@ -1,7 +1,8 @@
 // The compile pipeline (compile.h).
 //
 // The mapped part is lowered by the first generator that recognises it (lower_mapped_part): a
-// single FULLY_CONNECTED (fc_codegen.h), a chain of CONV_2D layers (conv_codegen.h). A generator
+// single FULLY_CONNECTED (fc_codegen.h), a chain of CONV_2D layers (conv_codegen.h), ADD or MUL of
+// two tensors (eltwise_codegen.h), and the others of kGenerators. A generator
 // answers "" and its package, or the reason it does not cover the part; when none covers it the
 // part goes back to the CPU with the most specific reason. New generators (depthwise, pooling, and
 // mixed chains) add one entry to kGenerators.
@@ -15,6 +16,8 @@
 #include "compiler/conv_layer.h"
 #include "compiler/depthwise_codegen.h"
 #include "compiler/depthwise_layer.h"
+#include "compiler/eltwise_codegen.h"
+#include "compiler/eltwise_layer.h"
 #include "compiler/fc_codegen.h"
 #include "compiler/fc_layer.h"
 #include "compiler/softmax_codegen.h"
@@ -70,6 +73,14 @@ Lowered lower_softmax_fc(const Graph& graph, const std::vector<int>& ops) {
   return {make_package({std::move(programs.execution), std::move(programs.caching)}), ""};
 }
 
+Lowered lower_eltwise(const Graph& graph, const std::vector<int>& ops) {
+  EltwiseLayer layer;
+  std::string why = match_eltwise(graph, ops, layer);
+  if (why.empty()) why = eltwise_unsupported(layer);
+  if (!why.empty()) return {std::nullopt, why};
+  return {make_package({generate_eltwise(layer)}), ""};
+}
+
 // Whether the part holds an operator of this type (to pick the reason to log).
 bool holds(const Graph& graph, const std::vector<int>& ops, container::BuiltinOp code) {
   for (int i : ops)
@@ -82,11 +93,15 @@ Lowered lower_mapped_part(const Graph& graph, const std::vector<int>& ops) {
     container::BuiltinOp op;  // the operator the generator is about
     Generator generate;
   };
-  static constexpr std::array<Entry, 4> kGenerators = {
+  static constexpr std::array<Entry, 8> kGenerators = {
       Entry{container::BuiltinOp::kFullyConnected, lower_fc},
       Entry{container::BuiltinOp::kConv2D, lower_conv_chain},
       Entry{container::BuiltinOp::kDepthwiseConv2D, lower_depthwise},
-      Entry{container::BuiltinOp::kSoftmax, lower_softmax_fc}};
+      Entry{container::BuiltinOp::kSoftmax, lower_softmax_fc},
+      Entry{container::BuiltinOp::kAdd, lower_eltwise},
+      Entry{container::BuiltinOp::kMul, lower_eltwise},
+      Entry{container::BuiltinOp::kRelu, lower_eltwise},
+      Entry{container::BuiltinOp::kRelu6, lower_eltwise}};
   std::string why;
   bool held = false;
   for (const Entry& g : kGenerators) {

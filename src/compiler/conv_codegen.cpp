@@ -7,6 +7,7 @@
 #include <bit>
 
 #include "common/error.h"
+#include "compiler/eltwise_codegen.h"
 #include "compiler/emitter.h"
 #include "compiler/program_parts.h"
 
@@ -27,12 +28,13 @@ constexpr int kRingFifo = 0x2078;  // wide row of the output packets
 // wideToNarrow reads its own packet): kInputRows rows from unit kInputFifo, then a fence.
 constexpr int kInputFifo = 0x1e00;
 constexpr int kInputRows = 32;
-constexpr int kHandOverPackets = 4;          // ring packets per hand-over transfer
-constexpr int kNarrowBytes = 196608;         // narrow memory of a tile
-constexpr int kWideUnitsLimit = kInputFifo;  // weights stay below the program's FIFO rows
-constexpr int kActPassUnits = 16384;         // activation units (8 bytes) per pass
-constexpr int kParPassUnits = 1024;          // parameter units (64 bytes) per pass
-constexpr int kMeshFillWords = 4096;         // words per mesh fill instruction
+constexpr int kAddRows = kInputFifo + 4 * kInputRows;  // a residual ADD's 4 weight rows
+constexpr int kHandOverPackets = 4;                    // ring packets per hand-over transfer
+constexpr int kNarrowBytes = 196608;                   // narrow memory of a tile
+constexpr int kWideUnitsLimit = kInputFifo;            // weights stay below the program's FIFO rows
+constexpr int kActPassUnits = 16384;                   // activation units (8 bytes) per pass
+constexpr int kParPassUnits = 1024;                    // parameter units (64 bytes) per pass
+constexpr int kMeshFillWords = 4096;                   // words per mesh fill instruction
 
 int round_up(int v, int m) { return (v + m - 1) / m * m; }
 
@@ -71,6 +73,7 @@ struct LayerPlan {
   // groups share one set of weight rows (MobileNet v1 1.0's 7x7 pool: 784 rows instead of 12,544).
   bool shared_rows = false;
   int rows_of(int groups_in_part) const {
+    if (l->residual()) return 0;  // a residual ADD has no parameters
     return groups_in_part * planes + 1 + (shared_rows ? 1 : groups_in_part) * kwords;
   }
   int zp_row(const Part& part) const { return part.row + (part.g1 - part.g0) * planes; }
@@ -96,11 +99,13 @@ struct Plan {
   int y0 = 0;  // the tile's first output row of the stage's last layer
   size_t first = 0, end = 0;
   std::vector<LayerPlan> layers;
-  int out_base = 0;     // narrow byte address of the stage's [OH][OW][Cp] output
-  int out_ch = 0;       // Cp: the last layer's channels as stored (a multiple of 4)
-  int out_row = 0;      // bytes per output row (whole blocks)
-  int out_bytes = 0;    // the band's rows * out_row, rounded up to 8
-  int regions_end = 0;  // end of the two image regions
+  int out_base = 0;   // narrow byte address of the stage's [OH][OW][Cp] output
+  int out_ch = 0;     // Cp: the last layer's channels as stored (a multiple of 4)
+  int out_row = 0;    // bytes per output row (whole blocks)
+  int out_bytes = 0;  // the band's rows * out_row, rounded up to 8
+  int regions_end = 0;
+  int add_scratch =
+      0;  // 16 narrow words for a residual ADD's weight rows  // end of the two image regions
   int narrow_end = 0;
 };
 
@@ -131,7 +136,7 @@ bool input_streamable(const ConvLayer& l) {
 // Channels per output pixel as a layer writes them.
 int channels_stored(const ConvLayer& l, int block) {
   if (block > 1) return l.cout;
-  return l.cout <= kColumns ? round_up(l.cout, 4) : round_up(l.cout, kColumns);
+  return l.cout <= kColumns || l.cout % 4 == 0 ? round_up(l.cout, 4) : round_up(l.cout, kColumns);
 }
 
 int block_of(const ConvLayer& l) {
@@ -200,6 +205,7 @@ void assign_segments(Shapes& s, const std::vector<int>& group_of,
   for (size_t i = 0; i < s.layers.size(); ++i) {
     LayerPlan& lp = s.layers[i];
     lp.parts.clear();
+    if (lp.l->residual()) continue;  // no parameters
     const int group = group_of[i];
     for (int g = 0; g < lp.groups;) {
       const int left = lp.groups - g;
@@ -256,22 +262,45 @@ Plan plan_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t 
                            (lp.blocks - 1) * lp.block * l.stride_w * l.cin + 4 * lp.window_words;
     lp.wp = std::max(lp.extra + l.w + l.pad_left, (window_end + l.cin - 1) / l.cin);
     while (lp.wp * l.cin % 4 != 0) ++lp.wp;
+    if (l.residual() && static_cast<size_t>(l.residual_of) >= first) {
+      // A residual ADD's image takes its operand's geometry (the padded input of a 3x3 layer
+      // in a ResNet block): one row pitch and one interior column for both, so the op reads
+      // them with one offset.
+      const LayerPlan& xp = p.layers.at(static_cast<size_t>(l.residual_of));
+      lp.extra = xp.extra + xp.l->pad_left;
+      lp.wp = xp.wp;
+    }
   }
   // Two regions take turns: layer i reads its image from region i % 2 and writes the next one
   // into the other, which held image i - 1 (read by then); the images are filled just in time
   // (execution_program).
-  int region[2] = {0, 0};
+  // An image a residual ADD of the stage reads later is kept in one of two more regions (taking
+  // turns, one per residual) until the ADD has run.
+  std::vector<int> kept(p.layers.size(), -1);
+  int kept_count = 0;
+  for (size_t i = first; i < end; ++i) {
+    const ConvLayer& l = chain.layers[i];
+    if (l.residual() && static_cast<size_t>(l.residual_of) >= first)
+      kept[static_cast<size_t>(l.residual_of)] = 2 + kept_count++ % 2;
+  }
+  auto region_of = [&](size_t i) {
+    return kept[i] >= 0 ? kept[i] : static_cast<int>((i - first) % 2);
+  };
+  int region[4] = {0, 0, 0, 0};
   for (size_t i = first; i < end; ++i)
-    region[(i - first) % 2] =
-        std::max(region[(i - first) % 2], round_up(p.layers[i].in_bytes(), 64));
-  for (size_t i = first; i < end; ++i) p.layers[i].in_base = (i - first) % 2 == 0 ? 0 : region[0];
-  p.regions_end = region[0] + region[1];
+    region[region_of(i)] = std::max(region[region_of(i)], round_up(p.layers[i].in_bytes(), 64));
+  const int region_base[4] = {0, region[0], region[0] + region[1],
+                              region[0] + region[1] + region[2]};
+  for (size_t i = first; i < end; ++i) p.layers[i].in_base = region_base[region_of(i)];
+  p.regions_end = region_base[3] + region[3];
+  p.add_scratch = p.regions_end;
+  if (kept_count > 0) p.regions_end += 64;
   const LayerPlan& last = p.layers[end - 1];
   p.out_ch = channels_stored(*last.l, last.block);
   p.out_row = last.blocks * last.block * p.out_ch;
   p.out_bytes = round_up((last.ob - last.oa) * p.out_row, 8);
-  p.out_base = out_at_top ? kNarrowBytes - round_up(p.out_bytes, 64) : p.regions_end;
-  p.narrow_end = out_at_top ? kNarrowBytes : round_up(p.regions_end + p.out_bytes, 8) + 8;
+  p.out_base = out_at_top ? kNarrowBytes - round_up(p.out_bytes, 64) - 64 : p.regions_end;
+  p.narrow_end = out_at_top ? kNarrowBytes : round_up(p.regions_end + p.out_bytes, 8) + 64;
   return p;
 }
 
@@ -400,12 +429,20 @@ void bias_load(Emitter& e, const LayerPlan& lp, int first_row, int groups, uint3
 }
 
 // The op fields every layer shares after its walks.
-std::string op_tail(const LayerPlan& lp, int zp_unit, int out_ch) {
+std::string op_tail(const LayerPlan& lp, int zp_unit, int out_ch, int last_ch = 0) {
+  // A last group of fewer channels (MobileNet v2's 96, 144, 160) writes its words only and skips
+  // the rest of its `out` group level (Google's out_ch_last / out.last_*, e.g. 31 and 8 words
+  // skipped in gen2020 MobileNet v2).
+  if (last_ch == 0) last_ch = out_ch;
+  const std::string last_group = last_ch == out_ch
+                                     ? ""
+                                     : cat(" out.last_mode=3 out.last_cnt=", last_ch / 4 - 1,
+                                           " out.last_skip=", out_ch / 4 - last_ch / 4);
   const ConvLayer& l = *lp.l;
   return cat(" cfg0=0x0a5 cfg1=0x14e sync0=0x4000 sync1=0x4000 cfg2=0x07 cfg3=8 in_zp=", l.in_zp,
              " pc_aux_unit=", hex(zp_unit), " pc_aux_rows=", lp.planes,
-             " pc_zp_unit=", hex(zp_unit), l.bias.empty() ? "" : " cfg4=1",
-             " dp_mode=2 reduce_mask=0x01 out_ch_last=", out_ch - 1, " out_ch=", out_ch - 1,
+             " pc_zp_unit=", hex(zp_unit), l.bias.empty() ? "" : " cfg4=1", last_group,
+             " dp_mode=2 reduce_mask=0x01 out_ch_last=", last_ch - 1, " out_ch=", out_ch - 1,
              " mult=", f32_bits(1.0f), " clamp_max=", f32_bits(l.clamp_max),
              " clamp_min=", f32_bits(l.clamp_min), " out_zp=", l.out_zp, " pc_mult=1");
 }
@@ -419,7 +456,8 @@ void depthwise_op(Emitter& e, const Plan& p, size_t i, const Part& part, int g0,
   const int rows = lp.ob - lp.oa;
   const int64_t positions = int64_t{rows} * lp.blocks;
   const int taps = l.kh * l.kw;
-  const int words = (g1 - g0) * lp.dw_words;
+  // (The last group's words only, when the channels end before a whole group of 64.)
+  const int words = std::min((g1 - g0) * lp.dw_words, l.cin / 4 - g0 * lp.dw_words);
   const std::string in_walk = strided_walk({{l.cin / 4, l.kw},
                                             {lp.row_words(), l.kh},
                                             {l.stride_w * l.cin / 4, lp.blocks},
@@ -471,7 +509,30 @@ void layer_op(Emitter& e, const Plan& p, size_t i, const Part& part) {
             " in=", in_walk, " in.tflags=0x01 out.base=", hex(t.base + kColumns * part.g0),
             " out=", out_walk, " out.tflags=0x1 par.base=", hex(lp.weight_row(part) * kRowUnits),
             " par=", par_walk, " psum=(0 x ", lp.kwords, ")",
-            op_tail(lp, lp.zp_row(part) * kRowUnits, lp.group_ch)));
+            op_tail(lp, lp.zp_row(part) * kRowUnits, lp.group_ch,
+                    part.g1 == lp.groups && lp.groups > 1 && l.cout % kColumns != 0
+                        ? round_up(l.cout % kColumns, 4)
+                        : lp.group_ch)));
+}
+
+// A residual ADD on one tile: its input image (the layer before wrote it) plus the kept image,
+// into the next layer's image (or the output), pixel by pixel over the tile's rows.
+void residual_op(Emitter& e, const Plan& p, size_t i) {
+  const LayerPlan& lp = p.layers[i];
+  const ConvLayer& l = *lp.l;
+  const LayerPlan& xp = p.layers[static_cast<size_t>(l.residual_of)];
+  const int y_at = lp.pixel(0, 0), x_at = xp.pixel(lp.oa - xp.top, xp.l->pad_left);
+  const OutTarget t = out_target(p, i);
+  AddOp op;
+  op.a = l.add_flowing_first ? y_at : x_at;
+  op.b_minus_a = l.add_flowing_first ? x_at - y_at : y_at - x_at;
+  op.out = t.base;
+  op.rows = kAddRows;
+  op.levels = {{l.cin / 4, 4, 1},
+               {l.w, l.cin, t.pixel_bytes / 4},
+               {lp.ob - lp.oa, 4 * lp.row_words(), t.row_words}};
+  emit_add_op(e, tile_bit(p.tile), op, l.mult.at(0), l.clamp_min, l.clamp_max, l.add_offset,
+              l.out_zp);
 }
 
 // The last layer's bytes to the host: 256-byte pieces through the ring to the scalar core.
@@ -687,6 +748,22 @@ container::Bitstream execution_program(const ConvChain& chain, const Shapes& sha
         fill_image(i + 1);
         tile_fence(e, "counters=0x1ffff units=0x3ff");
       }
+      if (lp.l->residual()) {
+        // Tiles whose scratch words sit at one address build the weight rows together.
+        std::vector<std::pair<int, uint32_t>> scratch;
+        for (const Plan& p : stage.tiles) {
+          if (scratch.empty() || scratch.back().first != p.add_scratch)
+            scratch.push_back({p.add_scratch, 0});
+          scratch.back().second |= tile_bit(p.tile);
+        }
+        for (const auto& [at, mask] : scratch)
+          emit_add_rows(e, mask, at, kAddRows, lp.l->add_w1, lp.l->add_w2);
+        for (const Plan& p : stage.tiles) residual_op(e, p, i);
+        tile_fence(e, "counters=0x1ffff units=0x3ff");
+        tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
+        wait_tokens(e);
+        continue;
+      }
       for (const Part& part : lp.parts) {
         // The part's segment once the layers before have run.
         const Segment& seg = shapes.segments[static_cast<size_t>(part.segment)];
@@ -782,6 +859,15 @@ double stage_overhead(const ConvChain& chain, const Stage& s) {
 // them) - then the next.
 constexpr double kMaxStageOverhead = 1.5;
 
+// Whether a stage ending before layer `e` would cut a residual block (its ADD after the cut, the
+// image it keeps before).
+bool cuts_a_residual(const ConvChain& chain, size_t e) {
+  for (size_t i = e; i < chain.layers.size(); ++i)
+    if (chain.layers[i].residual() && static_cast<size_t>(chain.layers[i].residual_of) < e)
+      return true;
+  return false;
+}
+
 std::vector<Stage> placement(const ConvChain& chain, const Shapes& shapes, bool capped) {
   const size_t n = chain.layers.size();
   std::vector<Stage> stages{stage_of(chain, shapes, 0, n)};
@@ -791,6 +877,7 @@ std::vector<Stage> placement(const ConvChain& chain, const Shapes& shapes, bool 
     const Stage* before = stages.empty() ? nullptr : &stages.back();
     size_t end = 0, fitting = first + 1;
     for (size_t e = n; e > first + 1 && end == 0; --e) {
+      if (e < n && cuts_a_residual(chain, e)) continue;
       const Stage s = stage_of(chain, shapes, first, e);
       if (!stage_fits(s, before)) continue;
       if (fitting == first + 1) fitting = e;
@@ -823,7 +910,8 @@ bool spread_over_tiles(const ConvChain& chain, const Shapes& shapes, std::vector
     for (size_t a = s.first; a < s.end;) {
       size_t b = a + 1;
       int rows = shapes.layers[a].rows();
-      while (b < s.end && rows + shapes.layers[b].rows() <= kSegmentRows)
+      while (b < s.end &&
+             (rows + shapes.layers[b].rows() <= kSegmentRows || cuts_a_residual(chain, b)))
         rows += shapes.layers[b++].rows();
       if (b < s.end && used >= kTiles) b = s.end;  // no tile left: the rest streams here
       if (b < s.end) ++used;
@@ -903,21 +991,65 @@ void put32(std::vector<uint8_t>& out, uint32_t v) {
 
 }  // namespace
 
+namespace {
+
+// A residual ADD reads its other operand where layer `residual_of` read its input: that image must
+// be in the ADD's stage, hold the ADD's rows on every tile with the ADD's row pitch, and no two
+// kept images of one region may be live at once.
+std::string residual_shape_unsupported(const ConvChain& chain, size_t i) {
+  const ConvLayer& l = chain.layers[i];
+  if (l.cin % 4 != 0)
+    return cat("an ADD in a chain over ", l.cin, " channels (a multiple of 4 yet)");
+  if (i == 0) return "an ADD as a chain's first layer";
+  const ConvLayer& x = chain.layers[static_cast<size_t>(l.residual_of)];
+  if (x.h != l.h || x.w != l.w || x.cin != l.cin)
+    return "an ADD in a chain whose operand's shape differs";
+  return "";
+}
+
+std::string residual_unsupported(const ConvChain& chain, size_t i, const Layout& layout) {
+  const size_t j = static_cast<size_t>(chain.layers[i].residual_of);
+  for (const Stage& s : layout.stages) {
+    if (i < s.first || i >= s.end) continue;
+    if (j < s.first) return "a residual block split over two stages (not generated yet)";
+    for (const Plan& t : s.tiles) {
+      const LayerPlan &a = t.layers[i], &xp = t.layers[j];
+      if (xp.row_words() != a.row_words() || a.oa < xp.top || a.ob > xp.top + xp.hp)
+        return "an ADD in a chain whose operand rows are not all kept on its tile";
+    }
+  }
+  int kept = 0, last_end[2] = {-1, -1};
+  for (size_t k = 0; k < chain.layers.size(); ++k) {
+    if (!chain.layers[k].residual()) continue;
+    const int from = chain.layers[k].residual_of;
+    if (from <= last_end[kept % 2]) return "residual ADDs whose spans overlap";
+    last_end[kept++ % 2] = static_cast<int>(k);
+  }
+  return "";
+}
+
+}  // namespace
+
 std::string conv_unsupported(const ConvChain& chain) {
   if (chain.layers.empty()) return "no CONV_2D layer";
   for (size_t i = 0; i < chain.layers.size(); ++i) {
     const ConvLayer& l = chain.layers[i];
+    if (l.residual()) {
+      if (const std::string why = residual_shape_unsupported(chain, i); !why.empty()) return why;
+      continue;
+    }
     const int block = block_of(l);
     if (block > 1 && (block * l.cout > kColumns || block * l.cout % 4 != 0))
       return cat("CONV_2D with ", l.cin, " input channels, stride ", l.stride_w, " and ", l.cout,
                  " output channels (", block, " x Cout must be a multiple of 4 up to 64 yet)");
     if (block > 1 && i + 1 < chain.layers.size() && l.ow % block != 0)
       return "a CONV_2D inside a chain whose output width is not a whole number of blocks";
-    // The last layer's channels are padded to whole groups (the output layout skips the padding).
+    // Channels past whole groups of 64: a partial last group (op_tail) of whole words, or, for
+    // the last layer, padding to whole groups (the output layout skips it).
     if (l.cout > kColumns && l.cout % kColumns != 0 &&
-        (i + 1 < chain.layers.size() || l.depthwise || block > 1))
-      return cat("a layer inside a chain with ", l.cout,
-                 " output channels (up to 64 or a multiple of 64 yet)");
+        (block > 1 || (l.cout % 4 != 0 && (i + 1 < chain.layers.size() || l.depthwise))))
+      return cat("a layer with ", l.cout,
+                 " output channels (up to 64, or a multiple of 4 past 64, yet)");
     if (i + 1 < chain.layers.size() && l.cout % 4 != 0)
       return "a CONV_2D inside a chain with output channels not a multiple of 4";
     if (l.depthwise && l.cin % 4 != 0)
@@ -928,6 +1060,9 @@ std::string conv_unsupported(const ConvChain& chain) {
   if (!input_streamable(first))
     return "a CONV_2D input whose rows cannot be streamed in 8-byte units (not generated yet)";
   const Layout layout = make_layout(chain);
+  for (size_t i = 0; i < chain.layers.size(); ++i)
+    if (chain.layers[i].residual())
+      if (const std::string why = residual_unsupported(chain, i, layout); !why.empty()) return why;
   for (const LayerPlan& lp : layout.shapes.layers)
     for (const Part& part : lp.parts)
       if (lp.rows_of(part.g1 - part.g0) * kRowUnits > kWideUnitsLimit)

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "compiler/eltwise_layer.h"
 #include "compiler/fc_layer.h"
 
 namespace tinycoral::compiler {
@@ -217,11 +218,20 @@ std::string match_conv_chain(const Graph& graph, const std::vector<int>& mapped_
   if (!ops.empty() && is(*ops.front(), BuiltinOp::kQuantize)) first = 1;
   if (end > first && is(*ops.back(), BuiltinOp::kQuantize)) --end;
   if (first >= end) return "no CONV_2D in the mapped part";
-  int flowing = -1;  // the tensor the next layer must read
+  int flowing = -1;               // the tensor the next layer must read
+  std::vector<int> layer_inputs;  // the tensor each layer reads (a residual ADD's other operand)
   for (size_t i = first; i < end; ++i) {
     const GraphOp& op = *ops[i];
-    if (flowing >= 0 && op.inputs.at(0) != flowing) return "the layers do not form a chain";
     ConvLayer l;
+    if (is(op, BuiltinOp::kAdd) && !chain.layers.empty()) {
+      if (std::string why = match_residual_add(graph, op, flowing, layer_inputs, l); !why.empty())
+        return why;
+      layer_inputs.push_back(flowing);
+      chain.layers.push_back(std::move(l));
+      flowing = op.outputs.at(0);
+      continue;
+    }
+    if (flowing >= 0 && op.inputs.at(0) != flowing) return "the layers do not form a chain";
     if (is(op, BuiltinOp::kConv2D)) {
       if (std::string why = make_layer(graph, op, l); !why.empty()) return why;
     } else if (is(op, BuiltinOp::kDepthwiseConv2D)) {
@@ -242,6 +252,7 @@ std::string match_conv_chain(const Graph& graph, const std::vector<int>& mapped_
     } else {
       return cat("tinycoral has no code generator for ", op.name, " in a chain yet");
     }
+    layer_inputs.push_back(op.inputs.at(0));
     chain.layers.push_back(std::move(l));
     flowing = op.outputs.at(0);
   }

@@ -30,6 +30,14 @@ struct ConvLayer {
   int32_t in_zp = 0, out_zp = 0;  // uint8 domain
   float in_scale = 0, out_scale = 0;
   float clamp_min = 0, clamp_max = 0;  // fc_clamp() of the activation's bounds
+  // A residual ADD (eltwise_layer.h, match_residual_add): 1x1 geometry, no weights; adds the
+  // previous layer's output and the input image of layer `residual_of` as acc = add_w1 (input 0)
+  // + add_w2 (input 1) + add_offset, scaled by mult[0]. `add_flowing_first`: input 0 is the
+  // previous layer's output.
+  int residual_of = -1;
+  int32_t add_w1 = 0, add_w2 = 0, add_offset = 0;
+  bool add_flowing_first = true;
+  bool residual() const { return residual_of >= 0; }
 };
 
 // The layers of one mapped chain and its boundary tensors.

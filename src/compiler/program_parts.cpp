@@ -63,6 +63,26 @@ std::string strided_walk(const std::vector<std::pair<int64_t, int64_t>>& stride_
   return out;
 }
 
+std::string byte_walk(std::vector<std::pair<int64_t, int64_t>> stride_count, int mode7,
+                      int* hmode) {
+  while (stride_count.size() < 8) stride_count.push_back({0, 1});
+  std::vector<int64_t> field(8), low(8);
+  int64_t inner = 0;
+  for (size_t k = 0; k < 8; ++k) {
+    const int64_t inc = stride_count[k].first - inner;
+    inner += stride_count[k].first * (stride_count[k].second - 1);
+    field[k] = inc >= 0 ? inc / 4 : -((-inc + 3) / 4);
+    low[k] = inc - 4 * field[k];
+  }
+  *hmode = static_cast<int>(low[0]);
+  std::string s;
+  for (size_t k = 0; k < 8; ++k) {
+    const int64_t mode = k + 1 < 8 ? low[k + 1] : mode7;
+    s += cat("(", field[k], " x ", stride_count[k].second, mode ? cat(" m", mode) : "", ")");
+  }
+  return s;
+}
+
 void ring_send(Emitter& e, int from, int row, uint32_t dest, int ordinal) {
   e.add("ringprod",
         cat("tiles=", hex(tile_bit(from)), " addr=", hex(row),

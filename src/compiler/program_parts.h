@@ -44,6 +44,11 @@ std::string narrow_walk(int words);
 std::string strided_walk(const std::vector<std::pair<int64_t, int64_t>>& stride_count, int levels,
                          const std::string& last_mode = "");
 
+// A walk over bytes from logical strides (in bytes), 8 levels: the increments as strided_walk's,
+// printed in words with each remainder as the previous level's mode bits (level 7's mode is
+// `mode7`); *hmode gets level 0's remainder (the op's `in.hmode`).
+std::string byte_walk(std::vector<std::pair<int64_t, int64_t>> stride_count, int mode7, int* hmode);
+
 // ringProducer: tile `from` sends its row `row` to `dest` (bit 16 = the scalar core); `ordinal`
 // counts the program's ring producers.
 void ring_send(Emitter& e, int from, int row, uint32_t dest, int ordinal);

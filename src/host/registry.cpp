@@ -28,6 +28,7 @@ namespace tinycoral::host {
   X(pool_2d)                  \
   X(posenet_decoder)          \
   X(quantize)                 \
+  X(quantized_relu)           \
   X(reshape)                  \
   X(resize_bilinear)          \
   X(sequence_lstm)            \

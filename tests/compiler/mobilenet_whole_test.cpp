@@ -141,6 +141,14 @@ TEST(MobileNetCompiledWhole, V1QuarterGen2021EqualsItsTwinAndPassesGooglesCheck)
   expect_compiled_whole(data, "gen2021/mobilenet_v1_0.25_128_quant.tflite", "G019");
 }
 
+// MobileNet v2 (224): its residual ADDs and 96/144/160-channel layers in the chain's stages;
+// cat.bmp once (seconds per inference on the simulator); Google's G006 on our file.
+TEST(MobileNetCompiledWhole, V2Gen2020EqualsItsTwinAndPassesGooglesCheck) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  expect_compiled_whole(data, "gen2020/mobilenet_v2_1.0_224_quant.tflite", "G006", {{"SOFTMAX", 1}},
+                        true);
+}
+
 // Stages: the first layers in row bands over 10 tiles, the rest on tile 0 after a hand-over over
 // the ring; parameters in 8 segments (docs/compiler.md "Whole MobileNets").
 TEST(MobileNetCompiledWhole, V1HalfGen2020EqualsItsTwinAndPassesGooglesCheck) {

@@ -35,6 +35,10 @@ struct ConvSpec {
   bool pool = false;
   // After this (last) layer of a 1x1 map: the classifier's RESHAPE to [1, C] and a SOFTMAX.
   bool softmax = false;
+  // A residual ADD instead: the previous layer's output plus the input of layer `residual_from`
+  // (the same shape), the previous output as ADD's input 0 when `add_first`; `act` fused.
+  int residual_from = -1;
+  bool add_first = true;
 };
 
 inline std::vector<uint8_t> le32(const std::vector<int32_t>& v) {
@@ -54,8 +58,8 @@ inline container::Model conv_twin(int h, int w, int cin, const std::vector<ConvS
   std::uniform_real_distribution<float> unit(0.0f, 1.0f);
   container::Model m;
   m.description = "conv twin";
-  m.operator_codes = {{114, "", 1}, {3, "", 3}, {9, "", 5}, {22, "", 1},
-                      {4, "", 3},   {1, "", 2}, {25, "", 2}};
+  m.operator_codes = {{114, "", 1}, {3, "", 3}, {9, "", 5},  {22, "", 1},
+                      {4, "", 3},   {1, "", 2}, {25, "", 2}, {0, "", 2}};
   m.buffers = {{}};
   container::Subgraph g;
   float sx = 0.004f + 0.01f * unit(random);
@@ -68,8 +72,32 @@ inline container::Model conv_twin(int h, int w, int cin, const std::vector<ConvS
   q_in.outputs = {1};
   g.operators.push_back(q_in);
   int x_tensor = 1;
+  std::vector<int> layer_input;  // the tensor each layer reads
+  std::vector<std::pair<float, int>> layer_quant;
   for (size_t i = 0; i < specs.size(); ++i) {
     ConvSpec s = specs[i];
+    layer_input.push_back(x_tensor);
+    layer_quant.push_back({sx, zx});
+    if (s.residual_from >= 0) {
+      const auto from = static_cast<size_t>(s.residual_from);
+      const auto [so, zo] = layer_quant.at(from);
+      const float sy = (sx + so) * (0.35f + 0.2f * unit(random));  // spreads the sums
+      const int zy = static_cast<int>(random() % 100) + 78;
+      g.tensors.push_back(
+          twin_tensor(cat("y", i), TensorType::kInt8, {1, h, w, cin}, {sy}, {zy - 128}));
+      container::Operator add;
+      add.opcode_index = 7;
+      add.inputs = s.add_first ? std::vector<int32_t>{x_tensor, layer_input.at(from)}
+                               : std::vector<int32_t>{layer_input.at(from), x_tensor};
+      add.outputs = {static_cast<int>(g.tensors.size()) - 1};
+      add.builtin_options_type = 11;
+      add.options = container::ActivationOptions{s.act};
+      g.operators.push_back(add);
+      x_tensor = add.outputs[0];
+      sx = sy;
+      zx = zy;
+      continue;
+    }
     if (s.depthwise || s.pool) s.cout = cin;
     const int oh = s.fc     ? 1
                    : s.same ? (h + s.stride - 1) / s.stride
@@ -223,8 +251,10 @@ inline container::Model conv_twin(int h, int w, int cin, const std::vector<ConvS
 inline std::string describe(int h, int w, int cin, const std::vector<ConvSpec>& specs) {
   std::string s = cat(h, "x", w, "x", cin);
   for (const ConvSpec& c : specs)
-    s += c.pool ? cat(" -> average pool ", c.k, "x", c.k, " s", c.stride)
-         : c.fc ? cat(" -> fc ", c.cout, c.reshape ? " after reshape" : "")
+    s += c.residual_from >= 0 ? cat(" -> add layer ", c.residual_from, "'s input",
+                                    c.add_first ? "" : " (first)", " act ", static_cast<int>(c.act))
+         : c.pool             ? cat(" -> average pool ", c.k, "x", c.k, " s", c.stride)
+         : c.fc               ? cat(" -> fc ", c.cout, c.reshape ? " after reshape" : "")
                 : cat(c.depthwise ? " -> depthwise " : " -> conv ", c.k, "x", c.k, " s", c.stride,
                       c.same ? " SAME" : " VALID", " cout ", c.cout, c.bias ? " bias" : "",
                       c.per_channel ? "" : " per-tensor", " act ", static_cast<int>(c.act));

@@ -1,0 +1,395 @@
+// The ADD and MUL generator (eltwise_codegen.h). The data movement (preamble, host streams, output
+// through the scalar core, fences) follows the CONV_2D generator's; the ops are edgetpu_compiler
+// 16.0's classes as the virtual Edge TPU runs them (docs/chip_ops.md 3.4, isa.md 2.1.5).
+#include "compiler/eltwise_codegen.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "common/error.h"
+#include "compiler/emitter.h"
+#include "compiler/program_parts.h"
+
+namespace tinycoral::compiler {
+
+using container::BufferKind;
+using container::Half;
+
+namespace {
+
+constexpr int kTiles = 16;
+constexpr int kPiece = 256;         // bytes per ring packet
+constexpr int kRingFifo = 0x2078;   // wide row of the output packets
+constexpr int kInputFifo = 0x1e00;  // input packets: kInputRows rows of their own, then a fence
+constexpr int kInputRows = 32;
+constexpr int kPacketsPerMove = 4;    // input packets per infeed / ring consumer / wideToNarrow
+constexpr int kAddRows = 0x1c00;      // ADD's 4 weight rows (wide units, one row every 4)
+constexpr int kIdentityRow = 0x2000;  // MUL's pack reads the 4 x 4 identity here
+constexpr int kMulFifo = 0x2004;      // MUL's b, one word per fill
+constexpr int kNarrowBytes = 196608;
+constexpr int kActPassUnits = 16384;     // activation units (8 bytes) per pop pass
+constexpr int kMaxStreamUnits = 0xffff;  // the infeeds' pop_wait counts units in 16 bits
+constexpr int kAddWords = 4096;          // words per ADD op
+constexpr int kMulWords = 256;           // words per MUL op pair (looming's run)
+
+int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+// Where each tile's run of the operands and the output lives.
+struct Geometry {
+  int64_t padded = 0;  // bytes of each operand and the output, rounded up to 8-byte units
+  int tiles = 0;
+  int run = 0;  // bytes per tile (whole packets; the last tile's run may be shorter)
+  int a_base = 0, b_base = 0, out_base = 0, aux_base = 0, products = 0, narrow_end = 0;
+  int bytes_of(int t) const {
+    return static_cast<int>(std::min<int64_t>(run, padded - int64_t{t} * run));
+  }
+};
+
+Geometry geometry(const EltwiseLayer& l) {
+  Geometry g;
+  g.padded = round_up(l.elements, 8);
+  const int64_t pieces = (g.padded + kPiece - 1) / kPiece;
+  const int64_t per_tile = (pieces + kTiles - 1) / kTiles;
+  g.run = static_cast<int>(per_tile * kPiece);
+  g.tiles = static_cast<int>((pieces + per_tile - 1) / per_tile);
+  g.a_base = 0;
+  g.b_base = l.same_operand() ? 0 : g.run;
+  g.out_base = g.b_base + g.run;
+  g.aux_base = g.out_base + g.run;  // ADD: 16 weight words; MUL: the identity's 4 words
+  g.products = g.aux_base + 64;     // MUL: one word per element of a run
+  g.narrow_end = g.products + (l.kind == EltwiseLayer::Kind::kMul ? 4 * 4 * kMulWords : 0);
+  return g;
+}
+
+void preamble(Emitter& e) {
+  tile_fence(e, "counters=0x7ffff units=0x3ff signal=1");
+  e.add("scsync", "tiles=0xffff smask=0x1ff tokwait=1 tmask=0xffff sunits=0x1f");
+  e.reloc_movi(1, BufferKind::kParameter, Half::kLower32);
+  e.reloc_movi(0, BufferKind::kParameter, Half::kUpper32);
+  e.reloc_movi(3, BufferKind::kScratch, Half::kLower32);
+  e.reloc_movi(2, BufferKind::kScratch, Half::kUpper32);
+  e.add("scsync", "smask=0x005 sunits=0x0c");
+  tile_fence(e, "units=0x3ff signal=1");
+  wait_tokens(e);
+  tile_fence(e, "units=0x020");
+}
+
+// One operand from the host: one activation pop, then per 256-byte packet a wideToNarrow on the
+// tile that holds it, a ring consumer and an infeed (the CONV_2D generator's image stream).
+void stream_operand(Emitter& e, const Geometry& g, const std::string& name, int base) {
+  e.reloc_movi(10, BufferKind::kInput, Half::kUpper32, name);
+  e.reloc_movi(11, BufferKind::kInput, Half::kLower32, name);
+  e.add("scsync", "smask=0x004 value=0x1fff sunits=0x0c");
+  e.add("scsync", "smask=0x001 sunits=0x0c");
+  // Operands over 128 KiB are popped in several passes; the infeeds' offsets count modulo one
+  // pass (the staging ring, docs/chip.md).
+  const Passes passes = passes_of(static_cast<int>(g.padded / 8), kActPassUnits);
+  e.add("pop",
+        cat("stream=1 walk=",
+            nest({{1, kActPassUnits}, {1 - kActPassUnits, passes.count}, {1 - kActPassUnits, 1}}),
+            " k121=1 k124=1 av140=1", passes.fields(), " k174=1 k178=1 k199=1 k215=1"));
+  e.add("bundle", "s_op=0x0f s_x=5 imm=11");
+  e.add("bundle", "s_op=0x0f s_x=4 imm=10");
+  descriptor(e, 5, 4, 6, g.padded, 1);
+  // Up to kPacketsPerMove packets of a tile's run move together: one infeed, one ring consumer
+  // into as many FIFO rows, one wideToNarrow (a third of the instructions of one packet each).
+  int move = 0;
+  for (int t = 0; t < g.tiles; ++t)
+    for (int at = 0; at < g.bytes_of(t); at += kPiece * kPacketsPerMove, ++move) {
+      constexpr int kMoves = kInputRows / kPacketsPerMove;
+      if (move > 0 && move % kMoves == 0) tile_fence(e, "counters=0x1ffff units=0x3ff");
+      const int fifo = kInputFifo + 4 * kPacketsPerMove * (move % kMoves);
+      const int bytes = std::min(kPiece * kPacketsPerMove, g.bytes_of(t) - at);
+      const int packets = (bytes + kPiece - 1) / kPiece;
+      const int offset = (t * g.run + at) / 8;
+      e.add("w2n", cat("tiles=", hex(tile_bit(t)), " w.addr=", hex(fifo), " w=(1 x ", packets,
+                       ") n.addr=", hex((base + at) / 4), " n=", strided_walk({{1, bytes / 4}}, 6),
+                       " n.lvl_mask=0x01 mode=1 fill_size=128 sync.en0=1 sync.id=14 "
+                       "sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 sync.en2=1 sync.dec_lvl=1 "
+                       "sync.dec=-1 sync.dec_mode=3 tail_en870=1"));
+      e.add("ringcons0", cat("tiles=", hex(tile_bit(t)), " addr=", hex(fifo), " dst=(1 x ", packets,
+                             ")(", 1 - packets, " x 1)(", 1 - packets, " x 1)(", 1 - packets,
+                             " x 1) sdims=1 cbuf=1 slots=", packets, " mode=3 s_id=0x2b s_val=",
+                             -64 * packets, " s_cnt=", packets, " s_en_b=1 s_y=1"));
+      e.add(
+          "infeed",
+          cat("stream=1",
+              offset % kActPassUnits ? cat(" buf_off=", hex(offset % kActPassUnits)) : "",
+              " walk=", nest({{1, kActPassUnits}, {1 - kActPassUnits, 1}, {1 - kActPassUnits, 1}}),
+              " k157=1 k160=1 av176=1 count_m1=", bytes / 8 - 1, " tail_en=1 count_neg=",
+              hex(kActPassUnits - bytes / 8), " f308=0x8 pop_wait=", hex((offset + 1) & 0xffff),
+              " k336=1 f352=1 f391=2 dest=", hex(tile_bit(t)), " f434=0xf lanes_m1=3"));
+    }
+  tile_fence(e, "units=0x3ff");
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+}
+
+// Tiles that hold a run of `words` words (all but maybe the last hold a whole run).
+std::vector<std::pair<uint32_t, int>> runs(const Geometry& g) {
+  std::vector<std::pair<uint32_t, int>> out;
+  for (int t = 0; t < g.tiles; ++t) {
+    const int words = (g.bytes_of(t) + 3) / 4;
+    if (!out.empty() && out.back().second == words)
+      out.back().first |= tile_bit(t);
+    else
+      out.push_back({tile_bit(t), words});
+  }
+  return out;
+}
+
+// Single-word mesh fills of narrow memory (values at byte addresses), after a zero fill of
+// `words` words from `base`; the way looming's program builds its ADD weight rows.
+void fill_words(Emitter& e, uint32_t tiles, int base, int words,
+                const std::vector<std::pair<int, uint32_t>>& values) {
+  e.add("mesh_n",
+        cat("tiles=", hex(tiles), " i.addr=", hex(base), " i=(1 x ", words, ")(", 1 - words,
+            " x 1)(", 1 - words, " x 1)(", 1 - words, " x 1) i.sdims=1 fill_en=1 fill=0x0"));
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+  for (size_t i = 0; i < values.size(); ++i)
+    e.add("mesh_n", cat("tiles=", hex(tiles), " i.addr=", hex(values[i].first), " i=(1 x 1)",
+                        i + 1 == values.size() ? " in_mode=3" : "",
+                        " fill_en=1 fill=", hex(values[i].second)));
+}
+
+void add_ops(Emitter& e, const Geometry& g, const EltwiseLayer& l, uint32_t all) {
+  emit_add_rows(e, all, g.aux_base, kAddRows, l.w1, l.w2);
+  for (const auto& [tiles, words] : runs(g))
+    for (int w0 = 0; w0 < words; w0 += kAddWords) {
+      const int c = std::min(kAddWords, words - w0);
+      AddOp op;
+      op.a = g.a_base + 4 * w0;
+      op.b_minus_a = g.b_base - g.a_base;
+      op.out = g.out_base + 4 * w0;
+      op.rows = kAddRows;
+      op.levels = {{c, 4, 1}};
+      emit_add_op(e, tiles, op, l.mult, l.clamp_min, l.clamp_max, l.offset, l.out_zp);
+    }
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+}
+
+// MUL (isa.md 2.1.5, looming words 273-329): per run of up to 256 words, the product op writes one
+// word per element (a byte times b's lane, b one word per FIFO fill), the pack op gathers them.
+void mul_ops(Emitter& e, const Geometry& g, const EltwiseLayer& l, uint32_t all) {
+  const int id = g.aux_base;
+  fill_words(e, all, id, 4, {{id, 0x1}, {id + 4, 0x100}, {id + 8, 0x10000}, {id + 12, 0x1000000}});
+  e.add("n2w", cat("tiles=", hex(all), " n.addr=", hex(id / 4), " n=", narrow_walk(4),
+                   " n.lvl_mask=0x01 w.addr=", hex(kIdentityRow),
+                   " w=(1 x 1) sync.en0=1 sync.f1=1 sync.id=5 sync.wait_lvl=1 sync.en1=1 "
+                   "sync.en2=1 tail_lvl=1"));
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+  const float inf = std::numeric_limits<float>::infinity();
+  for (const auto& [tiles, words] : runs(g))
+    for (int w0 = 0; w0 < words; w0 += kMulWords) {
+      const int w = std::min(kMulWords, words - w0);
+      const int a = g.a_base + 4 * w0, b = g.b_base + 4 * w0, out = g.out_base + 4 * w0;
+      e.add("op",
+            cat("tiles=", hex(tiles), " loops=(4)(1)(", w, ") in.base=", hex(a),
+                " in.hmode=1 in=(0 x 4 m1)(0 x ", w, " m1)(0 x 1 m1)(0 x 1 m1)(", -w, " x 1 m1)(",
+                -w, " x 1 m1)(", -w, " x 1 m1)(", -w,
+                " x 1 m3) in.tflags=0x03 out.base=", hex(g.products), " out=(1 x 1)(1 x 4)(1 x ", w,
+                ")(1 x 1)(1 x 1)(", 1 - 4 * w, " x 1)(", 1 - 4 * w, " x 1)(", 1 - 4 * w,
+                " x 1 m3) out.tflags=0x7 par.base=", hex(kMulFifo & 0x1fff),
+                " par.sel=1 par.hmode=1 par=(0 x 4 m1)(-1 x 1 m1)(-1 x ", w,
+                " m1)(-1 x 1 m1)(-1 x 1 m1)(-1 x 1 m1)(-1 x 1 m1)(-1 x 1 m1) par.tflags=0x40 "
+                "par.fifo=0x0001 psum.hmode=1 psum=(0 x 1)(0 x 4)(0 x ",
+                w,
+                ")(0 x 1)(0 x 1)(0 x 1)(0 x 1)(0 x 1 m1) psum.tflags=0x0840 cfg0=0x060 "
+                "cfg1=0x12d sync0=0x4000 sync1=0x4000 cfg2=0x06 cfg3=7 w_zp=",
+                l.b_zp, " in_zp=", l.a_zp, " dp_mode=4 out_ch_last=3 out_ch=3 mult=",
+                f32_bits(l.mult), " clamp_max=", f32_bits(l.clamp_max),
+                " clamp_min=", f32_bits(l.clamp_min), " out_zp=", l.out_zp));
+      e.add("n2w", cat("tiles=", hex(tiles), " n.addr=", hex(b / 4), " n=", narrow_walk(w),
+                       " n.lvl_mask=0x01 w.addr=", hex(kMulFifo), " w=(0 x ", w,
+                       ") w.rows=1 sync.en0=1 sync.id=1 sync.en1=1 sync.val=0x0ffff sync.en2=1 "
+                       "sync.f45=1"));
+      tile_fence(e, "units=0x020");
+      e.add("op",
+            cat("tiles=", hex(tiles), " loops=(4)(1)(", w, ") in.base=", hex(g.products),
+                " in=(1 x 4)(1 x ", w, ")(1 x 1)(1 x 1)(", 1 - 4 * w, " x 1)(", 1 - 4 * w, " x 1)(",
+                1 - 4 * w, " x 1)(", 1 - 4 * w, " x 1 m3) in.tflags=0x03 out.base=", hex(out),
+                " out=(1 x 1)(1 x ", w, ")(1 x 1)(1 x 1)(", 1 - w, " x 1)(", 1 - w, " x 1)(", 1 - w,
+                " x 1)(", 1 - w, " x 1 m3) out.tflags=0x3 par.base=", hex(kIdentityRow & 0x1fff),
+                " par.sel=1 par.hmode=1 par=(0 x 4 m1)(-1 x 1 m1)(-1 x ", w,
+                " m1)(-1 x 1 m1)(-1 x 1 m1)(-1 x 1 m1)(-1 x 1 m1)(-1 x 1 m1) par.tflags=0x40 "
+                "psum=(0 x 4)(0 x 1)(0 x ",
+                w, ") psum.tflags=0x0840 cfg2=0x06 cfg3=7 dp_mode=2 out_ch_last=3 out_ch=3",
+                " mult=", f32_bits(1.0f), " clamp_max=", f32_bits(inf),
+                " clamp_min=", f32_bits(-inf)));
+      tile_fence(e, "counters=0x1ffff units=0x3ff");
+    }
+}
+
+// RELU / RELU6 (isa.md 2.1.5 requantize family): each input word times the 4 x 4 identity row
+// gives x - in_zp per byte, then the output stage; one op per run of up to 4096 words.
+void relu_ops(Emitter& e, const Geometry& g, const EltwiseLayer& l, uint32_t all) {
+  const int id = g.aux_base;
+  fill_words(e, all, id, 4, {{id, 0x1}, {id + 4, 0x100}, {id + 8, 0x10000}, {id + 12, 0x1000000}});
+  e.add("n2w", cat("tiles=", hex(all), " n.addr=", hex(id / 4), " n=", narrow_walk(4),
+                   " n.lvl_mask=0x01 w.addr=", hex(kIdentityRow),
+                   " w=(1 x 1) sync.en0=1 sync.f1=1 sync.id=5 sync.wait_lvl=1 sync.en1=1 "
+                   "sync.en2=1 tail_lvl=1"));
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+  for (const auto& [tiles, words] : runs(g))
+    for (int w0 = 0; w0 < words; w0 += kAddWords) {
+      const int w = std::min(kAddWords, words - w0);
+      e.add("op", cat("tiles=", hex(tiles), " loops=(", w, ") in.base=", hex(g.a_base + 4 * w0),
+                      " in=", strided_walk({{1, w}}, 8, " m3"), " in.tflags=0x01 out.base=",
+                      hex(g.out_base + 4 * w0), " out=", strided_walk({{1, w}}, 8, " m3"),
+                      " out.tflags=0x1 par.base=", hex(kIdentityRow & 0x1fff),
+                      " par.sel=1 par=(0 x ", w, ") psum=(0 x ", w,
+                      ") psum.tflags=0x0800 cfg0=0x005 cfg1=0x14d sync0=0x4000 sync1=0x4000 "
+                      "cfg2=0x06 in_zp=",
+                      l.a_zp, " dp_mode=1 out_ch_last=3 out_ch=3 mult=", f32_bits(l.mult),
+                      " clamp_max=", f32_bits(l.clamp_max), " clamp_min=", f32_bits(l.clamp_min),
+                      " out_zp=", l.out_zp));
+    }
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+}
+
+// Each tile's run of the output, in 256-byte pieces through the ring to the scalar core.
+void stream_output(Emitter& e, const Geometry& g, const std::string& name) {
+  e.reloc_movi(10, BufferKind::kOutput, Half::kUpper32, name);
+  e.reloc_movi(11, BufferKind::kOutput, Half::kLower32, name);
+  e.add("bundle", "s_op=0x0f s_x=5 imm=11");
+  e.add("bundle", "s_op=0x0f s_x=4 imm=10");
+  descriptor(e, 5, 4, 6, g.padded, 3);
+  int ordinal = 0;
+  for (int t = 0; t < g.tiles; ++t)
+    for (int at = 0; at < g.bytes_of(t); at += kPiece) {
+      const int bytes = std::min(kPiece, g.bytes_of(t) - at);
+      e.add("n2w", cat("tiles=", hex(tile_bit(t)), " n.addr=", hex((g.out_base + at) / 4),
+                       " n=", narrow_walk(bytes / 4), " n.lvl_mask=0x01 w.addr=", hex(kRingFifo),
+                       " w=(1 x 1) w.circ=1 w.rows=1 sync.en0=1 sync.f1=1 sync.id=16 "
+                       "sync.wait_lvl=1 sync.en1=1 sync.val=0xffff sync.en2=1 sync.f45=1 "
+                       "tail_lvl=1"));
+      e.add("outfeed", cat("walk=(0 x ", bytes / 8, ") k173=3 f222=0x7f"));
+      ring_send(e, t, kRingFifo, 0x10000, ordinal++);
+    }
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+  e.add("scsync",
+        cat("tiles=0xffff smask=0x020 thr5=", (g.padded + 31) / 32, " wait=0x020 sunits=0x0c"));
+}
+
+container::Bitstream program(const EltwiseLayer& l, const Geometry& g) {
+  Emitter e;
+  preamble(e);
+  stream_operand(e, g, l.a_name, g.a_base);
+  if (!l.same_operand()) stream_operand(e, g, l.b_name, g.b_base);
+  tile_fence(e, "units=0x3ff signal=1");
+  wait_tokens(e);
+  const uint32_t all = first_tiles(g.tiles);
+  if (l.kind == EltwiseLayer::Kind::kAdd)
+    add_ops(e, g, l, all);
+  else if (l.kind == EltwiseLayer::Kind::kMul)
+    mul_ops(e, g, l, all);
+  else
+    relu_ops(e, g, l, all);
+  tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
+  wait_tokens(e);
+  stream_output(e, g, l.output_name);
+  tile_fence(e, "counters=0x20000 units=0x3ff signal=1");
+  wait_tokens(e);
+  tile_fence(e, "units=0x3ff signal=1 f109=3");
+  wait_tokens(e);
+  interrupt(e, 5, 4, 6);
+  return e.finish();
+}
+
+container::Layer layer_of(const std::string& name, const EltwiseLayer& l, const Geometry& g,
+                          int32_t zp, float scale, bool output, bool is_signed) {
+  container::Layer layer =
+      boundary_layer(name, 1, 1, static_cast<int>(l.elements), zp, scale, output, is_signed);
+  layer.size_bytes = static_cast<int>(g.padded);
+  return layer;
+}
+
+}  // namespace
+
+// Row h + 2o (half h, operand o) gives output byte 2h + j the weight w_o on input byte j of the
+// halfword: acc = w1 a + w2 b (looming's rows: mesh fills, then one narrowToWide).
+void emit_add_rows(Emitter& e, uint32_t tiles, int scratch, int rows, int32_t w1, int32_t w2) {
+  const auto u1 = static_cast<uint32_t>(w1), u2 = static_cast<uint32_t>(w2);
+  const int at = scratch;
+  fill_words(e, tiles, at, 16,
+             {{at, u1},
+              {at + 4, u1 << 16},
+              {at + 24, u1},
+              {at + 28, u1 << 16},
+              {at + 32, u2},
+              {at + 36, u2 << 16},
+              {at + 56, u2},
+              {at + 60, u2 << 16}});
+  e.add("n2w", cat("tiles=", hex(tiles), " n.addr=", hex(at / 4),
+                   " n=(1 x 4)(1 x 4)(-15 x 1)(-15 x 1)(-15 x 1)(-15 x 1) n.lvl_mask=0x03 w.addr=",
+                   hex(rows),
+                   " w=(1 x 4)(-3 x 1)(-3 x 1)(-3 x 1) w.lvl_mask=0x1 sync.en0=1 sync.f1=1 "
+                   "sync.id=5 sync.wait_lvl=1 sync.en1=1 sync.en2=1 tail_lvl=1"));
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+}
+
+void emit_add_op(Emitter& e, uint32_t tiles, const AddOp& op, float mult, float clamp_min,
+                 float clamp_max, int32_t offset, int32_t out_zp) {
+  std::vector<std::pair<int64_t, int64_t>> in = {{2, 2}, {op.b_minus_a, 2}}, out = {{1, 1}};
+  std::string loops = "(2)(2)", par = "(1 x 4)", psum = "(0 x 4)";
+  for (const AddOp::Level& v : op.levels) {
+    in.push_back({v.in_stride, v.count});
+    out.push_back({v.out_stride, v.count});
+    loops += cat("(", v.count, ")");
+    par += cat("(-3 x ", v.count, ")");
+    psum += cat("(0 x ", v.count, ")");
+  }
+  for (size_t k = op.levels.size() + 1; k < 8; ++k) par += k == 7 ? "(-3 x 1 m1)" : "(-3 x 1)";
+  int hmode = 0;
+  const std::string in_walk = byte_walk(in, 3, &hmode);
+  e.add("op", cat("tiles=", hex(tiles), " loops=", loops, " in.base=", hex(op.a),
+                  " in.hmode=", hmode, " in=", in_walk, " in.tflags=0x0f out.base=", hex(op.out),
+                  " out=", strided_walk(out, 8, " m3"), " out.tflags=0x7 par.base=", hex(op.rows),
+                  " par=", par, " psum=", psum,
+                  " psum.tflags=0x0840 cfg0=0x009 cfg1=0x1ad sync0=0x4000 sync1=0x4000 cfg2=0x16 "
+                  "dp_mode=4 reduce_mask=0x03 out_ch_last=3 out_ch=3 mult=",
+                  f32_bits(mult), " clamp_max=", f32_bits(clamp_max),
+                  " clamp_min=", f32_bits(clamp_min), " offset=", offset, " out_zp=", out_zp));
+}
+
+std::string eltwise_unsupported(const EltwiseLayer& l) {
+  const char* what = l.kind == EltwiseLayer::Kind::kAdd   ? "ADD"
+                     : l.kind == EltwiseLayer::Kind::kMul ? "MUL"
+                                                          : "RELU";
+  if (l.elements <= 0) return cat(what, " of empty tensors");
+  if (round_up(l.elements, 8) / 8 >= kMaxStreamUnits)
+    return cat(what, " of ", l.elements, " elements (host streams of up to ", kMaxStreamUnits * 8,
+               " bytes per operand yet)");
+  const Geometry g = geometry(l);
+  if (g.narrow_end > kNarrowBytes)
+    return cat(what, " needs ", g.narrow_end, " bytes of narrow memory per tile");
+  return "";
+}
+
+container::Executable generate_eltwise(const EltwiseLayer& l) {
+  if (const std::string why = eltwise_unsupported(l); !why.empty()) fail(why);
+  const Geometry g = geometry(l);
+  container::Executable eo = execution_executable(program(l, g));
+  eo.type = container::ExecutableType::kStandAlone;
+  eo.input_layers.push_back(layer_of(l.a_name, l, g, l.a_zp, l.a_scale, false, l.signed_a));
+  if (!l.same_operand())
+    eo.input_layers.push_back(layer_of(l.b_name, l, g, l.b_zp, l.b_scale, false, l.signed_b));
+  container::Layer out =
+      layer_of(l.output_name, l, g, l.out_zp, l.out_scale, true, l.signed_output);
+  for (int32_t d : l.shape) out.shape.push_back({0, d - 1});
+  eo.output_layers.push_back(std::move(out));
+  eo.used_narrow_memory_bytes_per_tile = g.narrow_end;
+  eo.dma_hints.fully_deterministic = true;
+  const int bytes = static_cast<int>(g.padded);
+  eo.dma_hints.hints.push_back(instruction_hint());
+  eo.dma_hints.hints.push_back(
+      dma_hint(BufferKind::kInput, container::Direction::kInfeed, l.a_name, bytes));
+  if (!l.same_operand())
+    eo.dma_hints.hints.push_back(
+        dma_hint(BufferKind::kInput, container::Direction::kInfeed, l.b_name, bytes));
+  eo.dma_hints.hints.push_back(
+      dma_hint(BufferKind::kOutput, container::Direction::kOutfeed, l.output_name, bytes));
+  eo.dma_hints.hints.push_back(interrupt_hint());
+  return eo;
+}
+
+}  // namespace tinycoral::compiler

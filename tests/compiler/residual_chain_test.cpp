@@ -1,0 +1,190 @@
+// Correct by simulation: residual ADDs inside a CONV_2D chain (MobileNet v2's inverted residual
+// blocks: expand 1x1 -> depthwise 3x3 -> project 1x1 -> ADD with the block's input), compiled as
+// one program whose kept images stay in tile memory, run on the virtual Edge TPU and compared with
+// the CPU reference in `edgetpu` rounding: every output byte equal, on two inferences.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <set>
+
+#include "chip/sim_runner.h"
+#include "compiler/compile.h"
+#include "container/tflite_writer.h"
+#include "host/interpreter.h"
+#include "support/conv_twin.h"
+
+namespace tinycoral::compiler {
+namespace {
+
+using container::Activation;
+using twins::conv_twin;
+using twins::ConvSpec;
+
+ConvSpec conv(int cout, int k, int stride = 1, Activation act = Activation::kRelu6) {
+  ConvSpec s;
+  s.cout = cout;
+  s.k = k;
+  s.stride = stride;
+  s.act = act;
+  return s;
+}
+ConvSpec depthwise(Activation act = Activation::kRelu6) {
+  ConvSpec s = conv(0, 3, 1, act);
+  s.depthwise = true;
+  return s;
+}
+ConvSpec residual(int from, bool add_first = true, Activation act = Activation::kNone) {
+  ConvSpec s;
+  s.residual_from = from;
+  s.add_first = add_first;
+  s.act = act;
+  return s;
+}
+
+// Returns the number of tiles the output comes from.
+size_t expect_equal_to_cpu(int h, int w, int cin, const std::vector<ConvSpec>& specs,
+                           std::mt19937& random) {
+  SCOPED_TRACE(twins::describe(h, w, cin, specs));
+  const container::Model twin = conv_twin(h, w, cin, specs, random);
+  const CompileResult r = compile_model(container::write_tflite(twin));
+  EXPECT_EQ(r.edgetpu_subgraphs, 1) << (r.rows.empty() ? "" : r.rows.back().status);
+  if (r.edgetpu_subgraphs != 1) return 0;
+  const auto compiled = container::read_edgetpu_model(r.tflite);
+  const auto exes = chip::testing::executables_of(compiled);
+  host::InterpreterOptions options;
+  options.rounding = host::Rounding::kEdgeTpu;
+  host::Interpreter cpu(twin, options);
+  std::vector<uint8_t> x(static_cast<size_t>(h) * w * cin);
+  for (auto& b : x) b = static_cast<uint8_t>(random());
+  cpu.set_input(0, x);
+  cpu.invoke();
+  const auto cpu_out = cpu.output_bytes(0);
+  const std::vector<uint8_t> want(cpu_out.begin(), cpu_out.end());
+  size_t saturated = 0;
+  for (uint8_t v : want) saturated += v == 0 || v == 255;
+  EXPECT_LT(saturated * 4, want.size()) << "the test's output quantization saturates";
+  // (Sums of RELU6 blocks spread less than a conv's outputs: 16 distinct bytes at least.)
+  EXPECT_GT(std::set<uint8_t>(want.begin(), want.end()).size(),
+            std::min<size_t>(want.size() / 4, 16));
+
+  chip::VirtualEdgeTpu chip;
+  chip::testing::run_executable(chip, *exes.caching, {});
+  const auto& layer = exes.execution->output_layers.at(0);
+  for (int inference = 0; inference < 2; ++inference) {
+    const auto got = chip::testing::detile(
+        layer, chip::testing::run_executable(chip, *exes.execution, {{"x", x}}).at(layer.name));
+    EXPECT_EQ(got.size(), want.size());
+    size_t differ = 0;
+    for (size_t i = 0; i < want.size() && i < got.size(); ++i) differ += got[i] != want[i];
+    EXPECT_EQ(differ, 0u) << "inference " << inference << ": " << differ << " of " << want.size()
+                          << " bytes differ";
+  }
+  EXPECT_EQ(chip.fault(), "");
+  const auto& ymap = layer.output_layout->y_coordinate_to_linear_tile_id_map;
+  return std::set<int>(ymap.begin(), ymap.end()).size();
+}
+
+TEST(ResidualChainOnTheVirtualEdgeTpu, InvertedResidualBlocksEqualTheCpuReference) {
+  std::mt19937 random(20261204);
+  const Activation none = Activation::kNone;
+  // One block after a stem conv, on one tile and on 16 (row bands with halos).
+  const std::vector<ConvSpec> block = {conv(16, 3), conv(64, 1), depthwise(), conv(16, 1, 1, none),
+                                       residual(1)};
+  expect_equal_to_cpu(8, 8, 4, block, random);
+  EXPECT_EQ(expect_equal_to_cpu(32, 32, 4, block, random), 16u);
+  // Two blocks in a row: the first ADD's output is the second's kept operand.
+  expect_equal_to_cpu(
+      16, 16, 8,
+      {conv(24, 3, 2), conv(48, 1), depthwise(), conv(24, 1, 1, none), residual(1, false),
+       conv(48, 1), depthwise(), conv(24, 1, 1, none), residual(5)},
+      random);
+  // The chain's own input is the kept operand; a fused RELU on the ADD.
+  expect_equal_to_cpu(16, 16, 16,
+                      {conv(32, 1), conv(16, 3, 1, none), residual(0, true, Activation::kRelu)},
+                      random);
+}
+
+// A miniature MobileNet v2 in one program: the stem, five inverted residual blocks (three with
+// their residual ADD), the last 1x1 conv, the global average pool and a 1001-way 1x1 classifier.
+TEST(ResidualChainOnTheVirtualEdgeTpu, MiniatureMobileNetV2EqualsTheCpuReference) {
+  std::mt19937 random(12);
+  const Activation none = Activation::kNone;
+  ConvSpec pool;
+  pool.pool = true;
+  pool.same = false;
+  pool.k = 4;
+  ConvSpec classifier = conv(1001, 1, 1, none);
+  ConvSpec dw2 = depthwise();
+  dw2.stride = 2;
+  const std::vector<ConvSpec> specs = {conv(16, 3, 2),  // 0: 16 -> 8x8x16
+                                       depthwise(),
+                                       conv(8, 1, 1, none),  // 1-2: block 1 (t = 1)
+                                       conv(48, 1),
+                                       depthwise(),
+                                       conv(8, 1, 1, none),
+                                       residual(3),  // 3-6: 8x8x8 + ADD
+                                       conv(48, 1),
+                                       dw2,
+                                       conv(16, 1, 1, none),  // 7-9: stride 2 -> 4x4x16
+                                       conv(64, 1),
+                                       depthwise(),
+                                       conv(16, 1, 1, none),
+                                       residual(10),  // 10-13
+                                       conv(64, 1),
+                                       depthwise(),
+                                       conv(16, 1, 1, none),
+                                       residual(14),  // 14-17
+                                       conv(128, 1),  // 18
+                                       pool,
+                                       classifier};
+  EXPECT_EQ(expect_equal_to_cpu(16, 16, 3, specs, random), 1u);
+}
+
+// MobileNet v2's layers of 96, 144 and 160 channels: groups of 64 and a partial last group.
+TEST(ResidualChainOnTheVirtualEdgeTpu, ChannelsPastWholeGroupsEqualTheCpuReference) {
+  std::mt19937 random(77);
+  const Activation none = Activation::kNone;
+  expect_equal_to_cpu(8, 8, 8, {conv(96, 1), depthwise(), conv(24, 1, 1, none)}, random);
+  expect_equal_to_cpu(8, 8, 24, {conv(144, 1), depthwise(), conv(24, 1, 1, none), residual(0)},
+                      random);
+  expect_equal_to_cpu(16, 16, 16, {conv(160, 1), depthwise(), conv(100, 1, 1, none)}, random);
+  expect_equal_to_cpu(6, 6, 32, {conv(68, 3), conv(8, 1, 1, none)}, random);
+}
+
+// ResNet's basic block: the operand is the input of a 3x3 SAME conv (a padded image), so the ADD's
+// own image takes the operand's row pitch and interior column.
+TEST(ResidualChainOnTheVirtualEdgeTpu, ResNetBasicBlocksEqualTheCpuReference) {
+  std::mt19937 random(3);
+  const Activation none = Activation::kNone, relu = Activation::kRelu;
+  expect_equal_to_cpu(
+      8, 8, 8,
+      {conv(16, 3, 1, relu), conv(16, 3, 1, relu), conv(16, 3, 1, none), residual(1, true, relu)},
+      random);
+  EXPECT_EQ(expect_equal_to_cpu(
+                24, 24, 4,
+                {conv(16, 3, 1, relu), conv(16, 3, 1, relu), conv(16, 3, 1, none),
+                 residual(1, false, relu), conv(16, 3, 1, relu), conv(16, 3, 1, none), residual(4)},
+                random),
+            16u);
+  expect_equal_to_cpu(12, 12, 12, {conv(12, 5, 1, relu), conv(12, 5, 1, none), residual(0)},
+                      random);
+}
+
+// Three nested residual spans would need three kept images at once (two regions take turns): the
+// model stays on the CPU and the log says why.
+TEST(ResidualChainOnTheVirtualEdgeTpu, NestedSpansBeyondTwoKeptImagesStayOnTheCpuWithTheReason) {
+  std::mt19937 random(5);
+  const Activation none = Activation::kNone;
+  const container::Model twin = conv_twin(8, 8, 8,
+                                          {conv(8, 1), conv(8, 1), conv(8, 1), conv(8, 1, 1, none),
+                                           residual(2), residual(1), residual(0)},
+                                          random);
+  const CompileResult r = compile_model(container::write_tflite(twin));
+  EXPECT_EQ(r.edgetpu_subgraphs, 0);
+  bool said = false;
+  for (const auto& row : r.rows) said |= row.status.find("spans overlap") != std::string::npos;
+  EXPECT_TRUE(said);
+}
+
+}  // namespace
+}  // namespace tinycoral::compiler
