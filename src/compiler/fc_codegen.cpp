@@ -5,10 +5,12 @@
 #include "compiler/fc_codegen.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <tuple>
 
 #include "chip/ops/nlu.h"
 #include "common/error.h"
@@ -631,6 +633,154 @@ FfnPrograms generate_ffn(const FfnLayer& f, const FcPlacement& up_at, const FcPl
   out.caching_up.parameter_caching_token = caching_token(out.caching_up.parameters);
   out.caching_down.parameter_caching_token = caching_token(out.caching_down.parameters);
   out.execution.parameter_caching_token = out.caching_up.parameter_caching_token;
+  return out;
+}
+
+namespace {
+
+// Wide rows a tile's output pieces leave through in a chain (the FC's two slot rows, then two
+// free rows above the parameters and below the input FIFO).
+constexpr int kChainOutRows[4] = {0x2078, 0x2068, 0x2058, 0x2048};
+
+// The output of pieces (tile, narrow byte), 64 bytes each, in this order, to the host; then the
+// program's end (output_stage's form for pieces of several layers).
+void pieces_output_stage(Emitter& e, const std::vector<std::pair<int, int>>& pieces,
+                         const std::string& name, int& ring_ordinal) {
+  e.reloc_movi(10, BufferKind::kOutput, Half::kUpper32, name);
+  e.reloc_movi(11, BufferKind::kOutput, Half::kLower32, name);
+  e.add("bundle", "s_op=0x0f s_x=5 imm=11");
+  e.add("bundle", "s_op=0x0f s_x=4 imm=10");
+  // Each tile's j-th piece goes to its j-th row; one narrowToWide per (row, address).
+  std::array<int, 16> count{};
+  std::vector<int> row_of;
+  std::vector<std::tuple<int, int, uint32_t>> moves;  // row, narrow byte, tiles
+  for (const auto& [tile, at] : pieces) {
+    const int j = count[size_t(tile)]++;
+    if (j >= 4) fail("a chain's output puts more than 4 pieces on tile ", tile);
+    row_of.push_back(kChainOutRows[j]);
+    auto it = std::find_if(moves.begin(), moves.end(), [&](const auto& m) {
+      return std::get<0>(m) == kChainOutRows[j] && std::get<1>(m) == at;
+    });
+    if (it == moves.end()) it = moves.insert(moves.end(), {kChainOutRows[j], at, 0u});
+    std::get<2>(*it) |= tile_bit(tile);
+  }
+  for (const auto& [row, at, tiles] : moves) n2w_piece(e, tiles, at / 4, row);
+  const int n = static_cast<int>(pieces.size()) * kGroup;
+  descriptor(e, 5, 4, 6, n, 3);
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    e.add("outfeed", cat("walk=(0 x ", kGroup / 8, ") k173=3 f222=0x7f"));
+    ring_send(e, pieces[i].first, row_of[i], 0x10000, ring_ordinal++);
+  }
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+  e.add("scsync", cat("tiles=0xffff smask=0x020 thr5=", n / 32, " wait=0x020 sunits=0x0c"));
+  tile_fence(e, "counters=0x20000 units=0x3ff signal=1");
+  wait_tokens(e);
+  tile_fence(e, "units=0x3ff signal=1 f109=3");
+  wait_tokens(e);
+  interrupt(e, 5, 4, 6);
+}
+
+// The output pieces of a layer computed at narrow byte `at` (group slot s at at + 64 s).
+std::vector<std::pair<int, int>> output_pieces(const Geometry& g, int at) {
+  std::vector<std::pair<int, int>> out;
+  for (size_t i = 0; i < g.tile_of.size(); ++i)
+    out.emplace_back(g.tile_of[i], at + kGroup * g.slot_of[i]);
+  return out;
+}
+
+}  // namespace
+
+FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up_at,
+                                    const FcPlacement& down_at) {
+  const FfnLayer& f = chain.ffn;
+  const int hidden = f.up.n / 2;
+  if (f.up.n % (2 * kGroup) != 0 || hidden > 16 * kGroup || f.down.k != hidden ||
+      f.down.n % kGroup != 0)
+    fail("FFN of ", f.up.n, " up outputs and w2 ", f.down.n, " x ", f.down.k,
+         ": needs whole pairs of 64-output groups, w2's K = half of them, at most 1024");
+  if (chain.next.empty() || chain.next.size() != chain.next_at.size())
+    fail("an FFN chain needs followers, each with a placement");
+  const int in_k = f.up.k + chain.extra_k;
+  if (chain.extra_k <= 0 || chain.extra_k % kPiece != 0)
+    fail("the chain's extra input of ", chain.extra_k, " bytes is not whole 64-byte pieces");
+  if (const std::string why = fc_unsupported(kGroup, in_k); !why.empty())
+    fail("the chain's whole input: ", why);
+  if (const std::string why = fc_unsupported(std::min(f.up.n, 16 * kGroup), f.up.k); !why.empty())
+    fail(why);
+  if (const std::string why = fc_unsupported(f.down.n, f.down.k); !why.empty()) fail(why);
+  const Geometry in = geometry(kGroup, in_k, false);
+  const Geometry up = geometry(f.up.n, f.up.k, !f.up.bias.empty(), up_at);
+  const Geometry down = geometry(f.down.n, f.down.k, !f.down.bias.empty(), down_at);
+  std::vector<Geometry> next;
+  int widest = std::max(f.up.k, f.down.k);
+  for (size_t i = 0; i < chain.next.size(); ++i) {
+    const FcLayer& l = chain.next[i];
+    const int want = i == 0 ? chain.extra_k + f.down.n : chain.next[i - 1].n;
+    if (l.k != want || l.n % kGroup != 0)
+      fail("chain follower ", i, ": K = ", l.k, " (needs ", want, "), N = ", l.n,
+           " (needs whole groups)");
+    if (const std::string why = fc_unsupported(l.n, l.k); !why.empty())
+      fail("chain follower ", i, ": ", why);
+    next.push_back(geometry(l.n, l.k, !l.bias.empty(), chain.next_at[i]));
+    widest = std::max(widest, l.k);
+  }
+  // The extra pieces wait at x_piece until follower 0 reads them: every layer's x below them.
+  if (in.x_piece < widest)
+    fail("the chain's input pieces at narrow byte ", in.x_piece, " lie under a layer's input of ",
+         widest, " bytes");
+  uint32_t gate_tiles = 0;
+  for (int i = 0; i < hidden / kGroup; ++i) {
+    const int tile = up.tile_of[size_t(2 * i)];
+    if (up.tile_of[size_t(2 * i + 1)] != tile || up.slot_of[size_t(2 * i)] != 0)
+      fail("the FFN placement must put w1's and w3's group ", i, " on one tile, w1's first");
+    gate_tiles |= tile_bit(tile);
+  }
+  const FfnBuffers buf{(std::max(in.x_piece + kPiece, widest) + 255) / 256 * 256};
+  std::vector<std::pair<int, int>> up_pieces, extra_pieces, m_pieces;
+  for (int i = 0; i < in.in_tiles; ++i)
+    (i < up.in_tiles ? up_pieces : extra_pieces).emplace_back(i, in.x_piece / 4);
+  for (int i = 0; i < hidden / kGroup; ++i)
+    m_pieces.emplace_back(up.tile_of[size_t(2 * i)], buf.m() / 4);
+  const int y_at = (buf.end() + 255) / 256 * 256;
+  Emitter e;
+  int ring_ordinal = 0;
+  input_stage(e, in, f.up);
+  broadcast_stage(e, up.compute_mask(), up_pieces, ring_ordinal);
+  op_stage(e, up, f.up, buf.h1());
+  gate_stage(e, gate_tiles, buf, f);
+  broadcast_stage(e, down.compute_mask(), m_pieces, ring_ordinal);
+  op_stage(e, down, f.down, y_at);
+  std::vector<std::pair<int, int>> pieces = extra_pieces, out_pieces;
+  for (const auto& [tile, at] : output_pieces(down, y_at)) pieces.emplace_back(tile, at / 4);
+  int at = y_at;
+  for (size_t i = 0; i < next.size(); ++i) {
+    at += kMaxSlots * kGroup;
+    broadcast_stage(e, next[i].compute_mask(), pieces, ring_ordinal);
+    op_stage(e, next[i], chain.next[i], at);
+    pieces.clear();
+    for (const auto& [tile, byte] : output_pieces(next[i], at)) {
+      pieces.emplace_back(tile, byte / 4);
+      out_pieces.emplace_back(tile, byte);
+    }
+  }
+  pieces_output_stage(e, out_pieces, chain.next.back().output_name, ring_ordinal);
+  FcLayer in_layer = f.up;
+  in_layer.k = in_k;
+  FcLayer out_layer = chain.next.back();
+  Geometry out_geometry{};
+  out_geometry.n = out_layer.n = static_cast<int>(out_pieces.size()) * kGroup;
+  FfnChainPrograms out;
+  out.execution = execution_executable_of(e.finish(), in_layer, out_layer, out_geometry,
+                                          at + kMaxSlots * kGroup);
+  const auto caching = [&](const Geometry& g, const FcLayer& l) {
+    container::Executable pc = caching_executable(caching_program(g), fc_parameters(l));
+    pc.parameter_caching_token = caching_token(pc.parameters);
+    out.caching.push_back(std::move(pc));
+  };
+  caching(up, f.up);
+  caching(down, f.down);
+  for (size_t i = 0; i < next.size(); ++i) caching(next[i], chain.next[i]);
+  out.execution.parameter_caching_token = out.caching.front().parameter_caching_token;
   return out;
 }
 

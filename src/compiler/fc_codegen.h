@@ -67,6 +67,24 @@ struct FfnPrograms {
 // up.tiles[2i] must equal up.tiles[2i + 1].
 FfnPrograms generate_ffn(const FfnLayer& ffn, const FcPlacement& up, const FcPlacement& down);
 
+// A fused FFN with FULLY_CONNECTED layers after it in the same program (the llm chip path's
+// step c: the residual add as a matmul, then the next layer's q, k and v). Follower 0 reads the
+// host's extra input (the bytes after the FFN's input) followed by w2's output; follower i > 0
+// reads follower i - 1's output. The program returns each follower's output, in order, side by
+// side (whole 64-output groups). Our own program, correct by simulation.
+struct FfnChain {
+  FfnLayer ffn;
+  int extra_k = 0;            // host bytes after the FFN's input, a multiple of 64
+  std::vector<FcLayer> next;  // follower 0: k = extra_k + ffn.down.n; then k = previous n
+  std::vector<FcPlacement> next_at;
+};
+struct FfnChainPrograms {
+  container::Executable execution;
+  std::vector<container::Executable> caching;  // up, down, then each follower
+};
+FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up,
+                                    const FcPlacement& down);
+
 // The caching program alone, for execution programs another generator writes over the same
 // parameters (the batch generator, fc_batch_codegen.h): N up to 2048 with a placement, any K that
 // is a multiple of 64 (the batch-1 limit K <= 1024 is its input scatter's, not the parameters').

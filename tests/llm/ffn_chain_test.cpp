@@ -1,0 +1,146 @@
+// An FFN with FULLY_CONNECTED layers after it in one program (compiler::generate_ffn_chain, the
+// step towards one program per token): on the virtual Edge TPU it must give, byte for byte, the
+// int8 path's integer arithmetic for w1 and w3, the chip's gate, w2, a follower over the host's
+// extra bytes and w2's output, and a follower over that one's output. Random weights and shapes
+// that are not the test checkpoints'; the placement crowds four output pieces onto one tile.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+
+#include "compiler/fc_codegen.h"
+#include "llm/int8_model.h"
+#include "runtime/device_select.h"
+#include "runtime/edgetpu.h"
+#include "runtime/program.h"
+
+namespace tinycoral::testing {
+namespace {
+
+using llm::Calibration;
+using llm::QuantizedMatmul;
+
+QuantizedMatmul random_matmul(int rows, int cols, Calibration::Range in, Calibration::Range out,
+                              std::mt19937& random) {
+  std::uniform_real_distribution<float> w(-0.1f, 0.1f);
+  std::vector<float> m(size_t(rows) * size_t(cols));
+  for (float& v : m) v = w(random);
+  return llm::quantize_matmul(llm::MatrixRef{m.data(), rows, cols}, in, out);
+}
+
+// y_q = the int8 path's FULLY_CONNECTED of x_q.
+std::vector<int8_t> fc(const QuantizedMatmul& q, const std::vector<int8_t>& x) {
+  std::vector<int8_t> y(size_t(q.rows));
+  for (int r = 0; r < q.rows; ++r) {
+    int32_t acc = 0;
+    for (int j = 0; j < q.cols; ++j)
+      acc += int32_t{x[size_t(j)]} * q.w[size_t(r) * size_t(q.cols) + size_t(j)];
+    y[size_t(r)] = llm::requantize_row(q, r, acc);
+  }
+  return y;
+}
+
+// Matmuls as one generator layer, group after group (`order`: which matmul's group comes next),
+// each group with its matmul's output stage, in the chip's uint8 zero points; int8 boundaries.
+compiler::FcLayer layer_of(const std::vector<const QuantizedMatmul*>& order) {
+  compiler::FcLayer l;
+  l.k = order.front()->cols;
+  l.in_zp = order.front()->in.zero_point + 128;
+  l.in_scale = order.front()->in.scale;
+  std::map<const QuantizedMatmul*, int> next_row;
+  for (const QuantizedMatmul* q : order) {
+    const int row0 = next_row[q];
+    next_row[q] += 64;
+    for (int r = 0; r < 64; ++r) {
+      l.weights.insert(l.weights.end(), q->w.begin() + (row0 + r) * q->cols,
+                       q->w.begin() + (row0 + r + 1) * q->cols);
+      l.mult.push_back(q->multiplier[size_t(row0 + r)]);
+    }
+    l.group_out_zp.push_back(q->out.zero_point + 128);
+    l.group_clamp_min.push_back(q->clamp_lo);
+    l.group_clamp_max.push_back(q->clamp_hi);
+  }
+  l.n = static_cast<int>(l.mult.size());
+  l.out_zp = l.group_out_zp.front();
+  l.out_scale = order.front()->out.scale;
+  l.clamp_min = l.group_clamp_min.front();
+  l.clamp_max = l.group_clamp_max.front();
+  l.input_name = "x";
+  l.output_name = "y";
+  l.signed_input = l.signed_output = true;
+  return l;
+}
+
+TEST(FfnChainOnTheChip, FfnThenTwoFollowersEqualTheInt8ArithmeticInEveryByte) {
+  std::mt19937 random(7);
+  const int dim = 128, hidden = 192, extra = 128, qkv = 192;
+  const QuantizedMatmul w1 = random_matmul(hidden, dim, {-2, 2}, {-2.5f, 2.5f}, random),
+                        w3 = random_matmul(hidden, dim, {-2, 2}, {-2.5f, 2}, random),
+                        w2 = random_matmul(dim, hidden, {-3, 3}, {-1.5f, 1.5f}, random),
+                        add = random_matmul(dim, extra + dim, {-1.5f, 1.5f}, {-2, 2}, random),
+                        next = random_matmul(qkv, dim, {-2, 2}, {-2, 2.5f}, random);
+  const llm::QuantizedGate gate = llm::quantize_gate(w1.out, w3.out, {-0.5f, 2.5f}, w2.in);
+
+  compiler::FfnChain chain;
+  compiler::FfnLayer& f = chain.ffn;
+  f.up = layer_of({&w1, &w3, &w1, &w3, &w1, &w3});
+  f.down = layer_of({&w2, &w2});
+  f.h1_zp = gate.h1.zero_point + 128;
+  f.h3_zp = gate.h3.zero_point + 128;
+  f.a_zp = gate.a.zero_point + 128;
+  f.h1_scale = gate.h1.scale;
+  f.mult_a = gate.mult_a;
+  f.a_clamp_min = gate.a_lo;
+  f.a_clamp_max = gate.a_hi;
+  f.mult_m = gate.mult_m;
+  f.m_clamp_min = gate.m_lo;
+  f.m_clamp_max = gate.m_hi;
+  chain.extra_k = extra;
+  chain.next = {layer_of({&add, &add}), layer_of({&next, &next, &next})};
+  const int up_units = compiler::fc_units_per_tile(dim, false);
+  const compiler::FcPlacement up_at{{4, 4, 7, 7, 1, 1}, {0, up_units, 0, up_units, 0, up_units}};
+  const compiler::FcPlacement down_at{{0, 9}, {0, 0}};
+  // Tile 1 computes both of add's groups and two of next's: four output pieces leave from it.
+  const int add_at = 2 * up_units, next_at = add_at + 2 * compiler::fc_units_per_tile(256, false);
+  chain.next_at = {{{1, 1}, {add_at, add_at + compiler::fc_units_per_tile(256, false)}},
+                   {{1, 12, 1}, {next_at, 0, next_at + up_units}}};
+  const compiler::FfnChainPrograms code = compiler::generate_ffn_chain(chain, up_at, down_at);
+
+  auto tpu = runtime::open_virtual_edgetpu();
+  for (const container::Executable& c : code.caching)
+    tpu->run(nullptr, std::make_shared<runtime::Program>(c));
+  auto program = std::make_shared<runtime::Program>(code.execution);
+  ASSERT_EQ(program->input_bytes(0), size_t(dim + extra));
+  ASSERT_EQ(program->output_bytes(0), size_t(dim + qkv));
+  std::uniform_int_distribution<int> byte(-128, 127);
+  for (int inference = 0; inference < 3; ++inference) {
+    SCOPED_TRACE("inference " + std::to_string(inference));
+    std::vector<int8_t> in(size_t(dim + extra));
+    for (int8_t& b : in) b = static_cast<int8_t>(byte(random));
+    const std::vector<int8_t> x(in.begin(), in.begin() + dim);
+    const std::vector<int8_t> h1 = fc(w1, x), h3 = fc(w3, x);
+    std::vector<int8_t> m(static_cast<size_t>(hidden));
+    llm::gate(gate, h1.data(), h3.data(), hidden, m.data());
+    std::vector<int8_t> add_in(in.begin() + dim, in.end());
+    const std::vector<int8_t> y = fc(w2, m);
+    add_in.insert(add_in.end(), y.begin(), y.end());
+    const std::vector<int8_t> sum = fc(add, add_in), q = fc(next, sum);
+    std::vector<int8_t> want = sum;
+    want.insert(want.end(), q.begin(), q.end());
+    // Not a trivial output: the values spread over the int8 range.
+    EXPECT_GT(
+        *std::max_element(want.begin(), want.end()) - *std::min_element(want.begin(), want.end()),
+        100);
+
+    program->set_input(0, std::span(reinterpret_cast<const uint8_t*>(in.data()), in.size()));
+    tpu->run(nullptr, program);
+    std::vector<int8_t> got(want.size());
+    program->get_output(0, std::span(reinterpret_cast<uint8_t*>(got.data()), got.size()));
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_EQ(int(got[i]), int(want[i])) << "output byte " << i;
+  }
+}
+
+}  // namespace
+}  // namespace tinycoral::testing
