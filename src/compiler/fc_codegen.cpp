@@ -59,6 +59,7 @@ struct Geometry {
   std::vector<int> tile_of;  // compute tile of each output group
   std::vector<int> slot_of;  // the group's place among its tile's groups (outputs at K + 64 slot)
   std::vector<int> base_of;  // wide unit of each group's parameters on its tile
+  std::vector<int> in_at;    // narrow byte of each group's input
   uint32_t compute_mask() const {
     uint32_t mask = 0;
     for (int t : tile_of) mask |= tile_bit(t);
@@ -67,7 +68,7 @@ struct Geometry {
   // The compute tiles by what their op needs: the parameter unit and, for layers whose output
   // groups carry their own output stage, its zero point and clamps. One aux load and one op each.
   struct OpSet {
-    int base, slot;
+    int base, slot, in_at;
     int32_t out_zp;
     float clamp_min, clamp_max;
     uint32_t tiles;
@@ -78,13 +79,15 @@ struct Geometry {
       const bool own = !layer.group_out_zp.empty();
       const OpSet want{base_of[i],
                        slot_of[i],
+                       in_at[i],
                        own ? layer.group_out_zp.at(i) : layer.out_zp,
                        own ? layer.group_clamp_min.at(i) : layer.clamp_min,
                        own ? layer.group_clamp_max.at(i) : layer.clamp_max,
                        0};
       auto at = std::find_if(out.begin(), out.end(), [&](const OpSet& o) {
-        return o.base == want.base && o.slot == want.slot && o.out_zp == want.out_zp &&
-               o.clamp_min == want.clamp_min && o.clamp_max == want.clamp_max;
+        return o.base == want.base && o.slot == want.slot && o.in_at == want.in_at &&
+               o.out_zp == want.out_zp && o.clamp_min == want.clamp_min &&
+               o.clamp_max == want.clamp_max;
       });
       if (at == out.end()) at = out.insert(out.end(), want);
       at->tiles |= tile_bit(tile_of[i]);
@@ -108,6 +111,10 @@ Geometry geometry(int n, int k, bool bias, const FcPlacement& placement = {}) {
     for (int t = 0; t < g.tiles; ++t) g.tile_of.push_back(t);
   g.base_of = placement.param_units;
   if (g.base_of.empty()) g.base_of.assign(size_t(g.tiles), 0);
+  g.in_at = placement.in_at;
+  if (g.in_at.empty()) g.in_at.assign(size_t(g.tiles), 0);
+  if (static_cast<int>(g.in_at.size()) != g.tiles)
+    fail("the placement names ", g.in_at.size(), " input places for ", g.tiles, " output groups");
   if (static_cast<int>(g.tile_of.size()) != g.tiles ||
       static_cast<int>(g.base_of.size()) != g.tiles)
     fail("the placement names ", g.tile_of.size(), " tiles and ", g.base_of.size(), " units for ",
@@ -257,12 +264,13 @@ void op_stage(Emitter& e, const Geometry& g, const FcLayer& layer, int out_at) {
   const int ob = -(out_words - 1);
   const std::string out_walk = cat("(1 x ", out_words, ")(1 x 1)(1 x 1)(", ob, " x 1)(", ob,
                                    " x 1)(", ob, " x 1)(", ob, " x 1)(", ob, " x 1 m3)");
-  for (const auto& [base, slot, out_zp, clamp_min, clamp_max, tiles] : g.op_sets(layer)) {
+  for (const auto& [base, slot, in_at, out_zp, clamp_min, clamp_max, tiles] : g.op_sets(layer)) {
     e.add("w2n", cat("tiles=", hex(tiles), base ? cat(" w.addr=", hex(base)) : "", aux_load));
     const int par_base = base + g.aux.weights_unit();
     const int zp_unit = base + g.aux.zero_point_unit();
     e.add("op",
-          cat("tiles=", hex(tiles), " loops=(", k_words, ") in=", in_walk,
+          cat("tiles=", hex(tiles), " loops=(", k_words, ")",
+              in_at ? cat(" in.base=", hex(in_at)) : "", " in=", in_walk,
               " in.tflags=0x01 out.base=", hex(out_at + kGroup * slot), " out=", out_walk,
               " out.tflags=0x1 par.base=", hex(par_base & 0x1fff),
               par_base > 0x1fff ? " par.sel=1" : "", " par=", par_walk, " psum=(0 x ", k_words,
@@ -715,14 +723,23 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
   int widest = std::max(f.up.k, f.down.k);
   for (size_t i = 0; i < chain.next.size(); ++i) {
     const FcLayer& l = chain.next[i];
-    const int want = i == 0 ? chain.extra_k + f.down.n : chain.next[i - 1].n;
+    const int want = i > 0            ? chain.next[i - 1].n
+                     : chain.pairwise ? 2 * kPiece
+                                      : chain.extra_k + f.down.n;
     if (l.k != want || l.n % kGroup != 0)
       fail("chain follower ", i, ": K = ", l.k, " (needs ", want, "), N = ", l.n,
            " (needs whole groups)");
     if (const std::string why = fc_unsupported(l.n, l.k); !why.empty())
       fail("chain follower ", i, ": ", why);
-    next.push_back(geometry(l.n, l.k, !l.bias.empty(), chain.next_at[i]));
-    widest = std::max(widest, l.k);
+    FcPlacement at = chain.next_at[i];
+    if (i == 0 && chain.pairwise) {
+      if (chain.extra_k != f.down.n || l.n != f.down.n)
+        fail("a pairwise follower needs as many extra inputs and outputs as w2 has outputs");
+      at.in_at.clear();
+      for (int g = 0; g < l.n / kGroup; ++g) at.in_at.push_back(2 * kPiece * g);
+    }
+    next.push_back(geometry(l.n, l.k, !l.bias.empty(), at));
+    widest = std::max(widest, i == 0 ? chain.extra_k + f.down.n : l.k);
   }
   // The extra pieces wait at x_piece until follower 0 reads them: every layer's x below them.
   if (in.x_piece < widest)
@@ -750,8 +767,15 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
   gate_stage(e, gate_tiles, buf, f);
   broadcast_stage(e, down.compute_mask(), m_pieces, ring_ordinal);
   op_stage(e, down, f.down, y_at);
-  std::vector<std::pair<int, int>> pieces = extra_pieces, out_pieces;
-  for (const auto& [tile, at] : output_pieces(down, y_at)) pieces.emplace_back(tile, at / 4);
+  std::vector<std::pair<int, int>> pieces, out_pieces;
+  const std::vector<std::pair<int, int>> y_pieces = output_pieces(down, y_at);
+  for (size_t i = 0; i < y_pieces.size(); ++i) {
+    // Pairwise: x2's piece g, then w2's group g; else all of x2, then all of w2's output.
+    if (chain.pairwise) pieces.push_back(extra_pieces[i]);
+    pieces.emplace_back(y_pieces[i].first, y_pieces[i].second / 4);
+    if (chain.output_down) out_pieces.push_back(y_pieces[i]);
+  }
+  if (!chain.pairwise) pieces.insert(pieces.begin(), extra_pieces.begin(), extra_pieces.end());
   int at = y_at;
   for (size_t i = 0; i < next.size(); ++i) {
     at += kMaxSlots * kGroup;

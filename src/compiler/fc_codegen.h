@@ -31,6 +31,7 @@ std::string fc_unsupported(int n, int k);
 struct FcPlacement {
   std::vector<int> tiles;
   std::vector<int> param_units;
+  std::vector<int> in_at;  // narrow byte where each group's input starts (default 0)
 };
 // Wide units (64 B) of each tile below the ring FIFO rows that parameters may occupy: 512 KiB.
 constexpr int kFcParamUnits = 0x2000;
@@ -70,13 +71,17 @@ FfnPrograms generate_ffn(const FfnLayer& ffn, const FcPlacement& up, const FcPla
 // A fused FFN with FULLY_CONNECTED layers after it in the same program (the llm chip path's
 // step c: the residual add as a matmul, then the next layer's q, k and v). Follower 0 reads the
 // host's extra input (the bytes after the FFN's input) followed by w2's output; follower i > 0
-// reads follower i - 1's output. The program returns each follower's output, in order, side by
-// side (whole 64-output groups). Our own program, correct by simulation.
+// reads follower i - 1's output. The program returns [w2's output,] each follower's output, in
+// order, side by side (whole 64-output groups). Our own program, correct by simulation.
 struct FfnChain {
   FfnLayer ffn;
   int extra_k = 0;            // host bytes after the FFN's input, a multiple of 64
   std::vector<FcLayer> next;  // follower 0: k = extra_k + ffn.down.n; then k = previous n
   std::vector<FcPlacement> next_at;
+  bool output_down = false;  // return w2's output first
+  // Follower 0 as the residual add: its group g reads only the extra input's piece g and w2's
+  // group g, so its K is 128 (the two pieces side by side) and extra_k must equal w2's N.
+  bool pairwise = false;
 };
 struct FfnChainPrograms {
   container::Executable execution;

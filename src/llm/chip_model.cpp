@@ -52,6 +52,14 @@ struct ChipTransformer::MatmulPlan {
 struct ChipTransformer::FfnProgram {
   int k_padded = 0, hidden_padded = 0;
   std::shared_ptr<runtime::Program> execution, caching_up, caching_down;
+  compiler::FfnLayer layer;
+  compiler::FcPlacement up_at, down_at;
+  // fused_layers: the FFN, the residual add and the next layer's q, k, v (generate_ffn_chain).
+  // Input [FFN input, K padded; x2 padded to whole groups]; output [w2's; the add's; q, k, v].
+  std::shared_ptr<runtime::Program> chain;
+  std::vector<std::shared_ptr<runtime::Program>> chain_caching;  // the add's and q, k, v's
+  int dim_padded = 0, qkv_outputs = 0;
+  std::array<int, 3> qkv_at{};  // output offset of q, k, v in the q, k, v part
 };
 
 // Tile memory as the placement sees it: each tile's parameters fill wide units from 0 up. A
@@ -130,8 +138,9 @@ bool same_input(const QParams& a, const QParams& b) {
 }  // namespace
 
 ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
-                                 const Calibration& calibration, runtime::EdgeTpu& tpu)
-    : Int8Transformer(ck, pool, calibration), tpu_(tpu) {
+                                 const Calibration& calibration, runtime::EdgeTpu& tpu,
+                                 Int8Options options)
+    : Int8Transformer(ck, pool, calibration, options), tpu_(tpu) {
   const Config& c = ck.config;
   TileAllocator tiles;
   int widest = 0;
@@ -144,10 +153,16 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
       stats_.chip_matmuls += 3;
       ++stats_.programs;
       ++stats_.fused_ffns;
+      if (options.fused_layers && l + 1 < c.n_layers && chain_ffn(l, tiles)) {
+        ++stats_.chained_layers;
+        stats_.chip_matmuls += 3;  // the next layer's q, k, v
+      }
     }
     for (const std::vector<LayerMatmul>& set : input_sets()) {
       if (ffn_fused && (set.front() == LayerMatmul::kW1 || set.front() == LayerMatmul::kW2))
         continue;
+      // Computed by the previous layer's chain.
+      if (set.front() == LayerMatmul::kQ && l > 0 && ffns_[size_t(l - 1)].chain) continue;
       // The programs of this input set: segments first, then placement and code.
       std::vector<Program> made;
       std::vector<LayerMatmul> on_host;
@@ -293,11 +308,88 @@ bool ChipTransformer::fuse_ffn(int layer, TileAllocator& tiles) {
   FfnProgram& p = ffns_[size_t(layer)];
   p.k_padded = k_padded;
   p.hidden_padded = hidden;
+  p.layer = f;
+  p.up_at = up_at;
+  p.down_at = down_at;
   stats_.resident_bytes +=
       static_cast<int64_t>(code.caching_up.parameters.size() + code.caching_down.parameters.size());
   p.execution = std::make_shared<runtime::Program>(std::move(code.execution));
   p.caching_up = std::make_shared<runtime::Program>(std::move(code.caching_up));
   p.caching_down = std::make_shared<runtime::Program>(std::move(code.caching_down));
+  return true;
+}
+
+// fused_layers: the layer's fused FFN, the residual add (a pairwise matmul: output i reads x2[i]
+// and w2's output i, weights a and b, the zero points' difference as its bias) and the next
+// layer's q, k, v as one program, when the generator and the tile memory take them; else false and
+// nothing is placed (the add then runs on the host and q, k, v as their own program).
+bool ChipTransformer::chain_ffn(int layer, TileAllocator& tiles) {
+  const Config& c = config();
+  FfnProgram& p = ffns_[size_t(layer)];
+  const int dim_padded = whole_groups(c.dim);
+  const QuantizedAdd& add = add_of(layer);
+  Program qkv;
+  qkv.k_padded = dim_padded;
+  for (LayerMatmul m : {LayerMatmul::kQ, LayerMatmul::kK, LayerMatmul::kV}) {
+    const int rows = matmul(layer + 1, m).rows;
+    qkv.segments.push_back({m, 0, rows, qkv.outputs});
+    qkv.outputs += whole_groups(rows);
+  }
+  if (!compiler::fc_unsupported(qkv.outputs, dim_padded).empty() ||
+      !compiler::fc_unsupported(dim_padded, 2 * dim_padded).empty() ||
+      p.k_padded + dim_padded > 1024)
+    return false;
+  TileAllocator trial = tiles;
+  compiler::FcPlacement add_at, qkv_at;
+  if (!trial.place(compiler::fc_groups(dim_padded), compiler::fc_units_per_tile(128, true),
+                   add_at) ||
+      !trial.place(compiler::fc_groups(qkv.outputs), compiler::fc_units_per_tile(dim_padded, false),
+                   qkv_at))
+    return false;
+  compiler::FcLayer a;
+  a.n = dim_padded;
+  a.k = 128;  // pairwise: group g reads x2's 64 values of it, then w2's
+  a.weights.assign(size_t(a.n) * size_t(a.k), 0);
+  a.mult.assign(size_t(a.n), 0.0f);
+  a.bias.assign(size_t(a.n), 0);
+  for (int r = 0; r < c.dim; ++r) {
+    a.weights[size_t(r) * size_t(a.k) + size_t(r % 64)] = static_cast<int8_t>(add.a);
+    a.weights[size_t(r) * size_t(a.k) + size_t(64 + r % 64)] = static_cast<int8_t>(add.b);
+    a.mult[size_t(r)] = add.mult;
+    // The chip takes f's zero point off every input; x2's own comes back through the bias.
+    a.bias[size_t(r)] = add.a * (add.f.zero_point - add.x.zero_point);
+  }
+  a.in_zp = add.f.zero_point + 128;
+  a.in_scale = add.f.scale;
+  a.out_zp = add.out.zero_point + 128;
+  a.out_scale = add.out.scale;
+  a.clamp_min = add.lo;
+  a.clamp_max = add.hi;
+  a.input_name = "x";
+  a.output_name = "y";
+  a.signed_input = a.signed_output = true;
+  compiler::FfnChain chain;
+  chain.ffn = p.layer;
+  chain.extra_k = dim_padded;
+  chain.next = {a, fc_layer(layer + 1, qkv)};
+  chain.next_at = {add_at, qkv_at};
+  chain.output_down = true;
+  chain.pairwise = true;
+  compiler::FfnChainPrograms code;
+  try {
+    code = compiler::generate_ffn_chain(chain, p.up_at, p.down_at);
+  } catch (const Error&) {
+    return false;  // a layout the generator does not take (e.g. more than 4 output pieces a tile)
+  }
+  tiles = trial;
+  p.dim_padded = dim_padded;
+  p.qkv_outputs = qkv.outputs;
+  for (size_t i = 0; i < 3; ++i) p.qkv_at[i] = qkv.segments[i].out_at;
+  p.chain = std::make_shared<runtime::Program>(std::move(code.execution));
+  for (size_t i = 2; i < code.caching.size(); ++i) {  // up's and down's are the FFN's
+    stats_.resident_bytes += static_cast<int64_t>(code.caching[i].parameters.size());
+    p.chain_caching.push_back(std::make_shared<runtime::Program>(std::move(code.caching[i])));
+  }
   return true;
 }
 
@@ -344,6 +436,7 @@ void ChipTransformer::cache_all() {
   for (const FfnProgram& p : ffns_) {
     caching.push_back(p.caching_up);
     caching.push_back(p.caching_down);
+    caching.insert(caching.end(), p.chain_caching.begin(), p.chain_caching.end());
   }
   for (const std::shared_ptr<runtime::Program>& p : caching) {
     if (!p) continue;
@@ -382,6 +475,43 @@ void ChipTransformer::ffn_q(int layer, const int8_t* xq, int8_t* yq) {
   std::copy_n(yq_.begin(), w2.rows, yq);
   stats_.chip_wall_s +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+void ChipTransformer::ffn_add_q(int layer, const int8_t* xq, const int8_t* x2q, int8_t* yq,
+                                int8_t* next) {
+  FfnProgram& p = ffns_[size_t(layer)];
+  if (!p.chain) {
+    Int8Transformer::ffn_add_q(layer, xq, x2q, yq, next);
+    return;
+  }
+  const Config& c = config();
+  const QuantizedMatmul& w1 = matmul(layer, LayerMatmul::kW1);
+  // Padded inputs meet zero weights.
+  std::copy_n(xq, w1.cols, xq_.begin());
+  std::fill(xq_.begin() + w1.cols, xq_.begin() + p.k_padded, static_cast<int8_t>(w1.in.zero_point));
+  std::copy_n(x2q, c.dim, xq_.begin() + p.k_padded);
+  std::fill(xq_.begin() + p.k_padded + c.dim, xq_.begin() + p.k_padded + p.dim_padded,
+            static_cast<int8_t>(add_of(layer).x.zero_point));
+  const auto start = std::chrono::steady_clock::now();
+  run(p.chain, xq_.data(), p.k_padded + p.dim_padded, yq_.data(), 2 * p.dim_padded + p.qkv_outputs);
+  std::copy_n(yq_.begin(), c.dim, yq);
+  std::copy_n(yq_.begin() + p.dim_padded, c.dim, next);
+  stash_.assign(yq_.begin() + 2 * p.dim_padded, yq_.begin() + 2 * p.dim_padded + p.qkv_outputs);
+  stash_layer_ = layer + 1;
+  stats_.chip_wall_s +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+void ChipTransformer::qkv_q(int layer, const int8_t* xq, int8_t* q, int8_t* k, int8_t* v) {
+  if (stash_layer_ != layer) {
+    Int8Transformer::qkv_q(layer, xq, q, k, v);
+    return;
+  }
+  stash_layer_ = -1;
+  const FfnProgram& p = ffns_[size_t(layer - 1)];
+  int8_t* outs[3] = {q, k, v};
+  for (size_t i = 0; i < 3; ++i)
+    std::copy_n(stash_.begin() + p.qkv_at[i], matmul(layer, LayerMatmul(i)).rows, outs[i]);
 }
 
 void ChipTransformer::run_program(Program& p, int layer, LayerMatmul called, int8_t* yq) {

@@ -31,9 +31,10 @@ struct ChipPathStats {
   int chip_matmuls = 0, host_matmuls = 0;  // per layer stack (one forward pass)
   int programs = 0;                        // execution programs per forward pass
   int fused_ffns = 0;                      // layers whose whole FFN is one program
-  int64_t resident_bytes = 0;              // parameter bytes cached in tile memory
-  int max_tile_units = 0;                  // the fullest tile's parameter units (of 8192)
-  std::string host_reason;                 // why the first host matmul is not on the chip
+  int chained_layers = 0;      // of them, with the residual add and the next q, k, v (fused_layers)
+  int64_t resident_bytes = 0;  // parameter bytes cached in tile memory
+  int max_tile_units = 0;      // the fullest tile's parameter units (of 8192)
+  std::string host_reason;     // why the first host matmul is not on the chip
   // Modeled stick time (runtime/stick_time.h) summed over every execution run so far, and the
   // one-time parameter caching.
   runtime::StickTime modeled, caching;
@@ -44,14 +45,18 @@ struct ChipPathStats {
 class ChipTransformer : public Int8Transformer {
  public:
   // `tpu` must outlive the transformer; its tile memory is filled with the layers' weights here.
+  // With options.fused_layers, a layer's FFN, the residual add and the next layer's q, k, v run
+  // as one program where they fit (compiler::generate_ffn_chain; issue 14 step c).
   ChipTransformer(const Checkpoint& ck, ThreadPool& pool, const Calibration& calibration,
-                  runtime::EdgeTpu& tpu);
+                  runtime::EdgeTpu& tpu, Int8Options options = {});
   ~ChipTransformer() override;
   const ChipPathStats& stats() const { return stats_; }
 
  protected:
   void matmul_q(int layer, LayerMatmul m, const int8_t* xq, int8_t* yq) override;
   void ffn_q(int layer, const int8_t* xq, int8_t* yq) override;
+  void qkv_q(int layer, const int8_t* xq, int8_t* q, int8_t* k, int8_t* v) override;
+  void ffn_add_q(int layer, const int8_t* xq, const int8_t* x2q, int8_t* yq, int8_t* next) override;
 
  private:
   struct Program;
@@ -59,6 +64,7 @@ class ChipTransformer : public Int8Transformer {
   struct FfnProgram;
   class TileAllocator;
   bool fuse_ffn(int layer, TileAllocator& tiles);
+  bool chain_ffn(int layer, TileAllocator& tiles);
   void run(const std::shared_ptr<runtime::Program>& p, const int8_t* in, int in_bytes, int8_t* out,
            int out_bytes);
   void run_program(Program& p, int layer, LayerMatmul called, int8_t* yq);
@@ -68,6 +74,10 @@ class ChipTransformer : public Int8Transformer {
   std::vector<Program> programs_;
   std::vector<MatmulPlan> plans_;  // [layer][matmul]
   std::vector<FfnProgram> ffns_;   // [layer]; without programs where the FFN is not fused
+  // fused_layers: the q, k, v of layer stash_layer_ that its previous layer's chain computed
+  // (q, k, v each at a whole group).
+  std::vector<int8_t> stash_;
+  int stash_layer_ = -1;
   std::vector<int8_t> xq_, yq_;
   // Results of the matmuls a fused program computed beside the one asked for, kept until their
   // own call (which must bring the same quantized input).

@@ -100,6 +100,42 @@ void gate(const QuantizedGate& q, const int8_t* h1, const int8_t* h3, int n, int
   }
 }
 
+QuantizedAdd quantize_add(Calibration::Range x, QParams f, Calibration::Range out) {
+  QuantizedAdd q;
+  q.x = qparams_for_range(x.lo, x.hi);
+  q.f = f;
+  q.out = qparams_for_range(out.lo, out.hi);
+  // a / b ~ s_x / s_f, the larger of the two 127.
+  const float ratio = q.x.scale / q.f.scale;
+  if (ratio <= 1.0f) {
+    q.b = 127;
+    q.a = std::max(1, static_cast<int32_t>(std::nearbyint(127.0f * ratio)));
+  } else {
+    q.a = 127;
+    q.b = std::max(1, static_cast<int32_t>(std::nearbyint(127.0f / ratio)));
+  }
+  q.mult = edgetpu::product_scale(q.f.scale, 1.0f / static_cast<float>(q.b), q.out.scale);
+  output_clamps(q.out, q.lo, q.hi);
+  return q;
+}
+
+void residual_add(const QuantizedAdd& q, const int8_t* x, const int8_t* f, int n, int8_t* out) {
+  const edgetpu::Clamps clamps{q.lo, q.hi};
+  for (int i = 0; i < n; ++i) {
+    const int32_t acc =
+        q.a * (int32_t{x[i]} - q.x.zero_point) + q.b * (int32_t{f[i]} - q.f.zero_point);
+    out[i] = static_cast<int8_t>(
+        std::clamp(edgetpu::requantize(acc, q.mult, clamps, q.out.zero_point), -128, 127));
+  }
+}
+
+float rms_scale(const float* x, int n) {
+  float ss = dot(x, x, n);
+  ss /= static_cast<float>(n);
+  ss += 1e-5f;
+  return 1.0f / std::sqrt(ss);
+}
+
 namespace {
 
 // The float model, recording each layer matmul's input and output ranges.
@@ -114,11 +150,29 @@ class RecordingTransformer : public Transformer {
     const MatrixRef w = layer_matrix(ck_, layer, m);
     widen(cal_.in[size_t(layer)][size_t(m)], in, w.cols);
     widen(cal_.out[size_t(layer)][size_t(m)], out, w.rows);
-    if (m == LayerMatmul::kW1) h1_.assign(out, out + w.rows);
+    if (m == LayerMatmul::kW1) {
+      h1_.assign(out, out + w.rows);
+      widen(cal_.residual_mid[size_t(layer)], residual(), ck_.config.dim);
+    }
     if (m == LayerMatmul::kW2) {
       // SiLU(w1 x), as the float FFN computes it before the product with w3 x.
       for (float& v : h1_) v *= 1.0f / (1.0f + std::exp(-v));
       widen(cal_.silu[size_t(layer)], h1_.data(), static_cast<int>(h1_.size()));
+    }
+  }
+
+  void qkv(int layer, const float* x, float* q, float* k, float* v) override {
+    Transformer::qkv(layer, x, q, k, v);
+    const Config& c = ck_.config;
+    widen(cal_.residual[size_t(layer)], x, c.dim);
+    // W diag(g) x = (W RMSNorm(x)) / RMSNorm's scale.
+    const float r = rms_scale(x, c.dim);
+    const float* outs[3] = {q, k, v};
+    const int rows[3] = {c.dim, c.kv_dim(), c.kv_dim()};
+    for (int i = 0; i < 3; ++i) {
+      raw_.resize(size_t(rows[i]));
+      for (int j = 0; j < rows[i]; ++j) raw_[size_t(j)] = outs[i][j] / r;
+      widen(cal_.qkv_raw[size_t(layer)][size_t(i)], raw_.data(), rows[i]);
     }
   }
 
@@ -130,7 +184,7 @@ class RecordingTransformer : public Transformer {
     }
   }
   Calibration& cal_;
-  std::vector<float> h1_;
+  std::vector<float> h1_, raw_;
 };
 
 }  // namespace
@@ -140,6 +194,9 @@ Calibration calibrate(const Checkpoint& ck, ThreadPool& pool, int positions) {
   cal.in.resize(size_t(ck.config.n_layers));
   cal.out.resize(size_t(ck.config.n_layers));
   cal.silu.resize(size_t(ck.config.n_layers));
+  cal.residual.resize(size_t(ck.config.n_layers));
+  cal.residual_mid.resize(size_t(ck.config.n_layers));
+  cal.qkv_raw.resize(size_t(ck.config.n_layers));
   cal.positions = std::clamp(positions, 1, ck.config.seq_len);
   RecordingTransformer model(ck, pool, cal);
   model.set_argmax_only(true);
@@ -149,14 +206,32 @@ Calibration calibrate(const Checkpoint& ck, ThreadPool& pool, int positions) {
 }
 
 Int8Transformer::Int8Transformer(const Checkpoint& ck, ThreadPool& pool,
-                                 const Calibration& calibration)
-    : Transformer(ck, pool) {
+                                 const Calibration& calibration, Int8Options options)
+    : Transformer(ck, pool), options_(options) {
   const Config& c = ck.config;
+  if (options_.fused_layers && (calibration.residual.size() != size_t(c.n_layers) ||
+                                calibration.qkv_raw.size() != size_t(c.n_layers)))
+    fail("the calibration has no ranges for fused layers");
+  std::vector<float> folded;
   for (int l = 0; l < c.n_layers; ++l) {
-    for (int m = 0; m < kLayerMatmuls; ++m)
-      mats_.push_back(quantize_matmul(layer_matrix(ck, l, LayerMatmul(m)),
-                                      calibration.in[size_t(l)][size_t(m)],
+    for (int m = 0; m < kLayerMatmuls; ++m) {
+      const MatrixRef w = layer_matrix(ck, l, LayerMatmul(m));
+      if (options_.fused_layers && m <= int(LayerMatmul::kV)) {
+        // RMSNorm's weight folded into the columns; the input is the residual stream itself.
+        const float* g = ck.layers[size_t(l)].rms_att.data();
+        folded.resize(size_t(w.rows) * size_t(w.cols));
+        for (int r = 0; r < w.rows; ++r)
+          for (int j = 0; j < w.cols; ++j)
+            folded[size_t(r) * size_t(w.cols) + size_t(j)] =
+                w.w[size_t(r) * size_t(w.cols) + size_t(j)] * g[j];
+        mats_.push_back(quantize_matmul(MatrixRef{folded.data(), w.rows, w.cols},
+                                        calibration.residual[size_t(l)],
+                                        calibration.qkv_raw[size_t(l)][size_t(m)]));
+        continue;
+      }
+      mats_.push_back(quantize_matmul(w, calibration.in[size_t(l)][size_t(m)],
                                       calibration.out[size_t(l)][size_t(m)]));
+    }
     const QuantizedMatmul &w1 = matmul(l, LayerMatmul::kW1), &w3 = matmul(l, LayerMatmul::kW3);
     // w1 and w3 read the same vector, so their calibrated input ranges are the same.
     if (w1.in.scale != w3.in.scale || w1.in.zero_point != w3.in.zero_point)
@@ -171,6 +246,16 @@ Int8Transformer::Int8Transformer(const Checkpoint& ck, ThreadPool& pool,
   h3q_.resize(size_t(c.hidden_dim));
   mq_.resize(size_t(c.hidden_dim));
   acc_.resize(widest);
+  if (options_.fused_layers)
+    for (int l = 0; l + 1 < c.n_layers; ++l)
+      adds_.push_back(quantize_add(calibration.residual_mid[size_t(l)],
+                                   matmul(l, LayerMatmul::kW2).out,
+                                   calibration.residual[size_t(l + 1)]));
+  x2q_.resize(size_t(c.dim));
+  next_q_.resize(size_t(c.dim));
+  q8_.resize(size_t(c.dim));
+  k8_.resize(size_t(c.kv_dim()));
+  v8_.resize(size_t(c.kv_dim()));
 }
 
 namespace {
@@ -192,8 +277,47 @@ void Int8Transformer::ffn(int layer, const float* in, float* out) {
   const QuantizedMatmul &w1 = matmul(layer, LayerMatmul::kW1),
                         &w2 = matmul(layer, LayerMatmul::kW2);
   quantize(in, w1.cols, w1.in, xq_.data());
-  ffn_q(layer, xq_.data(), yq_.data());
+  if (options_.fused_layers && layer + 1 < ck_.config.n_layers) {
+    quantize(residual(), ck_.config.dim, add_of(layer).x, x2q_.data());
+    ffn_add_q(layer, xq_.data(), x2q_.data(), yq_.data(), next_q_.data());
+  } else {
+    ffn_q(layer, xq_.data(), yq_.data());
+  }
   dequantize(yq_.data(), w2.rows, w2.out, out);
+}
+
+void Int8Transformer::ffn_add_q(int layer, const int8_t* xq, const int8_t* x2q, int8_t* yq,
+                                int8_t* next) {
+  ffn_q(layer, xq, yq);
+  residual_add(add_of(layer), x2q, yq, ck_.config.dim, next);
+}
+
+void Int8Transformer::qkv(int layer, const float* x, float* q, float* k, float* v) {
+  if (!options_.fused_layers) {
+    Transformer::qkv(layer, x, q, k, v);
+    return;
+  }
+  const Config& c = ck_.config;
+  const int8_t* xq = next_q_.data();  // the previous layer's residual add
+  if (layer == 0) {
+    quantize(x, c.dim, matmul(0, LayerMatmul::kQ).in, xq_.data());
+    xq = xq_.data();
+  }
+  qkv_q(layer, xq, q8_.data(), k8_.data(), v8_.data());
+  const float r = rms_scale(x, c.dim);
+  const int8_t* bytes[3] = {q8_.data(), k8_.data(), v8_.data()};
+  float* outs[3] = {q, k, v};
+  for (int i = 0; i < 3; ++i) {
+    const QuantizedMatmul& m = matmul(layer, LayerMatmul(i));
+    dequantize(bytes[i], m.rows, m.out, outs[i]);
+    for (int j = 0; j < m.rows; ++j) outs[i][j] *= r;
+  }
+}
+
+void Int8Transformer::qkv_q(int layer, const int8_t* xq, int8_t* q, int8_t* k, int8_t* v) {
+  matmul_q(layer, LayerMatmul::kQ, xq, q);
+  matmul_q(layer, LayerMatmul::kK, xq, k);
+  matmul_q(layer, LayerMatmul::kV, xq, v);
 }
 
 void Int8Transformer::ffn_q(int layer, const int8_t* xq, int8_t* yq) {

@@ -20,6 +20,17 @@
 //  - a = MUL(h1, g), m = MUL(a, h3): f32((p_q - z_p)(r_q - z_r)) * f32(f32(s_p s_r) f32(1 / s_y)),
 //    the output stage's clamps, rounding and zero point, with a's range calibrated and m's scale
 //    w2's input scale, so w2 takes m's bytes as they are.
+// With Int8Options::fused_layers (issue 14 step c: a layer's FFN, the residual add and the next
+// layer's q, k, v in one chip program), q, k and v read the residual stream itself:
+//  - wq, wk, wv are quantized with RMSNorm's weight folded into their columns (W diag(g)), their
+//    input is x quantized with the residual's calibrated range, their output W diag(g) x has its
+//    own calibrated range, and the host multiplies the dequantized result by RMSNorm's scale
+//    1 / sqrt(mean(x^2) + 1e-5) (a scalar per token, computed from its float residual stream);
+//  - past layer 0, that quantized x is the chip's residual add of the FFN's residual x2 (quantized
+//    by the host) and w2's output, as a matmul: acc = a (x2_q - z_x2) + b (f_q - z_f) with
+//    integer weights a, b (the larger 127, the other its ratio of the scales, rounded),
+//    f32(acc) * f32(f32(s_f * f32(1 / b)) * f32(1 / s_y)), clamps, rounding, zero point.
+//  The residual stream itself stays float32 on the host; only what q, k, v read is quantized.
 // Storing bytes as uint8 with every zero point + 128 (the chip's view) gives the same integers.
 #pragma once
 
@@ -59,6 +70,10 @@ struct Calibration {
   };
   std::vector<std::array<Range, kLayerMatmuls>> in, out;  // [layer][matmul]
   std::vector<Range> silu;                                // [layer]
+  // For Int8Options::fused_layers: x entering each layer, x after attention's residual add, and
+  // W diag(g) x of wq, wk, wv (before RMSNorm's scale).
+  std::vector<Range> residual, residual_mid;  // [layer]
+  std::vector<std::array<Range, 3>> qkv_raw;  // [layer][q, k, v]
   int positions = 0;
 };
 // Runs the float model greedily from BOS for `positions` positions (at most seq_len) and records
@@ -84,9 +99,28 @@ constexpr float kLogisticClamp = 10.396732f;
 // m[i] = SiLU(h1[i]) * h3[i] in the chip's ops, for i < n.
 void gate(const QuantizedGate& q, const int8_t* h1, const int8_t* h3, int n, int8_t* m);
 
+// The residual add as the chip's matmul (see the top of this file).
+struct QuantizedAdd {
+  QParams x, f, out;  // the FFN's residual x2, w2's output, the sum
+  int32_t a = 0, b = 0;
+  float mult = 0, lo = 0, hi = 0;
+};
+QuantizedAdd quantize_add(Calibration::Range x, QParams f, Calibration::Range out);
+void residual_add(const QuantizedAdd& q, const int8_t* x, const int8_t* f, int n, int8_t* out);
+// RMSNorm's scale of x: 1 / sqrt(mean(x^2) + 1e-5), in float32.
+float rms_scale(const float* x, int n);
+
+struct Int8Options {
+  bool fused_layers = false;  // issue 14 step c's arithmetic (top of this file)
+};
+
 class Int8Transformer : public Transformer {
  public:
-  Int8Transformer(const Checkpoint& ck, ThreadPool& pool, const Calibration& calibration);
+  Int8Transformer(const Checkpoint& ck, ThreadPool& pool, const Calibration& calibration,
+                  Int8Options options = {});
+  const Int8Options& options() const { return options_; }
+  // Layer l's residual add into layer l + 1's q, k, v input (fused_layers, l < n_layers - 1).
+  const QuantizedAdd& add_of(int layer) const { return adds_[size_t(layer)]; }
   const QuantizedMatmul& matmul(int layer, LayerMatmul m) const {
     return mats_[size_t(layer) * kLayerMatmuls + size_t(m)];
   }
@@ -101,8 +135,18 @@ class Int8Transformer : public Transformer {
   // the FFN from w1's quantized input to w2's quantized output (w1, w3, gate(), w2).
   virtual void matmul_q(int layer, LayerMatmul m, const int8_t* xq, int8_t* yq);
   virtual void ffn_q(int layer, const int8_t* xq, int8_t* yq);
+  // fused_layers: q, k, v in the chip's form; then x entering the layer (quantized by the host at
+  // layer 0, else the previous layer's residual add).
+  void qkv(int layer, const float* x, float* q, float* k, float* v) override;
+  // The integer seams of fused_layers: q, k, v of the quantized x (by default three matmul_q), and
+  // the FFN with the residual add after it (by default ffn_q, then residual_add into `next`).
+  virtual void qkv_q(int layer, const int8_t* xq, int8_t* q, int8_t* k, int8_t* v);
+  virtual void ffn_add_q(int layer, const int8_t* xq, const int8_t* x2q, int8_t* yq, int8_t* next);
 
  private:
+  Int8Options options_;
+  std::vector<QuantizedAdd> adds_;
+  std::vector<int8_t> x2q_, next_q_, q8_, k8_, v8_;
   std::vector<QuantizedMatmul> mats_;
   std::vector<QuantizedGate> gates_;
   std::vector<int8_t> xq_, yq_, h1q_, h3q_, mq_;

@@ -154,6 +154,13 @@ void Transformer::classifier(const float* x) {
                              : -std::numeric_limits<float>::infinity();
 }
 
+void Transformer::qkv(int layer, const float* x, float* q, float* k, float* v) {
+  rmsnorm(xb_.data(), x, ck_.layers[size_t(layer)].rms_att.data(), ck_.config.dim);
+  layer_matmul(layer, LayerMatmul::kQ, xb_.data(), q);
+  layer_matmul(layer, LayerMatmul::kK, xb_.data(), k);
+  layer_matmul(layer, LayerMatmul::kV, xb_.data(), v);
+}
+
 std::span<float> Transformer::forward(int token, int pos) {
   const Config& c = ck_.config;
   if (token < 0 || token >= c.vocab_size) fail("token ", token, " is outside the vocabulary");
@@ -163,13 +170,10 @@ std::span<float> Transformer::forward(int token, int pos) {
   std::memcpy(x, ck_.token_embedding.data() + size_t(token) * size_t(dim), size_t(dim) * 4);
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& w = ck_.layers[size_t(l)];
-    rmsnorm(xb_.data(), x, w.rms_att.data(), dim);
     const size_t row = (size_t(l) * size_t(c.seq_len) + size_t(pos)) * size_t(kv_dim);
     float* k = key_cache_.data() + row;
     float* v = value_cache_.data() + row;
-    layer_matmul(l, LayerMatmul::kQ, xb_.data(), q_.data());
-    layer_matmul(l, LayerMatmul::kK, xb_.data(), k);
-    layer_matmul(l, LayerMatmul::kV, xb_.data(), v);
+    qkv(l, x, q_.data(), k, v);
     // RoPE: rotate each pair (i, i+1) of q (and of k while i < kv_dim) by pos * 10000^(-i'/hs).
     for (int i = 0; i < dim; i += 2) {
       const int head_dim = i % hs;

@@ -44,6 +44,10 @@ class Transformer {
 
  protected:
   virtual void layer_matmul(int layer, LayerMatmul m, const float* in, float* out);
+  // q, k and v of `layer` from the residual stream x: RMSNorm with rms_att, then wq, wk, wv.
+  virtual void qkv(int layer, const float* x, float* q, float* k, float* v);
+  // The residual stream during forward() (while ffn() runs: x after attention's residual add).
+  const float* residual() const { return x_.data(); }
   // out = w2 (SiLU(w1 in) * (w3 in)); `out` may be `in`.
   virtual void ffn(int layer, const float* in, float* out);
   void float_matmul(const float* w, const float* in, float* out, int rows, int cols);

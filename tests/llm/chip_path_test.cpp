@@ -35,12 +35,12 @@ Run run(llm::Transformer& model, const llm::Tokenizer& tok, float temperature, u
 // The chip path against the int8 path on `ck`: identical logits at every position, greedy and
 // sampled; `stats` gets the chip path's figures.
 void expect_chip_equals_int8(const llm::Checkpoint& ck, const llm::Tokenizer& tok, int steps,
-                             llm::ChipPathStats& stats) {
+                             llm::ChipPathStats& stats, llm::Int8Options options = {}) {
   llm::ThreadPool pool(2);
   const llm::Calibration cal = llm::calibrate(ck, pool, 8);
-  llm::Int8Transformer cpu(ck, pool, cal);
+  llm::Int8Transformer cpu(ck, pool, cal, options);
   auto tpu = runtime::open_virtual_edgetpu();
-  llm::ChipTransformer chip(ck, pool, cal, *tpu);
+  llm::ChipTransformer chip(ck, pool, cal, *tpu, options);
   int positions = 0;
   for (const auto& [temperature, prompt] :
        std::vector<std::pair<float, std::string>>{{0.0f, "Once upon"}, {1.0f, ""}}) {
@@ -135,6 +135,82 @@ TEST(ChipPathStepB, FusedFfnWithPaddedShapesIsExact) {
   EXPECT_EQ(s.fused_ffns, 2);
   EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
   EXPECT_EQ(s.programs, 6);  // q+k+v, o, the FFN
+}
+
+// Step c's first part (fused_layers): each layer's FFN, the residual add and the next layer's q, k,
+// v in one program, RMSNorm's scale applied by the host: 2 L + 1 programs per token, the int8
+// path's logits bit for bit on both test checkpoints.
+TEST(ChipPathStepC, FusedLayersGiveTheInt8PathsLogitsBitForBit) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  const auto dir = llama2c_dir(data);
+  for (const std::string name : {"rand_gqa", "rand15M"}) {
+    SCOPED_TRACE(name);
+    std::string why;
+    const auto path = reference_checkpoint(data, name, why);
+    if (!path) GTEST_SKIP() << why;
+    const llm::Checkpoint ck = llm::load_checkpoint(*path);
+    const llm::Tokenizer tok = llm::Tokenizer::load(dir / "tokenizer.bin", ck.config.vocab_size);
+    llm::ChipPathStats s;
+    expect_chip_equals_int8(ck, tok, name == "rand15M" ? 6 : 16, s, {.fused_layers = true});
+    const int layers = ck.config.n_layers;
+    EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
+    EXPECT_EQ(s.chip_matmuls, 7 * layers);
+    EXPECT_EQ(s.fused_ffns, layers);
+    EXPECT_EQ(s.chained_layers, layers - 1);
+    EXPECT_EQ(s.programs, 2 * layers + 1);  // q, k, v of layer 0; per layer o and the chain
+    EXPECT_LE(s.max_tile_units, 0x2000);
+  }
+}
+
+// A padded shape with fused layers: dim 80 (x2 and w2's output padded to 128 each), GQA.
+TEST(ChipPathStepC, FusedLayersWithPaddedShapesAreExact) {
+  TinyShape shape;
+  shape.dim = 80;
+  shape.hidden = 200;
+  shape.heads = 4;
+  shape.kv_heads = 2;
+  shape.layers = 3;
+  shape.vocab = 300;
+  shape.seq_len = 32;
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("tinycoral_chip_chain_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  write_bytes(dir / "model.bin", tiny_v0(shape, TinyWeights(shape)));
+  write_bytes(dir / "tokenizer.bin", tiny_tokenizer(shape.vocab));
+  const llm::Checkpoint ck = llm::load_checkpoint(dir / "model.bin");
+  const llm::Tokenizer tok = llm::Tokenizer::load(dir / "tokenizer.bin", shape.vocab);
+  std::filesystem::remove_all(dir);
+  llm::ChipPathStats s;
+  expect_chip_equals_int8(ck, tok, 24, s, {.fused_layers = true});
+  EXPECT_EQ(s.chained_layers, 2);
+  EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
+  EXPECT_EQ(s.programs, 7);
+}
+
+// --fused-layers: the same text from the simulator as from the int8 CPU path in that arithmetic
+// (rand_gqa: 2 layers, so 5 programs), and a clear refusal where it does not apply.
+TEST(ChipPathStepC, GenerateWithFusedLayersWritesTheInt8Text) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  std::string why;
+  const auto path = reference_checkpoint(data, "rand_gqa", why);
+  if (!path) GTEST_SKIP() << why;
+  const std::string args = "generate '" + path->string() + "' -z '" +
+                           (llama2c_dir(data) / "tokenizer.bin").string() +
+                           "' -n 20 -t 0.8 -s 5 -i 'Lily' --calibration 8 --fused-layers";
+  const CommandResult cpu = run_cli(args + " --device cpu --int8");
+  const CommandResult sim = run_cli(args + " --device sim");
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  EXPECT_EQ(sim.out, cpu.out);
+  EXPECT_GT(sim.out.size(), 10u);
+  EXPECT_NE(sim.err.find("14 layer matmuls on the chip as 5 programs per token"), std::string::npos)
+      << sim.err;
+  const CommandResult plain = run_cli(args + " --device cpu");
+  EXPECT_EQ(plain.exit_code, 2);
+  EXPECT_NE(plain.err.find("--fused-layers needs --int8"), std::string::npos) << plain.err;
+  const CommandResult batch = run_cli(args + " --device cpu --int8 --batch 2");
+  EXPECT_EQ(batch.exit_code, 2);
+  EXPECT_NE(batch.err.find("batch path"), std::string::npos) << batch.err;
 }
 
 TEST(ChipPathStepA, GenerateOnTheSimulatorWritesTheInt8TextAndModeledSpeed) {

@@ -72,13 +72,16 @@ compiler::FcLayer layer_of(const std::vector<const QuantizedMatmul*>& order) {
   return l;
 }
 
-TEST(FfnChainOnTheChip, FfnThenTwoFollowersEqualTheInt8ArithmeticInEveryByte) {
-  std::mt19937 random(7);
+// Pairwise: follower 0's group g reads only [extra piece g; w2's group g] (the residual add's
+// form).
+void check_chain(bool pairwise) {
+  std::mt19937 random(pairwise ? 11 : 7);
   const int dim = 128, hidden = 192, extra = 128, qkv = 192;
   const QuantizedMatmul w1 = random_matmul(hidden, dim, {-2, 2}, {-2.5f, 2.5f}, random),
                         w3 = random_matmul(hidden, dim, {-2, 2}, {-2.5f, 2}, random),
                         w2 = random_matmul(dim, hidden, {-3, 3}, {-1.5f, 1.5f}, random),
-                        add = random_matmul(dim, extra + dim, {-1.5f, 1.5f}, {-2, 2}, random),
+                        add = random_matmul(dim, pairwise ? 128 : extra + dim, {-1.5f, 1.5f},
+                                            {-2, 2}, random),
                         next = random_matmul(qkv, dim, {-2, 2}, {-2, 2.5f}, random);
   const llm::QuantizedGate gate = llm::quantize_gate(w1.out, w3.out, {-0.5f, 2.5f}, w2.in);
 
@@ -97,13 +100,16 @@ TEST(FfnChainOnTheChip, FfnThenTwoFollowersEqualTheInt8ArithmeticInEveryByte) {
   f.m_clamp_min = gate.m_lo;
   f.m_clamp_max = gate.m_hi;
   chain.extra_k = extra;
+  chain.pairwise = pairwise;
+  chain.output_down = pairwise;
   chain.next = {layer_of({&add, &add}), layer_of({&next, &next, &next})};
   const int up_units = compiler::fc_units_per_tile(dim, false);
   const compiler::FcPlacement up_at{{4, 4, 7, 7, 1, 1}, {0, up_units, 0, up_units, 0, up_units}};
   const compiler::FcPlacement down_at{{0, 9}, {0, 0}};
   // Tile 1 computes both of add's groups and two of next's: four output pieces leave from it.
-  const int add_at = 2 * up_units, next_at = add_at + 2 * compiler::fc_units_per_tile(256, false);
-  chain.next_at = {{{1, 1}, {add_at, add_at + compiler::fc_units_per_tile(256, false)}},
+  const int add_units = compiler::fc_units_per_tile(add.cols, false);
+  const int add_at = 2 * up_units, next_at = add_at + 2 * add_units;
+  chain.next_at = {{{1, 1}, {add_at, add_at + add_units}},
                    {{1, 12, 1}, {next_at, 0, next_at + up_units}}};
   const compiler::FfnChainPrograms code = compiler::generate_ffn_chain(chain, up_at, down_at);
 
@@ -112,7 +118,7 @@ TEST(FfnChainOnTheChip, FfnThenTwoFollowersEqualTheInt8ArithmeticInEveryByte) {
     tpu->run(nullptr, std::make_shared<runtime::Program>(c));
   auto program = std::make_shared<runtime::Program>(code.execution);
   ASSERT_EQ(program->input_bytes(0), size_t(dim + extra));
-  ASSERT_EQ(program->output_bytes(0), size_t(dim + qkv));
+  ASSERT_EQ(program->output_bytes(0), size_t((pairwise ? 2 * dim : dim) + qkv));
   std::uniform_int_distribution<int> byte(-128, 127);
   for (int inference = 0; inference < 3; ++inference) {
     SCOPED_TRACE("inference " + std::to_string(inference));
@@ -125,8 +131,18 @@ TEST(FfnChainOnTheChip, FfnThenTwoFollowersEqualTheInt8ArithmeticInEveryByte) {
     std::vector<int8_t> add_in(in.begin() + dim, in.end());
     const std::vector<int8_t> y = fc(w2, m);
     add_in.insert(add_in.end(), y.begin(), y.end());
-    const std::vector<int8_t> sum = fc(add, add_in), q = fc(next, sum);
-    std::vector<int8_t> want = sum;
+    std::vector<int8_t> sum = fc(add, add_in);
+    if (pairwise) {
+      for (int g = 0; g < dim / 64; ++g) {
+        std::vector<int8_t> pair(add_in.begin() + 64 * g, add_in.begin() + 64 * g + 64);
+        pair.insert(pair.end(), y.begin() + 64 * g, y.begin() + 64 * g + 64);
+        const std::vector<int8_t> group = fc(add, pair);
+        std::copy_n(group.begin() + 64 * g, 64, sum.begin() + 64 * g);
+      }
+    }
+    const std::vector<int8_t> q = fc(next, sum);
+    std::vector<int8_t> want = pairwise ? y : std::vector<int8_t>{};
+    want.insert(want.end(), sum.begin(), sum.end());
     want.insert(want.end(), q.begin(), q.end());
     // Not a trivial output: the values spread over the int8 range.
     EXPECT_GT(
@@ -140,6 +156,14 @@ TEST(FfnChainOnTheChip, FfnThenTwoFollowersEqualTheInt8ArithmeticInEveryByte) {
     for (size_t i = 0; i < want.size(); ++i)
       ASSERT_EQ(int(got[i]), int(want[i])) << "output byte " << i;
   }
+}
+
+TEST(FfnChainOnTheChip, FfnThenTwoFollowersEqualTheInt8ArithmeticInEveryByte) {
+  check_chain(false);
+}
+
+TEST(FfnChainOnTheChip, PairwiseAddAndW2OutputEqualTheInt8ArithmeticInEveryByte) {
+  check_chain(true);
 }
 
 }  // namespace

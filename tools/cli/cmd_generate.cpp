@@ -34,7 +34,7 @@ struct GenerateArgs {
   int threads = 0;
   int calibration = 64;
   int batch = -1;  // --batch B: B stories at once (generate_batch.h); -1: not asked for
-  bool int8 = false, json = false, all_logits = false;
+  bool int8 = false, json = false, all_logits = false, fused_layers = false;
 };
 
 // tokenizer.bin beside the checkpoint, else in the working directory (run.c's default).
@@ -112,6 +112,8 @@ void run(GenerateArgs& a) {
                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   llm::ThreadPool pool(threads);
   const std::unique_ptr<runtime::EdgeTpu> tpu = open_device(a.device, a.json);  // outlives model
+  if (a.fused_layers && a.batch != -1) fail("--fused-layers: the batch path does not have it yet");
+  if (a.fused_layers && !a.int8 && !tpu) fail("--fused-layers needs --int8 or an Edge TPU device");
   if (a.batch != -1) {
     generate_batch_command({a.batch, a.prompt, a.steps < 0 ? 0 : a.steps, a.temperature, a.topp,
                             seed, a.calibration, a.json},
@@ -123,7 +125,8 @@ void run(GenerateArgs& a) {
   llm::ChipTransformer* chip = nullptr;
   if (tpu) {  // the chip path computes the int8 path's arithmetic
     cal = llm::calibrate(ck, pool, a.calibration);
-    auto owned = std::make_unique<llm::ChipTransformer>(ck, pool, cal, *tpu);
+    auto owned = std::make_unique<llm::ChipTransformer>(ck, pool, cal, *tpu,
+                                                        llm::Int8Options{a.fused_layers});
     chip = owned.get();
     model = std::move(owned);
     if (chip->stats().host_matmuls > 0 && !a.json)
@@ -132,7 +135,7 @@ void run(GenerateArgs& a) {
                 << " layer matmuls run on the host (" << chip->stats().host_reason << ")\n";
   } else if (a.int8) {
     cal = llm::calibrate(ck, pool, a.calibration);
-    model = std::make_unique<llm::Int8Transformer>(ck, pool, cal);
+    model = std::make_unique<llm::Int8Transformer>(ck, pool, cal, llm::Int8Options{a.fused_layers});
   } else {
     model = std::make_unique<llm::Transformer>(ck, pool);
   }
@@ -220,6 +223,10 @@ void add_generate_command(CLI::App& app) {
                   "reports the stick's modeled speed); auto: a stick if plugged in, else cpu")
       ->capture_default_str();
   cmd->add_flag("--int8", args->int8, "layer matmuls in the Edge TPU's int8 arithmetic");
+  cmd->add_flag(
+      "--fused-layers", args->fused_layers,
+      "int8 and the chip: q, k, v read the residual stream, RMSNorm's scale applied after "
+      "them; on the chip each layer's FFN, residual add and the next q, k, v are one program");
   cmd->add_option("--calibration", args->calibration,
                   "--int8: positions of greedy float generation the ranges are taken from")
       ->capture_default_str();
