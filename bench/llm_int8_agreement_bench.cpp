@@ -2,8 +2,9 @@
 // llama2.c checkpoint: both are teacher-forced on the float model's own story (sampled at
 // temperature 1 from BOS, seed 1), and for every position we compare the next-token choice (top-1
 // agreement) and the distributions (KL(float || int8) in nats). Calibration: the first
-// --calibration positions of a greedy float run, as `generate --int8` does.
-//   llm_int8_agreement_bench CHECKPOINT [POSITIONS=256] [CALIBRATION=64]
+// --calibration positions of a greedy float run, as `generate --int8` does. FUSED = 1: the
+// --fused-layers arithmetic (int8_model.h).
+//   llm_int8_agreement_bench CHECKPOINT [POSITIONS=256] [CALIBRATION=64] [FUSED=0]
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -18,7 +19,7 @@
 int main(int argc, char** argv) {
   using namespace tinycoral::llm;
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s CHECKPOINT [POSITIONS] [CALIBRATION]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s CHECKPOINT [POSITIONS] [CALIBRATION] [FUSED]\n", argv[0]);
     return 2;
   }
   try {
@@ -28,7 +29,8 @@ int main(int argc, char** argv) {
     ThreadPool pool(1);
     const Calibration cal = calibrate(ck, pool, calibration);
     Transformer f(ck, pool);
-    Int8Transformer q(ck, pool, cal);
+    const bool fused = argc > 4 && std::atoi(argv[4]) != 0;
+    Int8Transformer q(ck, pool, cal, Int8Options{fused});
     Sampler sampler(1.0f, 0.0f, 1);
     int token = kBos, agree = 0;
     double kl = 0, kl_max = 0;
@@ -49,10 +51,10 @@ int main(int argc, char** argv) {
       kl_max = std::max(kl_max, k);
     }
     std::printf(
-        "%s\n%d positions (calibration %d): top-1 agreement %.1f%%, KL %.4f nats/token "
+        "%s\n%d positions (calibration %d%s): top-1 agreement %.1f%%, KL %.4f nats/token "
         "(max %.4f)\n",
-        describe(ck).c_str(), positions, cal.positions, 100.0 * agree / positions, kl / positions,
-        kl_max);
+        describe(ck).c_str(), positions, cal.positions, fused ? ", fused layers" : "",
+        100.0 * agree / positions, kl / positions, kl_max);
   } catch (const tinycoral::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;
