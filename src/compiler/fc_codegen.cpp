@@ -726,10 +726,12 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
     const int want = i > 0            ? chain.next[i - 1].n
                      : chain.pairwise ? 2 * kPiece
                                       : chain.extra_k + f.down.n;
-    if (l.k != want || l.n % kGroup != 0)
+    // A follower whose groups name their input places reads parts of what the previous wrote.
+    const bool parts = i > 0 && !chain.next_at[i].in_at.empty();
+    if ((!parts && l.k != want) || l.n % kGroup != 0)
       fail("chain follower ", i, ": K = ", l.k, " (needs ", want, "), N = ", l.n,
            " (needs whole groups)");
-    if (const std::string why = fc_unsupported(l.n, l.k); !why.empty())
+    if (const std::string why = fc_unsupported(std::min(l.n, 16 * kGroup), l.k); !why.empty())
       fail("chain follower ", i, ": ", why);
     FcPlacement at = chain.next_at[i];
     if (i == 0 && chain.pairwise) {
@@ -739,7 +741,7 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
       for (int g = 0; g < l.n / kGroup; ++g) at.in_at.push_back(2 * kPiece * g);
     }
     next.push_back(geometry(l.n, l.k, !l.bias.empty(), at));
-    widest = std::max(widest, i == 0 ? chain.extra_k + f.down.n : l.k);
+    widest = std::max(widest, i == 0 ? chain.extra_k + f.down.n : want);
   }
   // The extra pieces wait at x_piece until follower 0 reads them: every layer's x below them.
   if (in.x_piece < widest)
@@ -782,9 +784,10 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
     broadcast_stage(e, next[i].compute_mask(), pieces, ring_ordinal);
     op_stage(e, next[i], chain.next[i], at);
     pieces.clear();
+    const bool out = chain.next_output.empty() || chain.next_output.at(i);
     for (const auto& [tile, byte] : output_pieces(next[i], at)) {
       pieces.emplace_back(tile, byte / 4);
-      out_pieces.emplace_back(tile, byte);
+      if (out) out_pieces.emplace_back(tile, byte);
     }
   }
   pieces_output_stage(e, out_pieces, chain.next.back().output_name, ring_ordinal);
@@ -804,6 +807,57 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
   caching(up, f.up);
   caching(down, f.down);
   for (size_t i = 0; i < next.size(); ++i) caching(next[i], chain.next[i]);
+  out.execution.parameter_caching_token = out.caching.front().parameter_caching_token;
+  return out;
+}
+
+FfnChainPrograms generate_fc_chain(const FcChain& chain) {
+  if (chain.layers.empty() || chain.at.size() != chain.layers.size() ||
+      chain.output.size() != chain.layers.size())
+    fail("an FC chain needs layers, each with a placement and an output flag");
+  std::vector<Geometry> g;
+  int widest = 0;
+  for (size_t i = 0; i < chain.layers.size(); ++i) {
+    const FcLayer& l = chain.layers[i];
+    if (const std::string why = fc_unsupported(std::min(l.n, 16 * kGroup), l.k); !why.empty())
+      fail("chain layer ", i, ": ", why);
+    const bool parts = i > 0 && !chain.at[i].in_at.empty();
+    const int want = i == 0 ? l.k : chain.layers[i - 1].n;
+    if ((i > 0 && !parts && l.k != want) || l.n % kGroup != 0)
+      fail("chain layer ", i, ": K = ", l.k, " (needs ", want, "), N = ", l.n,
+           " (needs whole groups)");
+    if (i == 0 && !chain.at[0].in_at.empty()) fail("the chain's first layer reads all its input");
+    g.push_back(geometry(l.n, l.k, !l.bias.empty(), chain.at[i]));
+    widest = std::max(widest, want);
+  }
+  Emitter e;
+  int ring_ordinal = 0;
+  input_stage(e, g[0], chain.layers[0]);
+  std::vector<std::pair<int, int>> pieces = host_pieces(g[0]), out_pieces;
+  int at = (std::max(g[0].x_piece + kPiece, widest) + 255) / 256 * 256;
+  for (size_t i = 0; i < g.size(); ++i) {
+    broadcast_stage(e, g[i].compute_mask(), pieces, ring_ordinal);
+    op_stage(e, g[i], chain.layers[i], at);
+    pieces.clear();
+    for (const auto& [tile, byte] : output_pieces(g[i], at)) {
+      pieces.emplace_back(tile, byte / 4);
+      if (chain.output[i]) out_pieces.emplace_back(tile, byte);
+    }
+    at += kMaxSlots * kGroup;
+  }
+  if (out_pieces.empty()) fail("an FC chain must return something");
+  pieces_output_stage(e, out_pieces, chain.layers.back().output_name, ring_ordinal);
+  FcLayer out_layer = chain.layers.back();
+  Geometry out_geometry{};
+  out_geometry.n = out_layer.n = static_cast<int>(out_pieces.size()) * kGroup;
+  FfnChainPrograms out;
+  out.execution = execution_executable_of(e.finish(), chain.layers[0], out_layer, out_geometry, at);
+  for (size_t i = 0; i < g.size(); ++i) {
+    container::Executable pc =
+        caching_executable(caching_program(g[i]), fc_parameters(chain.layers[i]));
+    pc.parameter_caching_token = caching_token(pc.parameters);
+    out.caching.push_back(std::move(pc));
+  }
   out.execution.parameter_caching_token = out.caching.front().parameter_caching_token;
   return out;
 }

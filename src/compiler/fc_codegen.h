@@ -82,6 +82,10 @@ struct FfnChain {
   // Follower 0 as the residual add: its group g reads only the extra input's piece g and w2's
   // group g, so its K is 128 (the two pieces side by side) and extra_k must equal w2's N.
   bool pairwise = false;
+  // Which followers' outputs the program returns (empty: all). A follower after the first whose
+  // placement names input places (in_at) reads only those parts of the previous one's output, K
+  // bytes from each.
+  std::vector<bool> next_output;
 };
 struct FfnChainPrograms {
   container::Executable execution;
@@ -89,6 +93,15 @@ struct FfnChainPrograms {
 };
 FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up,
                                     const FcPlacement& down);
+// FULLY_CONNECTED layers in one program (the llm chip path's first layer: q, k, v, then u):
+// layer 0 reads the host's input, layer i > 0 the output of layer i - 1 (or parts of it, as an
+// FfnChain follower may); the program returns the outputs of the layers flagged, in order.
+struct FcChain {
+  std::vector<FcLayer> layers;
+  std::vector<FcPlacement> at;
+  std::vector<bool> output;
+};
+FfnChainPrograms generate_fc_chain(const FcChain& chain);  // caching: one per layer
 
 // The caching program alone, for execution programs another generator writes over the same
 // parameters (the batch generator, fc_batch_codegen.h): N up to 2048 with a placement, any K that

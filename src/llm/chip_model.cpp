@@ -60,7 +60,61 @@ struct ChipTransformer::FfnProgram {
   std::vector<std::shared_ptr<runtime::Program>> chain_caching;  // the add's and q, k, v's
   int dim_padded = 0, qkv_outputs = 0;
   std::array<int, 3> qkv_at{};  // output offset of q, k, v in the q, k, v part
+  bool values = false;          // the chain computes the next layer's u after q, k, v
 };
+
+// q, k, v of one layer as one generator layer, and where each sits in its output.
+struct ChipTransformer::QkvPart {
+  Program program;
+  std::array<int, 3> at{};
+};
+
+namespace {
+
+// u = wo_h v of every head as one generator layer (Int8Transformer::values_of): head h's dim
+// outputs at h * dim_padded, each group reading its kv head's slice of v (at v_at in the previous
+// layer's output) through in_at, K = head_size padded to 64 (the extra inputs meet zero weights).
+// False when the slices are not word-aligned or the groups are too many.
+bool values_layer(const Int8Transformer& model, int layer, int v_at, compiler::FcLayer& l,
+                  std::vector<int>& in_at) {
+  const Config& c = model.config();
+  const int hs = c.head_size(), kv_mul = c.n_heads / c.n_kv_heads;
+  const int dim_padded = (c.dim + 63) / 64 * 64, k = (hs + 63) / 64 * 64;
+  if (hs % 4 != 0 || v_at % 4 != 0 || c.n_heads * dim_padded > 32 * 64) return false;
+  l = {};
+  l.n = c.n_heads * dim_padded;
+  l.k = k;
+  l.weights.assign(size_t(l.n) * size_t(k), 0);
+  l.mult.assign(size_t(l.n), 0.0f);
+  in_at.clear();
+  for (int h = 0; h < c.n_heads; ++h) {
+    const QuantizedMatmul& q = model.values_of(layer, h);
+    for (int r = 0; r < c.dim; ++r) {
+      std::copy_n(q.w.data() + size_t(r) * size_t(hs), hs,
+                  l.weights.data() + size_t(h * dim_padded + r) * size_t(k));
+      l.mult[size_t(h * dim_padded + r)] = q.multiplier[size_t(r)];
+    }
+    for (int g = 0; g < dim_padded / 64; ++g) {
+      l.group_out_zp.push_back(q.out.zero_point + 128);
+      l.group_clamp_min.push_back(q.clamp_lo);
+      l.group_clamp_max.push_back(q.clamp_hi);
+      in_at.push_back(v_at + (h / kv_mul) * hs);
+    }
+  }
+  const QuantizedMatmul& v = model.matmul(layer, LayerMatmul::kV);
+  l.in_zp = v.out.zero_point + 128;
+  l.in_scale = v.out.scale;
+  l.out_zp = l.group_out_zp.front();
+  l.out_scale = model.values_of(layer, 0).out.scale;
+  l.clamp_min = l.group_clamp_min.front();
+  l.clamp_max = l.group_clamp_max.front();
+  l.input_name = "x";
+  l.output_name = "y";
+  l.signed_input = l.signed_output = true;
+  return true;
+}
+
+}  // namespace
 
 // Tile memory as the placement sees it: each tile's parameters fill wide units from 0 up. A
 // program's groups go to the least-filled tiles, each at that tile's first free unit (the program
@@ -147,13 +201,16 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
   plans_.resize(size_t(c.n_layers) * kLayerMatmuls);
   ffns_.resize(size_t(c.n_layers));
   widest = std::max(c.dim, c.hidden_dim) + kMaxOutputs;
+  values_on_chip_.assign(size_t(c.n_layers), false);
+  const bool first_built = options.fused_layers && first_layer(tiles);
   for (int l = 0; l < c.n_layers; ++l) {
     const bool ffn_fused = fuse_ffn(l, tiles);
     if (ffn_fused) {
       stats_.chip_matmuls += 3;
       ++stats_.programs;
       ++stats_.fused_ffns;
-      if (options.fused_layers && l + 1 < c.n_layers && chain_ffn(l, tiles)) {
+      if (options.fused_layers && l + 1 < c.n_layers &&
+          (chain_ffn(l, tiles, true) || chain_ffn(l, tiles, false))) {
         ++stats_.chained_layers;
         stats_.chip_matmuls += 3;  // the next layer's q, k, v
       }
@@ -161,8 +218,17 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
     for (const std::vector<LayerMatmul>& set : input_sets()) {
       if (ffn_fused && (set.front() == LayerMatmul::kW1 || set.front() == LayerMatmul::kW2))
         continue;
-      // Computed by the previous layer's chain.
-      if (set.front() == LayerMatmul::kQ && l > 0 && ffns_[size_t(l - 1)].chain) continue;
+      // Computed by the previous layer's chain, or layer 0's program.
+      if (set.front() == LayerMatmul::kQ &&
+          ((l > 0 && ffns_[size_t(l - 1)].chain) || (l == 0 && first_built)))
+        continue;
+      // fused_layers: wo is folded into the value cache (u = wo_h v, computed after v).
+      if (options.fused_layers && set.front() == LayerMatmul::kO) {
+        ++(values_on_chip_[size_t(l)] ? stats_.chip_matmuls : stats_.host_matmuls);
+        if (!values_on_chip_[size_t(l)] && stats_.host_reason.empty())
+          stats_.host_reason = cat("layer ", l, " wo (folded into the value cache): no room");
+        continue;
+      }
       // The programs of this input set: segments first, then placement and code.
       std::vector<Program> made;
       std::vector<LayerMatmul> on_host;
@@ -253,6 +319,8 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
     }
   }
   stats_.max_tile_units = tiles.max_fill();
+  // A chain returns at most w2 output, q + k + v (1024) and u (32 groups).
+  widest = std::max(widest, 4096 + whole_groups(c.dim));
   xq_.resize(size_t(widest));
   yq_.resize(size_t(widest));
   for (Pending& p : pending_) p.yq.resize(size_t(std::max(c.dim, c.hidden_dim)));
@@ -323,29 +391,82 @@ bool ChipTransformer::fuse_ffn(int layer, TileAllocator& tiles) {
 // and w2's output i, weights a and b, the zero points' difference as its bias) and the next
 // layer's q, k, v as one program, when the generator and the tile memory take them; else false and
 // nothing is placed (the add then runs on the host and q, k, v as their own program).
-bool ChipTransformer::chain_ffn(int layer, TileAllocator& tiles) {
+ChipTransformer::QkvPart ChipTransformer::qkv_part(int layer) const {
+  QkvPart part;
+  part.program.k_padded = whole_groups(config().dim);
+  for (LayerMatmul m : {LayerMatmul::kQ, LayerMatmul::kK, LayerMatmul::kV}) {
+    const int rows = matmul(layer, m).rows;
+    part.at[size_t(m)] = part.program.outputs;
+    part.program.segments.push_back({m, 0, rows, part.program.outputs});
+    part.program.outputs += whole_groups(rows);
+  }
+  return part;
+}
+
+// fused_layers: layer 0's q, k, v and u as one program (the chains compute the later layers').
+bool ChipTransformer::first_layer(TileAllocator& tiles) {
+  const QkvPart part = qkv_part(0);
+  const Program& qkv = part.program;
+  if (!compiler::fc_unsupported(qkv.outputs, qkv.k_padded).empty()) return false;
+  compiler::FcChain chain;
+  chain.layers.push_back(fc_layer(0, qkv));
+  compiler::FcLayer u;
+  std::vector<int> in_at;
+  if (!values_layer(*this, 0, part.at[2], u, in_at)) return false;
+  TileAllocator trial = tiles;
+  compiler::FcPlacement qkv_at, u_at;
+  if (!trial.place(compiler::fc_groups(qkv.outputs),
+                   compiler::fc_units_per_tile(qkv.k_padded, false), qkv_at) ||
+      !trial.place(compiler::fc_groups(u.n), compiler::fc_units_per_tile(u.k, false), u_at))
+    return false;
+  u_at.in_at = in_at;
+  chain.layers.push_back(u);
+  chain.at = {qkv_at, u_at};
+  chain.output = {true, true};
+  compiler::FfnChainPrograms code;
+  try {
+    code = compiler::generate_fc_chain(chain);
+  } catch (const Error&) {
+    return false;
+  }
+  tiles = trial;
+  first_ = std::make_shared<runtime::Program>(std::move(code.execution));
+  for (container::Executable& e : code.caching) {
+    stats_.resident_bytes += static_cast<int64_t>(e.parameters.size());
+    first_caching_.push_back(std::make_shared<runtime::Program>(std::move(e)));
+  }
+  values_on_chip_[0] = true;
+  stats_.chip_matmuls += 3;
+  ++stats_.programs;
+  return true;
+}
+
+bool ChipTransformer::chain_ffn(int layer, TileAllocator& tiles, bool with_values) {
   const Config& c = config();
   FfnProgram& p = ffns_[size_t(layer)];
   const int dim_padded = whole_groups(c.dim);
   const QuantizedAdd& add = add_of(layer);
-  Program qkv;
-  qkv.k_padded = dim_padded;
-  for (LayerMatmul m : {LayerMatmul::kQ, LayerMatmul::kK, LayerMatmul::kV}) {
-    const int rows = matmul(layer + 1, m).rows;
-    qkv.segments.push_back({m, 0, rows, qkv.outputs});
-    qkv.outputs += whole_groups(rows);
-  }
+  const QkvPart part = qkv_part(layer + 1);
+  const Program& qkv = part.program;
   if (!compiler::fc_unsupported(qkv.outputs, dim_padded).empty() ||
       !compiler::fc_unsupported(dim_padded, 2 * dim_padded).empty() ||
       p.k_padded + dim_padded > 1024)
     return false;
   TileAllocator trial = tiles;
-  compiler::FcPlacement add_at, qkv_at;
+  compiler::FcPlacement add_at, qkv_at, u_at;
+  compiler::FcLayer u;
+  if (with_values && !values_layer(*this, layer + 1, part.at[2], u, u_at.in_at)) return false;
   if (!trial.place(compiler::fc_groups(dim_padded), compiler::fc_units_per_tile(128, true),
                    add_at) ||
       !trial.place(compiler::fc_groups(qkv.outputs), compiler::fc_units_per_tile(dim_padded, false),
                    qkv_at))
     return false;
+  if (with_values) {
+    const std::vector<int> in_at = u_at.in_at;
+    if (!trial.place(compiler::fc_groups(u.n), compiler::fc_units_per_tile(u.k, false), u_at))
+      return false;
+    u_at.in_at = in_at;
+  }
   compiler::FcLayer a;
   a.n = dim_padded;
   a.k = 128;  // pairwise: group g reads x2's 64 values of it, then w2's
@@ -373,6 +494,12 @@ bool ChipTransformer::chain_ffn(int layer, TileAllocator& tiles) {
   chain.extra_k = dim_padded;
   chain.next = {a, fc_layer(layer + 1, qkv)};
   chain.next_at = {add_at, qkv_at};
+  chain.next_output = {false, true};
+  if (with_values) {
+    chain.next.push_back(u);
+    chain.next_at.push_back(u_at);
+    chain.next_output.push_back(true);
+  }
   chain.output_down = true;
   chain.pairwise = true;
   compiler::FfnChainPrograms code;
@@ -384,7 +511,9 @@ bool ChipTransformer::chain_ffn(int layer, TileAllocator& tiles) {
   tiles = trial;
   p.dim_padded = dim_padded;
   p.qkv_outputs = qkv.outputs;
-  for (size_t i = 0; i < 3; ++i) p.qkv_at[i] = qkv.segments[i].out_at;
+  p.qkv_at = part.at;
+  p.values = with_values;
+  values_on_chip_[size_t(layer + 1)] = with_values;
   p.chain = std::make_shared<runtime::Program>(std::move(code.execution));
   for (size_t i = 2; i < code.caching.size(); ++i) {  // up's and down's are the FFN's
     stats_.resident_bytes += static_cast<int64_t>(code.caching[i].parameters.size());
@@ -433,6 +562,7 @@ void ChipTransformer::cache_all() {
   stats_.caching = {};
   std::vector<std::shared_ptr<runtime::Program>> caching;
   for (const Program& p : programs_) caching.push_back(p.caching);
+  caching.insert(caching.end(), first_caching_.begin(), first_caching_.end());
   for (const FfnProgram& p : ffns_) {
     caching.push_back(p.caching_up);
     caching.push_back(p.caching_down);
@@ -493,16 +623,43 @@ void ChipTransformer::ffn_add_q(int layer, const int8_t* xq, const int8_t* x2q, 
   std::fill(xq_.begin() + p.k_padded + c.dim, xq_.begin() + p.k_padded + p.dim_padded,
             static_cast<int8_t>(add_of(layer).x.zero_point));
   const auto start = std::chrono::steady_clock::now();
-  run(p.chain, xq_.data(), p.k_padded + p.dim_padded, yq_.data(), 2 * p.dim_padded + p.qkv_outputs);
+  // Out: w2's output, q + k + v, [u].
+  const int u_bytes = p.values ? c.n_heads * p.dim_padded : 0;
+  run(p.chain, xq_.data(), p.k_padded + p.dim_padded, yq_.data(),
+      p.dim_padded + p.qkv_outputs + u_bytes);
   std::copy_n(yq_.begin(), c.dim, yq);
-  std::copy_n(yq_.begin() + p.dim_padded, c.dim, next);
-  stash_.assign(yq_.begin() + 2 * p.dim_padded, yq_.begin() + 2 * p.dim_padded + p.qkv_outputs);
+  (void)next;  // q, k, v come from the chip; the add's bytes stay there
+  const auto qkv = yq_.begin() + p.dim_padded;
+  stash_.assign(qkv, qkv + p.qkv_outputs);
   stash_layer_ = layer + 1;
+  if (p.values) {
+    u_stash_.assign(qkv + p.qkv_outputs, qkv + p.qkv_outputs + u_bytes);
+    u_stash_layer_ = layer + 1;
+  }
   stats_.chip_wall_s +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 void ChipTransformer::qkv_q(int layer, const int8_t* xq, int8_t* q, int8_t* k, int8_t* v) {
+  const Config& c = config();
+  if (layer == 0 && first_) {
+    const QkvPart part = qkv_part(0);
+    const int dim_padded = whole_groups(c.dim), u_bytes = c.n_heads * dim_padded;
+    std::copy_n(xq, c.dim, xq_.begin());
+    std::fill(xq_.begin() + c.dim, xq_.begin() + dim_padded,
+              static_cast<int8_t>(matmul(0, LayerMatmul::kQ).in.zero_point));
+    const auto start = std::chrono::steady_clock::now();
+    run(first_, xq_.data(), dim_padded, yq_.data(), part.program.outputs + u_bytes);
+    stats_.chip_wall_s +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    int8_t* outs[3] = {q, k, v};
+    for (size_t i = 0; i < 3; ++i)
+      std::copy_n(yq_.begin() + part.at[i], matmul(0, LayerMatmul(i)).rows, outs[i]);
+    u_stash_.assign(yq_.begin() + part.program.outputs,
+                    yq_.begin() + part.program.outputs + u_bytes);
+    u_stash_layer_ = 0;
+    return;
+  }
   if (stash_layer_ != layer) {
     Int8Transformer::qkv_q(layer, xq, q, k, v);
     return;
@@ -512,6 +669,18 @@ void ChipTransformer::qkv_q(int layer, const int8_t* xq, int8_t* q, int8_t* k, i
   int8_t* outs[3] = {q, k, v};
   for (size_t i = 0; i < 3; ++i)
     std::copy_n(stash_.begin() + p.qkv_at[i], matmul(layer, LayerMatmul(i)).rows, outs[i]);
+}
+
+void ChipTransformer::values_q(int layer, const int8_t* v, int8_t* u) {
+  if (u_stash_layer_ != layer) {
+    Int8Transformer::values_q(layer, v, u);
+    return;
+  }
+  u_stash_layer_ = -1;
+  const Config& c = config();
+  const int dim_padded = whole_groups(c.dim);
+  for (int h = 0; h < c.n_heads; ++h)
+    std::copy_n(u_stash_.begin() + h * dim_padded, c.dim, u + size_t(h) * size_t(c.dim));
 }
 
 void ChipTransformer::run_program(Program& p, int layer, LayerMatmul called, int8_t* yq) {

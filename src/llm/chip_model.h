@@ -57,6 +57,7 @@ class ChipTransformer : public Int8Transformer {
   void ffn_q(int layer, const int8_t* xq, int8_t* yq) override;
   void qkv_q(int layer, const int8_t* xq, int8_t* q, int8_t* k, int8_t* v) override;
   void ffn_add_q(int layer, const int8_t* xq, const int8_t* x2q, int8_t* yq, int8_t* next) override;
+  void values_q(int layer, const int8_t* v, int8_t* u) override;
 
  private:
   struct Program;
@@ -64,7 +65,10 @@ class ChipTransformer : public Int8Transformer {
   struct FfnProgram;
   class TileAllocator;
   bool fuse_ffn(int layer, TileAllocator& tiles);
-  bool chain_ffn(int layer, TileAllocator& tiles);
+  bool chain_ffn(int layer, TileAllocator& tiles, bool with_values);
+  bool first_layer(TileAllocator& tiles);
+  struct QkvPart;
+  QkvPart qkv_part(int layer) const;
   void run(const std::shared_ptr<runtime::Program>& p, const int8_t* in, int in_bytes, int8_t* out,
            int out_bytes);
   void run_program(Program& p, int layer, LayerMatmul called, int8_t* yq);
@@ -76,8 +80,12 @@ class ChipTransformer : public Int8Transformer {
   std::vector<FfnProgram> ffns_;   // [layer]; without programs where the FFN is not fused
   // fused_layers: the q, k, v of layer stash_layer_ that its previous layer's chain computed
   // (q, k, v each at a whole group).
-  std::vector<int8_t> stash_;
-  int stash_layer_ = -1;
+  std::vector<int8_t> stash_, u_stash_;
+  int stash_layer_ = -1, u_stash_layer_ = -1;
+  // fused_layers: layer 0's q, k, v and u as one program (compiler::generate_fc_chain).
+  std::shared_ptr<runtime::Program> first_;
+  std::vector<std::shared_ptr<runtime::Program>> first_caching_;
+  std::vector<bool> values_on_chip_;  // [layer]
   std::vector<int8_t> xq_, yq_;
   // Results of the matmuls a fused program computed beside the one asked for, kept until their
   // own call (which must bring the same quantized input).

@@ -161,8 +161,8 @@ class RecordingTransformer : public Transformer {
     }
   }
 
-  void qkv(int layer, const float* x, float* q, float* k, float* v) override {
-    Transformer::qkv(layer, x, q, k, v);
+  void qkv(int layer, int pos, const float* x, float* q, float* k, float* v) override {
+    Transformer::qkv(layer, pos, x, q, k, v);
     const Config& c = ck_.config;
     widen(cal_.residual[size_t(layer)], x, c.dim);
     // W diag(g) x = (W RMSNorm(x)) / RMSNorm's scale.
@@ -174,6 +174,20 @@ class RecordingTransformer : public Transformer {
       for (int j = 0; j < rows[i]; ++j) raw_[size_t(j)] = outs[i][j] / r;
       widen(cal_.qkv_raw[size_t(layer)][size_t(i)], raw_.data(), rows[i]);
     }
+    // wo_h of the unnormalized v (raw_ holds it now), every head.
+    const int hs = c.head_size(), kv_mul = c.n_heads / c.n_kv_heads;
+    const MatrixRef wo = layer_matrix(ck_, layer, LayerMatmul::kO);
+    u_.resize(size_t(c.dim));
+    for (int h = 0; h < c.n_heads; ++h) {
+      const float* vh = raw_.data() + size_t(h / kv_mul) * size_t(hs);
+      for (int i = 0; i < c.dim; ++i) {
+        float acc = 0;
+        for (int j = 0; j < hs; ++j)
+          acc += wo.w[size_t(i) * size_t(wo.cols) + size_t(h * hs + j)] * vh[j];
+        u_[size_t(i)] = acc;
+      }
+      widen(cal_.values[size_t(layer)], u_.data(), c.dim);
+    }
   }
 
  private:
@@ -184,7 +198,7 @@ class RecordingTransformer : public Transformer {
     }
   }
   Calibration& cal_;
-  std::vector<float> h1_, raw_;
+  std::vector<float> h1_, raw_, u_;
 };
 
 }  // namespace
@@ -197,6 +211,7 @@ Calibration calibrate(const Checkpoint& ck, ThreadPool& pool, int positions) {
   cal.residual.resize(size_t(ck.config.n_layers));
   cal.residual_mid.resize(size_t(ck.config.n_layers));
   cal.qkv_raw.resize(size_t(ck.config.n_layers));
+  cal.values.resize(size_t(ck.config.n_layers));
   cal.positions = std::clamp(positions, 1, ck.config.seq_len);
   RecordingTransformer model(ck, pool, cal);
   model.set_argmax_only(true);
@@ -210,7 +225,8 @@ Int8Transformer::Int8Transformer(const Checkpoint& ck, ThreadPool& pool,
     : Transformer(ck, pool), options_(options) {
   const Config& c = ck.config;
   if (options_.fused_layers && (calibration.residual.size() != size_t(c.n_layers) ||
-                                calibration.qkv_raw.size() != size_t(c.n_layers)))
+                                calibration.qkv_raw.size() != size_t(c.n_layers) ||
+                                calibration.values.size() != size_t(c.n_layers)))
     fail("the calibration has no ranges for fused layers");
   std::vector<float> folded;
   for (int l = 0; l < c.n_layers; ++l) {
@@ -251,6 +267,25 @@ Int8Transformer::Int8Transformer(const Checkpoint& ck, ThreadPool& pool,
       adds_.push_back(quantize_add(calibration.residual_mid[size_t(l)],
                                    matmul(l, LayerMatmul::kW2).out,
                                    calibration.residual[size_t(l + 1)]));
+  if (options_.fused_layers) {
+    const int hs = c.head_size();
+    std::vector<float> block(size_t(c.dim) * size_t(hs));
+    for (int l = 0; l < c.n_layers; ++l) {
+      const MatrixRef wo = layer_matrix(ck, l, LayerMatmul::kO);
+      for (int h = 0; h < c.n_heads; ++h) {
+        for (int i = 0; i < c.dim; ++i)
+          for (int j = 0; j < hs; ++j)
+            block[size_t(i) * size_t(hs) + size_t(j)] =
+                wo.w[size_t(i) * size_t(wo.cols) + size_t(h * hs + j)];
+        // Its input is v's bytes: the same range as v's output, so the same quantization.
+        values_.push_back(quantize_matmul(MatrixRef{block.data(), c.dim, hs},
+                                          calibration.qkv_raw[size_t(l)][2],
+                                          calibration.values[size_t(l)]));
+      }
+    }
+    u_cache_.resize(size_t(c.n_layers) * size_t(c.seq_len) * size_t(c.n_heads) * size_t(c.dim));
+    r_cache_.resize(size_t(c.n_layers) * size_t(c.seq_len));
+  }
   x2q_.resize(size_t(c.dim));
   next_q_.resize(size_t(c.dim));
   q8_.resize(size_t(c.dim));
@@ -292,9 +327,9 @@ void Int8Transformer::ffn_add_q(int layer, const int8_t* xq, const int8_t* x2q, 
   residual_add(add_of(layer), x2q, yq, ck_.config.dim, next);
 }
 
-void Int8Transformer::qkv(int layer, const float* x, float* q, float* k, float* v) {
+void Int8Transformer::qkv(int layer, int pos, const float* x, float* q, float* k, float* v) {
   if (!options_.fused_layers) {
-    Transformer::qkv(layer, x, q, k, v);
+    Transformer::qkv(layer, pos, x, q, k, v);
     return;
   }
   const Config& c = ck_.config;
@@ -312,6 +347,50 @@ void Int8Transformer::qkv(int layer, const float* x, float* q, float* k, float* 
     dequantize(bytes[i], m.rows, m.out, outs[i]);
     for (int j = 0; j < m.rows; ++j) outs[i][j] *= r;
   }
+  const size_t at = size_t(layer) * size_t(c.seq_len) + size_t(pos);
+  r_cache_[at] = r;
+  values_q(layer, v8_.data(), u_cache_.data() + at * size_t(c.n_heads) * size_t(c.dim));
+}
+
+void Int8Transformer::values_q(int layer, const int8_t* v, int8_t* u) {
+  const Config& c = ck_.config;
+  const int hs = c.head_size(), kv_mul = c.n_heads / c.n_kv_heads;
+  for (int h = 0; h < c.n_heads; ++h) {
+    const QuantizedMatmul& m = values_of(layer, h);
+    const int8_t* vh = v + size_t(h / kv_mul) * size_t(hs);
+    for (int i = 0; i < m.rows; ++i) {
+      int32_t acc = 0;
+      for (int j = 0; j < hs; ++j) acc += int32_t{vh[j]} * m.w[size_t(i) * size_t(hs) + size_t(j)];
+      u[size_t(h) * size_t(c.dim) + size_t(i)] = requantize_row(m, i, acc);
+    }
+  }
+}
+
+void Int8Transformer::attend(int layer, int pos, float* out) {
+  if (!options_.fused_layers) {
+    Transformer::attend(layer, pos, out);
+    return;
+  }
+  const Config& c = ck_.config;
+  attention_weights(layer, pos);
+  const size_t first = size_t(layer) * size_t(c.seq_len);
+  const size_t stride = size_t(c.n_heads) * size_t(c.dim);
+  pool_.parallel_for(c.dim, 16, [&](int begin, int end) {
+    for (int i = begin; i < end; ++i) {
+      float o = 0;
+      for (int h = 0; h < c.n_heads; ++h) {
+        const QuantizedMatmul& m = values_of(layer, h);
+        const float* p = probs(h);
+        for (int t = 0; t <= pos; ++t) {
+          const int8_t b =
+              u_cache_[(first + size_t(t)) * stride + size_t(h) * size_t(c.dim) + size_t(i)];
+          o += (p[t] * r_cache_[first + size_t(t)]) *
+               (static_cast<float>(int32_t{b} - m.out.zero_point) * m.out.scale);
+        }
+      }
+      out[i] = o;
+    }
+  });
 }
 
 void Int8Transformer::qkv_q(int layer, const int8_t* xq, int8_t* q, int8_t* k, int8_t* v) {

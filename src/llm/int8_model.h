@@ -31,6 +31,11 @@
 //    integer weights a, b (the larger 127, the other its ratio of the scales, rounded),
 //    f32(acc) * f32(f32(s_f * f32(1 / b)) * f32(1 / s_y)), clamps, rounding, zero point.
 //  The residual stream itself stays float32 on the host; only what q, k, v read is quantized.
+//  - wo is folded into the value cache: o = sum_h sum_t p_ht wo_h v_ht, with wo_h the columns of
+//    wo for head h (v of its kv head). u_ht = wo_h v_ht is an int8 matmul of v's quantized bytes
+//    (per (layer, head), its output range calibrated on wo_h of the unnormalized v); the host
+//    keeps u and RMSNorm's scale r_t per position and computes
+//    o_i = sum_h sum_t f32(p_ht r_t) (f32(u_hti - z) s), heads then positions in order.
 // Storing bytes as uint8 with every zero point + 128 (the chip's view) gives the same integers.
 #pragma once
 
@@ -74,6 +79,7 @@ struct Calibration {
   // W diag(g) x of wq, wk, wv (before RMSNorm's scale).
   std::vector<Range> residual, residual_mid;  // [layer]
   std::vector<std::array<Range, 3>> qkv_raw;  // [layer][q, k, v]
+  std::vector<Range> values;                  // [layer]: wo_h of the unnormalized v, all heads
   int positions = 0;
 };
 // Runs the float model greedily from BOS for `positions` positions (at most seq_len) and records
@@ -121,6 +127,10 @@ class Int8Transformer : public Transformer {
   const Int8Options& options() const { return options_; }
   // Layer l's residual add into layer l + 1's q, k, v input (fused_layers, l < n_layers - 1).
   const QuantizedAdd& add_of(int layer) const { return adds_[size_t(layer)]; }
+  // fused_layers: u = wo_h v of head h (dim x head_size, reading its kv head's slice of v).
+  const QuantizedMatmul& values_of(int layer, int head) const {
+    return values_[size_t(layer) * size_t(ck_.config.n_heads) + size_t(head)];
+  }
   const QuantizedMatmul& matmul(int layer, LayerMatmul m) const {
     return mats_[size_t(layer) * kLayerMatmuls + size_t(m)];
   }
@@ -137,7 +147,12 @@ class Int8Transformer : public Transformer {
   virtual void ffn_q(int layer, const int8_t* xq, int8_t* yq);
   // fused_layers: q, k, v in the chip's form; then x entering the layer (quantized by the host at
   // layer 0, else the previous layer's residual add).
-  void qkv(int layer, const float* x, float* q, float* k, float* v) override;
+  void qkv(int layer, int pos, const float* x, float* q, float* k, float* v) override;
+  // fused_layers: attention's output from the weights and the u cache (top of this file).
+  void attend(int layer, int pos, float* out) override;
+  // fused_layers: u of every head (n_heads x dim bytes, head after head) from v's bytes; by
+  // default the int8 matmuls on the host.
+  virtual void values_q(int layer, const int8_t* v, int8_t* u);
   // The integer seams of fused_layers: q, k, v of the quantized x (by default three matmul_q), and
   // the FFN with the residual add after it (by default ffn_q, then residual_add into `next`).
   virtual void qkv_q(int layer, const int8_t* xq, int8_t* q, int8_t* k, int8_t* v);
@@ -146,6 +161,9 @@ class Int8Transformer : public Transformer {
  private:
   Int8Options options_;
   std::vector<QuantizedAdd> adds_;
+  std::vector<QuantizedMatmul> values_;  // [layer][head]
+  std::vector<int8_t> u_cache_;          // [layer][pos][head][dim]
+  std::vector<float> r_cache_;           // [layer][pos]: RMSNorm's scale of x
   std::vector<int8_t> x2q_, next_q_, q8_, k8_, v8_;
   std::vector<QuantizedMatmul> mats_;
   std::vector<QuantizedGate> gates_;

@@ -87,6 +87,28 @@ void Transformer::ffn(int layer, const float* in, float* out) {
   layer_matmul(layer, LayerMatmul::kW2, hb_.data(), out);
 }
 
+void Transformer::attention_weights(int layer, int pos) {
+  const Config& c = ck_.config;
+  const int hs = c.head_size(), kv_dim = c.kv_dim(), kv_mul = c.n_heads / c.n_kv_heads;
+  const size_t layer_off = size_t(layer) * size_t(c.seq_len) * size_t(kv_dim);
+  const float scale = std::sqrt(static_cast<float>(hs));
+  pool_.parallel_for(c.n_heads, 1, [&](int h_begin, int h_end) {
+    for (int h = h_begin; h < h_end; ++h) {
+      const float* q = q_.data() + size_t(h) * size_t(hs);
+      float* att = att_.data() + size_t(h) * size_t(c.seq_len);
+      const size_t head_off = layer_off + size_t(h / kv_mul) * size_t(hs);
+      for (int t = 0; t <= pos; ++t)
+        att[t] = dot(q, key_cache_.data() + head_off + size_t(t) * size_t(kv_dim), hs) / scale;
+      softmax(std::span<float>(att, size_t(pos) + 1));
+    }
+  });
+}
+
+void Transformer::attend(int layer, int pos, float* out) {
+  attention(layer, pos);
+  layer_matmul(layer, LayerMatmul::kO, xb_.data(), out);
+}
+
 void Transformer::attention(int layer, int pos) {
   const Config& c = ck_.config;
   const int hs = c.head_size(), kv_dim = c.kv_dim(), kv_mul = c.n_heads / c.n_kv_heads;
@@ -154,7 +176,7 @@ void Transformer::classifier(const float* x) {
                              : -std::numeric_limits<float>::infinity();
 }
 
-void Transformer::qkv(int layer, const float* x, float* q, float* k, float* v) {
+void Transformer::qkv(int layer, int, const float* x, float* q, float* k, float* v) {
   rmsnorm(xb_.data(), x, ck_.layers[size_t(layer)].rms_att.data(), ck_.config.dim);
   layer_matmul(layer, LayerMatmul::kQ, xb_.data(), q);
   layer_matmul(layer, LayerMatmul::kK, xb_.data(), k);
@@ -173,7 +195,7 @@ std::span<float> Transformer::forward(int token, int pos) {
     const size_t row = (size_t(l) * size_t(c.seq_len) + size_t(pos)) * size_t(kv_dim);
     float* k = key_cache_.data() + row;
     float* v = value_cache_.data() + row;
-    qkv(l, x, q_.data(), k, v);
+    qkv(l, pos, x, q_.data(), k, v);
     // RoPE: rotate each pair (i, i+1) of q (and of k while i < kv_dim) by pos * 10000^(-i'/hs).
     for (int i = 0; i < dim; i += 2) {
       const int head_dim = i % hs;
@@ -187,8 +209,7 @@ std::span<float> Transformer::forward(int token, int pos) {
         vec[i + 1] = v0 * fci + v1 * fcr;
       }
     }
-    attention(l, pos);
-    layer_matmul(l, LayerMatmul::kO, xb_.data(), xb2_.data());
+    attend(l, pos, xb2_.data());
     for (int i = 0; i < dim; ++i) x[i] += xb2_[size_t(i)];
     rmsnorm(xb_.data(), x, w.rms_ffn.data(), dim);
     ffn(l, xb_.data(), xb_.data());

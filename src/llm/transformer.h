@@ -44,8 +44,16 @@ class Transformer {
 
  protected:
   virtual void layer_matmul(int layer, LayerMatmul m, const float* in, float* out);
-  // q, k and v of `layer` from the residual stream x: RMSNorm with rms_att, then wq, wk, wv.
-  virtual void qkv(int layer, const float* x, float* q, float* k, float* v);
+  // q, k and v of `layer` at `pos` from the residual stream x: RMSNorm with rms_att, then wq, wk,
+  // wv.
+  virtual void qkv(int layer, int pos, const float* x, float* q, float* k, float* v);
+  // Attention's output after wo (`out`, dim values) at `pos`: attention, then wo.
+  virtual void attend(int layer, int pos, float* out);
+  // The attention weights of every head at `pos` (scores, softmax), then probs(h)[t], t <= pos.
+  void attention_weights(int layer, int pos);
+  const float* probs(int head) const {
+    return att_.data() + size_t(head) * size_t(ck_.config.seq_len);
+  }
   // The residual stream during forward() (while ffn() runs: x after attention's residual add).
   const float* residual() const { return x_.data(); }
   // out = w2 (SiLU(w1 in) * (w3 in)); `out` may be `in`.
