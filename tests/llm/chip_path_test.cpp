@@ -163,29 +163,39 @@ TEST(ChipPathStepC, FusedLayersGiveTheInt8PathsLogitsBitForBit) {
   }
 }
 
-// A padded shape with fused layers: dim 80 (x2 and w2's output padded to 128 each), GQA.
-TEST(ChipPathStepC, FusedLayersWithPaddedShapesAreExact) {
-  TinyShape shape;
-  shape.dim = 80;
-  shape.hidden = 200;
-  shape.heads = 4;
-  shape.kv_heads = 2;
-  shape.layers = 3;
-  shape.vocab = 320;
-  shape.seq_len = 32;
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("tinycoral_chip_chain_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  write_bytes(dir / "model.bin", tiny_v0(shape, TinyWeights(shape)));
-  write_bytes(dir / "tokenizer.bin", tiny_tokenizer(shape.vocab));
-  const llm::Checkpoint ck = llm::load_checkpoint(dir / "model.bin");
-  const llm::Tokenizer tok = llm::Tokenizer::load(dir / "tokenizer.bin", shape.vocab);
-  std::filesystem::remove_all(dir);
-  llm::ChipPathStats s;
-  expect_chip_equals_int8(ck, tok, 24, s, {.fused_layers = true});
-  EXPECT_EQ(s.chained_layers, 2);
-  EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
-  EXPECT_EQ(s.programs, 4);
+// Shapes that are not the test checkpoints' with fused layers, each the int8 path's logits bit for
+// bit: dim 80 (x2 and w2's output padded to 128 each), GQA; head size 24 (u's groups read 24-byte
+// slices at unaligned-to-64 places); 8 heads of dim 320 (u's 40 groups do not fit one program:
+// u and wo's sum stay on the host, the rest of the chain on the chip).
+TEST(ChipPathStepC, FusedLayersWithOtherShapesAreExact) {
+  struct Case {
+    TinyShape shape;
+    int programs, host_matmuls;
+  };
+  std::vector<Case> cases(3);
+  cases[0].shape = {80, 200, 3, 4, 2, 320, 32, true};
+  cases[0].programs = 4;
+  cases[1].shape = {192, 500, 2, 8, 2, 300, 32, false};
+  cases[1].programs = 3;
+  cases[2].shape = {320, 256, 2, 8, 4, 300, 32, true};
+  cases[2].programs = 3;  // q, k, v of layer 0 alone, then the two chains (without u)
+  cases[2].host_matmuls = 2;
+  for (const Case& test : cases) {
+    SCOPED_TRACE("dim " + std::to_string(test.shape.dim));
+    const auto dir = std::filesystem::temp_directory_path() /
+                     ("tinycoral_chip_chain_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    write_bytes(dir / "model.bin", tiny_v0(test.shape, TinyWeights(test.shape)));
+    write_bytes(dir / "tokenizer.bin", tiny_tokenizer(test.shape.vocab));
+    const llm::Checkpoint ck = llm::load_checkpoint(dir / "model.bin");
+    const llm::Tokenizer tok = llm::Tokenizer::load(dir / "tokenizer.bin", test.shape.vocab);
+    std::filesystem::remove_all(dir);
+    llm::ChipPathStats s;
+    expect_chip_equals_int8(ck, tok, 24, s, {.fused_layers = true});
+    EXPECT_EQ(s.chained_layers, test.shape.layers - 1);
+    EXPECT_EQ(s.host_matmuls, test.host_matmuls) << s.host_reason;
+    EXPECT_EQ(s.programs, test.programs);
+  }
 }
 
 // --fused-layers: the same text from the simulator as from the int8 CPU path in that arithmetic
