@@ -662,7 +662,8 @@ void pieces_output_stage(Emitter& e, const std::vector<std::pair<int, int>>& pie
   std::array<int, 16> count{};
   std::vector<int> row_of;
   std::vector<std::tuple<int, int, uint32_t>> moves;  // row, narrow byte, tiles
-  for (const auto& [tile, at] : pieces) {
+  for (const auto& piece : pieces) {
+    const int tile = piece.first, at = piece.second;
     const int j = count[size_t(tile)]++;
     if (j >= 4) fail("a chain's output puts more than 4 pieces on tile ", tile);
     row_of.push_back(kChainOutRows[j]);
