@@ -336,20 +336,9 @@ void fill_narrow(Emitter& e, int tile, int base, int bytes, int zp) {
 }
 
 void preamble(Emitter& e, const std::string& input_name) {
-  tile_fence(e, "counters=0x7ffff units=0x3ff signal=1");
-  e.add("scsync", "tiles=0xffff smask=0x1ff tokwait=1 tmask=0xffff sunits=0x1f");
-  e.reloc_movi(1, BufferKind::kParameter, Half::kLower32);
-  e.reloc_movi(0, BufferKind::kParameter, Half::kUpper32);
-  e.reloc_movi(3, BufferKind::kScratch, Half::kLower32);
-  e.reloc_movi(2, BufferKind::kScratch, Half::kUpper32);
-  e.add("scsync", "smask=0x005 sunits=0x0c");
-  tile_fence(e, "units=0x3ff signal=1");
-  wait_tokens(e);
+  program_start(e);
   tile_fence(e, "units=0x020");
-  e.reloc_movi(10, BufferKind::kInput, Half::kUpper32, input_name);
-  e.reloc_movi(11, BufferKind::kInput, Half::kLower32, input_name);
-  e.add("scsync", "smask=0x004 value=0x1fff sunits=0x0c");
-  e.add("scsync", "smask=0x001 sunits=0x0c");
+  input_address(e, input_name);
 }
 
 // The host's image, row piece by row piece, into the interior of layer 0's padded image on every

@@ -148,15 +148,7 @@ std::string mesh_walk(const Geometry& g, int a, int b) {
 
 container::Bitstream execution_program(const Geometry& g, const DepthwiseLayer& l) {
   Emitter e;
-  tile_fence(e, "counters=0x7ffff units=0x3ff signal=1");
-  e.add("scsync", "tiles=0xffff smask=0x1ff tokwait=1 tmask=0xffff sunits=0x1f");
-  e.reloc_movi(1, BufferKind::kParameter, Half::kLower32);
-  e.reloc_movi(0, BufferKind::kParameter, Half::kUpper32);
-  e.reloc_movi(3, BufferKind::kScratch, Half::kLower32);
-  e.reloc_movi(2, BufferKind::kScratch, Half::kUpper32);
-  e.add("scsync", "smask=0x005 sunits=0x0c");
-  tile_fence(e, "units=0x3ff signal=1");
-  wait_tokens(e);
+  program_start(e);
 
   // The identity rows the input copy multiplies by: words 1, 0x100, 0x10000, 0x1000000 at narrow
   // byte 2 slots, 64 zero words after them, relayed to the wide row the copy op reads.
@@ -207,10 +199,7 @@ container::Bitstream execution_program(const Geometry& g, const DepthwiseLayer& 
   // The image: one activation pop, a DMA descriptor, then per row of tiles a ring consumer and an
   // infeed of its bh image rows; lane c of the row (tile column c) skips the c bw/4 words before
   // its pixels in every 64-word chunk it stages.
-  e.reloc_movi(10, BufferKind::kInput, Half::kUpper32, l.input_name);
-  e.reloc_movi(11, BufferKind::kInput, Half::kLower32, l.input_name);
-  e.add("scsync", "smask=0x004 value=0x1fff sunits=0x0c");
-  e.add("scsync", "smask=0x001 sunits=0x0c");
+  input_address(e, l.input_name);
   const int in_units = g.h * g.w / 8;
   e.add("pop", cat("stream=1 walk=",
                    nest({{1, kActPassUnits}, {1 - kActPassUnits, 1}, {1 - kActPassUnits, 1}}),

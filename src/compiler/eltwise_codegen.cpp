@@ -1,6 +1,7 @@
-// The ADD and MUL generator (eltwise_codegen.h). The data movement (preamble, host streams, output
-// through the scalar core, fences) follows the CONV_2D generator's; the ops are edgetpu_compiler
-// 16.0's classes as the virtual Edge TPU runs them (docs/chip_ops.md 3.4, isa.md 2.1.5).
+// The ADD and MUL generator (eltwise_codegen.h). The data movement (program start, host streams,
+// output through the scalar core, fences) follows the CONV_2D generator's; the ops are
+// edgetpu_compiler 16.0's classes as the virtual Edge TPU runs them (docs/chip_ops.md 3.4,
+// isa.md 2.1.5).
 #include "compiler/eltwise_codegen.h"
 
 #include <algorithm>
@@ -61,26 +62,10 @@ Geometry geometry(const EltwiseLayer& l) {
   return g;
 }
 
-void preamble(Emitter& e) {
-  tile_fence(e, "counters=0x7ffff units=0x3ff signal=1");
-  e.add("scsync", "tiles=0xffff smask=0x1ff tokwait=1 tmask=0xffff sunits=0x1f");
-  e.reloc_movi(1, BufferKind::kParameter, Half::kLower32);
-  e.reloc_movi(0, BufferKind::kParameter, Half::kUpper32);
-  e.reloc_movi(3, BufferKind::kScratch, Half::kLower32);
-  e.reloc_movi(2, BufferKind::kScratch, Half::kUpper32);
-  e.add("scsync", "smask=0x005 sunits=0x0c");
-  tile_fence(e, "units=0x3ff signal=1");
-  wait_tokens(e);
-  tile_fence(e, "units=0x020");
-}
-
 // One operand from the host: one activation pop, then per 256-byte packet a wideToNarrow on the
 // tile that holds it, a ring consumer and an infeed (the CONV_2D generator's image stream).
 void stream_operand(Emitter& e, const Geometry& g, const std::string& name, int base) {
-  e.reloc_movi(10, BufferKind::kInput, Half::kUpper32, name);
-  e.reloc_movi(11, BufferKind::kInput, Half::kLower32, name);
-  e.add("scsync", "smask=0x004 value=0x1fff sunits=0x0c");
-  e.add("scsync", "smask=0x001 sunits=0x0c");
+  input_address(e, name);
   // Operands over 128 KiB are popped in several passes; the infeeds' offsets count modulo one
   // pass (the staging ring, docs/chip.md).
   const Passes passes = passes_of(static_cast<int>(g.padded / 8), kActPassUnits);
@@ -272,7 +257,8 @@ void stream_output(Emitter& e, const Geometry& g, const std::string& name) {
 
 container::Bitstream program(const EltwiseLayer& l, const Geometry& g) {
   Emitter e;
-  preamble(e);
+  program_start(e);
+  tile_fence(e, "units=0x020");
   stream_operand(e, g, l.a_name, g.a_base);
   if (!l.same_operand()) stream_operand(e, g, l.b_name, g.b_base);
   tile_fence(e, "units=0x3ff signal=1");

@@ -152,20 +152,9 @@ void n2w_piece(Emitter& e, uint32_t tiles, int narrow_word, int row) {
 // 64-byte pieces, piece i on tile i at x_piece.
 void input_stage(Emitter& e, const Geometry& g, const FcLayer& layer) {
   const int x_word = g.x_piece / 4;
-  tile_fence(e, "counters=0x7ffff units=0x3ff signal=1");
-  e.add("scsync", "tiles=0xffff smask=0x1ff tokwait=1 tmask=0xffff sunits=0x1f");
-  e.reloc_movi(1, BufferKind::kParameter, Half::kLower32);
-  e.reloc_movi(0, BufferKind::kParameter, Half::kUpper32);
-  e.reloc_movi(3, BufferKind::kScratch, Half::kLower32);
-  e.reloc_movi(2, BufferKind::kScratch, Half::kUpper32);
-  e.add("scsync", "smask=0x005 sunits=0x0c");
-  tile_fence(e, "units=0x3ff signal=1");
-  wait_tokens(e);
+  program_start(e);
   tile_fence(e, "units=0x020");
-  e.reloc_movi(10, BufferKind::kInput, Half::kUpper32, layer.input_name);
-  e.reloc_movi(11, BufferKind::kInput, Half::kLower32, layer.input_name);
-  e.add("scsync", "smask=0x004 value=0x1fff sunits=0x0c");
-  e.add("scsync", "smask=0x001 sunits=0x0c");
+  input_address(e, layer.input_name);
 
   // The input: one activation pop of K bytes (8-byte units) from the host.
   const int in_units = g.k / 8;

@@ -41,6 +41,25 @@ Passes passes_of(int units, int pass) {
 void tile_fence(Emitter& e, const std::string& fields) { e.add("sync", "tiles=0xffff " + fields); }
 void wait_tokens(Emitter& e) { e.add("scsync", "tiles=0xffff tokwait=1 tmask=0xffff sunits=0x0c"); }
 
+void program_start(Emitter& e) {
+  tile_fence(e, "counters=0x7ffff units=0x3ff signal=1");
+  e.add("scsync", "tiles=0xffff smask=0x1ff tokwait=1 tmask=0xffff sunits=0x1f");
+  e.reloc_movi(1, container::BufferKind::kParameter, container::Half::kLower32);
+  e.reloc_movi(0, container::BufferKind::kParameter, container::Half::kUpper32);
+  e.reloc_movi(3, container::BufferKind::kScratch, container::Half::kLower32);
+  e.reloc_movi(2, container::BufferKind::kScratch, container::Half::kUpper32);
+  e.add("scsync", "smask=0x005 sunits=0x0c");
+  tile_fence(e, "units=0x3ff signal=1");
+  wait_tokens(e);
+}
+
+void input_address(Emitter& e, const std::string& name) {
+  e.reloc_movi(10, container::BufferKind::kInput, container::Half::kUpper32, name);
+  e.reloc_movi(11, container::BufferKind::kInput, container::Half::kLower32, name);
+  e.add("scsync", "smask=0x004 value=0x1fff sunits=0x0c");
+  e.add("scsync", "smask=0x001 sunits=0x0c");
+}
+
 std::string narrow_walk(int words) {
   const int back = -(words - 1);
   return "(1 x " + std::to_string(words) + ")" +

@@ -35,6 +35,12 @@ Passes passes_of(int units, int pass);
 void tile_fence(Emitter& e, const std::string& fields);
 void wait_tokens(Emitter& e);
 
+// Every execution program's start: fences, the parameter and scratch base addresses (relocated),
+// then the wait for the caching token.
+void program_start(Emitter& e);
+// The base address of the host input `name` (relocated) for the activation pop after it.
+void input_address(Emitter& e, const std::string& name);
+
 // A narrow walk of `words` 4-byte words through a 6-level nest (the compiler writes all levels).
 std::string narrow_walk(int words);
 

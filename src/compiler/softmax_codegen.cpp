@@ -201,20 +201,9 @@ container::Bitstream execution_program(const Geometry& g, const SoftmaxFcLayer& 
   Emitter e;
   const int n = g.n, t_count = g.tiles, p = g.p, w = g.p / 4;
   int ordinal = 0;  // ring producers of the softmax part
-  tile_fence(e, "counters=0x7ffff units=0x3ff signal=1");
-  e.add("scsync", "tiles=0xffff smask=0x1ff tokwait=1 tmask=0xffff sunits=0x1f");
-  e.reloc_movi(1, BufferKind::kParameter, Half::kLower32);
-  e.reloc_movi(0, BufferKind::kParameter, Half::kUpper32);
-  e.reloc_movi(3, BufferKind::kScratch, Half::kLower32);
-  e.reloc_movi(2, BufferKind::kScratch, Half::kUpper32);
-  e.add("scsync", "smask=0x005 sunits=0x0c");
-  tile_fence(e, "units=0x3ff signal=1");
-  wait_tokens(e);
+  program_start(e);
   tile_fence(e, "units=0x020");
-  e.reloc_movi(10, BufferKind::kInput, Half::kUpper32, l.input_name);
-  e.reloc_movi(11, BufferKind::kInput, Half::kLower32, l.input_name);
-  e.add("scsync", "smask=0x004 value=0x1fff sunits=0x0c");
-  e.add("scsync", "smask=0x001 sunits=0x0c");
+  input_address(e, l.input_name);
 
   // The input: N bytes from the host, one 64-byte piece per tile (tile t keeps it at word 16t,
   // where tile 0 gathers all pieces).
