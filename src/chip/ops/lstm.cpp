@@ -69,28 +69,10 @@ float spline(const OpInstr& op, OpEnv& env, float x) {
 // mult, the clamps, the spline loaded by the last 0x19, round half to even, + out_zp.
 void run_gate(const OpInstr& op, OpEnv& env) {
   if (!env.nlu().loaded) env.fail_op("LSTM gate before any NLU table load (0x19)");
-  const uint32_t columns = uint32_t{op.out_ch} + 1;
-  TtuWalker in(op.in), par(op.par), out(op.out);
-  std::array<int64_t, 64> acc{};
   const OutputStage stage = stage_of(op);
-  each_step(op, env, [&](bool first, bool last, uint64_t fill) {
-    if (first) acc.fill(0);
-    const uint8_t* x = env.narrow_read(in.address(), 2);
-    const uint8_t* row = par_row(op, env, par.address(), fill);
-    for (uint32_t c = 0; c < columns; ++c)
-      acc[c] += int32_t{x[0]} * (half(row + 4 * c) - op.w_zp) +
-                int32_t{x[1]} * (half(row + 4 * c + 2) - op.w_zp);
-    in.next();
-    par.next();
-    if (!last) return;
-    for (uint32_t w = 0; w < (columns + 3) / 4; ++w) {
-      uint8_t* dst = env.narrow_write(out.address(), 4);
-      for (uint32_t b = 0; b < 4; ++b) {
-        const int32_t a = saturate32(acc[4 * w + b] + op.offset);
-        dst[b] = to_output_byte(spline(op, env, scale_and_clamp(a, stage)), op.out_zp);
-      }
-      out.next();
-    }
+  each_halfword_mac(op, env, [&](int64_t acc, uint32_t) {
+    const int32_t a = saturate32(acc + op.offset);
+    return to_output_byte(spline(op, env, scale_and_clamp(a, stage)), op.out_zp);
   });
 }
 

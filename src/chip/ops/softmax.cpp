@@ -57,34 +57,15 @@ void run_shift_constant(const OpInstr& op, OpEnv& env) {
 // `in` (zero-extended, in.hmode 2) and a row of 16-bit weight pairs; acc[c] += x0 (W0[c] - w_zp)
 // + x1 (W1[c] - w_zp). Then bias (-m from the shift constant) and the output stage.
 void run_halfword_mac(const OpInstr& op, OpEnv& env) {
-  const uint32_t columns = uint32_t{op.out_ch} + 1;
-  TtuWalker in(op.in), par(op.par), out(op.out);
-  std::array<int64_t, 64> acc{};
   const OutputStage stage = stage_of(op);
-  each_step(op, env, [&](bool first, bool last, uint64_t fill) {
-    if (first) acc.fill(0);
-    const uint8_t* x = env.narrow_read(in.address(), 2);
-    const uint8_t* row = par_row(op, env, par.address(), fill);
-    for (uint32_t c = 0; c < columns; ++c)
-      acc[c] += int32_t{x[0]} * (half(row + 4 * c) - op.w_zp) +
-                int32_t{x[1]} * (half(row + 4 * c + 2) - op.w_zp);
-    in.next();
-    par.next();
-    if (!last) return;
-    for (uint32_t w = 0; w < (columns + 3) / 4; ++w) {
-      uint8_t* dst = env.narrow_write(out.address(), 4);
-      for (uint32_t b = 0; b < 4; ++b) {
-        const uint32_t col = 4 * w + b;
-        int64_t value = int64_t{acc[col]} + op.offset;
-        if (op.cfg4) {
-          int32_t bias;
-          std::memcpy(&bias, env.bias_store(kBiasStoreBase + 4 * col, 4), 4);
-          value += bias;
-        }
-        dst[b] = requantize(saturate32(value), stage);
-      }
-      out.next();
+  each_halfword_mac(op, env, [&](int64_t acc, uint32_t col) {
+    int64_t value = acc + op.offset;
+    if (op.cfg4) {
+      int32_t bias;
+      std::memcpy(&bias, env.bias_store(kBiasStoreBase + 4 * col, 4), 4);
+      value += bias;
     }
+    return requantize(saturate32(value), stage);
   });
 }
 

@@ -75,6 +75,33 @@ inline int16_t half(const uint8_t* p) {
   return v;
 }
 
+// ADD's 16-bit step with the weight zero point (the softmax's subtraction, the LSTM's gates): each
+// step reads two bytes of `in` (zero-extended) and a row of 16-bit weight pairs; acc[c] +=
+// x0 (W0[c] - w_zp) + x1 (W1[c] - w_zp). At the end of a reduced round each column's byte is
+// `out_byte(acc[c], c)`, written four to an output word.
+template <typename OutByte>
+inline void each_halfword_mac(const OpInstr& op, OpEnv& env, OutByte out_byte) {
+  const uint32_t columns = uint32_t{op.out_ch} + 1;
+  TtuWalker in(op.in), par(op.par), out(op.out);
+  std::array<int64_t, 64> acc{};
+  each_step(op, env, [&](bool first, bool last, uint64_t fill) {
+    if (first) acc.fill(0);
+    const uint8_t* x = env.narrow_read(in.address(), 2);
+    const uint8_t* row = par_row(op, env, par.address(), fill);
+    for (uint32_t c = 0; c < columns; ++c)
+      acc[c] += int32_t{x[0]} * (half(row + 4 * c) - op.w_zp) +
+                int32_t{x[1]} * (half(row + 4 * c + 2) - op.w_zp);
+    in.next();
+    par.next();
+    if (!last) return;
+    for (uint32_t w = 0; w < (columns + 3) / 4; ++w) {
+      uint8_t* dst = env.narrow_write(out.address(), 4);
+      for (uint32_t b = 0; b < 4; ++b) dst[b] = out_byte(acc[4 * w + b], 4 * w + b);
+      out.next();
+    }
+  });
+}
+
 // Accumulator plus bias and offset, saturated to int32: gen2021 MobileNet's per-word biases push
 // the padding classes down with -2^31 (word 2647), which must leave them at the minimum; a
 // wrapping add would make them the largest values of the maximum and the sum.
