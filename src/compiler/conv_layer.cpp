@@ -75,6 +75,21 @@ std::string stored_bias(const Graph& graph, const GraphOp& op, ConvLayer& l) {
   return "";
 }
 
+// Strides, output size and leading padding of the layer's windows (TFLite's SAME/VALID rule).
+void place_windows(ConvLayer& l, int stride_h, int stride_w, container::Padding padding) {
+  const bool same = padding == container::Padding::kSame;
+  l.stride_h = stride_h;
+  l.stride_w = stride_w;
+  l.oh = conv_out_size(l.h, l.kh, stride_h, same);
+  l.ow = conv_out_size(l.w, l.kw, stride_w, same);
+  l.pad_top = conv_pad_before(l.h, l.kh, stride_h, same);
+  l.pad_left = conv_pad_before(l.w, l.kw, stride_w, same);
+}
+
+bool output_shape_is(const GraphTensor& y, const ConvLayer& l) {
+  return y.shape[1] == l.oh && y.shape[2] == l.ow && y.shape[3] == l.cout;
+}
+
 // One CONV_2D from its tensors and options; "" or the reason it is not generated.
 std::string make_layer(const Graph& graph, const GraphOp& op, ConvLayer& l) {
   const auto* o = std::get_if<container::Conv2DOptions>(&op.options);
@@ -93,15 +108,8 @@ std::string make_layer(const Graph& graph, const GraphOp& op, ConvLayer& l) {
   l.kh = w.shape[1];
   l.kw = w.shape[2];
   if (w.shape[3] != l.cin) return "CONV_2D with groups is not generated";
-  l.stride_h = o->stride_h;
-  l.stride_w = o->stride_w;
-  const bool same = o->padding == container::Padding::kSame;
-  l.oh = conv_out_size(l.h, l.kh, l.stride_h, same);
-  l.ow = conv_out_size(l.w, l.kw, l.stride_w, same);
-  l.pad_top = conv_pad_before(l.h, l.kh, l.stride_h, same);
-  l.pad_left = conv_pad_before(l.w, l.kw, l.stride_w, same);
-  if (y.shape[1] != l.oh || y.shape[2] != l.ow || y.shape[3] != l.cout)
-    return "the CONV_2D output shape disagrees with its options";
+  place_windows(l, o->stride_h, o->stride_w, o->padding);
+  if (!output_shape_is(y, l)) return "the CONV_2D output shape disagrees with its options";
   if (std::string why = stored_weights(w, l); !why.empty()) return "CONV_2D " + why;
   if (std::string why = stored_bias(graph, op, l); !why.empty()) return "CONV_2D: " + why;
   return output_stage(x, w, y, o->activation, l);
@@ -129,14 +137,8 @@ std::string make_depthwise_layer(const Graph& graph, const GraphOp& op, ConvLaye
   l.kw = w.shape[2];
   if (l.cout != l.cin || l.cin < 4)
     return "a DEPTHWISE_CONV_2D in a chain needs depth multiplier 1 and 4 or more channels";
-  l.stride_h = o->stride_h;
-  l.stride_w = o->stride_w;
-  const bool same = o->padding == container::Padding::kSame;
-  l.oh = conv_out_size(l.h, l.kh, l.stride_h, same);
-  l.ow = conv_out_size(l.w, l.kw, l.stride_w, same);
-  l.pad_top = conv_pad_before(l.h, l.kh, l.stride_h, same);
-  l.pad_left = conv_pad_before(l.w, l.kw, l.stride_w, same);
-  if (y.shape[1] != l.oh || y.shape[2] != l.ow || y.shape[3] != l.cout)
+  place_windows(l, o->stride_h, o->stride_w, o->padding);
+  if (!output_shape_is(y, l))
     return "the DEPTHWISE_CONV_2D output shape disagrees with its options";
   if (std::string why = stored_weights(w, l); !why.empty()) return "DEPTHWISE_CONV_2D " + why;
   if (std::string why = stored_bias(graph, op, l); !why.empty()) return "DEPTHWISE_CONV_2D: " + why;
@@ -159,17 +161,11 @@ std::string make_pool_layer(const Graph& graph, const GraphOp& op, ConvLayer& l)
   l.cin = l.cout = x.shape[3];
   l.kh = o->filter_h;
   l.kw = o->filter_w;
-  l.stride_h = o->stride_h;
-  l.stride_w = o->stride_w;
-  l.oh = conv_out_size(l.h, l.kh, l.stride_h, same);
-  l.ow = conv_out_size(l.w, l.kw, l.stride_w, same);
-  l.pad_top = conv_pad_before(l.h, l.kh, l.stride_h, same);
-  l.pad_left = conv_pad_before(l.w, l.kw, l.stride_w, same);
+  place_windows(l, o->stride_h, o->stride_w, o->padding);
   if (l.pad_top != 0 || l.pad_left != 0 ||
       (same && ((l.oh - 1) * l.stride_h + l.kh > l.h || (l.ow - 1) * l.stride_w + l.kw > l.w)))
     return "AVERAGE_POOL_2D with windows past the image (padding) is not generated yet";
-  if (y.shape[1] != l.oh || y.shape[2] != l.ow || y.shape[3] != l.cout)
-    return "the AVERAGE_POOL_2D output shape disagrees with its options";
+  if (!output_shape_is(y, l)) return "the AVERAGE_POOL_2D output shape disagrees with its options";
   l.weights.assign(static_cast<size_t>(l.kh) * l.kw * l.cout, 1);
   l.weight_zp = 0;
   l.in_zp = uint8_zp(x);
