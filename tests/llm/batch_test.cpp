@@ -221,9 +221,7 @@ TEST(BatchPath, GenerateBatchOnTheSimulatorWritesEachSeedsInt8Story) {
   std::string why;
   const auto path = reference_checkpoint(data, "rand_gqa", why);
   if (!path) GTEST_SKIP() << why;
-  const std::string args = "generate '" + path->string() + "' -z '" +
-                           (llama2c_dir(data) / "tokenizer.bin").string() +
-                           "' -n 12 -t 0.8 -i 'Lily' --calibration 8";
+  const std::string args = generate_args(data, *path, "-n 12 -t 0.8 -i 'Lily' --calibration 8");
   const CommandResult sim = run_cli(args + " -s 5 --batch 3 --device sim --json");
   ASSERT_EQ(sim.exit_code, 0) << sim.err;
   const auto j = nlohmann::json::parse(sim.out);

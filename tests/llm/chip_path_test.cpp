@@ -212,9 +212,8 @@ TEST(ChipPathStepC, GenerateWithFusedLayersWritesTheInt8Text) {
   std::string why;
   const auto path = reference_checkpoint(data, "rand_gqa", why);
   if (!path) GTEST_SKIP() << why;
-  const std::string args = "generate '" + path->string() + "' -z '" +
-                           (llama2c_dir(data) / "tokenizer.bin").string() +
-                           "' -n 20 -t 0.8 -s 5 -i 'Lily' --calibration 8 --fused-layers";
+  const std::string args =
+      generate_args(data, *path, "-n 20 -t 0.8 -s 5 -i 'Lily' --calibration 8 --fused-layers");
   const CommandResult cpu = run_cli(args + " --device cpu --int8");
   const CommandResult sim = run_cli(args + " --device sim");
   ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
@@ -236,9 +235,8 @@ TEST(ChipPathStepA, GenerateOnTheSimulatorWritesTheInt8TextAndModeledSpeed) {
   std::string why;
   const auto path = reference_checkpoint(data, "rand_gqa", why);
   if (!path) GTEST_SKIP() << why;
-  const std::string args = "generate '" + path->string() + "' -z '" +
-                           (llama2c_dir(data) / "tokenizer.bin").string() +
-                           "' -n 20 -t 0.8 -s 5 -i 'Lily' --calibration 8";
+  const std::string args =
+      generate_args(data, *path, "-n 20 -t 0.8 -s 5 -i 'Lily' --calibration 8");
   const CommandResult cpu = run_cli(args + " --device cpu --int8");
   const CommandResult sim = run_cli(args + " --device sim");
   ASSERT_EQ(cpu.exit_code, 0) << cpu.err;

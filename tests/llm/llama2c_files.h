@@ -154,6 +154,14 @@ inline std::filesystem::path llama2c_dir(const std::filesystem::path& testdata) 
   return testdata / "llama2c";
 }
 
+// `tinycoral generate CHECKPOINT -z TOKENIZER OPTIONS` with the test data's tokenizer.
+inline std::string generate_args(const std::filesystem::path& testdata,
+                                 const std::filesystem::path& checkpoint,
+                                 const std::string& options) {
+  return "generate '" + checkpoint.string() + "' -z '" +
+         (llama2c_dir(testdata) / "tokenizer.bin").string() + "' " + options;
+}
+
 // The test data's checkpoint `name` (make_checkpoint.py's shapes), made once into a cache folder
 // keyed by the script's contents; nullopt (with `why`) if python3 or the script is missing.
 inline std::optional<std::filesystem::path> reference_checkpoint(
