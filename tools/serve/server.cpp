@@ -242,6 +242,7 @@ class App {
               send(sink, {{"error", e.what()}});
             }
           });
+          turn.reset();  // before the last chunk: a client that read it finds the device free
           if (!written) return false;
           sink.done();
           return true;
@@ -291,6 +292,7 @@ class App {
               send(sink, {{"error", e.what()}});
             }
           });
+          turn.reset();  // before the last chunk: a client that read it finds the device free
           sink.done();
           return true;
         });
