@@ -91,6 +91,13 @@ std::vector<std::array<double, kCells>> float_lstm(const container::Model& twin,
   return out;
 }
 
+// The twin with its LSTM's output (the hidden state of every step) as a second output.
+container::Model twin_with_sequence(container::Model twin) {
+  auto& sg = twin.subgraphs.at(0);
+  sg.outputs.push_back(sg.operators.at(1).outputs.at(0));
+  return twin;
+}
+
 // The twin after its LSTM (RESHAPE, FULLY_CONNECTED, SOFTMAX, QUANTIZE) as a model of its own,
 // whose input is the hidden sequence and whose outputs are the class scores and the logits.
 container::Model twin_classifier(container::Model twin) {
@@ -149,6 +156,26 @@ TEST(GoogleLstmOnTheChip, RunsAllTimeStepsAndClassifiesTheNine) {
       worst = std::max(worst, std::abs(chip_h - reference[t][static_cast<size_t>(k)]));
     }
   EXPECT_LE(worst / kHiddenScale, 2.0);
+
+  // The twin in `edgetpu` rounding computes the program's LSTM (docs/host_ops.md "The chip's
+  // LSTM"): every hidden state of every step and the class scores equal the chip's bytes.
+  {
+    host::InterpreterOptions options;
+    options.rounding = host::Rounding::kEdgeTpu;
+    host::Interpreter whole(twin_with_sequence(twin), options);
+    whole.set_input(0, image);
+    whole.invoke();
+    const auto twin_scores = whole.output_bytes(0);
+    const auto twin_sequence = whole.output_bytes(1);
+    ASSERT_EQ(twin_sequence.size(), size_t{kSteps * kCells});
+    int equal = 0;
+    for (int t = 0; t < kSteps; ++t)
+      for (int k = 0; k < kCells; ++k)
+        equal += first[t][static_cast<size_t>(k)] ==
+                 (twin_sequence[static_cast<size_t>(t * kCells + k)] ^ 0x80);
+    EXPECT_EQ(equal, kSteps * kCells) << "hidden states equal to the twin's (edgetpu rounding)";
+    for (size_t c = 0; c < 10; ++c) EXPECT_EQ(scores[c], twin_scores[c]) << "score " << c;
+  }
 
   // Given the chip's hidden sequence, the rest is the twin's in every byte: its FULLY_CONNECTED
   // (the chip's logits stay in tile 0's narrow memory at 0x230) and its SOFTMAX, `edgetpu`

@@ -11,9 +11,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "host/kernel.h"
 #include "host/ops/fixed_point16.h"
+#include "host/ops/sequence_lstm_edgetpu.h"
 #include "host/registry.h"
 
 namespace tinycoral::host::ops {
@@ -124,8 +126,13 @@ bool checked_log2(float x, int* out) {
 
 class LstmKernel final : public Kernel {
  public:
-  LstmKernel(ops::IntegerLstmCell cell, int batches, int steps, bool time_major)
-      : cell_(std::move(cell)), batches_(batches), steps_(steps), time_major_(time_major) {
+  LstmKernel(ops::IntegerLstmCell cell, std::optional<ops::EdgeTpuLstmCell> edgetpu, int batches,
+             int steps, bool time_major)
+      : cell_(std::move(cell)),
+        edgetpu_(std::move(edgetpu)),
+        batches_(batches),
+        steps_(steps),
+        time_major_(time_major) {
     cell_.prepare();
   }
   void eval(OpContext& ctx) override {
@@ -139,7 +146,11 @@ class LstmKernel final : public Kernel {
         const size_t row = time_major_ ? static_cast<size_t>(t) * batches_ + b
                                        : static_cast<size_t>(b) * steps_ + t;
         int8_t* s = state + static_cast<size_t>(b) * no;
-        cell_.step(in + row * ni, s, cell + static_cast<size_t>(b) * nc);
+        int16_t* c = cell + static_cast<size_t>(b) * nc;
+        if (edgetpu_)
+          edgetpu_->step(cell_, in + row * ni, s, c);
+        else
+          cell_.step(in + row * ni, s, c);
         std::memcpy(out + row * no, s, static_cast<size_t>(no));
       }
     }
@@ -147,6 +158,7 @@ class LstmKernel final : public Kernel {
 
  private:
   ops::IntegerLstmCell cell_;
+  std::optional<ops::EdgeTpuLstmCell> edgetpu_;  // `edgetpu` rounding: the chip's program
   int batches_, steps_;
   bool time_major_;
 };
@@ -232,6 +244,7 @@ std::unique_ptr<Kernel> make_sequence_lstm(const OpContext& ctx) {
   const float state_scale = state.scale();
   const int32_t in_zp = input.zero_point();
   const int32_t state_zp = state.zero_point();
+  std::array<float, 4> input_weight_scales{}, recurrent_weight_scales{};
   for (int g = 0; g < 4; ++g) {
     if (cell.cifg && g == ops::IntegerLstmCell::kInput) continue;
     const TensorView& w = ctx.input(static_cast<size_t>(kInputWeights + g));
@@ -267,8 +280,17 @@ std::unique_ptr<Kernel> make_sequence_lstm(const OpContext& ctx) {
     const float s_rec = r.scale() * state_scale / gate_scale;
     cell.input_scale[g] = quantize_multiplier(static_cast<double>(s_in));
     cell.recurrent_scale[g] = quantize_multiplier(static_cast<double>(s_rec));
+    input_weight_scales[g] = w.scale();
+    recurrent_weight_scales[g] = r.scale();
   }
-  return std::make_unique<LstmKernel>(std::move(cell), batches, steps, time_major);
+  // The chip's arithmetic (docs/host_ops.md "The chip's LSTM"). A CIFG LSTM keeps TFLite's: no
+  // compiled program of one has been seen, so its input gate's form on the chip is unknown.
+  std::optional<ops::EdgeTpuLstmCell> edgetpu;
+  if (ctx.rounding == Rounding::kEdgeTpu && !cell.cifg)
+    edgetpu = ops::make_edgetpu_lstm(cell, in_scale, state_scale, hidden_scale, hidden_zp,
+                                     cstate.scale(), input_weight_scales, recurrent_weight_scales);
+  return std::make_unique<LstmKernel>(std::move(cell), std::move(edgetpu), batches, steps,
+                                      time_major);
 }
 
 }  // namespace
