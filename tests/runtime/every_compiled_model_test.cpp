@@ -10,10 +10,10 @@
 // - an output whose quantization differs from the twin tensor's (the compiler requantized it
 //   through a scale of its own, gen2020 PoseNet's mid offsets): values within one step of each,
 //   the twin's clamped to the range the output can hold;
-// - an output behind a UNIDIRECTIONAL_SEQUENCE_LSTM: the program saturates each gate's parts
-//   before adding them, not TFLite's kernel (docs/chip_ops.md 7), so no element claim; its class
-//   scores still form a distribution (they sum to 256 within the rounding of each class), and
-//   GoogleLstmOnTheChip checks the claim the table makes for it.
+// A recurrent layer's state outputs (`<input>_variable_output`: the LSTM's hidden and cell state
+// after the last step) are compared with the twin's state tensors after its run: the twin's
+// UNIDIRECTIONAL_SEQUENCE_LSTM in `edgetpu` rounding computes the program's LSTM
+// (docs/host_ops.md "The chip's LSTM"), so they and its class scores follow the rules above.
 // Programs without a twin (the SSD pipeline segments) must run and repeat their bytes.
 #include <gtest/gtest.h>
 
@@ -22,7 +22,6 @@
 #include <filesystem>
 #include <iostream>
 #include <random>
-#include <set>
 
 #include "container/edgetpu_model.h"
 #include "container/tflite_reader.h"
@@ -78,25 +77,42 @@ int twin_tensor(const Model& compiled, int t, const Model& twin) {
   return -1;
 }
 
-// The twin cut to the part between `inputs` and `outputs` (tensor indices): the operators the
-// outputs need, not those that compute the inputs; its inputs plain tensors (no variables).
-Model twin_segment(Model twin, const std::vector<int>& inputs, const std::vector<int>& outputs,
-                   std::set<int32_t>& builtins) {
-  auto& sg = twin.subgraphs.at(0);
+// The operators (indices, in order) that compute `outputs` from `inputs` (tensor indices): those
+// the outputs need, not those that compute the inputs.
+std::vector<size_t> needed_operators(const Model& twin, const std::vector<int>& inputs,
+                                     const std::vector<int>& outputs) {
+  const auto& sg = twin.subgraphs.at(0);
   std::vector<bool> needed(sg.tensors.size(), false), given(sg.tensors.size(), false);
   for (int t : outputs) needed[size_t(t)] = true;
   for (int t : inputs) given[size_t(t)] = true;
-  std::vector<container::Operator> kept;
-  for (auto it = sg.operators.rbegin(); it != sg.operators.rend(); ++it) {
-    const bool wanted = std::any_of(it->outputs.begin(), it->outputs.end(), [&](int32_t o) {
+  std::vector<size_t> kept;
+  for (size_t k = sg.operators.size(); k-- > 0;) {
+    const auto& op = sg.operators[k];
+    const bool wanted = std::any_of(op.outputs.begin(), op.outputs.end(), [&](int32_t o) {
       return o >= 0 && needed[size_t(o)] && !given[size_t(o)];
     });
     if (!wanted) continue;
-    builtins.insert(twin.code_of(*it).builtin_code);
-    for (int32_t i : it->inputs)
+    for (int32_t i : op.inputs)
       if (i >= 0) needed[size_t(i)] = true;
-    kept.insert(kept.begin(), *it);
+    kept.insert(kept.begin(), k);
   }
+  return kept;
+}
+
+// Whether a SOFTMAX is among the operators that compute `output` from `inputs`.
+bool from_softmax(const Model& twin, const std::vector<int>& inputs, int output) {
+  for (size_t k : needed_operators(twin, inputs, {output}))
+    if (twin.code_of(twin.subgraphs[0].operators[k]).builtin_code == int32_t(BuiltinOp::kSoftmax))
+      return true;
+  return false;
+}
+
+// The twin cut to the part between `inputs` and `outputs`; its inputs plain tensors (no
+// variables).
+Model twin_segment(Model twin, const std::vector<int>& inputs, const std::vector<int>& outputs) {
+  auto& sg = twin.subgraphs.at(0);
+  std::vector<container::Operator> kept;
+  for (size_t k : needed_operators(twin, inputs, outputs)) kept.push_back(sg.operators[k]);
   sg.operators = std::move(kept);
   sg.inputs.assign(inputs.begin(), inputs.end());
   sg.outputs.assign(outputs.begin(), outputs.end());
@@ -174,8 +190,7 @@ std::string check_model(const fs::path& file, const fs::path& root, Pool& pool) 
       continue;
     }
 
-    // The twin's tensors for the operator's inputs and outputs (state outputs of a recurrent
-    // layer, `<input>_variable_output`, have none: the twin keeps its state in variables).
+    // The twin's tensors for the operator's inputs and outputs.
     std::vector<int> twin_inputs, twin_outputs;
     std::vector<size_t> compared;
     for (size_t i = 0; i < input_tensors.size(); ++i) {
@@ -189,8 +204,19 @@ std::string check_model(const fs::path& file, const fs::path& root, Pool& pool) 
     }
     for (size_t o = 0; o < program.num_outputs(); ++o) {
       const std::string& name = exe.output_layers[o].name;
-      if (name.ends_with("_variable_output")) continue;
-      int t = find_tensor(csg, name);
+      // The state a recurrent layer leaves (`<input>_variable_output`) is, on the twin, the
+      // state tensor its operator updated in place: the input's.
+      const std::string_view suffix = "_variable_output";
+      int t = -1;
+      if (name.ends_with(suffix)) {
+        t = find_tensor(csg, name.substr(0, name.size() - suffix.size()));
+        if (t < 0) {
+          ADD_FAILURE() << rel << ": no input for the state output '" << name << "'";
+          return summary + " state output without its input";
+        }
+      } else {
+        t = find_tensor(csg, name);
+      }
       if (t < 0 && o < op.outputs.size()) t = op.outputs[o];
       const int tt = t < 0 ? -1 : twin_tensor(compiled.model, t, twin);
       if (tt < 0) {
@@ -200,14 +226,11 @@ std::string check_model(const fs::path& file, const fs::path& root, Pool& pool) 
       twin_outputs.push_back(tt);
       compared.push_back(o);
     }
-    std::set<int32_t> builtins;
     host::InterpreterOptions options;
     options.rounding = host::Rounding::kEdgeTpu;
-    host::Interpreter cpu(twin_segment(twin, twin_inputs, twin_outputs, builtins), options);
+    host::Interpreter cpu(twin_segment(twin, twin_inputs, twin_outputs), options);
     for (size_t i = 0; i < inputs.size(); ++i) cpu.set_input(i, inputs[i]);
     cpu.invoke();
-    const bool lstm = builtins.count(int32_t(BuiltinOp::kUnidirectionalSequenceLstm)) > 0;
-    const bool softmax = builtins.count(int32_t(BuiltinOp::kSoftmax)) > 0;
 
     for (size_t k = 0; k < compared.size(); ++k) {
       const size_t o = compared[k];
@@ -235,14 +258,12 @@ std::string check_model(const fs::path& file, const fs::path& root, Pool& pool) 
       Tally tally;
       tally.elements = got.size() / size;
       tally.allowed_value = double{twin_scale} + double{layer.dequantization_factor};
-      int64_t sum = 0;
       // The values the layer can hold: a twin value outside them saturates on the chip.
       const int64_t lowest = is_signed ? -(int64_t{1} << (8 * size - 1)) : 0;
       const int64_t highest = lowest + (int64_t{1} << (8 * size)) - 1;
       const double scale = layer.dequantization_factor;
       for (size_t e = 0; e < tally.elements; ++e) {
         const int64_t a = element(got, e, size, is_signed), b = element(want, e, size, is_signed);
-        sum += a;
         tally.equal += a == b;
         tally.worst_steps = std::max(tally.worst_steps, std::abs(a - b));
         const double twin_value =
@@ -253,16 +274,10 @@ std::string check_model(const fs::path& file, const fs::path& root, Pool& pool) 
       }
       const double share = tally.elements ? double(tally.equal) / double(tally.elements) : 1.0;
       std::string rule;
-      if (lstm) {
-        rule = "behind an LSTM (by design)";
-        // Softmax scores of a classifier: 256 shared out, each class rounded on its own.
-        if (softmax && size == 1 && !is_signed) {
-          EXPECT_LE(std::abs(sum - 256), int64_t(tally.elements)) << "scores sum to " << sum;
-        }
-      } else if (!same_quantization) {
+      if (!same_quantization) {
         rule = "other quantization: values within a step of each, in the output's range";
         EXPECT_LE(tally.worst_value, tally.allowed_value);
-      } else if (softmax) {
+      } else if (from_softmax(twin, twin_inputs, twin_outputs[k])) {
         rule = "from a softmax: off by <= 1, >= 99% equal";
         EXPECT_LE(tally.worst_steps, 1);
         if (tally.elements >= 100) {
