@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -199,6 +200,72 @@ TEST(GoogleLstmOnTheChip, RunsAllTimeStepsAndClassifiesTheNine) {
   }
   ::testing::Test::RecordProperty("worst_hidden_steps", std::to_string(worst / kHiddenScale));
   ::testing::Test::RecordProperty("class9_score", scores[9]);
+}
+
+// The twin with its state tensors as inputs (no variables) and as outputs after the run, the
+// hidden sequence as an output too: scores, sequence, hidden state, cell state.
+container::Model twin_with_states(container::Model twin) {
+  auto& sg = twin.subgraphs.at(0);
+  const auto& lstm = sg.operators.at(1);
+  const int32_t hidden = lstm.inputs.at(18), cell = lstm.inputs.at(19);
+  sg.inputs = {sg.inputs.at(0), hidden, cell};
+  sg.outputs = {sg.outputs.at(0), lstm.outputs.at(0), hidden, cell};
+  for (auto& t : sg.tensors) t.is_variable = false;
+  return twin;
+}
+
+TEST(GoogleLstmOnTheChip, EqualsTheTwinInEdgetpuRoundingOnRandomInputsAndStates) {
+  // Random rows and random starting states (the cell anywhere in its int16 range, so the 16-bit
+  // products and the gate parts saturate): every hidden state of every step and the final cell
+  // state equal the twin's in `edgetpu` rounding; the class scores too, within the on-tile
+  // softmax's one step (docs/chip_ops.md 6.2).
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  const std::string model = "gen2021/keras_lstm_mnist_ptq";
+  const auto compiled = container::read_edgetpu_model_file(data / (model + "_edgetpu.tflite"));
+  const auto exes = testing::executables_of(compiled);
+  ASSERT_NE(exes.execution, nullptr);
+  host::InterpreterOptions options;
+  options.rounding = host::Rounding::kEdgeTpu;
+  host::Interpreter twin(twin_with_states(container::read_tflite_file(data / (model + ".tflite"))),
+                         options);
+  VirtualEdgeTpu chip;
+  if (exes.caching) testing::run_executable(chip, *exes.caching, {});
+  std::mt19937 rng(2026);
+  size_t hidden_equal = 0, cell_equal = 0, scores_equal = 0;
+  for (int run = 0; run < 3; ++run) {
+    std::vector<uint8_t> image(kSteps * kInputs), hidden(kCells), cell(2 * kCells);
+    for (auto& b : image) b = static_cast<uint8_t>(rng());
+    for (auto& b : hidden) b = static_cast<uint8_t>(rng());
+    for (auto& b : cell) b = static_cast<uint8_t>(rng());
+    // The chip's layers: offset binary (int8 + 128, int16 + 32768), the hidden padded to 24.
+    std::vector<uint8_t> chip_hidden(kHiddenOutputBytes, 127), chip_cell = cell;
+    for (int k = 0; k < kCells; ++k) {
+      chip_hidden[static_cast<size_t>(k)] = hidden[static_cast<size_t>(k)] ^ 0x80;
+      chip_cell[static_cast<size_t>(2 * k + 1)] ^= 0x80;
+    }
+    const auto out = testing::lstm_inference(chip, *exes.execution, image, chip_hidden, chip_cell);
+    ASSERT_EQ(out.size(), size_t{kSteps + 3});
+    twin.set_input(0, image);
+    twin.set_input(1, hidden);
+    twin.set_input(2, cell);
+    twin.invoke();
+    const auto scores = twin.output_bytes(0), sequence = twin.output_bytes(1);
+    const auto cell_out = twin.output_bytes(3);
+    for (int t = 0; t < kSteps; ++t)
+      for (int k = 0; k < kCells; ++k)
+        hidden_equal += out[static_cast<size_t>(t)][static_cast<size_t>(k)] ==
+                        (sequence[static_cast<size_t>(t * kCells + k)] ^ 0x80);
+    for (int k = 0; k < 2 * kCells; ++k)
+      cell_equal += out[kSteps + 2][static_cast<size_t>(k)] ==
+                    (cell_out[static_cast<size_t>(k)] ^ (k % 2 ? 0x80 : 0));
+    for (size_t c = 0; c < 10; ++c) {
+      scores_equal += out[kSteps][c] == scores[c];
+      EXPECT_LE(std::abs(out[kSteps][c] - scores[c]), 1) << "run " << run << " score " << c;
+    }
+  }
+  EXPECT_EQ(hidden_equal, size_t{3 * kSteps * kCells});
+  EXPECT_EQ(cell_equal, size_t{3 * 2 * kCells});
+  ::testing::Test::RecordProperty("scores_equal", std::to_string(scores_equal) + "/30");
 }
 
 }  // namespace
