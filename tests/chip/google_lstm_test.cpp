@@ -146,8 +146,8 @@ TEST(GoogleLstmOnTheChip, RunsAllTimeStepsAndClassifiesTheNine) {
   // Every hidden state of every step (28 x 20) follows the LSTM as compiled: within 2
   // quantization steps (0.0078) of the double-precision network whose gate parts saturate where
   // the program's do. (Without that saturation the first 7 steps, blank input rows, agree as
-  // well and the later ones do not: the input part reaches +-0.99. The twin's int8 hidden states
-  // are TFLite's integer kernel, which adds 2 steps: docs/host_ops.md "Quirk".)
+  // well and the later ones do not: the input part reaches +-0.99. The twin in `tflite` rounding
+  // is TFLite's integer kernel, which also adds 2 steps: docs/host_ops.md "Quirk".)
   constexpr double kHiddenScale = 0.00778157869;  // the hidden state's scale, zero point 127
   const auto reference = float_lstm(twin, image, -127 * kHiddenScale, 128 * kHiddenScale);
   double worst = 0;

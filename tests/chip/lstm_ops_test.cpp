@@ -6,15 +6,18 @@
 //    TANH table it loads (word 1324) covers x >= 0 only and the unit gives it x's sign.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <memory>
 #include <random>
 #include <string>
 
+#include "chip/ops/nlu.h"
 #include "chip/ops_test_util.h"
 #include "chip/program.h"
 #include "container/edgetpu_model.h"
+#include "host/ops/edgetpu_spline.h"
 #include "support/testdata.h"
 
 namespace tinycoral::chip {
@@ -99,6 +102,37 @@ TEST(LstmOps, CellGateIsAnOddTanh) {
     const double want = 128 + 127.5 * std::tanh(x);
     EXPECT_LE(std::abs(tile.narrow[0x1fc + k] - want), 1.0) << "cell " << k << ", x = " << x;
   }
+}
+
+// The host's `edgetpu` LSTM (docs/host_ops.md "The chip's LSTM") builds its splines from two base
+// tables and the output scales it derives from the twin: they are the tables the program loads,
+// bit for bit (words 1014: 255 sigma, 1324: 127.5 tanh, 1748: 16383.5 tanh).
+void expect_same_table(const NluTable& chip, const host::ops::EdgeTpuSpline& host,
+                       const char* what) {
+  for (size_t i = 0; i < chip.coefficients.size(); ++i)
+    EXPECT_EQ(std::bit_cast<uint32_t>(chip.coefficients[i]),
+              std::bit_cast<uint32_t>(host.coefficients[i]))
+        << what << " coefficient " << i;
+  for (size_t i = 0; i < chip.breakpoints.size(); ++i)
+    EXPECT_EQ(std::bit_cast<uint32_t>(chip.breakpoints[i]),
+              std::bit_cast<uint32_t>(host.breakpoints[i]))
+        << what << " breakpoint " << i;
+}
+
+TEST(LstmOps, HostSplinesAreTheTablesTheProgramLoads) {
+  expect_same_table(ops::logistic_table(), host::ops::logistic_spline(1.0f / 256), "LOGISTIC");
+  TINYCORAL_REQUIRE_TESTDATA(dir);
+  const auto program = lstm_program(dir);
+  expect_same_table(item_at<NluLoadInstr>(*program, 1014).table,
+                    host::ops::logistic_spline(1.0f / 255), "gate sigmoid");
+  expect_same_table(item_at<NluLoadInstr>(*program, 1324).table, host::ops::tanh_spline(2.0f / 255),
+                    "cell gate tanh");
+  expect_same_table(item_at<NluLoadInstr>(*program, 1748).table,
+                    host::ops::tanh_spline(2.0f / 32767), "tanh of the cell");
+  // The clamps the ops apply before those splines.
+  EXPECT_EQ(item_at<OpInstr>(*program, 1094).clamp_max, host::ops::logistic_spline(1).clamp);
+  EXPECT_EQ(item_at<OpInstr>(*program, 1404).clamp_max, host::ops::tanh_spline(1).clamp);
+  EXPECT_EQ(item_at<OpInstr>(*program, 1798).clamp_max, host::ops::tanh_spline(1).clamp);
 }
 
 }  // namespace

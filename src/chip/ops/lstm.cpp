@@ -147,9 +147,10 @@ void run_widen(const OpInstr& op, OpEnv& env) {
 // lane (unit % 4: bytes 0-1 or 2-3) of every column of a `par` row: acc[c] += x W[c][lane]. The
 // program's rows (mesh fills 1536-1560, narrowToWide 1566) hold (32767, 8192) in column r of row r
 // and 0 elsewhere, and `par` reads lane 0 for operand 1 (f c, zp 32768) and lane 2 for operand 2
-// (i g, zp 16384, 4 times the cell's scale): offset -(32767 32768 + 8192 16384) = -1207926784,
-// mult 1/32767, so y = (f c) + (i g) / 4. NLU bit 0 adds the spline (word 1798: tanh of the new
-// cell, odd, 16384 tanh); the result is a 16-bit value + x2089 << 12, two words per 4 columns.
+// (i g, zp 16384, scale 2/32767 = 8192/32767 of the cell's): offset -(32767 32768 + 8192 16384)
+// = -1207926784, mult 1/32767, so y = f c + i g in cell steps. NLU bit 0 adds the spline (word
+// 1798: tanh of the new cell, odd, 16383.5 tanh); the result is a 16-bit value + x2089 << 12, two
+// words per 4 columns.
 void run_add16(const OpInstr& op, OpEnv& env) {
   const bool spline_on = (op.nlu_mode & 1) != 0;
   if (spline_on && !env.nlu().loaded) env.fail_op("16-bit ADD with a spline before any NLU load");

@@ -3,7 +3,8 @@
 // output scale. The compiler keeps one table per function at a base output scale and scales every
 // coefficient to the op's output scale, c' = f32(c * f32(base_scale / out_scale)): evidence in
 // docs/chip_ops.md section 7. The host layer does not link the simulator, so the two constant
-// tables live here too; tests/runtime/lstm_edgetpu_test.cpp checks them against the chip's.
+// tables live here too; tests/chip/lstm_ops_test.cpp checks them against the chip's LOGISTIC
+// table and the tables the LSTM program loads.
 #pragma once
 
 #include <array>
