@@ -55,6 +55,7 @@ TEST(HostOpsLstmEdgeTpu, ConstantsAreThoseOfTheCompiledProgram) {
   IntegerLstmCell ic;
   ic.n_input = 28;
   ic.n_cell = ic.n_output = 20;
+  ic.cell_clip = 32767;  // TFLite's clip of 10.0 in 2^-12 steps, saturated to int16
   const auto e = ops::make_edgetpu_lstm(ic, s.input, s.hidden, s.hidden, -1, s.cell, s.wx, s.wh);
   const std::array<float, 4> input_mult{0x1.b6eac8p-9f, 0x1.ba7782p-9f, 0x1.816d64p-9f,
                                         0x1.1c6ff6p-8f};  // words 940, 1122, 1277, 1601
@@ -62,11 +63,13 @@ TEST(HostOpsLstmEdgeTpu, ConstantsAreThoseOfTheCompiledProgram) {
                                             0x1.d2358cp-8f};  // words 991, 1146, 1301, 1625
   EXPECT_EQ(e.input_mult, input_mult);
   EXPECT_EQ(e.recurrent_mult, recurrent_mult);
-  EXPECT_EQ(e.gate_mult, 0x1.fdf93ap-8f);         // the gates' ADD (word 1094)
-  EXPECT_EQ(e.ig_mult, 0x1.020102p-1f);           // word 1423
-  EXPECT_EQ(e.fc_mult, 0x1.010102p-8f);           // word 1489
-  EXPECT_EQ(e.add_weight_fc, 32767);              // word 1573's weight rows
-  EXPECT_EQ(e.add_weight_ig, 8192);               //
+  EXPECT_EQ(e.gate_mult, 0x1.fdf93ap-8f);  // the gates' ADD (word 1094)
+  EXPECT_EQ(e.ig_mult, 0x1.020102p-1f);    // word 1423
+  EXPECT_EQ(e.fc_mult, 0x1.010102p-8f);    // word 1489
+  EXPECT_EQ(e.add_weight_fc, 32767);       // word 1573's weight rows
+  EXPECT_EQ(e.add_weight_ig, 8192);        //
+  EXPECT_EQ(e.cell_lo, -32768.0f);         // word 1573's clamps: the int16 range, not the clip
+  EXPECT_EQ(e.cell_hi, 32767.0f);
   EXPECT_EQ(e.add_mult, 0x1.0002p-15f);           // word 1573
   EXPECT_EQ(e.add_tanh_mult, 0x1.0002p-27f);      // word 1798
   EXPECT_EQ(e.hidden_mult, 0x1.020876p-15f);      // word 1836
@@ -161,6 +164,35 @@ TEST(HostOpsLstmEdgeTpu, OneStepFollowsTheSaturatingLstm) {
   ::testing::Test::RecordProperty("worst_hidden_steps", std::to_string(worst_h));
   ::testing::Test::RecordProperty("worst_cell", std::to_string(worst_c));
   ::testing::Test::RecordProperty("saturated_parts", saturated);
+}
+
+TEST(HostOpsLstmEdgeTpu, CellSaturatesAtTheInt16RangeNotAClipBeyondIt) {
+  // One cell, zero weights, biases that pin the parts to their clamps: with a hidden scale of
+  // 0.05 the gate input reaches +-6.4, so f = i = 255 and g = 128 - 127. From c = -32768 the new
+  // cell is -32768 - 4080 before its clamp, which is the int16 range when the clip lies beyond it
+  // (TFLite's clip of 10.0 at 2^-12: 32767 steps; the program's word 1573 clamps at -32768).
+  const int8_t zero = 0;
+  IntegerLstmCell ic;
+  ic.n_input = ic.n_cell = ic.n_output = 1;
+  for (int g = 0; g < 4; ++g) {
+    ic.input_weights[g] = ic.recurrent_weights[g] = &zero;
+    ic.input_bias[g] = {g == IntegerLstmCell::kCell ? -1000000 : 1000000};
+    ic.recurrent_bias[g] = {0};
+  }
+  const std::array<float, 4> w{0.01f, 0.01f, 0.01f, 0.01f};
+  for (const int16_t clip : {int16_t{32767}, int16_t{16384}}) {
+    ic.cell_clip = clip;
+    auto e = ops::make_edgetpu_lstm(ic, 1.0f / 255, 0.05f, 0.05f, -1, 0.000244140625f, w, w);
+    uint8_t gates[4];
+    const int8_t x = 0, h = 0;
+    for (int g = 0; g < 4; ++g) e.gate(ic, g, &x, &h, &gates[g]);
+    EXPECT_EQ(gates[IntegerLstmCell::kForget], 255);
+    EXPECT_EQ(gates[IntegerLstmCell::kCell], 1);
+    int8_t state = 0;
+    int16_t cell = -32768;
+    e.step(ic, &x, &state, &cell);
+    EXPECT_EQ(cell, clip == 32767 ? -32768 : -16384) << "clip " << clip;
+  }
 }
 
 }  // namespace

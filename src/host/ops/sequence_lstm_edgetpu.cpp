@@ -135,7 +135,9 @@ EdgeTpuLstmCell make_edgetpu_lstm(const IntegerLstmCell& cell, float input_scale
   e.add_weight_ig = share(kWideScale);
   e.add_mult = static_cast<float>(big / kAddUnit / double{cell_scale});
   e.add_tanh_mult = static_cast<float>(big / kAddUnit);
-  if (cell.cell_clip > 0) {
+  // The program clamps c' to the int16 range ([-32768, 32767] with the Keras model's clip of 10,
+  // 40960 steps: the clip does not appear). A clip inside that range is assumed to clamp there.
+  if (cell.cell_clip > 0 && cell.cell_clip < 32767) {
     e.cell_lo = std::max(e.cell_lo, -static_cast<float>(cell.cell_clip));
     e.cell_hi = std::min(e.cell_hi, static_cast<float>(cell.cell_clip));
   }
