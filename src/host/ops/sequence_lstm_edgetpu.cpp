@@ -28,15 +28,22 @@ constexpr float kSigmoidScale = 1.0f / 255.0f;
 constexpr float kTanhScale = 2.0f / 255.0f;
 constexpr float kWideScale = 2.0f / 32767.0f;
 constexpr int32_t kTanhZeroPoint = 128;
-constexpr float kWideLo = -16384, kWideHi = 49151;  // 16-bit storage minus the zero point 16384
-constexpr int32_t kAddUnit = 32767;                 // the 16-bit ADD's larger weight
+constexpr int32_t kWideLo = -16384, kWideHi = 49151;  // 16-bit storage minus the zero point 16384
+constexpr int32_t kAddUnit = 32767;                   // the 16-bit ADD's larger weight
 
 float rne(float y) { return edgetpu::round_half_even(y); }
 
+// A rounded spline or product value as an integer; NaN (only from degenerate scales) gives the
+// zero point, as on the chip, and the bounds keep the conversion defined.
+int32_t to_int(float r) {
+  if (std::isnan(r)) return 0;
+  return static_cast<int32_t>(std::clamp(r, -2147483520.0f, 2147483520.0f));
+}
+
 uint8_t gate_byte(const EdgeTpuSpline& spline, float x, int32_t zero_point) {
   x = std::clamp(x, -spline.clamp, spline.clamp);
-  const float r = rne(evaluate(spline, x)) + static_cast<float>(zero_point);
-  return static_cast<uint8_t>(std::clamp(r, 0.0f, 255.0f));
+  const int32_t r = to_int(rne(evaluate(spline, x))) + zero_point;
+  return static_cast<uint8_t>(std::clamp(r, 0, 255));
 }
 
 int64_t dot(const int8_t* x, const int8_t* row, int n) {
@@ -50,8 +57,7 @@ int64_t dot(const int8_t* x, const int8_t* row, int n) {
 int32_t edgetpu_round(int64_t acc, float mult, float lo, float hi) {
   const auto a = static_cast<int32_t>(std::clamp<int64_t>(acc, std::numeric_limits<int32_t>::min(),
                                                           std::numeric_limits<int32_t>::max()));
-  const float y = std::clamp(static_cast<float>(a) * mult, lo, hi);
-  return static_cast<int32_t>(rne(y));
+  return to_int(rne(std::clamp(static_cast<float>(a) * mult, lo, hi)));
 }
 
 void EdgeTpuLstmCell::prepare(const IntegerLstmCell& ic) {
@@ -87,17 +93,15 @@ void EdgeTpuLstmCell::step(const IntegerLstmCell& ic, const int8_t* input, int8_
   // Every gate has read the old state; now both states are replaced cell by cell.
   for (size_t i = 0; i < ig.size(); ++i) {
     const int32_t in_x_g = edgetpu_round(int64_t{ig[i]} * (int32_t{cg[i]} - kTanhZeroPoint),
-                                         ig_mult, kWideLo, kWideHi);
+                                         ig_mult, float{kWideLo}, float{kWideHi});
     const int32_t f_x_c = edgetpu_round(int64_t{fg[i]} * cell[i], fc_mult, -32768.0f, 32767.0f);
     const int64_t sum = int64_t{add_weight_fc} * f_x_c + int64_t{add_weight_ig} * in_x_g;
     cell[i] = static_cast<int16_t>(edgetpu_round(sum, add_mult, cell_lo, cell_hi));
     const float x = static_cast<float>(sum) * add_tanh_mult;  // |sum| < 2^31: no saturation
-    const float t =
-        std::clamp(rne(evaluate(state_tanh, std::clamp(x, -state_tanh.clamp, state_tanh.clamp))),
-                   kWideLo, kWideHi);
+    const float tanh_c = evaluate(state_tanh, std::clamp(x, -state_tanh.clamp, state_tanh.clamp));
+    const int32_t t = std::clamp(to_int(rne(tanh_c)), kWideLo, kWideHi);
     const int32_t h =
-        edgetpu_round(int64_t{og[i]} * static_cast<int32_t>(t), hidden_mult, hidden_lo, hidden_hi) +
-        hidden_zero_point;
+        edgetpu_round(int64_t{og[i]} * t, hidden_mult, hidden_lo, hidden_hi) + hidden_zero_point;
     output_state[i] = static_cast<int8_t>(std::clamp<int32_t>(h, -128, 127));
   }
 }
