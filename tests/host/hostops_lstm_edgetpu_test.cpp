@@ -170,7 +170,8 @@ TEST(HostOpsLstmEdgeTpu, CellSaturatesAtTheInt16RangeNotAClipBeyondIt) {
   // One cell, zero weights, biases that pin the parts to their clamps: with a hidden scale of
   // 0.05 the gate input reaches +-6.4, so f = i = 255 and g = 128 - 127. From c = -32768 the new
   // cell is -32768 - 4080 before its clamp, which is the int16 range when the clip lies beyond it
-  // (TFLite's clip of 10.0 at 2^-12: 32767 steps; the program's word 1573 clamps at -32768).
+  // (TFLite's clip of 10.0 at 2^-12: 32767 steps; the program's word 1573 clamps at -32768). A
+  // clip inside the range (4.0: 16384 steps) is assumed to clamp there; no program shows one.
   const int8_t zero = 0;
   IntegerLstmCell ic;
   ic.n_input = ic.n_cell = ic.n_output = 1;
