@@ -157,8 +157,8 @@ TEST(MobileNetCompiledWhole, V1HalfGen2020EqualsItsTwinAndPassesGooglesCheck) {
 }
 
 // The 1024-channel layers split by output groups over parameter segments. Google's checks of the
-// embedding extractor (G010-G012) need its model-editing tools, so none applies here: the
-// embedding must equal the twin's in every byte.
+// embedding extractor (G010-G012) append a classifier to Google's files (the Google-expectations
+// tests run them), so here the embedding must equal the twin's in every byte.
 TEST(MobileNetCompiledWhole, V1EmbeddingExtractorEqualsItsTwin) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   expect_compiled_whole(data, "gen2020/mobilenet_v1_1.0_224_quant_embedding_extractor.tflite", "",

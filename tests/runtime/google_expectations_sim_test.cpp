@@ -38,10 +38,13 @@ TEST(GoogleExpectationsOnTheVirtualStick, CompiledModelRowsPass) {
   // edgetpu, libcoral and pycoral cases, and against the CPU model's map) and the four-segment SSD
   // pipeline on one stick (detection on cat.bmp), gen2021's MobileNet with its on-tile softmax,
   // the Keras LSTM (its host scratch round trip served on device-reported descriptors),
-  // split_concat's inputs and outputs, and the repeatability of every gen2020/gen2021 model.
-  const std::set<std::string> wanted = {"G002", "G004", "G006", "G007", "G008", "G009",
-                                        "G014", "G015", "G017", "G019", "G021", "G023",
-                                        "G024", "G026", "G030", "G034", "G035", "G077"};
+  // split_concat's inputs and outputs, and the repeatability of every gen2020/gen2021 model; and
+  // the model-editing rows: a classifier appended to the embedding extractor (G011 with Google's
+  // fixed weights, G012 with numpy's random ones), split_concat with recurrent links made inside
+  // (G031 its inputs and outputs, G032 five frames equal to the original fed back by hand).
+  const std::set<std::string> wanted = {
+      "G002", "G004", "G006", "G007", "G008", "G009", "G011", "G012", "G014", "G015", "G017",
+      "G019", "G021", "G023", "G024", "G026", "G030", "G031", "G032", "G034", "G035", "G077"};
   std::vector<host::ExpectationRow> rows;
   for (const auto& r : host::read_expectations_tsv(tsv))
     if (wanted.count(r.id)) rows.push_back(r);
