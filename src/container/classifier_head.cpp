@@ -15,6 +15,8 @@
 namespace tinycoral::container {
 
 Uint8Params uint8_params_for_range(float min, float max) {
+  if (!std::isfinite(min) || !std::isfinite(max))
+    fail("quantization range [", min, ", ", max, "] is not finite");
   if (!(min <= 0 && max >= 0)) fail("quantization range [", min, ", ", max, "] does not contain 0");
   if (min == max) fail("quantization range [0, 0] is a point: no scale");
   const float qmin = 0, qmax = 255;
@@ -94,6 +96,13 @@ Model append_classifier_head(Model model, const ClassifierHead& head) {
     fail("classifier weights: ", head.weights.size(), " values for ", classes, " classes of ", dim,
          " features");
 
+  auto finite = [](const std::vector<float>& v) {
+    return std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
+  };
+  if (!finite(head.weights) || !finite(head.biases))
+    fail("classifier weights and biases must be finite numbers");
+  if (!(features.quantization.scale[0] > 0))
+    fail("the embedding '", features.name, "' has scale ", features.quantization.scale[0]);
   const auto [wmin_it, wmax_it] = std::minmax_element(head.weights.begin(), head.weights.end());
   const float wmin = std::min(0.0f, *wmin_it), wmax = std::max(0.0f, *wmax_it);
   const Uint8Params wq = uint8_params_for_range(wmin, wmax);

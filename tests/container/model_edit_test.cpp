@@ -3,6 +3,8 @@
 // surviving a write and read back; and the errors for models or arguments they cannot take.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "common/error.h"
 #include "container/classifier_head.h"
 #include "container/recurrent_links.h"
@@ -106,6 +108,12 @@ TEST(ClassifierHead, RefusesWhatItCannotAppendTo) {
   ClassifierHead zero = thirds_head();
   std::fill(zero.weights.begin(), zero.weights.end(), 0.0f);
   EXPECT_THROW(append_classifier_head(features_model({1, 4}), zero), Error);
+  ClassifierHead nan = thirds_head();
+  nan.biases[1] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_THROW(append_classifier_head(features_model({1, 4}), nan), Error);
+  ClassifierHead inf = thirds_head();
+  inf.logits_max = std::numeric_limits<float>::infinity();
+  EXPECT_THROW(append_classifier_head(features_model({1, 4}), inf), Error);
   Model two = features_model({1, 4});
   two.subgraphs[0].outputs.push_back(0);
   EXPECT_THROW(append_classifier_head(two, thirds_head()), Error);
