@@ -13,7 +13,9 @@
 
 #include "common/error.h"
 #include "common/file.h"
+#include "container/recurrent_links.h"
 #include "container/tflite_reader.h"
+#include "container/tflite_writer.h"
 #include "host/image.h"
 #include "host/interpreter.h"
 #include "support/google_expectations_pieces.h"
@@ -687,9 +689,21 @@ CheckResult graph_io_counts(const ExpectationRow& row, const ExpectationOptions&
     }
   }
   ok = ok && mismatch.empty();
+  // "after_surgery_no_pairs=3 in/5 out": linking no pairs (then writing and reading the model back)
+  // leaves the inputs and outputs as they were.
+  std::string surgery;
+  if (row.params.count("after_surgery_no_pairs")) {
+    const auto& linked =
+        container::read_tflite(container::write_tflite(container::append_recurrent_links(m, {})));
+    const auto& lg = linked.subgraphs.at(0);
+    const std::string got = cat(lg.inputs.size(), " in/", lg.outputs.size(), " out");
+    ok = ok && got == text(row, "after_surgery_no_pairs");
+    surgery = cat("; ", got, " after linking no pairs");
+  }
   return verdict(
       ok, cat(g.inputs.size(), " inputs, ", g.outputs.size(), " outputs",
-              mismatch.empty() ? " with the listed names and shapes" : ", missing:" + mismatch));
+              mismatch.empty() ? " with the listed names and shapes" : ", missing:" + mismatch,
+              surgery));
 }
 
 CheckResult repeatability(const ExpectationRow& row, const ExpectationOptions& o) {
