@@ -13,9 +13,12 @@
 
 #include "common/error.h"
 #include "common/file.h"
+#include "container/recurrent_links.h"
 #include "container/tflite_reader.h"
+#include "container/tflite_writer.h"
 #include "host/image.h"
 #include "host/interpreter.h"
+#include "support/google_expectations_pieces.h"
 
 namespace tinycoral::host {
 
@@ -193,11 +196,7 @@ bool topk_contains(std::span<const float> scores, int k, float threshold, int64_
 
 // ------------------------------------------------------------------------------ the checks
 
-namespace {
-
-struct Skip {
-  std::string why;
-};
+namespace expectation_pieces {
 
 double number(const ExpectationRow& row, const std::string& key) {
   auto it = row.params.find(key);
@@ -334,7 +333,7 @@ std::vector<int64_t> label_output(const ModelSession& s, size_t i) {
   return out;
 }
 
-std::string fmt(double v, int precision = 4) {
+std::string fmt(double v, int precision) {
   std::ostringstream s;
   s << std::fixed << std::setprecision(precision) << v;
   return s.str();
@@ -346,6 +345,12 @@ CheckResult verdict(bool ok, std::string detail) {
   r.detail = std::move(detail);
   return r;
 }
+
+}  // namespace expectation_pieces
+
+namespace {
+
+using namespace expectation_pieces;
 
 CheckResult classify_topk(const ExpectationRow& row, const ExpectationOptions& o) {
   auto s = open_model(o.device, o.testdata / row.model);
@@ -684,9 +689,21 @@ CheckResult graph_io_counts(const ExpectationRow& row, const ExpectationOptions&
     }
   }
   ok = ok && mismatch.empty();
+  // "after_surgery_no_pairs=3 in/5 out": linking no pairs (then writing and reading the model back)
+  // leaves the inputs and outputs as they were.
+  std::string surgery;
+  if (row.params.count("after_surgery_no_pairs")) {
+    const auto& linked =
+        container::read_tflite(container::write_tflite(container::append_recurrent_links(m, {})));
+    const auto& lg = linked.subgraphs.at(0);
+    const std::string got = cat(lg.inputs.size(), " in/", lg.outputs.size(), " out");
+    ok = ok && got == text(row, "after_surgery_no_pairs");
+    surgery = cat("; ", got, " after linking no pairs");
+  }
   return verdict(
       ok, cat(g.inputs.size(), " inputs, ", g.outputs.size(), " outputs",
-              mismatch.empty() ? " with the listed names and shapes" : ", missing:" + mismatch));
+              mismatch.empty() ? " with the listed names and shapes" : ", missing:" + mismatch,
+              surgery));
 }
 
 CheckResult repeatability(const ExpectationRow& row, const ExpectationOptions& o) {
@@ -796,9 +813,12 @@ CheckResult run_expectation(const ExpectationRow& row, const ExpectationOptions&
       r = repeatability(row, options);
     else if (c == "resize_reference")
       r = resize_reference(row, options);
-    else if (c == "append_fc_softmax" || c == "graph_surgery_io_counts" ||
-             c == "recurrent_sequence_equivalence")
-      throw Skip{"needs Google's model-editing tools (not in tinycoral)"};
+    else if (c == "append_fc_softmax")
+      r = append_fc_softmax(row, options);
+    else if (c == "graph_surgery_io_counts")
+      r = graph_surgery_io_counts(row, options);
+    else if (c == "recurrent_sequence_equivalence")
+      r = recurrent_sequence_equivalence(row, options);
     else
       throw Skip{"unknown check kind"};
   } catch (const Skip& s) {

@@ -2,8 +2,8 @@
 // any "device" that can run a TFLite model: the CPU interpreter here, the Edge TPU (real or
 // virtual) through the runtime. Each TSV row is prepared the way its Google suite prepared it
 // (legacy or libcoral bilinear, the legacy row defect, raw bytes), run, and judged with Google's
-// thresholds. Rows a device cannot run, or that need tools tinycoral does not have, are skipped
-// with the reason.
+// thresholds (rows that edit a model first do it with our writer: google_edit_checks.cpp). Rows a
+// device cannot run are skipped with the reason.
 #pragma once
 
 #include <cstdint>
