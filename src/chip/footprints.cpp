@@ -27,7 +27,8 @@ Access access_of(Space space, bool write, const OpTtu& ttu, int64_t scale, int64
     else
       runs.push_back({lo, lo + element});
   } while (w.next());
-  std::sort(runs.begin(), runs.end());
+  // Most walks climb: their runs come out in order, and sorting them cost more than the walk.
+  if (!std::is_sorted(runs.begin(), runs.end())) std::sort(runs.begin(), runs.end());
   std::vector<std::pair<int64_t, int64_t>> merged;
   for (const auto& r : runs) {
     if (!merged.empty() && r.first <= merged.back().second)
@@ -47,8 +48,9 @@ Access access_of_offsets(Space space, bool write, const std::vector<int64_t>& of
   a.write = write;
   if (offsets.empty()) return a;
   std::vector<std::pair<int64_t, int64_t>> runs;
+  runs.reserve(offsets.size());
   for (int64_t off : offsets) runs.push_back({base + scale * off, base + scale * off + element});
-  std::sort(runs.begin(), runs.end());
+  if (!std::is_sorted(runs.begin(), runs.end())) std::sort(runs.begin(), runs.end());
   std::vector<std::pair<int64_t, int64_t>> merged;
   for (const auto& r : runs) {
     if (!merged.empty() && r.first <= merged.back().second)
