@@ -6,7 +6,7 @@ packages=(
   libusb-1.0-0-dev flatbuffers-compiler libflatbuffers-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libcpp-httplib-dev nlohmann-json3-dev
   libstb-dev umockdev libumockdev-dev
-  clang libclang-rt-14-dev clang-format
+  clang libclang-rt-14-dev clang-format lld
   python3-dev python3-pybind11 pybind11-dev python3-numpy python3-pytest python3-pil
   chromium chromium-driver python3-selenium
   qemu-user g++-aarch64-linux-gnu

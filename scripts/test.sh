@@ -23,6 +23,12 @@ run_ctest() {  # run_ctest BUILD_DIR TIMEOUT [CTEST ARGS]: runs ctest, keeps its
   local log; log=$(mktemp)
   local dir=$1 timeout=$2
   shift 2
+  # ctest starts the tests it knows to be long first when it has their costs; a fresh build has
+  # none, so it gets the tracked ones (tests of 2 s or more under either build, from a CI log),
+  # and the longest no longer start last while the other core idles.
+  mkdir -p "$dir/Testing/Temporary"
+  [ -f "$dir/Testing/Temporary/CTestCostData.txt" ] ||
+    cp tests/ctest_cost_data.txt "$dir/Testing/Temporary/CTestCostData.txt"
   ctest --test-dir "$dir" -j "$jobs" --output-on-failure --timeout "$timeout" "$@" 2>&1 | tee "$log"
   local rc=${PIPESTATUS[0]}
   local total failed skipped
@@ -45,23 +51,12 @@ if [ "${SKIP_ASAN:-0}" != 1 ]; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     run_ctest build-asan 900
   if [ "${SKIP_FUZZ:-0}" != 1 ]; then
-    stage "fuzzers (${fuzz_seconds}s each)"
-    for src in fuzz/*_fuzz.cpp; do
-      name=$(basename "$src" .cpp)
-      seeds=tests/data/fuzz/$name
-      work=$(mktemp -d)
-      [ -d "$seeds" ] && cp -r "$seeds"/. "$work"/
-      echo "--- $name"
-      log=$(mktemp)
-      if ! build-asan/fuzz/"$name" -max_total_time="$fuzz_seconds" -timeout=10 -rss_limit_mb=4096 -max_len=65536 \
-        -print_final_stats=1 "$work" >"$log" 2>&1; then
-        tail -n 60 "$log"
-        echo "fuzzer $name found a problem" >&2
-        exit 1
-      fi
-      tail -n 3 "$log"
-      rm -rf "$work" "$log"
-    done
+    # Each fuzzer runs on one core: $jobs of them at a time, each printing its lines when done.
+    stage "fuzzers (${fuzz_seconds}s each, $jobs at a time)"
+    ls fuzz/*_fuzz.cpp | xargs -n 1 -P "$jobs" scripts/fuzz_one.sh build-asan/fuzz "$fuzz_seconds" || {
+      echo "a fuzzer found a problem (its output above)" >&2
+      exit 1
+    }
   fi
 fi
 stage "done"
