@@ -2,6 +2,10 @@
 #include "runtime/edgetpu_delegate.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <string>
+#include <vector>
 
 #include "common/error.h"
 #include "container/edgetpu_custom_op.h"
@@ -101,28 +105,42 @@ void add_edgetpu_delegate(host::Registry& registry, std::shared_ptr<EdgeTpu> tpu
         if (ctx.num_outputs() != op_outputs.size())
           fail(ctx.op_name, ": the operator has ", ctx.num_outputs(), " outputs, its executable ",
                op_outputs.size(), variable_outputs.empty() ? "" : " (besides its state outputs)");
-        // Tensors and layers are matched by name (their orders may differ); by position otherwise.
-        auto match = [&](const std::vector<container::Layer>& layers, const host::TensorView& t,
-                         size_t position) {
-          for (size_t k = 0; k < layers.size(); ++k)
-            if (layers[k].name == t.name()) return k;
-          return position;
+        // Tensors and layers are matched by name (their orders may differ); the tensors no name
+        // matches take the layers left over, in order (a rewritten model may rename a tensor:
+        // Google's recurrent links name the operator's output after the input it feeds).
+        auto match = [](const std::vector<container::Layer>& all, const std::vector<size_t>& layers,
+                        const std::vector<std::string>& tensors) {
+          std::vector<size_t> chosen(tensors.size(), SIZE_MAX);
+          std::vector<bool> taken(layers.size(), false);
+          for (size_t i = 0; i < tensors.size(); ++i)
+            for (size_t k = 0; k < layers.size(); ++k)
+              if (!taken[k] && all[layers[k]].name == tensors[i]) {
+                chosen[i] = layers[k];
+                taken[k] = true;
+                break;
+              }
+          size_t next = 0;
+          for (size_t i = 0; i < tensors.size(); ++i) {
+            if (chosen[i] != SIZE_MAX) continue;
+            while (taken[next]) ++next;  // as many layers as tensors: one is left for each
+            chosen[i] = layers[next];
+            taken[next] = true;
+          }
+          return chosen;
         };
-        std::vector<size_t> input_layer(ctx.num_inputs()), output_layer(ctx.num_outputs());
-        for (size_t i = 0; i < ctx.num_inputs(); ++i) {
-          const size_t k = input_layer[i] =
-              match(inference.executable().input_layers, ctx.input(i), i);
-          check_match(ctx.op_name, "input", i, ctx.input(i), inference.executable().input_layers[k],
-                      inference.input_bytes(k));
-        }
-        for (size_t i = 0; i < ctx.num_outputs(); ++i) {
-          size_t k = op_outputs[i];
-          for (size_t o : op_outputs)
-            if (out_layers[o].name == ctx.output(i).name()) k = o;
-          output_layer[i] = k;
-          check_match(ctx.op_name, "output", i, ctx.output(i), out_layers[k],
-                      inference.output_bytes(k));
-        }
+        std::vector<size_t> all_inputs(in_layers.size());
+        std::iota(all_inputs.begin(), all_inputs.end(), size_t{0});
+        std::vector<std::string> input_names, output_names;
+        for (size_t i = 0; i < ctx.num_inputs(); ++i) input_names.push_back(ctx.input(i).name());
+        for (size_t i = 0; i < ctx.num_outputs(); ++i) output_names.push_back(ctx.output(i).name());
+        const std::vector<size_t> input_layer = match(in_layers, all_inputs, input_names);
+        const std::vector<size_t> output_layer = match(out_layers, op_outputs, output_names);
+        for (size_t i = 0; i < ctx.num_inputs(); ++i)
+          check_match(ctx.op_name, "input", i, ctx.input(i), in_layers[input_layer[i]],
+                      inference.input_bytes(input_layer[i]));
+        for (size_t i = 0; i < ctx.num_outputs(); ++i)
+          check_match(ctx.op_name, "output", i, ctx.output(i), out_layers[output_layer[i]],
+                      inference.output_bytes(output_layer[i]));
         // (output layer, operator input) of each state the run updates; a state held in a
         // constant tensor is not written (it stays as the model has it).
         std::vector<std::pair<size_t, size_t>> state_updates;
