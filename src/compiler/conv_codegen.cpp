@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 #include "common/error.h"
 #include "compiler/eltwise_codegen.h"
@@ -145,15 +148,18 @@ int block_of(const ConvLayer& l) {
   return b;
 }
 
-// A run of parameter rows loaded into wide row 0 of the tiles in `mask` at once: a contiguous
-// range of the parameter stream (conv_parameters). Each group of segments takes turns in the
-// same wide memory: the group's first is cached, the others are streamed with every inference.
+// A run of parameter rows loaded into wide row `base_row` of the tiles in `mask` at once: a
+// contiguous range of the parameter stream (conv_parameters). Each group of segments takes turns
+// in the same wide memory: the group's first is cached, the others are streamed with every
+// inference. Groups whose tiles overlap sit at different base rows (stages sharing a tile keep
+// their parameters side by side in its wide memory).
 struct Segment {
   int rows = 0;
   int group = 0;
   bool first_of_group = false;
   uint32_t mask = 0;
   size_t offset = 0;  // bytes into the parameter stream
+  int base_row = 0;
 };
 
 // The shapes every tile shares and, once the stages are known, the parameter parts.
@@ -197,9 +203,10 @@ Shapes shapes_of(const ConvChain& chain) {
 // The parameter parts: layers in order fill segments of up to kWideUnitsLimit units; a layer that
 // does not fit the rest of a segment starts the next one, and a layer larger than a whole segment
 // is split by groups over as many as it needs. `group_of[i]` is layer i's group of segments (a
-// new group starts a new segment) and `masks[g]` the tiles that hold group g.
+// new group starts a new segment), `masks[g]` the tiles that hold group g and `bases[g]` the
+// wide row its segments load at (parts' rows count from wide row 0).
 void assign_segments(Shapes& s, const std::vector<int>& group_of,
-                     const std::vector<uint32_t>& masks) {
+                     const std::vector<uint32_t>& masks, const std::vector<int>& bases) {
   s.segments.clear();
   size_t offset = 0;
   for (size_t i = 0; i < s.layers.size(); ++i) {
@@ -207,18 +214,19 @@ void assign_segments(Shapes& s, const std::vector<int>& group_of,
     lp.parts.clear();
     if (lp.l->residual()) continue;  // no parameters
     const int group = group_of[i];
+    const int base = bases[static_cast<size_t>(group)];
     for (int g = 0; g < lp.groups;) {
       const int left = lp.groups - g;
       if (s.segments.empty() || s.segments.back().group != group ||
           (s.segments.back().rows > 0 &&
-           s.segments.back().rows + lp.rows_of(left) > kSegmentRows)) {
+           base + s.segments.back().rows + lp.rows_of(left) > kSegmentRows)) {
         const bool first = s.segments.empty() || s.segments.back().group != group;
-        s.segments.push_back({0, group, first, masks[static_cast<size_t>(group)], offset});
+        s.segments.push_back({0, group, first, masks[static_cast<size_t>(group)], offset, base});
       }
       Segment& seg = s.segments.back();
       int n = left;
-      while (n > 1 && seg.rows + lp.rows_of(n) > kSegmentRows) --n;
-      lp.parts.push_back({g, g + n, seg.rows, static_cast<int>(s.segments.size()) - 1});
+      while (n > 1 && base + seg.rows + lp.rows_of(n) > kSegmentRows) --n;
+      lp.parts.push_back({g, g + n, base + seg.rows, static_cast<int>(s.segments.size()) - 1});
       seg.rows += lp.rows_of(n);
       offset += static_cast<size_t>(lp.rows_of(n)) * kRowBytes;
       g += n;
@@ -567,9 +575,10 @@ uint32_t tile_mask(const std::vector<Plan>& tiles) {
 }
 
 // `rows` wide rows of parameters, from byte `offset` of the executable's parameters (its address
-// in s1/s0), into wide row 0 of the tiles in `mask`. (The offset is added to the lower word only:
-// the parameters are far below 4 GiB and the host buffer does not straddle it in practice.)
-void load_parameters(Emitter& e, int rows, uint32_t mask, int64_t offset) {
+// in s1/s0), into wide row `base_row` of the tiles in `mask`. (The offset is added to the lower
+// word only: the parameters are far below 4 GiB and the host buffer does not straddle it in
+// practice.)
+void load_parameters(Emitter& e, int rows, uint32_t mask, int64_t offset, int base_row) {
   const int units = rows * kRowUnits;
   const int64_t bytes = int64_t{units} * 64;
   e.add("bundle",
@@ -585,8 +594,8 @@ void load_parameters(Emitter& e, int rows, uint32_t mask, int64_t offset) {
             " k121=1 k124=1 par136=1", pop.fields(), " k174=1 par177=1 k178=1 b183=", b183 ? 1 : 0,
             " rows_neg=", hex(0x8000 - pop_rows), " k199=1 k215=1"));
   const int r = rows;
-  e.add("ringcons0", cat("tiles=", hex(mask), " addr=0x0 dst=(1 x ", r, ")(", 1 - r, " x 1)(",
-                         1 - r, " x 1)(", 1 - r, " x 1) sdims=1"));
+  e.add("ringcons0", cat("tiles=", hex(mask), " addr=", hex(base_row * kRowUnits), " dst=(1 x ", r,
+                         ")(", 1 - r, " x 1)(", 1 - r, " x 1)(", 1 - r, " x 1) sdims=1"));
   const Passes per_tile = passes_of(units, kParPassUnits);
   e.add("infeed",
         cat("walk=",
@@ -713,7 +722,7 @@ container::Bitstream execution_program(const ConvChain& chain, const Shapes& sha
   dirty.assign(resident.size(), 0);
   auto load = [&](int segment, int rows) {
     const Segment& seg = shapes.segments[static_cast<size_t>(segment)];
-    load_parameters(e, rows, seg.mask, streamed);
+    load_parameters(e, rows, seg.mask, streamed, seg.base_row);
     streamed += int64_t{rows} * kRowBytes;
     loads.push_back({segment, rows});
     const auto group = static_cast<size_t>(seg.group);
@@ -931,6 +940,185 @@ struct Layout {
   std::vector<Stage> stages;
 };
 
+// Every stage's parameters resident at once, stages sharing tiles where they must: one-tile
+// stages whose parameters exceed one wide memory are first cut at layer boundaries into one-tile
+// stages (a pipeline); then each stage, largest parameters first, takes the run of tiles whose
+// wide memory is least used and keeps its rows above what is there (`bases`: its first wide
+// row). Stages run one after another, so a tile's narrow memory serves every stage it is in.
+// Returns false (and leaves `stages` alone) when some stage's parameters cannot stay.
+bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage>& stages,
+                 std::vector<int>& bases) {
+  std::vector<std::pair<size_t, size_t>> cuts;  // [first, end) of each stage, one-tile ones cut
+  std::vector<int> counts, rows;
+  auto rows_of = [&](size_t a, size_t b) {
+    int n = 0;
+    for (size_t i = a; i < b; ++i) n += shapes.layers[i].rows();
+    return n;
+  };
+  for (const Stage& s : stages) {
+    if (s.tiles.size() != 1) {
+      cuts.push_back({s.first, s.end});
+      counts.push_back(static_cast<int>(s.tiles.size()));
+      continue;
+    }
+    for (size_t a = s.first; a < s.end;) {
+      size_t b = a + 1;
+      while (b < s.end && (rows_of(a, b + 1) <= kSegmentRows || cuts_a_residual(chain, b))) ++b;
+      cuts.push_back({a, b});
+      counts.push_back(1);
+      a = b;
+    }
+  }
+  for (const auto& [a, b] : cuts) rows.push_back(rows_of(a, b));
+  std::vector<size_t> order(cuts.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return rows[x] > rows[y]; });
+  std::vector<int> used(kTiles, 0), tile0(cuts.size(), 0);
+  std::vector<int> base(cuts.size(), 0);
+  for (size_t k : order) {
+    int best = -1, best_used = 0;
+    for (int t = 0; t + counts[k] <= kTiles; ++t) {
+      const int top = *std::max_element(used.begin() + t, used.begin() + t + counts[k]);
+      if (best < 0 || top < best_used) best = t, best_used = top;
+    }
+    if (best < 0 || best_used + rows[k] > kSegmentRows) return false;
+    tile0[k] = best;
+    base[k] = best_used;
+    for (int t = best; t < best + counts[k]; ++t)
+      used[static_cast<size_t>(t)] = best_used + rows[k];
+  }
+  std::vector<Stage> shared;
+  for (size_t k = 0; k < cuts.size(); ++k) {
+    shared.push_back(stage_of(chain, shapes, cuts[k].first, cuts[k].second, tile0[k], counts[k]));
+    if (static_cast<int>(shared.back().tiles.size()) != counts[k] ||
+        !stage_fits(shared.back(), k > 0 ? &shared[k - 1] : nullptr))
+      return false;
+  }
+  stages = std::move(shared);
+  bases = std::move(base);
+  return true;
+}
+
+// Modeled cycles of the layers' ops (the clock's rates, src/chip/clock.h: 72 weight bytes and 4
+// loop steps a cycle, 32 to start an op): per stage its busiest tile, the stages one after another.
+double compute_cycles(const std::vector<Stage>& stages) {
+  double total = 0;
+  for (const Stage& s : stages) {
+    double busiest = 0;
+    for (const Plan& t : s.tiles) {
+      double cycles = 0;
+      for (size_t i = s.first; i < s.end; ++i) {
+        const LayerPlan& lp = t.layers[i];
+        const ConvLayer& l = *lp.l;
+        const double positions = double(lp.ob - lp.oa) * lp.blocks;
+        double steps = 0, macs = 0;
+        if (l.residual()) {
+          steps = positions * l.cin / 4;
+        } else if (l.depthwise) {
+          steps = positions * l.kh * l.kw * (l.cin / 4);
+          macs = steps * 16;
+        } else {
+          steps = positions * lp.kwords * lp.groups;
+          macs = steps * lp.group_ch * 4;
+        }
+        cycles += std::max(macs / 72, steps / 4) + 32.0 * double(lp.parts.size());
+      }
+      busiest = std::max(busiest, cycles);
+    }
+    total += busiest;
+  }
+  return total;
+}
+
+// Stages chosen for the least modeled time (shortest paths over the cut points), each in row bands
+// over 1, 2, 4, 8 or 16 tiles: a stage costs its busiest tile's compute and about 60 cycles (an
+// instruction's bytes over USB) per instruction that brings its input rows - one per row piece
+// and receiving tile, three more per piece - plus `weight` cycles per wide row of parameters it
+// keeps on each of its tiles (the wide memory all stages share: the larger the weight, the fewer
+// tiles a stage with many parameters takes). One list of stages per weight in `weights`.
+std::vector<std::vector<Stage>> fastest_stages(const ConvChain& chain, const Shapes& shapes,
+                                               const std::vector<double>& weights) {
+  const size_t n = chain.layers.size();
+  constexpr double kInf = 1e300;
+  constexpr int kCounts[] = {1, 2, 4, 8, 16};
+  struct Option {
+    size_t a = 0;
+    int tiles = 0;
+    double cycles = 0, rows = 0;
+  };
+  std::vector<std::vector<Option>> into(n + 1);  // the stages ending at each cut
+  for (size_t b = 1; b <= n; ++b) {
+    if (b < n && cuts_a_residual(chain, b)) continue;
+    for (size_t a = 0; a < b; ++a) {
+      int rows = 0;
+      for (size_t i = a; i < b; ++i) rows += shapes.layers[i].rows();
+      int last = 0;
+      for (const int count : kCounts) {
+        const Stage s = stage_of(chain, shapes, a, b, 0, count);
+        const int tiles = static_cast<int>(s.tiles.size());
+        if (tiles == last) break;
+        last = tiles;
+        if (!stage_fits(s, nullptr)) continue;
+        const ConvLayer& l = chain.layers[a];
+        const double pieces = std::ceil(double(l.w) * l.cin / (a == 0 ? kPiece : 4 * kPiece));
+        double received = 0;
+        for (const Plan& t : s.tiles) received += t.layers[a].hp;
+        into[b].push_back({a, tiles, compute_cycles({s}) + 60.0 * pieces * (received + 3.0 * l.h),
+                           double(rows) * tiles});
+      }
+    }
+  }
+  std::vector<std::vector<Stage>> lists;
+  for (const double weight : weights) {
+    std::vector<double> best(n + 1, kInf);
+    std::vector<Option> via(n + 1);
+    best[0] = 0;
+    for (size_t b = 1; b <= n; ++b)
+      for (const Option& o : into[b]) {
+        const double cost = best[o.a] + o.cycles + weight * o.rows;
+        if (best[o.a] < kInf && cost < best[b]) best[b] = cost, via[b] = o;
+      }
+    if (best[n] >= kInf) continue;
+    std::vector<Stage> stages;
+    for (size_t b = n; b > 0; b = via[b].a)
+      stages.insert(stages.begin(), stage_of(chain, shapes, via[b].a, b, 0, via[b].tiles));
+    lists.push_back(std::move(stages));
+  }
+  return lists;
+}
+
+// The stages' parameter groups: one per stage at `bases` when the stages keep their parameters
+// (`own_tiles`), else one for the whole chain on every tile it uses, its segments in turn.
+void group_parameters(const ConvChain& chain, Layout& out, bool own_tiles,
+                      const std::vector<int>& bases) {
+  std::vector<int> group_of(chain.layers.size(), 0);
+  std::vector<uint32_t> masks{all_tiles(out.stages)};
+  std::vector<int> group_bases{0};
+  if (own_tiles) {
+    masks.clear();
+    group_bases.clear();
+    for (size_t k = 0; k < out.stages.size(); ++k) {
+      const Stage& s = out.stages[k];
+      for (size_t i = s.first; i < s.end; ++i) group_of[i] = static_cast<int>(masks.size());
+      masks.push_back(tile_mask(s.tiles));
+      group_bases.push_back(bases.empty() ? 0 : bases[k]);
+    }
+  }
+  assign_segments(out.shapes, group_of, masks, group_bases);
+}
+
+// Modeled cycles of one inference of a layout: the ops' compute, and its instructions and
+// streamed parameters over USB (330 MB/s at 250 MHz: 0.76 cycles a byte).
+double modeled_cycles(const ConvChain& chain, const Layout& layout) {
+  std::vector<std::pair<int, int>> loads;
+  const container::Bitstream program =
+      execution_program(chain, layout.shapes, layout.stages, loads);
+  double bytes = double(program.data.size());
+  for (const auto& [segment, rows] : loads) bytes += double(rows) * kRowBytes;
+  return compute_cycles(layout.stages) + bytes * 250.0 / 330.0;
+}
+
 Layout make_layout(const ConvChain& chain) {
   Layout out;
   out.shapes = shapes_of(chain);
@@ -942,16 +1130,37 @@ Layout make_layout(const ConvChain& chain) {
     out.stages = placement(chain, out.shapes, true);
     spread = spread_over_tiles(chain, out.shapes, out.stages);
   }
-  std::vector<int> group_of(chain.layers.size(), 0);
-  std::vector<uint32_t> masks{all_tiles(out.stages)};
-  if (spread) {
-    masks.clear();
-    for (const Stage& s : out.stages) {
-      for (size_t i = s.first; i < s.end; ++i) group_of[i] = static_cast<int>(masks.size());
-      masks.push_back(tile_mask(s.tiles));
+  group_parameters(chain, out, spread, {});
+  // Placements that keep every parameter resident with stages sharing tiles - among them stages
+  // in row bands over many tiles where the maps are large, even when the whole chain would fit
+  // one tile - replace it when the model of their time says they are faster.
+  // Candidates: the fastest stages for a range of weights on parameter rows, and the placements
+  // above with every parameter resident; the three of least compute are modeled whole (their
+  // instructions generated) and replace the layout above when faster.
+  std::vector<std::pair<double, Layout>> candidates;
+  std::vector<std::vector<Stage>> lists = fastest_stages(chain, out.shapes, {0, 1, 4, 16, 64, 256});
+  for (const bool capped : {false, true}) lists.push_back(placement(chain, out.shapes, capped));
+  for (std::vector<Stage>& stages : lists) {
+    Layout candidate;
+    candidate.shapes = shapes_of(chain);
+    candidate.stages = std::move(stages);
+    std::vector<int> bases;
+    if (candidate.stages.empty() || !share_tiles(chain, candidate.shapes, candidate.stages, bases))
+      continue;
+    group_parameters(chain, candidate, true, bases);
+    candidates.push_back({compute_cycles(candidate.stages), std::move(candidate)});
+  }
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  if (candidates.size() > 3) candidates.resize(3);
+  double best = candidates.empty() ? 0 : modeled_cycles(chain, out);
+  for (auto& [compute, candidate] : candidates) {
+    const double cycles = modeled_cycles(chain, candidate);
+    if (cycles < best) {
+      best = cycles;
+      out = std::move(candidate);
     }
   }
-  assign_segments(out.shapes, group_of, masks);
   return out;
 }
 
@@ -965,7 +1174,7 @@ container::Bitstream caching_program(const Shapes& shapes) {
   int64_t offset = 0;
   for (const Segment& seg : shapes.segments) {
     if (!seg.first_of_group) continue;
-    load_parameters(e, seg.rows, seg.mask, offset);
+    load_parameters(e, seg.rows, seg.mask, offset, seg.base_row);
     offset += int64_t{seg.rows} * kRowBytes;
     tile_fence(e, "b43=1 units=0x3ff signal=1 f109=3");
     wait_tokens(e);

@@ -124,10 +124,11 @@ TEST(ConvOnTheVirtualEdgeTpu, FusedReluAndRelu6EqualTheCpuReference) {
   expect_equal_to_cpu(7, 8, 8, {{64, 1, 1, false, false, false, Activation::kRelu}}, random);
 }
 
-// Long images: more input pieces than the program's input rows (a fence every 32 pieces).
+// Long images: more input pieces than the program's input rows (a fence every 32 pieces), in row
+// bands over several tiles (as many as the placement's time model picks).
 TEST(ConvOnTheVirtualEdgeTpu, ImagesOfManyRowPiecesEqualTheCpuReference) {
   std::mt19937 random(9);
-  EXPECT_EQ(expect_equal_to_cpu(40, 40, 8, {{8, 3, 2, true}}, random), 16u);
+  EXPECT_GT(expect_equal_to_cpu(40, 40, 8, {{8, 3, 2, true}}, random), 1u);
 }
 
 // Images whose activations exceed one tile's narrow memory: the output rows are split over the 16

@@ -42,11 +42,12 @@ size_t differing(std::span<const uint8_t> a, std::span<const uint8_t> b) {
 // `model` (relative to the test data) compiled whole, checked as the file's comment says;
 // `google_row` is the id of Google's cat.bmp classification row for the model ("": none applies);
 // `cpu_ops` the operators left on the CPU; `quick`: cat.bmp only, one inference (the 224 x 224
-// models take seconds per inference on the simulator).
+// models take seconds per inference on the simulator); `resident`: every parameter stays in the
+// tiles' wide memory (cached once), so the inference program streams none.
 void expect_compiled_whole(const std::filesystem::path& data, const std::string& model,
                            const std::string& google_row,
                            const std::map<std::string, int>& cpu_ops_left = {{"SOFTMAX", 1}},
-                           bool quick = false) {
+                           bool quick = false, bool resident = false) {
   SCOPED_TRACE(model);
   const std::vector<uint8_t> cpu_bytes = read_bytes(data / model);
   ASSERT_FALSE(cpu_bytes.empty()) << "missing " << model;
@@ -62,6 +63,9 @@ void expect_compiled_whole(const std::filesystem::path& data, const std::string&
   const auto exes = chip::testing::executables_of(compiled);
   ASSERT_NE(exes.execution, nullptr);
   ASSERT_NE(exes.caching, nullptr);
+  if (resident) {
+    EXPECT_EQ(exes.execution->parameters.size(), 0u) << "parameters streamed";
+  }
   const container::Layer& in_layer = exes.execution->input_layers.at(0);
   const container::Layer& logits = exes.execution->output_layers.at(0);
 
@@ -135,12 +139,14 @@ void expect_compiled_whole(const std::filesystem::path& data, const std::string&
 
 TEST(MobileNetCompiledWhole, V1QuarterGen2020EqualsItsTwinAndPassesGooglesCheck) {
   TINYCORAL_REQUIRE_TESTDATA(data);
-  expect_compiled_whole(data, "gen2020/mobilenet_v1_0.25_128_quant.tflite", "G002");
+  expect_compiled_whole(data, "gen2020/mobilenet_v1_0.25_128_quant.tflite", "G002",
+                        {{"SOFTMAX", 1}}, false, true);
 }
 
 TEST(MobileNetCompiledWhole, V1QuarterGen2021EqualsItsTwinAndPassesGooglesCheck) {
   TINYCORAL_REQUIRE_TESTDATA(data);
-  expect_compiled_whole(data, "gen2021/mobilenet_v1_0.25_128_quant.tflite", "G019");
+  expect_compiled_whole(data, "gen2021/mobilenet_v1_0.25_128_quant.tflite", "G019",
+                        {{"SOFTMAX", 1}}, false, true);
 }
 
 // MobileNet v2 (224): its residual ADDs and 96/144/160-channel layers in the chain's stages;

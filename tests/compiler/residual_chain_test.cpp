@@ -160,12 +160,12 @@ TEST(ResidualChainOnTheVirtualEdgeTpu, ResNetBasicBlocksEqualTheCpuReference) {
       8, 8, 8,
       {conv(16, 3, 1, relu), conv(16, 3, 1, relu), conv(16, 3, 1, none), residual(1, true, relu)},
       random);
-  EXPECT_EQ(expect_equal_to_cpu(
+  EXPECT_GT(expect_equal_to_cpu(
                 24, 24, 4,
                 {conv(16, 3, 1, relu), conv(16, 3, 1, relu), conv(16, 3, 1, none),
                  residual(1, false, relu), conv(16, 3, 1, relu), conv(16, 3, 1, none), residual(4)},
                 random),
-            16u);
+            1u);  // in row bands over several tiles (as many as the time model picks)
   expect_equal_to_cpu(12, 12, 12, {conv(12, 5, 1, relu), conv(12, 5, 1, none), residual(0)},
                       random);
 }
