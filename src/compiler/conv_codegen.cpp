@@ -99,6 +99,9 @@ struct LayerPlan {
 // of the stage have bands and narrow addresses.
 struct Plan {
   int tile = 0;
+  // The output groups [g0, g1) this tile computes of a last layer split by output groups over
+  // tiles (share_tiles); g1 == 0: all of them.
+  int g0 = 0, g1 = 0;
   int y0 = 0;  // the tile's first output row of the stage's last layer
   size_t first = 0, end = 0;
   std::vector<LayerPlan> layers;
@@ -204,9 +207,12 @@ Shapes shapes_of(const ConvChain& chain) {
 // does not fit the rest of a segment starts the next one, and a layer larger than a whole segment
 // is split by groups over as many as it needs. `group_of[i]` is layer i's group of segments (a
 // new group starts a new segment), `masks[g]` the tiles that hold group g and `bases[g]` the
-// wide row its segments load at (parts' rows count from wide row 0).
+// wide row its segments load at (parts' rows count from wide row 0). A layer split by output
+// groups over `splits[i]` tiles has one part per tile, each the first segment of its own group
+// (group_of[i] + t).
 void assign_segments(Shapes& s, const std::vector<int>& group_of,
-                     const std::vector<uint32_t>& masks, const std::vector<int>& bases) {
+                     const std::vector<uint32_t>& masks, const std::vector<int>& bases,
+                     const std::vector<int>& splits) {
   s.segments.clear();
   size_t offset = 0;
   for (size_t i = 0; i < s.layers.size(); ++i) {
@@ -215,6 +221,17 @@ void assign_segments(Shapes& s, const std::vector<int>& group_of,
     if (lp.l->residual()) continue;  // no parameters
     const int group = group_of[i];
     const int base = bases[static_cast<size_t>(group)];
+    if (splits[i] > 1) {
+      for (int t = 0; t < splits[i]; ++t) {
+        const int g0 = lp.groups * t / splits[i], g1 = lp.groups * (t + 1) / splits[i];
+        const auto own = static_cast<size_t>(group + t);
+        s.segments.push_back(
+            {lp.rows_of(g1 - g0), group + t, true, masks[own], offset, bases[own]});
+        lp.parts.push_back({g0, g1, bases[own], static_cast<int>(s.segments.size()) - 1});
+        offset += static_cast<size_t>(lp.rows_of(g1 - g0)) * kRowBytes;
+      }
+      continue;
+    }
     for (int g = 0; g < lp.groups;) {
       const int left = lp.groups - g;
       if (s.segments.empty() || s.segments.back().group != group ||
@@ -503,7 +520,7 @@ void layer_op(Emitter& e, const Plan& p, size_t i, const Part& part) {
                                        : cat("(", lp.kwords, ")(", positions, ")");
   e.add("op",
         cat("tiles=", hex(tile), " loops=", loops, " in.base=", hex(lp.pixel(0, 0) - lp.window_off),
-            " in=", in_walk, " in.tflags=0x01 out.base=", hex(t.base + kColumns * part.g0),
+            " in=", in_walk, " in.tflags=0x01 out.base=", hex(t.base + kColumns * (part.g0 - p.g0)),
             " out=", out_walk, " out.tflags=0x1 par.base=", hex(lp.weight_row(part) * kRowUnits),
             " par=", par_walk, " psum=(0 x ", lp.kwords, ")",
             op_tail(lp, lp.zp_row(part) * kRowUnits, lp.group_ch,
@@ -766,21 +783,30 @@ container::Bitstream execution_program(const ConvChain& chain, const Shapes& sha
         // The part's segment once the layers before have run.
         const Segment& seg = shapes.segments[static_cast<size_t>(part.segment)];
         if (resident[static_cast<size_t>(seg.group)] != part.segment) load(part.segment, seg.rows);
+        // The tiles that compute the part: all of the stage's, or the one that holds its groups
+        // (a layer split by output groups).
+        std::vector<const Plan*> runs;
+        uint32_t mask = 0;
+        for (const Plan& p : stage.tiles)
+          if (p.g1 == 0 || (part.g0 >= p.g0 && part.g1 <= p.g1)) {
+            runs.push_back(&p);
+            mask |= tile_bit(p.tile);
+          }
         if (lp.l->depthwise && lp.shared_rows) {
           // The multipliers of each 64-channel group in turn (the op reads them from the start
           // of the store), the shared rows for all of them.
           for (int g = part.g0; g < part.g1; ++g) {
-            bias_load(e, lp, part.row + (g - part.g0) * lp.planes, 1, tile_mask(stage.tiles));
-            for (const Plan& p : stage.tiles) depthwise_op(e, p, i, part, g, g + 1);
+            bias_load(e, lp, part.row + (g - part.g0) * lp.planes, 1, mask);
+            for (const Plan* p : runs) depthwise_op(e, *p, i, part, g, g + 1);
             if (g + 1 < part.g1) tile_fence(e, "counters=0x1ffff units=0x3ff");
           }
         } else {
-          bias_load(e, lp, part.row, part.g1 - part.g0, tile_mask(stage.tiles));
-          for (const Plan& p : stage.tiles)
+          bias_load(e, lp, part.row, part.g1 - part.g0, mask);
+          for (const Plan* p : runs)
             if (lp.l->depthwise)
-              depthwise_op(e, p, i, part, part.g0, part.g1);
+              depthwise_op(e, *p, i, part, part.g0, part.g1);
             else
-              layer_op(e, p, i, part);
+              layer_op(e, *p, i, part);
         }
         tile_fence(e, "counters=0x1ffff units=0x3ff");
         tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
@@ -942,14 +968,17 @@ struct Layout {
 
 // Every stage's parameters resident at once, stages sharing tiles where they must: one-tile
 // stages whose parameters exceed one wide memory are first cut at layer boundaries into one-tile
-// stages (a pipeline); then each stage, largest parameters first, takes the run of tiles whose
-// wide memory is least used and keeps its rows above what is there (`bases`: its first wide
-// row). Stages run one after another, so a tile's narrow memory serves every stage it is in.
-// Returns false (and leaves `stages` alone) when some stage's parameters cannot stay.
+// stages (a pipeline), and a last layer of one output pixel (a classifier) that still exceeds one
+// is split by output groups over as many tiles as it needs (each computes its groups with its own
+// rows, the host reads their outputs one after another); then each stage, largest parameters
+// first, takes the run of tiles whose wide memory is least used and keeps its rows above what is
+// there (`bases`: per stage, its first wide row, one per tile when split). Stages run one after
+// another, so a tile's narrow memory serves every stage it is in. Returns false (and leaves
+// `stages` alone) when some stage's parameters cannot stay.
 bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage>& stages,
-                 std::vector<int>& bases) {
+                 std::vector<std::vector<int>>& bases) {
   std::vector<std::pair<size_t, size_t>> cuts;  // [first, end) of each stage, one-tile ones cut
-  std::vector<int> counts, rows;
+  std::vector<int> counts, splits;
   auto rows_of = [&](size_t a, size_t b) {
     int n = 0;
     for (size_t i = a; i < b; ++i) n += shapes.layers[i].rows();
@@ -969,29 +998,80 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
       a = b;
     }
   }
-  for (const auto& [a, b] : cuts) rows.push_back(rows_of(a, b));
-  std::vector<size_t> order(cuts.size());
+  // Allocation items: a stage's run of tiles, or one tile of a split layer with its groups.
+  struct Item {
+    size_t cut = 0;
+    int count = 0, rows = 0, tile0 = 0, base = 0;
+  };
+  std::vector<Item> items;
+  for (size_t k = 0; k < cuts.size(); ++k) {
+    const auto [a, b] = cuts[k];
+    const LayerPlan& lp = shapes.layers[a];
+    const ConvLayer& l = *lp.l;
+    int split = 1;
+    if (rows_of(a, b) > kSegmentRows && b == a + 1 && b == chain.layers.size() && !l.depthwise &&
+        !l.residual() && l.oh == 1 && l.ow == 1 && lp.block == 1 && lp.groups > 1)
+      while (split < std::min(lp.groups, kTiles) &&
+             lp.rows_of((lp.groups + split - 1) / split) > kSegmentRows)
+        ++split;
+    splits.push_back(split);
+    for (int t = 0; t < split; ++t) {
+      const int g0 = lp.groups * t / split, g1 = lp.groups * (t + 1) / split;
+      items.push_back({k, counts[k], split > 1 ? lp.rows_of(g1 - g0) : rows_of(a, b)});
+    }
+  }
+  std::vector<size_t> order(items.size());
   for (size_t k = 0; k < order.size(); ++k) order[k] = k;
   std::stable_sort(order.begin(), order.end(),
-                   [&](size_t x, size_t y) { return rows[x] > rows[y]; });
-  std::vector<int> used(kTiles, 0), tile0(cuts.size(), 0);
-  std::vector<int> base(cuts.size(), 0);
+                   [&](size_t x, size_t y) { return items[x].rows > items[y].rows; });
+  std::vector<int> used(kTiles, 0);
+  std::vector<std::vector<int>> taken(cuts.size());  // tiles of a split layer so far
   for (size_t k : order) {
+    Item& it = items[k];
     int best = -1, best_used = 0;
-    for (int t = 0; t + counts[k] <= kTiles; ++t) {
-      const int top = *std::max_element(used.begin() + t, used.begin() + t + counts[k]);
+    for (int t = 0; t + it.count <= kTiles; ++t) {
+      if (std::find(taken[it.cut].begin(), taken[it.cut].end(), t) != taken[it.cut].end()) continue;
+      const int top = *std::max_element(used.begin() + t, used.begin() + t + it.count);
       if (best < 0 || top < best_used) best = t, best_used = top;
     }
-    if (best < 0 || best_used + rows[k] > kSegmentRows) return false;
-    tile0[k] = best;
-    base[k] = best_used;
-    for (int t = best; t < best + counts[k]; ++t)
-      used[static_cast<size_t>(t)] = best_used + rows[k];
+    if (best < 0 || best_used + it.rows > kSegmentRows) return false;
+    it.tile0 = best;
+    it.base = best_used;
+    taken[it.cut].push_back(best);
+    for (int t = best; t < best + it.count; ++t) used[static_cast<size_t>(t)] = best_used + it.rows;
   }
   std::vector<Stage> shared;
-  for (size_t k = 0; k < cuts.size(); ++k) {
-    shared.push_back(stage_of(chain, shapes, cuts[k].first, cuts[k].second, tile0[k], counts[k]));
-    if (static_cast<int>(shared.back().tiles.size()) != counts[k] ||
+  std::vector<std::vector<int>> base(cuts.size());
+  for (size_t k = 0, at = 0; k < cuts.size(); at += static_cast<size_t>(splits[k++])) {
+    if (splits[k] == 1) {
+      shared.push_back(
+          stage_of(chain, shapes, cuts[k].first, cuts[k].second, items[at].tile0, counts[k]));
+      base[k] = {items[at].base};
+    } else {
+      // The split layer's tiles in tile order hold its groups in order (the output's order).
+      std::vector<std::pair<int, int>> tiles;  // tile, base
+      for (int t = 0; t < splits[k]; ++t)
+        tiles.push_back(
+            {items[at + static_cast<size_t>(t)].tile0, items[at + static_cast<size_t>(t)].base});
+      std::sort(tiles.begin(), tiles.end());
+      Stage s = stage_of(chain, shapes, cuts[k].first, cuts[k].second, 0, 1);
+      const Plan one = s.tiles.front();
+      const LayerPlan& lp = one.layers[cuts[k].first];
+      s.tiles.clear();
+      for (int t = 0; t < splits[k]; ++t) {
+        Plan p = one;
+        p.tile = tiles[static_cast<size_t>(t)].first;
+        p.g0 = lp.groups * t / splits[k];
+        p.g1 = lp.groups * (t + 1) / splits[k];
+        p.out_ch = (p.g1 - p.g0) * kColumns;
+        p.out_row = p.out_ch;
+        p.out_bytes = p.out_ch;
+        s.tiles.push_back(std::move(p));
+        base[k].push_back(tiles[static_cast<size_t>(t)].second);
+      }
+      shared.push_back(std::move(s));
+    }
+    if (static_cast<int>(shared.back().tiles.size()) != counts[k] * splits[k] ||
         !stage_fits(shared.back(), k > 0 ? &shared[k - 1] : nullptr))
       return false;
   }
@@ -1019,10 +1099,10 @@ double compute_cycles(const std::vector<Stage>& stages) {
           steps = positions * l.kh * l.kw * (l.cin / 4);
           macs = steps * 16;
         } else {
-          steps = positions * lp.kwords * lp.groups;
+          steps = positions * lp.kwords * (t.g1 > 0 ? t.g1 - t.g0 : lp.groups);
           macs = steps * lp.group_ch * 4;
         }
-        cycles += std::max(macs / 72, steps / 4) + 32.0 * double(lp.parts.size());
+        cycles += std::max(macs / 72, steps / 4) + 32.0 * double(t.g1 > 0 ? 1 : lp.parts.size());
       }
       busiest = std::max(busiest, cycles);
     }
@@ -1091,8 +1171,8 @@ std::vector<std::vector<Stage>> fastest_stages(const ConvChain& chain, const Sha
 // The stages' parameter groups: one per stage at `bases` when the stages keep their parameters
 // (`own_tiles`), else one for the whole chain on every tile it uses, its segments in turn.
 void group_parameters(const ConvChain& chain, Layout& out, bool own_tiles,
-                      const std::vector<int>& bases) {
-  std::vector<int> group_of(chain.layers.size(), 0);
+                      const std::vector<std::vector<int>>& bases) {
+  std::vector<int> group_of(chain.layers.size(), 0), splits(chain.layers.size(), 1);
   std::vector<uint32_t> masks{all_tiles(out.stages)};
   std::vector<int> group_bases{0};
   if (own_tiles) {
@@ -1101,11 +1181,20 @@ void group_parameters(const ConvChain& chain, Layout& out, bool own_tiles,
     for (size_t k = 0; k < out.stages.size(); ++k) {
       const Stage& s = out.stages[k];
       for (size_t i = s.first; i < s.end; ++i) group_of[i] = static_cast<int>(masks.size());
+      if (s.tiles.front().g1 > 0) {
+        // A layer split by output groups: a group of parameters per tile.
+        splits[s.first] = static_cast<int>(s.tiles.size());
+        for (size_t t = 0; t < s.tiles.size(); ++t) {
+          masks.push_back(tile_bit(s.tiles[t].tile));
+          group_bases.push_back(bases.at(k).at(t));
+        }
+        continue;
+      }
       masks.push_back(tile_mask(s.tiles));
-      group_bases.push_back(bases.empty() ? 0 : bases[k]);
+      group_bases.push_back(bases.empty() ? 0 : bases[k].front());
     }
   }
-  assign_segments(out.shapes, group_of, masks, group_bases);
+  assign_segments(out.shapes, group_of, masks, group_bases, splits);
 }
 
 // Modeled cycles of one inference of a layout: the ops' compute, and its instructions and
@@ -1144,7 +1233,7 @@ Layout make_layout(const ConvChain& chain) {
     Layout candidate;
     candidate.shapes = shapes_of(chain);
     candidate.stages = std::move(stages);
-    std::vector<int> bases;
+    std::vector<std::vector<int>> bases;
     if (candidate.stages.empty() || !share_tiles(chain, candidate.shapes, candidate.stages, bases))
       continue;
     group_parameters(chain, candidate, true, bases);
@@ -1382,6 +1471,11 @@ ConvPrograms generate_conv(const ConvChain& chain) {
     layout.linearized_tile_byte_offset.push_back(offset);
     if (next == tiles.size() || tiles[next].tile != tile) continue;
     const Plan& t = tiles[next++];
+    // (A layer split by output groups: one pixel, its channels from the tiles in order.)
+    if (t.g1 > 0 && t.g0 > 0) {
+      offset += t.out_bytes;
+      continue;
+    }
     for (int y = t.layers[t.end - 1].oa; y < t.layers[t.end - 1].ob; ++y) {
       layout.y_coordinate_to_linear_tile_id_map.push_back(t.tile);
       layout.y_coordinate_to_local_y_offset.push_back(y - t.y0);
@@ -1390,7 +1484,7 @@ ConvPrograms generate_conv(const ConvChain& chain) {
   }
   for (int x = 0; x < last.ow; ++x) {
     layout.x_coordinate_to_local_byte_offset.push_back(x * p.out_ch);
-    layout.x_coordinate_to_local_y_row_size.push_back(p.out_row);
+    layout.x_coordinate_to_local_y_row_size.push_back(p.g1 > 0 ? out_total : p.out_row);
   }
   out_layer.output_layout = layout;
   out_layer.shape = {{0, 0}, {0, last.oh - 1}, {0, last.ow - 1}, {0, last.cout - 1}};

@@ -72,8 +72,10 @@ void expect_equal_to_cpu(int h, int w, int cin, const std::vector<ConvSpec>& spe
   const auto& layer = exes.execution->output_layers.at(0);
   EXPECT_EQ(layer.data_type,
             int8_io ? container::DataType::kSignedFixedPoint8 : container::DataType::kFixedPoint8);
-  const auto& ymap = layer.output_layout->y_coordinate_to_linear_tile_id_map;
-  tiles = std::set<int>(ymap.begin(), ymap.end()).size();
+  // The tiles whose bytes the output holds (a tile's start to the next one's, or to the end).
+  const auto& starts = layer.output_layout->linearized_tile_byte_offset;
+  for (size_t t = 0; t < starts.size(); ++t)
+    tiles += (t + 1 < starts.size() ? starts[t + 1] : layer.size_bytes) > starts[t];
   for (int inference = 0; inference < 2; ++inference) {
     const auto got = chip::testing::detile(
         layer,
@@ -333,6 +335,18 @@ TEST(ConvChainOnTheVirtualEdgeTpu, LayersBeyondOneWideMemoryAreSplitAndPipelined
   ConvSpec pool2{0, 2, 2};
   pool2.pool = true;
   expect_equal_to_cpu(2, 2, 1024, {{1024, 1, 1, true}, depthwise(3, 1), pool2}, random);
+}
+
+// A classifier whose parameters exceed one wide memory (512 -> 1001 over a 1x1 map: 2,081 rows;
+// a 4x4 VALID conv of 64 channels to 1001: 4,129) is split by output groups over two (three)
+// tiles, each keeping its groups' rows resident (MobileNet v1 0.5's case); the host
+// reads the tiles' channels in order. Every byte equal.
+TEST(ConvChainOnTheVirtualEdgeTpu, ClassifiersBeyondOneWideMemoryAreSplitOverTiles) {
+  std::mt19937 random(83);
+  const ConvSpec classifier{1001, 1, 1, true};
+  EXPECT_EQ(expect_equal_to_cpu(1, 1, 512, {classifier}, random), 2u);
+  const std::vector<ConvSpec> specs{{64, 3, 2, true}, depthwise(3, 1), {1001, 4, 1, false}};
+  EXPECT_EQ(expect_equal_to_cpu(8, 8, 32, specs, random), 3u);
 }
 
 }  // namespace
