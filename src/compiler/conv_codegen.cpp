@@ -1112,20 +1112,21 @@ double compute_cycles(const std::vector<Stage>& stages) {
 }
 
 // Stages chosen for the least modeled time (shortest paths over the cut points), each in row bands
-// over 1, 2, 4, 8 or 16 tiles: a stage costs its busiest tile's compute and about 60 cycles (an
-// instruction's bytes over USB) per instruction that brings its input rows - one per row piece
-// and receiving tile, three more per piece - plus `weight` cycles per wide row of parameters it
-// keeps on each of its tiles (the wide memory all stages share: the larger the weight, the fewer
-// tiles a stage with many parameters takes). One list of stages per weight in `weights`.
-std::vector<std::vector<Stage>> fastest_stages(const ConvChain& chain, const Shapes& shapes,
-                                               const std::vector<double>& weights) {
+// over 1, 2, 4, 8 or 16 tiles: a stage costs its busiest tile's compute, `per_instruction` cycles
+// (an instruction's bytes over USB, about 70) per instruction that brings its input rows - one per
+// row piece and receiving tile, three more per piece - and `per_row` cycles per wide row of
+// parameters it keeps on each of its tiles (the wide memory all stages share: the larger, the
+// fewer tiles a stage with many parameters takes). One list of stages per pair of weights.
+std::vector<std::vector<Stage>> fastest_stages(
+    const ConvChain& chain, const Shapes& shapes,
+    const std::vector<std::pair<double, double>>& weights) {
   const size_t n = chain.layers.size();
   constexpr double kInf = 1e300;
   constexpr int kCounts[] = {1, 2, 4, 8, 16};
   struct Option {
     size_t a = 0;
     int tiles = 0;
-    double cycles = 0, rows = 0;
+    double cycles = 0, instructions = 0, rows = 0;
   };
   std::vector<std::vector<Option>> into(n + 1);  // the stages ending at each cut
   for (size_t b = 1; b <= n; ++b) {
@@ -1144,19 +1145,20 @@ std::vector<std::vector<Stage>> fastest_stages(const ConvChain& chain, const Sha
         const double pieces = std::ceil(double(l.w) * l.cin / (a == 0 ? kPiece : 4 * kPiece));
         double received = 0;
         for (const Plan& t : s.tiles) received += t.layers[a].hp;
-        into[b].push_back({a, tiles, compute_cycles({s}) + 60.0 * pieces * (received + 3.0 * l.h),
-                           double(rows) * tiles});
+        into[b].push_back(
+            {a, tiles, compute_cycles({s}), pieces * (received + 3.0 * l.h), double(rows) * tiles});
       }
     }
   }
   std::vector<std::vector<Stage>> lists;
-  for (const double weight : weights) {
+  for (const auto& [per_instruction, per_row] : weights) {
     std::vector<double> best(n + 1, kInf);
     std::vector<Option> via(n + 1);
     best[0] = 0;
     for (size_t b = 1; b <= n; ++b)
       for (const Option& o : into[b]) {
-        const double cost = best[o.a] + o.cycles + weight * o.rows;
+        const double cost =
+            best[o.a] + o.cycles + per_instruction * o.instructions + per_row * o.rows;
         if (best[o.a] < kInf && cost < best[b]) best[b] = cost, via[b] = o;
       }
     if (best[n] >= kInf) continue;
@@ -1227,7 +1229,11 @@ Layout make_layout(const ConvChain& chain) {
   // above with every parameter resident; the three of least compute are modeled whole (their
   // instructions generated) and replace the layout above when faster.
   std::vector<std::pair<double, Layout>> candidates;
-  std::vector<std::vector<Stage>> lists = fastest_stages(chain, out.shapes, {0, 1, 4, 16, 64, 256});
+  std::vector<std::pair<double, double>> weights;
+  for (const double per_instruction : {60.0, 140.0})
+    for (const double per_row : {0.0, 1.0, 4.0, 16.0, 64.0, 256.0})
+      weights.push_back({per_instruction, per_row});
+  std::vector<std::vector<Stage>> lists = fastest_stages(chain, out.shapes, weights);
   for (const bool capped : {false, true}) lists.push_back(placement(chain, out.shapes, capped));
   for (std::vector<Stage>& stages : lists) {
     Layout candidate;
@@ -1241,7 +1247,7 @@ Layout make_layout(const ConvChain& chain) {
   }
   std::stable_sort(candidates.begin(), candidates.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
-  if (candidates.size() > 3) candidates.resize(3);
+  if (candidates.size() > 6) candidates.resize(6);
   double best = candidates.empty() ? 0 : modeled_cycles(chain, out);
   for (auto& [compute, candidate] : candidates) {
     const double cycles = modeled_cycles(chain, candidate);
@@ -1317,7 +1323,10 @@ std::string residual_unsupported(const ConvChain& chain, size_t i, const Layout&
 
 }  // namespace
 
-std::string conv_unsupported(const ConvChain& chain) {
+namespace {
+
+// conv_unsupported, keeping the layout it made (when it got that far) for generate_conv.
+std::string unsupported(const ConvChain& chain, Layout& layout) {
   if (chain.layers.empty()) return "no CONV_2D layer";
   for (size_t i = 0; i < chain.layers.size(); ++i) {
     const ConvLayer& l = chain.layers[i];
@@ -1346,7 +1355,7 @@ std::string conv_unsupported(const ConvChain& chain) {
   const ConvLayer& first = chain.layers.front();
   if (!input_streamable(first))
     return "a CONV_2D input whose rows cannot be streamed in 8-byte units (not generated yet)";
-  const Layout layout = make_layout(chain);
+  layout = make_layout(chain);
   for (size_t i = 0; i < chain.layers.size(); ++i)
     if (chain.layers[i].residual())
       if (const std::string why = residual_unsupported(chain, i, layout); !why.empty()) return why;
@@ -1362,6 +1371,13 @@ std::string conv_unsupported(const ConvChain& chain) {
                  " bytes of narrow memory on a tile (split over its output rows and the tiles; ",
                  "channels are not split yet)");
   return "";
+}
+
+}  // namespace
+
+std::string conv_unsupported(const ConvChain& chain) {
+  Layout layout;
+  return unsupported(chain, layout);
 }
 
 std::vector<uint8_t> conv_parameters(const ConvChain& chain) {
@@ -1440,8 +1456,8 @@ std::vector<uint8_t> parameters_of(const Shapes& p) {
 }  // namespace
 
 ConvPrograms generate_conv(const ConvChain& chain) {
-  if (const std::string why = conv_unsupported(chain); !why.empty()) fail(why);
-  const Layout layout_of = make_layout(chain);
+  Layout layout_of;
+  if (const std::string why = unsupported(chain, layout_of); !why.empty()) fail(why);
   const Shapes& shapes = layout_of.shapes;
   const std::vector<Stage>& stages = layout_of.stages;
   const std::vector<Plan>& tiles = stages.back().tiles;

@@ -87,11 +87,12 @@ size_t expect_equal_to_cpu(int h, int w, int cin, const std::vector<ConvSpec>& s
 TEST(ResidualChainOnTheVirtualEdgeTpu, InvertedResidualBlocksEqualTheCpuReference) {
   std::mt19937 random(20261204);
   const Activation none = Activation::kNone;
-  // One block after a stem conv, on one tile and on 16 (row bands with halos).
+  // One block after a stem conv, on one tile and on several (row bands with halos, as many as
+  // the placement's time model picks).
   const std::vector<ConvSpec> block = {conv(16, 3), conv(64, 1), depthwise(), conv(16, 1, 1, none),
                                        residual(1)};
   expect_equal_to_cpu(8, 8, 4, block, random);
-  EXPECT_EQ(expect_equal_to_cpu(32, 32, 4, block, random), 16u);
+  EXPECT_GT(expect_equal_to_cpu(32, 32, 4, block, random), 1u);
   // Two blocks in a row: the first ADD's output is the second's kept operand.
   expect_equal_to_cpu(
       16, 16, 8,
