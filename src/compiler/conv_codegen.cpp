@@ -1222,6 +1222,17 @@ Layout make_layout(const ConvChain& chain) {
     spread = spread_over_tiles(chain, out.shapes, out.stages);
   }
   group_parameters(chain, out, spread, {});
+  // (No placement keeps every parameter when they exceed all wide memory, or a layer share_tiles
+  // cannot split exceeds one tile's: skip the search, MobileNet v1 1.0 and v2.)
+  int total_rows = 0;
+  for (size_t i = 0; i < chain.layers.size(); ++i) {
+    const LayerPlan& lp = out.shapes.layers[i];
+    total_rows += lp.rows();
+    const ConvLayer& l = *lp.l;
+    const bool splittable = i + 1 == chain.layers.size() && l.oh == 1 && l.ow == 1 && !l.depthwise;
+    if (lp.rows() > kSegmentRows && !splittable) return out;
+  }
+  if (total_rows > kTiles * kSegmentRows) return out;
   // Placements that keep every parameter resident with stages sharing tiles - among them stages
   // in row bands over many tiles where the maps are large, even when the whole chain would fit
   // one tile - replace it when the model of their time says they are faster.
