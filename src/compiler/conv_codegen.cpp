@@ -6,8 +6,6 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 
 #include "common/error.h"
 #include "compiler/eltwise_codegen.h"

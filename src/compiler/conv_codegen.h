@@ -1,17 +1,19 @@
 // The CONV_2D code generator: one program for a chain of CONV_2D layers (conv_layer.h), 1x1 and
 // k x k, VALID and SAME, any stride, per-tensor or per-channel requantization, fused RELU/RELU6.
 //
-// Placement (our own, not edgetpu_compiler's; docs/compiler.md "CONV_2D"): the last layer's output
-// rows are split into bands over up to 16 tiles; each tile holds all weights and computes, layer by
-// layer, the rows its band needs (halo rows are computed again by both neighbours instead of being
-// exchanged). Every layer's input sits in narrow memory as a padded image [Hp][Wp][Cin] whose
-// border holds the input zero point (so padding taps add nothing); the host's image rows are
-// streamed into the interior of every tile that needs them, and each layer's op writes its outputs
-// straight into the interior of the next layer's padded image, so activations never leave their
-// tile between layers. One op per
-// layer walks (input words x taps) per output position over resident weight rows (64 output
-// channels per group, one group after another), with the per-channel multipliers and biases in the
-// output stage. Each tile's band of the last layer goes to the host through the scalar core.
+// Placement (our own, not edgetpu_compiler's; docs/compiler.md "CONV_2D", "Whole MobileNets"): the
+// chain runs in stages, each splitting its last layer's output rows into bands over up to 16
+// tiles; each tile of a stage holds the stage's weights and computes, layer by layer, the rows its
+// band needs (halo rows are computed again by both neighbours instead of being exchanged). The
+// stages, their tiles and where their weights stay are chosen by a model of the chip's time,
+// keeping every weight resident when they fit the tiles' wide memories. Every layer's input sits in
+// narrow memory as a padded image [Hp][Wp][Cin] whose border holds the input zero point (so padding
+// taps add nothing); the host's image rows are streamed into the interior of every tile that needs
+// them, and each layer's op writes its outputs straight into the interior of the next layer's
+// padded image, so activations never leave their tile between layers. One op per layer walks (input
+// words x taps) per output position over resident weight rows (64 output channels per group, one
+// group after another), with the per-channel multipliers and biases in the output stage. Each
+// tile's band of the last layer goes to the host through the scalar core.
 #pragma once
 
 #include <string>
