@@ -30,7 +30,7 @@ constexpr int kRingFifo = 0x2078;  // wide row of the output packets
 constexpr int kInputFifo = 0x1e00;
 constexpr int kInputRows = 32;
 constexpr int kAddRows = kInputFifo + 4 * kInputRows;  // a residual ADD's 4 weight rows
-constexpr int kHandOverPackets = 4;                    // ring packets per hand-over transfer
+constexpr int kHandOverPackets = 16;                   // ring packets per hand-over transfer
 constexpr int kNarrowBytes = 196608;                   // narrow memory of a tile
 constexpr int kWideUnitsLimit = kInputFifo;            // weights stay below the program's FIFO rows
 constexpr int kActPassUnits = 16384;                   // activation units (8 bytes) per pass
@@ -1140,7 +1140,8 @@ std::vector<std::vector<Stage>> fastest_stages(
         last = tiles;
         if (!stage_fits(s, nullptr)) continue;
         const ConvLayer& l = chain.layers[a];
-        const double pieces = std::ceil(double(l.w) * l.cin / (a == 0 ? kPiece : 4 * kPiece));
+        const double pieces =
+            std::ceil(double(l.w) * l.cin / (a == 0 ? kPiece : kHandOverPackets * kPiece));
         double received = 0;
         for (const Plan& t : s.tiles) received += t.layers[a].hp;
         into[b].push_back(
