@@ -49,10 +49,10 @@ Lowered lower_fc(const Graph& graph, const std::vector<int>& ops) {
 Lowered lower_conv_chain(const Graph& graph, const std::vector<int>& ops) {
   ConvChain chain;
   std::string why = match_conv_chain(graph, ops, chain);
-  if (why.empty()) why = conv_unsupported(chain);
-  if (!why.empty()) return {std::nullopt, why};
-  ConvPrograms programs = generate_conv(chain);
-  return {make_package({std::move(programs.execution), std::move(programs.caching)}), ""};
+  std::optional<ConvPrograms> programs;
+  if (why.empty()) programs = try_generate_conv(chain, why);
+  if (!programs) return {std::nullopt, why};
+  return {make_package({std::move(programs->execution), std::move(programs->caching)}), ""};
 }
 
 Lowered lower_depthwise(const Graph& graph, const std::vector<int>& ops) {

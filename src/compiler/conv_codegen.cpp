@@ -1465,9 +1465,10 @@ std::vector<uint8_t> parameters_of(const Shapes& p) {
 
 }  // namespace
 
-ConvPrograms generate_conv(const ConvChain& chain) {
-  Layout layout_of;
-  if (const std::string why = unsupported(chain, layout_of); !why.empty()) fail(why);
+namespace {
+
+// Both executables of a supported chain from its layout.
+ConvPrograms programs_of(const ConvChain& chain, const Layout& layout_of) {
   const Shapes& shapes = layout_of.shapes;
   const std::vector<Stage>& stages = layout_of.stages;
   const std::vector<Plan>& tiles = stages.back().tiles;
@@ -1550,6 +1551,21 @@ ConvPrograms generate_conv(const ConvChain& chain) {
       caching_executable(caching_program(shapes), std::move(cached));
   eo.parameter_caching_token = out.caching.parameter_caching_token = caching_token(pc.parameters);
   return out;
+}
+
+}  // namespace
+
+ConvPrograms generate_conv(const ConvChain& chain) {
+  Layout layout;
+  if (const std::string why = unsupported(chain, layout); !why.empty()) fail(why);
+  return programs_of(chain, layout);
+}
+
+std::optional<ConvPrograms> try_generate_conv(const ConvChain& chain, std::string& why) {
+  Layout layout;
+  why = unsupported(chain, layout);
+  if (!why.empty()) return std::nullopt;
+  return programs_of(chain, layout);
 }
 
 }  // namespace tinycoral::compiler

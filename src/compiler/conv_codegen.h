@@ -16,6 +16,7 @@
 // tile's band of the last layer goes to the host through the scalar core.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,5 +40,9 @@ std::vector<uint8_t> conv_parameters(const ConvChain& chain);
 
 // Both executables; throws Error if conv_unsupported() is not empty.
 ConvPrograms generate_conv(const ConvChain& chain);
+
+// conv_unsupported and generate_conv at once (the placement search runs once): the executables,
+// or nothing with the reason in `why`.
+std::optional<ConvPrograms> try_generate_conv(const ConvChain& chain, std::string& why);
 
 }  // namespace tinycoral::compiler
