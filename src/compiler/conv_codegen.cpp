@@ -396,6 +396,44 @@ void stream_input(Emitter& e, const std::vector<Plan>& tiles) {
   for (int y = 0; y < l.h; y += rows) {
     const uint32_t mask = mask_of(y);
     rows = 1;
+    // Whole rows for the same tiles that make 2 to kHandOverPackets whole packets go in one
+    // transfer (the hand-overs' multi-packet form: one FIFO row filled k times), within one pop
+    // pass.
+    int whole = 0;
+    for (int m = 1; row_bytes % 8 == 0 && y + m <= l.h &&
+                    m * row_bytes <= kHandOverPackets * kPiece && mask_of(y + m - 1) == mask;
+         ++m)
+      if (m * row_bytes % kPiece == 0 && m * row_bytes >= 2 * kPiece &&
+          (y * row_bytes / 8) % kActPassUnits + m * row_bytes / 8 <= kActPassUnits)
+        whole = m;
+    if (whole > 0) {
+      rows = whole;
+      if (mask == 0) continue;
+      if (piece > 0 && piece % kInputRows == 0) tile_fence(e, "counters=0x1ffff units=0x3ff");
+      const int fifo = kInputFifo + 4 * (piece++ % kInputRows);
+      const int bytes = whole * row_bytes, offset = y * row_bytes / 8, units = bytes / 8;
+      const std::string packets = cat("(0 x ", bytes / kPiece, ")");
+      for (const Plan& t : tiles) {
+        if (!(mask & tile_bit(t.tile))) continue;
+        const LayerPlan& lp = t.layers.front();
+        e.add("w2n", cat("tiles=", hex(tile_bit(t.tile)), " w.addr=", hex(fifo), " w=", packets,
+                         " w.rows=1 n.addr=", hex(lp.pixel(y - lp.top, l.pad_left) / 4),
+                         " n=", strided_walk({{1, row_bytes / 4}, {lp.row_words(), whole}}, 6),
+                         " n.lvl_mask=0x01 sync.en0=1 sync.id=14 sync.en1=1 sync.val=0x08000 "
+                         "sync.en2=1 tail_en870=1"));
+      }
+      e.add("ringcons0", cat("tiles=", hex(mask), " addr=", hex(fifo), " dst=", packets,
+                             " slots=1 mode=1 s_id=0x0b s_val=-64 s_cnt=1 s_en_b=1 s_y=1"));
+      e.add(
+          "infeed",
+          cat("stream=1",
+              offset % kActPassUnits ? cat(" buf_off=", hex(offset % kActPassUnits)) : "",
+              " walk=", nest({{1, kActPassUnits}, {1 - kActPassUnits, 1}, {1 - kActPassUnits, 1}}),
+              " k157=1 k160=1 av176=1 count_m1=", units - 1, " tail_en=1 count_neg=",
+              hex(kActPassUnits - units), " f308=0x8 pop_wait=", hex((offset + 1) & 0xffff),
+              " k336=1 f352=1 f391=2 dest=", hex(mask), " f434=0xf lanes_m1=3"));
+      continue;
+    }
     while (rows < max_rows && y + rows < l.h && mask_of(y + rows) == mask) ++rows;
     if (mask == 0) continue;
     for (int at = 0; at < row_bytes; at += kPiece, ++piece) {
