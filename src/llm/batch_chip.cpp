@@ -7,14 +7,11 @@
 
 #include "common/error.h"
 #include "compiler/fc_batch_codegen.h"
+#include "llm/matmul_plan.h"
 
 namespace tinycoral::llm {
 
 namespace {
-
-constexpr int kTiles = 16;
-constexpr int kMaxOutputs = 2048;  // outputs per program: two 64-output groups on each tile
-constexpr int kKStep = 64;
 
 runtime::StickTime& operator+=(runtime::StickTime& a, const runtime::StickTime& b) {
   a.compute_ms_high += b.compute_ms_high;
@@ -25,36 +22,6 @@ runtime::StickTime& operator+=(runtime::StickTime& a, const runtime::StickTime& 
   return a;
 }
 
-// Tile memory as the placement sees it (step a's rule, chip_model.cpp): each group to the
-// least-filled tile that has fewer than `per_tile` of this program's groups, at that tile's first
-// free wide unit.
-class TileAllocator {
- public:
-  bool place(int groups, int units, compiler::FcPlacement& placement) {
-    const int per_tile = groups > kTiles ? 2 : 1;
-    std::array<int, kTiles> fill = fill_, used{};
-    placement.tiles.clear();
-    placement.param_units.clear();
-    for (int g = 0; g < groups; ++g) {
-      int best = -1;
-      for (int t = 0; t < kTiles; ++t)
-        if (used[size_t(t)] < per_tile && (best < 0 || fill[size_t(t)] < fill[size_t(best)]))
-          best = t;
-      if (best < 0 || fill[size_t(best)] + units > compiler::kFcParamUnits) return false;
-      placement.tiles.push_back(best);
-      placement.param_units.push_back(fill[size_t(best)]);
-      fill[size_t(best)] += units;
-      ++used[size_t(best)];
-    }
-    fill_ = fill;
-    return true;
-  }
-  int max_fill() const { return *std::max_element(fill_.begin(), fill_.end()); }
-
- private:
-  std::array<int, kTiles> fill_{};
-};
-
 const std::vector<std::vector<LayerMatmul>>& input_sets() {
   static const std::vector<std::vector<LayerMatmul>> sets = {
       {LayerMatmul::kQ, LayerMatmul::kK, LayerMatmul::kV},
@@ -62,12 +29,6 @@ const std::vector<std::vector<LayerMatmul>>& input_sets() {
       {LayerMatmul::kW1, LayerMatmul::kW3},
       {LayerMatmul::kW2}};
   return sets;
-}
-
-int whole_groups(int rows) { return (rows + 63) / 64 * 64; }
-
-bool same_input(const QParams& a, const QParams& b) {
-  return a.scale == b.scale && a.zero_point == b.zero_point;
 }
 
 int power_of_two_at_least(int n) {
@@ -78,17 +39,10 @@ int power_of_two_at_least(int n) {
 
 }  // namespace
 
-// One program: whole matmuls of one input side by side (or one chunk of a matmul with more than
-// 2048 outputs), each segment starting at a 64-output group; one execution program per row count.
-struct ChipBatchMatmuls::Program {
-  struct Segment {
-    LayerMatmul m;
-    int row0, rows, out_at;
-  };
-  int layer = 0;
-  std::vector<Segment> segments;
-  int outputs = 0, k_padded = 0, max_rows = 0;
-  compiler::FcPlacement placement;
+// One program of the planner (matmul_plan.h), segment ids LayerMatmuls; one execution program per
+// row count.
+struct ChipBatchMatmuls::Program : FcProgramPlan {
+  int layer = 0, max_rows = 0;
   std::shared_ptr<runtime::Program> caching;
   std::map<int, std::shared_ptr<runtime::Program>> execution;
 };
@@ -101,75 +55,33 @@ ChipBatchMatmuls::ChipBatchMatmuls(const Checkpoint& ck, ThreadPool& pool,
   plans_.resize(size_t(c.n_layers) * kLayerMatmuls);
   for (int l = 0; l < c.n_layers; ++l) {
     for (const std::vector<LayerMatmul>& set : input_sets()) {
-      std::vector<Program> made;
-      std::vector<LayerMatmul> on_host;
-      for (LayerMatmul m : set) {
-        const QuantizedMatmul& q = matmul(l, m);
-        const int k_padded = (q.cols + kKStep - 1) / kKStep * kKStep;
-        const bool joins = q.rows <= kMaxOutputs && !made.empty() &&
-                           made.back().segments.front().rows <= kMaxOutputs &&
-                           made.back().outputs + whole_groups(q.rows) <= kMaxOutputs &&
-                           same_input(matmul(l, made.back().segments.front().m).in, q.in);
-        for (int row0 = 0; row0 < q.rows; row0 += kMaxOutputs) {
-          const int rows = std::min(kMaxOutputs, q.rows - row0);
-          if (!joins || row0 > 0) {
-            made.emplace_back();
-            made.back().layer = l;
-            made.back().k_padded = k_padded;
-          }
-          Program& p = made.back();
-          p.segments.push_back({m, row0, rows, p.outputs});
-          p.outputs += whole_groups(rows);
-        }
-      }
-      for (Program& p : made) {
-        const int groups = compiler::fc_groups(p.outputs);
-        const int slots = groups > kTiles ? 2 : 1;
-        const int units = compiler::fc_units_per_tile(p.k_padded, false);
-        const std::string why = compiler::fc_batch_unsupported(p.outputs, p.k_padded, 1, slots);
-        if (!why.empty() || !tiles.place(groups, units, p.placement)) {
-          for (const Program::Segment& s : p.segments)
-            if (std::find(on_host.begin(), on_host.end(), s.m) == on_host.end())
-              on_host.push_back(s.m);
-          if (stats_.host_reason.empty())
-            stats_.host_reason =
-                cat("layer ", l, " ", matmul_name(p.segments.front().m), ": ",
-                    why.empty() ? "the weights before it fill the tile memory" : why);
-          continue;
-        }
-        p.max_rows = compiler::fc_batch_max_rows(p.k_padded, slots);
-        const compiler::FcLayer fc = fc_layer(l, p);
-        p.caching = std::make_shared<runtime::Program>(compiler::fc_caching(fc, p.placement));
+      std::vector<PlannedMatmul> planned;
+      for (LayerMatmul m : set) planned.push_back({int(m), &matmul(l, m), matmul_name(m)});
+      InputSetPlan plan = plan_input_set(planned, l, tiles);
+      if (stats_.host_reason.empty()) stats_.host_reason = plan.host_reason;
+      for (FcProgramPlan& made : plan.programs) {
+        Program p;
+        static_cast<FcProgramPlan&>(p) = std::move(made);
+        p.layer = l;
+        p.max_rows =
+            compiler::fc_batch_max_rows(p.k_padded, compiler::fc_groups(p.outputs) > 16 ? 2 : 1);
+        p.caching =
+            std::make_shared<runtime::Program>(compiler::fc_caching(fc_layer(l, p), p.placement));
         stats_.resident_bytes += static_cast<int64_t>(p.caching->executable().parameters.size());
-      }
-      // A matmul is on the chip only when all its programs are.
-      for (Program& p : made) {
-        bool host = p.caching == nullptr;
-        for (const Program::Segment& s : p.segments)
-          host |= std::find(on_host.begin(), on_host.end(), s.m) != on_host.end();
-        if (host) continue;
         programs_.push_back(std::move(p));
+        ++stats_.programs;
         for (const Program::Segment& s : programs_.back().segments) {
-          std::vector<int>& list = plans_[size_t(l) * kLayerMatmuls + size_t(s.m)];
+          std::vector<int>& list = plans_[size_t(l) * kLayerMatmuls + size_t(s.id)];
           if (list.empty() || list.back() != int(programs_.size()) - 1)
             list.push_back(int(programs_.size()) - 1);
         }
       }
       for (LayerMatmul m : set) {
-        const bool host = std::find(on_host.begin(), on_host.end(), m) != on_host.end();
-        if (host) plans_[size_t(l) * kLayerMatmuls + size_t(m)].clear();
+        const bool host =
+            std::find(plan.on_host.begin(), plan.on_host.end(), int(m)) != plan.on_host.end();
         ++(host ? stats_.host_matmuls : stats_.chip_matmuls);
       }
     }
-  }
-  std::vector<bool> used(programs_.size(), false);
-  for (const std::vector<int>& plan : plans_)
-    for (int p : plan) used[size_t(p)] = true;
-  for (size_t p = 0; p < programs_.size(); ++p) {
-    if (used[p])
-      ++stats_.programs;
-    else
-      programs_[p].caching.reset();
   }
   stats_.max_tile_units = tiles.max_fill();
   cache_all();
@@ -177,38 +89,9 @@ ChipBatchMatmuls::ChipBatchMatmuls(const Checkpoint& ck, ThreadPool& pool,
 
 ChipBatchMatmuls::~ChipBatchMatmuls() = default;
 
-// A program's segments as one generator layer, in the chip's uint8 domain with int8 boundaries
-// (step a's layer, chip_model.cpp).
 compiler::FcLayer ChipBatchMatmuls::fc_layer(int layer, const Program& p) const {
-  compiler::FcLayer l;
-  l.n = p.outputs;
-  l.k = p.k_padded;
-  l.weights.assign(size_t(l.n) * size_t(l.k), 0);
-  l.mult.assign(size_t(l.n), 0.0f);
-  const QuantizedMatmul& first = matmul(layer, p.segments.front().m);
-  l.in_zp = first.in.zero_point + 128;
-  l.in_scale = first.in.scale;
-  for (const Program::Segment& s : p.segments) {
-    const QuantizedMatmul& q = matmul(layer, s.m);
-    for (int r = 0; r < s.rows; ++r) {
-      std::copy_n(q.w.data() + size_t(s.row0 + r) * size_t(q.cols), q.cols,
-                  l.weights.data() + size_t(s.out_at + r) * size_t(l.k));
-      l.mult[size_t(s.out_at + r)] = q.multiplier[size_t(s.row0 + r)];
-    }
-    for (int g = 0; g < compiler::fc_groups(s.rows); ++g) {
-      l.group_out_zp.push_back(q.out.zero_point + 128);
-      l.group_clamp_min.push_back(q.clamp_lo);
-      l.group_clamp_max.push_back(q.clamp_hi);
-    }
-  }
-  l.out_zp = l.group_out_zp.front();
-  l.out_scale = first.out.scale;
-  l.clamp_min = l.group_clamp_min.front();
-  l.clamp_max = l.group_clamp_max.front();
-  l.input_name = "x";
-  l.output_name = "y";
-  l.signed_input = l.signed_output = true;
-  return l;
+  return fc_layer_of(
+      p, [&](int id) -> const QuantizedMatmul& { return matmul(layer, LayerMatmul(id)); });
 }
 
 void ChipBatchMatmuls::cache_all() {
@@ -233,7 +116,7 @@ void ChipBatchMatmuls::run_chunk(Program& p, int layer, LayerMatmul called,
                                  std::span<const int> sequences, const int8_t* xq, int8_t* yq) {
   const int n = static_cast<int>(sequences.size());
   const int bucket = std::min(power_of_two_at_least(n), p.max_rows);
-  const QuantizedMatmul& first = matmul(layer, p.segments.front().m);
+  const QuantizedMatmul& first = matmul(layer, LayerMatmul(p.segments.front().id));
   const size_t k = size_t(p.k_padded), cols = size_t(first.cols);
   // Padding (columns past K, rows past n) holds the zero point: it adds nothing.
   x_.assign(size_t(bucket) * k, static_cast<int8_t>(first.in.zero_point));
@@ -251,13 +134,13 @@ void ChipBatchMatmuls::run_chunk(Program& p, int layer, LayerMatmul called,
   y_.resize(exe->output_bytes(0));
   exe->get_output(0, std::span(reinterpret_cast<uint8_t*>(y_.data()), y_.size()));
   for (const Program::Segment& s : p.segments) {
-    const QuantizedMatmul& q = matmul(layer, s.m);
-    const bool whole = plans_[size_t(layer) * kLayerMatmuls + size_t(s.m)].size() == 1;
-    if (s.m != called && !whole) continue;  // a chunk alone would be half a result
+    const QuantizedMatmul& q = matmul(layer, LayerMatmul(s.id));
+    const bool whole = plans_[size_t(layer) * kLayerMatmuls + size_t(s.id)].size() == 1;
+    if (s.id != int(called) && !whole) continue;  // a chunk alone would be half a result
     for (int i = 0; i < n; ++i) {
       int8_t* dest = yq + size_t(i) * size_t(q.rows);
-      if (s.m != called) {
-        Pending& pending = pending_[{sequences[size_t(i)], int(s.m)}];
+      if (s.id != int(called)) {
+        Pending& pending = pending_[{sequences[size_t(i)], s.id}];
         pending.layer = layer;
         pending.xq.assign(xq + size_t(i) * cols, xq + (size_t(i) + 1) * cols);
         pending.out.resize(size_t(q.rows));
