@@ -48,16 +48,34 @@ struct ChipBatchMatmuls::Program : FcProgramPlan {
 };
 
 ChipBatchMatmuls::ChipBatchMatmuls(const Checkpoint& ck, ThreadPool& pool,
-                                   const Calibration& calibration, runtime::EdgeTpu& tpu)
-    : BatchMatmuls(ck, pool, calibration), tpu_(tpu) {
+                                   const Calibration& calibration, runtime::EdgeTpu& tpu,
+                                   Int8Options options)
+    : BatchMatmuls(ck, pool, calibration, options), tpu_(tpu) {
   const Config& c = ck.config;
+  const bool fused = options.fused_layers;
+  const int kv_mul = c.n_heads / c.n_kv_heads;
+  ids_per_layer_ = kValueIds + (fused ? c.n_heads : 0);
   TileAllocator tiles;
-  plans_.resize(size_t(c.n_layers) * kLayerMatmuls);
+  plans_.resize(size_t(c.n_layers) * size_t(ids_per_layer_));
   for (int l = 0; l < c.n_layers; ++l) {
+    // Input sets in forward()'s order; with fused_layers, wo's place holds u, a set per kv head.
+    std::vector<std::vector<PlannedMatmul>> sets;
     for (const std::vector<LayerMatmul>& set : input_sets()) {
-      std::vector<PlannedMatmul> planned;
-      for (LayerMatmul m : set) planned.push_back({int(m), &matmul(l, m), matmul_name(m)});
-      InputSetPlan plan = plan_input_set(planned, l, tiles);
+      if (fused && set.front() == LayerMatmul::kO) {
+        for (int kv = 0; kv < c.n_kv_heads; ++kv) {
+          sets.emplace_back();
+          for (int h = kv * kv_mul; h < (kv + 1) * kv_mul; ++h)
+            sets.back().push_back({kValueIds + h, &planned(l, kValueIds + h),
+                                   cat("wo (folded into u, head ", h, ")")});
+        }
+        continue;
+      }
+      sets.emplace_back();
+      for (LayerMatmul m : set) sets.back().push_back({int(m), &matmul(l, m), matmul_name(m)});
+    }
+    bool values_on_host = false;
+    for (const std::vector<PlannedMatmul>& set : sets) {
+      InputSetPlan plan = plan_input_set(set, l, tiles);
       if (stats_.host_reason.empty()) stats_.host_reason = plan.host_reason;
       for (FcProgramPlan& made : plan.programs) {
         Program p;
@@ -71,27 +89,44 @@ ChipBatchMatmuls::ChipBatchMatmuls(const Checkpoint& ck, ThreadPool& pool,
         programs_.push_back(std::move(p));
         ++stats_.programs;
         for (const Program::Segment& s : programs_.back().segments) {
-          std::vector<int>& list = plans_[size_t(l) * kLayerMatmuls + size_t(s.id)];
+          std::vector<int>& list = plan_of(l, s.id);
           if (list.empty() || list.back() != int(programs_.size()) - 1)
             list.push_back(int(programs_.size()) - 1);
         }
       }
-      for (LayerMatmul m : set) {
+      for (const PlannedMatmul& m : set) {
         const bool host =
-            std::find(plan.on_host.begin(), plan.on_host.end(), int(m)) != plan.on_host.end();
-        ++(host ? stats_.host_matmuls : stats_.chip_matmuls);
+            std::find(plan.on_host.begin(), plan.on_host.end(), m.id) != plan.on_host.end();
+        if (m.id >= kValueIds)
+          values_on_host |= host;
+        else
+          ++(host ? stats_.host_matmuls : stats_.chip_matmuls);
       }
+    }
+    if (fused) {
+      // wo, counted once: on the chip when every head's u is.
+      ++(values_on_host ? stats_.host_matmuls : stats_.chip_matmuls);
+      if (values_on_host)
+        for (int h = 0; h < c.n_heads; ++h) plan_of(l, kValueIds + h).clear();
     }
   }
   stats_.max_tile_units = tiles.max_fill();
   cache_all();
 }
 
+const QuantizedMatmul& ChipBatchMatmuls::planned(int layer, int id) const {
+  return id < kValueIds ? matmul(layer, LayerMatmul(id))
+                        : weights()->values_of(layer, id - kValueIds);
+}
+
+std::vector<int>& ChipBatchMatmuls::plan_of(int layer, int id) {
+  return plans_[size_t(layer) * size_t(ids_per_layer_) + size_t(id)];
+}
+
 ChipBatchMatmuls::~ChipBatchMatmuls() = default;
 
 compiler::FcLayer ChipBatchMatmuls::fc_layer(int layer, const Program& p) const {
-  return fc_layer_of(
-      p, [&](int id) -> const QuantizedMatmul& { return matmul(layer, LayerMatmul(id)); });
+  return fc_layer_of(p, [&](int id) -> const QuantizedMatmul& { return planned(layer, id); });
 }
 
 void ChipBatchMatmuls::cache_all() {
@@ -112,11 +147,11 @@ std::shared_ptr<runtime::Program> ChipBatchMatmuls::execution(Program& p, int ro
   return exe;
 }
 
-void ChipBatchMatmuls::run_chunk(Program& p, int layer, LayerMatmul called,
-                                 std::span<const int> sequences, const int8_t* xq, int8_t* yq) {
+void ChipBatchMatmuls::run_chunk(Program& p, int layer, int called, std::span<const int> sequences,
+                                 const int8_t* xq, int8_t* yq) {
   const int n = static_cast<int>(sequences.size());
   const int bucket = std::min(power_of_two_at_least(n), p.max_rows);
-  const QuantizedMatmul& first = matmul(layer, LayerMatmul(p.segments.front().id));
+  const QuantizedMatmul& first = planned(layer, p.segments.front().id);
   const size_t k = size_t(p.k_padded), cols = size_t(first.cols);
   // Padding (columns past K, rows past n) holds the zero point: it adds nothing.
   x_.assign(size_t(bucket) * k, static_cast<int8_t>(first.in.zero_point));
@@ -134,12 +169,12 @@ void ChipBatchMatmuls::run_chunk(Program& p, int layer, LayerMatmul called,
   y_.resize(exe->output_bytes(0));
   exe->get_output(0, std::span(reinterpret_cast<uint8_t*>(y_.data()), y_.size()));
   for (const Program::Segment& s : p.segments) {
-    const QuantizedMatmul& q = matmul(layer, LayerMatmul(s.id));
-    const bool whole = plans_[size_t(layer) * kLayerMatmuls + size_t(s.id)].size() == 1;
-    if (s.id != int(called) && !whole) continue;  // a chunk alone would be half a result
+    const QuantizedMatmul& q = planned(layer, s.id);
+    const bool whole = plan_of(layer, s.id).size() == 1;
+    if (s.id != called && !whole) continue;  // a chunk alone would be half a result
     for (int i = 0; i < n; ++i) {
       int8_t* dest = yq + size_t(i) * size_t(q.rows);
-      if (s.id != int(called)) {
+      if (s.id != called) {
         Pending& pending = pending_[{sequences[size_t(i)], s.id}];
         pending.layer = layer;
         pending.xq.assign(xq + size_t(i) * cols, xq + (size_t(i) + 1) * cols);
@@ -154,24 +189,50 @@ void ChipBatchMatmuls::run_chunk(Program& p, int layer, LayerMatmul called,
 
 void ChipBatchMatmuls::matmul_q(int layer, LayerMatmul m, std::span<const int> sequences,
                                 const int8_t* xq, int8_t* yq) {
-  const std::vector<int>& plan = plans_[size_t(layer) * kLayerMatmuls + size_t(m)];
-  if (plan.empty()) {
-    cpu_matmul_q(layer, m, sequences.size(), xq, yq);
+  run_matmul(layer, int(m), sequences, xq, yq);
+}
+
+void ChipBatchMatmuls::values_q(int layer, std::span<const int> sequences, const int8_t* v,
+                                int8_t* u) {
+  const Config& c = weights()->config;
+  if (plan_of(layer, kValueIds).empty()) {
+    BatchMatmuls::values_q(layer, sequences, v, u);
     return;
   }
-  const QuantizedMatmul& q = matmul(layer, m);
+  const size_t n = sequences.size(), hs = size_t(c.head_size()), kv_dim = size_t(c.kv_dim()),
+               dim = size_t(c.dim), kv_mul = size_t(c.n_heads / c.n_kv_heads);
+  vh_.resize(n * hs);
+  uh_.resize(n * dim);
+  for (size_t h = 0; h < size_t(c.n_heads); ++h) {
+    // Head h reads its kv head's slice of v; the heads of one kv head share a program.
+    for (size_t i = 0; i < n; ++i)
+      std::copy_n(v + i * kv_dim + (h / kv_mul) * hs, hs, vh_.data() + i * hs);
+    run_matmul(layer, kValueIds + int(h), sequences, vh_.data(), uh_.data());
+    for (size_t i = 0; i < n; ++i)
+      std::copy_n(uh_.data() + i * dim, dim, u + i * size_t(c.n_heads) * dim + h * dim);
+  }
+}
+
+void ChipBatchMatmuls::run_matmul(int layer, int id, std::span<const int> sequences,
+                                  const int8_t* xq, int8_t* yq) {
+  const std::vector<int>& plan = plan_of(layer, id);
+  if (plan.empty()) {
+    cpu_matmul_q(layer, LayerMatmul(id), sequences.size(), xq, yq);
+    return;
+  }
+  const QuantizedMatmul& q = planned(layer, id);
   const size_t cols = size_t(q.cols), outs = size_t(q.rows), n = sequences.size();
   // Computed already by the program of an earlier matmul of this input, for every row: the same
   // quantized input gives the same result.
   bool pending = true;
   for (size_t i = 0; i < n && pending; ++i) {
-    const auto at = pending_.find({sequences[i], int(m)});
+    const auto at = pending_.find({sequences[i], id});
     pending = at != pending_.end() && at->second.layer == layer &&
               std::equal(at->second.xq.begin(), at->second.xq.end(), xq + i * cols);
   }
   if (pending) {
     for (size_t i = 0; i < n; ++i) {
-      Pending& p = pending_[{sequences[i], int(m)}];
+      Pending& p = pending_[{sequences[i], id}];
       std::copy_n(p.out.data(), outs, yq + i * outs);
       p.layer = -1;
     }
@@ -183,7 +244,7 @@ void ChipBatchMatmuls::matmul_q(int layer, LayerMatmul m, std::span<const int> s
     const size_t chunks = (n + size_t(p.max_rows) - 1) / size_t(p.max_rows);
     const size_t per = (n + chunks - 1) / chunks;
     for (size_t at = 0; at < n; at += per)
-      run_chunk(p, layer, m, sequences.subspan(at, std::min(per, n - at)), xq + at * cols,
+      run_chunk(p, layer, id, sequences.subspan(at, std::min(per, n - at)), xq + at * cols,
                 yq + at * outs);
   }
   stats_.chip_wall_s +=

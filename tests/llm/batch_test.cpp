@@ -42,11 +42,12 @@ std::vector<llm::BatchRequest> mixed_requests(int count, int steps) {
 // The oracle: the int8 CPU path, one sequence after another.
 std::vector<std::vector<int>> int8_alone(const llm::Checkpoint& ck, const llm::Tokenizer& tok,
                                          const llm::Calibration& cal,
-                                         const std::vector<llm::BatchRequest>& requests) {
+                                         const std::vector<llm::BatchRequest>& requests,
+                                         llm::Int8Options options) {
   llm::ThreadPool pool(2);
   std::vector<std::vector<int>> out;
   for (const llm::BatchRequest& r : requests) {
-    llm::Int8Transformer model(ck, pool, cal);
+    llm::Int8Transformer model(ck, pool, cal, options);
     llm::Sampler sampler(r.temperature, r.topp, r.seed);
     out.push_back(
         llm::generate(model, tok, sampler, r.prompt, r.steps, [](const std::string&) {}).tokens);
@@ -67,22 +68,22 @@ void expect_same_tokens(const llm::BatchRun& run, const std::vector<std::vector<
 
 // Both batch paths against the oracle on `ck`; returns the chip's figures.
 llm::ChipBatchStats expect_batch_equals_int8(const llm::Checkpoint& ck, const llm::Tokenizer& tok,
-                                             int count, int steps) {
+                                             int count, int steps, llm::Int8Options options = {}) {
   llm::ThreadPool pool(2);
   const llm::Calibration cal = llm::calibrate(ck, pool, 8);
   const std::vector<llm::BatchRequest> requests = mixed_requests(count, steps);
-  const std::vector<std::vector<int>> want = int8_alone(ck, tok, cal, requests);
+  const std::vector<std::vector<int>> want = int8_alone(ck, tok, cal, requests, options);
   // The requests do differ (else the batch would prove little): at least the prompts' stories.
   EXPECT_GE(std::set<std::vector<int>>(want.begin(), want.end()).size(),
             size_t(std::min(count, 3)));
   {
     SCOPED_TRACE("cpu");
-    llm::CpuBatchMatmuls cpu(ck, pool, cal);
+    llm::CpuBatchMatmuls cpu(ck, pool, cal, options);
     expect_same_tokens(llm::generate_batch(ck, tok, cpu, requests), want);
   }
   SCOPED_TRACE("virtual Edge TPU");
   auto tpu = runtime::open_virtual_edgetpu();
-  llm::ChipBatchMatmuls chip(ck, pool, cal, *tpu);
+  llm::ChipBatchMatmuls chip(ck, pool, cal, *tpu, options);
   const llm::BatchRun run = llm::generate_batch(ck, tok, chip, requests);
   expect_same_tokens(run, want);
   EXPECT_EQ(run.steps, steps);  // the longest sequences ran every step in lockstep
@@ -114,6 +115,31 @@ TEST(BatchPath, BothTestCheckpointsGiveEverySequenceTheInt8PathsTokens) {
     if (big) {
       EXPECT_EQ(s.programs, 24);  // q+k+v, o, w1+w3, w2 per layer, as in step a
     }
+  }
+}
+
+// --fused-layers' arithmetic (RMSNorm folded into q, k, v, the residual add in integers, wo folded
+// into u): the batch gives every sequence the tokens of the int8 path with it, alone. On the chip
+// q, k, v are the folded matmuls and u runs as one program per kv head (the heads of a kv head
+// share it), wo not at all.
+TEST(BatchPath, FusedLayersGiveEverySequenceTheInt8PathsTokens) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  const auto dir = llama2c_dir(data);
+  for (const std::string name : {"rand_gqa", "rand15M"}) {
+    SCOPED_TRACE(name);
+    std::string why;
+    const auto path = reference_checkpoint(data, name, why);
+    if (!path) GTEST_SKIP() << why;
+    const llm::Checkpoint ck = llm::load_checkpoint(*path);
+    const llm::Tokenizer tok = llm::Tokenizer::load(dir / "tokenizer.bin", ck.config.vocab_size);
+    const bool big = name == "rand15M";
+    const llm::ChipBatchStats s =
+        expect_batch_equals_int8(ck, tok, big ? 4 : 16, big ? 8 : 16, llm::Int8Options{true});
+    const llm::Config& c = ck.config;
+    EXPECT_EQ(s.chip_matmuls, 7 * c.n_layers);
+    EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
+    // q+k+v, u of each kv head, w1+w3, w2.
+    EXPECT_EQ(s.programs, (3 + c.n_kv_heads) * c.n_layers);
   }
 }
 

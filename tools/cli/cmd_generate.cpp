@@ -112,11 +112,11 @@ void run(GenerateArgs& a) {
                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   llm::ThreadPool pool(threads);
   const std::unique_ptr<runtime::EdgeTpu> tpu = open_device(a.device, a.json);  // outlives model
-  if (a.fused_layers && a.batch != -1) fail("--fused-layers: the batch path does not have it yet");
-  if (a.fused_layers && !a.int8 && !tpu) fail("--fused-layers needs --int8 or an Edge TPU device");
+  if (a.fused_layers && !a.int8 && !tpu && a.batch == -1)
+    fail("--fused-layers needs --int8, --batch or an Edge TPU device");
   if (a.batch != -1) {
     generate_batch_command({a.batch, a.prompt, a.steps < 0 ? 0 : a.steps, a.temperature, a.topp,
-                            seed, a.calibration, a.json},
+                            seed, a.calibration, a.json, llm::Int8Options{a.fused_layers}},
                            ck, tokenizer, pool, tpu.get());
     return;
   }
