@@ -20,8 +20,8 @@
 //  - a = MUL(h1, g), m = MUL(a, h3): f32((p_q - z_p)(r_q - z_r)) * f32(f32(s_p s_r) f32(1 / s_y)),
 //    the output stage's clamps, rounding and zero point, with a's range calibrated and m's scale
 //    w2's input scale, so w2 takes m's bytes as they are.
-// With Int8Options::fused_layers (issue 14 step c: a layer's FFN, the residual add and the next
-// layer's q, k, v in one chip program), q, k and v read the residual stream itself:
+// With Int8Options::fused_layers (the default; issue 14 step c: a layer's FFN, the residual add and
+// the next layer's q, k, v in one chip program), q, k and v read the residual stream itself:
 //  - wq, wk, wv are quantized with RMSNorm's weight folded into their columns (W diag(g)), their
 //    input is x quantized with the residual's calibrated range, their output W diag(g) x has its
 //    own calibrated range, and the host multiplies the dequantized result by RMSNorm's scale
@@ -118,7 +118,9 @@ void residual_add(const QuantizedAdd& q, const int8_t* x, const int8_t* f, int n
 float rms_scale(const float* x, int n);
 
 struct Int8Options {
-  bool fused_layers = false;  // issue 14 step c's arithmetic (top of this file)
+  // Issue 14 step c's arithmetic (top of this file), the default; false: RMSNorm before q, k, v
+  // and wo after attention, as the float path (the CLI's --unfused-layers).
+  bool fused_layers = true;
 };
 
 // The int8 path's quantized model: every layer matmul, gate, residual add and u matmul. Immutable

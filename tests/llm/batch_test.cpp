@@ -68,7 +68,7 @@ void expect_same_tokens(const llm::BatchRun& run, const std::vector<std::vector<
 
 // Both batch paths against the oracle on `ck`; returns the chip's figures.
 llm::ChipBatchStats expect_batch_equals_int8(const llm::Checkpoint& ck, const llm::Tokenizer& tok,
-                                             int count, int steps, llm::Int8Options options = {}) {
+                                             int count, int steps, llm::Int8Options options) {
   llm::ThreadPool pool(2);
   const llm::Calibration cal = llm::calibrate(ck, pool, 8);
   const std::vector<llm::BatchRequest> requests = mixed_requests(count, steps);
@@ -98,6 +98,7 @@ llm::ChipBatchStats expect_batch_equals_int8(const llm::Checkpoint& ck, const ll
   return chip.stats();
 }
 
+// The older arithmetic (--unfused-layers): step a's programs over all rows.
 TEST(BatchPath, BothTestCheckpointsGiveEverySequenceTheInt8PathsTokens) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   const auto dir = llama2c_dir(data);
@@ -109,7 +110,8 @@ TEST(BatchPath, BothTestCheckpointsGiveEverySequenceTheInt8PathsTokens) {
     const llm::Checkpoint ck = llm::load_checkpoint(*path);
     const llm::Tokenizer tok = llm::Tokenizer::load(dir / "tokenizer.bin", ck.config.vocab_size);
     const bool big = name == "rand15M";
-    const llm::ChipBatchStats s = expect_batch_equals_int8(ck, tok, big ? 4 : 16, big ? 8 : 16);
+    const llm::ChipBatchStats s =
+        expect_batch_equals_int8(ck, tok, big ? 4 : 16, big ? 8 : 16, llm::Int8Options{false});
     EXPECT_EQ(s.chip_matmuls, 7 * ck.config.n_layers);
     EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
     if (big) {
@@ -118,10 +120,10 @@ TEST(BatchPath, BothTestCheckpointsGiveEverySequenceTheInt8PathsTokens) {
   }
 }
 
-// --fused-layers' arithmetic (RMSNorm folded into q, k, v, the residual add in integers, wo folded
-// into u): the batch gives every sequence the tokens of the int8 path with it, alone. On the chip
-// q, k, v are the folded matmuls and u runs as one program per kv head (the heads of a kv head
-// share it), wo not at all.
+// The default arithmetic, the fused layers' (RMSNorm folded into q, k, v, the residual add in
+// integers, wo folded into u): the batch gives every sequence the tokens of the int8 path alone. On
+// the chip q, k, v are the folded matmuls and u runs as one program per kv head (the heads of a kv
+// head share it), wo not at all.
 TEST(BatchPath, FusedLayersGiveEverySequenceTheInt8PathsTokens) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   const auto dir = llama2c_dir(data);
@@ -163,7 +165,7 @@ TEST(BatchPath, KAbove1024RunsOnTheChipToo) {
   // 64 sequences: more rows than w2's program takes (K = 2112: 62), so it runs in two chunks
   // while all 64 are running; rows drop to 48, 32 and 16 as sequences end.
   ASSERT_LT(compiler::fc_batch_max_rows(2112, 1), 64);
-  const llm::ChipBatchStats s = expect_batch_equals_int8(ck, tok, 64, 16);
+  const llm::ChipBatchStats s = expect_batch_equals_int8(ck, tok, 64, 16, llm::Int8Options{false});
   EXPECT_EQ(s.chip_matmuls, 7);
   EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
   EXPECT_EQ(s.programs, 7);  // q+k+v, o, w1 and w3 in two programs each, w2
@@ -188,7 +190,8 @@ TEST(BatchPath, WeightsPastTileMemoryStayOnTheHostExactly) {
   const llm::Checkpoint ck = llm::load_checkpoint(dir / "model.bin");
   const llm::Tokenizer tok = llm::Tokenizer::load(dir / "tokenizer.bin", shape.vocab);
   std::filesystem::remove_all(dir);
-  const llm::ChipBatchStats s = expect_batch_equals_int8(ck, tok, 4, 6);
+  // The default arithmetic: u of the last layers stays on the host as well.
+  const llm::ChipBatchStats s = expect_batch_equals_int8(ck, tok, 4, 6, llm::Int8Options{});
   EXPECT_EQ(s.chip_matmuls + s.host_matmuls, 7 * 11);
   EXPECT_GT(s.chip_matmuls, 7 * 8);
   EXPECT_GT(s.host_matmuls, 0);
@@ -267,6 +270,15 @@ TEST(BatchPath, GenerateBatchOnTheSimulatorWritesEachSeedsInt8Story) {
   EXPECT_NE(text.err.find("batch of 3: 36 tokens in 12 steps"), std::string::npos) << text.err;
   EXPECT_NE(text.err.find("modeled stick: "), std::string::npos) << text.err;
   EXPECT_NE(text.err.find("tok/s aggregate"), std::string::npos) << text.err;
+  // The older arithmetic in a batch: each seed's --int8 --unfused-layers story.
+  const CommandResult unfused =
+      run_cli(args + " -s 6 --batch 2 --device sim --unfused-layers --json");
+  ASSERT_EQ(unfused.exit_code, 0) << unfused.err;
+  const CommandResult unfused_cpu = run_cli(args + " -s 7 --device cpu --int8 --unfused-layers");
+  ASSERT_EQ(unfused_cpu.exit_code, 0) << unfused_cpu.err;
+  EXPECT_EQ(
+      nlohmann::json::parse(unfused.out).at("sequences")[1].at("text").get<std::string>() + "\n",
+      unfused_cpu.out);
   const CommandResult zero = run_cli(args + " --batch 0");
   EXPECT_EQ(zero.exit_code, 2);
   EXPECT_NE(zero.err.find("--batch must be at least 1 (got 0)"), std::string::npos) << zero.err;
