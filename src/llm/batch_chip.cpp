@@ -43,6 +43,7 @@ int power_of_two_at_least(int n) {
 // row count.
 struct ChipBatchMatmuls::Program : FcProgramPlan {
   int layer = 0, max_rows = 0;
+  int row_bytes = 0, in_cols = 0;  // X's row and the caller's row, when not K and the matmul's
   std::shared_ptr<runtime::Program> caching;
   std::map<int, std::shared_ptr<runtime::Program>> execution;
 };
@@ -57,10 +58,16 @@ ChipBatchMatmuls::ChipBatchMatmuls(const Checkpoint& ck, ThreadPool& pool,
   ids_per_layer_ = kValueIds + (fused ? c.n_heads : 0);
   TileAllocator tiles;
   plans_.resize(size_t(c.n_layers) * size_t(ids_per_layer_));
+  values_programs_.assign(size_t(c.n_layers), -1);
   for (int l = 0; l < c.n_layers; ++l) {
-    // Input sets in forward()'s order; with fused_layers, wo's place holds u, a set per kv head.
+    // Input sets in forward()'s order; with fused_layers, wo's place holds u: one program where
+    // it fits, else a set per kv head.
     std::vector<std::vector<PlannedMatmul>> sets;
     for (const std::vector<LayerMatmul>& set : input_sets()) {
+      if (fused && set.front() == LayerMatmul::kO && values_program(l, tiles)) {
+        sets.emplace_back();  // placed; nothing to plan
+        continue;
+      }
       if (fused && set.front() == LayerMatmul::kO) {
         for (int kv = 0; kv < c.n_kv_heads; ++kv) {
           sets.emplace_back();
@@ -75,6 +82,7 @@ ChipBatchMatmuls::ChipBatchMatmuls(const Checkpoint& ck, ThreadPool& pool,
     }
     bool values_on_host = false;
     for (const std::vector<PlannedMatmul>& set : sets) {
+      if (set.empty()) continue;
       InputSetPlan plan = plan_input_set(set, l, tiles);
       if (stats_.host_reason.empty()) stats_.host_reason = plan.host_reason;
       for (FcProgramPlan& made : plan.programs) {
@@ -114,6 +122,43 @@ ChipBatchMatmuls::ChipBatchMatmuls(const Checkpoint& ck, ThreadPool& pool,
   cache_all();
 }
 
+// u of every head as one program (fused_layers): head h's dim outputs at h * dim_padded, each group
+// reading its kv head's slice of v through in_at (K = head_size padded to 64; the bytes past the
+// slice meet zero weights), X's row v padded to whole 64 bytes. False, with nothing placed, where
+// it does not fit (the generator or the tiles).
+bool ChipBatchMatmuls::values_program(int layer, TileAllocator& tiles) {
+  const Config& c = weights()->config;
+  const int hs = c.head_size(), kv_mul = c.n_heads / c.n_kv_heads;
+  const int dim_padded = whole_groups(c.dim), k = whole_groups(hs);
+  const int row_bytes = whole_groups(std::max(c.kv_dim(), (c.n_kv_heads - 1) * hs + k));
+  if (hs % 4 != 0 || c.n_heads * dim_padded > kMaxProgramOutputs) return false;
+  Program p;
+  p.layer = layer;
+  p.k_padded = k;
+  p.row_bytes = row_bytes;
+  p.in_cols = c.kv_dim();
+  for (int h = 0; h < c.n_heads; ++h) {
+    p.segments.push_back({kValueIds + h, 0, c.dim, p.outputs});
+    p.outputs += dim_padded;
+    for (int g = 0; g < dim_padded / 64; ++g) p.placement.in_at.push_back((h / kv_mul) * hs);
+  }
+  const int groups = compiler::fc_groups(p.outputs), slots = groups > kPlanTiles ? 2 : 1;
+  TileAllocator trial = tiles;
+  if (!compiler::fc_batch_unsupported(p.outputs, k, 1, slots, row_bytes).empty() ||
+      !trial.place(groups, compiler::fc_units_per_tile(k, false), p.placement))
+    return false;
+  tiles = trial;
+  p.max_rows = compiler::fc_batch_max_rows(k, slots, row_bytes);
+  p.caching =
+      std::make_shared<runtime::Program>(compiler::fc_caching(fc_layer(layer, p), p.placement));
+  stats_.resident_bytes += static_cast<int64_t>(p.caching->executable().parameters.size());
+  programs_.push_back(std::move(p));
+  ++stats_.programs;
+  for (int h = 0; h < c.n_heads; ++h) plan_of(layer, kValueIds + h) = {int(programs_.size()) - 1};
+  values_programs_[size_t(layer)] = int(programs_.size()) - 1;
+  return true;
+}
+
 const QuantizedMatmul& ChipBatchMatmuls::planned(int layer, int id) const {
   return id < kValueIds ? matmul(layer, LayerMatmul(id))
                         : weights()->values_of(layer, id - kValueIds);
@@ -143,16 +188,15 @@ std::shared_ptr<runtime::Program> ChipBatchMatmuls::execution(Program& p, int ro
   std::shared_ptr<runtime::Program>& exe = p.execution[rows];
   if (!exe)
     exe = std::make_shared<runtime::Program>(
-        compiler::generate_fc_batch(fc_layer(p.layer, p), p.placement, rows));
+        compiler::generate_fc_batch(fc_layer(p.layer, p), p.placement, rows, p.row_bytes));
   return exe;
 }
 
-void ChipBatchMatmuls::run_chunk(Program& p, int layer, int called, std::span<const int> sequences,
-                                 const int8_t* xq, int8_t* yq) {
-  const int n = static_cast<int>(sequences.size());
+int ChipBatchMatmuls::run_rows(Program& p, const int8_t* xq, int n) {
   const int bucket = std::min(power_of_two_at_least(n), p.max_rows);
-  const QuantizedMatmul& first = planned(layer, p.segments.front().id);
-  const size_t k = size_t(p.k_padded), cols = size_t(first.cols);
+  const QuantizedMatmul& first = planned(p.layer, p.segments.front().id);
+  const size_t k = size_t(p.row_bytes ? p.row_bytes : p.k_padded);
+  const size_t cols = size_t(p.in_cols ? p.in_cols : first.cols);
   // Padding (columns past K, rows past n) holds the zero point: it adds nothing.
   x_.assign(size_t(bucket) * k, static_cast<int8_t>(first.in.zero_point));
   for (size_t i = 0; i < size_t(n); ++i) std::copy_n(xq + i * cols, cols, x_.data() + i * k);
@@ -168,6 +212,14 @@ void ChipBatchMatmuls::run_chunk(Program& p, int layer, int called, std::span<co
   ++stats_.runs;
   y_.resize(exe->output_bytes(0));
   exe->get_output(0, std::span(reinterpret_cast<uint8_t*>(y_.data()), y_.size()));
+  return bucket;
+}
+
+void ChipBatchMatmuls::run_chunk(Program& p, int layer, int called, std::span<const int> sequences,
+                                 const int8_t* xq, int8_t* yq) {
+  const int n = static_cast<int>(sequences.size());
+  const int bucket = run_rows(p, xq, n);
+  const size_t cols = size_t(planned(layer, p.segments.front().id).cols);
   for (const Program::Segment& s : p.segments) {
     const QuantizedMatmul& q = planned(layer, s.id);
     const bool whole = plan_of(layer, s.id).size() == 1;
@@ -201,6 +253,25 @@ void ChipBatchMatmuls::values_q(int layer, std::span<const int> sequences, const
   }
   const size_t n = sequences.size(), hs = size_t(c.head_size()), kv_dim = size_t(c.kv_dim()),
                dim = size_t(c.dim), kv_mul = size_t(c.n_heads / c.n_kv_heads);
+  if (const int index = values_programs_[size_t(layer)]; index >= 0) {
+    Program& p = programs_[size_t(index)];
+    const size_t heads = size_t(c.n_heads), dim_padded = size_t(whole_groups(c.dim));
+    const size_t chunks = (n + size_t(p.max_rows) - 1) / size_t(p.max_rows);
+    const size_t per = (n + chunks - 1) / chunks;
+    const auto start = std::chrono::steady_clock::now();
+    for (size_t at = 0; at < n; at += per) {
+      const int rows = int(std::min(per, n - at));
+      const int bucket = run_rows(p, v + at * kv_dim, rows);
+      for (size_t i = 0; i < size_t(rows); ++i)
+        for (size_t h = 0; h < heads; ++h)
+          for (size_t r = 0; r < dim; ++r)
+            u[(at + i) * heads * dim + h * dim + r] =
+                y_[compiler::fc_batch_output_index(bucket, int(i), int(h * dim_padded + r))];
+    }
+    stats_.chip_wall_s +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return;
+  }
   vh_.resize(n * hs);
   uh_.resize(n * dim);
   for (size_t h = 0; h < size_t(c.n_heads); ++h) {

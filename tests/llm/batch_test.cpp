@@ -122,8 +122,8 @@ TEST(BatchPath, BothTestCheckpointsGiveEverySequenceTheInt8PathsTokens) {
 
 // The default arithmetic, the fused layers' (RMSNorm folded into q, k, v, the residual add in
 // integers, wo folded into u): the batch gives every sequence the tokens of the int8 path alone. On
-// the chip q, k, v are the folded matmuls and u runs as one program per kv head (the heads of a kv
-// head share it), wo not at all.
+// the chip q, k, v are the folded matmuls and u one program per layer (each head reading its slice
+// of v), or one per kv head where that does not fit; wo is not run.
 TEST(BatchPath, FusedLayersGiveEverySequenceTheInt8PathsTokens) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   const auto dir = llama2c_dir(data);
@@ -140,9 +140,22 @@ TEST(BatchPath, FusedLayersGiveEverySequenceTheInt8PathsTokens) {
     const llm::Config& c = ck.config;
     EXPECT_EQ(s.chip_matmuls, 7 * c.n_layers);
     EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
-    // q+k+v, u of each kv head, w1+w3, w2.
-    EXPECT_EQ(s.programs, (3 + c.n_kv_heads) * c.n_layers);
+    // q+k+v, u (every head reading its slice of v), w1+w3, w2.
+    EXPECT_EQ(s.programs, 4 * c.n_layers);
   }
+  // 8 heads of dim 320: u's 40 groups do not fit one program, so one per kv head (4).
+  TinyShape shape{320, 256, 1, 8, 4, 300, 16, true};
+  const auto tiny = std::filesystem::temp_directory_path() /
+                    ("tinycoral_batch_fused_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(tiny);
+  write_bytes(tiny / "model.bin", tiny_v0(shape, TinyWeights(shape)));
+  write_bytes(tiny / "tokenizer.bin", tiny_tokenizer(shape.vocab));
+  const llm::Checkpoint ck = llm::load_checkpoint(tiny / "model.bin");
+  const llm::Tokenizer tok = llm::Tokenizer::load(tiny / "tokenizer.bin", shape.vocab);
+  std::filesystem::remove_all(tiny);
+  const llm::ChipBatchStats s = expect_batch_equals_int8(ck, tok, 6, 8, llm::Int8Options{true});
+  EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
+  EXPECT_EQ(s.programs, 3 + 4);
 }
 
 TEST(BatchPath, KAbove1024RunsOnTheChipToo) {
