@@ -392,20 +392,23 @@ void Int8Transformer::attend(int layer, int pos, float* out) {
   attention_weights(layer, pos);
   const size_t first = size_t(layer) * size_t(c.seq_len);
   const size_t stride = size_t(c.n_heads) * size_t(c.dim);
-  pool_.parallel_for(c.dim, 16, [&](int begin, int end) {
-    for (int i = begin; i < end; ++i) {
-      float o = 0;
-      for (int h = 0; h < c.n_heads; ++h) {
-        const QuantizedMatmul& m = values_of(layer, h);
-        const float* p = probs(h);
-        for (int t = 0; t <= pos; ++t) {
-          const int8_t b =
-              u_cache_[(first + size_t(t)) * stride + size_t(h) * size_t(c.dim) + size_t(i)];
-          o += (p[t] * r_cache_[first + size_t(t)]) *
-               (static_cast<float>(int32_t{b} - m.out.zero_point) * m.out.scale);
-        }
+  // Each output's sum runs over heads, then positions, as above; the loop over outputs is innermost
+  // so that it reads u rows in order and vectorizes (each output keeps its own additions).
+  pool_.parallel_for(c.dim, 64, [&](int begin, int end) {
+    float* o = out + begin;
+    const size_t n = size_t(end - begin);
+    std::fill(o, o + n, 0.0f);
+    for (int h = 0; h < c.n_heads; ++h) {
+      const QuantizedMatmul& m = values_of(layer, h);
+      const float* p = probs(h);
+      const int32_t z = m.out.zero_point;
+      const float s = m.out.scale;
+      for (int t = 0; t <= pos; ++t) {
+        const float w = p[t] * r_cache_[first + size_t(t)];
+        const int8_t* u = u_cache_.data() + (first + size_t(t)) * stride +
+                          size_t(h) * size_t(c.dim) + size_t(begin);
+        axpy_dequantized(w, u, z, s, o, int(n));
       }
-      out[i] = o;
     }
   });
 }
