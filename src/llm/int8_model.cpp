@@ -280,14 +280,13 @@ Int8Weights::Int8Weights(const Checkpoint& ck, const Calibration& calibration,
 void Int8Weights::values_q(int layer, const int8_t* v, int8_t* u) const {
   const Config& c = config;
   const int hs = c.head_size(), kv_mul = c.n_heads / c.n_kv_heads;
+  std::vector<int32_t> acc(size_t(c.dim));
   for (int h = 0; h < c.n_heads; ++h) {
     const QuantizedMatmul& m = values_of(layer, h);
-    const int8_t* vh = v + size_t(h / kv_mul) * size_t(hs);
-    for (int i = 0; i < m.rows; ++i) {
-      int32_t acc = 0;
-      for (int j = 0; j < hs; ++j) acc += int32_t{vh[j]} * m.w[size_t(i) * size_t(hs) + size_t(j)];
-      u[size_t(h) * size_t(c.dim) + size_t(i)] = requantize_row(m, i, acc);
-    }
+    // Exact int32 sums: the kernel's order changes nothing.
+    matvec_int8_rows(m.w.data(), v + size_t(h / kv_mul) * size_t(hs), acc.data(), hs, 0, m.rows);
+    for (int i = 0; i < m.rows; ++i)
+      u[size_t(h) * size_t(c.dim) + size_t(i)] = requantize_row(m, i, acc[size_t(i)]);
   }
 }
 
