@@ -5,8 +5,11 @@
 // the position, so a few steps suffice. stories15M's shapes: the test data's fixture script,
 //   python3 ../shared/testdata/llama2c/make_checkpoint.py /tmp/rand15M.bin rand15M
 //   llm_batch_bench /tmp/rand15M.bin ../shared/testdata/llama2c/tokenizer.bin [STEPS=4] [B...]
+//     [--unfused-layers]
+// (the default arithmetic is the fused layers', int8_model.h; --unfused-layers the older one).
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -18,8 +21,14 @@
 int main(int argc, char** argv) {
   using namespace tinycoral;
   using namespace tinycoral::llm;
+  Int8Options arithmetic;
+  if (argc > 1 && std::string(argv[argc - 1]) == "--unfused-layers") {
+    arithmetic.fused_layers = false;
+    --argc;
+  }
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s CHECKPOINT TOKENIZER [STEPS] [B...]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s CHECKPOINT TOKENIZER [STEPS] [B...] [--unfused-layers]\n",
+                 argv[0]);
     return 2;
   }
   try {
@@ -32,8 +41,8 @@ int main(int argc, char** argv) {
     const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     ThreadPool pool(threads);
     const Calibration cal = calibrate(ck, pool, 8);
-    std::printf("%s, %d steps per batch, CPU: %d threads\n\n", describe(ck).c_str(), steps,
-                threads);
+    std::printf("%s, %d steps per batch, %s layers, CPU: %d threads\n\n", describe(ck).c_str(),
+                steps, arithmetic.fused_layers ? "fused" : "unfused", threads);
     std::printf(
         "| batch | modeled stick tok/s | modeled ms per step (compute + USB in + USB out + "
         "per-run) | runs per step | CPU int8 tok/s (measured) |\n|---|---|---|---|---|\n");
@@ -41,9 +50,9 @@ int main(int argc, char** argv) {
       std::vector<BatchRequest> requests;
       for (int i = 0; i < b; ++i) requests.push_back({"", steps, 1.0f, 0.9f, uint64_t(1 + i)});
       auto tpu = runtime::open_virtual_edgetpu();
-      ChipBatchMatmuls chip(ck, pool, cal, *tpu);
+      ChipBatchMatmuls chip(ck, pool, cal, *tpu, arithmetic);
       const BatchRun on_chip = generate_batch(ck, tok, chip, requests);
-      CpuBatchMatmuls cpu(ck, pool, cal);
+      CpuBatchMatmuls cpu(ck, pool, cal, arithmetic);
       const BatchRun on_cpu = generate_batch(ck, tok, cpu, requests);
       for (size_t i = 0; i < requests.size(); ++i)
         if (on_chip.sequences[i].result.tokens != on_cpu.sequences[i].result.tokens)

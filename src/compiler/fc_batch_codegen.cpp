@@ -33,8 +33,9 @@ int round_up(int v, int m) { return (v + m - 1) / m * m; }
 
 // Where each output group lives: its tile, its parameters' unit and its slot on that tile.
 struct Groups {
-  std::vector<int> tile, base, slot;
+  std::vector<int> tile, base, slot, in_at;
   int slots = 1;
+  int row_bytes = 0;  // X's row: K, or more when groups read parts of it
 };
 
 Groups groups_of(int groups, const FcPlacement& placement) {
@@ -52,12 +53,16 @@ Groups groups_of(int groups, const FcPlacement& placement) {
     g.slot.push_back(slot);
     g.slots = std::max(g.slots, slot + 1);
   }
+  g.in_at = placement.in_at;
+  if (g.in_at.empty()) g.in_at.assign(size_t(groups), 0);
+  if (int(g.in_at.size()) != groups)
+    fail("the placement names ", g.in_at.size(), " input places for ", groups, " output groups");
   return g;
 }
 
 // What an op needs beyond its tile mask; one aux load and one op per distinct set.
 struct OpSet {
-  int base, slot;
+  int base, slot, in_at;
   int32_t out_zp;
   float clamp_min, clamp_max;
   uint32_t tiles;
@@ -69,13 +74,15 @@ std::vector<OpSet> op_sets(const Groups& g, const FcLayer& layer) {
   for (size_t i = 0; i < g.tile.size(); ++i) {
     const OpSet want{g.base[i],
                      g.slot[i],
+                     g.in_at[i],
                      own ? layer.group_out_zp.at(i) : layer.out_zp,
                      own ? layer.group_clamp_min.at(i) : layer.clamp_min,
                      own ? layer.group_clamp_max.at(i) : layer.clamp_max,
                      0};
     auto at = std::find_if(out.begin(), out.end(), [&](const OpSet& o) {
-      return o.base == want.base && o.slot == want.slot && o.out_zp == want.out_zp &&
-             o.clamp_min == want.clamp_min && o.clamp_max == want.clamp_max;
+      return o.base == want.base && o.slot == want.slot && o.in_at == want.in_at &&
+             o.out_zp == want.out_zp && o.clamp_min == want.clamp_min &&
+             o.clamp_max == want.clamp_max;
     });
     if (at == out.end()) at = out.insert(out.end(), want);
     at->tiles |= tile_bit(g.tile[i]);
@@ -117,8 +124,8 @@ container::Bitstream execution_program(const FcLayer& layer, const Groups& g, in
   Emitter e;
   uint32_t compute = 0;
   for (int t : g.tile) compute |= tile_bit(t);
-  const int k_words = layer.k / 4;
-  const int x_bytes = rows * layer.k;
+  const int k_words = layer.k / 4, row_words = g.row_bytes / 4;
+  const int x_bytes = rows * g.row_bytes;
   const int out_base = round_up(x_bytes, 64);
   const int block = rows * kGroup;  // one group's outputs
   program_start(e);
@@ -139,15 +146,16 @@ container::Bitstream execution_program(const FcLayer& layer, const Groups& g, in
           rewind, rewind,
           " n.lvl_mask=0x03 mode=2 fill_size=64 sync.en0=1 sync.f2=1 sync.wait_lvl=2 "
           "sync.en1=1 sync.val=0x0ffff sync.en2=1 sync.f45=1 tail_f867=1 tail_en870=1");
-  const std::string in_walk = strided_walk({{1, k_words}, {k_words, rows}}, 8, " m3");
+  const std::string in_walk = strided_walk({{1, k_words}, {row_words, rows}}, 8, " m3");
   const std::string par_walk = strided_walk({{1, k_words}, {0, rows}}, 8, " m1");
   const std::string out_walk = strided_walk({{1, kGroup / 4}, {kGroup / 4, rows}}, 8, " m3");
-  for (const auto& [base, slot, out_zp, clamp_min, clamp_max, tiles] : op_sets(g, layer)) {
+  for (const auto& [base, slot, in_at, out_zp, clamp_min, clamp_max, tiles] : op_sets(g, layer)) {
     e.add("w2n", cat("tiles=", hex(tiles), base ? cat(" w.addr=", hex(base)) : "", aux_load));
     const int par_base = base + 4 * aux_rows;
     const int zp_unit = base + 4 * (aux_rows - 1);
     e.add("op",
-          cat("tiles=", hex(tiles), " loops=(", k_words, ")(", rows, ") in=", in_walk,
+          cat("tiles=", hex(tiles), " loops=(", k_words, ")(", rows, ")",
+              in_at ? cat(" in.base=", hex(in_at)) : "", " in=", in_walk,
               " in.tflags=0x01 out.base=", hex(out_base + block * slot), " out=", out_walk,
               " out.tflags=0x1 par.base=", hex(par_base & 0x1fff),
               par_base > 0x1fff ? " par.sel=1" : "", " par=", par_walk, " psum=(0 x ", k_words,
@@ -195,37 +203,47 @@ container::Bitstream execution_program(const FcLayer& layer, const Groups& g, in
 
 }  // namespace
 
-int fc_batch_max_rows(int k, int slots) {
+int fc_batch_max_rows(int k, int slots, int row_bytes) {
   if (k <= 0) return 0;
-  return std::min(kMaxInputBytes / k, (kNarrowBytes - 64) / (k + kGroup * slots));
+  const int row = std::max(row_bytes, k);
+  return std::min(kMaxInputBytes / row, (kNarrowBytes - 64) / (row + kGroup * slots));
 }
 
-std::string fc_batch_unsupported(int n, int k, int rows, int slots) {
+std::string fc_batch_unsupported(int n, int k, int rows, int slots, int row_bytes) {
   if (n <= 0 || fc_groups(n) > kMaxSlots * kTiles)
     return cat("N = ", n, ": the batch generator covers N = 1..", kMaxSlots * kTiles * kGroup);
   if (k <= 0 || k % kGroup != 0)
     return cat("K = ", k, ": the batch generator needs a multiple of 64");
   if (fc_units_per_tile(k, false) * slots > kFcParamUnits)
     return cat("K = ", k, ": ", slots, " groups' weights do not fit one tile");
-  if (rows <= 0 || rows > fc_batch_max_rows(k, slots))
-    return cat(rows, " rows of ", k, " bytes: the batch generator takes 1..",
-               fc_batch_max_rows(k, slots), " (one tile's narrow memory holds X and the outputs)");
+  if (row_bytes != 0 && (row_bytes < k || row_bytes % 8 != 0))
+    return cat("rows of ", row_bytes, " bytes for K = ", k, ": need at least K, a multiple of 8");
+  if (rows <= 0 || rows > fc_batch_max_rows(k, slots, row_bytes))
+    return cat(rows, " rows of ", std::max(k, row_bytes), " bytes: the batch generator takes 1..",
+               fc_batch_max_rows(k, slots, row_bytes),
+               " (one tile's narrow memory holds X and the outputs)");
   return "";
 }
 
 container::Executable generate_fc_batch(const FcLayer& layer, const FcPlacement& placement,
-                                        int rows) {
+                                        int rows, int row_bytes) {
   const int groups = fc_groups(layer.n);
-  const Groups g = groups_of(groups, placement);
-  if (const std::string why = fc_batch_unsupported(layer.n, layer.k, rows, g.slots); !why.empty())
+  Groups g = groups_of(groups, placement);
+  g.row_bytes = row_bytes == 0 ? layer.k : row_bytes;
+  if (const std::string why = fc_batch_unsupported(layer.n, layer.k, rows, g.slots, row_bytes);
+      !why.empty())
     fail(why);
+  for (int at : g.in_at)
+    if (at < 0 || at % 4 != 0 || at + layer.k > g.row_bytes)
+      fail("a group reads K = ", layer.k, " bytes from byte ", at, " of rows of ", g.row_bytes,
+           ": need a multiple of 4 within the row");
   if (!layer.group_out_zp.empty() && (layer.group_out_zp.size() != size_t(groups) ||
                                       layer.group_clamp_min.size() != size_t(groups) ||
                                       layer.group_clamp_max.size() != size_t(groups)))
     fail("per-group output stages need one zero point and two clamps for each of ", groups,
          " groups");
   container::Executable eo = execution_executable(execution_program(layer, g, rows));
-  eo.input_layers.push_back(boundary_layer(layer.input_name, 1, rows, layer.k, layer.in_zp,
+  eo.input_layers.push_back(boundary_layer(layer.input_name, 1, rows, g.row_bytes, layer.in_zp,
                                            layer.in_scale, false, layer.signed_input));
   const int total = groups * rows * kGroup;
   // One flat row of bytes ([G][rows][64], no tile layout); the caller reorders it.
@@ -233,8 +251,8 @@ container::Executable generate_fc_batch(const FcLayer& layer, const FcPlacement&
                                         true, layer.signed_output);
   out.shape = {{0, 0}, {0, total - 1}};
   eo.output_layers.push_back(std::move(out));
-  eo.used_narrow_memory_bytes_per_tile = round_up(rows * layer.k, 64) + g.slots * rows * kGroup;
-  eo.dma_hints = execution_hints(layer.input_name, rows * layer.k, layer.output_name, total);
+  eo.used_narrow_memory_bytes_per_tile = round_up(rows * g.row_bytes, 64) + g.slots * rows * kGroup;
+  eo.dma_hints = execution_hints(layer.input_name, rows * g.row_bytes, layer.output_name, total);
   // The parameters are cached by the caller (fc_caching); no token ties the two here.
   return eo;
 }

@@ -23,20 +23,23 @@
 namespace tinycoral::compiler {
 
 // Rows (M) a batch program can take for an input of K bytes with `slots` groups per tile: X and the
-// outputs must fit one tile's narrow memory.
-int fc_batch_max_rows(int k, int slots);
+// outputs must fit one tile's narrow memory. `row_bytes` (0: K) is X's row when groups read parts
+// of it (FcPlacement::in_at).
+int fc_batch_max_rows(int k, int slots, int row_bytes = 0);
 
 // Why this shape is outside the batch generator, or "".
-std::string fc_batch_unsupported(int n, int k, int rows, int slots);
+std::string fc_batch_unsupported(int n, int k, int rows, int slots, int row_bytes = 0);
 
-// The execution program (EXECUTION_ONLY) for `rows` rows. Input "x" is [rows][K] bytes; the output
-// is [G][rows][64] bytes: group g's 64 outputs of every row, groups in order
-// (fc_batch_output_index). The caller caches the parameters first with fc_caching(layer,
-// placement) (or generate_fc's caching program of the same layer and placement) and runs this
-// program without a caching program; its caching token is 0. Throws Error for an unsupported
-// shape.
+// The execution program (EXECUTION_ONLY) for `rows` rows. Input "x" is [rows][K] bytes, or
+// [rows][row_bytes] when the placement names input places: group g then reads K bytes of each row
+// from byte in_at[g] (a multiple of 4, in_at[g] + K <= row_bytes; the llm batch path's u, each
+// head reading its slice of v). The output is [G][rows][64] bytes: group g's 64 outputs of every
+// row, groups in order (fc_batch_output_index). The caller caches the parameters first with
+// fc_caching(layer, placement) (or generate_fc's caching program of the same layer and placement)
+// and runs this program without a caching program; its caching token is 0. Throws Error for an
+// unsupported shape.
 container::Executable generate_fc_batch(const FcLayer& layer, const FcPlacement& placement,
-                                        int rows);
+                                        int rows, int row_bytes = 0);
 
 // Byte (row, output) of a batch program's output buffer.
 inline size_t fc_batch_output_index(int rows, int row, int output) {

@@ -14,59 +14,64 @@
 
 namespace tinycoral::llm {
 
-BatchMatmuls::BatchMatmuls(const Checkpoint& ck, ThreadPool& pool, const Calibration& calibration)
-    : pool_(pool), model_(std::make_unique<Int8Transformer>(ck, pool, calibration)) {}
+BatchMatmuls::BatchMatmuls(const Checkpoint& ck, ThreadPool& pool, const Calibration& calibration,
+                           Int8Options options)
+    : pool_(pool), weights_(std::make_shared<const Int8Weights>(ck, calibration, options)) {}
 
 BatchMatmuls::~BatchMatmuls() = default;
 
-const QuantizedMatmul& BatchMatmuls::matmul(int layer, LayerMatmul m) const {
-  return model_->matmul(layer, m);
-}
-
-namespace {
-
-void dequantize(const int8_t* q, int n, QParams p, float* out) {
-  for (int i = 0; i < n; ++i) out[i] = static_cast<float>(int32_t{q[i]} - p.zero_point) * p.scale;
-}
-
-}  // namespace
-
-void BatchMatmuls::run(int layer, LayerMatmul m, std::span<const BatchRow> rows) {
-  const QuantizedMatmul& q = matmul(layer, m);
-  const size_t n = rows.size(), cols = size_t(q.cols), outs = size_t(q.rows);
+void BatchMatmuls::run(int layer, int step, std::span<const BatchRow> rows) {
+  const Config& c = weights_->config;
+  const size_t n = rows.size();
+  size_t in = 0, out = 0;
+  if (step == kBatchFfn) {
+    in = size_t(c.dim);
+    out = size_t(c.dim);
+  } else if (step == kBatchValues) {
+    in = size_t(c.kv_dim());
+    out = size_t(c.n_heads) * size_t(c.dim);
+  } else {
+    const QuantizedMatmul& q = matmul(layer, LayerMatmul(step));
+    in = size_t(q.cols);
+    out = size_t(q.rows);
+  }
   sequences_.clear();
-  xq_.resize(n * cols);
-  yq_.resize(n * outs);
+  xq_.resize(n * in);
+  yq_.resize(n * out);
   for (size_t i = 0; i < n; ++i) {
     sequences_.push_back(rows[i].sequence);
-    quantize(rows[i].in, q.cols, q.in, xq_.data() + i * cols);
+    std::copy_n(rows[i].in, in, xq_.data() + i * in);
   }
-  matmul_q(layer, m, sequences_, xq_.data(), yq_.data());
-  for (size_t i = 0; i < n; ++i) dequantize(yq_.data() + i * outs, q.rows, q.out, rows[i].out);
+  if (step == kBatchFfn)
+    ffn_q(layer, n);
+  else if (step == kBatchValues)
+    values_q(layer, sequences_, xq_.data(), yq_.data());
+  else
+    matmul_q(layer, LayerMatmul(step), sequences_, xq_.data(), yq_.data());
+  for (size_t i = 0; i < n; ++i) std::copy_n(yq_.data() + i * out, out, rows[i].out);
 }
 
-void BatchMatmuls::ffn(int layer, std::span<const BatchRow> rows) {
-  const QuantizedMatmul &w1 = matmul(layer, LayerMatmul::kW1),
-                        &w2 = matmul(layer, LayerMatmul::kW2);
-  const size_t n = rows.size(), dim = size_t(w1.cols), hidden = size_t(w1.rows);
-  sequences_.clear();
-  xq_.resize(n * dim);
-  for (size_t i = 0; i < n; ++i) {
-    sequences_.push_back(rows[i].sequence);
-    quantize(rows[i].in, w1.cols, w1.in, xq_.data() + i * dim);
-  }
+// w1 and w3, the chip's gate on the int8 values, w2: Int8Transformer::ffn_q for every row.
+void BatchMatmuls::ffn_q(int layer, size_t n) {
+  const size_t hidden = size_t(weights_->config.hidden_dim);
   h1_.resize(n * hidden);
   h3_.resize(n * hidden);
   m_.resize(n * hidden);
-  yq_.resize(n * size_t(w2.rows));
   matmul_q(layer, LayerMatmul::kW1, sequences_, xq_.data(), h1_.data());
   matmul_q(layer, LayerMatmul::kW3, sequences_, xq_.data(), h3_.data());
   for (size_t i = 0; i < n; ++i)
-    gate(model_->gate_of(layer), h1_.data() + i * hidden, h3_.data() + i * hidden, int(hidden),
-         m_.data() + i * hidden);
+    gate(weights_->gates[size_t(layer)], h1_.data() + i * hidden, h3_.data() + i * hidden,
+         int(hidden), m_.data() + i * hidden);
   matmul_q(layer, LayerMatmul::kW2, sequences_, m_.data(), yq_.data());
-  for (size_t i = 0; i < n; ++i)
-    dequantize(yq_.data() + i * size_t(w2.rows), w2.rows, w2.out, rows[i].out);
+}
+
+void BatchMatmuls::values_q(int layer, std::span<const int> sequences, const int8_t* v, int8_t* u) {
+  const Config& c = weights_->config;
+  const size_t in = size_t(c.kv_dim()), out = size_t(c.n_heads) * size_t(c.dim);
+  pool_.parallel_for(int(sequences.size()), 1, [&](int begin, int end) {
+    for (int i = begin; i < end; ++i)
+      weights_->values_q(layer, v + size_t(i) * in, u + size_t(i) * out);
+  });
 }
 
 void BatchMatmuls::cpu_matmul_q(int layer, LayerMatmul m, size_t n, const int8_t* xq, int8_t* yq) {
@@ -87,16 +92,14 @@ namespace {
 // Thrown in a sequence's thread when another part of the batch failed: it only unwinds.
 struct BatchStopped {};
 
-constexpr int kFfn = -1;  // the lockstep's name for a layer's FFN
-
 // The barrier where the sequences' layer matmuls meet: when every sequence still running has
 // arrived, the last one computes the matmul for all of them.
 class Lockstep {
  public:
   Lockstep(BatchMatmuls& matmuls, int sequences) : matmuls_(matmuls), active_(sequences) {}
 
-  // `m` is a layer matmul, or kFfn for the layer's FFN.
-  void arrive(int sequence, int layer, int m, const float* in, float* out) {
+  // `m` is a layer matmul, kBatchFfn or kBatchValues.
+  void arrive(int sequence, int layer, int m, const int8_t* in, int8_t* out) {
     std::unique_lock lock(mu_);
     if (error_) throw BatchStopped{};
     arrivals_.push_back({sequence, layer, m, in, out});
@@ -122,8 +125,8 @@ class Lockstep {
  private:
   struct Arrival {
     int sequence, layer, m;
-    const float* in;
-    float* out;
+    const int8_t* in;
+    int8_t* out;
   };
 
   void flush() {
@@ -137,10 +140,7 @@ class Lockstep {
         if (a.layer != first.layer || a.m != first.m)
           fail("the batch's sequences left lockstep (layer ", a.layer, " step ", a.m,
                " beside layer ", first.layer, " step ", first.m, ")");
-      if (first.m == kFfn)
-        matmuls_.ffn(first.layer, rows_);
-      else
-        matmuls_.run(first.layer, LayerMatmul(first.m), rows_);
+      matmuls_.run(first.layer, first.m, rows_);
       if (first.layer == 0 && first.m == int(LayerMatmul::kQ)) ++phases_;
     } catch (...) {
       fail_all(std::current_exception());
@@ -168,18 +168,22 @@ class Lockstep {
   std::exception_ptr error_;
 };
 
-// One sequence: the float path's forward pass with its layer matmuls sent to the lockstep.
-class Member : public Transformer {
+// One sequence: the int8 path's forward pass with its integer seams sent to the lockstep.
+class Member : public Int8Transformer {
  public:
-  Member(const Checkpoint& ck, ThreadPool& pool, Lockstep& lockstep, int sequence)
-      : Transformer(ck, pool), lockstep_(lockstep), sequence_(sequence) {}
+  Member(const Checkpoint& ck, ThreadPool& pool, std::shared_ptr<const Int8Weights> weights,
+         Lockstep& lockstep, int sequence)
+      : Int8Transformer(ck, pool, std::move(weights)), lockstep_(lockstep), sequence_(sequence) {}
 
  protected:
-  void layer_matmul(int layer, LayerMatmul m, const float* in, float* out) override {
-    lockstep_.arrive(sequence_, layer, int(m), in, out);
+  void matmul_q(int layer, LayerMatmul m, const int8_t* xq, int8_t* yq) override {
+    lockstep_.arrive(sequence_, layer, int(m), xq, yq);
   }
-  void ffn(int layer, const float* in, float* out) override {
-    lockstep_.arrive(sequence_, layer, kFfn, in, out);
+  void ffn_q(int layer, const int8_t* xq, int8_t* yq) override {
+    lockstep_.arrive(sequence_, layer, kBatchFfn, xq, yq);
+  }
+  void values_q(int layer, const int8_t* v, int8_t* u) override {
+    lockstep_.arrive(sequence_, layer, kBatchValues, v, u);
   }
 
  private:
@@ -197,8 +201,11 @@ BatchRun generate_batch(const Checkpoint& ck, const Tokenizer& tokenizer, BatchM
   const int seq_len = ck.config.seq_len;
   // Each sequence owns a float32 KV cache and its activations, allocated up front.
   const Config& c = ck.config;
-  const double state = 4.0 * (2.0 * c.n_layers * c.seq_len * c.kv_dim() +
-                              double(c.n_heads) * c.seq_len + c.vocab_size + 6.0 * c.hidden_dim);
+  const bool fused = matmuls.weights()->options.fused_layers;
+  const double state =
+      4.0 * (2.0 * c.n_layers * c.seq_len * c.kv_dim() + double(c.n_heads) * c.seq_len +
+             c.vocab_size + 6.0 * c.hidden_dim) +
+      (fused ? double(c.n_layers) * c.seq_len * (double(c.n_heads) * c.dim + 4.0) : 0.0);
   if (state * double(requests.size()) > kMaxBatchStateBytes)
     fail("a batch of ", requests.size(), " sequences needs ",
          int64_t(state * double(requests.size()) / (1 << 20)),
@@ -223,7 +230,7 @@ BatchRun generate_batch(const Checkpoint& ck, const Tokenizer& tokenizer, BatchM
   std::vector<std::unique_ptr<Member>> members;
   for (int i = 0; i < n; ++i) {
     pools.push_back(std::make_unique<ThreadPool>(1));
-    members.push_back(std::make_unique<Member>(ck, *pools.back(), lockstep, i));
+    members.push_back(std::make_unique<Member>(ck, *pools.back(), matmuls.weights(), lockstep, i));
   }
   std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
   const auto start = std::chrono::steady_clock::now();

@@ -1,13 +1,13 @@
 // Many sequences at once (issue 14, step e): B sequences advance one token each per step, each with
 // its own prompt, sampler, position and KV cache, while every layer matmul (and FFN) of a step is
-// computed for all of them together by a BatchMatmuls in the int8 path's arithmetic: on the CPU
-// (CpuBatchMatmuls, one pass over the weights for all rows) or as one program over all rows per
-// matmul on an Edge TPU (ChipBatchMatmuls, batch_chip.h).
+// computed for all of them together by a BatchMatmuls in the int8 path's arithmetic (either of
+// Int8Options' arithmetics): on the CPU (CpuBatchMatmuls, one pass over the weights for all rows)
+// or as one program over all rows per matmul on an Edge TPU (ChipBatchMatmuls, batch_chip.h).
 //
-// How: each sequence runs the unchanged forward pass (transformer.h) and generation loop
-// (generate.h) on a thread of its own; its layer matmuls and FFNs meet at a lockstep barrier, and
-// the last sequence to arrive computes that step for every row. So each sequence computes exactly
-// what it computes alone with the same arithmetic (its text is the int8 path's, sequence by
+// How: each sequence runs the int8 path itself (Int8Transformer over shared weights) and the
+// generation loop (generate.h) on a thread of its own; its integer seams (matmuls, FFNs, u) meet at
+// a lockstep barrier, and the last sequence to arrive computes that step for every row. So each
+// sequence computes exactly what it computes alone (its text is the int8 path's, sequence by
 // sequence), and a sequence that is done (its steps, or BOS) leaves the batch.
 #pragma once
 
@@ -22,40 +22,49 @@
 
 namespace tinycoral::llm {
 
-// One row of a batched step: the sequence it belongs to, its input and its output (as the
-// forward pass hands them to layer_matmul or ffn; an FFN's output may be its input).
+// One row of a batched step: the sequence it belongs to, its quantized input and output (as the
+// sequence's Int8Transformer hands them to its integer seams).
 struct BatchRow {
   int sequence;
-  const float* in;
-  float* out;
+  const int8_t* in;
+  int8_t* out;
 };
 
-// The batch's arithmetic: exactly the int8 path's (int8_model.h) - each matmul's input quantized,
-// the chip's FULLY_CONNECTED in integers, the output dequantized; the FFN as w1 and w3, the chip's
-// gate (SiLU(h1) h3 on the int8 values) and w2 - with the integer matmul over all rows computed by
-// a subclass: on the CPU (CpuBatchMatmuls) or on an Edge TPU (ChipBatchMatmuls, batch_chip.h).
+// A batched step: a layer matmul (0..6, LayerMatmul), or one of these.
+constexpr int kBatchFfn = -1;     // the FFN from w1's input to w2's output (Int8Transformer::ffn_q)
+constexpr int kBatchValues = -2;  // fused_layers: u from v (Int8Transformer::values_q)
+
+// The batch's integer steps: exactly the int8 path's (int8_model.h), with the integer matmul over
+// all rows computed by a subclass: on the CPU (CpuBatchMatmuls) or on an Edge TPU
+// (ChipBatchMatmuls, batch_chip.h). Each sequence is an Int8Transformer over the weights built
+// here, so quantizing, dequantizing, the residual add, RMSNorm's scale and attention are its own.
 class BatchMatmuls {
  public:
-  BatchMatmuls(const Checkpoint& ck, ThreadPool& pool, const Calibration& calibration);
+  BatchMatmuls(const Checkpoint& ck, ThreadPool& pool, const Calibration& calibration,
+               Int8Options options = {});
   virtual ~BatchMatmuls();
-  // Matmul `m` of `layer` for every row; rows come in sequence order, at most one per sequence.
-  void run(int layer, LayerMatmul m, std::span<const BatchRow> rows);
-  // The FFN of `layer` (w1, w3, the gate, w2) for every row.
-  void ffn(int layer, std::span<const BatchRow> rows);
-  const QuantizedMatmul& matmul(int layer, LayerMatmul m) const;
+  // Step `step` of `layer` for every row; rows come in sequence order, at most one per sequence.
+  void run(int layer, int step, std::span<const BatchRow> rows);
+  const QuantizedMatmul& matmul(int layer, LayerMatmul m) const {
+    return weights_->matmul(layer, m);
+  }
+  const std::shared_ptr<const Int8Weights>& weights() const { return weights_; }
 
  protected:
   // yq[i] = the chip's FULLY_CONNECTED of xq[i] for each of the rows of `sequences` (xq:
   // [n][cols], yq: [n][rows] of matmul `m`).
   virtual void matmul_q(int layer, LayerMatmul m, std::span<const int> sequences, const int8_t* xq,
                         int8_t* yq) = 0;
+  // fused_layers: u of every row (v: [n][kv_dim], u: [n][n_heads * dim]); by default on the host.
+  virtual void values_q(int layer, std::span<const int> sequences, const int8_t* v, int8_t* u);
   // The same on the CPU: each thread's slice of weight rows passed over by every row while it is
   // in cache; the sums are exact integers, so the order changes nothing.
   void cpu_matmul_q(int layer, LayerMatmul m, size_t n, const int8_t* xq, int8_t* yq);
   ThreadPool& pool_;
 
  private:
-  std::unique_ptr<Int8Transformer> model_;  // the int8 path's quantized weights and gates
+  void ffn_q(int layer, size_t n);
+  std::shared_ptr<const Int8Weights> weights_;  // the int8 path's, shared with every sequence
   std::vector<int> sequences_;
   std::vector<int8_t> xq_, yq_, h1_, h3_, m_;
   std::vector<int32_t> acc_;

@@ -7,14 +7,11 @@
 
 #include "common/error.h"
 #include "compiler/fc_batch_codegen.h"
+#include "llm/matmul_plan.h"
 
 namespace tinycoral::llm {
 
 namespace {
-
-constexpr int kTiles = 16;
-constexpr int kMaxOutputs = 2048;  // outputs per program: two 64-output groups on each tile
-constexpr int kKStep = 64;
 
 runtime::StickTime& operator+=(runtime::StickTime& a, const runtime::StickTime& b) {
   a.compute_ms_high += b.compute_ms_high;
@@ -25,36 +22,6 @@ runtime::StickTime& operator+=(runtime::StickTime& a, const runtime::StickTime& 
   return a;
 }
 
-// Tile memory as the placement sees it (step a's rule, chip_model.cpp): each group to the
-// least-filled tile that has fewer than `per_tile` of this program's groups, at that tile's first
-// free wide unit.
-class TileAllocator {
- public:
-  bool place(int groups, int units, compiler::FcPlacement& placement) {
-    const int per_tile = groups > kTiles ? 2 : 1;
-    std::array<int, kTiles> fill = fill_, used{};
-    placement.tiles.clear();
-    placement.param_units.clear();
-    for (int g = 0; g < groups; ++g) {
-      int best = -1;
-      for (int t = 0; t < kTiles; ++t)
-        if (used[size_t(t)] < per_tile && (best < 0 || fill[size_t(t)] < fill[size_t(best)]))
-          best = t;
-      if (best < 0 || fill[size_t(best)] + units > compiler::kFcParamUnits) return false;
-      placement.tiles.push_back(best);
-      placement.param_units.push_back(fill[size_t(best)]);
-      fill[size_t(best)] += units;
-      ++used[size_t(best)];
-    }
-    fill_ = fill;
-    return true;
-  }
-  int max_fill() const { return *std::max_element(fill_.begin(), fill_.end()); }
-
- private:
-  std::array<int, kTiles> fill_{};
-};
-
 const std::vector<std::vector<LayerMatmul>>& input_sets() {
   static const std::vector<std::vector<LayerMatmul>> sets = {
       {LayerMatmul::kQ, LayerMatmul::kK, LayerMatmul::kV},
@@ -62,12 +29,6 @@ const std::vector<std::vector<LayerMatmul>>& input_sets() {
       {LayerMatmul::kW1, LayerMatmul::kW3},
       {LayerMatmul::kW2}};
   return sets;
-}
-
-int whole_groups(int rows) { return (rows + 63) / 64 * 64; }
-
-bool same_input(const QParams& a, const QParams& b) {
-  return a.scale == b.scale && a.zero_point == b.zero_point;
 }
 
 int power_of_two_at_least(int n) {
@@ -78,137 +39,139 @@ int power_of_two_at_least(int n) {
 
 }  // namespace
 
-// One program: whole matmuls of one input side by side (or one chunk of a matmul with more than
-// 2048 outputs), each segment starting at a 64-output group; one execution program per row count.
-struct ChipBatchMatmuls::Program {
-  struct Segment {
-    LayerMatmul m;
-    int row0, rows, out_at;
-  };
-  int layer = 0;
-  std::vector<Segment> segments;
-  int outputs = 0, k_padded = 0, max_rows = 0;
-  compiler::FcPlacement placement;
+// One program of the planner (matmul_plan.h), segment ids LayerMatmuls; one execution program per
+// row count.
+struct ChipBatchMatmuls::Program : FcProgramPlan {
+  int layer = 0, max_rows = 0;
+  int row_bytes = 0, in_cols = 0;  // X's row and the caller's row, when not K and the matmul's
   std::shared_ptr<runtime::Program> caching;
   std::map<int, std::shared_ptr<runtime::Program>> execution;
 };
 
 ChipBatchMatmuls::ChipBatchMatmuls(const Checkpoint& ck, ThreadPool& pool,
-                                   const Calibration& calibration, runtime::EdgeTpu& tpu)
-    : BatchMatmuls(ck, pool, calibration), tpu_(tpu) {
+                                   const Calibration& calibration, runtime::EdgeTpu& tpu,
+                                   Int8Options options)
+    : BatchMatmuls(ck, pool, calibration, options), tpu_(tpu) {
   const Config& c = ck.config;
+  const bool fused = options.fused_layers;
+  const int kv_mul = c.n_heads / c.n_kv_heads;
+  ids_per_layer_ = kValueIds + (fused ? c.n_heads : 0);
   TileAllocator tiles;
-  plans_.resize(size_t(c.n_layers) * kLayerMatmuls);
+  plans_.resize(size_t(c.n_layers) * size_t(ids_per_layer_));
+  values_programs_.assign(size_t(c.n_layers), -1);
   for (int l = 0; l < c.n_layers; ++l) {
+    // Input sets in forward()'s order; with fused_layers, wo's place holds u: one program where
+    // it fits, else a set per kv head.
+    std::vector<std::vector<PlannedMatmul>> sets;
     for (const std::vector<LayerMatmul>& set : input_sets()) {
-      std::vector<Program> made;
-      std::vector<LayerMatmul> on_host;
-      for (LayerMatmul m : set) {
-        const QuantizedMatmul& q = matmul(l, m);
-        const int k_padded = (q.cols + kKStep - 1) / kKStep * kKStep;
-        const bool joins = q.rows <= kMaxOutputs && !made.empty() &&
-                           made.back().segments.front().rows <= kMaxOutputs &&
-                           made.back().outputs + whole_groups(q.rows) <= kMaxOutputs &&
-                           same_input(matmul(l, made.back().segments.front().m).in, q.in);
-        for (int row0 = 0; row0 < q.rows; row0 += kMaxOutputs) {
-          const int rows = std::min(kMaxOutputs, q.rows - row0);
-          if (!joins || row0 > 0) {
-            made.emplace_back();
-            made.back().layer = l;
-            made.back().k_padded = k_padded;
-          }
-          Program& p = made.back();
-          p.segments.push_back({m, row0, rows, p.outputs});
-          p.outputs += whole_groups(rows);
-        }
+      if (fused && set.front() == LayerMatmul::kO && values_program(l, tiles)) {
+        sets.emplace_back();  // placed; nothing to plan
+        continue;
       }
-      for (Program& p : made) {
-        const int groups = compiler::fc_groups(p.outputs);
-        const int slots = groups > kTiles ? 2 : 1;
-        const int units = compiler::fc_units_per_tile(p.k_padded, false);
-        const std::string why = compiler::fc_batch_unsupported(p.outputs, p.k_padded, 1, slots);
-        if (!why.empty() || !tiles.place(groups, units, p.placement)) {
-          for (const Program::Segment& s : p.segments)
-            if (std::find(on_host.begin(), on_host.end(), s.m) == on_host.end())
-              on_host.push_back(s.m);
-          if (stats_.host_reason.empty())
-            stats_.host_reason =
-                cat("layer ", l, " ", matmul_name(p.segments.front().m), ": ",
-                    why.empty() ? "the weights before it fill the tile memory" : why);
-          continue;
+      if (fused && set.front() == LayerMatmul::kO) {
+        for (int kv = 0; kv < c.n_kv_heads; ++kv) {
+          sets.emplace_back();
+          for (int h = kv * kv_mul; h < (kv + 1) * kv_mul; ++h)
+            sets.back().push_back({kValueIds + h, &planned(l, kValueIds + h),
+                                   cat("wo (folded into u, head ", h, ")")});
         }
-        p.max_rows = compiler::fc_batch_max_rows(p.k_padded, slots);
-        const compiler::FcLayer fc = fc_layer(l, p);
-        p.caching = std::make_shared<runtime::Program>(compiler::fc_caching(fc, p.placement));
+        continue;
+      }
+      sets.emplace_back();
+      for (LayerMatmul m : set) sets.back().push_back({int(m), &matmul(l, m), matmul_name(m)});
+    }
+    bool values_on_host = false;
+    for (const std::vector<PlannedMatmul>& set : sets) {
+      if (set.empty()) continue;
+      InputSetPlan plan = plan_input_set(set, l, tiles);
+      if (stats_.host_reason.empty()) stats_.host_reason = plan.host_reason;
+      for (FcProgramPlan& made : plan.programs) {
+        Program p;
+        static_cast<FcProgramPlan&>(p) = std::move(made);
+        p.layer = l;
+        p.max_rows =
+            compiler::fc_batch_max_rows(p.k_padded, compiler::fc_groups(p.outputs) > 16 ? 2 : 1);
+        p.caching =
+            std::make_shared<runtime::Program>(compiler::fc_caching(fc_layer(l, p), p.placement));
         stats_.resident_bytes += static_cast<int64_t>(p.caching->executable().parameters.size());
-      }
-      // A matmul is on the chip only when all its programs are.
-      for (Program& p : made) {
-        bool host = p.caching == nullptr;
-        for (const Program::Segment& s : p.segments)
-          host |= std::find(on_host.begin(), on_host.end(), s.m) != on_host.end();
-        if (host) continue;
         programs_.push_back(std::move(p));
+        ++stats_.programs;
         for (const Program::Segment& s : programs_.back().segments) {
-          std::vector<int>& list = plans_[size_t(l) * kLayerMatmuls + size_t(s.m)];
+          std::vector<int>& list = plan_of(l, s.id);
           if (list.empty() || list.back() != int(programs_.size()) - 1)
             list.push_back(int(programs_.size()) - 1);
         }
       }
-      for (LayerMatmul m : set) {
-        const bool host = std::find(on_host.begin(), on_host.end(), m) != on_host.end();
-        if (host) plans_[size_t(l) * kLayerMatmuls + size_t(m)].clear();
-        ++(host ? stats_.host_matmuls : stats_.chip_matmuls);
+      for (const PlannedMatmul& m : set) {
+        const bool host =
+            std::find(plan.on_host.begin(), plan.on_host.end(), m.id) != plan.on_host.end();
+        if (m.id >= kValueIds)
+          values_on_host |= host;
+        else
+          ++(host ? stats_.host_matmuls : stats_.chip_matmuls);
       }
     }
-  }
-  std::vector<bool> used(programs_.size(), false);
-  for (const std::vector<int>& plan : plans_)
-    for (int p : plan) used[size_t(p)] = true;
-  for (size_t p = 0; p < programs_.size(); ++p) {
-    if (used[p])
-      ++stats_.programs;
-    else
-      programs_[p].caching.reset();
+    if (fused) {
+      // wo, counted once: on the chip when every head's u is.
+      ++(values_on_host ? stats_.host_matmuls : stats_.chip_matmuls);
+      if (values_on_host)
+        for (int h = 0; h < c.n_heads; ++h) plan_of(l, kValueIds + h).clear();
+    }
   }
   stats_.max_tile_units = tiles.max_fill();
   cache_all();
 }
 
+// u of every head as one program (fused_layers): head h's dim outputs at h * dim_padded, each group
+// reading its kv head's slice of v through in_at (K = head_size padded to 64; the bytes past the
+// slice meet zero weights), X's row v padded to whole 64 bytes. False, with nothing placed, where
+// it does not fit (the generator or the tiles).
+bool ChipBatchMatmuls::values_program(int layer, TileAllocator& tiles) {
+  const Config& c = weights()->config;
+  const int hs = c.head_size(), kv_mul = c.n_heads / c.n_kv_heads;
+  const int dim_padded = whole_groups(c.dim), k = whole_groups(hs);
+  const int row_bytes = whole_groups(std::max(c.kv_dim(), (c.n_kv_heads - 1) * hs + k));
+  if (hs % 4 != 0 || c.n_heads * dim_padded > kMaxProgramOutputs) return false;
+  Program p;
+  p.layer = layer;
+  p.k_padded = k;
+  p.row_bytes = row_bytes;
+  p.in_cols = c.kv_dim();
+  for (int h = 0; h < c.n_heads; ++h) {
+    p.segments.push_back({kValueIds + h, 0, c.dim, p.outputs});
+    p.outputs += dim_padded;
+    for (int g = 0; g < dim_padded / 64; ++g) p.placement.in_at.push_back((h / kv_mul) * hs);
+  }
+  const int groups = compiler::fc_groups(p.outputs), slots = groups > kPlanTiles ? 2 : 1;
+  TileAllocator trial = tiles;
+  if (!compiler::fc_batch_unsupported(p.outputs, k, 1, slots, row_bytes).empty() ||
+      !trial.place(groups, compiler::fc_units_per_tile(k, false), p.placement))
+    return false;
+  tiles = trial;
+  p.max_rows = compiler::fc_batch_max_rows(k, slots, row_bytes);
+  p.caching =
+      std::make_shared<runtime::Program>(compiler::fc_caching(fc_layer(layer, p), p.placement));
+  stats_.resident_bytes += static_cast<int64_t>(p.caching->executable().parameters.size());
+  programs_.push_back(std::move(p));
+  ++stats_.programs;
+  for (int h = 0; h < c.n_heads; ++h) plan_of(layer, kValueIds + h) = {int(programs_.size()) - 1};
+  values_programs_[size_t(layer)] = int(programs_.size()) - 1;
+  return true;
+}
+
+const QuantizedMatmul& ChipBatchMatmuls::planned(int layer, int id) const {
+  return id < kValueIds ? matmul(layer, LayerMatmul(id))
+                        : weights()->values_of(layer, id - kValueIds);
+}
+
+std::vector<int>& ChipBatchMatmuls::plan_of(int layer, int id) {
+  return plans_[size_t(layer) * size_t(ids_per_layer_) + size_t(id)];
+}
+
 ChipBatchMatmuls::~ChipBatchMatmuls() = default;
 
-// A program's segments as one generator layer, in the chip's uint8 domain with int8 boundaries
-// (step a's layer, chip_model.cpp).
 compiler::FcLayer ChipBatchMatmuls::fc_layer(int layer, const Program& p) const {
-  compiler::FcLayer l;
-  l.n = p.outputs;
-  l.k = p.k_padded;
-  l.weights.assign(size_t(l.n) * size_t(l.k), 0);
-  l.mult.assign(size_t(l.n), 0.0f);
-  const QuantizedMatmul& first = matmul(layer, p.segments.front().m);
-  l.in_zp = first.in.zero_point + 128;
-  l.in_scale = first.in.scale;
-  for (const Program::Segment& s : p.segments) {
-    const QuantizedMatmul& q = matmul(layer, s.m);
-    for (int r = 0; r < s.rows; ++r) {
-      std::copy_n(q.w.data() + size_t(s.row0 + r) * size_t(q.cols), q.cols,
-                  l.weights.data() + size_t(s.out_at + r) * size_t(l.k));
-      l.mult[size_t(s.out_at + r)] = q.multiplier[size_t(s.row0 + r)];
-    }
-    for (int g = 0; g < compiler::fc_groups(s.rows); ++g) {
-      l.group_out_zp.push_back(q.out.zero_point + 128);
-      l.group_clamp_min.push_back(q.clamp_lo);
-      l.group_clamp_max.push_back(q.clamp_hi);
-    }
-  }
-  l.out_zp = l.group_out_zp.front();
-  l.out_scale = first.out.scale;
-  l.clamp_min = l.group_clamp_min.front();
-  l.clamp_max = l.group_clamp_max.front();
-  l.input_name = "x";
-  l.output_name = "y";
-  l.signed_input = l.signed_output = true;
-  return l;
+  return fc_layer_of(p, [&](int id) -> const QuantizedMatmul& { return planned(layer, id); });
 }
 
 void ChipBatchMatmuls::cache_all() {
@@ -225,16 +188,15 @@ std::shared_ptr<runtime::Program> ChipBatchMatmuls::execution(Program& p, int ro
   std::shared_ptr<runtime::Program>& exe = p.execution[rows];
   if (!exe)
     exe = std::make_shared<runtime::Program>(
-        compiler::generate_fc_batch(fc_layer(p.layer, p), p.placement, rows));
+        compiler::generate_fc_batch(fc_layer(p.layer, p), p.placement, rows, p.row_bytes));
   return exe;
 }
 
-void ChipBatchMatmuls::run_chunk(Program& p, int layer, LayerMatmul called,
-                                 std::span<const int> sequences, const int8_t* xq, int8_t* yq) {
-  const int n = static_cast<int>(sequences.size());
+int ChipBatchMatmuls::run_rows(Program& p, const int8_t* xq, int n) {
   const int bucket = std::min(power_of_two_at_least(n), p.max_rows);
-  const QuantizedMatmul& first = matmul(layer, p.segments.front().m);
-  const size_t k = size_t(p.k_padded), cols = size_t(first.cols);
+  const QuantizedMatmul& first = planned(p.layer, p.segments.front().id);
+  const size_t k = size_t(p.row_bytes ? p.row_bytes : p.k_padded);
+  const size_t cols = size_t(p.in_cols ? p.in_cols : first.cols);
   // Padding (columns past K, rows past n) holds the zero point: it adds nothing.
   x_.assign(size_t(bucket) * k, static_cast<int8_t>(first.in.zero_point));
   for (size_t i = 0; i < size_t(n); ++i) std::copy_n(xq + i * cols, cols, x_.data() + i * k);
@@ -250,14 +212,22 @@ void ChipBatchMatmuls::run_chunk(Program& p, int layer, LayerMatmul called,
   ++stats_.runs;
   y_.resize(exe->output_bytes(0));
   exe->get_output(0, std::span(reinterpret_cast<uint8_t*>(y_.data()), y_.size()));
+  return bucket;
+}
+
+void ChipBatchMatmuls::run_chunk(Program& p, int layer, int called, std::span<const int> sequences,
+                                 const int8_t* xq, int8_t* yq) {
+  const int n = static_cast<int>(sequences.size());
+  const int bucket = run_rows(p, xq, n);
+  const size_t cols = size_t(planned(layer, p.segments.front().id).cols);
   for (const Program::Segment& s : p.segments) {
-    const QuantizedMatmul& q = matmul(layer, s.m);
-    const bool whole = plans_[size_t(layer) * kLayerMatmuls + size_t(s.m)].size() == 1;
-    if (s.m != called && !whole) continue;  // a chunk alone would be half a result
+    const QuantizedMatmul& q = planned(layer, s.id);
+    const bool whole = plan_of(layer, s.id).size() == 1;
+    if (s.id != called && !whole) continue;  // a chunk alone would be half a result
     for (int i = 0; i < n; ++i) {
       int8_t* dest = yq + size_t(i) * size_t(q.rows);
-      if (s.m != called) {
-        Pending& pending = pending_[{sequences[size_t(i)], int(s.m)}];
+      if (s.id != called) {
+        Pending& pending = pending_[{sequences[size_t(i)], s.id}];
         pending.layer = layer;
         pending.xq.assign(xq + size_t(i) * cols, xq + (size_t(i) + 1) * cols);
         pending.out.resize(size_t(q.rows));
@@ -271,24 +241,69 @@ void ChipBatchMatmuls::run_chunk(Program& p, int layer, LayerMatmul called,
 
 void ChipBatchMatmuls::matmul_q(int layer, LayerMatmul m, std::span<const int> sequences,
                                 const int8_t* xq, int8_t* yq) {
-  const std::vector<int>& plan = plans_[size_t(layer) * kLayerMatmuls + size_t(m)];
-  if (plan.empty()) {
-    cpu_matmul_q(layer, m, sequences.size(), xq, yq);
+  run_matmul(layer, int(m), sequences, xq, yq);
+}
+
+void ChipBatchMatmuls::values_q(int layer, std::span<const int> sequences, const int8_t* v,
+                                int8_t* u) {
+  const Config& c = weights()->config;
+  if (plan_of(layer, kValueIds).empty()) {
+    BatchMatmuls::values_q(layer, sequences, v, u);
     return;
   }
-  const QuantizedMatmul& q = matmul(layer, m);
+  const size_t n = sequences.size(), hs = size_t(c.head_size()), kv_dim = size_t(c.kv_dim()),
+               dim = size_t(c.dim), kv_mul = size_t(c.n_heads / c.n_kv_heads);
+  if (const int index = values_programs_[size_t(layer)]; index >= 0) {
+    Program& p = programs_[size_t(index)];
+    const size_t heads = size_t(c.n_heads), dim_padded = size_t(whole_groups(c.dim));
+    const size_t chunks = (n + size_t(p.max_rows) - 1) / size_t(p.max_rows);
+    const size_t per = (n + chunks - 1) / chunks;
+    const auto start = std::chrono::steady_clock::now();
+    for (size_t at = 0; at < n; at += per) {
+      const int rows = int(std::min(per, n - at));
+      const int bucket = run_rows(p, v + at * kv_dim, rows);
+      for (size_t i = 0; i < size_t(rows); ++i)
+        for (size_t h = 0; h < heads; ++h)
+          for (size_t r = 0; r < dim; ++r)
+            u[(at + i) * heads * dim + h * dim + r] =
+                y_[compiler::fc_batch_output_index(bucket, int(i), int(h * dim_padded + r))];
+    }
+    stats_.chip_wall_s +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return;
+  }
+  vh_.resize(n * hs);
+  uh_.resize(n * dim);
+  for (size_t h = 0; h < size_t(c.n_heads); ++h) {
+    // Head h reads its kv head's slice of v; the heads of one kv head share a program.
+    for (size_t i = 0; i < n; ++i)
+      std::copy_n(v + i * kv_dim + (h / kv_mul) * hs, hs, vh_.data() + i * hs);
+    run_matmul(layer, kValueIds + int(h), sequences, vh_.data(), uh_.data());
+    for (size_t i = 0; i < n; ++i)
+      std::copy_n(uh_.data() + i * dim, dim, u + i * size_t(c.n_heads) * dim + h * dim);
+  }
+}
+
+void ChipBatchMatmuls::run_matmul(int layer, int id, std::span<const int> sequences,
+                                  const int8_t* xq, int8_t* yq) {
+  const std::vector<int>& plan = plan_of(layer, id);
+  if (plan.empty()) {
+    cpu_matmul_q(layer, LayerMatmul(id), sequences.size(), xq, yq);
+    return;
+  }
+  const QuantizedMatmul& q = planned(layer, id);
   const size_t cols = size_t(q.cols), outs = size_t(q.rows), n = sequences.size();
   // Computed already by the program of an earlier matmul of this input, for every row: the same
   // quantized input gives the same result.
   bool pending = true;
   for (size_t i = 0; i < n && pending; ++i) {
-    const auto at = pending_.find({sequences[i], int(m)});
+    const auto at = pending_.find({sequences[i], id});
     pending = at != pending_.end() && at->second.layer == layer &&
               std::equal(at->second.xq.begin(), at->second.xq.end(), xq + i * cols);
   }
   if (pending) {
     for (size_t i = 0; i < n; ++i) {
-      Pending& p = pending_[{sequences[i], int(m)}];
+      Pending& p = pending_[{sequences[i], id}];
       std::copy_n(p.out.data(), outs, yq + i * outs);
       p.layer = -1;
     }
@@ -300,7 +315,7 @@ void ChipBatchMatmuls::matmul_q(int layer, LayerMatmul m, std::span<const int> s
     const size_t chunks = (n + size_t(p.max_rows) - 1) / size_t(p.max_rows);
     const size_t per = (n + chunks - 1) / chunks;
     for (size_t at = 0; at < n; at += per)
-      run_chunk(p, layer, m, sequences.subspan(at, std::min(per, n - at)), xq + at * cols,
+      run_chunk(p, layer, id, sequences.subspan(at, std::min(per, n - at)), xq + at * cols,
                 yq + at * outs);
   }
   stats_.chip_wall_s +=

@@ -2,9 +2,13 @@
 // FFN's w1, w3 and w2 too; its gate runs on the host in the chip's ops) runs for all rows of the
 // batch as one batched FULLY_CONNECTED program (compiler/fc_batch_codegen.h) over weights resident
 // in tile memory, and computes the int8 path's arithmetic, so every sequence gets the text it gets
-// alone on the int8 CPU path.
+// alone on the int8 CPU path. With Int8Options::fused_layers (the default), q, k and v are the
+// folded matmuls, wo is not run and u = wo_h v is: one program per layer whose groups each read
+// their head's slice of v (FcPlacement::in_at), or where that does not fit one program per kv head
+// (the host cuts the slices); the residual add runs on the host, in the same integers, inside each
+// sequence.
 //
-// Plan, as in step a (chip_model.h): matmuls of one input (q, k, v; w1, w3) share a program when
+// Plan, step a's (matmul_plan.h): matmuls of one input (q, k, v; w1, w3) share a program when
 // their groups fit in 32 together, each group keeping its matmul's output stage; more than 2048
 // outputs are cut into programs; each program's groups go to the least-filled tiles, and every
 // caching program runs once at construction. A program takes as many rows as one tile's narrow
@@ -22,6 +26,7 @@
 
 #include "compiler/fc_codegen.h"
 #include "llm/batch.h"
+#include "llm/matmul_plan.h"
 #include "runtime/edgetpu.h"
 #include "runtime/stick_time.h"
 
@@ -42,24 +47,37 @@ class ChipBatchMatmuls : public BatchMatmuls {
  public:
   // `tpu` must outlive this; its tile memory is filled with the layers' weights here.
   ChipBatchMatmuls(const Checkpoint& ck, ThreadPool& pool, const Calibration& calibration,
-                   runtime::EdgeTpu& tpu);
+                   runtime::EdgeTpu& tpu, Int8Options options = {});
   ~ChipBatchMatmuls() override;
   const ChipBatchStats& stats() const { return stats_; }
 
  protected:
   void matmul_q(int layer, LayerMatmul m, std::span<const int> sequences, const int8_t* xq,
                 int8_t* yq) override;
+  void values_q(int layer, std::span<const int> sequences, const int8_t* v, int8_t* u) override;
 
  private:
   struct Program;
-  void run_chunk(Program& p, int layer, LayerMatmul called, std::span<const int> sequences,
+  // Planned matmuls by id: a LayerMatmul (0..6), or kValueIds + h for u of head h (fused_layers).
+  static constexpr int kValueIds = kLayerMatmuls;
+  const QuantizedMatmul& planned(int layer, int id) const;
+  std::vector<int>& plan_of(int layer, int id);
+  // Runs matmul `id` for every row (on the host when it has no programs).
+  void run_matmul(int layer, int id, std::span<const int> sequences, const int8_t* xq, int8_t* yq);
+  void run_chunk(Program& p, int layer, int called, std::span<const int> sequences,
                  const int8_t* xq, int8_t* yq);
+  // Runs `p` over n rows of the caller's (padded into X); the result in y_. Returns the row count
+  // the program ran with.
+  int run_rows(Program& p, const int8_t* xq, int n);
+  bool values_program(int layer, TileAllocator& tiles);
   std::shared_ptr<runtime::Program> execution(Program& p, int rows);
   compiler::FcLayer fc_layer(int layer, const Program& p) const;
   void cache_all();
   runtime::EdgeTpu& tpu_;
   std::vector<Program> programs_;
-  std::vector<std::vector<int>> plans_;  // [layer * 7 + matmul]: its programs; empty = host
+  std::vector<std::vector<int>> plans_;  // [layer][id]: its programs; empty = host
+  int ids_per_layer_ = kLayerMatmuls;
+  std::vector<int> values_programs_;  // [layer]: the program of every head's u, or -1
   // Results of matmuls a shared program computed beside the one asked for, per sequence, kept
   // until their own call (which must bring the same quantized input).
   struct Pending {
@@ -67,7 +85,7 @@ class ChipBatchMatmuls : public BatchMatmuls {
     std::vector<int8_t> out, xq;
   };
   std::map<std::pair<int, int>, Pending> pending_;  // (sequence, matmul)
-  std::vector<int8_t> x_, y_;
+  std::vector<int8_t> x_, y_, vh_, uh_;
   ChipBatchStats stats_;
   int recoveries_seen_ = 0;
 };

@@ -9,13 +9,13 @@
 #include "common/error.h"
 #include "compiler/fc_batch_codegen.h"
 #include "compiler/fc_codegen.h"
+#include "llm/matmul_plan.h"
 
 namespace tinycoral::llm {
 
 namespace {
 
-constexpr int kTiles = 16;
-constexpr int kMaxOutputs = 2048;  // outputs per program: two 64-output groups on each tile
+constexpr int kMaxOutputs = kMaxProgramOutputs;
 constexpr int kKStep = 64;
 
 runtime::StickTime& operator+=(runtime::StickTime& a, const runtime::StickTime& b) {
@@ -29,16 +29,8 @@ runtime::StickTime& operator+=(runtime::StickTime& a, const runtime::StickTime& 
 
 }  // namespace
 
-// One execution program: whole matmuls of one input side by side (or one chunk of a matmul with
-// more than 1024 outputs), each segment starting at a 64-output group.
-struct ChipTransformer::Program {
-  struct Segment {
-    LayerMatmul m;
-    int row0, rows, out_at;
-  };
-  std::vector<Segment> segments;
-  int outputs = 0;  // whole groups
-  int k_padded = 0;
+// One execution program of the planner (matmul_plan.h); segment ids are LayerMatmuls.
+struct ChipTransformer::Program : FcProgramPlan {
   std::shared_ptr<runtime::Program> execution, caching;
 };
 
@@ -116,61 +108,6 @@ bool values_layer(const Int8Transformer& model, int layer, int v_at, compiler::F
 
 }  // namespace
 
-// Tile memory as the placement sees it: each tile's parameters fill wide units from 0 up. A
-// program's groups go to the least-filled tiles, each at that tile's first free unit (the program
-// then has one op per distinct unit), so the tiles fill evenly: stories15M's six layers fill the
-// fullest tile to 90%.
-class ChipTransformer::TileAllocator {
- public:
-  // Each group to the least-filled tile that has fewer than `per_tile` of this program's groups
-  // (two when there are more than 16), at that tile's first free unit; false when one does not fit.
-  bool place(int groups, int units, compiler::FcPlacement& placement) {
-    const int per_tile = groups > kTiles ? 2 : 1;
-    std::array<int, kTiles> fill = fill_, used{};
-    placement.tiles.clear();
-    placement.param_units.clear();
-    for (int g = 0; g < groups; ++g) {
-      int best = -1;
-      for (int t = 0; t < kTiles; ++t)
-        if (used[size_t(t)] < per_tile && (best < 0 || fill[size_t(t)] < fill[size_t(best)]))
-          best = t;
-      if (best < 0 || fill[size_t(best)] + units > compiler::kFcParamUnits) return false;
-      placement.tiles.push_back(best);
-      placement.param_units.push_back(fill[size_t(best)]);
-      fill[size_t(best)] += units;
-      ++used[size_t(best)];
-    }
-    fill_ = fill;
-    return true;
-  }
-  // Pairs of groups on one tile each (a fused FFN's w1 and w3 group i): the least-filled tiles
-  // with room for both, one pair per tile.
-  bool place_pairs(int pairs, int units, compiler::FcPlacement& placement) {
-    std::array<int, kTiles> fill = fill_;
-    std::array<bool, kTiles> used{};
-    placement.tiles.clear();
-    placement.param_units.clear();
-    for (int i = 0; i < pairs; ++i) {
-      int best = -1;
-      for (int t = 0; t < kTiles; ++t)
-        if (!used[size_t(t)] && (best < 0 || fill[size_t(t)] < fill[size_t(best)])) best = t;
-      if (best < 0 || fill[size_t(best)] + 2 * units > compiler::kFcParamUnits) return false;
-      for (int k = 0; k < 2; ++k) {
-        placement.tiles.push_back(best);
-        placement.param_units.push_back(fill[size_t(best)]);
-        fill[size_t(best)] += units;
-      }
-      used[size_t(best)] = true;
-    }
-    fill_ = fill;
-    return true;
-  }
-  int max_fill() const { return *std::max_element(fill_.begin(), fill_.end()); }
-
- private:
-  std::array<int, kTiles> fill_{};  // units, always a multiple of 4 (whole rows)
-};
-
 namespace {
 
 // Matmuls that read the same input, in forward()'s order: candidates for one program.
@@ -181,12 +118,6 @@ const std::vector<std::vector<LayerMatmul>>& input_sets() {
       {LayerMatmul::kW1, LayerMatmul::kW3},
       {LayerMatmul::kW2}};
   return sets;
-}
-
-int whole_groups(int rows) { return (rows + 63) / 64 * 64; }
-
-bool same_input(const QParams& a, const QParams& b) {
-  return a.scale == b.scale && a.zero_point == b.zero_point;
 }
 
 }  // namespace
@@ -229,93 +160,42 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
           stats_.host_reason = cat("layer ", l, " wo (folded into the value cache): no room");
         continue;
       }
-      // The programs of this input set: segments first, then placement and code.
-      std::vector<Program> made;
-      std::vector<LayerMatmul> on_host;
+      std::vector<PlannedMatmul> planned;
       for (LayerMatmul m : set) {
         const QuantizedMatmul& q = matmul(l, m);
-        const int k_padded = (q.cols + kKStep - 1) / kKStep * kKStep;
-        widest = std::max({widest, k_padded, whole_groups(q.rows) + kMaxOutputs});
-        // K > 1024 (past the batch-1 generator's input scatter) runs as a one-row batch program.
-        if (const std::string why = compiler::fc_batch_unsupported(64, k_padded, 1, 1);
-            !why.empty()) {
-          on_host.push_back(m);
-          if (stats_.host_reason.empty())
-            stats_.host_reason =
-                cat("layer ", l, " ", matmul_name(m), " (", q.rows, " x ", q.cols, "): ", why);
-          continue;
-        }
-        const bool joins = q.rows <= kMaxOutputs && !made.empty() &&
-                           made.back().segments.front().rows <= kMaxOutputs &&
-                           made.back().outputs + whole_groups(q.rows) <= kMaxOutputs &&
-                           same_input(matmul(l, made.back().segments.front().m).in, q.in);
-        for (int row0 = 0; row0 < q.rows; row0 += kMaxOutputs) {
-          const int rows = std::min(kMaxOutputs, q.rows - row0);
-          if (!joins || row0 > 0) {
-            made.emplace_back();
-            made.back().k_padded = k_padded;
-          }
-          Program& p = made.back();
-          p.segments.push_back({m, row0, rows, p.outputs});
-          p.outputs += whole_groups(rows);
-        }
+        widest = std::max(
+            {widest, (q.cols + kKStep - 1) / kKStep * kKStep, whole_groups(q.rows) + kMaxOutputs});
+        planned.push_back({int(m), &q, matmul_name(m)});
       }
-      for (Program& p : made) {
-        compiler::FcPlacement placement;
-        const int units = compiler::fc_units_per_tile(p.k_padded, false);
-        if (!tiles.place(compiler::fc_groups(p.outputs), units, placement)) {
-          for (const Program::Segment& s : p.segments)
-            if (std::find(on_host.begin(), on_host.end(), s.m) == on_host.end())
-              on_host.push_back(s.m);
-          if (stats_.host_reason.empty())
-            stats_.host_reason = cat("layer ", l, " ", matmul_name(p.segments.front().m),
-                                     ": the weights before it fill the tile memory");
-          continue;
-        }
-        compiler::FcLayer fc = fc_layer(l, p);
+      InputSetPlan plan = plan_input_set(planned, l, tiles);
+      if (stats_.host_reason.empty()) stats_.host_reason = plan.host_reason;
+      for (FcProgramPlan& made : plan.programs) {
+        Program p;
+        static_cast<FcProgramPlan&>(p) = std::move(made);
+        const compiler::FcLayer fc = fc_layer(l, p);
         compiler::FcPrograms code;
         if (p.k_padded <= 1024) {
-          code = compiler::generate_fc(fc, placement);
+          code = compiler::generate_fc(fc, p.placement);
         } else {  // the same parameters; outputs in the FC's order at one row
-          code.execution = compiler::generate_fc_batch(fc, placement, 1);
-          code.caching = compiler::fc_caching(fc, placement);
+          code.execution = compiler::generate_fc_batch(fc, p.placement, 1);
+          code.caching = compiler::fc_caching(fc, p.placement);
         }
         stats_.resident_bytes += static_cast<int64_t>(code.caching.parameters.size());
         p.execution = std::make_shared<runtime::Program>(std::move(code.execution));
         p.caching = std::make_shared<runtime::Program>(std::move(code.caching));
-      }
-      // A matmul is on the chip only when all its programs are (a program that did not fit sends
-      // its matmuls, and the chunks of them elsewhere, to the host).
-      for (Program& p : made) {
-        const bool placed = p.execution != nullptr;
-        bool host = !placed;
-        for (const Program::Segment& s : p.segments)
-          host |= std::find(on_host.begin(), on_host.end(), s.m) != on_host.end();
-        if (host) continue;
         programs_.push_back(std::move(p));
+        ++stats_.programs;
         for (const Program::Segment& s : programs_.back().segments) {
-          std::vector<int>& list = plans_[size_t(l) * kLayerMatmuls + size_t(s.m)].programs;
+          std::vector<int>& list = plans_[size_t(l) * kLayerMatmuls + size_t(s.id)].programs;
           if (list.empty() || list.back() != int(programs_.size()) - 1)
             list.push_back(int(programs_.size()) - 1);
         }
       }
       for (LayerMatmul m : set) {
-        const bool host = std::find(on_host.begin(), on_host.end(), m) != on_host.end();
-        if (host) plans_[size_t(l) * kLayerMatmuls + size_t(m)].programs.clear();
+        const bool host =
+            std::find(plan.on_host.begin(), plan.on_host.end(), int(m)) != plan.on_host.end();
         ++(host ? stats_.host_matmuls : stats_.chip_matmuls);
       }
-    }
-  }
-  // Programs left without a matmul on the chip are not run.
-  std::vector<bool> used(programs_.size(), false);
-  for (const MatmulPlan& plan : plans_)
-    for (int p : plan.programs) used[size_t(p)] = true;
-  for (size_t p = 0; p < programs_.size(); ++p) {
-    if (used[p]) {
-      ++stats_.programs;
-    } else {
-      programs_[p].execution.reset();
-      programs_[p].caching.reset();
     }
   }
   stats_.max_tile_units = tiles.max_fill();
@@ -352,11 +232,11 @@ bool ChipTransformer::fuse_ffn(int layer, TileAllocator& tiles) {
   up.k_padded = k_padded;
   for (int g = 0; g < groups; ++g)
     for (LayerMatmul m : {LayerMatmul::kW1, LayerMatmul::kW3}) {
-      up.segments.push_back({m, 64 * g, std::min(64, w1.rows - 64 * g), up.outputs});
+      up.segments.push_back({int(m), 64 * g, std::min(64, w1.rows - 64 * g), up.outputs});
       up.outputs += 64;
     }
   down.k_padded = hidden;
-  down.segments.push_back({LayerMatmul::kW2, 0, w2.rows, 0});
+  down.segments.push_back({int(LayerMatmul::kW2), 0, w2.rows, 0});
   down.outputs = whole_groups(w2.rows);
   compiler::FfnLayer f;
   f.up = fc_layer(layer, up);
@@ -397,7 +277,7 @@ ChipTransformer::QkvPart ChipTransformer::qkv_part(int layer) const {
   for (LayerMatmul m : {LayerMatmul::kQ, LayerMatmul::kK, LayerMatmul::kV}) {
     const int rows = matmul(layer, m).rows;
     part.at[size_t(m)] = part.program.outputs;
-    part.program.segments.push_back({m, 0, rows, part.program.outputs});
+    part.program.segments.push_back({int(m), 0, rows, part.program.outputs});
     part.program.outputs += whole_groups(rows);
   }
   return part;
@@ -522,40 +402,9 @@ bool ChipTransformer::chain_ffn(int layer, TileAllocator& tiles, bool with_value
   return true;
 }
 
-// A program's segments as one generator layer: each segment's rows at its output offset, K padded
-// with zero columns, padding rows with zero weights and multipliers, and every group carrying its
-// matmul's output stage. The chip works in uint8: every zero point + 128, and the boundaries are
-// int8 (the runtime flips the sign bit), so the host hands over the int8 path's very bytes.
 compiler::FcLayer ChipTransformer::fc_layer(int layer, const Program& p) const {
-  compiler::FcLayer l;
-  l.n = p.outputs;
-  l.k = p.k_padded;
-  l.weights.assign(size_t(l.n) * size_t(l.k), 0);
-  l.mult.assign(size_t(l.n), 0.0f);
-  const QuantizedMatmul& first = matmul(layer, p.segments.front().m);
-  l.in_zp = first.in.zero_point + 128;
-  l.in_scale = first.in.scale;
-  for (const Program::Segment& s : p.segments) {
-    const QuantizedMatmul& q = matmul(layer, s.m);
-    for (int r = 0; r < s.rows; ++r) {
-      std::copy_n(q.w.data() + size_t(s.row0 + r) * size_t(q.cols), q.cols,
-                  l.weights.data() + size_t(s.out_at + r) * size_t(l.k));
-      l.mult[size_t(s.out_at + r)] = q.multiplier[size_t(s.row0 + r)];
-    }
-    for (int g = 0; g < compiler::fc_groups(s.rows); ++g) {
-      l.group_out_zp.push_back(q.out.zero_point + 128);
-      l.group_clamp_min.push_back(q.clamp_lo);
-      l.group_clamp_max.push_back(q.clamp_hi);
-    }
-  }
-  l.out_zp = l.group_out_zp.front();
-  l.out_scale = first.out.scale;
-  l.clamp_min = l.group_clamp_min.front();
-  l.clamp_max = l.group_clamp_max.front();
-  l.input_name = "x";
-  l.output_name = "y";
-  l.signed_input = l.signed_output = true;
-  return l;
+  return fc_layer_of(
+      p, [&](int id) -> const QuantizedMatmul& { return matmul(layer, LayerMatmul(id)); });
 }
 
 void ChipTransformer::cache_all() {
@@ -686,12 +535,12 @@ void ChipTransformer::values_q(int layer, const int8_t* v, int8_t* u) {
 void ChipTransformer::run_program(Program& p, int layer, LayerMatmul called, int8_t* yq) {
   run(p.execution, xq_.data(), p.k_padded, yq_.data(), p.outputs);
   for (const Program::Segment& s : p.segments) {
-    const QuantizedMatmul& q = matmul(layer, s.m);
+    const QuantizedMatmul& q = matmul(layer, LayerMatmul(s.id));
     int8_t* dest = yq;
-    if (s.m != called) {
+    if (s.id != int(called)) {
       // Kept only for a matmul this program computes whole (a chunk alone would be a half result).
-      if (plans_[size_t(layer) * kLayerMatmuls + size_t(s.m)].programs.size() != 1) continue;
-      Pending& pending = pending_[size_t(s.m)];
+      if (plans_[size_t(layer) * kLayerMatmuls + size_t(s.id)].programs.size() != 1) continue;
+      Pending& pending = pending_[size_t(s.id)];
       pending.layer = layer;
       pending.xq.assign(xq_.begin(), xq_.begin() + q.cols);
       dest = pending.yq.data();

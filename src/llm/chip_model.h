@@ -22,6 +22,7 @@
 
 #include "compiler/fc_layer.h"
 #include "llm/int8_model.h"
+#include "llm/matmul_plan.h"
 #include "runtime/edgetpu.h"
 #include "runtime/stick_time.h"
 
@@ -63,7 +64,6 @@ class ChipTransformer : public Int8Transformer {
   struct Program;
   struct MatmulPlan;
   struct FfnProgram;
-  class TileAllocator;
   bool fuse_ffn(int layer, TileAllocator& tiles);
   bool chain_ffn(int layer, TileAllocator& tiles, bool with_values);
   bool first_layer(TileAllocator& tiles);

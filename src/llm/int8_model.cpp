@@ -220,19 +220,19 @@ Calibration calibrate(const Checkpoint& ck, ThreadPool& pool, int positions) {
   return cal;
 }
 
-Int8Transformer::Int8Transformer(const Checkpoint& ck, ThreadPool& pool,
-                                 const Calibration& calibration, Int8Options options)
-    : Transformer(ck, pool), options_(options) {
+Int8Weights::Int8Weights(const Checkpoint& ck, const Calibration& calibration,
+                         Int8Options options_in)
+    : config(ck.config), options(options_in) {
   const Config& c = ck.config;
-  if (options_.fused_layers && (calibration.residual.size() != size_t(c.n_layers) ||
-                                calibration.qkv_raw.size() != size_t(c.n_layers) ||
-                                calibration.values.size() != size_t(c.n_layers)))
+  if (options.fused_layers && (calibration.residual.size() != size_t(c.n_layers) ||
+                               calibration.qkv_raw.size() != size_t(c.n_layers) ||
+                               calibration.values.size() != size_t(c.n_layers)))
     fail("the calibration has no ranges for fused layers");
   std::vector<float> folded;
   for (int l = 0; l < c.n_layers; ++l) {
     for (int m = 0; m < kLayerMatmuls; ++m) {
       const MatrixRef w = layer_matrix(ck, l, LayerMatmul(m));
-      if (options_.fused_layers && m <= int(LayerMatmul::kV)) {
+      if (options.fused_layers && m <= int(LayerMatmul::kV)) {
         // RMSNorm's weight folded into the columns; the input is the residual stream itself.
         const float* g = ck.layers[size_t(l)].rms_att.data();
         folded.resize(size_t(w.rows) * size_t(w.cols));
@@ -240,21 +240,67 @@ Int8Transformer::Int8Transformer(const Checkpoint& ck, ThreadPool& pool,
           for (int j = 0; j < w.cols; ++j)
             folded[size_t(r) * size_t(w.cols) + size_t(j)] =
                 w.w[size_t(r) * size_t(w.cols) + size_t(j)] * g[j];
-        mats_.push_back(quantize_matmul(MatrixRef{folded.data(), w.rows, w.cols},
-                                        calibration.residual[size_t(l)],
-                                        calibration.qkv_raw[size_t(l)][size_t(m)]));
+        mats.push_back(quantize_matmul(MatrixRef{folded.data(), w.rows, w.cols},
+                                       calibration.residual[size_t(l)],
+                                       calibration.qkv_raw[size_t(l)][size_t(m)]));
         continue;
       }
-      mats_.push_back(quantize_matmul(w, calibration.in[size_t(l)][size_t(m)],
-                                      calibration.out[size_t(l)][size_t(m)]));
+      mats.push_back(quantize_matmul(w, calibration.in[size_t(l)][size_t(m)],
+                                     calibration.out[size_t(l)][size_t(m)]));
     }
     const QuantizedMatmul &w1 = matmul(l, LayerMatmul::kW1), &w3 = matmul(l, LayerMatmul::kW3);
     // w1 and w3 read the same vector, so their calibrated input ranges are the same.
     if (w1.in.scale != w3.in.scale || w1.in.zero_point != w3.in.zero_point)
       fail("layer ", l, ": w1 and w3 were calibrated on different inputs");
-    gates_.push_back(quantize_gate(w1.out, w3.out, calibration.silu.at(size_t(l)),
-                                   matmul(l, LayerMatmul::kW2).in));
+    gates.push_back(quantize_gate(w1.out, w3.out, calibration.silu.at(size_t(l)),
+                                  matmul(l, LayerMatmul::kW2).in));
   }
+  if (!options.fused_layers) return;
+  for (int l = 0; l + 1 < c.n_layers; ++l)
+    adds.push_back(quantize_add(calibration.residual_mid[size_t(l)],
+                                matmul(l, LayerMatmul::kW2).out,
+                                calibration.residual[size_t(l + 1)]));
+  const int hs = c.head_size();
+  std::vector<float> block(size_t(c.dim) * size_t(hs));
+  for (int l = 0; l < c.n_layers; ++l) {
+    const MatrixRef wo = layer_matrix(ck, l, LayerMatmul::kO);
+    for (int h = 0; h < c.n_heads; ++h) {
+      for (int i = 0; i < c.dim; ++i)
+        for (int j = 0; j < hs; ++j)
+          block[size_t(i) * size_t(hs) + size_t(j)] =
+              wo.w[size_t(i) * size_t(wo.cols) + size_t(h * hs + j)];
+      // Its input is v's bytes: the same range as v's output, so the same quantization.
+      values.push_back(quantize_matmul(MatrixRef{block.data(), c.dim, hs},
+                                       calibration.qkv_raw[size_t(l)][2],
+                                       calibration.values[size_t(l)]));
+    }
+  }
+}
+
+void Int8Weights::values_q(int layer, const int8_t* v, int8_t* u) const {
+  const Config& c = config;
+  const int hs = c.head_size(), kv_mul = c.n_heads / c.n_kv_heads;
+  std::vector<int32_t> acc(size_t(c.dim));
+  for (int h = 0; h < c.n_heads; ++h) {
+    const QuantizedMatmul& m = values_of(layer, h);
+    // Exact int32 sums: the kernel's order changes nothing.
+    matvec_int8_rows(m.w.data(), v + size_t(h / kv_mul) * size_t(hs), acc.data(), hs, 0, m.rows);
+    for (int i = 0; i < m.rows; ++i)
+      u[size_t(h) * size_t(c.dim) + size_t(i)] = requantize_row(m, i, acc[size_t(i)]);
+  }
+}
+
+Int8Transformer::Int8Transformer(const Checkpoint& ck, ThreadPool& pool,
+                                 const Calibration& calibration, Int8Options options)
+    : Int8Transformer(ck, pool, std::make_shared<const Int8Weights>(ck, calibration, options)) {}
+
+Int8Transformer::Int8Transformer(const Checkpoint& ck, ThreadPool& pool,
+                                 std::shared_ptr<const Int8Weights> weights)
+    : Transformer(ck, pool), weights_(std::move(weights)) {
+  const Config& c = ck.config;
+  if (weights_->mats.size() != size_t(c.n_layers) * kLayerMatmuls ||
+      weights_->config.dim != c.dim || weights_->config.n_heads != c.n_heads)
+    fail("the int8 weights were built for another model");
   const size_t widest = size_t(std::max(c.dim, c.hidden_dim));
   xq_.resize(widest);
   yq_.resize(widest);
@@ -262,27 +308,7 @@ Int8Transformer::Int8Transformer(const Checkpoint& ck, ThreadPool& pool,
   h3q_.resize(size_t(c.hidden_dim));
   mq_.resize(size_t(c.hidden_dim));
   acc_.resize(widest);
-  if (options_.fused_layers)
-    for (int l = 0; l + 1 < c.n_layers; ++l)
-      adds_.push_back(quantize_add(calibration.residual_mid[size_t(l)],
-                                   matmul(l, LayerMatmul::kW2).out,
-                                   calibration.residual[size_t(l + 1)]));
-  if (options_.fused_layers) {
-    const int hs = c.head_size();
-    std::vector<float> block(size_t(c.dim) * size_t(hs));
-    for (int l = 0; l < c.n_layers; ++l) {
-      const MatrixRef wo = layer_matrix(ck, l, LayerMatmul::kO);
-      for (int h = 0; h < c.n_heads; ++h) {
-        for (int i = 0; i < c.dim; ++i)
-          for (int j = 0; j < hs; ++j)
-            block[size_t(i) * size_t(hs) + size_t(j)] =
-                wo.w[size_t(i) * size_t(wo.cols) + size_t(h * hs + j)];
-        // Its input is v's bytes: the same range as v's output, so the same quantization.
-        values_.push_back(quantize_matmul(MatrixRef{block.data(), c.dim, hs},
-                                          calibration.qkv_raw[size_t(l)][2],
-                                          calibration.values[size_t(l)]));
-      }
-    }
+  if (options().fused_layers) {
     u_cache_.resize(size_t(c.n_layers) * size_t(c.seq_len) * size_t(c.n_heads) * size_t(c.dim));
     r_cache_.resize(size_t(c.n_layers) * size_t(c.seq_len));
   }
@@ -312,7 +338,7 @@ void Int8Transformer::ffn(int layer, const float* in, float* out) {
   const QuantizedMatmul &w1 = matmul(layer, LayerMatmul::kW1),
                         &w2 = matmul(layer, LayerMatmul::kW2);
   quantize(in, w1.cols, w1.in, xq_.data());
-  if (options_.fused_layers && layer + 1 < ck_.config.n_layers) {
+  if (options().fused_layers && layer + 1 < ck_.config.n_layers) {
     quantize(residual(), ck_.config.dim, add_of(layer).x, x2q_.data());
     ffn_add_q(layer, xq_.data(), x2q_.data(), yq_.data(), next_q_.data());
   } else {
@@ -328,7 +354,7 @@ void Int8Transformer::ffn_add_q(int layer, const int8_t* xq, const int8_t* x2q, 
 }
 
 void Int8Transformer::qkv(int layer, int pos, const float* x, float* q, float* k, float* v) {
-  if (!options_.fused_layers) {
+  if (!options().fused_layers) {
     Transformer::qkv(layer, pos, x, q, k, v);
     return;
   }
@@ -353,21 +379,11 @@ void Int8Transformer::qkv(int layer, int pos, const float* x, float* q, float* k
 }
 
 void Int8Transformer::values_q(int layer, const int8_t* v, int8_t* u) {
-  const Config& c = ck_.config;
-  const int hs = c.head_size(), kv_mul = c.n_heads / c.n_kv_heads;
-  for (int h = 0; h < c.n_heads; ++h) {
-    const QuantizedMatmul& m = values_of(layer, h);
-    const int8_t* vh = v + size_t(h / kv_mul) * size_t(hs);
-    for (int i = 0; i < m.rows; ++i) {
-      int32_t acc = 0;
-      for (int j = 0; j < hs; ++j) acc += int32_t{vh[j]} * m.w[size_t(i) * size_t(hs) + size_t(j)];
-      u[size_t(h) * size_t(c.dim) + size_t(i)] = requantize_row(m, i, acc);
-    }
-  }
+  weights_->values_q(layer, v, u);
 }
 
 void Int8Transformer::attend(int layer, int pos, float* out) {
-  if (!options_.fused_layers) {
+  if (!options().fused_layers) {
     Transformer::attend(layer, pos, out);
     return;
   }
@@ -375,20 +391,23 @@ void Int8Transformer::attend(int layer, int pos, float* out) {
   attention_weights(layer, pos);
   const size_t first = size_t(layer) * size_t(c.seq_len);
   const size_t stride = size_t(c.n_heads) * size_t(c.dim);
-  pool_.parallel_for(c.dim, 16, [&](int begin, int end) {
-    for (int i = begin; i < end; ++i) {
-      float o = 0;
-      for (int h = 0; h < c.n_heads; ++h) {
-        const QuantizedMatmul& m = values_of(layer, h);
-        const float* p = probs(h);
-        for (int t = 0; t <= pos; ++t) {
-          const int8_t b =
-              u_cache_[(first + size_t(t)) * stride + size_t(h) * size_t(c.dim) + size_t(i)];
-          o += (p[t] * r_cache_[first + size_t(t)]) *
-               (static_cast<float>(int32_t{b} - m.out.zero_point) * m.out.scale);
-        }
+  // Each output's sum runs over heads, then positions, as above; the loop over outputs is innermost
+  // so that it reads u rows in order and vectorizes (each output keeps its own additions).
+  pool_.parallel_for(c.dim, 64, [&](int begin, int end) {
+    float* o = out + begin;
+    const size_t n = size_t(end - begin);
+    std::fill(o, o + n, 0.0f);
+    for (int h = 0; h < c.n_heads; ++h) {
+      const QuantizedMatmul& m = values_of(layer, h);
+      const float* p = probs(h);
+      const int32_t z = m.out.zero_point;
+      const float s = m.out.scale;
+      for (int t = 0; t <= pos; ++t) {
+        const float w = p[t] * r_cache_[first + size_t(t)];
+        const int8_t* u = u_cache_.data() + (first + size_t(t)) * stride +
+                          size_t(h) * size_t(c.dim) + size_t(begin);
+        axpy_dequantized(w, u, z, s, o, int(n));
       }
-      out[i] = o;
     }
   });
 }

@@ -20,8 +20,8 @@
 //  - a = MUL(h1, g), m = MUL(a, h3): f32((p_q - z_p)(r_q - z_r)) * f32(f32(s_p s_r) f32(1 / s_y)),
 //    the output stage's clamps, rounding and zero point, with a's range calibrated and m's scale
 //    w2's input scale, so w2 takes m's bytes as they are.
-// With Int8Options::fused_layers (issue 14 step c: a layer's FFN, the residual add and the next
-// layer's q, k, v in one chip program), q, k and v read the residual stream itself:
+// With Int8Options::fused_layers (the default; issue 14 step c: a layer's FFN, the residual add and
+// the next layer's q, k, v in one chip program), q, k and v read the residual stream itself:
 //  - wq, wk, wv are quantized with RMSNorm's weight folded into their columns (W diag(g)), their
 //    input is x quantized with the residual's calibrated range, their output W diag(g) x has its
 //    own calibrated range, and the host multiplies the dequantized result by RMSNorm's scale
@@ -41,6 +41,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "llm/transformer.h"
@@ -117,24 +118,51 @@ void residual_add(const QuantizedAdd& q, const int8_t* x, const int8_t* f, int n
 float rms_scale(const float* x, int n);
 
 struct Int8Options {
-  bool fused_layers = false;  // issue 14 step c's arithmetic (top of this file)
+  // Issue 14 step c's arithmetic (top of this file), the default; false: RMSNorm before q, k, v
+  // and wo after attention, as the float path (the CLI's --unfused-layers).
+  bool fused_layers = true;
+};
+
+// The int8 path's quantized model: every layer matmul, gate, residual add and u matmul. Immutable
+// once built, so the sequences of a batch share one.
+struct Int8Weights {
+  Int8Weights(const Checkpoint& ck, const Calibration& calibration, Int8Options options);
+  const QuantizedMatmul& matmul(int layer, LayerMatmul m) const {
+    return mats[size_t(layer) * kLayerMatmuls + size_t(m)];
+  }
+  const QuantizedMatmul& values_of(int layer, int head) const {
+    return values[size_t(layer) * size_t(config.n_heads) + size_t(head)];
+  }
+  // fused_layers: u of every head (n_heads x dim bytes, head after head) from v's bytes, as the
+  // chip computes it (head h reads its kv head's slice of v).
+  void values_q(int layer, const int8_t* v, int8_t* u) const;
+  Config config;
+  Int8Options options;
+  std::vector<QuantizedMatmul> mats;    // [layer][matmul]
+  std::vector<QuantizedGate> gates;     // [layer]
+  std::vector<QuantizedAdd> adds;       // [layer < n_layers - 1] (fused_layers)
+  std::vector<QuantizedMatmul> values;  // [layer][head] (fused_layers)
 };
 
 class Int8Transformer : public Transformer {
  public:
   Int8Transformer(const Checkpoint& ck, ThreadPool& pool, const Calibration& calibration,
                   Int8Options options = {});
-  const Int8Options& options() const { return options_; }
+  // Over weights built before (and shared, e.g. by the sequences of a batch).
+  Int8Transformer(const Checkpoint& ck, ThreadPool& pool,
+                  std::shared_ptr<const Int8Weights> weights);
+  const Int8Options& options() const { return weights_->options; }
+  const std::shared_ptr<const Int8Weights>& weights() const { return weights_; }
   // Layer l's residual add into layer l + 1's q, k, v input (fused_layers, l < n_layers - 1).
-  const QuantizedAdd& add_of(int layer) const { return adds_[size_t(layer)]; }
+  const QuantizedAdd& add_of(int layer) const { return weights_->adds[size_t(layer)]; }
   // fused_layers: u = wo_h v of head h (dim x head_size, reading its kv head's slice of v).
   const QuantizedMatmul& values_of(int layer, int head) const {
-    return values_[size_t(layer) * size_t(ck_.config.n_heads) + size_t(head)];
+    return weights_->values_of(layer, head);
   }
   const QuantizedMatmul& matmul(int layer, LayerMatmul m) const {
-    return mats_[size_t(layer) * kLayerMatmuls + size_t(m)];
+    return weights_->matmul(layer, m);
   }
-  const QuantizedGate& gate_of(int layer) const { return gates_[size_t(layer)]; }
+  const QuantizedGate& gate_of(int layer) const { return weights_->gates[size_t(layer)]; }
 
  protected:
   // Quantize the input, matmul_q, dequantize the output.
@@ -151,7 +179,7 @@ class Int8Transformer : public Transformer {
   // fused_layers: attention's output from the weights and the u cache (top of this file).
   void attend(int layer, int pos, float* out) override;
   // fused_layers: u of every head (n_heads x dim bytes, head after head) from v's bytes; by
-  // default the int8 matmuls on the host.
+  // default the int8 matmuls on the host (Int8Weights::values_q).
   virtual void values_q(int layer, const int8_t* v, int8_t* u);
   // The integer seams of fused_layers: q, k, v of the quantized x (by default three matmul_q), and
   // the FFN with the residual add after it (by default ffn_q, then residual_add into `next`).
@@ -159,14 +187,10 @@ class Int8Transformer : public Transformer {
   virtual void ffn_add_q(int layer, const int8_t* xq, const int8_t* x2q, int8_t* yq, int8_t* next);
 
  private:
-  Int8Options options_;
-  std::vector<QuantizedAdd> adds_;
-  std::vector<QuantizedMatmul> values_;  // [layer][head]
-  std::vector<int8_t> u_cache_;          // [layer][pos][head][dim]
-  std::vector<float> r_cache_;           // [layer][pos]: RMSNorm's scale of x
+  std::shared_ptr<const Int8Weights> weights_;
+  std::vector<int8_t> u_cache_;  // [layer][pos][head][dim]
+  std::vector<float> r_cache_;   // [layer][pos]: RMSNorm's scale of x
   std::vector<int8_t> x2q_, next_q_, q8_, k8_, v8_;
-  std::vector<QuantizedMatmul> mats_;
-  std::vector<QuantizedGate> gates_;
   std::vector<int8_t> xq_, yq_, h1q_, h3q_, mq_;
   std::vector<int32_t> acc_;
 };

@@ -57,6 +57,11 @@ void axpy_portable(float a, const float* x, float* y, int n) {
   for (int j = 0; j < n; ++j) y[j] = y[j] + a * x[j];
 }
 
+void axpy_dequantized_portable(float a, const int8_t* q, int32_t zero, float scale, float* y,
+                               int n) {
+  for (int j = 0; j < n; ++j) y[j] += a * (static_cast<float>(int32_t{q[j]} - zero) * scale);
+}
+
 void matvec_portable(const float* w, const float* x, float* out, int n, int begin, int end) {
   for (int i = begin; i < end; ++i) out[i] = dot_portable(w + size_t(i) * size_t(n), x, n);
 }
@@ -142,6 +147,21 @@ TC_AVX2 void axpy_avx2(float a, const float* x, float* y, int n) {
   for (; j + 8 <= n; j += 8)
     _mm256_storeu_ps(y + j, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + j), _mm256_loadu_ps(y + j)));
   for (; j < n; ++j) y[j] = __builtin_fmaf(a, x[j], y[j]);
+}
+
+// AVX2 without FMA: the compiler may not contract the product and the sum into one rounding.
+__attribute__((target("avx2"))) void axpy_dequantized_avx2(float a, const int8_t* q, int32_t zero,
+                                                           float scale, float* y, int n) {
+  const __m256 va = _mm256_set1_ps(a), vs = _mm256_set1_ps(scale);
+  const __m256i vz = _mm256_set1_epi32(zero);
+  int j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + j));
+    const __m256 x =
+        _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepi8_epi32(bytes), vz)), vs);
+    _mm256_storeu_ps(y + j, _mm256_add_ps(_mm256_loadu_ps(y + j), _mm256_mul_ps(va, x)));
+  }
+  axpy_dequantized_portable(a, q + j, zero, scale, y + j, n - j);
 }
 
 // One row at a time, front to back: the weights stream through memory in order, which measured
@@ -232,6 +252,9 @@ float dot(const float* a, const float* b, int n) { TC_DISPATCH(dot, a, b, n); }
 float sum16(const float* a, int n) { TC_DISPATCH(sum, a, n); }
 void exp_shifted(float* x, int n, float shift) { TC_DISPATCH(exp_shifted, x, n, shift); }
 void axpy(float a, const float* x, float* y, int n) { TC_DISPATCH(axpy, a, x, y, n); }
+void axpy_dequantized(float a, const int8_t* q, int32_t zero, float scale, float* y, int n) {
+  TC_DISPATCH(axpy_dequantized, a, q, zero, scale, y, n);
+}
 void matvec_rows(const float* w, const float* x, float* out, int n, int begin, int end) {
   TC_DISPATCH(matvec, w, x, out, n, begin, end);
 }

@@ -20,6 +20,10 @@ float sum16(const float* a, int n);
 void exp_shifted(float* x, int n, float shift);
 // y[j] += a * x[j] (fused where the CPU can)
 void axpy(float a, const float* x, float* y, int n);
+// y[j] += a * (float(q[j] - zero) * scale), each product and sum rounded on its own (never fused),
+// so both versions give the same bits: int8 values dequantized and weighted into float sums (the
+// fused layers' attention sum over the u cache)
+void axpy_dequantized(float a, const int8_t* q, int32_t zero, float scale, float* y, int n);
 // out[i] = dot(w + i * n, x, n) for i in [begin, end)
 void matvec_rows(const float* w, const float* x, float* out, int n, int begin, int end);
 // out[i] = sum_j float(w[i][j]) * x[j] for i in [begin, end): int8 rows against float x (the

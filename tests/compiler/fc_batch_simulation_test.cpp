@@ -147,6 +147,62 @@ TEST(FcBatchOnTheVirtualEdgeTpu, KAbove1024AndTheLargestBatch) {
   }
 }
 
+// Groups reading their own part of each row (FcPlacement::in_at, the llm batch path's u: each
+// head's 64 weights over its slice of v): every byte equals the reference over that part, with
+// two groups on one tile reading different places, and unaligned or overlong places refused.
+TEST(FcBatchOnTheVirtualEdgeTpu, GroupsReadTheirOwnPartOfEachRow) {
+  std::mt19937 random(47);
+  const int k = 64, row_bytes = 320, rows = 6;
+  FcLayer l;
+  l.n = 5 * 64;
+  l.k = k;
+  l.weights.resize(size_t(l.n) * k);
+  for (auto& w : l.weights) w = static_cast<int8_t>(static_cast<int>(random() % 255) - 127);
+  l.in_zp = 77;
+  l.out_zp = 120;
+  l.in_scale = 0.01f;
+  l.out_scale = 1.0f;
+  for (int o = 0; o < l.n; ++o)
+    l.mult.push_back(0.004f * (0.5f + std::uniform_real_distribution<float>(0, 1)(random)));
+  l.clamp_min = fc_clamp(0, l.out_zp, 1.0f);
+  l.clamp_max = fc_clamp(255, l.out_zp, 1.0f);
+  l.input_name = "x";
+  l.output_name = "y";
+  FcPlacement at;
+  at.tiles = {0, 3, 3, 9, 15};
+  at.param_units = {0, 0, fc_units_per_tile(k, false), 100, 0};
+  at.in_at = {0, 48, 96, 240, 256};  // 48-byte heads, K padded to 64, up to the row's end
+  std::vector<uint8_t> x(size_t(rows) * row_bytes);
+  for (auto& b : x) b = static_cast<uint8_t>(random());
+  std::vector<uint8_t> want;
+  for (int row = 0; row < rows; ++row)
+    for (int r = 0; r < l.n; ++r) {
+      int32_t acc = 0;
+      const size_t from = size_t(row) * row_bytes + size_t(at.in_at[size_t(r / 64)]);
+      for (int j = 0; j < k; ++j)
+        acc += (int32_t{x[from + size_t(j)]} - l.in_zp) * l.weights[size_t(r) * k + size_t(j)];
+      const int32_t y =
+          host::edgetpu::requantize(acc, l.mult[size_t(r)], {l.clamp_min, l.clamp_max}, l.out_zp);
+      want.push_back(static_cast<uint8_t>(std::clamp(y, 0, 255)));
+    }
+  EXPECT_GT(std::set<uint8_t>(want.begin(), want.end()).size(), size_t(16));
+  chip::VirtualEdgeTpu chip;
+  chip::testing::run_executable(chip, fc_caching(l, at), {});
+  const auto raw =
+      chip::testing::run_executable(chip, generate_fc_batch(l, at, rows, row_bytes), {{"x", x}})
+          .at("y");
+  std::vector<uint8_t> got;
+  for (int row = 0; row < rows; ++row)
+    for (int r = 0; r < l.n; ++r) got.push_back(raw.at(fc_batch_output_index(rows, row, r)));
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(chip.fault(), "");
+  FcPlacement bad = at;
+  bad.in_at[1] = 50;  // not a word
+  EXPECT_THROW(generate_fc_batch(l, bad, rows, row_bytes), Error);
+  bad.in_at[1] = 260;  // past the row's end
+  EXPECT_THROW(generate_fc_batch(l, bad, rows, row_bytes), Error);
+}
+
 TEST(FcBatchGenerator, RefusesWhatItCannotHold) {
   FcLayer l;
   l.n = 64;

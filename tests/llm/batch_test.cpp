@@ -42,11 +42,12 @@ std::vector<llm::BatchRequest> mixed_requests(int count, int steps) {
 // The oracle: the int8 CPU path, one sequence after another.
 std::vector<std::vector<int>> int8_alone(const llm::Checkpoint& ck, const llm::Tokenizer& tok,
                                          const llm::Calibration& cal,
-                                         const std::vector<llm::BatchRequest>& requests) {
+                                         const std::vector<llm::BatchRequest>& requests,
+                                         llm::Int8Options options) {
   llm::ThreadPool pool(2);
   std::vector<std::vector<int>> out;
   for (const llm::BatchRequest& r : requests) {
-    llm::Int8Transformer model(ck, pool, cal);
+    llm::Int8Transformer model(ck, pool, cal, options);
     llm::Sampler sampler(r.temperature, r.topp, r.seed);
     out.push_back(
         llm::generate(model, tok, sampler, r.prompt, r.steps, [](const std::string&) {}).tokens);
@@ -67,22 +68,22 @@ void expect_same_tokens(const llm::BatchRun& run, const std::vector<std::vector<
 
 // Both batch paths against the oracle on `ck`; returns the chip's figures.
 llm::ChipBatchStats expect_batch_equals_int8(const llm::Checkpoint& ck, const llm::Tokenizer& tok,
-                                             int count, int steps) {
+                                             int count, int steps, llm::Int8Options options) {
   llm::ThreadPool pool(2);
   const llm::Calibration cal = llm::calibrate(ck, pool, 8);
   const std::vector<llm::BatchRequest> requests = mixed_requests(count, steps);
-  const std::vector<std::vector<int>> want = int8_alone(ck, tok, cal, requests);
+  const std::vector<std::vector<int>> want = int8_alone(ck, tok, cal, requests, options);
   // The requests do differ (else the batch would prove little): at least the prompts' stories.
   EXPECT_GE(std::set<std::vector<int>>(want.begin(), want.end()).size(),
             size_t(std::min(count, 3)));
   {
     SCOPED_TRACE("cpu");
-    llm::CpuBatchMatmuls cpu(ck, pool, cal);
+    llm::CpuBatchMatmuls cpu(ck, pool, cal, options);
     expect_same_tokens(llm::generate_batch(ck, tok, cpu, requests), want);
   }
   SCOPED_TRACE("virtual Edge TPU");
   auto tpu = runtime::open_virtual_edgetpu();
-  llm::ChipBatchMatmuls chip(ck, pool, cal, *tpu);
+  llm::ChipBatchMatmuls chip(ck, pool, cal, *tpu, options);
   const llm::BatchRun run = llm::generate_batch(ck, tok, chip, requests);
   expect_same_tokens(run, want);
   EXPECT_EQ(run.steps, steps);  // the longest sequences ran every step in lockstep
@@ -97,6 +98,7 @@ llm::ChipBatchStats expect_batch_equals_int8(const llm::Checkpoint& ck, const ll
   return chip.stats();
 }
 
+// The older arithmetic (--unfused-layers): step a's programs over all rows.
 TEST(BatchPath, BothTestCheckpointsGiveEverySequenceTheInt8PathsTokens) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   const auto dir = llama2c_dir(data);
@@ -108,12 +110,60 @@ TEST(BatchPath, BothTestCheckpointsGiveEverySequenceTheInt8PathsTokens) {
     const llm::Checkpoint ck = llm::load_checkpoint(*path);
     const llm::Tokenizer tok = llm::Tokenizer::load(dir / "tokenizer.bin", ck.config.vocab_size);
     const bool big = name == "rand15M";
-    const llm::ChipBatchStats s = expect_batch_equals_int8(ck, tok, big ? 4 : 16, big ? 8 : 16);
+    const llm::ChipBatchStats s =
+        expect_batch_equals_int8(ck, tok, big ? 4 : 16, big ? 8 : 16, llm::Int8Options{false});
     EXPECT_EQ(s.chip_matmuls, 7 * ck.config.n_layers);
     EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
     if (big) {
       EXPECT_EQ(s.programs, 24);  // q+k+v, o, w1+w3, w2 per layer, as in step a
     }
+  }
+}
+
+// The default arithmetic, the fused layers' (RMSNorm folded into q, k, v, the residual add in
+// integers, wo folded into u): the batch gives every sequence the tokens of the int8 path alone. On
+// the chip q, k, v are the folded matmuls and u one program per layer (each head reading its slice
+// of v), or one per kv head where that does not fit; wo is not run.
+TEST(BatchPath, FusedLayersGiveEverySequenceTheInt8PathsTokens) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  const auto dir = llama2c_dir(data);
+  for (const std::string name : {"rand_gqa", "rand15M"}) {
+    SCOPED_TRACE(name);
+    std::string why;
+    const auto path = reference_checkpoint(data, name, why);
+    if (!path) GTEST_SKIP() << why;
+    const llm::Checkpoint ck = llm::load_checkpoint(*path);
+    const llm::Tokenizer tok = llm::Tokenizer::load(dir / "tokenizer.bin", ck.config.vocab_size);
+    const bool big = name == "rand15M";
+    const llm::ChipBatchStats s =
+        expect_batch_equals_int8(ck, tok, big ? 4 : 16, big ? 8 : 16, llm::Int8Options{true});
+    const llm::Config& c = ck.config;
+    EXPECT_EQ(s.chip_matmuls, 7 * c.n_layers);
+    EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
+    // q+k+v, u (every head reading its slice of v), w1+w3, w2.
+    EXPECT_EQ(s.programs, 4 * c.n_layers);
+  }
+  // 8 heads of dim 320: u's 40 groups do not fit one program, so one per kv head (4); head size
+  // 14: v's slices are not whole words, so one per kv head (2) as well.
+  struct Case {
+    TinyShape shape;
+    int programs;
+    uint32_t seed;
+  };
+  for (const Case& test : {Case{{320, 256, 1, 8, 4, 300, 16, true}, 3 + 4, 7},
+                           Case{{56, 128, 1, 4, 2, 300, 16, true}, 3 + 2, 11}}) {
+    SCOPED_TRACE("dim " + std::to_string(test.shape.dim));
+    const auto tiny = std::filesystem::temp_directory_path() /
+                      ("tinycoral_batch_fused_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(tiny);
+    write_bytes(tiny / "model.bin", tiny_v0(test.shape, TinyWeights(test.shape, test.seed)));
+    write_bytes(tiny / "tokenizer.bin", tiny_tokenizer(test.shape.vocab));
+    const llm::Checkpoint ck = llm::load_checkpoint(tiny / "model.bin");
+    const llm::Tokenizer tok = llm::Tokenizer::load(tiny / "tokenizer.bin", test.shape.vocab);
+    std::filesystem::remove_all(tiny);
+    const llm::ChipBatchStats s = expect_batch_equals_int8(ck, tok, 6, 8, llm::Int8Options{true});
+    EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
+    EXPECT_EQ(s.programs, test.programs);
   }
 }
 
@@ -137,7 +187,7 @@ TEST(BatchPath, KAbove1024RunsOnTheChipToo) {
   // 64 sequences: more rows than w2's program takes (K = 2112: 62), so it runs in two chunks
   // while all 64 are running; rows drop to 48, 32 and 16 as sequences end.
   ASSERT_LT(compiler::fc_batch_max_rows(2112, 1), 64);
-  const llm::ChipBatchStats s = expect_batch_equals_int8(ck, tok, 64, 16);
+  const llm::ChipBatchStats s = expect_batch_equals_int8(ck, tok, 64, 16, llm::Int8Options{false});
   EXPECT_EQ(s.chip_matmuls, 7);
   EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
   EXPECT_EQ(s.programs, 7);  // q+k+v, o, w1 and w3 in two programs each, w2
@@ -162,7 +212,8 @@ TEST(BatchPath, WeightsPastTileMemoryStayOnTheHostExactly) {
   const llm::Checkpoint ck = llm::load_checkpoint(dir / "model.bin");
   const llm::Tokenizer tok = llm::Tokenizer::load(dir / "tokenizer.bin", shape.vocab);
   std::filesystem::remove_all(dir);
-  const llm::ChipBatchStats s = expect_batch_equals_int8(ck, tok, 4, 6);
+  // The default arithmetic: u of the last layers stays on the host as well.
+  const llm::ChipBatchStats s = expect_batch_equals_int8(ck, tok, 4, 6, llm::Int8Options{});
   EXPECT_EQ(s.chip_matmuls + s.host_matmuls, 7 * 11);
   EXPECT_GT(s.chip_matmuls, 7 * 8);
   EXPECT_GT(s.host_matmuls, 0);
@@ -241,6 +292,15 @@ TEST(BatchPath, GenerateBatchOnTheSimulatorWritesEachSeedsInt8Story) {
   EXPECT_NE(text.err.find("batch of 3: 36 tokens in 12 steps"), std::string::npos) << text.err;
   EXPECT_NE(text.err.find("modeled stick: "), std::string::npos) << text.err;
   EXPECT_NE(text.err.find("tok/s aggregate"), std::string::npos) << text.err;
+  // The older arithmetic in a batch: each seed's --int8 --unfused-layers story.
+  const CommandResult unfused =
+      run_cli(args + " -s 6 --batch 2 --device sim --unfused-layers --json");
+  ASSERT_EQ(unfused.exit_code, 0) << unfused.err;
+  const CommandResult unfused_cpu = run_cli(args + " -s 7 --device cpu --int8 --unfused-layers");
+  ASSERT_EQ(unfused_cpu.exit_code, 0) << unfused_cpu.err;
+  EXPECT_EQ(
+      nlohmann::json::parse(unfused.out).at("sequences")[1].at("text").get<std::string>() + "\n",
+      unfused_cpu.out);
   const CommandResult zero = run_cli(args + " --batch 0");
   EXPECT_EQ(zero.exit_code, 2);
   EXPECT_NE(zero.err.find("--batch must be at least 1 (got 0)"), std::string::npos) << zero.err;

@@ -71,7 +71,7 @@ TEST(ChipPathStepA, BothTestCheckpointsGiveTheInt8PathsLogitsBitForBit) {
     const llm::Checkpoint ck = llm::load_checkpoint(*path);
     const llm::Tokenizer tok = llm::Tokenizer::load(dir / "tokenizer.bin", ck.config.vocab_size);
     llm::ChipPathStats s;
-    expect_chip_equals_int8(ck, tok, name == "rand15M" ? 6 : 16, s);
+    expect_chip_equals_int8(ck, tok, name == "rand15M" ? 6 : 16, s, {.fused_layers = false});
     EXPECT_EQ(s.chip_matmuls, 7 * ck.config.n_layers);
     EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
     // q, k and v share one program when they fit in 32 groups together; the whole FFN (w1, w3,
@@ -106,7 +106,7 @@ TEST(ChipPathStepA, OddShapesArePaddedOrSplitExactly) {
   const llm::Tokenizer tok = llm::Tokenizer::load(dir / "tokenizer.bin", shape.vocab);
   std::filesystem::remove_all(dir);
   llm::ChipPathStats s;
-  expect_chip_equals_int8(ck, tok, 24, s);
+  expect_chip_equals_int8(ck, tok, 24, s, {.fused_layers = false});
   EXPECT_EQ(s.chip_matmuls, 7);
   EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
   EXPECT_EQ(s.programs, 7);    // q+k+v, o, w1 and w3 in two programs each, w2 as a one-row batch
@@ -131,7 +131,7 @@ TEST(ChipPathStepB, FusedFfnWithPaddedShapesIsExact) {
   const llm::Tokenizer tok = llm::Tokenizer::load(dir / "tokenizer.bin", shape.vocab);
   std::filesystem::remove_all(dir);
   llm::ChipPathStats s;
-  expect_chip_equals_int8(ck, tok, 24, s);
+  expect_chip_equals_int8(ck, tok, 24, s, {.fused_layers = false});
   EXPECT_EQ(s.fused_ffns, 2);
   EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
   EXPECT_EQ(s.programs, 6);  // q+k+v, o, the FFN
@@ -205,32 +205,38 @@ TEST(ChipPathStepC, FusedLayersWithOtherShapesAreExact) {
   }
 }
 
-// --fused-layers: the same text from the simulator as from the int8 CPU path in that arithmetic
-// (rand_gqa: 2 layers, so 3 programs), and a clear refusal where it does not apply.
-TEST(ChipPathStepC, GenerateWithFusedLayersWritesTheInt8Text) {
+// --unfused-layers: the older arithmetic, the same text from the simulator as from the int8 CPU
+// path in it (rand_gqa: 2 layers, 3 programs each), a text of its own (not the default's), and a
+// clear refusal where it does not apply.
+TEST(ChipPathStepA, GenerateWithUnfusedLayersWritesTheInt8Text) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   std::string why;
   const auto path = reference_checkpoint(data, "rand_gqa", why);
   if (!path) GTEST_SKIP() << why;
   const std::string args =
-      generate_args(data, *path, "-n 20 -t 0.8 -s 5 -i 'Lily' --calibration 8 --fused-layers");
-  const CommandResult cpu = run_cli(args + " --device cpu --int8");
-  const CommandResult sim = run_cli(args + " --device sim");
+      generate_args(data, *path, "-n 20 -t 0.8 -s 5 -i 'Lily' --calibration 8");
+  const CommandResult cpu = run_cli(args + " --device cpu --int8 --unfused-layers");
+  const CommandResult sim = run_cli(args + " --device sim --unfused-layers");
   ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
   ASSERT_EQ(sim.exit_code, 0) << sim.err;
   EXPECT_EQ(sim.out, cpu.out);
   EXPECT_GT(sim.out.size(), 10u);
-  EXPECT_NE(sim.err.find("14 layer matmuls on the chip as 3 programs per token"), std::string::npos)
+  EXPECT_NE(sim.err.find("14 layer matmuls on the chip as 6 programs per token"), std::string::npos)
       << sim.err;
-  const CommandResult plain = run_cli(args + " --device cpu");
+  const CommandResult fused = run_cli(args + " --device cpu --int8");
+  ASSERT_EQ(fused.exit_code, 0) << fused.err;
+  EXPECT_NE(fused.out, cpu.out);  // the two arithmetics differ (else these tests prove little)
+  const CommandResult plain = run_cli(args + " --device cpu --unfused-layers");
   EXPECT_EQ(plain.exit_code, 2);
-  EXPECT_NE(plain.err.find("--fused-layers needs --int8"), std::string::npos) << plain.err;
-  const CommandResult batch = run_cli(args + " --device cpu --int8 --batch 2");
-  EXPECT_EQ(batch.exit_code, 2);
-  EXPECT_NE(batch.err.find("batch path"), std::string::npos) << batch.err;
+  EXPECT_NE(plain.err.find("--unfused-layers needs --int8"), std::string::npos) << plain.err;
+  const CommandResult both = run_cli(args + " --device cpu --int8 --unfused-layers --fused-layers");
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_NE(both.err.find("exclude each other"), std::string::npos) << both.err;
 }
 
-TEST(ChipPathStepA, GenerateOnTheSimulatorWritesTheInt8TextAndModeledSpeed) {
+// The default (the fused layers' arithmetic, step c's programs): the simulator writes the int8 CPU
+// path's text (rand_gqa: 2 layers, so 3 programs per token) and reports the modeled speed.
+TEST(ChipPathStepC, GenerateOnTheSimulatorWritesTheInt8TextAndModeledSpeed) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   std::string why;
   const auto path = reference_checkpoint(data, "rand_gqa", why);
@@ -243,7 +249,7 @@ TEST(ChipPathStepA, GenerateOnTheSimulatorWritesTheInt8TextAndModeledSpeed) {
   ASSERT_EQ(sim.exit_code, 0) << sim.err;
   EXPECT_EQ(sim.out, cpu.out);
   EXPECT_GT(sim.out.size(), 10u);
-  EXPECT_NE(sim.err.find("14 layer matmuls on the chip as 6 programs per token"), std::string::npos)
+  EXPECT_NE(sim.err.find("14 layer matmuls on the chip as 3 programs per token"), std::string::npos)
       << sim.err;
   EXPECT_NE(sim.err.find("modeled stick: "), std::string::npos) << sim.err;
   const CommandResult json = run_cli(args + " --device sim --json");

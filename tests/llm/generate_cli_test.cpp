@@ -119,6 +119,34 @@ TEST(Llama2cGreedy, PrunedClassifierKeepsTheArgmaxAndItsLogitsExact) {
   llm::set_kernels_use_avx2(true);
 }
 
+// The fused layers' attention sum: the AVX2 kernel's bits are the portable loop's (no fused
+// multiply-add), for lengths with and without a tail of 8.
+TEST(Llama2cKernels, DequantizedAxpyIsTheSameInBothVersions) {
+  std::vector<int8_t> q(304);
+  std::vector<float> base(q.size());
+  for (size_t j = 0; j < q.size(); ++j) {
+    q[j] = static_cast<int8_t>(int(j * 37 % 256) - 128);
+    base[j] = std::sin(float(j)) * 3.0f;
+  }
+  for (int n : {0, 5, 8, 64, 301}) {
+    std::vector<float> a = base, b = base;
+    llm::set_kernels_use_avx2(true);
+    llm::axpy_dequantized(0.3712f, q.data(), -7, 0.0123f, a.data(), n);
+    llm::axpy_dequantized(-1.25f, q.data(), 3, 0.5f, a.data(), n);
+    llm::set_kernels_use_avx2(false);
+    llm::axpy_dequantized(0.3712f, q.data(), -7, 0.0123f, b.data(), n);
+    llm::axpy_dequantized(-1.25f, q.data(), 3, 0.5f, b.data(), n);
+    for (int j = 0; j < n; ++j) {
+      const float want = (base[size_t(j)] + 0.3712f * (float(q[size_t(j)] + 7) * 0.0123f)) +
+                         -1.25f * (float(q[size_t(j)] - 3) * 0.5f);
+      ASSERT_EQ(b[size_t(j)], want) << j;
+      ASSERT_EQ(a[size_t(j)], b[size_t(j)]) << j;
+    }
+    EXPECT_EQ(a[size_t(n)], base[size_t(n)]);  // nothing past n
+  }
+  llm::set_kernels_use_avx2(true);
+}
+
 TEST(Llama2cInt8, AgreesWithFloatOnATinyModel) {
   // Teacher-forced on the float model's own greedy run: the int8 path's next-token choice agrees
   // most of the time and its distribution stays close (the numbers for real shapes: docs/llm.md).

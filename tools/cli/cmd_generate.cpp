@@ -3,7 +3,8 @@
 // stdout as it is written and the speed goes to stderr; --json prints one object at the end
 // instead. --int8 runs the layer matmuls in the Edge TPU's arithmetic (the chip path's oracle);
 // --device sim / usb runs them on an Edge TPU (the chip path, llm/chip_model.h), which writes the
-// same text, and reports the stick's modeled speed on the simulator.
+// same text, and reports the stick's modeled speed on the simulator. Both use the fused layers'
+// arithmetic (llm/int8_model.h) unless --unfused-layers asks for the older one.
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -34,7 +35,7 @@ struct GenerateArgs {
   int threads = 0;
   int calibration = 64;
   int batch = -1;  // --batch B: B stories at once (generate_batch.h); -1: not asked for
-  bool int8 = false, json = false, all_logits = false, fused_layers = false;
+  bool int8 = false, json = false, all_logits = false, fused_layers = false, unfused_layers = false;
 };
 
 // tokenizer.bin beside the checkpoint, else in the working directory (run.c's default).
@@ -112,11 +113,14 @@ void run(GenerateArgs& a) {
                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   llm::ThreadPool pool(threads);
   const std::unique_ptr<runtime::EdgeTpu> tpu = open_device(a.device, a.json);  // outlives model
-  if (a.fused_layers && a.batch != -1) fail("--fused-layers: the batch path does not have it yet");
-  if (a.fused_layers && !a.int8 && !tpu) fail("--fused-layers needs --int8 or an Edge TPU device");
+  if (a.fused_layers && a.unfused_layers)
+    fail("--fused-layers and --unfused-layers exclude each other");
+  if (a.unfused_layers && !a.int8 && !tpu && a.batch == -1)
+    fail("--unfused-layers needs --int8, --batch or an Edge TPU device");
+  const llm::Int8Options layers{!a.unfused_layers};
   if (a.batch != -1) {
     generate_batch_command({a.batch, a.prompt, a.steps < 0 ? 0 : a.steps, a.temperature, a.topp,
-                            seed, a.calibration, a.json},
+                            seed, a.calibration, a.json, layers},
                            ck, tokenizer, pool, tpu.get());
     return;
   }
@@ -125,8 +129,7 @@ void run(GenerateArgs& a) {
   llm::ChipTransformer* chip = nullptr;
   if (tpu) {  // the chip path computes the int8 path's arithmetic
     cal = llm::calibrate(ck, pool, a.calibration);
-    auto owned = std::make_unique<llm::ChipTransformer>(ck, pool, cal, *tpu,
-                                                        llm::Int8Options{a.fused_layers});
+    auto owned = std::make_unique<llm::ChipTransformer>(ck, pool, cal, *tpu, layers);
     chip = owned.get();
     model = std::move(owned);
     if (chip->stats().host_matmuls > 0 && !a.json)
@@ -135,7 +138,7 @@ void run(GenerateArgs& a) {
                 << " layer matmuls run on the host (" << chip->stats().host_reason << ")\n";
   } else if (a.int8) {
     cal = llm::calibrate(ck, pool, a.calibration);
-    model = std::make_unique<llm::Int8Transformer>(ck, pool, cal, llm::Int8Options{a.fused_layers});
+    model = std::make_unique<llm::Int8Transformer>(ck, pool, cal, layers);
   } else {
     model = std::make_unique<llm::Transformer>(ck, pool);
   }
@@ -224,9 +227,12 @@ void add_generate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--int8", args->int8, "layer matmuls in the Edge TPU's int8 arithmetic");
   cmd->add_flag(
-      "--fused-layers", args->fused_layers,
-      "int8 and the chip: q, k, v read the residual stream, RMSNorm's scale applied after "
-      "them; on the chip each layer's FFN, residual add and the next q, k, v are one program");
+      "--unfused-layers", args->unfused_layers,
+      "int8, the chip and --batch: the older arithmetic (RMSNorm before q, k, v, wo after "
+      "attention), each matmul or FFN its own program on the chip (the default: q, k, v "
+      "read the residual stream, RMSNorm's scale after them, wo folded into the value "
+      "cache; each layer's FFN, residual add and the next q, k, v, u one program)");
+  cmd->add_flag("--fused-layers", args->fused_layers, "the default arithmetic (kept for scripts)");
   cmd->add_option("--calibration", args->calibration,
                   "--int8: positions of greedy float generation the ranges are taken from")
       ->capture_default_str();

@@ -56,7 +56,7 @@ void generate_batch_command(const BatchOptions& o, const llm::Checkpoint& ck,
   std::unique_ptr<llm::BatchMatmuls> matmuls;
   llm::ChipBatchMatmuls* chip = nullptr;
   if (tpu) {
-    auto owned = std::make_unique<llm::ChipBatchMatmuls>(ck, pool, cal, *tpu);
+    auto owned = std::make_unique<llm::ChipBatchMatmuls>(ck, pool, cal, *tpu, o.arithmetic);
     chip = owned.get();
     matmuls = std::move(owned);
     if (chip->stats().host_matmuls > 0 && !o.json)
@@ -64,7 +64,7 @@ void generate_batch_command(const BatchOptions& o, const llm::Checkpoint& ck,
                 << chip->stats().host_matmuls + chip->stats().chip_matmuls
                 << " layer matmuls run on the host (" << chip->stats().host_reason << ")\n";
   } else {
-    matmuls = std::make_unique<llm::CpuBatchMatmuls>(ck, pool, cal);
+    matmuls = std::make_unique<llm::CpuBatchMatmuls>(ck, pool, cal, o.arithmetic);
   }
   const llm::BatchRun run = llm::generate_batch(ck, tokenizer, *matmuls, requests);
   const bool simulated = tpu && tpu->is_virtual();

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "llm/checkpoint.h"
+#include "llm/int8_model.h"
 #include "llm/thread_pool.h"
 #include "llm/tokenizer.h"
 #include "runtime/edgetpu.h"
@@ -24,6 +25,7 @@ struct BatchOptions {
   uint64_t seed = 1;
   int calibration = 64;
   bool json = false;
+  llm::Int8Options arithmetic;
 };
 
 // `tpu` null: the CPU. Throws Error for a bad batch.

@@ -1,0 +1,156 @@
+// The layer matmuls' program planner (matmul_plan.h).
+#include "llm/matmul_plan.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+#include "compiler/fc_batch_codegen.h"
+
+namespace tinycoral::llm {
+
+namespace {
+
+constexpr int kKStep = 64;
+
+bool same_input(const QParams& a, const QParams& b) {
+  return a.scale == b.scale && a.zero_point == b.zero_point;
+}
+
+}  // namespace
+
+bool TileAllocator::place(int groups, int units, compiler::FcPlacement& placement) {
+  const int per_tile = groups > kPlanTiles ? 2 : 1;
+  std::array<int, kPlanTiles> fill = fill_, used{};
+  placement.tiles.clear();
+  placement.param_units.clear();
+  for (int g = 0; g < groups; ++g) {
+    int best = -1;
+    for (int t = 0; t < kPlanTiles; ++t)
+      if (used[size_t(t)] < per_tile && (best < 0 || fill[size_t(t)] < fill[size_t(best)]))
+        best = t;
+    if (best < 0 || fill[size_t(best)] + units > compiler::kFcParamUnits) return false;
+    placement.tiles.push_back(best);
+    placement.param_units.push_back(fill[size_t(best)]);
+    fill[size_t(best)] += units;
+    ++used[size_t(best)];
+  }
+  fill_ = fill;
+  return true;
+}
+
+bool TileAllocator::place_pairs(int pairs, int units, compiler::FcPlacement& placement) {
+  std::array<int, kPlanTiles> fill = fill_;
+  std::array<bool, kPlanTiles> used{};
+  placement.tiles.clear();
+  placement.param_units.clear();
+  for (int i = 0; i < pairs; ++i) {
+    int best = -1;
+    for (int t = 0; t < kPlanTiles; ++t)
+      if (!used[size_t(t)] && (best < 0 || fill[size_t(t)] < fill[size_t(best)])) best = t;
+    if (best < 0 || fill[size_t(best)] + 2 * units > compiler::kFcParamUnits) return false;
+    for (int k = 0; k < 2; ++k) {
+      placement.tiles.push_back(best);
+      placement.param_units.push_back(fill[size_t(best)]);
+      fill[size_t(best)] += units;
+    }
+    used[size_t(best)] = true;
+  }
+  fill_ = fill;
+  return true;
+}
+
+int TileAllocator::max_fill() const { return *std::max_element(fill_.begin(), fill_.end()); }
+
+InputSetPlan plan_input_set(std::span<const PlannedMatmul> set, int layer, TileAllocator& tiles) {
+  InputSetPlan out;
+  std::vector<FcProgramPlan> made;
+  std::vector<int> owner;  // made[i]'s first matmul (index into set)
+  for (size_t i = 0; i < set.size(); ++i) {
+    const QuantizedMatmul& q = *set[i].q;
+    const int k_padded = (q.cols + kKStep - 1) / kKStep * kKStep;
+    const bool joins = q.rows <= kMaxProgramOutputs && !made.empty() &&
+                       made.back().segments.front().rows <= kMaxProgramOutputs &&
+                       made.back().k_padded == k_padded &&
+                       made.back().outputs + whole_groups(q.rows) <= kMaxProgramOutputs &&
+                       same_input(set[size_t(owner.back())].q->in, q.in);
+    for (int row0 = 0; row0 < q.rows; row0 += kMaxProgramOutputs) {
+      const int rows = std::min(kMaxProgramOutputs, q.rows - row0);
+      if (!joins || row0 > 0) {
+        made.emplace_back();
+        made.back().k_padded = k_padded;
+        owner.push_back(int(i));
+      }
+      FcProgramPlan& p = made.back();
+      p.segments.push_back({set[i].id, row0, rows, p.outputs});
+      p.outputs += whole_groups(rows);
+    }
+  }
+  const auto name_of = [&](int id) {
+    for (const PlannedMatmul& m : set)
+      if (m.id == id) return m;
+    fail("no matmul ", id, " in the set");
+  };
+  std::vector<bool> placed(made.size(), false);
+  for (size_t i = 0; i < made.size(); ++i) {
+    FcProgramPlan& p = made[i];
+    const int groups = compiler::fc_groups(p.outputs);
+    const int slots = groups > kPlanTiles ? 2 : 1;
+    const std::string why = compiler::fc_batch_unsupported(p.outputs, p.k_padded, 1, slots);
+    placed[i] = why.empty() &&
+                tiles.place(groups, compiler::fc_units_per_tile(p.k_padded, false), p.placement);
+    if (placed[i]) continue;
+    for (const FcProgramPlan::Segment& s : p.segments)
+      if (std::find(out.on_host.begin(), out.on_host.end(), s.id) == out.on_host.end())
+        out.on_host.push_back(s.id);
+    if (out.host_reason.empty()) {
+      const PlannedMatmul m = name_of(p.segments.front().id);
+      out.host_reason =
+          cat("layer ", layer, " ", m.name, " (", m.q->rows, " x ", m.q->cols,
+              "): ", why.empty() ? "the weights before it fill the tile memory" : why);
+    }
+  }
+  // A matmul is on the chip only when all its programs are (a program that did not fit sends its
+  // matmuls, and the chunks of them elsewhere, to the host).
+  for (size_t i = 0; i < made.size(); ++i) {
+    bool host = !placed[i];
+    for (const FcProgramPlan::Segment& s : made[i].segments)
+      host |= std::find(out.on_host.begin(), out.on_host.end(), s.id) != out.on_host.end();
+    if (!host) out.programs.push_back(std::move(made[i]));
+  }
+  return out;
+}
+
+compiler::FcLayer fc_layer_of(const FcProgramPlan& p,
+                              const std::function<const QuantizedMatmul&(int id)>& matmul) {
+  compiler::FcLayer l;
+  l.n = p.outputs;
+  l.k = p.k_padded;
+  l.weights.assign(size_t(l.n) * size_t(l.k), 0);
+  l.mult.assign(size_t(l.n), 0.0f);
+  const QuantizedMatmul& first = matmul(p.segments.front().id);
+  l.in_zp = first.in.zero_point + 128;
+  l.in_scale = first.in.scale;
+  for (const FcProgramPlan::Segment& s : p.segments) {
+    const QuantizedMatmul& q = matmul(s.id);
+    for (int r = 0; r < s.rows; ++r) {
+      std::copy_n(q.w.data() + size_t(s.row0 + r) * size_t(q.cols), q.cols,
+                  l.weights.data() + size_t(s.out_at + r) * size_t(l.k));
+      l.mult[size_t(s.out_at + r)] = q.multiplier[size_t(s.row0 + r)];
+    }
+    for (int g = 0; g < compiler::fc_groups(s.rows); ++g) {
+      l.group_out_zp.push_back(q.out.zero_point + 128);
+      l.group_clamp_min.push_back(q.clamp_lo);
+      l.group_clamp_max.push_back(q.clamp_hi);
+    }
+  }
+  l.out_zp = l.group_out_zp.front();
+  l.out_scale = first.out.scale;
+  l.clamp_min = l.group_clamp_min.front();
+  l.clamp_max = l.group_clamp_max.front();
+  l.input_name = "x";
+  l.output_name = "y";
+  l.signed_input = l.signed_output = true;
+  return l;
+}
+
+}  // namespace tinycoral::llm

@@ -1,0 +1,82 @@
+// How layer matmuls become FULLY_CONNECTED programs over weights resident in tile memory: the one
+// planner of the chip path (chip_model.h) and the batch path (batch_chip.h).
+//
+// Matmuls of one input (q, k, v; w1, w3; the heads of one kv head's u) share a program when their
+// 64-output groups fit in 32 together, each group keeping its matmul's output stage; a matmul of
+// more than 2048 outputs is cut into programs. Each program's groups go to the least-filled tiles
+// at each tile's first free wide unit (FcPlacement). A matmul is on the chip only when all its
+// programs are; the others stay on the host in the same arithmetic, with the reason.
+#pragma once
+
+#include <array>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "compiler/fc_codegen.h"
+#include "compiler/fc_layer.h"
+#include "llm/int8_model.h"
+
+namespace tinycoral::llm {
+
+constexpr int kPlanTiles = 16;
+constexpr int kMaxProgramOutputs = 2048;  // two 64-output groups on each tile
+
+// Rows rounded up to whole 64-output groups; K padded to a multiple of 64.
+inline int whole_groups(int rows) { return (rows + 63) / 64 * 64; }
+
+// Tile memory as the placement sees it: each tile's parameters fill wide units from 0 up, so the
+// tiles fill evenly (stories15M's six layers fill the fullest tile to 90%).
+class TileAllocator {
+ public:
+  // Each group to the least-filled tile that has fewer than `per_tile` of this program's groups
+  // (two when there are more than 16), at that tile's first free unit; false (and nothing placed)
+  // when one does not fit.
+  bool place(int groups, int units, compiler::FcPlacement& placement);
+  // Pairs of groups on one tile each (a fused FFN's w1 and w3 group i): the least-filled tiles
+  // with room for both, one pair per tile.
+  bool place_pairs(int pairs, int units, compiler::FcPlacement& placement);
+  int max_fill() const;
+
+ private:
+  std::array<int, kPlanTiles> fill_{};  // units, always a multiple of 4 (whole rows)
+};
+
+// A matmul to plan: the caller's id for it, its quantized form, its name for the reason.
+struct PlannedMatmul {
+  int id;
+  const QuantizedMatmul* q;
+  std::string name;
+};
+
+// One program: whole matmuls side by side (or one chunk of a matmul with more than 2048 outputs),
+// each segment starting at a 64-output group.
+struct FcProgramPlan {
+  struct Segment {
+    int id, row0, rows, out_at;
+  };
+  std::vector<Segment> segments;
+  int outputs = 0, k_padded = 0;
+  compiler::FcPlacement placement;
+};
+
+struct InputSetPlan {
+  std::vector<FcProgramPlan> programs;  // placed; every matmul in them is whole on the chip
+  std::vector<int> on_host;             // ids of the matmuls left on the host
+  std::string host_reason;              // why the first of them is, or ""
+};
+
+// Plans matmuls that read the same input (same quantization): segments, then each program checked
+// against the batch generator at one row (its K and groups per tile; K > 1024 runs as a one-row
+// batch program at batch 1) and placed. `layer` names the reason.
+InputSetPlan plan_input_set(std::span<const PlannedMatmul> set, int layer, TileAllocator& tiles);
+
+// A program's segments as one generator layer: each segment's rows at its output offset, K padded
+// with zero columns, padding rows with zero weights and multipliers, every group with its matmul's
+// output stage. The chip works in uint8: every zero point + 128, and the boundaries are int8 (the
+// runtime flips the sign bit), so the host hands over the int8 path's very bytes.
+compiler::FcLayer fc_layer_of(const FcProgramPlan& p,
+                              const std::function<const QuantizedMatmul&(int id)>& matmul);
+
+}  // namespace tinycoral::llm
