@@ -348,13 +348,45 @@ OutTarget out_target(const Plan& p, size_t i) {
   return t;
 }
 
-void fill_narrow(Emitter& e, int tile, int base, int bytes, int zp) {
+// Tile instructions collected per tile and sent as few as possible: those with the same fields
+// (the ops and fills of bands of one height at the same addresses) go out as one instruction on
+// all their tiles, which is what most of a stage's per-tile instructions are. A batch's
+// instructions on one tile must not depend on each other's order (one op per tile, fills of
+// disjoint regions).
+class TileBatch {
+ public:
+  explicit TileBatch(Emitter& e) : e_(e) {}
+  TileBatch(const TileBatch&) = delete;
+  TileBatch& operator=(const TileBatch&) = delete;
+  ~TileBatch() {
+    for (const Item& item : items_)
+      e_.add(item.mnemonic, cat("tiles=", hex(item.tiles), " ", item.fields));
+  }
+  void add(uint32_t tiles, const std::string& mnemonic, const std::string& fields) {
+    for (Item& item : items_)
+      if (item.mnemonic == mnemonic && item.fields == fields) {
+        item.tiles |= tiles;
+        return;
+      }
+    items_.push_back({tiles, mnemonic, fields});
+  }
+
+ private:
+  struct Item {
+    uint32_t tiles;
+    std::string mnemonic, fields;
+  };
+  Emitter& e_;
+  std::vector<Item> items_;
+};
+
+void fill_narrow(TileBatch& b, int tile, int base, int bytes, int zp) {
   const uint32_t value = 0x01010101u * static_cast<uint32_t>(zp);
   for (int done = 0; done < bytes; done += 4 * kMeshFillWords) {
     const int words = std::min(kMeshFillWords, (bytes - done) / 4);
-    e.add("mesh_n", cat("tiles=", hex(tile_bit(tile)), " i.addr=", hex(base + done), " i=(1 x ",
-                        words, ")(", 1 - words, " x 1)(", 1 - words, " x 1)(", 1 - words,
-                        " x 1) i.sdims=1 fill_en=1 fill=", hex(value)));
+    b.add(tile_bit(tile), "mesh_n",
+          cat("i.addr=", hex(base + done), " i=(1 x ", words, ")(", 1 - words, " x 1)(", 1 - words,
+              " x 1)(", 1 - words, " x 1) i.sdims=1 fill_en=1 fill=", hex(value)));
   }
 }
 
@@ -500,7 +532,7 @@ std::string op_tail(const LayerPlan& lp, int zp_unit, int out_ch, int last_ch = 
 // A depthwise layer's groups [g0, g1) of a part: one op group per 4-channel input word (out_ch 3:
 // the clock charges the 16 MACs of the four columns a step uses, not all 64 columns' 256), its
 // taps' rows holding the word's 4x4 diagonal in columns 0..3.
-void depthwise_op(Emitter& e, const Plan& p, size_t i, const Part& part, int g0, int g1) {
+void depthwise_op(TileBatch& e, const Plan& p, size_t i, const Part& part, int g0, int g1) {
   const LayerPlan& lp = p.layers[i];
   const ConvLayer& l = *lp.l;
   const int rows = lp.ob - lp.oa;
@@ -521,14 +553,14 @@ void depthwise_op(Emitter& e, const Plan& p, size_t i, const Part& part, int g0,
   const OutTarget t = out_target(p, i);
   const std::string out_walk = strided_walk(
       {{1, 1}, {t.pixel_bytes / 4, lp.blocks}, {t.row_words, rows}, {1, words}}, 8, " m3");
-  e.add("op", cat("tiles=", hex(tile_bit(p.tile)), " loops=(", taps, ")(", positions, ")(", words,
-                  ") in.base=", hex(in_base), " in=", in_walk,
-                  " in.tflags=0x01 out.base=", hex(t.base + kColumns * g0), " out=", out_walk,
-                  " out.tflags=0x1 par.base=", hex(par_row * kRowUnits), " par=", par_walk,
-                  " psum=(0 x ", taps, ")", op_tail(lp, lp.zp_row(part) * kRowUnits, 4)));
+  e.add(tile_bit(p.tile), "op",
+        cat("loops=(", taps, ")(", positions, ")(", words, ") in.base=", hex(in_base), " in=",
+            in_walk, " in.tflags=0x01 out.base=", hex(t.base + kColumns * g0), " out=", out_walk,
+            " out.tflags=0x1 par.base=", hex(par_row * kRowUnits), " par=", par_walk, " psum=(0 x ",
+            taps, ")", op_tail(lp, lp.zp_row(part) * kRowUnits, 4)));
 }
 
-void layer_op(Emitter& e, const Plan& p, size_t i, const Part& part) {
+void layer_op(TileBatch& e, const Plan& p, size_t i, const Part& part) {
   const LayerPlan& lp = p.layers[i];
   const ConvLayer& l = *lp.l;
   const uint32_t tile = tile_bit(p.tile);
@@ -554,9 +586,9 @@ void layer_op(Emitter& e, const Plan& p, size_t i, const Part& part) {
                                             8, " m3");
   const std::string loops = groups > 1 ? cat("(", lp.kwords, ")(", positions, ")(", groups, ")")
                                        : cat("(", lp.kwords, ")(", positions, ")");
-  e.add("op",
-        cat("tiles=", hex(tile), " loops=", loops, " in.base=", hex(lp.pixel(0, 0) - lp.window_off),
-            " in=", in_walk, " in.tflags=0x01 out.base=", hex(t.base + kColumns * (part.g0 - p.g0)),
+  e.add(tile, "op",
+        cat("loops=", loops, " in.base=", hex(lp.pixel(0, 0) - lp.window_off), " in=", in_walk,
+            " in.tflags=0x01 out.base=", hex(t.base + kColumns * (part.g0 - p.g0)),
             " out=", out_walk, " out.tflags=0x1 par.base=", hex(lp.weight_row(part) * kRowUnits),
             " par=", par_walk, " psum=(0 x ", lp.kwords, ")",
             op_tail(lp, lp.zp_row(part) * kRowUnits, lp.group_ch,
@@ -751,9 +783,10 @@ container::Bitstream execution_program(const ConvChain& chain, const Shapes& sha
   // Padded images hold their zero point wherever the layer before does not write: a stage's first
   // two before its input arrives, image i + 1 once layer i - 1 has read the region it reuses.
   auto fill_image = [&](size_t i) {
+    TileBatch fills(e);
     for (const Plan& p : stage_of(i).tiles) {
       const LayerPlan& lp = p.layers[i];
-      if (lp.needs_fill()) fill_narrow(e, p.tile, lp.in_base, lp.in_bytes(), lp.l->in_zp);
+      if (lp.needs_fill()) fill_narrow(fills, p.tile, lp.in_base, lp.in_bytes(), lp.l->in_zp);
     }
   };
   auto fill_stage = [&](const Stage& s) {
@@ -833,16 +866,20 @@ container::Bitstream execution_program(const ConvChain& chain, const Shapes& sha
           // of the store), the shared rows for all of them.
           for (int g = part.g0; g < part.g1; ++g) {
             bias_load(e, lp, part.row + (g - part.g0) * lp.planes, 1, mask);
-            for (const Plan* p : runs) depthwise_op(e, *p, i, part, g, g + 1);
+            {
+              TileBatch ops(e);
+              for (const Plan* p : runs) depthwise_op(ops, *p, i, part, g, g + 1);
+            }
             if (g + 1 < part.g1) tile_fence(e, "counters=0x1ffff units=0x3ff");
           }
         } else {
           bias_load(e, lp, part.row, part.g1 - part.g0, mask);
+          TileBatch ops(e);
           for (const Plan* p : runs)
             if (lp.l->depthwise)
-              depthwise_op(e, *p, i, part, part.g0, part.g1);
+              depthwise_op(ops, *p, i, part, part.g0, part.g1);
             else
-              layer_op(e, *p, i, part);
+              layer_op(ops, *p, i, part);
         }
         tile_fence(e, "counters=0x1ffff units=0x3ff");
         tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
