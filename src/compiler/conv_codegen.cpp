@@ -705,63 +705,107 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
   const size_t i = to.first;
   const int row_bytes = from.tiles.front().out_row;
   int piece = 0;
+  auto mask_of = [&](int y) {
+    uint32_t mask = 0;
+    for (const Plan& t : to.tiles) {
+      const LayerPlan& lp = t.layers[i];
+      if (y >= lp.top && y < lp.top + lp.hp) mask |= tile_bit(t.tile);
+    }
+    return mask;
+  };
+  // One transfer of `bytes` from narrow byte `from_at` of the sender to the tiles in `mask`,
+  // each writing them with the narrow walk `walk(t)` from byte `narrow(t)`: `packets` >= 2 whole
+  // packets (the softmax gather's multi-packet form: k fills of one FIFO row), else one packet of
+  // up to 256 bytes.
+  auto transfer = [&](const Plan& src, int from_at, int bytes, int packets, uint32_t mask,
+                      const auto& narrow, const auto& walk) {
+    if (piece > 0 && piece % kInputRows == 0) tile_fence(e, "counters=0x1ffff units=0x3ff");
+    const int fifo = kInputFifo + 4 * (piece++ % kInputRows);
+    const std::string rows = cat("(0 x ", packets, ")");
+    for (const Plan& t : to.tiles) {
+      if (!(mask & tile_bit(t.tile))) continue;
+      if (packets >= 2)
+        e.add("w2n", cat("tiles=", hex(tile_bit(t.tile)), " w.addr=", hex(fifo), " w=", rows,
+                         " w.rows=1 n.addr=", hex(narrow(t) / 4), " n=", walk(t),
+                         " n.lvl_mask=0x01 sync.en0=1 sync.id=14 sync.en1=1 "
+                         "sync.val=0x08000 sync.en2=1 tail_en870=1"));
+      else
+        e.add("w2n", cat("tiles=", hex(tile_bit(t.tile)), " w.addr=", hex(fifo),
+                         " w=(1 x 1) n.addr=", hex(narrow(t) / 4), " n=", walk(t),
+                         " n.lvl_mask=0x01 mode=1 fill_size=128 sync.en0=1 sync.id=14 "
+                         "sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 sync.en2=1 "
+                         "sync.dec_lvl=1 sync.dec=-1 sync.dec_mode=3 tail_en870=1"));
+    }
+    if (packets >= 2) {
+      e.add("ringcons0", cat("tiles=", hex(mask), " addr=", hex(fifo), " dst=", rows,
+                             " slots=1 mode=1 s_id=0x0b s_val=-64 s_cnt=1 s_en_b=1 s_y=1"));
+      e.add("ringprod",
+            cat("tiles=", hex(tile_bit(src.tile)), " addr=", hex(kRingFifo), " src=(1 x 1)", rows,
+                " sdims=1 cbuf=1 slots=1 mode=3 pcfg=20 r0.id=0x51 r0.val=", ordinal++,
+                " r0.en_a=1 r0.en_b=1 r1.id=0x2d r1.val=1 r1.en_a=1 r1.en_b=1 dest=", hex(mask)));
+      e.add("n2w", cat("tiles=", hex(tile_bit(src.tile)), " n.addr=", hex(from_at / 4),
+                       " n=", narrow_walk(bytes / 4), " n.lvl_mask=0x01 w.addr=", hex(kRingFifo),
+                       " w=", rows,
+                       " w.rows=1 sync.en0=1 sync.id=16 sync.en1=1 sync.val=0x0ffff "
+                       "sync.en2=1 sync.f45=1 tail_lvl=1"));
+      return;
+    }
+    ring_receive(e, mask, fifo, 1, -64);
+    e.add("n2w", cat("tiles=", hex(tile_bit(src.tile)), " n.addr=", hex(from_at / 4),
+                     " n=", narrow_walk(bytes / 4), " n.lvl_mask=0x01 w.addr=", hex(kRingFifo),
+                     " w=(1 x 1) w.circ=1 w.rows=1 sync.en0=1 sync.f1=1 sync.id=16 "
+                     "sync.wait_lvl=1 sync.en1=1 sync.val=0xffff sync.en2=1 sync.f45=1 "
+                     "tail_lvl=1"));
+    ring_send(e, src.tile, kRingFifo, mask, ordinal++);
+  };
   for (const Plan& src : from.tiles) {
     const LayerPlan& band = src.layers[i - 1];
-    for (int y = band.oa; y < band.ob; ++y) {
-      uint32_t mask = 0;
-      for (const Plan& t : to.tiles) {
-        const LayerPlan& lp = t.layers[i];
-        if (y >= lp.top && y < lp.top + lp.hp) mask |= tile_bit(t.tile);
-      }
+    for (int y = band.oa, rows = 1; y < band.ob; y += rows) {
+      const uint32_t mask = mask_of(y);
+      // Several whole rows for the same tiles (contiguous in the sender's output) go in one
+      // transfer when they make 2 to kHandOverPackets whole packets, or, short rows, fit one
+      // packet; each receiver drops them into its image's rows with a 2-level walk.
+      rows = 1;
+      int packets = 0;
+      for (int m = 2; y + m <= band.ob && m * row_bytes <= kHandOverPackets * kPiece &&
+                      mask_of(y + m - 1) == mask;
+           ++m)
+        if (m * row_bytes % kPiece == 0 && m * row_bytes >= 2 * kPiece) {
+          rows = m;
+          packets = m * row_bytes / kPiece;
+        } else if (packets == 0 && m * row_bytes <= kPiece) {
+          rows = m;
+          packets = 1;
+        }
       if (mask == 0) continue;
-      // Whole 256-byte packets go up to kHandOverPackets at a time (the softmax gather's
-      // multi-packet form: k fills of one FIFO row), the rest of the row as one short packet.
-      for (int at = 0, bytes = 0; at < row_bytes; at += bytes, ++piece) {
-        if (piece > 0 && piece % kInputRows == 0) tile_fence(e, "counters=0x1ffff units=0x3ff");
-        const int fifo = kInputFifo + 4 * (piece % kInputRows);
-        const int packets = std::min(kHandOverPackets, (row_bytes - at) / kPiece);
-        bytes = packets >= 2 ? packets * kPiece : std::min(kPiece, row_bytes - at);
-        const int from_at = src.out_base + (y - band.oa) * src.out_row + at;
-        const std::string rows = cat("(0 x ", packets, ")");
-        for (const Plan& t : to.tiles) {
-          if (!(mask & tile_bit(t.tile))) continue;
-          const LayerPlan& lp = t.layers[i];
-          const int narrow = lp.pixel(y - lp.top, lp.l->pad_left) + at;
-          if (packets >= 2)
-            e.add("w2n", cat("tiles=", hex(tile_bit(t.tile)), " w.addr=", hex(fifo), " w=", rows,
-                             " w.rows=1 n.addr=", hex(narrow / 4), " n=", narrow_walk(bytes / 4),
-                             " n.lvl_mask=0x01 sync.en0=1 sync.id=14 sync.en1=1 "
-                             "sync.val=0x08000 sync.en2=1 tail_en870=1"));
-          else
-            e.add("w2n", cat("tiles=", hex(tile_bit(t.tile)), " w.addr=", hex(fifo),
-                             " w=(1 x 1) n.addr=", hex(narrow / 4),
-                             " n=", strided_walk({{1, bytes / 4}, {lp.row_words(), 1}}, 6),
-                             " n.lvl_mask=0x01 mode=1 fill_size=128 sync.en0=1 sync.id=14 "
-                             "sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 sync.en2=1 "
-                             "sync.dec_lvl=1 sync.dec=-1 sync.dec_mode=3 tail_en870=1"));
-        }
-        if (packets >= 2) {
-          e.add("ringcons0", cat("tiles=", hex(mask), " addr=", hex(fifo), " dst=", rows,
-                                 " slots=1 mode=1 s_id=0x0b s_val=-64 s_cnt=1 s_en_b=1 s_y=1"));
-          e.add(
-              "ringprod",
-              cat("tiles=", hex(tile_bit(src.tile)), " addr=", hex(kRingFifo), " src=(1 x 1)", rows,
-                  " sdims=1 cbuf=1 slots=1 mode=3 pcfg=20 r0.id=0x51 r0.val=", ordinal++,
-                  " r0.en_a=1 r0.en_b=1 r1.id=0x2d r1.val=1 r1.en_a=1 r1.en_b=1 dest=", hex(mask)));
-          e.add("n2w", cat("tiles=", hex(tile_bit(src.tile)), " n.addr=", hex(from_at / 4),
-                           " n=", narrow_walk(bytes / 4),
-                           " n.lvl_mask=0x01 w.addr=", hex(kRingFifo), " w=", rows,
-                           " w.rows=1 sync.en0=1 sync.id=16 sync.en1=1 sync.val=0x0ffff "
-                           "sync.en2=1 sync.f45=1 tail_lvl=1"));
-          continue;
-        }
-        ring_receive(e, mask, fifo, 1, -64);
-        e.add("n2w", cat("tiles=", hex(tile_bit(src.tile)), " n.addr=", hex(from_at / 4),
-                         " n=", narrow_walk(bytes / 4), " n.lvl_mask=0x01 w.addr=", hex(kRingFifo),
-                         " w=(1 x 1) w.circ=1 w.rows=1 sync.en0=1 sync.f1=1 sync.id=16 "
-                         "sync.wait_lvl=1 sync.en1=1 sync.val=0xffff sync.en2=1 sync.f45=1 "
-                         "tail_lvl=1"));
-        ring_send(e, src.tile, kRingFifo, mask, ordinal++);
+      const int from_at = src.out_base + (y - band.oa) * src.out_row;
+      if (rows > 1) {
+        transfer(
+            src, from_at, rows * row_bytes, packets, mask,
+            [&](const Plan& t) {
+              const LayerPlan& lp = t.layers[i];
+              return lp.pixel(y - lp.top, lp.l->pad_left);
+            },
+            [&](const Plan& t) {
+              return strided_walk({{1, row_bytes / 4}, {t.layers[i].row_words(), rows}}, 6);
+            });
+        continue;
+      }
+      // One row: whole 256-byte packets up to kHandOverPackets at a time, the rest of the row
+      // as one short packet.
+      for (int at = 0, bytes = 0; at < row_bytes; at += bytes) {
+        const int whole = std::min(kHandOverPackets, (row_bytes - at) / kPiece);
+        bytes = whole >= 2 ? whole * kPiece : std::min(kPiece, row_bytes - at);
+        transfer(
+            src, from_at + at, bytes, whole >= 2 ? whole : 1, mask,
+            [&](const Plan& t) {
+              const LayerPlan& lp = t.layers[i];
+              return lp.pixel(y - lp.top, lp.l->pad_left) + at;
+            },
+            [&](const Plan& t) {
+              return whole >= 2 ? narrow_walk(bytes / 4)
+                                : strided_walk({{1, bytes / 4}, {t.layers[i].row_words(), 1}}, 6);
+            });
       }
     }
   }
