@@ -87,7 +87,15 @@ struct LayerPlan {
   // The band of rows this tile computes: output rows [oa, ob); buffer row 0 holds the layer's
   // input row `top` (negative: padding rows above the image).
   int oa = 0, ob = 0, top = 0;
+  // The input rows the band reads, [need_top, need_top + need_rows) (padding rows included);
+  // the buffer holds them from row need_top - top. A stage's first image after a hand-over
+  // holds the whole padded image (`full`) on every tile at one address, so that rows that
+  // several tiles read travel to all of them in one transfer.
+  int need_top = 0, need_rows = 0;
+  bool full = false;
   bool needs_fill() const { return top < 0 || top + hp > l->h || wp != l->w || extra != 0; }
+  // Narrow byte address of the first input row the op reads.
+  int op_in(int x) const { return pixel(need_top - top, x); }
 };
 
 // One tile's part of a stage of the chain (layers [first, end)): its band of the stage's last
@@ -253,7 +261,7 @@ void assign_segments(Shapes& s, const std::vector<int>& group_of,
 // `out_at_top`: the output goes to the next stage, so it sits at the top of narrow memory, out of
 // the way of the next stage's images.
 Plan plan_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t end, int tile,
-             int y0, int y1, bool out_at_top) {
+             int y0, int y1, bool out_at_top, bool full_input) {
   Plan p;
   p.tile = tile;
   p.y0 = y0;
@@ -277,6 +285,13 @@ Plan plan_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t 
     LayerPlan& lp = p.layers[i];
     lp.top = lp.oa * l.stride_h - l.pad_top;
     lp.hp = (lp.ob - 1) * l.stride_h - l.pad_top + l.kh - lp.top;
+    lp.need_top = lp.top;
+    lp.need_rows = lp.hp;
+    if (i == first && full_input) {
+      lp.full = true;
+      lp.top = -l.pad_top;
+      lp.hp = std::max((l.oh - 1) * l.stride_h + l.kh, l.h + l.pad_top);
+    }
     // Rows 4 bytes past whole 8-byte units travel two to a packet (one tile): the first image
     // then keeps every row, also those no output reads (VALID), so that the pairs stay whole.
     if (i == 0 && l.w * l.cin % 8 != 0) lp.hp = std::max(lp.hp, l.h - lp.top);
@@ -546,7 +561,7 @@ void depthwise_op(TileBatch& e, const Plan& p, size_t i, const Part& part, int g
                                             {int64_t{l.stride_h} * lp.row_words(), rows},
                                             {1, words}},
                                            8, " m3");
-  const int in_base = lp.pixel(0, 0) - lp.window_off + 4 * lp.dw_words * g0;
+  const int in_base = lp.op_in(0) - lp.window_off + 4 * lp.dw_words * g0;
   const int par_row =
       lp.weight_row(part) + (lp.shared_rows ? 0 : (g0 - part.g0) * lp.dw_words * taps);
   const std::string par_walk = strided_walk({{1, taps}, {0, positions}, {taps, words}}, 8, " m1");
@@ -587,7 +602,7 @@ void layer_op(TileBatch& e, const Plan& p, size_t i, const Part& part) {
   const std::string loops = groups > 1 ? cat("(", lp.kwords, ")(", positions, ")(", groups, ")")
                                        : cat("(", lp.kwords, ")(", positions, ")");
   e.add(tile, "op",
-        cat("loops=", loops, " in.base=", hex(lp.pixel(0, 0) - lp.window_off), " in=", in_walk,
+        cat("loops=", loops, " in.base=", hex(lp.op_in(0) - lp.window_off), " in=", in_walk,
             " in.tflags=0x01 out.base=", hex(t.base + kColumns * (part.g0 - p.g0)),
             " out=", out_walk, " out.tflags=0x1 par.base=", hex(lp.weight_row(part) * kRowUnits),
             " par=", par_walk, " psum=(0 x ", lp.kwords, ")",
@@ -603,7 +618,7 @@ void residual_op(Emitter& e, const Plan& p, size_t i) {
   const LayerPlan& lp = p.layers[i];
   const ConvLayer& l = *lp.l;
   const LayerPlan& xp = p.layers[static_cast<size_t>(l.residual_of)];
-  const int y_at = lp.pixel(0, 0), x_at = xp.pixel(lp.oa - xp.top, xp.l->pad_left);
+  const int y_at = lp.op_in(0), x_at = xp.pixel(lp.oa - xp.top, xp.l->pad_left);
   const OutTarget t = out_target(p, i);
   AddOp op;
   op.a = l.add_flowing_first ? y_at : x_at;
@@ -709,10 +724,14 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
     uint32_t mask = 0;
     for (const Plan& t : to.tiles) {
       const LayerPlan& lp = t.layers[i];
-      if (y >= lp.top && y < lp.top + lp.hp) mask |= tile_bit(t.tile);
+      if (y >= lp.need_top && y < lp.need_top + lp.need_rows) mask |= tile_bit(t.tile);
     }
     return mask;
   };
+  // Receivers that keep the whole image (LayerPlan::full) hold every row at one address: rows
+  // that several of them read go to all of them in one transfer, each writing every row.
+  bool full = true;
+  for (const Plan& t : to.tiles) full = full && t.layers[i].full;
   // One transfer of `bytes` from narrow byte `from_at` of the sender to the tiles in `mask`,
   // each writing them with the narrow walk `walk(t)` from byte `narrow(t)`: `packets` >= 2 whole
   // packets (the softmax gather's multi-packet form: k fills of one FIFO row), else one packet of
@@ -722,19 +741,24 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
     if (piece > 0 && piece % kInputRows == 0) tile_fence(e, "counters=0x1ffff units=0x3ff");
     const int fifo = kInputFifo + 4 * (piece++ % kInputRows);
     const std::string rows = cat("(0 x ", packets, ")");
-    for (const Plan& t : to.tiles) {
-      if (!(mask & tile_bit(t.tile))) continue;
-      if (packets >= 2)
-        e.add("w2n", cat("tiles=", hex(tile_bit(t.tile)), " w.addr=", hex(fifo), " w=", rows,
-                         " w.rows=1 n.addr=", hex(narrow(t) / 4), " n=", walk(t),
+    {
+      TileBatch writes(e);
+      for (const Plan& t : to.tiles) {
+        if (!(mask & tile_bit(t.tile))) continue;
+        if (packets >= 2)
+          writes.add(tile_bit(t.tile), "w2n",
+                     cat("w.addr=", hex(fifo), " w=", rows, " w.rows=1 n.addr=", hex(narrow(t) / 4),
+                         " n=", walk(t),
                          " n.lvl_mask=0x01 sync.en0=1 sync.id=14 sync.en1=1 "
                          "sync.val=0x08000 sync.en2=1 tail_en870=1"));
-      else
-        e.add("w2n", cat("tiles=", hex(tile_bit(t.tile)), " w.addr=", hex(fifo),
-                         " w=(1 x 1) n.addr=", hex(narrow(t) / 4), " n=", walk(t),
-                         " n.lvl_mask=0x01 mode=1 fill_size=128 sync.en0=1 sync.id=14 "
-                         "sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 sync.en2=1 "
-                         "sync.dec_lvl=1 sync.dec=-1 sync.dec_mode=3 tail_en870=1"));
+        else
+          writes.add(
+              tile_bit(t.tile), "w2n",
+              cat("w.addr=", hex(fifo), " w=(1 x 1) n.addr=", hex(narrow(t) / 4), " n=", walk(t),
+                  " n.lvl_mask=0x01 mode=1 fill_size=128 sync.en0=1 sync.id=14 "
+                  "sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 sync.en2=1 "
+                  "sync.dec_lvl=1 sync.dec=-1 sync.dec_mode=3 tail_en870=1"));
+      }
     }
     if (packets >= 2) {
       e.add("ringcons0", cat("tiles=", hex(mask), " addr=", hex(fifo), " dst=", rows,
@@ -761,22 +785,27 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
   for (const Plan& src : from.tiles) {
     const LayerPlan& band = src.layers[i - 1];
     for (int y = band.oa, rows = 1; y < band.ob; y += rows) {
-      const uint32_t mask = mask_of(y);
+      uint32_t mask = mask_of(y);
       // Several whole rows for the same tiles (contiguous in the sender's output) go in one
       // transfer when they make 2 to kHandOverPackets whole packets, or, short rows, fit one
       // packet; each receiver drops them into its image's rows with a 2-level walk.
       rows = 1;
       int packets = 0;
+      uint32_t together = mask;
       for (int m = 2; y + m <= band.ob && m * row_bytes <= kHandOverPackets * kPiece &&
-                      mask_of(y + m - 1) == mask;
-           ++m)
+                      (full || mask_of(y + m - 1) == mask);
+           ++m) {
+        together |= mask_of(y + m - 1);
         if (m * row_bytes % kPiece == 0 && m * row_bytes >= 2 * kPiece) {
           rows = m;
           packets = m * row_bytes / kPiece;
+          mask = together;
         } else if (packets == 0 && m * row_bytes <= kPiece) {
           rows = m;
           packets = 1;
+          mask = together;
         }
+      }
       if (mask == 0) continue;
       const int from_at = src.out_base + (y - band.oa) * src.out_row;
       if (rows > 1) {
@@ -958,9 +987,20 @@ Stage stage_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_
   s.first = first;
   s.end = end;
   const bool last = end == chain.layers.size();
-  for (int t = 0; t < count; ++t)
-    s.tiles.push_back(
-        plan_of(chain, shapes, first, end, tile0 + t, oh * t / count, oh * (t + 1) / count, !last));
+  // After a hand-over every tile keeps the whole first image when it fits (not in chains with
+  // residual ADDs, whose kept images take their operand's geometry).
+  bool full = first > 0 && count > 1;
+  for (const ConvLayer& l : chain.layers) full = full && !l.residual();
+  for (int pass = full ? 0 : 1; pass < 2; ++pass) {
+    s.tiles.clear();
+    for (int t = 0; t < count; ++t)
+      s.tiles.push_back(plan_of(chain, shapes, first, end, tile0 + t, oh * t / count,
+                                oh * (t + 1) / count, !last, pass == 0));
+    bool fits = true;
+    for (const Plan& t : s.tiles)
+      fits = fits && t.narrow_end <= kNarrowBytes && t.regions_end <= t.out_base;
+    if (fits) break;
+  }
   return s;
 }
 
@@ -1262,7 +1302,7 @@ std::vector<std::vector<Stage>> fastest_stages(
         const double pieces =
             std::ceil(double(l.w) * l.cin / (a == 0 ? kPiece : kHandOverPackets * kPiece));
         double received = 0;
-        for (const Plan& t : s.tiles) received += t.layers[a].hp;
+        for (const Plan& t : s.tiles) received += t.layers[a].need_rows;
         into[b].push_back(
             {a, tiles, compute_cycles({s}), pieces * (received + 3.0 * l.h), double(rows) * tiles});
       }
