@@ -1368,6 +1368,19 @@ double modeled_cycles(const ConvChain& chain, const Layout& layout) {
   return compute_cycles(layout.stages) + bytes * 250.0 / 330.0;
 }
 
+// The stages' first images back in bands (LayerPlan::full off): each tile keeps only the rows its
+// band reads, in the same place, so its image region stays large enough.
+void in_bands(std::vector<Stage>& stages) {
+  for (Stage& s : stages)
+    for (Plan& p : s.tiles) {
+      LayerPlan& lp = p.layers[s.first];
+      if (!lp.full) continue;
+      lp.full = false;
+      lp.top = lp.need_top;
+      lp.hp = lp.need_rows;
+    }
+}
+
 Layout make_layout(const ConvChain& chain) {
   Layout out;
   out.shapes = shapes_of(chain);
@@ -1419,10 +1432,16 @@ Layout make_layout(const ConvChain& chain) {
   if (candidates.size() > 6) candidates.resize(6);
   double best = candidates.empty() ? 0 : modeled_cycles(chain, out);
   for (auto& [compute, candidate] : candidates) {
-    const double cycles = modeled_cycles(chain, candidate);
-    if (cycles < best) {
-      best = cycles;
-      out = std::move(candidate);
+    // Each also with its stages' first images in bands: whole images share halo rows in fewer
+    // transfers, but give every tile an op of its own for the stage's first layer.
+    Layout banded = candidate;
+    in_bands(banded.stages);
+    for (Layout* layout : {&candidate, &banded}) {
+      const double cycles = modeled_cycles(chain, *layout);
+      if (cycles < best) {
+        best = cycles;
+        out = std::move(*layout);
+      }
     }
   }
   return out;
