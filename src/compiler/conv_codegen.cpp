@@ -431,28 +431,39 @@ void stream_input(Emitter& e, const std::vector<Plan>& tiles) {
   // bytes), or 256 bytes of one row; every piece is a whole number of 8-byte units
   // (input_streamable; rows 4 bytes past whole units only on one tile, two rows at a time).
   const int max_rows = row_bytes > kPiece ? 1 : rows_per_packet(row_bytes);
+  // Tiles that keep the whole image (LayerPlan::full) take every row of a transfer any of them
+  // reads, at one address (one wideToNarrow for all).
+  bool full = true;
+  for (const Plan& t : tiles) full = full && t.layers.front().full;
   auto mask_of = [&](int y) {
     uint32_t mask = 0;
     for (const Plan& t : tiles) {
       const LayerPlan& lp = t.layers.front();
-      if (y >= lp.top && y < lp.top + lp.hp) mask |= tile_bit(t.tile);
+      const int top = lp.full ? lp.need_top : lp.top, hp = lp.full ? lp.need_rows : lp.hp;
+      if (y >= top && y < top + hp) mask |= tile_bit(t.tile);
     }
     return mask;
   };
   int piece = 0, rows = 1;
   for (int y = 0; y < l.h; y += rows) {
-    const uint32_t mask = mask_of(y);
+    uint32_t mask = mask_of(y);
     rows = 1;
     // Whole rows for the same tiles that make 2 to kHandOverPackets whole packets go in one
     // transfer (the hand-overs' multi-packet form: one FIFO row filled k times), within one pop
     // pass.
     int whole = 0;
-    for (int m = 1; row_bytes % 8 == 0 && y + m <= l.h &&
-                    m * row_bytes <= kHandOverPackets * kPiece && mask_of(y + m - 1) == mask;
-         ++m)
+    uint32_t together = mask;
+    for (int m = 1;
+         row_bytes % 8 == 0 && y + m <= l.h && m * row_bytes <= kHandOverPackets * kPiece &&
+         (full || mask_of(y + m - 1) == mask);
+         ++m) {
+      together |= mask_of(y + m - 1);
       if (m * row_bytes % kPiece == 0 && m * row_bytes >= 2 * kPiece &&
-          (y * row_bytes / 8) % kActPassUnits + m * row_bytes / 8 <= kActPassUnits)
+          (y * row_bytes / 8) % kActPassUnits + m * row_bytes / 8 <= kActPassUnits) {
         whole = m;
+        mask = together;
+      }
+    }
     if (whole > 0) {
       rows = whole;
       if (mask == 0) continue;
@@ -460,14 +471,18 @@ void stream_input(Emitter& e, const std::vector<Plan>& tiles) {
       const int fifo = kInputFifo + 4 * (piece++ % kInputRows);
       const int bytes = whole * row_bytes, offset = y * row_bytes / 8, units = bytes / 8;
       const std::string packets = cat("(0 x ", bytes / kPiece, ")");
-      for (const Plan& t : tiles) {
-        if (!(mask & tile_bit(t.tile))) continue;
-        const LayerPlan& lp = t.layers.front();
-        e.add("w2n", cat("tiles=", hex(tile_bit(t.tile)), " w.addr=", hex(fifo), " w=", packets,
+      {
+        TileBatch writes(e);
+        for (const Plan& t : tiles) {
+          if (!(mask & tile_bit(t.tile))) continue;
+          const LayerPlan& lp = t.layers.front();
+          writes.add(tile_bit(t.tile), "w2n",
+                     cat("w.addr=", hex(fifo), " w=", packets,
                          " w.rows=1 n.addr=", hex(lp.pixel(y - lp.top, l.pad_left) / 4),
                          " n=", strided_walk({{1, row_bytes / 4}, {lp.row_words(), whole}}, 6),
                          " n.lvl_mask=0x01 sync.en0=1 sync.id=14 sync.en1=1 sync.val=0x08000 "
                          "sync.en2=1 tail_en870=1"));
+        }
       }
       e.add("ringcons0", cat("tiles=", hex(mask), " addr=", hex(fifo), " dst=", packets,
                              " slots=1 mode=1 s_id=0x0b s_val=-64 s_cnt=1 s_en_b=1 s_y=1"));
@@ -489,16 +504,19 @@ void stream_input(Emitter& e, const std::vector<Plan>& tiles) {
       const int bytes = std::min(kPiece, row_bytes - at);  // of each row
       const int offset = (y * row_bytes + at) / 8;
       const int units = rows * bytes / 8;
-      for (const Plan& t : tiles) {
-        if (!(mask & tile_bit(t.tile))) continue;
-        const LayerPlan& lp = t.layers.front();
-        const int narrow = lp.pixel(y - lp.top, l.pad_left) + at;  // word aligned
-        e.add("w2n", cat("tiles=", hex(tile_bit(t.tile)), " w.addr=", hex(fifo),
-                         " w=(1 x 1) n.addr=", hex(narrow / 4),
+      {
+        TileBatch writes(e);
+        for (const Plan& t : tiles) {
+          if (!(mask & tile_bit(t.tile))) continue;
+          const LayerPlan& lp = t.layers.front();
+          const int narrow = lp.pixel(y - lp.top, l.pad_left) + at;  // word aligned
+          writes.add(tile_bit(t.tile), "w2n",
+                     cat("w.addr=", hex(fifo), " w=(1 x 1) n.addr=", hex(narrow / 4),
                          " n=", strided_walk({{1, bytes / 4}, {lp.row_words(), rows}}, 6),
                          " n.lvl_mask=0x01 mode=1 fill_size=128 sync.en0=1 sync.id=14 "
-                         "sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 sync.en2=1 sync.dec_lvl=1 "
-                         "sync.dec=-1 sync.dec_mode=3 tail_en870=1"));
+                         "sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 sync.en2=1 "
+                         "sync.dec_lvl=1 sync.dec=-1 sync.dec_mode=3 tail_en870=1"));
+        }
       }
       ring_receive(e, mask, fifo, 1, -64);
       e.add(
@@ -987,9 +1005,9 @@ Stage stage_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_
   s.first = first;
   s.end = end;
   const bool last = end == chain.layers.size();
-  // After a hand-over every tile keeps the whole first image when it fits (not in chains with
+  // Every tile keeps the whole first image when it fits (not in chains with
   // residual ADDs, whose kept images take their operand's geometry).
-  bool full = first > 0 && count > 1;
+  bool full = count > 1;
   for (const ConvLayer& l : chain.layers) full = full && !l.residual();
   for (int pass = full ? 0 : 1; pass < 2; ++pass) {
     s.tiles.clear();
