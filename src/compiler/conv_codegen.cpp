@@ -413,6 +413,17 @@ void preamble(Emitter& e, const std::string& input_name) {
 
 // The host's image, row piece by row piece, into the interior of layer 0's padded image on every
 // tile whose band needs the rows (one packet to all of them, one wideToNarrow each).
+// The host's image units [offset, offset + units) (8 bytes each) streamed to the tiles of `mask`;
+// the offset counts within passes of kActPassUnits units.
+void image_infeed(Emitter& e, int offset, int units, uint32_t mask) {
+  e.add("infeed",
+        cat("stream=1", offset % kActPassUnits ? cat(" buf_off=", hex(offset % kActPassUnits)) : "",
+            " walk=", nest({{1, kActPassUnits}, {1 - kActPassUnits, 1}, {1 - kActPassUnits, 1}}),
+            " k157=1 k160=1 av176=1 count_m1=", units - 1, " tail_en=1 count_neg=",
+            hex(kActPassUnits - units), " f308=0x8 pop_wait=", hex((offset + 1) & 0xffff),
+            " k336=1 f352=1 f391=2 dest=", hex(mask), " f434=0xf lanes_m1=3"));
+}
+
 void stream_input(Emitter& e, const std::vector<Plan>& tiles) {
   const ConvLayer& l = *tiles.front().layers.front().l;
   const int row_bytes = l.w * l.cin;
@@ -486,14 +497,7 @@ void stream_input(Emitter& e, const std::vector<Plan>& tiles) {
       }
       e.add("ringcons0", cat("tiles=", hex(mask), " addr=", hex(fifo), " dst=", packets,
                              " slots=1 mode=1 s_id=0x0b s_val=-64 s_cnt=1 s_en_b=1 s_y=1"));
-      e.add(
-          "infeed",
-          cat("stream=1",
-              offset % kActPassUnits ? cat(" buf_off=", hex(offset % kActPassUnits)) : "",
-              " walk=", nest({{1, kActPassUnits}, {1 - kActPassUnits, 1}, {1 - kActPassUnits, 1}}),
-              " k157=1 k160=1 av176=1 count_m1=", units - 1, " tail_en=1 count_neg=",
-              hex(kActPassUnits - units), " f308=0x8 pop_wait=", hex((offset + 1) & 0xffff),
-              " k336=1 f352=1 f391=2 dest=", hex(mask), " f434=0xf lanes_m1=3"));
+      image_infeed(e, offset, units, mask);
       continue;
     }
     while (rows < max_rows && y + rows < l.h && mask_of(y + rows) == mask) ++rows;
@@ -519,14 +523,7 @@ void stream_input(Emitter& e, const std::vector<Plan>& tiles) {
         }
       }
       ring_receive(e, mask, fifo, 1, -64);
-      e.add(
-          "infeed",
-          cat("stream=1",
-              offset % kActPassUnits ? cat(" buf_off=", hex(offset % kActPassUnits)) : "",
-              " walk=", nest({{1, kActPassUnits}, {1 - kActPassUnits, 1}, {1 - kActPassUnits, 1}}),
-              " k157=1 k160=1 av176=1 count_m1=", units - 1, " tail_en=1 count_neg=",
-              hex(kActPassUnits - units), " f308=0x8 pop_wait=", hex((offset + 1) & 0xffff),
-              " k336=1 f352=1 f391=2 dest=", hex(mask), " f434=0xf lanes_m1=3"));
+      image_infeed(e, offset, units, mask);
     }
   }
 }
