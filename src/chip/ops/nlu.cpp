@@ -1,45 +1,19 @@
-// Spline evaluation of the non-linear unit (see nlu.h).
+// Spline evaluation of the non-linear unit (see nlu.h); the arithmetic and the LOGISTIC table are
+// the ISA's (isa/nlu_spline.h), which the CPU reference's `edgetpu` rounding shares.
 #include "chip/ops/nlu.h"
 
-#include <bit>
+#include "isa/nlu_spline.h"
 
 namespace tinycoral::chip::ops {
 
 float evaluate_spline(const NluTable& table, float x) {
-  int segment = 0;
-  for (float b : table.breakpoints)
-    if (b <= x) ++segment;
-  const float* c = &table.coefficients[static_cast<size_t>(segment) * 5];
-  // volatile-free but FMA-free: each product and sum is a separate float32 operation (GCC does not
-  // contract across statements without -ffp-contract=fast on x86-64 SSE).
-  float p = c[4];
-  p = p * x;
-  p = p + c[3];
-  p = p * x;
-  p = p + c[2];
-  p = p * x;
-  p = p + c[1];
-  p = p * x;
-  p = p + c[0];
-  return p;
+  return isa::evaluate_spline(table.coefficients, table.breakpoints, x);
 }
 
 NluTable logistic_table() {
-  // float32 bit patterns from isa.md 2.4 (segment-major, c0..c4), then the 7 breakpoints.
-  static constexpr uint32_t kCoefficients[40] = {
-      0x4200549c, 0x415db7c6, 0x40111a70, 0x3e29f7bb, 0x3b95f260,  //
-      0x4304a187, 0x42ab6803, 0x41aee024, 0x40251eb8, 0x3df136b6,  //
-      0x43077562, 0x42a46b63, 0x418371fd, 0x3f05681a, 0xbe04c80f,  //
-      0x4300006a, 0x427fe396, 0xbea8c7fe, 0xc0c9f57d, 0xbf94c0e4,  //
-      0x430000b8, 0x427fb331, 0x3ef2682d, 0xc0cf35b5, 0x3f9cb2b2,  //
-      0x42ddc7c6, 0x42c56c6f, 0xc1d72011, 0x405be5c6, 0xbe2ff6d3,  //
-      0x4343d750, 0x41efbc0b, 0xc0b6a9cd, 0x3efb0c86, 0xbc82c2d7,  //
-      0x4374cc57, 0x4085560c, 0xbf168355, 0x3d187e2a, 0xba69a584};
-  static constexpr uint32_t kBreakpoints[7] = {0xc0b479b1, 0xc03dc92e, 0xbfaba1f5, 0x3db069f8,
-                                               0x3fe71fbc, 0x4099a343, 0x41078f0a};
   NluTable t;
-  for (int i = 0; i < 40; ++i) t.coefficients[i] = std::bit_cast<float>(kCoefficients[i]);
-  for (int i = 0; i < 7; ++i) t.breakpoints[i] = std::bit_cast<float>(kBreakpoints[i]);
+  t.coefficients = isa::logistic_coefficients();
+  t.breakpoints = isa::logistic_breakpoints();
   t.mode = 3;
   t.loaded = true;
   return t;

@@ -2,9 +2,9 @@
 // "The chip's LSTM"): an 8-segment quartic spline in float32 whose output is in units of the
 // output scale. The compiler keeps one table per function at a base output scale and scales every
 // coefficient to the op's output scale, c' = f32(c * f32(base_scale / out_scale)): evidence in
-// docs/chip_ops.md section 7. The host layer does not link the simulator, so the two constant
-// tables live here too; tests/chip/lstm_ops_test.cpp checks them against the chip's LOGISTIC
-// table and the tables the LSTM program loads.
+// docs/chip_ops.md section 7. The evaluation and the LOGISTIC table are the ISA's
+// (isa/nlu_spline.h), shared with the simulator; the TANH table lives here (only the host derives
+// it); tests/chip/lstm_ops_test.cpp checks both against the tables the LSTM program loads.
 #pragma once
 
 #include <array>
