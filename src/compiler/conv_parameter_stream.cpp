@@ -1,0 +1,85 @@
+// The parameter stream of a conv chain (conv_parameters): per part of each layer its multiplier
+// (and bias) rows, the weight zero-point row, then the weight rows - diagonal rows for depthwise
+// layers, window rows for convolutions - in the order the segments load them.
+#include <bit>
+
+#include "compiler/conv_plan.h"
+
+namespace tinycoral::compiler::conv {
+
+namespace {
+
+void put32(std::vector<uint8_t>& out, uint32_t v) {
+  for (int b = 0; b < 4; ++b) out.push_back(static_cast<uint8_t>(v >> (8 * b)));
+}
+
+}  // namespace
+
+std::vector<uint8_t> parameters_of(const Shapes& p) {
+  std::vector<uint8_t> out;
+  size_t rows = 0;
+  for (const Segment& seg : p.segments) rows += static_cast<size_t>(seg.rows);
+  out.reserve(rows * kRowBytes);
+  for (const LayerPlan& lp : p.layers)
+    for (const Part& part : lp.parts) {
+      const ConvLayer& l = *lp.l;
+      // Column c of group g: output channel oc of block pixel r.
+      auto column = [&](int g, int c, int& oc, int& r) {
+        r = lp.block > 1 ? c / l.cout : 0;
+        oc = lp.block > 1 ? c % l.cout : g * kColumns + c;
+        return c < lp.group_ch && oc < l.cout;
+      };
+      int oc = 0, r = 0;
+      for (int g = part.g0; g < part.g1; ++g) {
+        for (int c = 0; c < kColumns; ++c) {
+          const bool real = column(g, c, oc, r);
+          put32(out, std::bit_cast<uint32_t>(real ? l.mult[static_cast<size_t>(oc)] : 0.0f));
+        }
+        for (int c = 0; c < kColumns && !l.bias.empty(); ++c) {
+          const bool real = column(g, c, oc, r);
+          put32(out, static_cast<uint32_t>(real ? l.bias[static_cast<size_t>(oc)] : 0));
+        }
+      }
+      for (int c = 0; c < kColumns; ++c) put32(out, static_cast<uint32_t>(l.weight_zp));
+      if (l.depthwise) {
+        // Row (group, word j, ky, kx): the 4x4 diagonal of word j - column b holds the tap's
+        // weight of channel 64 group + 4 j + b at byte b - and the weight zero point everywhere
+        // else (columns 4..63 are not read: the op's groups are 4 channels wide).
+        for (int g = part.g0; g < (lp.shared_rows ? part.g0 + 1 : part.g1); ++g)
+          for (int j = 0; j < lp.dw_words; ++j)
+            for (int ky = 0; ky < l.kh; ++ky)
+              for (int kx = 0; kx < l.kw; ++kx)
+                for (int c = 0; c < kColumns; ++c) {
+                  const int channel = g * kColumns + 4 * j + c;
+                  for (int b = 0; b < 4; ++b) {
+                    uint8_t v = static_cast<uint8_t>(l.weight_zp);
+                    if (c < 4 && b == c && channel < l.cout)
+                      v = l.weights[(static_cast<size_t>(ky) * l.kw + static_cast<size_t>(kx)) *
+                                        static_cast<size_t>(l.cout) +
+                                    static_cast<size_t>(channel)];
+                    out.push_back(v);
+                  }
+                }
+        continue;
+      }
+      // Row (ky, word w) of the window; byte b of it is tap byte t = 4w + b - offset - r s Cin.
+      const size_t per_out = static_cast<size_t>(l.kh) * l.kw * l.cin;
+      for (int g = part.g0; g < part.g1; ++g)
+        for (int ky = 0; ky < l.kh; ++ky)
+          for (int w = 0; w < lp.window_words; ++w)
+            for (int c = 0; c < kColumns; ++c) {
+              const bool real = column(g, c, oc, r);
+              for (int b = 0; b < 4; ++b) {
+                const int t = 4 * w + b - lp.window_off - r * l.stride_w * l.cin;
+                uint8_t v = static_cast<uint8_t>(l.weight_zp);
+                if (real && t >= 0 && t < l.kw * l.cin)
+                  v = l.weights[static_cast<size_t>(oc) * per_out +
+                                static_cast<size_t>(ky) * l.kw * l.cin + static_cast<size_t>(t)];
+                out.push_back(v);
+              }
+            }
+    }
+  return out;
+}
+
+}  // namespace tinycoral::compiler::conv

@@ -1,0 +1,431 @@
+// The placement search (conv_placement.h): candidate stages by shortest paths over the cut points,
+// parameters spread over or sharing tiles, and the choice by modeled cycles.
+#include "compiler/conv_placement.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tinycoral::compiler::conv {
+
+namespace {
+
+// How much longer a stage computes than its MACs spread evenly over its tiles would take: the
+// busiest tile's rows of each layer (halos included) against the layer's rows over the tiles,
+// weighted by the layer's MACs per output row.
+double stage_overhead(const ConvChain& chain, const Stage& s) {
+  double busiest = 0, even = 0;
+  for (size_t i = s.first; i < s.end; ++i) {
+    const ConvLayer& l = chain.layers[i];
+    const double per_row =
+        double(l.ow) * l.kh * l.kw * (l.depthwise ? l.cout : double(l.cin) * l.cout);
+    int rows = 0;
+    for (const Plan& t : s.tiles) rows = std::max(rows, t.layers[i].ob - t.layers[i].oa);
+    busiest += rows * per_row;
+    even += double(l.oh) * per_row / static_cast<double>(s.tiles.size());
+  }
+  return even > 0 ? busiest / even : 1;
+}
+
+// The stages: the whole chain on the tiles of its last layer's rows when that fits (a chain ending
+// in a small map runs on few tiles); otherwise, from the first layer on, each stage as long as it
+// still fits - and, with `capped`, as long as its tiles recompute at most kMaxStageOverhead times
+// the even share (bands a row or two high recompute their halos through every layer before
+// them) - then the next.
+constexpr double kMaxStageOverhead = 1.5;
+
+// Whether a stage ending before layer `e` would cut a residual block (its ADD after the cut, the
+// image it keeps before).
+bool cuts_a_residual(const ConvChain& chain, size_t e) {
+  for (size_t i = e; i < chain.layers.size(); ++i)
+    if (chain.layers[i].residual() && static_cast<size_t>(chain.layers[i].residual_of) < e)
+      return true;
+  return false;
+}
+
+std::vector<Stage> placement(const ConvChain& chain, const Shapes& shapes, bool capped) {
+  const size_t n = chain.layers.size();
+  std::vector<Stage> stages{stage_of(chain, shapes, 0, n)};
+  if (stage_fits(stages.front(), nullptr)) return stages;
+  stages.clear();
+  for (size_t first = 0; first < n;) {
+    const Stage* before = stages.empty() ? nullptr : &stages.back();
+    size_t end = 0, fitting = first + 1;
+    for (size_t e = n; e > first + 1 && end == 0; --e) {
+      if (e < n && cuts_a_residual(chain, e)) continue;
+      const Stage s = stage_of(chain, shapes, first, e);
+      if (!stage_fits(s, before)) continue;
+      if (fitting == first + 1) fitting = e;
+      if (!capped || stage_overhead(chain, s) <= kMaxStageOverhead) end = e;
+    }
+    if (end == 0) end = fitting;
+    stages.push_back(stage_of(chain, shapes, first, end));
+    first = end;
+  }
+  return stages;
+}
+
+// Parameters resident across tiles: when the stages fit the 16 tiles side by side, each stage
+// gets tiles of its own and keeps its layers' parameters there (cached once); a one-tile stage
+// whose parameters exceed one wide memory is cut into one-tile stages at layer boundaries while
+// tiles remain, each handing over to the next (a pipeline over the tiles). Otherwise every tile
+// of the chain holds every segment in turn. Returns whether the stages have tiles of their own.
+bool spread_over_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage>& stages) {
+  int used = 0;
+  for (const Stage& s : stages) used += static_cast<int>(s.tiles.size());
+  if (used > kTiles) return false;
+  std::vector<std::pair<size_t, size_t>> cuts;  // [first, end) of each stage, one-tile ones cut
+  std::vector<int> counts;
+  for (const Stage& s : stages) {
+    if (s.tiles.size() != 1) {
+      cuts.push_back({s.first, s.end});
+      counts.push_back(static_cast<int>(s.tiles.size()));
+      continue;
+    }
+    for (size_t a = s.first; a < s.end;) {
+      size_t b = a + 1;
+      int rows = shapes.layers[a].rows();
+      while (b < s.end &&
+             (rows + shapes.layers[b].rows() <= kSegmentRows || cuts_a_residual(chain, b)))
+        rows += shapes.layers[b++].rows();
+      if (b < s.end && used >= kTiles) b = s.end;  // no tile left: the rest streams here
+      if (b < s.end) ++used;
+      cuts.push_back({a, b});
+      counts.push_back(1);
+      a = b;
+    }
+  }
+  std::vector<Stage> spread;
+  int tile0 = 0;
+  for (size_t k = 0; k < cuts.size(); ++k) {
+    spread.push_back(stage_of(chain, shapes, cuts[k].first, cuts[k].second, tile0, counts[k]));
+    if (static_cast<int>(spread.back().tiles.size()) != counts[k] ||
+        !stage_fits(spread.back(), k > 0 ? &spread[k - 1] : nullptr))
+      return false;
+    tile0 += counts[k];
+  }
+  stages = std::move(spread);
+  return true;
+}
+
+// Every stage's parameters resident at once, stages sharing tiles where they must: one-tile
+// stages whose parameters exceed one wide memory are first cut at layer boundaries into one-tile
+// stages (a pipeline), and a last layer of one output pixel (a classifier) that still exceeds one
+// is split by output groups over as many tiles as it needs (each computes its groups with its own
+// rows, the host reads their outputs one after another); then each stage, largest parameters
+// first, takes the run of tiles whose wide memory is least used and keeps its rows above what is
+// there (`bases`: per stage, its first wide row, one per tile when split). Stages run one after
+// another, so a tile's narrow memory serves every stage it is in. Returns false (and leaves
+// `stages` alone) when some stage's parameters cannot stay.
+bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage>& stages,
+                 std::vector<std::vector<int>>& bases) {
+  std::vector<std::pair<size_t, size_t>> cuts;  // [first, end) of each stage, one-tile ones cut
+  std::vector<int> counts, splits;
+  auto rows_of = [&](size_t a, size_t b) {
+    int n = 0;
+    for (size_t i = a; i < b; ++i) n += shapes.layers[i].rows();
+    return n;
+  };
+  for (const Stage& s : stages) {
+    if (s.tiles.size() != 1) {
+      cuts.push_back({s.first, s.end});
+      counts.push_back(static_cast<int>(s.tiles.size()));
+      continue;
+    }
+    for (size_t a = s.first; a < s.end;) {
+      size_t b = a + 1;
+      while (b < s.end && (rows_of(a, b + 1) <= kSegmentRows || cuts_a_residual(chain, b))) ++b;
+      cuts.push_back({a, b});
+      counts.push_back(1);
+      a = b;
+    }
+  }
+  // Allocation items: a stage's run of tiles, or one tile of a split layer with its groups.
+  struct Item {
+    size_t cut = 0;
+    int count = 0, rows = 0, tile0 = 0, base = 0;
+  };
+  std::vector<Item> items;
+  for (size_t k = 0; k < cuts.size(); ++k) {
+    const auto [a, b] = cuts[k];
+    const LayerPlan& lp = shapes.layers[a];
+    const ConvLayer& l = *lp.l;
+    int split = 1;
+    if (rows_of(a, b) > kSegmentRows && b == a + 1 && b == chain.layers.size() && !l.depthwise &&
+        !l.residual() && l.oh == 1 && l.ow == 1 && lp.block == 1 && lp.groups > 1)
+      while (split < std::min(lp.groups, kTiles) &&
+             lp.rows_of((lp.groups + split - 1) / split) > kSegmentRows)
+        ++split;
+    splits.push_back(split);
+    for (int t = 0; t < split; ++t) {
+      const int g0 = lp.groups * t / split, g1 = lp.groups * (t + 1) / split;
+      items.push_back({k, counts[k], split > 1 ? lp.rows_of(g1 - g0) : rows_of(a, b)});
+    }
+  }
+  std::vector<size_t> order(items.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t x, size_t y) { return items[x].rows > items[y].rows; });
+  std::vector<int> used(kTiles, 0);
+  std::vector<std::vector<int>> taken(cuts.size());  // tiles of a split layer so far
+  for (size_t k : order) {
+    Item& it = items[k];
+    int best = -1, best_used = 0;
+    for (int t = 0; t + it.count <= kTiles; ++t) {
+      if (std::find(taken[it.cut].begin(), taken[it.cut].end(), t) != taken[it.cut].end()) continue;
+      const int top = *std::max_element(used.begin() + t, used.begin() + t + it.count);
+      if (best < 0 || top < best_used) best = t, best_used = top;
+    }
+    if (best < 0 || best_used + it.rows > kSegmentRows) return false;
+    it.tile0 = best;
+    it.base = best_used;
+    taken[it.cut].push_back(best);
+    for (int t = best; t < best + it.count; ++t) used[static_cast<size_t>(t)] = best_used + it.rows;
+  }
+  std::vector<Stage> shared;
+  std::vector<std::vector<int>> base(cuts.size());
+  for (size_t k = 0, at = 0; k < cuts.size(); at += static_cast<size_t>(splits[k++])) {
+    if (splits[k] == 1) {
+      shared.push_back(
+          stage_of(chain, shapes, cuts[k].first, cuts[k].second, items[at].tile0, counts[k]));
+      base[k] = {items[at].base};
+    } else {
+      // The split layer's tiles in tile order hold its groups in order (the output's order).
+      std::vector<std::pair<int, int>> tiles;  // tile, base
+      for (int t = 0; t < splits[k]; ++t)
+        tiles.push_back(
+            {items[at + static_cast<size_t>(t)].tile0, items[at + static_cast<size_t>(t)].base});
+      std::sort(tiles.begin(), tiles.end());
+      Stage s = stage_of(chain, shapes, cuts[k].first, cuts[k].second, 0, 1);
+      const Plan one = s.tiles.front();
+      const LayerPlan& lp = one.layers[cuts[k].first];
+      s.tiles.clear();
+      for (int t = 0; t < splits[k]; ++t) {
+        Plan p = one;
+        p.tile = tiles[static_cast<size_t>(t)].first;
+        p.g0 = lp.groups * t / splits[k];
+        p.g1 = lp.groups * (t + 1) / splits[k];
+        p.out_ch = (p.g1 - p.g0) * kColumns;
+        p.out_row = p.out_ch;
+        p.out_bytes = p.out_ch;
+        s.tiles.push_back(std::move(p));
+        base[k].push_back(tiles[static_cast<size_t>(t)].second);
+      }
+      shared.push_back(std::move(s));
+    }
+    if (static_cast<int>(shared.back().tiles.size()) != counts[k] * splits[k] ||
+        !stage_fits(shared.back(), k > 0 ? &shared[k - 1] : nullptr))
+      return false;
+  }
+  stages = std::move(shared);
+  bases = std::move(base);
+  return true;
+}
+
+// Modeled cycles of the layers' ops (the clock's rates, src/chip/clock.h: 72 weight bytes and 4
+// loop steps a cycle, 32 to start an op): per stage its busiest tile, the stages one after another.
+double compute_cycles(const std::vector<Stage>& stages) {
+  double total = 0;
+  for (const Stage& s : stages) {
+    double busiest = 0;
+    for (const Plan& t : s.tiles) {
+      double cycles = 0;
+      for (size_t i = s.first; i < s.end; ++i) {
+        const LayerPlan& lp = t.layers[i];
+        const ConvLayer& l = *lp.l;
+        const double positions = double(lp.ob - lp.oa) * lp.blocks;
+        double steps = 0, macs = 0;
+        if (l.residual()) {
+          steps = positions * l.cin / 4;
+        } else if (l.depthwise) {
+          steps = positions * l.kh * l.kw * (l.cin / 4);
+          macs = steps * 16;
+        } else {
+          steps = positions * lp.kwords * (t.g1 > 0 ? t.g1 - t.g0 : lp.groups);
+          macs = steps * lp.group_ch * 4;
+        }
+        cycles += std::max(macs / 72, steps / 4) + 32.0 * double(t.g1 > 0 ? 1 : lp.parts.size());
+      }
+      busiest = std::max(busiest, cycles);
+    }
+    total += busiest;
+  }
+  return total;
+}
+
+// Stages chosen for the least modeled time (shortest paths over the cut points), each in row bands
+// over 1, 2, 4, 8 or 16 tiles: a stage costs its busiest tile's compute, `per_instruction` cycles
+// (an instruction's bytes over USB, about 70) per instruction that brings its input rows - one per
+// row piece and receiving tile, three more per piece - and `per_row` cycles per wide row of
+// parameters it keeps on each of its tiles (the wide memory all stages share: the larger, the
+// fewer tiles a stage with many parameters takes). One list of stages per pair of weights.
+std::vector<std::vector<Stage>> fastest_stages(
+    const ConvChain& chain, const Shapes& shapes,
+    const std::vector<std::pair<double, double>>& weights) {
+  const size_t n = chain.layers.size();
+  constexpr double kInf = 1e300;
+  constexpr int kCounts[] = {1, 2, 4, 8, 16};
+  struct Option {
+    size_t a = 0;
+    int tiles = 0;
+    double cycles = 0, instructions = 0, rows = 0;
+  };
+  std::vector<std::vector<Option>> into(n + 1);  // the stages ending at each cut
+  for (size_t b = 1; b <= n; ++b) {
+    if (b < n && cuts_a_residual(chain, b)) continue;
+    for (size_t a = 0; a < b; ++a) {
+      int rows = 0;
+      for (size_t i = a; i < b; ++i) rows += shapes.layers[i].rows();
+      int last = 0;
+      for (const int count : kCounts) {
+        const Stage s = stage_of(chain, shapes, a, b, 0, count);
+        const int tiles = static_cast<int>(s.tiles.size());
+        if (tiles == last) break;
+        last = tiles;
+        if (!stage_fits(s, nullptr)) continue;
+        const ConvLayer& l = chain.layers[a];
+        const double pieces =
+            std::ceil(double(l.w) * l.cin / (a == 0 ? kPiece : kHandOverPackets * kPiece));
+        double received = 0;
+        for (const Plan& t : s.tiles) received += t.layers[a].need_rows;
+        into[b].push_back(
+            {a, tiles, compute_cycles({s}), pieces * (received + 3.0 * l.h), double(rows) * tiles});
+      }
+    }
+  }
+  std::vector<std::vector<Stage>> lists;
+  for (const auto& [per_instruction, per_row] : weights) {
+    std::vector<double> best(n + 1, kInf);
+    std::vector<Option> via(n + 1);
+    best[0] = 0;
+    for (size_t b = 1; b <= n; ++b)
+      for (const Option& o : into[b]) {
+        const double cost =
+            best[o.a] + o.cycles + per_instruction * o.instructions + per_row * o.rows;
+        if (best[o.a] < kInf && cost < best[b]) best[b] = cost, via[b] = o;
+      }
+    if (best[n] >= kInf) continue;
+    std::vector<Stage> stages;
+    for (size_t b = n; b > 0; b = via[b].a)
+      stages.insert(stages.begin(), stage_of(chain, shapes, via[b].a, b, 0, via[b].tiles));
+    lists.push_back(std::move(stages));
+  }
+  return lists;
+}
+
+// The stages' parameter groups: one per stage at `bases` when the stages keep their parameters
+// (`own_tiles`), else one for the whole chain on every tile it uses, its segments in turn.
+void group_parameters(const ConvChain& chain, Layout& out, bool own_tiles,
+                      const std::vector<std::vector<int>>& bases) {
+  std::vector<int> group_of(chain.layers.size(), 0), splits(chain.layers.size(), 1);
+  std::vector<uint32_t> masks{all_tiles(out.stages)};
+  std::vector<int> group_bases{0};
+  if (own_tiles) {
+    masks.clear();
+    group_bases.clear();
+    for (size_t k = 0; k < out.stages.size(); ++k) {
+      const Stage& s = out.stages[k];
+      for (size_t i = s.first; i < s.end; ++i) group_of[i] = static_cast<int>(masks.size());
+      if (s.tiles.front().g1 > 0) {
+        // A layer split by output groups: a group of parameters per tile.
+        splits[s.first] = static_cast<int>(s.tiles.size());
+        for (size_t t = 0; t < s.tiles.size(); ++t) {
+          masks.push_back(tile_bit(s.tiles[t].tile));
+          group_bases.push_back(bases.at(k).at(t));
+        }
+        continue;
+      }
+      masks.push_back(tile_mask(s.tiles));
+      group_bases.push_back(bases.empty() ? 0 : bases[k].front());
+    }
+  }
+  assign_segments(out.shapes, group_of, masks, group_bases, splits);
+}
+
+// Modeled cycles of one inference of a layout: the ops' compute, and its instructions and
+// streamed parameters over USB (330 MB/s at 250 MHz: 0.76 cycles a byte).
+double modeled_cycles(const Layout& layout, const ProgramBytes& program_bytes) {
+  return compute_cycles(layout.stages) + program_bytes(layout) * 250.0 / 330.0;
+}
+
+// The stages' first images back in bands (LayerPlan::full off): each tile keeps only the rows its
+// band reads, in the same place, so its image region stays large enough.
+void in_bands(std::vector<Stage>& stages) {
+  for (Stage& s : stages)
+    for (Plan& p : s.tiles) {
+      LayerPlan& lp = p.layers[s.first];
+      if (!lp.full) continue;
+      lp.full = false;
+      lp.top = lp.need_top;
+      lp.hp = lp.need_rows;
+    }
+}
+
+}  // namespace
+
+Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
+  Layout out;
+  out.shapes = shapes_of(chain);
+  // The longest stages first: fewer stages keep the parameters resident more often. When they
+  // cannot, shorter stages that recompute less (the parameters stream either way).
+  out.stages = placement(chain, out.shapes, false);
+  bool spread = spread_over_tiles(chain, out.shapes, out.stages);
+  if (!spread && out.stages.size() > 1) {
+    out.stages = placement(chain, out.shapes, true);
+    spread = spread_over_tiles(chain, out.shapes, out.stages);
+  }
+  group_parameters(chain, out, spread, {});
+  // (No placement keeps every parameter when they exceed all wide memory, or a layer share_tiles
+  // cannot split exceeds one tile's: skip the search, MobileNet v1 1.0 and v2.)
+  int total_rows = 0;
+  for (size_t i = 0; i < chain.layers.size(); ++i) {
+    const LayerPlan& lp = out.shapes.layers[i];
+    total_rows += lp.rows();
+    const ConvLayer& l = *lp.l;
+    const bool splittable = i + 1 == chain.layers.size() && l.oh == 1 && l.ow == 1 && !l.depthwise;
+    if (lp.rows() > kSegmentRows && !splittable) return out;
+  }
+  if (total_rows > kTiles * kSegmentRows) return out;
+  // Placements that keep every parameter resident with stages sharing tiles - among them stages
+  // in row bands over many tiles where the maps are large, even when the whole chain would fit
+  // one tile - replace it when the model of their time says they are faster.
+  // Candidates: the fastest stages for a range of weights on parameter rows, and the placements
+  // above with every parameter resident; the three of least compute are modeled whole (their
+  // instructions generated) and replace the layout above when faster.
+  std::vector<std::pair<double, Layout>> candidates;
+  std::vector<std::pair<double, double>> weights;
+  for (const double per_instruction : {60.0, 140.0})
+    for (const double per_row : {0.0, 1.0, 4.0, 16.0, 64.0, 256.0})
+      weights.push_back({per_instruction, per_row});
+  std::vector<std::vector<Stage>> lists = fastest_stages(chain, out.shapes, weights);
+  for (const bool capped : {false, true}) lists.push_back(placement(chain, out.shapes, capped));
+  for (std::vector<Stage>& stages : lists) {
+    Layout candidate;
+    candidate.shapes = shapes_of(chain);
+    candidate.stages = std::move(stages);
+    std::vector<std::vector<int>> bases;
+    if (candidate.stages.empty() || !share_tiles(chain, candidate.shapes, candidate.stages, bases))
+      continue;
+    group_parameters(chain, candidate, true, bases);
+    candidates.push_back({compute_cycles(candidate.stages), std::move(candidate)});
+  }
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  if (candidates.size() > 6) candidates.resize(6);
+  double best = candidates.empty() ? 0 : modeled_cycles(out, program_bytes);
+  for (auto& [compute, candidate] : candidates) {
+    // Each also with its stages' first images in bands: whole images share halo rows in fewer
+    // transfers, but give every tile an op of its own for the stage's first layer.
+    Layout banded = candidate;
+    in_bands(banded.stages);
+    for (Layout* layout : {&candidate, &banded}) {
+      const double cycles = modeled_cycles(*layout, program_bytes);
+      if (cycles < best) {
+        best = cycles;
+        out = std::move(*layout);
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace tinycoral::compiler::conv

@@ -1,0 +1,212 @@
+// How a conv chain's shapes, parameter segments, tile bands and stages follow from its layers
+// (conv_plan.h).
+#include "compiler/conv_plan.h"
+
+#include <algorithm>
+
+namespace tinycoral::compiler::conv {
+
+Shapes shapes_of(const ConvChain& chain) {
+  Shapes s;
+  for (const ConvLayer& l : chain.layers) {
+    LayerPlan lp;
+    lp.l = &l;
+    lp.block = block_of(l);
+    while ((l.pad_left + lp.extra) * l.cin % 4 != 0) ++lp.extra;
+    lp.window_off = lp.extra * l.cin % 4;
+    lp.window_words = (lp.window_off + ((lp.block - 1) * l.stride_w + l.kw) * l.cin + 3) / 4;
+    lp.blocks = (l.ow + lp.block - 1) / lp.block;
+    lp.kwords = l.kh * lp.window_words;
+    lp.groups = (l.cout + kColumns - 1) / kColumns;
+    if (l.depthwise) {
+      lp.dw_words = std::min(l.cin, kColumns) / 4;
+      lp.kwords = l.kh * l.kw * lp.dw_words;
+    }
+    lp.group_ch = lp.block > 1         ? lp.block * l.cout
+                  : l.cout <= kColumns ? channels_stored(l, 1)
+                                       : kColumns;
+    lp.planes = l.bias.empty() ? 1 : 2;
+    lp.shared_rows = l.depthwise && lp.groups > 1;
+    for (size_t i = 0; i < l.weights.size() && lp.shared_rows; ++i)
+      lp.shared_rows =
+          l.weights[i] ==
+          l.weights[i - i % static_cast<size_t>(l.cout) + i % static_cast<size_t>(kColumns)];
+    s.layers.push_back(lp);
+  }
+  return s;
+}
+
+// The parameter parts: layers in order fill segments of up to kWideUnitsLimit units; a layer that
+// does not fit the rest of a segment starts the next one, and a layer larger than a whole segment
+// is split by groups over as many as it needs. `group_of[i]` is layer i's group of segments (a
+// new group starts a new segment), `masks[g]` the tiles that hold group g and `bases[g]` the
+// wide row its segments load at (parts' rows count from wide row 0). A layer split by output
+// groups over `splits[i]` tiles has one part per tile, each the first segment of its own group
+// (group_of[i] + t).
+void assign_segments(Shapes& s, const std::vector<int>& group_of,
+                     const std::vector<uint32_t>& masks, const std::vector<int>& bases,
+                     const std::vector<int>& splits) {
+  s.segments.clear();
+  size_t offset = 0;
+  for (size_t i = 0; i < s.layers.size(); ++i) {
+    LayerPlan& lp = s.layers[i];
+    lp.parts.clear();
+    if (lp.l->residual()) continue;  // no parameters
+    const int group = group_of[i];
+    const int base = bases[static_cast<size_t>(group)];
+    if (splits[i] > 1) {
+      for (int t = 0; t < splits[i]; ++t) {
+        const int g0 = lp.groups * t / splits[i], g1 = lp.groups * (t + 1) / splits[i];
+        const auto own = static_cast<size_t>(group + t);
+        s.segments.push_back(
+            {lp.rows_of(g1 - g0), group + t, true, masks[own], offset, bases[own]});
+        lp.parts.push_back({g0, g1, bases[own], static_cast<int>(s.segments.size()) - 1});
+        offset += static_cast<size_t>(lp.rows_of(g1 - g0)) * kRowBytes;
+      }
+      continue;
+    }
+    for (int g = 0; g < lp.groups;) {
+      const int left = lp.groups - g;
+      if (s.segments.empty() || s.segments.back().group != group ||
+          (s.segments.back().rows > 0 &&
+           base + s.segments.back().rows + lp.rows_of(left) > kSegmentRows)) {
+        const bool first = s.segments.empty() || s.segments.back().group != group;
+        s.segments.push_back({0, group, first, masks[static_cast<size_t>(group)], offset, base});
+      }
+      Segment& seg = s.segments.back();
+      int n = left;
+      while (n > 1 && base + seg.rows + lp.rows_of(n) > kSegmentRows) --n;
+      lp.parts.push_back({g, g + n, base + seg.rows, static_cast<int>(s.segments.size()) - 1});
+      seg.rows += lp.rows_of(n);
+      offset += static_cast<size_t>(lp.rows_of(n)) * kRowBytes;
+      g += n;
+    }
+  }
+}
+
+// Tile `tile`'s plan of layers [first, end) computing output rows [y0, y1) of layer end - 1.
+// `out_at_top`: the output goes to the next stage, so it sits at the top of narrow memory, out of
+// the way of the next stage's images.
+Plan plan_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t end, int tile,
+             int y0, int y1, bool out_at_top, bool full_input) {
+  Plan p;
+  p.tile = tile;
+  p.y0 = y0;
+  p.first = first;
+  p.end = end;
+  p.layers = shapes.layers;
+  // The bands, from the stage's last layer back.
+  int oa = y0, ob = y1;
+  for (size_t i = end; i-- > first;) {
+    const ConvLayer& l = chain.layers[i];
+    LayerPlan& lp = p.layers[i];
+    lp.oa = oa;
+    lp.ob = ob;
+    const int top = oa * l.stride_h - l.pad_top;
+    const int bottom = (ob - 1) * l.stride_h - l.pad_top + l.kh;
+    oa = std::max(top, 0);
+    ob = std::min(bottom, l.h);
+  }
+  for (size_t i = first; i < end; ++i) {
+    const ConvLayer& l = chain.layers[i];
+    LayerPlan& lp = p.layers[i];
+    lp.top = lp.oa * l.stride_h - l.pad_top;
+    lp.hp = (lp.ob - 1) * l.stride_h - l.pad_top + l.kh - lp.top;
+    lp.need_top = lp.top;
+    lp.need_rows = lp.hp;
+    if (i == first && full_input) {
+      lp.full = true;
+      lp.top = -l.pad_top;
+      lp.hp = std::max((l.oh - 1) * l.stride_h + l.kh, l.h + l.pad_top);
+    }
+    // Rows 4 bytes past whole 8-byte units travel two to a packet (one tile): the first image
+    // then keeps every row, also those no output reads (VALID), so that the pairs stay whole.
+    if (i == 0 && l.w * l.cin % 8 != 0) lp.hp = std::max(lp.hp, l.h - lp.top);
+    // Wide enough for the image, the extra pixels and the last block's window.
+    const int window_end = lp.extra * l.cin - lp.window_off +
+                           (lp.blocks - 1) * lp.block * l.stride_w * l.cin + 4 * lp.window_words;
+    lp.wp = std::max(lp.extra + l.w + l.pad_left, (window_end + l.cin - 1) / l.cin);
+    while (lp.wp * l.cin % 4 != 0) ++lp.wp;
+    if (l.residual() && static_cast<size_t>(l.residual_of) >= first) {
+      // A residual ADD's image takes its operand's geometry (the padded input of a 3x3 layer
+      // in a ResNet block): one row pitch and one interior column for both, so the op reads
+      // them with one offset.
+      const LayerPlan& xp = p.layers.at(static_cast<size_t>(l.residual_of));
+      lp.extra = xp.extra + xp.l->pad_left;
+      lp.wp = xp.wp;
+    }
+  }
+  // Two regions take turns: layer i reads its image from region i % 2 and writes the next one
+  // into the other, which held image i - 1 (read by then); the images are filled just in time
+  // (execution_program).
+  // An image a residual ADD of the stage reads later is kept in one of two more regions (taking
+  // turns, one per residual) until the ADD has run.
+  std::vector<int> kept(p.layers.size(), -1);
+  int kept_count = 0;
+  for (size_t i = first; i < end; ++i) {
+    const ConvLayer& l = chain.layers[i];
+    if (l.residual() && static_cast<size_t>(l.residual_of) >= first)
+      kept[static_cast<size_t>(l.residual_of)] = 2 + kept_count++ % 2;
+  }
+  auto region_of = [&](size_t i) {
+    return kept[i] >= 0 ? kept[i] : static_cast<int>((i - first) % 2);
+  };
+  int region[4] = {0, 0, 0, 0};
+  for (size_t i = first; i < end; ++i)
+    region[region_of(i)] = std::max(region[region_of(i)], round_up(p.layers[i].in_bytes(), 64));
+  const int region_base[4] = {0, region[0], region[0] + region[1],
+                              region[0] + region[1] + region[2]};
+  for (size_t i = first; i < end; ++i) p.layers[i].in_base = region_base[region_of(i)];
+  p.regions_end = region_base[3] + region[3];
+  p.add_scratch = p.regions_end;
+  if (kept_count > 0) p.regions_end += 64;
+  const LayerPlan& last = p.layers[end - 1];
+  p.out_ch = channels_stored(*last.l, last.block);
+  p.out_row = last.blocks * last.block * p.out_ch;
+  p.out_bytes = round_up((last.ob - last.oa) * p.out_row, 8);
+  p.out_base = out_at_top ? kNarrowBytes - round_up(p.out_bytes, 64) - 64 : p.regions_end;
+  p.narrow_end = out_at_top ? kNarrowBytes : round_up(p.regions_end + p.out_bytes, 8) + 64;
+  return p;
+}
+
+// Tiles of a stage: its last layer's output rows split as evenly as possible over up to
+// `max_tiles` tiles from `tile0` on (one tile when the host's rows must travel two to a packet).
+Stage stage_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t end, int tile0,
+               int max_tiles) {
+  const int oh = chain.layers[end - 1].oh;
+  const ConvLayer& l0 = chain.layers[first];
+  const int count = first == 0 && l0.w * l0.cin % 8 != 0 ? 1 : std::min(max_tiles, oh);
+  Stage s;
+  s.first = first;
+  s.end = end;
+  const bool last = end == chain.layers.size();
+  // Every tile keeps the whole first image when it fits (not in chains with
+  // residual ADDs, whose kept images take their operand's geometry).
+  bool full = count > 1;
+  for (const ConvLayer& l : chain.layers) full = full && !l.residual();
+  for (int pass = full ? 0 : 1; pass < 2; ++pass) {
+    s.tiles.clear();
+    for (int t = 0; t < count; ++t)
+      s.tiles.push_back(plan_of(chain, shapes, first, end, tile0 + t, oh * t / count,
+                                oh * (t + 1) / count, !last, pass == 0));
+    bool fits = true;
+    for (const Plan& t : s.tiles)
+      fits = fits && t.narrow_end <= kNarrowBytes && t.regions_end <= t.out_base;
+    if (fits) break;
+  }
+  return s;
+}
+
+// Whether a stage fits narrow memory on each of its tiles, next to the output of the stage before
+// (which waits at the top of narrow memory for the hand-over).
+bool stage_fits(const Stage& s, const Stage* before) {
+  for (const Plan& t : s.tiles) {
+    if (t.narrow_end > kNarrowBytes || t.regions_end > t.out_base) return false;
+    if (before)
+      for (const Plan& b : before->tiles)
+        if (b.tile == t.tile && t.regions_end > b.out_base) return false;
+  }
+  return true;
+}
+
+}  // namespace tinycoral::compiler::conv

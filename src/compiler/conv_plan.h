@@ -1,0 +1,225 @@
+// The data a CONV_2D chain's programs are generated from (conv_codegen.cpp) and the placement
+// search chooses (conv_placement.h): each layer's shapes and parameter parts (LayerPlan), each
+// tile's band of a stage (Plan), the stages, the parameter segments, and how they follow from the
+// chain. Internal to the conv generator's files.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "compiler/conv_layer.h"
+#include "compiler/program_parts.h"
+
+namespace tinycoral::compiler::conv {
+
+constexpr int kTiles = 16;         // the chip's tiles
+constexpr int kColumns = 64;       // output channels per group (one weight row)
+constexpr int kRowBytes = 256;     // one wide row
+constexpr int kRowUnits = 4;       // 64-byte units per wide row
+constexpr int kPiece = 256;        // input bytes per ring packet
+constexpr int kRingFifo = 0x2078;  // wide row of the output packets
+// Input packets land in rows of their own (one writer per row and fence region, so each
+// wideToNarrow reads its own packet): kInputRows rows from unit kInputFifo, then a fence.
+constexpr int kInputFifo = 0x1e00;
+constexpr int kInputRows = 32;
+constexpr int kAddRows = kInputFifo + 4 * kInputRows;  // a residual ADD's 4 weight rows
+constexpr int kHandOverPackets = 16;                   // ring packets per hand-over transfer
+constexpr int kNarrowBytes = 196608;                   // narrow memory of a tile
+constexpr int kWideUnitsLimit = kInputFifo;            // weights stay below the program's FIFO rows
+constexpr int kActPassUnits = 16384;                   // activation units (8 bytes) per pass
+constexpr int kParPassUnits = 1024;                    // parameter units (64 bytes) per pass
+constexpr int kMeshFillWords = 4096;                   // words per mesh fill instruction
+
+inline int round_up(int v, int m) { return (v + m - 1) / m * m; }
+
+// A run of a layer's 64-channel groups whose parameter rows sit together in one segment (a layer
+// whose weights exceed one wide memory is split by output groups over several segments, each
+// streamed in before its part runs).
+struct Part {
+  int g0 = 0, g1 = 0;  // groups [g0, g1)
+  int row = 0;         // first wide row of the part's parameters (within its segment)
+  int segment = 0;     // the parameter segment that holds them
+};
+
+// Where one layer's data lives and how its op walks it.
+// A layer whose input pixels are not whole words (Cin % 4 != 0) computes `block` output pixels
+// per op position: block x Cout columns, each pixel's weights placed at its byte offset in a
+// word-aligned window of the input row (the other bytes of the window get the weight zero point,
+// so they add nothing), so every read is a whole aligned word.
+struct LayerPlan {
+  const ConvLayer* l = nullptr;
+  int block = 1;         // output pixels per position: the least B with B s Cin % 4 == 0
+  int extra = 0;         // pixels left of the padded image so that its interior is word aligned
+  int window_off = 0;    // byte of padded column 0 in its word: (extra Cin) % 4
+  int window_words = 0;  // words per tap row of a block's window
+  int blocks = 0;        // positions per output row: ceil(OW / block)
+  int kwords = 0;        // reduction words per position: kh * window_words
+  // Depthwise layers: the input words of one group's channels (the group's columns read only
+  // their own words, through diagonal weight rows); 0 for CONV_2D.
+  int dw_words = 0;
+  int hp = 0, wp = 0;  // padded input image; wp counts the extra pixels and the window overrun
+  int in_base = 0;     // narrow byte address of the padded image
+  int groups = 0;      // 64-channel groups
+  int group_ch = 0;    // columns per group (the op's out_ch + 1)
+  int planes = 0;      // aux rows per group: multipliers (and biases)
+  std::vector<Part> parts;
+  // Every group of a depthwise layer has the same weights (an AVERAGE_POOL_2D: all 1): the
+  // groups share one set of weight rows (MobileNet v1 1.0's 7x7 pool: 784 rows instead of 12,544).
+  bool shared_rows = false;
+  int rows_of(int groups_in_part) const {
+    if (l->residual()) return 0;  // a residual ADD has no parameters
+    return groups_in_part * planes + 1 + (shared_rows ? 1 : groups_in_part) * kwords;
+  }
+  int zp_row(const Part& part) const { return part.row + (part.g1 - part.g0) * planes; }
+  int weight_row(const Part& part) const { return zp_row(part) + 1; }
+  int rows() const { return rows_of(groups); }
+  int in_bytes() const { return round_up(hp * wp * l->cin, 4); }
+  int row_words() const { return wp * l->cin / 4; }
+  // Narrow byte address of padded pixel (y, x), x counted from the image's padded column 0.
+  int pixel(int y, int x) const { return in_base + (y * wp + extra + x) * l->cin; }
+  // The band of rows this tile computes: output rows [oa, ob); buffer row 0 holds the layer's
+  // input row `top` (negative: padding rows above the image).
+  int oa = 0, ob = 0, top = 0;
+  // The input rows the band reads, [need_top, need_top + need_rows) (padding rows included);
+  // the buffer holds them from row need_top - top. A stage's first image after a hand-over
+  // holds the whole padded image (`full`) on every tile at one address, so that rows that
+  // several tiles read travel to all of them in one transfer.
+  int need_top = 0, need_rows = 0;
+  bool full = false;
+  bool needs_fill() const { return top < 0 || top + hp > l->h || wp != l->w || extra != 0; }
+  // Narrow byte address of the first input row the op reads.
+  int op_in(int x) const { return pixel(need_top - top, x); }
+};
+
+// One tile's part of a stage of the chain (layers [first, end)): its band of the stage's last
+// output rows and, going back through the stage's layers, the rows each layer must compute for
+// it (the halo rows are computed again by the neighbouring tile rather than exchanged). `layers`
+// holds every layer of the chain (the same shapes and parameter parts on every tile); only those
+// of the stage have bands and narrow addresses.
+struct Plan {
+  int tile = 0;
+  // The output groups [g0, g1) this tile computes of a last layer split by output groups over
+  // tiles (share_tiles); g1 == 0: all of them.
+  int g0 = 0, g1 = 0;
+  int y0 = 0;  // the tile's first output row of the stage's last layer
+  size_t first = 0, end = 0;
+  std::vector<LayerPlan> layers;
+  int out_base = 0;   // narrow byte address of the stage's [OH][OW][Cp] output
+  int out_ch = 0;     // Cp: the last layer's channels as stored (a multiple of 4)
+  int out_row = 0;    // bytes per output row (whole blocks)
+  int out_bytes = 0;  // the band's rows * out_row, rounded up to 8
+  int regions_end = 0;
+  int add_scratch =
+      0;  // 16 narrow words for a residual ADD's weight rows  // end of the two image regions
+  int narrow_end = 0;
+};
+
+// The stages of the chain: each runs on its own tiles (bands of its last layer's output rows);
+// between two stages every tile sends its band to the tiles of the next stage that need the rows
+// (narrow memory to narrow memory over the ring).
+struct Stage {
+  size_t first = 0, end = 0;
+  std::vector<Plan> tiles;
+};
+
+// Whole image rows per 256-byte input packet, an even number when a row is 4 bytes short of
+// whole 8-byte units (the host streams 8-byte units).
+inline int rows_per_packet(int row_bytes) {
+  int rows = kPiece / row_bytes;
+  if (row_bytes % 8 != 0) rows -= rows % 2;
+  return rows;
+}
+
+// Whether the host's image can be streamed in whole 8-byte units, row pieces at a time.
+inline bool input_streamable(const ConvLayer& l) {
+  const int row_bytes = l.w * l.cin;
+  if (row_bytes % 4 != 0) return false;
+  if (row_bytes % 8 == 0) return true;
+  return row_bytes <= kPiece && rows_per_packet(row_bytes) > 0 && l.h % 2 == 0;
+}
+
+// Channels per output pixel as a layer writes them.
+inline int channels_stored(const ConvLayer& l, int block) {
+  if (block > 1) return l.cout;
+  return l.cout <= kColumns || l.cout % 4 == 0 ? round_up(l.cout, 4) : round_up(l.cout, kColumns);
+}
+
+inline int block_of(const ConvLayer& l) {
+  int b = 1;
+  while (b * l.stride_w * l.cin % 4 != 0) ++b;
+  return b;
+}
+
+// A run of parameter rows loaded into wide row `base_row` of the tiles in `mask` at once: a
+// contiguous range of the parameter stream (conv_parameters). Each group of segments takes turns
+// in the same wide memory: the group's first is cached, the others are streamed with every
+// inference. Groups whose tiles overlap sit at different base rows (stages sharing a tile keep
+// their parameters side by side in its wide memory).
+struct Segment {
+  int rows = 0;
+  int group = 0;
+  bool first_of_group = false;
+  uint32_t mask = 0;
+  size_t offset = 0;  // bytes into the parameter stream
+  int base_row = 0;
+};
+
+// The shapes every tile shares and, once the stages are known, the parameter parts.
+struct Shapes {
+  std::vector<LayerPlan> layers;
+  std::vector<Segment> segments;
+};
+
+constexpr int kSegmentRows = kWideUnitsLimit / kRowUnits;
+
+// Everything the programs are generated from: shapes, stages and parameter segments.
+struct Layout {
+  Shapes shapes;
+  std::vector<Stage> stages;
+};
+
+inline uint32_t tile_mask(const std::vector<Plan>& tiles) {
+  uint32_t mask = 0;
+  for (const Plan& t : tiles) mask |= tile_bit(t.tile);
+  return mask;
+}
+
+inline uint32_t all_tiles(const std::vector<Stage>& stages) {
+  uint32_t mask = 0;
+  for (const Stage& s : stages) mask |= tile_mask(s.tiles);
+  return mask;
+}
+
+// The shapes every tile shares (no stages or parameter parts yet).
+Shapes shapes_of(const ConvChain& chain);
+
+// The parameter parts: layers in order fill segments of up to kWideUnitsLimit units; a layer that
+// does not fit the rest of a segment starts the next one, and a layer larger than a whole segment
+// is split by groups over as many as it needs. `group_of[i]` is layer i's group of segments (a
+// new group starts a new segment), `masks[g]` the tiles that hold group g and `bases[g]` the
+// wide row its segments load at (parts' rows count from wide row 0). A layer split by output
+// groups over `splits[i]` tiles has one part per tile, each the first segment of its own group
+// (group_of[i] + t).
+void assign_segments(Shapes& s, const std::vector<int>& group_of,
+                     const std::vector<uint32_t>& masks, const std::vector<int>& bases,
+                     const std::vector<int>& splits);
+
+// Tile `tile`'s plan of layers [first, end) computing output rows [y0, y1) of layer end - 1.
+// `out_at_top`: the output goes to the next stage, so it sits at the top of narrow memory, out of
+// the way of the next stage's images.
+Plan plan_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t end, int tile,
+             int y0, int y1, bool out_at_top, bool full_input);
+
+// Tiles of a stage: its last layer's output rows split as evenly as possible over up to
+// `max_tiles` tiles from `tile0` on (one tile when the host's rows must travel two to a packet).
+Stage stage_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t end,
+               int tile0 = 0, int max_tiles = kTiles);
+
+// Whether a stage fits narrow memory on each of its tiles, next to the output of the stage before
+// (which waits at the top of narrow memory for the hand-over).
+bool stage_fits(const Stage& s, const Stage* before);
+
+// The parameter stream (conv_parameters) of a layout's shapes and parts.
+std::vector<uint8_t> parameters_of(const Shapes& shapes);
+
+}  // namespace tinycoral::compiler::conv
