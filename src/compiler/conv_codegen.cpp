@@ -38,7 +38,7 @@ OutTarget out_target(const Plan& p, size_t i) {
   } else {
     const LayerPlan& n = p.layers[i + 1];
     t.base = n.pixel(p.layers[i].oa - n.top, n.l->pad_left);
-    t.pixel_bytes = n.l->cin;
+    t.pixel_bytes = n.cin;
     t.row_words = n.row_words();
   }
   return t;
@@ -251,13 +251,15 @@ void depthwise_op(TileBatch& e, const Plan& p, size_t i, const Part& part, int g
   const int taps = l.kh * l.kw;
   // (The last group's words only, when the channels end before a whole group of 64.)
   const int words = std::min((g1 - g0) * lp.dw_words, l.cin / 4 - g0 * lp.dw_words);
-  const std::string in_walk = strided_walk({{l.cin / 4, l.kw},
+  // (A tile of a split layer keeps only its groups' channels: lp.cin of them, from group p.g0.)
+  const int first = lp.cin == l.cin ? 0 : p.g0;
+  const std::string in_walk = strided_walk({{lp.cin / 4, l.kw},
                                             {lp.row_words(), l.kh},
-                                            {l.stride_w * l.cin / 4, lp.blocks},
+                                            {l.stride_w * lp.cin / 4, lp.blocks},
                                             {int64_t{l.stride_h} * lp.row_words(), rows},
                                             {1, words}},
                                            8, " m3");
-  const int in_base = lp.op_in(0) - lp.window_off + 4 * lp.dw_words * g0;
+  const int in_base = lp.op_in(0) - lp.window_off + 4 * lp.dw_words * (g0 - first);
   const int par_row =
       lp.weight_row(part) + (lp.shared_rows ? 0 : (g0 - part.g0) * lp.dw_words * taps);
   const std::string par_walk = strided_walk({{1, taps}, {0, positions}, {taps, words}}, 8, " m1");
@@ -265,10 +267,10 @@ void depthwise_op(TileBatch& e, const Plan& p, size_t i, const Part& part, int g
   const std::string out_walk = strided_walk(
       {{1, 1}, {t.pixel_bytes / 4, lp.blocks}, {t.row_words, rows}, {1, words}}, 8, " m3");
   e.add(tile_bit(p.tile), "op",
-        cat("loops=(", taps, ")(", positions, ")(", words, ") in.base=", hex(in_base), " in=",
-            in_walk, " in.tflags=0x01 out.base=", hex(t.base + kColumns * g0), " out=", out_walk,
-            " out.tflags=0x1 par.base=", hex(par_row * kRowUnits), " par=", par_walk, " psum=(0 x ",
-            taps, ")", op_tail(lp, lp.zp_row(part) * kRowUnits, 4)));
+        cat("loops=(", taps, ")(", positions, ")(", words, ") in.base=", hex(in_base),
+            " in=", in_walk, " in.tflags=0x01 out.base=", hex(t.base + kColumns * (g0 - p.g0)),
+            " out=", out_walk, " out.tflags=0x1 par.base=", hex(par_row * kRowUnits), " par=",
+            par_walk, " psum=(0 x ", taps, ")", op_tail(lp, lp.zp_row(part) * kRowUnits, 4)));
 }
 
 void layer_op(TileBatch& e, const Plan& p, size_t i, const Part& part) {
@@ -402,12 +404,13 @@ void load_parameters(Emitter& e, int rows, uint32_t mask, int64_t offset, int ba
 // padded image on each receiver (the host image's form, stream_input).
 void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
   const size_t i = to.first;
-  const int row_bytes = from.tiles.front().out_row;
   int piece = 0;
-  auto mask_of = [&](int y) {
+  // (A receiver computing some groups of a split depthwise layer reads only their channels.)
+  auto mask_of_ = [&](int y, const Plan& src) {
     uint32_t mask = 0;
     for (const Plan& t : to.tiles) {
       const LayerPlan& lp = t.layers[i];
+      if (lp.cin != lp.l->cin && (src.g1 <= t.g0 || t.g1 <= src.g0)) continue;
       if (y >= lp.need_top && y < lp.need_top + lp.need_rows) mask |= tile_bit(t.tile);
     }
     return mask;
@@ -468,6 +471,24 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
   };
   for (const Plan& src : from.tiles) {
     const LayerPlan& band = src.layers[i - 1];
+    const int row_bytes = src.out_row;
+    // A sender computing some output groups of a split layer holds `slice` bytes of each pixel,
+    // channels from `ch0`: each receiver writes them into its pixels (whole pixels per packet or
+    // whole packets per pixel, `splittable`).
+    // A receiver keeping a slice of the channels (a split depthwise layer) holds the sender's
+    // inside its own (`nests`), from byte `off(t)` of each pixel.
+    const int slice = src.out_ch, ch0 = src.g1 > 0 ? src.g0 * kColumns : 0;
+    auto sliced = [&](const Plan& t) { return src.g1 > 0 && slice != t.layers[i].cin; };
+    auto off = [&](const Plan& t) {
+      const LayerPlan& lp = t.layers[i];
+      return ch0 - (lp.cin != lp.l->cin ? t.g0 * kColumns : 0);
+    };
+    auto slice_walk = [&](const Plan& t, int bytes, int rows) {
+      return strided_walk(
+          {{1, slice / 4}, {t.layers[i].cin / 4, bytes / slice}, {t.layers[i].row_words(), rows}},
+          6);
+    };
+    auto mask_of = [&](int y) { return mask_of_(y, src); };
     for (int y = band.oa, rows = 1; y < band.ob; y += rows) {
       uint32_t mask = mask_of(y);
       // Several whole rows for the same tiles (contiguous in the sender's output) go in one
@@ -497,9 +518,10 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
             src, from_at, rows * row_bytes, packets, mask,
             [&](const Plan& t) {
               const LayerPlan& lp = t.layers[i];
-              return lp.pixel(y - lp.top, lp.l->pad_left);
+              return lp.pixel(y - lp.top, lp.l->pad_left) + off(t);
             },
             [&](const Plan& t) {
+              if (sliced(t)) return slice_walk(t, row_bytes, rows);
               return strided_walk({{1, row_bytes / 4}, {t.layers[i].row_words(), rows}}, 6);
             });
         continue;
@@ -507,15 +529,18 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
       // One row: whole 256-byte packets up to kHandOverPackets at a time, the rest of the row
       // as one short packet.
       for (int at = 0, bytes = 0; at < row_bytes; at += bytes) {
-        const int whole = std::min(kHandOverPackets, (row_bytes - at) / kPiece);
+        int whole = std::min(kHandOverPackets, (row_bytes - at) / kPiece);
+        if (src.g1 > 0 && slice > kPiece) whole -= whole % (slice / kPiece);
         bytes = whole >= 2 ? whole * kPiece : std::min(kPiece, row_bytes - at);
         transfer(
             src, from_at + at, bytes, whole >= 2 ? whole : 1, mask,
             [&](const Plan& t) {
               const LayerPlan& lp = t.layers[i];
+              if (sliced(t)) return lp.pixel(y - lp.top, lp.l->pad_left + at / slice) + off(t);
               return lp.pixel(y - lp.top, lp.l->pad_left) + at;
             },
             [&](const Plan& t) {
+              if (sliced(t)) return slice_walk(t, bytes, 1);
               return whole >= 2 ? narrow_walk(bytes / 4)
                                 : strided_walk({{1, bytes / 4}, {t.layers[i].row_words(), 1}}, 6);
             });
@@ -605,6 +630,9 @@ container::Bitstream execution_program(const ConvChain& chain, const Shapes& sha
         wait_tokens(e);
         continue;
       }
+      // The tiles of a layer split by output groups run their parts at once (one part each, all
+      // resident): one fence after the last.
+      const bool at_once = stage.tiles.front().g1 > 0 && !(lp.l->depthwise && lp.shared_rows);
       for (const Part& part : lp.parts) {
         // The part's segment once the layers before have run.
         const Segment& seg = shapes.segments[static_cast<size_t>(part.segment)];
@@ -638,6 +666,7 @@ container::Bitstream execution_program(const ConvChain& chain, const Shapes& sha
             else
               layer_op(ops, *p, i, part);
         }
+        if (at_once && &part != &lp.parts.back()) continue;
         tile_fence(e, "counters=0x1ffff units=0x3ff");
         tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
         wait_tokens(e);
@@ -777,6 +806,9 @@ std::string unsupported(const ConvChain& chain, Layout& layout) {
         return cat("one 64-channel group of a layer needs ", lp.rows_of(1) * kRowBytes,
                    " bytes of wide memory (", kWideUnitsLimit * 64, ")");
   const std::vector<Stage>& stages = layout.stages;
+  for (size_t s = 1; s < stages.size(); ++s)
+    if (!nests(stages[s - 1], stages[s]))
+      return "a split depthwise layer after a stage that is not split likewise (placement error)";
   for (size_t s = 0; s < stages.size(); ++s)
     if (!stage_fits(stages[s], s > 0 ? &stages[s - 1] : nullptr))
       return cat("layer ", stages[s].first, "'s activations need more than the ", kNarrowBytes,

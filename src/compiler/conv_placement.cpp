@@ -3,7 +3,9 @@
 #include "compiler/conv_placement.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <iterator>
 
 namespace tinycoral::compiler::conv {
 
@@ -117,18 +119,27 @@ bool spread_over_tiles(const ConvChain& chain, const Shapes& shapes, std::vector
 // another, so a tile's narrow memory serves every stage it is in. Returns false (and leaves
 // `stages` alone) when some stage's parameters cannot stay.
 bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage>& stages,
-                 std::vector<std::vector<int>>& bases) {
+                 std::vector<std::vector<int>>& bases, std::vector<int>* tops = nullptr) {
+  const bool stream = tops != nullptr;
   std::vector<std::pair<size_t, size_t>> cuts;  // [first, end) of each stage, one-tile ones cut
   std::vector<int> counts, splits;
+  std::vector<int> given;  // per cut: the tiles of a stage split by output groups, else 0
   auto rows_of = [&](size_t a, size_t b) {
     int n = 0;
     for (size_t i = a; i < b; ++i) n += shapes.layers[i].rows();
     return n;
   };
   for (const Stage& s : stages) {
+    if (s.tiles.front().g1 > 0) {
+      cuts.push_back({s.first, s.end});
+      counts.push_back(1);
+      given.push_back(static_cast<int>(s.tiles.size()));
+      continue;
+    }
     if (s.tiles.size() != 1) {
       cuts.push_back({s.first, s.end});
       counts.push_back(static_cast<int>(s.tiles.size()));
+      given.push_back(0);
       continue;
     }
     for (size_t a = s.first; a < s.end;) {
@@ -136,6 +147,7 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
       while (b < s.end && (rows_of(a, b + 1) <= kSegmentRows || cuts_a_residual(chain, b))) ++b;
       cuts.push_back({a, b});
       counts.push_back(1);
+      given.push_back(0);
       a = b;
     }
   }
@@ -149,9 +161,9 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
     const auto [a, b] = cuts[k];
     const LayerPlan& lp = shapes.layers[a];
     const ConvLayer& l = *lp.l;
-    int split = 1;
-    if (rows_of(a, b) > kSegmentRows && b == a + 1 && b == chain.layers.size() && !l.depthwise &&
-        !l.residual() && l.oh == 1 && l.ow == 1 && lp.block == 1 && lp.groups > 1)
+    int split = given[k] > 0 ? given[k] : 1;
+    if (given[k] == 0 && rows_of(a, b) > kSegmentRows && b == a + 1 && b == chain.layers.size() &&
+        !l.depthwise && !l.residual() && l.oh == 1 && l.ow == 1 && lp.block == 1 && lp.groups > 1)
       while (split < std::min(lp.groups, kTiles) &&
              lp.rows_of((lp.groups + split - 1) / split) > kSegmentRows)
         ++split;
@@ -161,26 +173,72 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
       items.push_back({k, counts[k], split > 1 ? lp.rows_of(g1 - g0) : rows_of(a, b)});
     }
   }
-  std::vector<size_t> order(items.size());
-  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t x, size_t y) { return items[x].rows > items[y].rows; });
-  std::vector<int> used(kTiles, 0);
-  std::vector<std::vector<int>> taken(cuts.size());  // tiles of a split layer so far
-  for (size_t k : order) {
-    Item& it = items[k];
-    int best = -1, best_used = 0;
-    for (int t = 0; t + it.count <= kTiles; ++t) {
-      if (std::find(taken[it.cut].begin(), taken[it.cut].end(), t) != taken[it.cut].end()) continue;
-      const int top = *std::max_element(used.begin() + t, used.begin() + t + it.count);
-      if (best < 0 || top < best_used) best = t, best_used = top;
+  // Places the items, largest first, each on the run of tiles whose wide memory is least used.
+  // With `stream`, one stage (`streamer`) goes first and keeps only `reserve` rows from wide row
+  // 0 of its tiles: its parameters take turns there, at least one 64-channel group at a time
+  // (assign_segments, the ones past the first segment streamed with every inference).
+  auto group_rows = [&](size_t cut) {
+    int rows = 0;
+    for (size_t i = cuts[cut].first; i < cuts[cut].second; ++i)
+      rows = std::max(rows, shapes.layers[i].rows_of(1));
+    return rows;
+  };
+  auto pack = [&](size_t streamer, int reserve) {
+    std::vector<size_t> order(items.size());
+    for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+    std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+      const bool fx = items[x].cut == streamer, fy = items[y].cut == streamer;
+      if (fx != fy) return fx;
+      return items[x].rows > items[y].rows;
+    });
+    std::vector<int> used(kTiles, 0);
+    std::vector<std::vector<int>> taken(cuts.size());  // tiles of a split layer so far
+    for (size_t k : order) {
+      Item& it = items[k];
+      int best = -1, best_used = 0;
+      for (int t = 0; t + it.count <= kTiles; ++t) {
+        if (std::find(taken[it.cut].begin(), taken[it.cut].end(), t) != taken[it.cut].end())
+          continue;
+        const int top = *std::max_element(used.begin() + t, used.begin() + t + it.count);
+        if (best < 0 || top < best_used) best = t, best_used = top;
+      }
+      const int rows = it.cut == streamer ? reserve : it.rows;
+      if (best < 0 || best_used + rows > kSegmentRows) return false;
+      it.tile0 = best;
+      it.base = best_used;
+      taken[it.cut].push_back(best);
+      for (int t = best; t < best + it.count; ++t) used[static_cast<size_t>(t)] = best_used + rows;
     }
-    if (best < 0 || best_used + it.rows > kSegmentRows) return false;
-    it.tile0 = best;
-    it.base = best_used;
-    taken[it.cut].push_back(best);
-    for (int t = best; t < best + it.count; ++t) used[static_cast<size_t>(t)] = best_used + it.rows;
+    return true;
+  };
+  bool packed = pack(cuts.size(), 0);
+  if (!packed && stream) {
+    // The stage to stream: of those not split by groups, the one whose rows take the most of
+    // the wide memories (a stage in row bands holds its rows on each of its tiles, but streams
+    // them once, to all of them), keeping as many rows as leave room for the others.
+    std::vector<size_t> streamers;
+    for (size_t k = 0; k < cuts.size(); ++k)
+      if (splits[k] == 1) streamers.push_back(k);
+    auto footprint = [&](size_t k) { return counts[k] * rows_of(cuts[k].first, cuts[k].second); };
+    std::stable_sort(streamers.begin(), streamers.end(),
+                     [&](size_t x, size_t y) { return footprint(x) > footprint(y); });
+    for (size_t k : streamers) {
+      int lo = group_rows(k), hi = rows_of(cuts[k].first, cuts[k].second);
+      if (!pack(k, lo)) continue;
+      while (lo < hi) {  // the largest reserve that packs
+        const int mid = (lo + hi + 1) / 2;
+        if (pack(k, mid))
+          lo = mid;
+        else
+          hi = mid - 1;
+      }
+      packed = pack(k, lo);
+      tops->assign(cuts.size(), kSegmentRows);
+      (*tops)[k] = lo;
+      break;
+    }
   }
+  if (!packed) return false;
   std::vector<Stage> shared;
   std::vector<std::vector<int>> base(cuts.size());
   for (size_t k = 0, at = 0; k < cuts.size(); at += static_cast<size_t>(splits[k++])) {
@@ -195,25 +253,31 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
         tiles.push_back(
             {items[at + static_cast<size_t>(t)].tile0, items[at + static_cast<size_t>(t)].base});
       std::sort(tiles.begin(), tiles.end());
-      Stage s = stage_of(chain, shapes, cuts[k].first, cuts[k].second, 0, 1);
-      const Plan one = s.tiles.front();
-      const LayerPlan& lp = one.layers[cuts[k].first];
-      s.tiles.clear();
-      for (int t = 0; t < splits[k]; ++t) {
-        Plan p = one;
-        p.tile = tiles[static_cast<size_t>(t)].first;
-        p.g0 = lp.groups * t / splits[k];
-        p.g1 = lp.groups * (t + 1) / splits[k];
-        p.out_ch = (p.g1 - p.g0) * kColumns;
-        p.out_row = p.out_ch;
-        p.out_bytes = p.out_ch;
-        s.tiles.push_back(std::move(p));
-        base[k].push_back(tiles[static_cast<size_t>(t)].second);
+      if (given[k] > 0) {
+        Stage s = split_stage(chain, shapes, cuts[k].first, splits[k]);
+        for (size_t t = 0; t < s.tiles.size(); ++t) {
+          s.tiles[t].tile = tiles[t].first;
+          base[k].push_back(tiles[t].second);
+        }
+        shared.push_back(std::move(s));
+      } else {
+        Stage s = stage_of(chain, shapes, cuts[k].first, cuts[k].second, 0, 1);
+        const Plan one = s.tiles.front();
+        const LayerPlan& lp = one.layers[cuts[k].first];
+        s.tiles.clear();
+        for (int t = 0; t < splits[k]; ++t) {
+          Plan p = one;
+          p.tile = tiles[static_cast<size_t>(t)].first;
+          slice_plan(p, lp.groups * t / splits[k], lp.groups * (t + 1) / splits[k]);
+          s.tiles.push_back(std::move(p));
+          base[k].push_back(tiles[static_cast<size_t>(t)].second);
+        }
+        shared.push_back(std::move(s));
       }
-      shared.push_back(std::move(s));
     }
     if (static_cast<int>(shared.back().tiles.size()) != counts[k] * splits[k] ||
-        !stage_fits(shared.back(), k > 0 ? &shared[k - 1] : nullptr))
+        !stage_fits(shared.back(), k > 0 ? &shared[k - 1] : nullptr) ||
+        (k > 0 && !nests(shared[k - 1], shared.back())))
       return false;
   }
   stages = std::move(shared);
@@ -237,7 +301,11 @@ double compute_cycles(const std::vector<Stage>& stages) {
         if (l.residual()) {
           steps = positions * l.cin / 4;
         } else if (l.depthwise) {
-          steps = positions * l.kh * l.kw * (l.cin / 4);
+          // (A tile of a split layer: its groups' words.)
+          const int words =
+              t.g1 > 0 ? std::min((t.g1 - t.g0) * lp.dw_words, l.cin / 4 - t.g0 * lp.dw_words)
+                       : l.cin / 4;
+          steps = positions * l.kh * l.kw * words;
           macs = steps * 16;
         } else {
           steps = positions * lp.kwords * (t.g1 > 0 ? t.g1 - t.g0 : lp.groups);
@@ -257,10 +325,13 @@ double compute_cycles(const std::vector<Stage>& stages) {
 // (an instruction's bytes over USB, about 70) per instruction that brings its input rows - one per
 // row piece and receiving tile, three more per piece - and `per_row` cycles per wide row of
 // parameters it keeps on each of its tiles (the wide memory all stages share: the larger, the
-// fewer tiles a stage with many parameters takes). One list of stages per pair of weights.
+// fewer tiles a stage with many parameters takes). With `splits`, a layer inside the chain may
+// also be a stage of its own split by output groups over 2, 4, 8 or 16 tiles (split_stage: each
+// tile keeps only its groups' rows, and every tile receives the whole input). One list of stages
+// per pair of weights.
 std::vector<std::vector<Stage>> fastest_stages(
     const ConvChain& chain, const Shapes& shapes,
-    const std::vector<std::pair<double, double>>& weights) {
+    const std::vector<std::pair<double, double>>& weights, bool splits) {
   const size_t n = chain.layers.size();
   constexpr double kInf = 1e300;
   constexpr int kCounts[] = {1, 2, 4, 8, 16};
@@ -268,6 +339,15 @@ std::vector<std::vector<Stage>> fastest_stages(
     size_t a = 0;
     int tiles = 0;
     double cycles = 0, instructions = 0, rows = 0;
+    bool split = false;
+    bool sliced = false;  // a split depthwise layer: the stage before must be split likewise
+  };
+  // The state at a cut: how many tiles the stage ending there is split over (0: not split).
+  constexpr int kStates[] = {0, 2, 4, 8, 16};
+  auto state_of = [&](const Option& o) {
+    int k = 0;
+    while (o.split && kStates[k] != o.tiles) ++k;
+    return k;
   };
   std::vector<std::vector<Option>> into(n + 1);  // the stages ending at each cut
   for (size_t b = 1; b <= n; ++b) {
@@ -290,23 +370,47 @@ std::vector<std::vector<Stage>> fastest_stages(
         into[b].push_back(
             {a, tiles, compute_cycles({s}), pieces * (received + 3.0 * l.h), double(rows) * tiles});
       }
+      const LayerPlan& lp = shapes.layers[a];
+      if (!splits || b != a + 1 || b == n || a == 0) continue;
+      for (const int count : kCounts) {
+        if (!splittable(lp, count)) continue;
+        const Stage s = split_stage(chain, shapes, a, count);
+        if (!stage_fits(s, nullptr)) continue;
+        const ConvLayer& l = chain.layers[a];
+        const double pieces = std::ceil(double(l.w) * l.cin / (kHandOverPackets * kPiece));
+        into[b].push_back({a, count, compute_cycles({s}), pieces * (count * l.h + 3.0 * l.h),
+                           double(lp.rows_of(lp.groups / count)) * count, true, l.depthwise});
+      }
     }
   }
   std::vector<std::vector<Stage>> lists;
+  constexpr size_t kK = std::size(kStates);
   for (const auto& [per_instruction, per_row] : weights) {
-    std::vector<double> best(n + 1, kInf);
-    std::vector<Option> via(n + 1);
-    best[0] = 0;
+    std::vector<std::array<double, kK>> best(n + 1);
+    for (auto& row : best) row.fill(kInf);
+    std::vector<std::array<std::pair<Option, size_t>, kK>> via(n + 1);  // option, state before
+    best[0][0] = 0;
     for (size_t b = 1; b <= n; ++b)
-      for (const Option& o : into[b]) {
-        const double cost =
-            best[o.a] + o.cycles + per_instruction * o.instructions + per_row * o.rows;
-        if (best[o.a] < kInf && cost < best[b]) best[b] = cost, via[b] = o;
-      }
-    if (best[n] >= kInf) continue;
+      for (const Option& o : into[b])
+        for (size_t k = 0; k < kK; ++k) {
+          if (best[o.a][k] >= kInf) continue;
+          if (o.sliced && (kStates[k] == 0 || kStates[k] % o.tiles != 0)) continue;
+          const double cost =
+              best[o.a][k] + o.cycles + per_instruction * o.instructions + per_row * o.rows;
+          const auto to = static_cast<size_t>(state_of(o));
+          if (cost < best[b][to]) best[b][to] = cost, via[b][to] = {o, k};
+        }
+    const size_t end =
+        static_cast<size_t>(std::min_element(best[n].begin(), best[n].end()) - best[n].begin());
+    if (best[n][end] >= kInf) continue;
     std::vector<Stage> stages;
-    for (size_t b = n; b > 0; b = via[b].a)
-      stages.insert(stages.begin(), stage_of(chain, shapes, via[b].a, b, 0, via[b].tiles));
+    for (size_t b = n, k = end; b > 0;) {
+      const auto [o, before] = via[b][k];
+      stages.insert(stages.begin(), o.split ? split_stage(chain, shapes, o.a, o.tiles)
+                                            : stage_of(chain, shapes, o.a, b, 0, o.tiles));
+      b = o.a;
+      k = before;
+    }
     lists.push_back(std::move(stages));
   }
   return lists;
@@ -315,7 +419,9 @@ std::vector<std::vector<Stage>> fastest_stages(
 // The stages' parameter groups: one per stage at `bases` when the stages keep their parameters
 // (`own_tiles`), else one for the whole chain on every tile it uses, its segments in turn.
 void group_parameters(const ConvChain& chain, Layout& out, bool own_tiles,
-                      const std::vector<std::vector<int>>& bases) {
+                      const std::vector<std::vector<int>>& bases,
+                      const std::vector<int>& stage_tops = {}) {
+  std::vector<int> tops;
   std::vector<int> group_of(chain.layers.size(), 0), splits(chain.layers.size(), 1);
   std::vector<uint32_t> masks{all_tiles(out.stages)};
   std::vector<int> group_bases{0};
@@ -331,14 +437,17 @@ void group_parameters(const ConvChain& chain, Layout& out, bool own_tiles,
         for (size_t t = 0; t < s.tiles.size(); ++t) {
           masks.push_back(tile_bit(s.tiles[t].tile));
           group_bases.push_back(bases.at(k).at(t));
+          tops.push_back(kSegmentRows);
         }
         continue;
       }
       masks.push_back(tile_mask(s.tiles));
       group_bases.push_back(bases.empty() ? 0 : bases[k].front());
+      tops.push_back(stage_tops.empty() ? kSegmentRows : stage_tops[k]);
     }
   }
-  assign_segments(out.shapes, group_of, masks, group_bases, splits);
+  assign_segments(out.shapes, group_of, masks, group_bases, splits,
+                  own_tiles ? tops : std::vector<int>{});
 }
 
 // Modeled cycles of one inference of a layout: the ops' compute, and its instructions and
@@ -374,43 +483,76 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
     spread = spread_over_tiles(chain, out.shapes, out.stages);
   }
   group_parameters(chain, out, spread, {});
-  // (No placement keeps every parameter when they exceed all wide memory, or a layer share_tiles
-  // cannot split exceeds one tile's: skip the search, MobileNet v1 1.0 and v2.)
+  // (No placement keeps a layer that cannot be split by output groups and exceeds one tile's
+  // wide memory: skip the search.)
   int total_rows = 0;
   for (size_t i = 0; i < chain.layers.size(); ++i) {
     const LayerPlan& lp = out.shapes.layers[i];
     total_rows += lp.rows();
     const ConvLayer& l = *lp.l;
-    const bool splittable = i + 1 == chain.layers.size() && l.oh == 1 && l.ow == 1 && !l.depthwise;
-    if (lp.rows() > kSegmentRows && !splittable) return out;
+    const bool last = i + 1 == chain.layers.size();
+    bool can_split = last && l.oh == 1 && l.ow == 1 && !l.depthwise;
+    for (int count = 2; count <= kTiles && !last && i > 0; count *= 2)
+      can_split =
+          can_split || (splittable(lp, count) && lp.rows_of(lp.groups / count) <= kSegmentRows);
+    if (lp.rows() > kSegmentRows && !can_split) return out;
   }
-  if (total_rows > kTiles * kSegmentRows) return out;
+  // (Placements that keep every parameter are sought only when they fit all wide memories.)
+  const bool fit = total_rows <= kTiles * kSegmentRows;
   // Placements that keep every parameter resident with stages sharing tiles - among them stages
   // in row bands over many tiles where the maps are large, even when the whole chain would fit
   // one tile - replace it when the model of their time says they are faster.
   // Candidates: the fastest stages for a range of weights on parameter rows, and the placements
   // above with every parameter resident; the three of least compute are modeled whole (their
   // instructions generated) and replace the layout above when faster.
-  std::vector<std::pair<double, Layout>> candidates;
+  // Then the same with layers split by output groups over tiles (the first of them only when
+  // they differ): their least-compute candidates join the others.
   std::vector<std::pair<double, double>> weights;
   for (const double per_instruction : {60.0, 140.0})
     for (const double per_row : {0.0, 1.0, 4.0, 16.0, 64.0, 256.0})
       weights.push_back({per_instruction, per_row});
-  std::vector<std::vector<Stage>> lists = fastest_stages(chain, out.shapes, weights);
+  auto resident = [&](std::vector<std::vector<Stage>> lists, size_t keep, bool stream) {
+    std::vector<std::pair<double, Layout>> kept;
+    for (std::vector<Stage>& stages : lists) {
+      Layout candidate;
+      candidate.shapes = shapes_of(chain);
+      candidate.stages = std::move(stages);
+      std::vector<std::vector<int>> bases;
+      std::vector<int> tops;
+      if (candidate.stages.empty() ||
+          !share_tiles(chain, candidate.shapes, candidate.stages, bases, stream ? &tops : nullptr))
+        continue;
+      group_parameters(chain, candidate, true, bases, tops);
+      kept.push_back({compute_cycles(candidate.stages), std::move(candidate)});
+    }
+    std::stable_sort(kept.begin(), kept.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    if (kept.size() > keep) kept.resize(keep);
+    return kept;
+  };
+  std::vector<std::vector<Stage>> lists = fastest_stages(chain, out.shapes, weights, false);
   for (const bool capped : {false, true}) lists.push_back(placement(chain, out.shapes, capped));
-  for (std::vector<Stage>& stages : lists) {
-    Layout candidate;
-    candidate.shapes = shapes_of(chain);
-    candidate.stages = std::move(stages);
-    std::vector<std::vector<int>> bases;
-    if (candidate.stages.empty() || !share_tiles(chain, candidate.shapes, candidate.stages, bases))
-      continue;
-    group_parameters(chain, candidate, true, bases);
-    candidates.push_back({compute_cycles(candidate.stages), std::move(candidate)});
+  std::vector<std::vector<Stage>> plain_lists = lists;
+  std::vector<std::pair<double, Layout>> candidates;
+  if (fit) candidates = resident(std::move(lists), 6, false);
+  // (Heavier weights on parameter rows too: a chain whose parameters nearly fill the 16 wide
+  // memories - MobileNet v1 1.0 - must keep its row bands on few tiles.)
+  for (const double per_instruction : {60.0, 140.0})
+    for (const double per_row : {1024.0, 4096.0}) weights.push_back({per_instruction, per_row});
+  std::vector<std::vector<Stage>> split_lists;
+  for (std::vector<Stage>& stages : fastest_stages(chain, out.shapes, weights, true)) {
+    bool split = false;
+    for (const Stage& st : stages) split = split || st.tiles.front().g1 > 0;
+    if (split) split_lists.push_back(std::move(stages));
   }
-  std::stable_sort(candidates.begin(), candidates.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  if (candidates.size() > 6) candidates.resize(6);
+  std::vector<std::vector<Stage>> stream_lists = split_lists.empty() ? plain_lists : split_lists;
+  if (fit)
+    for (auto& candidate : resident(std::move(split_lists), 4, false))
+      candidates.push_back(std::move(candidate));
+  // None keeps every parameter (MobileNet v1 1.0: the row bands of its large maps repeat their
+  // parameters on several tiles; v2: more rows than all wide memories): placements that keep
+  // all but one stage's parameters and stream the rest of that one instead.
+  if (candidates.empty()) candidates = resident(std::move(stream_lists), 6, true);
   double best = candidates.empty() ? 0 : modeled_cycles(out, program_bytes);
   for (auto& [compute, candidate] : candidates) {
     // Each also with its stages' first images in bands: whole images share halo rows in fewer

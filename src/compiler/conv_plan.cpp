@@ -26,6 +26,7 @@ Shapes shapes_of(const ConvChain& chain) {
                   : l.cout <= kColumns ? channels_stored(l, 1)
                                        : kColumns;
     lp.planes = l.bias.empty() ? 1 : 2;
+    lp.cin = l.cin;
     lp.shared_rows = l.depthwise && lp.groups > 1;
     for (size_t i = 0; i < l.weights.size() && lp.shared_rows; ++i)
       lp.shared_rows =
@@ -45,7 +46,7 @@ Shapes shapes_of(const ConvChain& chain) {
 // (group_of[i] + t).
 void assign_segments(Shapes& s, const std::vector<int>& group_of,
                      const std::vector<uint32_t>& masks, const std::vector<int>& bases,
-                     const std::vector<int>& splits) {
+                     const std::vector<int>& splits, const std::vector<int>& tops) {
   s.segments.clear();
   size_t offset = 0;
   for (size_t i = 0; i < s.layers.size(); ++i) {
@@ -54,6 +55,7 @@ void assign_segments(Shapes& s, const std::vector<int>& group_of,
     if (lp.l->residual()) continue;  // no parameters
     const int group = group_of[i];
     const int base = bases[static_cast<size_t>(group)];
+    const int top = tops.empty() ? kSegmentRows : tops[static_cast<size_t>(group)];
     if (splits[i] > 1) {
       for (int t = 0; t < splits[i]; ++t) {
         const int g0 = lp.groups * t / splits[i], g1 = lp.groups * (t + 1) / splits[i];
@@ -68,14 +70,13 @@ void assign_segments(Shapes& s, const std::vector<int>& group_of,
     for (int g = 0; g < lp.groups;) {
       const int left = lp.groups - g;
       if (s.segments.empty() || s.segments.back().group != group ||
-          (s.segments.back().rows > 0 &&
-           base + s.segments.back().rows + lp.rows_of(left) > kSegmentRows)) {
+          (s.segments.back().rows > 0 && base + s.segments.back().rows + lp.rows_of(left) > top)) {
         const bool first = s.segments.empty() || s.segments.back().group != group;
         s.segments.push_back({0, group, first, masks[static_cast<size_t>(group)], offset, base});
       }
       Segment& seg = s.segments.back();
       int n = left;
-      while (n > 1 && base + seg.rows + lp.rows_of(n) > kSegmentRows) --n;
+      while (n > 1 && base + seg.rows + lp.rows_of(n) > top) --n;
       lp.parts.push_back({g, g + n, base + seg.rows, static_cast<int>(s.segments.size()) - 1});
       seg.rows += lp.rows_of(n);
       offset += static_cast<size_t>(lp.rows_of(n)) * kRowBytes;
@@ -166,7 +167,42 @@ Plan plan_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t 
   p.out_bytes = round_up((last.ob - last.oa) * p.out_row, 8);
   p.out_base = out_at_top ? kNarrowBytes - round_up(p.out_bytes, 64) - 64 : p.regions_end;
   p.narrow_end = out_at_top ? kNarrowBytes : round_up(p.regions_end + p.out_bytes, 8) + 64;
+  p.out_at_top = out_at_top;
   return p;
+}
+
+void slice_plan(Plan& p, int g0, int g1) {
+  const LayerPlan& last = p.layers[p.end - 1];
+  p.g0 = g0;
+  p.g1 = g1;
+  p.out_ch = (g1 - g0) * kColumns;
+  p.out_row = last.blocks * last.block * p.out_ch;
+  p.out_bytes = round_up((last.ob - last.oa) * p.out_row, 8);
+  if (p.out_at_top) p.out_base = kNarrowBytes - round_up(p.out_bytes, 64) - 64;
+}
+
+bool splittable(const LayerPlan& lp, int n) {
+  const ConvLayer& l = *lp.l;
+  if (n < 2 || l.residual() || lp.block != 1 || l.cout % kColumns != 0 || lp.groups % n != 0)
+    return false;
+  const int per_tile = lp.groups / n;  // 64 bytes of each pixel per group
+  return 4 % per_tile == 0 || per_tile % 4 == 0;
+}
+
+Stage split_stage(const ConvChain& chain, const Shapes& shapes, size_t i, int n, int tile0) {
+  Shapes sliced = shapes;
+  const int groups = shapes.layers[i].groups;
+  if (shapes.layers[i].l->depthwise) sliced.layers[i].cin = groups / n * kColumns;
+  Stage s = stage_of(chain, sliced, i, i + 1, 0, 1);
+  const Plan one = s.tiles.front();
+  s.tiles.clear();
+  for (int t = 0; t < n; ++t) {
+    Plan p = one;
+    p.tile = tile0 + t;
+    slice_plan(p, groups * t / n, groups * (t + 1) / n);
+    s.tiles.push_back(std::move(p));
+  }
+  return s;
 }
 
 // Tiles of a stage: its last layer's output rows split as evenly as possible over up to
@@ -199,6 +235,16 @@ Stage stage_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_
 
 // Whether a stage fits narrow memory on each of its tiles, next to the output of the stage before
 // (which waits at the top of narrow memory for the hand-over).
+bool nests(const Stage& from, const Stage& to) {
+  for (const Plan& t : to.tiles) {
+    if (t.layers[to.first].cin == t.layers[to.first].l->cin) continue;
+    for (const Plan& src : from.tiles)
+      if (src.g1 == 0 || (src.g0 < t.g1 && t.g0 < src.g1 && (src.g0 < t.g0 || src.g1 > t.g1)))
+        return false;
+  }
+  return true;
+}
+
 bool stage_fits(const Stage& s, const Stage* before) {
   for (const Plan& t : s.tiles) {
     if (t.narrow_end > kNarrowBytes || t.regions_end > t.out_base) return false;

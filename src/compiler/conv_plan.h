@@ -73,10 +73,13 @@ struct LayerPlan {
   int zp_row(const Part& part) const { return part.row + (part.g1 - part.g0) * planes; }
   int weight_row(const Part& part) const { return zp_row(part) + 1; }
   int rows() const { return rows_of(groups); }
-  int in_bytes() const { return round_up(hp * wp * l->cin, 4); }
-  int row_words() const { return wp * l->cin / 4; }
+  // Channels of a pixel of the padded image as this tile keeps it: the layer's, or the slice of a
+  // depthwise layer split by groups over tiles (split_stage).
+  int cin = 0;
+  int in_bytes() const { return round_up(hp * wp * cin, 4); }
+  int row_words() const { return wp * cin / 4; }
   // Narrow byte address of padded pixel (y, x), x counted from the image's padded column 0.
-  int pixel(int y, int x) const { return in_base + (y * wp + extra + x) * l->cin; }
+  int pixel(int y, int x) const { return in_base + (y * wp + extra + x) * cin; }
   // The band of rows this tile computes: output rows [oa, ob); buffer row 0 holds the layer's
   // input row `top` (negative: padding rows above the image).
   int oa = 0, ob = 0, top = 0;
@@ -98,20 +101,23 @@ struct LayerPlan {
 // of the stage have bands and narrow addresses.
 struct Plan {
   int tile = 0;
-  // The output groups [g0, g1) this tile computes of a last layer split by output groups over
-  // tiles (share_tiles); g1 == 0: all of them.
+  // The output groups [g0, g1) this tile computes of a layer split by output groups over tiles
+  // (a stage of that one layer, split_stage; a last layer of one pixel, share_tiles); g1 == 0:
+  // all of them. Each such tile reads the layer's whole input image and writes its groups'
+  // channels, (g1 - g0) 64 bytes a pixel, to its output; a depthwise layer's tile reads only its
+  // groups' channels of the image.
   int g0 = 0, g1 = 0;
   int y0 = 0;  // the tile's first output row of the stage's last layer
   size_t first = 0, end = 0;
   std::vector<LayerPlan> layers;
-  int out_base = 0;   // narrow byte address of the stage's [OH][OW][Cp] output
-  int out_ch = 0;     // Cp: the last layer's channels as stored (a multiple of 4)
-  int out_row = 0;    // bytes per output row (whole blocks)
-  int out_bytes = 0;  // the band's rows * out_row, rounded up to 8
-  int regions_end = 0;
-  int add_scratch =
-      0;  // 16 narrow words for a residual ADD's weight rows  // end of the two image regions
+  int out_base = 0;     // narrow byte address of the stage's [OH][OW][Cp] output
+  int out_ch = 0;       // Cp: the last layer's channels as stored (a multiple of 4)
+  int out_row = 0;      // bytes per output row (whole blocks)
+  int out_bytes = 0;    // the band's rows * out_row, rounded up to 8
+  int regions_end = 0;  // end of the image regions
+  int add_scratch = 0;  // 16 narrow words for a residual ADD's weight rows
   int narrow_end = 0;
+  bool out_at_top = false;  // the output waits at the top of narrow memory for a hand-over
 };
 
 // The stages of the chain: each runs on its own tiles (bands of its last layer's output rows);
@@ -199,10 +205,11 @@ Shapes shapes_of(const ConvChain& chain);
 // new group starts a new segment), `masks[g]` the tiles that hold group g and `bases[g]` the
 // wide row its segments load at (parts' rows count from wide row 0). A layer split by output
 // groups over `splits[i]` tiles has one part per tile, each the first segment of its own group
-// (group_of[i] + t).
+// (group_of[i] + t). A group's segments stay below wide row `tops[g]` (all of wide memory's
+// parameter rows when `tops` is empty).
 void assign_segments(Shapes& s, const std::vector<int>& group_of,
                      const std::vector<uint32_t>& masks, const std::vector<int>& bases,
-                     const std::vector<int>& splits);
+                     const std::vector<int>& splits, const std::vector<int>& tops = {});
 
 // Tile `tile`'s plan of layers [first, end) computing output rows [y0, y1) of layer end - 1.
 // `out_at_top`: the output goes to the next stage, so it sits at the top of narrow memory, out of
@@ -214,6 +221,25 @@ Plan plan_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t 
 // `max_tiles` tiles from `tile0` on (one tile when the host's rows must travel two to a packet).
 Stage stage_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t end,
                int tile0 = 0, int max_tiles = kTiles);
+
+// Tile `p` (a one-tile plan of a one-layer stage) computing only the output groups [g0, g1):
+// its output holds their channels.
+void slice_plan(Plan& p, int g0, int g1);
+
+// Whether layer `lp` can be split by output groups over `n` tiles with the same number of groups
+// on each, inside a chain (split_stage): the slices' pixels are whole ring packets or divide one,
+// so that hand-overs send whole pixels.
+bool splittable(const LayerPlan& lp, int n);
+
+// Layer i alone on tiles tile0.. tile0 + n - 1, tile t computing output groups
+// [groups t / n, groups (t + 1) / n) of every output row: a convolution from the whole input
+// image, a depthwise layer from its groups' channels only (the image holds just them, so the stage
+// before must be split likewise or finer: `nests`).
+Stage split_stage(const ConvChain& chain, const Shapes& shapes, size_t i, int n, int tile0 = 0);
+
+// Whether every tile of `to` can take what the tiles of `from` send it: a tile that keeps a slice
+// of the channels (a split depthwise layer) takes only slices inside its own.
+bool nests(const Stage& from, const Stage& to);
 
 // Whether a stage fits narrow memory on each of its tiles, next to the output of the stage before
 // (which waits at the top of narrow memory for the hand-over).

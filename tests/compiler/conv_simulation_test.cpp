@@ -349,5 +349,35 @@ TEST(ConvChainOnTheVirtualEdgeTpu, ClassifiersBeyondOneWideMemoryAreSplitOverTil
   EXPECT_EQ(expect_equal_to_cpu(8, 8, 32, specs, random), 3u);
 }
 
+// Layers inside a chain whose parameters exceed one tile's wide memory (over 1,920 rows: 16 or 8
+// groups of 64 output channels over long reductions) are split by output groups over tiles, each
+// tile keeping its groups' rows: a convolution from the whole input, the depthwise layer after it
+// from its own channels only; the slices are handed over into the next layer's pixels. That no
+// parameter is streamed shows the split (no tile could hold such a layer whole).
+TEST(ConvChainOnTheVirtualEdgeTpu, LayersBeyondOneWideMemoryAreSplitOverTiles) {
+  std::mt19937 random(20261205);
+  for (int i = 0; i < 5; ++i) {
+    const int side = 2 + static_cast<int>(random() % 4);
+    const int cin = 4 * (1 + static_cast<int>(random() % 8));
+    const int wide = 64 * (random() % 2 == 0 ? 16 : 8);
+    // 3x3 over 64 input channels makes 16 x 144 weight rows; 8 groups need 3x3 over 112 or more.
+    const int mid = wide == 1024 ? 64 : 112 + 4 * static_cast<int>(random() % 8);
+    std::vector<ConvSpec> specs{{mid, 1 + 2 * static_cast<int>(random() % 2), 1, true}};
+    specs.push_back({wide, 3, 1, true, random() % 2 == 0});
+    specs.push_back(depthwise(3, 1 + static_cast<int>(random() % 2)));
+    specs.push_back({4 * (1 + static_cast<int>(random() % 16)), 1, 1, true});
+    std::mt19937 same = random;  // expect_equal_to_cpu builds the same twin
+    const container::Model twin = conv_twin(side, side, cin, specs, same);
+    const CompileResult r = compile_model(container::write_tflite(twin));
+    ASSERT_EQ(r.edgetpu_subgraphs, 1) << (r.rows.empty() ? "" : r.rows.back().status);
+    const auto compiled = container::read_edgetpu_model(r.tflite);
+    const auto exes = chip::testing::executables_of(compiled);
+    ASSERT_NE(exes.execution, nullptr);
+    EXPECT_EQ(exes.execution->parameters.size(), 0u)
+        << describe(side, side, cin, specs) << ": parameters streamed, the layers were not split";
+    expect_equal_to_cpu(side, side, cin, specs, random);
+  }
+}
+
 }  // namespace
 }  // namespace tinycoral::compiler
