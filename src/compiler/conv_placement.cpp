@@ -174,20 +174,21 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
     }
   }
   // Places the items, largest first, each on the run of tiles whose wide memory is least used.
-  // With `stream`, one stage (`streamer`) goes first and keeps only `reserve` rows from wide row
-  // 0 of its tiles: its parameters take turns there, at least one 64-channel group at a time
-  // (assign_segments, the ones past the first segment streamed with every inference).
+  // A stage with a `reserve` (`stream`) goes first and keeps only that many rows of its tiles'
+  // wide memory: its parameters take turns there, at least one 64-channel group at a time
+  // (assign_segments; those past the first segment are streamed with every inference).
   auto group_rows = [&](size_t cut) {
     int rows = 0;
     for (size_t i = cuts[cut].first; i < cuts[cut].second; ++i)
       rows = std::max(rows, shapes.layers[i].rows_of(1));
     return rows;
   };
-  auto pack = [&](size_t streamer, int reserve) {
+  std::vector<int> reserve(cuts.size(), -1);  // per cut; -1: keeps all its rows
+  auto pack = [&]() {
     std::vector<size_t> order(items.size());
     for (size_t k = 0; k < order.size(); ++k) order[k] = k;
     std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
-      const bool fx = items[x].cut == streamer, fy = items[y].cut == streamer;
+      const bool fx = reserve[items[x].cut] >= 0, fy = reserve[items[y].cut] >= 0;
       if (fx != fy) return fx;
       return items[x].rows > items[y].rows;
     });
@@ -202,7 +203,7 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
         const int top = *std::max_element(used.begin() + t, used.begin() + t + it.count);
         if (best < 0 || top < best_used) best = t, best_used = top;
       }
-      const int rows = it.cut == streamer ? reserve : it.rows;
+      const int rows = reserve[it.cut] >= 0 ? reserve[it.cut] : it.rows;
       if (best < 0 || best_used + rows > kSegmentRows) return false;
       it.tile0 = best;
       it.base = best_used;
@@ -211,32 +212,41 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
     }
     return true;
   };
-  bool packed = pack(cuts.size(), 0);
+  bool packed = pack();
   if (!packed && stream) {
-    // The stage to stream: of those not split by groups, the one whose rows take the most of
-    // the wide memories (a stage in row bands holds its rows on each of its tiles, but streams
-    // them once, to all of them), keeping as many rows as leave room for the others.
+    // The stages to stream: of those not split by groups, the ones whose rows take the most of
+    // the wide memories first (a stage in row bands holds its rows on each of its tiles, but
+    // streams them once, to all of them), as few as make room; then each keeps as many rows as
+    // still leave room for the others.
     std::vector<size_t> streamers;
     for (size_t k = 0; k < cuts.size(); ++k)
       if (splits[k] == 1) streamers.push_back(k);
     auto footprint = [&](size_t k) { return counts[k] * rows_of(cuts[k].first, cuts[k].second); };
     std::stable_sort(streamers.begin(), streamers.end(),
                      [&](size_t x, size_t y) { return footprint(x) > footprint(y); });
+    std::vector<size_t> chosen;
     for (size_t k : streamers) {
-      int lo = group_rows(k), hi = rows_of(cuts[k].first, cuts[k].second);
-      if (!pack(k, lo)) continue;
-      while (lo < hi) {  // the largest reserve that packs
-        const int mid = (lo + hi + 1) / 2;
-        if (pack(k, mid))
-          lo = mid;
-        else
-          hi = mid - 1;
-      }
-      packed = pack(k, lo);
-      tops->assign(cuts.size(), kSegmentRows);
-      (*tops)[k] = lo;
-      break;
+      if (group_rows(k) > kSegmentRows) continue;
+      reserve[k] = group_rows(k);
+      chosen.push_back(k);
+      if ((packed = pack())) break;
     }
+    if (!packed) return false;
+    for (size_t k : chosen) {
+      int lo = reserve[k], hi = rows_of(cuts[k].first, cuts[k].second);
+      while (lo < hi) {  // the largest reserve that packs
+        reserve[k] = (lo + hi + 1) / 2;
+        if (pack())
+          lo = reserve[k];
+        else
+          hi = reserve[k] - 1;
+      }
+      reserve[k] = lo;
+    }
+    packed = pack();
+    tops->assign(cuts.size(), kSegmentRows);
+    for (size_t k = 0, at = 0; k < cuts.size(); at += static_cast<size_t>(splits[k++]))
+      if (reserve[k] >= 0) (*tops)[k] = items[at].base + reserve[k];
   }
   if (!packed) return false;
   std::vector<Stage> shared;
@@ -483,8 +493,9 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
     spread = spread_over_tiles(chain, out.shapes, out.stages);
   }
   group_parameters(chain, out, spread, {});
-  // (No placement keeps a layer that cannot be split by output groups and exceeds one tile's
-  // wide memory: skip the search.)
+  // (Placements that keep every parameter are sought only when they fit all wide memories and
+  // every layer over one wide memory can be split by output groups.)
+  bool fit = true;
   int total_rows = 0;
   for (size_t i = 0; i < chain.layers.size(); ++i) {
     const LayerPlan& lp = out.shapes.layers[i];
@@ -495,10 +506,9 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
     for (int count = 2; count <= kTiles && !last && i > 0; count *= 2)
       can_split =
           can_split || (splittable(lp, count) && lp.rows_of(lp.groups / count) <= kSegmentRows);
-    if (lp.rows() > kSegmentRows && !can_split) return out;
+    fit = fit && (lp.rows() <= kSegmentRows || can_split);
   }
-  // (Placements that keep every parameter are sought only when they fit all wide memories.)
-  const bool fit = total_rows <= kTiles * kSegmentRows;
+  fit = fit && total_rows <= kTiles * kSegmentRows;
   // Placements that keep every parameter resident with stages sharing tiles - among them stages
   // in row bands over many tiles where the maps are large, even when the whole chain would fit
   // one tile - replace it when the model of their time says they are faster.
@@ -523,7 +533,11 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
           !share_tiles(chain, candidate.shapes, candidate.stages, bases, stream ? &tops : nullptr))
         continue;
       group_parameters(chain, candidate, true, bases, tops);
-      kept.push_back({compute_cycles(candidate.stages), std::move(candidate)});
+      // (Streamed rows, and about as many restored, cost their bytes over USB.)
+      double streamed = 0;
+      for (const Segment& seg : candidate.shapes.segments)
+        if (!seg.first_of_group) streamed += 2.0 * seg.rows * kRowBytes * 250.0 / 330.0;
+      kept.push_back({compute_cycles(candidate.stages) + streamed, std::move(candidate)});
     }
     std::stable_sort(kept.begin(), kept.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -539,13 +553,13 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
   // memories - MobileNet v1 1.0 - must keep its row bands on few tiles.)
   for (const double per_instruction : {60.0, 140.0})
     for (const double per_row : {1024.0, 4096.0}) weights.push_back({per_instruction, per_row});
-  std::vector<std::vector<Stage>> split_lists;
+  std::vector<std::vector<Stage>> split_lists, stream_lists = plain_lists;
   for (std::vector<Stage>& stages : fastest_stages(chain, out.shapes, weights, true)) {
     bool split = false;
     for (const Stage& st : stages) split = split || st.tiles.front().g1 > 0;
+    stream_lists.push_back(stages);
     if (split) split_lists.push_back(std::move(stages));
   }
-  std::vector<std::vector<Stage>> stream_lists = split_lists.empty() ? plain_lists : split_lists;
   if (fit)
     for (auto& candidate : resident(std::move(split_lists), 4, false))
       candidates.push_back(std::move(candidate));
