@@ -330,35 +330,20 @@ double compute_cycles(const std::vector<Stage>& stages) {
   return total;
 }
 
-// Stages chosen for the least modeled time (shortest paths over the cut points), each in row bands
-// over 1, 2, 4, 8 or 16 tiles: a stage costs its busiest tile's compute, `per_instruction` cycles
-// (an instruction's bytes over USB, about 70) per instruction that brings its input rows - one per
-// row piece and receiving tile, three more per piece - and `per_row` cycles per wide row of
-// parameters it keeps on each of its tiles (the wide memory all stages share: the larger, the
-// fewer tiles a stage with many parameters takes). With `splits`, a layer inside the chain may
-// also be a stage of its own split by output groups over 2, 4, 8 or 16 tiles (split_stage: each
-// tile keeps only its groups' rows, and every tile receives the whole input). One list of stages
-// per pair of weights.
-std::vector<std::vector<Stage>> fastest_stages(
-    const ConvChain& chain, const Shapes& shapes,
-    const std::vector<std::pair<double, double>>& weights, bool splits) {
+// A candidate stage for the shortest paths: layers [a, b) on `tiles` tiles, its costs.
+struct StageOption {
+  size_t a = 0;
+  int tiles = 0;
+  double cycles = 0, instructions = 0, rows = 0;
+  bool split = false;
+  bool sliced = false;  // a split depthwise layer: the stage before must be split likewise
+};
+
+// The candidate stages ending at each cut point (index b: stages [a, b)).
+std::vector<std::vector<StageOption>> stage_options(const ConvChain& chain, const Shapes& shapes) {
+  using Option = StageOption;
   const size_t n = chain.layers.size();
-  constexpr double kInf = 1e300;
   constexpr int kCounts[] = {1, 2, 4, 8, 16};
-  struct Option {
-    size_t a = 0;
-    int tiles = 0;
-    double cycles = 0, instructions = 0, rows = 0;
-    bool split = false;
-    bool sliced = false;  // a split depthwise layer: the stage before must be split likewise
-  };
-  // The state at a cut: how many tiles the stage ending there is split over (0: not split).
-  constexpr int kStates[] = {0, 2, 4, 8, 16};
-  auto state_of = [&](const Option& o) {
-    int k = 0;
-    while (o.split && kStates[k] != o.tiles) ++k;
-    return k;
-  };
   std::vector<std::vector<Option>> into(n + 1);  // the stages ending at each cut
   for (size_t b = 1; b <= n; ++b) {
     if (b < n && cuts_a_residual(chain, b)) continue;
@@ -381,7 +366,7 @@ std::vector<std::vector<Stage>> fastest_stages(
             {a, tiles, compute_cycles({s}), pieces * (received + 3.0 * l.h), double(rows) * tiles});
       }
       const LayerPlan& lp = shapes.layers[a];
-      if (!splits || b != a + 1 || b == n || a == 0) continue;
+      if (b != a + 1 || b == n || a == 0) continue;
       for (const int count : kCounts) {
         if (!splittable(lp, count)) continue;
         const Stage s = split_stage(chain, shapes, a, count);
@@ -393,6 +378,31 @@ std::vector<std::vector<Stage>> fastest_stages(
       }
     }
   }
+  return into;
+}
+
+// Stages chosen for the least modeled time (shortest paths over the cut points), each in row bands
+// over 1, 2, 4, 8 or 16 tiles: a stage costs its busiest tile's compute, `per_instruction` cycles
+// (an instruction's bytes over USB, about 70) per instruction that brings its input rows - one per
+// row piece and receiving tile, three more per piece - and `per_row` cycles per wide row of
+// parameters it keeps on each of its tiles (the wide memory all stages share: the larger, the
+// fewer tiles a stage with many parameters takes). With `splits`, a layer inside the chain may
+// also be a stage of its own split by output groups over 2, 4, 8 or 16 tiles (split_stage: each
+// tile keeps only its groups' rows, and every tile receives the whole input). One list of stages
+// per pair of weights; the stage before a split depthwise layer must be split likewise or finer.
+std::vector<std::vector<Stage>> fastest_stages(
+    const ConvChain& chain, const Shapes& shapes, const std::vector<std::vector<StageOption>>& into,
+    const std::vector<std::pair<double, double>>& weights, bool splits) {
+  using Option = StageOption;
+  const size_t n = chain.layers.size();
+  constexpr double kInf = 1e300;
+  // The state at a cut: how many tiles the stage ending there is split over (0: not split).
+  constexpr int kStates[] = {0, 2, 4, 8, 16};
+  auto state_of = [&](const Option& o) {
+    int k = 0;
+    while (o.split && kStates[k] != o.tiles) ++k;
+    return k;
+  };
   std::vector<std::vector<Stage>> lists;
   constexpr size_t kK = std::size(kStates);
   for (const auto& [per_instruction, per_row] : weights) {
@@ -403,7 +413,7 @@ std::vector<std::vector<Stage>> fastest_stages(
     for (size_t b = 1; b <= n; ++b)
       for (const Option& o : into[b])
         for (size_t k = 0; k < kK; ++k) {
-          if (best[o.a][k] >= kInf) continue;
+          if (best[o.a][k] >= kInf || (o.split && !splits)) continue;
           if (o.sliced && (kStates[k] == 0 || kStates[k] % o.tiles != 0)) continue;
           const double cost =
               best[o.a][k] + o.cycles + per_instruction * o.instructions + per_row * o.rows;
@@ -544,7 +554,9 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
     if (kept.size() > keep) kept.resize(keep);
     return kept;
   };
-  std::vector<std::vector<Stage>> lists = fastest_stages(chain, out.shapes, weights, false);
+  const std::vector<std::vector<StageOption>> options = stage_options(chain, out.shapes);
+  std::vector<std::vector<Stage>> lists =
+      fastest_stages(chain, out.shapes, options, weights, false);
   for (const bool capped : {false, true}) lists.push_back(placement(chain, out.shapes, capped));
   std::vector<std::vector<Stage>> plain_lists = lists;
   std::vector<std::pair<double, Layout>> candidates;
@@ -554,7 +566,7 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
   for (const double per_instruction : {60.0, 140.0})
     for (const double per_row : {1024.0, 4096.0}) weights.push_back({per_instruction, per_row});
   std::vector<std::vector<Stage>> split_lists, stream_lists = plain_lists;
-  for (std::vector<Stage>& stages : fastest_stages(chain, out.shapes, weights, true)) {
+  for (std::vector<Stage>& stages : fastest_stages(chain, out.shapes, options, weights, true)) {
     bool split = false;
     for (const Stage& st : stages) split = split || st.tiles.front().g1 > 0;
     stream_lists.push_back(stages);
@@ -566,7 +578,7 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
   // None keeps every parameter (MobileNet v1 1.0: the row bands of its large maps repeat their
   // parameters on several tiles; v2: more rows than all wide memories): placements that keep
   // all but one stage's parameters and stream the rest of that one instead.
-  if (candidates.empty()) candidates = resident(std::move(stream_lists), 6, true);
+  if (candidates.empty()) candidates = resident(std::move(stream_lists), 3, true);
   double best = candidates.empty() ? 0 : modeled_cycles(out, program_bytes);
   for (auto& [compute, candidate] : candidates) {
     // Each also with its stages' first images in bands: whole images share halo rows in fewer
