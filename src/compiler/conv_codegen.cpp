@@ -474,9 +474,9 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
     const int row_bytes = src.out_row;
     // A sender computing some output groups of a split layer holds `slice` bytes of each pixel,
     // channels from `ch0`: each receiver writes them into its pixels (whole pixels per packet or
-    // whole packets per pixel, `splittable`).
-    // A receiver keeping a slice of the channels (a split depthwise layer) holds the sender's
-    // inside its own (`nests`), from byte `off(t)` of each pixel.
+    // whole packets per pixel, `splittable`), from byte `off(t)` of each pixel - a receiver
+    // keeping a slice of the channels (a split depthwise layer) holds the sender's inside its own
+    // (`nests`).
     const int slice = src.out_ch, ch0 = src.g1 > 0 ? src.g0 * kColumns : 0;
     auto sliced = [&](const Plan& t) { return src.g1 > 0 && slice != t.layers[i].cin; };
     auto off = [&](const Plan& t) {

@@ -233,8 +233,6 @@ Stage stage_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_
   return s;
 }
 
-// Whether a stage fits narrow memory on each of its tiles, next to the output of the stage before
-// (which waits at the top of narrow memory for the hand-over).
 bool nests(const Stage& from, const Stage& to) {
   for (const Plan& t : to.tiles) {
     if (t.layers[to.first].cin == t.layers[to.first].l->cin) continue;
@@ -245,6 +243,8 @@ bool nests(const Stage& from, const Stage& to) {
   return true;
 }
 
+// Whether a stage fits narrow memory on each of its tiles, next to the output of the stage before
+// (which waits at the top of narrow memory for the hand-over).
 bool stage_fits(const Stage& s, const Stage* before) {
   for (const Plan& t : s.tiles) {
     if (t.narrow_end > kNarrowBytes || t.regions_end > t.out_base) return false;

@@ -6,6 +6,7 @@
 // cat.bmp (google_expectations.tsv) passes on our compiled file.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -42,12 +43,12 @@ size_t differing(std::span<const uint8_t> a, std::span<const uint8_t> b) {
 // `model` (relative to the test data) compiled whole, checked as the file's comment says;
 // `google_row` is the id of Google's cat.bmp classification row for the model ("": none applies);
 // `cpu_ops` the operators left on the CPU; `quick`: cat.bmp only, one inference (the 224 x 224
-// models take seconds per inference on the simulator); `resident`: every parameter stays in the
-// tiles' wide memory (cached once), so the inference program streams none.
+// models take seconds per inference on the simulator); `max_streamed`: the most parameter bytes the
+// inference program may stream (0: every parameter stays in the tiles' wide memory, cached once).
 void expect_compiled_whole(const std::filesystem::path& data, const std::string& model,
                            const std::string& google_row,
                            const std::map<std::string, int>& cpu_ops_left = {{"SOFTMAX", 1}},
-                           bool quick = false, bool resident = false) {
+                           bool quick = false, size_t max_streamed = SIZE_MAX) {
   SCOPED_TRACE(model);
   const std::vector<uint8_t> cpu_bytes = read_bytes(data / model);
   ASSERT_FALSE(cpu_bytes.empty()) << "missing " << model;
@@ -63,9 +64,7 @@ void expect_compiled_whole(const std::filesystem::path& data, const std::string&
   const auto exes = chip::testing::executables_of(compiled);
   ASSERT_NE(exes.execution, nullptr);
   ASSERT_NE(exes.caching, nullptr);
-  if (resident) {
-    EXPECT_EQ(exes.execution->parameters.size(), 0u) << "parameters streamed";
-  }
+  EXPECT_LE(exes.execution->parameters.size(), max_streamed) << "parameters streamed";
   const container::Layer& in_layer = exes.execution->input_layers.at(0);
   const container::Layer& logits = exes.execution->output_layers.at(0);
 
@@ -140,13 +139,13 @@ void expect_compiled_whole(const std::filesystem::path& data, const std::string&
 TEST(MobileNetCompiledWhole, V1QuarterGen2020EqualsItsTwinAndPassesGooglesCheck) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   expect_compiled_whole(data, "gen2020/mobilenet_v1_0.25_128_quant.tflite", "G002",
-                        {{"SOFTMAX", 1}}, false, true);
+                        {{"SOFTMAX", 1}}, false, 0);
 }
 
 TEST(MobileNetCompiledWhole, V1QuarterGen2021EqualsItsTwinAndPassesGooglesCheck) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   expect_compiled_whole(data, "gen2021/mobilenet_v1_0.25_128_quant.tflite", "G019",
-                        {{"SOFTMAX", 1}}, false, true);
+                        {{"SOFTMAX", 1}}, false, 0);
 }
 
 // MobileNet v2 (224): its residual ADDs and 96/144/160-channel layers in the chain's stages;
@@ -162,16 +161,17 @@ TEST(MobileNetCompiledWhole, V2Gen2020EqualsItsTwinAndPassesGooglesCheck) {
 TEST(MobileNetCompiledWhole, V1HalfGen2020EqualsItsTwinAndPassesGooglesCheck) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   expect_compiled_whole(data, "gen2020/mobilenet_v1_0.5_160_quant.tflite", "G004", {{"SOFTMAX", 1}},
-                        false, true);
+                        false, 0);
 }
 
-// The 1024-channel layers split by output groups over parameter segments. The embedding must equal
-// the twin's in every byte, and Google's G011 (a classifier appended to the extractor, scores
-// within 0.005 of softmax(1/3, 2/3, 1)) must pass on our compiled file.
+// The 14x14 and 7x7 layers split by output groups over tiles, all but a few hundred KB of the
+// 6.4 MB of parameters resident (6.3 MB were streamed before the splits). The embedding must
+// equal the twin's in every byte, and Google's G011 (a classifier appended to the extractor,
+// scores within 0.005 of softmax(1/3, 2/3, 1)) must pass on our compiled file.
 TEST(MobileNetCompiledWhole, V1EmbeddingExtractorEqualsItsTwinAndPassesGooglesCheck) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   expect_compiled_whole(data, "gen2020/mobilenet_v1_1.0_224_quant_embedding_extractor.tflite",
-                        "G011", {}, true);
+                        "G011", {}, true, 256 * 1024);
 }
 
 }  // namespace
