@@ -4,9 +4,11 @@
 // Placement (our own, not edgetpu_compiler's; docs/compiler.md "CONV_2D", "Whole MobileNets"): the
 // chain runs in stages, each splitting its last layer's output rows into bands over up to 16
 // tiles; each tile of a stage holds the stage's weights and computes, layer by layer, the rows its
-// band needs (halo rows are computed again by both neighbours instead of being exchanged). The
-// stages, their tiles and where their weights stay are chosen by a model of the chip's time,
-// keeping every weight resident when they fit the tiles' wide memories. Every layer's input sits in
+// band needs (halo rows are computed again by both neighbours instead of being exchanged). A stage
+// of one layer may instead split its output channels over tiles, each keeping only its channels'
+// weights. The stages, their tiles and where their weights stay are chosen by a model of the
+// chip's time (conv_placement.h), keeping every weight resident when they fit the tiles' wide
+// memories and streaming only what does not fit otherwise. Every layer's input sits in
 // narrow memory as a padded image [Hp][Wp][Cin] whose border holds the input zero point (so padding
 // taps add nothing); the host's image rows are streamed into the interior of every tile that needs
 // them, and each layer's op writes its outputs straight into the interior of the next layer's
