@@ -358,14 +358,14 @@ TEST(ConvChainOnTheVirtualEdgeTpu, LayersBeyondOneWideMemoryAreSplitOverTiles) {
   std::mt19937 random(20261205);
   for (int i = 0; i < 5; ++i) {
     const int side = 2 + static_cast<int>(random() % 4);
-    const int cin = 4 * (1 + static_cast<int>(random() % 8));
+    const int cin = 8 * (1 + static_cast<int>(random() % 4));  // rows of whole 8-byte units
     const int wide = 64 * (random() % 2 == 0 ? 16 : 8);
     // 3x3 over 64 input channels makes 16 x 144 weight rows; 8 groups need 3x3 over 112 or more.
     const int mid = wide == 1024 ? 64 : 112 + 4 * static_cast<int>(random() % 8);
     std::vector<ConvSpec> specs{{mid, 1 + 2 * static_cast<int>(random() % 2), 1, true}};
     specs.push_back({wide, 3, 1, true, random() % 2 == 0});
     specs.push_back(depthwise(3, 1 + static_cast<int>(random() % 2)));
-    specs.push_back({4 * (1 + static_cast<int>(random() % 16)), 1, 1, true});
+    specs.push_back({64 + 4 * static_cast<int>(random() % 17), 1, 1, true});
     std::mt19937 same = random;  // expect_equal_to_cpu builds the same twin
     const container::Model twin = conv_twin(side, side, cin, specs, same);
     const CompileResult r = compile_model(container::write_tflite(twin));
