@@ -578,14 +578,20 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
   // None keeps every parameter (MobileNet v1 1.0: the row bands of its large maps repeat their
   // parameters on several tiles; v2: more rows than all wide memories): placements that keep
   // all but one stage's parameters and stream the rest of that one instead.
-  if (candidates.empty()) candidates = resident(std::move(stream_lists), 3, true);
+  bool streaming = false;
+  if (candidates.empty()) {
+    candidates = resident(std::move(stream_lists), 6, true);
+    streaming = true;
+  }
   double best = candidates.empty() ? 0 : modeled_cycles(out, program_bytes);
   for (auto& [compute, candidate] : candidates) {
     // Each also with its stages' first images in bands: whole images share halo rows in fewer
     // transfers, but give every tile an op of its own for the stage's first layer.
     Layout banded = candidate;
     in_bands(banded.stages);
+    // (Streaming candidates: whole first images only, six of them for the time of three pairs.)
     for (Layout* layout : {&candidate, &banded}) {
+      if (streaming && layout == &banded) continue;
       const double cycles = modeled_cycles(*layout, program_bytes);
       if (cycles < best) {
         best = cycles;
