@@ -101,14 +101,13 @@ llm::ChipBatchStats expect_batch_equals_int8(const llm::Checkpoint& ck, const ll
 // The older arithmetic (--unfused-layers): step a's programs over all rows.
 TEST(BatchPath, BothTestCheckpointsGiveEverySequenceTheInt8PathsTokens) {
   TINYCORAL_REQUIRE_TESTDATA(data);
-  const auto dir = llama2c_dir(data);
   for (const std::string name : {"rand_gqa", "rand15M"}) {
     SCOPED_TRACE(name);
     std::string why;
-    const auto path = reference_checkpoint(data, name, why);
-    if (!path) GTEST_SKIP() << why;
-    const llm::Checkpoint ck = llm::load_checkpoint(*path);
-    const llm::Tokenizer tok = llm::Tokenizer::load(dir / "tokenizer.bin", ck.config.vocab_size);
+    const auto model = reference_model(data, name, why);
+    if (!model) GTEST_SKIP() << why;
+    const llm::Checkpoint& ck = model->ck;
+    const llm::Tokenizer& tok = model->tok;
     const bool big = name == "rand15M";
     const llm::ChipBatchStats s =
         expect_batch_equals_int8(ck, tok, big ? 4 : 16, big ? 8 : 16, llm::Int8Options{false});
@@ -126,14 +125,13 @@ TEST(BatchPath, BothTestCheckpointsGiveEverySequenceTheInt8PathsTokens) {
 // of v), or one per kv head where that does not fit; wo is not run.
 TEST(BatchPath, FusedLayersGiveEverySequenceTheInt8PathsTokens) {
   TINYCORAL_REQUIRE_TESTDATA(data);
-  const auto dir = llama2c_dir(data);
   for (const std::string name : {"rand_gqa", "rand15M"}) {
     SCOPED_TRACE(name);
     std::string why;
-    const auto path = reference_checkpoint(data, name, why);
-    if (!path) GTEST_SKIP() << why;
-    const llm::Checkpoint ck = llm::load_checkpoint(*path);
-    const llm::Tokenizer tok = llm::Tokenizer::load(dir / "tokenizer.bin", ck.config.vocab_size);
+    const auto model = reference_model(data, name, why);
+    if (!model) GTEST_SKIP() << why;
+    const llm::Checkpoint& ck = model->ck;
+    const llm::Tokenizer& tok = model->tok;
     const bool big = name == "rand15M";
     const llm::ChipBatchStats s =
         expect_batch_equals_int8(ck, tok, big ? 4 : 16, big ? 8 : 16, llm::Int8Options{true});

@@ -62,14 +62,13 @@ void expect_chip_equals_int8(const llm::Checkpoint& ck, const llm::Tokenizer& to
 
 TEST(ChipPathStepA, BothTestCheckpointsGiveTheInt8PathsLogitsBitForBit) {
   TINYCORAL_REQUIRE_TESTDATA(data);
-  const auto dir = llama2c_dir(data);
   for (const std::string name : {"rand_gqa", "rand15M"}) {
     SCOPED_TRACE(name);
     std::string why;
-    const auto path = reference_checkpoint(data, name, why);
-    if (!path) GTEST_SKIP() << why;
-    const llm::Checkpoint ck = llm::load_checkpoint(*path);
-    const llm::Tokenizer tok = llm::Tokenizer::load(dir / "tokenizer.bin", ck.config.vocab_size);
+    const auto model = reference_model(data, name, why);
+    if (!model) GTEST_SKIP() << why;
+    const llm::Checkpoint& ck = model->ck;
+    const llm::Tokenizer& tok = model->tok;
     llm::ChipPathStats s;
     expect_chip_equals_int8(ck, tok, name == "rand15M" ? 6 : 16, s, {.fused_layers = false});
     EXPECT_EQ(s.chip_matmuls, 7 * ck.config.n_layers);
@@ -143,14 +142,13 @@ TEST(ChipPathStepB, FusedFfnWithPaddedShapesIsExact) {
 // bit for bit on both test checkpoints.
 TEST(ChipPathStepC, FusedLayersGiveTheInt8PathsLogitsBitForBit) {
   TINYCORAL_REQUIRE_TESTDATA(data);
-  const auto dir = llama2c_dir(data);
   for (const std::string name : {"rand_gqa", "rand15M"}) {
     SCOPED_TRACE(name);
     std::string why;
-    const auto path = reference_checkpoint(data, name, why);
-    if (!path) GTEST_SKIP() << why;
-    const llm::Checkpoint ck = llm::load_checkpoint(*path);
-    const llm::Tokenizer tok = llm::Tokenizer::load(dir / "tokenizer.bin", ck.config.vocab_size);
+    const auto model = reference_model(data, name, why);
+    if (!model) GTEST_SKIP() << why;
+    const llm::Checkpoint& ck = model->ck;
+    const llm::Tokenizer& tok = model->tok;
     llm::ChipPathStats s;
     expect_chip_equals_int8(ck, tok, name == "rand15M" ? 6 : 16, s, {.fused_layers = true});
     const int layers = ck.config.n_layers;

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "llm/checkpoint.h"
+#include "llm/tokenizer.h"
 #include "support/testdata.h"
 
 namespace tinycoral::testing {
@@ -188,6 +190,22 @@ inline std::optional<std::filesystem::path> reference_checkpoint(
   }
   std::filesystem::rename(partial, out);  // atomic: a parallel test never sees half a file
   return out;
+}
+
+// The test data's checkpoint `name` loaded with the test data's tokenizer; nullopt (with `why`)
+// as for reference_checkpoint.
+struct ReferenceModel {
+  llm::Checkpoint ck;
+  llm::Tokenizer tok;
+};
+inline std::optional<ReferenceModel> reference_model(const std::filesystem::path& testdata,
+                                                     const std::string& name, std::string& why) {
+  const auto path = reference_checkpoint(testdata, name, why);
+  if (!path) return std::nullopt;
+  llm::Checkpoint ck = llm::load_checkpoint(*path);
+  llm::Tokenizer tok =
+      llm::Tokenizer::load(llama2c_dir(testdata) / "tokenizer.bin", ck.config.vocab_size);
+  return ReferenceModel{std::move(ck), std::move(tok)};
 }
 
 }  // namespace tinycoral::testing
