@@ -3,8 +3,9 @@
 // temperature 1 from BOS, seed 1), and for every position we compare the next-token choice (top-1
 // agreement) and the distributions (KL(float || int8) in nats). Calibration: the first
 // --calibration positions of a greedy float run, as `generate --int8` does. FUSED = 1: the
-// --fused-layers arithmetic (int8_model.h).
-//   llm_int8_agreement_bench CHECKPOINT [POSITIONS=256] [CALIBRATION=64] [FUSED=0]
+// --fused-layers arithmetic (int8_model.h); ATTENTION = 1 (with FUSED = 1): attention in the chip's
+// arithmetic too (Int8Options::chip_attention), 0: the float path's scores and softmax.
+//   llm_int8_agreement_bench CHECKPOINT [POSITIONS=256] [CALIBRATION=64] [FUSED=0] [ATTENTION=1]
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -19,7 +20,8 @@
 int main(int argc, char** argv) {
   using namespace tinycoral::llm;
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s CHECKPOINT [POSITIONS] [CALIBRATION] [FUSED]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s CHECKPOINT [POSITIONS] [CALIBRATION] [FUSED] [ATTENTION]\n",
+                 argv[0]);
     return 2;
   }
   try {
@@ -30,7 +32,8 @@ int main(int argc, char** argv) {
     const Calibration cal = calibrate(ck, pool, calibration);
     Transformer f(ck, pool);
     const bool fused = argc > 4 && std::atoi(argv[4]) != 0;
-    Int8Transformer q(ck, pool, cal, Int8Options{fused});
+    const bool chip_attention = fused && (argc <= 5 || std::atoi(argv[5]) != 0);
+    Int8Transformer q(ck, pool, cal, Int8Options{fused, chip_attention});
     Sampler sampler(1.0f, 0.0f, 1);
     int token = kBos, agree = 0;
     double kl = 0, kl_max = 0;
@@ -53,7 +56,10 @@ int main(int argc, char** argv) {
     std::printf(
         "%s\n%d positions (calibration %d%s): top-1 agreement %.1f%%, KL %.4f nats/token "
         "(max %.4f)\n",
-        describe(ck).c_str(), positions, cal.positions, fused ? ", fused layers" : "",
+        describe(ck).c_str(), positions, cal.positions,
+        chip_attention ? ", fused layers, chip attention"
+        : fused        ? ", fused layers"
+                       : "",
         100.0 * agree / positions, kl / positions, kl_max);
   } catch (const tinycoral::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

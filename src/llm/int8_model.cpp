@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "chip/ops/nlu.h"
 #include "common/error.h"
@@ -136,6 +137,70 @@ float rms_scale(const float* x, int n) {
   return 1.0f / std::sqrt(ss);
 }
 
+int8_t quantize_symmetric(float x, float s) {
+  return static_cast<int8_t>(std::clamp(std::nearbyint(x / s), -127.0f, 127.0f));
+}
+
+float scalar_core_softmax(const int32_t* scores, int n, float exp_mult, uint8_t* e) {
+  int32_t m = std::numeric_limits<int32_t>::min();
+  for (int t = 0; t < n; ++t) m = std::max(m, scores[t]);
+  float sum = 0;
+  for (int t = 0; t < n; ++t) {
+    const float x = std::exp2(static_cast<float>(int64_t{scores[t]} - m) * exp_mult);
+    sum += x;
+    e[t] = static_cast<uint8_t>(std::nearbyint(x * 255.0f));
+  }
+  return 1.0f / sum;
+}
+
+namespace {
+
+float symmetric_scale(float max_abs) { return max_abs > 0 ? max_abs / 127.0f : 1.0f; }
+
+// The cached keys and u' are quantized once, when their position arrives, and read by every later
+// token, so a value past the calibrated range would stay wrong for the rest of the story; their
+// ranges get this much room (measured: docs/llm.md "Attention in the chip's arithmetic").
+constexpr float kCacheHeadroom = 2.0f;
+
+}  // namespace
+
+QuantizedAttention quantize_attention(const Config& c, const Calibration& cal, int layer) {
+  const size_t l = size_t(layer);
+  const int hs = c.head_size(), kv_mul = c.n_heads / c.n_kv_heads;
+  QuantizedAttention a;
+  // One scale per RoPE pair of key channels (the rotation mixes the two, so a shared scale
+  // commutes with it).
+  const std::vector<Calibration::Range>& rk = cal.key[l];
+  for (int j = 0; j < c.kv_dim(); j += 2) {
+    const float m = std::max(
+        {-rk[size_t(j)].lo, rk[size_t(j)].hi, -rk[size_t(j) + 1].lo, rk[size_t(j) + 1].hi});
+    a.k_scale.push_back(symmetric_scale(kCacheHeadroom * m));
+    a.k_scale.push_back(a.k_scale.back());
+  }
+  // q~_j = q_j s_k,j (the key channel's scale moved to the query, where it is a float on the
+  // host): its range per head bounds every channel's.
+  const float root = std::sqrt(static_cast<float>(hs));
+  for (int h = 0; h < c.n_heads; ++h) {
+    float lo = 0, hi = 0;
+    for (int j = 0; j < hs; ++j) {
+      const Calibration::Range rq = cal.query[l][size_t(h * hs + j)];
+      const float s = a.k_scale[size_t((h / kv_mul) * hs + j)];
+      lo = std::min(lo, rq.lo * s);
+      hi = std::max(hi, rq.hi * s);
+    }
+    a.q.push_back(qparams_for_range(lo, hi));
+    a.exp_mult.push_back(edgetpu::product_scale(a.q.back().scale, 1.0f / root, 1.0f / kLog2e));
+  }
+  const Calibration::Range ro = cal.attention[l];
+  a.out = qparams_for_range(ro.lo, ro.hi);
+  for (int i = 0; i < c.dim; ++i) {
+    a.u_scale.push_back(symmetric_scale(kCacheHeadroom * cal.weighted_abs[l][size_t(i)]));
+    a.out_mult.push_back(edgetpu::product_scale(1.0f / 255.0f, a.u_scale.back(), a.out.scale));
+  }
+  output_clamps(a.out, a.out_lo, a.out_hi);
+  return a;
+}
+
 namespace {
 
 // The float model, recording each layer matmul's input and output ranges.
@@ -190,7 +255,42 @@ class RecordingTransformer : public Transformer {
     }
   }
 
+  void attend(int layer, int pos, float* out) override {
+    Transformer::attend(layer, pos, out);
+    const Config& c = ck_.config;
+    const size_t l = size_t(layer);
+    const int hs = c.head_size(), kv_mul = c.n_heads / c.n_kv_heads;
+    const float* k = key_row(layer, pos);
+    // RoPE turns each pair of channels by an angle that grows with the position, so a channel's
+    // range at the calibration's positions says little about later ones; the pair's length does
+    // not change: each channel of a pair gets [-length, length].
+    widen_pairs(cal_.key[l], k, c.kv_dim());
+    widen_pairs(cal_.query[l], query(), c.dim);
+    // wo_h v of this position (every position passes here once), per output over heads.
+    const MatrixRef wo = layer_matrix(ck_, layer, LayerMatmul::kO);
+    const float* v = value_row(layer, pos);
+    std::vector<float>& w = cal_.weighted_abs[l];
+    for (int h = 0; h < c.n_heads; ++h) {
+      const float* vh = v + (h / kv_mul) * hs;
+      for (int i = 0; i < c.dim; ++i) {
+        float acc = 0;
+        for (int j = 0; j < hs; ++j)
+          acc += wo.w[size_t(i) * size_t(wo.cols) + size_t(h * hs + j)] * vh[j];
+        w[size_t(i)] = std::max(w[size_t(i)], std::fabs(acc));
+      }
+    }
+    widen(cal_.attention[l], out, c.dim);
+  }
+
  private:
+  static void widen_pairs(std::vector<Calibration::Range>& r, const float* v, int n) {
+    for (int j = 0; j < n; j += 2) {
+      const float length = std::sqrt(v[j] * v[j] + v[j + 1] * v[j + 1]);
+      const float both[2] = {-length, length};
+      widen(r[size_t(j)], both, 2);
+      widen(r[size_t(j) + 1], both, 2);
+    }
+  }
   static void widen(Calibration::Range& r, const float* v, int n) {
     for (int i = 0; i < n; ++i) {
       r.lo = std::min(r.lo, v[i]);
@@ -212,6 +312,11 @@ Calibration calibrate(const Checkpoint& ck, ThreadPool& pool, int positions) {
   cal.residual_mid.resize(size_t(ck.config.n_layers));
   cal.qkv_raw.resize(size_t(ck.config.n_layers));
   cal.values.resize(size_t(ck.config.n_layers));
+  const Config& c = ck.config;
+  cal.query.assign(size_t(c.n_layers), std::vector<Calibration::Range>(size_t(c.dim)));
+  cal.key.assign(size_t(c.n_layers), std::vector<Calibration::Range>(size_t(c.kv_dim())));
+  cal.weighted_abs.assign(size_t(c.n_layers), std::vector<float>(size_t(c.dim)));
+  cal.attention.resize(size_t(c.n_layers));
   cal.positions = std::clamp(positions, 1, ck.config.seq_len);
   RecordingTransformer model(ck, pool, cal);
   model.set_argmax_only(true);
@@ -275,6 +380,13 @@ Int8Weights::Int8Weights(const Checkpoint& ck, const Calibration& calibration,
                                        calibration.values[size_t(l)]));
     }
   }
+  if (!chip_attention()) return;
+  if (calibration.query.size() != size_t(c.n_layers) ||
+      calibration.key.size() != size_t(c.n_layers) ||
+      calibration.weighted_abs.size() != size_t(c.n_layers) ||
+      calibration.attention.size() != size_t(c.n_layers))
+    fail("the calibration has no ranges for attention in the chip's arithmetic");
+  for (int l = 0; l < c.n_layers; ++l) attention.push_back(quantize_attention(c, calibration, l));
 }
 
 void Int8Weights::values_q(int layer, const int8_t* v, int8_t* u) const {
@@ -311,6 +423,13 @@ Int8Transformer::Int8Transformer(const Checkpoint& ck, ThreadPool& pool,
   if (options().fused_layers) {
     u_cache_.resize(size_t(c.n_layers) * size_t(c.seq_len) * size_t(c.n_heads) * size_t(c.dim));
     r_cache_.resize(size_t(c.n_layers) * size_t(c.seq_len));
+  }
+  if (weights_->chip_attention()) {
+    k_cache_.resize(size_t(c.n_layers) * size_t(c.seq_len) * size_t(c.kv_dim()));
+    scores_.resize(size_t(c.n_heads) * size_t(c.seq_len));
+    p_.resize(size_t(c.n_heads) * size_t(c.seq_len));
+    inv_sum_.resize(size_t(c.n_heads));
+    u_tmp_.resize(size_t(c.n_heads) * size_t(c.dim));
   }
   x2q_.resize(size_t(c.dim));
   next_q_.resize(size_t(c.dim));
@@ -375,7 +494,55 @@ void Int8Transformer::qkv(int layer, int pos, const float* x, float* q, float* k
   }
   const size_t at = size_t(layer) * size_t(c.seq_len) + size_t(pos);
   r_cache_[at] = r;
-  values_q(layer, v8_.data(), u_cache_.data() + at * size_t(c.n_heads) * size_t(c.dim));
+  int8_t* u = u_cache_.data() + at * size_t(c.n_heads) * size_t(c.dim);
+  if (!weights_->chip_attention()) {
+    values_q(layer, v8_.data(), u);
+    return;
+  }
+  // u' = r u, quantized per output channel: the weights of attention's weighted sum.
+  values_q(layer, v8_.data(), u_tmp_.data());
+  const std::vector<float>& scale = weights_->attention[size_t(layer)].u_scale;
+  for (int h = 0; h < c.n_heads; ++h) {
+    const QParams uq = values_of(layer, h).out;
+    for (int i = 0; i < c.dim; ++i) {
+      const size_t at_hi = size_t(h) * size_t(c.dim) + size_t(i);
+      const float value = static_cast<float>(int32_t{u_tmp_[at_hi]} - uq.zero_point) * uq.scale;
+      u[at_hi] = quantize_symmetric(r * value, scale[size_t(i)]);
+    }
+  }
+}
+
+void Int8Transformer::chip_attention_weights(int layer, int pos) {
+  const Config& c = ck_.config;
+  const int hs = c.head_size(), kv_dim = c.kv_dim(), kv_mul = c.n_heads / c.n_kv_heads;
+  const QuantizedAttention& a = weights_->attention[size_t(layer)];
+  const size_t first = size_t(layer) * size_t(c.seq_len) * size_t(kv_dim);
+  // This position's key joins the int8 key cache (the scores' weights) once.
+  const float* k = key_row(layer, pos);
+  int8_t* krow = k_cache_.data() + first + size_t(pos) * size_t(kv_dim);
+  for (int j = 0; j < kv_dim; ++j) krow[j] = quantize_symmetric(k[j], a.k_scale[size_t(j)]);
+  pool_.parallel_for(c.n_heads, 1, [&](int h_begin, int h_end) {
+    for (int h = h_begin; h < h_end; ++h) {
+      int8_t* q = q8_.data() + size_t(h) * size_t(hs);
+      const QParams qp = a.q[size_t(h)];
+      const float* qf = query() + size_t(h) * size_t(hs);
+      const float* ks = a.k_scale.data() + size_t(h / kv_mul) * size_t(hs);
+      for (int j = 0; j < hs; ++j) {
+        const float scaled = qf[j] * ks[j];
+        quantize(&scaled, 1, qp, q + j);
+      }
+      const int8_t* keys = k_cache_.data() + first + size_t(h / kv_mul) * size_t(hs);
+      int32_t* scores = scores_.data() + size_t(h) * size_t(c.seq_len);
+      for (int t = 0; t <= pos; ++t) {
+        const int8_t* kt = keys + size_t(t) * size_t(kv_dim);
+        int32_t acc = 0;
+        for (int j = 0; j < hs; ++j) acc += (int32_t{q[j]} - qp.zero_point) * int32_t{kt[j]};
+        scores[t] = acc;
+      }
+      inv_sum_[size_t(h)] = scalar_core_softmax(scores, pos + 1, a.exp_mult[size_t(h)],
+                                                p_.data() + size_t(h) * size_t(c.seq_len));
+    }
+  });
 }
 
 void Int8Transformer::values_q(int layer, const int8_t* v, int8_t* u) {
@@ -388,9 +555,51 @@ void Int8Transformer::attend(int layer, int pos, float* out) {
     return;
   }
   const Config& c = ck_.config;
-  attention_weights(layer, pos);
   const size_t first = size_t(layer) * size_t(c.seq_len);
   const size_t stride = size_t(c.n_heads) * size_t(c.dim);
+  if (weights_->chip_attention()) {
+    chip_attention_weights(layer, pos);
+    // o = sum_h sum_t (e_ht / S_h) u'_ht: per head an exact integer sum over positions (the
+    // simulator's accumulator saturates at int32; at 255 x 127 per term that needs more than
+    // 66,000 positions), which the scalar core weighs with its head's 1 / S and adds over heads
+    // in float32, heads in order; then the chip's output stage to int8 and the host dequantizes.
+    const QuantizedAttention& a = weights_->attention[size_t(layer)];
+    pool_.parallel_for(c.dim, 64, [&](int begin, int end) {
+      const size_t n = size_t(end - begin);
+      std::vector<int64_t> acc(n);
+      std::vector<float> sum(n, 0.0f);
+      for (int h = 0; h < c.n_heads; ++h) {
+        std::fill(acc.begin(), acc.end(), 0);
+        const uint8_t* e = p_.data() + size_t(h) * size_t(c.seq_len);
+        for (int t = 0; t <= pos; ++t) {
+          const int64_t w = e[t];
+          if (w == 0) continue;
+          const int8_t* u = u_cache_.data() + (first + size_t(t)) * stride +
+                            size_t(h) * size_t(c.dim) + size_t(begin);
+          for (size_t i = 0; i < n; ++i) acc[i] += w * int64_t{u[i]};
+        }
+        const float inv = inv_sum_[size_t(h)];
+        for (size_t i = 0; i < n; ++i) {
+          const float word = static_cast<float>(static_cast<int32_t>(std::clamp<int64_t>(
+              acc[i], std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max())));
+          const volatile float weighted = word * inv;  // rounded: no fused multiply-add
+          sum[i] += weighted;
+        }
+      }
+      const edgetpu::Clamps clamps{a.out_lo, a.out_hi};
+      for (size_t i = 0; i < n; ++i) {
+        // The output stage with the accumulator already a float: * mult, clamp, round, + zero
+        // point.
+        float y = sum[i] * a.out_mult[size_t(begin) + i];
+        y = std::clamp(y, clamps.lo, clamps.hi);
+        const int32_t o =
+            std::clamp(static_cast<int32_t>(std::nearbyint(y)) + a.out.zero_point, -128, 127);
+        out[size_t(begin) + i] = static_cast<float>(o - a.out.zero_point) * a.out.scale;
+      }
+    });
+    return;
+  }
+  attention_weights(layer, pos);
   // Each output's sum runs over heads, then positions, as above; the loop over outputs is innermost
   // so that it reads u rows in order and vectorizes (each output keeps its own additions).
   pool_.parallel_for(c.dim, 64, [&](int begin, int end) {

@@ -56,6 +56,13 @@ class Transformer {
   }
   // The residual stream during forward() (while ffn() runs: x after attention's residual add).
   const float* residual() const { return x_.data(); }
+  // While attend() runs: q of every head after RoPE, and the cached k (after RoPE) and v of
+  // position t of `layer` (kv_dim values each).
+  const float* query() const { return q_.data(); }
+  const float* key_row(int layer, int t) const { return key_cache_.data() + cache_row(layer, t); }
+  const float* value_row(int layer, int t) const {
+    return value_cache_.data() + cache_row(layer, t);
+  }
   // out = w2 (SiLU(w1 in) * (w3 in)); `out` may be `in`.
   virtual void ffn(int layer, const float* in, float* out);
   void float_matmul(const float* w, const float* in, float* out, int rows, int cols);
@@ -64,6 +71,9 @@ class Transformer {
 
  private:
   void attention(int layer, int pos);
+  size_t cache_row(int layer, int t) const {
+    return (size_t(layer) * size_t(ck_.config.seq_len) + size_t(t)) * size_t(ck_.config.kv_dim());
+  }
   void classifier(const float* x);
   bool argmax_only_ = false;
   std::vector<int8_t> cls_q_;                  // int8 copy of the classifier, per-row scaled
