@@ -567,16 +567,24 @@ void Int8Transformer::attend(int layer, int pos, float* out) {
     pool_.parallel_for(c.dim, 64, [&](int begin, int end) {
       const size_t n = size_t(end - begin);
       std::vector<int64_t> acc(n);
+      std::vector<int32_t> part(n);
       std::vector<float> sum(n, 0.0f);
       for (int h = 0; h < c.n_heads; ++h) {
         std::fill(acc.begin(), acc.end(), 0);
         const uint8_t* e = p_.data() + size_t(h) * size_t(c.seq_len);
-        for (int t = 0; t <= pos; ++t) {
-          const int64_t w = e[t];
-          if (w == 0) continue;
-          const int8_t* u = u_cache_.data() + (first + size_t(t)) * stride +
-                            size_t(h) * size_t(c.dim) + size_t(begin);
-          for (size_t i = 0; i < n; ++i) acc[i] += w * int64_t{u[i]};
+        // int32 partial sums over blocks of positions that cannot overflow them (255 x 127 per
+        // term), which then add up exactly.
+        constexpr int kBlock = 65536;
+        for (int t0 = 0; t0 <= pos; t0 += kBlock) {
+          std::fill(part.begin(), part.end(), 0);
+          for (int t = t0; t <= std::min(pos, t0 + kBlock - 1); ++t) {
+            const int32_t w = e[t];
+            if (w == 0) continue;
+            const int8_t* u = u_cache_.data() + (first + size_t(t)) * stride +
+                              size_t(h) * size_t(c.dim) + size_t(begin);
+            axpy_int8(w, u, part.data(), int(n));
+          }
+          for (size_t i = 0; i < n; ++i) acc[i] += part[i];
         }
         const float inv = inv_sum_[size_t(h)];
         for (size_t i = 0; i < n; ++i) {

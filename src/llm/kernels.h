@@ -24,6 +24,8 @@ void axpy(float a, const float* x, float* y, int n);
 // so both versions give the same bits: int8 values dequantized and weighted into float sums (the
 // fused layers' attention sum over the u cache)
 void axpy_dequantized(float a, const int8_t* q, int32_t zero, float scale, float* y, int n);
+// acc[j] += a * q[j] in int32 (exact while the sums fit; chip attention's weighted sum)
+void axpy_int8(int32_t a, const int8_t* q, int32_t* acc, int n);
 // out[i] = dot(w + i * n, x, n) for i in [begin, end)
 void matvec_rows(const float* w, const float* x, float* out, int n, int begin, int end);
 // out[i] = sum_j float(w[i][j]) * x[j] for i in [begin, end): int8 rows against float x (the

@@ -10,6 +10,7 @@
 
 #include "llama2c_files.h"
 #include "llm/int8_model.h"
+#include "llm/kernels.h"
 #include "llm/sampler.h"
 
 namespace tinycoral::testing {
@@ -35,6 +36,23 @@ TEST(Int8Attention, ScalarCoreSoftmaxGivesTheExponentialsAsBytesAndTheReciprocal
   EXPECT_EQ(t[0], 255);
   EXPECT_EQ(t[1], 90);  // 255 x 0.35355 = 90.16
   EXPECT_EQ(inv2, 1.0f / (1.0f + std::exp2(-1.5f)));
+}
+
+// The weighted sum's kernel: exact int32 sums in both versions, with and without a tail of 8.
+TEST(Int8Attention, IntegerAxpyIsExactInBothVersions) {
+  std::vector<int8_t> q(300);
+  for (size_t j = 0; j < q.size(); ++j) q[j] = static_cast<int8_t>(int(j * 37 % 256) - 128);
+  for (bool avx2 : {true, false}) {
+    llm::set_kernels_use_avx2(avx2);
+    for (int n : {0, 5, 8, 64, 299}) {
+      std::vector<int32_t> acc(q.size(), 7);
+      llm::axpy_int8(255, q.data(), acc.data(), n);
+      llm::axpy_int8(-3, q.data(), acc.data(), n);
+      for (int j = 0; j < n; ++j) ASSERT_EQ(acc[size_t(j)], 7 + 252 * int32_t{q[size_t(j)]}) << j;
+      EXPECT_EQ(acc[size_t(n)], 7);  // nothing past n
+    }
+  }
+  llm::set_kernels_use_avx2(true);
 }
 
 struct Agreement {
