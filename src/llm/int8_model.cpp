@@ -141,12 +141,12 @@ int8_t quantize_symmetric(float x, float s) {
   return static_cast<int8_t>(std::clamp(std::nearbyint(x / s), -127.0f, 127.0f));
 }
 
-float scalar_core_softmax(const int32_t* scores, int n, float exp_mult, uint8_t* e) {
-  int32_t m = std::numeric_limits<int32_t>::min();
-  for (int t = 0; t < n; ++t) m = std::max(m, scores[t]);
+float scalar_core_softmax(const int8_t* scores, int n, float exp_mult, uint8_t* e) {
+  int32_t m = -128;
+  for (int t = 0; t < n; ++t) m = std::max(m, int32_t{scores[t]});
   float sum = 0;
   for (int t = 0; t < n; ++t) {
-    const float x = std::exp2(static_cast<float>(int64_t{scores[t]} - m) * exp_mult);
+    const float x = std::exp2(static_cast<float>(int32_t{scores[t]} - m) * exp_mult);
     sum += x;
     e[t] = static_cast<uint8_t>(std::nearbyint(x * 255.0f));
   }
@@ -157,10 +157,11 @@ namespace {
 
 float symmetric_scale(float max_abs) { return max_abs > 0 ? max_abs / 127.0f : 1.0f; }
 
-// The cached keys and u' are quantized once, when their position arrives, and read by every later
-// token, so a value past the calibrated range would stay wrong for the rest of the story; their
-// ranges get this much room (measured: docs/llm.md "Attention in the chip's arithmetic").
-constexpr float kCacheHeadroom = 2.0f;
+// Calibration sees the first positions of one greedy run; later positions of other stories reach
+// further, and a cached key or u' past its range stays wrong for every later token. The keys', u''s
+// and scores' ranges get this much room (measured: docs/llm.md "Attention in the chip's
+// arithmetic").
+constexpr float kHeadroom = 2.0f;
 
 }  // namespace
 
@@ -174,7 +175,7 @@ QuantizedAttention quantize_attention(const Config& c, const Calibration& cal, i
   for (int j = 0; j < c.kv_dim(); j += 2) {
     const float m = std::max(
         {-rk[size_t(j)].lo, rk[size_t(j)].hi, -rk[size_t(j) + 1].lo, rk[size_t(j) + 1].hi});
-    a.k_scale.push_back(symmetric_scale(kCacheHeadroom * m));
+    a.k_scale.push_back(symmetric_scale(kHeadroom * m));
     a.k_scale.push_back(a.k_scale.back());
   }
   // q~_j = q_j s_k,j (the key channel's scale moved to the query, where it is a float on the
@@ -189,12 +190,20 @@ QuantizedAttention quantize_attention(const Config& c, const Calibration& cal, i
       hi = std::max(hi, rq.hi * s);
     }
     a.q.push_back(qparams_for_range(lo, hi));
-    a.exp_mult.push_back(edgetpu::product_scale(a.q.back().scale, 1.0f / root, 1.0f / kLog2e));
+    const Calibration::Range rs = cal.scores[l][size_t(h)];
+    a.score.push_back(qparams_for_range(kHeadroom * rs.lo, kHeadroom * rs.hi));
+    a.score_mult.push_back(
+        edgetpu::product_scale(a.q.back().scale, 1.0f / root, a.score.back().scale));
+    float clamp_lo = 0, clamp_hi = 0;
+    output_clamps(a.score.back(), clamp_lo, clamp_hi);
+    a.score_lo.push_back(clamp_lo);
+    a.score_hi.push_back(clamp_hi);
+    a.exp_mult.push_back(a.score.back().scale * kLog2e);
   }
   const Calibration::Range ro = cal.attention[l];
   a.out = qparams_for_range(ro.lo, ro.hi);
   for (int i = 0; i < c.dim; ++i) {
-    a.u_scale.push_back(symmetric_scale(kCacheHeadroom * cal.weighted_abs[l][size_t(i)]));
+    a.u_scale.push_back(symmetric_scale(kHeadroom * cal.weighted_abs[l][size_t(i)]));
     a.out_mult.push_back(edgetpu::product_scale(1.0f / 255.0f, a.u_scale.back(), a.out.scale));
   }
   output_clamps(a.out, a.out_lo, a.out_hi);
@@ -266,6 +275,12 @@ class RecordingTransformer : public Transformer {
     // not change: each channel of a pair gets [-length, length].
     widen_pairs(cal_.key[l], k, c.kv_dim());
     widen_pairs(cal_.query[l], query(), c.dim);
+    const float root = std::sqrt(static_cast<float>(hs));
+    for (int h = 0; h < c.n_heads; ++h)
+      for (int t = 0; t <= pos; ++t) {
+        const float score = dot(query() + h * hs, key_row(layer, t) + (h / kv_mul) * hs, hs) / root;
+        widen(cal_.scores[l][size_t(h)], &score, 1);
+      }
     // wo_h v of this position (every position passes here once), per output over heads.
     const MatrixRef wo = layer_matrix(ck_, layer, LayerMatmul::kO);
     const float* v = value_row(layer, pos);
@@ -315,6 +330,7 @@ Calibration calibrate(const Checkpoint& ck, ThreadPool& pool, int positions) {
   const Config& c = ck.config;
   cal.query.assign(size_t(c.n_layers), std::vector<Calibration::Range>(size_t(c.dim)));
   cal.key.assign(size_t(c.n_layers), std::vector<Calibration::Range>(size_t(c.kv_dim())));
+  cal.scores.assign(size_t(c.n_layers), std::vector<Calibration::Range>(size_t(c.n_heads)));
   cal.weighted_abs.assign(size_t(c.n_layers), std::vector<float>(size_t(c.dim)));
   cal.attention.resize(size_t(c.n_layers));
   cal.positions = std::clamp(positions, 1, ck.config.seq_len);
@@ -383,6 +399,7 @@ Int8Weights::Int8Weights(const Checkpoint& ck, const Calibration& calibration,
   if (!chip_attention()) return;
   if (calibration.query.size() != size_t(c.n_layers) ||
       calibration.key.size() != size_t(c.n_layers) ||
+      calibration.scores.size() != size_t(c.n_layers) ||
       calibration.weighted_abs.size() != size_t(c.n_layers) ||
       calibration.attention.size() != size_t(c.n_layers))
     fail("the calibration has no ranges for attention in the chip's arithmetic");
@@ -532,12 +549,15 @@ void Int8Transformer::chip_attention_weights(int layer, int pos) {
         quantize(&scaled, 1, qp, q + j);
       }
       const int8_t* keys = k_cache_.data() + first + size_t(h / kv_mul) * size_t(hs);
-      int32_t* scores = scores_.data() + size_t(h) * size_t(c.seq_len);
+      int8_t* scores = scores_.data() + size_t(h) * size_t(c.seq_len);
+      const edgetpu::Clamps clamps{a.score_lo[size_t(h)], a.score_hi[size_t(h)]};
+      const QParams sq = a.score[size_t(h)];
       for (int t = 0; t <= pos; ++t) {
         const int8_t* kt = keys + size_t(t) * size_t(kv_dim);
         int32_t acc = 0;
         for (int j = 0; j < hs; ++j) acc += (int32_t{q[j]} - qp.zero_point) * int32_t{kt[j]};
-        scores[t] = acc;
+        scores[t] = static_cast<int8_t>(std::clamp(
+            edgetpu::requantize(acc, a.score_mult[size_t(h)], clamps, sq.zero_point), -128, 127));
       }
       inv_sum_[size_t(h)] = scalar_core_softmax(scores, pos + 1, a.exp_mult[size_t(h)],
                                                 p_.data() + size_t(h) * size_t(c.seq_len));

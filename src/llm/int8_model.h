@@ -41,12 +41,13 @@
 //    static (calibrated), so a program's multipliers are constants and a new token only writes
 //    bytes: k (after RMSNorm's scale and RoPE, on the host) int8 symmetric per pair of channels,
 //    kept in an int8 key cache; q (likewise) times its channel's key scale, int8 per head; the
-//    scores q.k one int8 matmul per head with the keys as weights, its int32 accumulators going to
-//    the scalar core as words; softmax there in float32 (scalar_core_softmax): the exponentials as
-//    bytes e = rint(255 exp(score - max)) and 1 / S per head; u' = r_t u_t quantized symmetric per
-//    output channel; per head the int32 sum over positions of e_ht u'_ht (a matmul with e as the
-//    input and u' as the weights), which the scalar core weighs with its head's 1 / S and adds over
-//    heads, then the output stage to int8; the host dequantizes o into its float residual.
+//    scores q.k / sqrt(head_size) one int8 matmul per head with the keys as weights and the chip's
+//    output stage to int8; softmax on the scalar core in float32 (scalar_core_softmax): the
+//    exponentials as bytes e = rint(255 exp(score - max)) and 1 / S per head; u' = r_t u_t
+//    quantized symmetric per output channel; per head the int32 sum over positions of e_ht u'_ht (a
+//    matmul with e as the input and u' as the weights), which the scalar core weighs with its
+//    head's 1 / S and adds over heads, then the output stage to int8; the host dequantizes o into
+//    its float residual.
 // Storing bytes as uint8 with every zero point + 128 (the chip's view) gives the same integers.
 #pragma once
 
@@ -92,10 +93,10 @@ struct Calibration {
   std::vector<Range> residual, residual_mid;  // [layer]
   std::vector<std::array<Range, 3>> qkv_raw;  // [layer][q, k, v]
   std::vector<Range> values;                  // [layer]: wo_h of the unnormalized v, all heads
-  // For Int8Options::chip_attention: q and k after RoPE ([layer][dim], [layer][kv_dim]),
-  // max |wo_h v| per output over heads ([layer][dim], v as the float path has it) and attention's
-  // output after wo ([layer]).
-  std::vector<std::vector<Range>> query, key;
+  // For Int8Options::chip_attention: q and k after RoPE ([layer][dim], [layer][kv_dim]), the
+  // scores q.k / sqrt(head_size) ([layer][head]), max |wo_h v| per output over heads
+  // ([layer][dim], v as the float path has it) and attention's output after wo ([layer]).
+  std::vector<std::vector<Range>> query, key, scores;
   std::vector<std::vector<float>> weighted_abs;
   std::vector<Range> attention;
   int positions = 0;
@@ -146,13 +147,15 @@ struct Int8Options {
 // Attention of one layer in the chip's arithmetic (Int8Options::chip_attention).
 struct QuantizedAttention {
   // [kv_dim]: k after RoPE, symmetric (zero point 0: the scores' weights), one scale per RoPE pair
-  // of channels, from the calibrated pair lengths with kCacheHeadroom (int8_model.cpp)
+  // of channels, from the calibrated pair lengths with kHeadroom (int8_model.cpp)
   std::vector<float> k_scale;
   // [head]: q~_j = q_j k_scale_j after RoPE (the key scale moved to the query), the scores' input
   std::vector<QParams> q;
-  // [head]: f32(f32(s_q~ f32(1 / sqrt(hs))) f32(1 / f32(1 / log2 e))): score accumulators to
-  // base-2 exponents
-  std::vector<float> exp_mult;
+  // [head]: the scores q.k / sqrt(hs) in int8, from the calibrated range with kHeadroom; the
+  // output stage's multiplier f32(f32(s_q~ f32(1 / sqrt(hs))) f32(1 / s_score)) and clamps
+  std::vector<QParams> score;
+  std::vector<float> score_mult, score_lo, score_hi;
+  std::vector<float> exp_mult;  // [head]: f32(s_score log2 e), score bytes to base-2 exponents
   std::vector<float> u_scale;   // [dim]: u' = r u, symmetric per output channel (the weights)
   QParams out;                  // attention's output o
   std::vector<float> out_mult;  // [dim]: f32(f32(1/255 u_scale) f32(1 / s_o))
@@ -162,12 +165,12 @@ constexpr float kLog2e = 1.44269504f;
 QuantizedAttention quantize_attention(const Config& c, const Calibration& cal, int layer);
 // Symmetric int8 with scale s (zero point 0): clamp(rint(x / s), -127, 127).
 int8_t quantize_symmetric(float x, float s);
-// Softmax of n int32 scores (the score matmul's accumulators; exp_mult turns them into base-2
-// exponents) as a scalar-core program computes it in float32 with its special-function unit
-// (exp2 and reciprocal; the simulator's are std::exp2 and 1 / x): m = max,
+// Softmax of n int8 scores (exp_mult = f32(s_score log2 e) turns a difference of scores into a
+// base-2 exponent) as a scalar-core program computes it in float32 with its special-function
+// unit (exp2 and reciprocal; the simulator's are std::exp2 and 1 / x): m = max,
 // x_t = exp2(f32(score_t - m) exp_mult), e_t = rint(255 x_t) as a byte (255 at the maximum),
 // S = x_0 + ... + x_{n-1} in order; returns 1 / S.
-float scalar_core_softmax(const int32_t* scores, int n, float exp_mult, uint8_t* e);
+float scalar_core_softmax(const int8_t* scores, int n, float exp_mult, uint8_t* e);
 
 // The int8 path's quantized model: every layer matmul, gate, residual add and u matmul. Immutable
 // once built, so the sequences of a batch share one.
@@ -240,7 +243,7 @@ class Int8Transformer : public Transformer {
   void chip_attention_weights(int layer, int pos);
   std::vector<int8_t> u_cache_;  // [layer][pos][head][dim] (u', r folded in, with chip_attention)
   std::vector<int8_t> k_cache_;  // chip_attention: [layer][pos][kv_dim], after RoPE
-  std::vector<int32_t> scores_;  // chip_attention: [head][seq_len]
+  std::vector<int8_t> scores_;   // chip_attention: [head][seq_len]
   std::vector<uint8_t> p_;       // chip_attention: the exponentials' bytes, [head][seq_len]
   std::vector<float> inv_sum_;   // chip_attention: [head] 1 / S
   std::vector<int8_t> u_tmp_;

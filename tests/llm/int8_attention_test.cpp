@@ -17,20 +17,20 @@ namespace tinycoral::testing {
 namespace {
 
 TEST(Int8Attention, ScalarCoreSoftmaxGivesTheExponentialsAsBytesAndTheReciprocalSum) {
-  // exp_mult 1: one unit of score is one power of two, so every exponential is exact.
-  const std::vector<int32_t> scores = {0, -1, -2, 3, -40};
+  // exp_mult 1: one step of score is one power of two, so every exponential is exact.
+  const std::vector<int8_t> scores = {0, -1, -2, 3, -40};
   std::vector<uint8_t> e(scores.size());
   const float inv = llm::scalar_core_softmax(scores.data(), int(scores.size()), 1.0f, e.data());
   // 255 / 8 = 31.875, 255 / 16 = 15.94, 255 / 32 = 7.97; 2^-43 rounds to 0.
   EXPECT_EQ(e, (std::vector<uint8_t>{32, 16, 8, 255, 0}));
   EXPECT_EQ(inv, 1.0f / (1.0f + 0.125f + 0.0625f + 0.03125f + 0x1p-43f));
-  // Equal scores: every byte the maximum's, 1 / S = 1 / n.
-  const std::vector<int32_t> flat(7, 123456);
+  // Equal scores: every byte the maximum's, 1 / S = 1 / n; the extremes of int8 too.
+  const std::vector<int8_t> flat(7, -128);
   std::vector<uint8_t> f(flat.size());
   EXPECT_EQ(llm::scalar_core_softmax(flat.data(), 7, 0.001f, f.data()), 1.0f / 7.0f);
   for (uint8_t b : f) EXPECT_EQ(b, 255);
   // The base-2 exponent is f32(score - max) times exp_mult: -3 x 0.5 = -1.5, 2^-1.5 = 0.3536.
-  const std::vector<int32_t> two = {10, 7};
+  const std::vector<int8_t> two = {127, 124};
   std::vector<uint8_t> t(2);
   const float inv2 = llm::scalar_core_softmax(two.data(), 2, 0.5f, t.data());
   EXPECT_EQ(t[0], 255);
