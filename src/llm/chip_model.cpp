@@ -55,6 +55,18 @@ struct ChipTransformer::FfnProgram {
   bool values = false;          // the chain computes the next layer's u after q, k, v
 };
 
+// The scores of one layer (chip_attention): one program whose segment h holds head h's keys as the
+// weights of seq_len outputs (one per position, multiplier and output stage the head's), each group
+// reading head h's q~ through in_at (K = head_size padded to 64; the bytes past it meet zero
+// weights); a one-row batched FC (fc_batch_codegen.h), since in_at needs the whole row on every
+// tile. The keys start as zeros; each token writes its key by caching the groups that hold its
+// position again (one caching program, generated per token from the current keys).
+struct ChipTransformer::ScoresProgram : FcProgramPlan {
+  std::vector<QuantizedMatmul> heads;  // the keys as weights, rows = positions
+  int row_bytes = 0, seq_padded = 0;
+  std::shared_ptr<runtime::Program> execution;
+};
+
 // q, k, v of one layer as one generator layer, and where each sits in its output.
 struct ChipTransformer::QkvPart {
   Program program;
@@ -198,6 +210,8 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
       }
     }
   }
+  if (weights()->chip_attention() && options.chip_scores)
+    for (int l = 0; l < c.n_layers; ++l) stats_.scores_layers += scores_program(l, tiles);
   stats_.max_tile_units = tiles.max_fill();
   // A chain returns at most w2 output, q + k + v (1024) and u (32 groups).
   widest = std::max(widest, 4096 + whole_groups(c.dim));
@@ -402,6 +416,108 @@ bool ChipTransformer::chain_ffn(int layer, TileAllocator& tiles, bool with_value
   return true;
 }
 
+bool ChipTransformer::scores_program(int layer, TileAllocator& tiles) {
+  const Config& c = ck_.config;
+  const int hs = c.head_size();
+  const int k = whole_groups(hs), seq_padded = whole_groups(c.seq_len);
+  const int row_bytes = whole_groups(std::max(c.dim, (c.n_heads - 1) * hs + k));
+  const QuantizedAttention& a = weights()->attention[size_t(layer)];
+  ScoresProgram p;
+  p.k_padded = k;
+  p.row_bytes = row_bytes;
+  p.seq_padded = seq_padded;
+  for (int h = 0; h < c.n_heads; ++h) {
+    QuantizedMatmul m;
+    m.rows = c.seq_len;
+    m.cols = hs;
+    m.w.assign(size_t(c.seq_len) * size_t(hs), 0);
+    m.w_scale.assign(size_t(c.seq_len), 1.0f);
+    m.w_rowsum.assign(size_t(c.seq_len), 0);
+    m.in = a.q[size_t(h)];
+    m.out = a.score[size_t(h)];
+    m.multiplier.assign(size_t(c.seq_len), a.score_mult[size_t(h)]);
+    m.clamp_lo = a.score_lo[size_t(h)];
+    m.clamp_hi = a.score_hi[size_t(h)];
+    p.heads.push_back(std::move(m));
+    p.segments.push_back({h, 0, c.seq_len, p.outputs});
+    p.outputs += seq_padded;
+    for (int g = 0; g < seq_padded / 64; ++g) p.placement.in_at.push_back(h * hs);
+  }
+  const int groups = compiler::fc_groups(p.outputs), slots = groups > kPlanTiles ? 2 : 1;
+  TileAllocator trial = tiles;
+  if (hs % 4 != 0 || p.outputs > kMaxOutputs ||
+      !compiler::fc_batch_unsupported(p.outputs, k, 1, slots, row_bytes).empty() ||
+      !trial.place(groups, compiler::fc_units_per_tile(k, false), p.placement))
+    return false;
+  tiles = trial;
+  const compiler::FcLayer fc =
+      fc_layer_of(p, [&](int id) -> const QuantizedMatmul& { return p.heads[size_t(id)]; });
+  p.execution = std::make_shared<runtime::Program>(
+      compiler::generate_fc_batch(fc, p.placement, 1, row_bytes));
+  stats_.resident_bytes +=
+      static_cast<int64_t>(compiler::fc_caching(fc, p.placement).parameters.size());
+  ++stats_.programs;
+  scores_.resize(size_t(c.n_layers));
+  scores_[size_t(layer)] = std::move(p);
+  return true;
+}
+
+std::shared_ptr<runtime::Program> ChipTransformer::scores_caching(const ScoresProgram& p,
+                                                                  int pos) const {
+  const compiler::FcLayer all =
+      fc_layer_of(p, [&](int id) -> const QuantizedMatmul& { return p.heads[size_t(id)]; });
+  if (pos < 0) return std::make_shared<runtime::Program>(compiler::fc_caching(all, p.placement));
+  // The group holding `pos` in every head.
+  compiler::FcLayer part = all;
+  compiler::FcPlacement at;
+  part.n = 0;
+  part.weights.clear();
+  part.mult.clear();
+  part.group_out_zp.clear();
+  part.group_clamp_min.clear();
+  part.group_clamp_max.clear();
+  for (size_t h = 0; h < p.heads.size(); ++h) {
+    const int g = (int(h) * p.seq_padded + pos) / 64;
+    const size_t row0 = size_t(g) * 64;
+    part.weights.insert(part.weights.end(), all.weights.begin() + long(row0) * all.k,
+                        all.weights.begin() + long(row0 + 64) * all.k);
+    part.mult.insert(part.mult.end(), all.mult.begin() + long(row0),
+                     all.mult.begin() + long(row0 + 64));
+    part.group_out_zp.push_back(all.group_out_zp[size_t(g)]);
+    part.group_clamp_min.push_back(all.group_clamp_min[size_t(g)]);
+    part.group_clamp_max.push_back(all.group_clamp_max[size_t(g)]);
+    at.tiles.push_back(p.placement.tiles[size_t(g)]);
+    at.param_units.push_back(p.placement.param_units[size_t(g)]);
+    part.n += 64;
+  }
+  return std::make_shared<runtime::Program>(compiler::fc_caching(part, at));
+}
+
+void ChipTransformer::scores_q(int layer, int pos, const int8_t* q8, int8_t* scores) {
+  if (size_t(layer) >= scores_.size() || !scores_[size_t(layer)].execution) {
+    Int8Transformer::scores_q(layer, pos, q8, scores);
+    return;
+  }
+  ScoresProgram& p = scores_[size_t(layer)];
+  const Config& c = ck_.config;
+  const int hs = c.head_size(), kv_mul = c.n_heads / c.n_kv_heads;
+  // This position's key becomes row `pos` of every head's weights, on the chip too.
+  const int8_t* key = key_q(layer, pos);
+  for (int h = 0; h < c.n_heads; ++h)
+    std::copy_n(key + (h / kv_mul) * hs, hs, p.heads[size_t(h)].w.begin() + long(pos) * hs);
+  const std::shared_ptr<runtime::Program> caching = scores_caching(p, pos);
+  tpu_.run(nullptr, caching);
+  if (tpu_.recoveries() != recoveries_seen_) cache_all();
+  stats_.modeled += runtime::stick_time(tpu_.last_run().inference);
+  ++stats_.runs;
+  std::vector<int8_t> row(size_t(p.row_bytes), 0), out(size_t(p.outputs));
+  std::copy_n(q8, c.dim, row.begin());
+  run(p.execution, row.data(), p.row_bytes, out.data(), p.outputs);
+  for (int h = 0; h < c.n_heads; ++h)
+    std::copy_n(out.begin() + long(h) * p.seq_padded, pos + 1,
+                scores + size_t(h) * size_t(c.seq_len));
+}
+
 compiler::FcLayer ChipTransformer::fc_layer(int layer, const Program& p) const {
   return fc_layer_of(
       p, [&](int id) -> const QuantizedMatmul& { return matmul(layer, LayerMatmul(id)); });
@@ -417,6 +533,9 @@ void ChipTransformer::cache_all() {
     caching.push_back(p.caching_down);
     caching.insert(caching.end(), p.chain_caching.begin(), p.chain_caching.end());
   }
+  // The scores' keys as they are now (zeros where no token wrote one yet).
+  for (const ScoresProgram& p : scores_)
+    if (p.execution) caching.push_back(scores_caching(p, -1));
   for (const std::shared_ptr<runtime::Program>& p : caching) {
     if (!p) continue;
     tpu_.run(nullptr, p);

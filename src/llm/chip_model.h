@@ -12,7 +12,9 @@
 // generator's input scatter) runs as a one-row batched FC program (compiler/fc_batch_codegen.h)
 // over the same parameters. A matmul whose weights no longer fit in tile memory runs on the host
 // in the same arithmetic; stats() counts them, so callers can say so. The classifier stays on the
-// host in float32 (docs/llm.md).
+// host in float32 (docs/llm.md). With Int8Options::chip_scores, attention's scores of each layer
+// run on the chip too, the int8 keys resident and written as tokens arrive (issue 14 step d's
+// start).
 #pragma once
 
 #include <array>
@@ -32,6 +34,7 @@ struct ChipPathStats {
   int chip_matmuls = 0, host_matmuls = 0;  // per layer stack (one forward pass)
   int programs = 0;                        // execution programs per forward pass
   int fused_ffns = 0;                      // layers whose whole FFN is one program
+  int scores_layers = 0;       // layers whose attention scores run on the chip (Int8Options)
   int chained_layers = 0;      // of them, with the residual add and the next q, k, v (fused_layers)
   int64_t resident_bytes = 0;  // parameter bytes cached in tile memory
   int max_tile_units = 0;      // the fullest tile's parameter units (of 8192)
@@ -59,6 +62,7 @@ class ChipTransformer : public Int8Transformer {
   void qkv_q(int layer, const int8_t* xq, int8_t* q, int8_t* k, int8_t* v) override;
   void ffn_add_q(int layer, const int8_t* xq, const int8_t* x2q, int8_t* yq, int8_t* next) override;
   void values_q(int layer, const int8_t* v, int8_t* u) override;
+  void scores_q(int layer, int pos, const int8_t* q8, int8_t* scores) override;
 
  private:
   struct Program;
@@ -67,6 +71,11 @@ class ChipTransformer : public Int8Transformer {
   bool fuse_ffn(int layer, TileAllocator& tiles);
   bool chain_ffn(int layer, TileAllocator& tiles, bool with_values);
   bool first_layer(TileAllocator& tiles);
+  struct ScoresProgram;
+  bool scores_program(int layer, TileAllocator& tiles);
+  std::shared_ptr<runtime::Program> scores_caching(const ScoresProgram& p, int pos) const;
+  std::vector<ScoresProgram>
+      scores_;  // [layer]; without a program where the scores are on the host
   struct QkvPart;
   QkvPart qkv_part(int layer) const;
   void run(const std::shared_ptr<runtime::Program>& p, const int8_t* in, int in_bytes, int8_t* out,

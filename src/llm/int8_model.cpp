@@ -182,14 +182,15 @@ QuantizedAttention quantize_attention(const Config& c, const Calibration& cal, i
   // host): its range per head bounds every channel's.
   const float root = std::sqrt(static_cast<float>(hs));
   for (int h = 0; h < c.n_heads; ++h) {
-    float lo = 0, hi = 0;
+    // Symmetric (the pair lengths' ranges are), so every head's q~ has the zero point 0 and one
+    // program can take all heads' queries as one input.
+    float max_abs = 0;
     for (int j = 0; j < hs; ++j) {
       const Calibration::Range rq = cal.query[l][size_t(h * hs + j)];
       const float s = a.k_scale[size_t((h / kv_mul) * hs + j)];
-      lo = std::min(lo, rq.lo * s);
-      hi = std::max(hi, rq.hi * s);
+      max_abs = std::max({max_abs, -rq.lo * s, rq.hi * s});
     }
-    a.q.push_back(qparams_for_range(lo, hi));
+    a.q.push_back({symmetric_scale(max_abs), 0});
     const Calibration::Range rs = cal.scores[l][size_t(h)];
     a.score.push_back(qparams_for_range(kHeadroom * rs.lo, kHeadroom * rs.hi));
     a.score_mult.push_back(
@@ -538,29 +539,41 @@ void Int8Transformer::chip_attention_weights(int layer, int pos) {
   const float* k = key_row(layer, pos);
   int8_t* krow = k_cache_.data() + first + size_t(pos) * size_t(kv_dim);
   for (int j = 0; j < kv_dim; ++j) krow[j] = quantize_symmetric(k[j], a.k_scale[size_t(j)]);
+  for (int h = 0; h < c.n_heads; ++h) {
+    int8_t* q = q8_.data() + size_t(h) * size_t(hs);
+    const float* qf = query() + size_t(h) * size_t(hs);
+    const float* ks = a.k_scale.data() + size_t(h / kv_mul) * size_t(hs);
+    for (int j = 0; j < hs; ++j) q[j] = quantize_symmetric(qf[j] * ks[j], a.q[size_t(h)].scale);
+  }
+  scores_q(layer, pos, q8_.data(), scores_.data());
+  pool_.parallel_for(c.n_heads, 1, [&](int h_begin, int h_end) {
+    for (int h = h_begin; h < h_end; ++h)
+      inv_sum_[size_t(h)] =
+          scalar_core_softmax(scores_.data() + size_t(h) * size_t(c.seq_len), pos + 1,
+                              a.exp_mult[size_t(h)], p_.data() + size_t(h) * size_t(c.seq_len));
+  });
+}
+
+void Int8Transformer::scores_q(int layer, int pos, const int8_t* q8, int8_t* scores) {
+  const Config& c = ck_.config;
+  const int hs = c.head_size(), kv_dim = c.kv_dim(), kv_mul = c.n_heads / c.n_kv_heads;
+  const QuantizedAttention& a = weights_->attention[size_t(layer)];
+  const size_t first = size_t(layer) * size_t(c.seq_len) * size_t(kv_dim);
   pool_.parallel_for(c.n_heads, 1, [&](int h_begin, int h_end) {
     for (int h = h_begin; h < h_end; ++h) {
-      int8_t* q = q8_.data() + size_t(h) * size_t(hs);
+      const int8_t* q = q8 + size_t(h) * size_t(hs);
       const QParams qp = a.q[size_t(h)];
-      const float* qf = query() + size_t(h) * size_t(hs);
-      const float* ks = a.k_scale.data() + size_t(h / kv_mul) * size_t(hs);
-      for (int j = 0; j < hs; ++j) {
-        const float scaled = qf[j] * ks[j];
-        quantize(&scaled, 1, qp, q + j);
-      }
       const int8_t* keys = k_cache_.data() + first + size_t(h / kv_mul) * size_t(hs);
-      int8_t* scores = scores_.data() + size_t(h) * size_t(c.seq_len);
+      int8_t* out = scores + size_t(h) * size_t(c.seq_len);
       const edgetpu::Clamps clamps{a.score_lo[size_t(h)], a.score_hi[size_t(h)]};
       const QParams sq = a.score[size_t(h)];
       for (int t = 0; t <= pos; ++t) {
         const int8_t* kt = keys + size_t(t) * size_t(kv_dim);
         int32_t acc = 0;
         for (int j = 0; j < hs; ++j) acc += (int32_t{q[j]} - qp.zero_point) * int32_t{kt[j]};
-        scores[t] = static_cast<int8_t>(std::clamp(
+        out[t] = static_cast<int8_t>(std::clamp(
             edgetpu::requantize(acc, a.score_mult[size_t(h)], clamps, sq.zero_point), -128, 127));
       }
-      inv_sum_[size_t(h)] = scalar_core_softmax(scores, pos + 1, a.exp_mult[size_t(h)],
-                                                p_.data() + size_t(h) * size_t(c.seq_len));
     }
   });
 }

@@ -142,6 +142,10 @@ struct Int8Options {
   // With fused_layers: attention (scores, softmax, the weighted sum) in the chip's arithmetic (top
   // of this file); false: the float path's scores and softmax over the u cache.
   bool chip_attention = true;
+  // With chip_attention, on the chip path (ChipTransformer): the scores run on the Edge TPU, the
+  // keys resident in tile memory and written as tokens arrive (docs/llm.md); the CLI's
+  // --scores-on-chip.
+  bool chip_scores = false;
 };
 
 // Attention of one layer in the chip's arithmetic (Int8Options::chip_attention).
@@ -149,7 +153,8 @@ struct QuantizedAttention {
   // [kv_dim]: k after RoPE, symmetric (zero point 0: the scores' weights), one scale per RoPE pair
   // of channels, from the calibrated pair lengths with kHeadroom (int8_model.cpp)
   std::vector<float> k_scale;
-  // [head]: q~_j = q_j k_scale_j after RoPE (the key scale moved to the query), the scores' input
+  // [head]: q~_j = q_j k_scale_j after RoPE (the key scale moved to the query), the scores' input;
+  // symmetric (zero point 0), so one program can take every head's q~ as one input
   std::vector<QParams> q;
   // [head]: the scores q.k / sqrt(hs) in int8, from the calibrated range with kHeadroom; the
   // output stage's multiplier f32(f32(s_q~ f32(1 / sqrt(hs))) f32(1 / s_score)) and clamps
@@ -236,6 +241,15 @@ class Int8Transformer : public Transformer {
   // the FFN with the residual add after it (by default ffn_q, then residual_add into `next`).
   virtual void qkv_q(int layer, const int8_t* xq, int8_t* q, int8_t* k, int8_t* v);
   virtual void ffn_add_q(int layer, const int8_t* xq, const int8_t* x2q, int8_t* yq, int8_t* next);
+  // chip_attention: the int8 scores of every head at `pos` (scores[h][t], t <= pos, rows of
+  // seq_len) from q~ (dim bytes, head after head, zero point 0) and the key cache, whose row `pos`
+  // is already written (key_q); by default on the host.
+  virtual void scores_q(int layer, int pos, const int8_t* q8, int8_t* scores);
+  // chip_attention: the int8 key of position t (kv_dim bytes).
+  const int8_t* key_q(int layer, int t) const {
+    return k_cache_.data() +
+           (size_t(layer) * size_t(ck_.config.seq_len) + size_t(t)) * size_t(ck_.config.kv_dim());
+  }
 
  private:
   std::shared_ptr<const Int8Weights> weights_;

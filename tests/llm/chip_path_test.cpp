@@ -53,10 +53,13 @@ void expect_chip_equals_int8(const llm::Checkpoint& ck, const llm::Tokenizer& to
     ASSERT_GE(want.logits.size(), size_t(steps) / 2);
     for (size_t p = 0; p < want.logits.size(); ++p)
       ASSERT_EQ(got.logits[p], want.logits[p]) << "position " << p;
-    EXPECT_GT(want.text.size(), 8u);
+    // The positions (asserted above) are what the comparison needs; a tiny model's tokenizer
+    // writes a byte or two per token, and a sampled story may stop early at BOS.
+    EXPECT_FALSE(want.text.empty());
   }
-  // Every forward pass ran every program once (none was skipped or repeated).
-  EXPECT_EQ(chip.stats().runs, chip.stats().programs * positions);
+  // Every forward pass ran every program once (none was skipped or repeated), and wrote each new
+  // key where the scores run on the chip (one caching run per such layer).
+  EXPECT_EQ(chip.stats().runs, (chip.stats().programs + chip.stats().scores_layers) * positions);
   stats = chip.stats();
 }
 
@@ -161,6 +164,27 @@ TEST(ChipPathStepC, FusedLayersGiveTheInt8PathsLogitsBitForBit) {
   }
 }
 
+// The start of step d (Int8Options::chip_scores): attention's scores of every layer on the chip,
+// one program per layer over every head, the int8 keys resident in tile memory and each new key
+// written there as its token arrives; the int8 path's logits bit for bit on both test checkpoints.
+TEST(ChipPathStepD, ScoresOnTheChipGiveTheInt8PathsLogitsBitForBit) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  for (const std::string name : {"rand_gqa", "rand15M"}) {
+    SCOPED_TRACE(name);
+    std::string why;
+    const auto model = reference_model(data, name, why);
+    if (!model) GTEST_SKIP() << why;
+    llm::ChipPathStats s;
+    expect_chip_equals_int8(model->ck, model->tok, name == "rand15M" ? 6 : 16, s,
+                            {.fused_layers = true, .chip_attention = true, .chip_scores = true});
+    const int layers = model->ck.config.n_layers;
+    EXPECT_EQ(s.scores_layers, layers);
+    EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
+    EXPECT_EQ(s.programs, 2 * layers + 1);  // and the scores of each layer
+    EXPECT_LE(s.max_tile_units, 0x2000);
+  }
+}
+
 // Shapes that are not the test checkpoints' with fused layers, each the int8 path's logits bit for
 // bit: dim 80 (x2 and w2's output padded to 128 each), GQA; head size 24 (u's groups read 24-byte
 // slices at unaligned-to-64 places); 8 heads of dim 320 (u's 40 groups do not fit one program:
@@ -234,6 +258,40 @@ TEST(ChipPathStepA, GenerateWithUnfusedLayersWritesTheInt8Text) {
 
 // The default (the fused layers' arithmetic, step c's programs): the simulator writes the int8 CPU
 // path's text (rand_gqa: 2 layers, so 3 programs per token) and reports the modeled speed.
+// `generate --device sim --scores-on-chip` writes the int8 path's text on both test checkpoints
+// (the scores of every layer on the chip, one more program and one caching run per layer and
+// token); the flag is refused where there is no chip to run them on.
+TEST(ChipPathStepD, GenerateWithScoresOnTheChipWritesTheInt8Text) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  for (const std::string name : {"rand_gqa", "rand15M"}) {
+    SCOPED_TRACE(name);
+    std::string why;
+    const auto path = reference_checkpoint(data, name, why);
+    if (!path) GTEST_SKIP() << why;
+    const std::string args = generate_args(
+        data, *path,
+        std::string(name == "rand15M" ? "-n 10" : "-n 20") + " -t 0.8 -s 5 --calibration 8");
+    const CommandResult cpu = run_cli(args + " --device cpu --int8");
+    const CommandResult sim = run_cli(args + " --device sim --scores-on-chip --json");
+    ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
+    ASSERT_EQ(sim.exit_code, 0) << sim.err;
+    const auto j = nlohmann::json::parse(sim.out);
+    EXPECT_EQ(j.at("text").get<std::string>() + "\n", cpu.out);
+    EXPECT_GT(cpu.out.size(), 10u);
+    const int layers = name == "rand15M" ? 6 : 2;
+    EXPECT_EQ(j.at("chip").at("scores_layers_on_chip"), layers);
+    EXPECT_EQ(j.at("chip").at("programs_per_token"), 2 * layers + 1);
+  }
+  std::string why;
+  const auto path = reference_checkpoint(data, "rand_gqa", why);
+  if (!path) GTEST_SKIP() << why;
+  const CommandResult bad =
+      run_cli(generate_args(data, *path, "-n 4 --scores-on-chip --device cpu"));
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--scores-on-chip needs an Edge TPU device"), std::string::npos)
+      << bad.err;
+}
+
 TEST(ChipPathStepC, GenerateOnTheSimulatorWritesTheInt8TextAndModeledSpeed) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   std::string why;

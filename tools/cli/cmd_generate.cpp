@@ -36,6 +36,7 @@ struct GenerateArgs {
   int calibration = 64;
   int batch = -1;  // --batch B: B stories at once (generate_batch.h); -1: not asked for
   bool int8 = false, json = false, all_logits = false, fused_layers = false, unfused_layers = false;
+  bool scores_on_chip = false;
 };
 
 // tokenizer.bin beside the checkpoint, else in the working directory (run.c's default).
@@ -75,6 +76,7 @@ nlohmann::json chip_json(const llm::ChipPathStats& s, int positions, double wall
   j["matmuls_on_host"] = s.host_matmuls;
   if (!s.host_reason.empty()) j["host_reason"] = s.host_reason;
   j["programs_per_token"] = s.programs;
+  j["scores_layers_on_chip"] = s.scores_layers;
   j["resident_parameter_bytes"] = s.resident_bytes;
   j["fullest_tile_parameter_bytes"] = int64_t{s.max_tile_units} * 64;
   if (simulated && positions > 0) {
@@ -117,7 +119,10 @@ void run(GenerateArgs& a) {
     fail("--fused-layers and --unfused-layers exclude each other");
   if (a.unfused_layers && !a.int8 && !tpu && a.batch == -1)
     fail("--unfused-layers needs --int8, --batch or an Edge TPU device");
-  const llm::Int8Options layers{!a.unfused_layers};
+  if (a.scores_on_chip && (!tpu || a.unfused_layers || a.batch != -1))
+    fail("--scores-on-chip needs an Edge TPU device, the default arithmetic and no --batch");
+  const llm::Int8Options layers{
+      .fused_layers = !a.unfused_layers, .chip_attention = true, .chip_scores = a.scores_on_chip};
   if (a.batch != -1) {
     generate_batch_command({a.batch, a.prompt, a.steps < 0 ? 0 : a.steps, a.temperature, a.topp,
                             seed, a.calibration, a.json, layers},
@@ -233,6 +238,10 @@ void add_generate_command(CLI::App& app) {
       "read the residual stream, RMSNorm's scale after them, wo folded into the value "
       "cache; each layer's FFN, residual add and the next q, k, v, u one program)");
   cmd->add_flag("--fused-layers", args->fused_layers, "the default arithmetic (kept for scripts)");
+  cmd->add_flag("--scores-on-chip", args->scores_on_chip,
+                "sim or usb: attention's scores on the chip too, the keys resident in tile "
+                "memory and written as tokens arrive (one more program and caching run per "
+                "layer and token)");
   cmd->add_option("--calibration", args->calibration,
                   "--int8: positions of greedy float generation the ranges are taken from")
       ->capture_default_str();
