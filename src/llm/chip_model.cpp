@@ -464,33 +464,23 @@ bool ChipTransformer::scores_program(int layer, TileAllocator& tiles) {
 
 std::shared_ptr<runtime::Program> ChipTransformer::scores_caching(const ScoresProgram& p,
                                                                   int pos) const {
-  const compiler::FcLayer all =
-      fc_layer_of(p, [&](int id) -> const QuantizedMatmul& { return p.heads[size_t(id)]; });
-  if (pos < 0) return std::make_shared<runtime::Program>(compiler::fc_caching(all, p.placement));
-  // The group holding `pos` in every head.
-  compiler::FcLayer part = all;
-  compiler::FcPlacement at;
-  part.n = 0;
-  part.weights.clear();
-  part.mult.clear();
-  part.group_out_zp.clear();
-  part.group_clamp_min.clear();
-  part.group_clamp_max.clear();
+  const auto head = [&](int id) -> const QuantizedMatmul& { return p.heads[size_t(id)]; };
+  if (pos < 0)
+    return std::make_shared<runtime::Program>(
+        compiler::fc_caching(fc_layer_of(p, head), p.placement));
+  // The group holding `pos` in every head: a plan of those groups alone, at their tiles and units.
+  ScoresProgram part;
+  part.k_padded = p.k_padded;
+  const int first_row = pos / 64 * 64, rows = std::min(64, int(p.heads.front().rows) - first_row);
   for (size_t h = 0; h < p.heads.size(); ++h) {
-    const int g = (int(h) * p.seq_padded + pos) / 64;
-    const size_t row0 = size_t(g) * 64;
-    part.weights.insert(part.weights.end(), all.weights.begin() + long(row0) * all.k,
-                        all.weights.begin() + long(row0 + 64) * all.k);
-    part.mult.insert(part.mult.end(), all.mult.begin() + long(row0),
-                     all.mult.begin() + long(row0 + 64));
-    part.group_out_zp.push_back(all.group_out_zp[size_t(g)]);
-    part.group_clamp_min.push_back(all.group_clamp_min[size_t(g)]);
-    part.group_clamp_max.push_back(all.group_clamp_max[size_t(g)]);
-    at.tiles.push_back(p.placement.tiles[size_t(g)]);
-    at.param_units.push_back(p.placement.param_units[size_t(g)]);
-    part.n += 64;
+    part.segments.push_back({int(h), first_row, rows, part.outputs});
+    part.outputs += 64;
+    const size_t g = (h * size_t(p.seq_padded) + size_t(first_row)) / 64;
+    part.placement.tiles.push_back(p.placement.tiles[g]);
+    part.placement.param_units.push_back(p.placement.param_units[g]);
   }
-  return std::make_shared<runtime::Program>(compiler::fc_caching(part, at));
+  return std::make_shared<runtime::Program>(
+      compiler::fc_caching(fc_layer_of(part, head), part.placement));
 }
 
 void ChipTransformer::scores_q(int layer, int pos, const int8_t* q8, int8_t* scores) {

@@ -137,6 +137,11 @@ void run(GenerateArgs& a) {
     auto owned = std::make_unique<llm::ChipTransformer>(ck, pool, cal, *tpu, layers);
     chip = owned.get();
     model = std::move(owned);
+    if (a.scores_on_chip && chip->stats().scores_layers < ck.config.n_layers && !a.json)
+      std::cerr << "tinycoral: the attention scores of "
+                << ck.config.n_layers - chip->stats().scores_layers << " of " << ck.config.n_layers
+                << " layers run on the host (no room for their keys in a program or in tile "
+                   "memory)\n";
     if (chip->stats().host_matmuls > 0 && !a.json)
       std::cerr << "tinycoral: " << chip->stats().host_matmuls << " of "
                 << chip->stats().host_matmuls + chip->stats().chip_matmuls
