@@ -258,6 +258,39 @@ TEST(ChipPathStepA, GenerateWithUnfusedLayersWritesTheInt8Text) {
 
 // The default (the fused layers' arithmetic, step c's programs): the simulator writes the int8 CPU
 // path's text (rand_gqa: 2 layers, so 3 programs per token) and reports the modeled speed.
+// Scores on the chip for shapes that are not the test checkpoints': seq_len 40 (each head's
+// positions pad to one 64-output group, its key writes cover 40 rows), head size 24 with grouped
+// kv heads (groups read q~ at places not aligned to 64), and head size 6 (not a multiple of 4:
+// those scores stay on the host, the rest on the chip); the int8 path's logits bit for bit.
+TEST(ChipPathStepD, ScoresOnTheChipWithOtherShapesAreExact) {
+  struct Case {
+    TinyShape shape;
+    int scores_layers;
+  };
+  std::vector<Case> cases(3);
+  cases[0].shape = {64, 160, 2, 4, 2, 300, 40, true};
+  cases[0].scores_layers = 2;
+  cases[1].shape = {192, 500, 2, 8, 2, 300, 32, false};
+  cases[1].scores_layers = 2;
+  cases[2].shape = {48, 128, 2, 8, 4, 300, 32, true};
+  cases[2].scores_layers = 0;
+  for (const Case& test : cases) {
+    SCOPED_TRACE("dim " + std::to_string(test.shape.dim));
+    const auto dir = std::filesystem::temp_directory_path() /
+                     ("tinycoral_chip_scores_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    write_bytes(dir / "model.bin", tiny_v0(test.shape, TinyWeights(test.shape)));
+    write_bytes(dir / "tokenizer.bin", tiny_tokenizer(test.shape.vocab));
+    const llm::Checkpoint ck = llm::load_checkpoint(dir / "model.bin");
+    const llm::Tokenizer tok = llm::Tokenizer::load(dir / "tokenizer.bin", test.shape.vocab);
+    std::filesystem::remove_all(dir);
+    llm::ChipPathStats s;
+    expect_chip_equals_int8(ck, tok, 24, s,
+                            {.fused_layers = true, .chip_attention = true, .chip_scores = true});
+    EXPECT_EQ(s.scores_layers, test.scores_layers);
+  }
+}
+
 // `generate --device sim --scores-on-chip` writes the int8 path's text on both test checkpoints
 // (the scores of every layer on the chip, one more program and one caching run per layer and
 // token); the flag is refused where there is no chip to run them on.
