@@ -3,6 +3,7 @@
 
 #include <bit>
 #include <cstdio>
+#include <string>
 
 #include "common/error.h"
 
@@ -26,10 +27,17 @@ void Emitter::add(const std::string& mnemonic, const std::string& fields) {
   const isa::OpcodeSpec* spec = isa::find_mnemonic(mnemonic);
   if (spec == nullptr) fail("emitter: unknown mnemonic ", mnemonic);
   std::string line = mnemonic;
-  if (spec->sequenced) line += cat(" seq=", seq_++);
-  if (!fields.empty()) line += " " + fields;
-  std::vector<isa::Instruction> parsed =
-      with_context("emitter: " + line, [&] { return isa::parse(line); });
+  if (spec->sequenced) line += " seq=" + std::to_string(seq_++);
+  if (!fields.empty()) {
+    line += ' ';
+    line += fields;
+  }
+  std::vector<isa::Instruction> parsed;
+  try {
+    parsed = isa::parse(line);
+  } catch (const Error& e) {
+    fail("emitter: ", line, ": ", e.what());
+  }
   for (isa::Instruction& in : parsed) {
     in.word_offset = words_;
     words_ += in.spec->words;

@@ -47,7 +47,9 @@ struct Number {
   uint64_t magnitude = 0;
 };
 
-Number parse_number(std::string_view text, std::string_view what) {
+// `what` and `name` name the number in error messages (joined only when one is thrown: the emitter
+// parses every instruction the placement search generates).
+Number parse_number(std::string_view text, std::string_view what, std::string_view name = {}) {
   Number n;
   std::string_view s = text;
   if (!s.empty() && (s.front() == '-' || s.front() == '+')) {
@@ -63,7 +65,7 @@ Number parse_number(std::string_view text, std::string_view what) {
     s.remove_prefix(2);
   }
   n.based = base != 10;
-  if (s.empty()) fail(what, ": '", text, "' is not a number");
+  if (s.empty()) fail(what, name, ": '", text, "' is not a number");
   for (char c : s) {
     unsigned digit;
     if (c >= '0' && c <= '9') {
@@ -75,8 +77,8 @@ Number parse_number(std::string_view text, std::string_view what) {
     } else {
       digit = 99;
     }
-    if (digit >= base) fail(what, ": '", text, "' is not a number");
-    if (n.magnitude > (UINT64_MAX - digit) / base) fail(what, ": '", text, "' is too large");
+    if (digit >= base) fail(what, name, ": '", text, "' is not a number");
+    if (n.magnitude > (UINT64_MAX - digit) / base) fail(what, name, ": '", text, "' is too large");
     n.magnitude = n.magnitude * base + digit;
   }
   return n;
@@ -84,37 +86,37 @@ Number parse_number(std::string_view text, std::string_view what) {
 
 // Converts a written value to the field's raw bits, checking that it fits.
 uint64_t field_bits(const FieldSpec& f, std::string_view text) {
-  const std::string what = cat("field ", f.name);
   if (f.format == FieldSpec::Format::kF32 &&
       !(text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X'))) {
     const std::string s(text);
     char* end = nullptr;
     errno = 0;
     const float v = std::strtof(s.c_str(), &end);
-    if (s.empty() || end != s.c_str() + s.size()) fail(what, ": '", text, "' is not a float");
+    if (s.empty() || end != s.c_str() + s.size())
+      fail("field ", f.name, ": '", text, "' is not a float");
     uint32_t bits;
     std::memcpy(&bits, &v, 4);
     return bits;
   }
-  const Number n = parse_number(text, what);
+  const Number n = parse_number(text, "field ", f.name);
   const unsigned w = f.width;
   const uint64_t mask = w >= 64 ? ~uint64_t{0} : (uint64_t{1} << w) - 1;
   if (n.based || !f.is_signed) {
     // Unsigned fields and hex/binary patterns: the magnitude is the bit pattern.
-    if (n.negative && !f.is_signed) fail(what, " is unsigned: ", text, " is negative");
+    if (n.negative && !f.is_signed) fail("field ", f.name, " is unsigned: ", text, " is negative");
     if (n.negative) {
       if (w < 64 && n.magnitude > (uint64_t{1} << (w - 1))) {
-        fail(what, ": ", text, " does not fit in ", w, " signed bits");
+        fail("field ", f.name, ": ", text, " does not fit in ", w, " signed bits");
       }
       return (~n.magnitude + 1) & mask;
     }
-    if (n.magnitude & ~mask) fail(what, ": ", text, " does not fit in ", w, " bits");
+    if (n.magnitude & ~mask) fail("field ", f.name, ": ", text, " does not fit in ", w, " bits");
     return n.magnitude;
   }
   // Signed decimal.
   const uint64_t limit = w >= 64 ? (uint64_t{1} << 63) : (uint64_t{1} << (w - 1));
   if (n.negative ? n.magnitude > limit : n.magnitude >= limit) {
-    fail(what, ": ", text, " does not fit in ", w, " signed bits");
+    fail("field ", f.name, ": ", text, " does not fit in ", w, " signed bits");
   }
   return (n.negative ? ~n.magnitude + 1 : n.magnitude) & mask;
 }
@@ -174,7 +176,7 @@ void parse_nest(Instruction& in, const LoopNestSpec& nest, std::string_view text
       mode_text.remove_prefix(1);
     }
     const FieldSpec& cnt = fields[static_cast<size_t>(level.count)];
-    const Number n = parse_number(count_text, cat(nest.name, " count"));
+    const Number n = parse_number(count_text, nest.name, " count");
     if (n.negative || n.magnitude == 0) fail(nest.name, ": a count must be at least 1");
     if (cnt.width < 64 && n.magnitude - 1 >= (uint64_t{1} << cnt.width)) {
       fail(nest.name, ": count ", count_text, " exceeds ", uint64_t{1} << cnt.width);
