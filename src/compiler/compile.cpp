@@ -10,6 +10,7 @@
 
 #include <array>
 #include <optional>
+#include <utility>
 
 #include "common/error.h"
 #include "compiler/conv_codegen.h"
@@ -150,7 +151,7 @@ CompileResult compile_model(std::span<const uint8_t> tflite_bytes) {
     if (!lowered.package) {
       unmap_all(r.partition, lowered.why);
     } else {
-      r.tflite = write_edgetpu_tflite(cpu, r.partition, *lowered.package);
+      r.tflite = write_edgetpu_tflite(cpu, r.partition, std::move(*lowered.package));
       r.edgetpu_subgraphs = 1;
     }
   }

@@ -3,6 +3,7 @@
 
 #include <map>
 #include <set>
+#include <utility>
 
 #include "compiler/version.h"
 #include "container/edgetpu_custom_op.h"
@@ -19,7 +20,7 @@ container::Package make_package(std::vector<container::Executable> executables) 
 }
 
 std::vector<uint8_t> write_edgetpu_tflite(const container::Model& cpu, const Partition& partition,
-                                          const container::Package& package) {
+                                          container::Package package) {
   const container::Subgraph& sub = cpu.subgraphs.at(0);
   const std::set<int> mapped(partition.mapped_ops.begin(), partition.mapped_ops.end());
   container::Model out;
@@ -78,7 +79,7 @@ std::vector<uint8_t> write_edgetpu_tflite(const container::Model& cpu, const Par
       c.options.version = 0;
       c.options.execution_preference = -1;
       c.options.chip_ids = {18};
-      c.options.packages = {package};
+      c.options.packages.push_back(std::move(package));
       model.edgetpu_ops.push_back(std::move(c));
       graph.operators.push_back(std::move(op));
       continue;

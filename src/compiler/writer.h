@@ -17,8 +17,8 @@ namespace tinycoral::compiler {
 container::Package make_package(std::vector<container::Executable> executables);
 
 // The whole output file: `cpu` with the operators of `partition.mapped_ops` replaced by one
-// edgetpu-custom-op carrying `package`.
+// edgetpu-custom-op carrying `package` (taken, not copied: it holds the parameters).
 std::vector<uint8_t> write_edgetpu_tflite(const container::Model& cpu, const Partition& partition,
-                                          const container::Package& package);
+                                          container::Package package);
 
 }  // namespace tinycoral::compiler
