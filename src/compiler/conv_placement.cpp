@@ -558,19 +558,20 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
   std::vector<std::vector<Stage>> lists =
       fastest_stages(chain, out.shapes, options, weights, false);
   for (const bool capped : {false, true}) lists.push_back(placement(chain, out.shapes, capped));
-  std::vector<std::vector<Stage>> plain_lists = lists;
+  // (Copied once for the streaming candidates: every list's stages hold a plan per layer.)
+  std::vector<std::vector<Stage>> stream_lists = lists;
   std::vector<std::pair<double, Layout>> candidates;
   if (fit) candidates = resident(std::move(lists), 6, false);
   // (Heavier weights on parameter rows too: a chain whose parameters nearly fill the 16 wide
   // memories - MobileNet v1 1.0 - must keep its row bands on few tiles.)
   for (const double per_instruction : {60.0, 140.0})
     for (const double per_row : {1024.0, 4096.0}) weights.push_back({per_instruction, per_row});
-  std::vector<std::vector<Stage>> split_lists, stream_lists = plain_lists;
+  std::vector<std::vector<Stage>> split_lists;
   for (std::vector<Stage>& stages : fastest_stages(chain, out.shapes, options, weights, true)) {
     bool split = false;
     for (const Stage& st : stages) split = split || st.tiles.front().g1 > 0;
-    stream_lists.push_back(stages);
-    if (split) split_lists.push_back(std::move(stages));
+    if (split) split_lists.push_back(stages);
+    stream_lists.push_back(std::move(stages));
   }
   if (fit)
     for (auto& candidate : resident(std::move(split_lists), 4, false))
