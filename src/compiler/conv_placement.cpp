@@ -6,6 +6,8 @@
 #include <array>
 #include <cmath>
 #include <iterator>
+#include <map>
+#include <tuple>
 
 namespace tinycoral::compiler::conv {
 
@@ -404,6 +406,8 @@ std::vector<std::vector<Stage>> fastest_stages(
     return k;
   };
   std::vector<std::vector<Stage>> lists;
+  // The weights' paths share most of their stages: each is planned once.
+  std::map<std::tuple<bool, size_t, size_t, int>, Stage> planned;
   constexpr size_t kK = std::size(kStates);
   for (const auto& [per_instruction, per_row] : weights) {
     std::vector<std::array<double, kK>> best(n + 1);
@@ -426,8 +430,11 @@ std::vector<std::vector<Stage>> fastest_stages(
     std::vector<Stage> stages;
     for (size_t b = n, k = end; b > 0;) {
       const auto [o, before] = via[b][k];
-      stages.insert(stages.begin(), o.split ? split_stage(chain, shapes, o.a, o.tiles)
-                                            : stage_of(chain, shapes, o.a, b, 0, o.tiles));
+      auto [at, fresh] = planned.try_emplace({o.split, o.a, b, o.tiles});
+      if (fresh)
+        at->second = o.split ? split_stage(chain, shapes, o.a, o.tiles)
+                             : stage_of(chain, shapes, o.a, b, 0, o.tiles);
+      stages.insert(stages.begin(), at->second);
       b = o.a;
       k = before;
     }
