@@ -8,7 +8,6 @@
 #include "llm/batch.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 #include <set>
@@ -151,14 +150,9 @@ TEST(BatchPath, FusedLayersGiveEverySequenceTheInt8PathsTokens) {
   for (const Case& test : {Case{{320, 256, 1, 8, 4, 300, 16, true}, 3 + 4, 7},
                            Case{{56, 128, 1, 4, 2, 300, 16, true}, 3 + 2, 11}}) {
     SCOPED_TRACE("dim " + std::to_string(test.shape.dim));
-    const auto tiny = std::filesystem::temp_directory_path() /
-                      ("tinycoral_batch_fused_" + std::to_string(::getpid()));
-    std::filesystem::create_directories(tiny);
-    write_bytes(tiny / "model.bin", tiny_v0(test.shape, TinyWeights(test.shape, test.seed)));
-    write_bytes(tiny / "tokenizer.bin", tiny_tokenizer(test.shape.vocab));
-    const llm::Checkpoint ck = llm::load_checkpoint(tiny / "model.bin");
-    const llm::Tokenizer tok = llm::Tokenizer::load(tiny / "tokenizer.bin", test.shape.vocab);
-    std::filesystem::remove_all(tiny);
+    const LoadedModel model = tiny_model(test.shape, TinyWeights(test.shape, test.seed));
+    const llm::Checkpoint& ck = model.ck;
+    const llm::Tokenizer& tok = model.tok;
     const llm::ChipBatchStats s = expect_batch_equals_int8(ck, tok, 6, 8, llm::Int8Options{true});
     EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
     EXPECT_EQ(s.programs, test.programs);
@@ -174,14 +168,9 @@ TEST(BatchPath, KAbove1024RunsOnTheChipToo) {
   shape.layers = 1;
   shape.vocab = 300;
   shape.seq_len = 32;
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("tinycoral_batch_path_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  write_bytes(dir / "model.bin", tiny_v0(shape, TinyWeights(shape)));
-  write_bytes(dir / "tokenizer.bin", tiny_tokenizer(shape.vocab));
-  const llm::Checkpoint ck = llm::load_checkpoint(dir / "model.bin");
-  const llm::Tokenizer tok = llm::Tokenizer::load(dir / "tokenizer.bin", shape.vocab);
-  std::filesystem::remove_all(dir);
+  const LoadedModel model = tiny_model(shape, TinyWeights(shape));
+  const llm::Checkpoint& ck = model.ck;
+  const llm::Tokenizer& tok = model.tok;
   // 64 sequences: more rows than w2's program takes (K = 2112: 62), so it runs in two chunks
   // while all 64 are running; rows drop to 48, 32 and 16 as sequences end.
   ASSERT_LT(compiler::fc_batch_max_rows(2112, 1), 64);
@@ -202,14 +191,9 @@ TEST(BatchPath, WeightsPastTileMemoryStayOnTheHostExactly) {
   shape.layers = 11;
   shape.vocab = 300;
   shape.seq_len = 16;
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("tinycoral_batch_full_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  write_bytes(dir / "model.bin", tiny_v0(shape, TinyWeights(shape)));
-  write_bytes(dir / "tokenizer.bin", tiny_tokenizer(shape.vocab));
-  const llm::Checkpoint ck = llm::load_checkpoint(dir / "model.bin");
-  const llm::Tokenizer tok = llm::Tokenizer::load(dir / "tokenizer.bin", shape.vocab);
-  std::filesystem::remove_all(dir);
+  const LoadedModel model = tiny_model(shape, TinyWeights(shape));
+  const llm::Checkpoint& ck = model.ck;
+  const llm::Tokenizer& tok = model.tok;
   // The default arithmetic: u of the last layers stays on the host as well.
   const llm::ChipBatchStats s = expect_batch_equals_int8(ck, tok, 4, 6, llm::Int8Options{});
   EXPECT_EQ(s.chip_matmuls + s.host_matmuls, 7 * 11);

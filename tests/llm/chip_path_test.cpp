@@ -99,14 +99,9 @@ TEST(ChipPathStepA, OddShapesArePaddedOrSplitExactly) {
   shape.layers = 1;
   shape.vocab = 300;
   shape.seq_len = 32;
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("tinycoral_chip_path_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  write_bytes(dir / "model.bin", tiny_v0(shape, TinyWeights(shape)));
-  write_bytes(dir / "tokenizer.bin", tiny_tokenizer(shape.vocab));
-  const llm::Checkpoint ck = llm::load_checkpoint(dir / "model.bin");
-  const llm::Tokenizer tok = llm::Tokenizer::load(dir / "tokenizer.bin", shape.vocab);
-  std::filesystem::remove_all(dir);
+  const LoadedModel model = tiny_model(shape, TinyWeights(shape));
+  const llm::Checkpoint& ck = model.ck;
+  const llm::Tokenizer& tok = model.tok;
   llm::ChipPathStats s;
   expect_chip_equals_int8(ck, tok, 24, s, {.fused_layers = false});
   EXPECT_EQ(s.chip_matmuls, 7);
@@ -124,14 +119,9 @@ TEST(ChipPathStepB, FusedFfnWithPaddedShapesIsExact) {
   shape.layers = 2;
   shape.vocab = 300;
   shape.seq_len = 32;
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("tinycoral_chip_ffn_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  write_bytes(dir / "model.bin", tiny_v0(shape, TinyWeights(shape)));
-  write_bytes(dir / "tokenizer.bin", tiny_tokenizer(shape.vocab));
-  const llm::Checkpoint ck = llm::load_checkpoint(dir / "model.bin");
-  const llm::Tokenizer tok = llm::Tokenizer::load(dir / "tokenizer.bin", shape.vocab);
-  std::filesystem::remove_all(dir);
+  const LoadedModel model = tiny_model(shape, TinyWeights(shape));
+  const llm::Checkpoint& ck = model.ck;
+  const llm::Tokenizer& tok = model.tok;
   llm::ChipPathStats s;
   expect_chip_equals_int8(ck, tok, 24, s, {.fused_layers = false});
   EXPECT_EQ(s.fused_ffns, 2);
@@ -209,14 +199,9 @@ TEST(ChipPathStepC, FusedLayersWithOtherShapesAreExact) {
   for (Case& test : cases) test.chained = test.shape.hidden <= 1024 ? test.shape.layers - 1 : 0;
   for (const Case& test : cases) {
     SCOPED_TRACE("dim " + std::to_string(test.shape.dim));
-    const auto dir = std::filesystem::temp_directory_path() /
-                     ("tinycoral_chip_chain_" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir);
-    write_bytes(dir / "model.bin", tiny_v0(test.shape, TinyWeights(test.shape)));
-    write_bytes(dir / "tokenizer.bin", tiny_tokenizer(test.shape.vocab));
-    const llm::Checkpoint ck = llm::load_checkpoint(dir / "model.bin");
-    const llm::Tokenizer tok = llm::Tokenizer::load(dir / "tokenizer.bin", test.shape.vocab);
-    std::filesystem::remove_all(dir);
+    const LoadedModel model = tiny_model(test.shape, TinyWeights(test.shape));
+    const llm::Checkpoint& ck = model.ck;
+    const llm::Tokenizer& tok = model.tok;
     llm::ChipPathStats s;
     expect_chip_equals_int8(ck, tok, 24, s, {.fused_layers = true});
     EXPECT_EQ(s.chained_layers, test.chained);
@@ -256,8 +241,6 @@ TEST(ChipPathStepA, GenerateWithUnfusedLayersWritesTheInt8Text) {
   EXPECT_NE(both.err.find("exclude each other"), std::string::npos) << both.err;
 }
 
-// The default (the fused layers' arithmetic, step c's programs): the simulator writes the int8 CPU
-// path's text (rand_gqa: 2 layers, so 3 programs per token) and reports the modeled speed.
 // Scores on the chip for shapes that are not the test checkpoints': seq_len 40 (each head's
 // positions pad to one 64-output group, its key writes cover 40 rows), head size 24 with grouped
 // kv heads (groups read q~ at places not aligned to 64), and head size 6 (not a multiple of 4:
@@ -276,14 +259,9 @@ TEST(ChipPathStepD, ScoresOnTheChipWithOtherShapesAreExact) {
   cases[2].scores_layers = 0;
   for (const Case& test : cases) {
     SCOPED_TRACE("dim " + std::to_string(test.shape.dim));
-    const auto dir = std::filesystem::temp_directory_path() /
-                     ("tinycoral_chip_scores_" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir);
-    write_bytes(dir / "model.bin", tiny_v0(test.shape, TinyWeights(test.shape)));
-    write_bytes(dir / "tokenizer.bin", tiny_tokenizer(test.shape.vocab));
-    const llm::Checkpoint ck = llm::load_checkpoint(dir / "model.bin");
-    const llm::Tokenizer tok = llm::Tokenizer::load(dir / "tokenizer.bin", test.shape.vocab);
-    std::filesystem::remove_all(dir);
+    const LoadedModel model = tiny_model(test.shape, TinyWeights(test.shape));
+    const llm::Checkpoint& ck = model.ck;
+    const llm::Tokenizer& tok = model.tok;
     llm::ChipPathStats s;
     expect_chip_equals_int8(ck, tok, 24, s,
                             {.fused_layers = true, .chip_attention = true, .chip_scores = true});
@@ -325,6 +303,8 @@ TEST(ChipPathStepD, GenerateWithScoresOnTheChipWritesTheInt8Text) {
       << bad.err;
 }
 
+// The default (the fused layers' arithmetic, step c's programs): the simulator writes the int8 CPU
+// path's text (rand_gqa: 2 layers, so 3 programs per token) and reports the modeled speed.
 TEST(ChipPathStepC, GenerateOnTheSimulatorWritesTheInt8TextAndModeledSpeed) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   std::string why;

@@ -3,6 +3,8 @@
 // (too big to store) once per machine into a cache folder under the temp directory.
 #pragma once
 
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -192,20 +194,38 @@ inline std::optional<std::filesystem::path> reference_checkpoint(
   return out;
 }
 
-// The test data's checkpoint `name` loaded with the test data's tokenizer; nullopt (with `why`)
-// as for reference_checkpoint.
-struct ReferenceModel {
+// A checkpoint with its tokenizer, as the tests load them.
+struct LoadedModel {
   llm::Checkpoint ck;
   llm::Tokenizer tok;
 };
-inline std::optional<ReferenceModel> reference_model(const std::filesystem::path& testdata,
-                                                     const std::string& name, std::string& why) {
+
+// A tiny version-0 checkpoint of `shape` and its tokenizer, written to files and read back through
+// the loaders (a folder of their own per call, removed after reading).
+inline LoadedModel tiny_model(const TinyShape& shape, const TinyWeights& weights) {
+  static int calls = 0;
+  const auto dir =
+      std::filesystem::temp_directory_path() /
+      ("tinycoral_tiny_model_" + std::to_string(::getpid()) + "_" + std::to_string(calls++));
+  std::filesystem::create_directories(dir);
+  write_bytes(dir / "model.bin", tiny_v0(shape, weights));
+  write_bytes(dir / "tokenizer.bin", tiny_tokenizer(shape.vocab));
+  LoadedModel model{llm::load_checkpoint(dir / "model.bin"),
+                    llm::Tokenizer::load(dir / "tokenizer.bin", shape.vocab)};
+  std::filesystem::remove_all(dir);
+  return model;
+}
+
+// The test data's checkpoint `name` loaded with the test data's tokenizer; nullopt (with `why`)
+// as for reference_checkpoint.
+inline std::optional<LoadedModel> reference_model(const std::filesystem::path& testdata,
+                                                  const std::string& name, std::string& why) {
   const auto path = reference_checkpoint(testdata, name, why);
   if (!path) return std::nullopt;
   llm::Checkpoint ck = llm::load_checkpoint(*path);
   llm::Tokenizer tok =
       llm::Tokenizer::load(llama2c_dir(testdata) / "tokenizer.bin", ck.config.vocab_size);
-  return ReferenceModel{std::move(ck), std::move(tok)};
+  return LoadedModel{std::move(ck), std::move(tok)};
 }
 
 }  // namespace tinycoral::testing
