@@ -50,7 +50,7 @@ struct ChipBatchMatmuls::Program : FcProgramPlan {
 
 ChipBatchMatmuls::ChipBatchMatmuls(const Checkpoint& ck, ThreadPool& pool,
                                    const Calibration& calibration, runtime::EdgeTpu& tpu,
-                                   Int8Options options)
+                                   Int8Options options, bool values_on_chip)
     : BatchMatmuls(ck, pool, calibration, options), tpu_(tpu) {
   const Config& c = ck.config;
   const bool fused = options.fused_layers;
@@ -60,10 +60,14 @@ ChipBatchMatmuls::ChipBatchMatmuls(const Checkpoint& ck, ThreadPool& pool,
   plans_.resize(size_t(c.n_layers) * size_t(ids_per_layer_));
   values_programs_.assign(size_t(c.n_layers), -1);
   for (int l = 0; l < c.n_layers; ++l) {
-    // Input sets in forward()'s order; with fused_layers, wo's place holds u: one program where
-    // it fits, else a set per kv head.
+    // Input sets in forward()'s order; with fused_layers, wo's place holds u: on the host, or
+    // (values_on_chip) one program where it fits, else a set per kv head.
     std::vector<std::vector<PlannedMatmul>> sets;
     for (const std::vector<LayerMatmul>& set : input_sets()) {
+      if (fused && set.front() == LayerMatmul::kO && !values_on_chip) {
+        ++stats_.host_values;
+        continue;
+      }
       if (fused && set.front() == LayerMatmul::kO && values_program(l, tiles)) {
         sets.emplace_back();  // placed; nothing to plan
         continue;
@@ -111,7 +115,7 @@ ChipBatchMatmuls::ChipBatchMatmuls(const Checkpoint& ck, ThreadPool& pool,
           ++(host ? stats_.host_matmuls : stats_.chip_matmuls);
       }
     }
-    if (fused) {
+    if (fused && values_on_chip) {
       // wo, counted once: on the chip when every head's u is.
       ++(values_on_host ? stats_.host_matmuls : stats_.chip_matmuls);
       if (values_on_host)

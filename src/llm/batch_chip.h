@@ -3,10 +3,12 @@
 // batch as one batched FULLY_CONNECTED program (compiler/fc_batch_codegen.h) over weights resident
 // in tile memory, and computes the int8 path's arithmetic, so every sequence gets the text it gets
 // alone on the int8 CPU path. With Int8Options::fused_layers (the default), q, k and v are the
-// folded matmuls, wo is not run and u = wo_h v is: one program per layer whose groups each read
-// their head's slice of v (FcPlacement::in_at), or where that does not fit one program per kv head
-// (the host cuts the slices); the residual add runs on the host, in the same integers, inside each
-// sequence.
+// folded matmuls and wo is not run; u = wo_h v (n_heads x dim bytes per row, six times o) is
+// computed by the host from v's bytes, since returning it costs more USB time than the host needs
+// to compute it (docs/llm.md "The batch path"); with `values_on_chip` it is one program per layer
+// whose groups each read their head's slice of v (FcPlacement::in_at), or where that does not fit
+// one program per kv head (the host cuts the slices). The residual add runs on the host, in the
+// same integers, inside each sequence.
 //
 // Plan, step a's (matmul_plan.h): matmuls of one input (q, k, v; w1, w3) share a program when
 // their groups fit in 32 together, each group keeping its matmul's output stage; more than 2048
@@ -33,12 +35,13 @@
 namespace tinycoral::llm {
 
 struct ChipBatchStats {
-  int chip_matmuls = 0, host_matmuls = 0;  // per layer stack
-  int programs = 0;                        // programs per forward pass of the batch (one chunk)
-  int64_t resident_bytes = 0;              // parameter bytes cached in tile memory
-  int max_tile_units = 0;                  // the fullest tile's parameter units (of 8192)
-  std::string host_reason;                 // why the first host matmul is not on the chip
-  runtime::StickTime modeled, caching;     // every execution run so far; the one-time caching
+  int chip_matmuls = 0, host_matmuls = 0;  // per layer stack; fused_layers: u counts as wo...
+  int host_values = 0;         // ...except in these layers, whose u the host computes by choice
+  int programs = 0;            // programs per forward pass of the batch (one chunk)
+  int64_t resident_bytes = 0;  // parameter bytes cached in tile memory
+  int max_tile_units = 0;      // the fullest tile's parameter units (of 8192)
+  std::string host_reason;     // why the first host matmul is not on the chip
+  runtime::StickTime modeled, caching;  // every execution run so far; the one-time caching
   int runs = 0;
   double chip_wall_s = 0;  // wall time inside EdgeTpu::run
 };
@@ -46,8 +49,10 @@ struct ChipBatchStats {
 class ChipBatchMatmuls : public BatchMatmuls {
  public:
   // `tpu` must outlive this; its tile memory is filled with the layers' weights here.
+  // `values_on_chip`: fused_layers' u from v as programs (returned over USB) instead of on the
+  // host; the same integers either way.
   ChipBatchMatmuls(const Checkpoint& ck, ThreadPool& pool, const Calibration& calibration,
-                   runtime::EdgeTpu& tpu, Int8Options options = {});
+                   runtime::EdgeTpu& tpu, Int8Options options = {}, bool values_on_chip = false);
   ~ChipBatchMatmuls() override;
   const ChipBatchStats& stats() const { return stats_; }
 

@@ -67,7 +67,8 @@ void expect_same_tokens(const llm::BatchRun& run, const std::vector<std::vector<
 
 // Both batch paths against the oracle on `ck`; returns the chip's figures.
 llm::ChipBatchStats expect_batch_equals_int8(const llm::Checkpoint& ck, const llm::Tokenizer& tok,
-                                             int count, int steps, llm::Int8Options options) {
+                                             int count, int steps, llm::Int8Options options,
+                                             bool values_on_chip = false) {
   llm::ThreadPool pool(2);
   const llm::Calibration cal = llm::calibrate(ck, pool, 8);
   const std::vector<llm::BatchRequest> requests = mixed_requests(count, steps);
@@ -82,7 +83,7 @@ llm::ChipBatchStats expect_batch_equals_int8(const llm::Checkpoint& ck, const ll
   }
   SCOPED_TRACE("virtual Edge TPU");
   auto tpu = runtime::open_virtual_edgetpu();
-  llm::ChipBatchMatmuls chip(ck, pool, cal, *tpu, options);
+  llm::ChipBatchMatmuls chip(ck, pool, cal, *tpu, options, values_on_chip);
   const llm::BatchRun run = llm::generate_batch(ck, tok, chip, requests);
   expect_same_tokens(run, want);
   EXPECT_EQ(run.steps, steps);  // the longest sequences ran every step in lockstep
@@ -120,8 +121,9 @@ TEST(BatchPath, BothTestCheckpointsGiveEverySequenceTheInt8PathsTokens) {
 
 // The default arithmetic, the fused layers' (RMSNorm folded into q, k, v, the residual add in
 // integers, wo folded into u): the batch gives every sequence the tokens of the int8 path alone. On
-// the chip q, k, v are the folded matmuls and u one program per layer (each head reading its slice
-// of v), or one per kv head where that does not fit; wo is not run.
+// the chip q, k, v are the folded matmuls and wo is not run; u is computed by the host from v (by
+// default: cheaper than returning it), or with values_on_chip one program per layer (each head
+// reading its slice of v), or one per kv head where that does not fit.
 TEST(BatchPath, FusedLayersGiveEverySequenceTheInt8PathsTokens) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   for (const std::string name : {"rand_gqa", "rand15M"}) {
@@ -132,16 +134,27 @@ TEST(BatchPath, FusedLayersGiveEverySequenceTheInt8PathsTokens) {
     const llm::Checkpoint& ck = model->ck;
     const llm::Tokenizer& tok = model->tok;
     const bool big = name == "rand15M";
-    const llm::ChipBatchStats s =
-        expect_batch_equals_int8(ck, tok, big ? 4 : 16, big ? 8 : 16, llm::Int8Options{true});
     const llm::Config& c = ck.config;
-    EXPECT_EQ(s.chip_matmuls, 7 * c.n_layers);
-    EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
-    // q+k+v, u (every head reading its slice of v), w1+w3, w2.
-    EXPECT_EQ(s.programs, 4 * c.n_layers);
+    for (const bool values_on_chip : {false, true}) {
+      if (big && values_on_chip) continue;  // the same programs as rand_gqa's, only larger
+      SCOPED_TRACE(values_on_chip ? "u on the chip" : "u on the host");
+      const llm::ChipBatchStats s = expect_batch_equals_int8(
+          ck, tok, big ? 4 : 16, big ? 8 : 16, llm::Int8Options{true}, values_on_chip);
+      EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
+      if (values_on_chip) {
+        EXPECT_EQ(s.chip_matmuls, 7 * c.n_layers);  // u counts as wo
+        EXPECT_EQ(s.host_values, 0);
+        // q+k+v, u (every head reading its slice of v), w1+w3, w2.
+        EXPECT_EQ(s.programs, 4 * c.n_layers);
+      } else {
+        EXPECT_EQ(s.chip_matmuls, 6 * c.n_layers);
+        EXPECT_EQ(s.host_values, c.n_layers);
+        EXPECT_EQ(s.programs, 3 * c.n_layers);  // q+k+v, w1+w3, w2
+      }
+    }
   }
-  // 8 heads of dim 320: u's 40 groups do not fit one program, so one per kv head (4); head size
-  // 14: v's slices are not whole words, so one per kv head (2) as well.
+  // u on the chip: 8 heads of dim 320: u's 40 groups do not fit one program, so one per kv head
+  // (4); head size 14: v's slices are not whole words, so one per kv head (2) as well.
   struct Case {
     TinyShape shape;
     int programs;
@@ -153,7 +166,8 @@ TEST(BatchPath, FusedLayersGiveEverySequenceTheInt8PathsTokens) {
     const LoadedModel model = tiny_model(test.shape, TinyWeights(test.shape, test.seed));
     const llm::Checkpoint& ck = model.ck;
     const llm::Tokenizer& tok = model.tok;
-    const llm::ChipBatchStats s = expect_batch_equals_int8(ck, tok, 6, 8, llm::Int8Options{true});
+    const llm::ChipBatchStats s =
+        expect_batch_equals_int8(ck, tok, 6, 8, llm::Int8Options{true}, true);
     EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
     EXPECT_EQ(s.programs, test.programs);
   }
@@ -194,10 +208,11 @@ TEST(BatchPath, WeightsPastTileMemoryStayOnTheHostExactly) {
   const LoadedModel model = tiny_model(shape, TinyWeights(shape));
   const llm::Checkpoint& ck = model.ck;
   const llm::Tokenizer& tok = model.tok;
-  // The default arithmetic: u of the last layers stays on the host as well.
+  // The default arithmetic: u is the host's in every layer (by choice, not for room).
   const llm::ChipBatchStats s = expect_batch_equals_int8(ck, tok, 4, 6, llm::Int8Options{});
-  EXPECT_EQ(s.chip_matmuls + s.host_matmuls, 7 * 11);
-  EXPECT_GT(s.chip_matmuls, 7 * 8);
+  EXPECT_EQ(s.host_values, 11);
+  EXPECT_EQ(s.chip_matmuls + s.host_matmuls, 6 * 11);
+  EXPECT_GT(s.chip_matmuls, 6 * 8);
   EXPECT_GT(s.host_matmuls, 0);
   EXPECT_NE(s.host_reason.find("fill the tile memory"), std::string::npos) << s.host_reason;
 }

@@ -18,6 +18,8 @@ nlohmann::json chip_json(const llm::ChipBatchStats& s, const llm::BatchRun& run,
   j["matmuls_on_chip"] = s.chip_matmuls;
   j["matmuls_on_host"] = s.host_matmuls;
   if (!s.host_reason.empty()) j["host_reason"] = s.host_reason;
+  // fused_layers: layers whose u (wo folded into the values) the host computes by choice.
+  j["values_on_host_layers"] = s.host_values;
   j["programs_per_step"] = s.programs;
   j["program_runs"] = s.runs;
   j["resident_parameter_bytes"] = s.resident_bytes;
