@@ -60,11 +60,13 @@ struct ChipTransformer::FfnProgram {
 // reading head h's q~ through in_at (K = head_size padded to 64; the bytes past it meet zero
 // weights); a one-row batched FC (fc_batch_codegen.h), since in_at needs the whole row on every
 // tile. The keys start as zeros; each token writes its key by caching the groups that hold its
-// position again (one caching program, generated per token from the current keys).
+// position again: one caching program per 64-position group, generated at its first token; later
+// tokens only replace its parameter bytes (the instructions depend on the placement alone).
 struct ChipTransformer::ScoresProgram : FcProgramPlan {
   std::vector<QuantizedMatmul> heads;  // the keys as weights, rows = positions
   int row_bytes = 0, seq_padded = 0;
   std::shared_ptr<runtime::Program> execution;
+  std::vector<std::shared_ptr<runtime::Program>> key_writes;  // [pos / 64], made when first used
 };
 
 // q, k, v of one layer as one generator layer, and where each sits in its output.
@@ -457,17 +459,20 @@ bool ChipTransformer::scores_program(int layer, TileAllocator& tiles) {
   stats_.resident_bytes +=
       static_cast<int64_t>(compiler::fc_caching(fc, p.placement).parameters.size());
   ++stats_.programs;
+  p.key_writes.resize(size_t(p.seq_padded / 64));
   scores_.resize(size_t(c.n_layers));
   scores_[size_t(layer)] = std::move(p);
   return true;
 }
 
-std::shared_ptr<runtime::Program> ChipTransformer::scores_caching(const ScoresProgram& p,
-                                                                  int pos) const {
+std::shared_ptr<runtime::Program> ChipTransformer::scores_caching(const ScoresProgram& p) const {
   const auto head = [&](int id) -> const QuantizedMatmul& { return p.heads[size_t(id)]; };
-  if (pos < 0)
-    return std::make_shared<runtime::Program>(
-        compiler::fc_caching(fc_layer_of(p, head), p.placement));
+  return std::make_shared<runtime::Program>(
+      compiler::fc_caching(fc_layer_of(p, head), p.placement));
+}
+
+std::shared_ptr<runtime::Program> ChipTransformer::key_write(ScoresProgram& p, int pos) const {
+  const auto head = [&](int id) -> const QuantizedMatmul& { return p.heads[size_t(id)]; };
   // The group holding `pos` in every head: a plan of those groups alone, at their tiles and units.
   ScoresProgram part;
   part.k_padded = p.k_padded;
@@ -479,8 +484,13 @@ std::shared_ptr<runtime::Program> ChipTransformer::scores_caching(const ScoresPr
     part.placement.tiles.push_back(p.placement.tiles[g]);
     part.placement.param_units.push_back(p.placement.param_units[g]);
   }
-  return std::make_shared<runtime::Program>(
-      compiler::fc_caching(fc_layer_of(part, head), part.placement));
+  const compiler::FcLayer layer = fc_layer_of(part, head);
+  std::shared_ptr<runtime::Program>& write = p.key_writes[size_t(pos / 64)];
+  if (!write)
+    write = std::make_shared<runtime::Program>(compiler::fc_caching(layer, part.placement));
+  else
+    write->set_parameters(compiler::fc_parameters(layer));
+  return write;
 }
 
 void ChipTransformer::scores_q(int layer, int pos, const int8_t* q8, int8_t* scores) {
@@ -495,7 +505,8 @@ void ChipTransformer::scores_q(int layer, int pos, const int8_t* q8, int8_t* sco
   const int8_t* key = key_q(layer, pos);
   for (int h = 0; h < c.n_heads; ++h)
     std::copy_n(key + (h / kv_mul) * hs, hs, p.heads[size_t(h)].w.begin() + long(pos) * hs);
-  const std::shared_ptr<runtime::Program> caching = scores_caching(p, pos);
+  const std::shared_ptr<runtime::Program> caching = key_write(p, pos);
+  const auto start = std::chrono::steady_clock::now();
   tpu_.run(nullptr, caching);
   if (tpu_.recoveries() != recoveries_seen_) cache_all();
   stats_.modeled += runtime::stick_time(tpu_.last_run().inference);
@@ -503,6 +514,8 @@ void ChipTransformer::scores_q(int layer, int pos, const int8_t* q8, int8_t* sco
   std::vector<int8_t> row(size_t(p.row_bytes), 0), out(size_t(p.outputs));
   std::copy_n(q8, c.dim, row.begin());
   run(p.execution, row.data(), p.row_bytes, out.data(), p.outputs);
+  stats_.chip_wall_s +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (int h = 0; h < c.n_heads; ++h)
     std::copy_n(out.begin() + long(h) * p.seq_padded, pos + 1,
                 scores + size_t(h) * size_t(c.seq_len));
@@ -525,7 +538,7 @@ void ChipTransformer::cache_all() {
   }
   // The scores' keys as they are now (zeros where no token wrote one yet).
   for (const ScoresProgram& p : scores_)
-    if (p.execution) caching.push_back(scores_caching(p, -1));
+    if (p.execution) caching.push_back(scores_caching(p));
   for (const std::shared_ptr<runtime::Program>& p : caching) {
     if (!p) continue;
     tpu_.run(nullptr, p);

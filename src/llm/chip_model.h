@@ -73,7 +73,9 @@ class ChipTransformer : public Int8Transformer {
   bool first_layer(TileAllocator& tiles);
   struct ScoresProgram;
   bool scores_program(int layer, TileAllocator& tiles);
-  std::shared_ptr<runtime::Program> scores_caching(const ScoresProgram& p, int pos) const;
+  std::shared_ptr<runtime::Program> scores_caching(const ScoresProgram& p) const;
+  // The program that writes the keys of the 64-position group holding `pos` (current bytes).
+  std::shared_ptr<runtime::Program> key_write(ScoresProgram& p, int pos) const;
   std::vector<ScoresProgram>
       scores_;  // [layer]; without a program where the scores are on the host
   struct QkvPart;

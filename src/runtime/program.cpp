@@ -300,6 +300,14 @@ void Program::build_output_maps() {
   }
 }
 
+void Program::set_parameters(std::span<const uint8_t> bytes) {
+  if (bytes.size() != exe_.parameters.size())
+    fail("new parameters of ", bytes.size(), " bytes for a program of ", exe_.parameters.size());
+  // In place: the prepared transfers point into this buffer.
+  std::copy(bytes.begin(), bytes.end(), exe_.parameters.begin());
+  exe_.parameter_caching_token = 0;
+}
+
 void Program::set_input(size_t i, std::span<const uint8_t> bytes) {
   const Layer& layer = exe_.input_layers.at(i);
   if (bytes.size() != input_bytes(i))

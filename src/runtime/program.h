@@ -33,6 +33,10 @@ class Program {
 
   // Copies a user input into its padded device buffer (flipping the MSB of signed types).
   void set_input(size_t i, std::span<const uint8_t> bytes);
+  // Replaces the parameter bytes (the same count; throws Error otherwise), keeping the prepared
+  // instructions: a caching program that writes new values to the same place. Its caching token
+  // becomes 0, so the runtime never takes it for parameters already resident.
+  void set_parameters(std::span<const uint8_t> bytes);
   // Writes output i in YXZ order (de-tiled by its layout, MSB flipped back for signed types).
   void get_output(size_t i, std::span<uint8_t> bytes) const;
 

@@ -33,6 +33,29 @@ TEST(Program, CutsHintsSoThatNoOutIsSentWhileAnOutputIsPending) {
   EXPECT_EQ(p.segments()[1].events, std::vector<uint8_t>{4});
 }
 
+// A caching program reused with new values (the llm path's key writes): the prepared parameter
+// transfer sends the new bytes, the token no longer claims residency, and a wrong size is refused.
+TEST(Program, NewParametersGoOutThroughThePreparedTransfer) {
+  container::Executable e = make_inference(8, {4});
+  e.parameters.assign(16, 1);
+  e.parameter_caching_token = 77;
+  auto& h = e.dma_hints.hints;
+  h.insert(h.begin() + 1, dma(Direction::kInfeed, BufferKind::kParameter, "", 0, 16));
+  Program p(std::move(e));
+  const std::vector<uint8_t> fresh = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+  p.set_parameters(fresh);
+  EXPECT_EQ(p.executable().parameter_caching_token, 0u);
+  bool sent = false;
+  for (const usb::Segment& s : p.segments())
+    for (const usb::OutDma& out : s.outs)
+      if (out.tag == usb::Tag::kParameters) {
+        EXPECT_EQ(std::vector<uint8_t>(out.payload.begin(), out.payload.end()), fresh);
+        sent = true;
+      }
+  EXPECT_TRUE(sent);
+  EXPECT_THROW(p.set_parameters(std::vector<uint8_t>(15, 0)), Error);
+}
+
 TEST(Program, AFenceStartsANewSegment) {
   container::Executable e = make_inference(8, {4});
   container::DmaHint fence;
