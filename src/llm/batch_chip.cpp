@@ -50,7 +50,7 @@ struct ChipBatchMatmuls::Program : FcProgramPlan {
 
 ChipBatchMatmuls::ChipBatchMatmuls(const Checkpoint& ck, ThreadPool& pool,
                                    const Calibration& calibration, runtime::EdgeTpu& tpu,
-                                   Int8Options options, bool values_on_chip)
+                                   Int8Options options, bool values_on_host)
     : BatchMatmuls(ck, pool, calibration, options), tpu_(tpu) {
   const Config& c = ck.config;
   const bool fused = options.fused_layers;
@@ -60,11 +60,11 @@ ChipBatchMatmuls::ChipBatchMatmuls(const Checkpoint& ck, ThreadPool& pool,
   plans_.resize(size_t(c.n_layers) * size_t(ids_per_layer_));
   values_programs_.assign(size_t(c.n_layers), -1);
   for (int l = 0; l < c.n_layers; ++l) {
-    // Input sets in forward()'s order; with fused_layers, wo's place holds u: on the host, or
-    // (values_on_chip) one program where it fits, else a set per kv head.
+    // Input sets in forward()'s order; with fused_layers, wo's place holds u: one program where it
+    // fits, else a set per kv head, or (values_on_host) computed by the host.
     std::vector<std::vector<PlannedMatmul>> sets;
     for (const std::vector<LayerMatmul>& set : input_sets()) {
-      if (fused && set.front() == LayerMatmul::kO && !values_on_chip) {
+      if (fused && set.front() == LayerMatmul::kO && values_on_host) {
         ++stats_.host_values;
         continue;
       }
@@ -84,7 +84,7 @@ ChipBatchMatmuls::ChipBatchMatmuls(const Checkpoint& ck, ThreadPool& pool,
       sets.emplace_back();
       for (LayerMatmul m : set) sets.back().push_back({int(m), &matmul(l, m), matmul_name(m)});
     }
-    bool values_on_host = false;
+    bool values_did_not_fit = false;  // some head's u program left for the host
     for (const std::vector<PlannedMatmul>& set : sets) {
       if (set.empty()) continue;
       InputSetPlan plan = plan_input_set(set, l, tiles);
@@ -110,15 +110,15 @@ ChipBatchMatmuls::ChipBatchMatmuls(const Checkpoint& ck, ThreadPool& pool,
         const bool host =
             std::find(plan.on_host.begin(), plan.on_host.end(), m.id) != plan.on_host.end();
         if (m.id >= kValueIds)
-          values_on_host |= host;
+          values_did_not_fit |= host;
         else
           ++(host ? stats_.host_matmuls : stats_.chip_matmuls);
       }
     }
-    if (fused && values_on_chip) {
+    if (fused && !values_on_host) {
       // wo, counted once: on the chip when every head's u is.
-      ++(values_on_host ? stats_.host_matmuls : stats_.chip_matmuls);
-      if (values_on_host)
+      ++(values_did_not_fit ? stats_.host_matmuls : stats_.chip_matmuls);
+      if (values_did_not_fit)
         for (int h = 0; h < c.n_heads; ++h) plan_of(l, kValueIds + h).clear();
     }
   }

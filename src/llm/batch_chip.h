@@ -3,12 +3,12 @@
 // batch as one batched FULLY_CONNECTED program (compiler/fc_batch_codegen.h) over weights resident
 // in tile memory, and computes the int8 path's arithmetic, so every sequence gets the text it gets
 // alone on the int8 CPU path. With Int8Options::fused_layers (the default), q, k and v are the
-// folded matmuls and wo is not run; u = wo_h v (n_heads x dim bytes per row, six times o) is
-// computed by the host from v's bytes, since returning it costs more USB time than the host needs
-// to compute it (docs/llm.md "The batch path"); with `values_on_chip` it is one program per layer
-// whose groups each read their head's slice of v (FcPlacement::in_at), or where that does not fit
-// one program per kv head (the host cuts the slices). The residual add runs on the host, in the
-// same integers, inside each sequence.
+// folded matmuls and wo is not run; u = wo_h v (n_heads x dim bytes per row, six times o) is one
+// program per layer whose groups each read their head's slice of v (FcPlacement::in_at), or where
+// that does not fit one program per kv head (the host cuts the slices). With `values_on_host` the
+// host computes u from v's bytes instead: wo's matmul leaves the chip, but returning u costs more
+// modeled USB time than the host needs to compute it (docs/llm.md "The batch path"). The residual
+// add runs on the host, in the same integers, inside each sequence.
 //
 // Plan, step a's (matmul_plan.h): matmuls of one input (q, k, v; w1, w3) share a program when
 // their groups fit in 32 together, each group keeping its matmul's output stage; more than 2048
@@ -49,10 +49,10 @@ struct ChipBatchStats {
 class ChipBatchMatmuls : public BatchMatmuls {
  public:
   // `tpu` must outlive this; its tile memory is filled with the layers' weights here.
-  // `values_on_chip`: fused_layers' u from v as programs (returned over USB) instead of on the
-  // host; the same integers either way.
+  // `values_on_host`: fused_layers' u computed by the host from v instead of by programs whose
+  // outputs return over USB; the same integers either way.
   ChipBatchMatmuls(const Checkpoint& ck, ThreadPool& pool, const Calibration& calibration,
-                   runtime::EdgeTpu& tpu, Int8Options options = {}, bool values_on_chip = false);
+                   runtime::EdgeTpu& tpu, Int8Options options = {}, bool values_on_host = false);
   ~ChipBatchMatmuls() override;
   const ChipBatchStats& stats() const { return stats_; }
 

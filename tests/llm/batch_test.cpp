@@ -68,7 +68,7 @@ void expect_same_tokens(const llm::BatchRun& run, const std::vector<std::vector<
 // Both batch paths against the oracle on `ck`; returns the chip's figures.
 llm::ChipBatchStats expect_batch_equals_int8(const llm::Checkpoint& ck, const llm::Tokenizer& tok,
                                              int count, int steps, llm::Int8Options options,
-                                             bool values_on_chip = false) {
+                                             bool values_on_host = false) {
   llm::ThreadPool pool(2);
   const llm::Calibration cal = llm::calibrate(ck, pool, 8);
   const std::vector<llm::BatchRequest> requests = mixed_requests(count, steps);
@@ -83,7 +83,7 @@ llm::ChipBatchStats expect_batch_equals_int8(const llm::Checkpoint& ck, const ll
   }
   SCOPED_TRACE("virtual Edge TPU");
   auto tpu = runtime::open_virtual_edgetpu();
-  llm::ChipBatchMatmuls chip(ck, pool, cal, *tpu, options, values_on_chip);
+  llm::ChipBatchMatmuls chip(ck, pool, cal, *tpu, options, values_on_host);
   const llm::BatchRun run = llm::generate_batch(ck, tok, chip, requests);
   expect_same_tokens(run, want);
   EXPECT_EQ(run.steps, steps);  // the longest sequences ran every step in lockstep
@@ -121,9 +121,9 @@ TEST(BatchPath, BothTestCheckpointsGiveEverySequenceTheInt8PathsTokens) {
 
 // The default arithmetic, the fused layers' (RMSNorm folded into q, k, v, the residual add in
 // integers, wo folded into u): the batch gives every sequence the tokens of the int8 path alone. On
-// the chip q, k, v are the folded matmuls and wo is not run; u is computed by the host from v (by
-// default: cheaper than returning it), or with values_on_chip one program per layer (each head
-// reading its slice of v), or one per kv head where that does not fit.
+// the chip q, k, v are the folded matmuls and wo is not run; u is one program per layer (each head
+// reading its slice of v), or one per kv head where that does not fit, or with values_on_host
+// computed by the host from v.
 TEST(BatchPath, FusedLayersGiveEverySequenceTheInt8PathsTokens) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   for (const std::string name : {"rand_gqa", "rand15M"}) {
@@ -135,13 +135,13 @@ TEST(BatchPath, FusedLayersGiveEverySequenceTheInt8PathsTokens) {
     const llm::Tokenizer& tok = model->tok;
     const bool big = name == "rand15M";
     const llm::Config& c = ck.config;
-    for (const bool values_on_chip : {false, true}) {
-      if (big && values_on_chip) continue;  // the same programs as rand_gqa's, only larger
-      SCOPED_TRACE(values_on_chip ? "u on the chip" : "u on the host");
+    for (const bool values_on_host : {false, true}) {
+      if (big && values_on_host) continue;  // the same programs as rand_gqa's, fewer of them
+      SCOPED_TRACE(values_on_host ? "u on the host" : "u on the chip");
       const llm::ChipBatchStats s = expect_batch_equals_int8(
-          ck, tok, big ? 4 : 16, big ? 8 : 16, llm::Int8Options{true}, values_on_chip);
+          ck, tok, big ? 4 : 16, big ? 8 : 16, llm::Int8Options{true}, values_on_host);
       EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
-      if (values_on_chip) {
+      if (!values_on_host) {
         EXPECT_EQ(s.chip_matmuls, 7 * c.n_layers);  // u counts as wo
         EXPECT_EQ(s.host_values, 0);
         // q+k+v, u (every head reading its slice of v), w1+w3, w2.
@@ -166,8 +166,7 @@ TEST(BatchPath, FusedLayersGiveEverySequenceTheInt8PathsTokens) {
     const LoadedModel model = tiny_model(test.shape, TinyWeights(test.shape, test.seed));
     const llm::Checkpoint& ck = model.ck;
     const llm::Tokenizer& tok = model.tok;
-    const llm::ChipBatchStats s =
-        expect_batch_equals_int8(ck, tok, 6, 8, llm::Int8Options{true}, true);
+    const llm::ChipBatchStats s = expect_batch_equals_int8(ck, tok, 6, 8, llm::Int8Options{true});
     EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
     EXPECT_EQ(s.programs, test.programs);
   }
@@ -208,11 +207,12 @@ TEST(BatchPath, WeightsPastTileMemoryStayOnTheHostExactly) {
   const LoadedModel model = tiny_model(shape, TinyWeights(shape));
   const llm::Checkpoint& ck = model.ck;
   const llm::Tokenizer& tok = model.tok;
-  // The default arithmetic: u is the host's in every layer (by choice, not for room).
+  // The default arithmetic: u of the last layers stays on the host as well (for room, not by
+  // choice: host_values counts only the latter).
   const llm::ChipBatchStats s = expect_batch_equals_int8(ck, tok, 4, 6, llm::Int8Options{});
-  EXPECT_EQ(s.host_values, 11);
-  EXPECT_EQ(s.chip_matmuls + s.host_matmuls, 6 * 11);
-  EXPECT_GT(s.chip_matmuls, 6 * 8);
+  EXPECT_EQ(s.host_values, 0);
+  EXPECT_EQ(s.chip_matmuls + s.host_matmuls, 7 * 11);
+  EXPECT_GT(s.chip_matmuls, 7 * 8);
   EXPECT_GT(s.host_matmuls, 0);
   EXPECT_NE(s.host_reason.find("fill the tile memory"), std::string::npos) << s.host_reason;
 }
@@ -298,6 +298,18 @@ TEST(BatchPath, GenerateBatchOnTheSimulatorWritesEachSeedsInt8Story) {
   EXPECT_EQ(
       nlohmann::json::parse(unfused.out).at("sequences")[1].at("text").get<std::string>() + "\n",
       unfused_cpu.out);
+  // u on the host: the same stories (the same integers), reported as the host's by choice.
+  const CommandResult host_u =
+      run_cli(args + " -s 5 --batch 3 --device sim --values-on-host --json");
+  ASSERT_EQ(host_u.exit_code, 0) << host_u.err;
+  const auto hj = nlohmann::json::parse(host_u.out);
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_EQ(hj.at("sequences")[i].at("text"), j.at("sequences")[i].at("text")) << i;
+  EXPECT_EQ(j.at("chip").at("values_on_host_layers"), 0);
+  EXPECT_EQ(hj.at("chip").at("values_on_host_layers"), 2);  // rand_gqa's layers
+  const CommandResult no_batch = run_cli(args + " --device sim --values-on-host");
+  EXPECT_EQ(no_batch.exit_code, 2);
+  EXPECT_NE(no_batch.err.find("--values-on-host needs --batch"), std::string::npos) << no_batch.err;
   const CommandResult zero = run_cli(args + " --batch 0");
   EXPECT_EQ(zero.exit_code, 2);
   EXPECT_NE(zero.err.find("--batch must be at least 1 (got 0)"), std::string::npos) << zero.err;

@@ -36,6 +36,7 @@ struct GenerateArgs {
   int calibration = 64;
   int batch = -1;  // --batch B: B stories at once (generate_batch.h); -1: not asked for
   bool int8 = false, json = false, all_logits = false, fused_layers = false, unfused_layers = false;
+  bool values_on_host = false;
   bool scores_on_chip = false;
 };
 
@@ -121,11 +122,13 @@ void run(GenerateArgs& a) {
     fail("--unfused-layers needs --int8, --batch or an Edge TPU device");
   if (a.scores_on_chip && (!tpu || a.unfused_layers || a.batch != -1))
     fail("--scores-on-chip needs an Edge TPU device, the default arithmetic and no --batch");
+  if (a.values_on_host && (!tpu || a.unfused_layers || a.batch == -1))
+    fail("--values-on-host needs --batch, an Edge TPU device and the default arithmetic");
   const llm::Int8Options layers{
       .fused_layers = !a.unfused_layers, .chip_attention = true, .chip_scores = a.scores_on_chip};
   if (a.batch != -1) {
     generate_batch_command({a.batch, a.prompt, a.steps < 0 ? 0 : a.steps, a.temperature, a.topp,
-                            seed, a.calibration, a.json, layers},
+                            seed, a.calibration, a.json, layers, a.values_on_host},
                            ck, tokenizer, pool, tpu.get());
     return;
   }
@@ -247,6 +250,10 @@ void add_generate_command(CLI::App& app) {
                 "sim or usb: attention's scores on the chip too, the keys resident in tile "
                 "memory and written as tokens arrive (one more program and caching run per "
                 "layer and token)");
+  cmd->add_flag("--values-on-host", args->values_on_host,
+                "--batch on sim or usb: the host computes the values' u (wo folded into them) "
+                "from v instead of the chip, which then returns v, not u: faster for large "
+                "batches, but wo's matmul leaves the chip");
   cmd->add_option("--calibration", args->calibration,
                   "--int8: positions of greedy float generation the ranges are taken from")
       ->capture_default_str();

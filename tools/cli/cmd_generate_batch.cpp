@@ -58,7 +58,8 @@ void generate_batch_command(const BatchOptions& o, const llm::Checkpoint& ck,
   std::unique_ptr<llm::BatchMatmuls> matmuls;
   llm::ChipBatchMatmuls* chip = nullptr;
   if (tpu) {
-    auto owned = std::make_unique<llm::ChipBatchMatmuls>(ck, pool, cal, *tpu, o.arithmetic);
+    auto owned = std::make_unique<llm::ChipBatchMatmuls>(ck, pool, cal, *tpu, o.arithmetic,
+                                                         o.values_on_host);
     chip = owned.get();
     matmuls = std::move(owned);
     if (chip->stats().host_matmuls > 0 && !o.json)

@@ -26,6 +26,7 @@ struct BatchOptions {
   int calibration = 64;
   bool json = false;
   llm::Int8Options arithmetic;
+  bool values_on_host = false;  // fused layers on a chip: the host computes u (batch_chip.h)
 };
 
 // `tpu` null: the CPU. Throws Error for a bad batch.
