@@ -605,6 +605,15 @@ container::Bitstream execution_program(const ConvChain& chain, const Shapes& sha
     if (si > 0) {
       fill_stage(stage);
       hand_over(e, stages[si - 1], stage, ordinal);
+      // The same image to the tiles of a later stage whose residual ADD reads it (keep_operands:
+      // they keep it where no stage in between writes).
+      for (size_t i = stage.end; i < chain.layers.size(); ++i)
+        if (chain.layers[i].residual_of == static_cast<int>(stage.first)) {
+          Stage kept = stage_of(i);
+          kept.first = stage.first;
+          kept.end = stage.first + 1;
+          hand_over(e, stages[si - 1], kept, ordinal);
+        }
       tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
       wait_tokens(e);
     }
@@ -745,8 +754,9 @@ std::string residual_unsupported(const ConvChain& chain, size_t i, const Layout&
   const size_t j = static_cast<size_t>(chain.layers[i].residual_of);
   for (const Stage& s : layout.stages) {
     if (i < s.first || i >= s.end) continue;
-    if (j < s.first) return "a residual block split over two stages (not generated yet)";
     for (const Plan& t : s.tiles) {
+      if (j < s.first && !t.layers[j].kept)
+        return "a residual block split over two stages without its operand kept (placement error)";
       const LayerPlan &a = t.layers[i], &xp = t.layers[j];
       if (xp.row_words() != a.row_words() || a.oa < xp.top || a.ob > xp.top + xp.hp)
         return "an ADD in a chain whose operand rows are not all kept on its tile";

@@ -292,6 +292,7 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
         (k > 0 && !nests(shared[k - 1], shared.back())))
       return false;
   }
+  if (!keep_operands(chain, shared)) return false;
   stages = std::move(shared);
   bases = std::move(base);
   return true;
@@ -348,8 +349,8 @@ std::vector<std::vector<StageOption>> stage_options(const ConvChain& chain, cons
   constexpr int kCounts[] = {1, 2, 4, 8, 16};
   std::vector<std::vector<Option>> into(n + 1);  // the stages ending at each cut
   for (size_t b = 1; b <= n; ++b) {
-    if (b < n && cuts_a_residual(chain, b)) continue;
     for (size_t a = 0; a < b; ++a) {
+      if (!stage_allowed(chain, a, b)) continue;
       int rows = 0;
       for (size_t i = a; i < b; ++i) rows += shapes.layers[i].rows();
       int last = 0;
@@ -369,7 +370,7 @@ std::vector<std::vector<StageOption>> stage_options(const ConvChain& chain, cons
       }
       const LayerPlan& lp = shapes.layers[a];
       if (b != a + 1 || b == n || a == 0) continue;
-      for (const int count : kCounts) {
+      for (int count = 2; count <= kTiles; ++count) {
         if (!splittable(lp, count)) continue;
         const Stage s = split_stage(chain, shapes, a, count);
         if (!stage_fits(s, nullptr)) continue;
@@ -399,16 +400,11 @@ std::vector<std::vector<Stage>> fastest_stages(
   const size_t n = chain.layers.size();
   constexpr double kInf = 1e300;
   // The state at a cut: how many tiles the stage ending there is split over (0: not split).
-  constexpr int kStates[] = {0, 2, 4, 8, 16};
-  auto state_of = [&](const Option& o) {
-    int k = 0;
-    while (o.split && kStates[k] != o.tiles) ++k;
-    return k;
-  };
+  constexpr size_t kK = kTiles + 1;
+  auto state_of = [&](const Option& o) { return o.split ? o.tiles : 0; };
   std::vector<std::vector<Stage>> lists;
   // The weights' paths share most of their stages: each is planned once.
   std::map<std::tuple<bool, size_t, size_t, int>, Stage> planned;
-  constexpr size_t kK = std::size(kStates);
   for (const auto& [per_instruction, per_row] : weights) {
     std::vector<std::array<double, kK>> best(n + 1);
     for (auto& row : best) row.fill(kInf);
@@ -418,7 +414,7 @@ std::vector<std::vector<Stage>> fastest_stages(
       for (const Option& o : into[b])
         for (size_t k = 0; k < kK; ++k) {
           if (best[o.a][k] >= kInf || (o.split && !splits)) continue;
-          if (o.sliced && (kStates[k] == 0 || kStates[k] % o.tiles != 0)) continue;
+          if (o.sliced && (k == 0 || k % static_cast<size_t>(o.tiles) != 0)) continue;
           const double cost =
               best[o.a][k] + o.cycles + per_instruction * o.instructions + per_row * o.rows;
           const auto to = static_cast<size_t>(state_of(o));
@@ -520,7 +516,7 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
     const ConvLayer& l = *lp.l;
     const bool last = i + 1 == chain.layers.size();
     bool can_split = last && l.oh == 1 && l.ow == 1 && !l.depthwise;
-    for (int count = 2; count <= kTiles && !last && i > 0; count *= 2)
+    for (int count = 2; count <= kTiles && !last && i > 0; ++count)
       can_split =
           can_split || (splittable(lp, count) && lp.rows_of(lp.groups / count) <= kSegmentRows);
     fit = fit && (lp.rows() <= kSegmentRows || can_split);

@@ -160,7 +160,9 @@ Plan plan_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t 
   for (size_t i = first; i < end; ++i) p.layers[i].in_base = region_base[region_of(i)];
   p.regions_end = region_base[3] + region[3];
   p.add_scratch = p.regions_end;
-  if (kept_count > 0) p.regions_end += 64;
+  bool adds = false;
+  for (size_t i = first; i < end; ++i) adds = adds || chain.layers[i].residual();
+  if (adds) p.regions_end += 64;
   const LayerPlan& last = p.layers[end - 1];
   p.out_ch = channels_stored(*last.l, last.block);
   p.out_row = last.blocks * last.block * p.out_ch;
@@ -183,7 +185,8 @@ void slice_plan(Plan& p, int g0, int g1) {
 
 bool splittable(const LayerPlan& lp, int n) {
   const ConvLayer& l = *lp.l;
-  if (n < 2 || l.residual() || lp.block != 1 || l.cout % kColumns != 0 || lp.groups % n != 0)
+  if (n < 2 || n > kTiles || l.residual() || lp.block != 1 || l.cout % kColumns != 0 ||
+      lp.groups % n != 0)
     return false;
   const int per_tile = lp.groups / n;  // 64 bytes of each pixel per group
   return 4 % per_tile == 0 || per_tile % 4 == 0;
@@ -231,6 +234,59 @@ Stage stage_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_
     if (fits) break;
   }
   return s;
+}
+
+bool stage_allowed(const ConvChain& chain, size_t a, size_t b) {
+  for (size_t i = b; i < chain.layers.size(); ++i) {
+    const ConvLayer& add = chain.layers[i];
+    if (!add.residual()) continue;
+    const auto j = static_cast<size_t>(add.residual_of);
+    if (j < a || j >= b) continue;
+    const ConvLayer& x = chain.layers[j];
+    if (j != a || j == 0 || x.pad_top != 0 || x.pad_left != 0 || x.kh != 1 || x.kw != 1)
+      return false;
+  }
+  return true;
+}
+
+bool keep_operands(const ConvChain& chain, std::vector<Stage>& stages) {
+  auto stage_index = [&](size_t i) {
+    size_t k = 0;
+    while (k + 1 < stages.size() && i >= stages[k].end) ++k;
+    return k;
+  };
+  for (size_t i = 0; i < chain.layers.size(); ++i) {
+    if (!chain.layers[i].residual()) continue;
+    const auto j = static_cast<size_t>(chain.layers[i].residual_of);
+    const size_t sa = stage_index(j), sb = stage_index(i);
+    if (sa == sb) continue;
+    if (sa == 0 || stages[sa].first != j || !stage_allowed(chain, stages[sa].first, stages[sa].end))
+      return false;
+    for (Plan& t : stages[sb].tiles) {
+      const LayerPlan& a = t.layers[i];
+      // Free narrow memory on this tile from the hand-over into stage sa to the ADD: above the
+      // images of stages sa..sb, below the outputs of stages sa - 1..sb waiting at the top.
+      int lo = t.out_at_top ? t.regions_end : t.narrow_end,
+          hi = t.out_at_top ? t.out_base : kNarrowBytes;
+      for (size_t c = sa - 1; c < sb; ++c)
+        for (const Plan& o : stages[c].tiles) {
+          if (o.tile != t.tile) continue;
+          if (c >= sa) lo = std::max(lo, o.regions_end);
+          hi = std::min(hi, o.out_at_top ? o.out_base : kNarrowBytes);
+          if (!o.out_at_top) lo = std::max(lo, o.narrow_end);
+        }
+      LayerPlan x = a;
+      x.kept = true;
+      x.full = false;
+      x.top = x.need_top = a.oa;
+      x.hp = x.need_rows = a.ob - a.oa;
+      x.in_base = round_up(lo, 64);
+      if (x.in_base + round_up(x.in_bytes(), 64) > hi) return false;
+      if (!t.out_at_top) t.narrow_end = std::max(t.narrow_end, x.in_base + x.in_bytes());
+      t.layers[j] = x;
+    }
+  }
+  return true;
 }
 
 bool nests(const Stage& from, const Stage& to) {

@@ -89,6 +89,10 @@ struct LayerPlan {
   // several tiles read travel to all of them in one transfer.
   int need_top = 0, need_rows = 0;
   bool full = false;
+  // In the plan of a residual ADD's stage: the ADD's other operand, the input image of this layer
+  // of an earlier stage (its first), which the hand-over into that stage also sent here and which
+  // stays until the ADD has run (keep_operands). Its geometry is the ADD's own image's.
+  bool kept = false;
   bool needs_fill() const { return top < 0 || top + hp > l->h || wp != l->w || extra != 0; }
   // Narrow byte address of the first input row the op reads.
   int op_in(int x) const { return pixel(need_top - top, x); }
@@ -236,6 +240,19 @@ bool splittable(const LayerPlan& lp, int n);
 // image, a depthwise layer from its groups' channels only (the image holds just them, so the stage
 // before must be split likewise or finer: `nests`).
 Stage split_stage(const ConvChain& chain, const Shapes& shapes, size_t i, int n, int tile0 = 0);
+
+// Whether layers [a, b) can be a stage of their own without cutting a residual block in a way the
+// generator cannot follow: a stage that holds the image a later stage's ADD reads (the input of
+// layer j, the ADD's `residual_of`) must start at j, so that the hand-over into it can send the
+// image to the ADD's tiles too (keep_operands); j must not be the chain's first layer, and its
+// image must have no padding (the ADD's geometry).
+bool stage_allowed(const ConvChain& chain, size_t a, size_t b);
+
+// Where each ADD whose operand is the first image of an earlier stage keeps that image on its own
+// tiles: above every image and below every output of the stages that run on the tile from the
+// hand-over that sends it until the ADD (LayerPlan::kept in the ADD's stage's plans). Returns
+// false when a tile has no such room or a residual block is cut where stage_allowed says not.
+bool keep_operands(const ConvChain& chain, std::vector<Stage>& stages);
 
 // Whether every tile of `to` can take what the tiles of `from` send it: a tile that keeps a slice
 // of the channels (a split depthwise layer) takes only slices inside its own.

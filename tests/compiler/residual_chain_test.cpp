@@ -171,6 +171,45 @@ TEST(ResidualChainOnTheVirtualEdgeTpu, ResNetBasicBlocksEqualTheCpuReference) {
                       random);
 }
 
+// Inverted residual blocks whose parameters exceed one tile's wide memory (a 960-channel depthwise
+// layer: 2,160 weight rows against 1,920), on small random maps: the placement must cut the block
+// into stages - the expansion and the depthwise layer split by output groups over 15 (or 9) tiles,
+// the projection and the ADD after them - and the ADD's other operand reaches its tiles with the
+// hand-over into the block's first stage. Nothing may be streamed (which needs those cuts), and
+// every byte equals the CPU reference.
+TEST(ResidualChainOnTheVirtualEdgeTpu, BlocksBeyondOneWideMemoryAreSplitOverTiles) {
+  std::mt19937 random(20261206);
+  const Activation none = Activation::kNone;
+  for (int n = 0; n < 4; ++n) {
+    const int side = 5 + static_cast<int>(random() % 4);
+    const int cin = 8 * (1 + static_cast<int>(random() % 3));
+    const int c = 16 + 8 * static_cast<int>(random() % 4);
+    std::vector<ConvSpec> specs{conv(c, 3)};
+    const int blocks = 1 + static_cast<int>(random() % 2);
+    for (int b = 0; b < blocks; ++b) {
+      const int from = static_cast<int>(specs.size());
+      const int expand = b == 0 || random() % 2 == 0 ? 960 : 576;
+      specs.push_back(conv(expand, 1));
+      specs.push_back(depthwise());
+      specs.push_back(conv(c, 1, 1, none));
+      specs.push_back(residual(from, random() % 2 == 0,
+                               random() % 4 == 0 ? Activation::kRelu : Activation::kNone));
+    }
+    // (A last 1x1 conv, as in MobileNet v2: sums over 960 channels leave the ADDs' outputs few
+    // distinct values in the twin's quantization, which would not show a wrong byte well.)
+    specs.push_back(conv(64, 1, 1, none));
+    SCOPED_TRACE(twins::describe(side, side, cin, specs));
+    std::mt19937 same = random;  // expect_equal_to_cpu builds the same twin
+    const CompileResult r =
+        compile_model(container::write_tflite(conv_twin(side, side, cin, specs, same)));
+    ASSERT_EQ(r.edgetpu_subgraphs, 1) << (r.rows.empty() ? "" : r.rows.back().status);
+    const auto exes = chip::testing::executables_of(container::read_edgetpu_model(r.tflite));
+    ASSERT_NE(exes.execution, nullptr);
+    EXPECT_EQ(exes.execution->parameters.size(), 0u) << "parameters streamed: no block was cut";
+    expect_equal_to_cpu(side, side, cin, specs, random);
+  }
+}
+
 // Three nested residual spans would need three kept images at once (two regions take turns): the
 // model stays on the CPU and the log says why.
 TEST(ResidualChainOnTheVirtualEdgeTpu, NestedSpansBeyondTwoKeptImagesStayOnTheCpuWithTheReason) {
