@@ -186,12 +186,15 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
     return rows;
   };
   std::vector<int> reserve(cuts.size(), -1);  // per cut; -1: keeps all its rows
-  auto pack = [&]() {
+  // (`runs_first`: items over several tiles before the others, largest first - the order that
+  // packs when row bands over many tiles need the same free rows on all of them.)
+  auto pack_in = [&](bool runs_first) {
     std::vector<size_t> order(items.size());
     for (size_t k = 0; k < order.size(); ++k) order[k] = k;
     std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
       const bool fx = reserve[items[x].cut] >= 0, fy = reserve[items[y].cut] >= 0;
       if (fx != fy) return fx;
+      if (runs_first && items[x].count != items[y].count) return items[x].count > items[y].count;
       return items[x].rows > items[y].rows;
     });
     std::vector<int> used(kTiles, 0);
@@ -214,6 +217,7 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
     }
     return true;
   };
+  auto pack = [&]() { return pack_in(false) || pack_in(true); };
   bool packed = pack();
   if (!packed && stream) {
     // The stages to stream: of those not split by groups, the ones whose rows take the most of
