@@ -641,7 +641,10 @@ container::Bitstream execution_program(const ConvChain& chain, const Shapes& sha
       }
       // The tiles of a layer split by output groups run their parts at once (one part each, all
       // resident): one fence after the last.
-      const bool at_once = stage.tiles.front().g1 > 0 && !(lp.l->depthwise && lp.shared_rows);
+      // (Not when some part is streamed: its rows take turns with the part before on its tile.)
+      bool at_once = stage.tiles.front().g1 > 0 && !(lp.l->depthwise && lp.shared_rows);
+      for (const Part& part : lp.parts)
+        at_once = at_once && shapes.segments[static_cast<size_t>(part.segment)].first_of_group;
       for (const Part& part : lp.parts) {
         // The part's segment once the layers before have run.
         const Segment& seg = shapes.segments[static_cast<size_t>(part.segment)];

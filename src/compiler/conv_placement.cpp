@@ -121,7 +121,8 @@ bool spread_over_tiles(const ConvChain& chain, const Shapes& shapes, std::vector
 // another, so a tile's narrow memory serves every stage it is in. Returns false (and leaves
 // `stages` alone) when some stage's parameters cannot stay.
 bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage>& stages,
-                 std::vector<std::vector<int>>& bases, std::vector<int>* tops = nullptr) {
+                 std::vector<std::vector<int>>& bases,
+                 std::vector<std::vector<int>>* tops = nullptr) {
   const bool stream = tops != nullptr;
   std::vector<std::pair<size_t, size_t>> cuts;  // [first, end) of each stage, one-tile ones cut
   std::vector<int> counts, splits;
@@ -208,7 +209,7 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
         const int top = *std::max_element(used.begin() + t, used.begin() + t + it.count);
         if (best < 0 || top < best_used) best = t, best_used = top;
       }
-      const int rows = reserve[it.cut] >= 0 ? reserve[it.cut] : it.rows;
+      const int rows = reserve[it.cut] >= 0 ? std::min(reserve[it.cut], it.rows) : it.rows;
       if (best < 0 || best_used + rows > kSegmentRows) return false;
       it.tile0 = best;
       it.base = best_used;
@@ -220,16 +221,21 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
   auto pack = [&]() { return pack_in(false) || pack_in(true); };
   bool packed = pack();
   if (!packed && stream) {
-    // The stages to stream: of those not split by groups, the ones whose rows take the most of
-    // the wide memories first (a stage in row bands holds its rows on each of its tiles, but
-    // streams them once, to all of them), as few as make room; then each keeps as many rows as
-    // still leave room for the others.
+    // The stages to stream: those that free the most wide rows per row streamed first (a stage
+    // in row bands holds its rows on each of its tiles, but streams them once, to all of them; a
+    // layer split by groups streams each tile's groups through its own rows), as few as make
+    // room; then each keeps as many rows as still leave room for the others, those that free the
+    // fewest first.
     std::vector<size_t> streamers;
-    for (size_t k = 0; k < cuts.size(); ++k)
-      if (splits[k] == 1) streamers.push_back(k);
+    for (size_t k = 0; k < cuts.size(); ++k) streamers.push_back(k);
     auto footprint = [&](size_t k) { return counts[k] * rows_of(cuts[k].first, cuts[k].second); };
+    // (Wide rows freed per row streamed, when it keeps one group's rows on each of its tiles.)
+    auto freed = [&](size_t k) {
+      const double rows = rows_of(cuts[k].first, cuts[k].second);
+      return (footprint(k) - double(counts[k]) * splits[k] * group_rows(k)) / std::max(rows, 1.0);
+    };
     std::stable_sort(streamers.begin(), streamers.end(),
-                     [&](size_t x, size_t y) { return footprint(x) > footprint(y); });
+                     [&](size_t x, size_t y) { return freed(x) > freed(y); });
     std::vector<size_t> chosen;
     for (size_t k : streamers) {
       if (group_rows(k) > kSegmentRows) continue;
@@ -238,8 +244,13 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
       if ((packed = pack())) break;
     }
     if (!packed) return false;
+    // (Those that free the fewest rows per row streamed keep theirs first.)
+    std::stable_sort(chosen.begin(), chosen.end(),
+                     [&](size_t x, size_t y) { return freed(x) < freed(y); });
     for (size_t k : chosen) {
-      int lo = reserve[k], hi = rows_of(cuts[k].first, cuts[k].second);
+      int lo = reserve[k], hi = 0;
+      for (const Item& it : items)
+        if (it.cut == k) hi = std::max(hi, it.rows);
       while (lo < hi) {  // the largest reserve that packs
         reserve[k] = (lo + hi + 1) / 2;
         if (pack())
@@ -250,9 +261,6 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
       reserve[k] = lo;
     }
     packed = pack();
-    tops->assign(cuts.size(), kSegmentRows);
-    for (size_t k = 0, at = 0; k < cuts.size(); at += static_cast<size_t>(splits[k++]))
-      if (reserve[k] >= 0) (*tops)[k] = items[at].base + reserve[k];
   }
   if (!packed) return false;
   std::vector<Stage> shared;
@@ -298,16 +306,29 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
   }
   if (!keep_operands(chain, shared)) return false;
   stages = std::move(shared);
+  if (stream) {
+    // Each tile's parameters of a streaming stage stay below its reserve's top.
+    tops->assign(cuts.size(), {});
+    for (size_t k = 0; k < cuts.size(); ++k)
+      for (const int b : base[k])
+        (*tops)[k].push_back(reserve[k] >= 0 ? b + reserve[k] : kSegmentRows);
+  }
   bases = std::move(base);
   return true;
 }
 
 // Modeled cycles of the layers' ops (the clock's rates, src/chip/clock.h: 72 weight bytes and 4
 // loop steps a cycle, 32 to start an op): per stage its busiest tile, the stages one after another.
-double compute_cycles(const std::vector<Stage>& stages) {
+// With the parameter parts known (`shapes`), the tiles of a split layer whose parts stream run one
+// after another.
+double compute_cycles(const std::vector<Stage>& stages, const Shapes* shapes = nullptr) {
   double total = 0;
   for (const Stage& s : stages) {
-    double busiest = 0;
+    double busiest = 0, all = 0;
+    bool in_turn = false;
+    if (shapes && s.tiles.front().g1 > 0)
+      for (const Part& part : shapes->layers[s.first].parts)
+        in_turn = in_turn || !shapes->segments[static_cast<size_t>(part.segment)].first_of_group;
     for (const Plan& t : s.tiles) {
       double cycles = 0;
       for (size_t i = s.first; i < s.end; ++i) {
@@ -331,8 +352,9 @@ double compute_cycles(const std::vector<Stage>& stages) {
         cycles += std::max(macs / 72, steps / 4) + 32.0 * double(t.g1 > 0 ? 1 : lp.parts.size());
       }
       busiest = std::max(busiest, cycles);
+      all += cycles;
     }
-    total += busiest;
+    total += in_turn ? all : busiest;
   }
   return total;
 }
@@ -447,7 +469,7 @@ std::vector<std::vector<Stage>> fastest_stages(
 // (`own_tiles`), else one for the whole chain on every tile it uses, its segments in turn.
 void group_parameters(const ConvChain& chain, Layout& out, bool own_tiles,
                       const std::vector<std::vector<int>>& bases,
-                      const std::vector<int>& stage_tops = {}) {
+                      const std::vector<std::vector<int>>& stage_tops = {}) {
   std::vector<int> tops;
   std::vector<int> group_of(chain.layers.size(), 0), splits(chain.layers.size(), 1);
   std::vector<uint32_t> masks{all_tiles(out.stages)};
@@ -464,13 +486,13 @@ void group_parameters(const ConvChain& chain, Layout& out, bool own_tiles,
         for (size_t t = 0; t < s.tiles.size(); ++t) {
           masks.push_back(tile_bit(s.tiles[t].tile));
           group_bases.push_back(bases.at(k).at(t));
-          tops.push_back(kSegmentRows);
+          tops.push_back(stage_tops.empty() ? kSegmentRows : stage_tops[k].at(t));
         }
         continue;
       }
       masks.push_back(tile_mask(s.tiles));
       group_bases.push_back(bases.empty() ? 0 : bases[k].front());
-      tops.push_back(stage_tops.empty() ? kSegmentRows : stage_tops[k]);
+      tops.push_back(stage_tops.empty() ? kSegmentRows : stage_tops[k].front());
     }
   }
   assign_segments(out.shapes, group_of, masks, group_bases, splits,
@@ -480,7 +502,7 @@ void group_parameters(const ConvChain& chain, Layout& out, bool own_tiles,
 // Modeled cycles of one inference of a layout: the ops' compute, and its instructions and
 // streamed parameters over USB (330 MB/s at 250 MHz: 0.76 cycles a byte).
 double modeled_cycles(const Layout& layout, const ProgramBytes& program_bytes) {
-  return compute_cycles(layout.stages) + program_bytes(layout) * 250.0 / 330.0;
+  return compute_cycles(layout.stages, &layout.shapes) + program_bytes(layout) * 250.0 / 330.0;
 }
 
 // The stages' first images back in bands (LayerPlan::full off): each tile keeps only the rows its
@@ -545,7 +567,7 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
       candidate.shapes = shapes_of(chain);
       candidate.stages = std::move(stages);
       std::vector<std::vector<int>> bases;
-      std::vector<int> tops;
+      std::vector<std::vector<int>> tops;
       if (candidate.stages.empty() ||
           !share_tiles(chain, candidate.shapes, candidate.stages, bases, stream ? &tops : nullptr))
         continue;
@@ -554,7 +576,8 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
       double streamed = 0;
       for (const Segment& seg : candidate.shapes.segments)
         if (!seg.first_of_group) streamed += 2.0 * seg.rows * kRowBytes * 250.0 / 330.0;
-      kept.push_back({compute_cycles(candidate.stages) + streamed, std::move(candidate)});
+      kept.push_back(
+          {compute_cycles(candidate.stages, &candidate.shapes) + streamed, std::move(candidate)});
     }
     std::stable_sort(kept.begin(), kept.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });

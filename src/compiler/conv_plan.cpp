@@ -54,34 +54,35 @@ void assign_segments(Shapes& s, const std::vector<int>& group_of,
     lp.parts.clear();
     if (lp.l->residual()) continue;  // no parameters
     const int group = group_of[i];
-    const int base = bases[static_cast<size_t>(group)];
-    const int top = tops.empty() ? kSegmentRows : tops[static_cast<size_t>(group)];
-    if (splits[i] > 1) {
-      for (int t = 0; t < splits[i]; ++t) {
-        const int g0 = lp.groups * t / splits[i], g1 = lp.groups * (t + 1) / splits[i];
-        const auto own = static_cast<size_t>(group + t);
-        s.segments.push_back(
-            {lp.rows_of(g1 - g0), group + t, true, masks[own], offset, bases[own]});
-        lp.parts.push_back({g0, g1, bases[own], static_cast<int>(s.segments.size()) - 1});
-        offset += static_cast<size_t>(lp.rows_of(g1 - g0)) * kRowBytes;
+    // Groups [g_begin, g_end) into the segments of group `into`, below its top.
+    auto place = [&](int g_begin, int g_end, int into) {
+      const auto own = static_cast<size_t>(into);
+      const int base = bases[own];
+      const int top = tops.empty() ? kSegmentRows : tops[own];
+      for (int g = g_begin; g < g_end;) {
+        const int left = g_end - g;
+        if (s.segments.empty() || s.segments.back().group != into ||
+            (s.segments.back().rows > 0 &&
+             base + s.segments.back().rows + lp.rows_of(left) > top)) {
+          const bool first = s.segments.empty() || s.segments.back().group != into;
+          s.segments.push_back({0, into, first, masks[own], offset, base});
+        }
+        Segment& seg = s.segments.back();
+        int n = left;
+        while (n > 1 && base + seg.rows + lp.rows_of(n) > top) --n;
+        lp.parts.push_back({g, g + n, base + seg.rows, static_cast<int>(s.segments.size()) - 1});
+        seg.rows += lp.rows_of(n);
+        offset += static_cast<size_t>(lp.rows_of(n)) * kRowBytes;
+        g += n;
       }
+    };
+    if (splits[i] > 1) {
+      // One group of segments per tile, its groups' parts in order.
+      for (int t = 0; t < splits[i]; ++t)
+        place(lp.groups * t / splits[i], lp.groups * (t + 1) / splits[i], group + t);
       continue;
     }
-    for (int g = 0; g < lp.groups;) {
-      const int left = lp.groups - g;
-      if (s.segments.empty() || s.segments.back().group != group ||
-          (s.segments.back().rows > 0 && base + s.segments.back().rows + lp.rows_of(left) > top)) {
-        const bool first = s.segments.empty() || s.segments.back().group != group;
-        s.segments.push_back({0, group, first, masks[static_cast<size_t>(group)], offset, base});
-      }
-      Segment& seg = s.segments.back();
-      int n = left;
-      while (n > 1 && base + seg.rows + lp.rows_of(n) > top) --n;
-      lp.parts.push_back({g, g + n, base + seg.rows, static_cast<int>(s.segments.size()) - 1});
-      seg.rows += lp.rows_of(n);
-      offset += static_cast<size_t>(lp.rows_of(n)) * kRowBytes;
-      g += n;
-    }
+    place(0, lp.groups, group);
   }
 }
 

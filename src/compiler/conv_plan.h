@@ -208,9 +208,10 @@ Shapes shapes_of(const ConvChain& chain);
 // is split by groups over as many as it needs. `group_of[i]` is layer i's group of segments (a
 // new group starts a new segment), `masks[g]` the tiles that hold group g and `bases[g]` the
 // wide row its segments load at (parts' rows count from wide row 0). A layer split by output
-// groups over `splits[i]` tiles has one part per tile, each the first segment of its own group
-// (group_of[i] + t). A group's segments stay below wide row `tops[g]` (all of wide memory's
-// parameter rows when `tops` is empty).
+// groups over `splits[i]` tiles keeps tile t's groups in a group of segments of its own
+// (group_of[i] + t): one part when they fit below its top, else several taking turns. A group's
+// segments stay below wide row `tops[g]` (all of wide memory's parameter rows when `tops` is
+// empty).
 void assign_segments(Shapes& s, const std::vector<int>& group_of,
                      const std::vector<uint32_t>& masks, const std::vector<int>& bases,
                      const std::vector<int>& splits, const std::vector<int>& tops = {});
