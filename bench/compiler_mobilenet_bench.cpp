@@ -4,8 +4,8 @@
 // reports how many operators mapped; BM_CompileMiniatureMobileNet times a model the generator
 // covers whole (conv, three depthwise/pointwise blocks, pool, 1001 classes) including code and
 // parameter generation. BM_MobileNetChainParameters times the chain's recognition and its full
-// parameter stream alone (the generator's largest output). MobileNet v1 0.25, 0.5 and 1.0 compile
-// whole (docs/compiler.md "Whole MobileNets"); v2 stays on the CPU. Pin to one core
+// parameter stream alone (the generator's largest output). MobileNet v1 0.25, 0.5, 1.0 and v2
+// compile whole (docs/compiler.md "Whole MobileNets"). Pin to one core
 // (`taskset -c 1`) for the one-core figure. Skips the test-data models when the test data is
 // absent.
 #include <benchmark/benchmark.h>
