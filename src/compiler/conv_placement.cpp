@@ -416,7 +416,7 @@ std::vector<std::vector<StageOption>> stage_options(const ConvChain& chain, cons
 // row piece and receiving tile, three more per piece - and `per_row` cycles per wide row of
 // parameters it keeps on each of its tiles (the wide memory all stages share: the larger, the
 // fewer tiles a stage with many parameters takes). With `splits`, a layer inside the chain may
-// also be a stage of its own split by output groups over 2, 4, 8 or 16 tiles (split_stage: each
+// also be a stage of its own split by output groups over 2 to 16 tiles (split_stage: each
 // tile keeps only its groups' rows, and every tile receives the whole input). One list of stages
 // per pair of weights; the stage before a split depthwise layer must be split likewise or finer.
 std::vector<std::vector<Stage>> fastest_stages(
