@@ -140,18 +140,20 @@ void stream_input(Emitter& e, const std::vector<Plan>& tiles) {
   for (int y = 0; y < l.h; y += rows) {
     uint32_t mask = mask_of(y);
     rows = 1;
-    // Whole rows for the same tiles that make 2 to kHandOverPackets whole packets go in one
-    // transfer (the hand-overs' multi-packet form: one FIFO row filled k times), within one pop
-    // pass.
+    // Whole rows for the same tiles that make more than one packet go in one transfer (the
+    // hand-overs' multi-packet form: one FIFO row filled k times, the last fill short when rows
+    // over a packet end inside one), within one pop pass: a band's rows in one transfer.
     int whole = 0;
     uint32_t together = mask;
     for (int m = 1;
          row_bytes % 8 == 0 && y + m <= l.h && m * row_bytes <= kHandOverPackets * kPiece &&
+         (y * row_bytes / 8) % kActPassUnits + m * row_bytes / 8 <= kActPassUnits &&
          (full || mask_of(y + m - 1) == mask);
          ++m) {
       together |= mask_of(y + m - 1);
-      if (m * row_bytes % kPiece == 0 && m * row_bytes >= 2 * kPiece &&
-          (y * row_bytes / 8) % kActPassUnits + m * row_bytes / 8 <= kActPassUnits) {
+      // (Rows shorter than a packet only in whole packets: as many rows as packets would read
+      // as one row's words per fill, the wideToNarrow's short-row form.)
+      if (m * row_bytes > kPiece && (row_bytes > kPiece || m * row_bytes % kPiece == 0)) {
         whole = m;
         mask = together;
       }
@@ -162,7 +164,7 @@ void stream_input(Emitter& e, const std::vector<Plan>& tiles) {
       if (piece > 0 && piece % kInputRows == 0) tile_fence(e, "counters=0x1ffff units=0x3ff");
       const int fifo = kInputFifo + 4 * (piece++ % kInputRows);
       const int bytes = whole * row_bytes, offset = y * row_bytes / 8, units = bytes / 8;
-      const std::string packets = cat("(0 x ", bytes / kPiece, ")");
+      const std::string packets = cat("(0 x ", (bytes + kPiece - 1) / kPiece, ")");
       {
         TileBatch writes(e);
         for (const Plan& t : tiles) {

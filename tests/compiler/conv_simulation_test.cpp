@@ -141,6 +141,17 @@ TEST(ConvOnTheVirtualEdgeTpu, ImagesLargerThanOneTileEqualTheCpuReference) {
   EXPECT_EQ(expect_equal_to_cpu(128, 128, 3, {{16, 3, 2, true}}, random), 16u);
 }
 
+// The host's image in transfers of many rows (a band's rows, or every row for tiles that keep the
+// whole image): rows over one packet that end inside one (600 and 800 bytes: the last fill of the
+// transfer is short), an image over one pop pass (160,000 bytes, the pass ends inside row 163),
+// and rows under a packet that only go in whole packets (3 x 64 bytes, 5 rows = 3.75 packets).
+TEST(ConvOnTheVirtualEdgeTpu, ImagesInTransfersOfManyRowsEqualTheCpuReference) {
+  std::mt19937 random(41);
+  EXPECT_GT(expect_equal_to_cpu(60, 150, 4, {{8, 3, 2, true}}, random), 1u);
+  EXPECT_GT(expect_equal_to_cpu(200, 200, 4, {{8, 3, 2, true}}, random), 1u);
+  expect_equal_to_cpu(30, 64, 3, {{8, 3, 1, true}, {8, 3, 2, true}}, random);
+}
+
 // Chains: one program, the activations stay in the tile's narrow memory between the layers.
 TEST(ConvChainOnTheVirtualEdgeTpu, ChainsOfConvolutionsEqualTheCpuReference) {
   std::mt19937 random(11);
