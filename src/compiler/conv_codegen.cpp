@@ -105,6 +105,16 @@ void image_infeed(Emitter& e, int offset, int units, uint32_t mask) {
             " k336=1 f352=1 f391=2 dest=", hex(mask), " f434=0xf lanes_m1=3"));
 }
 
+int packets_of(int bytes) { return (bytes + kPiece - 1) / kPiece; }
+
+// Whether `bytes` of rows of `row_bytes` can go as packets whose last is short: rows over a packet
+// (as many rows as packets would read as one row's words per fill, the wideToNarrow's short-row
+// form) and words that do not split evenly over the packets (the same form for any walk).
+bool ends_inside_a_packet(int row_bytes, int bytes) {
+  return row_bytes > kPiece && bytes % kPiece != 0 && bytes % 4 == 0 &&
+         (bytes / 4) % packets_of(bytes) != 0;
+}
+
 void stream_input(Emitter& e, const std::vector<Plan>& tiles) {
   const ConvLayer& l = *tiles.front().layers.front().l;
   const int row_bytes = l.w * l.cin;
@@ -151,9 +161,8 @@ void stream_input(Emitter& e, const std::vector<Plan>& tiles) {
          (full || mask_of(y + m - 1) == mask);
          ++m) {
       together |= mask_of(y + m - 1);
-      // (Rows shorter than a packet only in whole packets: as many rows as packets would read
-      // as one row's words per fill, the wideToNarrow's short-row form.)
-      if (m * row_bytes > kPiece && (row_bytes > kPiece || m * row_bytes % kPiece == 0)) {
+      if ((m * row_bytes % kPiece == 0 && m * row_bytes > kPiece) ||
+          ends_inside_a_packet(row_bytes, m * row_bytes)) {
         whole = m;
         mask = together;
       }
@@ -164,7 +173,7 @@ void stream_input(Emitter& e, const std::vector<Plan>& tiles) {
       if (piece > 0 && piece % kInputRows == 0) tile_fence(e, "counters=0x1ffff units=0x3ff");
       const int fifo = kInputFifo + 4 * (piece++ % kInputRows);
       const int bytes = whole * row_bytes, offset = y * row_bytes / 8, units = bytes / 8;
-      const std::string packets = cat("(0 x ", (bytes + kPiece - 1) / kPiece, ")");
+      const std::string packets = cat("(0 x ", packets_of(bytes), ")");
       {
         TileBatch writes(e);
         for (const Plan& t : tiles) {
@@ -496,16 +505,18 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
       // Several whole rows for the same tiles (contiguous in the sender's output) go in one
       // transfer when they make 2 to kHandOverPackets whole packets, or, short rows, fit one
       // packet; each receiver drops them into its image's rows with a 2-level walk.
+      // Rows over a packet may end inside one (the last fill short).
       rows = 1;
-      int packets = 0;
+      int packets = ends_inside_a_packet(row_bytes, row_bytes) ? packets_of(row_bytes) : 0;
       uint32_t together = mask;
       for (int m = 2; y + m <= band.ob && m * row_bytes <= kHandOverPackets * kPiece &&
                       (full || mask_of(y + m - 1) == mask);
            ++m) {
         together |= mask_of(y + m - 1);
-        if (m * row_bytes % kPiece == 0 && m * row_bytes >= 2 * kPiece) {
+        if ((m * row_bytes % kPiece == 0 && m * row_bytes >= 2 * kPiece) ||
+            ends_inside_a_packet(row_bytes, m * row_bytes)) {
           rows = m;
-          packets = m * row_bytes / kPiece;
+          packets = packets_of(m * row_bytes);
           mask = together;
         } else if (packets == 0 && m * row_bytes <= kPiece) {
           rows = m;
@@ -515,7 +526,7 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
       }
       if (mask == 0) continue;
       const int from_at = src.out_base + (y - band.oa) * src.out_row;
-      if (rows > 1) {
+      if (packets > 0) {
         transfer(
             src, from_at, rows * row_bytes, packets, mask,
             [&](const Plan& t) {
