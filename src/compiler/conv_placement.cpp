@@ -366,6 +366,9 @@ struct StageOption {
   double cycles = 0, instructions = 0, rows = 0;
   bool split = false;
   bool sliced = false;  // a split depthwise layer: the stage before must be split likewise
+  // Instructions that bring its input when every run of rows for the same tiles goes in one
+  // transfer (about two runs per band: its own rows and the halo it shares).
+  double transfers = 0;
 };
 
 // The candidate stages ending at each cut point (index b: stages [a, b)).
@@ -393,6 +396,7 @@ std::vector<std::vector<StageOption>> stage_options(const ConvChain& chain, cons
         for (const Plan& t : s.tiles) received += t.layers[a].need_rows;
         into[b].push_back(
             {a, tiles, compute_cycles({s}), pieces * (received + 3.0 * l.h), double(rows) * tiles});
+        into[b].back().transfers = 8.0 * tiles;
       }
       const LayerPlan& lp = shapes.layers[a];
       if (b != a + 1 || b == n || a == 0) continue;
@@ -404,6 +408,7 @@ std::vector<std::vector<StageOption>> stage_options(const ConvChain& chain, cons
         const double pieces = std::ceil(double(l.w) * l.cin / (kHandOverPackets * kPiece));
         into[b].push_back({a, count, compute_cycles({s}), pieces * (count * l.h + 3.0 * l.h),
                            double(lp.rows_of(lp.groups / count)) * count, true, l.depthwise});
+        into[b].back().transfers = 4.0 + count;
       }
     }
   }
@@ -421,7 +426,7 @@ std::vector<std::vector<StageOption>> stage_options(const ConvChain& chain, cons
 // per pair of weights; the stage before a split depthwise layer must be split likewise or finer.
 std::vector<std::vector<Stage>> fastest_stages(
     const ConvChain& chain, const Shapes& shapes, const std::vector<std::vector<StageOption>>& into,
-    const std::vector<std::pair<double, double>>& weights, bool splits) {
+    const std::vector<std::pair<double, double>>& weights, bool splits, bool by_transfers) {
   using Option = StageOption;
   const size_t n = chain.layers.size();
   constexpr double kInf = 1e300;
@@ -441,8 +446,9 @@ std::vector<std::vector<Stage>> fastest_stages(
         for (size_t k = 0; k < kK; ++k) {
           if (best[o.a][k] >= kInf || (o.split && !splits)) continue;
           if (o.sliced && (k == 0 || k % static_cast<size_t>(o.tiles) != 0)) continue;
-          const double cost =
-              best[o.a][k] + o.cycles + per_instruction * o.instructions + per_row * o.rows;
+          const double cost = best[o.a][k] + o.cycles +
+                              per_instruction * (by_transfers ? o.transfers : o.instructions) +
+                              per_row * o.rows;
           const auto to = static_cast<size_t>(state_of(o));
           if (cost < best[b][to]) best[b][to] = cost, via[b][to] = {o, k};
         }
@@ -586,18 +592,27 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
   };
   const std::vector<std::vector<StageOption>> options = stage_options(chain, out.shapes);
   std::vector<std::vector<Stage>> lists =
-      fastest_stages(chain, out.shapes, options, weights, false);
+      fastest_stages(chain, out.shapes, options, weights, false, false);
   for (const bool capped : {false, true}) lists.push_back(placement(chain, out.shapes, capped));
   // (Copied once for the streaming candidates: every list's stages hold a plan per layer.)
   std::vector<std::vector<Stage>> stream_lists = lists;
   std::vector<std::pair<double, Layout>> candidates;
   if (fit) candidates = resident(std::move(lists), 6, false);
+  // The same paths with each run of input rows costing one transfer (stream_input, hand_over):
+  // the three of least compute join the candidates (added, so that no model loses a layout).
+  std::vector<std::vector<Stage>> run_lists =
+      fastest_stages(chain, out.shapes, options, weights, false, true);
+  std::vector<std::vector<Stage>> run_stream_lists;
+  if (!fit) run_stream_lists = run_lists;
+  std::vector<std::pair<double, Layout>> run_candidates;
+  if (fit) run_candidates = resident(std::move(run_lists), 3, false);
   // (Heavier weights on parameter rows too: a chain whose parameters nearly fill the 16 wide
   // memories - MobileNet v1 1.0 - must keep its row bands on few tiles.)
   for (const double per_instruction : {60.0, 140.0})
     for (const double per_row : {1024.0, 4096.0}) weights.push_back({per_instruction, per_row});
   std::vector<std::vector<Stage>> split_lists;
-  for (std::vector<Stage>& stages : fastest_stages(chain, out.shapes, options, weights, true)) {
+  for (std::vector<Stage>& stages :
+       fastest_stages(chain, out.shapes, options, weights, true, false)) {
     bool split = false;
     for (const Stage& st : stages) split = split || st.tiles.front().g1 > 0;
     if (split) split_lists.push_back(stages);
@@ -606,14 +621,29 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
   if (fit)
     for (auto& candidate : resident(std::move(split_lists), 4, false))
       candidates.push_back(std::move(candidate));
+  std::vector<std::vector<Stage>> run_split_lists;
+  for (std::vector<Stage>& stages :
+       fastest_stages(chain, out.shapes, options, weights, true, true)) {
+    bool split = false;
+    for (const Stage& st : stages) split = split || st.tiles.front().g1 > 0;
+    if (split && fit)
+      run_split_lists.push_back(std::move(stages));
+    else if (!fit)
+      run_stream_lists.push_back(std::move(stages));
+  }
+  if (fit)
+    for (auto& candidate : resident(std::move(run_split_lists), 2, false))
+      run_candidates.push_back(std::move(candidate));
   // None keeps every parameter (MobileNet v1 1.0: the row bands of its large maps repeat their
   // parameters on several tiles; v2: more rows than all wide memories): placements that keep
   // all but one stage's parameters and stream the rest of that one instead.
   bool streaming = false;
   if (candidates.empty()) {
     candidates = resident(std::move(stream_lists), 6, true);
+    run_candidates = resident(std::move(run_stream_lists), 3, true);
     streaming = true;
   }
+  for (auto& candidate : run_candidates) candidates.push_back(std::move(candidate));
   double best = candidates.empty() ? 0 : modeled_cycles(out, program_bytes);
   for (auto& [compute, candidate] : candidates) {
     // Each also with its stages' first images in bands: whole images share halo rows in fewer
