@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <optional>
 
 #include "common/error.h"
 #include "compiler/conv_placement.h"
@@ -57,14 +58,42 @@ class TileBatch {
   ~TileBatch() {
     for (const Item& item : items_)
       e_.add(item.mnemonic, cat("tiles=", hex(item.tiles), " ", item.fields));
+    for (const auto& [tiles, items] : sequences_)
+      for (const Item& item : items)
+        e_.add(item.mnemonic, cat("tiles=", hex(tiles ? tiles : item.tiles), " ", item.fields));
   }
   void add(uint32_t tiles, const std::string& mnemonic, const std::string& fields) {
+    if (group_) {
+      pending_.push_back({tiles, mnemonic, fields});
+      return;
+    }
     for (Item& item : items_)
       if (item.mnemonic == mnemonic && item.fields == fields) {
         item.tiles |= tiles;
         return;
       }
     items_.push_back({tiles, mnemonic, fields});
+  }
+  // Instructions in order on the same tiles (a part's bias load and op): the whole sequence goes
+  // out once on all tiles that add the same sequence, since the order within it matters.
+  void begin_sequence() { group_ = true; }
+  void end_sequence() {
+    group_ = false;
+    std::vector<Item> sequence = std::move(pending_);
+    pending_.clear();
+    bool same_tiles = !sequence.empty();
+    for (const Item& item : sequence) same_tiles = same_tiles && item.tiles == sequence[0].tiles;
+    if (same_tiles)
+      for (auto& [tiles, items] : sequences_)
+        if (items.size() == sequence.size() &&
+            std::equal(items.begin(), items.end(), sequence.begin(),
+                       [](const Item& a, const Item& b) {
+                         return a.mnemonic == b.mnemonic && a.fields == b.fields;
+                       })) {
+          tiles |= sequence[0].tiles;
+          return;
+        }
+    sequences_.push_back({same_tiles ? sequence[0].tiles : 0, std::move(sequence)});
   }
 
  private:
@@ -74,6 +103,10 @@ class TileBatch {
   };
   Emitter& e_;
   std::vector<Item> items_;
+  bool group_ = false;
+  std::vector<Item> pending_;
+  // Each sequence with the tiles that run it (0: its items keep their own tiles).
+  std::vector<std::pair<uint32_t, std::vector<Item>>> sequences_;
 };
 
 void fill_narrow(TileBatch& b, int tile, int base, int bytes, int zp) {
@@ -222,14 +255,18 @@ void stream_input(Emitter& e, const std::vector<Plan>& tiles) {
 
 // One part of a layer: its multipliers (and biases) into the output stage, then the op over every
 // output position and the part's groups.
-void bias_load(Emitter& e, const LayerPlan& lp, int first_row, int groups, uint32_t tile) {
+std::string bias_load_fields(const LayerPlan& lp, int first_row, int groups) {
   const std::string level2 =
       groups > 1 ? cat("(", lp.planes == 2 ? -95 : 1, " x ", groups, ")") : "";
-  e.add("w2n", cat("tiles=", hex(tile), " w.addr=", hex(first_row * kRowUnits), " w=(1 x ",
-                   lp.planes * groups, ") w.lvl_mask=0x1 n=(1 x 32)(", lp.planes == 2 ? 33 : 1,
-                   " x ", lp.planes == 2 ? 2 : 1, ")", level2,
-                   " n.lvl_mask=0x03 mode=2 fill_size=64 sync.en0=1 sync.f2=1 sync.wait_lvl=2 "
-                   "sync.en1=1 sync.val=0x0ffff sync.en2=1 sync.f45=1 tail_f867=1 tail_en870=1"));
+  return cat("w.addr=", hex(first_row * kRowUnits), " w=(1 x ", lp.planes * groups,
+             ") w.lvl_mask=0x1 n=(1 x 32)(", lp.planes == 2 ? 33 : 1, " x ", lp.planes == 2 ? 2 : 1,
+             ")", level2,
+             " n.lvl_mask=0x03 mode=2 fill_size=64 sync.en0=1 sync.f2=1 sync.wait_lvl=2 "
+             "sync.en1=1 sync.val=0x0ffff sync.en2=1 sync.f45=1 tail_f867=1 tail_en870=1");
+}
+
+void bias_load(Emitter& e, const LayerPlan& lp, int first_row, int groups, uint32_t tile) {
+  e.add("w2n", cat("tiles=", hex(tile), " ", bias_load_fields(lp, first_row, groups)));
 }
 
 // The op fields every layer shares after its walks.
@@ -658,10 +695,20 @@ container::Bitstream execution_program(const ConvChain& chain, const Shapes& sha
       bool at_once = stage.tiles.front().g1 > 0 && !(lp.l->depthwise && lp.shared_rows);
       for (const Part& part : lp.parts)
         at_once = at_once && shapes.segments[static_cast<size_t>(part.segment)].first_of_group;
+      // Their parts that differ only in the tile (the same rows and addresses on each) go out as
+      // one bias load and one op on all of them.
+      std::optional<TileBatch> parts_at_once;
+      if (at_once) parts_at_once.emplace(e);
       for (const Part& part : lp.parts) {
         // The part's segment once the layers before have run.
         const Segment& seg = shapes.segments[static_cast<size_t>(part.segment)];
-        if (resident[static_cast<size_t>(seg.group)] != part.segment) load(part.segment, seg.rows);
+        if (resident[static_cast<size_t>(seg.group)] != part.segment) {
+          if (parts_at_once) {  // (the parts before run on the rows this load replaces)
+            parts_at_once.reset();
+            parts_at_once.emplace(e);
+          }
+          load(part.segment, seg.rows);
+        }
         // The tiles that compute the part: all of the stage's, or the one that holds its groups
         // (a layer split by output groups).
         std::vector<const Plan*> runs;
@@ -682,6 +729,16 @@ container::Bitstream execution_program(const ConvChain& chain, const Shapes& sha
             }
             if (g + 1 < part.g1) tile_fence(e, "counters=0x1ffff units=0x3ff");
           }
+        } else if (at_once) {
+          TileBatch& batch = *parts_at_once;
+          batch.begin_sequence();
+          batch.add(mask, "w2n", bias_load_fields(lp, part.row, part.g1 - part.g0));
+          for (const Plan* p : runs)
+            if (lp.l->depthwise)
+              depthwise_op(batch, *p, i, part, part.g0, part.g1);
+            else
+              layer_op(batch, *p, i, part);
+          batch.end_sequence();
         } else {
           bias_load(e, lp, part.row, part.g1 - part.g0, mask);
           TileBatch ops(e);
@@ -692,6 +749,7 @@ container::Bitstream execution_program(const ConvChain& chain, const Shapes& sha
               layer_op(ops, *p, i, part);
         }
         if (at_once && &part != &lp.parts.back()) continue;
+        parts_at_once.reset();  // (emits the parts before their fence)
         tile_fence(e, "counters=0x1ffff units=0x3ff");
         tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
         wait_tokens(e);
