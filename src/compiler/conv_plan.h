@@ -19,16 +19,18 @@ constexpr int kRowUnits = 4;       // 64-byte units per wide row
 constexpr int kPiece = 256;        // input bytes per ring packet
 constexpr int kRingFifo = 0x2078;  // wide row of the output packets
 // Input packets land in rows of their own (one writer per row and fence region, so each
-// wideToNarrow reads its own packet): kInputRows rows from unit kInputFifo, then a fence.
-constexpr int kInputFifo = 0x1e00;
-constexpr int kInputRows = 32;
-constexpr int kAddRows = kInputFifo + 4 * kInputRows;  // a residual ADD's 4 weight rows
-constexpr int kHandOverPackets = 1024;                 // ring packets per transfer (256 KiB)
-constexpr int kNarrowBytes = 196608;                   // narrow memory of a tile
-constexpr int kWideUnitsLimit = kInputFifo;            // weights stay below the program's FIFO rows
-constexpr int kActPassUnits = 16384;                   // activation units (8 bytes) per pass
-constexpr int kParPassUnits = 1024;                    // parameter units (64 bytes) per pass
-constexpr int kMeshFillWords = 4096;                   // words per mesh fill instruction
+// wideToNarrow reads its own packet): kInputRows rows from unit kInputFifo, then a fence. They
+// sit past the 512 KiB of wide memory (units 0x2000-0x2080, where Google's programs keep their
+// FIFO rows too), below the output row, so that the parameters have all 512 KiB but the ADD rows.
+constexpr int kInputFifo = 0x2000;
+constexpr int kInputRows = (kRingFifo - kInputFifo) / 4;
+constexpr int kAddRows = 0x2000 - 4 * 4;   // a residual ADD's 4 weight rows (an op's par < 0x2000)
+constexpr int kHandOverPackets = 1024;     // ring packets per transfer (256 KiB)
+constexpr int kNarrowBytes = 196608;       // narrow memory of a tile
+constexpr int kWideUnitsLimit = kAddRows;  // weights stay below the ADD rows
+constexpr int kActPassUnits = 16384;       // activation units (8 bytes) per pass
+constexpr int kParPassUnits = 1024;        // parameter units (64 bytes) per pass
+constexpr int kMeshFillWords = 4096;       // words per mesh fill instruction
 
 inline int round_up(int v, int m) { return (v + m - 1) / m * m; }
 
@@ -180,7 +182,23 @@ struct Shapes {
   std::vector<Segment> segments;
 };
 
-constexpr int kSegmentRows = kWideUnitsLimit / kRowUnits;
+// The wide rows a parameter segment may take: a tile's wide memory below the ADD rows (2,044),
+// unless a SegmentRowsScope asks for fewer. The placement search of a chain whose parameters
+// stream also tries the 1,920-row segments it had when the FIFO rows sat below 0x2000 (MobileNet
+// v2 streams 5.5 MB with them, 8.2 MB with whole wide memories: other stages stream).
+constexpr int kWholeSegmentRows = kWideUnitsLimit / kRowUnits;
+constexpr int kStreamSegmentRows = 0x1e00 / kRowUnits;
+int segment_rows();
+class SegmentRowsScope {
+ public:
+  explicit SegmentRowsScope(int rows);
+  ~SegmentRowsScope();
+  SegmentRowsScope(const SegmentRowsScope&) = delete;
+  SegmentRowsScope& operator=(const SegmentRowsScope&) = delete;
+
+ private:
+  int before_;
+};
 
 // Everything the programs are generated from: shapes, stages and parameter segments.
 struct Layout {
