@@ -337,6 +337,14 @@ TEST(ConvChainOnTheVirtualEdgeTpu, ParametersBeyondWideMemoryAreStreamedInSegmen
   expect_equal_to_cpu(6, 6, 128, {c128, c128, c128, c128, c128}, random);
 }
 
+// One 64-channel group of 1,983 rows (3x3 over 880 channels: 9 x 220 weight rows + 3): over the
+// 1,920 rows the parameters had while the input FIFO rows sat under 0x2000 (refused then), within
+// the 2,044 they have now - the whole 512 KiB of wide memory but the ADD rows.
+TEST(ConvChainOnTheVirtualEdgeTpu, AGroupOfRowsUpToTheWholeWideMemoryIsResident) {
+  std::mt19937 random(79);
+  expect_equal_to_cpu(4, 4, 880, {{64, 3, 1, true}}, random);
+}
+
 // A layer larger than one wide memory (1x1 1024 -> 1024: 4,113 rows) is split by output groups
 // over three streamed segments; the one-tile chain is cut into one-tile stages on tiles of their
 // own (a pipeline handing over 2x2x1024 maps), the depthwise layer (2,320 rows) streams too, and
