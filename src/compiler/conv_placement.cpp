@@ -89,7 +89,7 @@ bool spread_over_tiles(const ConvChain& chain, const Shapes& shapes, std::vector
       size_t b = a + 1;
       int rows = shapes.layers[a].rows();
       while (b < s.end &&
-             (rows + shapes.layers[b].rows() <= segment_rows() || cuts_a_residual(chain, b)))
+             (rows + shapes.layers[b].rows() <= kSegmentRows || cuts_a_residual(chain, b)))
         rows += shapes.layers[b++].rows();
       if (b < s.end && used >= kTiles) b = s.end;  // no tile left: the rest streams here
       if (b < s.end) ++used;
@@ -147,7 +147,7 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
     }
     for (size_t a = s.first; a < s.end;) {
       size_t b = a + 1;
-      while (b < s.end && (rows_of(a, b + 1) <= segment_rows() || cuts_a_residual(chain, b))) ++b;
+      while (b < s.end && (rows_of(a, b + 1) <= kSegmentRows || cuts_a_residual(chain, b))) ++b;
       cuts.push_back({a, b});
       counts.push_back(1);
       given.push_back(0);
@@ -165,10 +165,10 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
     const LayerPlan& lp = shapes.layers[a];
     const ConvLayer& l = *lp.l;
     int split = given[k] > 0 ? given[k] : 1;
-    if (given[k] == 0 && rows_of(a, b) > segment_rows() && b == a + 1 && b == chain.layers.size() &&
+    if (given[k] == 0 && rows_of(a, b) > kSegmentRows && b == a + 1 && b == chain.layers.size() &&
         !l.depthwise && !l.residual() && l.oh == 1 && l.ow == 1 && lp.block == 1 && lp.groups > 1)
       while (split < std::min(lp.groups, kTiles) &&
-             lp.rows_of((lp.groups + split - 1) / split) > segment_rows())
+             lp.rows_of((lp.groups + split - 1) / split) > kSegmentRows)
         ++split;
     splits.push_back(split);
     for (int t = 0; t < split; ++t) {
@@ -210,7 +210,7 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
         if (best < 0 || top < best_used) best = t, best_used = top;
       }
       const int rows = reserve[it.cut] >= 0 ? std::min(reserve[it.cut], it.rows) : it.rows;
-      if (best < 0 || best_used + rows > segment_rows()) return false;
+      if (best < 0 || best_used + rows > kSegmentRows) return false;
       it.tile0 = best;
       it.base = best_used;
       taken[it.cut].push_back(best);
@@ -238,7 +238,7 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
                      [&](size_t x, size_t y) { return freed(x) > freed(y); });
     std::vector<size_t> chosen;
     for (size_t k : streamers) {
-      if (group_rows(k) > segment_rows()) continue;
+      if (group_rows(k) > kSegmentRows) continue;
       reserve[k] = group_rows(k);
       chosen.push_back(k);
       if ((packed = pack())) break;
@@ -311,7 +311,7 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
     tops->assign(cuts.size(), {});
     for (size_t k = 0; k < cuts.size(); ++k)
       for (const int b : base[k])
-        (*tops)[k].push_back(reserve[k] >= 0 ? b + reserve[k] : segment_rows());
+        (*tops)[k].push_back(reserve[k] >= 0 ? b + reserve[k] : kSegmentRows);
   }
   bases = std::move(base);
   return true;
@@ -492,13 +492,13 @@ void group_parameters(const ConvChain& chain, Layout& out, bool own_tiles,
         for (size_t t = 0; t < s.tiles.size(); ++t) {
           masks.push_back(tile_bit(s.tiles[t].tile));
           group_bases.push_back(bases.at(k).at(t));
-          tops.push_back(stage_tops.empty() ? segment_rows() : stage_tops[k].at(t));
+          tops.push_back(stage_tops.empty() ? kSegmentRows : stage_tops[k].at(t));
         }
         continue;
       }
       masks.push_back(tile_mask(s.tiles));
       group_bases.push_back(bases.empty() ? 0 : bases[k].front());
-      tops.push_back(stage_tops.empty() ? segment_rows() : stage_tops[k].front());
+      tops.push_back(stage_tops.empty() ? kSegmentRows : stage_tops[k].front());
     }
   }
   assign_segments(out.shapes, group_of, masks, group_bases, splits,
@@ -524,8 +524,9 @@ void in_bands(std::vector<Stage>& stages) {
     }
 }
 
-// The layout of least modeled time with segments of segment_rows() rows.
-Layout layout_with_segments(const ConvChain& chain, const ProgramBytes& program_bytes) {
+}  // namespace
+
+Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
   Layout out;
   out.shapes = shapes_of(chain);
   // The longest stages first: fewer stages keep the parameters resident more often. When they
@@ -549,10 +550,10 @@ Layout layout_with_segments(const ConvChain& chain, const ProgramBytes& program_
     bool can_split = last && l.oh == 1 && l.ow == 1 && !l.depthwise;
     for (int count = 2; count <= kTiles && !last && i > 0; ++count)
       can_split =
-          can_split || (splittable(lp, count) && lp.rows_of(lp.groups / count) <= segment_rows());
-    fit = fit && (lp.rows() <= segment_rows() || can_split);
+          can_split || (splittable(lp, count) && lp.rows_of(lp.groups / count) <= kSegmentRows);
+    fit = fit && (lp.rows() <= kSegmentRows || can_split);
   }
-  fit = fit && total_rows <= kTiles * segment_rows();
+  fit = fit && total_rows <= kTiles * kSegmentRows;
   // Placements that keep every parameter resident with stages sharing tiles - among them stages
   // in row bands over many tiles where the maps are large, even when the whole chain would fit
   // one tile - replace it when the model of their time says they are faster.
@@ -660,25 +661,6 @@ Layout layout_with_segments(const ConvChain& chain, const ProgramBytes& program_
     }
   }
   return out;
-}
-
-bool streams(const Layout& layout) {
-  for (const Segment& seg : layout.shapes.segments)
-    if (!seg.first_of_group) return true;
-  return false;
-}
-
-}  // namespace
-
-// Whole wide memories first; where parameters still stream, also the smaller segments, and the
-// faster of the two.
-Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
-  Layout whole = layout_with_segments(chain, program_bytes);
-  if (!streams(whole) || segment_rows() == kStreamSegmentRows) return whole;
-  const SegmentRowsScope smaller(kStreamSegmentRows);
-  Layout layout = layout_with_segments(chain, program_bytes);
-  return modeled_cycles(layout, program_bytes) < modeled_cycles(whole, program_bytes) ? layout
-                                                                                      : whole;
 }
 
 }  // namespace tinycoral::compiler::conv

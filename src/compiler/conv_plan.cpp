@@ -37,17 +37,7 @@ Shapes shapes_of(const ConvChain& chain) {
   return s;
 }
 
-namespace {
-thread_local int current_segment_rows = kWholeSegmentRows;
-}  // namespace
-
-int segment_rows() { return current_segment_rows; }
-SegmentRowsScope::SegmentRowsScope(int rows) : before_(current_segment_rows) {
-  current_segment_rows = rows;
-}
-SegmentRowsScope::~SegmentRowsScope() { current_segment_rows = before_; }
-
-// The parameter parts: layers in order fill segments of up to segment_rows() rows; a layer that
+// The parameter parts: layers in order fill segments of up to kWideUnitsLimit units; a layer that
 // does not fit the rest of a segment starts the next one, and a layer larger than a whole segment
 // is split by groups over as many as it needs. `group_of[i]` is layer i's group of segments (a
 // new group starts a new segment), `masks[g]` the tiles that hold group g and `bases[g]` the
@@ -68,7 +58,7 @@ void assign_segments(Shapes& s, const std::vector<int>& group_of,
     auto place = [&](int g_begin, int g_end, int into) {
       const auto own = static_cast<size_t>(into);
       const int base = bases[own];
-      const int top = tops.empty() ? segment_rows() : tops[own];
+      const int top = tops.empty() ? kSegmentRows : tops[own];
       for (int g = g_begin; g < g_end;) {
         const int left = g_end - g;
         if (s.segments.empty() || s.segments.back().group != into ||

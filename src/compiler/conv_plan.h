@@ -182,23 +182,7 @@ struct Shapes {
   std::vector<Segment> segments;
 };
 
-// The wide rows a parameter segment may take: a tile's wide memory below the ADD rows (2,044),
-// unless a SegmentRowsScope asks for fewer. The placement search of a chain whose parameters
-// stream also tries the 1,920-row segments it had when the FIFO rows sat below 0x2000 (MobileNet
-// v2 streams 5.5 MB with them, 8.2 MB with whole wide memories: other stages stream).
-constexpr int kWholeSegmentRows = kWideUnitsLimit / kRowUnits;
-constexpr int kStreamSegmentRows = 0x1e00 / kRowUnits;
-int segment_rows();
-class SegmentRowsScope {
- public:
-  explicit SegmentRowsScope(int rows);
-  ~SegmentRowsScope();
-  SegmentRowsScope(const SegmentRowsScope&) = delete;
-  SegmentRowsScope& operator=(const SegmentRowsScope&) = delete;
-
- private:
-  int before_;
-};
+constexpr int kSegmentRows = kWideUnitsLimit / kRowUnits;
 
 // Everything the programs are generated from: shapes, stages and parameter segments.
 struct Layout {
