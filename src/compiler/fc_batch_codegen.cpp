@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "compiler/emitter.h"
+#include "compiler/ffn_parts.h"
 #include "compiler/program_parts.h"
 
 namespace tinycoral::compiler {
@@ -120,23 +121,11 @@ void stream_input(Emitter& e, uint32_t compute, int bytes) {
   }
 }
 
-container::Bitstream execution_program(const FcLayer& layer, const Groups& g, int rows) {
-  Emitter e;
-  uint32_t compute = 0;
-  for (int t : g.tile) compute |= tile_bit(t);
+// One op per op set over the rows of X at narrow 0; group slot s's rows x 64 outputs at
+// out_base + rows 64 s; then the fences.
+void op_stage(Emitter& e, const FcLayer& layer, const Groups& g, int rows, int out_base) {
   const int k_words = layer.k / 4, row_words = g.row_bytes / 4;
-  const int x_bytes = rows * g.row_bytes;
-  const int out_base = round_up(x_bytes, 64);
   const int block = rows * kGroup;  // one group's outputs
-  program_start(e);
-  tile_fence(e, "units=0x020");
-  input_address(e, layer.input_name);
-  stream_input(e, compute, x_bytes);
-  tile_fence(e, "units=0x3ff");
-  tile_fence(e, "counters=0x1ffff units=0x3ff");
-  tile_fence(e, "units=0x3ff signal=1");
-  wait_tokens(e);
-
   // The per-channel rows into the output stage (the FC's load), then the op over every row.
   const int aux_rows = layer.bias.empty() ? 2 : 3;  // multipliers, [biases,] zero points
   const int planes = aux_rows - 1;
@@ -169,15 +158,19 @@ container::Bitstream execution_program(const FcLayer& layer, const Groups& g, in
   tile_fence(e, "counters=0x1ffff units=0x3ff");
   tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
   wait_tokens(e);
+}
 
-  // Every group's rows x 64 bytes, in group order, in 256-byte pieces to the scalar core.
+// Every group's rows x 64 bytes (slot s at out_base + rows 64 s), in group order, in 256-byte
+// pieces to the scalar core; then the program's end. `ordinal` counts the ring producers so far.
+void output_stage(Emitter& e, const FcLayer& layer, const Groups& g, int rows, int out_base,
+                  int ordinal) {
+  const int block = rows * kGroup;
   e.reloc_movi(10, BufferKind::kOutput, Half::kUpper32, layer.output_name);
   e.reloc_movi(11, BufferKind::kOutput, Half::kLower32, layer.output_name);
   e.add("bundle", "s_op=0x0f s_x=5 imm=11");
   e.add("bundle", "s_op=0x0f s_x=4 imm=10");
   const int total = int(g.tile.size()) * block;
   descriptor(e, 5, 4, 6, total, 3);
-  int ordinal = 0;
   for (size_t i = 0; i < g.tile.size(); ++i) {
     const int from = out_base + block * g.slot[i];
     for (int at = 0; at < block; at += kPiece) {
@@ -198,8 +191,48 @@ container::Bitstream execution_program(const FcLayer& layer, const Groups& g, in
   tile_fence(e, "units=0x3ff signal=1 f109=3");
   wait_tokens(e);
   interrupt(e, 5, 4, 6);
+}
+
+uint32_t mask_of(const Groups& g) {
+  uint32_t mask = 0;
+  for (int t : g.tile) mask |= tile_bit(t);
+  return mask;
+}
+
+container::Bitstream execution_program(const FcLayer& layer, const Groups& g, int rows) {
+  Emitter e;
+  const int out_base = round_up(rows * g.row_bytes, 64);
+  program_start(e);
+  tile_fence(e, "units=0x020");
+  input_address(e, layer.input_name);
+  stream_input(e, mask_of(g), rows * g.row_bytes);
+  tile_fence(e, "units=0x3ff");
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+  tile_fence(e, "units=0x3ff signal=1");
+  wait_tokens(e);
+  op_stage(e, layer, g, rows, out_base);
+  output_stage(e, layer, g, rows, out_base, 0);
   return e.finish();
 }
+
+// The batched FFN's narrow memory on every tile: X (the host's rows, then w2's input m over it) at
+// 0, then h1, h3, g, a, m (rows x 64 bytes each), the MUL products (4 x that), the identity
+// row, and w2's output (rows x 64 per slot).
+struct FfnBatchMemory {
+  int block, h1, h3, g, a, m, products, identity, y, end;
+  FfnBatchMemory(int rows, int x_bytes, int down_slots) {
+    block = rows * kGroup;
+    h1 = round_up(x_bytes, 256);
+    h3 = h1 + block;
+    g = h3 + block;
+    a = g + block;
+    m = a + block;
+    products = m + block;
+    identity = products + 4 * block;
+    y = identity + 256;
+    end = y + down_slots * block;
+  }
+};
 
 }  // namespace
 
@@ -254,6 +287,76 @@ container::Executable generate_fc_batch(const FcLayer& layer, const FcPlacement&
   eo.used_narrow_memory_bytes_per_tile = round_up(rows * g.row_bytes, 64) + g.slots * rows * kGroup;
   eo.dma_hints = execution_hints(layer.input_name, rows * g.row_bytes, layer.output_name, total);
   // The parameters are cached by the caller (fc_caching); no token ties the two here.
+  return eo;
+}
+
+int ffn_batch_max_rows(const FfnLayer& f, int down_slots) {
+  for (int rows = kNarrowBytes / kGroup; rows > 0; --rows) {
+    const int x = rows * std::max(f.up.k, f.down.k);
+    if (x <= kMaxInputBytes && FfnBatchMemory(rows, x, down_slots).end <= kNarrowBytes) return rows;
+  }
+  return 0;
+}
+
+container::Executable generate_ffn_batch(const FfnLayer& f, const FcPlacement& up_at,
+                                         const FcPlacement& down_at, int rows) {
+  const int hidden = f.up.n / 2, groups = hidden / kGroup;
+  if (f.up.n % (2 * kGroup) != 0 || f.down.k != hidden || f.down.n % kGroup != 0)
+    fail("FFN of ", f.up.n, " up outputs and w2 ", f.down.n, " x ", f.down.k,
+         ": needs whole pairs of 64-output groups and w2's K = half of them");
+  Groups up = groups_of(fc_groups(f.up.n), up_at);
+  Groups down = groups_of(fc_groups(f.down.n), down_at);
+  up.row_bytes = f.up.k;
+  down.row_bytes = f.down.k;
+  if (const std::string why = fc_batch_unsupported(f.up.n, f.up.k, 1, up.slots); !why.empty())
+    fail(why);
+  if (const std::string why = fc_batch_unsupported(f.down.n, f.down.k, 1, down.slots); !why.empty())
+    fail(why);
+  if (rows <= 0 || rows > ffn_batch_max_rows(f, down.slots))
+    fail(rows, " rows: the batched FFN takes 1..", ffn_batch_max_rows(f, down.slots),
+         " (one tile's narrow memory holds X, the gate's buffers and the outputs)");
+  uint32_t gate_tiles = 0;
+  for (int i = 0; i < groups; ++i) {
+    const int tile = up.tile[size_t(2 * i)];
+    if (up.tile[size_t(2 * i + 1)] != tile || up.slot[size_t(2 * i)] != 0)
+      fail("the FFN placement must put w1's and w3's group ", i, " on one tile, w1's first");
+    gate_tiles |= tile_bit(tile);
+  }
+  const FfnBatchMemory mem(rows, rows * std::max(f.up.k, f.down.k), down.slots);
+  Emitter e;
+  program_start(e);
+  tile_fence(e, "units=0x020");
+  input_address(e, f.up.input_name);
+  stream_input(e, mask_of(up), rows * f.up.k);
+  tile_fence(e, "units=0x3ff");
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+  tile_fence(e, "units=0x3ff signal=1");
+  wait_tokens(e);
+  op_stage(e, f.up, up, rows, mem.h1);  // slot 0 (w1) at h1, slot 1 (w3) at h3
+  ffn_gate_setup(e, gate_tiles, mem.identity);
+  ffn_gate(e, gate_tiles, {mem.h1, mem.h3, mem.g, mem.a, mem.m, mem.products}, rows * kGroup / 4,
+           f);
+  tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
+  wait_tokens(e);
+  // m, row by row, 64 bytes per hidden group, to w2's tiles as its X: [rows][hidden] at 0.
+  std::vector<std::pair<int, int>> pieces;
+  for (int r = 0; r < rows; ++r)
+    for (int i = 0; i < groups; ++i)
+      pieces.emplace_back(up.tile[size_t(2 * i)], (mem.m + kGroup * r) / 4);
+  int ordinal = 0;
+  ffn_broadcast(e, mask_of(down), pieces, ordinal);
+  op_stage(e, f.down, down, rows, mem.y);
+  output_stage(e, f.down, down, rows, mem.y, ordinal);
+  container::Executable eo = execution_executable(e.finish());
+  eo.input_layers.push_back(boundary_layer(f.up.input_name, 1, rows, f.up.k, f.up.in_zp,
+                                           f.up.in_scale, false, f.up.signed_input));
+  const int total = fc_groups(f.down.n) * rows * kGroup;
+  container::Layer out = boundary_layer(f.down.output_name, total, f.down.out_zp, f.down.out_scale,
+                                        true, f.down.signed_output);
+  out.shape = {{0, 0}, {0, total - 1}};
+  eo.output_layers.push_back(std::move(out));
+  eo.used_narrow_memory_bytes_per_tile = mem.end;
+  eo.dma_hints = execution_hints(f.up.input_name, rows * f.up.k, f.down.output_name, total);
   return eo;
 }
 

@@ -48,4 +48,14 @@ inline size_t fc_batch_output_index(int rows, int row, int output) {
          static_cast<size_t>(output % 64);
 }
 
+// The batched fused FFN (issue 14): for `rows` rows at once, w1 and w3 (f.up, w1's group i and
+// w3's group i on one tile, as generate_ffn places them), the gate on those tiles (LOGISTIC on the
+// non-linear unit, two MULs: generate_ffn's arithmetic), m broadcast row by row to w2's tiles and
+// w2 over it; only w2's output leaves, as [G][rows][64] (fc_batch_output_index). The parameters are
+// cached by fc_caching(f.up, up) and fc_caching(f.down, down). Our own program, correct by
+// simulation against generate_ffn row by row.
+int ffn_batch_max_rows(const FfnLayer& f, int down_slots);
+container::Executable generate_ffn_batch(const FfnLayer& f, const FcPlacement& up,
+                                         const FcPlacement& down, int rows);
+
 }  // namespace tinycoral::compiler

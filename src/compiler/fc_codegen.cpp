@@ -15,6 +15,7 @@
 #include "chip/ops/nlu.h"
 #include "common/error.h"
 #include "compiler/emitter.h"
+#include "compiler/ffn_parts.h"
 #include "compiler/program_parts.h"
 
 namespace tinycoral::compiler {
@@ -505,89 +506,98 @@ std::string flat_walk(int count, const std::string& last = " m3") {
              back, " x 1)(", back, " x 1)(", back, " x 1", last, ")");
 }
 
-// MUL of the 64 bytes at narrow `a` (in) by the 64 at narrow `b` (streamed through the FIFO), into
-// `out`; the two steps of isa.md 2.1.5 as edgetpu_compiler 16.0 writes them (looming_64x64_3x3
-// words 273-329) for 16 words: step 1 writes one word per element, step 2 packs them.
-void mul(Emitter& e, uint32_t tiles, const FfnBuffers& buf, int a, int a_zp, int b, int b_zp,
+// MUL of the `words` words at narrow `a` (in) by as many at narrow `b` (streamed through the
+// FIFO), into `out`; the two steps of isa.md 2.1.5 as edgetpu_compiler 16.0 writes them
+// (looming_64x64_3x3 words 273-329, there for 16 words): step 1 writes one word per element into
+// `products` (4 words bytes), step 2 packs them.
+void mul(Emitter& e, uint32_t tiles, int products, int words, int a, int a_zp, int b, int b_zp,
          float mult, float clamp_min, float clamp_max, int out_zp, int out) {
-  e.add("op", cat("tiles=", hex(tiles), " loops=(4)(1)(", kWords, ") in.base=", hex(a),
-                  " in.hmode=1 in=(0 x 4 m1)(0 x ", kWords,
-                  " m1)(0 x 1 m1)(0 x 1 m1)(-16 x 1 m1)(-16 x 1 m1)(-16 x 1 m1)(-16 x 1 m3)"
-                  " in.tflags=0x03 out.base=",
-                  hex(buf.products()), " out=(1 x 1)(1 x 4)(1 x ", kWords,
-                  ")(1 x 1)(1 x 1)(-63 x 1)(-63 x 1)(-63 x 1 m3) out.tflags=0x7 par.base=",
-                  hex(kMulFifo & 0x1fff), " par.sel=1 par.hmode=1 par=(0 x 4 m1)(-1 x 1 m1)(-1 x ",
-                  kWords,
-                  " m1)(-1 x 1 m1)(-1 x 1 m1)(-1 x 1 m1)(-1 x 1 m1)(-1 x 1 m1) par.tflags=0x40 "
-                  "par.fifo=0x0001 psum.hmode=1 psum=(0 x 1)(0 x 4)(0 x ",
-                  kWords,
-                  ")(0 x 1)(0 x 1)(0 x 1)(0 x 1)(0 x 1 m1) psum.tflags=0x0840 cfg0=0x060 "
-                  "cfg1=0x12d sync0=0x4000 sync1=0x4000 cfg2=0x06 cfg3=7 w_zp=",
-                  b_zp, " in_zp=", a_zp, " dp_mode=4 out_ch_last=3 out_ch=3 mult=", f32_bits(mult),
-                  " clamp_max=", f32_bits(clamp_max), " clamp_min=", f32_bits(clamp_min),
-                  " out_zp=", out_zp));
+  const int back4 = -(4 * words - 1), back = -(words - 1);
+  e.add("op",
+        cat("tiles=", hex(tiles), " loops=(4)(1)(", words, ") in.base=", hex(a),
+            " in.hmode=1 in=(0 x 4 m1)(0 x ", words,
+            " m1)(0 x 1 m1)(0 x 1 m1)(-16 x 1 m1)(-16 x 1 m1)(-16 x 1 m1)(-16 x 1 m3)"
+            " in.tflags=0x03 out.base=",
+            hex(products), " out=(1 x 1)(1 x 4)(1 x ", words, ")(1 x 1)(1 x 1)(", back4, " x 1)(",
+            back4, " x 1)(", back4, " x 1 m3) out.tflags=0x7 par.base=", hex(kMulFifo & 0x1fff),
+            " par.sel=1 par.hmode=1 par=(0 x 4 m1)(-1 x 1 m1)(-1 x ", words,
+            " m1)(-1 x 1 m1)(-1 x 1 m1)(-1 x 1 m1)(-1 x 1 m1)(-1 x 1 m1) par.tflags=0x40 "
+            "par.fifo=0x0001 psum.hmode=1 psum=(0 x 1)(0 x 4)(0 x ",
+            words,
+            ")(0 x 1)(0 x 1)(0 x 1)(0 x 1)(0 x 1 m1) psum.tflags=0x0840 cfg0=0x060 "
+            "cfg1=0x12d sync0=0x4000 sync1=0x4000 cfg2=0x06 cfg3=7 w_zp=",
+            b_zp, " in_zp=", a_zp, " dp_mode=4 out_ch_last=3 out_ch=3 mult=", f32_bits(mult),
+            " clamp_max=", f32_bits(clamp_max), " clamp_min=", f32_bits(clamp_min),
+            " out_zp=", out_zp));
   // b, one word per FIFO fill.
-  e.add("n2w", cat("tiles=", hex(tiles), " n.addr=", hex(b / 4), " n=", narrow_walk(kWords),
-                   " n.lvl_mask=0x01 w.addr=", hex(kMulFifo), " w=(0 x ", kWords,
+  e.add("n2w", cat("tiles=", hex(tiles), " n.addr=", hex(b / 4), " n=", narrow_walk(words),
+                   " n.lvl_mask=0x01 w.addr=", hex(kMulFifo), " w=(0 x ", words,
                    ") w.rows=1 sync.en0=1 sync.id=1 sync.en1=1 sync.val=0x0ffff sync.en2=1 "
                    "sync.f45=1"));
   tile_fence(e, "units=0x020");
-  e.add("op", cat("tiles=", hex(tiles), " loops=(4)(1)(", kWords, ") in.base=", hex(buf.products()),
-                  " in=(1 x 4)(1 x ", kWords,
-                  ")(1 x 1)(1 x 1)(-63 x 1)(-63 x 1)(-63 x 1)(-63 x 1 m3) in.tflags=0x03 out.base=",
-                  hex(out), " out=(1 x 1)(1 x ", kWords,
-                  ")(1 x 1)(1 x 1)(-15 x 1)(-15 x 1)(-15 x 1)(-15 x 1 m3) out.tflags=0x3 par.base=",
-                  hex(kIdentityRow & 0x1fff),
-                  " par.sel=1 par.hmode=1 par=(0 x 4 m1)(-1 x 1 m1)(-1 x ", kWords,
-                  " m1)(-1 x 1 m1)(-1 x 1 m1)(-1 x 1 m1)(-1 x 1 m1)(-1 x 1 m1) par.tflags=0x40 "
-                  "psum=(0 x 4)(0 x 1)(0 x ",
-                  kWords, ") psum.tflags=0x0840 cfg2=0x06 cfg3=7 dp_mode=2 out_ch_last=3 out_ch=3",
-                  " mult=", f32_bits(1.0f),
-                  " clamp_max=", f32_bits(std::numeric_limits<float>::infinity()),
-                  " clamp_min=", f32_bits(-std::numeric_limits<float>::infinity())));
+  e.add(
+      "op",
+      cat("tiles=", hex(tiles), " loops=(4)(1)(", words, ") in.base=", hex(products),
+          " in=(1 x 4)(1 x ", words, ")(1 x 1)(1 x 1)(", back4, " x 1)(", back4, " x 1)(", back4,
+          " x 1)(", back4, " x 1 m3) in.tflags=0x03 out.base=", hex(out), " out=(1 x 1)(1 x ",
+          words, ")(1 x 1)(1 x 1)(", back, " x 1)(", back, " x 1)(", back, " x 1)(", back,
+          " x 1 m3) out.tflags=0x3 par.base=", hex(kIdentityRow & 0x1fff),
+          " par.sel=1 par.hmode=1 par=(0 x 4 m1)(-1 x 1 m1)(-1 x ", words,
+          " m1)(-1 x 1 m1)(-1 x 1 m1)(-1 x 1 m1)(-1 x 1 m1)(-1 x 1 m1) par.tflags=0x40 "
+          "psum=(0 x 4)(0 x 1)(0 x ",
+          words, ") psum.tflags=0x0840 cfg2=0x06 cfg3=7 dp_mode=2 out_ch_last=3 out_ch=3",
+          " mult=", f32_bits(1.0f), " clamp_max=", f32_bits(std::numeric_limits<float>::infinity()),
+          " clamp_min=", f32_bits(-std::numeric_limits<float>::infinity())));
   tile_fence(e, "counters=0x1ffff units=0x3ff");
 }
 
-void gate_stage(Emitter& e, uint32_t tiles, const FfnBuffers& buf, const FfnLayer& f) {
+}  // namespace
+
+void ffn_gate_setup(Emitter& e, uint32_t tiles, int identity) {
   // The 4 x 4 identity row (column c = byte c set) that LOGISTIC and the packs read: mesh fills
   // into narrow memory, then into a wide row (looming words 297-321).
-  const uint32_t identity[4] = {0x1, 0x100, 0x10000, 0x1000000};
+  const uint32_t rows[4] = {0x1, 0x100, 0x10000, 0x1000000};
   for (int c = 0; c < 4; ++c)
-    e.add("mesh_n", cat("tiles=", hex(tiles), " i.addr=", hex(buf.identity() + 4 * c), " i=(1 x 1)",
-                        c == 3 ? " in_mode=3" : "", " fill_en=1 fill=", hex(identity[c])));
-  e.add("n2w", cat("tiles=", hex(tiles), " n.addr=", hex(buf.identity() / 4), " n=", narrow_walk(4),
+    e.add("mesh_n", cat("tiles=", hex(tiles), " i.addr=", hex(identity + 4 * c), " i=(1 x 1)",
+                        c == 3 ? " in_mode=3" : "", " fill_en=1 fill=", hex(rows[c])));
+  e.add("n2w", cat("tiles=", hex(tiles), " n.addr=", hex(identity / 4), " n=", narrow_walk(4),
                    " n.lvl_mask=0x01 w.addr=", hex(kIdentityRow),
                    " w=(1 x 1) sync.en0=1 sync.f1=1 sync.id=5 sync.wait_lvl=1 sync.en1=1 "
                    "sync.en2=1 tail_lvl=1"));
   tile_fence(e, "counters=0x1ffff units=0x3ff");
-  // LOGISTIC: the spline into the non-linear unit, then the requantize op with NLU mode 1 (the
-  // gen2021 encoding of the SSD's convert_scores, docs/chip_ops.md 4.6).
+  // The spline into the non-linear unit, for the LOGISTIC ops after it.
   const chip::NluTable t = chip::ops::logistic_table();
   std::string spline;
   for (int k = 0; k < 40; ++k)
     spline += cat(" s", k / 5, "c", k % 5, "=", f32_bits(t.coefficients[size_t(k)]));
   for (int k = 0; k < 7; ++k) spline += cat(" b", k, "=", f32_bits(t.breakpoints[size_t(k)]));
   e.add("nlu", cat("tiles=", hex(tiles), spline, " mode=", t.mode));
+}
+
+void ffn_gate(Emitter& e, uint32_t tiles, const FfnGateBuffers& buf, int words, const FfnLayer& f) {
+  // LOGISTIC: the requantize op with NLU mode 1 (the gen2021 encoding of the SSD's
+  // convert_scores, docs/chip_ops.md 4.6).
   const float c = 10.396732f;
   e.add("op",
-        cat("tiles=", hex(tiles), " loops=(", kWords, ") in.base=", hex(buf.h1()),
-            " in=", flat_walk(kWords), " in.tflags=0x01 out.base=", hex(buf.g()),
-            " out=", flat_walk(kWords), " out.tflags=0x1 par.base=", hex(kIdentityRow & 0x1fff),
-            " par.sel=1 par=(0 x ", kWords, ") psum=(0 x ", kWords,
+        cat("tiles=", hex(tiles), " loops=(", words, ") in.base=", hex(buf.h1),
+            " in=", flat_walk(words), " in.tflags=0x01 out.base=", hex(buf.g),
+            " out=", flat_walk(words), " out.tflags=0x1 par.base=", hex(kIdentityRow & 0x1fff),
+            " par.sel=1 par=(0 x ", words, ") psum=(0 x ", words,
             ") psum.tflags=0x0800 cfg0=0x065 cfg1=0x04d sync0=0x4000 sync1=0x4000 "
             "cfg2=0x06 in_zp=",
             f.h1_zp, " dp_mode=1 out_ch_last=3 out_ch=3 nlu_mode=1 mult=", f32_bits(f.h1_scale),
             " clamp_max=", f32_bits(c), " clamp_min=", f32_bits(-c)));
   tile_fence(e, "counters=0x1ffff units=0x3ff");
-  mul(e, tiles, buf, buf.h1(), f.h1_zp, buf.g(), 0, f.mult_a, f.a_clamp_min, f.a_clamp_max, f.a_zp,
-      buf.a());
-  mul(e, tiles, buf, buf.a(), f.a_zp, buf.h3(), f.h3_zp, f.mult_m, f.m_clamp_min, f.m_clamp_max,
-      f.down.in_zp, buf.m());
-  tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
-  wait_tokens(e);
+  mul(e, tiles, buf.products, words, buf.h1, f.h1_zp, buf.g, 0, f.mult_a, f.a_clamp_min,
+      f.a_clamp_max, f.a_zp, buf.a);
+  mul(e, tiles, buf.products, words, buf.a, f.a_zp, buf.h3, f.h3_zp, f.mult_m, f.m_clamp_min,
+      f.m_clamp_max, f.down.in_zp, buf.m);
 }
 
-}  // namespace
+void ffn_broadcast(Emitter& e, uint32_t compute, const std::vector<std::pair<int, int>>& pieces,
+                   int& ring_ordinal) {
+  broadcast_stage(e, compute, pieces, ring_ordinal);
+}
 
 FfnPrograms generate_ffn(const FfnLayer& f, const FcPlacement& up_at, const FcPlacement& down_at) {
   const int hidden = f.up.n / 2;
@@ -619,7 +629,11 @@ FfnPrograms generate_ffn(const FfnLayer& f, const FcPlacement& up_at, const FcPl
   input_stage(e, up, f.up);
   broadcast_stage(e, up.compute_mask(), host_pieces(up), ring_ordinal);
   op_stage(e, up, f.up, buf.h1());
-  gate_stage(e, gate_tiles, buf, f);
+  ffn_gate_setup(e, gate_tiles, buf.identity());
+  ffn_gate(e, gate_tiles, {buf.h1(), buf.h3(), buf.g(), buf.a(), buf.m(), buf.products()}, kWords,
+           f);
+  tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
+  wait_tokens(e);
   broadcast_stage(e, down.compute_mask(), m_pieces, ring_ordinal);
   op_stage(e, down, f.down, y_at);
   output_stage(e, down, f.down, y_at, ring_ordinal);
@@ -756,7 +770,11 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
   input_stage(e, in, f.up);
   broadcast_stage(e, up.compute_mask(), up_pieces, ring_ordinal);
   op_stage(e, up, f.up, buf.h1());
-  gate_stage(e, gate_tiles, buf, f);
+  ffn_gate_setup(e, gate_tiles, buf.identity());
+  ffn_gate(e, gate_tiles, {buf.h1(), buf.h3(), buf.g(), buf.a(), buf.m(), buf.products()}, kWords,
+           f);
+  tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
+  wait_tokens(e);
   broadcast_stage(e, down.compute_mask(), m_pieces, ring_ordinal);
   op_stage(e, down, f.down, y_at);
   std::vector<std::pair<int, int>> pieces, out_pieces;

@@ -1,0 +1,33 @@
+// Pieces of the fused FFN programs shared by the batch-1 generator (fc_codegen.cpp) and the batched
+// one (fc_batch_codegen.cpp): the gate on the tiles (LOGISTIC on the non-linear unit, two MULs)
+// and the broadcast of 64-byte pieces from tiles to tiles.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "compiler/emitter.h"
+#include "compiler/fc_codegen.h"
+
+namespace tinycoral::compiler {
+
+// Narrow byte addresses of the gate's buffers on every gate tile (words of 4 bytes each; products
+// holds 4 words per word of the others).
+struct FfnGateBuffers {
+  int h1, h3, g, a, m, products;
+};
+
+// The identity row (4 words at narrow `identity`, copied to a wide row) and LOGISTIC's spline,
+// once per program before ffn_gate.
+void ffn_gate_setup(Emitter& e, uint32_t tiles, int identity);
+// m = MUL(MUL(h1, LOGISTIC(h1)), h3) over `words` words in the FfnLayer's quantization (m in
+// w2's input quantization), on `tiles`; ends with the last op's fence.
+void ffn_gate(Emitter& e, uint32_t tiles, const FfnGateBuffers& buf, int words, const FfnLayer& f);
+
+// Piece i (64 bytes at narrow word pieces[i].second of tile pieces[i].first) to narrow byte 64 i of
+// every tile in `compute`; then the fences before the ops.
+void ffn_broadcast(Emitter& e, uint32_t compute, const std::vector<std::pair<int, int>>& pieces,
+                   int& ring_ordinal);
+
+}  // namespace tinycoral::compiler
