@@ -5,9 +5,10 @@
 // the position, so a few steps suffice. stories15M's shapes: the test data's fixture script,
 //   python3 ../shared/testdata/llama2c/make_checkpoint.py /tmp/rand15M.bin rand15M
 //   llm_batch_bench /tmp/rand15M.bin ../shared/testdata/llama2c/tokenizer.bin [STEPS=4] [B...]
-//     [--unfused-layers] [--values-on-host]
+//     [--unfused-layers] [--values-on-host] [--split-ffn]
 // (the default arithmetic is the fused layers', int8_model.h; --unfused-layers the older one;
-// --values-on-host: the host computes the fused layers' u, batch_chip.h).
+// --values-on-host: the host computes the fused layers' u, batch_chip.h; --split-ffn: w1 + w3 and
+// w2 as two programs with the gate on the host, as before the batched fused FFN).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -24,20 +25,23 @@ int main(int argc, char** argv) {
   using namespace tinycoral;
   using namespace tinycoral::llm;
   Int8Options arithmetic;
-  bool values_on_host = false;
+  bool values_on_host = false, ffn_programs = true;
   for (; argc > 1 && std::string(argv[argc - 1]).starts_with("--"); --argc) {
     const std::string flag = argv[argc - 1];
     if (flag == "--unfused-layers")
       arithmetic.fused_layers = false;
     else if (flag == "--values-on-host")
       values_on_host = true;
+    else if (flag == "--split-ffn")
+      ffn_programs = false;
     else
       argc = 1;  // an unknown flag: the usage below
   }
   if (argc < 3) {
     std::fprintf(
         stderr,
-        "usage: %s CHECKPOINT TOKENIZER [STEPS] [B...] [--unfused-layers] [--values-on-host]\n",
+        "usage: %s CHECKPOINT TOKENIZER [STEPS] [B...] [--unfused-layers] [--values-on-host] "
+        "[--split-ffn]\n",
         argv[0]);
     return 2;
   }
@@ -51,9 +55,10 @@ int main(int argc, char** argv) {
     const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     ThreadPool pool(threads);
     const Calibration cal = calibrate(ck, pool, 8);
-    std::printf("%s, %d steps per batch, %s layers%s, CPU: %d threads\n\n", describe(ck).c_str(),
-                steps, arithmetic.fused_layers ? "fused" : "unfused",
-                values_on_host ? ", u on the host" : "", threads);
+    std::printf("%s, %d steps per batch, %s layers%s, FFN %s, CPU: %d threads\n\n",
+                describe(ck).c_str(), steps, arithmetic.fused_layers ? "fused" : "unfused",
+                values_on_host ? ", u on the host" : "",
+                ffn_programs ? "one program" : "split (gate on the host)", threads);
     std::printf(
         "| batch | modeled stick tok/s | modeled ms per step (compute + USB in + USB out + "
         "per-run) | runs per step | CPU int8 tok/s (measured) | host's u ms per step (measured, "
@@ -62,7 +67,7 @@ int main(int argc, char** argv) {
       std::vector<BatchRequest> requests;
       for (int i = 0; i < b; ++i) requests.push_back({"", steps, 1.0f, 0.9f, uint64_t(1 + i)});
       auto tpu = runtime::open_virtual_edgetpu();
-      ChipBatchMatmuls chip(ck, pool, cal, *tpu, arithmetic, values_on_host);
+      ChipBatchMatmuls chip(ck, pool, cal, *tpu, arithmetic, values_on_host, ffn_programs);
       const BatchRun on_chip = generate_batch(ck, tok, chip, requests);
       CpuBatchMatmuls cpu(ck, pool, cal, arithmetic);
       const BatchRun on_cpu = generate_batch(ck, tok, cpu, requests);

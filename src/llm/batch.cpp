@@ -53,6 +53,7 @@ void BatchMatmuls::run(int layer, int step, std::span<const BatchRow> rows) {
 
 // w1 and w3, the chip's gate on the int8 values, w2: Int8Transformer::ffn_q for every row.
 void BatchMatmuls::ffn_q(int layer, size_t n) {
+  if (ffn_whole_q(layer, sequences_, xq_.data(), yq_.data())) return;
   const size_t hidden = size_t(weights_->config.hidden_dim);
   h1_.resize(n * hidden);
   h3_.resize(n * hidden);

@@ -55,6 +55,13 @@ class BatchMatmuls {
   // [n][cols], yq: [n][rows] of matmul `m`).
   virtual void matmul_q(int layer, LayerMatmul m, std::span<const int> sequences, const int8_t* xq,
                         int8_t* yq) = 0;
+  // The whole FFN of every row (xq: w1's input [n][dim], yq: w2's output [n][dim]) in one go, or
+  // false (then w1 and w3, the gate on the host and w2 run as matmul_q calls).
+  virtual bool ffn_whole_q(int layer, std::span<const int> sequences, const int8_t* xq,
+                           int8_t* yq) {
+    (void)layer, (void)sequences, (void)xq, (void)yq;
+    return false;
+  }
   // fused_layers: u of every row (v: [n][kv_dim], u: [n][n_heads * dim]); by default on the host.
   virtual void values_q(int layer, std::span<const int> sequences, const int8_t* v, int8_t* u);
   // The same on the CPU: each thread's slice of weight rows passed over by every row while it is

@@ -48,9 +48,19 @@ struct ChipBatchMatmuls::Program : FcProgramPlan {
   std::map<int, std::shared_ptr<runtime::Program>> execution;
 };
 
+// A layer's FFN as one batched program (compiler::generate_ffn_batch): w1's and w3's groups in
+// pairs on one tile each, then w2; one execution program per row count.
+struct ChipBatchMatmuls::FfnProgram {
+  compiler::FfnLayer layer;
+  compiler::FcPlacement up_at, down_at;
+  int max_rows = 0;
+  std::shared_ptr<runtime::Program> caching_up, caching_down;
+  std::map<int, std::shared_ptr<runtime::Program>> execution;
+};
+
 ChipBatchMatmuls::ChipBatchMatmuls(const Checkpoint& ck, ThreadPool& pool,
                                    const Calibration& calibration, runtime::EdgeTpu& tpu,
-                                   Int8Options options, bool values_on_host)
+                                   Int8Options options, bool values_on_host, bool ffn_programs)
     : BatchMatmuls(ck, pool, calibration, options), tpu_(tpu) {
   const Config& c = ck.config;
   const bool fused = options.fused_layers;
@@ -59,11 +69,15 @@ ChipBatchMatmuls::ChipBatchMatmuls(const Checkpoint& ck, ThreadPool& pool,
   TileAllocator tiles;
   plans_.resize(size_t(c.n_layers) * size_t(ids_per_layer_));
   values_programs_.assign(size_t(c.n_layers), -1);
+  ffns_.resize(size_t(c.n_layers));
   for (int l = 0; l < c.n_layers; ++l) {
+    const bool ffn_fused = ffn_programs && ffn_program(l, tiles);
     // Input sets in forward()'s order; with fused_layers, wo's place holds u: one program where it
     // fits, else a set per kv head, or (values_on_host) computed by the host.
     std::vector<std::vector<PlannedMatmul>> sets;
     for (const std::vector<LayerMatmul>& set : input_sets()) {
+      if (ffn_fused && (set.front() == LayerMatmul::kW1 || set.front() == LayerMatmul::kW2))
+        continue;
       if (fused && set.front() == LayerMatmul::kO && values_on_host) {
         ++stats_.host_values;
         continue;
@@ -126,6 +140,100 @@ ChipBatchMatmuls::ChipBatchMatmuls(const Checkpoint& ck, ThreadPool& pool,
   cache_all();
 }
 
+// The layer's FFN as one batched program when the generator takes its shapes (w1 and w3 in at most
+// 32 groups, pairs on one tile each; w2's K the hidden size padded to whole groups) and the tiles
+// hold their weights; else false and nothing is placed. The layers are step b's (chip_model.cpp):
+// the same segments, output stages and gate quantization.
+bool ChipBatchMatmuls::ffn_program(int layer, TileAllocator& tiles) {
+  const QuantizedMatmul &w1 = matmul(layer, LayerMatmul::kW1),
+                        &w2 = matmul(layer, LayerMatmul::kW2);
+  const int k_padded = whole_groups(w1.cols), hidden = whole_groups(w1.rows);
+  const int groups = compiler::fc_groups(hidden);
+  if (2 * groups > kMaxProgramOutputs / 64 ||
+      !compiler::fc_batch_unsupported(2 * hidden, k_padded, 1, 2).empty() ||
+      !compiler::fc_batch_unsupported(w2.rows, hidden, 1, 1).empty())
+    return false;
+  TileAllocator trial = tiles;
+  auto p = std::make_unique<FfnProgram>();
+  if (!trial.place_pairs(groups, compiler::fc_units_per_tile(k_padded, false), p->up_at) ||
+      !trial.place(compiler::fc_groups(w2.rows), compiler::fc_units_per_tile(hidden, false),
+                   p->down_at))
+    return false;
+  FcProgramPlan up, down;
+  up.k_padded = k_padded;
+  for (int g = 0; g < groups; ++g)
+    for (LayerMatmul m : {LayerMatmul::kW1, LayerMatmul::kW3}) {
+      up.segments.push_back({int(m), 64 * g, std::min(64, w1.rows - 64 * g), up.outputs});
+      up.outputs += 64;
+    }
+  down.k_padded = hidden;
+  down.segments.push_back({int(LayerMatmul::kW2), 0, w2.rows, 0});
+  down.outputs = whole_groups(w2.rows);
+  const auto by_id = [&](int id) -> const QuantizedMatmul& { return planned(layer, id); };
+  compiler::FfnLayer& f = p->layer;
+  f.up = fc_layer_of(up, by_id);
+  f.down = fc_layer_of(down, by_id);
+  const QuantizedGate& q = weights()->gates[size_t(layer)];
+  f.h1_zp = q.h1.zero_point + 128;
+  f.h3_zp = q.h3.zero_point + 128;
+  f.a_zp = q.a.zero_point + 128;
+  f.h1_scale = q.h1.scale;
+  f.mult_a = q.mult_a;
+  f.a_clamp_min = q.a_lo;
+  f.a_clamp_max = q.a_hi;
+  f.mult_m = q.mult_m;
+  f.m_clamp_min = q.m_lo;
+  f.m_clamp_max = q.m_hi;
+  int down_slots = 1;
+  for (int t : p->down_at.tiles)
+    down_slots =
+        std::max(down_slots, int(std::count(p->down_at.tiles.begin(), p->down_at.tiles.end(), t)));
+  p->max_rows = compiler::ffn_batch_max_rows(f, down_slots);
+  if (p->max_rows < 1) return false;
+  tiles = trial;
+  p->caching_up = std::make_shared<runtime::Program>(compiler::fc_caching(f.up, p->up_at));
+  p->caching_down = std::make_shared<runtime::Program>(compiler::fc_caching(f.down, p->down_at));
+  stats_.resident_bytes += static_cast<int64_t>(p->caching_up->executable().parameters.size() +
+                                                p->caching_down->executable().parameters.size());
+  stats_.chip_matmuls += 3;
+  ++stats_.ffn_programs;
+  ++stats_.programs;
+  ffns_[size_t(layer)] = std::move(p);
+  return true;
+}
+
+bool ChipBatchMatmuls::ffn_whole_q(int layer, std::span<const int> sequences, const int8_t* xq,
+                                   int8_t* yq) {
+  FfnProgram* p = ffns_[size_t(layer)].get();
+  if (!p) return false;
+  const QuantizedMatmul &w1 = matmul(layer, LayerMatmul::kW1),
+                        &w2 = matmul(layer, LayerMatmul::kW2);
+  const size_t n = sequences.size(), cols = size_t(w1.cols), k = size_t(p->layer.up.k),
+               outs = size_t(w2.rows);
+  const size_t chunks = (n + size_t(p->max_rows) - 1) / size_t(p->max_rows);
+  const size_t per = (n + chunks - 1) / chunks;
+  const auto start = std::chrono::steady_clock::now();
+  for (size_t at = 0; at < n; at += per) {
+    const int rows = int(std::min(per, n - at));
+    const int bucket = std::min(power_of_two_at_least(rows), p->max_rows);
+    // Padding (columns past K, rows past n) holds the zero point: it adds nothing.
+    x_.assign(size_t(bucket) * k, static_cast<int8_t>(w1.in.zero_point));
+    for (size_t i = 0; i < size_t(rows); ++i)
+      std::copy_n(xq + (at + i) * cols, cols, x_.data() + i * k);
+    std::shared_ptr<runtime::Program>& exe = p->execution[bucket];
+    if (!exe)
+      exe = std::make_shared<runtime::Program>(
+          compiler::generate_ffn_batch(p->layer, p->up_at, p->down_at, bucket));
+    run_execution(exe);
+    for (size_t i = 0; i < size_t(rows); ++i)
+      for (size_t r = 0; r < outs; ++r)
+        yq[(at + i) * outs + r] = y_[compiler::fc_batch_output_index(bucket, int(i), int(r))];
+  }
+  stats_.chip_wall_s +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return true;
+}
+
 // u of every head as one program (fused_layers): head h's dim outputs at h * dim_padded, each group
 // reading its kv head's slice of v through in_at (K = head_size padded to 64; the bytes past the
 // slice meet zero weights), X's row v padded to whole 64 bytes. False, with nothing placed, where
@@ -180,9 +288,13 @@ compiler::FcLayer ChipBatchMatmuls::fc_layer(int layer, const Program& p) const 
 
 void ChipBatchMatmuls::cache_all() {
   stats_.caching = {};
-  for (const Program& p : programs_) {
-    if (!p.caching) continue;
-    tpu_.run(nullptr, p.caching);
+  std::vector<std::shared_ptr<runtime::Program>> caching;
+  for (const Program& p : programs_)
+    if (p.caching) caching.push_back(p.caching);
+  for (const std::unique_ptr<FfnProgram>& f : ffns_)
+    if (f) caching.insert(caching.end(), {f->caching_up, f->caching_down});
+  for (const std::shared_ptr<runtime::Program>& p : caching) {
+    tpu_.run(nullptr, p);
     stats_.caching += runtime::stick_time(tpu_.last_run().inference);
   }
   recoveries_seen_ = tpu_.recoveries();
@@ -204,7 +316,11 @@ int ChipBatchMatmuls::run_rows(Program& p, const int8_t* xq, int n) {
   // Padding (columns past K, rows past n) holds the zero point: it adds nothing.
   x_.assign(size_t(bucket) * k, static_cast<int8_t>(first.in.zero_point));
   for (size_t i = 0; i < size_t(n); ++i) std::copy_n(xq + i * cols, cols, x_.data() + i * k);
-  const std::shared_ptr<runtime::Program> exe = execution(p, bucket);
+  run_execution(execution(p, bucket));
+  return bucket;
+}
+
+void ChipBatchMatmuls::run_execution(const std::shared_ptr<runtime::Program>& exe) {
   exe->set_input(0, std::span(reinterpret_cast<const uint8_t*>(x_.data()), x_.size()));
   tpu_.run(nullptr, exe);
   if (tpu_.recoveries() != recoveries_seen_) {
@@ -216,7 +332,6 @@ int ChipBatchMatmuls::run_rows(Program& p, const int8_t* xq, int n) {
   ++stats_.runs;
   y_.resize(exe->output_bytes(0));
   exe->get_output(0, std::span(reinterpret_cast<uint8_t*>(y_.data()), y_.size()));
-  return bucket;
 }
 
 void ChipBatchMatmuls::run_chunk(Program& p, int layer, int called, std::span<const int> sequences,

@@ -68,7 +68,8 @@ void expect_same_tokens(const llm::BatchRun& run, const std::vector<std::vector<
 // Both batch paths against the oracle on `ck`; returns the chip's figures.
 llm::ChipBatchStats expect_batch_equals_int8(const llm::Checkpoint& ck, const llm::Tokenizer& tok,
                                              int count, int steps, llm::Int8Options options,
-                                             bool values_on_host = false) {
+                                             bool values_on_host = false,
+                                             bool ffn_programs = true) {
   llm::ThreadPool pool(2);
   const llm::Calibration cal = llm::calibrate(ck, pool, 8);
   const std::vector<llm::BatchRequest> requests = mixed_requests(count, steps);
@@ -83,7 +84,7 @@ llm::ChipBatchStats expect_batch_equals_int8(const llm::Checkpoint& ck, const ll
   }
   SCOPED_TRACE("virtual Edge TPU");
   auto tpu = runtime::open_virtual_edgetpu();
-  llm::ChipBatchMatmuls chip(ck, pool, cal, *tpu, options, values_on_host);
+  llm::ChipBatchMatmuls chip(ck, pool, cal, *tpu, options, values_on_host, ffn_programs);
   const llm::BatchRun run = llm::generate_batch(ck, tok, chip, requests);
   expect_same_tokens(run, want);
   EXPECT_EQ(run.steps, steps);  // the longest sequences ran every step in lockstep
@@ -98,7 +99,9 @@ llm::ChipBatchStats expect_batch_equals_int8(const llm::Checkpoint& ck, const ll
   return chip.stats();
 }
 
-// The older arithmetic (--unfused-layers): step a's programs over all rows.
+// The older arithmetic (--unfused-layers): step a's programs over all rows, each layer's FFN one
+// batched fused program (w1, w3, the gate on the tiles, w2), or on rand_gqa also split (w1 + w3
+// and w2 as programs, the gate on the host).
 TEST(BatchPath, BothTestCheckpointsGiveEverySequenceTheInt8PathsTokens) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   for (const std::string name : {"rand_gqa", "rand15M"}) {
@@ -109,12 +112,16 @@ TEST(BatchPath, BothTestCheckpointsGiveEverySequenceTheInt8PathsTokens) {
     const llm::Checkpoint& ck = model->ck;
     const llm::Tokenizer& tok = model->tok;
     const bool big = name == "rand15M";
-    const llm::ChipBatchStats s =
-        expect_batch_equals_int8(ck, tok, big ? 4 : 16, big ? 8 : 16, llm::Int8Options{false});
-    EXPECT_EQ(s.chip_matmuls, 7 * ck.config.n_layers);
-    EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
-    if (big) {
-      EXPECT_EQ(s.programs, 24);  // q+k+v, o, w1+w3, w2 per layer, as in step a
+    for (const bool ffn_programs : {true, false}) {
+      if (big && !ffn_programs) continue;  // the split FFN's programs are rand_gqa's, larger
+      SCOPED_TRACE(ffn_programs ? "FFN one program" : "FFN split");
+      const llm::ChipBatchStats s = expect_batch_equals_int8(
+          ck, tok, big ? 4 : 16, big ? 8 : 16, llm::Int8Options{false}, false, ffn_programs);
+      EXPECT_EQ(s.chip_matmuls, 7 * ck.config.n_layers);
+      EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
+      EXPECT_EQ(s.ffn_programs, ffn_programs ? ck.config.n_layers : 0);
+      // q+k+v, o, the FFN per layer; split: w1+w3 and w2, as in step a.
+      EXPECT_EQ(s.programs, (ffn_programs ? 3 : 4) * ck.config.n_layers);
     }
   }
 }
@@ -141,15 +148,16 @@ TEST(BatchPath, FusedLayersGiveEverySequenceTheInt8PathsTokens) {
       const llm::ChipBatchStats s = expect_batch_equals_int8(
           ck, tok, big ? 4 : 16, big ? 8 : 16, llm::Int8Options{true}, values_on_host);
       EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
+      EXPECT_EQ(s.ffn_programs, c.n_layers);
       if (!values_on_host) {
         EXPECT_EQ(s.chip_matmuls, 7 * c.n_layers);  // u counts as wo
         EXPECT_EQ(s.host_values, 0);
-        // q+k+v, u (every head reading its slice of v), w1+w3, w2.
-        EXPECT_EQ(s.programs, 4 * c.n_layers);
+        // q+k+v, u (every head reading its slice of v), the FFN.
+        EXPECT_EQ(s.programs, 3 * c.n_layers);
       } else {
         EXPECT_EQ(s.chip_matmuls, 6 * c.n_layers);
         EXPECT_EQ(s.host_values, c.n_layers);
-        EXPECT_EQ(s.programs, 3 * c.n_layers);  // q+k+v, w1+w3, w2
+        EXPECT_EQ(s.programs, 2 * c.n_layers);  // q+k+v, the FFN
       }
     }
   }
@@ -160,8 +168,8 @@ TEST(BatchPath, FusedLayersGiveEverySequenceTheInt8PathsTokens) {
     int programs;
     uint32_t seed;
   };
-  for (const Case& test : {Case{{320, 256, 1, 8, 4, 300, 16, true}, 3 + 4, 7},
-                           Case{{56, 128, 1, 4, 2, 300, 16, true}, 3 + 2, 11}}) {
+  for (const Case& test : {Case{{320, 256, 1, 8, 4, 300, 16, true}, 2 + 4, 7},
+                           Case{{56, 128, 1, 4, 2, 300, 16, true}, 2 + 2, 11}}) {
     SCOPED_TRACE("dim " + std::to_string(test.shape.dim));
     const LoadedModel model = tiny_model(test.shape, TinyWeights(test.shape, test.seed));
     const llm::Checkpoint& ck = model.ck;
@@ -190,7 +198,8 @@ TEST(BatchPath, KAbove1024RunsOnTheChipToo) {
   const llm::ChipBatchStats s = expect_batch_equals_int8(ck, tok, 64, 16, llm::Int8Options{false});
   EXPECT_EQ(s.chip_matmuls, 7);
   EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
-  EXPECT_EQ(s.programs, 7);  // q+k+v, o, w1 and w3 in two programs each, w2
+  EXPECT_EQ(s.programs, 7);      // q+k+v, o, w1 and w3 in two programs each, w2
+  EXPECT_EQ(s.ffn_programs, 0);  // w1 and w3 together exceed the 32 groups of one program
 }
 
 // Eleven layers of 0.85 MB: more than the 8 MiB of tile memory, so the last matmuls stay on the
