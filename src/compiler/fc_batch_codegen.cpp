@@ -293,6 +293,8 @@ container::Executable generate_fc_batch(const FcLayer& layer, const FcPlacement&
 int ffn_batch_max_rows(const FfnLayer& f, int down_slots) {
   for (int rows = kNarrowBytes / kGroup; rows > 0; --rows) {
     const int x = rows * std::max(f.up.k, f.down.k);
+    // Above 4, whole fours (m's broadcast then goes 4 rows a piece).
+    if (rows > 4 && rows % 4 != 0) continue;
     if (x <= kMaxInputBytes && FfnBatchMemory(rows, x, down_slots).end <= kNarrowBytes) return rows;
   }
   return 0;
@@ -338,13 +340,23 @@ container::Executable generate_ffn_batch(const FfnLayer& f, const FcPlacement& u
            f);
   tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
   wait_tokens(e);
-  // m, row by row, 64 bytes per hidden group, to w2's tiles as its X: [rows][hidden] at 0.
-  std::vector<std::pair<int, int>> pieces;
-  for (int r = 0; r < rows; ++r)
-    for (int i = 0; i < groups; ++i)
-      pieces.emplace_back(up.tile[size_t(2 * i)], (mem.m + kGroup * r) / 4);
+  // m to w2's tiles as its X, [rows][hidden] at 0: 4 rows of a hidden group per 256-byte piece
+  // when the rows come in fours, else row by row in 64-byte pieces.
   int ordinal = 0;
-  ffn_broadcast(e, mask_of(down), pieces, ordinal);
+  if (rows % 4 == 0) {
+    std::vector<FfnBlock> blocks;
+    for (int r = 0; r < rows; r += 4)
+      for (int i = 0; i < groups; ++i)
+        blocks.push_back(
+            {up.tile[size_t(2 * i)], (mem.m + kGroup * r) / 4, (r * hidden + kGroup * i) / 4});
+    ffn_broadcast_blocks(e, mask_of(down), blocks, hidden / 4, ordinal);
+  } else {
+    std::vector<std::pair<int, int>> pieces;
+    for (int r = 0; r < rows; ++r)
+      for (int i = 0; i < groups; ++i)
+        pieces.emplace_back(up.tile[size_t(2 * i)], (mem.m + kGroup * r) / 4);
+    ffn_broadcast(e, mask_of(down), pieces, ordinal);
+  }
   op_stage(e, f.down, down, rows, mem.y);
   output_stage(e, f.down, down, rows, mem.y, ordinal);
   container::Executable eo = execution_executable(e.finish());

@@ -599,6 +599,33 @@ void ffn_broadcast(Emitter& e, uint32_t compute, const std::vector<std::pair<int
   broadcast_stage(e, compute, pieces, ring_ordinal);
 }
 
+void ffn_broadcast_blocks(Emitter& e, uint32_t compute, const std::vector<FfnBlock>& blocks,
+                          int stride_words, int& ring_ordinal) {
+  constexpr int kBlockWords = kPacket / 4, kRows = 4;
+  for (int i = 0; i < static_cast<int>(blocks.size()); ++i) {
+    const FfnBlock& b = blocks[size_t(i)];
+    // One 256-byte ring packet a piece (docs/compiler.md: the gathers' sync rule with k = 1),
+    // stored as 4 rows of 64 bytes, stride_words apart.
+    e.add("w2n", cat("tiles=", hex(compute), " w.addr=", hex(kRingFifo),
+                     " w=(1 x 1) w.circ=1 w.rows=1 n.addr=", hex(b.to_word),
+                     " n=", strided_walk({{1, kWords}, {stride_words, kRows}}, 6),
+                     " n.lvl_mask=0x01 sync.en0=1 sync.id=14 sync.wait_lvl=1",
+                     i % 2 == 0 ? " sync.en1=1" : "", " sync.val=", hex(0x8000 + (i + 1) / 2),
+                     " sync.en2=1 tail_en870=1"));
+    ring_receive(e, compute, kRingFifo, 1, kBlockWords * i - 64);
+    ring_send(e, b.tile, kSendBuf, compute, ring_ordinal++);
+    e.add("n2w", cat("tiles=", hex(tile_bit(b.tile)), " n.addr=", hex(b.from_word),
+                     " n=", narrow_walk(kBlockWords), " n.lvl_mask=0x01 w.addr=", hex(kSendBuf),
+                     " w=(1 x 1) w.circ=1 w.rows=1 sync.en0=1 sync.f1=1 sync.id=16 sync.wait_lvl=1 "
+                     "sync.en1=1 sync.val=0xffff sync.en2=1 sync.f45=1 tail_lvl=1"));
+  }
+  tile_fence(e, "units=0x3ff signal=1");
+  wait_tokens(e);
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+  e.add("scsync", "sunits=0x0c");
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+}
+
 FfnPrograms generate_ffn(const FfnLayer& f, const FcPlacement& up_at, const FcPlacement& down_at) {
   const int hidden = f.up.n / 2;
   if (f.up.n % (2 * kGroup) != 0 || hidden > 16 * kGroup || f.down.k != hidden ||

@@ -30,4 +30,13 @@ void ffn_gate(Emitter& e, uint32_t tiles, const FfnGateBuffers& buf, int words, 
 void ffn_broadcast(Emitter& e, uint32_t compute, const std::vector<std::pair<int, int>>& pieces,
                    int& ring_ordinal);
 
+// The same in 256-byte pieces, each 4 rows of 64 bytes: block i (64 words at narrow word
+// from_word of its tile) to every tile in `compute`, its rows at narrow words to_word,
+// to_word + stride_words, ... (the batched FFN's m: 4 rows of one hidden group into w2's X).
+struct FfnBlock {
+  int tile, from_word, to_word;
+};
+void ffn_broadcast_blocks(Emitter& e, uint32_t compute, const std::vector<FfnBlock>& blocks,
+                          int stride_words, int& ring_ordinal);
+
 }  // namespace tinycoral::compiler

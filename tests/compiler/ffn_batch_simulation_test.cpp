@@ -105,6 +105,10 @@ TEST(FfnBatchOnTheVirtualEdgeTpu, EveryRowEqualsTheBatchOneFfn) {
                                {{0, 1, 2, 0, 4}, {2048, 2048, 0, 2048 + 512, 0}}},
                               random);
   expect_rows_equal_batch_one({64, 64, 64, 1, {{7, 7}, {0, 100}}, {{7}, {400}}}, random);
+  // 8 rows: m's broadcast in 256-byte pieces of 4 rows.
+  expect_rows_equal_batch_one(
+      {128, 192, 128, 8, {{1, 1, 5, 5, 14, 14}, {0, 200, 0, 200, 0, 200}}, {{5, 6}, {400, 0}}},
+      random);
 }
 
 // stories15M's shapes (K 288 padded to 320, hidden 768, w2 288 padded to 320) at the most rows
