@@ -288,6 +288,12 @@ std::string op_tail(const LayerPlan& lp, int zp_unit, int out_ch, int last_ch = 
              " clamp_min=", f32_bits(l.clamp_min), " out_zp=", l.out_zp, " pc_mult=1");
 }
 
+// The words of groups [g0, g1) of a depthwise layer (the last group's only, when the channels
+// end before a whole group of 64).
+int depthwise_words(const LayerPlan& lp, int g0, int g1) {
+  return std::min((g1 - g0) * lp.dw_words, lp.l->cin / 4 - g0 * lp.dw_words);
+}
+
 // A depthwise layer's groups [g0, g1) of a part: one op group per 4-channel input word (out_ch 3:
 // the clock charges the 16 MACs of the four columns a step uses, not all 64 columns' 256), its
 // taps' rows holding the word's 4x4 diagonal in columns 0..3.
@@ -297,8 +303,7 @@ void depthwise_op(TileBatch& e, const Plan& p, size_t i, const Part& part, int g
   const int rows = lp.ob - lp.oa;
   const int64_t positions = int64_t{rows} * lp.blocks;
   const int taps = l.kh * l.kw;
-  // (The last group's words only, when the channels end before a whole group of 64.)
-  const int words = std::min((g1 - g0) * lp.dw_words, l.cin / 4 - g0 * lp.dw_words);
+  const int words = depthwise_words(lp, g0, g1);
   // (A tile of a split layer keeps only its groups' channels: lp.cin of them, from group p.g0.)
   const int first = lp.cin == l.cin ? 0 : p.g0;
   const std::string in_walk = strided_walk({{lp.cin / 4, l.kw},
@@ -308,17 +313,56 @@ void depthwise_op(TileBatch& e, const Plan& p, size_t i, const Part& part, int g
                                             {1, words}},
                                            8, " m3");
   const int in_base = lp.op_in(0) - lp.window_off + 4 * lp.dw_words * (g0 - first);
-  const int par_row =
-      lp.weight_row(part) + (lp.shared_rows ? 0 : (g0 - part.g0) * lp.dw_words * taps);
-  const std::string par_walk = strided_walk({{1, taps}, {0, positions}, {taps, words}}, 8, " m1");
+  // Shared rows: read in place. Dense weights: fill `word` of FIFO row `tap` (depthwise_fifo).
+  const int par_unit = lp.dense() ? kDepthwiseFifo : lp.weight_row(part) * kRowUnits;
+  const std::string par_walk =
+      strided_walk({{1, taps}, {0, positions}, {lp.dense() ? 0 : taps, words}}, 8, " m1");
+  const std::string par_fifo = lp.dense() ? cat(" par.tflags=0x80 par.fifo=", hex(taps)) : "";
   const OutTarget t = out_target(p, i);
   const std::string out_walk = strided_walk(
       {{1, 1}, {t.pixel_bytes / 4, lp.blocks}, {t.row_words, rows}, {1, words}}, 8, " m3");
   e.add(tile_bit(p.tile), "op",
         cat("loops=(", taps, ")(", positions, ")(", words, ") in.base=", hex(in_base),
             " in=", in_walk, " in.tflags=0x01 out.base=", hex(t.base + kColumns * (g0 - p.g0)),
-            " out=", out_walk, " out.tflags=0x1 par.base=", hex(par_row * kRowUnits), " par=",
-            par_walk, " psum=(0 x ", taps, ")", op_tail(lp, lp.zp_row(part) * kRowUnits, 4)));
+            " out=", out_walk, " out.tflags=0x1 par.base=", hex(par_unit), " par=", par_walk,
+            par_fifo, " psum=(0 x ", taps, ")", op_tail(lp, lp.zp_row(part) * kRowUnits, 4)));
+}
+
+// A dense depthwise part's words [0, words) of its groups: their tap entries from the block at
+// wide row `row` of tile `holder` to the FIFO rows of the tiles of `mask`. Only an infeed from
+// scalar memory sends 16-byte ring packets, so the block goes there and back: the scalar core's
+// infeed (which sends what the next outfeed writes), the outfeed of the holder's rows into scalar
+// memory from word 0, the holder's producer of those rows to the scalar core, then the tiles'
+// consumer (one FIFO row per tap, one fill per word) and the op (docs/compiler.md "How Google
+// stores depthwise parameters"; Google issues the consumer and op first). `outfed`: the
+// scalar-memory words outfed so far.
+std::string depthwise_fifo_consumer(int taps, int words) {
+  return cat("addr=", hex(kDepthwiseFifo), " dst=(1 x ", taps, ")(", 1 - taps, " x 1)(", 1 - taps,
+             " x 1)(", 1 - taps, " x ", words, ") sdims=1 cbuf=1 slots=", taps, " mode=3");
+}
+
+struct RoundTrip {
+  int holder = 0, row = 0;
+  uint32_t mask = 0;
+  int taps = 0, words = 0;
+};
+
+void depthwise_round_trip(Emitter& e, const RoundTrip& r, int& outfed) {
+  const auto [holder, row, mask, taps, words] = r;
+  const int bytes = words * taps * kEntryBytes;
+  const int smem_words = bytes / 4, rows = (bytes + kRowBytes - 1) / kRowBytes;
+  const int full = smem_words / 64, rest = smem_words % 64;
+  e.add(
+      "infeed",
+      cat("smem=1 walk=(1 x 64)(-63 x ", full + (rest ? 1 : 0), ")(-63 x 1) k157=1 k160=1 par168=1",
+          rest ? cat(" count_m1=", rest - 1, " tail_en=1 count_neg=", hex(64 - rest)) : "",
+          " f308=0xb par314=1 par315=3 pop_wait=", hex((outfed + 1) & 0xffff),
+          " k336=1 f352=0x01 f391=2 dest=", hex(mask), " f434=0x3"));
+  e.add("outfeed", cat("walk=(1 x 64)(-63 x ", rows,
+                       ")(-63 x 1) walk.inc3=2057 k173=1 k178=1 k182=1 k214=1 f222=0x3f"));
+  e.add("ringprod", cat("tiles=", hex(tile_bit(holder)), " addr=", hex(row * kRowUnits),
+                        " src=(1 x ", rows, ") sdims=1 pcfg=4 dest=0x10000"));
+  outfed += 64 * rows;
 }
 
 void layer_op(TileBatch& e, const Plan& p, size_t i, const Part& part) {
@@ -650,6 +694,7 @@ container::Bitstream execution_program(const ConvChain& chain, const Shapes& sha
     wait_tokens(e);
   };
   int ordinal = 0;  // ring producers so far
+  int outfed = 0;   // scalar-memory words outfed so far (dense depthwise layers)
   for (size_t si = 0; si < stages.size(); ++si) {
     const Stage& stage = stages[si];
     if (si > 0) {
@@ -718,6 +763,11 @@ container::Bitstream execution_program(const ConvChain& chain, const Shapes& sha
             runs.push_back(&p);
             mask |= tile_bit(p.tile);
           }
+        // A dense depthwise part: its taps through scalar memory into its tiles' FIFO rows.
+        const int taps = lp.l->kh * lp.l->kw;
+        const RoundTrip trip{runs.front()->tile, lp.weight_row(part), mask, taps,
+                             lp.dense() ? depthwise_words(lp, part.g0, part.g1) : 0};
+        if (trip.words > 0) depthwise_round_trip(e, trip, outfed);
         if (lp.l->depthwise && lp.shared_rows) {
           // The multipliers of each 64-channel group in turn (the op reads them from the start
           // of the store), the shared rows for all of them.
@@ -733,6 +783,8 @@ container::Bitstream execution_program(const ConvChain& chain, const Shapes& sha
           TileBatch& batch = *parts_at_once;
           batch.begin_sequence();
           batch.add(mask, "w2n", bias_load_fields(lp, part.row, part.g1 - part.g0));
+          if (trip.words > 0)
+            batch.add(mask, "ringcons0", depthwise_fifo_consumer(taps, trip.words));
           for (const Plan* p : runs)
             if (lp.l->depthwise)
               depthwise_op(batch, *p, i, part, part.g0, part.g1);
@@ -741,6 +793,9 @@ container::Bitstream execution_program(const ConvChain& chain, const Shapes& sha
           batch.end_sequence();
         } else {
           bias_load(e, lp, part.row, part.g1 - part.g0, mask);
+          if (trip.words > 0)
+            e.add("ringcons0",
+                  cat("tiles=", hex(mask), " ", depthwise_fifo_consumer(taps, trip.words)));
           TileBatch ops(e);
           for (const Plan* p : runs)
             if (lp.l->depthwise)
@@ -884,6 +939,9 @@ std::string unsupported(const ConvChain& chain, Layout& layout) {
   for (size_t i = 0; i < chain.layers.size(); ++i)
     if (chain.layers[i].residual())
       if (const std::string why = residual_unsupported(chain, i, layout); !why.empty()) return why;
+  for (const LayerPlan& lp : layout.shapes.layers)
+    if (lp.dense() && lp.l->kh * lp.l->kw > kDepthwiseFifoRows)
+      return cat("DEPTHWISE_CONV_2D with more than ", kDepthwiseFifoRows, " taps (its FIFO rows)");
   for (const LayerPlan& lp : layout.shapes.layers)
     for (const Part& part : lp.parts)
       if (lp.rows_of(part.g1 - part.g0) * kRowUnits > kWideUnitsLimit)

@@ -42,14 +42,18 @@ std::vector<uint8_t> parameters_of(const Shapes& p) {
       }
       for (int c = 0; c < kColumns; ++c) put32(out, static_cast<uint32_t>(l.weight_zp));
       if (l.depthwise) {
-        // Row (group, word j, ky, kx): the 4x4 diagonal of word j - column b holds the tap's
+        // Entry (group, word j, ky, kx): the 4x4 diagonal of word j - column b holds the tap's
         // weight of channel 64 group + 4 j + b at byte b - and the weight zero point everywhere
-        // else (columns 4..63 are not read: the op's groups are 4 channels wide).
+        // else. Dense layers keep just these 16 bytes, one after the other, padded to a whole
+        // row; shared rows fill the rest of each row with the zero point (columns 4..63 are not
+        // read: the op's groups are 4 channels wide).
+        const int columns = lp.dense() ? kEntryBytes / 4 : kColumns;
+        const size_t start = out.size();
         for (int g = part.g0; g < (lp.shared_rows ? part.g0 + 1 : part.g1); ++g)
           for (int j = 0; j < lp.dw_words; ++j)
             for (int ky = 0; ky < l.kh; ++ky)
               for (int kx = 0; kx < l.kw; ++kx)
-                for (int c = 0; c < kColumns; ++c) {
+                for (int c = 0; c < columns; ++c) {
                   const int channel = g * kColumns + 4 * j + c;
                   for (int b = 0; b < 4; ++b) {
                     uint8_t v = static_cast<uint8_t>(l.weight_zp);
@@ -60,6 +64,8 @@ std::vector<uint8_t> parameters_of(const Shapes& p) {
                     out.push_back(v);
                   }
                 }
+        while ((out.size() - start) % kRowBytes != 0)
+          out.push_back(static_cast<uint8_t>(l.weight_zp));
         continue;
       }
       // Row (ky, word w) of the window; byte b of it is tap byte t = 4w + b - offset - r s Cin.

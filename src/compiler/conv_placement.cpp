@@ -171,10 +171,11 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
              lp.rows_of((lp.groups + split - 1) / split) > kSegmentRows)
         ++split;
     splits.push_back(split);
-    for (int t = 0; t < split; ++t) {
-      const int g0 = lp.groups * t / split, g1 = lp.groups * (t + 1) / split;
-      items.push_back({k, counts[k], split > 1 ? lp.rows_of(g1 - g0) : rows_of(a, b)});
-    }
+    // (Each tile of a split layer takes the rows of the largest part: its tiles get their groups
+    // in tile order below, not in the order they were packed.)
+    for (int t = 0; t < split; ++t)
+      items.push_back(
+          {k, counts[k], split > 1 ? lp.rows_of((lp.groups + split - 1) / split) : rows_of(a, b)});
   }
   // Places the items, largest first, each on the run of tiles whose wide memory is least used.
   // A stage with a `reserve` (`stream`) goes first and keeps only that many rows of its tiles'

@@ -24,13 +24,17 @@ constexpr int kRingFifo = 0x2078;  // wide row of the output packets
 // FIFO rows too), below the output row, so that the parameters have all 512 KiB but the ADD rows.
 constexpr int kInputFifo = 0x2000;
 constexpr int kInputRows = (kRingFifo - kInputFifo) / 4;
-constexpr int kAddRows = 0x2000 - 4 * 4;   // a residual ADD's 4 weight rows (an op's par < 0x2000)
-constexpr int kHandOverPackets = 1024;     // ring packets per transfer (256 KiB)
-constexpr int kNarrowBytes = 196608;       // narrow memory of a tile
-constexpr int kWideUnitsLimit = kAddRows;  // weights stay below the ADD rows
-constexpr int kActPassUnits = 16384;       // activation units (8 bytes) per pass
-constexpr int kParPassUnits = 1024;        // parameter units (64 bytes) per pass
-constexpr int kMeshFillWords = 4096;       // words per mesh fill instruction
+constexpr int kAddRows = 0x2000 - 4 * 4;  // a residual ADD's 4 weight rows (an op's par < 0x2000)
+// A dense depthwise layer's FIFO: one row per tap (up to kDepthwiseFifoRows), below the ADD rows.
+constexpr int kDepthwiseFifoRows = 25;
+constexpr int kDepthwiseFifo = kAddRows - 4 * kDepthwiseFifoRows;
+constexpr int kEntryBytes = 16;                  // a depthwise tap entry: one word's 4x4 diagonal
+constexpr int kHandOverPackets = 1024;           // ring packets per transfer (256 KiB)
+constexpr int kNarrowBytes = 196608;             // narrow memory of a tile
+constexpr int kWideUnitsLimit = kDepthwiseFifo;  // weights stay below the FIFO and ADD rows
+constexpr int kActPassUnits = 16384;             // activation units (8 bytes) per pass
+constexpr int kParPassUnits = 1024;              // parameter units (64 bytes) per pass
+constexpr int kMeshFillWords = 4096;             // words per mesh fill instruction
 
 inline int round_up(int v, int m) { return (v + m - 1) / m * m; }
 
@@ -68,9 +72,17 @@ struct LayerPlan {
   // Every group of a depthwise layer has the same weights (an AVERAGE_POOL_2D: all 1): the
   // groups share one set of weight rows (MobileNet v1 1.0's 7x7 pool: 784 rows instead of 12,544).
   bool shared_rows = false;
+  // Any other depthwise layer keeps its weights dense: per word its taps' 16-byte diagonal
+  // entries, 16 to a row, which reach the op's FIFO through scalar memory (docs/compiler.md "How
+  // Google stores depthwise parameters"): kwords / 16 rows a group instead of kwords.
+  bool dense() const { return l->depthwise && !shared_rows; }
   int rows_of(int groups_in_part) const {
     if (l->residual()) return 0;  // a residual ADD has no parameters
-    return groups_in_part * planes + 1 + (shared_rows ? 1 : groups_in_part) * kwords;
+    const int weight_rows =
+        shared_rows ? kwords
+        : dense()   ? (groups_in_part * kwords * kEntryBytes + kRowBytes - 1) / kRowBytes
+                    : groups_in_part * kwords;
+    return groups_in_part * planes + 1 + weight_rows;
   }
   int zp_row(const Part& part) const { return part.row + (part.g1 - part.g0) * planes; }
   int weight_row(const Part& part) const { return zp_row(part) + 1; }
