@@ -9,7 +9,9 @@
 #include <random>
 #include <set>
 
+#include "chip/program.h"
 #include "chip/sim_runner.h"
+#include "common/error.h"
 #include "compiler/compile.h"
 #include "container/tflite_writer.h"
 #include "host/interpreter.h"
@@ -278,6 +280,40 @@ TEST(DepthwiseInAChainOnTheVirtualEdgeTpu, ChannelDepthwiseLayersEqualTheCpuRefe
   expect_equal_to_cpu(4, 4, 256, {depthwise(3, 2)}, random);  // MobileNet's last, at stride 2
   expect_equal_to_cpu(9, 8, 12, {depthwise(5, 1, false)}, random);
   expect_equal_to_cpu(8, 8, 32, {depthwise(3, 1, true, Activation::kRelu6)}, random);
+}
+
+// Dense depthwise weights (docs/compiler.md "How Google stores depthwise parameters"): the
+// program sends each layer's 16-byte tap entries, and only those, through scalar memory (infeeds
+// of 16-byte packets), and the parameters hold 16 instead of 256 bytes per word and tap.
+TEST(DepthwiseInAChainOnTheVirtualEdgeTpu, DenseDepthwiseWeightsGoThroughScalarMemory) {
+  std::mt19937 random(61);
+  for (const auto& [c, k] : {std::pair{128, 3}, std::pair{96, 5}, std::pair{12, 3}}) {
+    SCOPED_TRACE(cat(c, " channels, ", k, "x", k));
+    const container::Model twin = conv_twin(8, 8, c, {depthwise(k, 1)}, random, false);
+    const CompileResult r = compile_model(container::write_tflite(twin));
+    ASSERT_EQ(r.edgetpu_subgraphs, 1);
+    const auto compiled = container::read_edgetpu_model(r.tflite);
+    const auto exes = chip::testing::executables_of(compiled);
+    ASSERT_NE(exes.execution, nullptr);
+    ASSERT_NE(exes.caching, nullptr);
+    uint64_t entry_bytes = 0;
+    for (const auto& bs : exes.execution->bitstreams)
+      for (const chip::ProgramItem& item : chip::Program::decode(bs.data)->items)
+        if (const auto* in = std::get_if<chip::InfeedInstr>(&item.decoded);
+            in && in->from_scalar_memory) {
+          EXPECT_EQ(in->packet_bytes, 16u);
+          entry_bytes += uint64_t{in->units} * 4;
+        }
+    const uint64_t entries = uint64_t(c / 4) * k * k;
+    EXPECT_EQ(entry_bytes, 16 * entries);
+    // (Per 64-channel group a multiplier and a bias row; one zero-point row; the entries of
+    // every group's words, 16 to a row.)
+    const uint64_t groups = (c + 63) / 64, words = groups * (std::min(c, 64) / 4);
+    const uint64_t rows = groups * 2 + 1 + (16 * words * k * k + 255) / 256;
+    EXPECT_EQ(exes.caching->parameters.size(), rows * 256);
+    EXPECT_LT(exes.caching->parameters.size(), entries * 256);
+  }
+  expect_equal_to_cpu(8, 8, 96, {depthwise(5, 1)}, random);
 }
 
 TEST(DepthwiseInAChainOnTheVirtualEdgeTpu, RandomChannelDepthwiseLayersEqualTheCpuReference) {
