@@ -133,10 +133,10 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
     return n;
   };
   for (const Stage& s : stages) {
-    if (s.tiles.front().g1 > 0) {
+    if (s.tiles.front().g1 > 0) {  // (each slice's bands on a run of tiles)
       cuts.push_back({s.first, s.end});
-      counts.push_back(1);
-      given.push_back(static_cast<int>(s.tiles.size()));
+      counts.push_back(static_cast<int>(s.tiles.size()) / slices_of(s));
+      given.push_back(slices_of(s));
       continue;
     }
     if (s.tiles.size() != 1) {
@@ -200,13 +200,13 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
       return items[x].rows > items[y].rows;
     });
     std::vector<int> used(kTiles, 0);
-    std::vector<std::vector<int>> taken(cuts.size());  // tiles of a split layer so far
+    std::vector<uint32_t> taken(cuts.size(), 0);  // tiles of a split layer's slices so far
     for (size_t k : order) {
       Item& it = items[k];
       int best = -1, best_used = 0;
       for (int t = 0; t + it.count <= kTiles; ++t) {
-        if (std::find(taken[it.cut].begin(), taken[it.cut].end(), t) != taken[it.cut].end())
-          continue;
+        const uint32_t run = ((1u << it.count) - 1) << t;
+        if (taken[it.cut] & run) continue;
         const int top = *std::max_element(used.begin() + t, used.begin() + t + it.count);
         if (best < 0 || top < best_used) best = t, best_used = top;
       }
@@ -214,7 +214,7 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
       if (best < 0 || best_used + rows > kSegmentRows) return false;
       it.tile0 = best;
       it.base = best_used;
-      taken[it.cut].push_back(best);
+      taken[it.cut] |= ((1u << it.count) - 1) << best;
       for (int t = best; t < best + it.count; ++t) used[static_cast<size_t>(t)] = best_used + rows;
     }
     return true;
@@ -279,11 +279,13 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
             {items[at + static_cast<size_t>(t)].tile0, items[at + static_cast<size_t>(t)].base});
       std::sort(tiles.begin(), tiles.end());
       if (given[k] > 0) {
-        Stage s = split_stage(chain, shapes, cuts[k].first, splits[k]);
+        // (Slice t's band b on the t-th run's tile b; one base per slice.)
+        Stage s = split_stage(chain, shapes, cuts[k].first, splits[k], 0, counts[k]);
         for (size_t t = 0; t < s.tiles.size(); ++t) {
-          s.tiles[t].tile = tiles[t].first;
-          base[k].push_back(tiles[t].second);
+          const size_t slice = t / static_cast<size_t>(counts[k]);
+          s.tiles[t].tile = tiles[slice].first + static_cast<int>(t) % counts[k];
         }
+        for (const auto& [tile, at] : tiles) base[k].push_back(at);
         shared.push_back(std::move(s));
       } else {
         Stage s = stage_of(chain, shapes, cuts[k].first, cuts[k].second, 0, 1);
@@ -367,6 +369,7 @@ struct StageOption {
   double cycles = 0, instructions = 0, rows = 0;
   bool split = false;
   bool sliced = false;  // a split depthwise layer: the stage before must be split likewise
+  int bands = 1;        // a split layer's row bands per slice (its tiles: tiles x bands)
   // Instructions that bring its input when every run of rows for the same tiles goes in one
   // transfer (about two runs per band: its own rows and the halo it shares).
   double transfers = 0;
@@ -401,15 +404,24 @@ std::vector<std::vector<StageOption>> stage_options(const ConvChain& chain, cons
       }
       const LayerPlan& lp = shapes.layers[a];
       if (b != a + 1 || b == n || a == 0) continue;
+      // (Each slice also in row bands over 2, 4 or 8 tiles: 2-D blocks, each band's tiles keeping
+      // their slice's rows.)
       for (int count = 2; count <= kTiles; ++count) {
         if (!splittable(lp, count)) continue;
-        const Stage s = split_stage(chain, shapes, a, count);
-        if (!stage_fits(s, nullptr)) continue;
-        const ConvLayer& l = chain.layers[a];
-        const double pieces = std::ceil(double(l.w) * l.cin / (kHandOverPackets * kPiece));
-        into[b].push_back({a, count, compute_cycles({s}), pieces * (count * l.h + 3.0 * l.h),
-                           double(lp.rows_of(lp.groups / count)) * count, true, l.depthwise});
-        into[b].back().transfers = 4.0 + count;
+        for (int bands = 1; count * bands <= kTiles; bands *= 2) {
+          const Stage s = split_stage(chain, shapes, a, count, 0, bands);
+          const int per_slice = static_cast<int>(s.tiles.size()) / count;
+          if (per_slice != bands) break;
+          if (!stage_fits(s, nullptr)) continue;
+          const ConvLayer& l = chain.layers[a];
+          const double pieces = std::ceil(double(l.w) * l.cin / (kHandOverPackets * kPiece));
+          double received = 0;
+          for (const Plan& t : s.tiles) received += t.layers[a].need_rows;
+          into[b].push_back({a, count * bands, compute_cycles({s}), pieces * (received + 3.0 * l.h),
+                             double(lp.rows_of(lp.groups / count)) * count * bands, true,
+                             l.depthwise, bands});
+          into[b].back().transfers = 4.0 + count * bands;
+        }
       }
     }
   }
@@ -433,10 +445,10 @@ std::vector<std::vector<Stage>> fastest_stages(
   constexpr double kInf = 1e300;
   // The state at a cut: how many tiles the stage ending there is split over (0: not split).
   constexpr size_t kK = kTiles + 1;
-  auto state_of = [&](const Option& o) { return o.split ? o.tiles : 0; };
+  auto state_of = [&](const Option& o) { return o.split ? o.tiles / o.bands : 0; };
   std::vector<std::vector<Stage>> lists;
   // The weights' paths share most of their stages: each is planned once.
-  std::map<std::tuple<bool, size_t, size_t, int>, Stage> planned;
+  std::map<std::tuple<bool, size_t, size_t, int, int>, Stage> planned;
   for (const auto& [per_instruction, per_row] : weights) {
     std::vector<std::array<double, kK>> best(n + 1);
     for (auto& row : best) row.fill(kInf);
@@ -446,7 +458,7 @@ std::vector<std::vector<Stage>> fastest_stages(
       for (const Option& o : into[b])
         for (size_t k = 0; k < kK; ++k) {
           if (best[o.a][k] >= kInf || (o.split && !splits)) continue;
-          if (o.sliced && (k == 0 || k % static_cast<size_t>(o.tiles) != 0)) continue;
+          if (o.sliced && (k == 0 || k % static_cast<size_t>(state_of(o)) != 0)) continue;
           const double cost = best[o.a][k] + o.cycles +
                               per_instruction * (by_transfers ? o.transfers : o.instructions) +
                               per_row * o.rows;
@@ -459,9 +471,9 @@ std::vector<std::vector<Stage>> fastest_stages(
     std::vector<Stage> stages;
     for (size_t b = n, k = end; b > 0;) {
       const auto [o, before] = via[b][k];
-      auto [at, fresh] = planned.try_emplace({o.split, o.a, b, o.tiles});
+      auto [at, fresh] = planned.try_emplace({o.split, o.a, b, o.tiles, o.bands});
       if (fresh)
-        at->second = o.split ? split_stage(chain, shapes, o.a, o.tiles)
+        at->second = o.split ? split_stage(chain, shapes, o.a, o.tiles / o.bands, 0, o.bands)
                              : stage_of(chain, shapes, o.a, b, 0, o.tiles);
       stages.insert(stages.begin(), at->second);
       b = o.a;
@@ -488,10 +500,13 @@ void group_parameters(const ConvChain& chain, Layout& out, bool own_tiles,
       const Stage& s = out.stages[k];
       for (size_t i = s.first; i < s.end; ++i) group_of[i] = static_cast<int>(masks.size());
       if (s.tiles.front().g1 > 0) {
-        // A layer split by output groups: a group of parameters per tile.
-        splits[s.first] = static_cast<int>(s.tiles.size());
-        for (size_t t = 0; t < s.tiles.size(); ++t) {
-          masks.push_back(tile_bit(s.tiles[t].tile));
+        // A layer split by output groups: a group of parameters per slice, on its bands' tiles.
+        const size_t slices = static_cast<size_t>(slices_of(s)), bands = s.tiles.size() / slices;
+        splits[s.first] = static_cast<int>(slices);
+        for (size_t t = 0; t < slices; ++t) {
+          uint32_t mask = 0;
+          for (size_t b = 0; b < bands; ++b) mask |= tile_bit(s.tiles[t * bands + b].tile);
+          masks.push_back(mask);
           group_bases.push_back(bases.at(k).at(t));
           tops.push_back(stage_tops.empty() ? kSegmentRows : stage_tops[k].at(t));
         }

@@ -193,19 +193,21 @@ bool splittable(const LayerPlan& lp, int n) {
   return 4 % per_tile == 0 || per_tile % 4 == 0;
 }
 
-Stage split_stage(const ConvChain& chain, const Shapes& shapes, size_t i, int n, int tile0) {
+Stage split_stage(const ConvChain& chain, const Shapes& shapes, size_t i, int n, int tile0,
+                  int bands) {
   Shapes sliced = shapes;
   const int groups = shapes.layers[i].groups;
   if (shapes.layers[i].l->depthwise) sliced.layers[i].cin = groups / n * kColumns;
-  Stage s = stage_of(chain, sliced, i, i + 1, 0, 1);
-  const Plan one = s.tiles.front();
+  Stage s = stage_of(chain, sliced, i, i + 1, 0, bands);
+  const std::vector<Plan> band = std::move(s.tiles);
   s.tiles.clear();
-  for (int t = 0; t < n; ++t) {
-    Plan p = one;
-    p.tile = tile0 + t;
-    slice_plan(p, groups * t / n, groups * (t + 1) / n);
-    s.tiles.push_back(std::move(p));
-  }
+  for (int t = 0; t < n; ++t)
+    for (size_t b = 0; b < band.size(); ++b) {
+      Plan p = band[b];
+      p.tile = tile0 + t * static_cast<int>(band.size()) + static_cast<int>(b);
+      slice_plan(p, groups * t / n, groups * (t + 1) / n);
+      s.tiles.push_back(std::move(p));
+    }
   return s;
 }
 

@@ -250,11 +250,22 @@ void slice_plan(Plan& p, int g0, int g1);
 // so that hand-overs send whole pixels.
 bool splittable(const LayerPlan& lp, int n);
 
-// Layer i alone on tiles tile0.. tile0 + n - 1, tile t computing output groups
-// [groups t / n, groups (t + 1) / n) of every output row: a convolution from the whole input
-// image, a depthwise layer from its groups' channels only (the image holds just them, so the stage
-// before must be split likewise or finer: `nests`).
-Stage split_stage(const ConvChain& chain, const Shapes& shapes, size_t i, int n, int tile0 = 0);
+// Layer i alone on n slices of output groups, slice t computing groups
+// [groups t / n, groups (t + 1) / n): a convolution from the whole input image (or the rows its
+// band reads), a depthwise layer from its groups' channels only (the image holds just them, so
+// the stage before must be split likewise or finer: `nests`). With `bands` > 1 each slice is also
+// split into row bands of the output (2-D blocks: slice t's band b on tile tile0 + t bands + b,
+// fewer bands when the map has fewer rows); else slice t is tile tile0 + t, every row.
+Stage split_stage(const ConvChain& chain, const Shapes& shapes, size_t i, int n, int tile0 = 0,
+                  int bands = 1);
+
+// Slices of output groups of a stage split by them (split_stage; 1 otherwise): the tiles of its
+// first band.
+inline int slices_of(const Stage& s) {
+  int n = 0;
+  for (const Plan& t : s.tiles) n += t.y0 == s.tiles.front().y0 ? 1 : 0;
+  return s.tiles.front().g1 > 0 ? n : 1;
+}
 
 // Whether layers [a, b) can be a stage of their own without cutting a residual block in a way the
 // generator cannot follow: a stage that holds the image a later stage's ADD reads (the input of
