@@ -540,6 +540,68 @@ void in_bands(std::vector<Stage>& stages) {
     }
 }
 
+// Stage `s` over twice its tiles: a split layer with twice the row bands per slice, else twice
+// the row bands; false when the map has too few rows or the tiles run out.
+bool widened(const ConvChain& chain, const Shapes& shapes, Stage& s) {
+  const int tiles = static_cast<int>(s.tiles.size());
+  if (2 * tiles > kTiles) return false;
+  Stage wide;
+  if (s.tiles.front().g1 > 0) {
+    const int slices = slices_of(s);
+    wide = split_stage(chain, shapes, s.first, slices, 0, 2 * tiles / slices);
+  } else {
+    wide = stage_of(chain, shapes, s.first, s.end, 0, 2 * tiles);
+  }
+  if (static_cast<int>(wide.tiles.size()) != 2 * tiles || !stage_fits(wide, nullptr)) return false;
+  s = std::move(wide);
+  return true;
+}
+
+// Widens stages of `out` (widened) while every parameter stays resident and the modeled cycles
+// (`best`, out's) drop: each round tries the stages longest computing first and keeps the first
+// that pays; a stage that cannot widen or does not pay is not tried again.
+void widen_stages(const ConvChain& chain, Layout& out, double& best,
+                  const ProgramBytes& program_bytes) {
+  constexpr int kMaxTries = 12;  // (each models two programs: bounds the compile time)
+  std::vector<bool> tried(chain.layers.size(), false);
+  for (int tries = 0; tries < kMaxTries;) {
+    std::vector<size_t> order(out.stages.size());
+    for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+    std::vector<double> cycles;
+    for (const Stage& s : out.stages) cycles.push_back(compute_cycles({s}, &out.shapes));
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t x, size_t y) { return cycles[x] > cycles[y]; });
+    bool better = false;
+    for (size_t k : order) {
+      if (tried[out.stages[k].first] || tries >= kMaxTries) continue;
+      tried[out.stages[k].first] = true;
+      Layout candidate;
+      candidate.shapes = shapes_of(chain);
+      candidate.stages = out.stages;
+      if (!widened(chain, candidate.shapes, candidate.stages[k])) continue;
+      ++tries;
+      std::vector<std::vector<int>> bases;
+      if (!share_tiles(chain, candidate.shapes, candidate.stages, bases)) continue;
+      group_parameters(chain, candidate, true, bases);
+      Layout banded = candidate;
+      in_bands(banded.stages);
+      for (Layout* layout : {&candidate, &banded}) {
+        const double modeled = modeled_cycles(*layout, program_bytes);
+        if (modeled < best) {
+          best = modeled;
+          out = std::move(*layout);
+          better = true;
+        }
+      }
+      if (better) {
+        std::fill(tried.begin(), tried.end(), false);  // (the others may pay now)
+        break;
+      }
+    }
+    if (!better) return;
+  }
+}
+
 }  // namespace
 
 Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
@@ -676,6 +738,12 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
       }
     }
   }
+  // The chosen stages widened one at a time, the longest computing first: a stage on few tiles
+  // (a layer split by output groups on one band per slice, or row bands on few tiles) over twice
+  // as many, when every parameter still stays and the model says the whole is faster (the
+  // searches above price parameter rows per stage, so they leave tiles idle where the wide
+  // memories still have room).
+  if (!streaming && !candidates.empty()) widen_stages(chain, out, best, program_bytes);
   return out;
 }
 
