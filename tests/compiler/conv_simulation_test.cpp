@@ -437,14 +437,17 @@ TEST(ConvChainOnTheVirtualEdgeTpu, LayersBeyondOneWideMemoryAreSplitOverTiles) {
 // The same layers over larger maps: a split layer's slices are also split into row bands (2-D
 // blocks, each band's tiles keeping its slice's rows; split_stage with bands), handed over from
 // and into row bands. Whatever the search picks, every parameter stays and every byte equals the
-// twin's (for these shapes it picks 2-D blocks: the property this guards).
+// twin's (for these shapes it picks 8 slices in 2 bands each, and the depthwise layer after them
+// in 8 slices: the hand-overs out of and into 2-D blocks this guards).
 TEST(ConvChainOnTheVirtualEdgeTpu, SplitLayersInRowBandsEqualTheCpuReference) {
   std::mt19937 random(20261204);
   for (int i = 0; i < 3; ++i) {
     const int side = 8 + static_cast<int>(random() % 5);
     const int cin = 8 * (1 + static_cast<int>(random() % 2));
-    std::vector<ConvSpec> specs{{64, 1, 1, true}};
-    specs.push_back({1024, 3, 1, true, random() % 2 == 0});
+    // (8 groups of 3x3 over 112 or more channels: over one wide memory, 8 slices.)
+    const int mid = 112 + 4 * static_cast<int>(random() % 8);
+    std::vector<ConvSpec> specs{{mid, 1, 1, true}};
+    specs.push_back({512, 3, 1, true, random() % 2 == 0});
     specs.push_back(depthwise(3, 1 + static_cast<int>(random() % 2)));
     specs.push_back({64 + 4 * static_cast<int>(random() % 17), 1, 1, true});
     std::mt19937 same = random;  // expect_equal_to_cpu builds the same twin
