@@ -439,7 +439,8 @@ std::vector<std::vector<StageOption>> stage_options(const ConvChain& chain, cons
 // per pair of weights; the stage before a split depthwise layer must be split likewise or finer.
 std::vector<std::vector<Stage>> fastest_stages(
     const ConvChain& chain, const Shapes& shapes, const std::vector<std::vector<StageOption>>& into,
-    const std::vector<std::pair<double, double>>& weights, bool splits, bool by_transfers) {
+    const std::vector<std::pair<double, double>>& weights, bool splits, bool by_transfers,
+    bool blocks = false) {
   using Option = StageOption;
   const size_t n = chain.layers.size();
   constexpr double kInf = 1e300;
@@ -457,7 +458,7 @@ std::vector<std::vector<Stage>> fastest_stages(
     for (size_t b = 1; b <= n; ++b)
       for (const Option& o : into[b])
         for (size_t k = 0; k < kK; ++k) {
-          if (best[o.a][k] >= kInf || (o.split && !splits)) continue;
+          if (best[o.a][k] >= kInf || (o.split && !splits) || (o.bands > 1 && !blocks)) continue;
           if (o.sliced && (k == 0 || k % static_cast<size_t>(state_of(o)) != 0)) continue;
           const double cost = best[o.a][k] + o.cycles +
                               per_instruction * (by_transfers ? o.transfers : o.instructions) +
@@ -559,10 +560,12 @@ bool widened(const ConvChain& chain, const Shapes& shapes, Stage& s) {
 
 // Widens stages of `out` (widened) while every parameter stays resident and the modeled cycles
 // (`best`, out's) drop: each round tries the stages longest computing first and keeps the first
-// that pays; a stage that cannot widen or does not pay is not tried again.
+// that pays; a stage that cannot widen, whose parameters find no room or that does not pay is
+// not tried again until another stage widens.
 void widen_stages(const ConvChain& chain, Layout& out, double& best,
                   const ProgramBytes& program_bytes) {
-  constexpr int kMaxTries = 12;  // (each models two programs: bounds the compile time)
+  // (Each try that packs models two programs: bounds the compile time.)
+  constexpr int kMaxTries = 12;
   std::vector<bool> tried(chain.layers.size(), false);
   for (int tries = 0; tries < kMaxTries;) {
     std::vector<size_t> order(out.stages.size());
@@ -579,10 +582,10 @@ void widen_stages(const ConvChain& chain, Layout& out, double& best,
       candidate.shapes = shapes_of(chain);
       candidate.stages = out.stages;
       if (!widened(chain, candidate.shapes, candidate.stages[k])) continue;
-      ++tries;
       std::vector<std::vector<int>> bases;
       if (!share_tiles(chain, candidate.shapes, candidate.stages, bases)) continue;
       group_parameters(chain, candidate, true, bases);
+      ++tries;
       Layout banded = candidate;
       in_bands(banded.stages);
       for (Layout* layout : {&candidate, &banded}) {
@@ -688,30 +691,36 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
   // memories - MobileNet v1 1.0 - must keep its row bands on few tiles.)
   for (const double per_instruction : {60.0, 140.0})
     for (const double per_row : {1024.0, 4096.0}) weights.push_back({per_instruction, per_row});
-  std::vector<std::vector<Stage>> split_lists;
-  for (std::vector<Stage>& stages :
-       fastest_stages(chain, out.shapes, options, weights, true, false)) {
-    bool split = false;
-    for (const Stage& st : stages) split = split || st.tiles.front().g1 > 0;
-    if (split) split_lists.push_back(stages);
-    stream_lists.push_back(std::move(stages));
+  // (Once with one band per slice of a split layer, once with 2-D blocks too - each finds
+  // layouts the other misses, v1 0.5's best without blocks, 1.0's with them; placements that
+  // stream search without blocks only.)
+  for (const bool blocks : {false, true}) {
+    if (blocks && !fit) break;
+    std::vector<std::vector<Stage>> split_lists;
+    for (std::vector<Stage>& stages :
+         fastest_stages(chain, out.shapes, options, weights, true, false, blocks)) {
+      bool split = false;
+      for (const Stage& st : stages) split = split || st.tiles.front().g1 > 0;
+      if (split) split_lists.push_back(stages);
+      stream_lists.push_back(std::move(stages));
+    }
+    if (fit)
+      for (auto& candidate : resident(std::move(split_lists), 4, false))
+        candidates.push_back(std::move(candidate));
+    std::vector<std::vector<Stage>> run_split_lists;
+    for (std::vector<Stage>& stages :
+         fastest_stages(chain, out.shapes, options, weights, true, true, blocks)) {
+      bool split = false;
+      for (const Stage& st : stages) split = split || st.tiles.front().g1 > 0;
+      if (split && fit)
+        run_split_lists.push_back(std::move(stages));
+      else if (!fit)
+        run_stream_lists.push_back(std::move(stages));
+    }
+    if (fit)
+      for (auto& candidate : resident(std::move(run_split_lists), 2, false))
+        run_candidates.push_back(std::move(candidate));
   }
-  if (fit)
-    for (auto& candidate : resident(std::move(split_lists), 4, false))
-      candidates.push_back(std::move(candidate));
-  std::vector<std::vector<Stage>> run_split_lists;
-  for (std::vector<Stage>& stages :
-       fastest_stages(chain, out.shapes, options, weights, true, true)) {
-    bool split = false;
-    for (const Stage& st : stages) split = split || st.tiles.front().g1 > 0;
-    if (split && fit)
-      run_split_lists.push_back(std::move(stages));
-    else if (!fit)
-      run_stream_lists.push_back(std::move(stages));
-  }
-  if (fit)
-    for (auto& candidate : resident(std::move(run_split_lists), 2, false))
-      run_candidates.push_back(std::move(candidate));
   // None keeps every parameter (MobileNet v1 1.0: the row bands of its large maps repeat their
   // parameters on several tiles; v2: more rows than all wide memories): placements that keep
   // all but one stage's parameters and stream the rest of that one instead.
@@ -723,6 +732,8 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
   }
   for (auto& candidate : run_candidates) candidates.push_back(std::move(candidate));
   double best = candidates.empty() ? 0 : modeled_cycles(out, program_bytes);
+  // (The fastest and the one it displaced, for widen_stages.)
+  std::vector<std::pair<double, Layout>> fastest;
   for (auto& [compute, candidate] : candidates) {
     // Each also with its stages' first images in bands: whole images share halo rows in fewer
     // transfers, but give every tile an op of its own for the stage's first layer.
@@ -732,18 +743,25 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
     for (Layout* layout : {&candidate, &banded}) {
       if (streaming && layout == &banded) continue;
       const double cycles = modeled_cycles(*layout, program_bytes);
-      if (cycles < best) {
-        best = cycles;
-        out = std::move(*layout);
-      }
+      if (cycles >= best) continue;
+      fastest.insert(fastest.begin(), {cycles, std::move(*layout)});
+      if (fastest.size() > 2) fastest.pop_back();
+      best = cycles;
     }
   }
-  // The chosen stages widened one at a time, the longest computing first: a stage on few tiles
-  // (a layer split by output groups on one band per slice, or row bands on few tiles) over twice
-  // as many, when every parameter still stays and the model says the whole is faster (the
-  // searches above price parameter rows per stage, so they leave tiles idle where the wide
-  // memories still have room).
-  if (!streaming && !candidates.empty()) widen_stages(chain, out, best, program_bytes);
+  // Those two, each with its stages widened one at a time, the longest computing first: a
+  // stage on few tiles (a layer split by output groups on one band per slice, or row bands on few
+  // tiles) over twice as many, when every parameter still stays and the model says the whole is
+  // faster (the searches above price parameter rows per stage, so they leave tiles idle where the
+  // wide memories still have room; the second fastest widens better at times: v1 0.5).
+  if (!fastest.empty()) best = fastest.back().first + 1;
+  for (auto& [cycles, layout] : fastest) {
+    if (!streaming) widen_stages(chain, layout, cycles, program_bytes);
+    if (cycles < best) {
+      best = cycles;
+      out = std::move(layout);
+    }
+  }
   return out;
 }
 
