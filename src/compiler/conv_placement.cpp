@@ -564,9 +564,12 @@ bool widened(const ConvChain& chain, const Shapes& shapes, Stage& s) {
 // not tried again until another stage widens.
 void widen_stages(const ConvChain& chain, Layout& out, double& best,
                   const ProgramBytes& program_bytes) {
-  // (Each try that packs models two programs: bounds the compile time.)
-  constexpr int kMaxTries = 12;
+  // (Each try that packs models a program: bounds the compile time.)
+  constexpr int kMaxTries = 8;
   std::vector<bool> tried(chain.layers.size(), false);
+  bool whole = false;
+  for (const Stage& s : out.stages)
+    for (const Plan& p : s.tiles) whole = whole || p.layers[s.first].full;
   for (int tries = 0; tries < kMaxTries;) {
     std::vector<size_t> order(out.stages.size());
     for (size_t k = 0; k < order.size(); ++k) order[k] = k;
@@ -586,9 +589,9 @@ void widen_stages(const ConvChain& chain, Layout& out, double& best,
       if (!share_tiles(chain, candidate.shapes, candidate.stages, bases)) continue;
       group_parameters(chain, candidate, true, bases);
       ++tries;
-      Layout banded = candidate;
-      in_bands(banded.stages);
-      for (Layout* layout : {&candidate, &banded}) {
+      // (In the form of the layout's first images: whole, or in bands.)
+      if (!whole) in_bands(candidate.stages);
+      for (Layout* layout : {&candidate}) {
         const double modeled = modeled_cycles(*layout, program_bytes);
         if (modeled < best) {
           best = modeled;
@@ -732,7 +735,7 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
   }
   for (auto& candidate : run_candidates) candidates.push_back(std::move(candidate));
   double best = candidates.empty() ? 0 : modeled_cycles(out, program_bytes);
-  // (The fastest and the one it displaced, for widen_stages.)
+  // (The two fastest that differ from the first layout, for widen_stages.)
   std::vector<std::pair<double, Layout>> fastest;
   for (auto& [compute, candidate] : candidates) {
     // Each also with its stages' first images in bands: whole images share halo rows in fewer
@@ -749,7 +752,7 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
       best = cycles;
     }
   }
-  // Those two, each with its stages widened one at a time, the longest computing first: a
+  // The fastest two, each with its stages widened one at a time, the longest computing first: a
   // stage on few tiles (a layer split by output groups on one band per slice, or row bands on few
   // tiles) over twice as many, when every parameter still stays and the model says the whole is
   // faster (the searches above price parameter rows per stage, so they leave tiles idle where the
