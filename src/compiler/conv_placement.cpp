@@ -415,8 +415,10 @@ std::vector<std::vector<StageOption>> stage_options(const ConvChain& chain, cons
           if (!stage_fits(s, nullptr)) continue;
           const ConvLayer& l = chain.layers[a];
           const double pieces = std::ceil(double(l.w) * l.cin / (kHandOverPackets * kPiece));
-          double received = 0;
-          for (const Plan& t : s.tiles) received += t.layers[a].need_rows;
+          // (One band per slice: every tile receives the whole image, counted as l.h rows.)
+          double received = bands == 1 ? double(count) * l.h : 0;
+          if (bands > 1)
+            for (const Plan& t : s.tiles) received += t.layers[a].need_rows;
           into[b].push_back({a, count * bands, compute_cycles({s}), pieces * (received + 3.0 * l.h),
                              double(lp.rows_of(lp.groups / count)) * count * bands, true,
                              l.depthwise, bands});
