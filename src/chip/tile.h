@@ -579,6 +579,8 @@ OpInstr decode_op(const isa::Instruction& instruction);
 std::string describe_op_class(const OpInstr& op);
 
 namespace ops {
+// The main loops of an op's nest (OpInstr::loops).
+constexpr int kLoops = 8;
 // Defined by chip-ops (src/chip/ops/): the class of an op, or nullptr when unknown.
 const OpClass* classify(const OpInstr& op);
 }  // namespace ops

@@ -26,18 +26,11 @@ int conv_pad_before(int in, int k, int stride, bool same) {
 
 namespace {
 
-bool is(const GraphOp& op, BuiltinOp code) { return op.builtin == static_cast<int32_t>(code); }
-
-int32_t uint8_zp(const GraphTensor& t) {
-  const int32_t zp = static_cast<int32_t>(t.quant.zero_point.at(0));
-  return t.type == TensorType::kInt8 ? zp + 128 : zp;
-}
-
 // The zero points, multipliers and clamps of a layer reading x with weights w into y.
 std::string output_stage(const GraphTensor& x, const GraphTensor& w, const GraphTensor& y,
                          container::Activation activation, ConvLayer& l) {
-  l.in_zp = uint8_zp(x);
-  l.out_zp = uint8_zp(y);
+  l.in_zp = uint8_zero_point(x);
+  l.out_zp = uint8_zero_point(y);
   l.in_scale = x.quant.scale.at(0);
   l.out_scale = y.quant.scale.at(0);
   l.mult = channel_multipliers(w, l.cout, l.in_scale, l.out_scale);
@@ -168,8 +161,8 @@ std::string make_pool_layer(const Graph& graph, const GraphOp& op, ConvLayer& l)
   if (!output_shape_is(y, l)) return "the AVERAGE_POOL_2D output shape disagrees with its options";
   l.weights.assign(static_cast<size_t>(l.kh) * l.kw * l.cout, 1);
   l.weight_zp = 0;
-  l.in_zp = uint8_zp(x);
-  l.out_zp = uint8_zp(y);
+  l.in_zp = uint8_zero_point(x);
+  l.out_zp = uint8_zero_point(y);
   l.in_scale = x.quant.scale.at(0);
   l.out_scale = y.quant.scale.at(0);
   const float ratio = l.in_scale * (1.0f / l.out_scale);
@@ -211,15 +204,15 @@ std::string match_conv_chain(const Graph& graph, const std::vector<int>& mapped_
   std::vector<const GraphOp*> ops;
   for (int i : mapped_ops) ops.push_back(&graph.ops.at(static_cast<size_t>(i)));
   size_t first = 0, end = ops.size();
-  if (!ops.empty() && is(*ops.front(), BuiltinOp::kQuantize)) first = 1;
-  if (end > first && is(*ops.back(), BuiltinOp::kQuantize)) --end;
+  if (!ops.empty() && is_builtin(*ops.front(), BuiltinOp::kQuantize)) first = 1;
+  if (end > first && is_builtin(*ops.back(), BuiltinOp::kQuantize)) --end;
   if (first >= end) return "no CONV_2D in the mapped part";
   int flowing = -1;               // the tensor the next layer must read
   std::vector<int> layer_inputs;  // the tensor each layer reads (a residual ADD's other operand)
   for (size_t i = first; i < end; ++i) {
     const GraphOp& op = *ops[i];
     ConvLayer l;
-    if (is(op, BuiltinOp::kAdd) && !chain.layers.empty()) {
+    if (is_builtin(op, BuiltinOp::kAdd) && !chain.layers.empty()) {
       if (std::string why = match_residual_add(graph, op, flowing, layer_inputs, l); !why.empty())
         return why;
       layer_inputs.push_back(flowing);
@@ -228,21 +221,21 @@ std::string match_conv_chain(const Graph& graph, const std::vector<int>& mapped_
       continue;
     }
     if (flowing >= 0 && op.inputs.at(0) != flowing) return "the layers do not form a chain";
-    if (is(op, BuiltinOp::kConv2D)) {
+    if (is_builtin(op, BuiltinOp::kConv2D)) {
       if (std::string why = make_layer(graph, op, l); !why.empty()) return why;
-    } else if (is(op, BuiltinOp::kDepthwiseConv2D)) {
+    } else if (is_builtin(op, BuiltinOp::kDepthwiseConv2D)) {
       if (std::string why = make_depthwise_layer(graph, op, l); !why.empty()) return why;
-    } else if (is(op, BuiltinOp::kAveragePool2D) && !chain.layers.empty()) {
+    } else if (is_builtin(op, BuiltinOp::kAveragePool2D) && !chain.layers.empty()) {
       if (std::string why = make_pool_layer(graph, op, l); !why.empty()) return why;
-    } else if (is(op, BuiltinOp::kReshape) && !chain.layers.empty() && i + 1 == end &&
+    } else if (is_builtin(op, BuiltinOp::kReshape) && !chain.layers.empty() && i + 1 == end &&
                chain.layers.back().oh == 1 && chain.layers.back().ow == 1) {
       flowing = op.outputs.at(0);  // the classifier's [1, 1, 1, N] -> [1, N]: the same bytes
       continue;
-    } else if (is(op, BuiltinOp::kReshape) && !chain.layers.empty() && i + 1 < end &&
-               is(*ops[i + 1], BuiltinOp::kFullyConnected)) {
+    } else if (is_builtin(op, BuiltinOp::kReshape) && !chain.layers.empty() && i + 1 < end &&
+               is_builtin(*ops[i + 1], BuiltinOp::kFullyConnected)) {
       flowing = op.outputs.at(0);  // a flatten: the bytes stay where they are
       continue;
-    } else if (is(op, BuiltinOp::kFullyConnected) && !chain.layers.empty()) {
+    } else if (is_builtin(op, BuiltinOp::kFullyConnected) && !chain.layers.empty()) {
       if (std::string why = make_fc_layer(graph, op, chain.layers.back(), l); !why.empty())
         return why;
     } else {
@@ -267,8 +260,8 @@ std::string match_conv_chain(const Graph& graph, const std::vector<int>& mapped_
     out = &graph.tensor(ops.back()->outputs.at(0));
   }
   if (in->quant.empty() || out->quant.empty() || in->quant.scale[0] != x.quant.scale.at(0) ||
-      uint8_zp(*in) != uint8_zp(x) || out->quant.scale[0] != y.quant.scale.at(0) ||
-      uint8_zp(*out) != uint8_zp(y))
+      uint8_zero_point(*in) != uint8_zero_point(x) || out->quant.scale[0] != y.quant.scale.at(0) ||
+      uint8_zero_point(*out) != uint8_zero_point(y))
     return "a QUANTIZE that rescales is not folded yet";
   chain.signed_input = in->type == TensorType::kInt8;
   chain.signed_output = out->type == TensorType::kInt8;

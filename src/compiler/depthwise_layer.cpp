@@ -15,13 +15,6 @@ using container::TensorType;
 
 namespace {
 
-bool is(const GraphOp& op, BuiltinOp code) { return op.builtin == static_cast<int32_t>(code); }
-
-int32_t uint8_zp(const GraphTensor& t) {
-  const int32_t zp = static_cast<int32_t>(t.quant.zero_point.at(0));
-  return t.type == TensorType::kInt8 ? zp + 128 : zp;
-}
-
 int same_out(int in, int stride) { return (in + stride - 1) / stride; }
 int valid_out(int in, int k, int stride) { return (in - k) / stride + 1; }
 
@@ -43,16 +36,16 @@ std::string match_depthwise(const Graph& graph, const std::vector<int>& mapped_o
   const GraphOp* q_in = nullptr;
   const GraphOp* pool = nullptr;
   const GraphOp* q_out = nullptr;
-  if (at < ops.size() && is(*ops[at], BuiltinOp::kQuantize)) q_in = ops[at++];
-  if (at == ops.size() || !is(*ops[at], BuiltinOp::kDepthwiseConv2D)) {
+  if (at < ops.size() && is_builtin(*ops[at], BuiltinOp::kQuantize)) q_in = ops[at++];
+  if (at == ops.size() || !is_builtin(*ops[at], BuiltinOp::kDepthwiseConv2D)) {
     return "tinycoral generates [QUANTIZE] DEPTHWISE_CONV_2D [AVERAGE_POOL_2D] [QUANTIZE] only";
   }
   const GraphOp& dw = *ops[at++];
-  if (at < ops.size() &&
-      (is(*ops[at], BuiltinOp::kAveragePool2D) || is(*ops[at], BuiltinOp::kMaxPool2D))) {
+  if (at < ops.size() && (is_builtin(*ops[at], BuiltinOp::kAveragePool2D) ||
+                          is_builtin(*ops[at], BuiltinOp::kMaxPool2D))) {
     pool = ops[at++];
   }
-  if (at < ops.size() && is(*ops[at], BuiltinOp::kQuantize)) q_out = ops[at++];
+  if (at < ops.size() && is_builtin(*ops[at], BuiltinOp::kQuantize)) q_out = ops[at++];
   if (at != ops.size()) return cat("tinycoral has no code generator for ", ops[at]->name, " yet");
 
   const GraphTensor& x = graph.tensor(dw.inputs.at(0));
@@ -110,11 +103,12 @@ std::string match_depthwise(const Graph& graph, const std::vector<int>& mapped_o
                  " windows with stride = window, VALID, no activation only");
     }
     const GraphTensor& py = graph.tensor(pool->outputs.at(0));
-    if (py.quant.scale.at(0) != y.quant.scale.at(0) || uint8_zp(py) != uint8_zp(y)) {
+    if (py.quant.scale.at(0) != y.quant.scale.at(0) ||
+        uint8_zero_point(py) != uint8_zero_point(y)) {
       return cat("a ", pool->name, " that rescales is not generated yet");
     }
     layer.pool = p->filter_h;
-    layer.max_pool = is(*pool, BuiltinOp::kMaxPool2D);
+    layer.max_pool = is_builtin(*pool, BuiltinOp::kMaxPool2D);
     last = &py;
   }
   const GraphTensor* out = last;
@@ -122,14 +116,16 @@ std::string match_depthwise(const Graph& graph, const std::vector<int>& mapped_o
     if (q_out->inputs.at(0) != last->index) return "the QUANTIZE after does not read the layer";
     out = &graph.tensor(q_out->outputs.at(0));
   }
-  if (in->quant.scale.at(0) != x.quant.scale.at(0) || uint8_zp(*in) != uint8_zp(x) ||
-      out->quant.scale.at(0) != last->quant.scale.at(0) || uint8_zp(*out) != uint8_zp(*last)) {
+  if (in->quant.scale.at(0) != x.quant.scale.at(0) ||
+      uint8_zero_point(*in) != uint8_zero_point(x) ||
+      out->quant.scale.at(0) != last->quant.scale.at(0) ||
+      uint8_zero_point(*out) != uint8_zero_point(*last)) {
     return "a QUANTIZE that rescales is not folded yet";
   }
   layer.signed_input = in->type == TensorType::kInt8;
   layer.signed_output = out->type == TensorType::kInt8;
-  layer.in_zp = uint8_zp(*in);
-  layer.out_zp = uint8_zp(*out);
+  layer.in_zp = uint8_zero_point(*in);
+  layer.out_zp = uint8_zero_point(*out);
   layer.in_scale = x.quant.scale[0];
   layer.out_scale = y.quant.scale[0];
   layer.input_name = in->name;

@@ -16,17 +16,11 @@ using container::TensorType;
 
 namespace {
 
-bool is(const GraphOp& op, BuiltinOp code) { return op.builtin == static_cast<int32_t>(code); }
-
-int32_t uint8_zp(const GraphTensor& t) {
-  const int32_t zp = static_cast<int32_t>(t.quant.zero_point.at(0));
-  return t.type == TensorType::kInt8 ? zp + 128 : zp;
-}
-
 // A QUANTIZE between int8 and uint8 at the same scale only moves the zero point by 128.
 bool folds(const GraphTensor& from, const GraphTensor& to) {
   return !from.quant.empty() && !to.quant.empty() &&
-         from.quant.scale.at(0) == to.quant.scale.at(0) && uint8_zp(from) == uint8_zp(to);
+         from.quant.scale.at(0) == to.quant.scale.at(0) &&
+         uint8_zero_point(from) == uint8_zero_point(to);
 }
 
 }  // namespace
@@ -62,19 +56,19 @@ std::string match_eltwise(const Graph& graph, const std::vector<int>& mapped_ops
   const GraphOp* op = nullptr;
   for (int i : mapped_ops) {
     const GraphOp& o = graph.ops.at(static_cast<size_t>(i));
-    if (is(o, BuiltinOp::kAdd) || is(o, BuiltinOp::kMul) || is(o, BuiltinOp::kRelu) ||
-        is(o, BuiltinOp::kRelu6)) {
+    if (is_builtin(o, BuiltinOp::kAdd) || is_builtin(o, BuiltinOp::kMul) ||
+        is_builtin(o, BuiltinOp::kRelu) || is_builtin(o, BuiltinOp::kRelu6)) {
       if (op) return "tinycoral generates one ADD or MUL per model yet (not in a chain)";
       op = &o;
-    } else if (!is(o, BuiltinOp::kQuantize)) {
+    } else if (!is_builtin(o, BuiltinOp::kQuantize)) {
       return cat("tinycoral has no code generator for ", o.name, " with ADD/MUL yet");
     }
   }
   if (!op) return "tinycoral generates ADD and MUL only here";
-  const bool relu = is(*op, BuiltinOp::kRelu) || is(*op, BuiltinOp::kRelu6);
-  layer.kind = is(*op, BuiltinOp::kAdd)   ? EltwiseLayer::Kind::kAdd
-               : is(*op, BuiltinOp::kMul) ? EltwiseLayer::Kind::kMul
-                                          : EltwiseLayer::Kind::kRelu;
+  const bool relu = is_builtin(*op, BuiltinOp::kRelu) || is_builtin(*op, BuiltinOp::kRelu6);
+  layer.kind = is_builtin(*op, BuiltinOp::kAdd)   ? EltwiseLayer::Kind::kAdd
+               : is_builtin(*op, BuiltinOp::kMul) ? EltwiseLayer::Kind::kMul
+                                                  : EltwiseLayer::Kind::kRelu;
   if (op->inputs.size() != (relu ? 1u : 2u) || op->outputs.size() != 1)
     return cat(op->name, " with ", op->inputs.size(), " inputs");
   const GraphTensor& a = graph.tensor(op->inputs[0]);
@@ -91,7 +85,7 @@ std::string match_eltwise(const Graph& graph, const std::vector<int>& mapped_ops
   const GraphTensor *in_a = &a, *in_b = &b, *out = &y;
   for (int i : mapped_ops) {
     const GraphOp& q = graph.ops.at(static_cast<size_t>(i));
-    if (!is(q, BuiltinOp::kQuantize)) continue;
+    if (!is_builtin(q, BuiltinOp::kQuantize)) continue;
     const GraphTensor& from = graph.tensor(q.inputs.at(0));
     const GraphTensor& to = graph.tensor(q.outputs.at(0));
     bool used = false;
@@ -103,9 +97,9 @@ std::string match_eltwise(const Graph& graph, const std::vector<int>& mapped_ops
   }
   layer.elements = y.elements();
   layer.shape = y.shape;
-  layer.a_zp = uint8_zp(a);
-  layer.b_zp = uint8_zp(b);
-  layer.out_zp = uint8_zp(y);
+  layer.a_zp = uint8_zero_point(a);
+  layer.b_zp = uint8_zero_point(b);
+  layer.out_zp = uint8_zero_point(y);
   layer.a_scale = a.quant.scale[0];
   layer.b_scale = b.quant.scale[0];
   layer.out_scale = y.quant.scale[0];
@@ -119,8 +113,8 @@ std::string match_eltwise(const Graph& graph, const std::vector<int>& mapped_ops
   if (const auto* o = std::get_if<container::ActivationOptions>(&op->options))
     activation = o->activation;
   if (relu)
-    activation =
-        is(*op, BuiltinOp::kRelu) ? container::Activation::kRelu : container::Activation::kRelu6;
+    activation = is_builtin(*op, BuiltinOp::kRelu) ? container::Activation::kRelu
+                                                   : container::Activation::kRelu6;
   return eltwise_output_stage(layer, activation);
 }
 
@@ -143,9 +137,9 @@ std::string match_residual_add(const Graph& graph, const GraphOp& op, int flowin
   if (a.shape != y.shape || b.shape != y.shape || y.shape.size() != 4 || y.shape[0] != 1)
     return "an ADD in a chain needs two NHWC operands of its output's shape";
   EltwiseLayer e;
-  e.a_zp = uint8_zp(a);
-  e.b_zp = uint8_zp(b);
-  e.out_zp = uint8_zp(y);
+  e.a_zp = uint8_zero_point(a);
+  e.b_zp = uint8_zero_point(b);
+  e.out_zp = uint8_zero_point(y);
   e.a_scale = a.quant.scale[0];
   e.b_scale = b.quant.scale[0];
   e.out_scale = y.quant.scale[0];

@@ -49,27 +49,15 @@ bool activation_clamps(container::Activation activation, int32_t out_zp, float y
   return true;
 }
 
-namespace {
-
-bool is(const GraphOp& op, BuiltinOp code) { return op.builtin == static_cast<int32_t>(code); }
-
-// uint8 zero point of a tensor: int8 tensors cross the boundary shifted by 128.
-int32_t uint8_zp(const GraphTensor& t) {
-  const int32_t zp = static_cast<int32_t>(t.quant.zero_point.at(0));
-  return t.type == TensorType::kInt8 ? zp + 128 : zp;
-}
-
-}  // namespace
-
 std::string match_fc(const Graph& graph, const std::vector<int>& mapped_ops, FcLayer& layer) {
   std::vector<const GraphOp*> ops;
   for (int i : mapped_ops) ops.push_back(&graph.ops.at(static_cast<size_t>(i)));
   size_t fc_at = ops.size();
   for (size_t i = 0; i < ops.size(); ++i) {
-    if (is(*ops[i], BuiltinOp::kFullyConnected)) {
+    if (is_builtin(*ops[i], BuiltinOp::kFullyConnected)) {
       if (fc_at != ops.size()) return "tinycoral generates one FULLY_CONNECTED per model yet";
       fc_at = i;
-    } else if (!is(*ops[i], BuiltinOp::kQuantize)) {
+    } else if (!is_builtin(*ops[i], BuiltinOp::kQuantize)) {
       return cat("tinycoral has no code generator for ", ops[i]->name, " yet");
     }
   }
@@ -120,16 +108,18 @@ std::string match_fc(const Graph& graph, const std::vector<int>& mapped_ops, FcL
     if (q.inputs.at(0) != fc.outputs[0]) return "the QUANTIZE after does not read the layer";
   }
   // A QUANTIZE between int8 and uint8 at the same scale only moves the zero point by 128.
-  if (in->quant.scale.at(0) != x.quant.scale.at(0) || uint8_zp(*in) != uint8_zp(x) ||
-      out->quant.scale.at(0) != y.quant.scale.at(0) || uint8_zp(*out) != uint8_zp(y)) {
+  if (in->quant.scale.at(0) != x.quant.scale.at(0) ||
+      uint8_zero_point(*in) != uint8_zero_point(x) ||
+      out->quant.scale.at(0) != y.quant.scale.at(0) ||
+      uint8_zero_point(*out) != uint8_zero_point(y)) {
     return "a QUANTIZE that rescales is not folded yet";
   }
   // int8 boundaries reach the chip with their most significant bit flipped by the host
   // (SIGNED_FIXED_POINT8 layers, docs/container.md), so the chip sees uint8 with zero point + 128.
   layer.signed_input = in->type == TensorType::kInt8;
   layer.signed_output = out->type == TensorType::kInt8;
-  layer.in_zp = uint8_zp(*in);
-  layer.out_zp = uint8_zp(*out);
+  layer.in_zp = uint8_zero_point(*in);
+  layer.out_zp = uint8_zero_point(*out);
   layer.in_scale = x.quant.scale[0];
   layer.out_scale = y.quant.scale[0];
   layer.input_name = in->name;

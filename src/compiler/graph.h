@@ -44,6 +44,16 @@ struct GraphOp {
   container::BuiltinOptions options;
 };
 
+inline bool is_builtin(const GraphOp& op, container::BuiltinOp code) {
+  return op.builtin == static_cast<int32_t>(code);
+}
+
+// uint8 zero point of a tensor: int8 tensors cross the boundary shifted by 128.
+inline int32_t uint8_zero_point(const GraphTensor& t) {
+  const int32_t zp = static_cast<int32_t>(t.quant.zero_point.at(0));
+  return t.type == container::TensorType::kInt8 ? zp + 128 : zp;
+}
+
 struct Graph {
   std::vector<GraphTensor> tensors;  // indexed by TFLite tensor index
   std::vector<GraphOp> ops;          // in execution order

@@ -11,17 +11,10 @@ using container::TensorType;
 
 namespace {
 
-bool is(const GraphOp& op, BuiltinOp code) { return op.builtin == static_cast<int32_t>(code); }
-
-int32_t uint8_zp(const GraphTensor& t) {
-  const int32_t zp = static_cast<int32_t>(t.quant.zero_point.at(0));
-  return t.type == TensorType::kInt8 ? zp + 128 : zp;
-}
-
 // Same scale and the same zero point in the uint8 domain: a QUANTIZE between them only moves
 // the zero point by 128.
 bool same_quant(const GraphTensor& a, const GraphTensor& b) {
-  return a.quant.scale.at(0) == b.quant.scale.at(0) && uint8_zp(a) == uint8_zp(b);
+  return a.quant.scale.at(0) == b.quant.scale.at(0) && uint8_zero_point(a) == uint8_zero_point(b);
 }
 
 }  // namespace
@@ -32,18 +25,19 @@ std::string match_softmax_fc(const Graph& graph, const std::vector<int>& mapped_
   for (int i : mapped_ops) ops.push_back(&graph.ops.at(static_cast<size_t>(i)));
   size_t at = 0;
   const GraphOp* q_in = nullptr;
-  if (at < ops.size() && is(*ops[at], BuiltinOp::kQuantize)) q_in = ops[at++];
-  if (at < ops.size() && is(*ops[at], BuiltinOp::kConv2D)) {
+  if (at < ops.size() && is_builtin(*ops[at], BuiltinOp::kQuantize)) q_in = ops[at++];
+  if (at < ops.size() && is_builtin(*ops[at], BuiltinOp::kConv2D)) {
     return "a CONV_2D before a SOFTMAX (libredgetpu's colour filters) is not generated yet";
   }
-  if (at < ops.size() && is(*ops[at], BuiltinOp::kReshape)) ++at;
-  if (at == ops.size() || !is(*ops[at], BuiltinOp::kSoftmax)) {
+  if (at < ops.size() && is_builtin(*ops[at], BuiltinOp::kReshape)) ++at;
+  if (at == ops.size() || !is_builtin(*ops[at], BuiltinOp::kSoftmax)) {
     return "tinycoral generates [QUANTIZE] [RESHAPE] SOFTMAX FULLY_CONNECTED... CONCATENATION only";
   }
   const GraphOp& sm = *ops[at++];
   std::vector<const GraphOp*> fcs;
-  while (at < ops.size() && is(*ops[at], BuiltinOp::kFullyConnected)) fcs.push_back(ops[at++]);
-  if (at + 1 != ops.size() || !is(*ops[at], BuiltinOp::kConcatenation) || fcs.size() != 2) {
+  while (at < ops.size() && is_builtin(*ops[at], BuiltinOp::kFullyConnected))
+    fcs.push_back(ops[at++]);
+  if (at + 1 != ops.size() || !is_builtin(*ops[at], BuiltinOp::kConcatenation) || fcs.size() != 2) {
     return "a SOFTMAX is generated only when two FULLY_CONNECTED read it into a CONCATENATION";
   }
   const GraphOp& cat_op = *ops[at];
@@ -55,7 +49,7 @@ std::string match_softmax_fc(const Graph& graph, const std::vector<int>& mapped_
     return "a SOFTMAX over more than one row is not generated yet";
   }
   layer.n = p.shape[1];
-  if (p.quant.scale.at(0) != 1.0f / 256 || uint8_zp(p) != 0) {
+  if (p.quant.scale.at(0) != 1.0f / 256 || uint8_zero_point(p) != 0) {
     return "a SOFTMAX whose output is not quantized as TFLite's (1/256, zero point -128)";
   }
   const auto* so = std::get_if<container::SoftmaxOptions>(&sm.options);
@@ -104,8 +98,8 @@ std::string match_softmax_fc(const Graph& graph, const std::vector<int>& mapped_
   if (in->elements() != layer.n) return "the SOFTMAX does not read the whole input";
   layer.signed_input = in->type == TensorType::kInt8;
   layer.signed_output = y.type == TensorType::kInt8;
-  layer.in_zp = uint8_zp(*in);
-  layer.out_zp = uint8_zp(y);
+  layer.in_zp = uint8_zero_point(*in);
+  layer.out_zp = uint8_zero_point(y);
   layer.in_scale = in->quant.scale.at(0);
   layer.out_scale = y.quant.scale.at(0);
   layer.clamp_min = fc_clamp(0, layer.out_zp, layer.out_scale);

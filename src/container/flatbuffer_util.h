@@ -65,6 +65,13 @@ inline std::string to_string(const flatbuffers::String* s) {
   return s == nullptr ? std::string() : std::string(s->data(), s->size());
 }
 
+// A vector field's offset, or none (0) for an empty vector: absent fields cost no bytes.
+template <typename T>
+flatbuffers::Offset<flatbuffers::Vector<T>> vec_or_null(flatbuffers::FlatBufferBuilder& b,
+                                                        const std::vector<T>& v) {
+  return v.empty() ? 0 : b.CreateVector(v);
+}
+
 // True when `bytes` carries the 4-character file identifier at bytes 4..7.
 inline bool has_identifier(std::span<const uint8_t> bytes, const char* id) {
   return bytes.size() >= 8 && flatbuffers::BufferHasIdentifier(bytes.data(), id);

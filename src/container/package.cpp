@@ -15,6 +15,7 @@ namespace {
 using detail::to_bytes;
 using detail::to_string;
 using detail::to_vector;
+using detail::vec_or_null;
 using flatbuffers::FlatBufferBuilder;
 using flatbuffers::Offset;
 
@@ -293,11 +294,6 @@ Offset<dw::DmaHint> write_hint(FlatBufferBuilder& b, const DmaHint& h) {
       break;
   }
   return dw::CreateDmaHint(b, type, value, static_cast<dw::Direction>(h.direction));
-}
-
-template <typename T>
-Offset<flatbuffers::Vector<T>> vec_or_null(FlatBufferBuilder& b, const std::vector<T>& v) {
-  return v.empty() ? 0 : b.CreateVector(v);
 }
 
 Offset<dw::Layer> write_layer(FlatBufferBuilder& b, const Layer& l) {

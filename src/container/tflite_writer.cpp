@@ -3,11 +3,13 @@
 #include "container/tflite_writer.h"
 
 #include "common/error.h"
+#include "container/flatbuffer_util.h"
 #include "container/schema/tflite_generated.h"
 
 namespace tinycoral::container {
 namespace {
 
+using detail::vec_or_null;
 using flatbuffers::FlatBufferBuilder;
 using flatbuffers::Offset;
 using Tag = tflite::BuiltinOptions;
@@ -17,11 +19,6 @@ tflite::ActivationFunctionType fb(Activation a) {
 }
 tflite::Padding fb(Padding p) { return static_cast<tflite::Padding>(p); }
 tflite::TensorType fb(TensorType t) { return static_cast<tflite::TensorType>(t); }
-
-template <typename T>
-Offset<flatbuffers::Vector<T>> vec_or_null(FlatBufferBuilder& b, const std::vector<T>& v) {
-  return v.empty() ? 0 : b.CreateVector(v);
-}
 
 // The operator's options table for its union tag. A tag whose options struct we do not model is
 // written as an empty table (which is exactly what those tables hold for the operators we meet).

@@ -21,7 +21,7 @@ namespace {
 
 // Bounds that keep a hostile model from asking for absurd memory or loops (common/limits.h).
 constexpr int64_t kMaxTensorBytes = limits::kMaxTensorBytes;
-constexpr int kMaxRank = 8;
+constexpr int kMaxTensorRank = 8;
 
 std::string op_display_name(const container::OperatorCode& code) {
   if (code.builtin_code == static_cast<int32_t>(container::BuiltinOp::kCustom))
@@ -30,8 +30,8 @@ std::string op_display_name(const container::OperatorCode& code) {
 }
 
 int64_t checked_tensor_bytes(const Tensor& t, size_t index) {
-  if (t.shape.size() > static_cast<size_t>(kMaxRank))
-    fail("tensor ", index, " ('", t.name, "'): rank ", t.shape.size(), " exceeds ", kMaxRank);
+  if (t.shape.size() > static_cast<size_t>(kMaxTensorRank))
+    fail("tensor ", index, " ('", t.name, "'): rank ", t.shape.size(), " exceeds ", kMaxTensorRank);
   const size_t elem = container::tensor_type_size(t.type);
   if (elem == 0)
     fail("tensor ", index, " ('", t.name, "'): type ", container::tensor_type_name(t.type),

@@ -9,14 +9,6 @@ namespace {
 
 constexpr size_t kTailNops = 4;  // halt; nop x4; end (isa.md 1.4)
 
-bool is_nop(const Instruction& in) {
-  if (in.spec->opcode != 0x20) return false;
-  for (const auto& f : in.spec->fields) {
-    if (f.name != "opcode" && in.raw(f) != 0) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 uint32_t count_sequenced(std::span<const Instruction> program) {

@@ -66,4 +66,12 @@ Instruction make_instruction(const OpcodeSpec& spec, uint32_t word_offset) {
   return in;
 }
 
+bool is_nop(const Instruction& in) {
+  if (in.spec->opcode != 0x20) return false;
+  for (const auto& f : in.spec->fields) {
+    if (f.name != "opcode" && in.raw(f) != 0) return false;
+  }
+  return true;
+}
+
 }  // namespace tinycoral::isa

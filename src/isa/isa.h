@@ -164,6 +164,8 @@ struct Instruction {
 
 // Builds an all-zero instruction of `spec` with its opcode field set.
 Instruction make_instruction(const OpcodeSpec& spec, uint32_t word_offset = 0);
+// Whether `in` is a nop with every field but its opcode zero (the check and the printer's `nop`).
+bool is_nop(const Instruction& in);
 
 // Splits a bitstream into instructions by their opcodes' lengths. Throws Error naming the word
 // offset for a length that is not a multiple of 16, an unknown opcode, or an instruction cut off at

@@ -106,14 +106,6 @@ void append_nest(std::string& out, const Instruction& in, const LoopNestSpec& ne
   }
 }
 
-bool is_nop(const Instruction& in) {
-  if (in.spec->opcode != 0x20) return false;
-  for (const auto& f : in.spec->fields) {
-    if (f.name != "opcode" && in.raw(f) != 0) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 std::string print(const Instruction& in) {

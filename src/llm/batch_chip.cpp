@@ -13,24 +13,6 @@ namespace tinycoral::llm {
 
 namespace {
 
-runtime::StickTime& operator+=(runtime::StickTime& a, const runtime::StickTime& b) {
-  a.compute_ms_high += b.compute_ms_high;
-  a.compute_ms_max += b.compute_ms_max;
-  a.to_device_ms += b.to_device_ms;
-  a.from_device_ms += b.from_device_ms;
-  a.per_run_ms += b.per_run_ms;
-  return a;
-}
-
-const std::vector<std::vector<LayerMatmul>>& input_sets() {
-  static const std::vector<std::vector<LayerMatmul>> sets = {
-      {LayerMatmul::kQ, LayerMatmul::kK, LayerMatmul::kV},
-      {LayerMatmul::kO},
-      {LayerMatmul::kW1, LayerMatmul::kW3},
-      {LayerMatmul::kW2}};
-  return sets;
-}
-
 int power_of_two_at_least(int n) {
   int p = 1;
   while (p < n) p *= 2;

@@ -16,16 +16,6 @@ namespace tinycoral::llm {
 namespace {
 
 constexpr int kMaxOutputs = kMaxProgramOutputs;
-constexpr int kKStep = 64;
-
-runtime::StickTime& operator+=(runtime::StickTime& a, const runtime::StickTime& b) {
-  a.compute_ms_high += b.compute_ms_high;
-  a.compute_ms_max += b.compute_ms_max;
-  a.to_device_ms += b.to_device_ms;
-  a.from_device_ms += b.from_device_ms;
-  a.per_run_ms += b.per_run_ms;
-  return a;
-}
 
 }  // namespace
 
@@ -118,20 +108,6 @@ bool values_layer(const Int8Transformer& model, int layer, int v_at, compiler::F
   l.output_name = "y";
   l.signed_input = l.signed_output = true;
   return true;
-}
-
-}  // namespace
-
-namespace {
-
-// Matmuls that read the same input, in forward()'s order: candidates for one program.
-const std::vector<std::vector<LayerMatmul>>& input_sets() {
-  static const std::vector<std::vector<LayerMatmul>> sets = {
-      {LayerMatmul::kQ, LayerMatmul::kK, LayerMatmul::kV},
-      {LayerMatmul::kO},
-      {LayerMatmul::kW1, LayerMatmul::kW3},
-      {LayerMatmul::kW2}};
-  return sets;
 }
 
 }  // namespace

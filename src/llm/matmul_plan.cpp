@@ -10,8 +10,6 @@ namespace tinycoral::llm {
 
 namespace {
 
-constexpr int kKStep = 64;
-
 bool same_input(const QParams& a, const QParams& b) {
   return a.scale == b.scale && a.zero_point == b.zero_point;
 }
@@ -151,6 +149,15 @@ compiler::FcLayer fc_layer_of(const FcProgramPlan& p,
   l.output_name = "y";
   l.signed_input = l.signed_output = true;
   return l;
+}
+
+const std::vector<std::vector<LayerMatmul>>& input_sets() {
+  static const std::vector<std::vector<LayerMatmul>> sets = {
+      {LayerMatmul::kQ, LayerMatmul::kK, LayerMatmul::kV},
+      {LayerMatmul::kO},
+      {LayerMatmul::kW1, LayerMatmul::kW3},
+      {LayerMatmul::kW2}};
+  return sets;
 }
 
 }  // namespace tinycoral::llm

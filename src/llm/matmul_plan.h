@@ -23,6 +23,7 @@ namespace tinycoral::llm {
 constexpr int kPlanTiles = 16;
 constexpr int kMaxProgramOutputs = 2048;  // two 64-output groups on each tile
 
+constexpr int kKStep = 64;  // K is padded to a multiple of this
 // Rows rounded up to whole 64-output groups; K padded to a multiple of 64.
 inline int whole_groups(int rows) { return (rows + 63) / 64 * 64; }
 
@@ -60,6 +61,9 @@ struct FcProgramPlan {
   int outputs = 0, k_padded = 0;
   compiler::FcPlacement placement;
 };
+
+// A layer's matmuls that read the same input, in forward()'s order: candidates for one program.
+const std::vector<std::vector<LayerMatmul>>& input_sets();
 
 struct InputSetPlan {
   std::vector<FcProgramPlan> programs;  // placed; every matmul in them is whole on the chip

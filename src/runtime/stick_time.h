@@ -41,6 +41,14 @@ struct StickTime {
   double total_ms_max() const {
     return compute_ms_max + to_device_ms + from_device_ms + per_run_ms;
   }
+  StickTime& operator+=(const StickTime& b) {  // the times of runs one after another
+    compute_ms_high += b.compute_ms_high;
+    compute_ms_max += b.compute_ms_max;
+    to_device_ms += b.to_device_ms;
+    from_device_ms += b.from_device_ms;
+    per_run_ms += b.per_run_ms;
+    return *this;
+  }
 };
 
 // The parts add up: a batch-1 run sends its instructions and inputs, computes, then returns its

@@ -7,7 +7,7 @@
 
 namespace tinycoral::chip::ops {
 namespace {
-void run(const OpInstr& op, OpEnv& env) {
+void run_add(const OpInstr& op, OpEnv& env) {
   run_engine(op, env, {OperandKind::kHalfwordsTimesRow16});
 }
 }  // namespace
@@ -17,11 +17,12 @@ void run(const OpInstr& op, OpEnv& env) {
 // constants satisfy mult = s1 / (w1 s_y), offset = -(w1 z1 + w2 z2) with w2/w1 = s2/s1 to 5 digits
 // against the CPU twin (docs/chip_ops.md "ADD").
 const ClassEntry kAdd16Gen2020{1,    2, {0x09},  1,
-                               0b11, 0, nullptr, {"ADD (16-bit, gen2020)", run, nullptr}};
-const ClassEntry kAdd16{1, 5, {0x09}, 1, 0b11, 0, nullptr, {"ADD (16-bit)", run, nullptr}};
+                               0b11, 0, nullptr, {"ADD (16-bit, gen2020)", run_add, nullptr}};
+const ClassEntry kAdd16{1, 5, {0x09}, 1, 0b11, 0, nullptr, {"ADD (16-bit)", run_add, nullptr}};
 // edgetpu_compiler 16.0 (and Google's gen2021 DeepLab) encode it with dp 4, cfg1 0x1ad: the same
 // fields otherwise (loops half, operand, positions; `in` 16-bit steps; 4 weight rows built by mesh
 // fills, looming word 499: w1 0x5b4f, w2 0x4fd5).
-const ClassEntry kAdd16Dp4{1, 4, {0x09}, 1, 0b11, 0, nullptr, {"ADD (16-bit, dp 4)", run, nullptr}};
+const ClassEntry kAdd16Dp4{1,    4, {0x09},  1,
+                           0b11, 0, nullptr, {"ADD (16-bit, dp 4)", run_add, nullptr}};
 
 }  // namespace tinycoral::chip::ops

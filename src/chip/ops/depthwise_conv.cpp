@@ -9,11 +9,14 @@
 
 namespace tinycoral::chip::ops {
 namespace {
-void run(const OpInstr& op, OpEnv& env) { run_engine(op, env, {OperandKind::kWordTimesRow}); }
-uint32_t fills(const OpInstr& op) { return fifo_fill_count(op); }
+void run_depthwise_conv(const OpInstr& op, OpEnv& env) {
+  run_engine(op, env, {OperandKind::kWordTimesRow});
+}
+uint32_t depthwise_conv_fills(const OpInstr& op) { return fifo_fill_count(op); }
 }  // namespace
 
-const ClassEntry kDepthwiseConv{1,    3, {0xE5},  1,
-                                0b11, 0, nullptr, {"DEPTHWISE_CONV_2D", run, fills}};
+const ClassEntry kDepthwiseConv{
+    1,    3, {0xE5},  1,
+    0b11, 0, nullptr, {"DEPTHWISE_CONV_2D", run_depthwise_conv, depthwise_conv_fills}};
 
 }  // namespace tinycoral::chip::ops

@@ -13,8 +13,6 @@
 
 namespace tinycoral::chip::ops {
 
-constexpr int kLoops = 8;
-
 inline bool in_mask(uint8_t mask, int k) { return (mask >> k) & 1u; }
 
 // The product of the iteration counts of the loops `pick` selects.

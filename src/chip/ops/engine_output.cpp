@@ -8,11 +8,6 @@
 #include "chip/ops/nlu.h"
 
 namespace tinycoral::chip::ops {
-namespace {
-
-constexpr uint32_t kColumns = 64;
-
-}  // namespace
 
 GroupWriter::GroupWriter(const OpInstr& op, OpEnv& env, const EngineSpec& spec,
                          const PerChannel& pc, uint64_t groups, int32_t empty, uint32_t stride)

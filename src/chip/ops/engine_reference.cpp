@@ -8,17 +8,13 @@
 #include <limits>
 #include <vector>
 
+#include "chip/ops/engine_loops.h"
 #include "chip/ops/nlu.h"
 #include "chip/ops/per_channel.h"
 #include "chip/ops/requantize.h"
 
 namespace tinycoral::chip::ops {
 namespace {
-
-constexpr int kLoops = 8;
-constexpr uint32_t kColumns = 64;
-
-bool in_mask(uint8_t mask, int k) { return (mask >> k) & 1u; }
 
 // A walk by its definition (isa.md 2.0a): address = base + sum_k c_k S_k over its own counters,
 // the innermost counter advancing first.

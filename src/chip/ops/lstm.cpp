@@ -83,7 +83,7 @@ void run_gate(const OpInstr& op, OpEnv& env) {
 // w_zp); cfg2 0x1e: 16-bit elements (in.hmode 2, 16-bit lanes, zp_y = x1866 << 12). With NLU bit
 // 4 the 4 equal columns go out as 16-bit values (two words per step; x2089 << 12 added), else as
 // bytes (one word). Words 1423 (i x g), 1489 (f x c) and 1836 (o x tanh c = h).
-void run_product(const OpInstr& op, OpEnv& env) {
+void run_lstm_product(const OpInstr& op, OpEnv& env) {
   const bool wide = op.cfg2 == 0x1e;
   const bool out16 = (op.nlu_mode & 4) != 0;
   const int32_t zp_y = wide ? par_zp16(op) : op.w_zp;
@@ -195,13 +195,19 @@ const ClassEntry kLstmAdd16Spline{
     1, 2, {0x09}, 1, 0b11, 5, add16_fields, {"16-bit ADD, spline", run_add16, nullptr}};
 const ClassEntry kLstmProduct8{
     1, 4, {0x60},          1,
-    0, 4, product8_fields, {"byte product, 16-bit out", run_product, fills_outside_loop0}};
+    0, 4, product8_fields, {"byte product, 16-bit out", run_lstm_product, fills_outside_loop0}};
 const ClassEntry kLstmProduct16{
-    1, 4, {0x60},           1,
-    0, 4, product16_fields, {"16-bit product (zero points)", run_product, fills_outside_loop0}};
+    1,
+    4,
+    {0x60},
+    1,
+    0,
+    4,
+    product16_fields,
+    {"16-bit product (zero points)", run_lstm_product, fills_outside_loop0}};
 const ClassEntry kLstmProduct16To8{
     1, 4, {0x60},       1,
-    0, 0, add16_fields, {"16-bit product, byte out", run_product, fills_outside_loop0}};
+    0, 0, add16_fields, {"16-bit product, byte out", run_lstm_product, fills_outside_loop0}};
 const ClassEntry kLstmWiden{1, 0, {0x25},  1,
                             0, 4, nullptr, {"widening requantize", run_widen, nullptr}};
 

@@ -16,7 +16,6 @@
 namespace tinycoral::chip::ops {
 namespace {
 
-constexpr uint32_t kColumns = 64;
 // Bounds on input-driven work: 2^26 steps (about a second; the largest op in our test data takes
 // 176,418, so a fuzzed loop nest cannot stall the simulator), and at most as many live partial-sum
 // positions as wide memory has rows.

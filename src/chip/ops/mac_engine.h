@@ -66,6 +66,9 @@ bool par_is_fifo(const OpInstr& op);
 // resident.
 uint32_t fifo_fill_count(const OpInstr& op, const EngineSpec& spec = {});
 
+// Output channels (accumulator columns) the engine computes in one group.
+constexpr uint32_t kColumns = 64;
+
 // Where the int32 bias of column c of output group g sits in the tile's bias store: byte
 // kBiasStoreBase + 4 * (g * (out_ch + 1) + c). The base is the bias load's narrow word address 0x40
 // (isa.md 2.5); groups are packed in arrival order (64-channel groups give the 256-byte rows the

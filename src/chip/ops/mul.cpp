@@ -9,7 +9,7 @@
 
 namespace tinycoral::chip::ops {
 namespace {
-void run_product(const OpInstr& op, OpEnv& env) {
+void run_mul_product(const OpInstr& op, OpEnv& env) {
   run_engine(op, env, {OperandKind::kByteTimesLaneBroadcast});
 }
 void run_pack(const OpInstr& op, OpEnv& env) {
@@ -17,12 +17,12 @@ void run_pack(const OpInstr& op, OpEnv& env) {
   spec.extra_reduce = 0b1;  // the 4 lanes of loop0 build one word
   run_engine(op, env, spec);
 }
-uint32_t fills(const OpInstr& op) { return fifo_fill_count(op); }
+uint32_t mul_fills(const OpInstr& op) { return fifo_fill_count(op); }
 bool step1(const OpInstr& op) { return op.cfg3 == 7; }
 }  // namespace
 
 const ClassEntry kMulProduct{1, 4, {0x60}, 1,
-                             0, 0, step1,  {"MUL step 1 (product)", run_product, fills}};
+                             0, 0, step1,  {"MUL step 1 (product)", run_mul_product, mul_fills}};
 const ClassEntry kMulPack{1, 2, {0x00}, 1, 0, 0, nullptr, {"MUL step 2 (pack)", run_pack, nullptr}};
 
 }  // namespace tinycoral::chip::ops

@@ -8,10 +8,13 @@
 
 namespace tinycoral::chip::ops {
 namespace {
-void run(const OpInstr& op, OpEnv& env) { run_engine(op, env, {OperandKind::kByteTimesLane}); }
-uint32_t fills(const OpInstr& op) { return fifo_fill_count(op); }
+void run_narrow_copy(const OpInstr& op, OpEnv& env) {
+  run_engine(op, env, {OperandKind::kByteTimesLane});
+}
+uint32_t narrow_copy_fills(const OpInstr& op) { return fifo_fill_count(op); }
 }  // namespace
 
-const ClassEntry kNarrowCopy{1, 3, {0x07}, 1, 0b1, 0, nullptr, {"narrow copy", run, fills}};
+const ClassEntry kNarrowCopy{1,   3, {0x07},  1,
+                             0b1, 0, nullptr, {"narrow copy", run_narrow_copy, narrow_copy_fills}};
 
 }  // namespace tinycoral::chip::ops

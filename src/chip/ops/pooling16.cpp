@@ -25,14 +25,11 @@
 namespace tinycoral::chip::ops {
 namespace {
 
-constexpr int kLoops = 8;
-constexpr uint32_t kColumns = 64;
-
 // Walks the main loop nest step by step: f(first, last, last_group), where `first` / `last` say
 // whether every reduced loop is at its first / last iteration and `last_group` whether the
 // outermost loop that is not reduced (and has more than one iteration) is at its last one.
 template <typename F>
-void each_step(const OpInstr& op, OpEnv& env, F f) {
+void each_pooling_step(const OpInstr& op, OpEnv& env, F f) {
   uint64_t steps = 1;
   int outer = -1;
   for (int k = 0; k < kLoops; ++k) {
@@ -71,7 +68,7 @@ void run_lane_sums(const OpInstr& op, OpEnv& env, Lane lane_value, Emit emit) {
   if (active > kColumns) env.fail_op("more than 64 output channels");
   TtuWalker in(op.in), par(op.par), out(op.out);
   std::array<int32_t, kColumns> acc{};
-  each_step(op, env, [&](bool first, bool last, bool last_group) {
+  each_pooling_step(op, env, [&](bool first, bool last, bool last_group) {
     if (first) acc.fill(0);
     const int32_t x = int32_t{*env.narrow_read(in.address(), 1)} - op.in_zp;
     const int64_t unit = par.address();

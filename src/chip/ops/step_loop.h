@@ -15,8 +15,6 @@
 
 namespace tinycoral::chip::ops::steps {
 
-constexpr int kLoops = 8;
-
 // The main loop nest walked step by step: f(first, last, fill) per step, where `first` / `last`
 // say whether every reduced loop is at its first / last iteration and `fill` is the mixed-radix
 // index of the loops outside loop0 (the FIFO fill the step reads, as for the softmax maximum).

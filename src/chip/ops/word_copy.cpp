@@ -7,14 +7,16 @@
 
 namespace tinycoral::chip::ops {
 namespace {
-void run(const OpInstr& op, OpEnv& env) { run_engine(op, env, {OperandKind::kWordTimesRow}); }
+void run_word_copy(const OpInstr& op, OpEnv& env) {
+  run_engine(op, env, {OperandKind::kWordTimesRow});
+}
 }  // namespace
 
 // gen2021 ("grouper") encodes the same word copy as dp 1, cfg0 0 (split_concat words 593, 1100,
 // 1120: `par` = the identity row at 8304, mult 1, clamps +-inf, zero points 0; docs/chip_ops.md).
 const ClassEntry kWordCopy2021{1, 1, {0x00},  1,
-                               0, 0, nullptr, {"word copy (gen2021)", run, nullptr}};
-const ClassEntry kWordCopy{1, 4, {0x07}, 1, 0, 0, nullptr, {"word copy", run, nullptr}};
+                               0, 0, nullptr, {"word copy (gen2021)", run_word_copy, nullptr}};
+const ClassEntry kWordCopy{1, 4, {0x07}, 1, 0, 0, nullptr, {"word copy", run_word_copy, nullptr}};
 
 // gen2020's reformat before a split convolution (dp 4, cfg0 0, reduce 1 over a one-step loop0,
 // in_tflags 0x15, mult 1, clamps +-inf, zero points 0): `par` is a 4x4 identity (columns 0-3 =
@@ -29,8 +31,8 @@ const ClassEntry kWordCopy{1, 4, {0x07}, 1, 0, 0, nullptr, {"word copy", run, nu
 // row of four (1, 0, 0, 0) columns, the same word-times-row step.
 bool reformat2021(const OpInstr& op) { return op.cfg2 == 0x06 && op.cfg3 == 0; }
 const ClassEntry kWordCopyReformat2021{
-    1, 0, {0x00}, 1, 0, 0, reformat2021, {"word copy (reformat, gen2021)", run, nullptr}};
+    1, 0, {0x00}, 1, 0, 0, reformat2021, {"word copy (reformat, gen2021)", run_word_copy, nullptr}};
 const ClassEntry kWordCopyReformat{
-    1, 4, {0x00}, 1, 1, 0, nullptr, {"word copy (7-dimension reformat)", run, nullptr}};
+    1, 4, {0x00}, 1, 1, 0, nullptr, {"word copy (7-dimension reformat)", run_word_copy, nullptr}};
 
 }  // namespace tinycoral::chip::ops

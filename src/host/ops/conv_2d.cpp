@@ -12,7 +12,7 @@ namespace tinycoral::host {
 
 namespace {
 
-constexpr int kRowsPerTile = 32;
+constexpr int kConvRowsPerTile = 32;
 
 struct ConvGeometry {
   Shape4 in, out;
@@ -34,14 +34,14 @@ void run_conv(const ConvPlan& p, OpContext& ctx) {
   T* out = ctx.outputs[0].mutable_as<T>();
   const size_t kp = static_cast<size_t>(p.pw.kp);
   uint8_t* rows = ctx.scratch.data();
-  auto* dots = reinterpret_cast<int32_t*>(rows + kRowsPerTile * kp);
+  auto* dots = reinterpret_cast<int32_t*>(rows + kConvRowsPerTile * kp);
   const auto ldc = static_cast<size_t>(p.pw.ldc());
-  int32_t* x_sum = dots + static_cast<size_t>(kRowsPerTile) * ldc;
+  int32_t* x_sum = dots + static_cast<size_t>(kConvRowsPerTile) * ldc;
   const int pixels = g.out.n * g.out.h * g.out.w;
   const size_t chunk = static_cast<size_t>(g.in.c);
   const SimdLevel level = active_simd_level();
-  for (int base = 0; base < pixels; base += kRowsPerTile) {
-    const int m = std::min(kRowsPerTile, pixels - base);
+  for (int base = 0; base < pixels; base += kConvRowsPerTile) {
+    const int m = std::min(kConvRowsPerTile, pixels - base);
     for (int r = 0; r < m; ++r) {
       const int pix = base + r;
       const int b = pix / (g.out.h * g.out.w);
@@ -112,8 +112,8 @@ std::unique_ptr<Kernel> make_conv_2d(const OpContext& ctx) {
   ctx.require(p.ax >= 0 && p.ax <= 255, "input zero point outside its type's range");
   set_mac_offsets(p.pw, p.ax, p.stage);
   p.x_flip = input.type() == container::TensorType::kInt8 ? 0x80 : 0;
-  const size_t scratch = kRowsPerTile * static_cast<size_t>(p.pw.kp) +
-                         sizeof(int32_t) * kRowsPerTile * (static_cast<size_t>(p.pw.ldc()) + 1);
+  const size_t scratch = kConvRowsPerTile * static_cast<size_t>(p.pw.kp) +
+                         sizeof(int32_t) * kConvRowsPerTile * (static_cast<size_t>(p.pw.ldc()) + 1);
   if (input.type() == container::TensorType::kUInt8)
     return make_kernel([p](OpContext& c) { run_conv<uint8_t>(p, c); }, scratch);
   return make_kernel([p](OpContext& c) { run_conv<int8_t>(p, c); }, scratch);

@@ -19,24 +19,25 @@ namespace {
 
 enum class BinaryKind { kAdd, kSub, kMul };
 
-constexpr int kMaxRank = 6;
+constexpr int kMaxBroadcastRank = 6;
 
 // Strides (in elements) of an input seen through the output's shape (0 along broadcast dims).
 struct Broadcast {
-  std::array<int32_t, kMaxRank> out{};
-  std::array<int64_t, kMaxRank> s1{}, s2{};
+  std::array<int32_t, kMaxBroadcastRank> out{};
+  std::array<int64_t, kMaxBroadcastRank> s1{}, s2{};
 };
 
 Broadcast make_broadcast(const OpContext& ctx, const TensorView& a, const TensorView& b,
                          const TensorView& out) {
-  ctx.require(out.rank() <= kMaxRank, cat("rank above ", kMaxRank, " is not supported"));
+  ctx.require(out.rank() <= kMaxBroadcastRank,
+              cat("rank above ", kMaxBroadcastRank, " is not supported"));
   ctx.require(a.rank() <= out.rank() && b.rank() <= out.rank(),
               "inputs have a higher rank than the output");
   Broadcast bc;
-  auto fill = [&](const TensorView& t, std::array<int64_t, kMaxRank>& strides) {
+  auto fill = [&](const TensorView& t, std::array<int64_t, kMaxBroadcastRank>& strides) {
     int64_t stride = 1;
-    for (int i = kMaxRank - 1; i >= 0; --i) {
-      const int from_end = kMaxRank - 1 - i;
+    for (int i = kMaxBroadcastRank - 1; i >= 0; --i) {
+      const int from_end = kMaxBroadcastRank - 1 - i;
       const int32_t od = from_end < out.rank() ? out.dim(out.rank() - 1 - from_end) : 1;
       const int32_t td = from_end < t.rank() ? t.dim(t.rank() - 1 - from_end) : 1;
       ctx.require(td == od || td == 1,
@@ -45,15 +46,15 @@ Broadcast make_broadcast(const OpContext& ctx, const TensorView& a, const Tensor
       stride *= td;
     }
   };
-  for (int i = 0; i < kMaxRank; ++i) {
-    const int from_end = kMaxRank - 1 - i;
+  for (int i = 0; i < kMaxBroadcastRank; ++i) {
+    const int from_end = kMaxBroadcastRank - 1 - i;
     bc.out[static_cast<size_t>(i)] = from_end < out.rank() ? out.dim(out.rank() - 1 - from_end) : 1;
   }
   fill(a, bc.s1);
   fill(b, bc.s2);
   // The output must be exactly the broadcast of the inputs.
-  for (int i = 0; i < kMaxRank; ++i) {
-    const int from_end = kMaxRank - 1 - i;
+  for (int i = 0; i < kMaxBroadcastRank; ++i) {
+    const int from_end = kMaxBroadcastRank - 1 - i;
     const int32_t ad = from_end < a.rank() ? a.dim(a.rank() - 1 - from_end) : 1;
     const int32_t bd = from_end < b.rank() ? b.dim(b.rank() - 1 - from_end) : 1;
     ctx.require(

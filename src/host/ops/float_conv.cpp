@@ -8,7 +8,7 @@
 namespace tinycoral::host {
 namespace {
 
-struct ConvGeometry {
+struct FloatConvGeometry {
   Shape4 in, out;
   int fh = 1, fw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pad_h = 0, pad_w = 0, multiplier = 1;
   FloatRange act;
@@ -23,7 +23,7 @@ std::unique_ptr<Kernel> make_float_conv(const OpContext& ctx) {
   const TensorView* bias = ctx.has_input(2) ? &ctx.inputs[2] : nullptr;
   if (!all_float({&in, &w, &out}) || (bias && !all_float({bias}))) return nullptr;
   const auto& o = ctx.options_as<container::Conv2DOptions>();
-  ConvGeometry g;
+  FloatConvGeometry g;
   g.in = shape4(ctx, in);
   g.out = shape4(ctx, out);
   const Shape4 f = shape4(ctx, w);  // [out_c, fh, fw, in_c]
@@ -81,7 +81,7 @@ std::unique_ptr<Kernel> make_float_depthwise(const OpContext& ctx) {
   const TensorView* bias = ctx.has_input(2) ? &ctx.inputs[2] : nullptr;
   if (!all_float({&in, &w, &out}) || (bias && !all_float({bias}))) return nullptr;
   const auto& o = ctx.options_as<container::DepthwiseConv2DOptions>();
-  ConvGeometry g;
+  FloatConvGeometry g;
   g.in = shape4(ctx, in);
   g.out = shape4(ctx, out);
   const Shape4 f = shape4(ctx, w);  // [1, fh, fw, out_c]

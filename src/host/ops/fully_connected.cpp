@@ -12,7 +12,7 @@ namespace tinycoral::host {
 
 namespace {
 
-constexpr int kRowsPerTile = 16;
+constexpr int kFcRowsPerTile = 16;
 
 struct FcPlan {
   PackedWeights pw;
@@ -29,12 +29,12 @@ void run_fc(const FcPlan& p, OpContext& ctx) {
   const size_t kp = static_cast<size_t>(p.pw.kp);
   const size_t k = static_cast<size_t>(p.pw.k);
   uint8_t* rows = ctx.scratch.data();
-  auto* dots = reinterpret_cast<int32_t*>(rows + kRowsPerTile * kp);
+  auto* dots = reinterpret_cast<int32_t*>(rows + kFcRowsPerTile * kp);
   const auto ldc = static_cast<size_t>(p.pw.ldc());
-  int32_t* x_sum = dots + static_cast<size_t>(kRowsPerTile) * ldc;
+  int32_t* x_sum = dots + static_cast<size_t>(kFcRowsPerTile) * ldc;
   const SimdLevel level = active_simd_level();
-  for (int base = 0; base < p.batch; base += kRowsPerTile) {
-    const int m = std::min(kRowsPerTile, p.batch - base);
+  for (int base = 0; base < p.batch; base += kFcRowsPerTile) {
+    const int m = std::min(kFcRowsPerTile, p.batch - base);
     for (int r = 0; r < m; ++r) {
       const uint8_t* src = in + static_cast<size_t>(base + r) * k;
       uint8_t* row = rows + static_cast<size_t>(r) * kp;
@@ -73,8 +73,8 @@ std::unique_ptr<Kernel> make_fully_connected(const OpContext& ctx) {
   ctx.require(p.ax >= 0 && p.ax <= 255, "input zero point outside its type's range");
   set_mac_offsets(p.pw, p.ax, p.stage);
   p.x_flip = input.type() == container::TensorType::kInt8 ? 0x80 : 0;
-  const size_t scratch = kRowsPerTile * static_cast<size_t>(p.pw.kp) +
-                         sizeof(int32_t) * kRowsPerTile * (static_cast<size_t>(p.pw.ldc()) + 1);
+  const size_t scratch = kFcRowsPerTile * static_cast<size_t>(p.pw.kp) +
+                         sizeof(int32_t) * kFcRowsPerTile * (static_cast<size_t>(p.pw.ldc()) + 1);
   if (input.type() == container::TensorType::kUInt8)
     return make_kernel([p](OpContext& c) { run_fc<uint8_t>(p, c); }, scratch);
   return make_kernel([p](OpContext& c) { run_fc<int8_t>(p, c); }, scratch);

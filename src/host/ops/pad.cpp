@@ -10,10 +10,10 @@ namespace tinycoral::host {
 
 namespace {
 
-constexpr int kMaxRank = 6;
+constexpr int kMaxPadRank = 6;
 
 struct PadPlan {
-  std::array<int64_t, kMaxRank> in_dims{}, before{}, out_dims{};
+  std::array<int64_t, kMaxPadRank> in_dims{}, before{}, out_dims{};
   size_t elem = 1;
   uint8_t fill = 0;
 };
@@ -23,18 +23,18 @@ void run_pad(const PadPlan& p, OpContext& ctx) {
   uint8_t* dst = ctx.outputs[0].data;
   std::memset(dst, p.fill, ctx.outputs[0].bytes);
   // Copy each innermost row of the input to its place in the output.
-  std::array<int64_t, kMaxRank> out_stride{};
+  std::array<int64_t, kMaxPadRank> out_stride{};
   int64_t s = 1;
-  for (int d = kMaxRank - 1; d >= 0; --d) {
+  for (int d = kMaxPadRank - 1; d >= 0; --d) {
     out_stride[static_cast<size_t>(d)] = s;
     s *= p.out_dims[static_cast<size_t>(d)];
   }
-  const size_t row = static_cast<size_t>(p.in_dims[kMaxRank - 1]) * p.elem;
+  const size_t row = static_cast<size_t>(p.in_dims[kMaxPadRank - 1]) * p.elem;
   int64_t rows = 1;
-  for (int d = 0; d < kMaxRank - 1; ++d) rows *= p.in_dims[static_cast<size_t>(d)];
+  for (int d = 0; d < kMaxPadRank - 1; ++d) rows *= p.in_dims[static_cast<size_t>(d)];
   for (int64_t r = 0; r < rows; ++r) {
-    int64_t rem = r, off = p.before[kMaxRank - 1];
-    for (int d = kMaxRank - 2; d >= 0; --d) {
+    int64_t rem = r, off = p.before[kMaxPadRank - 1];
+    for (int d = kMaxPadRank - 2; d >= 0; --d) {
       const int64_t dim = p.in_dims[static_cast<size_t>(d)];
       off += (rem % dim + p.before[static_cast<size_t>(d)]) * out_stride[static_cast<size_t>(d)];
       rem /= dim;
@@ -50,7 +50,7 @@ std::unique_ptr<Kernel> make_pad(const OpContext& ctx) {
   const TensorView& pads = ctx.input(1);
   const TensorView& out = ctx.output(0);
   ctx.require(in.type() == out.type(), "input and output types differ");
-  ctx.require(in.rank() <= kMaxRank, cat("rank above ", kMaxRank, " is not supported"));
+  ctx.require(in.rank() <= kMaxPadRank, cat("rank above ", kMaxPadRank, " is not supported"));
   ctx.require(pads.constant, "paddings must be constant");
   ctx.require(
       pads.type() == container::TensorType::kInt32 || pads.type() == container::TensorType::kInt64,
@@ -62,8 +62,8 @@ std::unique_ptr<Kernel> make_pad(const OpContext& ctx) {
                 "input and output quantization differ");
   PadPlan p;
   p.elem = container::tensor_type_size(in.type());
-  const int shift = kMaxRank - in.rank();
-  for (int d = 0; d < kMaxRank; ++d) {
+  const int shift = kMaxPadRank - in.rank();
+  for (int d = 0; d < kMaxPadRank; ++d) {
     p.in_dims[static_cast<size_t>(d)] = 1;
     p.out_dims[static_cast<size_t>(d)] = 1;
   }
