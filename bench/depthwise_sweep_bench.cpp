@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
   const auto start = std::chrono::steady_clock::now();
   try {
     for (int i = 0; i < n; ++i) {
-      const DepthwiseShape s = random_shape(random, max_h);
+      const DepthwiseShape s = random_depthwise_shape(random, max_h);
       ChipCheck r;
       try {
         r = check_on_chip(s, random);

@@ -111,7 +111,8 @@ TEST(DepthwiseOnTheVirtualEdgeTpu, StrideTwoEqualsTheCpuReference) {
 
 TEST(DepthwiseOnTheVirtualEdgeTpu, RandomShapesEqualTheCpuReference) {
   std::mt19937 random(1204);
-  for (int i = 0; i < 10; ++i) expect_equal_to_cpu(testing::random_shape(random, 64), random);
+  for (int i = 0; i < 10; ++i)
+    expect_equal_to_cpu(testing::random_depthwise_shape(random, 64), random);
 }
 
 // Outside the family the layer stays on the CPU with the reason in the log.

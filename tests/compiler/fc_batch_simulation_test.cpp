@@ -18,7 +18,7 @@
 namespace tinycoral::compiler {
 namespace {
 
-struct Case {
+struct BatchCase {
   int n, k, rows;
   FcPlacement placement;
   bool own_stages = false;
@@ -32,7 +32,7 @@ struct Layer {
   std::vector<uint8_t> x, want;  // x [rows][k]; want [rows][n]
 };
 
-Layer make(const Case& c, std::mt19937& random) {
+Layer make(const BatchCase& c, std::mt19937& random) {
   Layer p;
   FcLayer& l = p.layer;
   l.n = c.n;
@@ -96,7 +96,7 @@ std::vector<uint8_t> ordered(const Layer& p, const std::vector<uint8_t>& raw) {
 TEST(FcBatchOnTheVirtualEdgeTpu, EveryRowOfPlacedLayersMatchesTheReference) {
   std::mt19937 random(41);
   const int top = 0x2000 - fc_units_per_tile(1024, false);
-  const std::vector<Case> cases = {
+  const std::vector<BatchCase> cases = {
       {320, 320, 4, {}},
       {200, 768, 16, {{3, 7, 0, 15}, {4 * 300, 4 * 100, 4 * 300, 4 * 200}}, true},
       {64, 1024, 3, {{9}, {top}}},
@@ -114,7 +114,7 @@ TEST(FcBatchOnTheVirtualEdgeTpu, EveryRowOfPlacedLayersMatchesTheReference) {
       {128, 64, 1, {{12, 13}, {0, 0}}},
   };
   std::vector<Layer> layers;
-  for (const Case& c : cases) layers.push_back(make(c, random));
+  for (const BatchCase& c : cases) layers.push_back(make(c, random));
   chip::VirtualEdgeTpu chip;
   for (const Layer& p : layers) chip::testing::run_executable(chip, p.caching, {});
   for (int round = 0; round < 2; ++round) {
@@ -132,10 +132,10 @@ TEST(FcBatchOnTheVirtualEdgeTpu, EveryRowOfPlacedLayersMatchesTheReference) {
 // (the batch-1 case) and several, and the most rows one program takes for K = 768.
 TEST(FcBatchOnTheVirtualEdgeTpu, KAbove1024AndTheLargestBatch) {
   std::mt19937 random(43);
-  for (const Case& c : std::vector<Case>{{128, 1408, 1, {}},
-                                         {64, 2048, 3, {{5}, {0}}},
-                                         {96, 1408, 2, {}},
-                                         {64, 768, fc_batch_max_rows(768, 1), {}}}) {
+  for (const BatchCase& c : std::vector<BatchCase>{{128, 1408, 1, {}},
+                                                   {64, 2048, 3, {{5}, {0}}},
+                                                   {96, 1408, 2, {}},
+                                                   {64, 768, fc_batch_max_rows(768, 1), {}}}) {
     SCOPED_TRACE(std::to_string(c.n) + " x " + std::to_string(c.k) + " x " +
                  std::to_string(c.rows));
     const Layer p = make(c, random);

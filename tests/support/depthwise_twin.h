@@ -187,7 +187,7 @@ inline ChipCheck check_on_chip(const DepthwiseShape& s, std::mt19937& random) {
 // where it divides each tile's block, the block has at most 512 positions and the pooled block is
 // whole 8-byte units; per-channel weight scales and a bias half of the time each, stride 2 a third
 // of the time (output blocks of whole words).
-inline DepthwiseShape random_shape(std::mt19937& random, int max_h = 128) {
+inline DepthwiseShape random_depthwise_shape(std::mt19937& random, int max_h = 128) {
   for (;;) {
     DepthwiseShape s{};
     s.w = 16 * (1 + static_cast<int>(random() % 32));
