@@ -28,15 +28,8 @@
 #include "host/interpreter.h"
 #include "runtime/device_select.h"
 #include "runtime/edgetpu_delegate.h"
+#include "support/sanitizers.h"
 #include "support/testdata.h"
-
-#if defined(__SANITIZE_ADDRESS__)
-#define TINYCORAL_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TINYCORAL_ASAN 1
-#endif
-#endif
 
 namespace tinycoral::runtime {
 namespace {

@@ -23,15 +23,8 @@
 #include "chip/round_trip_program.h"
 #include "common/file.h"
 #include "runtime/hostile_models.h"
+#include "support/sanitizers.h"
 #include "support/testdata.h"
-
-#if defined(__SANITIZE_ADDRESS__)
-#define TINYCORAL_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TINYCORAL_ASAN 1
-#endif
-#endif
 
 namespace tinycoral {
 namespace {
