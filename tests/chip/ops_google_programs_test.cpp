@@ -26,14 +26,14 @@
 namespace tinycoral::chip {
 namespace {
 
-struct Program {
+struct LoadedProgram {
   container::EdgeTpuModel model;
   std::vector<isa::Instruction> instructions;  // the execution program
   std::vector<uint8_t> parameters;             // the parameter-caching executable's blob
 };
 
-Program load_program(const std::filesystem::path& path) {
-  Program p{container::read_edgetpu_model_file(path), {}, {}};
+LoadedProgram load_program(const std::filesystem::path& path) {
+  LoadedProgram p{container::read_edgetpu_model_file(path), {}, {}};
   for (const auto& op : p.model.edgetpu_ops)
     for (const auto& package : op.options.packages)
       for (const auto& exe : package.executables) {
@@ -55,7 +55,7 @@ TEST(OpsGooglePrograms, EveryOpHasAKnownClass) {
                            "gen2020/mobilenet_v1_0.5_160_quant_edgetpu.tflite",
                            "gen2020/mobilenet_v1_1.0_224_quant_embedding_extractor_edgetpu.tflite",
                            "gen2021/split_concat_edgetpu.tflite"}) {
-    const Program p = load_program(dir / name);
+    const LoadedProgram p = load_program(dir / name);
     int ops = 0;
     for (const auto& ins : p.instructions) {
       if (!is_op(ins)) continue;
@@ -95,7 +95,7 @@ uint8_t chip_output(int64_t acc, const OpInstr& op) {
 // same check covers both compiler generations' encodings.
 void check_depthwise_layers(const std::filesystem::path& program,
                             const std::filesystem::path& cpu) {
-  const Program p = load_program(program);
+  const LoadedProgram p = load_program(program);
   const container::Model twin = container::read_tflite_file(cpu);
   const auto layers = twin_ops(twin, container::BuiltinOp::kDepthwiseConv2D);
   const auto& TT = twin.subgraphs[0].tensors;
@@ -252,7 +252,7 @@ TEST(OpsGooglePrograms, DepthwiseOpsComputeTheTwinsLayersGen2021) {
 // (as FIFO fills or resident rows), each placement checked for conflicts and each row found in
 // Google's parameter blob.
 void check_conv_layers(const std::filesystem::path& program, const std::filesystem::path& cpu) {
-  const Program p = load_program(program);
+  const LoadedProgram p = load_program(program);
   const container::Model twin = container::read_tflite_file(cpu);
   const auto layers = twin_ops(twin, container::BuiltinOp::kConv2D);
   const auto& T = twin.subgraphs[0].tensors;
@@ -428,7 +428,7 @@ TEST(OpsGooglePrograms, ConvOpsComputeTheTwinsLayersGen2021) {
 
 TEST(OpsGooglePrograms, AveragePoolComputesTheTwinsLayer) {
   TINYCORAL_REQUIRE_TESTDATA(dir);
-  const Program p = load_program(dir / "gen2020/mobilenet_v1_0.25_128_quant_edgetpu.tflite");
+  const LoadedProgram p = load_program(dir / "gen2020/mobilenet_v1_0.25_128_quant_edgetpu.tflite");
   const container::Model twin =
       container::read_tflite_file(dir / "gen2020/mobilenet_v1_0.25_128_quant.tflite");
   const auto layers = twin_ops(twin, container::BuiltinOp::kAveragePool2D);
@@ -502,7 +502,7 @@ namespace {
 // byte value through unchanged when fed the selection rows of Google's own parameter blob.
 TEST(OpsGooglePrograms, SplitConcatOpsMoveBytesExactly) {
   TINYCORAL_REQUIRE_TESTDATA(dir);
-  const Program p = load_program(dir / "gen2021/split_concat_edgetpu.tflite");
+  const LoadedProgram p = load_program(dir / "gen2021/split_concat_edgetpu.tflite");
   ASSERT_EQ(p.parameters.size(), 192u);
   auto op_at = [&](uint32_t word) {
     for (const auto& ins : p.instructions)
