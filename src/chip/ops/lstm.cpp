@@ -14,7 +14,6 @@
 
 namespace tinycoral::chip::ops {
 namespace {
-using namespace steps;  // NOLINT(google-build-using-namespace): the shared step loop
 
 // A field of the op's own instruction by its ISA-table name (the classes' rarely used fields).
 uint32_t field(const OpInstr& op, const Field& f) {
@@ -69,9 +68,9 @@ float spline(const OpInstr& op, OpEnv& env, float x) {
 // mult, the clamps, the spline loaded by the last 0x19, round half to even, + out_zp.
 void run_gate(const OpInstr& op, OpEnv& env) {
   if (!env.nlu().loaded) env.fail_op("LSTM gate before any NLU table load (0x19)");
-  const OutputStage stage = stage_of(op);
-  each_halfword_mac(op, env, [&](int64_t acc, uint32_t) {
-    const int32_t a = saturate32(acc + op.offset);
+  const OutputStage stage = steps::stage_of(op);
+  steps::each_halfword_mac(op, env, [&](int64_t acc, uint32_t) {
+    const int32_t a = steps::saturate32(acc + op.offset);
     return to_output_byte(spline(op, env, scale_and_clamp(a, stage)), op.out_zp);
   });
 }
@@ -90,21 +89,21 @@ void run_lstm_product(const OpInstr& op, OpEnv& env) {
   const int32_t zp_out = out_zp16(op);
   const uint32_t columns = uint32_t{op.out_ch} + 1;
   TtuWalker in(op.in), par(op.par), out(op.out);
-  const OutputStage stage = stage_of(op);
-  each_step(op, env, [&](bool, bool, uint64_t fill) {
+  const OutputStage stage = steps::stage_of(op);
+  steps::each_step(op, env, [&](bool, bool, uint64_t fill) {
     const int64_t x =
         wide ? u16(env.narrow_read(in.address(), 2)) : *env.narrow_read(in.address(), 1);
-    const uint8_t* row = par_row(op, env, par.address(), fill);
+    const uint8_t* row = steps::par_row(op, env, par.address(), fill);
     const int lane = static_cast<int>(par.address() & 3);
-    const int64_t y = wide ? lane16(row, 0, lane) : row[lane];
-    const int32_t acc = saturate32((x - op.in_zp) * (y - zp_y) + op.offset);
+    const int64_t y = wide ? steps::lane16(row, 0, lane) : row[lane];
+    const int32_t acc = steps::saturate32((x - op.in_zp) * (y - zp_y) + op.offset);
     in.next();
     par.next();
     if (out16) {
       uint16_t values[64] = {};
       const uint16_t v = to_u16_zp(scale_and_clamp(acc, stage), zp_out);
       for (uint32_t c = 0; c < columns; ++c) values[c] = v;
-      write_halves(env, out, values, columns);
+      steps::write_halves(env, out, values, columns);
     } else {
       const uint8_t b = requantize(acc, stage);
       for (uint32_t w = 0; w < (columns + 3) / 4; ++w) {
@@ -124,11 +123,11 @@ void run_widen(const OpInstr& op, OpEnv& env) {
   const int32_t zp_out = out_zp16(op);
   TtuWalker in(op.in), par(op.par), out(op.out);
   std::array<int64_t, 64> acc{};
-  const OutputStage stage = stage_of(op);
-  each_step(op, env, [&](bool first, bool last, uint64_t fill) {
+  const OutputStage stage = steps::stage_of(op);
+  steps::each_step(op, env, [&](bool first, bool last, uint64_t fill) {
     if (first) acc.fill(0);
     const uint8_t* x = env.narrow_read(in.address(), 4);
-    const uint8_t* row = par_row(op, env, par.address(), fill);
+    const uint8_t* row = steps::par_row(op, env, par.address(), fill);
     for (uint32_t c = 0; c < columns; ++c)
       for (uint32_t b = 0; b < 4; ++b)
         acc[c] += (int32_t{x[b]} - op.in_zp) * (int32_t{row[4 * c + b]} - op.w_zp);
@@ -137,8 +136,8 @@ void run_widen(const OpInstr& op, OpEnv& env) {
     if (!last) return;
     uint16_t values[64] = {};
     for (uint32_t c = 0; c < columns; ++c)
-      values[c] = to_u16_zp(scale_and_clamp(saturate32(acc[c] + op.offset), stage), zp_out);
-    write_halves(env, out, values, columns);
+      values[c] = to_u16_zp(scale_and_clamp(steps::saturate32(acc[c] + op.offset), stage), zp_out);
+    steps::write_halves(env, out, values, columns);
   });
 }
 
@@ -158,23 +157,24 @@ void run_add16(const OpInstr& op, OpEnv& env) {
   const int32_t zp_out = out_zp16(op);
   TtuWalker in(op.in), par(op.par), out(op.out);
   std::array<int64_t, 64> acc{};
-  const OutputStage stage = stage_of(op);
-  each_step(op, env, [&](bool first, bool last, uint64_t fill) {
+  const OutputStage stage = steps::stage_of(op);
+  steps::each_step(op, env, [&](bool first, bool last, uint64_t fill) {
     if (first) acc.fill(0);
     const int64_t x = u16(env.narrow_read(in.address(), 2));
-    const uint8_t* row = par_row(op, env, par.address(), fill);
+    const uint8_t* row = steps::par_row(op, env, par.address(), fill);
     const int lane = static_cast<int>(par.address() & 3);
-    for (uint32_t c = 0; c < columns; ++c) acc[c] += x * int64_t{half(row + 4 * c + (lane & 2))};
+    for (uint32_t c = 0; c < columns; ++c)
+      acc[c] += x * int64_t{steps::half(row + 4 * c + (lane & 2))};
     in.next();
     par.next();
     if (!last) return;
     uint16_t values[64] = {};
     for (uint32_t c = 0; c < columns; ++c) {
-      float y = scale_and_clamp(saturate32(acc[c] + op.offset), stage);
+      float y = scale_and_clamp(steps::saturate32(acc[c] + op.offset), stage);
       if (spline_on) y = spline(op, env, y);
       values[c] = to_u16_zp(y, zp_out);
     }
-    write_halves(env, out, values, columns);
+    steps::write_halves(env, out, values, columns);
   });
 }
 
@@ -194,8 +194,14 @@ const ClassEntry kLstmAdd16{1,    2, {0x09},       1,
 const ClassEntry kLstmAdd16Spline{
     1, 2, {0x09}, 1, 0b11, 5, add16_fields, {"16-bit ADD, spline", run_add16, nullptr}};
 const ClassEntry kLstmProduct8{
-    1, 4, {0x60},          1,
-    0, 4, product8_fields, {"byte product, 16-bit out", run_lstm_product, fills_outside_loop0}};
+    1,
+    4,
+    {0x60},
+    1,
+    0,
+    4,
+    product8_fields,
+    {"byte product, 16-bit out", run_lstm_product, steps::fills_outside_loop0}};
 const ClassEntry kLstmProduct16{
     1,
     4,
@@ -204,10 +210,10 @@ const ClassEntry kLstmProduct16{
     0,
     4,
     product16_fields,
-    {"16-bit product (zero points)", run_lstm_product, fills_outside_loop0}};
+    {"16-bit product (zero points)", run_lstm_product, steps::fills_outside_loop0}};
 const ClassEntry kLstmProduct16To8{
     1, 4, {0x60},       1,
-    0, 0, add16_fields, {"16-bit product, byte out", run_lstm_product, fills_outside_loop0}};
+    0, 0, add16_fields, {"16-bit product, byte out", run_lstm_product, steps::fills_outside_loop0}};
 const ClassEntry kLstmWiden{1, 0, {0x25},  1,
                             0, 4, nullptr, {"widening requantize", run_widen, nullptr}};
 

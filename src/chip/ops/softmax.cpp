@@ -17,7 +17,6 @@
 
 namespace tinycoral::chip::ops {
 namespace {
-using namespace steps;  // NOLINT(google-build-using-namespace): the shared step loop
 
 // ---- The shift constant (opcode 1, dp 0, cfg0 0, cfg2 0x12, cfg3 6) -------------------------
 // One byte x of `in` (the broadcast maximum m, in.hmode 1) times the lane of a zero row with w_zp
@@ -28,10 +27,10 @@ void run_shift_constant(const OpInstr& op, OpEnv& env) {
   const uint32_t columns = uint32_t{op.out_ch} + 1;
   TtuWalker in(op.in), par(op.par), out(op.out), psum(op.psum);
   std::array<int64_t, 64> acc{};
-  each_step(op, env, [&](bool first, bool last, uint64_t fill) {
+  steps::each_step(op, env, [&](bool first, bool last, uint64_t fill) {
     if (first) acc.fill(0);
     const int32_t x = *env.narrow_read(in.address(), 1);
-    const uint8_t* row = par_row(op, env, par.address(), fill);
+    const uint8_t* row = steps::par_row(op, env, par.address(), fill);
     const int lane = static_cast<int>(par.address() & 3);
     for (uint32_t c = 0; c < columns; ++c) acc[c] += (x - op.in_zp) * (row[4 * c + lane] - op.w_zp);
     in.next();
@@ -39,14 +38,15 @@ void run_shift_constant(const OpInstr& op, OpEnv& env) {
     if (!last) return;
     uint8_t* sums = env.wide_write(psum.address() & ~int64_t{3}, kWideRowBytes);
     for (uint32_t c = 0; c < columns; ++c) {
-      const int32_t v = saturate32(acc[c]);
+      const int32_t v = steps::saturate32(acc[c]);
       std::memcpy(sums + 4 * c, &v, 4);
     }
     psum.next();
-    const OutputStage stage = stage_of(op);
+    const OutputStage stage = steps::stage_of(op);
     for (uint32_t w = 0; w < (columns + 3) / 4; ++w) {
       uint8_t* dst = env.narrow_write(out.address(), 4);
-      for (uint32_t b = 0; b < 4; ++b) dst[b] = requantize(saturate32(acc[4 * w + b]), stage);
+      for (uint32_t b = 0; b < 4; ++b)
+        dst[b] = requantize(steps::saturate32(acc[4 * w + b]), stage);
       out.next();
     }
   });
@@ -57,15 +57,15 @@ void run_shift_constant(const OpInstr& op, OpEnv& env) {
 // `in` (zero-extended, in.hmode 2) and a row of 16-bit weight pairs; acc[c] += x0 (W0[c] - w_zp)
 // + x1 (W1[c] - w_zp). Then bias (-m from the shift constant) and the output stage.
 void run_halfword_mac(const OpInstr& op, OpEnv& env) {
-  const OutputStage stage = stage_of(op);
-  each_halfword_mac(op, env, [&](int64_t acc, uint32_t col) {
+  const OutputStage stage = steps::stage_of(op);
+  steps::each_halfword_mac(op, env, [&](int64_t acc, uint32_t col) {
     int64_t value = acc + op.offset;
     if (op.cfg4) {
       int32_t bias;
       std::memcpy(&bias, env.bias_store(kBiasStoreBase + 4 * col, 4), 4);
       value += bias;
     }
-    return requantize(saturate32(value), stage);
+    return requantize(steps::saturate32(value), stage);
   });
 }
 
@@ -79,11 +79,11 @@ void run_exponential(const OpInstr& op, OpEnv& env) {
   const uint32_t columns = uint32_t{op.out_ch} + 1;
   TtuWalker in(op.in), par(op.par), out(op.out);
   std::array<int64_t, 64> acc{};
-  const OutputStage stage = stage_of(op);
-  each_step(op, env, [&](bool first, bool last, uint64_t fill) {
+  const OutputStage stage = steps::stage_of(op);
+  steps::each_step(op, env, [&](bool first, bool last, uint64_t fill) {
     if (first) acc.fill(0);
     const uint8_t* x = env.narrow_read(in.address(), 4);
-    const uint8_t* row = par_row(op, env, par.address(), fill);
+    const uint8_t* row = steps::par_row(op, env, par.address(), fill);
     for (uint32_t c = 0; c < columns; ++c)
       for (uint32_t b = 0; b < 4; ++b)
         acc[c] += (int32_t{x[b]} - op.in_zp) * (int32_t{row[4 * c + b]} - op.w_zp);
@@ -92,8 +92,8 @@ void run_exponential(const OpInstr& op, OpEnv& env) {
     if (!last) return;
     uint16_t values[64] = {};
     for (uint32_t c = 0; c < columns; ++c) {
-      float v =
-          round_half_even(evaluate_spline(env.nlu(), scale_and_clamp(saturate32(acc[c]), stage)));
+      float v = round_half_even(
+          evaluate_spline(env.nlu(), scale_and_clamp(steps::saturate32(acc[c]), stage)));
       v = std::clamp(v, 0.0f, 65535.0f);
       values[c] = static_cast<uint16_t>(v);
     }
@@ -125,17 +125,17 @@ void run_sum_rsqrt(const OpInstr& op, OpEnv& env) {
   const uint32_t columns = uint32_t{op.out_ch} + 1;
   TtuWalker par(op.par), out(op.out);
   int64_t sum = 0;
-  each_step(op, env, [&](bool first, bool last, uint64_t fill) {
+  steps::each_step(op, env, [&](bool first, bool last, uint64_t fill) {
     if (first) sum = 0;
-    const uint8_t* row = par_row(op, env, par.address(), fill);
-    sum += lane16(row, 0, 0) + lane16(row, 0, 2);
+    const uint8_t* row = steps::par_row(op, env, par.address(), fill);
+    sum += steps::lane16(row, 0, 0) + steps::lane16(row, 0, 2);
     par.next();
     if (!last) return;
     const int32_t acc = static_cast<int32_t>(sum);
     const float v = static_cast<float>(acc) * op.mult;
     uint16_t values[64] = {};
-    for (uint32_t c = 0; c < columns; ++c) values[c] = to_u16(rsqrt_spline(env.nlu(), v));
-    write_halves(env, out, values, columns);
+    for (uint32_t c = 0; c < columns; ++c) values[c] = steps::to_u16(rsqrt_spline(env.nlu(), v));
+    steps::write_halves(env, out, values, columns);
   });
 }
 
@@ -147,22 +147,22 @@ void run_sum_rsqrt(const OpInstr& op, OpEnv& env) {
 void run_product16(const OpInstr& op, OpEnv& env) {
   const uint32_t columns = uint32_t{op.out_ch} + 1;
   TtuWalker in(op.in), par(op.par), out(op.out);
-  const OutputStage stage = stage_of(op);
+  const OutputStage stage = steps::stage_of(op);
   int64_t acc = 0;
-  each_step(op, env, [&](bool first, bool last, uint64_t fill) {
+  steps::each_step(op, env, [&](bool first, bool last, uint64_t fill) {
     if (first) acc = 0;
     uint16_t x;
     std::memcpy(&x, env.narrow_read(in.address(), 2), 2);
-    const uint8_t* row = par_row(op, env, par.address(), fill);
+    const uint8_t* row = steps::par_row(op, env, par.address(), fill);
     const int lane = static_cast<int>(par.address() & 3);
-    acc += (int64_t{x} - op.in_zp) * (int64_t{lane16(row, 0, lane)} - op.w_zp);
+    acc += (int64_t{x} - op.in_zp) * (int64_t{steps::lane16(row, 0, lane)} - op.w_zp);
     in.next();
     par.next();
     if (!last) return;
     uint16_t values[64] = {};
     const int32_t a32 = static_cast<int32_t>(static_cast<uint32_t>(acc));
-    for (uint32_t c = 0; c < columns; ++c) values[c] = to_u16(scale_and_clamp(a32, stage));
-    write_halves(env, out, values, columns);
+    for (uint32_t c = 0; c < columns; ++c) values[c] = steps::to_u16(scale_and_clamp(a32, stage));
+    steps::write_halves(env, out, values, columns);
   });
 }
 
@@ -175,14 +175,14 @@ void run_product16(const OpInstr& op, OpEnv& env) {
 void run_pack16(const OpInstr& op, OpEnv& env) {
   const uint32_t columns = uint32_t{op.out_ch} + 1;
   TtuWalker in(op.in), par(op.par), out(op.out);
-  const OutputStage stage = stage_of(op);
+  const OutputStage stage = steps::stage_of(op);
   std::array<int64_t, 64> acc{};
   const uint64_t per_group = uint64_t{op.loops[0]} + 1;
   uint64_t step = 0;
-  each_step(op, env, [&](bool, bool, uint64_t fill) {
+  steps::each_step(op, env, [&](bool, bool, uint64_t fill) {
     uint16_t x;
     std::memcpy(&x, env.narrow_read(in.address(), 2), 2);
-    const uint8_t* row = par_row(op, env, par.address(), fill);
+    const uint8_t* row = steps::par_row(op, env, par.address(), fill);
     const int lane = static_cast<int>(par.address() & 3);
     for (uint32_t c = 0; c < columns; ++c)
       acc[c] += (int32_t{x} - op.in_zp) * (int32_t{row[4 * c + lane]} - op.w_zp);
@@ -191,8 +191,8 @@ void run_pack16(const OpInstr& op, OpEnv& env) {
     if (++step % per_group != 0) return;
     uint16_t values[64] = {};
     for (uint32_t c = 0; c < columns; ++c)
-      values[c] = to_u16(scale_and_clamp(saturate32(acc[c]), stage));
-    write_halves(env, out, values, columns);
+      values[c] = steps::to_u16(scale_and_clamp(steps::saturate32(acc[c]), stage));
+    steps::write_halves(env, out, values, columns);
     acc.fill(0);
   });
 }
@@ -205,16 +205,16 @@ void run_pack16(const OpInstr& op, OpEnv& env) {
 void run_scale16(const OpInstr& op, OpEnv& env) {
   const uint32_t columns = uint32_t{op.out_ch} + 1;
   TtuWalker in(op.in), par(op.par), out(op.out);
-  const OutputStage stage = stage_of(op);
-  each_step(op, env, [&](bool, bool, uint64_t fill) {
+  const OutputStage stage = steps::stage_of(op);
+  steps::each_step(op, env, [&](bool, bool, uint64_t fill) {
     const uint8_t* x = env.narrow_read(in.address(), 4);
-    const uint8_t* row = par_row(op, env, par.address(), fill);
+    const uint8_t* row = steps::par_row(op, env, par.address(), fill);
     const int lane = static_cast<int>(par.address() & 3);
     uint16_t xv;
     std::memcpy(&xv, x + (lane & 2), 2);
     uint8_t bytes[64] = {};
     for (uint32_t c = 0; c < columns; ++c) {
-      const int64_t a = (int64_t{xv} - op.in_zp) * (int64_t{lane16(row, c, lane)} - op.w_zp);
+      const int64_t a = (int64_t{xv} - op.in_zp) * (int64_t{steps::lane16(row, c, lane)} - op.w_zp);
       bytes[c] = requantize(static_cast<int32_t>(static_cast<uint32_t>(a)), stage);
     }
     in.next();
@@ -240,7 +240,7 @@ void run_per_word(const OpInstr& op, OpEnv& env) {
   TtuWalker in(op.in), par(op.par), out(op.out);
   const auto in_strides = op.in.strides();
   std::array<uint32_t, kLoops> c{};
-  each_step(op, env, [&](bool, bool, uint64_t fill) {
+  steps::each_step(op, env, [&](bool, bool, uint64_t fill) {
     uint64_t group = 0, scale = 1;
     for (int k = 0; k < kLoops; ++k)
       if (in_strides[k] != 0) group += c[k] * scale, scale *= uint64_t{op.loops[k]} + 1;
@@ -252,7 +252,7 @@ void run_per_word(const OpInstr& op, OpEnv& env) {
       c[k] = 0;
     }
     const uint8_t* x = env.narrow_read(in.address(), 4);
-    const uint8_t* row = par_row(op, env, par.address(), fill);
+    const uint8_t* row = steps::par_row(op, env, par.address(), fill);
     uint16_t values[64] = {};
     uint8_t bytes[64] = {};
     for (uint32_t col = 0; col < columns; ++col) {
@@ -265,19 +265,19 @@ void run_per_word(const OpInstr& op, OpEnv& env) {
         std::memcpy(&bias, env.bias_store(kBiasStoreBase + static_cast<int64_t>(at), 4), 4);
         sum += bias;
       }
-      const int32_t acc = saturate32(sum + op.offset);
-      OutputStage stage = stage_of(op);
+      const int32_t acc = steps::saturate32(sum + op.offset);
+      OutputStage stage = steps::stage_of(op);
       if (op.pc_mult)
         std::memcpy(&stage.mult, env.bias_store(kMultStoreBase + static_cast<int64_t>(at), 4), 4);
       if (spline)
-        values[col] = to_u16(evaluate_spline(env.nlu(), scale_and_clamp(acc, stage)));
+        values[col] = steps::to_u16(evaluate_spline(env.nlu(), scale_and_clamp(acc, stage)));
       else
         bytes[col] = requantize(acc, stage);
     }
     in.next();
     par.next();
     if (spline) {
-      write_halves(env, out, values, columns);
+      steps::write_halves(env, out, values, columns);
     } else {
       for (uint32_t w = 0; w < (columns + 3) / 4; ++w) {
         std::memcpy(env.narrow_write(out.address(), 4), bytes + 4 * w, 4);
@@ -296,10 +296,10 @@ void run_maximum(const OpInstr& op, OpEnv& env) {
   const uint32_t columns = uint32_t{op.out_ch} + 1;
   TtuWalker par(op.par), out(op.out);
   std::array<int64_t, 64> acc{};
-  const OutputStage stage = stage_of(op);
-  each_step(op, env, [&](bool first, bool last, uint64_t fill) {
+  const OutputStage stage = steps::stage_of(op);
+  steps::each_step(op, env, [&](bool first, bool last, uint64_t fill) {
     if (first) acc.fill(-1);
-    const uint8_t* row = par_row(op, env, par.address(), fill);
+    const uint8_t* row = steps::par_row(op, env, par.address(), fill);
     const int lane = static_cast<int>(par.address() & 3);
     for (uint32_t c = 0; c < columns; ++c) acc[c] = std::max<int64_t>(acc[c], row[4 * c + lane]);
     par.next();
@@ -307,7 +307,7 @@ void run_maximum(const OpInstr& op, OpEnv& env) {
     for (uint32_t w = 0; w < (columns + 3) / 4; ++w) {
       uint8_t* dst = env.narrow_write(out.address(), 4);
       for (uint32_t b = 0; b < 4; ++b)
-        dst[b] = requantize(saturate32(int64_t{acc[4 * w + b]} + op.offset), stage);
+        dst[b] = requantize(steps::saturate32(int64_t{acc[4 * w + b]} + op.offset), stage);
       out.next();
     }
   });
@@ -323,14 +323,14 @@ void run_word16_times_row(const OpInstr& op, OpEnv& env) {
   TtuWalker in(op.in), par(op.par), out(op.out);
   std::array<int64_t, 64> acc{};
   uint64_t group = 0;
-  each_step(op, env, [&](bool first, bool last, uint64_t fill) {
+  steps::each_step(op, env, [&](bool first, bool last, uint64_t fill) {
     if (first) acc.fill(0);
     const uint8_t* x = env.narrow_read(in.address(), 4);
-    const uint8_t* row = par_row(op, env, par.address(), fill);
+    const uint8_t* row = steps::par_row(op, env, par.address(), fill);
     for (uint32_t c = 0; c < columns; ++c)
       for (uint32_t h = 0; h < 2; ++h)
-        acc[c] += (int64_t{lane16(x, 0, 2 * static_cast<int>(h))} - op.in_zp) *
-                  (int64_t{lane16(row, c, 2 * static_cast<int>(h))} - op.w_zp);
+        acc[c] += (int64_t{steps::lane16(x, 0, 2 * static_cast<int>(h))} - op.in_zp) *
+                  (int64_t{steps::lane16(row, c, 2 * static_cast<int>(h))} - op.w_zp);
     in.next();
     par.next();
     if (!last) return;
@@ -343,12 +343,12 @@ void run_word16_times_row(const OpInstr& op, OpEnv& env) {
         std::memcpy(&bias, env.bias_store(kBiasStoreBase + static_cast<int64_t>(at), 4), 4);
         a += bias;
       }
-      OutputStage stage = stage_of(op);
+      OutputStage stage = steps::stage_of(op);
       if (op.pc_mult)
         std::memcpy(&stage.mult, env.bias_store(kMultStoreBase + static_cast<int64_t>(at), 4), 4);
-      values[c] = to_u16(scale_and_clamp(saturate32(a), stage));
+      values[c] = steps::to_u16(scale_and_clamp(steps::saturate32(a), stage));
     }
-    write_halves(env, out, values, columns);
+    steps::write_halves(env, out, values, columns);
     ++group;
   });
 }
@@ -369,8 +369,8 @@ const ClassEntry kSoftmaxSubtract{
     1, 0, subtract_fields, {"softmax subtraction (16-bit)", run_halfword_mac, nullptr}};
 const ClassEntry kSoftmaxExponential{
     1, 0, {0x25}, 1, 0, 5, nullptr, {"softmax exponential", run_exponential, nullptr}};
-const ClassEntry kMaxPoolDp1{2,    1, {0x60},  1,
-                             0b11, 0, nullptr, {"softmax MAX", run_maximum, fills_outside_loop0}};
+const ClassEntry kMaxPoolDp1{
+    2, 1, {0x60}, 1, 0b11, 0, nullptr, {"softmax MAX", run_maximum, steps::fills_outside_loop0}};
 const ClassEntry kSoftmaxWord16{
     1, 1, {0x65}, 1, 0, 4, cfg2_0e, {"16-bit word times row", run_word16_times_row, nullptr}};
 const ClassEntry kSoftmaxPerWord{
@@ -385,13 +385,15 @@ const ClassEntry kSoftmaxSumRsqrt{
     0b11,
     7,
     subtract_fields,
-    {"softmax sum, reciprocal square root", run_sum_rsqrt, fills_outside_loop0}};
+    {"softmax sum, reciprocal square root", run_sum_rsqrt, steps::fills_outside_loop0}};
 const ClassEntry kSoftmaxProduct16{
-    1, 4, {0x60}, 1, 0, 4, cfg2_1e, {"16-bit product", run_product16, fills_outside_loop0}};
+    1, 4, {0x60}, 1, 0, 4, cfg2_1e, {"16-bit product", run_product16, steps::fills_outside_loop0}};
 const ClassEntry kSoftmaxPack16{
     1, 2, {0x00}, 1, 0, 4, pack16_fields, {"16-bit lane-select pack", run_pack16, nullptr}};
 const ClassEntry kSoftmaxScale16{
-    1, 1, {0x60},  1,
-    0, 0, cfg2_1e, {"softmax probabilities (16-bit scale)", run_scale16, fills_outside_loop0}};
+    1,       1,
+    {0x60},  1,
+    0,       0,
+    cfg2_1e, {"softmax probabilities (16-bit scale)", run_scale16, steps::fills_outside_loop0}};
 
 }  // namespace tinycoral::chip::ops
