@@ -113,6 +113,8 @@ struct PackageExecutables {
   const container::Executable* caching = nullptr;
   const container::Executable* execution = nullptr;
 };
+// Not from a temporary model: the pointers would dangle once the statement ends.
+PackageExecutables executables_of(container::EdgeTpuModel&& model, size_t op = 0) = delete;
 inline PackageExecutables executables_of(const container::EdgeTpuModel& model, size_t op = 0) {
   PackageExecutables p;
   const auto& pkg = model.edgetpu_ops.at(op).options.packages.at(0);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <random>
 #include <set>
 
@@ -297,13 +298,15 @@ TEST(DepthwiseInAChainOnTheVirtualEdgeTpu, DenseDepthwiseWeightsGoThroughScalarM
     ASSERT_NE(exes.execution, nullptr);
     ASSERT_NE(exes.caching, nullptr);
     uint64_t entry_bytes = 0;
-    for (const auto& bs : exes.execution->bitstreams)
-      for (const chip::ProgramItem& item : chip::Program::decode(bs.data)->items)
+    for (const auto& bs : exes.execution->bitstreams) {
+      const std::unique_ptr<chip::Program> program = chip::Program::decode(bs.data);
+      for (const chip::ProgramItem& item : program->items)
         if (const auto* in = std::get_if<chip::InfeedInstr>(&item.decoded);
             in && in->from_scalar_memory) {
           EXPECT_EQ(in->packet_bytes, 16u);
           entry_bytes += uint64_t{in->units} * 4;
         }
+    }
     const uint64_t entries = uint64_t(c / 4) * k * k;
     EXPECT_EQ(entry_bytes, 16 * entries);
     // (Per 64-channel group a multiplier and a bias row; one zero-point row; the entries of
@@ -454,7 +457,8 @@ TEST(ConvChainOnTheVirtualEdgeTpu, SplitLayersInRowBandsEqualTheCpuReference) {
     const container::Model twin = conv_twin(side, side, cin, specs, same);
     const CompileResult r = compile_model(container::write_tflite(twin));
     ASSERT_EQ(r.edgetpu_subgraphs, 1) << (r.rows.empty() ? "" : r.rows.back().status);
-    const auto exes = chip::testing::executables_of(container::read_edgetpu_model(r.tflite));
+    const container::EdgeTpuModel compiled = container::read_edgetpu_model(r.tflite);
+    const auto exes = chip::testing::executables_of(compiled);
     ASSERT_NE(exes.execution, nullptr);
     EXPECT_EQ(exes.execution->parameters.size(), 0u) << describe(side, side, cin, specs);
     expect_equal_to_cpu(side, side, cin, specs, random);

@@ -203,7 +203,8 @@ TEST(ResidualChainOnTheVirtualEdgeTpu, BlocksBeyondOneWideMemoryAreSplitOverTile
     const CompileResult r =
         compile_model(container::write_tflite(conv_twin(side, side, cin, specs, same)));
     ASSERT_EQ(r.edgetpu_subgraphs, 1) << (r.rows.empty() ? "" : r.rows.back().status);
-    const auto exes = chip::testing::executables_of(container::read_edgetpu_model(r.tflite));
+    const container::EdgeTpuModel compiled = container::read_edgetpu_model(r.tflite);
+    const auto exes = chip::testing::executables_of(compiled);
     ASSERT_NE(exes.execution, nullptr);
     EXPECT_EQ(exes.execution->parameters.size(), 0u) << "parameters streamed: no block was cut";
     expect_equal_to_cpu(side, side, cin, specs, random);
