@@ -82,11 +82,11 @@ Lowered lower_eltwise(const Graph& graph, const std::vector<int>& ops) {
   return {make_package({generate_eltwise(layer)}), ""};
 }
 
-// Whether the part holds an operator of this type (to pick the reason to log).
-bool holds(const Graph& graph, const std::vector<int>& ops, container::BuiltinOp code) {
-  for (int i : ops)
-    if (graph.ops.at(static_cast<size_t>(i)).builtin == static_cast<int32_t>(code)) return true;
-  return false;
+// Where the part first holds an operator of this type, or ops.size() (to pick the reason to log).
+size_t first_of(const Graph& graph, const std::vector<int>& ops, container::BuiltinOp code) {
+  for (size_t i = 0; i < ops.size(); ++i)
+    if (graph.ops.at(static_cast<size_t>(ops[i])).builtin == static_cast<int32_t>(code)) return i;
+  return ops.size();
 }
 
 Lowered lower_mapped_part(const Graph& graph, const std::vector<int>& ops) {
@@ -103,15 +103,25 @@ Lowered lower_mapped_part(const Graph& graph, const std::vector<int>& ops) {
       Entry{container::BuiltinOp::kMul, lower_eltwise},
       Entry{container::BuiltinOp::kRelu, lower_eltwise},
       Entry{container::BuiltinOp::kRelu6, lower_eltwise}};
+  // The reason to log: that of the generator for the part's whole shape when the part holds its
+  // operator (SOFTMAX with its FCs, then the chain, the only one for CONV_2D and for parts of
+  // several layers), else that of the generator for the part's earliest operator. Never a
+  // single-layer generator's complaint about a CONV_2D it does not generate.
+  auto rank = [&](container::BuiltinOp op) {
+    const size_t at = first_of(graph, ops, op);
+    if (at == ops.size()) return std::pair<int, size_t>{3, at};
+    if (op == container::BuiltinOp::kSoftmax) return std::pair<int, size_t>{0, 0};
+    if (op == container::BuiltinOp::kConv2D) return std::pair<int, size_t>{1, 0};
+    return std::pair<int, size_t>{2, at};
+  };
   std::string why;
-  bool held = false;
+  std::pair<int, size_t> lead{4, 0};
   for (const Entry& g : kGenerators) {
     Lowered l = g.generate(graph, ops);
     if (l.package) return l;
-    // The reason of the first generator whose operator the part holds is the one to log.
-    if (why.empty() || (!held && holds(graph, ops, g.op))) {
+    if (const auto r = rank(g.op); r < lead) {
       why = l.why;
-      held = holds(graph, ops, g.op);
+      lead = r;
     }
   }
   return {std::nullopt, why};

@@ -98,6 +98,22 @@ TEST(CliCompile, UnmappableModelStillGetsAnOutputAndALogSayingWhy) {
       << log;
 }
 
+// libredgetpu's colour filter (QUANTIZE, CONV_2D, RESHAPE, SOFTMAX, two FULLY_CONNECTED, concat)
+// is refused with the reason of the generator for its shape (SOFTMAX with its FCs): the
+// single-FULLY_CONNECTED generator's "no code generator for CONV_2D yet" was logged before,
+// which is wrong (CONV_2D has one) and sends a reader after the wrong layer.
+TEST(CliCompile, RefusedPartLogsTheReasonOfItsFirstLayersGenerator) {
+  TINYCORAL_REQUIRE_TESTDATA(dir);
+  const fs::path out = scratch("lead_reason");
+  const fs::path model = dir / "libredgetpu" / "color_red_64x64.tflite";
+  const auto r = run_cli("compile " + model.string() + " -o " + out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(out / "color_red_64x64_edgetpu.tflite"));
+  const std::string log = slurp(out / "color_red_64x64_edgetpu.log");
+  EXPECT_EQ(log.find("no code generator for CONV_2D"), std::string::npos) << log;
+  EXPECT_NE(log.find("a CONV_2D before a SOFTMAX"), std::string::npos) << log;
+}
+
 TEST(CliCompile, EdgetpuCompilersOtherFlagsAreAcceptedWithAWarning) {
   TINYCORAL_REQUIRE_TESTDATA(dir);
   const fs::path out = scratch("flags");

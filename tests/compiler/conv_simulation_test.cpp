@@ -465,5 +465,22 @@ TEST(ConvChainOnTheVirtualEdgeTpu, SplitLayersInRowBandsEqualTheCpuReference) {
   }
 }
 
+// A refused chain that starts with a DEPTHWISE_CONV_2D and holds a CONV_2D is logged with the
+// chain generator's reason (here the 7x7 depthwise's 49 taps), not the single-depthwise
+// generator's "no code generator for CONV_2D yet" (CONV_2D has one: the chain's).
+TEST(ConvChainOnTheVirtualEdgeTpu, RefusedChainLogsTheChainsReason) {
+  std::mt19937 random(5);
+  ConvSpec dw{0, 7, 1};
+  dw.depthwise = true;
+  const auto r =
+      compile_model(container::write_tflite(conv_twin(12, 12, 8, {dw, {16, 1, 1}}, random)));
+  ASSERT_EQ(r.edgetpu_subgraphs, 0);
+  ASSERT_FALSE(r.rows.empty());
+  for (const auto& row : r.rows) {
+    EXPECT_EQ(row.status.find("no code generator for CONV_2D"), std::string::npos) << row.status;
+    EXPECT_NE(row.status.find("taps"), std::string::npos) << row.status;
+  }
+}
+
 }  // namespace
 }  // namespace tinycoral::compiler
