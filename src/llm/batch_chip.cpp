@@ -141,31 +141,12 @@ bool ChipBatchMatmuls::ffn_program(int layer, TileAllocator& tiles) {
       !trial.place(compiler::fc_groups(w2.rows), compiler::fc_units_per_tile(hidden, false),
                    p->down_at))
     return false;
-  FcProgramPlan up, down;
-  up.k_padded = k_padded;
-  for (int g = 0; g < groups; ++g)
-    for (LayerMatmul m : {LayerMatmul::kW1, LayerMatmul::kW3}) {
-      up.segments.push_back({int(m), 64 * g, std::min(64, w1.rows - 64 * g), up.outputs});
-      up.outputs += 64;
-    }
-  down.k_padded = hidden;
-  down.segments.push_back({int(LayerMatmul::kW2), 0, w2.rows, 0});
-  down.outputs = whole_groups(w2.rows);
+  const FfnPlan plan = plan_ffn(k_padded, w1.rows, w2.rows);
   const auto by_id = [&](int id) -> const QuantizedMatmul& { return planned(layer, id); };
   compiler::FfnLayer& f = p->layer;
-  f.up = fc_layer_of(up, by_id);
-  f.down = fc_layer_of(down, by_id);
-  const QuantizedGate& q = weights()->gates[size_t(layer)];
-  f.h1_zp = q.h1.zero_point + 128;
-  f.h3_zp = q.h3.zero_point + 128;
-  f.a_zp = q.a.zero_point + 128;
-  f.h1_scale = q.h1.scale;
-  f.mult_a = q.mult_a;
-  f.a_clamp_min = q.a_lo;
-  f.a_clamp_max = q.a_hi;
-  f.mult_m = q.mult_m;
-  f.m_clamp_min = q.m_lo;
-  f.m_clamp_max = q.m_hi;
+  f.up = fc_layer_of(plan.up, by_id);
+  f.down = fc_layer_of(plan.down, by_id);
+  set_ffn_gate(weights()->gates[size_t(layer)], f);
   int down_slots = 1;
   for (int t : p->down_at.tiles)
     down_slots =

@@ -220,30 +220,14 @@ bool ChipTransformer::fuse_ffn(int layer, TileAllocator& tiles) {
     return false;
   tiles = trial;
   // w1's and w3's groups side by side, then w2, as the generator's two layers.
+  const FfnPlan plan = plan_ffn(k_padded, w1.rows, w2.rows);
   Program up, down;
-  up.k_padded = k_padded;
-  for (int g = 0; g < groups; ++g)
-    for (LayerMatmul m : {LayerMatmul::kW1, LayerMatmul::kW3}) {
-      up.segments.push_back({int(m), 64 * g, std::min(64, w1.rows - 64 * g), up.outputs});
-      up.outputs += 64;
-    }
-  down.k_padded = hidden;
-  down.segments.push_back({int(LayerMatmul::kW2), 0, w2.rows, 0});
-  down.outputs = whole_groups(w2.rows);
+  static_cast<FcProgramPlan&>(up) = plan.up;
+  static_cast<FcProgramPlan&>(down) = plan.down;
   compiler::FfnLayer f;
   f.up = fc_layer(layer, up);
   f.down = fc_layer(layer, down);
-  const QuantizedGate& q = gate_of(layer);
-  f.h1_zp = q.h1.zero_point + 128;
-  f.h3_zp = q.h3.zero_point + 128;
-  f.a_zp = q.a.zero_point + 128;
-  f.h1_scale = q.h1.scale;
-  f.mult_a = q.mult_a;
-  f.a_clamp_min = q.a_lo;
-  f.a_clamp_max = q.a_hi;
-  f.mult_m = q.mult_m;
-  f.m_clamp_min = q.m_lo;
-  f.m_clamp_max = q.m_hi;
+  set_ffn_gate(gate_of(layer), f);
   compiler::FfnPrograms code = compiler::generate_ffn(f, up_at, down_at);
   FfnProgram& p = ffns_[size_t(layer)];
   p.k_padded = k_padded;

@@ -118,6 +118,33 @@ InputSetPlan plan_input_set(std::span<const PlannedMatmul> set, int layer, TileA
   return out;
 }
 
+FfnPlan plan_ffn(int k_padded, int w1_rows, int w2_rows) {
+  FfnPlan plan;
+  plan.up.k_padded = k_padded;
+  for (int g = 0; g < compiler::fc_groups(whole_groups(w1_rows)); ++g)
+    for (LayerMatmul m : {LayerMatmul::kW1, LayerMatmul::kW3}) {
+      plan.up.segments.push_back({int(m), 64 * g, std::min(64, w1_rows - 64 * g), plan.up.outputs});
+      plan.up.outputs += 64;
+    }
+  plan.down.k_padded = whole_groups(w1_rows);
+  plan.down.segments.push_back({int(LayerMatmul::kW2), 0, w2_rows, 0});
+  plan.down.outputs = whole_groups(w2_rows);
+  return plan;
+}
+
+void set_ffn_gate(const QuantizedGate& q, compiler::FfnLayer& f) {
+  f.h1_zp = q.h1.zero_point + 128;
+  f.h3_zp = q.h3.zero_point + 128;
+  f.a_zp = q.a.zero_point + 128;
+  f.h1_scale = q.h1.scale;
+  f.mult_a = q.mult_a;
+  f.a_clamp_min = q.a_lo;
+  f.a_clamp_max = q.a_hi;
+  f.mult_m = q.mult_m;
+  f.m_clamp_min = q.m_lo;
+  f.m_clamp_max = q.m_hi;
+}
+
 compiler::FcLayer fc_layer_of(const FcProgramPlan& p,
                               const std::function<const QuantizedMatmul&(int id)>& matmul) {
   compiler::FcLayer l;

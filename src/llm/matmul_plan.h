@@ -83,4 +83,14 @@ InputSetPlan plan_input_set(std::span<const PlannedMatmul> set, int layer, TileA
 compiler::FcLayer fc_layer_of(const FcProgramPlan& p,
                               const std::function<const QuantizedMatmul&(int id)>& matmul);
 
+// A fused FFN's two generator layers (step b's, also the batch path's): w1's and w3's 64-output
+// groups side by side (up, K = k_padded), then w2 (down, K = w1's rows padded to whole groups).
+struct FfnPlan {
+  FcProgramPlan up, down;
+};
+FfnPlan plan_ffn(int k_padded, int w1_rows, int w2_rows);
+
+// The gate's constants as the fused FFN generator takes them (zero points in its uint8 form).
+void set_ffn_gate(const QuantizedGate& q, compiler::FfnLayer& f);
+
 }  // namespace tinycoral::llm

@@ -11,6 +11,7 @@
 
 #include "compiler/fc_codegen.h"
 #include "llm/int8_model.h"
+#include "llm/matmul_plan.h"
 #include "runtime/device_select.h"
 #include "runtime/edgetpu.h"
 #include "runtime/program.h"
@@ -89,16 +90,7 @@ void check_chain(bool pairwise) {
   compiler::FfnLayer& f = chain.ffn;
   f.up = layer_of({&w1, &w3, &w1, &w3, &w1, &w3});
   f.down = layer_of({&w2, &w2});
-  f.h1_zp = gate.h1.zero_point + 128;
-  f.h3_zp = gate.h3.zero_point + 128;
-  f.a_zp = gate.a.zero_point + 128;
-  f.h1_scale = gate.h1.scale;
-  f.mult_a = gate.mult_a;
-  f.a_clamp_min = gate.a_lo;
-  f.a_clamp_max = gate.a_hi;
-  f.mult_m = gate.mult_m;
-  f.m_clamp_min = gate.m_lo;
-  f.m_clamp_max = gate.m_hi;
+  llm::set_ffn_gate(gate, f);
   chain.extra_k = extra;
   chain.pairwise = pairwise;
   chain.output_down = pairwise;
