@@ -5,12 +5,14 @@
 #include "compiler/fc_batch_codegen.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 
 #include "common/error.h"
 #include "compiler/emitter.h"
 #include "compiler/ffn_parts.h"
 #include "compiler/program_parts.h"
+#include "compiler/scalar_softmax.h"
 
 namespace tinycoral::compiler {
 
@@ -193,6 +195,24 @@ void output_stage(Emitter& e, const FcLayer& layer, const Groups& g, int rows, i
   interrupt(e, 5, 4, 6);
 }
 
+// 64-byte pieces of narrow memory to scalar memory through the ring, in order: (tile, narrow
+// byte, scalar-memory word). The outfeed is the scalar-memory form (isa.md 2.10: k173 0, f222
+// 0x3f, 4-byte words from `base`); the scalar core's loads wait for it (docs/chip.md).
+void pieces_to_scalar_memory(Emitter& e, const std::vector<std::array<int, 3>>& pieces,
+                             int& ordinal) {
+  for (const auto& [tile, from, word] : pieces) {
+    e.add("n2w", cat("tiles=", hex(tile_bit(tile)), " n.addr=", hex(from / 4),
+                     " n=", narrow_walk(kGroup / 4), " n.lvl_mask=0x01 w.addr=", hex(kRingFifo),
+                     " w=(1 x 1) w.circ=1 w.rows=1 sync.en0=1 sync.f1=1 sync.id=16 "
+                     "sync.wait_lvl=1 sync.en1=1 sync.val=0xffff sync.en2=1 sync.f45=1 "
+                     "tail_lvl=1"));
+    e.add("outfeed",
+          cat("base=", hex(word), " walk=(1 x ", kGroup / 4, ")(", 1 - kGroup / 4, " x 1)(",
+              1 - kGroup / 4, " x 1) walk.inc3=1 k173=0 k178=1 k182=1 k214=1 f222=0x3f"));
+    ring_send(e, tile, kRingFifo, 0x10000, ordinal++);
+  }
+}
+
 uint32_t mask_of(const Groups& g) {
   uint32_t mask = 0;
   for (int t : g.tile) mask |= tile_bit(t);
@@ -369,6 +389,91 @@ container::Executable generate_ffn_batch(const FfnLayer& f, const FcPlacement& u
   eo.output_layers.push_back(std::move(out));
   eo.used_narrow_memory_bytes_per_tile = mem.end;
   eo.dma_hints = execution_hints(f.up.input_name, rows * f.up.k, f.down.output_name, total);
+  return eo;
+}
+
+std::string fc_batch_softmax_unsupported(int heads, int positions) {
+  if (heads <= 0 || positions <= 0 || positions % kGroup != 0)
+    return cat(heads, " heads of ", positions, " positions: needs whole 64-position groups");
+  // The scores (then e), 1 / S per head and the count's 64 bytes in the 16 KiB of scalar memory.
+  const int64_t bytes = int64_t{heads} * (positions + 4) + kSoftmaxCountBytes;
+  if (bytes > 16384)
+    return cat(heads, " heads of ", positions, " positions: ", bytes,
+               " bytes of scores, sums and count past the 16 KiB of scalar memory");
+  return "";
+}
+
+container::Executable generate_fc_batch_softmax(const FcLayer& layer, const FcPlacement& placement,
+                                                int row_bytes, const std::vector<float>& exp_mult) {
+  const int heads = int(exp_mult.size());
+  const int groups = fc_groups(layer.n);
+  const int positions = heads > 0 ? layer.n / heads : 0;
+  if (heads <= 0 || layer.n % heads != 0 || layer.n % kGroup != 0)
+    fail("a scores program of ", layer.n, " outputs for ", heads, " heads");
+  if (const std::string why = fc_batch_softmax_unsupported(heads, positions); !why.empty())
+    fail(why);
+  Groups g = groups_of(groups, placement);
+  g.row_bytes = row_bytes + kSoftmaxCountBytes;
+  if (const std::string why = fc_batch_unsupported(layer.n, layer.k, 1, g.slots, g.row_bytes);
+      !why.empty())
+    fail(why);
+  for (int at : g.in_at)
+    if (at < 0 || at % 4 != 0 || at + layer.k > row_bytes)
+      fail("a group reads K = ", layer.k, " bytes from byte ", at, " of rows of ", row_bytes,
+           ": need a multiple of 4 within the row");
+  // Scalar memory: the scores (head after head), 1 / S per head, the count.
+  ScalarSoftmax sm;
+  sm.heads = heads;
+  sm.positions = positions;
+  sm.exp_mult = exp_mult;
+  sm.inv_word = heads * positions / 4;
+  sm.count_word = sm.inv_word + heads;
+  const int out_bytes = heads * positions + 4 * heads;
+
+  Emitter e;
+  const int out_base = round_up(g.row_bytes, 64);
+  program_start(e);
+  tile_fence(e, "units=0x020");
+  input_address(e, layer.input_name);
+  stream_input(e, mask_of(g), g.row_bytes);
+  tile_fence(e, "units=0x3ff");
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+  tile_fence(e, "units=0x3ff signal=1");
+  wait_tokens(e);
+  op_stage(e, layer, g, 1, out_base);
+  // Every group's 64 scores to scalar memory in group order (head h's at h * positions bytes),
+  // then the count from the row's tail on the first group's tile.
+  std::vector<std::array<int, 3>> pieces;
+  for (size_t i = 0; i < g.tile.size(); ++i)
+    pieces.push_back({g.tile[i], out_base + kGroup * g.slot[i], int(i) * kGroup / 4});
+  pieces.push_back({g.tile[0], row_bytes, sm.count_word});
+  int ordinal = 0;
+  pieces_to_scalar_memory(e, pieces, ordinal);
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+  e.add("scsync", cat("tiles=0xffff smask=0x020 thr5=", int(pieces.size()) * kGroup / 32,
+                      " wait=0x020 sunits=0x0c"));
+  tile_fence(e, "counters=0x20000 units=0x3ff signal=1");
+  wait_tokens(e);
+  emit_scalar_softmax(e, sm);
+  e.reloc_movi(10, BufferKind::kOutput, Half::kUpper32, layer.output_name);
+  e.reloc_movi(11, BufferKind::kOutput, Half::kLower32, layer.output_name);
+  e.add("bundle", "s_op=0x0f s_x=5 imm=11");
+  e.add("bundle", "s_op=0x0f s_x=4 imm=10");
+  descriptor(e, 5, 4, 6, out_bytes, 3);
+  emit_push_words(e, 0, out_bytes / 4);
+  tile_fence(e, "units=0x3ff signal=1 f109=3");
+  wait_tokens(e);
+  interrupt(e, 5, 4, 6);
+
+  container::Executable eo = execution_executable(e.finish());
+  eo.input_layers.push_back(boundary_layer(layer.input_name, 1, 1, g.row_bytes, layer.in_zp,
+                                           layer.in_scale, false, layer.signed_input));
+  // Raw bytes (e and the float32 sums): unsigned, no sign bits flipped.
+  container::Layer out = boundary_layer(layer.output_name, out_bytes, 0, 1.0f, true, false);
+  out.shape = {{0, 0}, {0, out_bytes - 1}};
+  eo.output_layers.push_back(std::move(out));
+  eo.used_narrow_memory_bytes_per_tile = out_base + g.slots * kGroup;
+  eo.dma_hints = execution_hints(layer.input_name, g.row_bytes, layer.output_name, out_bytes);
   return eo;
 }
 

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "compiler/fc_codegen.h"
 #include "compiler/fc_layer.h"
@@ -40,6 +41,20 @@ std::string fc_batch_unsupported(int n, int k, int rows, int slots, int row_byte
 // unsupported shape.
 container::Executable generate_fc_batch(const FcLayer& layer, const FcPlacement& placement,
                                         int rows, int row_bytes = 0);
+
+// Attention's scores and their softmax in one program (issue 14; docs/llm.md "The scores and the
+// softmax on the chip"): a one-row generate_fc_batch over `layer` (heads x positions outputs, head
+// h's at h * positions, positions a multiple of 64) whose output groups go to scalar memory
+// instead of the host; there the scalar core computes each head's softmax (scalar_softmax.h) over
+// the first n positions and returns the exponentials' bytes and 1 / S. Input "x": [row_bytes]
+// (the groups' places, FcPlacement::in_at) then kSoftmaxCountBytes whose first four are n, a
+// little-endian int32 as the chip sees it. Output: heads x positions bytes (e, uint8; bytes past n
+// mean nothing), then heads float32 1 / S. Throws Error where it does not fit (scalar memory holds
+// the scores, 1 / S and n: fc_batch_softmax_unsupported).
+constexpr int kSoftmaxCountBytes = 64;
+std::string fc_batch_softmax_unsupported(int heads, int positions);
+container::Executable generate_fc_batch_softmax(const FcLayer& layer, const FcPlacement& placement,
+                                                int row_bytes, const std::vector<float>& exp_mult);
 
 // Byte (row, output) of a batch program's output buffer.
 inline size_t fc_batch_output_index(int rows, int row, int output) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstring>
 #include <numeric>
 
 #include "common/error.h"
@@ -55,6 +56,9 @@ struct ChipTransformer::FfnProgram {
 struct ChipTransformer::ScoresProgram : FcProgramPlan {
   std::vector<QuantizedMatmul> heads;  // the keys as weights, rows = positions
   int row_bytes = 0, seq_padded = 0;
+  // The program also runs the softmax on the scalar core and returns e and 1 / S
+  // (compiler::generate_fc_batch_softmax), where scalar memory holds it; else the scores.
+  bool softmax = false;
   std::shared_ptr<runtime::Program> execution;
   std::vector<std::shared_ptr<runtime::Program>> key_writes;  // [pos / 64], made when first used
 };
@@ -414,11 +418,17 @@ bool ChipTransformer::scores_program(int layer, TileAllocator& tiles) {
   tiles = trial;
   const compiler::FcLayer fc =
       fc_layer_of(p, [&](int id) -> const QuantizedMatmul& { return p.heads[size_t(id)]; });
+  p.softmax = compiler::fc_batch_softmax_unsupported(c.n_heads, seq_padded).empty() &&
+              compiler::fc_batch_unsupported(p.outputs, k, 1, slots,
+                                             row_bytes + compiler::kSoftmaxCountBytes)
+                  .empty();
   p.execution = std::make_shared<runtime::Program>(
-      compiler::generate_fc_batch(fc, p.placement, 1, row_bytes));
+      p.softmax ? compiler::generate_fc_batch_softmax(fc, p.placement, row_bytes, a.exp_mult)
+                : compiler::generate_fc_batch(fc, p.placement, 1, row_bytes));
   stats_.resident_bytes +=
       static_cast<int64_t>(compiler::fc_caching(fc, p.placement).parameters.size());
   ++stats_.programs;
+  stats_.softmax_layers += p.softmax;
   p.key_writes.resize(size_t(p.seq_padded / 64));
   scores_.resize(size_t(c.n_layers));
   scores_[size_t(layer)] = std::move(p);
@@ -453,12 +463,7 @@ std::shared_ptr<runtime::Program> ChipTransformer::key_write(ScoresProgram& p, i
   return write;
 }
 
-void ChipTransformer::scores_q(int layer, int pos, const int8_t* q8, int8_t* scores) {
-  if (size_t(layer) >= scores_.size() || !scores_[size_t(layer)].execution) {
-    Int8Transformer::scores_q(layer, pos, q8, scores);
-    return;
-  }
-  ScoresProgram& p = scores_[size_t(layer)];
+void ChipTransformer::write_key(ScoresProgram& p, int layer, int pos) {
   const Config& c = ck_.config;
   const int hs = c.head_size(), kv_mul = c.n_heads / c.n_kv_heads;
   // This position's key becomes row `pos` of every head's weights, on the chip too.
@@ -466,11 +471,22 @@ void ChipTransformer::scores_q(int layer, int pos, const int8_t* q8, int8_t* sco
   for (int h = 0; h < c.n_heads; ++h)
     std::copy_n(key + (h / kv_mul) * hs, hs, p.heads[size_t(h)].w.begin() + long(pos) * hs);
   const std::shared_ptr<runtime::Program> caching = key_write(p, pos);
-  const auto start = std::chrono::steady_clock::now();
   tpu_.run(nullptr, caching);
   if (tpu_.recoveries() != recoveries_seen_) cache_all();
   stats_.modeled += runtime::stick_time(tpu_.last_run().inference);
   ++stats_.runs;
+}
+
+void ChipTransformer::scores_q(int layer, int pos, const int8_t* q8, int8_t* scores) {
+  if (size_t(layer) >= scores_.size() || !scores_[size_t(layer)].execution ||
+      scores_[size_t(layer)].softmax) {
+    Int8Transformer::scores_q(layer, pos, q8, scores);
+    return;
+  }
+  ScoresProgram& p = scores_[size_t(layer)];
+  const Config& c = ck_.config;
+  const auto start = std::chrono::steady_clock::now();
+  write_key(p, layer, pos);
   std::vector<int8_t> row(size_t(p.row_bytes), 0), out(size_t(p.outputs));
   std::copy_n(q8, c.dim, row.begin());
   run(p.execution, row.data(), p.row_bytes, out.data(), p.outputs);
@@ -479,6 +495,34 @@ void ChipTransformer::scores_q(int layer, int pos, const int8_t* q8, int8_t* sco
   for (int h = 0; h < c.n_heads; ++h)
     std::copy_n(out.begin() + long(h) * p.seq_padded, pos + 1,
                 scores + size_t(h) * size_t(c.seq_len));
+}
+
+void ChipTransformer::softmax_q(int layer, int pos, const int8_t* q8, uint8_t* e, float* inv_sum) {
+  if (size_t(layer) >= scores_.size() || !scores_[size_t(layer)].softmax) {
+    Int8Transformer::softmax_q(layer, pos, q8, e, inv_sum);
+    return;
+  }
+  ScoresProgram& p = scores_[size_t(layer)];
+  const Config& c = ck_.config;
+  const auto start = std::chrono::steady_clock::now();
+  write_key(p, layer, pos);
+  // [q~; zeros to row_bytes; n = pos + 1 as an int32]. The input is signed (q~'s bytes): the
+  // runtime flips each byte's top bit, so n's bytes are flipped here to arrive as they are.
+  std::vector<int8_t> row(size_t(p.row_bytes + compiler::kSoftmaxCountBytes), 0);
+  std::copy_n(q8, c.dim, row.begin());
+  const uint32_t n = uint32_t(pos + 1);
+  for (int i = 0; i < 4; ++i)
+    row[size_t(p.row_bytes + i)] = static_cast<int8_t>(uint8_t((n >> (8 * i)) & 0xff) ^ 0x80u);
+  const int e_bytes = c.n_heads * p.seq_padded, out_bytes = e_bytes + 4 * c.n_heads;
+  std::vector<int8_t> out(static_cast<size_t>(out_bytes));
+  run(p.execution, row.data(), int(row.size()), out.data(), out_bytes);
+  stats_.chip_wall_s +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  for (int h = 0; h < c.n_heads; ++h) {
+    std::memcpy(e + size_t(h) * size_t(c.seq_len), out.data() + size_t(h) * size_t(p.seq_padded),
+                size_t(pos + 1));
+    std::memcpy(inv_sum + h, out.data() + e_bytes + 4 * h, 4);
+  }
 }
 
 compiler::FcLayer ChipTransformer::fc_layer(int layer, const Program& p) const {

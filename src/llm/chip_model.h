@@ -35,6 +35,7 @@ struct ChipPathStats {
   int programs = 0;                        // execution programs per forward pass
   int fused_ffns = 0;                      // layers whose whole FFN is one program
   int scores_layers = 0;       // layers whose attention scores run on the chip (Int8Options)
+  int softmax_layers = 0;      // of them, with the softmax on the scalar core in that program
   int chained_layers = 0;      // of them, with the residual add and the next q, k, v (fused_layers)
   int64_t resident_bytes = 0;  // parameter bytes cached in tile memory
   int max_tile_units = 0;      // the fullest tile's parameter units (of 8192)
@@ -63,6 +64,7 @@ class ChipTransformer : public Int8Transformer {
   void ffn_add_q(int layer, const int8_t* xq, const int8_t* x2q, int8_t* yq, int8_t* next) override;
   void values_q(int layer, const int8_t* v, int8_t* u) override;
   void scores_q(int layer, int pos, const int8_t* q8, int8_t* scores) override;
+  void softmax_q(int layer, int pos, const int8_t* q8, uint8_t* e, float* inv_sum) override;
 
  private:
   struct Program;
@@ -76,6 +78,8 @@ class ChipTransformer : public Int8Transformer {
   std::shared_ptr<runtime::Program> scores_caching(const ScoresProgram& p) const;
   // The program that writes the keys of the 64-position group holding `pos` (current bytes).
   std::shared_ptr<runtime::Program> key_write(ScoresProgram& p, int pos) const;
+  // Writes layer `layer`'s key of `pos` into the scores program's weights on the chip.
+  void write_key(ScoresProgram& p, int layer, int pos);
   std::vector<ScoresProgram>
       scores_;  // [layer]; without a program where the scores are on the host
   struct QkvPart;

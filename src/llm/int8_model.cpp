@@ -545,12 +545,18 @@ void Int8Transformer::chip_attention_weights(int layer, int pos) {
     const float* ks = a.k_scale.data() + size_t(h / kv_mul) * size_t(hs);
     for (int j = 0; j < hs; ++j) q[j] = quantize_symmetric(qf[j] * ks[j], a.q[size_t(h)].scale);
   }
-  scores_q(layer, pos, q8_.data(), scores_.data());
+  softmax_q(layer, pos, q8_.data(), p_.data(), inv_sum_.data());
+}
+
+void Int8Transformer::softmax_q(int layer, int pos, const int8_t* q8, uint8_t* e, float* inv_sum) {
+  const Config& c = ck_.config;
+  const QuantizedAttention& a = weights_->attention[size_t(layer)];
+  scores_q(layer, pos, q8, scores_.data());
   pool_.parallel_for(c.n_heads, 1, [&](int h_begin, int h_end) {
     for (int h = h_begin; h < h_end; ++h)
-      inv_sum_[size_t(h)] =
+      inv_sum[size_t(h)] =
           scalar_core_softmax(scores_.data() + size_t(h) * size_t(c.seq_len), pos + 1,
-                              a.exp_mult[size_t(h)], p_.data() + size_t(h) * size_t(c.seq_len));
+                              a.exp_mult[size_t(h)], e + size_t(h) * size_t(c.seq_len));
   });
 }
 

@@ -245,6 +245,10 @@ class Int8Transformer : public Transformer {
   // seq_len) from q~ (dim bytes, head after head, zero point 0) and the key cache, whose row `pos`
   // is already written (key_q); by default on the host.
   virtual void scores_q(int layer, int pos, const int8_t* q8, int8_t* scores);
+  // chip_attention: the softmax's exponentials' bytes e[h][t] (t <= pos, rows of seq_len) and 1 / S
+  // per head from q~ as scores_q takes it; by default scores_q, then scalar_core_softmax per head
+  // on the host.
+  virtual void softmax_q(int layer, int pos, const int8_t* q8, uint8_t* e, float* inv_sum);
   // chip_attention: the int8 key of position t (kv_dim bytes).
   const int8_t* key_q(int layer, int t) const {
     return k_cache_.data() +

@@ -169,6 +169,7 @@ TEST(ChipPathStepD, ScoresOnTheChipGiveTheInt8PathsLogitsBitForBit) {
                             {.fused_layers = true, .chip_attention = true, .chip_scores = true});
     const int layers = model->ck.config.n_layers;
     EXPECT_EQ(s.scores_layers, layers);
+    EXPECT_EQ(s.softmax_layers, layers);  // the softmax on the scalar core in each of them
     EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
     EXPECT_EQ(s.programs, 2 * layers + 1);  // and the scores of each layer
     EXPECT_LE(s.max_tile_units, 0x2000);
@@ -266,6 +267,7 @@ TEST(ChipPathStepD, ScoresOnTheChipWithOtherShapesAreExact) {
     expect_chip_equals_int8(ck, tok, 24, s,
                             {.fused_layers = true, .chip_attention = true, .chip_scores = true});
     EXPECT_EQ(s.scores_layers, test.scores_layers);
+    EXPECT_EQ(s.softmax_layers, test.scores_layers);
   }
 }
 
@@ -291,6 +293,7 @@ TEST(ChipPathStepD, GenerateWithScoresOnTheChipWritesTheInt8Text) {
     EXPECT_GT(cpu.out.size(), 10u);
     const int layers = name == "rand15M" ? 6 : 2;
     EXPECT_EQ(j.at("chip").at("scores_layers_on_chip"), layers);
+    EXPECT_EQ(j.at("chip").at("softmax_layers_on_chip"), layers);
     EXPECT_EQ(j.at("chip").at("programs_per_token"), 2 * layers + 1);
   }
   std::string why;

@@ -78,6 +78,7 @@ nlohmann::json chip_json(const llm::ChipPathStats& s, int positions, double wall
   if (!s.host_reason.empty()) j["host_reason"] = s.host_reason;
   j["programs_per_token"] = s.programs;
   j["scores_layers_on_chip"] = s.scores_layers;
+  j["softmax_layers_on_chip"] = s.softmax_layers;
   j["resident_parameter_bytes"] = s.resident_bytes;
   j["fullest_tile_parameter_bytes"] = int64_t{s.max_tile_units} * 64;
   if (simulated && positions > 0) {
@@ -247,9 +248,9 @@ void add_generate_command(CLI::App& app) {
       "cache; each layer's FFN, residual add and the next q, k, v, u one program)");
   cmd->add_flag("--fused-layers", args->fused_layers, "the default arithmetic (kept for scripts)");
   cmd->add_flag("--scores-on-chip", args->scores_on_chip,
-                "sim or usb: attention's scores on the chip too, the keys resident in tile "
-                "memory and written as tokens arrive (one more program and caching run per "
-                "layer and token)");
+                "sim or usb: attention's scores and softmax on the chip too, the keys resident "
+                "in tile memory and written as tokens arrive (one more program and caching run "
+                "per layer and token)");
   cmd->add_flag("--values-on-host", args->values_on_host,
                 "--batch on sim or usb: the host computes the values' u (wo folded into them) "
                 "from v instead of the chip, which then returns v, not u: faster for large "

@@ -1,0 +1,136 @@
+// The scalar-core softmax (scalar_softmax.h). Every bundle uses slots whose semantics isa.md 2.11
+// gives and the simulator models (the device softmax of Google's classifiers runs on them): the
+// integer and float32 ALU, predicated bundles, loads with post-increment, register stores, host
+// pushes, exp2 and reciprocal, branches while p0 and hardware loops.
+#include "compiler/scalar_softmax.h"
+
+#include <bit>
+#include <cstdint>
+#include <string>
+
+#include "common/error.h"
+
+namespace tinycoral::compiler {
+namespace {
+
+// Registers (0-11 hold the program's addresses and DMA descriptors).
+constexpr int kCount = 12, kPos = 13, kAddr = 14, kMax = 15, kWord = 16, kLow = 17, kByte = 18,
+              kSum = 19, kPack = 21, kShift = 23, kAt = 24, kInv = 25, kFlush = 26, kOut = 27;
+// Predicates: p0 drives the branches; p3 "a new word", p4 "a new maximum".
+constexpr int kNewWord = 3, kNewMax = 4;
+
+// ALU operations (isa.md 2.11; bit 5 of s_op: the operand is the immediate).
+enum : uint32_t {
+  kAdd = 0x01,
+  kSub = 0x02,
+  kAnd = 0x03,
+  kOr = 0x04,
+  kShl = 0x06,
+  kShr = 0x07,
+  kEq = 0x09,
+  kGt = 0x0b,
+  kLt = 0x0c,
+  kMov = 0x0f,
+  kI2f = 0x10,
+  kF2i = 0x11,
+  kFadd = 0x12,
+  kFmul = 0x14,
+};
+constexpr uint32_t kImm = 0x20;
+
+// dst = src OP imm (or the register imm without kImm); compares write predicate dst.
+std::string alu(uint32_t op, int dst, int src, uint64_t imm) {
+  return cat("s_op=", hex(op), " s_x=", dst, " s_y=", src, " imm=", hex(imm));
+}
+std::string movi(int dst, uint64_t value) { return alu(kMov | kImm, dst, 0, value); }
+std::string when(int pred) { return cat("gate=1 pred_reg=", pred, " pred_pol=1 "); }
+uint32_t bits(float f) { return std::bit_cast<uint32_t>(f); }
+
+// A branch back to word `target` while p0.
+void branch_back(Emitter& e, uint32_t target) {
+  const int64_t offset = int64_t{target} - int64_t{e.words()};
+  e.add("branch", cat("k12=1 k16=1 offset=", offset, " k33=1"));
+}
+
+// The next score byte of the head into kByte (t = kPos; words are read at t % 4 == 0 through
+// kAddr, bytes taken low first), and t + 1, p0 = t + 1 < n between the load and its first use.
+void next_byte(Emitter& e) {
+  e.add("bundle", alu(kAnd | kImm, kLow, kPos, 3));
+  e.add("bundle", alu(kEq | kImm, kNewWord, kLow, 0));
+  e.add("bundle",
+        when(kNewWord) + cat("enable_vector=3 vs_reg_v1=", kWord, " imm_size=", hex(0x20 | kAddr)));
+  e.add("bundle", alu(kAdd | kImm, kPos, kPos, 1));
+  e.add("bundle", alu(kLt, 0, kPos, kCount));
+  e.add("bundle", alu(kAnd | kImm, kByte, kWord, 0xff));
+  e.add("bundle", alu(kShr | kImm, kWord, kWord, 8));
+}
+
+}  // namespace
+
+void emit_scalar_softmax(Emitter& e, const ScalarSoftmax& s) {
+  if (s.heads <= 0 || s.positions <= 0 || s.positions % 4 != 0 || int(s.exp_mult.size()) != s.heads)
+    fail("scalar softmax of ", s.heads, " heads of ", s.positions,
+         " positions: needs positions a multiple of 4 and one exp_mult per head");
+  e.add("bundle", movi(kAt, uint32_t(s.count_word)));
+  e.add("bundle", cat("enable_vector=2 vs_reg_v1=", kCount, " imm_size=", hex(kAt)));
+  for (int h = 0; h < s.heads; ++h) {
+    const int base = s.scores_word + h * s.positions / 4;
+    // m = the largest byte.
+    e.add("bundle", movi(kPos, 0));
+    e.add("bundle", movi(kAddr, uint32_t(base)));
+    e.add("bundle", movi(kMax, 0));
+    const uint32_t max_loop = e.words();
+    next_byte(e);
+    e.add("bundle", alu(kGt, kNewMax, kByte, kMax));
+    e.add("bundle", when(kNewMax) + alu(kMov, kMax, 0, kByte));
+    branch_back(e, max_loop);
+    // x = exp2(f32(b - m) exp_mult), S += x in order, e = F2I(x 255) packed four to a word and
+    // stored over the scores' word.
+    e.add("bundle", movi(kPos, 0));
+    e.add("bundle", movi(kAddr, uint32_t(base)));
+    e.add("bundle", movi(kSum, bits(0.0f)));
+    const uint32_t exp_loop = e.words();
+    e.add("bundle", alu(kShr | kImm, kAt, kPos, 2));  // the word t / 4, before t moves on
+    e.add("bundle", alu(kAnd | kImm, kLow, kPos, 3));
+    e.add("bundle", alu(kShl | kImm, kShift, kLow, 3));  // the byte's shift in its word
+    e.add("bundle", alu(kEq | kImm, kNewWord, kLow, 0));
+    e.add("bundle", when(kNewWord) +
+                        cat("enable_vector=3 vs_reg_v1=", kWord, " imm_size=", hex(0x20 | kAddr)));
+    e.add("bundle", when(kNewWord) + movi(kPack, 0));
+    e.add("bundle", alu(kAdd | kImm, kPos, kPos, 1));
+    e.add("bundle", alu(kLt, 0, kPos, kCount));
+    e.add("bundle", alu(kAnd | kImm, kByte, kWord, 0xff));
+    e.add("bundle", alu(kShr | kImm, kWord, kWord, 8));
+    e.add("bundle", alu(kSub, kByte, kByte, kMax));
+    e.add("bundle", alu(kI2f, kByte, 0, kByte));
+    e.add("bundle", alu(kFmul | kImm, kByte, kByte, bits(s.exp_mult[size_t(h)])));
+    // exp2, and two bundles before its result is read (as the compiler's softmax waits).
+    e.add("bundle", cat("v_op2=3 vs_reg_w=", kByte, " sfu_dst=", kInv, " ",
+                        alu(kAdd | kImm, kAt, kAt, uint32_t(base))));
+    e.add("bundle");
+    e.add("bundle");
+    e.add("bundle", alu(kFadd, kSum, kSum, kInv));
+    e.add("bundle", alu(kFmul | kImm, kInv, kInv, bits(255.0f)));
+    e.add("bundle", alu(kF2i, kInv, 0, kInv));
+    e.add("bundle", alu(kShl, kInv, kInv, kShift));
+    e.add("bundle", alu(kOr, kPack, kPack, kInv));
+    e.add("bundle", cat("v_op=0x4 v_offset=", kAt, " vs_reg=", kPack));
+    branch_back(e, exp_loop);
+    // 1 / S.
+    e.add("bundle", cat("v_op2=2 vs_reg_w=", kSum, " sfu_dst=", kInv, " ",
+                        movi(kAt, uint32_t(s.inv_word + h))));
+    e.add("bundle");
+    e.add("bundle");
+    e.add("bundle", cat("v_op=0x4 v_offset=", kAt, " vs_reg=", kInv));
+  }
+}
+
+void emit_push_words(Emitter& e, int first, int words) {
+  if (words <= 0 || words > 0xffff) fail("pushing ", words, " scalar-memory words");
+  e.add("bundle", movi(kFlush, uint32_t(first)));
+  e.add("loop", cat("count=", words, " body=2"));
+  e.add("bundle", cat("enable_vector=3 vs_reg_v1=", kOut, " imm_size=", hex(0x20 | kFlush)));
+  e.add("bundle", cat("v_op=0x8 vs_reg=", kOut));
+}
+
+}  // namespace tinycoral::compiler

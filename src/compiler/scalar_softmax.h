@@ -1,0 +1,32 @@
+// Attention's softmax as a scalar-core program (issue 14; docs/llm.md "Attention in the chip's
+// arithmetic", step 4): the int8 path's scalar_core_softmax (llm/int8_model.h) over score bytes in
+// scalar memory, in the scalar core's float32 ALU and its special-function unit's exp2 and
+// reciprocal (isa.md 2.11). Per head: m = the largest byte; for each position in order
+// x = exp2(f32(b - m) * exp_mult), S += x, e = F2I(x * 255) as a byte; then 1 / S. The number of
+// positions n is read from scalar memory, so one program serves every position of a sequence; the
+// loops over positions are branches taken while p0 (t < n).
+#pragma once
+
+#include <vector>
+
+#include "compiler/emitter.h"
+
+namespace tinycoral::compiler {
+
+struct ScalarSoftmax {
+  // Head h's score bytes (the chip's uint8: int8 + 128; only differences matter) at word
+  // scores_word + h * positions / 4, positions a multiple of 4; its exponentials' bytes replace
+  // them in place.
+  int heads = 0, positions = 0, scores_word = 0;
+  std::vector<float> exp_mult;  // [head]: f32(s_score log2 e)
+  int count_word = 0;           // n, the positions that count (1..positions), an int32
+  int inv_word = 0;             // head h's 1 / S (float32) goes to word inv_word + h
+};
+
+// The softmax's bundles; registers 12-27 and predicates 0, 3, 4 are its own.
+void emit_scalar_softmax(Emitter& e, const ScalarSoftmax& s);
+// Pushes scalar-memory words [first, first + words) to the host output opened before (one load
+// and one push per word, a hardware loop).
+void emit_push_words(Emitter& e, int first, int words);
+
+}  // namespace tinycoral::compiler
