@@ -404,7 +404,8 @@ std::string fc_batch_softmax_unsupported(int heads, int positions) {
 }
 
 container::Executable generate_fc_batch_softmax(const FcLayer& layer, const FcPlacement& placement,
-                                                int row_bytes, const std::vector<float>& exp_mult) {
+                                                int row_bytes, const std::vector<float>& exp_mult,
+                                                const FcParameterWrite* write) {
   const int heads = int(exp_mult.size());
   const int groups = fc_groups(layer.n);
   const int positions = heads > 0 ? layer.n / heads : 0;
@@ -433,6 +434,12 @@ container::Executable generate_fc_batch_softmax(const FcLayer& layer, const FcPl
   Emitter e;
   const int out_base = round_up(g.row_bytes, 64);
   program_start(e);
+  if (write) {
+    // The new parameters land before anything reads them.
+    emit_fc_parameter_stream(e, write->layer, write->at);
+    tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
+    wait_tokens(e);
+  }
   tile_fence(e, "units=0x020");
   input_address(e, layer.input_name);
   stream_input(e, mask_of(g), g.row_bytes);
@@ -474,6 +481,13 @@ container::Executable generate_fc_batch_softmax(const FcLayer& layer, const FcPl
   eo.output_layers.push_back(std::move(out));
   eo.used_narrow_memory_bytes_per_tile = out_base + g.slots * kGroup;
   eo.dma_hints = execution_hints(layer.input_name, g.row_bytes, layer.output_name, out_bytes);
+  if (write) {
+    eo.type = container::ExecutableType::kStandAlone;
+    eo.parameters = fc_parameters(write->layer);
+    eo.dma_hints.hints.insert(eo.dma_hints.hints.begin() + 1,
+                              dma_hint(BufferKind::kParameter, container::Direction::kInfeed, "",
+                                       static_cast<int>(eo.parameters.size())));
+  }
   return eo;
 }
 

@@ -53,8 +53,17 @@ container::Executable generate_fc_batch(const FcLayer& layer, const FcPlacement&
 // the scores, 1 / S and n: fc_batch_softmax_unsupported).
 constexpr int kSoftmaxCountBytes = 64;
 std::string fc_batch_softmax_unsupported(int heads, int positions);
+// With `write` (non-null), the program first streams write's parameters into the units its
+// placement names (emit_fc_parameter_stream: the llm path's new key, the groups of its 64
+// positions) and is STAND_ALONE with parameters fc_parameters(write->layer): one run per token
+// instead of a caching run and the scores.
+struct FcParameterWrite {
+  FcLayer layer;
+  FcPlacement at;
+};
 container::Executable generate_fc_batch_softmax(const FcLayer& layer, const FcPlacement& placement,
-                                                int row_bytes, const std::vector<float>& exp_mult);
+                                                int row_bytes, const std::vector<float>& exp_mult,
+                                                const FcParameterWrite* write = nullptr);
 
 // Byte (row, output) of a batch program's output buffer.
 inline size_t fc_batch_output_index(int rows, int row, int output) {

@@ -316,14 +316,11 @@ container::Bitstream execution_program(const Geometry& g, const FcLayer& layer) 
   return e.finish();
 }
 
-container::Bitstream caching_program(const Geometry& g) {
-  Emitter e;
+// The parameter stream of `g` into its units: the descriptor (tag 2, from the parameter address in
+// registers 0 and 1), one pop of the whole stream, a consumer and an infeed per tile.
+void parameter_stream(Emitter& e, const Geometry& g) {
   const int64_t bytes = static_cast<int64_t>(g.tiles) * g.unit_per_tile * 64;
   const int units = static_cast<int>(bytes / 64);
-  tile_fence(e, "b43=1 counters=0x7ffff units=0x3ff signal=1");
-  e.add("scsync", "tiles=0xffff smask=0x1ff tokwait=1 tmask=0xffff sunits=0x1f");
-  e.reloc_movi(1, BufferKind::kParameter, Half::kLower32);
-  e.reloc_movi(0, BufferKind::kParameter, Half::kUpper32);
   e.add("bundle", "s_op=0x0f s_x=3 imm=1");
   e.add("bundle", "s_op=0x0f s_x=2 imm=0");
   descriptor(e, 3, 2, 4, bytes, 2);
@@ -358,6 +355,15 @@ container::Bitstream caching_program(const Geometry& g) {
               " k336=1 f352=1 f391=2 dest=", hex(tile_bit(g.tile_of[size_t(t)])),
               " f434=0xf lanes_m1=3"));
   }
+}
+
+container::Bitstream caching_program(const Geometry& g) {
+  Emitter e;
+  tile_fence(e, "b43=1 counters=0x7ffff units=0x3ff signal=1");
+  e.add("scsync", "tiles=0xffff smask=0x1ff tokwait=1 tmask=0xffff sunits=0x1f");
+  e.reloc_movi(1, BufferKind::kParameter, Half::kLower32);
+  e.reloc_movi(0, BufferKind::kParameter, Half::kUpper32);
+  parameter_stream(e, g);
   tile_fence(e, "b43=1 units=0x3ff signal=1 f109=3");
   wait_tokens(e);
   interrupt(e, 3, 2, 4);
@@ -895,6 +901,14 @@ FfnChainPrograms generate_fc_chain(const FcChain& chain) {
   }
   out.execution.parameter_caching_token = out.caching.front().parameter_caching_token;
   return out;
+}
+
+void emit_fc_parameter_stream(Emitter& e, const FcLayer& layer, const FcPlacement& placement) {
+  if (layer.k <= 0 || layer.k % kPiece != 0) fail("K = ", layer.k, ": not a multiple of 64");
+  if (layer.n <= 0 || fc_groups(layer.n) > kMaxSlots * 16)
+    fail("N = ", layer.n, ": more outputs than the tiles hold");
+  const FcLayer padded = layer.n % kGroup != 0 ? padded_to_groups(layer) : layer;
+  parameter_stream(e, geometry(padded.n, padded.k, !padded.bias.empty(), placement));
 }
 
 container::Executable fc_caching(const FcLayer& layer, const FcPlacement& placement) {

@@ -10,6 +10,7 @@
 
 #include <string>
 
+#include "compiler/emitter.h"
 #include "compiler/fc_layer.h"
 #include "container/executable.h"
 
@@ -107,5 +108,9 @@ FfnChainPrograms generate_fc_chain(const FcChain& chain);  // caching: one per l
 // parameters (the batch generator, fc_batch_codegen.h): N up to 2048 with a placement, any K that
 // is a multiple of 64 (the batch-1 limit K <= 1024 is its input scatter's, not the parameters').
 container::Executable fc_caching(const FcLayer& layer, const FcPlacement& placement = {});
+// The caching program's parameter stream inside another program (a STAND_ALONE one whose
+// parameters are fc_parameters(layer)): registers 0 and 1 must hold the parameter address
+// (program_start's relocations); registers 2-7 are overwritten.
+void emit_fc_parameter_stream(Emitter& e, const FcLayer& layer, const FcPlacement& placement);
 
 }  // namespace tinycoral::compiler

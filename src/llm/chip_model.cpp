@@ -61,6 +61,9 @@ struct ChipTransformer::ScoresProgram : FcProgramPlan {
   bool softmax = false;
   std::shared_ptr<runtime::Program> execution;
   std::vector<std::shared_ptr<runtime::Program>> key_writes;  // [pos / 64], made when first used
+  // softmax: [pos / 64] the program that writes the key of a position in that group, then runs
+  // the scores and the softmax (execution is the same without the write: the layer's flag).
+  std::vector<std::shared_ptr<runtime::Program>> scores_with_key;
 };
 
 // q, k, v of one layer as one generator layer, and where each sits in its output.
@@ -430,6 +433,7 @@ bool ChipTransformer::scores_program(int layer, TileAllocator& tiles) {
   ++stats_.programs;
   stats_.softmax_layers += p.softmax;
   p.key_writes.resize(size_t(p.seq_padded / 64));
+  p.scores_with_key.resize(size_t(p.seq_padded / 64));
   scores_.resize(size_t(c.n_layers));
   scores_[size_t(layer)] = std::move(p);
   return true;
@@ -441,7 +445,7 @@ std::shared_ptr<runtime::Program> ChipTransformer::scores_caching(const ScoresPr
       compiler::fc_caching(fc_layer_of(p, head), p.placement));
 }
 
-std::shared_ptr<runtime::Program> ChipTransformer::key_write(ScoresProgram& p, int pos) const {
+compiler::FcParameterWrite ChipTransformer::key_part(const ScoresProgram& p, int pos) const {
   const auto head = [&](int id) -> const QuantizedMatmul& { return p.heads[size_t(id)]; };
   // The group holding `pos` in every head: a plan of those groups alone, at their tiles and units.
   ScoresProgram part;
@@ -454,22 +458,30 @@ std::shared_ptr<runtime::Program> ChipTransformer::key_write(ScoresProgram& p, i
     part.placement.tiles.push_back(p.placement.tiles[g]);
     part.placement.param_units.push_back(p.placement.param_units[g]);
   }
-  const compiler::FcLayer layer = fc_layer_of(part, head);
+  return {fc_layer_of(part, head), part.placement};
+}
+
+std::shared_ptr<runtime::Program> ChipTransformer::key_write(ScoresProgram& p, int pos) const {
+  const compiler::FcParameterWrite part = key_part(p, pos);
   std::shared_ptr<runtime::Program>& write = p.key_writes[size_t(pos / 64)];
   if (!write)
-    write = std::make_shared<runtime::Program>(compiler::fc_caching(layer, part.placement));
+    write = std::make_shared<runtime::Program>(compiler::fc_caching(part.layer, part.at));
   else
-    write->set_parameters(compiler::fc_parameters(layer));
+    write->set_parameters(compiler::fc_parameters(part.layer));
   return write;
 }
 
-void ChipTransformer::write_key(ScoresProgram& p, int layer, int pos) {
+void ChipTransformer::add_key(ScoresProgram& p, int layer, int pos) {
   const Config& c = ck_.config;
   const int hs = c.head_size(), kv_mul = c.n_heads / c.n_kv_heads;
-  // This position's key becomes row `pos` of every head's weights, on the chip too.
+  // This position's key becomes row `pos` of every head's weights.
   const int8_t* key = key_q(layer, pos);
   for (int h = 0; h < c.n_heads; ++h)
     std::copy_n(key + (h / kv_mul) * hs, hs, p.heads[size_t(h)].w.begin() + long(pos) * hs);
+}
+
+void ChipTransformer::write_key(ScoresProgram& p, int layer, int pos) {
+  add_key(p, layer, pos);
   const std::shared_ptr<runtime::Program> caching = key_write(p, pos);
   tpu_.run(nullptr, caching);
   if (tpu_.recoveries() != recoveries_seen_) cache_all();
@@ -505,7 +517,20 @@ void ChipTransformer::softmax_q(int layer, int pos, const int8_t* q8, uint8_t* e
   ScoresProgram& p = scores_[size_t(layer)];
   const Config& c = ck_.config;
   const auto start = std::chrono::steady_clock::now();
-  write_key(p, layer, pos);
+  // One run: the program streams the new key's groups into tile memory before the scores (a
+  // STAND_ALONE program per 64-position group, made at its first token; later tokens replace its
+  // parameters).
+  add_key(p, layer, pos);
+  const compiler::FcParameterWrite part = key_part(p, pos);
+  std::shared_ptr<runtime::Program>& program = p.scores_with_key[size_t(pos / 64)];
+  if (!program) {
+    const auto head = [&](int id) -> const QuantizedMatmul& { return p.heads[size_t(id)]; };
+    program = std::make_shared<runtime::Program>(
+        compiler::generate_fc_batch_softmax(fc_layer_of(p, head), p.placement, p.row_bytes,
+                                            weights()->attention[size_t(layer)].exp_mult, &part));
+  } else {
+    program->set_parameters(compiler::fc_parameters(part.layer));
+  }
   // [q~; zeros to row_bytes; n = pos + 1 as an int32]. The input is signed (q~'s bytes): the
   // runtime flips each byte's top bit, so n's bytes are flipped here to arrive as they are.
   std::vector<int8_t> row(size_t(p.row_bytes + compiler::kSoftmaxCountBytes), 0);
@@ -515,7 +540,7 @@ void ChipTransformer::softmax_q(int layer, int pos, const int8_t* q8, uint8_t* e
     row[size_t(p.row_bytes + i)] = static_cast<int8_t>(uint8_t((n >> (8 * i)) & 0xff) ^ 0x80u);
   const int e_bytes = c.n_heads * p.seq_padded, out_bytes = e_bytes + 4 * c.n_heads;
   std::vector<int8_t> out(static_cast<size_t>(out_bytes));
-  run(p.execution, row.data(), int(row.size()), out.data(), out_bytes);
+  run(program, row.data(), int(row.size()), out.data(), out_bytes);
   stats_.chip_wall_s +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (int h = 0; h < c.n_heads; ++h) {

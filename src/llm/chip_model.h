@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/fc_batch_codegen.h"
 #include "compiler/fc_layer.h"
 #include "llm/int8_model.h"
 #include "llm/matmul_plan.h"
@@ -78,7 +79,11 @@ class ChipTransformer : public Int8Transformer {
   std::shared_ptr<runtime::Program> scores_caching(const ScoresProgram& p) const;
   // The program that writes the keys of the 64-position group holding `pos` (current bytes).
   std::shared_ptr<runtime::Program> key_write(ScoresProgram& p, int pos) const;
-  // Writes layer `layer`'s key of `pos` into the scores program's weights on the chip.
+  // The groups holding `pos` in every head, as a layer and placement of their own.
+  compiler::FcParameterWrite key_part(const ScoresProgram& p, int pos) const;
+  // Layer `layer`'s key of `pos` into the scores program's weights (on the host), and with
+  // write_key on the chip too (a caching run).
+  void add_key(ScoresProgram& p, int layer, int pos);
   void write_key(ScoresProgram& p, int layer, int pos);
   std::vector<ScoresProgram>
       scores_;  // [layer]; without a program where the scores are on the host

@@ -2,7 +2,8 @@
 // generate_fc_batch_softmax) on the virtual Edge TPU: for random keys and queries, each head's
 // exponentials' bytes and 1 / S equal the scalar-core softmax's float32 arithmetic over the
 // requantized scores (docs/llm.md "Attention in the chip's arithmetic", step 4), for counts n of
-// 1 to every position, multiples of 4 and not; one program serves every n.
+// 1 to every position, multiples of 4 and not; one program serves every n. With a parameter
+// write in front (the llm path's key write), the scores see the new weights in the same run.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -60,7 +61,8 @@ TEST(FcSoftmaxOnTheVirtualEdgeTpu, ExponentialsAndSumsOfEveryHeadForEveryCount) 
   chip::VirtualEdgeTpu chip;
   chip::testing::run_executable(chip, fc_caching(l, at), {});
   const container::Executable program = generate_fc_batch_softmax(l, at, row_bytes, exp_mult);
-  for (int n : {1, 3, 4, 5, 77, kPositions}) {
+  // Runs `program` with a random query and count n, checks e and 1 / S against l's weights.
+  const auto check = [&](const container::Executable& program, int n) {
     SCOPED_TRACE("n = " + std::to_string(n));
     std::vector<uint8_t> x(size_t(row_bytes + kSoftmaxCountBytes), 0);
     for (int i = 0; i < row_bytes; ++i) x[size_t(i)] = static_cast<uint8_t>(random());
@@ -93,12 +95,48 @@ TEST(FcSoftmaxOnTheVirtualEdgeTpu, ExponentialsAndSumsOfEveryHeadForEveryCount) 
       float inv = 0;
       std::memcpy(&inv, out.data() + kHeads * kPositions + 4 * h, 4);
       EXPECT_EQ(std::bit_cast<uint32_t>(inv), std::bit_cast<uint32_t>(1.0f / sum)) << "head " << h;
-      // Not a trivial case: several distinct scores, and e below 255 somewhere past n = 4.
+      // Not a trivial case: several distinct scores.
       if (n >= 77) {
         EXPECT_GT(std::set<int32_t>(score.begin(), score.end()).size(), size_t(8));
       }
     }
+  };
+  for (int n : {1, 3, 4, 5, 77, kPositions}) check(program, n);
+  // The program that first writes new weights for positions 64..127 of every head (the llm
+  // path's new key, in the same run): the scores see them.
+  FcParameterWrite write;
+  FcLayer& w = write.layer;
+  w.n = kHeads * 64;
+  w.k = kK;
+  w.in_zp = l.in_zp;
+  w.in_scale = l.in_scale;
+  w.out_scale = l.out_scale;
+  w.out_zp = l.out_zp;
+  w.clamp_min = l.clamp_min;
+  w.clamp_max = l.clamp_max;
+  w.input_name = l.input_name;
+  w.output_name = l.output_name;
+  for (int h = 0; h < kHeads; ++h) {
+    const int g = h * (kPositions / 64) + 1;
+    for (int r = 64 * g; r < 64 * g + 64; ++r) {
+      for (int j = 0; j < kK; ++j) {
+        int8_t& weight = l.weights[size_t(r) * size_t(kK) + size_t(j)];
+        weight = static_cast<int8_t>(static_cast<int>(random() % 255) - 127);
+        w.weights.push_back(weight);
+      }
+      w.mult.push_back(l.mult[size_t(r)]);
+    }
+    w.group_out_zp.push_back(l.group_out_zp[size_t(g)]);
+    w.group_clamp_min.push_back(l.group_clamp_min[size_t(g)]);
+    w.group_clamp_max.push_back(l.group_clamp_max[size_t(g)]);
+    write.at.tiles.push_back(at.tiles[size_t(g)]);
+    write.at.param_units.push_back(at.param_units[size_t(g)]);
   }
+  const container::Executable with_write =
+      generate_fc_batch_softmax(l, at, row_bytes, exp_mult, &write);
+  EXPECT_EQ(with_write.type, container::ExecutableType::kStandAlone);
+  check(with_write, kPositions);
+  check(program, 100);  // the new weights stay resident
   EXPECT_EQ(chip.fault(), "");
 }
 

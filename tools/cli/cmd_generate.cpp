@@ -249,8 +249,8 @@ void add_generate_command(CLI::App& app) {
   cmd->add_flag("--fused-layers", args->fused_layers, "the default arithmetic (kept for scripts)");
   cmd->add_flag("--scores-on-chip", args->scores_on_chip,
                 "sim or usb: attention's scores and softmax on the chip too, the keys resident "
-                "in tile memory and written as tokens arrive (one more program and caching run "
-                "per layer and token)");
+                "in tile memory and written as tokens arrive (one more program per layer and "
+                "token)");
   cmd->add_flag("--values-on-host", args->values_on_host,
                 "--batch on sim or usb: the host computes the values' u (wo folded into them) "
                 "from v instead of the chip, which then returns v, not u: faster for large "
