@@ -59,10 +59,13 @@ struct ChipTransformer::ScoresProgram : FcProgramPlan {
   // The program also runs the softmax on the scalar core and returns e and 1 / S
   // (compiler::generate_fc_batch_softmax), where scalar memory holds it; else the scores.
   bool softmax = false;
+  bool on_chip = false;  // the layer's scores run on the chip (this plan placed them)
+  // Without the softmax: the scores program, and [pos / 64] the caching program that writes the
+  // key of a position in that group (made when first used).
   std::shared_ptr<runtime::Program> execution;
-  std::vector<std::shared_ptr<runtime::Program>> key_writes;  // [pos / 64], made when first used
-  // softmax: [pos / 64] the program that writes the key of a position in that group, then runs
-  // the scores and the softmax (execution is the same without the write: the layer's flag).
+  std::vector<std::shared_ptr<runtime::Program>> key_writes;
+  // With it: [pos / 64] the program that writes the key of a position in that group, then runs
+  // the scores and the softmax (made when first used).
   std::vector<std::shared_ptr<runtime::Program>> scores_with_key;
 };
 
@@ -425,9 +428,10 @@ bool ChipTransformer::scores_program(int layer, TileAllocator& tiles) {
               compiler::fc_batch_unsupported(p.outputs, k, 1, slots,
                                              row_bytes + compiler::kSoftmaxCountBytes)
                   .empty();
-  p.execution = std::make_shared<runtime::Program>(
-      p.softmax ? compiler::generate_fc_batch_softmax(fc, p.placement, row_bytes, a.exp_mult)
-                : compiler::generate_fc_batch(fc, p.placement, 1, row_bytes));
+  if (!p.softmax)
+    p.execution = std::make_shared<runtime::Program>(
+        compiler::generate_fc_batch(fc, p.placement, 1, row_bytes));
+  p.on_chip = true;
   stats_.resident_bytes +=
       static_cast<int64_t>(compiler::fc_caching(fc, p.placement).parameters.size());
   ++stats_.programs;
@@ -490,8 +494,7 @@ void ChipTransformer::write_key(ScoresProgram& p, int layer, int pos) {
 }
 
 void ChipTransformer::scores_q(int layer, int pos, const int8_t* q8, int8_t* scores) {
-  if (size_t(layer) >= scores_.size() || !scores_[size_t(layer)].execution ||
-      scores_[size_t(layer)].softmax) {
+  if (size_t(layer) >= scores_.size() || !scores_[size_t(layer)].execution) {
     Int8Transformer::scores_q(layer, pos, q8, scores);
     return;
   }
@@ -567,7 +570,7 @@ void ChipTransformer::cache_all() {
   }
   // The scores' keys as they are now (zeros where no token wrote one yet).
   for (const ScoresProgram& p : scores_)
-    if (p.execution) caching.push_back(scores_caching(p));
+    if (p.on_chip) caching.push_back(scores_caching(p));
   for (const std::shared_ptr<runtime::Program>& p : caching) {
     if (!p) continue;
     tpu_.run(nullptr, p);
