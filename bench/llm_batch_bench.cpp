@@ -9,9 +9,9 @@
 // (the default arithmetic is the fused layers', int8_model.h; --unfused-layers the older one;
 // --values-on-host: the host computes the fused layers' u, batch_chip.h; --split-ffn: w1 + w3 and
 // w2 as two programs with the gate on the host, as before the batched fused FFN).
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,33 +25,24 @@ int main(int argc, char** argv) {
   using namespace tinycoral;
   using namespace tinycoral::llm;
   Int8Options arithmetic;
-  bool values_on_host = false, ffn_programs = true;
-  for (; argc > 1 && std::string(argv[argc - 1]).starts_with("--"); --argc) {
-    const std::string flag = argv[argc - 1];
-    if (flag == "--unfused-layers")
-      arithmetic.fused_layers = false;
-    else if (flag == "--values-on-host")
-      values_on_host = true;
-    else if (flag == "--split-ffn")
-      ffn_programs = false;
-    else
-      argc = 1;  // an unknown flag: the usage below
-  }
-  if (argc < 3) {
-    std::fprintf(
-        stderr,
-        "usage: %s CHECKPOINT TOKENIZER [STEPS] [B...] [--unfused-layers] [--values-on-host] "
-        "[--split-ffn]\n",
-        argv[0]);
-    return 2;
-  }
+  bool values_on_host = false, split_ffn = false, unfused_layers = false;
+  std::string checkpoint, tokenizer;
+  int steps = 4;
+  std::vector<int> batches{1, 16, 64, 256};
+  CLI::App app{"The batch path's modeled stick tok/s and the CPU's measured tok/s"};
+  app.add_option("checkpoint", checkpoint, "llama2.c checkpoint")->required();
+  app.add_option("tokenizer", tokenizer, "tokenizer.bin")->required();
+  app.add_option("steps", steps, "steps per batch")->check(CLI::PositiveNumber);
+  app.add_option("batches", batches, "batch sizes")->check(CLI::PositiveNumber);
+  app.add_flag("--unfused-layers", unfused_layers, "the older, unfused arithmetic");
+  app.add_flag("--values-on-host", values_on_host, "the host computes the fused layers' u");
+  app.add_flag("--split-ffn", split_ffn, "w1 + w3 and w2 as two programs, the gate on the host");
+  CLI11_PARSE(app, argc, argv);
+  arithmetic.fused_layers = !unfused_layers;
+  const bool ffn_programs = !split_ffn;
   try {
-    const Checkpoint ck = load_checkpoint(argv[1]);
-    const Tokenizer tok = Tokenizer::load(argv[2], ck.config.vocab_size);
-    const int steps = argc > 3 ? std::atoi(argv[3]) : 4;
-    std::vector<int> batches;
-    for (int i = 4; i < argc; ++i) batches.push_back(std::atoi(argv[i]));
-    if (batches.empty()) batches = {1, 16, 64, 256};
+    const Checkpoint ck = load_checkpoint(checkpoint);
+    const Tokenizer tok = Tokenizer::load(tokenizer, ck.config.vocab_size);
     const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     ThreadPool pool(threads);
     const Calibration cal = calibrate(ck, pool, 8);
