@@ -2,6 +2,7 @@
 #include "compiler/graph.h"
 
 #include "common/error.h"
+#include "compiler/graph_check.h"
 #include "container/tflite_reader.h"
 
 namespace tinycoral::compiler {
@@ -17,6 +18,10 @@ int64_t GraphTensor::elements() const {
   for (int32_t d : shape) n *= d;
   return n;
 }
+
+namespace {
+constexpr int64_t kMaxElements = int64_t{1} << 32;
+}  // namespace
 
 Graph import_graph(const container::Model& model) {
   if (model.subgraphs.empty()) fail("the model has no subgraph");
@@ -34,8 +39,12 @@ Graph import_graph(const container::Model& model) {
     g.quant.zero_point = t.quantization.zero_point;
     g.quant.axis = t.quantization.quantized_dimension;
     if (t.buffer != 0 && t.buffer < model.buffers.size()) g.data = model.buffers[t.buffer].data;
+    int64_t elements = 1;  // bounded so that no element count overflows downstream
     for (int32_t d : g.shape) {
       if (d < 0) fail("tensor ", i, " (", t.name, ") has a dynamic dimension");
+      elements *= d;
+      if (elements > kMaxElements)
+        fail("tensor ", i, " (", t.name, ") has more than 2^32 elements");
     }
     if (g.is_constant()) {
       const size_t want = static_cast<size_t>(g.elements()) * container::tensor_type_size(t.type);
@@ -63,6 +72,7 @@ Graph import_graph(const container::Model& model) {
   }
   graph.inputs.assign(sub.inputs.begin(), sub.inputs.end());
   graph.outputs.assign(sub.outputs.begin(), sub.outputs.end());
+  check_operators(graph);
   return graph;
 }
 

@@ -62,8 +62,8 @@ struct Graph {
   const GraphTensor& tensor(int index) const { return tensors.at(static_cast<size_t>(index)); }
 };
 
-// Builds the IR of subgraph 0. Throws Error if the model has no subgraph or a tensor's constant
-// data disagrees with its shape and type.
+// Builds the IR of subgraph 0. Throws Error if the model has no subgraph, a tensor's constant
+// data disagrees with its shape and type, or an operator contradicts itself (graph_check.h).
 Graph import_graph(const container::Model& model);
 
 // Reads a TFLite file (a CPU model) and imports it; errors name the file.
