@@ -65,7 +65,33 @@ Lowered lower_depthwise(const Graph& graph, const std::vector<int>& ops) {
   return {make_package({std::move(programs.execution), std::move(programs.caching)}), ""};
 }
 
+// [QUANTIZE] CONV_2D... then [RESHAPE] SOFTMAX and its FCs (the colour filters): both parts in one
+// program (generate_conv_softmax), or "" when the part has no CONV_2D before its SOFTMAX.
+std::optional<Lowered> lower_conv_softmax(const Graph& graph, const std::vector<int>& ops) {
+  auto is = [&](int op, container::BuiltinOp code) {
+    return graph.ops.at(static_cast<size_t>(op)).builtin == static_cast<int32_t>(code);
+  };
+  size_t split = 0;
+  while (split < ops.size() && !is(ops[split], container::BuiltinOp::kReshape) &&
+         !is(ops[split], container::BuiltinOp::kSoftmax))
+    ++split;
+  const std::vector<int> head(ops.begin(), ops.begin() + static_cast<std::ptrdiff_t>(split));
+  const std::vector<int> tail(ops.begin() + static_cast<std::ptrdiff_t>(split), ops.end());
+  bool conv = false;
+  for (int op : head) conv = conv || is(op, container::BuiltinOp::kConv2D);
+  if (!conv || tail.empty()) return std::nullopt;
+  ConvChain chain;
+  SoftmaxFcLayer layer;
+  std::string why = match_conv_chain(graph, head, chain);
+  if (why.empty()) why = match_softmax_fc(graph, tail, layer);
+  std::optional<SoftmaxPrograms> programs;
+  if (why.empty()) programs = generate_conv_softmax(chain, layer, why);
+  if (!programs) return Lowered{std::nullopt, why};
+  return Lowered{make_package({std::move(programs->execution), std::move(programs->caching)}), ""};
+}
+
 Lowered lower_softmax_fc(const Graph& graph, const std::vector<int>& ops) {
+  if (std::optional<Lowered> joined = lower_conv_softmax(graph, ops)) return std::move(*joined);
   SoftmaxFcLayer layer;
   std::string why = match_softmax_fc(graph, ops, layer);
   if (why.empty()) why = softmax_fc_unsupported(layer);

@@ -444,10 +444,12 @@ int output_bytes(const std::vector<Plan>& tiles) {
   return total;
 }
 
+// `kind`: the output, or the host's scratch buffer when a generator follows (emit_conv_head).
 void stream_output(Emitter& e, const std::vector<Plan>& tiles, const std::string& output_name,
-                   int& ordinal) {
-  e.reloc_movi(10, BufferKind::kOutput, Half::kUpper32, output_name);
-  e.reloc_movi(11, BufferKind::kOutput, Half::kLower32, output_name);
+                   int& ordinal, BufferKind kind = BufferKind::kOutput) {
+  const std::string name = kind == BufferKind::kOutput ? output_name : "";
+  e.reloc_movi(10, kind, Half::kUpper32, name);
+  e.reloc_movi(11, kind, Half::kLower32, name);
   e.add("bundle", "s_op=0x0f s_x=5 imm=11");
   e.add("bundle", "s_op=0x0f s_x=4 imm=10");
   const int total = output_bytes(tiles);
@@ -644,12 +646,12 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
   tile_fence(e, "counters=0x1ffff units=0x3ff");
 }
 
-// The execution program; `loads` receives the segments it streams and how many of their first
-// rows, in order (its parameters).
-container::Bitstream execution_program(const ConvChain& chain, const Shapes& shapes,
-                                       const std::vector<Stage>& stages,
-                                       std::vector<std::pair<int, int>>& loads) {
-  Emitter e;
+// The execution program into `e`; `loads` receives the segments it streams and how many of their
+// first rows, in order (its parameters). `head`: a generator follows in the same program, so the
+// last layer's bytes go to the host's scratch buffer and the program does not end here.
+void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
+                    const std::vector<Stage>& stages, std::vector<std::pair<int, int>>& loads,
+                    bool head) {
   preamble(e, chain.input_name);
   auto stage_of = [&](size_t i) -> const Stage& {
     for (const Stage& s : stages)
@@ -818,12 +820,21 @@ container::Bitstream execution_program(const ConvChain& chain, const Shapes& sha
     if (shapes.segments[k].first_of_group && resident[group] != static_cast<int>(k))
       load(static_cast<int>(k), std::min(dirty[group], shapes.segments[k].rows));
   }
-  stream_output(e, stages.back().tiles, chain.output_name, ordinal);
+  stream_output(e, stages.back().tiles, chain.output_name, ordinal,
+                head ? BufferKind::kScratch : BufferKind::kOutput);
   tile_fence(e, "counters=0x20000 units=0x3ff signal=1");
   wait_tokens(e);
+  if (head) return;
   tile_fence(e, "units=0x3ff signal=1 f109=3");
   wait_tokens(e);
   interrupt(e, 5, 4, 6);
+}
+
+container::Bitstream execution_program(const ConvChain& chain, const Shapes& shapes,
+                                       const std::vector<Stage>& stages,
+                                       std::vector<std::pair<int, int>>& loads) {
+  Emitter e;
+  emit_execution(e, chain, shapes, stages, loads, false);
   return e.finish();
 }
 
@@ -842,9 +853,9 @@ Layout layout_of(const ConvChain& chain) {
   return make_layout(chain, [&](const Layout& layout) { return program_bytes(chain, layout); });
 }
 
-// The first segment of every group into its tiles' wide memory, once.
-container::Bitstream caching_program(const Shapes& shapes) {
-  Emitter e;
+// The first segment of every group into its tiles' wide memory, once: the caching program's
+// start and loads into `e` (`head`: without its end, a generator's loads follow).
+void emit_caching(Emitter& e, const Shapes& shapes, bool head) {
   tile_fence(e, "b43=1 counters=0x7ffff units=0x3ff signal=1");
   e.add("scsync", "tiles=0xffff smask=0x1ff tokwait=1 tmask=0xffff sunits=0x1f");
   e.reloc_movi(1, BufferKind::kParameter, Half::kLower32);
@@ -857,7 +868,12 @@ container::Bitstream caching_program(const Shapes& shapes) {
     tile_fence(e, "b43=1 units=0x3ff signal=1 f109=3");
     wait_tokens(e);
   }
-  interrupt(e, 3, 2, 4);
+  if (!head) interrupt(e, 3, 2, 4);
+}
+
+container::Bitstream caching_program(const Shapes& shapes) {
+  Emitter e;
+  emit_caching(e, shapes, false);
   return e.finish();
 }
 
@@ -1064,6 +1080,34 @@ ConvPrograms generate_conv(const ConvChain& chain) {
   Layout layout;
   if (const std::string why = unsupported(chain, layout); !why.empty()) fail(why);
   return programs_of(chain, layout);
+}
+
+std::optional<ConvHead> emit_conv_head(const ConvChain& chain, Emitter& execution, Emitter& caching,
+                                       std::string& why) {
+  Layout layout;
+  why = unsupported(chain, layout);
+  if (!why.empty()) return std::nullopt;
+  const ConvLayer& last = chain.layers.back();
+  const std::vector<Plan>& tiles = layout.stages.back().tiles;
+  if (output_bytes(tiles) != last.oh * last.ow * last.cout)
+    return why = "the chain's output bands are not its bytes in order", std::nullopt;
+  std::vector<std::pair<int, int>> loads;
+  Emitter probe;  // the program streams no parameters of its own (one inference = one pass)
+  emit_execution(probe, chain, layout.shapes, layout.stages, loads, true);
+  if (!loads.empty()) return why = "a chain that streams its parameters", std::nullopt;
+  ConvHead head;
+  head.tiles = all_tiles(layout.stages);
+  head.out_bytes = output_bytes(tiles);
+  const std::vector<uint8_t> parameters = parameters_of(layout.shapes);
+  for (const Segment& seg : layout.shapes.segments) {
+    if (!seg.first_of_group) continue;
+    const auto at = parameters.begin() + static_cast<std::ptrdiff_t>(seg.offset);
+    head.cached.insert(head.cached.end(), at, at + std::ptrdiff_t{seg.rows} * kRowBytes);
+    head.param_units = std::max(head.param_units, (seg.base_row + seg.rows) * kRowUnits);
+  }
+  emit_execution(execution, chain, layout.shapes, layout.stages, loads, true);
+  emit_caching(caching, layout.shapes, true);
+  return head;
 }
 
 std::optional<ConvPrograms> try_generate_conv(const ConvChain& chain, std::string& why) {

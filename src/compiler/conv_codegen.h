@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "compiler/conv_layer.h"
+#include "compiler/emitter.h"
 #include "container/executable.h"
 
 namespace tinycoral::compiler {
@@ -42,6 +43,22 @@ std::vector<uint8_t> conv_parameters(const ConvChain& chain);
 
 // Both executables; throws Error if conv_unsupported() is not empty.
 ConvPrograms generate_conv(const ConvChain& chain);
+
+// The chain as the head of a longer program (the colour filters: a SOFTMAX generator follows in
+// the same program). Its execution instructions, from the program's start up to its last layer's
+// bytes, go to `execution`, and those bytes to the host's scratch buffer (where the follower reads
+// them back) instead of the output; its caching loads, from the caching program's start, go to
+// `caching` (the follower's loads take the parameters after `cached`).
+struct ConvHead {
+  uint32_t tiles = 0;           // the tiles the chain uses
+  int param_units = 0;          // wide units from 0 its cached parameters take on them
+  int out_bytes = 0;            // the bytes it leaves in scratch: its output in order
+  std::vector<uint8_t> cached;  // the caching program's parameters
+};
+// Nothing, with the reason in `why`, when the chain is not covered, streams parameters or its
+// output bands are not its bytes in order.
+std::optional<ConvHead> emit_conv_head(const ConvChain& chain, Emitter& execution, Emitter& caching,
+                                       std::string& why);
 
 // conv_unsupported and generate_conv at once (the placement search runs once): the executables,
 // or nothing with the reason in `why`.

@@ -8,6 +8,7 @@
 #include <bit>
 
 #include "common/error.h"
+#include "compiler/conv_codegen.h"
 #include "compiler/emitter.h"
 #include "compiler/program_parts.h"
 
@@ -28,7 +29,8 @@ constexpr int kConcatBase = 0x04;
 // When the FULLY_CONNECTED weights do not all fit tile 0 below the FIFO of streamed weights, the
 // later ones are cached on tiles 1, 2... and streamed into it (bright_64x64).
 constexpr int kStreamFifo = 0x1f7c;
-constexpr int kStreamSlots = 32;  // wide unit of the concat's identity rows (aux row below)
+constexpr int kWideUnits = 16384;  // 64-byte units of a tile's wide memory
+constexpr int kStreamSlots = 32;   // wide unit of the concat's identity rows (aux row below)
 // Wide rows of the ring transfers: where each step's packets arrive and leave from.
 constexpr int kScatterRow = 0x2060, kGatherRow = 0x2078;  // gathers send from row - 0x10
 constexpr int kWideScatter = 0x2000;  // the input FIFOs when a tile holds more than 64 bytes
@@ -195,15 +197,24 @@ struct Geometry {
   int gather_row = kGatherRow;
   uint32_t mask = 0;
   int units = 0;  // parameter units
+  // After a CONV_2D chain in the same program (emit_conv_head): the input comes back from the
+  // host's scratch buffer, and the parameters follow the chain's `param_bytes` in the stream.
+  bool after_chain = false;
+  int64_t param_bytes = 0;
+  int tile0_base = 0;  // wide units of tile 0 below the softmax's own (the chain's parameters)
 };
 
-container::Bitstream execution_program(const Geometry& g, const SoftmaxFcLayer& l) {
-  Emitter e;
+void emit_execution(Emitter& e, const Geometry& g, const SoftmaxFcLayer& l) {
   const int n = g.n, t_count = g.tiles, p = g.p, w = g.p / 4;
-  int ordinal = 0;  // ring producers of the softmax part
-  program_start(e);
-  tile_fence(e, "units=0x020");
-  input_address(e, l.input_name);
+  int ordinal = 0;      // ring producers of the softmax part
+  if (g.after_chain) {  // the chain's bytes back from scratch, as the image would come
+    e.reloc_movi(10, BufferKind::kScratch, Half::kUpper32);
+    e.reloc_movi(11, BufferKind::kScratch, Half::kLower32);
+  } else {
+    program_start(e);
+    tile_fence(e, "units=0x020");
+    input_address(e, l.input_name);
+  }
 
   // The input: N bytes from the host, one 64-byte piece per tile (tile t keeps it at word 16t,
   // where tile 0 gathers all pieces).
@@ -602,16 +613,17 @@ container::Bitstream execution_program(const Geometry& g, const SoftmaxFcLayer& 
   tile_fence(e, "counters=0x1ffff units=0x3ff");
   e.add("scsync", "sunits=0x0c");
   tile_fence(e, "counters=0x1ffff units=0x3ff");
-  e.add("w2n",
-        "tiles=0x1 w=(1 x 1) w.lvl_mask=0x1 n.addr=0x40 n=(1 x 32)(33 x 1)(-31 x 1)(-31 x 1)"
-        "(-31 x 1)(-31 x 1) n.lvl_mask=0x03 mode=2 fill_size=64 sync.en0=1 sync.f2=1 "
-        "sync.wait_lvl=2 sync.en1=1 sync.val=0x0ffff sync.en2=1 sync.f45=1 tail_f867=1 "
-        "tail_en870=1");
+  e.add("w2n", (g.tile0_base ? cat("tiles=0x1 w.addr=", hex(g.tile0_base), " ")
+                             : std::string("tiles=0x1 ")) +
+                   "w=(1 x 1) w.lvl_mask=0x1 n.addr=0x40 n=(1 x 32)(33 x 1)(-31 x 1)(-31 x 1)"
+                   "(-31 x 1)(-31 x 1) n.lvl_mask=0x03 mode=2 fill_size=64 sync.en0=1 sync.f2=1 "
+                   "sync.wait_lvl=2 sync.en1=1 sync.val=0x0ffff sync.en2=1 sync.f45=1 tail_f867=1 "
+                   "tail_en870=1");
   e.add("op", cat("tiles=0x1 loops=(", fcs, ") in=", steps2(fcs, " m3"),
                   " in.tflags=0x01 out.base=", hex(4 * fcs),
                   " out=(1 x 1)(1 x 1)(1 x 1)(0 x 1)(0 x 1)(0 x 1)(0 x 1)(0 x 1 m3) out.tflags=0x1 "
                   "par.base=",
-                  hex(kConcatBase), " par=", steps(fcs, " m1"), " psum=(0 x ", fcs,
+                  hex(g.tile0_base + kConcatBase), " par=", steps(fcs, " m1"), " psum=(0 x ", fcs,
                   ") cfg0=0x065 cfg1=0x12c sync0=0x4000 sync1=0x4000 cfg2=0x07 in_zp=", l.out_zp,
                   " dp_mode=1 reduce_mask=0x01 out_ch_last=3 out_ch=3 mult=1 clamp_max=",
                   f32_bits(l.clamp_max), " clamp_min=", f32_bits(l.clamp_min), " out_zp=", l.out_zp,
@@ -642,16 +654,24 @@ container::Bitstream execution_program(const Geometry& g, const SoftmaxFcLayer& 
   tile_fence(e, "units=0x3ff signal=1 f109=3");
   wait_tokens(e);
   interrupt(e, 5, 4, 6);
+}
+
+container::Bitstream execution_program(const Geometry& g, const SoftmaxFcLayer& l) {
+  Emitter e;
+  emit_execution(e, g, l);
   return e.finish();
 }
 
-container::Bitstream caching_program(const Geometry& g, const SoftmaxFcLayer& l) {
-  Emitter e;
-  tile_fence(e, "b43=1 counters=0x7ffff units=0x3ff signal=1");
-  e.add("scsync", "tiles=0xffff smask=0x1ff tokwait=1 tmask=0xffff sunits=0x1f");
-  e.reloc_movi(1, BufferKind::kParameter, Half::kLower32);
-  e.reloc_movi(0, BufferKind::kParameter, Half::kUpper32);
-  e.add("bundle", "s_op=0x0f s_x=3 imm=1");
+void emit_caching(Emitter& e, const Geometry& g, const SoftmaxFcLayer& l) {
+  if (g.after_chain) {  // (the chain's loads began the program; s1/s0 hold the parameters)
+    e.add("bundle", cat("s_op=0x21 s_x=3 s_y=1 imm=", g.param_bytes));
+  } else {
+    tile_fence(e, "b43=1 counters=0x7ffff units=0x3ff signal=1");
+    e.add("scsync", "tiles=0xffff smask=0x1ff tokwait=1 tmask=0xffff sunits=0x1f");
+    e.reloc_movi(1, BufferKind::kParameter, Half::kLower32);
+    e.reloc_movi(0, BufferKind::kParameter, Half::kUpper32);
+    e.add("bundle", "s_op=0x0f s_x=3 imm=1");
+  }
   e.add("bundle", "s_op=0x0f s_x=2 imm=0");
   descriptor(e, 3, 2, 4, int64_t{64} * g.units, 2);
   const Passes pop = passes_of(g.units, kPassUnits);
@@ -681,12 +701,19 @@ container::Bitstream caching_program(const Geometry& g, const SoftmaxFcLayer& l)
     infeed(q, tile);
   }
   e.add("ringcons0",
-        cat("tiles=0x1 addr=", hex(2 + kConcatBase), " dst=(1 x ", fcs, ")(", 1 - fcs, " x 1)(",
-            1 - fcs, " x 1)(", 1 - fcs, " x 1) sdims=1 aux_en0=1 aux_en1=1"));
+        cat("tiles=0x1 addr=", hex(2 + g.tile0_base + kConcatBase), " dst=(1 x ", fcs, ")(",
+            1 - fcs, " x 1)(", 1 - fcs, " x 1)(", 1 - fcs, " x 1) sdims=1 aux_en0=1 aux_en1=1",
+            // (the aux block, the concat's bias row, at wide 0 unless a chain's rows are there)
+            g.tile0_base ? cat(" aux_addr0=", hex(g.tile0_base)) : std::string()));
   infeed(1 + fcs, 1);
   tile_fence(e, "b43=1 units=0x3ff signal=1 f109=3");
   wait_tokens(e);
   interrupt(e, 3, 2, 4);
+}
+
+container::Bitstream caching_program(const Geometry& g, const SoftmaxFcLayer& l) {
+  Emitter e;
+  emit_caching(e, g, l);
   return e.finish();
 }
 
@@ -729,8 +756,9 @@ std::vector<uint8_t> softmax_fc_parameters(const SoftmaxFcLayer& layer) {
 
 namespace tinycoral::compiler {
 
-SoftmaxPrograms generate_softmax_fc(const SoftmaxFcLayer& layer) {
-  if (const std::string why = softmax_fc_unsupported(layer); !why.empty()) fail(why);
+namespace {
+
+Geometry geometry_of(const SoftmaxFcLayer& layer) {
   Geometry g;
   g.n = layer.n;
   g.tiles = std::min(16, layer.n / kPacket);
@@ -745,12 +773,20 @@ SoftmaxPrograms generate_softmax_fc(const SoftmaxFcLayer& layer) {
     g.fc_base.push_back(resident ? kFcBase + (fc_count - 1 - i) * layer.n : i ? 0 : kFcBase);
   }
   g.mask = first_tiles(g.tiles);
+  g.units = fc_count * layer.n / 4 + 1 + fc_count;
+  return g;
+}
+
+// Both executables from the two programs and the parameters (`input`: the host's image layer).
+SoftmaxPrograms programs_of(const Geometry& g, const SoftmaxFcLayer& layer,
+                            container::Bitstream execution, container::Bitstream caching,
+                            std::vector<uint8_t> parameters, container::Layer input) {
   const int fcs = static_cast<int>(layer.weights.size());
-  g.units = fcs * layer.n / 4 + 1 + fcs;
   SoftmaxPrograms out;
-  container::Executable& eo = out.execution = execution_executable(execution_program(g, layer));
-  eo.input_layers.push_back(boundary_layer(layer.input_name, layer.n, layer.in_zp, layer.in_scale,
-                                           false, layer.signed_input));
+  container::Executable& eo = out.execution = execution_executable(std::move(execution));
+  const int in_bytes = input.size_bytes;
+  const std::string input_name = input.name;
+  eo.input_layers.push_back(std::move(input));
   const int out_bytes = (fcs + 7) / 8 * 8;
   container::Layer y = boundary_layer(layer.output_name, fcs, layer.out_zp, layer.out_scale, true,
                                       layer.signed_output);
@@ -770,10 +806,80 @@ SoftmaxPrograms generate_softmax_fc(const SoftmaxFcLayer& layer) {
   y.shape = {{0, 0}, {0, fcs - 1}};
   eo.output_layers.push_back(std::move(y));
   eo.used_narrow_memory_bytes_per_tile = 4 * layer.n + 4 * g.p + 4 + g.p;
-  eo.dma_hints = execution_hints(layer.input_name, layer.n, layer.output_name, out_bytes);
+  eo.dma_hints = execution_hints(input_name, in_bytes, layer.output_name, out_bytes);
   const container::Executable& pc = out.caching =
-      caching_executable(caching_program(g, layer), softmax_fc_parameters(layer));
+      caching_executable(std::move(caching), std::move(parameters));
   eo.parameter_caching_token = out.caching.parameter_caching_token = caching_token(pc.parameters);
+  return out;
+}
+
+}  // namespace
+
+SoftmaxPrograms generate_softmax_fc(const SoftmaxFcLayer& layer) {
+  if (const std::string why = softmax_fc_unsupported(layer); !why.empty()) fail(why);
+  const Geometry g = geometry_of(layer);
+  return programs_of(g, layer, execution_program(g, layer), caching_program(g, layer),
+                     softmax_fc_parameters(layer),
+                     boundary_layer(layer.input_name, layer.n, layer.in_zp, layer.in_scale, false,
+                                    layer.signed_input));
+}
+
+std::optional<SoftmaxPrograms> generate_conv_softmax(const ConvChain& chain,
+                                                     const SoftmaxFcLayer& layer,
+                                                     std::string& why) {
+  why = softmax_fc_unsupported(layer);
+  if (!why.empty()) return std::nullopt;
+  Emitter execution, caching;
+  const std::optional<ConvHead> head = emit_conv_head(chain, execution, caching, why);
+  if (!head) return std::nullopt;
+  if (head->out_bytes != layer.n) {
+    why = "the SOFTMAX does not read the CONV_2D chain's whole output";
+    return std::nullopt;
+  }
+  Geometry g = geometry_of(layer);
+  g.after_chain = true;
+  g.param_bytes = static_cast<int64_t>(head->cached.size());
+  // FULLY_CONNECTED weights cached on other tiles go to tiles the chain leaves free (they would
+  // overwrite its parameters); tile 0's stay above the chain's.
+  int free_tile = 1;
+  for (size_t i = 0; i < g.fc_tile.size(); ++i) {
+    if (g.fc_tile[i] == 0) continue;
+    while (free_tile < 16 && (head->tiles >> free_tile & 1u)) ++free_tile;
+    if (free_tile == 16) {
+      why = "the CONV_2D chain before the SOFTMAX leaves no tile for the streamed weights";
+      return std::nullopt;
+    }
+    g.fc_tile[i] = free_tile++;
+  }
+  if (head->tiles & 1u) {
+    g.tile0_base = (head->param_units + 3) / 4 * 4;
+    for (size_t i = 0; i < g.fc_tile.size(); ++i)
+      if (g.fc_tile[i] == 0) g.fc_base[i] += g.tile0_base;
+    // A weight row per packet, 4 units apart: a FULLY_CONNECTED's N weights span N units.
+    for (size_t i = 0; i < g.fc_tile.size(); ++i) {
+      if (g.fc_tile[i] == 0 && g.fc_base[i] + layer.n > kWideUnits) {
+        why = "the CONV_2D chain's parameters leave no room for the SOFTMAX's weights on tile 0";
+        return std::nullopt;
+      }
+    }
+  }
+  emit_execution(execution, g, layer);
+  emit_caching(caching, g, layer);
+  std::vector<uint8_t> parameters = head->cached;
+  const std::vector<uint8_t> own = softmax_fc_parameters(layer);
+  parameters.insert(parameters.end(), own.begin(), own.end());
+  const ConvLayer& first = chain.layers.front();
+  SoftmaxPrograms out =
+      programs_of(g, layer, execution.finish(), caching.finish(), std::move(parameters),
+                  boundary_layer(chain.input_name, first.h, first.w, first.cin, first.in_zp,
+                                 first.in_scale, false, chain.signed_input));
+  // The round trip through scratch is the device's own request (descriptors it reports, as in
+  // Google's LSTM, whose hints stop the same way): the hints send the instructions and the image
+  // and say they are not all; the scratch bytes, the output and the end follow as requested.
+  out.execution.scratch_size_bytes = layer.n;
+  container::DmaHints& hints = out.execution.dma_hints;
+  hints.fully_deterministic = false;
+  hints.hints.resize(2);
   return out;
 }
 

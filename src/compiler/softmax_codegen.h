@@ -11,8 +11,10 @@
 // with resident weights and joins the outputs with an identity FULLY_CONNECTED (the concat).
 #pragma once
 
+#include <optional>
 #include <string>
 
+#include "compiler/conv_layer.h"
 #include "compiler/softmax_layer.h"
 #include "container/executable.h"
 
@@ -33,5 +35,14 @@ std::vector<uint8_t> softmax_fc_parameters(const SoftmaxFcLayer& layer);
 
 // Both executables; throws Error if softmax_fc_unsupported() is not empty.
 SoftmaxPrograms generate_softmax_fc(const SoftmaxFcLayer& layer);
+
+// A CONV_2D chain and the SOFTMAX part that reads its output in one program (libredgetpu's colour
+// filters: QUANTIZE -> 1x1 CONV_2D -> RESHAPE -> SOFTMAX -> FULLY_CONNECTED x, y -> CONCATENATION):
+// the chain's program (conv_codegen.h, emit_conv_head) leaves its output in the host's scratch
+// buffer, and this generator's program reads it back as its input; one caching program loads both
+// parameter sets. Not edgetpu_compiler's program (docs/compiler.md "color_*_64x64"). Nothing, with
+// the reason in `why`, when either part is not covered.
+std::optional<SoftmaxPrograms> generate_conv_softmax(const ConvChain& chain,
+                                                     const SoftmaxFcLayer& layer, std::string& why);
 
 }  // namespace tinycoral::compiler

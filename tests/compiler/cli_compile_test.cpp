@@ -99,19 +99,24 @@ TEST(CliCompile, UnmappableModelStillGetsAnOutputAndALogSayingWhy) {
 }
 
 // libredgetpu's colour filter (QUANTIZE, CONV_2D, RESHAPE, SOFTMAX, two FULLY_CONNECTED, concat)
-// is refused with the reason of the generator for its shape (SOFTMAX with its FCs): the
-// single-FULLY_CONNECTED generator's "no code generator for CONV_2D yet" was logged before,
-// which is wrong (CONV_2D has one) and sends a reader after the wrong layer.
-TEST(CliCompile, RefusedPartLogsTheReasonOfItsFirstLayersGenerator) {
+// maps whole: one program of the conv chain and the softmax (its reasons when refused are
+// ColourTrackersOnTheVirtualEdgeTpu's; before, the single-FULLY_CONNECTED generator's "no code
+// generator for CONV_2D yet" was logged, which sent a reader after the wrong layer).
+TEST(CliCompile, ColourFilterMapsWhole) {
   TINYCORAL_REQUIRE_TESTDATA(dir);
-  const fs::path out = scratch("lead_reason");
+  const fs::path out = scratch("colour");
   const fs::path model = dir / "libredgetpu" / "color_red_64x64.tflite";
   const auto r = run_cli("compile " + model.string() + " -o " + out.string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(fs::exists(out / "color_red_64x64_edgetpu.tflite"));
   const std::string log = slurp(out / "color_red_64x64_edgetpu.log");
-  EXPECT_EQ(log.find("no code generator for CONV_2D"), std::string::npos) << log;
-  EXPECT_NE(log.find("a CONV_2D before a SOFTMAX"), std::string::npos) << log;
+  for (const char* op :
+       {"QUANTIZE", "CONV_2D", "RESHAPE", "SOFTMAX", "FULLY_CONNECTED", "CONCATENATION"}) {
+    const size_t at = log.find(std::string("\n") + op + " ");
+    ASSERT_NE(at, std::string::npos) << op << "\n" << log;
+    const std::string row = log.substr(at + 1, log.find('\n', at + 1) - at - 1);
+    EXPECT_NE(row.find("Mapped to Edge TPU"), std::string::npos) << row;
+  }
 }
 
 TEST(CliCompile, EdgetpuCompilersOtherFlagsAreAcceptedWithAWarning) {
