@@ -1098,6 +1098,8 @@ std::optional<ConvHead> emit_conv_head(const ConvChain& chain, Emitter& executio
   ConvHead head;
   head.tiles = all_tiles(layout.stages);
   head.out_bytes = output_bytes(tiles);
+  for (const Stage& s : layout.stages)
+    for (const Plan& t : s.tiles) head.narrow_end = std::max(head.narrow_end, t.narrow_end);
   const std::vector<uint8_t> parameters = parameters_of(layout.shapes);
   for (const Segment& seg : layout.shapes.segments) {
     if (!seg.first_of_group) continue;

@@ -53,6 +53,7 @@ struct ConvHead {
   uint32_t tiles = 0;           // the tiles the chain uses
   int param_units = 0;          // wide units from 0 its cached parameters take on them
   int out_bytes = 0;            // the bytes it leaves in scratch: its output in order
+  int narrow_end = 0;           // narrow memory it uses on a tile
   std::vector<uint8_t> cached;  // the caching program's parameters
 };
 // Nothing, with the reason in `why`, when the chain is not covered, streams parameters or its

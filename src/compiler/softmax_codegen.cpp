@@ -877,6 +877,8 @@ std::optional<SoftmaxPrograms> generate_conv_softmax(const ConvChain& chain,
   // Google's LSTM, whose hints stop the same way): the hints send the instructions and the image
   // and say they are not all; the scratch bytes, the output and the end follow as requested.
   out.execution.scratch_size_bytes = layer.n;
+  out.execution.used_narrow_memory_bytes_per_tile =
+      std::max(out.execution.used_narrow_memory_bytes_per_tile, head->narrow_end);
   container::DmaHints& hints = out.execution.dma_hints;
   hints.fully_deterministic = false;
   hints.hints.resize(2);
