@@ -160,8 +160,18 @@ TEST(ColourTrackersOnTheVirtualEdgeTpu, LibredgetpuTwinsEqualTheCpuReferenceInEv
 
 TEST(ColourTrackersOnTheVirtualEdgeTpu, RandomTwinsOfOtherSizesEqualTheCpuReference) {
   std::mt19937 random(5);
-  for (const auto& [h, w] : std::vector<std::pair<int, int>>{
-           {8, 8}, {16, 16}, {16, 32}, {32, 32}, {32, 64}, {64, 64}, {64, 128}}) {
+  for (const auto& [h, w] : std::vector<std::pair<int, int>>{{8, 8},
+                                                             {16, 16},
+                                                             {16, 32},
+                                                             {32, 32},
+                                                             {32, 64},
+                                                             {64, 64},
+                                                             {64, 128},
+                                                             {96, 128},
+                                                             {128, 64},
+                                                             {4, 16},
+                                                             {8, 32},
+                                                             {16, 64}}) {
     SCOPED_TRACE(std::to_string(h) + " x " + std::to_string(w));
     expect_runtime_equals_cpu(colour_twin(h, w, random), 2, random);
   }
