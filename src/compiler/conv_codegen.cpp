@@ -270,7 +270,7 @@ void bias_load(Emitter& e, const LayerPlan& lp, int first_row, int groups, uint3
 }
 
 // The op fields every layer shares after its walks.
-std::string op_tail(const LayerPlan& lp, int zp_unit, int out_ch, int last_ch = 0) {
+std::string op_tail(const LayerPlan& lp, int zp_unit, int out_ch, int last_ch = 0, int g0 = 0) {
   // A last group of fewer channels (MobileNet v2's 96, 144, 160) writes its words only and skips
   // the rest of its `out` group level (Google's out_ch_last / out.last_*, e.g. 31 and 8 words
   // skipped in gen2020 MobileNet v2).
@@ -280,12 +280,17 @@ std::string op_tail(const LayerPlan& lp, int zp_unit, int out_ch, int last_ch = 
                                      : cat(" out.last_mode=3 out.last_cnt=", last_ch / 4 - 1,
                                            " out.last_skip=", out_ch / 4 - last_ch / 4);
   const ConvLayer& l = *lp.l;
+  // (A fan-out head's groups: the head's output stage.)
+  const ConvLayer::Head* head = l.head_of(g0);
+  const float clamp_max = head ? head->clamp_max : l.clamp_max;
+  const float clamp_min = head ? head->clamp_min : l.clamp_min;
+  const int32_t out_zp = head ? head->out_zp : l.out_zp;
   return cat(" cfg0=0x0a5 cfg1=0x14e sync0=0x4000 sync1=0x4000 cfg2=0x07 cfg3=8 in_zp=", l.in_zp,
              " pc_aux_unit=", hex(zp_unit), " pc_aux_rows=", lp.planes,
              " pc_zp_unit=", hex(zp_unit), l.bias.empty() ? "" : " cfg4=1", last_group,
              " dp_mode=2 reduce_mask=0x01 out_ch_last=", last_ch - 1, " out_ch=", out_ch - 1,
-             " mult=", f32_bits(1.0f), " clamp_max=", f32_bits(l.clamp_max),
-             " clamp_min=", f32_bits(l.clamp_min), " out_zp=", l.out_zp, " pc_mult=1");
+             " mult=", f32_bits(1.0f), " clamp_max=", f32_bits(clamp_max),
+             " clamp_min=", f32_bits(clamp_min), " out_zp=", out_zp, " pc_mult=1");
 }
 
 // The words of groups [g0, g1) of a depthwise layer (the last group's only, when the channels
@@ -399,7 +404,8 @@ void layer_op(TileBatch& e, const Plan& p, size_t i, const Part& part) {
             op_tail(lp, lp.zp_row(part) * kRowUnits, lp.group_ch,
                     part.g1 == lp.groups && lp.groups > 1 && l.cout % kColumns != 0
                         ? round_up(l.cout % kColumns, 4)
-                        : lp.group_ch)));
+                        : lp.group_ch,
+                    part.g0)));
 }
 
 // A residual ADD on one tile: its input image (the layer before wrote it) plus the kept image,
@@ -435,6 +441,53 @@ void stream_tile_output(Emitter& e, const Plan& p, int& ordinal) {
                      "tail_lvl=1"));
     e.add("outfeed", cat("walk=(0 x ", bytes / 8, ") k173=3 f222=0x7f"));
     ring_send(e, p.tile, kRingFifo, 0x10000, ordinal++);
+  }
+}
+
+// Bytes per pixel of a fan-out head's output: its channels in whole 8-byte units (the host reads
+// its channels, the outfeed moves 8-byte units).
+int head_pixel_bytes(const ConvLayer::Head& h) { return round_up(h.cout, 8); }
+
+// Pixels of one tile's band of the last layer.
+int band_pixels(const Plan& p) {
+  const LayerPlan& lp = p.layers[p.end - 1];
+  return (lp.ob - lp.oa) * lp.blocks * lp.block;
+}
+
+// One tile's share of a head's output: its pixels' head channels, as many whole pixels per
+// 256-byte piece as fit (a 2-level narrow walk picks them out of the pixels of all heads).
+void stream_tile_head(Emitter& e, const Plan& p, const ConvLayer::Head& h, int& ordinal) {
+  const uint32_t tile = tile_bit(p.tile);
+  const int pb = head_pixel_bytes(h), per_piece = kRowBytes / pb, pixels = band_pixels(p);
+  for (int k = 0; k < pixels; k += per_piece) {
+    const int n = std::min(per_piece, pixels - k);
+    const int at = p.out_base + k * p.out_ch + kColumns * (h.g0 - p.g0);
+    e.add("n2w", cat("tiles=", hex(tile), " n.addr=", hex(at / 4),
+                     " n=", strided_walk({{1, pb / 4}, {p.out_ch / 4, n}}, 6),
+                     " n.lvl_mask=0x01 w.addr=", hex(kRingFifo),
+                     " w=(1 x 1) w.circ=1 w.rows=1 sync.en0=1 sync.f1=1 sync.id=16 "
+                     "sync.wait_lvl=1 sync.en1=1 sync.val=0xffff sync.en2=1 sync.f45=1 "
+                     "tail_lvl=1"));
+    e.add("outfeed", cat("walk=(0 x ", n * pb / 8, ") k173=3 f222=0x7f"));
+    ring_send(e, p.tile, kRingFifo, 0x10000, ordinal++);
+  }
+}
+
+// Each fan-out head's output to its own host buffer, one after the other.
+void stream_head_outputs(Emitter& e, const std::vector<Plan>& tiles, const ConvLayer& last,
+                         int& ordinal) {
+  for (const ConvLayer::Head& h : last.heads) {
+    e.reloc_movi(10, BufferKind::kOutput, Half::kUpper32, h.output_name);
+    e.reloc_movi(11, BufferKind::kOutput, Half::kLower32, h.output_name);
+    e.add("bundle", "s_op=0x0f s_x=5 imm=11");
+    e.add("bundle", "s_op=0x0f s_x=4 imm=10");
+    int total = 0;
+    for (const Plan& p : tiles) total += band_pixels(p) * head_pixel_bytes(h);
+    descriptor(e, 5, 4, 6, total, 3);
+    for (const Plan& p : tiles) stream_tile_head(e, p, h, ordinal);
+    tile_fence(e, "counters=0x1ffff units=0x3ff");
+    e.add("scsync",
+          cat("tiles=0xffff smask=0x020 thr5=", (total + 31) / 32, " wait=0x020 sunits=0x0c"));
   }
 }
 
@@ -820,8 +873,11 @@ void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
     if (shapes.segments[k].first_of_group && resident[group] != static_cast<int>(k))
       load(static_cast<int>(k), std::min(dirty[group], shapes.segments[k].rows));
   }
-  stream_output(e, stages.back().tiles, chain.output_name, ordinal,
-                head ? BufferKind::kScratch : BufferKind::kOutput);
+  if (chain.layers.back().heads.empty())
+    stream_output(e, stages.back().tiles, chain.output_name, ordinal,
+                  head ? BufferKind::kScratch : BufferKind::kOutput);
+  else
+    stream_head_outputs(e, stages.back().tiles, chain.layers.back(), ordinal);
   tile_fence(e, "counters=0x20000 units=0x3ff signal=1");
   wait_tokens(e);
   if (head) return;
@@ -931,6 +987,8 @@ std::string unsupported(const ConvChain& chain, Layout& layout) {
       continue;
     }
     const int block = block_of(l);
+    if (!l.heads.empty() && block > 1)
+      return cat("fan-out heads reading ", l.cin, " channels (a multiple of 4 yet)");
     if (block > 1 && (block * l.cout > kColumns || block * l.cout % 4 != 0))
       return cat("CONV_2D with ", l.cin, " input channels, stride ", l.stride_w, " and ", l.cout,
                  " output channels (", block, " x Cout must be a multiple of 4 up to 64 yet)");
@@ -988,6 +1046,44 @@ std::vector<uint8_t> conv_parameters(const ConvChain& chain) {
 
 namespace {
 
+// The output layers of fan-out heads (stream_head_outputs): per head, the tiles' bands one after
+// the other, each row-major with the head's bytes per pixel.
+std::vector<container::Layer> head_layers(const std::vector<Plan>& tiles, const ConvLayer& last) {
+  std::vector<container::Layer> layers;
+  for (const ConvLayer::Head& h : last.heads) {
+    const int pb = head_pixel_bytes(h);
+    container::OutputLayout layout;
+    layout.x_coordinate_to_linear_tile_id_map.assign(static_cast<size_t>(last.ow), 0);
+    int offset = 0;
+    size_t next = 0;
+    for (int tile = 0; tile < kTiles; ++tile) {
+      layout.linearized_tile_byte_offset.push_back(offset);
+      if (next == tiles.size() || tiles[next].tile != tile) continue;
+      const Plan& t = tiles[next++];
+      for (int y = t.layers[t.end - 1].oa; y < t.layers[t.end - 1].ob; ++y) {
+        layout.y_coordinate_to_linear_tile_id_map.push_back(t.tile);
+        layout.y_coordinate_to_local_y_offset.push_back(y - t.y0);
+      }
+      offset += band_pixels(t) * pb;
+    }
+    const int row = tiles.front().layers[tiles.front().end - 1].blocks *
+                    tiles.front().layers[tiles.front().end - 1].block * pb;
+    for (int x = 0; x < last.ow; ++x) {
+      layout.x_coordinate_to_local_byte_offset.push_back(x * pb);
+      layout.x_coordinate_to_local_y_row_size.push_back(row);
+    }
+    container::Layer layer =
+        boundary_layer(h.output_name, offset, h.out_zp, h.out_scale, true, h.signed_output);
+    layer.y_dim = last.oh;
+    layer.x_dim = last.ow;
+    layer.z_dim = h.cout;
+    layer.output_layout = std::move(layout);
+    layer.shape = {{0, 0}, {0, last.oh - 1}, {0, last.ow - 1}, {0, h.cout - 1}};
+    layers.push_back(std::move(layer));
+  }
+  return layers;
+}
+
 // Both executables of a supported chain from its layout.
 ConvPrograms programs_of(const ConvChain& chain, const Layout& layout_of) {
   const Shapes& shapes = layout_of.shapes;
@@ -1036,12 +1132,24 @@ ConvPrograms programs_of(const ConvChain& chain, const Layout& layout_of) {
   }
   out_layer.output_layout = layout;
   out_layer.shape = {{0, 0}, {0, last.oh - 1}, {0, last.ow - 1}, {0, last.cout - 1}};
-  eo.output_layers.push_back(std::move(out_layer));
+  if (last.heads.empty()) {
+    eo.output_layers.push_back(std::move(out_layer));
+    eo.dma_hints = execution_hints(chain.input_name, in_bytes, chain.output_name, out_total);
+  } else {
+    eo.output_layers = head_layers(tiles, last);
+    eo.dma_hints.fully_deterministic = true;
+    eo.dma_hints.hints = {
+        instruction_hint(),
+        dma_hint(BufferKind::kInput, container::Direction::kInfeed, chain.input_name, in_bytes)};
+    for (const container::Layer& h : eo.output_layers)
+      eo.dma_hints.hints.push_back(
+          dma_hint(BufferKind::kOutput, container::Direction::kOutfeed, h.name, h.size_bytes));
+    eo.dma_hints.hints.push_back(interrupt_hint());
+  }
   int narrow_end = 0;
   for (const Stage& s : stages)
     for (const Plan& t : s.tiles) narrow_end = std::max(narrow_end, t.narrow_end);
   eo.used_narrow_memory_bytes_per_tile = narrow_end;
-  eo.dma_hints = execution_hints(chain.input_name, in_bytes, chain.output_name, out_total);
   // The caching program holds the first segment of every group; the execution program's own
   // parameters are the segments it streams, in the order it loads them, one DMA hint each after
   // the input (the host sends its streams in hint order).

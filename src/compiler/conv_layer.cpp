@@ -26,6 +26,8 @@ int conv_pad_before(int in, int k, int stride, bool same) {
 
 namespace {
 
+constexpr int kHeadColumns = 64;  // output channels per group of the conv generator
+
 // The zero points, multipliers and clamps of a layer reading x with weights w into y.
 std::string output_stage(const GraphTensor& x, const GraphTensor& w, const GraphTensor& y,
                          container::Activation activation, ConvLayer& l) {
@@ -197,6 +199,134 @@ std::string make_fc_layer(const Graph& graph, const GraphOp& op, const ConvLayer
   return output_stage(x, w, y, activation, l);
 }
 
+// Fan-out heads: `ops` are CONV_2D layers that all read `source` with one geometry, and
+// CONCATENATIONs along channels of some of them. Each head is a conv whose output the mapped part
+// does not read, or a CONCATENATION of convs with its output quantization and activation (the
+// concat then only places their channels side by side). They become one layer (ConvLayer::heads).
+std::string make_heads(const Graph& graph, const std::vector<const GraphOp*>& ops, int source,
+                       ConvLayer& merged) {
+  struct Conv {
+    const GraphOp* op = nullptr;
+    ConvLayer l;
+    bool used = false;
+  };
+  std::vector<Conv> convs;
+  std::vector<const GraphOp*> concats;
+  for (const GraphOp* op : ops) {
+    if (is_builtin(*op, BuiltinOp::kConv2D)) {
+      Conv c{op, {}, false};
+      if (op->inputs.at(0) != source) return "the layers do not form a chain";
+      if (std::string why = make_layer(graph, *op, c.l); !why.empty()) return why;
+      convs.push_back(std::move(c));
+    } else if (is_builtin(*op, BuiltinOp::kConcatenation)) {
+      concats.push_back(op);
+    } else {
+      return cat("tinycoral has no code generator for ", op->name, " in fan-out heads yet");
+    }
+  }
+  if (convs.size() < 2) return "the layers do not form a chain";
+  auto conv_writing = [&](int t) -> Conv* {
+    for (Conv& c : convs)
+      if (c.op->outputs.at(0) == t) return &c;
+    return nullptr;
+  };
+  // Each head: its convs in channel order and the tensor it writes.
+  struct Group {
+    std::vector<Conv*> convs;
+    int output = -1;
+  };
+  std::vector<Group> groups;
+  for (const GraphOp* op : concats) {
+    const auto* o = std::get_if<container::ConcatenationOptions>(&op->options);
+    const GraphTensor& y = graph.tensor(op->outputs.at(0));
+    const int rank = static_cast<int>(y.shape.size());
+    if (o == nullptr || (o->axis != -1 && o->axis != rank - 1) ||
+        o->activation != container::Activation::kNone)
+      return "a CONCATENATION in fan-out heads that is not along channels";
+    Group g;
+    g.output = op->outputs.at(0);
+    for (int t : op->inputs) {
+      Conv* c = conv_writing(t);
+      if (c == nullptr || c->used)
+        return "a CONCATENATION in fan-out heads of other tensors than their convolutions'";
+      const GraphTensor& x = graph.tensor(t);
+      if (x.quant.scale.at(0) != y.quant.scale.at(0) || uint8_zero_point(x) != uint8_zero_point(y))
+        return "a CONCATENATION in fan-out heads that rescales";
+      c->used = true;
+      g.convs.push_back(c);
+    }
+    groups.push_back(std::move(g));
+  }
+  for (Conv& c : convs) {
+    if (c.used) continue;
+    for (const GraphOp* op : ops)
+      for (int t : op->inputs)
+        if (t == c.op->outputs.at(0)) return "a fan-out head whose output another layer reads";
+    groups.push_back({{&c}, c.op->outputs.at(0)});
+  }
+  // Heads in the order of the operators that write them (the mapped part's outputs' order).
+  auto writer_index = [&](const Group& g) {
+    for (size_t k = 0; k < ops.size(); ++k)
+      if (ops[k]->outputs.at(0) == g.output) return k;
+    return ops.size();
+  };
+  std::sort(groups.begin(), groups.end(),
+            [&](const Group& a, const Group& b) { return writer_index(a) < writer_index(b); });
+  const ConvLayer& first = groups.front().convs.front()->l;
+  merged = first;
+  merged.weights.clear();
+  merged.mult.clear();
+  merged.bias.clear();
+  merged.heads.clear();
+  merged.cout = 0;
+  bool any_bias = false;
+  for (const Conv& c : convs) any_bias = any_bias || !c.l.bias.empty();
+  const size_t per_out = static_cast<size_t>(first.kh) * first.kw * first.cin;
+  for (const Group& g : groups) {
+    ConvLayer::Head head;
+    head.g0 = merged.cout / kHeadColumns;
+    const ConvLayer& l0 = g.convs.front()->l;
+    head.out_zp = l0.out_zp;
+    head.out_scale = l0.out_scale;
+    head.clamp_min = l0.clamp_min;
+    head.clamp_max = l0.clamp_max;
+    const GraphTensor& y = graph.tensor(g.output);
+    head.output_name = y.name;
+    head.signed_output = y.type == TensorType::kInt8;
+    for (const Conv* c : g.convs) {
+      const ConvLayer& l = c->l;
+      if (l.kh != first.kh || l.kw != first.kw || l.stride_h != first.stride_h ||
+          l.stride_w != first.stride_w || l.pad_top != first.pad_top ||
+          l.pad_left != first.pad_left || l.oh != first.oh || l.ow != first.ow)
+        return "fan-out heads of different geometry";
+      if (l.out_zp != head.out_zp || l.clamp_min != head.clamp_min ||
+          l.clamp_max != head.clamp_max || l.weight_zp != l0.weight_zp)
+        return "a CONCATENATION in fan-out heads whose operands' output stages differ";
+      merged.weights.insert(merged.weights.end(), l.weights.begin(), l.weights.end());
+      merged.mult.insert(merged.mult.end(), l.mult.begin(), l.mult.end());
+      if (l.bias.empty())
+        merged.bias.insert(merged.bias.end(), static_cast<size_t>(l.cout), 0);
+      else
+        merged.bias.insert(merged.bias.end(), l.bias.begin(), l.bias.end());
+      merged.weight_zps.insert(merged.weight_zps.end(), static_cast<size_t>(l.cout), l.weight_zp);
+      head.cout += l.cout;
+    }
+    // The head's last group padded to whole 64 columns: multiplier 0, weights its zero point.
+    const int padded = (head.cout + kHeadColumns - 1) / kHeadColumns * kHeadColumns;
+    const auto pad = static_cast<size_t>(padded - head.cout);
+    const int32_t zp = merged.weight_zps.back();
+    merged.weights.insert(merged.weights.end(), pad * per_out, static_cast<uint8_t>(zp));
+    merged.mult.insert(merged.mult.end(), pad, 0.0f);
+    merged.bias.insert(merged.bias.end(), pad, 0);
+    merged.weight_zps.insert(merged.weight_zps.end(), pad, zp);
+    merged.cout += padded;
+    head.g1 = merged.cout / kHeadColumns;
+    merged.heads.push_back(std::move(head));
+  }
+  if (!any_bias) merged.bias.clear();
+  return "";
+}
+
 }  // namespace
 
 std::string match_conv_chain(const Graph& graph, const std::vector<int>& mapped_ops,
@@ -219,6 +349,16 @@ std::string match_conv_chain(const Graph& graph, const std::vector<int>& mapped_
       chain.layers.push_back(std::move(l));
       flowing = op.outputs.at(0);
       continue;
+    }
+    // Fan-out: the layer before and the ops after it read the same image (heads).
+    if (flowing >= 0 && op.inputs.at(0) != flowing && !chain.layers.empty() &&
+        op.inputs.at(0) == layer_inputs.back() && is_builtin(*ops[i - 1], BuiltinOp::kConv2D)) {
+      const std::vector<const GraphOp*> rest(ops.begin() + static_cast<std::ptrdiff_t>(i) - 1,
+                                             ops.begin() + static_cast<std::ptrdiff_t>(end));
+      if (std::string why = make_heads(graph, rest, layer_inputs.back(), l); !why.empty())
+        return why;
+      chain.layers.back() = std::move(l);
+      break;
     }
     if (flowing >= 0 && op.inputs.at(0) != flowing) return "the layers do not form a chain";
     if (is_builtin(op, BuiltinOp::kConv2D)) {
@@ -245,6 +385,8 @@ std::string match_conv_chain(const Graph& graph, const std::vector<int>& mapped_
     chain.layers.push_back(std::move(l));
     flowing = op.outputs.at(0);
   }
+  if (!chain.layers.empty() && !chain.layers.back().heads.empty() && end < ops.size())
+    return "a QUANTIZE after fan-out heads is not folded yet";
   const GraphTensor& x = graph.tensor(ops[first]->inputs.at(0));
   const GraphTensor& y = graph.tensor(ops[end - 1]->outputs.at(0));
   const GraphTensor* in = &x;

@@ -38,6 +38,31 @@ struct ConvLayer {
   int32_t add_w1 = 0, add_w2 = 0, add_offset = 0;
   bool add_flowing_first = true;
   bool residual() const { return residual_of >= 0; }
+  // Fan-out heads (match_conv_chain): several CONV_2D layers of one geometry reading the same
+  // image, each written to a graph output, as one last layer whose output groups are the heads'
+  // in turn, each head from a whole group of 64 (its columns past its channels get multiplier 0).
+  // Each head keeps its own output zero point and clamps (its ops: a head's groups are parts of
+  // their own) and its weight zero point (`weight_zps`, one per output channel: the zero-point
+  // row holds one per column).
+  struct Head {
+    int g0 = 0, g1 = 0;  // its output groups
+    int cout = 0;        // its channels, from channel 64 g0 on
+    int32_t out_zp = 0;
+    float out_scale = 0, clamp_min = 0, clamp_max = 0;
+    std::string output_name;
+    bool signed_output = false;
+  };
+  std::vector<Head> heads;
+  std::vector<int32_t> weight_zps;  // per output channel when they differ; empty: weight_zp
+  int32_t weight_zp_of(int channel) const {
+    return weight_zps.empty() ? weight_zp : weight_zps.at(static_cast<size_t>(channel));
+  }
+  // The head that owns output group g, or nullptr (a layer without heads).
+  const Head* head_of(int g) const {
+    for (const Head& h : heads)
+      if (g >= h.g0 && g < h.g1) return &h;
+    return nullptr;
+  }
 };
 
 // The layers of one mapped chain and its boundary tensors.
@@ -48,7 +73,10 @@ struct ConvChain {
 };
 
 // Recognises [QUANTIZE] CONV_2D... [QUANTIZE] where each CONV_2D (or DEPTHWISE_CONV_2D with depth
-// multiplier 1 and at least 4 channels) reads the previous one's output;
+// multiplier 1 and at least 4 channels) reads the previous one's output, optionally ended by
+// fan-out heads: CONV_2D layers of one geometry that all read the same image, each writing a
+// tensor the mapped part does not read (a graph output), or a CONCATENATION along channels of
+// several of them with the same output quantization (its output is then the head's);
 // returns "" and fills `chain`, or the reason tinycoral cannot generate it yet.
 std::string match_conv_chain(const Graph& graph, const std::vector<int>& mapped_ops,
                              ConvChain& chain);

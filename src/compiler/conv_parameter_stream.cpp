@@ -40,7 +40,11 @@ std::vector<uint8_t> parameters_of(const Shapes& p) {
           put32(out, static_cast<uint32_t>(real ? l.bias[static_cast<size_t>(oc)] : 0));
         }
       }
-      for (int c = 0; c < kColumns; ++c) put32(out, static_cast<uint32_t>(l.weight_zp));
+      // One weight zero point per column (merged fan-out heads may differ: ConvLayer::heads).
+      for (int c = 0; c < kColumns; ++c) {
+        const bool real = !l.depthwise && column(part.g0, c, oc, r);
+        put32(out, static_cast<uint32_t>(real ? l.weight_zp_of(oc) : l.weight_zp));
+      }
       if (l.depthwise) {
         // Entry (group, word j, ky, kx): the 4x4 diagonal of word j - column b holds the tap's
         // weight of channel 64 group + 4 j + b at byte b - and the weight zero point everywhere
@@ -77,7 +81,7 @@ std::vector<uint8_t> parameters_of(const Shapes& p) {
               const bool real = column(g, c, oc, r);
               for (int b = 0; b < 4; ++b) {
                 const int t = 4 * w + b - lp.window_off - r * l.stride_w * l.cin;
-                uint8_t v = static_cast<uint8_t>(l.weight_zp);
+                uint8_t v = static_cast<uint8_t>(real ? l.weight_zp_of(oc) : l.weight_zp);
                 if (real && t >= 0 && t < l.kw * l.cin)
                   v = l.weights[static_cast<size_t>(oc) * per_out +
                                 static_cast<size_t>(ky) * l.kw * l.cin + static_cast<size_t>(t)];

@@ -166,7 +166,8 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
     const ConvLayer& l = *lp.l;
     int split = given[k] > 0 ? given[k] : 1;
     if (given[k] == 0 && rows_of(a, b) > kSegmentRows && b == a + 1 && b == chain.layers.size() &&
-        !l.depthwise && !l.residual() && l.oh == 1 && l.ow == 1 && lp.block == 1 && lp.groups > 1)
+        !l.depthwise && !l.residual() && l.heads.empty() && l.oh == 1 && l.ow == 1 &&
+        lp.block == 1 && lp.groups > 1)
       while (split < std::min(lp.groups, kTiles) &&
              lp.rows_of((lp.groups + split - 1) / split) > kSegmentRows)
         ++split;

@@ -1,0 +1,215 @@
+// Correct by simulation: fan-out heads (several CONV_2D layers reading the same image, each
+// written to its own graph output, or joined by a CONCATENATION along channels: PoseNet's
+// heatmaps, offsets and displacements) after a conv chain, compiled as one program with several
+// outputs, run on the virtual Edge TPU and compared with the CPU reference in `edgetpu` rounding:
+// every byte of every output equal, on two inferences.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <set>
+
+#include "chip/sim_runner.h"
+#include "compiler/compile.h"
+#include "container/tflite_writer.h"
+#include "host/interpreter.h"
+#include "support/conv_twin.h"
+
+namespace tinycoral::compiler {
+namespace {
+
+using container::Activation;
+using container::TensorType;
+using twins::conv_twin;
+using twins::ConvSpec;
+
+ConvSpec conv(int cout, int k, int stride = 1) {
+  ConvSpec s;
+  s.cout = cout;
+  s.k = k;
+  s.stride = stride;
+  s.act = Activation::kRelu6;
+  return s;
+}
+
+struct HeadSpec {
+  int cout = 8;
+  int k = 1;
+  bool concat_with_next = false;  // joined with the next head by a CONCATENATION
+  Activation act = Activation::kNone;
+};
+
+// Adds a CONV_2D reading tensor `x` (int8 [1, h, w, cin], scale sx) with output quantization
+// (sy, zy) to `m`; returns its output tensor.
+int add_head_conv(container::Model& m, int x, int cin, float sx, const HeadSpec& spec, float sy,
+                  int zy, std::mt19937& random) {
+  container::Subgraph& g = m.subgraphs.at(0);
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  const std::vector<int32_t> shape = g.tensors.at(static_cast<size_t>(x)).shape;  // (a copy)
+  std::vector<float> sw(static_cast<size_t>(spec.cout));
+  for (float& v : sw) v = 0.0004f + 0.001f * unit(random);
+  container::Buffer weights;
+  weights.data.resize(static_cast<size_t>(spec.cout) * spec.k * spec.k * cin);
+  for (auto& b : weights.data) b = static_cast<uint8_t>(static_cast<int>(random() % 255) - 127);
+  std::vector<int32_t> bias(static_cast<size_t>(spec.cout));
+  for (auto& b : bias) b = static_cast<int32_t>(random() % 40001) - 20000;
+  std::vector<float> bias_scale;
+  for (float v : sw) bias_scale.push_back(sx * v);
+  const auto wbuf = static_cast<uint32_t>(m.buffers.size());
+  m.buffers.push_back(weights);
+  container::Buffer bbuf;
+  bbuf.data = twins::le32(bias);
+  m.buffers.push_back(bbuf);
+  const int wt = static_cast<int>(g.tensors.size());
+  const std::string name = cat("head", wt);
+  g.tensors.push_back(testing::twin_tensor(name + "_w", TensorType::kInt8,
+                                           {spec.cout, spec.k, spec.k, cin}, sw,
+                                           std::vector<int64_t>(sw.size(), 0), wbuf));
+  g.tensors.push_back(testing::twin_tensor(name + "_b", TensorType::kInt32, {spec.cout}, bias_scale,
+                                           std::vector<int64_t>(bias_scale.size(), 0), wbuf + 1));
+  g.tensors.push_back(testing::twin_tensor(name, TensorType::kInt8,
+                                           {1, shape[1], shape[2], spec.cout}, {sy}, {zy - 128}));
+  container::Operator op;
+  op.opcode_index = 1;
+  op.inputs = {x, wt, wt + 1};
+  op.outputs = {wt + 2};
+  op.builtin_options_type = 1;
+  container::Conv2DOptions o;
+  o.padding = container::Padding::kSame;
+  o.activation = spec.act;
+  op.options = o;
+  g.operators.push_back(op);
+  return wt + 2;
+}
+
+// The twin of a conv chain (int8 input and output, conv_twin) whose last output is read by the
+// heads; the heads' outputs (a CONCATENATION's for joined heads) are the graph's outputs.
+container::Model heads_twin(int h, int w, int cin, const std::vector<ConvSpec>& trunk,
+                            const std::vector<HeadSpec>& heads, std::mt19937& random) {
+  container::Model m = conv_twin(h, w, cin, trunk, random, /*int8_io=*/true);
+  m.operator_codes.push_back({2, "", 1});  // CONCATENATION
+  const auto concat_code = static_cast<uint32_t>(m.operator_codes.size() - 1);
+  container::Subgraph& g = m.subgraphs.at(0);
+  const int x = g.outputs.at(0);
+  const container::Tensor source = g.tensors.at(static_cast<size_t>(x));
+  const int channels = source.shape.at(3);
+  const float sx = source.quantization.scale.at(0);
+  g.outputs.clear();
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  std::vector<int> joined;
+  float sy = 0;
+  int zy = 0;
+  for (const HeadSpec& spec : heads) {
+    if (joined.empty()) {  // a new output: its own quantization, spreading the sums
+      sy = 3.0f * std::sqrt(static_cast<float>(spec.k * spec.k * channels)) * 74 * 74 * sx *
+           0.0009f / 127 * (0.7f + 0.6f * unit(random));
+      zy = static_cast<int>(random() % 100) + 78;
+    }
+    const int out = add_head_conv(m, x, channels, sx, spec, sy, zy, random);
+    joined.push_back(out);
+    if (spec.concat_with_next) continue;
+    if (joined.size() == 1) {
+      g.outputs.push_back(out);
+    } else {
+      int total = 0;
+      for (int t : joined) total += g.tensors.at(static_cast<size_t>(t)).shape.at(3);
+      const std::vector<int32_t> shape = g.tensors.at(static_cast<size_t>(out)).shape;
+      g.tensors.push_back(testing::twin_tensor(cat("concat", g.tensors.size()), TensorType::kInt8,
+                                               {1, shape[1], shape[2], total}, {sy}, {zy - 128}));
+      container::Operator concat;
+      concat.opcode_index = concat_code;
+      concat.inputs = joined;
+      concat.outputs = {static_cast<int>(g.tensors.size()) - 1};
+      concat.builtin_options_type = 10;
+      container::ConcatenationOptions co;
+      co.axis = 3;
+      concat.options = co;
+      g.operators.push_back(concat);
+      g.outputs.push_back(concat.outputs[0]);
+    }
+    joined.clear();
+  }
+  return m;
+}
+
+// Compiles the twin, runs it on the virtual Edge TPU twice and compares every output with the
+// CPU reference's; returns the number of outputs compared and sets `tiles` to the number of tiles
+// the first output comes from.
+size_t expect_heads_equal(size_t& tiles, int h, int w, int cin, const std::vector<ConvSpec>& trunk,
+                          const std::vector<HeadSpec>& heads, std::mt19937& random) {
+  SCOPED_TRACE(twins::describe(h, w, cin, trunk) + cat(" + ", heads.size(), " heads"));
+  const container::Model twin = heads_twin(h, w, cin, trunk, heads, random);
+  const CompileResult r = compile_model(container::write_tflite(twin));
+  EXPECT_EQ(r.edgetpu_subgraphs, 1) << (r.rows.empty() ? "" : r.rows.back().status);
+  if (r.edgetpu_subgraphs != 1) return 0;
+  const auto compiled = container::read_edgetpu_model(r.tflite);
+  const auto exes = chip::testing::executables_of(compiled);
+  host::InterpreterOptions options;
+  options.rounding = host::Rounding::kEdgeTpu;
+  host::Interpreter cpu(twin, options);
+  std::vector<uint8_t> x(static_cast<size_t>(h) * w * cin);
+  for (auto& b : x) b = static_cast<uint8_t>(random());
+  cpu.set_input(0, x);
+  cpu.invoke();
+  const size_t outputs = twin.subgraphs.at(0).outputs.size();
+  EXPECT_EQ(exes.execution->output_layers.size(), outputs);
+  chip::VirtualEdgeTpu chip;
+  chip::testing::run_executable(chip, *exes.caching, {});
+  std::vector<uint8_t> chip_x;  // (the int8 input in the chip's uint8 domain)
+  for (const uint8_t v : x) chip_x.push_back(v ^ 0x80);
+  for (int inference = 0; inference < 2; ++inference) {
+    const auto got_all = chip::testing::run_executable(chip, *exes.execution, {{"x", chip_x}});
+    for (size_t o = 0; o < outputs; ++o) {
+      // (int8 outputs: the chip's bytes are the uint8 domain's, the host flips their sign bit.)
+      std::vector<uint8_t> want;
+      for (const uint8_t v : cpu.output_bytes(o)) want.push_back(v ^ 0x80);
+      const std::string& name =
+          twin.subgraphs[0].tensors.at(static_cast<size_t>(twin.subgraphs[0].outputs[o])).name;
+      const container::Layer* layer = nullptr;
+      for (const auto& l : exes.execution->output_layers)
+        if (l.name == name) layer = &l;
+      EXPECT_NE(layer, nullptr) << name;
+      if (layer == nullptr) continue;
+      if (inference == 0) {
+        size_t saturated = 0;
+        for (uint8_t v : want) saturated += v == 0 || v == 255;
+        EXPECT_LT(saturated * 4, want.size()) << name << ": the test's quantization saturates";
+        EXPECT_GT(std::set<uint8_t>(want.begin(), want.end()).size(),
+                  std::min<size_t>(want.size() / 4, 16))
+            << name;
+      }
+      const auto got = chip::testing::detile(*layer, got_all.at(name));
+      EXPECT_EQ(got.size(), want.size()) << name;
+      size_t differ = 0;
+      for (size_t i = 0; i < want.size() && i < got.size(); ++i) differ += got[i] != want[i];
+      EXPECT_EQ(differ, 0u) << "inference " << inference << ", " << name << ": " << differ << " of "
+                            << want.size() << " bytes differ";
+    }
+  }
+  EXPECT_EQ(chip.fault(), "");
+  const auto& ymap =
+      exes.execution->output_layers.front().output_layout->y_coordinate_to_linear_tile_id_map;
+  tiles = std::set<int>(ymap.begin(), ymap.end()).size();
+  return outputs;
+}
+
+TEST(FanOutHeadsOnTheVirtualEdgeTpu, HeadsEqualTheCpuReference) {
+  std::mt19937 random(20261205);
+  // PoseNet's shape in small: three heads of 17, 34 and 2 x 32 channels (a CONCATENATION of the
+  // last two) on a trunk's map, on one tile and in row bands over several.
+  const std::vector<HeadSpec> posenet = {{17}, {34}, {32, 1, true}, {32}};
+  size_t tiles = 0;
+  EXPECT_EQ(expect_heads_equal(tiles, 8, 8, 4, {conv(16, 3), conv(32, 1)}, posenet, random), 3u);
+  EXPECT_EQ(expect_heads_equal(tiles, 32, 24, 8, {conv(16, 3, 2), conv(24, 3)}, posenet, random),
+            3u);
+  EXPECT_GT(tiles, 1u);
+  // Two heads, one over a whole group and one past it (72 channels: two groups), 3x3 kernels,
+  // a RELU6 on one, after a one-layer trunk.
+  HeadSpec wide{72, 3};
+  HeadSpec clipped{12, 3};
+  clipped.act = Activation::kRelu6;
+  EXPECT_EQ(expect_heads_equal(tiles, 12, 12, 8, {conv(16, 3)}, {wide, clipped}, random), 2u);
+}
+
+}  // namespace
+}  // namespace tinycoral::compiler
