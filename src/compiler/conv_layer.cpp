@@ -2,6 +2,7 @@
 #include "compiler/conv_layer.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -327,6 +328,31 @@ std::string make_heads(const Graph& graph, const std::vector<const GraphOp*>& op
   return "";
 }
 
+// An explicit PAD before a CONV_2D or DEPTHWISE_CONV_2D folded into the layer's own padding: the
+// chip fills a padded image with the input's zero point, which is exactly what TFLite's quantized
+// PAD writes when its input and output share the quantization (it pads with the output's zero
+// point). Reads the spatial paddings into `pad` (top, bottom, left, right), or says why not.
+std::string foldable_pad(const Graph& graph, const GraphOp& op, std::array<int, 4>& pad) {
+  if (op.inputs.size() != 2 || op.inputs[1] < 0) return "a PAD without its paddings";
+  const GraphTensor& x = graph.tensor(op.inputs[0]);
+  const GraphTensor& p = graph.tensor(op.inputs[1]);
+  const GraphTensor& y = graph.tensor(op.outputs.at(0));
+  if (!p.is_constant() || p.type != TensorType::kInt32 || p.data.size() != 4 * 4 * 2 ||
+      x.shape.size() != 4 || y.shape.size() != 4)
+    return "a PAD in a chain needs constant int32 [4, 2] paddings of an NHWC image";
+  int32_t v[8];
+  std::memcpy(v, p.data.data(), sizeof v);
+  if (v[0] != 0 || v[1] != 0 || v[6] != 0 || v[7] != 0)
+    return "a PAD in a chain that pads the batch or the channels";
+  for (int k = 2; k < 6; ++k)
+    if (v[k] < 0) return "a PAD with negative paddings";
+  if (x.quant.empty() || y.quant.empty() || x.quant.scale[0] != y.quant.scale[0] ||
+      uint8_zero_point(x) != uint8_zero_point(y))
+    return "a PAD in a chain whose output quantization differs from its input's";
+  pad = {v[2], v[3], v[4], v[5]};
+  return "";
+}
+
 }  // namespace
 
 std::string match_conv_chain(const Graph& graph, const std::vector<int>& mapped_ops,
@@ -339,9 +365,22 @@ std::string match_conv_chain(const Graph& graph, const std::vector<int>& mapped_
   if (first >= end) return "no CONV_2D in the mapped part";
   int flowing = -1;               // the tensor the next layer must read
   std::vector<int> layer_inputs;  // the tensor each layer reads (a residual ADD's other operand)
+  std::array<int, 4> pad{};       // an explicit PAD before the next layer (foldable_pad)
+  bool padded = false;
   for (size_t i = first; i < end; ++i) {
     const GraphOp& op = *ops[i];
     ConvLayer l;
+    if (is_builtin(op, BuiltinOp::kPad)) {
+      if (padded || i + 1 >= end || (flowing >= 0 && op.inputs.at(0) != flowing) ||
+          ops[i + 1]->inputs.at(0) != op.outputs.at(0) ||
+          !(is_builtin(*ops[i + 1], BuiltinOp::kConv2D) ||
+            is_builtin(*ops[i + 1], BuiltinOp::kDepthwiseConv2D)))
+        return "a PAD in a chain that does not feed a CONV_2D or DEPTHWISE_CONV_2D";
+      if (std::string why = foldable_pad(graph, op, pad); !why.empty()) return why;
+      padded = true;
+      flowing = op.outputs.at(0);
+      continue;
+    }
     if (is_builtin(op, BuiltinOp::kAdd) && !chain.layers.empty()) {
       if (std::string why = match_residual_add(graph, op, flowing, layer_inputs, l); !why.empty())
         return why;
@@ -380,6 +419,13 @@ std::string match_conv_chain(const Graph& graph, const std::vector<int>& mapped_
         return why;
     } else {
       return cat("tinycoral has no code generator for ", op.name, " in a chain yet");
+    }
+    if (padded) {  // the layer reads the unpadded image with the PAD's rows and columns added
+      l.h -= pad[0] + pad[1];
+      l.w -= pad[2] + pad[3];
+      l.pad_top += pad[0];
+      l.pad_left += pad[2];
+      padded = false;
     }
     layer_inputs.push_back(op.inputs.at(0));
     chain.layers.push_back(std::move(l));
