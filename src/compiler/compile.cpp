@@ -35,6 +35,7 @@ namespace {
 struct Lowered {
   std::optional<container::Package> package;
   std::string why;
+  std::optional<HostPad> host_pad;  // the input padded on the host (pad_input_on_host)
 };
 using Generator = Lowered (*)(const Graph&, const std::vector<int>&);
 
@@ -50,10 +51,15 @@ Lowered lower_fc(const Graph& graph, const std::vector<int>& ops) {
 Lowered lower_conv_chain(const Graph& graph, const std::vector<int>& ops) {
   ConvChain chain;
   std::string why = match_conv_chain(graph, ops, chain);
+  std::optional<HostPad> host_pad;
+  if (why.empty() && pad_input_on_host(chain))
+    host_pad = HostPad{graph.ops.at(static_cast<size_t>(ops.front())).inputs.at(0), chain.host_w,
+                       chain.host_cin, chain.input_name};
   std::optional<ConvPrograms> programs;
   if (why.empty()) programs = try_generate_conv(chain, why);
-  if (!programs) return {std::nullopt, why};
-  return {make_package({std::move(programs->execution), std::move(programs->caching)}), ""};
+  if (!programs) return {std::nullopt, why, std::nullopt};
+  return {make_package({std::move(programs->execution), std::move(programs->caching)}), "",
+          std::move(host_pad)};
 }
 
 Lowered lower_depthwise(const Graph& graph, const std::vector<int>& ops) {
@@ -187,7 +193,8 @@ CompileResult compile_model(std::span<const uint8_t> tflite_bytes) {
     if (!lowered.package) {
       unmap_all(r.partition, lowered.why);
     } else {
-      r.tflite = write_edgetpu_tflite(cpu, r.partition, std::move(*lowered.package));
+      r.tflite = write_edgetpu_tflite(cpu, r.partition, std::move(*lowered.package),
+                                      lowered.host_pad ? &*lowered.host_pad : nullptr);
       r.edgetpu_subgraphs = 1;
     }
   }

@@ -212,7 +212,7 @@ std::string make_heads(const Graph& graph, const std::vector<const GraphOp*>& op
     bool used = false;
   };
   std::vector<Conv> convs;
-  std::vector<const GraphOp*> concats;
+  std::vector<const GraphOp*> concats, quantizes;
   for (const GraphOp* op : ops) {
     if (is_builtin(*op, BuiltinOp::kConv2D)) {
       Conv c{op, {}, false};
@@ -221,6 +221,8 @@ std::string make_heads(const Graph& graph, const std::vector<const GraphOp*>& op
       convs.push_back(std::move(c));
     } else if (is_builtin(*op, BuiltinOp::kConcatenation)) {
       concats.push_back(op);
+    } else if (is_builtin(*op, BuiltinOp::kQuantize)) {
+      quantizes.push_back(op);
     } else {
       return cat("tinycoral has no code generator for ", op->name, " in fan-out heads yet");
     }
@@ -260,11 +262,25 @@ std::string make_heads(const Graph& graph, const std::vector<const GraphOp*>& op
   }
   for (Conv& c : convs) {
     if (c.used) continue;
-    for (const GraphOp* op : ops)
-      for (int t : op->inputs)
-        if (t == c.op->outputs.at(0)) return "a fan-out head whose output another layer reads";
     groups.push_back({{&c}, c.op->outputs.at(0)});
   }
+  // A QUANTIZE after a head that only changes the type (int8 <-> uint8, the same scale and
+  // uint8 zero point: the same bytes on the chip) is the head's; its output the head's output.
+  for (const GraphOp* q : quantizes) {
+    Group* head = nullptr;
+    for (Group& g : groups) head = g.output == q->inputs.at(0) ? &g : head;
+    if (head == nullptr) return "a QUANTIZE in fan-out heads that does not read a head";
+    const GraphTensor& a = graph.tensor(q->inputs.at(0));
+    const GraphTensor& b = graph.tensor(q->outputs.at(0));
+    if (a.quant.empty() || b.quant.empty() || a.quant.scale[0] != b.quant.scale[0] ||
+        uint8_zero_point(a) != uint8_zero_point(b))
+      return "a QUANTIZE that rescales is not folded yet";
+    head->output = q->outputs.at(0);
+  }
+  for (const Group& g : groups)
+    for (const GraphOp* op : ops)
+      for (int t : op->inputs)
+        if (t == g.output) return "a fan-out head whose output another layer reads";
   // Heads in the order of the operators that write them (the mapped part's outputs' order).
   auto writer_index = [&](const Group& g) {
     for (size_t k = 0; k < ops.size(); ++k)
@@ -389,14 +405,19 @@ std::string match_conv_chain(const Graph& graph, const std::vector<int>& mapped_
       flowing = op.outputs.at(0);
       continue;
     }
-    // Fan-out: the layer before and the ops after it read the same image (heads).
-    if (flowing >= 0 && op.inputs.at(0) != flowing && !chain.layers.empty() &&
-        op.inputs.at(0) == layer_inputs.back() && is_builtin(*ops[i - 1], BuiltinOp::kConv2D)) {
-      const std::vector<const GraphOp*> rest(ops.begin() + static_cast<std::ptrdiff_t>(i) - 1,
-                                             ops.begin() + static_cast<std::ptrdiff_t>(end));
-      if (std::string why = make_heads(graph, rest, layer_inputs.back(), l); !why.empty())
-        return why;
-      chain.layers.back() = std::move(l);
+    // Fan-out: this CONV_2D and a later one read the same image: the rest are heads.
+    bool fan_out = false;
+    for (size_t j = i + 1; j < ops.size() && is_builtin(op, BuiltinOp::kConv2D); ++j)
+      fan_out = fan_out || (is_builtin(*ops[j], BuiltinOp::kConv2D) &&
+                            ops[j]->inputs.at(0) == op.inputs.at(0));
+    if (fan_out && (flowing < 0 || op.inputs.at(0) == flowing)) {
+      // (Their QUANTIZEs, the last one included, belong to the heads.)
+      const std::vector<const GraphOp*> rest(ops.begin() + static_cast<std::ptrdiff_t>(i),
+                                             ops.end());
+      if (std::string why = make_heads(graph, rest, op.inputs.at(0), l); !why.empty()) return why;
+      layer_inputs.push_back(op.inputs.at(0));
+      chain.layers.push_back(std::move(l));
+      end = ops.size();
       break;
     }
     if (flowing >= 0 && op.inputs.at(0) != flowing) return "the layers do not form a chain";
@@ -431,10 +452,10 @@ std::string match_conv_chain(const Graph& graph, const std::vector<int>& mapped_
     chain.layers.push_back(std::move(l));
     flowing = op.outputs.at(0);
   }
-  if (!chain.layers.empty() && !chain.layers.back().heads.empty() && end < ops.size())
-    return "a QUANTIZE after fan-out heads is not folded yet";
   const GraphTensor& x = graph.tensor(ops[first]->inputs.at(0));
-  const GraphTensor& y = graph.tensor(ops[end - 1]->outputs.at(0));
+  // (Fan-out heads have their outputs in ConvLayer::heads.)
+  const bool heads = !chain.layers.empty() && !chain.layers.back().heads.empty();
+  const GraphTensor& y = heads ? x : graph.tensor(ops[end - 1]->outputs.at(0));
   const GraphTensor* in = &x;
   const GraphTensor* out = &y;
   if (first == 1) {
@@ -456,6 +477,40 @@ std::string match_conv_chain(const Graph& graph, const std::vector<int>& mapped_
   chain.input_name = in->name;
   chain.output_name = out->name;
   return "";
+}
+
+bool pad_input_on_host(ConvChain& chain) {
+  if (chain.layers.empty()) return false;
+  ConvLayer& l = chain.layers.front();
+  if (l.depthwise || l.residual() || !l.heads.empty() || l.cin % 4 == 0) return false;
+  // (The generator's own rules for such images: rows of whole units, or two rows of whole words
+  // to a packet; blocks of B pixels, B s Cin a multiple of 4, whole inside a chain.)
+  const int row_bytes = l.w * l.cin;
+  const bool streamable =
+      row_bytes % 8 == 0 || (row_bytes % 4 == 0 && row_bytes <= 256 && l.h % 2 == 0);
+  int block = 1;
+  while (block * l.stride_w * l.cin % 4 != 0) ++block;
+  const bool whole_blocks = chain.layers.size() == 1 || l.ow % block == 0;
+  if (streamable && whole_blocks) return false;
+  const int cin = 4, w = (l.w + 1) / 2 * 2;  // 4-byte pixels: rows of whole 8-byte units
+  const size_t taps = static_cast<size_t>(l.kh) * l.kw;
+  std::vector<uint8_t> weights;
+  weights.reserve(static_cast<size_t>(l.cout) * taps * cin);
+  for (int oc = 0; oc < l.cout; ++oc)
+    for (size_t t = 0; t < taps; ++t)
+      for (int c = 0; c < cin; ++c)
+        weights.push_back(
+            c < l.cin
+                ? l.weights[(static_cast<size_t>(oc) * taps + t) * static_cast<size_t>(l.cin) +
+                            static_cast<size_t>(c)]
+                : static_cast<uint8_t>(l.weight_zp_of(oc)));
+  l.weights = std::move(weights);
+  l.cin = cin;
+  l.w = w;
+  chain.host_w = w;
+  chain.host_cin = cin;
+  chain.input_name += "/tinycoral_host_pad";
+  return true;
 }
 
 }  // namespace tinycoral::compiler

@@ -1,10 +1,12 @@
 // Package and TFLite writing for compiled models (writer.h).
 #include "compiler/writer.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <utility>
 
+#include "common/error.h"
 #include "compiler/version.h"
 #include "container/edgetpu_custom_op.h"
 #include "container/edgetpu_model.h"
@@ -20,7 +22,7 @@ container::Package make_package(std::vector<container::Executable> executables) 
 }
 
 std::vector<uint8_t> write_edgetpu_tflite(const container::Model& cpu, const Partition& partition,
-                                          container::Package package) {
+                                          container::Package package, const HostPad* host_pad) {
   const container::Subgraph& sub = cpu.subgraphs.at(0);
   const std::set<int> mapped(partition.mapped_ops.begin(), partition.mapped_ops.end());
   container::Model out;
@@ -72,6 +74,42 @@ std::vector<uint8_t> write_edgetpu_tflite(const container::Model& cpu, const Par
       container::Operator op;
       op.opcode_index = 0;
       for (int t : partition.inputs) op.inputs.push_back(tensor_of(t));
+      if (host_pad != nullptr) {
+        // PAD(input, paddings) -> the padded image the custom op reads instead.
+        const auto at = static_cast<size_t>(
+            std::find(partition.inputs.begin(), partition.inputs.end(), host_pad->tensor) -
+            partition.inputs.begin());
+        const container::Tensor x = sub.tensors.at(static_cast<size_t>(host_pad->tensor));
+        if (at >= op.inputs.size() || x.shape.size() != 4)
+          fail("the host pad's tensor is not the custom op's NHWC input");
+        container::OperatorCode pad_code;
+        pad_code.builtin_code = static_cast<int32_t>(container::BuiltinOp::kPad);
+        out.operator_codes.push_back(pad_code);
+        container::Buffer paddings;
+        for (const int32_t v :
+             {0, 0, 0, 0, 0, host_pad->w - x.shape[2], 0, host_pad->cin - x.shape[3]})
+          for (int b = 0; b < 4; ++b)
+            paddings.data.push_back(static_cast<uint8_t>(static_cast<uint32_t>(v) >> (8 * b)));
+        out.buffers.push_back(std::move(paddings));
+        container::Tensor p;
+        p.name = host_pad->name + "/paddings";
+        p.shape = {4, 2};
+        p.type = container::TensorType::kInt32;
+        p.buffer = static_cast<uint32_t>(out.buffers.size() - 1);
+        graph.tensors.push_back(std::move(p));
+        container::Tensor y = x;
+        y.name = host_pad->name;
+        y.shape = {x.shape[0], x.shape[1], host_pad->w, host_pad->cin};
+        y.shape_signature.clear();
+        y.buffer = 0;
+        graph.tensors.push_back(std::move(y));
+        container::Operator pad;
+        pad.opcode_index = static_cast<uint32_t>(out.operator_codes.size() - 1);
+        pad.inputs = {op.inputs[at], static_cast<int>(graph.tensors.size()) - 2};
+        pad.outputs = {static_cast<int>(graph.tensors.size()) - 1};
+        graph.operators.push_back(std::move(pad));
+        op.inputs[at] = static_cast<int>(graph.tensors.size()) - 1;
+      }
       for (int t : partition.outputs) op.outputs.push_back(tensor_of(t));
       container::EdgeTpuModel::CustomOp c;
       c.subgraph = 0;

@@ -21,15 +21,23 @@ namespace {
 
 using twins::ConvSpec;
 
-// Fills `log` with the compile's operation log rows.
+// Fills `log` with the compile's operation log rows and `cpu_ops` with the builtin codes of the
+// compiled file's CPU operators.
 void expect_runtime_equals_cpu(int h, int w, int cin, const std::vector<ConvSpec>& specs,
                                bool int8_io, std::mt19937& random,
-                               std::vector<LogRow>* log = nullptr) {
+                               std::vector<LogRow>* log = nullptr,
+                               std::vector<int32_t>* cpu_ops = nullptr) {
   SCOPED_TRACE(twins::describe(h, w, cin, specs));
   const container::Model twin = twins::conv_twin(h, w, cin, specs, random, int8_io);
   const CompileResult r = compile_model(container::write_tflite(twin));
   if (log != nullptr) *log = r.rows;
   ASSERT_EQ(r.edgetpu_subgraphs, 1);
+  if (cpu_ops != nullptr) {
+    const container::Model compiled = container::read_tflite(r.tflite);
+    cpu_ops->clear();
+    for (const auto& op : compiled.subgraphs.at(0).operators)
+      cpu_ops->push_back(compiled.operator_codes.at(op.opcode_index).builtin_code);
+  }
   host::InterpreterOptions cpu_options;
   cpu_options.rounding = host::Rounding::kEdgeTpu;
   host::Interpreter cpu(twin, cpu_options);
@@ -64,6 +72,36 @@ TEST(ConvThroughTheRuntime, CompiledModelsEqualTheirTwinsInEveryByte) {
   expect_runtime_equals_cpu(20, 12, 8, {{24, 3, 1, true}, {8, 1, 1, false}}, true, random);
   // one tile (rows of 36 bytes travel two to a packet), 5 output channels stored as 8.
   expect_runtime_equals_cpu(10, 9, 4, {{5, 3, 1, false}}, false, random);
+}
+
+// Images whose rows are not whole 8-byte units with 1-3 channels (PoseNet's 481 x 3), or whose
+// first layer's output is not a whole number of pixel blocks inside a chain, are padded on the
+// host to 4 channels and rows of whole units (a PAD on the CPU before the custom op): the whole
+// file still equals the twin in every byte.
+TEST(ConvThroughTheRuntime, InputsPaddedOnTheHostEqualTheirTwins) {
+  std::mt19937 random(1205);
+  const int32_t pad = static_cast<int32_t>(container::BuiltinOp::kPad);
+  const int32_t custom = static_cast<int32_t>(container::BuiltinOp::kCustom);
+  std::vector<int32_t> ops;
+  // 45-byte rows, a SAME stride-2 layer whose 8 outputs a row are whole blocks.
+  expect_runtime_equals_cpu(15, 15, 3, {{16, 3, 2, true}, {8, 3, 1, true}}, false, random, nullptr,
+                            &ops);
+  EXPECT_EQ(ops, (std::vector<int32_t>{pad, custom}));
+  // 48-byte rows (whole units) but 7 outputs a row of 2-pixel blocks inside a chain.
+  expect_runtime_equals_cpu(16, 16, 3, {{16, 3, 2, false}, {8, 1, 1, true}}, true, random, nullptr,
+                            &ops);
+  EXPECT_EQ(ops, (std::vector<int32_t>{pad, custom}));
+  // One channel, 9-byte rows, 4-pixel blocks over 9 columns; a 5x5 SAME layer on 17 x 21 x 3.
+  expect_runtime_equals_cpu(9, 9, 1, {{8, 3, 1, true}, {8, 3, 1, true}}, false, random, nullptr,
+                            &ops);
+  EXPECT_EQ(ops, (std::vector<int32_t>{pad, custom}));
+  expect_runtime_equals_cpu(17, 21, 3, {{12, 5, 1, true}, {8, 1, 1, true}}, false, random, nullptr,
+                            &ops);
+  EXPECT_EQ(ops, (std::vector<int32_t>{pad, custom}));
+  // Rows that stream and whole blocks: no pad (the first layer reads 3-channel windows).
+  expect_runtime_equals_cpu(16, 16, 3, {{16, 3, 2, true}, {8, 1, 1, true}}, false, random, nullptr,
+                            &ops);
+  EXPECT_EQ(ops, (std::vector<int32_t>{custom}));
 }
 
 // A miniature MobileNet v1 whole: conv 3x3 s2, depthwise/pointwise blocks, the global average

@@ -37,6 +37,7 @@ struct HeadSpec {
   int k = 1;
   bool concat_with_next = false;  // joined with the next head by a CONCATENATION
   Activation act = Activation::kNone;
+  bool quantize = false;  // a QUANTIZE to uint8 after the output (gen2021 PoseNet's heads)
 };
 
 // Adds a CONV_2D reading tensor `x` (int8 [1, h, w, cin], scale sx) with output quantization
@@ -111,6 +112,7 @@ container::Model heads_twin(int h, int w, int cin, const std::vector<ConvSpec>& 
     if (joined.size() == 1) {
       g.outputs.push_back(out);
     } else {
+      // (The CONCATENATION's output is this head's output.)
       int total = 0;
       for (int t : joined) total += g.tensors.at(static_cast<size_t>(t)).shape.at(3);
       const std::vector<int32_t> shape = g.tensors.at(static_cast<size_t>(out)).shape;
@@ -128,6 +130,19 @@ container::Model heads_twin(int h, int w, int cin, const std::vector<ConvSpec>& 
       g.outputs.push_back(concat.outputs[0]);
     }
     joined.clear();
+    if (spec.quantize) {
+      container::Tensor y = g.tensors.at(static_cast<size_t>(g.outputs.back()));
+      y.name += "_uint8";
+      y.type = TensorType::kUInt8;
+      y.quantization.zero_point[0] += 128;
+      g.tensors.push_back(y);
+      container::Operator q;
+      q.opcode_index = 0;  // QUANTIZE
+      q.inputs = {g.outputs.back()};
+      q.outputs = {static_cast<int>(g.tensors.size()) - 1};
+      g.operators.push_back(q);
+      g.outputs.back() = q.outputs[0];
+    }
   }
   return m;
 }
@@ -160,11 +175,13 @@ size_t expect_heads_equal(size_t& tiles, int h, int w, int cin, const std::vecto
   for (int inference = 0; inference < 2; ++inference) {
     const auto got_all = chip::testing::run_executable(chip, *exes.execution, {{"x", chip_x}});
     for (size_t o = 0; o < outputs; ++o) {
+      const container::Tensor& tensor =
+          twin.subgraphs[0].tensors.at(static_cast<size_t>(twin.subgraphs[0].outputs[o]));
+      const std::string& name = tensor.name;
       // (int8 outputs: the chip's bytes are the uint8 domain's, the host flips their sign bit.)
+      const uint8_t flip = tensor.type == TensorType::kInt8 ? 0x80 : 0;
       std::vector<uint8_t> want;
-      for (const uint8_t v : cpu.output_bytes(o)) want.push_back(v ^ 0x80);
-      const std::string& name =
-          twin.subgraphs[0].tensors.at(static_cast<size_t>(twin.subgraphs[0].outputs[o])).name;
+      for (const uint8_t v : cpu.output_bytes(o)) want.push_back(v ^ flip);
       const container::Layer* layer = nullptr;
       for (const auto& l : exes.execution->output_layers)
         if (l.name == name) layer = &l;
@@ -209,6 +226,10 @@ TEST(FanOutHeadsOnTheVirtualEdgeTpu, HeadsEqualTheCpuReference) {
   HeadSpec clipped{12, 3};
   clipped.act = Activation::kRelu6;
   EXPECT_EQ(expect_heads_equal(tiles, 12, 12, 8, {conv(16, 3)}, {wide, clipped}, random), 2u);
+  // gen2021 PoseNet's form: each head (the CONCATENATION's output too) then a QUANTIZE to uint8.
+  std::vector<HeadSpec> quantized = posenet;
+  for (HeadSpec& h : quantized) h.quantize = true;
+  EXPECT_EQ(expect_heads_equal(tiles, 8, 8, 4, {conv(16, 3), conv(32, 1)}, quantized, random), 3u);
 }
 
 }  // namespace
