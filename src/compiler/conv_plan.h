@@ -86,7 +86,12 @@ struct LayerPlan {
   }
   int zp_row(const Part& part) const { return part.row + (part.g1 - part.g0) * planes; }
   int weight_row(const Part& part) const { return zp_row(part) + 1; }
-  int rows() const { return rows_of(groups); }
+  int rows() const {
+    // (Fan-out heads are parts of their own, each with its own zero-point row: assign_segments.)
+    int heads = 0;
+    for (const ConvLayer::Head& h : l->heads) heads += rows_of(h.g1 - h.g0);
+    return l->heads.empty() ? rows_of(groups) : heads;
+  }
   // Channels of a pixel of the padded image as this tile keeps it: the layer's, or the slice of a
   // depthwise layer split by groups over tiles (split_stage).
   int cin = 0;

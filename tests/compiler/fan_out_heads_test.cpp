@@ -14,6 +14,7 @@
 #include "compiler/compile.h"
 #include "compiler/conv_layer.h"
 #include "compiler/partition.h"
+#include "container/tflite_reader.h"
 #include "container/tflite_writer.h"
 #include "host/interpreter.h"
 #include "support/conv_twin.h"
@@ -275,6 +276,81 @@ TEST(FanOutHeadsOnTheVirtualEdgeTpu, PoseNetsTrunkAndHeadsAreRecognised) {
     EXPECT_TRUE(pad_input_on_host(chain));
     EXPECT_EQ(chain.host_w, 482);
     EXPECT_EQ(chain.host_cin, 4);
+  }
+}
+
+// The tail of each PoseNet twin from the 23 x 31 maps on (its last 8 depthwise/pointwise pairs and
+// its heads, the decoder's three inputs as the outputs; the 177 x 241 maps before them do not fit
+// yet): compiled whole, it equals the CPU reference in every byte of every output on two random
+// inputs - gen2020's uint8 heads with weight zero points 129 and 128 in one layer, gen2021's
+// per-channel int8 heads each followed by its QUANTIZE to uint8.
+TEST(FanOutHeadsOnTheVirtualEdgeTpu, PoseNetsTailEqualsTheTwin) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  struct Case {
+    std::string model;
+    size_t from;  // the first operator kept: the depthwise layer that reads the first 23 x 31 map
+  };
+  for (const Case& c : {Case{"gen2020/posenet_mobilenet_v1_075_353_481_quant_decoder", 13},
+                        Case{"gen2021/posenet_mobilenet_v1_075_353_481_16_quant_decoder", 21}}) {
+    SCOPED_TRACE(c.model);
+    container::Model twin = container::read_tflite_file(data / (c.model + ".tflite"));
+    container::Subgraph& g = twin.subgraphs.at(0);
+    ASSERT_GT(g.operators.size(), c.from);
+    const container::Operator decoder = g.operators.back();
+    ASSERT_EQ(twin.operator_codes.at(decoder.opcode_index).builtin_code,
+              static_cast<int32_t>(container::BuiltinOp::kCustom));
+    std::vector<container::Operator> kept(g.operators.begin() + static_cast<std::ptrdiff_t>(c.from),
+                                          g.operators.end() - 1);
+    g.inputs = {kept.front().inputs.at(0)};
+    g.outputs = decoder.inputs;
+    g.operators = std::move(kept);
+    const std::vector<int32_t> shape = g.tensors.at(static_cast<size_t>(g.inputs[0])).shape;
+    ASSERT_EQ(shape, (std::vector<int32_t>{1, 23, 31, 384}));
+    const bool signed_input =
+        g.tensors.at(static_cast<size_t>(g.inputs[0])).type == TensorType::kInt8;
+
+    const CompileResult r = compile_model(container::write_tflite(twin));
+    ASSERT_EQ(r.edgetpu_subgraphs, 1) << (r.rows.empty() ? "" : r.rows.back().status);
+    const auto compiled = container::read_edgetpu_model(r.tflite);
+    const auto exes = chip::testing::executables_of(compiled);
+    ASSERT_EQ(exes.execution->output_layers.size(), 3u);
+    host::InterpreterOptions options;
+    options.rounding = host::Rounding::kEdgeTpu;
+    host::Interpreter cpu(twin, options);
+    chip::VirtualEdgeTpu chip;
+    chip::testing::run_executable(chip, *exes.caching, {});
+    std::mt19937 random(353481);
+    for (int inference = 0; inference < 2; ++inference) {
+      std::vector<uint8_t> x(23 * 31 * 384);
+      for (auto& b : x) b = static_cast<uint8_t>(random() % 100);  // (RELU6 outputs: 0..255)
+      cpu.set_input(0, x);
+      cpu.invoke();
+      std::vector<uint8_t> chip_x = x;
+      if (signed_input)
+        for (auto& b : chip_x) b ^= 0x80;
+      const auto got_all = chip::testing::run_executable(
+          chip, *exes.execution, {{exes.execution->input_layers.at(0).name, chip_x}});
+      for (size_t o = 0; o < 3; ++o) {
+        const std::string& name = g.tensors.at(static_cast<size_t>(g.outputs[o])).name;
+        const container::Layer* layer = nullptr;
+        for (const auto& l : exes.execution->output_layers)
+          if (l.name == name) layer = &l;
+        ASSERT_NE(layer, nullptr) << name;
+        // (int8 outputs: the chip's bytes are the uint8 domain's.)
+        const uint8_t flip =
+            g.tensors.at(static_cast<size_t>(g.outputs[o])).type == TensorType::kInt8 ? 0x80 : 0;
+        std::vector<uint8_t> want;
+        for (const uint8_t v : cpu.output_bytes(o)) want.push_back(v ^ flip);
+        const auto got = chip::testing::detile(*layer, got_all.at(name));
+        ASSERT_EQ(got.size(), want.size()) << name;
+        size_t differ = 0;
+        for (size_t i = 0; i < want.size(); ++i) differ += got[i] != want[i];
+        EXPECT_EQ(differ, 0u) << "inference " << inference << ", " << name << ": " << differ
+                              << " of " << want.size() << " bytes differ";
+        EXPECT_GT(std::set<uint8_t>(want.begin(), want.end()).size(), 16u) << name;
+      }
+    }
+    EXPECT_EQ(chip.fault(), "");
   }
 }
 
