@@ -5,6 +5,8 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <iterator>
+#include <set>
 
 #include "common/error.h"
 #include "compiler/eltwise_layer.h"
@@ -369,6 +371,25 @@ std::string foldable_pad(const Graph& graph, const GraphOp& op, std::array<int, 
   return "";
 }
 
+// The program writes only the heads' outputs: no other tensor of theirs (a concatenated
+// convolution's own output) may be read by the CPU part or be a graph output.
+std::string heads_read_outside(const Graph& graph, const std::vector<int>& mapped_ops,
+                               const std::vector<const GraphOp*>& heads, const ConvLayer& merged) {
+  std::set<int> inside;  // tensors the heads' operators write but do not output
+  for (const GraphOp* op : heads)
+    for (int t : op->outputs) inside.insert(t);
+  for (const ConvLayer::Head& h : merged.heads)
+    for (auto it = inside.begin(); it != inside.end();)
+      it = graph.tensor(*it).name == h.output_name ? inside.erase(it) : std::next(it);
+  const std::set<int> mapped(mapped_ops.begin(), mapped_ops.end());
+  std::vector<int> read(graph.outputs.begin(), graph.outputs.end());
+  for (const GraphOp& op : graph.ops)
+    if (!mapped.contains(op.index)) read.insert(read.end(), op.inputs.begin(), op.inputs.end());
+  for (int t : read)
+    if (inside.contains(t)) return "a tensor inside fan-out heads that the CPU part reads";
+  return "";
+}
+
 }  // namespace
 
 std::string match_conv_chain(const Graph& graph, const std::vector<int>& mapped_ops,
@@ -411,10 +432,13 @@ std::string match_conv_chain(const Graph& graph, const std::vector<int>& mapped_
       fan_out = fan_out || (is_builtin(*ops[j], BuiltinOp::kConv2D) &&
                             ops[j]->inputs.at(0) == op.inputs.at(0));
     if (fan_out && (flowing < 0 || op.inputs.at(0) == flowing)) {
+      if (padded) return "a PAD before fan-out heads is not folded yet";
       // (Their QUANTIZEs, the last one included, belong to the heads.)
       const std::vector<const GraphOp*> rest(ops.begin() + static_cast<std::ptrdiff_t>(i),
                                              ops.end());
       if (std::string why = make_heads(graph, rest, op.inputs.at(0), l); !why.empty()) return why;
+      if (std::string why = heads_read_outside(graph, mapped_ops, rest, l); !why.empty())
+        return why;
       layer_inputs.push_back(op.inputs.at(0));
       chain.layers.push_back(std::move(l));
       end = ops.size();

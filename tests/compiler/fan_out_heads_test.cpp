@@ -237,6 +237,23 @@ TEST(FanOutHeadsOnTheVirtualEdgeTpu, HeadsEqualTheCpuReference) {
   EXPECT_EQ(expect_heads_equal(tiles, 8, 8, 4, {conv(16, 3), conv(32, 1)}, quantized, random), 3u);
 }
 
+// The program writes only the heads' outputs: a concatenated convolution's own output that is
+// also a graph output keeps the part on the CPU with the reason (the custom op could not write it).
+TEST(FanOutHeadsOnTheVirtualEdgeTpu, AHeadsInnerTensorReadOutsideIsRefused) {
+  std::mt19937 random(11);
+  container::Model twin = heads_twin(8, 8, 4, {conv(16, 3)}, {{17}, {32, 1, true}, {32}}, random);
+  container::Subgraph& g = twin.subgraphs.at(0);
+  const container::Operator& concat = g.operators.back();
+  ASSERT_EQ(concat.inputs.size(), 2u);
+  g.outputs.push_back(concat.inputs[0]);
+  const CompileResult r = compile_model(container::write_tflite(twin));
+  EXPECT_EQ(r.edgetpu_subgraphs, 0);
+  bool named = false;
+  for (const auto& row : r.rows)
+    named = named || row.status == "a tensor inside fan-out heads that the CPU part reads";
+  EXPECT_TRUE(named);
+}
+
 // Both PoseNets' mapped parts are recognised whole: the 27 layers of the trunk (gen2021's PAD
 // folded into its first convolution) and one layer of heads whose outputs are the decoder's
 // three inputs, and the 481 x 3 image is padded on the host. (The 177 x 241 maps do not fit the
