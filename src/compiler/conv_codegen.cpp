@@ -713,15 +713,17 @@ void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
   };
   // Padded images hold their zero point wherever the layer before does not write: a stage's first
   // two before its input arrives, image i + 1 once layer i - 1 has read the region it reuses.
-  auto fill_image = [&](size_t i) {
+  auto fill_image = [&](const Stage& s, size_t i) {
     TileBatch fills(e);
-    for (const Plan& p : stage_of(i).tiles) {
+    for (const Plan& p : s.tiles) {
       const LayerPlan& lp = p.layers[i];
       if (lp.needs_fill()) fill_narrow(fills, p.tile, lp.in_base, lp.in_bytes(), lp.l->in_zp);
     }
   };
   auto fill_stage = [&](const Stage& s) {
-    for (size_t i = s.first; i < std::min(s.first + 2, s.end); ++i) fill_image(i);
+    // (A stage in rounds fills its other images round by round.)
+    const size_t images = s.tiles.front().rounds > 1 ? 1 : 2;
+    for (size_t i = s.first; i < std::min(s.first + images, s.end); ++i) fill_image(s, i);
     tile_fence(e, "counters=0x1ffff units=0x3ff");
   };
   fill_stage(stages.front());
@@ -750,11 +752,26 @@ void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
   };
   int ordinal = 0;  // ring producers so far
   int outfed = 0;   // scalar-memory words outfed so far (dense depthwise layers)
+  // The stages in order, each in its rounds (Plan::rounds; one otherwise): the hand-over into a
+  // stage comes before its first round, each round fills its own images.
+  std::vector<std::pair<size_t, int>> work;
+  std::vector<std::vector<Stage>> rounds(stages.size());
   for (size_t si = 0; si < stages.size(); ++si) {
-    const Stage& stage = stages[si];
-    if (si > 0) {
-      fill_stage(stage);
-      hand_over(e, stages[si - 1], stage, ordinal);
+    const int n = stages[si].tiles.front().rounds;
+    for (int k = 0; k < n; ++k) {
+      if (n > 1) {
+        Stage r = stages[si];
+        for (Plan& t : r.tiles) t = round_plan(chain, shapes, t, k);
+        rounds[si].push_back(std::move(r));
+      }
+      work.push_back({si, k});
+    }
+  }
+  for (const auto& [si, round] : work) {
+    const Stage& stage = rounds[si].empty() ? stages[si] : rounds[si][static_cast<size_t>(round)];
+    if (si > 0 && round == 0) {
+      fill_stage(stages[si]);
+      hand_over(e, stages[si - 1], stages[si], ordinal);
       // The same image to the tiles of a later stage whose residual ADD reads it (keep_operands:
       // they keep it where no stage in between writes).
       for (size_t i = stage.end; i < chain.layers.size(); ++i)
@@ -767,10 +784,14 @@ void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
       tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
       wait_tokens(e);
     }
+    if (!rounds[si].empty()) {
+      fill_image(stage, stage.first + 1);
+      tile_fence(e, "counters=0x1ffff units=0x3ff");
+    }
     for (size_t i = stage.first; i < stage.end; ++i) {
       const LayerPlan& lp = shapes.layers[i];
       if (i >= stage.first + 1 && i + 1 < stage.end) {
-        fill_image(i + 1);
+        fill_image(stage, i + 1);
         tile_fence(e, "counters=0x1ffff units=0x3ff");
       }
       if (lp.l->residual()) {

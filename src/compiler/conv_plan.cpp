@@ -216,6 +216,55 @@ Stage split_stage(const ConvChain& chain, const Shapes& shapes, size_t i, int n,
   return s;
 }
 
+Plan round_plan(const ConvChain& chain, const Shapes& shapes, const Plan& p, int k) {
+  const LayerPlan& last = p.layers[p.end - 1];
+  const int rows = last.ob - last.oa;
+  const int ya = last.oa + rows * k / p.rounds, yb = last.oa + rows * (k + 1) / p.rounds;
+  Plan q = plan_of(chain, shapes, p.first, p.end, p.tile, ya, yb, p.out_at_top, false);
+  // The first image: rows of the band's, where the hand-over (or the host) put them.
+  const LayerPlan& f = p.layers[p.first];
+  LayerPlan& qf = q.layers[p.first];
+  qf.in_base = f.in_base + (qf.top - f.top) * f.wp * f.cin;
+  // The other images in two regions taking turns from round_base on.
+  int region[2] = {0, 0};
+  for (size_t i = p.first + 1; i < p.end; ++i)
+    region[(i - p.first) % 2] =
+        std::max(region[(i - p.first) % 2], round_up(q.layers[i].in_bytes(), 64));
+  for (size_t i = p.first + 1; i < p.end; ++i)
+    q.layers[i].in_base = p.round_base + ((i - p.first) % 2 == 1 ? 0 : region[1]);
+  q.regions_end = p.round_base + region[0] + region[1];
+  q.add_scratch = q.regions_end;
+  // The output: the band's, at this round's rows.
+  q.y0 = p.y0;
+  q.out_base = p.out_base + (ya - last.oa) * p.out_row;
+  q.narrow_end = p.narrow_end;
+  return q;
+}
+
+namespace {
+
+// `p` (a band's plan) in `rounds` rounds: the band's first image, then room for the largest
+// round's other images, then (unless it waits at the top) the output. False when the rounds
+// cannot help: a stage of one layer, residual ADDs, fewer rows than rounds.
+bool in_rounds(const ConvChain& chain, const Shapes& shapes, Plan& p, int rounds) {
+  const LayerPlan& last = p.layers[p.end - 1];
+  if (p.end - p.first < 2 || last.ob - last.oa < rounds || p.g1 > 0) return false;
+  for (size_t i = p.first; i < p.end; ++i)
+    if (chain.layers[i].residual()) return false;
+  p.rounds = rounds;
+  p.round_base = round_up(p.layers[p.first].in_base + p.layers[p.first].in_bytes(), 64);
+  int end = p.round_base;
+  for (int k = 0; k < rounds; ++k) end = std::max(end, round_plan(chain, shapes, p, k).regions_end);
+  p.regions_end = p.add_scratch = end;
+  if (!p.out_at_top) {
+    p.out_base = p.regions_end;
+    p.narrow_end = round_up(p.regions_end + p.out_bytes, 8) + 64;
+  }
+  return true;
+}
+
+}  // namespace
+
 // Tiles of a stage: its last layer's output rows split as evenly as possible over up to
 // `max_tiles` tiles from `tile0` on (one tile when the host's rows must travel two to a packet).
 Stage stage_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t end, int tile0,
@@ -239,7 +288,18 @@ Stage stage_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_
     bool fits = true;
     for (const Plan& t : s.tiles)
       fits = fits && t.narrow_end <= kNarrowBytes && t.regions_end <= t.out_base;
-    if (fits) break;
+    if (fits) return s;
+  }
+  // Too large at once: each band in rounds (Plan::rounds), as few as fit.
+  for (int rounds = 2; rounds <= 8; ++rounds) {
+    std::vector<Plan> tiles = s.tiles;
+    bool fits = true;
+    for (Plan& t : tiles)
+      fits = fits && in_rounds(chain, shapes, t, rounds) && t.narrow_end <= kNarrowBytes &&
+             t.regions_end <= t.out_base;
+    if (!fits) continue;
+    s.tiles = std::move(tiles);
+    break;
   }
   return s;
 }

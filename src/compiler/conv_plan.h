@@ -141,6 +141,13 @@ struct Plan {
   int add_scratch = 0;  // 16 narrow words for a residual ADD's weight rows
   int narrow_end = 0;
   bool out_at_top = false;  // the output waits at the top of narrow memory for a hand-over
+  // A stage whose images do not fit a tile at once (PoseNet's 177 x 241 maps) may compute each
+  // tile's band in `rounds` rounds of its last layer's rows (round_plan): the stage's first image
+  // (the band's, as the hand-over or the host sent it) and its output stay where this plan has
+  // them; the other images, for one round's rows, sit from narrow byte `round_base` on and are
+  // used again by every round. This plan's other layers keep the band's rows (the compute model).
+  int rounds = 1;
+  int round_base = 0;
 };
 
 // The stages of the chain: each runs on its own tiles (bands of its last layer's output rows);
@@ -240,6 +247,11 @@ void assign_segments(Shapes& s, const std::vector<int>& group_of,
 // the way of the next stage's images.
 Plan plan_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t end, int tile,
              int y0, int y1, bool out_at_top, bool full_input);
+
+// Round k of a plan with rounds (Plan::rounds): the band's rows [oa, ob) of the last layer split
+// as evenly as possible, this round's share planned from the band's first image and into the
+// band's output.
+Plan round_plan(const ConvChain& chain, const Shapes& shapes, const Plan& p, int k);
 
 // Tiles of a stage: its last layer's output rows split as evenly as possible over up to
 // `max_tiles` tiles from `tile0` on (one tile when the host's rows must travel two to a packet).

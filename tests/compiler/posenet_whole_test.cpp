@@ -1,0 +1,107 @@
+// Acceptance: both PoseNet CPU twins (MobileNet v1 0.75 on 353 x 481, its decoder custom op on the
+// CPU) compiled whole by `compile_model` - the trunk and the three heads in one program with three
+// outputs, the image padded on the host, the first stage in rounds - run through the runtime's
+// delegate on the virtual Edge TPU: the decoder's three inputs equal the twin's in `edgetpu`
+// rounding in every byte on posenet_test_image.bmp, and Google's keypoint check of its own compiled
+// file passes on ours (G017 gen2020, G034 gen2021).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <string>
+
+#include "chip/sim_runner.h"
+#include "compiler/compile.h"
+#include "container/tflite_reader.h"
+#include "container/tflite_writer.h"
+#include "host/image.h"
+#include "host/interpreter.h"
+#include "runtime/device_select.h"
+#include "runtime/edgetpu_delegate.h"
+#include "support/google_expectations.h"
+#include "support/testdata.h"
+
+namespace tinycoral::compiler {
+namespace {
+
+void expect_posenet_whole(const std::filesystem::path& data, const std::string& model,
+                          const std::string& google_row) {
+  SCOPED_TRACE(model);
+  const container::Model twin = container::read_tflite_file(data / (model + ".tflite"));
+  const CompileResult r = compile_model(container::write_tflite(twin));
+  ASSERT_EQ(r.edgetpu_subgraphs, 1) << (r.rows.empty() ? "" : r.rows.back().status);
+  std::map<std::string, int> cpu;
+  for (const LogRow& row : r.rows)
+    if (!row.mapped) cpu[row.op] += row.count;
+  EXPECT_EQ(cpu, (std::map<std::string, int>{{"PosenetDecoderOp", 1}}));
+
+  // The decoder's inputs (the custom op's outputs) of both files on the test image.
+  const container::Model ours = container::read_tflite(r.tflite);
+  const auto& sg = twin.subgraphs.at(0);
+  std::vector<std::string> names;
+  for (int t : sg.operators.back().inputs)
+    names.push_back(sg.tensors.at(static_cast<size_t>(t)).name);
+  host::InterpreterOptions cpu_options;
+  cpu_options.rounding = host::Rounding::kEdgeTpu;
+  host::Interpreter reference(chip::testing::twin_with_outputs(twin, names), cpu_options);
+  host::InterpreterOptions tpu_options;
+  runtime::add_edgetpu_delegate(tpu_options.delegates, runtime::open_virtual_edgetpu());
+  host::Interpreter tpu(chip::testing::twin_with_outputs(ours, names), tpu_options);
+  const auto in = reference.input(0);
+  const std::vector<int32_t> shape(in.shape().begin(), in.shape().end());
+  const auto bytes =
+      host::image_to_input(host::read_image(data / "images" / "posenet_test_image.bmp"), shape,
+                           in.type(), host::ResizeMode::kBilinearLegacy, {});
+  reference.set_input(0, bytes);
+  reference.invoke();
+  tpu.set_input(0, bytes);
+  tpu.invoke();
+  for (size_t o = 0; o < names.size(); ++o) {
+    const auto want = reference.output_bytes(o);
+    const auto got = tpu.output_bytes(o);
+    ASSERT_EQ(got.size(), want.size()) << names[o];
+    size_t differ = 0;
+    for (size_t i = 0; i < want.size(); ++i) differ += got[i] != want[i];
+    EXPECT_EQ(differ, 0u) << names[o] << ": " << differ << " of " << want.size() << " bytes differ";
+  }
+
+  // Google's check of its own compiled file, on ours.
+  std::filesystem::path tsv = data.parent_path() / "reference" / "google_expectations.tsv";
+  if (!std::filesystem::exists(tsv))
+    tsv = tinycoral::testing::source_dir().parent_path() / "shared" / "reference" /
+          "google_expectations.tsv";
+  if (!std::filesystem::exists(tsv)) GTEST_SKIP() << "google_expectations.tsv not found";
+  host::ExpectationRow row;
+  for (const auto& candidate : host::read_expectations_tsv(tsv))
+    if (candidate.id == google_row) row = candidate;
+  ASSERT_EQ(row.id, google_row);
+  const std::filesystem::path file =
+      std::filesystem::temp_directory_path() /
+      ("tinycoral_" + google_row + "_" + std::filesystem::path(model).filename().string());
+  std::ofstream(file, std::ios::binary)
+      .write(reinterpret_cast<const char*>(r.tflite.data()),
+             static_cast<std::streamsize>(r.tflite.size()));
+  row.model = file.string();
+  host::ExpectationOptions options;
+  options.testdata = data;
+  options.device = host::interpreter_device(tpu_options);
+  const host::CheckResult result = host::run_expectation(row, options);
+  std::filesystem::remove(file);
+  std::cout << google_row << " on our file: " << result.detail << "\n";
+  EXPECT_EQ(result.status, host::CheckStatus::kPass) << result.detail;
+}
+
+TEST(PoseNetCompiledWhole, Gen2020EqualsItsTwinAndPassesGooglesCheck) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  expect_posenet_whole(data, "gen2020/posenet_mobilenet_v1_075_353_481_quant_decoder", "G017");
+}
+
+TEST(PoseNetCompiledWhole, Gen2021EqualsItsTwinAndPassesGooglesCheck) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  expect_posenet_whole(data, "gen2021/posenet_mobilenet_v1_075_353_481_16_quant_decoder", "G034");
+}
+
+}  // namespace
+}  // namespace tinycoral::compiler
