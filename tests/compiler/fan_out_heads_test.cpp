@@ -256,9 +256,8 @@ TEST(FanOutHeadsOnTheVirtualEdgeTpu, AHeadsInnerTensorReadOutsideIsRefused) {
 
 // Both PoseNets' mapped parts are recognised whole: the 27 layers of the trunk (gen2021's PAD
 // folded into its first convolution) and one layer of heads whose outputs are the decoder's
-// three inputs, and the 481 x 3 image is padded on the host. (The 177 x 241 maps do not fit the
-// tiles' narrow memory in row bands yet, docs/compiler.md "Fan-out heads", so this stops short
-// of generating the program.)
+// three inputs, in the custom op's order, and the 481 x 3 image is padded on the host (the
+// whole programs: posenet_whole_test.cpp).
 TEST(FanOutHeadsOnTheVirtualEdgeTpu, PoseNetsTrunkAndHeadsAreRecognised) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   struct Case {
@@ -297,10 +296,10 @@ TEST(FanOutHeadsOnTheVirtualEdgeTpu, PoseNetsTrunkAndHeadsAreRecognised) {
 }
 
 // The tail of each PoseNet twin from the 23 x 31 maps on (its last 8 depthwise/pointwise pairs and
-// its heads, the decoder's three inputs as the outputs; the 177 x 241 maps before them do not fit
-// yet): compiled whole, it equals the CPU reference in every byte of every output on two random
-// inputs - gen2020's uint8 heads with weight zero points 129 and 128 in one layer, gen2021's
-// per-channel int8 heads each followed by its QUANTIZE to uint8.
+// its heads, the decoder's three inputs as the outputs): compiled whole, it equals the CPU
+// reference in every byte of every output on two random inputs (the whole models see one image) -
+// gen2020's uint8 heads with weight zero points 129 and 128 in one layer, gen2021's per-channel
+// int8 heads each followed by its QUANTIZE to uint8.
 TEST(FanOutHeadsOnTheVirtualEdgeTpu, PoseNetsTailEqualsTheTwin) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   struct Case {
