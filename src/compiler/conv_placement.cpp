@@ -160,23 +160,35 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
     int count = 0, rows = 0, tile0 = 0, base = 0;
   };
   std::vector<Item> items;
-  for (size_t k = 0; k < cuts.size(); ++k) {
-    const auto [a, b] = cuts[k];
-    const LayerPlan& lp = shapes.layers[a];
-    const ConvLayer& l = *lp.l;
-    int split = given[k] > 0 ? given[k] : 1;
-    if (given[k] == 0 && rows_of(a, b) > kSegmentRows && b == a + 1 && b == chain.layers.size() &&
-        !l.depthwise && !l.residual() && l.oh == 1 && l.ow == 1 && lp.block == 1 && lp.groups > 1)
-      while (split < std::min(lp.groups, kTiles) &&
-             lp.rows_of((lp.groups + split - 1) / split) > kSegmentRows)
-        ++split;
-    splits.push_back(split);
-    // (Each tile of a split layer takes the rows of the largest part: its tiles get their groups
-    // in tile order below, not in the order they were packed.)
-    for (int t = 0; t < split; ++t)
-      items.push_back(
-          {k, counts[k], split > 1 ? lp.rows_of((lp.groups + split - 1) / split) : rows_of(a, b)});
-  }
+  // (`wider`: a classifier split over that many times the tiles it needs, when its slices of
+  // almost a whole wide memory find no tiles that empty beside the other stages.)
+  bool classifier = false;
+  auto make_items = [&](int wider) {
+    items.clear();
+    splits.clear();
+    for (size_t k = 0; k < cuts.size(); ++k) {
+      const auto [a, b] = cuts[k];
+      const LayerPlan& lp = shapes.layers[a];
+      const ConvLayer& l = *lp.l;
+      int split = given[k] > 0 ? given[k] : 1;
+      if (given[k] == 0 && rows_of(a, b) > kSegmentRows && b == a + 1 && b == chain.layers.size() &&
+          !l.depthwise && !l.residual() && l.oh == 1 && l.ow == 1 && lp.block == 1 &&
+          lp.groups > 1) {
+        while (split < std::min(lp.groups, kTiles) &&
+               lp.rows_of((lp.groups + split - 1) / split) > kSegmentRows)
+          ++split;
+        split = std::min({split * wider, lp.groups, kTiles});
+        classifier = true;
+      }
+      splits.push_back(split);
+      // (Each tile of a split layer takes the rows of the largest part: its tiles get their
+      // groups in tile order below, not in the order they were packed.)
+      for (int t = 0; t < split; ++t)
+        items.push_back({k, counts[k],
+                         split > 1 ? lp.rows_of((lp.groups + split - 1) / split) : rows_of(a, b)});
+    }
+  };
+  make_items(1);
   // Places the items, largest first, each on the run of tiles whose wide memory is least used.
   // A stage with a `reserve` (`stream`) goes first and keeps only that many rows of its tiles'
   // wide memory: its parameters take turns there, at least one 64-channel group at a time
@@ -189,28 +201,35 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
   };
   std::vector<int> reserve(cuts.size(), -1);  // per cut; -1: keeps all its rows
   // (`runs_first`: items over several tiles before the others, largest first - the order that
-  // packs when row bands over many tiles need the same free rows on all of them.)
-  auto pack_in = [&](bool runs_first) {
+  // packs when row bands over many tiles need the same free rows on all of them. `spans_first`:
+  // items by the distinct tiles their cut needs - a layer split over 15 tiles finds no 15 tiles
+  // left once large one-tile stages filled some. `best_fit`: each item on the fullest run it
+  // still fits, leaving empty tiles for a classifier's slices of almost a whole wide memory.)
+  auto pack_in = [&](bool runs_first, bool spans_first, bool best_fit) {
     std::vector<size_t> order(items.size());
     for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+    auto span = [&](const Item& it) { return it.count * splits[it.cut]; };
     std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
       const bool fx = reserve[items[x].cut] >= 0, fy = reserve[items[y].cut] >= 0;
       if (fx != fy) return fx;
       if (runs_first && items[x].count != items[y].count) return items[x].count > items[y].count;
+      if (spans_first && span(items[x]) != span(items[y])) return span(items[x]) > span(items[y]);
       return items[x].rows > items[y].rows;
     });
     std::vector<int> used(kTiles, 0);
     std::vector<uint32_t> taken(cuts.size(), 0);  // tiles of a split layer's slices so far
     for (size_t k : order) {
       Item& it = items[k];
+      const int rows = reserve[it.cut] >= 0 ? std::min(reserve[it.cut], it.rows) : it.rows;
       int best = -1, best_used = 0;
       for (int t = 0; t + it.count <= kTiles; ++t) {
         const uint32_t run = ((1u << it.count) - 1) << t;
         if (taken[it.cut] & run) continue;
         const int top = *std::max_element(used.begin() + t, used.begin() + t + it.count);
-        if (best < 0 || top < best_used) best = t, best_used = top;
+        const bool fits = top + rows <= kSegmentRows, best_fits = best_used + rows <= kSegmentRows;
+        const bool better = best_fit ? fits && (!best_fits || top > best_used) : top < best_used;
+        if (best < 0 || better) best = t, best_used = top;
       }
-      const int rows = reserve[it.cut] >= 0 ? std::min(reserve[it.cut], it.rows) : it.rows;
       if (best < 0 || best_used + rows > kSegmentRows) return false;
       it.tile0 = best;
       it.base = best_used;
@@ -219,8 +238,16 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
     }
     return true;
   };
-  auto pack = [&]() { return pack_in(false) || pack_in(true); };
+  auto pack = [&]() {
+    return pack_in(false, false, false) || pack_in(true, false, false) ||
+           pack_in(false, true, false) || pack_in(false, false, true) || pack_in(false, true, true);
+  };
   bool packed = pack();
+  for (int wider = 2; !packed && classifier && wider <= kTiles; wider *= 2) {
+    make_items(wider);
+    packed = pack();
+  }
+  if (!packed) make_items(1);
   if (!packed && stream) {
     // The stages to stream: those that free the most wide rows per row streamed first (a stage
     // in row bands holds its rows on each of its tiles, but streams them once, to all of them; a
@@ -567,7 +594,7 @@ bool widened(const ConvChain& chain, const Shapes& shapes, Stage& s) {
 void widen_stages(const ConvChain& chain, Layout& out, double& best,
                   const ProgramBytes& program_bytes) {
   // (Each try that packs models a program: bounds the compile time.)
-  constexpr int kMaxTries = 8;
+  constexpr int kMaxTries = 16;
   std::vector<bool> tried(chain.layers.size(), false);
   bool whole = false;
   for (const Stage& s : out.stages)
