@@ -4,6 +4,7 @@
 #include "compiler/conv_codegen.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <optional>
@@ -517,51 +518,94 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
   // each writing them with the narrow walk `walk(t)` from byte `narrow(t)`: `packets` >= 2 whole
   // packets (the softmax gather's multi-packet form: k fills of one FIFO row), else one packet of
   // up to 256 bytes.
+  // The transfers are collected first and sent in rounds: each round takes the next transfer of
+  // every sender whose receivers no other transfer of the round has, and whose receivers got
+  // every transfer before it (each receiver takes them in the order they were made), all of one
+  // form. The round shares one FIFO row (each tile has its own wide memory), so the receivers'
+  // wideToNarrows and consumers and the senders' narrowToWides that differ only in their tile go
+  // out as one instruction (a split layer's slices handing over to the next split layer: one
+  // instead of one per slice).
+  struct Transfer {
+    int src = 0;        // sending tile
+    uint32_t mask = 0;  // receiving tiles
+    int from_at = 0, bytes = 0, packets = 0;
+    std::vector<std::pair<uint32_t, std::string>> writes;  // per receiver: its w2n's narrow fields
+  };
+  std::vector<Transfer> transfers;
   auto transfer = [&](const Plan& src, int from_at, int bytes, int packets, uint32_t mask,
                       const auto& narrow, const auto& walk) {
+    Transfer t{src.tile, mask, from_at, bytes, packets, {}};
+    for (const Plan& r : to.tiles)
+      if (mask & tile_bit(r.tile))
+        t.writes.push_back({tile_bit(r.tile), cat(" n.addr=", hex(narrow(r) / 4), " n=", walk(r))});
+    transfers.push_back(std::move(t));
+  };
+  auto send = [&](const std::vector<const Transfer*>& round) {
     if (piece > 0 && piece % kInputRows == 0) tile_fence(e, "counters=0x1ffff units=0x3ff");
     const int fifo = kInputFifo + 4 * (piece++ % kInputRows);
-    const std::string rows = cat("(0 x ", packets, ")");
+    const bool multi = round.front()->packets >= 2;
     {
       TileBatch writes(e);
-      for (const Plan& t : to.tiles) {
-        if (!(mask & tile_bit(t.tile))) continue;
-        if (packets >= 2)
-          writes.add(tile_bit(t.tile), "w2n",
-                     cat("w.addr=", hex(fifo), " w=", rows, " w.rows=1 n.addr=", hex(narrow(t) / 4),
-                         " n=", walk(t),
-                         " n.lvl_mask=0x01 sync.en0=1 sync.id=14 sync.en1=1 "
-                         "sync.val=0x08000 sync.en2=1 tail_en870=1"));
-        else
-          writes.add(
-              tile_bit(t.tile), "w2n",
-              cat("w.addr=", hex(fifo), " w=(1 x 1) n.addr=", hex(narrow(t) / 4), " n=", walk(t),
-                  " n.lvl_mask=0x01 mode=1 fill_size=128 sync.en0=1 sync.id=14 "
-                  "sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 sync.en2=1 "
-                  "sync.dec_lvl=1 sync.dec=-1 sync.dec_mode=3 tail_en870=1"));
+      for (const Transfer* t : round) {
+        const std::string rows = cat("(0 x ", t->packets, ")");
+        for (const auto& [tile, narrow] : t->writes)
+          if (multi)
+            writes.add(tile, "w2n",
+                       cat("w.addr=", hex(fifo), " w=", rows, " w.rows=1", narrow,
+                           " n.lvl_mask=0x01 sync.en0=1 sync.id=14 sync.en1=1 "
+                           "sync.val=0x08000 sync.en2=1 tail_en870=1"));
+          else
+            writes.add(tile, "w2n",
+                       cat("w.addr=", hex(fifo), " w=(1 x 1)", narrow,
+                           " n.lvl_mask=0x01 mode=1 fill_size=128 sync.en0=1 sync.id=14 "
+                           "sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 sync.en2=1 "
+                           "sync.dec_lvl=1 sync.dec=-1 sync.dec_mode=3 tail_en870=1"));
       }
     }
-    if (packets >= 2) {
-      e.add("ringcons0", cat("tiles=", hex(mask), " addr=", hex(fifo), " dst=", rows,
-                             " slots=1 mode=1 s_id=0x0b s_val=-64 s_cnt=1 s_en_b=1 s_y=1"));
-      e.add("ringprod",
-            cat("tiles=", hex(tile_bit(src.tile)), " addr=", hex(kRingFifo), " src=(1 x 1)", rows,
-                " sdims=1 cbuf=1 slots=1 mode=3 pcfg=20 r0.id=0x51 r0.val=", ordinal++,
-                " r0.en_a=1 r0.en_b=1 r1.id=0x2d r1.val=1 r1.en_a=1 r1.en_b=1 dest=", hex(mask)));
-      e.add("n2w", cat("tiles=", hex(tile_bit(src.tile)), " n.addr=", hex(from_at / 4),
-                       " n=", narrow_walk(bytes / 4), " n.lvl_mask=0x01 w.addr=", hex(kRingFifo),
-                       " w=", rows,
-                       " w.rows=1 sync.en0=1 sync.id=16 sync.en1=1 sync.val=0x0ffff "
-                       "sync.en2=1 sync.f45=1 tail_lvl=1"));
-      return;
+    {
+      TileBatch consumers(e);
+      for (const Transfer* t : round)
+        if (multi)
+          consumers.add(t->mask, "ringcons0",
+                        cat("addr=", hex(fifo), " dst=(0 x ", t->packets,
+                            ") slots=1 mode=1 s_id=0x0b s_val=-64 s_cnt=1 s_en_b=1 s_y=1"));
+        else
+          consumers.add(t->mask, "ringcons0",
+                        cat("addr=", hex(fifo),
+                            " dst=(1 x 1) cbuf=1 slots=1 mode=3 s_id=0x2b s_val=-64 s_cnt=1 "
+                            "s_en_b=1 s_y=1"));
     }
-    ring_receive(e, mask, fifo, 1, -64);
-    e.add("n2w", cat("tiles=", hex(tile_bit(src.tile)), " n.addr=", hex(from_at / 4),
-                     " n=", narrow_walk(bytes / 4), " n.lvl_mask=0x01 w.addr=", hex(kRingFifo),
-                     " w=(1 x 1) w.circ=1 w.rows=1 sync.en0=1 sync.f1=1 sync.id=16 "
-                     "sync.wait_lvl=1 sync.en1=1 sync.val=0xffff sync.en2=1 sync.f45=1 "
-                     "tail_lvl=1"));
-    ring_send(e, src.tile, kRingFifo, mask, ordinal++);
+    auto narrow_to_wide = [&]() {
+      TileBatch reads(e);
+      for (const Transfer* t : round)
+        if (multi)
+          reads.add(tile_bit(t->src), "n2w",
+                    cat("n.addr=", hex(t->from_at / 4), " n=", narrow_walk(t->bytes / 4),
+                        " n.lvl_mask=0x01 w.addr=", hex(kRingFifo), " w=(0 x ", t->packets,
+                        ") w.rows=1 sync.en0=1 sync.id=16 sync.en1=1 sync.val=0x0ffff "
+                        "sync.en2=1 sync.f45=1 tail_lvl=1"));
+        else
+          reads.add(tile_bit(t->src), "n2w",
+                    cat("n.addr=", hex(t->from_at / 4), " n=", narrow_walk(t->bytes / 4),
+                        " n.lvl_mask=0x01 w.addr=", hex(kRingFifo),
+                        " w=(1 x 1) w.circ=1 w.rows=1 sync.en0=1 sync.f1=1 sync.id=16 "
+                        "sync.wait_lvl=1 sync.en1=1 sync.val=0xffff sync.en2=1 sync.f45=1 "
+                        "tail_lvl=1"));
+    };
+    // (A multi-packet producer waits for its narrowToWide, issued after it; a one-packet one
+    // follows it.)
+    if (!multi) narrow_to_wide();
+    for (const Transfer* t : round) {
+      if (multi)
+        e.add("ringprod",
+              cat("tiles=", hex(tile_bit(t->src)), " addr=", hex(kRingFifo), " src=(1 x 1)(0 x ",
+                  t->packets, ") sdims=1 cbuf=1 slots=1 mode=3 pcfg=20 r0.id=0x51 r0.val=",
+                  ordinal++, " r0.en_a=1 r0.en_b=1 r1.id=0x2d r1.val=1 r1.en_a=1 r1.en_b=1 dest=",
+                  hex(t->mask)));
+      else
+        ring_send(e, t->src, kRingFifo, t->mask, ordinal++);
+    }
+    if (multi) narrow_to_wide();
   };
   for (const Plan& src : from.tiles) {
     const LayerPlan& band = src.layers[i - 1];
@@ -642,6 +686,45 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
             });
       }
     }
+  }
+  // The rounds (above): per sender and per receiver, the transfers keep their order.
+  std::vector<std::vector<size_t>> by_sender;
+  std::vector<int> sender_of(kTiles, -1);
+  std::array<std::vector<size_t>, kTiles> by_receiver;
+  for (size_t k = 0; k < transfers.size(); ++k) {
+    const int src = transfers[k].src;
+    if (sender_of[static_cast<size_t>(src)] < 0) {
+      sender_of[static_cast<size_t>(src)] = static_cast<int>(by_sender.size());
+      by_sender.emplace_back();
+    }
+    by_sender[static_cast<size_t>(sender_of[static_cast<size_t>(src)])].push_back(k);
+    for (int r = 0; r < kTiles; ++r)
+      if (transfers[k].mask & tile_bit(r)) by_receiver[static_cast<size_t>(r)].push_back(k);
+  }
+  std::vector<size_t> next_of_sender(by_sender.size(), 0);
+  std::array<size_t, kTiles> next_of_receiver{};
+  for (size_t sent = 0; sent < transfers.size();) {
+    std::vector<const Transfer*> round;
+    uint32_t receivers = 0;
+    for (size_t q = 0; q < by_sender.size(); ++q) {
+      if (next_of_sender[q] == by_sender[q].size()) continue;
+      const size_t k = by_sender[q][next_of_sender[q]];
+      const Transfer& t = transfers[k];
+      bool ready = (t.mask & receivers) == 0 &&
+                   (round.empty() || (round.front()->packets >= 2) == (t.packets >= 2));
+      for (int r = 0; r < kTiles && ready; ++r) {
+        const auto& queue = by_receiver[static_cast<size_t>(r)];
+        ready = !(t.mask & tile_bit(r)) || queue[next_of_receiver[static_cast<size_t>(r)]] == k;
+      }
+      if (!ready) continue;
+      round.push_back(&t);
+      receivers |= t.mask;
+      ++next_of_sender[q];
+      for (int r = 0; r < kTiles; ++r)
+        if (t.mask & tile_bit(r)) ++next_of_receiver[static_cast<size_t>(r)];
+    }
+    send(round);
+    sent += round.size();
   }
   tile_fence(e, "counters=0x1ffff units=0x3ff");
 }
