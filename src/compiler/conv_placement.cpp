@@ -599,6 +599,41 @@ void widen_stages(const ConvChain& chain, Layout& out, double& best,
   bool whole = false;
   for (const Stage& s : out.stages)
     for (const Plan& p : s.tiles) whole = whole || p.layers[s.first].full;
+  // First many at once: every stage whose widening saves at least kBulkSaving cycles of compute
+  // and still packs, the whole modeled as one program (one at a time, a chain of many stages -
+  // MobileNet v2's 49 - runs out of tries long before its stages on 2 to 4 tiles are widened).
+  constexpr double kBulkSaving = 2000;
+  const Shapes plain = shapes_of(chain);
+  for (int round = 0; round < 4; ++round) {
+    std::vector<Stage> stages = out.stages;
+    std::vector<std::pair<double, size_t>> firsts;  // compute, first layer
+    for (const Stage& s : stages) firsts.push_back({compute_cycles({s}), s.first});
+    std::stable_sort(firsts.begin(), firsts.end(),
+                     [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::vector<std::vector<int>> bases;
+    for (const auto& [cycles, first] : firsts) {
+      size_t k = 0;
+      while (k < stages.size() && stages[k].first != first) ++k;
+      if (k == stages.size()) continue;
+      std::vector<Stage> trial = stages;
+      if (!widened(chain, plain, trial[k]) || cycles - compute_cycles({trial[k]}) < kBulkSaving)
+        continue;
+      std::vector<std::vector<int>> placed;
+      if (!share_tiles(chain, plain, trial, placed)) continue;
+      stages = std::move(trial);
+      bases = std::move(placed);
+    }
+    if (bases.empty()) break;
+    Layout candidate;
+    candidate.shapes = shapes_of(chain);
+    candidate.stages = std::move(stages);
+    group_parameters(chain, candidate, true, bases);
+    if (!whole) in_bands(candidate.stages);
+    const double modeled = modeled_cycles(candidate, program_bytes);
+    if (modeled >= best) break;
+    best = modeled;
+    out = std::move(candidate);
+  }
   for (int tries = 0; tries < kMaxTries;) {
     std::vector<size_t> order(out.stages.size());
     for (size_t k = 0; k < order.size(); ++k) order[k] = k;
