@@ -59,9 +59,9 @@ class TileBatch {
   ~TileBatch() {
     for (const Item& item : items_)
       e_.add(item.mnemonic, cat("tiles=", hex(item.tiles), " ", item.fields));
-    for (const auto& [tiles, items] : sequences_)
+    for (const std::vector<Item>& items : sequences_)
       for (const Item& item : items)
-        e_.add(item.mnemonic, cat("tiles=", hex(tiles ? tiles : item.tiles), " ", item.fields));
+        e_.add(item.mnemonic, cat("tiles=", hex(item.tiles), " ", item.fields));
   }
   void add(uint32_t tiles, const std::string& mnemonic, const std::string& fields) {
     if (group_) {
@@ -76,25 +76,31 @@ class TileBatch {
     items_.push_back({tiles, mnemonic, fields});
   }
   // Instructions in order on the same tiles (a part's bias load and op): the whole sequence goes
-  // out once on all tiles that add the same sequence, since the order within it matters.
+  // out once for all sequences with the same instructions on tiles no other of them uses, each
+  // instruction on the tiles it has in any of them (the slices of a layer split over 2-D blocks:
+  // the same bias load on each slice's bands, the same op on each slice's first band ...), so
+  // every tile keeps its instructions and their order.
   void begin_sequence() { group_ = true; }
   void end_sequence() {
     group_ = false;
     std::vector<Item> sequence = std::move(pending_);
     pending_.clear();
-    bool same_tiles = !sequence.empty();
-    for (const Item& item : sequence) same_tiles = same_tiles && item.tiles == sequence[0].tiles;
-    if (same_tiles)
-      for (auto& [tiles, items] : sequences_)
-        if (items.size() == sequence.size() &&
-            std::equal(items.begin(), items.end(), sequence.begin(),
-                       [](const Item& a, const Item& b) {
-                         return a.mnemonic == b.mnemonic && a.fields == b.fields;
-                       })) {
-          tiles |= sequence[0].tiles;
-          return;
-        }
-    sequences_.push_back({same_tiles ? sequence[0].tiles : 0, std::move(sequence)});
+    auto tiles_of = [](const std::vector<Item>& items) {
+      uint32_t tiles = 0;
+      for (const Item& item : items) tiles |= item.tiles;
+      return tiles;
+    };
+    const uint32_t tiles = tiles_of(sequence);
+    for (std::vector<Item>& items : sequences_)
+      if (items.size() == sequence.size() && (tiles_of(items) & tiles) == 0 &&
+          std::equal(items.begin(), items.end(), sequence.begin(),
+                     [](const Item& a, const Item& b) {
+                       return a.mnemonic == b.mnemonic && a.fields == b.fields;
+                     })) {
+        for (size_t k = 0; k < items.size(); ++k) items[k].tiles |= sequence[k].tiles;
+        return;
+      }
+    sequences_.push_back(std::move(sequence));
   }
 
  private:
@@ -106,8 +112,7 @@ class TileBatch {
   std::vector<Item> items_;
   bool group_ = false;
   std::vector<Item> pending_;
-  // Each sequence with the tiles that run it (0: its items keep their own tiles).
-  std::vector<std::pair<uint32_t, std::vector<Item>>> sequences_;
+  std::vector<std::vector<Item>> sequences_;
 };
 
 void fill_narrow(TileBatch& b, int tile, int base, int bytes, int zp) {
