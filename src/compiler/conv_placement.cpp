@@ -559,15 +559,44 @@ double modeled_cycles(const Layout& layout, const ProgramBytes& program_bytes) {
 
 // The stages' first images back in bands (LayerPlan::full off): each tile keeps only the rows its
 // band reads, in the same place, so its image region stays large enough.
+void in_bands(Stage& s) {
+  for (Plan& p : s.tiles) {
+    LayerPlan& lp = p.layers[s.first];
+    if (!lp.full) continue;
+    lp.full = false;
+    lp.top = lp.need_top;
+    lp.hp = lp.need_rows;
+  }
+}
+
 void in_bands(std::vector<Stage>& stages) {
-  for (Stage& s : stages)
-    for (Plan& p : s.tiles) {
-      LayerPlan& lp = p.layers[s.first];
-      if (!lp.full) continue;
-      lp.full = false;
-      lp.top = lp.need_top;
-      lp.hp = lp.need_rows;
-    }
+  for (Stage& s : stages) in_bands(s);
+}
+
+// Stages of `out` that keep whole first images, each tried in bands instead (LayerPlan::full
+// is chosen for the whole layout, but pays per stage: whole images let a sender's rows reach all
+// its receivers in one transfer, bands let tiles of one band height share one op), the stages on
+// most tiles first; kept when the modeled cycles (`best`, out's) drop.
+void bands_per_stage(Layout& out, double& best, const ProgramBytes& program_bytes) {
+  // (Each try models a program: bounds the compile time.)
+  constexpr int kMaxTries = 6;
+  std::vector<std::pair<size_t, size_t>> order;  // tiles, stage
+  for (size_t k = 0; k < out.stages.size(); ++k) {
+    const Stage& s = out.stages[k];
+    if (s.tiles.size() > 1 && s.tiles.front().layers[s.first].full)
+      order.push_back({s.tiles.size(), k});
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  if (order.size() > kMaxTries) order.resize(kMaxTries);
+  for (const auto& [tiles, k] : order) {
+    Layout candidate = out;
+    in_bands(candidate.stages[k]);
+    const double modeled = modeled_cycles(candidate, program_bytes);
+    if (modeled >= best) continue;
+    best = modeled;
+    out = std::move(candidate);
+  }
 }
 
 // Stage `s` over twice its tiles: a split layer with twice the row bands per slice, else twice
@@ -824,6 +853,7 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
   if (!fastest.empty()) best = fastest.back().first + 1;
   for (auto& [cycles, layout] : fastest) {
     if (!streaming) widen_stages(chain, layout, cycles, program_bytes);
+    bands_per_stage(layout, cycles, program_bytes);
     if (cycles < best) {
       best = cycles;
       out = std::move(layout);
