@@ -8,6 +8,7 @@
 #include <bit>
 #include <cmath>
 #include <optional>
+#include <tuple>
 
 #include "common/error.h"
 #include "compiler/conv_placement.h"
@@ -410,7 +411,7 @@ void layer_op(TileBatch& e, const Plan& p, size_t i, const Part& part) {
 
 // A residual ADD on one tile: its input image (the layer before wrote it) plus the kept image,
 // into the next layer's image (or the output), pixel by pixel over the tile's rows.
-void residual_op(Emitter& e, const Plan& p, size_t i) {
+AddOp residual_op(const Plan& p, size_t i) {
   const LayerPlan& lp = p.layers[i];
   const ConvLayer& l = *lp.l;
   const LayerPlan& xp = p.layers[static_cast<size_t>(l.residual_of)];
@@ -424,8 +425,14 @@ void residual_op(Emitter& e, const Plan& p, size_t i) {
   op.levels = {{l.cin / 4, 4, 1},
                {l.w, l.cin, t.pixel_bytes / 4},
                {lp.ob - lp.oa, 4 * lp.row_words(), t.row_words}};
-  emit_add_op(e, tile_bit(p.tile), op, l.mult.at(0), l.clamp_min, l.clamp_max, l.add_offset,
-              l.out_zp);
+  return op;
+}
+
+bool same_add(const AddOp& x, const AddOp& y) {
+  auto level = [](const AddOp::Level& v) { return std::tuple(v.count, v.in_stride, v.out_stride); };
+  return x.a == y.a && x.b_minus_a == y.b_minus_a && x.out == y.out && x.rows == y.rows &&
+         std::equal(x.levels.begin(), x.levels.end(), y.levels.begin(), y.levels.end(),
+                    [&](const auto& u, const auto& v) { return level(u) == level(v); });
 }
 
 // The last layer's bytes to the host: 256-byte pieces through the ring to the scalar core.
@@ -809,16 +816,31 @@ void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
         tile_fence(e, "counters=0x1ffff units=0x3ff");
       }
       if (lp.l->residual()) {
-        // Tiles whose scratch words sit at one address build the weight rows together.
+        // Tiles whose scratch words sit at one address build the weight rows together (not only
+        // neighbours: bands of two heights alternate between two addresses).
         std::vector<std::pair<int, uint32_t>> scratch;
         for (const Plan& p : stage.tiles) {
-          if (scratch.empty() || scratch.back().first != p.add_scratch)
-            scratch.push_back({p.add_scratch, 0});
-          scratch.back().second |= tile_bit(p.tile);
+          auto at = std::find_if(scratch.begin(), scratch.end(),
+                                 [&](const auto& s) { return s.first == p.add_scratch; });
+          if (at == scratch.end())
+            at = scratch.insert(scratch.end(), std::pair<int, uint32_t>{p.add_scratch, 0});
+          at->second |= tile_bit(p.tile);
         }
         for (const auto& [at, mask] : scratch)
           emit_add_rows(e, mask, at, kAddRows, lp.l->add_w1, lp.l->add_w2);
-        for (const Plan& p : stage.tiles) residual_op(e, p, i);
+        // (Tiles whose ADDs read and write the same addresses run one instruction.)
+        std::vector<std::pair<AddOp, uint32_t>> adds;
+        for (const Plan& p : stage.tiles) {
+          AddOp op = residual_op(p, i);
+          auto at = std::find_if(adds.begin(), adds.end(),
+                                 [&](const auto& a) { return same_add(a.first, op); });
+          if (at == adds.end())
+            at = adds.insert(adds.end(), std::pair<AddOp, uint32_t>{std::move(op), 0u});
+          at->second |= tile_bit(p.tile);
+        }
+        const ConvLayer& l = *lp.l;
+        for (const auto& [op, mask] : adds)
+          emit_add_op(e, mask, op, l.mult.at(0), l.clamp_min, l.clamp_max, l.add_offset, l.out_zp);
         tile_fence(e, "counters=0x1ffff units=0x3ff");
         tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
         wait_tokens(e);
