@@ -623,7 +623,7 @@ bool widened(const ConvChain& chain, const Shapes& shapes, Stage& s) {
 void widen_stages(const ConvChain& chain, Layout& out, double& best,
                   const ProgramBytes& program_bytes) {
   // (Each try that packs models a program: bounds the compile time.)
-  constexpr int kMaxTries = 16;
+  constexpr int kMaxTries = 8;
   std::vector<bool> tried(chain.layers.size(), false);
   bool whole = false;
   for (const Stage& s : out.stages)
