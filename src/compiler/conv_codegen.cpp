@@ -234,7 +234,34 @@ void stream_input(Emitter& e, const std::vector<Plan>& tiles) {
     }
     while (rows < max_rows && y + rows < l.h && mask_of(y + rows) == mask) ++rows;
     if (mask == 0) continue;
-    for (int at = 0; at < row_bytes; at += kPiece, ++piece) {
+    // One row of two packets or more (a halo row two bands read): its whole packets in one
+    // transfer (the multi-packet form), the rest as one short piece, instead of a piece per
+    // 256 bytes (v2's and v1 1.0's 672-byte rows: two transfers instead of three).
+    int first_at = 0;
+    if (rows == 1 && row_bytes % 8 == 0 && row_bytes >= 2 * kPiece &&
+        (y * row_bytes / 8) % kActPassUnits + row_bytes / kPiece * kPiece / 8 <= kActPassUnits) {
+      first_at = row_bytes / kPiece * kPiece;
+      if (piece > 0 && piece % kInputRows == 0) tile_fence(e, "counters=0x1ffff units=0x3ff");
+      const int fifo = kInputFifo + 4 * (piece++ % kInputRows);
+      const std::string packets = cat("(0 x ", first_at / kPiece, ")");
+      {
+        TileBatch writes(e);
+        for (const Plan& t : tiles) {
+          if (!(mask & tile_bit(t.tile))) continue;
+          const LayerPlan& lp = t.layers.front();
+          writes.add(tile_bit(t.tile), "w2n",
+                     cat("w.addr=", hex(fifo), " w=", packets,
+                         " w.rows=1 n.addr=", hex(lp.pixel(y - lp.top, l.pad_left) / 4),
+                         " n=", narrow_walk(first_at / 4),
+                         " n.lvl_mask=0x01 sync.en0=1 sync.id=14 sync.en1=1 sync.val=0x08000 "
+                         "sync.en2=1 tail_en870=1"));
+        }
+      }
+      e.add("ringcons0", cat("tiles=", hex(mask), " addr=", hex(fifo), " dst=", packets,
+                             " slots=1 mode=1 s_id=0x0b s_val=-64 s_cnt=1 s_en_b=1 s_y=1"));
+      image_infeed(e, y * row_bytes / 8, first_at / 8, mask);
+    }
+    for (int at = first_at; at < row_bytes; at += kPiece, ++piece) {
       if (piece > 0 && piece % kInputRows == 0) tile_fence(e, "counters=0x1ffff units=0x3ff");
       const int fifo = kInputFifo + 4 * (piece % kInputRows);
       const int bytes = std::min(kPiece, row_bytes - at);  // of each row
