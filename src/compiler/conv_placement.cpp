@@ -205,7 +205,10 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
   // items by the distinct tiles their cut needs - a layer split over 15 tiles finds no 15 tiles
   // left once large one-tile stages filled some. `best_fit`: each item on the fullest run it
   // still fits, leaving empty tiles for a classifier's slices of almost a whole wide memory.)
-  auto pack_in = [&](bool runs_first, bool spans_first, bool best_fit) {
+  // (`aligned`: the slices of a layer split by output groups all at one base row, on the runs
+  // of tiles whose wide memory is least used, so that their bias loads and ops are the same
+  // instructions and go out once for all of them.)
+  auto pack_in = [&](bool runs_first, bool spans_first, bool best_fit, bool aligned) {
     std::vector<size_t> order(items.size());
     for (size_t k = 0; k < order.size(); ++k) order[k] = k;
     auto span = [&](const Item& it) { return it.count * splits[it.cut]; };
@@ -221,6 +224,36 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
     for (size_t k : order) {
       Item& it = items[k];
       const int rows = reserve[it.cut] >= 0 ? std::min(reserve[it.cut], it.rows) : it.rows;
+      if (aligned && splits[it.cut] > 1 && reserve[it.cut] < 0) {
+        if (taken[it.cut] != 0) continue;  // (placed with its first slice)
+        std::vector<size_t> slices;
+        for (size_t m = 0; m < items.size(); ++m)
+          if (items[m].cut == it.cut) slices.push_back(m);
+        std::vector<std::pair<int, int>> runs;  // top, first tile
+        for (int t = 0; t + it.count <= kTiles; ++t)
+          runs.push_back({*std::max_element(used.begin() + t, used.begin() + t + it.count), t});
+        std::stable_sort(runs.begin(), runs.end());
+        uint32_t chosen = 0;
+        std::vector<int> at;
+        int base = 0;
+        for (const auto& [top, t] : runs) {
+          const uint32_t run = ((1u << it.count) - 1) << t;
+          if (chosen & run) continue;
+          chosen |= run;
+          at.push_back(t);
+          base = std::max(base, top);
+          if (at.size() == slices.size()) break;
+        }
+        if (at.size() < slices.size() || base + rows > kSegmentRows) return false;
+        std::sort(at.begin(), at.end());
+        for (size_t q = 0; q < slices.size(); ++q) {
+          items[slices[q]].tile0 = at[q];
+          items[slices[q]].base = base;
+          for (int t = at[q]; t < at[q] + it.count; ++t) used[static_cast<size_t>(t)] = base + rows;
+        }
+        taken[it.cut] = chosen;
+        continue;
+      }
       int best = -1, best_used = 0;
       for (int t = 0; t + it.count <= kTiles; ++t) {
         const uint32_t run = ((1u << it.count) - 1) << t;
@@ -239,8 +272,14 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
     return true;
   };
   auto pack = [&]() {
-    return pack_in(false, false, false) || pack_in(true, false, false) ||
-           pack_in(false, true, false) || pack_in(false, false, true) || pack_in(false, true, true);
+    for (const bool aligned : {true, false}) {
+      if (aligned && stream) continue;
+      if (pack_in(false, false, false, aligned) || pack_in(true, false, false, aligned) ||
+          pack_in(false, true, false, aligned) || pack_in(false, false, true, aligned) ||
+          pack_in(false, true, true, aligned))
+        return true;
+    }
+    return false;
   };
   bool packed = pack();
   for (int wider = 2; !packed && classifier && wider <= kTiles; wider *= 2) {
