@@ -618,7 +618,7 @@ void in_bands(std::vector<Stage>& stages) {
 // most tiles first; kept when the modeled cycles (`best`, out's) drop.
 void bands_per_stage(Layout& out, double& best, const ProgramBytes& program_bytes) {
   // (Each try models a program: bounds the compile time.)
-  constexpr int kMaxTries = 6;
+  constexpr int kMaxTries = 10;
   std::vector<std::pair<size_t, size_t>> order;  // tiles, stage
   for (size_t k = 0; k < out.stages.size(); ++k) {
     const Stage& s = out.stages[k];
