@@ -892,12 +892,13 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
   if (!fastest.empty()) best = fastest.back().first + 1;
   for (auto& [cycles, layout] : fastest) {
     if (!streaming) widen_stages(chain, layout, cycles, program_bytes);
-    bands_per_stage(layout, cycles, program_bytes);
     if (cycles < best) {
       best = cycles;
       out = std::move(layout);
     }
   }
+  // (The fastest only: each try models a program.)
+  if (!fastest.empty()) bands_per_stage(out, best, program_bytes);
   return out;
 }
 
