@@ -83,6 +83,7 @@ std::pair<uint64_t, uint64_t> ChipClock::run(uint32_t id, uint64_t ready, uint32
     uint64_t& latest = latest_tile_[static_cast<size_t>(tile) % latest_tile_.size()];
     latest = std::max(latest, finish);
   }
+  last_run_ = {start, finish};
   return {start, finish};
 }
 

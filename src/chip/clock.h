@@ -101,6 +101,8 @@ class ChipClock {
   // A new work (ids are dense, in order).
   void add_work() { finish_.push_back(0); }
   uint64_t finish_of(uint32_t id) const { return finish_[id]; }
+  // Start and finish of the work run() scheduled last (for traces).
+  std::pair<uint64_t, uint64_t> last_run() const { return last_run_; }
 
   // Work `id`, ready at cycle `ready` (issued, and what it depends on finished), ran on
   // `unit_slot` (one per unit of each tile and of the scalar side), taking its input stream's
@@ -140,6 +142,7 @@ class ChipClock {
   std::array<uint64_t, 16> fifo_end_{};  // last row of the FIFO streams not yet drained
   uint64_t latest_all_ = 0;
   uint64_t stall_ = 0, scalar_base_ = 0;
+  std::pair<uint64_t, uint64_t> last_run_{0, 0};
   std::array<std::array<Arrivals, 2>, 16> ring_;
   std::array<std::array<Arrivals, 4>, 16> mesh_;
   std::map<uint64_t, Arrivals> to_scalar_;

@@ -282,9 +282,11 @@ bool VirtualEdgeTpu::Impl::run_bundles() {
       executed = 0;
       charge(0);
     }
-    if (tracing)
+    if (tracing) {
+      const uint64_t now = clock.scalar_now(scalar_executed() + executed);
       options.trace->record(
-          {programs_received, p.items[pc].word_offset, isa::kBundle, -1, "scalar"});
+          {programs_received, p.items[pc].word_offset, isa::kBundle, -1, "scalar", now, now});
+    }
     if (++pc == loop_end) {
       pc = next_pc(pc);
       loop_end = scalar.loops.empty() ? kNone : scalar.loops.back().end_item;
@@ -407,8 +409,11 @@ bool VirtualEdgeTpu::Impl::step_scalar() {
   }
   charge();
   stats.instructions[static_cast<size_t>(UnitId::kScalar)]++;
-  if (options.trace)
-    options.trace->record({programs_received, item.word_offset, item.opcode, -1, "scalar"});
+  if (options.trace) {
+    const uint64_t now = clock.scalar_now(scalar_executed());
+    options.trace->record(
+        {programs_received, item.word_offset, item.opcode, -1, "scalar", now, now});
+  }
   scalar.pc = next_pc(next);
   return true;
 }

@@ -61,8 +61,9 @@ void VirtualEdgeTpu::Impl::trace(const Work& w) {
   ++stats.instructions[static_cast<size_t>(w.unit)];
   if (!options.trace) return;
   const ProgramItem& item = w.program->items[w.item];
+  const auto [start, finish] = clock.last_run();
   options.trace->record(
-      {programs_received, item.word_offset, item.opcode, w.tile, unit_name(w.unit)});
+      {programs_received, item.word_offset, item.opcode, w.tile, unit_name(w.unit), start, finish});
 }
 
 bool VirtualEdgeTpu::Impl::run_units() {

@@ -26,6 +26,9 @@ struct TraceRecord {
   uint8_t opcode = 0;
   int tile = -1;          // -1: scalar core or scalar-side DMA unit
   const char* unit = "";  // "scalar", "op", "wideToNarrow", ..., "infeed"
+  // The clock's cycles (since the program started) the instruction started and finished at; the
+  // scalar core's instructions start and finish when it issues them.
+  uint64_t start = 0, finish = 0;
 };
 
 class TraceSink {

@@ -4,9 +4,11 @@
 #include "compiler/conv_codegen.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <optional>
+#include <tuple>
 
 #include "common/error.h"
 #include "compiler/conv_placement.h"
@@ -58,9 +60,9 @@ class TileBatch {
   ~TileBatch() {
     for (const Item& item : items_)
       e_.add(item.mnemonic, cat("tiles=", hex(item.tiles), " ", item.fields));
-    for (const auto& [tiles, items] : sequences_)
+    for (const std::vector<Item>& items : sequences_)
       for (const Item& item : items)
-        e_.add(item.mnemonic, cat("tiles=", hex(tiles ? tiles : item.tiles), " ", item.fields));
+        e_.add(item.mnemonic, cat("tiles=", hex(item.tiles), " ", item.fields));
   }
   void add(uint32_t tiles, const std::string& mnemonic, const std::string& fields) {
     if (group_) {
@@ -75,25 +77,31 @@ class TileBatch {
     items_.push_back({tiles, mnemonic, fields});
   }
   // Instructions in order on the same tiles (a part's bias load and op): the whole sequence goes
-  // out once on all tiles that add the same sequence, since the order within it matters.
+  // out once for all sequences with the same instructions on tiles no other of them uses, each
+  // instruction on the tiles it has in any of them (the slices of a layer split over 2-D blocks:
+  // the same bias load on each slice's bands, the same op on each slice's first band ...), so
+  // every tile keeps its instructions and their order.
   void begin_sequence() { group_ = true; }
   void end_sequence() {
     group_ = false;
     std::vector<Item> sequence = std::move(pending_);
     pending_.clear();
-    bool same_tiles = !sequence.empty();
-    for (const Item& item : sequence) same_tiles = same_tiles && item.tiles == sequence[0].tiles;
-    if (same_tiles)
-      for (auto& [tiles, items] : sequences_)
-        if (items.size() == sequence.size() &&
-            std::equal(items.begin(), items.end(), sequence.begin(),
-                       [](const Item& a, const Item& b) {
-                         return a.mnemonic == b.mnemonic && a.fields == b.fields;
-                       })) {
-          tiles |= sequence[0].tiles;
-          return;
-        }
-    sequences_.push_back({same_tiles ? sequence[0].tiles : 0, std::move(sequence)});
+    auto tiles_of = [](const std::vector<Item>& items) {
+      uint32_t tiles = 0;
+      for (const Item& item : items) tiles |= item.tiles;
+      return tiles;
+    };
+    const uint32_t tiles = tiles_of(sequence);
+    for (std::vector<Item>& items : sequences_)
+      if (items.size() == sequence.size() && (tiles_of(items) & tiles) == 0 &&
+          std::equal(items.begin(), items.end(), sequence.begin(),
+                     [](const Item& a, const Item& b) {
+                       return a.mnemonic == b.mnemonic && a.fields == b.fields;
+                     })) {
+        for (size_t k = 0; k < items.size(); ++k) items[k].tiles |= sequence[k].tiles;
+        return;
+      }
+    sequences_.push_back(std::move(sequence));
   }
 
  private:
@@ -105,8 +113,7 @@ class TileBatch {
   std::vector<Item> items_;
   bool group_ = false;
   std::vector<Item> pending_;
-  // Each sequence with the tiles that run it (0: its items keep their own tiles).
-  std::vector<std::pair<uint32_t, std::vector<Item>>> sequences_;
+  std::vector<std::vector<Item>> sequences_;
 };
 
 void fill_narrow(TileBatch& b, int tile, int base, int bytes, int zp) {
@@ -227,7 +234,34 @@ void stream_input(Emitter& e, const std::vector<Plan>& tiles) {
     }
     while (rows < max_rows && y + rows < l.h && mask_of(y + rows) == mask) ++rows;
     if (mask == 0) continue;
-    for (int at = 0; at < row_bytes; at += kPiece, ++piece) {
+    // One row of two packets or more (a halo row two bands read): its whole packets in one
+    // transfer (the multi-packet form), the rest as one short piece, instead of a piece per
+    // 256 bytes (v2's and v1 1.0's 672-byte rows: two transfers instead of three).
+    int first_at = 0;
+    if (rows == 1 && row_bytes % 8 == 0 && row_bytes >= 2 * kPiece &&
+        (y * row_bytes / 8) % kActPassUnits + row_bytes / kPiece * kPiece / 8 <= kActPassUnits) {
+      first_at = row_bytes / kPiece * kPiece;
+      if (piece > 0 && piece % kInputRows == 0) tile_fence(e, "counters=0x1ffff units=0x3ff");
+      const int fifo = kInputFifo + 4 * (piece++ % kInputRows);
+      const std::string packets = cat("(0 x ", first_at / kPiece, ")");
+      {
+        TileBatch writes(e);
+        for (const Plan& t : tiles) {
+          if (!(mask & tile_bit(t.tile))) continue;
+          const LayerPlan& lp = t.layers.front();
+          writes.add(tile_bit(t.tile), "w2n",
+                     cat("w.addr=", hex(fifo), " w=", packets,
+                         " w.rows=1 n.addr=", hex(lp.pixel(y - lp.top, l.pad_left) / 4),
+                         " n=", narrow_walk(first_at / 4),
+                         " n.lvl_mask=0x01 sync.en0=1 sync.id=14 sync.en1=1 sync.val=0x08000 "
+                         "sync.en2=1 tail_en870=1"));
+        }
+      }
+      e.add("ringcons0", cat("tiles=", hex(mask), " addr=", hex(fifo), " dst=", packets,
+                             " slots=1 mode=1 s_id=0x0b s_val=-64 s_cnt=1 s_en_b=1 s_y=1"));
+      image_infeed(e, y * row_bytes / 8, first_at / 8, mask);
+    }
+    for (int at = first_at; at < row_bytes; at += kPiece, ++piece) {
       if (piece > 0 && piece % kInputRows == 0) tile_fence(e, "counters=0x1ffff units=0x3ff");
       const int fifo = kInputFifo + 4 * (piece % kInputRows);
       const int bytes = std::min(kPiece, row_bytes - at);  // of each row
@@ -410,7 +444,7 @@ void layer_op(TileBatch& e, const Plan& p, size_t i, const Part& part) {
 
 // A residual ADD on one tile: its input image (the layer before wrote it) plus the kept image,
 // into the next layer's image (or the output), pixel by pixel over the tile's rows.
-void residual_op(Emitter& e, const Plan& p, size_t i) {
+AddOp residual_op(const Plan& p, size_t i) {
   const LayerPlan& lp = p.layers[i];
   const ConvLayer& l = *lp.l;
   const LayerPlan& xp = p.layers[static_cast<size_t>(l.residual_of)];
@@ -424,8 +458,14 @@ void residual_op(Emitter& e, const Plan& p, size_t i) {
   op.levels = {{l.cin / 4, 4, 1},
                {l.w, l.cin, t.pixel_bytes / 4},
                {lp.ob - lp.oa, 4 * lp.row_words(), t.row_words}};
-  emit_add_op(e, tile_bit(p.tile), op, l.mult.at(0), l.clamp_min, l.clamp_max, l.add_offset,
-              l.out_zp);
+  return op;
+}
+
+bool same_add(const AddOp& x, const AddOp& y) {
+  auto level = [](const AddOp::Level& v) { return std::tuple(v.count, v.in_stride, v.out_stride); };
+  return x.a == y.a && x.b_minus_a == y.b_minus_a && x.out == y.out && x.rows == y.rows &&
+         std::equal(x.levels.begin(), x.levels.end(), y.levels.begin(), y.levels.end(),
+                    [&](const auto& u, const auto& v) { return level(u) == level(v); });
 }
 
 // The last layer's bytes to the host: 256-byte pieces through the ring to the scalar core.
@@ -570,51 +610,94 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
   // each writing them with the narrow walk `walk(t)` from byte `narrow(t)`: `packets` >= 2 whole
   // packets (the softmax gather's multi-packet form: k fills of one FIFO row), else one packet of
   // up to 256 bytes.
+  // The transfers are collected first and sent in rounds: each round takes the next transfer of
+  // every sender whose receivers no other transfer of the round has, and whose receivers got
+  // every transfer before it (each receiver takes them in the order they were made), all of one
+  // form. The round shares one FIFO row (each tile has its own wide memory), so the receivers'
+  // wideToNarrows and consumers and the senders' narrowToWides that differ only in their tile go
+  // out as one instruction (a split layer's slices handing over to the next split layer: one
+  // instead of one per slice).
+  struct Transfer {
+    int src = 0;        // sending tile
+    uint32_t mask = 0;  // receiving tiles
+    int from_at = 0, bytes = 0, packets = 0;
+    std::vector<std::pair<uint32_t, std::string>> writes;  // per receiver: its w2n's narrow fields
+  };
+  std::vector<Transfer> transfers;
   auto transfer = [&](const Plan& src, int from_at, int bytes, int packets, uint32_t mask,
                       const auto& narrow, const auto& walk) {
+    Transfer t{src.tile, mask, from_at, bytes, packets, {}};
+    for (const Plan& r : to.tiles)
+      if (mask & tile_bit(r.tile))
+        t.writes.push_back({tile_bit(r.tile), cat(" n.addr=", hex(narrow(r) / 4), " n=", walk(r))});
+    transfers.push_back(std::move(t));
+  };
+  auto send = [&](const std::vector<const Transfer*>& round) {
     if (piece > 0 && piece % kInputRows == 0) tile_fence(e, "counters=0x1ffff units=0x3ff");
     const int fifo = kInputFifo + 4 * (piece++ % kInputRows);
-    const std::string rows = cat("(0 x ", packets, ")");
+    const bool multi = round.front()->packets >= 2;
     {
       TileBatch writes(e);
-      for (const Plan& t : to.tiles) {
-        if (!(mask & tile_bit(t.tile))) continue;
-        if (packets >= 2)
-          writes.add(tile_bit(t.tile), "w2n",
-                     cat("w.addr=", hex(fifo), " w=", rows, " w.rows=1 n.addr=", hex(narrow(t) / 4),
-                         " n=", walk(t),
-                         " n.lvl_mask=0x01 sync.en0=1 sync.id=14 sync.en1=1 "
-                         "sync.val=0x08000 sync.en2=1 tail_en870=1"));
-        else
-          writes.add(
-              tile_bit(t.tile), "w2n",
-              cat("w.addr=", hex(fifo), " w=(1 x 1) n.addr=", hex(narrow(t) / 4), " n=", walk(t),
-                  " n.lvl_mask=0x01 mode=1 fill_size=128 sync.en0=1 sync.id=14 "
-                  "sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 sync.en2=1 "
-                  "sync.dec_lvl=1 sync.dec=-1 sync.dec_mode=3 tail_en870=1"));
+      for (const Transfer* t : round) {
+        const std::string rows = cat("(0 x ", t->packets, ")");
+        for (const auto& [tile, narrow] : t->writes)
+          if (multi)
+            writes.add(tile, "w2n",
+                       cat("w.addr=", hex(fifo), " w=", rows, " w.rows=1", narrow,
+                           " n.lvl_mask=0x01 sync.en0=1 sync.id=14 sync.en1=1 "
+                           "sync.val=0x08000 sync.en2=1 tail_en870=1"));
+          else
+            writes.add(tile, "w2n",
+                       cat("w.addr=", hex(fifo), " w=(1 x 1)", narrow,
+                           " n.lvl_mask=0x01 mode=1 fill_size=128 sync.en0=1 sync.id=14 "
+                           "sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 sync.en2=1 "
+                           "sync.dec_lvl=1 sync.dec=-1 sync.dec_mode=3 tail_en870=1"));
       }
     }
-    if (packets >= 2) {
-      e.add("ringcons0", cat("tiles=", hex(mask), " addr=", hex(fifo), " dst=", rows,
-                             " slots=1 mode=1 s_id=0x0b s_val=-64 s_cnt=1 s_en_b=1 s_y=1"));
-      e.add("ringprod",
-            cat("tiles=", hex(tile_bit(src.tile)), " addr=", hex(kRingFifo), " src=(1 x 1)", rows,
-                " sdims=1 cbuf=1 slots=1 mode=3 pcfg=20 r0.id=0x51 r0.val=", ordinal++,
-                " r0.en_a=1 r0.en_b=1 r1.id=0x2d r1.val=1 r1.en_a=1 r1.en_b=1 dest=", hex(mask)));
-      e.add("n2w", cat("tiles=", hex(tile_bit(src.tile)), " n.addr=", hex(from_at / 4),
-                       " n=", narrow_walk(bytes / 4), " n.lvl_mask=0x01 w.addr=", hex(kRingFifo),
-                       " w=", rows,
-                       " w.rows=1 sync.en0=1 sync.id=16 sync.en1=1 sync.val=0x0ffff "
-                       "sync.en2=1 sync.f45=1 tail_lvl=1"));
-      return;
+    {
+      TileBatch consumers(e);
+      for (const Transfer* t : round)
+        if (multi)
+          consumers.add(t->mask, "ringcons0",
+                        cat("addr=", hex(fifo), " dst=(0 x ", t->packets,
+                            ") slots=1 mode=1 s_id=0x0b s_val=-64 s_cnt=1 s_en_b=1 s_y=1"));
+        else
+          consumers.add(t->mask, "ringcons0",
+                        cat("addr=", hex(fifo),
+                            " dst=(1 x 1) cbuf=1 slots=1 mode=3 s_id=0x2b s_val=-64 s_cnt=1 "
+                            "s_en_b=1 s_y=1"));
     }
-    ring_receive(e, mask, fifo, 1, -64);
-    e.add("n2w", cat("tiles=", hex(tile_bit(src.tile)), " n.addr=", hex(from_at / 4),
-                     " n=", narrow_walk(bytes / 4), " n.lvl_mask=0x01 w.addr=", hex(kRingFifo),
-                     " w=(1 x 1) w.circ=1 w.rows=1 sync.en0=1 sync.f1=1 sync.id=16 "
-                     "sync.wait_lvl=1 sync.en1=1 sync.val=0xffff sync.en2=1 sync.f45=1 "
-                     "tail_lvl=1"));
-    ring_send(e, src.tile, kRingFifo, mask, ordinal++);
+    auto narrow_to_wide = [&]() {
+      TileBatch reads(e);
+      for (const Transfer* t : round)
+        if (multi)
+          reads.add(tile_bit(t->src), "n2w",
+                    cat("n.addr=", hex(t->from_at / 4), " n=", narrow_walk(t->bytes / 4),
+                        " n.lvl_mask=0x01 w.addr=", hex(kRingFifo), " w=(0 x ", t->packets,
+                        ") w.rows=1 sync.en0=1 sync.id=16 sync.en1=1 sync.val=0x0ffff "
+                        "sync.en2=1 sync.f45=1 tail_lvl=1"));
+        else
+          reads.add(tile_bit(t->src), "n2w",
+                    cat("n.addr=", hex(t->from_at / 4), " n=", narrow_walk(t->bytes / 4),
+                        " n.lvl_mask=0x01 w.addr=", hex(kRingFifo),
+                        " w=(1 x 1) w.circ=1 w.rows=1 sync.en0=1 sync.f1=1 sync.id=16 "
+                        "sync.wait_lvl=1 sync.en1=1 sync.val=0xffff sync.en2=1 sync.f45=1 "
+                        "tail_lvl=1"));
+    };
+    // (A multi-packet producer waits for its narrowToWide, issued after it; a one-packet one
+    // follows it.)
+    if (!multi) narrow_to_wide();
+    for (const Transfer* t : round) {
+      if (multi)
+        e.add("ringprod",
+              cat("tiles=", hex(tile_bit(t->src)), " addr=", hex(kRingFifo), " src=(1 x 1)(0 x ",
+                  t->packets, ") sdims=1 cbuf=1 slots=1 mode=3 pcfg=20 r0.id=0x51 r0.val=",
+                  ordinal++, " r0.en_a=1 r0.en_b=1 r1.id=0x2d r1.val=1 r1.en_a=1 r1.en_b=1 dest=",
+                  hex(t->mask)));
+      else
+        ring_send(e, t->src, kRingFifo, t->mask, ordinal++);
+    }
+    if (multi) narrow_to_wide();
   };
   for (const Plan& src : from.tiles) {
     const LayerPlan& band = src.layers[i - 1];
@@ -695,6 +778,45 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
             });
       }
     }
+  }
+  // The rounds (above): per sender and per receiver, the transfers keep their order.
+  std::vector<std::vector<size_t>> by_sender;
+  std::vector<int> sender_of(kTiles, -1);
+  std::array<std::vector<size_t>, kTiles> by_receiver;
+  for (size_t k = 0; k < transfers.size(); ++k) {
+    const int src = transfers[k].src;
+    if (sender_of[static_cast<size_t>(src)] < 0) {
+      sender_of[static_cast<size_t>(src)] = static_cast<int>(by_sender.size());
+      by_sender.emplace_back();
+    }
+    by_sender[static_cast<size_t>(sender_of[static_cast<size_t>(src)])].push_back(k);
+    for (int r = 0; r < kTiles; ++r)
+      if (transfers[k].mask & tile_bit(r)) by_receiver[static_cast<size_t>(r)].push_back(k);
+  }
+  std::vector<size_t> next_of_sender(by_sender.size(), 0);
+  std::array<size_t, kTiles> next_of_receiver{};
+  for (size_t sent = 0; sent < transfers.size();) {
+    std::vector<const Transfer*> round;
+    uint32_t receivers = 0;
+    for (size_t q = 0; q < by_sender.size(); ++q) {
+      if (next_of_sender[q] == by_sender[q].size()) continue;
+      const size_t k = by_sender[q][next_of_sender[q]];
+      const Transfer& t = transfers[k];
+      bool ready = (t.mask & receivers) == 0 &&
+                   (round.empty() || (round.front()->packets >= 2) == (t.packets >= 2));
+      for (int r = 0; r < kTiles && ready; ++r) {
+        const auto& queue = by_receiver[static_cast<size_t>(r)];
+        ready = !(t.mask & tile_bit(r)) || queue[next_of_receiver[static_cast<size_t>(r)]] == k;
+      }
+      if (!ready) continue;
+      round.push_back(&t);
+      receivers |= t.mask;
+      ++next_of_sender[q];
+      for (int r = 0; r < kTiles; ++r)
+        if (t.mask & tile_bit(r)) ++next_of_receiver[static_cast<size_t>(r)];
+    }
+    send(round);
+    sent += round.size();
   }
   tile_fence(e, "counters=0x1ffff units=0x3ff");
 }
@@ -795,16 +917,31 @@ void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
         tile_fence(e, "counters=0x1ffff units=0x3ff");
       }
       if (lp.l->residual()) {
-        // Tiles whose scratch words sit at one address build the weight rows together.
+        // Tiles whose scratch words sit at one address build the weight rows together (not only
+        // neighbours: bands of two heights alternate between two addresses).
         std::vector<std::pair<int, uint32_t>> scratch;
         for (const Plan& p : stage.tiles) {
-          if (scratch.empty() || scratch.back().first != p.add_scratch)
-            scratch.push_back({p.add_scratch, 0});
-          scratch.back().second |= tile_bit(p.tile);
+          auto at = std::find_if(scratch.begin(), scratch.end(),
+                                 [&](const auto& s) { return s.first == p.add_scratch; });
+          if (at == scratch.end())
+            at = scratch.insert(scratch.end(), std::pair<int, uint32_t>{p.add_scratch, 0});
+          at->second |= tile_bit(p.tile);
         }
         for (const auto& [at, mask] : scratch)
           emit_add_rows(e, mask, at, kAddRows, lp.l->add_w1, lp.l->add_w2);
-        for (const Plan& p : stage.tiles) residual_op(e, p, i);
+        // (Tiles whose ADDs read and write the same addresses run one instruction.)
+        std::vector<std::pair<AddOp, uint32_t>> adds;
+        for (const Plan& p : stage.tiles) {
+          AddOp op = residual_op(p, i);
+          auto at = std::find_if(adds.begin(), adds.end(),
+                                 [&](const auto& a) { return same_add(a.first, op); });
+          if (at == adds.end())
+            at = adds.insert(adds.end(), std::pair<AddOp, uint32_t>{std::move(op), 0u});
+          at->second |= tile_bit(p.tile);
+        }
+        const ConvLayer& l = *lp.l;
+        for (const auto& [op, mask] : adds)
+          emit_add_op(e, mask, op, l.mult.at(0), l.clamp_min, l.clamp_max, l.add_offset, l.out_zp);
         tile_fence(e, "counters=0x1ffff units=0x3ff");
         tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
         wait_tokens(e);

@@ -160,24 +160,35 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
     int count = 0, rows = 0, tile0 = 0, base = 0;
   };
   std::vector<Item> items;
-  for (size_t k = 0; k < cuts.size(); ++k) {
-    const auto [a, b] = cuts[k];
-    const LayerPlan& lp = shapes.layers[a];
-    const ConvLayer& l = *lp.l;
-    int split = given[k] > 0 ? given[k] : 1;
-    if (given[k] == 0 && rows_of(a, b) > kSegmentRows && b == a + 1 && b == chain.layers.size() &&
-        !l.depthwise && !l.residual() && l.heads.empty() && l.oh == 1 && l.ow == 1 &&
-        lp.block == 1 && lp.groups > 1)
-      while (split < std::min(lp.groups, kTiles) &&
-             lp.rows_of((lp.groups + split - 1) / split) > kSegmentRows)
-        ++split;
-    splits.push_back(split);
-    // (Each tile of a split layer takes the rows of the largest part: its tiles get their groups
-    // in tile order below, not in the order they were packed.)
-    for (int t = 0; t < split; ++t)
-      items.push_back(
-          {k, counts[k], split > 1 ? lp.rows_of((lp.groups + split - 1) / split) : rows_of(a, b)});
-  }
+  // (`wider`: a classifier split over that many times the tiles it needs, when its slices of
+  // almost a whole wide memory find no tiles that empty beside the other stages.)
+  bool classifier = false;
+  auto make_items = [&](int wider) {
+    items.clear();
+    splits.clear();
+    for (size_t k = 0; k < cuts.size(); ++k) {
+      const auto [a, b] = cuts[k];
+      const LayerPlan& lp = shapes.layers[a];
+      const ConvLayer& l = *lp.l;
+      int split = given[k] > 0 ? given[k] : 1;
+      if (given[k] == 0 && rows_of(a, b) > kSegmentRows && b == a + 1 && b == chain.layers.size() &&
+          !l.depthwise && !l.residual() && l.heads.empty() && l.oh == 1 && l.ow == 1 &&
+          lp.block == 1 && lp.groups > 1) {
+        while (split < std::min(lp.groups, kTiles) &&
+               lp.rows_of((lp.groups + split - 1) / split) > kSegmentRows)
+          ++split;
+        split = std::min({split * wider, lp.groups, kTiles});
+        classifier = true;
+      }
+      splits.push_back(split);
+      // (Each tile of a split layer takes the rows of the largest part: its tiles get their
+      // groups in tile order below, not in the order they were packed.)
+      for (int t = 0; t < split; ++t)
+        items.push_back({k, counts[k],
+                         split > 1 ? lp.rows_of((lp.groups + split - 1) / split) : rows_of(a, b)});
+    }
+  };
+  make_items(1);
   // Places the items, largest first, each on the run of tiles whose wide memory is least used.
   // A stage with a `reserve` (`stream`) goes first and keeps only that many rows of its tiles'
   // wide memory: its parameters take turns there, at least one 64-channel group at a time
@@ -190,28 +201,68 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
   };
   std::vector<int> reserve(cuts.size(), -1);  // per cut; -1: keeps all its rows
   // (`runs_first`: items over several tiles before the others, largest first - the order that
-  // packs when row bands over many tiles need the same free rows on all of them.)
-  auto pack_in = [&](bool runs_first) {
+  // packs when row bands over many tiles need the same free rows on all of them. `spans_first`:
+  // items by the distinct tiles their cut needs - a layer split over 15 tiles finds no 15 tiles
+  // left once large one-tile stages filled some. `best_fit`: each item on the fullest run it
+  // still fits, leaving empty tiles for a classifier's slices of almost a whole wide memory.)
+  // (`aligned`: the slices of a layer split by output groups all at one base row, on the runs
+  // of tiles whose wide memory is least used, so that their bias loads and ops are the same
+  // instructions and go out once for all of them.)
+  auto pack_in = [&](bool runs_first, bool spans_first, bool best_fit, bool aligned) {
     std::vector<size_t> order(items.size());
     for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+    auto span = [&](const Item& it) { return it.count * splits[it.cut]; };
     std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
       const bool fx = reserve[items[x].cut] >= 0, fy = reserve[items[y].cut] >= 0;
       if (fx != fy) return fx;
       if (runs_first && items[x].count != items[y].count) return items[x].count > items[y].count;
+      if (spans_first && span(items[x]) != span(items[y])) return span(items[x]) > span(items[y]);
       return items[x].rows > items[y].rows;
     });
     std::vector<int> used(kTiles, 0);
     std::vector<uint32_t> taken(cuts.size(), 0);  // tiles of a split layer's slices so far
     for (size_t k : order) {
       Item& it = items[k];
+      const int rows = reserve[it.cut] >= 0 ? std::min(reserve[it.cut], it.rows) : it.rows;
+      if (aligned && splits[it.cut] > 1 && reserve[it.cut] < 0) {
+        if (taken[it.cut] != 0) continue;  // (placed with its first slice)
+        std::vector<size_t> slices;
+        for (size_t m = 0; m < items.size(); ++m)
+          if (items[m].cut == it.cut) slices.push_back(m);
+        std::vector<std::pair<int, int>> runs;  // top, first tile
+        for (int t = 0; t + it.count <= kTiles; ++t)
+          runs.push_back({*std::max_element(used.begin() + t, used.begin() + t + it.count), t});
+        std::stable_sort(runs.begin(), runs.end());
+        uint32_t chosen = 0;
+        std::vector<int> at;
+        int base = 0;
+        for (const auto& [top, t] : runs) {
+          const uint32_t run = ((1u << it.count) - 1) << t;
+          if (chosen & run) continue;
+          chosen |= run;
+          at.push_back(t);
+          base = std::max(base, top);
+          if (at.size() == slices.size()) break;
+        }
+        if (at.size() < slices.size() || base + rows > kSegmentRows) return false;
+        std::sort(at.begin(), at.end());
+        for (size_t q = 0; q < slices.size(); ++q) {
+          items[slices[q]].tile0 = at[q];
+          items[slices[q]].base = base;
+          for (int t = at[q]; t < at[q] + it.count; ++t) used[static_cast<size_t>(t)] = base + rows;
+        }
+        taken[it.cut] = chosen;
+        continue;
+      }
       int best = -1, best_used = 0;
       for (int t = 0; t + it.count <= kTiles; ++t) {
         const uint32_t run = ((1u << it.count) - 1) << t;
         if (taken[it.cut] & run) continue;
         const int top = *std::max_element(used.begin() + t, used.begin() + t + it.count);
-        if (best < 0 || top < best_used) best = t, best_used = top;
+        const bool fits = top + rows <= kSegmentRows, best_fits = best_used + rows <= kSegmentRows;
+        const bool better = best_fit ? fits && (!best_fits || top > best_used) : top < best_used;
+        if (best < 0 || better) best = t, best_used = top;
       }
-      const int rows = reserve[it.cut] >= 0 ? std::min(reserve[it.cut], it.rows) : it.rows;
       if (best < 0 || best_used + rows > kSegmentRows) return false;
       it.tile0 = best;
       it.base = best_used;
@@ -220,8 +271,22 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
     }
     return true;
   };
-  auto pack = [&]() { return pack_in(false) || pack_in(true); };
+  auto pack = [&]() {
+    for (const bool aligned : {true, false}) {
+      if (aligned && stream) continue;
+      if (pack_in(false, false, false, aligned) || pack_in(true, false, false, aligned) ||
+          pack_in(false, true, false, aligned) || pack_in(false, false, true, aligned) ||
+          pack_in(false, true, true, aligned))
+        return true;
+    }
+    return false;
+  };
   bool packed = pack();
+  for (int wider = 2; !packed && classifier && wider <= kTiles; wider *= 2) {
+    make_items(wider);
+    packed = pack();
+  }
+  if (!packed) make_items(1);
   if (!packed && stream) {
     // The stages to stream: those that free the most wide rows per row streamed first (a stage
     // in row bands holds its rows on each of its tiles, but streams them once, to all of them; a
@@ -533,15 +598,44 @@ double modeled_cycles(const Layout& layout, const ProgramBytes& program_bytes) {
 
 // The stages' first images back in bands (LayerPlan::full off): each tile keeps only the rows its
 // band reads, in the same place, so its image region stays large enough.
+void in_bands(Stage& s) {
+  for (Plan& p : s.tiles) {
+    LayerPlan& lp = p.layers[s.first];
+    if (!lp.full) continue;
+    lp.full = false;
+    lp.top = lp.need_top;
+    lp.hp = lp.need_rows;
+  }
+}
+
 void in_bands(std::vector<Stage>& stages) {
-  for (Stage& s : stages)
-    for (Plan& p : s.tiles) {
-      LayerPlan& lp = p.layers[s.first];
-      if (!lp.full) continue;
-      lp.full = false;
-      lp.top = lp.need_top;
-      lp.hp = lp.need_rows;
-    }
+  for (Stage& s : stages) in_bands(s);
+}
+
+// Stages of `out` that keep whole first images, each tried in bands instead (LayerPlan::full
+// is chosen for the whole layout, but pays per stage: whole images let a sender's rows reach all
+// its receivers in one transfer, bands let tiles of one band height share one op), the stages on
+// most tiles first; kept when the modeled cycles (`best`, out's) drop.
+void bands_per_stage(Layout& out, double& best, const ProgramBytes& program_bytes) {
+  // (Each try models a program: bounds the compile time.)
+  constexpr int kMaxTries = 10;
+  std::vector<std::pair<size_t, size_t>> order;  // tiles, stage
+  for (size_t k = 0; k < out.stages.size(); ++k) {
+    const Stage& s = out.stages[k];
+    if (s.tiles.size() > 1 && s.tiles.front().layers[s.first].full)
+      order.push_back({s.tiles.size(), k});
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  if (order.size() > kMaxTries) order.resize(kMaxTries);
+  for (const auto& [tiles, k] : order) {
+    Layout candidate = out;
+    in_bands(candidate.stages[k]);
+    const double modeled = modeled_cycles(candidate, program_bytes);
+    if (modeled >= best) continue;
+    best = modeled;
+    out = std::move(candidate);
+  }
 }
 
 // Stage `s` over twice its tiles: a split layer with twice the row bands per slice, else twice
@@ -573,6 +667,41 @@ void widen_stages(const ConvChain& chain, Layout& out, double& best,
   bool whole = false;
   for (const Stage& s : out.stages)
     for (const Plan& p : s.tiles) whole = whole || p.layers[s.first].full;
+  // First many at once: every stage whose widening saves at least kBulkSaving cycles of compute
+  // and still packs, the whole modeled as one program (one at a time, a chain of many stages -
+  // MobileNet v2's 49 - runs out of tries long before its stages on 2 to 4 tiles are widened).
+  constexpr double kBulkSaving = 2000;
+  const Shapes plain = shapes_of(chain);
+  for (int round = 0; round < 4; ++round) {
+    std::vector<Stage> stages = out.stages;
+    std::vector<std::pair<double, size_t>> firsts;  // compute, first layer
+    for (const Stage& s : stages) firsts.push_back({compute_cycles({s}), s.first});
+    std::stable_sort(firsts.begin(), firsts.end(),
+                     [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::vector<std::vector<int>> bases;
+    for (const auto& [cycles, first] : firsts) {
+      size_t k = 0;
+      while (k < stages.size() && stages[k].first != first) ++k;
+      if (k == stages.size()) continue;
+      std::vector<Stage> trial = stages;
+      if (!widened(chain, plain, trial[k]) || cycles - compute_cycles({trial[k]}) < kBulkSaving)
+        continue;
+      std::vector<std::vector<int>> placed;
+      if (!share_tiles(chain, plain, trial, placed)) continue;
+      stages = std::move(trial);
+      bases = std::move(placed);
+    }
+    if (bases.empty()) break;
+    Layout candidate;
+    candidate.shapes = shapes_of(chain);
+    candidate.stages = std::move(stages);
+    group_parameters(chain, candidate, true, bases);
+    if (!whole) in_bands(candidate.stages);
+    const double modeled = modeled_cycles(candidate, program_bytes);
+    if (modeled >= best) break;
+    best = modeled;
+    out = std::move(candidate);
+  }
   for (int tries = 0; tries < kMaxTries;) {
     std::vector<size_t> order(out.stages.size());
     for (size_t k = 0; k < order.size(); ++k) order[k] = k;
@@ -768,6 +897,8 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
       out = std::move(layout);
     }
   }
+  // (The fastest only: each try models a program.)
+  if (!fastest.empty()) bands_per_stage(out, best, program_bytes);
   return out;
 }
 

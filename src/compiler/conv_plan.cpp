@@ -276,10 +276,11 @@ Stage stage_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_
   s.first = first;
   s.end = end;
   const bool last = end == chain.layers.size();
-  // Every tile keeps the whole first image when it fits (not in chains with
-  // residual ADDs, whose kept images take their operand's geometry).
-  bool full = count > 1;
-  for (const ConvLayer& l : chain.layers) full = full && !l.residual();
+  // Every tile keeps the whole first image when it fits (not when the first layer is a residual
+  // ADD or its image is one's operand: kept images take their operand's geometry).
+  bool full = count > 1 && !l0.residual();
+  for (const ConvLayer& l : chain.layers)
+    full = full && !(l.residual() && static_cast<size_t>(l.residual_of) == first);
   for (int pass = full ? 0 : 1; pass < 2; ++pass) {
     s.tiles.clear();
     for (int t = 0; t < count; ++t)

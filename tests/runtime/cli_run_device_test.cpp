@@ -4,8 +4,10 @@
 // time.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "support/testdata.h"
 
@@ -49,13 +51,28 @@ TEST(CliRunDevice, SimTracesEveryUnitAndReportsStatistics) {
   std::ifstream in(trace);
   ASSERT_TRUE(in.good());
   std::string line;
-  uint64_t lines = 0, op_lines = 0;
+  uint64_t lines = 0, op_lines = 0, short_ops = 0, last_program = 0, last_finish = 0;
+  std::getline(in, line);  // the header
   while (std::getline(in, line)) {
     ++lines;
-    if (line.size() > 3 && line.ends_with(" op")) ++op_lines;
+    std::istringstream fields(line);
+    uint64_t program = 0, word = 0, start = 0, finish = 0;
+    std::string mnemonic, tile, unit;
+    ASSERT_TRUE(fields >> program >> word >> mnemonic >> tile >> unit >> start >> finish) << line;
+    if (unit == "op") {
+      ++op_lines;
+      if (finish < start + 32) ++short_ops;  // an op costs at least its 32 start cycles
+    }
+    if (program != last_program) last_finish = 0;
+    last_program = program;
+    last_finish = std::max(last_finish, finish);
   }
   EXPECT_EQ(op_lines, sim["instructions"]["op"].get<uint64_t>());
+  EXPECT_EQ(short_ops, 0u);
   EXPECT_GT(lines, 1000u);
+  // The inference's records end where the clock says the inference ends.
+  EXPECT_LE(last_finish, t["cycles"].get<uint64_t>());
+  EXPECT_GT(last_finish, t["cycles"].get<uint64_t>() * 9 / 10);
 }
 
 TEST(CliRunDevice, AutoRunsAPlainModelOnTheCpuAndOnlyTracesTheVirtualChip) {

@@ -45,12 +45,12 @@ class TraceFile;
 TraceFile* trace_file = nullptr;  // --trace's file, once opened
 
 // One line per executed instruction: program, word offset, mnemonic, tile ("-" on the scalar
-// side) and unit.
+// side), unit, and the clock's start and finish cycles (since the program started).
 class TraceFile : public chip::TraceSink {
  public:
   explicit TraceFile(const std::string& path) : path_(path), out_(path) {
     if (!out_) fail("cannot write the trace file ", path);
-    out_ << "# program word mnemonic tile unit\n";
+    out_ << "# program word mnemonic tile unit start finish (modeled cycles)\n";
   }
   // Flushes and closes the file; a failed write (a full disk) is an Error.
   void finish() {
@@ -69,7 +69,7 @@ class TraceFile : public chip::TraceSink {
       out_ << '-';
     else
       out_ << r.tile;
-    out_ << ' ' << r.unit << '\n';
+    out_ << ' ' << r.unit << ' ' << r.start << ' ' << r.finish << '\n';
   }
 
  private:
