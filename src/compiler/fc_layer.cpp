@@ -43,7 +43,9 @@ bool activation_clamps(container::Activation activation, int32_t out_zp, float y
   int lo = 0, hi = 255;
   if (activation != Activation::kNone) lo = std::max(lo, out_zp);
   if (activation == Activation::kRelu6)
-    hi = std::min(hi, out_zp + static_cast<int>(std::nearbyint(6.0f / y_scale)));
+    // 6 in output steps; a scale so small that it exceeds the uint8 range clips nothing (and
+    // must not reach an int conversion as infinity).
+    hi = std::min(hi, out_zp + static_cast<int>(std::fmin(std::nearbyint(6.0f / y_scale), 512.0f)));
   clamp_min = fc_clamp(lo, out_zp, y_scale);
   clamp_max = fc_clamp(hi, out_zp, y_scale);
   return true;
