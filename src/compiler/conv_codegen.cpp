@@ -1140,6 +1140,8 @@ std::string unsupported(const ConvChain& chain, Layout& layout) {
   if (chain.layers.empty()) return "no CONV_2D layer";
   for (size_t i = 0; i < chain.layers.size(); ++i) {
     const ConvLayer& l = chain.layers[i];
+    if (!l.joins.empty())
+      return "tinycoral has no code generator for fan-out heads joined by MUL/ADD in a chain yet";
     if (l.residual()) {
       if (const std::string why = residual_shape_unsupported(chain, i); !why.empty()) return why;
       continue;

@@ -390,6 +390,85 @@ std::string heads_read_outside(const Graph& graph, const std::vector<int>& mappe
   return "";
 }
 
+// Heads joined by ADD/MUL (`joins`, in graph order) into one image: each operand a head's output
+// or an earlier join's, every one of them read by the joins only, all of one shape. Fills
+// merged.joins and `output` (the last join's output, the image the chain continues from).
+std::string match_joins(const Graph& graph, const std::vector<int>& mapped_ops,
+                        const std::vector<const GraphOp*>& head_ops,
+                        const std::vector<const GraphOp*>& joins, ConvLayer& merged, int& output) {
+  std::vector<int> known;  // operand k's tensor
+  for (const ConvLayer::Head& h : merged.heads) {
+    int t = -1;
+    for (const GraphOp* op : head_ops)
+      if (graph.tensor(op->outputs.at(0)).name == h.output_name) t = op->outputs.at(0);
+    if (t < 0) return "fan-out heads without their outputs";
+    known.push_back(t);
+  }
+  const std::vector<int32_t> shape = graph.tensor(known.front()).shape;
+  for (const GraphOp* op : joins) {
+    if (op->inputs.size() != 2 || op->outputs.size() != 1)
+      return cat(op->name, " joining fan-out heads needs two inputs");
+    const auto a = std::find(known.begin(), known.end(), op->inputs[0]);
+    const auto b = std::find(known.begin(), known.end(), op->inputs[1]);
+    if (a == known.end() || b == known.end())
+      return cat(op->name, " after fan-out heads that reads other tensors than the heads'");
+    const GraphTensor& ta = graph.tensor(op->inputs[0]);
+    const GraphTensor& tb = graph.tensor(op->inputs[1]);
+    const GraphTensor& y = graph.tensor(op->outputs[0]);
+    for (const GraphTensor* t : {&ta, &tb, &y})
+      if (!t->is_quantized_8bit() || t->quant.per_channel() || t->shape != shape)
+        return cat(op->name, " joining fan-out heads of other shapes or quantizations");
+    EltwiseLayer e;
+    e.kind = is_builtin(*op, BuiltinOp::kMul) ? EltwiseLayer::Kind::kMul : EltwiseLayer::Kind::kAdd;
+    e.a_zp = uint8_zero_point(ta);
+    e.b_zp = uint8_zero_point(tb);
+    e.out_zp = uint8_zero_point(y);
+    e.a_scale = ta.quant.scale[0];
+    e.b_scale = tb.quant.scale[0];
+    e.out_scale = y.quant.scale[0];
+    container::Activation activation = container::Activation::kNone;
+    if (const auto* o = std::get_if<container::ActivationOptions>(&op->options))
+      activation = o->activation;
+    if (std::string why = eltwise_output_stage(e, activation); !why.empty()) return why;
+    ConvLayer::Join j;
+    j.mul = e.kind == EltwiseLayer::Kind::kMul;
+    j.a = static_cast<int>(a - known.begin());
+    j.b = static_cast<int>(b - known.begin());
+    j.a_zp = e.a_zp;
+    j.b_zp = e.b_zp;
+    j.out_zp = e.out_zp;
+    j.out_scale = e.out_scale;
+    j.w1 = e.w1;
+    j.w2 = e.w2;
+    j.offset = e.offset;
+    j.mult = e.mult;
+    j.clamp_min = e.clamp_min;
+    j.clamp_max = e.clamp_max;
+    merged.joins.push_back(j);
+    known.push_back(op->outputs[0]);
+  }
+  // Every operand but the result is read by the joins and nothing else (the program keeps them on
+  // the chip), and each by some join.
+  const std::set<int> inner(known.begin(), known.end() - 1);
+  std::set<int> read_by_joins;
+  for (const GraphOp* op : joins) read_by_joins.insert(op->inputs.begin(), op->inputs.end());
+  for (int t : inner)
+    if (!read_by_joins.contains(t)) return "a fan-out head or join whose output nothing joins";
+  std::set<const GraphOp*> join_set(joins.begin(), joins.end());
+  const std::set<int> mapped(mapped_ops.begin(), mapped_ops.end());
+  for (int t : graph.outputs)
+    if (inner.contains(t)) return "a joined fan-out head that is also a graph output";
+  for (const GraphOp& op : graph.ops) {
+    if (join_set.contains(&op)) continue;
+    for (int t : op.inputs)
+      if (inner.contains(t))
+        return mapped.contains(op.index) ? "a joined fan-out head that another layer reads"
+                                         : "a joined fan-out head that the CPU part reads";
+  }
+  output = known.back();
+  return "";
+}
+
 }  // namespace
 
 std::string match_conv_chain(const Graph& graph, const std::vector<int>& mapped_ops,
@@ -433,16 +512,39 @@ std::string match_conv_chain(const Graph& graph, const std::vector<int>& mapped_
                             ops[j]->inputs.at(0) == op.inputs.at(0));
     if (fan_out && (flowing < 0 || op.inputs.at(0) == flowing)) {
       if (padded) return "a PAD before fan-out heads is not folded yet";
-      // (Their QUANTIZEs, the last one included, belong to the heads.)
-      const std::vector<const GraphOp*> rest(ops.begin() + static_cast<std::ptrdiff_t>(i),
-                                             ops.end());
+      // Heads joined by ADD/MUL: the ADDs and MULs among the heads' operators (before the first
+      // other operator); the chain goes on from the last one's output. Otherwise the heads end
+      // the chain (their QUANTIZEs, the last one included, belong to them).
+      auto joins_heads = [&](const GraphOp& o) {
+        return is_builtin(o, BuiltinOp::kAdd) || is_builtin(o, BuiltinOp::kMul);
+      };
+      size_t join_end = i, join_at = end;
+      while (join_end < end &&
+             ((is_builtin(*ops[join_end], BuiltinOp::kConv2D) &&
+               ops[join_end]->inputs.at(0) == op.inputs.at(0)) ||
+              is_builtin(*ops[join_end], BuiltinOp::kConcatenation) ||
+              is_builtin(*ops[join_end], BuiltinOp::kQuantize) || joins_heads(*ops[join_end]))) {
+        if (joins_heads(*ops[join_end])) join_at = std::min(join_at, join_end);
+        ++join_end;
+      }
+      const bool joined = join_at < end;
+      std::vector<const GraphOp*> rest, joins;
+      for (size_t k = i; k < (joined ? join_end : ops.size()); ++k)
+        (joins_heads(*ops[k]) ? joins : rest).push_back(ops[k]);
       if (std::string why = make_heads(graph, rest, op.inputs.at(0), l); !why.empty()) return why;
       if (std::string why = heads_read_outside(graph, mapped_ops, rest, l); !why.empty())
         return why;
       layer_inputs.push_back(op.inputs.at(0));
+      if (!joined) {
+        chain.layers.push_back(std::move(l));
+        end = ops.size();
+        break;
+      }
+      if (std::string why = match_joins(graph, mapped_ops, rest, joins, l, flowing); !why.empty())
+        return why;
       chain.layers.push_back(std::move(l));
-      end = ops.size();
-      break;
+      i = join_end - 1;
+      continue;
     }
     if (flowing >= 0 && op.inputs.at(0) != flowing) return "the layers do not form a chain";
     if (is_builtin(op, BuiltinOp::kConv2D)) {
@@ -451,9 +553,10 @@ std::string match_conv_chain(const Graph& graph, const std::vector<int>& mapped_
       if (std::string why = make_depthwise_layer(graph, op, l); !why.empty()) return why;
     } else if (is_builtin(op, BuiltinOp::kAveragePool2D) && !chain.layers.empty()) {
       if (std::string why = make_pool_layer(graph, op, l); !why.empty()) return why;
-    } else if (is_builtin(op, BuiltinOp::kReshape) && !chain.layers.empty() && i + 1 == end &&
-               chain.layers.back().oh == 1 && chain.layers.back().ow == 1) {
-      flowing = op.outputs.at(0);  // the classifier's [1, 1, 1, N] -> [1, N]: the same bytes
+    } else if (is_builtin(op, BuiltinOp::kReshape) && !chain.layers.empty() && i + 1 == end) {
+      // The last map reshaped (the classifier's [1, 1, 1, N] -> [1, N], looming's [1, 3, 3, 1]
+      // -> [1, 9]): the same bytes in the same order.
+      flowing = op.outputs.at(0);
       continue;
     } else if (is_builtin(op, BuiltinOp::kReshape) && !chain.layers.empty() && i + 1 < end &&
                is_builtin(*ops[i + 1], BuiltinOp::kFullyConnected)) {
@@ -478,7 +581,8 @@ std::string match_conv_chain(const Graph& graph, const std::vector<int>& mapped_
   }
   const GraphTensor& x = graph.tensor(ops[first]->inputs.at(0));
   // (Fan-out heads have their outputs in ConvLayer::heads.)
-  const bool heads = !chain.layers.empty() && !chain.layers.back().heads.empty();
+  const bool heads = !chain.layers.empty() && !chain.layers.back().heads.empty() &&
+                     chain.layers.back().joins.empty();
   const GraphTensor& y = heads ? x : graph.tensor(ops[end - 1]->outputs.at(0));
   const GraphTensor* in = &x;
   const GraphTensor* out = &y;

@@ -53,6 +53,21 @@ struct ConvLayer {
     bool signed_output = false;
   };
   std::vector<Head> heads;
+  // Heads joined by elementwise operations (libredgetpu's looming_64x64_3x3: each head squared by
+  // MUL(x, x), the squares ADDed), in graph order. Operand k < heads.size() is head k's output,
+  // k >= heads.size() join k - heads.size()'s; the last join's output is the layer's output, the
+  // image the chain continues from. Each join's constants are the host's `edgetpu` ones
+  // (eltwise_output_stage): ADD acc = w1 (a - a_zp) + w2 (b - b_zp), MUL acc = (a - a_zp)(b -
+  // b_zp), then f32(acc) mult, the clamps, + out_zp.
+  struct Join {
+    bool mul = false;  // MUL, else ADD
+    int a = 0, b = 0;
+    int32_t a_zp = 0, b_zp = 0, out_zp = 0;
+    float out_scale = 0;
+    int32_t w1 = 0, w2 = 0, offset = 0;
+    float mult = 0, clamp_min = 0, clamp_max = 0;
+  };
+  std::vector<Join> joins;
   std::vector<int32_t> weight_zps;  // per output channel when they differ; empty: weight_zp
   int32_t weight_zp_of(int channel) const {
     return weight_zps.empty() ? weight_zp : weight_zps.at(static_cast<size_t>(channel));
@@ -88,7 +103,8 @@ bool pad_input_on_host(ConvChain& chain);
 // multiplier 1 and at least 4 channels) reads the previous one's output, optionally ended by
 // fan-out heads: CONV_2D layers of one geometry that all read the same image, each writing a
 // tensor the mapped part does not read (a graph output), or a CONCATENATION along channels of
-// several of them with the same output quantization (its output is then the head's);
+// several of them with the same output quantization (its output is then the head's); or heads
+// joined by ADD/MUL into one image (ConvLayer::joins), after which the chain goes on;
 // returns "" and fills `chain`, or the reason tinycoral cannot generate it yet.
 std::string match_conv_chain(const Graph& graph, const std::vector<int>& mapped_ops,
                              ConvChain& chain);

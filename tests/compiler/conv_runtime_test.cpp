@@ -23,12 +23,9 @@ using twins::ConvSpec;
 
 // Fills `log` with the compile's operation log rows and `cpu_ops` with the builtin codes of the
 // compiled file's CPU operators.
-void expect_runtime_equals_cpu(int h, int w, int cin, const std::vector<ConvSpec>& specs,
-                               bool int8_io, std::mt19937& random,
-                               std::vector<LogRow>* log = nullptr,
-                               std::vector<int32_t>* cpu_ops = nullptr) {
-  SCOPED_TRACE(twins::describe(h, w, cin, specs));
-  const container::Model twin = twins::conv_twin(h, w, cin, specs, random, int8_io);
+void expect_model_equals_cpu(const container::Model& twin, int h, int w, int cin,
+                             std::mt19937& random, std::vector<LogRow>* log,
+                             std::vector<int32_t>* cpu_ops) {
   const CompileResult r = compile_model(container::write_tflite(twin));
   if (log != nullptr) *log = r.rows;
   ASSERT_EQ(r.edgetpu_subgraphs, 1);
@@ -62,6 +59,15 @@ void expect_runtime_equals_cpu(int h, int w, int cin, const std::vector<ConvSpec
   }
 }
 
+void expect_runtime_equals_cpu(int h, int w, int cin, const std::vector<ConvSpec>& specs,
+                               bool int8_io, std::mt19937& random,
+                               std::vector<LogRow>* log = nullptr,
+                               std::vector<int32_t>* cpu_ops = nullptr) {
+  SCOPED_TRACE(twins::describe(h, w, cin, specs));
+  const container::Model twin = twins::conv_twin(h, w, cin, specs, random, int8_io);
+  expect_model_equals_cpu(twin, h, w, cin, random, log, cpu_ops);
+}
+
 TEST(ConvThroughTheRuntime, CompiledModelsEqualTheirTwinsInEveryByte) {
   std::mt19937 random(47);
   ConvSpec fc{10};
@@ -72,6 +78,36 @@ TEST(ConvThroughTheRuntime, CompiledModelsEqualTheirTwinsInEveryByte) {
   expect_runtime_equals_cpu(20, 12, 8, {{24, 3, 1, true}, {8, 1, 1, false}}, true, random);
   // one tile (rows of 36 bytes travel two to a packet), 5 output channels stored as 8.
   expect_runtime_equals_cpu(10, 9, 4, {{5, 3, 1, false}}, false, random);
+}
+
+// A RESHAPE that flattens the last map ([1, H, W, C] -> [1, H W C], looming's pooled 3 x 3 map):
+// the same bytes in the same order, so the chain's output is the reshaped tensor.
+TEST(ConvThroughTheRuntime, AFlattenedLastMapEqualsTheTwin) {
+  std::mt19937 random(53);
+  for (const auto& [h, w, cin, specs] :
+       std::vector<std::tuple<int, int, int, std::vector<ConvSpec>>>{
+           {6, 6, 4, {{8, 3, 2, false}}}, {16, 12, 8, {{12, 3, 1, true}, {5, 3, 2, false}}}}) {
+    SCOPED_TRACE(twins::describe(h, w, cin, specs) + " + RESHAPE");
+    container::Model twin = twins::conv_twin(h, w, cin, specs, random, /*int8_io=*/true);
+    container::Subgraph& g = twin.subgraphs.at(0);
+    const container::Tensor map = g.tensors.at(static_cast<size_t>(g.outputs.at(0)));
+    const int n = map.shape.at(1) * map.shape.at(2) * map.shape.at(3);
+    ASSERT_GT(map.shape.at(1) * map.shape.at(2), 1);
+    container::Tensor flat = map;
+    flat.name += "_flat";
+    flat.shape = {1, n};
+    g.tensors.push_back(flat);
+    twin.operator_codes.push_back({22, "", 1});  // RESHAPE
+    container::Operator reshape;
+    reshape.opcode_index = static_cast<uint32_t>(twin.operator_codes.size() - 1);
+    reshape.inputs = {g.outputs.at(0)};
+    reshape.outputs = {static_cast<int>(g.tensors.size()) - 1};
+    reshape.builtin_options_type = 17;
+    reshape.options = container::ReshapeOptions{{1, n}};
+    g.operators.push_back(reshape);
+    g.outputs = reshape.outputs;
+    expect_model_equals_cpu(twin, h, w, cin, random, nullptr, nullptr);
+  }
 }
 
 // Images whose rows are not whole 8-byte units with 1-3 channels (PoseNet's 481 x 3), or whose
