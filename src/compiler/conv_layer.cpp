@@ -542,6 +542,8 @@ std::string match_conv_chain(const Graph& graph, const std::vector<int>& mapped_
       }
       if (std::string why = match_joins(graph, mapped_ops, rest, joins, l, flowing); !why.empty())
         return why;
+      if (ops[join_end - 1]->outputs.at(0) != flowing)  // (the next layer reads the result)
+        return "fan-out heads joined by ADD/MUL whose result is not their last operator's";
       chain.layers.push_back(std::move(l));
       i = join_end - 1;
       continue;
