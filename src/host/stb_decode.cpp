@@ -30,10 +30,35 @@
 #pragma GCC diagnostic pop
 
 namespace tinycoral::host {
+namespace {
+
+// stb reads a PNM header's numbers into an int without a bound (signed overflow past 2^31, which
+// UBSan reports and the fuzzer found). Read them the way stb does (whitespace and '#' comment
+// lines between them) and refuse one of more than 9 digits before stb sees it.
+void check_pnm_numbers(std::span<const uint8_t> bytes) {
+  if (bytes.size() < 2 || bytes[0] != 'P' || (bytes[1] != '5' && bytes[1] != '6')) return;
+  auto space = [](uint8_t c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+  };
+  size_t at = 2;
+  for (const char* name : {"width", "height", "maximum value"}) {
+    for (;;) {
+      while (at < bytes.size() && space(bytes[at])) ++at;
+      if (at >= bytes.size() || bytes[at] != '#') break;
+      while (at < bytes.size() && bytes[at] != '\n' && bytes[at] != '\r') ++at;
+    }
+    size_t digits = 0;
+    for (; at < bytes.size() && bytes[at] >= '0' && bytes[at] <= '9'; ++at) ++digits;
+    if (digits > 9) fail("PNM: the header's ", name, " has ", digits, " digits");
+  }
+}
+
+}  // namespace
 
 StbImage stb_decode(std::span<const uint8_t> bytes) {
   if (bytes.empty()) fail("empty image file");
   if (bytes.size() > static_cast<size_t>(INT_MAX)) fail("image file too large");
+  check_pnm_numbers(bytes);
   int w = 0, h = 0, c = 0;
   // The header's size first: a few bytes of PNG, GIF or PPM can claim gigapixels.
   if (!stbi_info_from_memory(bytes.data(), static_cast<int>(bytes.size()), &w, &h, &c))

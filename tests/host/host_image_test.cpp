@@ -50,6 +50,30 @@ TEST(HostImage, BadBmpsAreErrors) {
   EXPECT_THROW(decode_image({}), Error);
 }
 
+// stb reads a PNM header's numbers into an int unbounded: a number of 10 or more digits (found by
+// image_fuzz: "P6" then 11 digits) is refused before stb parses it, with the field named; one of 9
+// digits, past a comment, still reaches stb's own checks.
+TEST(HostImage, PnmHeaderNumbersTooLongAreErrors) {
+  auto bytes = [](const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); };
+  auto message = [&](const std::string& s) {
+    try {
+      decode_image(bytes(s));
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message("P6\n33333333666 2 255\n").find("width has 11 digits"), std::string::npos);
+  EXPECT_NE(message("P5 2\n# 12345678901\n 99999999999 255\n").find("height has 11 digits"),
+            std::string::npos);
+  EXPECT_NE(message("P6 2 2 4294967296\n").find("maximum value has 10 digits"), std::string::npos);
+  // 9 digits: not ours to refuse; stb's pixel limit does.
+  EXPECT_EQ(message("P5 999999999 1 255\n").find("digits"), std::string::npos);
+  const Image ok = decode_image(bytes("P5\n# c 12345678901\n2 1\n255\n\x07\x09"));
+  EXPECT_EQ(ok.width, 2);
+  EXPECT_EQ(ok.pixels, (std::vector<uint8_t>{7, 9}));
+}
+
 TEST(HostImage, GooglesRgb6x4) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   const Image img = read_image(data / "images" / "rgb6X4.bmp");
