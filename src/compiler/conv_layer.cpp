@@ -9,6 +9,7 @@
 #include <set>
 
 #include "common/error.h"
+#include "compiler/conv_plan.h"
 #include "compiler/eltwise_layer.h"
 #include "compiler/fc_layer.h"
 
@@ -609,20 +610,36 @@ std::string match_conv_chain(const Graph& graph, const std::vector<int>& mapped_
   return "";
 }
 
+namespace {
+
+// The narrowest width >= l.w whose rows the host can stream with `cin` channels (input_streamable).
+int host_streamable_width(const ConvLayer& l, int cin) {
+  ConvLayer probe;
+  probe.h = l.h;
+  probe.cin = cin;
+  for (probe.w = l.w;; ++probe.w)
+    if (conv::input_streamable(probe)) return probe.w;
+}
+
+}  // namespace
+
 bool pad_input_on_host(ConvChain& chain) {
   if (chain.layers.empty()) return false;
   ConvLayer& l = chain.layers.front();
   if (l.depthwise || l.residual() || !l.heads.empty() || l.cin % 4 == 0) return false;
   // (The generator's own rules for such images: rows of whole units, or two rows of whole words
   // to a packet; blocks of B pixels, B s Cin a multiple of 4, whole inside a chain.)
-  const int row_bytes = l.w * l.cin;
-  const bool streamable =
-      row_bytes % 8 == 0 || (row_bytes % 4 == 0 && row_bytes <= 256 && l.h % 2 == 0);
-  int block = 1;
-  while (block * l.stride_w * l.cin % 4 != 0) ++block;
-  const bool whole_blocks = chain.layers.size() == 1 || l.ow % block == 0;
-  if (streamable && whole_blocks) return false;
-  const int cin = 4, w = (l.w + 1) / 2 * 2;  // 4-byte pixels: rows of whole 8-byte units
+  const bool whole_blocks = chain.layers.size() == 1 || l.ow % conv::block_of(l) == 0;
+  if (conv::input_streamable(l) && whole_blocks) return false;
+  // Columns only (the channels stay, fewer bytes over USB) when the blocks are whole; else
+  // 4-byte pixels (blocks of one pixel) in rows of whole 8-byte units. Of two that work, the
+  // fewer bytes a row.
+  int cin = 4, w = host_streamable_width(l, 4);
+  if (const int narrow = host_streamable_width(l, l.cin);
+      whole_blocks && narrow * l.cin <= w * cin) {
+    cin = l.cin;
+    w = narrow;
+  }
   const size_t taps = static_cast<size_t>(l.kh) * l.kw;
   std::vector<uint8_t> weights;
   weights.reserve(static_cast<size_t>(l.cout) * taps * cin);

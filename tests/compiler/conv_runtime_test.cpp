@@ -21,19 +21,25 @@ namespace {
 
 using twins::ConvSpec;
 
-// Fills `log` with the compile's operation log rows and `cpu_ops` with the builtin codes of the
-// compiled file's CPU operators.
+// Fills `log` with the compile's operation log rows, `cpu_ops` with the builtin codes of the
+// compiled file's CPU operators and `custom_input` with the shape of the custom op's input.
 void expect_model_equals_cpu(const container::Model& twin, int h, int w, int cin,
                              std::mt19937& random, std::vector<LogRow>* log,
-                             std::vector<int32_t>* cpu_ops) {
+                             std::vector<int32_t>* cpu_ops,
+                             std::vector<int32_t>* custom_input = nullptr) {
   const CompileResult r = compile_model(container::write_tflite(twin));
   if (log != nullptr) *log = r.rows;
   ASSERT_EQ(r.edgetpu_subgraphs, 1);
   if (cpu_ops != nullptr) {
     const container::Model compiled = container::read_tflite(r.tflite);
     cpu_ops->clear();
-    for (const auto& op : compiled.subgraphs.at(0).operators)
-      cpu_ops->push_back(compiled.operator_codes.at(op.opcode_index).builtin_code);
+    for (const auto& op : compiled.subgraphs.at(0).operators) {
+      const int32_t code = compiled.operator_codes.at(op.opcode_index).builtin_code;
+      cpu_ops->push_back(code);
+      if (custom_input != nullptr && code == static_cast<int32_t>(container::BuiltinOp::kCustom))
+        *custom_input =
+            compiled.subgraphs.at(0).tensors.at(static_cast<size_t>(op.inputs.at(0))).shape;
+    }
   }
   host::InterpreterOptions cpu_options;
   cpu_options.rounding = host::Rounding::kEdgeTpu;
@@ -62,10 +68,11 @@ void expect_model_equals_cpu(const container::Model& twin, int h, int w, int cin
 void expect_runtime_equals_cpu(int h, int w, int cin, const std::vector<ConvSpec>& specs,
                                bool int8_io, std::mt19937& random,
                                std::vector<LogRow>* log = nullptr,
-                               std::vector<int32_t>* cpu_ops = nullptr) {
+                               std::vector<int32_t>* cpu_ops = nullptr,
+                               std::vector<int32_t>* custom_input = nullptr) {
   SCOPED_TRACE(twins::describe(h, w, cin, specs));
   const container::Model twin = twins::conv_twin(h, w, cin, specs, random, int8_io);
-  expect_model_equals_cpu(twin, h, w, cin, random, log, cpu_ops);
+  expect_model_equals_cpu(twin, h, w, cin, random, log, cpu_ops, custom_input);
 }
 
 TEST(ConvThroughTheRuntime, CompiledModelsEqualTheirTwinsInEveryByte) {
@@ -112,32 +119,52 @@ TEST(ConvThroughTheRuntime, AFlattenedLastMapEqualsTheTwin) {
 
 // Images whose rows are not whole 8-byte units with 1-3 channels (PoseNet's 481 x 3), or whose
 // first layer's output is not a whole number of pixel blocks inside a chain, are padded on the
-// host to 4 channels and rows of whole units (a PAD on the CPU before the custom op): the whole
-// file still equals the twin in every byte.
+// host (a PAD on the CPU before the custom op): columns only when the blocks are whole, else to 4
+// channels and rows of whole units. The whole file still equals the twin in every byte, and the
+// custom op reads the image padded as little as that (the bytes sent over USB).
 TEST(ConvThroughTheRuntime, InputsPaddedOnTheHostEqualTheirTwins) {
   std::mt19937 random(1205);
   const int32_t pad = static_cast<int32_t>(container::BuiltinOp::kPad);
   const int32_t custom = static_cast<int32_t>(container::BuiltinOp::kCustom);
-  std::vector<int32_t> ops;
-  // 45-byte rows, a SAME stride-2 layer whose 8 outputs a row are whole blocks.
-  expect_runtime_equals_cpu(15, 15, 3, {{16, 3, 2, true}, {8, 3, 1, true}}, false, random, nullptr,
-                            &ops);
-  EXPECT_EQ(ops, (std::vector<int32_t>{pad, custom}));
-  // 48-byte rows (whole units) but 7 outputs a row of 2-pixel blocks inside a chain.
-  expect_runtime_equals_cpu(16, 16, 3, {{16, 3, 2, false}, {8, 1, 1, true}}, true, random, nullptr,
-                            &ops);
-  EXPECT_EQ(ops, (std::vector<int32_t>{pad, custom}));
-  // One channel, 9-byte rows, 4-pixel blocks over 9 columns; a 5x5 SAME layer on 17 x 21 x 3.
-  expect_runtime_equals_cpu(9, 9, 1, {{8, 3, 1, true}, {8, 3, 1, true}}, false, random, nullptr,
-                            &ops);
-  EXPECT_EQ(ops, (std::vector<int32_t>{pad, custom}));
-  expect_runtime_equals_cpu(17, 21, 3, {{12, 5, 1, true}, {8, 1, 1, true}}, false, random, nullptr,
-                            &ops);
-  EXPECT_EQ(ops, (std::vector<int32_t>{pad, custom}));
-  // Rows that stream and whole blocks: no pad (the first layer reads 3-channel windows).
-  expect_runtime_equals_cpu(16, 16, 3, {{16, 3, 2, true}, {8, 1, 1, true}}, false, random, nullptr,
-                            &ops);
-  EXPECT_EQ(ops, (std::vector<int32_t>{custom}));
+  std::vector<int32_t> ops, shape;
+  struct Case {
+    int h, w, cin;
+    std::vector<ConvSpec> specs;
+    bool int8_io;
+    std::vector<int32_t> sent;  // the custom op's input, {} when no PAD
+  };
+  const std::vector<Case> cases = {
+      // 45-byte rows, a SAME stride-2 layer whose 8 outputs a row are whole blocks: 16 columns of
+      // 3 channels (48-byte rows, not 64 with 4 channels).
+      {15, 15, 3, {{16, 3, 2, true}, {8, 3, 1, true}}, false, {1, 15, 16, 3}},
+      // 48-byte rows (whole units) but 7 outputs a row of 2-pixel blocks inside a chain.
+      {16, 16, 3, {{16, 3, 2, false}, {8, 1, 1, true}}, true, {1, 16, 16, 4}},
+      // One channel, 9-byte rows, 4-pixel blocks over 9 columns; a 5x5 SAME layer on 17 x 21 x 3.
+      {9, 9, 1, {{8, 3, 1, true}, {8, 3, 1, true}}, false, {1, 9, 10, 4}},
+      {17, 21, 3, {{12, 5, 1, true}, {8, 1, 1, true}}, false, {1, 17, 22, 4}},
+      // Odd heights and widths with whole blocks: columns only. 12-byte rows of an odd count
+      // (two to a packet needs an even height) -> 16; 20-byte rows of 2 channels -> 24; 75-byte
+      // rows of a VALID stride-2 layer (12 outputs, whole 2-pixel blocks) -> 96, not 104.
+      {13, 12, 1, {{8, 3, 1, true}, {8, 3, 1, true}}, false, {1, 13, 16, 1}},
+      {11, 10, 2, {{8, 3, 1, true}, {8, 1, 1, true}}, true, {1, 11, 12, 2}},
+      {9, 25, 3, {{16, 3, 2, false}, {8, 3, 1, true}}, false, {1, 9, 32, 3}},
+      // One layer (no block rule): 3-channel rows of 33 pixels -> 40; 7 x 7 x 1 -> 8 columns.
+      {13, 33, 3, {{8, 3, 1, true}}, false, {1, 13, 40, 3}},
+      {7, 7, 1, {{8, 3, 2, true}}, true, {1, 7, 8, 1}},
+      // Rows that stream and whole blocks: no pad (the first layer reads 3-channel windows).
+      {16, 16, 3, {{16, 3, 2, true}, {8, 1, 1, true}}, false, {}},
+  };
+  for (const Case& c : cases) {
+    shape.clear();
+    expect_runtime_equals_cpu(c.h, c.w, c.cin, c.specs, c.int8_io, random, nullptr, &ops, &shape);
+    SCOPED_TRACE(twins::describe(c.h, c.w, c.cin, c.specs));
+    if (c.sent.empty()) {
+      EXPECT_EQ(ops, (std::vector<int32_t>{custom}));
+    } else {
+      EXPECT_EQ(ops, (std::vector<int32_t>{pad, custom}));
+      EXPECT_EQ(shape, c.sent);
+    }
+  }
 }
 
 // A miniature MobileNet v1 whole: conv 3x3 s2, depthwise/pointwise blocks, the global average
