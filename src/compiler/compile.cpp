@@ -52,11 +52,25 @@ Lowered lower_conv_chain(const Graph& graph, const std::vector<int>& ops) {
   ConvChain chain;
   std::string why = match_conv_chain(graph, ops, chain);
   std::optional<HostPad> host_pad;
-  if (why.empty() && pad_input_on_host(chain))
-    host_pad = HostPad{graph.ops.at(static_cast<size_t>(ops.front())).inputs.at(0), chain.host_w,
-                       chain.host_cin, chain.input_name};
   std::optional<ConvPrograms> programs;
-  if (why.empty()) programs = try_generate_conv(chain, why);
+  std::string first_why;
+  // 1-3 channel images as they are (or columns padded on the host), else in 4-byte pixels: a
+  // first layer whose partial last block of pixels the placement cannot take.
+  for (const bool whole_pixels : {false, true}) {
+    if (!why.empty()) break;
+    ConvChain attempt = chain;
+    host_pad.reset();
+    if (pad_input_on_host(attempt, whole_pixels))
+      host_pad = HostPad{graph.ops.at(static_cast<size_t>(ops.front())).inputs.at(0),
+                         attempt.host_w, attempt.host_cin, attempt.input_name};
+    else if (whole_pixels)
+      break;
+    std::string attempt_why;
+    programs = try_generate_conv(attempt, attempt_why);
+    if (programs) break;
+    if (!whole_pixels) first_why = std::move(attempt_why);
+  }
+  if (!programs && why.empty()) why = first_why;  // (the image as it is: the natural reason)
   if (!programs) return {std::nullopt, why, std::nullopt};
   return {make_package({std::move(programs->execution), std::move(programs->caching)}), "",
           std::move(host_pad)};

@@ -126,6 +126,19 @@ void fill_narrow(TileBatch& b, int tile, int base, int bytes, int zp) {
   }
 }
 
+// The partial last block of layer i's rows (1-3 input channels) writes surplus pixels into the
+// next image's row past its interior: its zero point again there once the op has run.
+void surplus_fill(TileBatch& b, const Plan& p, size_t i) {
+  const LayerPlan& lp = p.layers[i];
+  const OutTarget t = out_target(p, i);
+  const int words = surplus_pixels(lp) * t.pixel_bytes / 4;
+  const uint32_t value = 0x01010101u * static_cast<uint32_t>(p.layers[i + 1].l->in_zp);
+  b.add(tile_bit(p.tile), "mesh_n",
+        cat("i.addr=", hex(t.base + lp.l->ow * t.pixel_bytes),
+            " i=", strided_walk({{1, words}, {t.row_words, lp.ob - lp.oa}}, 4),
+            " i.sdims=3 fill_en=1 fill=", hex(value)));
+}
+
 void preamble(Emitter& e, const std::string& input_name) {
   program_start(e);
   tile_fence(e, "units=0x020");
@@ -1022,6 +1035,13 @@ void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
         tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
         wait_tokens(e);
       }
+      if (surplus_pixels(lp) > 0 && i + 1 < stage.end) {
+        {
+          TileBatch fills(e);
+          for (const Plan& p : stage.tiles) surplus_fill(fills, p, i);
+        }
+        tile_fence(e, "counters=0x1ffff units=0x3ff");
+      }
     }
   }
   // Each group's first segment back where the caching program put it, for the next inference:
@@ -1152,8 +1172,10 @@ std::string unsupported(const ConvChain& chain, Layout& layout) {
     if (block > 1 && (block * l.cout > kColumns || block * l.cout % 4 != 0))
       return cat("CONV_2D with ", l.cin, " input channels, stride ", l.stride_w, " and ", l.cout,
                  " output channels (", block, " x Cout must be a multiple of 4 up to 64 yet)");
-    if (block > 1 && i + 1 < chain.layers.size() && l.ow % block != 0)
-      return "a CONV_2D inside a chain whose output width is not a whole number of blocks";
+    if (block > 1 && i + 1 < chain.layers.size() && l.ow % block != 0 &&
+        chain.layers[i + 1].residual())
+      return "a CONV_2D whose partial last block of pixels a residual ADD reads (not generated "
+             "yet)";
     // Channels past whole groups of 64: a partial last group (op_tail) of whole words, or, for
     // the last layer, padding to whole groups (the output layout skips it).
     if (l.cout > kColumns && l.cout % kColumns != 0 &&
@@ -1185,6 +1207,9 @@ std::string unsupported(const ConvChain& chain, Layout& layout) {
   for (size_t s = 1; s < stages.size(); ++s)
     if (!nests(stages[s - 1], stages[s]))
       return "a split depthwise layer after a stage that is not split likewise (placement error)";
+  for (const Stage& stage : stages)
+    if (stage.end < chain.layers.size() && surplus_pixels(layout.shapes.layers[stage.end - 1]) > 0)
+      return "a stage that ends with a partial last block of pixels (not generated yet)";
   for (size_t s = 0; s < stages.size(); ++s)
     if (!stage_fits(stages[s], s > 0 ? &stages[s - 1] : nullptr))
       return cat("layer ", stages[s].first, "'s activations need more than the ", kNarrowBytes,

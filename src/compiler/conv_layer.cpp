@@ -623,20 +623,16 @@ int host_streamable_width(const ConvLayer& l, int cin) {
 
 }  // namespace
 
-bool pad_input_on_host(ConvChain& chain) {
+bool pad_input_on_host(ConvChain& chain, bool whole_pixels) {
   if (chain.layers.empty()) return false;
   ConvLayer& l = chain.layers.front();
   if (l.depthwise || l.residual() || !l.heads.empty() || l.cin % 4 == 0) return false;
-  // (The generator's own rules for such images: rows of whole units, or two rows of whole words
-  // to a packet; blocks of B pixels, B s Cin a multiple of 4, whole inside a chain.)
-  const bool whole_blocks = chain.layers.size() == 1 || l.ow % conv::block_of(l) == 0;
-  if (conv::input_streamable(l) && whole_blocks) return false;
-  // Columns only (the channels stay, fewer bytes over USB) when the blocks are whole; else
-  // 4-byte pixels (blocks of one pixel) in rows of whole 8-byte units. Of two that work, the
-  // fewer bytes a row.
+  if (!whole_pixels && conv::input_streamable(l)) return false;
+  // Columns only (the channels stay, fewer bytes over USB), or 4-byte pixels in rows that
+  // stream when asked or when that is fewer bytes a row.
   int cin = 4, w = host_streamable_width(l, 4);
   if (const int narrow = host_streamable_width(l, l.cin);
-      whole_blocks && narrow * l.cin <= w * cin) {
+      !whole_pixels && narrow * l.cin <= w * cin) {
     cin = l.cin;
     w = narrow;
   }

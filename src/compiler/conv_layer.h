@@ -90,16 +90,16 @@ struct ConvChain {
 };
 
 // An input whose pixels are not whole words (1-3 channels) with rows that cannot be streamed in
-// 8-byte units, or whose first layer's output is not a whole number of pixel blocks inside a
-// chain (PoseNet's 481 x 3 rows, 1443 bytes, 241 outputs a row of 2-pixel blocks), is padded on
-// the host with its zero point (a PAD on the CPU before the custom op, see writer.h): columns
-// only, to the narrowest rows that stream, when the blocks are whole; else channels to 4 and
-// columns to rows that stream (the fewer bytes of the two when both work). Exactly equivalent:
-// new channels hold the input zero point, so they add nothing whatever their weights (the weight
-// zero point), and the new columns lie where the first layer reads its padding (the zero point)
-// or nothing. Changes the first layer and sets host_w and host_cin; false (chain untouched) when
-// no pad is needed or the first layer is not a CONV_2D.
-bool pad_input_on_host(ConvChain& chain);
+// 8-byte units (PoseNet's 481 x 3 rows, 1443 bytes) is padded on the host with its zero point (a
+// PAD on the CPU before the custom op, see writer.h): columns only, to the narrowest rows that
+// stream, or channels to 4 and columns to rows that stream when that is fewer bytes a row or
+// `whole_pixels` asks for it (4-byte pixels always; for a chain whose first layer's partial last
+// block of pixels the generator cannot take). Exactly equivalent: new channels hold the input
+// zero point, so they add nothing whatever their weights (the weight zero point), and the new
+// columns lie where the first layer reads its padding (the zero point) or nothing. Changes the
+// first layer and sets host_w and host_cin; false (chain untouched) when no pad is needed or the
+// first layer is not a CONV_2D.
+bool pad_input_on_host(ConvChain& chain, bool whole_pixels = false);
 
 // Recognises [QUANTIZE] CONV_2D... [QUANTIZE] where each CONV_2D (or DEPTHWISE_CONV_2D with depth
 // multiplier 1 and at least 4 channels) reads the previous one's output, optionally ended by

@@ -133,6 +133,10 @@ Plan plan_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t 
     const int window_end = lp.extra * l.cin - lp.window_off +
                            (lp.blocks - 1) * lp.block * l.stride_w * l.cin + 4 * lp.window_words;
     lp.wp = std::max(lp.extra + l.w + l.pad_left, (window_end + l.cin - 1) / l.cin);
+    // Room for the partial last block of the layer before (its surplus pixels, refilled with
+    // the zero point after its op: surplus_fills).
+    if (i > first)
+      lp.wp = std::max(lp.wp, lp.extra + l.pad_left + l.w + surplus_pixels(p.layers[i - 1]));
     while (lp.wp * l.cin % 4 != 0) ++lp.wp;
     if (l.residual() && static_cast<size_t>(l.residual_of) >= first) {
       // A residual ADD's image takes its operand's geometry (the padded input of a 3x3 layer

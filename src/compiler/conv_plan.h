@@ -186,6 +186,9 @@ inline int block_of(const ConvLayer& l) {
   return b;
 }
 
+// Pixels a layer writes past its rows: the partial last block of B pixels (1-3 input channels).
+inline int surplus_pixels(const LayerPlan& lp) { return lp.blocks * lp.block - lp.l->ow; }
+
 // A run of parameter rows loaded into wide row `base_row` of the tiles in `mask` at once: a
 // contiguous range of the parameter stream (conv_parameters). Each group of segments takes turns
 // in the same wide memory: the group's first is cached, the others are streamed with every

@@ -137,22 +137,26 @@ TEST(ConvThroughTheRuntime, InputsPaddedOnTheHostEqualTheirTwins) {
       // 45-byte rows, a SAME stride-2 layer whose 8 outputs a row are whole blocks: 16 columns of
       // 3 channels (48-byte rows, not 64 with 4 channels).
       {15, 15, 3, {{16, 3, 2, true}, {8, 3, 1, true}}, false, {1, 15, 16, 3}},
-      // 48-byte rows (whole units) but 7 outputs a row of 2-pixel blocks inside a chain.
-      {16, 16, 3, {{16, 3, 2, false}, {8, 1, 1, true}}, true, {1, 16, 16, 4}},
-      // One channel, 9-byte rows, 4-pixel blocks over 9 columns; a 5x5 SAME layer on 17 x 21 x 3.
-      {9, 9, 1, {{8, 3, 1, true}, {8, 3, 1, true}}, false, {1, 9, 10, 4}},
-      {17, 21, 3, {{12, 5, 1, true}, {8, 1, 1, true}}, false, {1, 17, 22, 4}},
-      // Odd heights and widths with whole blocks: columns only. 12-byte rows of an odd count
-      // (two to a packet needs an even height) -> 16; 20-byte rows of 2 channels -> 24; 75-byte
-      // rows of a VALID stride-2 layer (12 outputs, whole 2-pixel blocks) -> 96, not 104.
+      // Outputs a row that are not whole blocks (PoseNet's 241 of 2-pixel blocks): 9 of 4-pixel
+      // blocks on 9-byte rows -> 16 x 1 (not 10 x 4); 21 of 4 with a 5x5 SAME layer on 63-byte
+      // rows -> 24 x 3; 7 of 2 (VALID stride 2) on 39-byte rows -> 16 x 3.
+      {9, 9, 1, {{8, 3, 1, true}, {8, 3, 1, true}}, false, {1, 9, 16, 1}},
+      {17, 21, 3, {{12, 5, 1, true}, {8, 1, 1, true}}, false, {1, 17, 24, 3}},
+      {13, 13, 3, {{8, 3, 2, true}, {8, 3, 1, true}}, true, {1, 13, 16, 3}},
+      // Odd heights and widths: 12-byte rows of an odd count (two to a packet needs an even
+      // height) -> 16; 20-byte rows of 2 channels -> 24; 75-byte rows of a VALID stride-2 layer
+      // -> 96, not 104.
       {13, 12, 1, {{8, 3, 1, true}, {8, 3, 1, true}}, false, {1, 13, 16, 1}},
       {11, 10, 2, {{8, 3, 1, true}, {8, 1, 1, true}}, true, {1, 11, 12, 2}},
       {9, 25, 3, {{16, 3, 2, false}, {8, 3, 1, true}}, false, {1, 9, 32, 3}},
-      // One layer (no block rule): 3-channel rows of 33 pixels -> 40; 7 x 7 x 1 -> 8 columns.
+      // One layer: 3-channel rows of 33 pixels -> 40; 7 x 7 x 1 -> 8 columns; 9 x 9 x 3: 4-byte
+      // pixels are fewer bytes (10 x 4 against 16 x 3).
       {13, 33, 3, {{8, 3, 1, true}}, false, {1, 13, 40, 3}},
       {7, 7, 1, {{8, 3, 2, true}}, true, {1, 7, 8, 1}},
-      // Rows that stream and whole blocks: no pad (the first layer reads 3-channel windows).
+      {9, 9, 3, {{8, 3, 1, true}}, false, {1, 9, 10, 4}},
+      // Rows that stream: no pad, whole blocks or not (7 outputs a row of 2-pixel blocks).
       {16, 16, 3, {{16, 3, 2, true}, {8, 1, 1, true}}, false, {}},
+      {16, 16, 3, {{16, 3, 2, false}, {8, 1, 1, true}}, true, {}},
   };
   for (const Case& c : cases) {
     shape.clear();

@@ -289,9 +289,14 @@ TEST(FanOutHeadsOnTheVirtualEdgeTpu, PoseNetsTrunkAndHeadsAreRecognised) {
     const ConvLayer& first = chain.layers.front();
     EXPECT_EQ(first.oh, 177);
     EXPECT_EQ(first.ow, 241);
+    // Columns only (1464-byte rows of whole units), or 4-byte pixels when asked.
+    ConvChain pixels = chain;
     EXPECT_TRUE(pad_input_on_host(chain));
-    EXPECT_EQ(chain.host_w, 482);
-    EXPECT_EQ(chain.host_cin, 4);
+    EXPECT_EQ(chain.host_w, 488);
+    EXPECT_EQ(chain.host_cin, 3);
+    EXPECT_TRUE(pad_input_on_host(pixels, true));
+    EXPECT_EQ(pixels.host_w, 482);
+    EXPECT_EQ(pixels.host_cin, 4);
   }
 }
 
