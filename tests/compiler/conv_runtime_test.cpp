@@ -154,6 +154,9 @@ TEST(ConvThroughTheRuntime, InputsPaddedOnTheHostEqualTheirTwins) {
       {13, 33, 3, {{8, 3, 1, true}}, false, {1, 13, 40, 3}},
       {7, 7, 1, {{8, 3, 2, true}}, true, {1, 7, 8, 1}},
       {9, 9, 3, {{8, 3, 1, true}}, false, {1, 9, 10, 4}},
+      // A first layer the generator cannot take on 3 channels (4-pixel blocks of 32 channels,
+      // more than 64 columns): the compile falls back to 4-byte pixels padded on the host.
+      {16, 16, 3, {{32, 3, 1, true}, {8, 1, 1, true}}, false, {1, 16, 16, 4}},
       // Rows that stream: no pad, whole blocks or not (7 outputs a row of 2-pixel blocks).
       {16, 16, 3, {{16, 3, 2, true}, {8, 1, 1, true}}, false, {}},
       {16, 16, 3, {{16, 3, 2, false}, {8, 1, 1, true}}, true, {}},
