@@ -870,10 +870,15 @@ void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
   int64_t streamed = 0;  // bytes of the execution program's own parameters loaded so far
   // The segment each group has in wide memory (the caching program put the first of each), and
   // how many of the first segment's rows the others have overwritten since (all load at row 0).
-  std::vector<int> resident, dirty;
+  // (Indexed by group: a stage without parameters, a residual ADD's of its own, has a group
+  // number but no segment.)
+  size_t groups = 0;
+  for (const Segment& seg : shapes.segments)
+    groups = std::max(groups, static_cast<size_t>(seg.group) + 1);
+  std::vector<int> resident(groups, -1), dirty(groups, 0);
   for (size_t k = 0; k < shapes.segments.size(); ++k)
-    if (shapes.segments[k].first_of_group) resident.push_back(static_cast<int>(k));
-  dirty.assign(resident.size(), 0);
+    if (shapes.segments[k].first_of_group)
+      resident[static_cast<size_t>(shapes.segments[k].group)] = static_cast<int>(k);
   auto load = [&](int segment, int rows) {
     const Segment& seg = shapes.segments[static_cast<size_t>(segment)];
     load_parameters(e, rows, seg.mask, streamed, seg.base_row);

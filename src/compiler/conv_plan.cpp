@@ -187,7 +187,8 @@ void slice_plan(Plan& p, int g0, int g1) {
   const LayerPlan& last = p.layers[p.end - 1];
   p.g0 = g0;
   p.g1 = g1;
-  p.out_ch = (g1 - g0) * kColumns;
+  // (The last slice of a layer whose channels end inside a group holds only the channels left.)
+  p.out_ch = std::min(g1 * kColumns, channels_stored(*last.l, last.block)) - g0 * kColumns;
   p.out_row = last.blocks * last.block * p.out_ch;
   p.out_bytes = round_up((last.ob - last.oa) * p.out_row, 8);
   if (p.out_at_top) p.out_base = kNarrowBytes - round_up(p.out_bytes, 64) - 64;
@@ -195,11 +196,13 @@ void slice_plan(Plan& p, int g0, int g1) {
 
 bool splittable(const LayerPlan& lp, int n) {
   const ConvLayer& l = *lp.l;
-  if (n < 2 || n > kTiles || l.residual() || lp.block != 1 || l.cout % kColumns != 0 ||
-      lp.groups % n != 0)
+  if (n < 2 || n > kTiles || l.residual() || lp.block != 1 || l.cout % 4 != 0 || lp.groups % n != 0)
     return false;
   const int per_tile = lp.groups / n;  // 64 bytes of each pixel per group
-  return 4 % per_tile == 0 || per_tile % 4 == 0;
+  // (Channels ending inside a group, MobileNet v2's 96 and 160: the last slice holds the rest,
+  // which must also be whole pixels per packet or whole packets per pixel.)
+  const int last = l.cout - (lp.groups - per_tile) * kColumns;
+  return (4 % per_tile == 0 || per_tile % 4 == 0) && (kPiece % last == 0 || last % kPiece == 0);
 }
 
 Stage split_stage(const ConvChain& chain, const Shapes& shapes, size_t i, int n, int tile0,

@@ -211,6 +211,31 @@ TEST(ResidualChainOnTheVirtualEdgeTpu, BlocksBeyondOneWideMemoryAreSplitOverTile
   }
 }
 
+// A projection whose channels end inside a 64-channel group (MobileNet v2's 160 and 96) and whose
+// rows exceed one wide memory is split by output groups, its last slice holding only the channels
+// left (32 of 160 or of 96), and the ADD after it is a stage of its own that receives every
+// slice at its channel offset: every byte equal to the CPU reference.
+TEST(ResidualChainOnTheVirtualEdgeTpu, ProjectionsEndingInsideAGroupAreSplitBeforeTheirAdd) {
+  std::mt19937 random(20261205);
+  const Activation none = Activation::kNone;
+  for (const auto& [c, expand] : {std::pair{160, 4096}, std::pair{96, 3072}}) {
+    const int side = 4 + static_cast<int>(random() % 3);
+    const std::vector<ConvSpec> specs{conv(c, 3), conv(expand, 1), conv(c, 1, 1, none),
+                                      residual(1, random() % 2 == 0), conv(64, 1, 1, none)};
+    SCOPED_TRACE(twins::describe(side, side, 8, specs));
+    std::mt19937 same = random;  // expect_equal_to_cpu builds the same twin
+    const CompileResult r =
+        compile_model(container::write_tflite(conv_twin(side, side, 8, specs, same)));
+    ASSERT_EQ(r.edgetpu_subgraphs, 1) << (r.rows.empty() ? "" : r.rows.back().status);
+    const container::EdgeTpuModel compiled = container::read_edgetpu_model(r.tflite);
+    const auto exes = chip::testing::executables_of(compiled);
+    ASSERT_NE(exes.execution, nullptr);
+    // (The projection's rows, expand / 4 per group, exceed one wide memory: resident only split.)
+    EXPECT_EQ(exes.execution->parameters.size(), 0u) << "parameters streamed: not split";
+    expect_equal_to_cpu(side, side, 8, specs, random);
+  }
+}
+
 // Three nested residual spans would need three kept images at once (two regions take turns): the
 // model stays on the CPU and the log says why.
 TEST(ResidualChainOnTheVirtualEdgeTpu, NestedSpansBeyondTwoKeptImagesStayOnTheCpuWithTheReason) {
