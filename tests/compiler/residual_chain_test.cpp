@@ -236,6 +236,24 @@ TEST(ResidualChainOnTheVirtualEdgeTpu, ProjectionsEndingInsideAGroupAreSplitBefo
   }
 }
 
+// MobileNet v2's 7x7 block (960 -> depthwise -> 160 + ADD) with a layer after it: the projection
+// split by output groups, the ADD a stage without parameters between stages with them.
+TEST(ResidualChainOnTheVirtualEdgeTpu, AnAddStageBetweenSplitLayersKeepsEveryParameterResident) {
+  std::mt19937 random(20261207);
+  const Activation none = Activation::kNone;
+  const std::vector<ConvSpec> specs{
+      conv(160, 3), conv(960, 1), depthwise(),           conv(160, 1, 1, none), residual(1),
+      conv(960, 1), depthwise(),  conv(320, 1, 1, none), conv(64, 1, 1, none)};
+  std::mt19937 same = random;
+  const CompileResult r = compile_model(container::write_tflite(conv_twin(7, 7, 8, specs, same)));
+  ASSERT_EQ(r.edgetpu_subgraphs, 1) << (r.rows.empty() ? "" : r.rows.back().status);
+  const container::EdgeTpuModel compiled = container::read_edgetpu_model(r.tflite);
+  const auto exes = chip::testing::executables_of(compiled);
+  ASSERT_NE(exes.execution, nullptr);
+  EXPECT_EQ(exes.execution->parameters.size(), 0u) << "parameters streamed";
+  expect_equal_to_cpu(7, 7, 8, specs, random);
+}
+
 // Three nested residual spans would need three kept images at once (two regions take turns): the
 // model stays on the CPU and the log says why.
 TEST(ResidualChainOnTheVirtualEdgeTpu, NestedSpansBeyondTwoKeptImagesStayOnTheCpuWithTheReason) {
