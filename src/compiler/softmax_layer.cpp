@@ -26,9 +26,6 @@ std::string match_softmax_fc(const Graph& graph, const std::vector<int>& mapped_
   size_t at = 0;
   const GraphOp* q_in = nullptr;
   if (at < ops.size() && is_builtin(*ops[at], BuiltinOp::kQuantize)) q_in = ops[at++];
-  if (at < ops.size() && is_builtin(*ops[at], BuiltinOp::kConv2D)) {
-    return "a CONV_2D before a SOFTMAX (libredgetpu's colour filters) is not generated yet";
-  }
   if (at < ops.size() && is_builtin(*ops[at], BuiltinOp::kReshape)) ++at;
   if (at == ops.size() || !is_builtin(*ops[at], BuiltinOp::kSoftmax)) {
     return "tinycoral generates [QUANTIZE] [RESHAPE] SOFTMAX FULLY_CONNECTED... CONCATENATION only";
