@@ -95,6 +95,10 @@ class OpChecker {
     auto one = [](const GraphTensor& t) -> std::string {
       if (t.type != TensorType::kInt8 && t.type != TensorType::kUInt8) return "";
       const int64_t lo = t.type == TensorType::kInt8 ? -128 : 0;
+      // TFLite refuses a quantization whose scales and zero points differ in number.
+      if (!t.quant.scale.empty() && t.quant.zero_point.size() != t.quant.scale.size())
+        return cat("tensor ", t.index, " (", t.name, ") has ", t.quant.scale.size(),
+                   " quantization scales and ", t.quant.zero_point.size(), " zero points");
       for (float s : t.quant.scale)
         if (!std::isfinite(s) || s < 0 || (s == 0 && !t.is_constant()))
           return cat("tensor ", t.index, " (", t.name, ") has quantization scale ", s);

@@ -192,6 +192,9 @@ TEST(GraphCheck, EachContradictionIsAnErrorNamingItsOperator) {
        "operator 6 (FULLY_CONNECTED): output shape [1,11] contradicts the 1 rows of 10 units"},
       {"fc zero point", [](auto& g) { g.tensors[13].quantization.zero_point = {300}; },
        "operator 6 (FULLY_CONNECTED): tensor 13 (logits) has zero point 300 outside its type"},
+      {"fc zero points missing", [](auto& g) { g.tensors[13].quantization.zero_point.clear(); },
+       "operator 6 (FULLY_CONNECTED): tensor 13 (logits) has 1 quantization scales and 0 zero "
+       "points"},
       {"softmax scale", [](auto& g) { g.tensors[14].quantization.scale = {0.0f}; },
        "operator 7 (SOFTMAX): tensor 14 (p) has quantization scale 0"},
       {"concat output",
