@@ -12,6 +12,7 @@
 #include <iostream>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -111,29 +112,12 @@ void expect_compiled_whole(const std::filesystem::path& data, const std::string&
   if (google_row.empty()) return;
 
   // Google's check of its own compiled file, on ours.
-  std::filesystem::path tsv = data.parent_path() / "reference" / "google_expectations.tsv";
-  if (!std::filesystem::exists(tsv))
-    tsv = tinycoral::testing::source_dir().parent_path() / "shared" / "reference" /
-          "google_expectations.tsv";
-  if (!std::filesystem::exists(tsv)) GTEST_SKIP() << "google_expectations.tsv not found";
-  host::ExpectationRow row;
-  for (const auto& candidate : host::read_expectations_tsv(tsv))
-    if (candidate.id == google_row) row = candidate;
-  ASSERT_EQ(row.id, google_row);
-  const std::filesystem::path ours =
-      std::filesystem::temp_directory_path() /
-      ("tinycoral_" + google_row + "_" + std::filesystem::path(model).filename().string());
-  std::ofstream(ours, std::ios::binary)
-      .write(reinterpret_cast<const char*>(r.tflite.data()),
-             static_cast<std::streamsize>(r.tflite.size()));
-  row.model = ours.string();
-  host::ExpectationOptions options;
-  options.testdata = data;
-  options.device = host::interpreter_device(tpu_options);
-  const host::CheckResult result = host::run_expectation(row, options);
-  std::filesystem::remove(ours);
-  std::cout << google_row << " on our file: " << result.detail << "\n";
-  EXPECT_EQ(result.status, host::CheckStatus::kPass) << result.detail;
+  std::string why;
+  const std::optional<host::CheckResult> result = host::run_expectation_on_ours(
+      data, google_row, r.tflite, host::interpreter_device(tpu_options), why);
+  if (!result) GTEST_SKIP() << why;
+  std::cout << google_row << " on our file: " << result->detail << "\n";
+  EXPECT_EQ(result->status, host::CheckStatus::kPass) << result->detail;
 }
 
 TEST(MobileNetCompiledWhole, V1QuarterGen2020EqualsItsTwinAndPassesGooglesCheck) {

@@ -7,9 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "chip/sim_runner.h"
@@ -68,29 +68,12 @@ void expect_posenet_whole(const std::filesystem::path& data, const std::string& 
   }
 
   // Google's check of its own compiled file, on ours.
-  std::filesystem::path tsv = data.parent_path() / "reference" / "google_expectations.tsv";
-  if (!std::filesystem::exists(tsv))
-    tsv = tinycoral::testing::source_dir().parent_path() / "shared" / "reference" /
-          "google_expectations.tsv";
-  if (!std::filesystem::exists(tsv)) GTEST_SKIP() << "google_expectations.tsv not found";
-  host::ExpectationRow row;
-  for (const auto& candidate : host::read_expectations_tsv(tsv))
-    if (candidate.id == google_row) row = candidate;
-  ASSERT_EQ(row.id, google_row);
-  const std::filesystem::path file =
-      std::filesystem::temp_directory_path() /
-      ("tinycoral_" + google_row + "_" + std::filesystem::path(model).filename().string());
-  std::ofstream(file, std::ios::binary)
-      .write(reinterpret_cast<const char*>(r.tflite.data()),
-             static_cast<std::streamsize>(r.tflite.size()));
-  row.model = file.string();
-  host::ExpectationOptions options;
-  options.testdata = data;
-  options.device = host::interpreter_device(tpu_options);
-  const host::CheckResult result = host::run_expectation(row, options);
-  std::filesystem::remove(file);
-  std::cout << google_row << " on our file: " << result.detail << "\n";
-  EXPECT_EQ(result.status, host::CheckStatus::kPass) << result.detail;
+  std::string why;
+  const std::optional<host::CheckResult> result = host::run_expectation_on_ours(
+      data, google_row, r.tflite, host::interpreter_device(tpu_options), why);
+  if (!result) GTEST_SKIP() << why;
+  std::cout << google_row << " on our file: " << result->detail << "\n";
+  EXPECT_EQ(result->status, host::CheckStatus::kPass) << result->detail;
 }
 
 TEST(PoseNetCompiledWhole, Gen2020EqualsItsTwinAndPassesGooglesCheck) {

@@ -2,6 +2,8 @@
 // of the reference: how Google's suites compared results and with which thresholds.
 #include "support/google_expectations.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -19,6 +21,7 @@
 #include "host/image.h"
 #include "host/interpreter.h"
 #include "support/google_expectations_pieces.h"
+#include "support/testdata.h"
 
 namespace tinycoral::host {
 
@@ -858,6 +861,33 @@ std::string format_expectation_table(const std::vector<CheckResult>& results) {
   }
   out << pass << " passed, " << fail_n << " failed, " << skip << " skipped\n";
   return out.str();
+}
+
+std::optional<CheckResult> run_expectation_on_ours(const fs::path& testdata,
+                                                   const std::string& row_id,
+                                                   std::span<const uint8_t> ours, Device device,
+                                                   std::string& why) {
+  fs::path tsv = testdata.parent_path() / "reference" / "google_expectations.tsv";
+  if (!fs::exists(tsv))
+    tsv = testing::source_dir().parent_path() / "shared" / "reference" / "google_expectations.tsv";
+  if (!fs::exists(tsv)) {
+    why = "google_expectations.tsv not found";
+    return std::nullopt;
+  }
+  std::optional<ExpectationRow> row;
+  for (auto& candidate : read_expectations_tsv(tsv))
+    if (candidate.id == row_id) row = std::move(candidate);
+  if (!row) fail("google_expectations.tsv has no row ", row_id);
+  const fs::path file = fs::temp_directory_path() /
+                        ("tinycoral_" + row_id + "_ours_" + std::to_string(::getpid()) + ".tflite");
+  write_file(file, ours);
+  row->model = file.string();
+  ExpectationOptions options;
+  options.testdata = testdata;
+  options.device = std::move(device);
+  CheckResult result = run_expectation(*row, options);
+  fs::remove(file);
+  return result;
 }
 
 }  // namespace tinycoral::host

@@ -81,6 +81,15 @@ CheckResult run_expectation(const ExpectationRow& row, const ExpectationOptions&
 std::vector<CheckResult> run_expectations(const std::vector<ExpectationRow>& rows,
                                           const ExpectationOptions& options);
 
+// Google's check `row_id` of its own compiled model, run on `ours` (our compile of the same CPU
+// twin, written to a temporary file) on `device`: the compiler's whole-model tests. nullopt, with
+// `why`, when google_expectations.tsv is neither beside the test data nor in ../shared/reference;
+// an Error when it has no such row.
+std::optional<CheckResult> run_expectation_on_ours(const std::filesystem::path& testdata,
+                                                   const std::string& row_id,
+                                                   std::span<const uint8_t> ours, Device device,
+                                                   std::string& why);
+
 // A fixed-width table: row, model, check, result, detail.
 std::string format_expectation_table(const std::vector<CheckResult>& results);
 
