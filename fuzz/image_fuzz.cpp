@@ -23,6 +23,7 @@ std::vector<uint8_t> templated(uint8_t pick, std::span<const uint8_t> rest) {
       {'G', 'I', 'F', '8', '9', 'a'},                          // GIF
       {0x89, 'P', 'N', 'G', 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13, 'I', 'H', 'D', 'R'},  // PNG
       {0xff, 0xd8, 0xff},                                                              // JPEG
+      {0xff, 0xd8, 0xff, 0xc4},  // JPEG from a Huffman table (stb's table builder)
   };
   std::vector<uint8_t> bytes = kHeads[pick % kHeads.size()];
   bytes.insert(bytes.end(), rest.begin(), rest.end());

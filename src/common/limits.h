@@ -14,7 +14,7 @@ constexpr uint64_t kMiB = uint64_t{1} << 20;
 
 // Files, checked against the size the file system reports before anything is read.
 constexpr uint64_t kMaxModelFileBytes = 512 * kMiB;  // .tflite, DWN1 package, bitstream
-constexpr uint64_t kMaxImageFileBytes = 64 * kMiB;   // BMP, PNG, JPEG, GIF, PPM
+constexpr uint64_t kMaxImageFileBytes = 64 * kMiB;   // BMP, PNG, JPEG, PPM
 constexpr uint64_t kMaxTextFileBytes = 16 * kMiB;    // labels, assembler source
 constexpr uint64_t kMaxInputFileBytes = 512 * kMiB;  // raw input tensors
 

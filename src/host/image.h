@@ -25,7 +25,7 @@ struct Image {
 // bottom-up unless the height is negative, BGR(A) swapped to RGB(A). Throws Error naming what is
 // wrong.
 Image decode_bmp(std::span<const uint8_t> bytes);
-// BMP (by its "BM" signature) as above; PNG and JPEG (and whatever else stb reads) through stb with
+// BMP (by its "BM" signature) as above; PNG, JPEG and PPM/PGM through stb with
 // their own channel count (grey, grey+alpha -> grey, RGB, RGBA).
 Image decode_image(std::span<const uint8_t> bytes);
 Image read_image(const std::filesystem::path& path);

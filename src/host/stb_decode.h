@@ -12,8 +12,8 @@ struct StbImage {
   std::vector<uint8_t> pixels;
 };
 
-// Decodes PNG/JPEG (and the other formats stb knows) with the file's own channel count. Throws
-// Error with stb's reason when the bytes are not a readable image.
+// Decodes PNG, JPEG and PPM/PGM (the decoders compiled in) with the file's own channel count.
+// Throws Error with stb's reason when the bytes are not a readable image.
 StbImage stb_decode(std::span<const uint8_t> bytes);
 
 }  // namespace tinycoral::host
