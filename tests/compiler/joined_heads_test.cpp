@@ -21,7 +21,7 @@
 #include "container/tflite_writer.h"
 #include "host/interpreter.h"
 #include "host/rounding.h"
-#include "support/conv_twin.h"
+#include "support/conv_parameters.h"
 #include "support/testdata.h"
 #include "support/twin_tensor.h"
 
@@ -195,25 +195,11 @@ container::Model joined_twin(const TwinSpec& s, std::mt19937& random) {
   std::vector<int> terms;
   std::vector<float> term_scales;
   for (int hd = 0; hd < s.heads; ++hd) {
-    std::vector<float> sw(static_cast<size_t>(s.cout));
-    for (float& v : sw) v = 0.0004f + 0.001f * unit(random);
-    container::Buffer weights;
-    weights.data.resize(static_cast<size_t>(s.cout) * s.k * s.k * s.cin);
-    for (auto& b : weights.data) b = static_cast<uint8_t>(static_cast<int>(random() % 255) - 127);
-    std::vector<int32_t> bias(static_cast<size_t>(s.cout));
-    for (auto& b : bias) b = static_cast<int32_t>(random() % 4001) - 2000;
-    std::vector<float> bias_scale;
-    for (float v : sw) bias_scale.push_back(sx * v);
-    const auto wbuf = static_cast<uint32_t>(m.buffers.size());
-    m.buffers.push_back(weights);
-    container::Buffer bbuf;
-    bbuf.data = twins::le32(bias);
-    m.buffers.push_back(bbuf);
-    const int wt = tensor(testing::twin_tensor(cat("w", hd), t8, {s.cout, s.k, s.k, s.cin}, sw,
-                                               std::vector<int64_t>(sw.size(), 0), wbuf));
-    const int bt =
-        tensor(testing::twin_tensor(cat("b", hd), TensorType::kInt32, {s.cout}, bias_scale,
-                                    std::vector<int64_t>(sw.size(), 0), wbuf + 1));
+    const twins::ConvParameters p = twins::random_conv_parameters(
+        twins::random_weight_scales(static_cast<size_t>(s.cout), random),
+        static_cast<size_t>(s.cout) * s.k * s.k * s.cin, s.cout, 2000, random);
+    const int wt =
+        twins::add_conv_parameters(m, g, p, std::to_string(hd), {s.cout, s.k, s.k, s.cin}, sx);
     // The conv's sums spread over about 1.5 standard deviations of the output's range.
     const float sy = 1.5f * std::sqrt(static_cast<float>(s.k * s.k * s.cin)) * 74 * 74 * sx *
                      0.0009f / 127 * (0.7f + 0.6f * unit(random));
@@ -221,7 +207,7 @@ container::Model joined_twin(const TwinSpec& s, std::mt19937& random) {
     const int y = tensor(testing::twin_tensor(cat("head", hd), t8, map, {sy}, {zy - 128}));
     container::Conv2DOptions co;
     co.padding = s.same ? container::Padding::kSame : container::Padding::kValid;
-    op(1, {x, wt, bt}, y, 1, co);
+    op(1, {x, wt, wt + 1}, y, 1, co);
     if (!s.squares) {
       terms.push_back(y);
       term_scales.push_back(sy);

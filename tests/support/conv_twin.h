@@ -7,12 +7,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "common/error.h"
 #include "container/tflite_model.h"
+#include "support/conv_parameters.h"
 #include "support/twin_tensor.h"
 
 namespace tinycoral::compiler::twins {
@@ -40,14 +42,6 @@ struct ConvSpec {
   int residual_from = -1;
   bool add_first = true;
 };
-
-inline std::vector<uint8_t> le32(const std::vector<int32_t>& v) {
-  std::vector<uint8_t> out;
-  for (int32_t x : v)
-    for (int i = 0; i < 4; ++i)
-      out.push_back(static_cast<uint8_t>(static_cast<uint32_t>(x) >> 8 * i));
-  return out;
-}
 
 // The CPU twin of a chain of CONV_2D layers on an H x W x Cin uint8 image, as TensorFlow's
 // converter writes it (int8 inside, QUANTIZE at both ends).
@@ -124,38 +118,22 @@ inline container::Model conv_twin(int h, int w, int cin, const std::vector<ConvS
       w = ow;
       continue;
     }
-    std::vector<float> sw(static_cast<size_t>(s.per_channel ? s.cout : 1));
-    const float boost = s.act == Activation::kRelu6 ? 20.0f : 1.0f;
-    float sw_sum = 0;
-    for (float& v : sw) sw_sum += v = boost * (0.0004f + 0.001f * unit(random));
+    std::vector<float> sw = random_weight_scales(s.per_channel ? s.cout : 1, random,
+                                                 s.act == Activation::kRelu6 ? 20.0f : 1.0f);
+    const float sw_sum = std::accumulate(sw.begin(), sw.end(), 0.0f);
     const int kdim = s.fc ? h * w * cin : s.k * s.k * (s.depthwise ? 1 : cin);
     const float sy = 3.0f * std::sqrt(static_cast<float>(kdim)) * 74 * 74 * sx *
                      (sw_sum / static_cast<float>(sw.size())) / 127;
     const int zy = static_cast<int>(random() % 100) + 78;
-    container::Buffer weights;
-    weights.data.resize(static_cast<size_t>(s.cout) * kdim);
-    for (auto& b : weights.data) b = static_cast<uint8_t>(static_cast<int>(random() % 255) - 127);
-    std::vector<int32_t> bias(static_cast<size_t>(s.cout));
-    for (auto& b : bias) b = static_cast<int32_t>(random() % 40001) - 20000;
+    ConvParameters p = random_conv_parameters(std::move(sw), static_cast<size_t>(s.cout) * kdim,
+                                              s.cout, 20000, random);
     if (s.depthwise)  // k^2 products per output: a smaller bias keeps the outputs in range
-      for (auto& b : bias) b = b * s.k * s.k / 64;
-    std::vector<float> bias_scale(static_cast<size_t>(s.cout));
-    for (int c = 0; c < s.cout; ++c)
-      bias_scale[static_cast<size_t>(c)] = sx * sw[s.per_channel ? c : 0];
-    const auto wbuf = static_cast<uint32_t>(m.buffers.size());
-    m.buffers.push_back(weights);
-    container::Buffer bbuf;
-    bbuf.data = le32(bias);
-    m.buffers.push_back(bbuf);
-    const int wt = static_cast<int>(g.tensors.size());
+      for (auto& b : p.bias) b = b * s.k * s.k / 64;
     std::vector<int32_t> wshape = {s.cout, s.k, s.k, cin};
     if (s.fc) wshape = {s.cout, kdim};
     if (s.depthwise) wshape = {1, s.k, s.k, s.cout};
-    g.tensors.push_back(twin_tensor(cat("w", i), TensorType::kInt8, wshape, sw,
-                                    std::vector<int64_t>(sw.size(), 0), wbuf));
-    if (s.depthwise) g.tensors.back().quantization.quantized_dimension = 3;
-    g.tensors.push_back(twin_tensor(cat("b", i), TensorType::kInt32, {s.cout}, bias_scale,
-                                    std::vector<int64_t>(bias_scale.size(), 0), wbuf + 1));
+    const int wt = add_conv_parameters(m, g, p, std::to_string(i), wshape, sx);
+    if (s.depthwise) g.tensors[static_cast<size_t>(wt)].quantization.quantized_dimension = 3;
     g.tensors.push_back(
         twin_tensor(cat("y", i), TensorType::kInt8, {1, oh, ow, s.cout}, {sy}, {zy - 128}));
     container::Operator conv;
