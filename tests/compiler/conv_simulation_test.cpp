@@ -15,13 +15,17 @@
 #include "common/error.h"
 #include "compiler/compile.h"
 #include "container/tflite_writer.h"
-#include "host/interpreter.h"
+#include "support/compiled_twin.h"
 #include "support/conv_twin.h"
+#include "support/same_bytes.h"
 
 namespace tinycoral::compiler {
 namespace {
 
 using container::Activation;
+using testing::CompiledTwin;
+using testing::edgetpu_reference;
+using testing::same_bytes;
 using twins::conv_twin;
 using twins::ConvSpec;
 using twins::describe;
@@ -32,16 +36,12 @@ void expect_equal_to_cpu(int h, int w, int cin, const std::vector<ConvSpec>& spe
                          std::mt19937& random, size_t& tiles, bool int8_io = false) {
   SCOPED_TRACE(describe(h, w, cin, specs) + (int8_io ? " int8 I/O" : ""));
   const container::Model twin = conv_twin(h, w, cin, specs, random, int8_io);
-  const CompileResult r = compile_model(container::write_tflite(twin));
-  ASSERT_EQ(r.edgetpu_subgraphs, 1) << (r.rows.empty() ? "" : r.rows.back().status);
-  const auto compiled = container::read_edgetpu_model(r.tflite);
-  const auto exes = chip::testing::executables_of(compiled);
-  ASSERT_NE(exes.execution, nullptr);
-  ASSERT_NE(exes.caching, nullptr);
+  const CompiledTwin compiled(twin);
+  ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1) << compiled.reason();
+  ASSERT_NE(compiled.exes.execution, nullptr);
+  ASSERT_NE(compiled.exes.caching, nullptr);
 
-  host::InterpreterOptions options;
-  options.rounding = host::Rounding::kEdgeTpu;
-  host::Interpreter cpu(twin, options);
+  host::Interpreter cpu = edgetpu_reference(twin);
   std::vector<uint8_t> x(static_cast<size_t>(h) * w * cin);
   for (auto& b : x) b = static_cast<uint8_t>(random());
   cpu.set_input(0, x);
@@ -71,24 +71,17 @@ void expect_equal_to_cpu(int h, int w, int cin, const std::vector<ConvSpec>& spe
   }
 
   chip::VirtualEdgeTpu chip;
-  chip::testing::run_executable(chip, *exes.caching, {});
-  const auto& layer = exes.execution->output_layers.at(0);
+  compiled.cache_parameters(chip);
+  const auto& layer = compiled.exes.execution->output_layers.at(0);
   EXPECT_EQ(layer.data_type,
             int8_io ? container::DataType::kSignedFixedPoint8 : container::DataType::kFixedPoint8);
   // The tiles whose bytes the output holds (a tile's start to the next one's, or to the end).
   const auto& starts = layer.output_layout->linearized_tile_byte_offset;
   for (size_t t = 0; t < starts.size(); ++t)
     tiles += (t + 1 < starts.size() ? starts[t + 1] : layer.size_bytes) > starts[t];
-  for (int inference = 0; inference < 2; ++inference) {
-    const auto got = chip::testing::detile(
-        layer,
-        chip::testing::run_executable(chip, *exes.execution, {{"x", device_x}}).at(layer.name));
-    ASSERT_EQ(got.size(), want.size());
-    size_t differ = 0;
-    for (size_t i = 0; i < want.size(); ++i) differ += got[i] != want[i];
-    EXPECT_EQ(differ, 0u) << "inference " << inference << ": " << differ << " of " << want.size()
-                          << " bytes differ";
-  }
+  for (int inference = 0; inference < 2; ++inference)
+    EXPECT_TRUE(same_bytes(compiled.infer(chip, {{"x", device_x}}), want))
+        << "inference " << inference;
   EXPECT_EQ(chip.fault(), "");
 }
 
@@ -290,11 +283,9 @@ TEST(DepthwiseInAChainOnTheVirtualEdgeTpu, DenseDepthwiseWeightsGoThroughScalarM
   std::mt19937 random(61);
   for (const auto& [c, k] : {std::pair{128, 3}, std::pair{96, 5}, std::pair{12, 3}}) {
     SCOPED_TRACE(cat(c, " channels, ", k, "x", k));
-    const container::Model twin = conv_twin(8, 8, c, {depthwise(k, 1)}, random, false);
-    const CompileResult r = compile_model(container::write_tflite(twin));
-    ASSERT_EQ(r.edgetpu_subgraphs, 1);
-    const auto compiled = container::read_edgetpu_model(r.tflite);
-    const auto exes = chip::testing::executables_of(compiled);
+    const CompiledTwin compiled(conv_twin(8, 8, c, {depthwise(k, 1)}, random, false));
+    ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1);
+    const chip::testing::PackageExecutables& exes = compiled.exes;
     ASSERT_NE(exes.execution, nullptr);
     ASSERT_NE(exes.caching, nullptr);
     uint64_t entry_bytes = 0;
@@ -425,13 +416,10 @@ TEST(ConvChainOnTheVirtualEdgeTpu, LayersBeyondOneWideMemoryAreSplitOverTiles) {
     specs.push_back(depthwise(3, 1 + static_cast<int>(random() % 2)));
     specs.push_back({64 + 4 * static_cast<int>(random() % 17), 1, 1, true});
     std::mt19937 same = random;  // expect_equal_to_cpu builds the same twin
-    const container::Model twin = conv_twin(side, side, cin, specs, same);
-    const CompileResult r = compile_model(container::write_tflite(twin));
-    ASSERT_EQ(r.edgetpu_subgraphs, 1) << (r.rows.empty() ? "" : r.rows.back().status);
-    const auto compiled = container::read_edgetpu_model(r.tflite);
-    const auto exes = chip::testing::executables_of(compiled);
-    ASSERT_NE(exes.execution, nullptr);
-    EXPECT_EQ(exes.execution->parameters.size(), 0u)
+    const CompiledTwin compiled(conv_twin(side, side, cin, specs, same));
+    ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1) << compiled.reason();
+    ASSERT_NE(compiled.exes.execution, nullptr);
+    EXPECT_EQ(compiled.exes.execution->parameters.size(), 0u)
         << describe(side, side, cin, specs) << ": parameters streamed, the layers were not split";
     expect_equal_to_cpu(side, side, cin, specs, random);
   }
@@ -454,13 +442,10 @@ TEST(ConvChainOnTheVirtualEdgeTpu, SplitLayersInRowBandsEqualTheCpuReference) {
     specs.push_back(depthwise(3, 1 + static_cast<int>(random() % 2)));
     specs.push_back({64 + 4 * static_cast<int>(random() % 17), 1, 1, true});
     std::mt19937 same = random;  // expect_equal_to_cpu builds the same twin
-    const container::Model twin = conv_twin(side, side, cin, specs, same);
-    const CompileResult r = compile_model(container::write_tflite(twin));
-    ASSERT_EQ(r.edgetpu_subgraphs, 1) << (r.rows.empty() ? "" : r.rows.back().status);
-    const container::EdgeTpuModel compiled = container::read_edgetpu_model(r.tflite);
-    const auto exes = chip::testing::executables_of(compiled);
-    ASSERT_NE(exes.execution, nullptr);
-    EXPECT_EQ(exes.execution->parameters.size(), 0u) << describe(side, side, cin, specs);
+    const CompiledTwin compiled(conv_twin(side, side, cin, specs, same));
+    ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1) << compiled.reason();
+    ASSERT_NE(compiled.exes.execution, nullptr);
+    EXPECT_EQ(compiled.exes.execution->parameters.size(), 0u) << describe(side, side, cin, specs);
     expect_equal_to_cpu(side, side, cin, specs, random);
   }
 }

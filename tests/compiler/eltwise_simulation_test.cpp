@@ -17,29 +17,30 @@
 #include "host/rounding.h"
 #include "runtime/device_select.h"
 #include "runtime/edgetpu_delegate.h"
+#include "support/compiled_twin.h"
 #include "support/eltwise_twin.h"
+#include "support/same_bytes.h"
 
 namespace tinycoral::compiler {
 namespace {
 
 using container::Activation;
 using testing::Case;
+using testing::CompiledTwin;
 using testing::describe;
+using testing::edgetpu_reference;
 using testing::random_shape;
+using testing::same_bytes;
 using testing::twin;
 
 void expect_equal_to_cpu(const Case& c, std::mt19937& random) {
   SCOPED_TRACE(describe(c));
   const container::Model model = twin(c, random);
-  const CompileResult r = compile_model(container::write_tflite(model));
-  ASSERT_EQ(r.edgetpu_subgraphs, 1) << (r.rows.empty() ? "" : r.rows.back().status);
-  const auto compiled = container::read_edgetpu_model(r.tflite);
-  const auto exes = chip::testing::executables_of(compiled);
-  ASSERT_NE(exes.execution, nullptr);
+  const CompiledTwin compiled(model);
+  ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1) << compiled.reason();
+  ASSERT_NE(compiled.exes.execution, nullptr);
 
-  host::InterpreterOptions options;
-  options.rounding = host::Rounding::kEdgeTpu;
-  host::Interpreter cpu(model, options);
+  host::Interpreter cpu = edgetpu_reference(model);
   int64_t elements = 1;
   for (int32_t d : c.shape) elements *= d;
   const size_t inputs = c.same || c.relu ? 1 : 2;
@@ -70,23 +71,17 @@ void expect_equal_to_cpu(const Case& c, std::mt19937& random) {
   }
 
   chip::VirtualEdgeTpu chip;
-  if (exes.caching) chip::testing::run_executable(chip, *exes.caching, {});
+  compiled.cache_parameters(chip);
   chip::testing::Buffers device;
   const char* names[2] = {"a", "b"};
   for (size_t i = 0; i < inputs; ++i) {
     auto& bytes = device[names[i]] = x[i];
     for (auto& v : bytes) v ^= flip;
   }
-  const auto& layer = exes.execution->output_layers.at(0);
   for (int inference = 0; inference < 2; ++inference) {
-    auto got = chip::testing::detile(
-        layer, chip::testing::run_executable(chip, *exes.execution, device).at(layer.name));
+    std::vector<uint8_t> got = compiled.infer(chip, device);
     for (auto& v : got) v ^= flip;
-    ASSERT_EQ(got.size(), want.size());
-    size_t differ = 0;
-    for (size_t i = 0; i < want.size(); ++i) differ += got[i] != want[i];
-    EXPECT_EQ(differ, 0u) << "inference " << inference << ": " << differ << " of " << want.size()
-                          << " bytes differ";
+    EXPECT_TRUE(same_bytes(got, want)) << "inference " << inference;
   }
   EXPECT_EQ(chip.fault(), "");
 }
@@ -146,9 +141,7 @@ TEST(EltwiseThroughTheRuntime, CompiledModelsEqualTheirTwinsInEveryByte) {
     const container::Model model = twin(c, random);
     const CompileResult r = compile_model(container::write_tflite(model));
     ASSERT_EQ(r.edgetpu_subgraphs, 1);
-    host::InterpreterOptions cpu_options;
-    cpu_options.rounding = host::Rounding::kEdgeTpu;
-    host::Interpreter cpu(model, cpu_options);
+    host::Interpreter cpu = edgetpu_reference(model);
     host::InterpreterOptions tpu_options;
     runtime::add_edgetpu_delegate(tpu_options.delegates, runtime::open_virtual_edgetpu());
     host::Interpreter tpu(container::read_tflite(r.tflite), tpu_options);
@@ -164,13 +157,8 @@ TEST(EltwiseThroughTheRuntime, CompiledModelsEqualTheirTwinsInEveryByte) {
       }
       cpu.invoke();
       tpu.invoke();
-      const auto want = cpu.output_bytes(0);
-      const auto got = tpu.output_bytes(0);
-      ASSERT_EQ(got.size(), want.size());
-      size_t differ = 0;
-      for (size_t i = 0; i < want.size(); ++i) differ += got[i] != want[i];
-      EXPECT_EQ(differ, 0u) << "inference " << inference << ": " << differ << " of " << want.size()
-                            << " bytes differ";
+      EXPECT_TRUE(same_bytes(tpu.output_bytes(0), cpu.output_bytes(0)))
+          << "inference " << inference;
     }
   }
 }

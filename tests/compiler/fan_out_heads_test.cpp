@@ -17,7 +17,10 @@
 #include "container/tflite_reader.h"
 #include "container/tflite_writer.h"
 #include "host/interpreter.h"
+#include "support/compiled_twin.h"
+#include "support/conv_parameters.h"
 #include "support/conv_twin.h"
+#include "support/same_bytes.h"
 #include "support/testdata.h"
 
 namespace tinycoral::compiler {
@@ -25,6 +28,9 @@ namespace {
 
 using container::Activation;
 using container::TensorType;
+using testing::CompiledTwin;
+using testing::edgetpu_reference;
+using testing::same_bytes;
 using twins::conv_twin;
 using twins::ConvSpec;
 
@@ -50,29 +56,13 @@ struct HeadSpec {
 int add_head_conv(container::Model& m, int x, int cin, float sx, const HeadSpec& spec, float sy,
                   int zy, std::mt19937& random) {
   container::Subgraph& g = m.subgraphs.at(0);
-  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
   const std::vector<int32_t> shape = g.tensors.at(static_cast<size_t>(x)).shape;  // (a copy)
-  std::vector<float> sw(static_cast<size_t>(spec.cout));
-  for (float& v : sw) v = 0.0004f + 0.001f * unit(random);
-  container::Buffer weights;
-  weights.data.resize(static_cast<size_t>(spec.cout) * spec.k * spec.k * cin);
-  for (auto& b : weights.data) b = static_cast<uint8_t>(static_cast<int>(random() % 255) - 127);
-  std::vector<int32_t> bias(static_cast<size_t>(spec.cout));
-  for (auto& b : bias) b = static_cast<int32_t>(random() % 40001) - 20000;
-  std::vector<float> bias_scale;
-  for (float v : sw) bias_scale.push_back(sx * v);
-  const auto wbuf = static_cast<uint32_t>(m.buffers.size());
-  m.buffers.push_back(weights);
-  container::Buffer bbuf;
-  bbuf.data = twins::le32(bias);
-  m.buffers.push_back(bbuf);
+  const twins::ConvParameters p = twins::random_conv_parameters(
+      twins::random_weight_scales(static_cast<size_t>(spec.cout), random),
+      static_cast<size_t>(spec.cout) * spec.k * spec.k * cin, spec.cout, 20000, random);
   const int wt = static_cast<int>(g.tensors.size());
   const std::string name = cat("head", wt);
-  g.tensors.push_back(testing::twin_tensor(name + "_w", TensorType::kInt8,
-                                           {spec.cout, spec.k, spec.k, cin}, sw,
-                                           std::vector<int64_t>(sw.size(), 0), wbuf));
-  g.tensors.push_back(testing::twin_tensor(name + "_b", TensorType::kInt32, {spec.cout}, bias_scale,
-                                           std::vector<int64_t>(bias_scale.size(), 0), wbuf + 1));
+  twins::add_conv_parameters(m, g, p, name, {spec.cout, spec.k, spec.k, cin}, sx);
   g.tensors.push_back(testing::twin_tensor(name, TensorType::kInt8,
                                            {1, shape[1], shape[2], spec.cout}, {sy}, {zy - 128}));
   container::Operator op;
@@ -159,14 +149,11 @@ size_t expect_heads_equal(size_t& tiles, int h, int w, int cin, const std::vecto
                           const std::vector<HeadSpec>& heads, std::mt19937& random) {
   SCOPED_TRACE(twins::describe(h, w, cin, trunk) + cat(" + ", heads.size(), " heads"));
   const container::Model twin = heads_twin(h, w, cin, trunk, heads, random);
-  const CompileResult r = compile_model(container::write_tflite(twin));
-  EXPECT_EQ(r.edgetpu_subgraphs, 1) << (r.rows.empty() ? "" : r.rows.back().status);
-  if (r.edgetpu_subgraphs != 1) return 0;
-  const auto compiled = container::read_edgetpu_model(r.tflite);
-  const auto exes = chip::testing::executables_of(compiled);
-  host::InterpreterOptions options;
-  options.rounding = host::Rounding::kEdgeTpu;
-  host::Interpreter cpu(twin, options);
+  const CompiledTwin compiled(twin);
+  EXPECT_EQ(compiled.result.edgetpu_subgraphs, 1) << compiled.reason();
+  if (compiled.result.edgetpu_subgraphs != 1) return 0;
+  const chip::testing::PackageExecutables& exes = compiled.exes;
+  host::Interpreter cpu = edgetpu_reference(twin);
   std::vector<uint8_t> x(static_cast<size_t>(h) * w * cin);
   for (auto& b : x) b = static_cast<uint8_t>(random());
   cpu.set_input(0, x);
@@ -174,7 +161,7 @@ size_t expect_heads_equal(size_t& tiles, int h, int w, int cin, const std::vecto
   const size_t outputs = twin.subgraphs.at(0).outputs.size();
   EXPECT_EQ(exes.execution->output_layers.size(), outputs);
   chip::VirtualEdgeTpu chip;
-  chip::testing::run_executable(chip, *exes.caching, {});
+  compiled.cache_parameters(chip);
   std::vector<uint8_t> chip_x;  // (the int8 input in the chip's uint8 domain)
   for (const uint8_t v : x) chip_x.push_back(v ^ 0x80);
   for (int inference = 0; inference < 2; ++inference) {
@@ -200,12 +187,8 @@ size_t expect_heads_equal(size_t& tiles, int h, int w, int cin, const std::vecto
                   std::min<size_t>(want.size() / 4, 16))
             << name;
       }
-      const auto got = chip::testing::detile(*layer, got_all.at(name));
-      EXPECT_EQ(got.size(), want.size()) << name;
-      size_t differ = 0;
-      for (size_t i = 0; i < want.size() && i < got.size(); ++i) differ += got[i] != want[i];
-      EXPECT_EQ(differ, 0u) << "inference " << inference << ", " << name << ": " << differ << " of "
-                            << want.size() << " bytes differ";
+      EXPECT_TRUE(same_bytes(chip::testing::detile(*layer, got_all.at(name)), want))
+          << "inference " << inference << ", " << name;
     }
   }
   EXPECT_EQ(chip.fault(), "");
@@ -330,16 +313,13 @@ TEST(FanOutHeadsOnTheVirtualEdgeTpu, PoseNetsTailEqualsTheTwin) {
     const bool signed_input =
         g.tensors.at(static_cast<size_t>(g.inputs[0])).type == TensorType::kInt8;
 
-    const CompileResult r = compile_model(container::write_tflite(twin));
-    ASSERT_EQ(r.edgetpu_subgraphs, 1) << (r.rows.empty() ? "" : r.rows.back().status);
-    const auto compiled = container::read_edgetpu_model(r.tflite);
-    const auto exes = chip::testing::executables_of(compiled);
+    const CompiledTwin compiled(twin);
+    ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1) << compiled.reason();
+    const chip::testing::PackageExecutables& exes = compiled.exes;
     ASSERT_EQ(exes.execution->output_layers.size(), 3u);
-    host::InterpreterOptions options;
-    options.rounding = host::Rounding::kEdgeTpu;
-    host::Interpreter cpu(twin, options);
+    host::Interpreter cpu = edgetpu_reference(twin);
     chip::VirtualEdgeTpu chip;
-    chip::testing::run_executable(chip, *exes.caching, {});
+    compiled.cache_parameters(chip);
     std::mt19937 random(353481);
     for (int inference = 0; inference < 2; ++inference) {
       std::vector<uint8_t> x(23 * 31 * 384);
@@ -362,12 +342,8 @@ TEST(FanOutHeadsOnTheVirtualEdgeTpu, PoseNetsTailEqualsTheTwin) {
             g.tensors.at(static_cast<size_t>(g.outputs[o])).type == TensorType::kInt8 ? 0x80 : 0;
         std::vector<uint8_t> want;
         for (const uint8_t v : cpu.output_bytes(o)) want.push_back(v ^ flip);
-        const auto got = chip::testing::detile(*layer, got_all.at(name));
-        ASSERT_EQ(got.size(), want.size()) << name;
-        size_t differ = 0;
-        for (size_t i = 0; i < want.size(); ++i) differ += got[i] != want[i];
-        EXPECT_EQ(differ, 0u) << "inference " << inference << ", " << name << ": " << differ
-                              << " of " << want.size() << " bytes differ";
+        EXPECT_TRUE(same_bytes(chip::testing::detile(*layer, got_all.at(name)), want))
+            << "inference " << inference << ", " << name;
         EXPECT_GT(std::set<uint8_t>(want.begin(), want.end()).size(), 16u) << name;
       }
     }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <random>
 #include <set>
 #include <tuple>
@@ -16,6 +17,9 @@
 #include "container/tflite_writer.h"
 #include "host/interpreter.h"
 #include "host/rounding.h"
+#include "support/compiled_twin.h"
+#include "support/conv_parameters.h"
+#include "support/same_bytes.h"
 #include "support/twin_tensor.h"
 
 namespace tinycoral::compiler {
@@ -31,63 +35,50 @@ container::Model dense_twin(int n, int k, bool bias, container::Activation act, 
   std::uniform_real_distribution<float> unit(0.0f, 1.0f);
   const float sx = 0.004f + 0.01f * unit(random);
   const int x_zp = static_cast<int>(random() % 200) + 28;
-  std::vector<float> sw(static_cast<size_t>(n));
-  float sw_sum = 0;
   // RELU6 layers get outputs well past 6 so that its upper bound clips.
-  const float boost = act == container::Activation::kRelu6 ? 20.0f : 1.0f;
-  for (float& s : sw) sw_sum += s = boost * (0.0004f + 0.001f * unit(random));
+  std::vector<float> sw = twins::random_weight_scales(
+      static_cast<size_t>(n), random, act == container::Activation::kRelu6 ? 20.0f : 1.0f);
+  const float sw_sum = std::accumulate(sw.begin(), sw.end(), 0.0f);
   // Outputs spread over the uint8 range: ~3 standard deviations of the sum map to 127.
   const float sy = 3.0f * std::sqrt(static_cast<float>(k)) * 74 * 74 * sx * (sw_sum / n) / 127;
   const int y_zp = static_cast<int>(random() % 100) + 78;
-  container::Buffer weights;
-  weights.data.resize(static_cast<size_t>(n) * static_cast<size_t>(k));
-  for (auto& b : weights.data) b = static_cast<uint8_t>(static_cast<int>(random() % 255) - 127);
-
-  container::Buffer biases;
-  std::vector<float> bias_scale(sw.size());
-  for (size_t c = 0; c < sw.size(); ++c) bias_scale[c] = sx * sw[c];
-  for (int c = 0; c < n; ++c) {
-    const int32_t b = static_cast<int32_t>(random() % 40001) - 20000;
-    for (int i = 0; i < 4; ++i)
-      biases.data.push_back(static_cast<uint8_t>(static_cast<uint32_t>(b) >> (8 * i)));
-  }
+  const twins::ConvParameters p = twins::random_conv_parameters(
+      std::move(sw), static_cast<size_t>(n) * static_cast<size_t>(k), n, 20000, random);
 
   container::Model m;
   m.description = "dense twin";
   m.operator_codes = {{114, "", 1}, {9, "", 5}};
-  m.buffers = {{}, weights, biases};
+  m.buffers = {{}};
   container::Subgraph g;
-  g.tensors = {
-      twin_tensor("x", TensorType::kUInt8, {1, k}, {sx}, {x_zp}),
-      twin_tensor("w", TensorType::kInt8, {n, k}, sw, std::vector<int64_t>(sw.size(), 0), 1),
-      twin_tensor("xq", TensorType::kInt8, {1, k}, {sx}, {x_zp - 128}),
-      twin_tensor("yq", TensorType::kInt8, {1, n}, {sy}, {y_zp - 128}),
-      twin_tensor("y", TensorType::kUInt8, {1, n}, {sy}, {y_zp}),
-      twin_tensor("b", TensorType::kInt32, {n}, bias_scale, std::vector<int64_t>(sw.size(), 0), 2)};
+  g.tensors = {twin_tensor("x", TensorType::kUInt8, {1, k}, {sx}, {x_zp}),
+               twin_tensor("xq", TensorType::kInt8, {1, k}, {sx}, {x_zp - 128}),
+               twin_tensor("yq", TensorType::kInt8, {1, n}, {sy}, {y_zp - 128}),
+               twin_tensor("y", TensorType::kUInt8, {1, n}, {sy}, {y_zp})};
+  const int wt = twins::add_conv_parameters(m, g, p, "", {n, k}, sx);
   container::Operator q_in, fc, q_out;
   q_in.opcode_index = 0;
   q_in.inputs = {0};
-  q_in.outputs = {2};
+  q_in.outputs = {1};
   fc.opcode_index = 1;
-  fc.inputs = {2, 1, bias ? 5 : -1};
-  fc.outputs = {3};
+  fc.inputs = {1, wt, bias ? wt + 1 : -1};
+  fc.outputs = {2};
   fc.builtin_options_type = 8;
   container::FullyConnectedOptions options;
   options.activation = act;
   fc.options = options;
   q_out.opcode_index = 0;
-  q_out.inputs = {3};
-  q_out.outputs = {4};
+  q_out.inputs = {2};
+  q_out.outputs = {3};
   g.operators = {q_in, fc, q_out};
   if (int8_io) {  // no QUANTIZE: the layer's int8 tensors are the model's input and output
     g.tensors[0] = twin_tensor("x", TensorType::kInt8, {1, k}, {sx}, {x_zp - 128});
-    g.tensors[4] = twin_tensor("y", TensorType::kInt8, {1, n}, {sy}, {y_zp - 128});
+    g.tensors[3] = twin_tensor("y", TensorType::kInt8, {1, n}, {sy}, {y_zp - 128});
     fc.inputs[0] = 0;
-    fc.outputs = {4};
+    fc.outputs = {3};
     g.operators = {fc};
   }
   g.inputs = {0};
-  g.outputs = {4};
+  g.outputs = {3};
   m.subgraphs.push_back(std::move(g));
   return m;
 }
@@ -98,16 +89,12 @@ void expect_equal_to_cpu(int n, int k, bool bias, std::mt19937& random,
   SCOPED_TRACE(std::to_string(n) + " x " + std::to_string(k) + (bias ? " with bias" : "") +
                " activation " + std::to_string(static_cast<int>(act)));
   const container::Model twin = dense_twin(n, k, bias, act, int8_io, random);
-  const CompileResult r = compile_model(container::write_tflite(twin));
-  ASSERT_EQ(r.edgetpu_subgraphs, 1);
-  const auto compiled = container::read_edgetpu_model(r.tflite);
-  const auto exes = chip::testing::executables_of(compiled);
-  ASSERT_NE(exes.execution, nullptr);
-  ASSERT_NE(exes.caching, nullptr);
+  const testing::CompiledTwin compiled(twin);
+  ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1);
+  ASSERT_NE(compiled.exes.execution, nullptr);
+  ASSERT_NE(compiled.exes.caching, nullptr);
 
-  host::InterpreterOptions options;
-  options.rounding = host::Rounding::kEdgeTpu;
-  host::Interpreter cpu(twin, options);
+  host::Interpreter cpu = testing::edgetpu_reference(twin);
   std::vector<uint8_t> x(static_cast<size_t>(k));
   for (auto& b : x) b = static_cast<uint8_t>(random());
   cpu.set_input(0, x);
@@ -122,7 +109,7 @@ void expect_equal_to_cpu(int n, int k, bool bias, std::mt19937& random,
               std::min<size_t>(want.size() / 4, 32));
   } else {
     // The activation must clip: some outputs sit at the bound it sets.
-    const auto& y = twin.subgraphs[0].tensors[4].quantization;
+    const auto& y = twin.subgraphs[0].tensors[3].quantization;
     const int zp = static_cast<int>(y.zero_point[0]) + (int8_io ? 128 : 0);
     const int top = std::min(255, zp + static_cast<int>(std::nearbyint(6.0f / y.scale[0])));
     const int bound = act == container::Activation::kRelu ? zp : top;
@@ -132,24 +119,17 @@ void expect_equal_to_cpu(int n, int k, bool bias, std::mt19937& random,
   }
 
   chip::VirtualEdgeTpu chip;
-  chip::testing::run_executable(chip, *exes.caching, {});
-  const auto& layer = exes.execution->output_layers.at(0);
+  compiled.cache_parameters(chip);
   // The host flips the most significant bit of int8 (SIGNED_FIXED_POINT8) inputs and outputs.
   const uint8_t flip = int8_io ? 0x80 : 0;
-  ASSERT_EQ(exes.execution->output_layers.at(0).data_type,
+  ASSERT_EQ(compiled.exes.execution->output_layers.at(0).data_type,
             int8_io ? container::DataType::kSignedFixedPoint8 : container::DataType::kFixedPoint8);
   std::vector<uint8_t> device_x(x);
   for (auto& b : device_x) b ^= flip;
   for (int inference = 0; inference < 2; ++inference) {
-    auto got = chip::testing::detile(
-        layer,
-        chip::testing::run_executable(chip, *exes.execution, {{"x", device_x}}).at(layer.name));
+    std::vector<uint8_t> got = compiled.infer(chip, {{"x", device_x}});
     for (auto& b : got) b ^= flip;
-    ASSERT_EQ(got.size(), want.size());
-    size_t differ = 0;
-    for (size_t i = 0; i < want.size(); ++i) differ += got[i] != want[i];
-    EXPECT_EQ(differ, 0u) << "inference " << inference << ": " << differ << " of " << want.size()
-                          << " bytes differ";
+    EXPECT_TRUE(testing::same_bytes(got, want)) << "inference " << inference;
   }
   EXPECT_EQ(chip.fault(), "");
 }

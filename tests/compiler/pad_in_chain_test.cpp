@@ -8,11 +8,11 @@
 #include <random>
 #include <set>
 
-#include "chip/sim_runner.h"
 #include "compiler/compile.h"
 #include "container/tflite_writer.h"
-#include "host/interpreter.h"
+#include "support/compiled_twin.h"
 #include "support/conv_twin.h"
+#include "support/same_bytes.h"
 
 namespace tinycoral::compiler {
 namespace {
@@ -81,13 +81,9 @@ void expect_equal_to_cpu(int h, int w, int cin, const std::array<int, 4>& pad,
   SCOPED_TRACE(twins::describe(h, w, cin, specs) +
                cat(" after PAD ", pad[0], " ", pad[1], " ", pad[2], " ", pad[3]));
   const container::Model twin = padded_twin(h, w, cin, pad, specs, 0, random);
-  const CompileResult r = compile_model(container::write_tflite(twin));
-  ASSERT_EQ(r.edgetpu_subgraphs, 1) << (r.rows.empty() ? "" : r.rows.back().status);
-  const auto compiled = container::read_edgetpu_model(r.tflite);
-  const auto exes = chip::testing::executables_of(compiled);
-  host::InterpreterOptions options;
-  options.rounding = host::Rounding::kEdgeTpu;
-  host::Interpreter cpu(twin, options);
+  const testing::CompiledTwin compiled(twin);
+  ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1) << compiled.reason();
+  host::Interpreter cpu = testing::edgetpu_reference(twin);
   std::vector<uint8_t> x(static_cast<size_t>(h) * w * cin);
   for (auto& b : x) b = static_cast<uint8_t>(random());
   cpu.set_input(0, x);
@@ -97,17 +93,10 @@ void expect_equal_to_cpu(int h, int w, int cin, const std::array<int, 4>& pad,
   EXPECT_GT(std::set<uint8_t>(want.begin(), want.end()).size(),
             std::min<size_t>(want.size() / 4, 16));
   chip::VirtualEdgeTpu chip;
-  chip::testing::run_executable(chip, *exes.caching, {});
-  const auto& layer = exes.execution->output_layers.at(0);
-  for (int inference = 0; inference < 2; ++inference) {
-    const auto got = chip::testing::detile(
-        layer, chip::testing::run_executable(chip, *exes.execution, {{"x", x}}).at(layer.name));
-    EXPECT_EQ(got.size(), want.size());
-    size_t differ = 0;
-    for (size_t i = 0; i < want.size() && i < got.size(); ++i) differ += got[i] != want[i];
-    EXPECT_EQ(differ, 0u) << "inference " << inference << ": " << differ << " of " << want.size()
-                          << " bytes differ";
-  }
+  compiled.cache_parameters(chip);
+  for (int inference = 0; inference < 2; ++inference)
+    EXPECT_TRUE(testing::same_bytes(compiled.infer(chip, {{"x", x}}), want))
+        << "inference " << inference;
   EXPECT_EQ(chip.fault(), "");
 }
 

@@ -7,16 +7,19 @@
 #include <random>
 #include <set>
 
-#include "chip/sim_runner.h"
 #include "compiler/compile.h"
 #include "container/tflite_writer.h"
-#include "host/interpreter.h"
+#include "support/compiled_twin.h"
 #include "support/conv_twin.h"
+#include "support/same_bytes.h"
 
 namespace tinycoral::compiler {
 namespace {
 
 using container::Activation;
+using testing::CompiledTwin;
+using testing::edgetpu_reference;
+using testing::same_bytes;
 using twins::conv_twin;
 using twins::ConvSpec;
 
@@ -46,14 +49,10 @@ size_t expect_equal_to_cpu(int h, int w, int cin, const std::vector<ConvSpec>& s
                            std::mt19937& random) {
   SCOPED_TRACE(twins::describe(h, w, cin, specs));
   const container::Model twin = conv_twin(h, w, cin, specs, random);
-  const CompileResult r = compile_model(container::write_tflite(twin));
-  EXPECT_EQ(r.edgetpu_subgraphs, 1) << (r.rows.empty() ? "" : r.rows.back().status);
-  if (r.edgetpu_subgraphs != 1) return 0;
-  const auto compiled = container::read_edgetpu_model(r.tflite);
-  const auto exes = chip::testing::executables_of(compiled);
-  host::InterpreterOptions options;
-  options.rounding = host::Rounding::kEdgeTpu;
-  host::Interpreter cpu(twin, options);
+  const CompiledTwin compiled(twin);
+  EXPECT_EQ(compiled.result.edgetpu_subgraphs, 1) << compiled.reason();
+  if (compiled.result.edgetpu_subgraphs != 1) return 0;
+  host::Interpreter cpu = edgetpu_reference(twin);
   std::vector<uint8_t> x(static_cast<size_t>(h) * w * cin);
   for (auto& b : x) b = static_cast<uint8_t>(random());
   cpu.set_input(0, x);
@@ -68,19 +67,12 @@ size_t expect_equal_to_cpu(int h, int w, int cin, const std::vector<ConvSpec>& s
             std::min<size_t>(want.size() / 4, 16));
 
   chip::VirtualEdgeTpu chip;
-  chip::testing::run_executable(chip, *exes.caching, {});
-  const auto& layer = exes.execution->output_layers.at(0);
-  for (int inference = 0; inference < 2; ++inference) {
-    const auto got = chip::testing::detile(
-        layer, chip::testing::run_executable(chip, *exes.execution, {{"x", x}}).at(layer.name));
-    EXPECT_EQ(got.size(), want.size());
-    size_t differ = 0;
-    for (size_t i = 0; i < want.size() && i < got.size(); ++i) differ += got[i] != want[i];
-    EXPECT_EQ(differ, 0u) << "inference " << inference << ": " << differ << " of " << want.size()
-                          << " bytes differ";
-  }
+  compiled.cache_parameters(chip);
+  for (int inference = 0; inference < 2; ++inference)
+    EXPECT_TRUE(same_bytes(compiled.infer(chip, {{"x", x}}), want)) << "inference " << inference;
   EXPECT_EQ(chip.fault(), "");
-  const auto& ymap = layer.output_layout->y_coordinate_to_linear_tile_id_map;
+  const auto& ymap = compiled.exes.execution->output_layers.at(0)
+                         .output_layout->y_coordinate_to_linear_tile_id_map;
   return std::set<int>(ymap.begin(), ymap.end()).size();
 }
 
@@ -200,13 +192,11 @@ TEST(ResidualChainOnTheVirtualEdgeTpu, BlocksBeyondOneWideMemoryAreSplitOverTile
     specs.push_back(conv(64, 1, 1, none));
     SCOPED_TRACE(twins::describe(side, side, cin, specs));
     std::mt19937 same = random;  // expect_equal_to_cpu builds the same twin
-    const CompileResult r =
-        compile_model(container::write_tflite(conv_twin(side, side, cin, specs, same)));
-    ASSERT_EQ(r.edgetpu_subgraphs, 1) << (r.rows.empty() ? "" : r.rows.back().status);
-    const container::EdgeTpuModel compiled = container::read_edgetpu_model(r.tflite);
-    const auto exes = chip::testing::executables_of(compiled);
-    ASSERT_NE(exes.execution, nullptr);
-    EXPECT_EQ(exes.execution->parameters.size(), 0u) << "parameters streamed: no block was cut";
+    const CompiledTwin compiled(conv_twin(side, side, cin, specs, same));
+    ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1) << compiled.reason();
+    ASSERT_NE(compiled.exes.execution, nullptr);
+    EXPECT_EQ(compiled.exes.execution->parameters.size(), 0u)
+        << "parameters streamed: no block was cut";
     expect_equal_to_cpu(side, side, cin, specs, random);
   }
 }
@@ -224,14 +214,11 @@ TEST(ResidualChainOnTheVirtualEdgeTpu, ProjectionsEndingInsideAGroupAreSplitBefo
                                       residual(1, random() % 2 == 0), conv(64, 1, 1, none)};
     SCOPED_TRACE(twins::describe(side, side, 8, specs));
     std::mt19937 same = random;  // expect_equal_to_cpu builds the same twin
-    const CompileResult r =
-        compile_model(container::write_tflite(conv_twin(side, side, 8, specs, same)));
-    ASSERT_EQ(r.edgetpu_subgraphs, 1) << (r.rows.empty() ? "" : r.rows.back().status);
-    const container::EdgeTpuModel compiled = container::read_edgetpu_model(r.tflite);
-    const auto exes = chip::testing::executables_of(compiled);
-    ASSERT_NE(exes.execution, nullptr);
+    const CompiledTwin compiled(conv_twin(side, side, 8, specs, same));
+    ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1) << compiled.reason();
+    ASSERT_NE(compiled.exes.execution, nullptr);
     // (The projection's rows, expand / 4 per group, exceed one wide memory: resident only split.)
-    EXPECT_EQ(exes.execution->parameters.size(), 0u) << "parameters streamed: not split";
+    EXPECT_EQ(compiled.exes.execution->parameters.size(), 0u) << "parameters streamed: not split";
     expect_equal_to_cpu(side, side, 8, specs, random);
   }
 }
@@ -245,12 +232,10 @@ TEST(ResidualChainOnTheVirtualEdgeTpu, AnAddStageBetweenSplitLayersKeepsEveryPar
       conv(160, 3), conv(960, 1), depthwise(),           conv(160, 1, 1, none), residual(1),
       conv(960, 1), depthwise(),  conv(320, 1, 1, none), conv(64, 1, 1, none)};
   std::mt19937 same = random;
-  const CompileResult r = compile_model(container::write_tflite(conv_twin(7, 7, 8, specs, same)));
-  ASSERT_EQ(r.edgetpu_subgraphs, 1) << (r.rows.empty() ? "" : r.rows.back().status);
-  const container::EdgeTpuModel compiled = container::read_edgetpu_model(r.tflite);
-  const auto exes = chip::testing::executables_of(compiled);
-  ASSERT_NE(exes.execution, nullptr);
-  EXPECT_EQ(exes.execution->parameters.size(), 0u) << "parameters streamed";
+  const CompiledTwin compiled(conv_twin(7, 7, 8, specs, same));
+  ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1) << compiled.reason();
+  ASSERT_NE(compiled.exes.execution, nullptr);
+  EXPECT_EQ(compiled.exes.execution->parameters.size(), 0u) << "parameters streamed";
   expect_equal_to_cpu(7, 7, 8, specs, random);
 }
 

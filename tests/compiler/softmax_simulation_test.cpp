@@ -13,6 +13,7 @@
 #include "container/tflite_writer.h"
 #include "host/interpreter.h"
 #include "host/rounding.h"
+#include "support/compiled_twin.h"
 #include "support/testdata.h"
 #include "support/twin_tensor.h"
 
@@ -99,19 +100,14 @@ container::Model softmax_twin(int h, int w, std::mt19937& random) {
 void expect_program_equals_twin(const container::Model& twin, std::mt19937& random, bool spread) {
   const auto& image_tensor = twin.subgraphs.at(0).tensors.at(0);
   const size_t n = static_cast<size_t>(image_tensor.shape.at(1) * image_tensor.shape.at(2));
-  const CompileResult r = compile_model(container::write_tflite(twin));
-  ASSERT_EQ(r.edgetpu_subgraphs, 1);
-  for (const OpDecision& d : r.partition.decisions) ASSERT_TRUE(d.mapped) << d.reason;
-  const auto compiled = container::read_edgetpu_model(r.tflite);
-  const auto exes = chip::testing::executables_of(compiled);
-  ASSERT_NE(exes.execution, nullptr);
-  ASSERT_NE(exes.caching, nullptr);
-  host::InterpreterOptions options;
-  options.rounding = host::Rounding::kEdgeTpu;
-  host::Interpreter cpu(twin, options);
+  const testing::CompiledTwin compiled(twin);
+  ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1);
+  for (const OpDecision& d : compiled.result.partition.decisions) ASSERT_TRUE(d.mapped) << d.reason;
+  ASSERT_NE(compiled.exes.execution, nullptr);
+  ASSERT_NE(compiled.exes.caching, nullptr);
+  host::Interpreter cpu = testing::edgetpu_reference(twin);
   chip::VirtualEdgeTpu chip;
-  chip::testing::run_executable(chip, *exes.caching, {});
-  const auto& layer = exes.execution->output_layers.at(0);
+  compiled.cache_parameters(chip);
   for (int image = 0; image < 3; ++image) {
     // Images with a few bright spots, so that the softmax is neither flat nor one-hot.
     std::vector<uint8_t> x(n);
@@ -125,9 +121,7 @@ void expect_program_equals_twin(const container::Model& twin, std::mt19937& rand
     for (uint8_t v : want)
       EXPECT_TRUE(!spread || (v != 0x80 && v != 0x7f)) << "the test's quantization saturates";
     for (int inference = 0; inference < 2; ++inference) {
-      auto got = chip::testing::detile(
-          layer, chip::testing::run_executable(chip, *exes.execution, {{image_tensor.name, x}})
-                     .at(layer.name));
+      std::vector<uint8_t> got = compiled.infer(chip, {{image_tensor.name, x}});
       for (auto& b : got)
         b ^= 0x80;  // int8 (SIGNED_FIXED_POINT8) outputs leave with the MSB flipped
       EXPECT_EQ(got, want) << "image " << image << " inference " << inference;

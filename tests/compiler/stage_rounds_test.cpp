@@ -7,11 +7,9 @@
 #include <random>
 #include <set>
 
-#include "chip/sim_runner.h"
-#include "compiler/compile.h"
-#include "container/tflite_writer.h"
-#include "host/interpreter.h"
+#include "support/compiled_twin.h"
 #include "support/conv_twin.h"
+#include "support/same_bytes.h"
 
 namespace tinycoral::compiler {
 namespace {
@@ -29,16 +27,11 @@ TEST(StageRoundsOnTheVirtualEdgeTpu, MapsBeyondNarrowMemoryEqualTheCpuReference)
   const std::vector<ConvSpec> specs = {expand, dw, project};
   SCOPED_TRACE(twins::describe(h, w, cin, specs));
   const container::Model twin = twins::conv_twin(h, w, cin, specs, random);
-  const CompileResult r = compile_model(container::write_tflite(twin));
-  ASSERT_EQ(r.edgetpu_subgraphs, 1) << (r.rows.empty() ? "" : r.rows.back().status);
-  const auto compiled = container::read_edgetpu_model(r.tflite);
-  const auto exes = chip::testing::executables_of(compiled);
-  host::InterpreterOptions options;
-  options.rounding = host::Rounding::kEdgeTpu;
-  host::Interpreter cpu(twin, options);
+  const testing::CompiledTwin compiled(twin);
+  ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1) << compiled.reason();
+  host::Interpreter cpu = testing::edgetpu_reference(twin);
   chip::VirtualEdgeTpu chip;
-  chip::testing::run_executable(chip, *exes.caching, {});
-  const auto& layer = exes.execution->output_layers.at(0);
+  compiled.cache_parameters(chip);
   for (int inference = 0; inference < 2; ++inference) {
     std::vector<uint8_t> x(static_cast<size_t>(h) * w * cin);
     for (auto& b : x) b = static_cast<uint8_t>(random());
@@ -47,13 +40,8 @@ TEST(StageRoundsOnTheVirtualEdgeTpu, MapsBeyondNarrowMemoryEqualTheCpuReference)
     const auto cpu_out = cpu.output_bytes(0);
     const std::vector<uint8_t> want(cpu_out.begin(), cpu_out.end());
     EXPECT_GT(std::set<uint8_t>(want.begin(), want.end()).size(), 16u);
-    const auto got = chip::testing::detile(
-        layer, chip::testing::run_executable(chip, *exes.execution, {{"x", x}}).at(layer.name));
-    ASSERT_EQ(got.size(), want.size());
-    size_t differ = 0;
-    for (size_t i = 0; i < want.size(); ++i) differ += got[i] != want[i];
-    EXPECT_EQ(differ, 0u) << "inference " << inference << ": " << differ << " of " << want.size()
-                          << " bytes differ";
+    EXPECT_TRUE(testing::same_bytes(compiled.infer(chip, {{"x", x}}), want))
+        << "inference " << inference;
   }
   EXPECT_EQ(chip.fault(), "");
 }

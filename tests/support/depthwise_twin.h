@@ -13,10 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "chip/sim_runner.h"
-#include "compiler/compile.h"
-#include "container/tflite_writer.h"
-#include "host/interpreter.h"
+#include "support/compiled_twin.h"
+#include "support/conv_parameters.h"
 #include "support/twin_tensor.h"
 
 namespace tinycoral::compiler::testing {
@@ -60,21 +58,13 @@ inline container::Model depthwise_twin(const DepthwiseShape& s, std::mt19937& ra
   const float sy = (s.pool && s.max ? 2.0f : 1.0f) * 3.0f * static_cast<float>(s.k) * 74 * spread *
                    sx * sw / 127;
   const int y_zp = static_cast<int>(random() % 100) + 78;
-  container::Buffer weights, biases;
-  weights.data.resize(static_cast<size_t>(s.k * s.k * s.c));
-  for (auto& b : weights.data) b = static_cast<uint8_t>(static_cast<int>(random() % 255) - 127);
-  biases.data.assign(static_cast<size_t>(4 * s.c), 0);
-  for (int ch = 0; ch < s.c && s.bias; ++ch) {
-    const auto b = static_cast<uint32_t>(static_cast<int32_t>(random() % 10001) - 5000);
-    for (int i = 0; i < 4; ++i) {
-      biases.data[static_cast<size_t>(4 * ch + i)] = static_cast<uint8_t>(b >> (8 * i));
-    }
-  }
+  const twins::ConvParameters params = twins::random_conv_parameters(
+      wscale, static_cast<size_t>(s.k * s.k * s.c), s.c, s.bias ? 5000 : 0, random);
 
   container::Model m;
   m.description = "depthwise twin";
   m.operator_codes = {{114, "", 1}, {4, "", 3}, {s.max ? 17 : 1, "", 2}};
-  m.buffers = {{}, weights, biases};
+  m.buffers = {{}, {params.weights}, {twins::le32(params.bias)}};
   container::Subgraph g;
   const auto c = static_cast<size_t>(s.c);
   const std::vector<int64_t> zeros(c, 0);
@@ -141,16 +131,12 @@ struct ChipCheck {
 inline ChipCheck check_on_chip(const DepthwiseShape& s, std::mt19937& random) {
   ChipCheck r;
   const container::Model twin = depthwise_twin(s, random);
-  const CompileResult compiled = compile_model(container::write_tflite(twin));
-  if (compiled.edgetpu_subgraphs != 1) {
-    r.refused = compiled.partition.decisions.at(0).reason;
+  const CompiledTwin compiled(twin);
+  if (compiled.result.edgetpu_subgraphs != 1) {
+    r.refused = compiled.result.partition.decisions.at(0).reason;
     return r;
   }
-  const auto model = container::read_edgetpu_model(compiled.tflite);
-  const auto exes = chip::testing::executables_of(model);
-  host::InterpreterOptions options;
-  options.rounding = host::Rounding::kEdgeTpu;
-  host::Interpreter cpu(twin, options);
+  host::Interpreter cpu = edgetpu_reference(twin);
   std::vector<uint8_t> x(static_cast<size_t>(s.h * s.w));
   for (auto& b : x) b = static_cast<uint8_t>(random());
   cpu.set_input(0, x);
@@ -167,12 +153,9 @@ inline ChipCheck check_on_chip(const DepthwiseShape& s, std::mt19937& random) {
   for (uint8_t v : want) r.saturated += (v ^ flip) == 0 || (v ^ flip) == 255;
 
   chip::VirtualEdgeTpu chip;
-  chip::testing::run_executable(chip, *exes.caching, {});
-  const auto& layer = exes.execution->output_layers.at(0);
+  compiled.cache_parameters(chip);
   for (int inference = 0; inference < 2; ++inference) {
-    auto got = chip::testing::detile(
-        layer,
-        chip::testing::run_executable(chip, *exes.execution, {{"x", device_x}}).at(layer.name));
+    std::vector<uint8_t> got = compiled.infer(chip, {{"x", device_x}});
     for (auto& b : got) b ^= flip;
     size_t differ = got.size() == want.size() ? 0 : want.size();
     for (size_t i = 0; i < want.size() && i < got.size(); ++i) differ += got[i] != want[i];

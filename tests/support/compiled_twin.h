@@ -1,0 +1,57 @@
+// Test and bench helper: what compile_model makes of a CPU twin - the result, its written
+// *_edgetpu.tflite read back and the executables of its first custom op - and the CPU reference
+// in the chip's rounding that the chip's bytes are compared with.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "chip/sim_runner.h"
+#include "compiler/compile.h"
+#include "container/edgetpu_model.h"
+#include "container/tflite_writer.h"
+#include "host/interpreter.h"
+
+namespace tinycoral::compiler::testing {
+
+// The executables point into `model`, so a CompiledTwin is neither copied nor moved.
+struct CompiledTwin {
+  explicit CompiledTwin(const container::Model& twin)
+      : CompiledTwin(container::write_tflite(twin)) {}
+  explicit CompiledTwin(const std::vector<uint8_t>& tflite) : result(compile_model(tflite)) {
+    if (result.edgetpu_subgraphs == 0) return;  // nothing written for the chip
+    model = container::read_edgetpu_model(result.tflite);
+    exes = chip::testing::executables_of(model);
+  }
+  CompiledTwin(const CompiledTwin&) = delete;
+  CompiledTwin& operator=(const CompiledTwin&) = delete;
+
+  // The log's last row: why the compiler kept (part of) the twin on the CPU.
+  std::string reason() const { return result.rows.empty() ? "" : result.rows.back().status; }
+
+  // Loads the parameters into `chip` (when the program caches them).
+  void cache_parameters(chip::VirtualEdgeTpu& chip) const {
+    if (exes.caching) chip::testing::run_executable(chip, *exes.caching, {});
+  }
+  // One inference on `chip`: output layer `o`'s bytes, de-tiled (in the chip's uint8 domain).
+  std::vector<uint8_t> infer(chip::VirtualEdgeTpu& chip, const chip::testing::Buffers& inputs,
+                             size_t o = 0) const {
+    const container::Layer& layer = exes.execution->output_layers.at(o);
+    return chip::testing::detile(
+        layer, chip::testing::run_executable(chip, *exes.execution, inputs).at(layer.name));
+  }
+
+  CompileResult result;
+  container::EdgeTpuModel model;  // empty when every operator stayed on the CPU
+  chip::testing::PackageExecutables exes;
+};
+
+// The CPU reference in `edgetpu` rounding.
+inline host::Interpreter edgetpu_reference(const container::Model& twin) {
+  host::InterpreterOptions options;
+  options.rounding = host::Rounding::kEdgeTpu;
+  return host::Interpreter(twin, options);
+}
+
+}  // namespace tinycoral::compiler::testing
