@@ -10,12 +10,9 @@
 #include <cstdlib>
 #include <random>
 
-#include "chip/sim_runner.h"
-#include "compiler/compile.h"
-#include "container/edgetpu_model.h"
-#include "container/tflite_writer.h"
-#include "host/interpreter.h"
+#include "support/compiled_twin.h"
 #include "support/conv_twin.h"
+#include "support/same_bytes.h"
 
 namespace {
 
@@ -26,31 +23,23 @@ using compiler::twins::ConvSpec;
 int64_t run_case(int h, int w, int cin, const std::vector<ConvSpec>& specs, std::mt19937& random,
                  size_t& bytes) {
   const container::Model twin = compiler::twins::conv_twin(h, w, cin, specs, random);
-  const compiler::CompileResult r = compiler::compile_model(container::write_tflite(twin));
-  if (r.edgetpu_subgraphs != 1) {
+  const compiler::testing::CompiledTwin compiled(twin);
+  if (compiled.result.edgetpu_subgraphs != 1) {
     if (std::getenv("CONV_BENCH_VERBOSE"))
-      std::fprintf(stderr, "refused: %s\n", r.rows.empty() ? "" : r.rows.back().status.c_str());
+      std::fprintf(stderr, "refused: %s\n", compiled.reason().c_str());
     return -1;
   }
-  const auto compiled = container::read_edgetpu_model(r.tflite);
-  const auto exes = chip::testing::executables_of(compiled);
-  host::InterpreterOptions options;
-  options.rounding = host::Rounding::kEdgeTpu;
-  host::Interpreter cpu(twin, options);
+  host::Interpreter cpu = compiler::testing::edgetpu_reference(twin);
   std::vector<uint8_t> x(static_cast<size_t>(h) * w * cin);
   for (auto& b : x) b = static_cast<uint8_t>(random());
   cpu.set_input(0, x);
   cpu.invoke();
   const auto want = cpu.output_bytes(0);
   chip::VirtualEdgeTpu chip;
-  chip::testing::run_executable(chip, *exes.caching, {});
-  const auto& layer = exes.execution->output_layers.at(0);
-  const auto got = chip::testing::detile(
-      layer, chip::testing::run_executable(chip, *exes.execution, {{"x", x}}).at(layer.name));
-  int64_t differ = got.size() == want.size() ? 0 : static_cast<int64_t>(want.size());
-  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) differ += got[i] != want[i];
+  compiled.cache_parameters(chip);
   bytes += want.size();
-  return differ;
+  return static_cast<int64_t>(
+      compiler::testing::differing_bytes(compiled.infer(chip, {{"x", x}}), want));
 }
 
 void sweep(benchmark::State& state, bool chains, bool few_channels = false) {
@@ -152,12 +141,11 @@ void BM_ConvModeledTime(benchmark::State& state) {
       h = w = 32, cin = 4, specs = {{16, 3, 2, true}, {32, 3, 2, true}, {32, 3, 2, true}, fc};
     }
   }
-  const container::Model twin = compiler::twins::conv_twin(h, w, cin, specs, random);
-  const auto r = compiler::compile_model(container::write_tflite(twin));
-  const auto compiled = container::read_edgetpu_model(r.tflite);
-  const auto exes = chip::testing::executables_of(compiled);
+  const compiler::testing::CompiledTwin compiled(
+      compiler::twins::conv_twin(h, w, cin, specs, random));
+  const chip::testing::PackageExecutables& exes = compiled.exes;
   chip::VirtualEdgeTpu chip;
-  chip::testing::run_executable(chip, *exes.caching, {});
+  compiled.cache_parameters(chip);
   std::vector<uint8_t> x(static_cast<size_t>(h) * w * cin, 7);
   uint64_t cycles = 0;
   for (auto _ : state) {

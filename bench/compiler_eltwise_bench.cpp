@@ -9,11 +9,9 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "chip/sim_runner.h"
-#include "compiler/compile.h"
-#include "container/tflite_writer.h"
-#include "host/interpreter.h"
+#include "support/compiled_twin.h"
 #include "support/eltwise_twin.h"
+#include "support/same_bytes.h"
 
 namespace {
 
@@ -30,13 +28,9 @@ struct Cost {
 std::pair<long, long> check(const Case& c, std::mt19937& random, size_t& bytes,
                             Cost* cost = nullptr) {
   const container::Model model = compiler::testing::twin(c, random);
-  const compiler::CompileResult r = compiler::compile_model(container::write_tflite(model));
-  if (r.edgetpu_subgraphs != 1) return {-1, -1};
-  const auto compiled = container::read_edgetpu_model(r.tflite);
-  const auto exes = chip::testing::executables_of(compiled);
-  host::InterpreterOptions options;
-  options.rounding = host::Rounding::kEdgeTpu;
-  host::Interpreter cpu(model, options);
+  const compiler::testing::CompiledTwin compiled(model);
+  if (compiled.result.edgetpu_subgraphs != 1) return {-1, -1};
+  host::Interpreter cpu = compiler::testing::edgetpu_reference(model);
   int64_t elements = 1;
   for (int32_t d : c.shape) elements *= d;
   const uint8_t flip = c.int8_io ? 0x80 : 0;
@@ -53,17 +47,16 @@ std::pair<long, long> check(const Case& c, std::mt19937& random, size_t& bytes,
   const auto want = cpu.output_bytes(0);
   bytes = want.size();
   chip::VirtualEdgeTpu tpu;
-  const auto& layer = exes.execution->output_layers.at(0);
   long differ[2] = {0, 0};
-  for (int inference = 0; inference < 2; ++inference) {
-    const auto got = chip::testing::detile(
-        layer, chip::testing::run_executable(tpu, *exes.execution, device).at(layer.name));
-    for (size_t i = 0; i < want.size(); ++i)
-      differ[inference] += i >= got.size() || (got[i] ^ flip) != want[i];
+  for (long& d : differ) {
+    std::vector<uint8_t> got = compiled.infer(tpu, device);
+    for (auto& v : got) v ^= flip;
+    d = static_cast<long>(compiler::testing::differing_bytes(got, want));
   }
   if (cost) {
     cost->cycles = tpu.stats().clock.last_program_cycles;
-    for (const auto& b : exes.execution->bitstreams) cost->instruction_bytes += b.data.size();
+    for (const auto& b : compiled.exes.execution->bitstreams)
+      cost->instruction_bytes += b.data.size();
   }
   return {differ[0], differ[1]};
 }

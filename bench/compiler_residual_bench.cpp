@@ -10,11 +10,9 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "chip/sim_runner.h"
-#include "compiler/compile.h"
-#include "container/tflite_writer.h"
-#include "host/interpreter.h"
+#include "support/compiled_twin.h"
 #include "support/conv_twin.h"
+#include "support/same_bytes.h"
 
 namespace {
 
@@ -35,16 +33,12 @@ ConvSpec conv(int cout, int k, int stride, Activation act) {
 std::pair<long, long> check(int h, int w, int cin, const std::vector<ConvSpec>& specs,
                             std::mt19937& random, size_t& bytes, std::string& why) {
   const container::Model twin = compiler::twins::conv_twin(h, w, cin, specs, random);
-  const compiler::CompileResult r = compiler::compile_model(container::write_tflite(twin));
-  if (r.edgetpu_subgraphs != 1) {
-    why = r.rows.empty() ? "" : r.rows.back().status;
+  const compiler::testing::CompiledTwin compiled(twin);
+  if (compiled.result.edgetpu_subgraphs != 1) {
+    why = compiled.reason();
     return {-1, -1};
   }
-  const auto compiled = container::read_edgetpu_model(r.tflite);
-  const auto exes = chip::testing::executables_of(compiled);
-  host::InterpreterOptions options;
-  options.rounding = host::Rounding::kEdgeTpu;
-  host::Interpreter cpu(twin, options);
+  host::Interpreter cpu = compiler::testing::edgetpu_reference(twin);
   std::vector<uint8_t> x(static_cast<size_t>(h) * w * cin);
   for (auto& v : x) v = static_cast<uint8_t>(random());
   cpu.set_input(0, x);
@@ -52,15 +46,11 @@ std::pair<long, long> check(int h, int w, int cin, const std::vector<ConvSpec>& 
   const auto want = cpu.output_bytes(0);
   bytes = want.size();
   chip::VirtualEdgeTpu tpu;
-  chip::testing::run_executable(tpu, *exes.caching, {});
-  const auto& layer = exes.execution->output_layers.at(0);
+  compiled.cache_parameters(tpu);
   long differ[2] = {0, 0};
-  for (int inference = 0; inference < 2; ++inference) {
-    const auto got = chip::testing::detile(
-        layer, chip::testing::run_executable(tpu, *exes.execution, {{"x", x}}).at(layer.name));
-    for (size_t i = 0; i < want.size(); ++i)
-      differ[inference] += i >= got.size() || got[i] != want[i];
-  }
+  for (long& d : differ)
+    d = static_cast<long>(
+        compiler::testing::differing_bytes(compiled.infer(tpu, {{"x", x}}), want));
   return {differ[0], differ[1]};
 }
 

@@ -13,8 +13,8 @@
 #include "container/tflite_reader.h"
 #include "container/tflite_writer.h"
 #include "host/interpreter.h"
-#include "runtime/device_select.h"
-#include "runtime/edgetpu_delegate.h"
+#include "support/compiled_twin.h"
+#include "support/conv_parameters.h"
 #include "support/testdata.h"
 #include "support/twin_tensor.h"
 
@@ -23,14 +23,7 @@ namespace {
 
 using container::TensorType;
 using testing::twin_tensor;
-
-std::vector<uint8_t> le32(std::initializer_list<int32_t> values) {
-  std::vector<uint8_t> out;
-  for (int32_t v : values)
-    for (int i = 0; i < 4; ++i)
-      out.push_back(static_cast<uint8_t>(static_cast<uint32_t>(v) >> (8 * i)));
-  return out;
-}
+using twins::le32;
 
 // A colour tracker twin as TensorFlow's converter writes libredgetpu's: a uint8 H x W x 3 image,
 // one filter pixel (one positive channel weight, two negative), ReLU, the soft-argmax over the
@@ -124,12 +117,8 @@ void expect_runtime_equals_cpu(const container::Model& twin, int images, std::mt
   for (const OpDecision& d : r.partition.decisions) ASSERT_TRUE(d.mapped) << d.reason;
   const auto& image = twin.subgraphs.at(0).tensors.at(0);
   const int h = image.shape.at(1), w = image.shape.at(2);
-  host::InterpreterOptions cpu_options;
-  cpu_options.rounding = host::Rounding::kEdgeTpu;
-  host::Interpreter cpu(twin, cpu_options);
-  host::InterpreterOptions tpu_options;
-  runtime::add_edgetpu_delegate(tpu_options.delegates, runtime::open_virtual_edgetpu());
-  host::Interpreter tpu(container::read_tflite(r.tflite), tpu_options);
+  host::Interpreter cpu = testing::edgetpu_reference(twin);
+  host::Interpreter tpu = testing::virtual_edgetpu_interpreter(container::read_tflite(r.tflite));
   for (int i = 0; i < images; ++i) {
     const std::vector<uint8_t> x = colour_image(h, w, random);
     cpu.set_input(0, x);

@@ -12,9 +12,9 @@
 #include "container/tflite_reader.h"
 #include "container/tflite_writer.h"
 #include "host/interpreter.h"
-#include "runtime/device_select.h"
-#include "runtime/edgetpu_delegate.h"
+#include "support/compiled_twin.h"
 #include "support/conv_twin.h"
+#include "support/same_bytes.h"
 
 namespace tinycoral::compiler {
 namespace {
@@ -41,12 +41,8 @@ void expect_model_equals_cpu(const container::Model& twin, int h, int w, int cin
             compiled.subgraphs.at(0).tensors.at(static_cast<size_t>(op.inputs.at(0))).shape;
     }
   }
-  host::InterpreterOptions cpu_options;
-  cpu_options.rounding = host::Rounding::kEdgeTpu;
-  host::Interpreter cpu(twin, cpu_options);
-  host::InterpreterOptions tpu_options;
-  runtime::add_edgetpu_delegate(tpu_options.delegates, runtime::open_virtual_edgetpu());
-  host::Interpreter tpu(container::read_tflite(r.tflite), tpu_options);
+  host::Interpreter cpu = testing::edgetpu_reference(twin);
+  host::Interpreter tpu = testing::virtual_edgetpu_interpreter(container::read_tflite(r.tflite));
   ASSERT_EQ(tpu.num_inputs(), 1u);
   for (int inference = 0; inference < 2; ++inference) {
     std::vector<uint8_t> x(static_cast<size_t>(h) * w * cin);
@@ -55,13 +51,8 @@ void expect_model_equals_cpu(const container::Model& twin, int h, int w, int cin
     cpu.invoke();
     tpu.set_input(0, x);
     tpu.invoke();
-    const auto want = cpu.output_bytes(0);
-    const auto got = tpu.output_bytes(0);
-    ASSERT_EQ(got.size(), want.size());
-    size_t differ = 0;
-    for (size_t i = 0; i < want.size(); ++i) differ += got[i] != want[i];
-    EXPECT_EQ(differ, 0u) << "inference " << inference << ": " << differ << " of " << want.size()
-                          << " bytes differ";
+    EXPECT_TRUE(testing::same_bytes(tpu.output_bytes(0), cpu.output_bytes(0)))
+        << "inference " << inference;
   }
 }
 

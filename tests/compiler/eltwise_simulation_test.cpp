@@ -15,8 +15,6 @@
 #include "container/tflite_writer.h"
 #include "host/interpreter.h"
 #include "host/rounding.h"
-#include "runtime/device_select.h"
-#include "runtime/edgetpu_delegate.h"
 #include "support/compiled_twin.h"
 #include "support/eltwise_twin.h"
 #include "support/same_bytes.h"
@@ -32,6 +30,7 @@ using testing::edgetpu_reference;
 using testing::random_shape;
 using testing::same_bytes;
 using testing::twin;
+using testing::virtual_edgetpu_interpreter;
 
 void expect_equal_to_cpu(const Case& c, std::mt19937& random) {
   SCOPED_TRACE(describe(c));
@@ -142,9 +141,7 @@ TEST(EltwiseThroughTheRuntime, CompiledModelsEqualTheirTwinsInEveryByte) {
     const CompileResult r = compile_model(container::write_tflite(model));
     ASSERT_EQ(r.edgetpu_subgraphs, 1);
     host::Interpreter cpu = edgetpu_reference(model);
-    host::InterpreterOptions tpu_options;
-    runtime::add_edgetpu_delegate(tpu_options.delegates, runtime::open_virtual_edgetpu());
-    host::Interpreter tpu(container::read_tflite(r.tflite), tpu_options);
+    host::Interpreter tpu = virtual_edgetpu_interpreter(container::read_tflite(r.tflite));
     ASSERT_EQ(tpu.num_inputs(), c.same ? 1u : 2u);
     int64_t elements = 1;
     for (int32_t d : c.shape) elements *= d;

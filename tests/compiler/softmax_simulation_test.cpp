@@ -14,6 +14,7 @@
 #include "host/interpreter.h"
 #include "host/rounding.h"
 #include "support/compiled_twin.h"
+#include "support/conv_parameters.h"
 #include "support/testdata.h"
 #include "support/twin_tensor.h"
 
@@ -34,9 +35,7 @@ container::Model softmax_twin(int h, int w, std::mt19937& random) {
   // The weighted sums lie within 127 s_w: spread them over most of the int8 range.
   const float sy = std::max(sw[0], sw[1]) * 127.0f / 100.0f;
   const int y_zp = static_cast<int>(random() % 61) - 30;
-  container::Buffer shape, wx, wy;
-  for (int32_t v : {1, n})
-    for (int i = 0; i < 4; ++i) shape.data.push_back(static_cast<uint8_t>(v >> (8 * i)));
+  container::Buffer shape{twins::le32({1, n})}, wx, wy;
   for (container::Buffer* b : {&wx, &wy}) {
     b->data.resize(static_cast<size_t>(n));
     for (auto& v : b->data) v = static_cast<uint8_t>(static_cast<int>(random() % 255) - 127);

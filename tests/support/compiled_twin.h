@@ -1,10 +1,11 @@
 // Test and bench helper: what compile_model makes of a CPU twin - the result, its written
-// *_edgetpu.tflite read back and the executables of its first custom op - and the CPU reference
-// in the chip's rounding that the chip's bytes are compared with.
+// *_edgetpu.tflite read back and the executables of its first custom op - the compiled model run
+// through the runtime, and the CPU reference in the chip's rounding that both are compared with.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "chip/sim_runner.h"
@@ -12,6 +13,8 @@
 #include "container/edgetpu_model.h"
 #include "container/tflite_writer.h"
 #include "host/interpreter.h"
+#include "runtime/device_select.h"
+#include "runtime/edgetpu_delegate.h"
 
 namespace tinycoral::compiler::testing {
 
@@ -46,6 +49,14 @@ struct CompiledTwin {
   container::EdgeTpuModel model;  // empty when every operator stayed on the CPU
   chip::testing::PackageExecutables exes;
 };
+
+// A compiled model as users run it: the host interpreter with the edgetpu-custom-op delegate on a
+// virtual Edge TPU.
+inline host::Interpreter virtual_edgetpu_interpreter(container::Model compiled) {
+  host::InterpreterOptions options;
+  runtime::add_edgetpu_delegate(options.delegates, runtime::open_virtual_edgetpu());
+  return host::Interpreter(std::move(compiled), options);
+}
 
 // The CPU reference in `edgetpu` rounding.
 inline host::Interpreter edgetpu_reference(const container::Model& twin) {

@@ -15,6 +15,7 @@
 
 #include "support/compiled_twin.h"
 #include "support/conv_parameters.h"
+#include "support/same_bytes.h"
 #include "support/twin_tensor.h"
 
 namespace tinycoral::compiler::testing {
@@ -157,9 +158,7 @@ inline ChipCheck check_on_chip(const DepthwiseShape& s, std::mt19937& random) {
   for (int inference = 0; inference < 2; ++inference) {
     std::vector<uint8_t> got = compiled.infer(chip, {{"x", device_x}});
     for (auto& b : got) b ^= flip;
-    size_t differ = got.size() == want.size() ? 0 : want.size();
-    for (size_t i = 0; i < want.size() && i < got.size(); ++i) differ += got[i] != want[i];
-    r.differ[inference] = differ;
+    r.differ[inference] = differing_bytes(got, want);
   }
   r.fault = chip.fault();
   return r;
