@@ -30,11 +30,8 @@ int64_t run_case(int h, int w, int cin, const std::vector<ConvSpec>& specs, std:
     return -1;
   }
   host::Interpreter cpu = compiler::testing::edgetpu_reference(twin);
-  std::vector<uint8_t> x(static_cast<size_t>(h) * w * cin);
-  for (auto& b : x) b = static_cast<uint8_t>(random());
-  cpu.set_input(0, x);
-  cpu.invoke();
-  const auto want = cpu.output_bytes(0);
+  const auto x = compiler::testing::random_bytes(static_cast<size_t>(h) * w * cin, random);
+  const std::vector<uint8_t> want = compiler::testing::reference_output(cpu, x);
   chip::VirtualEdgeTpu chip;
   compiled.cache_parameters(chip);
   bytes += want.size();
@@ -42,37 +39,42 @@ int64_t run_case(int h, int w, int cin, const std::vector<ConvSpec>& specs, std:
       compiler::testing::differing_bytes(compiled.infer(chip, {{"x", x}}), want));
 }
 
-void sweep(benchmark::State& state, bool chains, bool few_channels = false) {
-  std::mt19937 random(static_cast<uint32_t>(state.range(0)));
+// A sweep's cases, refused and mismatching ones, and compared bytes, reported as counters.
+struct Tally {
+  benchmark::State& state;
   int64_t cases = 0, failed = 0, refused = 0;
   size_t bytes = 0;
+
+  // Runs one case; false (the benchmark stopped with the case's description) when bytes differ.
+  bool run(int h, int w, int cin, const std::vector<ConvSpec>& specs, std::mt19937& random) {
+    const int64_t d = run_case(h, w, cin, specs, random, bytes);
+    ++cases;
+    if (d < 0) ++refused;
+    if (d <= 0) return true;
+    ++failed;
+    state.SkipWithError(compiler::twins::describe(h, w, cin, specs).c_str());
+    return false;
+  }
+  void report() const {
+    state.counters["cases"] = static_cast<double>(cases);
+    state.counters["refused"] = static_cast<double>(refused);
+    state.counters["mismatching"] = static_cast<double>(failed);
+    state.counters["bytes_equal"] = static_cast<double>(bytes);
+  }
+};
+
+void sweep(benchmark::State& state, bool chains, bool few_channels = false) {
+  std::mt19937 random(static_cast<uint32_t>(state.range(0)));
+  Tally tally{state};
   for (auto _ : state) {
     const auto c = few_channels ? compiler::twins::random_few_channel_case(random, 32)
                                 : compiler::twins::random_case(random, 32);
     std::vector<ConvSpec> specs{c.spec};
-    if (chains) {
-      specs[0].cout = specs[0].cout <= 64 ? (specs[0].cout + 3) / 4 * 4 : specs[0].cout;
-      const int layers = 2 + static_cast<int>(random() % 3);
-      for (int j = 1; j < layers; ++j) {
-        ConvSpec s = compiler::twins::random_case(random).spec;
-        s.same = true;
-        if (j + 1 < layers) s.cout = s.cout <= 64 ? (s.cout + 3) / 4 * 4 : s.cout;
-        specs.push_back(s);
-      }
-    }
-    const int64_t d = run_case(c.h, c.w, c.cin, specs, random, bytes);
-    ++cases;
-    if (d < 0) ++refused;
-    if (d > 0) {
-      ++failed;
-      state.SkipWithError(compiler::twins::describe(c.h, c.w, c.cin, specs).c_str());
-      break;
-    }
+    if (chains)
+      specs = compiler::twins::random_chain(c.spec, 2 + static_cast<int>(random() % 3), random);
+    if (!tally.run(c.h, c.w, c.cin, specs, random)) break;
   }
-  state.counters["cases"] = static_cast<double>(cases);
-  state.counters["refused"] = static_cast<double>(refused);
-  state.counters["mismatching"] = static_cast<double>(failed);
-  state.counters["bytes_equal"] = static_cast<double>(bytes);
+  tally.report();
 }
 
 // MobileNet-like chains: depthwise (k 1/3/5, stride 1/2, SAME) and pointwise layers in turn on
@@ -82,8 +84,7 @@ void BM_DepthwiseRandomChains(benchmark::State& state) {
   std::mt19937 random(static_cast<uint32_t>(state.range(0)));
   static const int kChannels[] = {4, 8, 12, 16, 32, 64, 128, 192};
   static const int kK[] = {1, 3, 3, 5};
-  int64_t cases = 0, failed = 0, refused = 0;
-  size_t bytes = 0;
+  Tally tally{state};
   for (auto _ : state) {
     const int h = 2 + static_cast<int>(random() % 31), w = 2 + static_cast<int>(random() % 31);
     const int cin = kChannels[random() % 8];
@@ -106,19 +107,9 @@ void BM_DepthwiseRandomChains(benchmark::State& state) {
       pool.stride = pool.k;
       if (oh == ow) specs.push_back(pool);
     }
-    const int64_t d = run_case(h, w, cin, specs, random, bytes);
-    ++cases;
-    if (d < 0) ++refused;
-    if (d > 0) {
-      ++failed;
-      state.SkipWithError(compiler::twins::describe(h, w, cin, specs).c_str());
-      break;
-    }
+    if (!tally.run(h, w, cin, specs, random)) break;
   }
-  state.counters["cases"] = static_cast<double>(cases);
-  state.counters["refused"] = static_cast<double>(refused);
-  state.counters["mismatching"] = static_cast<double>(failed);
-  state.counters["bytes_equal"] = static_cast<double>(bytes);
+  tally.report();
 }
 
 // The simulator's modeled stick time (250 MHz) of one inference of fixed layers: the first conv of

@@ -39,11 +39,8 @@ std::pair<long, long> check(int h, int w, int cin, const std::vector<ConvSpec>& 
     return {-1, -1};
   }
   host::Interpreter cpu = compiler::testing::edgetpu_reference(twin);
-  std::vector<uint8_t> x(static_cast<size_t>(h) * w * cin);
-  for (auto& v : x) v = static_cast<uint8_t>(random());
-  cpu.set_input(0, x);
-  cpu.invoke();
-  const auto want = cpu.output_bytes(0);
+  const auto x = compiler::testing::random_bytes(static_cast<size_t>(h) * w * cin, random);
+  const std::vector<uint8_t> want = compiler::testing::reference_output(cpu, x);
   bytes = want.size();
   chip::VirtualEdgeTpu tpu;
   compiled.cache_parameters(tpu);

@@ -25,6 +25,8 @@ namespace {
 using container::Activation;
 using testing::CompiledTwin;
 using testing::edgetpu_reference;
+using testing::random_bytes;
+using testing::reference_output;
 using testing::same_bytes;
 using twins::conv_twin;
 using twins::ConvSpec;
@@ -42,15 +44,11 @@ void expect_equal_to_cpu(int h, int w, int cin, const std::vector<ConvSpec>& spe
   ASSERT_NE(compiled.exes.caching, nullptr);
 
   host::Interpreter cpu = edgetpu_reference(twin);
-  std::vector<uint8_t> x(static_cast<size_t>(h) * w * cin);
-  for (auto& b : x) b = static_cast<uint8_t>(random());
-  cpu.set_input(0, x);
-  cpu.invoke();
+  const std::vector<uint8_t> x = random_bytes(static_cast<size_t>(h) * w * cin, random);
+  std::vector<uint8_t> want = reference_output(cpu, x);
   // int8 tensors reach the chip with their most significant bit flipped by the host
   // (SIGNED_FIXED_POINT8 layers): compare in the chip's uint8 domain.
   const uint8_t flip = int8_io ? 0x80 : 0;
-  const auto cpu_out = cpu.output_bytes(0);
-  std::vector<uint8_t> want(cpu_out.begin(), cpu_out.end());
   for (auto& b : want) b ^= flip;
   std::vector<uint8_t> device_x(x);
   for (auto& b : device_x) b ^= flip;
@@ -164,16 +162,8 @@ TEST(ConvChainOnTheVirtualEdgeTpu, RandomChainsEqualTheCpuReference) {
   std::mt19937 random(13);
   for (int i = 0; i < 8; ++i) {
     const RandomCase c = random_case(random);
-    std::vector<ConvSpec> specs{c.spec};
-    specs[0].cout = specs[0].cout <= 64 ? (specs[0].cout + 3) / 4 * 4 : specs[0].cout;
     const int layers = 2 + static_cast<int>(random() % 2);
-    for (int j = 1; j < layers; ++j) {
-      ConvSpec s = random_case(random).spec;
-      s.same = true;  // the maps shrink quickly otherwise
-      if (j + 1 < layers) s.cout = s.cout <= 64 ? (s.cout + 3) / 4 * 4 : s.cout;
-      specs.push_back(s);
-    }
-    expect_equal_to_cpu(c.h, c.w, c.cin, specs, random);
+    expect_equal_to_cpu(c.h, c.w, c.cin, twins::random_chain(c.spec, layers, random), random);
   }
 }
 

@@ -154,8 +154,7 @@ size_t expect_heads_equal(size_t& tiles, int h, int w, int cin, const std::vecto
   if (compiled.result.edgetpu_subgraphs != 1) return 0;
   const chip::testing::PackageExecutables& exes = compiled.exes;
   host::Interpreter cpu = edgetpu_reference(twin);
-  std::vector<uint8_t> x(static_cast<size_t>(h) * w * cin);
-  for (auto& b : x) b = static_cast<uint8_t>(random());
+  const std::vector<uint8_t> x = testing::random_bytes(static_cast<size_t>(h) * w * cin, random);
   cpu.set_input(0, x);
   cpu.invoke();
   const size_t outputs = twin.subgraphs.at(0).outputs.size();

@@ -95,11 +95,8 @@ void expect_equal_to_cpu(int n, int k, bool bias, std::mt19937& random,
   ASSERT_NE(compiled.exes.caching, nullptr);
 
   host::Interpreter cpu = testing::edgetpu_reference(twin);
-  std::vector<uint8_t> x(static_cast<size_t>(k));
-  for (auto& b : x) b = static_cast<uint8_t>(random());
-  cpu.set_input(0, x);
-  cpu.invoke();
-  const auto want = cpu.output_bytes(0);
+  const std::vector<uint8_t> x = testing::random_bytes(static_cast<size_t>(k), random);
+  const std::vector<uint8_t> want = testing::reference_output(cpu, x);
   // The quantization spreads the outputs: an all-saturated result would make equality cheap.
   size_t saturated = 0;
   for (uint8_t v : want) saturated += v == 0 || v == 255;

@@ -84,12 +84,8 @@ void expect_equal_to_cpu(int h, int w, int cin, const std::array<int, 4>& pad,
   const testing::CompiledTwin compiled(twin);
   ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1) << compiled.reason();
   host::Interpreter cpu = testing::edgetpu_reference(twin);
-  std::vector<uint8_t> x(static_cast<size_t>(h) * w * cin);
-  for (auto& b : x) b = static_cast<uint8_t>(random());
-  cpu.set_input(0, x);
-  cpu.invoke();
-  const auto cpu_out = cpu.output_bytes(0);
-  const std::vector<uint8_t> want(cpu_out.begin(), cpu_out.end());
+  const std::vector<uint8_t> x = testing::random_bytes(static_cast<size_t>(h) * w * cin, random);
+  const std::vector<uint8_t> want = testing::reference_output(cpu, x);
   EXPECT_GT(std::set<uint8_t>(want.begin(), want.end()).size(),
             std::min<size_t>(want.size() / 4, 16));
   chip::VirtualEdgeTpu chip;

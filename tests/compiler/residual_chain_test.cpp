@@ -19,6 +19,8 @@ namespace {
 using container::Activation;
 using testing::CompiledTwin;
 using testing::edgetpu_reference;
+using testing::random_bytes;
+using testing::reference_output;
 using testing::same_bytes;
 using twins::conv_twin;
 using twins::ConvSpec;
@@ -53,12 +55,8 @@ size_t expect_equal_to_cpu(int h, int w, int cin, const std::vector<ConvSpec>& s
   EXPECT_EQ(compiled.result.edgetpu_subgraphs, 1) << compiled.reason();
   if (compiled.result.edgetpu_subgraphs != 1) return 0;
   host::Interpreter cpu = edgetpu_reference(twin);
-  std::vector<uint8_t> x(static_cast<size_t>(h) * w * cin);
-  for (auto& b : x) b = static_cast<uint8_t>(random());
-  cpu.set_input(0, x);
-  cpu.invoke();
-  const auto cpu_out = cpu.output_bytes(0);
-  const std::vector<uint8_t> want(cpu_out.begin(), cpu_out.end());
+  const std::vector<uint8_t> x = random_bytes(static_cast<size_t>(h) * w * cin, random);
+  const std::vector<uint8_t> want = reference_output(cpu, x);
   size_t saturated = 0;
   for (uint8_t v : want) saturated += v == 0 || v == 255;
   EXPECT_LT(saturated * 4, want.size()) << "the test's output quantization saturates";

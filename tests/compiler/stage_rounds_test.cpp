@@ -33,12 +33,8 @@ TEST(StageRoundsOnTheVirtualEdgeTpu, MapsBeyondNarrowMemoryEqualTheCpuReference)
   chip::VirtualEdgeTpu chip;
   compiled.cache_parameters(chip);
   for (int inference = 0; inference < 2; ++inference) {
-    std::vector<uint8_t> x(static_cast<size_t>(h) * w * cin);
-    for (auto& b : x) b = static_cast<uint8_t>(random());
-    cpu.set_input(0, x);
-    cpu.invoke();
-    const auto cpu_out = cpu.output_bytes(0);
-    const std::vector<uint8_t> want(cpu_out.begin(), cpu_out.end());
+    const std::vector<uint8_t> x = testing::random_bytes(static_cast<size_t>(h) * w * cin, random);
+    const std::vector<uint8_t> want = testing::reference_output(cpu, x);
     EXPECT_GT(std::set<uint8_t>(want.begin(), want.end()).size(), 16u);
     EXPECT_TRUE(testing::same_bytes(compiled.infer(chip, {{"x", x}}), want))
         << "inference " << inference;

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <random>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -63,6 +65,21 @@ inline host::Interpreter edgetpu_reference(const container::Model& twin) {
   host::InterpreterOptions options;
   options.rounding = host::Rounding::kEdgeTpu;
   return host::Interpreter(twin, options);
+}
+
+// `n` random bytes: an image for the twin's input.
+inline std::vector<uint8_t> random_bytes(size_t n, std::mt19937& random) {
+  std::vector<uint8_t> x(n);
+  for (auto& b : x) b = static_cast<uint8_t>(random());
+  return x;
+}
+
+// `cpu`'s output 0 for input `x`.
+inline std::vector<uint8_t> reference_output(host::Interpreter& cpu, std::span<const uint8_t> x) {
+  cpu.set_input(0, x);
+  cpu.invoke();
+  const auto out = cpu.output_bytes(0);
+  return {out.begin(), out.end()};
 }
 
 }  // namespace tinycoral::compiler::testing

@@ -264,6 +264,22 @@ inline RandomCase random_case(std::mt19937& random, int max_side = 14) {
   return c;
 }
 
+// A chain of `layers` (2 or more) from `first` on: the layers after it random_case's, SAME (the
+// maps shrink quickly otherwise), every output but the last in whole words (a multiple of 4
+// channels up to 64).
+inline std::vector<ConvSpec> random_chain(ConvSpec first, int layers, std::mt19937& random) {
+  const auto whole_words = [](int cout) { return cout <= 64 ? (cout + 3) / 4 * 4 : cout; };
+  first.cout = whole_words(first.cout);
+  std::vector<ConvSpec> specs{first};
+  for (int j = 1; j < layers; ++j) {
+    ConvSpec s = random_case(random).spec;
+    s.same = true;
+    if (j + 1 < layers) s.cout = whole_words(s.cout);
+    specs.push_back(s);
+  }
+  return specs;
+}
+
 // The same on a 1-3 channel image: width a multiple of 4 (rows of whole words), an even height
 // when rows are 4 bytes past whole 8-byte units, and B x Cout <= 64 in multiples of 4 (B output
 // pixels per position: the least B with B stride Cin a multiple of 4).
