@@ -9,22 +9,22 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
 #include <iterator>
 #include <map>
-#include <optional>
 #include <random>
 #include <string>
 
 #include "chip/sim_runner.h"
 #include "compiler/compile.h"
+#include "compiler/googles_check_on_ours.h"
 #include "container/edgetpu_model.h"
 #include "container/tflite_reader.h"
 #include "host/image.h"
 #include "host/interpreter.h"
 #include "runtime/device_select.h"
 #include "runtime/edgetpu_delegate.h"
-#include "support/google_expectations.h"
+#include "support/compiled_twin.h"
+#include "support/same_bytes.h"
 #include "support/testdata.h"
 
 namespace tinycoral::compiler {
@@ -33,12 +33,6 @@ namespace {
 std::vector<uint8_t> read_bytes(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), {}};
-}
-
-size_t differing(std::span<const uint8_t> a, std::span<const uint8_t> b) {
-  size_t n = a.size() == b.size() ? 0 : std::max(a.size(), b.size());
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) n += a[i] != b[i];
-  return n;
 }
 
 // `model` (relative to the test data) compiled whole, checked as the file's comment says;
@@ -73,10 +67,8 @@ void expect_compiled_whole(const std::filesystem::path& data, const std::string&
   const auto& sg = twin_model.subgraphs.at(0);
   const container::Tensor& input = sg.tensors.at(static_cast<size_t>(sg.inputs.at(0)));
   const std::string final_name = sg.tensors.at(static_cast<size_t>(sg.outputs.at(0))).name;
-  host::InterpreterOptions edgetpu_rounding;
-  edgetpu_rounding.rounding = host::Rounding::kEdgeTpu;
-  host::Interpreter cpu(chip::testing::twin_with_outputs(twin_model, {final_name, logits.name}),
-                        edgetpu_rounding);
+  host::Interpreter cpu = testing::edgetpu_reference(
+      chip::testing::twin_with_outputs(twin_model, {final_name, logits.name}));
   host::InterpreterOptions tpu_options;
   runtime::add_edgetpu_delegate(tpu_options.delegates, runtime::open_virtual_edgetpu());
   host::Interpreter tpu(container::read_tflite(r.tflite), tpu_options);
@@ -101,23 +93,17 @@ void expect_compiled_whole(const std::filesystem::path& data, const std::string&
       const auto got = chip::testing::detile(
           logits, chip::testing::run_executable(chip, *exes.execution, {{in_layer.name, images[i]}})
                       .at(logits.name));
-      EXPECT_EQ(differing(got, want_logits), 0u)
-          << "logits of inference " << inference << " (" << want_logits.size() << " bytes)";
+      EXPECT_TRUE(testing::same_bytes(got, want_logits)) << "logits of inference " << inference;
     }
     tpu.set_input(0, images[i]);
     tpu.invoke();
-    EXPECT_EQ(differing(tpu.output_bytes(0), cpu.output_bytes(0)), 0u) << "the model's output";
+    EXPECT_TRUE(testing::same_bytes(tpu.output_bytes(0), cpu.output_bytes(0)))
+        << "the model's output";
   }
   EXPECT_EQ(chip.fault(), "");
   if (google_row.empty()) return;
 
-  // Google's check of its own compiled file, on ours.
-  std::string why;
-  const std::optional<host::CheckResult> result = host::run_expectation_on_ours(
-      data, google_row, r.tflite, host::interpreter_device(tpu_options), why);
-  if (!result) GTEST_SKIP() << why;
-  std::cout << google_row << " on our file: " << result->detail << "\n";
-  EXPECT_EQ(result->status, host::CheckStatus::kPass) << result->detail;
+  testing::expect_googles_check_passes(data, google_row, r.tflite, tpu_options);
 }
 
 TEST(MobileNetCompiledWhole, V1QuarterGen2020EqualsItsTwinAndPassesGooglesCheck) {

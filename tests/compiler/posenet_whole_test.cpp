@@ -7,20 +7,20 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <iostream>
 #include <map>
-#include <optional>
 #include <string>
 
 #include "chip/sim_runner.h"
 #include "compiler/compile.h"
+#include "compiler/googles_check_on_ours.h"
 #include "container/tflite_reader.h"
 #include "container/tflite_writer.h"
 #include "host/image.h"
 #include "host/interpreter.h"
 #include "runtime/device_select.h"
 #include "runtime/edgetpu_delegate.h"
-#include "support/google_expectations.h"
+#include "support/compiled_twin.h"
+#include "support/same_bytes.h"
 #include "support/testdata.h"
 
 namespace tinycoral::compiler {
@@ -43,9 +43,8 @@ void expect_posenet_whole(const std::filesystem::path& data, const std::string& 
   std::vector<std::string> names;
   for (int t : sg.operators.back().inputs)
     names.push_back(sg.tensors.at(static_cast<size_t>(t)).name);
-  host::InterpreterOptions cpu_options;
-  cpu_options.rounding = host::Rounding::kEdgeTpu;
-  host::Interpreter reference(chip::testing::twin_with_outputs(twin, names), cpu_options);
+  host::Interpreter reference =
+      testing::edgetpu_reference(chip::testing::twin_with_outputs(twin, names));
   host::InterpreterOptions tpu_options;
   runtime::add_edgetpu_delegate(tpu_options.delegates, runtime::open_virtual_edgetpu());
   host::Interpreter tpu(chip::testing::twin_with_outputs(ours, names), tpu_options);
@@ -59,21 +58,10 @@ void expect_posenet_whole(const std::filesystem::path& data, const std::string& 
   tpu.set_input(0, bytes);
   tpu.invoke();
   for (size_t o = 0; o < names.size(); ++o) {
-    const auto want = reference.output_bytes(o);
-    const auto got = tpu.output_bytes(o);
-    ASSERT_EQ(got.size(), want.size()) << names[o];
-    size_t differ = 0;
-    for (size_t i = 0; i < want.size(); ++i) differ += got[i] != want[i];
-    EXPECT_EQ(differ, 0u) << names[o] << ": " << differ << " of " << want.size() << " bytes differ";
+    EXPECT_TRUE(testing::same_bytes(tpu.output_bytes(o), reference.output_bytes(o))) << names[o];
   }
 
-  // Google's check of its own compiled file, on ours.
-  std::string why;
-  const std::optional<host::CheckResult> result = host::run_expectation_on_ours(
-      data, google_row, r.tflite, host::interpreter_device(tpu_options), why);
-  if (!result) GTEST_SKIP() << why;
-  std::cout << google_row << " on our file: " << result->detail << "\n";
-  EXPECT_EQ(result->status, host::CheckStatus::kPass) << result->detail;
+  testing::expect_googles_check_passes(data, google_row, r.tflite, tpu_options);
 }
 
 TEST(PoseNetCompiledWhole, Gen2020EqualsItsTwinAndPassesGooglesCheck) {
