@@ -104,13 +104,9 @@ llm::ChipBatchStats expect_batch_equals_int8(const llm::Checkpoint& ck, const ll
 // and w2 as programs, the gate on the host).
 TEST(BatchPath, BothTestCheckpointsGiveEverySequenceTheInt8PathsTokens) {
   TINYCORAL_REQUIRE_TESTDATA(data);
-  for (const std::string name : {"rand_gqa", "rand15M"}) {
-    SCOPED_TRACE(name);
-    std::string why;
-    const auto model = reference_model(data, name, why);
-    if (!model) GTEST_SKIP() << why;
-    const llm::Checkpoint& ck = model->ck;
-    const llm::Tokenizer& tok = model->tok;
+  for_each_reference_model(data, [](const std::string& name, const LoadedModel& model) {
+    const llm::Checkpoint& ck = model.ck;
+    const llm::Tokenizer& tok = model.tok;
     const bool big = name == "rand15M";
     for (const bool ffn_programs : {true, false}) {
       if (big && !ffn_programs) continue;  // the split FFN's programs are rand_gqa's, larger
@@ -123,7 +119,7 @@ TEST(BatchPath, BothTestCheckpointsGiveEverySequenceTheInt8PathsTokens) {
       // q+k+v, o, the FFN per layer; split: w1+w3 and w2, as in step a.
       EXPECT_EQ(s.programs, (ffn_programs ? 3 : 4) * ck.config.n_layers);
     }
-  }
+  });
 }
 
 // The default arithmetic, the fused layers' (RMSNorm folded into q, k, v, the residual add in
@@ -133,13 +129,9 @@ TEST(BatchPath, BothTestCheckpointsGiveEverySequenceTheInt8PathsTokens) {
 // computed by the host from v.
 TEST(BatchPath, FusedLayersGiveEverySequenceTheInt8PathsTokens) {
   TINYCORAL_REQUIRE_TESTDATA(data);
-  for (const std::string name : {"rand_gqa", "rand15M"}) {
-    SCOPED_TRACE(name);
-    std::string why;
-    const auto model = reference_model(data, name, why);
-    if (!model) GTEST_SKIP() << why;
-    const llm::Checkpoint& ck = model->ck;
-    const llm::Tokenizer& tok = model->tok;
+  for_each_reference_model(data, [](const std::string& name, const LoadedModel& model) {
+    const llm::Checkpoint& ck = model.ck;
+    const llm::Tokenizer& tok = model.tok;
     const bool big = name == "rand15M";
     const llm::Config& c = ck.config;
     for (const bool values_on_host : {false, true}) {
@@ -160,7 +152,8 @@ TEST(BatchPath, FusedLayersGiveEverySequenceTheInt8PathsTokens) {
         EXPECT_EQ(s.programs, 2 * c.n_layers);  // q+k+v, the FFN
       }
     }
-  }
+  });
+  if (IsSkipped()) return;
   // u on the chip: 8 heads of dim 320: u's 40 groups do not fit one program, so one per kv head
   // (4); head size 14: v's slices are not whole words, so one per kv head (2) as well.
   struct Case {

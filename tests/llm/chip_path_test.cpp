@@ -67,13 +67,9 @@ void expect_chip_equals_int8(const llm::Checkpoint& ck, const llm::Tokenizer& to
 
 TEST(ChipPathStepA, BothTestCheckpointsGiveTheInt8PathsLogitsBitForBit) {
   TINYCORAL_REQUIRE_TESTDATA(data);
-  for (const std::string name : {"rand_gqa", "rand15M"}) {
-    SCOPED_TRACE(name);
-    std::string why;
-    const auto model = reference_model(data, name, why);
-    if (!model) GTEST_SKIP() << why;
-    const llm::Checkpoint& ck = model->ck;
-    const llm::Tokenizer& tok = model->tok;
+  for_each_reference_model(data, [](const std::string& name, const LoadedModel& model) {
+    const llm::Checkpoint& ck = model.ck;
+    const llm::Tokenizer& tok = model.tok;
     llm::ChipPathStats s;
     expect_chip_equals_int8(ck, tok, name == "rand15M" ? 6 : 16, s, {.fused_layers = false});
     EXPECT_EQ(s.chip_matmuls, 7 * ck.config.n_layers);
@@ -89,7 +85,7 @@ TEST(ChipPathStepA, BothTestCheckpointsGiveTheInt8PathsLogitsBitForBit) {
               int64_t{ck.config.n_layers} * ck.config.dim *
                   (2 * ck.config.dim + 2 * ck.config.kv_dim() + 3 * ck.config.hidden_dim));
     EXPECT_GT(s.modeled.total_ms_high(), 0);
-  }
+  });
 }
 
 TEST(ChipPathStepA, OddShapesArePaddedOrSplitExactly) {
@@ -137,13 +133,9 @@ TEST(ChipPathStepB, FusedFfnWithPaddedShapesIsExact) {
 // bit for bit on both test checkpoints.
 TEST(ChipPathStepC, FusedLayersGiveTheInt8PathsLogitsBitForBit) {
   TINYCORAL_REQUIRE_TESTDATA(data);
-  for (const std::string name : {"rand_gqa", "rand15M"}) {
-    SCOPED_TRACE(name);
-    std::string why;
-    const auto model = reference_model(data, name, why);
-    if (!model) GTEST_SKIP() << why;
-    const llm::Checkpoint& ck = model->ck;
-    const llm::Tokenizer& tok = model->tok;
+  for_each_reference_model(data, [](const std::string& name, const LoadedModel& model) {
+    const llm::Checkpoint& ck = model.ck;
+    const llm::Tokenizer& tok = model.tok;
     llm::ChipPathStats s;
     expect_chip_equals_int8(ck, tok, name == "rand15M" ? 6 : 16, s, {.fused_layers = true});
     const int layers = ck.config.n_layers;
@@ -153,7 +145,7 @@ TEST(ChipPathStepC, FusedLayersGiveTheInt8PathsLogitsBitForBit) {
     EXPECT_EQ(s.chained_layers, layers - 1);
     EXPECT_EQ(s.programs, layers + 1);  // layer 0's q, k, v, u; per layer the chain
     EXPECT_LE(s.max_tile_units, 0x2000);
-  }
+  });
 }
 
 // The start of step d (Int8Options::chip_scores): attention's scores of every layer on the chip,
@@ -161,21 +153,17 @@ TEST(ChipPathStepC, FusedLayersGiveTheInt8PathsLogitsBitForBit) {
 // written there as its token arrives; the int8 path's logits bit for bit on both test checkpoints.
 TEST(ChipPathStepD, ScoresOnTheChipGiveTheInt8PathsLogitsBitForBit) {
   TINYCORAL_REQUIRE_TESTDATA(data);
-  for (const std::string name : {"rand_gqa", "rand15M"}) {
-    SCOPED_TRACE(name);
-    std::string why;
-    const auto model = reference_model(data, name, why);
-    if (!model) GTEST_SKIP() << why;
+  for_each_reference_model(data, [](const std::string& name, const LoadedModel& model) {
     llm::ChipPathStats s;
-    expect_chip_equals_int8(model->ck, model->tok, name == "rand15M" ? 6 : 16, s,
+    expect_chip_equals_int8(model.ck, model.tok, name == "rand15M" ? 6 : 16, s,
                             {.fused_layers = true, .chip_attention = true, .chip_scores = true});
-    const int layers = model->ck.config.n_layers;
+    const int layers = model.ck.config.n_layers;
     EXPECT_EQ(s.scores_layers, layers);
     EXPECT_EQ(s.softmax_layers, layers);  // the softmax on the scalar core in each of them
     EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
     EXPECT_EQ(s.programs, 2 * layers + 1);  // and the scores of each layer
     EXPECT_LE(s.max_tile_units, 0x2000);
-  }
+  });
 }
 
 // Shapes that are not the test checkpoints' with fused layers, each the int8 path's logits bit for

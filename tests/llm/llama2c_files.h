@@ -3,12 +3,14 @@
 // (too big to store) once per machine into a cache folder under the temp directory.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <random>
 #include <string>
@@ -226,6 +228,20 @@ inline std::optional<LoadedModel> reference_model(const std::filesystem::path& t
   llm::Tokenizer tok =
       llm::Tokenizer::load(llama2c_dir(testdata) / "tokenizer.bin", ck.config.vocab_size);
   return LoadedModel{std::move(ck), std::move(tok)};
+}
+
+// Runs `check` on each test checkpoint, rand_gqa then rand15M, traced with its name; without them
+// the test is skipped (the caller goes on: call this last, or return when IsSkipped()).
+inline void for_each_reference_model(
+    const std::filesystem::path& testdata,
+    const std::function<void(const std::string& name, const LoadedModel& model)>& check) {
+  for (const std::string name : {"rand_gqa", "rand15M"}) {
+    SCOPED_TRACE(name);
+    std::string why;
+    const auto model = reference_model(testdata, name, why);
+    if (!model) GTEST_SKIP() << why;
+    check(name, *model);
+  }
 }
 
 }  // namespace tinycoral::testing
