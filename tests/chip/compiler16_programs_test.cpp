@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <random>
 #include <string>
 
 #include "chip/sim_runner.h"
@@ -109,39 +108,7 @@ TEST(Compiler16ProgramsOnTheChip, ColorFiltersEqualTheirTwinsInEveryByte) {
 // and the second inference on the same chip equals the first.
 TEST(Compiler16ProgramsOnTheChip, LoomingEqualsItsTwinInEveryByte) {
   TINYCORAL_REQUIRE_TESTDATA(data);
-  const auto compiled =
-      container::read_edgetpu_model_file(data / "libredgetpu/looming_64x64_3x3_edgetpu.tflite");
-  const auto exes = testing::executables_of(compiled);
-  ASSERT_NE(exes.execution, nullptr);
-  ASSERT_EQ(exes.execution->input_layers.size(), 1u);
-  ASSERT_EQ(exes.execution->output_layers.size(), 1u);
-  host::InterpreterOptions options;
-  options.rounding = host::Rounding::kEdgeTpu;
-  host::Interpreter cpu(container::read_tflite_file(data / "libredgetpu/looming_64x64_3x3.tflite"),
-                        options);
-  VirtualEdgeTpu chip;
-  if (exes.caching) testing::run_executable(chip, *exes.caching, {});
-  const auto& in_layer = exes.execution->input_layers[0];
-  const auto& out_layer = exes.execution->output_layers[0];
-  std::mt19937 generator(3);
-  for (int image = 0; image < 3; ++image) {
-    SCOPED_TRACE(image);
-    std::vector<uint8_t> bytes(64 * 64);
-    for (auto& b : bytes) b = static_cast<uint8_t>(generator());
-    cpu.set_input(0, bytes);
-    cpu.invoke();
-    const auto out = cpu.output_bytes(0);
-    const std::vector<uint8_t> want(out.begin(), out.end());
-    testing::Buffers inputs;
-    inputs[in_layer.name] = bytes;
-    const auto first = testing::detile(
-        out_layer, testing::run_executable(chip, *exes.execution, inputs).at(out_layer.name));
-    const auto second = testing::detile(
-        out_layer, testing::run_executable(chip, *exes.execution, inputs).at(out_layer.name));
-    EXPECT_EQ(chip.fault(), "");
-    EXPECT_EQ(first, want);
-    EXPECT_EQ(second, want);
-  }
+  expect_every_byte_of_the_twin(data, "looming_64x64_3x3", 3);
 }
 
 TEST(PerChannelProgramsOnTheChip, Dense256) {
