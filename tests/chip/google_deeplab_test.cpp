@@ -42,14 +42,7 @@ void expect_outputs_equal_the_twin(const std::string& model) {
   cpu.set_input(0, bytes);
   cpu.invoke();
 
-  testing::Buffers inputs;
-  inputs[exes.execution->input_layers.at(0).name] = bytes;
-  VirtualEdgeTpu chip;
-  if (exes.caching) testing::run_executable(chip, *exes.caching, {});
-  const auto first = testing::run_executable(chip, *exes.execution, inputs);
-  const auto second = testing::run_executable(chip, *exes.execution, inputs);
-  EXPECT_EQ(first, second) << "the second inference differs from the first";
-  ASSERT_EQ(chip.fault(), "");
+  const testing::Buffers second = testing::run_chip_twice(exes, bytes);
 
   for (size_t i = 0; i < exes.execution->output_layers.size(); ++i) {
     const auto& layer = exes.execution->output_layers[i];

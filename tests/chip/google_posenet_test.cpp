@@ -30,21 +30,6 @@ std::vector<uint8_t> run_on_test_image(const std::filesystem::path& data, host::
   return bytes;
 }
 
-// Caches the parameters, runs the execution program twice on `bytes` (the runs must agree and the
-// chip must not fault) and returns the second run's outputs.
-testing::Buffers run_chip_twice(const testing::PackageExecutables& exes,
-                                const std::vector<uint8_t>& bytes) {
-  testing::Buffers inputs;
-  inputs[exes.execution->input_layers.at(0).name] = bytes;
-  VirtualEdgeTpu chip;
-  if (exes.caching) testing::run_executable(chip, *exes.caching, {});
-  const auto first = testing::run_executable(chip, *exes.execution, inputs);
-  auto second = testing::run_executable(chip, *exes.execution, inputs);
-  EXPECT_EQ(first, second) << "the second inference differs from the first";
-  EXPECT_EQ(chip.fault(), "");
-  return second;
-}
-
 struct TwinTensor {
   std::vector<uint8_t> bytes;
   float scale = 0;
@@ -79,7 +64,7 @@ TEST(GooglePoseNetOnTheChip, OutputsMatchTheTwin) {
     twin[i].bytes.assign(b.begin(), b.end());
   }
 
-  const auto second = run_chip_twice(exes, bytes);
+  const auto second = testing::run_chip_twice(exes, bytes);
 
   ASSERT_EQ(exes.execution->output_layers.size(), 3u);
   for (const auto& layer : exes.execution->output_layers) {
@@ -128,7 +113,7 @@ TEST(GooglePoseNetOnTheChip, PerChannelGen2021OutputsEqualTheTwin) {
   host::Interpreter cpu(std::move(twin_model), options);
   const auto bytes = run_on_test_image(data, cpu);
 
-  const auto second = run_chip_twice(exes, bytes);
+  const auto second = testing::run_chip_twice(exes, bytes);
   for (size_t i = 0; i < exes.execution->output_layers.size(); ++i) {
     const auto& layer = exes.execution->output_layers[i];
     const auto got = testing::detile(layer, second.at(layer.name));

@@ -127,6 +127,20 @@ inline PackageExecutables executables_of(const container::EdgeTpuModel& model, s
   return p;
 }
 
+// Caches the parameters on a new chip, runs the execution program twice on `bytes` (its one input
+// layer; the runs must agree and the chip must not fault) and returns the second run's outputs.
+inline Buffers run_chip_twice(const PackageExecutables& exes, const std::vector<uint8_t>& bytes) {
+  Buffers inputs;
+  inputs[exes.execution->input_layers.at(0).name] = bytes;
+  VirtualEdgeTpu chip;
+  if (exes.caching) run_executable(chip, *exes.caching, {});
+  const auto first = run_executable(chip, *exes.execution, inputs);
+  auto second = run_executable(chip, *exes.execution, inputs);
+  EXPECT_EQ(first, second) << "the second inference differs from the first";
+  EXPECT_EQ(chip.fault(), "");
+  return second;
+}
+
 // Random bytes (a fixed seed) for every input layer of an executable.
 inline Buffers random_inputs(const container::Executable& exe, uint32_t seed) {
   std::mt19937 generator(seed);
