@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/bits.h"
@@ -28,6 +30,12 @@ class ProgramBuilder {
     specs_.push_back(spec);
     set(starts_.size() - 1, "opcode", opcode);
     return starts_.size() - 1;
+  }
+  // Appends an instruction of `opcode` with `fields` set and returns its index.
+  size_t add(uint8_t opcode, std::initializer_list<std::pair<std::string_view, int64_t>> fields) {
+    const size_t i = add(opcode);
+    for (const auto& [name, value] : fields) set(i, name, value);
+    return i;
   }
   // Sets field `name` of instruction `index` to `value` (its low bits for a signed field).
   void set(size_t index, std::string_view name, int64_t value) {

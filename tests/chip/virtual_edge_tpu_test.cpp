@@ -68,14 +68,10 @@ TEST(ScalarCore, PredicatedBundleRunsOnlyWhenItsPredicateMatches) {
 // increment bit) moves scalar-memory words and leaves both address registers past the block.
 TEST(ScalarCore, StoreWithPostIncrementCopiesABlock) {
   ProgramBuilder p;
-  auto bundle = [&p](std::initializer_list<std::pair<const char*, int64_t>> fields) {
-    const size_t i = p.add(0x20);
-    for (const auto& [name, value] : fields) p.set(i, name, value);
-  };
   p.movi(1, 100);
   for (uint32_t k = 0; k < 3; ++k) {  // smem[100 + k] = 11 (k + 1)
     p.movi(2, 11 * (k + 1));
-    bundle({{"v_op", 4}, {"v_offset", 1}, {"vs_reg", 2}});
+    p.add(0x20, {{"v_op", 4}, {"v_offset", 1}, {"vs_reg", 2}});
     p.addi(1, 1, 1);
   }
   p.movi(7, 100);
@@ -83,11 +79,11 @@ TEST(ScalarCore, StoreWithPostIncrementCopiesABlock) {
   const size_t loop = p.add(0x23);
   p.set(loop, "count", 3);
   p.set(loop, "body", 3);
-  bundle({{"enable_vector", 3}, {"vs_reg_v1", 6}, {"imm_size", 0x27}});  // s6 = smem[s7++]
-  p.add(0x20);                                                           // nop
-  bundle({{"v_op", 6}, {"v_offset", 0x28}, {"vs_reg", 6}});              // smem[s8++] = s6
+  p.add(0x20, {{"enable_vector", 3}, {"vs_reg_v1", 6}, {"imm_size", 0x27}});  // s6 = smem[s7++]
+  p.add(0x20);                                                                // nop
+  p.add(0x20, {{"v_op", 6}, {"v_offset", 0x28}, {"vs_reg", 6}});              // smem[s8++] = s6
   p.movi(13, 202);
-  bundle({{"enable_vector", 2}, {"vs_reg_v1", 12}, {"imm_size", 13}});  // s12 = smem[s13]
+  p.add(0x20, {{"enable_vector", 2}, {"vs_reg_v1", 12}, {"imm_size", 13}});  // s12 = smem[s13]
   interrupt(p, 12);
   interrupt(p, 8);
   VirtualEdgeTpu chip;
@@ -104,16 +100,12 @@ TEST(ScalarCore, StoreWithPostIncrementCopiesABlock) {
 // 0xffe), and branches without condition bits, always taken, beside the p0-conditional form.
 TEST(ScalarCore, ImmediateAddressLoadStoreAndUnconditionalBranch) {
   ProgramBuilder p;
-  auto bundle = [&p](std::initializer_list<std::pair<const char*, int64_t>> fields) {
-    const size_t i = p.add(0x20);
-    for (const auto& [name, value] : fields) p.set(i, name, value);
-    return i;
-  };
   p.movi(2, 77);
-  bundle({{"v_op", 2}, {"v_cmd", 0xf}, {"v_offset", 0xfe}, {"vs_reg", 2}});  // smem[0xffe] = s2
-  bundle({{"enable_vector", 1}, {"vs_reg_v1", 4}, {"imm_size", 0xffe}});     // s4 = smem[0xffe]
-  bundle({{"s_op", 0x29}, {"s_x", 0}, {"s_y", 4}});  // p0 = (s4 == 0): false
-  const size_t conditional = p.add(0x22);            // while p0: not taken
+  p.add(0x20,
+        {{"v_op", 2}, {"v_cmd", 0xf}, {"v_offset", 0xfe}, {"vs_reg", 2}});     // smem[0xffe] = s2
+  p.add(0x20, {{"enable_vector", 1}, {"vs_reg_v1", 4}, {"imm_size", 0xffe}});  // s4 = smem[0xffe]
+  p.add(0x20, {{"s_op", 0x29}, {"s_x", 0}, {"s_y", 4}});  // p0 = (s4 == 0): false
+  const size_t conditional = p.add(0x22);                 // while p0: not taken
   p.set(conditional, "k12", 1);
   p.set(conditional, "k16", 1);
   p.set(conditional, "offset", 2);
