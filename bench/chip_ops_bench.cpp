@@ -44,6 +44,19 @@ OpTtu ttu(int64_t base, std::initializer_list<std::pair<int64_t, uint32_t>> dims
   return t;
 }
 
+// Times `op` on `tile` and reports its multiply-accumulates per second (`macs` per run; the
+// narrow byte at `probe`, which it writes, keeps the run from being optimized away).
+void time_op(benchmark::State& state, const OpInstr& op, Tile& tile, double macs, size_t probe) {
+  const OpClass* cls = ops::classify(op);
+  for (auto _ : state) {
+    OpEnv env(tile, op);
+    cls->run(op, env);
+    benchmark::DoNotOptimize(tile.narrow[probe]);
+  }
+  state.counters["MAC/s"] = benchmark::Counter(macs * static_cast<double>(state.iterations()),
+                                               benchmark::Counter::kIsRate);
+}
+
 // 64 positions x K = 256 (2 chunks of 32 words) -> 128 outputs (2 groups).
 void BM_ConvKChunked(benchmark::State& state) {
   OpInstr op;
@@ -58,20 +71,13 @@ void BM_ConvKChunked(benchmark::State& state) {
   Tile tile;
   for (size_t i = 0; i < 16384; ++i) tile.narrow[i] = static_cast<uint8_t>(i * 7);
   if (state.range(0)) make_per_channel(op, tile, 128);
-  const OpClass* cls = ops::classify(op);
   for (uint32_t r = 0; r < 32; ++r)
     for (int f = 0; f < 4; ++f) {
       std::array<uint8_t, kWideRowBytes> row;
       for (size_t i = 0; i < row.size(); ++i) row[i] = static_cast<uint8_t>(i + r + f);
       tile.fifo_rows[(4096 + 4 * r) / 4].fills.push_back(row);
     }
-  for (auto _ : state) {
-    OpEnv env(tile, op);
-    cls->run(op, env);
-    benchmark::DoNotOptimize(tile.narrow[32768]);
-  }
-  state.counters["MAC/s"] =
-      benchmark::Counter(64.0 * 256 * 128 * state.iterations(), benchmark::Counter::kIsRate);
+  time_op(state, op, tile, 64.0 * 256 * 128, 32768);
 }
 BENCHMARK(BM_ConvKChunked)->Arg(0)->Arg(1);
 
@@ -89,20 +95,13 @@ void BM_Depthwise(benchmark::State& state) {
   Tile tile;
   for (size_t i = 0; i < 65536; ++i) tile.narrow[i] = static_cast<uint8_t>(i * 13);
   if (state.range(0)) make_per_channel(op, tile, 64);
-  const OpClass* cls = ops::classify(op);
   for (uint32_t t = 0; t < 9; ++t)
     for (int f = 0; f < 16; ++f) {
       std::array<uint8_t, kWideRowBytes> row{};
       for (int c = 0; c < 4; ++c) row[4 * c + c] = static_cast<uint8_t>(t * 16 + f + c);
       tile.fifo_rows[(4096 + 4 * t) / 4].fills.push_back(row);
     }
-  for (auto _ : state) {
-    OpEnv env(tile, op);
-    cls->run(op, env);
-    benchmark::DoNotOptimize(tile.narrow[65536]);
-  }
-  state.counters["MAC/s"] =
-      benchmark::Counter(9.0 * 256 * 64 * state.iterations(), benchmark::Counter::kIsRate);
+  time_op(state, op, tile, 9.0 * 256 * 64, 65536);
 }
 BENCHMARK(BM_Depthwise)->Arg(0)->Arg(1);
 
