@@ -15,6 +15,7 @@
 #include "compiler/compile.h"
 #include "container/tflite_reader.h"
 #include "container/tflite_writer.h"
+#include "support/error_of.h"
 #include "support/testdata.h"
 #include "support/twin_tensor.h"
 
@@ -99,12 +100,7 @@ container::Model small_model() {
 
 // The message of the Error compiling `m` throws, or "" when it compiles.
 std::string compile_error(const container::Model& m) {
-  try {
-    (void)compile_model(container::write_tflite(m));
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return tinycoral::testing::error_of([&] { (void)compile_model(container::write_tflite(m)); });
 }
 
 TEST(GraphCheck, TheValidModelCompiles) { EXPECT_EQ(compile_error(small_model()), ""); }

@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <functional>
 #include <random>
 
 #include "common/bits.h"
@@ -15,6 +14,7 @@
 #include "container/package.h"
 #include "container/tflite_reader.h"
 #include "container/tflite_writer.h"
+#include "support/error_of.h"
 #include "support/testdata.h"
 #include "synthetic.h"
 #include "testdata_models.h"
@@ -35,14 +35,7 @@ void expect_parses_or_throws_error(std::span<const uint8_t> bytes) {
   }
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 TEST(BadInput, TruncatedModelIsAnError) {
   const std::vector<uint8_t> bytes = write_edgetpu_model(testing::synthetic_edgetpu_model());

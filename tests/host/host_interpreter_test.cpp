@@ -4,6 +4,7 @@
 
 #include "host/arena_planner.h"
 #include "hostops_test_util.h"
+#include "support/error_of.h"
 
 namespace tinycoral::host {
 namespace {
@@ -15,12 +16,7 @@ using testing::output_as;
 using testing::set_input;
 
 std::string load_error(const container::Model& m, InterpreterOptions o = {}) {
-  try {
-    Interpreter it(m, std::move(o));
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
+  return tinycoral::testing::error_of([&] { Interpreter it(m, std::move(o)); });
 }
 
 TEST(HostInterpreter, RefusesUnsupportedOperatorsByName) {

@@ -7,18 +7,10 @@
 #include "llm/checkpoint.h"
 #include "llm/generate.h"
 #include "llm/tokenizer.h"
+#include "support/error_of.h"
 
 namespace tinycoral::testing {
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(Llama2cCheckpoint, VersionsZeroAndOneHoldTheSameWeights) {
   for (bool shared : {true, false}) {
