@@ -1236,38 +1236,51 @@ std::vector<uint8_t> conv_parameters(const ConvChain& chain) {
 
 namespace {
 
+// The output layout of the bands of `tiles` as they arrive, in tile order: each band row-major,
+// `pixel` bytes a pixel and `row` bytes a row, `bytes(t)` bytes in all (tiles without output
+// rows take none). (A layer split by output groups: one pixel, its channels from the tiles in
+// order, so only the first slice's tiles name rows.)
+template <typename BandBytes>
+container::OutputLayout band_layout(const std::vector<Plan>& tiles, int ow, int pixel, int row,
+                                    const BandBytes& bytes) {
+  container::OutputLayout layout;
+  layout.x_coordinate_to_linear_tile_id_map.assign(static_cast<size_t>(ow), 0);
+  int offset = 0;
+  size_t next = 0;
+  for (int tile = 0; tile < kTiles; ++tile) {
+    layout.linearized_tile_byte_offset.push_back(offset);
+    if (next == tiles.size() || tiles[next].tile != tile) continue;
+    const Plan& t = tiles[next++];
+    if (!(t.g1 > 0 && t.g0 > 0))
+      for (int y = t.layers[t.end - 1].oa; y < t.layers[t.end - 1].ob; ++y) {
+        layout.y_coordinate_to_linear_tile_id_map.push_back(t.tile);
+        layout.y_coordinate_to_local_y_offset.push_back(y - t.y0);
+      }
+    offset += bytes(t);
+  }
+  for (int x = 0; x < ow; ++x) {
+    layout.x_coordinate_to_local_byte_offset.push_back(x * pixel);
+    layout.x_coordinate_to_local_y_row_size.push_back(row);
+  }
+  return layout;
+}
+
 // The output layers of fan-out heads (stream_head_outputs): per head, the tiles' bands one after
 // the other, each row-major with the head's bytes per pixel.
 std::vector<container::Layer> head_layers(const std::vector<Plan>& tiles, const ConvLayer& last) {
   std::vector<container::Layer> layers;
   for (const ConvLayer::Head& h : last.heads) {
     const int pb = head_pixel_bytes(h);
-    container::OutputLayout layout;
-    layout.x_coordinate_to_linear_tile_id_map.assign(static_cast<size_t>(last.ow), 0);
-    int offset = 0;
-    size_t next = 0;
-    for (int tile = 0; tile < kTiles; ++tile) {
-      layout.linearized_tile_byte_offset.push_back(offset);
-      if (next == tiles.size() || tiles[next].tile != tile) continue;
-      const Plan& t = tiles[next++];
-      for (int y = t.layers[t.end - 1].oa; y < t.layers[t.end - 1].ob; ++y) {
-        layout.y_coordinate_to_linear_tile_id_map.push_back(t.tile);
-        layout.y_coordinate_to_local_y_offset.push_back(y - t.y0);
-      }
-      offset += band_pixels(t) * pb;
-    }
-    const int row = tiles.front().layers[tiles.front().end - 1].blocks *
-                    tiles.front().layers[tiles.front().end - 1].block * pb;
-    for (int x = 0; x < last.ow; ++x) {
-      layout.x_coordinate_to_local_byte_offset.push_back(x * pb);
-      layout.x_coordinate_to_local_y_row_size.push_back(row);
-    }
+    const LayerPlan& lp = tiles.front().layers[tiles.front().end - 1];
+    int total = 0;
+    for (const Plan& t : tiles) total += band_pixels(t) * pb;
     container::Layer layer =
-        boundary_layer(h.output_name, offset, h.out_zp, h.out_scale, true, h.signed_output);
+        boundary_layer(h.output_name, total, h.out_zp, h.out_scale, true, h.signed_output);
     layer.y_dim = last.oh;
     layer.x_dim = last.ow;
     layer.z_dim = h.cout;
-    layer.output_layout = std::move(layout);
+    layer.output_layout = band_layout(tiles, last.ow, pb, lp.blocks * lp.block * pb,
+                                      [&](const Plan& t) { return band_pixels(t) * pb; });
     layer.shape = {{0, 0}, {0, last.oh - 1}, {0, last.ow - 1}, {0, h.cout - 1}};
     layers.push_back(std::move(layer));
   }
@@ -1295,32 +1308,9 @@ ConvPrograms programs_of(const ConvChain& chain, const Layout& layout_of) {
   out_layer.y_dim = last.oh;
   out_layer.x_dim = last.ow;
   out_layer.z_dim = last.cout;
-  // Tile t holds its band of rows, row-major, p.out_ch bytes per position; the bands arrive in
-  // tile order (tiles without output rows take no bytes).
-  container::OutputLayout layout;
-  layout.x_coordinate_to_linear_tile_id_map.assign(static_cast<size_t>(last.ow), 0);
-  int offset = 0;
-  size_t next = 0;
-  for (int tile = 0; tile < kTiles; ++tile) {
-    layout.linearized_tile_byte_offset.push_back(offset);
-    if (next == tiles.size() || tiles[next].tile != tile) continue;
-    const Plan& t = tiles[next++];
-    // (A layer split by output groups: one pixel, its channels from the tiles in order.)
-    if (t.g1 > 0 && t.g0 > 0) {
-      offset += t.out_bytes;
-      continue;
-    }
-    for (int y = t.layers[t.end - 1].oa; y < t.layers[t.end - 1].ob; ++y) {
-      layout.y_coordinate_to_linear_tile_id_map.push_back(t.tile);
-      layout.y_coordinate_to_local_y_offset.push_back(y - t.y0);
-    }
-    offset += t.out_bytes;
-  }
-  for (int x = 0; x < last.ow; ++x) {
-    layout.x_coordinate_to_local_byte_offset.push_back(x * p.out_ch);
-    layout.x_coordinate_to_local_y_row_size.push_back(p.g1 > 0 ? out_total : p.out_row);
-  }
-  out_layer.output_layout = layout;
+  // Tile t holds its band of rows, row-major, p.out_ch bytes per position.
+  out_layer.output_layout = band_layout(tiles, last.ow, p.out_ch, p.g1 > 0 ? out_total : p.out_row,
+                                        [](const Plan& t) { return t.out_bytes; });
   out_layer.shape = {{0, 0}, {0, last.oh - 1}, {0, last.ow - 1}, {0, last.cout - 1}};
   if (last.heads.empty()) {
     eo.output_layers.push_back(std::move(out_layer));
