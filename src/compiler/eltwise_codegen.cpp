@@ -23,15 +23,14 @@ constexpr int kPiece = 256;         // bytes per ring packet
 constexpr int kRingFifo = 0x2078;   // wide row of the output packets
 constexpr int kInputFifo = 0x1e00;  // input packets: kInputRows rows of their own, then a fence
 constexpr int kInputRows = 32;
-constexpr int kPacketsPerMove = 4;    // input packets per infeed / ring consumer / wideToNarrow
-constexpr int kAddRows = 0x1c00;      // ADD's 4 weight rows (wide units, one row every 4)
-constexpr int kIdentityRow = 0x2000;  // MUL's pack reads the 4 x 4 identity here
-constexpr int kMulFifo = 0x2004;      // MUL's b, one word per fill
+constexpr int kPacketsPerMove = 4;  // input packets per infeed / ring consumer / wideToNarrow
+constexpr int kAddRows = 0x1c00;    // ADD's 4 weight rows (wide units, one row every 4)
+constexpr int kIdentityRow = kMulIdentityRow;  // MUL's pack (and RELU) read the 4 x 4 identity
+constexpr int kMulFifo = 0x2004;               // MUL's b, one word per fill
 constexpr int kNarrowBytes = 196608;
 constexpr int kActPassUnits = 16384;     // activation units (8 bytes) per pop pass
 constexpr int kMaxStreamUnits = 0xffff;  // the infeeds' pop_wait counts units in 16 bits
 constexpr int kAddWords = 4096;          // words per ADD op
-constexpr int kMulWords = 256;           // words per MUL op pair (looming's run)
 
 int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
@@ -58,7 +57,7 @@ Geometry geometry(const EltwiseLayer& l) {
   g.out_base = g.b_base + g.run;
   g.aux_base = g.out_base + g.run;  // ADD: 16 weight words; MUL: the identity's 4 words
   g.products = g.aux_base + 64;     // MUL: one word per element of a run
-  g.narrow_end = g.products + (l.kind == EltwiseLayer::Kind::kMul ? 4 * 4 * kMulWords : 0);
+  g.narrow_end = g.products + (l.kind == EltwiseLayer::Kind::kMul ? 4 * 4 * kMulRunWords : 0);
   return g;
 }
 
@@ -155,65 +154,23 @@ void add_ops(Emitter& e, const Geometry& g, const EltwiseLayer& l, uint32_t all)
 // MUL (isa.md 2.1.5, looming words 273-329): per run of up to 256 words, the product op writes one
 // word per element (a byte times b's lane, b one word per FIFO fill), the pack op gathers them.
 void mul_ops(Emitter& e, const Geometry& g, const EltwiseLayer& l, uint32_t all) {
-  const int id = g.aux_base;
-  fill_words(e, all, id, 4, {{id, 0x1}, {id + 4, 0x100}, {id + 8, 0x10000}, {id + 12, 0x1000000}});
-  e.add("n2w", cat("tiles=", hex(all), " n.addr=", hex(id / 4), " n=", narrow_walk(4),
-                   " n.lvl_mask=0x01 w.addr=", hex(kIdentityRow),
-                   " w=(1 x 1) sync.en0=1 sync.f1=1 sync.id=5 sync.wait_lvl=1 sync.en1=1 "
-                   "sync.en2=1 tail_lvl=1"));
-  tile_fence(e, "counters=0x1ffff units=0x3ff");
-  const float inf = std::numeric_limits<float>::infinity();
+  emit_identity_row(e, all, g.aux_base);
   for (const auto& [tiles, words] : runs(g))
-    for (int w0 = 0; w0 < words; w0 += kMulWords) {
-      const int w = std::min(kMulWords, words - w0);
-      const int a = g.a_base + 4 * w0, b = g.b_base + 4 * w0, out = g.out_base + 4 * w0;
-      e.add("op",
-            cat("tiles=", hex(tiles), " loops=(4)(1)(", w, ") in.base=", hex(a),
-                " in.hmode=1 in=(0 x 4 m1)(0 x ", w, " m1)(0 x 1 m1)(0 x 1 m1)(", -w, " x 1 m1)(",
-                -w, " x 1 m1)(", -w, " x 1 m1)(", -w,
-                " x 1 m3) in.tflags=0x03 out.base=", hex(g.products), " out=(1 x 1)(1 x 4)(1 x ", w,
-                ")(1 x 1)(1 x 1)(", 1 - 4 * w, " x 1)(", 1 - 4 * w, " x 1)(", 1 - 4 * w,
-                " x 1 m3) out.tflags=0x7 par.base=", hex(kMulFifo & 0x1fff),
-                " par.sel=1 par.hmode=1 par=(0 x 4 m1)(-1 x 1 m1)(-1 x ", w,
-                " m1)(-1 x 1 m1)(-1 x 1 m1)(-1 x 1 m1)(-1 x 1 m1)(-1 x 1 m1) par.tflags=0x40 "
-                "par.fifo=0x0001 psum.hmode=1 psum=(0 x 1)(0 x 4)(0 x ",
-                w,
-                ")(0 x 1)(0 x 1)(0 x 1)(0 x 1)(0 x 1 m1) psum.tflags=0x0840 cfg0=0x060 "
-                "cfg1=0x12d sync0=0x4000 sync1=0x4000 cfg2=0x06 cfg3=7 w_zp=",
-                l.b_zp, " in_zp=", l.a_zp, " dp_mode=4 out_ch_last=3 out_ch=3 mult=",
-                f32_bits(l.mult), " clamp_max=", f32_bits(l.clamp_max),
-                " clamp_min=", f32_bits(l.clamp_min), " out_zp=", l.out_zp));
-      e.add("n2w", cat("tiles=", hex(tiles), " n.addr=", hex(b / 4), " n=", narrow_walk(w),
-                       " n.lvl_mask=0x01 w.addr=", hex(kMulFifo), " w=(0 x ", w,
-                       ") w.rows=1 sync.en0=1 sync.id=1 sync.en1=1 sync.val=0x0ffff sync.en2=1 "
-                       "sync.f45=1"));
-      tile_fence(e, "units=0x020");
-      e.add("op",
-            cat("tiles=", hex(tiles), " loops=(4)(1)(", w, ") in.base=", hex(g.products),
-                " in=(1 x 4)(1 x ", w, ")(1 x 1)(1 x 1)(", 1 - 4 * w, " x 1)(", 1 - 4 * w, " x 1)(",
-                1 - 4 * w, " x 1)(", 1 - 4 * w, " x 1 m3) in.tflags=0x03 out.base=", hex(out),
-                " out=(1 x 1)(1 x ", w, ")(1 x 1)(1 x 1)(", 1 - w, " x 1)(", 1 - w, " x 1)(", 1 - w,
-                " x 1)(", 1 - w, " x 1 m3) out.tflags=0x3 par.base=", hex(kIdentityRow & 0x1fff),
-                " par.sel=1 par.hmode=1 par=(0 x 4 m1)(-1 x 1 m1)(-1 x ", w,
-                " m1)(-1 x 1 m1)(-1 x 1 m1)(-1 x 1 m1)(-1 x 1 m1)(-1 x 1 m1) par.tflags=0x40 "
-                "psum=(0 x 4)(0 x 1)(0 x ",
-                w, ") psum.tflags=0x0840 cfg2=0x06 cfg3=7 dp_mode=2 out_ch_last=3 out_ch=3",
-                " mult=", f32_bits(1.0f), " clamp_max=", f32_bits(inf),
-                " clamp_min=", f32_bits(-inf)));
-      tile_fence(e, "counters=0x1ffff units=0x3ff");
+    for (int w0 = 0; w0 < words; w0 += kMulRunWords) {
+      MulOp op;
+      op.a = g.a_base + 4 * w0;
+      op.b = g.b_base + 4 * w0;
+      op.products = g.products;
+      op.out = g.out_base + 4 * w0;
+      op.levels = {{std::min(kMulRunWords, words - w0), 4, 1}};
+      emit_mul_op(e, tiles, op, l.a_zp, l.b_zp, l.mult, l.clamp_min, l.clamp_max, l.out_zp);
     }
 }
 
 // RELU / RELU6 (isa.md 2.1.5 requantize family): each input word times the 4 x 4 identity row
 // gives x - in_zp per byte, then the output stage; one op per run of up to 4096 words.
 void relu_ops(Emitter& e, const Geometry& g, const EltwiseLayer& l, uint32_t all) {
-  const int id = g.aux_base;
-  fill_words(e, all, id, 4, {{id, 0x1}, {id + 4, 0x100}, {id + 8, 0x10000}, {id + 12, 0x1000000}});
-  e.add("n2w", cat("tiles=", hex(all), " n.addr=", hex(id / 4), " n=", narrow_walk(4),
-                   " n.lvl_mask=0x01 w.addr=", hex(kIdentityRow),
-                   " w=(1 x 1) sync.en0=1 sync.f1=1 sync.id=5 sync.wait_lvl=1 sync.en1=1 "
-                   "sync.en2=1 tail_lvl=1"));
-  tile_fence(e, "counters=0x1ffff units=0x3ff");
+  emit_identity_row(e, all, g.aux_base);
   for (const auto& [tiles, words] : runs(g))
     for (int w0 = 0; w0 < words; w0 += kAddWords) {
       const int w = std::min(kAddWords, words - w0);
@@ -335,6 +292,64 @@ void emit_add_op(Emitter& e, uint32_t tiles, const AddOp& op, float mult, float 
                   "dp_mode=4 reduce_mask=0x03 out_ch_last=3 out_ch=3 mult=",
                   f32_bits(mult), " clamp_max=", f32_bits(clamp_max),
                   " clamp_min=", f32_bits(clamp_min), " offset=", offset, " out_zp=", out_zp));
+}
+
+void emit_identity_row(Emitter& e, uint32_t tiles, int scratch) {
+  const int id = scratch;
+  fill_words(e, tiles, id, 4,
+             {{id, 0x1}, {id + 4, 0x100}, {id + 8, 0x10000}, {id + 12, 0x1000000}});
+  e.add("n2w", cat("tiles=", hex(tiles), " n.addr=", hex(id / 4), " n=", narrow_walk(4),
+                   " n.lvl_mask=0x01 w.addr=", hex(kIdentityRow),
+                   " w=(1 x 1) sync.en0=1 sync.f1=1 sync.id=5 sync.wait_lvl=1 sync.en1=1 "
+                   "sync.en2=1 tail_lvl=1"));
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+}
+
+void emit_mul_op(Emitter& e, uint32_t tiles, const MulOp& op, int32_t a_zp, int32_t b_zp,
+                 float mult, float clamp_min, float clamp_max, int32_t out_zp) {
+  // The product op's `in` walks a byte by byte and b's narrowToWide word by word through the
+  // levels; the products are one dense run of 4 n words, so the loops, `par` and `psum` (and the
+  // pack's `in`) count the n words flat: each TTU advances once per step whatever its levels.
+  int64_t n = 1;
+  std::vector<std::pair<int64_t, int64_t>> in = {{1, 4}}, b_words, out = {{1, 1}};
+  for (const MulOp::Level& v : op.levels) {
+    n *= v.count;
+    in.push_back({v.in_stride, v.count});
+    b_words.push_back({v.in_stride / 4, v.count});
+    out.push_back({v.out_stride, v.count});
+  }
+  int hmode = 0;
+  const std::string in_walk = byte_walk(in, 3, &hmode);
+  const float inf = std::numeric_limits<float>::infinity();
+  e.add("op",
+        cat("tiles=", hex(tiles), " loops=(4)(1)(", n, ") in.base=", hex(op.a), " in.hmode=", hmode,
+            " in=", in_walk, " in.tflags=0x03 out.base=", hex(op.products),
+            " out=", strided_walk({{1, 1}, {1, 4}, {4, n}}, 8, " m3"), " out.tflags=0x7 par.base=",
+            hex(kMulFifo & 0x1fff), " par.sel=1 par.hmode=1 par=(0 x 4 m1)(-1 x 1 m1)(-1 x ", n,
+            " m1)(-1 x 1 m1)(-1 x 1 m1)(-1 x 1 m1)(-1 x 1 m1)(-1 x 1 m1) par.tflags=0x40 "
+            "par.fifo=0x0001 psum.hmode=1 psum=(0 x 1)(0 x 4)(0 x ",
+            n,
+            ")(0 x 1)(0 x 1)(0 x 1)(0 x 1)(0 x 1 m1) psum.tflags=0x0840 cfg0=0x060 "
+            "cfg1=0x12d sync0=0x4000 sync1=0x4000 cfg2=0x06 cfg3=7 w_zp=",
+            b_zp, " in_zp=", a_zp, " dp_mode=4 out_ch_last=3 out_ch=3 mult=", f32_bits(mult),
+            " clamp_max=", f32_bits(clamp_max), " clamp_min=", f32_bits(clamp_min),
+            " out_zp=", out_zp));
+  e.add("n2w", cat("tiles=", hex(tiles), " n.addr=", hex(op.b / 4), " n=", strided_walk(b_words, 6),
+                   " n.lvl_mask=0x01 w.addr=", hex(kMulFifo), " w=(0 x ", n,
+                   ") w.rows=1 sync.en0=1 sync.id=1 sync.en1=1 sync.val=0x0ffff sync.en2=1 "
+                   "sync.f45=1"));
+  tile_fence(e, "units=0x020");
+  e.add("op",
+        cat("tiles=", hex(tiles), " loops=(4)(1)(", n, ") in.base=", hex(op.products),
+            " in=", strided_walk({{1, 4}, {4, n}}, 8, " m3"),
+            " in.tflags=0x03 out.base=", hex(op.out), " out=", strided_walk(out, 8, " m3"),
+            " out.tflags=0x3 par.base=", hex(kIdentityRow & 0x1fff),
+            " par.sel=1 par.hmode=1 par=(0 x 4 m1)(-1 x 1 m1)(-1 x ", n,
+            " m1)(-1 x 1 m1)(-1 x 1 m1)(-1 x 1 m1)(-1 x 1 m1)(-1 x 1 m1) par.tflags=0x40 "
+            "psum=(0 x 4)(0 x 1)(0 x ",
+            n, ") psum.tflags=0x0840 cfg2=0x06 cfg3=7 dp_mode=2 out_ch_last=3 out_ch=3",
+            " mult=", f32_bits(1.0f), " clamp_max=", f32_bits(inf), " clamp_min=", f32_bits(-inf)));
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
 }
 
 std::string eltwise_unsupported(const EltwiseLayer& l) {

@@ -40,4 +40,24 @@ struct AddOp {
 void emit_add_op(Emitter& e, uint32_t tiles, const AddOp& op, float mult, float clamp_min,
                  float clamp_max, int32_t offset, int32_t out_zp);
 
+// The MUL's pieces, shared with the CONV_2D chain's joined heads (conv_codegen.cpp): the 4 x 4
+// identity row the pack reads (wide unit kMulIdentityRow, built through 4 narrow words at byte
+// `scratch`)...
+constexpr int kMulIdentityRow = 0x2000;
+void emit_identity_row(Emitter& e, uint32_t tiles, int scratch);
+// ...and the two ops of one run of up to kMulRunWords words (isa.md 2.1.5): input 0 at byte `a`,
+// input 1 at byte `b` (streamed one word per FIFO fill), the products (16 bytes a word) at byte
+// `products`, the output at byte `out`; `levels` innermost first, the first one words (strides
+// 4 bytes in, 1 word out), the others pixels and rows of an image.
+constexpr int kMulRunWords = 256;
+struct MulOp {
+  struct Level {
+    int64_t count, in_stride, out_stride;  // in bytes (a and b alike), out in words
+  };
+  int a = 0, b = 0, products = 0, out = 0;
+  std::vector<Level> levels;
+};
+void emit_mul_op(Emitter& e, uint32_t tiles, const MulOp& op, int32_t a_zp, int32_t b_zp,
+                 float mult, float clamp_min, float clamp_max, int32_t out_zp);
+
 }  // namespace tinycoral::compiler
