@@ -47,6 +47,20 @@ OutTarget out_target(const Plan& p, size_t i) {
   return t;
 }
 
+// A joined heads layer's operand image on the tile (ConvLayer::joins): the band's pixels, each
+// holding every operand but the last join's result.
+OutTarget join_target(const Plan& p, size_t i) {
+  const LayerPlan& lp = p.layers[i];
+  return {p.join_base, join_pitch(*lp.l), lp.blocks * join_pitch(*lp.l) / 4};
+}
+
+// The head whose groups start at g0.
+int head_index(const ConvLayer& l, int g0) {
+  for (size_t k = 0; k < l.heads.size(); ++k)
+    if (l.heads[k].g0 == g0) return static_cast<int>(k);
+  return 0;
+}
+
 // Tile instructions collected per tile and sent as few as possible: those with the same fields
 // (the ops and fills of bands of one height at the same addresses) go out as one instruction on
 // all their tiles, which is what most of a stage's per-tile instructions are. A batch's
@@ -434,8 +448,16 @@ void layer_op(TileBatch& e, const Plan& p, size_t i, const Part& part) {
   // `par`: the group's weight rows for every position.
   const std::string par_walk =
       strided_walk({{1, lp.kwords}, {0, positions}, {lp.kwords, groups}}, 8, " m1");
-  const OutTarget t = out_target(p, i);
-  const int group_words = lp.group_ch / 4;
+  // (Joined heads: each head's channels into its slot of the operand image.)
+  const bool joins = joined(l);
+  const OutTarget t = joins ? join_target(p, i) : out_target(p, i);
+  const int group_words = (joins ? join_slot(l) : lp.group_ch) / 4;
+  const int out_base =
+      joins ? t.base + join_slot(l) * head_index(l, part.g0) : t.base + kColumns * (part.g0 - p.g0);
+  const int last_ch = joins ? join_slot(l)
+                      : part.g1 == lp.groups && lp.groups > 1 && l.cout % kColumns != 0
+                          ? round_up(l.cout % kColumns, 4)
+                          : lp.group_ch;
   const std::string out_walk = strided_walk({{1, group_words},
                                              {lp.block * t.pixel_bytes / 4, lp.blocks},
                                              {t.row_words, rows},
@@ -445,13 +467,10 @@ void layer_op(TileBatch& e, const Plan& p, size_t i, const Part& part) {
                                        : cat("(", lp.kwords, ")(", positions, ")");
   e.add(tile, "op",
         cat("loops=", loops, " in.base=", hex(lp.op_in(0) - lp.window_off), " in=", in_walk,
-            " in.tflags=0x01 out.base=", hex(t.base + kColumns * (part.g0 - p.g0)),
-            " out=", out_walk, " out.tflags=0x1 par.base=", hex(lp.weight_row(part) * kRowUnits),
-            " par=", par_walk, " psum=(0 x ", lp.kwords, ")",
-            op_tail(lp, lp.zp_row(part) * kRowUnits, lp.group_ch,
-                    part.g1 == lp.groups && lp.groups > 1 && l.cout % kColumns != 0
-                        ? round_up(l.cout % kColumns, 4)
-                        : lp.group_ch,
+            " in.tflags=0x01 out.base=", hex(out_base), " out=", out_walk,
+            " out.tflags=0x1 par.base=", hex(lp.weight_row(part) * kRowUnits), " par=", par_walk,
+            " psum=(0 x ", lp.kwords, ")",
+            op_tail(lp, lp.zp_row(part) * kRowUnits, joins ? join_slot(l) : lp.group_ch, last_ch,
                     part.g0)));
 }
 
@@ -479,6 +498,76 @@ bool same_add(const AddOp& x, const AddOp& y) {
   return x.a == y.a && x.b_minus_a == y.b_minus_a && x.out == y.out && x.rows == y.rows &&
          std::equal(x.levels.begin(), x.levels.end(), y.levels.begin(), y.levels.end(),
                     [&](const auto& u, const auto& v) { return level(u) == level(v); });
+}
+
+// The joins of a joined heads layer on the tiles of `mask` (bands of one height at the same
+// addresses as `p`'s), once the heads' ops have written the operand image: each MUL as the
+// product and pack ops over runs of up to kMulRunWords words (whole rows of the band, or pieces
+// of one), each ADD as one op over the band; operands read at their slots of each pixel, the
+// last join's result written into the next layer's image (or the stage's output).
+void emit_tile_joins(Emitter& e, const Plan& p, size_t i, uint32_t mask) {
+  const LayerPlan& lp = p.layers[i];
+  const ConvLayer& l = *lp.l;
+  const int slot = join_slot(l), pitch = join_pitch(l), words = slot / 4;
+  const int rows = lp.ob - lp.oa, pixels = lp.blocks, row_bytes = pixels * pitch;
+  const int products = p.join_base + round_up(rows * row_bytes, 64);
+  const int aux = products + kJoinProducts;  // 16 ADD words, then 4 identity words
+  if (std::any_of(l.joins.begin(), l.joins.end(), [](const auto& j) { return j.mul; }))
+    emit_identity_row(e, mask, aux + 64);
+  const OutTarget next = out_target(p, i);
+  const int heads = static_cast<int>(l.heads.size());
+  for (size_t k = 0; k < l.joins.size(); ++k) {
+    const ConvLayer::Join& j = l.joins[k];
+    const bool last = k + 1 == l.joins.size();
+    const int out = last ? next.base : p.join_base + slot * (heads + static_cast<int>(k));
+    const int out_pixel = (last ? next.pixel_bytes : pitch) / 4;  // words
+    const int out_row = last ? next.row_words : row_bytes / 4;
+    const int a = p.join_base + slot * j.a, b = p.join_base + slot * j.b;
+    if (!j.mul) {
+      emit_add_rows(e, mask, aux, kAddRows, j.w1, j.w2);
+      AddOp op;
+      op.a = a;
+      op.b_minus_a = b - a;
+      op.out = out;
+      op.rows = kAddRows;
+      op.levels = {{words, 4, 1}, {pixels, pitch, out_pixel}, {rows, row_bytes, out_row}};
+      emit_add_op(e, mask, op, j.mult, j.clamp_min, j.clamp_max, j.offset, j.out_zp);
+      tile_fence(e, "counters=0x1ffff units=0x3ff");
+      continue;
+    }
+    auto mul = [&](int y, int x, int n_pixels, int n_rows) {
+      MulOp op;
+      op.a = a + y * row_bytes + x * pitch;
+      op.b = b + y * row_bytes + x * pitch;
+      op.products = products;
+      op.out = out + 4 * (y * out_row + x * out_pixel);
+      op.levels = {{words, 4, 1}, {n_pixels, pitch, out_pixel}, {n_rows, row_bytes, out_row}};
+      emit_mul_op(e, mask, op, j.a_zp, j.b_zp, j.mult, j.clamp_min, j.clamp_max, j.out_zp);
+    };
+    if (words * pixels <= kMulRunWords) {
+      const int per = kMulRunWords / (words * pixels);
+      for (int y = 0; y < rows; y += per) mul(y, 0, pixels, std::min(per, rows - y));
+    } else {
+      const int per = kMulRunWords / words;
+      for (int y = 0; y < rows; ++y)
+        for (int x = 0; x < pixels; x += per) mul(y, x, std::min(per, pixels - x), 1);
+    }
+  }
+}
+
+// emit_tile_joins on every tile of the stage, one instruction for tiles of the same addresses.
+void emit_joins(Emitter& e, const Stage& stage, size_t i) {
+  std::vector<std::pair<const Plan*, uint32_t>> alike;
+  for (const Plan& p : stage.tiles) {
+    auto at = std::find_if(alike.begin(), alike.end(), [&](const auto& q) {
+      const LayerPlan &x = p.layers[i], &y = q.first->layers[i];
+      return x.ob - x.oa == y.ob - y.oa && p.join_base == q.first->join_base &&
+             out_target(p, i).base == out_target(*q.first, i).base;
+    });
+    if (at == alike.end()) at = alike.insert(alike.end(), {&p, 0u});
+    at->second |= tile_bit(p.tile);
+  }
+  for (const auto& [p, mask] : alike) emit_tile_joins(e, *p, i, mask);
 }
 
 // The last layer's bytes to the host: 256-byte pieces through the ring to the scalar core.
@@ -1040,6 +1129,11 @@ void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
         tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
         wait_tokens(e);
       }
+      if (joined(*lp.l)) {
+        emit_joins(e, stage, i);
+        tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
+        wait_tokens(e);
+      }
       if (surplus_pixels(lp) > 0 && i + 1 < stage.end) {
         {
           TileBatch fills(e);
@@ -1165,8 +1259,15 @@ std::string unsupported(const ConvChain& chain, Layout& layout) {
   if (chain.layers.empty()) return "no CONV_2D layer";
   for (size_t i = 0; i < chain.layers.size(); ++i) {
     const ConvLayer& l = chain.layers[i];
-    if (!l.joins.empty())
-      return "tinycoral has no code generator for fan-out heads joined by MUL/ADD in a chain yet";
+    if (joined(l)) {
+      if (i + 1 == chain.layers.size()) return "fan-out heads joined as a chain's last layer";
+      if (l.heads.front().cout > kColumns)
+        return cat("fan-out heads of ", l.heads.front().cout,
+                   " channels joined by MUL/ADD (up to 64 yet)");
+      if (chain.layers[i + 1].cin % 4 != 0)
+        return cat("a layer reading ", chain.layers[i + 1].cin,
+                   " channels after joined fan-out heads (a multiple of 4, or a pool, yet)");
+    }
     if (l.residual()) {
       if (const std::string why = residual_shape_unsupported(chain, i); !why.empty()) return why;
       continue;
@@ -1200,6 +1301,10 @@ std::string unsupported(const ConvChain& chain, Layout& layout) {
   for (size_t i = 0; i < chain.layers.size(); ++i)
     if (chain.layers[i].residual())
       if (const std::string why = residual_unsupported(chain, i, layout); !why.empty()) return why;
+  for (const Stage& s : layout.stages)
+    for (size_t i = s.first; i < s.end; ++i)
+      if (joined(chain.layers[i]) && (s.tiles.front().rounds > 1 || s.tiles.front().g1 > 0))
+        return "joined fan-out heads in a stage in rounds or split by groups (placement error)";
   for (const LayerPlan& lp : layout.shapes.layers)
     if (lp.dense() && lp.l->kh * lp.l->kw > kDepthwiseFifoRows)
       return cat("DEPTHWISE_CONV_2D with more than ", kDepthwiseFifoRows, " taps (its FIFO rows)");
@@ -1287,8 +1392,9 @@ std::vector<container::Layer> head_layers(const std::vector<Plan>& tiles, const 
   return layers;
 }
 
-// Both executables of a supported chain from its layout.
-ConvPrograms programs_of(const ConvChain& chain, const Layout& layout_of) {
+// Both executables of a supported chain from its layout; the output has `out_channels` of the
+// last layer's channels (fewer than it computes after widen_pool).
+ConvPrograms programs_of(const ConvChain& chain, const Layout& layout_of, int out_channels) {
   const Shapes& shapes = layout_of.shapes;
   const std::vector<Stage>& stages = layout_of.stages;
   const std::vector<Plan>& tiles = stages.back().tiles;
@@ -1307,11 +1413,11 @@ ConvPrograms programs_of(const ConvChain& chain, const Layout& layout_of) {
                                               last.out_scale, true, chain.signed_output);
   out_layer.y_dim = last.oh;
   out_layer.x_dim = last.ow;
-  out_layer.z_dim = last.cout;
+  out_layer.z_dim = out_channels;
   // Tile t holds its band of rows, row-major, p.out_ch bytes per position.
   out_layer.output_layout = band_layout(tiles, last.ow, p.out_ch, p.g1 > 0 ? out_total : p.out_row,
                                         [](const Plan& t) { return t.out_bytes; });
-  out_layer.shape = {{0, 0}, {0, last.oh - 1}, {0, last.ow - 1}, {0, last.cout - 1}};
+  out_layer.shape = {{0, 0}, {0, last.oh - 1}, {0, last.ow - 1}, {0, out_channels - 1}};
   if (last.heads.empty()) {
     eo.output_layers.push_back(std::move(out_layer));
     eo.dma_hints = execution_hints(chain.input_name, in_bytes, chain.output_name, out_total);
@@ -1364,10 +1470,37 @@ ConvPrograms programs_of(const ConvChain& chain, const Layout& layout_of) {
 
 }  // namespace
 
+namespace {
+
+// A depthwise layer (looming's pool) that ends the chain after joined heads whose channels are
+// not whole words: the joins write whole words (join_slot), so it takes them all, its extra
+// channels with the last channel's weights; the host reads only the graph's channels.
+ConvChain widen_pool(const ConvChain& chain) {
+  ConvChain wide = chain;
+  const size_t n = wide.layers.size();
+  if (n < 2 || !joined(wide.layers[n - 2])) return wide;
+  ConvLayer& l = wide.layers[n - 1];
+  if (!l.depthwise || l.cin % 4 == 0) return wide;
+  const int c = l.cin, c4 = round_up(c, 4);
+  std::vector<uint8_t> weights;
+  for (size_t tap = 0; tap < static_cast<size_t>(l.kh) * l.kw; ++tap)
+    for (int k = 0; k < c4; ++k)
+      weights.push_back(
+          l.weights.at(tap * static_cast<size_t>(c) + static_cast<size_t>(std::min(k, c - 1))));
+  l.weights = std::move(weights);
+  l.mult.resize(static_cast<size_t>(c4), l.mult.back());
+  if (!l.bias.empty()) l.bias.resize(static_cast<size_t>(c4), 0);
+  l.cin = l.cout = c4;
+  return wide;
+}
+
+}  // namespace
+
 ConvPrograms generate_conv(const ConvChain& chain) {
+  const ConvChain wide = widen_pool(chain);
   Layout layout;
-  if (const std::string why = unsupported(chain, layout); !why.empty()) fail(why);
-  return programs_of(chain, layout);
+  if (const std::string why = unsupported(wide, layout); !why.empty()) fail(why);
+  return programs_of(wide, layout, chain.layers.back().cout);
 }
 
 std::optional<ConvHead> emit_conv_head(const ConvChain& chain, Emitter& execution, Emitter& caching,
@@ -1401,10 +1534,11 @@ std::optional<ConvHead> emit_conv_head(const ConvChain& chain, Emitter& executio
 }
 
 std::optional<ConvPrograms> try_generate_conv(const ConvChain& chain, std::string& why) {
+  const ConvChain wide = widen_pool(chain);
   Layout layout;
-  why = unsupported(chain, layout);
+  why = unsupported(wide, layout);
   if (!why.empty()) return std::nullopt;
-  return programs_of(chain, layout);
+  return programs_of(wide, layout, chain.layers.back().cout);
 }
 
 }  // namespace tinycoral::compiler

@@ -626,11 +626,14 @@ int host_streamable_width(const ConvLayer& l, int cin) {
 bool pad_input_on_host(ConvChain& chain, bool whole_pixels) {
   if (chain.layers.empty()) return false;
   ConvLayer& l = chain.layers.front();
-  if (l.depthwise || l.residual() || !l.heads.empty() || l.cin % 4 == 0) return false;
+  // (Joined heads read whole-word pixels: their ops write each head's slot of a pixel.)
+  const bool joined_heads = whole_pixels && !l.joins.empty();
+  if (l.depthwise || l.residual() || (!l.heads.empty() && !joined_heads) || l.cin % 4 == 0)
+    return false;
   if (!whole_pixels && conv::input_streamable(l)) return false;
-  // Columns only (the channels stay, fewer bytes over USB), or 4-byte pixels in rows that
+  // Columns only (the channels stay, fewer bytes over USB), or whole-word pixels in rows that
   // stream when asked or when that is fewer bytes a row.
-  int cin = 4, w = host_streamable_width(l, 4);
+  int cin = conv::round_up(l.cin, 4), w = host_streamable_width(l, cin);
   if (const int narrow = host_streamable_width(l, l.cin);
       !whole_pixels && narrow * l.cin <= w * cin) {
     cin = l.cin;

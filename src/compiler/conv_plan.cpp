@@ -27,8 +27,12 @@ Shapes shapes_of(const ConvChain& chain) {
                                        : kColumns;
     lp.planes = l.bias.empty() ? 1 : 2;
     lp.cin = l.cin;
-    lp.shared_rows = l.depthwise && lp.groups > 1;
-    for (size_t i = 0; i < l.weights.size() && lp.shared_rows; ++i)
+    // (One group of a pool with more taps than the dense FIFO holds: its rows read in place.)
+    lp.shared_rows = l.depthwise && (lp.groups > 1 || l.kh * l.kw > kDepthwiseFifoRows);
+    // (A pool's weights are all equal; any layer's groups may share theirs.)
+    for (size_t i = 0; i < l.weights.size() && lp.shared_rows && lp.groups == 1; ++i)
+      lp.shared_rows = l.weights[i] == l.weights[0];
+    for (size_t i = 0; i < l.weights.size() && lp.shared_rows && lp.groups > 1; ++i)
       lp.shared_rows =
           l.weights[i] ==
           l.weights[i - i % static_cast<size_t>(l.cout) + i % static_cast<size_t>(kColumns)];
@@ -173,8 +177,15 @@ Plan plan_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t 
   bool adds = false;
   for (size_t i = first; i < end; ++i) adds = adds || chain.layers[i].residual();
   if (adds) p.regions_end += 64;
+  for (size_t i = first; i < end; ++i)
+    if (joined(chain.layers[i])) {
+      const LayerPlan& lp = p.layers[i];
+      p.join_base = round_up(p.regions_end, 64);
+      p.regions_end = p.join_base + round_up((lp.ob - lp.oa) * lp.blocks * join_pitch(*lp.l), 64) +
+                      kJoinProducts + kJoinAux;
+    }
   const LayerPlan& last = p.layers[end - 1];
-  p.out_ch = channels_stored(*last.l, last.block);
+  p.out_ch = joined(*last.l) ? join_slot(*last.l) : channels_stored(*last.l, last.block);
   p.out_row = last.blocks * last.block * p.out_ch;
   p.out_bytes = round_up((last.ob - last.oa) * p.out_row, 8);
   p.out_base = out_at_top ? kNarrowBytes - round_up(p.out_bytes, 64) - 64 : p.regions_end;
@@ -196,7 +207,8 @@ void slice_plan(Plan& p, int g0, int g1) {
 
 bool splittable(const LayerPlan& lp, int n) {
   const ConvLayer& l = *lp.l;
-  if (n < 2 || n > kTiles || l.residual() || lp.block != 1 || l.cout % 4 != 0 || lp.groups % n != 0)
+  if (n < 2 || n > kTiles || l.residual() || joined(l) || lp.block != 1 || l.cout % 4 != 0 ||
+      lp.groups % n != 0)
     return false;
   const int per_tile = lp.groups / n;  // 64 bytes of each pixel per group
   // (Channels ending inside a group, MobileNet v2's 96 and 160: the last slice holds the rest,
@@ -257,7 +269,7 @@ bool in_rounds(const ConvChain& chain, const Shapes& shapes, Plan& p, int rounds
   const LayerPlan& last = p.layers[p.end - 1];
   if (p.end - p.first < 2 || last.ob - last.oa < rounds || p.g1 > 0) return false;
   for (size_t i = p.first; i < p.end; ++i)
-    if (chain.layers[i].residual()) return false;
+    if (chain.layers[i].residual() || joined(chain.layers[i])) return false;
   p.rounds = rounds;
   p.round_base = round_up(p.layers[p.first].in_base + p.layers[p.first].in_bytes(), 64);
   int end = p.round_base;

@@ -139,6 +139,7 @@ struct Plan {
   int out_bytes = 0;    // the band's rows * out_row, rounded up to 8
   int regions_end = 0;  // end of the image regions
   int add_scratch = 0;  // 16 narrow words for a residual ADD's weight rows
+  int join_base = 0;    // a joined heads layer's operand image, its products and aux words
   int narrow_end = 0;
   bool out_at_top = false;  // the output waits at the top of narrow memory for a hand-over
   // A stage whose images do not fit a tile at once (PoseNet's 177 x 241 maps) may compute each
@@ -179,6 +180,20 @@ inline int channels_stored(const ConvLayer& l, int block) {
   if (block > 1) return l.cout;
   return l.cout <= kColumns || l.cout % 4 == 0 ? round_up(l.cout, 4) : round_up(l.cout, kColumns);
 }
+
+// Heads joined by ADD/MUL (ConvLayer::joins): every operand but the last join's result lives in
+// one image of the band's pixels, operand k (a head's channels or a join's result) at byte
+// k join_slot of a pixel; the last join writes the next layer's image. join_slot: the heads'
+// channels in whole words (each head's op writes only them).
+inline bool joined(const ConvLayer& l) { return !l.joins.empty(); }
+inline int join_slot(const ConvLayer& l) { return round_up(l.heads.front().cout, 4); }
+inline int join_pitch(const ConvLayer& l) {
+  return join_slot(l) * static_cast<int>(l.heads.size() + l.joins.size() - 1);
+}
+// Narrow bytes past the operand image: a MUL's products (16 bytes a word of a run), 16 words of
+// ADD weight rows and 4 identity words.
+constexpr int kJoinProducts = 4 * 4 * 256;
+constexpr int kJoinAux = 128;
 
 inline int block_of(const ConvLayer& l) {
   int b = 1;
