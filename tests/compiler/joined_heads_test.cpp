@@ -293,10 +293,16 @@ TEST(JoinedHeads, LoomingIsRecognisedAndItsLayersComputeTheTwin) {
 TEST(JoinedHeads, SyntheticTwinsComputeTheirCpuReference) {
   std::mt19937 random(11);
   const std::vector<TwinSpec> specs = {
-      {16, 16, 1, 2, 1, 3, false, true, 4},  {20, 12, 1, 2, 1, 5, true, true, 4},
-      {12, 12, 4, 2, 8, 3, true, true, 3},   {18, 18, 3, 3, 2, 3, false, true, 8},
-      {8, 16, 2, 2, 4, 1, true, true, 2},    {16, 16, 1, 2, 1, 3, true, false, 4},
-      {10, 10, 8, 3, 16, 3, true, false, 5}, {64, 64, 1, 2, 1, 3, false, true, 16}};
+      {16, 16, 1, 2, 1, 3, false, true, 4},
+      {20, 12, 1, 2, 1, 5, true, true, 4},
+      {12, 12, 4, 2, 8, 3, true, true, 3},
+      {18, 18, 3, 3, 2, 3, false, true, 8},
+      {8, 16, 2, 2, 4, 1, true, true, 2},
+      {16, 16, 1, 2, 1, 3, true, false, 4},
+      {10, 10, 8, 3, 16, 3, true, false, 5},
+      {64, 64, 1, 2, 1, 3, false, true, 16},
+      // (Rows of 80 pixels of 4 words: each MUL run a piece of a row.)
+      {8, 80, 4, 2, 16, 3, true, true, 4}};
   for (const TwinSpec& s : specs) {
     SCOPED_TRACE(cat(s.h, "x", s.w, "x", s.cin, ", ", s.heads, " heads of ", s.cout, " k", s.k,
                      s.same ? " SAME" : " VALID", s.squares ? " squared" : " added", ", pool ",
