@@ -313,6 +313,28 @@ TEST(JoinedHeads, SyntheticTwinsComputeTheirCpuReference) {
   }
 }
 
+// MUL(y, x) of two heads (their zero points differ, b streamed from the other head's slot): the
+// second square of the twin made the product of both heads.
+TEST(JoinedHeads, AProductOfTwoHeadsEqualsTheTwin) {
+  std::mt19937 random(17);
+  for (const TwinSpec& s : {TwinSpec{16, 16, 1, 2, 1, 3, true, true, 4},
+                            TwinSpec{12, 12, 4, 2, 8, 3, false, true, 2}}) {
+    SCOPED_TRACE(cat(s.h, "x", s.w, "x", s.cin, ", heads of ", s.cout));
+    container::Model twin = joined_twin(s, random);
+    std::vector<container::Operator>& ops = twin.subgraphs[0].operators;
+    std::vector<int> heads, muls;
+    for (size_t k = 0; k < ops.size(); ++k) {
+      const int32_t code = twin.operator_codes.at(ops[k].opcode_index).builtin_code;
+      if (code == 3) heads.push_back(ops[k].outputs.at(0));  // CONV_2D
+      if (code == 18) muls.push_back(static_cast<int>(k));   // MUL
+    }
+    ASSERT_EQ(heads.size(), 2u);
+    ASSERT_EQ(muls.size(), 2u);
+    ops.at(static_cast<size_t>(muls[1])).inputs = {heads[1], heads[0]};
+    EXPECT_GT(expect_joined_heads(twin, 2, 3, 1, 3, random), 3u);
+  }
+}
+
 TEST(JoinedHeads, JoinsOfOtherTensorsOrHeadsReadElsewhereAreRefused) {
   std::mt19937 random(5);
   TwinSpec s;
