@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "host/image.h"
+#include "support/error_of.h"
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wall"
@@ -55,34 +56,33 @@ std::vector<uint8_t> jpeg_of(const std::vector<uint8_t>& px) {
 }
 
 std::string error_of(const std::vector<uint8_t>& bytes) {
-  try {
-    decode_image(bytes);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
+  return testing::error_of([&] { decode_image(bytes); });
+}
+
+// The file decoded, its pixels only when it has the gradient's size and channels.
+std::vector<uint8_t> pixels_of(const std::vector<uint8_t>& file) {
+  const Image img = decode_image(file);
+  EXPECT_EQ(img.width, kWidth);
+  EXPECT_EQ(img.height, kHeight);
+  EXPECT_EQ(img.channels, 3);
+  return img.width == kWidth && img.height == kHeight && img.channels == 3 ? img.pixels
+                                                                           : std::vector<uint8_t>{};
 }
 
 TEST(HostImageFormats, PngDecodesToTheSamePixels) {
   const std::vector<uint8_t> px = gradient();
-  const Image img = decode_image(png_of(px));
-  EXPECT_EQ(img.width, kWidth);
-  EXPECT_EQ(img.height, kHeight);
-  EXPECT_EQ(img.channels, 3);
-  EXPECT_EQ(img.pixels, px);
+  EXPECT_EQ(pixels_of(png_of(px)), px);
 }
 
 TEST(HostImageFormats, JpegDecodesCloseToTheSamePixels) {
   const std::vector<uint8_t> px = gradient();
-  const Image img = decode_image(jpeg_of(px));
-  ASSERT_EQ(img.width, kWidth);
-  ASSERT_EQ(img.height, kHeight);
-  ASSERT_EQ(img.channels, 3);
+  const std::vector<uint8_t> decoded = pixels_of(jpeg_of(px));
+  ASSERT_EQ(decoded.size(), px.size());
   // Lossy (and its colours subsampled), but the same picture.
   int worst = 0, sum = 0;
   for (size_t i = 0; i < px.size(); ++i) {
-    worst = std::max(worst, std::abs(img.pixels[i] - px[i]));
-    sum += std::abs(img.pixels[i] - px[i]);
+    worst = std::max(worst, std::abs(decoded[i] - px[i]));
+    sum += std::abs(decoded[i] - px[i]);
   }
   EXPECT_LE(worst, 16);
   EXPECT_LE(sum, 3 * static_cast<int>(px.size()));
