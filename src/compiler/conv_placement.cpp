@@ -7,6 +7,7 @@
 #include <cmath>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <tuple>
 
 namespace tinycoral::compiler::conv {
@@ -702,35 +703,59 @@ void widen_stages(const ConvChain& chain, Layout& out, double& best,
   // MobileNet v2's 49 - runs out of tries long before its stages on 2 to 4 tiles are widened).
   constexpr double kBulkSaving = 2000;
   const Shapes plain = shapes_of(chain);
+  // (Two orders: the stages longest computing first, or those that save the most cycles per wide
+  // row they add first - when the wide memories are nearly full, as v2's and PoseNet's are, the
+  // second fits more of the widenings that pay; each round keeps the faster of the two.)
+  auto kept_rows = [&](const Stage& s) {
+    double rows = 0;
+    for (const Plan& p : s.tiles)
+      for (size_t i = s.first; i < s.end; ++i)
+        rows += p.g1 > 0 ? plain.layers[i].rows_of(p.g1 - p.g0) : plain.layers[i].rows();
+    return rows;
+  };
   for (int round = 0; round < 4; ++round) {
-    std::vector<Stage> stages = out.stages;
-    std::vector<std::pair<double, size_t>> firsts;  // compute, first layer
-    for (const Stage& s : stages) firsts.push_back({compute_cycles({s}), s.first});
-    std::stable_sort(firsts.begin(), firsts.end(),
-                     [](const auto& a, const auto& b) { return a.first > b.first; });
-    std::vector<std::vector<int>> bases;
-    for (const auto& [cycles, first] : firsts) {
-      size_t k = 0;
-      while (k < stages.size() && stages[k].first != first) ++k;
-      if (k == stages.size()) continue;
-      std::vector<Stage> trial = stages;
-      if (!widened(chain, plain, trial[k]) || cycles - compute_cycles({trial[k]}) < kBulkSaving)
-        continue;
-      std::vector<std::vector<int>> placed;
-      if (!share_tiles(chain, plain, trial, placed)) continue;
-      stages = std::move(trial);
-      bases = std::move(placed);
+    std::optional<Layout> faster;
+    for (const bool per_row : {false, true}) {
+      std::vector<Stage> stages = out.stages;
+      // (Per stage: its order key, its first layer and its widened form.)
+      std::vector<std::tuple<double, size_t, Stage>> firsts;
+      for (const Stage& s : stages) {
+        Stage wide = s;
+        if (!widened(chain, plain, wide)) continue;
+        const double saved = compute_cycles({s}) - compute_cycles({wide});
+        if (saved < kBulkSaving) continue;
+        const double key =
+            per_row ? saved / std::max(1.0, kept_rows(wide) - kept_rows(s)) : compute_cycles({s});
+        firsts.emplace_back(key, s.first, std::move(wide));
+      }
+      std::stable_sort(firsts.begin(), firsts.end(), [](const auto& a, const auto& b) {
+        return std::get<0>(a) > std::get<0>(b);
+      });
+      std::vector<std::vector<int>> bases;
+      for (auto& [key, first, wide] : firsts) {
+        size_t k = 0;
+        while (k < stages.size() && stages[k].first != first) ++k;
+        if (k == stages.size()) continue;
+        std::vector<Stage> trial = stages;
+        trial[k] = wide;
+        std::vector<std::vector<int>> placed;
+        if (!share_tiles(chain, plain, trial, placed)) continue;
+        stages = std::move(trial);
+        bases = std::move(placed);
+      }
+      if (bases.empty()) continue;
+      Layout candidate;
+      candidate.shapes = shapes_of(chain);
+      candidate.stages = std::move(stages);
+      group_parameters(chain, candidate, true, bases);
+      if (!whole) in_bands(candidate.stages);
+      const double modeled = modeled_cycles(candidate, program_bytes);
+      if (modeled >= best) continue;
+      best = modeled;
+      faster = std::move(candidate);
     }
-    if (bases.empty()) break;
-    Layout candidate;
-    candidate.shapes = shapes_of(chain);
-    candidate.stages = std::move(stages);
-    group_parameters(chain, candidate, true, bases);
-    if (!whole) in_bands(candidate.stages);
-    const double modeled = modeled_cycles(candidate, program_bytes);
-    if (modeled >= best) break;
-    best = modeled;
-    out = std::move(candidate);
+    if (!faster) break;
+    out = std::move(*faster);
   }
   for (int tries = 0; tries < kMaxTries;) {
     std::vector<size_t> order(out.stages.size());
