@@ -667,6 +667,25 @@ bool resliced(const ConvChain& chain, const Shapes& shapes, Stage& s) {
   return true;
 }
 
+// Stage `s` in row bands on the fewest tiles that compute it no slower (its busiest band no
+// higher): PoseNet's last layer, 23 rows on 16 tiles, computes 2 rows a tile on 12 as well, and
+// the 4 tiles' parameter rows are free for other stages. `s` itself when none is fewer (a split
+// layer, the chain's first stage: the host's rows may need one tile).
+Stage trimmed(const ConvChain& chain, const Shapes& shapes, const Stage& s) {
+  const int tiles = static_cast<int>(s.tiles.size());
+  if (s.first == 0 || tiles < 2 || s.tiles.front().g1 > 0) return s;
+  const int oh = chain.layers[s.end - 1].oh;
+  const double cycles = compute_cycles({s});
+  // (No fewer than the last layer's rows allow: ceil(oh / m) must stay the busiest band's.)
+  const int per_tile = (oh + tiles - 1) / tiles;
+  for (int m = (oh + per_tile - 1) / per_tile; m < tiles; ++m) {
+    Stage t = stage_of(chain, shapes, s.first, s.end, 0, m);
+    if (static_cast<int>(t.tiles.size()) != m || !stage_fits(t, nullptr)) continue;
+    if (compute_cycles({t}) <= cycles) return t;
+  }
+  return s;
+}
+
 // Stage `s` over twice its tiles: a split layer with twice the row bands per slice (or re-cut,
 // resliced, when that is more than 16 tiles), else twice the row bands; false when the map has
 // too few rows or the tiles run out.
@@ -715,8 +734,21 @@ void widen_stages(const ConvChain& chain, Layout& out, double& best,
   };
   for (int round = 0; round < 4; ++round) {
     std::optional<Layout> faster;
-    for (const bool per_row : {false, true}) {
+    for (const int order : {0, 1, 2}) {
+      const bool per_row = order > 0;
       std::vector<Stage> stages = out.stages;
+      std::vector<std::vector<int>> bases;
+      if (order == 2) {
+        // (First every stage in row bands on the fewest tiles that compute it as fast: the rows
+        // that frees go to the widenings.)
+        bool fewer = false;
+        for (Stage& s : stages) {
+          Stage t = trimmed(chain, plain, s);
+          fewer = fewer || t.tiles.size() < s.tiles.size();
+          s = std::move(t);
+        }
+        if (!fewer || !share_tiles(chain, plain, stages, bases)) continue;
+      }
       // (Per stage: its order key, its first layer and its widened form.)
       std::vector<std::tuple<double, size_t, Stage>> firsts;
       for (const Stage& s : stages) {
@@ -731,7 +763,6 @@ void widen_stages(const ConvChain& chain, Layout& out, double& best,
       std::stable_sort(firsts.begin(), firsts.end(), [](const auto& a, const auto& b) {
         return std::get<0>(a) > std::get<0>(b);
       });
-      std::vector<std::vector<int>> bases;
       for (auto& [key, first, wide] : firsts) {
         size_t k = 0;
         while (k < stages.size() && stages[k].first != first) ++k;
