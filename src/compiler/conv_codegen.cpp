@@ -458,11 +458,12 @@ void layer_op(TileBatch& e, const Plan& p, size_t i, const Part& part) {
                       : part.g1 == lp.groups && lp.groups > 1 && l.cout % kColumns != 0
                           ? round_up(l.cout % kColumns, 4)
                           : lp.group_ch;
-  const std::string out_walk = strided_walk({{1, group_words},
-                                             {lp.block * t.pixel_bytes / 4, lp.blocks},
-                                             {t.row_words, rows},
-                                             {kColumns / 4, groups}},
-                                            8, " m3");
+  const std::string out_walk =
+      strided_walk({{1, group_words},
+                    {(joins ? 1 : lp.block) * t.pixel_bytes / 4, lp.blocks},
+                    {t.row_words, rows},
+                    {kColumns / 4, groups}},
+                   8, " m3");
   const std::string loops = groups > 1 ? cat("(", lp.kwords, ")(", positions, ")(", groups, ")")
                                        : cat("(", lp.kwords, ")(", positions, ")");
   e.add(tile, "op",
@@ -520,7 +521,8 @@ void emit_tile_joins(Emitter& e, const Plan& p, size_t i, uint32_t mask) {
     const ConvLayer::Join& j = l.joins[k];
     const bool last = k + 1 == l.joins.size();
     const int out = last ? next.base : p.join_base + slot * (heads + static_cast<int>(k));
-    const int out_pixel = (last ? next.pixel_bytes : pitch) / 4;  // words
+    // (Words per position: a block of pixels of the next image.)
+    const int out_pixel = (last ? lp.block * next.pixel_bytes : pitch) / 4;
     const int out_row = last ? next.row_words : row_bytes / 4;
     const int a = p.join_base + slot * j.a, b = p.join_base + slot * j.b;
     if (!j.mul) {
@@ -1264,7 +1266,9 @@ std::string unsupported(const ConvChain& chain, Layout& layout) {
       if (l.heads.front().cout > kColumns)
         return cat("fan-out heads of ", l.heads.front().cout,
                    " channels joined by MUL/ADD (up to 64 yet)");
-      if (chain.layers[i + 1].cin % 4 != 0)
+      if (block_of(l) > 1 && l.ow % block_of(l) != 0)
+        return "joined fan-out heads with a partial last block of pixels (not generated yet)";
+      if (chain.layers[i + 1].cin % 4 != 0 && (block_of(l) == 1 || chain.layers[i + 1].depthwise))
         return cat("a layer reading ", chain.layers[i + 1].cin,
                    " channels after joined fan-out heads (a multiple of 4, or a pool, yet)");
     }
@@ -1273,9 +1277,9 @@ std::string unsupported(const ConvChain& chain, Layout& layout) {
       continue;
     }
     const int block = block_of(l);
-    if (!l.heads.empty() && block > 1)
+    if (!l.heads.empty() && !joined(l) && block > 1)
       return cat("fan-out heads reading ", l.cin, " channels (a multiple of 4 yet)");
-    if (block > 1 && (block * l.cout > kColumns || block * l.cout % 4 != 0))
+    if (block > 1 && (block * block_cout(l) > kColumns || block * block_cout(l) % 4 != 0))
       return cat("CONV_2D with ", l.cin, " input channels, stride ", l.stride_w, " and ", l.cout,
                  " output channels (", block, " x Cout must be a multiple of 4 up to 64 yet)");
     if (block > 1 && i + 1 < chain.layers.size() && l.ow % block != 0 &&
@@ -1474,7 +1478,9 @@ namespace {
 
 // A depthwise layer (looming's pool) that ends the chain after joined heads whose channels are
 // not whole words: the joins write whole words (join_slot), so it takes them all, its extra
-// channels with the last channel's weights; the host reads only the graph's channels.
+// channels with the last channel's weights; the host reads only the graph's channels. After
+// heads in blocks of pixels (1-3 channel images) the joins write the pixels packed instead, and
+// the pool becomes the CONV_2D it equals.
 ConvChain widen_pool(const ConvChain& chain) {
   ConvChain wide = chain;
   const size_t n = wide.layers.size();
@@ -1482,8 +1488,24 @@ ConvChain widen_pool(const ConvChain& chain) {
   ConvLayer& l = wide.layers[n - 1];
   if (!l.depthwise || l.cin % 4 == 0) return wide;
   const int c = l.cin, c4 = round_up(c, 4);
+  const size_t taps = static_cast<size_t>(l.kh) * l.kw;
+  if (block_of(wide.layers[n - 2]) > 1) {
+    // Joined heads in blocks write the pool's image packed (c bytes a pixel): the pool as the
+    // CONV_2D it equals (each output channel its own input channel's weights), which reads
+    // packed pixels in windows.
+    std::vector<uint8_t> weights;
+    for (int oc = 0; oc < c; ++oc)
+      for (size_t tap = 0; tap < taps; ++tap)
+        for (int k = 0; k < c; ++k)
+          weights.push_back(
+              k == oc ? l.weights.at(tap * static_cast<size_t>(c) + static_cast<size_t>(k))
+                      : static_cast<uint8_t>(l.weight_zp_of(oc)));
+    l.weights = std::move(weights);
+    l.depthwise = false;
+    return wide;
+  }
   std::vector<uint8_t> weights;
-  for (size_t tap = 0; tap < static_cast<size_t>(l.kh) * l.kw; ++tap)
+  for (size_t tap = 0; tap < taps; ++tap)
     for (int k = 0; k < c4; ++k)
       weights.push_back(
           l.weights.at(tap * static_cast<size_t>(c) + static_cast<size_t>(std::min(k, c - 1))));

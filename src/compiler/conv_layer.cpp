@@ -626,7 +626,8 @@ int host_streamable_width(const ConvLayer& l, int cin) {
 bool pad_input_on_host(ConvChain& chain, bool whole_pixels) {
   if (chain.layers.empty()) return false;
   ConvLayer& l = chain.layers.front();
-  // (Joined heads read whole-word pixels: their ops write each head's slot of a pixel.)
+  // (Joined heads read the image as it is in blocks of pixels, or, when those cannot be
+  // generated, in whole-word pixels: a partial last block, a block's channels over 64.)
   const bool joined_heads = whole_pixels && !l.joins.empty();
   if (l.depthwise || l.residual() || (!l.heads.empty() && !joined_heads) || l.cin % 4 == 0)
     return false;

@@ -25,8 +25,9 @@ std::vector<uint8_t> parameters_of(const Shapes& p) {
       const ConvLayer& l = *lp.l;
       // Column c of group g: output channel oc of block pixel r.
       auto column = [&](int g, int c, int& oc, int& r) {
-        r = lp.block > 1 ? c / l.cout : 0;
-        oc = lp.block > 1 ? c % l.cout : g * kColumns + c;
+        // (Fan-out heads in blocks: each head's block in its own group.)
+        r = lp.block > 1 ? c / block_cout(l) : 0;
+        oc = g * kColumns + (lp.block > 1 ? c % block_cout(l) : c);
         return c < lp.group_ch && oc < l.cout;
       };
       int oc = 0, r = 0;

@@ -22,7 +22,7 @@ Shapes shapes_of(const ConvChain& chain) {
       lp.dw_words = std::min(l.cin, kColumns) / 4;
       lp.kwords = l.kh * l.kw * lp.dw_words;
     }
-    lp.group_ch = lp.block > 1         ? lp.block * l.cout
+    lp.group_ch = lp.block > 1         ? lp.block * block_cout(l)
                   : l.cout <= kColumns ? channels_stored(l, 1)
                                        : kColumns;
     lp.planes = l.bias.empty() ? 1 : 2;
@@ -185,7 +185,10 @@ Plan plan_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t 
                       kJoinProducts + kJoinAux;
     }
   const LayerPlan& last = p.layers[end - 1];
-  p.out_ch = joined(*last.l) ? join_slot(*last.l) : channels_stored(*last.l, last.block);
+  // (Joined heads in blocks of pixels: the last join writes each pixel's channels, packed.)
+  p.out_ch = !joined(*last.l) ? channels_stored(*last.l, last.block)
+             : last.block > 1 ? last.l->heads.front().cout
+                              : join_slot(*last.l);
   p.out_row = last.blocks * last.block * p.out_ch;
   p.out_bytes = round_up((last.ob - last.oa) * p.out_row, 8);
   p.out_base = out_at_top ? kNarrowBytes - round_up(p.out_bytes, 64) - 64 : p.regions_end;

@@ -181,12 +181,26 @@ inline int channels_stored(const ConvLayer& l, int block) {
   return l.cout <= kColumns || l.cout % 4 == 0 ? round_up(l.cout, 4) : round_up(l.cout, kColumns);
 }
 
+inline int block_of(const ConvLayer& l) {
+  int b = 1;
+  while (b * l.stride_w * l.cin % 4 != 0) ++b;
+  return b;
+}
+
+// Channels per pixel of a block (block_of > 1): a head's (all heads of a layer have one shape).
+inline int block_cout(const ConvLayer& l) {
+  return l.heads.empty() ? l.cout : l.heads.front().cout;
+}
+
 // Heads joined by ADD/MUL (ConvLayer::joins): every operand but the last join's result lives in
 // one image of the band's pixels, operand k (a head's channels or a join's result) at byte
 // k join_slot of a pixel; the last join writes the next layer's image. join_slot: the heads'
-// channels in whole words (each head's op writes only them).
+// channels in whole words (each head's op writes only them). Heads reading 1-3 channels write a
+// block of pixels per position (the image as the host sends it): a "pixel" of the operand image
+// is then the block, its slot the block's channels, and the last join writes the block's pixels
+// packed into the next image (a pool then runs as a CONV_2D reading them in windows).
 inline bool joined(const ConvLayer& l) { return !l.joins.empty(); }
-inline int join_slot(const ConvLayer& l) { return round_up(l.heads.front().cout, 4); }
+inline int join_slot(const ConvLayer& l) { return round_up(block_of(l) * l.heads.front().cout, 4); }
 inline int join_pitch(const ConvLayer& l) {
   return join_slot(l) * static_cast<int>(l.heads.size() + l.joins.size() - 1);
 }
@@ -194,12 +208,6 @@ inline int join_pitch(const ConvLayer& l) {
 // ADD weight rows and 4 identity words.
 constexpr int kJoinProducts = 4 * 4 * 256;
 constexpr int kJoinAux = 128;
-
-inline int block_of(const ConvLayer& l) {
-  int b = 1;
-  while (b * l.stride_w * l.cin % 4 != 0) ++b;
-  return b;
-}
 
 // Pixels a layer writes past its rows: the partial last block of B pixels (1-3 input channels).
 inline int surplus_pixels(const LayerPlan& lp) { return lp.blocks * lp.block - lp.l->ow; }
