@@ -626,9 +626,10 @@ int host_streamable_width(const ConvLayer& l, int cin) {
 bool pad_input_on_host(ConvChain& chain, bool whole_pixels) {
   if (chain.layers.empty()) return false;
   ConvLayer& l = chain.layers.front();
-  // (Joined heads read the image as it is in blocks of pixels, or, when those cannot be
-  // generated, in whole-word pixels: a partial last block, a block's channels over 64.)
-  const bool joined_heads = whole_pixels && !l.joins.empty();
+  // (Joined heads read the image as it is in blocks of pixels, as any first layer, or, when
+  // those cannot be generated, in whole-word pixels: a partial last block, a block's channels
+  // over 64. Other fan-out heads read only whole-word pixels.)
+  const bool joined_heads = !l.joins.empty();
   if (l.depthwise || l.residual() || (!l.heads.empty() && !joined_heads) || l.cin % 4 == 0)
     return false;
   if (!whole_pixels && conv::input_streamable(l)) return false;
