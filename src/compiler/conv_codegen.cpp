@@ -572,19 +572,44 @@ void emit_joins(Emitter& e, const Stage& stage, size_t i) {
   for (const auto& [p, mask] : alike) emit_tile_joins(e, *p, i, mask);
 }
 
-// The last layer's bytes to the host: 256-byte pieces through the ring to the scalar core.
-// One tile's band of the last layer's output: 256-byte pieces through the ring to the scalar core.
-void stream_tile_output(Emitter& e, const Plan& p, int& ordinal) {
-  const uint32_t tile = tile_bit(p.tile);
-  for (int at = 0; at < p.out_bytes; at += kRowBytes) {
-    const int bytes = std::min(kRowBytes, p.out_bytes - at);
-    e.add("n2w", cat("tiles=", hex(tile), " n.addr=", hex((p.out_base + at) / 4),
-                     " n=", narrow_walk(bytes / 4), " n.lvl_mask=0x01 w.addr=", hex(kRingFifo),
+// Ring packets per transfer to the host: the outfeed's walk counts 8-byte units in 15 bits.
+constexpr int kOutfeedPackets = 128;
+
+// `bytes` from narrow word `n_addr` of `tile` (read with the narrow walk `walk`) to the host as
+// one transfer: a narrowToWide filling the ring row once per packet, one outfeed and one ring
+// producer. Several packets go as Google's programs send their outputs (gen2020 PoseNet word
+// 7339: `w=(1 x 1)(0 x 12)`, a producer of 12 packets, outfeeds of 384 units), one packet in the
+// single-fill form; the last packet may be short (the outfeed takes only `bytes`).
+void outfeed_transfer(Emitter& e, int tile, int n_addr, const std::string& walk, int bytes,
+                      int& ordinal) {
+  const int packets = (bytes + kRowBytes - 1) / kRowBytes;
+  const std::string tiles = cat("tiles=", hex(tile_bit(tile)));
+  if (packets == 1) {
+    e.add("n2w", cat(tiles, " n.addr=", hex(n_addr), " n=", walk,
+                     " n.lvl_mask=0x01 w.addr=", hex(kRingFifo),
                      " w=(1 x 1) w.circ=1 w.rows=1 sync.en0=1 sync.f1=1 sync.id=16 "
                      "sync.wait_lvl=1 sync.en1=1 sync.val=0xffff sync.en2=1 sync.f45=1 "
                      "tail_lvl=1"));
     e.add("outfeed", cat("walk=(0 x ", bytes / 8, ") k173=3 f222=0x7f"));
-    ring_send(e, p.tile, kRingFifo, 0x10000, ordinal++);
+    ring_send(e, tile, kRingFifo, 0x10000, ordinal++);
+    return;
+  }
+  e.add("n2w", cat(tiles, " n.addr=", hex(n_addr), " n=", walk,
+                   " n.lvl_mask=0x01 w.addr=", hex(kRingFifo), " w=(1 x 1)(0 x ", packets,
+                   ") w.lvl_mask=0x1 w.circ=1 w.rows=1 sync.en0=1 sync.f1=1 sync.id=16 "
+                   "sync.wait_lvl=1 sync.en1=1 sync.val=0x0ffff sync.en2=1 sync.f45=1 f803=1"));
+  e.add("outfeed", cat("walk=(0 x ", bytes / 8, ") k173=3 f222=0x7f"));
+  e.add("ringprod", cat(tiles, " addr=", hex(kRingFifo), " src=(1 x 1)(0 x ", packets,
+                        ") sdims=1 cbuf=1 slots=1 mode=3 pcfg=20 r0.id=0x51 r0.val=", ordinal++,
+                        " r0.en_a=1 r0.en_b=1 r1.id=0x2d r1.val=1 r1.en_a=1 r1.en_b=1 "
+                        "dest=0x10000"));
+}
+
+// One tile's band of the last layer's output to the host, up to kOutfeedPackets a transfer.
+void stream_tile_output(Emitter& e, const Plan& p, int& ordinal) {
+  for (int at = 0; at < p.out_bytes; at += kOutfeedPackets * kRowBytes) {
+    const int bytes = std::min(kOutfeedPackets * kRowBytes, p.out_bytes - at);
+    outfeed_transfer(e, p.tile, (p.out_base + at) / 4, narrow_walk(bytes / 4), bytes, ordinal);
   }
 }
 
@@ -598,22 +623,16 @@ int band_pixels(const Plan& p) {
   return (lp.ob - lp.oa) * lp.blocks * lp.block;
 }
 
-// One tile's share of a head's output: its pixels' head channels, as many whole pixels per
-// 256-byte piece as fit (a 2-level narrow walk picks them out of the pixels of all heads).
+// One tile's share of a head's output: its pixels' head channels (a 2-level narrow walk picks
+// them out of the pixels of all heads), as many pixels a transfer as make up to kOutfeedPackets.
 void stream_tile_head(Emitter& e, const Plan& p, const ConvLayer::Head& h, int& ordinal) {
-  const uint32_t tile = tile_bit(p.tile);
-  const int pb = head_pixel_bytes(h), per_piece = kRowBytes / pb, pixels = band_pixels(p);
-  for (int k = 0; k < pixels; k += per_piece) {
-    const int n = std::min(per_piece, pixels - k);
+  const int pb = head_pixel_bytes(h), per_transfer = kOutfeedPackets * kRowBytes / pb;
+  const int pixels = band_pixels(p);
+  for (int k = 0; k < pixels; k += per_transfer) {
+    const int n = std::min(per_transfer, pixels - k);
     const int at = p.out_base + k * p.out_ch + kColumns * (h.g0 - p.g0);
-    e.add("n2w", cat("tiles=", hex(tile), " n.addr=", hex(at / 4),
-                     " n=", strided_walk({{1, pb / 4}, {p.out_ch / 4, n}}, 6),
-                     " n.lvl_mask=0x01 w.addr=", hex(kRingFifo),
-                     " w=(1 x 1) w.circ=1 w.rows=1 sync.en0=1 sync.f1=1 sync.id=16 "
-                     "sync.wait_lvl=1 sync.en1=1 sync.val=0xffff sync.en2=1 sync.f45=1 "
-                     "tail_lvl=1"));
-    e.add("outfeed", cat("walk=(0 x ", n * pb / 8, ") k173=3 f222=0x7f"));
-    ring_send(e, p.tile, kRingFifo, 0x10000, ordinal++);
+    outfeed_transfer(e, p.tile, at / 4, strided_walk({{1, pb / 4}, {p.out_ch / 4, n}}, 6), n * pb,
+                     ordinal);
   }
 }
 

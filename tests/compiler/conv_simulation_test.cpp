@@ -127,12 +127,14 @@ TEST(ConvOnTheVirtualEdgeTpu, ImagesOfManyRowPiecesEqualTheCpuReference) {
   EXPECT_GT(expect_equal_to_cpu(40, 40, 8, {{8, 3, 2, true}}, random), 1u);
 }
 
-// Images whose activations exceed one tile's narrow memory: the output rows are split over the 16
+// Images whose activations exceed one tile's narrow memory: the output rows are split over several
 // tiles, each computing its band (and the halo rows its band needs) on its own.
 TEST(ConvOnTheVirtualEdgeTpu, ImagesLargerThanOneTileEqualTheCpuReference) {
   std::mt19937 random(37);
   EXPECT_EQ(expect_equal_to_cpu(96, 96, 8, {{32, 3, 1, true}}, random), 16u);  // 295 KB out
-  EXPECT_EQ(expect_equal_to_cpu(128, 128, 3, {{16, 3, 2, true}}, random), 16u);
+  // (8 tiles since the output goes to the host many packets a transfer: the time model prices
+  // 16 tiles' extra instructions above what they save.)
+  EXPECT_GT(expect_equal_to_cpu(128, 128, 3, {{16, 3, 2, true}}, random), 1u);
 }
 
 // The host's image in transfers of many rows (a band's rows, or every row for tiles that keep the
