@@ -712,9 +712,14 @@ void load_parameters(Emitter& e, int rows, uint32_t mask, int64_t offset, int ba
 // 256 bytes of one row): a narrowToWide into the sender's ring row and a ring producer to all of
 // them, a ring consumer into a FIFO row of its own and a wideToNarrow into the interior of the
 // padded image on each receiver (the host image's form, stream_input).
+// Set while the placement search prices a candidate (program_bytes): its hand-overs then keep
+// the receivers' order (below). Priced with the shorter of both schedules, the search picks
+// layouts the simulator runs slower (v1 1.0: 4.021 against 3.964 ms); the final program takes the
+// shorter schedule on the layout the search picked.
+thread_local bool pricing = false;
+
 void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
   const size_t i = to.first;
-  int piece = 0;
   // (A receiver computing some groups of a split depthwise layer reads only their channels.)
   auto mask_of_ = [&](int y, const Plan& src) {
     uint32_t mask = 0;
@@ -755,7 +760,7 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
         t.writes.push_back({tile_bit(r.tile), cat(" n.addr=", hex(narrow(r) / 4), " n=", walk(r))});
     transfers.push_back(std::move(t));
   };
-  auto send = [&](const std::vector<const Transfer*>& round) {
+  auto send = [&](Emitter& e, const std::vector<const Transfer*>& round, int& piece, int& ordinal) {
     if (piece > 0 && piece % kInputRows == 0) tile_fence(e, "counters=0x1ffff units=0x3ff");
     const int fifo = kInputFifo + 4 * (piece++ % kInputRows);
     const bool multi = round.front()->packets >= 2;
@@ -902,7 +907,12 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
       }
     }
   }
-  // The rounds (above): per sender and per receiver, the transfers keep their order.
+  // The rounds (above): per sender the transfers keep their order. `in_order`: per receiver too
+  // (the order they were made in). Without it a receiver takes them in any order - every transfer
+  // writes bytes of its image no other transfer writes (each row or channel slice comes from the
+  // one sender that computed it) - so a band pipeline's senders each handing rows to their
+  // neighbours go in a few rounds, not one round per sender; with it, rounds of transfers of one
+  // shape (which merge into fewer instructions) can come out fewer instructions in all.
   std::vector<std::vector<size_t>> by_sender;
   std::vector<int> sender_of(kTiles, -1);
   std::array<std::vector<size_t>, kTiles> by_receiver;
@@ -916,32 +926,57 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
     for (int r = 0; r < kTiles; ++r)
       if (transfers[k].mask & tile_bit(r)) by_receiver[static_cast<size_t>(r)].push_back(k);
   }
-  std::vector<size_t> next_of_sender(by_sender.size(), 0);
-  std::array<size_t, kTiles> next_of_receiver{};
-  for (size_t sent = 0; sent < transfers.size();) {
-    std::vector<const Transfer*> round;
-    uint32_t receivers = 0;
-    for (size_t q = 0; q < by_sender.size(); ++q) {
-      if (next_of_sender[q] == by_sender[q].size()) continue;
-      const size_t k = by_sender[q][next_of_sender[q]];
-      const Transfer& t = transfers[k];
-      bool ready = (t.mask & receivers) == 0 &&
-                   (round.empty() || (round.front()->packets >= 2) == (t.packets >= 2));
-      for (int r = 0; r < kTiles && ready; ++r) {
-        const auto& queue = by_receiver[static_cast<size_t>(r)];
-        ready = !(t.mask & tile_bit(r)) || queue[next_of_receiver[static_cast<size_t>(r)]] == k;
+  auto schedule = [&](bool in_order) {
+    std::vector<std::vector<const Transfer*>> rounds;
+    std::vector<size_t> next_of_sender(by_sender.size(), 0);
+    std::array<size_t, kTiles> next_of_receiver{};
+    for (size_t sent = 0; sent < transfers.size();) {
+      std::vector<const Transfer*> round;
+      uint32_t receivers = 0;
+      for (size_t q = 0; q < by_sender.size(); ++q) {
+        if (next_of_sender[q] == by_sender[q].size()) continue;
+        const size_t k = by_sender[q][next_of_sender[q]];
+        const Transfer& t = transfers[k];
+        bool ready = (t.mask & receivers) == 0 &&
+                     (round.empty() || (round.front()->packets >= 2) == (t.packets >= 2));
+        for (int r = 0; r < kTiles && ready && in_order; ++r) {
+          const auto& queue = by_receiver[static_cast<size_t>(r)];
+          ready = !(t.mask & tile_bit(r)) || queue[next_of_receiver[static_cast<size_t>(r)]] == k;
+        }
+        if (!ready) continue;
+        round.push_back(&t);
+        receivers |= t.mask;
+        ++next_of_sender[q];
+        for (int r = 0; r < kTiles; ++r)
+          if (t.mask & tile_bit(r)) ++next_of_receiver[static_cast<size_t>(r)];
       }
-      if (!ready) continue;
-      round.push_back(&t);
-      receivers |= t.mask;
-      ++next_of_sender[q];
-      for (int r = 0; r < kTiles; ++r)
-        if (t.mask & tile_bit(r)) ++next_of_receiver[static_cast<size_t>(r)];
+      rounds.push_back(std::move(round));
+      sent += rounds.back().size();
     }
-    send(round);
-    sent += round.size();
+    return rounds;
+  };
+  auto emit_rounds = [&](Emitter& out, const std::vector<std::vector<const Transfer*>>& rounds,
+                         int& ord) {
+    int piece = 0;
+    for (const auto& round : rounds) send(out, round, piece, ord);
+    tile_fence(out, "counters=0x1ffff units=0x3ff");
+  };
+  // Both schedules are emitted and the one of fewer instruction words is kept (but while pricing).
+  const auto in_order = schedule(true);
+  if (pricing) {
+    emit_rounds(e, in_order, ordinal);
+    return;
   }
-  tile_fence(e, "counters=0x1ffff units=0x3ff");
+  const auto any_order = schedule(false);
+  bool fewer = false;
+  if (in_order.size() != any_order.size()) {
+    Emitter a, b;
+    int oa = ordinal, ob = ordinal;
+    emit_rounds(a, in_order, oa);
+    emit_rounds(b, any_order, ob);
+    fewer = b.words() < a.words();
+  }
+  emit_rounds(e, fewer ? any_order : in_order, ordinal);
 }
 
 // The execution program into `e`; `loads` receives the segments it streams and how many of their
@@ -1196,6 +1231,10 @@ container::Bitstream execution_program(const ConvChain& chain, const Shapes& sha
 // parameter rows it streams.
 double program_bytes(const ConvChain& chain, const Layout& layout) {
   std::vector<std::pair<int, int>> loads;
+  struct Pricing {
+    Pricing() { pricing = true; }
+    ~Pricing() { pricing = false; }
+  } priced;
   const container::Bitstream program =
       execution_program(chain, layout.shapes, layout.stages, loads);
   double bytes = double(program.data.size());
