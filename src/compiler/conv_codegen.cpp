@@ -926,14 +926,21 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
     for (int r = 0; r < kTiles; ++r)
       if (transfers[k].mask & tile_bit(r)) by_receiver[static_cast<size_t>(r)].push_back(k);
   }
-  auto schedule = [&](bool in_order) {
+  auto schedule = [&](bool in_order, bool longest_first = false) {
     std::vector<std::vector<const Transfer*>> rounds;
     std::vector<size_t> next_of_sender(by_sender.size(), 0);
     std::array<size_t, kTiles> next_of_receiver{};
     for (size_t sent = 0; sent < transfers.size();) {
       std::vector<const Transfer*> round;
       uint32_t receivers = 0;
-      for (size_t q = 0; q < by_sender.size(); ++q) {
+      // (`longest_first`: the senders with the most transfers left first.)
+      std::vector<size_t> senders(by_sender.size());
+      for (size_t q = 0; q < senders.size(); ++q) senders[q] = q;
+      if (longest_first)
+        std::stable_sort(senders.begin(), senders.end(), [&](size_t a, size_t b) {
+          return by_sender[a].size() - next_of_sender[a] > by_sender[b].size() - next_of_sender[b];
+        });
+      for (size_t q : senders) {
         if (next_of_sender[q] == by_sender[q].size()) continue;
         const size_t k = by_sender[q][next_of_sender[q]];
         const Transfer& t = transfers[k];
@@ -961,22 +968,28 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
     for (const auto& round : rounds) send(out, round, piece, ord);
     tile_fence(out, "counters=0x1ffff units=0x3ff");
   };
-  // Both schedules are emitted and the one of fewer instruction words is kept (but while pricing).
+  // The schedules are emitted and the one of fewest instruction words is kept (but while
+  // pricing).
   const auto in_order = schedule(true);
   if (pricing) {
     emit_rounds(e, in_order, ordinal);
     return;
   }
-  const auto any_order = schedule(false);
-  bool fewer = false;
-  if (in_order.size() != any_order.size()) {
-    Emitter a, b;
-    int oa = ordinal, ob = ordinal;
-    emit_rounds(a, in_order, oa);
-    emit_rounds(b, any_order, ob);
-    fewer = b.words() < a.words();
+  // (Receivers in any order, and so with the senders of most transfers left first.)
+  std::vector<std::vector<std::vector<const Transfer*>>> schedules{in_order, schedule(false),
+                                                                   schedule(false, true)};
+  size_t best = 0;
+  uint32_t fewest = 0;
+  for (size_t k = 0; k < schedules.size(); ++k) {
+    Emitter trial;
+    int ord = ordinal;
+    emit_rounds(trial, schedules[k], ord);
+    if (k == 0 || trial.words() < fewest) {
+      best = k;
+      fewest = trial.words();
+    }
   }
-  emit_rounds(e, fewer ? any_order : in_order, ordinal);
+  emit_rounds(e, schedules[best], ordinal);
 }
 
 // The execution program into `e`; `loads` receives the segments it streams and how many of their
