@@ -926,20 +926,35 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
     for (int r = 0; r < kTiles; ++r)
       if (transfers[k].mask & tile_bit(r)) by_receiver[static_cast<size_t>(r)].push_back(k);
   }
-  auto schedule = [&](bool in_order, bool longest_first = false) {
+  enum class Senders { kInTileOrder, kLongestFirst, kCommonShapeFirst };
+  auto schedule = [&](bool in_order, Senders order = Senders::kInTileOrder) {
     std::vector<std::vector<const Transfer*>> rounds;
     std::vector<size_t> next_of_sender(by_sender.size(), 0);
     std::array<size_t, kTiles> next_of_receiver{};
     for (size_t sent = 0; sent < transfers.size();) {
       std::vector<const Transfer*> round;
       uint32_t receivers = 0;
-      // (`longest_first`: the senders with the most transfers left first.)
+      // The senders with the most transfers left first, or those whose next transfer has the
+      // shape (packets, first receiver's write) most of the senders' next transfers have (their
+      // wideToNarrows and consumers merge).
       std::vector<size_t> senders(by_sender.size());
       for (size_t q = 0; q < senders.size(); ++q) senders[q] = q;
-      if (longest_first)
-        std::stable_sort(senders.begin(), senders.end(), [&](size_t a, size_t b) {
-          return by_sender[a].size() - next_of_sender[a] > by_sender[b].size() - next_of_sender[b];
-        });
+      auto left = [&](size_t q) { return by_sender[q].size() - next_of_sender[q]; };
+      if (order == Senders::kLongestFirst)
+        std::stable_sort(senders.begin(), senders.end(),
+                         [&](size_t a, size_t b) { return left(a) > left(b); });
+      if (order == Senders::kCommonShapeFirst) {
+        auto shape = [&](size_t q) {
+          const Transfer& t = transfers[by_sender[q][next_of_sender[q]]];
+          return std::pair{t.packets, t.writes.empty() ? std::string() : t.writes.front().second};
+        };
+        std::vector<size_t> alike(senders.size(), 0);
+        for (size_t a = 0; a < senders.size(); ++a)
+          for (size_t b = 0; b < senders.size() && left(a) > 0; ++b)
+            if (left(b) > 0 && shape(a) == shape(b)) ++alike[a];
+        std::stable_sort(senders.begin(), senders.end(),
+                         [&](size_t a, size_t b) { return alike[a] > alike[b]; });
+      }
       for (size_t q : senders) {
         if (next_of_sender[q] == by_sender[q].size()) continue;
         const size_t k = by_sender[q][next_of_sender[q]];
@@ -976,8 +991,9 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
     return;
   }
   // (Receivers in any order, and so with the senders of most transfers left first.)
-  std::vector<std::vector<std::vector<const Transfer*>>> schedules{in_order, schedule(false),
-                                                                   schedule(false, true)};
+  std::vector<std::vector<std::vector<const Transfer*>>> schedules{
+      in_order, schedule(false), schedule(false, Senders::kLongestFirst),
+      schedule(false, Senders::kCommonShapeFirst)};
   size_t best = 0;
   uint32_t fewest = 0;
   for (size_t k = 0; k < schedules.size(); ++k) {
