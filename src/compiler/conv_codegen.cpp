@@ -739,8 +739,8 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
   // packets (the softmax gather's multi-packet form: k fills of one FIFO row), else one packet of
   // up to 256 bytes.
   // The transfers are collected first and sent in rounds: each round takes the next transfer of
-  // every sender whose receivers no other transfer of the round has, and whose receivers got
-  // every transfer before it (each receiver takes them in the order they were made), all of one
+  // every sender whose receivers no other transfer of the round has (in one schedule only when
+  // its receivers got every transfer before it, in the order they were made; below), all of one
   // form. The round shares one FIFO row (each tile has its own wide memory), so the receivers'
   // wideToNarrows and consumers and the senders' narrowToWides that differ only in their tile go
   // out as one instruction (a split layer's slices handing over to the next split layer: one
