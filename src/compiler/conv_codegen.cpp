@@ -381,8 +381,8 @@ void depthwise_op(TileBatch& e, const Plan& p, size_t i, const Part& part, int g
   const int in_base = lp.op_in(0) - lp.window_off + 4 * lp.dw_words * (g0 - first);
   // Shared rows: read in place. Dense weights: fill `word` of FIFO row `tap` (depthwise_fifo).
   const int par_unit = lp.dense() ? kDepthwiseFifo : lp.weight_row(part) * kRowUnits;
-  const std::string par_walk =
-      strided_walk({{1, taps}, {0, positions}, {lp.dense() ? 0 : taps, words}}, 8, " m1");
+  const std::string par_walk = strided_walk(
+      {{1, taps}, {0, positions}, {lp.dense() || lp.same_words ? 0 : taps, words}}, 8, " m1");
   const std::string par_fifo = lp.dense() ? cat(" par.tflags=0x80 par.fifo=", hex(taps)) : "";
   const OutTarget t = out_target(p, i);
   const std::string out_walk = strided_walk(

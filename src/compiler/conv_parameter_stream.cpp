@@ -55,7 +55,7 @@ std::vector<uint8_t> parameters_of(const Shapes& p) {
         const int columns = lp.dense() ? kEntryBytes / 4 : kColumns;
         const size_t start = out.size();
         for (int g = part.g0; g < (lp.shared_rows ? part.g0 + 1 : part.g1); ++g)
-          for (int j = 0; j < lp.dw_words; ++j)
+          for (int j = 0; j < (lp.same_words ? 1 : lp.dw_words); ++j)
             for (int ky = 0; ky < l.kh; ++ky)
               for (int kx = 0; kx < l.kw; ++kx)
                 for (int c = 0; c < columns; ++c) {

@@ -470,7 +470,11 @@ std::vector<std::vector<StageOption>> stage_options(const ConvChain& chain, cons
         into[b].back().transfers = 8.0 * tiles;
       }
       const LayerPlan& lp = shapes.layers[a];
-      if (b != a + 1 || b == n || a == 0) continue;
+      // (The last layer only when it is a pool to one pixel, MobileNet v1's: split like the layer
+      // before it, each tile pools its own channels and sends them to the host.)
+      const ConvLayer& la = chain.layers[a];
+      const bool pool = la.depthwise && la.oh == 1 && la.ow == 1;
+      if (b != a + 1 || (b == n && !pool) || a == 0) continue;
       // (Each slice also in row bands over 2, 4 or 8 tiles: 2-D blocks, each band's tiles keeping
       // their slice's rows.)
       for (int count = 2; count <= kTiles; ++count) {

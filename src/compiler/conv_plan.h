@@ -72,6 +72,10 @@ struct LayerPlan {
   // Every group of a depthwise layer has the same weights (an AVERAGE_POOL_2D: all 1): the
   // groups share one set of weight rows (MobileNet v1 1.0's 7x7 pool: 784 rows instead of 12,544).
   bool shared_rows = false;
+  // Shared rows whose every weight is equal (a pool: all 1) and every word whole: each word's
+  // taps hold the same rows, so one word's taps serve all 16 (49 rows instead of 784 for the
+  // 7x7 pool; the op reads them at stride 0).
+  bool same_words = false;
   // Any other depthwise layer keeps its weights dense: per word its taps' 16-byte diagonal
   // entries, 16 to a row, which reach the op's FIFO through scalar memory (docs/compiler.md "How
   // Google stores depthwise parameters"): kwords / 16 rows a group instead of kwords.
@@ -79,7 +83,7 @@ struct LayerPlan {
   int rows_of(int groups_in_part) const {
     if (l->residual()) return 0;  // a residual ADD has no parameters
     const int weight_rows =
-        shared_rows ? kwords
+        shared_rows ? (same_words ? l->kh * l->kw : kwords)
         : dense()   ? (groups_in_part * kwords * kEntryBytes + kRowBytes - 1) / kRowBytes
                     : groups_in_part * kwords;
     return groups_in_part * planes + 1 + weight_rows;
