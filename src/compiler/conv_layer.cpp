@@ -421,16 +421,8 @@ std::string match_joins(const Graph& graph, const std::vector<int>& mapped_ops,
         return cat(op->name, " joining fan-out heads of other shapes or quantizations");
     EltwiseLayer e;
     e.kind = is_builtin(*op, BuiltinOp::kMul) ? EltwiseLayer::Kind::kMul : EltwiseLayer::Kind::kAdd;
-    e.a_zp = uint8_zero_point(ta);
-    e.b_zp = uint8_zero_point(tb);
-    e.out_zp = uint8_zero_point(y);
-    e.a_scale = ta.quant.scale[0];
-    e.b_scale = tb.quant.scale[0];
-    e.out_scale = y.quant.scale[0];
-    container::Activation activation = container::Activation::kNone;
-    if (const auto* o = std::get_if<container::ActivationOptions>(&op->options))
-      activation = o->activation;
-    if (std::string why = eltwise_output_stage(e, activation); !why.empty()) return why;
+    if (std::string why = eltwise_stage_of(e, ta, tb, y, fused_activation(*op)); !why.empty())
+      return why;
     ConvLayer::Join j;
     j.mul = e.kind == EltwiseLayer::Kind::kMul;
     j.a = static_cast<int>(a - known.begin());

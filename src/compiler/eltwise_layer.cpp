@@ -97,24 +97,32 @@ std::string match_eltwise(const Graph& graph, const std::vector<int>& mapped_ops
   }
   layer.elements = y.elements();
   layer.shape = y.shape;
-  layer.a_zp = uint8_zero_point(a);
-  layer.b_zp = uint8_zero_point(b);
-  layer.out_zp = uint8_zero_point(y);
-  layer.a_scale = a.quant.scale[0];
-  layer.b_scale = b.quant.scale[0];
-  layer.out_scale = y.quant.scale[0];
   layer.a_name = in_a->name;
   layer.b_name = in_b->name;
   layer.output_name = out->name;
   layer.signed_a = in_a->type == TensorType::kInt8;
   layer.signed_b = in_b->type == TensorType::kInt8;
   layer.signed_output = out->type == TensorType::kInt8;
-  container::Activation activation = container::Activation::kNone;
-  if (const auto* o = std::get_if<container::ActivationOptions>(&op->options))
-    activation = o->activation;
-  if (relu)
-    activation = is_builtin(*op, BuiltinOp::kRelu) ? container::Activation::kRelu
-                                                   : container::Activation::kRelu6;
+  const container::Activation activation = !relu ? fused_activation(*op)
+                                           : is_builtin(*op, BuiltinOp::kRelu)
+                                               ? container::Activation::kRelu
+                                               : container::Activation::kRelu6;
+  return eltwise_stage_of(layer, a, b, y, activation);
+}
+
+container::Activation fused_activation(const GraphOp& op) {
+  if (const auto* o = std::get_if<container::ActivationOptions>(&op.options)) return o->activation;
+  return container::Activation::kNone;
+}
+
+std::string eltwise_stage_of(EltwiseLayer& layer, const GraphTensor& a, const GraphTensor& b,
+                             const GraphTensor& y, container::Activation activation) {
+  layer.a_zp = uint8_zero_point(a);
+  layer.b_zp = uint8_zero_point(b);
+  layer.out_zp = uint8_zero_point(y);
+  layer.a_scale = a.quant.scale[0];
+  layer.b_scale = b.quant.scale[0];
+  layer.out_scale = y.quant.scale[0];
   return eltwise_output_stage(layer, activation);
 }
 
@@ -137,16 +145,8 @@ std::string match_residual_add(const Graph& graph, const GraphOp& op, int flowin
   if (a.shape != y.shape || b.shape != y.shape || y.shape.size() != 4 || y.shape[0] != 1)
     return "an ADD in a chain needs two NHWC operands of its output's shape";
   EltwiseLayer e;
-  e.a_zp = uint8_zero_point(a);
-  e.b_zp = uint8_zero_point(b);
-  e.out_zp = uint8_zero_point(y);
-  e.a_scale = a.quant.scale[0];
-  e.b_scale = b.quant.scale[0];
-  e.out_scale = y.quant.scale[0];
-  container::Activation activation = container::Activation::kNone;
-  if (const auto* o = std::get_if<container::ActivationOptions>(&op.options))
-    activation = o->activation;
-  if (std::string why = eltwise_output_stage(e, activation); !why.empty()) return why;
+  if (std::string why = eltwise_stage_of(e, a, b, y, fused_activation(op)); !why.empty())
+    return why;
   l.h = l.oh = y.shape[1];
   l.w = l.ow = y.shape[2];
   l.cin = l.cout = y.shape[3];

@@ -41,6 +41,15 @@ std::string match_eltwise(const Graph& graph, const std::vector<int>& mapped_ops
 // points) and fused activation; "" or the reason it cannot be done on the chip.
 std::string eltwise_output_stage(EltwiseLayer& layer, container::Activation activation);
 
+// The same from the tensors themselves (per-tensor 8-bit a, b and output y): the zero points and
+// scales, then the output stage. The standalone ADD/MUL/RELU, the residual ADD and the joins of
+// fan-out heads all quantize this way.
+std::string eltwise_stage_of(EltwiseLayer& layer, const GraphTensor& a, const GraphTensor& b,
+                             const GraphTensor& y, container::Activation activation);
+
+// An ADD's or MUL's fused activation (NONE when the operator has none).
+container::Activation fused_activation(const GraphOp& op);
+
 // A residual ADD inside a CONV_2D chain (conv_layer.h): one operand is `flowing` (the previous
 // layer's output), the other the input tensor of an earlier chain layer (`layer_inputs[j]`), same
 // shape; fills `l` as a 1x1 layer with residual_of = j. "" or the reason.
