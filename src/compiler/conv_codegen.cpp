@@ -1139,6 +1139,42 @@ void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
         wait_tokens(e);
         continue;
       }
+      // A pool (shared rows) split by output groups, one resident part per tile, every part at
+      // the same rows: group k of every tile at once, its bias load and op the same instruction
+      // on each (the tiles keep only their own channels, at the same addresses), rather than
+      // each tile's groups in turn.
+      if (lp.l->depthwise && lp.shared_rows && stage.tiles.front().g1 > 0 &&
+          lp.parts.size() == stage.tiles.size()) {
+        std::vector<const Part*> part_of;
+        for (const Plan& p : stage.tiles)
+          for (const Part& part : lp.parts)
+            if (part.g0 == p.g0 && part.g1 == p.g1) part_of.push_back(&part);
+        const Part& one = lp.parts.front();
+        bool together = part_of.size() == stage.tiles.size();
+        for (const Part& part : lp.parts) {
+          const Segment& seg = shapes.segments[static_cast<size_t>(part.segment)];
+          together = together && seg.first_of_group &&
+                     resident[static_cast<size_t>(seg.group)] == part.segment &&
+                     part.row == one.row && part.g1 - part.g0 == one.g1 - one.g0;
+        }
+        if (together) {
+          const uint32_t mask = tile_mask(stage.tiles);
+          for (int k = 0; k < one.g1 - one.g0; ++k) {
+            bias_load(e, lp, one.row + k * lp.planes, 1, mask);
+            {
+              TileBatch ops(e);
+              for (size_t t = 0; t < stage.tiles.size(); ++t)
+                depthwise_op(ops, stage.tiles[t], i, *part_of[t], part_of[t]->g0 + k,
+                             part_of[t]->g0 + k + 1);
+            }
+            if (k + 1 < one.g1 - one.g0) tile_fence(e, "counters=0x1ffff units=0x3ff");
+          }
+          tile_fence(e, "counters=0x1ffff units=0x3ff");
+          tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
+          wait_tokens(e);
+          continue;
+        }
+      }
       // The tiles of a layer split by output groups run their parts at once (one part each, all
       // resident): one fence after the last.
       // (Not when some part is streamed: its rows take turns with the part before on its tile.)

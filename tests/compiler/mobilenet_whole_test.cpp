@@ -6,14 +6,17 @@
 // cat.bmp (google_expectations.tsv) passes on our compiled file.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 
+#include "chip/program.h"
 #include "chip/sim_runner.h"
 #include "compiler/compile.h"
 #include "compiler/googles_check_on_ours.h"
@@ -145,6 +148,32 @@ TEST(MobileNetCompiledWhole, V1EmbeddingExtractorEqualsItsTwinAndPassesGooglesCh
   TINYCORAL_REQUIRE_TESTDATA(data);
   expect_compiled_whole(data, "gen2020/mobilenet_v1_1.0_224_quant_embedding_extractor.tflite",
                         "G011", {}, true, 0);
+}
+
+// The 7x7 average pool at the end is split by output groups like the layer before it, each tile
+// pooling its own channels (16 groups of 64). Its groups run on all its tiles at once: group k of
+// every tile is one op instruction on all of them (the same addresses on each), so the pool's op
+// instructions all have the same tiles, and there are 16 / tiles of them (16 one-tile ops before).
+TEST(MobileNetCompiledWhole, V1EmbeddingExtractorPoolsEachGroupOnAllItsTilesAtOnce) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  const CompileResult r = compile_model(
+      read_bytes(data / "gen2020/mobilenet_v1_1.0_224_quant_embedding_extractor.tflite"));
+  ASSERT_EQ(r.edgetpu_subgraphs, 1);
+  const auto compiled = container::read_edgetpu_model(r.tflite);
+  const auto exes = chip::testing::executables_of(compiled);
+  ASSERT_NE(exes.execution, nullptr);
+  std::vector<uint16_t> pool_ops;  // the tiles of each op of 49 taps
+  for (const auto& bs : exes.execution->bitstreams) {
+    const std::unique_ptr<chip::Program> program = chip::Program::decode(bs.data);
+    for (const chip::ProgramItem& item : program->items)
+      if (const auto* op = std::get_if<chip::OpInstr>(&item.decoded); op && op->loops[0] == 48)
+        pool_ops.push_back(op->tile_mask);
+  }
+  ASSERT_FALSE(pool_ops.empty());
+  const int tiles = std::popcount(pool_ops.front());
+  EXPECT_GT(tiles, 1) << "the pool is not split over tiles";
+  for (uint16_t mask : pool_ops) EXPECT_EQ(mask, pool_ops.front());
+  EXPECT_EQ(static_cast<int>(pool_ops.size()) * tiles, 16);
 }
 
 }  // namespace
