@@ -122,8 +122,16 @@ inline container::Model conv_twin(int h, int w, int cin, const std::vector<ConvS
                                                  s.act == Activation::kRelu6 ? 20.0f : 1.0f);
     const float sw_sum = std::accumulate(sw.begin(), sw.end(), 0.0f);
     const int kdim = s.fc ? h * w * cin : s.k * s.k * (s.depthwise ? 1 : cin);
-    const float sy = 3.0f * std::sqrt(static_cast<float>(kdim)) * 74 * 74 * sx *
-                     (sw_sum / static_cast<float>(sw.size())) / 127;
+    float sy = 3.0f * std::sqrt(static_cast<float>(kdim)) * 74 * 74 * sx *
+               (sw_sum / static_cast<float>(sw.size())) / 127;
+    // Each layer multiplies the scale by about 2 sqrt(kdim): deep chains (MobileNet v2's 60
+    // layers) would pass float's range. Only ratios reach the integers (sx sw / sy is the
+    // multiplier; weights and biases are drawn as integers), so shrinking the weight scales
+    // with sy keeps the chain's arithmetic and its scales finite.
+    if (sy > 1e4f) {
+      for (float& v : sw) v *= sx / sy;
+      sy = sx;
+    }
     const int zy = static_cast<int>(random() % 100) + 78;
     ConvParameters p = random_conv_parameters(std::move(sw), static_cast<size_t>(s.cout) * kdim,
                                               s.cout, 20000, random);
