@@ -172,6 +172,22 @@ void image_infeed(Emitter& e, int offset, int units, uint32_t mask) {
             " k336=1 f352=1 f391=2 dest=", hex(mask), " f434=0xf lanes_m1=3"));
 }
 
+// The image's infeeds in program order. Each names its offset only within a pop pass, and the
+// chip reads it at the wrap nearest to where the previous infeed ended (docs/chip.md "Infeed"):
+// `ordered` stays true while every infeed starts within half a pass of that end (and the first in
+// the first pass), so that each reads the rows it is meant to.
+struct ImageInfeeds {
+  int end = -1;  // units
+  bool ordered = true;
+  void add(Emitter& e, int offset, int units, uint32_t mask) {
+    constexpr int kHalf = kActPassUnits / 2;
+    if (end < 0 ? offset >= kActPassUnits : offset + kHalf < end || offset >= end + kHalf)
+      ordered = false;
+    end = offset + units;
+    image_infeed(e, offset, units, mask);
+  }
+};
+
 int packets_of(int bytes) { return (bytes + kPiece - 1) / kPiece; }
 
 // Whether `bytes` of rows of `row_bytes` can go as packets whose last is short: rows over a packet
@@ -182,7 +198,87 @@ bool ends_inside_a_packet(int row_bytes, int bytes) {
          (bytes / 4) % packets_of(bytes) != 0;
 }
 
+// Whether `rows` whole rows of `row_bytes` go as one multi-packet transfer whose last packet may
+// be short, by the wideToNarrow's rule (docs/chip.md "A wideToNarrow that takes less than a row
+// per wide step"): its walk {a row's words, rows} hands over a shorter share of each fill only
+// when its outer level iterates once per fill and the words split evenly into shares under 64
+// words. Finer than ends_inside_a_packet, which keeps whole packets whenever the words split
+// evenly (v1 1.0's 15 rows of 672 bytes: 2,520 words in 40 packets of 63 - but 15 outer
+// iterations for 40 fills, so the rows stream whole).
+bool rows_in_one_transfer(int row_bytes, int rows) {
+  const int bytes = rows * row_bytes, packets = packets_of(bytes), words = bytes / 4;
+  if (row_bytes % 4 != 0 || packets < 2 || packets > kHandOverPackets) return false;
+  return !(words % packets == 0 && words / packets < kPiece / 4 && std::max(rows, 1) == packets);
+}
+
+// The host's image as one run per tile (the rows its band reads, halo rows included), when the
+// first stage is in bands (not whole images): each tile's run in one transfer of its own, the
+// rows shared with a neighbouring band read a second time from the pop's staging (the infeeds of
+// one pop may re-read what an earlier one sent, docs/chip.md "Infeed"; Google's PoseNet does so
+// by a unit), so the host still sends the image once. A run may cross a pop pass (Google's v1 1.0
+// infeed at word 153 sends units 14112-18815 of its 16384-unit passes). All runs share one FIFO
+// row (each tile has its own wide memory), so their wideToNarrows and consumers, equal on tiles
+// whose bands have one height, are one instruction each, and an infeed per tile follows: one
+// transfer per tile instead of runs of rows for the same tiles cut into whole packets and a short
+// piece, with the halo rows in transfers of their own (v1 1.0: 99 infeeds -> 16). `taken[y]`
+// gets the tiles that received row y so.
+void stream_runs(Emitter& e, const std::vector<Plan>& tiles, int& piece,
+                 std::vector<uint32_t>& taken, ImageInfeeds& infeeds) {
+  const ConvLayer& l = *tiles.front().layers.front().l;
+  const int row_bytes = l.w * l.cin;
+  struct Run {
+    const Plan* tile;
+    int y, rows;
+  };
+  std::vector<Run> runs;
+  for (const Plan& t : tiles) {
+    const LayerPlan& lp = t.layers.front();
+    const int y = std::max(lp.top, 0), rows = std::min(lp.top + lp.hp, l.h) - y;
+    if (rows > 0 && rows_in_one_transfer(row_bytes, rows)) runs.push_back({&t, y, rows});
+  }
+  if (runs.empty()) return;
+  // (The infeeds by their first row: each starts near where the one before ended.)
+  std::stable_sort(runs.begin(), runs.end(), [](const Run& a, const Run& b) { return a.y < b.y; });
+  const int fifo = kInputFifo + 4 * (piece++ % kInputRows);
+  {
+    TileBatch writes(e);
+    for (const Run& r : runs) {
+      const LayerPlan& lp = r.tile->layers.front();
+      writes.add(tile_bit(r.tile->tile), "w2n",
+                 cat("w.addr=", hex(fifo), " w=(0 x ", packets_of(r.rows * row_bytes),
+                     ") w.rows=1 n.addr=", hex(lp.pixel(r.y - lp.top, l.pad_left) / 4),
+                     " n=", strided_walk({{1, row_bytes / 4}, {lp.row_words(), r.rows}}, 6),
+                     " n.lvl_mask=0x01 sync.en0=1 sync.id=14 sync.en1=1 sync.val=0x08000 "
+                     "sync.en2=1 tail_en870=1"));
+    }
+  }
+  {
+    TileBatch consumers(e);
+    for (const Run& r : runs)
+      consumers.add(tile_bit(r.tile->tile), "ringcons0",
+                    cat("addr=", hex(fifo), " dst=(0 x ", packets_of(r.rows * row_bytes),
+                        ") slots=1 mode=1 s_id=0x0b s_val=-64 s_cnt=1 s_en_b=1 s_y=1"));
+  }
+  for (const Run& r : runs) {
+    infeeds.add(e, r.y * row_bytes / 8, r.rows * row_bytes / 8, tile_bit(r.tile->tile));
+    for (int y = r.y; y < r.y + r.rows; ++y)
+      taken[static_cast<size_t>(y)] |= tile_bit(r.tile->tile);
+  }
+}
+
+bool stream_input(Emitter& e, const std::vector<Plan>& tiles, bool runs);
+
+// The host's image both ways (below, and with a run per tile first) and the one of fewer
+// instruction words whose infeeds read the rows meant (ImageInfeeds).
 void stream_input(Emitter& e, const std::vector<Plan>& tiles) {
+  Emitter with, without;
+  const bool ordered = stream_input(with, tiles, true);
+  stream_input(without, tiles, false);
+  stream_input(e, tiles, ordered && with.words() < without.words());
+}
+
+// Returns whether the infeeds are ordered (ImageInfeeds).
+bool stream_input(Emitter& e, const std::vector<Plan>& tiles, bool runs) {
   const ConvLayer& l = *tiles.front().layers.front().l;
   const int row_bytes = l.w * l.cin;
   const int units = l.h * row_bytes / 8;
@@ -204,6 +300,11 @@ void stream_input(Emitter& e, const std::vector<Plan>& tiles) {
   // reads, at one address (one wideToNarrow for all).
   bool full = true;
   for (const Plan& t : tiles) full = full && t.layers.front().full;
+  // (Rows a tile got in its run, stream_runs, are not sent to it again.)
+  int piece = 0, rows = 1;
+  std::vector<uint32_t> taken(static_cast<size_t>(l.h), 0);
+  ImageInfeeds infeeds;
+  if (runs && !full && row_bytes % 8 == 0) stream_runs(e, tiles, piece, taken, infeeds);
   auto mask_of = [&](int y) {
     uint32_t mask = 0;
     for (const Plan& t : tiles) {
@@ -211,9 +312,8 @@ void stream_input(Emitter& e, const std::vector<Plan>& tiles) {
       const int top = lp.full ? lp.need_top : lp.top, hp = lp.full ? lp.need_rows : lp.hp;
       if (y >= top && y < top + hp) mask |= tile_bit(t.tile);
     }
-    return mask;
+    return mask & ~taken[static_cast<size_t>(y)];
   };
-  int piece = 0, rows = 1;
   for (int y = 0; y < l.h; y += rows) {
     uint32_t mask = mask_of(y);
     rows = 1;
@@ -256,7 +356,7 @@ void stream_input(Emitter& e, const std::vector<Plan>& tiles) {
       }
       e.add("ringcons0", cat("tiles=", hex(mask), " addr=", hex(fifo), " dst=", packets,
                              " slots=1 mode=1 s_id=0x0b s_val=-64 s_cnt=1 s_en_b=1 s_y=1"));
-      image_infeed(e, offset, units, mask);
+      infeeds.add(e, offset, units, mask);
       continue;
     }
     while (rows < max_rows && y + rows < l.h && mask_of(y + rows) == mask) ++rows;
@@ -286,7 +386,7 @@ void stream_input(Emitter& e, const std::vector<Plan>& tiles) {
       }
       e.add("ringcons0", cat("tiles=", hex(mask), " addr=", hex(fifo), " dst=", packets,
                              " slots=1 mode=1 s_id=0x0b s_val=-64 s_cnt=1 s_en_b=1 s_y=1"));
-      image_infeed(e, y * row_bytes / 8, first_at / 8, mask);
+      infeeds.add(e, y * row_bytes / 8, first_at / 8, mask);
     }
     for (int at = first_at; at < row_bytes; at += kPiece, ++piece) {
       if (piece > 0 && piece % kInputRows == 0) tile_fence(e, "counters=0x1ffff units=0x3ff");
@@ -309,9 +409,10 @@ void stream_input(Emitter& e, const std::vector<Plan>& tiles) {
         }
       }
       ring_receive(e, mask, fifo, 1, -64);
-      image_infeed(e, offset, units, mask);
+      infeeds.add(e, offset, units, mask);
     }
   }
+  return infeeds.ordered;
 }
 
 // One part of a layer: its multipliers (and biases) into the output stage, then the op over every

@@ -5,10 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "chip/program.h"
 #include "chip/sim_runner.h"
@@ -34,15 +37,18 @@ using twins::describe;
 using twins::random_case;
 using twins::RandomCase;
 
+// `check` looks at the compiled programs too.
 void expect_equal_to_cpu(int h, int w, int cin, const std::vector<ConvSpec>& specs,
                          std::mt19937& random, size_t& tiles, bool int8_io = false,
-                         size_t distinct = 32) {
+                         size_t distinct = 32,
+                         const std::function<void(const CompiledTwin&)>& check = nullptr) {
   SCOPED_TRACE(describe(h, w, cin, specs) + (int8_io ? " int8 I/O" : ""));
   const container::Model twin = conv_twin(h, w, cin, specs, random, int8_io);
   const CompiledTwin compiled(twin);
   ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1) << compiled.reason();
   ASSERT_NE(compiled.exes.execution, nullptr);
   ASSERT_NE(compiled.exes.caching, nullptr);
+  if (check) check(compiled);
 
   host::Interpreter cpu = edgetpu_reference(twin);
   const std::vector<uint8_t> x = random_bytes(static_cast<size_t>(h) * w * cin, random);
@@ -147,6 +153,45 @@ TEST(ConvOnTheVirtualEdgeTpu, ImagesInTransfersOfManyRowsEqualTheCpuReference) {
   EXPECT_GT(expect_equal_to_cpu(60, 150, 4, {{8, 3, 2, true}}, random), 1u);
   EXPECT_GT(expect_equal_to_cpu(200, 200, 4, {{8, 3, 2, true}}, random), 1u);
   expect_equal_to_cpu(30, 64, 3, {{8, 3, 1, true}, {8, 3, 2, true}}, random);
+}
+
+// The host's image as one run per tile of a first stage in row bands (stream_runs): each tile
+// receives the rows its band reads, halo rows included, in one transfer, the rows two bands share
+// read twice from the pop's staging - one image infeed per tile (and a few for rows that go the
+// row-by-row way), where runs of rows for the same tiles took two or three per tile (35 and 46
+// infeeds here). Images too large for every tile to keep whole (LayerPlan::full): 960-byte rows
+// over two pop passes (a run across the pass, runs ending inside a packet) and 1600-byte rows.
+TEST(ConvChainOnTheVirtualEdgeTpu, ImageBandsGoAsOneRunPerTile) {
+  std::mt19937 random(43);
+  for (const auto& [h, w, cin] : {std::tuple{240, 240, 4}, std::tuple{180, 200, 8}}) {
+    size_t tiles = 0;
+    expect_equal_to_cpu(
+        h, w, cin, {{16, 3, 2, true}, {16, 3, 1, true}}, random, tiles, false, 32,
+        [&](const CompiledTwin& compiled) {
+          int infeeds = 0;
+          uint32_t receivers = 0;
+          bool shared = false;  // an infeed starts inside the one before: rows two bands read
+          uint32_t end = 0;
+          for (const auto& bs : compiled.exes.execution->bitstreams) {
+            const std::unique_ptr<chip::Program> program = chip::Program::decode(bs.data);
+            for (const chip::ProgramItem& item : program->items)
+              if (const auto* in = std::get_if<chip::InfeedInstr>(&item.decoded);
+                  in && in->activations && !in->from_scalar_memory) {
+                ++infeeds;
+                receivers |= in->tiles;
+                // (Offsets count within a pop pass of 16384 units; these runs go forward.)
+                shared = shared || (in->offset < end % 16384 && end % 16384 - in->offset < 8192);
+                end = in->offset + in->units;
+              }
+          }
+          const int bands = std::popcount(receivers);
+          SCOPED_TRACE(cat(infeeds, " image infeeds to ", bands, " tiles"));
+          EXPECT_GE(bands, 4);
+          EXPECT_TRUE(shared);
+          EXPECT_LE(infeeds, bands + 2);
+        });
+    EXPECT_GT(tiles, 1u);
+  }
 }
 
 // Chains: one program, the activations stay in the tile's narrow memory between the layers.
