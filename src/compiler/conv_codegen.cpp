@@ -7,6 +7,7 @@
 #include <array>
 #include <bit>
 #include <cmath>
+#include <map>
 #include <optional>
 #include <tuple>
 
@@ -25,6 +26,9 @@ using container::Half;
 using namespace conv;
 
 namespace {
+
+// Walk levels (stride, count), innermost first (strided_walk's input).
+using Levels = std::vector<std::pair<int64_t, int64_t>>;
 
 // Logical strides (in words) of the place a layer writes its outputs: position, row, group.
 struct OutTarget {
@@ -846,59 +850,91 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
   // wideToNarrows and consumers and the senders' narrowToWides that differ only in their tile go
   // out as one instruction (a split layer's slices handing over to the next split layer: one
   // instead of one per slice).
+  struct Write {
+    uint32_t tile = 0;  // the receiver's bit
+    int at = 0;         // narrow byte address of the walk's start
+    Levels walk;        // its narrow walk (words)
+  };
   struct Transfer {
     int src = 0;        // sending tile
     uint32_t mask = 0;  // receiving tiles
     int from_at = 0, bytes = 0, packets = 0;
-    std::vector<std::pair<uint32_t, std::string>> writes;  // per receiver: its w2n's narrow fields
+    std::vector<Write> writes;  // per receiver, in tile order
   };
   std::vector<Transfer> transfers;
   auto transfer = [&](const Plan& src, int from_at, int bytes, int packets, uint32_t mask,
                       const auto& narrow, const auto& walk) {
     Transfer t{src.tile, mask, from_at, bytes, packets, {}};
     for (const Plan& r : to.tiles)
-      if (mask & tile_bit(r.tile))
-        t.writes.push_back({tile_bit(r.tile), cat(" n.addr=", hex(narrow(r) / 4), " n=", walk(r))});
+      if (mask & tile_bit(r.tile)) t.writes.push_back({tile_bit(r.tile), narrow(r), walk(r)});
     transfers.push_back(std::move(t));
   };
-  auto send = [&](Emitter& e, const std::vector<const Transfer*>& round, int& piece, int& ordinal) {
+  // What a round sends: items of one transfer, or all-gathers (gathers(), below): the transfers
+  // of several senders to the same receivers, in order, which the receivers take with one
+  // consumer and one wideToNarrow each. `steps[w]`: the walk levels from one part's write to the
+  // next's on the item's w-th receiver (none for one transfer).
+  struct Item {
+    std::vector<const Transfer*> parts;
+    std::vector<Levels> steps;
+  };
+  using Round = std::vector<Item>;
+  auto send = [&](Emitter& e, const Round& round, int& piece, int& ordinal) {
     if (piece > 0 && piece % kInputRows == 0) tile_fence(e, "counters=0x1ffff units=0x3ff");
     const int fifo = kInputFifo + 4 * (piece++ % kInputRows);
-    const bool multi = round.front()->packets >= 2;
+    const bool multi = round.front().parts.front()->packets >= 2;  // the senders' form
     {
       TileBatch writes(e);
-      for (const Transfer* t : round) {
-        const std::string rows = cat("(0 x ", t->packets, ")");
-        for (const auto& [tile, narrow] : t->writes)
-          if (multi)
-            writes.add(tile, "w2n",
-                       cat("w.addr=", hex(fifo), " w=", rows, " w.rows=1", narrow,
-                           " n.lvl_mask=0x01 sync.en0=1 sync.id=14 sync.en1=1 "
+      for (const Item& item : round) {
+        const Transfer& t = *item.parts.front();
+        const int fills = static_cast<int>(item.parts.size()) * t.packets;
+        for (size_t w = 0; w < t.writes.size(); ++w) {
+          Levels walk;
+          if (item.parts.size() == 1) {
+            walk = t.writes[w].walk;
+          } else {
+            for (const auto& level : t.writes[w].walk)
+              if (level.second > 1 || walk.empty()) walk.push_back(level);
+            walk.insert(walk.end(), item.steps[w].begin(), item.steps[w].end());
+          }
+          // (A gather's walk names its levels, as Google's do: DeepLab gen2021 word 9628.)
+          const std::string narrow =
+              cat(" n.addr=", hex(t.writes[w].at / 4), " n=", strided_walk(walk, 6),
+                  " n.lvl_mask=", item.parts.size() > 1 ? hex((1u << walk.size()) - 1) : "0x01");
+          if (fills >= 2)
+            writes.add(t.writes[w].tile, "w2n",
+                       cat("w.addr=", hex(fifo), " w=(0 x ", fills, ") w.rows=1", narrow,
+                           " sync.en0=1 sync.id=14 sync.en1=1 "
                            "sync.val=0x08000 sync.en2=1 tail_en870=1"));
           else
-            writes.add(tile, "w2n",
+            writes.add(t.writes[w].tile, "w2n",
                        cat("w.addr=", hex(fifo), " w=(1 x 1)", narrow,
-                           " n.lvl_mask=0x01 mode=1 fill_size=128 sync.en0=1 sync.id=14 "
+                           " mode=1 fill_size=128 sync.en0=1 sync.id=14 "
                            "sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 sync.en2=1 "
                            "sync.dec_lvl=1 sync.dec=-1 sync.dec_mode=3 tail_en870=1"));
+        }
       }
     }
     {
       TileBatch consumers(e);
-      for (const Transfer* t : round)
-        if (multi)
-          consumers.add(t->mask, "ringcons0",
-                        cat("addr=", hex(fifo), " dst=(0 x ", t->packets,
+      for (const Item& item : round) {
+        const Transfer& t = *item.parts.front();
+        const int fills = static_cast<int>(item.parts.size()) * t.packets;
+        if (fills >= 2)
+          consumers.add(t.mask, "ringcons0",
+                        cat("addr=", hex(fifo), " dst=(0 x ", fills,
                             ") slots=1 mode=1 s_id=0x0b s_val=-64 s_cnt=1 s_en_b=1 s_y=1"));
         else
-          consumers.add(t->mask, "ringcons0",
+          consumers.add(t.mask, "ringcons0",
                         cat("addr=", hex(fifo),
                             " dst=(1 x 1) cbuf=1 slots=1 mode=3 s_id=0x2b s_val=-64 s_cnt=1 "
                             "s_en_b=1 s_y=1"));
+      }
     }
+    std::vector<const Transfer*> sent;  // in the order the receivers take them
+    for (const Item& item : round) sent.insert(sent.end(), item.parts.begin(), item.parts.end());
     auto narrow_to_wide = [&]() {
       TileBatch reads(e);
-      for (const Transfer* t : round)
+      for (const Transfer* t : sent)
         if (multi)
           reads.add(tile_bit(t->src), "n2w",
                     cat("n.addr=", hex(t->from_at / 4), " n=", narrow_walk(t->bytes / 4),
@@ -916,7 +952,7 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
     // (A multi-packet producer waits for its narrowToWide, issued after it; a one-packet one
     // follows it.)
     if (!multi) narrow_to_wide();
-    for (const Transfer* t : round) {
+    for (const Transfer* t : sent) {
       if (multi)
         e.add("ringprod",
               cat("tiles=", hex(tile_bit(t->src)), " addr=", hex(kRingFifo), " src=(1 x 1)(0 x ",
@@ -943,9 +979,8 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
       return ch0 - (lp.cin != lp.l->cin ? t.g0 * kColumns : 0);
     };
     auto slice_walk = [&](const Plan& t, int bytes, int rows) {
-      return strided_walk(
-          {{1, slice / 4}, {t.layers[i].cin / 4, bytes / slice}, {t.layers[i].row_words(), rows}},
-          6);
+      return Levels{
+          {1, slice / 4}, {t.layers[i].cin / 4, bytes / slice}, {t.layers[i].row_words(), rows}};
     };
     auto mask_of = [&](int y) { return mask_of_(y, src); };
     for (int y = band.oa, rows = 1; y < band.ob; y += rows) {
@@ -983,7 +1018,7 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
             },
             [&](const Plan& t) {
               if (sliced(t)) return slice_walk(t, row_bytes, rows);
-              return strided_walk({{1, row_bytes / 4}, {t.layers[i].row_words(), rows}}, 6);
+              return Levels{{1, row_bytes / 4}, {t.layers[i].row_words(), rows}};
             });
         continue;
       }
@@ -1002,8 +1037,8 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
             },
             [&](const Plan& t) {
               if (sliced(t)) return slice_walk(t, bytes, 1);
-              return whole >= 2 ? narrow_walk(bytes / 4)
-                                : strided_walk({{1, bytes / 4}, {t.layers[i].row_words(), 1}}, 6);
+              return whole >= 2 ? Levels{{1, bytes / 4}}
+                                : Levels{{1, bytes / 4}, {t.layers[i].row_words(), 1}};
             });
       }
     }
@@ -1029,11 +1064,11 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
   }
   enum class Senders { kInTileOrder, kLongestFirst, kCommonShapeFirst };
   auto schedule = [&](bool in_order, Senders order = Senders::kInTileOrder) {
-    std::vector<std::vector<const Transfer*>> rounds;
+    std::vector<Round> rounds;
     std::vector<size_t> next_of_sender(by_sender.size(), 0);
     std::array<size_t, kTiles> next_of_receiver{};
     for (size_t sent = 0; sent < transfers.size();) {
-      std::vector<const Transfer*> round;
+      Round round;
       uint32_t receivers = 0;
       // The senders with the most transfers left first, or those whose next transfer has the
       // shape (packets, first receiver's write) most of the senders' next transfers have (their
@@ -1047,7 +1082,8 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
       if (order == Senders::kCommonShapeFirst) {
         auto shape = [&](size_t q) {
           const Transfer& t = transfers[by_sender[q][next_of_sender[q]]];
-          return std::pair{t.packets, t.writes.empty() ? std::string() : t.writes.front().second};
+          return std::tuple{t.packets, t.writes.empty() ? 0 : t.writes.front().at,
+                            t.writes.empty() ? Levels{} : t.writes.front().walk};
         };
         std::vector<size_t> alike(senders.size(), 0);
         for (size_t a = 0; a < senders.size(); ++a)
@@ -1060,14 +1096,15 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
         if (next_of_sender[q] == by_sender[q].size()) continue;
         const size_t k = by_sender[q][next_of_sender[q]];
         const Transfer& t = transfers[k];
-        bool ready = (t.mask & receivers) == 0 &&
-                     (round.empty() || (round.front()->packets >= 2) == (t.packets >= 2));
+        bool ready =
+            (t.mask & receivers) == 0 &&
+            (round.empty() || (round.front().parts.front()->packets >= 2) == (t.packets >= 2));
         for (int r = 0; r < kTiles && ready && in_order; ++r) {
           const auto& queue = by_receiver[static_cast<size_t>(r)];
           ready = !(t.mask & tile_bit(r)) || queue[next_of_receiver[static_cast<size_t>(r)]] == k;
         }
         if (!ready) continue;
-        round.push_back(&t);
+        round.push_back({{&t}, {}});
         receivers |= t.mask;
         ++next_of_sender[q];
         for (int r = 0; r < kTiles; ++r)
@@ -1078,8 +1115,166 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
     }
     return rounds;
   };
-  auto emit_rounds = [&](Emitter& out, const std::vector<std::vector<const Transfer*>>& rounds,
-                         int& ord) {
+  // All-gathers: the transfers of several senders to the same receivers go in one round as one
+  // item (send, above): the receivers' consumer takes all their packets, in the order the
+  // producers are issued (docs/chip.md "Producers that send to tiles run in program order"), as
+  // fills of one FIFO row, and their wideToNarrow walks one part's write after the other, one or
+  // two walk levels more. The fills must be whole packets (a part's short last fill would leave a
+  // gap in the stream) or one short packet per part: the wideToNarrow's short-row form, one
+  // iteration of the outer levels per fill (DeepLab gen2021 word 9628). A transfer ending inside
+  // a packet goes as its whole packets and the short rest where every receiver's walk is runs of
+  // equal length at one stride (an unpadded image: the pointwise layer after a split depthwise).
+  // `parts` keeps the transfers the items point to.
+  auto gathered = [&](std::vector<Transfer>& parts) {
+    parts.reserve(2 * transfers.size());  // (the items point into it)
+    struct Runs {
+      int64_t run = 0, stride = 0, n = 1;  // n runs of `run` words, `stride` words apart
+    };
+    auto runs_of = [](const Levels& walk) -> std::optional<Runs> {
+      Levels l;
+      for (const auto& level : walk)
+        if (level.second > 1) l.push_back(level);
+      if (l.empty() || l[0].first != 1) return std::nullopt;
+      Runs r{l[0].second, l[0].second, 1};
+      size_t k = 1;
+      for (; k < l.size() && l[k].first == r.run; ++k) r.run *= l[k].second;
+      r.stride = r.run;
+      if (k < l.size()) r.stride = l[k].first, r.n = l[k++].second;
+      for (; k < l.size() && l[k].first == r.stride * r.n; ++k) r.n *= l[k].second;
+      if (k < l.size()) return std::nullopt;
+      return r;
+    };
+    auto split = [&](const Transfer& t) {
+      if (t.packets < 2 || t.bytes % kPiece == 0) return false;
+      const int whole = t.bytes / kPiece * kPiece;
+      Transfer head = t, rest = t;
+      head.bytes = whole;
+      head.packets = whole / kPiece;
+      rest.from_at += whole;
+      rest.bytes -= whole;
+      rest.packets = 1;
+      for (size_t w = 0; w < t.writes.size(); ++w) {
+        const std::optional<Runs> r = runs_of(t.writes[w].walk);
+        const int64_t words = whole / 4;
+        if (!r) return false;
+        if (r->stride == r->run || r->n == 1) {
+          head.writes[w].walk = {{1, words}};
+          rest.writes[w].walk = {{1, r->run * r->n - words}};
+          rest.writes[w].at += whole;
+        } else {
+          if (words % r->run != 0) return false;
+          const int64_t n = words / r->run;
+          head.writes[w].walk = {{1, r->run}, {r->stride, n}};
+          rest.writes[w].walk = {{1, r->run}, {r->stride, r->n - n}};
+          rest.writes[w].at += static_cast<int>(4 * r->stride * n);
+        }
+      }
+      parts.push_back(std::move(head));
+      parts.push_back(std::move(rest));
+      return true;
+    };
+    for (const Transfer& t : transfers)
+      if (!split(t)) parts.push_back(t);
+    // Parts of one shape (receivers, size, walks) gather when their places on every receiver
+    // step regularly: one level (a, a + d, a + 2d ...) or two (c steps of d1, those c2 times d2).
+    auto steps_of =
+        [&](const std::vector<const Transfer*>& ps) -> std::optional<std::vector<Levels>> {
+      const size_t k = ps.size();
+      const Transfer& t = *ps.front();
+      if (k * static_cast<size_t>(t.packets) > static_cast<size_t>(kHandOverPackets))
+        return std::nullopt;
+      uint32_t senders = 0;
+      for (const Transfer* p : ps) {
+        if (senders & tile_bit(p->src)) return std::nullopt;
+        senders |= tile_bit(p->src);
+      }
+      // Inner count: where the first receiver's step changes.
+      size_t c = 1;
+      auto at = [&](size_t j, size_t w) { return int64_t{ps[j]->writes[w].at}; };
+      while (c < k && at(c, 0) - at(c - 1, 0) == at(1, 0) - at(0, 0)) ++c;
+      if (k % c != 0) return std::nullopt;
+      std::vector<Levels> out;
+      for (size_t w = 0; w < t.writes.size(); ++w) {
+        const int64_t d1 = at(1, w) - at(0, w), d2 = at(c % k, w) - at(0, w);
+        for (size_t j = 0; j < k; ++j)
+          if (at(j, w) !=
+              at(0, w) + static_cast<int64_t>(j % c) * d1 + static_cast<int64_t>(j / c) * d2)
+            return std::nullopt;
+        if (d1 % 4 != 0 || d2 % 4 != 0 || d1 == 0) return std::nullopt;
+        Levels steps{{d1 / 4, static_cast<int64_t>(c)}};
+        if (c < k) steps.push_back({d2 / 4, static_cast<int64_t>(k / c)});
+        size_t levels = steps.size();
+        for (size_t l = 0; l < t.writes[w].walk.size(); ++l)
+          levels += l == 0 || t.writes[w].walk[l].second > 1 ? 1 : 0;
+        if (levels > 6) return std::nullopt;
+        out.push_back(std::move(steps));
+      }
+      return out;
+    };
+    std::vector<std::vector<const Transfer*>> shapes;
+    std::map<std::string, size_t> shape_of;
+    std::vector<Item> items;
+    for (const Transfer& p : parts) {
+      if (!(p.packets == 1 && p.bytes < kPiece) && p.bytes != p.packets * kPiece) {
+        items.push_back({{&p}, {}});
+        continue;
+      }
+      std::string key = cat(p.mask, " ", p.packets, " ", p.bytes);
+      for (const Write& w : p.writes) key += cat(" ", w.tile, strided_walk(w.walk, 6));
+      auto [it, fresh] = shape_of.emplace(key, shapes.size());
+      if (fresh) shapes.emplace_back();
+      shapes[it->second].push_back(&p);
+    }
+    for (std::vector<const Transfer*>& ps : shapes) {
+      std::stable_sort(ps.begin(), ps.end(), [](const Transfer* a, const Transfer* b) {
+        return a->writes.front().at < b->writes.front().at;
+      });
+      if (ps.size() > 1)
+        if (auto steps = steps_of(ps)) {
+          items.push_back({ps, std::move(*steps)});
+          continue;
+        }
+      // Else runs of consecutive parts that step regularly.
+      for (size_t j = 0; j < ps.size();) {
+        Item item{{ps[j]}, {}};
+        for (++j; j < ps.size(); ++j) {
+          std::vector<const Transfer*> more = item.parts;
+          more.push_back(ps[j]);
+          auto steps = steps_of(more);
+          if (!steps) break;
+          item = {std::move(more), std::move(*steps)};
+        }
+        items.push_back(std::move(item));
+      }
+    }
+    // Rounds: the largest items first, each round items of other receivers and senders.
+    std::stable_sort(items.begin(), items.end(),
+                     [](const Item& a, const Item& b) { return a.parts.size() > b.parts.size(); });
+    std::vector<Round> rounds;
+    std::vector<bool> done(items.size(), false);
+    for (size_t left = items.size(); left > 0;) {
+      Round round;
+      uint32_t receivers = 0, senders = 0;
+      for (size_t q = 0; q < items.size(); ++q) {
+        if (done[q]) continue;
+        const Item& item = items[q];
+        uint32_t from = 0;
+        for (const Transfer* p : item.parts) from |= tile_bit(p->src);
+        const bool multi = item.parts.front()->packets >= 2;
+        if ((item.parts.front()->mask & receivers) || (from & senders) ||
+            (!round.empty() && (round.front().parts.front()->packets >= 2) != multi))
+          continue;
+        round.push_back(item);
+        receivers |= item.parts.front()->mask;
+        senders |= from;
+        done[q] = true;
+        --left;
+      }
+      rounds.push_back(std::move(round));
+    }
+    return rounds;
+  };
+  auto emit_rounds = [&](Emitter& out, const std::vector<Round>& rounds, int& ord) {
     int piece = 0;
     for (const auto& round : rounds) send(out, round, piece, ord);
     tile_fence(out, "counters=0x1ffff units=0x3ff");
@@ -1092,9 +1287,10 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
     return;
   }
   // (Receivers in any order, and so with the senders of most transfers left first.)
-  std::vector<std::vector<std::vector<const Transfer*>>> schedules{
+  std::vector<Transfer> parts;
+  std::vector<std::vector<Round>> schedules{
       in_order, schedule(false), schedule(false, Senders::kLongestFirst),
-      schedule(false, Senders::kCommonShapeFirst)};
+      schedule(false, Senders::kCommonShapeFirst), gathered(parts)};
   size_t best = 0;
   uint32_t fewest = 0;
   for (size_t k = 0; k < schedules.size(); ++k) {
