@@ -1,0 +1,61 @@
+// Correct by simulation: all-gather hand-overs (hand_over's gathered schedule). A 3x3 conv to 1024
+// channels is split by output groups over the 16 tiles, the depthwise layer after it too, and the
+// 1x1 conv after that reads every channel: each of its tiles takes a slice from each of 16
+// senders. As 16 rounds that took at least 16 ring consumers; gathered, a receiver takes the 16
+// senders' packets with one consumer (in the producers' order) and one wideToNarrow. Every output
+// byte equals the CPU reference on two inferences.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <set>
+
+#include "isa/isa.h"
+#include "support/compiled_twin.h"
+#include "support/conv_twin.h"
+#include "support/same_bytes.h"
+
+namespace tinycoral::compiler {
+namespace {
+
+using container::Activation;
+using twins::ConvSpec;
+
+TEST(AllGatherOnTheVirtualEdgeTpu, SlicesOfSixteenSendersGoInOneRound) {
+  std::mt19937 random(1105);
+  ConvSpec dw{0, 3, 1, true, true, true, Activation::kRelu6};
+  dw.depthwise = true;
+  // 3 x 3 x 1024 slices of 64 bytes a pixel: 576 bytes per sender, 2 whole packets and a short
+  // rest (the split into whole packets and the rest, each gathered).
+  const std::vector<ConvSpec> specs = {{64, 1, 1, true}, {1024, 3, 1, true}, dw, {72, 1, 1, true}};
+  const int h = 3, w = 3, cin = 16;
+  SCOPED_TRACE(twins::describe(h, w, cin, specs));
+  const container::Model twin = twins::conv_twin(h, w, cin, specs, random);
+  const testing::CompiledTwin compiled(twin);
+  ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1) << compiled.reason();
+  ASSERT_NE(compiled.exes.execution, nullptr);
+  EXPECT_EQ(compiled.exes.execution->parameters.size(), 0u) << "the layers were not split";
+
+  int consumers = 0, to_tiles = 0;
+  for (const isa::Instruction& in : isa::decode(compiled.exes.execution->bitstreams.at(0).data)) {
+    consumers += in.opcode() == isa::kRingConsumer0;
+    to_tiles += in.opcode() == isa::kRingProducer && (in.value("dest") & 0xffff) != 0;
+  }
+  // The 16 slices alone were 16 consumers (one per round), the rest of the program's a few more.
+  EXPECT_GE(to_tiles, 16);
+  EXPECT_LT(consumers, 16) << to_tiles << " producers to tiles";
+
+  host::Interpreter cpu = testing::edgetpu_reference(twin);
+  chip::VirtualEdgeTpu chip;
+  compiled.cache_parameters(chip);
+  for (int inference = 0; inference < 2; ++inference) {
+    const std::vector<uint8_t> x = testing::random_bytes(static_cast<size_t>(h) * w * cin, random);
+    const std::vector<uint8_t> want = testing::reference_output(cpu, x);
+    EXPECT_GT(std::set<uint8_t>(want.begin(), want.end()).size(), 16u);
+    EXPECT_TRUE(testing::same_bytes(compiled.infer(chip, {{"x", x}}), want))
+        << "inference " << inference;
+  }
+  EXPECT_EQ(chip.fault(), "");
+}
+
+}  // namespace
+}  // namespace tinycoral::compiler
