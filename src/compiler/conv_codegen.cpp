@@ -930,8 +930,12 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
                             "s_en_b=1 s_y=1"));
       }
     }
-    std::vector<const Transfer*> sent;  // in the order the receivers take them
-    for (const Item& item : round) sent.insert(sent.end(), item.parts.begin(), item.parts.end());
+    std::vector<const Transfer*> order;  // in the order the receivers take them
+    for (const Item& item : round) order.insert(order.end(), item.parts.begin(), item.parts.end());
+    // The senders' side in runs of parts of different senders (a gather may take several parts
+    // of one sender: each goes through the sender's ring row after the one before, as in
+    // successive rounds), the producers in the receivers' order.
+    std::vector<const Transfer*> sent;
     auto narrow_to_wide = [&]() {
       TileBatch reads(e);
       for (const Transfer* t : sent)
@@ -949,20 +953,29 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
                         "sync.wait_lvl=1 sync.en1=1 sync.val=0xffff sync.en2=1 sync.f45=1 "
                         "tail_lvl=1"));
     };
-    // (A multi-packet producer waits for its narrowToWide, issued after it; a one-packet one
-    // follows it.)
-    if (!multi) narrow_to_wide();
-    for (const Transfer* t : sent) {
-      if (multi)
-        e.add("ringprod",
-              cat("tiles=", hex(tile_bit(t->src)), " addr=", hex(kRingFifo), " src=(1 x 1)(0 x ",
-                  t->packets, ") sdims=1 cbuf=1 slots=1 mode=3 pcfg=20 r0.id=0x51 r0.val=",
-                  ordinal++, " r0.en_a=1 r0.en_b=1 r1.id=0x2d r1.val=1 r1.en_a=1 r1.en_b=1 dest=",
-                  hex(t->mask)));
-      else
-        ring_send(e, t->src, kRingFifo, t->mask, ordinal++);
+    for (size_t at = 0; at < order.size();) {
+      sent.clear();
+      for (uint32_t from = 0; at < order.size() && !(from & tile_bit(order[at]->src)); ++at) {
+        from |= tile_bit(order[at]->src);
+        sent.push_back(order[at]);
+      }
+      // (A multi-packet producer waits for its narrowToWide, issued after it; a one-packet one
+      // follows it.)
+      if (!multi) narrow_to_wide();
+      for (const Transfer* t : sent) {
+        if (multi)
+          e.add("ringprod",
+                cat("tiles=", hex(tile_bit(t->src)), " addr=", hex(kRingFifo), " src=(1 x 1)(0 x ",
+                    t->packets,
+                    ") sdims=1 cbuf=1 slots=1 mode=3 pcfg=20 r0.id=0x51 r0.val=", ordinal++,
+                    " r0.en_a=1 r0.en_b=1 r1.id=0x2d r1.val=1 r1.en_a=1 r1.en_b=1 "
+                    "dest=",
+                    hex(t->mask)));
+        else
+          ring_send(e, t->src, kRingFifo, t->mask, ordinal++);
+      }
+      if (multi) narrow_to_wide();
     }
-    if (multi) narrow_to_wide();
   };
   for (const Plan& src : from.tiles) {
     const LayerPlan& band = src.layers[i - 1];
@@ -1183,11 +1196,6 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
       const Transfer& t = *ps.front();
       if (k * static_cast<size_t>(t.packets) > static_cast<size_t>(kHandOverPackets))
         return std::nullopt;
-      uint32_t senders = 0;
-      for (const Transfer* p : ps) {
-        if (senders & tile_bit(p->src)) return std::nullopt;
-        senders |= tile_bit(p->src);
-      }
       // Inner count: where the first receiver's step changes.
       size_t c = 1;
       auto at = [&](size_t j, size_t w) { return int64_t{ps[j]->writes[w].at}; };
