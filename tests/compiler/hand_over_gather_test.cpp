@@ -1,9 +1,10 @@
 // Correct by simulation: all-gather hand-overs (hand_over's gathered schedule). A 3x3 conv to 1024
-// channels is split by output groups over the 16 tiles, the depthwise layer after it too, and the
-// 1x1 conv after that reads every channel: each of its tiles takes a slice from each of 16
-// senders. As 16 rounds that took at least 16 ring consumers; gathered, a receiver takes the 16
-// senders' packets with one consumer (in the producers' order) and one wideToNarrow. Every output
-// byte equals the CPU reference on two inferences.
+// channels is split by output groups over tiles, the depthwise layer after it too (the search
+// picks 8 tiles of 128 channels), and the 1x1 conv after that reads every channel: each of its
+// tiles takes a slice from each sender. In rounds (one transfer per receiver each) the program took
+// 19 ring consumers, gathered 11: a receiver takes all senders' packets with one consumer (in the
+// producers' order) and one wideToNarrow. Every output byte equals the CPU reference on two
+// inferences.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -20,12 +21,12 @@ namespace {
 using container::Activation;
 using twins::ConvSpec;
 
-TEST(AllGatherOnTheVirtualEdgeTpu, SlicesOfSixteenSendersGoInOneRound) {
+TEST(AllGatherOnTheVirtualEdgeTpu, SlicesOfAllSendersGoInOneRound) {
   std::mt19937 random(1105);
   ConvSpec dw{0, 3, 1, true, true, true, Activation::kRelu6};
   dw.depthwise = true;
-  // 3 x 3 x 1024 slices of 64 bytes a pixel: 576 bytes per sender, 2 whole packets and a short
-  // rest (the split into whole packets and the rest, each gathered).
+  // 3 x 3 pixels of 128 bytes: 1,152 bytes per sender, 4 whole packets and a 128-byte rest (the
+  // split into whole packets and the rest, each gathered).
   const std::vector<ConvSpec> specs = {{64, 1, 1, true}, {1024, 3, 1, true}, dw, {72, 1, 1, true}};
   const int h = 3, w = 3, cin = 16;
   SCOPED_TRACE(twins::describe(h, w, cin, specs));
@@ -40,7 +41,7 @@ TEST(AllGatherOnTheVirtualEdgeTpu, SlicesOfSixteenSendersGoInOneRound) {
     consumers += in.opcode() == isa::kRingConsumer0;
     to_tiles += in.opcode() == isa::kRingProducer && (in.value("dest") & 0xffff) != 0;
   }
-  // The 16 slices alone were 16 consumers (one per round), the rest of the program's a few more.
+  // (19 consumers in rounds: the hand-over into the 1x1 conv alone one per sender and part.)
   EXPECT_GE(to_tiles, 16);
   EXPECT_LT(consumers, 16) << to_tiles << " producers to tiles";
 
