@@ -869,10 +869,10 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
       if (mask & tile_bit(r.tile)) t.writes.push_back({tile_bit(r.tile), narrow(r), walk(r)});
     transfers.push_back(std::move(t));
   };
-  // What a round sends: items of one transfer, or all-gathers (gathers(), below): the transfers
-  // of several senders to the same receivers, in order, which the receivers take with one
-  // consumer and one wideToNarrow each. `steps[w]`: the walk levels from one part's write to the
-  // next's on the item's w-th receiver (none for one transfer).
+  // What a round sends: items of one transfer, or all-gathers (`gathered`, below): transfers
+  // (parts) of several senders, or several of one, to the same receivers, in order, which the
+  // receivers take with one consumer and one wideToNarrow each. `steps[w]`: the walk levels from
+  // one part's write to the next's on the item's w-th receiver (none for one transfer).
   struct Item {
     std::vector<const Transfer*> parts;
     std::vector<Levels> steps;
