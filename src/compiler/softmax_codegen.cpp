@@ -30,7 +30,10 @@ constexpr int kConcatBase = 0x04;
 // later ones are cached on tiles 1, 2... and streamed into it (bright_64x64).
 constexpr int kStreamFifo = 0x1f7c;
 constexpr int kWideUnits = 16384;  // 64-byte units of a tile's wide memory
-constexpr int kStreamSlots = 32;   // wide unit of the concat's identity rows (aux row below)
+// A streamed piece's rows (4 units each) end within the 512 KiB of wide memory: more weights are
+// cached on several tiles (N = 12288, 16384).
+constexpr int kPieceRows = 2048;
+constexpr int kStreamSlots = 32;  // wide unit of the concat's identity rows (aux row below)
 // Wide rows of the ring transfers: where each step's packets arrive and leave from.
 constexpr int kScatterRow = 0x2060, kGatherRow = 0x2078;  // gathers send from row - 0x10
 constexpr int kWideScatter = 0x2000;  // the input FIFOs when a tile holds more than 64 bytes
@@ -189,10 +192,16 @@ void sync_block(Emitter& e) {
 }
 
 struct Geometry {
-  int n = 0;                          // positions
-  int tiles = 0;                      // T = min(16, N / 64)
-  int p = 0;                          // P = N / T bytes per tile
-  std::vector<int> fc_tile, fc_base;  // where each FULLY_CONNECTED's weights are cached
+  int n = 0;      // positions
+  int tiles = 0;  // T = min(16, N / 64)
+  int p = 0;      // P = N / T bytes per tile
+  // Where each FULLY_CONNECTED's weights are cached: one piece on tile 0 (read in place), or
+  // pieces of at most kPieceRows rows on other tiles, streamed one after another.
+  struct Piece {
+    int tile = 0, base = 0, rows = 0;
+  };
+  std::vector<std::vector<Piece>> fc_pieces;
+  bool streamed(size_t i) const { return fc_pieces[i].front().tile != 0; }
   bool wide = false;  // P > 64: the input in rows of 4 tiles, the first gather below them
   int gather_row = kGatherRow;
   uint32_t mask = 0;
@@ -555,18 +564,19 @@ void emit_execution(Emitter& e, const Geometry& g, const SoftmaxFcLayer& l) {
       e.add("scsync", "sunits=0x0c");
       tile_fence(e, "counters=0x1ffff units=0x3ff");
     }
-    const std::string stage = cat(" cfg2=0x07 w_zp=128 dp_mode=", g.fc_tile[size_t(i)] ? 2 : 1,
-                                  " reduce_mask=", g.fc_tile[size_t(i)] ? "0x03" : "0x01",
+    const bool from_fifo = g.streamed(size_t(i));
+    const std::string stage = cat(" cfg2=0x07 w_zp=128 dp_mode=", from_fifo ? 2 : 1,
+                                  " reduce_mask=", from_fifo ? "0x03" : "0x01",
                                   " out_ch_last=3 out_ch=3 mult=", f32_bits(l.mult[size_t(i)]),
                                   " clamp_max=", f32_bits(l.clamp_max),
                                   " clamp_min=", f32_bits(l.clamp_min), " out_zp=", l.out_zp);
     const std::string out =
         cat(" in.tflags=0x01 out.base=", hex(n + 4 * i),
             " out=(1 x 1)(2 x 1)(1 x 1)(0 x 1)(0 x 1)(0 x 1)(0 x 1)(0 x 1 m3) out.tflags=0x1");
-    if (g.fc_tile[size_t(i)] == 0) {
+    if (!from_fifo) {
       e.add("op", cat("tiles=0x1 loops=(", q, ") in=", steps2(q, " m3"), out,
-                      " par.base=", hex(g.fc_base[size_t(i)]), " par=", steps(q, " m1"),
-                      " psum=(0 x ", q, ") cfg0=0x065", stage));
+                      " par.base=", hex(g.fc_pieces[size_t(i)].front().base),
+                      " par=", steps(q, " m1"), " psum=(0 x ", q, ") cfg0=0x065", stage));
     } else {
       // Weights cached on another tile, streamed to tile 0's FIFO of kStreamSlots rows: q
       // steps as kStreamSlots x q / kStreamSlots (dp 2, both loops reduced).
@@ -582,9 +592,18 @@ void emit_execution(Emitter& e, const Geometry& g, const SoftmaxFcLayer& l) {
                       1 - kStreamSlots, " x ", fills, ")", rewind(kStreamSlots - 1, 6, " m1"),
                       " par.tflags=0x40 par.fifo=", hex(kStreamSlots), " psum=(0 x ", kStreamSlots,
                       ")(0 x ", fills, ") cfg0=0x065 cfg1=0x12f sync0=0x4000 sync1=0x4000", stage));
-      e.add("ringprod", cat("tiles=", hex(tile_bit(g.fc_tile[size_t(i)])), " src=(1 x ", q, ")",
-                            rewind(q - 1, 3),
-                            " sdims=1 pcfg=4 r0.id=0x32 r0.en_a=1 r0.en_b=1 to_c1=1 dest=0x1"));
+      int previous = -1;
+      for (const Geometry::Piece& piece : g.fc_pieces[size_t(i)]) {
+        if (previous >= 0) {  // the previous piece has left its tile before the next one starts
+          e.add("sync", cat("tiles=", hex(tile_bit(previous)), " units=0x3ff signal=1"));
+          e.add("scsync",
+                cat("tiles=0xffff tokwait=1 tmask=", hex(tile_bit(previous)), " sunits=0x0c"));
+        }
+        previous = piece.tile;
+        e.add("ringprod", cat("tiles=", hex(tile_bit(piece.tile)), " src=(1 x ", piece.rows, ")",
+                              rewind(piece.rows - 1, 3),
+                              " sdims=1 pcfg=4 r0.id=0x32 r0.en_a=1 r0.en_b=1 to_c1=1 dest=0x1"));
+      }
       streamed += q;
     }
     tile_fence(e, "counters=0x1ffff units=0x3ff");
@@ -683,7 +702,6 @@ void emit_caching(Emitter& e, const Geometry& g, const SoftmaxFcLayer& l) {
             " rows_neg=", hex(0x8000 - rows), " k199=1 k215=1"));
   // Each FULLY_CONNECTED's N/4 weight rows (the first at the highest unit), then the concat's.
   const int fcs = static_cast<int>(l.weights.size());
-  const int q = g.n / 4;
   int staged = 0;
   const auto infeed = [&](int units, uint32_t tile) {
     const Passes p = passes_of(units, kPassUnits);
@@ -695,10 +713,12 @@ void emit_caching(Emitter& e, const Geometry& g, const SoftmaxFcLayer& l) {
     staged += units;
   };
   for (int i = 0; i < fcs; ++i) {
-    const uint32_t tile = tile_bit(g.fc_tile[size_t(i)]);
-    e.add("ringcons0", cat("tiles=", hex(tile), " addr=", hex(2 + g.fc_base[size_t(i)]),
-                           " dst=(1 x ", q, ")", rewind(q - 1, 3), " sdims=1"));
-    infeed(q, tile);
+    for (const Geometry::Piece& piece : g.fc_pieces[size_t(i)]) {
+      const uint32_t tile = tile_bit(piece.tile);
+      e.add("ringcons0", cat("tiles=", hex(tile), " addr=", hex(2 + piece.base), " dst=(1 x ",
+                             piece.rows, ")", rewind(piece.rows - 1, 3), " sdims=1"));
+      infeed(piece.rows, tile);
+    }
   }
   e.add("ringcons0",
         cat("tiles=0x1 addr=", hex(2 + g.tile0_base + kConcatBase), " dst=(1 x ", fcs, ")(",
@@ -758,6 +778,38 @@ namespace tinycoral::compiler {
 
 namespace {
 
+// Places the FULLY_CONNECTED weights: all on tile 0 above `tile0_base` when they fit below the
+// stream FIFO (bright_16x16); else the first there if it fits (bright_64x64) and the others, in
+// pieces of kPieceRows rows, on the tiles `busy` leaves free, streamed into tile 0's FIFO. Returns
+// why not when the free tiles run out.
+std::string place_weights(Geometry& g, int fc_count, int tile0_base, uint32_t busy) {
+  const int n = g.n, q = n / 4;
+  g.tile0_base = tile0_base;
+  g.fc_pieces.assign(size_t(fc_count), {});
+  const bool resident = tile0_base + kFcBase + fc_count * n <= kStreamFifo;
+  int tile = 1;
+  for (int i = 0; i < fc_count; ++i) {
+    auto& pieces = g.fc_pieces[size_t(i)];
+    if (resident) {  // the last FULLY_CONNECTED at kFcBase, each earlier one N units above
+      pieces.push_back({0, tile0_base + kFcBase + (fc_count - 1 - i) * n, q});
+      continue;
+    }
+    if (i == 0 && tile0_base + kFcBase + n <= kStreamFifo) {
+      pieces.push_back({0, tile0_base + kFcBase, q});
+      continue;
+    }
+    for (int row = 0; row < q; row += kPieceRows) {
+      while (tile < 16 && (busy >> tile & 1u)) ++tile;
+      if (tile == 16) {
+        return cat("the FULLY_CONNECTED weights after the SOFTMAX (", fc_count, " x ", n,
+                   ") need more free tiles than the 15 beside tile 0 minus the CONV_2D chain's");
+      }
+      pieces.push_back({tile++, 0, std::min(kPieceRows, q - row)});
+    }
+  }
+  return "";
+}
+
 Geometry geometry_of(const SoftmaxFcLayer& layer) {
   Geometry g;
   g.n = layer.n;
@@ -765,14 +817,8 @@ Geometry geometry_of(const SoftmaxFcLayer& layer) {
   g.p = layer.n / g.tiles;
   g.wide = g.p > kPacket;
   g.gather_row = g.wide ? kWideGather : kGatherRow;
-  const int fc_count = static_cast<int>(layer.weights.size());
-  const bool resident = kFcBase + fc_count * layer.n <= kStreamFifo;
-  for (int i = 0; i < fc_count; ++i) {
-    // Resident: the last FULLY_CONNECTED at kFcBase, each earlier one N units above.
-    g.fc_tile.push_back(resident ? 0 : i);
-    g.fc_base.push_back(resident ? kFcBase + (fc_count - 1 - i) * layer.n : i ? 0 : kFcBase);
-  }
   g.mask = first_tiles(g.tiles);
+  const int fc_count = static_cast<int>(layer.weights.size());
   g.units = fc_count * layer.n / 4 + 1 + fc_count;
   return g;
 }
@@ -817,7 +863,9 @@ SoftmaxPrograms programs_of(const Geometry& g, const SoftmaxFcLayer& layer,
 
 SoftmaxPrograms generate_softmax_fc(const SoftmaxFcLayer& layer) {
   if (const std::string why = softmax_fc_unsupported(layer); !why.empty()) fail(why);
-  const Geometry g = geometry_of(layer);
+  Geometry g = geometry_of(layer);
+  if (const std::string why = place_weights(g, int(layer.weights.size()), 0, 1u); !why.empty())
+    fail(why);
   return programs_of(g, layer, execution_program(g, layer), caching_program(g, layer),
                      softmax_fc_parameters(layer),
                      boundary_layer(layer.input_name, layer.n, layer.in_zp, layer.in_scale, false,
@@ -840,29 +888,10 @@ std::optional<SoftmaxPrograms> generate_conv_softmax(const ConvChain& chain,
   g.after_chain = true;
   g.param_bytes = static_cast<int64_t>(head->cached.size());
   // FULLY_CONNECTED weights cached on other tiles go to tiles the chain leaves free (they would
-  // overwrite its parameters); tile 0's stay above the chain's.
-  int free_tile = 1;
-  for (size_t i = 0; i < g.fc_tile.size(); ++i) {
-    if (g.fc_tile[i] == 0) continue;
-    while (free_tile < 16 && (head->tiles >> free_tile & 1u)) ++free_tile;
-    if (free_tile == 16) {
-      why = "the CONV_2D chain before the SOFTMAX leaves no tile for the streamed weights";
-      return std::nullopt;
-    }
-    g.fc_tile[i] = free_tile++;
-  }
-  if (head->tiles & 1u) {
-    g.tile0_base = (head->param_units + 3) / 4 * 4;
-    for (size_t i = 0; i < g.fc_tile.size(); ++i)
-      if (g.fc_tile[i] == 0) g.fc_base[i] += g.tile0_base;
-    // A weight row per packet, 4 units apart: a FULLY_CONNECTED's N weights span N units.
-    for (size_t i = 0; i < g.fc_tile.size(); ++i) {
-      if (g.fc_tile[i] == 0 && g.fc_base[i] + layer.n > kWideUnits) {
-        why = "the CONV_2D chain's parameters leave no room for the SOFTMAX's weights on tile 0";
-        return std::nullopt;
-      }
-    }
-  }
+  // overwrite its parameters); tile 0's go above the chain's rows (rounded to a row).
+  const int tile0_base = (head->tiles & 1u) ? (head->param_units + 3) / 4 * 4 : 0;
+  why = place_weights(g, int(layer.weights.size()), tile0_base, head->tiles | 1u);
+  if (!why.empty()) return std::nullopt;
   emit_execution(execution, g, layer);
   emit_caching(caching, g, layer);
   std::vector<uint8_t> parameters = head->cached;

@@ -96,7 +96,10 @@ container::Model softmax_twin(int h, int w, std::mt19937& random) {
 // demands both output bytes equal to the CPU reference's. `spread`: the test chose the output
 // quantization, so the outputs must not saturate (equality would be cheap); libredgetpu's own
 // twins saturate when the brightest spot is near the border.
-void expect_program_equals_twin(const container::Model& twin, std::mt19937& random, bool spread) {
+// `spots`: when not empty, image i is dark with one bright position spots[i] (so the softmax
+// is almost one-hot there and the output reads that position's x and y weights).
+void expect_program_equals_twin(const container::Model& twin, std::mt19937& random, bool spread,
+                                const std::vector<size_t>& spots = {}) {
   const auto& image_tensor = twin.subgraphs.at(0).tensors.at(0);
   const size_t n = static_cast<size_t>(image_tensor.shape.at(1) * image_tensor.shape.at(2));
   const testing::CompiledTwin compiled(twin);
@@ -107,11 +110,16 @@ void expect_program_equals_twin(const container::Model& twin, std::mt19937& rand
   host::Interpreter cpu = testing::edgetpu_reference(twin);
   chip::VirtualEdgeTpu chip;
   compiled.cache_parameters(chip);
-  for (int image = 0; image < 3; ++image) {
+  const int images = spots.empty() ? 3 : static_cast<int>(spots.size());
+  for (int image = 0; image < images; ++image) {
     // Images with a few bright spots, so that the softmax is neither flat nor one-hot.
     std::vector<uint8_t> x(n);
     for (auto& b : x) b = static_cast<uint8_t>(random() % 64);
     for (int spot = 0; spot < 3; ++spot) x[random() % x.size()] = static_cast<uint8_t>(random());
+    if (!spots.empty()) {
+      std::fill(x.begin(), x.end(), uint8_t{0});
+      x.at(spots[size_t(image)]) = 255;
+    }
     cpu.set_input(0, x);
     cpu.invoke();
     const auto out = cpu.output_bytes(0);
@@ -158,8 +166,25 @@ TEST(SoftmaxOnTheVirtualEdgeTpu, EverySizeEqualsTheCpuReferenceInEveryByte) {
                                                              {16, 32},
                                                              {24, 32},
                                                              {32, 64},
-                                                             {64, 128}})
+                                                             {64, 128},
+                                                             {128, 128}})
     expect_equal_to_cpu(h, w, random);
+}
+
+// From N = 8192 the weights are streamed from other tiles, from N = 12288 each FULLY_CONNECTED's
+// in pieces of 8192 weights on two tiles: a bright spot at each end of every piece, so that a
+// weight lost, misplaced or overwritten between inferences (as tile 0's FIFO rows once did at
+// 8192) changes the output.
+TEST(SoftmaxOnTheVirtualEdgeTpu, EveryPieceOfStreamedWeightsIsRead) {
+  std::mt19937 random(8);
+  for (const auto& [h, w] : std::vector<std::pair<int, int>>{{64, 128}, {96, 128}, {128, 128}}) {
+    SCOPED_TRACE(std::to_string(h) + " x " + std::to_string(w));
+    const size_t n = size_t(h) * w;
+    std::vector<size_t> spots;
+    for (size_t piece = 0; piece < n; piece += 8192)
+      for (size_t at : {piece, piece + 1, std::min(n, piece + 8192) - 1}) spots.push_back(at);
+    expect_program_equals_twin(softmax_twin(h, w, random), random, false, spots);
+  }
 }
 
 }  // namespace
