@@ -45,7 +45,8 @@ TEST(DepthwiseOnTheVirtualEdgeTpu, EdgeSizesEqualTheCpuReference) {
       {128, 64, 5, 16, 4},     {64, 64, 7, 8, 2},        {64, 128, 3, 8, 8},
       {64, 64, 7, 8, 4, true}, {32, 64, 5, 12, 2, true}, {64, 128, 3, 4, 8, true},
       {16, 16, 7, 8, 0},       {8, 64, 3, 8, 0},         {48, 48, 5, 12, 0},
-      {32, 16, 3, 4, 2},       {16, 512, 5, 8, 0},       {16, 320, 3, 4, 4}};
+      {32, 16, 3, 4, 2},       {16, 512, 5, 8, 0},       {16, 320, 3, 4, 4},
+      {128, 128, 7, 8, 0}};  // (gabor's layer at the hold-out's 128 x 128)
   for (const DepthwiseShape& s : shapes) expect_equal_to_cpu(s, random);
 }
 
