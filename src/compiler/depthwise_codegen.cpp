@@ -31,6 +31,9 @@ constexpr int kRingRow = 0x2078;       // wide row of the identity rows and of t
 constexpr int kInputRow = 0x2070;      // wide row the input packets arrive in
 constexpr int kNarrowBytes = 196608;   // narrow memory per tile (isa.md 3.1)
 constexpr int kWideTop = 0x2000;       // the allocator's top of the op-visible wide memory
+// Positions per tile whose pool relay starts at Google's 0x1f80, and at most (relay rows from
+// 0x2000 - positions, the weights below them).
+constexpr int kRelayPositions = 512, kMaxPoolPositions = 2048;
 // The tap FIFO (one 256-byte row, 4 units, per tap) ends kFifoGap units below the top, the aux row
 // sits kAuxGap units below the FIFO (both fitted on k = 7: FIFO 0x1ef8, aux 0x1e70).
 constexpr int kFifoGap = 68;
@@ -125,8 +128,11 @@ Geometry geometry(const DepthwiseLayer& l) {
   // with stride 2 (pad_total = k - 2 for even sizes) the window starts pad - pad_before in.
   const int before = std::max((g.obh * kGrid - 1) * g.stride + g.k - l.h, 0) / 2;
   g.window = g.block_base + 4 * (g.pad - before) * (g.bs + 1);
-  g.relay = kWideTop - 0x80;
-  g.wide_top = l.pool ? kWideTop - 0x100 : kWideTop;
+  // The pool's relay takes one unit per position from 0x1f80 (Google's, up to 512 positions, the
+  // last rows over the dead input rows); a larger block's relay ends at the top instead (128x128:
+  // 1024 positions from 0x1c00), with the weights below it.
+  g.relay = g.positions <= kRelayPositions ? kWideTop - 0x80 : kWideTop - g.positions;
+  g.wide_top = l.pool ? std::min(kWideTop - 0x100, g.relay - 0x80) : kWideTop;
   g.fifo = g.wide_top - kFifoGap - 4 * g.taps;
   g.pc_mult = !std::all_of(l.mult.begin(), l.mult.end(), [&](float m) { return m == l.mult[0]; });
   g.bias = std::any_of(l.bias.begin(), l.bias.end(), [](int32_t b) { return b != 0; });
@@ -512,7 +518,7 @@ std::string depthwise_unsupported(const DepthwiseLayer& l) {
     }
   }
   const Geometry g = geometry(l);
-  if (l.w > 512 || g.block_end + 64 > kNarrowBytes || (l.pool && g.positions / 4 > 0x80)) {
+  if (l.w > 512 || g.block_end + 64 > kNarrowBytes || (l.pool && g.positions > kMaxPoolPositions)) {
     return "this DEPTHWISE_CONV_2D does not fit a tile's memories in one block";
   }
   return "";

@@ -46,7 +46,8 @@ TEST(DepthwiseOnTheVirtualEdgeTpu, EdgeSizesEqualTheCpuReference) {
       {64, 64, 7, 8, 4, true}, {32, 64, 5, 12, 2, true}, {64, 128, 3, 4, 8, true},
       {16, 16, 7, 8, 0},       {8, 64, 3, 8, 0},         {48, 48, 5, 12, 0},
       {32, 16, 3, 4, 2},       {16, 512, 5, 8, 0},       {16, 320, 3, 4, 4},
-      {128, 128, 7, 8, 0}};  // (gabor's layer at the hold-out's 128 x 128)
+      {128, 128, 7, 8, 0},     {128, 128, 7, 8, 4},      {128, 128, 3, 16, 2, true},
+      {256, 128, 7, 8, 8}};  // (gabor's layers at the hold-out's 128 x 128, larger pooled blocks)
   for (const DepthwiseShape& s : shapes) expect_equal_to_cpu(s, random);
 }
 
@@ -121,7 +122,7 @@ TEST(DepthwiseOnTheVirtualEdgeTpu, UncoveredShapesStayOnTheCpuWithTheReason) {
   std::mt19937 random(3);
   const testing::ChipCheck narrow = check_on_chip({64, 40, 3, 8, 0}, random);
   EXPECT_NE(narrow.refused.find("width of 16"), std::string::npos) << narrow.refused;
-  const testing::ChipCheck big_pool = check_on_chip({128, 128, 5, 8, 4}, random);
+  const testing::ChipCheck big_pool = check_on_chip({256, 256, 3, 4, 4}, random);
   EXPECT_NE(big_pool.refused.find("does not fit"), std::string::npos) << big_pool.refused;
   const testing::ChipCheck pool3 = check_on_chip({64, 64, 3, 8, 3}, random);
   EXPECT_NE(pool3.refused.find("pool windows of 2 to 8"), std::string::npos) << pool3.refused;
