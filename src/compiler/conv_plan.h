@@ -185,15 +185,18 @@ inline int channels_stored(const ConvLayer& l, int block) {
   return l.cout <= kColumns || l.cout % 4 == 0 ? round_up(l.cout, 4) : round_up(l.cout, kColumns);
 }
 
-inline int block_of(const ConvLayer& l) {
-  int b = 1;
-  while (b * l.stride_w * l.cin % 4 != 0) ++b;
-  return b;
-}
-
 // Channels per pixel of a block (block_of > 1): a head's (all heads of a layer have one shape).
 inline int block_cout(const ConvLayer& l) {
   return l.heads.empty() ? l.cout : l.heads.front().cout;
+}
+
+// Pixels per position of a layer reading 1-3 channels: its input steps whole words (b stride cin
+// a multiple of 4) and a block's outputs are whole words (b Cout), so that a pool of one channel
+// with windows of 42 reads 4 windows a position, not 2.
+inline int block_of(const ConvLayer& l) {
+  int b = 1;
+  while (b * l.stride_w * l.cin % 4 != 0 || (b > 1 && b * block_cout(l) % 4 != 0 && b < 64)) ++b;
+  return b;
 }
 
 // Heads joined by ADD/MUL (ConvLayer::joins): every operand but the last join's result lives in
