@@ -27,8 +27,9 @@ using twins::le32;
 
 // A colour tracker twin as TensorFlow's converter writes libredgetpu's: a uint8 H x W x 3 image,
 // one filter pixel (one positive channel weight, two negative), ReLU, the soft-argmax over the
-// H W filter outputs and x, y weights; random scales, zero points and weights.
-container::Model colour_twin(int h, int w, std::mt19937& random) {
+// H W filter outputs and x, y weights; random scales, zero points and weights. `also_positive`:
+// a mask of further channels with positive weights (cyan, magenta, yellow, white trackers).
+container::Model colour_twin(int h, int w, std::mt19937& random, int also_positive = 0) {
   const int n = h * w;
   std::uniform_real_distribution<float> unit(0.0f, 1.0f);
   const float sx = 0.5f + unit(random);
@@ -37,7 +38,8 @@ container::Model colour_twin(int h, int w, std::mt19937& random) {
   const int chosen = static_cast<int>(random() % 3);
   std::vector<int8_t> filter(3);
   for (int c = 0; c < 3; ++c)
-    filter[size_t(c)] = static_cast<int8_t>(c == chosen ? 64 + random() % 64 : -(random() % 64));
+    filter[size_t(c)] = static_cast<int8_t>(
+        c == chosen || (also_positive >> c & 1) ? 64 + random() % 64 : -(random() % 64));
   // The filter's output spreads over most of its range for a strong colour.
   const float sc = sx * sw * 127.0f * 255.0f / (120.0f + 135.0f * unit(random));
   const int32_t bias = static_cast<int32_t>(random() % 2001) - 1000;
@@ -168,12 +170,19 @@ TEST(ColourTrackersOnTheVirtualEdgeTpu, RandomTwinsOfOtherSizesEqualTheCpuRefere
 
 // The hold-out's colour trackers are 128 x 128 (N = 16384): both FULLY_CONNECTED's weights no
 // longer fit tile 0 above the chain, so each is cached in two pieces on free tiles and streamed
-// piece after piece; 128 x 96 and 64 x 256 split in other ways (docs/compiler.md).
+// piece after piece; 128 x 96 and 64 x 256 split in other ways (docs/compiler.md). Filters with
+// two or three positive channels (cyan, magenta, yellow, white) at 128 x 128 and 64 x 64.
 TEST(ColourTrackersOnTheVirtualEdgeTpu, LargestSizesStreamTheirWeightsAndEqualTheCpuReference) {
   std::mt19937 random(7);
   for (const auto& [h, w] : std::vector<std::pair<int, int>>{{128, 128}, {128, 96}, {64, 256}}) {
     SCOPED_TRACE(std::to_string(h) + " x " + std::to_string(w));
     expect_runtime_equals_cpu(colour_twin(h, w, random), 3, random);
+  }
+  for (const int positive : {3, 5, 6, 7}) {
+    for (const int size : {64, 128}) {
+      SCOPED_TRACE(std::to_string(size) + ", positive channels " + std::to_string(positive));
+      expect_runtime_equals_cpu(colour_twin(size, size, random, positive), 2, random);
+    }
   }
 }
 
