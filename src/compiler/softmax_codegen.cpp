@@ -30,14 +30,16 @@ constexpr int kConcatBase = 0x04;
 // later ones are cached on tiles 1, 2... and streamed into it (bright_64x64).
 constexpr int kStreamFifo = 0x1f7c;
 constexpr int kWideUnits = 16384;  // 64-byte units of a tile's wide memory
-// A streamed piece's rows (4 units each) end within the 512 KiB of wide memory: more weights are
-// cached on several tiles (N = 12288, 16384).
-constexpr int kPieceRows = 2048;
+// A streamed piece's rows (4 units each, from unit 2) end below the wide rows every tile sends
+// and receives through during the softmax (the wide gather's sender row 0x1fe8 and the FIFOs above
+// it): at most 2040 rows, 8160 weights. More are cached on several tiles in even pieces.
+constexpr int kPieceRows = 2040;
 constexpr int kStreamSlots = 32;  // wide unit of the concat's identity rows (aux row below)
 // Wide rows of the ring transfers: where each step's packets arrive and leave from.
 constexpr int kScatterRow = 0x2060, kGatherRow = 0x2078;  // gathers send from row - 0x10
 constexpr int kWideScatter = 0x2000;  // the input FIFOs when a tile holds more than 64 bytes
 constexpr int kWideGather = 0x1ff8;   // the first gather's row then (below those FIFOs)
+static_assert(2 + 4 * kPieceRows <= kWideGather - 0x10, "streamed pieces below the gather rows");
 constexpr int kMaxFifo = 0x2060, kBcastRow = 0x2058, kBcastSend = 0x2048;
 constexpr int kExpRow = 0x2074, kSumFifo = 0x205c;
 constexpr int kRecipRow = 0x2054, kRecipSend = 0x2044;
@@ -780,8 +782,8 @@ namespace {
 
 // Places the FULLY_CONNECTED weights: all on tile 0 above `tile0_base` when they fit below the
 // stream FIFO (bright_16x16); else the first there if it fits (bright_64x64) and the others, in
-// pieces of kPieceRows rows, on the tiles `busy` leaves free, streamed into tile 0's FIFO. Returns
-// why not when the free tiles run out.
+// even pieces of at most kPieceRows rows, on the tiles `busy` leaves free, streamed into tile 0's
+// FIFO. Returns why not when the free tiles run out.
 std::string place_weights(Geometry& g, int fc_count, int tile0_base, uint32_t busy) {
   const int n = g.n, q = n / 4;
   g.tile0_base = tile0_base;
@@ -798,13 +800,14 @@ std::string place_weights(Geometry& g, int fc_count, int tile0_base, uint32_t bu
       pieces.push_back({0, tile0_base + kFcBase, q});
       continue;
     }
-    for (int row = 0; row < q; row += kPieceRows) {
+    const int count = (q + kPieceRows - 1) / kPieceRows;
+    for (int k = 0; k < count; ++k) {
       while (tile < 16 && (busy >> tile & 1u)) ++tile;
       if (tile == 16) {
         return cat("the FULLY_CONNECTED weights after the SOFTMAX (", fc_count, " x ", n,
                    ") need more free tiles than the 15 beside tile 0 minus the CONV_2D chain's");
       }
-      pieces.push_back({tile++, 0, std::min(kPieceRows, q - row)});
+      pieces.push_back({tile++, 0, q / count + (k < q % count ? 1 : 0)});
     }
   }
   return "";

@@ -169,7 +169,7 @@ TEST(ColourTrackersOnTheVirtualEdgeTpu, RandomTwinsOfOtherSizesEqualTheCpuRefere
 }
 
 // The hold-out's colour trackers are 128 x 128 (N = 16384): both FULLY_CONNECTED's weights no
-// longer fit tile 0 above the chain, so each is cached in two pieces on free tiles and streamed
+// longer fit tile 0 above the chain, so each is cached in three pieces on free tiles and streamed
 // piece after piece; 128 x 96 and 64 x 256 split in other ways (docs/compiler.md). Filters with
 // two or three positive channels (cyan, magenta, yellow, white) at 128 x 128 and 64 x 64.
 TEST(ColourTrackersOnTheVirtualEdgeTpu, LargestSizesStreamTheirWeightsAndEqualTheCpuReference) {

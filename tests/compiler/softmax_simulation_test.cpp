@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <tuple>
 
 #include "chip/sim_runner.h"
 #include "compiler/compile.h"
@@ -171,18 +172,25 @@ TEST(SoftmaxOnTheVirtualEdgeTpu, EverySizeEqualsTheCpuReferenceInEveryByte) {
     expect_equal_to_cpu(h, w, random);
 }
 
-// From N = 8192 the weights are streamed from other tiles, from N = 12288 each FULLY_CONNECTED's
-// in pieces of 8192 weights on two tiles: a bright spot at each end of every piece, so that a
-// weight lost, misplaced or overwritten between inferences (as tile 0's FIFO rows once did at
-// 8192) changes the output.
+// From N = 8192 the weights are streamed from other tiles in even pieces of at most 8160 weights
+// (N = 8192: two per FULLY_CONNECTED, 16384: three): a bright spot on the first two positions and
+// on one position of each of the last 12 rows (4 weights a row) of every piece, so that a weight
+// lost, misplaced or overwritten (as tile 0's FIFO rows once did at 8192, and the gather rows at
+// 0x1fe8 the rows of 2048-row pieces) changes the output.
 TEST(SoftmaxOnTheVirtualEdgeTpu, EveryPieceOfStreamedWeightsIsRead) {
   std::mt19937 random(8);
-  for (const auto& [h, w] : std::vector<std::pair<int, int>>{{64, 128}, {96, 128}, {128, 128}}) {
+  for (const auto& [h, w, pieces] :
+       std::vector<std::tuple<int, int, size_t>>{{64, 128, 2}, {128, 128, 3}}) {
     SCOPED_TRACE(std::to_string(h) + " x " + std::to_string(w));
-    const size_t n = size_t(h) * w;
+    const size_t n = size_t(h) * w, rows = n / 4;
     std::vector<size_t> spots;
-    for (size_t piece = 0; piece < n; piece += 8192)
-      for (size_t at : {piece, piece + 1, std::min(n, piece + 8192) - 1}) spots.push_back(at);
+    for (size_t k = 0, first = 0; k < pieces; ++k) {
+      const size_t end = first + rows / pieces + (k < rows % pieces ? 1 : 0);  // rows [first, end)
+      spots.push_back(4 * first);
+      spots.push_back(4 * first + 1);
+      for (size_t r = end - 12; r < end; ++r) spots.push_back(4 * r + r % 4);
+      first = end;
+    }
     expect_program_equals_twin(softmax_twin(h, w, random), random, false, spots);
   }
 }
