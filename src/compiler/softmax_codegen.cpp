@@ -29,7 +29,6 @@ constexpr int kConcatBase = 0x04;
 // When the FULLY_CONNECTED weights do not all fit tile 0 below the FIFO of streamed weights, the
 // later ones are cached on tiles 1, 2... and streamed into it (bright_64x64).
 constexpr int kStreamFifo = 0x1f7c;
-constexpr int kWideUnits = 16384;  // 64-byte units of a tile's wide memory
 // A streamed piece's rows (4 units each, from unit 2) end below the wide rows every tile sends
 // and receives through during the softmax (the wide gather's sender row 0x1fe8 and the FIFOs above
 // it): at most 2040 rows, 8160 weights. More are cached on several tiles in even pieces.
