@@ -830,6 +830,83 @@ void widen_stages(const ConvChain& chain, Layout& out, double& best,
   }
 }
 
+// Pointwise layers in row bands re-cut by output groups (MobileNet v2's 14x14 576 -> 96
+// projections with their ADD: 7 bands of 2 rows, each tile keeping all 293 parameter rows, 29 k
+// cycles; as 2 slices in 7 or 8 bands each tile keeps one slice's 147 rows and computes 14 k, the
+// ADD a stage of its own after it). The shortest paths price such a stage by its rows and
+// transfers and the widening only doubles bands, so neither finds it when the wide memories are
+// full. Each row-band stage of one pointwise layer (and its ADD) inside the chain is tried as a
+// split stage, every slice count the hand-overs allow, each band count of a distinct band height,
+// the ADD in bands over 1, 2, 4, 8 or 16 tiles or the split's bands; of those that still pack, the
+// kMaxTries of least compute are modeled whole and the fastest is kept when the modeled cycles
+// (`best`, out's) drop. With `adds_only`, only the stages with an ADD (on v2 the split of the
+// 384 -> 96 projection before them takes rows the widening then misses).
+void split_pointwise(const ConvChain& chain, Layout& out, double& best,
+                     const ProgramBytes& program_bytes, bool adds_only) {
+  constexpr size_t kMaxTries = 4;
+  const Shapes plain = shapes_of(chain);
+  const size_t n = chain.layers.size();
+  bool whole = false;
+  for (const Stage& st : out.stages)
+    for (const Plan& p : st.tiles) whole = whole || p.layers[st.first].full;
+  for (size_t k = 0; k < out.stages.size(); ++k) {
+    const Stage& s = out.stages[k];
+    if (s.first == 0 || s.end == n || s.tiles.front().g1 > 0) continue;
+    const ConvLayer& l = chain.layers[s.first];
+    if (l.depthwise || l.residual() || l.kh != 1 || l.kw != 1) continue;
+    const bool with_add = s.end == s.first + 2 && chain.layers[s.first + 1].residual();
+    if (s.end != s.first + 1 && !with_add) continue;
+    if (adds_only && !with_add) continue;
+    const LayerPlan& lp = plain.layers[s.first];
+    const int oh = l.oh;
+    // (Per candidate: its compute, its tiles and its stages with their parameters' base rows.)
+    std::vector<std::tuple<double, size_t, std::vector<Stage>, std::vector<std::vector<int>>>>
+        tries;
+    for (int slices = 2; slices <= kTiles; ++slices) {
+      if (!splittable(lp, slices)) continue;
+      for (int bands = 1; slices * bands <= kTiles && bands <= oh; ++bands) {
+        // (The fewest bands of each band height.)
+        if (bands > 1 && (oh + bands - 1) / bands == (oh + bands - 2) / (bands - 1)) continue;
+        Stage split = split_stage(chain, plain, s.first, slices, 0, bands);
+        if (static_cast<int>(split.tiles.size()) != slices * bands || !stage_fits(split, nullptr))
+          continue;
+        for (const int add_tiles : {1, 2, 4, 8, 16, bands}) {
+          if (!with_add && add_tiles > 1) break;
+          if (add_tiles == bands && (bands & (bands - 1)) == 0) continue;
+          std::vector<Stage> stages = out.stages;
+          stages[k] = split;
+          if (with_add) {
+            Stage add = stage_of(chain, plain, s.first + 1, s.end, 0, add_tiles);
+            if (static_cast<int>(add.tiles.size()) != add_tiles) continue;
+            stages.insert(stages.begin() + static_cast<std::ptrdiff_t>(k) + 1, std::move(add));
+          }
+          std::vector<std::vector<int>> bases;
+          if (!share_tiles(chain, plain, stages, bases)) continue;
+          const size_t tiles = stages[k].tiles.size();
+          tries.emplace_back(compute_cycles(stages), tiles, std::move(stages), std::move(bases));
+        }
+      }
+    }
+    std::stable_sort(tries.begin(), tries.end(), [](const auto& x, const auto& y) {
+      return std::tie(std::get<0>(x), std::get<1>(x)) < std::tie(std::get<0>(y), std::get<1>(y));
+    });
+    if (tries.size() > kMaxTries) tries.resize(kMaxTries);
+    std::optional<Layout> faster;
+    for (auto& [compute, tiles, stages, bases] : tries) {
+      Layout candidate;
+      candidate.shapes = shapes_of(chain);
+      candidate.stages = std::move(stages);
+      group_parameters(chain, candidate, true, bases);
+      if (!whole) in_bands(candidate.stages);
+      const double modeled = modeled_cycles(candidate, program_bytes);
+      if (modeled >= best) continue;
+      best = modeled;
+      faster = std::move(candidate);
+    }
+    if (faster) out = std::move(*faster);
+  }
+}
+
 }  // namespace
 
 Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
@@ -980,6 +1057,17 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
   // faster (the searches above price parameter rows per stage, so they leave tiles idle where the
   // wide memories still have room; the second fastest widens better at times: v1 0.5).
   if (!fastest.empty()) best = fastest.back().first + 1;
+  // (Each also with its pointwise stages split by output groups, split_pointwise, widened on its
+  // own: the widening is greedy, and from the split layout it may end slower than from the other.)
+  std::vector<std::pair<double, Layout>> split;
+  if (!streaming)
+    for (const auto& [cycles, layout] : fastest)
+      for (const bool adds_only : {false, true}) {
+        split.emplace_back(cycles, layout);
+        split_pointwise(chain, split.back().second, split.back().first, program_bytes, adds_only);
+        if (split.back().first >= cycles) split.pop_back();
+      }
+  for (auto& candidate : split) fastest.push_back(std::move(candidate));
   for (auto& [cycles, layout] : fastest) {
     if (!streaming) widen_stages(chain, layout, cycles, program_bytes);
     if (cycles < best) {
