@@ -843,7 +843,7 @@ void widen_stages(const ConvChain& chain, Layout& out, double& best,
 // 384 -> 96 projection before them takes rows the widening then misses).
 void split_pointwise(const ConvChain& chain, Layout& out, double& best,
                      const ProgramBytes& program_bytes, bool adds_only) {
-  constexpr size_t kMaxTries = 4;
+  constexpr size_t kMaxTries = 2;
   const Shapes plain = shapes_of(chain);
   const size_t n = chain.layers.size();
   bool whole = false;
@@ -1059,14 +1059,15 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
   if (!fastest.empty()) best = fastest.back().first + 1;
   // (Each also with its pointwise stages split by output groups, split_pointwise, widened on its
   // own: the widening is greedy, and from the split layout it may end slower than from the other.)
+  // (Of the fastest only: each widening models up to a dozen programs.)
   std::vector<std::pair<double, Layout>> split;
-  if (!streaming)
-    for (const auto& [cycles, layout] : fastest)
-      for (const bool adds_only : {false, true}) {
-        split.emplace_back(cycles, layout);
-        split_pointwise(chain, split.back().second, split.back().first, program_bytes, adds_only);
-        if (split.back().first >= cycles) split.pop_back();
-      }
+  if (!streaming && !fastest.empty())
+    for (const bool adds_only : {false, true}) {
+      const auto& [cycles, layout] = fastest.front();
+      split.emplace_back(cycles, layout);
+      split_pointwise(chain, split.back().second, split.back().first, program_bytes, adds_only);
+      if (split.back().first >= cycles) split.pop_back();
+    }
   for (auto& candidate : split) fastest.push_back(std::move(candidate));
   for (auto& [cycles, layout] : fastest) {
     if (!streaming) widen_stages(chain, layout, cycles, program_bytes);
