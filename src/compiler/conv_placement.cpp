@@ -907,6 +907,69 @@ void split_pointwise(const ConvChain& chain, Layout& out, double& best,
   }
 }
 
+// Row-band stages of several layers of `out`, each tried as two stages cut at one of its layers
+// (both on the stage's tiles), the stages computing longest first; kept when the modeled cycles
+// (`best`, out's) drop, then tried again from the cut layout. A stage whose maps do not fit the
+// narrow memory runs in rounds, and each round's share recomputes the halo rows of every layer
+// before its last (PoseNet's 89 x 121 48 -> 96 pointwise layer before the 3x3 depthwise one
+// computed 4 rows a round for 2), which the shortest paths' pricing of stages (their whole bands)
+// does not see: one more hand-over can cost less than the halo rows.
+void cut_stages(const ConvChain& chain, Layout& out, double& best,
+                const ProgramBytes& program_bytes) {
+  // (Each try that packs models a program: bounds the compile time.)
+  constexpr int kMaxTries = 6;
+  bool whole = false;
+  for (const Stage& st : out.stages)
+    for (const Plan& p : st.tiles) whole = whole || p.layers[st.first].full;
+  // (Only the stages found, each cut once: cutting a cut stage again the model prices below the
+  // simulator's time - PoseNet's 89 x 121 stage in three, 0.07 ms slower than in two.)
+  std::vector<std::pair<size_t, size_t>> found;
+  for (const Stage& s : out.stages) found.push_back({s.first, s.end});
+  int tries = 0;
+  for (bool better = true; better && tries < kMaxTries;) {
+    better = false;
+    std::vector<std::pair<double, size_t>> order;  // compute, stage
+    for (size_t k = 0; k < out.stages.size(); ++k) {
+      const Stage& s = out.stages[k];
+      if (std::find(found.begin(), found.end(), std::pair{s.first, s.end}) == found.end()) continue;
+      if (s.end - s.first > 1 && s.tiles.front().g1 == 0)
+        order.push_back({compute_cycles({s}, &out.shapes), k});
+    }
+    std::stable_sort(order.begin(), order.end(),
+                     [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::optional<Layout> faster;
+    for (const auto& [cycles, k] : order) {
+      const Stage& s = out.stages[k];
+      const int tiles = static_cast<int>(s.tiles.size());
+      for (size_t c = s.first + 1; c < s.end && tries < kMaxTries; ++c) {
+        if (cuts_a_residual(chain, c)) continue;
+        Layout candidate;
+        candidate.shapes = shapes_of(chain);
+        candidate.stages = out.stages;
+        Stage front = stage_of(chain, candidate.shapes, s.first, c, 0, tiles);
+        Stage back = stage_of(chain, candidate.shapes, c, s.end, 0, tiles);
+        candidate.stages[k] = std::move(front);
+        candidate.stages.insert(candidate.stages.begin() + static_cast<std::ptrdiff_t>(k) + 1,
+                                std::move(back));
+        std::vector<std::vector<int>> bases;
+        if (!share_tiles(chain, candidate.shapes, candidate.stages, bases)) continue;
+        group_parameters(chain, candidate, true, bases);
+        if (!whole) in_bands(candidate.stages);
+        ++tries;
+        const double modeled = modeled_cycles(candidate, program_bytes);
+        if (modeled >= best) continue;
+        best = modeled;
+        faster = std::move(candidate);
+      }
+      if (faster) break;
+    }
+    if (faster) {
+      out = std::move(*faster);
+      better = true;
+    }
+  }
+}
+
 }  // namespace
 
 Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
@@ -1077,7 +1140,10 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
     }
   }
   // (The fastest only: each try models a program.)
-  if (!fastest.empty()) bands_per_stage(out, best, program_bytes);
+  if (!fastest.empty()) {
+    cut_stages(chain, out, best, program_bytes);
+    bands_per_stage(out, best, program_bytes);
+  }
   return out;
 }
 

@@ -6,13 +6,17 @@
 // file passes on ours (G017 gen2020, G034 gen2021).
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 
+#include "chip/program.h"
 #include "chip/sim_runner.h"
 #include "compiler/compile.h"
 #include "compiler/googles_check_on_ours.h"
+#include "container/edgetpu_model.h"
 #include "container/tflite_reader.h"
 #include "container/tflite_writer.h"
 #include "host/image.h"
@@ -72,6 +76,34 @@ TEST(PoseNetCompiledWhole, Gen2020EqualsItsTwinAndPassesGooglesCheck) {
 TEST(PoseNetCompiledWhole, Gen2021EqualsItsTwinAndPassesGooglesCheck) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   expect_posenet_whole(data, "gen2021/posenet_mobilenet_v1_075_353_481_16_quant_decoder", "G034");
+}
+
+// The 89 x 121 48 -> 96 pointwise layer runs as a stage of its own (cut_stages, docs/compiler.md
+// "Stages cut where rounds recompute halos"): in one stage with the 3x3 depthwise layer after it,
+// in three rounds, each tile computed 4 rows a round for the 2 it kept (21,417 positions for the
+// map's 10,769). Now every position is computed once. Its bytes are checked by
+// Gen2020EqualsItsTwinAndPassesGooglesCheck.
+TEST(PoseNetCompiledWhole, Gen2020PointwiseBeforeTheDepthwiseComputesNoHaloRows) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  const container::Model twin = container::read_tflite_file(
+      data / "gen2020/posenet_mobilenet_v1_075_353_481_quant_decoder.tflite");
+  const CompileResult r = compile_model(container::write_tflite(twin));
+  ASSERT_EQ(r.edgetpu_subgraphs, 1);
+  const auto compiled = container::read_edgetpu_model(r.tflite);
+  const auto exes = chip::testing::executables_of(compiled);
+  ASSERT_NE(exes.execution, nullptr);
+  // (The ops of 12 reduction words, 48 input channels, and 2 output groups, 96 channels: only
+  // that layer's; loops count - 1.)
+  int64_t positions = 0;
+  for (const auto& bs : exes.execution->bitstreams) {
+    const std::unique_ptr<chip::Program> program = chip::Program::decode(bs.data);
+    for (const chip::ProgramItem& item : program->items) {
+      const auto* op = std::get_if<chip::OpInstr>(&item.decoded);
+      if (op == nullptr || op->loops[0] != 11 || op->loops[2] != 1) continue;
+      positions += int64_t{op->loops[1] + 1} * std::popcount(op->tile_mask);
+    }
+  }
+  EXPECT_EQ(positions, 89 * 121);
 }
 
 }  // namespace
