@@ -215,6 +215,22 @@ bool rows_in_one_transfer(int row_bytes, int rows) {
   return !(words % packets == 0 && words / packets < kPiece / 4 && std::max(rows, 1) == packets);
 }
 
+// Whether a transfer of `bytes` in packets_of(bytes) fills, the last short, reaches the narrow
+// walk `walk` (words; innermost first) whole, by the wideToNarrow's rule (docs/chip.md "A
+// wideToNarrow that takes less than a row per wide step"): the walk takes only a share of each
+// fill when the words split evenly into shares under 64 words and its outer levels, multiplied
+// from the outermost inwards until they reach the fills, iterate once per fill.
+// rows_in_one_transfer is this for the walk {a row's words, rows}.
+bool streams_whole(const Levels& walk, int bytes) {
+  const int64_t packets = packets_of(bytes), words = bytes / 4;
+  if (bytes % 4 != 0 || packets < 2 || packets > kHandOverPackets) return false;
+  if (words % packets != 0 || words / packets >= kPiece / 4) return true;
+  int64_t outer = 1;
+  for (size_t d = walk.size(); d-- > 1 && outer < packets;)
+    if (walk[d].second > 1) outer *= walk[d].second;
+  return outer != packets;
+}
+
 // The host's image as one run per tile (the rows its band reads, halo rows included), when the
 // first stage is in bands (not whole images): each tile's run in one transfer of its own, the
 // rows shared with a neighbouring band read a second time from the pop's staging (the infeeds of
@@ -1004,16 +1020,21 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
       // transfer when they make 2 to kHandOverPackets whole packets, or, short rows, fit one
       // packet; each receiver drops them into its image's rows with a 2-level walk.
       // Rows over a packet may end inside one (the last fill short).
-      // Rows whose receivers write them whole (not a slice of each pixel) also by the
-      // wideToNarrow's own rule (rows_in_one_transfer, as the host's image runs): a 1,344-byte row
-      // of v2's 56 x 56 x 24 bands as one transfer of 6 packets, the last short (gen2021 PoseNet
-      // word 6657 sends 960 bytes as fills of 256, 256, 256 and 192), not 5 and a short rest.
-      // Not while pricing: the search then picks a v2 layout the simulator runs slower (4.301
-      // against 4.276 ms).
+      // Rows that end inside a packet also by the wideToNarrow's own rule (rows_in_one_transfer,
+      // as the host's image runs; streams_whole for receivers writing a slice of each pixel): a
+      // 1,344-byte row of v2's 56 x 56 x 24 bands as one transfer of 6 packets, the last short
+      // (gen2021 PoseNet word 6657 sends 960 bytes as fills of 256, 256, 256 and 192), not 5 and
+      // a short rest; two of PoseNet's 1,984-byte slice rows (31 pixels of 64 channels) into a
+      // head band as one of 16 packets, not four. Not while pricing: the search then picks a v2
+      // layout the simulator runs slower (4.301 against 4.276 ms).
       auto inside = [&](int m) {
-        return ends_inside_a_packet(row_bytes, m * row_bytes) ||
-               (whole_rows && !pricing && (m * row_bytes) % kPiece != 0 &&
-                rows_in_one_transfer(row_bytes, m));
+        if (ends_inside_a_packet(row_bytes, m * row_bytes)) return true;
+        if (pricing || (m * row_bytes) % kPiece == 0) return false;
+        if (whole_rows) return rows_in_one_transfer(row_bytes, m);
+        return std::all_of(to.tiles.begin(), to.tiles.end(), [&](const Plan& t) {
+          return !sliced(t) ? rows_in_one_transfer(row_bytes, m)
+                            : streams_whole(slice_walk(t, row_bytes, m), m * row_bytes);
+        });
       };
       rows = 1;
       int packets = inside(1) ? packets_of(row_bytes) : 0;
