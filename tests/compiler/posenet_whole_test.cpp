@@ -21,6 +21,7 @@
 #include "container/tflite_writer.h"
 #include "host/image.h"
 #include "host/interpreter.h"
+#include "isa/isa.h"
 #include "runtime/device_select.h"
 #include "runtime/edgetpu_delegate.h"
 #include "support/compiled_twin.h"
@@ -40,6 +41,18 @@ void expect_posenet_whole(const std::filesystem::path& data, const std::string& 
   for (const LogRow& row : r.rows)
     if (!row.mapped) cpu[row.op] += row.count;
   EXPECT_EQ(cpu, (std::map<std::string, int>{{"PosenetDecoderOp", 1}}));
+  {
+    // One ring producer per hand-over transfer to tiles: the split depthwise layer's 1,984-byte
+    // slice rows (7.75 packets) go to the head bands two rows a transfer, not 7 packets and a rest
+    // per row (docs/compiler.md "Hand-over rows that end inside a packet").
+    const container::EdgeTpuModel compiled = container::read_edgetpu_model(r.tflite);
+    const chip::testing::PackageExecutables exes = chip::testing::executables_of(compiled);
+    ASSERT_NE(exes.execution, nullptr);
+    int to_tiles = 0;
+    for (const isa::Instruction& in : isa::decode(exes.execution->bitstreams.at(0).data))
+      to_tiles += in.opcode() == isa::kRingProducer && (in.value("dest") & 0xffff) != 0;
+    EXPECT_LT(to_tiles, 640);  // (574; 706 with a transfer per slice row's packets and rest)
+  }
 
   // The decoder's inputs (the custom op's outputs) of both files on the test image.
   const container::Model ours = container::read_tflite(r.tflite);
