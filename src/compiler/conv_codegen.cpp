@@ -1025,9 +1025,10 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
       // 1,344-byte row of v2's 56 x 56 x 24 bands as one transfer of 6 packets, the last short
       // (gen2021 PoseNet word 6657 sends 960 bytes as fills of 256, 256, 256 and 192), not 5 and
       // a short rest; two of PoseNet's 1,984-byte slice rows (31 pixels of 64 channels) into a
-      // head band as one of 16 packets, not four. Not while pricing: the search then picks
-      // layouts the simulator runs slower for v1 0.5 and 1.0 (1.300 and 3.614 against 1.276 and
-      // 3.611 ms; v2 faster, 4.232 against 4.263).
+      // head band as one of 16 packets, not four. Not while pricing: the search then
+      // picks layouts the simulator runs slower (v1 0.5 1.300, 1.0 3.614, v2 4.232 against
+      // 1.276, 3.611 and 4.174 ms; with the all-gathers priced too, v1 0.25 and 0.5 ran faster,
+      // 0.681 and 1.271, but v2 4.226).
       auto inside = [&](int m) {
         if (ends_inside_a_packet(row_bytes, m * row_bytes)) return true;
         if (pricing || (m * row_bytes) % kPiece == 0) return false;
