@@ -709,6 +709,25 @@ bool widened(const ConvChain& chain, const Shapes& shapes, Stage& s) {
   return true;
 }
 
+// Whether a layout's stages keep their first images whole on every tile (LayerPlan::full) rather
+// than in bands: the form every candidate made from it keeps.
+bool first_images_whole(const Layout& layout) {
+  for (const Stage& s : layout.stages)
+    for (const Plan& p : s.tiles)
+      if (p.layers[s.first].full) return true;
+  return false;
+}
+
+// `candidate`'s parameters grouped at `bases`, its first images in `whole`'s form; its modeled
+// cycles.
+double placed_and_modeled(const ConvChain& chain, Layout& candidate,
+                          const std::vector<std::vector<int>>& bases, bool whole,
+                          const ProgramBytes& program_bytes) {
+  group_parameters(chain, candidate, true, bases);
+  if (!whole) in_bands(candidate.stages);
+  return modeled_cycles(candidate, program_bytes);
+}
+
 // Widens stages of `out` (widened) while every parameter stays resident and the modeled cycles
 // (`best`, out's) drop: each round tries the stages longest computing first and keeps the first
 // that pays; a stage that cannot widen, whose parameters find no room or that does not pay is
@@ -718,9 +737,7 @@ void widen_stages(const ConvChain& chain, Layout& out, double& best,
   // (Each try that packs models a program: bounds the compile time.)
   constexpr int kMaxTries = 8;
   std::vector<bool> tried(chain.layers.size(), false);
-  bool whole = false;
-  for (const Stage& s : out.stages)
-    for (const Plan& p : s.tiles) whole = whole || p.layers[s.first].full;
+  const bool whole = first_images_whole(out);
   // First many at once: every stage whose widening saves at least kBulkSaving cycles of compute
   // and still packs, the whole modeled as one program (one at a time, a chain of many stages -
   // MobileNet v2's 49 - runs out of tries long before its stages on 2 to 4 tiles are widened).
@@ -782,9 +799,7 @@ void widen_stages(const ConvChain& chain, Layout& out, double& best,
       Layout candidate;
       candidate.shapes = shapes_of(chain);
       candidate.stages = std::move(stages);
-      group_parameters(chain, candidate, true, bases);
-      if (!whole) in_bands(candidate.stages);
-      const double modeled = modeled_cycles(candidate, program_bytes);
+      const double modeled = placed_and_modeled(chain, candidate, bases, whole, program_bytes);
       if (modeled >= best) continue;
       best = modeled;
       faster = std::move(candidate);
@@ -809,17 +824,13 @@ void widen_stages(const ConvChain& chain, Layout& out, double& best,
       if (!widened(chain, candidate.shapes, candidate.stages[k])) continue;
       std::vector<std::vector<int>> bases;
       if (!share_tiles(chain, candidate.shapes, candidate.stages, bases)) continue;
-      group_parameters(chain, candidate, true, bases);
       ++tries;
       // (In the form of the layout's first images: whole, or in bands.)
-      if (!whole) in_bands(candidate.stages);
-      for (Layout* layout : {&candidate}) {
-        const double modeled = modeled_cycles(*layout, program_bytes);
-        if (modeled < best) {
-          best = modeled;
-          out = std::move(*layout);
-          better = true;
-        }
+      const double modeled = placed_and_modeled(chain, candidate, bases, whole, program_bytes);
+      if (modeled < best) {
+        best = modeled;
+        out = std::move(candidate);
+        better = true;
       }
       if (better) {
         std::fill(tried.begin(), tried.end(), false);  // (the others may pay now)
@@ -846,9 +857,7 @@ void split_pointwise(const ConvChain& chain, Layout& out, double& best,
   constexpr size_t kMaxTries = 2;
   const Shapes plain = shapes_of(chain);
   const size_t n = chain.layers.size();
-  bool whole = false;
-  for (const Stage& st : out.stages)
-    for (const Plan& p : st.tiles) whole = whole || p.layers[st.first].full;
+  const bool whole = first_images_whole(out);
   for (size_t k = 0; k < out.stages.size(); ++k) {
     const Stage& s = out.stages[k];
     if (s.first == 0 || s.end == n || s.tiles.front().g1 > 0) continue;
@@ -896,9 +905,7 @@ void split_pointwise(const ConvChain& chain, Layout& out, double& best,
       Layout candidate;
       candidate.shapes = shapes_of(chain);
       candidate.stages = std::move(stages);
-      group_parameters(chain, candidate, true, bases);
-      if (!whole) in_bands(candidate.stages);
-      const double modeled = modeled_cycles(candidate, program_bytes);
+      const double modeled = placed_and_modeled(chain, candidate, bases, whole, program_bytes);
       if (modeled >= best) continue;
       best = modeled;
       faster = std::move(candidate);
@@ -918,9 +925,7 @@ void cut_stages(const ConvChain& chain, Layout& out, double& best,
                 const ProgramBytes& program_bytes) {
   // (Each try that packs models a program: bounds the compile time.)
   constexpr int kMaxTries = 6;
-  bool whole = false;
-  for (const Stage& st : out.stages)
-    for (const Plan& p : st.tiles) whole = whole || p.layers[st.first].full;
+  const bool whole = first_images_whole(out);
   // (Only the stages found, each cut once: cutting a cut stage again the model prices below the
   // simulator's time - PoseNet's 89 x 121 stage in three, 0.07 ms slower than in two.)
   std::vector<std::pair<size_t, size_t>> found;
@@ -953,10 +958,8 @@ void cut_stages(const ConvChain& chain, Layout& out, double& best,
                                 std::move(back));
         std::vector<std::vector<int>> bases;
         if (!share_tiles(chain, candidate.shapes, candidate.stages, bases)) continue;
-        group_parameters(chain, candidate, true, bases);
-        if (!whole) in_bands(candidate.stages);
         ++tries;
-        const double modeled = modeled_cycles(candidate, program_bytes);
+        const double modeled = placed_and_modeled(chain, candidate, bases, whole, program_bytes);
         if (modeled >= best) continue;
         best = modeled;
         faster = std::move(candidate);
