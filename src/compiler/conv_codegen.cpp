@@ -1406,6 +1406,24 @@ void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
   };
   int ordinal = 0;  // ring producers so far
   int outfed = 0;   // scalar-memory words outfed so far (dense depthwise layers)
+  // A pool's (shared rows') groups in turn, the multipliers of each 64-channel group (the op
+  // reads them from the start of the store), then its op on every tile of `runs` (each tile's
+  // k-th group of its part; the same instruction where their addresses agree), the shared rows
+  // for all of them. The parts have one group count and their rows at one place.
+  auto pool_groups = [&](const LayerPlan& lp, size_t i,
+                         const std::vector<std::pair<const Plan*, const Part*>>& runs,
+                         uint32_t mask) {
+    const Part& one = *runs.front().second;
+    for (int k = 0; k < one.g1 - one.g0; ++k) {
+      bias_load(e, lp, one.row + k * lp.planes, 1, mask);
+      {
+        TileBatch ops(e);
+        for (const auto& [p, part] : runs)
+          depthwise_op(ops, *p, i, *part, part->g0 + k, part->g0 + k + 1);
+      }
+      if (k + 1 < one.g1 - one.g0) tile_fence(e, "counters=0x1ffff units=0x3ff");
+    }
+  };
   // The stages in order, each in its rounds (Plan::rounds; one otherwise): the hand-over into a
   // stage comes before its first round, each round fills its own images.
   std::vector<std::pair<size_t, int>> work;
@@ -1498,17 +1516,10 @@ void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
                      part.row == one.row && part.g1 - part.g0 == one.g1 - one.g0;
         }
         if (together) {
-          const uint32_t mask = tile_mask(stage.tiles);
-          for (int k = 0; k < one.g1 - one.g0; ++k) {
-            bias_load(e, lp, one.row + k * lp.planes, 1, mask);
-            {
-              TileBatch ops(e);
-              for (size_t t = 0; t < stage.tiles.size(); ++t)
-                depthwise_op(ops, stage.tiles[t], i, *part_of[t], part_of[t]->g0 + k,
-                             part_of[t]->g0 + k + 1);
-            }
-            if (k + 1 < one.g1 - one.g0) tile_fence(e, "counters=0x1ffff units=0x3ff");
-          }
+          std::vector<std::pair<const Plan*, const Part*>> runs;
+          for (size_t t = 0; t < stage.tiles.size(); ++t)
+            runs.push_back({&stage.tiles[t], part_of[t]});
+          pool_groups(lp, i, runs, tile_mask(stage.tiles));
           tile_fence(e, "counters=0x1ffff units=0x3ff");
           tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
           wait_tokens(e);
@@ -1550,16 +1561,9 @@ void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
                              lp.dense() ? depthwise_words(lp, part.g0, part.g1) : 0};
         if (trip.words > 0) depthwise_round_trip(e, trip, outfed);
         if (lp.l->depthwise && lp.shared_rows) {
-          // The multipliers of each 64-channel group in turn (the op reads them from the start
-          // of the store), the shared rows for all of them.
-          for (int g = part.g0; g < part.g1; ++g) {
-            bias_load(e, lp, part.row + (g - part.g0) * lp.planes, 1, mask);
-            {
-              TileBatch ops(e);
-              for (const Plan* p : runs) depthwise_op(ops, *p, i, part, g, g + 1);
-            }
-            if (g + 1 < part.g1) tile_fence(e, "counters=0x1ffff units=0x3ff");
-          }
+          std::vector<std::pair<const Plan*, const Part*>> pooling;
+          for (const Plan* p : runs) pooling.push_back({p, &part});
+          pool_groups(lp, i, pooling, mask);
         } else if (at_once) {
           TileBatch& batch = *parts_at_once;
           batch.begin_sequence();
