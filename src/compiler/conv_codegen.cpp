@@ -572,13 +572,20 @@ void layer_op(TileBatch& e, const Plan& p, size_t i, const Part& part) {
   // (Joined heads: each head's channels into its slot of the operand image.)
   const bool joins = joined(l);
   const OutTarget t = joins ? join_target(p, i) : out_target(p, i);
-  const int group_words = (joins ? join_slot(l) : lp.group_ch) / 4;
   const int out_base =
       joins ? t.base + join_slot(l) * head_index(l, part.g0) : t.base + kColumns * (part.g0 - p.g0);
+  // A fan-out head whose channels end inside its last group (PoseNet's heatmaps 17, offsets 34)
+  // writes only that group's words; a head of one group computes only its columns (out_ch 19,
+  // as Google's heads), its pixels keeping their place in the output buffer's 64-channel groups.
+  const ConvLayer::Head* h = joins ? nullptr : l.head_of(part.g0);
+  const int op_ch = joins ? join_slot(l) : lp.op_columns(part.g0, part.g1);
   const int last_ch = joins ? join_slot(l)
+                      : h && part.g1 == h->g1 && h->cout % kColumns != 0
+                          ? round_up(h->cout % kColumns, 4)
                       : part.g1 == lp.groups && lp.groups > 1 && l.cout % kColumns != 0
                           ? round_up(l.cout % kColumns, 4)
                           : lp.group_ch;
+  const int group_words = op_ch / 4;
   const std::string out_walk =
       strided_walk({{1, group_words},
                     {(joins ? 1 : lp.block) * t.pixel_bytes / 4, lp.blocks},
@@ -592,8 +599,7 @@ void layer_op(TileBatch& e, const Plan& p, size_t i, const Part& part) {
             " in.tflags=0x01 out.base=", hex(out_base), " out=", out_walk,
             " out.tflags=0x1 par.base=", hex(lp.weight_row(part) * kRowUnits), " par=", par_walk,
             " psum=(0 x ", lp.kwords, ")",
-            op_tail(lp, lp.zp_row(part) * kRowUnits, joins ? join_slot(l) : lp.group_ch, last_ch,
-                    part.g0)));
+            op_tail(lp, lp.zp_row(part) * kRowUnits, op_ch, last_ch, part.g0)));
 }
 
 // A residual ADD on one tile: its input image (the layer before wrote it) plus the kept image,
@@ -700,7 +706,9 @@ constexpr int kOutfeedPackets = 128;
 // one transfer: a narrowToWide filling the ring row once per packet, one outfeed and one ring
 // producer. Several packets go as Google's programs send their outputs (gen2020 PoseNet word
 // 7339: `w=(1 x 1)(0 x 12)`, a producer of 12 packets, outfeeds of 384 units), one packet in the
-// single-fill form; the last packet may be short (the outfeed takes only `bytes`).
+// single-fill form; the last packet may be short (the outfeed takes only `bytes`, in whole 8-byte
+// units: a last half unit takes 4 bytes past them, as Google's PoseNet heatmaps of an odd number
+// of 20-byte pixels, word 6717).
 void outfeed_transfer(Emitter& e, int tile, int n_addr, const std::string& walk, int bytes,
                       int& ordinal) {
   const int packets = (bytes + kRowBytes - 1) / kRowBytes;
@@ -711,7 +719,7 @@ void outfeed_transfer(Emitter& e, int tile, int n_addr, const std::string& walk,
                      " w=(1 x 1) w.circ=1 w.rows=1 sync.en0=1 sync.f1=1 sync.id=16 "
                      "sync.wait_lvl=1 sync.en1=1 sync.val=0xffff sync.en2=1 sync.f45=1 "
                      "tail_lvl=1"));
-    e.add("outfeed", cat("walk=(0 x ", bytes / 8, ") k173=3 f222=0x7f"));
+    e.add("outfeed", cat("walk=(0 x ", (bytes + 7) / 8, ") k173=3 f222=0x7f"));
     ring_send(e, tile, kRingFifo, 0x10000, ordinal++);
     return;
   }
@@ -719,7 +727,7 @@ void outfeed_transfer(Emitter& e, int tile, int n_addr, const std::string& walk,
                    " n.lvl_mask=0x01 w.addr=", hex(kRingFifo), " w=(1 x 1)(0 x ", packets,
                    ") w.lvl_mask=0x1 w.circ=1 w.rows=1 sync.en0=1 sync.f1=1 sync.id=16 "
                    "sync.wait_lvl=1 sync.en1=1 sync.val=0x0ffff sync.en2=1 sync.f45=1 f803=1"));
-  e.add("outfeed", cat("walk=(0 x ", bytes / 8, ") k173=3 f222=0x7f"));
+  e.add("outfeed", cat("walk=(0 x ", (bytes + 7) / 8, ") k173=3 f222=0x7f"));
   e.add("ringprod", cat(tiles, " addr=", hex(kRingFifo), " src=(1 x 1)(0 x ", packets,
                         ") sdims=1 cbuf=1 slots=1 mode=3 pcfg=20 r0.id=0x51 r0.val=", ordinal++,
                         " r0.en_a=1 r0.en_b=1 r1.id=0x2d r1.val=1 r1.en_a=1 r1.en_b=1 "
@@ -734,9 +742,9 @@ void stream_tile_output(Emitter& e, const Plan& p, int& ordinal) {
   }
 }
 
-// Bytes per pixel of a fan-out head's output: its channels in whole 8-byte units (the host reads
-// its channels, the outfeed moves 8-byte units).
-int head_pixel_bytes(const ConvLayer::Head& h) { return round_up(h.cout, 8); }
+// Bytes per pixel of a fan-out head's output: its channels in whole words (the host reads its
+// channels), as Google's heads (17 channels: 20 bytes).
+int head_pixel_bytes(const ConvLayer::Head& h) { return round_up(h.cout, 4); }
 
 // Pixels of one tile's band of the last layer.
 int band_pixels(const Plan& p) {
@@ -744,10 +752,17 @@ int band_pixels(const Plan& p) {
   return (lp.ob - lp.oa) * lp.blocks * lp.block;
 }
 
+// Bytes of one tile's share of a head's output: its pixels in whole 8-byte units (the outfeed
+// moves 8-byte units; the layout places each tile's share at its own offset).
+int head_band_bytes(const Plan& p, const ConvLayer::Head& h) {
+  return round_up(band_pixels(p) * head_pixel_bytes(h), 8);
+}
+
 // One tile's share of a head's output: its pixels' head channels (a 2-level narrow walk picks
 // them out of the pixels of all heads), as many pixels a transfer as make up to kOutfeedPackets.
 void stream_tile_head(Emitter& e, const Plan& p, const ConvLayer::Head& h, int& ordinal) {
-  const int pb = head_pixel_bytes(h), per_transfer = kOutfeedPackets * kRowBytes / pb;
+  // (An even number of pixels a transfer: whole 8-byte units.)
+  const int pb = head_pixel_bytes(h), per_transfer = (kOutfeedPackets * kRowBytes / pb) & ~1;
   const int pixels = band_pixels(p);
   for (int k = 0; k < pixels; k += per_transfer) {
     const int n = std::min(per_transfer, pixels - k);
@@ -766,7 +781,7 @@ void stream_head_outputs(Emitter& e, const std::vector<Plan>& tiles, const ConvL
     e.add("bundle", "s_op=0x0f s_x=5 imm=11");
     e.add("bundle", "s_op=0x0f s_x=4 imm=10");
     int total = 0;
-    for (const Plan& p : tiles) total += band_pixels(p) * head_pixel_bytes(h);
+    for (const Plan& p : tiles) total += head_band_bytes(p, h);
     descriptor(e, 5, 4, 6, total, 3);
     for (const Plan& p : tiles) stream_tile_head(e, p, h, ordinal);
     tile_fence(e, "counters=0x1ffff units=0x3ff");
@@ -1849,14 +1864,14 @@ std::vector<container::Layer> head_layers(const std::vector<Plan>& tiles, const 
     const int pb = head_pixel_bytes(h);
     const LayerPlan& lp = tiles.front().layers[tiles.front().end - 1];
     int total = 0;
-    for (const Plan& t : tiles) total += band_pixels(t) * pb;
+    for (const Plan& t : tiles) total += head_band_bytes(t, h);
     container::Layer layer =
         boundary_layer(h.output_name, total, h.out_zp, h.out_scale, true, h.signed_output);
     layer.y_dim = last.oh;
     layer.x_dim = last.ow;
     layer.z_dim = h.cout;
     layer.output_layout = band_layout(tiles, last.ow, pb, lp.blocks * lp.block * pb,
-                                      [&](const Plan& t) { return band_pixels(t) * pb; });
+                                      [&](const Plan& t) { return head_band_bytes(t, h); });
     layer.shape = {{0, 0}, {0, last.oh - 1}, {0, last.ow - 1}, {0, h.cout - 1}};
     layers.push_back(std::move(layer));
   }

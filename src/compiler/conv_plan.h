@@ -68,6 +68,15 @@ struct LayerPlan {
   int groups = 0;      // 64-channel groups
   int group_ch = 0;    // columns per group (the op's out_ch + 1)
   int planes = 0;      // aux rows per group: multipliers (and biases)
+  // Columns of the op computing groups [g0, g1) of a part: `group_ch`, or a fan-out head's
+  // channels in whole words when the head is one partial group (PoseNet's heatmaps: 20 of 64;
+  // the clock charges an op the columns it uses).
+  int op_columns(int g0, int g1) const {
+    const ConvLayer::Head* h = l->head_of(g0);
+    if (h && g1 - g0 == 1 && g1 == h->g1 && h->cout % kColumns != 0 && l->joins.empty())
+      return round_up(h->cout % kColumns, 4);
+    return group_ch;
+  }
   std::vector<Part> parts;
   // Every group of a depthwise layer has the same weights (an AVERAGE_POOL_2D: all 1): the
   // groups share one set of weight rows (MobileNet v1 1.0's 7x7 pool: 784 rows instead of 12,544).

@@ -6,9 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <random>
 #include <set>
+#include <variant>
 
+#include "chip/program.h"
 #include "chip/sim_runner.h"
 #include "common/file.h"
 #include "compiler/compile.h"
@@ -217,6 +220,45 @@ TEST(FanOutHeadsOnTheVirtualEdgeTpu, HeadsEqualTheCpuReference) {
   std::vector<HeadSpec> quantized = posenet;
   for (HeadSpec& h : quantized) h.quantize = true;
   EXPECT_EQ(expect_heads_equal(tiles, 8, 8, 4, {conv(16, 3), conv(32, 1)}, quantized, random), 3u);
+}
+
+// PoseNet's heads of one partial group (heatmaps 17, offsets 34) compute only their columns, as
+// Google's heads do (out_ch 19 and 35: the clock charges an op the columns it uses), and each
+// sends its pixels in whole words (20 and 36 bytes, not 24 and 40) with a tile's share rounded to
+// 8-byte units (docs/compiler.md "PoseNet's heads: their own columns, their own words"). A
+// 15 x 13 map: bands of odd pixel counts, whose last half unit the outfeed takes past their bytes.
+TEST(FanOutHeadsOnTheVirtualEdgeTpu, PartialHeadsComputeAndSendOnlyTheirWords) {
+  const std::vector<HeadSpec> posenet = {{17}, {34}, {32, 1, true}, {32}};
+  const std::vector<ConvSpec> trunk = {conv(16, 3, 2), conv(24, 3)};
+  std::mt19937 random(51205);
+  const container::Model twin = heads_twin(30, 26, 8, trunk, posenet, random);
+  const CompiledTwin compiled(twin);
+  ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1) << compiled.reason();
+  std::set<int> columns;
+  for (const auto& bs : compiled.exes.execution->bitstreams) {
+    const std::unique_ptr<chip::Program> program = chip::Program::decode(bs.data);
+    for (const chip::ProgramItem& item : program->items)
+      if (const auto* op = std::get_if<chip::OpInstr>(&item.decoded))
+        columns.insert(op->out_ch + 1);
+  }
+  EXPECT_TRUE(columns.contains(20) && columns.contains(36)) << "heads padded to 64 columns";
+  // Bytes per output: the tiles' pixels at 20, 36 and 64 bytes, each tile's share in 8-byte units.
+  const auto& layers = compiled.exes.execution->output_layers;
+  ASSERT_EQ(layers.size(), 3u);
+  const int pixels = 15 * 13;
+  const std::vector<int> pixel_bytes = {20, 36, 64};
+  size_t tiles = 0;
+  for (size_t o = 0; o < layers.size(); ++o) {
+    const auto& ymap = layers[o].output_layout->y_coordinate_to_linear_tile_id_map;
+    tiles = std::set<int>(ymap.begin(), ymap.end()).size();
+    EXPECT_GE(layers[o].size_bytes, pixels * pixel_bytes[o]) << layers[o].name;
+    EXPECT_LE(layers[o].size_bytes, pixels * pixel_bytes[o] + 4 * static_cast<int>(tiles))
+        << layers[o].name;
+  }
+  EXPECT_GT(tiles, 1u);
+  // Every byte of every output equal to the CPU reference (the same twin from the same seed).
+  std::mt19937 again(51205);
+  EXPECT_EQ(expect_heads_equal(tiles, 30, 26, 8, trunk, posenet, again), 3u);
 }
 
 // The program writes only the heads' outputs: a concatenated convolution's own output that is
