@@ -12,11 +12,14 @@
 #include <tuple>
 
 #include "common/error.h"
+#include "compiler/conv_hand_over.h"
+#include "compiler/conv_packets.h"
 #include "compiler/conv_placement.h"
 #include "compiler/conv_plan.h"
 #include "compiler/eltwise_codegen.h"
 #include "compiler/emitter.h"
 #include "compiler/program_parts.h"
+#include "compiler/tile_batch.h"
 
 namespace tinycoral::compiler {
 
@@ -26,9 +29,6 @@ using container::Half;
 using namespace conv;
 
 namespace {
-
-// Walk levels (stride, count), innermost first (strided_walk's input).
-using Levels = std::vector<std::pair<int64_t, int64_t>>;
 
 // Logical strides (in words) of the place a layer writes its outputs: position, row, group.
 struct OutTarget {
@@ -64,75 +64,6 @@ int head_index(const ConvLayer& l, int g0) {
     if (l.heads[k].g0 == g0) return static_cast<int>(k);
   return 0;
 }
-
-// Tile instructions collected per tile and sent as few as possible: those with the same fields
-// (the ops and fills of bands of one height at the same addresses) go out as one instruction on
-// all their tiles, which is what most of a stage's per-tile instructions are. A batch's
-// instructions on one tile must not depend on each other's order (one op per tile, fills of
-// disjoint regions).
-class TileBatch {
- public:
-  explicit TileBatch(Emitter& e) : e_(e) {}
-  TileBatch(const TileBatch&) = delete;
-  TileBatch& operator=(const TileBatch&) = delete;
-  ~TileBatch() {
-    for (const Item& item : items_)
-      e_.add(item.mnemonic, cat("tiles=", hex(item.tiles), " ", item.fields));
-    for (const std::vector<Item>& items : sequences_)
-      for (const Item& item : items)
-        e_.add(item.mnemonic, cat("tiles=", hex(item.tiles), " ", item.fields));
-  }
-  void add(uint32_t tiles, const std::string& mnemonic, const std::string& fields) {
-    if (group_) {
-      pending_.push_back({tiles, mnemonic, fields});
-      return;
-    }
-    for (Item& item : items_)
-      if (item.mnemonic == mnemonic && item.fields == fields) {
-        item.tiles |= tiles;
-        return;
-      }
-    items_.push_back({tiles, mnemonic, fields});
-  }
-  // Instructions in order on the same tiles (a part's bias load and op): the whole sequence goes
-  // out once for all sequences with the same instructions on tiles no other of them uses, each
-  // instruction on the tiles it has in any of them (the slices of a layer split over 2-D blocks:
-  // the same bias load on each slice's bands, the same op on each slice's first band ...), so
-  // every tile keeps its instructions and their order.
-  void begin_sequence() { group_ = true; }
-  void end_sequence() {
-    group_ = false;
-    std::vector<Item> sequence = std::move(pending_);
-    pending_.clear();
-    auto tiles_of = [](const std::vector<Item>& items) {
-      uint32_t tiles = 0;
-      for (const Item& item : items) tiles |= item.tiles;
-      return tiles;
-    };
-    const uint32_t tiles = tiles_of(sequence);
-    for (std::vector<Item>& items : sequences_)
-      if (items.size() == sequence.size() && (tiles_of(items) & tiles) == 0 &&
-          std::equal(items.begin(), items.end(), sequence.begin(),
-                     [](const Item& a, const Item& b) {
-                       return a.mnemonic == b.mnemonic && a.fields == b.fields;
-                     })) {
-        for (size_t k = 0; k < items.size(); ++k) items[k].tiles |= sequence[k].tiles;
-        return;
-      }
-    sequences_.push_back(std::move(sequence));
-  }
-
- private:
-  struct Item {
-    uint32_t tiles;
-    std::string mnemonic, fields;
-  };
-  Emitter& e_;
-  std::vector<Item> items_;
-  bool group_ = false;
-  std::vector<Item> pending_;
-  std::vector<std::vector<Item>> sequences_;
-};
 
 void fill_narrow(TileBatch& b, int tile, int base, int bytes, int zp) {
   const uint32_t value = 0x01010101u * static_cast<uint32_t>(zp);
@@ -191,45 +122,6 @@ struct ImageInfeeds {
     image_infeed(e, offset, units, mask);
   }
 };
-
-int packets_of(int bytes) { return (bytes + kPiece - 1) / kPiece; }
-
-// Whether `bytes` of rows of `row_bytes` can go as packets whose last is short: rows over a packet
-// (as many rows as packets would read as one row's words per fill, the wideToNarrow's short-row
-// form) and words that do not split evenly over the packets (the same form for any walk).
-bool ends_inside_a_packet(int row_bytes, int bytes) {
-  return row_bytes > kPiece && bytes % kPiece != 0 && bytes % 4 == 0 &&
-         (bytes / 4) % packets_of(bytes) != 0;
-}
-
-// Whether `rows` whole rows of `row_bytes` go as one multi-packet transfer whose last packet may
-// be short, by the wideToNarrow's rule (docs/chip.md "A wideToNarrow that takes less than a row
-// per wide step"): its walk {a row's words, rows} hands over a shorter share of each fill only
-// when its outer level iterates once per fill and the words split evenly into shares under 64
-// words. Finer than ends_inside_a_packet, which keeps whole packets whenever the words split
-// evenly (v1 1.0's 15 rows of 672 bytes: 2,520 words in 40 packets of 63 - but 15 outer
-// iterations for 40 fills, so the rows stream whole).
-bool rows_in_one_transfer(int row_bytes, int rows) {
-  const int bytes = rows * row_bytes, packets = packets_of(bytes), words = bytes / 4;
-  if (row_bytes % 4 != 0 || packets < 2 || packets > kHandOverPackets) return false;
-  return !(words % packets == 0 && words / packets < kPiece / 4 && std::max(rows, 1) == packets);
-}
-
-// Whether a transfer of `bytes` in packets_of(bytes) fills, the last short, reaches the narrow
-// walk `walk` (words; innermost first) whole, by the wideToNarrow's rule (docs/chip.md "A
-// wideToNarrow that takes less than a row per wide step"): the walk takes only a share of each
-// fill when the words split evenly into shares under 64 words and its outer levels, multiplied
-// from the outermost inwards until they reach the fills, iterate once per fill.
-// rows_in_one_transfer is this for the walk {a row's words, rows}.
-bool streams_whole(const Levels& walk, int bytes) {
-  const int64_t packets = packets_of(bytes), words = bytes / 4;
-  if (bytes % 4 != 0 || packets < 2 || packets > kHandOverPackets) return false;
-  if (words % packets != 0 || words / packets >= kPiece / 4) return true;
-  int64_t outer = 1;
-  for (size_t d = walk.size(); d-- > 1 && outer < packets;)
-    if (walk[d].second > 1) outer *= walk[d].second;
-  return outer != packets;
-}
 
 // The host's image as one run per tile (the rows its band reads, halo rows included), when the
 // first stage is in bands (not whole images): each tile's run in one transfer of its own, the
@@ -843,532 +735,13 @@ void load_parameters(Emitter& e, int rows, uint32_t mask, int64_t offset, int ba
             " f434=0xf lanes_m1=3"));
 }
 
-// Between two stages: every tile of `from` sends its band of the stage's last output (rows of
-// the next layer's input) to the tiles of `to` whose bands read the rows, piece by piece (up to
-// 256 bytes of one row): a narrowToWide into the sender's ring row and a ring producer to all of
-// them, a ring consumer into a FIFO row of its own and a wideToNarrow into the interior of the
-// padded image on each receiver (the host image's form, stream_input).
-// Set while the placement search prices a candidate (program_bytes): its hand-overs then keep
-// the receivers' order (below). Priced with the shorter of both schedules, the search picks
-// layouts the simulator runs slower (v1 1.0: 4.021 against 3.964 ms); the final program takes the
-// shorter schedule on the layout the search picked.
-thread_local bool pricing = false;
-
-void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal) {
-  const size_t i = to.first;
-  // (A receiver computing some groups of a split depthwise layer reads only their channels.)
-  auto mask_of_ = [&](int y, const Plan& src) {
-    uint32_t mask = 0;
-    for (const Plan& t : to.tiles) {
-      const LayerPlan& lp = t.layers[i];
-      if (lp.cin != lp.l->cin && (src.g1 <= t.g0 || t.g1 <= src.g0)) continue;
-      if (y >= lp.need_top && y < lp.need_top + lp.need_rows) mask |= tile_bit(t.tile);
-    }
-    return mask;
-  };
-  // Receivers that keep the whole image (LayerPlan::full) hold every row at one address: rows
-  // that several of them read go to all of them in one transfer, each writing every row.
-  bool full = true;
-  for (const Plan& t : to.tiles) full = full && t.layers[i].full;
-  // One transfer of `bytes` from narrow byte `from_at` of the sender to the tiles in `mask`,
-  // each writing them with the narrow walk `walk(t)` from byte `narrow(t)`: `packets` >= 2 whole
-  // packets (the softmax gather's multi-packet form: k fills of one FIFO row), else one packet of
-  // up to 256 bytes.
-  // The transfers are collected first and sent in rounds: each round takes the next transfer of
-  // every sender whose receivers no other transfer of the round has (in one schedule only when
-  // its receivers got every transfer before it, in the order they were made; below), all of one
-  // form. The round shares one FIFO row (each tile has its own wide memory), so the receivers'
-  // wideToNarrows and consumers and the senders' narrowToWides that differ only in their tile go
-  // out as one instruction (a split layer's slices handing over to the next split layer: one
-  // instead of one per slice).
-  struct Write {
-    uint32_t tile = 0;  // the receiver's bit
-    int at = 0;         // narrow byte address of the walk's start
-    Levels walk;        // its narrow walk (words)
-  };
-  struct Transfer {
-    int src = 0;        // sending tile
-    uint32_t mask = 0;  // receiving tiles
-    int from_at = 0, bytes = 0, packets = 0;
-    std::vector<Write> writes;  // per receiver, in tile order
-  };
-  std::vector<Transfer> transfers;
-  auto transfer = [&](const Plan& src, int from_at, int bytes, int packets, uint32_t mask,
-                      const auto& narrow, const auto& walk) {
-    Transfer t{src.tile, mask, from_at, bytes, packets, {}};
-    for (const Plan& r : to.tiles)
-      if (mask & tile_bit(r.tile)) t.writes.push_back({tile_bit(r.tile), narrow(r), walk(r)});
-    transfers.push_back(std::move(t));
-  };
-  // What a round sends: items of one transfer, or all-gathers (`gathered`, below): transfers
-  // (parts) of several senders, or several of one, to the same receivers, in order, which the
-  // receivers take with one consumer and one wideToNarrow each. `steps[w]`: the walk levels from
-  // one part's write to the next's on the item's w-th receiver (none for one transfer).
-  struct Item {
-    std::vector<const Transfer*> parts;
-    std::vector<Levels> steps;
-  };
-  using Round = std::vector<Item>;
-  auto send = [&](Emitter& e, const Round& round, int& piece, int& ordinal) {
-    if (piece > 0 && piece % kInputRows == 0) tile_fence(e, "counters=0x1ffff units=0x3ff");
-    const int fifo = kInputFifo + 4 * (piece++ % kInputRows);
-    const bool multi = round.front().parts.front()->packets >= 2;  // the senders' form
-    {
-      TileBatch writes(e);
-      for (const Item& item : round) {
-        const Transfer& t = *item.parts.front();
-        const int fills = static_cast<int>(item.parts.size()) * t.packets;
-        for (size_t w = 0; w < t.writes.size(); ++w) {
-          Levels walk;
-          if (item.parts.size() == 1) {
-            walk = t.writes[w].walk;
-          } else {
-            for (const auto& level : t.writes[w].walk)
-              if (level.second > 1 || walk.empty()) walk.push_back(level);
-            walk.insert(walk.end(), item.steps[w].begin(), item.steps[w].end());
-          }
-          // (A gather's walk names its levels, as Google's do: DeepLab gen2021 word 9628.)
-          const std::string narrow =
-              cat(" n.addr=", hex(t.writes[w].at / 4), " n=", strided_walk(walk, 6),
-                  " n.lvl_mask=", item.parts.size() > 1 ? hex((1u << walk.size()) - 1) : "0x01");
-          if (fills >= 2)
-            writes.add(t.writes[w].tile, "w2n",
-                       cat("w.addr=", hex(fifo), " w=(0 x ", fills, ") w.rows=1", narrow,
-                           " sync.en0=1 sync.id=14 sync.en1=1 "
-                           "sync.val=0x08000 sync.en2=1 tail_en870=1"));
-          else
-            writes.add(t.writes[w].tile, "w2n",
-                       cat("w.addr=", hex(fifo), " w=(1 x 1)", narrow,
-                           " mode=1 fill_size=128 sync.en0=1 sync.id=14 "
-                           "sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 sync.en2=1 "
-                           "sync.dec_lvl=1 sync.dec=-1 sync.dec_mode=3 tail_en870=1"));
-        }
-      }
-    }
-    {
-      TileBatch consumers(e);
-      for (const Item& item : round) {
-        const Transfer& t = *item.parts.front();
-        const int fills = static_cast<int>(item.parts.size()) * t.packets;
-        if (fills >= 2)
-          consumers.add(t.mask, "ringcons0",
-                        cat("addr=", hex(fifo), " dst=(0 x ", fills,
-                            ") slots=1 mode=1 s_id=0x0b s_val=-64 s_cnt=1 s_en_b=1 s_y=1"));
-        else
-          consumers.add(t.mask, "ringcons0",
-                        cat("addr=", hex(fifo),
-                            " dst=(1 x 1) cbuf=1 slots=1 mode=3 s_id=0x2b s_val=-64 s_cnt=1 "
-                            "s_en_b=1 s_y=1"));
-      }
-    }
-    std::vector<const Transfer*> order;  // in the order the receivers take them
-    for (const Item& item : round) order.insert(order.end(), item.parts.begin(), item.parts.end());
-    // The senders' side in runs of parts of different senders (a gather may take several parts
-    // of one sender: each goes through the sender's ring row after the one before, as in
-    // successive rounds), the producers in the receivers' order.
-    std::vector<const Transfer*> sent;
-    auto narrow_to_wide = [&]() {
-      TileBatch reads(e);
-      for (const Transfer* t : sent)
-        if (multi)
-          reads.add(tile_bit(t->src), "n2w",
-                    cat("n.addr=", hex(t->from_at / 4), " n=", narrow_walk(t->bytes / 4),
-                        " n.lvl_mask=0x01 w.addr=", hex(kRingFifo), " w=(0 x ", t->packets,
-                        ") w.rows=1 sync.en0=1 sync.id=16 sync.en1=1 sync.val=0x0ffff "
-                        "sync.en2=1 sync.f45=1 tail_lvl=1"));
-        else
-          reads.add(tile_bit(t->src), "n2w",
-                    cat("n.addr=", hex(t->from_at / 4), " n=", narrow_walk(t->bytes / 4),
-                        " n.lvl_mask=0x01 w.addr=", hex(kRingFifo),
-                        " w=(1 x 1) w.circ=1 w.rows=1 sync.en0=1 sync.f1=1 sync.id=16 "
-                        "sync.wait_lvl=1 sync.en1=1 sync.val=0xffff sync.en2=1 sync.f45=1 "
-                        "tail_lvl=1"));
-    };
-    for (size_t at = 0; at < order.size();) {
-      sent.clear();
-      for (uint32_t from = 0; at < order.size() && !(from & tile_bit(order[at]->src)); ++at) {
-        from |= tile_bit(order[at]->src);
-        sent.push_back(order[at]);
-      }
-      // (A multi-packet producer waits for its narrowToWide, issued after it; a one-packet one
-      // follows it.)
-      if (!multi) narrow_to_wide();
-      for (const Transfer* t : sent) {
-        if (multi)
-          e.add("ringprod",
-                cat("tiles=", hex(tile_bit(t->src)), " addr=", hex(kRingFifo), " src=(1 x 1)(0 x ",
-                    t->packets,
-                    ") sdims=1 cbuf=1 slots=1 mode=3 pcfg=20 r0.id=0x51 r0.val=", ordinal++,
-                    " r0.en_a=1 r0.en_b=1 r1.id=0x2d r1.val=1 r1.en_a=1 r1.en_b=1 "
-                    "dest=",
-                    hex(t->mask)));
-        else
-          ring_send(e, t->src, kRingFifo, t->mask, ordinal++);
-      }
-      if (multi) narrow_to_wide();
-    }
-  };
-  for (const Plan& src : from.tiles) {
-    const LayerPlan& band = src.layers[i - 1];
-    const int row_bytes = src.out_row;
-    // A sender computing some output groups of a split layer holds `slice` bytes of each pixel,
-    // channels from `ch0`: each receiver writes them into its pixels (whole pixels per packet or
-    // whole packets per pixel, `splittable`), from byte `off(t)` of each pixel - a receiver
-    // keeping a slice of the channels (a split depthwise layer) holds the sender's inside its own
-    // (`nests`).
-    const int slice = src.out_ch, ch0 = src.g1 > 0 ? src.g0 * kColumns : 0;
-    auto sliced = [&](const Plan& t) { return src.g1 > 0 && slice != t.layers[i].cin; };
-    auto off = [&](const Plan& t) {
-      const LayerPlan& lp = t.layers[i];
-      return ch0 - (lp.cin != lp.l->cin ? t.g0 * kColumns : 0);
-    };
-    auto slice_walk = [&](const Plan& t, int bytes, int rows) {
-      return Levels{
-          {1, slice / 4}, {t.layers[i].cin / 4, bytes / slice}, {t.layers[i].row_words(), rows}};
-    };
-    auto mask_of = [&](int y) { return mask_of_(y, src); };
-    const bool whole_rows =
-        std::none_of(to.tiles.begin(), to.tiles.end(), [&](const Plan& t) { return sliced(t); });
-    for (int y = band.oa, rows = 1; y < band.ob; y += rows) {
-      uint32_t mask = mask_of(y);
-      // Several whole rows for the same tiles (contiguous in the sender's output) go in one
-      // transfer when they make 2 to kHandOverPackets whole packets, or, short rows, fit one
-      // packet; each receiver drops them into its image's rows with a 2-level walk.
-      // Rows over a packet may end inside one (the last fill short).
-      // Rows that end inside a packet also by the wideToNarrow's own rule (rows_in_one_transfer,
-      // as the host's image runs; streams_whole for receivers writing a slice of each pixel): a
-      // 1,344-byte row of v2's 56 x 56 x 24 bands as one transfer of 6 packets, the last short
-      // (gen2021 PoseNet word 6657 sends 960 bytes as fills of 256, 256, 256 and 192), not 5 and
-      // a short rest; two of PoseNet's 1,984-byte slice rows (31 pixels of 64 channels) into a
-      // head band as one of 16 packets, not four. Not while pricing: the search then
-      // picks layouts the simulator runs slower (v1 0.5 1.300, 1.0 3.614, v2 4.232 against
-      // 1.276, 3.611 and 4.174 ms; with the all-gathers priced too, v1 0.25 and 0.5 ran faster,
-      // 0.681 and 1.271, but v2 4.226).
-      auto inside = [&](int m) {
-        if (ends_inside_a_packet(row_bytes, m * row_bytes)) return true;
-        if (pricing || (m * row_bytes) % kPiece == 0) return false;
-        if (whole_rows) return rows_in_one_transfer(row_bytes, m);
-        return std::all_of(to.tiles.begin(), to.tiles.end(), [&](const Plan& t) {
-          return !sliced(t) ? rows_in_one_transfer(row_bytes, m)
-                            : streams_whole(slice_walk(t, row_bytes, m), m * row_bytes);
-        });
-      };
-      rows = 1;
-      int packets = inside(1) ? packets_of(row_bytes) : 0;
-      uint32_t together = mask;
-      for (int m = 2; y + m <= band.ob && m * row_bytes <= kHandOverPackets * kPiece &&
-                      (full || mask_of(y + m - 1) == mask);
-           ++m) {
-        together |= mask_of(y + m - 1);
-        if ((m * row_bytes % kPiece == 0 && m * row_bytes >= 2 * kPiece) || inside(m)) {
-          rows = m;
-          packets = packets_of(m * row_bytes);
-          mask = together;
-        } else if (packets == 0 && m * row_bytes <= kPiece) {
-          rows = m;
-          packets = 1;
-          mask = together;
-        }
-      }
-      if (mask == 0) continue;
-      const int from_at = src.out_base + (y - band.oa) * src.out_row;
-      if (packets > 0) {
-        transfer(
-            src, from_at, rows * row_bytes, packets, mask,
-            [&](const Plan& t) {
-              const LayerPlan& lp = t.layers[i];
-              return lp.pixel(y - lp.top, lp.l->pad_left) + off(t);
-            },
-            [&](const Plan& t) {
-              if (sliced(t)) return slice_walk(t, row_bytes, rows);
-              return Levels{{1, row_bytes / 4}, {t.layers[i].row_words(), rows}};
-            });
-        continue;
-      }
-      // One row: whole 256-byte packets up to kHandOverPackets at a time, the rest of the row
-      // as one short packet.
-      for (int at = 0, bytes = 0; at < row_bytes; at += bytes) {
-        int whole = std::min(kHandOverPackets, (row_bytes - at) / kPiece);
-        if (src.g1 > 0 && slice > kPiece) whole -= whole % (slice / kPiece);
-        bytes = whole >= 2 ? whole * kPiece : std::min(kPiece, row_bytes - at);
-        transfer(
-            src, from_at + at, bytes, whole >= 2 ? whole : 1, mask,
-            [&](const Plan& t) {
-              const LayerPlan& lp = t.layers[i];
-              if (sliced(t)) return lp.pixel(y - lp.top, lp.l->pad_left + at / slice) + off(t);
-              return lp.pixel(y - lp.top, lp.l->pad_left) + at;
-            },
-            [&](const Plan& t) {
-              if (sliced(t)) return slice_walk(t, bytes, 1);
-              return whole >= 2 ? Levels{{1, bytes / 4}}
-                                : Levels{{1, bytes / 4}, {t.layers[i].row_words(), 1}};
-            });
-      }
-    }
-  }
-  // The rounds (above): per sender the transfers keep their order. `in_order`: per receiver too
-  // (the order they were made in). Without it a receiver takes them in any order - every transfer
-  // writes bytes of its image no other transfer writes (each row or channel slice comes from the
-  // one sender that computed it) - so a band pipeline's senders each handing rows to their
-  // neighbours go in a few rounds, not one round per sender; with it, rounds of transfers of one
-  // shape (which merge into fewer instructions) can come out fewer instructions in all.
-  std::vector<std::vector<size_t>> by_sender;
-  std::vector<int> sender_of(kTiles, -1);
-  std::array<std::vector<size_t>, kTiles> by_receiver;
-  for (size_t k = 0; k < transfers.size(); ++k) {
-    const int src = transfers[k].src;
-    if (sender_of[static_cast<size_t>(src)] < 0) {
-      sender_of[static_cast<size_t>(src)] = static_cast<int>(by_sender.size());
-      by_sender.emplace_back();
-    }
-    by_sender[static_cast<size_t>(sender_of[static_cast<size_t>(src)])].push_back(k);
-    for (int r = 0; r < kTiles; ++r)
-      if (transfers[k].mask & tile_bit(r)) by_receiver[static_cast<size_t>(r)].push_back(k);
-  }
-  enum class Senders { kInTileOrder, kLongestFirst, kCommonShapeFirst };
-  auto schedule = [&](bool in_order, Senders order = Senders::kInTileOrder) {
-    std::vector<Round> rounds;
-    std::vector<size_t> next_of_sender(by_sender.size(), 0);
-    std::array<size_t, kTiles> next_of_receiver{};
-    for (size_t sent = 0; sent < transfers.size();) {
-      Round round;
-      uint32_t receivers = 0;
-      // The senders with the most transfers left first, or those whose next transfer has the
-      // shape (packets, first receiver's write) most of the senders' next transfers have (their
-      // wideToNarrows and consumers merge).
-      std::vector<size_t> senders(by_sender.size());
-      for (size_t q = 0; q < senders.size(); ++q) senders[q] = q;
-      auto left = [&](size_t q) { return by_sender[q].size() - next_of_sender[q]; };
-      if (order == Senders::kLongestFirst)
-        std::stable_sort(senders.begin(), senders.end(),
-                         [&](size_t a, size_t b) { return left(a) > left(b); });
-      if (order == Senders::kCommonShapeFirst) {
-        auto shape = [&](size_t q) {
-          const Transfer& t = transfers[by_sender[q][next_of_sender[q]]];
-          return std::tuple{t.packets, t.writes.empty() ? 0 : t.writes.front().at,
-                            t.writes.empty() ? Levels{} : t.writes.front().walk};
-        };
-        std::vector<size_t> alike(senders.size(), 0);
-        for (size_t a = 0; a < senders.size(); ++a)
-          for (size_t b = 0; b < senders.size() && left(a) > 0; ++b)
-            if (left(b) > 0 && shape(a) == shape(b)) ++alike[a];
-        std::stable_sort(senders.begin(), senders.end(),
-                         [&](size_t a, size_t b) { return alike[a] > alike[b]; });
-      }
-      for (size_t q : senders) {
-        if (next_of_sender[q] == by_sender[q].size()) continue;
-        const size_t k = by_sender[q][next_of_sender[q]];
-        const Transfer& t = transfers[k];
-        bool ready =
-            (t.mask & receivers) == 0 &&
-            (round.empty() || (round.front().parts.front()->packets >= 2) == (t.packets >= 2));
-        for (int r = 0; r < kTiles && ready && in_order; ++r) {
-          const auto& queue = by_receiver[static_cast<size_t>(r)];
-          ready = !(t.mask & tile_bit(r)) || queue[next_of_receiver[static_cast<size_t>(r)]] == k;
-        }
-        if (!ready) continue;
-        round.push_back({{&t}, {}});
-        receivers |= t.mask;
-        ++next_of_sender[q];
-        for (int r = 0; r < kTiles; ++r)
-          if (t.mask & tile_bit(r)) ++next_of_receiver[static_cast<size_t>(r)];
-      }
-      rounds.push_back(std::move(round));
-      sent += rounds.back().size();
-    }
-    return rounds;
-  };
-  // All-gathers: the transfers of several senders to the same receivers go in one round as one
-  // item (send, above): the receivers' consumer takes all their packets, in the order the
-  // producers are issued (docs/chip.md "Producers that send to tiles run in program order"), as
-  // fills of one FIFO row, and their wideToNarrow walks one part's write after the other, one or
-  // two walk levels more. The fills must be whole packets (a part's short last fill would leave a
-  // gap in the stream) or one short packet per part: the wideToNarrow's short-row form, one
-  // iteration of the outer levels per fill (DeepLab gen2021 word 9628). A transfer ending inside
-  // a packet goes as its whole packets and the short rest where every receiver's walk is runs of
-  // equal length at one stride (an unpadded image: the pointwise layer after a split depthwise).
-  // `parts` keeps the transfers the items point to.
-  auto gathered = [&](std::vector<Transfer>& parts) {
-    parts.reserve(2 * transfers.size());  // (the items point into it)
-    struct Runs {
-      int64_t run = 0, stride = 0, n = 1;  // n runs of `run` words, `stride` words apart
-    };
-    auto runs_of = [](const Levels& walk) -> std::optional<Runs> {
-      Levels l;
-      for (const auto& level : walk)
-        if (level.second > 1) l.push_back(level);
-      if (l.empty() || l[0].first != 1) return std::nullopt;
-      Runs r{l[0].second, l[0].second, 1};
-      size_t k = 1;
-      for (; k < l.size() && l[k].first == r.run; ++k) r.run *= l[k].second;
-      r.stride = r.run;
-      if (k < l.size()) r.stride = l[k].first, r.n = l[k++].second;
-      for (; k < l.size() && l[k].first == r.stride * r.n; ++k) r.n *= l[k].second;
-      if (k < l.size()) return std::nullopt;
-      return r;
-    };
-    auto split = [&](const Transfer& t) {
-      if (t.packets < 2 || t.bytes % kPiece == 0) return false;
-      const int whole = t.bytes / kPiece * kPiece;
-      Transfer head = t, rest = t;
-      head.bytes = whole;
-      head.packets = whole / kPiece;
-      rest.from_at += whole;
-      rest.bytes -= whole;
-      rest.packets = 1;
-      for (size_t w = 0; w < t.writes.size(); ++w) {
-        const std::optional<Runs> r = runs_of(t.writes[w].walk);
-        const int64_t words = whole / 4;
-        if (!r) return false;
-        if (r->stride == r->run || r->n == 1) {
-          head.writes[w].walk = {{1, words}};
-          rest.writes[w].walk = {{1, r->run * r->n - words}};
-          rest.writes[w].at += whole;
-        } else {
-          if (words % r->run != 0) return false;
-          const int64_t n = words / r->run;
-          head.writes[w].walk = {{1, r->run}, {r->stride, n}};
-          rest.writes[w].walk = {{1, r->run}, {r->stride, r->n - n}};
-          rest.writes[w].at += static_cast<int>(4 * r->stride * n);
-        }
-      }
-      parts.push_back(std::move(head));
-      parts.push_back(std::move(rest));
-      return true;
-    };
-    for (const Transfer& t : transfers)
-      if (!split(t)) parts.push_back(t);
-    // Parts of one shape (receivers, size, walks) gather when their places on every receiver
-    // step regularly: one level (a, a + d, a + 2d ...) or two (c steps of d1, those c2 times d2).
-    auto steps_of =
-        [&](const std::vector<const Transfer*>& ps) -> std::optional<std::vector<Levels>> {
-      const size_t k = ps.size();
-      const Transfer& t = *ps.front();
-      if (k * static_cast<size_t>(t.packets) > static_cast<size_t>(kHandOverPackets))
-        return std::nullopt;
-      // Inner count: where the first receiver's step changes.
-      size_t c = 1;
-      auto at = [&](size_t j, size_t w) { return int64_t{ps[j]->writes[w].at}; };
-      while (c < k && at(c, 0) - at(c - 1, 0) == at(1, 0) - at(0, 0)) ++c;
-      if (k % c != 0) return std::nullopt;
-      std::vector<Levels> out;
-      for (size_t w = 0; w < t.writes.size(); ++w) {
-        const int64_t d1 = at(1, w) - at(0, w), d2 = at(c % k, w) - at(0, w);
-        for (size_t j = 0; j < k; ++j)
-          if (at(j, w) !=
-              at(0, w) + static_cast<int64_t>(j % c) * d1 + static_cast<int64_t>(j / c) * d2)
-            return std::nullopt;
-        if (d1 % 4 != 0 || d2 % 4 != 0 || d1 == 0) return std::nullopt;
-        Levels steps{{d1 / 4, static_cast<int64_t>(c)}};
-        if (c < k) steps.push_back({d2 / 4, static_cast<int64_t>(k / c)});
-        size_t levels = steps.size();
-        for (size_t l = 0; l < t.writes[w].walk.size(); ++l)
-          levels += l == 0 || t.writes[w].walk[l].second > 1 ? 1 : 0;
-        if (levels > 6) return std::nullopt;
-        out.push_back(std::move(steps));
-      }
-      return out;
-    };
-    std::vector<std::vector<const Transfer*>> shapes;
-    std::map<std::string, size_t> shape_of;
-    std::vector<Item> items;
-    for (const Transfer& p : parts) {
-      if (!(p.packets == 1 && p.bytes < kPiece) && p.bytes != p.packets * kPiece) {
-        items.push_back({{&p}, {}});
-        continue;
-      }
-      std::string key = cat(p.mask, " ", p.packets, " ", p.bytes);
-      for (const Write& w : p.writes) key += cat(" ", w.tile, strided_walk(w.walk, 6));
-      auto [it, fresh] = shape_of.emplace(key, shapes.size());
-      if (fresh) shapes.emplace_back();
-      shapes[it->second].push_back(&p);
-    }
-    for (std::vector<const Transfer*>& ps : shapes) {
-      std::stable_sort(ps.begin(), ps.end(), [](const Transfer* a, const Transfer* b) {
-        return a->writes.front().at < b->writes.front().at;
-      });
-      if (ps.size() > 1)
-        if (auto steps = steps_of(ps)) {
-          items.push_back({ps, std::move(*steps)});
-          continue;
-        }
-      // Else runs of consecutive parts that step regularly.
-      for (size_t j = 0; j < ps.size();) {
-        Item item{{ps[j]}, {}};
-        for (++j; j < ps.size(); ++j) {
-          std::vector<const Transfer*> more = item.parts;
-          more.push_back(ps[j]);
-          auto steps = steps_of(more);
-          if (!steps) break;
-          item = {std::move(more), std::move(*steps)};
-        }
-        items.push_back(std::move(item));
-      }
-    }
-    // Rounds: the largest items first, each round items of other receivers and senders.
-    std::stable_sort(items.begin(), items.end(),
-                     [](const Item& a, const Item& b) { return a.parts.size() > b.parts.size(); });
-    std::vector<Round> rounds;
-    std::vector<bool> done(items.size(), false);
-    for (size_t left = items.size(); left > 0;) {
-      Round round;
-      uint32_t receivers = 0, senders = 0;
-      for (size_t q = 0; q < items.size(); ++q) {
-        if (done[q]) continue;
-        const Item& item = items[q];
-        uint32_t from = 0;
-        for (const Transfer* p : item.parts) from |= tile_bit(p->src);
-        const bool multi = item.parts.front()->packets >= 2;
-        if ((item.parts.front()->mask & receivers) || (from & senders) ||
-            (!round.empty() && (round.front().parts.front()->packets >= 2) != multi))
-          continue;
-        round.push_back(item);
-        receivers |= item.parts.front()->mask;
-        senders |= from;
-        done[q] = true;
-        --left;
-      }
-      rounds.push_back(std::move(round));
-    }
-    return rounds;
-  };
-  auto emit_rounds = [&](Emitter& out, const std::vector<Round>& rounds, int& ord) {
-    int piece = 0;
-    for (const auto& round : rounds) send(out, round, piece, ord);
-    tile_fence(out, "counters=0x1ffff units=0x3ff");
-  };
-  // The schedules are emitted and the one of fewest instruction words is kept (but while
-  // pricing).
-  const auto in_order = schedule(true);
-  if (pricing) {
-    emit_rounds(e, in_order, ordinal);
-    return;
-  }
-  // (Receivers in any order, and so with the senders of most transfers left first.)
-  std::vector<Transfer> parts;
-  std::vector<std::vector<Round>> schedules{
-      in_order, schedule(false), schedule(false, Senders::kLongestFirst),
-      schedule(false, Senders::kCommonShapeFirst), gathered(parts)};
-  size_t best = 0;
-  uint32_t fewest = 0;
-  for (size_t k = 0; k < schedules.size(); ++k) {
-    Emitter trial;
-    int ord = ordinal;
-    emit_rounds(trial, schedules[k], ord);
-    if (k == 0 || trial.words() < fewest) {
-      best = k;
-      fewest = trial.words();
-    }
-  }
-  emit_rounds(e, schedules[best], ordinal);
-}
-
 // The execution program into `e`; `loads` receives the segments it streams and how many of their
 // first rows, in order (its parameters). `head`: a generator follows in the same program, so the
 // last layer's bytes go to the host's scratch buffer and the program does not end here.
+// `pricing`: the placement search prices the layout (hand_over's forms for it).
 void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
                     const std::vector<Stage>& stages, std::vector<std::pair<int, int>>& loads,
-                    bool head) {
+                    bool head, bool pricing = false) {
   preamble(e, chain.input_name);
   auto stage_of = [&](size_t i) -> const Stage& {
     for (const Stage& s : stages)
@@ -1458,7 +831,7 @@ void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
     const Stage& stage = rounds[si].empty() ? stages[si] : rounds[si][static_cast<size_t>(round)];
     if (si > 0 && round == 0) {
       fill_stage(stages[si]);
-      hand_over(e, stages[si - 1], stages[si], ordinal);
+      hand_over(e, stages[si - 1], stages[si], ordinal, pricing);
       // The same image to the tiles of a later stage whose residual ADD reads it (keep_operands:
       // they keep it where no stage in between writes).
       for (size_t i = stage.end; i < chain.layers.size(); ++i)
@@ -1466,7 +839,7 @@ void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
           Stage kept = stage_of(i);
           kept.first = stage.first;
           kept.end = stage.first + 1;
-          hand_over(e, stages[si - 1], kept, ordinal);
+          hand_over(e, stages[si - 1], kept, ordinal, pricing);
         }
       tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
       wait_tokens(e);
@@ -1652,16 +1025,12 @@ container::Bitstream execution_program(const ConvChain& chain, const Shapes& sha
 }
 
 // Bytes one inference of a layout sends besides its input and output: its instructions and the
-// parameter rows it streams.
+// parameter rows it streams (counted, not encoded: the search prices many layouts).
 double program_bytes(const ConvChain& chain, const Layout& layout) {
   std::vector<std::pair<int, int>> loads;
-  struct Pricing {
-    Pricing() { pricing = true; }
-    ~Pricing() { pricing = false; }
-  } priced;
-  const container::Bitstream program =
-      execution_program(chain, layout.shapes, layout.stages, loads);
-  double bytes = double(program.data.size());
+  Emitter program = Emitter::counting();
+  emit_execution(program, chain, layout.shapes, layout.stages, loads, false, true);
+  double bytes = double(program.finished_bytes());
   for (const auto& [segment, rows] : loads) bytes += double(rows) * kRowBytes;
   return bytes;
 }
@@ -2017,7 +1386,8 @@ std::optional<ConvHead> emit_conv_head(const ConvChain& chain, Emitter& executio
   if (output_bytes(tiles) != last.oh * last.ow * last.cout)
     return why = "the chain's output bands are not its bytes in order", std::nullopt;
   std::vector<std::pair<int, int>> loads;
-  Emitter probe;  // the program streams no parameters of its own (one inference = one pass)
+  // (The program streams no parameters of its own: one inference = one pass.)
+  Emitter probe = Emitter::counting();
   emit_execution(probe, chain, layout.shapes, layout.stages, loads, true);
   if (!loads.empty()) return why = "a chain that streams its parameters", std::nullopt;
   ConvHead head;

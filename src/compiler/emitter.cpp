@@ -26,6 +26,11 @@ std::string hex(uint64_t value) {
 void Emitter::add(const std::string& mnemonic, const std::string& fields) {
   const isa::OpcodeSpec* spec = isa::find_mnemonic(mnemonic);
   if (spec == nullptr) fail("emitter: unknown mnemonic ", mnemonic);
+  if (counting_) {  // (an instruction's words follow from its mnemonic alone)
+    seq_ += spec->sequenced ? 1 : 0;
+    words_ += spec->words;
+    return;
+  }
   std::string line = mnemonic;
   if (spec->sequenced) line += " seq=" + std::to_string(seq_++);
   if (!fields.empty()) {
@@ -59,6 +64,7 @@ void Emitter::reloc_movi(int reg, container::BufferKind kind, container::Half ha
 }
 
 container::Bitstream Emitter::finish() {
+  if (counting_) fail("emitter: finish() on an emitter that only counts");
   add("halt", "code=4");
   for (int i = 0; i < 4; ++i) add("bundle");
   add("end", "length_bits=128");
@@ -73,6 +79,14 @@ container::Bitstream Emitter::finish() {
   out.data = isa::encode(program);
   out.field_offsets = relocations_;
   return out;
+}
+
+uint64_t Emitter::finished_bytes() const {
+  // The halt, four bundles and the end after the body (finish()).
+  uint64_t words = words_;
+  for (const char* m : {"halt", "bundle", "bundle", "bundle", "bundle", "end"})
+    words += isa::find_mnemonic(m)->words;
+  return words * 16;
 }
 
 }  // namespace tinycoral::compiler

@@ -25,6 +25,14 @@ std::string hex(uint64_t value);
 
 class Emitter {
  public:
+  Emitter() = default;
+  // An emitter that only counts words (pricing a program, or choosing between forms of a part of
+  // one): add() checks the mnemonic but neither parses nor keeps the instruction; finish() fails.
+  static Emitter counting() {
+    Emitter e;
+    e.counting_ = true;
+    return e;
+  }
   // Appends one instruction; `fields` is the text after the mnemonic, without `seq`.
   void add(const std::string& mnemonic, const std::string& fields = "");
   // A MOVI of 0 into scalar register `reg` that the runtime patches with half of a buffer address.
@@ -34,11 +42,14 @@ class Emitter {
   uint32_t words() const { return words_; }
   // Frames the program (start with its length, halt, four nops, end) and encodes it.
   container::Bitstream finish();
+  // The bytes finish() would return (also of a counting emitter).
+  uint64_t finished_bytes() const;
 
  private:
   std::vector<isa::Instruction> body_;
   std::vector<container::FieldOffset> relocations_;
   uint32_t words_ = 1;  // the start word comes first
+  bool counting_ = false;
   uint32_t seq_ = 0;
 };
 

@@ -1,0 +1,660 @@
+// The hand-over between two stages (conv_hand_over.h): the senders' bands cut into transfers
+// (SenderCut), the schedules that send them in rounds (in_turns, gathered) and the instructions
+// of a round (send). Every schedule is counted, and only the one of fewest words emitted.
+//
+// A transfer goes piece by piece (up to 256 bytes of one row, or whole packets of several rows):
+// a narrowToWide into the sender's ring row and a ring producer to all its receivers, a ring
+// consumer into a FIFO row of its own and a wideToNarrow into the interior of the padded image on
+// each receiver (the host image's form, stream_input in conv_codegen.cpp).
+#include "compiler/conv_hand_over.h"
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "compiler/conv_packets.h"
+#include "compiler/program_parts.h"
+#include "compiler/tile_batch.h"
+
+namespace tinycoral::compiler::conv {
+
+namespace {
+
+// A receiver's side of a transfer.
+struct Write {
+  uint32_t tile = 0;  // the receiver's bit
+  int at = 0;         // narrow byte address of the walk's start
+  Levels walk;        // its narrow walk (words)
+};
+
+// `bytes` from narrow byte `from_at` of the sender to the tiles in `mask`, each writing them with
+// its walk: `packets` >= 2 packets (the softmax gather's multi-packet form: k fills of one FIFO
+// row, the last fill possibly short), else one packet of up to 256 bytes.
+struct Transfer {
+  int src = 0;        // sending tile
+  uint32_t mask = 0;  // receiving tiles
+  int from_at = 0, bytes = 0, packets = 0;
+  std::vector<Write> writes;  // per receiver, in tile order
+};
+
+// What a round sends: items of one transfer, or all-gathers (`gathered`, below): transfers
+// (parts) of several senders, or several of one, to the same receivers, in order, which the
+// receivers take with one consumer and one wideToNarrow each. `steps[w]`: the walk levels from
+// one part's write to the next's on the item's w-th receiver (none for one transfer).
+struct Item {
+  std::vector<const Transfer*> parts;
+  std::vector<Levels> steps;
+};
+// A round's items have other receivers (and, gathered, other senders) and one form (packets >= 2
+// or not). The round shares one FIFO row (each tile has its own wide memory), so the receivers'
+// wideToNarrows and consumers and the senders' narrowToWides that differ only in their tile go
+// out as one instruction (a split layer's slices handing over to the next split layer: one
+// instead of one per slice).
+using Round = std::vector<Item>;
+
+bool multi_packet(const Round& round) { return round.front().parts.front()->packets >= 2; }
+
+// ---- The transfers -------------------------------------------------------------------------
+
+// One sender's band of layer i - 1's output (rows of the receivers' image i) cut into transfers.
+// A sender computing some output groups of a split layer holds `slice` bytes of each pixel,
+// channels from `ch0`: each receiver writes them into its pixels (whole pixels per packet or whole
+// packets per pixel, `splittable`), from byte `off(t)` of each pixel - a receiver keeping a slice
+// of the channels (a split depthwise layer) holds the sender's inside its own (`nests`).
+class SenderCut {
+ public:
+  SenderCut(const Plan& src, const Stage& to, bool pricing, std::vector<Transfer>& out)
+      : src_(src),
+        to_(to),
+        i_(to.first),
+        pricing_(pricing),
+        out_(out),
+        row_bytes_(src.out_row),
+        slice_(src.out_ch),
+        ch0_(src.g1 > 0 ? src.g0 * kColumns : 0) {
+    // Receivers that keep the whole image (LayerPlan::full) hold every row at one address: rows
+    // that several of them read go to all of them in one transfer, each writing every row.
+    full_ = std::all_of(to.tiles.begin(), to.tiles.end(),
+                        [&](const Plan& t) { return t.layers[i_].full; });
+    whole_rows_ =
+        std::none_of(to.tiles.begin(), to.tiles.end(), [&](const Plan& t) { return sliced(t); });
+  }
+
+  void cut() {
+    const LayerPlan& band = src_.layers[i_ - 1];
+    for (int y = band.oa; y < band.ob;) {
+      const Run run = run_at(y, band.ob);
+      if (run.mask != 0) {
+        if (run.packets > 0)
+          send_rows(y, run);
+        else
+          send_pieces(y, run.mask);
+      }
+      y += run.rows;
+    }
+  }
+
+ private:
+  // Rows from one row on that go in one transfer (packets > 0), or one row in pieces.
+  struct Run {
+    int rows = 1, packets = 0;
+    uint32_t mask = 0;
+  };
+
+  // The receivers that read row y (a receiver computing some groups of a split depthwise layer
+  // reads only their channels).
+  uint32_t readers(int y) const {
+    uint32_t mask = 0;
+    for (const Plan& t : to_.tiles) {
+      const LayerPlan& lp = t.layers[i_];
+      if (lp.cin != lp.l->cin && (src_.g1 <= t.g0 || t.g1 <= src_.g0)) continue;
+      if (y >= lp.need_top && y < lp.need_top + lp.need_rows) mask |= tile_bit(t.tile);
+    }
+    return mask;
+  }
+  bool sliced(const Plan& t) const { return src_.g1 > 0 && slice_ != t.layers[i_].cin; }
+  int off(const Plan& t) const {
+    const LayerPlan& lp = t.layers[i_];
+    return ch0_ - (lp.cin != lp.l->cin ? t.g0 * kColumns : 0);
+  }
+  Levels slice_walk(const Plan& t, int bytes, int rows) const {
+    return Levels{
+        {1, slice_ / 4}, {t.layers[i_].cin / 4, bytes / slice_}, {t.layers[i_].row_words(), rows}};
+  }
+
+  // Whether m rows may go as one transfer whose last packet is short.
+  // Rows over a packet may end inside one (the last fill short). Rows that end inside a packet
+  // also by the wideToNarrow's own rule (rows_in_one_transfer, as the host's image runs;
+  // streams_whole for receivers writing a slice of each pixel): a 1,344-byte row of v2's 56 x 56
+  // x 24 bands as one transfer of 6 packets, the last short (gen2021 PoseNet word 6657 sends 960
+  // bytes as fills of 256, 256, 256 and 192), not 5 and a short rest; two of PoseNet's 1,984-byte
+  // slice rows (31 pixels of 64 channels) into a head band as one of 16 packets, not four. Not
+  // while pricing: the search then picks layouts the simulator runs slower (v1 0.5 1.300, 1.0
+  // 3.614, v2 4.232 against 1.276, 3.611 and 4.174 ms; with the all-gathers priced too, v1 0.25
+  // and 0.5 ran faster, 0.681 and 1.271, but v2 4.226).
+  bool inside(int m) const {
+    if (ends_inside_a_packet(row_bytes_, m * row_bytes_)) return true;
+    if (pricing_ || (m * row_bytes_) % kPiece == 0) return false;
+    if (whole_rows_) return rows_in_one_transfer(row_bytes_, m);
+    return std::all_of(to_.tiles.begin(), to_.tiles.end(), [&](const Plan& t) {
+      return !sliced(t) ? rows_in_one_transfer(row_bytes_, m)
+                        : streams_whole(slice_walk(t, row_bytes_, m), m * row_bytes_);
+    });
+  }
+
+  // Several whole rows for the same tiles (contiguous in the sender's output) go in one transfer
+  // when they make 2 to kHandOverPackets packets (inside) or, short rows, fit one packet; each
+  // receiver drops them into its image's rows with a 2-level walk.
+  Run run_at(int y, int end) const {
+    Run run{1, inside(1) ? packets_of(row_bytes_) : 0, readers(y)};
+    uint32_t together = run.mask;
+    for (int m = 2; y + m <= end && m * row_bytes_ <= kHandOverPackets * kPiece &&
+                    (full_ || readers(y + m - 1) == run.mask);
+         ++m) {
+      together |= readers(y + m - 1);
+      if ((m * row_bytes_ % kPiece == 0 && m * row_bytes_ >= 2 * kPiece) || inside(m)) {
+        run = {m, packets_of(m * row_bytes_), together};
+      } else if (run.packets == 0 && m * row_bytes_ <= kPiece) {
+        run = {m, 1, together};
+      }
+    }
+    return run;
+  }
+
+  // A transfer to the tiles in `mask`, receiver t writing from narrow byte narrow(t) with the
+  // walk walk(t).
+  void add(int from_at, int bytes, int packets, uint32_t mask, const auto& narrow,
+           const auto& walk) {
+    Transfer t{src_.tile, mask, from_at, bytes, packets, {}};
+    for (const Plan& r : to_.tiles)
+      if (mask & tile_bit(r.tile)) t.writes.push_back({tile_bit(r.tile), narrow(r), walk(r)});
+    out_.push_back(std::move(t));
+  }
+
+  int from_at(int y) const { return src_.out_base + (y - src_.layers[i_ - 1].oa) * src_.out_row; }
+
+  void send_rows(int y, const Run& run) {
+    add(
+        from_at(y), run.rows * row_bytes_, run.packets, run.mask,
+        [&](const Plan& t) {
+          const LayerPlan& lp = t.layers[i_];
+          return lp.pixel(y - lp.top, lp.l->pad_left) + off(t);
+        },
+        [&](const Plan& t) {
+          if (sliced(t)) return slice_walk(t, row_bytes_, run.rows);
+          return Levels{{1, row_bytes_ / 4}, {t.layers[i_].row_words(), run.rows}};
+        });
+  }
+
+  // One row: whole 256-byte packets up to kHandOverPackets at a time, the rest of the row as one
+  // short packet.
+  void send_pieces(int y, uint32_t mask) {
+    for (int at = 0, bytes = 0; at < row_bytes_; at += bytes) {
+      int whole = std::min(kHandOverPackets, (row_bytes_ - at) / kPiece);
+      if (src_.g1 > 0 && slice_ > kPiece) whole -= whole % (slice_ / kPiece);
+      bytes = whole >= 2 ? whole * kPiece : std::min(kPiece, row_bytes_ - at);
+      add(
+          from_at(y) + at, bytes, whole >= 2 ? whole : 1, mask,
+          [&](const Plan& t) {
+            const LayerPlan& lp = t.layers[i_];
+            if (sliced(t)) return lp.pixel(y - lp.top, lp.l->pad_left + at / slice_) + off(t);
+            return lp.pixel(y - lp.top, lp.l->pad_left) + at;
+          },
+          [&](const Plan& t) {
+            if (sliced(t)) return slice_walk(t, bytes, 1);
+            return whole >= 2 ? Levels{{1, bytes / 4}}
+                              : Levels{{1, bytes / 4}, {t.layers[i_].row_words(), 1}};
+          });
+    }
+  }
+
+  const Plan& src_;
+  const Stage& to_;
+  size_t i_;
+  bool pricing_;
+  std::vector<Transfer>& out_;
+  int row_bytes_, slice_, ch0_;
+  bool full_ = false, whole_rows_ = false;
+};
+
+std::vector<Transfer> transfers_of(const Stage& from, const Stage& to, bool pricing) {
+  std::vector<Transfer> transfers;
+  for (const Plan& src : from.tiles) SenderCut(src, to, pricing, transfers).cut();
+  return transfers;
+}
+
+// ---- Schedules in turns ----------------------------------------------------------------------
+
+// The transfers (indices) of each sender in order (senders in order of their first transfer),
+// and those each receiver takes.
+struct Queues {
+  std::vector<std::vector<size_t>> by_sender;
+  std::array<std::vector<size_t>, kTiles> by_receiver;
+};
+
+Queues queues_of(const std::vector<Transfer>& transfers) {
+  Queues q;
+  std::vector<int> sender_of(kTiles, -1);
+  for (size_t k = 0; k < transfers.size(); ++k) {
+    const auto src = static_cast<size_t>(transfers[k].src);
+    if (sender_of[src] < 0) {
+      sender_of[src] = static_cast<int>(q.by_sender.size());
+      q.by_sender.emplace_back();
+    }
+    q.by_sender[static_cast<size_t>(sender_of[src])].push_back(k);
+    for (int r = 0; r < kTiles; ++r)
+      if (transfers[k].mask & tile_bit(r)) q.by_receiver[static_cast<size_t>(r)].push_back(k);
+  }
+  return q;
+}
+
+// Which senders a round offers a place first: in tile order, the senders with the most transfers
+// left first, or those whose next transfer has the shape (packets, first receiver's write) most
+// of the senders' next transfers have (their wideToNarrows and consumers merge).
+enum class Senders { kInTileOrder, kLongestFirst, kCommonShapeFirst };
+
+std::vector<size_t> senders_in(Senders order, const std::vector<Transfer>& transfers,
+                               const Queues& q, const std::vector<size_t>& next_of_sender) {
+  std::vector<size_t> senders(q.by_sender.size());
+  for (size_t s = 0; s < senders.size(); ++s) senders[s] = s;
+  auto left = [&](size_t s) { return q.by_sender[s].size() - next_of_sender[s]; };
+  if (order == Senders::kLongestFirst)
+    std::stable_sort(senders.begin(), senders.end(),
+                     [&](size_t a, size_t b) { return left(a) > left(b); });
+  if (order == Senders::kCommonShapeFirst) {
+    auto shape = [&](size_t s) {
+      const Transfer& t = transfers[q.by_sender[s][next_of_sender[s]]];
+      return std::tuple{t.packets, t.writes.empty() ? 0 : t.writes.front().at,
+                        t.writes.empty() ? Levels{} : t.writes.front().walk};
+    };
+    std::vector<size_t> alike(senders.size(), 0);
+    for (size_t a = 0; a < senders.size(); ++a)
+      for (size_t b = 0; b < senders.size() && left(a) > 0; ++b)
+        if (left(b) > 0 && shape(a) == shape(b)) ++alike[a];
+    std::stable_sort(senders.begin(), senders.end(),
+                     [&](size_t a, size_t b) { return alike[a] > alike[b]; });
+  }
+  return senders;
+}
+
+// Rounds that each take the next transfer of every sender whose receivers no other transfer of
+// the round has, all of one form; per sender the transfers keep their order. `in_order`: per
+// receiver too (the order they were made in). Without it a receiver takes them in any order -
+// every transfer writes bytes of its image no other transfer writes (each row or channel slice
+// comes from the one sender that computed it) - so a band pipeline's senders each handing rows
+// to their neighbours go in a few rounds, not one round per sender; with it, rounds of transfers
+// of one shape (which merge into fewer instructions) can come out fewer instructions in all.
+std::vector<Round> in_turns(const std::vector<Transfer>& transfers, const Queues& q, bool in_order,
+                            Senders order = Senders::kInTileOrder) {
+  std::vector<Round> rounds;
+  std::vector<size_t> next_of_sender(q.by_sender.size(), 0);
+  std::array<size_t, kTiles> next_of_receiver{};
+  // Whether transfer k is each of its receivers' next.
+  auto next_for_receivers = [&](size_t k) {
+    for (int r = 0; r < kTiles; ++r) {
+      const auto queue = static_cast<size_t>(r);
+      if ((transfers[k].mask & tile_bit(r)) && q.by_receiver[queue][next_of_receiver[queue]] != k)
+        return false;
+    }
+    return true;
+  };
+  for (size_t sent = 0; sent < transfers.size();) {
+    Round round;
+    uint32_t receivers = 0;
+    for (size_t s : senders_in(order, transfers, q, next_of_sender)) {
+      if (next_of_sender[s] == q.by_sender[s].size()) continue;
+      const size_t k = q.by_sender[s][next_of_sender[s]];
+      const Transfer& t = transfers[k];
+      const bool ready = (t.mask & receivers) == 0 &&
+                         (round.empty() || multi_packet(round) == (t.packets >= 2)) &&
+                         (!in_order || next_for_receivers(k));
+      if (!ready) continue;
+      round.push_back({{&t}, {}});
+      receivers |= t.mask;
+      ++next_of_sender[s];
+      for (int r = 0; r < kTiles; ++r)
+        if (t.mask & tile_bit(r)) ++next_of_receiver[static_cast<size_t>(r)];
+    }
+    sent += round.size();
+    rounds.push_back(std::move(round));
+  }
+  return rounds;
+}
+
+// ---- All-gathers ----------------------------------------------------------------------------
+// The transfers of several senders to the same receivers go in one round as one item (send,
+// below): the receivers' consumer takes all their packets, in the order the producers are issued
+// (docs/chip.md "Producers that send to tiles run in program order"), as fills of one FIFO row,
+// and their wideToNarrow walks one part's write after the other, one or two walk levels more.
+// The fills must be whole packets (a part's short last fill would leave a gap in the stream) or
+// one short packet per part: the wideToNarrow's short-row form, one iteration of the outer
+// levels per fill (DeepLab gen2021 word 9628). A transfer ending inside a packet goes as its
+// whole packets and the short rest where every receiver's walk is runs of equal length at one
+// stride (an unpadded image: the pointwise layer after a split depthwise).
+
+// A walk as n runs of `run` words, `stride` words apart.
+struct Runs {
+  int64_t run = 0, stride = 0, n = 1;
+};
+
+std::optional<Runs> runs_of(const Levels& walk) {
+  Levels l;
+  for (const auto& level : walk)
+    if (level.second > 1) l.push_back(level);
+  if (l.empty() || l[0].first != 1) return std::nullopt;
+  Runs r{l[0].second, l[0].second, 1};
+  size_t k = 1;
+  for (; k < l.size() && l[k].first == r.run; ++k) r.run *= l[k].second;
+  r.stride = r.run;
+  if (k < l.size()) r.stride = l[k].first, r.n = l[k++].second;
+  for (; k < l.size() && l[k].first == r.stride * r.n; ++k) r.n *= l[k].second;
+  if (k < l.size()) return std::nullopt;
+  return r;
+}
+
+// A transfer ending inside a packet as two parts, its whole packets and the short rest, into
+// `parts` (false when a receiver's walk does not cut there).
+bool split_tail(const Transfer& t, std::vector<Transfer>& parts) {
+  if (t.packets < 2 || t.bytes % kPiece == 0) return false;
+  const int whole = t.bytes / kPiece * kPiece;
+  Transfer head = t, rest = t;
+  head.bytes = whole;
+  head.packets = whole / kPiece;
+  rest.from_at += whole;
+  rest.bytes -= whole;
+  rest.packets = 1;
+  for (size_t w = 0; w < t.writes.size(); ++w) {
+    const std::optional<Runs> r = runs_of(t.writes[w].walk);
+    const int64_t words = whole / 4;
+    if (!r) return false;
+    if (r->stride == r->run || r->n == 1) {
+      head.writes[w].walk = {{1, words}};
+      rest.writes[w].walk = {{1, r->run * r->n - words}};
+      rest.writes[w].at += whole;
+    } else {
+      if (words % r->run != 0) return false;
+      const int64_t n = words / r->run;
+      head.writes[w].walk = {{1, r->run}, {r->stride, n}};
+      rest.writes[w].walk = {{1, r->run}, {r->stride, r->n - n}};
+      rest.writes[w].at += static_cast<int>(4 * r->stride * n);
+    }
+  }
+  parts.push_back(std::move(head));
+  parts.push_back(std::move(rest));
+  return true;
+}
+
+// Parts of one shape (receivers, size, walks) gather when their places on every receiver step
+// regularly: one level (a, a + d, a + 2d ...) or two (c steps of d1, those c2 times d2). The
+// steps per receiver, or nothing.
+std::optional<std::vector<Levels>> steps_of(const std::vector<const Transfer*>& ps) {
+  const size_t k = ps.size();
+  const Transfer& t = *ps.front();
+  if (k * static_cast<size_t>(t.packets) > static_cast<size_t>(kHandOverPackets))
+    return std::nullopt;
+  // Inner count: where the first receiver's step changes.
+  size_t c = 1;
+  auto at = [&](size_t j, size_t w) { return int64_t{ps[j]->writes[w].at}; };
+  while (c < k && at(c, 0) - at(c - 1, 0) == at(1, 0) - at(0, 0)) ++c;
+  if (k % c != 0) return std::nullopt;
+  std::vector<Levels> out;
+  for (size_t w = 0; w < t.writes.size(); ++w) {
+    const int64_t d1 = at(1, w) - at(0, w), d2 = at(c % k, w) - at(0, w);
+    for (size_t j = 0; j < k; ++j)
+      if (at(j, w) !=
+          at(0, w) + static_cast<int64_t>(j % c) * d1 + static_cast<int64_t>(j / c) * d2)
+        return std::nullopt;
+    if (d1 % 4 != 0 || d2 % 4 != 0 || d1 == 0) return std::nullopt;
+    Levels steps{{d1 / 4, static_cast<int64_t>(c)}};
+    if (c < k) steps.push_back({d2 / 4, static_cast<int64_t>(k / c)});
+    size_t levels = steps.size();
+    for (size_t l = 0; l < t.writes[w].walk.size(); ++l)
+      levels += l == 0 || t.writes[w].walk[l].second > 1 ? 1 : 0;
+    if (levels > 6) return std::nullopt;
+    out.push_back(std::move(steps));
+  }
+  return out;
+}
+
+// The items of `parts`: parts that cannot gather alone, then per shape all its parts in one item
+// when they step regularly, else runs of consecutive parts that do.
+std::vector<Item> gather_items(const std::vector<Transfer>& parts) {
+  std::vector<std::vector<const Transfer*>> shapes;
+  std::map<std::string, size_t> shape_of;
+  std::vector<Item> items;
+  for (const Transfer& p : parts) {
+    if (!(p.packets == 1 && p.bytes < kPiece) && p.bytes != p.packets * kPiece) {
+      items.push_back({{&p}, {}});
+      continue;
+    }
+    std::string key = cat(p.mask, " ", p.packets, " ", p.bytes);
+    for (const Write& w : p.writes) key += cat(" ", w.tile, strided_walk(w.walk, 6));
+    auto [it, fresh] = shape_of.emplace(key, shapes.size());
+    if (fresh) shapes.emplace_back();
+    shapes[it->second].push_back(&p);
+  }
+  for (std::vector<const Transfer*>& ps : shapes) {
+    std::stable_sort(ps.begin(), ps.end(), [](const Transfer* a, const Transfer* b) {
+      return a->writes.front().at < b->writes.front().at;
+    });
+    if (ps.size() > 1)
+      if (auto steps = steps_of(ps)) {
+        items.push_back({ps, std::move(*steps)});
+        continue;
+      }
+    for (size_t j = 0; j < ps.size();) {
+      Item item{{ps[j]}, {}};
+      for (++j; j < ps.size(); ++j) {
+        std::vector<const Transfer*> more = item.parts;
+        more.push_back(ps[j]);
+        auto steps = steps_of(more);
+        if (!steps) break;
+        item = {std::move(more), std::move(*steps)};
+      }
+      items.push_back(std::move(item));
+    }
+  }
+  return items;
+}
+
+// Rounds of items: the largest first, each round items of other receivers and senders.
+std::vector<Round> rounds_of(std::vector<Item> items) {
+  std::stable_sort(items.begin(), items.end(),
+                   [](const Item& a, const Item& b) { return a.parts.size() > b.parts.size(); });
+  std::vector<Round> rounds;
+  std::vector<bool> done(items.size(), false);
+  for (size_t left = items.size(); left > 0;) {
+    Round round;
+    uint32_t receivers = 0, senders = 0;
+    for (size_t q = 0; q < items.size(); ++q) {
+      if (done[q]) continue;
+      const Item& item = items[q];
+      uint32_t from = 0;
+      for (const Transfer* p : item.parts) from |= tile_bit(p->src);
+      const bool multi = item.parts.front()->packets >= 2;
+      if ((item.parts.front()->mask & receivers) || (from & senders) ||
+          (!round.empty() && multi_packet(round) != multi))
+        continue;
+      round.push_back(item);
+      receivers |= item.parts.front()->mask;
+      senders |= from;
+      done[q] = true;
+      --left;
+    }
+    rounds.push_back(std::move(round));
+  }
+  return rounds;
+}
+
+// The all-gather schedule; `parts` keeps the transfers its items point to.
+std::vector<Round> gathered(const std::vector<Transfer>& transfers, std::vector<Transfer>& parts) {
+  parts.reserve(2 * transfers.size());  // (the items point into it)
+  for (const Transfer& t : transfers)
+    if (!split_tail(t, parts)) parts.push_back(t);
+  return rounds_of(gather_items(parts));
+}
+
+// ---- A round's instructions ------------------------------------------------------------------
+
+// The narrow walk of an item's w-th receiver: one transfer's, or a gather's (one part's walk,
+// its levels of one iteration dropped, then the steps from part to part).
+Levels receiver_walk(const Item& item, size_t w) {
+  const Transfer& t = *item.parts.front();
+  if (item.parts.size() == 1) return t.writes[w].walk;
+  Levels walk;
+  for (const auto& level : t.writes[w].walk)
+    if (level.second > 1 || walk.empty()) walk.push_back(level);
+  walk.insert(walk.end(), item.steps[w].begin(), item.steps[w].end());
+  return walk;
+}
+
+// The receivers' side: a wideToNarrow from FIFO row `fifo` on each, then a ring consumer into it.
+void receive(Emitter& e, const Round& round, int fifo) {
+  {
+    TileBatch writes(e);
+    for (const Item& item : round) {
+      const Transfer& t = *item.parts.front();
+      const int fills = static_cast<int>(item.parts.size()) * t.packets;
+      for (size_t w = 0; w < t.writes.size(); ++w) {
+        const Levels walk = receiver_walk(item, w);
+        // (A gather's walk names its levels, as Google's do: DeepLab gen2021 word 9628.)
+        const std::string narrow =
+            cat(" n.addr=", hex(t.writes[w].at / 4), " n=", strided_walk(walk, 6),
+                " n.lvl_mask=", item.parts.size() > 1 ? hex((1u << walk.size()) - 1) : "0x01");
+        if (fills >= 2)
+          writes.add(t.writes[w].tile, "w2n",
+                     cat("w.addr=", hex(fifo), " w=(0 x ", fills, ") w.rows=1", narrow,
+                         " sync.en0=1 sync.id=14 sync.en1=1 "
+                         "sync.val=0x08000 sync.en2=1 tail_en870=1"));
+        else
+          writes.add(t.writes[w].tile, "w2n",
+                     cat("w.addr=", hex(fifo), " w=(1 x 1)", narrow,
+                         " mode=1 fill_size=128 sync.en0=1 sync.id=14 "
+                         "sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 sync.en2=1 "
+                         "sync.dec_lvl=1 sync.dec=-1 sync.dec_mode=3 tail_en870=1"));
+      }
+    }
+  }
+  TileBatch consumers(e);
+  for (const Item& item : round) {
+    const Transfer& t = *item.parts.front();
+    const int fills = static_cast<int>(item.parts.size()) * t.packets;
+    if (fills >= 2)
+      consumers.add(t.mask, "ringcons0",
+                    cat("addr=", hex(fifo), " dst=(0 x ", fills,
+                        ") slots=1 mode=1 s_id=0x0b s_val=-64 s_cnt=1 s_en_b=1 s_y=1"));
+    else
+      consumers.add(t.mask, "ringcons0",
+                    cat("addr=", hex(fifo),
+                        " dst=(1 x 1) cbuf=1 slots=1 mode=3 s_id=0x2b s_val=-64 s_cnt=1 "
+                        "s_en_b=1 s_y=1"));
+  }
+}
+
+// The senders' narrowToWides of `sent` (parts of different senders) into their ring rows.
+void narrow_to_wide(Emitter& e, const std::vector<const Transfer*>& sent, bool multi) {
+  TileBatch reads(e);
+  for (const Transfer* t : sent)
+    if (multi)
+      reads.add(tile_bit(t->src), "n2w",
+                cat("n.addr=", hex(t->from_at / 4), " n=", narrow_walk(t->bytes / 4),
+                    " n.lvl_mask=0x01 w.addr=", hex(kRingFifo), " w=(0 x ", t->packets,
+                    ") w.rows=1 sync.en0=1 sync.id=16 sync.en1=1 sync.val=0x0ffff "
+                    "sync.en2=1 sync.f45=1 tail_lvl=1"));
+    else
+      reads.add(tile_bit(t->src), "n2w",
+                cat("n.addr=", hex(t->from_at / 4), " n=", narrow_walk(t->bytes / 4),
+                    " n.lvl_mask=0x01 w.addr=", hex(kRingFifo),
+                    " w=(1 x 1) w.circ=1 w.rows=1 sync.en0=1 sync.f1=1 sync.id=16 "
+                    "sync.wait_lvl=1 sync.en1=1 sync.val=0xffff sync.en2=1 sync.f45=1 "
+                    "tail_lvl=1"));
+}
+
+// A transfer's ring producer from its sender's ring row to its receivers.
+void produce(Emitter& e, const Transfer& t, bool multi, int& ordinal) {
+  if (!multi) {
+    ring_send(e, t.src, kRingFifo, t.mask, ordinal++);
+    return;
+  }
+  e.add("ringprod",
+        cat("tiles=", hex(tile_bit(t.src)), " addr=", hex(kRingFifo), " src=(1 x 1)(0 x ",
+            t.packets, ") sdims=1 cbuf=1 slots=1 mode=3 pcfg=20 r0.id=0x51 r0.val=", ordinal++,
+            " r0.en_a=1 r0.en_b=1 r1.id=0x2d r1.val=1 r1.en_a=1 r1.en_b=1 dest=", hex(t.mask)));
+}
+
+// The senders' side in runs of parts of different senders (a gather may take several parts of
+// one sender: each goes through the sender's ring row after the one before, as in successive
+// rounds), the producers in the order the receivers take the parts. (A multi-packet producer
+// waits for its narrowToWide, issued after it; a one-packet one follows it.)
+void send_parts(Emitter& e, const Round& round, int& ordinal) {
+  const bool multi = multi_packet(round);
+  std::vector<const Transfer*> order;
+  for (const Item& item : round) order.insert(order.end(), item.parts.begin(), item.parts.end());
+  std::vector<const Transfer*> sent;
+  for (size_t at = 0; at < order.size();) {
+    sent.clear();
+    for (uint32_t from = 0; at < order.size() && !(from & tile_bit(order[at]->src)); ++at) {
+      from |= tile_bit(order[at]->src);
+      sent.push_back(order[at]);
+    }
+    if (!multi) narrow_to_wide(e, sent, multi);
+    for (const Transfer* t : sent) produce(e, *t, multi, ordinal);
+    if (multi) narrow_to_wide(e, sent, multi);
+  }
+}
+
+// A round through FIFO row `piece` (a fence after every kInputRows rows: each row's writer runs
+// once per fence region).
+void send(Emitter& e, const Round& round, int& piece, int& ordinal) {
+  if (piece > 0 && piece % kInputRows == 0) tile_fence(e, "counters=0x1ffff units=0x3ff");
+  const int fifo = kInputFifo + 4 * (piece++ % kInputRows);
+  receive(e, round, fifo);
+  send_parts(e, round, ordinal);
+}
+
+void emit_rounds(Emitter& e, const std::vector<Round>& rounds, int& ordinal) {
+  int piece = 0;
+  for (const Round& round : rounds) send(e, round, piece, ordinal);
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+}
+
+uint32_t words_of(const std::vector<Round>& rounds, int ordinal) {
+  Emitter count = Emitter::counting();
+  emit_rounds(count, rounds, ordinal);
+  return count.words();
+}
+
+}  // namespace
+
+// Priced, the search's layouts keep the receivers' order: priced with the shortest schedule, it
+// picks layouts the simulator runs slower (v1 1.0: 4.021 against 3.964 ms); the final program
+// takes the shortest schedule on the layout the search picked.
+void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal, bool pricing) {
+  const std::vector<Transfer> transfers = transfers_of(from, to, pricing);
+  const Queues queues = queues_of(transfers);
+  if (pricing) {
+    emit_rounds(e, in_turns(transfers, queues, true), ordinal);
+    return;
+  }
+  std::vector<Transfer> parts;  // (the gathered schedule's items point into it)
+  const std::vector<std::vector<Round>> schedules{
+      in_turns(transfers, queues, true), in_turns(transfers, queues, false),
+      in_turns(transfers, queues, false, Senders::kLongestFirst),
+      in_turns(transfers, queues, false, Senders::kCommonShapeFirst), gathered(transfers, parts)};
+  size_t best = 0;
+  uint32_t fewest = 0;
+  for (size_t k = 0; k < schedules.size(); ++k) {
+    const uint32_t words = words_of(schedules[k], ordinal);
+    if (k == 0 || words < fewest) {
+      best = k;
+      fewest = words;
+    }
+  }
+  emit_rounds(e, schedules[best], ordinal);
+}
+
+}  // namespace tinycoral::compiler::conv

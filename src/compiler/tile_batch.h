@@ -1,0 +1,87 @@
+// TileBatch: tile instructions collected per tile and issued as few instructions as possible (the
+// same fields on several tiles go out once with all their tiles). Shared by the CONV_2D generator's
+// files (conv_codegen.cpp, conv_hand_over.cpp).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/error.h"
+#include "compiler/emitter.h"
+#include "compiler/program_parts.h"
+
+namespace tinycoral::compiler {
+
+// Tile instructions collected per tile and sent as few as possible: those with the same fields
+// (the ops and fills of bands of one height at the same addresses) go out as one instruction on
+// all their tiles, which is what most of a stage's per-tile instructions are. A batch's
+// instructions on one tile must not depend on each other's order (one op per tile, fills of
+// disjoint regions).
+class TileBatch {
+ public:
+  explicit TileBatch(Emitter& e) : e_(e) {}
+  TileBatch(const TileBatch&) = delete;
+  TileBatch& operator=(const TileBatch&) = delete;
+  ~TileBatch() {
+    for (const Item& item : items_)
+      e_.add(item.mnemonic, cat("tiles=", hex(item.tiles), " ", item.fields));
+    for (const std::vector<Item>& items : sequences_)
+      for (const Item& item : items)
+        e_.add(item.mnemonic, cat("tiles=", hex(item.tiles), " ", item.fields));
+  }
+  void add(uint32_t tiles, const std::string& mnemonic, const std::string& fields) {
+    if (group_) {
+      pending_.push_back({tiles, mnemonic, fields});
+      return;
+    }
+    for (Item& item : items_)
+      if (item.mnemonic == mnemonic && item.fields == fields) {
+        item.tiles |= tiles;
+        return;
+      }
+    items_.push_back({tiles, mnemonic, fields});
+  }
+  // Instructions in order on the same tiles (a part's bias load and op): the whole sequence goes
+  // out once for all sequences with the same instructions on tiles no other of them uses, each
+  // instruction on the tiles it has in any of them (the slices of a layer split over 2-D blocks:
+  // the same bias load on each slice's bands, the same op on each slice's first band ...), so
+  // every tile keeps its instructions and their order.
+  void begin_sequence() { group_ = true; }
+  void end_sequence() {
+    group_ = false;
+    std::vector<Item> sequence = std::move(pending_);
+    pending_.clear();
+    auto tiles_of = [](const std::vector<Item>& items) {
+      uint32_t tiles = 0;
+      for (const Item& item : items) tiles |= item.tiles;
+      return tiles;
+    };
+    const uint32_t tiles = tiles_of(sequence);
+    for (std::vector<Item>& items : sequences_)
+      if (items.size() == sequence.size() && (tiles_of(items) & tiles) == 0 &&
+          std::equal(items.begin(), items.end(), sequence.begin(),
+                     [](const Item& a, const Item& b) {
+                       return a.mnemonic == b.mnemonic && a.fields == b.fields;
+                     })) {
+        for (size_t k = 0; k < items.size(); ++k) items[k].tiles |= sequence[k].tiles;
+        return;
+      }
+    sequences_.push_back(std::move(sequence));
+  }
+
+ private:
+  struct Item {
+    uint32_t tiles;
+    std::string mnemonic, fields;
+  };
+  Emitter& e_;
+  std::vector<Item> items_;
+  bool group_ = false;
+  std::vector<Item> pending_;
+  std::vector<std::vector<Item>> sequences_;
+};
+
+}  // namespace tinycoral::compiler

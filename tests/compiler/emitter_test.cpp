@@ -1,0 +1,41 @@
+// The emitter's counting form (Emitter::counting), which the CONV_2D generator prices layouts and
+// chooses hand-over schedules with: it must count the words and bytes the real emitter encodes.
+#include "compiler/emitter.h"
+
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+
+namespace tinycoral::compiler {
+namespace {
+
+// Instructions of several lengths, sequenced and not, and a relocated MOVI.
+void some_program(Emitter& e) {
+  e.reloc_movi(1, container::BufferKind::kParameter, container::Half::kLower32);
+  e.add("bundle", "s_op=0x0f s_x=5 imm=11");
+  e.add("ringcons0", "tiles=0x3 addr=0x2000 dst=(1 x 1) cbuf=1 slots=1 mode=3 s_id=0x2b");
+  e.add("w2n", "tiles=0x1 w.addr=0x2000 w=(0 x 3) w.rows=1 n.addr=0x10 n=(1 x 64)");
+  e.add("n2w", "tiles=0x4 n.addr=0x10 n=(1 x 64) w.addr=0x2078 w=(1 x 1) w.rows=1");
+  e.add("ringprod", "tiles=0x4 addr=0x2078 src=(1 x 1) dest=0x3");
+}
+
+TEST(Emitter, CountingCountsTheWordsAndBytesOfTheRealProgram) {
+  Emitter real;
+  Emitter count = Emitter::counting();
+  some_program(real);
+  some_program(count);
+  EXPECT_EQ(count.words(), real.words());
+  EXPECT_GT(real.words(), 6u);  // (several instructions are longer than one word)
+  const uint64_t bytes = real.finished_bytes();
+  EXPECT_EQ(real.finish().data.size(), bytes);
+  EXPECT_EQ(count.finished_bytes(), bytes);
+}
+
+TEST(Emitter, CountingStillRejectsAnUnknownMnemonicAndHasNoProgram) {
+  Emitter count = Emitter::counting();
+  EXPECT_THROW(count.add("no_such_op"), Error);
+  EXPECT_THROW(count.finish(), Error);
+}
+
+}  // namespace
+}  // namespace tinycoral::compiler
