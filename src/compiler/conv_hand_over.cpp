@@ -490,11 +490,16 @@ std::vector<Round> rounds_of(std::vector<Item> items) {
   return rounds;
 }
 
-// The all-gather schedule; `parts` keeps the transfers its items point to.
-std::vector<Round> gathered(const std::vector<Transfer>& transfers, std::vector<Transfer>& parts) {
+// The all-gather schedule; `parts` keeps the transfers its items point to. Without `split` a
+// transfer ending inside a packet goes alone (as in turns) while the others gather: one producer
+// for it instead of two, better where its parts would not gather (v2's row bands into a split
+// depthwise layer: a band of 3.5 packets on each side of the receivers' band edge; 95 words
+// instead of 139).
+std::vector<Round> gathered(const std::vector<Transfer>& transfers, std::vector<Transfer>& parts,
+                            bool split = true) {
   parts.reserve(2 * transfers.size());  // (the items point into it)
   for (const Transfer& t : transfers)
-    if (!split_tail(t, parts)) parts.push_back(t);
+    if (!split || !split_tail(t, parts)) parts.push_back(t);
   return rounds_of(gather_items(parts));
 }
 
@@ -640,11 +645,15 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal, boo
     emit_rounds(e, in_turns(transfers, queues, true), ordinal);
     return;
   }
-  std::vector<Transfer> parts;  // (the gathered schedule's items point into it)
+  // (The gathered schedules' items point into `parts` and `whole`.)
+  std::vector<Transfer> parts, whole;
   const std::vector<std::vector<Round>> schedules{
-      in_turns(transfers, queues, true), in_turns(transfers, queues, false),
+      in_turns(transfers, queues, true),
+      in_turns(transfers, queues, false),
       in_turns(transfers, queues, false, Senders::kLongestFirst),
-      in_turns(transfers, queues, false, Senders::kCommonShapeFirst), gathered(transfers, parts)};
+      in_turns(transfers, queues, false, Senders::kCommonShapeFirst),
+      gathered(transfers, parts),
+      gathered(transfers, whole, false)};
   size_t best = 0;
   uint32_t fewest = 0;
   for (size_t k = 0; k < schedules.size(); ++k) {

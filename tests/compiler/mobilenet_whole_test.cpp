@@ -24,6 +24,7 @@
 #include "container/tflite_reader.h"
 #include "host/image.h"
 #include "host/interpreter.h"
+#include "isa/isa.h"
 #include "runtime/device_select.h"
 #include "runtime/edgetpu_delegate.h"
 #include "support/compiled_twin.h"
@@ -206,6 +207,26 @@ TEST(MobileNetCompiledWhole, V2ProjectionsTo96AreSplitByOutputGroups) {
   }
   EXPECT_EQ(two_groups, 0) << "a projection's band computes both groups";
   EXPECT_GE(std::popcount(one_group_tiles), 14);
+}
+
+// A hand-over transfer ending inside a packet is split into its whole packets and a short rest
+// only where that lets the parts gather (conv_hand_over.cpp, gathered): otherwise it goes whole
+// with one producer while the other transfers gather, as the row bands of v2's 14x14 stages hand
+// over into its split depthwise layers (772 producers to tiles before, 758 after). The bytes of
+// this program are checked by V2Gen2020EqualsItsTwinAndPassesGooglesCheck.
+TEST(MobileNetCompiledWhole, V2HandOversSplitOnlyTransfersWhoseRestsGather) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  const CompileResult r =
+      compile_model(read_bytes(data / "gen2020/mobilenet_v2_1.0_224_quant.tflite"));
+  ASSERT_EQ(r.edgetpu_subgraphs, 1);
+  const auto compiled = container::read_edgetpu_model(r.tflite);
+  const auto exes = chip::testing::executables_of(compiled);
+  ASSERT_NE(exes.execution, nullptr);
+  int to_tiles = 0;
+  for (const auto& bs : exes.execution->bitstreams)
+    for (const isa::Instruction& in : isa::decode(bs.data))
+      to_tiles += in.opcode() == isa::kRingProducer && (in.value("dest") & 0xffff) != 0;
+  EXPECT_LE(to_tiles, 758);
 }
 
 }  // namespace
