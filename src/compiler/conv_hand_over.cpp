@@ -39,6 +39,8 @@ struct Transfer {
   uint32_t mask = 0;  // receiving tiles
   int from_at = 0, bytes = 0, packets = 0;
   std::vector<Write> writes;  // per receiver, in tile order
+  // The sender's narrow walk (words) when not `bytes` in a row (overlapping, below).
+  Levels read;
 };
 
 // What a round sends: items of one transfer, or all-gathers (`gathered`, below): transfers
@@ -388,6 +390,32 @@ bool split_tail(const Transfer& t, std::vector<Transfer>& parts) {
   return true;
 }
 
+// A transfer ending inside a packet as whole packets: its words as two halves of half the
+// packets' words each, the second ending at the transfer's end, so that the words between them go
+// twice (and land twice where they belong): B words in P packets as [0, 32 P) and [B - 32 P, B).
+// The same packets (P = ceil(B / 64)), one producer, and parts that gather like whole ones.
+// Nothing where a receiver's walk (runs of equal length at one stride) does not cut at the halves.
+std::optional<Transfer> overlapping(const Transfer& t) {
+  if (t.packets < 2 || t.bytes % kPiece == 0 || t.bytes % 4 != 0 || !t.read.empty())
+    return std::nullopt;
+  const int64_t words = t.bytes / 4, half = t.packets * kPiece / 8, back = words - half;
+  if (back <= 0) return std::nullopt;
+  Transfer whole = t;
+  whole.bytes = t.packets * kPiece;
+  whole.read = {{1, half}, {back, 2}};
+  for (Write& w : whole.writes) {
+    const std::optional<Runs> r = runs_of(w.walk);
+    if (!r) return std::nullopt;
+    if (r->stride == r->run || r->n == 1) {
+      w.walk = {{1, half}, {back, 2}};
+      continue;
+    }
+    if (half % r->run != 0) return std::nullopt;
+    w.walk = {{1, r->run}, {r->stride, half / r->run}, {r->stride * (back / r->run), 2}};
+  }
+  return whole;
+}
+
 // Parts of one shape (receivers, size, walks) gather when their places on every receiver step
 // regularly: one level (a, a + d, a + 2d ...) or two (c steps of d1, those c2 times d2). The
 // steps per receiver, or nothing.
@@ -495,11 +523,21 @@ std::vector<Round> rounds_of(std::vector<Item> items) {
 // for it instead of two, better where its parts would not gather (v2's row bands into a split
 // depthwise layer: a band of 3.5 packets on each side of the receivers' band edge; 95 words
 // instead of 139).
+// How the gathered schedule takes a transfer ending inside a packet: split, whole, or as whole
+// packets overlapping (else split).
+enum class Tails { kSplit, kWhole, kOverlapping };
+
 std::vector<Round> gathered(const std::vector<Transfer>& transfers, std::vector<Transfer>& parts,
-                            bool split = true) {
+                            Tails tails = Tails::kSplit) {
   parts.reserve(2 * transfers.size());  // (the items point into it)
-  for (const Transfer& t : transfers)
-    if (!split || !split_tail(t, parts)) parts.push_back(t);
+  for (const Transfer& t : transfers) {
+    if (tails == Tails::kOverlapping)
+      if (std::optional<Transfer> whole = overlapping(t)) {
+        parts.push_back(std::move(*whole));
+        continue;
+      }
+    if (tails == Tails::kWhole || !split_tail(t, parts)) parts.push_back(t);
+  }
   return rounds_of(gather_items(parts));
 }
 
@@ -561,13 +599,19 @@ void receive(Emitter& e, const Round& round, int fifo) {
 }
 
 // The senders' narrowToWides of `sent` (parts of different senders) into their ring rows.
+// The sender's narrow walk: `bytes` in a row, or its levels (each with a non-zero stride).
+std::string sender_walk(const Transfer& t) {
+  if (t.read.empty()) return cat(" n=", narrow_walk(t.bytes / 4), " n.lvl_mask=0x01");
+  return cat(" n=", strided_walk(t.read, 6), " n.lvl_mask=", hex((1u << t.read.size()) - 1));
+}
+
 void narrow_to_wide(Emitter& e, const std::vector<const Transfer*>& sent, bool multi) {
   TileBatch reads(e);
   for (const Transfer* t : sent)
     if (multi)
       reads.add(tile_bit(t->src), "n2w",
-                cat("n.addr=", hex(t->from_at / 4), " n=", narrow_walk(t->bytes / 4),
-                    " n.lvl_mask=0x01 w.addr=", hex(kRingFifo), " w=(0 x ", t->packets,
+                cat("n.addr=", hex(t->from_at / 4), sender_walk(*t), " w.addr=", hex(kRingFifo),
+                    " w=(0 x ", t->packets,
                     ") w.rows=1 sync.en0=1 sync.id=16 sync.en1=1 sync.val=0x0ffff "
                     "sync.en2=1 sync.f45=1 tail_lvl=1"));
     else
@@ -645,15 +689,16 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal, boo
     emit_rounds(e, in_turns(transfers, queues, true), ordinal);
     return;
   }
-  // (The gathered schedules' items point into `parts` and `whole`.)
-  std::vector<Transfer> parts, whole;
+  // (The gathered schedules' items point into `parts`, `whole` and `overlapped`.)
+  std::vector<Transfer> parts, whole, overlapped;
   const std::vector<std::vector<Round>> schedules{
       in_turns(transfers, queues, true),
       in_turns(transfers, queues, false),
       in_turns(transfers, queues, false, Senders::kLongestFirst),
       in_turns(transfers, queues, false, Senders::kCommonShapeFirst),
       gathered(transfers, parts),
-      gathered(transfers, whole, false)};
+      gathered(transfers, whole, Tails::kWhole),
+      gathered(transfers, overlapped, Tails::kOverlapping)};
   size_t best = 0;
   uint32_t fewest = 0;
   for (size_t k = 0; k < schedules.size(); ++k) {

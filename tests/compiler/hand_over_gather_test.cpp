@@ -47,5 +47,31 @@ TEST(AllGatherOnTheVirtualEdgeTpu, SlicesOfAllSendersGoInOneRound) {
   testing::expect_two_inferences_equal(compiled, twin, static_cast<size_t>(h) * w * cin, random);
 }
 
+// A gathered transfer ending inside a packet goes as whole packets whose halves overlap
+// (conv_hand_over.cpp, overlapping): the same chain's 1,152-byte slices (4.5 packets) as 5 whole
+// packets, words [0, 160) and [128, 288) of each, one producer per sender instead of one for the 4
+// whole packets and one for the 128-byte rest. The senders' narrowToWides walk the two halves
+// (a second level of 2 iterations stepping back); every output byte equals the CPU reference.
+TEST(AllGatherOnTheVirtualEdgeTpu, SlicesEndingInsideAPacketGoAsOverlappingWholePackets) {
+  std::mt19937 random(1205);
+  ConvSpec dw{0, 3, 1, true, true, true, Activation::kRelu6};
+  dw.depthwise = true;
+  const std::vector<ConvSpec> specs = {{64, 1, 1, true}, {1024, 3, 1, true}, dw, {72, 1, 1, true}};
+  const int h = 3, w = 3, cin = 16;
+  SCOPED_TRACE(twins::describe(h, w, cin, specs));
+  const container::Model twin = twins::conv_twin(h, w, cin, specs, random);
+  const testing::CompiledTwin compiled(twin);
+  ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1) << compiled.reason();
+  ASSERT_NE(compiled.exes.execution, nullptr);
+
+  int overlapping = 0;
+  for (const isa::Instruction& in : isa::decode(compiled.exes.execution->bitstreams.at(0).data))
+    overlapping +=
+        in.opcode() == isa::kNarrowToWide && in.value("n.cnt1") == 1 && in.value("n.inc1") < 0;
+  EXPECT_GT(overlapping, 0) << "no transfer went as overlapping whole packets";
+
+  testing::expect_two_inferences_equal(compiled, twin, static_cast<size_t>(h) * w * cin, random);
+}
+
 }  // namespace
 }  // namespace tinycoral::compiler
