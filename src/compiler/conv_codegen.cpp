@@ -181,9 +181,10 @@ void stream_runs(Emitter& e, const std::vector<Plan>& tiles, int& piece,
 bool stream_input(Emitter& e, const std::vector<Plan>& tiles, bool runs);
 
 // The host's image both ways (below, and with a run per tile first) and the one of fewer
-// instruction words whose infeeds read the rows meant (ImageInfeeds).
+// instruction words whose infeeds read the rows meant (ImageInfeeds); the two tries are only
+// counted, the chosen way is emitted once.
 void stream_input(Emitter& e, const std::vector<Plan>& tiles) {
-  Emitter with, without;
+  Emitter with = Emitter::counting(), without = Emitter::counting();
   const bool ordered = stream_input(with, tiles, true);
   stream_input(without, tiles, false);
   stream_input(e, tiles, ordered && with.words() < without.words());
