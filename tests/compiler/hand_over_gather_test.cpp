@@ -20,14 +20,21 @@ namespace {
 using container::Activation;
 using twins::ConvSpec;
 
-TEST(AllGatherOnTheVirtualEdgeTpu, SlicesOfAllSendersGoInOneRound) {
-  std::mt19937 random(1105);
+// The chain both tests compile: 64 channels, a 3x3 conv to 1024 split by output groups, the
+// depthwise layer after it (split too), and a 1x1 conv that reads every channel, on 3 x 3 x 16.
+constexpr int kH = 3, kW = 3, kCin = 16;
+std::vector<ConvSpec> gather_chain() {
   ConvSpec dw{0, 3, 1, true, true, true, Activation::kRelu6};
   dw.depthwise = true;
+  return {{64, 1, 1, true}, {1024, 3, 1, true}, dw, {72, 1, 1, true}};
+}
+
+TEST(AllGatherOnTheVirtualEdgeTpu, SlicesOfAllSendersGoInOneRound) {
+  std::mt19937 random(1105);
   // 3 x 3 pixels of 128 bytes: 1,152 bytes per sender, 4 whole packets and a 128-byte rest (the
   // split into whole packets and the rest, each gathered).
-  const std::vector<ConvSpec> specs = {{64, 1, 1, true}, {1024, 3, 1, true}, dw, {72, 1, 1, true}};
-  const int h = 3, w = 3, cin = 16;
+  const std::vector<ConvSpec> specs = gather_chain();
+  const int h = kH, w = kW, cin = kCin;
   SCOPED_TRACE(twins::describe(h, w, cin, specs));
   const container::Model twin = twins::conv_twin(h, w, cin, specs, random);
   const testing::CompiledTwin compiled(twin);
@@ -54,10 +61,8 @@ TEST(AllGatherOnTheVirtualEdgeTpu, SlicesOfAllSendersGoInOneRound) {
 // (a second level of 2 iterations stepping back); every output byte equals the CPU reference.
 TEST(AllGatherOnTheVirtualEdgeTpu, SlicesEndingInsideAPacketGoAsOverlappingWholePackets) {
   std::mt19937 random(1205);
-  ConvSpec dw{0, 3, 1, true, true, true, Activation::kRelu6};
-  dw.depthwise = true;
-  const std::vector<ConvSpec> specs = {{64, 1, 1, true}, {1024, 3, 1, true}, dw, {72, 1, 1, true}};
-  const int h = 3, w = 3, cin = 16;
+  const std::vector<ConvSpec> specs = gather_chain();
+  const int h = kH, w = kW, cin = kCin;
   SCOPED_TRACE(twins::describe(h, w, cin, specs));
   const container::Model twin = twins::conv_twin(h, w, cin, specs, random);
   const testing::CompiledTwin compiled(twin);
