@@ -138,39 +138,49 @@ std::vector<std::vector<uint8_t>> expected_memory(const MeshHalo& h,
   return want;
 }
 
-// Loads random bytes, runs the exchange on the virtual Edge TPU and compares all 16 tiles' narrow
-// memories byte for byte with expected_memory().
-void check_exchange(const MeshHalo& h, uint32_t seed) {
-  SCOPED_TRACE(cat(h.rows.size(), " x ", h.cols.size(), " grid, ", h.channels, " channels, base ",
-                   hex(h.base), ", zero point ", int{h.zero_point}));
-  const int run = run_bytes(h);
+// Loads random bytes into the padded blocks of each layout (one host input each), runs their
+// exchanges one after the other on the virtual Edge TPU (one MeshCounts, no reset between, as
+// Google's program does) and compares all 16 tiles' narrow memories byte for byte with
+// expected_memory(). The layouts' regions must not overlap.
+void check_exchanges(const std::vector<MeshHalo>& layouts, uint32_t seed) {
+  for (size_t a = 0; a < layouts.size(); ++a)
+    for (size_t b = a + 1; b < layouts.size(); ++b)
+      ASSERT_TRUE(layouts[a].base + run_bytes(layouts[a]) <= layouts[b].base ||
+                  layouts[b].base + run_bytes(layouts[b]) <= layouts[a].base)
+          << "layouts " << a << " and " << b << " overlap";
   Emitter e;
-  load_blocks(e, h, run);
+  for (const MeshHalo& h : layouts) load_blocks(e, h, run_bytes(h));
   tile_fence(e, "counters=0x1ffff units=0x3ff");
   MeshCounts counts;
-  emit_mesh_halo(e, h, counts);
+  for (const MeshHalo& h : layouts) emit_mesh_halo(e, h, counts);
   tile_fence(e, "units=0x3ff signal=1");
   wait_tokens(e);
   const container::Bitstream program = e.finish();
 
   std::mt19937 random(seed);
-  std::vector<uint8_t> input;
+  std::vector<std::vector<uint8_t>> inputs;
   std::vector<std::vector<uint8_t>> loaded(16, std::vector<uint8_t>(kNarrowBytes, 0));
-  for (const Tile& t : grid_tiles(h))
-    for (int i = 0; i < run; ++i) {
-      const auto b = static_cast<uint8_t>(random());
-      input.push_back(b);
-      loaded[t.index][h.base + i] = b;
-    }
+  for (const MeshHalo& h : layouts) {
+    inputs.emplace_back();
+    for (const Tile& t : grid_tiles(h))
+      for (int i = 0; i < run_bytes(h); ++i) {
+        const auto b = static_cast<uint8_t>(random());
+        inputs.back().push_back(b);
+        loaded[t.index][h.base + i] = b;
+      }
+  }
 
   chip::VirtualEdgeTpu chip;
   chip.receive(chip::DmaTag::kInstructions, program.data);
-  ASSERT_EQ(chip.advance(), chip::RunState::kWaiting) << chip.fault();
-  chip.receive(chip::DmaTag::kInput, input);
+  for (const std::vector<uint8_t>& input : inputs) {
+    ASSERT_EQ(chip.advance(), chip::RunState::kWaiting) << chip.fault();
+    chip.receive(chip::DmaTag::kInput, input);
+  }
   ASSERT_EQ(chip.advance(), chip::RunState::kIdle) << chip.fault();
   EXPECT_EQ(chip.stats().mesh_bytes_dropped_at_edge, 0u);
 
-  const auto want = expected_memory(h, loaded);
+  std::vector<std::vector<uint8_t>> want = loaded;
+  for (const MeshHalo& h : layouts) want = expected_memory(h, want);
   for (int t = 0; t < 16; ++t) {
     const auto& got = chip.tile(t).narrow;
     ASSERT_EQ(got.size(), want[t].size());
@@ -181,6 +191,12 @@ void check_exchange(const MeshHalo& h, uint32_t seed) {
                       << ", expected " << int{want[t][i]};
     EXPECT_EQ(wrong, 0) << "wrong bytes on tile " << t;
   }
+}
+
+void check_exchange(const MeshHalo& h, uint32_t seed) {
+  SCOPED_TRACE(cat(h.rows.size(), " x ", h.cols.size(), " grid, ", h.channels, " channels, base ",
+                   hex(h.base), ", zero point ", int{h.zero_point}));
+  check_exchanges({h}, seed);
 }
 
 MeshHalo halo_of(std::vector<int> rows, std::vector<int> cols, int channels, HaloSides sides = {},
@@ -227,6 +243,18 @@ TEST(MeshHalo, WiderHalosAndSingleRowsOrColumns) {
   check_exchange(halo_of({6, 5, 6}, {5, 7, 5}, 4, {2, 2, 2, 2}, 0, 11), 8);  // 5x5 kernels
   check_exchange(halo_of({3, 4, 3, 4}, {10}, 8, {1, 2, 0, 1}, 0x200, 12), 9);
   check_exchange(halo_of({7}, {7}, 4, {}, 0, 13), 10);  // one tile: every halo is border
+}
+
+TEST(MeshHalo, TwoExchangesInARowLikeGooglesFirstTwo) {
+  // The image's bottom/right halo at 0x7080 (words 176-212), then the first conv's output with
+  // all four at 0 (words 248-320; both fit: 4 x 4 blocks of 12 x 12 here), the counters not reset
+  // between; and a 2 x 2 grid beside a 4 x 4 one.
+  check_exchanges({halo_of({12, 12, 12, 12}, {12, 12, 12, 12}, 3, {0, 1, 0, 1}, 0x7080, 128),
+                   halo_of({12, 12, 12, 12}, {12, 12, 12, 12}, 32)},
+                  12);
+  check_exchanges({halo_of({5, 6}, {6, 5}, 8, {}, 0x1000, 5),
+                   halo_of({3, 3, 3, 3}, {4, 3, 4, 3}, 12, {1, 1, 1, 1}, 0, 6)},
+                  13);
 }
 
 // The mesh moves of a program, per opcode: their tile masks in order.
