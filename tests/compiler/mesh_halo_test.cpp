@@ -257,6 +257,30 @@ TEST(MeshHalo, TwoExchangesInARowLikeGooglesFirstTwo) {
                   13);
 }
 
+TEST(MeshHalo, RandomGridsShapesHalosAndChannels) {
+  // 24 random valid setups: grids of 1-4 x 1-4, blocks of 1-9 per row and column, halos of 0-2
+  // per side, 1-80 channels (one to five pieces per pixel, short ones included), any zero point.
+  std::mt19937 random(2026);
+  const auto pick = [&](int lo, int hi) { return std::uniform_int_distribution(lo, hi)(random); };
+  for (int done = 0; done < 24;) {
+    std::vector<int> rows(pick(1, 4)), cols(pick(1, 4));
+    for (int& v : rows) v = pick(1, 9);
+    for (int& v : cols) v = pick(1, 9);
+    const HaloSides sides{pick(0, 2), pick(0, 2), pick(0, 2), pick(0, 2)};
+    const MeshHalo h = halo_of(rows, cols, pick(1, 80), sides, 4 * pick(0, 256),
+                               static_cast<uint8_t>(pick(0, 255)));
+    try {
+      check_mesh_halo(h);
+    } catch (const Error&) {
+      continue;  // blocks smaller than a halo, or no halo at all: drawn again
+    }
+    SCOPED_TRACE(cat("setup ", done, ": halo ", sides.top, " ", sides.bottom, " ", sides.left, " ",
+                     sides.right));
+    check_exchange(h, 100 + done);
+    ++done;
+  }
+}
+
 // The mesh moves of a program, per opcode: their tile masks in order.
 std::vector<std::vector<uint32_t>> masks_by_direction(const container::Bitstream& b) {
   std::vector<std::vector<uint32_t>> out(4);
