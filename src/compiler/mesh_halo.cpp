@@ -188,12 +188,21 @@ void emit_mesh_halo(Emitter& e, const MeshHalo& h, MeshCounts& counts) {
   check_mesh_halo(h);
   const int R = static_cast<int>(h.rows.size()), C = static_cast<int>(h.cols.size());
   const int pieces = (h.channel_words() + kPieceWords - 1) / kPieceWords;
+  if (counts.tiles != 0 && counts.tiles != h.tile_mask())
+    fail("mesh halo: the counters were counted on tiles ", hex(counts.tiles),
+         "; reset them (a fence with counters=0x1ffff, a new MeshCounts) before an exchange on ",
+         hex(h.tile_mask()));
   for (int d = 0; d < 4; ++d)
     if (std::max(counts.in[d], counts.out[d]) + pieces > kMaxCount)
       fail("mesh halo: the ", kMnemonic[d], " counters would pass ", kMaxCount,
            "; reset them first (a fence with counters=0x1ffff, a new MeshCounts)");
+  counts.tiles = h.tile_mask();
   uint32_t units = 0, out_counters = 0;
   int fence_count = 0;
+  // Per tile and direction, its MESH_*_OUT count after the exchange: a tile that does not send
+  // that way keeps the count from before.
+  std::array<std::array<int, 4>, 16> own{};
+  for (auto& t : own) t = counts.out;
   for (const Direction d : {kWest, kEast, kNorth, kSouth}) {
     if (width_of(h.halo, d) == 0) continue;
     // Tiles from the receiving end of the chain to the sending one (Google's order), each joining
@@ -202,12 +211,17 @@ void emit_mesh_halo(Emitter& e, const MeshHalo& h, MeshCounts& counts) {
     const bool horizontal = d == kWest || d == kEast;
     const bool reverse = d == kEast || d == kSouth;
     const int outer = horizontal ? R : C, inner = horizontal ? C : R;
+    bool sent = false;
     const auto add_tile = [&](int r, int c) {
       const std::string f = fields_of(h, d, r, c, counts);
       auto it =
           std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == f; });
       if (it == groups.end()) it = groups.insert(groups.end(), {f, 0});
       it->second |= 1u << (4 * r + c);
+      if (move_of(h, d, r, c).send) {
+        own[4 * r + c][d] += pieces;
+        sent = true;
+      }
     };
     if (horizontal) {
       for (int r = 0; r < outer; ++r)
@@ -218,14 +232,24 @@ void emit_mesh_halo(Emitter& e, const MeshHalo& h, MeshCounts& counts) {
     }
     for (const auto& [fields, tiles] : groups)
       e.add(kMnemonic[d], cat("tiles=", hex(tiles), fields));
-    counts.in[d] += pieces;
-    counts.out[d] += pieces;
+    counts.in[d] += pieces;  // every tile receives or fills
     units |= 1u << (6 + d);
     out_counters |= 1u << kOutCounter[d];
-    fence_count = std::max(fence_count, counts.out[d]);
+    fence_count = std::max(fence_count, counts.out[d] + (sent ? pieces : 0));
   }
-  e.add("sync", cat("tiles=", hex(h.tile_mask()), " counters=", hex(out_counters),
-                    " count=", hex(fence_count), " units=", hex(units)));
+  // The fence sets the named counters to `count` (0 would reset them) on the tiles where they
+  // differ, those that did not send in some direction, so that every tile counts alike again
+  // (all 18 mesh fences of Google's v2 program follow this rule; docs/compiler.md).
+  uint32_t fenced = 0;
+  for (int t = 0; t < 16; ++t)
+    if (h.tile_mask() >> t & 1)
+      for (int d = 0; d < 4; ++d)
+        if ((units >> (6 + d) & 1) && own[t][d] != fence_count) fenced |= 1u << t;
+  for (int d = 0; d < 4; ++d)
+    if (units >> (6 + d) & 1) counts.out[d] = fence_count;
+  if (fenced != 0)
+    e.add("sync", cat("tiles=", hex(fenced), " counters=", hex(out_counters),
+                      " count=", hex(fence_count), " units=", hex(units)));
 }
 
 }  // namespace tinycoral::compiler

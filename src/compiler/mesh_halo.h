@@ -50,11 +50,15 @@ struct MeshHalo {
 };
 
 // The tile sync counters the moves name (MESH_*_IN in their records, MESH_*_OUT in the closing
-// fence), counted as Google's program counts them: each move adds its pieces of at most 16 words
-// per pixel (docs/compiler.md). Index: isa::mesh_direction (south, west, north, east). A fence
-// with `counters=0x1ffff` resets them: so does a new MeshCounts.
+// fence), counted as Google's program counts them, alike on every tile of the grid: each move adds
+// its pieces of at most 16 words per pixel, and the closing fence sets the MESH_*_OUT counters of
+// the tiles that did not send in some direction to the others' count (docs/compiler.md). Index:
+// isa::mesh_direction (south, west, north, east). A fence with `counters=0x1ffff` resets them:
+// so does a new MeshCounts. `tiles`: the grid they were counted on (0 before the first exchange);
+// an exchange on another grid needs a reset first.
 struct MeshCounts {
   std::array<int, 4> in{}, out{};
+  uint32_t tiles = 0;
 };
 
 // Throws Error naming what is wrong: a grid beyond 4 x 4, an empty block, a block smaller than the
@@ -64,7 +68,8 @@ void check_mesh_halo(const MeshHalo& h);
 
 // Emits the exchange (checked first): the west and east moves (full buffer height, so the corners
 // come along once the vertical moves delivered them: they wait on MESH_NORTH_IN / MESH_SOUTH_IN),
-// then north and south, for the sides with a halo; then a fence on the grid's mesh units. Each
+// then north and south, for the sides with a halo; then the fence that sets the MESH_*_OUT
+// counters to one count on the tiles where they differ (none when all agree: a single tile). Each
 // direction's tiles share an instruction when their walks agree: three per direction for equal
 // blocks (the tiles that only receive, the middle ones, the edge ones that send and fill).
 void emit_mesh_halo(Emitter& e, const MeshHalo& h, MeshCounts& counts);
