@@ -152,6 +152,13 @@ void check_mesh_halo(const MeshHalo& h) {
   if (s.top < 0 || s.bottom < 0 || s.left < 0 || s.right < 0)
     fail("mesh halo: a negative halo width (top ", s.top, ", bottom ", s.bottom, ", left ", s.left,
          ", right ", s.right, ")");
+  // Sizes no narrow memory holds, refused before the buffer arithmetic could overflow.
+  const int most = std::max({*std::max_element(h.rows.begin(), h.rows.end()),
+                             *std::max_element(h.cols.begin(), h.cols.end()), h.channels, s.top,
+                             s.bottom, s.left, s.right});
+  if (most > kNarrowBytes)
+    fail("mesh halo: a block side, halo or channel count of ", most, ", more than the ",
+         kNarrowBytes, " bytes of narrow memory hold");
   if (s.top + s.bottom + s.left + s.right == 0) fail("mesh halo: no side has a halo");
   if (h.base % 4 != 0) fail("mesh halo: base ", hex(h.base), " is not a multiple of 4 bytes");
   if (h.avdata < 0 || h.avdata > kMaxCount)
@@ -192,6 +199,10 @@ void emit_mesh_halo(Emitter& e, const MeshHalo& h, MeshCounts& counts) {
     fail("mesh halo: the counters were counted on tiles ", hex(counts.tiles),
          "; reset them (a fence with counters=0x1ffff, a new MeshCounts) before an exchange on ",
          hex(h.tile_mask()));
+  for (int d = 0; d < 4; ++d)
+    if (std::min(counts.in[d], counts.out[d]) < 0)
+      fail("mesh halo: negative ", kMnemonic[d], " counter counts (", counts.in[d], ", ",
+           counts.out[d], ")");
   for (int d = 0; d < 4; ++d)
     if (std::max(counts.in[d], counts.out[d]) + pieces > kMaxCount)
       fail("mesh halo: the ", kMnemonic[d], " counters would pass ", kMaxCount,

@@ -365,6 +365,10 @@ TEST(MeshHalo, WrongSetupsGiveClearErrors) {
   EXPECT_EQ(error_of(halo_of({8}, {8, 1}, 4, {0, 0, 1, 0})), "");
   // Beyond narrow memory: a 114 x 114 padded block of 16-byte pixels.
   EXPECT_TRUE(has(error_of(halo_of({112}, {112}, 16)), "beyond the 196608 bytes of narrow memory"));
+  EXPECT_TRUE(has(error_of(halo_of({2000000000}, {2000000000}, 2000000000)),
+                  "a block side, halo or channel count of 2000000000, more than"));
+  EXPECT_TRUE(
+      has(error_of(halo_of({8}, {8}, 4, {1, 2000000000, 2000000000, 1})), "more than the 196608"));
   // emit_mesh_halo checks too, before emitting anything.
   Emitter e;
   MeshCounts counts;
