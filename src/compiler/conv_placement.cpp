@@ -123,7 +123,7 @@ bool spread_over_tiles(const ConvChain& chain, const Shapes& shapes, std::vector
 // `stages` alone) when some stage's parameters cannot stay.
 bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage>& stages,
                  std::vector<std::vector<int>>& bases,
-                 std::vector<std::vector<int>>* tops = nullptr) {
+                 std::vector<std::vector<int>>* tops = nullptr, bool gaps = false) {
   const bool stream = tops != nullptr;
   std::vector<std::pair<size_t, size_t>> cuts;  // [first, end) of each stage, one-tile ones cut
   std::vector<int> counts, splits;
@@ -272,6 +272,79 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
     }
     return true;
   };
+  // (`pack_gaps`: each item at the lowest rows free on every tile of a run, below other items
+  // too - the runs above stack each item on the highest of its tiles' tops, and the rows under
+  // it on the lower tiles stay unused; with the wide memories nearly full, as MobileNet v2's,
+  // those rows decide whether a stage's leaner form and another's wider one pack.)
+  auto pack_gaps = [&](bool spans_first, bool aligned) {
+    std::vector<size_t> order(items.size());
+    for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+    auto span = [&](const Item& it) { return it.count * splits[it.cut]; };
+    std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+      if (spans_first && span(items[x]) != span(items[y])) return span(items[x]) > span(items[y]);
+      return items[x].rows > items[y].rows;
+    });
+    std::vector<std::vector<std::pair<int, int>>> busy(kTiles);  // per tile: [first, end) rows
+    auto free_at = [&](int t, int count, int base, int rows) {
+      if (base + rows > kSegmentRows) return false;
+      for (int u = t; u < t + count; ++u)
+        for (const auto& [lo, hi] : busy[static_cast<size_t>(u)])
+          if (lo < base + rows && base < hi) return false;
+      return true;
+    };
+    auto bases_of = [&](int t, int count) {  // where an item may start: 0 or above another
+      std::vector<int> at{0};
+      for (int u = t; u < t + count; ++u)
+        for (const auto& [lo, hi] : busy[static_cast<size_t>(u)]) at.push_back(hi);
+      std::sort(at.begin(), at.end());
+      at.erase(std::unique(at.begin(), at.end()), at.end());
+      return at;
+    };
+    auto place = [&](Item& it, int t, int base) {
+      it.tile0 = t;
+      it.base = base;
+      for (int u = t; u < t + it.count; ++u)
+        busy[static_cast<size_t>(u)].push_back({base, base + it.rows});
+    };
+    std::vector<uint32_t> taken(cuts.size(), 0);
+    for (size_t k : order) {
+      Item& it = items[k];
+      const uint32_t ones = (1u << it.count) - 1;
+      if (aligned && splits[it.cut] > 1) {
+        if (taken[it.cut] != 0) continue;  // (placed with its first slice)
+        std::vector<size_t> slices;
+        for (size_t m = 0; m < items.size(); ++m)
+          if (items[m].cut == it.cut) slices.push_back(m);
+        for (const int base : bases_of(0, kTiles)) {
+          std::vector<int> at;
+          uint32_t chosen = 0;
+          for (int t = 0; t + it.count <= kTiles && at.size() < slices.size(); ++t)
+            if (!(chosen & (ones << t)) && free_at(t, it.count, base, it.rows)) {
+              chosen |= ones << t;
+              at.push_back(t);
+            }
+          if (at.size() < slices.size()) continue;
+          for (size_t q = 0; q < slices.size(); ++q) place(items[slices[q]], at[q], base);
+          taken[it.cut] = chosen;
+          break;
+        }
+        if (taken[it.cut] == 0) return false;
+        continue;
+      }
+      int best = -1, best_base = kSegmentRows;
+      for (int t = 0; t + it.count <= kTiles; ++t) {
+        if (taken[it.cut] & (ones << t)) continue;
+        for (const int base : bases_of(t, it.count)) {
+          if (base >= best_base) break;
+          if (free_at(t, it.count, base, it.rows)) best = t, best_base = base;
+        }
+      }
+      if (best < 0) return false;
+      place(it, best, best_base);
+      taken[it.cut] |= ones << best;
+    }
+    return true;
+  };
   auto pack = [&]() {
     for (const bool aligned : {true, false}) {
       if (aligned && stream) continue;
@@ -280,6 +353,8 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
           pack_in(false, true, true, aligned))
         return true;
     }
+    for (const bool aligned : {true, false})
+      if (gaps && !stream && (pack_gaps(false, aligned) || pack_gaps(true, aligned))) return true;
     return false;
   };
   bool packed = pack();
@@ -728,6 +803,53 @@ double placed_and_modeled(const ConvChain& chain, Layout& candidate,
   return modeled_cycles(candidate, program_bytes);
 }
 
+// Wide rows a stage keeps, summed over its tiles (a split layer's tiles their slices' rows).
+double kept_rows(const Shapes& plain, const Stage& s) {
+  double rows = 0;
+  for (const Plan& p : s.tiles)
+    for (size_t i = s.first; i < s.end; ++i)
+      rows += p.g1 > 0 ? plain.layers[i].rows_of(p.g1 - p.g0) : plain.layers[i].rows();
+  return rows;
+}
+
+// Narrower forms of stage `s` that keep fewer wide rows: row bands on fewer tiles (each band
+// height once), a pointwise layer of its own split by output groups over fewer tiles' rows (its
+// bands repeat all its rows, a slice's bands only the slice's), a split layer in fewer bands per
+// slice. Not the chain's first or last stage (the host's rows, a classifier split by
+// share_tiles).
+std::vector<Stage> narrowed(const ConvChain& chain, const Shapes& plain, const Stage& s) {
+  std::vector<Stage> forms;
+  const int tiles = static_cast<int>(s.tiles.size());
+  if (s.first == 0 || s.end == chain.layers.size() || tiles < 2) return forms;
+  const double rows = kept_rows(plain, s);
+  auto keep = [&](Stage t, int count) {
+    if (static_cast<int>(t.tiles.size()) == count && stage_fits(t, nullptr) &&
+        kept_rows(plain, t) < rows)
+      forms.push_back(std::move(t));
+  };
+  const int oh = chain.layers[s.end - 1].oh;
+  if (s.tiles.front().g1 > 0) {
+    const int slices = slices_of(s);
+    for (int bands = 1; bands < tiles / slices; ++bands)
+      if (bands == 1 || (oh + bands - 1) / bands != (oh + bands - 2) / (bands - 1))
+        keep(split_stage(chain, plain, s.first, slices, 0, bands), slices * bands);
+    return forms;
+  }
+  for (int m = 1; m < tiles; ++m)
+    if (m == 1 || (oh + m - 1) / m != (oh + m - 2) / (m - 1))
+      keep(stage_of(chain, plain, s.first, s.end, 0, m), m);
+  const ConvLayer& l = chain.layers[s.first];
+  if (s.end != s.first + 1 || l.depthwise || l.residual() || l.kh != 1 || l.kw != 1) return forms;
+  const LayerPlan& lp = plain.layers[s.first];
+  for (int slices = 2; slices <= tiles; ++slices) {
+    if (!splittable(lp, slices)) continue;
+    for (int bands = 1; slices * bands <= kTiles && bands <= oh; ++bands)
+      if (bands == 1 || (oh + bands - 1) / bands != (oh + bands - 2) / (bands - 1))
+        keep(split_stage(chain, plain, s.first, slices, 0, bands), slices * bands);
+  }
+  return forms;
+}
+
 // Widens stages of `out` (widened) while every parameter stays resident and the modeled cycles
 // (`best`, out's) drop: each round tries the stages longest computing first and keeps the first
 // that pays; a stage that cannot widen, whose parameters find no room or that does not pay is
@@ -746,13 +868,6 @@ void widen_stages(const ConvChain& chain, Layout& out, double& best,
   // (Two orders: the stages longest computing first, or those that save the most cycles per wide
   // row they add first - when the wide memories are nearly full, as v2's and PoseNet's are, the
   // second fits more of the widenings that pay; each round keeps the faster of the two.)
-  auto kept_rows = [&](const Stage& s) {
-    double rows = 0;
-    for (const Plan& p : s.tiles)
-      for (size_t i = s.first; i < s.end; ++i)
-        rows += p.g1 > 0 ? plain.layers[i].rows_of(p.g1 - p.g0) : plain.layers[i].rows();
-    return rows;
-  };
   for (int round = 0; round < 4; ++round) {
     std::optional<Layout> faster;
     for (const int order : {0, 1, 2}) {
@@ -777,8 +892,9 @@ void widen_stages(const ConvChain& chain, Layout& out, double& best,
         if (!widened(chain, plain, wide)) continue;
         const double saved = compute_cycles({s}) - compute_cycles({wide});
         if (saved < kBulkSaving) continue;
-        const double key =
-            per_row ? saved / std::max(1.0, kept_rows(wide) - kept_rows(s)) : compute_cycles({s});
+        const double key = per_row
+                               ? saved / std::max(1.0, kept_rows(plain, wide) - kept_rows(plain, s))
+                               : compute_cycles({s});
         firsts.emplace_back(key, s.first, std::move(wide));
       }
       std::stable_sort(firsts.begin(), firsts.end(), [](const auto& a, const auto& b) {
@@ -838,6 +954,80 @@ void widen_stages(const ConvChain& chain, Layout& out, double& best,
       }
     }
     if (!better) return;
+  }
+}
+
+// Stages of `out` widened with wide rows taken from others (the widening only adds rows, and on
+// MobileNet v2 every wide memory is full: its 7x7 960 -> 320 projection, 5 slices of one band,
+// 42 k cycles, would take 1,215 more rows in 2 bands). Per stage that widens (widened), the
+// narrowings of the other stages (narrowed) that lose the fewest cycles per row they free are
+// taken until the whole packs, as long as they lose fewer cycles than the widening saves; the
+// stages saving most first, each try that packs modeled whole and kept when the modeled cycles
+// (`best`, out's) drop, then again from the new layout.
+void trade_rows(const ConvChain& chain, Layout& out, double& best,
+                const ProgramBytes& program_bytes) {
+  // (Each try that packs models a program: bounds the compile time.)
+  constexpr int kMaxTries = 4;
+  constexpr double kMinSaving = 2000;
+  const Shapes plain = shapes_of(chain);
+  const bool whole = first_images_whole(out);
+  int tries = 0;
+  for (bool better = true; better && tries < kMaxTries;) {
+    better = false;
+    const std::vector<Stage>& stages = out.stages;
+    // (Per narrowing: cycles lost per row freed, its stage, its form, cycles lost.)
+    std::vector<std::tuple<double, size_t, Stage, double>> narrowings;
+    std::vector<std::tuple<double, size_t, Stage>> widenings;  // cycles saved, stage, form
+    for (size_t k = 0; k < stages.size(); ++k) {
+      const double cycles = compute_cycles({stages[k]}), rows = kept_rows(plain, stages[k]);
+      for (Stage& t : narrowed(chain, plain, stages[k])) {
+        const double lost = std::max(0.0, compute_cycles({t}) - cycles);
+        narrowings.emplace_back(lost / (rows - kept_rows(plain, t)), k, std::move(t), lost);
+      }
+      Stage wide = stages[k];
+      if (!widened(chain, plain, wide)) continue;
+      const double saved = cycles - compute_cycles({wide});
+      if (saved >= kMinSaving) widenings.emplace_back(saved, k, std::move(wide));
+    }
+    std::stable_sort(narrowings.begin(), narrowings.end(),
+                     [](const auto& a, const auto& b) { return std::get<0>(a) < std::get<0>(b); });
+    std::stable_sort(widenings.begin(), widenings.end(),
+                     [](const auto& a, const auto& b) { return std::get<0>(a) > std::get<0>(b); });
+    std::optional<Layout> faster;
+    for (auto& [saved, kw, wide] : widenings) {
+      if (tries >= kMaxTries) break;
+      const double need = kept_rows(plain, wide) - kept_rows(plain, stages[kw]);
+      std::vector<Stage> trial = stages;
+      trial[kw] = wide;
+      std::vector<bool> changed(stages.size(), false);
+      changed[kw] = true;
+      double lost = 0, freed = 0;
+      std::vector<std::vector<int>> bases;
+      bool packed = false;
+      for (const auto& [ratio, kn, narrow, cycles] : narrowings) {
+        if (changed[kn] || lost + cycles >= saved) continue;
+        changed[kn] = true;
+        trial[kn] = narrow;
+        lost += cycles;
+        freed += kept_rows(plain, stages[kn]) - kept_rows(plain, narrow);
+        if (freed >= need && (packed = share_tiles(chain, plain, trial, bases, nullptr, true)))
+          break;
+      }
+      if (!packed) continue;
+      ++tries;
+      Layout candidate;
+      candidate.shapes = shapes_of(chain);
+      candidate.stages = std::move(trial);
+      const double modeled = placed_and_modeled(chain, candidate, bases, whole, program_bytes);
+      if (modeled >= best) continue;
+      best = modeled;
+      faster = std::move(candidate);
+      break;
+    }
+    if (faster) {
+      out = std::move(*faster);
+      better = true;
+    }
   }
 }
 
@@ -1144,6 +1334,7 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
   }
   // (The fastest only: each try models a program.)
   if (!fastest.empty()) {
+    trade_rows(chain, out, best, program_bytes);
     cut_stages(chain, out, best, program_bytes);
     bands_per_stage(out, best, program_bytes);
   }

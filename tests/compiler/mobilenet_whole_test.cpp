@@ -213,8 +213,9 @@ TEST(MobileNetCompiledWhole, V2ProjectionsTo96AreSplitByOutputGroups) {
 // only where that lets the parts gather (conv_hand_over.cpp, gathered): otherwise it goes whole
 // with one producer while the other transfers gather (the row bands of v2's 14x14 stages handing
 // over into its split depthwise layers), or as overlapping whole packets (hand_over_gather_test):
-// one producer per transfer, 772 producers to tiles before, 620 after. The bytes of this program
-// are checked by V2Gen2020EqualsItsTwinAndPassesGooglesCheck.
+// one producer per transfer, 772 producers to tiles before, 620 after (on the layout of the rows
+// traded between stages, more tiles: 787 before, 633 after). The bytes of this program are
+// checked by V2Gen2020EqualsItsTwinAndPassesGooglesCheck.
 TEST(MobileNetCompiledWhole, V2HandOversSplitOnlyTransfersWhoseRestsGather) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   const CompileResult r =
@@ -227,7 +228,38 @@ TEST(MobileNetCompiledWhole, V2HandOversSplitOnlyTransfersWhoseRestsGather) {
   for (const auto& bs : exes.execution->bitstreams)
     for (const isa::Instruction& in : isa::decode(bs.data))
       to_tiles += in.opcode() == isa::kRingProducer && (in.value("dest") & 0xffff) != 0;
-  EXPECT_LE(to_tiles, 620);
+  EXPECT_LE(to_tiles, 640);
+}
+
+// v2's first 14x14 384 -> 96 projection ran in 7 row bands, each computing both output groups
+// with all 197 parameter rows on every tile; split in 2 slices of 5 bands each tile computes one
+// group (19 k -> 14 k cycles) with 99 rows, and the rows that frees (with the 28x28 32 -> 192
+// layers split likewise) let the 28x28 depthwise stage before it widen from 7 tiles to 14, 31 k
+// -> 16 k cycles (trade_rows, docs/compiler.md "Rows traded between stages"). Without the trade
+// every wide memory stays full and the projection's ops compute two groups. The bytes of this
+// layout are checked by V2Gen2020EqualsItsTwinAndPassesGooglesCheck.
+TEST(MobileNetCompiledWhole, V2ProjectionTo96GivesItsRowsToTheDepthwiseStage) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  const CompileResult r =
+      compile_model(read_bytes(data / "gen2020/mobilenet_v2_1.0_224_quant.tflite"));
+  ASSERT_EQ(r.edgetpu_subgraphs, 1);
+  const auto compiled = container::read_edgetpu_model(r.tflite);
+  const auto exes = chip::testing::executables_of(compiled);
+  ASSERT_NE(exes.execution, nullptr);
+  // (The ops of 96 reduction words, 384 input channels: the 384 -> 64 projections and the
+  // 384 -> 96 one; loops[2] counts groups - 1.)
+  int ops = 0, two_groups = 0;
+  for (const auto& bs : exes.execution->bitstreams) {
+    const std::unique_ptr<chip::Program> program = chip::Program::decode(bs.data);
+    for (const chip::ProgramItem& item : program->items) {
+      const auto* op = std::get_if<chip::OpInstr>(&item.decoded);
+      if (op == nullptr || op->loops[0] != 95) continue;
+      ++ops;
+      if (op->loops[2] > 0) ++two_groups;
+    }
+  }
+  EXPECT_GT(ops, 0);
+  EXPECT_EQ(two_groups, 0) << "a band of the 384 -> 96 projection computes both groups";
 }
 
 }  // namespace
