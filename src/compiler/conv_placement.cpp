@@ -1104,6 +1104,64 @@ void split_pointwise(const ConvChain& chain, Layout& out, double& best,
   }
 }
 
+// Stage boundaries moved by one layer where the image handed over is much smaller there. A
+// hand-over moves its image over the ring at 64 bytes a cycle (src/chip/clock.h) while no op
+// runs: MobileNet v2's first stage ended after its 16 -> 96 expansion, 112x112x96 (1.2 MB, 19 k
+// cycles of the simulator's clock), where the expansion's input is six times smaller. The modeled
+// cycles count no ring time, so a boundary moved (the stage before giving its last layer to the
+// stage after, or taking the first layer of it, both on their tiles) is kept when they rise by
+// less than the ring cycles it saves; `best` is then the moved layout's.
+void shift_cuts(const ConvChain& chain, Layout& out, double& best,
+                const ProgramBytes& program_bytes) {
+  // (Each try that packs models a program: bounds the compile time.)
+  constexpr int kMaxTries = 8;
+  constexpr double kRingBytes = 64, kMinSaving = 2000;
+  const bool whole = first_images_whole(out);
+  auto image_bytes = [&](size_t i) {  // layer i's output
+    const ConvLayer& l = chain.layers[i];
+    return double(l.oh) * l.ow * l.cout;
+  };
+  int tries = 0;
+  for (size_t k = 0; k + 1 < out.stages.size() && tries < kMaxTries; ++k) {
+    if (out.stages[k].tiles.front().g1 > 0 || out.stages[k + 1].tiles.front().g1 > 0) continue;
+    std::optional<Layout> faster;
+    double lowest = best, faster_modeled = 0;
+    for (const bool left : {true, false}) {
+      const Stage& a = out.stages[k];
+      const Stage& b = out.stages[k + 1];
+      const size_t cut = left ? a.end - 1 : b.first + 1;
+      if (cut <= a.first || cut >= b.end || tries >= kMaxTries) continue;
+      const double saved = (image_bytes(a.end - 1) - image_bytes(cut - 1)) / kRingBytes;
+      if (saved < kMinSaving || cuts_a_residual(chain, cut) ||
+          !stage_allowed(chain, a.first, cut) || !stage_allowed(chain, cut, b.end))
+        continue;
+      const int ta = static_cast<int>(a.tiles.size()), tb = static_cast<int>(b.tiles.size());
+      Layout candidate;
+      candidate.shapes = shapes_of(chain);
+      candidate.stages = out.stages;
+      Stage front = stage_of(chain, candidate.shapes, a.first, cut, 0, ta);
+      Stage back = stage_of(chain, candidate.shapes, cut, b.end, 0, tb);
+      if (static_cast<int>(front.tiles.size()) != ta || static_cast<int>(back.tiles.size()) != tb ||
+          !stage_fits(front, nullptr) || !stage_fits(back, nullptr))
+        continue;
+      candidate.stages[k] = std::move(front);
+      candidate.stages[k + 1] = std::move(back);
+      std::vector<std::vector<int>> bases;
+      if (!share_tiles(chain, candidate.shapes, candidate.stages, bases)) continue;
+      ++tries;
+      const double modeled = placed_and_modeled(chain, candidate, bases, whole, program_bytes);
+      if (modeled - saved >= lowest) continue;
+      lowest = modeled - saved;
+      faster = std::move(candidate);
+      faster_modeled = modeled;
+    }
+    if (faster) {
+      out = std::move(*faster);
+      best = faster_modeled;
+    }
+  }
+}
+
 // Row-band stages of several layers of `out`, each tried as two stages cut at one of its layers
 // (both on the stage's tiles), the stages computing longest first; kept when the modeled cycles
 // (`best`, out's) drop, then tried again from the cut layout. A stage whose maps do not fit the
@@ -1334,8 +1392,9 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
   }
   // (The fastest only: each try models a program.)
   if (!fastest.empty()) {
-    trade_rows(chain, out, best, program_bytes);
     cut_stages(chain, out, best, program_bytes);
+    shift_cuts(chain, out, best, program_bytes);
+    trade_rows(chain, out, best, program_bytes);
     bands_per_stage(out, best, program_bytes);
   }
   return out;

@@ -262,5 +262,38 @@ TEST(MobileNetCompiledWhole, V2ProjectionTo96GivesItsRowsToTheDepthwiseStage) {
   EXPECT_EQ(two_groups, 0) << "a band of the 384 -> 96 projection computes both groups";
 }
 
+// v2's first stage ended after the 112x112 16 -> 96 expansion, so its hand-over moved 112x112x96
+// bytes (1.2 MB over the ring, 19 k cycles with no op running) where the expansion's input is
+// 112x112x16; the expansion now runs in the stage of the stride-2 depthwise layer after it, on
+// that stage's tiles (shift_cuts, docs/compiler.md "Rows traded between stages, boundaries
+// moved"). The bytes of this layout are checked by V2Gen2020EqualsItsTwinAndPassesGooglesCheck.
+TEST(MobileNetCompiledWhole, V2FirstStageHandsOverTheImageBeforeTheExpansion) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  const CompileResult r =
+      compile_model(read_bytes(data / "gen2020/mobilenet_v2_1.0_224_quant.tflite"));
+  ASSERT_EQ(r.edgetpu_subgraphs, 1);
+  const auto compiled = container::read_edgetpu_model(r.tflite);
+  const auto exes = chip::testing::executables_of(compiled);
+  ASSERT_NE(exes.execution, nullptr);
+  // (The ops in program order with their tiles: the expansion's are the only ones of 4 reduction
+  // words, 16 input channels; the first stage's first op is the 3x3 stem's.)
+  std::vector<std::pair<bool, uint16_t>> ops;  // expansion?, tiles
+  for (const auto& bs : exes.execution->bitstreams) {
+    const std::unique_ptr<chip::Program> program = chip::Program::decode(bs.data);
+    for (const chip::ProgramItem& item : program->items)
+      if (const auto* op = std::get_if<chip::OpInstr>(&item.decoded))
+        ops.push_back({op->loops[0] == 3, op->tile_mask});
+  }
+  uint16_t expansion_tiles = 0, after = 0;
+  for (size_t k = 0; k < ops.size(); ++k) {
+    if (!ops[k].first) continue;
+    expansion_tiles |= ops[k].second;
+    if (k + 1 < ops.size() && !ops[k + 1].first) after = ops[k + 1].second;
+  }
+  ASSERT_NE(expansion_tiles, 0) << "no op of 16 input channels";
+  EXPECT_EQ(expansion_tiles, after) << "the expansion runs in a stage before the depthwise layer's";
+  EXPECT_NE(expansion_tiles, ops.front().second | ops[1].second | ops[2].second);
+}
+
 }  // namespace
 }  // namespace tinycoral::compiler
