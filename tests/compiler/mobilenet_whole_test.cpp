@@ -181,7 +181,9 @@ TEST(MobileNetCompiledWhole, V1EmbeddingExtractorPoolsEachGroupOnAllItsTilesAtOn
 // row bands: 14 tiles, each one group of 2 rows), their ADDs stages of their own after them
 // (split_pointwise, docs/compiler.md "Pointwise stages re-cut by output groups"): before, 7 row
 // bands each computed both groups with all 293 parameter rows on every tile, 29 k cycles instead
-// of 14 k. The bytes of this layout are checked by V2Gen2020EqualsItsTwinAndPassesGooglesCheck.
+// of 14 k. (Since the rows traded between stages, the first of them runs in 5 bands of 2 or 3
+// rows; the second keeps its 14 tiles.) The bytes of this layout are checked by
+// V2Gen2020EqualsItsTwinAndPassesGooglesCheck.
 TEST(MobileNetCompiledWhole, V2ProjectionsTo96AreSplitByOutputGroups) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   const CompileResult r =
@@ -235,9 +237,10 @@ TEST(MobileNetCompiledWhole, V2HandOversSplitOnlyTransfersWhoseRestsGather) {
 // with all 197 parameter rows on every tile; split in 2 slices of 5 bands each tile computes one
 // group (19 k -> 14 k cycles) with 99 rows, and the rows that frees (with the 28x28 32 -> 192
 // layers split likewise) let the 28x28 depthwise stage before it widen from 7 tiles to 14, 31 k
-// -> 16 k cycles (trade_rows, docs/compiler.md "Rows traded between stages"). Without the trade
-// every wide memory stays full and the projection's ops compute two groups. The bytes of this
-// layout are checked by V2Gen2020EqualsItsTwinAndPassesGooglesCheck.
+// -> 16 k cycles (trade_rows, docs/compiler.md "Rows traded between stages, boundaries moved where
+// the image shrinks"). Without the trade every wide memory stays full and the projection's ops
+// compute two groups. The bytes of this layout are checked by
+// V2Gen2020EqualsItsTwinAndPassesGooglesCheck.
 TEST(MobileNetCompiledWhole, V2ProjectionTo96GivesItsRowsToTheDepthwiseStage) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   const CompileResult r =
