@@ -345,7 +345,8 @@ void bias_load(Emitter& e, const LayerPlan& lp, int first_row, int groups, uint3
 }
 
 // The op fields every layer shares after its walks.
-std::string op_tail(const LayerPlan& lp, int zp_unit, int out_ch, int last_ch = 0, int g0 = 0) {
+std::string op_tail(const LayerPlan& lp, int zp_unit, int out_ch, int last_ch = 0,
+                    const ConvLayer::Head* head = nullptr) {
   // A last group of fewer channels (MobileNet v2's 96, 144, 160) writes its words only and skips
   // the rest of its `out` group level (Google's out_ch_last / out.last_*, e.g. 31 and 8 words
   // skipped in gen2020 MobileNet v2).
@@ -356,7 +357,6 @@ std::string op_tail(const LayerPlan& lp, int zp_unit, int out_ch, int last_ch = 
                                            " out.last_skip=", out_ch / 4 - last_ch / 4);
   const ConvLayer& l = *lp.l;
   // (A fan-out head's groups: the head's output stage.)
-  const ConvLayer::Head* head = l.head_of(g0);
   const float clamp_max = head ? head->clamp_max : l.clamp_max;
   const float clamp_min = head ? head->clamp_min : l.clamp_min;
   const int32_t out_zp = head ? head->out_zp : l.out_zp;
@@ -445,7 +445,10 @@ void depthwise_round_trip(Emitter& e, const RoundTrip& r, int& outfed) {
   outfed += 64 * rows;
 }
 
-void layer_op(TileBatch& e, const Plan& p, size_t i, const Part& part) {
+// `head`: the fan-out head the op computes (of those with channels in the part; nullptr for
+// other layers).
+void layer_op(TileBatch& e, const Plan& p, size_t i, const Part& part,
+              const ConvLayer::Head* head) {
   const LayerPlan& lp = p.layers[i];
   const ConvLayer& l = *lp.l;
   const uint32_t tile = tile_bit(p.tile);
@@ -470,11 +473,13 @@ void layer_op(TileBatch& e, const Plan& p, size_t i, const Part& part) {
   // A fan-out head whose channels end inside its last group (PoseNet's heatmaps 17, offsets 34)
   // writes only that group's words; a head of one group computes only its columns (out_ch 19,
   // as Google's heads), its pixels keeping their place in the output buffer's 64-channel groups.
-  const ConvLayer::Head* h = joins ? nullptr : l.head_of(part.g0);
-  const int op_ch = joins ? join_slot(l) : lp.op_columns(part.g0, part.g1);
-  const int last_ch = joins ? join_slot(l)
-                      : h && part.g1 == h->g1 && h->cout % kColumns != 0
-                          ? round_up(h->cout % kColumns, 4)
+  // A head sharing its group computes the columns before its channels too (they are the
+  // other heads', whose ops run after it: ConvLayer::Head::c0).
+  const ConvLayer::Head* h = joins ? nullptr : head;
+  const int op_ch = joins ? join_slot(l) : lp.op_columns(part.g0, part.g1, h);
+  const int head_end = h ? h->c0 + h->cout - kColumns * (h->g1 - 1 - h->g0) : 0;
+  const int last_ch = joins                                               ? join_slot(l)
+                      : h && part.g1 == h->g1 && head_end % kColumns != 0 ? round_up(head_end, 4)
                       : part.g1 == lp.groups && lp.groups > 1 && l.cout % kColumns != 0
                           ? round_up(l.cout % kColumns, 4)
                           : lp.group_ch;
@@ -492,7 +497,7 @@ void layer_op(TileBatch& e, const Plan& p, size_t i, const Part& part) {
             " in.tflags=0x01 out.base=", hex(out_base), " out=", out_walk,
             " out.tflags=0x1 par.base=", hex(lp.weight_row(part) * kRowUnits), " par=", par_walk,
             " psum=(0 x ", lp.kwords, ")",
-            op_tail(lp, lp.zp_row(part) * kRowUnits, op_ch, last_ch, part.g0)));
+            op_tail(lp, lp.zp_row(part) * kRowUnits, op_ch, last_ch, head)));
 }
 
 // A residual ADD on one tile: its input image (the layer before wrote it) plus the kept image,
@@ -659,16 +664,28 @@ void stream_tile_head(Emitter& e, const Plan& p, const ConvLayer::Head& h, int& 
   const int pixels = band_pixels(p);
   for (int k = 0; k < pixels; k += per_transfer) {
     const int n = std::min(per_transfer, pixels - k);
-    const int at = p.out_base + k * p.out_ch + kColumns * (h.g0 - p.g0);
+    const int at = p.out_base + k * p.out_ch + kColumns * (h.g0 - p.g0) + h.c0;
     outfeed_transfer(e, p.tile, at / 4, strided_walk({{1, pb / 4}, {p.out_ch / 4, n}}, 6), n * pb,
                      ordinal);
   }
 }
 
+// The tiles that compute head `h` (all, or those of its slice when the heads are split by output
+// groups over tiles), in tile order: the order their shares reach the host.
+std::vector<Plan> head_tiles(const std::vector<Plan>& all, const ConvLayer::Head& h) {
+  std::vector<Plan> tiles;
+  for (const Plan& p : all)
+    if (p.g1 == 0 || (h.g0 >= p.g0 && h.g1 <= p.g1)) tiles.push_back(p);
+  std::sort(tiles.begin(), tiles.end(),
+            [](const Plan& a, const Plan& b) { return a.tile < b.tile; });
+  return tiles;
+}
+
 // Each fan-out head's output to its own host buffer, one after the other.
-void stream_head_outputs(Emitter& e, const std::vector<Plan>& tiles, const ConvLayer& last,
+void stream_head_outputs(Emitter& e, const std::vector<Plan>& all, const ConvLayer& last,
                          int& ordinal) {
   for (const ConvLayer::Head& h : last.heads) {
+    const std::vector<Plan> tiles = head_tiles(all, h);
     e.reloc_movi(10, BufferKind::kOutput, Half::kUpper32, h.output_name);
     e.reloc_movi(11, BufferKind::kOutput, Half::kLower32, h.output_name);
     e.add("bundle", "s_op=0x0f s_x=5 imm=11");
@@ -953,29 +970,37 @@ void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
           std::vector<std::pair<const Plan*, const Part*>> pooling;
           for (const Plan* p : runs) pooling.push_back({p, &part});
           pool_groups(lp, i, pooling, mask);
-        } else if (at_once) {
-          TileBatch& batch = *parts_at_once;
-          batch.begin_sequence();
-          batch.add(mask, "w2n", bias_load_fields(lp, part.row, part.g1 - part.g0));
-          if (trip.words > 0)
-            batch.add(mask, "ringcons0", depthwise_fifo_consumer(taps, trip.words));
-          for (const Plan* p : runs)
-            if (lp.l->depthwise)
-              depthwise_op(batch, *p, i, part, part.g0, part.g1);
-            else
-              layer_op(batch, *p, i, part);
-          batch.end_sequence();
         } else {
-          bias_load(e, lp, part.row, part.g1 - part.g0, mask);
-          if (trip.words > 0)
-            e.add("ringcons0",
-                  cat("tiles=", hex(mask), " ", depthwise_fifo_consumer(taps, trip.words)));
-          TileBatch ops(e);
-          for (const Plan* p : runs)
-            if (lp.l->depthwise)
-              depthwise_op(ops, *p, i, part, part.g0, part.g1);
-            else
-              layer_op(ops, *p, i, part);
+          // One op per fan-out head with channels in the part (heads sharing a group: each
+          // with its bias load, the head of the highest columns first), else one.
+          std::vector<const ConvLayer::Head*> heads = {nullptr};
+          if (!lp.l->heads.empty()) heads = lp.l->heads_in(part.g0, part.g1);
+          for (const ConvLayer::Head* head : heads) {
+            if (at_once) {
+              TileBatch& batch = *parts_at_once;
+              batch.begin_sequence();
+              batch.add(mask, "w2n", bias_load_fields(lp, part.row, part.g1 - part.g0));
+              if (trip.words > 0)
+                batch.add(mask, "ringcons0", depthwise_fifo_consumer(taps, trip.words));
+              for (const Plan* p : runs)
+                if (lp.l->depthwise)
+                  depthwise_op(batch, *p, i, part, part.g0, part.g1);
+                else
+                  layer_op(batch, *p, i, part, head);
+              batch.end_sequence();
+              continue;
+            }
+            bias_load(e, lp, part.row, part.g1 - part.g0, mask);
+            if (trip.words > 0)
+              e.add("ringcons0",
+                    cat("tiles=", hex(mask), " ", depthwise_fifo_consumer(taps, trip.words)));
+            TileBatch ops(e);
+            for (const Plan* p : runs)
+              if (lp.l->depthwise)
+                depthwise_op(ops, *p, i, part, part.g0, part.g1);
+              else
+                layer_op(ops, *p, i, part, head);
+          }
         }
         if (at_once && &part != &lp.parts.back()) continue;
         parts_at_once.reset();  // (emits the parts before their fence)
@@ -1228,9 +1253,13 @@ container::OutputLayout band_layout(const std::vector<Plan>& tiles, int ow, int 
 
 // The output layers of fan-out heads (stream_head_outputs): per head, the tiles' bands one after
 // the other, each row-major with the head's bytes per pixel.
-std::vector<container::Layer> head_layers(const std::vector<Plan>& tiles, const ConvLayer& last) {
+std::vector<container::Layer> head_layers(const std::vector<Plan>& all, const ConvLayer& last) {
   std::vector<container::Layer> layers;
   for (const ConvLayer::Head& h : last.heads) {
+    // (Each of the head's tiles holds every row of its band: band_layout maps the rows of the
+    // tiles of one slice only.)
+    std::vector<Plan> tiles = head_tiles(all, h);
+    for (Plan& t : tiles) t.g0 = t.g1 = 0;
     const int pb = head_pixel_bytes(h);
     const LayerPlan& lp = tiles.front().layers[tiles.front().end - 1];
     int total = 0;

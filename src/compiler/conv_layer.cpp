@@ -207,8 +207,10 @@ std::string make_fc_layer(const Graph& graph, const GraphOp& op, const ConvLayer
 // CONCATENATIONs along channels of some of them. Each head is a conv whose output the mapped part
 // does not read, or a CONCATENATION of convs with its output quantization and activation (the
 // concat then only places their channels side by side). They become one layer (ConvLayer::heads).
+// `share_groups`: heads of one group at most may share a group side by side (Head::c0; not for
+// joined heads, whose ops write operand slots, nor for 1-3 channel images, blocks of pixels).
 std::string make_heads(const Graph& graph, const std::vector<const GraphOp*>& ops, int source,
-                       ConvLayer& merged) {
+                       ConvLayer& merged, bool share_groups) {
   struct Conv {
     const GraphOp* op = nullptr;
     ConvLayer l;
@@ -302,9 +304,50 @@ std::string make_heads(const Graph& graph, const std::vector<const GraphOp*>& op
   bool any_bias = false;
   for (const Conv& c : convs) any_bias = any_bias || !c.l.bias.empty();
   const size_t per_out = static_cast<size_t>(first.kh) * first.kw * first.cin;
+  share_groups = share_groups && first.cin % 4 == 0;
+  // Channels appended with multiplier 0 and the weight zero point (they add nothing).
+  auto pad_to = [&](int channels) {
+    if (channels <= merged.cout) return;
+    const auto pad = static_cast<size_t>(channels - merged.cout);
+    const int32_t zp = merged.weight_zps.back();
+    merged.weights.insert(merged.weights.end(), pad * per_out, static_cast<uint8_t>(zp));
+    merged.mult.insert(merged.mult.end(), pad, 0.0f);
+    merged.bias.insert(merged.bias.end(), pad, 0);
+    merged.weight_zps.insert(merged.weight_zps.end(), pad, zp);
+    merged.cout = channels;
+  };
   for (const Group& g : groups) {
     ConvLayer::Head head;
+    int channels = 0;
+    for (const Conv* c : g.convs) channels += c->l.cout;
+    // After the previous head in its one group when both fit it in whole words, else from a
+    // group of its own (the previous head's last group padded to 64 columns).
+    // A group's ops have one weight zero point (the simulator models no other): the head's
+    // weights re-expressed around the group's, or the group's around the head's, when they stay
+    // in 0..255 (the same w - zp: exact).
+    const int used = merged.cout % kHeadColumns;
+    bool shares = share_groups && used > 0 &&
+                  merged.heads.back().g1 - merged.heads.back().g0 == 1 &&
+                  used + channels <= kHeadColumns;
+    int32_t shift = shares ? merged.weight_zps.back() - g.convs.front()->l.weight_zp : 0;
+    auto fits = [](const uint8_t* w, size_t n, int32_t by) {
+      return std::all_of(w, w + n, [&](uint8_t v) { return v + by >= 0 && v + by <= 255; });
+    };
+    bool head_fits = shares;
+    for (const Conv* c : g.convs)
+      head_fits = head_fits && fits(c->l.weights.data(), c->l.weights.size(), shift);
+    uint8_t* group_weights = merged.weights.data() + (merged.cout - used) * per_out;
+    if (shares && !head_fits && fits(group_weights, used * per_out, -shift)) {
+      std::for_each(group_weights, group_weights + used * per_out,
+                    [&](uint8_t& v) { v = static_cast<uint8_t>(v - shift); });
+      for (int c = merged.cout - used; c < merged.cout; ++c)
+        merged.weight_zps[static_cast<size_t>(c)] -= shift;
+      shift = 0;
+    }
+    shares = shares && (head_fits || shift == 0);
+    if (!shares && used > 0) pad_to(merged.cout - used + kHeadColumns);
     head.g0 = merged.cout / kHeadColumns;
+    head.c0 = merged.cout % kHeadColumns;
     const ConvLayer& l0 = g.convs.front()->l;
     head.out_zp = l0.out_zp;
     head.out_scale = l0.out_scale;
@@ -322,27 +365,25 @@ std::string make_heads(const Graph& graph, const std::vector<const GraphOp*>& op
       if (l.out_zp != head.out_zp || l.clamp_min != head.clamp_min ||
           l.clamp_max != head.clamp_max || l.weight_zp != l0.weight_zp)
         return "a CONCATENATION in fan-out heads whose operands' output stages differ";
-      merged.weights.insert(merged.weights.end(), l.weights.begin(), l.weights.end());
+      for (const uint8_t w : l.weights)
+        merged.weights.push_back(static_cast<uint8_t>(w + (shares ? shift : 0)));
       merged.mult.insert(merged.mult.end(), l.mult.begin(), l.mult.end());
       if (l.bias.empty())
         merged.bias.insert(merged.bias.end(), static_cast<size_t>(l.cout), 0);
       else
         merged.bias.insert(merged.bias.end(), l.bias.begin(), l.bias.end());
-      merged.weight_zps.insert(merged.weight_zps.end(), static_cast<size_t>(l.cout), l.weight_zp);
+      merged.weight_zps.insert(merged.weight_zps.end(), static_cast<size_t>(l.cout),
+                               l.weight_zp + (shares ? shift : 0));
       head.cout += l.cout;
+      merged.cout += l.cout;
     }
-    // The head's last group padded to whole 64 columns: multiplier 0, weights its zero point.
-    const int padded = (head.cout + kHeadColumns - 1) / kHeadColumns * kHeadColumns;
-    const auto pad = static_cast<size_t>(padded - head.cout);
-    const int32_t zp = merged.weight_zps.back();
-    merged.weights.insert(merged.weights.end(), pad * per_out, static_cast<uint8_t>(zp));
-    merged.mult.insert(merged.mult.end(), pad, 0.0f);
-    merged.bias.insert(merged.bias.end(), pad, 0);
-    merged.weight_zps.insert(merged.weight_zps.end(), pad, zp);
-    merged.cout += padded;
-    head.g1 = merged.cout / kHeadColumns;
+    // The head's channels in whole words (a next head may share its group), its last group
+    // later padded to whole 64 columns: multiplier 0, weights its zero point.
+    pad_to((merged.cout + 3) / 4 * 4);
+    head.g1 = (merged.cout + kHeadColumns - 1) / kHeadColumns;
     merged.heads.push_back(std::move(head));
   }
+  pad_to((merged.cout + kHeadColumns - 1) / kHeadColumns * kHeadColumns);
   if (!any_bias) merged.bias.clear();
   return "";
 }
@@ -524,7 +565,8 @@ std::string match_conv_chain(const Graph& graph, const std::vector<int>& mapped_
       std::vector<const GraphOp*> rest, joins;
       for (size_t k = i; k < (joined ? join_end : ops.size()); ++k)
         (joins_heads(*ops[k]) ? joins : rest).push_back(ops[k]);
-      if (std::string why = make_heads(graph, rest, op.inputs.at(0), l); !why.empty()) return why;
+      if (std::string why = make_heads(graph, rest, op.inputs.at(0), l, !joined); !why.empty())
+        return why;
       if (std::string why = heads_read_outside(graph, mapped_ops, rest, l); !why.empty())
         return why;
       layer_inputs.push_back(op.inputs.at(0));

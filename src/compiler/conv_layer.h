@@ -5,8 +5,10 @@
 // with fc_layer.h's formulas (edgetpu_compiler 16.0's, checked on the dense twins).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "compiler/graph.h"
@@ -44,9 +46,15 @@ struct ConvLayer {
   // Each head keeps its own output zero point and clamps (its ops: a head's groups are parts of
   // their own) and its weight zero point (`weight_zps`, one per output channel: the zero-point
   // row holds one per column).
+  // Heads of one group at most share a group when their channels fit it side by side in whole
+  // words (PoseNet's 17 heatmaps in columns 0-19, its 34 offsets in 20-55: one set of weight
+  // rows for both): each head's op computes the group's columns up to its last word and writes
+  // them from column 0, the head of the highest columns first, so that each head's words hold
+  // its own channels once all ops have run; the host is sent only the head's words.
   struct Head {
     int g0 = 0, g1 = 0;  // its output groups
-    int cout = 0;        // its channels, from channel 64 g0 on
+    int c0 = 0;          // columns of group g0 before its first channel (another head's)
+    int cout = 0;        // its channels, from channel 64 g0 + c0 on
     int32_t out_zp = 0;
     float out_scale = 0, clamp_min = 0, clamp_max = 0;
     std::string output_name;
@@ -72,11 +80,31 @@ struct ConvLayer {
   int32_t weight_zp_of(int channel) const {
     return weight_zps.empty() ? weight_zp : weight_zps.at(static_cast<size_t>(channel));
   }
-  // The head that owns output group g, or nullptr (a layer without heads).
+  // The head that owns output group g (the first of those sharing it), or nullptr (a layer
+  // without heads).
   const Head* head_of(int g) const {
     for (const Head& h : heads)
       if (g >= h.g0 && g < h.g1) return &h;
     return nullptr;
+  }
+  // The heads with channels in groups [g0, g1), the one of the highest columns first (the order
+  // their ops run in: each writes the columns below its own, which the heads after it rewrite).
+  std::vector<const Head*> heads_in(int g0, int g1) const {
+    std::vector<const Head*> in;
+    for (const Head& h : heads)
+      if (h.g0 < g1 && h.g1 > g0) in.insert(in.begin(), &h);
+    return in;
+  }
+  // The runs of groups the heads' parameters take: [g0, g1) per head, one for heads sharing a
+  // group.
+  std::vector<std::pair<int, int>> head_spans() const {
+    std::vector<std::pair<int, int>> spans;
+    for (const Head& h : heads)
+      if (spans.empty() || h.g0 >= spans.back().second)
+        spans.push_back({h.g0, h.g1});
+      else
+        spans.back().second = std::max(spans.back().second, h.g1);
+    return spans;
   }
 };
 

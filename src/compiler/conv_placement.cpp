@@ -965,7 +965,7 @@ void widen_stages(const ConvChain& chain, Layout& out, double& best,
 // stages saving most first, each try that packs modeled whole and kept when the modeled cycles
 // (`best`, out's) drop, then again from the new layout.
 void trade_rows(const ConvChain& chain, Layout& out, double& best,
-                const ProgramBytes& program_bytes) {
+                const ProgramBytes& program_bytes, bool as_is = false) {
   // (Each try that packs models a program: bounds the compile time.)
   constexpr int kMaxTries = 4;
   constexpr double kMinSaving = 2000;
@@ -1003,8 +1003,11 @@ void trade_rows(const ConvChain& chain, Layout& out, double& best,
       changed[kw] = true;
       double lost = 0, freed = 0;
       std::vector<std::vector<int>> bases;
-      bool packed = false;
+      // (`as_is`: first without narrowing any, with the gaps under other items - the rows
+      // split_heads frees.)
+      bool packed = as_is && share_tiles(chain, plain, trial, bases, nullptr, true);
       for (const auto& [ratio, kn, narrow, cycles] : narrowings) {
+        if (packed) break;
         if (changed[kn] || lost + cycles >= saved) continue;
         changed[kn] = true;
         trial[kn] = narrow;
@@ -1028,6 +1031,61 @@ void trade_rows(const ConvChain& chain, Layout& out, double& best,
       out = std::move(*faster);
       better = true;
     }
+  }
+}
+
+// Fan-out heads (the chain's last stage, not joined) split by output groups over tiles, each
+// slice whole heads in row bands: a slice's tiles keep its groups' rows only (PoseNet's heads,
+// the heatmaps and offsets sharing one group and the displacements the other, keep 99 rows a tile
+// instead of 198), and the rows that frees on the tiles of the stages before let the trade widen
+// one of them (trade_rows, `as_is`). Each split that packs (every slice count whose cuts fall
+// between heads, each band count of a distinct band height), the kMaxTries of least compute, is
+// modeled whole and then traded; kept when the modeled cycles (`best`, out's) drop.
+void split_heads(const ConvChain& chain, Layout& out, double& best,
+                 const ProgramBytes& program_bytes) {
+  constexpr size_t kMaxTries = 2;
+  const size_t last = chain.layers.size() - 1;
+  const ConvLayer& l = chain.layers[last];
+  if (l.heads.empty() || joined(l) || out.stages.size() < 2) return;
+  const Stage& s = out.stages.back();
+  if (s.first != last || s.tiles.front().g1 > 0) return;
+  const Shapes plain = shapes_of(chain);
+  const LayerPlan& lp = plain.layers[last];
+  if (lp.block > 1) return;
+  const bool whole = first_images_whole(out);
+  std::vector<std::tuple<double, std::vector<Stage>, std::vector<std::vector<int>>>> tries;
+  for (int slices = 2; slices <= lp.groups && slices <= kTiles; ++slices) {
+    if (!splittable(lp, slices)) continue;
+    bool between = true;  // (every cut between two heads' groups)
+    for (int t = 1; t < slices; ++t)
+      for (const auto& [g0, g1] : l.head_spans())
+        between = between && !(g0 < lp.groups * t / slices && lp.groups * t / slices < g1);
+    if (!between) continue;
+    for (int bands = 1; slices * bands <= kTiles && bands <= l.oh; ++bands) {
+      if (bands > 1 && (l.oh + bands - 1) / bands == (l.oh + bands - 2) / (bands - 1)) continue;
+      Stage split = split_stage(chain, plain, last, slices, 0, bands);
+      if (static_cast<int>(split.tiles.size()) != slices * bands || !stage_fits(split, nullptr))
+        continue;
+      std::vector<Stage> stages = out.stages;
+      stages.back() = std::move(split);
+      std::vector<std::vector<int>> bases;
+      if (!share_tiles(chain, plain, stages, bases, nullptr, true)) continue;
+      const double compute = compute_cycles(stages);
+      tries.emplace_back(compute, std::move(stages), std::move(bases));
+    }
+  }
+  std::stable_sort(tries.begin(), tries.end(),
+                   [](const auto& x, const auto& y) { return std::get<0>(x) < std::get<0>(y); });
+  if (tries.size() > kMaxTries) tries.resize(kMaxTries);
+  for (auto& [compute, stages, bases] : tries) {
+    Layout candidate;
+    candidate.shapes = shapes_of(chain);
+    candidate.stages = std::move(stages);
+    double modeled = placed_and_modeled(chain, candidate, bases, whole, program_bytes);
+    trade_rows(chain, candidate, modeled, program_bytes, true);
+    if (modeled >= best) continue;
+    best = modeled;
+    out = std::move(candidate);
   }
 }
 
@@ -1395,6 +1453,7 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
     cut_stages(chain, out, best, program_bytes);
     shift_cuts(chain, out, best, program_bytes);
     trade_rows(chain, out, best, program_bytes);
+    split_heads(chain, out, best, program_bytes);
     bands_per_stage(out, best, program_bytes);
   }
   return out;

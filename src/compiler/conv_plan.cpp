@@ -91,9 +91,10 @@ void assign_segments(Shapes& s, const std::vector<int>& group_of,
         place(lp.groups * t / splits[i], lp.groups * (t + 1) / splits[i], group + t);
       continue;
     }
-    // Fan-out heads: each in parts of its own (its ops carry its output zero point).
+    // Fan-out heads: each in parts of its own (its ops carry its output zero point), heads that
+    // share a group in the same parts (each its own op on them).
     if (!lp.l->heads.empty()) {
-      for (const ConvLayer::Head& h : lp.l->heads) place(h.g0, h.g1, group);
+      for (const auto& [g0, g1] : lp.l->head_spans()) place(g0, g1, group);
       continue;
     }
     place(0, lp.groups, group);

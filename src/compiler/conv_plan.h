@@ -71,10 +71,12 @@ struct LayerPlan {
   // Columns of the op computing groups [g0, g1) of a part: `group_ch`, or a fan-out head's
   // channels in whole words when the head is one partial group (PoseNet's heatmaps: 20 of 64;
   // the clock charges an op the columns it uses).
-  int op_columns(int g0, int g1) const {
-    const ConvLayer::Head* h = l->head_of(g0);
-    if (h && g1 - g0 == 1 && g1 == h->g1 && h->cout % kColumns != 0 && l->joins.empty())
-      return round_up(h->cout % kColumns, 4);
+  // A head sharing its group (ConvLayer::Head::c0) computes the columns before its channels too.
+  int op_columns(int g0, int g1, const ConvLayer::Head* h) const {
+    if (h && g1 - g0 == 1 && g1 == h->g1 && l->joins.empty()) {
+      const int end = h->c0 + h->cout - kColumns * (h->g1 - 1 - h->g0);  // in the last group
+      if (end % kColumns != 0) return round_up(end, 4);
+    }
     return group_ch;
   }
   std::vector<Part> parts;
@@ -101,8 +103,9 @@ struct LayerPlan {
   int weight_row(const Part& part) const { return zp_row(part) + 1; }
   int rows() const {
     // (Fan-out heads are parts of their own, each with its own zero-point row: assign_segments.)
+    // (Heads sharing a group share its rows.)
     int heads = 0;
-    for (const ConvLayer::Head& h : l->heads) heads += rows_of(h.g1 - h.g0);
+    for (const auto& [g0, g1] : l->head_spans()) heads += rows_of(g1 - g0);
     return l->heads.empty() ? rows_of(groups) : heads;
   }
   // Channels of a pixel of the padded image as this tile keeps it: the layer's, or the slice of a

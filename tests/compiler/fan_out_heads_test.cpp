@@ -241,7 +241,8 @@ TEST(FanOutHeadsOnTheVirtualEdgeTpu, PartialHeadsComputeAndSendOnlyTheirWords) {
       if (const auto* op = std::get_if<chip::OpInstr>(&item.decoded))
         columns.insert(op->out_ch + 1);
   }
-  EXPECT_TRUE(columns.contains(20) && columns.contains(36)) << "heads padded to 64 columns";
+  // (The offsets share the heatmaps' group: their op computes columns 0-55, heatmaps' included.)
+  EXPECT_TRUE(columns.contains(20) && columns.contains(56)) << "heads padded to 64 columns";
   // Bytes per output: the tiles' pixels at 20, 36 and 64 bytes, each tile's share in 8-byte units.
   const auto& layers = compiled.exes.execution->output_layers;
   ASSERT_EQ(layers.size(), 3u);
@@ -259,6 +260,53 @@ TEST(FanOutHeadsOnTheVirtualEdgeTpu, PartialHeadsComputeAndSendOnlyTheirWords) {
   // Every byte of every output equal to the CPU reference (the same twin from the same seed).
   std::mt19937 again(51205);
   EXPECT_EQ(expect_heads_equal(tiles, 30, 26, 8, trunk, posenet, again), 3u);
+}
+
+// Heads of one group at most that fit a group side by side share its weight rows (docs/compiler.md
+// "PoseNet's heads share a group"): PoseNet's heatmaps (17) and offsets (34) one group, the
+// displacements (64) another - two groups of parameters where each head had its own - and three
+// small heads (12, 16, 20 channels) one group whose ops compute 12, 28 and 48 columns, each with
+// its own output stage, the highest first. Every byte of every output equal to the CPU reference.
+TEST(FanOutHeadsOnTheVirtualEdgeTpu, HeadsThatFitOneGroupShareItsRows) {
+  const std::vector<ConvSpec> trunk = {conv(16, 3, 2), conv(24, 3)};
+  struct Case {
+    std::vector<HeadSpec> heads;
+    std::vector<int> g0, c0;
+    int groups = 0;
+    std::set<int> columns;
+  };
+  const std::vector<Case> cases = {
+      {{{17}, {34}, {32, 1, true}, {32}}, {0, 0, 1}, {0, 20, 0}, 2, {20, 56, 64}},
+      {{{12}, {16}, {20}}, {0, 0, 0}, {0, 12, 28}, 1, {12, 28, 48}},
+  };
+  for (const Case& c : cases) {
+    std::mt19937 random(70405);
+    const container::Model twin = heads_twin(30, 26, 8, trunk, c.heads, random);
+    const Graph graph = import_graph(twin);
+    ConvChain chain;
+    ASSERT_EQ(match_conv_chain(graph, partition(graph).mapped_ops, chain), "");
+    const ConvLayer& heads = chain.layers.back();
+    ASSERT_EQ(heads.heads.size(), c.g0.size());
+    for (size_t h = 0; h < c.g0.size(); ++h) {
+      EXPECT_EQ(heads.heads[h].g0, c.g0[h]) << h;
+      EXPECT_EQ(heads.heads[h].c0, c.c0[h]) << h;
+    }
+    EXPECT_EQ(heads.cout, 64 * c.groups);
+    const CompiledTwin compiled(twin);
+    ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1) << compiled.reason();
+    std::set<int> columns;
+    for (const auto& bs : compiled.exes.execution->bitstreams) {
+      const std::unique_ptr<chip::Program> program = chip::Program::decode(bs.data);
+      for (const chip::ProgramItem& item : program->items)
+        if (const auto* op = std::get_if<chip::OpInstr>(&item.decoded))
+          columns.insert(op->out_ch + 1);
+    }
+    for (int n : c.columns) EXPECT_TRUE(columns.contains(n)) << n << " columns";
+    size_t tiles = 0;
+    std::mt19937 again(70405);
+    EXPECT_EQ(expect_heads_equal(tiles, 30, 26, 8, trunk, c.heads, again), c.g0.size());
+    EXPECT_GT(tiles, 1u);
+  }
 }
 
 // The program writes only the heads' outputs: a concatenated convolution's own output that is

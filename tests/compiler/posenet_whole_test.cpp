@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "chip/program.h"
 #include "chip/sim_runner.h"
@@ -117,6 +118,50 @@ TEST(PoseNetCompiledWhole, Gen2020PointwiseBeforeTheDepthwiseComputesNoHaloRows)
     }
   }
   EXPECT_EQ(positions, 89 * 121);
+}
+
+// The heatmaps (17 channels) and offsets (34) share one group of weight rows (their ops compute
+// 20 and 56 columns of it) and the heads are split by group over tiles, so that each heads tile
+// keeps 99 rows instead of 297; with the rows that frees one of the last three 23 x 31 384 -> 384
+// layers runs in 3 slices of 5 bands instead of 6 slices of 2 (split_heads, docs/compiler.md
+// "PoseNet's heads share a group, split by it over tiles"). Before: no op of 56 columns, every
+// heads tile computing all three heads, three such layers in one-group slices (36 tile ops).
+// Its bytes are checked by Gen2020EqualsItsTwinAndPassesGooglesCheck (gen2021's layout is the
+// same, its displacements the first group).
+TEST(PoseNetCompiledWhole, Gen2020HeadsShareAGroupAndGiveTheirRowsToTheTrunk) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  const container::Model twin = container::read_tflite_file(
+      data / "gen2020/posenet_mobilenet_v1_075_353_481_quant_decoder.tflite");
+  const CompileResult r = compile_model(container::write_tflite(twin));
+  ASSERT_EQ(r.edgetpu_subgraphs, 1);
+  const auto compiled = container::read_edgetpu_model(r.tflite);
+  const auto exes = chip::testing::executables_of(compiled);
+  ASSERT_NE(exes.execution, nullptr);
+  // (The ops of 96 reduction words, 384 input channels, in program order: the trunk's 384 -> 384
+  // layers, then the heads - the heatmaps' and offsets' group, then the displacements'; loops
+  // count - 1, out_ch columns - 1.)
+  std::vector<const chip::OpInstr*> ops;
+  std::vector<std::unique_ptr<chip::Program>> programs;
+  for (const auto& bs : exes.execution->bitstreams) {
+    programs.push_back(chip::Program::decode(bs.data));
+    for (const chip::ProgramItem& item : programs.back()->items)
+      if (const auto* op = std::get_if<chip::OpInstr>(&item.decoded); op && op->loops[0] == 95)
+        ops.push_back(op);
+  }
+  size_t heads = 0;
+  while (heads < ops.size() && ops[heads]->out_ch + 1 != 56 && ops[heads]->out_ch + 1 != 20)
+    ++heads;
+  ASSERT_LT(heads, ops.size()) << "no heads op of 20 or 56 columns";
+  uint32_t shared = 0, displacements = 0;
+  for (size_t k = heads; k < ops.size(); ++k)
+    (ops[k]->out_ch + 1 == 64 ? displacements : shared) |= ops[k]->tile_mask;
+  EXPECT_NE(shared, 0u);
+  EXPECT_NE(displacements, 0u);
+  EXPECT_EQ(shared & displacements, 0u) << "a tile computes both groups of the heads";
+  int one_group = 0;  // tile ops of the trunk's 384 -> 384 layers in slices of one group
+  for (size_t k = 0; k < heads; ++k)
+    if (ops[k]->loops[2] == 0) one_group += std::popcount(ops[k]->tile_mask);
+  EXPECT_LE(one_group, 24);
 }
 
 }  // namespace
