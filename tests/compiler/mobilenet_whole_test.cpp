@@ -177,6 +177,27 @@ TEST(MobileNetCompiledWhole, V1EmbeddingExtractorPoolsEachGroupOnAllItsTilesAtOn
   EXPECT_EQ(static_cast<int>(pool_ops.size()) * tiles, 16);
 }
 
+// gen2020 MobileNet v2 compiled whole: its execution program's instructions (the ISA table's
+// decoding) and its ops (the simulator's), in program order, for the tests of its layout below.
+struct CompiledV2 {
+  std::vector<isa::Instruction> instructions;
+  std::vector<chip::OpInstr> ops;
+};
+void compile_v2(const std::filesystem::path& data, CompiledV2& v2) {
+  const CompileResult r =
+      compile_model(read_bytes(data / "gen2020/mobilenet_v2_1.0_224_quant.tflite"));
+  ASSERT_EQ(r.edgetpu_subgraphs, 1);
+  const auto compiled = container::read_edgetpu_model(r.tflite);
+  const auto exes = chip::testing::executables_of(compiled);
+  ASSERT_NE(exes.execution, nullptr);
+  for (const auto& bs : exes.execution->bitstreams) {
+    for (const isa::Instruction& in : isa::decode(bs.data)) v2.instructions.push_back(in);
+    const std::unique_ptr<chip::Program> program = chip::Program::decode(bs.data);
+    for (const chip::ProgramItem& item : program->items)
+      if (const auto* op = std::get_if<chip::OpInstr>(&item.decoded)) v2.ops.push_back(*op);
+  }
+}
+
 // v2's 14x14 576 -> 96 projections run split by output groups (2 slices, 64 and 32 channels, in 7
 // row bands: 14 tiles, each one group of 2 rows), their ADDs stages of their own after them
 // (split_pointwise, docs/compiler.md "Pointwise stages re-cut by output groups"): before, 7 row
@@ -186,26 +207,18 @@ TEST(MobileNetCompiledWhole, V1EmbeddingExtractorPoolsEachGroupOnAllItsTilesAtOn
 // V2Gen2020EqualsItsTwinAndPassesGooglesCheck.
 TEST(MobileNetCompiledWhole, V2ProjectionsTo96AreSplitByOutputGroups) {
   TINYCORAL_REQUIRE_TESTDATA(data);
-  const CompileResult r =
-      compile_model(read_bytes(data / "gen2020/mobilenet_v2_1.0_224_quant.tflite"));
-  ASSERT_EQ(r.edgetpu_subgraphs, 1);
-  const auto compiled = container::read_edgetpu_model(r.tflite);
-  const auto exes = chip::testing::executables_of(compiled);
-  ASSERT_NE(exes.execution, nullptr);
+  CompiledV2 v2;
+  ASSERT_NO_FATAL_FAILURE(compile_v2(data, v2));
   // (The ops of 144 reduction words, 576 input channels, over 28 positions: 2 rows of the 14x14
   // map, or 4 of the 7x7 one of the 576 -> 160 projection; loops[2] counts groups - 1.)
   int two_groups = 0;
   uint16_t one_group_tiles = 0;
-  for (const auto& bs : exes.execution->bitstreams) {
-    const std::unique_ptr<chip::Program> program = chip::Program::decode(bs.data);
-    for (const chip::ProgramItem& item : program->items) {
-      const auto* op = std::get_if<chip::OpInstr>(&item.decoded);
-      if (op == nullptr || op->loops[0] != 143 || op->loops[1] != 27) continue;
-      if (op->loops[2] > 0)
-        ++two_groups;
-      else
-        one_group_tiles |= op->tile_mask;
-    }
+  for (const chip::OpInstr& op : v2.ops) {
+    if (op.loops[0] != 143 || op.loops[1] != 27) continue;
+    if (op.loops[2] > 0)
+      ++two_groups;
+    else
+      one_group_tiles |= op.tile_mask;
   }
   EXPECT_EQ(two_groups, 0) << "a projection's band computes both groups";
   EXPECT_GE(std::popcount(one_group_tiles), 14);
@@ -220,16 +233,11 @@ TEST(MobileNetCompiledWhole, V2ProjectionsTo96AreSplitByOutputGroups) {
 // checked by V2Gen2020EqualsItsTwinAndPassesGooglesCheck.
 TEST(MobileNetCompiledWhole, V2HandOversSplitOnlyTransfersWhoseRestsGather) {
   TINYCORAL_REQUIRE_TESTDATA(data);
-  const CompileResult r =
-      compile_model(read_bytes(data / "gen2020/mobilenet_v2_1.0_224_quant.tflite"));
-  ASSERT_EQ(r.edgetpu_subgraphs, 1);
-  const auto compiled = container::read_edgetpu_model(r.tflite);
-  const auto exes = chip::testing::executables_of(compiled);
-  ASSERT_NE(exes.execution, nullptr);
+  CompiledV2 v2;
+  ASSERT_NO_FATAL_FAILURE(compile_v2(data, v2));
   int to_tiles = 0;
-  for (const auto& bs : exes.execution->bitstreams)
-    for (const isa::Instruction& in : isa::decode(bs.data))
-      to_tiles += in.opcode() == isa::kRingProducer && (in.value("dest") & 0xffff) != 0;
+  for (const isa::Instruction& in : v2.instructions)
+    to_tiles += in.opcode() == isa::kRingProducer && (in.value("dest") & 0xffff) != 0;
   EXPECT_LE(to_tiles, 640);
 }
 
@@ -243,23 +251,15 @@ TEST(MobileNetCompiledWhole, V2HandOversSplitOnlyTransfersWhoseRestsGather) {
 // V2Gen2020EqualsItsTwinAndPassesGooglesCheck.
 TEST(MobileNetCompiledWhole, V2ProjectionTo96GivesItsRowsToTheDepthwiseStage) {
   TINYCORAL_REQUIRE_TESTDATA(data);
-  const CompileResult r =
-      compile_model(read_bytes(data / "gen2020/mobilenet_v2_1.0_224_quant.tflite"));
-  ASSERT_EQ(r.edgetpu_subgraphs, 1);
-  const auto compiled = container::read_edgetpu_model(r.tflite);
-  const auto exes = chip::testing::executables_of(compiled);
-  ASSERT_NE(exes.execution, nullptr);
+  CompiledV2 v2;
+  ASSERT_NO_FATAL_FAILURE(compile_v2(data, v2));
   // (The ops of 96 reduction words, 384 input channels: the 384 -> 64 projections and the
   // 384 -> 96 one; loops[2] counts groups - 1.)
   int ops = 0, two_groups = 0;
-  for (const auto& bs : exes.execution->bitstreams) {
-    const std::unique_ptr<chip::Program> program = chip::Program::decode(bs.data);
-    for (const chip::ProgramItem& item : program->items) {
-      const auto* op = std::get_if<chip::OpInstr>(&item.decoded);
-      if (op == nullptr || op->loops[0] != 95) continue;
-      ++ops;
-      if (op->loops[2] > 0) ++two_groups;
-    }
+  for (const chip::OpInstr& op : v2.ops) {
+    if (op.loops[0] != 95) continue;
+    ++ops;
+    if (op.loops[2] > 0) ++two_groups;
   }
   EXPECT_GT(ops, 0);
   EXPECT_EQ(two_groups, 0) << "a band of the 384 -> 96 projection computes both groups";
@@ -272,21 +272,12 @@ TEST(MobileNetCompiledWhole, V2ProjectionTo96GivesItsRowsToTheDepthwiseStage) {
 // moved"). The bytes of this layout are checked by V2Gen2020EqualsItsTwinAndPassesGooglesCheck.
 TEST(MobileNetCompiledWhole, V2FirstStageHandsOverTheImageBeforeTheExpansion) {
   TINYCORAL_REQUIRE_TESTDATA(data);
-  const CompileResult r =
-      compile_model(read_bytes(data / "gen2020/mobilenet_v2_1.0_224_quant.tflite"));
-  ASSERT_EQ(r.edgetpu_subgraphs, 1);
-  const auto compiled = container::read_edgetpu_model(r.tflite);
-  const auto exes = chip::testing::executables_of(compiled);
-  ASSERT_NE(exes.execution, nullptr);
+  CompiledV2 v2;
+  ASSERT_NO_FATAL_FAILURE(compile_v2(data, v2));
   // (The ops in program order with their tiles: the expansion's are the only ones of 4 reduction
   // words, 16 input channels; the first stage's first op is the 3x3 stem's.)
   std::vector<std::pair<bool, uint16_t>> ops;  // expansion?, tiles
-  for (const auto& bs : exes.execution->bitstreams) {
-    const std::unique_ptr<chip::Program> program = chip::Program::decode(bs.data);
-    for (const chip::ProgramItem& item : program->items)
-      if (const auto* op = std::get_if<chip::OpInstr>(&item.decoded))
-        ops.push_back({op->loops[0] == 3, op->tile_mask});
-  }
+  for (const chip::OpInstr& op : v2.ops) ops.push_back({op.loops[0] == 3, op.tile_mask});
   uint16_t expansion_tiles = 0, after = 0;
   for (size_t k = 0; k < ops.size(); ++k) {
     if (!ops[k].first) continue;
