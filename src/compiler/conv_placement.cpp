@@ -156,9 +156,12 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
     }
   }
   // Allocation items: a stage's run of tiles, or one tile of a split layer with its groups.
+  // (`follows`: the depthwise layer's slice of a split stage of two layers, split_stage - its
+  // rows on the tiles of the convolution's slice, item `follows`, wherever they are free there.)
   struct Item {
     size_t cut = 0;
     int count = 0, rows = 0, tile0 = 0, base = 0;
+    int follows = -1;
   };
   std::vector<Item> items;
   // (`wider`: a classifier split over that many times the tiles it needs, when its slices of
@@ -187,6 +190,14 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
       for (int t = 0; t < split; ++t)
         items.push_back({k, counts[k],
                          split > 1 ? lp.rows_of((lp.groups + split - 1) / split) : rows_of(a, b)});
+      // (A split stage of a convolution and its depthwise layer: each slice's depthwise rows
+      // follow its convolution's slice.)
+      const size_t leaders = items.size() - static_cast<size_t>(split);
+      for (size_t i = a + 1; i < b && split > 1; ++i)
+        for (int t = 0; t < split; ++t)
+          items.push_back({k, counts[k],
+                           shapes.layers[i].rows_of((shapes.layers[i].groups + split - 1) / split),
+                           0, 0, static_cast<int>(leaders) + t});
     }
   };
   make_items(1);
@@ -222,14 +233,34 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
     });
     std::vector<int> used(kTiles, 0);
     std::vector<uint32_t> taken(cuts.size(), 0);  // tiles of a split layer's slices so far
+    auto rows_kept = [&](const Item& it) {
+      return reserve[it.cut] >= 0 ? std::min(reserve[it.cut], it.rows) : it.rows;
+    };
+    // (The items that follow item `leader`, on top of its tiles.)
+    auto followers = [&](size_t leader) {
+      for (Item& f : items) {
+        if (f.follows != static_cast<int>(leader)) continue;
+        const Item& l = items[leader];
+        const int top = *std::max_element(used.begin() + l.tile0, used.begin() + l.tile0 + l.count);
+        if (top + rows_kept(f) > kSegmentRows) return false;
+        f.tile0 = l.tile0;
+        f.base = top;
+        for (int t = l.tile0; t < l.tile0 + l.count; ++t)
+          used[static_cast<size_t>(t)] = top + rows_kept(f);
+      }
+      return true;
+    };
     for (size_t k : order) {
       Item& it = items[k];
-      const int rows = reserve[it.cut] >= 0 ? std::min(reserve[it.cut], it.rows) : it.rows;
+      if (it.follows >= 0) continue;
+      // (Room for its followers too, stacked on it.)
+      int rows = rows_kept(it), trail = 0;
+      for (const Item& f : items) trail += f.follows == static_cast<int>(k) ? rows_kept(f) : 0;
       if (aligned && splits[it.cut] > 1 && reserve[it.cut] < 0) {
         if (taken[it.cut] != 0) continue;  // (placed with its first slice)
         std::vector<size_t> slices;
         for (size_t m = 0; m < items.size(); ++m)
-          if (items[m].cut == it.cut) slices.push_back(m);
+          if (items[m].cut == it.cut && items[m].follows < 0) slices.push_back(m);
         std::vector<std::pair<int, int>> runs;  // top, first tile
         for (int t = 0; t + it.count <= kTiles; ++t)
           runs.push_back({*std::max_element(used.begin() + t, used.begin() + t + it.count), t});
@@ -245,13 +276,15 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
           base = std::max(base, top);
           if (at.size() == slices.size()) break;
         }
-        if (at.size() < slices.size() || base + rows > kSegmentRows) return false;
+        if (at.size() < slices.size() || base + rows + trail > kSegmentRows) return false;
         std::sort(at.begin(), at.end());
         for (size_t q = 0; q < slices.size(); ++q) {
           items[slices[q]].tile0 = at[q];
           items[slices[q]].base = base;
           for (int t = at[q]; t < at[q] + it.count; ++t) used[static_cast<size_t>(t)] = base + rows;
         }
+        for (size_t q : slices)
+          if (!followers(q)) return false;
         taken[it.cut] = chosen;
         continue;
       }
@@ -260,15 +293,17 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
         const uint32_t run = ((1u << it.count) - 1) << t;
         if (taken[it.cut] & run) continue;
         const int top = *std::max_element(used.begin() + t, used.begin() + t + it.count);
-        const bool fits = top + rows <= kSegmentRows, best_fits = best_used + rows <= kSegmentRows;
+        const bool fits = top + rows + trail <= kSegmentRows,
+                   best_fits = best_used + rows + trail <= kSegmentRows;
         const bool better = best_fit ? fits && (!best_fits || top > best_used) : top < best_used;
         if (best < 0 || better) best = t, best_used = top;
       }
-      if (best < 0 || best_used + rows > kSegmentRows) return false;
+      if (best < 0 || best_used + rows + trail > kSegmentRows) return false;
       it.tile0 = best;
       it.base = best_used;
       taken[it.cut] |= ((1u << it.count) - 1) << best;
       for (int t = best; t < best + it.count; ++t) used[static_cast<size_t>(t)] = best_used + rows;
+      if (!followers(k)) return false;
     }
     return true;
   };
@@ -276,7 +311,8 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
   // too - the runs above stack each item on the highest of its tiles' tops, and the rows under
   // it on the lower tiles stay unused; with the wide memories nearly full, as MobileNet v2's,
   // those rows decide whether a stage's leaner form and another's wider one pack.)
-  auto pack_gaps = [&](bool spans_first, bool aligned) {
+  // (`defer`: the items that follow others in their own turn; else each right after its leader.)
+  auto pack_gaps = [&](bool spans_first, bool aligned, bool defer) {
     std::vector<size_t> order(items.size());
     for (size_t k = 0; k < order.size(); ++k) order[k] = k;
     auto span = [&](const Item& it) { return it.count * splits[it.cut]; };
@@ -306,26 +342,80 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
       for (int u = t; u < t + it.count; ++u)
         busy[static_cast<size_t>(u)].push_back({base, base + it.rows});
     };
+    // (Whether item `leader` at rows [base, base + its rows) of tiles [t, t + its count) leaves
+    // room there for each item that follows it.)
+    auto room_for_followers = [&](size_t leader, int t, int base) {
+      const Item& l = items[leader];
+      std::vector<std::pair<int, int>> taken_rows{{base, base + l.rows}};
+      for (const Item& f : items) {
+        if (f.follows != static_cast<int>(leader)) continue;
+        std::vector<int> at = bases_of(t, l.count);
+        for (const auto& [lo, hi] : taken_rows) at.push_back(hi);
+        std::sort(at.begin(), at.end());
+        bool found = false;
+        for (const int b : at) {
+          bool clear = free_at(t, l.count, b, f.rows);
+          for (const auto& [lo, hi] : taken_rows) clear = clear && (b + f.rows <= lo || hi <= b);
+          if (!clear) continue;
+          taken_rows.push_back({b, b + f.rows});
+          found = true;
+          break;
+        }
+        if (!found) return false;
+      }
+      return true;
+    };
+    // (The items that follow item `leader` and whose turn has come, each at the lowest rows free
+    // on its tiles: in their own turn, as the other items, so that they fill the gaps the items
+    // of their size would.)
+    std::vector<bool> due(items.size(), !defer), placed_item(items.size(), false);
+    auto followers = [&](size_t leader) {
+      placed_item[leader] = true;
+      for (Item& f : items) {
+        if (f.follows != static_cast<int>(leader)) continue;
+        const auto m = static_cast<size_t>(&f - items.data());
+        if (!due[m] || placed_item[m]) continue;
+        const Item& l = items[leader];
+        for (const int base : bases_of(l.tile0, l.count))
+          if (free_at(l.tile0, l.count, base, f.rows)) {
+            place(f, l.tile0, base);
+            placed_item[m] = true;
+            break;
+          }
+        if (!placed_item[m]) return false;
+      }
+      return true;
+    };
     std::vector<uint32_t> taken(cuts.size(), 0);
     for (size_t k : order) {
       Item& it = items[k];
+      if (it.follows >= 0) {
+        due[k] = true;
+        if (placed_item[static_cast<size_t>(it.follows)] &&
+            !followers(static_cast<size_t>(it.follows)))
+          return false;
+        continue;
+      }
       const uint32_t ones = (1u << it.count) - 1;
       if (aligned && splits[it.cut] > 1) {
         if (taken[it.cut] != 0) continue;  // (placed with its first slice)
         std::vector<size_t> slices;
         for (size_t m = 0; m < items.size(); ++m)
-          if (items[m].cut == it.cut) slices.push_back(m);
+          if (items[m].cut == it.cut && items[m].follows < 0) slices.push_back(m);
         for (const int base : bases_of(0, kTiles)) {
           std::vector<int> at;
           uint32_t chosen = 0;
           for (int t = 0; t + it.count <= kTiles && at.size() < slices.size(); ++t)
-            if (!(chosen & (ones << t)) && free_at(t, it.count, base, it.rows)) {
+            if (!(chosen & (ones << t)) && free_at(t, it.count, base, it.rows) &&
+                room_for_followers(slices[at.size()], t, base)) {
               chosen |= ones << t;
               at.push_back(t);
             }
           if (at.size() < slices.size()) continue;
           for (size_t q = 0; q < slices.size(); ++q) place(items[slices[q]], at[q], base);
           taken[it.cut] = chosen;
+          for (size_t q : slices)
+            if (!followers(q)) return false;
           break;
         }
         if (taken[it.cut] == 0) return false;
@@ -336,12 +426,14 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
         if (taken[it.cut] & (ones << t)) continue;
         for (const int base : bases_of(t, it.count)) {
           if (base >= best_base) break;
-          if (free_at(t, it.count, base, it.rows)) best = t, best_base = base;
+          if (free_at(t, it.count, base, it.rows) && room_for_followers(k, t, base))
+            best = t, best_base = base;
         }
       }
       if (best < 0) return false;
       place(it, best, best_base);
       taken[it.cut] |= ones << best;
+      if (!followers(k)) return false;
     }
     return true;
   };
@@ -353,8 +445,15 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
           pack_in(false, true, true, aligned))
         return true;
     }
-    for (const bool aligned : {true, false})
-      if (gaps && !stream && (pack_gaps(false, aligned) || pack_gaps(true, aligned))) return true;
+    const bool following =
+        std::any_of(items.begin(), items.end(), [](const Item& it) { return it.follows >= 0; });
+    for (const bool defer : {true, false}) {
+      if (!defer && !following) continue;
+      for (const bool aligned : {true, false})
+        if (gaps && !stream &&
+            (pack_gaps(false, aligned, defer) || pack_gaps(true, aligned, defer)))
+          return true;
+    }
     return false;
   };
   bool packed = pack();
@@ -408,26 +507,39 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
   if (!packed) return false;
   std::vector<Stage> shared;
   std::vector<std::vector<int>> base(cuts.size());
-  for (size_t k = 0, at = 0; k < cuts.size(); at += static_cast<size_t>(splits[k++])) {
+  for (size_t k = 0, at = 0; k < cuts.size();
+       at +=
+       static_cast<size_t>(splits[k]) *
+       (cuts[k].second - cuts[k].first > 1 && splits[k] > 1 ? cuts[k].second - cuts[k].first : 1),
+              ++k) {
     if (splits[k] == 1) {
       shared.push_back(
           stage_of(chain, shapes, cuts[k].first, cuts[k].second, items[at].tile0, counts[k]));
       base[k] = {items[at].base};
     } else {
       // The split layer's tiles in tile order hold its groups in order (the output's order).
-      std::vector<std::pair<int, int>> tiles;  // tile, base
-      for (int t = 0; t < splits[k]; ++t)
-        tiles.push_back(
-            {items[at + static_cast<size_t>(t)].tile0, items[at + static_cast<size_t>(t)].base});
+      std::vector<std::pair<int, int>> tiles;         // tile, base
+      std::vector<std::tuple<int, int, int>> paired;  // tile, base, the depthwise layer's base
+      for (int t = 0; t < splits[k]; ++t) {
+        const Item& it = items[at + static_cast<size_t>(t)];
+        tiles.push_back({it.tile0, it.base});
+        const size_t f = at + static_cast<size_t>(splits[k] + t);
+        if (f < items.size() && items[f].follows == static_cast<int>(at) + t)
+          paired.push_back({it.tile0, it.base, items[f].base});
+      }
       std::sort(tiles.begin(), tiles.end());
+      std::sort(paired.begin(), paired.end());
       if (given[k] > 0) {
         // (Slice t's band b on the t-th run's tile b; one base per slice.)
-        Stage s = split_stage(chain, shapes, cuts[k].first, splits[k], 0, counts[k]);
+        Stage s =
+            split_stage(chain, shapes, cuts[k].first, splits[k], 0, counts[k], cuts[k].second);
         for (size_t t = 0; t < s.tiles.size(); ++t) {
           const size_t slice = t / static_cast<size_t>(counts[k]);
           s.tiles[t].tile = tiles[slice].first + static_cast<int>(t) % counts[k];
         }
+        // (A split stage of two layers: the convolution's bases, then the depthwise layer's.)
         for (const auto& [tile, at] : tiles) base[k].push_back(at);
+        for (const auto& [tile, at, follower] : paired) base[k].push_back(follower);
         shared.push_back(std::move(s));
       } else {
         Stage s = stage_of(chain, shapes, cuts[k].first, cuts[k].second, 0, 1);
@@ -651,13 +763,18 @@ void group_parameters(const ConvChain& chain, Layout& out, bool own_tiles,
       if (s.tiles.front().g1 > 0) {
         // A layer split by output groups: a group of parameters per slice, on its bands' tiles.
         const size_t slices = static_cast<size_t>(slices_of(s)), bands = s.tiles.size() / slices;
-        splits[s.first] = static_cast<int>(slices);
-        for (size_t t = 0; t < slices; ++t) {
-          uint32_t mask = 0;
-          for (size_t b = 0; b < bands; ++b) mask |= tile_bit(s.tiles[t * bands + b].tile);
-          masks.push_back(mask);
-          group_bases.push_back(bases.at(k).at(t));
-          tops.push_back(stage_tops.empty() ? kSegmentRows : stage_tops[k].at(t));
+        // (A split stage of two layers, split_stage: each layer's groups of its own.)
+        for (size_t i = s.first; i < s.end; ++i) {
+          splits[i] = static_cast<int>(slices);
+          group_of[i] = static_cast<int>(masks.size());
+          for (size_t t = 0; t < slices; ++t) {
+            uint32_t mask = 0;
+            for (size_t b = 0; b < bands; ++b) mask |= tile_bit(s.tiles[t * bands + b].tile);
+            const size_t at = (i - s.first) * slices + t;
+            masks.push_back(mask);
+            group_bases.push_back(bases.at(k).at(at));
+            tops.push_back(stage_tops.empty() ? kSegmentRows : stage_tops[k].at(at));
+          }
         }
         continue;
       }
@@ -734,7 +851,7 @@ bool resliced(const ConvChain& chain, const Shapes& shapes, Stage& s) {
     if (!splittable(lp, n)) continue;
     for (int bands = 1; n * bands <= kTiles; ++bands) {
       if (n * bands <= tiles) continue;
-      Stage wide = split_stage(chain, shapes, s.first, n, 0, bands);
+      Stage wide = split_stage(chain, shapes, s.first, n, 0, bands, s.end);
       if (static_cast<int>(wide.tiles.size()) != n * bands) break;  // (fewer rows than bands)
       if (!stage_fits(wide, nullptr)) continue;
       const double cycles = compute_cycles({wide});
@@ -775,7 +892,7 @@ bool widened(const ConvChain& chain, const Shapes& shapes, Stage& s) {
   Stage wide;
   if (split) {
     const int slices = slices_of(s);
-    wide = split_stage(chain, shapes, s.first, slices, 0, 2 * tiles / slices);
+    wide = split_stage(chain, shapes, s.first, slices, 0, 2 * tiles / slices, s.end);
   } else {
     wide = stage_of(chain, shapes, s.first, s.end, 0, 2 * tiles);
   }
@@ -832,7 +949,7 @@ std::vector<Stage> narrowed(const ConvChain& chain, const Shapes& plain, const S
     const int slices = slices_of(s);
     for (int bands = 1; bands < tiles / slices; ++bands)
       if (bands == 1 || (oh + bands - 1) / bands != (oh + bands - 2) / (bands - 1))
-        keep(split_stage(chain, plain, s.first, slices, 0, bands), slices * bands);
+        keep(split_stage(chain, plain, s.first, slices, 0, bands, s.end), slices * bands);
     return forms;
   }
   for (int m = 1; m < tiles; ++m)
@@ -1279,6 +1396,81 @@ void cut_stages(const ConvChain& chain, Layout& out, double& best,
   }
 }
 
+// Pairs of split stages of `out` - a convolution split by output groups, then the depthwise layer
+// after it split by the same groups - each tried as one split stage of both layers (split_stage
+// with the depthwise layer's slices and bands): the convolution writes its slice straight into the
+// depthwise layer's image on the slice's tiles, and the hand-over between them goes (MobileNet
+// v2's expansions to 384, 576 and 960 channels before their 3x3 depthwise layers). In row bands
+// the convolution then computes the depthwise layer's halo rows too. The modeled cycles count no
+// ring time, so a pair is kept when they rise by less than the ring cycles of the image no longer
+// handed over (as shift_cuts); `best` is then the paired layout's.
+void pair_stages(const ConvChain& chain, Layout& out, double& best,
+                 const ProgramBytes& program_bytes) {
+  // (Each try that packs models a program: bounds the compile time.)
+  constexpr int kMaxTries = 12, kMaxNarrowings = 6;
+  constexpr double kRingBytes = 64;
+  // (A hand-over's ring producers and consumers, fences and waits with no op running: 1.5-4 k
+  // cycles each on v2's, measured in the simulator's clock.)
+  constexpr double kHandOverCycles = 1500;
+  const Shapes plain = shapes_of(chain);
+  const bool whole = first_images_whole(out);
+  int tries = 0;
+  for (size_t k = 0; k + 1 < out.stages.size() && tries < kMaxTries; ++k) {
+    const Stage& a = out.stages[k];
+    const Stage& b = out.stages[k + 1];
+    if (a.end != a.first + 1 || b.end != b.first + 1 || a.tiles.front().g1 == 0 ||
+        b.tiles.front().g1 == 0 || !pairs_with_depthwise(chain, a.first))
+      continue;
+    const int slices = slices_of(b);
+    const int bands = static_cast<int>(b.tiles.size()) / slices;
+    Stage pair = split_stage(chain, plain, a.first, slices, 0, bands, b.end);
+    if (pair.tiles.size() != b.tiles.size() || !stage_fits(pair, nullptr)) continue;
+    Layout candidate;
+    candidate.shapes = shapes_of(chain);
+    candidate.stages = out.stages;
+    candidate.stages[k] = std::move(pair);
+    candidate.stages.erase(candidate.stages.begin() + static_cast<std::ptrdiff_t>(k) + 1);
+    const ConvLayer& l = chain.layers[a.first];
+    const double saved = double(l.oh) * l.ow * l.cout / kRingBytes + kHandOverCycles;
+    std::vector<std::vector<int>> bases;
+    bool packed = share_tiles(chain, candidate.shapes, candidate.stages, bases, nullptr, true);
+    // (Wide memories too full for the depthwise slices beside their convolution's: other stages
+    // narrowed, as trade_rows, those that lose the fewest cycles per row they free first, as long
+    // as they lose fewer than the pair saves.)
+    std::vector<std::tuple<double, size_t, Stage, double>> narrowings;
+    for (size_t m = 0; m < candidate.stages.size() && !packed; ++m) {
+      if (m == k) continue;
+      const Stage& st = candidate.stages[m];
+      const double cycles = compute_cycles({st}), rows = kept_rows(plain, st);
+      for (Stage& t : narrowed(chain, plain, st)) {
+        const double lost = std::max(0.0, compute_cycles({t}) - cycles);
+        if (lost < saved)
+          narrowings.emplace_back(lost / (rows - kept_rows(plain, t)), m, std::move(t), lost);
+      }
+    }
+    std::stable_sort(narrowings.begin(), narrowings.end(),
+                     [](const auto& x, const auto& y) { return std::get<0>(x) < std::get<0>(y); });
+    std::vector<bool> changed(candidate.stages.size(), false);
+    double lost = 0;
+    int narrowed_stages = 0;
+    for (const auto& [ratio, m, narrow, cycles] : narrowings) {
+      if (packed || narrowed_stages >= kMaxNarrowings) break;
+      if (changed[m] || lost + cycles >= saved) continue;
+      changed[m] = true;
+      candidate.stages[m] = narrow;
+      lost += cycles;
+      ++narrowed_stages;
+      packed = share_tiles(chain, candidate.shapes, candidate.stages, bases, nullptr, true);
+    }
+    if (!packed) continue;
+    ++tries;
+    const double modeled = placed_and_modeled(chain, candidate, bases, whole, program_bytes);
+    if (modeled - saved >= best) continue;
+    best = modeled;
+    out = std::move(candidate);
+  }
+}
+
 }  // namespace
 
 Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
@@ -1454,6 +1646,7 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
     shift_cuts(chain, out, best, program_bytes);
     trade_rows(chain, out, best, program_bytes);
     split_heads(chain, out, best, program_bytes);
+    pair_stages(chain, out, best, program_bytes);
     bands_per_stage(out, best, program_bytes);
   }
   return out;

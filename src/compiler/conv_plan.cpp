@@ -226,12 +226,22 @@ bool splittable(const LayerPlan& lp, int n) {
   return (4 % per_tile == 0 || per_tile % 4 == 0) && (kPiece % last == 0 || last % kPiece == 0);
 }
 
+bool pairs_with_depthwise(const ConvChain& chain, size_t i) {
+  if (i + 1 >= chain.layers.size()) return false;
+  const ConvLayer& l = chain.layers[i];
+  const ConvLayer& d = chain.layers[i + 1];
+  return !l.depthwise && !l.residual() && !joined(l) && l.heads.empty() && d.depthwise &&
+         !d.residual() && d.heads.empty() && d.cin == l.cout;
+}
+
 Stage split_stage(const ConvChain& chain, const Shapes& shapes, size_t i, int n, int tile0,
-                  int bands) {
+                  int bands, size_t end) {
+  if (end <= i) end = i + 1;
   Shapes sliced = shapes;
   const int groups = shapes.layers[i].groups;
-  if (shapes.layers[i].l->depthwise) sliced.layers[i].cin = groups / n * kColumns;
-  Stage s = stage_of(chain, sliced, i, i + 1, 0, bands);
+  for (size_t j = i; j < end; ++j)
+    if (shapes.layers[j].l->depthwise) sliced.layers[j].cin = groups / n * kColumns;
+  Stage s = stage_of(chain, sliced, i, end, 0, bands);
   const std::vector<Plan> band = std::move(s.tiles);
   s.tiles.clear();
   for (int t = 0; t < n; ++t)

@@ -318,8 +318,16 @@ bool splittable(const LayerPlan& lp, int n);
 // the stage before must be split likewise or finer: `nests`). With `bands` > 1 each slice is also
 // split into row bands of the output (2-D blocks: slice t's band b on tile tile0 + t bands + b,
 // fewer bands when the map has fewer rows); else slice t is tile tile0 + t, every row.
+// With `end` > i + 1 the stage holds layers [i, end): a convolution and the depthwise layer after
+// it that reads only its groups (pairs_with_depthwise), each slice's tiles computing both, the
+// convolution's slice written straight into the depthwise layer's padded image of the slice's
+// channels (no hand-over between them; in row bands the convolution computes the halo rows too).
 Stage split_stage(const ConvChain& chain, const Shapes& shapes, size_t i, int n, int tile0 = 0,
-                  int bands = 1);
+                  int bands = 1, size_t end = 0);
+
+// Whether layer i (a convolution) and the depthwise layer after it can be one split stage: the
+// depthwise layer reads exactly the convolution's channels, so slice t of both is the same groups.
+bool pairs_with_depthwise(const ConvChain& chain, size_t i);
 
 // Slices of output groups of a stage split by them (split_stage; 1 otherwise): the tiles of its
 // first band.
