@@ -1407,7 +1407,7 @@ void cut_stages(const ConvChain& chain, Layout& out, double& best,
 void pair_stages(const ConvChain& chain, Layout& out, double& best,
                  const ProgramBytes& program_bytes) {
   // (Each try that packs models a program: bounds the compile time.)
-  constexpr int kMaxTries = 12, kMaxNarrowings = 6;
+  constexpr int kMaxTries = 16;
   constexpr double kRingBytes = 64;
   // (A hand-over's ring producers and consumers, fences and waits with no op running: 1.5-4 k
   // cycles each on v2's, measured in the simulator's clock.)
@@ -1421,53 +1421,42 @@ void pair_stages(const ConvChain& chain, Layout& out, double& best,
     if (a.end != a.first + 1 || b.end != b.first + 1 || a.tiles.front().g1 == 0 ||
         b.tiles.front().g1 == 0 || !pairs_with_depthwise(chain, a.first))
       continue;
-    const int slices = slices_of(b);
-    const int bands = static_cast<int>(b.tiles.size()) / slices;
-    Stage pair = split_stage(chain, plain, a.first, slices, 0, bands, b.end);
-    if (pair.tiles.size() != b.tiles.size() || !stage_fits(pair, nullptr)) continue;
-    Layout candidate;
-    candidate.shapes = shapes_of(chain);
-    candidate.stages = out.stages;
-    candidate.stages[k] = std::move(pair);
-    candidate.stages.erase(candidate.stages.begin() + static_cast<std::ptrdiff_t>(k) + 1);
     const ConvLayer& l = chain.layers[a.first];
     const double saved = double(l.oh) * l.ow * l.cout / kRingBytes + kHandOverCycles;
-    std::vector<std::vector<int>> bases;
-    bool packed = share_tiles(chain, candidate.shapes, candidate.stages, bases, nullptr, true);
-    // (Wide memories too full for the depthwise slices beside their convolution's: other stages
-    // narrowed, as trade_rows, those that lose the fewest cycles per row they free first, as long
-    // as they lose fewer than the pair saves.)
-    std::vector<std::tuple<double, size_t, Stage, double>> narrowings;
-    for (size_t m = 0; m < candidate.stages.size() && !packed; ++m) {
-      if (m == k) continue;
-      const Stage& st = candidate.stages[m];
-      const double cycles = compute_cycles({st}), rows = kept_rows(plain, st);
-      for (Stage& t : narrowed(chain, plain, st)) {
-        const double lost = std::max(0.0, compute_cycles({t}) - cycles);
-        if (lost < saved)
-          narrowings.emplace_back(lost / (rows - kept_rows(plain, t)), m, std::move(t), lost);
-      }
+    // (The depthwise layer's slices and bands, or the convolution's when they differ: a
+    // convolution split finer than its depthwise layer computes more per tile in the other's.)
+    std::vector<std::pair<int, int>> forms;  // slices, bands
+    for (const Stage* s : {&b, &a}) {
+      const int slices = slices_of(*s), bands = static_cast<int>(s->tiles.size()) / slices;
+      if (std::find(forms.begin(), forms.end(), std::pair{slices, bands}) == forms.end() &&
+          splittable(plain.layers[b.first], slices))
+        forms.push_back({slices, bands});
     }
-    std::stable_sort(narrowings.begin(), narrowings.end(),
-                     [](const auto& x, const auto& y) { return std::get<0>(x) < std::get<0>(y); });
-    std::vector<bool> changed(candidate.stages.size(), false);
-    double lost = 0;
-    int narrowed_stages = 0;
-    for (const auto& [ratio, m, narrow, cycles] : narrowings) {
-      if (packed || narrowed_stages >= kMaxNarrowings) break;
-      if (changed[m] || lost + cycles >= saved) continue;
-      changed[m] = true;
-      candidate.stages[m] = narrow;
-      lost += cycles;
-      ++narrowed_stages;
-      packed = share_tiles(chain, candidate.shapes, candidate.stages, bases, nullptr, true);
+    std::optional<Layout> faster;
+    double lowest = best, faster_modeled = 0;
+    for (const auto& [slices, bands] : forms) {
+      if (tries >= kMaxTries) break;
+      Stage pair = split_stage(chain, plain, a.first, slices, 0, bands, b.end);
+      if (static_cast<int>(pair.tiles.size()) != slices * bands || !stage_fits(pair, nullptr))
+        continue;
+      Layout candidate;
+      candidate.shapes = shapes_of(chain);
+      candidate.stages = out.stages;
+      candidate.stages[k] = std::move(pair);
+      candidate.stages.erase(candidate.stages.begin() + static_cast<std::ptrdiff_t>(k) + 1);
+      std::vector<std::vector<int>> bases;
+      if (!share_tiles(chain, candidate.shapes, candidate.stages, bases, nullptr, true)) continue;
+      ++tries;
+      const double modeled = placed_and_modeled(chain, candidate, bases, whole, program_bytes);
+      if (modeled - saved >= lowest) continue;
+      lowest = modeled - saved;
+      faster_modeled = modeled;
+      faster = std::move(candidate);
     }
-    if (!packed) continue;
-    ++tries;
-    const double modeled = placed_and_modeled(chain, candidate, bases, whole, program_bytes);
-    if (modeled - saved >= best) continue;
-    best = modeled;
-    out = std::move(candidate);
+    if (faster) {
+      out = std::move(*faster);
+      best = faster_modeled;
+    }
   }
 }
 

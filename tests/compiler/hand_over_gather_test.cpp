@@ -47,8 +47,10 @@ TEST(AllGatherOnTheVirtualEdgeTpu, SlicesOfAllSendersGoInOneRound) {
     consumers += in.opcode() == isa::kRingConsumer0;
     to_tiles += in.opcode() == isa::kRingProducer && (in.value("dest") & 0xffff) != 0;
   }
-  // (19 consumers in rounds: the hand-over into the 1x1 conv alone one per sender and part.)
-  EXPECT_GE(to_tiles, 16);
+  // (19 consumers in rounds: the hand-over into the 1x1 conv alone one per sender and part. Its 8
+  // senders send at least a producer each; the 3x3 conv and the depthwise layer share a split
+  // stage, pair_stages, so their slices no longer travel between them: 11 producers, 16 before.)
+  EXPECT_GE(to_tiles, 8);
   EXPECT_LT(consumers, 16) << to_tiles << " producers to tiles";
 
   testing::expect_two_inferences_equal(compiled, twin, static_cast<size_t>(h) * w * cin, random);
