@@ -164,6 +164,7 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
     int follows = -1;
   };
   std::vector<Item> items;
+  std::vector<std::vector<size_t>> following;  // per item: the items that follow it
   // (`wider`: a classifier split over that many times the tiles it needs, when its slices of
   // almost a whole wide memory find no tiles that empty beside the other stages.)
   bool classifier = false;
@@ -199,6 +200,9 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
                            shapes.layers[i].rows_of((shapes.layers[i].groups + split - 1) / split),
                            0, 0, static_cast<int>(leaders) + t});
     }
+    following.assign(items.size(), {});
+    for (size_t m = 0; m < items.size(); ++m)
+      if (items[m].follows >= 0) following[static_cast<size_t>(items[m].follows)].push_back(m);
   };
   make_items(1);
   // Places the items, largest first, each on the run of tiles whose wide memory is least used.
@@ -238,8 +242,8 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
     };
     // (The items that follow item `leader`, on top of its tiles.)
     auto followers = [&](size_t leader) {
-      for (Item& f : items) {
-        if (f.follows != static_cast<int>(leader)) continue;
+      for (const size_t m : following[leader]) {
+        Item& f = items[m];
         const Item& l = items[leader];
         const int top = *std::max_element(used.begin() + l.tile0, used.begin() + l.tile0 + l.count);
         if (top + rows_kept(f) > kSegmentRows) return false;
@@ -255,7 +259,7 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
       if (it.follows >= 0) continue;
       // (Room for its followers too, stacked on it.)
       int rows = rows_kept(it), trail = 0;
-      for (const Item& f : items) trail += f.follows == static_cast<int>(k) ? rows_kept(f) : 0;
+      for (const size_t m : following[k]) trail += rows_kept(items[m]);
       if (aligned && splits[it.cut] > 1 && reserve[it.cut] < 0) {
         if (taken[it.cut] != 0) continue;  // (placed with its first slice)
         std::vector<size_t> slices;
@@ -347,8 +351,8 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
     auto room_for_followers = [&](size_t leader, int t, int base) {
       const Item& l = items[leader];
       std::vector<std::pair<int, int>> taken_rows{{base, base + l.rows}};
-      for (const Item& f : items) {
-        if (f.follows != static_cast<int>(leader)) continue;
+      for (const size_t m : following[leader]) {
+        const Item& f = items[m];
         std::vector<int> at = bases_of(t, l.count);
         for (const auto& [lo, hi] : taken_rows) at.push_back(hi);
         std::sort(at.begin(), at.end());
@@ -371,9 +375,8 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
     std::vector<bool> due(items.size(), !defer), placed_item(items.size(), false);
     auto followers = [&](size_t leader) {
       placed_item[leader] = true;
-      for (Item& f : items) {
-        if (f.follows != static_cast<int>(leader)) continue;
-        const auto m = static_cast<size_t>(&f - items.data());
+      for (const size_t m : following[leader]) {
+        Item& f = items[m];
         if (!due[m] || placed_item[m]) continue;
         const Item& l = items[leader];
         for (const int base : bases_of(l.tile0, l.count))
@@ -1414,15 +1417,58 @@ void pair_stages(const ConvChain& chain, Layout& out, double& best,
   constexpr double kHandOverCycles = 1500;
   const Shapes plain = shapes_of(chain);
   const bool whole = first_images_whole(out);
+  auto pairs_at = [&](const std::vector<Stage>& stages, size_t k) {
+    const Stage& a = stages[k];
+    const Stage& b = stages[k + 1];
+    return a.end == a.first + 1 && b.end == b.first + 1 && a.tiles.front().g1 > 0 &&
+           b.tiles.front().g1 > 0 && pairs_with_depthwise(chain, a.first);
+  };
+  auto saving = [&](const Stage& a) {
+    const ConvLayer& l = chain.layers[a.first];
+    return double(l.oh) * l.ow * l.cout / kRingBytes + kHandOverCycles;
+  };
+  // First every pair at once in the depthwise layer's form, each while the whole still packs,
+  // modeled as one program (one at a time, v2's seven pairs modeled seven programs): kept when
+  // the modeled cycles rise by less than all of them save.
+  {
+    std::vector<Stage> stages = out.stages;
+    std::vector<std::vector<int>> bases;
+    double saved = 0;
+    for (size_t k = 0; k + 1 < stages.size(); ++k) {
+      if (!pairs_at(stages, k)) continue;
+      const Stage& b = stages[k + 1];
+      const int slices = slices_of(b), bands = static_cast<int>(b.tiles.size()) / slices;
+      Stage pair = split_stage(chain, plain, stages[k].first, slices, 0, bands, b.end);
+      if (static_cast<int>(pair.tiles.size()) != slices * bands || !stage_fits(pair, nullptr))
+        continue;
+      std::vector<Stage> trial = stages;
+      const double pair_saves = saving(trial[k]);
+      trial[k] = std::move(pair);
+      trial.erase(trial.begin() + static_cast<std::ptrdiff_t>(k) + 1);
+      std::vector<std::vector<int>> placed;
+      if (!share_tiles(chain, plain, trial, placed, nullptr, true)) continue;
+      stages = std::move(trial);
+      bases = std::move(placed);
+      saved += pair_saves;
+    }
+    if (!bases.empty()) {
+      Layout candidate;
+      candidate.shapes = shapes_of(chain);
+      candidate.stages = std::move(stages);
+      const double modeled = placed_and_modeled(chain, candidate, bases, whole, program_bytes);
+      if (modeled - saved < best) {
+        best = modeled;
+        out = std::move(candidate);
+      }
+    }
+  }
+  // Then each pair left on its own, in either form.
   int tries = 0;
   for (size_t k = 0; k + 1 < out.stages.size() && tries < kMaxTries; ++k) {
+    if (!pairs_at(out.stages, k)) continue;
     const Stage& a = out.stages[k];
     const Stage& b = out.stages[k + 1];
-    if (a.end != a.first + 1 || b.end != b.first + 1 || a.tiles.front().g1 == 0 ||
-        b.tiles.front().g1 == 0 || !pairs_with_depthwise(chain, a.first))
-      continue;
-    const ConvLayer& l = chain.layers[a.first];
-    const double saved = double(l.oh) * l.ow * l.cout / kRingBytes + kHandOverCycles;
+    const double saved = saving(a);
     // (The depthwise layer's slices and bands, or the convolution's when they differ: a
     // convolution split finer than its depthwise layer computes more per tile in the other's.)
     std::vector<std::pair<int, int>> forms;  // slices, bands
