@@ -194,17 +194,9 @@ void stream_input(Emitter& e, const std::vector<Plan>& tiles) {
 bool stream_input(Emitter& e, const std::vector<Plan>& tiles, bool runs) {
   const ConvLayer& l = *tiles.front().layers.front().l;
   const int row_bytes = l.w * l.cin;
-  const int units = l.h * row_bytes / 8;
   // Images over 128 KiB (224 x 224 x 3) are popped in several passes; the infeeds' offsets
   // count modulo one pass (the staging ring).
-  const Passes passes = passes_of(units, kActPassUnits);
-  e.add("pop",
-        cat("stream=1 walk=",
-            nest({{1, kActPassUnits}, {1 - kActPassUnits, passes.count}, {1 - kActPassUnits, 1}}),
-            " k121=1 k124=1 av140=1", passes.fields(), " k174=1 k178=1 k199=1 k215=1"));
-  e.add("bundle", "s_op=0x0f s_x=5 imm=11");
-  e.add("bundle", "s_op=0x0f s_x=4 imm=10");
-  descriptor(e, 5, 4, 6, int64_t{l.h} * row_bytes, 1);
+  host_pop(e, int64_t{l.h} * row_bytes);
   // A piece is up to `max_rows` whole image rows needed by the same tiles (rows of up to 256
   // bytes), or 256 bytes of one row; every piece is a whole number of 8-byte units
   // (input_streamable; rows 4 bytes past whole units only on one tile, two rows at a time).

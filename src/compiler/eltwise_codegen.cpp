@@ -28,7 +28,6 @@ constexpr int kAddRows = 0x1c00;    // ADD's 4 weight rows (wide units, one row 
 constexpr int kIdentityRow = kMulIdentityRow;  // MUL's pack (and RELU) read the 4 x 4 identity
 constexpr int kMulFifo = 0x2004;               // MUL's b, one word per fill
 constexpr int kNarrowBytes = 196608;
-constexpr int kActPassUnits = 16384;     // activation units (8 bytes) per pop pass
 constexpr int kMaxStreamUnits = 0xffff;  // the infeeds' pop_wait counts units in 16 bits
 constexpr int kAddWords = 4096;          // words per ADD op
 
@@ -65,16 +64,7 @@ Geometry geometry(const EltwiseLayer& l) {
 // tile that holds it, a ring consumer and an infeed (the CONV_2D generator's image stream).
 void stream_operand(Emitter& e, const Geometry& g, const std::string& name, int base) {
   input_address(e, name);
-  // Operands over 128 KiB are popped in several passes; the infeeds' offsets count modulo one
-  // pass (the staging ring, docs/chip.md).
-  const Passes passes = passes_of(static_cast<int>(g.padded / 8), kActPassUnits);
-  e.add("pop",
-        cat("stream=1 walk=",
-            nest({{1, kActPassUnits}, {1 - kActPassUnits, passes.count}, {1 - kActPassUnits, 1}}),
-            " k121=1 k124=1 av140=1", passes.fields(), " k174=1 k178=1 k199=1 k215=1"));
-  e.add("bundle", "s_op=0x0f s_x=5 imm=11");
-  e.add("bundle", "s_op=0x0f s_x=4 imm=10");
-  descriptor(e, 5, 4, 6, g.padded, 1);
+  host_pop(e, g.padded);
   // Up to kPacketsPerMove packets of a tile's run move together: one infeed, one ring consumer
   // into as many FIFO rows, one wideToNarrow (a third of the instructions of one packet each).
   int move = 0;
@@ -84,25 +74,7 @@ void stream_operand(Emitter& e, const Geometry& g, const std::string& name, int 
       if (move > 0 && move % kMoves == 0) tile_fence(e, "counters=0x1ffff units=0x3ff");
       const int fifo = kInputFifo + 4 * kPacketsPerMove * (move % kMoves);
       const int bytes = std::min(kPiece * kPacketsPerMove, g.bytes_of(t) - at);
-      const int packets = (bytes + kPiece - 1) / kPiece;
-      const int offset = (t * g.run + at) / 8;
-      e.add("w2n", cat("tiles=", hex(tile_bit(t)), " w.addr=", hex(fifo), " w=(1 x ", packets,
-                       ") n.addr=", hex((base + at) / 4), " n=", strided_walk({{1, bytes / 4}}, 6),
-                       " n.lvl_mask=0x01 mode=1 fill_size=128 sync.en0=1 sync.id=14 "
-                       "sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 sync.en2=1 sync.dec_lvl=1 "
-                       "sync.dec=-1 sync.dec_mode=3 tail_en870=1"));
-      e.add("ringcons0", cat("tiles=", hex(tile_bit(t)), " addr=", hex(fifo), " dst=(1 x ", packets,
-                             ")(", 1 - packets, " x 1)(", 1 - packets, " x 1)(", 1 - packets,
-                             " x 1) sdims=1 cbuf=1 slots=", packets, " mode=3 s_id=0x2b s_val=",
-                             -64 * packets, " s_cnt=", packets, " s_en_b=1 s_y=1"));
-      e.add(
-          "infeed",
-          cat("stream=1",
-              offset % kActPassUnits ? cat(" buf_off=", hex(offset % kActPassUnits)) : "",
-              " walk=", nest({{1, kActPassUnits}, {1 - kActPassUnits, 1}, {1 - kActPassUnits, 1}}),
-              " k157=1 k160=1 av176=1 count_m1=", bytes / 8 - 1, " tail_en=1 count_neg=",
-              hex(kActPassUnits - bytes / 8), " f308=0x8 pop_wait=", hex((offset + 1) & 0xffff),
-              " k336=1 f352=1 f391=2 dest=", hex(tile_bit(t)), " f434=0xf lanes_m1=3"));
+      host_to_narrow(e, tile_bit(t), fifo, base + at, bytes, (t * g.run + at) / 8);
     }
   tile_fence(e, "units=0x3ff");
   tile_fence(e, "counters=0x1ffff units=0x3ff");

@@ -41,6 +41,15 @@ void program_start(Emitter& e);
 // The base address of the host input `name` (relocated) for the activation pop after it.
 void input_address(Emitter& e, const std::string& name);
 
+// The host's input streamed to the tiles, after input_address: one activation pop of `bytes`
+// (in passes of 128 KiB, the staging ring, docs/chip.md "Infeed") and its DMA descriptor.
+void host_pop(Emitter& e, int64_t bytes);
+// One move of that input into narrow memory: a wideToNarrow of `bytes` (a multiple of 4) to
+// narrow byte `n_addr` of the tiles `mask` from their ring FIFO at wide unit `fifo`, a ring
+// consumer of its 256-byte packets (the last may be short), and an infeed of the input's bytes
+// from 8-byte unit `offset` on (counted modulo the pass) to them.
+void host_to_narrow(Emitter& e, uint32_t mask, int fifo, int n_addr, int bytes, int offset);
+
 // A narrow walk of `words` 4-byte words through a 6-level nest (the compiler writes all levels).
 std::string narrow_walk(int words);
 

@@ -30,7 +30,6 @@ constexpr int kPacket = 256;        // bytes per ring packet
 constexpr int kPacketsPerMove = 4;  // packets per infeed / ring consumer / wideToNarrow
 constexpr int kInputFifo = 0x1e00;  // wide rows the packets arrive in, 8 moves' worth
 constexpr int kMovesPerFence = 8;
-constexpr int kActPassUnits = 16384;  // activation units (8 bytes) per pop pass
 constexpr int kNarrowBytes = 196608;
 
 struct Tile {
@@ -58,14 +57,7 @@ void load_blocks(Emitter& e, const MeshHalo& h, int run) {
   const int total = run * static_cast<int>(tiles.size());
   ASSERT_LE(total / 8, 0xffff) << "the infeeds' pop_wait counts 8-byte units in 16 bits";
   input_address(e, "blocks");
-  const Passes passes = passes_of(total / 8, kActPassUnits);
-  e.add("pop",
-        cat("stream=1 walk=",
-            nest({{1, kActPassUnits}, {1 - kActPassUnits, passes.count}, {1 - kActPassUnits, 1}}),
-            " k121=1 k124=1 av140=1", passes.fields(), " k174=1 k178=1 k199=1 k215=1"));
-  e.add("bundle", "s_op=0x0f s_x=5 imm=11");
-  e.add("bundle", "s_op=0x0f s_x=4 imm=10");
-  descriptor(e, 5, 4, 6, total, 1);
+  host_pop(e, total);
   int move = 0;
   for (size_t k = 0; k < tiles.size(); ++k)
     for (int at = 0; at < run; at += kPacket * kPacketsPerMove, ++move) {
@@ -73,25 +65,7 @@ void load_blocks(Emitter& e, const MeshHalo& h, int run) {
       const uint32_t bit = tile_bit(tiles[k].index);
       const int fifo = kInputFifo + 4 * kPacketsPerMove * (move % kMovesPerFence);
       const int bytes = std::min(kPacket * kPacketsPerMove, run - at);
-      const int packets = bytes / kPacket;
-      const int offset = (static_cast<int>(k) * run + at) / 8;
-      e.add("w2n", cat("tiles=", hex(bit), " w.addr=", hex(fifo), " w=(1 x ", packets, ") n.addr=",
-                       hex((h.base + at) / 4), " n=", strided_walk({{1, bytes / 4}}, 6),
-                       " n.lvl_mask=0x01 mode=1 fill_size=128 sync.en0=1 sync.id=14 "
-                       "sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 sync.en2=1 sync.dec_lvl=1 "
-                       "sync.dec=-1 sync.dec_mode=3 tail_en870=1"));
-      e.add("ringcons0", cat("tiles=", hex(bit), " addr=", hex(fifo), " dst=(1 x ", packets, ")(",
-                             1 - packets, " x 1)(", 1 - packets, " x 1)(", 1 - packets,
-                             " x 1) sdims=1 cbuf=1 slots=", packets, " mode=3 s_id=0x2b s_val=",
-                             -64 * packets, " s_cnt=", packets, " s_en_b=1 s_y=1"));
-      e.add(
-          "infeed",
-          cat("stream=1",
-              offset % kActPassUnits ? cat(" buf_off=", hex(offset % kActPassUnits)) : "",
-              " walk=", nest({{1, kActPassUnits}, {1 - kActPassUnits, 1}, {1 - kActPassUnits, 1}}),
-              " k157=1 k160=1 av176=1 count_m1=", bytes / 8 - 1, " tail_en=1 count_neg=",
-              hex(kActPassUnits - bytes / 8), " f308=0x8 pop_wait=", hex((offset + 1) & 0xffff),
-              " k336=1 f352=1 f391=2 dest=", hex(bit), " f434=0xf lanes_m1=3"));
+      host_to_narrow(e, bit, fifo, h.base + at, bytes, (static_cast<int>(k) * run + at) / 8);
     }
   tile_fence(e, "units=0x3ff");
 }
