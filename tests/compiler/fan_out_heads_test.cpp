@@ -235,12 +235,7 @@ TEST(FanOutHeadsOnTheVirtualEdgeTpu, PartialHeadsComputeAndSendOnlyTheirWords) {
   const CompiledTwin compiled(twin);
   ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1) << compiled.reason();
   std::set<int> columns;
-  for (const auto& bs : compiled.exes.execution->bitstreams) {
-    const std::unique_ptr<chip::Program> program = chip::Program::decode(bs.data);
-    for (const chip::ProgramItem& item : program->items)
-      if (const auto* op = std::get_if<chip::OpInstr>(&item.decoded))
-        columns.insert(op->out_ch + 1);
-  }
+  for (const chip::OpInstr& op : compiled.execution_ops()) columns.insert(op.out_ch + 1);
   // (The offsets share the heatmaps' group: their op computes columns 0-55, heatmaps' included.)
   EXPECT_TRUE(columns.contains(20) && columns.contains(56)) << "heads padded to 64 columns";
   // Bytes per output: the tiles' pixels at 20, 36 and 64 bytes, each tile's share in 8-byte units.
@@ -295,12 +290,7 @@ TEST(FanOutHeadsOnTheVirtualEdgeTpu, HeadsThatFitOneGroupShareItsRows) {
     const CompiledTwin compiled(twin);
     ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1) << compiled.reason();
     std::set<int> columns;
-    for (const auto& bs : compiled.exes.execution->bitstreams) {
-      const std::unique_ptr<chip::Program> program = chip::Program::decode(bs.data);
-      for (const chip::ProgramItem& item : program->items)
-        if (const auto* op = std::get_if<chip::OpInstr>(&item.decoded))
-          columns.insert(op->out_ch + 1);
-    }
+    for (const chip::OpInstr& op : compiled.execution_ops()) columns.insert(op.out_ch + 1);
     for (int n : c.columns) EXPECT_TRUE(columns.contains(n)) << n << " columns";
     size_t tiles = 0;
     std::mt19937 again(70405);

@@ -184,18 +184,13 @@ struct CompiledV2 {
   std::vector<chip::OpInstr> ops;
 };
 void compile_v2(const std::filesystem::path& data, CompiledV2& v2) {
-  const CompileResult r =
-      compile_model(read_bytes(data / "gen2020/mobilenet_v2_1.0_224_quant.tflite"));
-  ASSERT_EQ(r.edgetpu_subgraphs, 1);
-  const auto compiled = container::read_edgetpu_model(r.tflite);
-  const auto exes = chip::testing::executables_of(compiled);
-  ASSERT_NE(exes.execution, nullptr);
-  for (const auto& bs : exes.execution->bitstreams) {
+  const testing::CompiledTwin compiled(
+      read_bytes(data / "gen2020/mobilenet_v2_1.0_224_quant.tflite"));
+  ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1);
+  ASSERT_NE(compiled.exes.execution, nullptr);
+  for (const auto& bs : compiled.exes.execution->bitstreams)
     for (const isa::Instruction& in : isa::decode(bs.data)) v2.instructions.push_back(in);
-    const std::unique_ptr<chip::Program> program = chip::Program::decode(bs.data);
-    for (const chip::ProgramItem& item : program->items)
-      if (const auto* op = std::get_if<chip::OpInstr>(&item.decoded)) v2.ops.push_back(*op);
-  }
+  v2.ops = compiled.execution_ops();
 }
 
 // v2's 14x14 576 -> 96 projections run split by output groups (2 slices, 64 and 32 channels, in 7

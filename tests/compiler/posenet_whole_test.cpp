@@ -99,24 +99,16 @@ TEST(PoseNetCompiledWhole, Gen2021EqualsItsTwinAndPassesGooglesCheck) {
 // Gen2020EqualsItsTwinAndPassesGooglesCheck.
 TEST(PoseNetCompiledWhole, Gen2020PointwiseBeforeTheDepthwiseComputesNoHaloRows) {
   TINYCORAL_REQUIRE_TESTDATA(data);
-  const container::Model twin = container::read_tflite_file(
-      data / "gen2020/posenet_mobilenet_v1_075_353_481_quant_decoder.tflite");
-  const CompileResult r = compile_model(container::write_tflite(twin));
-  ASSERT_EQ(r.edgetpu_subgraphs, 1);
-  const auto compiled = container::read_edgetpu_model(r.tflite);
-  const auto exes = chip::testing::executables_of(compiled);
-  ASSERT_NE(exes.execution, nullptr);
+  const testing::CompiledTwin compiled(container::read_tflite_file(
+      data / "gen2020/posenet_mobilenet_v1_075_353_481_quant_decoder.tflite"));
+  ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1);
+  ASSERT_NE(compiled.exes.execution, nullptr);
   // (The ops of 12 reduction words, 48 input channels, and 2 output groups, 96 channels: only
   // that layer's; loops count - 1.)
   int64_t positions = 0;
-  for (const auto& bs : exes.execution->bitstreams) {
-    const std::unique_ptr<chip::Program> program = chip::Program::decode(bs.data);
-    for (const chip::ProgramItem& item : program->items) {
-      const auto* op = std::get_if<chip::OpInstr>(&item.decoded);
-      if (op == nullptr || op->loops[0] != 11 || op->loops[2] != 1) continue;
-      positions += int64_t{op->loops[1] + 1} * std::popcount(op->tile_mask);
-    }
-  }
+  for (const chip::OpInstr& op : compiled.execution_ops())
+    if (op.loops[0] == 11 && op.loops[2] == 1)
+      positions += int64_t{op.loops[1] + 1} * std::popcount(op.tile_mask);
   EXPECT_EQ(positions, 89 * 121);
 }
 
@@ -130,37 +122,28 @@ TEST(PoseNetCompiledWhole, Gen2020PointwiseBeforeTheDepthwiseComputesNoHaloRows)
 // same, its displacements the first group).
 TEST(PoseNetCompiledWhole, Gen2020HeadsShareAGroupAndGiveTheirRowsToTheTrunk) {
   TINYCORAL_REQUIRE_TESTDATA(data);
-  const container::Model twin = container::read_tflite_file(
-      data / "gen2020/posenet_mobilenet_v1_075_353_481_quant_decoder.tflite");
-  const CompileResult r = compile_model(container::write_tflite(twin));
-  ASSERT_EQ(r.edgetpu_subgraphs, 1);
-  const auto compiled = container::read_edgetpu_model(r.tflite);
-  const auto exes = chip::testing::executables_of(compiled);
-  ASSERT_NE(exes.execution, nullptr);
+  const testing::CompiledTwin compiled(container::read_tflite_file(
+      data / "gen2020/posenet_mobilenet_v1_075_353_481_quant_decoder.tflite"));
+  ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1);
+  ASSERT_NE(compiled.exes.execution, nullptr);
   // (The ops of 96 reduction words, 384 input channels, in program order: the trunk's 384 -> 384
   // layers, then the heads - the heatmaps' and offsets' group, then the displacements'; loops
   // count - 1, out_ch columns - 1.)
-  std::vector<const chip::OpInstr*> ops;
-  std::vector<std::unique_ptr<chip::Program>> programs;
-  for (const auto& bs : exes.execution->bitstreams) {
-    programs.push_back(chip::Program::decode(bs.data));
-    for (const chip::ProgramItem& item : programs.back()->items)
-      if (const auto* op = std::get_if<chip::OpInstr>(&item.decoded); op && op->loops[0] == 95)
-        ops.push_back(op);
-  }
+  std::vector<chip::OpInstr> ops;
+  for (const chip::OpInstr& op : compiled.execution_ops())
+    if (op.loops[0] == 95) ops.push_back(op);
   size_t heads = 0;
-  while (heads < ops.size() && ops[heads]->out_ch + 1 != 56 && ops[heads]->out_ch + 1 != 20)
-    ++heads;
+  while (heads < ops.size() && ops[heads].out_ch + 1 != 56 && ops[heads].out_ch + 1 != 20) ++heads;
   ASSERT_LT(heads, ops.size()) << "no heads op of 20 or 56 columns";
   uint32_t shared = 0, displacements = 0;
   for (size_t k = heads; k < ops.size(); ++k)
-    (ops[k]->out_ch + 1 == 64 ? displacements : shared) |= ops[k]->tile_mask;
+    (ops[k].out_ch + 1 == 64 ? displacements : shared) |= ops[k].tile_mask;
   EXPECT_NE(shared, 0u);
   EXPECT_NE(displacements, 0u);
   EXPECT_EQ(shared & displacements, 0u) << "a tile computes both groups of the heads";
   int one_group = 0;  // tile ops of the trunk's 384 -> 384 layers in slices of one group
   for (size_t k = 0; k < heads; ++k)
-    if (ops[k]->loops[2] == 0) one_group += std::popcount(ops[k]->tile_mask);
+    if (ops[k].loops[2] == 0) one_group += std::popcount(ops[k].tile_mask);
   EXPECT_LE(one_group, 24);
 }
 

@@ -4,12 +4,15 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <span>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
+#include "chip/program.h"
 #include "chip/sim_runner.h"
 #include "compiler/compile.h"
 #include "container/edgetpu_model.h"
@@ -31,6 +34,18 @@ struct CompiledTwin {
   }
   CompiledTwin(const CompiledTwin&) = delete;
   CompiledTwin& operator=(const CompiledTwin&) = delete;
+
+  // The execution program's ops in program order, as the simulator decodes them.
+  std::vector<chip::OpInstr> execution_ops() const {
+    std::vector<chip::OpInstr> ops;
+    if (exes.execution == nullptr) return ops;
+    for (const auto& bs : exes.execution->bitstreams) {
+      const std::unique_ptr<chip::Program> program = chip::Program::decode(bs.data);
+      for (const chip::ProgramItem& item : program->items)
+        if (const auto* op = std::get_if<chip::OpInstr>(&item.decoded)) ops.push_back(*op);
+    }
+    return ops;
+  }
 
   // The log's last row: why the compiler kept (part of) the twin on the CPU.
   std::string reason() const { return result.rows.empty() ? "" : result.rows.back().status; }
