@@ -32,8 +32,6 @@ constexpr int kEntryBytes = 16;                  // a depthwise tap entry: one w
 constexpr int kHandOverPackets = 1024;           // ring packets per transfer (256 KiB)
 constexpr int kNarrowBytes = 196608;             // narrow memory of a tile
 constexpr int kWideUnitsLimit = kDepthwiseFifo;  // weights stay below the FIFO and ADD rows
-constexpr int kActPassUnits = 16384;             // activation units (8 bytes) per pass
-constexpr int kParPassUnits = 1024;              // parameter units (64 bytes) per pass
 constexpr int kMeshFillWords = 4096;             // words per mesh fill instruction
 
 inline int round_up(int v, int m) { return (v + m - 1) / m * m; }

@@ -25,8 +25,6 @@ constexpr int kTiles = kGrid * kGrid;  // every tile computes one block
 constexpr int kSlot = 256;             // bytes per staging slot (at least; one image row if wider)
 constexpr int kFill = 256;             // bytes per ring packet of the input stream
 constexpr int kPacket = 64;            // bytes per parameter packet (one tap row)
-constexpr int kActPassUnits = 16384;   // activation units (8 bytes) per pass
-constexpr int kPassUnits = 1024;       // parameter units (64 bytes) per pass
 constexpr int kRingRow = 0x2078;       // wide row of the identity rows and of the output relay
 constexpr int kInputRow = 0x2070;      // wide row the input packets arrive in
 constexpr int kNarrowBytes = 196608;   // narrow memory per tile (isa.md 3.1)
@@ -465,15 +463,17 @@ container::Bitstream caching_program(const Geometry& g) {
   descriptor(e, 3, 2, 4, static_cast<int64_t>(units) * kPacket, 2);
   const int rows = (units + 1) / 2;
   const std::string pass =
-      cat(" count_m1=", units - 1, " tail_en=1 count_neg=", hex(kPassUnits - units));
-  e.add("pop", cat("walk=", nest({{1, kPassUnits}, {1 - kPassUnits, 1}, {1 - kPassUnits, 1}}),
-                   " k121=1 k124=1 par136=1", pass, " k174=1 par177=1 k178=1 b183=",
-                   units % 2 == 0 ? 1 : 0, " rows_neg=", hex(0x8000 - rows), " k199=1 k215=1"));
+      cat(" count_m1=", units - 1, " tail_en=1 count_neg=", hex(kParPassUnits - units));
+  e.add("pop",
+        cat("walk=", nest({{1, kParPassUnits}, {1 - kParPassUnits, 1}, {1 - kParPassUnits, 1}}),
+            " k121=1 k124=1 par136=1", pass, " k174=1 par177=1 k178=1 b183=",
+            units % 2 == 0 ? 1 : 0, " rows_neg=", hex(0x8000 - rows), " k199=1 k215=1"));
   e.add("ringcons0",
         cat("tiles=0x0001 addr=0x2 dst=", ttu({{4, units}}, 0, nullptr, 4), " sdims=1"));
-  e.add("infeed", cat("walk=", nest({{1, kPassUnits}, {1 - kPassUnits, 1}, {1 - kPassUnits, 1}}),
-                      " k157=1 k160=1 par172=1", pass,
-                      " f308=0x8 par314=1 pop_wait=0x1 k336=1 f352=1 f391=2 dest=0x1 f434=0xf"));
+  e.add("infeed",
+        cat("walk=", nest({{1, kParPassUnits}, {1 - kParPassUnits, 1}, {1 - kParPassUnits, 1}}),
+            " k157=1 k160=1 par172=1", pass,
+            " f308=0x8 par314=1 pop_wait=0x1 k336=1 f352=1 f391=2 dest=0x1 f434=0xf"));
   tile_fence(e, "b43=1 units=0x3ff signal=1 f109=3");
   wait_tokens(e);
   interrupt(e, 3, 2, 4);

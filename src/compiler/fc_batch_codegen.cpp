@@ -29,8 +29,7 @@ constexpr int kRingFifo = 0x2078;   // wide row of the output packets
 constexpr int kInputFifo = 0x2000;  // input packet rows: above the parameters (kFcParamUnits)...
 constexpr int kInputRows = 24;      // ...and below the FC programs' rows at 0x2068
 constexpr int kNarrowBytes = 196608;
-constexpr int kActPassUnits = 16384;  // 8-byte units per activation pass: X fits one pass
-constexpr int kMaxInputBytes = kActPassUnits * 8;
+constexpr int kMaxInputBytes = kActPassUnits * 8;  // X fits one activation pass
 
 int round_up(int v, int m) { return (v + m - 1) / m * m; }
 

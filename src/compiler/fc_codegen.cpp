@@ -34,9 +34,7 @@ constexpr int kSendBuf = 0x2068;   // wide row a tile sends its input piece from
 // through its own wide row, the ring FIFO row or, free by then, the send row.
 constexpr int kMaxSlots = 2;
 constexpr int kOutRow[kMaxSlots] = {0x2078, 0x2068};
-constexpr int kStagingUnits = 2048;   // the parameter staging buffer, in 64-byte units
-constexpr int kPassUnits = 1024;      // parameter units per pop/infeed pass
-constexpr int kActPassUnits = 16384;  // activation units (8 bytes) per pass
+constexpr int kStagingUnits = 2048;  // the parameter staging buffer, in 64-byte units
 // Each compute tile's parameters start with an aux block of 256-byte rows: the float32
 // multipliers, the int32 biases (only when the layer has a bias), then the int32 weight zero
 // points. In 64-byte units: the zero-point row is the last aux row, the weights follow the block.
@@ -326,11 +324,12 @@ void parameter_stream(Emitter& e, const Geometry& g) {
   descriptor(e, 3, 2, 4, bytes, 2);
 
   // One parameter pop of the whole stream in passes of 1024 units.
-  const Passes pop = passes_of(units, kPassUnits);
+  const Passes pop = passes_of(units, kParPassUnits);
   const int rows = std::min((units + 1) / 2, 1024);  // 128-byte rows, capped
   const bool b183 = units % 2 == 0 || units >= 2048;
   e.add("pop",
-        cat("walk=", nest({{1, kPassUnits}, {1 - kPassUnits, pop.count}, {1 - kPassUnits, 1}}),
+        cat("walk=",
+            nest({{1, kParPassUnits}, {1 - kParPassUnits, pop.count}, {1 - kParPassUnits, 1}}),
             " k121=1 k124=1 par136=1", pop.fields(), " k174=1 par177=1 k178=1 b183=", b183 ? 1 : 0,
             " rows_neg=", hex(0x8000 - rows), " k199=1 k215=1"));
   const int k_rows = g.k / 4;  // 256-byte weight rows per tile
@@ -344,16 +343,17 @@ void parameter_stream(Emitter& e, const Geometry& g) {
               " aux_addr1=", hex(base + g.aux.zero_point_unit()), " aux_f319=1"));
   }
   const int u = g.unit_per_tile;
-  const Passes per_tile = passes_of(u, kPassUnits);
+  const Passes per_tile = passes_of(u, kParPassUnits);
   for (int t = 0; t < g.tiles; ++t) {
     const int off = (t * u) % kStagingUnits;
-    e.add("infeed",
-          cat(off ? cat("buf_off=", hex(off), " ") : "", "walk=",
-              nest({{1, kPassUnits}, {1 - kPassUnits, per_tile.count}, {1 - kPassUnits, 1}}),
-              " k157=1 k160=1 par172=1", per_tile.fields(),
-              " f308=0x8 par314=1 pop_wait=", hex((t * u + 1) & 0xffff),
-              " k336=1 f352=1 f391=2 dest=", hex(tile_bit(g.tile_of[size_t(t)])),
-              " f434=0xf lanes_m1=3"));
+    e.add(
+        "infeed",
+        cat(off ? cat("buf_off=", hex(off), " ") : "", "walk=",
+            nest({{1, kParPassUnits}, {1 - kParPassUnits, per_tile.count}, {1 - kParPassUnits, 1}}),
+            " k157=1 k160=1 par172=1", per_tile.fields(),
+            " f308=0x8 par314=1 pop_wait=", hex((t * u + 1) & 0xffff),
+            " k336=1 f352=1 f391=2 dest=", hex(tile_bit(g.tile_of[size_t(t)])),
+            " f434=0xf lanes_m1=3"));
   }
 }
 

@@ -61,15 +61,15 @@ void input_address(Emitter& e, const std::string& name) {
 }
 
 namespace {
-constexpr int kPassUnits = 16384;  // 8-byte units per activation pass (128 KiB)
 constexpr int kPacketBytes = 256;  // one ring packet
 }  // namespace
 
 void host_pop(Emitter& e, int64_t bytes) {
-  const Passes passes = passes_of(static_cast<int>(bytes / 8), kPassUnits);
-  e.add("pop", cat("stream=1 walk=",
-                   nest({{1, kPassUnits}, {1 - kPassUnits, passes.count}, {1 - kPassUnits, 1}}),
-                   " k121=1 k124=1 av140=1", passes.fields(), " k174=1 k178=1 k199=1 k215=1"));
+  const Passes passes = passes_of(static_cast<int>(bytes / 8), kActPassUnits);
+  e.add("pop",
+        cat("stream=1 walk=",
+            nest({{1, kActPassUnits}, {1 - kActPassUnits, passes.count}, {1 - kActPassUnits, 1}}),
+            " k121=1 k124=1 av140=1", passes.fields(), " k174=1 k178=1 k199=1 k215=1"));
   e.add("bundle", "s_op=0x0f s_x=5 imm=11");
   e.add("bundle", "s_op=0x0f s_x=4 imm=10");
   descriptor(e, 5, 4, 6, bytes, 1);
@@ -87,10 +87,10 @@ void host_to_narrow(Emitter& e, uint32_t mask, int fifo, int n_addr, int bytes, 
             " x 1)(", 1 - packets, " x 1)(", 1 - packets, " x 1) sdims=1 cbuf=1 slots=", packets,
             " mode=3 s_id=0x2b s_val=", -64 * packets, " s_cnt=", packets, " s_en_b=1 s_y=1"));
   e.add("infeed",
-        cat("stream=1", offset % kPassUnits ? cat(" buf_off=", hex(offset % kPassUnits)) : "",
-            " walk=", nest({{1, kPassUnits}, {1 - kPassUnits, 1}, {1 - kPassUnits, 1}}),
+        cat("stream=1", offset % kActPassUnits ? cat(" buf_off=", hex(offset % kActPassUnits)) : "",
+            " walk=", nest({{1, kActPassUnits}, {1 - kActPassUnits, 1}, {1 - kActPassUnits, 1}}),
             " k157=1 k160=1 av176=1 count_m1=", bytes / 8 - 1, " tail_en=1 count_neg=",
-            hex(kPassUnits - bytes / 8), " f308=0x8 pop_wait=", hex((offset + 1) & 0xffff),
+            hex(kActPassUnits - bytes / 8), " f308=0x8 pop_wait=", hex((offset + 1) & 0xffff),
             " k336=1 f352=1 f391=2 dest=", hex(mask), " f434=0xf lanes_m1=3"));
 }
 

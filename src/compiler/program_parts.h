@@ -15,6 +15,11 @@
 
 namespace tinycoral::compiler {
 
+// The pop/infeed passes of the host's DMAs: activations in 8-byte units (128 KiB a pass, the
+// staging ring), parameters in 64-byte units (64 KiB a pass).
+constexpr int kActPassUnits = 16384;
+constexpr int kParPassUnits = 1024;
+
 inline uint32_t tile_bit(int tile) { return 1u << tile; }
 inline uint32_t first_tiles(int n) { return n >= 32 ? 0xffffffffu : (1u << n) - 1; }
 

@@ -19,12 +19,10 @@ using container::Half;
 
 namespace {
 
-constexpr int kPacket = 64;           // bytes of the smallest piece (P on up to 4 tiles)
-constexpr int kRingPacket = 256;      // bytes per ring packet
-constexpr int kActPassUnits = 16384;  // activation units (8 bytes) per pass
-constexpr int kPassUnits = 1024;      // parameter units (64 bytes) per pass
-constexpr int kStagingUnits = 2048;   // the parameter staging buffer, in units
-constexpr int kFcBase = 0x0c;         // wide unit of the last FULLY_CONNECTED's weights
+constexpr int kPacket = 64;          // bytes of the smallest piece (P on up to 4 tiles)
+constexpr int kRingPacket = 256;     // bytes per ring packet
+constexpr int kStagingUnits = 2048;  // the parameter staging buffer, in units
+constexpr int kFcBase = 0x0c;        // wide unit of the last FULLY_CONNECTED's weights
 constexpr int kConcatBase = 0x04;
 // When the FULLY_CONNECTED weights do not all fit tile 0 below the FIFO of streamed weights, the
 // later ones are cached on tiles 1, 2... and streamed into it (bright_64x64).
@@ -694,23 +692,25 @@ void emit_caching(Emitter& e, const Geometry& g, const SoftmaxFcLayer& l) {
   }
   e.add("bundle", "s_op=0x0f s_x=2 imm=0");
   descriptor(e, 3, 2, 4, int64_t{64} * g.units, 2);
-  const Passes pop = passes_of(g.units, kPassUnits);
+  const Passes pop = passes_of(g.units, kParPassUnits);
   const int rows = std::min(g.units / 2, 1024);  // 128-byte rows, capped
   const bool b183 = g.units % 2 == 0 || g.units >= 2048;
   e.add("pop",
-        cat("walk=", nest({{1, kPassUnits}, {1 - kPassUnits, pop.count}, {1 - kPassUnits, 1}}),
+        cat("walk=",
+            nest({{1, kParPassUnits}, {1 - kParPassUnits, pop.count}, {1 - kParPassUnits, 1}}),
             " k121=1 k124=1 par136=1", pop.fields(), " k174=1 par177=1 k178=1 b183=", b183 ? 1 : 0,
             " rows_neg=", hex(0x8000 - rows), " k199=1 k215=1"));
   // Each FULLY_CONNECTED's N/4 weight rows (the first at the highest unit), then the concat's.
   const int fcs = static_cast<int>(l.weights.size());
   int staged = 0;
   const auto infeed = [&](int units, uint32_t tile) {
-    const Passes p = passes_of(units, kPassUnits);
+    const Passes p = passes_of(units, kParPassUnits);
     const int off = staged % kStagingUnits;
-    e.add("infeed", cat(off ? cat("buf_off=", hex(off), " ") : "", "walk=",
-                        nest({{1, kPassUnits}, {1 - kPassUnits, p.count}, {1 - kPassUnits, 1}}),
-                        " k157=1 k160=1 par172=1", p.fields(), " f308=0x8 par314=1 pop_wait=",
-                        hex(staged + 1), " k336=1 f352=1 f391=2 dest=", hex(tile), " f434=0xf"));
+    e.add("infeed",
+          cat(off ? cat("buf_off=", hex(off), " ") : "", "walk=",
+              nest({{1, kParPassUnits}, {1 - kParPassUnits, p.count}, {1 - kParPassUnits, 1}}),
+              " k157=1 k160=1 par172=1", p.fields(), " f308=0x8 par314=1 pop_wait=",
+              hex(staged + 1), " k336=1 f352=1 f391=2 dest=", hex(tile), " f434=0xf"));
     staged += units;
   };
   for (int i = 0; i < fcs; ++i) {
