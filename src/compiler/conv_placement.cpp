@@ -923,6 +923,24 @@ double placed_and_modeled(const ConvChain& chain, Layout& candidate,
   return modeled_cycles(candidate, program_bytes);
 }
 
+// A try of the searches below: `stages` (built over shapes_of(chain), whose parameters they
+// share) packed over the tiles (share_tiles; `gaps`: items may sit in rows under others) and
+// modeled whole in the first images' form `whole`: the layout and its modeled cycles, or nothing
+// when the parameters do not pack.
+std::optional<std::pair<Layout, double>> packed_and_modeled(const ConvChain& chain,
+                                                            std::vector<Stage> stages, bool whole,
+                                                            const ProgramBytes& program_bytes,
+                                                            bool gaps = false) {
+  Layout candidate;
+  candidate.shapes = shapes_of(chain);
+  candidate.stages = std::move(stages);
+  std::vector<std::vector<int>> bases;
+  if (!share_tiles(chain, candidate.shapes, candidate.stages, bases, nullptr, gaps))
+    return std::nullopt;
+  const double modeled = placed_and_modeled(chain, candidate, bases, whole, program_bytes);
+  return std::pair<Layout, double>{std::move(candidate), modeled};
+}
+
 // Wide rows a stage keeps, summed over its tiles (a split layer's tiles their slices' rows).
 double kept_rows(const Shapes& plain, const Stage& s) {
   double rows = 0;
@@ -1054,18 +1072,15 @@ void widen_stages(const ConvChain& chain, Layout& out, double& best,
     for (size_t k : order) {
       if (tried[out.stages[k].first] || tries >= kMaxTries) continue;
       tried[out.stages[k].first] = true;
-      Layout candidate;
-      candidate.shapes = shapes_of(chain);
-      candidate.stages = out.stages;
-      if (!widened(chain, candidate.shapes, candidate.stages[k])) continue;
-      std::vector<std::vector<int>> bases;
-      if (!share_tiles(chain, candidate.shapes, candidate.stages, bases)) continue;
-      ++tries;
+      std::vector<Stage> stages = out.stages;
+      if (!widened(chain, plain, stages[k])) continue;
       // (In the form of the layout's first images: whole, or in bands.)
-      const double modeled = placed_and_modeled(chain, candidate, bases, whole, program_bytes);
-      if (modeled < best) {
-        best = modeled;
-        out = std::move(candidate);
+      auto tried_layout = packed_and_modeled(chain, std::move(stages), whole, program_bytes);
+      if (!tried_layout) continue;
+      ++tries;
+      if (tried_layout->second < best) {
+        best = tried_layout->second;
+        out = std::move(tried_layout->first);
         better = true;
       }
       if (better) {
@@ -1294,6 +1309,7 @@ void shift_cuts(const ConvChain& chain, Layout& out, double& best,
   // (Each try that packs models a program: bounds the compile time.)
   constexpr int kMaxTries = 8;
   constexpr double kRingBytes = 64, kMinSaving = 2000;
+  const Shapes plain = shapes_of(chain);
   const bool whole = first_images_whole(out);
   auto image_bytes = [&](size_t i) {  // layer i's output
     const ConvLayer& l = chain.layers[i];
@@ -1314,23 +1330,21 @@ void shift_cuts(const ConvChain& chain, Layout& out, double& best,
           !stage_allowed(chain, a.first, cut) || !stage_allowed(chain, cut, b.end))
         continue;
       const int ta = static_cast<int>(a.tiles.size()), tb = static_cast<int>(b.tiles.size());
-      Layout candidate;
-      candidate.shapes = shapes_of(chain);
-      candidate.stages = out.stages;
-      Stage front = stage_of(chain, candidate.shapes, a.first, cut, 0, ta);
-      Stage back = stage_of(chain, candidate.shapes, cut, b.end, 0, tb);
+      Stage front = stage_of(chain, plain, a.first, cut, 0, ta);
+      Stage back = stage_of(chain, plain, cut, b.end, 0, tb);
       if (static_cast<int>(front.tiles.size()) != ta || static_cast<int>(back.tiles.size()) != tb ||
           !stage_fits(front, nullptr) || !stage_fits(back, nullptr))
         continue;
-      candidate.stages[k] = std::move(front);
-      candidate.stages[k + 1] = std::move(back);
-      std::vector<std::vector<int>> bases;
-      if (!share_tiles(chain, candidate.shapes, candidate.stages, bases)) continue;
+      std::vector<Stage> stages = out.stages;
+      stages[k] = std::move(front);
+      stages[k + 1] = std::move(back);
+      auto tried_layout = packed_and_modeled(chain, std::move(stages), whole, program_bytes);
+      if (!tried_layout) continue;
       ++tries;
-      const double modeled = placed_and_modeled(chain, candidate, bases, whole, program_bytes);
+      const double modeled = tried_layout->second;
       if (modeled - saved >= lowest) continue;
       lowest = modeled - saved;
-      faster = std::move(candidate);
+      faster = std::move(tried_layout->first);
       faster_modeled = modeled;
     }
     if (faster) {
@@ -1351,6 +1365,7 @@ void cut_stages(const ConvChain& chain, Layout& out, double& best,
                 const ProgramBytes& program_bytes) {
   // (Each try that packs models a program: bounds the compile time.)
   constexpr int kMaxTries = 6;
+  const Shapes plain = shapes_of(chain);
   const bool whole = first_images_whole(out);
   // (Only the stages found, each cut once: cutting a cut stage again the model prices below the
   // simulator's time - PoseNet's 89 x 121 stage in three, 0.07 ms slower than in two.)
@@ -1374,21 +1389,16 @@ void cut_stages(const ConvChain& chain, Layout& out, double& best,
       const int tiles = static_cast<int>(s.tiles.size());
       for (size_t c = s.first + 1; c < s.end && tries < kMaxTries; ++c) {
         if (cuts_a_residual(chain, c)) continue;
-        Layout candidate;
-        candidate.shapes = shapes_of(chain);
-        candidate.stages = out.stages;
-        Stage front = stage_of(chain, candidate.shapes, s.first, c, 0, tiles);
-        Stage back = stage_of(chain, candidate.shapes, c, s.end, 0, tiles);
-        candidate.stages[k] = std::move(front);
-        candidate.stages.insert(candidate.stages.begin() + static_cast<std::ptrdiff_t>(k) + 1,
-                                std::move(back));
-        std::vector<std::vector<int>> bases;
-        if (!share_tiles(chain, candidate.shapes, candidate.stages, bases)) continue;
+        std::vector<Stage> stages = out.stages;
+        stages[k] = stage_of(chain, plain, s.first, c, 0, tiles);
+        stages.insert(stages.begin() + static_cast<std::ptrdiff_t>(k) + 1,
+                      stage_of(chain, plain, c, s.end, 0, tiles));
+        auto tried_layout = packed_and_modeled(chain, std::move(stages), whole, program_bytes);
+        if (!tried_layout) continue;
         ++tries;
-        const double modeled = placed_and_modeled(chain, candidate, bases, whole, program_bytes);
-        if (modeled >= best) continue;
-        best = modeled;
-        faster = std::move(candidate);
+        if (tried_layout->second >= best) continue;
+        best = tried_layout->second;
+        faster = std::move(tried_layout->first);
       }
       if (faster) break;
     }
@@ -1485,19 +1495,18 @@ void pair_stages(const ConvChain& chain, Layout& out, double& best,
       Stage pair = split_stage(chain, plain, a.first, slices, 0, bands, b.end);
       if (static_cast<int>(pair.tiles.size()) != slices * bands || !stage_fits(pair, nullptr))
         continue;
-      Layout candidate;
-      candidate.shapes = shapes_of(chain);
-      candidate.stages = out.stages;
-      candidate.stages[k] = std::move(pair);
-      candidate.stages.erase(candidate.stages.begin() + static_cast<std::ptrdiff_t>(k) + 1);
-      std::vector<std::vector<int>> bases;
-      if (!share_tiles(chain, candidate.shapes, candidate.stages, bases, nullptr, true)) continue;
+      std::vector<Stage> stages = out.stages;
+      stages[k] = std::move(pair);
+      stages.erase(stages.begin() + static_cast<std::ptrdiff_t>(k) + 1);
+      auto tried_layout =
+          packed_and_modeled(chain, std::move(stages), whole, program_bytes, /*gaps=*/true);
+      if (!tried_layout) continue;
       ++tries;
-      const double modeled = placed_and_modeled(chain, candidate, bases, whole, program_bytes);
+      const double modeled = tried_layout->second;
       if (modeled - saved >= lowest) continue;
       lowest = modeled - saved;
       faster_modeled = modeled;
-      faster = std::move(candidate);
+      faster = std::move(tried_layout->first);
     }
     if (faster) {
       out = std::move(*faster);
