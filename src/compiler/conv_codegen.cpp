@@ -745,6 +745,37 @@ void load_parameters(Emitter& e, int rows, uint32_t mask, int64_t offset, int ba
             " f434=0xf lanes_m1=3"));
 }
 
+// What the caching program loads, in order: the first segment of every group into its tiles, then
+// each segment with an owner (own_turns) into its owner's rows.
+struct CachedLoad {
+  size_t segment = 0;
+  uint32_t mask = 0;
+  int row = 0;
+};
+std::vector<CachedLoad> cached_loads(const Shapes& shapes) {
+  std::vector<CachedLoad> loads;
+  for (size_t k = 0; k < shapes.segments.size(); ++k)
+    if (const Segment& seg = shapes.segments[k]; seg.first_of_group)
+      loads.push_back({k, seg.mask, seg.base_row});
+  for (size_t k = 0; k < shapes.segments.size(); ++k)
+    if (const Segment& seg = shapes.segments[k]; seg.owner >= 0)
+      loads.push_back({k, tile_bit(seg.owner), seg.owner_row});
+  return loads;
+}
+
+// The first `rows` rows of segment `seg` from its owner's wide memory to its tiles' rows over the
+// ring: the owner's producer (the parameter form, pcfg 4, which Google's programs broadcast their
+// weights with) and the tiles' consumer of the host's load (load_parameters) without the host.
+void broadcast_parameters(Emitter& e, const Segment& seg, int rows) {
+  const int r = rows;
+  e.add("ringcons0",
+        cat("tiles=", hex(seg.mask), " addr=", hex(seg.base_row * kRowUnits), " dst=(1 x ", r, ")(",
+            1 - r, " x 1)(", 1 - r, " x 1)(", 1 - r, " x 1) sdims=1"));
+  e.add("ringprod",
+        cat("tiles=", hex(tile_bit(seg.owner)), " addr=", hex(seg.owner_row * kRowUnits),
+            " src=(1 x ", r, ") sdims=1 pcfg=4 dest=", hex(seg.mask)));
+}
+
 // The execution program into `e`; `loads` receives the segments it streams and how many of their
 // first rows, in order (its parameters). `head`: a generator follows in the same program, so the
 // last layer's bytes go to the host's scratch buffer and the program does not end here.
@@ -793,9 +824,13 @@ void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
       resident[static_cast<size_t>(shapes.segments[k].group)] = static_cast<int>(k);
   auto load = [&](int segment, int rows) {
     const Segment& seg = shapes.segments[static_cast<size_t>(segment)];
-    load_parameters(e, rows, seg.mask, streamed, seg.base_row);
-    streamed += int64_t{rows} * kRowBytes;
-    loads.push_back({segment, rows});
+    if (seg.owner >= 0) {
+      broadcast_parameters(e, seg, rows);
+    } else {
+      load_parameters(e, rows, seg.mask, streamed, seg.base_row);
+      streamed += int64_t{rows} * kRowBytes;
+      loads.push_back({segment, rows});
+    }
     const auto group = static_cast<size_t>(seg.group);
     resident[group] = segment;
     dirty[group] = seg.first_of_group ? 0 : std::max(dirty[group], rows);
@@ -1065,10 +1100,10 @@ void emit_caching(Emitter& e, const Shapes& shapes, bool head) {
   e.reloc_movi(1, BufferKind::kParameter, Half::kLower32);
   e.reloc_movi(0, BufferKind::kParameter, Half::kUpper32);
   int64_t offset = 0;
-  for (const Segment& seg : shapes.segments) {
-    if (!seg.first_of_group) continue;
-    load_parameters(e, seg.rows, seg.mask, offset, seg.base_row);
-    offset += int64_t{seg.rows} * kRowBytes;
+  for (const CachedLoad& load : cached_loads(shapes)) {
+    const int rows = shapes.segments[load.segment].rows;
+    load_parameters(e, rows, load.mask, offset, load.row);
+    offset += int64_t{rows} * kRowBytes;
     tile_fence(e, "b43=1 units=0x3ff signal=1 f109=3");
     wait_tokens(e);
   }
@@ -1322,11 +1357,10 @@ ConvPrograms programs_of(const ConvChain& chain, const Layout& layout_of, int ou
     return std::pair{at, at + static_cast<std::ptrdiff_t>(seg.rows) * kRowBytes};
   };
   std::vector<uint8_t> cached;
-  for (const Segment& seg : shapes.segments)
-    if (seg.first_of_group) {
-      const auto [from, to] = bytes_of(seg);
-      cached.insert(cached.end(), from, to);
-    }
+  for (const CachedLoad& load : cached_loads(shapes)) {
+    const auto [from, to] = bytes_of(shapes.segments[load.segment]);
+    cached.insert(cached.end(), from, to);
+  }
   int64_t streamed = 0;
   for (size_t k = 0; k < loads.size(); ++k) {
     const auto [segment, rows] = loads[k];
@@ -1418,11 +1452,11 @@ std::optional<ConvHead> emit_conv_head(const ConvChain& chain, Emitter& executio
   for (const Stage& s : layout.stages)
     for (const Plan& t : s.tiles) head.narrow_end = std::max(head.narrow_end, t.narrow_end);
   const std::vector<uint8_t> parameters = parameters_of(layout.shapes);
-  for (const Segment& seg : layout.shapes.segments) {
-    if (!seg.first_of_group) continue;
+  for (const CachedLoad& load : cached_loads(layout.shapes)) {
+    const Segment& seg = layout.shapes.segments[load.segment];
     const auto at = parameters.begin() + static_cast<std::ptrdiff_t>(seg.offset);
     head.cached.insert(head.cached.end(), at, at + std::ptrdiff_t{seg.rows} * kRowBytes);
-    head.param_units = std::max(head.param_units, (seg.base_row + seg.rows) * kRowUnits);
+    head.param_units = std::max(head.param_units, (load.row + seg.rows) * kRowUnits);
   }
   emit_execution(execution, chain, layout.shapes, layout.stages, loads, true);
   emit_caching(caching, layout.shapes, true);

@@ -101,6 +101,63 @@ void assign_segments(Shapes& s, const std::vector<int>& group_of,
   }
 }
 
+void own_turns(Shapes& s) {
+  // The wide rows [a, b) each tile's groups take turns in, then the owners' rows.
+  std::vector<std::vector<std::pair<int, int>>> used(kTiles);
+  std::vector<int> group_rows;
+  bool turns = false;
+  for (const Segment& seg : s.segments) {
+    const auto g = static_cast<size_t>(seg.group);
+    if (group_rows.size() <= g) group_rows.resize(g + 1, 0);
+    group_rows[g] = std::max(group_rows[g], seg.rows);
+    turns = turns || !seg.first_of_group;
+  }
+  if (!turns) return;
+  for (const Segment& seg : s.segments)
+    if (seg.first_of_group)
+      for (int t = 0; t < kTiles; ++t)
+        if (seg.mask & tile_bit(t))
+          used[static_cast<size_t>(t)].push_back(
+              {seg.base_row, seg.base_row + group_rows[static_cast<size_t>(seg.group)]});
+  // The lowest row of tile t from which `rows` rows are free (-1: none), and its free rows.
+  auto gap = [&](int t, int rows) {
+    std::vector<std::pair<int, int>> taken = used[static_cast<size_t>(t)];
+    std::sort(taken.begin(), taken.end());
+    int at = 0, found = -1, free = 0;
+    for (const auto& [a, b] : taken) {
+      if (a > at) {
+        if (found < 0 && a - at >= rows) found = at;
+        free += a - at;
+      }
+      at = std::max(at, b);
+    }
+    if (kSegmentRows > at) {
+      if (found < 0 && kSegmentRows - at >= rows) found = at;
+      free += kSegmentRows - at;
+    }
+    return std::pair{found, free};
+  };
+  std::vector<bool> has_turns(group_rows.size(), false);
+  for (const Segment& seg : s.segments)
+    if (!seg.first_of_group) has_turns[static_cast<size_t>(seg.group)] = true;
+  for (Segment& seg : s.segments) {
+    if (!has_turns[static_cast<size_t>(seg.group)] || seg.rows == 0) continue;
+    int best = -1, best_free = -1, row = 0;
+    for (int t = 0; t < kTiles; ++t) {
+      const auto [at, free] = gap(t, seg.rows);
+      if (at >= 0 && free > best_free) {
+        best = t;
+        best_free = free;
+        row = at;
+      }
+    }
+    if (best < 0) continue;
+    seg.owner = best;
+    seg.owner_row = row;
+    used[static_cast<size_t>(best)].push_back({row, row + seg.rows});
+  }
+}
+
 // Tile `tile`'s plan of layers [first, end) computing output rows [y0, y1) of layer end - 1.
 // `out_at_top`: the output goes to the next stage, so it sits at the top of narrow memory, out of
 // the way of the next stage's images.

@@ -241,6 +241,12 @@ struct Segment {
   uint32_t mask = 0;
   size_t offset = 0;  // bytes into the parameter stream
   int base_row = 0;
+  // A segment whose turns come from a tile rather than the host (own_turns): the caching program
+  // also puts its rows at wide row `owner_row` of tile `owner`, and wherever the execution program
+  // would stream it in, that tile sends them over the ring to the tiles of `mask` (Google's
+  // programs keep each layer's weights on one tile and broadcast them likewise). -1: the host.
+  int owner = -1;
+  int owner_row = 0;
 };
 
 // The shapes every tile shares and, once the stages are known, the parameter parts.
@@ -284,6 +290,11 @@ Shapes shapes_of(const ConvChain& chain);
 void assign_segments(Shapes& s, const std::vector<int>& group_of,
                      const std::vector<uint32_t>& masks, const std::vector<int>& bases,
                      const std::vector<int>& splits, const std::vector<int>& tops = {});
+
+// Gives each segment that takes turns (and the first of its group, which is loaded again after
+// them) an owner tile with room for its rows outside every group's region, the tile with the most
+// free rows first; segments no tile has room for stay streamed from the host.
+void own_turns(Shapes& s);
 
 // Tile `tile`'s plan of layers [first, end) computing output rows [y0, y1) of layer end - 1.
 // `out_at_top`: the output goes to the next stage, so it sits at the top of narrow memory, out of
