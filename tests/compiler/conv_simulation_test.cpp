@@ -415,9 +415,9 @@ TEST(ConvChainOnTheVirtualEdgeTpu, AGroupOfRowsUpToTheWholeWideMemoryIsResident)
 }
 
 // A layer larger than one wide memory (1x1 1024 -> 1024: 4,113 rows) is split by output groups
-// over three streamed segments; the one-tile chain is cut into one-tile stages on tiles of their
-// own (a pipeline handing over 2x2x1024 maps), the depthwise layer (2,320 rows) streams too, and
-// the 2x2 pool's 16 groups share one set of rows. Two inferences, every byte equal.
+// over three segments taking turns (sent from owner tiles: the next test); the chain is cut into
+// stages on tiles of their own (a pipeline handing over 2x2x1024 maps), and the 2x2 pool's 16
+// groups share one set of rows. Two inferences, every byte equal.
 TEST(ConvChainOnTheVirtualEdgeTpu, LayersBeyondOneWideMemoryAreSplitAndPipelined) {
   std::mt19937 random(79);
   ConvSpec pool2{0, 2, 2};
@@ -430,9 +430,9 @@ TEST(ConvChainOnTheVirtualEdgeTpu, LayersBeyondOneWideMemoryAreSplitAndPipelined
 // free wide rows, and the execution program sends it from there over the ring (a producer of the
 // parameter form, pcfg 4, to the segment's tiles) where it streamed it from the host. Every byte
 // equal on two inferences; the host sends no parameter with an inference, where it sent the two
-// turns of the 1024 -> 1024 layer and the 517 rows they overwrote of its first segment (1,057,536
-// bytes, 3.73 modeled ms an inference before, 0.46 now); the three broadcasts carry exactly those
-// rows.
+// turns of the 1024 -> 1024 layer (1,807 and 517 rows) and the 1,807 rows of its first segment
+// they overwrote (1,057,536 bytes, 3.73 modeled ms an inference before, 0.46 now); the three
+// broadcasts carry exactly those rows.
 TEST(ConvChainOnTheVirtualEdgeTpu, SegmentsTakingTurnsComeFromOwnerTilesOverTheRing) {
   std::mt19937 random(89);
   ConvSpec pool2{0, 2, 2};
