@@ -1448,6 +1448,9 @@ std::optional<ConvHead> emit_conv_head(const ConvChain& chain, Emitter& executio
   if (!loads.empty()) return why = "a chain that streams its parameters", std::nullopt;
   ConvHead head;
   head.tiles = all_tiles(layout.stages);
+  // (Owner tiles keep segments that take turns, own_turns: the generator after must leave them.)
+  for (const Segment& seg : layout.shapes.segments)
+    if (seg.owner >= 0) head.tiles |= tile_bit(seg.owner);
   head.out_bytes = output_bytes(tiles);
   for (const Stage& s : layout.stages)
     for (const Plan& t : s.tiles) head.narrow_end = std::max(head.narrow_end, t.narrow_end);

@@ -50,14 +50,14 @@ ConvPrograms generate_conv(const ConvChain& chain);
 // them back) instead of the output; its caching loads, from the caching program's start, go to
 // `caching` (the follower's loads take the parameters after `cached`).
 struct ConvHead {
-  uint32_t tiles = 0;           // the tiles the chain uses
+  uint32_t tiles = 0;           // the tiles the chain uses (owner tiles of its turns too)
   int param_units = 0;          // wide units from 0 its cached parameters take on them
   int out_bytes = 0;            // the bytes it leaves in scratch: its output in order
   int narrow_end = 0;           // narrow memory it uses on a tile
   std::vector<uint8_t> cached;  // the caching program's parameters
 };
-// Nothing, with the reason in `why`, when the chain is not covered, streams parameters or its
-// output bands are not its bytes in order.
+// Nothing, with the reason in `why`, when the chain is not covered, streams parameters from the
+// host (turns from owner tiles are fine) or its output bands are not its bytes in order.
 std::optional<ConvHead> emit_conv_head(const ConvChain& chain, Emitter& execution, Emitter& caching,
                                        std::string& why);
 
