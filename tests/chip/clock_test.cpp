@@ -110,6 +110,38 @@ TEST(Clock, RingConsumerStreamsAlongsideItsProducer) {
   EXPECT_EQ(cycles_of(p), first + cost);
 }
 
+// A parameter broadcast (the compiler's turns from an owner tile, docs/compiler.md "Turns from an
+// owner tile over the ring"): rows from tile 9 to M tiles' consumers, each consumer streaming
+// alongside the one producer, so the time is that of one transfer whatever M (the model has no
+// shared ring bandwidth): 2 + 8 + 4 for the first row, then the consumer's 8 + 4 N.
+uint64_t broadcast_cycles(int rows, uint32_t dest) {
+  ProgramBuilder p;
+  const size_t cons = p.add(0x11);
+  p.set(cons, "tiles", dest);
+  p.set(cons, "inc0", 1);
+  p.set(cons, "cnt0", static_cast<uint64_t>(rows - 1));
+  const size_t prod = p.add(0x10);
+  p.set(prod, "tiles", 1u << 9);
+  p.set(prod, "inc0", 1);
+  p.set(prod, "cnt0", static_cast<uint64_t>(rows - 1));
+  p.set(prod, "pcfg", 4);
+  p.set(prod, "dest", dest);
+  const size_t fence = p.add(0x1a);
+  p.set(fence, "tiles", 1u << 9);
+  p.set(fence, "units", 0x3ff);
+  return cycles_of(p);
+}
+
+TEST(Clock, ABroadcastToManyTilesTakesAsLongAsToOne) {
+  const ClockCosts c;
+  for (const int rows : {1, 40, 1807}) {
+    const uint64_t first = 2 + c.transfer_start + 256 / c.ring_bytes_per_cycle;
+    const uint64_t cost = c.transfer_start + uint64_t(rows) * 256 / c.ring_bytes_per_cycle;
+    EXPECT_EQ(broadcast_cycles(rows, 1u << 1), first + cost) << rows << " rows";
+    EXPECT_EQ(broadcast_cycles(rows, 0xfdff), first + cost) << rows << " rows to 15 tiles";
+  }
+}
+
 TEST(Clock, ProgramsAddUpAndEachIsReportedOnItsOwn) {
   VirtualEdgeTpu chip;
   for (int n : {2, 5}) {
