@@ -378,8 +378,8 @@ void depthwise_op(TileBatch& e, const Plan& p, size_t i, const Part& part, int g
   const int words = depthwise_words(lp, g0, g1);
   // (A tile of a split layer keeps only its groups' channels: lp.cin of them, from group p.g0.)
   const int first = lp.cin == l.cin ? 0 : p.g0;
-  const std::string in_walk = strided_walk({{lp.cin / 4, l.kw},
-                                            {lp.row_words(), l.kh},
+  const std::string in_walk = strided_walk({{l.dilation_w * lp.cin / 4, l.kw},
+                                            {l.dilation_h * lp.row_words(), l.kh},
                                             {l.stride_w * lp.cin / 4, lp.blocks},
                                             {int64_t{l.stride_h} * lp.row_words(), rows},
                                             {1, words}},

@@ -79,10 +79,10 @@ void place_windows(ConvLayer& l, int stride_h, int stride_w, container::Padding 
   const bool same = padding == container::Padding::kSame;
   l.stride_h = stride_h;
   l.stride_w = stride_w;
-  l.oh = conv_out_size(l.h, l.kh, stride_h, same);
-  l.ow = conv_out_size(l.w, l.kw, stride_w, same);
-  l.pad_top = conv_pad_before(l.h, l.kh, stride_h, same);
-  l.pad_left = conv_pad_before(l.w, l.kw, stride_w, same);
+  l.oh = conv_out_size(l.h, l.reach_h(), stride_h, same);
+  l.ow = conv_out_size(l.w, l.reach_w(), stride_w, same);
+  l.pad_top = conv_pad_before(l.h, l.reach_h(), stride_h, same);
+  l.pad_left = conv_pad_before(l.w, l.reach_w(), stride_w, same);
 }
 
 bool output_shape_is(const GraphTensor& y, const ConvLayer& l) {
@@ -119,8 +119,6 @@ std::string make_layer(const Graph& graph, const GraphOp& op, ConvLayer& l) {
 std::string make_depthwise_layer(const Graph& graph, const GraphOp& op, ConvLayer& l) {
   const auto* o = std::get_if<container::DepthwiseConv2DOptions>(&op.options);
   if (o == nullptr) return "DEPTHWISE_CONV_2D without options";
-  if (o->dilation_h != 1 || o->dilation_w != 1)
-    return "DEPTHWISE_CONV_2D with dilation is not generated yet";
   const GraphTensor& x = graph.tensor(op.inputs.at(0));
   const GraphTensor& w = graph.tensor(op.inputs.at(1));
   const GraphTensor& y = graph.tensor(op.outputs.at(0));
@@ -134,6 +132,8 @@ std::string make_depthwise_layer(const Graph& graph, const GraphOp& op, ConvLaye
   l.cout = w.shape[3];
   l.kh = w.shape[1];
   l.kw = w.shape[2];
+  l.dilation_h = o->dilation_h;
+  l.dilation_w = o->dilation_w;
   if (l.cout != l.cin || l.cin < 4)
     return "a DEPTHWISE_CONV_2D in a chain needs depth multiplier 1 and 4 or more channels";
   place_windows(l, o->stride_h, o->stride_w, o->padding);

@@ -19,6 +19,11 @@ struct ConvLayer {
   int h = 0, w = 0, cin = 0;  // input
   int oh = 0, ow = 0, cout = 0;
   int kh = 0, kw = 0, stride_h = 1, stride_w = 1;
+  // Tap (ky, kx) of output pixel (y, x) reads input pixel (y s + ky d, x s + kx d) (depthwise
+  // layers only; a dilated CONV_2D is refused): the window reaches (k - 1) d + 1 pixels.
+  int dilation_h = 1, dilation_w = 1;
+  int reach_h() const { return (kh - 1) * dilation_h + 1; }
+  int reach_w() const { return (kw - 1) * dilation_w + 1; }
   int pad_top = 0, pad_left = 0;  // TFLite SAME padding (0 for VALID)
   // A DEPTHWISE_CONV_2D with depth multiplier 1 (cout = cin): output channel c reads input
   // channel c only; its weights are [kh][kw][c] (TFLite's [1][kh][kw][C]).

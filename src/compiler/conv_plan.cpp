@@ -14,7 +14,7 @@ Shapes shapes_of(const ConvChain& chain) {
     lp.block = block_of(l);
     while ((l.pad_left + lp.extra) * l.cin % 4 != 0) ++lp.extra;
     lp.window_off = lp.extra * l.cin % 4;
-    lp.window_words = (lp.window_off + ((lp.block - 1) * l.stride_w + l.kw) * l.cin + 3) / 4;
+    lp.window_words = (lp.window_off + ((lp.block - 1) * l.stride_w + l.reach_w()) * l.cin + 3) / 4;
     lp.blocks = (l.ow + lp.block - 1) / lp.block;
     lp.kwords = l.kh * lp.window_words;
     lp.groups = (l.cout + kColumns - 1) / kColumns;
@@ -177,7 +177,7 @@ Plan plan_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t 
     lp.oa = oa;
     lp.ob = ob;
     const int top = oa * l.stride_h - l.pad_top;
-    const int bottom = (ob - 1) * l.stride_h - l.pad_top + l.kh;
+    const int bottom = (ob - 1) * l.stride_h - l.pad_top + l.reach_h();
     oa = std::max(top, 0);
     ob = std::min(bottom, l.h);
   }
@@ -185,13 +185,13 @@ Plan plan_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t 
     const ConvLayer& l = chain.layers[i];
     LayerPlan& lp = p.layers[i];
     lp.top = lp.oa * l.stride_h - l.pad_top;
-    lp.hp = (lp.ob - 1) * l.stride_h - l.pad_top + l.kh - lp.top;
+    lp.hp = (lp.ob - 1) * l.stride_h - l.pad_top + l.reach_h() - lp.top;
     lp.need_top = lp.top;
     lp.need_rows = lp.hp;
     if (i == first && full_input) {
       lp.full = true;
       lp.top = -l.pad_top;
-      lp.hp = std::max((l.oh - 1) * l.stride_h + l.kh, l.h + l.pad_top);
+      lp.hp = std::max((l.oh - 1) * l.stride_h + l.reach_h(), l.h + l.pad_top);
     }
     // Rows 4 bytes past whole 8-byte units travel two to a packet (one tile): the first image
     // then keeps every row, also those no output reads (VALID), so that the pairs stay whole.

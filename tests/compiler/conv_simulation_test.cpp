@@ -366,6 +366,60 @@ TEST(DepthwiseInAChainOnTheVirtualEdgeTpu, RandomChannelDepthwiseLayersEqualTheC
   }
 }
 
+// DeepLab's atrous depthwise layers: tap (ky, kx) reads input pixel (y s + ky d, x s + kx d), so
+// the padded image, the band's halo rows and the op's tap strides grow with d.
+ConvSpec dilated(int k, int d, int stride = 1, bool same = true,
+                 Activation act = Activation::kNone) {
+  ConvSpec s = depthwise(k, stride, same, act);
+  s.dilation = d;
+  return s;
+}
+
+TEST(DepthwiseInAChainOnTheVirtualEdgeTpu, DilatedDepthwiseLayersEqualTheCpuReference) {
+  std::mt19937 random(71);
+  expect_equal_to_cpu(8, 8, 16, {dilated(3, 2)}, random);
+  expect_equal_to_cpu(12, 12, 32, {dilated(3, 4)}, random);
+  expect_equal_to_cpu(11, 10, 8, {dilated(3, 2, 1, false)}, random);  // VALID: 7 x 6 out
+  expect_equal_to_cpu(9, 9, 128, {dilated(3, 2)}, random);            // two groups of 64
+  expect_equal_to_cpu(8, 6, 8, {dilated(3, 4)}, random);  // taps reach past every edge
+  expect_equal_to_cpu(10, 10, 12, {dilated(5, 2, 2)}, random);
+  expect_equal_to_cpu(6, 8, 24, {dilated(3, 3, 1, true, Activation::kRelu6)}, random);
+}
+
+// DeepLab v3's dilated MobileNet v2 blocks (expand 1x1 -> depthwise 3x3 d 2 or 4 -> project 1x1
+// -> residual ADD) on 33 x 33 maps over the tiles' row bands: the halo rows a band reads grow
+// with d.
+TEST(DepthwiseInAChainOnTheVirtualEdgeTpu, DilatedMobileNetV2BlocksEqualTheCpuReference) {
+  std::mt19937 random(79);
+  const Activation r6 = Activation::kRelu6;
+  ConvSpec expand{96, 1, 1, true, true, true, r6};
+  ConvSpec project{16, 1, 1};
+  ConvSpec add;
+  add.residual_from = 0;
+  size_t tiles = 0;
+  expect_equal_to_cpu(33, 33, 16, {expand, dilated(3, 2, 1, true, r6), project, add}, random,
+                      tiles);
+  EXPECT_GT(tiles, 1u);
+  ConvSpec add4 = add;
+  add4.residual_from = 4;
+  expect_equal_to_cpu(33, 33, 16,
+                      {expand, dilated(3, 4, 1, true, r6), project, add, expand,
+                       dilated(3, 2, 1, true, r6), project, add4},
+                      random, tiles, false, 16);  // (two blocks deep: fewer distinct bytes)
+}
+
+// A dilated CONV_2D is not generated yet: the chain stays on the CPU with that reason.
+TEST(ConvChainOnTheVirtualEdgeTpu, DilatedConvolutionIsRefusedWithItsReason) {
+  std::mt19937 random(83);
+  ConvSpec conv{16, 3, 1};
+  conv.dilation = 2;
+  const auto r = compile_model(container::write_tflite(conv_twin(12, 12, 8, {conv}, random)));
+  ASSERT_EQ(r.edgetpu_subgraphs, 0);
+  ASSERT_FALSE(r.rows.empty());
+  for (const auto& row : r.rows)
+    EXPECT_EQ(row.status, "CONV_2D with dilation is not generated yet") << row.status;
+}
+
 // MobileNet v1's blocks: conv 3x3 s2 -> depthwise 3x3 -> pointwise 1x1 (-> depthwise s2 ->
 // pointwise), RELU6 throughout as in the model, one program with the activations in tile memory.
 TEST(DepthwiseInAChainOnTheVirtualEdgeTpu, MobileNetBlocksEqualTheCpuReference) {

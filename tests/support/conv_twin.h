@@ -33,6 +33,8 @@ struct ConvSpec {
   bool fc = false, reshape = true;
   // A DEPTHWISE_CONV_2D with depth multiplier 1 instead (cout is the input's channels).
   bool depthwise = false;
+  // Tap (ky, kx) reads input pixel (y s + ky d, x s + kx d): a window reaching (k - 1) d + 1.
+  int dilation = 1;
   // An AVERAGE_POOL_2D of k x k windows (VALID, the input's quantization) instead.
   bool pool = false;
   // After this (last) layer of a 1x1 map: the classifier's RESHAPE to [1, C] and a SOFTMAX.
@@ -93,12 +95,13 @@ inline container::Model conv_twin(int h, int w, int cin, const std::vector<ConvS
       continue;
     }
     if (s.depthwise || s.pool) s.cout = cin;
+    const int reach = (s.k - 1) * s.dilation + 1;
     const int oh = s.fc     ? 1
                    : s.same ? (h + s.stride - 1) / s.stride
-                            : (h - s.k + s.stride) / s.stride;
+                            : (h - reach + s.stride) / s.stride;
     const int ow = s.fc     ? 1
                    : s.same ? (w + s.stride - 1) / s.stride
-                            : (w - s.k + s.stride) / s.stride;
+                            : (w - reach + s.stride) / s.stride;
     if (s.pool) {
       g.tensors.push_back(
           twin_tensor(cat("y", i), TensorType::kInt8, {1, oh, ow, cin}, {sx}, {zx - 128}));
@@ -152,6 +155,7 @@ inline container::Model conv_twin(int h, int w, int cin, const std::vector<ConvS
     container::Conv2DOptions o;
     o.padding = s.same ? container::Padding::kSame : container::Padding::kValid;
     o.stride_h = o.stride_w = s.stride;
+    o.dilation_h = o.dilation_w = s.dilation;
     o.activation = s.act;
     conv.options = o;
     if (s.depthwise) {
@@ -160,6 +164,7 @@ inline container::Model conv_twin(int h, int w, int cin, const std::vector<ConvS
       container::DepthwiseConv2DOptions d;
       d.padding = o.padding;
       d.stride_h = d.stride_w = s.stride;
+      d.dilation_h = d.dilation_w = s.dilation;
       d.activation = s.act;
       conv.options = d;
     }
@@ -242,7 +247,7 @@ inline std::string describe(int h, int w, int cin, const std::vector<ConvSpec>& 
          : c.pool             ? cat(" -> average pool ", c.k, "x", c.k, " s", c.stride)
          : c.fc               ? cat(" -> fc ", c.cout, c.reshape ? " after reshape" : "")
                 : cat(c.depthwise ? " -> depthwise " : " -> conv ", c.k, "x", c.k, " s", c.stride,
-                      c.same ? " SAME" : " VALID", " cout ", c.cout, c.bias ? " bias" : "",
+                      c.dilation > 1 ? cat(" d", c.dilation) : "", c.same ? " SAME" : " VALID", " cout ", c.cout, c.bias ? " bias" : "",
                       c.per_channel ? "" : " per-tensor", " act ", static_cast<int>(c.act));
   return s;
 }
