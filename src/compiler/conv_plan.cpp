@@ -329,6 +329,11 @@ Plan round_plan(const ConvChain& chain, const Shapes& shapes, const Plan& p, int
     q.layers[i].in_base = p.round_base + ((i - p.first) % 2 == 1 ? 0 : region[1]);
   q.regions_end = p.round_base + region[0] + region[1];
   q.add_scratch = q.regions_end;
+  for (size_t i = p.first; i < p.end; ++i)
+    if (chain.layers[i].residual()) {
+      q.regions_end += 64;  // (the ADD's scratch words)
+      break;
+    }
   // The output: the band's, at this round's rows.
   q.y0 = p.y0;
   q.out_base = p.out_base + (ya - last.oa) * p.out_row;
@@ -344,9 +349,14 @@ namespace {
 bool in_rounds(const ConvChain& chain, const Shapes& shapes, Plan& p, int rounds) {
   const LayerPlan& last = p.layers[p.end - 1];
   if (p.end - p.first < 2 || last.ob - last.oa < rounds || p.g1 > 0) return false;
-  for (size_t i = p.first; i < p.end; ++i)
-    if (chain.layers[i].residual() || joined(chain.layers[i])) return false;
+  for (size_t i = p.first; i < p.end; ++i) {
+    const ConvLayer& l = chain.layers[i];
+    if ((l.residual() && static_cast<size_t>(l.residual_of) != p.first) || joined(l)) return false;
+  }
   p.rounds = rounds;
+  // (The first image from byte 0: plan_of put it after the other regions when a residual ADD of
+  // the stage reads it, but in rounds those regions are the round's, after it.)
+  p.layers[p.first].in_base = 0;
   p.round_base = round_up(p.layers[p.first].in_base + p.layers[p.first].in_bytes(), 64);
   int end = p.round_base;
   for (int k = 0; k < rounds; ++k) end = std::max(end, round_plan(chain, shapes, p, k).regions_end);
