@@ -10,6 +10,7 @@
 
 #include <array>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include "common/error.h"
@@ -186,6 +187,37 @@ std::optional<size_t> softmax_tail(const Graph& graph, const std::vector<int>& o
   return std::nullopt;
 }
 
+// Where the branches after the mapped part's last fan-out start, or nullopt: the first operator
+// (not an ADD, whose second operand is a residual's) that reads an image a later operator reads
+// too, when every operator from it on depends on that image (DeepLab's image pooling and 1x1
+// branches after its backbone). The part before it is a chain the generator may still cover.
+std::optional<size_t> branch_tail(const Graph& graph, const std::vector<int>& ops) {
+  auto op = [&](size_t i) -> const GraphOp& { return graph.ops.at(static_cast<size_t>(ops[i])); };
+  for (size_t i = ops.size(); i-- > 1;) {
+    if (is_builtin(op(i), container::BuiltinOp::kAdd) || op(i).inputs.empty()) continue;
+    const int image = op(i).inputs[0];
+    size_t first = i;
+    for (size_t k = 0; k < i; ++k)
+      if (!is_builtin(op(k), container::BuiltinOp::kAdd) && !op(k).inputs.empty() &&
+          op(k).inputs[0] == image) {
+        first = k;
+        break;
+      }
+    if (first == i || first == 0) continue;
+    // (Every operator from `first` on reads the image or what one of them wrote.)
+    std::set<int> downstream{image};
+    bool all = true;
+    for (size_t k = first; k < ops.size() && all; ++k) {
+      bool reads = false;
+      for (int t : op(k).inputs) reads = reads || downstream.count(t) > 0;
+      all = reads;
+      downstream.insert(op(k).outputs.begin(), op(k).outputs.end());
+    }
+    return all ? std::optional<size_t>{first} : std::nullopt;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 CompileResult compile_model(std::span<const uint8_t> tflite_bytes) {
@@ -203,6 +235,17 @@ CompileResult compile_model(std::span<const uint8_t> tflite_bytes) {
       Lowered l = lower_mapped_part(r.graph, without.mapped_ops);
       if (l.package) r.partition = std::move(without);
       lowered = std::move(l);  // or the reason that remains without the SOFTMAX
+    }
+    // No generator covers the branches after a fan-out: they run on the CPU, the chain before
+    // them maps.
+    if (const auto at = branch_tail(r.graph, r.partition.mapped_ops); !lowered.package && at) {
+      Partition without = r.partition;
+      unmap_tail(r.graph, without, *at, "tinycoral runs this branch on the CPU: " + lowered.why);
+      Lowered l = lower_mapped_part(r.graph, without.mapped_ops);
+      if (l.package) {
+        r.partition = std::move(without);
+        lowered = std::move(l);
+      }
     }
     if (!lowered.package) {
       unmap_all(r.partition, lowered.why);

@@ -583,7 +583,14 @@ std::string match_conv_chain(const Graph& graph, const std::vector<int>& mapped_
       i = join_end - 1;
       continue;
     }
-    if (flowing >= 0 && op.inputs.at(0) != flowing) return "the layers do not form a chain";
+    if (flowing >= 0 && op.inputs.at(0) != flowing) {
+      if (std::find(layer_inputs.begin(), layer_inputs.end(), op.inputs.at(0)) !=
+          layer_inputs.end())
+        return cat("a ", op.name,
+                   " reading an image that an earlier layer reads too (branches other than "
+                   "fan-out heads of CONV_2D layers are not generated yet)");
+      return "the layers do not form a chain";
+    }
     if (is_builtin(op, BuiltinOp::kConv2D)) {
       if (std::string why = make_layer(graph, op, l); !why.empty()) return why;
     } else if (is_builtin(op, BuiltinOp::kDepthwiseConv2D)) {
