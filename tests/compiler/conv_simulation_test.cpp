@@ -381,7 +381,7 @@ TEST(DepthwiseInAChainOnTheVirtualEdgeTpu, DilatedDepthwiseLayersEqualTheCpuRefe
   expect_equal_to_cpu(12, 12, 32, {dilated(3, 4)}, random);
   expect_equal_to_cpu(11, 10, 8, {dilated(3, 2, 1, false)}, random);  // VALID: 7 x 6 out
   expect_equal_to_cpu(9, 9, 128, {dilated(3, 2)}, random);            // two groups of 64
-  expect_equal_to_cpu(8, 6, 8, {dilated(3, 4)}, random);  // taps reach past every edge
+  expect_equal_to_cpu(8, 6, 8, {dilated(3, 4)}, random);              // taps reach past every edge
   expect_equal_to_cpu(10, 10, 12, {dilated(5, 2, 2)}, random);
   expect_equal_to_cpu(6, 8, 24, {dilated(3, 3, 1, true, Activation::kRelu6)}, random);
 }

@@ -247,8 +247,9 @@ inline std::string describe(int h, int w, int cin, const std::vector<ConvSpec>& 
          : c.pool             ? cat(" -> average pool ", c.k, "x", c.k, " s", c.stride)
          : c.fc               ? cat(" -> fc ", c.cout, c.reshape ? " after reshape" : "")
                 : cat(c.depthwise ? " -> depthwise " : " -> conv ", c.k, "x", c.k, " s", c.stride,
-                      c.dilation > 1 ? cat(" d", c.dilation) : "", c.same ? " SAME" : " VALID", " cout ", c.cout, c.bias ? " bias" : "",
-                      c.per_channel ? "" : " per-tensor", " act ", static_cast<int>(c.act));
+                      c.dilation > 1 ? cat(" d", c.dilation) : "", c.same ? " SAME" : " VALID",
+                      " cout ", c.cout, c.bias ? " bias" : "", c.per_channel ? "" : " per-tensor",
+                      " act ", static_cast<int>(c.act));
   return s;
 }
 
