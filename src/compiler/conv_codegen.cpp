@@ -1140,7 +1140,8 @@ std::string residual_unsupported(const ConvChain& chain, size_t i, const Layout&
     if (i < s.first || i >= s.end) continue;
     for (const Plan& t : s.tiles) {
       if (j < s.first && !t.layers[j].kept)
-        return "a residual block split over two stages without its operand kept (placement error)";
+        return "a residual block split over two stages without its operand kept (no placement "
+               "found: the maps may exceed the tiles' narrow memory)";
       const LayerPlan &a = t.layers[i], &xp = t.layers[j];
       if (xp.row_words() != a.row_words() || a.oa < xp.top || a.ob > xp.top + xp.hp)
         return "an ADD in a chain whose operand rows are not all kept on its tile";
