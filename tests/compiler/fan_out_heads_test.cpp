@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <memory>
 #include <random>
 #include <set>
@@ -20,6 +21,8 @@
 #include "container/tflite_reader.h"
 #include "container/tflite_writer.h"
 #include "host/interpreter.h"
+#include "runtime/device_select.h"
+#include "runtime/edgetpu_delegate.h"
 #include "support/compiled_twin.h"
 #include "support/conv_parameters.h"
 #include "support/conv_twin.h"
@@ -314,6 +317,63 @@ TEST(FanOutHeadsOnTheVirtualEdgeTpu, AHeadsInnerTensorReadOutsideIsRefused) {
   for (const auto& row : r.rows)
     named = named || row.status == "a tensor inside fan-out heads that the CPU part reads";
   EXPECT_TRUE(named);
+}
+
+// DeepLab's ASPP form: an AVERAGE_POOL_2D over the trunk's whole map, then a CONV_2D, beside a
+// CONV_2D on the same map (not heads of one geometry): those branches run on the CPU with the
+// reason, the trunk before them maps, and every output equals the CPU reference's in every byte.
+TEST(FanOutHeadsOnTheVirtualEdgeTpu, BranchesNotGeneratedRunOnTheCpuAfterTheTrunk) {
+  std::mt19937 random(13);
+  container::Model twin = heads_twin(16, 16, 4, {conv(16, 3), conv(32, 3, 2)}, {{24}}, random);
+  container::Subgraph& g = twin.subgraphs.at(0);
+  const container::Operator head = g.operators.back();  // the 1x1 branch
+  g.operators.pop_back();
+  const int x = head.inputs.at(0);
+  const container::Tensor source = g.tensors.at(static_cast<size_t>(x));
+  g.tensors.push_back(testing::twin_tensor("pooled", TensorType::kInt8, {1, 1, 1, 32},
+                                           source.quantization.scale,
+                                           {source.quantization.zero_point.at(0)}));
+  container::Operator pool;
+  pool.opcode_index = 5;  // AVERAGE_POOL_2D
+  pool.inputs = {x};
+  pool.outputs = {static_cast<int>(g.tensors.size()) - 1};
+  pool.builtin_options_type = 5;
+  container::Pool2DOptions po;
+  po.padding = container::Padding::kValid;
+  po.filter_h = po.filter_w = 8;
+  pool.options = po;
+  g.operators.push_back(pool);
+  const float sx = source.quantization.scale.at(0);
+  g.outputs.insert(g.outputs.begin(),
+                   add_head_conv(twin, pool.outputs[0], 32, sx, {16}, 0.1f * sx, 128, random));
+  g.operators.push_back(head);
+  const CompileResult r = compile_model(container::write_tflite(twin));
+  ASSERT_EQ(r.edgetpu_subgraphs, 1);
+  std::map<std::string, int> mapped, branches;
+  for (const auto& row : r.rows) {
+    if (row.mapped) mapped[row.op] += row.count;
+    if (row.status.starts_with("tinycoral runs this branch on the CPU: a CONV_2D reading an image "
+                               "that an earlier layer reads too"))
+      branches[row.op] += row.count;
+  }
+  EXPECT_EQ(mapped, (std::map<std::string, int>{{"CONV_2D", 2}}));
+  EXPECT_EQ(branches, (std::map<std::string, int>{{"AVERAGE_POOL_2D", 1}, {"CONV_2D", 2}}));
+  host::Interpreter cpu = edgetpu_reference(twin);
+  host::InterpreterOptions options;  // (the CPU part in `edgetpu` rounding, as the reference)
+  options.rounding = host::Rounding::kEdgeTpu;
+  runtime::add_edgetpu_delegate(options.delegates, runtime::open_virtual_edgetpu());
+  host::Interpreter tpu(container::read_tflite(r.tflite), options);
+  const std::vector<uint8_t> in = testing::random_bytes(16 * 16 * 4, random);
+  cpu.set_input(0, in);
+  cpu.invoke();
+  tpu.set_input(0, in);
+  tpu.invoke();
+  ASSERT_EQ(tpu.num_outputs(), 2u);
+  for (size_t o = 0; o < 2; ++o) {
+    const auto want = cpu.output_bytes(o);
+    EXPECT_GT(std::set<uint8_t>(want.begin(), want.end()).size(), 8u) << o;
+    EXPECT_TRUE(same_bytes(tpu.output_bytes(o), want)) << "output " << o;
+  }
 }
 
 // Both PoseNets' mapped parts are recognised whole: the 27 layers of the trunk (gen2021's PAD
