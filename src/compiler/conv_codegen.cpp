@@ -88,6 +88,18 @@ void surplus_fill(TileBatch& b, const Plan& p, size_t i) {
             " i.sdims=3 fill_en=1 fill=", hex(value)));
 }
 
+// A stage whose first image is the output of a layer with a partial last block (the stage before
+// ends on it) receives the block's surplus pixels past each row's interior with the hand-over: its
+// zero point there again, on every row of the image, before the stage's first layer reads them.
+void hand_over_surplus_fill(TileBatch& b, const Plan& p) {
+  const LayerPlan& lp = p.layers[p.first];
+  const int words = surplus_pixels(p.layers[p.first - 1]) * lp.cin / 4;
+  b.add(tile_bit(p.tile), "mesh_n",
+        cat("i.addr=", hex(lp.pixel(0, lp.l->pad_left + lp.l->w)),
+            " i=", strided_walk({{1, words}, {lp.row_words(), lp.hp}}, 4),
+            " i.sdims=3 fill_en=1 fill=", hex(0x01010101u * static_cast<uint32_t>(lp.l->in_zp))));
+}
+
 void preamble(Emitter& e, const std::string& input_name) {
   program_start(e);
   tile_fence(e, "units=0x020");
@@ -888,6 +900,13 @@ void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
         }
       tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
       wait_tokens(e);
+      if (surplus_pixels(shapes.layers[stage.first - 1]) > 0) {
+        {
+          TileBatch fills(e);
+          for (const Plan& p : stages[si].tiles) hand_over_surplus_fill(fills, p);
+        }
+        tile_fence(e, "counters=0x1ffff units=0x3ff");
+      }
     }
     if (!rounds[si].empty()) {
       fill_image(stage, stage.first + 1);
@@ -1226,9 +1245,6 @@ std::string unsupported(const ConvChain& chain, Layout& layout) {
   for (size_t s = 1; s < stages.size(); ++s)
     if (!nests(stages[s - 1], stages[s]))
       return "a split depthwise layer after a stage that is not split likewise (placement error)";
-  for (const Stage& stage : stages)
-    if (stage.end < chain.layers.size() && surplus_pixels(layout.shapes.layers[stage.end - 1]) > 0)
-      return "a stage that ends with a partial last block of pixels (not generated yet)";
   for (size_t s = 0; s < stages.size(); ++s)
     if (!stage_fits(stages[s], s > 0 ? &stages[s - 1] : nullptr))
       return cat("layer ", stages[s].first, "'s activations need more than the ", kNarrowBytes,

@@ -201,8 +201,9 @@ Plan plan_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t 
                            (lp.blocks - 1) * lp.block * l.stride_w * l.cin + 4 * lp.window_words;
     lp.wp = std::max(lp.extra + l.w + l.pad_left, (window_end + l.cin - 1) / l.cin);
     // Room for the partial last block of the layer before (its surplus pixels, refilled with
-    // the zero point after its op: surplus_fills).
-    if (i > first)
+    // the zero point after its op, surplus_fill, or after the hand-over into a stage that starts
+    // here, hand_over_surplus_fill).
+    if (i > 0)
       lp.wp = std::max(lp.wp, lp.extra + l.pad_left + l.w + surplus_pixels(p.layers[i - 1]));
     while (lp.wp * l.cin % 4 != 0) ++lp.wp;
     if (l.residual() && static_cast<size_t>(l.residual_of) >= first) {
