@@ -479,9 +479,13 @@ bool nests(const Stage& from, const Stage& to) {
 bool stage_fits(const Stage& s, const Stage* before) {
   for (const Plan& t : s.tiles) {
     if (t.narrow_end > kNarrowBytes || t.regions_end > t.out_base) return false;
+    // (A stage in rounds fills its round images after the hand-over, when the output of the
+    // stage before is read: only its first image must stay below that output.)
+    const int below =
+        t.rounds > 1 ? t.layers[t.first].in_base + t.layers[t.first].in_bytes() : t.regions_end;
     if (before)
       for (const Plan& b : before->tiles)
-        if (b.tile == t.tile && t.regions_end > b.out_base) return false;
+        if (b.tile == t.tile && below > b.out_base) return false;
   }
   return true;
 }

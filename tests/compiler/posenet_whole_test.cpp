@@ -95,21 +95,24 @@ TEST(PoseNetCompiledWhole, Gen2021EqualsItsTwinAndPassesGooglesCheck) {
 // The 89 x 121 48 -> 96 pointwise layer runs as a stage of its own (cut_stages, docs/compiler.md
 // "Stages cut where rounds recompute halos"): in one stage with the 3x3 depthwise layer after it,
 // in three rounds, each tile computed 4 rows a round for the 2 it kept (21,417 positions for the
-// map's 10,769). Now every position is computed once. Its bytes are checked by
-// Gen2020EqualsItsTwinAndPassesGooglesCheck.
+// map's 10,769). Now every position of each of its two output groups is computed once (since the
+// round images may lie over the stage before's output, the layer is split by those groups over
+// tiles, docs/compiler.md "Round images over the output of the stage before"). Its bytes are
+// checked by Gen2020EqualsItsTwinAndPassesGooglesCheck.
 TEST(PoseNetCompiledWhole, Gen2020PointwiseBeforeTheDepthwiseComputesNoHaloRows) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   const testing::CompiledTwin compiled(container::read_tflite_file(
       data / "gen2020/posenet_mobilenet_v1_075_353_481_quant_decoder.tflite"));
   ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1);
   ASSERT_NE(compiled.exes.execution, nullptr);
-  // (The ops of 12 reduction words, 48 input channels, and 2 output groups, 96 channels: only
-  // that layer's; loops count - 1.)
+  // (The ops of 12 reduction words, 48 input channels, computing 64 or 32 columns of its output
+  // groups - the first layer's ops also take 12 words, for 2-pixel blocks of 24 channels, 48
+  // columns; loops count - 1.)
   int64_t positions = 0;
   for (const chip::OpInstr& op : compiled.execution_ops())
-    if (op.loops[0] == 11 && op.loops[2] == 1)
-      positions += int64_t{op.loops[1] + 1} * std::popcount(op.tile_mask);
-  EXPECT_EQ(positions, 89 * 121);
+    if (op.loops[0] == 11 && op.out_ch + 1 != 48)
+      positions += int64_t{op.loops[1] + 1} * (op.loops[2] + 1) * std::popcount(op.tile_mask);
+  EXPECT_EQ(positions, 2 * 89 * 121);
 }
 
 // The heatmaps (17 channels) and offsets (34) share one group of weight rows (their ops compute
