@@ -2,9 +2,9 @@
 // layer on 1-3 channels whose output row is not whole blocks: PoseNet's 3x3 stride-2 layer writes
 // 2-pixel blocks, 321 pixels a row at 481 x 641). The hand-over carries the block's surplus pixel
 // into the next image's right padding, which is refilled with the zero point before the next stage
-// reads it (docs/compiler.md "A stage that ends on a partial last block"). Until then such a stage
-// was refused and the image went in 4-byte pixels. Every output byte equals the CPU reference.
-// The whole-channel PoseNet twins (not on the chip yet) and modeled times:
+// reads it (docs/compiler.md "A stage that ends on a partial last block; PoseNet at Google's other
+// sizes"). Until then such a stage was refused and the image went in 4-byte pixels. Every output
+// byte equals the CPU reference. The whole-channel PoseNet twins (still on the CPU):
 // bench/posenet_sizes_bench.
 #include <gtest/gtest.h>
 
@@ -50,23 +50,35 @@ void expect_equal_to_cpu(const container::Model& twin, const container::Model& c
   }
 }
 
-// 13 x 13 x 3 -> 3x3 stride 2 to 16 channels (7 outputs a row of 2-pixel blocks: one surplus
-// pixel) -> 3x3 SAME to 4096 channels, whose 590 KB of weights exceed one wide memory, so that it
-// is a stage of its own reading the surplus pixel's column as its right padding. With the refill
-// left out 24,095 of the 200,704 output bytes differ (23,002 with the zero point off by 7).
+// A first layer writing a partial last block (13 x 13 x 3 at stride 2: 7 outputs a row of 2-pixel
+// blocks; 9 x 9 x 1: 9 of 4-pixel blocks), then a 3x3 SAME layer to 4096 channels whose 590 KB of
+// weights exceed one wide memory, so that it is a stage of its own reading the surplus pixels'
+// first column as its right padding. With the refill left out 24,095 of 200,704 and 34,713 of
+// 331,776 output bytes differ.
 TEST(PoseNetSizesOnTheVirtualEdgeTpu, AStageEndingOnAPartialBlockHandsOverItsSurplus) {
   std::mt19937 random(7);
-  const int h = 13, w = 13;
-  const twins::ConvSpec first{16, 3, 2, true, true, true, Activation::kRelu6};
-  const twins::ConvSpec wide{4096, 3, 1, true, true, true, Activation::kNone};
-  const container::Model twin = twins::conv_twin(h, w, 3, {first, wide}, random);
-  const testing::CompiledTwin compiled(twin);
-  ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1) << compiled.reason();
-  const container::Model ours = container::read_tflite(compiled.result.tflite);
-  // Columns padded to whole 8-byte rows, the 3 channels kept (4-byte pixels, 13 x 16 x 4, when
-  // the stage was refused).
-  EXPECT_EQ(sent_shape(ours), (std::vector<int32_t>{1, h, 16, 3}));
-  expect_equal_to_cpu(twin, ours, static_cast<size_t>(h) * w * 3, 16, random);
+  struct Case {
+    int h, w, cin;
+    twins::ConvSpec first;
+    std::vector<int32_t> sent;  // the image as the host pads it
+  };
+  // 3 channels at stride 2 (one surplus pixel) and 1 channel at stride 1 (4-pixel blocks, 9
+  // outputs a row: three): columns padded to whole 8-byte rows, the channels kept (4-byte pixels,
+  // 13 x 14 x 4 and 9 x 10 x 4, when the stage was refused).
+  const std::vector<Case> cases = {
+      {13, 13, 3, {16, 3, 2, true, true, true, Activation::kRelu6}, {1, 13, 16, 3}},
+      {9, 9, 1, {16, 3, 1, true, true, true, Activation::kRelu6}, {1, 9, 16, 1}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(cat(c.h, " x ", c.w, " x ", c.cin));
+    const twins::ConvSpec wide{4096, 3, 1, true, true, true, Activation::kNone};
+    const container::Model twin = twins::conv_twin(c.h, c.w, c.cin, {c.first, wide}, random);
+    const testing::CompiledTwin compiled(twin);
+    ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1) << compiled.reason();
+    const container::Model ours = container::read_tflite(compiled.result.tflite);
+    EXPECT_EQ(sent_shape(ours), c.sent);
+    expect_equal_to_cpu(twin, ours, static_cast<size_t>(c.h) * c.w * c.cin, 16, random);
+  }
 }
 
 // PoseNet's shape at 481 x 641 with half of MobileNet v1 0.75's channels (12 -> 24 -> 48 -> 96 ->
