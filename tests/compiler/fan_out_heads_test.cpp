@@ -39,6 +39,7 @@ using testing::CompiledTwin;
 using testing::edgetpu_reference;
 using testing::same_bytes;
 using twins::conv_twin;
+using twins::add_head_conv;
 using twins::ConvSpec;
 using twins::heads_twin;
 using twins::HeadSpec;
