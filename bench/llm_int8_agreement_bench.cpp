@@ -5,7 +5,10 @@
 // --calibration positions of a greedy float run, as `generate --int8` does. FUSED = 1: the
 // --fused-layers arithmetic (int8_model.h); ATTENTION = 1 (with FUSED = 1): attention in the chip's
 // arithmetic too (Int8Options::chip_attention), 0: the float path's scores and softmax.
+// WEIGHTED_SUM (with ATTENTION = 1): Int8Options::weighted_sum, 0 the scalar core's head sums (the
+// default), 1 per-head bytes (kPerHeadBytes), 2 the value cache (kValueCache).
 //   llm_int8_agreement_bench CHECKPOINT [POSITIONS=256] [CALIBRATION=64] [FUSED=0] [ATTENTION=1]
+//                            [WEIGHTED_SUM=0]
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -20,7 +23,9 @@
 int main(int argc, char** argv) {
   using namespace tinycoral::llm;
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s CHECKPOINT [POSITIONS] [CALIBRATION] [FUSED] [ATTENTION]\n",
+    std::fprintf(stderr,
+                 "usage: %s CHECKPOINT [POSITIONS] [CALIBRATION] [FUSED] [ATTENTION] "
+                 "[WEIGHTED_SUM]\n",
                  argv[0]);
     return 2;
   }
@@ -33,7 +38,15 @@ int main(int argc, char** argv) {
     Transformer f(ck, pool);
     const bool fused = argc > 4 && std::atoi(argv[4]) != 0;
     const bool chip_attention = fused && (argc <= 5 || std::atoi(argv[5]) != 0);
-    Int8Transformer q(ck, pool, cal, Int8Options{fused, chip_attention});
+    const int weighted_sum = argc > 6 ? std::atoi(argv[6]) : 0;
+    if (weighted_sum < 0 || weighted_sum > 2) {
+      std::fprintf(stderr, "error: WEIGHTED_SUM is 0, 1 or 2\n");
+      return 2;
+    }
+    Int8Transformer q(ck, pool, cal,
+                      Int8Options{.fused_layers = fused,
+                                  .chip_attention = chip_attention,
+                                  .weighted_sum = WeightedSum(weighted_sum)});
     Sampler sampler(1.0f, 0.0f, 1);
     int token = kBos, agree = 0;
     double kl = 0, kl_max = 0;
@@ -57,9 +70,10 @@ int main(int argc, char** argv) {
         "%s\n%d positions (calibration %d%s): top-1 agreement %.1f%%, KL %.4f nats/token "
         "(max %.4f)\n",
         describe(ck).c_str(), positions, cal.positions,
-        chip_attention ? ", fused layers, chip attention"
-        : fused        ? ", fused layers"
-                       : "",
+        !chip_attention     ? (fused ? ", fused layers" : "")
+        : weighted_sum == 1 ? ", fused layers, chip attention, per-head bytes"
+        : weighted_sum == 2 ? ", fused layers, chip attention, value cache"
+                            : ", fused layers, chip attention",
         100.0 * agree / positions, kl / positions, kl_max);
   } catch (const tinycoral::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

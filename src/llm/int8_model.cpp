@@ -162,10 +162,14 @@ float symmetric_scale(float max_abs) { return max_abs > 0 ? max_abs / 127.0f : 1
 // and scores' ranges get this much room (measured: docs/llm.md "Attention in the chip's
 // arithmetic").
 constexpr float kHeadroom = 2.0f;
+// WeightedSum::kPerHeadBytes: room on each head's share of attention's output (measured:
+// docs/llm.md "The weighted sum in ops with evidence").
+constexpr float kHeadShareHeadroom = 1.0f;
 
 }  // namespace
 
-QuantizedAttention quantize_attention(const Config& c, const Calibration& cal, int layer) {
+QuantizedAttention quantize_attention(const Config& c, const Calibration& cal, int layer,
+                                      WeightedSum weighted_sum) {
   const size_t l = size_t(layer);
   const int hs = c.head_size(), kv_mul = c.n_heads / c.n_kv_heads;
   QuantizedAttention a;
@@ -208,7 +212,66 @@ QuantizedAttention quantize_attention(const Config& c, const Calibration& cal, i
     a.out_mult.push_back(edgetpu::product_scale(1.0f / 255.0f, a.u_scale.back(), a.out.scale));
   }
   output_clamps(a.out, a.out_lo, a.out_hi);
+  if (weighted_sum == WeightedSum::kPerHeadBytes) {
+    float largest = 0;
+    for (int h = 0; h < c.n_heads; ++h) {
+      const Calibration::Range r = cal.head_out[l][size_t(h)];
+      a.head.push_back(qparams_for_range(kHeadShareHeadroom * r.lo, kHeadShareHeadroom * r.hi));
+      largest = std::max(largest, a.head.back().scale);
+      for (int i = 0; i < c.dim; ++i)
+        a.head_base.push_back(
+            edgetpu::product_scale(1.0f / 255.0f, a.u_scale[size_t(i)], a.head.back().scale));
+      float lo = 0, hi = 0;
+      output_clamps(a.head.back(), lo, hi);
+      a.head_lo.push_back(lo);
+      a.head_hi.push_back(hi);
+    }
+    // a_h / 127 ~ s_yh / s_max, as the residual add's two weights.
+    for (int h = 0; h < c.n_heads; ++h)
+      a.head_weight.push_back(std::max(
+          1, static_cast<int32_t>(std::nearbyint(127.0f * (a.head[size_t(h)].scale / largest)))));
+    a.head_sum_mult = edgetpu::product_scale(largest, 1.0f / 127.0f, a.out.scale);
+  }
+  if (weighted_sum == WeightedSum::kValueCache) {
+    for (int j = 0; j < c.kv_dim(); ++j)
+      a.v_scale.push_back(symmetric_scale(kHeadroom * cal.value_abs[l][size_t(j)]));
+    const Calibration::Range ra = cal.in[l][size_t(LayerMatmul::kO)];
+    const QParams att = qparams_for_range(ra.lo, ra.hi);  // wo's input, as quantize_matmul has it
+    for (int j = 0; j < c.dim; ++j) {
+      const int h = j / hs;
+      const float sv = a.v_scale[size_t((h / kv_mul) * hs + j % hs)];
+      a.att_base.push_back(edgetpu::product_scale(1.0f / 255.0f, sv, att.scale));
+    }
+    output_clamps(att, a.att_lo, a.att_hi);
+  }
   return a;
+}
+
+void weighted_sum_head(const uint8_t* e, int n, const int8_t* w, size_t stride, int width,
+                       const float* base, float inv_sum, QParams out, float lo, float hi,
+                       int8_t* y) {
+  // Exact in int32 (255 x 127 per term: more than 66,000 positions to overflow).
+  std::vector<int32_t> acc(size_t(width), 0);
+  for (int t = 0; t < n; ++t)
+    if (e[t] != 0) axpy_int8(int32_t{e[t]}, w + size_t(t) * stride, acc.data(), width);
+  const edgetpu::Clamps clamps{lo, hi};
+  for (int i = 0; i < width; ++i) {
+    // The per-token multiplier, as the scalar core would write it: one float32 product.
+    const volatile float mult = base[i] * inv_sum;
+    y[i] = static_cast<int8_t>(
+        std::clamp(edgetpu::requantize(acc[size_t(i)], mult, clamps, out.zero_point), -128, 127));
+  }
+}
+
+void sum_heads(const QuantizedAttention& a, const int8_t* y, int dim, int8_t* o) {
+  const edgetpu::Clamps clamps{a.out_lo, a.out_hi};
+  for (int i = 0; i < dim; ++i) {
+    int32_t acc = 0;
+    for (size_t h = 0; h < a.head.size(); ++h)
+      acc += a.head_weight[h] * (int32_t{y[h * size_t(dim) + size_t(i)]} - a.head[h].zero_point);
+    o[i] = static_cast<int8_t>(
+        std::clamp(edgetpu::requantize(acc, a.head_sum_mult, clamps, a.out.zero_point), -128, 127));
+  }
 }
 
 namespace {
@@ -296,6 +359,22 @@ class RecordingTransformer : public Transformer {
       }
     }
     widen(cal_.attention[l], out, c.dim);
+    std::vector<float>& va = cal_.value_abs[l];
+    for (int j = 0; j < c.kv_dim(); ++j) va[size_t(j)] = std::max(va[size_t(j)], std::fabs(v[j]));
+    // Head h's share of the output: wo_h (sum_t p_ht v_ht).
+    att_.resize(size_t(hs));
+    for (int h = 0; h < c.n_heads; ++h) {
+      std::fill(att_.begin(), att_.end(), 0.0f);
+      const float* p = probs(h);
+      for (int t = 0; t <= pos; ++t)
+        axpy(p[t], value_row(layer, t) + (h / kv_mul) * hs, att_.data(), hs);
+      for (int i = 0; i < c.dim; ++i) {
+        float acc = 0;
+        for (int j = 0; j < hs; ++j)
+          acc += wo.w[size_t(i) * size_t(wo.cols) + size_t(h * hs + j)] * att_[size_t(j)];
+        widen(cal_.head_out[l][size_t(h)], &acc, 1);
+      }
+    }
   }
 
  private:
@@ -314,7 +393,7 @@ class RecordingTransformer : public Transformer {
     }
   }
   Calibration& cal_;
-  std::vector<float> h1_, raw_, u_;
+  std::vector<float> h1_, raw_, u_, att_;
 };
 
 }  // namespace
@@ -334,6 +413,8 @@ Calibration calibrate(const Checkpoint& ck, ThreadPool& pool, int positions) {
   cal.scores.assign(size_t(c.n_layers), std::vector<Calibration::Range>(size_t(c.n_heads)));
   cal.weighted_abs.assign(size_t(c.n_layers), std::vector<float>(size_t(c.dim)));
   cal.attention.resize(size_t(c.n_layers));
+  cal.head_out.assign(size_t(c.n_layers), std::vector<Calibration::Range>(size_t(c.n_heads)));
+  cal.value_abs.assign(size_t(c.n_layers), std::vector<float>(size_t(c.kv_dim())));
   cal.positions = std::clamp(positions, 1, ck.config.seq_len);
   RecordingTransformer model(ck, pool, cal);
   model.set_argmax_only(true);
@@ -404,7 +485,12 @@ Int8Weights::Int8Weights(const Checkpoint& ck, const Calibration& calibration,
       calibration.weighted_abs.size() != size_t(c.n_layers) ||
       calibration.attention.size() != size_t(c.n_layers))
     fail("the calibration has no ranges for attention in the chip's arithmetic");
-  for (int l = 0; l < c.n_layers; ++l) attention.push_back(quantize_attention(c, calibration, l));
+  if (options.weighted_sum != WeightedSum::kScalarCore &&
+      (calibration.head_out.size() != size_t(c.n_layers) ||
+       calibration.value_abs.size() != size_t(c.n_layers)))
+    fail("the calibration has no ranges for the weighted sum's per-head multipliers");
+  for (int l = 0; l < c.n_layers; ++l)
+    attention.push_back(quantize_attention(c, calibration, l, options.weighted_sum));
 }
 
 void Int8Weights::values_q(int layer, const int8_t* v, int8_t* u) const {
@@ -448,6 +534,9 @@ Int8Transformer::Int8Transformer(const Checkpoint& ck, ThreadPool& pool,
     p_.resize(size_t(c.n_heads) * size_t(c.seq_len));
     inv_sum_.resize(size_t(c.n_heads));
     u_tmp_.resize(size_t(c.n_heads) * size_t(c.dim));
+    if (options().weighted_sum == WeightedSum::kValueCache)
+      v_cache_.resize(size_t(c.n_layers) * size_t(c.seq_len) * size_t(c.kv_dim()));
+    heads_q_.resize(size_t(c.n_heads) * size_t(c.dim));
   }
   x2q_.resize(size_t(c.dim));
   next_q_.resize(size_t(c.dim));
@@ -517,7 +606,14 @@ void Int8Transformer::qkv(int layer, int pos, const float* x, float* q, float* k
     values_q(layer, v8_.data(), u);
     return;
   }
-  // u' = r u, quantized per output channel: the weights of attention's weighted sum.
+  if (options().weighted_sum == WeightedSum::kValueCache) {
+    // v~ = r v, quantized per channel: the weighted sum's weights (v already has r: above).
+    const std::vector<float>& vs = weights_->attention[size_t(layer)].v_scale;
+    int8_t* vrow = v_cache_.data() + at * size_t(c.kv_dim());
+    for (int j = 0; j < c.kv_dim(); ++j) vrow[j] = quantize_symmetric(v[j], vs[size_t(j)]);
+  }
+  // u' = r u, quantized per output channel: the weights of attention's weighted sum. (The value
+  // cache's arithmetic does not read it; computing it keeps the chip and batch paths' seams.)
   values_q(layer, v8_.data(), u_tmp_.data());
   const std::vector<float>& scale = weights_->attention[size_t(layer)].u_scale;
   for (int h = 0; h < c.n_heads; ++h) {
@@ -596,6 +692,11 @@ void Int8Transformer::attend(int layer, int pos, float* out) {
   const Config& c = ck_.config;
   const size_t first = size_t(layer) * size_t(c.seq_len);
   const size_t stride = size_t(c.n_heads) * size_t(c.dim);
+  if (weights_->chip_attention() && options().weighted_sum != WeightedSum::kScalarCore) {
+    chip_attention_weights(layer, pos);
+    per_token_weighted_sum(layer, pos, out);
+    return;
+  }
   if (weights_->chip_attention()) {
     chip_attention_weights(layer, pos);
     // o = sum_h sum_t (e_ht / S_h) u'_ht: per head an exact integer sum over positions (the
@@ -666,6 +767,41 @@ void Int8Transformer::attend(int layer, int pos, float* out) {
       }
     }
   });
+}
+
+void Int8Transformer::per_token_weighted_sum(int layer, int pos, float* out) {
+  const Config& c = ck_.config;
+  const QuantizedAttention& a = weights_->attention[size_t(layer)];
+  const int hs = c.head_size(), kv_dim = c.kv_dim(), kv_mul = c.n_heads / c.n_kv_heads;
+  const size_t first = size_t(layer) * size_t(c.seq_len);
+  const int n = pos + 1;
+  if (options().weighted_sum == WeightedSum::kPerHeadBytes) {
+    const size_t stride = size_t(c.n_heads) * size_t(c.dim);
+    pool_.parallel_for(c.n_heads, 1, [&](int h_begin, int h_end) {
+      for (int h = h_begin; h < h_end; ++h)
+        weighted_sum_head(p_.data() + size_t(h) * size_t(c.seq_len), n,
+                          u_cache_.data() + first * stride + size_t(h) * size_t(c.dim), stride,
+                          c.dim, a.head_base.data() + size_t(h) * size_t(c.dim),
+                          inv_sum_[size_t(h)], a.head[size_t(h)], a.head_lo[size_t(h)],
+                          a.head_hi[size_t(h)], heads_q_.data() + size_t(h) * size_t(c.dim));
+    });
+    int8_t* o = u_tmp_.data();
+    sum_heads(a, heads_q_.data(), c.dim, o);
+    dequantize(o, c.dim, a.out, out);
+    return;
+  }
+  // kValueCache: wo's input, head after head, then wo as the int8 path's FC (on the host).
+  const QuantizedMatmul& wo = matmul(layer, LayerMatmul::kO);
+  pool_.parallel_for(c.n_heads, 1, [&](int h_begin, int h_end) {
+    for (int h = h_begin; h < h_end; ++h)
+      weighted_sum_head(p_.data() + size_t(h) * size_t(c.seq_len), n,
+                        v_cache_.data() + first * size_t(kv_dim) + size_t(h / kv_mul) * size_t(hs),
+                        size_t(kv_dim), hs, a.att_base.data() + size_t(h) * size_t(hs),
+                        inv_sum_[size_t(h)], wo.in, a.att_lo, a.att_hi,
+                        heads_q_.data() + size_t(h) * size_t(hs));
+  });
+  Int8Transformer::matmul_q(layer, LayerMatmul::kO, heads_q_.data(), u_tmp_.data());
+  dequantize(u_tmp_.data(), c.dim, wo.out, out);
 }
 
 void Int8Transformer::qkv_q(int layer, const int8_t* xq, int8_t* q, int8_t* k, int8_t* v) {

@@ -99,6 +99,11 @@ struct Calibration {
   std::vector<std::vector<Range>> query, key, scores;
   std::vector<std::vector<float>> weighted_abs;
   std::vector<Range> attention;
+  // For Int8Options::weighted_sum: per head the range of wo_h (sum_t p_ht v_ht), head h's share of
+  // attention's output ([layer][head], kPerHeadBytes), and max |v| per channel ([layer][kv_dim],
+  // v as the float path caches it, kValueCache).
+  std::vector<std::vector<Range>> head_out;
+  std::vector<std::vector<float>> value_abs;
   int positions = 0;
 };
 // Runs the float model greedily from BOS for `positions` positions (at most seq_len) and records
@@ -135,6 +140,23 @@ void residual_add(const QuantizedAdd& q, const int8_t* x, const int8_t* f, int n
 // RMSNorm's scale of x: 1 / sqrt(mean(x^2) + 1e-5), in float32.
 float rms_scale(const float* x, int n);
 
+// Where attention's weighted sum meets 1 / S (with chip_attention; docs/llm.md "The weighted sum
+// in ops with evidence").
+enum class WeightedSum {
+  // Per head the exact int32 sum over positions of e_ht u'_ht, weighed with 1 / S_h and added over
+  // heads in float32 on the scalar core, then one output stage (the default: the chip would have to
+  // hand the scalar core int32 sums, which no op with evidence does).
+  kScalarCore,
+  // A: per head an FC over positions (e the input, the u' cache the weights) whose output stage
+  // has the per-token multiplier f32(c_hi (1 / S_h)): int8 bytes y_h (dim wide) per head; then
+  // the sum over heads as an FC with integer weights per head (the residual add's form) to o.
+  kPerHeadBytes,
+  // B: the cache holds v~ = r v (kv_dim bytes per position) instead of u'; per head an FC over
+  // positions (e the input, v~ the weights) with the per-token multiplier to wo's int8 input
+  // (head_size bytes per head, heads side by side); then wo as the int8 path's FC to o.
+  kValueCache,
+};
+
 struct Int8Options {
   // Issue 14 step c's arithmetic (top of this file), the default; false: RMSNorm before q, k, v
   // and wo after attention, as the float path (the CLI's --unfused-layers).
@@ -146,6 +168,9 @@ struct Int8Options {
   // keys resident in tile memory and written as tokens arrive (docs/llm.md); the CLI's
   // --scores-on-chip.
   bool chip_scores = false;
+  // With chip_attention: how the weighted sum is computed (the int8 path only; the chip and batch
+  // paths compute it on the host through the inherited attend()).
+  WeightedSum weighted_sum = WeightedSum::kScalarCore;
 };
 
 // Attention of one layer in the chip's arithmetic (Int8Options::chip_attention).
@@ -165,9 +190,36 @@ struct QuantizedAttention {
   QParams out;                  // attention's output o
   std::vector<float> out_mult;  // [dim]: f32(f32(1/255 u_scale) f32(1 / s_o))
   float out_lo = 0, out_hi = 0;
+  // WeightedSum::kPerHeadBytes: y_h in int8 per head (calibrated range of head h's share), the
+  // constant part of the per-token multiplier c_hi = f32(f32(1/255 u_scale_i) f32(1 / s_yh))
+  // ([head][dim]) and y_h's clamps; the sum over heads: integer weights a_h (the largest head
+  // scale 127, the others their ratio, rounded) and multiplier f32(f32(s_max f32(1/127))
+  // f32(1 / s_o)), o's clamps as above.
+  std::vector<QParams> head;
+  std::vector<float> head_base, head_lo, head_hi;
+  std::vector<int32_t> head_weight;
+  float head_sum_mult = 0;
+  // WeightedSum::kValueCache: v~ = r v symmetric per channel ([kv_dim], calibrated max |v| with
+  // kHeadroom), and the constant part of the per-token multiplier to wo's input,
+  // c_j = f32(f32(1/255 v_scale_j) f32(1 / s_att)) ([dim]: output j of head h = j / head_size
+  // reads its kv head's channel), with wo's input quantization (the int8 path's, calibrated) and
+  // its clamps.
+  std::vector<float> v_scale, att_base;
+  float att_lo = 0, att_hi = 0;
 };
+// One head's weighted sum as an FC over positions in the chip's output stage, with the per-token
+// multiplier: y_i = clamp(rint(clamp(f32(acc_i) f32(base_i inv_sum))) + z), acc_i = sum_{t < n}
+// e_t w_t[i] (int32, e the softmax's bytes with zero point 0, w_t the row of position t, `stride`
+// bytes apart), for i < width.
+void weighted_sum_head(const uint8_t* e, int n, const int8_t* w, size_t stride, int width,
+                       const float* base, float inv_sum, QParams out, float lo, float hi,
+                       int8_t* y);
+// kPerHeadBytes' sum over heads: o_i = the output stage of sum_h a_h (y_hi - z_h) (y: n_heads rows
+// of dim bytes), for i < dim.
+void sum_heads(const QuantizedAttention& a, const int8_t* y, int dim, int8_t* o);
 constexpr float kLog2e = 1.44269504f;
-QuantizedAttention quantize_attention(const Config& c, const Calibration& cal, int layer);
+QuantizedAttention quantize_attention(const Config& c, const Calibration& cal, int layer,
+                                      WeightedSum weighted_sum = WeightedSum::kScalarCore);
 // Symmetric int8 with scale s (zero point 0): clamp(rint(x / s), -127, 127).
 int8_t quantize_symmetric(float x, float s);
 // Softmax of n int8 scores (exp_mult = f32(s_score log2 e) turns a difference of scores into a
@@ -259,12 +311,16 @@ class Int8Transformer : public Transformer {
   std::shared_ptr<const Int8Weights> weights_;
   // chip_attention: attention's scores and softmax for every head at `pos`, into p_.
   void chip_attention_weights(int layer, int pos);
+  // WeightedSum::kPerHeadBytes and kValueCache: o from p_ and inv_sum_ (Int8Options).
+  void per_token_weighted_sum(int layer, int pos, float* out);
   std::vector<int8_t> u_cache_;  // [layer][pos][head][dim] (u', r folded in, with chip_attention)
   std::vector<int8_t> k_cache_;  // chip_attention: [layer][pos][kv_dim], after RoPE
   std::vector<int8_t> scores_;   // chip_attention: [head][seq_len]
   std::vector<uint8_t> p_;       // chip_attention: the exponentials' bytes, [head][seq_len]
   std::vector<float> inv_sum_;   // chip_attention: [head] 1 / S
   std::vector<int8_t> u_tmp_;
+  // WeightedSum::kValueCache: [layer][pos][kv_dim] v~ = r v; the other two: per-head bytes
+  std::vector<int8_t> v_cache_, heads_q_;
   std::vector<float> r_cache_;  // [layer][pos]: RMSNorm's scale of x
   std::vector<int8_t> x2q_, next_q_, q8_, k8_, v8_;
   std::vector<int8_t> xq_, yq_, h1q_, h3q_, mq_;
