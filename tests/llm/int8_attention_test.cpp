@@ -4,8 +4,11 @@
 // and with calibration that cannot cover the run.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <random>
+#include <set>
 #include <vector>
 
 #include "llama2c_files.h"
@@ -112,6 +115,110 @@ TEST(Int8Attention, FollowsFloatOnATestCheckpointAsTheDocsSay) {
   const Agreement short_cal = agreement(model->ck, 128, 2, {.fused_layers = true},
                                         {.fused_layers = true, .chip_attention = false});
   EXPECT_GT(short_cal.kl, 2 * chip.kl);
+}
+
+// The output stage written out: f32(acc) x mult, clamps in float32, rounding half to even, zero
+// point, saturation to int8 (docs/chip_ops.md 2, "Output stage").
+int8_t output_stage(int64_t acc, float mult, float lo, float hi, int32_t zero_point) {
+  float y = static_cast<float>(acc) * mult;
+  y = std::min(std::max(y, lo), hi);
+  const long r = std::lrint(y) + zero_point;
+  return static_cast<int8_t>(std::clamp<long>(r, -128, 127));
+}
+
+// Int8Options::weighted_sum: one head's FC over positions with the per-token multiplier
+// f32(base_i (1 / S)), recomputed here from the same integers for a small random case: e's bytes
+// with zero point 0, rows `stride` apart, some outputs past the clamps.
+TEST(Int8WeightedSum, OneHeadIsAnFcOverPositionsWithThePerTokenMultiplier) {
+  std::mt19937 rng(7);
+  const int n = 37, width = 45;
+  const size_t stride = 50;
+  std::vector<uint8_t> e(static_cast<size_t>(n));
+  std::vector<int8_t> w(size_t(n) * stride);
+  std::vector<float> base(static_cast<size_t>(width));
+  for (uint8_t& b : e) b = static_cast<uint8_t>(rng() % 256);
+  e[3] = 0;
+  e[9] = 255;
+  for (int8_t& b : w) b = static_cast<int8_t>(int(rng() % 255) - 127);
+  for (int i = 0; i < width; ++i)  // the last outputs' multipliers large enough to clamp
+    base[size_t(i)] = std::ldexp(1.0f + float(rng() % 1000) / 1000.0f, i < 40 ? -12 : -6);
+  const float inv_sum = 1.0f / 13.7f;
+  const llm::QParams out{0.05f, 3};
+  float lo = 0, hi = 0;
+  llm::output_clamps(out, lo, hi);
+  std::vector<int8_t> y(static_cast<size_t>(width));
+  llm::weighted_sum_head(e.data(), n, w.data(), stride, width, base.data(), inv_sum, out, lo, hi,
+                         y.data());
+  std::set<int> distinct;
+  int clamped = 0;
+  for (int i = 0; i < width; ++i) {
+    int64_t acc = 0;
+    for (int t = 0; t < n; ++t) acc += int64_t{e[size_t(t)]} * w[size_t(t) * stride + size_t(i)];
+    const float mult = base[size_t(i)] * inv_sum;
+    const int8_t expected = output_stage(acc, mult, lo, hi, out.zero_point);
+    EXPECT_EQ(y[size_t(i)], expected) << "output " << i << " acc " << acc;
+    distinct.insert(expected);
+    clamped += expected == -128 || expected == 127;
+  }
+  EXPECT_GT(distinct.size(), 10u);  // the case is not degenerate
+  EXPECT_GT(clamped, 0);            // and reaches the clamps
+}
+
+// kPerHeadBytes' sum over heads: integer weights a_h on each head's bytes less its zero point, one
+// output stage; recomputed from quantize_attention's constants on rand_gqa's calibration.
+TEST(Int8WeightedSum, PerHeadBytesAddUpWithIntegerWeights) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  std::string why;
+  const auto model = reference_model(data, "rand_gqa", why);
+  if (!model) GTEST_SKIP() << why;
+  const llm::Config& c = model->ck.config;
+  llm::ThreadPool pool(1);
+  const llm::Calibration cal = llm::calibrate(model->ck, pool, 16);
+  const llm::QuantizedAttention a =
+      llm::quantize_attention(c, cal, 1, llm::WeightedSum::kPerHeadBytes);
+  ASSERT_EQ(a.head.size(), size_t(c.n_heads));
+  ASSERT_EQ(a.head_base.size(), size_t(c.n_heads) * size_t(c.dim));
+  // The largest head scale has weight 127, the others their ratio.
+  EXPECT_EQ(*std::max_element(a.head_weight.begin(), a.head_weight.end()), 127);
+  std::mt19937 rng(3);
+  std::vector<int8_t> y(size_t(c.n_heads) * size_t(c.dim)), o(size_t(c.dim));
+  for (int8_t& b : y) b = static_cast<int8_t>(int(rng() % 256) - 128);
+  llm::sum_heads(a, y.data(), c.dim, o.data());
+  for (int i = 0; i < c.dim; ++i) {
+    int64_t acc = 0;
+    for (int h = 0; h < c.n_heads; ++h)
+      acc += int64_t{a.head_weight[size_t(h)]} *
+             (y[size_t(h) * size_t(c.dim) + size_t(i)] - a.head[size_t(h)].zero_point);
+    EXPECT_EQ(o[size_t(i)],
+              output_stage(acc, a.head_sum_mult, a.out_lo, a.out_hi, a.out.zero_point))
+        << i;
+  }
+  // The default's constants do not carry these (and the default is the scalar core's sum).
+  EXPECT_TRUE(llm::quantize_attention(c, cal, 1).head.empty());
+  EXPECT_EQ(llm::Int8Options{}.weighted_sum, llm::WeightedSum::kScalarCore);
+}
+
+// Both per-token arithmetics on rand_gqa, 128 positions, calibration 64, as docs/llm.md "The
+// weighted sum in ops with evidence" reports them (kPerHeadBytes 78.1% / 0.0069, kValueCache
+// 77.3% / 0.0062): they change the logits, and stay near float (the bounds leave room for another
+// machine's libm only).
+TEST(Int8WeightedSum, PerTokenMultipliersFollowFloatAsTheDocsSay) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  std::string why;
+  const auto model = reference_model(data, "rand_gqa", why);
+  if (!model) GTEST_SKIP() << why;
+  const Agreement heads = agreement(
+      model->ck, 128, 64, {.fused_layers = true, .weighted_sum = llm::WeightedSum::kPerHeadBytes},
+      {.fused_layers = true});
+  EXPECT_TRUE(heads.any_logit_differs);
+  EXPECT_GE(heads.top1, 0.75);
+  EXPECT_LE(heads.kl, 0.008);
+  const Agreement values = agreement(
+      model->ck, 128, 64, {.fused_layers = true, .weighted_sum = llm::WeightedSum::kValueCache},
+      {.fused_layers = true});
+  EXPECT_TRUE(values.any_logit_differs);
+  EXPECT_GE(values.top1, 0.74);
+  EXPECT_LE(values.kl, 0.007);
 }
 
 }  // namespace
