@@ -235,14 +235,17 @@ QuantizedAttention quantize_attention(const Config& c, const Calibration& cal, i
   if (weighted_sum == WeightedSum::kValueCache) {
     for (int j = 0; j < c.kv_dim(); ++j)
       a.v_scale.push_back(symmetric_scale(kHeadroom * cal.value_abs[l][size_t(j)]));
-    const Calibration::Range ra = cal.in[l][size_t(LayerMatmul::kO)];
-    const QParams att = qparams_for_range(ra.lo, ra.hi);  // wo's input, as quantize_matmul has it
-    for (int j = 0; j < c.dim; ++j) {
-      const int h = j / hs;
-      const float sv = a.v_scale[size_t((h / kv_mul) * hs + j % hs)];
-      a.att_base.push_back(edgetpu::product_scale(1.0f / 255.0f, sv, att.scale));
+    // wo's input a: symmetric per head (its largest calibrated |a_j|, no headroom: measured),
+    // the scales folded into wo's columns, since an FC's input has one scale.
+    for (int h = 0; h < c.n_heads; ++h) {
+      float m = 0;
+      for (int j = 0; j < hs; ++j) m = std::max(m, cal.attention_in_abs[l][size_t(h * hs + j)]);
+      for (int j = 0; j < hs; ++j) {
+        const float sv = a.v_scale[size_t((h / kv_mul) * hs + j)];
+        a.att_scale.push_back(symmetric_scale(m));
+        a.att_base.push_back(edgetpu::product_scale(1.0f / 255.0f, sv, a.att_scale.back()));
+      }
     }
-    output_clamps(att, a.att_lo, a.att_hi);
   }
   return a;
 }
@@ -288,6 +291,10 @@ class RecordingTransformer : public Transformer {
     const MatrixRef w = layer_matrix(ck_, layer, m);
     widen(cal_.in[size_t(layer)][size_t(m)], in, w.cols);
     widen(cal_.out[size_t(layer)][size_t(m)], out, w.rows);
+    if (m == LayerMatmul::kO) {
+      std::vector<float>& abs = cal_.attention_in_abs[size_t(layer)];
+      for (int j = 0; j < w.cols; ++j) abs[size_t(j)] = std::max(abs[size_t(j)], std::fabs(in[j]));
+    }
     if (m == LayerMatmul::kW1) {
       h1_.assign(out, out + w.rows);
       widen(cal_.residual_mid[size_t(layer)], residual(), ck_.config.dim);
@@ -415,6 +422,7 @@ Calibration calibrate(const Checkpoint& ck, ThreadPool& pool, int positions) {
   cal.attention.resize(size_t(c.n_layers));
   cal.head_out.assign(size_t(c.n_layers), std::vector<Calibration::Range>(size_t(c.n_heads)));
   cal.value_abs.assign(size_t(c.n_layers), std::vector<float>(size_t(c.kv_dim())));
+  cal.attention_in_abs.assign(size_t(c.n_layers), std::vector<float>(size_t(c.dim)));
   cal.positions = std::clamp(positions, 1, ck.config.seq_len);
   RecordingTransformer model(ck, pool, cal);
   model.set_argmax_only(true);
@@ -489,8 +497,24 @@ Int8Weights::Int8Weights(const Checkpoint& ck, const Calibration& calibration,
       (calibration.head_out.size() != size_t(c.n_layers) ||
        calibration.value_abs.size() != size_t(c.n_layers)))
     fail("the calibration has no ranges for the weighted sum's per-head multipliers");
-  for (int l = 0; l < c.n_layers; ++l)
+  for (int l = 0; l < c.n_layers; ++l) {
     attention.push_back(quantize_attention(c, calibration, l, options.weighted_sum));
+    if (options.weighted_sum != WeightedSum::kValueCache) continue;
+    QuantizedAttention& a = attention.back();
+    // wo diag(att_scale), quantized per output row as every matmul, its input scale 1.
+    const MatrixRef wo = layer_matrix(ck, l, LayerMatmul::kO);
+    block.resize(size_t(wo.rows) * size_t(wo.cols));
+    for (int i = 0; i < wo.rows; ++i)
+      for (int j = 0; j < wo.cols; ++j)
+        block[size_t(i) * size_t(wo.cols) + size_t(j)] =
+            wo.w[size_t(i) * size_t(wo.cols) + size_t(j)] * a.att_scale[size_t(j)];
+    a.wo = quantize_matmul(MatrixRef{block.data(), wo.rows, wo.cols}, {},
+                           calibration.out[size_t(l)][size_t(LayerMatmul::kO)]);
+    a.wo.in = {1.0f, 0};
+    for (int i = 0; i < wo.rows; ++i)
+      a.wo.multiplier[size_t(i)] =
+          edgetpu::product_scale(1.0f, a.wo.w_scale[size_t(i)], a.wo.out.scale);
+  }
 }
 
 void Int8Weights::values_q(int layer, const int8_t* v, int8_t* u) const {
@@ -790,17 +814,20 @@ void Int8Transformer::per_token_weighted_sum(int layer, int pos, float* out) {
     dequantize(o, c.dim, a.out, out);
     return;
   }
-  // kValueCache: wo's input, head after head, then wo as the int8 path's FC (on the host).
-  const QuantizedMatmul& wo = matmul(layer, LayerMatmul::kO);
+  // kValueCache: wo's input, head after head, then wo diag(att_scale) as an FC (on the host).
+  const QuantizedMatmul& wo = a.wo;
   pool_.parallel_for(c.n_heads, 1, [&](int h_begin, int h_end) {
     for (int h = h_begin; h < h_end; ++h)
       weighted_sum_head(p_.data() + size_t(h) * size_t(c.seq_len), n,
                         v_cache_.data() + first * size_t(kv_dim) + size_t(h / kv_mul) * size_t(hs),
                         size_t(kv_dim), hs, a.att_base.data() + size_t(h) * size_t(hs),
-                        inv_sum_[size_t(h)], wo.in, a.att_lo, a.att_hi,
+                        inv_sum_[size_t(h)], wo.in, -kSymmetricClamp, kSymmetricClamp,
                         heads_q_.data() + size_t(h) * size_t(hs));
   });
-  Int8Transformer::matmul_q(layer, LayerMatmul::kO, heads_q_.data(), u_tmp_.data());
+  pool_.parallel_for(wo.rows, 16, [&](int begin, int end) {
+    matvec_int8_rows(wo.w.data(), heads_q_.data(), acc_.data(), wo.cols, begin, end);
+    for (int r = begin; r < end; ++r) u_tmp_[size_t(r)] = requantize_row(wo, r, acc_[size_t(r)]);
+  });
   dequantize(u_tmp_.data(), c.dim, wo.out, out);
 }
 

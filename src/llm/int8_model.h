@@ -104,6 +104,7 @@ struct Calibration {
   // v as the float path caches it, kValueCache).
   std::vector<std::vector<Range>> head_out;
   std::vector<std::vector<float>> value_abs;
+  std::vector<std::vector<float>> attention_in_abs;  // [layer][dim]: max |a_j| of wo's input a
   int positions = 0;
 };
 // Runs the float model greedily from BOS for `positions` positions (at most seq_len) and records
@@ -200,13 +201,15 @@ struct QuantizedAttention {
   std::vector<int32_t> head_weight;
   float head_sum_mult = 0;
   // WeightedSum::kValueCache: v~ = r v symmetric per channel ([kv_dim], calibrated max |v| with
-  // kHeadroom), and the constant part of the per-token multiplier to wo's input,
-  // c_j = f32(f32(1/255 v_scale_j) f32(1 / s_att)) ([dim]: output j of head h = j / head_size
-  // reads its kv head's channel), with wo's input quantization (the int8 path's, calibrated) and
-  // its clamps.
-  std::vector<float> v_scale, att_base;
-  float att_lo = 0, att_hi = 0;
+  // kHeadroom); wo's input a symmetric per head ([dim], the head's calibrated max |a_j|), the
+  // constant part of the per-token multiplier c_j = f32(f32(1/255 v_scale) f32(1 / att_scale_j))
+  // ([dim]: output j of head h = j / head_size reads its kv head's channel), clamps
+  // +-kSymmetricClamp; and wo with a's scales folded into its columns (wo diag(att_scale), input
+  // scale 1 and zero point 0), quantized per output row as every matmul.
+  std::vector<float> v_scale, att_scale, att_base;
+  QuantizedMatmul wo;
 };
+constexpr float kSymmetricClamp = 127.0f;
 // One head's weighted sum as an FC over positions in the chip's output stage, with the per-token
 // multiplier: y_i = clamp(rint(clamp(f32(acc_i) f32(base_i inv_sum))) + z), acc_i = sum_{t < n}
 // e_t w_t[i] (int32, e the softmax's bytes with zero point 0, w_t the row of position t, `stride`

@@ -200,7 +200,7 @@ TEST(Int8WeightedSum, PerHeadBytesAddUpWithIntegerWeights) {
 
 // Both per-token arithmetics on rand_gqa, 128 positions, calibration 64, as docs/llm.md "The
 // weighted sum in ops with evidence" reports them (kPerHeadBytes 78.1% / 0.0069, kValueCache
-// 77.3% / 0.0062): they change the logits, and stay near float (the bounds leave room for another
+// 77.3% / 0.0057): they change the logits, and stay near float (the bounds leave room for another
 // machine's libm only).
 TEST(Int8WeightedSum, PerTokenMultipliersFollowFloatAsTheDocsSay) {
   TINYCORAL_REQUIRE_TESTDATA(data);
