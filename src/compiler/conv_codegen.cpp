@@ -466,9 +466,11 @@ void layer_op(TileBatch& e, const Plan& p, size_t i, const Part& part,
                                             {int64_t{l.stride_h} * lp.row_words(), rows},
                                             {0, groups}},
                                            8, " m3");
-  // `par`: the group's weight rows for every position.
+  // `par`: the group's weight rows for every position (a FIFO part: its window, one group a
+  // fill).
+  const bool fifo = !part.owned.empty();
   const std::string par_walk =
-      strided_walk({{1, lp.kwords}, {0, positions}, {lp.kwords, groups}}, 8, " m1");
+      strided_walk({{1, lp.kwords}, {0, positions}, {fifo ? 0 : lp.kwords, groups}}, 8, " m1");
   // (Joined heads: each head's channels into its slot of the operand image.)
   const bool joins = joined(l);
   const OutTarget t = joins ? join_target(p, i) : out_target(p, i);
@@ -500,8 +502,8 @@ void layer_op(TileBatch& e, const Plan& p, size_t i, const Part& part,
         cat("loops=", loops, " in.base=", hex(lp.op_in(0) - lp.window_off), " in=", in_walk,
             " in.tflags=0x01 out.base=", hex(out_base), " out=", out_walk,
             " out.tflags=0x1 par.base=", hex(lp.weight_row(part) * kRowUnits), " par=", par_walk,
-            " psum=(0 x ", lp.kwords, ")",
-            op_tail(lp, lp.zp_row(part) * kRowUnits, op_ch, last_ch, head)));
+            fifo ? cat(" par.tflags=0x40 par.fifo=", hex(lp.kwords)) : "", " psum=(0 x ", lp.kwords,
+            ")", op_tail(lp, lp.zp_row(part) * kRowUnits, op_ch, last_ch, head)));
 }
 
 // A residual ADD on one tile: its input image (the layer before wrote it) plus the kept image,
@@ -759,19 +761,23 @@ void load_parameters(Emitter& e, int rows, uint32_t mask, int64_t offset, int ba
 
 // What the caching program loads, in order: the first segment of every group into its tiles, then
 // each segment with an owner (own_turns) into its owner's rows.
+// Then the owner tiles' runs of FIFO weights (Part::owned).
 struct CachedLoad {
-  size_t segment = 0;
+  int rows = 0;
+  size_t offset = 0;  // into the parameter stream
   uint32_t mask = 0;
   int row = 0;
 };
 std::vector<CachedLoad> cached_loads(const Shapes& shapes) {
   std::vector<CachedLoad> loads;
-  for (size_t k = 0; k < shapes.segments.size(); ++k)
-    if (const Segment& seg = shapes.segments[k]; seg.first_of_group)
-      loads.push_back({k, seg.mask, seg.base_row});
-  for (size_t k = 0; k < shapes.segments.size(); ++k)
-    if (const Segment& seg = shapes.segments[k]; seg.owner >= 0)
-      loads.push_back({k, tile_bit(seg.owner), seg.owner_row});
+  for (const Segment& seg : shapes.segments)
+    if (seg.first_of_group) loads.push_back({seg.rows, seg.offset, seg.mask, seg.base_row});
+  for (const Segment& seg : shapes.segments)
+    if (seg.owner >= 0) loads.push_back({seg.rows, seg.offset, tile_bit(seg.owner), seg.owner_row});
+  for (const LayerPlan& lp : shapes.layers)
+    for (const Part& part : lp.parts)
+      for (const Part::Owned& run : part.owned)
+        loads.push_back({(run.g1 - run.g0) * lp.kwords, run.offset, tile_bit(run.tile), run.row});
   return loads;
 }
 
@@ -786,6 +792,37 @@ void broadcast_parameters(Emitter& e, const Segment& seg, int rows) {
   e.add("ringprod",
         cat("tiles=", hex(tile_bit(seg.owner)), " addr=", hex(seg.owner_row * kRowUnits),
             " src=(1 x ", r, ") sdims=1 pcfg=4 dest=", hex(seg.mask)));
+}
+
+// A FIFO part's weights (Part::owned) into the window of its tiles `mask`: their ringConsumer1,
+// filling the window's `kwords` rows once per group (Google's weight FIFO, gen2020 MobileNet v2
+// word 216, without the aux pair: the multipliers and biases stay resident).
+void fifo_consumer(Emitter& e, const LayerPlan& lp, const Part& part, uint32_t mask) {
+  const int s = lp.kwords;
+  e.add("ringcons1", cat("tiles=", hex(mask), " addr=", hex(lp.weight_row(part) * kRowUnits),
+                         " dst=(1 x ", s, ")(", 1 - s, " x ", part.g1 - part.g0, ")(", 1 - s,
+                         " x 1)(", 1 - s, " x 1) sdims=1 cbuf=1 slots=", s,
+                         " mode=3 s_id=0x21 s_val=-1 s_en_a=1 s_en_b=1 s_y=1"));
+}
+
+// Then the owners' producers, run after run in group order (each waits until the run before has
+// left its tile: the consumer takes the packets in the order they arrive); the producer form of
+// Google's word 244 (pcfg 4, to_c1, the computing tiles as `dest`).
+void fifo_broadcast(Emitter& e, const LayerPlan& lp, const Part& part, uint32_t mask) {
+  int previous = -1;
+  for (const Part::Owned& run : part.owned) {
+    if (previous >= 0) {
+      e.add("sync", cat("tiles=", hex(tile_bit(previous)), " units=0x3ff signal=1"));
+      e.add("scsync",
+            cat("tiles=0xffff tokwait=1 tmask=", hex(tile_bit(previous)), " sunits=0x0c"));
+    }
+    previous = run.tile;
+    const int r = (run.g1 - run.g0) * lp.kwords;
+    e.add("ringprod",
+          cat("tiles=", hex(tile_bit(run.tile)), " addr=", hex(run.row * kRowUnits), " src=(1 x ",
+              r, ")(", 1 - r, " x 1)(", 1 - r, " x 1)(", 1 - r,
+              " x 1) sdims=1 pcfg=4 r0.id=0x32 r0.en_a=1 r0.en_b=1 to_c1=1 dest=", hex(mask)));
+  }
 }
 
 // The execution program into `e`; `loads` receives the segments it streams and how many of their
@@ -983,7 +1020,8 @@ void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
       // (Not when some part is streamed: its rows take turns with the part before on its tile.)
       bool at_once = stage.tiles.front().g1 > 0 && !(lp.l->depthwise && lp.shared_rows);
       for (const Part& part : lp.parts)
-        at_once = at_once && shapes.segments[static_cast<size_t>(part.segment)].first_of_group;
+        at_once = at_once && shapes.segments[static_cast<size_t>(part.segment)].first_of_group &&
+                  part.owned.empty();
       // Their parts that differ only in the tile (the same rows and addresses on each) go out as
       // one bias load and one op on all of them.
       std::optional<TileBatch> parts_at_once;
@@ -1040,12 +1078,16 @@ void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
             if (trip.words > 0)
               e.add("ringcons0",
                     cat("tiles=", hex(mask), " ", depthwise_fifo_consumer(taps, trip.words)));
-            TileBatch ops(e);
-            for (const Plan* p : runs)
-              if (lp.l->depthwise)
-                depthwise_op(ops, *p, i, part, part.g0, part.g1);
-              else
-                layer_op(ops, *p, i, part, head);
+            if (!part.owned.empty()) fifo_consumer(e, lp, part, mask);
+            {
+              TileBatch ops(e);
+              for (const Plan* p : runs)
+                if (lp.l->depthwise)
+                  depthwise_op(ops, *p, i, part, part.g0, part.g1);
+                else
+                  layer_op(ops, *p, i, part, head);
+            }
+            if (!part.owned.empty()) fifo_broadcast(e, lp, part, mask);
           }
         }
         if (at_once && &part != &lp.parts.back()) continue;
@@ -1120,9 +1162,8 @@ void emit_caching(Emitter& e, const Shapes& shapes, bool head) {
   e.reloc_movi(0, BufferKind::kParameter, Half::kUpper32);
   int64_t offset = 0;
   for (const CachedLoad& load : cached_loads(shapes)) {
-    const int rows = shapes.segments[load.segment].rows;
-    load_parameters(e, rows, load.mask, offset, load.row);
-    offset += int64_t{rows} * kRowBytes;
+    load_parameters(e, load.rows, load.mask, offset, load.row);
+    offset += int64_t{load.rows} * kRowBytes;
     tile_fence(e, "b43=1 units=0x3ff signal=1 f109=3");
     wait_tokens(e);
   }
@@ -1375,8 +1416,8 @@ ConvPrograms programs_of(const ConvChain& chain, const Layout& layout_of, int ou
   };
   std::vector<uint8_t> cached;
   for (const CachedLoad& load : cached_loads(shapes)) {
-    const auto [from, to] = bytes_of(shapes.segments[load.segment]);
-    cached.insert(cached.end(), from, to);
+    const auto from = parameters.begin() + static_cast<std::ptrdiff_t>(load.offset);
+    cached.insert(cached.end(), from, from + static_cast<std::ptrdiff_t>(load.rows) * kRowBytes);
   }
   int64_t streamed = 0;
   for (size_t k = 0; k < loads.size(); ++k) {
@@ -1468,15 +1509,17 @@ std::optional<ConvHead> emit_conv_head(const ConvChain& chain, Emitter& executio
   // (Owner tiles keep segments that take turns, own_turns: the generator after must leave them.)
   for (const Segment& seg : layout.shapes.segments)
     if (seg.owner >= 0) head.tiles |= tile_bit(seg.owner);
+  for (const LayerPlan& lp : layout.shapes.layers)  // (and FIFO weights)
+    for (const Part& part : lp.parts)
+      for (const Part::Owned& run : part.owned) head.tiles |= tile_bit(run.tile);
   head.out_bytes = output_bytes(tiles);
   for (const Stage& s : layout.stages)
     for (const Plan& t : s.tiles) head.narrow_end = std::max(head.narrow_end, t.narrow_end);
   const std::vector<uint8_t> parameters = parameters_of(layout.shapes);
   for (const CachedLoad& load : cached_loads(layout.shapes)) {
-    const Segment& seg = layout.shapes.segments[load.segment];
-    const auto at = parameters.begin() + static_cast<std::ptrdiff_t>(seg.offset);
-    head.cached.insert(head.cached.end(), at, at + std::ptrdiff_t{seg.rows} * kRowBytes);
-    head.param_units = std::max(head.param_units, (load.row + seg.rows) * kRowUnits);
+    const auto at = parameters.begin() + static_cast<std::ptrdiff_t>(load.offset);
+    head.cached.insert(head.cached.end(), at, at + std::ptrdiff_t{load.rows} * kRowBytes);
+    head.param_units = std::max(head.param_units, (load.row + load.rows) * kRowUnits);
   }
   emit_execution(execution, chain, layout.shapes, layout.stages, loads, true);
   emit_caching(caching, layout.shapes, true);

@@ -20,16 +20,39 @@ std::vector<uint8_t> parameters_of(const Shapes& p) {
   size_t rows = 0;
   for (const Segment& seg : p.segments) rows += static_cast<size_t>(seg.rows);
   out.reserve(rows * kRowBytes);
+  // Column c of group g of layer lp: output channel oc of block pixel r.
+  auto column_of = [](const LayerPlan& lp, int g, int c, int& oc, int& r) {
+    const ConvLayer& l = *lp.l;
+    // (Fan-out heads in blocks: each head's block in its own group.)
+    r = lp.block > 1 ? c / block_cout(l) : 0;
+    oc = g * kColumns + (lp.block > 1 ? c % block_cout(l) : c);
+    return c < lp.group_ch && oc < l.cout;
+  };
+  // The window rows of a convolution's groups [g0, g1): row (ky, word w) of the window; byte b
+  // of it is tap byte t = 4w + b - offset - r s Cin.
+  auto weight_rows = [&](const LayerPlan& lp, int g0, int g1) {
+    const ConvLayer& l = *lp.l;
+    const size_t per_out = static_cast<size_t>(l.kh) * l.kw * l.cin;
+    int oc = 0, r = 0;
+    for (int g = g0; g < g1; ++g)
+      for (int ky = 0; ky < l.kh; ++ky)
+        for (int w = 0; w < lp.window_words; ++w)
+          for (int c = 0; c < kColumns; ++c) {
+            const bool real = column_of(lp, g, c, oc, r);
+            for (int b = 0; b < 4; ++b) {
+              const int t = 4 * w + b - lp.window_off - r * l.stride_w * l.cin;
+              uint8_t v = static_cast<uint8_t>(real ? l.weight_zp_of(oc) : l.weight_zp);
+              if (real && t >= 0 && t < l.kw * l.cin)
+                v = l.weights[static_cast<size_t>(oc) * per_out +
+                              static_cast<size_t>(ky) * l.kw * l.cin + static_cast<size_t>(t)];
+              out.push_back(v);
+            }
+          }
+  };
   for (const LayerPlan& lp : p.layers)
     for (const Part& part : lp.parts) {
       const ConvLayer& l = *lp.l;
-      // Column c of group g: output channel oc of block pixel r.
-      auto column = [&](int g, int c, int& oc, int& r) {
-        // (Fan-out heads in blocks: each head's block in its own group.)
-        r = lp.block > 1 ? c / block_cout(l) : 0;
-        oc = g * kColumns + (lp.block > 1 ? c % block_cout(l) : c);
-        return c < lp.group_ch && oc < l.cout;
-      };
+      auto column = [&](int g, int c, int& oc, int& r) { return column_of(lp, g, c, oc, r); };
       int oc = 0, r = 0;
       for (int g = part.g0; g < part.g1; ++g) {
         for (int c = 0; c < kColumns; ++c) {
@@ -73,23 +96,13 @@ std::vector<uint8_t> parameters_of(const Shapes& p) {
           out.push_back(static_cast<uint8_t>(l.weight_zp));
         continue;
       }
-      // Row (ky, word w) of the window; byte b of it is tap byte t = 4w + b - offset - r s Cin.
-      const size_t per_out = static_cast<size_t>(l.kh) * l.kw * l.cin;
-      for (int g = part.g0; g < part.g1; ++g)
-        for (int ky = 0; ky < l.kh; ++ky)
-          for (int w = 0; w < lp.window_words; ++w)
-            for (int c = 0; c < kColumns; ++c) {
-              const bool real = column(g, c, oc, r);
-              for (int b = 0; b < 4; ++b) {
-                const int t = 4 * w + b - lp.window_off - r * l.stride_w * l.cin;
-                uint8_t v = static_cast<uint8_t>(real ? l.weight_zp_of(oc) : l.weight_zp);
-                if (real && t >= 0 && t < l.kw * l.cin)
-                  v = l.weights[static_cast<size_t>(oc) * per_out +
-                                static_cast<size_t>(ky) * l.kw * l.cin + static_cast<size_t>(t)];
-                out.push_back(v);
-              }
-            }
+      // (A FIFO part's window: its first group's rows, until the broadcast fills it.)
+      weight_rows(lp, part.g0, lp.fifo ? part.g0 + 1 : part.g1);
     }
+  // The owner tiles' runs of FIFO parts, after every segment (Part::Owned::offset).
+  for (const LayerPlan& lp : p.layers)
+    for (const Part& part : lp.parts)
+      for (const Part::Owned& run : part.owned) weight_rows(lp, run.g0, run.g1);
   return out;
 }
 

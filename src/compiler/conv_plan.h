@@ -43,6 +43,17 @@ struct Part {
   int g0 = 0, g1 = 0;  // groups [g0, g1)
   int row = 0;         // first wide row of the part's parameters (within its segment)
   int segment = 0;     // the parameter segment that holds them
+  // A part of a layer whose weights come through a FIFO (LayerPlan::fifo): its weight rows, group
+  // after group, sit on owner tiles (runs of whole groups, one tile each, in group order) and
+  // are broadcast into its tiles' FIFO window with every inference; the part's own rows keep
+  // only the multipliers, biases, zero-point row and the window.
+  struct Owned {
+    int g0 = 0, g1 = 0;  // the groups of the run
+    int tile = 0;        // the owner tile
+    int row = 0;         // its wide row of the run's first weight row
+    size_t offset = 0;   // bytes into the parameter stream (after every segment's bytes)
+  };
+  std::vector<Owned> owned;
 };
 
 // Where one layer's data lives and how its op walks it.
@@ -89,11 +100,16 @@ struct LayerPlan {
   // entries, 16 to a row, which reach the op's FIFO through scalar memory (docs/compiler.md "How
   // Google stores depthwise parameters"): kwords / 16 rows a group instead of kwords.
   bool dense() const { return l->depthwise && !shared_rows; }
+  // A CONV_2D whose weight rows are not resident on its tiles: they reach its op through a FIFO
+  // window of `kwords` rows, one group a fill, broadcast from owner tiles (Part::owned; docs/
+  // compiler.md "Weights through a FIFO from owner tiles").
+  bool fifo = false;
   int rows_of(int groups_in_part) const {
     if (l->residual()) return 0;  // a residual ADD has no parameters
     const int weight_rows =
         shared_rows ? (same_words ? l->kh * l->kw : kwords)
         : dense()   ? (groups_in_part * kwords * kEntryBytes + kRowBytes - 1) / kRowBytes
+        : fifo      ? kwords
                     : groups_in_part * kwords;
     return groups_in_part * planes + 1 + weight_rows;
   }

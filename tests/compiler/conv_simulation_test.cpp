@@ -468,8 +468,9 @@ TEST(ConvChainOnTheVirtualEdgeTpu, AGroupOfRowsUpToTheWholeWideMemoryIsResident)
   expect_equal_to_cpu(4, 4, 880, {{64, 3, 1, true}}, random);
 }
 
-// A layer larger than one wide memory (1x1 1024 -> 1024: 4,113 rows) is split by output groups
-// over three segments taking turns (sent from owner tiles: the next test); the chain is cut into
+// A layer larger than one wide memory (1x1 1024 -> 1024: 4,113 rows) takes its weights through a
+// FIFO from owner tiles (WeightsBeyondTheWideMemoriesComeThroughAFifoFromOwnerTiles; segments
+// took turns for it before, the next test); the chain is cut into
 // stages on tiles of their own (a pipeline handing over 2x2x1024 maps), and the 2x2 pool's 16
 // groups share one set of rows. Two inferences, every byte equal.
 TEST(ConvChainOnTheVirtualEdgeTpu, LayersBeyondOneWideMemoryAreSplitAndPipelined) {
@@ -479,20 +480,21 @@ TEST(ConvChainOnTheVirtualEdgeTpu, LayersBeyondOneWideMemoryAreSplitAndPipelined
   expect_equal_to_cpu(2, 2, 1024, {{1024, 1, 1, true}, depthwise(3, 1), pool2}, random);
 }
 
-// The same chain's turns come from owner tiles (own_turns): the caching program also keeps each
-// segment that takes turns (and the first of its group, loaded again after them) on a tile with
-// free wide rows, and the execution program sends it from there over the ring (a producer of the
-// parameter form, pcfg 4, to the segment's tiles) where it streamed it from the host. Every byte
-// equal on two inferences; the host sends no parameter with an inference, where it sent the two
-// turns of the 1024 -> 1024 layer (1,807 and 517 rows) and the 1,807 rows of its first segment
-// they overwrote (1,057,536 bytes, 3.73 modeled ms an inference before, 0.46 now); the three
-// broadcasts carry exactly those rows.
+// Turns from owner tiles (own_turns), for a layer whose group of rows exceeds a FIFO window (1x1
+// over 1,088 channels: 272 rows, kFifoMaxRows 256): the caching program also keeps each segment
+// that takes turns (and the first of its group, loaded again after them) on a tile with free wide
+// rows, and the execution program sends it from there over the ring (a producer of the parameter
+// form, pcfg 4, to the segment's tiles) where it streamed it from the host. Every byte equal on
+// two inferences; the host sends no parameter with an inference, where it would send the two turns
+// of the 1088 -> 1024 layer (1,919 and 549 rows) and the 1,919 rows of its first segment they
+// overwrite; the three broadcasts carry exactly those rows. (Over 1,024 channels the layer takes a
+// FIFO instead; these numbers were 1,807, 517 and 1,807 rows then.)
 TEST(ConvChainOnTheVirtualEdgeTpu, SegmentsTakingTurnsComeFromOwnerTilesOverTheRing) {
   std::mt19937 random(89);
   ConvSpec pool2{0, 2, 2};
   pool2.pool = true;
   size_t tiles = 0;
-  expect_equal_to_cpu(2, 2, 1024, {{1024, 1, 1, true}, depthwise(3, 1), pool2}, random, tiles,
+  expect_equal_to_cpu(2, 2, 1088, {{1024, 1, 1, true}, depthwise(3, 1), pool2}, random, tiles,
                       false, 32, [](const CompiledTwin& compiled) {
                         const container::Executable& exe = *compiled.exes.execution;
                         EXPECT_EQ(exe.parameters.size(), 0u) << "parameters streamed from the host";
@@ -518,8 +520,70 @@ TEST(ConvChainOnTheVirtualEdgeTpu, SegmentsTakingTurnsComeFromOwnerTilesOverTheR
                           }
                         }
                         EXPECT_EQ(broadcasts, 3);
-                        EXPECT_EQ(rows * 256, 1057536);
+                        EXPECT_EQ(rows, 1919 + 549 + 1919);
                       });
+}
+
+// What the programs' weight FIFOs carry (Google's form, docs/compiler.md "Weights through a FIFO
+// from owner tiles"): the owners' broadcast producers into ringConsumer1 and the ops that read it.
+struct FifoTraffic {
+  int producers = 0, consumers = 0, fifo_ops = 0;
+  int64_t rows = 0;        // weight rows the producers send
+  uint32_t receivers = 0;  // tiles that take them
+};
+FifoTraffic fifo_traffic(const container::Executable& exe) {
+  FifoTraffic f;
+  for (const auto& bs : exe.bitstreams) {
+    const std::unique_ptr<chip::Program> program = chip::Program::decode(bs.data);
+    for (const chip::ProgramItem& item : program->items) {
+      if (const auto* op = std::get_if<chip::OpInstr>(&item.decoded); op && op->par_fifo != 0)
+        ++f.fifo_ops;
+      const auto* r = std::get_if<chip::RingInstr>(&item.decoded);
+      if (r == nullptr) continue;
+      if (item.opcode == isa::kRingConsumer1) ++f.consumers;
+      if (item.opcode != isa::kRingProducer || !r->to_c1 || r->dest >> 16 != 0) continue;
+      ++f.producers;
+      EXPECT_EQ(std::popcount(r->tile_mask), 1) << "one owner tile sends";
+      f.rows += static_cast<int64_t>(r->ttu.steps());
+      f.receivers |= r->dest;
+    }
+  }
+  return f;
+}
+
+// A layer whose weights exceed the wide memories its stage leaves them (1x1 512 -> 1024: 2,048
+// weight rows; 3x3 64 -> 1024 over a SAME window: 16 x 144) takes them through a FIFO of one
+// group's rows on each tile that computes it, broadcast from the owner tiles that keep them
+// (several, in group order) with every inference: no parameter comes from the host, every weight
+// row crosses the ring once per inference to all its tiles at once, every byte equal to the CPU's.
+TEST(ConvChainOnTheVirtualEdgeTpu, WeightsBeyondTheWideMemoriesComeThroughAFifoFromOwnerTiles) {
+  std::mt19937 random(20261205);
+  struct Case {
+    int side, cin;
+    std::vector<ConvSpec> specs;
+    int fifo_layers;
+    int receivers;        // tiles computing the FIFO layers (their stage's, as placed)
+    int64_t weight_rows;  // of the FIFO layers: groups x kwords
+  };
+  const std::vector<Case> cases{
+      {8, 512, {{1024, 1, 1, true}, {64, 1, 1, true}}, 2, 8, 16 * 128 + 256},
+      {4, 64, {{1024, 3, 1, true}, depthwise(3, 1), {48, 1, 1, true}}, 1, 4, 16 * 144},
+  };
+  for (const Case& c : cases) {
+    size_t tiles = 0;
+    expect_equal_to_cpu(c.side, c.side, c.cin, c.specs, random, tiles, false, 32,
+                        [&](const CompiledTwin& compiled) {
+                          const container::Executable& exe = *compiled.exes.execution;
+                          EXPECT_EQ(exe.parameters.size(), 0u)
+                              << "parameters streamed from the host";
+                          const FifoTraffic f = fifo_traffic(exe);
+                          EXPECT_EQ(f.consumers, c.fifo_layers);
+                          EXPECT_GE(f.fifo_ops, 1);
+                          EXPECT_GE(f.producers, 2) << "the weights fit one owner tile";
+                          EXPECT_EQ(f.rows, c.weight_rows);
+                          EXPECT_EQ(std::popcount(f.receivers), c.receivers);
+                        });
+  }
 }
 
 // A classifier whose parameters exceed one wide memory (512 -> 1001 over a 1x1 map: 2,081 rows;

@@ -1,0 +1,128 @@
+// Weights through a FIFO from owner tiles (conv_fifo.h).
+#include "compiler/conv_fifo.h"
+
+#include <algorithm>
+
+namespace tinycoral::compiler::conv {
+
+bool fifo_capable(const LayerPlan& lp) {
+  const ConvLayer& l = *lp.l;
+  return !l.depthwise && !l.residual() && l.heads.empty() && !joined(l) && lp.block == 1 &&
+         lp.kwords <= kFifoMaxRows;
+}
+
+bool own_fifo_weights(Shapes& s) {
+  // The rows each tile's segment groups take, then the owners' runs.
+  std::vector<std::vector<std::pair<int, int>>> used(kTiles);
+  size_t stream_rows = 0;
+  for (const Segment& seg : s.segments) {
+    stream_rows += static_cast<size_t>(seg.rows);
+    for (int t = 0; t < kTiles; ++t)
+      if (seg.mask & tile_bit(t))
+        used[static_cast<size_t>(t)].push_back({seg.base_row, seg.base_row + seg.rows});
+  }
+  // The longest run of free rows of tile t: its first row and length.
+  auto longest_gap = [&](int t) {
+    std::vector<std::pair<int, int>> taken = used[static_cast<size_t>(t)];
+    std::sort(taken.begin(), taken.end());
+    int at = 0, best = 0, best_at = 0;
+    for (const auto& [a, b] : taken) {
+      if (a - at > best) best = a - at, best_at = at;
+      at = std::max(at, b);
+    }
+    if (kSegmentRows - at > best) best = kSegmentRows - at, best_at = at;
+    return std::pair{best_at, best};
+  };
+  std::vector<LayerPlan> layers = s.layers;
+  size_t offset = stream_rows * kRowBytes;
+  for (LayerPlan& lp : layers) {
+    if (!lp.fifo) continue;
+    for (Part& part : lp.parts) {
+      const uint32_t mask = s.segments[static_cast<size_t>(part.segment)].mask;
+      part.owned.clear();
+      for (int g = part.g0; g < part.g1;) {
+        // (Ties go to a tile that does not compute the part.)
+        int tile = -1, row = 0, groups = 0;
+        bool outside = false;
+        for (int t = 0; t < kTiles; ++t) {
+          const auto [at, rows] = longest_gap(t);
+          const int n = std::min(part.g1 - g, rows / lp.kwords);
+          const bool out = (mask & tile_bit(t)) == 0;
+          if (n > groups || (n == groups && n > 0 && out && !outside)) {
+            tile = t, row = at, groups = n, outside = out;
+          }
+        }
+        if (groups == 0) return false;
+        part.owned.push_back({g, g + groups, tile, row, offset});
+        used[static_cast<size_t>(tile)].push_back({row, row + groups * lp.kwords});
+        offset += static_cast<size_t>(groups) * lp.kwords * kRowBytes;
+        g += groups;
+      }
+    }
+  }
+  s.layers = std::move(layers);
+  return true;
+}
+
+void fifo_instead_of_turns(Layout& layout) {
+  Shapes& s = layout.shapes;
+  size_t groups = 0;
+  bool turns = false;
+  for (const Segment& seg : s.segments) {
+    groups = std::max(groups, static_cast<size_t>(seg.group) + 1);
+    turns = turns || !seg.first_of_group;
+  }
+  if (!turns) return;
+  // The segments' groups as they were assigned (assign_segments' inputs): tiles, base rows, and
+  // as top the highest row a group's segments reach.
+  std::vector<uint32_t> masks(groups, 0);
+  std::vector<int> bases(groups, 0), tops(groups, kSegmentRows);
+  std::vector<bool> has_turns(groups, false);
+  for (const Segment& seg : s.segments) {
+    const auto g = static_cast<size_t>(seg.group);
+    if (seg.first_of_group) {
+      masks[g] = seg.mask;
+      bases[g] = seg.base_row;
+      tops[g] = seg.base_row + seg.rows;
+    }
+  }
+  for (const Segment& seg : s.segments) {
+    const auto g = static_cast<size_t>(seg.group);
+    tops[g] = std::max(tops[g], seg.base_row + seg.rows);
+    has_turns[g] = has_turns[g] || !seg.first_of_group;
+  }
+  std::vector<int> group_of(s.layers.size(), 0), splits(s.layers.size(), 1);
+  Shapes fifo = s;
+  bool any = false;
+  for (size_t i = 0; i < fifo.layers.size(); ++i) {
+    LayerPlan& lp = fifo.layers[i];
+    if (lp.parts.empty()) continue;
+    int g0 = INT32_MAX, g1 = 0;
+    bool turning = false;
+    for (const Part& part : lp.parts) {
+      const int g = s.segments[static_cast<size_t>(part.segment)].group;
+      g0 = std::min(g0, g);
+      g1 = std::max(g1, g + 1);
+      turning = turning || has_turns[static_cast<size_t>(g)];
+    }
+    group_of[i] = g0;
+    // (A layer split by output groups over tiles: one group of segments per slice.)
+    int slices = 0;
+    for (int g = g0; g < g1; ++g)
+      for (const Part& part : lp.parts)
+        if (s.segments[static_cast<size_t>(part.segment)].group == g) {
+          ++slices;
+          break;
+        }
+    splits[i] = slices;
+    if (turning && fifo_capable(lp)) lp.fifo = any = true;
+  }
+  if (!any) return;
+  assign_segments(fifo, group_of, masks, bases, splits, tops);
+  for (const Segment& seg : fifo.segments)
+    if (!seg.first_of_group) return;  // turns remain: the FIFOs do not replace them
+  if (!own_fifo_weights(fifo)) return;
+  s = std::move(fifo);
+}
+
+}  // namespace tinycoral::compiler::conv

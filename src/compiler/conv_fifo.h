@@ -1,0 +1,32 @@
+// Weights through a FIFO from owner tiles (docs/compiler.md "Weights through a FIFO from owner
+// tiles"): a CONV_2D whose weight rows are not resident on the tiles that compute it. Each of its
+// parts keeps its multipliers, biases and zero-point row and a window of `kwords` rows; its weight
+// rows sit on owner tiles, and with every inference the owners broadcast them over the ring into
+// the window, one 64-channel group a fill, which the op reads as they arrive (Google's form:
+// gen2020 MobileNet v2 words 216, 244). Internal to the conv generator's files.
+#pragma once
+
+#include "compiler/conv_plan.h"
+
+namespace tinycoral::compiler::conv {
+
+// The most rows a FIFO window takes (reduction words of a group: K <= 1,024 channels a tap row).
+constexpr int kFifoMaxRows = 256;
+
+// Whether layer `lp` may take its weights through a FIFO: a CONV_2D (not depthwise, not a residual
+// ADD) without fan-out heads or joins, whole-word pixels, its group's rows within kFifoMaxRows.
+bool fifo_capable(const LayerPlan& lp);
+
+// Places the weight rows of every part of a FIFO layer (LayerPlan::fifo) on owner tiles: runs of
+// whole groups, each on the tile with the largest run of free rows outside every segment group's
+// region and the runs placed before. Sets Part::owned and the runs' stream offsets; false (and
+// nothing set) when some part finds no room.
+bool own_fifo_weights(Shapes& s);
+
+// Where the layout's segments take turns in wide memory (the parameters exceed the tiles'), its
+// capable layers of those groups take their weights through FIFOs instead, when the segments then
+// need no turns and every weight row finds an owner: no layer runs in parts any longer, and no
+// parameter is streamed or loaded twice. The layout is unchanged otherwise.
+void fifo_instead_of_turns(Layout& layout);
+
+}  // namespace tinycoral::compiler::conv
