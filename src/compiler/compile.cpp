@@ -55,6 +55,16 @@ Lowered lower_conv_chain(const Graph& graph, const std::vector<int>& ops) {
   std::optional<HostPad> host_pad;
   std::optional<ConvPrograms> programs;
   std::string first_why;
+  // 1-3 channel images whose rows do not stream as they are: first repacked on the chip (no
+  // operator on the CPU), unless its staging does not fit beside the first stage's images.
+  if (why.empty()) {
+    ConvChain attempt = chain;
+    std::string attempt_why;
+    if (repack_input_on_chip(attempt)) programs = try_generate_conv(attempt, attempt_why);
+    if (programs)
+      return {make_package({std::move(programs->execution), std::move(programs->caching)}), "",
+              std::nullopt};
+  }
   // 1-3 channel images as they are (or columns padded on the host), else in 4-byte pixels: a
   // first layer whose partial last block of pixels the placement cannot take.
   for (const bool whole_pixels : {false, true}) {

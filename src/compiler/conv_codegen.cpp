@@ -7,6 +7,7 @@
 #include <array>
 #include <bit>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -191,6 +192,132 @@ void stream_runs(Emitter& e, const std::vector<Plan>& tiles, int& piece,
 }
 
 bool stream_input(Emitter& e, const std::vector<Plan>& tiles, bool runs);
+void stream_input(Emitter& e, const std::vector<Plan>& tiles);
+
+// The image rows [first, end) a tile of the first stage holds (padding rows excluded).
+std::pair<int, int> image_rows(const LayerPlan& lp) {
+  const int top = lp.full ? lp.need_top : lp.top, hp = lp.full ? lp.need_rows : lp.hp;
+  return {std::max(top, 0), std::min(top + hp, lp.l->h)};
+}
+
+// The host's image as it is (ConvChain::repack_w): each tile of the first stage takes the 8-byte
+// units covering its rows into a staging region at `base` (one address on every tile), then 16
+// bytes for the identity row the repack multiplies by. Until the repack has run only the first
+// image holds anything (its zero point): the staging may lie below or above it, over the stage's
+// other images and output (the second image is filled after the repack).
+struct Staging {
+  int row_bytes = 0;  // the host's rows
+  int base = 0, identity = 0;
+};
+
+// The tile's units of the host's image: [first, end).
+std::pair<int, int> staged_units(const LayerPlan& lp, int row_bytes) {
+  const auto [ya, yb] = image_rows(lp);
+  if (yb <= ya) return {0, 0};
+  return {ya * row_bytes / 8, (yb * row_bytes + 7) / 8};
+}
+
+std::optional<Staging> staging_of(const ConvChain& chain, const std::vector<Plan>& tiles) {
+  Staging s;
+  s.row_bytes = chain.repack_w * chain.layers.front().cin;
+  int below = kNarrowBytes, above = 0, bytes = 0;
+  for (const Plan& t : tiles) {
+    const LayerPlan& lp = t.layers.front();
+    below = std::min(below, lp.in_base);
+    above = std::max(above, lp.in_base + lp.in_bytes());
+    const auto [u0, u1] = staged_units(lp, s.row_bytes);
+    bytes = std::max(bytes, 8 * (u1 - u0));
+  }
+  const int size = round_up(bytes, 64) + 16;
+  if (size <= below) {
+    s.base = 0;
+  } else if (round_up(above, 64) + size <= kNarrowBytes) {
+    s.base = round_up(above, 64);
+  } else {
+    return std::nullopt;
+  }
+  s.identity = s.base + round_up(bytes, 64);
+  return s;
+}
+
+int staging_end(const Staging& s) { return s.identity + 16; }
+
+// The staging as an image of 8-byte rows (one unit each), so that stream_input sends each tile
+// its units the ways it sends image rows.
+void stream_staged(Emitter& e, const std::vector<Plan>& tiles, const Staging& s) {
+  ConvLayer units;
+  units.h = (tiles.front().layers.front().l->h * s.row_bytes + 7) / 8;
+  units.w = 2;
+  units.cin = 4;
+  std::vector<Plan> views;
+  for (const Plan& t : tiles) {
+    const auto [u0, u1] = staged_units(t.layers.front(), s.row_bytes);
+    Plan v;
+    v.tile = t.tile;
+    LayerPlan lp;
+    lp.l = &units;
+    lp.cin = 4;
+    lp.wp = 2;
+    lp.in_base = s.base;
+    lp.top = u0;
+    lp.hp = u1 - u0;
+    v.layers.push_back(lp);
+    views.push_back(std::move(v));
+  }
+  stream_input(e, views);
+}
+
+// One narrow copy (dp 3 cfg0 0x07, docs/chip_ops.md): `bytes` (1-4) bytes of `in` a step times
+// the identity row's lanes make each output word, `words` words a row over `rows` rows; with
+// in_zp = out_zp = zp the word's bytes past `bytes` get the zero point.
+std::string narrow_copy(int in, int in_row, int out, int out_row, int bytes, int words, int rows,
+                        int zp) {
+  int in_hmode = 0, out_hmode = 0, par_hmode = 0;
+  const std::string in_walk = byte_walk({{1, bytes}, {4, words}, {in_row, rows}}, 3, &in_hmode);
+  const std::string out_walk = byte_walk({{4, 1}, {4, words}, {out_row, rows}}, 3, &out_hmode);
+  const std::string par = byte_walk({{1, bytes}, {0, words}, {0, rows}}, 1, &par_hmode);
+  const float inf = std::numeric_limits<float>::infinity();
+  return cat("loops=(", bytes, ")(", words, ")(", rows, ") in.base=", hex(in),
+             " in.hmode=", in_hmode, " in=", in_walk, " in.tflags=0x03 out.base=", hex(out),
+             " out=", out_walk, " out.tflags=0x7 par.base=", hex(kMulIdentityRow & 0x1fff),
+             " par.sel=1 par.hmode=", par_hmode, " par=", par, " psum.hmode=1 psum=(0 x ", bytes,
+             ")(0 x ", words, ")(0 x ", rows,
+             ")(0 x 1)(0 x 1)(0 x 1)(0 x 1)(0 x 1 m1) psum.tflags=0x0840 cfg0=0x007 cfg1=0x06b "
+             "sync0=0x4000 sync1=0x4000 cfg2=0x06 cfg3=7 dp_mode=3 reduce_mask=0x01 "
+             "out_ch_last=3 out_ch=3 mult=",
+             f32_bits(1.0f), " clamp_max=", f32_bits(inf), " clamp_min=", f32_bits(-inf),
+             zp ? cat(" in_zp=", zp, " out_zp=", zp) : "");
+}
+
+// The staged rows into the first layer's image: each row's whole words, then its last bytes
+// with the zero point after them (the column the layer may read as padding).
+void repack_input(Emitter& e, const std::vector<Plan>& tiles, const Staging& s) {
+  const ConvLayer& l = *tiles.front().layers.front().l;
+  uint32_t mask = 0;
+  for (const Plan& t : tiles)
+    if (staged_units(t.layers.front(), s.row_bytes).second > 0) mask |= tile_bit(t.tile);
+  // (Built after the stream: the input FIFO's rows are the identity's wide row.)
+  emit_identity_row(e, mask, s.identity);
+  const int words = s.row_bytes / 4, tail = s.row_bytes % 4;
+  {
+    TileBatch ops(e);
+    for (const Plan& t : tiles) {
+      const LayerPlan& lp = t.layers.front();
+      const auto [ya, yb] = image_rows(lp);
+      if (yb <= ya) continue;
+      const int in = s.base + ya * s.row_bytes - staged_units(lp, s.row_bytes).first * 8;
+      const int out = lp.pixel(ya - lp.top, l.pad_left), row = 4 * lp.row_words();
+      if (words > 0)
+        ops.add(tile_bit(t.tile), "op",
+                narrow_copy(in, s.row_bytes, out, row, 4, words, yb - ya, 0));
+      if (tail > 0)
+        ops.add(tile_bit(t.tile), "op",
+                narrow_copy(in + 4 * words, s.row_bytes, out + 4 * words, row, tail, 1, yb - ya,
+                            l.in_zp));
+    }
+  }
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+}
 
 // The host's image both ways (below, and with a run per tile first) and the one of fewer
 // instruction words whose infeeds read the rows meant (ImageInfeeds); the two tries are only
@@ -853,12 +980,37 @@ void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
     for (size_t i = s.first; i < std::min(s.first + images, s.end); ++i) fill_image(s, i);
     tile_fence(e, "counters=0x1ffff units=0x3ff");
   };
-  fill_stage(stages.front());
-  stream_input(e, stages.front().tiles);
+  const std::optional<Staging> staging =
+      chain.repack_w > 0 ? staging_of(chain, stages.front().tiles) : std::nullopt;
+  if (staging) {
+    // The first image's zero point also where the host's padded columns were (a layer without
+    // padding of its own may read them: gen2021 PoseNet's folded PAD); the second image after
+    // the repack (the staging may lie over it).
+    {
+      TileBatch fills(e);
+      for (const Plan& p : stages.front().tiles) {
+        const LayerPlan& lp = p.layers[stages.front().first];
+        fill_narrow(fills, p.tile, lp.in_base, lp.in_bytes(), lp.l->in_zp);
+      }
+    }
+    tile_fence(e, "counters=0x1ffff units=0x3ff");
+    stream_staged(e, stages.front().tiles, *staging);
+  } else {
+    fill_stage(stages.front());
+    stream_input(e, stages.front().tiles);
+  }
   tile_fence(e, "units=0x3ff");
   tile_fence(e, "counters=0x1ffff units=0x3ff");
   tile_fence(e, "units=0x3ff signal=1");
   wait_tokens(e);
+  if (staging) {
+    repack_input(e, stages.front().tiles, *staging);
+    const Stage& s = stages.front();
+    if (s.tiles.front().rounds == 1 && s.first + 1 < s.end) {
+      fill_image(s, s.first + 1);
+      tile_fence(e, "counters=0x1ffff units=0x3ff");
+    }
+  }
   int64_t streamed = 0;  // bytes of the execution program's own parameters loaded so far
   // The segment each group has in wide memory (the caching program put the first of each), and
   // how many of the first segment's rows the others have overwritten since (all load at row 0).
@@ -1375,9 +1527,12 @@ ConvPrograms programs_of(const ConvChain& chain, const Layout& layout_of, int ou
   std::vector<std::pair<int, int>> loads;
   container::Executable& eo = out.execution =
       execution_executable(execution_program(chain, shapes, stages, loads));
-  const int in_bytes = first.h * first.w * first.cin;
-  eo.input_layers.push_back(boundary_layer(chain.input_name, first.h, first.w, first.cin,
-                                           first.in_zp, first.in_scale, false, chain.signed_input));
+  // (An image repacked on the chip: the host's rows as they are, the last unit padded.)
+  const int in_w = chain.repack_w > 0 ? chain.repack_w : first.w;
+  const int in_bytes = round_up(first.h * in_w * first.cin, 8);
+  eo.input_layers.push_back(boundary_layer(chain.input_name, first.h, in_w, first.cin, first.in_zp,
+                                           first.in_scale, false, chain.signed_input));
+  eo.input_layers.back().size_bytes = in_bytes;
   const int out_total = output_bytes(tiles);
   container::Layer out_layer = boundary_layer(chain.output_name, out_total, last.out_zp,
                                               last.out_scale, true, chain.signed_output);
@@ -1405,6 +1560,8 @@ ConvPrograms programs_of(const ConvChain& chain, const Layout& layout_of, int ou
   int narrow_end = 0;
   for (const Stage& s : stages)
     for (const Plan& t : s.tiles) narrow_end = std::max(narrow_end, t.narrow_end);
+  if (chain.repack_w > 0)
+    narrow_end = std::max(narrow_end, staging_end(*staging_of(chain, stages.front().tiles)));
   eo.used_narrow_memory_bytes_per_tile = narrow_end;
   // The caching program holds the first segment of every group; the execution program's own
   // parameters are the segments it streams, in the order it loads them, one DMA hint each after
@@ -1487,6 +1644,8 @@ ConvPrograms generate_conv(const ConvChain& chain) {
   const ConvChain wide = widen_pool(chain);
   Layout layout;
   if (const std::string why = unsupported(wide, layout); !why.empty()) fail(why);
+  if (wide.repack_w > 0 && !staging_of(wide, layout.stages.front().tiles))
+    fail("no narrow memory for the host's image beside the first stage's images");
   return programs_of(wide, layout, chain.layers.back().cout);
 }
 
@@ -1530,6 +1689,8 @@ std::optional<ConvPrograms> try_generate_conv(const ConvChain& chain, std::strin
   const ConvChain wide = widen_pool(chain);
   Layout layout;
   why = unsupported(wide, layout);
+  if (why.empty() && wide.repack_w > 0 && !staging_of(wide, layout.stages.front().tiles))
+    why = "no narrow memory for the host's image beside the first stage's images";
   if (!why.empty()) return std::nullopt;
   return programs_of(wide, layout, chain.layers.back().cout);
 }

@@ -702,4 +702,16 @@ bool pad_input_on_host(ConvChain& chain, bool whole_pixels) {
   return true;
 }
 
+bool repack_input_on_chip(ConvChain& chain) {
+  if (chain.layers.empty()) return false;
+  ConvLayer& l = chain.layers.front();
+  // (pad_input_on_host's cases, always in columns only: the host's bytes do not depend on it.)
+  if (l.depthwise || l.residual() || (!l.heads.empty() && l.joins.empty()) || l.cin % 4 == 0 ||
+      conv::input_streamable(l))
+    return false;
+  chain.repack_w = l.w;
+  l.w = host_streamable_width(l, l.cin);  // (the same channels: the weights stay)
+  return true;
+}
+
 }  // namespace tinycoral::compiler

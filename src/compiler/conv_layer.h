@@ -120,6 +120,9 @@ struct ConvChain {
   bool signed_input = false, signed_output = false;  // int8 (not uint8) at the boundary
   // The image as the host pads it (pad_input_on_host): its width and channels, 0 if not padded.
   int host_w = 0, host_cin = 0;
+  // The model's image width when the host sends the image as it is and the chip repacks its rows
+  // into the first layer's wider image (repack_input_on_chip); 0 otherwise.
+  int repack_w = 0;
 };
 
 // An input whose pixels are not whole words (1-3 channels) with rows that cannot be streamed in
@@ -133,6 +136,14 @@ struct ConvChain {
 // first layer and sets host_w and host_cin; false (chain untouched) when no pad is needed or the
 // first layer is not a CONV_2D.
 bool pad_input_on_host(ConvChain& chain, bool whole_pixels = false);
+
+// The same columns-only image (pad_input_on_host) built on the chip instead: the host sends the
+// model's rows as they are (1443 bytes for PoseNet), the chip takes the 8-byte units covering each
+// tile's rows into a staging region and copies the rows byte by byte into the first layer's
+// image, whose new columns hold the zero point (conv_codegen.cpp, repack_input). Widens the first
+// layer and sets repack_w; false (chain untouched) where pad_input_on_host would not pad columns
+// only.
+bool repack_input_on_chip(ConvChain& chain);
 
 // Recognises [QUANTIZE] CONV_2D... [QUANTIZE] where each CONV_2D (or DEPTHWISE_CONV_2D with depth
 // multiplier 1 and at least 4 channels) reads the previous one's output, optionally ended by

@@ -108,12 +108,12 @@ TEST(ConvThroughTheRuntime, AFlattenedLastMapEqualsTheTwin) {
   }
 }
 
-// Images whose rows are not whole 8-byte units with 1-3 channels (PoseNet's 481 x 3), or whose
-// first layer's output is not a whole number of pixel blocks inside a chain, are padded on the
-// host (a PAD on the CPU before the custom op): columns only when the blocks are whole, else to 4
-// channels and rows of whole units. The whole file still equals the twin in every byte, and the
-// custom op reads the image padded as little as that (the bytes sent over USB).
-TEST(ConvThroughTheRuntime, InputsPaddedOnTheHostEqualTheirTwins) {
+// Images whose rows are not whole 8-byte units with 1-3 channels (PoseNet's 481 x 3): the host
+// sends them as they are and the chip repacks their rows into the first layer's image of rows
+// that stream (no operator on the CPU; the custom op's input is the model's). Only a first layer
+// the generator cannot take on the image's own channels is still padded on the host (a PAD on
+// the CPU before the custom op, to 4-byte pixels). The whole file equals the twin in every byte.
+TEST(ConvThroughTheRuntime, InputsNotStreamableEqualTheirTwins) {
   std::mt19937 random(1205);
   const int32_t pad = static_cast<int32_t>(container::BuiltinOp::kPad);
   const int32_t custom = static_cast<int32_t>(container::BuiltinOp::kCustom);
@@ -122,33 +122,30 @@ TEST(ConvThroughTheRuntime, InputsPaddedOnTheHostEqualTheirTwins) {
     int h, w, cin;
     std::vector<ConvSpec> specs;
     bool int8_io;
-    std::vector<int32_t> sent;  // the custom op's input, {} when no PAD
+    std::vector<int32_t> padded;  // the custom op's input when padded on the host, else {}
   };
   const std::vector<Case> cases = {
-      // 45-byte rows, a SAME stride-2 layer whose 8 outputs a row are whole blocks: 16 columns of
-      // 3 channels (48-byte rows, not 64 with 4 channels).
-      {15, 15, 3, {{16, 3, 2, true}, {8, 3, 1, true}}, false, {1, 15, 16, 3}},
+      // 45-byte rows, a SAME stride-2 layer whose 8 outputs a row are whole blocks.
+      {15, 15, 3, {{16, 3, 2, true}, {8, 3, 1, true}}, false, {}},
       // Outputs a row that are not whole blocks (PoseNet's 241 of 2-pixel blocks): 9 of 4-pixel
-      // blocks on 9-byte rows -> 16 x 1 (not 10 x 4); 21 of 4 with a 5x5 SAME layer on 63-byte
-      // rows -> 24 x 3; 7 of 2 (VALID stride 2) on 39-byte rows -> 16 x 3.
-      {9, 9, 1, {{8, 3, 1, true}, {8, 3, 1, true}}, false, {1, 9, 16, 1}},
-      {17, 21, 3, {{12, 5, 1, true}, {8, 1, 1, true}}, false, {1, 17, 24, 3}},
-      {13, 13, 3, {{8, 3, 2, true}, {8, 3, 1, true}}, true, {1, 13, 16, 3}},
-      // Odd heights and widths: 12-byte rows of an odd count (two to a packet needs an even
-      // height) -> 16; 20-byte rows of 2 channels -> 24; 75-byte rows of a VALID stride-2 layer
-      // -> 96, not 104.
-      {13, 12, 1, {{8, 3, 1, true}, {8, 3, 1, true}}, false, {1, 13, 16, 1}},
-      {11, 10, 2, {{8, 3, 1, true}, {8, 1, 1, true}}, true, {1, 11, 12, 2}},
-      {9, 25, 3, {{16, 3, 2, false}, {8, 3, 1, true}}, false, {1, 9, 32, 3}},
-      // One layer: 3-channel rows of 33 pixels -> 40; 7 x 7 x 1 -> 8 columns; 9 x 9 x 3: 4-byte
-      // pixels are fewer bytes (10 x 4 against 16 x 3).
-      {13, 33, 3, {{8, 3, 1, true}}, false, {1, 13, 40, 3}},
-      {7, 7, 1, {{8, 3, 2, true}}, true, {1, 7, 8, 1}},
-      {9, 9, 3, {{8, 3, 1, true}}, false, {1, 9, 10, 4}},
+      // blocks on 9-byte rows; 21 of 4 with a 5x5 SAME layer on 63-byte rows; 7 of 2 (VALID
+      // stride 2) on 39-byte rows.
+      {9, 9, 1, {{8, 3, 1, true}, {8, 3, 1, true}}, false, {}},
+      {17, 21, 3, {{12, 5, 1, true}, {8, 1, 1, true}}, false, {}},
+      {13, 13, 3, {{8, 3, 2, true}, {8, 3, 1, true}}, true, {}},
+      // Odd heights and widths: 12-byte rows of an odd count; 20-byte rows of 2 channels; 75-byte
+      // rows of a VALID stride-2 layer.
+      {13, 12, 1, {{8, 3, 1, true}, {8, 3, 1, true}}, false, {}},
+      {11, 10, 2, {{8, 3, 1, true}, {8, 1, 1, true}}, true, {}},
+      {9, 25, 3, {{16, 3, 2, false}, {8, 3, 1, true}}, false, {}},
+      // One layer: 3-channel rows of 33 pixels; 7 x 7 x 1; 9 x 9 x 3.
+      {13, 33, 3, {{8, 3, 1, true}}, false, {}},
+      {7, 7, 1, {{8, 3, 2, true}}, true, {}},
+      {9, 9, 3, {{8, 3, 1, true}}, false, {}},
       // A first layer the generator cannot take on 3 channels (4-pixel blocks of 32 channels,
       // more than 64 columns): the compile falls back to 4-byte pixels padded on the host.
       {16, 16, 3, {{32, 3, 1, true}, {8, 1, 1, true}}, false, {1, 16, 16, 4}},
-      // Rows that stream: no pad, whole blocks or not (7 outputs a row of 2-pixel blocks).
+      // Rows that stream: as they are, whole blocks or not (7 outputs a row of 2-pixel blocks).
       {16, 16, 3, {{16, 3, 2, true}, {8, 1, 1, true}}, false, {}},
       {16, 16, 3, {{16, 3, 2, false}, {8, 1, 1, true}}, true, {}},
   };
@@ -156,12 +153,34 @@ TEST(ConvThroughTheRuntime, InputsPaddedOnTheHostEqualTheirTwins) {
     shape.clear();
     expect_runtime_equals_cpu(c.h, c.w, c.cin, c.specs, c.int8_io, random, nullptr, &ops, &shape);
     SCOPED_TRACE(twins::describe(c.h, c.w, c.cin, c.specs));
-    if (c.sent.empty()) {
+    if (c.padded.empty()) {
       EXPECT_EQ(ops, (std::vector<int32_t>{custom}));
+      EXPECT_EQ(shape, (std::vector<int32_t>{1, c.h, c.w, c.cin}));
     } else {
       EXPECT_EQ(ops, (std::vector<int32_t>{pad, custom}));
-      EXPECT_EQ(shape, c.sent);
+      EXPECT_EQ(shape, c.padded);
     }
+  }
+}
+
+// Random chains on 1-3 channel images whose rows are not whole words (odd widths; PoseNet's and
+// DeepLab's 3x3 SAME first layers at stride 1 and 2; images of up to 48 rows in bands over
+// several tiles, whose rows start anywhere in an 8-byte unit): each compiles without a CPU
+// operator, the custom op reads the model's image, and every output byte equals the twin's.
+TEST(ConvThroughTheRuntime, ImagesRepackedOnTheChipEqualTheirTwins) {
+  std::mt19937 random(1206);
+  const int32_t custom = static_cast<int32_t>(container::BuiltinOp::kCustom);
+  std::vector<int32_t> ops, shape;
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(random); };
+  for (int n = 0; n < 12; ++n) {
+    const int cin = pick(1, 3), h = pick(5, 48), w = 2 * pick(3, 24) + 1;
+    std::vector<ConvSpec> specs = {{8 * pick(1, 2), 3, pick(1, 2), pick(0, 3) > 0}};
+    if (pick(0, 3) > 0) specs.push_back({8 * pick(1, 2), pick(0, 1) ? 3 : 1, 1, true});
+    shape.clear();
+    expect_runtime_equals_cpu(h, w, cin, specs, pick(0, 1) == 1, random, nullptr, &ops, &shape);
+    SCOPED_TRACE(twins::describe(h, w, cin, specs));
+    EXPECT_EQ(ops, (std::vector<int32_t>{custom}));
+    EXPECT_EQ(shape, (std::vector<int32_t>{1, h, w, cin}));
   }
 }
 

@@ -323,8 +323,14 @@ TEST(FanOutHeadsOnTheVirtualEdgeTpu, PoseNetsTrunkAndHeadsAreRecognised) {
     const ConvLayer& first = chain.layers.front();
     EXPECT_EQ(first.oh, 177);
     EXPECT_EQ(first.ow, 241);
-    // Columns only (1464-byte rows of whole units), or 4-byte pixels when asked.
-    ConvChain pixels = chain;
+    // Repacked on the chip into rows of 488 pixels (1464 bytes of whole units) from the host's
+    // 481; when padded on the host, columns only to the same rows, or 4-byte pixels when asked.
+    ConvChain pixels = chain, repacked = chain;
+    EXPECT_TRUE(repack_input_on_chip(repacked));
+    EXPECT_EQ(repacked.repack_w, 481);
+    EXPECT_EQ(repacked.layers.front().w, 488);
+    EXPECT_EQ(repacked.layers.front().cin, 3);
+    EXPECT_EQ(repacked.host_w, 0);
     EXPECT_TRUE(pad_input_on_host(chain));
     EXPECT_EQ(chain.host_w, 488);
     EXPECT_EQ(chain.host_cin, 3);

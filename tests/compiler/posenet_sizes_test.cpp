@@ -60,14 +60,15 @@ TEST(PoseNetSizesOnTheVirtualEdgeTpu, AStageEndingOnAPartialBlockHandsOverItsSur
   struct Case {
     int h, w, cin;
     twins::ConvSpec first;
-    std::vector<int32_t> sent;  // the image as the host pads it
+    std::vector<int32_t> sent;  // the image as the host sends it
   };
   // 3 channels at stride 2 (one surplus pixel) and 1 channel at stride 1 (4-pixel blocks, 9
-  // outputs a row: three): columns padded to whole 8-byte rows, the channels kept (4-byte pixels,
+  // outputs a row: three): the image as it is, repacked on the chip into whole 8-byte rows of
+  // 16 pixels, the channels kept (padded on the host to 16 columns until Dec 5; 4-byte pixels,
   // 13 x 14 x 4 and 9 x 10 x 4, when the stage was refused).
   const std::vector<Case> cases = {
-      {13, 13, 3, {16, 3, 2, true, true, true, Activation::kRelu6}, {1, 13, 16, 3}},
-      {9, 9, 1, {16, 3, 1, true, true, true, Activation::kRelu6}, {1, 9, 16, 1}},
+      {13, 13, 3, {16, 3, 2, true, true, true, Activation::kRelu6}, {1, 13, 13, 3}},
+      {9, 9, 1, {16, 3, 1, true, true, true, Activation::kRelu6}, {1, 9, 9, 1}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(cat(c.h, " x ", c.w, " x ", c.cin));
@@ -94,7 +95,7 @@ TEST(PoseNetSizesOnTheVirtualEdgeTpu, PoseNetAt481x641WithHalfTheChannelsEqualsT
   ASSERT_NE(compiled.exes.execution, nullptr);
   EXPECT_EQ(compiled.exes.execution->output_layers.size(), 3u);
   const container::Model ours = container::read_tflite(compiled.result.tflite);
-  EXPECT_EQ(sent_shape(ours), (std::vector<int32_t>{1, h, 648, 3}));
+  EXPECT_EQ(sent_shape(ours), (std::vector<int32_t>{1, h, w, 3}));  // (repacked on the chip)
   expect_equal_to_cpu(twin, ours, static_cast<size_t>(h) * w * 3, 8, random);
 }
 
