@@ -126,8 +126,9 @@ struct ConvChain {
 };
 
 // An input whose pixels are not whole words (1-3 channels) with rows that cannot be streamed in
-// 8-byte units (PoseNet's 481 x 3 rows, 1443 bytes) is padded on the host with its zero point (a
-// PAD on the CPU before the custom op, see writer.h): columns only, to the narrowest rows that
+// 8-byte units (PoseNet's 481 x 3 rows, 1443 bytes), when the chip cannot repack it
+// (repack_input_on_chip, tried first), is padded on the host with its zero point (a PAD on the
+// CPU before the custom op, see writer.h): columns only, to the narrowest rows that
 // stream, or channels to 4 and columns to rows that stream when that is fewer bytes a row or
 // `whole_pixels` asks for it (4-byte pixels always; for a chain whose first layer's partial last
 // block of pixels the generator cannot take). Exactly equivalent: new channels hold the input

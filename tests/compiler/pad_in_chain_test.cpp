@@ -101,8 +101,8 @@ TEST(PadInAChainOnTheVirtualEdgeTpu, FoldedPaddingEqualsTheCpuReference) {
   // gen2021 PoseNet's form: PAD one row and column at the end, then a VALID 3x3 stride 2 conv.
   expect_equal_to_cpu(16, 16, 8, {0, 1, 0, 1}, {conv(16, 3, 2, false), last(8, 1)}, random);
   // The same on 22 x 3 rows (66 bytes, repacked on the chip into 24 pixels): the PAD's column
-  // is the first past the host's row, which the first image's fill holds (without it 16 of the
-  // first 2,128 output bytes ... differ).
+  // is the first past the host's row (its first two bytes written by the repack's last op, the
+  // third by the first image's fill).
   expect_equal_to_cpu(17, 22, 3, {0, 1, 0, 1}, {conv(16, 3, 2, false), last(8, 1)}, random);
   // Uneven padding on every side before a SAME conv (both paddings add up), and before a
   // depthwise layer; a larger image in row bands.
