@@ -1,6 +1,6 @@
 // Acceptance: both DeepLab v3 CPU twins (MobileNet v2 0.5 on 513 x 513, output stride 16: three
 // depthwise layers dilated by 2) compiled by `compile_model` - the backbone (34 CONV_2D, 17
-// DEPTHWISE_CONV_2D, 10 residual ADDs) in one program, its image padded on the host, the ASPP
+// DEPTHWISE_CONV_2D, 10 residual ADDs) in one program, its image as it is (no PAD), the ASPP
 // branches after it (image pooling, the 1x1 branch) on the CPU - run through the runtime's delegate
 // on the virtual Edge TPU: the program's output and the label map equal the twin's in `edgetpu`
 // rounding in every byte on bird_segmentation.bmp, and Google's segmentation check of its own

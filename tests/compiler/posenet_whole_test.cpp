@@ -1,9 +1,9 @@
 // Acceptance: both PoseNet CPU twins (MobileNet v1 0.75 on 353 x 481, its decoder custom op on the
 // CPU) compiled whole by `compile_model` - the trunk and the three heads in one program with three
-// outputs, the image padded on the host, the first stage in rounds - run through the runtime's
-// delegate on the virtual Edge TPU: the decoder's three inputs equal the twin's in `edgetpu`
-// rounding in every byte on posenet_test_image.bmp, and Google's keypoint check of its own compiled
-// file passes on ours (G017 gen2020, G034 gen2021).
+// outputs, the image as it is (repacked on the chip, no PAD), the first stage in rounds - run
+// through the runtime's delegate on the virtual Edge TPU: the decoder's three inputs equal the
+// twin's in `edgetpu` rounding in every byte on posenet_test_image.bmp, and Google's keypoint check
+// of its own compiled file passes on ours (G017 gen2020, G034 gen2021).
 #include <gtest/gtest.h>
 
 #include <bit>
