@@ -38,7 +38,17 @@ struct GenerateArgs {
   bool int8 = false, json = false, all_logits = false, fused_layers = false, unfused_layers = false;
   bool values_on_host = false;
   bool scores_on_chip = false;
+  std::string weighted_sum = "scalar-core";  // --weighted-sum
 };
+
+// --weighted-sum's names (llm::WeightedSum). Per-head bytes (A) is not offered: its cache is u'
+// (n_heads x dim bytes per position against v~'s kv_dim), it needs one more program for the sum
+// over heads, and the chip path builds B; the agreement bench still measures it.
+llm::WeightedSum parse_weighted_sum(const std::string& name) {
+  if (name == "scalar-core") return llm::WeightedSum::kScalarCore;
+  if (name == "value-cache") return llm::WeightedSum::kValueCache;
+  fail("--weighted-sum must be scalar-core or value-cache, not '", name, "'");
+}
 
 // tokenizer.bin beside the checkpoint, else in the working directory (run.c's default).
 std::string default_tokenizer(const std::string& checkpoint) {
@@ -125,8 +135,16 @@ void run(GenerateArgs& a) {
     fail("--scores-on-chip needs an Edge TPU device, the default arithmetic and no --batch");
   if (a.values_on_host && (!tpu || a.unfused_layers || a.batch == -1))
     fail("--values-on-host needs --batch, an Edge TPU device and the default arithmetic");
-  const llm::Int8Options layers{
-      .fused_layers = !a.unfused_layers, .chip_attention = true, .chip_scores = a.scores_on_chip};
+  const llm::WeightedSum weighted_sum = parse_weighted_sum(a.weighted_sum);
+  if (weighted_sum != llm::WeightedSum::kScalarCore &&
+      ((!a.int8 && !tpu) || a.unfused_layers || a.batch != -1))
+    fail(
+        "--weighted-sum value-cache needs --int8 or an Edge TPU device, the default arithmetic "
+        "and no --batch");
+  const llm::Int8Options layers{.fused_layers = !a.unfused_layers,
+                                .chip_attention = true,
+                                .chip_scores = a.scores_on_chip,
+                                .weighted_sum = weighted_sum};
   if (a.batch != -1) {
     generate_batch_command({a.batch, a.prompt, a.steps < 0 ? 0 : a.steps, a.temperature, a.topp,
                             seed, a.calibration, a.json, layers, a.values_on_host},
@@ -251,6 +269,12 @@ void add_generate_command(CLI::App& app) {
                 "sim or usb: attention's scores and softmax on the chip too, the keys resident "
                 "in tile memory and written as tokens arrive (one more program per layer and "
                 "token)");
+  cmd->add_option("--weighted-sum", args->weighted_sum,
+                  "int8, sim or usb: where attention's weighted sum meets the softmax's 1 / S: "
+                  "scalar-core (exact int32 sums per head, weighed on the scalar core) or "
+                  "value-cache (v~ = r v cached, per head an FC over positions with a per-token "
+                  "multiplier into wo's input, then wo; docs/llm.md)")
+      ->capture_default_str();
   cmd->add_flag("--values-on-host", args->values_on_host,
                 "--batch on sim or usb: the host computes the values' u (wo folded into them) "
                 "from v instead of the chip, which then returns v, not u: faster for large "

@@ -1,0 +1,90 @@
+// The weighted sum's FC program (llm/value_sum.h) on the virtual Edge TPU against the int8 path's
+// weighted_sum_head, byte for byte, written token by token as the chip path writes it.
+#include "llm/value_sum.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "compiler/fc_batch_codegen.h"
+#include "compiler/fc_codegen.h"
+#include "llm/int8_model.h"
+#include "runtime/device_select.h"
+#include "runtime/program.h"
+
+namespace tinycoral {
+namespace {
+
+// Random v~, e and multipliers for `tokens` positions; after each token the program's caching run
+// writes the new column and every multiplier, and its outputs must be weighted_sum_head's of every
+// head. The multipliers are spread so that some outputs reach the clamps and most do not.
+void expect_program_equals_host(const llm::ValueSumShape s, int tokens, unsigned seed) {
+  std::mt19937 rng(seed);
+  const int hs = s.head_size, kv_dim = s.kv_heads * hs, kv_mul = s.heads / s.kv_heads;
+  std::vector<int> in_at;
+  compiler::FcLayer layer = llm::value_sum_layer(s, in_at);
+  compiler::FcPlacement at;
+  at.in_at = in_at;
+  const auto caching = std::make_shared<runtime::Program>(compiler::fc_caching(layer, at));
+  const auto execution =
+      std::make_shared<runtime::Program>(compiler::generate_fc_batch(layer, at, 1, s.row_bytes()));
+  auto tpu = runtime::open_virtual_edgetpu();
+  std::vector<int8_t> v(size_t(s.positions) * size_t(kv_dim));
+  std::vector<uint8_t> e(size_t(s.heads) * size_t(s.positions));
+  std::vector<float> base(size_t(s.heads) * size_t(hs)), inv_sum(size_t(s.heads));
+  std::vector<uint8_t> row(size_t(s.row_bytes()));
+  std::vector<int8_t> got(static_cast<size_t>(s.outputs())), want(static_cast<size_t>(hs));
+  int clamped = 0, inside = 0;
+  for (int pos = 0; pos < tokens; ++pos) {
+    SCOPED_TRACE("position " + std::to_string(pos));
+    const int n = pos + 1;
+    for (int j = 0; j < kv_dim; ++j)
+      v[size_t(pos) * size_t(kv_dim) + size_t(j)] = static_cast<int8_t>(int(rng() % 255) - 127);
+    for (uint8_t& b : e) b = static_cast<uint8_t>(rng() % 256);
+    for (int h = 0; h < s.heads; ++h) e[size_t(h) * size_t(s.positions) + size_t(pos % 3)] = 255;
+    // |acc| grows like sqrt(n) 147 x 73; multipliers around 30 / that, some 8x larger.
+    const float typical = 30.0f / (std::sqrt(float(n)) * 10700.0f);
+    for (float& b : base)
+      b = typical * (0.2f + float(rng() % 1000) / 1000.0f) * (rng() % 5 == 0 ? 8.0f : 1.0f);
+    for (float& x : inv_sum) x = 1.0f / (1.0f + float(rng() % 4000) / 1000.0f);
+    for (float& b : base) b /= inv_sum[0];
+    llm::set_value_column(s, pos, v.data() + size_t(pos) * size_t(kv_dim), layer);
+    llm::set_value_multipliers(s, base.data(), inv_sum.data(), layer);
+    caching->set_parameters(compiler::fc_parameters(layer));
+    tpu->run(nullptr, caching);
+    llm::value_sum_input(s, e.data(), size_t(s.positions), n, row.data());
+    execution->set_input(0, row);
+    tpu->run(nullptr, execution);
+    execution->get_output(0, std::span(reinterpret_cast<uint8_t*>(got.data()), got.size()));
+    for (int h = 0; h < s.heads; ++h) {
+      llm::weighted_sum_head(e.data() + size_t(h) * size_t(s.positions), n,
+                             v.data() + size_t(h / kv_mul) * size_t(hs), size_t(kv_dim), hs,
+                             base.data() + size_t(h) * size_t(hs), inv_sum[size_t(h)], {1.0f, 0},
+                             -llm::kSymmetricClamp, llm::kSymmetricClamp, want.data());
+      for (int i = 0; i < hs; ++i) {
+        ASSERT_EQ(got[size_t(h * s.hs_padded() + i)], want[size_t(i)])
+            << "head " << h << " output " << i;
+        ++(std::abs(int(want[size_t(i)])) == 127 ? clamped : inside);
+      }
+    }
+  }
+  EXPECT_GT(clamped, 0);  // the clamps were reached
+  EXPECT_GT(inside, 4 * clamped);
+}
+
+// Head size 24 (each head one group, 40 outputs padded), grouped kv heads, 100 positions (K 128).
+TEST(ValueSumProgram, GroupedHeadsGiveTheHostsBytes) {
+  expect_program_equals_host({.heads = 4, .kv_heads = 2, .head_size = 24, .positions = 100}, 6, 3);
+}
+
+// Head size 80 (two groups per head), one kv head per head, 64 positions.
+TEST(ValueSumProgram, WideHeadsGiveTheHostsBytes) {
+  expect_program_equals_host({.heads = 3, .kv_heads = 3, .head_size = 80, .positions = 64}, 5, 11);
+}
+
+}  // namespace
+}  // namespace tinycoral
