@@ -11,6 +11,7 @@
 #include "compiler/fc_batch_codegen.h"
 #include "compiler/fc_codegen.h"
 #include "llm/matmul_plan.h"
+#include "llm/value_sum.h"
 
 namespace tinycoral::llm {
 
@@ -67,6 +68,17 @@ struct ChipTransformer::ScoresProgram : FcProgramPlan {
   // With it: [pos / 64] the program that writes the key of a position in that group, then runs
   // the scores and the softmax (made when first used).
   std::vector<std::shared_ptr<runtime::Program>> scores_with_key;
+};
+
+// The weighted sum of one layer (WeightedSum::kValueCache; llm/value_sum.h): a one-row batched FC
+// (each head's groups read its own exponentials through in_at). The caching program's
+// instructions depend on the placement alone; each token replaces its parameters (the new column
+// of v~ and every multiplier) and runs it, then runs the sum.
+struct ChipTransformer::ValueSumProgram {
+  ValueSumShape shape;
+  compiler::FcLayer layer;
+  compiler::FcPlacement at;
+  std::shared_ptr<runtime::Program> caching, execution;
 };
 
 // q, k, v of one layer as one generator layer, and where each sits in its output.
@@ -200,6 +212,10 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
   }
   if (weights()->chip_attention() && options.chip_scores)
     for (int l = 0; l < c.n_layers; ++l) stats_.scores_layers += scores_program(l, tiles);
+  if (weights()->chip_attention() && options.weighted_sum == WeightedSum::kValueCache) {
+    value_sums_.resize(size_t(c.n_layers));
+    for (int l = 0; l < c.n_layers; ++l) stats_.value_sum_layers += value_sum_program(l, tiles);
+  }
   stats_.max_tile_units = tiles.max_fill();
   // A chain returns at most w2 output, q + k + v (1024) and u (32 groups).
   widest = std::max(widest, 4096 + whole_groups(c.dim));
@@ -443,6 +459,58 @@ bool ChipTransformer::scores_program(int layer, TileAllocator& tiles) {
   return true;
 }
 
+bool ChipTransformer::value_sum_program(int layer, TileAllocator& tiles) {
+  const Config& c = ck_.config;
+  ValueSumProgram p;
+  p.shape = {c.n_heads, c.n_kv_heads, c.head_size(), c.seq_len};
+  p.layer = value_sum_layer(p.shape, p.at.in_at);
+  const int groups = compiler::fc_groups(p.layer.n), slots = groups > kPlanTiles ? 2 : 1;
+  TileAllocator trial = tiles;
+  if (p.layer.n > kMaxOutputs ||
+      !compiler::fc_batch_unsupported(p.layer.n, p.layer.k, 1, slots, p.shape.row_bytes())
+           .empty() ||
+      !trial.place(groups, compiler::fc_units_per_tile(p.layer.k, false), p.at))
+    return false;
+  tiles = trial;
+  p.caching = std::make_shared<runtime::Program>(compiler::fc_caching(p.layer, p.at));
+  p.execution = std::make_shared<runtime::Program>(
+      compiler::generate_fc_batch(p.layer, p.at, 1, p.shape.row_bytes()));
+  stats_.resident_bytes += static_cast<int64_t>(p.caching->executable().parameters.size());
+  ++stats_.programs;
+  value_sums_[size_t(layer)] = std::move(p);
+  return true;
+}
+
+void ChipTransformer::value_sum_q(int layer, int pos, const uint8_t* e, const float* inv_sum,
+                                  int8_t* a) {
+  if (size_t(layer) >= value_sums_.size() || !value_sums_[size_t(layer)].execution) {
+    Int8Transformer::value_sum_q(layer, pos, e, inv_sum, a);
+    return;
+  }
+  ValueSumProgram& p = value_sums_[size_t(layer)];
+  const Config& c = ck_.config;
+  const auto start = std::chrono::steady_clock::now();
+  // The new position's v~ and this token's multipliers into tile memory (a caching run).
+  set_value_column(p.shape, pos, value_q(layer, pos), p.layer);
+  set_value_multipliers(p.shape, weights()->attention[size_t(layer)].att_base.data(), inv_sum,
+                        p.layer);
+  p.caching->set_parameters(compiler::fc_parameters(p.layer));
+  tpu_.run(nullptr, p.caching);
+  if (tpu_.recoveries() != recoveries_seen_) cache_all();
+  stats_.modeled += runtime::stick_time(tpu_.last_run().inference);
+  ++stats_.runs;
+  std::vector<uint8_t> row(size_t(p.shape.row_bytes()));
+  value_sum_input(p.shape, e, size_t(c.seq_len), pos + 1, row.data());
+  std::vector<int8_t> out(size_t(p.layer.n));
+  run(p.execution, reinterpret_cast<const int8_t*>(row.data()), int(row.size()), out.data(),
+      p.layer.n);
+  stats_.chip_wall_s +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const int hs = c.head_size();
+  for (int h = 0; h < c.n_heads; ++h)
+    std::copy_n(out.begin() + long(h) * p.shape.hs_padded(), hs, a + size_t(h) * size_t(hs));
+}
+
 std::shared_ptr<runtime::Program> ChipTransformer::scores_caching(const ScoresProgram& p) const {
   const auto head = [&](int id) -> const QuantizedMatmul& { return p.heads[size_t(id)]; };
   return std::make_shared<runtime::Program>(
@@ -571,6 +639,8 @@ void ChipTransformer::cache_all() {
   // The scores' keys as they are now (zeros where no token wrote one yet).
   for (const ScoresProgram& p : scores_)
     if (p.on_chip) caching.push_back(scores_caching(p));
+  // The weighted sums' v~ and multipliers as the last token wrote them.
+  for (const ValueSumProgram& p : value_sums_) caching.push_back(p.caching);
   for (const std::shared_ptr<runtime::Program>& p : caching) {
     if (!p) continue;
     tpu_.run(nullptr, p);

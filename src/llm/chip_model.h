@@ -14,7 +14,9 @@
 // in the same arithmetic; stats() counts them, so callers can say so. The classifier stays on the
 // host in float32 (docs/llm.md). With Int8Options::chip_scores, attention's scores of each layer
 // run on the chip too, the int8 keys resident and written as tokens arrive (issue 14 step d's
-// start).
+// start). With WeightedSum::kValueCache, each layer's weighted sum is a program too
+// (llm/value_sum.h), its weights the v~ cache and its multipliers written per token by a caching
+// run.
 #pragma once
 
 #include <array>
@@ -38,6 +40,7 @@ struct ChipPathStats {
   int scores_layers = 0;       // layers whose attention scores run on the chip (Int8Options)
   int softmax_layers = 0;      // of them, with the softmax on the scalar core in that program
   int chained_layers = 0;      // of them, with the residual add and the next q, k, v (fused_layers)
+  int value_sum_layers = 0;    // layers whose weighted sum (WeightedSum::kValueCache) is a program
   int64_t resident_bytes = 0;  // parameter bytes cached in tile memory
   int max_tile_units = 0;      // the fullest tile's parameter units (of 8192)
   std::string host_reason;     // why the first host matmul is not on the chip
@@ -66,6 +69,7 @@ class ChipTransformer : public Int8Transformer {
   void values_q(int layer, const int8_t* v, int8_t* u) override;
   void scores_q(int layer, int pos, const int8_t* q8, int8_t* scores) override;
   void softmax_q(int layer, int pos, const int8_t* q8, uint8_t* e, float* inv_sum) override;
+  void value_sum_q(int layer, int pos, const uint8_t* e, const float* inv_sum, int8_t* a) override;
 
  private:
   struct Program;
@@ -87,6 +91,10 @@ class ChipTransformer : public Int8Transformer {
   void write_key(ScoresProgram& p, int layer, int pos);
   std::vector<ScoresProgram>
       scores_;  // [layer]; without a program where the scores are on the host
+  // WeightedSum::kValueCache: the weighted sum of one layer as an FC program (llm/value_sum.h).
+  struct ValueSumProgram;
+  bool value_sum_program(int layer, TileAllocator& tiles);
+  std::vector<ValueSumProgram> value_sums_;  // [layer]; empty where it runs on the host
   struct QkvPart;
   QkvPart qkv_part(int layer) const;
   void run(const std::shared_ptr<runtime::Program>& p, const int8_t* in, int in_bytes, int8_t* out,

@@ -796,7 +796,6 @@ void Int8Transformer::attend(int layer, int pos, float* out) {
 void Int8Transformer::per_token_weighted_sum(int layer, int pos, float* out) {
   const Config& c = ck_.config;
   const QuantizedAttention& a = weights_->attention[size_t(layer)];
-  const int hs = c.head_size(), kv_dim = c.kv_dim(), kv_mul = c.n_heads / c.n_kv_heads;
   const size_t first = size_t(layer) * size_t(c.seq_len);
   const int n = pos + 1;
   if (options().weighted_sum == WeightedSum::kPerHeadBytes) {
@@ -816,19 +815,27 @@ void Int8Transformer::per_token_weighted_sum(int layer, int pos, float* out) {
   }
   // kValueCache: wo's input, head after head, then wo diag(att_scale) as an FC (on the host).
   const QuantizedMatmul& wo = a.wo;
-  pool_.parallel_for(c.n_heads, 1, [&](int h_begin, int h_end) {
-    for (int h = h_begin; h < h_end; ++h)
-      weighted_sum_head(p_.data() + size_t(h) * size_t(c.seq_len), n,
-                        v_cache_.data() + first * size_t(kv_dim) + size_t(h / kv_mul) * size_t(hs),
-                        size_t(kv_dim), hs, a.att_base.data() + size_t(h) * size_t(hs),
-                        inv_sum_[size_t(h)], wo.in, -kSymmetricClamp, kSymmetricClamp,
-                        heads_q_.data() + size_t(h) * size_t(hs));
-  });
+  value_sum_q(layer, pos, p_.data(), inv_sum_.data(), heads_q_.data());
   pool_.parallel_for(wo.rows, 16, [&](int begin, int end) {
     matvec_int8_rows(wo.w.data(), heads_q_.data(), acc_.data(), wo.cols, begin, end);
     for (int r = begin; r < end; ++r) u_tmp_[size_t(r)] = requantize_row(wo, r, acc_[size_t(r)]);
   });
   dequantize(u_tmp_.data(), c.dim, wo.out, out);
+}
+
+void Int8Transformer::value_sum_q(int layer, int pos, const uint8_t* e, const float* inv_sum,
+                                  int8_t* out) {
+  const Config& c = ck_.config;
+  const QuantizedAttention& a = weights_->attention[size_t(layer)];
+  const int hs = c.head_size(), kv_dim = c.kv_dim(), kv_mul = c.n_heads / c.n_kv_heads;
+  const int8_t* v = value_q(layer, 0);
+  pool_.parallel_for(c.n_heads, 1, [&](int h_begin, int h_end) {
+    for (int h = h_begin; h < h_end; ++h)
+      weighted_sum_head(e + size_t(h) * size_t(c.seq_len), pos + 1,
+                        v + size_t(h / kv_mul) * size_t(hs), size_t(kv_dim), hs,
+                        a.att_base.data() + size_t(h) * size_t(hs), inv_sum[h], a.wo.in,
+                        -kSymmetricClamp, kSymmetricClamp, out + size_t(h) * size_t(hs));
+  });
 }
 
 void Int8Transformer::qkv_q(int layer, const int8_t* xq, int8_t* q, int8_t* k, int8_t* v) {

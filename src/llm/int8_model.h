@@ -304,6 +304,15 @@ class Int8Transformer : public Transformer {
   // per head from q~ as scores_q takes it; by default scores_q, then scalar_core_softmax per head
   // on the host.
   virtual void softmax_q(int layer, int pos, const int8_t* q8, uint8_t* e, float* inv_sum);
+  // WeightedSum::kValueCache: wo's int8 input a (heads x head_size bytes, head after head) from
+  // the exponentials' bytes e[h][t] (t <= pos, rows of seq_len), 1 / S per head and the v~ cache
+  // (value_q); by default weighted_sum_head per head on the host.
+  virtual void value_sum_q(int layer, int pos, const uint8_t* e, const float* inv_sum, int8_t* a);
+  // WeightedSum::kValueCache: v~ = r v of position t (kv_dim bytes).
+  const int8_t* value_q(int layer, int t) const {
+    return v_cache_.data() +
+           (size_t(layer) * size_t(ck_.config.seq_len) + size_t(t)) * size_t(ck_.config.kv_dim());
+  }
   // chip_attention: the int8 key of position t (kv_dim bytes).
   const int8_t* key_q(int layer, int t) const {
     return k_cache_.data() +

@@ -296,6 +296,60 @@ TEST(ChipPathStepD, GenerateWithScoresOnTheChipWritesTheInt8Text) {
       << bad.err;
 }
 
+// `generate --weighted-sum value-cache` (WeightedSum::kValueCache): on the simulator, with the
+// scores and softmax on the chip too, each layer's weighted sum is a program of its own where tile
+// memory holds its v~ (its v~ and per-token multipliers written by a caching run) and the text is
+// the int8 CPU path's with the option on both test checkpoints, not the default's; the flag is
+// refused where it does not apply.
+TEST(ChipPathStepD, GenerateWithTheValueCacheWritesTheInt8Text) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  for (const std::string name : {"rand_gqa", "rand15M"}) {
+    SCOPED_TRACE(name);
+    std::string why;
+    const auto path = reference_checkpoint(data, name, why);
+    if (!path) GTEST_SKIP() << why;
+    const std::string args = generate_args(
+        data, *path,
+        std::string(name == "rand15M" ? "-n 10" : "-n 20") + " -t 0.8 -s 5 --calibration 8");
+    const CommandResult cpu = run_cli(args + " --device cpu --int8 --weighted-sum value-cache");
+    const CommandResult sim =
+        run_cli(args + " --device sim --scores-on-chip --weighted-sum value-cache --json");
+    const CommandResult plain = run_cli(args + " --device cpu --int8");
+    ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
+    ASSERT_EQ(sim.exit_code, 0) << sim.err;
+    ASSERT_EQ(plain.exit_code, 0) << plain.err;
+    const auto j = nlohmann::json::parse(sim.out);
+    EXPECT_EQ(j.at("text").get<std::string>() + "\n", cpu.out);
+    EXPECT_GT(cpu.out.size(), 10u);
+    if (name == "rand_gqa") {
+      EXPECT_NE(cpu.out, plain.out);  // the option changes the arithmetic
+    }
+    const int layers = name == "rand15M" ? 6 : 2;
+    // rand15M's weights and keys leave room in tile memory for one layer's v~ (the others' sums
+    // run on the host in the same arithmetic).
+    const int sums = name == "rand15M" ? 1 : layers;
+    EXPECT_EQ(j.at("chip").at("value_sum_layers_on_chip"), sums);
+    EXPECT_EQ(j.at("chip").at("programs_per_token"), 2 * layers + 1 + sums);
+  }
+  std::string why;
+  const auto path = reference_checkpoint(data, "rand_gqa", why);
+  if (!path) GTEST_SKIP() << why;
+  for (const std::string bad_args :
+       {"--device cpu --weighted-sum value-cache", "--int8 --weighted-sum value-cache --batch 2",
+        "--int8 --unfused-layers --weighted-sum value-cache"}) {
+    const CommandResult bad = run_cli(generate_args(data, *path, "-n 4 " + bad_args));
+    EXPECT_EQ(bad.exit_code, 2) << bad_args;
+    EXPECT_NE(bad.err.find("--weighted-sum value-cache needs --int8"), std::string::npos)
+        << bad.err;
+  }
+  const CommandResult unknown =
+      run_cli(generate_args(data, *path, "-n 4 --int8 --weighted-sum per-head"));
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.err.find("--weighted-sum must be scalar-core or value-cache"),
+            std::string::npos)
+      << unknown.err;
+}
+
 // The default (the fused layers' arithmetic, step c's programs): the simulator writes the int8 CPU
 // path's text (rand_gqa: 2 layers, so 3 programs per token) and reports the modeled speed.
 TEST(ChipPathStepC, GenerateOnTheSimulatorWritesTheInt8TextAndModeledSpeed) {

@@ -89,6 +89,7 @@ nlohmann::json chip_json(const llm::ChipPathStats& s, int positions, double wall
   j["programs_per_token"] = s.programs;
   j["scores_layers_on_chip"] = s.scores_layers;
   j["softmax_layers_on_chip"] = s.softmax_layers;
+  j["value_sum_layers_on_chip"] = s.value_sum_layers;
   j["resident_parameter_bytes"] = s.resident_bytes;
   j["fullest_tile_parameter_bytes"] = int64_t{s.max_tile_units} * 64;
   if (simulated && positions > 0) {
@@ -164,6 +165,12 @@ void run(GenerateArgs& a) {
                 << ck.config.n_layers - chip->stats().scores_layers << " of " << ck.config.n_layers
                 << " layers run on the host (no room for their keys in a program or in tile "
                    "memory)\n";
+    if (weighted_sum == llm::WeightedSum::kValueCache &&
+        chip->stats().value_sum_layers < ck.config.n_layers && !a.json)
+      std::cerr << "tinycoral: the weighted sums of "
+                << ck.config.n_layers - chip->stats().value_sum_layers << " of "
+                << ck.config.n_layers
+                << " layers run on the host (no room for their values in tile memory)\n";
     if (chip->stats().host_matmuls > 0 && !a.json)
       std::cerr << "tinycoral: " << chip->stats().host_matmuls << " of "
                 << chip->stats().host_matmuls + chip->stats().chip_matmuls
