@@ -71,14 +71,16 @@ struct ChipTransformer::ScoresProgram : FcProgramPlan {
 };
 
 // The weighted sum of one layer (WeightedSum::kValueCache; llm/value_sum.h): a one-row batched FC
-// (each head's groups read its own exponentials through in_at). The caching program's
-// instructions depend on the placement alone; each token replaces its parameters (the new column
-// of v~ and every multiplier) and runs it, then runs the sum.
+// (each head's groups read its own exponentials through in_at). Each token writes every
+// multiplier and the columns up to its position's 64-position group by one caching run
+// (value_sum_prefix: [pos / 64] a caching program made at its first token, later tokens replace
+// its parameters), then runs the sum.
 struct ChipTransformer::ValueSumProgram {
   ValueSumShape shape;
   compiler::FcLayer layer;
   compiler::FcPlacement at;
-  std::shared_ptr<runtime::Program> caching, execution;
+  std::shared_ptr<runtime::Program> execution;
+  std::vector<std::shared_ptr<runtime::Program>> writes;
 };
 
 // q, k, v of one layer as one generator layer, and where each sits in its output.
@@ -472,10 +474,10 @@ bool ChipTransformer::value_sum_program(int layer, TileAllocator& tiles) {
       !trial.place(groups, compiler::fc_units_per_tile(p.layer.k, false), p.at))
     return false;
   tiles = trial;
-  p.caching = std::make_shared<runtime::Program>(compiler::fc_caching(p.layer, p.at));
   p.execution = std::make_shared<runtime::Program>(
       compiler::generate_fc_batch(p.layer, p.at, 1, p.shape.row_bytes()));
-  stats_.resident_bytes += static_cast<int64_t>(p.caching->executable().parameters.size());
+  p.writes.resize(size_t(p.layer.k / 64));
+  stats_.resident_bytes += static_cast<int64_t>(compiler::fc_parameters(p.layer).size());
   ++stats_.programs;
   value_sums_[size_t(layer)] = std::move(p);
   return true;
@@ -494,8 +496,11 @@ void ChipTransformer::value_sum_q(int layer, int pos, const uint8_t* e, const fl
   set_value_column(p.shape, pos, value_q(layer, pos), p.layer);
   set_value_multipliers(p.shape, weights()->attention[size_t(layer)].att_base.data(), inv_sum,
                         p.layer);
-  p.caching->set_parameters(compiler::fc_parameters(p.layer));
-  tpu_.run(nullptr, p.caching);
+  const compiler::FcLayer prefix = value_sum_prefix(p.layer, pos + 1);
+  std::shared_ptr<runtime::Program>& write = p.writes[size_t(pos / 64)];
+  if (!write) write = std::make_shared<runtime::Program>(compiler::fc_caching(prefix, p.at));
+  write->set_parameters(compiler::fc_parameters(prefix));
+  tpu_.run(nullptr, write);
   if (tpu_.recoveries() != recoveries_seen_) cache_all();
   stats_.modeled += runtime::stick_time(tpu_.last_run().inference);
   ++stats_.runs;
@@ -640,7 +645,9 @@ void ChipTransformer::cache_all() {
   for (const ScoresProgram& p : scores_)
     if (p.on_chip) caching.push_back(scores_caching(p));
   // The weighted sums' v~ and multipliers as the last token wrote them.
-  for (const ValueSumProgram& p : value_sums_) caching.push_back(p.caching);
+  for (const ValueSumProgram& p : value_sums_)
+    if (p.execution)
+      caching.push_back(std::make_shared<runtime::Program>(compiler::fc_caching(p.layer, p.at)));
   for (const std::shared_ptr<runtime::Program>& p : caching) {
     if (!p) continue;
     tpu_.run(nullptr, p);

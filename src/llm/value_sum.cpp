@@ -48,6 +48,15 @@ void set_value_multipliers(const ValueSumShape& s, const float* base, const floa
     }
 }
 
+compiler::FcLayer value_sum_prefix(const compiler::FcLayer& l, int n) {
+  compiler::FcLayer p = l;
+  p.k = std::min(l.k, (n + 63) / 64 * 64);
+  p.weights.resize(size_t(p.n) * size_t(p.k));
+  for (int r = 0; r < p.n; ++r)
+    std::copy_n(l.weights.begin() + long(r) * l.k, p.k, p.weights.begin() + long(r) * p.k);
+  return p;
+}
+
 void value_sum_input(const ValueSumShape& s, const uint8_t* e, size_t e_stride, int n,
                      uint8_t* row) {
   std::memset(row, 0, size_t(s.row_bytes()));

@@ -2,7 +2,8 @@
 // (int8_model.h; docs/llm.md "The weighted sum on the chip"): outputs are heads x head_size (head h
 // at h * hs_padded, its group(s) reading head h's exponentials), K is the positions, the weights
 // are the v~ cache (position t is column t) and each output's multiplier is the per-token
-// f32(base_j (1 / S_h)). A new token writes its column and every multiplier by a caching run.
+// f32(base_j (1 / S_h)). A new token writes its column and every multiplier by a caching run of
+// the columns up to its own (value_sum_prefix).
 #pragma once
 
 #include <cstdint>
@@ -29,6 +30,11 @@ void set_value_column(const ValueSumShape& s, int t, const int8_t* v, compiler::
 // weighted_sum_head computes it.
 void set_value_multipliers(const ValueSumShape& s, const float* base, const float* inv_sum,
                            compiler::FcLayer& l);
+// The layer cut to its first whole_groups(n) positions: a group's parameter stream for fewer
+// positions is a prefix of its stream for all (multipliers, the weights' zero points, then the
+// weights four positions at a time), so caching this one at the same placement writes every
+// multiplier and the columns of positions < n, and leaves the rest as they are.
+compiler::FcLayer value_sum_prefix(const compiler::FcLayer& l, int n);
 // The program's input row from e (heads rows of `e_stride` bytes, positions >= n zeroed).
 void value_sum_input(const ValueSumShape& s, const uint8_t* e, size_t e_stride, int n,
                      uint8_t* row);

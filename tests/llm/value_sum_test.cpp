@@ -1,5 +1,6 @@
 // The weighted sum's FC program (llm/value_sum.h) on the virtual Edge TPU against the int8 path's
-// weighted_sum_head, byte for byte, written token by token as the chip path writes it.
+// weighted_sum_head, byte for byte, written token by token as the chip path writes it (a caching
+// run of the columns up to the new position and every multiplier).
 #include "llm/value_sum.h"
 
 #include <gtest/gtest.h>
@@ -29,7 +30,8 @@ void expect_program_equals_host(const llm::ValueSumShape s, int tokens, unsigned
   compiler::FcLayer layer = llm::value_sum_layer(s, in_at);
   compiler::FcPlacement at;
   at.in_at = in_at;
-  const auto caching = std::make_shared<runtime::Program>(compiler::fc_caching(layer, at));
+  // One caching program per 64 positions written (the prefix up to the new one's group).
+  std::vector<std::shared_ptr<runtime::Program>> writes(size_t(s.k() / 64));
   const auto execution =
       std::make_shared<runtime::Program>(compiler::generate_fc_batch(layer, at, 1, s.row_bytes()));
   auto tpu = runtime::open_virtual_edgetpu();
@@ -54,8 +56,11 @@ void expect_program_equals_host(const llm::ValueSumShape s, int tokens, unsigned
     for (float& b : base) b /= inv_sum[0];
     llm::set_value_column(s, pos, v.data() + size_t(pos) * size_t(kv_dim), layer);
     llm::set_value_multipliers(s, base.data(), inv_sum.data(), layer);
-    caching->set_parameters(compiler::fc_parameters(layer));
-    tpu->run(nullptr, caching);
+    const compiler::FcLayer prefix = llm::value_sum_prefix(layer, n);
+    std::shared_ptr<runtime::Program>& write = writes[size_t(pos / 64)];
+    if (!write) write = std::make_shared<runtime::Program>(compiler::fc_caching(prefix, at));
+    write->set_parameters(compiler::fc_parameters(prefix));
+    tpu->run(nullptr, write);
     llm::value_sum_input(s, e.data(), size_t(s.positions), n, row.data());
     execution->set_input(0, row);
     tpu->run(nullptr, execution);
@@ -76,9 +81,10 @@ void expect_program_equals_host(const llm::ValueSumShape s, int tokens, unsigned
   EXPECT_GT(inside, 4 * clamped);
 }
 
-// Head size 24 (each head one group, 40 outputs padded), grouped kv heads, 100 positions (K 128).
+// Head size 24 (each head one group, 40 outputs padded), grouped kv heads, 100 positions (K 128),
+// 70 tokens: the writes cross from the first 64 positions' prefix to the whole.
 TEST(ValueSumProgram, GroupedHeadsGiveTheHostsBytes) {
-  expect_program_equals_host({.heads = 4, .kv_heads = 2, .head_size = 24, .positions = 100}, 6, 3);
+  expect_program_equals_host({.heads = 4, .kv_heads = 2, .head_size = 24, .positions = 100}, 70, 3);
 }
 
 // Head size 80 (two groups per head), one kv head per head, 64 positions.
