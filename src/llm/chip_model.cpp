@@ -169,9 +169,16 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
         continue;
       // fused_layers: wo is folded into the value cache (u = wo_h v, computed after v).
       if (options.fused_layers && set.front() == LayerMatmul::kO) {
-        ++(values_on_chip_[size_t(l)] ? stats_.chip_matmuls : stats_.host_matmuls);
-        if (!values_on_chip_[size_t(l)] && stats_.host_reason.empty())
-          stats_.host_reason = cat("layer ", l, " wo (folded into the value cache): no room");
+        // WeightedSum::kValueCache: wo reads the weighted sum's bytes, on the host (not built on
+        // the chip yet); the u the chain computes is not read.
+        const bool value_cache =
+            weights()->chip_attention() && options.weighted_sum == WeightedSum::kValueCache;
+        const bool on_chip = values_on_chip_[size_t(l)] && !value_cache;
+        ++(on_chip ? stats_.chip_matmuls : stats_.host_matmuls);
+        if (!on_chip && stats_.host_reason.empty())
+          stats_.host_reason = value_cache
+                                   ? cat("layer ", l, " wo after the value cache's weighted sum")
+                                   : cat("layer ", l, " wo (folded into the value cache): no room");
         continue;
       }
       std::vector<PlannedMatmul> planned;
