@@ -218,10 +218,17 @@ uint32_t mask_of(const Groups& g) {
   return mask;
 }
 
-container::Bitstream execution_program(const FcLayer& layer, const Groups& g, int rows) {
+container::Bitstream execution_program(const FcLayer& layer, const Groups& g, int rows,
+                                       const FcParameterWrite* write) {
   Emitter e;
   const int out_base = round_up(rows * g.row_bytes, 64);
   program_start(e);
+  if (write) {
+    // The new parameters land before anything reads them.
+    emit_fc_parameter_stream(e, write->layer, write->at);
+    tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
+    wait_tokens(e);
+  }
   tile_fence(e, "units=0x020");
   input_address(e, layer.input_name);
   stream_input(e, mask_of(g), rows * g.row_bytes);
@@ -278,7 +285,7 @@ std::string fc_batch_unsupported(int n, int k, int rows, int slots, int row_byte
 }
 
 container::Executable generate_fc_batch(const FcLayer& layer, const FcPlacement& placement,
-                                        int rows, int row_bytes) {
+                                        int rows, int row_bytes, const FcParameterWrite* write) {
   const int groups = fc_groups(layer.n);
   Groups g = groups_of(groups, placement);
   g.row_bytes = row_bytes == 0 ? layer.k : row_bytes;
@@ -294,7 +301,7 @@ container::Executable generate_fc_batch(const FcLayer& layer, const FcPlacement&
                                       layer.group_clamp_max.size() != size_t(groups)))
     fail("per-group output stages need one zero point and two clamps for each of ", groups,
          " groups");
-  container::Executable eo = execution_executable(execution_program(layer, g, rows));
+  container::Executable eo = execution_executable(execution_program(layer, g, rows, write));
   eo.input_layers.push_back(boundary_layer(layer.input_name, 1, rows, g.row_bytes, layer.in_zp,
                                            layer.in_scale, false, layer.signed_input));
   const int total = groups * rows * kGroup;
@@ -305,7 +312,15 @@ container::Executable generate_fc_batch(const FcLayer& layer, const FcPlacement&
   eo.output_layers.push_back(std::move(out));
   eo.used_narrow_memory_bytes_per_tile = round_up(rows * g.row_bytes, 64) + g.slots * rows * kGroup;
   eo.dma_hints = execution_hints(layer.input_name, rows * g.row_bytes, layer.output_name, total);
-  // The parameters are cached by the caller (fc_caching); no token ties the two here.
+  // The parameters are cached by the caller (fc_caching); no token ties the two here. With
+  // `write`, the program streams those parameters first.
+  if (write) {
+    eo.type = container::ExecutableType::kStandAlone;
+    eo.parameters = fc_parameters(write->layer);
+    eo.dma_hints.hints.insert(eo.dma_hints.hints.begin() + 1,
+                              dma_hint(BufferKind::kParameter, container::Direction::kInfeed, "",
+                                       static_cast<int>(eo.parameters.size())));
+  }
   return eo;
 }
 

@@ -37,10 +37,14 @@ std::string fc_batch_unsupported(int n, int k, int rows, int slots, int row_byte
 // head reading its slice of v). The output is [G][rows][64] bytes: group g's 64 outputs of every
 // row, groups in order (fc_batch_output_index). The caller caches the parameters first with
 // fc_caching(layer, placement) (or generate_fc's caching program of the same layer and placement)
-// and runs this program without a caching program; its caching token is 0. Throws Error for an
-// unsupported shape.
+// and runs this program without a caching program; its caching token is 0. With `write`
+// (FcParameterWrite, below), the program first streams write's parameters into the units its
+// placement names and is STAND_ALONE with parameters fc_parameters(write->layer) (the llm value
+// sum's per-token column and multipliers). Throws Error for an unsupported shape.
+struct FcParameterWrite;
 container::Executable generate_fc_batch(const FcLayer& layer, const FcPlacement& placement,
-                                        int rows, int row_bytes = 0);
+                                        int rows, int row_bytes = 0,
+                                        const FcParameterWrite* write = nullptr);
 
 // Attention's scores and their softmax in one program (issue 14; docs/llm.md "The scores and the
 // softmax on the chip"): a one-row generate_fc_batch over `layer` (heads x positions outputs, head

@@ -71,16 +71,16 @@ struct ChipTransformer::ScoresProgram : FcProgramPlan {
 };
 
 // The weighted sum of one layer (WeightedSum::kValueCache; llm/value_sum.h): a one-row batched FC
-// (each head's groups read its own exponentials through in_at). Each token writes every
-// multiplier and the columns up to its position's 64-position group by one caching run
-// (value_sum_prefix: [pos / 64] a caching program made at its first token, later tokens replace
-// its parameters), then runs the sum.
+// (each head's groups read its own exponentials through in_at). One run per token: the program
+// first streams every multiplier and the columns up to its position's 64-position group
+// (value_sum_prefix) into tile memory, then computes the sum; [pos / 64] such a STAND_ALONE
+// program, made at its first token, later tokens replace its parameters.
 struct ChipTransformer::ValueSumProgram {
   ValueSumShape shape;
   compiler::FcLayer layer;
   compiler::FcPlacement at;
-  std::shared_ptr<runtime::Program> execution;
-  std::vector<std::shared_ptr<runtime::Program>> writes;
+  std::vector<std::shared_ptr<runtime::Program>> sums;
+  bool on_chip = false;
 };
 
 // q, k, v of one layer as one generator layer, and where each sits in its output.
@@ -481,9 +481,8 @@ bool ChipTransformer::value_sum_program(int layer, TileAllocator& tiles) {
       !trial.place(groups, compiler::fc_units_per_tile(p.layer.k, false), p.at))
     return false;
   tiles = trial;
-  p.execution = std::make_shared<runtime::Program>(
-      compiler::generate_fc_batch(p.layer, p.at, 1, p.shape.row_bytes()));
-  p.writes.resize(size_t(p.layer.k / 64));
+  p.sums.resize(size_t(p.layer.k / 64));
+  p.on_chip = true;
   stats_.resident_bytes += static_cast<int64_t>(compiler::fc_parameters(p.layer).size());
   ++stats_.programs;
   value_sums_[size_t(layer)] = std::move(p);
@@ -492,30 +491,28 @@ bool ChipTransformer::value_sum_program(int layer, TileAllocator& tiles) {
 
 void ChipTransformer::value_sum_q(int layer, int pos, const uint8_t* e, const float* inv_sum,
                                   int8_t* a) {
-  if (size_t(layer) >= value_sums_.size() || !value_sums_[size_t(layer)].execution) {
+  if (size_t(layer) >= value_sums_.size() || !value_sums_[size_t(layer)].on_chip) {
     Int8Transformer::value_sum_q(layer, pos, e, inv_sum, a);
     return;
   }
   ValueSumProgram& p = value_sums_[size_t(layer)];
   const Config& c = ck_.config;
   const auto start = std::chrono::steady_clock::now();
-  // The new position's v~ and this token's multipliers into tile memory (a caching run).
+  // The new position's v~ and this token's multipliers, which the program writes first.
   set_value_column(p.shape, pos, value_q(layer, pos), p.layer);
   set_value_multipliers(p.shape, weights()->attention[size_t(layer)].att_base.data(), inv_sum,
                         p.layer);
-  const compiler::FcLayer prefix = value_sum_prefix(p.layer, pos + 1);
-  std::shared_ptr<runtime::Program>& write = p.writes[size_t(pos / 64)];
-  if (!write) write = std::make_shared<runtime::Program>(compiler::fc_caching(prefix, p.at));
-  write->set_parameters(compiler::fc_parameters(prefix));
-  tpu_.run(nullptr, write);
-  if (tpu_.recoveries() != recoveries_seen_) cache_all();
-  stats_.modeled += runtime::stick_time(tpu_.last_run().inference);
-  ++stats_.runs;
+  compiler::FcParameterWrite write{value_sum_prefix(p.layer, pos + 1), p.at};
+  std::shared_ptr<runtime::Program>& program = p.sums[size_t(pos / 64)];
+  if (!program)
+    program = std::make_shared<runtime::Program>(
+        compiler::generate_fc_batch(p.layer, p.at, 1, p.shape.row_bytes(), &write));
+  else
+    program->set_parameters(compiler::fc_parameters(write.layer));
   std::vector<uint8_t> row(size_t(p.shape.row_bytes()));
   value_sum_input(p.shape, e, size_t(c.seq_len), pos + 1, row.data());
   std::vector<int8_t> out(size_t(p.layer.n));
-  run(p.execution, reinterpret_cast<const int8_t*>(row.data()), int(row.size()), out.data(),
-      p.layer.n);
+  run(program, reinterpret_cast<const int8_t*>(row.data()), int(row.size()), out.data(), p.layer.n);
   stats_.chip_wall_s +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const int hs = c.head_size();
@@ -653,7 +650,7 @@ void ChipTransformer::cache_all() {
     if (p.on_chip) caching.push_back(scores_caching(p));
   // The weighted sums' v~ and multipliers as the last token wrote them.
   for (const ValueSumProgram& p : value_sums_)
-    if (p.execution)
+    if (p.on_chip)
       caching.push_back(std::make_shared<runtime::Program>(compiler::fc_caching(p.layer, p.at)));
   for (const std::shared_ptr<runtime::Program>& p : caching) {
     if (!p) continue;

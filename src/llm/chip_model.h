@@ -15,8 +15,8 @@
 // host in float32 (docs/llm.md). With Int8Options::chip_scores, attention's scores of each layer
 // run on the chip too, the int8 keys resident and written as tokens arrive (issue 14 step d's
 // start). With WeightedSum::kValueCache, each layer's weighted sum is a program too
-// (llm/value_sum.h), its weights the v~ cache and its multipliers written per token by a caching
-// run.
+// (llm/value_sum.h), its weights the v~ cache, the new column and the multipliers streamed per
+// token by the program itself; wo then runs on the host.
 #pragma once
 
 #include <array>

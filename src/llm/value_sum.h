@@ -2,8 +2,8 @@
 // (int8_model.h; docs/llm.md "The weighted sum on the chip"): outputs are heads x head_size (head h
 // at h * hs_padded, its group(s) reading head h's exponentials), K is the positions, the weights
 // are the v~ cache (position t is column t) and each output's multiplier is the per-token
-// f32(base_j (1 / S_h)). A new token writes its column and every multiplier by a caching run of
-// the columns up to its own (value_sum_prefix).
+// f32(base_j (1 / S_h)). Each token's program first streams every multiplier and the columns up
+// to its own (value_sum_prefix; compiler::generate_fc_batch with a parameter write), then sums.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 // The weighted sum's FC program (llm/value_sum.h) on the virtual Edge TPU against the int8 path's
-// weighted_sum_head, byte for byte, written token by token as the chip path writes it (a caching
-// run of the columns up to the new position and every multiplier).
+// weighted_sum_head, byte for byte, written token by token as the chip path writes it (the program
+// streams the columns up to the new position and every multiplier, then sums).
 #include "llm/value_sum.h"
 
 #include <gtest/gtest.h>
@@ -30,10 +30,9 @@ void expect_program_equals_host(const llm::ValueSumShape s, int tokens, unsigned
   compiler::FcLayer layer = llm::value_sum_layer(s, in_at);
   compiler::FcPlacement at;
   at.in_at = in_at;
-  // One caching program per 64 positions written (the prefix up to the new one's group).
-  std::vector<std::shared_ptr<runtime::Program>> writes(size_t(s.k() / 64));
-  const auto execution =
-      std::make_shared<runtime::Program>(compiler::generate_fc_batch(layer, at, 1, s.row_bytes()));
+  // One program per 64 positions, which writes the prefix up to the new position's group and
+  // every multiplier first, then sums.
+  std::vector<std::shared_ptr<runtime::Program>> sums(size_t(s.k() / 64));
   auto tpu = runtime::open_virtual_edgetpu();
   std::vector<int8_t> v(size_t(s.positions) * size_t(kv_dim));
   std::vector<uint8_t> e(size_t(s.heads) * size_t(s.positions));
@@ -56,11 +55,13 @@ void expect_program_equals_host(const llm::ValueSumShape s, int tokens, unsigned
     for (float& b : base) b /= inv_sum[0];
     llm::set_value_column(s, pos, v.data() + size_t(pos) * size_t(kv_dim), layer);
     llm::set_value_multipliers(s, base.data(), inv_sum.data(), layer);
-    const compiler::FcLayer prefix = llm::value_sum_prefix(layer, n);
-    std::shared_ptr<runtime::Program>& write = writes[size_t(pos / 64)];
-    if (!write) write = std::make_shared<runtime::Program>(compiler::fc_caching(prefix, at));
-    write->set_parameters(compiler::fc_parameters(prefix));
-    tpu->run(nullptr, write);
+    const compiler::FcParameterWrite write{llm::value_sum_prefix(layer, n), at};
+    std::shared_ptr<runtime::Program>& execution = sums[size_t(pos / 64)];
+    if (!execution)
+      execution = std::make_shared<runtime::Program>(
+          compiler::generate_fc_batch(layer, at, 1, s.row_bytes(), &write));
+    else
+      execution->set_parameters(compiler::fc_parameters(write.layer));
     llm::value_sum_input(s, e.data(), size_t(s.positions), n, row.data());
     execution->set_input(0, row);
     tpu->run(nullptr, execution);
