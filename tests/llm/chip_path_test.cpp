@@ -296,6 +296,29 @@ TEST(ChipPathStepD, GenerateWithScoresOnTheChipWritesTheInt8Text) {
       << bad.err;
 }
 
+// WeightedSum::kValueCache with the weighted sum on the chip, the int8 path's logits bit for bit
+// for shapes that are not the test checkpoints': head size 16 with grouped kv heads and seq_len 40
+// (one 64-position program), head size 80 (two groups per head) over 96 positions (the writes
+// cross a 64-position group); with the scores on the host and on the chip.
+TEST(ChipPathStepD, TheValueCachesWeightedSumOnTheChipIsExact) {
+  std::vector<TinyShape> shapes = {{64, 160, 2, 4, 2, 300, 40, true},
+                                   {160, 300, 1, 2, 2, 300, 96, true}};
+  for (const TinyShape& shape : shapes) {
+    for (const bool scores : {false, true}) {
+      SCOPED_TRACE("dim " + std::to_string(shape.dim) + (scores ? ", scores on the chip" : ""));
+      const LoadedModel model = tiny_model(shape, TinyWeights(shape));
+      llm::ChipPathStats s;
+      expect_chip_equals_int8(model.ck, model.tok, shape.dim == 160 ? 80 : 24, s,
+                              {.fused_layers = true,
+                               .chip_attention = true,
+                               .chip_scores = scores,
+                               .weighted_sum = llm::WeightedSum::kValueCache});
+      EXPECT_EQ(s.value_sum_layers, shape.layers);
+      EXPECT_EQ(s.host_matmuls, shape.layers);  // wo, after the weighted sum
+    }
+  }
+}
+
 // `generate --weighted-sum value-cache` (WeightedSum::kValueCache): on the simulator, with the
 // scores and softmax on the chip too, each layer's weighted sum is a program of its own where tile
 // memory holds its v~ (its v~ and per-token multipliers written by a caching run) and the text is
