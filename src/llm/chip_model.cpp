@@ -147,7 +147,11 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
   ffns_.resize(size_t(c.n_layers));
   widest = std::max(c.dim, c.hidden_dim) + kMaxOutputs;
   values_on_chip_.assign(size_t(c.n_layers), false);
-  const bool first_built = options.fused_layers && first_layer(tiles);
+  // WeightedSum::kValueCache reads v~, not u: the programs leave u out (its weights' room goes to
+  // the weighted sums' v~), and the host's u (values_q's fallback) is not read either.
+  const bool want_u = !(options.fused_layers && options.chip_attention &&
+                        options.weighted_sum == WeightedSum::kValueCache);
+  const bool first_built = options.fused_layers && first_layer(tiles, want_u);
   for (int l = 0; l < c.n_layers; ++l) {
     const bool ffn_fused = fuse_ffn(l, tiles);
     if (ffn_fused) {
@@ -155,7 +159,7 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
       ++stats_.programs;
       ++stats_.fused_ffns;
       if (options.fused_layers && l + 1 < c.n_layers &&
-          (chain_ffn(l, tiles, true) || chain_ffn(l, tiles, false))) {
+          ((want_u && chain_ffn(l, tiles, true)) || chain_ffn(l, tiles, false))) {
         ++stats_.chained_layers;
         stats_.chip_matmuls += 3;  // the next layer's q, k, v
       }
@@ -295,7 +299,7 @@ ChipTransformer::QkvPart ChipTransformer::qkv_part(int layer) const {
 }
 
 // fused_layers: layer 0's q, k, v and u as one program (the chains compute the later layers').
-bool ChipTransformer::first_layer(TileAllocator& tiles) {
+bool ChipTransformer::first_layer(TileAllocator& tiles, bool with_values) {
   const QkvPart part = qkv_part(0);
   const Program& qkv = part.program;
   if (!compiler::fc_unsupported(qkv.outputs, qkv.k_padded).empty()) return false;
@@ -303,17 +307,22 @@ bool ChipTransformer::first_layer(TileAllocator& tiles) {
   chain.layers.push_back(fc_layer(0, qkv));
   compiler::FcLayer u;
   std::vector<int> in_at;
-  if (!values_layer(*this, 0, part.at[2], u, in_at)) return false;
+  if (with_values && !values_layer(*this, 0, part.at[2], u, in_at)) return false;
   TileAllocator trial = tiles;
   compiler::FcPlacement qkv_at, u_at;
   if (!trial.place(compiler::fc_groups(qkv.outputs),
                    compiler::fc_units_per_tile(qkv.k_padded, false), qkv_at) ||
-      !trial.place(compiler::fc_groups(u.n), compiler::fc_units_per_tile(u.k, false), u_at))
+      (with_values &&
+       !trial.place(compiler::fc_groups(u.n), compiler::fc_units_per_tile(u.k, false), u_at)))
     return false;
-  u_at.in_at = in_at;
-  chain.layers.push_back(u);
-  chain.at = {qkv_at, u_at};
-  chain.output = {true, true};
+  chain.at = {qkv_at};
+  chain.output = {true};
+  if (with_values) {
+    u_at.in_at = in_at;
+    chain.layers.push_back(u);
+    chain.at.push_back(u_at);
+    chain.output.push_back(true);
+  }
   compiler::FfnChainPrograms code;
   try {
     code = compiler::generate_fc_chain(chain);
@@ -326,7 +335,7 @@ bool ChipTransformer::first_layer(TileAllocator& tiles) {
     stats_.resident_bytes += static_cast<int64_t>(e.parameters.size());
     first_caching_.push_back(std::make_shared<runtime::Program>(std::move(e)));
   }
-  values_on_chip_[0] = true;
+  values_on_chip_[0] = with_values;
   stats_.chip_matmuls += 3;
   ++stats_.programs;
   return true;
@@ -728,7 +737,8 @@ void ChipTransformer::qkv_q(int layer, const int8_t* xq, int8_t* q, int8_t* k, i
   const Config& c = config();
   if (layer == 0 && first_) {
     const QkvPart part = qkv_part(0);
-    const int dim_padded = whole_groups(c.dim), u_bytes = c.n_heads * dim_padded;
+    const int dim_padded = whole_groups(c.dim),
+              u_bytes = values_on_chip_[0] ? c.n_heads * dim_padded : 0;
     std::copy_n(xq, c.dim, xq_.begin());
     std::fill(xq_.begin() + c.dim, xq_.begin() + dim_padded,
               static_cast<int8_t>(matmul(0, LayerMatmul::kQ).in.zero_point));
@@ -739,9 +749,11 @@ void ChipTransformer::qkv_q(int layer, const int8_t* xq, int8_t* q, int8_t* k, i
     int8_t* outs[3] = {q, k, v};
     for (size_t i = 0; i < 3; ++i)
       std::copy_n(yq_.begin() + part.at[i], matmul(0, LayerMatmul(i)).rows, outs[i]);
-    u_stash_.assign(yq_.begin() + part.program.outputs,
-                    yq_.begin() + part.program.outputs + u_bytes);
-    u_stash_layer_ = 0;
+    if (u_bytes > 0) {
+      u_stash_.assign(yq_.begin() + part.program.outputs,
+                      yq_.begin() + part.program.outputs + u_bytes);
+      u_stash_layer_ = 0;
+    }
     return;
   }
   if (stash_layer_ != layer) {

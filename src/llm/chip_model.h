@@ -77,7 +77,7 @@ class ChipTransformer : public Int8Transformer {
   struct FfnProgram;
   bool fuse_ffn(int layer, TileAllocator& tiles);
   bool chain_ffn(int layer, TileAllocator& tiles, bool with_values);
-  bool first_layer(TileAllocator& tiles);
+  bool first_layer(TileAllocator& tiles, bool with_values);
   struct ScoresProgram;
   bool scores_program(int layer, TileAllocator& tiles);
   std::shared_ptr<runtime::Program> scores_caching(const ScoresProgram& p) const;
