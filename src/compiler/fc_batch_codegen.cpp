@@ -241,6 +241,16 @@ container::Bitstream execution_program(const FcLayer& layer, const Groups& g, in
   return e.finish();
 }
 
+// A program that streams its layer's new parameters first (FcParameterWrite) stands alone and
+// takes them right after its input.
+void carry_parameter_write(container::Executable& eo, const FcParameterWrite& write) {
+  eo.type = container::ExecutableType::kStandAlone;
+  eo.parameters = fc_parameters(write.layer);
+  eo.dma_hints.hints.insert(eo.dma_hints.hints.begin() + 1,
+                            dma_hint(BufferKind::kParameter, container::Direction::kInfeed, "",
+                                     static_cast<int>(eo.parameters.size())));
+}
+
 // The batched FFN's narrow memory on every tile: X (the host's rows, then w2's input m over it) at
 // 0, then h1, h3, g, a, m (rows x 64 bytes each), the MUL products (4 x that), the identity
 // row, and w2's output (rows x 64 per slot).
@@ -314,13 +324,7 @@ container::Executable generate_fc_batch(const FcLayer& layer, const FcPlacement&
   eo.dma_hints = execution_hints(layer.input_name, rows * g.row_bytes, layer.output_name, total);
   // The parameters are cached by the caller (fc_caching); no token ties the two here. With
   // `write`, the program streams those parameters first.
-  if (write) {
-    eo.type = container::ExecutableType::kStandAlone;
-    eo.parameters = fc_parameters(write->layer);
-    eo.dma_hints.hints.insert(eo.dma_hints.hints.begin() + 1,
-                              dma_hint(BufferKind::kParameter, container::Direction::kInfeed, "",
-                                       static_cast<int>(eo.parameters.size())));
-  }
+  if (write) carry_parameter_write(eo, *write);
   return eo;
 }
 
@@ -495,13 +499,7 @@ container::Executable generate_fc_batch_softmax(const FcLayer& layer, const FcPl
   eo.output_layers.push_back(std::move(out));
   eo.used_narrow_memory_bytes_per_tile = out_base + g.slots * kGroup;
   eo.dma_hints = execution_hints(layer.input_name, g.row_bytes, layer.output_name, out_bytes);
-  if (write) {
-    eo.type = container::ExecutableType::kStandAlone;
-    eo.parameters = fc_parameters(write->layer);
-    eo.dma_hints.hints.insert(eo.dma_hints.hints.begin() + 1,
-                              dma_hint(BufferKind::kParameter, container::Direction::kInfeed, "",
-                                       static_cast<int>(eo.parameters.size())));
-  }
+  if (write) carry_parameter_write(eo, *write);
   return eo;
 }
 

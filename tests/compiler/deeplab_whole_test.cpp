@@ -24,27 +24,14 @@
 #include "runtime/device_select.h"
 #include "runtime/edgetpu_delegate.h"
 #include "support/compiled_twin.h"
+#include "support/image_as_it_is.h"
 #include "support/same_bytes.h"
 #include "support/testdata.h"
 
 namespace tinycoral::compiler {
 namespace {
 
-// The compiled file has no PAD on the CPU and its custom op reads an image of the model's shape
-// (the host sends it as it is; the chip repacks its rows, docs/compiler.md "Images repacked on
-// the chip").
-void expect_image_as_it_is(const container::Model& twin, const container::Model& ours) {
-  const auto& g = ours.subgraphs.at(0);
-  std::vector<int32_t> custom_input;
-  for (const container::Operator& op : g.operators) {
-    const int32_t code = ours.operator_codes.at(op.opcode_index).builtin_code;
-    EXPECT_NE(code, static_cast<int32_t>(container::BuiltinOp::kPad));
-    if (code == static_cast<int32_t>(container::BuiltinOp::kCustom) && custom_input.empty())
-      custom_input = g.tensors.at(static_cast<size_t>(op.inputs.at(0))).shape;
-  }
-  const auto& t = twin.subgraphs.at(0);
-  EXPECT_EQ(custom_input, t.tensors.at(static_cast<size_t>(t.inputs.at(0))).shape);
-}
+using testing::expect_image_as_it_is;
 
 void expect_deeplab_whole(const std::filesystem::path& data, const std::string& model,
                           const std::string& google_row, int cpu_quantizes) {
