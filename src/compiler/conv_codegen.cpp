@@ -924,22 +924,25 @@ void broadcast_parameters(Emitter& e, const Segment& seg, int rows) {
 // A FIFO part's weights (Part::owned) into the window of its tiles `mask`: their ringConsumer1,
 // filling the window's `kwords` rows once per group (Google's weight FIFO, gen2020 MobileNet v2
 // word 216, without the aux pair: the multipliers and biases stay resident).
-void fifo_consumer(Emitter& e, const LayerPlan& lp, const Part& part, uint32_t mask) {
+// (Its fields after `tiles=`.)
+std::string fifo_consumer(const LayerPlan& lp, const Part& part) {
   const int s = lp.kwords;
-  e.add("ringcons1", cat("tiles=", hex(mask), " addr=", hex(lp.weight_row(part) * kRowUnits),
-                         " dst=(1 x ", s, ")(", 1 - s, " x ", part.g1 - part.g0, ")(", 1 - s,
-                         " x 1)(", 1 - s, " x 1) sdims=1 cbuf=1 slots=", s,
-                         " mode=3 s_id=0x21 s_val=-1 s_en_a=1 s_en_b=1 s_y=1"));
+  return cat("addr=", hex(lp.weight_row(part) * kRowUnits), " dst=(1 x ", s, ")(", 1 - s, " x ",
+             part.g1 - part.g0, ")(", 1 - s, " x 1)(", 1 - s, " x 1) sdims=1 cbuf=1 slots=", s,
+             " mode=3 s_id=0x21 s_val=-1 s_en_a=1 s_en_b=1 s_y=1");
 }
 
-// Then the owners' producers, run after run in group order (each waits until the run before has
-// left its tile: the consumer takes the packets in the order they arrive); the producer form of
-// Google's word 244 (pcfg 4, to_c1, the computing tiles as `dest`).
+// The owners' producers, run after run in group order (each waits until the run before has left
+// its tile: the consumer takes the packets in the order they arrive), issued before the parts'
+// bias loads, consumers and ops as Google's word 244 before 365; the producer form of word 244
+// (pcfg 4, to_c1, the computing tiles as `dest`). The fence between runs waits for the previous
+// owner's producer only (units bit 5, with bit 1 as isa.md leaves it ambiguous), not for its op:
+// an owner may compute another part of the layer.
 void fifo_broadcast(Emitter& e, const LayerPlan& lp, const Part& part, uint32_t mask) {
   int previous = -1;
   for (const Part::Owned& run : part.owned) {
     if (previous >= 0) {
-      e.add("sync", cat("tiles=", hex(tile_bit(previous)), " units=0x3ff signal=1"));
+      e.add("sync", cat("tiles=", hex(tile_bit(previous)), " units=0x022 signal=1"));
       e.add("scsync",
             cat("tiles=0xffff tokwait=1 tmask=", hex(tile_bit(previous)), " sunits=0x0c"));
     }
@@ -1170,20 +1173,27 @@ void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
       // The tiles of a layer split by output groups run their parts at once (one part each, all
       // resident): one fence after the last.
       // (Not when some part is streamed: its rows take turns with the part before on its tile.)
+      // FIFO parts too: all their owners' producers, then their consumers and ops with the
+      // others' (a fence per part had run the parts one after the other).
       bool at_once = stage.tiles.front().g1 > 0 && !(lp.l->depthwise && lp.shared_rows);
       for (const Part& part : lp.parts)
-        at_once = at_once && shapes.segments[static_cast<size_t>(part.segment)].first_of_group &&
-                  part.owned.empty();
+        at_once = at_once && shapes.segments[static_cast<size_t>(part.segment)].first_of_group;
       // Their parts that differ only in the tile (the same rows and addresses on each) go out as
       // one bias load and one op on all of them.
       std::optional<TileBatch> parts_at_once;
+      std::vector<std::pair<const Part*, uint32_t>> broadcasts;  // (FIFO parts at once)
+      auto flush_at_once = [&] {
+        for (const auto& [part, mask] : broadcasts) fifo_broadcast(e, lp, *part, mask);
+        broadcasts.clear();
+        parts_at_once.reset();
+      };
       if (at_once) parts_at_once.emplace(e);
       for (const Part& part : lp.parts) {
         // The part's segment once the layers before have run.
         const Segment& seg = shapes.segments[static_cast<size_t>(part.segment)];
         if (resident[static_cast<size_t>(seg.group)] != part.segment) {
           if (parts_at_once) {  // (the parts before run on the rows this load replaces)
-            parts_at_once.reset();
+            flush_at_once();
             parts_at_once.emplace(e);
           }
           load(part.segment, seg.rows);
@@ -1218,19 +1228,23 @@ void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
               batch.add(mask, "w2n", bias_load_fields(lp, part.row, part.g1 - part.g0));
               if (trip.words > 0)
                 batch.add(mask, "ringcons0", depthwise_fifo_consumer(taps, trip.words));
+              if (!part.owned.empty()) batch.add(mask, "ringcons1", fifo_consumer(lp, part));
               for (const Plan* p : runs)
                 if (lp.l->depthwise)
                   depthwise_op(batch, *p, i, part, part.g0, part.g1);
                 else
                   layer_op(batch, *p, i, part, head);
               batch.end_sequence();
+              if (!part.owned.empty()) broadcasts.push_back({&part, mask});
               continue;
             }
+            if (!part.owned.empty()) fifo_broadcast(e, lp, part, mask);
             bias_load(e, lp, part.row, part.g1 - part.g0, mask);
             if (trip.words > 0)
               e.add("ringcons0",
                     cat("tiles=", hex(mask), " ", depthwise_fifo_consumer(taps, trip.words)));
-            if (!part.owned.empty()) fifo_consumer(e, lp, part, mask);
+            if (!part.owned.empty())
+              e.add("ringcons1", cat("tiles=", hex(mask), " ", fifo_consumer(lp, part)));
             {
               TileBatch ops(e);
               for (const Plan* p : runs)
@@ -1239,11 +1253,10 @@ void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
                 else
                   layer_op(ops, *p, i, part, head);
             }
-            if (!part.owned.empty()) fifo_broadcast(e, lp, part, mask);
           }
         }
         if (at_once && &part != &lp.parts.back()) continue;
-        parts_at_once.reset();  // (emits the parts before their fence)
+        flush_at_once();  // (emits the parts before their fence)
         tile_fence(e, "counters=0x1ffff units=0x3ff");
         tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
         wait_tokens(e);
