@@ -528,21 +528,33 @@ TEST(ConvChainOnTheVirtualEdgeTpu, SegmentsTakingTurnsComeFromOwnerTilesOverTheR
 // from owner tiles"): the owners' broadcast producers into ringConsumer1 and the ops that read it.
 struct FifoTraffic {
   int producers = 0, consumers = 0, fifo_ops = 0;
-  int64_t rows = 0;        // weight rows the producers send
-  uint32_t receivers = 0;  // tiles that take them
+  int64_t rows = 0;         // weight rows the producers send
+  uint32_t receivers = 0;   // tiles that take them
+  int consumers_first = 0;  // consumers with no producer since the FIFO op before
+  int op_fences = 0;        // fences between runs (after a producer) that wait for an op
 };
 FifoTraffic fifo_traffic(const container::Executable& exe) {
   FifoTraffic f;
   for (const auto& bs : exe.bitstreams) {
     const std::unique_ptr<chip::Program> program = chip::Program::decode(bs.data);
+    bool sent = false;  // a producer since the last FIFO op
     for (const chip::ProgramItem& item : program->items) {
-      if (const auto* op = std::get_if<chip::OpInstr>(&item.decoded); op && op->par_fifo != 0)
+      if (const auto* op = std::get_if<chip::OpInstr>(&item.decoded); op && op->par_fifo != 0) {
         ++f.fifo_ops;
+        sent = false;
+      }
+      if (const auto* sync = std::get_if<chip::TileSyncInstr>(&item.decoded);
+          sync && sent && std::popcount(sync->tiles) == 1 && (sync->units & 1) != 0)
+        ++f.op_fences;
       const auto* r = std::get_if<chip::RingInstr>(&item.decoded);
       if (r == nullptr) continue;
-      if (item.opcode == isa::kRingConsumer1) ++f.consumers;
+      if (item.opcode == isa::kRingConsumer1) {
+        ++f.consumers;
+        if (!sent) ++f.consumers_first;
+      }
       if (item.opcode != isa::kRingProducer || !r->to_c1 || r->dest >> 16 != 0) continue;
       ++f.producers;
+      sent = true;
       EXPECT_EQ(std::popcount(r->tile_mask), 1) << "one owner tile sends";
       f.rows += static_cast<int64_t>(r->ttu.steps());
       f.receivers |= r->dest;
@@ -556,6 +568,8 @@ FifoTraffic fifo_traffic(const container::Executable& exe) {
 // group's rows on each tile that computes it, broadcast from the owner tiles that keep them
 // (several, in group order) with every inference: no parameter comes from the host, every weight
 // row crosses the ring once per inference to all its tiles at once, every byte equal to the CPU's.
+// The producers go before their layer's consumer and ops (Google's order), and the fence between
+// two runs waits for the owner's producer, not its op (an owner may compute meanwhile).
 TEST(ConvChainOnTheVirtualEdgeTpu, WeightsBeyondTheWideMemoriesComeThroughAFifoFromOwnerTiles) {
   std::mt19937 random(20261205);
   struct Case {
@@ -582,6 +596,10 @@ TEST(ConvChainOnTheVirtualEdgeTpu, WeightsBeyondTheWideMemoriesComeThroughAFifoF
                           EXPECT_GE(f.producers, 2) << "the weights fit one owner tile";
                           EXPECT_EQ(f.rows, c.weight_rows);
                           EXPECT_EQ(std::popcount(f.receivers), c.receivers);
+                          // Google's order: a layer's producers before its consumer and ops;
+                          // between runs a fence on the owner's producer, not its op.
+                          EXPECT_EQ(f.consumers_first, 0);
+                          EXPECT_EQ(f.op_fences, 0);
                         });
   }
 }
