@@ -932,21 +932,28 @@ std::string fifo_consumer(const LayerPlan& lp, const Part& part) {
              " mode=3 s_id=0x21 s_val=-1 s_en_a=1 s_en_b=1 s_y=1");
 }
 
-// The owners' producers, run after run in group order (each waits until the run before has left
-// its tile: the consumer takes the packets in the order they arrive), issued before the parts'
-// bias loads, consumers and ops as Google's word 244 before 365; the producer form of word 244
-// (pcfg 4, to_c1, the computing tiles as `dest`). The fence between runs waits for the previous
-// owner's producer only (units bit 5, with bit 1 as isa.md leaves it ambiguous), not for its op:
-// an owner may compute another part of the layer.
-void fifo_broadcast(Emitter& e, const LayerPlan& lp, const Part& part, uint32_t mask) {
-  int previous = -1;
-  for (const Part::Owned& run : part.owned) {
-    if (previous >= 0) {
-      e.add("sync", cat("tiles=", hex(tile_bit(previous)), " units=0x022 signal=1"));
+// The owners' producers, run after run in group order; the producer form of Google's word 244
+// (pcfg 4, to_c1, the computing tiles as `dest`). Each run after the first waits on a fence on the
+// tile of the run before (the consumer takes packets in the order they arrive). `before`: the
+// runs issued before the parts' bias loads, consumers and ops (Google's order, word 244 before
+// 365), else the others, issued after the ops. As many as possible go after the ops, since the
+// scalar core's wait for a run would hold the ops back; but a fence on a tile that computes the
+// layer (`computing`) waits for its op, which may wait for the very run behind the fence, so
+// the runs up to the last such fence go before the ops.
+void fifo_broadcast(Emitter& e, const LayerPlan& lp, const Part& part, uint32_t mask,
+                    uint32_t computing, bool before) {
+  size_t split = 1;  // the first run issued after the ops
+  for (size_t k = 1; k < part.owned.size(); ++k)
+    if (computing & tile_bit(part.owned[k - 1].tile)) split = k + 1;
+  split = std::min(split, part.owned.size());
+  for (size_t k = before ? 0 : split; k < (before ? split : part.owned.size()); ++k) {
+    const Part::Owned& run = part.owned[k];
+    if (k > 0) {
+      const int previous = part.owned[k - 1].tile;
+      e.add("sync", cat("tiles=", hex(tile_bit(previous)), " units=0x3ff signal=1"));
       e.add("scsync",
             cat("tiles=0xffff tokwait=1 tmask=", hex(tile_bit(previous)), " sunits=0x0c"));
     }
-    previous = run.tile;
     const int r = (run.g1 - run.g0) * lp.kwords;
     e.add("ringprod",
           cat("tiles=", hex(tile_bit(run.tile)), " addr=", hex(run.row * kRowUnits), " src=(1 x ",
@@ -1173,8 +1180,8 @@ void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
       // The tiles of a layer split by output groups run their parts at once (one part each, all
       // resident): one fence after the last.
       // (Not when some part is streamed: its rows take turns with the part before on its tile.)
-      // FIFO parts too: all their owners' producers, then their consumers and ops with the
-      // others' (a fence per part had run the parts one after the other).
+      // FIFO parts too: their first runs, the parts' consumers and ops with the others', then
+      // their other runs (a fence per part had run the parts one after the other).
       bool at_once = stage.tiles.front().g1 > 0 && !(lp.l->depthwise && lp.shared_rows);
       for (const Part& part : lp.parts)
         at_once = at_once && shapes.segments[static_cast<size_t>(part.segment)].first_of_group;
@@ -1183,9 +1190,14 @@ void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
       std::optional<TileBatch> parts_at_once;
       std::vector<std::pair<const Part*, uint32_t>> broadcasts;  // (FIFO parts at once)
       auto flush_at_once = [&] {
-        for (const auto& [part, mask] : broadcasts) fifo_broadcast(e, lp, *part, mask);
-        broadcasts.clear();
+        uint32_t computing = 0;
+        for (const auto& [part, mask] : broadcasts) computing |= mask;
+        for (const auto& [part, mask] : broadcasts)
+          fifo_broadcast(e, lp, *part, mask, computing, true);
         parts_at_once.reset();
+        for (const auto& [part, mask] : broadcasts)
+          fifo_broadcast(e, lp, *part, mask, computing, false);
+        broadcasts.clear();
       };
       if (at_once) parts_at_once.emplace(e);
       for (const Part& part : lp.parts) {
@@ -1238,7 +1250,7 @@ void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
               if (!part.owned.empty()) broadcasts.push_back({&part, mask});
               continue;
             }
-            if (!part.owned.empty()) fifo_broadcast(e, lp, part, mask);
+            if (!part.owned.empty()) fifo_broadcast(e, lp, part, mask, mask, true);
             bias_load(e, lp, part.row, part.g1 - part.g0, mask);
             if (trip.words > 0)
               e.add("ringcons0",
@@ -1253,6 +1265,7 @@ void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
                 else
                   layer_op(ops, *p, i, part, head);
             }
+            if (!part.owned.empty()) fifo_broadcast(e, lp, part, mask, mask, false);
           }
         }
         if (at_once && &part != &lp.parts.back()) continue;
