@@ -13,24 +13,18 @@ bool fifo_capable(const LayerPlan& lp) {
 
 bool own_fifo_weights(Shapes& s) {
   // The rows each tile's segment groups take, then the owners' runs.
-  std::vector<std::vector<std::pair<int, int>>> used(kTiles);
+  WideRows used;
   size_t stream_rows = 0;
   for (const Segment& seg : s.segments) {
     stream_rows += static_cast<size_t>(seg.rows);
     for (int t = 0; t < kTiles; ++t)
-      if (seg.mask & tile_bit(t))
-        used[static_cast<size_t>(t)].push_back({seg.base_row, seg.base_row + seg.rows});
+      if (seg.mask & tile_bit(t)) used.take(t, seg.base_row, seg.base_row + seg.rows);
   }
-  // The longest run of free rows of tile t: its first row and length.
+  // The longest run of free rows of tile t: its first row and length (the lowest of equal ones).
   auto longest_gap = [&](int t) {
-    std::vector<std::pair<int, int>> taken = used[static_cast<size_t>(t)];
-    std::sort(taken.begin(), taken.end());
-    int at = 0, best = 0, best_at = 0;
-    for (const auto& [a, b] : taken) {
-      if (a - at > best) best = a - at, best_at = at;
-      at = std::max(at, b);
-    }
-    if (kSegmentRows - at > best) best = kSegmentRows - at, best_at = at;
+    int best = 0, best_at = 0;
+    for (const auto& [a, b] : used.free_runs(t))
+      if (b - a > best) best = b - a, best_at = a;
     return std::pair{best_at, best};
   };
   std::vector<LayerPlan> layers = s.layers;
@@ -54,7 +48,7 @@ bool own_fifo_weights(Shapes& s) {
         }
         if (groups == 0) return false;
         part.owned.push_back({g, g + groups, tile, row, offset});
-        used[static_cast<size_t>(tile)].push_back({row, row + groups * lp.kwords});
+        used.take(tile, row, row + groups * lp.kwords);
         offset += static_cast<size_t>(groups) * lp.kwords * kRowBytes;
         g += groups;
       }

@@ -101,9 +101,21 @@ void assign_segments(Shapes& s, const std::vector<int>& group_of,
   }
 }
 
+std::vector<std::pair<int, int>> WideRows::free_runs(int tile) const {
+  std::vector<std::pair<int, int>> taken = taken_[static_cast<size_t>(tile)], runs;
+  std::sort(taken.begin(), taken.end());
+  int at = 0;
+  for (const auto& [a, b] : taken) {
+    if (a > at) runs.push_back({at, a});
+    at = std::max(at, b);
+  }
+  if (kSegmentRows > at) runs.push_back({at, kSegmentRows});
+  return runs;
+}
+
 void own_turns(Shapes& s) {
-  // The wide rows [a, b) each tile's groups take turns in, then the owners' rows.
-  std::vector<std::vector<std::pair<int, int>>> used(kTiles);
+  // The wide rows each tile's groups take turns in, then the owners' rows.
+  WideRows used;
   std::vector<int> group_rows;
   bool turns = false;
   for (const Segment& seg : s.segments) {
@@ -117,44 +129,30 @@ void own_turns(Shapes& s) {
     if (seg.first_of_group)
       for (int t = 0; t < kTiles; ++t)
         if (seg.mask & tile_bit(t))
-          used[static_cast<size_t>(t)].push_back(
-              {seg.base_row, seg.base_row + group_rows[static_cast<size_t>(seg.group)]});
-  // The lowest row of tile t from which `rows` rows are free (-1: none), and its free rows.
-  auto gap = [&](int t, int rows) {
-    std::vector<std::pair<int, int>> taken = used[static_cast<size_t>(t)];
-    std::sort(taken.begin(), taken.end());
-    int at = 0, found = -1, free = 0;
-    for (const auto& [a, b] : taken) {
-      if (a > at) {
-        if (found < 0 && a - at >= rows) found = at;
-        free += a - at;
-      }
-      at = std::max(at, b);
-    }
-    if (kSegmentRows > at) {
-      if (found < 0 && kSegmentRows - at >= rows) found = at;
-      free += kSegmentRows - at;
-    }
-    return std::pair{found, free};
-  };
+          used.take(t, seg.base_row, seg.base_row + group_rows[static_cast<size_t>(seg.group)]);
   std::vector<bool> has_turns(group_rows.size(), false);
   for (const Segment& seg : s.segments)
     if (!seg.first_of_group) has_turns[static_cast<size_t>(seg.group)] = true;
   for (Segment& seg : s.segments) {
     if (!has_turns[static_cast<size_t>(seg.group)] || seg.rows == 0) continue;
+    // The tile with the most free rows that has a run of seg.rows (its lowest such run).
     int best = -1, best_free = -1, row = 0;
     for (int t = 0; t < kTiles; ++t) {
-      const auto [at, free] = gap(t, seg.rows);
-      if (at >= 0 && free > best_free) {
+      int found = -1, free = 0;
+      for (const auto& [a, b] : used.free_runs(t)) {
+        if (found < 0 && b - a >= seg.rows) found = a;
+        free += b - a;
+      }
+      if (found >= 0 && free > best_free) {
         best = t;
         best_free = free;
-        row = at;
+        row = found;
       }
     }
     if (best < 0) continue;
     seg.owner = best;
     seg.owner_row = row;
-    used[static_cast<size_t>(best)].push_back({row, row + seg.rows});
+    used.take(best, row, row + seg.rows);
   }
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "compiler/conv_layer.h"
@@ -306,6 +307,18 @@ Shapes shapes_of(const ConvChain& chain);
 void assign_segments(Shapes& s, const std::vector<int>& group_of,
                      const std::vector<uint32_t>& masks, const std::vector<int>& bases,
                      const std::vector<int>& splits, const std::vector<int>& tops = {});
+
+// The wide rows taken on each tile (below kSegmentRows), and the runs left free: where owner tiles
+// (own_turns, own_fifo_weights) find room for rows they keep beside the segment groups'.
+class WideRows {
+ public:
+  void take(int tile, int a, int b) { taken_[static_cast<size_t>(tile)].push_back({a, b}); }
+  // Tile t's free runs [a, b), lowest first.
+  std::vector<std::pair<int, int>> free_runs(int tile) const;
+
+ private:
+  std::vector<std::vector<std::pair<int, int>>> taken_ = decltype(taken_)(kTiles);
+};
 
 // Gives each segment that takes turns (and the first of its group, which is loaded again after
 // them) an owner tile with room for its rows outside every group's region, the tile with the most
