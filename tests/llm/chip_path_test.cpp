@@ -261,6 +261,34 @@ TEST(ChipPathStepD, ScoresOnTheChipWithOtherShapesAreExact) {
   }
 }
 
+// A short story on a test checkpoint (`name`'s length: rand15M's layers are slower to simulate).
+std::string story_args(const std::filesystem::path& data, const std::filesystem::path& checkpoint,
+                       const std::string& name) {
+  return generate_args(
+      data, checkpoint,
+      std::string(name == "rand15M" ? "-n 10" : "-n 20") + " -t 0.8 -s 5 --calibration 8");
+}
+
+// `generate` with `cpu_flags` and with `sim_flags --json`: both succeed and the simulator writes
+// the CPU's text (more than 10 bytes of it, into `cpu_text`). The simulator's JSON; null when
+// either run failed (the failure is reported).
+nlohmann::json sim_writes_cpu_text(const std::filesystem::path& data,
+                                   const std::filesystem::path& checkpoint, const std::string& name,
+                                   const std::string& cpu_flags, const std::string& sim_flags,
+                                   std::string& cpu_text) {
+  const std::string args = story_args(data, checkpoint, name);
+  const CommandResult cpu = run_cli(args + " " + cpu_flags);
+  const CommandResult sim = run_cli(args + " " + sim_flags + " --json");
+  EXPECT_EQ(cpu.exit_code, 0) << cpu.err;
+  EXPECT_EQ(sim.exit_code, 0) << sim.err;
+  if (cpu.exit_code != 0 || sim.exit_code != 0) return nullptr;
+  nlohmann::json j = nlohmann::json::parse(sim.out);
+  EXPECT_EQ(j.at("text").get<std::string>() + "\n", cpu.out);
+  EXPECT_GT(cpu.out.size(), 10u);
+  cpu_text = cpu.out;
+  return j;
+}
+
 // `generate --device sim --scores-on-chip` writes the int8 path's text on both test checkpoints
 // (the scores of every layer on the chip, one more program and one caching run per layer and
 // token); the flag is refused where there is no chip to run them on.
@@ -271,16 +299,10 @@ TEST(ChipPathStepD, GenerateWithScoresOnTheChipWritesTheInt8Text) {
     std::string why;
     const auto path = reference_checkpoint(data, name, why);
     if (!path) GTEST_SKIP() << why;
-    const std::string args = generate_args(
-        data, *path,
-        std::string(name == "rand15M" ? "-n 10" : "-n 20") + " -t 0.8 -s 5 --calibration 8");
-    const CommandResult cpu = run_cli(args + " --device cpu --int8");
-    const CommandResult sim = run_cli(args + " --device sim --scores-on-chip --json");
-    ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
-    ASSERT_EQ(sim.exit_code, 0) << sim.err;
-    const auto j = nlohmann::json::parse(sim.out);
-    EXPECT_EQ(j.at("text").get<std::string>() + "\n", cpu.out);
-    EXPECT_GT(cpu.out.size(), 10u);
+    std::string cpu_text;
+    const nlohmann::json j = sim_writes_cpu_text(data, *path, name, "--device cpu --int8",
+                                                 "--device sim --scores-on-chip", cpu_text);
+    ASSERT_FALSE(j.is_null());
     const int layers = name == "rand15M" ? 6 : 2;
     EXPECT_EQ(j.at("chip").at("scores_layers_on_chip"), layers);
     EXPECT_EQ(j.at("chip").at("softmax_layers_on_chip"), layers);
@@ -331,21 +353,15 @@ TEST(ChipPathStepD, GenerateWithTheValueCacheWritesTheInt8Text) {
     std::string why;
     const auto path = reference_checkpoint(data, name, why);
     if (!path) GTEST_SKIP() << why;
-    const std::string args = generate_args(
-        data, *path,
-        std::string(name == "rand15M" ? "-n 10" : "-n 20") + " -t 0.8 -s 5 --calibration 8");
-    const CommandResult cpu = run_cli(args + " --device cpu --int8 --weighted-sum value-cache");
-    const CommandResult sim =
-        run_cli(args + " --device sim --scores-on-chip --weighted-sum value-cache --json");
-    const CommandResult plain = run_cli(args + " --device cpu --int8");
-    ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
-    ASSERT_EQ(sim.exit_code, 0) << sim.err;
-    ASSERT_EQ(plain.exit_code, 0) << plain.err;
-    const auto j = nlohmann::json::parse(sim.out);
-    EXPECT_EQ(j.at("text").get<std::string>() + "\n", cpu.out);
-    EXPECT_GT(cpu.out.size(), 10u);
+    std::string cpu_text;
+    const nlohmann::json j =
+        sim_writes_cpu_text(data, *path, name, "--device cpu --int8 --weighted-sum value-cache",
+                            "--device sim --scores-on-chip --weighted-sum value-cache", cpu_text);
+    ASSERT_FALSE(j.is_null());
     if (name == "rand_gqa") {
-      EXPECT_NE(cpu.out, plain.out);  // the option changes the arithmetic
+      const CommandResult plain = run_cli(story_args(data, *path, name) + " --device cpu --int8");
+      ASSERT_EQ(plain.exit_code, 0) << plain.err;
+      EXPECT_NE(cpu_text, plain.out);  // the option changes the arithmetic
     }
     const int layers = name == "rand15M" ? 6 : 2;
     // Every layer's v~ fits in tile memory (the chains leave u out: the option does not read it).
