@@ -1517,6 +1517,56 @@ void pair_stages(const ConvChain& chain, Layout& out, double& best,
   }
 }
 
+// Adjacent row-band stages of `out`, each pair tried as one stage on the more tiles of the two
+// (in rounds where its maps do not fit at once): the image between them then stays on its tiles
+// instead of going over the ring (PoseNet's 89 x 121 x 96 maps: 1 MB, about 16 k cycles at 64
+// bytes a cycle with no op running), which the modeled cycles do not count. Kept when they rise
+// by less than the ring cycles saved and a hand-over's fixed cost (as pair_stages); `best` is then
+// the merged layout's, and the merged stage is tried again with the one after it. Only stages
+// whose layers after the first read no rows around their own (1x1): the bands and rounds of the
+// others recompute halo rows, which the model prices below the simulator's clock (PoseNet's
+// layers 0-3 in 3 rounds modeled 5.9 k cycles more and ran 30 k more with the hand-over's 17 k
+// saved; the MobileNets' merges of that kind all modeled faster and ran slower).
+void merge_stages(const ConvChain& chain, Layout& out, double& best,
+                  const ProgramBytes& program_bytes) {
+  // (Each try that packs models a program: bounds the compile time.)
+  constexpr int kMaxTries = 8;
+  constexpr double kRingBytes = 64, kHandOverCycles = 1500;
+  const Shapes plain = shapes_of(chain);
+  const bool whole = first_images_whole(out);
+  int tries = 0;
+  for (size_t k = 0; k + 1 < out.stages.size() && tries < kMaxTries;) {
+    const Stage& a = out.stages[k];
+    const Stage& b = out.stages[k + 1];
+    const bool rows = a.tiles.front().g1 == 0 && b.tiles.front().g1 == 0;
+    if (!rows || !stage_allowed(chain, a.first, b.end)) {
+      ++k;
+      continue;
+    }
+    const ConvLayer& l = chain.layers[a.end - 1];
+    const double saved = double(l.oh) * l.ow * l.cout / kRingBytes + kHandOverCycles;
+    const int tiles = static_cast<int>(std::max(a.tiles.size(), b.tiles.size()));
+    Stage merged = stage_of(chain, plain, a.first, b.end, 0, tiles);
+    bool halos = false;  // whether its bands or rounds would recompute halo rows
+    for (size_t i = a.first + 1; i < b.end; ++i) halos = halos || chain.layers[i].kh > 1;
+    if (halos || !stage_fits(merged, nullptr)) {
+      ++k;
+      continue;
+    }
+    std::vector<Stage> stages = out.stages;
+    stages[k] = std::move(merged);
+    stages.erase(stages.begin() + static_cast<std::ptrdiff_t>(k) + 1);
+    auto tried_layout = packed_and_modeled(chain, std::move(stages), whole, program_bytes);
+    if (tried_layout) ++tries;
+    if (!tried_layout || tried_layout->second - saved >= best) {
+      ++k;
+      continue;
+    }
+    out = std::move(tried_layout->first);
+    best = tried_layout->second;
+  }
+}
+
 }  // namespace
 
 Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
@@ -1693,6 +1743,7 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
     trade_rows(chain, out, best, program_bytes);
     split_heads(chain, out, best, program_bytes);
     pair_stages(chain, out, best, program_bytes);
+    merge_stages(chain, out, best, program_bytes);
     bands_per_stage(out, best, program_bytes);
   }
   // Turns from owner tiles over the ring rather than from the host: 4 cycles a row on the ring

@@ -119,6 +119,38 @@ TEST(PoseNetCompiledWhole, Gen2020PointwiseBeforeTheDepthwiseComputesNoHaloRows)
   EXPECT_EQ(positions, 2 * 89 * 121);
 }
 
+// The 89 x 121 3x3 depthwise layer over 96 channels and the 96 -> 96 pointwise layer after it run
+// as one stage, in rounds (merge_stages, docs/compiler.md "Row-band stages merged where the image
+// between them is large"): the 1 MB map between them stays on its tiles instead of going over the
+// ring. Before, the depthwise layer was a stage of its own and 15 ring producers to tiles handed
+// its output over. (Ops in program order, loops count - 1: the first layer and the 48 -> 96 layer
+// take 12 reduction words, the depthwise layers 9 taps, the 96 -> 96 layer first of those of 24
+// words.) Its bytes are checked by Gen2020EqualsItsTwinAndPassesGooglesCheck.
+TEST(PoseNetCompiledWhole, Gen2020DepthwiseAndPointwiseOfTheLargeMapsShareAStage) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  const testing::CompiledTwin compiled(container::read_tflite_file(
+      data / "gen2020/posenet_mobilenet_v1_075_353_481_quant_decoder.tflite"));
+  ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1);
+  ASSERT_NE(compiled.exes.execution, nullptr);
+  const std::vector<isa::Instruction> program =
+      isa::decode(compiled.exes.execution->bitstreams.at(0).data);
+  auto loop0 = [&](size_t k, int64_t n) {
+    return program[k].opcode() == isa::kTensorOp && program[k].value("loop0") == n;
+  };
+  size_t pointwise = 0;
+  while (pointwise < program.size() && !loop0(pointwise, 23)) ++pointwise;
+  ASSERT_LT(pointwise, program.size()) << "no op of 24 reduction words";
+  size_t depthwise = pointwise;
+  while (depthwise > 0 && !loop0(depthwise - 1, 11)) --depthwise;
+  while (depthwise < pointwise && !loop0(depthwise, 8)) ++depthwise;
+  ASSERT_LT(depthwise, pointwise) << "no depthwise op between the 48 -> 96 and 96 -> 96 layers";
+  int producers = 0;  // to tiles (the depthwise weights go to the scalar core's memory)
+  for (size_t k = depthwise; k < pointwise; ++k)
+    producers +=
+        program[k].opcode() == isa::kRingProducer && (program[k].value("dest") & 0xffff) != 0;
+  EXPECT_EQ(producers, 0);
+}
+
 // The heatmaps (17 channels) and offsets (34) share one group of weight rows (their ops compute
 // 20 and 56 columns of it) and the heads are split by group over tiles, so that each heads tile
 // keeps 99 rows instead of 297; with the rows that frees one of the last three 23 x 31 384 -> 384
