@@ -503,4 +503,173 @@ container::Executable generate_fc_batch_softmax(const FcLayer& layer, const FcPl
   return eo;
 }
 
+std::string fc_batch_attention_unsupported(int heads, int positions, int sum_outputs) {
+  if (std::string why = fc_batch_softmax_unsupported(heads, positions); !why.empty()) return why;
+  if (sum_outputs <= 0 || sum_outputs % kGroup != 0)
+    return cat("a weighted sum of ", sum_outputs, " outputs: needs whole 64-output groups");
+  // e (its rows padded to 256 bytes), the multipliers, 1 / S and the count in scalar memory.
+  const int64_t bytes = round_up(heads * positions, kPiece) + 4 * int64_t{sum_outputs} + 4 * heads +
+                        kSoftmaxCountBytes;
+  if (bytes > 16384)
+    return cat(heads, " heads of ", positions, " positions and ", sum_outputs, " sums: ", bytes,
+               " bytes of exponentials, multipliers, sums and count past the 16 KiB of scalar "
+               "memory");
+  return "";
+}
+
+container::Executable generate_fc_batch_attention(
+    const FcLayer& layer, const FcPlacement& placement, int row_bytes,
+    const std::vector<float>& exp_mult, const FcValueSum& sum,
+    const std::vector<const FcParameterWrite*>& writes) {
+  const int heads = int(exp_mult.size());
+  const int positions = heads > 0 ? layer.n / heads : 0;
+  if (heads <= 0 || layer.n % heads != 0 || layer.n % kGroup != 0)
+    fail("a scores program of ", layer.n, " outputs for ", heads, " heads");
+  if (const std::string why = fc_batch_attention_unsupported(heads, positions, sum.layer.n);
+      !why.empty())
+    fail(why);
+  if (sum.layer.k != positions || sum.mult_base.size() != size_t(sum.layer.n) ||
+      sum.mult_head.size() != size_t(sum.layer.n))
+    fail("a weighted sum of K = ", sum.layer.k, " over ", positions, " positions with ",
+         sum.mult_base.size(), " multipliers for ", sum.layer.n, " outputs");
+  Groups g = groups_of(fc_groups(layer.n), placement);
+  g.row_bytes = row_bytes + kSoftmaxCountBytes;
+  if (const std::string why = fc_batch_unsupported(layer.n, layer.k, 1, g.slots, g.row_bytes);
+      !why.empty())
+    fail(why);
+  for (int at : g.in_at)
+    if (at < 0 || at % 4 != 0 || at + layer.k > row_bytes)
+      fail("a group reads K = ", layer.k, " bytes from byte ", at, " of rows of ", row_bytes,
+           ": need a multiple of 4 within the row");
+  const int e_bytes = heads * positions, e_padded = round_up(e_bytes, kPiece);
+  Groups v = groups_of(fc_groups(sum.layer.n), sum.at);
+  v.row_bytes = e_bytes;
+  if (const std::string why = fc_batch_unsupported(sum.layer.n, sum.layer.k, 1, v.slots, e_bytes);
+      !why.empty())
+    fail(why);
+  for (int at : v.in_at)
+    if (at < 0 || at % 4 != 0 || at + sum.layer.k > e_bytes)
+      fail("a sum group reads K = ", sum.layer.k, " bytes from byte ", at, " of ", e_bytes);
+  for (int base : v.base)
+    if (base % 4 != 0) fail("a sum group's parameters at wide unit ", base, ": not row-aligned");
+  // Scalar memory: e (head h's at h * positions), the multipliers from the next 256-byte
+  // boundary (so that e and they leave as whole 256-byte pieces), 1 / S per head, the count.
+  const int m_bytes = 4 * sum.layer.n, moved = e_padded + m_bytes;
+  ScalarSoftmax sm;
+  sm.heads = heads;
+  sm.positions = positions;
+  sm.exp_mult = exp_mult;
+  const int mult_word = e_padded / 4;
+  sm.inv_word = mult_word + sum.layer.n;
+  sm.count_word = sm.inv_word + heads;
+  ScalarValuePrep prep{heads,         positions,    0, sm.count_word, sm.inv_word, mult_word,
+                       sum.mult_base, sum.mult_head};
+  // Narrow memory, the same on every tile: the scores' input row and outputs, then e and the
+  // multipliers as they arrive (tile 0 first, from scalar memory; the others over the ring),
+  // then the sum's outputs.
+  const int out_base = round_up(g.row_bytes, 64);
+  const int e_base = round_up(out_base + g.slots * kGroup, kPiece);
+  const int sum_out = e_base + moved;
+  const int end = sum_out + v.slots * kGroup;
+  if (end > kNarrowBytes)
+    fail("the scores, e, the multipliers and the sums take ", end, " bytes of narrow memory");
+  for (int& at : v.in_at) at += e_base;
+
+  Emitter e;
+  program_start(e);
+  if (!writes.empty()) {
+    std::vector<std::pair<const FcLayer*, const FcPlacement*>> parts;
+    for (const FcParameterWrite* w : writes) parts.emplace_back(&w->layer, &w->at);
+    emit_fc_parameter_streams(e, parts);
+    tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
+    wait_tokens(e);
+  }
+  tile_fence(e, "units=0x020");
+  input_address(e, layer.input_name);
+  stream_input(e, mask_of(g), g.row_bytes);
+  tile_fence(e, "units=0x3ff");
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+  tile_fence(e, "units=0x3ff signal=1");
+  wait_tokens(e);
+  op_stage(e, layer, g, 1, out_base);
+  std::vector<std::array<int, 3>> pieces;
+  for (size_t i = 0; i < g.tile.size(); ++i)
+    pieces.push_back({g.tile[i], out_base + kGroup * g.slot[i], int(i) * kGroup / 4});
+  pieces.push_back({g.tile[0], row_bytes, sm.count_word});
+  int ordinal = 0;
+  pieces_to_scalar_memory(e, pieces, ordinal);
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+  e.add("scsync", cat("tiles=0xffff smask=0x020 thr5=", int(pieces.size()) * kGroup / 32,
+                      " wait=0x020 sunits=0x0c"));
+  tile_fence(e, "counters=0x20000 units=0x3ff signal=1");
+  wait_tokens(e);
+  emit_scalar_softmax(e, sm);
+  emit_scalar_value_prep(e, prep);
+  // Scalar memory to tile 0: an infeed from scalar memory sends 16-byte packets (docs/chip.md;
+  // to one tile: the seed found one to 16 tiles delivering nothing on a device), each a fill of
+  // one FIFO row, whose first 16 bytes a wideToNarrow packs into narrow memory in order.
+  const int packets = moved / 16, words = moved / 4;
+  const int full = words / 64, rest = words % 64;
+  e.add("ringcons0", cat("tiles=0x1 addr=", hex(kInputFifo), " dst=(1 x 1)(0 x 1)(0 x 1)(0 x ",
+                         packets, ") sdims=1 cbuf=1 slots=1 mode=3"));
+  e.add(
+      "infeed",
+      cat("smem=1 walk=(1 x 64)(-63 x ", full + (rest ? 1 : 0), ")(-63 x 1) k157=1 k160=1 par168=1",
+          rest ? cat(" count_m1=", rest - 1, " tail_en=1 count_neg=", hex(64 - rest)) : "",
+          " f308=0xb par314=1 par315=3 pop_wait=0x1 k336=1 f352=0x01 f391=2 dest=0x1 f434=0x3"));
+  // A scalar fence over no tile: the infeed reads what the scalar core stored, not what a later
+  // outfeed writes (Google's infeeds from scalar memory go before the outfeed that fills it, the
+  // simulator's rule, docs/chip.md "Infeeds from scalar memory"; the seed's went after the
+  // softmax, as here).
+  e.add("scsync", "tiles=0xffff tokwait=1 tmask=0x0 sunits=0x0c");
+  e.add("w2n", cat("tiles=0x1 w.addr=", hex(kInputFifo), " w=(0 x ", packets,
+                   ") w.circ=1 w.rows=1 n.addr=", hex(e_base / 4),
+                   " n=", strided_walk({{1, 4}, {4, packets}}, 6),
+                   " n.lvl_mask=0x01 sync.en0=1 sync.id=1 sync.en1=1 sync.val=0x0ffff sync.en2=1 "
+                   "sync.f45=1"));
+  tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
+  wait_tokens(e);
+  // Tile 0 to the sum's other tiles, 256 bytes a ring packet, to the same narrow bytes.
+  const uint32_t others = mask_of(v) & ~tile_bit(0);
+  if (others != 0) {
+    std::vector<FfnBlock> blocks;
+    for (int at = 0; at < moved; at += kPiece)
+      blocks.push_back({0, (e_base + at) / 4, (e_base + at) / 4});
+    ffn_broadcast_blocks(e, others, blocks, kGroup / 4, ordinal);
+  }
+  // Each group's 64 multipliers into its aux block's multiplier row (its first wide row).
+  for (size_t i = 0; i < v.tile.size(); ++i)
+    e.add("n2w", cat("tiles=", hex(tile_bit(v.tile[i])),
+                     " n.addr=", hex((e_base + e_padded + kPiece * int(i)) / 4),
+                     " n=", narrow_walk(kGroup), " n.lvl_mask=0x01 w.addr=", hex(v.base[i]),
+                     " w=(1 x 1) sync.en0=1 sync.f1=1 sync.id=5 sync.wait_lvl=1 sync.en1=1 "
+                     "sync.en2=1 tail_lvl=1"));
+  tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
+  wait_tokens(e);
+  op_stage(e, sum.layer, v, 1, sum_out);
+  output_stage(e, sum.layer, v, 1, sum_out, ordinal);
+
+  container::Executable eo = execution_executable(e.finish());
+  eo.input_layers.push_back(boundary_layer(layer.input_name, 1, 1, g.row_bytes, layer.in_zp,
+                                           layer.in_scale, false, layer.signed_input));
+  const int total = fc_groups(sum.layer.n) * kGroup;
+  container::Layer out = boundary_layer(sum.layer.output_name, total, sum.layer.out_zp,
+                                        sum.layer.out_scale, true, sum.layer.signed_output);
+  out.shape = {{0, 0}, {0, total - 1}};
+  eo.output_layers.push_back(std::move(out));
+  eo.used_narrow_memory_bytes_per_tile = end;
+  eo.dma_hints = execution_hints(layer.input_name, g.row_bytes, sum.layer.output_name, total);
+  if (!writes.empty()) {
+    eo.type = container::ExecutableType::kStandAlone;
+    for (const FcParameterWrite* w : writes) {
+      const std::vector<uint8_t> p = fc_parameters(w->layer);
+      eo.parameters.insert(eo.parameters.end(), p.begin(), p.end());
+    }
+    eo.dma_hints.hints.insert(eo.dma_hints.hints.begin() + 1,
+                              dma_hint(BufferKind::kParameter, container::Direction::kInfeed, "",
+                                       static_cast<int>(eo.parameters.size())));
+  }
+  return eo;
+}
+
 }  // namespace tinycoral::compiler

@@ -69,6 +69,29 @@ container::Executable generate_fc_batch_softmax(const FcLayer& layer, const FcPl
                                                 int row_bytes, const std::vector<float>& exp_mult,
                                                 const FcParameterWrite* write = nullptr);
 
+// The scores, their softmax and the weighted sum over a value cache in one program (issue 14;
+// docs/llm.md "The weighted sum inside the scores' program"): generate_fc_batch_softmax's scores
+// and softmax, then on the scalar core e's bytes past n zeroed and the sum's per-token
+// multipliers m_j = f32(mult_base_j (1 / S_h)) (emit_scalar_value_prep); e and the multipliers go
+// from scalar memory to tile 0 (an infeed from scalar memory to one tile), from there over the
+// ring to the sum's tiles (e as its input row, each group's multipliers into its aux row by a
+// narrowToWide), then the sum's FC over its resident weights (the v~ cache). `sum.layer`: K =
+// the scores' positions per head, input head h's e at byte h * K (`sum.at.in_at`), its multipliers
+// are not read (the program computes them). `writes`: parameter streams in front (the new key's
+// groups, the new v~ column), their fc_parameters one after the other as the program's
+// parameters. Input as generate_fc_batch_softmax's; output: the sum's [G][64] bytes.
+struct FcValueSum {
+  FcLayer layer;
+  FcPlacement at;
+  std::vector<float> mult_base;  // [output]
+  std::vector<int> mult_head;    // [output]: the head whose 1 / S scales it, -1: padding (0)
+};
+std::string fc_batch_attention_unsupported(int heads, int positions, int sum_outputs);
+container::Executable generate_fc_batch_attention(
+    const FcLayer& layer, const FcPlacement& placement, int row_bytes,
+    const std::vector<float>& exp_mult, const FcValueSum& sum,
+    const std::vector<const FcParameterWrite*>& writes);
+
 // Byte (row, output) of a batch program's output buffer.
 inline size_t fc_batch_output_index(int rows, int row, int output) {
   return (static_cast<size_t>(output / 64) * static_cast<size_t>(rows) + static_cast<size_t>(row)) *

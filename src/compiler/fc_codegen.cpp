@@ -316,8 +316,12 @@ container::Bitstream execution_program(const Geometry& g, const FcLayer& layer) 
 
 // The parameter stream of `g` into its units: the descriptor (tag 2, from the parameter address in
 // registers 0 and 1), one pop of the whole stream, a consumer and an infeed per tile.
-void parameter_stream(Emitter& e, const Geometry& g) {
-  const int64_t bytes = static_cast<int64_t>(g.tiles) * g.unit_per_tile * 64;
+// Several layers' parameter streams, one after the other in one parameter buffer: one pop of all
+// of them, then every tile's consumer (in layer order: a tile in two layers takes the first
+// layer's packets first, as its ring queue gets them), then the infeeds at their running offsets.
+void parameter_streams(Emitter& e, const std::vector<Geometry>& gs) {
+  int64_t bytes = 0;
+  for (const Geometry& g : gs) bytes += static_cast<int64_t>(g.tiles) * g.unit_per_tile * 64;
   const int units = static_cast<int>(bytes / 64);
   e.add("bundle", "s_op=0x0f s_x=3 imm=1");
   e.add("bundle", "s_op=0x0f s_x=2 imm=0");
@@ -332,30 +336,37 @@ void parameter_stream(Emitter& e, const Geometry& g) {
             nest({{1, kParPassUnits}, {1 - kParPassUnits, pop.count}, {1 - kParPassUnits, 1}}),
             " k121=1 k124=1 par136=1", pop.fields(), " k174=1 par177=1 k178=1 b183=", b183 ? 1 : 0,
             " rows_neg=", hex(0x8000 - rows), " k199=1 k215=1"));
-  const int k_rows = g.k / 4;  // 256-byte weight rows per tile
-  for (int t = 0; t < g.tiles; ++t) {
-    const int base = g.base_of[size_t(t)];
-    e.add("ringcons0",
-          cat("tiles=", hex(tile_bit(g.tile_of[size_t(t)])),
-              " addr=", hex(2 + base + g.aux.weights_unit()), " dst=(1 x ", k_rows, ")(",
-              1 - k_rows, " x 1)(", 1 - k_rows, " x 1)(", 1 - k_rows, " x 1) sdims=1 aux_en0=1",
-              base ? cat(" aux_addr0=", hex(base)) : "", " aux_rows0_m1=", g.aux.rows - 1,
-              " aux_addr1=", hex(base + g.aux.zero_point_unit()), " aux_f319=1"));
+  for (const Geometry& g : gs) {
+    const int k_rows = g.k / 4;  // 256-byte weight rows per tile
+    for (int t = 0; t < g.tiles; ++t) {
+      const int base = g.base_of[size_t(t)];
+      e.add("ringcons0",
+            cat("tiles=", hex(tile_bit(g.tile_of[size_t(t)])),
+                " addr=", hex(2 + base + g.aux.weights_unit()), " dst=(1 x ", k_rows, ")(",
+                1 - k_rows, " x 1)(", 1 - k_rows, " x 1)(", 1 - k_rows, " x 1) sdims=1 aux_en0=1",
+                base ? cat(" aux_addr0=", hex(base)) : "", " aux_rows0_m1=", g.aux.rows - 1,
+                " aux_addr1=", hex(base + g.aux.zero_point_unit()), " aux_f319=1"));
+    }
   }
-  const int u = g.unit_per_tile;
-  const Passes per_tile = passes_of(u, kParPassUnits);
-  for (int t = 0; t < g.tiles; ++t) {
-    const int off = (t * u) % kStagingUnits;
-    e.add(
-        "infeed",
-        cat(off ? cat("buf_off=", hex(off), " ") : "", "walk=",
-            nest({{1, kParPassUnits}, {1 - kParPassUnits, per_tile.count}, {1 - kParPassUnits, 1}}),
-            " k157=1 k160=1 par172=1", per_tile.fields(),
-            " f308=0x8 par314=1 pop_wait=", hex((t * u + 1) & 0xffff),
-            " k336=1 f352=1 f391=2 dest=", hex(tile_bit(g.tile_of[size_t(t)])),
-            " f434=0xf lanes_m1=3"));
+  int at = 0;  // units of the buffer streamed before
+  for (const Geometry& g : gs) {
+    const int u = g.unit_per_tile;
+    const Passes per_tile = passes_of(u, kParPassUnits);
+    for (int t = 0; t < g.tiles; ++t, at += u) {
+      const int off = at % kStagingUnits;
+      e.add("infeed", cat(off ? cat("buf_off=", hex(off), " ") : "", "walk=",
+                          nest({{1, kParPassUnits},
+                                {1 - kParPassUnits, per_tile.count},
+                                {1 - kParPassUnits, 1}}),
+                          " k157=1 k160=1 par172=1", per_tile.fields(),
+                          " f308=0x8 par314=1 pop_wait=", hex((at + 1) & 0xffff),
+                          " k336=1 f352=1 f391=2 dest=", hex(tile_bit(g.tile_of[size_t(t)])),
+                          " f434=0xf lanes_m1=3"));
+    }
   }
 }
+
+void parameter_stream(Emitter& e, const Geometry& g) { parameter_streams(e, {g}); }
 
 container::Bitstream caching_program(const Geometry& g) {
   Emitter e;
@@ -904,11 +915,20 @@ FfnChainPrograms generate_fc_chain(const FcChain& chain) {
 }
 
 void emit_fc_parameter_stream(Emitter& e, const FcLayer& layer, const FcPlacement& placement) {
-  if (layer.k <= 0 || layer.k % kPiece != 0) fail("K = ", layer.k, ": not a multiple of 64");
-  if (layer.n <= 0 || fc_groups(layer.n) > kMaxSlots * 16)
-    fail("N = ", layer.n, ": more outputs than the tiles hold");
-  const FcLayer padded = layer.n % kGroup != 0 ? padded_to_groups(layer) : layer;
-  parameter_stream(e, geometry(padded.n, padded.k, !padded.bias.empty(), placement));
+  emit_fc_parameter_streams(e, {{&layer, &placement}});
+}
+
+void emit_fc_parameter_streams(
+    Emitter& e, const std::vector<std::pair<const FcLayer*, const FcPlacement*>>& parts) {
+  std::vector<Geometry> gs;
+  for (const auto& [layer, placement] : parts) {
+    if (layer->k <= 0 || layer->k % kPiece != 0) fail("K = ", layer->k, ": not a multiple of 64");
+    if (layer->n <= 0 || fc_groups(layer->n) > kMaxSlots * 16)
+      fail("N = ", layer->n, ": more outputs than the tiles hold");
+    const FcLayer padded = layer->n % kGroup != 0 ? padded_to_groups(*layer) : *layer;
+    gs.push_back(geometry(padded.n, padded.k, !padded.bias.empty(), *placement));
+  }
+  parameter_streams(e, gs);
 }
 
 container::Executable fc_caching(const FcLayer& layer, const FcPlacement& placement) {

@@ -9,6 +9,8 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "compiler/emitter.h"
 #include "compiler/fc_layer.h"
@@ -112,5 +114,8 @@ container::Executable fc_caching(const FcLayer& layer, const FcPlacement& placem
 // parameters are fc_parameters(layer)): registers 0 and 1 must hold the parameter address
 // (program_start's relocations); registers 2-7 are overwritten.
 void emit_fc_parameter_stream(Emitter& e, const FcLayer& layer, const FcPlacement& placement);
+// Several layers' streams from one parameter buffer, their fc_parameters one after the other.
+void emit_fc_parameter_streams(
+    Emitter& e, const std::vector<std::pair<const FcLayer*, const FcPlacement*>>& parts);
 
 }  // namespace tinycoral::compiler

@@ -125,6 +125,58 @@ void emit_scalar_softmax(Emitter& e, const ScalarSoftmax& s) {
   }
 }
 
+void emit_scalar_value_prep(Emitter& e, const ScalarValuePrep& p) {
+  if (p.heads <= 0 || p.positions <= 0 || p.positions % 4 != 0 || p.base.size() != p.head.size())
+    fail("value preparation of ", p.heads, " heads of ", p.positions, " positions and ",
+         p.base.size(), " multipliers for ", p.head.size(), " outputs");
+  constexpr int kZero = 20, kZ = 13, kLast = 14, kLim = 15, kInv = 16, kT0 = 17;
+  constexpr int kPast = 5;  // predicate: the word lies past n
+  // kLast = the last word of a row that holds e: (n + 3) / 4 - 1.
+  e.add("bundle", movi(kAt, uint32_t(p.count_word)));
+  e.add("bundle", cat("enable_vector=2 vs_reg_v1=", kCount, " imm_size=", hex(kAt)));
+  e.add("bundle", movi(kZero, 0));
+  e.add("bundle", alu(kAdd | kImm, kLast, kCount, 3));
+  e.add("bundle", alu(kShr | kImm, kLast, kLast, 2));
+  e.add("bundle", alu(kSub | kImm, kLast, kLast, 1));
+  for (int h = 0; h < p.heads; ++h) {
+    const int base = p.scores_word + h * p.positions / 4;
+    e.add("bundle", movi(kZ, uint32_t(base)));
+    e.add("bundle", alu(kAdd | kImm, kLim, kLast, uint32_t(base)));
+    e.add("loop", cat("count=", p.positions / 4, " body=3"));
+    e.add("bundle", alu(kGt, kPast, kZ, kLim));
+    e.add("bundle", when(kPast) + cat("v_op=0x4 v_offset=", kZ, " vs_reg=", kZero));
+    e.add("bundle", alu(kAdd | kImm, kZ, kZ, 1));
+  }
+  // The multipliers, one bundle each: the product into one of two registers while the other's
+  // (the previous output's) is stored at its immediate word address.
+  std::string pending;  // the store the next bundle carries
+  const auto store = [](int reg, int word) {
+    return cat(" v_op=0x2 v_offset=", word & 0xff, " v_cmd=", word >> 8, " vs_reg=", reg);
+  };
+  int loaded = -1;
+  for (size_t j = 0; j < p.head.size(); ++j) {
+    const int word = p.mult_word + int(j), h = p.head[j];
+    if (h < 0) {
+      if (!pending.empty()) e.add("bundle", pending.substr(1));
+      pending = store(kZero, word);
+      continue;
+    }
+    if (h != loaded) {
+      if (h >= p.heads) fail("output ", j, " of head ", h, " of ", p.heads);
+      e.add("bundle",
+            cat("enable_vector=1 vs_reg_v1=", kInv, " imm_size=", hex(p.inv_word + h), pending));
+      pending.clear();
+      e.add("bundle");  // the loaded word two bundles later, as the softmax's loops use theirs
+      e.add("bundle");
+      loaded = h;
+    }
+    const int reg = kT0 + int(j % 2);
+    e.add("bundle", alu(kFmul | kImm, reg, kInv, bits(p.base[j])) + pending);
+    pending = store(reg, word);
+  }
+  if (!pending.empty()) e.add("bundle", pending.substr(1));
+}
+
 void emit_push_words(Emitter& e, int first, int words) {
   if (words <= 0 || words > 0xffff) fail("pushing ", words, " scalar-memory words");
   e.add("bundle", movi(kFlush, uint32_t(first)));

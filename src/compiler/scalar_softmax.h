@@ -25,6 +25,18 @@ struct ScalarSoftmax {
 
 // The softmax's bundles; registers 12-27 and predicates 0, 3, 4 are its own.
 void emit_scalar_softmax(Emitter& e, const ScalarSoftmax& s);
+// What the weighted sum over a value cache needs from the softmax (docs/llm.md "The weighted sum
+// inside the scores' program"), computed after it on the scalar core: e's bytes past n zeroed in
+// every head's row (the sum reads every position, and past n the row still holds scores), and
+// the per-token multipliers m_j = f32(base_j (1 / S_h)), one FMUL each, as the host computes them.
+struct ScalarValuePrep {
+  int heads = 0, positions = 0, scores_word = 0, count_word = 0, inv_word = 0;  // as ScalarSoftmax
+  int mult_word = 0;        // output j's multiplier goes to word mult_word + j
+  std::vector<float> base;  // [output]
+  std::vector<int> head;    // [output]: its head, or -1 for a padding row (multiplier 0)
+};
+// Registers 12-27 and predicate 5 are its own (the softmax's, free again after it).
+void emit_scalar_value_prep(Emitter& e, const ScalarValuePrep& p);
 // Pushes scalar-memory words [first, first + words) to the host output opened before (one load
 // and one push per word, a hardware loop).
 void emit_push_words(Emitter& e, int first, int words);

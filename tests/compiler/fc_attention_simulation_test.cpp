@@ -1,0 +1,241 @@
+// Attention's scores, softmax and weighted sum over a value cache in one program
+// (fc_batch_codegen.h, generate_fc_batch_attention) on the virtual Edge TPU: for random keys,
+// values and queries, every output byte equals the integer reference: the requantized scores, the
+// scalar-core softmax's float32 exponentials' bytes and 1 / S, the sum over positions t < n of
+// e_t v_t in int32, and the output stage with the per-token multiplier f32(base_j (1 / S_h)). The
+// values past n are not zero, so e's bytes past n must be; one program serves every n; with
+// parameter writes in front (the new key, new values) the same run sees them.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <set>
+
+#include "chip/sim_runner.h"
+#include "compiler/fc_batch_codegen.h"
+#include "compiler/fc_codegen.h"
+#include "host/rounding.h"
+
+namespace tinycoral::compiler {
+namespace {
+
+constexpr int kHeads = 3, kPositions = 128, kHeadSize = 16, kK = 64, kSumSize = 40;
+
+struct Attention {
+  FcLayer scores;
+  FcPlacement scores_at;
+  std::vector<float> exp_mult;
+  FcValueSum sum;
+  int row_bytes = (kHeads - 1) * kHeadSize + kK;  // head h reads q bytes 16h..16h+63
+};
+
+int8_t random_weight(std::mt19937& random) {
+  return static_cast<int8_t>(static_cast<int>(random() % 255) - 127);
+}
+
+Attention make_attention(std::mt19937& random) {
+  Attention a;
+  FcLayer& l = a.scores;
+  l.n = kHeads * kPositions;
+  l.k = kK;
+  l.weights.resize(size_t(l.n) * size_t(kK));
+  for (auto& w : l.weights) w = random_weight(random);
+  l.in_zp = 128;
+  l.in_scale = 0.01f;
+  l.out_scale = 1.0f;
+  for (int h = 0; h < kHeads; ++h) a.exp_mult.push_back(0.02f + 0.03f * float(h));
+  for (int o = 0; o < l.n; ++o) l.mult.push_back(0.0004f + 0.0001f * float(o % 7));
+  for (int g = 0; g < fc_groups(l.n); ++g) {
+    const int32_t z = 100 + 20 * (g / (kPositions / 64));
+    l.group_out_zp.push_back(z);
+    l.group_clamp_min.push_back(fc_clamp(0, z, 1.0f));
+    l.group_clamp_max.push_back(fc_clamp(255, z, 1.0f));
+  }
+  l.out_zp = l.group_out_zp[0];
+  l.clamp_min = l.group_clamp_min[0];
+  l.clamp_max = l.group_clamp_max[0];
+  l.input_name = "x";
+  l.output_name = "y";
+  l.signed_input = l.signed_output = false;
+  for (int g = 0; g < fc_groups(l.n); ++g) {
+    a.scores_at.tiles.push_back(15 - g);
+    a.scores_at.param_units.push_back(0);
+    a.scores_at.in_at.push_back(g / (kPositions / 64) * kHeadSize);
+  }
+  // The sum: one 64-output group per head (kSumSize outputs, the rest padding rows), K = the
+  // positions, head h's e at byte h * kPositions; on tile 0 (no ring), tile 3 and tile 10 (beside
+  // a scores group, above its parameters).
+  FcLayer& s = a.sum.layer;
+  s.n = kHeads * 64;
+  s.k = kPositions;
+  s.weights.assign(size_t(s.n) * size_t(s.k), 0);
+  for (int j = 0; j < s.n; ++j)
+    for (int t = 0; t < s.k && j % 64 < kSumSize; ++t)
+      s.weights[size_t(j) * size_t(s.k) + size_t(t)] = random_weight(random);
+  s.mult.assign(size_t(s.n), 0.0f);
+  s.in_zp = 0;
+  s.in_scale = 1.0f / 255.0f;
+  s.out_zp = 128;
+  s.out_scale = 1.0f;
+  s.clamp_min = fc_clamp(1, 128, 1.0f);
+  s.clamp_max = fc_clamp(255, 128, 1.0f);
+  s.input_name = "x";
+  s.output_name = "y";
+  s.signed_input = s.signed_output = false;
+  a.sum.at.tiles = {0, 3, 10};
+  a.sum.at.param_units = {0, 0, 128};
+  a.sum.at.in_at = {0, kPositions, 2 * kPositions};
+  for (int j = 0; j < s.n; ++j) {
+    const bool real = j % 64 < kSumSize;
+    a.sum.mult_head.push_back(real ? j / 64 : -1);
+    a.sum.mult_base.push_back(real ? (0.5f + 0.25f * float(j % 11)) / 255.0f : 0.0f);
+  }
+  return a;
+}
+
+// The integer reference for query x and count n: the sum's bytes [G][64].
+std::vector<uint8_t> reference(const Attention& a, const std::vector<uint8_t>& x, int n,
+                               std::set<int>* sums_seen) {
+  const FcLayer& l = a.scores;
+  const FcLayer& s = a.sum.layer;
+  std::vector<uint8_t> out(size_t(s.n), 0);
+  for (int h = 0; h < kHeads; ++h) {
+    std::vector<int32_t> score;
+    for (int t = 0; t < n; ++t) {
+      const int r = h * kPositions + t, g = r / 64;
+      int32_t acc = 0;
+      for (int j = 0; j < kK; ++j)
+        acc += (int32_t{x[size_t(h * kHeadSize + j)]} - l.in_zp) *
+               l.weights[size_t(r) * size_t(kK) + size_t(j)];
+      const host::edgetpu::Clamps clamps{l.group_clamp_min[size_t(g)],
+                                         l.group_clamp_max[size_t(g)]};
+      score.push_back(std::clamp(
+          host::edgetpu::requantize(acc, l.mult[size_t(r)], clamps, l.group_out_zp[size_t(g)]), 0,
+          255));
+    }
+    const int32_t m = *std::max_element(score.begin(), score.end());
+    float total = 0;
+    std::vector<int32_t> e;
+    for (int t = 0; t < n; ++t) {
+      const float v = std::exp2(static_cast<float>(score[size_t(t)] - m) * a.exp_mult[size_t(h)]);
+      total += v;
+      e.push_back(static_cast<int32_t>(std::nearbyint(v * 255.0f)));
+    }
+    const float inv = 1.0f / total;
+    for (int j = h * 64; j < h * 64 + 64; ++j) {
+      int32_t acc = 0;
+      for (int t = 0; t < n; ++t)
+        acc += e[size_t(t)] * s.weights[size_t(j) * size_t(s.k) + size_t(t)];
+      const volatile float mult = a.sum.mult_base[size_t(j)] * inv;
+      const int32_t q = host::edgetpu::requantize(acc, a.sum.mult_head[size_t(j)] < 0 ? 0.0f : mult,
+                                                  {s.clamp_min, s.clamp_max}, s.out_zp);
+      out[size_t(j)] = static_cast<uint8_t>(std::clamp(q, 0, 255));
+      if (sums_seen && j % 64 < kSumSize) sums_seen->insert(out[size_t(j)]);
+    }
+  }
+  return out;
+}
+
+std::vector<uint8_t> query(std::mt19937& random, const Attention& a, int n) {
+  std::vector<uint8_t> x(size_t(a.row_bytes + kSoftmaxCountBytes), 0);
+  for (int i = 0; i < a.row_bytes; ++i) x[size_t(i)] = static_cast<uint8_t>(random());
+  for (int i = 0; i < 4; ++i) x[size_t(a.row_bytes + i)] = uint8_t(uint32_t(n) >> (8 * i));
+  return x;
+}
+
+TEST(FcAttentionOnTheVirtualEdgeTpu, WeightedSumOfEveryHeadEqualsTheIntegerReference) {
+  std::mt19937 random(53);
+  Attention a = make_attention(random);
+  chip::VirtualEdgeTpu chip;
+  chip::testing::run_executable(chip, fc_caching(a.scores, a.scores_at), {});
+  chip::testing::run_executable(chip, fc_caching(a.sum.layer, a.sum.at), {});
+  const container::Executable program =
+      generate_fc_batch_attention(a.scores, a.scores_at, a.row_bytes, a.exp_mult, a.sum, {});
+  std::set<int> seen;
+  const auto check = [&](const container::Executable& p, int n) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    const std::vector<uint8_t> x = query(random, a, n);
+    const auto out = chip::testing::run_executable(chip, p, {{"x", x}}).at("y");
+    const std::vector<uint8_t> want = reference(a, x, n, &seen);
+    ASSERT_EQ(out.size(), want.size());
+    for (size_t j = 0; j < want.size(); ++j) ASSERT_EQ(int(out[j]), int(want[j])) << "output " << j;
+  };
+  for (int n : {1, 3, 4, 5, 64, 77, kPositions}) check(program, n);
+  EXPECT_EQ(chip.fault(), "");
+  // Not a trivial case: the sums reach both clamps and many values between.
+  EXPECT_TRUE(seen.count(1) && seen.count(255));
+  EXPECT_GT(seen.size(), size_t(100));
+
+  // With parameter writes in front: new weights of positions 64..127 of every head's keys and
+  // new values of every position, both seen by the same run.
+  FcParameterWrite keys;
+  FcLayer& w = keys.layer;
+  w = a.scores;
+  w.n = kHeads * 64;
+  w.weights.clear();
+  w.mult.clear();
+  w.group_out_zp.clear();
+  w.group_clamp_min.clear();
+  w.group_clamp_max.clear();
+  for (int h = 0; h < kHeads; ++h) {
+    const int g = h * (kPositions / 64) + 1;
+    for (int r = 64 * g; r < 64 * g + 64; ++r) {
+      for (int j = 0; j < kK; ++j) {
+        int8_t& weight = a.scores.weights[size_t(r) * size_t(kK) + size_t(j)];
+        weight = random_weight(random);
+        w.weights.push_back(weight);
+      }
+      w.mult.push_back(a.scores.mult[size_t(r)]);
+    }
+    w.group_out_zp.push_back(a.scores.group_out_zp[size_t(g)]);
+    w.group_clamp_min.push_back(a.scores.group_clamp_min[size_t(g)]);
+    w.group_clamp_max.push_back(a.scores.group_clamp_max[size_t(g)]);
+    keys.at.tiles.push_back(a.scores_at.tiles[size_t(g)]);
+    keys.at.param_units.push_back(a.scores_at.param_units[size_t(g)]);
+  }
+  for (size_t j = 0; j < a.sum.layer.weights.size(); ++j)
+    if (int(j) / kPositions % 64 < kSumSize) a.sum.layer.weights[j] = random_weight(random);
+  const FcParameterWrite values{a.sum.layer, a.sum.at};
+  const container::Executable with_writes = generate_fc_batch_attention(
+      a.scores, a.scores_at, a.row_bytes, a.exp_mult, a.sum, {&keys, &values});
+  EXPECT_EQ(with_writes.type, container::ExecutableType::kStandAlone);
+  check(with_writes, kPositions);
+  check(program, 100);  // the new weights stay resident
+  EXPECT_EQ(chip.fault(), "");
+}
+
+// A multiplier 1% off in one head fails the comparison: the multipliers the scalar core computes
+// reach the output stage.
+TEST(FcAttentionOnTheVirtualEdgeTpu, AChangedMultiplierChangesTheSums) {
+  std::mt19937 random(59);
+  Attention a = make_attention(random);
+  chip::VirtualEdgeTpu chip;
+  chip::testing::run_executable(chip, fc_caching(a.scores, a.scores_at), {});
+  chip::testing::run_executable(chip, fc_caching(a.sum.layer, a.sum.at), {});
+  Attention changed = a;
+  for (int j = 64; j < 128; ++j) changed.sum.mult_base[size_t(j)] *= 1.01f;
+  const container::Executable program = generate_fc_batch_attention(
+      changed.scores, changed.scores_at, changed.row_bytes, changed.exp_mult, changed.sum, {});
+  const std::vector<uint8_t> x = query(random, a, 90);
+  const auto out = chip::testing::run_executable(chip, program, {{"x", x}}).at("y");
+  const std::vector<uint8_t> want = reference(a, x, 90, nullptr);
+  int differ = 0;
+  for (size_t j = 0; j < want.size(); ++j) {
+    if (j / 64 != 1) {
+      EXPECT_EQ(int(out[j]), int(want[j])) << "output " << j;
+    }
+    differ += out[j] != want[j];
+  }
+  EXPECT_GT(differ, 0);
+}
+
+TEST(FcAttentionOnTheVirtualEdgeTpu, WhatScalarMemoryCannotHoldIsRefused) {
+  EXPECT_EQ(fc_batch_attention_unsupported(6, 256, 384), "");
+  EXPECT_NE(fc_batch_attention_unsupported(8, 1792, 1024).find("16 KiB of scalar memory"),
+            std::string::npos);
+  EXPECT_NE(fc_batch_attention_unsupported(6, 256, 100).find("64-output"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tinycoral::compiler
