@@ -81,6 +81,14 @@ struct ChipTransformer::ValueSumProgram {
   compiler::FcPlacement at;
   std::vector<std::shared_ptr<runtime::Program>> sums;
   bool on_chip = false;
+  // Joined to the layer's scores and softmax: [pos / 64] the program that writes the new key and
+  // v~ column, computes the scores, the softmax, the multipliers and the sum (made at its first
+  // token, its parameters replaced later), and the sum it returned, for value_sum_q.
+  bool joined = false;
+  compiler::FcValueSum join;
+  std::vector<std::shared_ptr<runtime::Program>> attention;
+  std::vector<int8_t> a;
+  int a_pos = -1;
 };
 
 // q, k, v of one layer as one generator layer, and where each sits in its output.
@@ -228,6 +236,7 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
   if (weights()->chip_attention() && options.weighted_sum == WeightedSum::kValueCache) {
     value_sums_.resize(size_t(c.n_layers));
     for (int l = 0; l < c.n_layers; ++l) stats_.value_sum_layers += value_sum_program(l, tiles);
+    for (int l = 0; l < c.n_layers; ++l) stats_.attention_layers += join_attention(l);
   }
   stats_.max_tile_units = tiles.max_fill();
   // A chain returns at most w2 output, q + k + v (1024) and u (32 groups).
@@ -498,6 +507,78 @@ bool ChipTransformer::value_sum_program(int layer, TileAllocator& tiles) {
   return true;
 }
 
+bool ChipTransformer::join_attention(int layer) {
+  if (size_t(layer) >= scores_.size() || !scores_[size_t(layer)].softmax ||
+      !value_sums_[size_t(layer)].on_chip)
+    return false;
+  const Config& c = ck_.config;
+  const ScoresProgram& s = scores_[size_t(layer)];
+  ValueSumProgram& p = value_sums_[size_t(layer)];
+  if (!compiler::fc_batch_attention_unsupported(c.n_heads, s.seq_padded, p.layer.n).empty())
+    return false;
+  // The multipliers' constants: output i of head h is f32(att_base[h hs + i] (1 / S_h)).
+  const std::vector<float>& base = weights()->attention[size_t(layer)].att_base;
+  const int hs = c.head_size();
+  p.join = {p.layer, p.at, {}, {}};
+  for (int o = 0; o < p.layer.n; ++o) {
+    const int h = o / p.shape.hs_padded(), i = o % p.shape.hs_padded();
+    p.join.mult_head.push_back(i < hs ? h : -1);
+    p.join.mult_base.push_back(i < hs ? base[size_t(h * hs + i)] : 0.0f);
+  }
+  // The first group's program now: what does not fit (narrow memory) stays two programs.
+  const auto head = [&](int id) -> const QuantizedMatmul& { return s.heads[size_t(id)]; };
+  const compiler::FcParameterWrite key = key_part(s, 0);
+  const compiler::FcParameterWrite values{value_sum_prefix(p.layer, 1), p.at};
+  try {
+    p.attention.assign(size_t(s.seq_padded / 64), nullptr);
+    p.attention[0] = std::make_shared<runtime::Program>(compiler::generate_fc_batch_attention(
+        fc_layer_of(s, head), s.placement, s.row_bytes,
+        weights()->attention[size_t(layer)].exp_mult, p.join, {&key, &values}));
+  } catch (const Error&) {
+    p.attention.clear();
+    return false;
+  }
+  p.joined = true;
+  --stats_.programs;  // the sum runs inside the scores' program
+  return true;
+}
+
+void ChipTransformer::attention_q(int layer, int pos, const int8_t* q8) {
+  ScoresProgram& s = scores_[size_t(layer)];
+  ValueSumProgram& p = value_sums_[size_t(layer)];
+  const Config& c = ck_.config;
+  const auto start = std::chrono::steady_clock::now();
+  // One run: the program streams the new key's groups and v~ columns up to pos's 64-position
+  // group, then computes the scores, the softmax, the multipliers and the sum.
+  add_key(s, layer, pos);
+  set_value_column(p.shape, pos, value_q(layer, pos), p.layer);
+  const compiler::FcParameterWrite key = key_part(s, pos);
+  const compiler::FcParameterWrite values{value_sum_prefix(p.layer, pos + 1), p.at};
+  std::shared_ptr<runtime::Program>& program = p.attention[size_t(pos / 64)];
+  if (!program) {
+    const auto head = [&](int id) -> const QuantizedMatmul& { return s.heads[size_t(id)]; };
+    program = std::make_shared<runtime::Program>(compiler::generate_fc_batch_attention(
+        fc_layer_of(s, head), s.placement, s.row_bytes,
+        weights()->attention[size_t(layer)].exp_mult, p.join, {&key, &values}));
+  } else {
+    std::vector<uint8_t> parameters = compiler::fc_parameters(key.layer);
+    const std::vector<uint8_t> v = compiler::fc_parameters(values.layer);
+    parameters.insert(parameters.end(), v.begin(), v.end());
+    program->set_parameters(parameters);
+  }
+  // The scores program's input: [q~; zeros to row_bytes; n = pos + 1], n's bytes flipped (above).
+  std::vector<int8_t> row(size_t(s.row_bytes + compiler::kSoftmaxCountBytes), 0);
+  std::copy_n(q8, c.dim, row.begin());
+  const uint32_t n = uint32_t(pos + 1);
+  for (int i = 0; i < 4; ++i)
+    row[size_t(s.row_bytes + i)] = static_cast<int8_t>(uint8_t((n >> (8 * i)) & 0xff) ^ 0x80u);
+  p.a.resize(size_t(p.layer.n));
+  run(program, row.data(), int(row.size()), p.a.data(), p.layer.n);
+  p.a_pos = pos;
+  stats_.chip_wall_s +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 void ChipTransformer::value_sum_q(int layer, int pos, const uint8_t* e, const float* inv_sum,
                                   int8_t* a) {
   if (size_t(layer) >= value_sums_.size() || !value_sums_[size_t(layer)].on_chip) {
@@ -506,6 +587,14 @@ void ChipTransformer::value_sum_q(int layer, int pos, const uint8_t* e, const fl
   }
   ValueSumProgram& p = value_sums_[size_t(layer)];
   const Config& c = ck_.config;
+  if (p.joined) {  // softmax_q's run computed it
+    if (p.a_pos != pos) fail("layer ", layer, "'s weighted sum at ", pos, " before its scores");
+    for (int h = 0; h < c.n_heads; ++h)
+      std::copy_n(p.a.begin() + long(h) * p.shape.hs_padded(), c.head_size(),
+                  a + size_t(h) * size_t(c.head_size()));
+    p.a_pos = -1;
+    return;
+  }
   const auto start = std::chrono::steady_clock::now();
   // The new position's v~ and this token's multipliers, which the program writes first.
   set_value_column(p.shape, pos, value_q(layer, pos), p.layer);
@@ -601,6 +690,11 @@ void ChipTransformer::scores_q(int layer, int pos, const int8_t* q8, int8_t* sco
 void ChipTransformer::softmax_q(int layer, int pos, const int8_t* q8, uint8_t* e, float* inv_sum) {
   if (size_t(layer) >= scores_.size() || !scores_[size_t(layer)].softmax) {
     Int8Transformer::softmax_q(layer, pos, q8, e, inv_sum);
+    return;
+  }
+  if (size_t(layer) < value_sums_.size() && value_sums_[size_t(layer)].joined) {
+    // e and 1 / S stay on the chip: the same run computes the weighted sum (value_sum_q).
+    attention_q(layer, pos, q8);
     return;
   }
   ScoresProgram& p = scores_[size_t(layer)];

@@ -37,10 +37,12 @@ struct ChipPathStats {
   int chip_matmuls = 0, host_matmuls = 0;  // per layer stack (one forward pass)
   int programs = 0;                        // execution programs per forward pass
   int fused_ffns = 0;                      // layers whose whole FFN is one program
-  int scores_layers = 0;       // layers whose attention scores run on the chip (Int8Options)
-  int softmax_layers = 0;      // of them, with the softmax on the scalar core in that program
-  int chained_layers = 0;      // of them, with the residual add and the next q, k, v (fused_layers)
-  int value_sum_layers = 0;    // layers whose weighted sum (WeightedSum::kValueCache) is a program
+  int scores_layers = 0;     // layers whose attention scores run on the chip (Int8Options)
+  int softmax_layers = 0;    // of them, with the softmax on the scalar core in that program
+  int chained_layers = 0;    // of them, with the residual add and the next q, k, v (fused_layers)
+  int value_sum_layers = 0;  // layers whose weighted sum (WeightedSum::kValueCache) is a program
+  // Of them, with the weighted sum inside the scores' program (scores, softmax, sum: one run).
+  int attention_layers = 0;
   int64_t resident_bytes = 0;  // parameter bytes cached in tile memory
   int max_tile_units = 0;      // the fullest tile's parameter units (of 8192)
   std::string host_reason;     // why the first host matmul is not on the chip
@@ -95,6 +97,11 @@ class ChipTransformer : public Int8Transformer {
   struct ValueSumProgram;
   bool value_sum_program(int layer, TileAllocator& tiles);
   std::vector<ValueSumProgram> value_sums_;  // [layer]; empty where it runs on the host
+  // The weighted sum joined to the layer's scores and softmax (compiler::
+  // generate_fc_batch_attention) where both are on the chip and scalar memory holds it all.
+  bool join_attention(int layer);
+  // The joined program's inputs and parameters for `pos`, and its run: wo's input into `a`.
+  void attention_q(int layer, int pos, const int8_t* q8);
   struct QkvPart;
   QkvPart qkv_part(int layer) const;
   void run(const std::shared_ptr<runtime::Program>& p, const int8_t* in, int in_bytes, int8_t* out,

@@ -336,6 +336,9 @@ TEST(ChipPathStepD, TheValueCachesWeightedSumOnTheChipIsExact) {
                                .chip_scores = scores,
                                .weighted_sum = llm::WeightedSum::kValueCache});
       EXPECT_EQ(s.value_sum_layers, shape.layers);
+      // With the scores on the chip the sum joins their program (one run per layer).
+      EXPECT_EQ(s.attention_layers, scores ? shape.layers : 0);
+      EXPECT_EQ(s.programs, 2 * shape.layers + 1);  // the chains, layer 0, a sum or scores + sum
       EXPECT_EQ(s.host_matmuls, shape.layers);  // wo, after the weighted sum
     }
   }
@@ -366,7 +369,9 @@ TEST(ChipPathStepD, GenerateWithTheValueCacheWritesTheInt8Text) {
     const int layers = name == "rand15M" ? 6 : 2;
     // Every layer's v~ fits in tile memory (the chains leave u out: the option does not read it).
     EXPECT_EQ(j.at("chip").at("value_sum_layers_on_chip"), layers);
-    EXPECT_EQ(j.at("chip").at("programs_per_token"), 3 * layers + 1);
+    // Each layer's sum inside its scores' program: the chain and that program per layer.
+    EXPECT_EQ(j.at("chip").at("attention_layers_on_chip"), layers);
+    EXPECT_EQ(j.at("chip").at("programs_per_token"), 2 * layers + 1);
   }
   std::string why;
   const auto path = reference_checkpoint(data, "rand_gqa", why);

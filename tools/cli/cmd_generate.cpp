@@ -90,6 +90,7 @@ nlohmann::json chip_json(const llm::ChipPathStats& s, int positions, double wall
   j["scores_layers_on_chip"] = s.scores_layers;
   j["softmax_layers_on_chip"] = s.softmax_layers;
   j["value_sum_layers_on_chip"] = s.value_sum_layers;
+  j["attention_layers_on_chip"] = s.attention_layers;
   j["resident_parameter_bytes"] = s.resident_bytes;
   j["fullest_tile_parameter_bytes"] = int64_t{s.max_tile_units} * 64;
   if (simulated && positions > 0) {
