@@ -16,7 +16,9 @@
 // run on the chip too, the int8 keys resident and written as tokens arrive (issue 14 step d's
 // start). With WeightedSum::kValueCache, each layer's weighted sum is a program too
 // (llm/value_sum.h), its weights the v~ cache, the new column and the multipliers streamed per
-// token by the program itself; wo then runs on the host.
+// token by the program itself; with the scores on the chip too, the sum runs inside the scores'
+// program (e and the multipliers handed from the scalar core to the tiles); wo then runs on the
+// host.
 #pragma once
 
 #include <array>

@@ -321,7 +321,8 @@ TEST(ChipPathStepD, GenerateWithScoresOnTheChipWritesTheInt8Text) {
 // WeightedSum::kValueCache with the weighted sum on the chip, the int8 path's logits bit for bit
 // for shapes that are not the test checkpoints': head size 16 with grouped kv heads and seq_len 40
 // (one 64-position program), head size 80 (two groups per head) over 96 positions (the writes
-// cross a 64-position group); with the scores on the host and on the chip.
+// cross a 64-position group); with the scores on the host (the sum a program of its own) and on
+// the chip (the sum inside the scores' program).
 TEST(ChipPathStepD, TheValueCachesWeightedSumOnTheChipIsExact) {
   std::vector<TinyShape> shapes = {{64, 160, 2, 4, 2, 300, 40, true},
                                    {160, 300, 1, 2, 2, 300, 96, true}};
@@ -339,16 +340,16 @@ TEST(ChipPathStepD, TheValueCachesWeightedSumOnTheChipIsExact) {
       // With the scores on the chip the sum joins their program (one run per layer).
       EXPECT_EQ(s.attention_layers, scores ? shape.layers : 0);
       EXPECT_EQ(s.programs, 2 * shape.layers + 1);  // the chains, layer 0, a sum or scores + sum
-      EXPECT_EQ(s.host_matmuls, shape.layers);  // wo, after the weighted sum
+      EXPECT_EQ(s.host_matmuls, shape.layers);      // wo, after the weighted sum
     }
   }
 }
 
 // `generate --weighted-sum value-cache` (WeightedSum::kValueCache): on the simulator, with the
-// scores and softmax on the chip too, each layer's weighted sum is a program of its own (which
-// streams its new v~ column and per-token multipliers itself) and the text is
-// the int8 CPU path's with the option on both test checkpoints, not the default's; the flag is
-// refused where it does not apply.
+// scores and softmax on the chip too, each layer's weighted sum runs inside its scores' program
+// (which streams the new key and v~ column and computes the per-token multipliers on the scalar
+// core: one program per layer besides the chains) and the text is the int8 CPU path's with the
+// option on both test checkpoints, not the default's; the flag is refused where it does not apply.
 TEST(ChipPathStepD, GenerateWithTheValueCacheWritesTheInt8Text) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   for (const std::string name : {"rand_gqa", "rand15M"}) {
