@@ -520,7 +520,7 @@ std::string fc_batch_attention_unsupported(int heads, int positions, int sum_out
 container::Executable generate_fc_batch_attention(
     const FcLayer& layer, const FcPlacement& placement, int row_bytes,
     const std::vector<float>& exp_mult, const FcValueSum& sum,
-    const std::vector<const FcParameterWrite*>& writes) {
+    const std::vector<const FcParameterWrite*>& writes, const FcRowWrite* rows) {
   const int heads = int(exp_mult.size());
   const int positions = heads > 0 ? layer.n / heads : 0;
   if (heads <= 0 || layer.n % heads != 0 || layer.n % kGroup != 0)
@@ -577,10 +577,13 @@ container::Executable generate_fc_batch_attention(
 
   Emitter e;
   program_start(e);
-  if (!writes.empty()) {
+  const bool streams = !writes.empty() || (rows && !rows->rows.empty());
+  if (rows && rows->bytes.size() != 256 * rows->rows.size())
+    fail(rows->bytes.size(), " bytes for ", rows->rows.size(), " parameter rows");
+  if (streams) {
     std::vector<std::pair<const FcLayer*, const FcPlacement*>> parts;
     for (const FcParameterWrite* w : writes) parts.emplace_back(&w->layer, &w->at);
-    emit_fc_parameter_streams(e, parts);
+    emit_fc_parameter_streams(e, parts, rows ? rows->rows : std::vector<FcParameterRow>{});
     tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
     wait_tokens(e);
   }
@@ -659,12 +662,13 @@ container::Executable generate_fc_batch_attention(
   eo.output_layers.push_back(std::move(out));
   eo.used_narrow_memory_bytes_per_tile = end;
   eo.dma_hints = execution_hints(layer.input_name, g.row_bytes, sum.layer.output_name, total);
-  if (!writes.empty()) {
+  if (streams) {
     eo.type = container::ExecutableType::kStandAlone;
     for (const FcParameterWrite* w : writes) {
       const std::vector<uint8_t> p = fc_parameters(w->layer);
       eo.parameters.insert(eo.parameters.end(), p.begin(), p.end());
     }
+    if (rows) eo.parameters.insert(eo.parameters.end(), rows->bytes.begin(), rows->bytes.end());
     eo.dma_hints.hints.insert(eo.dma_hints.hints.begin() + 1,
                               dma_hint(BufferKind::kParameter, container::Direction::kInfeed, "",
                                        static_cast<int>(eo.parameters.size())));

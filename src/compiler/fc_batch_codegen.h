@@ -79,7 +79,8 @@ container::Executable generate_fc_batch_softmax(const FcLayer& layer, const FcPl
 // the scores' positions per head, input head h's e at byte h * K (`sum.at.in_at`), its multipliers
 // are not read (the program computes them). `writes`: parameter streams in front (the new key's
 // groups, the new v~ column), their fc_parameters one after the other as the program's
-// parameters. Input as generate_fc_batch_softmax's; output: the sum's [G][64] bytes.
+// parameters, then `rows` (single weight rows: the new position's v~, fc_weight_rows). Input as
+// generate_fc_batch_softmax's; output: the sum's [G][64] bytes.
 struct FcValueSum {
   FcLayer layer;
   FcPlacement at;
@@ -90,7 +91,7 @@ std::string fc_batch_attention_unsupported(int heads, int positions, int sum_out
 container::Executable generate_fc_batch_attention(
     const FcLayer& layer, const FcPlacement& placement, int row_bytes,
     const std::vector<float>& exp_mult, const FcValueSum& sum,
-    const std::vector<const FcParameterWrite*>& writes);
+    const std::vector<const FcParameterWrite*>& writes, const FcRowWrite* rows = nullptr);
 
 // Byte (row, output) of a batch program's output buffer.
 inline size_t fc_batch_output_index(int rows, int row, int output) {

@@ -319,9 +319,13 @@ container::Bitstream execution_program(const Geometry& g, const FcLayer& layer) 
 // Several layers' parameter streams, one after the other in one parameter buffer: one pop of all
 // of them, then every tile's consumer (in layer order: a tile in two layers takes the first
 // layer's packets first, as its ring queue gets them), then the infeeds at their running offsets.
-void parameter_streams(Emitter& e, const std::vector<Geometry>& gs) {
+// Then single 256-byte rows (`rows`: tile and wide unit), each a consumer of one packet without
+// the aux block and a 4-unit infeed.
+void parameter_streams(Emitter& e, const std::vector<Geometry>& gs,
+                       const std::vector<FcParameterRow>& rows_after = {}) {
   int64_t bytes = 0;
   for (const Geometry& g : gs) bytes += static_cast<int64_t>(g.tiles) * g.unit_per_tile * 64;
+  bytes += static_cast<int64_t>(rows_after.size()) * kPacket;
   const int units = static_cast<int>(bytes / 64);
   e.add("bundle", "s_op=0x0f s_x=3 imm=1");
   e.add("bundle", "s_op=0x0f s_x=2 imm=0");
@@ -348,6 +352,13 @@ void parameter_streams(Emitter& e, const std::vector<Geometry>& gs) {
                 " aux_addr1=", hex(base + g.aux.zero_point_unit()), " aux_f319=1"));
     }
   }
+  for (const FcParameterRow& r : rows_after) {
+    if (r.tile < 0 || r.tile > 15 || r.unit < 0 || r.unit % kRowUnits != 0 ||
+        r.unit + kRowUnits > kFcParamUnits)
+      fail("a parameter row at tile ", r.tile, ", wide unit ", r.unit);
+    e.add("ringcons0", cat("tiles=", hex(tile_bit(r.tile)), " addr=", hex(2 + r.unit),
+                           " dst=(1 x 1)(0 x 1)(0 x 1)(0 x 1) sdims=1"));
+  }
   int at = 0;  // units of the buffer streamed before
   for (const Geometry& g : gs) {
     const int u = g.unit_per_tile;
@@ -363,6 +374,17 @@ void parameter_streams(Emitter& e, const std::vector<Geometry>& gs) {
                           " k336=1 f352=1 f391=2 dest=", hex(tile_bit(g.tile_of[size_t(t)])),
                           " f434=0xf lanes_m1=3"));
     }
+  }
+  const Passes one = passes_of(kRowUnits, kParPassUnits);
+  for (const FcParameterRow& r : rows_after) {
+    const int off = at % kStagingUnits;
+    e.add("infeed",
+          cat(off ? cat("buf_off=", hex(off), " ") : "", "walk=",
+              nest({{1, kParPassUnits}, {1 - kParPassUnits, one.count}, {1 - kParPassUnits, 1}}),
+              " k157=1 k160=1 par172=1", one.fields(),
+              " f308=0x8 par314=1 pop_wait=", hex((at + 1) & 0xffff),
+              " k336=1 f352=1 f391=2 dest=", hex(tile_bit(r.tile)), " f434=0xf lanes_m1=3"));
+    at += kRowUnits;
   }
 }
 
@@ -914,12 +936,29 @@ FfnChainPrograms generate_fc_chain(const FcChain& chain) {
   return out;
 }
 
+FcRowWrite fc_weight_rows(const FcLayer& layer, const FcPlacement& placement, int kq) {
+  if (layer.n % kGroup != 0 || kq < 0 || 4 * kq >= layer.k)
+    fail("weight row ", kq, " of a layer of N = ", layer.n, ", K = ", layer.k);
+  const Geometry g = geometry(layer.n, layer.k, !layer.bias.empty(), placement);
+  FcRowWrite w;
+  for (int t = 0; t < g.tiles; ++t) {
+    w.rows.push_back({g.tile_of[size_t(t)], g.base_of[size_t(t)] + g.aux.weights_unit() + 4 * kq});
+    for (int c = 0; c < kGroup; ++c) {
+      const size_t row = static_cast<size_t>(t * kGroup + c) * static_cast<size_t>(layer.k);
+      for (int b = 0; b < 4; ++b)
+        w.bytes.push_back(static_cast<uint8_t>(int{layer.weights[row + size_t(4 * kq + b)]} + 128));
+    }
+  }
+  return w;
+}
+
 void emit_fc_parameter_stream(Emitter& e, const FcLayer& layer, const FcPlacement& placement) {
   emit_fc_parameter_streams(e, {{&layer, &placement}});
 }
 
 void emit_fc_parameter_streams(
-    Emitter& e, const std::vector<std::pair<const FcLayer*, const FcPlacement*>>& parts) {
+    Emitter& e, const std::vector<std::pair<const FcLayer*, const FcPlacement*>>& parts,
+    const std::vector<FcParameterRow>& rows) {
   std::vector<Geometry> gs;
   for (const auto& [layer, placement] : parts) {
     if (layer->k <= 0 || layer->k % kPiece != 0) fail("K = ", layer->k, ": not a multiple of 64");
@@ -928,7 +967,7 @@ void emit_fc_parameter_streams(
     const FcLayer padded = layer->n % kGroup != 0 ? padded_to_groups(*layer) : *layer;
     gs.push_back(geometry(padded.n, padded.k, !padded.bias.empty(), *placement));
   }
-  parameter_streams(e, gs);
+  parameter_streams(e, gs, rows);
 }
 
 container::Executable fc_caching(const FcLayer& layer, const FcPlacement& placement) {

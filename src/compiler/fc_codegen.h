@@ -8,6 +8,7 @@
 // 64 outputs and sends them to the host through the scalar core.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -114,8 +115,23 @@ container::Executable fc_caching(const FcLayer& layer, const FcPlacement& placem
 // parameters are fc_parameters(layer)): registers 0 and 1 must hold the parameter address
 // (program_start's relocations); registers 2-7 are overwritten.
 void emit_fc_parameter_stream(Emitter& e, const FcLayer& layer, const FcPlacement& placement);
-// Several layers' streams from one parameter buffer, their fc_parameters one after the other.
+// One 256-byte row of a tile's resident parameters at wide unit `unit` (a multiple of 4): the llm
+// value cache's row of a new position (4 positions of a group's 64 outputs, fc_parameters' layout).
+struct FcParameterRow {
+  int tile = 0, unit = 0;
+};
+// Rows and their bytes (256 each, in order).
+struct FcRowWrite {
+  std::vector<FcParameterRow> rows;
+  std::vector<uint8_t> bytes;
+};
+// Weight row `kq` (inputs 4 kq .. 4 kq + 3 of all 64 outputs) of every output group of `layer`
+// where `placement` puts it: what rewriting one input's column needs.
+FcRowWrite fc_weight_rows(const FcLayer& layer, const FcPlacement& placement, int kq);
+// Several layers' streams from one parameter buffer, their fc_parameters one after the other,
+// then `rows`' 256 bytes each.
 void emit_fc_parameter_streams(
-    Emitter& e, const std::vector<std::pair<const FcLayer*, const FcPlacement*>>& parts);
+    Emitter& e, const std::vector<std::pair<const FcLayer*, const FcPlacement*>>& parts,
+    const std::vector<FcParameterRow>& rows = {});
 
 }  // namespace tinycoral::compiler

@@ -81,9 +81,9 @@ struct ChipTransformer::ValueSumProgram {
   compiler::FcPlacement at;
   std::vector<std::shared_ptr<runtime::Program>> sums;
   bool on_chip = false;
-  // Joined to the layer's scores and softmax: [pos / 64] the program that writes the new key and
-  // v~ column, computes the scores, the softmax, the multipliers and the sum (made at its first
-  // token, its parameters replaced later), and the sum it returned, for value_sum_q.
+  // Joined to the layer's scores and softmax: [pos / 4] the program that writes the new key and
+  // the weight row of pos's v~, computes the scores, the softmax, the multipliers and the sum (made
+  // at its first token, its parameters replaced later), and the sum it returned, for value_sum_q.
   bool joined = false;
   compiler::FcValueSum join;
   std::vector<std::shared_ptr<runtime::Program>> attention;
@@ -528,12 +528,12 @@ bool ChipTransformer::join_attention(int layer) {
   // The first group's program now: what does not fit (narrow memory) stays two programs.
   const auto head = [&](int id) -> const QuantizedMatmul& { return s.heads[size_t(id)]; };
   const compiler::FcParameterWrite key = key_part(s, 0);
-  const compiler::FcParameterWrite values{value_sum_prefix(p.layer, 1), p.at};
+  const compiler::FcRowWrite values = compiler::fc_weight_rows(p.layer, p.at, 0);
   try {
-    p.attention.assign(size_t(s.seq_padded / 64), nullptr);
+    p.attention.assign(size_t(s.seq_padded / 4), nullptr);
     p.attention[0] = std::make_shared<runtime::Program>(compiler::generate_fc_batch_attention(
         fc_layer_of(s, head), s.placement, s.row_bytes,
-        weights()->attention[size_t(layer)].exp_mult, p.join, {&key, &values}));
+        weights()->attention[size_t(layer)].exp_mult, p.join, {&key}, &values));
   } catch (const Error&) {
     p.attention.clear();
     return false;
@@ -548,22 +548,23 @@ void ChipTransformer::attention_q(int layer, int pos, const int8_t* q8) {
   ValueSumProgram& p = value_sums_[size_t(layer)];
   const Config& c = ck_.config;
   const auto start = std::chrono::steady_clock::now();
-  // One run: the program streams the new key's groups and v~ columns up to pos's 64-position
-  // group, then computes the scores, the softmax, the multipliers and the sum.
+  // One run: the program streams the new key's groups and the one weight row per group that
+  // holds pos's v~ (the multipliers are computed on the chip), then computes the scores, the
+  // softmax, the multipliers and the sum. One program per 4 positions (the row's unit is in its
+  // instructions), made at its first token; later tokens replace its parameters.
   add_key(s, layer, pos);
   set_value_column(p.shape, pos, value_q(layer, pos), p.layer);
   const compiler::FcParameterWrite key = key_part(s, pos);
-  const compiler::FcParameterWrite values{value_sum_prefix(p.layer, pos + 1), p.at};
-  std::shared_ptr<runtime::Program>& program = p.attention[size_t(pos / 64)];
+  const compiler::FcRowWrite values = compiler::fc_weight_rows(p.layer, p.at, pos / 4);
+  std::shared_ptr<runtime::Program>& program = p.attention[size_t(pos / 4)];
   if (!program) {
     const auto head = [&](int id) -> const QuantizedMatmul& { return s.heads[size_t(id)]; };
     program = std::make_shared<runtime::Program>(compiler::generate_fc_batch_attention(
         fc_layer_of(s, head), s.placement, s.row_bytes,
-        weights()->attention[size_t(layer)].exp_mult, p.join, {&key, &values}));
+        weights()->attention[size_t(layer)].exp_mult, p.join, {&key}, &values));
   } else {
     std::vector<uint8_t> parameters = compiler::fc_parameters(key.layer);
-    const std::vector<uint8_t> v = compiler::fc_parameters(values.layer);
-    parameters.insert(parameters.end(), v.begin(), v.end());
+    parameters.insert(parameters.end(), values.bytes.begin(), values.bytes.end());
     program->set_parameters(parameters);
   }
   // The scores program's input: [q~; zeros to row_bytes; n = pos + 1], n's bytes flipped (above).

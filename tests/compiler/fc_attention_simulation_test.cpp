@@ -202,6 +202,19 @@ TEST(FcAttentionOnTheVirtualEdgeTpu, WeightedSumOfEveryHeadEqualsTheIntegerRefer
   EXPECT_EQ(with_writes.type, container::ExecutableType::kStandAlone);
   check(with_writes, kPositions);
   check(program, 100);  // the new weights stay resident
+  // The new position's values alone: the one weight row per group that holds position 101 (the
+  // llm path's v~ write), after the key write, in the same run.
+  for (int j = 0; j < a.sum.layer.n; ++j)
+    if (j % 64 < kSumSize)
+      a.sum.layer.weights[size_t(j) * size_t(kPositions) + 101] = random_weight(random);
+  const FcRowWrite row = fc_weight_rows(a.sum.layer, a.sum.at, 101 / 4);
+  ASSERT_EQ(row.rows.size(), size_t(kHeads));
+  EXPECT_EQ(row.rows[2].unit, 128 + 8 + 4 * 25);  // after the aux block's two rows
+  const container::Executable with_row = generate_fc_batch_attention(
+      a.scores, a.scores_at, a.row_bytes, a.exp_mult, a.sum, {&keys}, &row);
+  EXPECT_EQ(with_row.parameters.size(), fc_parameters(keys.layer).size() + 3 * 256);
+  check(with_row, 102);
+  check(program, kPositions);
   EXPECT_EQ(chip.fault(), "");
 }
 
