@@ -650,18 +650,44 @@ container::Executable generate_fc_batch_attention(
   tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
   wait_tokens(e);
   op_stage(e, sum.layer, v, 1, sum_out);
-  output_stage(e, sum.layer, v, 1, sum_out, ordinal);
+  const bool then_out = sum.out.n > 0;
+  const FcLayer& last = then_out ? sum.out : sum.layer;
+  int used = end;
+  if (then_out) {
+    // The sum's pieces to out's tiles as its input row (at narrow 0: the scores' row and e are
+    // read by now), then out's op and its groups to the host.
+    Groups w = groups_of(fc_groups(sum.out.n), sum.out_at);
+    w.row_bytes = sum.out.k;
+    if (sum.out.k != int(v.tile.size()) * kGroup)
+      fail("an FC of K = ", sum.out.k, " after a sum of ", v.tile.size(), " groups");
+    if (const std::string why = fc_batch_unsupported(sum.out.n, sum.out.k, 1, w.slots);
+        !why.empty())
+      fail(why);
+    if (sum.out.k > sum_out)
+      fail("the FC after the sum reads ", sum.out.k, " bytes over the sum's outputs at ", sum_out);
+    std::vector<std::pair<int, int>> pieces;
+    for (size_t i = 0; i < v.tile.size(); ++i)
+      pieces.emplace_back(v.tile[i], (sum_out + kGroup * v.slot[i]) / 4);
+    ffn_broadcast(e, mask_of(w), pieces, ordinal);
+    const int out_at = end;
+    used = out_at + w.slots * kGroup;
+    if (used > kNarrowBytes) fail("the FC after the sum takes ", used, " bytes of narrow memory");
+    op_stage(e, sum.out, w, 1, out_at);
+    output_stage(e, sum.out, w, 1, out_at, ordinal);
+  } else {
+    output_stage(e, sum.layer, v, 1, sum_out, ordinal);
+  }
 
   container::Executable eo = execution_executable(e.finish());
   eo.input_layers.push_back(boundary_layer(layer.input_name, 1, 1, g.row_bytes, layer.in_zp,
                                            layer.in_scale, false, layer.signed_input));
-  const int total = fc_groups(sum.layer.n) * kGroup;
-  container::Layer out = boundary_layer(sum.layer.output_name, total, sum.layer.out_zp,
-                                        sum.layer.out_scale, true, sum.layer.signed_output);
+  const int total = fc_groups(last.n) * kGroup;
+  container::Layer out = boundary_layer(last.output_name, total, last.out_zp, last.out_scale, true,
+                                        last.signed_output);
   out.shape = {{0, 0}, {0, total - 1}};
   eo.output_layers.push_back(std::move(out));
-  eo.used_narrow_memory_bytes_per_tile = end;
-  eo.dma_hints = execution_hints(layer.input_name, g.row_bytes, sum.layer.output_name, total);
+  eo.used_narrow_memory_bytes_per_tile = used;
+  eo.dma_hints = execution_hints(layer.input_name, g.row_bytes, last.output_name, total);
   if (streams) {
     eo.type = container::ExecutableType::kStandAlone;
     for (const FcParameterWrite* w : writes) {

@@ -86,6 +86,11 @@ struct FcValueSum {
   FcPlacement at;
   std::vector<float> mult_base;  // [output]
   std::vector<int> mult_head;    // [output]: the head whose 1 / S scales it, -1: padding (0)
+  // With `out` (non-empty: n > 0), an FC over the sum's outputs after it (the llm path's wo, K =
+  // the sum's groups x 64, input zero point the sum's output zero point): the sum's 64-byte pieces
+  // go over the ring to out's tiles (piece i at input byte 64 i), and out's groups leave instead.
+  FcLayer out;
+  FcPlacement out_at;
 };
 std::string fc_batch_attention_unsupported(int heads, int positions, int sum_outputs);
 container::Executable generate_fc_batch_attention(

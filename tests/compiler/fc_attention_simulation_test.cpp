@@ -243,6 +243,56 @@ TEST(FcAttentionOnTheVirtualEdgeTpu, AChangedMultiplierChangesTheSums) {
   EXPECT_GT(differ, 0);
 }
 
+// An FC after the sum in the same program (the llm path's wo): the sum's bytes reach its tiles
+// over the ring and only its outputs leave, each equal to the integer reference over the sum's.
+TEST(FcAttentionOnTheVirtualEdgeTpu, AnFcAfterTheSumGivesItsBytes) {
+  std::mt19937 random(61);
+  Attention a = make_attention(random);
+  FcLayer& o = a.sum.out;
+  o.n = 128;
+  o.k = kHeads * 64;
+  o.weights.resize(size_t(o.n) * size_t(o.k));
+  for (auto& w : o.weights) w = random_weight(random);
+  for (int r = 0; r < o.n; ++r) o.mult.push_back(0.0005f + 0.0001f * float(r % 5));
+  o.in_zp = 128;  // the sum's int8 bytes
+  o.in_scale = 1.0f;
+  o.out_zp = 120;
+  o.out_scale = 1.0f;
+  o.clamp_min = fc_clamp(0, 120, 1.0f);
+  o.clamp_max = fc_clamp(255, 120, 1.0f);
+  o.input_name = "x";
+  o.output_name = "y";
+  o.signed_input = o.signed_output = false;
+  a.sum.out_at.tiles = {5, 3};
+  a.sum.out_at.param_units = {0, 512};  // tile 3 holds a sum group at unit 0
+  chip::VirtualEdgeTpu chip;
+  chip::testing::run_executable(chip, fc_caching(a.scores, a.scores_at), {});
+  chip::testing::run_executable(chip, fc_caching(a.sum.layer, a.sum.at), {});
+  chip::testing::run_executable(chip, fc_caching(o, a.sum.out_at), {});
+  const container::Executable program =
+      generate_fc_batch_attention(a.scores, a.scores_at, a.row_bytes, a.exp_mult, a.sum, {});
+  std::set<int> seen;
+  for (int n : {1, 50, kPositions}) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    const std::vector<uint8_t> x = query(random, a, n);
+    const auto out = chip::testing::run_executable(chip, program, {{"x", x}}).at("y");
+    const std::vector<uint8_t> sums = reference(a, x, n, nullptr);
+    ASSERT_EQ(out.size(), size_t(o.n));
+    for (int r = 0; r < o.n; ++r) {
+      int32_t acc = 0;
+      for (int j = 0; j < o.k; ++j)
+        acc += (int32_t{sums[size_t(j)]} - 128) * o.weights[size_t(r) * size_t(o.k) + size_t(j)];
+      const int32_t want = std::clamp(
+          host::edgetpu::requantize(acc, o.mult[size_t(r)], {o.clamp_min, o.clamp_max}, o.out_zp),
+          0, 255);
+      ASSERT_EQ(int(out[size_t(r)]), want) << "output " << r;
+      seen.insert(want);
+    }
+  }
+  EXPECT_GT(seen.size(), size_t(50));
+  EXPECT_EQ(chip.fault(), "");
+}
+
 TEST(FcAttentionOnTheVirtualEdgeTpu, WhatScalarMemoryCannotHoldIsRefused) {
   EXPECT_EQ(fc_batch_attention_unsupported(6, 256, 384), "");
   EXPECT_NE(fc_batch_attention_unsupported(8, 1792, 1024).find("16 KiB of scalar memory"),
