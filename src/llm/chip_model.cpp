@@ -89,6 +89,9 @@ struct ChipTransformer::ValueSumProgram {
   std::vector<std::shared_ptr<runtime::Program>> attention;
   std::vector<int8_t> a;
   int a_pos = -1;
+  // wo after the sum in that program (join.out, K = the sum's outputs: each head's columns at
+  // its padded place), which then returns o instead of a.
+  bool wo = false;
 };
 
 // q, k, v of one layer as one generator layer, and where each sits in its output.
@@ -236,7 +239,14 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
   if (weights()->chip_attention() && options.weighted_sum == WeightedSum::kValueCache) {
     value_sums_.resize(size_t(c.n_layers));
     for (int l = 0; l < c.n_layers; ++l) stats_.value_sum_layers += value_sum_program(l, tiles);
-    for (int l = 0; l < c.n_layers; ++l) stats_.attention_layers += join_attention(l);
+    for (int l = 0; l < c.n_layers; ++l) stats_.attention_layers += join_attention(l, tiles);
+    // The first layer whose wo stays on the host, if any, names the reason.
+    if (stats_.wo_layers > 0) {
+      stats_.host_reason.clear();
+      for (int l = 0; l < c.n_layers && stats_.host_reason.empty(); ++l)
+        if (!value_sums_[size_t(l)].wo)
+          stats_.host_reason = cat("layer ", l, " wo after the value cache's weighted sum");
+    }
   }
   stats_.max_tile_units = tiles.max_fill();
   // A chain returns at most w2 output, q + k + v (1024) and u (32 groups).
@@ -507,7 +517,7 @@ bool ChipTransformer::value_sum_program(int layer, TileAllocator& tiles) {
   return true;
 }
 
-bool ChipTransformer::join_attention(int layer) {
+bool ChipTransformer::join_attention(int layer, TileAllocator& tiles) {
   if (size_t(layer) >= scores_.size() || !scores_[size_t(layer)].softmax ||
       !value_sums_[size_t(layer)].on_chip)
     return false;
@@ -525,22 +535,62 @@ bool ChipTransformer::join_attention(int layer) {
     p.join.mult_head.push_back(i < hs ? h : -1);
     p.join.mult_base.push_back(i < hs ? base[size_t(h * hs + i)] : 0.0f);
   }
-  // The first group's program now: what does not fit (narrow memory) stays two programs.
+  // wo after the sum where its weights fit: its columns at the sum's outputs (head h's at
+  // h x hs_padded, zero columns between), the int8 path's rows, multipliers and output stage.
+  const QuantizedMatmul& wo = weights()->attention[size_t(layer)].wo;
+  QuantizedMatmul padded = wo;
+  padded.cols = p.layer.n;
+  padded.w.assign(size_t(wo.rows) * size_t(padded.cols), 0);
+  for (int r = 0; r < wo.rows; ++r)
+    for (int h = 0; h < c.n_heads; ++h)
+      std::copy_n(wo.w.begin() + long(r) * wo.cols + long(h) * hs, hs,
+                  padded.w.begin() + long(r) * padded.cols + long(h) * p.shape.hs_padded());
+  FcProgramPlan plan;
+  plan.k_padded = padded.cols;
+  plan.segments.push_back({0, 0, wo.rows, 0});
+  plan.outputs = whole_groups(wo.rows);
+  const int wo_groups = compiler::fc_groups(plan.outputs);
+  TileAllocator trial = tiles;
+  const bool wo_fits =
+      plan.outputs <= kMaxOutputs &&
+      compiler::fc_batch_unsupported(plan.outputs, plan.k_padded, 1, wo_groups > kPlanTiles ? 2 : 1)
+          .empty() &&
+      trial.place(wo_groups, compiler::fc_units_per_tile(plan.k_padded, false), plan.placement);
+  // The first program now: what does not fit (narrow memory) stays two programs.
   const auto head = [&](int id) -> const QuantizedMatmul& { return s.heads[size_t(id)]; };
   const compiler::FcParameterWrite key = key_part(s, 0);
   const compiler::FcRowWrite values = compiler::fc_weight_rows(p.layer, p.at, 0);
-  try {
-    p.attention.assign(size_t(s.seq_padded / 4), nullptr);
-    p.attention[0] = std::make_shared<runtime::Program>(compiler::generate_fc_batch_attention(
-        fc_layer_of(s, head), s.placement, s.row_bytes,
-        weights()->attention[size_t(layer)].exp_mult, p.join, {&key}, &values));
-  } catch (const Error&) {
-    p.attention.clear();
-    return false;
+  p.attention.assign(size_t(s.seq_padded / 4), nullptr);
+  for (const bool with_wo : {true, false}) {
+    if (with_wo && !wo_fits) continue;
+    p.join.out = {};
+    p.join.out_at = {};
+    if (with_wo) {
+      p.join.out = fc_layer_of(plan, [&](int) -> const QuantizedMatmul& { return padded; });
+      p.join.out_at = plan.placement;
+    }
+    try {
+      p.attention[0] = std::make_shared<runtime::Program>(compiler::generate_fc_batch_attention(
+          fc_layer_of(s, head), s.placement, s.row_bytes,
+          weights()->attention[size_t(layer)].exp_mult, p.join, {&key}, &values));
+    } catch (const Error&) {
+      continue;
+    }
+    p.joined = true;
+    p.wo = with_wo;
+    --stats_.programs;  // the sum runs inside the scores' program
+    if (with_wo) {
+      tiles = trial;
+      ++stats_.wo_layers;
+      ++stats_.chip_matmuls;
+      --stats_.host_matmuls;
+      stats_.resident_bytes += static_cast<int64_t>(compiler::fc_parameters(p.join.out).size());
+    }
+    return true;
   }
-  p.joined = true;
-  --stats_.programs;  // the sum runs inside the scores' program
-  return true;
+  p.attention.clear();
+  p.join.out = {};
+  return false;
 }
 
 void ChipTransformer::attention_q(int layer, int pos, const int8_t* q8) {
@@ -573,8 +623,9 @@ void ChipTransformer::attention_q(int layer, int pos, const int8_t* q8) {
   const uint32_t n = uint32_t(pos + 1);
   for (int i = 0; i < 4; ++i)
     row[size_t(s.row_bytes + i)] = static_cast<int8_t>(uint8_t((n >> (8 * i)) & 0xff) ^ 0x80u);
-  p.a.resize(size_t(p.layer.n));
-  run(program, row.data(), int(row.size()), p.a.data(), p.layer.n);
+  const int out_bytes = p.wo ? whole_groups(c.dim) : p.layer.n;  // o, or wo's input
+  p.a.resize(size_t(out_bytes));
+  run(program, row.data(), int(row.size()), p.a.data(), out_bytes);
   p.a_pos = pos;
   stats_.chip_wall_s +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -590,6 +641,7 @@ void ChipTransformer::value_sum_q(int layer, int pos, const uint8_t* e, const fl
   const Config& c = ck_.config;
   if (p.joined) {  // softmax_q's run computed it
     if (p.a_pos != pos) fail("layer ", layer, "'s weighted sum at ", pos, " before its scores");
+    if (p.wo) return;  // the run returned o: wo_q hands it over
     for (int h = 0; h < c.n_heads; ++h)
       std::copy_n(p.a.begin() + long(h) * p.shape.hs_padded(), c.head_size(),
                   a + size_t(h) * size_t(c.head_size()));
@@ -617,6 +669,17 @@ void ChipTransformer::value_sum_q(int layer, int pos, const uint8_t* e, const fl
   const int hs = c.head_size();
   for (int h = 0; h < c.n_heads; ++h)
     std::copy_n(out.begin() + long(h) * p.shape.hs_padded(), hs, a + size_t(h) * size_t(hs));
+}
+
+void ChipTransformer::wo_q(int layer, const int8_t* a, int8_t* o) {
+  if (size_t(layer) >= value_sums_.size() || !value_sums_[size_t(layer)].wo) {
+    Int8Transformer::wo_q(layer, a, o);
+    return;
+  }
+  ValueSumProgram& p = value_sums_[size_t(layer)];
+  if (p.a_pos < 0) fail("layer ", layer, "'s wo before its attention program ran");
+  std::copy_n(p.a.begin(), ck_.config.dim, o);
+  p.a_pos = -1;
 }
 
 std::shared_ptr<runtime::Program> ChipTransformer::scores_caching(const ScoresProgram& p) const {
@@ -753,9 +816,13 @@ void ChipTransformer::cache_all() {
   for (const ScoresProgram& p : scores_)
     if (p.on_chip) caching.push_back(scores_caching(p));
   // The weighted sums' v~ and multipliers as the last token wrote them.
-  for (const ValueSumProgram& p : value_sums_)
+  for (const ValueSumProgram& p : value_sums_) {
     if (p.on_chip)
       caching.push_back(std::make_shared<runtime::Program>(compiler::fc_caching(p.layer, p.at)));
+    if (p.wo)
+      caching.push_back(
+          std::make_shared<runtime::Program>(compiler::fc_caching(p.join.out, p.join.out_at)));
+  }
   for (const std::shared_ptr<runtime::Program>& p : caching) {
     if (!p) continue;
     tpu_.run(nullptr, p);

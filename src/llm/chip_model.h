@@ -45,6 +45,7 @@ struct ChipPathStats {
   int value_sum_layers = 0;  // layers whose weighted sum (WeightedSum::kValueCache) is a program
   // Of them, with the weighted sum inside the scores' program (scores, softmax, sum: one run).
   int attention_layers = 0;
+  int wo_layers = 0;           // of them, with wo after the sum in that program (it returns o)
   int64_t resident_bytes = 0;  // parameter bytes cached in tile memory
   int max_tile_units = 0;      // the fullest tile's parameter units (of 8192)
   std::string host_reason;     // why the first host matmul is not on the chip
@@ -74,6 +75,7 @@ class ChipTransformer : public Int8Transformer {
   void scores_q(int layer, int pos, const int8_t* q8, int8_t* scores) override;
   void softmax_q(int layer, int pos, const int8_t* q8, uint8_t* e, float* inv_sum) override;
   void value_sum_q(int layer, int pos, const uint8_t* e, const float* inv_sum, int8_t* a) override;
+  void wo_q(int layer, const int8_t* a, int8_t* o) override;
 
  private:
   struct Program;
@@ -100,8 +102,9 @@ class ChipTransformer : public Int8Transformer {
   bool value_sum_program(int layer, TileAllocator& tiles);
   std::vector<ValueSumProgram> value_sums_;  // [layer]; empty where it runs on the host
   // The weighted sum joined to the layer's scores and softmax (compiler::
-  // generate_fc_batch_attention) where both are on the chip and scalar memory holds it all.
-  bool join_attention(int layer);
+  // generate_fc_batch_attention) where both are on the chip and scalar memory holds it all, and
+  // wo after it where its weights fit in tile memory.
+  bool join_attention(int layer, TileAllocator& tiles);
   // The joined program's inputs and parameters for `pos`, and its run: wo's input into `a`.
   void attention_q(int layer, int pos, const int8_t* q8);
   struct QkvPart;

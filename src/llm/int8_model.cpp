@@ -813,14 +813,18 @@ void Int8Transformer::per_token_weighted_sum(int layer, int pos, float* out) {
     dequantize(o, c.dim, a.out, out);
     return;
   }
-  // kValueCache: wo's input, head after head, then wo diag(att_scale) as an FC (on the host).
-  const QuantizedMatmul& wo = a.wo;
+  // kValueCache: wo's input, head after head, then wo diag(att_scale) as an FC.
   value_sum_q(layer, pos, p_.data(), inv_sum_.data(), heads_q_.data());
+  wo_q(layer, heads_q_.data(), u_tmp_.data());
+  dequantize(u_tmp_.data(), c.dim, a.wo.out, out);
+}
+
+void Int8Transformer::wo_q(int layer, const int8_t* a, int8_t* o) {
+  const QuantizedMatmul& wo = weights_->attention[size_t(layer)].wo;
   pool_.parallel_for(wo.rows, 16, [&](int begin, int end) {
-    matvec_int8_rows(wo.w.data(), heads_q_.data(), acc_.data(), wo.cols, begin, end);
-    for (int r = begin; r < end; ++r) u_tmp_[size_t(r)] = requantize_row(wo, r, acc_[size_t(r)]);
+    matvec_int8_rows(wo.w.data(), a, acc_.data(), wo.cols, begin, end);
+    for (int r = begin; r < end; ++r) o[size_t(r)] = requantize_row(wo, r, acc_[size_t(r)]);
   });
-  dequantize(u_tmp_.data(), c.dim, wo.out, out);
 }
 
 void Int8Transformer::value_sum_q(int layer, int pos, const uint8_t* e, const float* inv_sum,

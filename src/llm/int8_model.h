@@ -308,6 +308,9 @@ class Int8Transformer : public Transformer {
   // the exponentials' bytes e[h][t] (t <= pos, rows of seq_len), 1 / S per head and the v~ cache
   // (value_q); by default weighted_sum_head per head on the host.
   virtual void value_sum_q(int layer, int pos, const uint8_t* e, const float* inv_sum, int8_t* a);
+  // WeightedSum::kValueCache: attention's output o (dim bytes) from wo's input a (value_sum_q's);
+  // by default wo diag(s_a) as the int8 matmul on the host.
+  virtual void wo_q(int layer, const int8_t* a, int8_t* o);
   // WeightedSum::kValueCache: v~ = r v of position t (kv_dim bytes).
   const int8_t* value_q(int layer, int t) const {
     return v_cache_.data() +

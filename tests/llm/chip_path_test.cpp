@@ -340,7 +340,9 @@ TEST(ChipPathStepD, TheValueCachesWeightedSumOnTheChipIsExact) {
       // With the scores on the chip the sum joins their program (one run per layer).
       EXPECT_EQ(s.attention_layers, scores ? shape.layers : 0);
       EXPECT_EQ(s.programs, 2 * shape.layers + 1);  // the chains, layer 0, a sum or scores + sum
-      EXPECT_EQ(s.host_matmuls, shape.layers);      // wo, after the weighted sum
+      // wo after the sum: on the host, or in that program where it fits (these shapes: always).
+      EXPECT_EQ(s.wo_layers, scores ? shape.layers : 0);
+      EXPECT_EQ(s.host_matmuls, scores ? 0 : shape.layers);
     }
   }
 }
@@ -372,6 +374,10 @@ TEST(ChipPathStepD, GenerateWithTheValueCacheWritesTheInt8Text) {
     EXPECT_EQ(j.at("chip").at("value_sum_layers_on_chip"), layers);
     // Each layer's sum inside its scores' program: the chain and that program per layer.
     EXPECT_EQ(j.at("chip").at("attention_layers_on_chip"), layers);
+    // wo after the sum where tile memory still holds it (rand15M: 2 of its 6 layers), else on
+    // the host.
+    EXPECT_EQ(j.at("chip").at("wo_layers_on_chip"), 2);
+    EXPECT_EQ(j.at("chip").at("matmuls_on_host"), layers - 2);
     EXPECT_EQ(j.at("chip").at("programs_per_token"), 2 * layers + 1);
   }
   std::string why;
