@@ -240,12 +240,12 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
     value_sums_.resize(size_t(c.n_layers));
     for (int l = 0; l < c.n_layers; ++l) stats_.value_sum_layers += value_sum_program(l, tiles);
     for (int l = 0; l < c.n_layers; ++l) stats_.attention_layers += join_attention(l, tiles);
-    // The first layer whose wo stays on the host, if any, names the reason.
-    if (stats_.wo_layers > 0) {
+    // Where the reason was a wo now on the chip: the first layer whose wo stays on the host.
+    const std::string wo_reason = " wo after the value cache's weighted sum";
+    if (stats_.wo_layers > 0 && stats_.host_reason.ends_with(wo_reason)) {
       stats_.host_reason.clear();
       for (int l = 0; l < c.n_layers && stats_.host_reason.empty(); ++l)
-        if (!value_sums_[size_t(l)].wo)
-          stats_.host_reason = cat("layer ", l, " wo after the value cache's weighted sum");
+        if (!value_sums_[size_t(l)].wo) stats_.host_reason = cat("layer ", l, wo_reason);
     }
   }
   stats_.max_tile_units = tiles.max_fill();
