@@ -476,8 +476,10 @@ void bias_load(Emitter& e, const LayerPlan& lp, int first_row, int groups, uint3
 }
 
 // The op fields every layer shares after its walks.
+// `chunked`: the K-chunked class (gen2021's: dp 3, cfg0 0xA7, reduce 0b101 over loops (window
+// rows, positions, chunks, groups); isa.md 2.1.5 "Conv, K-chunked"), else the position-outer one.
 std::string op_tail(const LayerPlan& lp, int zp_unit, int out_ch, int last_ch = 0,
-                    const ConvLayer::Head* head = nullptr) {
+                    const ConvLayer::Head* head = nullptr, bool chunked = false) {
   // A last group of fewer channels (MobileNet v2's 96, 144, 160) writes its words only and skips
   // the rest of its `out` group level (Google's out_ch_last / out.last_*, e.g. 31 and 8 words
   // skipped in gen2020 MobileNet v2).
@@ -491,12 +493,14 @@ std::string op_tail(const LayerPlan& lp, int zp_unit, int out_ch, int last_ch = 
   const float clamp_max = head ? head->clamp_max : l.clamp_max;
   const float clamp_min = head ? head->clamp_min : l.clamp_min;
   const int32_t out_zp = head ? head->out_zp : l.out_zp;
-  return cat(" cfg0=0x0a5 cfg1=0x14e sync0=0x4000 sync1=0x4000 cfg2=0x07 cfg3=8 in_zp=", l.in_zp,
+  return cat(" cfg0=", chunked ? "0x0a7" : "0x0a5",
+             " cfg1=0x14e sync0=0x4000 sync1=0x4000 cfg2=0x07 cfg3=8 in_zp=", l.in_zp,
              " pc_aux_unit=", hex(zp_unit), " pc_aux_rows=", lp.planes,
              " pc_zp_unit=", hex(zp_unit), l.bias.empty() ? "" : " cfg4=1", last_group,
-             " dp_mode=2 reduce_mask=0x01 out_ch_last=", last_ch - 1, " out_ch=", out_ch - 1,
-             " mult=", f32_bits(1.0f), " clamp_max=", f32_bits(clamp_max),
-             " clamp_min=", f32_bits(clamp_min), " out_zp=", out_zp, " pc_mult=1");
+             chunked ? " dp_mode=3 reduce_mask=0x05" : " dp_mode=2 reduce_mask=0x01",
+             " out_ch_last=", last_ch - 1, " out_ch=", out_ch - 1, " mult=", f32_bits(1.0f),
+             " clamp_max=", f32_bits(clamp_max), " clamp_min=", f32_bits(clamp_min),
+             " out_zp=", out_zp, " pc_mult=1");
 }
 
 // The words of groups [g0, g1) of a depthwise layer (the last group's only, when the channels
@@ -586,18 +590,38 @@ void layer_op(TileBatch& e, const Plan& p, size_t i, const Part& part,
   const int rows = lp.ob - lp.oa;
   const int groups = part.g1 - part.g0;
   const int64_t positions = int64_t{rows} * lp.blocks;
-  // `in`: the window's words, tap rows, blocks along x, output rows, group.
-  const std::string in_walk = strided_walk({{1, lp.window_words},
-                                            {lp.row_words(), l.kh},
-                                            {lp.block * l.stride_w * l.cin / 4, lp.blocks},
-                                            {int64_t{l.stride_h} * lp.row_words(), rows},
-                                            {0, groups}},
-                                           8, " m3");
-  // `par`: the group's weight rows for every position (a FIFO part: its window, one group a
-  // fill).
   const bool fifo = !part.owned.empty();
+  // K-chunked (a FIFO part's window of `a` rows, LayerPlan::chunk): the positions inside the
+  // chunks, each chunk `a` words of a tap row (n of them a row), every position's partial sums
+  // kept in its psum row until the last chunk.
+  const int a = fifo ? part.chunk : 0;
+  const int n = a > 0 ? lp.window_words / a : 0, chunks = a > 0 ? lp.kwords / a : 0;
+  // `in`: the window's words, tap rows, blocks along x, output rows, group; K-chunked: a chunk's
+  // words, blocks, rows, then the chunks along a tap row and over the tap rows, group.
+  const std::string in_walk = a > 0 ? strided_walk({{1, a},
+                                                    {lp.block * l.stride_w * l.cin / 4, lp.blocks},
+                                                    {int64_t{l.stride_h} * lp.row_words(), rows},
+                                                    {a, n},
+                                                    {lp.row_words(), l.kh},
+                                                    {0, groups}},
+                                                   8, " m3")
+                                    : strided_walk({{1, lp.window_words},
+                                                    {lp.row_words(), l.kh},
+                                                    {lp.block * l.stride_w * l.cin / 4, lp.blocks},
+                                                    {int64_t{l.stride_h} * lp.row_words(), rows},
+                                                    {0, groups}},
+                                                   8, " m3");
+  // `par`: the group's weight rows for every position (a FIFO part: its window, one group a
+  // fill; K-chunked: one chunk a fill).
   const std::string par_walk =
-      strided_walk({{1, lp.kwords}, {0, positions}, {fifo ? 0 : lp.kwords, groups}}, 8, " m1");
+      a > 0 ? strided_walk({{1, a}, {0, positions}, {0, chunks}, {0, groups}}, 8, " m1")
+            : strided_walk({{1, lp.kwords}, {0, positions}, {fifo ? 0 : lp.kwords, groups}}, 8,
+                           " m1");
+  // `psum`: one row a position (Google's walk, gen2021 MobileNet v1 0.25 word 1008).
+  const std::string psum =
+      a > 0 ? cat(" psum.base=", hex((lp.weight_row(part) + a) * kRowUnits), " psum=",
+                  strided_walk({{0, a}, {1, positions}, {0, chunks}, {0, groups}}, 8, " m2"))
+            : cat(" psum=(0 x ", lp.kwords, ")");
   // (Joined heads: each head's channels into its slot of the operand image.)
   const bool joins = joined(l);
   const OutTarget t = joins ? join_target(p, i) : out_target(p, i);
@@ -623,14 +647,15 @@ void layer_op(TileBatch& e, const Plan& p, size_t i, const Part& part,
                     {t.row_words, rows},
                     {kColumns / 4, groups}},
                    8, " m3");
-  const std::string loops = groups > 1 ? cat("(", lp.kwords, ")(", positions, ")(", groups, ")")
-                                       : cat("(", lp.kwords, ")(", positions, ")");
+  const std::string loops = a > 0 ? cat("(", a, ")(", positions, ")(", chunks, ")(", groups, ")")
+                            : groups > 1 ? cat("(", lp.kwords, ")(", positions, ")(", groups, ")")
+                                         : cat("(", lp.kwords, ")(", positions, ")");
   e.add(tile, "op",
         cat("loops=", loops, " in.base=", hex(lp.op_in(0) - lp.window_off), " in=", in_walk,
             " in.tflags=0x01 out.base=", hex(out_base), " out=", out_walk,
             " out.tflags=0x1 par.base=", hex(lp.weight_row(part) * kRowUnits), " par=", par_walk,
-            fifo ? cat(" par.tflags=0x40 par.fifo=", hex(lp.kwords)) : "", " psum=(0 x ", lp.kwords,
-            ")", op_tail(lp, lp.zp_row(part) * kRowUnits, op_ch, last_ch, head)));
+            fifo ? cat(" par.tflags=0x40 par.fifo=", hex(a > 0 ? a : lp.kwords)) : "", psum,
+            op_tail(lp, lp.zp_row(part) * kRowUnits, op_ch, last_ch, head, a > 0)));
 }
 
 // A residual ADD on one tile: its input image (the layer before wrote it) plus the kept image,
@@ -926,9 +951,11 @@ void broadcast_parameters(Emitter& e, const Segment& seg, int rows) {
 // word 216, without the aux pair: the multipliers and biases stay resident).
 // (Its fields after `tiles=`.)
 std::string fifo_consumer(const LayerPlan& lp, const Part& part) {
-  const int s = lp.kwords;
+  // (K-chunked: a window of `chunk` rows, filled kwords / chunk times a group.)
+  const int s = part.chunk > 0 ? part.chunk : lp.kwords;
+  const int fills = (part.g1 - part.g0) * lp.kwords / s;
   return cat("addr=", hex(lp.weight_row(part) * kRowUnits), " dst=(1 x ", s, ")(", 1 - s, " x ",
-             part.g1 - part.g0, ")(", 1 - s, " x 1)(", 1 - s, " x 1) sdims=1 cbuf=1 slots=", s,
+             fills, ")(", 1 - s, " x 1)(", 1 - s, " x 1) sdims=1 cbuf=1 slots=", s,
              " mode=3 s_id=0x21 s_val=-1 s_en_a=1 s_en_b=1 s_y=1");
 }
 

@@ -11,6 +11,25 @@ bool fifo_capable(const LayerPlan& lp) {
          lp.kwords <= kFifoMaxRows;
 }
 
+void chunk_fifo_windows(Shapes& s, const std::vector<Stage>& stages) {
+  for (size_t i = 0; i < s.layers.size(); ++i) {
+    LayerPlan& lp = s.layers[i];
+    lp.chunk = lp.psum_rows = 0;
+    if (!lp.fifo) continue;
+    int positions = 0;
+    for (const Stage& stage : stages)
+      if (i >= stage.first && i < stage.end)
+        for (const Plan& p : stage.tiles) {
+          const LayerPlan& tp = p.layers[i];
+          positions = std::max(positions, (tp.ob - tp.oa) * tp.blocks);
+        }
+    int chunk = std::min(kChunkMaxRows, lp.window_words);
+    while (chunk > 1 && lp.window_words % chunk != 0) --chunk;
+    if (chunk >= 4 && chunk < lp.kwords && chunk + positions < lp.kwords)
+      lp.chunk = chunk, lp.psum_rows = positions;
+  }
+}
+
 bool own_fifo_weights(Shapes& s) {
   // The rows each tile's segment groups take, then the owners' runs.
   WideRows used;
@@ -34,6 +53,7 @@ bool own_fifo_weights(Shapes& s) {
     for (Part& part : lp.parts) {
       const uint32_t mask = s.segments[static_cast<size_t>(part.segment)].mask;
       part.owned.clear();
+      part.chunk = lp.chunk;
       for (int g = part.g0; g < part.g1;) {
         // (Ties go to a tile that does not compute the part.)
         int tile = -1, row = 0, groups = 0;
@@ -112,6 +132,7 @@ void fifo_instead_of_turns(Layout& layout) {
     if (turning && fifo_capable(lp)) lp.fifo = any = true;
   }
   if (!any) return;
+  chunk_fifo_windows(fifo, layout.stages);
   assign_segments(fifo, group_of, masks, bases, splits, tops);
   for (const Segment& seg : fifo.segments)
     if (!seg.first_of_group) return;  // turns remain: the FIFOs do not replace them

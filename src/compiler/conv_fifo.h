@@ -17,6 +17,14 @@ constexpr int kFifoMaxRows = 256;
 // ADD) without fan-out heads or joins, whole-word pixels, its group's rows within kFifoMaxRows.
 bool fifo_capable(const LayerPlan& lp);
 
+// The largest window a K-chunked FIFO takes a fill (Google's 1x1 windows: 9-15 rows).
+constexpr int kChunkMaxRows = 15;
+
+// Chooses each FIFO layer's K-chunked window (LayerPlan::chunk, psum_rows) where it takes fewer
+// rows than a whole group's: the largest divisor of a tap row's words up to kChunkMaxRows (at
+// least 4), and a psum row for each position of its busiest tile in `stages`.
+void chunk_fifo_windows(Shapes& s, const std::vector<Stage>& stages);
+
 // Places the weight rows of every part of a FIFO layer (LayerPlan::fifo) on owner tiles: runs of
 // whole groups, each on the tile with the largest run of free rows outside every segment group's
 // region and the runs placed before. Sets Part::owned and the runs' stream offsets; false (and

@@ -96,8 +96,12 @@ std::vector<uint8_t> parameters_of(const Shapes& p) {
           out.push_back(static_cast<uint8_t>(l.weight_zp));
         continue;
       }
-      // (A FIFO part's window: its first group's rows, until the broadcast fills it.)
-      weight_rows(lp, part.g0, lp.fifo ? part.g0 + 1 : part.g1);
+      // (A FIFO part's window: its first group's rows, until the broadcast fills it; a
+      // K-chunked window and its psum rows: zeros, which the broadcast and the op overwrite.)
+      if (lp.fifo && lp.chunk > 0)
+        out.insert(out.end(), static_cast<size_t>(lp.window_rows()) * kRowBytes, 0);
+      else
+        weight_rows(lp, part.g0, lp.fifo ? part.g0 + 1 : part.g1);
     }
   // The owner tiles' runs of FIFO parts, after every segment (Part::Owned::offset).
   for (const LayerPlan& lp : p.layers)

@@ -55,6 +55,8 @@ struct Part {
     size_t offset = 0;   // bytes into the parameter stream (after every segment's bytes)
   };
   std::vector<Owned> owned;
+  // K-chunked (LayerPlan::chunk): the window's rows a fill, 0 for a window of a whole group.
+  int chunk = 0;
 };
 
 // Where one layer's data lives and how its op walks it.
@@ -105,12 +107,19 @@ struct LayerPlan {
   // window of `kwords` rows, one group a fill, broadcast from owner tiles (Part::owned; docs/
   // compiler.md "Weights through a FIFO from owner tiles").
   bool fifo = false;
+  // K-chunked FIFO (docs/compiler.md "K-chunked FIFO windows"; Google's form, isa.md 2.1.5
+  // "Conv, K-chunked"): the window holds `chunk` rows (a divisor of a tap row's words) instead of
+  // all `kwords`, filled kwords / chunk times a group, and the partial sums of the tile's
+  // positions wait in `psum_rows` rows after it (one a position) from chunk to chunk. 0: the
+  // whole group's rows.
+  int chunk = 0, psum_rows = 0;
+  int window_rows() const { return chunk > 0 ? chunk + psum_rows : kwords; }
   int rows_of(int groups_in_part) const {
     if (l->residual()) return 0;  // a residual ADD has no parameters
     const int weight_rows =
         shared_rows ? (same_words ? l->kh * l->kw : kwords)
         : dense()   ? (groups_in_part * kwords * kEntryBytes + kRowBytes - 1) / kRowBytes
-        : fifo      ? kwords
+        : fifo      ? window_rows()
                     : groups_in_part * kwords;
     return groups_in_part * planes + 1 + weight_rows;
   }

@@ -528,6 +528,10 @@ TEST(ConvChainOnTheVirtualEdgeTpu, SegmentsTakingTurnsComeFromOwnerTilesOverTheR
 // from owner tiles"): the owners' broadcast producers into ringConsumer1 and the ops that read it.
 struct FifoTraffic {
   int producers = 0, consumers = 0, fifo_ops = 0;
+  // Of the FIFO ops, those reading a weight window (par tflags 0x40; a depthwise layer's taps
+  // come through a FIFO too), and the K-chunked ones among them (reduce 0b101, psum rows).
+  int window_ops = 0, chunked_ops = 0;
+  uint32_t max_window = 0;  // the largest weight window an op reads (par_fifo)
   int64_t rows = 0;         // weight rows the producers send
   uint32_t receivers = 0;   // tiles that take them
   int consumers_first = 0;  // consumers with no producer since the FIFO op before
@@ -540,6 +544,11 @@ FifoTraffic fifo_traffic(const container::Executable& exe) {
     for (const chip::ProgramItem& item : program->items) {
       if (const auto* op = std::get_if<chip::OpInstr>(&item.decoded); op && op->par_fifo != 0) {
         ++f.fifo_ops;
+        if (op->par.tflags == 0x40) {
+          ++f.window_ops;
+          if (op->dp_mode == 3 && op->reduce_mask == 0b101) ++f.chunked_ops;
+          f.max_window = std::max(f.max_window, op->par_fifo);
+        }
         sent = false;
       }
       const auto* r = std::get_if<chip::RingInstr>(&item.decoded);
@@ -564,7 +573,9 @@ FifoTraffic fifo_traffic(const container::Executable& exe) {
 // group's rows on each tile that computes it, broadcast from the owner tiles that keep them
 // (several, in group order) with every inference: no parameter comes from the host, every weight
 // row crosses the ring once per inference to all its tiles at once, every byte equal to the CPU's.
-// A layer's first run goes before its consumer and ops (Google's order).
+// A layer's first run goes before its consumer and ops (Google's order). The windows are
+// K-chunked (docs/compiler.md "K-chunked FIFO windows"): a few rows a fill (8 of a 1x1 layer's
+// 128 words a group, 12 of a 3x3's 144), the positions' partial sums in psum rows.
 TEST(ConvChainOnTheVirtualEdgeTpu, WeightsBeyondTheWideMemoriesComeThroughAFifoFromOwnerTiles) {
   std::mt19937 random(20261205);
   struct Case {
@@ -573,10 +584,11 @@ TEST(ConvChainOnTheVirtualEdgeTpu, WeightsBeyondTheWideMemoriesComeThroughAFifoF
     int fifo_layers;
     int receivers;        // tiles computing the FIFO layers (their stage's, as placed)
     int64_t weight_rows;  // of the FIFO layers: groups x kwords
+    uint32_t window;      // rows of the largest K-chunked window
   };
   const std::vector<Case> cases{
-      {8, 512, {{1024, 1, 1, true}, {64, 1, 1, true}}, 2, 8, 16 * 128 + 256},
-      {4, 64, {{1024, 3, 1, true}, depthwise(3, 1), {48, 1, 1, true}}, 1, 4, 16 * 144},
+      {8, 512, {{1024, 1, 1, true}, {64, 1, 1, true}}, 2, 8, 16 * 128 + 256, 8},
+      {4, 64, {{1024, 3, 1, true}, depthwise(3, 1), {48, 1, 1, true}}, 1, 4, 16 * 144, 12},
   };
   for (const Case& c : cases) {
     size_t tiles = 0;
@@ -591,8 +603,39 @@ TEST(ConvChainOnTheVirtualEdgeTpu, WeightsBeyondTheWideMemoriesComeThroughAFifoF
                           EXPECT_GE(f.producers, 2) << "the weights fit one owner tile";
                           EXPECT_EQ(f.rows, c.weight_rows);
                           EXPECT_EQ(std::popcount(f.receivers), c.receivers);
+                          EXPECT_GE(f.window_ops, 1);
+                          EXPECT_EQ(f.chunked_ops, f.window_ops) << "a whole group's window";
+                          EXPECT_EQ(f.max_window, c.window);
                           // Google's order: a layer's first run before its consumer and ops.
                           EXPECT_EQ(f.consumers_first, 0);
+                        });
+  }
+}
+
+// K-chunked windows over random reductions (1x1 over 2x2 or 3x3 maps of 520-1,016 channels into
+// 1,024, beyond the wide memories of the pipeline's tiles): each FIFO op reads a window of the
+// largest divisor of its 130-254 words up to 15 (at least 4) and keeps its positions' partial
+// sums from chunk to chunk; every byte equal to the CPU's on two inferences.
+TEST(ConvChainOnTheVirtualEdgeTpu, KChunkedWindowsOverRandomReductionsEqualTheCpuReference) {
+  std::mt19937 random(20261206);
+  ConvSpec pool{0, 2, 2};
+  pool.pool = true;
+  for (int i = 0; i < 4; ++i) {
+    const int side = 2 + static_cast<int>(random() % 2);
+    int cin = 0, chunk = 0;
+    while (chunk < 4) {
+      cin = 8 * (65 + static_cast<int>(random() % 63));
+      for (chunk = 15; cin / 4 % chunk != 0; --chunk) {
+      }
+    }
+    pool.k = pool.stride = side;
+    size_t tiles = 0;
+    expect_equal_to_cpu(side, side, cin, {{1024, 1, 1, true}, depthwise(3, 1), pool}, random, tiles,
+                        false, 32, [&](const CompiledTwin& compiled) {
+                          const FifoTraffic f = fifo_traffic(*compiled.exes.execution);
+                          EXPECT_GE(f.window_ops, 1) << "no FIFO layer";
+                          EXPECT_EQ(f.chunked_ops, f.window_ops);
+                          EXPECT_EQ(f.max_window, static_cast<uint32_t>(chunk));
                         });
   }
 }
