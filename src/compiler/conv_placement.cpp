@@ -611,7 +611,13 @@ double compute_cycles(const std::vector<Stage>& stages, const Shapes* shapes = n
           steps = positions * lp.kwords * (t.g1 > 0 ? t.g1 - t.g0 : lp.groups);
           macs = steps * lp.group_ch * 4;
         }
-        cycles += std::max(macs / 72, steps / 4) + 32.0 * double(t.g1 > 0 ? 1 : lp.parts.size());
+        // (A FIFO layer's op ends no sooner than its weight rows arrive: 4 cycles a row on the
+        // ring.)
+        const double ring = shapes && shapes->layers[i].fifo
+                                ? 8.0 + 4.0 * lp.kwords * (t.g1 > 0 ? t.g1 - t.g0 : lp.groups)
+                                : 0.0;
+        cycles +=
+            std::max({macs / 72, steps / 4, ring}) + 32.0 * double(t.g1 > 0 ? 1 : lp.parts.size());
       }
       busiest = std::max(busiest, cycles);
       all += cycles;
@@ -1567,6 +1573,72 @@ void merge_stages(const ConvChain& chain, Layout& out, double& best,
   }
 }
 
+// Stages of `out` widened (widened) with the weights of their capable layers (fifo_capable)
+// through K-chunked FIFOs from owner tiles (docs/compiler.md "K-chunked FIFO
+// windows"): the widened stage keeps a few window and psum rows a tile where it kept all its
+// weight rows, and its weights sit once on owner tiles. One stage after another, the stages
+// longest computing first, each kept while every parameter packs without turns and every weight
+// row finds an owner, whatever the model says of it alone (the first FIFO layers' instructions
+// cost more than the later ones': on MobileNet v2 the first widening models slower, the next two
+// faster); of the layouts on the way, the one of fewest modeled cycles replaces `out` when fewer
+// than `best`.
+void widen_with_fifos(const ConvChain& chain, Layout& out, double& best,
+                      const ProgramBytes& program_bytes) {
+  // (Each try that packs models a program: bounds the compile time.)
+  constexpr int kMaxTries = 8;
+  for (const LayerPlan& lp : out.shapes.layers)
+    if (lp.fifo) return;  // (a layout with FIFO layers of its own: not mixed with these)
+  const Shapes plain = shapes_of(chain);
+  const bool whole = first_images_whole(out);
+  std::vector<bool> fifo(chain.layers.size(), false), tried(chain.layers.size(), false);
+  Layout current = out;
+  for (int tries = 0; tries < kMaxTries;) {
+    std::vector<size_t> order(current.stages.size());
+    for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+    std::vector<double> cycles;
+    for (const Stage& s : current.stages) cycles.push_back(compute_cycles({s}, &current.shapes));
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t x, size_t y) { return cycles[x] > cycles[y]; });
+    bool widened_one = false;
+    for (size_t k : order) {
+      const Stage& s = current.stages[k];
+      if (tried[s.first]) continue;
+      tried[s.first] = true;
+      std::vector<bool> with = fifo;
+      bool any = false;
+      for (size_t i = s.first; i < s.end; ++i)
+        if (fifo_capable(plain.layers[i])) with[i] = any = true;
+      if (!any) continue;
+      Layout candidate;
+      candidate.stages = current.stages;
+      if (!widened(chain, plain, candidate.stages[k])) continue;
+      candidate.shapes = shapes_of(chain);
+      for (size_t i = 0; i < with.size(); ++i) candidate.shapes.layers[i].fifo = with[i];
+      chunk_fifo_windows(candidate.shapes, candidate.stages);
+      std::vector<std::vector<int>> bases;
+      if (!share_tiles(chain, candidate.shapes, candidate.stages, bases)) continue;
+      group_parameters(chain, candidate, true, bases);
+      if (!std::all_of(candidate.shapes.segments.begin(), candidate.shapes.segments.end(),
+                       [](const Segment& seg) { return seg.first_of_group; }) ||
+          !own_fifo_weights(candidate.shapes))
+        continue;
+      if (!whole) in_bands(candidate.stages);
+      ++tries;
+      const double modeled = modeled_cycles(candidate, program_bytes);
+      current = std::move(candidate);
+      fifo = std::move(with);
+      if (modeled < best) {
+        best = modeled;
+        out = current;
+      }
+      widened_one = true;
+      std::fill(tried.begin(), tried.end(), false);  // (the others may pack now)
+      break;
+    }
+    if (!widened_one) return;
+  }
+}
+
 }  // namespace
 
 Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
@@ -1745,6 +1817,7 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
     pair_stages(chain, out, best, program_bytes);
     merge_stages(chain, out, best, program_bytes);
     bands_per_stage(out, best, program_bytes);
+    if (!streaming) widen_with_fifos(chain, out, best, program_bytes);
   }
   // Turns from owner tiles over the ring rather than from the host: 4 cycles a row on the ring
   // against about 194 over USB.
