@@ -929,7 +929,7 @@ std::vector<CachedLoad> cached_loads(const Shapes& shapes) {
   for (const LayerPlan& lp : shapes.layers)
     for (const Part& part : lp.parts)
       for (const Part::Owned& run : part.owned)
-        loads.push_back({(run.g1 - run.g0) * lp.kwords, run.offset, tile_bit(run.tile), run.row});
+        loads.push_back({run.r1 - run.r0, run.offset, tile_bit(run.tile), run.row});
   return loads;
 }
 
@@ -967,8 +967,7 @@ std::string fifo_consumer(const LayerPlan& lp, const Part& part) {
 // scalar core's wait for a run would hold the ops back; but a fence on a tile that computes the
 // layer (`computing`) waits for its op, which may wait for the very run behind the fence, so
 // the runs up to the last such fence go before the ops.
-void fifo_broadcast(Emitter& e, const LayerPlan& lp, const Part& part, uint32_t mask,
-                    uint32_t computing, bool before) {
+void fifo_broadcast(Emitter& e, const Part& part, uint32_t mask, uint32_t computing, bool before) {
   size_t split = 1;  // the first run issued after the ops
   for (size_t k = 1; k < part.owned.size(); ++k)
     if (computing & tile_bit(part.owned[k - 1].tile)) split = k + 1;
@@ -981,7 +980,7 @@ void fifo_broadcast(Emitter& e, const LayerPlan& lp, const Part& part, uint32_t 
       e.add("scsync",
             cat("tiles=0xffff tokwait=1 tmask=", hex(tile_bit(previous)), " sunits=0x0c"));
     }
-    const int r = (run.g1 - run.g0) * lp.kwords;
+    const int r = run.r1 - run.r0;
     e.add("ringprod",
           cat("tiles=", hex(tile_bit(run.tile)), " addr=", hex(run.row * kRowUnits), " src=(1 x ",
               r, ")(", 1 - r, " x 1)(", 1 - r, " x 1)(", 1 - r,
@@ -1219,11 +1218,10 @@ void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
       auto flush_at_once = [&] {
         uint32_t computing = 0;
         for (const auto& [part, mask] : broadcasts) computing |= mask;
-        for (const auto& [part, mask] : broadcasts)
-          fifo_broadcast(e, lp, *part, mask, computing, true);
+        for (const auto& [part, mask] : broadcasts) fifo_broadcast(e, *part, mask, computing, true);
         parts_at_once.reset();
         for (const auto& [part, mask] : broadcasts)
-          fifo_broadcast(e, lp, *part, mask, computing, false);
+          fifo_broadcast(e, *part, mask, computing, false);
         broadcasts.clear();
       };
       if (at_once) parts_at_once.emplace(e);
@@ -1277,7 +1275,7 @@ void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
               if (!part.owned.empty()) broadcasts.push_back({&part, mask});
               continue;
             }
-            if (!part.owned.empty()) fifo_broadcast(e, lp, part, mask, mask, true);
+            if (!part.owned.empty()) fifo_broadcast(e, part, mask, mask, true);
             bias_load(e, lp, part.row, part.g1 - part.g0, mask);
             if (trip.words > 0)
               e.add("ringcons0",
@@ -1292,7 +1290,7 @@ void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
                 else
                   layer_op(ops, *p, i, part, head);
             }
-            if (!part.owned.empty()) fifo_broadcast(e, lp, part, mask, mask, false);
+            if (!part.owned.empty()) fifo_broadcast(e, part, mask, mask, false);
           }
         }
         if (at_once && &part != &lp.parts.back()) continue;
@@ -1345,17 +1343,20 @@ container::Bitstream execution_program(const ConvChain& chain, const Shapes& sha
 
 // Bytes one inference of a layout sends besides its input and output: its instructions and the
 // parameter rows it streams (counted, not encoded: the search prices many layouts).
-double program_bytes(const ConvChain& chain, const Layout& layout) {
+// (`pricing`: hand_over's forms for the placement search.)
+double program_bytes(const ConvChain& chain, const Layout& layout, bool pricing) {
   std::vector<std::pair<int, int>> loads;
   Emitter program = Emitter::counting();
-  emit_execution(program, chain, layout.shapes, layout.stages, loads, false, true);
+  emit_execution(program, chain, layout.shapes, layout.stages, loads, false, pricing);
   double bytes = double(program.finished_bytes());
   for (const auto& [segment, rows] : loads) bytes += double(rows) * kRowBytes;
   return bytes;
 }
 
 Layout layout_of(const ConvChain& chain) {
-  return make_layout(chain, [&](const Layout& layout) { return program_bytes(chain, layout); });
+  return make_layout(
+      chain, [&](const Layout& layout) { return program_bytes(chain, layout, true); },
+      [&](const Layout& layout) { return program_bytes(chain, layout, false); });
 }
 
 // The first segment of every group into its tiles' wide memory, once: the caching program's

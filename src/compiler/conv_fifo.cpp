@@ -54,23 +54,26 @@ bool own_fifo_weights(Shapes& s) {
       const uint32_t mask = s.segments[static_cast<size_t>(part.segment)].mask;
       part.owned.clear();
       part.chunk = lp.chunk;
-      for (int g = part.g0; g < part.g1;) {
+      // (Runs of whole windows: a K-chunked window's rows, else a group's.)
+      const int unit = lp.chunk > 0 ? lp.chunk : lp.kwords;
+      const int total = (part.g1 - part.g0) * lp.kwords;
+      for (int r = 0; r < total;) {
         // (Ties go to a tile that does not compute the part.)
-        int tile = -1, row = 0, groups = 0;
+        int tile = -1, row = 0, rows = 0;
         bool outside = false;
         for (int t = 0; t < kTiles; ++t) {
-          const auto [at, rows] = longest_gap(t);
-          const int n = std::min(part.g1 - g, rows / lp.kwords);
+          const auto [at, free] = longest_gap(t);
+          const int n = std::min(total - r, free / unit * unit);
           const bool out = (mask & tile_bit(t)) == 0;
-          if (n > groups || (n == groups && n > 0 && out && !outside)) {
-            tile = t, row = at, groups = n, outside = out;
+          if (n > rows || (n == rows && n > 0 && out && !outside)) {
+            tile = t, row = at, rows = n, outside = out;
           }
         }
-        if (groups == 0) return false;
-        part.owned.push_back({g, g + groups, tile, row, offset});
-        used.take(tile, row, row + groups * lp.kwords);
-        offset += static_cast<size_t>(groups) * lp.kwords * kRowBytes;
-        g += groups;
+        if (rows == 0) return false;
+        part.owned.push_back({r, r + rows, tile, row, offset});
+        used.take(tile, row, row + rows);
+        offset += static_cast<size_t>(rows) * kRowBytes;
+        r += rows;
       }
     }
   }

@@ -106,7 +106,15 @@ std::vector<uint8_t> parameters_of(const Shapes& p) {
   // The owner tiles' runs of FIFO parts, after every segment (Part::Owned::offset).
   for (const LayerPlan& lp : p.layers)
     for (const Part& part : lp.parts)
-      for (const Part::Owned& run : part.owned) weight_rows(lp, run.g0, run.g1);
+      for (const Part::Owned& run : part.owned) {
+        // (The run's rows of its groups' rows.)
+        const size_t start = out.size();
+        weight_rows(lp, part.g0 + run.r0 / lp.kwords, part.g0 + (run.r1 - 1) / lp.kwords + 1);
+        const auto skip = static_cast<ptrdiff_t>(run.r0 % lp.kwords) * kRowBytes;
+        out.erase(out.begin() + static_cast<ptrdiff_t>(start),
+                  out.begin() + static_cast<ptrdiff_t>(start) + skip);
+        out.resize(start + static_cast<size_t>(run.r1 - run.r0) * kRowBytes);
+      }
   return out;
 }
 

@@ -1574,24 +1574,26 @@ void merge_stages(const ConvChain& chain, Layout& out, double& best,
 }
 
 // Stages of `out` widened (widened) with the weights of their capable layers (fifo_capable)
-// through K-chunked FIFOs from owner tiles (docs/compiler.md "K-chunked FIFO
-// windows"): the widened stage keeps a few window and psum rows a tile where it kept all its
-// weight rows, and its weights sit once on owner tiles. One stage after another, the stages
-// longest computing first, each kept while every parameter packs without turns and every weight
-// row finds an owner, whatever the model says of it alone (the first FIFO layers' instructions
-// cost more than the later ones': on MobileNet v2 the first widening models slower, the next two
-// faster); of the layouts on the way, the one of fewest modeled cycles replaces `out` when fewer
-// than `best`.
-void widen_with_fifos(const ConvChain& chain, Layout& out, double& best,
-                      const ProgramBytes& program_bytes) {
+// through K-chunked FIFOs from owner tiles (docs/compiler.md "Widening stages with K-chunked
+// FIFOs"): the widened stage keeps a few window and psum rows a tile where it kept all its weight
+// rows, and its weights sit once on owner tiles. One stage after another, the stages longest
+// computing first, each kept while every parameter packs without turns and every weight row finds
+// an owner, whatever the model says of it alone (the first FIFO widening of MobileNet v2 models
+// slower, the later ones faster); of the layouts on the way, the one of fewest modeled cycles
+// replaces `out` when fewer than out's. Priced with the program's bytes as generated
+// (`program_bytes`: the search's cheaper form of the hand-overs counts 4 times the bytes the
+// widened stages' gathered hand-overs take, and ranked v2's later widenings slower than the clock
+// runs them).
+void widen_with_fifos(const ConvChain& chain, Layout& out, const ProgramBytes& program_bytes) {
   // (Each try that packs models a program: bounds the compile time.)
-  constexpr int kMaxTries = 8;
+  constexpr int kMaxTries = 16;
   for (const LayerPlan& lp : out.shapes.layers)
     if (lp.fifo) return;  // (a layout with FIFO layers of its own: not mixed with these)
   const Shapes plain = shapes_of(chain);
   const bool whole = first_images_whole(out);
   std::vector<bool> fifo(chain.layers.size(), false), tried(chain.layers.size(), false);
   Layout current = out;
+  double best = modeled_cycles(out, program_bytes);
   for (int tries = 0; tries < kMaxTries;) {
     std::vector<size_t> order(current.stages.size());
     for (size_t k = 0; k < order.size(); ++k) order[k] = k;
@@ -1641,7 +1643,8 @@ void widen_with_fifos(const ConvChain& chain, Layout& out, double& best,
 
 }  // namespace
 
-Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
+Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes,
+                   const ProgramBytes& exact_bytes) {
   Layout out;
   out.shapes = shapes_of(chain);
   // The longest stages first: fewer stages keep the parameters resident more often. When they
@@ -1817,7 +1820,7 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes) {
     pair_stages(chain, out, best, program_bytes);
     merge_stages(chain, out, best, program_bytes);
     bands_per_stage(out, best, program_bytes);
-    if (!streaming) widen_with_fifos(chain, out, best, program_bytes);
+    if (!streaming) widen_with_fifos(chain, out, exact_bytes);
   }
   // Turns from owner tiles over the ring rather than from the host: 4 cycles a row on the ring
   // against about 194 over USB.

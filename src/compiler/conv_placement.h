@@ -16,7 +16,10 @@ using ProgramBytes = std::function<double(const Layout&)>;
 
 // The layout the programs are generated from: the stages that fit, their parameters resident
 // across tiles when they can be, and, when every parameter can stay, the candidate of least
-// modeled time (ops' cycles plus `program_bytes` at the link's rate).
-Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes);
+// modeled time (ops' cycles plus `program_bytes` at the link's rate). `exact_bytes`: the bytes of
+// the program as generated (its hand-overs in the schedule of fewest words, which the search's
+// `program_bytes` leaves out for speed), for the last search (widening with FIFOs).
+Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes,
+                   const ProgramBytes& exact_bytes);
 
 }  // namespace tinycoral::compiler::conv

@@ -45,11 +45,11 @@ struct Part {
   int row = 0;         // first wide row of the part's parameters (within its segment)
   int segment = 0;     // the parameter segment that holds them
   // A part of a layer whose weights come through a FIFO (LayerPlan::fifo): its weight rows, group
-  // after group, sit on owner tiles (runs of whole groups, one tile each, in group order) and
-  // are broadcast into its tiles' FIFO window with every inference; the part's own rows keep
-  // only the multipliers, biases, zero-point row and the window.
+  // after group, sit on owner tiles (runs of whole windows, one tile each, in order) and are
+  // broadcast into its tiles' FIFO window with every inference; the part's own rows keep only the
+  // multipliers, biases, zero-point row and the window.
   struct Owned {
-    int g0 = 0, g1 = 0;  // the groups of the run
+    int r0 = 0, r1 = 0;  // the run's weight rows [r0, r1) of the part's (group g0's first: 0)
     int tile = 0;        // the owner tile
     int row = 0;         // its wide row of the run's first weight row
     size_t offset = 0;   // bytes into the parameter stream (after every segment's bytes)
