@@ -1,9 +1,10 @@
 // Weights through a FIFO from owner tiles (docs/compiler.md "Weights through a FIFO from owner
 // tiles"): a CONV_2D whose weight rows are not resident on the tiles that compute it. Each of its
-// parts keeps its multipliers, biases and zero-point row and a window of `kwords` rows; its weight
+// parts keeps its multipliers, biases and zero-point row and a window of `kwords` rows (or, K-
+// chunked, a few rows and the psum rows: docs/compiler.md "K-chunked FIFO windows"); its weight
 // rows sit on owner tiles, and with every inference the owners broadcast them over the ring into
-// the window, one 64-channel group a fill, which the op reads as they arrive (Google's form:
-// gen2020 MobileNet v2 words 216, 244). Internal to the conv generator's files.
+// the window, one 64-channel group (or chunk) a fill, which the op reads as they arrive (Google's
+// form: gen2020 MobileNet v2 words 216, 244). Internal to the conv generator's files.
 #pragma once
 
 #include "compiler/conv_plan.h"
@@ -26,7 +27,8 @@ constexpr int kChunkMaxRows = 15;
 void chunk_fifo_windows(Shapes& s, const std::vector<Stage>& stages);
 
 // Places the weight rows of every part of a FIFO layer (LayerPlan::fifo) on owner tiles: runs of
-// whole groups, each on the tile with the largest run of free rows outside every segment group's
+// whole windows (the consumer takes the rows in the order they arrive, so a run may end inside a
+// group), each on the tile with the largest run of free rows outside every segment group's
 // region and the runs placed before. Sets Part::owned and the runs' stream offsets; false (and
 // nothing set) when some part finds no room.
 bool own_fifo_weights(Shapes& s);
