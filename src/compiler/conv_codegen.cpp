@@ -39,7 +39,11 @@ struct OutTarget {
 
 OutTarget out_target(const Plan& p, size_t i) {
   OutTarget t;
-  if (i + 1 == p.end) {
+  if (i + 1 == p.end && p.into_base >= 0) {
+    t.base = p.into_base;
+    t.pixel_bytes = p.into_pixel;
+    t.row_words = p.into_row_words;
+  } else if (i + 1 == p.end) {
     t.base = p.out_base;
     t.pixel_bytes = p.out_ch;
     t.row_words = p.out_row / 4;
@@ -1010,10 +1014,16 @@ void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
       if (lp.needs_fill()) fill_narrow(fills, p.tile, lp.in_base, lp.in_bytes(), lp.l->in_zp);
     }
   };
-  auto fill_stage = [&](const Stage& s) {
+  // (A stage written in place (Stage::halo_in) has its first image filled with the stage before's,
+  // which then writes its rows there.)
+  auto fill_stage = [&](size_t si) {
+    const Stage& s = stages[si];
     // (A stage in rounds fills its other images round by round.)
     const size_t images = s.tiles.front().rounds > 1 ? 1 : 2;
-    for (size_t i = s.first; i < std::min(s.first + images, s.end); ++i) fill_image(s, i);
+    for (size_t i = s.first + (s.halo_in ? 1 : 0); i < std::min(s.first + images, s.end); ++i)
+      fill_image(s, i);
+    if (si + 1 < stages.size() && stages[si + 1].halo_in)
+      fill_image(stages[si + 1], stages[si + 1].first);
     tile_fence(e, "counters=0x1ffff units=0x3ff");
   };
   const std::optional<Staging> staging =
@@ -1032,7 +1042,7 @@ void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
     tile_fence(e, "counters=0x1ffff units=0x3ff");
     stream_staged(e, stages.front().tiles, *staging);
   } else {
-    fill_stage(stages.front());
+    fill_stage(0);
     stream_input(e, stages.front().tiles);
   }
   tile_fence(e, "units=0x3ff");
@@ -1112,7 +1122,7 @@ void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
   for (const auto& [si, round] : work) {
     const Stage& stage = rounds[si].empty() ? stages[si] : rounds[si][static_cast<size_t>(round)];
     if (si > 0 && round == 0) {
-      fill_stage(stages[si]);
+      fill_stage(si);
       hand_over(e, stages[si - 1], stages[si], ordinal, pricing);
       // The same image to the tiles of a later stage whose residual ADD reads it (keep_operands:
       // they keep it where no stage in between writes).

@@ -80,8 +80,8 @@ class SenderCut {
         ch0_(src.g1 > 0 ? src.g0 * kColumns : 0) {
     // Receivers that keep the whole image (LayerPlan::full) hold every row at one address: rows
     // that several of them read go to all of them in one transfer, each writing every row.
-    full_ = std::all_of(to.tiles.begin(), to.tiles.end(),
-                        [&](const Plan& t) { return t.layers[i_].full; });
+    full_ = !to.halo_in && std::all_of(to.tiles.begin(), to.tiles.end(),
+                                       [&](const Plan& t) { return t.layers[i_].full; });
     whole_rows_ =
         std::none_of(to.tiles.begin(), to.tiles.end(), [&](const Plan& t) { return sliced(t); });
   }
@@ -113,6 +113,7 @@ class SenderCut {
     uint32_t mask = 0;
     for (const Plan& t : to_.tiles) {
       const LayerPlan& lp = t.layers[i_];
+      if (to_.halo_in && t.tile == src_.tile) continue;  // (its own rows are there already)
       if (lp.cin != lp.l->cin && (src_.g1 <= t.g0 || t.g1 <= src_.g0)) continue;
       if (y >= lp.need_top && y < lp.need_top + lp.need_rows) mask |= tile_bit(t.tile);
     }
@@ -151,8 +152,10 @@ class SenderCut {
   // Several whole rows for the same tiles (contiguous in the sender's output) go in one transfer
   // when they make 2 to kHandOverPackets packets (inside) or, short rows, fit one packet; each
   // receiver drops them into its image's rows with a 2-level walk.
+  // (Written in place, the rows lie in the sender's padded image: one row a transfer.)
   Run run_at(int y, int end) const {
     Run run{1, inside(1) ? packets_of(row_bytes_) : 0, readers(y)};
+    if (to_.halo_in) return run;
     uint32_t together = run.mask;
     for (int m = 2; y + m <= end && m * row_bytes_ <= kHandOverPackets * kPiece &&
                     (full_ || readers(y + m - 1) == run.mask);
@@ -177,7 +180,13 @@ class SenderCut {
     out_.push_back(std::move(t));
   }
 
-  int from_at(int y) const { return src_.out_base + (y - src_.layers[i_ - 1].oa) * src_.out_row; }
+  int from_at(int y) const {
+    if (to_.halo_in)
+      for (const Plan& t : to_.tiles)
+        if (t.tile == src_.tile)
+          return t.layers[i_].pixel(y - t.layers[i_].top, t.layers[i_].l->pad_left);
+    return src_.out_base + (y - src_.layers[i_ - 1].oa) * src_.out_row;
+  }
 
   void send_rows(int y, const Run& run) {
     add(

@@ -1828,6 +1828,8 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes,
   // twice); the turns that remain from owner tiles.
   fifo_instead_of_turns(out);
   own_turns(out.shapes);
+  // (Ops as before, fewer bytes over the ring: always when it fits.)
+  write_in_place(chain, out.stages);
   return out;
 }
 

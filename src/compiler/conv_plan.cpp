@@ -259,6 +259,61 @@ Plan plan_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t 
   return p;
 }
 
+namespace {
+
+// Whether stage b can take its first image from stage a in place (write_in_place).
+bool in_place(const Stage& a, const Stage& b) {
+  if (b.first != a.end || b.end != b.first + 1 || a.tiles.size() != b.tiles.size()) return false;
+  for (size_t k = 0; k < a.tiles.size(); ++k) {
+    const Plan& p = a.tiles[k];
+    const Plan& q = b.tiles[k];
+    const LayerPlan& last = p.layers[p.end - 1];
+    const LayerPlan& lp = q.layers[q.first];
+    if (p.tile != q.tile || p.g0 != q.g0 || p.g1 != q.g1 || p.y0 != q.y0 || p.rounds != 1 ||
+        q.rounds != 1 || !p.out_at_top || !q.out_at_top || !lp.full || lp.kept || last.block != 1 ||
+        surplus_pixels(last) != 0 || joined(*last.l) || !last.l->heads.empty() ||
+        lp.cin != p.out_ch || lp.extra != 0 || lp.l->stride_h != 1 || last.oa != lp.oa ||
+        last.ob != lp.ob || lp.need_top > last.oa || lp.need_top + lp.need_rows < last.ob)
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+void write_in_place(const ConvChain& chain, std::vector<Stage>& stages) {
+  for (const ConvLayer& l : chain.layers)
+    if (l.residual()) return;
+  // (Not after the first stage: the host's image may be staged where the image would move.)
+  for (size_t k = 1; k + 1 < stages.size(); ++k) {
+    Stage& a = stages[k];
+    Stage& b = stages[k + 1];
+    if (!in_place(a, b)) continue;
+    // One address on every tile: above stage a's images, below the output of the stage before a
+    // (still to be handed over when the image is filled) and stage b's own.
+    int base = 0, top = kNarrowBytes;
+    for (size_t t = 0; t < a.tiles.size(); ++t) {
+      base = std::max(base, round_up(a.tiles[t].regions_end, 64));
+      top = std::min(top, b.tiles[t].out_base);
+      for (const Plan& o : stages[k - 1].tiles)
+        if (o.tile == a.tiles[t].tile) top = std::min(top, o.out_base);
+    }
+    if (base + round_up(b.tiles.front().layers[b.first].in_bytes(), 64) > top) continue;
+    for (size_t t = 0; t < a.tiles.size(); ++t) {
+      Plan& q = b.tiles[t];
+      LayerPlan& lp = q.layers[q.first];
+      lp.in_base = base;
+      q.regions_end = std::max(q.regions_end, round_up(base + lp.in_bytes(), 64));
+      q.add_scratch = q.regions_end;
+      Plan& p = a.tiles[t];
+      p.into_base = lp.pixel(p.layers[p.end - 1].oa - lp.top, lp.l->pad_left);
+      p.into_pixel = lp.cin;
+      p.into_row_words = lp.row_words();
+    }
+    b.halo_in = true;
+  }
+}
+
 void slice_plan(Plan& p, int g0, int g1) {
   const LayerPlan& last = p.layers[p.end - 1];
   p.g0 = g0;

@@ -189,6 +189,11 @@ struct Plan {
   // used again by every round. This plan's other layers keep the band's rows (the compute model).
   int rounds = 1;
   int round_base = 0;
+  // >= 0: the stage's last layer writes its band straight into the next stage's first image on
+  // this tile (at this narrow byte, `into_pixel` bytes a pixel, `into_row_words` a row) instead of
+  // to `out_base`: the next stage has the same tiles, slices and bands, so only the rows other
+  // tiles read cross the ring (Stage::halo_in, write_in_place).
+  int into_base = -1, into_pixel = 0, into_row_words = 0;
 };
 
 // The stages of the chain: each runs on its own tiles (bands of its last layer's output rows);
@@ -197,6 +202,10 @@ struct Plan {
 struct Stage {
   size_t first = 0, end = 0;
   std::vector<Plan> tiles;
+  // The stage before wrote each tile's own rows of this stage's first image in place
+  // (Plan::into_base): the hand-over sends each tile only the rows other tiles computed (the
+  // halo), and the image is filled with its zero point before the stage before runs.
+  bool halo_in = false;
 };
 
 // Whole image rows per 256-byte input packet, an even number when a row is 4 bytes short of
@@ -404,6 +413,14 @@ bool nests(const Stage& from, const Stage& to);
 // Whether a stage fits narrow memory on each of its tiles, next to the output of the stage before
 // (which waits at the top of narrow memory for the hand-over).
 bool stage_fits(const Stage& s, const Stage* before);
+
+// Where stage k + 1 has the tiles, output groups and bands of stage k and one layer whose first
+// image is whole on each tile (a 3x3 depthwise layer after a pointwise one, PoseNet's 23 x 31
+// pairs): stage k writes its rows straight into that image, which moves above stage k's images
+// and below the outputs waiting at the top (the stage before's and its own), so that the
+// hand-over carries only the halo rows (Stage::halo_in). Chains with residual ADDs are left as
+// they are (their kept images share that room).
+void write_in_place(const ConvChain& chain, std::vector<Stage>& stages);
 
 // The parameter stream (conv_parameters) of a layout's shapes and parts.
 std::vector<uint8_t> parameters_of(const Shapes& shapes);

@@ -1,0 +1,100 @@
+// Correct by simulation: pointwise stages that write their rows straight into the 3x3 depthwise
+// stage's padded image on their own tiles, so that the hand-over between them carries only the
+// halo rows (write_in_place, docs/compiler.md "Only the halo rows over the ring"). The chain is
+// PoseNet's 23 x 31 x 384 pairs: each pointwise layer in 3 slices of 5 row bands on 15 tiles, the
+// depthwise layer after it the same.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "chip/sim_runner.h"
+#include "isa/isa.h"
+#include "support/compiled_twin.h"
+#include "support/conv_twin.h"
+#include "support/same_bytes.h"
+#include "support/two_inferences.h"
+
+namespace tinycoral::compiler {
+namespace {
+
+using container::Activation;
+using twins::ConvSpec;
+
+bool op_of(const isa::Instruction& in, int64_t loop0) {
+  return in.opcode() == isa::kTensorOp && in.value("loop0") == loop0;
+}
+
+// Per depthwise layer (9 taps: loop0 8) after a 384 -> 384 pointwise layer (96 reduction words:
+// loop0 95): the ring producers to tiles and the wideToNarrows between the two layers' ops.
+struct Between {
+  int producers = 0;
+  std::vector<size_t> receives;
+};
+std::vector<Between> hand_overs(const std::vector<isa::Instruction>& program) {
+  std::vector<Between> out;
+  for (size_t k = 0; k < program.size(); ++k) {
+    if (!op_of(program[k], 8) || (k > 0 && op_of(program[k - 1], 8))) continue;
+    size_t pw = k;
+    while (pw > 0 && !op_of(program[pw - 1], 95) && !op_of(program[pw - 1], 8)) --pw;
+    if (pw == 0 || !op_of(program[pw - 1], 95)) continue;
+    Between b;
+    for (size_t j = pw; j < k; ++j) {
+      b.producers +=
+          program[j].opcode() == isa::kRingProducer && (program[j].value("dest") & 0xffff) != 0;
+      if (program[j].opcode() == isa::kWideToNarrow) b.receives.push_back(j);
+    }
+    out.push_back(b);
+  }
+  return out;
+}
+
+// 23 x 31 x 64 -> 1x1 to 384, then three pairs of a 3x3 depthwise layer and a 1x1 to 384. The
+// hand-overs into the second and third depthwise layers (the first's stage has other tiles) are
+// written in place and each carry 24 rows of 3,968 bytes, a transfer each (8 band boundaries, a
+// row each way, 3 slices: 95,232 bytes); before, each of the 15 tiles sent its whole band of 4 or
+// 5 rows in one transfer to itself and its neighbours (15 transfers, 273,792 bytes). Every output
+// byte equals the CPU reference on two inferences; a halo row written one row too low makes the
+// output differ.
+TEST(HaloHandOverOnTheVirtualEdgeTpu, OnlyTheHaloRowsCrossTheRing) {
+  std::mt19937 random(20261205);
+  const int h = 23, w = 31, cin = 64;
+  const ConvSpec pw{384, 1, 1, true, true, true, Activation::kNone};
+  ConvSpec dw{0, 3, 1, true, true, true, Activation::kNone};
+  dw.depthwise = true;
+  const std::vector<ConvSpec> specs{pw, dw, pw, dw, pw, dw, pw};
+  SCOPED_TRACE(twins::describe(h, w, cin, specs));
+  const container::Model twin = twins::conv_twin(h, w, cin, specs, random);
+  const testing::CompiledTwin compiled(twin);
+  ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1) << compiled.reason();
+  ASSERT_NE(compiled.exes.execution, nullptr);
+  std::vector<isa::Instruction> program =
+      isa::decode(compiled.exes.execution->bitstreams.at(0).data);
+  const std::vector<Between> between = hand_overs(program);
+  int in_place = 0;
+  for (const Between& b : between) in_place += b.producers == 24;
+  EXPECT_GE(in_place, 2) << "no hand-over of only the halo rows";
+  testing::expect_two_inferences_equal(compiled, twin, static_cast<size_t>(h) * w * cin, random);
+
+  // The same program with one halo row's receive moved a row down (33 pixels of 128 channels):
+  // the row it should have filled keeps the zero point and its neighbour is overwritten.
+  size_t first = between.size();
+  for (size_t k = 0; k < between.size() && first == between.size(); ++k)
+    if (between[k].producers == 24) first = k;
+  ASSERT_LT(first, between.size());
+  isa::Instruction& receive = program[between[first].receives.front()];
+  receive.set("n.addr", receive.value("n.addr") + 33 * 128 / 4);
+  container::Executable perturbed = *compiled.exes.execution;
+  perturbed.bitstreams.at(0).data = isa::encode(program);
+  chip::VirtualEdgeTpu chip;
+  compiled.cache_parameters(chip);
+  host::Interpreter cpu = testing::edgetpu_reference(twin);
+  const std::vector<uint8_t> x = testing::random_bytes(static_cast<size_t>(h) * w * cin, random);
+  const container::Layer& layer = perturbed.output_layers.at(0);
+  const std::vector<uint8_t> got = chip::testing::detile(
+      layer, chip::testing::run_executable(chip, perturbed, {{"x", x}}).at(layer.name));
+  EXPECT_NE(got, testing::reference_output(cpu, x));
+}
+
+}  // namespace
+}  // namespace tinycoral::compiler
