@@ -251,6 +251,35 @@ void carry_parameter_write(container::Executable& eo, const FcParameterWrite& wr
                                      static_cast<int>(eo.parameters.size())));
 }
 
+// The scores' part of the softmax and attention programs: the query row in, the scores' op,
+// every group's 64 scores to scalar memory in group order (head h's at h * positions bytes), then
+// the count from the row's tail on the first group's tile, and the softmax on the scalar core.
+// Returns the ordinal of the next transfer to scalar memory.
+int scores_and_softmax(Emitter& e, const FcLayer& layer, const Groups& g, int row_bytes,
+                       int out_base, const ScalarSoftmax& sm) {
+  tile_fence(e, "units=0x020");
+  input_address(e, layer.input_name);
+  stream_input(e, mask_of(g), g.row_bytes);
+  tile_fence(e, "units=0x3ff");
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+  tile_fence(e, "units=0x3ff signal=1");
+  wait_tokens(e);
+  op_stage(e, layer, g, 1, out_base);
+  std::vector<std::array<int, 3>> pieces;
+  for (size_t i = 0; i < g.tile.size(); ++i)
+    pieces.push_back({g.tile[i], out_base + kGroup * g.slot[i], int(i) * kGroup / 4});
+  pieces.push_back({g.tile[0], row_bytes, sm.count_word});
+  int ordinal = 0;
+  pieces_to_scalar_memory(e, pieces, ordinal);
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+  e.add("scsync", cat("tiles=0xffff smask=0x020 thr5=", int(pieces.size()) * kGroup / 32,
+                      " wait=0x020 sunits=0x0c"));
+  tile_fence(e, "counters=0x20000 units=0x3ff signal=1");
+  wait_tokens(e);
+  emit_scalar_softmax(e, sm);
+  return ordinal;
+}
+
 // The batched FFN's narrow memory on every tile: X (the host's rows, then w2's input m over it) at
 // 0, then h1, h3, g, a, m (rows x 64 bytes each), the MUL products (4 x that), the identity
 // row, and w2's output (rows x 64 per slot).
@@ -458,28 +487,7 @@ container::Executable generate_fc_batch_softmax(const FcLayer& layer, const FcPl
     tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
     wait_tokens(e);
   }
-  tile_fence(e, "units=0x020");
-  input_address(e, layer.input_name);
-  stream_input(e, mask_of(g), g.row_bytes);
-  tile_fence(e, "units=0x3ff");
-  tile_fence(e, "counters=0x1ffff units=0x3ff");
-  tile_fence(e, "units=0x3ff signal=1");
-  wait_tokens(e);
-  op_stage(e, layer, g, 1, out_base);
-  // Every group's 64 scores to scalar memory in group order (head h's at h * positions bytes),
-  // then the count from the row's tail on the first group's tile.
-  std::vector<std::array<int, 3>> pieces;
-  for (size_t i = 0; i < g.tile.size(); ++i)
-    pieces.push_back({g.tile[i], out_base + kGroup * g.slot[i], int(i) * kGroup / 4});
-  pieces.push_back({g.tile[0], row_bytes, sm.count_word});
-  int ordinal = 0;
-  pieces_to_scalar_memory(e, pieces, ordinal);
-  tile_fence(e, "counters=0x1ffff units=0x3ff");
-  e.add("scsync", cat("tiles=0xffff smask=0x020 thr5=", int(pieces.size()) * kGroup / 32,
-                      " wait=0x020 sunits=0x0c"));
-  tile_fence(e, "counters=0x20000 units=0x3ff signal=1");
-  wait_tokens(e);
-  emit_scalar_softmax(e, sm);
+  scores_and_softmax(e, layer, g, row_bytes, out_base, sm);
   e.reloc_movi(10, BufferKind::kOutput, Half::kUpper32, layer.output_name);
   e.reloc_movi(11, BufferKind::kOutput, Half::kLower32, layer.output_name);
   e.add("bundle", "s_op=0x0f s_x=5 imm=11");
@@ -587,26 +595,7 @@ container::Executable generate_fc_batch_attention(
     tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
     wait_tokens(e);
   }
-  tile_fence(e, "units=0x020");
-  input_address(e, layer.input_name);
-  stream_input(e, mask_of(g), g.row_bytes);
-  tile_fence(e, "units=0x3ff");
-  tile_fence(e, "counters=0x1ffff units=0x3ff");
-  tile_fence(e, "units=0x3ff signal=1");
-  wait_tokens(e);
-  op_stage(e, layer, g, 1, out_base);
-  std::vector<std::array<int, 3>> pieces;
-  for (size_t i = 0; i < g.tile.size(); ++i)
-    pieces.push_back({g.tile[i], out_base + kGroup * g.slot[i], int(i) * kGroup / 4});
-  pieces.push_back({g.tile[0], row_bytes, sm.count_word});
-  int ordinal = 0;
-  pieces_to_scalar_memory(e, pieces, ordinal);
-  tile_fence(e, "counters=0x1ffff units=0x3ff");
-  e.add("scsync", cat("tiles=0xffff smask=0x020 thr5=", int(pieces.size()) * kGroup / 32,
-                      " wait=0x020 sunits=0x0c"));
-  tile_fence(e, "counters=0x20000 units=0x3ff signal=1");
-  wait_tokens(e);
-  emit_scalar_softmax(e, sm);
+  int ordinal = scores_and_softmax(e, layer, g, row_bytes, out_base, sm);
   emit_scalar_value_prep(e, prep);
   // Scalar memory to tile 0: an infeed from scalar memory sends 16-byte packets (docs/chip.md;
   // to one tile: the seed found one to 16 tiles delivering nothing on a device), each a fill of
