@@ -16,6 +16,7 @@
 #include "compiler/fc_batch_codegen.h"
 #include "compiler/fc_codegen.h"
 #include "host/rounding.h"
+#include "support/fc_scores_reference.h"
 
 namespace tinycoral::compiler {
 namespace {
@@ -101,19 +102,7 @@ std::vector<uint8_t> reference(const Attention& a, const std::vector<uint8_t>& x
   const FcLayer& s = a.sum.layer;
   std::vector<uint8_t> out(size_t(s.n), 0);
   for (int h = 0; h < kHeads; ++h) {
-    std::vector<int32_t> score;
-    for (int t = 0; t < n; ++t) {
-      const int r = h * kPositions + t, g = r / 64;
-      int32_t acc = 0;
-      for (int j = 0; j < kK; ++j)
-        acc += (int32_t{x[size_t(h * kHeadSize + j)]} - l.in_zp) *
-               l.weights[size_t(r) * size_t(kK) + size_t(j)];
-      const host::edgetpu::Clamps clamps{l.group_clamp_min[size_t(g)],
-                                         l.group_clamp_max[size_t(g)]};
-      score.push_back(std::clamp(
-          host::edgetpu::requantize(acc, l.mult[size_t(r)], clamps, l.group_out_zp[size_t(g)]), 0,
-          255));
-    }
+    const std::vector<int32_t> score = testing::reference_scores(l, x, h, n, kPositions, kHeadSize);
     const int32_t m = *std::max_element(score.begin(), score.end());
     float total = 0;
     std::vector<int32_t> e;
