@@ -435,6 +435,8 @@ Int8Weights::Int8Weights(const Checkpoint& ck, const Calibration& calibration,
                          Int8Options options_in)
     : config(ck.config), options(options_in) {
   const Config& c = ck.config;
+  if (options.chip_rope && (!chip_attention() || c.head_size() % 2 != 0))
+    fail("RoPE in the chip's ops needs attention in the chip's arithmetic and an even head size");
   if (options.fused_layers && (calibration.residual.size() != size_t(c.n_layers) ||
                                calibration.qkv_raw.size() != size_t(c.n_layers) ||
                                calibration.values.size() != size_t(c.n_layers)))
@@ -499,6 +501,19 @@ Int8Weights::Int8Weights(const Checkpoint& ck, const Calibration& calibration,
     fail("the calibration has no ranges for the weighted sum's per-head multipliers");
   for (int l = 0; l < c.n_layers; ++l) {
     attention.push_back(quantize_attention(c, calibration, l, options.weighted_sum));
+    if (options.chip_rope) {
+      QuantizedAttention& a = attention.back();
+      const int kv_mul = c.n_heads / c.n_kv_heads;
+      std::vector<float> gain, out;
+      for (int j = 0; j < c.dim; ++j) {
+        gain.push_back(a.k_scale[size_t((j / hs / kv_mul) * hs + j % hs)]);
+        out.push_back(a.q[size_t(j / hs)].scale);
+      }
+      const QParams q = matmul(l, LayerMatmul::kQ).out, k = matmul(l, LayerMatmul::kK).out;
+      a.rope_q = quantize_rope(q.scale, q.zero_point, gain, out);
+      a.rope_k = quantize_rope(k.scale, k.zero_point, std::vector<float>(a.k_scale.size(), 1.0f),
+                               a.k_scale);
+    }
     if (options.weighted_sum != WeightedSum::kValueCache) continue;
     QuantizedAttention& a = attention.back();
     // wo diag(att_scale), quantized per output row as every matmul, its input scale 1.
@@ -561,6 +576,11 @@ Int8Transformer::Int8Transformer(const Checkpoint& ck, ThreadPool& pool,
     if (options().weighted_sum == WeightedSum::kValueCache)
       v_cache_.resize(size_t(c.n_layers) * size_t(c.seq_len) * size_t(c.kv_dim()));
     heads_q_.resize(size_t(c.n_heads) * size_t(c.dim));
+    if (options().chip_rope) {
+      cos_q_.resize(size_t(c.dim));
+      sin_q_.resize(size_t(c.dim));
+      q_rot_.resize(size_t(c.dim));
+    }
   }
   x2q_.resize(size_t(c.dim));
   next_q_.resize(size_t(c.dim));
@@ -656,8 +676,18 @@ void Int8Transformer::chip_attention_weights(int layer, int pos) {
   const QuantizedAttention& a = weights_->attention[size_t(layer)];
   const size_t first = size_t(layer) * size_t(c.seq_len) * size_t(kv_dim);
   // This position's key joins the int8 key cache (the scores' weights) once.
-  const float* k = key_row(layer, pos);
   int8_t* krow = k_cache_.data() + first + size_t(pos) * size_t(kv_dim);
+  if (options().chip_rope) {
+    // From the chain's q and k bytes (still in q8_ and k8_ from qkv()) and r of this position.
+    const float r = r_cache_[size_t(layer) * size_t(c.seq_len) + size_t(pos)];
+    rope_tables(pos, c.dim, hs, cos_q_.data(), sin_q_.data());
+    rope_q(a.rope_k, k8_.data(), cos_q_.data(), sin_q_.data(), kv_dim, r, krow);
+    rope_q(a.rope_q, q8_.data(), cos_q_.data(), sin_q_.data(), c.dim, r, q_rot_.data());
+    std::copy(q_rot_.begin(), q_rot_.end(), q8_.begin());
+    softmax_q(layer, pos, q8_.data(), p_.data(), inv_sum_.data());
+    return;
+  }
+  const float* k = key_row(layer, pos);
   for (int j = 0; j < kv_dim; ++j) krow[j] = quantize_symmetric(k[j], a.k_scale[size_t(j)]);
   for (int h = 0; h < c.n_heads; ++h) {
     int8_t* q = q8_.data() + size_t(h) * size_t(hs);

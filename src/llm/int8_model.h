@@ -56,6 +56,7 @@
 #include <memory>
 #include <vector>
 
+#include "llm/int8_rope.h"
 #include "llm/transformer.h"
 
 namespace tinycoral::llm {
@@ -172,6 +173,11 @@ struct Int8Options {
   // With chip_attention: how the weighted sum is computed (the int8 path only; the chip and batch
   // paths compute it on the host through the inherited attend()).
   WeightedSum weighted_sum = WeightedSum::kScalarCore;
+  // With chip_attention: RoPE and RMSNorm's scale r on the chain's int8 q and k in the chip's
+  // elementwise ops (int8_rope.h: MUL by cos, MUL of the pair-swapped bytes by sin', ADD with a
+  // per-token multiplier r), straight to the key cache's bytes and q~; false: the host dequantizes
+  // q and k, scales by r, rotates in float32 and quantizes (docs/llm.md "RoPE in the chip's ops").
+  bool chip_rope = false;
 };
 
 // Attention of one layer in the chip's arithmetic (Int8Options::chip_attention).
@@ -208,6 +214,9 @@ struct QuantizedAttention {
   // scale 1 and zero point 0), quantized per output row as every matmul.
   std::vector<float> v_scale, att_scale, att_base;
   QuantizedMatmul wo;
+  // Int8Options::chip_rope: q's rotation to q~ (gain k_scale, output scale q's per head) and k's to
+  // the key cache's bytes (gain 1, output scale k_scale), from the chain's q and k bytes.
+  QuantizedRope rope_q, rope_k;
 };
 constexpr float kSymmetricClamp = 127.0f;
 // One head's weighted sum as an FC over positions in the chip's output stage, with the per-token
@@ -338,6 +347,7 @@ class Int8Transformer : public Transformer {
   std::vector<int8_t> v_cache_, heads_q_;
   std::vector<float> r_cache_;  // [layer][pos]: RMSNorm's scale of x
   std::vector<int8_t> x2q_, next_q_, q8_, k8_, v8_;
+  std::vector<int8_t> cos_q_, sin_q_, q_rot_;  // chip_rope: the tables, q~ before it joins q8_
   std::vector<int8_t> xq_, yq_, h1q_, h3q_, mq_;
   std::vector<int32_t> acc_;
 };
