@@ -399,6 +399,33 @@ TEST(ChipPathStepD, GenerateWithTheValueCacheWritesTheInt8Text) {
       << unknown.err;
 }
 
+// `generate --chip-rope` (Int8Options::chip_rope: RoPE and r on the chain's int8 q and k in the
+// chip's elementwise ops, still on the host): the chip path, whose chains return the same q and k
+// bytes, writes the int8 CPU path's text with it, with the scores, softmax and weighted sum on the
+// chip too; a text other than without it; refused where there is no int8 arithmetic.
+TEST(ChipPathStepD, GenerateWithRopeInTheChipsOpsWritesTheInt8Text) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  std::string why;
+  const auto path = reference_checkpoint(data, "rand_gqa", why);
+  if (!path) GTEST_SKIP() << why;
+  std::string cpu_text;
+  const nlohmann::json j = sim_writes_cpu_text(
+      data, *path, "rand_gqa", "--device cpu --int8 --chip-rope --weighted-sum value-cache",
+      "--device sim --scores-on-chip --chip-rope --weighted-sum value-cache", cpu_text);
+  ASSERT_FALSE(j.is_null());
+  EXPECT_EQ(j.at("chip").at("attention_layers_on_chip"), 2);
+  const CommandResult plain = run_cli(story_args(data, *path, "rand_gqa") +
+                                      " --device cpu --int8 --weighted-sum value-cache");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_NE(cpu_text, plain.out);  // the option changes the arithmetic
+  for (const std::string bad_args : {"--device cpu --chip-rope", "--int8 --chip-rope --batch 2",
+                                     "--int8 --unfused-layers --chip-rope"}) {
+    const CommandResult bad = run_cli(generate_args(data, *path, "-n 4 " + bad_args));
+    EXPECT_EQ(bad.exit_code, 2) << bad_args;
+    EXPECT_NE(bad.err.find("--chip-rope needs --int8"), std::string::npos) << bad.err;
+  }
+}
+
 // The default (the fused layers' arithmetic, step c's programs): the simulator writes the int8 CPU
 // path's text (rand_gqa: 2 layers, so 3 programs per token) and reports the modeled speed.
 TEST(ChipPathStepC, GenerateOnTheSimulatorWritesTheInt8TextAndModeledSpeed) {

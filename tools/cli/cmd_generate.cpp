@@ -38,6 +38,7 @@ struct GenerateArgs {
   bool int8 = false, json = false, all_logits = false, fused_layers = false, unfused_layers = false;
   bool values_on_host = false;
   bool scores_on_chip = false;
+  bool chip_rope = false;
   std::string weighted_sum = "scalar-core";  // --weighted-sum
 };
 
@@ -144,10 +145,13 @@ void run(GenerateArgs& a) {
     fail(
         "--weighted-sum value-cache needs --int8 or an Edge TPU device, the default arithmetic "
         "and no --batch");
+  if (a.chip_rope && ((!a.int8 && !tpu) || a.unfused_layers || a.batch != -1))
+    fail("--chip-rope needs --int8 or an Edge TPU device, the default arithmetic and no --batch");
   const llm::Int8Options layers{.fused_layers = !a.unfused_layers,
                                 .chip_attention = true,
                                 .chip_scores = a.scores_on_chip,
-                                .weighted_sum = weighted_sum};
+                                .weighted_sum = weighted_sum,
+                                .chip_rope = a.chip_rope};
   if (a.batch != -1) {
     generate_batch_command({a.batch, a.prompt, a.steps < 0 ? 0 : a.steps, a.temperature, a.topp,
                             seed, a.calibration, a.json, layers, a.values_on_host},
@@ -284,6 +288,10 @@ void add_generate_command(CLI::App& app) {
                   "value-cache (v~ = r v cached, per head an FC over positions with a per-token "
                   "multiplier into wo's input, then wo; docs/llm.md)")
       ->capture_default_str();
+  cmd->add_flag("--chip-rope", args->chip_rope,
+                "int8, sim or usb: RoPE and RMSNorm's scale on q and k's int8 bytes in the chip's "
+                "elementwise ops (MUL by cos, MUL of the swapped pairs by sin', ADD with r as a "
+                "per-token multiplier; still computed on the host; docs/llm.md)");
   cmd->add_flag("--values-on-host", args->values_on_host,
                 "--batch on sim or usb: the host computes the values' u (wo folded into them) "
                 "from v instead of the chip, which then returns v, not u: faster for large "
