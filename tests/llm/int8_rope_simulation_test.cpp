@@ -1,0 +1,111 @@
+// RoPE's elementwise ops on the virtual Edge TPU (docs/llm.md "RoPE in the chip's ops"): the ADD
+// and MUL generator's programs (compiler/eltwise_codegen.h) doing MUL(k, cos), MUL(swap(k), sin')
+// and ADD, the products' bytes handed from one program to the next, give rope_q's bytes, every
+// byte, where the sum's multiplier is one for all channels (a key scale per tensor: the ADD op has
+// one multiplier; per-pair scales need an FC's output stage, not built here).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "chip/sim_runner.h"
+#include "compiler/eltwise_codegen.h"
+#include "llm/int8_rope.h"
+
+namespace tinycoral::testing {
+namespace {
+
+using compiler::EltwiseLayer;
+
+// The chip stores int8 as uint8 with the zero point + 128.
+std::vector<uint8_t> stored(const std::vector<int8_t>& v) {
+  std::vector<uint8_t> out;
+  for (int8_t b : v) out.push_back(static_cast<uint8_t>(b) ^ 0x80);
+  return out;
+}
+
+// One elementwise op of n bytes on a fresh virtual Edge TPU; its int8 output.
+std::vector<int8_t> run(const EltwiseLayer& l, const std::vector<int8_t>& a,
+                        const std::vector<int8_t>& b) {
+  chip::VirtualEdgeTpu chip;
+  const container::Executable exe = compiler::generate_eltwise(l);
+  chip::testing::Buffers out =
+      chip::testing::run_executable(chip, exe, {{l.a_name, stored(a)}, {l.b_name, stored(b)}});
+  EXPECT_EQ(chip.fault(), "");
+  std::vector<int8_t> y;
+  for (int64_t i = 0; i < l.elements; ++i)
+    y.push_back(static_cast<int8_t>(out.at(l.output_name).at(size_t(i)) ^ 0x80));
+  return y;
+}
+
+EltwiseLayer op(EltwiseLayer::Kind kind, int n, const char* a, const char* b, const char* y) {
+  EltwiseLayer l;
+  l.kind = kind;
+  l.elements = n;
+  l.shape = {n};
+  l.a_name = a;
+  l.b_name = b;
+  l.output_name = y;
+  l.clamp_min = -127;  // relative to the output's zero point: rope_q's +-127
+  l.clamp_max = 127;
+  l.out_zp = 128;  // int8 zero point 0
+  return l;
+}
+
+TEST(Int8RopeOnTheVirtualEdgeTpu, MulMulAddGiveRopesBytes) {
+  std::mt19937 rng(11);
+  const int n = 96, hs = 48;  // two heads of stories15M's head size
+  for (int trial = 0; trial < 3; ++trial) {
+    SCOPED_TRACE(trial);
+    const float in_scale = std::uniform_real_distribution<float>(0.02f, 0.1f)(rng);
+    const int32_t zp = std::uniform_int_distribution<int32_t>(-30, 30)(rng);
+    // The last trial's output scale makes some bytes reach the clamps.
+    const float out_scale = (trial == 2 ? 0.006f : 0.03f) * in_scale * 127;
+    const llm::QuantizedRope q = llm::quantize_rope(in_scale, zp, std::vector<float>(n, 1.0f),
+                                                    std::vector<float>(n, out_scale));
+    std::vector<int8_t> x(n), swapped(n), c(n), s(n), want(n);
+    for (int8_t& v : x) v = static_cast<int8_t>(std::uniform_int_distribution<int>(-128, 127)(rng));
+    for (int j = 0; j < n; ++j) swapped[size_t(j)] = x[size_t(j ^ 1)];
+    const int pos = 17 + 50 * trial;
+    const float r = std::uniform_real_distribution<float>(0.5f, 2.0f)(rng);
+    llm::rope_tables(pos, n, hs, c.data(), s.data());
+    llm::rope_q(q, x.data(), c.data(), s.data(), n, r, want.data());
+
+    EltwiseLayer mul = op(EltwiseLayer::Kind::kMul, n, "x", "cos", "p");
+    mul.a_zp = zp + 128;
+    mul.b_zp = 128;
+    mul.a_scale = in_scale;
+    mul.b_scale = 1.0f / 127;
+    mul.out_scale = q.product_scale;
+    mul.mult = q.mul_mult;
+    const std::vector<int8_t> p1 = run(mul, x, c), p2 = run(mul, swapped, s);
+    EltwiseLayer add = op(EltwiseLayer::Kind::kAdd, n, "p1", "p2", "k");
+    add.a_zp = add.b_zp = 128;
+    add.a_scale = add.b_scale = q.product_scale;
+    add.out_scale = out_scale;
+    add.w1 = add.w2 = 1;  // P1 and P2 share their scale: the sum is exact
+    add.offset = -(128 + 128);
+    const volatile float mult = q.base[0] * r;  // the per-token multiplier
+    add.mult = mult;
+    const std::vector<int8_t> got = run(add, p1, p2);
+    EXPECT_EQ(got, want);
+    int distinct = 0, clamped = 0;
+    for (int j = 0; j < n; ++j) {
+      distinct += std::count(want.begin(), want.begin() + j, want[size_t(j)]) == 0;
+      clamped += std::abs(want[size_t(j)]) == 127;
+    }
+    EXPECT_GT(distinct, 40);    // the case spreads
+    EXPECT_LT(clamped, n / 3);  // and mostly stays inside the clamps
+    if (trial == 2) {
+      EXPECT_GT(clamped, 0);
+    }
+    // The per-token multiplier matters: r 1% off changes bytes.
+    add.mult = q.base[0] * (r * 1.01f);
+    EXPECT_NE(run(add, p1, p2), want);
+  }
+}
+
+}  // namespace
+}  // namespace tinycoral::testing
