@@ -2,7 +2,8 @@
 // and MUL generator's programs (compiler/eltwise_codegen.h) doing MUL(k, cos), MUL(swap(k), sin')
 // and ADD, the products' bytes handed from one program to the next, give rope_q's bytes, every
 // byte, where the sum's multiplier is one for all channels (a key scale per tensor: the ADD op has
-// one multiplier; per-pair scales need an FC's output stage, not built here).
+// one multiplier); with a scale per pair, the sum as an FC of [P1; P2] with two weights 1 per
+// output and a multiplier per output (the FC generator's output stage) gives them too.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,6 +13,7 @@
 
 #include "chip/sim_runner.h"
 #include "compiler/eltwise_codegen.h"
+#include "compiler/fc_codegen.h"
 #include "llm/int8_rope.h"
 
 namespace tinycoral::testing {
@@ -105,6 +107,72 @@ TEST(Int8RopeOnTheVirtualEdgeTpu, MulMulAddGiveRopesBytes) {
     add.mult = q.base[0] * (r * 1.01f);
     EXPECT_NE(run(add, p1, p2), want);
   }
+}
+
+// The key's real form: one scale per RoPE pair, so the sum needs a multiplier per channel: an FC
+// over P1 and P2 side by side (K = 2n), output j with weight 1 on P1_j and on P2_j, multiplier
+// f32(base_j r), clamps +-127, zero point 0.
+TEST(Int8RopeOnTheVirtualEdgeTpu, MulMulAndAPerChannelSumGiveTheKeysBytes) {
+  std::mt19937 rng(5);
+  const int n = 128, hs = 32;
+  const float in_scale = 0.05f;
+  const int32_t zp = -9;
+  std::vector<float> gain(n, 1.0f), key_scale(n);
+  for (int j = 0; j < n; j += 2)
+    key_scale[size_t(j)] = key_scale[size_t(j) + 1] =
+        std::uniform_real_distribution<float>(0.006f, 0.03f)(rng) * in_scale * 127;
+  const llm::QuantizedRope q = llm::quantize_rope(in_scale, zp, gain, key_scale);
+  std::vector<int8_t> x(n), swapped(n), c(n), s(n), want(n);
+  for (int8_t& v : x) v = static_cast<int8_t>(std::uniform_int_distribution<int>(-128, 127)(rng));
+  for (int j = 0; j < n; ++j) swapped[size_t(j)] = x[size_t(j ^ 1)];
+  const int pos = 93;
+  const float r = 1.37f;
+  llm::rope_tables(pos, n, hs, c.data(), s.data());
+  llm::rope_q(q, x.data(), c.data(), s.data(), n, r, want.data());
+
+  EltwiseLayer mul = op(EltwiseLayer::Kind::kMul, n, "x", "cos", "p");
+  mul.a_zp = zp + 128;
+  mul.b_zp = 128;
+  mul.a_scale = in_scale;
+  mul.b_scale = 1.0f / 127;
+  mul.out_scale = q.product_scale;
+  mul.mult = q.mul_mult;
+  const std::vector<int8_t> p1 = run(mul, x, c), p2 = run(mul, swapped, s);
+
+  compiler::FcLayer sum;
+  sum.n = n;
+  sum.k = 2 * n;
+  sum.weights.assign(size_t(n) * size_t(2 * n), 0);
+  for (int j = 0; j < n; ++j) {
+    sum.weights[size_t(j) * size_t(2 * n) + size_t(j)] = 1;
+    sum.weights[size_t(j) * size_t(2 * n) + size_t(n + j)] = 1;
+    const volatile float mult = q.base[size_t(j)] * r;  // the per-token multiplier
+    sum.mult.push_back(float{mult});
+  }
+  sum.in_zp = sum.out_zp = 128;
+  sum.in_scale = q.product_scale;
+  sum.out_scale = 1.0f;
+  sum.clamp_min = -127;
+  sum.clamp_max = 127;
+  sum.input_name = "p";
+  sum.output_name = "k";
+  const compiler::FcPrograms programs = compiler::generate_fc(sum);
+  std::vector<int8_t> both = p1;
+  both.insert(both.end(), p2.begin(), p2.end());
+  chip::VirtualEdgeTpu chip;
+  chip::testing::run_executable(chip, programs.caching, {});
+  const auto& y = programs.execution.output_layers.at(0);
+  const std::vector<uint8_t> got = chip::testing::detile(
+      y, chip::testing::run_executable(chip, programs.execution, {{"p", stored(both)}}).at(y.name));
+  EXPECT_EQ(chip.fault(), "");
+  ASSERT_GE(got.size(), size_t(n));
+  std::vector<int8_t> key;
+  for (int j = 0; j < n; ++j) key.push_back(static_cast<int8_t>(got[size_t(j)] ^ 0x80));
+  EXPECT_EQ(key, want);
+  int clamped = 0;
+  for (int8_t b : want) clamped += std::abs(b) == 127;
+  EXPECT_GT(clamped, 0);      // the case reaches the clamps
+  EXPECT_LT(clamped, n / 3);  // but mostly stays inside them
 }
 
 }  // namespace
