@@ -34,6 +34,17 @@ class TileBatch {
   }
   void add(uint32_t tiles, const std::string& mnemonic, const std::string& fields) {
     if (group_) {
+      // (Within a sequence, an instruction equal to an earlier one on other tiles joins it when
+      // nothing in between runs on its tiles: each tile keeps its order. The ops of bands of
+      // two heights alternating over a split layer's slices go out as two, not one a slice.)
+      for (size_t k = pending_.size(); k-- > 0;) {
+        Item& item = pending_[k];
+        if (item.tiles & tiles) break;
+        if (item.mnemonic == mnemonic && item.fields == fields) {
+          item.tiles |= tiles;
+          return;
+        }
+      }
       pending_.push_back({tiles, mnemonic, fields});
       return;
     }
