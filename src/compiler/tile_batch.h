@@ -80,7 +80,13 @@ class TileBatch {
         for (size_t k = 0; k < items.size(); ++k) items[k].tiles |= sequence[k].tiles;
         return;
       }
-    sequences_.push_back(std::move(sequence));
+    // Else each instruction joins an equal one of an earlier sequence when nothing in between
+    // runs on its tiles (the bias load and FIFO consumer of a layer's output groups on their own
+    // tiles, whose ops differ, go out once for all of them).
+    std::vector<Item> kept;
+    for (Item& item : sequence)
+      if (!join_earlier(item, kept)) kept.push_back(std::move(item));
+    if (!kept.empty()) sequences_.push_back(std::move(kept));
   }
 
  private:
@@ -88,6 +94,29 @@ class TileBatch {
     uint32_t tiles;
     std::string mnemonic, fields;
   };
+  // Whether `item` joined an equal instruction of `kept` or the sequences before, searched from
+  // the last back to the first instruction on any of its tiles.
+  bool join_earlier(const Item& item, std::vector<Item>& kept) {
+    auto join = [&](std::vector<Item>& items, bool& stop) {
+      for (size_t k = items.size(); k-- > 0;) {
+        Item& earlier = items[k];
+        if (earlier.tiles & item.tiles) {
+          stop = true;
+          return false;
+        }
+        if (earlier.mnemonic == item.mnemonic && earlier.fields == item.fields) {
+          earlier.tiles |= item.tiles;
+          return true;
+        }
+      }
+      return false;
+    };
+    bool stop = false;
+    if (join(kept, stop)) return true;
+    for (size_t s = sequences_.size(); !stop && s-- > 0;)
+      if (join(sequences_[s], stop)) return true;
+    return false;
+  }
   Emitter& e_;
   std::vector<Item> items_;
   bool group_ = false;

@@ -1,5 +1,6 @@
 // TileBatch's sequences (a part's bias load and ops): equal instructions on other tiles go out
-// once, and never ahead of an instruction on their own tiles.
+// once, within a sequence and across sequences, and never ahead of an instruction on their own
+// tiles.
 #include "compiler/tile_batch.h"
 
 #include <gtest/gtest.h>
@@ -25,6 +26,7 @@ std::vector<std::pair<std::string, int64_t>> tile_instructions(Emitter& e) {
 const std::string kLoad = "w.addr=0x1bc8 w=(1 x 2) n=(1 x 32)(33 x 2) mode=2 fill_size=64";
 const std::string kFive = "n.addr=0x10 n=(1 x 64) w.addr=0x2078 w=(1 x 5) w.rows=1";
 const std::string kSix = "n.addr=0x10 n=(1 x 64) w.addr=0x2078 w=(1 x 6) w.rows=1";
+const std::string kOther = "n.addr=0x20 n=(1 x 64) w.addr=0x2078 w=(1 x 6) w.rows=1";
 
 TEST(TileBatch, EqualInstructionsOfOneSequenceOnOtherTilesGoOutOnce) {
   Emitter e;
@@ -55,6 +57,28 @@ TEST(TileBatch, AnInstructionDoesNotJoinOnePastAnInstructionOnItsTiles) {
   }
   const std::vector<std::pair<std::string, int64_t>> expected = {
       {"n2w", 0x1}, {"n2w", 0x6}, {"n2w", 0x3}};
+  EXPECT_EQ(tile_instructions(e), expected);
+}
+
+TEST(TileBatch, AnInstructionOfASequenceJoinsAnEqualOneOfAnEarlierSequence) {
+  Emitter e;
+  {
+    TileBatch batch(e);
+    batch.begin_sequence();  // one output group on tiles 0-1: its bias load and ops
+    batch.add(0x3, "w2n", kLoad);
+    batch.add(0x1, "n2w", kFive);
+    batch.add(0x2, "n2w", kSix);
+    batch.end_sequence();
+    batch.begin_sequence();  // another on tiles 2-3: the same load, other ops
+    batch.add(0xc, "w2n", kLoad);
+    batch.add(0xc, "n2w", kOther);
+    batch.end_sequence();
+    batch.begin_sequence();  // tile 0 again: its load must stay after its op
+    batch.add(0x1, "w2n", kLoad);
+    batch.end_sequence();
+  }
+  const std::vector<std::pair<std::string, int64_t>> expected = {
+      {"w2n", 0xf}, {"n2w", 0x1}, {"n2w", 0x2}, {"n2w", 0xc}, {"w2n", 0x1}};
   EXPECT_EQ(tile_instructions(e), expected);
 }
 
