@@ -251,6 +251,21 @@ void carry_parameter_write(container::Executable& eo, const FcParameterWrite& wr
                                      static_cast<int>(eo.parameters.size())));
 }
 
+// The scores' groups of the softmax and attention programs: a one-row batch over the query row
+// (row_bytes) and the count after it; each group reads its K bytes within the row.
+Groups scores_groups(const FcLayer& layer, const FcPlacement& placement, int row_bytes) {
+  Groups g = groups_of(fc_groups(layer.n), placement);
+  g.row_bytes = row_bytes + kSoftmaxCountBytes;
+  if (const std::string why = fc_batch_unsupported(layer.n, layer.k, 1, g.slots, g.row_bytes);
+      !why.empty())
+    fail(why);
+  for (int at : g.in_at)
+    if (at < 0 || at % 4 != 0 || at + layer.k > row_bytes)
+      fail("a group reads K = ", layer.k, " bytes from byte ", at, " of rows of ", row_bytes,
+           ": need a multiple of 4 within the row");
+  return g;
+}
+
 // The scores' part of the softmax and attention programs: the query row in, the scores' op,
 // every group's 64 scores to scalar memory in group order (head h's at h * positions bytes), then
 // the count from the row's tail on the first group's tile, and the softmax on the scalar core.
@@ -454,21 +469,12 @@ container::Executable generate_fc_batch_softmax(const FcLayer& layer, const FcPl
                                                 int row_bytes, const std::vector<float>& exp_mult,
                                                 const FcParameterWrite* write) {
   const int heads = int(exp_mult.size());
-  const int groups = fc_groups(layer.n);
   const int positions = heads > 0 ? layer.n / heads : 0;
   if (heads <= 0 || layer.n % heads != 0 || layer.n % kGroup != 0)
     fail("a scores program of ", layer.n, " outputs for ", heads, " heads");
   if (const std::string why = fc_batch_softmax_unsupported(heads, positions); !why.empty())
     fail(why);
-  Groups g = groups_of(groups, placement);
-  g.row_bytes = row_bytes + kSoftmaxCountBytes;
-  if (const std::string why = fc_batch_unsupported(layer.n, layer.k, 1, g.slots, g.row_bytes);
-      !why.empty())
-    fail(why);
-  for (int at : g.in_at)
-    if (at < 0 || at % 4 != 0 || at + layer.k > row_bytes)
-      fail("a group reads K = ", layer.k, " bytes from byte ", at, " of rows of ", row_bytes,
-           ": need a multiple of 4 within the row");
+  const Groups g = scores_groups(layer, placement, row_bytes);
   // Scalar memory: the scores (head after head), 1 / S per head, the count.
   ScalarSoftmax sm;
   sm.heads = heads;
@@ -540,15 +546,7 @@ container::Executable generate_fc_batch_attention(
       sum.mult_head.size() != size_t(sum.layer.n))
     fail("a weighted sum of K = ", sum.layer.k, " over ", positions, " positions with ",
          sum.mult_base.size(), " multipliers for ", sum.layer.n, " outputs");
-  Groups g = groups_of(fc_groups(layer.n), placement);
-  g.row_bytes = row_bytes + kSoftmaxCountBytes;
-  if (const std::string why = fc_batch_unsupported(layer.n, layer.k, 1, g.slots, g.row_bytes);
-      !why.empty())
-    fail(why);
-  for (int at : g.in_at)
-    if (at < 0 || at % 4 != 0 || at + layer.k > row_bytes)
-      fail("a group reads K = ", layer.k, " bytes from byte ", at, " of rows of ", row_bytes,
-           ": need a multiple of 4 within the row");
+  const Groups g = scores_groups(layer, placement, row_bytes);
   const int e_bytes = heads * positions, e_padded = round_up(e_bytes, kPiece);
   Groups v = groups_of(fc_groups(sum.layer.n), sum.at);
   v.row_bytes = e_bytes;
