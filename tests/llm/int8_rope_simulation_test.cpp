@@ -9,6 +9,7 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "chip/sim_runner.h"
@@ -56,6 +57,26 @@ EltwiseLayer op(EltwiseLayer::Kind kind, int n, const char* a, const char* b, co
   return l;
 }
 
+// RoPE's two products as the MUL generator's programs: P1 = MUL(x, cos), P2 = MUL(swap(x), sin')
+// (x's pairs swapped on the host), x with scale in_scale and zero point zp.
+std::pair<std::vector<int8_t>, std::vector<int8_t>> products(const llm::QuantizedRope& q,
+                                                             float in_scale, int32_t zp,
+                                                             const std::vector<int8_t>& x,
+                                                             const std::vector<int8_t>& c,
+                                                             const std::vector<int8_t>& s) {
+  const int n = int(x.size());
+  std::vector<int8_t> swapped(x.size());
+  for (int j = 0; j < n; ++j) swapped[size_t(j)] = x[size_t(j ^ 1)];
+  EltwiseLayer mul = op(EltwiseLayer::Kind::kMul, n, "x", "cos", "p");
+  mul.a_zp = zp + 128;
+  mul.b_zp = 128;
+  mul.a_scale = in_scale;
+  mul.b_scale = 1.0f / 127;
+  mul.out_scale = q.product_scale;
+  mul.mult = q.mul_mult;
+  return {run(mul, x, c), run(mul, swapped, s)};
+}
+
 TEST(Int8RopeOnTheVirtualEdgeTpu, MulMulAddGiveRopesBytes) {
   std::mt19937 rng(11);
   const int n = 96, hs = 48;  // two heads of stories15M's head size
@@ -67,22 +88,14 @@ TEST(Int8RopeOnTheVirtualEdgeTpu, MulMulAddGiveRopesBytes) {
     const float out_scale = (trial == 2 ? 0.006f : 0.03f) * in_scale * 127;
     const llm::QuantizedRope q = llm::quantize_rope(in_scale, zp, std::vector<float>(n, 1.0f),
                                                     std::vector<float>(n, out_scale));
-    std::vector<int8_t> x(n), swapped(n), c(n), s(n), want(n);
+    std::vector<int8_t> x(n), c(n), s(n), want(n);
     for (int8_t& v : x) v = static_cast<int8_t>(std::uniform_int_distribution<int>(-128, 127)(rng));
-    for (int j = 0; j < n; ++j) swapped[size_t(j)] = x[size_t(j ^ 1)];
     const int pos = 17 + 50 * trial;
     const float r = std::uniform_real_distribution<float>(0.5f, 2.0f)(rng);
     llm::rope_tables(pos, n, hs, c.data(), s.data());
     llm::rope_q(q, x.data(), c.data(), s.data(), n, r, want.data());
 
-    EltwiseLayer mul = op(EltwiseLayer::Kind::kMul, n, "x", "cos", "p");
-    mul.a_zp = zp + 128;
-    mul.b_zp = 128;
-    mul.a_scale = in_scale;
-    mul.b_scale = 1.0f / 127;
-    mul.out_scale = q.product_scale;
-    mul.mult = q.mul_mult;
-    const std::vector<int8_t> p1 = run(mul, x, c), p2 = run(mul, swapped, s);
+    const auto [p1, p2] = products(q, in_scale, zp, x, c, s);
     EltwiseLayer add = op(EltwiseLayer::Kind::kAdd, n, "p1", "p2", "k");
     add.a_zp = add.b_zp = 128;
     add.a_scale = add.b_scale = q.product_scale;
@@ -122,22 +135,14 @@ TEST(Int8RopeOnTheVirtualEdgeTpu, MulMulAndAPerChannelSumGiveTheKeysBytes) {
     key_scale[size_t(j)] = key_scale[size_t(j) + 1] =
         std::uniform_real_distribution<float>(0.006f, 0.03f)(rng) * in_scale * 127;
   const llm::QuantizedRope q = llm::quantize_rope(in_scale, zp, gain, key_scale);
-  std::vector<int8_t> x(n), swapped(n), c(n), s(n), want(n);
+  std::vector<int8_t> x(n), c(n), s(n), want(n);
   for (int8_t& v : x) v = static_cast<int8_t>(std::uniform_int_distribution<int>(-128, 127)(rng));
-  for (int j = 0; j < n; ++j) swapped[size_t(j)] = x[size_t(j ^ 1)];
   const int pos = 93;
   const float r = 1.37f;
   llm::rope_tables(pos, n, hs, c.data(), s.data());
   llm::rope_q(q, x.data(), c.data(), s.data(), n, r, want.data());
 
-  EltwiseLayer mul = op(EltwiseLayer::Kind::kMul, n, "x", "cos", "p");
-  mul.a_zp = zp + 128;
-  mul.b_zp = 128;
-  mul.a_scale = in_scale;
-  mul.b_scale = 1.0f / 127;
-  mul.out_scale = q.product_scale;
-  mul.mult = q.mul_mult;
-  const std::vector<int8_t> p1 = run(mul, x, c), p2 = run(mul, swapped, s);
+  const auto [p1, p2] = products(q, in_scale, zp, x, c, s);
 
   compiler::FcLayer sum;
   sum.n = n;
