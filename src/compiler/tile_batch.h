@@ -37,15 +37,9 @@ class TileBatch {
       // (Within a sequence, an instruction equal to an earlier one on other tiles joins it when
       // nothing in between runs on its tiles: each tile keeps its order. The ops of bands of
       // two heights alternating over a split layer's slices go out as two, not one a slice.)
-      for (size_t k = pending_.size(); k-- > 0;) {
-        Item& item = pending_[k];
-        if (item.tiles & tiles) break;
-        if (item.mnemonic == mnemonic && item.fields == fields) {
-          item.tiles |= tiles;
-          return;
-        }
-      }
-      pending_.push_back({tiles, mnemonic, fields});
+      Item item{tiles, mnemonic, fields};
+      bool stop = false;
+      if (!join_back(pending_, item, stop)) pending_.push_back(std::move(item));
       return;
     }
     for (Item& item : items_)
@@ -97,24 +91,26 @@ class TileBatch {
   // Whether `item` joined an equal instruction of `kept` or the sequences before, searched from
   // the last back to the first instruction on any of its tiles.
   bool join_earlier(const Item& item, std::vector<Item>& kept) {
-    auto join = [&](std::vector<Item>& items, bool& stop) {
-      for (size_t k = items.size(); k-- > 0;) {
-        Item& earlier = items[k];
-        if (earlier.tiles & item.tiles) {
-          stop = true;
-          return false;
-        }
-        if (earlier.mnemonic == item.mnemonic && earlier.fields == item.fields) {
-          earlier.tiles |= item.tiles;
-          return true;
-        }
-      }
-      return false;
-    };
     bool stop = false;
-    if (join(kept, stop)) return true;
+    if (join_back(kept, item, stop)) return true;
     for (size_t s = sequences_.size(); !stop && s-- > 0;)
-      if (join(sequences_[s], stop)) return true;
+      if (join_back(sequences_[s], item, stop)) return true;
+    return false;
+  }
+  // Whether `item` joined an equal instruction of `items`, searched from the last back; `stop`
+  // is set where an instruction on any of its tiles ends the search (each tile keeps its order).
+  static bool join_back(std::vector<Item>& items, const Item& item, bool& stop) {
+    for (size_t k = items.size(); k-- > 0;) {
+      Item& earlier = items[k];
+      if (earlier.tiles & item.tiles) {
+        stop = true;
+        return false;
+      }
+      if (earlier.mnemonic == item.mnemonic && earlier.fields == item.fields) {
+        earlier.tiles |= item.tiles;
+        return true;
+      }
+    }
     return false;
   }
   Emitter& e_;
