@@ -100,7 +100,7 @@ void hand_over_surplus_fill(TileBatch& b, const Plan& p) {
   const LayerPlan& lp = p.layers[p.first];
   const int words = surplus_pixels(p.layers[p.first - 1]) * lp.cin / 4;
   b.add(tile_bit(p.tile), "mesh_n",
-        cat("i.addr=", hex(lp.pixel(0, lp.l->pad_left + lp.l->w)),
+        cat("i.addr=", hex(lp.pixel(0, lp.l->pad_left + lp.l->w) - lp.slide),
             " i=", strided_walk({{1, words}, {lp.row_words(), lp.hp}}, 4),
             " i.sdims=3 fill_en=1 fill=", hex(0x01010101u * static_cast<uint32_t>(lp.l->in_zp))));
 }
@@ -997,8 +997,16 @@ void fifo_broadcast(Emitter& e, const Part& part, uint32_t mask, uint32_t comput
 // last layer's bytes go to the host's scratch buffer and the program does not end here.
 // `pricing`: the placement search prices the layout (hand_over's forms for it).
 void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
-                    const std::vector<Stage>& stages, std::vector<std::pair<int, int>>& loads,
+                    const std::vector<Stage>& planned, std::vector<std::pair<int, int>>& loads,
                     bool head, bool pricing = false) {
+  // The final program slides receivers' whole images where sets of them then share instructions
+  // (slide_full_images); the search prices the layouts as planned.
+  std::vector<Stage> slid;
+  if (!pricing) {
+    slid = planned;
+    for (size_t si = 1; si < slid.size(); ++si) slide_full_images(slid[si - 1], slid[si]);
+  }
+  const std::vector<Stage>& stages = pricing ? planned : slid;
   preamble(e, chain.input_name);
   auto stage_of = [&](size_t i) -> const Stage& {
     for (const Stage& s : stages)

@@ -720,4 +720,89 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal, boo
   emit_rounds(e, schedules[best], ordinal);
 }
 
+void slide_full_images(const Stage& from, Stage& to) {
+  const size_t i = to.first;
+  if (to.halo_in || to.tiles.size() < 2) return;
+  for (const Plan& t : to.tiles)
+    if (!t.layers[i].full || t.rounds > 1 || t.layers[i].slide != 0) return;
+  // The receiver sets: tiles joined by the transfers they take together.
+  std::vector<size_t> set(to.tiles.size());
+  for (size_t k = 0; k < set.size(); ++k) set[k] = k;
+  auto root = [&](size_t k) {
+    while (set[k] != k) k = set[k];
+    return k;
+  };
+  // The bytes of the region each tile touches: the rows its first layer reads and every write.
+  std::vector<std::pair<int, int>> touched(to.tiles.size());
+  for (size_t k = 0; k < to.tiles.size(); ++k) {
+    const LayerPlan& lp = to.tiles[k].layers[i];
+    touched[k] = {lp.pixel(lp.need_top - lp.top, 0) - lp.extra * lp.cin,
+                  lp.pixel(lp.need_top - lp.top + lp.need_rows, 0) - lp.extra * lp.cin};
+  }
+  for (const Transfer& t : transfers_of(from, to, false)) {
+    std::optional<size_t> first;
+    for (size_t k = 0; k < to.tiles.size(); ++k) {
+      if (!(t.mask & tile_bit(to.tiles[k].tile))) continue;
+      if (!first)
+        first = root(k);
+      else
+        set[root(k)] = *first;
+      for (const Write& w : t.writes) {
+        if (w.tile != tile_bit(to.tiles[k].tile)) continue;
+        int64_t end = w.at + 4;
+        for (const auto& [stride, count] : w.walk) end += 4 * stride * (count - 1);
+        touched[k].first = std::min(touched[k].first, w.at);
+        touched[k].second = std::max(touched[k].second, static_cast<int>(end));
+      }
+    }
+  }
+  // Per set its tiles in order and the rows they read, [top, bottom): every row a set receives
+  // is one some tile of it reads (SenderCut sends a row to the tiles that read it).
+  struct Rows {
+    std::vector<size_t> tiles;
+    int top = 0, bottom = 0;
+  };
+  std::map<size_t, Rows> sets;
+  for (size_t k = 0; k < to.tiles.size(); ++k) {
+    const LayerPlan& lp = to.tiles[k].layers[i];
+    auto [it, fresh] = sets.try_emplace(root(k));
+    Rows& r = it->second;
+    r.top = fresh ? lp.need_top : std::min(r.top, lp.need_top);
+    r.bottom = fresh ? lp.need_top + lp.need_rows : std::max(r.bottom, lp.need_top + lp.need_rows);
+    r.tiles.push_back(k);
+  }
+  if (sets.size() < 2) return;
+  // A set slides when its tiles read what another set's do, each at its own offset, and that set
+  // lies lower in the image: then its rows sit, slid, where those of the lowest such set do.
+  auto same_pattern = [&](const Rows& a, const Rows& b) {
+    if (a.tiles.size() != b.tiles.size() || a.bottom - a.top != b.bottom - b.top) return false;
+    for (size_t k = 0; k < a.tiles.size(); ++k) {
+      const LayerPlan& x = to.tiles[a.tiles[k]].layers[i];
+      const LayerPlan& y = to.tiles[b.tiles[k]].layers[i];
+      if (x.need_top - a.top != y.need_top - b.top || x.need_rows != y.need_rows ||
+          x.ob - x.oa != y.ob - y.oa)
+        return false;
+    }
+    return true;
+  };
+  for (const auto& [k, r] : sets) {
+    const Rows* lowest = &r;
+    for (const auto& [j, q] : sets)
+      if (q.top > lowest->top && same_pattern(r, q)) lowest = &q;
+    if (lowest == &r) continue;
+    const int rows = lowest->top - r.top;
+    const bool inside = std::all_of(r.tiles.begin(), r.tiles.end(), [&](size_t t) {
+      const LayerPlan& lp = to.tiles[t].layers[i];
+      const int slide = rows * lp.row_words() * 4;
+      return touched[t].first + slide >= lp.in_base &&
+             touched[t].second + slide <= lp.in_base + lp.in_bytes();
+    });
+    if (!inside) continue;
+    for (size_t t : r.tiles) {
+      LayerPlan& lp = to.tiles[t].layers[i];
+      lp.slide = rows * lp.row_words() * 4;
+    }
+  }
+}
+
 }  // namespace tinycoral::compiler::conv

@@ -15,4 +15,13 @@ namespace tinycoral::compiler::conv {
 // schedule of fewest instruction words of all.
 void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal, bool pricing);
 
+// Receivers that keep the whole image (LayerPlan::full) fall into sets that take the same
+// transfers; where two sets read rows of the same pattern at different places (v2's 14 x 14
+// stages: tiles 0-6 take the image's upper rows, 7-13 its lower), each set but the one lowest in
+// the image keeps its rows slid up its region (LayerPlan::slide) so that its rows sit where that
+// one's do: their first layer's ops and the hand-over's wideToNarrows become the same
+// instructions (one op for tiles k and k + 7 instead of two). Every row a tile writes or reads
+// stays inside its image's region.
+void slide_full_images(const Stage& from, Stage& to);
+
 }  // namespace tinycoral::compiler::conv

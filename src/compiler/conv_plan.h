@@ -138,7 +138,10 @@ struct LayerPlan {
   int in_bytes() const { return round_up(hp * wp * cin, 4); }
   int row_words() const { return wp * cin / 4; }
   // Narrow byte address of padded pixel (y, x), x counted from the image's padded column 0.
-  int pixel(int y, int x) const { return in_base + (y * wp + extra + x) * cin; }
+  // `slide`: bytes the rows sit above their place in the region [in_base, in_base + in_bytes()),
+  // which stays the image's (slide_full_images, conv_hand_over.h).
+  int pixel(int y, int x) const { return in_base + slide + (y * wp + extra + x) * cin; }
+  int slide = 0;
   // The band of rows this tile computes: output rows [oa, ob); buffer row 0 holds the layer's
   // input row `top` (negative: padding rows above the image).
   int oa = 0, ob = 0, top = 0;
