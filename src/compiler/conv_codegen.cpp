@@ -10,6 +10,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 #include <tuple>
 
 #include "common/error.h"
@@ -996,17 +997,9 @@ void fifo_broadcast(Emitter& e, const Part& part, uint32_t mask, uint32_t comput
 // first rows, in order (its parameters). `head`: a generator follows in the same program, so the
 // last layer's bytes go to the host's scratch buffer and the program does not end here.
 // `pricing`: the placement search prices the layout (hand_over's forms for it).
-void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
-                    const std::vector<Stage>& planned, std::vector<std::pair<int, int>>& loads,
-                    bool head, bool pricing = false) {
-  // The final program slides receivers' whole images where sets of them then share instructions
-  // (slide_full_images); the search prices the layouts as planned.
-  std::vector<Stage> slid;
-  if (!pricing) {
-    slid = planned;
-    for (size_t si = 1; si < slid.size(); ++si) slide_full_images(slid[si - 1], slid[si]);
-  }
-  const std::vector<Stage>& stages = pricing ? planned : slid;
+void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
+                  const std::vector<Stage>& stages, std::vector<std::pair<int, int>>& loads,
+                  bool head, bool pricing) {
   preamble(e, chain.input_name);
   auto stage_of = [&](size_t i) -> const Stage& {
     for (const Stage& s : stages)
@@ -1351,11 +1344,74 @@ void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
   interrupt(e, 5, 4, 6);
 }
 
+// How the program keeps its stages' whole first images (slide_full_images, align_full_images):
+// as planned (the search's pricing), sets of receivers slid onto each other, or that and, in
+// the final program, every tile of a stage aligned where the program's words are then fewer.
+enum class Slides { kNone, kSets, kTried };
+
+void apply_slides(Stage& s, const std::vector<int>& slides) {
+  for (size_t k = 0; k < slides.size(); ++k) s.tiles[k].layers[s.first].slide = slides[k];
+}
+
+// `planned` with its slides, or nothing where no image slides (the search's many programs
+// copy no stages then).
+std::optional<std::vector<Stage>> slid_stages(const std::vector<Stage>& planned, Slides slides) {
+  std::optional<std::vector<Stage>> stages;
+  if (slides == Slides::kNone) return stages;
+  for (size_t si = 1; si < planned.size(); ++si) {
+    const std::vector<int> by_set = slide_full_images(planned[si - 1], planned[si]);
+    if (by_set.empty()) continue;
+    if (!stages) stages = planned;
+    apply_slides((*stages)[si], by_set);
+  }
+  if (slides != Slides::kTried) return stages;
+  // What aligning changes: the hand-over into the stage and its first layer's ops (one per
+  // distinct first read row, band and groups); counted alone, not the whole program again.
+  auto words = [&](const Stage& from, const Stage& to) {
+    Emitter count = Emitter::counting();
+    int ordinal = 0;
+    hand_over(count, from, to, ordinal, false);
+    const uint32_t hand_over_words = count.words();
+    std::set<std::tuple<int, int, int, int>> ops;
+    for (const Plan& t : to.tiles) {
+      const LayerPlan& lp = t.layers[to.first];
+      ops.insert({lp.op_in(0), lp.ob - lp.oa, t.g0, t.g1});
+    }
+    count.add("op");
+    return count.words() +
+           static_cast<uint32_t>(ops.size() - 1) * (count.words() - hand_over_words);
+  };
+  for (size_t si = 1; si < planned.size(); ++si) {
+    // (Nothing to gain where the tiles' first read rows already sit at one place.)
+    const std::vector<Plan>& tiles = (stages ? *stages : planned)[si].tiles;
+    if (std::all_of(tiles.begin(), tiles.end(), [&](const Plan& t) {
+          return t.layers[t.first].op_in(0) == tiles.front().layers[t.first].op_in(0);
+        }))
+      continue;
+    const std::vector<int> aligned = align_full_images(planned[si - 1], planned[si]);
+    if (aligned.empty()) continue;
+    if (!stages) stages = planned;
+    Stage trial = planned[si];
+    apply_slides(trial, aligned);
+    if (words((*stages)[si - 1], trial) < words((*stages)[si - 1], (*stages)[si]))
+      (*stages)[si] = std::move(trial);
+  }
+  return stages;
+}
+
+void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
+                    const std::vector<Stage>& planned, std::vector<std::pair<int, int>>& loads,
+                    bool head, bool pricing = false, Slides slides = Slides::kSets) {
+  if (pricing) slides = Slides::kNone;
+  const std::optional<std::vector<Stage>> slid = slid_stages(planned, slides);
+  emit_program(e, chain, shapes, slid ? *slid : planned, loads, head, pricing);
+}
+
 container::Bitstream execution_program(const ConvChain& chain, const Shapes& shapes,
                                        const std::vector<Stage>& stages,
                                        std::vector<std::pair<int, int>>& loads) {
   Emitter e;
-  emit_execution(e, chain, shapes, stages, loads, false);
+  emit_execution(e, chain, shapes, stages, loads, false, false, Slides::kTried);
   return e.finish();
 }
 
@@ -1365,7 +1421,8 @@ container::Bitstream execution_program(const ConvChain& chain, const Shapes& sha
 double program_bytes(const ConvChain& chain, const Layout& layout, bool pricing) {
   std::vector<std::pair<int, int>> loads;
   Emitter program = Emitter::counting();
-  emit_execution(program, chain, layout.shapes, layout.stages, loads, false, pricing);
+  emit_execution(program, chain, layout.shapes, layout.stages, loads, false, pricing,
+                 Slides::kNone);
   double bytes = double(program.finished_bytes());
   for (const auto& [segment, rows] : loads) bytes += double(rows) * kRowBytes;
   return bytes;
@@ -1733,7 +1790,7 @@ std::optional<ConvHead> emit_conv_head(const ConvChain& chain, Emitter& executio
   std::vector<std::pair<int, int>> loads;
   // (The program streams no parameters of its own: one inference = one pass.)
   Emitter probe = Emitter::counting();
-  emit_execution(probe, chain, layout.shapes, layout.stages, loads, true);
+  emit_execution(probe, chain, layout.shapes, layout.stages, loads, true, false, Slides::kTried);
   if (!loads.empty()) return why = "a chain that streams its parameters", std::nullopt;
   ConvHead head;
   head.tiles = all_tiles(layout.stages);
@@ -1752,7 +1809,8 @@ std::optional<ConvHead> emit_conv_head(const ConvChain& chain, Emitter& executio
     head.cached.insert(head.cached.end(), at, at + std::ptrdiff_t{load.rows} * kRowBytes);
     head.param_units = std::max(head.param_units, (load.row + load.rows) * kRowUnits);
   }
-  emit_execution(execution, chain, layout.shapes, layout.stages, loads, true);
+  emit_execution(execution, chain, layout.shapes, layout.stages, loads, true, false,
+                 Slides::kTried);
   emit_caching(caching, layout.shapes, true);
   return head;
 }

@@ -720,11 +720,48 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal, boo
   emit_rounds(e, schedules[best], ordinal);
 }
 
-void slide_full_images(const Stage& from, Stage& to) {
+namespace {
+
+// The receivers of a stage whose tiles all keep the whole image (LayerPlan::full; not written in
+// place, not in rounds, not slid yet), and per tile the bytes of its region it touches: the rows
+// its first layer reads and every hand-over write. Empty when the stage is not such a stage.
+struct Receivers {
+  std::vector<uint32_t> masks;               // the transfers' receiver sets
+  std::vector<std::pair<int, int>> touched;  // per tile of the stage, [first, end) bytes
+};
+
+std::optional<Receivers> receivers_of(const Stage& from, const Stage& to) {
   const size_t i = to.first;
-  if (to.halo_in || to.tiles.size() < 2) return;
+  if (to.halo_in || to.tiles.size() < 2) return std::nullopt;
   for (const Plan& t : to.tiles)
-    if (!t.layers[i].full || t.rounds > 1 || t.layers[i].slide != 0) return;
+    if (!t.layers[i].full || t.rounds > 1 || t.layers[i].slide != 0) return std::nullopt;
+  Receivers r;
+  for (const Plan& t : to.tiles) {
+    const LayerPlan& lp = t.layers[i];
+    const int row0 = lp.pixel(lp.need_top - lp.top, 0) - lp.extra * lp.cin;
+    r.touched.push_back({row0, row0 + lp.need_rows * lp.row_words() * 4});
+  }
+  for (const Transfer& t : transfers_of(from, to, false)) {
+    r.masks.push_back(t.mask);
+    for (const Write& w : t.writes)
+      for (size_t k = 0; k < to.tiles.size(); ++k) {
+        if (w.tile != tile_bit(to.tiles[k].tile)) continue;
+        int64_t end = w.at + 4;
+        for (const auto& [stride, count] : w.walk) end += 4 * stride * (count - 1);
+        r.touched[k].first = std::min(r.touched[k].first, w.at);
+        r.touched[k].second = std::max(r.touched[k].second, static_cast<int>(end));
+      }
+  }
+  return r;
+}
+
+}  // namespace
+
+std::vector<int> slide_full_images(const Stage& from, const Stage& to) {
+  const size_t i = to.first;
+  const std::optional<Receivers> receivers = receivers_of(from, to);
+  if (!receivers) return {};
+  const auto& touched = receivers->touched;
   // The receiver sets: tiles joined by the transfers they take together.
   std::vector<size_t> set(to.tiles.size());
   for (size_t k = 0; k < set.size(); ++k) set[k] = k;
@@ -732,28 +769,14 @@ void slide_full_images(const Stage& from, Stage& to) {
     while (set[k] != k) k = set[k];
     return k;
   };
-  // The bytes of the region each tile touches: the rows its first layer reads and every write.
-  std::vector<std::pair<int, int>> touched(to.tiles.size());
-  for (size_t k = 0; k < to.tiles.size(); ++k) {
-    const LayerPlan& lp = to.tiles[k].layers[i];
-    touched[k] = {lp.pixel(lp.need_top - lp.top, 0) - lp.extra * lp.cin,
-                  lp.pixel(lp.need_top - lp.top + lp.need_rows, 0) - lp.extra * lp.cin};
-  }
-  for (const Transfer& t : transfers_of(from, to, false)) {
+  for (const uint32_t mask : receivers->masks) {
     std::optional<size_t> first;
     for (size_t k = 0; k < to.tiles.size(); ++k) {
-      if (!(t.mask & tile_bit(to.tiles[k].tile))) continue;
+      if (!(mask & tile_bit(to.tiles[k].tile))) continue;
       if (!first)
         first = root(k);
       else
         set[root(k)] = *first;
-      for (const Write& w : t.writes) {
-        if (w.tile != tile_bit(to.tiles[k].tile)) continue;
-        int64_t end = w.at + 4;
-        for (const auto& [stride, count] : w.walk) end += 4 * stride * (count - 1);
-        touched[k].first = std::min(touched[k].first, w.at);
-        touched[k].second = std::max(touched[k].second, static_cast<int>(end));
-      }
     }
   }
   // Per set its tiles in order and the rows they read, [top, bottom): every row a set receives
@@ -771,7 +794,9 @@ void slide_full_images(const Stage& from, Stage& to) {
     r.bottom = fresh ? lp.need_top + lp.need_rows : std::max(r.bottom, lp.need_top + lp.need_rows);
     r.tiles.push_back(k);
   }
-  if (sets.size() < 2) return;
+  if (sets.size() < 2) return {};
+  std::vector<int> slides(to.tiles.size(), 0);
+  bool any = false;
   // A set slides when its tiles read what another set's do, each at its own offset, and that set
   // lies lower in the image: then its rows sit, slid, where those of the lowest such set do.
   auto same_pattern = [&](const Rows& a, const Rows& b) {
@@ -794,15 +819,42 @@ void slide_full_images(const Stage& from, Stage& to) {
     const bool inside = std::all_of(r.tiles.begin(), r.tiles.end(), [&](size_t t) {
       const LayerPlan& lp = to.tiles[t].layers[i];
       const int slide = rows * lp.row_words() * 4;
-      return touched[t].first + slide >= lp.in_base &&
+      return lp.row_words() * 4 == lp.wp * lp.cin && touched[t].first + slide >= lp.in_base &&
              touched[t].second + slide <= lp.in_base + lp.in_bytes();
     });
     if (!inside) continue;
-    for (size_t t : r.tiles) {
-      LayerPlan& lp = to.tiles[t].layers[i];
-      lp.slide = rows * lp.row_words() * 4;
-    }
+    for (size_t t : r.tiles) slides[t] = rows * to.tiles[t].layers[i].row_words() * 4;
+    any = true;
   }
+  if (!any) slides.clear();
+  return slides;
+}
+
+std::vector<int> align_full_images(const Stage& from, const Stage& to) {
+  const size_t i = to.first;
+  const std::optional<Receivers> receivers = receivers_of(from, to);
+  if (!receivers) return {};
+  // Row `at` of the region: each tile's first read row; the lowest that keeps every tile's
+  // touched bytes at or above the region's start, if it keeps them below its end too.
+  const LayerPlan& any = to.tiles.front().layers[i];
+  const int row_bytes = any.row_words() * 4, rows = any.in_bytes() / row_bytes;
+  int at = 0;
+  std::vector<int> first(to.tiles.size());
+  for (size_t k = 0; k < to.tiles.size(); ++k) {
+    const LayerPlan& lp = to.tiles[k].layers[i];
+    if (lp.wp * lp.cin != row_bytes || lp.in_bytes() != any.in_bytes()) return {};
+    first[k] = lp.need_top - lp.top;
+    const int lo = (receivers->touched[k].first - lp.in_base) / row_bytes;
+    at = std::max(at, first[k] - lo);
+  }
+  for (size_t k = 0; k < to.tiles.size(); ++k) {
+    const LayerPlan& lp = to.tiles[k].layers[i];
+    const int end = receivers->touched[k].second - lp.in_base + (at - first[k]) * row_bytes;
+    if (end > rows * row_bytes) return {};
+  }
+  std::vector<int> slides(to.tiles.size());
+  for (size_t k = 0; k < to.tiles.size(); ++k) slides[k] = (at - first[k]) * row_bytes;
+  return slides;
 }
 
 }  // namespace tinycoral::compiler::conv

@@ -21,7 +21,13 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal, boo
 // the image keeps its rows slid up its region (LayerPlan::slide) so that its rows sit where that
 // one's do: their first layer's ops and the hand-over's wideToNarrows become the same
 // instructions (one op for tiles k and k + 7 instead of two). Every row a tile writes or reads
-// stays inside its image's region.
-void slide_full_images(const Stage& from, Stage& to);
+// stays inside its image's region. The slides (bytes) per tile of `to`, empty where none slides.
+std::vector<int> slide_full_images(const Stage& from, const Stage& to);
+
+// Such receivers all slid (none where their rows do not fit): each tile's first read row at one
+// place of the region, so that the first layer's ops of equal bands are one instruction, while
+// the wideToNarrows of tiles taking the same transfers then differ (the final program keeps this
+// where its words are fewer: v2's 14-band depthwise stages whose sets overlap).
+std::vector<int> align_full_images(const Stage& from, const Stage& to);
 
 }  // namespace tinycoral::compiler::conv
