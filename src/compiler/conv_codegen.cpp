@@ -1345,26 +1345,24 @@ void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
 }
 
 // How the program keeps its stages' whole first images (slide_full_images, align_full_images):
-// as planned (the search's pricing), sets of receivers slid onto each other, or that and, in
-// the final program, every tile of a stage aligned where the program's words are then fewer.
-enum class Slides { kNone, kSets, kTried };
+// as planned (the search prices its layouts so), or, in the final program, sets of receivers slid
+// onto each other and every tile of a stage aligned where the words it changes are then fewer.
+enum class Slides { kAsPlanned, kSlid };
 
 void apply_slides(Stage& s, const std::vector<int>& slides) {
   for (size_t k = 0; k < slides.size(); ++k) s.tiles[k].layers[s.first].slide = slides[k];
 }
 
-// `planned` with its slides, or nothing where no image slides (the search's many programs
-// copy no stages then).
+// `planned` with its slides, or nothing where no image slides.
 std::optional<std::vector<Stage>> slid_stages(const std::vector<Stage>& planned, Slides slides) {
   std::optional<std::vector<Stage>> stages;
-  if (slides == Slides::kNone) return stages;
+  if (slides == Slides::kAsPlanned) return stages;
   for (size_t si = 1; si < planned.size(); ++si) {
     const std::vector<int> by_set = slide_full_images(planned[si - 1], planned[si]);
     if (by_set.empty()) continue;
     if (!stages) stages = planned;
     apply_slides((*stages)[si], by_set);
   }
-  if (slides != Slides::kTried) return stages;
   // What aligning changes: the hand-over into the stage and its first layer's ops (one per
   // distinct first read row, band and groups); counted alone, not the whole program again.
   auto words = [&](const Stage& from, const Stage& to) {
@@ -1401,8 +1399,7 @@ std::optional<std::vector<Stage>> slid_stages(const std::vector<Stage>& planned,
 
 void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
                     const std::vector<Stage>& planned, std::vector<std::pair<int, int>>& loads,
-                    bool head, bool pricing = false, Slides slides = Slides::kSets) {
-  if (pricing) slides = Slides::kNone;
+                    bool head, bool pricing, Slides slides) {
   const std::optional<std::vector<Stage>> slid = slid_stages(planned, slides);
   emit_program(e, chain, shapes, slid ? *slid : planned, loads, head, pricing);
 }
@@ -1411,7 +1408,7 @@ container::Bitstream execution_program(const ConvChain& chain, const Shapes& sha
                                        const std::vector<Stage>& stages,
                                        std::vector<std::pair<int, int>>& loads) {
   Emitter e;
-  emit_execution(e, chain, shapes, stages, loads, false, false, Slides::kTried);
+  emit_execution(e, chain, shapes, stages, loads, false, false, Slides::kSlid);
   return e.finish();
 }
 
@@ -1422,7 +1419,7 @@ double program_bytes(const ConvChain& chain, const Layout& layout, bool pricing)
   std::vector<std::pair<int, int>> loads;
   Emitter program = Emitter::counting();
   emit_execution(program, chain, layout.shapes, layout.stages, loads, false, pricing,
-                 Slides::kNone);
+                 Slides::kAsPlanned);
   double bytes = double(program.finished_bytes());
   for (const auto& [segment, rows] : loads) bytes += double(rows) * kRowBytes;
   return bytes;
@@ -1790,7 +1787,7 @@ std::optional<ConvHead> emit_conv_head(const ConvChain& chain, Emitter& executio
   std::vector<std::pair<int, int>> loads;
   // (The program streams no parameters of its own: one inference = one pass.)
   Emitter probe = Emitter::counting();
-  emit_execution(probe, chain, layout.shapes, layout.stages, loads, true, false, Slides::kTried);
+  emit_execution(probe, chain, layout.shapes, layout.stages, loads, true, false, Slides::kSlid);
   if (!loads.empty()) return why = "a chain that streams its parameters", std::nullopt;
   ConvHead head;
   head.tiles = all_tiles(layout.stages);
@@ -1809,8 +1806,7 @@ std::optional<ConvHead> emit_conv_head(const ConvChain& chain, Emitter& executio
     head.cached.insert(head.cached.end(), at, at + std::ptrdiff_t{load.rows} * kRowBytes);
     head.param_units = std::max(head.param_units, (load.row + load.rows) * kRowUnits);
   }
-  emit_execution(execution, chain, layout.shapes, layout.stages, loads, true, false,
-                 Slides::kTried);
+  emit_execution(execution, chain, layout.shapes, layout.stages, loads, true, false, Slides::kSlid);
   emit_caching(caching, layout.shapes, true);
   return head;
 }
