@@ -766,6 +766,60 @@ std::vector<std::pair<int, int>> output_pieces(const Geometry& g, int at) {
   return out;
 }
 
+// RoPE's products (FcRope) over layer g's outputs at narrow byte `at`: the tables' pieces
+// (tables_in, on the input tiles) broadcast to the rotated groups' tiles at narrow byte 0 (their
+// last layer has read its input by now), then per group P1 = MUL(x, first table) and R = MUL(x,
+// second table) at narrow `base` and up; P1 and R join `out_pieces`. Returns the narrow bytes
+// used.
+int rope_stage(Emitter& e, const Geometry& g, int at, const FcRope& rope,
+               const std::vector<std::pair<int, int>>& tables_in, int base,
+               std::vector<std::pair<int, int>>& out_pieces, int& ring_ordinal) {
+  if (static_cast<int>(tables_in.size()) != 2 * rope.tables || rope.groups.empty())
+    fail("RoPE needs its groups and two tables of ", rope.tables, " pieces");
+  uint32_t tiles = 0;
+  for (const FcRopeGroup& r : rope.groups) {
+    if (r.group < 0 || r.group >= g.tiles || r.table < 0 || r.table >= rope.tables)
+      fail("RoPE of group ", r.group, " with table piece ", r.table, ": out of range");
+    tiles |= tile_bit(g.tile_of[size_t(r.group)]);
+  }
+  broadcast_stage(e, tiles, tables_in, ring_ordinal);
+  // Per tile its j-th rotated group's P1 at base + 128 j, R after it; the MUL's buffers above.
+  const int products = base + 2 * kMaxSlots * kPiece, identity = products + 4 * kPiece;
+  ffn_gate_setup(e, tiles, identity);
+  std::array<int, 16> count{};
+  struct Mul {
+    int x, table, out;
+    int32_t x_zp;
+    float mult;
+    uint32_t tiles;
+  };
+  std::vector<Mul> muls;
+  std::vector<std::pair<int, int>> pieces;
+  for (const FcRopeGroup& r : rope.groups) {
+    const int tile = g.tile_of[size_t(r.group)];
+    const int j = count[size_t(tile)]++;
+    if (j >= kMaxSlots) fail("RoPE of more than ", kMaxSlots, " groups on tile ", tile);
+    const int x = at + kGroup * g.slot_of[size_t(r.group)], out = base + 2 * kPiece * j;
+    for (int t = 0; t < 2; ++t) {
+      const Mul want{x, (t * rope.tables + r.table) * kPiece, out + t * kPiece, r.x_zp, r.mult, 0};
+      auto it = std::find_if(muls.begin(), muls.end(), [&](const Mul& m) {
+        return m.x == want.x && m.table == want.table && m.out == want.out && m.x_zp == want.x_zp &&
+               m.mult == want.mult;
+      });
+      if (it == muls.end()) it = muls.insert(muls.end(), want);
+      it->tiles |= tile_bit(tile);
+      pieces.emplace_back(tile, want.out);
+    }
+  }
+  for (const Mul& m : muls)
+    mul(e, m.tiles, products, kWords, m.x, m.x_zp, m.table, 128, m.mult, -127.0f, 127.0f, 128,
+        m.out);
+  tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
+  wait_tokens(e);
+  out_pieces.insert(out_pieces.end(), pieces.begin(), pieces.end());
+  return identity + 16;
+}
+
 }  // namespace
 
 FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up_at,
@@ -778,7 +832,8 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
          ": needs whole pairs of 64-output groups, w2's K = half of them, at most 1024");
   if (chain.next.empty() || chain.next.size() != chain.next_at.size())
     fail("an FFN chain needs followers, each with a placement");
-  const int in_k = f.up.k + chain.extra_k;
+  const int rope_k = chain.rope.layer >= 0 ? 2 * kPiece * chain.rope.tables : 0;
+  const int in_k = f.up.k + chain.extra_k + rope_k;
   if (chain.extra_k <= 0 || chain.extra_k % kPiece != 0)
     fail("the chain's extra input of ", chain.extra_k, " bytes is not whole 64-byte pieces");
   if (const std::string why = fc_unsupported(kGroup, in_k); !why.empty())
@@ -825,9 +880,14 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
     gate_tiles |= tile_bit(tile);
   }
   const FfnBuffers buf{(std::max(in.x_piece + kPiece, widest) + 255) / 256 * 256};
-  std::vector<std::pair<int, int>> up_pieces, extra_pieces, m_pieces;
+  std::vector<std::pair<int, int>> up_pieces, extra_pieces, table_pieces, m_pieces;
   for (int i = 0; i < in.in_tiles; ++i)
-    (i < up.in_tiles ? up_pieces : extra_pieces).emplace_back(i, in.x_piece / 4);
+    (i < up.in_tiles                            ? up_pieces
+     : i < up.in_tiles + chain.extra_k / kPiece ? extra_pieces
+                                                : table_pieces)
+        .emplace_back(i, in.x_piece / 4);
+  if (chain.rope.layer >= static_cast<int>(chain.next.size()))
+    fail("RoPE of chain follower ", chain.rope.layer, ": no such follower");
   for (int i = 0; i < hidden / kGroup; ++i)
     m_pieces.emplace_back(up.tile_of[size_t(2 * i)], buf.m() / 4);
   const int y_at = (buf.end() + 255) / 256 * 256;
@@ -852,7 +912,7 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
     if (chain.output_down) out_pieces.push_back(y_pieces[i]);
   }
   if (!chain.pairwise) pieces.insert(pieces.begin(), extra_pieces.begin(), extra_pieces.end());
-  int at = y_at;
+  int at = y_at, rope_at = 0;
   for (size_t i = 0; i < next.size(); ++i) {
     at += kMaxSlots * kGroup;
     broadcast_stage(e, next[i].compute_mask(), pieces, ring_ordinal);
@@ -863,7 +923,12 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
       pieces.emplace_back(tile, byte / 4);
       if (out) out_pieces.emplace_back(tile, byte);
     }
+    if (static_cast<int>(i) == chain.rope.layer) rope_at = at;
   }
+  int narrow_end = at + kMaxSlots * kGroup;
+  if (chain.rope.layer >= 0)
+    narrow_end = rope_stage(e, next[size_t(chain.rope.layer)], rope_at, chain.rope, table_pieces,
+                            narrow_end, out_pieces, ring_ordinal);
   pieces_output_stage(e, out_pieces, chain.next.back().output_name, ring_ordinal);
   FcLayer in_layer = f.up;
   in_layer.k = in_k;
@@ -871,8 +936,8 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
   Geometry out_geometry{};
   out_geometry.n = out_layer.n = static_cast<int>(out_pieces.size()) * kGroup;
   FfnChainPrograms out;
-  out.execution = execution_executable_of(e.finish(), in_layer, out_layer, out_geometry,
-                                          at + kMaxSlots * kGroup);
+  out.execution =
+      execution_executable_of(e.finish(), in_layer, out_layer, out_geometry, narrow_end);
   const auto caching = [&](const Geometry& g, const FcLayer& l) {
     container::Executable pc = caching_executable(caching_program(g), fc_parameters(l));
     pc.parameter_caching_token = caching_token(pc.parameters);
@@ -904,11 +969,21 @@ FfnChainPrograms generate_fc_chain(const FcChain& chain) {
     g.push_back(geometry(l.n, l.k, !l.bias.empty(), chain.at[i]));
     widest = std::max(widest, want);
   }
+  if (chain.rope.layer >= static_cast<int>(g.size()))
+    fail("RoPE of chain layer ", chain.rope.layer, ": no such layer");
+  // The host's input: layer 0's, then RoPE's tables.
+  FcLayer in_layer = chain.layers[0];
+  if (chain.rope.layer >= 0) in_layer.k += 2 * kPiece * chain.rope.tables;
+  if (const std::string why = fc_unsupported(kGroup, in_layer.k); !why.empty())
+    fail("the chain's whole input: ", why);
+  const Geometry in = geometry(kGroup, in_layer.k, false);
+  std::vector<std::pair<int, int>> pieces, table_pieces, out_pieces;
+  for (int i = 0; i < in.in_tiles; ++i)
+    (i < g[0].in_tiles ? pieces : table_pieces).emplace_back(i, in.x_piece / 4);
   Emitter e;
   int ring_ordinal = 0;
-  input_stage(e, g[0], chain.layers[0]);
-  std::vector<std::pair<int, int>> pieces = host_pieces(g[0]), out_pieces;
-  int at = (std::max(g[0].x_piece + kPiece, widest) + 255) / 256 * 256;
+  input_stage(e, in, chain.layers[0]);
+  int at = (std::max(in.x_piece + kPiece, widest) + 255) / 256 * 256, rope_at = 0;
   for (size_t i = 0; i < g.size(); ++i) {
     broadcast_stage(e, g[i].compute_mask(), pieces, ring_ordinal);
     op_stage(e, g[i], chain.layers[i], at);
@@ -917,15 +992,19 @@ FfnChainPrograms generate_fc_chain(const FcChain& chain) {
       pieces.emplace_back(tile, byte / 4);
       if (chain.output[i]) out_pieces.emplace_back(tile, byte);
     }
+    if (static_cast<int>(i) == chain.rope.layer) rope_at = at;
     at += kMaxSlots * kGroup;
   }
+  if (chain.rope.layer >= 0)
+    at = rope_stage(e, g[size_t(chain.rope.layer)], rope_at, chain.rope, table_pieces, at,
+                    out_pieces, ring_ordinal);
   if (out_pieces.empty()) fail("an FC chain must return something");
   pieces_output_stage(e, out_pieces, chain.layers.back().output_name, ring_ordinal);
   FcLayer out_layer = chain.layers.back();
   Geometry out_geometry{};
   out_geometry.n = out_layer.n = static_cast<int>(out_pieces.size()) * kGroup;
   FfnChainPrograms out;
-  out.execution = execution_executable_of(e.finish(), chain.layers[0], out_layer, out_geometry, at);
+  out.execution = execution_executable_of(e.finish(), in_layer, out_layer, out_geometry, at);
   for (size_t i = 0; i < g.size(); ++i) {
     container::Executable pc =
         caching_executable(caching_program(g[i]), fc_parameters(chain.layers[i]));

@@ -72,6 +72,25 @@ struct FfnPrograms {
 // up.tiles[2i] must equal up.tiles[2i + 1].
 FfnPrograms generate_ffn(const FfnLayer& ffn, const FcPlacement& up, const FcPlacement& down);
 
+// RoPE's two products on the tiles after a chain's layers (the llm chip path's --chip-rope,
+// docs/llm.md "RoPE in the chain"): for each listed output group of layer `layer` (64 bytes x,
+// uint8 zero point x_zp) the chip's MUL by 64 bytes of the first table (P1) and by as many of the
+// second (R), both read from the host's input after everything else (`tables` pieces of the
+// first table, then as many of the second; uint8, zero point 128), multiplier `mult`, clamps
+// +-127, zero point 128. The program returns P1 and R of each listed group, in order, after
+// everything else it returns.
+struct FcRopeGroup {
+  int group = 0;  // output group of the layer
+  int table = 0;  // the tables' piece it multiplies with
+  int32_t x_zp = 0;
+  float mult = 0;
+};
+struct FcRope {
+  int layer = -1;  // FfnChain: the follower; FcChain: the layer (-1: no RoPE)
+  int tables = 0;
+  std::vector<FcRopeGroup> groups;
+};
+
 // A fused FFN with FULLY_CONNECTED layers after it in the same program (the llm chip path's
 // step c: the residual add as a matmul, then the next layer's q, k and v). Follower 0 reads the
 // host's extra input (the bytes after the FFN's input) followed by w2's output; follower i > 0
@@ -90,6 +109,7 @@ struct FfnChain {
   // placement names input places (in_at) reads only those parts of the previous one's output, K
   // bytes from each.
   std::vector<bool> next_output;
+  FcRope rope;  // its tables after the extra input
 };
 struct FfnChainPrograms {
   container::Executable execution;
@@ -104,6 +124,7 @@ struct FcChain {
   std::vector<FcLayer> layers;
   std::vector<FcPlacement> at;
   std::vector<bool> output;
+  FcRope rope;  // its tables after layer 0's input
 };
 FfnChainPrograms generate_fc_chain(const FcChain& chain);  // caching: one per layer
 

@@ -45,6 +45,7 @@ struct ChipTransformer::FfnProgram {
   int dim_padded = 0, qkv_outputs = 0;
   std::array<int, 3> qkv_at{};  // output offset of q, k, v in the q, k, v part
   bool values = false;          // the chain computes the next layer's u after q, k, v
+  bool rope = false;            // and RoPE's products of its q and k (rope_of)
 };
 
 // The scores of one layer (chip_attention): one program whose segment h holds head h's keys as the
@@ -146,6 +147,68 @@ bool values_layer(const Int8Transformer& model, int layer, int v_at, compiler::F
 }
 
 }  // namespace
+
+// chip_rope: RoPE's products of layer `layer`'s q and k (at qkv_at in the q, k, v layer's output)
+// on the tiles (compiler::FcRope): every group of q, then of k, the table piece of its channels;
+// the second table is sin' pair-swapped (rope_input), so that R_j = MUL(x_j, sin'_(j^1)) is P2 at
+// j^1 (rope_output).
+compiler::FcRope ChipTransformer::rope_of(int layer, int rope_layer,
+                                          const std::array<int, 3>& qkv_at) const {
+  const QuantizedAttention& a = weights()->attention[size_t(layer)];
+  compiler::FcRope rope;
+  rope.layer = rope_layer;
+  rope.tables = whole_groups(config().dim) / 64;
+  for (const int m : {0, 1}) {
+    const QuantizedRope& q = m == 0 ? a.rope_q : a.rope_k;
+    const int rows = matmul(layer, LayerMatmul(m)).rows;
+    for (int g = 0; g < whole_groups(rows) / 64; ++g)
+      rope.groups.push_back({qkv_at[size_t(m)] / 64 + g, g, q.in_zero_point + 128, q.mul_mult});
+  }
+  return rope;
+}
+
+int ChipTransformer::rope_input(int pos, int8_t* in) const {
+  const Config& c = config();
+  const int n = whole_groups(c.dim);
+  std::vector<int8_t> sin_q(size_t(n), 0);
+  std::fill_n(in, 2 * n, int8_t{0});
+  rope_tables(pos, c.dim, c.head_size(), in, sin_q.data());
+  for (int j = 0; j < c.dim; ++j) in[n + j] = sin_q[size_t(j ^ 1)];
+  return 2 * n;
+}
+
+void ChipTransformer::rope_output(int layer, int pos, const int8_t* out) {
+  const Config& c = config();
+  rope_p1_.resize(size_t(c.dim + c.kv_dim()));
+  rope_p2_.resize(rope_p1_.size());
+  int at = 0;
+  for (const int m : {0, 1}) {
+    const int rows = matmul(layer, LayerMatmul(m)).rows, first = m == 0 ? 0 : c.dim;
+    for (int g = 0; g < whole_groups(rows) / 64; ++g, at += 128)
+      for (int j = 0; j < 64 && 64 * g + j < rows; ++j) {
+        rope_p1_[size_t(first + 64 * g + j)] = out[at + j];
+        rope_p2_[size_t(first + ((64 * g + j) ^ 1))] = out[at + 64 + j];
+      }
+  }
+  rope_layer_ = layer;
+  rope_pos_ = pos;
+}
+
+void ChipTransformer::qkv(int layer, int pos, const float* x, float* q, float* k, float* v) {
+  pos_ = pos;
+  Int8Transformer::qkv(layer, pos, x, q, k, v);
+}
+
+void ChipTransformer::rope_products_q(int layer, int pos, const int8_t* q, const int8_t* k,
+                                      int8_t* p1, int8_t* p2) {
+  if (rope_layer_ != layer || rope_pos_ != pos) {
+    Int8Transformer::rope_products_q(layer, pos, q, k, p1, p2);
+    return;
+  }
+  rope_layer_ = -1;
+  std::copy(rope_p1_.begin(), rope_p1_.end(), p1);
+  std::copy(rope_p2_.begin(), rope_p2_.end(), p2);
+}
 
 ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
                                  const Calibration& calibration, runtime::EdgeTpu& tpu,
@@ -343,11 +406,21 @@ bool ChipTransformer::first_layer(TileAllocator& tiles, bool with_values) {
     chain.output.push_back(true);
   }
   compiler::FfnChainPrograms code;
-  try {
-    code = compiler::generate_fc_chain(chain);
-  } catch (const Error&) {
-    return false;
+  // chip_rope: RoPE's products of q and k on the tiles where the generator takes them.
+  const bool want_rope = options().chip_rope && weights()->chip_attention();
+  bool built = false;
+  for (int attempt = want_rope ? 0 : 1; attempt < 2 && !built; ++attempt) {
+    chain.rope = attempt == 0 ? rope_of(0, 0, part.at) : compiler::FcRope{};
+    try {
+      code = compiler::generate_fc_chain(chain);
+    } catch (const Error&) {
+      continue;
+    }
+    built = true;
+    first_rope_ = attempt == 0;
   }
+  if (!built) return false;
+  stats_.rope_layers += first_rope_;
   tiles = trial;
   first_ = std::make_shared<runtime::Program>(std::move(code.execution));
   for (container::Executable& e : code.caching) {
@@ -422,11 +495,22 @@ bool ChipTransformer::chain_ffn(int layer, TileAllocator& tiles, bool with_value
   chain.output_down = true;
   chain.pairwise = true;
   compiler::FfnChainPrograms code;
-  try {
-    code = compiler::generate_ffn_chain(chain, p.up_at, p.down_at);
-  } catch (const Error&) {
-    return false;  // a layout the generator does not take (e.g. more than 4 output pieces a tile)
+  // chip_rope: RoPE's products of the next q and k on the tiles where the generator takes them
+  // (the tables must fit the chain's input, the products the tiles' output rows).
+  const bool want_rope = options().chip_rope && weights()->chip_attention();
+  bool built = false;
+  for (int attempt = want_rope ? 0 : 1; attempt < 2 && !built; ++attempt) {
+    chain.rope = attempt == 0 ? rope_of(layer + 1, 1, part.at) : compiler::FcRope{};
+    try {
+      code = compiler::generate_ffn_chain(chain, p.up_at, p.down_at);
+    } catch (const Error&) {
+      continue;  // a layout the generator does not take (e.g. more than 4 output pieces a tile)
+    }
+    built = true;
+    p.rope = attempt == 0;
   }
+  if (!built) return false;
+  stats_.rope_layers += p.rope;
   tiles = trial;
   p.dim_padded = dim_padded;
   p.qkv_outputs = qkv.outputs;
@@ -877,11 +961,15 @@ void ChipTransformer::ffn_add_q(int layer, const int8_t* xq, const int8_t* x2q, 
   std::copy_n(x2q, c.dim, xq_.begin() + p.k_padded);
   std::fill(xq_.begin() + p.k_padded + c.dim, xq_.begin() + p.k_padded + p.dim_padded,
             static_cast<int8_t>(add_of(layer).x.zero_point));
+  // chip_rope: the position's tables after x2.
+  const int tables = p.rope ? rope_input(pos_, xq_.data() + p.k_padded + p.dim_padded) : 0;
   const auto start = std::chrono::steady_clock::now();
-  // Out: w2's output, q + k + v, [u].
+  // Out: w2's output, q + k + v, [u], [RoPE's products].
   const int u_bytes = p.values ? c.n_heads * p.dim_padded : 0;
-  run(p.chain, xq_.data(), p.k_padded + p.dim_padded, yq_.data(),
-      p.dim_padded + p.qkv_outputs + u_bytes);
+  const int rope_bytes = p.rope ? rope_output_bytes(layer + 1) : 0;
+  run(p.chain, xq_.data(), p.k_padded + p.dim_padded + tables, yq_.data(),
+      p.dim_padded + p.qkv_outputs + u_bytes + rope_bytes);
+  if (p.rope) rope_output(layer + 1, pos_, yq_.data() + p.dim_padded + p.qkv_outputs + u_bytes);
   std::copy_n(yq_.begin(), c.dim, yq);
   (void)next;  // q, k, v come from the chip; the add's bytes stay there
   const auto qkv = yq_.begin() + p.dim_padded;
@@ -904,8 +992,12 @@ void ChipTransformer::qkv_q(int layer, const int8_t* xq, int8_t* q, int8_t* k, i
     std::copy_n(xq, c.dim, xq_.begin());
     std::fill(xq_.begin() + c.dim, xq_.begin() + dim_padded,
               static_cast<int8_t>(matmul(0, LayerMatmul::kQ).in.zero_point));
+    const int tables = first_rope_ ? rope_input(pos_, xq_.data() + dim_padded) : 0;
+    const int rope_bytes = first_rope_ ? rope_output_bytes(0) : 0;
     const auto start = std::chrono::steady_clock::now();
-    run(first_, xq_.data(), dim_padded, yq_.data(), part.program.outputs + u_bytes);
+    run(first_, xq_.data(), dim_padded + tables, yq_.data(),
+        part.program.outputs + u_bytes + rope_bytes);
+    if (first_rope_) rope_output(0, pos_, yq_.data() + part.program.outputs + u_bytes);
     stats_.chip_wall_s +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     int8_t* outs[3] = {q, k, v};

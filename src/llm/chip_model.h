@@ -39,9 +39,11 @@ struct ChipPathStats {
   int chip_matmuls = 0, host_matmuls = 0;  // per layer stack (one forward pass)
   int programs = 0;                        // execution programs per forward pass
   int fused_ffns = 0;                      // layers whose whole FFN is one program
-  int scores_layers = 0;     // layers whose attention scores run on the chip (Int8Options)
-  int softmax_layers = 0;    // of them, with the softmax on the scalar core in that program
-  int chained_layers = 0;    // of them, with the residual add and the next q, k, v (fused_layers)
+  int scores_layers = 0;   // layers whose attention scores run on the chip (Int8Options)
+  int softmax_layers = 0;  // of them, with the softmax on the scalar core in that program
+  int chained_layers = 0;  // of them, with the residual add and the next q, k, v (fused_layers)
+  // Layers whose RoPE products (Int8Options::chip_rope) the program computing q and k computes.
+  int rope_layers = 0;
   int value_sum_layers = 0;  // layers whose weighted sum (WeightedSum::kValueCache) is a program
   // Of them, with the weighted sum inside the scores' program (scores, softmax, sum: one run).
   int attention_layers = 0;
@@ -76,6 +78,9 @@ class ChipTransformer : public Int8Transformer {
   void softmax_q(int layer, int pos, const int8_t* q8, uint8_t* e, float* inv_sum) override;
   void value_sum_q(int layer, int pos, const uint8_t* e, const float* inv_sum, int8_t* a) override;
   void wo_q(int layer, const int8_t* a, int8_t* o) override;
+  void qkv(int layer, int pos, const float* x, float* q, float* k, float* v) override;
+  void rope_products_q(int layer, int pos, const int8_t* q, const int8_t* k, int8_t* p1,
+                       int8_t* p2) override;
 
  private:
   struct Program;
@@ -107,6 +112,22 @@ class ChipTransformer : public Int8Transformer {
   bool join_attention(int layer, TileAllocator& tiles);
   // The joined program's inputs and parameters for `pos`, and its run: wo's input into `a`.
   void attention_q(int layer, int pos, const int8_t* q8);
+  // chip_rope: RoPE's products of layer `layer`'s q and k inside the program computing them
+  // (compiler::FcRope over its layer `rope_layer`), the tables of `pos` as that program's input
+  // after its own (rope_input returns their bytes), and the products it returns (after everything
+  // else, 128 bytes per q and k group) into rope_p1_ and rope_p2_ for rope_products_q.
+  compiler::FcRope rope_of(int layer, int rope_layer, const std::array<int, 3>& qkv_at) const;
+  int rope_input(int pos, int8_t* in) const;
+  int rope_output_bytes(int layer) const {
+    return 128 *
+           (whole_groups(matmul(layer, LayerMatmul::kQ).rows) +
+            whole_groups(matmul(layer, LayerMatmul::kK).rows)) /
+           64;
+  }
+  void rope_output(int layer, int pos, const int8_t* out);
+  std::vector<int8_t> rope_p1_, rope_p2_;
+  int rope_layer_ = -1, rope_pos_ = -1, pos_ = 0;
+  bool first_rope_ = false;  // layer 0's program computes them too
   struct QkvPart;
   QkvPart qkv_part(int layer) const;
   void run(const std::shared_ptr<runtime::Program>& p, const int8_t* in, int in_bytes, int8_t* out,

@@ -579,6 +579,8 @@ Int8Transformer::Int8Transformer(const Checkpoint& ck, ThreadPool& pool,
     if (options().chip_rope) {
       cos_q_.resize(size_t(c.dim));
       sin_q_.resize(size_t(c.dim));
+      rope_p1_.resize(size_t(c.dim + c.kv_dim()));
+      rope_p2_.resize(size_t(c.dim + c.kv_dim()));
       q_rot_.resize(size_t(c.dim));
     }
   }
@@ -680,9 +682,9 @@ void Int8Transformer::chip_attention_weights(int layer, int pos) {
   if (options().chip_rope) {
     // From the chain's q and k bytes (still in q8_ and k8_ from qkv()) and r of this position.
     const float r = r_cache_[size_t(layer) * size_t(c.seq_len) + size_t(pos)];
-    rope_tables(pos, c.dim, hs, cos_q_.data(), sin_q_.data());
-    rope_q(a.rope_k, k8_.data(), cos_q_.data(), sin_q_.data(), kv_dim, r, krow);
-    rope_q(a.rope_q, q8_.data(), cos_q_.data(), sin_q_.data(), c.dim, r, q_rot_.data());
+    rope_products_q(layer, pos, q8_.data(), k8_.data(), rope_p1_.data(), rope_p2_.data());
+    rope_sum(a.rope_k, rope_p1_.data() + c.dim, rope_p2_.data() + c.dim, kv_dim, r, krow);
+    rope_sum(a.rope_q, rope_p1_.data(), rope_p2_.data(), c.dim, r, q_rot_.data());
     std::copy(q_rot_.begin(), q_rot_.end(), q8_.begin());
     softmax_q(layer, pos, q8_.data(), p_.data(), inv_sum_.data());
     return;
@@ -696,6 +698,15 @@ void Int8Transformer::chip_attention_weights(int layer, int pos) {
     for (int j = 0; j < hs; ++j) q[j] = quantize_symmetric(qf[j] * ks[j], a.q[size_t(h)].scale);
   }
   softmax_q(layer, pos, q8_.data(), p_.data(), inv_sum_.data());
+}
+
+void Int8Transformer::rope_products_q(int layer, int pos, const int8_t* q, const int8_t* k,
+                                      int8_t* p1, int8_t* p2) {
+  const Config& c = ck_.config;
+  const QuantizedAttention& a = weights_->attention[size_t(layer)];
+  rope_tables(pos, c.dim, c.head_size(), cos_q_.data(), sin_q_.data());
+  rope_products(a.rope_q, q, cos_q_.data(), sin_q_.data(), c.dim, p1, p2);
+  rope_products(a.rope_k, k, cos_q_.data(), sin_q_.data(), c.kv_dim(), p1 + c.dim, p2 + c.dim);
 }
 
 void Int8Transformer::softmax_q(int layer, int pos, const int8_t* q8, uint8_t* e, float* inv_sum) {

@@ -320,6 +320,11 @@ class Int8Transformer : public Transformer {
   // WeightedSum::kValueCache: attention's output o (dim bytes) from wo's input a (value_sum_q's);
   // by default wo diag(s_a) as the int8 matmul on the host.
   virtual void wo_q(int layer, const int8_t* a, int8_t* o);
+  // chip_rope: RoPE's products of q and k at `pos` (int8_rope.h: P1 = MUL(x, cos), P2 =
+  // MUL(swap(x), sin')), q's dim bytes then k's kv_dim in each of p1 and p2; by default on the host
+  // from q and k's bytes (qkv_q's) and rope_tables.
+  virtual void rope_products_q(int layer, int pos, const int8_t* q, const int8_t* k, int8_t* p1,
+                               int8_t* p2);
   // WeightedSum::kValueCache: v~ = r v of position t (kv_dim bytes).
   const int8_t* value_q(int layer, int t) const {
     return v_cache_.data() +
@@ -347,7 +352,8 @@ class Int8Transformer : public Transformer {
   std::vector<int8_t> v_cache_, heads_q_;
   std::vector<float> r_cache_;  // [layer][pos]: RMSNorm's scale of x
   std::vector<int8_t> x2q_, next_q_, q8_, k8_, v8_;
-  std::vector<int8_t> cos_q_, sin_q_, q_rot_;  // chip_rope: the tables, q~ before it joins q8_
+  // chip_rope: the tables, RoPE's products (q's then k's), q~ before it joins q8_
+  std::vector<int8_t> cos_q_, sin_q_, rope_p1_, rope_p2_, q_rot_;
   std::vector<int8_t> xq_, yq_, h1q_, h3q_, mq_;
   std::vector<int32_t> acc_;
 };

@@ -55,18 +55,34 @@ QuantizedRope quantize_rope(float in_scale, int32_t in_zero_point, const std::ve
   return q;
 }
 
-void rope_q(const QuantizedRope& q, const int8_t* x, const int8_t* cos_q, const int8_t* sin_q,
-            int n, float r, int8_t* out) {
+void rope_products(const QuantizedRope& q, const int8_t* x, const int8_t* cos_q,
+                   const int8_t* sin_q, int n, int8_t* p1, int8_t* p2) {
   const edgetpu::Clamps clamps{-kSymmetricClamp, kSymmetricClamp};
   for (int j = 0; j < n; ++j) {
     const int32_t d = int32_t{x[j]} - q.in_zero_point;
     const int32_t swapped = int32_t{x[j ^ 1]} - q.in_zero_point;
-    const int32_t p1 = edgetpu::requantize(d * int32_t{cos_q[j]}, q.mul_mult, clamps, 0);
-    const int32_t p2 = edgetpu::requantize(swapped * int32_t{sin_q[j]}, q.mul_mult, clamps, 0);
+    p1[j] = static_cast<int8_t>(edgetpu::requantize(d * int32_t{cos_q[j]}, q.mul_mult, clamps, 0));
+    p2[j] = static_cast<int8_t>(
+        edgetpu::requantize(swapped * int32_t{sin_q[j]}, q.mul_mult, clamps, 0));
+  }
+}
+
+void rope_sum(const QuantizedRope& q, const int8_t* p1, const int8_t* p2, int n, float r,
+              int8_t* out) {
+  const edgetpu::Clamps clamps{-kSymmetricClamp, kSymmetricClamp};
+  for (int j = 0; j < n; ++j) {
     // The per-token multiplier, as it would be written: one float32 product.
     const volatile float mult = q.base[size_t(j)] * r;
-    out[j] = static_cast<int8_t>(edgetpu::requantize(p1 + p2, mult, clamps, 0));
+    out[j] =
+        static_cast<int8_t>(edgetpu::requantize(int32_t{p1[j]} + int32_t{p2[j]}, mult, clamps, 0));
   }
+}
+
+void rope_q(const QuantizedRope& q, const int8_t* x, const int8_t* cos_q, const int8_t* sin_q,
+            int n, float r, int8_t* out) {
+  std::vector<int8_t> p1(static_cast<size_t>(n)), p2(static_cast<size_t>(n));
+  rope_products(q, x, cos_q, sin_q, n, p1.data(), p2.data());
+  rope_sum(q, p1.data(), p2.data(), n, r, out);
 }
 
 }  // namespace tinycoral::llm

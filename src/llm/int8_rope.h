@@ -36,7 +36,13 @@ struct QuantizedRope {
 // scale out_scale[j], their real value gain_j times the rotated one (times r at run time).
 QuantizedRope quantize_rope(float in_scale, int32_t in_zero_point, const std::vector<float>& gain,
                             const std::vector<float>& out_scale);
-// out[j] for j < n (n even) from x's bytes, the tables and r.
+// P1 = MUL(x, cos) and P2 = MUL(swap(x), sin') for j < n (n even): the products, r not in them.
+void rope_products(const QuantizedRope& q, const int8_t* x, const int8_t* cos_q,
+                   const int8_t* sin_q, int n, int8_t* p1, int8_t* p2);
+// out = ADD(P1, P2) with the per-token multipliers f32(base_j r).
+void rope_sum(const QuantizedRope& q, const int8_t* p1, const int8_t* p2, int n, float r,
+              int8_t* out);
+// out[j] for j < n (n even) from x's bytes, the tables and r: rope_products, then rope_sum.
 void rope_q(const QuantizedRope& q, const int8_t* x, const int8_t* cos_q, const int8_t* sin_q,
             int n, float r, int8_t* out);
 

@@ -400,12 +400,35 @@ TEST(ChipPathStepD, GenerateWithTheValueCacheWritesTheInt8Text) {
 }
 
 // `generate --chip-rope` (Int8Options::chip_rope: RoPE and r on the chain's int8 q and k in the
-// chip's elementwise ops, still on the host): the chip path, whose chains return the same q and k
-// bytes, writes the int8 CPU path's text with it, with the scores, softmax and weighted sum on the
-// chip too; a text other than without it; refused where there is no int8 arithmetic.
+// chip's elementwise ops): the chip path writes the int8 CPU path's text with it, alone and with
+// the scores, softmax and weighted sum on the chip, on both test checkpoints; on rand_gqa the
+// programs computing q and k compute RoPE's two products too (rope_layers_on_chip; their bytes
+// replace the host's, so a wrong byte changes q~ or the key), on rand15M the tables do not fit
+// the chain's input and the host computes them; a text other than without it; refused where
+// there is no int8 arithmetic.
 TEST(ChipPathStepD, GenerateWithRopeInTheChipsOpsWritesTheInt8Text) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   std::string why;
+  for (const std::string name : {"rand_gqa", "rand15M"}) {
+    SCOPED_TRACE(name);
+    const auto checkpoint = reference_checkpoint(data, name, why);
+    if (!checkpoint) GTEST_SKIP() << why;
+    for (const std::string flags : {"", " --scores-on-chip", " --weighted-sum value-cache",
+                                    " --scores-on-chip --weighted-sum value-cache"}) {
+      SCOPED_TRACE(flags);
+      if (name == "rand15M" && flags.find("--scores-on-chip") != std::string::npos) continue;
+      std::string text;
+      const std::string cpu_flags =
+          flags.find("value-cache") != std::string::npos ? " --weighted-sum value-cache" : "";
+      const nlohmann::json j = sim_writes_cpu_text(data, *checkpoint, name,
+                                                   "--device cpu --int8 --chip-rope" + cpu_flags,
+                                                   "--device sim --chip-rope" + flags, text);
+      ASSERT_FALSE(j.is_null());
+      if (name == "rand_gqa") {
+        EXPECT_EQ(j.at("chip").at("rope_layers_on_chip"), 2);
+      }
+    }
+  }
   const auto path = reference_checkpoint(data, "rand_gqa", why);
   if (!path) GTEST_SKIP() << why;
   std::string cpu_text;

@@ -2,7 +2,9 @@
 // step towards one program per token): on the virtual Edge TPU it must give, byte for byte, the
 // int8 path's integer arithmetic for w1 and w3, the chip's gate, w2, a follower over the host's
 // extra bytes and w2's output, and a follower over that one's output. Random weights and shapes
-// that are not the test checkpoints'; the placement crowds four output pieces onto one tile.
+// that are not the test checkpoints'; the placement crowds four output pieces onto one tile. With
+// RoPE (compiler::FcRope, the chip path's --chip-rope) the last follower's groups 0 and 1 are also
+// multiplied by the host's two tables: the program returns int8_rope.h's products, every byte.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +13,7 @@
 
 #include "compiler/fc_codegen.h"
 #include "llm/int8_model.h"
+#include "llm/int8_rope.h"
 #include "llm/matmul_plan.h"
 #include "runtime/device_select.h"
 #include "runtime/edgetpu.h"
@@ -74,8 +77,8 @@ compiler::FcLayer layer_of(const std::vector<const QuantizedMatmul*>& order) {
 }
 
 // Pairwise: follower 0's group g reads only [extra piece g; w2's group g] (the residual add's
-// form).
-void check_chain(bool pairwise) {
+// form). rope: RoPE's products of the last follower's groups 0 and 1 after everything else.
+void check_chain(bool pairwise, bool rope = false) {
   std::mt19937 random(pairwise ? 11 : 7);
   const int dim = 128, hidden = 192, extra = 128, qkv = 192;
   const QuantizedMatmul w1 = random_matmul(hidden, dim, {-2, 2}, {-2.5f, 2.5f}, random),
@@ -103,24 +106,40 @@ void check_chain(bool pairwise) {
   const int add_at = 2 * up_units, next_at = add_at + 2 * add_units;
   chain.next_at = {{{1, 1}, {add_at, add_at + add_units}},
                    {{1, 12, 1}, {next_at, 0, next_at + up_units}}};
+  // RoPE: tables of 2 pieces; group 0 (tile 1) with piece 0, group 1 (tile 12) with piece 1;
+  // the multiplier 8 times the unclamped one, so that some products reach the clamps.
+  const int tables = rope ? 2 * 128 : 0;
+  llm::QuantizedRope rq;
+  if (rope) {
+    rq = llm::quantize_rope(next.out.scale, next.out.zero_point, std::vector<float>(128, 1.0f),
+                            std::vector<float>(128, 1.0f));
+    rq.mul_mult *= 8;
+    chain.rope.layer = 1;
+    chain.rope.tables = 2;
+    chain.rope.groups = {{0, 0, next.out.zero_point + 128, rq.mul_mult},
+                         {1, 1, next.out.zero_point + 128, rq.mul_mult}};
+    chain.next_output = {false, true};
+  }
   const compiler::FfnChainPrograms code = compiler::generate_ffn_chain(chain, up_at, down_at);
 
   auto tpu = runtime::open_virtual_edgetpu();
   for (const container::Executable& c : code.caching)
     tpu->run(nullptr, std::make_shared<runtime::Program>(c));
   auto program = std::make_shared<runtime::Program>(code.execution);
-  ASSERT_EQ(program->input_bytes(0), size_t(dim + extra));
-  ASSERT_EQ(program->output_bytes(0), size_t((pairwise ? 2 * dim : dim) + qkv));
+  const int sum_bytes = rope ? 0 : dim;
+  ASSERT_EQ(program->input_bytes(0), size_t(dim + extra + tables));
+  ASSERT_EQ(program->output_bytes(0), size_t((pairwise ? dim : 0) + sum_bytes + qkv + tables));
+  int clamped = 0;
   std::uniform_int_distribution<int> byte(-128, 127);
   for (int inference = 0; inference < 3; ++inference) {
     SCOPED_TRACE("inference " + std::to_string(inference));
-    std::vector<int8_t> in(size_t(dim + extra));
-    for (int8_t& b : in) b = static_cast<int8_t>(byte(random));
+    std::vector<int8_t> in(size_t(dim + extra + tables));
+    for (int8_t& b : in) b = static_cast<int8_t>(std::max(-127, byte(random)));
     const std::vector<int8_t> x(in.begin(), in.begin() + dim);
     const std::vector<int8_t> h1 = fc(w1, x), h3 = fc(w3, x);
     std::vector<int8_t> m(static_cast<size_t>(hidden));
     llm::gate(gate, h1.data(), h3.data(), hidden, m.data());
-    std::vector<int8_t> add_in(in.begin() + dim, in.end());
+    std::vector<int8_t> add_in(in.begin() + dim, in.begin() + dim + extra);
     const std::vector<int8_t> y = fc(w2, m);
     add_in.insert(add_in.end(), y.begin(), y.end());
     std::vector<int8_t> sum = fc(add, add_in);
@@ -134,8 +153,21 @@ void check_chain(bool pairwise) {
     }
     const std::vector<int8_t> q = fc(next, sum);
     std::vector<int8_t> want = pairwise ? y : std::vector<int8_t>{};
-    want.insert(want.end(), sum.begin(), sum.end());
+    if (!rope) want.insert(want.end(), sum.begin(), sum.end());
     want.insert(want.end(), q.begin(), q.end());
+    if (rope) {
+      // The chip's R_j = MUL(x_j, t_j) is int8_rope.h's P2 at j ^ 1 with sin'_j = t_(j ^ 1).
+      const int8_t* cos = in.data() + dim + extra;
+      std::vector<int8_t> sin(128), p1(128), p2(128);
+      for (int j = 0; j < 128; ++j) sin[size_t(j)] = cos[128 + (j ^ 1)];
+      llm::rope_products(rq, q.data(), cos, sin.data(), 128, p1.data(), p2.data());
+      for (int g = 0; g < 2; ++g) {
+        want.insert(want.end(), p1.begin() + 64 * g, p1.begin() + 64 * g + 64);
+        for (int j = 64 * g; j < 64 * g + 64; ++j) want.push_back(p2[size_t(j ^ 1)]);
+      }
+      clamped +=
+          int(std::count_if(p1.begin(), p1.end(), [](int8_t b) { return b == 127 || b == -127; }));
+    }
     // Not a trivial output: the values spread over the int8 range.
     EXPECT_GT(
         *std::max_element(want.begin(), want.end()) - *std::min_element(want.begin(), want.end()),
@@ -148,6 +180,9 @@ void check_chain(bool pairwise) {
     for (size_t i = 0; i < want.size(); ++i)
       ASSERT_EQ(int(got[i]), int(want[i])) << "output byte " << i;
   }
+  if (rope) {
+    EXPECT_GT(clamped, 0);  // some products at the clamps
+  }
 }
 
 TEST(FfnChainOnTheChip, FfnThenTwoFollowersEqualTheInt8ArithmeticInEveryByte) {
@@ -156,6 +191,10 @@ TEST(FfnChainOnTheChip, FfnThenTwoFollowersEqualTheInt8ArithmeticInEveryByte) {
 
 TEST(FfnChainOnTheChip, PairwiseAddAndW2OutputEqualTheInt8ArithmeticInEveryByte) {
   check_chain(true);
+}
+
+TEST(FfnChainOnTheChip, RopeProductsAfterTheFollowersEqualTheInt8RopeInEveryByte) {
+  check_chain(true, true);
 }
 
 }  // namespace

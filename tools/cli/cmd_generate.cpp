@@ -93,6 +93,7 @@ nlohmann::json chip_json(const llm::ChipPathStats& s, int positions, double wall
   j["value_sum_layers_on_chip"] = s.value_sum_layers;
   j["attention_layers_on_chip"] = s.attention_layers;
   j["wo_layers_on_chip"] = s.wo_layers;
+  j["rope_layers_on_chip"] = s.rope_layers;
   j["resident_parameter_bytes"] = s.resident_bytes;
   j["fullest_tile_parameter_bytes"] = int64_t{s.max_tile_units} * 64;
   if (simulated && positions > 0) {
