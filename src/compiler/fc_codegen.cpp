@@ -766,6 +766,12 @@ std::vector<std::pair<int, int>> output_pieces(const Geometry& g, int at) {
   return out;
 }
 
+// Whether group `group` of layer `layer` is one RoPE rotates (its own bytes then stay on the chip).
+bool rotated(const FcRope& rope, int layer, int group) {
+  return layer == rope.layer && std::any_of(rope.groups.begin(), rope.groups.end(),
+                                            [&](const FcRopeGroup& r) { return r.group == group; });
+}
+
 // RoPE's products (FcRope) over layer g's outputs at narrow byte `at`: the tables' pieces
 // (tables_in, on the input tiles) broadcast to the rotated groups' tiles at narrow byte 0 (their
 // last layer has read its input by now), then per group P1 = MUL(x, first table) and R = MUL(x,
@@ -919,9 +925,12 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
     op_stage(e, next[i], chain.next[i], at);
     pieces.clear();
     const bool out = chain.next_output.empty() || chain.next_output.at(i);
-    for (const auto& [tile, byte] : output_pieces(next[i], at)) {
+    const std::vector<std::pair<int, int>> outputs = output_pieces(next[i], at);
+    for (size_t group = 0; group < outputs.size(); ++group) {
+      const auto [tile, byte] = outputs[group];
       pieces.emplace_back(tile, byte / 4);
-      if (out) out_pieces.emplace_back(tile, byte);
+      if (out && !rotated(chain.rope, static_cast<int>(i), static_cast<int>(group)))
+        out_pieces.emplace_back(tile, byte);
     }
     if (static_cast<int>(i) == chain.rope.layer) rope_at = at;
   }
@@ -988,9 +997,12 @@ FfnChainPrograms generate_fc_chain(const FcChain& chain) {
     broadcast_stage(e, g[i].compute_mask(), pieces, ring_ordinal);
     op_stage(e, g[i], chain.layers[i], at);
     pieces.clear();
-    for (const auto& [tile, byte] : output_pieces(g[i], at)) {
+    const std::vector<std::pair<int, int>> outputs = output_pieces(g[i], at);
+    for (size_t group = 0; group < outputs.size(); ++group) {
+      const auto [tile, byte] = outputs[group];
       pieces.emplace_back(tile, byte / 4);
-      if (chain.output[i]) out_pieces.emplace_back(tile, byte);
+      if (chain.output[i] && !rotated(chain.rope, static_cast<int>(i), static_cast<int>(group)))
+        out_pieces.emplace_back(tile, byte);
     }
     if (static_cast<int>(i) == chain.rope.layer) rope_at = at;
     at += kMaxSlots * kGroup;

@@ -194,6 +194,21 @@ void ChipTransformer::rope_output(int layer, int pos, const int8_t* out) {
   rope_pos_ = pos;
 }
 
+void ChipTransformer::stash_qkv(int layer, bool rope, const int8_t* out,
+                                const std::array<int, 3>& at, int outputs) {
+  if (!rope) {
+    stash_.assign(out, out + outputs);
+    return;
+  }
+  // q's and k's bytes stayed on the chip (their products came back): their zero points here, so
+  // that what the host derives from them is defined (with the products nothing reads it).
+  stash_.assign(size_t(outputs), 0);
+  for (size_t m = 0; m < 2; ++m)
+    std::fill(stash_.begin() + at[m], stash_.begin() + at[m + 1],
+              static_cast<int8_t>(matmul(layer, LayerMatmul(m)).out.zero_point));
+  std::copy(out, out + (outputs - at[2]), stash_.begin() + at[2]);
+}
+
 void ChipTransformer::qkv(int layer, int pos, const float* x, float* q, float* k, float* v) {
   pos_ = pos;
   Int8Transformer::qkv(layer, pos, x, q, k, v);
@@ -967,16 +982,18 @@ void ChipTransformer::ffn_add_q(int layer, const int8_t* xq, const int8_t* x2q, 
   // Out: w2's output, q + k + v, [u], [RoPE's products].
   const int u_bytes = p.values ? c.n_heads * p.dim_padded : 0;
   const int rope_bytes = p.rope ? rope_output_bytes(layer + 1) : 0;
+  // With the products, q and k stay on the chip: only v's groups come back.
+  const int qkv_bytes = p.rope ? p.qkv_outputs - p.qkv_at[2] : p.qkv_outputs;
   run(p.chain, xq_.data(), p.k_padded + p.dim_padded + tables, yq_.data(),
-      p.dim_padded + p.qkv_outputs + u_bytes + rope_bytes);
-  if (p.rope) rope_output(layer + 1, pos_, yq_.data() + p.dim_padded + p.qkv_outputs + u_bytes);
+      p.dim_padded + qkv_bytes + u_bytes + rope_bytes);
+  if (p.rope) rope_output(layer + 1, pos_, yq_.data() + p.dim_padded + qkv_bytes + u_bytes);
   std::copy_n(yq_.begin(), c.dim, yq);
   (void)next;  // q, k, v come from the chip; the add's bytes stay there
   const auto qkv = yq_.begin() + p.dim_padded;
-  stash_.assign(qkv, qkv + p.qkv_outputs);
+  stash_qkv(layer + 1, p.rope, &*qkv, p.qkv_at, p.qkv_outputs);
   stash_layer_ = layer + 1;
   if (p.values) {
-    u_stash_.assign(qkv + p.qkv_outputs, qkv + p.qkv_outputs + u_bytes);
+    u_stash_.assign(qkv + qkv_bytes, qkv + qkv_bytes + u_bytes);
     u_stash_layer_ = layer + 1;
   }
   stats_.chip_wall_s +=
@@ -994,20 +1011,20 @@ void ChipTransformer::qkv_q(int layer, const int8_t* xq, int8_t* q, int8_t* k, i
               static_cast<int8_t>(matmul(0, LayerMatmul::kQ).in.zero_point));
     const int tables = first_rope_ ? rope_input(pos_, xq_.data() + dim_padded) : 0;
     const int rope_bytes = first_rope_ ? rope_output_bytes(0) : 0;
+    const int qkv_bytes = first_rope_ ? part.program.outputs - part.at[2] : part.program.outputs;
     const auto start = std::chrono::steady_clock::now();
-    run(first_, xq_.data(), dim_padded + tables, yq_.data(),
-        part.program.outputs + u_bytes + rope_bytes);
-    if (first_rope_) rope_output(0, pos_, yq_.data() + part.program.outputs + u_bytes);
+    run(first_, xq_.data(), dim_padded + tables, yq_.data(), qkv_bytes + u_bytes + rope_bytes);
+    if (first_rope_) rope_output(0, pos_, yq_.data() + qkv_bytes + u_bytes);
     stats_.chip_wall_s +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    int8_t* outs[3] = {q, k, v};
-    for (size_t i = 0; i < 3; ++i)
-      std::copy_n(yq_.begin() + part.at[i], matmul(0, LayerMatmul(i)).rows, outs[i]);
     if (u_bytes > 0) {
-      u_stash_.assign(yq_.begin() + part.program.outputs,
-                      yq_.begin() + part.program.outputs + u_bytes);
+      u_stash_.assign(yq_.begin() + qkv_bytes, yq_.begin() + qkv_bytes + u_bytes);
       u_stash_layer_ = 0;
     }
+    stash_qkv(0, first_rope_, yq_.data(), part.at, part.program.outputs);
+    int8_t* outs[3] = {q, k, v};
+    for (size_t i = 0; i < 3; ++i)
+      std::copy_n(stash_.begin() + part.at[i], matmul(0, LayerMatmul(i)).rows, outs[i]);
     return;
   }
   if (stash_layer_ != layer) {

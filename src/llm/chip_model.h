@@ -125,6 +125,10 @@ class ChipTransformer : public Int8Transformer {
            64;
   }
   void rope_output(int layer, int pos, const int8_t* out);
+  // q, k, v of `layer` as a program returned them (`out`; with `rope` v's groups alone) into
+  // stash_ at their places `at` in the q, k, v layer's `outputs` bytes.
+  void stash_qkv(int layer, bool rope, const int8_t* out, const std::array<int, 3>& at,
+                 int outputs);
   std::vector<int8_t> rope_p1_, rope_p2_;
   int rope_layer_ = -1, rope_pos_ = -1, pos_ = 0;
   bool first_rope_ = false;  // layer 0's program computes them too

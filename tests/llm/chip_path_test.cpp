@@ -203,6 +203,30 @@ TEST(ChipPathStepC, FusedLayersWithOtherShapesAreExact) {
   }
 }
 
+// Int8Options::chip_rope on the chip path: the programs computing q and k also compute RoPE's two
+// products (compiler::FcRope), the host only their sum with r; the int8 path's logits bit for bit
+// on shapes that are not the test checkpoints' (head size 20 over grouped kv heads, dim 80 padded
+// to 128; head size 24, 8 heads over 2; 3 layers), alone and with the scores, softmax and value
+// cache's weighted sum on the chip, every layer's products on the chip.
+TEST(ChipPathStepD, RopeProductsInTheProgramsGiveTheInt8PathsLogitsBitForBit) {
+  for (const TinyShape shape :
+       {TinyShape{80, 200, 3, 4, 2, 320, 32, true}, TinyShape{192, 256, 2, 8, 2, 300, 32, false}}) {
+    SCOPED_TRACE("dim " + std::to_string(shape.dim));
+    const LoadedModel model = tiny_model(shape, TinyWeights(shape));
+    for (const bool attention : {false, true}) {
+      SCOPED_TRACE(attention ? "scores and value cache on the chip" : "alone");
+      llm::Int8Options options{.fused_layers = true, .chip_attention = true, .chip_rope = true};
+      if (attention) {
+        options.chip_scores = true;
+        options.weighted_sum = llm::WeightedSum::kValueCache;
+      }
+      llm::ChipPathStats s;
+      expect_chip_equals_int8(model.ck, model.tok, 12, s, options);
+      EXPECT_EQ(s.rope_layers, shape.layers);
+    }
+  }
+}
+
 // --unfused-layers: the older arithmetic, the same text from the simulator as from the int8 CPU
 // path in it (rand_gqa: 2 layers, 3 programs each), a text of its own (not the default's), and a
 // clear refusal where it does not apply.
