@@ -148,22 +148,23 @@ void n2w_piece(Emitter& e, uint32_t tiles, int narrow_word, int row) {
 }
 
 // The program's start and the input: one activation pop of the host's K bytes, scattered in
-// 64-byte pieces, piece i on tile i at x_piece.
-void input_stage(Emitter& e, const Geometry& g, const FcLayer& layer) {
+// 64-byte pieces, piece i on tile i at x_piece. With `more` bytes after them in the same pop
+// (RoPE's tables: rope_stage moves them later), the pop takes those too.
+void input_stage(Emitter& e, const Geometry& g, const FcLayer& layer, int more = 0) {
   const int x_word = g.x_piece / 4;
   program_start(e);
   tile_fence(e, "units=0x020");
   input_address(e, layer.input_name);
 
   // The input: one activation pop of K bytes (8-byte units) from the host.
-  const int in_units = g.k / 8;
+  const int in_units = (g.k + more) / 8;
   e.add("pop", cat("stream=1 walk=",
                    nest({{1, kActPassUnits}, {1 - kActPassUnits, 1}, {1 - kActPassUnits, 1}}),
                    " k121=1 k124=1 av140=1 count_m1=", in_units - 1, " tail_en=1 count_neg=",
                    hex(kActPassUnits - in_units), " k174=1 k178=1 k199=1 k215=1"));
   e.add("bundle", "s_op=0x0f s_x=5 imm=11");
   e.add("bundle", "s_op=0x0f s_x=4 imm=10");
-  descriptor(e, 5, 4, 6, g.k, 1);
+  descriptor(e, 5, 4, 6, g.k + more, 1);
 
   // Scatter: packet j goes to the row of tiles 4j..4j+3; lane l of every row takes bytes
   // 64l..64l+63 of its packet into its piece at x_piece. The FIFO holds all K/256 packets.
@@ -772,23 +773,33 @@ bool rotated(const FcRope& rope, int layer, int group) {
                                             [&](const FcRopeGroup& r) { return r.group == group; });
 }
 
-// RoPE's products (FcRope) over layer g's outputs at narrow byte `at`: the tables' pieces
-// (tables_in, on the input tiles) broadcast to the rotated groups' tiles at narrow byte 0 (their
-// last layer has read its input by now), then per group P1 = MUL(x, first table) and R = MUL(x,
-// second table) at narrow `base` and up; P1 and R join `out_pieces`. Returns the narrow bytes
-// used.
-int rope_stage(Emitter& e, const Geometry& g, int at, const FcRope& rope,
-               const std::vector<std::pair<int, int>>& tables_in, int base,
-               std::vector<std::pair<int, int>>& out_pieces, int& ring_ordinal) {
-  if (static_cast<int>(tables_in.size()) != 2 * rope.tables || rope.groups.empty())
-    fail("RoPE needs its groups and two tables of ", rope.tables, " pieces");
+// RoPE's products (FcRope) over layer g's outputs at narrow byte `at`: the tables (the host's
+// input from byte `tables_at`, already popped by input_stage) moved to the rotated groups' tiles at
+// narrow byte 0 (their last layer has read its input by now), then per group P1 = MUL(x, first
+// table) and R = MUL(x, second table) at narrow `base` and up; P1 and R join `out_pieces`. Returns
+// the narrow bytes used.
+int rope_stage(Emitter& e, const Geometry& g, int at, const FcRope& rope, int tables_at, int base,
+               std::vector<std::pair<int, int>>& out_pieces) {
+  if (rope.tables <= 0 || rope.groups.empty() || tables_at % kPacket != 0)
+    fail("RoPE needs its groups and two tables of ", rope.tables,
+         " pieces after whole packets of input");
   uint32_t tiles = 0;
   for (const FcRopeGroup& r : rope.groups) {
     if (r.group < 0 || r.group >= g.tiles || r.table < 0 || r.table >= rope.tables)
       fail("RoPE of group ", r.group, " with table piece ", r.table, ": out of range");
     tiles |= tile_bit(g.tile_of[size_t(r.group)]);
   }
-  broadcast_stage(e, tiles, tables_in, ring_ordinal);
+  // One packet at a time from the popped input into FIFO rows above the identity and the MUL's row
+  // (both set up after), below the chain's output rows.
+  constexpr int kTableFifo = 0x2008, kTableRows = 8;
+  const int table_bytes = 2 * kPiece * rope.tables;
+  for (int i = 0; i * kPacket < table_bytes; ++i) {
+    if (i > 0 && i % kTableRows == 0) tile_fence(e, "counters=0x1ffff units=0x3ff");
+    host_to_narrow(e, tiles, kTableFifo + 4 * (i % kTableRows), kPacket * i,
+                   std::min(kPacket, table_bytes - kPacket * i), (tables_at + kPacket * i) / 8);
+  }
+  tile_fence(e, "units=0x3ff");
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
   // Per tile its j-th rotated group's P1 at base + 128 j, R after it; the MUL's buffers above.
   const int products = base + 2 * kMaxSlots * kPiece, identity = products + 4 * kPiece;
   ffn_gate_setup(e, tiles, identity);
@@ -838,8 +849,10 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
          ": needs whole pairs of 64-output groups, w2's K = half of them, at most 1024");
   if (chain.next.empty() || chain.next.size() != chain.next_at.size())
     fail("an FFN chain needs followers, each with a placement");
-  const int rope_k = chain.rope.layer >= 0 ? 2 * kPiece * chain.rope.tables : 0;
-  const int in_k = f.up.k + chain.extra_k + rope_k;
+  // RoPE's tables follow in the same pop, after whole packets of the rest (rope_stage moves them).
+  const int in_k = f.up.k + chain.extra_k;
+  const int tables_at = (in_k + kPacket - 1) / kPacket * kPacket;
+  const int rope_k = chain.rope.layer >= 0 ? tables_at - in_k + 2 * kPiece * chain.rope.tables : 0;
   if (chain.extra_k <= 0 || chain.extra_k % kPiece != 0)
     fail("the chain's extra input of ", chain.extra_k, " bytes is not whole 64-byte pieces");
   if (const std::string why = fc_unsupported(kGroup, in_k); !why.empty())
@@ -886,12 +899,9 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
     gate_tiles |= tile_bit(tile);
   }
   const FfnBuffers buf{(std::max(in.x_piece + kPiece, widest) + 255) / 256 * 256};
-  std::vector<std::pair<int, int>> up_pieces, extra_pieces, table_pieces, m_pieces;
+  std::vector<std::pair<int, int>> up_pieces, extra_pieces, m_pieces;
   for (int i = 0; i < in.in_tiles; ++i)
-    (i < up.in_tiles                            ? up_pieces
-     : i < up.in_tiles + chain.extra_k / kPiece ? extra_pieces
-                                                : table_pieces)
-        .emplace_back(i, in.x_piece / 4);
+    (i < up.in_tiles ? up_pieces : extra_pieces).emplace_back(i, in.x_piece / 4);
   if (chain.rope.layer >= static_cast<int>(chain.next.size()))
     fail("RoPE of chain follower ", chain.rope.layer, ": no such follower");
   for (int i = 0; i < hidden / kGroup; ++i)
@@ -899,7 +909,7 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
   const int y_at = (buf.end() + 255) / 256 * 256;
   Emitter e;
   int ring_ordinal = 0;
-  input_stage(e, in, f.up);
+  input_stage(e, in, f.up, rope_k);
   broadcast_stage(e, up.compute_mask(), up_pieces, ring_ordinal);
   op_stage(e, up, f.up, buf.h1());
   ffn_gate_setup(e, gate_tiles, buf.identity());
@@ -936,11 +946,11 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
   }
   int narrow_end = at + kMaxSlots * kGroup;
   if (chain.rope.layer >= 0)
-    narrow_end = rope_stage(e, next[size_t(chain.rope.layer)], rope_at, chain.rope, table_pieces,
-                            narrow_end, out_pieces, ring_ordinal);
+    narrow_end = rope_stage(e, next[size_t(chain.rope.layer)], rope_at, chain.rope, tables_at,
+                            narrow_end, out_pieces);
   pieces_output_stage(e, out_pieces, chain.next.back().output_name, ring_ordinal);
   FcLayer in_layer = f.up;
-  in_layer.k = in_k;
+  in_layer.k = in_k + rope_k;
   FcLayer out_layer = chain.next.back();
   Geometry out_geometry{};
   out_geometry.n = out_layer.n = static_cast<int>(out_pieces.size()) * kGroup;
@@ -980,19 +990,17 @@ FfnChainPrograms generate_fc_chain(const FcChain& chain) {
   }
   if (chain.rope.layer >= static_cast<int>(g.size()))
     fail("RoPE of chain layer ", chain.rope.layer, ": no such layer");
-  // The host's input: layer 0's, then RoPE's tables.
+  // The host's input: layer 0's, then RoPE's tables after whole packets (rope_stage moves them).
   FcLayer in_layer = chain.layers[0];
-  if (chain.rope.layer >= 0) in_layer.k += 2 * kPiece * chain.rope.tables;
-  if (const std::string why = fc_unsupported(kGroup, in_layer.k); !why.empty())
-    fail("the chain's whole input: ", why);
-  const Geometry in = geometry(kGroup, in_layer.k, false);
-  std::vector<std::pair<int, int>> pieces, table_pieces, out_pieces;
-  for (int i = 0; i < in.in_tiles; ++i)
-    (i < g[0].in_tiles ? pieces : table_pieces).emplace_back(i, in.x_piece / 4);
+  const int tables_at = (in_layer.k + kPacket - 1) / kPacket * kPacket;
+  const int rope_k =
+      chain.rope.layer >= 0 ? tables_at - in_layer.k + 2 * kPiece * chain.rope.tables : 0;
+  in_layer.k += rope_k;
   Emitter e;
   int ring_ordinal = 0;
-  input_stage(e, in, chain.layers[0]);
-  int at = (std::max(in.x_piece + kPiece, widest) + 255) / 256 * 256, rope_at = 0;
+  input_stage(e, g[0], chain.layers[0], rope_k);
+  std::vector<std::pair<int, int>> pieces = host_pieces(g[0]), out_pieces;
+  int at = (std::max(g[0].x_piece + kPiece, widest) + 255) / 256 * 256, rope_at = 0;
   for (size_t i = 0; i < g.size(); ++i) {
     broadcast_stage(e, g[i].compute_mask(), pieces, ring_ordinal);
     op_stage(e, g[i], chain.layers[i], at);
@@ -1008,8 +1016,7 @@ FfnChainPrograms generate_fc_chain(const FcChain& chain) {
     at += kMaxSlots * kGroup;
   }
   if (chain.rope.layer >= 0)
-    at = rope_stage(e, g[size_t(chain.rope.layer)], rope_at, chain.rope, table_pieces, at,
-                    out_pieces, ring_ordinal);
+    at = rope_stage(e, g[size_t(chain.rope.layer)], rope_at, chain.rope, tables_at, at, out_pieces);
   if (out_pieces.empty()) fail("an FC chain must return something");
   pieces_output_stage(e, out_pieces, chain.layers.back().output_name, ring_ordinal);
   FcLayer out_layer = chain.layers.back();

@@ -167,14 +167,15 @@ compiler::FcRope ChipTransformer::rope_of(int layer, int rope_layer,
   return rope;
 }
 
-int ChipTransformer::rope_input(int pos, int8_t* in) const {
+int ChipTransformer::rope_input(int pos, int8_t* in, int at) const {
   const Config& c = config();
-  const int n = whole_groups(c.dim);
+  const int n = whole_groups(c.dim), tables_at = (at + 255) / 256 * 256;
+  std::fill(in + at, in + tables_at + 2 * n, int8_t{0});
+  int8_t* tables = in + tables_at;
   std::vector<int8_t> sin_q(size_t(n), 0);
-  std::fill_n(in, 2 * n, int8_t{0});
-  rope_tables(pos, c.dim, c.head_size(), in, sin_q.data());
-  for (int j = 0; j < c.dim; ++j) in[n + j] = sin_q[size_t(j ^ 1)];
-  return 2 * n;
+  rope_tables(pos, c.dim, c.head_size(), tables, sin_q.data());
+  for (int j = 0; j < c.dim; ++j) tables[n + j] = sin_q[size_t(j ^ 1)];
+  return tables_at + 2 * n - at;
 }
 
 void ChipTransformer::rope_output(int layer, int pos, const int8_t* out) {
@@ -977,7 +978,7 @@ void ChipTransformer::ffn_add_q(int layer, const int8_t* xq, const int8_t* x2q, 
   std::fill(xq_.begin() + p.k_padded + c.dim, xq_.begin() + p.k_padded + p.dim_padded,
             static_cast<int8_t>(add_of(layer).x.zero_point));
   // chip_rope: the position's tables after x2.
-  const int tables = p.rope ? rope_input(pos_, xq_.data() + p.k_padded + p.dim_padded) : 0;
+  const int tables = p.rope ? rope_input(pos_, xq_.data(), p.k_padded + p.dim_padded) : 0;
   const auto start = std::chrono::steady_clock::now();
   // Out: w2's output, q + k + v, [u], [RoPE's products].
   const int u_bytes = p.values ? c.n_heads * p.dim_padded : 0;
@@ -1009,7 +1010,7 @@ void ChipTransformer::qkv_q(int layer, const int8_t* xq, int8_t* q, int8_t* k, i
     std::copy_n(xq, c.dim, xq_.begin());
     std::fill(xq_.begin() + c.dim, xq_.begin() + dim_padded,
               static_cast<int8_t>(matmul(0, LayerMatmul::kQ).in.zero_point));
-    const int tables = first_rope_ ? rope_input(pos_, xq_.data() + dim_padded) : 0;
+    const int tables = first_rope_ ? rope_input(pos_, xq_.data(), dim_padded) : 0;
     const int rope_bytes = first_rope_ ? rope_output_bytes(0) : 0;
     const int qkv_bytes = first_rope_ ? part.program.outputs - part.at[2] : part.program.outputs;
     const auto start = std::chrono::steady_clock::now();

@@ -114,10 +114,11 @@ class ChipTransformer : public Int8Transformer {
   void attention_q(int layer, int pos, const int8_t* q8);
   // chip_rope: RoPE's products of layer `layer`'s q and k inside the program computing them
   // (compiler::FcRope over its layer `rope_layer`), the tables of `pos` as that program's input
-  // after its own (rope_input returns their bytes), and the products it returns (after everything
-  // else, 128 bytes per q and k group) into rope_p1_ and rope_p2_ for rope_products_q.
+  // after its own `at` bytes, from the next whole 256 (rope_input returns the bytes it wrote from
+  // `at`), and the products it returns (after everything else, 128 bytes per q and k group) into
+  // rope_p1_ and rope_p2_ for rope_products_q.
   compiler::FcRope rope_of(int layer, int rope_layer, const std::array<int, 3>& qkv_at) const;
-  int rope_input(int pos, int8_t* in) const;
+  int rope_input(int pos, int8_t* in, int at) const;
   int rope_output_bytes(int layer) const {
     return 128 *
            (whole_groups(matmul(layer, LayerMatmul::kQ).rows) +

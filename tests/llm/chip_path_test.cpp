@@ -425,11 +425,11 @@ TEST(ChipPathStepD, GenerateWithTheValueCacheWritesTheInt8Text) {
 
 // `generate --chip-rope` (Int8Options::chip_rope: RoPE and r on the chain's int8 q and k in the
 // chip's elementwise ops): the chip path writes the int8 CPU path's text with it, alone and with
-// the scores, softmax and weighted sum on the chip, on both test checkpoints; on rand_gqa the
-// programs computing q and k compute RoPE's two products too (rope_layers_on_chip; their bytes
-// replace the host's, so a wrong byte changes q~ or the key), on rand15M the tables do not fit
-// the chain's input and the host computes them; a text other than without it; refused where
-// there is no int8 arithmetic.
+// the scores, softmax and weighted sum on the chip, on both test checkpoints, where the programs
+// computing q and k compute RoPE's two products too (rope_layers_on_chip: every layer on
+// rand_gqa, all but one on rand15M, whose one chain has no output rows left for them by default;
+// their bytes replace the host's, so a wrong byte changes q~ or the key); a text other than
+// without it; refused where there is no int8 arithmetic.
 TEST(ChipPathStepD, GenerateWithRopeInTheChipsOpsWritesTheInt8Text) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   std::string why;
@@ -448,9 +448,8 @@ TEST(ChipPathStepD, GenerateWithRopeInTheChipsOpsWritesTheInt8Text) {
                                                    "--device cpu --int8 --chip-rope" + cpu_flags,
                                                    "--device sim --chip-rope" + flags, text);
       ASSERT_FALSE(j.is_null());
-      if (name == "rand_gqa") {
-        EXPECT_EQ(j.at("chip").at("rope_layers_on_chip"), 2);
-      }
+      const int layers = j.at("chip").at("rope_layers_on_chip");
+      EXPECT_GE(layers, name == "rand_gqa" ? 2 : 5);
     }
   }
   const auto path = reference_checkpoint(data, "rand_gqa", why);
