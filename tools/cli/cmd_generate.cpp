@@ -178,6 +178,10 @@ void run(GenerateArgs& a) {
                 << ck.config.n_layers - chip->stats().value_sum_layers << " of "
                 << ck.config.n_layers
                 << " layers run on the host (no room for their values in tile memory)\n";
+    if (a.chip_rope && chip->stats().rope_layers < ck.config.n_layers && !a.json)
+      std::cerr << "tinycoral: RoPE's products of "
+                << ck.config.n_layers - chip->stats().rope_layers << " of " << ck.config.n_layers
+                << " layers run on the host (no room for them in the program computing q and k)\n";
     if (chip->stats().host_matmuls > 0 && !a.json)
       std::cerr << "tinycoral: " << chip->stats().host_matmuls << " of "
                 << chip->stats().host_matmuls + chip->stats().chip_matmuls
