@@ -593,9 +593,11 @@ void mul(Emitter& e, uint32_t tiles, int products, int words, int a, int a_zp, i
 
 }  // namespace
 
-void ffn_gate_setup(Emitter& e, uint32_t tiles, int identity) {
-  // The 4 x 4 identity row (column c = byte c set) that LOGISTIC and the packs read: mesh fills
-  // into narrow memory, then into a wide row (looming words 297-321).
+namespace {
+
+// The 4 x 4 identity row (column c = byte c set) that LOGISTIC and the MULs' packs read: mesh
+// fills into narrow memory at `identity`, then into a wide row (looming words 297-321).
+void identity_setup(Emitter& e, uint32_t tiles, int identity) {
   const uint32_t rows[4] = {0x1, 0x100, 0x10000, 0x1000000};
   for (int c = 0; c < 4; ++c)
     e.add("mesh_n", cat("tiles=", hex(tiles), " i.addr=", hex(identity + 4 * c), " i=(1 x 1)",
@@ -605,6 +607,12 @@ void ffn_gate_setup(Emitter& e, uint32_t tiles, int identity) {
                    " w=(1 x 1) sync.en0=1 sync.f1=1 sync.id=5 sync.wait_lvl=1 sync.en1=1 "
                    "sync.en2=1 tail_lvl=1"));
   tile_fence(e, "counters=0x1ffff units=0x3ff");
+}
+
+}  // namespace
+
+void ffn_gate_setup(Emitter& e, uint32_t tiles, int identity) {
+  identity_setup(e, tiles, identity);
   // The spline into the non-linear unit, for the LOGISTIC ops after it.
   const chip::NluTable t = chip::ops::logistic_table();
   std::string spline;
@@ -802,7 +810,7 @@ int rope_stage(Emitter& e, const Geometry& g, int at, const FcRope& rope, int ta
   tile_fence(e, "counters=0x1ffff units=0x3ff");
   // Per tile its j-th rotated group's P1 at base + 128 j, R after it; the MUL's buffers above.
   const int products = base + 2 * kMaxSlots * kPiece, identity = products + 4 * kPiece;
-  ffn_gate_setup(e, tiles, identity);
+  identity_setup(e, tiles, identity);  // the MULs' packs read it; no LOGISTIC, so no spline
   std::array<int, 16> count{};
   struct Mul {
     int x, table, out;
