@@ -73,12 +73,13 @@ struct FfnPrograms {
 FfnPrograms generate_ffn(const FfnLayer& ffn, const FcPlacement& up, const FcPlacement& down);
 
 // RoPE's two products on the tiles after a chain's layers (the llm chip path's --chip-rope,
-// docs/llm.md "RoPE in the chain"): for each listed output group of layer `layer` (64 bytes x,
-// uint8 zero point x_zp) the chip's MUL by 64 bytes of the first table (P1) and by as many of the
-// second (R), both read from the host's input after everything else (`tables` pieces of the
-// first table, then as many of the second; uint8, zero point 128), multiplier `mult`, clamps
-// +-127, zero point 128. The program returns P1 and R of each listed group, in order, after
-// everything else it returns; the listed groups' own bytes x are not returned.
+// docs/llm.md "RoPE's products in the chain"): for each listed output group of layer `layer` (64
+// bytes x, uint8 zero point x_zp) the chip's MUL by 64 bytes of the first table (P1) and by as
+// many of the second (R), both from the host's input after its own bytes, from the next whole
+// 256-byte packet on (`tables` pieces of the first table, then as many of the second; uint8, zero
+// point 128), multiplier `mult`, clamps +-127, zero point 128. The program returns P1 and R of each
+// listed group, in order, after everything else it returns; the listed groups' own bytes x are not
+// returned.
 struct FcRopeGroup {
   int group = 0;  // output group of the layer
   int table = 0;  // the tables' piece it multiplies with
