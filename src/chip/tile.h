@@ -570,6 +570,8 @@ struct OpClass {
   // Number of streamed FIFO fills of the `par` TTU the op consumes (0 or nullptr = parameters are
   // resident; no FIFO wait).
   uint32_t (*par_fifo_fills)(const OpInstr& op) = nullptr;
+  // Whether the op writes and reads partial sums in its `psum` rows (nullptr = never).
+  bool (*keeps_partial_sums)(const OpInstr& op) = nullptr;
 };
 
 // Decodes an opcode 0x01/0x02/0x03 instruction into an OpInstr (src/chip/op_decode.cpp).

@@ -25,12 +25,15 @@ using units::staging_chunks;
 using units::StagingChunks;
 
 // An op keeps partial sums in wide memory when a non-reduced loop sits inside a reduced one
-// (K-chunked conv, isa.md 2.1.3): then reduce_mask is not of the form 2^k - 1.
-// The softmax's shift constant (docs/chip_ops.md 6.2) writes its group to the `psum` row it
-// selects (psum.sel, bit 13 of the unit address) without such a loop.
+// (K-chunked conv, isa.md 2.1.3): then reduce_mask is not of the form 2^k - 1; its class says when
+// else (a one-position K-chunked conv, whose chunks move the FIFO to its next fill: ops::
+// keeps_partial_sums). The softmax's shift constant (docs/chip_ops.md 6.2) writes its group to the
+// `psum` row it selects (psum.sel, bit 13 of the unit address) without such a loop.
 bool op_uses_psum(const OpInstr& op) {
   const uint32_t m = op.reduce_mask;
-  return (m != 0 && (m & (m + 1)) != 0) || (op.psum.base & (int64_t{1} << 13)) != 0;
+  if ((m != 0 && (m & (m + 1)) != 0) || (op.psum.base & (int64_t{1} << 13)) != 0) return true;
+  const OpClass* cls = ops::classify(op);
+  return cls && cls->keeps_partial_sums && cls->keeps_partial_sums(op);
 }
 
 }  // namespace

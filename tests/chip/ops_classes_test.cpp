@@ -209,6 +209,8 @@ TEST(OpsClasses, ConvKChunkedKeepsPartialSumsAcrossChunks) {
   op.in = ttu(0, {{4, 2}, {8, 1}, {K, P}, {8, 2}, {0, 1}});
   op.par = ttu(8000, {{4, 2}, {8, 1}, {0, P}, {0, 2}, {0, 1}});
   op.par_fifo = 2;
+  // One psum row a position (Google's walk; psum_rows_test.cpp checks what the rows hold).
+  op.psum = ttu(400, {{0, 2}, {0, 1}, {4, P}, {0, 2}, {0, 1}});
   op.out = ttu(2000, {{4, 1}, {4, P}});
   op.out_ch = op.out_ch_last = 3;
   op.in_zp = 1;

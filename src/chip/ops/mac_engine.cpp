@@ -12,6 +12,7 @@
 #include "chip/ops/mac_kernels.h"
 #include "chip/ops/mac_runs.h"
 #include "chip/ops/per_channel.h"
+#include "chip/ops/psum_rows.h"
 
 namespace tinycoral::chip::ops {
 namespace {
@@ -86,6 +87,25 @@ uint32_t fifo_fill_count(const OpInstr& op, const EngineSpec& spec) {
   return static_cast<uint32_t>(mixed_count(op, [&](int k) { return in_mask(fill, k); }));
 }
 
+// Slots (outputs open together) need their rows; a single output interrupted by its FIFO fills only
+// when psum_tflags bit 7 is set (0x8C0, 0x880): bright_64x64's two-loop FC (word 2927, psum_tflags
+// 0) has its walk at row 0, which holds live data (docs/chip_ops.md).
+bool keeps_partial_sums(const OpInstr& op, const EngineSpec& spec) {
+  if (!spec.psum_rows) return false;
+  const bool flagged = (op.psum.tflags & 0x80u) != 0;
+  const uint8_t mask = op.reduce_mask | spec.extra_reduce;
+  const LoopRoles roles = loop_roles(op, spec);
+  const bool fifo = par_is_fifo(op);
+  bool slots_inside = false;
+  for (int k = 0; k < kLoops; ++k) {
+    if (op.loops[k] == 0) continue;
+    const bool reduced = in_mask(mask, k);
+    if (reduced && (slots_inside || (flagged && fifo && in_mask(roles.fill, k)))) return true;
+    if (!reduced && in_mask(roles.slot, k)) slots_inside = true;
+  }
+  return false;
+}
+
 void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
   const uint64_t steps = total_steps(op);
   if (steps > kMaxSteps) env.fail_op(cat("main loop of ", steps, " steps exceeds the step bound"));
@@ -129,6 +149,7 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
   if (spec.output == OutputKind::kSpline && !env.nlu().loaded)
     env.fail_op("LOGISTIC op before any NLU table load (0x19)");
   check_walks(op, env, spec, fifo);
+  PsumRows psum(op, env, spec, steps);
 
   const uint32_t active = std::max(channels, last_channels);
   // Every column a step writes (the kernels touch [0, active) only; the others keep their start).
@@ -206,18 +227,31 @@ void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec) {
         } else {
           for (uint64_t r = 0; r < runs; ++r) {
             int32_t* const ar = a + (first + r) * nest.batch_slot_step() * kColumns;
-            if (starts) start_sums(ar);
+            const uint64_t run_step = step + (first + r) * run_length;
+            if (starts)
+              start_sums(ar);
+            else if (psum.active())
+              psum.load(ar, run_step);
             accumulate(ar, gather.x(r), gather.w(r), run_length, sources, spec);
-            if (ends) writer.emit(ar, group);
+            if (ends)
+              writer.emit(ar, group);
+            else if (psum.active())
+              psum.store(ar, run_step);
           }
         }
       }
       nest.end_batch();
     } else {
-      if (nest.reduction_starts()) start_sums(a);
+      if (nest.reduction_starts())
+        start_sums(a);
+      else if (psum.active())
+        psum.load(a, step);
       accumulate_run(a, run_length, sources, gather, spec);
       if (nest.by_runs()) nest.end_run();
-      if (nest.reduction_ends()) writer.emit(a, group);
+      if (nest.reduction_ends())
+        writer.emit(a, group);
+      else if (psum.active())
+        psum.store(a, step);
     }
     nest.advance();  // the read TTUs advanced with the steps
   }

@@ -46,6 +46,9 @@ struct EngineSpec {
   // Whether the loop nest has a position loop that re-reads one FIFO fill (see fifo_fill_count).
   // gen2021's cfg0 0x63 ops have none: every loop outside loop0 moves to the next fill.
   bool has_position_loop = true;
+  // Whether a reduction interrupted within the op keeps its partial sums in the `psum` rows of
+  // wide memory (keeps_partial_sums; the convolution classes).
+  bool psum_rows = false;
 };
 
 void run_engine(const OpInstr& op, OpEnv& env, const EngineSpec& spec);
@@ -65,6 +68,11 @@ bool par_is_fifo(const OpInstr& op);
 // Fills of the `par` FIFO the op consumes (OpClass::par_fifo_fills); 0 when parameters are
 // resident.
 uint32_t fifo_fill_count(const OpInstr& op, const EngineSpec& spec = {});
+// Whether the op keeps partial sums in its psum rows (docs/chip_ops.md "Partial sums in wide
+// memory"): spec.psum_rows, and a reduction stops and resumes within the op, because a reduced loop
+// lies outside a slot loop (a K-chunked conv's chunks outside its positions) or, with psum_tflags
+// bit 7 set, moves the FIFO to its next fill (a one-position K-chunked conv's chunks).
+bool keeps_partial_sums(const OpInstr& op, const EngineSpec& spec);
 
 // Output channels (accumulator columns) the engine computes in one group.
 constexpr uint32_t kColumns = 64;

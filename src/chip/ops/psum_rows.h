@@ -1,0 +1,48 @@
+// The psum rows of an op (docs/chip_ops.md "Partial sums in wide memory"): when a reduction stops
+// and resumes later in the same op (a K-chunked conv's chunks, its positions open in between), the
+// chip keeps each output's partial sums in the tile's wide memory at the row its `psum` walk gives
+// at that step (isa.md 2.1.3). The engine stores a run's sums there when the reduction is not done
+// and reads them back when the next chunk resumes it, so a psum row that another slot or a later
+// instruction needs gives a different result, as on the chip.
+#pragma once
+
+#include <cstdint>
+
+#include "chip/ops/mac_engine.h"
+#include "chip/tile.h"
+
+namespace tinycoral::chip::ops {
+
+class PsumRows {
+ public:
+  // Checks the walk when the op keeps partial sums (keeps_partial_sums): one address per main-loop
+  // step, every row inside wide memory and none among the op's own `par` rows. Fails the op
+  // otherwise.
+  PsumRows(const OpInstr& op, OpEnv& env, const EngineSpec& spec, uint64_t steps);
+
+  bool active() const { return active_; }
+  // The 64 int32 sums of the run starting at main-loop step `step`, from / to its psum row
+  // (column c at bytes 4c..4c+3, little-endian).
+  void load(int32_t* sums, uint64_t step);
+  void store(const int32_t* sums, uint64_t step);
+
+ private:
+  // The row of the walk's address at `step`. The engine asks in step order, a run apart, so the
+  // walk's counters move by adding that run's digits with carries (no division but the first).
+  uint8_t* row(uint64_t step);
+  void digits_of(uint64_t n, uint64_t* digits) const;
+
+  bool active_ = false;
+  OpEnv& env_;
+  uint8_t* wide_ = nullptr;
+  int64_t base_ = 0;
+  // The walk's levels with more than one iteration: counts and strides (64-byte units).
+  int levels_ = 0;
+  uint64_t count_[kLoops] = {};
+  int64_t stride_[kLoops] = {};
+  // The walk's counters at step at_step_, and the digits of the last distance asked for.
+  uint64_t at_step_ = 0, delta_ = 0;
+  uint64_t counter_[kLoops] = {}, delta_digits_[kLoops] = {};
+};
+
+}  // namespace tinycoral::chip::ops
