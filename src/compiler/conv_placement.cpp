@@ -16,6 +16,14 @@ namespace tinycoral::compiler::conv {
 
 namespace {
 
+// Whether the chain has no residual ADD: there layers of six or nine groups may also split into
+// slices of three (splittable's `three`; with residual ADDs - MobileNet v2 - the layouts they
+// lead to ran slower: 3.541 -> 3.928 ms).
+bool three_group_slices(const ConvChain& chain) {
+  return std::none_of(chain.layers.begin(), chain.layers.end(),
+                      [](const ConvLayer& l) { return l.residual(); });
+}
+
 // How much longer a stage computes than its MACs spread evenly over its tiles would take: the
 // busiest tile's rows of each layer (halos included) against the layer's rows over the tiles,
 // weighted by the layer's MACs per output row.
@@ -676,7 +684,7 @@ std::vector<std::vector<StageOption>> stage_options(const ConvChain& chain, cons
       // (Each slice also in row bands over 2, 4 or 8 tiles: 2-D blocks, each band's tiles keeping
       // their slice's rows.)
       for (int count = 2; count <= kTiles; ++count) {
-        if (!splittable(lp, count)) continue;
+        if (!splittable(lp, count, three_group_slices(chain))) continue;
         for (int bands = 1; count * bands <= kTiles; bands *= 2) {
           const Stage s = split_stage(chain, shapes, a, count, 0, bands);
           const int per_slice = static_cast<int>(s.tiles.size()) / count;
@@ -852,14 +860,14 @@ void bands_per_stage(Layout& out, double& best, const ProgramBytes& program_byte
 // 3 slices of 5 bands on 15 compute 2 groups of 5 rows each instead of one of 12). False when
 // none computes less. (Not the chain's first or last layer: stage_options splits neither, a last
 // layer of one pixel is split by share_tiles.)
-bool resliced(const ConvChain& chain, const Shapes& shapes, Stage& s) {
+bool resliced(const ConvChain& chain, const Shapes& shapes, Stage& s, bool three) {
   if (s.first == 0 || s.end == chain.layers.size()) return false;
   const int tiles = static_cast<int>(s.tiles.size());
   const LayerPlan& lp = shapes.layers[s.first];
   double least = compute_cycles({s});
   Stage best;
   for (int n = 2; n <= kTiles; ++n) {
-    if (!splittable(lp, n)) continue;
+    if (!splittable(lp, n, three)) continue;
     for (int bands = 1; n * bands <= kTiles; ++bands) {
       if (n * bands <= tiles) continue;
       Stage wide = split_stage(chain, shapes, s.first, n, 0, bands, s.end);
@@ -896,10 +904,10 @@ Stage trimmed(const ConvChain& chain, const Shapes& shapes, const Stage& s) {
 // Stage `s` over twice its tiles: a split layer with twice the row bands per slice (or re-cut,
 // resliced, when that is more than 16 tiles), else twice the row bands; false when the map has
 // too few rows or the tiles run out.
-bool widened(const ConvChain& chain, const Shapes& shapes, Stage& s) {
+bool widened(const ConvChain& chain, const Shapes& shapes, Stage& s, bool three = false) {
   const int tiles = static_cast<int>(s.tiles.size());
   const bool split = s.tiles.front().g1 > 0;
-  if (2 * tiles > kTiles) return split && resliced(chain, shapes, s);
+  if (2 * tiles > kTiles) return split && resliced(chain, shapes, s, three);
   Stage wide;
   if (split) {
     const int slices = slices_of(s);
@@ -988,7 +996,7 @@ std::vector<Stage> narrowed(const ConvChain& chain, const Shapes& plain, const S
   if (s.end != s.first + 1 || l.depthwise || l.residual() || l.kh != 1 || l.kw != 1) return forms;
   const LayerPlan& lp = plain.layers[s.first];
   for (int slices = 2; slices <= tiles; ++slices) {
-    if (!splittable(lp, slices)) continue;
+    if (!splittable(lp, slices, three_group_slices(chain))) continue;
     for (int bands = 1; slices * bands <= kTiles && bands <= oh; ++bands)
       if (bands == 1 || (oh + bands - 1) / bands != (oh + bands - 2) / (bands - 1))
         keep(split_stage(chain, plain, s.first, slices, 0, bands), slices * bands);
@@ -1035,7 +1043,7 @@ void widen_stages(const ConvChain& chain, Layout& out, double& best,
       std::vector<std::tuple<double, size_t, Stage>> firsts;
       for (const Stage& s : stages) {
         Stage wide = s;
-        if (!widened(chain, plain, wide)) continue;
+        if (!widened(chain, plain, wide, three_group_slices(chain))) continue;
         const double saved = compute_cycles({s}) - compute_cycles({wide});
         if (saved < kBulkSaving) continue;
         const double key = per_row
@@ -1081,7 +1089,7 @@ void widen_stages(const ConvChain& chain, Layout& out, double& best,
       if (tried[out.stages[k].first] || tries >= kMaxTries) continue;
       tried[out.stages[k].first] = true;
       std::vector<Stage> stages = out.stages;
-      if (!widened(chain, plain, stages[k])) continue;
+      if (!widened(chain, plain, stages[k], three_group_slices(chain))) continue;
       // (In the form of the layout's first images: whole, or in bands.)
       auto tried_layout = packed_and_modeled(chain, std::move(stages), whole, program_bytes);
       if (!tried_layout) continue;
@@ -1128,7 +1136,7 @@ void trade_rows(const ConvChain& chain, Layout& out, double& best,
         narrowings.emplace_back(lost / (rows - kept_rows(plain, t)), k, std::move(t), lost);
       }
       Stage wide = stages[k];
-      if (!widened(chain, plain, wide)) continue;
+      if (!widened(chain, plain, wide, three_group_slices(chain))) continue;
       const double saved = cycles - compute_cycles({wide});
       if (saved >= kMinSaving) widenings.emplace_back(saved, k, std::move(wide));
     }
@@ -1198,7 +1206,7 @@ void split_heads(const ConvChain& chain, Layout& out, double& best,
   const bool whole = first_images_whole(out);
   std::vector<std::tuple<double, std::vector<Stage>, std::vector<std::vector<int>>>> tries;
   for (int slices = 2; slices <= lp.groups && slices <= kTiles; ++slices) {
-    if (!splittable(lp, slices)) continue;
+    if (!splittable(lp, slices, three_group_slices(chain))) continue;
     bool between = true;  // (every cut between two heads' groups)
     for (int t = 1; t < slices; ++t)
       for (const auto& [g0, g1] : l.head_spans())
@@ -1263,7 +1271,7 @@ void split_pointwise(const ConvChain& chain, Layout& out, double& best,
     std::vector<std::tuple<double, size_t, std::vector<Stage>, std::vector<std::vector<int>>>>
         tries;
     for (int slices = 2; slices <= kTiles; ++slices) {
-      if (!splittable(lp, slices)) continue;
+      if (!splittable(lp, slices, three_group_slices(chain))) continue;
       for (int bands = 1; slices * bands <= kTiles && bands <= oh; ++bands) {
         // (The fewest bands of each band height.)
         if (bands > 1 && (oh + bands - 1) / bands == (oh + bands - 2) / (bands - 1)) continue;
@@ -1493,7 +1501,7 @@ void pair_stages(const ConvChain& chain, Layout& out, double& best,
     for (const Stage* s : {&b, &a}) {
       const int slices = slices_of(*s), bands = static_cast<int>(s->tiles.size()) / slices;
       if (std::find(forms.begin(), forms.end(), std::pair{slices, bands}) == forms.end() &&
-          splittable(plain.layers[b.first], slices))
+          splittable(plain.layers[b.first], slices, three_group_slices(chain)))
         forms.push_back({slices, bands});
     }
     std::optional<Layout> faster;
@@ -1613,17 +1621,32 @@ void widen_with_fifos(const ConvChain& chain, Layout& out, const ProgramBytes& p
       if (!any) continue;
       Layout candidate;
       candidate.stages = current.stages;
-      if (!widened(chain, plain, candidate.stages[k])) continue;
-      candidate.shapes = shapes_of(chain);
-      for (size_t i = 0; i < with.size(); ++i) candidate.shapes.layers[i].fifo = with[i];
-      chunk_fifo_windows(candidate.shapes, candidate.stages);
-      std::vector<std::vector<int>> bases;
-      if (!share_tiles(chain, candidate.shapes, candidate.stages, bases)) continue;
-      group_parameters(chain, candidate, true, bases);
-      if (!std::all_of(candidate.shapes.segments.begin(), candidate.shapes.segments.end(),
-                       [](const Segment& seg) { return seg.first_of_group; }) ||
-          !own_fifo_weights(candidate.shapes))
-        continue;
+      if (!widened(chain, plain, candidate.stages[k], three_group_slices(chain))) continue;
+      const std::vector<Stage> widened_stages = candidate.stages;
+      auto attempt = [&](const std::vector<bool>& w) -> bool {
+        candidate.stages = widened_stages;
+        candidate.shapes = shapes_of(chain);
+        for (size_t i = 0; i < w.size(); ++i) candidate.shapes.layers[i].fifo = w[i];
+        chunk_fifo_windows(candidate.shapes, candidate.stages);
+        std::vector<std::vector<int>> bases;
+        if (!share_tiles(chain, candidate.shapes, candidate.stages, bases)) return false;
+        group_parameters(chain, candidate, true, bases);
+        return std::all_of(candidate.shapes.segments.begin(), candidate.shapes.segments.end(),
+                           [](const Segment& seg) { return seg.first_of_group; }) &&
+               own_fifo_weights(candidate.shapes);
+      };
+      if (!attempt(with)) {
+        if (!three_group_slices(chain)) continue;
+        // (No room: also every capable layer of the split stages on as many tiles or more
+        // through FIFOs - a split layer resident on 16 tiles keeps its slice's weights on every
+        // band, PoseNet's 384 -> 384 layers 294 rows a tile where a FIFO keeps 103.)
+        bool more = false;
+        for (const Stage& o : widened_stages)
+          if (o.tiles.front().g1 > 0 && o.tiles.size() >= widened_stages[k].tiles.size())
+            for (size_t i = o.first; i < o.end; ++i)
+              if (fifo_capable(plain.layers[i]) && !with[i]) with[i] = more = true;
+        if (!more || !attempt(with)) continue;
+      }
       if (!whole) in_bands(candidate.stages);
       ++tries;
       const double modeled = modeled_cycles(candidate, program_bytes);
@@ -1667,8 +1690,8 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes,
     const bool last = i + 1 == chain.layers.size();
     bool can_split = last && l.oh == 1 && l.ow == 1 && !l.depthwise;
     for (int count = 2; count <= kTiles && !last && i > 0; ++count)
-      can_split =
-          can_split || (splittable(lp, count) && lp.rows_of(lp.groups / count) <= kSegmentRows);
+      can_split = can_split || (splittable(lp, count, three_group_slices(chain)) &&
+                                lp.rows_of(lp.groups / count) <= kSegmentRows);
     fit = fit && (lp.rows() <= kSegmentRows || can_split);
   }
   fit = fit && total_rows <= kTiles * kSegmentRows;

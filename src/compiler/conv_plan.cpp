@@ -298,7 +298,22 @@ void write_in_place(const ConvChain& chain, std::vector<Stage>& stages) {
       for (const Plan& o : stages[k - 1].tiles)
         if (o.tile == a.tiles[t].tile) top = std::min(top, o.out_base);
     }
-    if (base + round_up(b.tiles.front().layers[b.first].in_bytes(), 64) > top) continue;
+    // (The whole image where it fits, else each tile's band of it: its own rows and the halo.)
+    int image = 0, band = 0;
+    for (const Plan& q : b.tiles) {
+      const LayerPlan& lp = q.layers[b.first];
+      image = std::max(image, round_up(lp.in_bytes(), 64));
+      band = std::max(band, round_up(round_up(lp.need_rows * lp.wp * lp.cin, 4), 64));
+    }
+    if (base + image > top) {
+      if (base + band > top) continue;
+      for (Plan& q : b.tiles) {
+        LayerPlan& lp = q.layers[b.first];
+        lp.full = false;
+        lp.top = lp.need_top;
+        lp.hp = lp.need_rows;
+      }
+    }
     for (size_t t = 0; t < a.tiles.size(); ++t) {
       Plan& q = b.tiles[t];
       LayerPlan& lp = q.layers[q.first];
@@ -325,7 +340,7 @@ void slice_plan(Plan& p, int g0, int g1) {
   if (p.out_at_top) p.out_base = kNarrowBytes - round_up(p.out_bytes, 64) - 64;
 }
 
-bool splittable(const LayerPlan& lp, int n) {
+bool splittable(const LayerPlan& lp, int n, bool three) {
   const ConvLayer& l = *lp.l;
   if (n < 2 || n > kTiles || l.residual() || joined(l) || lp.block != 1 || l.cout % 4 != 0 ||
       lp.groups % n != 0)
@@ -334,6 +349,9 @@ bool splittable(const LayerPlan& lp, int n) {
   // (Channels ending inside a group, MobileNet v2's 96 and 160: the last slice holds the rest,
   // which must also be whole pixels per packet or whole packets per pixel.)
   const int last = l.cout - (lp.groups - per_tile) * kColumns;
+  // (Three groups a slice, 192 bytes of each pixel, where asked: four pixels' slices make three
+  // whole packets, and the hand-overs' walks write a slice's pixels across packet boundaries.)
+  if (three && per_tile == 3 && last == 3 * kColumns) return true;
   return (4 % per_tile == 0 || per_tile % 4 == 0) && (kPiece % last == 0 || last % kPiece == 0);
 }
 

@@ -368,8 +368,9 @@ void slice_plan(Plan& p, int g0, int g1);
 
 // Whether layer `lp` can be split by output groups over `n` tiles with the same number of groups
 // on each, inside a chain (split_stage): the slices' pixels are whole ring packets or divide one,
-// so that hand-overs send whole pixels.
-bool splittable(const LayerPlan& lp, int n);
+// so that hand-overs send whole pixels; with `three` also three groups a slice (192 bytes of each
+// pixel, 3 x 64 of a 256-byte packet: stages widened with FIFOs, widen_with_fifos).
+bool splittable(const LayerPlan& lp, int n, bool three = false);
 
 // Layer i alone on n slices of output groups, slice t computing groups
 // [groups t / n, groups (t + 1) / n): a convolution from the whole input image (or the rows its
