@@ -1664,6 +1664,71 @@ void widen_with_fifos(const ConvChain& chain, Layout& out, const ProgramBytes& p
   }
 }
 
+// PoseNet's heads split again once FIFOs have freed wide rows (split_heads runs before
+// widen_with_fifos, when the wide memories are full): the heads' stage split as split_heads
+// splits it, the layout's FIFO layers kept, the kMaxTries of least compute that pack and find
+// owners modeled whole; kept when the modeled cycles drop.
+void split_heads_with_fifos(const ConvChain& chain, Layout& out,
+                            const ProgramBytes& program_bytes) {
+  constexpr size_t kMaxTries = 2;
+  if (std::none_of(out.shapes.layers.begin(), out.shapes.layers.end(),
+                   [](const LayerPlan& lp) { return lp.fifo; }))
+    return;
+  const size_t last = chain.layers.size() - 1;
+  const ConvLayer& l = chain.layers[last];
+  if (l.heads.empty() || joined(l) || out.stages.size() < 2) return;
+  const Stage& s = out.stages.back();
+  if (s.first != last) return;
+  const Shapes plain = shapes_of(chain);
+  const LayerPlan& lp = plain.layers[last];
+  if (lp.block > 1) return;
+  const bool whole = first_images_whole(out);
+  const double now = compute_cycles({s});
+  std::vector<std::pair<double, Layout>> tries;
+  for (int slices = 2; slices <= lp.groups && slices <= kTiles; ++slices) {
+    if (!splittable(lp, slices, three_group_slices(chain))) continue;
+    bool between = true;  // (every cut between two heads' groups)
+    for (int t = 1; t < slices; ++t)
+      for (const auto& [g0, g1] : l.head_spans())
+        between = between && !(g0 < lp.groups * t / slices && lp.groups * t / slices < g1);
+    if (!between) continue;
+    for (int bands = 1; slices * bands <= kTiles && bands <= l.oh; ++bands) {
+      if (bands > 1 && (l.oh + bands - 1) / bands == (l.oh + bands - 2) / (bands - 1)) continue;
+      Stage split = split_stage(chain, plain, last, slices, 0, bands);
+      if (static_cast<int>(split.tiles.size()) != slices * bands || !stage_fits(split, nullptr))
+        continue;
+      const double compute = compute_cycles({split});
+      if (compute >= now) continue;
+      Layout candidate;
+      candidate.stages = out.stages;
+      candidate.stages.back() = std::move(split);
+      candidate.shapes = shapes_of(chain);
+      for (size_t i = 0; i < chain.layers.size(); ++i)
+        candidate.shapes.layers[i].fifo = out.shapes.layers[i].fifo;
+      chunk_fifo_windows(candidate.shapes, candidate.stages);
+      std::vector<std::vector<int>> bases;
+      if (!share_tiles(chain, candidate.shapes, candidate.stages, bases)) continue;
+      group_parameters(chain, candidate, true, bases);
+      if (!std::all_of(candidate.shapes.segments.begin(), candidate.shapes.segments.end(),
+                       [](const Segment& seg) { return seg.first_of_group; }) ||
+          !own_fifo_weights(candidate.shapes))
+        continue;
+      if (!whole) in_bands(candidate.stages);
+      tries.emplace_back(compute, std::move(candidate));
+    }
+  }
+  std::stable_sort(tries.begin(), tries.end(),
+                   [](const auto& x, const auto& y) { return x.first < y.first; });
+  if (tries.size() > kMaxTries) tries.resize(kMaxTries);
+  double best = modeled_cycles(out, program_bytes);
+  for (auto& [compute, candidate] : tries) {
+    const double modeled = modeled_cycles(candidate, program_bytes);
+    if (modeled >= best) continue;
+    best = modeled;
+    out = std::move(candidate);
+  }
+}
+
 }  // namespace
 
 Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes,
@@ -1843,7 +1908,10 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes,
     pair_stages(chain, out, best, program_bytes);
     merge_stages(chain, out, best, program_bytes);
     bands_per_stage(out, best, program_bytes);
-    if (!streaming) widen_with_fifos(chain, out, exact_bytes);
+    if (!streaming) {
+      widen_with_fifos(chain, out, exact_bytes);
+      split_heads_with_fifos(chain, out, exact_bytes);
+    }
   }
   // Turns from owner tiles over the ring rather than from the host: 4 cycles a row on the ring
   // against about 194 over USB.
