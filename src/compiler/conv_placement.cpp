@@ -1186,6 +1186,31 @@ void trade_rows(const ConvChain& chain, Layout& out, double& best,
   }
 }
 
+// The splits of the heads' layer (the chain's last, `lp` of shapes `plain`) that split_heads
+// tries: every slice count whose cuts fall between heads, each band count of a distinct band
+// height, that fit narrow memory.
+std::vector<Stage> head_splits(const ConvChain& chain, const Shapes& plain) {
+  std::vector<Stage> splits;
+  const size_t last = chain.layers.size() - 1;
+  const ConvLayer& l = chain.layers[last];
+  const LayerPlan& lp = plain.layers[last];
+  for (int slices = 2; slices <= lp.groups && slices <= kTiles; ++slices) {
+    if (!splittable(lp, slices, three_group_slices(chain))) continue;
+    bool between = true;  // (every cut between two heads' groups)
+    for (int t = 1; t < slices; ++t)
+      for (const auto& [g0, g1] : l.head_spans())
+        between = between && !(g0 < lp.groups * t / slices && lp.groups * t / slices < g1);
+    if (!between) continue;
+    for (int bands = 1; slices * bands <= kTiles && bands <= l.oh; ++bands) {
+      if (bands > 1 && (l.oh + bands - 1) / bands == (l.oh + bands - 2) / (bands - 1)) continue;
+      Stage split = split_stage(chain, plain, last, slices, 0, bands);
+      if (static_cast<int>(split.tiles.size()) == slices * bands && stage_fits(split, nullptr))
+        splits.push_back(std::move(split));
+    }
+  }
+  return splits;
+}
+
 // Fan-out heads (the chain's last stage, not joined) split by output groups over tiles, each
 // slice whole heads in row bands: a slice's tiles keep its groups' rows only (PoseNet's heads,
 // the heatmaps and offsets sharing one group and the displacements the other, keep 99 rows a tile
@@ -1206,25 +1231,13 @@ void split_heads(const ConvChain& chain, Layout& out, double& best,
   if (lp.block > 1) return;
   const bool whole = first_images_whole(out);
   std::vector<std::tuple<double, std::vector<Stage>, std::vector<std::vector<int>>>> tries;
-  for (int slices = 2; slices <= lp.groups && slices <= kTiles; ++slices) {
-    if (!splittable(lp, slices, three_group_slices(chain))) continue;
-    bool between = true;  // (every cut between two heads' groups)
-    for (int t = 1; t < slices; ++t)
-      for (const auto& [g0, g1] : l.head_spans())
-        between = between && !(g0 < lp.groups * t / slices && lp.groups * t / slices < g1);
-    if (!between) continue;
-    for (int bands = 1; slices * bands <= kTiles && bands <= l.oh; ++bands) {
-      if (bands > 1 && (l.oh + bands - 1) / bands == (l.oh + bands - 2) / (bands - 1)) continue;
-      Stage split = split_stage(chain, plain, last, slices, 0, bands);
-      if (static_cast<int>(split.tiles.size()) != slices * bands || !stage_fits(split, nullptr))
-        continue;
-      std::vector<Stage> stages = out.stages;
-      stages.back() = std::move(split);
-      std::vector<std::vector<int>> bases;
-      if (!share_tiles(chain, plain, stages, bases, nullptr, true)) continue;
-      const double compute = compute_cycles(stages);
-      tries.emplace_back(compute, std::move(stages), std::move(bases));
-    }
+  for (Stage& split : head_splits(chain, plain)) {
+    std::vector<Stage> stages = out.stages;
+    stages.back() = std::move(split);
+    std::vector<std::vector<int>> bases;
+    if (!share_tiles(chain, plain, stages, bases, nullptr, true)) continue;
+    const double compute = compute_cycles(stages);
+    tries.emplace_back(compute, std::move(stages), std::move(bases));
   }
   std::stable_sort(tries.begin(), tries.end(),
                    [](const auto& x, const auto& y) { return std::get<0>(x) < std::get<0>(y); });
@@ -1686,37 +1699,25 @@ void split_heads_with_fifos(const ConvChain& chain, Layout& out,
   const bool whole = first_images_whole(out);
   const double now = compute_cycles({s});
   std::vector<std::pair<double, Layout>> tries;
-  for (int slices = 2; slices <= lp.groups && slices <= kTiles; ++slices) {
-    if (!splittable(lp, slices, three_group_slices(chain))) continue;
-    bool between = true;  // (every cut between two heads' groups)
-    for (int t = 1; t < slices; ++t)
-      for (const auto& [g0, g1] : l.head_spans())
-        between = between && !(g0 < lp.groups * t / slices && lp.groups * t / slices < g1);
-    if (!between) continue;
-    for (int bands = 1; slices * bands <= kTiles && bands <= l.oh; ++bands) {
-      if (bands > 1 && (l.oh + bands - 1) / bands == (l.oh + bands - 2) / (bands - 1)) continue;
-      Stage split = split_stage(chain, plain, last, slices, 0, bands);
-      if (static_cast<int>(split.tiles.size()) != slices * bands || !stage_fits(split, nullptr))
-        continue;
-      const double compute = compute_cycles({split});
-      if (compute >= now) continue;
-      Layout candidate;
-      candidate.stages = out.stages;
-      candidate.stages.back() = std::move(split);
-      candidate.shapes = shapes_of(chain);
-      for (size_t i = 0; i < chain.layers.size(); ++i)
-        candidate.shapes.layers[i].fifo = out.shapes.layers[i].fifo;
-      chunk_fifo_windows(candidate.shapes, candidate.stages);
-      std::vector<std::vector<int>> bases;
-      if (!share_tiles(chain, candidate.shapes, candidate.stages, bases)) continue;
-      group_parameters(chain, candidate, true, bases);
-      if (!std::all_of(candidate.shapes.segments.begin(), candidate.shapes.segments.end(),
-                       [](const Segment& seg) { return seg.first_of_group; }) ||
-          !own_fifo_weights(candidate.shapes))
-        continue;
-      if (!whole) in_bands(candidate.stages);
-      tries.emplace_back(compute, std::move(candidate));
-    }
+  for (Stage& split : head_splits(chain, plain)) {
+    const double compute = compute_cycles({split});
+    if (compute >= now) continue;
+    Layout candidate;
+    candidate.stages = out.stages;
+    candidate.stages.back() = std::move(split);
+    candidate.shapes = shapes_of(chain);
+    for (size_t i = 0; i < chain.layers.size(); ++i)
+      candidate.shapes.layers[i].fifo = out.shapes.layers[i].fifo;
+    chunk_fifo_windows(candidate.shapes, candidate.stages);
+    std::vector<std::vector<int>> bases;
+    if (!share_tiles(chain, candidate.shapes, candidate.stages, bases)) continue;
+    group_parameters(chain, candidate, true, bases);
+    if (!std::all_of(candidate.shapes.segments.begin(), candidate.shapes.segments.end(),
+                     [](const Segment& seg) { return seg.first_of_group; }) ||
+        !own_fifo_weights(candidate.shapes))
+      continue;
+    if (!whole) in_bands(candidate.stages);
+    tries.emplace_back(compute, std::move(candidate));
   }
   std::stable_sort(tries.begin(), tries.end(),
                    [](const auto& x, const auto& y) { return x.first < y.first; });
