@@ -270,21 +270,56 @@ Groups scores_groups(const FcLayer& layer, const FcPlacement& placement, int row
 // every group's 64 scores to scalar memory in group order (head h's at h * positions bytes), then
 // the count from the row's tail on the first group's tile, and the softmax on the scalar core.
 // Returns the ordinal of the next transfer to scalar memory.
+// The FC in front of the scores (FcScoresInput): its groups, checked against the input row.
+Groups first_groups(const FcScoresInput& first, const FcLayer& scores, int row_bytes) {
+  Groups f = groups_of(fc_groups(first.layer.n), first.at);
+  f.row_bytes = row_bytes + kSoftmaxCountBytes;
+  if (const std::string why =
+          fc_batch_unsupported(first.layer.n, first.layer.k, 1, f.slots, f.row_bytes);
+      !why.empty())
+    fail(why);
+  for (int at : f.in_at)
+    if (at < 0 || at % 4 != 0 || at + first.layer.k > row_bytes)
+      fail("an input group reads K = ", first.layer.k, " bytes from byte ", at, " of rows of ",
+           row_bytes, ": need a multiple of 4 within the row");
+  if (first.layer.n > row_bytes)
+    fail(first.layer.n, " outputs before the scores past their row of ", row_bytes, " bytes");
+  if (first.layer.out_zp != scores.in_zp)
+    fail("the scores' input zero point ", scores.in_zp, " after outputs at ", first.layer.out_zp);
+  return f;
+}
+
+// Narrow bytes the FC in front of the scores needs after the scores' outputs.
+int first_bytes(const FcScoresInput* first) {
+  return first ? groups_of(fc_groups(first->layer.n), first->at).slots * kGroup : 0;
+}
+
 int scores_and_softmax(Emitter& e, const FcLayer& layer, const Groups& g, int row_bytes,
-                       int out_base, const ScalarSoftmax& sm) {
+                       int out_base, const ScalarSoftmax& sm, const FcScoresInput* first) {
+  int ordinal = 0;
   tile_fence(e, "units=0x020");
   input_address(e, layer.input_name);
-  stream_input(e, mask_of(g), g.row_bytes);
+  const Groups f = first ? first_groups(*first, layer, row_bytes) : Groups{};
+  stream_input(e, mask_of(g) | (first ? mask_of(f) : 0u), g.row_bytes);
   tile_fence(e, "units=0x3ff");
   tile_fence(e, "counters=0x1ffff units=0x3ff");
   tile_fence(e, "units=0x3ff signal=1");
   wait_tokens(e);
+  if (first) {
+    // Its outputs after the scores' (which are not written yet), then over the ring to the
+    // scores' row at narrow 0 (the row is read by now).
+    const int at = out_base + g.slots * kGroup;
+    op_stage(e, first->layer, f, 1, at);
+    std::vector<std::pair<int, int>> pieces;
+    for (size_t i = 0; i < f.tile.size(); ++i)
+      pieces.emplace_back(f.tile[i], (at + kGroup * f.slot[i]) / 4);
+    ffn_broadcast(e, mask_of(g), pieces, ordinal);
+  }
   op_stage(e, layer, g, 1, out_base);
   std::vector<std::array<int, 3>> pieces;
   for (size_t i = 0; i < g.tile.size(); ++i)
     pieces.push_back({g.tile[i], out_base + kGroup * g.slot[i], int(i) * kGroup / 4});
   pieces.push_back({g.tile[0], row_bytes, sm.count_word});
-  int ordinal = 0;
   pieces_to_scalar_memory(e, pieces, ordinal);
   tile_fence(e, "counters=0x1ffff units=0x3ff");
   e.add("scsync", cat("tiles=0xffff smask=0x020 thr5=", int(pieces.size()) * kGroup / 32,
@@ -467,7 +502,9 @@ std::string fc_batch_softmax_unsupported(int heads, int positions) {
 
 container::Executable generate_fc_batch_softmax(const FcLayer& layer, const FcPlacement& placement,
                                                 int row_bytes, const std::vector<float>& exp_mult,
-                                                const FcParameterWrite* write) {
+                                                const FcParameterWrite* write,
+                                                const FcScoresInput* first,
+                                                const FcRowWrite* rows) {
   const int heads = int(exp_mult.size());
   const int positions = heads > 0 ? layer.n / heads : 0;
   if (heads <= 0 || layer.n % heads != 0 || layer.n % kGroup != 0)
@@ -486,14 +523,18 @@ container::Executable generate_fc_batch_softmax(const FcLayer& layer, const FcPl
 
   Emitter e;
   const int out_base = round_up(g.row_bytes, 64);
+  if (rows && (!write || rows->bytes.size() != 256 * rows->rows.size()))
+    fail(rows->bytes.size(), " bytes for ", rows->rows.size(),
+         " parameter rows (they follow a parameter write)");
   program_start(e);
   if (write) {
     // The new parameters land before anything reads them.
-    emit_fc_parameter_stream(e, write->layer, write->at);
+    emit_fc_parameter_streams(e, {{&write->layer, &write->at}},
+                              rows ? rows->rows : std::vector<FcParameterRow>{});
     tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
     wait_tokens(e);
   }
-  scores_and_softmax(e, layer, g, row_bytes, out_base, sm);
+  scores_and_softmax(e, layer, g, row_bytes, out_base, sm, first);
   e.reloc_movi(10, BufferKind::kOutput, Half::kUpper32, layer.output_name);
   e.reloc_movi(11, BufferKind::kOutput, Half::kLower32, layer.output_name);
   e.add("bundle", "s_op=0x0f s_x=5 imm=11");
@@ -511,9 +552,14 @@ container::Executable generate_fc_batch_softmax(const FcLayer& layer, const FcPl
   container::Layer out = boundary_layer(layer.output_name, out_bytes, 0, 1.0f, true, false);
   out.shape = {{0, 0}, {0, out_bytes - 1}};
   eo.output_layers.push_back(std::move(out));
-  eo.used_narrow_memory_bytes_per_tile = out_base + g.slots * kGroup;
+  eo.used_narrow_memory_bytes_per_tile = out_base + g.slots * kGroup + first_bytes(first);
   eo.dma_hints = execution_hints(layer.input_name, g.row_bytes, layer.output_name, out_bytes);
   if (write) carry_parameter_write(eo, *write);
+  if (rows) {
+    eo.parameters.insert(eo.parameters.end(), rows->bytes.begin(), rows->bytes.end());
+    eo.dma_hints.hints[1] = dma_hint(BufferKind::kParameter, container::Direction::kInfeed, "",
+                                     static_cast<int>(eo.parameters.size()));
+  }
   return eo;
 }
 
@@ -534,7 +580,8 @@ std::string fc_batch_attention_unsupported(int heads, int positions, int sum_out
 container::Executable generate_fc_batch_attention(
     const FcLayer& layer, const FcPlacement& placement, int row_bytes,
     const std::vector<float>& exp_mult, const FcValueSum& sum,
-    const std::vector<const FcParameterWrite*>& writes, const FcRowWrite* rows) {
+    const std::vector<const FcParameterWrite*>& writes, const FcRowWrite* rows,
+    const FcScoresInput* first) {
   const int heads = int(exp_mult.size());
   const int positions = heads > 0 ? layer.n / heads : 0;
   if (heads <= 0 || layer.n % heads != 0 || layer.n % kGroup != 0)
@@ -574,7 +621,7 @@ container::Executable generate_fc_batch_attention(
   // multipliers as they arrive (tile 0 first, from scalar memory; the others over the ring),
   // then the sum's outputs.
   const int out_base = round_up(g.row_bytes, 64);
-  const int e_base = round_up(out_base + g.slots * kGroup, kPiece);
+  const int e_base = round_up(out_base + g.slots * kGroup + first_bytes(first), kPiece);
   const int sum_out = e_base + moved;
   const int end = sum_out + v.slots * kGroup;
   if (end > kNarrowBytes)
@@ -593,7 +640,7 @@ container::Executable generate_fc_batch_attention(
     tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
     wait_tokens(e);
   }
-  int ordinal = scores_and_softmax(e, layer, g, row_bytes, out_base, sm);
+  int ordinal = scores_and_softmax(e, layer, g, row_bytes, out_base, sm, first);
   emit_scalar_value_prep(e, prep);
   // Scalar memory to tile 0: an infeed from scalar memory sends 16-byte packets (docs/chip.md;
   // to one tile: the seed found one to 16 tiles delivering nothing on a device), each a fill of

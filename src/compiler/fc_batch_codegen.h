@@ -65,9 +65,26 @@ struct FcParameterWrite {
   FcLayer layer;
   FcPlacement at;
 };
+// With `first` (non-null), an FC runs before the scores over the input row and its outputs become
+// the scores' input (FcScoresInput, below); with `rows`, single parameter rows are streamed after
+// write's parameters (as generate_fc_batch_attention's).
+struct FcScoresInput;
 container::Executable generate_fc_batch_softmax(const FcLayer& layer, const FcPlacement& placement,
                                                 int row_bytes, const std::vector<float>& exp_mult,
-                                                const FcParameterWrite* write = nullptr);
+                                                const FcParameterWrite* write = nullptr,
+                                                const FcScoresInput* first = nullptr,
+                                                const FcRowWrite* rows = nullptr);
+
+// An FC in front of the scores (the llm path's RoPE sum, docs/llm.md "RoPE's sum in the scores'
+// program"): it reads the program's input row (group g K bytes from at.in_at[g]) on its own
+// tiles, and its group g's 64 outputs go over the ring to narrow byte 64 g of every scores tile,
+// replacing the row's first bytes: the scores read them as their input (the bytes after them,
+// up to the scores' row, meet zero weight columns or are the row's own). Its output zero point is
+// the scores' input zero point. The count stays at the row's end as before.
+struct FcScoresInput {
+  FcLayer layer;
+  FcPlacement at;
+};
 
 // The scores, their softmax and the weighted sum over a value cache in one program (issue 14;
 // docs/llm.md "The weighted sum inside the scores' program"): generate_fc_batch_softmax's scores
@@ -96,7 +113,8 @@ std::string fc_batch_attention_unsupported(int heads, int positions, int sum_out
 container::Executable generate_fc_batch_attention(
     const FcLayer& layer, const FcPlacement& placement, int row_bytes,
     const std::vector<float>& exp_mult, const FcValueSum& sum,
-    const std::vector<const FcParameterWrite*>& writes, const FcRowWrite* rows = nullptr);
+    const std::vector<const FcParameterWrite*>& writes, const FcRowWrite* rows = nullptr,
+    const FcScoresInput* first = nullptr);
 
 // Byte (row, output) of a batch program's output buffer.
 inline size_t fc_batch_output_index(int rows, int row, int output) {

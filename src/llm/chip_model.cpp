@@ -11,6 +11,7 @@
 #include "compiler/fc_batch_codegen.h"
 #include "compiler/fc_codegen.h"
 #include "llm/matmul_plan.h"
+#include "llm/rope_sum.h"
 #include "llm/value_sum.h"
 
 namespace tinycoral::llm {
@@ -69,6 +70,11 @@ struct ChipTransformer::ScoresProgram : FcProgramPlan {
   // With it: [pos / 64] the program that writes the key of a position in that group, then runs
   // the scores and the softmax (made when first used).
   std::vector<std::shared_ptr<runtime::Program>> scores_with_key;
+  // chip_rope, with the softmax: q~ = the RoPE sum of q's products, in front of the scores
+  // (rope_sum_program); the program's input row is then input_bytes long (before the count).
+  bool rope = false;
+  compiler::FcScoresInput rope_sum;
+  int input_bytes = 0;
 };
 
 // The weighted sum of one layer (WeightedSum::kValueCache; llm/value_sum.h): a one-row batched FC
@@ -327,6 +333,12 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
         if (!value_sums_[size_t(l)].wo) stats_.host_reason = cat("layer ", l, wo_reason);
     }
   }
+  // chip_rope: q's RoPE sum in front of the scores where the softmax runs there, placed after
+  // the weighted sums and wo (which save more per byte of tile memory).
+  if (options.chip_rope)
+    for (int l = 0; l < int(scores_.size()); ++l)
+      if (scores_[size_t(l)].softmax)
+        stats_.rope_sum_layers += rope_sum_program(l, scores_[size_t(l)], tiles);
   stats_.max_tile_units = tiles.max_fill();
   // A chain returns at most w2 output, q + k + v (1024) and u (32 groups).
   widest = std::max(widest, 4096 + whole_groups(c.dim));
@@ -589,11 +601,94 @@ bool ChipTransformer::scores_program(int layer, TileAllocator& tiles) {
       static_cast<int64_t>(compiler::fc_caching(fc, p.placement).parameters.size());
   ++stats_.programs;
   stats_.softmax_layers += p.softmax;
+  p.input_bytes = row_bytes;
   p.key_writes.resize(size_t(p.seq_padded / 64));
   p.scores_with_key.resize(size_t(p.seq_padded / 64));
   scores_.resize(size_t(c.n_layers));
   scores_[size_t(layer)] = std::move(p);
   return true;
+}
+
+// q~ from q's products in front of the scores (llm/rope_sum.h), where its groups fit.
+bool ChipTransformer::rope_sum_program(int layer, ScoresProgram& p, TileAllocator& tiles) {
+  const Config& c = ck_.config;
+  p.rope_sum.at = {};
+  compiler::FcLayer& l = p.rope_sum.layer;
+  l = rope_sum_layer(weights()->attention[size_t(layer)].rope_q, c.dim, p.rope_sum.at.in_at);
+  const int outputs = l.n, groups = compiler::fc_groups(outputs);
+  const int row = std::max(p.row_bytes, 2 * outputs);
+  TileAllocator trial = tiles;
+  if (groups > kPlanTiles ||
+      !compiler::fc_batch_unsupported(l.n, l.k, 1, 1, row + compiler::kSoftmaxCountBytes).empty() ||
+      !trial.place(groups, compiler::fc_units_per_tile(l.k, false), p.rope_sum.at))
+    return false;
+  p.rope = true;
+  p.input_bytes = row;
+  if (size_t(layer) < value_sums_.size() && value_sums_[size_t(layer)].joined) {
+    // The joined program again, with the sum in front (its narrow memory must still hold it).
+    ValueSumProgram& v = value_sums_[size_t(layer)];
+    const auto head = [&](int id) -> const QuantizedMatmul& { return p.heads[size_t(id)]; };
+    const compiler::FcParameterWrite key = key_part(p, 0);
+    compiler::FcRowWrite values = compiler::fc_weight_rows(v.layer, v.at, 0);
+    const compiler::FcRowWrite m = rope_multipliers(p, layer);
+    values.rows.insert(values.rows.end(), m.rows.begin(), m.rows.end());
+    values.bytes.insert(values.bytes.end(), m.bytes.begin(), m.bytes.end());
+    try {
+      v.attention[0] = std::make_shared<runtime::Program>(compiler::generate_fc_batch_attention(
+          fc_layer_of(p, head), p.placement, p.input_bytes,
+          weights()->attention[size_t(layer)].exp_mult, v.join, {&key}, &values, &p.rope_sum));
+    } catch (const Error&) {
+      p.rope = false;
+      p.input_bytes = p.row_bytes;
+      return false;
+    }
+  }
+  tiles = trial;
+  stats_.resident_bytes += static_cast<int64_t>(compiler::fc_parameters(l).size());
+  return true;
+}
+
+compiler::FcRowWrite ChipTransformer::rope_multipliers(const ScoresProgram& p, int layer) const {
+  return rope_sum_multipliers(weights()->attention[size_t(layer)].rope_q, ck_.config.dim, rope_r_,
+                              p.rope_sum.at);
+}
+
+void ChipTransformer::rope_sum_q(int layer, int pos, float r, const int8_t* p1, const int8_t* p2,
+                                 int8_t* q_rot) {
+  if (size_t(layer) >= scores_.size() || !scores_[size_t(layer)].rope) {
+    Int8Transformer::rope_sum_q(layer, pos, r, p1, p2, q_rot);
+    return;
+  }
+  // The scores' program adds them: keep the products and r for its input and multipliers.
+  const int dim = ck_.config.dim;
+  rope_q_p1_.assign(p1, p1 + dim);
+  rope_q_p2_.assign(p2, p2 + dim);
+  rope_r_ = r;
+  rope_sum_layer_ = layer;
+  rope_sum_pos_ = pos;
+  std::fill_n(q_rot, dim, int8_t{0});
+}
+
+// The scores' input: [q~; zeros to row_bytes; n = pos + 1 as an int32], or with the RoPE sum in
+// front [P1 and P2 of each 64 channels side by side; zeros to input_bytes; n]. The input is
+// signed (q~'s or the products' bytes): the runtime flips each byte's top bit, so n's bytes are
+// flipped here to arrive as they are.
+std::vector<int8_t> ChipTransformer::scores_row(const ScoresProgram& p, int layer, int pos,
+                                                const int8_t* q8) {
+  const Config& c = ck_.config;
+  std::vector<int8_t> row(size_t(p.input_bytes + compiler::kSoftmaxCountBytes), 0);
+  if (p.rope) {
+    if (rope_sum_layer_ != layer || rope_sum_pos_ != pos)
+      fail("layer ", layer, "'s scores at ", pos, " before its RoPE products");
+    rope_sum_layer_ = -1;
+    rope_sum_input(rope_q_p1_.data(), rope_q_p2_.data(), c.dim, row.data());
+  } else {
+    std::copy_n(q8, c.dim, row.begin());
+  }
+  const uint32_t n = uint32_t(pos + 1);
+  for (int i = 0; i < 4; ++i)
+    row[size_t(p.input_bytes + i)] = static_cast<int8_t>(uint8_t((n >> (8 * i)) & 0xff) ^ 0x80u);
+  return row;
 }
 
 bool ChipTransformer::value_sum_program(int layer, TileAllocator& tiles) {
@@ -705,24 +800,25 @@ void ChipTransformer::attention_q(int layer, int pos, const int8_t* q8) {
   add_key(s, layer, pos);
   set_value_column(p.shape, pos, value_q(layer, pos), p.layer);
   const compiler::FcParameterWrite key = key_part(s, pos);
-  const compiler::FcRowWrite values = compiler::fc_weight_rows(p.layer, p.at, pos / 4);
+  compiler::FcRowWrite values = compiler::fc_weight_rows(p.layer, p.at, pos / 4);
+  const std::vector<int8_t> row = scores_row(s, layer, pos, q8);
+  if (s.rope) {  // this token's multipliers of the RoPE sum (r from rope_sum_q)
+    const compiler::FcRowWrite m = rope_multipliers(s, layer);
+    values.rows.insert(values.rows.end(), m.rows.begin(), m.rows.end());
+    values.bytes.insert(values.bytes.end(), m.bytes.begin(), m.bytes.end());
+  }
   std::shared_ptr<runtime::Program>& program = p.attention[size_t(pos / 4)];
   if (!program) {
     const auto head = [&](int id) -> const QuantizedMatmul& { return s.heads[size_t(id)]; };
-    program = std::make_shared<runtime::Program>(compiler::generate_fc_batch_attention(
-        fc_layer_of(s, head), s.placement, s.row_bytes,
-        weights()->attention[size_t(layer)].exp_mult, p.join, {&key}, &values));
+    program = std::make_shared<runtime::Program>(
+        compiler::generate_fc_batch_attention(fc_layer_of(s, head), s.placement, s.input_bytes,
+                                              weights()->attention[size_t(layer)].exp_mult, p.join,
+                                              {&key}, &values, s.rope ? &s.rope_sum : nullptr));
   } else {
     std::vector<uint8_t> parameters = compiler::fc_parameters(key.layer);
     parameters.insert(parameters.end(), values.bytes.begin(), values.bytes.end());
     program->set_parameters(parameters);
   }
-  // The scores program's input: [q~; zeros to row_bytes; n = pos + 1], n's bytes flipped (above).
-  std::vector<int8_t> row(size_t(s.row_bytes + compiler::kSoftmaxCountBytes), 0);
-  std::copy_n(q8, c.dim, row.begin());
-  const uint32_t n = uint32_t(pos + 1);
-  for (int i = 0; i < 4; ++i)
-    row[size_t(s.row_bytes + i)] = static_cast<int8_t>(uint8_t((n >> (8 * i)) & 0xff) ^ 0x80u);
   const int out_bytes = p.wo ? whole_groups(c.dim) : p.layer.n;  // o, or wo's input
   p.a.resize(size_t(out_bytes));
   run(program, row.data(), int(row.size()), p.a.data(), out_bytes);
@@ -869,22 +965,21 @@ void ChipTransformer::softmax_q(int layer, int pos, const int8_t* q8, uint8_t* e
   // parameters).
   add_key(p, layer, pos);
   const compiler::FcParameterWrite part = key_part(p, pos);
+  const std::vector<int8_t> row = scores_row(p, layer, pos, q8);
+  // With the RoPE sum in front: this token's multipliers after the key's parameters.
+  const compiler::FcRowWrite mults = p.rope ? rope_multipliers(p, layer) : compiler::FcRowWrite{};
   std::shared_ptr<runtime::Program>& program = p.scores_with_key[size_t(pos / 64)];
   if (!program) {
     const auto head = [&](int id) -> const QuantizedMatmul& { return p.heads[size_t(id)]; };
-    program = std::make_shared<runtime::Program>(
-        compiler::generate_fc_batch_softmax(fc_layer_of(p, head), p.placement, p.row_bytes,
-                                            weights()->attention[size_t(layer)].exp_mult, &part));
+    program = std::make_shared<runtime::Program>(compiler::generate_fc_batch_softmax(
+        fc_layer_of(p, head), p.placement, p.input_bytes,
+        weights()->attention[size_t(layer)].exp_mult, &part, p.rope ? &p.rope_sum : nullptr,
+        p.rope ? &mults : nullptr));
   } else {
-    program->set_parameters(compiler::fc_parameters(part.layer));
+    std::vector<uint8_t> parameters = compiler::fc_parameters(part.layer);
+    parameters.insert(parameters.end(), mults.bytes.begin(), mults.bytes.end());
+    program->set_parameters(parameters);
   }
-  // [q~; zeros to row_bytes; n = pos + 1 as an int32]. The input is signed (q~'s bytes): the
-  // runtime flips each byte's top bit, so n's bytes are flipped here to arrive as they are.
-  std::vector<int8_t> row(size_t(p.row_bytes + compiler::kSoftmaxCountBytes), 0);
-  std::copy_n(q8, c.dim, row.begin());
-  const uint32_t n = uint32_t(pos + 1);
-  for (int i = 0; i < 4; ++i)
-    row[size_t(p.row_bytes + i)] = static_cast<int8_t>(uint8_t((n >> (8 * i)) & 0xff) ^ 0x80u);
   const int e_bytes = c.n_heads * p.seq_padded, out_bytes = e_bytes + 4 * c.n_heads;
   std::vector<int8_t> out(static_cast<size_t>(out_bytes));
   run(program, row.data(), int(row.size()), out.data(), out_bytes);
@@ -913,8 +1008,12 @@ void ChipTransformer::cache_all() {
     caching.insert(caching.end(), p.chain_caching.begin(), p.chain_caching.end());
   }
   // The scores' keys as they are now (zeros where no token wrote one yet).
-  for (const ScoresProgram& p : scores_)
+  for (const ScoresProgram& p : scores_) {
     if (p.on_chip) caching.push_back(scores_caching(p));
+    if (p.rope)  // the RoPE sum's weights (its multipliers come with each token)
+      caching.push_back(std::make_shared<runtime::Program>(
+          compiler::fc_caching(p.rope_sum.layer, p.rope_sum.at)));
+  }
   // The weighted sums' v~ and multipliers as the last token wrote them.
   for (const ValueSumProgram& p : value_sums_) {
     if (p.on_chip)

@@ -44,6 +44,8 @@ struct ChipPathStats {
   int chained_layers = 0;  // of them, with the residual add and the next q, k, v (fused_layers)
   // Layers whose RoPE products (Int8Options::chip_rope) the program computing q and k computes.
   int rope_layers = 0;
+  // Layers whose RoPE sum of q (q~) runs in the scores' program, before the scores.
+  int rope_sum_layers = 0;
   int value_sum_layers = 0;  // layers whose weighted sum (WeightedSum::kValueCache) is a program
   // Of them, with the weighted sum inside the scores' program (scores, softmax, sum: one run).
   int attention_layers = 0;
@@ -81,6 +83,8 @@ class ChipTransformer : public Int8Transformer {
   void qkv(int layer, int pos, const float* x, float* q, float* k, float* v) override;
   void rope_products_q(int layer, int pos, const int8_t* q, const int8_t* k, int8_t* p1,
                        int8_t* p2) override;
+  void rope_sum_q(int layer, int pos, float r, const int8_t* p1, const int8_t* p2,
+                  int8_t* q_rot) override;
 
  private:
   struct Program;
@@ -99,6 +103,15 @@ class ChipTransformer : public Int8Transformer {
   // Layer `layer`'s key of `pos` into the scores program's weights (on the host), and with
   // write_key on the chip too (a caching run).
   void add_key(ScoresProgram& p, int layer, int pos);
+  // chip_rope: q's RoPE sum in front of the scores (compiler::FcScoresInput) where it fits: its
+  // layer and placement, its input row from the products stashed by rope_sum_q, and its
+  // per-token multiplier rows f32(base_j r).
+  bool rope_sum_program(int layer, ScoresProgram& p, TileAllocator& tiles);
+  std::vector<int8_t> scores_row(const ScoresProgram& p, int layer, int pos, const int8_t* q8);
+  compiler::FcRowWrite rope_multipliers(const ScoresProgram& p, int layer) const;
+  std::vector<int8_t> rope_q_p1_, rope_q_p2_;
+  float rope_r_ = 0;
+  int rope_sum_layer_ = -1, rope_sum_pos_ = -1;
   void write_key(ScoresProgram& p, int layer, int pos);
   std::vector<ScoresProgram>
       scores_;  // [layer]; without a program where the scores are on the host

@@ -684,7 +684,7 @@ void Int8Transformer::chip_attention_weights(int layer, int pos) {
     const float r = r_cache_[size_t(layer) * size_t(c.seq_len) + size_t(pos)];
     rope_products_q(layer, pos, q8_.data(), k8_.data(), rope_p1_.data(), rope_p2_.data());
     rope_sum(a.rope_k, rope_p1_.data() + c.dim, rope_p2_.data() + c.dim, kv_dim, r, krow);
-    rope_sum(a.rope_q, rope_p1_.data(), rope_p2_.data(), c.dim, r, q_rot_.data());
+    rope_sum_q(layer, pos, r, rope_p1_.data(), rope_p2_.data(), q_rot_.data());
     std::copy(q_rot_.begin(), q_rot_.end(), q8_.begin());
     softmax_q(layer, pos, q8_.data(), p_.data(), inv_sum_.data());
     return;
@@ -707,6 +707,11 @@ void Int8Transformer::rope_products_q(int layer, int pos, const int8_t* q, const
   rope_tables(pos, c.dim, c.head_size(), cos_q_.data(), sin_q_.data());
   rope_products(a.rope_q, q, cos_q_.data(), sin_q_.data(), c.dim, p1, p2);
   rope_products(a.rope_k, k, cos_q_.data(), sin_q_.data(), c.kv_dim(), p1 + c.dim, p2 + c.dim);
+}
+
+void Int8Transformer::rope_sum_q(int layer, int /*pos*/, float r, const int8_t* p1,
+                                 const int8_t* p2, int8_t* q_rot) {
+  rope_sum(weights_->attention[size_t(layer)].rope_q, p1, p2, ck_.config.dim, r, q_rot);
 }
 
 void Int8Transformer::softmax_q(int layer, int pos, const int8_t* q8, uint8_t* e, float* inv_sum) {

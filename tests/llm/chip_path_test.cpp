@@ -223,6 +223,7 @@ TEST(ChipPathStepD, RopeProductsInTheProgramsGiveTheInt8PathsLogitsBitForBit) {
       llm::ChipPathStats s;
       expect_chip_equals_int8(model.ck, model.tok, 12, s, options);
       EXPECT_EQ(s.rope_layers, shape.layers);
+      EXPECT_EQ(s.rope_sum_layers, attention ? shape.layers : 0);
     }
   }
 }
@@ -428,7 +429,8 @@ TEST(ChipPathStepD, GenerateWithTheValueCacheWritesTheInt8Text) {
 // the scores, softmax and weighted sum on the chip, on both test checkpoints, where the programs
 // computing q and k compute RoPE's two products too (rope_layers_on_chip: every layer on
 // rand_gqa, all but one on rand15M, whose one chain has no output rows left for them by default;
-// their bytes replace the host's, so a wrong byte changes q~ or the key); a text other than
+// their bytes replace the host's, so a wrong byte changes q~ or the key), and with the scores on
+// the chip q~'s sum runs in the scores' program (rope_sum_layers_on_chip); a text other than
 // without it; refused where there is no int8 arithmetic.
 TEST(ChipPathStepD, GenerateWithRopeInTheChipsOpsWritesTheInt8Text) {
   TINYCORAL_REQUIRE_TESTDATA(data);
@@ -450,6 +452,9 @@ TEST(ChipPathStepD, GenerateWithRopeInTheChipsOpsWritesTheInt8Text) {
       ASSERT_FALSE(j.is_null());
       const int layers = j.at("chip").at("rope_layers_on_chip");
       EXPECT_GE(layers, name == "rand_gqa" ? 2 : 5);
+      // With the scores' program, q~'s RoPE sum runs in it (the host sends q's products).
+      EXPECT_EQ(j.at("chip").at("rope_sum_layers_on_chip"),
+                flags.find("--scores-on-chip") != std::string::npos ? 2 : 0);
     }
   }
   const auto path = reference_checkpoint(data, "rand_gqa", why);
@@ -461,6 +466,7 @@ TEST(ChipPathStepD, GenerateWithRopeInTheChipsOpsWritesTheInt8Text) {
   ASSERT_FALSE(j.is_null());
   EXPECT_EQ(j.at("chip").at("attention_layers_on_chip"), 2);
   EXPECT_EQ(j.at("chip").at("rope_layers_on_chip"), 2);
+  EXPECT_EQ(j.at("chip").at("rope_sum_layers_on_chip"), 2);
   const CommandResult plain = run_cli(story_args(data, *path, "rand_gqa") +
                                       " --device cpu --int8 --weighted-sum value-cache");
   ASSERT_EQ(plain.exit_code, 0) << plain.err;

@@ -6,7 +6,10 @@
 // output and a multiplier per output (the FC generator's output stage) gives them too.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <utility>
@@ -14,8 +17,10 @@
 
 #include "chip/sim_runner.h"
 #include "compiler/eltwise_codegen.h"
+#include "compiler/fc_batch_codegen.h"
 #include "compiler/fc_codegen.h"
 #include "llm/int8_rope.h"
+#include "llm/rope_sum.h"
 
 namespace tinycoral::testing {
 namespace {
@@ -178,6 +183,98 @@ TEST(Int8RopeOnTheVirtualEdgeTpu, MulMulAndAPerChannelSumGiveTheKeysBytes) {
   for (int8_t b : want) clamped += std::abs(b) == 127;
   EXPECT_GT(clamped, 0);      // the case reaches the clamps
   EXPECT_LT(clamped, n / 3);  // but mostly stays inside them
+}
+
+// q~'s RoPE sum in front of the scores (llm/rope_sum.h in generate_fc_batch_softmax; docs/llm.md
+// "RoPE's sum in the scores' program"): the program takes P1 and P2 of 80 channels (two heads of
+// 40, padded to two groups on other tiles than the scores'), writes this token's multipliers
+// f32(base_j r) itself and runs the sum, whose bytes go over the ring as the scores' input. The
+// keys here are unit vectors (position t's key is channel t of its head, multiplier 1), so the
+// score of t is q~'s byte t: every e byte and 1 / S equal the softmax of rope_sum's bytes, for
+// two positions and r; with r 1% off the sums change.
+TEST(Int8RopeOnTheVirtualEdgeTpu, QsSumInFrontOfTheScoresGivesRopeSumsBytes) {
+  std::mt19937 rng(11);
+  constexpr int kN = 80, kHs = 40, kHeads = 2, kPositions = 64, kRow = 256;
+  const float in_scale = 0.04f;
+  const int32_t zp = 7;
+  std::vector<float> gain(kN), out_scale(kN);
+  for (int j = 0; j < kN; ++j) {
+    gain[size_t(j)] = std::uniform_real_distribution<float>(0.5f, 2.0f)(rng);
+    out_scale[size_t(j)] = std::uniform_real_distribution<float>(0.006f, 0.03f)(rng) * 127 *
+                           in_scale * gain[size_t(j)];
+  }
+  const llm::QuantizedRope q = llm::quantize_rope(in_scale, zp, gain, out_scale);
+  // The scores: head h's 64 positions read 64 bytes from 40 h; position t < 40's key is e_t.
+  compiler::FcLayer scores;
+  scores.n = kHeads * kPositions;
+  scores.k = 64;
+  scores.weights.assign(size_t(scores.n) * 64, 0);
+  for (int h = 0; h < kHeads; ++h)
+    for (int t = 0; t < kHs; ++t) scores.weights[size_t(h * kPositions + t) * 64 + size_t(t)] = 1;
+  scores.mult.assign(size_t(scores.n), 1.0f);
+  scores.in_zp = scores.out_zp = 128;
+  scores.in_scale = scores.out_scale = 1.0f;
+  scores.clamp_min = -127;
+  scores.clamp_max = 127;
+  scores.input_name = "x";
+  scores.output_name = "y";
+  compiler::FcPlacement at{{0, 1}, {0, 0}, {0, kHs}};
+  compiler::FcScoresInput first;
+  first.layer = llm::rope_sum_layer(q, kN, first.at.in_at);
+  first.layer.signed_input = first.layer.signed_output = false;  // the test hands stored bytes
+  first.at.tiles = {5, 9};
+  first.at.param_units = {0, 0};
+  chip::VirtualEdgeTpu chip;
+  chip::testing::run_executable(chip, compiler::fc_caching(scores, at), {});
+  chip::testing::run_executable(chip, compiler::fc_caching(first.layer, first.at), {});
+  const compiler::FcParameterWrite keys{scores, at};
+  const std::vector<float> exp_mult = {0.05f, 0.08f};
+  int clamped = 0;
+  for (const auto& [pos, r] : {std::pair{37, 1.21f}, std::pair{200, 0.83f}}) {
+    SCOPED_TRACE("position " + std::to_string(pos));
+    std::vector<int8_t> x(kN), c(kN), s(kN), p1(kN), p2(kN), want(kN);
+    for (int8_t& v : x) v = static_cast<int8_t>(std::uniform_int_distribution<int>(-128, 127)(rng));
+    llm::rope_tables(pos, kN, kHs, c.data(), s.data());
+    llm::rope_products(q, x.data(), c.data(), s.data(), kN, p1.data(), p2.data());
+    llm::rope_sum(q, p1.data(), p2.data(), kN, r, want.data());
+    for (int8_t b : want) clamped += std::abs(b) == 127;
+    std::vector<int8_t> row(kRow);
+    llm::rope_sum_input(p1.data(), p2.data(), kN, row.data());
+    std::vector<uint8_t> in = stored(row);
+    for (int i = 0; i < compiler::kSoftmaxCountBytes; ++i)
+      in.push_back(uint8_t(i < 4 ? (uint32_t(kHs) >> (8 * i)) & 0xff : 0));
+    // Runs the program with the multipliers of `r_sent`; e and 1 / S.
+    const auto run_with = [&](float r_sent) {
+      const compiler::FcRowWrite rows = llm::rope_sum_multipliers(q, kN, r_sent, first.at);
+      const container::Executable program =
+          compiler::generate_fc_batch_softmax(scores, at, kRow, exp_mult, &keys, &first, &rows);
+      return chip::testing::run_executable(chip, program, {{"x", in}}).at("y");
+    };
+    const std::vector<uint8_t> out = run_with(r);
+    EXPECT_EQ(chip.fault(), "");
+    ASSERT_EQ(out.size(), size_t(kHeads * (kPositions + 4)));
+    std::vector<uint32_t> sums;
+    for (int h = 0; h < kHeads; ++h) {
+      const int8_t* qh = want.data() + h * kHs;
+      const int m = *std::max_element(qh, qh + kHs);
+      float sum = 0;
+      for (int t = 0; t < kHs; ++t) {
+        const float v = std::exp2(static_cast<float>(qh[t] - m) * exp_mult[size_t(h)]);
+        sum += v;
+        EXPECT_EQ(out[size_t(h * kPositions + t)], static_cast<uint8_t>(std::nearbyint(v * 255.0f)))
+            << "head " << h << " channel " << t;
+      }
+      uint32_t got = 0;
+      std::memcpy(&got, out.data() + kHeads * kPositions + 4 * h, 4);
+      EXPECT_EQ(got, std::bit_cast<uint32_t>(1.0f / sum)) << "head " << h;
+      sums.push_back(got);
+    }
+    const std::vector<uint8_t> off = run_with(r * 1.01f);
+    std::vector<uint32_t> off_sums(kHeads);
+    std::memcpy(off_sums.data(), off.data() + kHeads * kPositions, 4 * kHeads);
+    EXPECT_NE(off_sums, sums);
+  }
+  EXPECT_GT(clamped, 0);  // some of q~'s bytes at the clamps
 }
 
 }  // namespace

@@ -94,6 +94,7 @@ nlohmann::json chip_json(const llm::ChipPathStats& s, int positions, double wall
   j["attention_layers_on_chip"] = s.attention_layers;
   j["wo_layers_on_chip"] = s.wo_layers;
   j["rope_layers_on_chip"] = s.rope_layers;
+  j["rope_sum_layers_on_chip"] = s.rope_sum_layers;
   j["resident_parameter_bytes"] = s.resident_bytes;
   j["fullest_tile_parameter_bytes"] = int64_t{s.max_tile_units} * 64;
   if (simulated && positions > 0) {
@@ -182,6 +183,12 @@ void run(GenerateArgs& a) {
       std::cerr << "tinycoral: RoPE's products of "
                 << ck.config.n_layers - chip->stats().rope_layers << " of " << ck.config.n_layers
                 << " layers run on the host (no room for them in the program computing q and k)\n";
+    if (a.chip_rope && chip->stats().softmax_layers > 0 &&
+        chip->stats().rope_sum_layers < chip->stats().softmax_layers && !a.json)
+      std::cerr << "tinycoral: q's RoPE sum of "
+                << chip->stats().softmax_layers - chip->stats().rope_sum_layers << " of "
+                << chip->stats().softmax_layers
+                << " layers with the scores on the chip runs on the host (no room for it)\n";
     if (chip->stats().host_matmuls > 0 && !a.json)
       std::cerr << "tinycoral: " << chip->stats().host_matmuls << " of "
                 << chip->stats().host_matmuls + chip->stats().chip_matmuls
