@@ -204,26 +204,27 @@ TEST(ChipPathStepC, FusedLayersWithOtherShapesAreExact) {
 }
 
 // Int8Options::chip_rope on the chip path: the programs computing q and k also compute RoPE's two
-// products (compiler::FcRope), the host only their sum with r; the int8 path's logits bit for bit
-// on shapes that are not the test checkpoints' (head size 20 over grouped kv heads, dim 80 padded
-// to 128; head size 24, 8 heads over 2; 3 layers), alone and with the scores, softmax and value
-// cache's weighted sum on the chip, every layer's products on the chip.
+// products (compiler::FcRope), the host their sums with r (the key's only, where q~'s runs in the
+// scores' program); the int8 path's logits bit for bit on shapes that are not the test checkpoints'
+// (head size 20 over grouped kv heads, dim 80 padded to 128; head size 24, 8 heads over 2; 3
+// layers), alone, with the scores and softmax on the chip (then q~'s RoPE sum runs in their program
+// too) and with the value cache's weighted sum there, every layer's products on the chip.
 TEST(ChipPathStepD, RopeProductsInTheProgramsGiveTheInt8PathsLogitsBitForBit) {
   for (const TinyShape shape :
        {TinyShape{80, 200, 3, 4, 2, 320, 32, true}, TinyShape{192, 256, 2, 8, 2, 300, 32, false}}) {
     SCOPED_TRACE("dim " + std::to_string(shape.dim));
     const LoadedModel model = tiny_model(shape, TinyWeights(shape));
-    for (const bool attention : {false, true}) {
-      SCOPED_TRACE(attention ? "scores and value cache on the chip" : "alone");
+    // 0: alone; 1: the scores and softmax on the chip (q~'s sum in their program); 2: and the
+    // value cache's weighted sum in that program too.
+    for (const int attention : {0, 1, 2}) {
+      SCOPED_TRACE("attention on the chip: " + std::to_string(attention));
       llm::Int8Options options{.fused_layers = true, .chip_attention = true, .chip_rope = true};
-      if (attention) {
-        options.chip_scores = true;
-        options.weighted_sum = llm::WeightedSum::kValueCache;
-      }
+      options.chip_scores = attention > 0;
+      if (attention == 2) options.weighted_sum = llm::WeightedSum::kValueCache;
       llm::ChipPathStats s;
       expect_chip_equals_int8(model.ck, model.tok, 12, s, options);
       EXPECT_EQ(s.rope_layers, shape.layers);
-      EXPECT_EQ(s.rope_sum_layers, attention ? shape.layers : 0);
+      EXPECT_EQ(s.rope_sum_layers, attention > 0 ? shape.layers : 0);
     }
   }
 }
