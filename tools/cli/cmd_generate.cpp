@@ -300,10 +300,12 @@ void add_generate_command(CLI::App& app) {
                   "value-cache (v~ = r v cached, per head an FC over positions with a per-token "
                   "multiplier into wo's input, then wo; docs/llm.md)")
       ->capture_default_str();
-  cmd->add_flag("--chip-rope", args->chip_rope,
-                "int8, sim or usb: RoPE and RMSNorm's scale on q and k's int8 bytes in the chip's "
-                "elementwise ops (MUL by cos, MUL of the swapped pairs by sin', ADD with r as a "
-                "per-token multiplier; still computed on the host; docs/llm.md)");
+  cmd->add_flag(
+      "--chip-rope", args->chip_rope,
+      "int8, sim or usb: RoPE and RMSNorm's scale on q and k's int8 bytes in the chip's "
+      "elementwise ops (MUL by cos, MUL of the swapped pairs by sin', ADD with r as a "
+      "per-token multiplier; on the chip path the products run with q and k, q~'s sum in the "
+      "scores' program with --scores-on-chip, the key's sum on the host; docs/llm.md)");
   cmd->add_flag("--values-on-host", args->values_on_host,
                 "--batch on sim or usb: the host computes the values' u (wo folded into them) "
                 "from v instead of the chip, which then returns v, not u: faster for large "
