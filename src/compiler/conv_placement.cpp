@@ -1595,6 +1595,25 @@ void merge_stages(const ConvChain& chain, Layout& out, double& best,
   }
 }
 
+// `candidate` (its stages set) with the FIFO layers of `fifo` packed as widen_with_fifos packs
+// them, its first images in `whole`'s form: false when a parameter takes turns or a weight row
+// finds no owner.
+bool packed_with_fifos(const ConvChain& chain, Layout& candidate, const Layout& fifo, bool whole) {
+  candidate.shapes = shapes_of(chain);
+  for (size_t i = 0; i < chain.layers.size(); ++i)
+    candidate.shapes.layers[i].fifo = fifo.shapes.layers[i].fifo;
+  chunk_fifo_windows(candidate.shapes, candidate.stages);
+  std::vector<std::vector<int>> bases;
+  if (!share_tiles(chain, candidate.shapes, candidate.stages, bases)) return false;
+  group_parameters(chain, candidate, true, bases);
+  if (!std::all_of(candidate.shapes.segments.begin(), candidate.shapes.segments.end(),
+                   [](const Segment& seg) { return seg.first_of_group; }) ||
+      !own_fifo_weights(candidate.shapes))
+    return false;
+  if (!whole) in_bands(candidate.stages);
+  return true;
+}
+
 // Stages of `out` widened (widened) with the weights of their capable layers (fifo_capable)
 // through K-chunked FIFOs from owner tiles (docs/compiler.md "Widening stages with K-chunked
 // FIFOs"): the widened stage keeps a few window and psum rows a tile where it kept all its weight
@@ -1605,7 +1624,8 @@ void merge_stages(const ConvChain& chain, Layout& out, double& best,
 // replaces `out` when fewer than out's. Priced with the program's bytes as generated
 // (`program_bytes`: the search's cheaper form of the hand-overs counts 4 times the bytes the
 // widened stages' gathered hand-overs take, and ranked v2's later widenings slower than the clock
-// runs them).
+// runs them). Then a depthwise layer alone on one tile after a split stage split like it
+// (docs/compiler.md "v2's pool split like the layer before").
 void widen_with_fifos(const ConvChain& chain, Layout& out, const ProgramBytes& program_bytes) {
   // (Each try that packs models a program: bounds the compile time.)
   constexpr int kMaxTries = 16;
@@ -1674,7 +1694,29 @@ void widen_with_fifos(const ConvChain& chain, Layout& out, const ProgramBytes& p
       std::fill(tried.begin(), tried.end(), false);  // (the others may pack now)
       break;
     }
-    if (!widened_one) return;
+    if (!widened_one) break;
+  }
+  // Then a depthwise layer alone on one tile after a stage split by output groups, split like
+  // it (v2's 7x7 pool: its 20 groups one op after another on one tile, 4,800 cycles; in the 5
+  // slices of the 1x1 layer before, 4 groups a tile, about 1,000): each slice's channels stay on
+  // their tiles' side of the hand-over, and a pool's rows (same_words) are few on every tile.
+  for (size_t k = 1; k < out.stages.size(); ++k) {
+    const Stage& s = out.stages[k];
+    const Stage& before = out.stages[k - 1];
+    if (s.end != s.first + 1 || !chain.layers[s.first].depthwise || s.tiles.size() != 1 ||
+        before.tiles.front().g1 == 0)
+      continue;
+    const int n = slices_of(before);
+    if (!splittable(plain.layers[s.first], n)) continue;
+    Layout candidate;
+    candidate.stages = out.stages;
+    candidate.stages[k] = split_stage(chain, plain, s.first, n);
+    if (!packed_with_fifos(chain, candidate, out, whole)) continue;
+    const double modeled = modeled_cycles(candidate, program_bytes);
+    if (modeled < best) {
+      best = modeled;
+      out = std::move(candidate);
+    }
   }
 }
 
@@ -1705,18 +1747,7 @@ void split_heads_with_fifos(const ConvChain& chain, Layout& out,
     Layout candidate;
     candidate.stages = out.stages;
     candidate.stages.back() = std::move(split);
-    candidate.shapes = shapes_of(chain);
-    for (size_t i = 0; i < chain.layers.size(); ++i)
-      candidate.shapes.layers[i].fifo = out.shapes.layers[i].fifo;
-    chunk_fifo_windows(candidate.shapes, candidate.stages);
-    std::vector<std::vector<int>> bases;
-    if (!share_tiles(chain, candidate.shapes, candidate.stages, bases)) continue;
-    group_parameters(chain, candidate, true, bases);
-    if (!std::all_of(candidate.shapes.segments.begin(), candidate.shapes.segments.end(),
-                     [](const Segment& seg) { return seg.first_of_group; }) ||
-        !own_fifo_weights(candidate.shapes))
-      continue;
-    if (!whole) in_bands(candidate.stages);
+    if (!packed_with_fifos(chain, candidate, out, whole)) continue;
     tries.emplace_back(compute, std::move(candidate));
   }
   std::stable_sort(tries.begin(), tries.end(),
