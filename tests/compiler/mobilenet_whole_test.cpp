@@ -193,6 +193,25 @@ void compile_v2(const std::filesystem::path& data, CompiledV2& v2) {
   v2.ops = compiled.execution_ops();
 }
 
+// v2's 7x7 average pool (20 groups of 64 channels) is split like the 1x1 layer before it (5
+// slices of 4 groups), each tile pooling its own groups: its group k on every tile is one op
+// instruction on all of them, 4 in all (before, 20 one after another on one tile, 4.8 k cycles;
+// widen_with_fifos, docs/compiler.md "v2's pool split like the layer before"). The bytes of this
+// program are checked by V2Gen2020EqualsItsTwinAndPassesGooglesCheck.
+TEST(MobileNetCompiledWhole, V2PoolsEachGroupOnTheTilesOfTheLayerBefore) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  CompiledV2 v2;
+  ASSERT_NO_FATAL_FAILURE(compile_v2(data, v2));
+  std::vector<uint16_t> pool_ops;  // the tiles of each op of 49 taps
+  for (const chip::OpInstr& op : v2.ops)
+    if (op.loops[0] == 48) pool_ops.push_back(op.tile_mask);
+  ASSERT_FALSE(pool_ops.empty());
+  const int tiles = std::popcount(pool_ops.front());
+  EXPECT_GT(tiles, 1) << "the pool is not split over tiles";
+  for (uint16_t mask : pool_ops) EXPECT_EQ(mask, pool_ops.front());
+  EXPECT_EQ(static_cast<int>(pool_ops.size()) * tiles, 20);
+}
+
 // v2's 14x14 576 -> 96 projections run split by output groups (2 slices, 64 and 32 channels, in 7
 // row bands: 14 tiles, each one group of 2 rows), their ADDs stages of their own after them
 // (split_pointwise, docs/compiler.md "Pointwise stages re-cut by output groups"): before, 7 row
