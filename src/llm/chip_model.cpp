@@ -248,6 +248,14 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
   const bool want_u = !(options.fused_layers && options.chip_attention &&
                         options.weighted_sum == WeightedSum::kValueCache);
   const bool first_built = options.fused_layers && first_layer(tiles, want_u);
+  // Each host matmul's reason in the order they run; the first one still on the host once every
+  // program is placed is stats_.host_reason (join_attention may move a value cache's wo on).
+  struct HostMatmul {
+    int layer;
+    bool value_cache_wo;
+    std::string reason;
+  };
+  std::vector<HostMatmul> host_matmuls;
   for (int l = 0; l < c.n_layers; ++l) {
     const bool ffn_fused = fuse_ffn(l, tiles);
     if (ffn_fused) {
@@ -275,10 +283,11 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
             weights()->chip_attention() && options.weighted_sum == WeightedSum::kValueCache;
         const bool on_chip = values_on_chip_[size_t(l)] && !value_cache;
         ++(on_chip ? stats_.chip_matmuls : stats_.host_matmuls);
-        if (!on_chip && stats_.host_reason.empty())
-          stats_.host_reason = value_cache
-                                   ? cat("layer ", l, " wo after the value cache's weighted sum")
-                                   : cat("layer ", l, " wo (folded into the value cache): no room");
+        if (!on_chip)
+          host_matmuls.push_back(
+              {l, value_cache,
+               value_cache ? cat("layer ", l, " wo after the value cache's weighted sum")
+                           : cat("layer ", l, " wo (folded into the value cache): no room")});
         continue;
       }
       std::vector<PlannedMatmul> planned;
@@ -289,7 +298,7 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
         planned.push_back({int(m), &q, matmul_name(m)});
       }
       InputSetPlan plan = plan_input_set(planned, l, tiles);
-      if (stats_.host_reason.empty()) stats_.host_reason = plan.host_reason;
+      if (!plan.host_reason.empty()) host_matmuls.push_back({l, false, plan.host_reason});
       for (FcProgramPlan& made : plan.programs) {
         Program p;
         static_cast<FcProgramPlan&>(p) = std::move(made);
@@ -325,14 +334,12 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
     value_sums_.resize(size_t(c.n_layers));
     for (int l = 0; l < c.n_layers; ++l) stats_.value_sum_layers += value_sum_program(l, tiles);
     for (int l = 0; l < c.n_layers; ++l) stats_.attention_layers += join_attention(l, tiles);
-    // Where the reason was a wo now on the chip: the first layer whose wo stays on the host.
-    const std::string wo_reason = " wo after the value cache's weighted sum";
-    if (stats_.wo_layers > 0 && stats_.host_reason.ends_with(wo_reason)) {
-      stats_.host_reason.clear();
-      for (int l = 0; l < c.n_layers && stats_.host_reason.empty(); ++l)
-        if (!value_sums_[size_t(l)].wo) stats_.host_reason = cat("layer ", l, wo_reason);
-    }
   }
+  for (const HostMatmul& h : host_matmuls)
+    if (!(h.value_cache_wo && value_sums_[size_t(h.layer)].wo)) {
+      stats_.host_reason = h.reason;
+      break;
+    }
   // chip_rope: q's RoPE sum in front of the scores where the softmax runs there, placed after
   // the weighted sums and wo (which save more per byte of tile memory).
   if (options.chip_rope)
