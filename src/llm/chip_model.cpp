@@ -634,16 +634,9 @@ bool ChipTransformer::rope_sum_program(int layer, ScoresProgram& p, TileAllocato
   if (size_t(layer) < value_sums_.size() && value_sums_[size_t(layer)].joined) {
     // The joined program again, with the sum in front (its narrow memory must still hold it).
     ValueSumProgram& v = value_sums_[size_t(layer)];
-    const auto head = [&](int id) -> const QuantizedMatmul& { return p.heads[size_t(id)]; };
-    const compiler::FcParameterWrite key = key_part(p, 0);
-    compiler::FcRowWrite values = compiler::fc_weight_rows(v.layer, v.at, 0);
-    const compiler::FcRowWrite m = rope_multipliers(p, layer);
-    values.rows.insert(values.rows.end(), m.rows.begin(), m.rows.end());
-    values.bytes.insert(values.bytes.end(), m.bytes.begin(), m.bytes.end());
     try {
-      v.attention[0] = std::make_shared<runtime::Program>(compiler::generate_fc_batch_attention(
-          fc_layer_of(p, head), p.placement, p.input_bytes,
-          weights()->attention[size_t(layer)].exp_mult, v.join, {&key}, &values, &p.rope_sum));
+      v.attention[0] =
+          attention_program(layer, p, v, key_part(p, 0), attention_values(layer, p, v, 0));
     } catch (const Error&) {
       p.rope = false;
       p.input_bytes = p.row_bytes;
@@ -759,9 +752,8 @@ bool ChipTransformer::join_attention(int layer, TileAllocator& tiles) {
           .empty() &&
       trial.place(wo_groups, compiler::fc_units_per_tile(plan.k_padded, false), plan.placement);
   // The first program now: what does not fit (narrow memory) stays two programs.
-  const auto head = [&](int id) -> const QuantizedMatmul& { return s.heads[size_t(id)]; };
   const compiler::FcParameterWrite key = key_part(s, 0);
-  const compiler::FcRowWrite values = compiler::fc_weight_rows(p.layer, p.at, 0);
+  const compiler::FcRowWrite values = attention_values(layer, s, p, 0);
   p.attention.assign(size_t(s.seq_padded / 4), nullptr);
   for (const bool with_wo : {true, false}) {
     if (with_wo && !wo_fits) continue;
@@ -772,9 +764,7 @@ bool ChipTransformer::join_attention(int layer, TileAllocator& tiles) {
       p.join.out_at = plan.placement;
     }
     try {
-      p.attention[0] = std::make_shared<runtime::Program>(compiler::generate_fc_batch_attention(
-          fc_layer_of(s, head), s.placement, s.row_bytes,
-          weights()->attention[size_t(layer)].exp_mult, p.join, {&key}, &values));
+      p.attention[0] = attention_program(layer, s, p, key, values);
     } catch (const Error&) {
       continue;
     }
@@ -795,6 +785,27 @@ bool ChipTransformer::join_attention(int layer, TileAllocator& tiles) {
   return false;
 }
 
+compiler::FcRowWrite ChipTransformer::attention_values(int layer, const ScoresProgram& s,
+                                                       const ValueSumProgram& p, int unit) const {
+  compiler::FcRowWrite values = compiler::fc_weight_rows(p.layer, p.at, unit);
+  if (s.rope) {  // this token's multipliers of the RoPE sum (r from rope_sum_q)
+    const compiler::FcRowWrite m = rope_multipliers(s, layer);
+    values.rows.insert(values.rows.end(), m.rows.begin(), m.rows.end());
+    values.bytes.insert(values.bytes.end(), m.bytes.begin(), m.bytes.end());
+  }
+  return values;
+}
+
+std::shared_ptr<runtime::Program> ChipTransformer::attention_program(
+    int layer, const ScoresProgram& s, const ValueSumProgram& p,
+    const compiler::FcParameterWrite& key, const compiler::FcRowWrite& values) const {
+  const auto head = [&](int id) -> const QuantizedMatmul& { return s.heads[size_t(id)]; };
+  return std::make_shared<runtime::Program>(
+      compiler::generate_fc_batch_attention(fc_layer_of(s, head), s.placement, s.input_bytes,
+                                            weights()->attention[size_t(layer)].exp_mult, p.join,
+                                            {&key}, &values, s.rope ? &s.rope_sum : nullptr));
+}
+
 void ChipTransformer::attention_q(int layer, int pos, const int8_t* q8) {
   ScoresProgram& s = scores_[size_t(layer)];
   ValueSumProgram& p = value_sums_[size_t(layer)];
@@ -807,20 +818,11 @@ void ChipTransformer::attention_q(int layer, int pos, const int8_t* q8) {
   add_key(s, layer, pos);
   set_value_column(p.shape, pos, value_q(layer, pos), p.layer);
   const compiler::FcParameterWrite key = key_part(s, pos);
-  compiler::FcRowWrite values = compiler::fc_weight_rows(p.layer, p.at, pos / 4);
+  const compiler::FcRowWrite values = attention_values(layer, s, p, pos / 4);
   const std::vector<int8_t> row = scores_row(s, layer, pos, q8);
-  if (s.rope) {  // this token's multipliers of the RoPE sum (r from rope_sum_q)
-    const compiler::FcRowWrite m = rope_multipliers(s, layer);
-    values.rows.insert(values.rows.end(), m.rows.begin(), m.rows.end());
-    values.bytes.insert(values.bytes.end(), m.bytes.begin(), m.bytes.end());
-  }
   std::shared_ptr<runtime::Program>& program = p.attention[size_t(pos / 4)];
   if (!program) {
-    const auto head = [&](int id) -> const QuantizedMatmul& { return s.heads[size_t(id)]; };
-    program = std::make_shared<runtime::Program>(
-        compiler::generate_fc_batch_attention(fc_layer_of(s, head), s.placement, s.input_bytes,
-                                              weights()->attention[size_t(layer)].exp_mult, p.join,
-                                              {&key}, &values, s.rope ? &s.rope_sum : nullptr));
+    program = attention_program(layer, s, p, key, values);
   } else {
     std::vector<uint8_t> parameters = compiler::fc_parameters(key.layer);
     parameters.insert(parameters.end(), values.bytes.begin(), values.bytes.end());

@@ -125,6 +125,16 @@ class ChipTransformer : public Int8Transformer {
   bool join_attention(int layer, TileAllocator& tiles);
   // The joined program's inputs and parameters for `pos`, and its run: wo's input into `a`.
   void attention_q(int layer, int pos, const int8_t* q8);
+  // The joined program's weight rows of v~ for positions 4 unit .. 4 unit + 3, and with the RoPE
+  // sum in front this token's multiplier rows after them.
+  compiler::FcRowWrite attention_values(int layer, const ScoresProgram& s, const ValueSumProgram& p,
+                                        int unit) const;
+  // The joined program of `layer` (one per 4 positions) with `key` and `values` as its parameters:
+  // every place that makes one builds it here, so they cannot drift apart.
+  std::shared_ptr<runtime::Program> attention_program(int layer, const ScoresProgram& s,
+                                                      const ValueSumProgram& p,
+                                                      const compiler::FcParameterWrite& key,
+                                                      const compiler::FcRowWrite& values) const;
   // chip_rope: RoPE's products of layer `layer`'s q and k inside the program computing them
   // (compiler::FcRope over its layer `rope_layer`), the tables of `pos` as that program's input
   // after its own `at` bytes, from the next whole 256 (rope_input returns the bytes it wrote from
