@@ -15,6 +15,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 
 #include "chip/program.h"
 #include "chip/sim_runner.h"
@@ -178,7 +179,9 @@ TEST(MobileNetCompiledWhole, V1EmbeddingExtractorPoolsEachGroupOnAllItsTilesAtOn
 }
 
 // gen2020 MobileNet v2 compiled whole: its execution program's instructions (the ISA table's
-// decoding) and its ops (the simulator's), in program order, for the tests of its layout below.
+// decoding) and its ops (the simulator's), in program order, for the checks of its layout below.
+// (ctest runs each test in its own process, so the checks share one test, V2Layout, to compile v2
+// once: about 6 s under GCC, much more under ASan.)
 struct CompiledV2 {
   std::vector<isa::Instruction> instructions;
   std::vector<chip::OpInstr> ops;
@@ -198,10 +201,7 @@ void compile_v2(const std::filesystem::path& data, CompiledV2& v2) {
 // instruction on all of them, 4 in all (before, 20 one after another on one tile, 4.8 k cycles;
 // widen_with_fifos, docs/compiler.md "v2's pool split like the layer before"). The bytes of this
 // program are checked by V2Gen2020EqualsItsTwinAndPassesGooglesCheck.
-TEST(MobileNetCompiledWhole, V2PoolsEachGroupOnTheTilesOfTheLayerBefore) {
-  TINYCORAL_REQUIRE_TESTDATA(data);
-  CompiledV2 v2;
-  ASSERT_NO_FATAL_FAILURE(compile_v2(data, v2));
+void v2_pools_each_group_on_the_tiles_of_the_layer_before(const CompiledV2& v2) {
   std::vector<uint16_t> pool_ops;  // the tiles of each op of 49 taps
   for (const chip::OpInstr& op : v2.ops)
     if (op.loops[0] == 48) pool_ops.push_back(op.tile_mask);
@@ -219,10 +219,7 @@ TEST(MobileNetCompiledWhole, V2PoolsEachGroupOnTheTilesOfTheLayerBefore) {
 // of 14 k. (Since the rows traded between stages, the first of them runs in 5 bands of 2 or 3
 // rows; the second keeps its 14 tiles.) The bytes of this layout are checked by
 // V2Gen2020EqualsItsTwinAndPassesGooglesCheck.
-TEST(MobileNetCompiledWhole, V2ProjectionsTo96AreSplitByOutputGroups) {
-  TINYCORAL_REQUIRE_TESTDATA(data);
-  CompiledV2 v2;
-  ASSERT_NO_FATAL_FAILURE(compile_v2(data, v2));
+void v2_projections_to_96_are_split_by_output_groups(const CompiledV2& v2) {
   // (The ops of 144 reduction words, 576 input channels, over 28 positions: 2 rows of the 14x14
   // map, or 4 of the 7x7 one of the 576 -> 160 projection; loops[2] counts groups - 1.)
   int two_groups = 0;
@@ -246,10 +243,7 @@ TEST(MobileNetCompiledWhole, V2ProjectionsTo96AreSplitByOutputGroups) {
 // traded between stages, more tiles: 787 before, 633 after; with stages widened through FIFOs,
 // more still: 641). The bytes of this program are checked by
 // V2Gen2020EqualsItsTwinAndPassesGooglesCheck.
-TEST(MobileNetCompiledWhole, V2HandOversSplitOnlyTransfersWhoseRestsGather) {
-  TINYCORAL_REQUIRE_TESTDATA(data);
-  CompiledV2 v2;
-  ASSERT_NO_FATAL_FAILURE(compile_v2(data, v2));
+void v2_hand_overs_split_only_transfers_whose_rests_gather(const CompiledV2& v2) {
   // (Not the owners' broadcasts of FIFO weights, which go to ringConsumer1: to_c1.)
   int to_tiles = 0, ops = 0;
   for (const isa::Instruction& in : v2.instructions) {
@@ -274,10 +268,7 @@ TEST(MobileNetCompiledWhole, V2HandOversSplitOnlyTransfersWhoseRestsGather) {
 // the image shrinks"). Without the trade every wide memory stays full and the projection's ops
 // compute two groups. The bytes of this layout are checked by
 // V2Gen2020EqualsItsTwinAndPassesGooglesCheck.
-TEST(MobileNetCompiledWhole, V2ProjectionTo96GivesItsRowsToTheDepthwiseStage) {
-  TINYCORAL_REQUIRE_TESTDATA(data);
-  CompiledV2 v2;
-  ASSERT_NO_FATAL_FAILURE(compile_v2(data, v2));
+void v2_projection_to_96_gives_its_rows_to_the_depthwise_stage(const CompiledV2& v2) {
   // (The ops of 96 reduction words, 384 input channels: the 384 -> 64 projections and the
   // 384 -> 96 one; loops[2] counts groups - 1, or the chunks of a K-chunked op, loops (window,
   // positions, chunks, groups), whose loops[3] counts them.)
@@ -297,10 +288,7 @@ TEST(MobileNetCompiledWhole, V2ProjectionTo96GivesItsRowsToTheDepthwiseStage) {
 // 112x112x16; the expansion now runs in the stage of the stride-2 depthwise layer after it, on
 // that stage's tiles (shift_cuts, docs/compiler.md "Rows traded between stages, boundaries
 // moved"). The bytes of this layout are checked by V2Gen2020EqualsItsTwinAndPassesGooglesCheck.
-TEST(MobileNetCompiledWhole, V2FirstStageHandsOverTheImageBeforeTheExpansion) {
-  TINYCORAL_REQUIRE_TESTDATA(data);
-  CompiledV2 v2;
-  ASSERT_NO_FATAL_FAILURE(compile_v2(data, v2));
+void v2_first_stage_hands_over_the_image_before_the_expansion(const CompiledV2& v2) {
   // (The ops in program order with their tiles: the expansion's are the only ones of 4 reduction
   // words, 16 input channels; the first stage's first op is the 3x3 stem's.)
   std::vector<std::pair<bool, uint16_t>> ops;  // expansion?, tiles
@@ -314,6 +302,29 @@ TEST(MobileNetCompiledWhole, V2FirstStageHandsOverTheImageBeforeTheExpansion) {
   ASSERT_NE(expansion_tiles, 0) << "no op of 16 input channels";
   EXPECT_EQ(expansion_tiles, after) << "the expansion runs in a stage before the depthwise layer's";
   EXPECT_NE(expansion_tiles, ops.front().second | ops[1].second | ops[2].second);
+}
+
+// v2's layout, compiled once: each check under its own trace (the names of the tests they were,
+// which docs/compiler.md cites), so a failure names its property.
+TEST(MobileNetCompiledWhole, V2Layout) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  CompiledV2 v2;
+  ASSERT_NO_FATAL_FAILURE(compile_v2(data, v2));
+  const std::pair<const char*, void (*)(const CompiledV2&)> checks[] = {
+      {"V2PoolsEachGroupOnTheTilesOfTheLayerBefore",
+       v2_pools_each_group_on_the_tiles_of_the_layer_before},
+      {"V2ProjectionsTo96AreSplitByOutputGroups", v2_projections_to_96_are_split_by_output_groups},
+      {"V2HandOversSplitOnlyTransfersWhoseRestsGather",
+       v2_hand_overs_split_only_transfers_whose_rests_gather},
+      {"V2ProjectionTo96GivesItsRowsToTheDepthwiseStage",
+       v2_projection_to_96_gives_its_rows_to_the_depthwise_stage},
+      {"V2FirstStageHandsOverTheImageBeforeTheExpansion",
+       v2_first_stage_hands_over_the_image_before_the_expansion},
+  };
+  for (const auto& [property, check] : checks) {
+    SCOPED_TRACE(property);
+    check(v2);
+  }
 }
 
 }  // namespace
