@@ -101,7 +101,7 @@ void hand_over_surplus_fill(TileBatch& b, const Plan& p) {
   const LayerPlan& lp = p.layers[p.first];
   const int words = surplus_pixels(p.layers[p.first - 1]) * lp.cin / 4;
   b.add(tile_bit(p.tile), "mesh_n",
-        cat("i.addr=", hex(lp.pixel(0, lp.l->pad_left + lp.l->w) - lp.slide),
+        cat("i.addr=", hex(lp.pixel(0, lp.l->pad_left + lp.l->w)),
             " i=", strided_walk({{1, words}, {lp.row_words(), lp.hp}}, 4),
             " i.sdims=3 fill_en=1 fill=", hex(0x01010101u * static_cast<uint32_t>(lp.l->in_zp))));
 }
@@ -1357,7 +1357,17 @@ void apply_slides(Stage& s, const std::vector<int>& slides) {
 std::optional<std::vector<Stage>> slid_stages(const std::vector<Stage>& planned, Slides slides) {
   std::optional<std::vector<Stage>> stages;
   if (slides == Slides::kAsPlanned) return stages;
+  // A stage after a partial last block keeps its image where planned: the hand-over's surplus
+  // fill (hand_over_surplus_fill) walks every row of the region as planned.
+  auto fills_surplus = [&](size_t si) {
+    const Stage& stage = planned[si];
+    return stage.first > 0 &&
+           std::any_of(stage.tiles.begin(), stage.tiles.end(), [&](const Plan& t) {
+             return surplus_pixels(t.layers[stage.first - 1]) > 0;
+           });
+  };
   for (size_t si = 1; si < planned.size(); ++si) {
+    if (fills_surplus(si)) continue;
     const std::vector<int> by_set = slide_full_images(planned[si - 1], planned[si]);
     if (by_set.empty()) continue;
     if (!stages) stages = planned;
@@ -1380,6 +1390,7 @@ std::optional<std::vector<Stage>> slid_stages(const std::vector<Stage>& planned,
            static_cast<uint32_t>(ops.size() - 1) * (count.words() - hand_over_words);
   };
   for (size_t si = 1; si < planned.size(); ++si) {
+    if (fills_surplus(si)) continue;
     // (Nothing to gain where the tiles' first read rows already sit at one place.)
     const std::vector<Plan>& tiles = (stages ? *stages : planned)[si].tiles;
     if (std::all_of(tiles.begin(), tiles.end(), [&](const Plan& t) {
