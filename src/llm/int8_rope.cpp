@@ -23,10 +23,7 @@ int8_t table_byte(float v) {
 
 void rope_tables(int pos, int n, int head_size, int8_t* cos_q, int8_t* sin_q) {
   for (int i = 0; i < n; i += 2) {
-    // The float path's angle (transformer.cpp), every step in float32.
-    const int head_dim = i % head_size;
-    const float freq = 1.0f / std::pow(10000.0f, static_cast<float>(head_dim) / float(head_size));
-    const float val = static_cast<float>(pos) * freq;
+    const float val = rope_angle(pos, i, head_size);  // the float path's angle
     const float c = std::cos(val), s = std::sin(val);
     cos_q[i] = table_byte(c);
     sin_q[i] = table_byte(-s);
@@ -71,10 +68,8 @@ void rope_sum(const QuantizedRope& q, const int8_t* p1, const int8_t* p2, int n,
               int8_t* out) {
   const edgetpu::Clamps clamps{-kSymmetricClamp, kSymmetricClamp};
   for (int j = 0; j < n; ++j) {
-    // The per-token multiplier, as it would be written: one float32 product.
-    const volatile float mult = q.base[size_t(j)] * r;
-    out[j] =
-        static_cast<int8_t>(edgetpu::requantize(int32_t{p1[j]} + int32_t{p2[j]}, mult, clamps, 0));
+    out[j] = static_cast<int8_t>(
+        edgetpu::requantize(int32_t{p1[j]} + int32_t{p2[j]}, rope_multiplier(q, j, r), clamps, 0));
   }
 }
 

@@ -39,6 +39,12 @@ QuantizedRope quantize_rope(float in_scale, int32_t in_zero_point, const std::ve
 // P1 = MUL(x, cos) and P2 = MUL(swap(x), sin') for j < n (n even): the products, r not in them.
 void rope_products(const QuantizedRope& q, const int8_t* x, const int8_t* cos_q,
                    const int8_t* sin_q, int n, int8_t* p1, int8_t* p2);
+// Channel j's per-token multiplier f32(base_j r), one float32 product as the chip's parameter row
+// holds it (rope_sum and the scores' program's rows: rope_sum.cpp).
+inline float rope_multiplier(const QuantizedRope& q, int j, float r) {
+  const volatile float mult = q.base[size_t(j)] * r;
+  return mult;
+}
 // out = ADD(P1, P2) with the per-token multipliers f32(base_j r).
 void rope_sum(const QuantizedRope& q, const int8_t* p1, const int8_t* p2, int n, float r,
               int8_t* out);

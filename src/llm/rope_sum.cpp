@@ -51,11 +51,7 @@ compiler::FcRowWrite rope_sum_multipliers(const QuantizedRope& q, int n, float r
     w.rows.push_back({at.tiles[g], at.param_units.empty() ? 0 : at.param_units[g]});
     for (int i = 0; i < kGroup; ++i) {
       const int j = int(g) * kGroup + i;
-      float m = 0;
-      if (j < n) {
-        const volatile float mult = q.base[size_t(j)] * r;  // one float32 product, as rope_sum's
-        m = mult;
-      }
+      const float m = j < n ? rope_multiplier(q, j, r) : 0.0f;
       const uint32_t bits = std::bit_cast<uint32_t>(m);
       for (int b = 0; b < 4; ++b) w.bytes.push_back(static_cast<uint8_t>(bits >> (8 * b)));
     }

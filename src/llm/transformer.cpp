@@ -198,9 +198,7 @@ std::span<float> Transformer::forward(int token, int pos) {
     qkv(l, pos, x, q_.data(), k, v);
     // RoPE: rotate each pair (i, i+1) of q (and of k while i < kv_dim) by pos * 10000^(-i'/hs).
     for (int i = 0; i < dim; i += 2) {
-      const int head_dim = i % hs;
-      const float freq = 1.0f / std::pow(10000.0f, static_cast<float>(head_dim) / float(hs));
-      const float val = static_cast<float>(pos) * freq;
+      const float val = rope_angle(pos, i, hs);
       const float fcr = std::cos(val), fci = std::sin(val);
       for (int which = 0; which < (i < kv_dim ? 2 : 1); ++which) {
         float* vec = which == 0 ? q_.data() : k;

@@ -6,6 +6,7 @@
 // elementwise part can be the chip's ops too. Everything else is the same code for both.
 #pragma once
 
+#include <cmath>
 #include <span>
 #include <vector>
 
@@ -13,6 +14,14 @@
 #include "llm/thread_pool.h"
 
 namespace tinycoral::llm {
+
+// RoPE's angle for channel pair (i, i+1) at position pos: pos * 10000^(-(i mod hs) / hs), every
+// step in float32 (the int8 path's tables take the same angle: int8_rope.cpp).
+inline float rope_angle(int pos, int i, int head_size) {
+  const int head_dim = i % head_size;
+  const float freq = 1.0f / std::pow(10000.0f, static_cast<float>(head_dim) / float(head_size));
+  return static_cast<float>(pos) * freq;
+}
 
 // The matmuls of one layer, in the order forward() runs them.
 enum class LayerMatmul { kQ, kK, kV, kO, kW1, kW3, kW2 };
