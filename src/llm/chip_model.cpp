@@ -203,6 +203,7 @@ void ChipTransformer::rope_output(int layer, int pos, const int8_t* out) {
 
 void ChipTransformer::stash_qkv(int layer, bool rope, const int8_t* out,
                                 const std::array<int, 3>& at, int outputs) {
+  zeroed_layer_ = rope ? layer : -1;
   if (!rope) {
     stash_.assign(out, out + outputs);
     return;
@@ -224,10 +225,15 @@ void ChipTransformer::qkv(int layer, int pos, const float* x, float* q, float* k
 void ChipTransformer::rope_products_q(int layer, int pos, const int8_t* q, const int8_t* k,
                                       int8_t* p1, int8_t* p2) {
   if (rope_layer_ != layer || rope_pos_ != pos) {
+    // The host's products from q and k are right only where the program returned q and k; where
+    // it returned their products instead, q and k are zero points and a missing hand-off is a bug.
+    if (zeroed_layer_ == layer)
+      fail("layer ", layer, "'s RoPE products at ", pos, " were not returned by its program");
     Int8Transformer::rope_products_q(layer, pos, q, k, p1, p2);
     return;
   }
   rope_layer_ = -1;
+  zeroed_layer_ = -1;
   std::copy(rope_p1_.begin(), rope_p1_.end(), p1);
   std::copy(rope_p2_.begin(), rope_p2_.end(), p2);
 }
