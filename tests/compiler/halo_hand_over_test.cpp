@@ -78,7 +78,7 @@ TEST(HaloHandOverOnTheVirtualEdgeTpu, OnlyTheHaloRowsCrossTheRing) {
   const std::vector<Between> between = hand_overs(program);
   int in_place = 0;
   for (const Between& b : between) in_place += b.producers == 28;
-  EXPECT_GE(in_place, 2) << "no hand-over of only the halo rows";
+  EXPECT_EQ(in_place, 2) << "the second and third depthwise layers take only halo rows";
   // The 384 -> 384 pointwise layers (96 reduction words: loop0 95) on all 16 tiles.
   const std::unique_ptr<chip::Program> decoded =
       chip::Program::decode(compiled.exes.execution->bitstreams.at(0).data);
