@@ -1595,13 +1595,20 @@ void merge_stages(const ConvChain& chain, Layout& out, double& best,
   }
 }
 
-// `candidate` (its stages set) with the FIFO layers of `fifo` packed as widen_with_fifos packs
-// them, its first images in `whole`'s form: false when a parameter takes turns or a weight row
-// finds no owner.
-bool packed_with_fifos(const ConvChain& chain, Layout& candidate, const Layout& fifo, bool whole) {
-  candidate.shapes = shapes_of(chain);
-  for (size_t i = 0; i < chain.layers.size(); ++i)
-    candidate.shapes.layers[i].fifo = fifo.shapes.layers[i].fifo;
+// Which layers of `layout` take their weights through FIFOs.
+std::vector<bool> fifo_layers(const Layout& layout) {
+  std::vector<bool> fifo;
+  for (const LayerPlan& lp : layout.shapes.layers) fifo.push_back(lp.fifo);
+  return fifo;
+}
+
+// `candidate` (its stages set) with the layers `fifo` names taking their weights through FIFOs,
+// packed over `plain` (shapes_of(chain)), its first images in `whole`'s form: false when a
+// parameter takes turns or a weight row finds no owner.
+bool packed_with_fifos(const ConvChain& chain, const Shapes& plain, Layout& candidate,
+                       const std::vector<bool>& fifo, bool whole) {
+  candidate.shapes = plain;
+  for (size_t i = 0; i < fifo.size(); ++i) candidate.shapes.layers[i].fifo = fifo[i];
   chunk_fifo_windows(candidate.shapes, candidate.stages);
   std::vector<std::vector<int>> bases;
   if (!share_tiles(chain, candidate.shapes, candidate.stages, bases)) return false;
@@ -1657,17 +1664,9 @@ void widen_with_fifos(const ConvChain& chain, Layout& out, const ProgramBytes& p
       candidate.stages = current.stages;
       if (!widened(chain, plain, candidate.stages[k], three_group_slices(chain))) continue;
       const std::vector<Stage> widened_stages = candidate.stages;
-      auto attempt = [&](const std::vector<bool>& w) -> bool {
+      auto attempt = [&](const std::vector<bool>& w) {
         candidate.stages = widened_stages;
-        candidate.shapes = shapes_of(chain);
-        for (size_t i = 0; i < w.size(); ++i) candidate.shapes.layers[i].fifo = w[i];
-        chunk_fifo_windows(candidate.shapes, candidate.stages);
-        std::vector<std::vector<int>> bases;
-        if (!share_tiles(chain, candidate.shapes, candidate.stages, bases)) return false;
-        group_parameters(chain, candidate, true, bases);
-        return std::all_of(candidate.shapes.segments.begin(), candidate.shapes.segments.end(),
-                           [](const Segment& seg) { return seg.first_of_group; }) &&
-               own_fifo_weights(candidate.shapes);
+        return packed_with_fifos(chain, plain, candidate, w, whole);
       };
       if (!attempt(with)) {
         if (!three_group_slices(chain)) continue;
@@ -1681,7 +1680,6 @@ void widen_with_fifos(const ConvChain& chain, Layout& out, const ProgramBytes& p
               if (fifo_capable(plain.layers[i]) && !with[i]) with[i] = more = true;
         if (!more || !attempt(with)) continue;
       }
-      if (!whole) in_bands(candidate.stages);
       ++tries;
       const double modeled = modeled_cycles(candidate, program_bytes);
       current = std::move(candidate);
@@ -1711,7 +1709,7 @@ void widen_with_fifos(const ConvChain& chain, Layout& out, const ProgramBytes& p
     Layout candidate;
     candidate.stages = out.stages;
     candidate.stages[k] = split_stage(chain, plain, s.first, n);
-    if (!packed_with_fifos(chain, candidate, out, whole)) continue;
+    if (!packed_with_fifos(chain, plain, candidate, fifo_layers(out), whole)) continue;
     const double modeled = modeled_cycles(candidate, program_bytes);
     if (modeled < best) {
       best = modeled;
@@ -1747,7 +1745,7 @@ void split_heads_with_fifos(const ConvChain& chain, Layout& out,
     Layout candidate;
     candidate.stages = out.stages;
     candidate.stages.back() = std::move(split);
-    if (!packed_with_fifos(chain, candidate, out, whole)) continue;
+    if (!packed_with_fifos(chain, plain, candidate, fifo_layers(out), whole)) continue;
     tries.emplace_back(compute, std::move(candidate));
   }
   std::stable_sort(tries.begin(), tries.end(),
