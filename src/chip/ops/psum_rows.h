@@ -27,22 +27,15 @@ class PsumRows {
   void store(const int32_t* sums, uint64_t step);
 
  private:
-  // The row of the walk's address at `step`. The engine asks in step order, a run apart, so the
-  // walk's counters move by adding that run's digits with carries (no division but the first).
+  // The row of the walk's address at `step` (isa.md 2.0a), rounded down to its row: the sums are
+  // one whole row, whatever the walk's lane. The engine asks in step order, so the walk only moves
+  // forward, by TtuWalker::skip.
   uint8_t* row(uint64_t step);
-  void digits_of(uint64_t n, uint64_t* digits) const;
 
   bool active_ = false;
   OpEnv& env_;
-  uint8_t* wide_ = nullptr;
-  int64_t base_ = 0;
-  // The walk's levels with more than one iteration: counts and strides (64-byte units).
-  int levels_ = 0;
-  uint64_t count_[kLoops] = {};
-  int64_t stride_[kLoops] = {};
-  // The walk's counters at step at_step_, and the digits of the last distance asked for.
-  uint64_t at_step_ = 0, delta_ = 0;
-  uint64_t counter_[kLoops] = {}, delta_digits_[kLoops] = {};
+  TtuWalker walk_;
+  uint64_t at_step_ = 0;  // the step walk_ is at
 };
 
 }  // namespace tinycoral::chip::ops
