@@ -52,14 +52,16 @@ void check_walks(const OpInstr& op, OpEnv& env, const EngineSpec& spec, bool fif
   };
   if (spec.operand != OperandKind::kLaneOnly) check_narrow(op.in.extent(), in_width(spec), "in");
   check_narrow(op.out.extent(), 4, "out");
-  const OpTtu::Extent par_extent = op.par.extent();
-  if (!fifo && (par_extent.lo < 0 ||
-                (par_extent.hi & ~int64_t{3}) * kWideUnitBytes + kWideRowBytes > kWideBytes))
-    env.fail_op(cat("`par` walk ", par_extent.lo, "..", par_extent.hi, " leaves wide memory (",
-                    kWideUnits, " units)"));
+  if (!fifo) check_wide_walk(op.par.extent(), env, "par");
 }
 
 }  // namespace
+
+void check_wide_walk(const OpTtu::Extent& e, OpEnv& env, const char* what) {
+  if (e.lo < 0 || (e.hi & ~int64_t{3}) + 4 > int64_t{kWideUnits})
+    env.fail_op(cat("`", what, "` walk ", e.lo, "..", e.hi, " leaves wide memory (", kWideUnits,
+                    " units)"));
+}
 
 bool par_is_fifo(const OpInstr& op) { return (op.par_fifo & 0x1fffu) != 0; }
 

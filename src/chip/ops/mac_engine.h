@@ -73,6 +73,9 @@ uint32_t fifo_fill_count(const OpInstr& op, const EngineSpec& spec = {});
 // lies outside a slot loop (a K-chunked conv's chunks outside its positions) or, with psum_tflags
 // bit 7 set, moves the FIFO to its next fill (a one-position K-chunked conv's chunks).
 bool keeps_partial_sums(const OpInstr& op, const EngineSpec& spec);
+// Fails the op unless every 256-byte row that a wide-memory walk of extent `e` (64-byte units)
+// touches lies inside wide memory; `what` names the walk in the message.
+void check_wide_walk(const OpTtu::Extent& e, OpEnv& env, const char* what);
 
 // Output channels (accumulator columns) the engine computes in one group.
 constexpr uint32_t kColumns = 64;

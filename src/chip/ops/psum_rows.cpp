@@ -12,10 +12,8 @@ PsumRows::PsumRows(const OpInstr& op, OpEnv& env, const EngineSpec& spec, uint64
     env.fail_op(
         cat("`psum` TTU yields ", op.psum.steps(), " addresses for ", steps, " main-loop steps"));
   const OpTtu::Extent e = op.psum.extent();
+  check_wide_walk(e, env, "psum");
   const int64_t lo = e.lo & ~int64_t{3}, hi = (e.hi & ~int64_t{3}) + 3;
-  if (e.lo < 0 || hi >= kWideUnits)
-    env.fail_op(
-        cat("`psum` walk ", e.lo, "..", e.hi, " leaves wide memory (", kWideUnits, " units)"));
   // The op's own parameter rows (a FIFO window or resident weights) would be overwritten by its
   // partial sums while it still reads them.
   const OpTtu::Extent p = op.par.extent();
