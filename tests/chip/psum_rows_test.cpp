@@ -4,6 +4,7 @@
 // other data changes the output.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -30,6 +31,17 @@ int32_t product(int p, int n, int k) { return (xv(p, k) - 1) * (wv(n, k) - 2); }
 // Sums of 24 products to the middle of the output range, not its bounds.
 constexpr float kScale = 1.0f / 4096;
 
+// The N outputs' zero points, scale and clamps.
+OpInstr with_output_stage(OpInstr op) {
+  op.out_ch = op.out_ch_last = N - 1;
+  op.in_zp = 1;
+  op.w_zp = 2;
+  op.mult = kScale;
+  op.clamp_min = 0;
+  op.clamp_max = 255;
+  return op;
+}
+
 OpInstr chunked_op(int64_t psum_unit, int64_t psum_stride = 4) {
   OpInstr op = ops_test::unit_op(1, 4, 0xE5, 0b1011);
   loops(op, {kChunkWords, 1, P, kChunks, 1});
@@ -38,13 +50,7 @@ OpInstr chunked_op(int64_t psum_unit, int64_t psum_stride = 4) {
   op.par_fifo = kChunkWords;
   op.psum = ttu(psum_unit, {{0, kChunkWords}, {0, 1}, {psum_stride, P}, {0, kChunks}, {0, 1}});
   op.out = ttu(kOut, {{4, 1}, {4, P}});
-  op.out_ch = op.out_ch_last = N - 1;
-  op.in_zp = 1;
-  op.w_zp = 2;
-  op.mult = kScale;
-  op.clamp_min = 0;
-  op.clamp_max = 255;
-  return op;
+  return with_output_stage(op);
 }
 
 // The op's inputs and FIFO fills (fill f row r: input word 2f + r).
@@ -175,6 +181,51 @@ TEST(PsumRows, OverTheWeightsOfALaterOpChangeItsOutput) {
   int differ = 0;
   for (int n = 0; n < 4; ++n) differ += over[n] != fc_expected(n);
   EXPECT_GT(differ, 0);
+}
+
+// Position 0 alone through the same chunks and FIFO fills, as gen2021's one-position K-chunked 1x1
+// (cfg0 0x63, reduce 0b11, loops (a, chunks): every chunk moves the FIFO to its next fill) with
+// psum_tflags `tflags`; its psum walk stays on the row at `psum_unit`.
+OpInstr one_position_op(int64_t psum_unit, uint32_t tflags) {
+  OpInstr op = ops_test::unit_op(1, 2, 0x63, 0b11);
+  loops(op, {kChunkWords, kChunks});
+  op.in = ttu(0, {{4, kChunkWords}, {8, kChunks}});
+  op.par = ttu(kFifoUnit, {{4, kChunkWords}, {0, kChunks}});
+  op.par_fifo = kChunkWords;
+  op.psum = ttu(psum_unit, {{0, kChunkWords}, {0, kChunks}});
+  op.psum.tflags = tflags;
+  op.out = ttu(kOut, {{4, 1}});
+  return with_output_stage(op);
+}
+
+// The one-position op over a psum row that holds live bytes (bright_64x64's two-loop FC walks row
+// 0, which the program reads later); returns the tile after it.
+Tile one_position_over_live_row(uint32_t tflags, int64_t psum_unit, uint8_t live) {
+  Tile tile;
+  load_chunked(tile);
+  std::fill_n(&tile.wide[psum_unit * kWideUnitBytes], kWideRowBytes, live);
+  run_class(one_position_op(psum_unit, tflags), tile);
+  for (int n = 0; n < N; ++n) EXPECT_EQ(tile.narrow[kOut + n], expected(0, n)) << n;
+  return tile;
+}
+
+TEST(PsumRows, AOnePositionOpWritesItsRowOnlyWithPsumTflagsBit7) {
+  constexpr int64_t kPsum = 400;
+  constexpr uint8_t kLive = 0x5a;
+  // Without the flag (bright_64x64 has psum_tflags 0) the op sums in place: the row keeps every
+  // live byte.
+  const Tile plain = one_position_over_live_row(0, kPsum, kLive);
+  for (uint32_t b = 0; b < kWideRowBytes; ++b)
+    EXPECT_EQ(plain.wide[kPsum * kWideUnitBytes + b], kLive) << "byte " << b;
+  // With it (gen2021's 0x880) the row holds chunks 0 and 1's sums after the op, 0 beyond the
+  // op's 4 columns.
+  const Tile flagged = one_position_over_live_row(0x880, kPsum, kLive);
+  for (int n = 0; n < N; ++n) {
+    int32_t kept = 0;
+    for (int k = 0; k < 4 * kChunkWords * (kChunks - 1); ++k) kept += product(0, n, k);
+    EXPECT_EQ(wide_i32(flagged, kPsum, n), kept) << n;
+  }
+  for (int c = N; c < 64; ++c) EXPECT_EQ(wide_i32(flagged, kPsum, c), 0) << c;
 }
 
 // Running `op` fails with an error whose message names `what` (not any other check's error).
