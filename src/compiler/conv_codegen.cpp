@@ -1796,9 +1796,12 @@ std::optional<ConvHead> emit_conv_head(const ConvChain& chain, Emitter& executio
   if (output_bytes(tiles) != last.oh * last.ow * last.cout)
     return why = "the chain's output bands are not its bytes in order", std::nullopt;
   std::vector<std::pair<int, int>> loads;
+  // (The probe and the program emit the same stages: slid once.)
+  const std::optional<std::vector<Stage>> slid = slid_stages(layout.stages, Slides::kSlid);
+  const std::vector<Stage>& stages = slid ? *slid : layout.stages;
   // (The program streams no parameters of its own: one inference = one pass.)
   Emitter probe = Emitter::counting();
-  emit_execution(probe, chain, layout.shapes, layout.stages, loads, true, false, Slides::kSlid);
+  emit_program(probe, chain, layout.shapes, stages, loads, true, false);
   if (!loads.empty()) return why = "a chain that streams its parameters", std::nullopt;
   ConvHead head;
   head.tiles = all_tiles(layout.stages);
@@ -1817,7 +1820,7 @@ std::optional<ConvHead> emit_conv_head(const ConvChain& chain, Emitter& executio
     head.cached.insert(head.cached.end(), at, at + std::ptrdiff_t{load.rows} * kRowBytes);
     head.param_units = std::max(head.param_units, (load.row + load.rows) * kRowUnits);
   }
-  emit_execution(execution, chain, layout.shapes, layout.stages, loads, true, false, Slides::kSlid);
+  emit_program(execution, chain, layout.shapes, stages, loads, true, false);
   emit_caching(caching, layout.shapes, true);
   return head;
 }
