@@ -40,14 +40,12 @@ struct OutTarget {
 
 OutTarget out_target(const Plan& p, size_t i) {
   OutTarget t;
-  if (i + 1 == p.end && p.into_base >= 0) {
-    t.base = p.into_base;
-    t.pixel_bytes = p.into_pixel;
-    t.row_words = p.into_row_words;
-  } else if (i + 1 == p.end) {
-    t.base = p.out_base;
+  if (i + 1 == p.end) {
+    // (Into the next stage's image, whose pixels are out_ch bytes too: in_place.)
+    const bool into = p.into_base >= 0;
+    t.base = into ? p.into_base : p.out_base;
     t.pixel_bytes = p.out_ch;
-    t.row_words = p.out_row / 4;
+    t.row_words = into ? p.into_row_words : p.out_row / 4;
   } else {
     const LayerPlan& n = p.layers[i + 1];
     t.base = n.pixel(p.layers[i].oa - n.top, n.l->pad_left);

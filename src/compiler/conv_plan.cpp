@@ -322,7 +322,6 @@ void write_in_place(const ConvChain& chain, std::vector<Stage>& stages) {
       q.add_scratch = q.regions_end;
       Plan& p = a.tiles[t];
       p.into_base = lp.pixel(p.layers[p.end - 1].oa - lp.top, lp.l->pad_left);
-      p.into_pixel = lp.cin;
       p.into_row_words = lp.row_words();
     }
     b.halo_in = true;

@@ -193,10 +193,10 @@ struct Plan {
   int rounds = 1;
   int round_base = 0;
   // >= 0: the stage's last layer writes its band straight into the next stage's first image on
-  // this tile (at this narrow byte, `into_pixel` bytes a pixel, `into_row_words` a row) instead of
-  // to `out_base`: the next stage has the same tiles, slices and bands, so only the rows other
-  // tiles read cross the ring (Stage::halo_in, write_in_place).
-  int into_base = -1, into_pixel = 0, into_row_words = 0;
+  // this tile (at this narrow byte, `into_row_words` a row; `out_ch` bytes a pixel, which that
+  // image's channels equal) instead of to `out_base`: the next stage has the same tiles, slices and
+  // bands, so only the rows other tiles read cross the ring (Stage::halo_in, write_in_place).
+  int into_base = -1, into_row_words = 0;
 };
 
 // The stages of the chain: each runs on its own tiles (bands of its last layer's output rows);
