@@ -860,9 +860,11 @@ void bands_per_stage(Layout& out, double& best, const ProgramBytes& program_byte
 // computes least (PoseNet's 23 x 31 x 384 pointwise layers, 6 slices of 2 bands on 12 tiles:
 // 3 slices of 5 bands on 15 compute 2 groups of 5 rows each instead of one of 12). False when
 // none computes less. (Not the chain's first or last layer: stage_options splits neither, a last
-// layer of one pixel is split by share_tiles.)
-bool resliced(const ConvChain& chain, const Shapes& shapes, Stage& s, bool three) {
+// layer of one pixel is split by share_tiles. Slices of three groups where the chain allows them:
+// three_group_slices.)
+bool resliced(const ConvChain& chain, const Shapes& shapes, Stage& s) {
   if (s.first == 0 || s.end == chain.layers.size()) return false;
+  const bool three = three_group_slices(chain);
   const int tiles = static_cast<int>(s.tiles.size());
   const LayerPlan& lp = shapes.layers[s.first];
   double least = compute_cycles({s});
@@ -905,10 +907,10 @@ Stage trimmed(const ConvChain& chain, const Shapes& shapes, const Stage& s) {
 // Stage `s` over twice its tiles: a split layer with twice the row bands per slice (or re-cut,
 // resliced, when that is more than 16 tiles), else twice the row bands; false when the map has
 // too few rows or the tiles run out.
-bool widened(const ConvChain& chain, const Shapes& shapes, Stage& s, bool three = false) {
+bool widened(const ConvChain& chain, const Shapes& shapes, Stage& s) {
   const int tiles = static_cast<int>(s.tiles.size());
   const bool split = s.tiles.front().g1 > 0;
-  if (2 * tiles > kTiles) return split && resliced(chain, shapes, s, three);
+  if (2 * tiles > kTiles) return split && resliced(chain, shapes, s);
   Stage wide;
   if (split) {
     const int slices = slices_of(s);
@@ -1044,7 +1046,7 @@ void widen_stages(const ConvChain& chain, Layout& out, double& best,
       std::vector<std::tuple<double, size_t, Stage>> firsts;
       for (const Stage& s : stages) {
         Stage wide = s;
-        if (!widened(chain, plain, wide, three_group_slices(chain))) continue;
+        if (!widened(chain, plain, wide)) continue;
         const double saved = compute_cycles({s}) - compute_cycles({wide});
         if (saved < kBulkSaving) continue;
         const double key = per_row
@@ -1090,7 +1092,7 @@ void widen_stages(const ConvChain& chain, Layout& out, double& best,
       if (tried[out.stages[k].first] || tries >= kMaxTries) continue;
       tried[out.stages[k].first] = true;
       std::vector<Stage> stages = out.stages;
-      if (!widened(chain, plain, stages[k], three_group_slices(chain))) continue;
+      if (!widened(chain, plain, stages[k])) continue;
       // (In the form of the layout's first images: whole, or in bands.)
       auto tried_layout = packed_and_modeled(chain, std::move(stages), whole, program_bytes);
       if (!tried_layout) continue;
@@ -1137,7 +1139,7 @@ void trade_rows(const ConvChain& chain, Layout& out, double& best,
         narrowings.emplace_back(lost / (rows - kept_rows(plain, t)), k, std::move(t), lost);
       }
       Stage wide = stages[k];
-      if (!widened(chain, plain, wide, three_group_slices(chain))) continue;
+      if (!widened(chain, plain, wide)) continue;
       const double saved = cycles - compute_cycles({wide});
       if (saved >= kMinSaving) widenings.emplace_back(saved, k, std::move(wide));
     }
@@ -1662,7 +1664,7 @@ void widen_with_fifos(const ConvChain& chain, Layout& out, const ProgramBytes& p
       if (!any) continue;
       Layout candidate;
       candidate.stages = current.stages;
-      if (!widened(chain, plain, candidate.stages[k], three_group_slices(chain))) continue;
+      if (!widened(chain, plain, candidate.stages[k])) continue;
       const std::vector<Stage> widened_stages = candidate.stages;
       auto attempt = [&](const std::vector<bool>& w) {
         candidate.stages = widened_stages;
