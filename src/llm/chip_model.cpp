@@ -637,17 +637,21 @@ bool ChipTransformer::rope_sum_program(int layer, ScoresProgram& p, TileAllocato
     return false;
   p.rope = true;
   p.input_bytes = row;
-  if (size_t(layer) < value_sums_.size() && value_sums_[size_t(layer)].joined) {
-    // The joined program again, with the sum in front (its narrow memory must still hold it).
-    ValueSumProgram& v = value_sums_[size_t(layer)];
-    try {
-      v.attention[0] =
-          attention_program(layer, p, v, key_part(p, 0), attention_values(layer, p, v, 0));
-    } catch (const Error&) {
-      p.rope = false;
-      p.input_bytes = p.row_bytes;
-      return false;
+  // The position-0 program with the sum in front, as the first token runs it (the joined one's
+  // narrow memory must still hold it, the scores read a longer row): a layout the generator
+  // rejects keeps q~'s sum on the host instead of failing at the first token.
+  try {
+    const compiler::FcParameterWrite key = key_part(p, 0);
+    if (size_t(layer) < value_sums_.size() && value_sums_[size_t(layer)].joined) {
+      ValueSumProgram& v = value_sums_[size_t(layer)];
+      v.attention[0] = attention_program(layer, p, v, key, attention_values(layer, p, v, 0));
+    } else {
+      p.scores_with_key[0] = softmax_program(layer, p, key, rope_multipliers(p, layer));
     }
+  } catch (const Error&) {
+    p.rope = false;
+    p.input_bytes = p.row_bytes;
+    return false;
   }
   tiles = trial;
   stats_.resident_bytes += static_cast<int64_t>(compiler::fc_parameters(l).size());
@@ -962,6 +966,16 @@ void ChipTransformer::scores_q(int layer, int pos, const int8_t* q8, int8_t* sco
                 scores + size_t(h) * size_t(c.seq_len));
 }
 
+std::shared_ptr<runtime::Program> ChipTransformer::softmax_program(
+    int layer, const ScoresProgram& p, const compiler::FcParameterWrite& key,
+    const compiler::FcRowWrite& mults) const {
+  const auto head = [&](int id) -> const QuantizedMatmul& { return p.heads[size_t(id)]; };
+  return std::make_shared<runtime::Program>(compiler::generate_fc_batch_softmax(
+      fc_layer_of(p, head), p.placement, p.input_bytes,
+      weights()->attention[size_t(layer)].exp_mult, &key, p.rope ? &p.rope_sum : nullptr,
+      p.rope ? &mults : nullptr));
+}
+
 void ChipTransformer::softmax_q(int layer, int pos, const int8_t* q8, uint8_t* e, float* inv_sum) {
   if (size_t(layer) >= scores_.size() || !scores_[size_t(layer)].softmax) {
     Int8Transformer::softmax_q(layer, pos, q8, e, inv_sum);
@@ -985,11 +999,7 @@ void ChipTransformer::softmax_q(int layer, int pos, const int8_t* q8, uint8_t* e
   const compiler::FcRowWrite mults = p.rope ? rope_multipliers(p, layer) : compiler::FcRowWrite{};
   std::shared_ptr<runtime::Program>& program = p.scores_with_key[size_t(pos / 64)];
   if (!program) {
-    const auto head = [&](int id) -> const QuantizedMatmul& { return p.heads[size_t(id)]; };
-    program = std::make_shared<runtime::Program>(compiler::generate_fc_batch_softmax(
-        fc_layer_of(p, head), p.placement, p.input_bytes,
-        weights()->attention[size_t(layer)].exp_mult, &part, p.rope ? &p.rope_sum : nullptr,
-        p.rope ? &mults : nullptr));
+    program = softmax_program(layer, p, part, mults);
   } else {
     std::vector<uint8_t> parameters = compiler::fc_parameters(part.layer);
     parameters.insert(parameters.end(), mults.bytes.begin(), mults.bytes.end());

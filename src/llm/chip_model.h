@@ -109,6 +109,12 @@ class ChipTransformer : public Int8Transformer {
   bool rope_sum_program(int layer, ScoresProgram& p, TileAllocator& tiles);
   std::vector<int8_t> scores_row(const ScoresProgram& p, int layer, int pos, const int8_t* q8);
   compiler::FcRowWrite rope_multipliers(const ScoresProgram& p, int layer) const;
+  // The scores' and softmax's program of `layer` (one per 64 positions) streaming `key` first,
+  // and with the RoPE sum in front `mults` after it: the first token's and rope_sum_program's
+  // trial build it here, so they cannot drift apart.
+  std::shared_ptr<runtime::Program> softmax_program(int layer, const ScoresProgram& p,
+                                                    const compiler::FcParameterWrite& key,
+                                                    const compiler::FcRowWrite& mults) const;
   std::vector<int8_t> rope_q_p1_, rope_q_p2_;
   float rope_r_ = 0;
   int rope_sum_layer_ = -1, rope_sum_pos_ = -1;
