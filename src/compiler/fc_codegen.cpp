@@ -859,7 +859,7 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
     fail("an FFN chain needs followers, each with a placement");
   // RoPE's tables follow in the same pop, after whole packets of the rest (rope_stage moves them).
   const int in_k = f.up.k + chain.extra_k;
-  const int tables_at = (in_k + kPacket - 1) / kPacket * kPacket;
+  const int tables_at = fc_tables_at(in_k);
   const int rope_k = chain.rope.layer >= 0 ? tables_at - in_k + 2 * kPiece * chain.rope.tables : 0;
   if (chain.extra_k <= 0 || chain.extra_k % kPiece != 0)
     fail("the chain's extra input of ", chain.extra_k, " bytes is not whole 64-byte pieces");
@@ -1000,7 +1000,7 @@ FfnChainPrograms generate_fc_chain(const FcChain& chain) {
     fail("RoPE of chain layer ", chain.rope.layer, ": no such layer");
   // The host's input: layer 0's, then RoPE's tables after whole packets (rope_stage moves them).
   FcLayer in_layer = chain.layers[0];
-  const int tables_at = (in_layer.k + kPacket - 1) / kPacket * kPacket;
+  const int tables_at = fc_tables_at(in_layer.k);
   const int rope_k =
       chain.rope.layer >= 0 ? tables_at - in_layer.k + 2 * kPiece * chain.rope.tables : 0;
   in_layer.k += rope_k;

@@ -91,6 +91,9 @@ struct FcRope {
   int tables = 0;
   std::vector<FcRopeGroup> groups;
 };
+// Where the tables start in an input of `own_bytes` before them: the next whole 256-byte packet
+// (the program moves them to the tiles a packet at a time).
+constexpr int fc_tables_at(int own_bytes) { return (own_bytes + 255) / 256 * 256; }
 
 // A fused FFN with FULLY_CONNECTED layers after it in the same program (the llm chip path's
 // step c: the residual add as a matmul, then the next layer's q, k and v). Follower 0 reads the

@@ -175,7 +175,7 @@ compiler::FcRope ChipTransformer::rope_of(int layer, int rope_layer,
 
 int ChipTransformer::rope_input(int pos, int8_t* in, int at) const {
   const Config& c = config();
-  const int n = whole_groups(c.dim), tables_at = (at + 255) / 256 * 256;
+  const int n = whole_groups(c.dim), tables_at = compiler::fc_tables_at(at);
   std::fill(in + at, in + tables_at + 2 * n, int8_t{0});
   int8_t* tables = in + tables_at;
   std::vector<int8_t> sin_q(size_t(n), 0);
