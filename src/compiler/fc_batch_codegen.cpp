@@ -251,9 +251,10 @@ void carry_parameter_write(container::Executable& eo, const FcParameterWrite& wr
                                      static_cast<int>(eo.parameters.size())));
 }
 
-// The scores' groups of the softmax and attention programs: a one-row batch over the query row
-// (row_bytes) and the count after it; each group reads its K bytes within the row.
-Groups scores_groups(const FcLayer& layer, const FcPlacement& placement, int row_bytes) {
+// The groups of an FC over the query row of the softmax and attention programs (the scores, or
+// the FC in front of them): a one-row batch over the row (row_bytes) and the count after it; each
+// group reads its K bytes within the row.
+Groups query_row_groups(const FcLayer& layer, const FcPlacement& placement, int row_bytes) {
   Groups g = groups_of(fc_groups(layer.n), placement);
   g.row_bytes = row_bytes + kSoftmaxCountBytes;
   if (const std::string why = fc_batch_unsupported(layer.n, layer.k, 1, g.slots, g.row_bytes);
@@ -266,22 +267,10 @@ Groups scores_groups(const FcLayer& layer, const FcPlacement& placement, int row
   return g;
 }
 
-// The scores' part of the softmax and attention programs: the query row in, the scores' op,
-// every group's 64 scores to scalar memory in group order (head h's at h * positions bytes), then
-// the count from the row's tail on the first group's tile, and the softmax on the scalar core.
-// Returns the ordinal of the next transfer to scalar memory.
-// The FC in front of the scores (FcScoresInput): its groups, checked against the input row.
+// The FC in front of the scores (FcScoresInput): its groups, checked against the input row and
+// the scores' input.
 Groups first_groups(const FcScoresInput& first, const FcLayer& scores, int row_bytes) {
-  Groups f = groups_of(fc_groups(first.layer.n), first.at);
-  f.row_bytes = row_bytes + kSoftmaxCountBytes;
-  if (const std::string why =
-          fc_batch_unsupported(first.layer.n, first.layer.k, 1, f.slots, f.row_bytes);
-      !why.empty())
-    fail(why);
-  for (int at : f.in_at)
-    if (at < 0 || at % 4 != 0 || at + first.layer.k > row_bytes)
-      fail("an input group reads K = ", first.layer.k, " bytes from byte ", at, " of rows of ",
-           row_bytes, ": need a multiple of 4 within the row");
+  Groups f = query_row_groups(first.layer, first.at, row_bytes);
   if (first.layer.n > row_bytes)
     fail(first.layer.n, " outputs before the scores past their row of ", row_bytes, " bytes");
   if (first.layer.out_zp != scores.in_zp)
@@ -294,6 +283,10 @@ int first_bytes(const FcScoresInput* first) {
   return first ? groups_of(fc_groups(first->layer.n), first->at).slots * kGroup : 0;
 }
 
+// The scores' part of the softmax and attention programs: the query row in, the scores' op,
+// every group's 64 scores to scalar memory in group order (head h's at h * positions bytes), then
+// the count from the row's tail on the first group's tile, and the softmax on the scalar core.
+// Returns the ordinal of the next transfer to scalar memory.
 int scores_and_softmax(Emitter& e, const FcLayer& layer, const Groups& g, int row_bytes,
                        int out_base, const ScalarSoftmax& sm, const FcScoresInput* first) {
   int ordinal = 0;
@@ -511,7 +504,7 @@ container::Executable generate_fc_batch_softmax(const FcLayer& layer, const FcPl
     fail("a scores program of ", layer.n, " outputs for ", heads, " heads");
   if (const std::string why = fc_batch_softmax_unsupported(heads, positions); !why.empty())
     fail(why);
-  const Groups g = scores_groups(layer, placement, row_bytes);
+  const Groups g = query_row_groups(layer, placement, row_bytes);
   // Scalar memory: the scores (head after head), 1 / S per head, the count.
   ScalarSoftmax sm;
   sm.heads = heads;
@@ -593,7 +586,7 @@ container::Executable generate_fc_batch_attention(
       sum.mult_head.size() != size_t(sum.layer.n))
     fail("a weighted sum of K = ", sum.layer.k, " over ", positions, " positions with ",
          sum.mult_base.size(), " multipliers for ", sum.layer.n, " outputs");
-  const Groups g = scores_groups(layer, placement, row_bytes);
+  const Groups g = query_row_groups(layer, placement, row_bytes);
   const int e_bytes = heads * positions, e_padded = round_up(e_bytes, kPiece);
   Groups v = groups_of(fc_groups(sum.layer.n), sum.at);
   v.row_bytes = e_bytes;
