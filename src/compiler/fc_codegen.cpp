@@ -149,7 +149,7 @@ void n2w_piece(Emitter& e, uint32_t tiles, int narrow_word, int row) {
 
 // The program's start and the input: one activation pop of the host's K bytes, scattered in
 // 64-byte pieces, piece i on tile i at x_piece. With `more` bytes after them in the same pop
-// (RoPE's tables: rope_stage moves them later), the pop takes those too.
+// (the tables of FcTableProducts: products_stage moves them later), the pop takes those too.
 void input_stage(Emitter& e, const Geometry& g, const FcLayer& layer, int more = 0) {
   const int x_word = g.x_piece / 4;
   program_start(e);
@@ -775,32 +775,34 @@ std::vector<std::pair<int, int>> output_pieces(const Geometry& g, int at) {
   return out;
 }
 
-// Whether group `group` of layer `layer` is one RoPE rotates (its own bytes then stay on the chip).
-bool rotated(const FcRope& rope, int layer, int group) {
-  return layer == rope.layer && std::any_of(rope.groups.begin(), rope.groups.end(),
-                                            [&](const FcRopeGroup& r) { return r.group == group; });
+// Whether group `group` of layer `layer` is multiplied by the tables (its own bytes then stay on
+// the chip).
+bool multiplied(const FcTableProducts& products, int layer, int group) {
+  return layer == products.layer &&
+         std::any_of(products.groups.begin(), products.groups.end(),
+                     [&](const FcProductGroup& r) { return r.group == group; });
 }
 
-// RoPE's products (FcRope) over layer g's outputs at narrow byte `at`: the tables (the host's
-// input from byte `tables_at`, already popped by input_stage) moved to the rotated groups' tiles at
-// narrow byte 0 (their last layer has read its input by now), then per group P1 = MUL(x, first
-// table) and R = MUL(x, second table) at narrow `base` and up; P1 and R join `out_pieces`. Returns
-// the narrow bytes used.
-int rope_stage(Emitter& e, const Geometry& g, int at, const FcRope& rope, int tables_at, int base,
-               std::vector<std::pair<int, int>>& out_pieces) {
-  if (rope.tables <= 0 || rope.groups.empty() || tables_at % kPacket != 0)
-    fail("RoPE needs its groups and two tables of ", rope.tables,
+// The tables' products (FcTableProducts) over layer g's outputs at narrow byte `at`: the tables
+// (the host's input from byte `tables_at`, already popped by input_stage) moved to the rotated
+// groups' tiles at narrow byte 0 (their last layer has read its input by now), then per group P1 =
+// MUL(x, first table) and R = MUL(x, second table) at narrow `base` and up; P1 and R join
+// `out_pieces`. Returns the narrow bytes used.
+int products_stage(Emitter& e, const Geometry& g, int at, const FcTableProducts& products,
+                   int tables_at, int base, std::vector<std::pair<int, int>>& out_pieces) {
+  if (products.tables <= 0 || products.groups.empty() || tables_at % kPacket != 0)
+    fail("table products need their groups and two tables of ", products.tables,
          " pieces after whole packets of input");
   uint32_t tiles = 0;
-  for (const FcRopeGroup& r : rope.groups) {
-    if (r.group < 0 || r.group >= g.tiles || r.table < 0 || r.table >= rope.tables)
-      fail("RoPE of group ", r.group, " with table piece ", r.table, ": out of range");
+  for (const FcProductGroup& r : products.groups) {
+    if (r.group < 0 || r.group >= g.tiles || r.table < 0 || r.table >= products.tables)
+      fail("table products of group ", r.group, " with table piece ", r.table, ": out of range");
     tiles |= tile_bit(g.tile_of[size_t(r.group)]);
   }
   // One packet at a time from the popped input into FIFO rows above the identity and the MUL's row
   // (both set up after), below the chain's output rows.
   constexpr int kTableFifo = 0x2008, kTableRows = 8;
-  const int table_bytes = 2 * kPiece * rope.tables;
+  const int table_bytes = 2 * kPiece * products.tables;
   for (int i = 0; i * kPacket < table_bytes; ++i) {
     if (i > 0 && i % kTableRows == 0) tile_fence(e, "counters=0x1ffff units=0x3ff");
     host_to_narrow(e, tiles, kTableFifo + 4 * (i % kTableRows), kPacket * i,
@@ -809,7 +811,7 @@ int rope_stage(Emitter& e, const Geometry& g, int at, const FcRope& rope, int ta
   tile_fence(e, "units=0x3ff");
   tile_fence(e, "counters=0x1ffff units=0x3ff");
   // Per tile its j-th rotated group's P1 at base + 128 j, R after it; the MUL's buffers above.
-  const int products = base + 2 * kMaxSlots * kPiece, identity = products + 4 * kPiece;
+  const int mul_buffers = base + 2 * kMaxSlots * kPiece, identity = mul_buffers + 4 * kPiece;
   identity_setup(e, tiles, identity);  // the MULs' packs read it; no LOGISTIC, so no spline
   std::array<int, 16> count{};
   struct Mul {
@@ -820,13 +822,14 @@ int rope_stage(Emitter& e, const Geometry& g, int at, const FcRope& rope, int ta
   };
   std::vector<Mul> muls;
   std::vector<std::pair<int, int>> pieces;
-  for (const FcRopeGroup& r : rope.groups) {
+  for (const FcProductGroup& r : products.groups) {
     const int tile = g.tile_of[size_t(r.group)];
     const int j = count[size_t(tile)]++;
-    if (j >= kMaxSlots) fail("RoPE of more than ", kMaxSlots, " groups on tile ", tile);
+    if (j >= kMaxSlots) fail("table products of more than ", kMaxSlots, " groups on tile ", tile);
     const int x = at + kGroup * g.slot_of[size_t(r.group)], out = base + 2 * kPiece * j;
     for (int t = 0; t < 2; ++t) {
-      const Mul want{x, (t * rope.tables + r.table) * kPiece, out + t * kPiece, r.x_zp, r.mult, 0};
+      const Mul want{x, (t * products.tables + r.table) * kPiece, out + t * kPiece, r.x_zp, r.mult,
+                     0};
       auto it = std::find_if(muls.begin(), muls.end(), [&](const Mul& m) {
         return m.x == want.x && m.table == want.table && m.out == want.out && m.x_zp == want.x_zp &&
                m.mult == want.mult;
@@ -837,7 +840,7 @@ int rope_stage(Emitter& e, const Geometry& g, int at, const FcRope& rope, int ta
     }
   }
   for (const Mul& m : muls)
-    mul(e, m.tiles, products, kWords, m.x, m.x_zp, m.table, 128, m.mult, -127.0f, 127.0f, 128,
+    mul(e, m.tiles, mul_buffers, kWords, m.x, m.x_zp, m.table, 128, m.mult, -127.0f, 127.0f, 128,
         m.out);
   tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
   wait_tokens(e);
@@ -857,10 +860,12 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
          ": needs whole pairs of 64-output groups, w2's K = half of them, at most 1024");
   if (chain.next.empty() || chain.next.size() != chain.next_at.size())
     fail("an FFN chain needs followers, each with a placement");
-  // RoPE's tables follow in the same pop, after whole packets of the rest (rope_stage moves them).
+  // The products' tables follow in the same pop, after whole packets of the rest (products_stage
+  // moves them).
   const int in_k = f.up.k + chain.extra_k;
   const int tables_at = fc_tables_at(in_k);
-  const int rope_k = chain.rope.layer >= 0 ? tables_at - in_k + 2 * kPiece * chain.rope.tables : 0;
+  const int tables_k =
+      chain.products.layer >= 0 ? tables_at - in_k + 2 * kPiece * chain.products.tables : 0;
   if (chain.extra_k <= 0 || chain.extra_k % kPiece != 0)
     fail("the chain's extra input of ", chain.extra_k, " bytes is not whole 64-byte pieces");
   if (const std::string why = fc_unsupported(kGroup, in_k); !why.empty())
@@ -910,14 +915,14 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
   std::vector<std::pair<int, int>> up_pieces, extra_pieces, m_pieces;
   for (int i = 0; i < in.in_tiles; ++i)
     (i < up.in_tiles ? up_pieces : extra_pieces).emplace_back(i, in.x_piece / 4);
-  if (chain.rope.layer >= static_cast<int>(chain.next.size()))
-    fail("RoPE of chain follower ", chain.rope.layer, ": no such follower");
+  if (chain.products.layer >= static_cast<int>(chain.next.size()))
+    fail("table products of chain follower ", chain.products.layer, ": no such follower");
   for (int i = 0; i < hidden / kGroup; ++i)
     m_pieces.emplace_back(up.tile_of[size_t(2 * i)], buf.m() / 4);
   const int y_at = (buf.end() + 255) / 256 * 256;
   Emitter e;
   int ring_ordinal = 0;
-  input_stage(e, in, f.up, rope_k);
+  input_stage(e, in, f.up, tables_k);
   broadcast_stage(e, up.compute_mask(), up_pieces, ring_ordinal);
   op_stage(e, up, f.up, buf.h1());
   ffn_gate_setup(e, gate_tiles, buf.identity());
@@ -936,7 +941,7 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
     if (chain.output_down) out_pieces.push_back(y_pieces[i]);
   }
   if (!chain.pairwise) pieces.insert(pieces.begin(), extra_pieces.begin(), extra_pieces.end());
-  int at = y_at, rope_at = 0;
+  int at = y_at, products_at = 0;
   for (size_t i = 0; i < next.size(); ++i) {
     at += kMaxSlots * kGroup;
     broadcast_stage(e, next[i].compute_mask(), pieces, ring_ordinal);
@@ -947,18 +952,18 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
     for (size_t group = 0; group < outputs.size(); ++group) {
       const auto [tile, byte] = outputs[group];
       pieces.emplace_back(tile, byte / 4);
-      if (out && !rotated(chain.rope, static_cast<int>(i), static_cast<int>(group)))
+      if (out && !multiplied(chain.products, static_cast<int>(i), static_cast<int>(group)))
         out_pieces.emplace_back(tile, byte);
     }
-    if (static_cast<int>(i) == chain.rope.layer) rope_at = at;
+    if (static_cast<int>(i) == chain.products.layer) products_at = at;
   }
   int narrow_end = at + kMaxSlots * kGroup;
-  if (chain.rope.layer >= 0)
-    narrow_end = rope_stage(e, next[size_t(chain.rope.layer)], rope_at, chain.rope, tables_at,
-                            narrow_end, out_pieces);
+  if (chain.products.layer >= 0)
+    narrow_end = products_stage(e, next[size_t(chain.products.layer)], products_at, chain.products,
+                                tables_at, narrow_end, out_pieces);
   pieces_output_stage(e, out_pieces, chain.next.back().output_name, ring_ordinal);
   FcLayer in_layer = f.up;
-  in_layer.k = in_k + rope_k;
+  in_layer.k = in_k + tables_k;
   FcLayer out_layer = chain.next.back();
   Geometry out_geometry{};
   out_geometry.n = out_layer.n = static_cast<int>(out_pieces.size()) * kGroup;
@@ -996,19 +1001,20 @@ FfnChainPrograms generate_fc_chain(const FcChain& chain) {
     g.push_back(geometry(l.n, l.k, !l.bias.empty(), chain.at[i]));
     widest = std::max(widest, want);
   }
-  if (chain.rope.layer >= static_cast<int>(g.size()))
-    fail("RoPE of chain layer ", chain.rope.layer, ": no such layer");
-  // The host's input: layer 0's, then RoPE's tables after whole packets (rope_stage moves them).
+  if (chain.products.layer >= static_cast<int>(g.size()))
+    fail("table products of chain layer ", chain.products.layer, ": no such layer");
+  // The host's input: layer 0's, then the products' tables after whole packets (products_stage
+  // moves them).
   FcLayer in_layer = chain.layers[0];
   const int tables_at = fc_tables_at(in_layer.k);
-  const int rope_k =
-      chain.rope.layer >= 0 ? tables_at - in_layer.k + 2 * kPiece * chain.rope.tables : 0;
-  in_layer.k += rope_k;
+  const int tables_k =
+      chain.products.layer >= 0 ? tables_at - in_layer.k + 2 * kPiece * chain.products.tables : 0;
+  in_layer.k += tables_k;
   Emitter e;
   int ring_ordinal = 0;
-  input_stage(e, g[0], chain.layers[0], rope_k);
+  input_stage(e, g[0], chain.layers[0], tables_k);
   std::vector<std::pair<int, int>> pieces = host_pieces(g[0]), out_pieces;
-  int at = (std::max(g[0].x_piece + kPiece, widest) + 255) / 256 * 256, rope_at = 0;
+  int at = (std::max(g[0].x_piece + kPiece, widest) + 255) / 256 * 256, products_at = 0;
   for (size_t i = 0; i < g.size(); ++i) {
     broadcast_stage(e, g[i].compute_mask(), pieces, ring_ordinal);
     op_stage(e, g[i], chain.layers[i], at);
@@ -1017,14 +1023,16 @@ FfnChainPrograms generate_fc_chain(const FcChain& chain) {
     for (size_t group = 0; group < outputs.size(); ++group) {
       const auto [tile, byte] = outputs[group];
       pieces.emplace_back(tile, byte / 4);
-      if (chain.output[i] && !rotated(chain.rope, static_cast<int>(i), static_cast<int>(group)))
+      if (chain.output[i] &&
+          !multiplied(chain.products, static_cast<int>(i), static_cast<int>(group)))
         out_pieces.emplace_back(tile, byte);
     }
-    if (static_cast<int>(i) == chain.rope.layer) rope_at = at;
+    if (static_cast<int>(i) == chain.products.layer) products_at = at;
     at += kMaxSlots * kGroup;
   }
-  if (chain.rope.layer >= 0)
-    at = rope_stage(e, g[size_t(chain.rope.layer)], rope_at, chain.rope, tables_at, at, out_pieces);
+  if (chain.products.layer >= 0)
+    at = products_stage(e, g[size_t(chain.products.layer)], products_at, chain.products, tables_at,
+                        at, out_pieces);
   if (out_pieces.empty()) fail("an FC chain must return something");
   pieces_output_stage(e, out_pieces, chain.layers.back().output_name, ring_ordinal);
   FcLayer out_layer = chain.layers.back();

@@ -72,24 +72,25 @@ struct FfnPrograms {
 // up.tiles[2i] must equal up.tiles[2i + 1].
 FfnPrograms generate_ffn(const FfnLayer& ffn, const FcPlacement& up, const FcPlacement& down);
 
-// RoPE's two products on the tiles after a chain's layers (the llm chip path's --chip-rope,
-// docs/llm.md "RoPE's products in the chain"): for each listed output group of layer `layer` (64
-// bytes x, uint8 zero point x_zp) the chip's MUL by 64 bytes of the first table (P1) and by as
-// many of the second (R), both from the host's input after its own bytes, from the next whole
-// 256-byte packet on (`tables` pieces of the first table, then as many of the second; uint8, zero
+// Two elementwise products of a chain layer's outputs with tables the host sends per run, on the
+// tiles after the chain's layers (the llm chip path's RoPE products, --chip-rope: docs/llm.md
+// "RoPE's products in the chain"): for each listed output group of layer `layer` (64 bytes x,
+// uint8 zero point x_zp) the chip's MUL by 64 bytes of the first table (P1) and by as many of the
+// second (R), both from the host's input after its own bytes, from the next whole 256-byte packet
+// on (fc_tables_at; `tables` pieces of the first table, then as many of the second; uint8, zero
 // point 128), multiplier `mult`, clamps +-127, zero point 128. The program returns P1 and R of each
 // listed group, in order, after everything else it returns; the listed groups' own bytes x are not
 // returned.
-struct FcRopeGroup {
+struct FcProductGroup {
   int group = 0;  // output group of the layer
   int table = 0;  // the tables' piece it multiplies with
   int32_t x_zp = 0;
   float mult = 0;
 };
-struct FcRope {
-  int layer = -1;  // FfnChain: the follower; FcChain: the layer (-1: no RoPE)
+struct FcTableProducts {
+  int layer = -1;  // FfnChain: the follower; FcChain: the layer (-1: no products)
   int tables = 0;
-  std::vector<FcRopeGroup> groups;
+  std::vector<FcProductGroup> groups;
 };
 // Where the tables start in an input of `own_bytes` before them: the next whole 256-byte packet
 // (the program moves them to the tiles a packet at a time).
@@ -113,7 +114,7 @@ struct FfnChain {
   // placement names input places (in_at) reads only those parts of the previous one's output, K
   // bytes from each.
   std::vector<bool> next_output;
-  FcRope rope;  // its tables after the extra input
+  FcTableProducts products;  // their tables after the extra input
 };
 struct FfnChainPrograms {
   container::Executable execution;
@@ -128,7 +129,7 @@ struct FcChain {
   std::vector<FcLayer> layers;
   std::vector<FcPlacement> at;
   std::vector<bool> output;
-  FcRope rope;  // its tables after layer 0's input
+  FcTableProducts products;  // their tables after layer 0's input
 };
 FfnChainPrograms generate_fc_chain(const FcChain& chain);  // caching: one per layer
 

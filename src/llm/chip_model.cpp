@@ -155,13 +155,13 @@ bool values_layer(const Int8Transformer& model, int layer, int v_at, compiler::F
 }  // namespace
 
 // chip_rope: RoPE's products of layer `layer`'s q and k (at qkv_at in the q, k, v layer's output)
-// on the tiles (compiler::FcRope): every group of q, then of k, the table piece of its channels;
-// the second table is sin' pair-swapped (rope_input), so that R_j = MUL(x_j, sin'_(j^1)) is P2 at
-// j^1 (rope_output).
-compiler::FcRope ChipTransformer::rope_of(int layer, int rope_layer,
-                                          const std::array<int, 3>& qkv_at) const {
+// on the tiles (compiler::FcTableProducts): every group of q, then of k, the table piece of its
+// channels; the second table is sin' pair-swapped (rope_input), so that R_j = MUL(x_j, sin'_(j^1))
+// is P2 at j^1 (rope_output).
+compiler::FcTableProducts ChipTransformer::rope_of(int layer, int rope_layer,
+                                                   const std::array<int, 3>& qkv_at) const {
   const QuantizedAttention& a = weights()->attention[size_t(layer)];
-  compiler::FcRope rope;
+  compiler::FcTableProducts rope;
   rope.layer = rope_layer;
   rope.tables = whole_groups(config().dim) / 64;
   for (const int m : {0, 1}) {
@@ -451,7 +451,7 @@ bool ChipTransformer::first_layer(TileAllocator& tiles, bool with_values) {
   const bool want_rope = options().chip_rope && weights()->chip_attention();
   bool built = false;
   for (int attempt = want_rope ? 0 : 1; attempt < 2 && !built; ++attempt) {
-    chain.rope = attempt == 0 ? rope_of(0, 0, part.at) : compiler::FcRope{};
+    chain.products = attempt == 0 ? rope_of(0, 0, part.at) : compiler::FcTableProducts{};
     try {
       code = compiler::generate_fc_chain(chain);
     } catch (const Error&) {
@@ -541,7 +541,7 @@ bool ChipTransformer::chain_ffn(int layer, TileAllocator& tiles, bool with_value
   const bool want_rope = options().chip_rope && weights()->chip_attention();
   bool built = false;
   for (int attempt = want_rope ? 0 : 1; attempt < 2 && !built; ++attempt) {
-    chain.rope = attempt == 0 ? rope_of(layer + 1, 1, part.at) : compiler::FcRope{};
+    chain.products = attempt == 0 ? rope_of(layer + 1, 1, part.at) : compiler::FcTableProducts{};
     try {
       code = compiler::generate_ffn_chain(chain, p.up_at, p.down_at);
     } catch (const Error&) {

@@ -142,11 +142,12 @@ class ChipTransformer : public Int8Transformer {
                                                       const compiler::FcParameterWrite& key,
                                                       const compiler::FcRowWrite& values) const;
   // chip_rope: RoPE's products of layer `layer`'s q and k inside the program computing them
-  // (compiler::FcRope over its layer `rope_layer`), the tables of `pos` as that program's input
-  // after its own `at` bytes, from the next whole 256 (rope_input returns the bytes it wrote from
-  // `at`), and the products it returns (after everything else, 128 bytes per q and k group) into
-  // rope_p1_ and rope_p2_ for rope_products_q.
-  compiler::FcRope rope_of(int layer, int rope_layer, const std::array<int, 3>& qkv_at) const;
+  // (compiler::FcTableProducts over its layer `rope_layer`), the tables of `pos` as that program's
+  // input after its own `at` bytes, from the next whole 256 (rope_input returns the bytes it wrote
+  // from `at`), and the products it returns (after everything else, 128 bytes per q and k group)
+  // into rope_p1_ and rope_p2_ for rope_products_q.
+  compiler::FcTableProducts rope_of(int layer, int rope_layer,
+                                    const std::array<int, 3>& qkv_at) const;
   int rope_input(int pos, int8_t* in, int at) const;
   int rope_output_bytes(int layer) const {
     return 128 *

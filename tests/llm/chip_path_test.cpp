@@ -204,11 +204,12 @@ TEST(ChipPathStepC, FusedLayersWithOtherShapesAreExact) {
 }
 
 // Int8Options::chip_rope on the chip path: the programs computing q and k also compute RoPE's two
-// products (compiler::FcRope), the host their sums with r (the key's only, where q~'s runs in the
-// scores' program); the int8 path's logits bit for bit on shapes that are not the test checkpoints'
-// (head size 20 over grouped kv heads, dim 80 padded to 128; head size 24, 8 heads over 2; 3
-// layers), alone, with the scores and softmax on the chip (then q~'s RoPE sum runs in their program
-// too) and with the value cache's weighted sum there, every layer's products on the chip.
+// products (compiler::FcTableProducts), the host their sums with r (the key's only, where q~'s runs
+// in the scores' program); the int8 path's logits bit for bit on shapes that are not the test
+// checkpoints' (head size 20 over grouped kv heads, dim 80 padded to 128; head size 24, 8 heads
+// over 2; 3 layers), alone, with the scores and softmax on the chip (then q~'s RoPE sum runs in
+// their program too) and with the value cache's weighted sum there, every layer's products on the
+// chip.
 TEST(ChipPathStepD, RopeProductsInTheProgramsGiveTheInt8PathsLogitsBitForBit) {
   for (const TinyShape shape :
        {TinyShape{80, 200, 3, 4, 2, 320, 32, true}, TinyShape{192, 256, 2, 8, 2, 300, 32, false}}) {

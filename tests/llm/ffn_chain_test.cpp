@@ -3,8 +3,8 @@
 // int8 path's integer arithmetic for w1 and w3, the chip's gate, w2, a follower over the host's
 // extra bytes and w2's output, and a follower over that one's output. Random weights and shapes
 // that are not the test checkpoints'; the placement crowds four output pieces onto one tile. With
-// RoPE (compiler::FcRope, the chip path's --chip-rope) the last follower's groups 0 and 1 are
-// multiplied by the host's two tables: the program returns int8_rope.h's products instead of
+// RoPE (compiler::FcTableProducts, the chip path's --chip-rope) the last follower's groups 0 and 1
+// are multiplied by the host's two tables: the program returns int8_rope.h's products instead of
 // those groups, every byte.
 #include <gtest/gtest.h>
 
@@ -115,10 +115,10 @@ void check_chain(bool pairwise, bool rope = false) {
     rq = llm::quantize_rope(next.out.scale, next.out.zero_point, std::vector<float>(128, 1.0f),
                             std::vector<float>(128, 1.0f));
     rq.mul_mult *= 8;
-    chain.rope.layer = 1;
-    chain.rope.tables = 2;
-    chain.rope.groups = {{0, 0, next.out.zero_point + 128, rq.mul_mult},
-                         {1, 1, next.out.zero_point + 128, rq.mul_mult}};
+    chain.products.layer = 1;
+    chain.products.tables = 2;
+    chain.products.groups = {{0, 0, next.out.zero_point + 128, rq.mul_mult},
+                             {1, 1, next.out.zero_point + 128, rq.mul_mult}};
     chain.next_output = {false, true};
   }
   const compiler::FfnChainPrograms code = compiler::generate_ffn_chain(chain, up_at, down_at);
