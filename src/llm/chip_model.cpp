@@ -109,6 +109,26 @@ struct ChipTransformer::QkvPart {
 
 namespace {
 
+// `chain` generated with RoPE's products of q and k on the tiles (`rope`, where wanted: its layer
+// >= 0) when the generator takes that layout (the tables must fit the input, the products the
+// tiles' output rows), else without them; false when neither builds. `with_rope` says which.
+template <class Chain, class Generate>
+bool generate_with_rope(Chain& chain, const compiler::FcTableProducts& rope, Generate generate,
+                        compiler::FfnChainPrograms& code, bool& with_rope) {
+  for (const bool products : {true, false}) {
+    if (products && rope.layer < 0) continue;
+    chain.products = products ? rope : compiler::FcTableProducts{};
+    try {
+      code = generate(chain);
+    } catch (const Error&) {
+      continue;  // a layout the generator does not take (e.g. more than 4 output pieces a tile)
+    }
+    with_rope = products;
+    return true;
+  }
+  return false;
+}
+
 // u = wo_h v of every head as one generator layer (Int8Transformer::values_of): head h's dim
 // outputs at h * dim_padded, each group reading its kv head's slice of v (at v_at in the previous
 // layer's output) through in_at, K = head_size padded to 64 (the extra inputs meet zero weights).
@@ -447,20 +467,11 @@ bool ChipTransformer::first_layer(TileAllocator& tiles, bool with_values) {
     chain.output.push_back(true);
   }
   compiler::FfnChainPrograms code;
-  // chip_rope: RoPE's products of q and k on the tiles where the generator takes them.
-  const bool want_rope = options().chip_rope && weights()->chip_attention();
-  bool built = false;
-  for (int attempt = want_rope ? 0 : 1; attempt < 2 && !built; ++attempt) {
-    chain.products = attempt == 0 ? rope_of(0, 0, part.at) : compiler::FcTableProducts{};
-    try {
-      code = compiler::generate_fc_chain(chain);
-    } catch (const Error&) {
-      continue;
-    }
-    built = true;
-    first_rope_ = attempt == 0;
-  }
-  if (!built) return false;
+  if (!generate_with_rope(
+          chain, want_rope() ? rope_of(0, 0, part.at) : compiler::FcTableProducts{},
+          [](const compiler::FcChain& c) { return compiler::generate_fc_chain(c); }, code,
+          first_rope_))
+    return false;
   stats_.rope_layers += first_rope_;
   tiles = trial;
   first_ = std::make_shared<runtime::Program>(std::move(code.execution));
@@ -536,21 +547,13 @@ bool ChipTransformer::chain_ffn(int layer, TileAllocator& tiles, bool with_value
   chain.output_down = true;
   chain.pairwise = true;
   compiler::FfnChainPrograms code;
-  // chip_rope: RoPE's products of the next q and k on the tiles where the generator takes them
-  // (the tables must fit the chain's input, the products the tiles' output rows).
-  const bool want_rope = options().chip_rope && weights()->chip_attention();
-  bool built = false;
-  for (int attempt = want_rope ? 0 : 1; attempt < 2 && !built; ++attempt) {
-    chain.products = attempt == 0 ? rope_of(layer + 1, 1, part.at) : compiler::FcTableProducts{};
-    try {
-      code = compiler::generate_ffn_chain(chain, p.up_at, p.down_at);
-    } catch (const Error&) {
-      continue;  // a layout the generator does not take (e.g. more than 4 output pieces a tile)
-    }
-    built = true;
-    p.rope = attempt == 0;
-  }
-  if (!built) return false;
+  if (!generate_with_rope(
+          chain, want_rope() ? rope_of(layer + 1, 1, part.at) : compiler::FcTableProducts{},
+          [&](const compiler::FfnChain& c) {
+            return compiler::generate_ffn_chain(c, p.up_at, p.down_at);
+          },
+          code, p.rope))
+    return false;
   stats_.rope_layers += p.rope;
   tiles = trial;
   p.dim_padded = dim_padded;

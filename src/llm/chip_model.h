@@ -149,6 +149,8 @@ class ChipTransformer : public Int8Transformer {
   compiler::FcTableProducts rope_of(int layer, int rope_layer,
                                     const std::array<int, 3>& qkv_at) const;
   int rope_input(int pos, int8_t* in, int at) const;
+  // chip_rope on the chip path: the programs computing q and k try RoPE's products too.
+  bool want_rope() const { return options().chip_rope && weights()->chip_attention(); }
   int rope_output_bytes(int layer) const {
     return 128 *
            (whole_groups(matmul(layer, LayerMatmul::kQ).rows) +
