@@ -1021,7 +1021,23 @@ void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
     const size_t images = s.tiles.front().rounds > 1 ? 1 : 2;
     for (size_t i = s.first + (s.halo_in ? 1 : 0); i < std::min(s.first + images, s.end); ++i)
       fill_image(s, i);
-    if (si + 1 < stages.size() && stages[si + 1].halo_in)
+    // (An image over the stage before's first image: the rows that stage did not write hold that
+    // image's rows; they are padding rows, or halo rows the hand-over writes but their padding.)
+    if (s.over_input) {
+      TileBatch fills(e);
+      for (size_t t = 0; t < s.tiles.size(); ++t) {
+        const LayerPlan& lp = s.tiles[t].layers[s.first];
+        const LayerPlan& written = stages[si - 1].tiles[t].layers[s.first - 1];
+        const int pitch = lp.wp * lp.cin;
+        if (written.oa > lp.top)
+          fill_narrow(fills, s.tiles[t].tile, lp.in_base, (written.oa - lp.top) * pitch,
+                      lp.l->in_zp);
+        if (written.ob < lp.top + lp.hp)
+          fill_narrow(fills, s.tiles[t].tile, lp.in_base + (written.ob - lp.top) * pitch,
+                      (lp.top + lp.hp - written.ob) * pitch, lp.l->in_zp);
+      }
+    }
+    if (si + 1 < stages.size() && stages[si + 1].halo_in && !stages[si + 1].fill_late)
       fill_image(stages[si + 1], stages[si + 1].first);
     tile_fence(e, "counters=0x1ffff units=0x3ff");
   };
@@ -1134,6 +1150,11 @@ void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
         }
       tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
       wait_tokens(e);
+      // (The next stage's image written in place over the output just handed over.)
+      if (si + 1 < stages.size() && stages[si + 1].halo_in && stages[si + 1].fill_late) {
+        fill_image(stages[si + 1], stages[si + 1].first);
+        tile_fence(e, "counters=0x1ffff units=0x3ff");
+      }
       if (surplus_pixels(shapes.layers[stage.first - 1]) > 0) {
         {
           TileBatch fills(e);

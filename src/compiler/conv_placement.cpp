@@ -1953,7 +1953,7 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes,
   fifo_instead_of_turns(out);
   own_turns(out.shapes);
   // (Ops as before, fewer bytes over the ring: always when it fits.)
-  write_in_place(chain, out.stages);
+  write_in_place(chain, out.shapes, out.stages);
   return out;
 }
 

@@ -261,27 +261,98 @@ Plan plan_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t 
 
 namespace {
 
-// Whether stage b can take its first image from stage a in place (write_in_place).
+// Whether stage b can take its first image from stage a in place (write_in_place): the same
+// tiles and output groups, and each tile's rows of stage a's last layer among the rows its band
+// of stage b reads (the same bands, or PoseNet's front stages, whose bands nearly line up: a
+// stride-2 layer's band reading one row of the next tile's).
 bool in_place(const Stage& a, const Stage& b) {
-  if (b.first != a.end || b.end != b.first + 1 || a.tiles.size() != b.tiles.size()) return false;
+  if (b.first != a.end || a.tiles.size() != b.tiles.size()) return false;
   for (size_t k = 0; k < a.tiles.size(); ++k) {
     const Plan& p = a.tiles[k];
     const Plan& q = b.tiles[k];
     const LayerPlan& last = p.layers[p.end - 1];
     const LayerPlan& lp = q.layers[q.first];
-    if (p.tile != q.tile || p.g0 != q.g0 || p.g1 != q.g1 || p.y0 != q.y0 || p.rounds != 1 ||
-        q.rounds != 1 || !p.out_at_top || !q.out_at_top || !lp.full || lp.kept || last.block != 1 ||
-        surplus_pixels(last) != 0 || joined(*last.l) || !last.l->heads.empty() ||
-        lp.cin != p.out_ch || lp.extra != 0 || lp.l->stride_h != 1 || last.oa != lp.oa ||
-        last.ob != lp.ob || lp.need_top > last.oa || lp.need_top + lp.need_rows < last.ob)
+    if (p.tile != q.tile || p.g0 != q.g0 || p.g1 != q.g1 || !p.out_at_top || !q.out_at_top ||
+        lp.kept || last.block != 1 || surplus_pixels(last) != 0 || joined(*last.l) ||
+        !last.l->heads.empty() || lp.cin != p.out_ch || lp.extra != 0 || lp.need_top > last.oa ||
+        lp.need_top + lp.need_rows < last.ob)
+      return false;
+    // (Other bands than stage a's, a stage b of several layers, either in rounds: only where
+    // neither stage is split by output groups.)
+    const bool same = p.y0 == q.y0 && p.rounds == 1 && q.rounds == 1 && lp.full &&
+                      lp.l->stride_h == 1 && last.oa == lp.oa && last.ob == lp.ob &&
+                      b.end == b.first + 1;
+    if (!same && (p.g1 > 0 || q.g1 > 0)) return false;
+  }
+  return true;
+}
+
+// The end of stage b's images but its first on tile t (its rounds' regions), which the first
+// image moved by write_in_place must stay above.
+int other_images_end(const Stage& b, size_t t) {
+  const Plan& q = b.tiles[t];
+  if (q.rounds > 1) return q.regions_end;
+  int end = 0;
+  for (size_t i = b.first + 1; i < b.end; ++i)
+    end = std::max(end, q.layers[i].in_base + q.layers[i].in_bytes());
+  return end;
+}
+
+// Where stage b's first image fits nowhere beside stage a's images (PoseNet's 89 x 121 x 96 map
+// between layers 5-6 in rounds and layers 7-8): it lies over stage a's first image, whose rows
+// each round has read before its last layer writes the rows of b's (Stage::over_input). Needs
+// a in rounds, both images of one row pitch, padding and zero point (so that the padding
+// columns a's image was filled with serve b's too), b's image at its planned place, and each
+// round's rows written only where the rounds after it read nothing; a tile's first image moves up
+// where that needs it. Returns whether it did.
+bool over_input(const ConvChain& chain, const Shapes& shapes, std::vector<Stage>& stages,
+                size_t k) {
+  Stage& a = stages[k];
+  Stage& b = stages[k + 1];
+  const int rounds = a.tiles.front().rounds;
+  if (rounds < 2) return false;
+  std::vector<int> shift(a.tiles.size(), 0);
+  for (size_t t = 0; t < a.tiles.size(); ++t) {
+    const Plan& p = a.tiles[t];
+    const LayerPlan& f = p.layers[p.first];
+    const LayerPlan& lp = b.tiles[t].layers[b.first];
+    if (f.wp != lp.wp || f.cin != lp.cin || f.extra != lp.extra || lp.full ||
+        f.l->pad_left != lp.l->pad_left || f.l->in_zp != lp.l->in_zp)
+      return false;
+    const int pitch = f.wp * f.cin;
+    // Rounds 0..r-2 write rows [ya, yb) of b's; round r + 1 reads a's first image from its top on.
+    for (int r = 0; r + 1 < rounds; ++r) {
+      const Plan next = round_plan(chain, shapes, p, r + 1);
+      const int written_end = lp.in_base + (next.layers[p.end - 1].oa - lp.top) * pitch;
+      const int read_from = f.in_base + (next.layers[p.first].top - f.top) * pitch;
+      shift[t] = std::max(shift[t], round_up(written_end - read_from, 4));
+    }
+    int before_out = kNarrowBytes;  // the output of the stage before a, handed over into it
+    for (const Plan& o : stages[k - 1].tiles)
+      if (o.tile == p.tile) before_out = o.out_base;
+    if (lp.in_base < 0 || lp.in_base + lp.in_bytes() > p.round_base + shift[t] ||
+        f.in_base + shift[t] + f.in_bytes() > before_out ||
+        p.regions_end + shift[t] > kNarrowBytes - 64)
       return false;
   }
+  for (size_t t = 0; t < a.tiles.size(); ++t) {
+    Plan& p = a.tiles[t];
+    p.layers[p.first].in_base += shift[t];
+    p.round_base += shift[t];
+    p.regions_end += shift[t];
+    p.add_scratch = p.regions_end;
+    const LayerPlan& lp = b.tiles[t].layers[b.first];
+    p.into_base = lp.pixel(p.layers[p.end - 1].oa - lp.top, lp.l->pad_left);
+    p.into_row_words = lp.row_words();
+  }
+  b.halo_in = true;
+  b.over_input = true;
   return true;
 }
 
 }  // namespace
 
-void write_in_place(const ConvChain& chain, std::vector<Stage>& stages) {
+void write_in_place(const ConvChain& chain, const Shapes& shapes, std::vector<Stage>& stages) {
   for (const ConvLayer& l : chain.layers)
     if (l.residual()) return;
   // (Not after the first stage: the host's image may be staged where the image would move.)
@@ -291,10 +362,14 @@ void write_in_place(const ConvChain& chain, std::vector<Stage>& stages) {
     if (!in_place(a, b)) continue;
     // One address on every tile: above stage a's images, below the output of the stage before a
     // (still to be handed over when the image is filled) and stage b's own.
-    int base = 0, top = kNarrowBytes;
+    // Where that does not fit, above the output of the stage before a too, filled once the
+    // hand-over into a has read it (Stage::fill_late).
+    int base = 0, top = kNarrowBytes, late_top = kNarrowBytes;
     for (size_t t = 0; t < a.tiles.size(); ++t) {
-      base = std::max(base, round_up(a.tiles[t].regions_end, 64));
+      base = std::max(
+          {base, round_up(a.tiles[t].regions_end, 64), round_up(other_images_end(b, t), 64)});
       top = std::min(top, b.tiles[t].out_base);
+      late_top = std::min(late_top, b.tiles[t].out_base);
       for (const Plan& o : stages[k - 1].tiles)
         if (o.tile == a.tiles[t].tile) top = std::min(top, o.out_base);
     }
@@ -305,8 +380,16 @@ void write_in_place(const ConvChain& chain, std::vector<Stage>& stages) {
       image = std::max(image, round_up(lp.in_bytes(), 64));
       band = std::max(band, round_up(round_up(lp.need_rows * lp.wp * lp.cin, 4), 64));
     }
+    bool late = false;
+    if (base + image > top && base + band > top) {
+      top = late_top;
+      late = true;
+    }
     if (base + image > top) {
-      if (base + band > top) continue;
+      if (base + band > top) {
+        over_input(chain, shapes, stages, k);
+        continue;
+      }
       for (Plan& q : b.tiles) {
         LayerPlan& lp = q.layers[b.first];
         lp.full = false;
@@ -325,6 +408,7 @@ void write_in_place(const ConvChain& chain, std::vector<Stage>& stages) {
       p.into_row_words = lp.row_words();
     }
     b.halo_in = true;
+    b.fill_late = late;
   }
 }
 
@@ -408,6 +492,10 @@ Plan round_plan(const ConvChain& chain, const Shapes& shapes, const Plan& p, int
   // The output: the band's, at this round's rows.
   q.y0 = p.y0;
   q.out_base = p.out_base + (ya - last.oa) * p.out_row;
+  if (p.into_base >= 0) {
+    q.into_base = p.into_base + (ya - last.oa) * p.into_row_words * 4;
+    q.into_row_words = p.into_row_words;
+  }
   q.narrow_end = p.narrow_end;
   return q;
 }

@@ -209,6 +209,12 @@ struct Stage {
   // (Plan::into_base): the hand-over sends each tile only the rows other tiles computed (the
   // halo), and the image is filled with its zero point before the stage before runs.
   bool halo_in = false;
+  // That image lies over the output of the stage before the stage before (no room below it):
+  // it is filled after the hand-over into the stage before has read that output.
+  bool fill_late = false;
+  // That image lies over the stage before's first image (write_in_place): its rows the stage
+  // before does not write are filled with the zero point once that stage has run.
+  bool over_input = false;
 };
 
 // Whole image rows per 256-byte input packet, an even number when a row is 4 bytes short of
@@ -418,13 +424,16 @@ bool nests(const Stage& from, const Stage& to);
 // (which waits at the top of narrow memory for the hand-over).
 bool stage_fits(const Stage& s, const Stage* before);
 
-// Where stage k + 1 has the tiles, output groups and bands of stage k and one layer whose first
-// image is whole on each tile (a 3x3 depthwise layer after a pointwise one, PoseNet's 23 x 31
-// pairs): stage k writes its rows straight into that image, which moves above stage k's images
-// and below the outputs waiting at the top (the stage before's and its own), so that the
-// hand-over carries only the halo rows (Stage::halo_in). Chains with residual ADDs are left as
-// they are (their kept images share that room).
-void write_in_place(const ConvChain& chain, std::vector<Stage>& stages);
+// Where stage k + 1 has the tiles and output groups of stage k and each tile's band of it reads
+// every row the tile computes of stage k (the same bands, a 3x3 depthwise layer after a pointwise
+// one: PoseNet's 23 x 31 pairs; or bands that nearly line up, unsliced stages of several layers
+// or in rounds: PoseNet's front), stage k writes its rows straight into stage k + 1's first image,
+// which moves above stage k's images and below the outputs waiting at the top (the stage
+// before's, or over it filled late, Stage::fill_late; and its own), or lies over stage k's first
+// image as its rounds free it (Stage::over_input), so that the hand-over carries only the halo
+// rows (Stage::halo_in). Chains with residual ADDs are left as they are (their kept images share
+// that room).
+void write_in_place(const ConvChain& chain, const Shapes& shapes, std::vector<Stage>& stages);
 
 // The parameter stream (conv_parameters) of a layout's shapes and parts.
 std::vector<uint8_t> parameters_of(const Shapes& shapes);
