@@ -265,8 +265,16 @@ namespace {
 // tiles and output groups, and each tile's rows of stage a's last layer among the rows its band
 // of stage b reads (the same bands, or PoseNet's front stages, whose bands nearly line up: a
 // stride-2 layer's band reading one row of the next tile's).
-bool in_place(const Stage& a, const Stage& b) {
+bool in_place(const ConvChain& chain, const Stage& a, const Stage& b) {
   if (b.first != a.end || a.tiles.size() != b.tiles.size()) return false;
+  // (Nor where a residual ADD's operand crosses into or out of stage b: the hand-over that keeps
+  // it reads the sender's output, and its walk is not the halo's.)
+  for (size_t i = b.first; i < chain.layers.size(); ++i) {
+    const ConvLayer& l = chain.layers[i];
+    if (i < b.end && (joined(l) || (l.residual() && static_cast<size_t>(l.residual_of) < b.first)))
+      return false;
+    if (i >= b.end && l.residual_of == static_cast<int>(b.first)) return false;
+  }
   for (size_t k = 0; k < a.tiles.size(); ++k) {
     const Plan& p = a.tiles[k];
     const Plan& q = b.tiles[k];
@@ -277,12 +285,12 @@ bool in_place(const Stage& a, const Stage& b) {
         !last.l->heads.empty() || lp.cin != p.out_ch || lp.extra != 0 || lp.need_top > last.oa ||
         lp.need_top + lp.need_rows < last.ob)
       return false;
-    // (Other bands than stage a's, a stage b of several layers, either in rounds: only where
-    // neither stage is split by output groups.)
+    // (Other bands than stage a's, a stage b of several layers, either in rounds: in rounds only
+    // where neither stage is split by output groups.)
     const bool same = p.y0 == q.y0 && p.rounds == 1 && q.rounds == 1 && lp.full &&
                       lp.l->stride_h == 1 && last.oa == lp.oa && last.ob == lp.ob &&
                       b.end == b.first + 1;
-    if (!same && (p.g1 > 0 || q.g1 > 0)) return false;
+    if (!same && (p.g1 > 0 || q.g1 > 0) && (p.rounds != 1 || q.rounds != 1)) return false;
   }
   return true;
 }
@@ -353,21 +361,31 @@ bool over_input(const ConvChain& chain, const Shapes& shapes, std::vector<Stage>
 }  // namespace
 
 void write_in_place(const ConvChain& chain, const Shapes& shapes, std::vector<Stage>& stages) {
-  for (const ConvLayer& l : chain.layers)
-    if (l.residual()) return;
+  // Narrow bytes the image must stay off on each tile: a residual ADD's kept operand
+  // (keep_operands), live from the hand-over into one stage to a later one.
+  std::vector<std::vector<std::pair<int, int>>> taken(kTiles);
+  bool residuals = false;
+  for (const ConvLayer& l : chain.layers) residuals = residuals || l.residual();
+  for (const Stage& s : stages)
+    for (const Plan& t : s.tiles)
+      for (const LayerPlan& lp : t.layers)
+        if (lp.kept)
+          taken[static_cast<size_t>(t.tile)].emplace_back(lp.in_base, lp.in_base + lp.in_bytes());
   // (Not after the first stage: the host's image may be staged where the image would move.)
   for (size_t k = 1; k + 1 < stages.size(); ++k) {
     Stage& a = stages[k];
     Stage& b = stages[k + 1];
-    if (!in_place(a, b)) continue;
+    if (!in_place(chain, a, b)) continue;
     // One address on every tile: above stage a's images, below the output of the stage before a
     // (still to be handed over when the image is filled) and stage b's own.
     // Where that does not fit, above the output of the stage before a too, filled once the
     // hand-over into a has read it (Stage::fill_late).
-    int base = 0, top = kNarrowBytes, late_top = kNarrowBytes;
+    // (In chains with residual ADDs, where that does not fit, right above stage a's images when
+    // clear of stage b's other images and its ADD's scratch words, which stay where planned.)
+    int base = 0, low = 0, top = kNarrowBytes, late_top = kNarrowBytes;
     for (size_t t = 0; t < a.tiles.size(); ++t) {
-      base = std::max(
-          {base, round_up(a.tiles[t].regions_end, 64), round_up(other_images_end(b, t), 64)});
+      low = std::max(low, round_up(a.tiles[t].regions_end, 64));
+      base = std::max({base, low, round_up(other_images_end(b, t), 64)});
       top = std::min(top, b.tiles[t].out_base);
       late_top = std::min(late_top, b.tiles[t].out_base);
       for (const Plan& o : stages[k - 1].tiles)
@@ -380,14 +398,35 @@ void write_in_place(const ConvChain& chain, const Shapes& shapes, std::vector<St
       image = std::max(image, round_up(lp.in_bytes(), 64));
       band = std::max(band, round_up(round_up(lp.need_rows * lp.wp * lp.cin, 4), 64));
     }
-    bool late = false;
-    if (base + image > top && base + band > top) {
-      top = late_top;
-      late = true;
+    bool adds = false, operand = false;  // (an ADD in b; one reading b's first image)
+    for (size_t i = b.first + 1; i < b.end; ++i) {
+      adds = adds || chain.layers[i].residual();
+      operand = operand || chain.layers[i].residual_of == static_cast<int>(b.first);
     }
-    if (base + image > top) {
-      if (base + band > top) {
-        over_input(chain, shapes, stages, k);
+    auto clear = [&](int at, int bytes) {
+      for (const Plan& q : b.tiles) {
+        std::vector<std::pair<int, int>> off = taken[static_cast<size_t>(q.tile)];
+        for (size_t i = b.first + 1; residuals && i < b.end; ++i)
+          off.emplace_back(q.layers[i].in_base, q.layers[i].in_base + q.layers[i].in_bytes());
+        if (adds) off.emplace_back(q.add_scratch, q.add_scratch + 64);
+        for (const auto& [lo, hi] : off)
+          if (lo < at + bytes && at < hi) return false;
+      }
+      return true;
+    };
+    auto fits = [&](int bytes) { return base + bytes <= top && clear(base, bytes); };
+    bool late = false;
+    if (!fits(image) && (operand || !fits(band))) {
+      if (!residuals) {
+        top = late_top;
+        late = true;
+      } else {
+        base = low;
+      }
+    }
+    if (!fits(image)) {
+      if (operand || !fits(band)) {
+        if (!residuals) over_input(chain, shapes, stages, k);
         continue;
       }
       for (Plan& q : b.tiles) {
@@ -402,7 +441,7 @@ void write_in_place(const ConvChain& chain, const Shapes& shapes, std::vector<St
       LayerPlan& lp = q.layers[q.first];
       lp.in_base = base;
       q.regions_end = std::max(q.regions_end, round_up(base + lp.in_bytes(), 64));
-      q.add_scratch = q.regions_end;
+      if (!adds) q.add_scratch = q.regions_end;
       Plan& p = a.tiles[t];
       p.into_base = lp.pixel(p.layers[p.end - 1].oa - lp.top, lp.l->pad_left);
       p.into_row_words = lp.row_words();
@@ -643,7 +682,7 @@ bool stage_fits(const Stage& s, const Stage* before) {
         t.rounds > 1 ? t.layers[t.first].in_base + t.layers[t.first].in_bytes() : t.regions_end;
     if (before)
       for (const Plan& b : before->tiles)
-        if (b.tile == t.tile && below > b.out_base) return false;
+        if (b.tile == t.tile && b.into_base < 0 && below > b.out_base) return false;
   }
   return true;
 }
