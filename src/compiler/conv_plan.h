@@ -426,13 +426,16 @@ bool stage_fits(const Stage& s, const Stage* before);
 
 // Where stage k + 1 has the tiles and output groups of stage k and each tile's band of it reads
 // every row the tile computes of stage k (the same bands, a 3x3 depthwise layer after a pointwise
-// one: PoseNet's 23 x 31 pairs; or bands that nearly line up, unsliced stages of several layers
-// or in rounds: PoseNet's front), stage k writes its rows straight into stage k + 1's first image,
-// which moves above stage k's images and below the outputs waiting at the top (the stage
-// before's, or over it filled late, Stage::fill_late; and its own), or lies over stage k's first
-// image as its rounds free it (Stage::over_input), so that the hand-over carries only the halo
-// rows (Stage::halo_in). Chains with residual ADDs are left as they are (their kept images share
-// that room).
+// one: PoseNet's 23 x 31 pairs; or bands that nearly line up, stages of several layers (in rounds
+// only unsliced) or a stride-2 first layer: PoseNet's front, MobileNet v2's 56 x 56 stages), stage
+// k writes its rows straight into stage k + 1's first image, which moves above stage k's images and
+// below the outputs waiting at the top (the stage before's, or over it filled late,
+// Stage::fill_late; and its own), or lies over stage k's first image as its rounds free it
+// (Stage::over_input), so that the hand-over carries only the halo rows (Stage::halo_in). In chains
+// with residual ADDs the image also stays off every kept operand and stage k + 1's other images
+// (right above stage k's images where it does not fit above them; neither filled late nor over
+// stage k's first image), and it is not done where an ADD's operand crosses into or out of that
+// stage (those hand-overs read the sender's output).
 void write_in_place(const ConvChain& chain, const Shapes& shapes, std::vector<Stage>& stages);
 
 // The parameter stream (conv_parameters) of a layout's shapes and parts.
