@@ -285,12 +285,9 @@ bool in_place(const ConvChain& chain, const Stage& a, const Stage& b) {
         !last.l->heads.empty() || lp.cin != p.out_ch || lp.extra != 0 || lp.need_top > last.oa ||
         lp.need_top + lp.need_rows < last.ob)
       return false;
-    // (Other bands than stage a's, a stage b of several layers, either in rounds: in rounds only
-    // where neither stage is split by output groups.)
-    const bool same = p.y0 == q.y0 && p.rounds == 1 && q.rounds == 1 && lp.full &&
-                      lp.l->stride_h == 1 && last.oa == lp.oa && last.ob == lp.ob &&
-                      b.end == b.first + 1;
-    if (!same && (p.g1 > 0 || q.g1 > 0) && (p.rounds != 1 || q.rounds != 1)) return false;
+    // (Other bands than stage a's and a stage b of several layers are fine; either stage in
+    // rounds only where neither is split by output groups.)
+    if ((p.g1 > 0 || q.g1 > 0) && (p.rounds != 1 || q.rounds != 1)) return false;
   }
   return true;
 }
@@ -340,7 +337,7 @@ bool over_input(const ConvChain& chain, const Shapes& shapes, std::vector<Stage>
       if (o.tile == p.tile) before_out = o.out_base;
     if (lp.in_base < 0 || lp.in_base + lp.in_bytes() > p.round_base + shift[t] ||
         f.in_base + shift[t] + f.in_bytes() > before_out ||
-        p.regions_end + shift[t] > kNarrowBytes - 64)
+        p.regions_end + shift[t] > std::min(kNarrowBytes - 64, p.out_base))
       return false;
   }
   for (size_t t = 0; t < a.tiles.size(); ++t) {
@@ -420,7 +417,9 @@ void write_in_place(const ConvChain& chain, const Shapes& shapes, std::vector<St
       if (!residuals) {
         top = late_top;
         late = true;
-      } else {
+      } else if (std::all_of(b.tiles.begin(), b.tiles.end(),
+                             [](const Plan& q) { return q.rounds == 1; })) {
+        // (Not under a stage in rounds: `clear` knows the band's images, not its rounds'.)
         base = low;
       }
     }

@@ -207,7 +207,8 @@ struct Stage {
   std::vector<Plan> tiles;
   // The stage before wrote each tile's own rows of this stage's first image in place
   // (Plan::into_base): the hand-over sends each tile only the rows other tiles computed (the
-  // halo), and the image is filled with its zero point before the stage before runs.
+  // halo), and the image is filled with its zero point before the stage before runs (later
+  // where fill_late or over_input says so).
   bool halo_in = false;
   // That image lies over the output of the stage before the stage before (no room below it):
   // it is filled after the hand-over into the stage before has read that output.
