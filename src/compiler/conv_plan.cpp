@@ -292,6 +292,21 @@ bool in_place(const ConvChain& chain, const Stage& a, const Stage& b) {
   return true;
 }
 
+// Where stage s's output waits on `tile` (the top of narrow memory where it has no plan there).
+int out_base_on(const Stage& s, int tile) {
+  for (const Plan& o : s.tiles)
+    if (o.tile == tile) return o.out_base;
+  return kNarrowBytes;
+}
+
+// Stage a's tile t writes its last layer's rows into stage b's first image, where it now lies.
+void link(Stage& a, const Stage& b, size_t t) {
+  Plan& p = a.tiles[t];
+  const LayerPlan& lp = b.tiles[t].layers[b.first];
+  p.into_base = lp.pixel(p.layers[p.end - 1].oa - lp.top, lp.l->pad_left);
+  p.into_row_words = lp.row_words();
+}
+
 // The end of stage b's images but its first on tile t (its rounds' regions), which the first
 // image moved by write_in_place must stay above.
 int other_images_end(const Stage& b, size_t t) {
@@ -315,16 +330,18 @@ bool over_input(const ConvChain& chain, const Shapes& shapes, std::vector<Stage>
   Stage& a = stages[k];
   Stage& b = stages[k + 1];
   const int rounds = a.tiles.front().rounds;
-  if (rounds < 2) return false;
+  if (rounds < 2 || a.halo_in) return false;
   std::vector<int> shift(a.tiles.size(), 0);
   for (size_t t = 0; t < a.tiles.size(); ++t) {
     const Plan& p = a.tiles[t];
     const LayerPlan& f = p.layers[p.first];
     const LayerPlan& lp = b.tiles[t].layers[b.first];
-    if (f.wp != lp.wp || f.cin != lp.cin || f.extra != lp.extra || lp.full ||
-        f.l->pad_left != lp.l->pad_left || f.l->in_zp != lp.l->in_zp)
-      return false;
     const int pitch = f.wp * f.cin;
+    // (The same columns: b's rows land on a's at a whole number of rows, padding on padding.)
+    if (f.wp != lp.wp || f.cin != lp.cin || f.extra != lp.extra || lp.full || f.l->w != lp.l->w ||
+        f.l->pad_left != lp.l->pad_left || f.l->in_zp != lp.l->in_zp || lp.in_base < 0 ||
+        (lp.in_base - f.in_base) % pitch != 0)
+      return false;
     // Rounds 0..r-2 write rows [ya, yb) of b's; round r + 1 reads a's first image from its top on.
     for (int r = 0; r + 1 < rounds; ++r) {
       const Plan next = round_plan(chain, shapes, p, r + 1);
@@ -332,11 +349,9 @@ bool over_input(const ConvChain& chain, const Shapes& shapes, std::vector<Stage>
       const int read_from = f.in_base + (next.layers[p.first].top - f.top) * pitch;
       shift[t] = std::max(shift[t], round_up(written_end - read_from, 4));
     }
-    int before_out = kNarrowBytes;  // the output of the stage before a, handed over into it
-    for (const Plan& o : stages[k - 1].tiles)
-      if (o.tile == p.tile) before_out = o.out_base;
-    if (lp.in_base < 0 || lp.in_base + lp.in_bytes() > p.round_base + shift[t] ||
-        f.in_base + shift[t] + f.in_bytes() > before_out ||
+    // (Below the output of the stage before a, handed over into it.)
+    if (lp.in_base + lp.in_bytes() > p.round_base + shift[t] ||
+        f.in_base + shift[t] + f.in_bytes() > out_base_on(stages[k - 1], p.tile) ||
         p.regions_end + shift[t] > std::min(kNarrowBytes - 64, p.out_base))
       return false;
   }
@@ -346,9 +361,7 @@ bool over_input(const ConvChain& chain, const Shapes& shapes, std::vector<Stage>
     p.round_base += shift[t];
     p.regions_end += shift[t];
     p.add_scratch = p.regions_end;
-    const LayerPlan& lp = b.tiles[t].layers[b.first];
-    p.into_base = lp.pixel(p.layers[p.end - 1].oa - lp.top, lp.l->pad_left);
-    p.into_row_words = lp.row_words();
+    link(a, b, t);
   }
   b.halo_in = true;
   b.over_input = true;
@@ -385,8 +398,7 @@ void write_in_place(const ConvChain& chain, const Shapes& shapes, std::vector<St
       base = std::max({base, low, round_up(other_images_end(b, t), 64)});
       top = std::min(top, b.tiles[t].out_base);
       late_top = std::min(late_top, b.tiles[t].out_base);
-      for (const Plan& o : stages[k - 1].tiles)
-        if (o.tile == a.tiles[t].tile) top = std::min(top, o.out_base);
+      top = std::min(top, out_base_on(stages[k - 1], a.tiles[t].tile));
     }
     // (The whole image where it fits, else each tile's band of it: its own rows and the halo.)
     int image = 0, band = 0;
@@ -401,19 +413,21 @@ void write_in_place(const ConvChain& chain, const Shapes& shapes, std::vector<St
       operand = operand || chain.layers[i].residual_of == static_cast<int>(b.first);
     }
     auto clear = [&](int at, int bytes) {
+      auto off = [&](int lo, int hi) { return hi <= at || at + bytes <= lo; };
       for (const Plan& q : b.tiles) {
-        std::vector<std::pair<int, int>> off = taken[static_cast<size_t>(q.tile)];
+        for (const auto& [lo, hi] : taken[static_cast<size_t>(q.tile)])
+          if (!off(lo, hi)) return false;
         for (size_t i = b.first + 1; residuals && i < b.end; ++i)
-          off.emplace_back(q.layers[i].in_base, q.layers[i].in_base + q.layers[i].in_bytes());
-        if (adds) off.emplace_back(q.add_scratch, q.add_scratch + 64);
-        for (const auto& [lo, hi] : off)
-          if (lo < at + bytes && at < hi) return false;
+          if (!off(q.layers[i].in_base, q.layers[i].in_base + q.layers[i].in_bytes())) return false;
+        if (adds && !off(q.add_scratch, q.add_scratch + 64)) return false;
       }
       return true;
     };
     auto fits = [&](int bytes) { return base + bytes <= top && clear(base, bytes); };
+    // (The whole image, or its bands where no ADD of b reads it whole.)
+    auto placed = [&] { return fits(image) || (!operand && fits(band)); };
     bool late = false;
-    if (!fits(image) && (operand || !fits(band))) {
+    if (!placed()) {
       if (!residuals) {
         top = late_top;
         late = true;
@@ -423,11 +437,11 @@ void write_in_place(const ConvChain& chain, const Shapes& shapes, std::vector<St
         base = low;
       }
     }
+    if (!placed()) {
+      if (!residuals) over_input(chain, shapes, stages, k);
+      continue;
+    }
     if (!fits(image)) {
-      if (operand || !fits(band)) {
-        if (!residuals) over_input(chain, shapes, stages, k);
-        continue;
-      }
       for (Plan& q : b.tiles) {
         LayerPlan& lp = q.layers[b.first];
         lp.full = false;
@@ -441,9 +455,7 @@ void write_in_place(const ConvChain& chain, const Shapes& shapes, std::vector<St
       lp.in_base = base;
       q.regions_end = std::max(q.regions_end, round_up(base + lp.in_bytes(), 64));
       if (!adds) q.add_scratch = q.regions_end;
-      Plan& p = a.tiles[t];
-      p.into_base = lp.pixel(p.layers[p.end - 1].oa - lp.top, lp.l->pad_left);
-      p.into_row_words = lp.row_words();
+      link(a, b, t);
     }
     b.halo_in = true;
     b.fill_late = late;
