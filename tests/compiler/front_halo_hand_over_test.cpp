@@ -10,11 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "chip/sim_runner.h"
 #include "isa/isa.h"
 #include "support/compiled_twin.h"
 #include "support/conv_twin.h"
-#include "support/same_bytes.h"
 #include "support/two_inferences.h"
 
 namespace tinycoral::compiler {
@@ -85,16 +83,8 @@ TEST(FrontHaloHandOverOnTheVirtualEdgeTpu, OnlyTheHaloRowsCrossTheRing) {
   ASSERT_FALSE(hand_over.receives.empty());
   isa::Instruction& receive = program[hand_over.receives.front()];
   receive.set("n.addr", receive.value("n.addr") + 123 * 96 / 4);
-  container::Executable perturbed = *compiled.exes.execution;
-  perturbed.bitstreams.at(0).data = isa::encode(program);
-  chip::VirtualEdgeTpu chip;
-  compiled.cache_parameters(chip);
-  host::Interpreter cpu = testing::edgetpu_reference(twin);
-  const std::vector<uint8_t> x = testing::random_bytes(static_cast<size_t>(h) * w * cin, random);
-  const container::Layer& layer = perturbed.output_layers.at(0);
-  const std::vector<uint8_t> got = chip::testing::detile(
-      layer, chip::testing::run_executable(chip, perturbed, {{"x", x}}).at(layer.name));
-  EXPECT_NE(got, testing::reference_output(cpu, x));
+  testing::expect_edited_program_differs(compiled, twin, program, static_cast<size_t>(h) * w * cin,
+                                         random);
 }
 
 }  // namespace
