@@ -251,6 +251,14 @@ void carry_parameter_write(container::Executable& eo, const FcParameterWrite& wr
                                      static_cast<int>(eo.parameters.size())));
 }
 
+// Each group's K bytes (from its `in_at`) lie within a row of `row_bytes`, word-aligned.
+void check_in_at(const Groups& g, int k, int row_bytes) {
+  for (int at : g.in_at)
+    if (at < 0 || at % 4 != 0 || at + k > row_bytes)
+      fail("a group reads K = ", k, " bytes from byte ", at, " of rows of ", row_bytes,
+           ": need a multiple of 4 within the row");
+}
+
 // The groups of an FC over the query row of the softmax and attention programs (the scores, or
 // the FC in front of them): a one-row batch over the row (row_bytes) and the count after it; each
 // group reads its K bytes within the row.
@@ -260,10 +268,7 @@ Groups query_row_groups(const FcLayer& layer, const FcPlacement& placement, int 
   if (const std::string why = fc_batch_unsupported(layer.n, layer.k, 1, g.slots, g.row_bytes);
       !why.empty())
     fail(why);
-  for (int at : g.in_at)
-    if (at < 0 || at % 4 != 0 || at + layer.k > row_bytes)
-      fail("a group reads K = ", layer.k, " bytes from byte ", at, " of rows of ", row_bytes,
-           ": need a multiple of 4 within the row");
+  check_in_at(g, layer.k, row_bytes);
   return g;
 }
 
@@ -374,10 +379,7 @@ container::Executable generate_fc_batch(const FcLayer& layer, const FcPlacement&
   if (const std::string why = fc_batch_unsupported(layer.n, layer.k, rows, g.slots, row_bytes);
       !why.empty())
     fail(why);
-  for (int at : g.in_at)
-    if (at < 0 || at % 4 != 0 || at + layer.k > g.row_bytes)
-      fail("a group reads K = ", layer.k, " bytes from byte ", at, " of rows of ", g.row_bytes,
-           ": need a multiple of 4 within the row");
+  check_in_at(g, layer.k, g.row_bytes);
   if (!layer.group_out_zp.empty() && (layer.group_out_zp.size() != size_t(groups) ||
                                       layer.group_clamp_min.size() != size_t(groups) ||
                                       layer.group_clamp_max.size() != size_t(groups)))

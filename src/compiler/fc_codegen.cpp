@@ -780,11 +780,11 @@ std::vector<std::pair<int, int>> output_pieces(const Geometry& g, int at) {
 bool multiplied(const FcTableProducts& products, int layer, int group) {
   return layer == products.layer &&
          std::any_of(products.groups.begin(), products.groups.end(),
-                     [&](const FcProductGroup& r) { return r.group == group; });
+                     [&](const FcProductGroup& pg) { return pg.group == group; });
 }
 
 // The tables' products (FcTableProducts) over layer g's outputs at narrow byte `at`: the tables
-// (the host's input from byte `tables_at`, already popped by input_stage) moved to the rotated
+// (the host's input from byte `tables_at`, already popped by input_stage) moved to the multiplied
 // groups' tiles at narrow byte 0 (their last layer has read its input by now), then per group P1 =
 // MUL(x, first table) and R = MUL(x, second table) at narrow `base` and up; P1 and R join
 // `out_pieces`. Returns the narrow bytes used.
@@ -794,10 +794,10 @@ int products_stage(Emitter& e, const Geometry& g, int at, const FcTableProducts&
     fail("table products need their groups and two tables of ", products.tables,
          " pieces after whole packets of input");
   uint32_t tiles = 0;
-  for (const FcProductGroup& r : products.groups) {
-    if (r.group < 0 || r.group >= g.tiles || r.table < 0 || r.table >= products.tables)
-      fail("table products of group ", r.group, " with table piece ", r.table, ": out of range");
-    tiles |= tile_bit(g.tile_of[size_t(r.group)]);
+  for (const FcProductGroup& pg : products.groups) {
+    if (pg.group < 0 || pg.group >= g.tiles || pg.table < 0 || pg.table >= products.tables)
+      fail("table products of group ", pg.group, " with table piece ", pg.table, ": out of range");
+    tiles |= tile_bit(g.tile_of[size_t(pg.group)]);
   }
   // One packet at a time from the popped input into FIFO rows above the identity and the MUL's row
   // (both set up after), below the chain's output rows.
@@ -810,7 +810,7 @@ int products_stage(Emitter& e, const Geometry& g, int at, const FcTableProducts&
   }
   tile_fence(e, "units=0x3ff");
   tile_fence(e, "counters=0x1ffff units=0x3ff");
-  // Per tile its j-th rotated group's P1 at base + 128 j, R after it; the MUL's buffers above.
+  // Per tile its j-th multiplied group's P1 at base + 128 j, R after it; the MUL's buffers above.
   const int mul_buffers = base + 2 * kMaxSlots * kPiece, identity = mul_buffers + 4 * kPiece;
   identity_setup(e, tiles, identity);  // the MULs' packs read it; no LOGISTIC, so no spline
   std::array<int, 16> count{};
@@ -822,14 +822,14 @@ int products_stage(Emitter& e, const Geometry& g, int at, const FcTableProducts&
   };
   std::vector<Mul> muls;
   std::vector<std::pair<int, int>> pieces;
-  for (const FcProductGroup& r : products.groups) {
-    const int tile = g.tile_of[size_t(r.group)];
+  for (const FcProductGroup& pg : products.groups) {
+    const int tile = g.tile_of[size_t(pg.group)];
     const int j = count[size_t(tile)]++;
     if (j >= kMaxSlots) fail("table products of more than ", kMaxSlots, " groups on tile ", tile);
-    const int x = at + kGroup * g.slot_of[size_t(r.group)], out = base + 2 * kPiece * j;
+    const int x = at + kGroup * g.slot_of[size_t(pg.group)], out = base + 2 * kPiece * j;
     for (int t = 0; t < 2; ++t) {
-      const Mul want{x, (t * products.tables + r.table) * kPiece, out + t * kPiece, r.x_zp, r.mult,
-                     0};
+      const Mul want{
+          x, (t * products.tables + pg.table) * kPiece, out + t * kPiece, pg.x_zp, pg.mult, 0};
       auto it = std::find_if(muls.begin(), muls.end(), [&](const Mul& m) {
         return m.x == want.x && m.table == want.table && m.out == want.out && m.x_zp == want.x_zp &&
                m.mult == want.mult;
@@ -864,8 +864,7 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
   // moves them).
   const int in_k = f.up.k + chain.extra_k;
   const int tables_at = fc_tables_at(in_k);
-  const int tables_k =
-      chain.products.layer >= 0 ? tables_at - in_k + 2 * kPiece * chain.products.tables : 0;
+  const int tables_k = chain.products.layer >= 0 ? fc_tables_bytes(in_k, chain.products.tables) : 0;
   if (chain.extra_k <= 0 || chain.extra_k % kPiece != 0)
     fail("the chain's extra input of ", chain.extra_k, " bytes is not whole 64-byte pieces");
   if (const std::string why = fc_unsupported(kGroup, in_k); !why.empty())
@@ -1008,7 +1007,7 @@ FfnChainPrograms generate_fc_chain(const FcChain& chain) {
   FcLayer in_layer = chain.layers[0];
   const int tables_at = fc_tables_at(in_layer.k);
   const int tables_k =
-      chain.products.layer >= 0 ? tables_at - in_layer.k + 2 * kPiece * chain.products.tables : 0;
+      chain.products.layer >= 0 ? fc_tables_bytes(in_layer.k, chain.products.tables) : 0;
   in_layer.k += tables_k;
   Emitter e;
   int ring_ordinal = 0;

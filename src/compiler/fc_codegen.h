@@ -95,6 +95,11 @@ struct FcTableProducts {
 // Where the tables start in an input of `own_bytes` before them: the next whole 256-byte packet
 // (the program moves them to the tiles a packet at a time).
 constexpr int fc_tables_at(int own_bytes) { return (own_bytes + 255) / 256 * 256; }
+// The bytes the tables add to that input: the padding up to that packet, then `tables` 64-byte
+// pieces of each of the two tables.
+constexpr int fc_tables_bytes(int own_bytes, int tables) {
+  return fc_tables_at(own_bytes) - own_bytes + 2 * 64 * tables;
+}
 
 // A fused FFN with FULLY_CONNECTED layers after it in the same program (the llm chip path's
 // step c: the residual add as a matmul, then the next layer's q, k and v). Follower 0 reads the

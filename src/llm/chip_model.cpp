@@ -109,6 +109,12 @@ struct ChipTransformer::QkvPart {
 
 namespace {
 
+// The scores' FULLY_CONNECTED layer of `plan`, its segments over the heads' cached keys.
+compiler::FcLayer scores_layer(const FcProgramPlan& plan,
+                               const std::vector<QuantizedMatmul>& heads) {
+  return fc_layer_of(plan, [&](int id) -> const QuantizedMatmul& { return heads[size_t(id)]; });
+}
+
 // `chain` generated with RoPE's products of q and k on the tiles (`rope`, where wanted: its layer
 // >= 0) when the generator takes that layout (the tables must fit the input, the products the
 // tiles' output rows), else without them; false when neither builds. `with_rope` says which.
@@ -201,7 +207,7 @@ int ChipTransformer::rope_input(int pos, int8_t* in, int at) const {
   std::vector<int8_t> sin_q(size_t(n), 0);
   rope_tables(pos, c.dim, c.head_size(), tables, sin_q.data());
   for (int j = 0; j < c.dim; ++j) tables[n + j] = sin_q[size_t(j ^ 1)];
-  return tables_at + 2 * n - at;
+  return compiler::fc_tables_bytes(at, n / 64);
 }
 
 void ChipTransformer::rope_output(int layer, int pos, const int8_t* out) {
@@ -603,8 +609,7 @@ bool ChipTransformer::scores_program(int layer, TileAllocator& tiles) {
       !trial.place(groups, compiler::fc_units_per_tile(k, false), p.placement))
     return false;
   tiles = trial;
-  const compiler::FcLayer fc =
-      fc_layer_of(p, [&](int id) -> const QuantizedMatmul& { return p.heads[size_t(id)]; });
+  const compiler::FcLayer fc = scores_layer(p, p.heads);
   p.softmax = compiler::fc_batch_softmax_unsupported(c.n_heads, seq_padded).empty() &&
               compiler::fc_batch_unsupported(p.outputs, k, 1, slots,
                                              row_bytes + compiler::kSoftmaxCountBytes)
@@ -812,9 +817,8 @@ compiler::FcRowWrite ChipTransformer::attention_values(int layer, const ScoresPr
 std::shared_ptr<runtime::Program> ChipTransformer::attention_program(
     int layer, const ScoresProgram& s, const ValueSumProgram& p,
     const compiler::FcParameterWrite& key, const compiler::FcRowWrite& values) const {
-  const auto head = [&](int id) -> const QuantizedMatmul& { return s.heads[size_t(id)]; };
   return std::make_shared<runtime::Program>(
-      compiler::generate_fc_batch_attention(fc_layer_of(s, head), s.placement, s.input_bytes,
+      compiler::generate_fc_batch_attention(scores_layer(s, s.heads), s.placement, s.input_bytes,
                                             weights()->attention[size_t(layer)].exp_mult, p.join,
                                             {&key}, &values, s.rope ? &s.rope_sum : nullptr));
 }
@@ -901,13 +905,11 @@ void ChipTransformer::wo_q(int layer, const int8_t* a, int8_t* o) {
 }
 
 std::shared_ptr<runtime::Program> ChipTransformer::scores_caching(const ScoresProgram& p) const {
-  const auto head = [&](int id) -> const QuantizedMatmul& { return p.heads[size_t(id)]; };
   return std::make_shared<runtime::Program>(
-      compiler::fc_caching(fc_layer_of(p, head), p.placement));
+      compiler::fc_caching(scores_layer(p, p.heads), p.placement));
 }
 
 compiler::FcParameterWrite ChipTransformer::key_part(const ScoresProgram& p, int pos) const {
-  const auto head = [&](int id) -> const QuantizedMatmul& { return p.heads[size_t(id)]; };
   // The group holding `pos` in every head: a plan of those groups alone, at their tiles and units.
   ScoresProgram part;
   part.k_padded = p.k_padded;
@@ -919,7 +921,7 @@ compiler::FcParameterWrite ChipTransformer::key_part(const ScoresProgram& p, int
     part.placement.tiles.push_back(p.placement.tiles[g]);
     part.placement.param_units.push_back(p.placement.param_units[g]);
   }
-  return {fc_layer_of(part, head), part.placement};
+  return {scores_layer(part, p.heads), part.placement};
 }
 
 std::shared_ptr<runtime::Program> ChipTransformer::key_write(ScoresProgram& p, int pos) const {
@@ -972,9 +974,8 @@ void ChipTransformer::scores_q(int layer, int pos, const int8_t* q8, int8_t* sco
 std::shared_ptr<runtime::Program> ChipTransformer::softmax_program(
     int layer, const ScoresProgram& p, const compiler::FcParameterWrite& key,
     const compiler::FcRowWrite& mults) const {
-  const auto head = [&](int id) -> const QuantizedMatmul& { return p.heads[size_t(id)]; };
   return std::make_shared<runtime::Program>(compiler::generate_fc_batch_softmax(
-      fc_layer_of(p, head), p.placement, p.input_bytes,
+      scores_layer(p, p.heads), p.placement, p.input_bytes,
       weights()->attention[size_t(layer)].exp_mult, &key, p.rope ? &p.rope_sum : nullptr,
       p.rope ? &mults : nullptr));
 }

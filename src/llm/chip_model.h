@@ -164,8 +164,8 @@ class ChipTransformer : public Int8Transformer {
                  int outputs);
   std::vector<int8_t> rope_p1_, rope_p2_;
   int rope_layer_ = -1, rope_pos_ = -1, pos_ = 0;
-  int zeroed_layer_ =
-      -1;  // the layer whose q and k stash_qkv left as zero points (products on chip)
+  // The layer whose q and k stash_qkv left as zero points (products on chip).
+  int zeroed_layer_ = -1;
   bool first_rope_ = false;  // layer 0's program computes them too
   struct QkvPart;
   QkvPart qkv_part(int layer) const;
