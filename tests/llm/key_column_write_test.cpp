@@ -95,10 +95,15 @@ TEST(KeyColumnWrite, TheChipWritesAKeyIntoItsColumnOfTheScoresWeightRows) {
   for (uint8_t& b : key) b = static_cast<uint8_t>(random());
   for (const int column : {0, 37, 63}) {
     SCOPED_TRACE(cat("column ", column));
-    std::vector<uint8_t> want = weights;
-    for (int row = 0; row < kRows; ++row)
-      for (int b = 0; b < 4; ++b)
-        want[size_t(256 * row + 4 * column + b)] = key[size_t(4 * row + b)];
+    // The rows with key word `row` written at word `column - slope * row` of each row.
+    auto with_key = [&](int slope) {
+      std::vector<uint8_t> rows = weights;
+      for (int row = 0; row < kRows; ++row)
+        for (int b = 0; b < 4; ++b)
+          rows[size_t(256 * row + 4 * (column - slope * row) + b)] = key[size_t(4 * row + b)];
+      return rows;
+    };
+    const std::vector<uint8_t> want = with_key(0);
     const std::vector<uint8_t> got = write_column(weights, key, column, 64);
     int wrong = 0;
     for (size_t i = 0; i < want.size(); ++i)
@@ -106,9 +111,12 @@ TEST(KeyColumnWrite, TheChipWritesAKeyIntoItsColumnOfTheScoresWeightRows) {
         ADD_FAILURE() << "row " << i / 256 << " byte " << i % 256 << ": " << int{got[i]}
                       << ", expected " << int{want[i]};
     EXPECT_EQ(wrong, 0);
-    // A walk one word short of a row per step puts the key on a diagonal instead.
+    // A walk one word short of a row per step puts the key on a diagonal instead: row r's word
+    // at column - r, every other byte the old weights.
     if (column == 37) {
-      EXPECT_NE(write_column(weights, key, column, 63), want);
+      const std::vector<uint8_t> diagonal = write_column(weights, key, column, 63);
+      EXPECT_NE(diagonal, want);
+      EXPECT_EQ(diagonal, with_key(1));
     }
   }
 }
