@@ -34,6 +34,7 @@ using testing::reference_output;
 using testing::same_bytes;
 using twins::conv_twin;
 using twins::ConvSpec;
+using twins::depthwise;
 using twins::describe;
 using twins::random_case;
 using twins::RandomCase;
@@ -294,15 +295,6 @@ TEST(ConvChainOnTheVirtualEdgeTpu, ConvolutionsThenFullyConnectedEqualTheCpuRefe
   expect_equal_to_cpu(8, 8, 4, {{8, 3, 2, true}, fc10}, random);
   expect_equal_to_cpu(6, 6, 8, {{16, 3, 1, false}, fc64}, random);
   expect_equal_to_cpu(8, 8, 4, {{16, 3, 2, true}, {16, 3, 2, true}, fc128}, random);
-}
-
-// MobileNet's depthwise form: DEPTHWISE_CONV_2D over C channels with depth multiplier 1, a layer
-// of the chain whose weight rows are 4x4 diagonals (column c reads only its own channel).
-ConvSpec depthwise(int k, int stride, bool same = true, Activation act = Activation::kNone) {
-  ConvSpec s{0, k, stride, same};
-  s.depthwise = true;
-  s.act = act;
-  return s;
 }
 
 TEST(DepthwiseInAChainOnTheVirtualEdgeTpu, ChannelDepthwiseLayersEqualTheCpuReference) {

@@ -1,9 +1,10 @@
 // Correct by simulation: PoseNet's front stages of several layers, whose bands nearly line up,
 // handing over only halo rows (write_in_place, docs/compiler.md "Halo-only hand-overs between
-// PoseNet's front stages"). The chain is PoseNet's layers 4-10 on the 89 x 121 map: a 48 -> 96
+// PoseNet's front stages"). The chain is PoseNet's layers 4-12 on the 89 x 121 map: a 48 -> 96
 // pointwise layer; a 3x3 depthwise layer and a 96 -> 96 pointwise one (a stage in 3 rounds); the
 // stride-2 depthwise layer and a 96 -> 192 pointwise one; a 3x3 depthwise layer and a 192 -> 192
-// pointwise one, each stage on 15 tiles in row bands.
+// pointwise one, each stage on 15 tiles in row bands; then layers 11-12 (so that the stage of
+// layers 9-10 is not the last, which always sends its output to the host).
 #include <gtest/gtest.h>
 
 #include <random>
@@ -21,47 +22,47 @@ namespace {
 using container::Activation;
 using twins::ConvSpec;
 
-// The ring producers to tiles and the wideToNarrows of the first hand-over from a 96-channel
-// pointwise layer (24 reduction words: loop0 23) into a depthwise layer (9 taps: loop0 8): the one
-// from the stage in rounds into the stride-2 depthwise layer.
-struct IntoStrideTwo {
+// The ring producers to tiles and the wideToNarrows of each hand-over from a pointwise layer of
+// 96 input channels (24 reduction words: loop0 23) into a depthwise layer (9 taps: loop0 8): from
+// the stage in rounds into the stride-2 depthwise layer, then from the 96 -> 192 layer into the
+// next depthwise one.
+struct HandOver {
   int producers = 0;
   std::vector<size_t> receives;
 };
-IntoStrideTwo into_stride_two(const std::vector<isa::Instruction>& program) {
+std::vector<HandOver> into_depthwise(const std::vector<isa::Instruction>& program) {
   int64_t before = -1;  // the previous op's loop0
-  IntoStrideTwo between;
+  HandOver between;
+  std::vector<HandOver> found;
   for (size_t k = 0; k < program.size(); ++k) {
     const isa::Instruction& in = program[k];
     if (in.opcode() == isa::kTensorOp) {
-      if (before == 23 && in.value("loop0") == 8 && between.producers > 0) return between;
+      if (before == 23 && in.value("loop0") == 8 && between.producers > 0) found.push_back(between);
       before = in.value("loop0");
       between = {};
     }
     between.producers += in.opcode() == isa::kRingProducer && (in.value("dest") & 0xffff) != 0;
     if (in.opcode() == isa::kWideToNarrow) between.receives.push_back(k);
   }
-  return {};
+  return found;
 }
 
 // The stage in rounds writes its rows straight into the stride-2 stage's image, over its own first
-// image, so that the hand-over between them is the 14 rows at the band boundaries (each tile's
-// band reads one row of the next tile's), one transfer each; before, 15 tiles sent their whole
-// 5- and 6-row bands. Every output byte equals the CPU reference on two inferences; a halo row
-// written one row too low makes the output differ.
+// image (Stage::over_input), so that the hand-over between them is the 14 rows at the band
+// boundaries (each tile's band reads one row of the next tile's), one transfer each; before, 15
+// tiles sent their whole 5- and 6-row bands (29 producers). The stride-2 stage writes into the
+// next one's image, which lies over the output handed into it and is filled after that hand-over
+// (Stage::fill_late): 28 halo rows, 43 producers without it. Every output byte equals the CPU
+// reference on two inferences; a halo row written one row too low makes the output differ.
 TEST(FrontHaloHandOverOnTheVirtualEdgeTpu, OnlyTheHaloRowsCrossTheRing) {
   std::mt19937 random(20261206);
   const int h = 89, w = 121, cin = 48;
   auto pointwise = [](int cout) {
     return ConvSpec{cout, 1, 1, true, true, true, Activation::kNone};
   };
-  auto depthwise = [](int stride) {
-    ConvSpec dw{0, 3, stride, true, true, true, Activation::kNone};
-    dw.depthwise = true;
-    return dw;
-  };
-  const std::vector<ConvSpec> specs{pointwise(96),  depthwise(1), pointwise(96), depthwise(2),
-                                    pointwise(192), depthwise(1), pointwise(192)};
+  const ConvSpec dw = twins::depthwise(3, 1), dw2 = twins::depthwise(3, 2);
+  const std::vector<ConvSpec> specs{pointwise(96),  dw,  pointwise(96), dw2, pointwise(192), dw,
+                                    pointwise(192), dw2, pointwise(384)};
   SCOPED_TRACE(twins::describe(h, w, cin, specs));
   container::Model twin = twins::conv_twin(h, w, cin, specs, random);
   // (One zero point for the images between the layers, as PoseNet's ReLU6 outputs have: the
@@ -74,14 +75,17 @@ TEST(FrontHaloHandOverOnTheVirtualEdgeTpu, OnlyTheHaloRowsCrossTheRing) {
   ASSERT_NE(compiled.exes.execution, nullptr);
   std::vector<isa::Instruction> program =
       isa::decode(compiled.exes.execution->bitstreams.at(0).data);
-  const IntoStrideTwo hand_over = into_stride_two(program);
-  EXPECT_EQ(hand_over.producers, 14) << "only the rows at the 14 band boundaries";
+  const std::vector<HandOver> hand_overs = into_depthwise(program);
+  ASSERT_EQ(hand_overs.size(), 2u);
+  EXPECT_EQ(hand_overs[0].producers, 14) << "only the rows at the 14 band boundaries";
+  EXPECT_EQ(hand_overs[1].producers, 28)
+      << "the halo rows each way (43 with the image where it did not fit, whole bands)";
   testing::expect_two_inferences_equal(compiled, twin, static_cast<size_t>(h) * w * cin, random);
 
   // The same program with the first halo row's receive moved a row down (123 padded pixels of
   // 96 channels): the row it should have filled keeps the zero point, its neighbour is overwritten.
-  ASSERT_FALSE(hand_over.receives.empty());
-  isa::Instruction& receive = program[hand_over.receives.front()];
+  ASSERT_FALSE(hand_overs.empty());
+  isa::Instruction& receive = program[hand_overs.front().receives.front()];
   receive.set("n.addr", receive.value("n.addr") + 123 * 96 / 4);
   testing::expect_edited_program_differs(compiled, twin, program, static_cast<size_t>(h) * w * cin,
                                          random);

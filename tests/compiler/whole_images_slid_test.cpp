@@ -34,10 +34,7 @@ std::vector<uint8_t> without_band(isa::Instruction op) {
 
 TEST(SlidImagesOnTheVirtualEdgeTpu, BandTilesKeepingTheWholeImageShareTheirOps) {
   std::mt19937 random(1206);
-  ConvSpec dw{0, 3, 1, true};
-  dw.depthwise = true;
-  ConvSpec dw2 = dw;
-  dw2.stride = 2;
+  const ConvSpec dw = twins::depthwise(3, 1), dw2 = twins::depthwise(3, 2);
   const std::vector<ConvSpec> specs = {{8, 3, 2, true},  dw, {16, 1, 1, true}, dw2,
                                        {32, 1, 1, true}, dw, {32, 1, 1, true}, dw2,
                                        {64, 1, 1, true}, dw, {64, 1, 1, true}};

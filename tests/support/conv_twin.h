@@ -45,6 +45,15 @@ struct ConvSpec {
   bool add_first = true;
 };
 
+// MobileNet's depthwise form: a DEPTHWISE_CONV_2D over C channels with depth multiplier 1, k x k,
+// bias, per-channel weights.
+inline ConvSpec depthwise(int k, int stride, bool same = true, Activation act = Activation::kNone) {
+  ConvSpec s{0, k, stride, same};
+  s.depthwise = true;
+  s.act = act;
+  return s;
+}
+
 // The CPU twin of a chain of CONV_2D layers on an H x W x Cin uint8 image, as TensorFlow's
 // converter writes it (int8 inside, QUANTIZE at both ends).
 // With int8_io the QUANTIZE operators are left out: the int8 tensors are the model's input ("x")
