@@ -12,6 +12,7 @@
 #include "chip/tile.h"
 #include "common/error.h"
 #include "ops_test_util.h"
+#include "support/error_of.h"
 
 namespace tinycoral::chip {
 namespace {
@@ -230,12 +231,9 @@ TEST(PsumRows, AOnePositionOpWritesItsRowOnlyWithPsumTflagsBit7) {
 
 // Running `op` fails with an error whose message names `what` (not any other check's error).
 void expect_error(const OpInstr& op, Tile& tile, const std::string& what) {
-  try {
-    run_class(op, tile);
-    ADD_FAILURE() << "ran; expected an error naming \"" << what << "\"";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-  }
+  const std::string error = tinycoral::testing::error_of([&] { run_class(op, tile); });
+  EXPECT_NE(error.find(what), std::string::npos)
+      << "error \"" << error << "\", expected one naming \"" << what << "\"";
 }
 
 TEST(PsumRows, OverTheOpsOwnWindowAreAClearError) {

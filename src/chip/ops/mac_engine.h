@@ -47,7 +47,7 @@ struct EngineSpec {
   // gen2021's cfg0 0x63 ops have none: every loop outside loop0 moves to the next fill.
   bool has_position_loop = true;
   // Whether a reduction interrupted within the op keeps its partial sums in the `psum` rows of
-  // wide memory (keeps_partial_sums; the convolution classes).
+  // wide memory (keeps_partial_sums; the word-times-row classes, word_times_row.h).
   bool psum_rows = false;
 };
 

@@ -1,7 +1,8 @@
 // The op functions the convolution and FULLY_CONNECTED classes share (conv.cpp,
-// fully_connected.cpp): every step is one input word times one 256-byte weight row, and the partial
-// sums of interrupted reductions go to the psum rows (docs/chip_ops.md "Partial sums in wide
-// memory"). Both kinds of class run the same engine spec; only their identifying fields differ.
+// fully_connected.cpp; gen2021's one-position DEPTHWISE_CONV_2D class among them): every step is
+// one input word times one 256-byte weight row, and the partial sums of interrupted reductions go
+// to the psum rows (docs/chip_ops.md "Partial sums in wide memory"). All of these classes run the
+// same engine spec; only their identifying fields differ.
 #pragma once
 
 #include <cstdint>
