@@ -14,6 +14,7 @@
 #include "isa/isa.h"
 #include "support/compiled_twin.h"
 #include "support/conv_twin.h"
+#include "support/hand_overs.h"
 #include "support/two_inferences.h"
 
 namespace tinycoral::compiler {
@@ -21,31 +22,6 @@ namespace {
 
 using container::Activation;
 using twins::ConvSpec;
-
-// The ring producers to tiles and the wideToNarrows of each hand-over from a pointwise layer of
-// 96 input channels (24 reduction words: loop0 23) into a depthwise layer (9 taps: loop0 8): from
-// the stage in rounds into the stride-2 depthwise layer, then from the 96 -> 192 layer into the
-// next depthwise one.
-struct HandOver {
-  int producers = 0;
-  std::vector<size_t> receives;
-};
-std::vector<HandOver> into_depthwise(const std::vector<isa::Instruction>& program) {
-  int64_t before = -1;  // the previous op's loop0
-  HandOver between;
-  std::vector<HandOver> found;
-  for (size_t k = 0; k < program.size(); ++k) {
-    const isa::Instruction& in = program[k];
-    if (in.opcode() == isa::kTensorOp) {
-      if (before == 23 && in.value("loop0") == 8 && between.producers > 0) found.push_back(between);
-      before = in.value("loop0");
-      between = {};
-    }
-    between.producers += in.opcode() == isa::kRingProducer && (in.value("dest") & 0xffff) != 0;
-    if (in.opcode() == isa::kWideToNarrow) between.receives.push_back(k);
-  }
-  return found;
-}
 
 // The stage in rounds writes its rows straight into the stride-2 stage's image, over its own first
 // image (Stage::over_input), so that the hand-over between them is the 14 rows at the band
@@ -75,7 +51,12 @@ TEST(FrontHaloHandOverOnTheVirtualEdgeTpu, OnlyTheHaloRowsCrossTheRing) {
   ASSERT_NE(compiled.exes.execution, nullptr);
   std::vector<isa::Instruction> program =
       isa::decode(compiled.exes.execution->bitstreams.at(0).data);
-  const std::vector<HandOver> hand_overs = into_depthwise(program);
+  // The hand-overs from a pointwise layer of 96 input channels (24 reduction words: loop0 23) into
+  // a depthwise layer (9 taps: loop0 8) that cross the ring (the rounds' own steps cross nothing):
+  // from the stage in rounds into the stride-2 layer, then from the 96 -> 192 layer into the next.
+  std::vector<testing::HandOver> hand_overs;
+  for (const testing::HandOver& h : testing::hand_overs(program, 23, 8))
+    if (h.producers > 0) hand_overs.push_back(h);
   ASSERT_EQ(hand_overs.size(), 2u);
   EXPECT_EQ(hand_overs[0].producers, 14) << "only the rows at the 14 band boundaries";
   EXPECT_EQ(hand_overs[1].producers, 28)

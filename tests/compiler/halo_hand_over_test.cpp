@@ -16,6 +16,7 @@
 #include "isa/isa.h"
 #include "support/compiled_twin.h"
 #include "support/conv_twin.h"
+#include "support/hand_overs.h"
 #include "support/two_inferences.h"
 
 namespace tinycoral::compiler {
@@ -23,34 +24,6 @@ namespace {
 
 using container::Activation;
 using twins::ConvSpec;
-
-bool op_of(const isa::Instruction& in, int64_t loop0) {
-  return in.opcode() == isa::kTensorOp && in.value("loop0") == loop0;
-}
-
-// Per depthwise layer (9 taps: loop0 8) after a 384 -> 384 pointwise layer (96 reduction words:
-// loop0 95): the ring producers to tiles and the wideToNarrows between the two layers' ops.
-struct Between {
-  int producers = 0;
-  std::vector<size_t> receives;
-};
-std::vector<Between> hand_overs(const std::vector<isa::Instruction>& program) {
-  std::vector<Between> out;
-  for (size_t k = 0; k < program.size(); ++k) {
-    if (!op_of(program[k], 8) || (k > 0 && op_of(program[k - 1], 8))) continue;
-    size_t pw = k;
-    while (pw > 0 && !op_of(program[pw - 1], 95) && !op_of(program[pw - 1], 8)) --pw;
-    if (pw == 0 || !op_of(program[pw - 1], 95)) continue;
-    Between b;
-    for (size_t j = pw; j < k; ++j) {
-      b.producers +=
-          program[j].opcode() == isa::kRingProducer && (program[j].value("dest") & 0xffff) != 0;
-      if (program[j].opcode() == isa::kWideToNarrow) b.receives.push_back(j);
-    }
-    out.push_back(b);
-  }
-  return out;
-}
 
 // 23 x 31 x 64 -> 1x1 to 384, then three pairs of a 3x3 depthwise layer and a 1x1 to 384. The
 // hand-overs into the depthwise layers are written in place and each carry 28 rows of 6,336
@@ -73,9 +46,11 @@ TEST(HaloHandOverOnTheVirtualEdgeTpu, OnlyTheHaloRowsCrossTheRing) {
   ASSERT_NE(compiled.exes.execution, nullptr);
   std::vector<isa::Instruction> program =
       isa::decode(compiled.exes.execution->bitstreams.at(0).data);
-  const std::vector<Between> between = hand_overs(program);
+  // Into each depthwise layer (9 taps: loop0 8) from a 384 -> 384 pointwise layer (96 reduction
+  // words: loop0 95).
+  const std::vector<testing::HandOver> between = testing::hand_overs(program, 95, 8);
   int in_place = 0;
-  for (const Between& b : between) in_place += b.producers == 28;
+  for (const testing::HandOver& b : between) in_place += b.producers == 28;
   EXPECT_EQ(in_place, 2) << "the second and third depthwise layers take only halo rows";
   // The 384 -> 384 pointwise layers (96 reduction words: loop0 95) on all 16 tiles.
   const std::unique_ptr<chip::Program> decoded =

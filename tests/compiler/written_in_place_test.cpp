@@ -15,6 +15,7 @@
 #include "isa/isa.h"
 #include "support/compiled_twin.h"
 #include "support/conv_twin.h"
+#include "support/hand_overs.h"
 #include "support/two_inferences.h"
 
 namespace tinycoral::compiler {
@@ -31,11 +32,9 @@ struct Sends {
 Sends sends_of(const std::vector<isa::Instruction>& program) {
   Sends s;
   for (const isa::Instruction& in : program) {
-    if (in.opcode() != isa::kRingProducer) continue;
-    const int64_t dest = in.value("dest") & 0xffff;
-    if (dest == 0) continue;
+    if (!testing::sends_to_tiles(in)) continue;
     ++s.to_tiles;
-    s.to_itself += dest == in.value("tiles");
+    s.to_itself += (in.value("dest") & 0xffff) == in.value("tiles");
   }
   return s;
 }
