@@ -251,6 +251,56 @@ void carry_parameter_write(container::Executable& eo, const FcParameterWrite& wr
                                      static_cast<int>(eo.parameters.size())));
 }
 
+// Narrow bytes a column write's copies take before the program's other uses of narrow memory.
+int column_copy_bytes(const FcColumnWrite* columns) {
+  return columns ? fc_column_write_narrow_bytes(*columns) : 0;
+}
+
+// The parameter writes in front of the scores (softmax and attention programs): `writes`' streams,
+// then `columns`' words and `rows` as single rows, one parameter buffer; with `columns` its rows'
+// copies before the stream and the scatter after it. Returns the parameters, in stream order.
+std::vector<uint8_t> emit_parameter_writes(Emitter& e,
+                                           const std::vector<const FcParameterWrite*>& writes,
+                                           const FcRowWrite* rows, const FcColumnWrite* columns) {
+  if (rows && rows->bytes.size() != 256 * rows->rows.size())
+    fail(rows->bytes.size(), " bytes for ", rows->rows.size(), " parameter rows");
+  std::vector<uint8_t> parameters;
+  std::vector<std::pair<const FcLayer*, const FcPlacement*>> parts;
+  for (const FcParameterWrite* w : writes) {
+    parts.emplace_back(&w->layer, &w->at);
+    const std::vector<uint8_t> p = fc_parameters(w->layer);
+    parameters.insert(parameters.end(), p.begin(), p.end());
+  }
+  std::vector<FcParameterRow> single;
+  for (const FcRowWrite* r : {columns ? &columns->words : nullptr, rows}) {
+    if (!r) continue;
+    single.insert(single.end(), r->rows.begin(), r->rows.end());
+    parameters.insert(parameters.end(), r->bytes.begin(), r->bytes.end());
+  }
+  if (parameters.empty()) return parameters;
+  if (columns) {
+    if (column_copy_bytes(columns) > kNarrowBytes)
+      fail("a column write's copies take ", column_copy_bytes(columns), " bytes of narrow memory");
+    emit_column_copies(e, *columns);
+  }
+  // The new parameters land before anything reads them.
+  emit_fc_parameter_streams(e, parts, single);
+  tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
+  wait_tokens(e);
+  if (columns) emit_column_scatters(e, *columns);
+  return parameters;
+}
+
+// A program with parameter writes stands alone and takes them right after its input.
+void carry_parameters(container::Executable& eo, std::vector<uint8_t> parameters) {
+  if (parameters.empty()) return;
+  eo.type = container::ExecutableType::kStandAlone;
+  eo.parameters = std::move(parameters);
+  eo.dma_hints.hints.insert(eo.dma_hints.hints.begin() + 1,
+                            dma_hint(BufferKind::kParameter, container::Direction::kInfeed, "",
+                                     static_cast<int>(eo.parameters.size())));
+}
+
 // Each group's K bytes (from its `in_at`) lie within a row of `row_bytes`, word-aligned.
 void check_in_at(const Groups& g, int k, int row_bytes) {
   for (int at : g.in_at)
@@ -498,8 +548,8 @@ std::string fc_batch_softmax_unsupported(int heads, int positions) {
 container::Executable generate_fc_batch_softmax(const FcLayer& layer, const FcPlacement& placement,
                                                 int row_bytes, const std::vector<float>& exp_mult,
                                                 const FcParameterWrite* write,
-                                                const FcScoresInput* first,
-                                                const FcRowWrite* rows) {
+                                                const FcScoresInput* first, const FcRowWrite* rows,
+                                                const FcColumnWrite* columns) {
   const int heads = int(exp_mult.size());
   const int positions = heads > 0 ? layer.n / heads : 0;
   if (heads <= 0 || layer.n % heads != 0 || layer.n % kGroup != 0)
@@ -518,17 +568,12 @@ container::Executable generate_fc_batch_softmax(const FcLayer& layer, const FcPl
 
   Emitter e;
   const int out_base = round_up(g.row_bytes, 64);
-  if (rows && (!write || rows->bytes.size() != 256 * rows->rows.size()))
-    fail(rows->bytes.size(), " bytes for ", rows->rows.size(),
-         " parameter rows (they follow a parameter write)");
+  if (rows && !write && !columns) fail("parameter rows follow a parameter or column write");
   program_start(e);
-  if (write) {
-    // The new parameters land before anything reads them.
-    emit_fc_parameter_streams(e, {{&write->layer, &write->at}},
-                              rows ? rows->rows : std::vector<FcParameterRow>{});
-    tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
-    wait_tokens(e);
-  }
+  std::vector<uint8_t> parameters = emit_parameter_writes(
+      e,
+      write ? std::vector<const FcParameterWrite*>{write} : std::vector<const FcParameterWrite*>{},
+      rows, columns);
   scores_and_softmax(e, layer, g, row_bytes, out_base, sm, first);
   e.reloc_movi(10, BufferKind::kOutput, Half::kUpper32, layer.output_name);
   e.reloc_movi(11, BufferKind::kOutput, Half::kLower32, layer.output_name);
@@ -547,14 +592,10 @@ container::Executable generate_fc_batch_softmax(const FcLayer& layer, const FcPl
   container::Layer out = boundary_layer(layer.output_name, out_bytes, 0, 1.0f, true, false);
   out.shape = {{0, 0}, {0, out_bytes - 1}};
   eo.output_layers.push_back(std::move(out));
-  eo.used_narrow_memory_bytes_per_tile = out_base + g.slots * kGroup + first_bytes(first);
+  eo.used_narrow_memory_bytes_per_tile =
+      std::max(out_base + g.slots * kGroup + first_bytes(first), column_copy_bytes(columns));
   eo.dma_hints = execution_hints(layer.input_name, g.row_bytes, layer.output_name, out_bytes);
-  if (write) carry_parameter_write(eo, *write);
-  if (rows) {
-    eo.parameters.insert(eo.parameters.end(), rows->bytes.begin(), rows->bytes.end());
-    eo.dma_hints.hints[1] = dma_hint(BufferKind::kParameter, container::Direction::kInfeed, "",
-                                     static_cast<int>(eo.parameters.size()));
-  }
+  carry_parameters(eo, std::move(parameters));
   return eo;
 }
 
@@ -576,7 +617,7 @@ container::Executable generate_fc_batch_attention(
     const FcLayer& layer, const FcPlacement& placement, int row_bytes,
     const std::vector<float>& exp_mult, const FcValueSum& sum,
     const std::vector<const FcParameterWrite*>& writes, const FcRowWrite* rows,
-    const FcScoresInput* first) {
+    const FcScoresInput* first, const FcColumnWrite* columns) {
   const int heads = int(exp_mult.size());
   const int positions = heads > 0 ? layer.n / heads : 0;
   if (heads <= 0 || layer.n % heads != 0 || layer.n % kGroup != 0)
@@ -625,16 +666,7 @@ container::Executable generate_fc_batch_attention(
 
   Emitter e;
   program_start(e);
-  const bool streams = !writes.empty() || (rows && !rows->rows.empty());
-  if (rows && rows->bytes.size() != 256 * rows->rows.size())
-    fail(rows->bytes.size(), " bytes for ", rows->rows.size(), " parameter rows");
-  if (streams) {
-    std::vector<std::pair<const FcLayer*, const FcPlacement*>> parts;
-    for (const FcParameterWrite* w : writes) parts.emplace_back(&w->layer, &w->at);
-    emit_fc_parameter_streams(e, parts, rows ? rows->rows : std::vector<FcParameterRow>{});
-    tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
-    wait_tokens(e);
-  }
+  std::vector<uint8_t> parameters = emit_parameter_writes(e, writes, rows, columns);
   int ordinal = scores_and_softmax(e, layer, g, row_bytes, out_base, sm, first);
   emit_scalar_value_prep(e, prep);
   // Scalar memory to tile 0: an infeed from scalar memory sends 16-byte packets (docs/chip.md;
@@ -715,19 +747,9 @@ container::Executable generate_fc_batch_attention(
                                         last.signed_output);
   out.shape = {{0, 0}, {0, total - 1}};
   eo.output_layers.push_back(std::move(out));
-  eo.used_narrow_memory_bytes_per_tile = used;
+  eo.used_narrow_memory_bytes_per_tile = std::max(used, column_copy_bytes(columns));
   eo.dma_hints = execution_hints(layer.input_name, g.row_bytes, last.output_name, total);
-  if (streams) {
-    eo.type = container::ExecutableType::kStandAlone;
-    for (const FcParameterWrite* w : writes) {
-      const std::vector<uint8_t> p = fc_parameters(w->layer);
-      eo.parameters.insert(eo.parameters.end(), p.begin(), p.end());
-    }
-    if (rows) eo.parameters.insert(eo.parameters.end(), rows->bytes.begin(), rows->bytes.end());
-    eo.dma_hints.hints.insert(eo.dma_hints.hints.begin() + 1,
-                              dma_hint(BufferKind::kParameter, container::Direction::kInfeed, "",
-                                       static_cast<int>(eo.parameters.size())));
-  }
+  carry_parameters(eo, std::move(parameters));
   return eo;
 }
 

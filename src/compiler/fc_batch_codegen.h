@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "compiler/fc_codegen.h"
+#include "compiler/fc_column_write.h"
 #include "compiler/fc_layer.h"
 #include "container/executable.h"
 
@@ -67,13 +68,17 @@ struct FcParameterWrite {
 };
 // With `first` (non-null), an FC runs before the scores over the input row and its outputs become
 // the scores' input (FcScoresInput, below); with `rows`, single parameter rows are streamed after
-// write's parameters (as generate_fc_batch_attention's).
+// write's parameters (as generate_fc_batch_attention's). With `columns`, one column of the scores'
+// groups is rewritten by the chip instead (fc_column_write.h: the new key without its groups):
+// its words are streamed first, the program is STAND_ALONE, and it uses narrow memory before the
+// scores do.
 struct FcScoresInput;
 container::Executable generate_fc_batch_softmax(const FcLayer& layer, const FcPlacement& placement,
                                                 int row_bytes, const std::vector<float>& exp_mult,
                                                 const FcParameterWrite* write = nullptr,
                                                 const FcScoresInput* first = nullptr,
-                                                const FcRowWrite* rows = nullptr);
+                                                const FcRowWrite* rows = nullptr,
+                                                const FcColumnWrite* columns = nullptr);
 
 // An FC in front of the scores (the llm path's RoPE sum, docs/llm.md "RoPE's sum in the scores'
 // program"): it reads the program's input row (group g K bytes from at.in_at[g]) on its own
@@ -97,7 +102,8 @@ struct FcScoresInput {
 // are not read (the program computes them). `writes`: parameter streams in front (the new key's
 // groups, the new v~ column), their fc_parameters one after the other as the program's
 // parameters, then `rows` (single weight rows: the new position's v~, fc_weight_rows). Input as
-// generate_fc_batch_softmax's; output: the sum's [G][64] bytes.
+// generate_fc_batch_softmax's; output: the sum's [G][64] bytes. `columns` as
+// generate_fc_batch_softmax's: its words streamed after writes' parameters, before `rows`.
 struct FcValueSum {
   FcLayer layer;
   FcPlacement at;
@@ -114,7 +120,7 @@ container::Executable generate_fc_batch_attention(
     const FcLayer& layer, const FcPlacement& placement, int row_bytes,
     const std::vector<float>& exp_mult, const FcValueSum& sum,
     const std::vector<const FcParameterWrite*>& writes, const FcRowWrite* rows = nullptr,
-    const FcScoresInput* first = nullptr);
+    const FcScoresInput* first = nullptr, const FcColumnWrite* columns = nullptr);
 
 // Byte (row, output) of a batch program's output buffer.
 inline size_t fc_batch_output_index(int rows, int row, int output) {

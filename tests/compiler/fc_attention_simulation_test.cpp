@@ -133,6 +133,33 @@ std::vector<uint8_t> query(std::mt19937& random, const Attention& a, int n) {
   return x;
 }
 
+// The group holding position `pos` in every head, as a layer and placement of their own, with
+// the scores' current weights (what the llm path streams to write a key).
+FcParameterWrite key_groups(const Attention& a, int pos) {
+  FcParameterWrite keys;
+  FcLayer& w = keys.layer;
+  w = a.scores;
+  w.n = kHeads * 64;
+  w.weights.clear();
+  w.mult.clear();
+  w.group_out_zp.clear();
+  w.group_clamp_min.clear();
+  w.group_clamp_max.clear();
+  for (int h = 0; h < kHeads; ++h) {
+    const int g = h * (kPositions / 64) + pos / 64;
+    w.weights.insert(w.weights.end(), a.scores.weights.begin() + long(64 * g) * kK,
+                     a.scores.weights.begin() + long(64 * g + 64) * kK);
+    w.mult.insert(w.mult.end(), a.scores.mult.begin() + 64 * g,
+                  a.scores.mult.begin() + 64 * g + 64);
+    w.group_out_zp.push_back(a.scores.group_out_zp[size_t(g)]);
+    w.group_clamp_min.push_back(a.scores.group_clamp_min[size_t(g)]);
+    w.group_clamp_max.push_back(a.scores.group_clamp_max[size_t(g)]);
+    keys.at.tiles.push_back(a.scores_at.tiles[size_t(g)]);
+    keys.at.param_units.push_back(a.scores_at.param_units[size_t(g)]);
+  }
+  return keys;
+}
+
 TEST(FcAttentionOnTheVirtualEdgeTpu, WeightedSumOfEveryHeadEqualsTheIntegerReference) {
   std::mt19937 random(53);
   Attention a = make_attention(random);
@@ -204,6 +231,55 @@ TEST(FcAttentionOnTheVirtualEdgeTpu, WeightedSumOfEveryHeadEqualsTheIntegerRefer
   EXPECT_EQ(with_row.parameters.size(), fc_parameters(keys.layer).size() + 3 * 256);
   check(with_row, 102);
   check(program, kPositions);
+  EXPECT_EQ(chip.fault(), "");
+}
+
+// The new key written by the chip (fc_column_write.h): only its column's words travel, 256 bytes
+// per head where the groups are 72 units each; the same run's scores see it, and every byte of
+// the groups is the streamed groups' afterwards (the column replaced, the rest kept), also where
+// two of the groups share a tile (each its own copy in narrow memory).
+TEST(FcAttentionOnTheVirtualEdgeTpu, AKeyColumnWrittenByTheChipIsSeenByTheSameRun) {
+  std::mt19937 random(67);
+  Attention a = make_attention(random);
+  a.scores_at.tiles[3] = 14;  // head 1's positions 64..127 on the tile of head 0's
+  a.scores_at.param_units[3] = 128;
+  chip::VirtualEdgeTpu chip;
+  chip::testing::run_executable(chip, fc_caching(a.scores, a.scores_at), {});
+  chip::testing::run_executable(chip, fc_caching(a.sum.layer, a.sum.at), {});
+  const auto check = [&](const container::Executable& p, int n) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    const std::vector<uint8_t> x = query(random, a, n);
+    const auto out = chip::testing::run_executable(chip, p, {{"x", x}}).at("y");
+    const std::vector<uint8_t> want = reference(a, x, n, nullptr);
+    ASSERT_EQ(out.size(), want.size());
+    for (size_t j = 0; j < want.size(); ++j) ASSERT_EQ(int(out[j]), int(want[j])) << "output " << j;
+  };
+  const int group_bytes = fc_units_per_tile(kK, false) * 64;
+  for (const int pos : {64, 77, 127}) {
+    SCOPED_TRACE("position " + std::to_string(pos));
+    for (int h = 0; h < kHeads; ++h)
+      for (int j = 0; j < kK; ++j)
+        a.scores.weights[size_t(h * kPositions + pos) * kK + size_t(j)] = random_weight(random);
+    const FcParameterWrite keys = key_groups(a, pos);
+    const FcColumnWrite column = fc_column_write(keys.layer, keys.at, pos % 64);
+    ASSERT_EQ(column.words.rows.size(), size_t(kHeads));
+    EXPECT_EQ(column.words.rows[1].tile, 14);
+    EXPECT_EQ(fc_column_write_narrow_bytes(column), 2 * (kK / 4) * 256);
+    const container::Executable with_key = generate_fc_batch_attention(
+        a.scores, a.scores_at, a.row_bytes, a.exp_mult, a.sum, {}, nullptr, nullptr, &column);
+    EXPECT_EQ(with_key.type, container::ExecutableType::kStandAlone);
+    EXPECT_EQ(with_key.parameters.size(), size_t(kHeads * 256));
+    check(with_key, pos + 1);
+    const std::vector<uint8_t> streamed = fc_parameters(keys.layer);
+    for (int g = 0; g < kHeads; ++g) {
+      const auto& wide = chip.tile(keys.at.tiles[size_t(g)]).wide;
+      const auto at = wide.begin() + 64 * keys.at.param_units[size_t(g)];
+      EXPECT_TRUE(std::equal(at, at + group_bytes, streamed.begin() + long(g) * group_bytes))
+          << "head " << g << "'s group";
+    }
+  }
+  check(generate_fc_batch_attention(a.scores, a.scores_at, a.row_bytes, a.exp_mult, a.sum, {}),
+        kPositions);
   EXPECT_EQ(chip.fault(), "");
 }
 

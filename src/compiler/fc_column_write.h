@@ -1,0 +1,39 @@
+// One output column of resident FC weights rewritten by the chip itself (issue 14: the llm path's
+// new key, docs/llm.md "The key written by the chip"). In the FC layout an output is a column, one
+// 4-byte word in each of its group's K / 4 wide weight rows, and a narrowToWide writes rows from
+// their start. So each group's tile copies its weight rows into narrow memory, the column's words
+// arrive with the program's parameters in the group's first weight row, a wideToNarrow whose
+// narrow walk steps one row (64 words) per word scatters them into the column of the copy, and the
+// copy goes back over the rows. The host sends 256 bytes per group instead of the whole group.
+// Correct by simulation; whether a device reads resident parameter rows back into narrow memory
+// is open (docs/llm.md).
+#pragma once
+
+#include <vector>
+
+#include "compiler/emitter.h"
+#include "compiler/fc_codegen.h"
+#include "compiler/fc_layer.h"
+
+namespace tinycoral::compiler {
+
+struct FcColumnWrite {
+  // Each group's first weight row (tile, wide unit) and its bytes as streamed: the column's K / 4
+  // words (w + 128, fc_parameters' bytes) from the row's start, the rest 128 (a zero weight).
+  FcRowWrite words;
+  int rows = 0;    // weight rows per group (K / 4)
+  int column = 0;  // the output within each group (0..63)
+};
+
+// Column `column` of every 64-output group of `layer` where `placement` puts it.
+FcColumnWrite fc_column_write(const FcLayer& layer, const FcPlacement& placement, int column);
+// Narrow bytes the copies take on a tile, from narrow byte 0 (groups on one tile side by side).
+int fc_column_write_narrow_bytes(const FcColumnWrite& w);
+// Before the parameter stream that brings w.words (nothing else in narrow memory from byte 0):
+// every group's weight rows into narrow memory, fenced.
+void emit_column_copies(Emitter& e, const FcColumnWrite& w);
+// After that stream has landed: the words into their column of each copy, then the copies back
+// over the rows, fenced (the scalar core waits for it).
+void emit_column_scatters(Emitter& e, const FcColumnWrite& w);
+
+}  // namespace tinycoral::compiler
