@@ -743,7 +743,8 @@ void pieces_output_stage(Emitter& e, const std::vector<std::pair<int, int>>& pie
   for (const auto& piece : pieces) {
     const int tile = piece.first, at = piece.second;
     const int j = count[size_t(tile)]++;
-    if (j >= 4) fail("a chain's output puts more than 4 pieces on tile ", tile);
+    if (j >= 4)
+      throw LayoutRejected(cat("a chain's output puts more than 4 pieces on tile ", tile));
     row_of.push_back(kChainOutRows[j]);
     auto it = std::find_if(moves.begin(), moves.end(), [&](const auto& m) {
       return std::get<0>(m) == kChainOutRows[j] && std::get<1>(m) == at;
@@ -825,7 +826,9 @@ int products_stage(Emitter& e, const Geometry& g, int at, const FcTableProducts&
   for (const FcProductGroup& pg : products.groups) {
     const int tile = g.tile_of[size_t(pg.group)];
     const int j = count[size_t(tile)]++;
-    if (j >= kMaxSlots) fail("table products of more than ", kMaxSlots, " groups on tile ", tile);
+    if (j >= kMaxSlots)
+      throw LayoutRejected(
+          cat("table products of more than ", kMaxSlots, " groups on tile ", tile));
     const int x = at + kGroup * g.slot_of[size_t(pg.group)], out = base + 2 * kPiece * j;
     for (int t = 0; t < 2; ++t) {
       const Mul want{

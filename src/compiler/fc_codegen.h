@@ -13,11 +13,21 @@
 #include <utility>
 #include <vector>
 
+#include "common/error.h"
 #include "compiler/emitter.h"
 #include "compiler/fc_layer.h"
 #include "container/executable.h"
 
 namespace tinycoral::compiler {
+
+// What the chain generators throw when the layout asked for is valid but more than a tile's
+// output rows hold (output pieces, table products): a caller may retry another layout. Every
+// other Error (a malformed layer, placement or product list) is not this one and must not be
+// retried as a layout.
+class LayoutRejected : public Error {
+ public:
+  using Error::Error;
+};
 
 struct FcPrograms {
   container::Executable execution;  // EXECUTION_ONLY, name "model"

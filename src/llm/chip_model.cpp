@@ -116,23 +116,31 @@ compiler::FcLayer scores_layer(const FcProgramPlan& plan,
 }
 
 // `chain` generated with RoPE's products of q and k on the tiles (`rope`, where wanted: its layer
-// >= 0) when the generator takes that layout (the tables must fit the input, the products the
-// tiles' output rows), else without them; false when neither builds. `with_rope` says which.
+// >= 0) when the generator takes that layout (the products must fit the tiles' output rows:
+// compiler::LayoutRejected; any other Error with them is a bug and propagates), else without them;
+// false when the chain does not build without them either (the caller's fallback: its programs
+// apart). `with_rope` says which.
 template <class Chain, class Generate>
 bool generate_with_rope(Chain& chain, const compiler::FcTableProducts& rope, Generate generate,
                         compiler::FfnChainPrograms& code, bool& with_rope) {
-  for (const bool products : {true, false}) {
-    if (products && rope.layer < 0) continue;
-    chain.products = products ? rope : compiler::FcTableProducts{};
+  if (rope.layer >= 0) {
+    chain.products = rope;
     try {
       code = generate(chain);
-    } catch (const Error&) {
-      continue;  // a layout the generator does not take (e.g. more than 4 output pieces a tile)
+      with_rope = true;
+      return true;
+    } catch (const compiler::LayoutRejected&) {
+      // e.g. more than 4 output pieces a tile: the chain without the products
     }
-    with_rope = products;
-    return true;
   }
-  return false;
+  chain.products = {};
+  try {
+    code = generate(chain);
+  } catch (const Error&) {
+    return false;  // a chain the generator does not take: its programs run apart
+  }
+  with_rope = false;
+  return true;
 }
 
 // u = wo_h v of every head as one generator layer (Int8Transformer::values_of): head h's dim

@@ -77,9 +77,15 @@ compiler::FcLayer layer_of(const std::vector<const QuantizedMatmul*>& order) {
   return l;
 }
 
+// What check_chain checks: the bytes, or (with rope) that a chain whose products need more output
+// rows than a tile has is compiler::LayoutRejected (the chip path then builds it without them),
+// and that a product list naming a group the follower lacks is an Error of another kind (which
+// the chip path lets through instead of quietly dropping the products).
+enum class Variant { kBytes, kTooManyPieces, kBadGroup };
+
 // Pairwise: follower 0's group g reads only [extra piece g; w2's group g] (the residual add's
 // form). rope: RoPE's products of the last follower's groups 0 and 1 after everything else.
-void check_chain(bool pairwise, bool rope = false) {
+void check_chain(bool pairwise, bool rope = false, Variant variant = Variant::kBytes) {
   std::mt19937 random(pairwise ? 11 : 7);
   const int dim = 128, hidden = 192, extra = 128, qkv = 192;
   const QuantizedMatmul w1 = random_matmul(hidden, dim, {-2, 2}, {-2.5f, 2.5f}, random),
@@ -120,6 +126,26 @@ void check_chain(bool pairwise, bool rope = false) {
     chain.products.groups = {{0, 0, next.out.zero_point + 128, rq.mul_mult},
                              {1, 1, next.out.zero_point + 128, rq.mul_mult}};
     chain.next_output = {false, true};
+  }
+  if (variant == Variant::kTooManyPieces) {
+    // Tile 1 would return the add's two groups, next's group 2 and group 0's two products.
+    chain.next_output = {true, true};
+    EXPECT_THROW(compiler::generate_ffn_chain(chain, up_at, down_at), compiler::LayoutRejected);
+    chain.next_output = {false, true};  // four: the layout is taken
+    EXPECT_NO_THROW(compiler::generate_ffn_chain(chain, up_at, down_at));
+    return;
+  }
+  if (variant == Variant::kBadGroup) {
+    chain.products.groups.back().group = 3;  // next has groups 0..2
+    try {
+      compiler::generate_ffn_chain(chain, up_at, down_at);
+      ADD_FAILURE() << "a product of group 3 was generated";
+    } catch (const compiler::LayoutRejected& e) {
+      ADD_FAILURE() << "taken for a layout to retry: " << e.what();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("out of range"), std::string::npos) << e.what();
+    }
+    return;
   }
   const compiler::FfnChainPrograms code = compiler::generate_ffn_chain(chain, up_at, down_at);
 
@@ -197,6 +223,11 @@ TEST(FfnChainOnTheChip, PairwiseAddAndW2OutputEqualTheInt8ArithmeticInEveryByte)
 
 TEST(FfnChainOnTheChip, RopeProductsAfterTheFollowersEqualTheInt8RopeInEveryByte) {
   check_chain(true, true);
+}
+
+TEST(FfnChainOnTheChip, ProductsPastATilesOutputRowsAreARejectedLayoutABadGroupIsNot) {
+  check_chain(true, true, Variant::kTooManyPieces);
+  check_chain(true, true, Variant::kBadGroup);
 }
 
 }  // namespace
