@@ -207,14 +207,19 @@ compiler::FcTableProducts ChipTransformer::rope_of(int layer, int rope_layer,
   return rope;
 }
 
-int ChipTransformer::rope_input(int pos, int8_t* in, int at) const {
+int ChipTransformer::rope_input(int pos, int8_t* in, int at) {
   const Config& c = config();
   const int n = whole_groups(c.dim), tables_at = compiler::fc_tables_at(at);
-  std::fill(in + at, in + tables_at + 2 * n, int8_t{0});
-  int8_t* tables = in + tables_at;
-  std::vector<int8_t> sin_q(size_t(n), 0);
-  rope_tables(pos, c.dim, c.head_size(), tables, sin_q.data());
-  for (int j = 0; j < c.dim; ++j) tables[n + j] = sin_q[size_t(j ^ 1)];
+  if (rope_tables_pos_ != pos) {  // every layer's program of this token takes the same tables
+    rope_tables_.assign(size_t(2 * n), 0);
+    std::vector<int8_t> sin_q(size_t(n), 0);
+    rope_tables(pos, c.dim, c.head_size(), rope_tables_.data(), sin_q.data());
+    for (int j = 0; j < c.dim; ++j) rope_tables_[size_t(n + j)] = sin_q[size_t(j ^ 1)];
+    rope_tables_pos_ = pos;
+    ++stats_.rope_tables;
+  }
+  std::fill(in + at, in + tables_at, int8_t{0});
+  std::copy(rope_tables_.begin(), rope_tables_.end(), in + tables_at);
   return compiler::fc_tables_bytes(at, n / 64);
 }
 

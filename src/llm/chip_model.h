@@ -46,6 +46,7 @@ struct ChipPathStats {
   int rope_layers = 0;
   // Layers whose RoPE sum of q (q~) runs in the scores' program, before the scores.
   int rope_sum_layers = 0;
+  int rope_tables = 0;  // RoPE table pairs built for the programs' inputs (once per token)
   int value_sum_layers = 0;  // layers whose weighted sum (WeightedSum::kValueCache) is a program
   // Of them, with the weighted sum inside the scores' program (scores, softmax, sum: one run).
   int attention_layers = 0;
@@ -148,7 +149,10 @@ class ChipTransformer : public Int8Transformer {
   // into rope_p1_ and rope_p2_ for rope_products_q.
   compiler::FcTableProducts rope_of(int layer, int rope_layer,
                                     const std::array<int, 3>& qkv_at) const;
-  int rope_input(int pos, int8_t* in, int at) const;
+  int rope_input(int pos, int8_t* in, int at);
+  // rope_input's two tables of position rope_tables_pos_ (built once per token).
+  std::vector<int8_t> rope_tables_;
+  int rope_tables_pos_ = -1;
   // chip_rope on the chip path: the programs computing q and k try RoPE's products too.
   bool want_rope() const { return options().chip_rope && weights()->chip_attention(); }
   int rope_output_bytes(int layer) const {

@@ -226,6 +226,10 @@ TEST(ChipPathStepD, RopeProductsInTheProgramsGiveTheInt8PathsLogitsBitForBit) {
       expect_chip_equals_int8(model.ck, model.tok, 12, s, options);
       EXPECT_EQ(s.rope_layers, shape.layers);
       EXPECT_EQ(s.rope_sum_layers, attention > 0 ? shape.layers : 0);
+      // The position's tables are built once per token, not once per program taking them.
+      const int positions = s.runs / s.programs;
+      EXPECT_EQ(s.runs, s.programs * positions);
+      EXPECT_EQ(s.rope_tables, positions);
     }
   }
 }
