@@ -635,9 +635,10 @@ bool ChipTransformer::scores_program(int layer, TileAllocator& tiles) {
       static_cast<int64_t>(compiler::fc_caching(fc, p.placement).parameters.size());
   ++stats_.programs;
   stats_.softmax_layers += p.softmax;
+  stats_.key_write_layers += p.softmax && options().chip_key_write;
   p.input_bytes = row_bytes;
   p.key_writes.resize(size_t(p.seq_padded / 64));
-  p.scores_with_key.resize(size_t(p.seq_padded / 64));
+  p.scores_with_key.resize(size_t(key_programs(p.seq_padded, 64)));
   scores_.resize(size_t(c.n_layers));
   scores_[size_t(layer)] = std::move(p);
   return true;
@@ -662,12 +663,11 @@ bool ChipTransformer::rope_sum_program(int layer, ScoresProgram& p, TileAllocato
   // narrow memory must still hold it, the scores read a longer row): a layout the generator
   // rejects keeps q~'s sum on the host instead of failing at the first token.
   try {
-    const compiler::FcParameterWrite key = key_part(p, 0);
     if (size_t(layer) < value_sums_.size() && value_sums_[size_t(layer)].joined) {
       ValueSumProgram& v = value_sums_[size_t(layer)];
-      v.attention[0] = attention_program(layer, p, v, key, attention_values(layer, p, v, 0));
+      v.attention[0] = attention_program(layer, p, v, 0, attention_values(layer, p, v, 0));
     } else {
-      p.scores_with_key[0] = softmax_program(layer, p, key, rope_multipliers(p, layer));
+      p.scores_with_key[0] = softmax_program(layer, p, 0, rope_multipliers(p, layer));
     }
   } catch (const Error&) {
     p.rope = false;
@@ -783,9 +783,8 @@ bool ChipTransformer::join_attention(int layer, TileAllocator& tiles) {
           .empty() &&
       trial.place(wo_groups, compiler::fc_units_per_tile(plan.k_padded, false), plan.placement);
   // The first program now: what does not fit (narrow memory) stays two programs.
-  const compiler::FcParameterWrite key = key_part(s, 0);
   const compiler::FcRowWrite values = attention_values(layer, s, p, 0);
-  p.attention.assign(size_t(s.seq_padded / 4), nullptr);
+  p.attention.assign(size_t(key_programs(s.seq_padded, 4)), nullptr);
   for (const bool with_wo : {true, false}) {
     if (with_wo && !wo_fits) continue;
     p.join.out = {};
@@ -795,7 +794,7 @@ bool ChipTransformer::join_attention(int layer, TileAllocator& tiles) {
       p.join.out_at = plan.placement;
     }
     try {
-      p.attention[0] = attention_program(layer, s, p, key, values);
+      p.attention[0] = attention_program(layer, s, p, 0, values);
     } catch (const Error&) {
       continue;
     }
@@ -828,12 +827,39 @@ compiler::FcRowWrite ChipTransformer::attention_values(int layer, const ScoresPr
 }
 
 std::shared_ptr<runtime::Program> ChipTransformer::attention_program(
-    int layer, const ScoresProgram& s, const ValueSumProgram& p,
-    const compiler::FcParameterWrite& key, const compiler::FcRowWrite& values) const {
+    int layer, const ScoresProgram& s, const ValueSumProgram& p, int pos,
+    const compiler::FcRowWrite& values) const {
+  const compiler::FcParameterWrite key = key_part(s, pos);
+  if (options().chip_key_write) {
+    const compiler::FcColumnWrite column = key_column(key, pos);
+    return std::make_shared<runtime::Program>(compiler::generate_fc_batch_attention(
+        scores_layer(s, s.heads), s.placement, s.input_bytes,
+        weights()->attention[size_t(layer)].exp_mult, p.join, {}, &values,
+        s.rope ? &s.rope_sum : nullptr, &column));
+  }
   return std::make_shared<runtime::Program>(
       compiler::generate_fc_batch_attention(scores_layer(s, s.heads), s.placement, s.input_bytes,
                                             weights()->attention[size_t(layer)].exp_mult, p.join,
                                             {&key}, &values, s.rope ? &s.rope_sum : nullptr));
+}
+
+int ChipTransformer::key_programs(int seq_padded, int positions) const {
+  return options().chip_key_write ? seq_padded : seq_padded / positions;
+}
+
+int ChipTransformer::key_program(int pos, int positions) const {
+  return options().chip_key_write ? pos : pos / positions;
+}
+
+compiler::FcColumnWrite ChipTransformer::key_column(const compiler::FcParameterWrite& key,
+                                                    int pos) const {
+  return compiler::fc_column_write(key.layer, key.at, pos % 64);
+}
+
+std::vector<uint8_t> ChipTransformer::key_parameters(const ScoresProgram& p, int pos) const {
+  const compiler::FcParameterWrite key = key_part(p, pos);
+  return options().chip_key_write ? key_column(key, pos).words.bytes
+                                  : compiler::fc_parameters(key.layer);
 }
 
 void ChipTransformer::attention_q(int layer, int pos, const int8_t* q8) {
@@ -847,14 +873,13 @@ void ChipTransformer::attention_q(int layer, int pos, const int8_t* q8) {
   // instructions), made at its first token; later tokens replace its parameters.
   add_key(s, layer, pos);
   set_value_column(p.shape, pos, value_q(layer, pos), p.layer);
-  const compiler::FcParameterWrite key = key_part(s, pos);
   const compiler::FcRowWrite values = attention_values(layer, s, p, pos / 4);
   const std::vector<int8_t> row = scores_row(s, layer, pos, q8);
-  std::shared_ptr<runtime::Program>& program = p.attention[size_t(pos / 4)];
+  std::shared_ptr<runtime::Program>& program = p.attention[size_t(key_program(pos, 4))];
   if (!program) {
-    program = attention_program(layer, s, p, key, values);
+    program = attention_program(layer, s, p, pos, values);
   } else {
-    std::vector<uint8_t> parameters = compiler::fc_parameters(key.layer);
+    std::vector<uint8_t> parameters = key_parameters(s, pos);
     parameters.insert(parameters.end(), values.bytes.begin(), values.bytes.end());
     program->set_parameters(parameters);
   }
@@ -985,12 +1010,14 @@ void ChipTransformer::scores_q(int layer, int pos, const int8_t* q8, int8_t* sco
 }
 
 std::shared_ptr<runtime::Program> ChipTransformer::softmax_program(
-    int layer, const ScoresProgram& p, const compiler::FcParameterWrite& key,
-    const compiler::FcRowWrite& mults) const {
+    int layer, const ScoresProgram& p, int pos, const compiler::FcRowWrite& mults) const {
+  const compiler::FcParameterWrite key = key_part(p, pos);
+  const bool column = options().chip_key_write;
+  const compiler::FcColumnWrite words = column ? key_column(key, pos) : compiler::FcColumnWrite{};
   return std::make_shared<runtime::Program>(compiler::generate_fc_batch_softmax(
       scores_layer(p, p.heads), p.placement, p.input_bytes,
-      weights()->attention[size_t(layer)].exp_mult, &key, p.rope ? &p.rope_sum : nullptr,
-      p.rope ? &mults : nullptr));
+      weights()->attention[size_t(layer)].exp_mult, column ? nullptr : &key,
+      p.rope ? &p.rope_sum : nullptr, p.rope ? &mults : nullptr, column ? &words : nullptr));
 }
 
 void ChipTransformer::softmax_q(int layer, int pos, const int8_t* q8, uint8_t* e, float* inv_sum) {
@@ -1010,15 +1037,14 @@ void ChipTransformer::softmax_q(int layer, int pos, const int8_t* q8, uint8_t* e
   // STAND_ALONE program per 64-position group, made at its first token; later tokens replace its
   // parameters).
   add_key(p, layer, pos);
-  const compiler::FcParameterWrite part = key_part(p, pos);
   const std::vector<int8_t> row = scores_row(p, layer, pos, q8);
   // With the RoPE sum in front: this token's multipliers after the key's parameters.
   const compiler::FcRowWrite mults = p.rope ? rope_multipliers(p, layer) : compiler::FcRowWrite{};
-  std::shared_ptr<runtime::Program>& program = p.scores_with_key[size_t(pos / 64)];
+  std::shared_ptr<runtime::Program>& program = p.scores_with_key[size_t(key_program(pos, 64))];
   if (!program) {
-    program = softmax_program(layer, p, part, mults);
+    program = softmax_program(layer, p, pos, mults);
   } else {
-    std::vector<uint8_t> parameters = compiler::fc_parameters(part.layer);
+    std::vector<uint8_t> parameters = key_parameters(p, pos);
     parameters.insert(parameters.end(), mults.bytes.begin(), mults.bytes.end());
     program->set_parameters(parameters);
   }

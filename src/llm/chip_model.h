@@ -41,12 +41,14 @@ struct ChipPathStats {
   int fused_ffns = 0;                      // layers whose whole FFN is one program
   int scores_layers = 0;   // layers whose attention scores run on the chip (Int8Options)
   int softmax_layers = 0;  // of them, with the softmax on the scalar core in that program
+  // Of them, with the new key's column written by the chip (Int8Options::chip_key_write).
+  int key_write_layers = 0;
   int chained_layers = 0;  // of them, with the residual add and the next q, k, v (fused_layers)
   // Layers whose RoPE products (Int8Options::chip_rope) the program computing q and k computes.
   int rope_layers = 0;
   // Layers whose RoPE sum of q (q~) runs in the scores' program, before the scores.
   int rope_sum_layers = 0;
-  int rope_tables = 0;  // RoPE table pairs built for the programs' inputs (once per token)
+  int rope_tables = 0;       // RoPE table pairs built for the programs' inputs (once per token)
   int value_sum_layers = 0;  // layers whose weighted sum (WeightedSum::kValueCache) is a program
   // Of them, with the weighted sum inside the scores' program (scores, softmax, sum: one run).
   int attention_layers = 0;
@@ -110,12 +112,21 @@ class ChipTransformer : public Int8Transformer {
   bool rope_sum_program(int layer, ScoresProgram& p, TileAllocator& tiles);
   std::vector<int8_t> scores_row(const ScoresProgram& p, int layer, int pos, const int8_t* q8);
   compiler::FcRowWrite rope_multipliers(const ScoresProgram& p, int layer) const;
-  // The scores' and softmax's program of `layer` (one per 64 positions) streaming `key` first,
-  // and with the RoPE sum in front `mults` after it: the first token's and rope_sum_program's
-  // trial build it here, so they cannot drift apart.
-  std::shared_ptr<runtime::Program> softmax_program(int layer, const ScoresProgram& p,
-                                                    const compiler::FcParameterWrite& key,
+  // The scores' and softmax's program of `layer` (one per 64 positions) streaming the key of
+  // `pos` first (its groups, or with chip_key_write its column: then one per position), and with
+  // the RoPE sum in front `mults` after it: the first token's and rope_sum_program's trial build
+  // it here, so they cannot drift apart.
+  std::shared_ptr<runtime::Program> softmax_program(int layer, const ScoresProgram& p, int pos,
                                                     const compiler::FcRowWrite& mults) const;
+  // The key's write of `pos` as the programs take it: chip_key_write (the chip writes the column
+  // into the groups holding pos; the column is in its instructions, so one program per position)
+  // or the groups streamed whole (one program per `positions`, 64 or 4: what else the program
+  // writes fixes). key_programs: how many programs of a layer; key_program: pos's.
+  int key_programs(int seq_padded, int positions) const;
+  int key_program(int pos, int positions) const;
+  compiler::FcColumnWrite key_column(const compiler::FcParameterWrite& key, int pos) const;
+  // The parameters the key's write takes, in front of the program's other parameters.
+  std::vector<uint8_t> key_parameters(const ScoresProgram& p, int pos) const;
   std::vector<int8_t> rope_q_p1_, rope_q_p2_;
   float rope_r_ = 0;
   int rope_sum_layer_ = -1, rope_sum_pos_ = -1;
@@ -136,11 +147,11 @@ class ChipTransformer : public Int8Transformer {
   // sum in front this token's multiplier rows after them.
   compiler::FcRowWrite attention_values(int layer, const ScoresProgram& s, const ValueSumProgram& p,
                                         int unit) const;
-  // The joined program of `layer` (one per 4 positions) with `key` and `values` as its parameters:
-  // every place that makes one builds it here, so they cannot drift apart.
+  // The joined program of `layer` (one per 4 positions, or per position with chip_key_write)
+  // with pos's key and `values` as its parameters: every place that makes one builds it here, so
+  // they cannot drift apart.
   std::shared_ptr<runtime::Program> attention_program(int layer, const ScoresProgram& s,
-                                                      const ValueSumProgram& p,
-                                                      const compiler::FcParameterWrite& key,
+                                                      const ValueSumProgram& p, int pos,
                                                       const compiler::FcRowWrite& values) const;
   // chip_rope: RoPE's products of layer `layer`'s q and k inside the program computing them
   // (compiler::FcTableProducts over its layer `rope_layer`), the tables of `pos` as that program's

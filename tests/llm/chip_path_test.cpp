@@ -378,6 +378,35 @@ TEST(ChipPathStepD, TheValueCachesWeightedSumOnTheChipIsExact) {
   }
 }
 
+// Int8Options::chip_key_write: the scores' program writes the new key into its column of the
+// resident keys itself (compiler/fc_column_write.h), the int8 path's logits bit for bit on the
+// two shapes above (head size 16 over grouped kv heads: one row group per head; head size 80:
+// K = 128, 32 rows through narrow memory, and positions past 64), with the softmax alone in the
+// scores' program and with the weighted sum joined to it. A key not written, or written into
+// another column, changes the scores of every later position.
+TEST(ChipPathStepD, TheKeyColumnWrittenByTheChipIsExact) {
+  std::vector<TinyShape> shapes = {{64, 160, 2, 4, 2, 300, 40, true},
+                                   {160, 300, 1, 2, 2, 300, 96, true}};
+  for (const TinyShape& shape : shapes) {
+    for (const llm::WeightedSum sum :
+         {llm::WeightedSum::kScalarCore, llm::WeightedSum::kValueCache}) {
+      const bool values = sum == llm::WeightedSum::kValueCache;
+      SCOPED_TRACE("dim " + std::to_string(shape.dim) + (values ? ", the value cache" : ""));
+      const LoadedModel model = tiny_model(shape, TinyWeights(shape));
+      llm::ChipPathStats s;
+      expect_chip_equals_int8(model.ck, model.tok, shape.dim == 160 ? 80 : 24, s,
+                              {.fused_layers = true,
+                               .chip_attention = true,
+                               .chip_scores = true,
+                               .chip_key_write = true,
+                               .weighted_sum = sum});
+      EXPECT_EQ(s.softmax_layers, shape.layers);
+      EXPECT_EQ(s.key_write_layers, shape.layers);
+      EXPECT_EQ(s.attention_layers, values ? shape.layers : 0);
+    }
+  }
+}
+
 // `generate --weighted-sum value-cache` (WeightedSum::kValueCache): on the simulator, with the
 // scores and softmax on the chip too, each layer's weighted sum runs inside its scores' program
 // (which streams the new key and v~ column and computes the per-token multipliers on the scalar
@@ -428,6 +457,49 @@ TEST(ChipPathStepD, GenerateWithTheValueCacheWritesTheInt8Text) {
   EXPECT_NE(unknown.err.find("--weighted-sum must be scalar-core or value-cache"),
             std::string::npos)
       << unknown.err;
+}
+
+// `generate --key-column-write` (Int8Options::chip_key_write) with the scores on the chip: the
+// int8 CPU path's text on both test checkpoints, with the weighted sum joined to the scores (and
+// on rand_gqa with the softmax alone and with RoPE's sums too), every layer's key written by the
+// chip, and fewer bytes to the stick than the same flags streaming the key's groups (the same
+// programs per token otherwise); refused without --scores-on-chip.
+TEST(ChipPathStepD, GenerateWithTheKeyColumnWrittenByTheChipWritesTheInt8Text) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  std::string why;
+  for (const std::string name : {"rand_gqa", "rand15M"}) {
+    SCOPED_TRACE(name);
+    const auto checkpoint = reference_checkpoint(data, name, why);
+    if (!checkpoint) GTEST_SKIP() << why;
+    const int layers = name == "rand15M" ? 6 : 2;
+    for (const std::string flags :
+         {" --weighted-sum value-cache", "", " --weighted-sum value-cache --chip-rope"}) {
+      SCOPED_TRACE(flags);
+      if (name == "rand15M" && flags != " --weighted-sum value-cache") continue;  // test time
+      const std::string sim = "--device sim --scores-on-chip" + flags;
+      std::string text;
+      const nlohmann::json j =
+          sim_writes_cpu_text(data, *checkpoint, name, "--device cpu --int8" + flags,
+                              sim + " --key-column-write", text);
+      ASSERT_FALSE(j.is_null());
+      EXPECT_EQ(j.at("chip").at("key_column_write_layers_on_chip"), layers);
+      const CommandResult streamed =
+          run_cli(story_args(data, *checkpoint, name) + " " + sim + " --json");
+      ASSERT_EQ(streamed.exit_code, 0) << streamed.err;
+      const nlohmann::json k = nlohmann::json::parse(streamed.out);
+      EXPECT_EQ(k.at("chip").at("key_column_write_layers_on_chip"), 0);
+      EXPECT_EQ(j.at("chip").at("programs_per_token"), k.at("chip").at("programs_per_token"));
+      EXPECT_LT(j.at("chip").at("modeled").at("to_device_ms_per_token").get<double>(),
+                k.at("chip").at("modeled").at("to_device_ms_per_token").get<double>());
+    }
+  }
+  const auto path = reference_checkpoint(data, "rand_gqa", why);
+  if (!path) GTEST_SKIP() << why;
+  const CommandResult bad =
+      run_cli(generate_args(data, *path, "-n 4 --device sim --key-column-write"));
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--key-column-write needs --scores-on-chip"), std::string::npos)
+      << bad.err;
 }
 
 // `generate --chip-rope` (Int8Options::chip_rope: RoPE and r on the chain's int8 q and k in the

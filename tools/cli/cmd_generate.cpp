@@ -38,6 +38,7 @@ struct GenerateArgs {
   bool int8 = false, json = false, all_logits = false, fused_layers = false, unfused_layers = false;
   bool values_on_host = false;
   bool scores_on_chip = false;
+  bool key_column_write = false;
   bool chip_rope = false;
   std::string weighted_sum = "scalar-core";  // --weighted-sum
 };
@@ -90,6 +91,7 @@ nlohmann::json chip_json(const llm::ChipPathStats& s, int positions, double wall
   j["programs_per_token"] = s.programs;
   j["scores_layers_on_chip"] = s.scores_layers;
   j["softmax_layers_on_chip"] = s.softmax_layers;
+  j["key_column_write_layers_on_chip"] = s.key_write_layers;
   j["value_sum_layers_on_chip"] = s.value_sum_layers;
   j["attention_layers_on_chip"] = s.attention_layers;
   j["wo_layers_on_chip"] = s.wo_layers;
@@ -139,6 +141,7 @@ void run(GenerateArgs& a) {
     fail("--unfused-layers needs --int8, --batch or an Edge TPU device");
   if (a.scores_on_chip && (!tpu || a.unfused_layers || a.batch != -1))
     fail("--scores-on-chip needs an Edge TPU device, the default arithmetic and no --batch");
+  if (a.key_column_write && !a.scores_on_chip) fail("--key-column-write needs --scores-on-chip");
   if (a.values_on_host && (!tpu || a.unfused_layers || a.batch == -1))
     fail("--values-on-host needs --batch, an Edge TPU device and the default arithmetic");
   const llm::WeightedSum weighted_sum = parse_weighted_sum(a.weighted_sum);
@@ -152,6 +155,7 @@ void run(GenerateArgs& a) {
   const llm::Int8Options layers{.fused_layers = !a.unfused_layers,
                                 .chip_attention = true,
                                 .chip_scores = a.scores_on_chip,
+                                .chip_key_write = a.key_column_write,
                                 .weighted_sum = weighted_sum,
                                 .chip_rope = a.chip_rope};
   if (a.batch != -1) {
@@ -294,6 +298,11 @@ void add_generate_command(CLI::App& app) {
                 "sim or usb: attention's scores and softmax on the chip too, the keys resident "
                 "in tile memory and written as tokens arrive (one more program per layer and "
                 "token)");
+  cmd->add_flag("--key-column-write", args->key_column_write,
+                "with --scores-on-chip: the scores' program writes the new key into its column "
+                "of the resident keys itself (a read-modify-write of each head's weight rows "
+                "through narrow memory), the host sending 256 bytes per head instead of the "
+                "key's 64 positions; one program per position (docs/llm.md)");
   cmd->add_option("--weighted-sum", args->weighted_sum,
                   "int8, sim or usb: where attention's weighted sum meets the softmax's 1 / S: "
                   "scalar-core (exact int32 sums per head, weighed on the scalar core) or "
