@@ -234,6 +234,41 @@ TEST(ChipPathStepD, RopeProductsInTheProgramsGiveTheInt8PathsLogitsBitForBit) {
   }
 }
 
+// A chip path asked for RoPE's products of another position than its program returned: the
+// program left q and k as zero points on the host (their products came back instead), so the host
+// must not compute products from them; it fails, naming the layer and position.
+class ProductsOfAnotherPosition : public llm::ChipTransformer {
+ public:
+  using ChipTransformer::ChipTransformer;
+
+ protected:
+  void rope_products_q(int layer, int pos, const int8_t* q, const int8_t* k, int8_t* p1,
+                       int8_t* p2) override {
+    ChipTransformer::rope_products_q(layer, pos + 1, q, k, p1, p2);
+  }
+};
+
+TEST(ChipPathStepD, RopeProductsMissingFromTheProgramFail) {
+  const TinyShape shape{80, 200, 3, 4, 2, 320, 32, true};
+  const LoadedModel model = tiny_model(shape, TinyWeights(shape));
+  llm::ThreadPool pool(2);
+  const llm::Calibration cal = llm::calibrate(model.ck, pool, 8);
+  const llm::Int8Options options{.fused_layers = true, .chip_attention = true, .chip_rope = true};
+  auto tpu = runtime::open_virtual_edgetpu();
+  llm::ChipTransformer right(model.ck, pool, cal, *tpu, options);
+  EXPECT_NO_THROW(right.forward(1, 0));
+  ProductsOfAnotherPosition wrong(model.ck, pool, cal, *tpu, options);
+  ASSERT_EQ(wrong.stats().rope_layers, shape.layers);
+  try {
+    wrong.forward(1, 0);
+    ADD_FAILURE() << "the host's products of zero points were used";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 0's RoPE products at 1 were not returned"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // --unfused-layers: the older arithmetic, the same text from the simulator as from the int8 CPU
 // path in it (rand_gqa: 2 layers, 3 programs each), a text of its own (not the default's), and a
 // clear refusal where it does not apply.
@@ -460,10 +495,11 @@ TEST(ChipPathStepD, GenerateWithTheValueCacheWritesTheInt8Text) {
 }
 
 // `generate --key-column-write` (Int8Options::chip_key_write) with the scores on the chip: the
-// int8 CPU path's text on both test checkpoints, with the weighted sum joined to the scores (and
-// on rand_gqa with the softmax alone and with RoPE's sums too), every layer's key written by the
-// chip, and fewer bytes to the stick than the same flags streaming the key's groups (the same
-// programs per token otherwise); refused without --scores-on-chip.
+// int8 CPU path's text on both test checkpoints, with the weighted sum joined to the scores, with
+// RoPE's sums too (on rand15M some layers' q~ sums then stay on the host: that fallback's text
+// too) and on rand_gqa with the softmax alone; every layer's key written by the chip, and fewer
+// bytes to the stick than the same flags streaming the key's groups (the same programs per token
+// otherwise); refused without --scores-on-chip.
 TEST(ChipPathStepD, GenerateWithTheKeyColumnWrittenByTheChipWritesTheInt8Text) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   std::string why;
@@ -475,7 +511,7 @@ TEST(ChipPathStepD, GenerateWithTheKeyColumnWrittenByTheChipWritesTheInt8Text) {
     for (const std::string flags :
          {" --weighted-sum value-cache", "", " --weighted-sum value-cache --chip-rope"}) {
       SCOPED_TRACE(flags);
-      if (name == "rand15M" && flags != " --weighted-sum value-cache") continue;  // test time
+      if (name == "rand15M" && flags.empty()) continue;  // test time
       const std::string sim = "--device sim --scores-on-chip" + flags;
       std::string text;
       const nlohmann::json j =
@@ -483,6 +519,12 @@ TEST(ChipPathStepD, GenerateWithTheKeyColumnWrittenByTheChipWritesTheInt8Text) {
                               sim + " --key-column-write", text);
       ASSERT_FALSE(j.is_null());
       EXPECT_EQ(j.at("chip").at("key_column_write_layers_on_chip"), layers);
+      if (flags.find("--chip-rope") != std::string::npos) {
+        // q~'s sum in the scores' program where it fits: rand15M's tile memory holds 4 of 6
+        // beside the keys, v~ and two wo; the other layers' q~ come from the host (rope_sum_q's
+        // fallback), the same text.
+        EXPECT_EQ(j.at("chip").at("rope_sum_layers_on_chip"), name == "rand15M" ? 4 : layers);
+      }
       const CommandResult streamed =
           run_cli(story_args(data, *checkpoint, name) + " " + sim + " --json");
       ASSERT_EQ(streamed.exit_code, 0) << streamed.err;
