@@ -768,29 +768,39 @@ constexpr int kOutfeedPackets = 128;
 // single-fill form; the last packet may be short (the outfeed takes only `bytes`, in whole 8-byte
 // units: a last half unit takes 4 bytes past them, as Google's PoseNet heatmaps of an odd number
 // of 20-byte pixels, word 6717).
-void outfeed_transfer(Emitter& e, int tile, int n_addr, const std::string& walk, int bytes,
-                      int& ordinal) {
+// The transfer's narrowToWide (its fields after `tiles=`): the sender's bytes into its ring row.
+std::string outfeed_fill(int n_addr, const std::string& walk, int bytes) {
   const int packets = (bytes + kRowBytes - 1) / kRowBytes;
-  const std::string tiles = cat("tiles=", hex(tile_bit(tile)));
+  if (packets == 1)
+    return cat("n.addr=", hex(n_addr), " n=", walk, " n.lvl_mask=0x01 w.addr=", hex(kRingFifo),
+               " w=(1 x 1) w.circ=1 w.rows=1 sync.en0=1 sync.f1=1 sync.id=16 "
+               "sync.wait_lvl=1 sync.en1=1 sync.val=0xffff sync.en2=1 sync.f45=1 "
+               "tail_lvl=1");
+  return cat("n.addr=", hex(n_addr), " n=", walk, " n.lvl_mask=0x01 w.addr=", hex(kRingFifo),
+             " w=(1 x 1)(0 x ", packets,
+             ") w.lvl_mask=0x1 w.circ=1 w.rows=1 sync.en0=1 sync.f1=1 sync.id=16 "
+             "sync.wait_lvl=1 sync.en1=1 sync.val=0x0ffff sync.en2=1 sync.f45=1 f803=1");
+}
+
+// The transfer's outfeed and ring producer, once its narrowToWide has been issued.
+void outfeed_send(Emitter& e, int tile, int bytes, int& ordinal) {
+  const int packets = (bytes + kRowBytes - 1) / kRowBytes;
+  e.add("outfeed", cat("walk=(0 x ", (bytes + 7) / 8, ") k173=3 f222=0x7f"));
   if (packets == 1) {
-    e.add("n2w", cat(tiles, " n.addr=", hex(n_addr), " n=", walk,
-                     " n.lvl_mask=0x01 w.addr=", hex(kRingFifo),
-                     " w=(1 x 1) w.circ=1 w.rows=1 sync.en0=1 sync.f1=1 sync.id=16 "
-                     "sync.wait_lvl=1 sync.en1=1 sync.val=0xffff sync.en2=1 sync.f45=1 "
-                     "tail_lvl=1"));
-    e.add("outfeed", cat("walk=(0 x ", (bytes + 7) / 8, ") k173=3 f222=0x7f"));
     ring_send(e, tile, kRingFifo, 0x10000, ordinal++);
     return;
   }
-  e.add("n2w", cat(tiles, " n.addr=", hex(n_addr), " n=", walk,
-                   " n.lvl_mask=0x01 w.addr=", hex(kRingFifo), " w=(1 x 1)(0 x ", packets,
-                   ") w.lvl_mask=0x1 w.circ=1 w.rows=1 sync.en0=1 sync.f1=1 sync.id=16 "
-                   "sync.wait_lvl=1 sync.en1=1 sync.val=0x0ffff sync.en2=1 sync.f45=1 f803=1"));
-  e.add("outfeed", cat("walk=(0 x ", (bytes + 7) / 8, ") k173=3 f222=0x7f"));
-  e.add("ringprod", cat(tiles, " addr=", hex(kRingFifo), " src=(1 x 1)(0 x ", packets,
-                        ") sdims=1 cbuf=1 slots=1 mode=3 pcfg=20 r0.id=0x51 r0.val=", ordinal++,
-                        " r0.en_a=1 r0.en_b=1 r1.id=0x2d r1.val=1 r1.en_a=1 r1.en_b=1 "
-                        "dest=0x10000"));
+  e.add("ringprod",
+        cat("tiles=", hex(tile_bit(tile)), " addr=", hex(kRingFifo), " src=(1 x 1)(0 x ", packets,
+            ") sdims=1 cbuf=1 slots=1 mode=3 pcfg=20 r0.id=0x51 r0.val=", ordinal++,
+            " r0.en_a=1 r0.en_b=1 r1.id=0x2d r1.val=1 r1.en_a=1 r1.en_b=1 "
+            "dest=0x10000"));
+}
+
+void outfeed_transfer(Emitter& e, int tile, int n_addr, const std::string& walk, int bytes,
+                      int& ordinal) {
+  e.add("n2w", cat("tiles=", hex(tile_bit(tile)), " ", outfeed_fill(n_addr, walk, bytes)));
+  outfeed_send(e, tile, bytes, ordinal);
 }
 
 // One tile's band of the last layer's output to the host, up to kOutfeedPackets a transfer.
@@ -877,7 +887,23 @@ void stream_output(Emitter& e, const std::vector<Plan>& tiles, const std::string
   e.add("bundle", "s_op=0x0f s_x=4 imm=10");
   const int total = output_bytes(tiles);
   descriptor(e, 5, 4, 6, total, 3);
-  for (const Plan& p : tiles) stream_tile_output(e, p, ordinal);
+  // Where every tile sends its band in one transfer, their narrowToWides go first, those with the
+  // same fields as one instruction (a split classifier's slices: one for 15 tiles, not 15), each
+  // tile's into its own ring row before its producer as before.
+  const bool one_each = std::all_of(tiles.begin(), tiles.end(), [](const Plan& p) {
+    return p.out_bytes > 0 && p.out_bytes <= kOutfeedPackets * kRowBytes;
+  });
+  if (one_each) {
+    {
+      TileBatch fills(e);
+      for (const Plan& p : tiles)
+        fills.add(tile_bit(p.tile), "n2w",
+                  outfeed_fill(p.out_base / 4, narrow_walk(p.out_bytes / 4), p.out_bytes));
+    }
+    for (const Plan& p : tiles) outfeed_send(e, p.tile, p.out_bytes, ordinal);
+  } else {
+    for (const Plan& p : tiles) stream_tile_output(e, p, ordinal);
+  }
   tile_fence(e, "counters=0x1ffff units=0x3ff");
   e.add("scsync",
         cat("tiles=0xffff smask=0x020 thr5=", (total + 31) / 32, " wait=0x020 sunits=0x0c"));
