@@ -84,6 +84,8 @@ class SenderCut {
                                        [&](const Plan& t) { return t.layers[i_].full; });
     whole_rows_ =
         std::none_of(to.tiles.begin(), to.tiles.end(), [&](const Plan& t) { return sliced(t); });
+    in_place_ = to.halo_in && std::any_of(to.tiles.begin(), to.tiles.end(),
+                                          [&](const Plan& t) { return t.tile == src.tile; });
   }
 
   void cut() {
@@ -152,10 +154,11 @@ class SenderCut {
   // Several whole rows for the same tiles (contiguous in the sender's output) go in one transfer
   // when they make 2 to kHandOverPackets packets (inside) or, short rows, fit one packet; each
   // receiver drops them into its image's rows with a 2-level walk.
-  // (Written in place, the rows lie in the sender's padded image: one row a transfer.)
+  // (Written in place, the rows lie in the sender's padded image: one row a transfer; a sender
+  // that is no receiver's, its output as usual.)
   Run run_at(int y, int end) const {
     Run run{1, inside(1) ? packets_of(row_bytes_) : 0, readers(y)};
-    if (to_.halo_in) return run;
+    if (in_place_) return run;
     uint32_t together = run.mask;
     for (int m = 2; y + m <= end && m * row_bytes_ <= kHandOverPackets * kPiece &&
                     (full_ || readers(y + m - 1) == run.mask);
@@ -181,7 +184,7 @@ class SenderCut {
   }
 
   int from_at(int y) const {
-    if (to_.halo_in)
+    if (in_place_)
       for (const Plan& t : to_.tiles)
         if (t.tile == src_.tile)
           return t.layers[i_].pixel(y - t.layers[i_].top, t.layers[i_].l->pad_left);
@@ -230,6 +233,7 @@ class SenderCut {
   std::vector<Transfer>& out_;
   int row_bytes_, slice_, ch0_;
   bool full_ = false, whole_rows_ = false;
+  bool in_place_ = false;  // the sender wrote its rows into the receivers' image on its own tile
 };
 
 std::vector<Transfer> transfers_of(const Stage& from, const Stage& to, bool pricing) {

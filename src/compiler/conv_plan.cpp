@@ -261,35 +261,83 @@ Plan plan_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t 
 
 namespace {
 
-// Whether stage b can take its first image from stage a in place (write_in_place): the same
-// tiles and output groups, and each tile's rows of stage a's last layer among the rows its band
-// of stage b reads (the same bands, or PoseNet's front stages, whose bands nearly line up: a
-// stride-2 layer's band reading one row of the next tile's).
-bool in_place(const ConvChain& chain, const Stage& a, const Stage& b) {
-  if (b.first != a.end || a.tiles.size() != b.tiles.size()) return false;
+// Stage s's plan on `tile`, or none.
+const Plan* plan_on(const Stage& s, int tile) {
+  for (const Plan& p : s.tiles)
+    if (p.tile == tile) return &p;
+  return nullptr;
+}
+
+// How stage b can take its first image from stage a in place (write_in_place).
+enum class InPlace {
+  kNo,
+  // The same tiles and output groups, and each tile's rows of stage a's last layer among the rows
+  // its band of stage b reads (the same bands, or PoseNet's front stages, whose bands nearly line
+  // up: a stride-2 layer's band reading one row of the next tile's).
+  kEveryTile,
+  // Both split by output groups, b's first layer a split depthwise one (each tile reads only its
+  // groups' channels), and some tiles only on one side: those in both compute the same groups and
+  // write them in place; a tile only in a sends its groups over the ring to the tile only in b
+  // that computes them (v2's 7 x 7 x 960 pairs, the 1x1 layer on tiles 0-14 and the depthwise
+  // one on 0-13 and 15: one transfer instead of 15).
+  kSharedTiles,
+};
+
+// Whether tile p of stage a can write its last layer's rows into tile q's first image of b.
+bool writes_into(const Plan& p, const Plan& q) {
+  const LayerPlan& last = p.layers[p.end - 1];
+  const LayerPlan& lp = q.layers[q.first];
+  if (p.g0 != q.g0 || p.g1 != q.g1 || !p.out_at_top || !q.out_at_top || lp.kept ||
+      last.block != 1 || surplus_pixels(last) != 0 || joined(*last.l) || !last.l->heads.empty() ||
+      lp.cin != p.out_ch || lp.extra != 0 || lp.need_top > last.oa ||
+      lp.need_top + lp.need_rows < last.ob)
+    return false;
+  // (Other bands than stage a's and a stage b of several layers are fine; either stage in
+  // rounds only where neither is split by output groups.)
+  return (p.g1 == 0 && q.g1 == 0) || (p.rounds == 1 && q.rounds == 1);
+}
+
+InPlace in_place(const ConvChain& chain, const Stage& a, const Stage& b) {
+  if (b.first != a.end) return InPlace::kNo;
   // (Nor where a residual ADD's operand crosses into or out of stage b: the hand-over that keeps
   // it reads the sender's output, and its walk is not the halo's.)
   for (size_t i = b.first; i < chain.layers.size(); ++i) {
     const ConvLayer& l = chain.layers[i];
     if (i < b.end && (joined(l) || (l.residual() && static_cast<size_t>(l.residual_of) < b.first)))
-      return false;
-    if (i >= b.end && l.residual_of == static_cast<int>(b.first)) return false;
+      return InPlace::kNo;
+    if (i >= b.end && l.residual_of == static_cast<int>(b.first)) return InPlace::kNo;
   }
-  for (size_t k = 0; k < a.tiles.size(); ++k) {
-    const Plan& p = a.tiles[k];
-    const Plan& q = b.tiles[k];
-    const LayerPlan& last = p.layers[p.end - 1];
+  if (a.tiles.size() == b.tiles.size()) {
+    bool every = true;
+    for (size_t k = 0; k < a.tiles.size() && every; ++k)
+      every = a.tiles[k].tile == b.tiles[k].tile && writes_into(a.tiles[k], b.tiles[k]);
+    if (every) return InPlace::kEveryTile;
+  }
+  // (Each tile computing its groups on the whole map: with row bands the shared tiles' halo rows
+  // went one a transfer, where the sets of tiles took them in gathers before, and the senders'
+  // ops split by where they write: v2's 14 x 14 x 576 pair, 1.6 KB more instructions.)
+  auto whole = [](const LayerPlan& lp) { return lp.oa == 0 && lp.ob == lp.l->oh; };
+  auto split = [&](const Plan& p) {
+    return p.g1 > 0 && p.rounds == 1 && whole(p.layers[p.first]) && whole(p.layers[p.end - 1]);
+  };
+  size_t shared = 0;
+  for (const Plan& q : b.tiles) {
     const LayerPlan& lp = q.layers[q.first];
-    if (p.tile != q.tile || p.g0 != q.g0 || p.g1 != q.g1 || !p.out_at_top || !q.out_at_top ||
-        lp.kept || last.block != 1 || surplus_pixels(last) != 0 || joined(*last.l) ||
-        !last.l->heads.empty() || lp.cin != p.out_ch || lp.extra != 0 || lp.need_top > last.oa ||
-        lp.need_top + lp.need_rows < last.ob)
-      return false;
-    // (Other bands than stage a's and a stage b of several layers are fine; either stage in
-    // rounds only where neither is split by output groups.)
-    if ((p.g1 > 0 || q.g1 > 0) && (p.rounds != 1 || q.rounds != 1)) return false;
+    if (!split(q) || !q.out_at_top || lp.cin == lp.l->cin || lp.kept) return InPlace::kNo;
+    if (const Plan* p = plan_on(a, q.tile)) {
+      if (!writes_into(*p, q)) return InPlace::kNo;
+      ++shared;
+      continue;
+    }
+    // (A tile only in b: one only in a computes its groups.)
+    if (std::none_of(a.tiles.begin(), a.tiles.end(), [&](const Plan& p) {
+          return split(p) && !plan_on(b, p.tile) && p.g0 == q.g0 && p.g1 == q.g1;
+        }))
+      return InPlace::kNo;
   }
-  return true;
+  for (const Plan& p : a.tiles)
+    if (!split(p)) return InPlace::kNo;
+  return shared > 0 ? InPlace::kSharedTiles : InPlace::kNo;
 }
 
 // Where stage s's output waits on `tile` (the top of narrow memory where it has no plan there).
@@ -299,13 +347,15 @@ int out_base_on(const Stage& s, int tile) {
   return kNarrowBytes;
 }
 
-// Stage a's tile t writes its last layer's rows into stage b's first image, where it now lies.
-void link(Stage& a, const Stage& b, size_t t) {
-  Plan& p = a.tiles[t];
-  const LayerPlan& lp = b.tiles[t].layers[b.first];
+// Stage a's tile p writes its last layer's rows into stage b's first image on its tile, q, where
+// it now lies.
+void link(Plan& p, const Plan& q) {
+  const LayerPlan& lp = q.layers[q.first];
   p.into_base = lp.pixel(p.layers[p.end - 1].oa - lp.top, lp.l->pad_left);
   p.into_row_words = lp.row_words();
 }
+
+void link(Stage& a, const Stage& b, size_t t) { link(a.tiles[t], b.tiles[t]); }
 
 // The end of stage b's images but its first on tile t (its rounds' regions), which the first
 // image moved by write_in_place must stay above.
@@ -385,20 +435,24 @@ void write_in_place(const ConvChain& chain, const Shapes& shapes, std::vector<St
   for (size_t k = 1; k + 1 < stages.size(); ++k) {
     Stage& a = stages[k];
     Stage& b = stages[k + 1];
-    if (!in_place(chain, a, b)) continue;
+    const InPlace how = in_place(chain, a, b);
+    if (how == InPlace::kNo) continue;
     // One address on every tile: above stage a's images, below the output of the stage before a
     // (still to be handed over when the image is filled) and stage b's own.
     // Where that does not fit, above the output of the stage before a too, filled once the
     // hand-over into a has read it (Stage::fill_late).
     // (In chains with residual ADDs, where that does not fit, right above stage a's images when
     // clear of stage b's other images and its ADD's scratch words, which stay where planned.)
+    // (Stage b's tiles, which are stage a's but where only some are shared: a tile only in b
+    // holds none of a's images, one only in a none of b's.)
     int base = 0, low = 0, top = kNarrowBytes, late_top = kNarrowBytes;
-    for (size_t t = 0; t < a.tiles.size(); ++t) {
-      low = std::max(low, round_up(a.tiles[t].regions_end, 64));
+    for (size_t t = 0; t < b.tiles.size(); ++t) {
+      if (const Plan* p = plan_on(a, b.tiles[t].tile))
+        low = std::max(low, round_up(p->regions_end, 64));
       base = std::max({base, low, round_up(other_images_end(b, t), 64)});
       top = std::min(top, b.tiles[t].out_base);
       late_top = std::min(late_top, b.tiles[t].out_base);
-      top = std::min(top, out_base_on(stages[k - 1], a.tiles[t].tile));
+      top = std::min(top, out_base_on(stages[k - 1], b.tiles[t].tile));
     }
     // (The whole image where it fits, else each tile's band of it: its own rows and the halo.)
     int image = 0, band = 0;
@@ -438,7 +492,7 @@ void write_in_place(const ConvChain& chain, const Shapes& shapes, std::vector<St
       }
     }
     if (!placed()) {
-      if (!residuals) over_input(chain, shapes, stages, k);
+      if (!residuals && how == InPlace::kEveryTile) over_input(chain, shapes, stages, k);
       continue;
     }
     if (!fits(image)) {
@@ -449,14 +503,14 @@ void write_in_place(const ConvChain& chain, const Shapes& shapes, std::vector<St
         lp.hp = lp.need_rows;
       }
     }
-    for (size_t t = 0; t < a.tiles.size(); ++t) {
-      Plan& q = b.tiles[t];
+    for (Plan& q : b.tiles) {
       LayerPlan& lp = q.layers[q.first];
       lp.in_base = base;
       q.regions_end = std::max(q.regions_end, round_up(base + lp.in_bytes(), 64));
       if (!adds) q.add_scratch = q.regions_end;
-      link(a, b, t);
     }
+    for (Plan& p : a.tiles)
+      if (const Plan* q = plan_on(b, p.tile)) link(p, *q);
     b.halo_in = true;
     b.fill_late = late;
   }

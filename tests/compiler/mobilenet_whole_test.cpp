@@ -29,6 +29,7 @@
 #include "runtime/device_select.h"
 #include "runtime/edgetpu_delegate.h"
 #include "support/compiled_twin.h"
+#include "support/hand_overs.h"
 #include "support/same_bytes.h"
 #include "support/testdata.h"
 
@@ -304,6 +305,41 @@ void v2_first_stage_hands_over_the_image_before_the_expansion(const CompiledV2& 
   EXPECT_NE(expansion_tiles, ops.front().second | ops[1].second | ops[2].second);
 }
 
+// v2's 7 x 7 x 960 pairs of a 1x1 layer and its depthwise layer, both split by output groups (15
+// slices), ran on tiles that differ in one (1x1 on tiles 0-14 and depthwise on 0-13 and 15, then
+// the other way round): each hand-over sent all 15 slices over the ring, 14 of them to their own
+// tile. Now the 14 tiles in both write their slices in place and the one slice in between goes
+// over the ring (write_in_place, docs/compiler.md "Split pairs in place on their shared tiles;
+// the outputs' fills at once"). The bytes of this program are checked by
+// V2Gen2020EqualsItsTwinAndPassesGooglesCheck.
+void v2_split_pairs_write_in_place_on_their_shared_tiles(const CompiledV2& v2) {
+  // (The 160 -> 960 layers' ops: 40 reduction words; the depthwise layers': 9 taps.)
+  const std::vector<testing::HandOver> pairs = testing::hand_overs(v2.instructions, 39, 8);
+  ASSERT_EQ(pairs.size(), 3u);
+  int crossing = 0;
+  for (const testing::HandOver& h : pairs) {
+    EXPECT_LE(h.producers, 1) << "(15 when every slice went over the ring)";
+    crossing += h.producers;
+  }
+  EXPECT_GE(crossing, 1) << "no pair on tiles that differ: the check no longer tests the rule";
+}
+
+// v2's classifier, split over 16 tiles, sends each tile's slice to the host in one transfer: the
+// 16 narrowToWides into the tiles' ring rows are one instruction (the same fields on every tile),
+// ahead of the 16 outfeeds and producers (output_fills_test.cpp on a small classifier).
+void v2_output_fills_its_ring_rows_at_once(const CompiledV2& v2) {
+  size_t last_op = 0;
+  for (size_t k = 0; k < v2.instructions.size(); ++k)
+    if (v2.instructions[k].opcode() == isa::kTensorOp) last_op = k;
+  int fills = 0, outfeeds = 0;
+  for (size_t k = last_op; k < v2.instructions.size(); ++k) {
+    fills += v2.instructions[k].opcode() == isa::kNarrowToWide;
+    outfeeds += v2.instructions[k].opcode() == isa::kOutfeed;
+  }
+  EXPECT_EQ(outfeeds, 16);
+  EXPECT_EQ(fills, 1) << "(16 before)";
+}
+
 // v2's layout, compiled once: each check under its own trace (the names of the tests they were,
 // which docs/compiler.md cites), so a failure names its property.
 TEST(MobileNetCompiledWhole, V2Layout) {
@@ -320,6 +356,9 @@ TEST(MobileNetCompiledWhole, V2Layout) {
        v2_projection_to_96_gives_its_rows_to_the_depthwise_stage},
       {"V2FirstStageHandsOverTheImageBeforeTheExpansion",
        v2_first_stage_hands_over_the_image_before_the_expansion},
+      {"V2SplitPairsWriteInPlaceOnTheirSharedTiles",
+       v2_split_pairs_write_in_place_on_their_shared_tiles},
+      {"V2OutputFillsItsRingRowsAtOnce", v2_output_fills_its_ring_rows_at_once},
   };
   for (const auto& [property, check] : checks) {
     SCOPED_TRACE(property);
