@@ -64,12 +64,18 @@ namespace {
 constexpr int kPacketBytes = 256;  // one ring packet
 }  // namespace
 
-void host_pop(Emitter& e, int64_t bytes) {
+void pop_more(Emitter& e, int64_t bytes) {
   const Passes passes = passes_of(static_cast<int>(bytes / 8), kActPassUnits);
   e.add("pop",
         cat("stream=1 walk=",
             nest({{1, kActPassUnits}, {1 - kActPassUnits, passes.count}, {1 - kActPassUnits, 1}}),
             " k121=1 k124=1 av140=1", passes.fields(), " k174=1 k178=1 k199=1 k215=1"));
+}
+
+void host_pop(Emitter& e, int64_t bytes) { host_pop(e, bytes, bytes); }
+
+void host_pop(Emitter& e, int64_t bytes, int64_t first) {
+  pop_more(e, first);
   e.add("bundle", "s_op=0x0f s_x=5 imm=11");
   e.add("bundle", "s_op=0x0f s_x=4 imm=10");
   descriptor(e, 5, 4, 6, bytes, 1);

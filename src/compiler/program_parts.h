@@ -49,6 +49,11 @@ void input_address(Emitter& e, const std::string& name);
 // The host's input streamed to the tiles, after input_address: one activation pop of `bytes`
 // (in passes of 128 KiB, the staging ring, docs/chip.md "Infeed") and its DMA descriptor.
 void host_pop(Emitter& e, int64_t bytes);
+// The same input in several pops: the descriptor asks for all `bytes`, the first pop stages only
+// `first` of them, pop_more the next ones (each pop's infeeds may start once it is complete,
+// while the next pops stage).
+void host_pop(Emitter& e, int64_t bytes, int64_t first);
+void pop_more(Emitter& e, int64_t bytes);
 // One move of that input into narrow memory: a wideToNarrow of `bytes` (a multiple of 4) to
 // narrow byte `n_addr` of the tiles `mask` from their ring FIFO at wide unit `fifo`, a ring
 // consumer of its 256-byte packets (the last may be short), and an infeed of the input's bytes
