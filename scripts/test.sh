@@ -48,7 +48,9 @@ if [ "${SKIP_ASAN:-0}" != 1 ]; then
   cmake --preset asan >/dev/null
   cmake --build build-asan -j "$jobs"
   stage "tests under AddressSanitizer + UBSan"
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  # malloc_context_size=5: allocation and free stacks of 5 frames in a report (30 by default) take
+  # 8% off the compiler's allocation-heavy tests; the error's own stack stays whole.
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:malloc_context_size=5 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     run_ctest build-asan 900
   if [ "${SKIP_FUZZ:-0}" != 1 ]; then
     # Each fuzzer runs on one core: $jobs of them at a time, each printing its lines when done.
