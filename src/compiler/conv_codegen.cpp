@@ -487,10 +487,8 @@ bool stream_input(Emitter& e, const std::vector<Plan>& tiles, bool runs) {
   // The tiles each row still goes to, found once (the search below asks for rows many times).
   std::vector<uint32_t> row_masks(static_cast<size_t>(l.h), 0);
   for (const Plan& t : tiles) {
-    const LayerPlan& lp = t.layers.front();
-    const int top = lp.full ? lp.need_top : lp.top, hp = lp.full ? lp.need_rows : lp.hp;
-    for (int y = std::max(top, 0); y < std::min(top + hp, l.h); ++y)
-      row_masks[static_cast<size_t>(y)] |= tile_bit(t.tile);
+    const auto [first, end] = image_rows(t.layers.front());
+    for (int y = first; y < end; ++y) row_masks[static_cast<size_t>(y)] |= tile_bit(t.tile);
   }
   for (int y = 0; y < l.h; ++y) row_masks[static_cast<size_t>(y)] &= ~taken[static_cast<size_t>(y)];
   auto mask_of = [&](int y) { return row_masks[static_cast<size_t>(y)]; };

@@ -342,9 +342,8 @@ InPlace in_place(const ConvChain& chain, const Stage& a, const Stage& b) {
 
 // Where stage s's output waits on `tile` (the top of narrow memory where it has no plan there).
 int out_base_on(const Stage& s, int tile) {
-  for (const Plan& o : s.tiles)
-    if (o.tile == tile) return o.out_base;
-  return kNarrowBytes;
+  const Plan* p = plan_on(s, tile);
+  return p ? p->out_base : kNarrowBytes;
 }
 
 // Stage a's tile p writes its last layer's rows into stage b's first image on its tile, q, where
