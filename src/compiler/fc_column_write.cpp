@@ -26,6 +26,10 @@ std::string column_tiles(int tile) { return cat("tiles=", hex(tile_bit(tile))); 
 
 FcColumnWrite fc_column_write(const FcLayer& layer, const FcPlacement& placement, int column) {
   if (column < 0 || column >= kColumnRowWords) fail("column ", column, " of a 64-output group");
+  // The column's words travel as one wide row per group and are scattered K / 4 rows deep: a
+  // longer or ragged K would scatter past the streamed row.
+  if (layer.k <= 0 || layer.k > 256 || layer.k % 4 != 0)
+    fail("a column write needs K a multiple of 4 up to 256 (one wide row), not ", layer.k);
   FcColumnWrite w;
   w.rows = layer.k / 4;
   w.column = column;

@@ -16,6 +16,7 @@
 #include "compiler/fc_batch_codegen.h"
 #include "compiler/fc_codegen.h"
 #include "host/rounding.h"
+#include "support/error_of.h"
 #include "support/fc_scores_reference.h"
 
 namespace tinycoral::compiler {
@@ -185,31 +186,12 @@ TEST(FcAttentionOnTheVirtualEdgeTpu, WeightedSumOfEveryHeadEqualsTheIntegerRefer
 
   // With parameter writes in front: new weights of positions 64..127 of every head's keys and
   // new values of every position, both seen by the same run.
-  FcParameterWrite keys;
-  FcLayer& w = keys.layer;
-  w = a.scores;
-  w.n = kHeads * 64;
-  w.weights.clear();
-  w.mult.clear();
-  w.group_out_zp.clear();
-  w.group_clamp_min.clear();
-  w.group_clamp_max.clear();
   for (int h = 0; h < kHeads; ++h) {
     const int g = h * (kPositions / 64) + 1;
-    for (int r = 64 * g; r < 64 * g + 64; ++r) {
-      for (int j = 0; j < kK; ++j) {
-        int8_t& weight = a.scores.weights[size_t(r) * size_t(kK) + size_t(j)];
-        weight = random_weight(random);
-        w.weights.push_back(weight);
-      }
-      w.mult.push_back(a.scores.mult[size_t(r)]);
-    }
-    w.group_out_zp.push_back(a.scores.group_out_zp[size_t(g)]);
-    w.group_clamp_min.push_back(a.scores.group_clamp_min[size_t(g)]);
-    w.group_clamp_max.push_back(a.scores.group_clamp_max[size_t(g)]);
-    keys.at.tiles.push_back(a.scores_at.tiles[size_t(g)]);
-    keys.at.param_units.push_back(a.scores_at.param_units[size_t(g)]);
+    for (size_t i = size_t(64 * g) * size_t(kK); i < size_t(64 * g + 64) * size_t(kK); ++i)
+      a.scores.weights[i] = random_weight(random);
   }
+  const FcParameterWrite keys = key_groups(a, 64);
   for (size_t j = 0; j < a.sum.layer.weights.size(); ++j)
     if (int(j) / kPositions % 64 < kSumSize) a.sum.layer.weights[j] = random_weight(random);
   const FcParameterWrite values{a.sum.layer, a.sum.at};
@@ -281,6 +263,13 @@ TEST(FcAttentionOnTheVirtualEdgeTpu, AKeyColumnWrittenByTheChipIsSeenByTheSameRu
   check(generate_fc_batch_attention(a.scores, a.scores_at, a.row_bytes, a.exp_mult, a.sum, {}),
         kPositions);
   EXPECT_EQ(chip.fault(), "");
+  // A key longer than one wide row has no one-row column to scatter: refused, not written past it.
+  FcParameterWrite long_keys = key_groups(a, 64);
+  long_keys.layer.k = 320;
+  EXPECT_NE(tinycoral::testing::error_of([&] {
+              (void)fc_column_write(long_keys.layer, long_keys.at, 0);
+            }).find("up to 256"),
+            std::string::npos);
 }
 
 // A multiplier 1% off in one head fails the comparison: the multipliers the scalar core computes
