@@ -30,6 +30,7 @@
 #include "runtime/edgetpu_delegate.h"
 #include "support/compiled_twin.h"
 #include "support/hand_overs.h"
+#include "support/output_sends.h"
 #include "support/same_bytes.h"
 #include "support/testdata.h"
 
@@ -328,16 +329,10 @@ void v2_split_pairs_write_in_place_on_their_shared_tiles(const CompiledV2& v2) {
 // 16 narrowToWides into the tiles' ring rows are one instruction (the same fields on every tile),
 // ahead of the 16 outfeeds and producers (output_fills_test.cpp on a small classifier).
 void v2_output_fills_its_ring_rows_at_once(const CompiledV2& v2) {
-  size_t last_op = 0;
-  for (size_t k = 0; k < v2.instructions.size(); ++k)
-    if (v2.instructions[k].opcode() == isa::kTensorOp) last_op = k;
-  int fills = 0, outfeeds = 0;
-  for (size_t k = last_op; k < v2.instructions.size(); ++k) {
-    fills += v2.instructions[k].opcode() == isa::kNarrowToWide;
-    outfeeds += v2.instructions[k].opcode() == isa::kOutfeed;
-  }
-  EXPECT_EQ(outfeeds, 16);
-  EXPECT_EQ(fills, 1) << "(16 before)";
+  const testing::OutputSends s = testing::output_sends(v2.instructions);
+  EXPECT_EQ(s.outfeeds, 16);
+  EXPECT_EQ(s.fills, 1) << "(16 before)";
+  EXPECT_TRUE(s.fills_first) << "a narrowToWide after an outfeed";
 }
 
 // v2's layout, compiled once: each check under its own trace (the names of the tests they were,

@@ -12,28 +12,13 @@
 #include "isa/isa.h"
 #include "support/compiled_twin.h"
 #include "support/conv_twin.h"
+#include "support/output_sends.h"
 #include "support/two_inferences.h"
 
 namespace tinycoral::compiler {
 namespace {
 
 using twins::ConvSpec;
-
-// The narrowToWides and outfeeds after the program's last op (the output's transfers).
-struct OutputSends {
-  int fills = 0, outfeeds = 0;
-};
-OutputSends output_sends(const std::vector<isa::Instruction>& program) {
-  size_t last_op = 0;
-  for (size_t k = 0; k < program.size(); ++k)
-    if (program[k].opcode() == isa::kTensorOp) last_op = k;
-  OutputSends s;
-  for (size_t k = last_op; k < program.size(); ++k) {
-    s.fills += program[k].opcode() == isa::kNarrowToWide;
-    s.outfeeds += program[k].opcode() == isa::kOutfeed;
-  }
-  return s;
-}
 
 // 1x1x1280 -> 1x1 to 1001: 1.28 MB of weights, split by output groups over tiles (3: slices of
 // two sizes). Each tile's slice is one transfer: one narrowToWide for the tiles whose slices are
@@ -47,9 +32,11 @@ TEST(OutputFillsOnTheVirtualEdgeTpu, ASplitClassifiersSlicesFillTheirRingRowsAtO
   const testing::CompiledTwin compiled(twin);
   ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1) << compiled.reason();
   ASSERT_NE(compiled.exes.execution, nullptr);
-  const OutputSends s = output_sends(isa::decode(compiled.exes.execution->bitstreams.at(0).data));
+  const testing::OutputSends s =
+      testing::output_sends(isa::decode(compiled.exes.execution->bitstreams.at(0).data));
   EXPECT_GE(s.outfeeds, 3) << "the classifier is not split over tiles";
   EXPECT_LT(s.fills, s.outfeeds) << "one a tile, as before";
+  EXPECT_TRUE(s.fills_first) << "a narrowToWide after an outfeed";
   testing::expect_two_inferences_equal(compiled, twin, static_cast<size_t>(h) * w * cin, random);
 }
 

@@ -384,20 +384,27 @@ TEST(ChipPathStepD, GenerateWithScoresOnTheChipWritesTheInt8Text) {
       << bad.err;
 }
 
+// Two shapes that are not the test checkpoints', for the attention tests below, and the tokens each
+// runs: head size 16 over grouped kv heads, seq_len 40; head size 80, one layer, 96 positions.
+struct AttentionShape {
+  TinyShape shape;
+  int steps;
+};
+const AttentionShape kOtherAttentionShapes[] = {{{64, 160, 2, 4, 2, 300, 40, true}, 24},
+                                                {{160, 300, 1, 2, 2, 300, 96, true}, 80}};
+
 // WeightedSum::kValueCache with the weighted sum on the chip, the int8 path's logits bit for bit
 // for shapes that are not the test checkpoints': head size 16 with grouped kv heads and seq_len 40
 // (one 64-position program), head size 80 (two groups per head) over 96 positions (the writes
 // cross a 64-position group); with the scores on the host (the sum a program of its own) and on
 // the chip (the sum inside the scores' program).
 TEST(ChipPathStepD, TheValueCachesWeightedSumOnTheChipIsExact) {
-  std::vector<TinyShape> shapes = {{64, 160, 2, 4, 2, 300, 40, true},
-                                   {160, 300, 1, 2, 2, 300, 96, true}};
-  for (const TinyShape& shape : shapes) {
+  for (const auto& [shape, steps] : kOtherAttentionShapes) {
     for (const bool scores : {false, true}) {
       SCOPED_TRACE("dim " + std::to_string(shape.dim) + (scores ? ", scores on the chip" : ""));
       const LoadedModel model = tiny_model(shape, TinyWeights(shape));
       llm::ChipPathStats s;
-      expect_chip_equals_int8(model.ck, model.tok, shape.dim == 160 ? 80 : 24, s,
+      expect_chip_equals_int8(model.ck, model.tok, steps, s,
                               {.fused_layers = true,
                                .chip_attention = true,
                                .chip_scores = scores,
@@ -420,16 +427,14 @@ TEST(ChipPathStepD, TheValueCachesWeightedSumOnTheChipIsExact) {
 // scores' program and with the weighted sum joined to it. A key not written, or written into
 // another column, changes the scores of every later position.
 TEST(ChipPathStepD, TheKeyColumnWrittenByTheChipIsExact) {
-  std::vector<TinyShape> shapes = {{64, 160, 2, 4, 2, 300, 40, true},
-                                   {160, 300, 1, 2, 2, 300, 96, true}};
-  for (const TinyShape& shape : shapes) {
+  for (const auto& [shape, steps] : kOtherAttentionShapes) {
     for (const llm::WeightedSum sum :
          {llm::WeightedSum::kScalarCore, llm::WeightedSum::kValueCache}) {
       const bool values = sum == llm::WeightedSum::kValueCache;
       SCOPED_TRACE("dim " + std::to_string(shape.dim) + (values ? ", the value cache" : ""));
       const LoadedModel model = tiny_model(shape, TinyWeights(shape));
       llm::ChipPathStats s;
-      expect_chip_equals_int8(model.ck, model.tok, shape.dim == 160 ? 80 : 24, s,
+      expect_chip_equals_int8(model.ck, model.tok, steps, s,
                               {.fused_layers = true,
                                .chip_attention = true,
                                .chip_scores = true,
