@@ -15,9 +15,11 @@ if command -v clang-format >/dev/null && git rev-parse --is-inside-work-tree >/d
   git ls-files '*.cpp' '*.h' | xargs clang-format --dry-run -Werror
 fi
 
-stage "build (RelWithDebInfo)"
-cmake --preset default >/dev/null
-cmake --build build -j "$jobs"
+# The first build is preset `tests` (build-tests/): RelWithDebInfo's -O2 without its debug
+# information, which the tests do not need and which costs a third of the compile time.
+stage "build (-O2, no debug info)"
+cmake --preset tests >/dev/null
+cmake --build build-tests -j "$jobs"
 summary=$(mktemp)
 run_ctest() {  # run_ctest BUILD_DIR TIMEOUT [CTEST ARGS]: runs ctest, keeps its counts
   local log; log=$(mktemp)
@@ -40,7 +42,7 @@ run_ctest() {  # run_ctest BUILD_DIR TIMEOUT [CTEST ARGS]: runs ctest, keeps its
   return "$rc"
 }
 stage "tests"
-run_ctest build 600
+run_ctest build-tests 600
 
 if [ "${SKIP_ASAN:-0}" != 1 ]; then
   # One clang build with ASan + UBSan serves the second test run and the fuzzers.
