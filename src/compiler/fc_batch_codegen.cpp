@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <optional>
 
 #include "common/error.h"
 #include "compiler/emitter.h"
@@ -272,22 +273,25 @@ std::vector<uint8_t> emit_parameter_writes(Emitter& e,
     parameters.insert(parameters.end(), p.begin(), p.end());
   }
   std::vector<FcParameterRow> single;
-  for (const FcRowWrite* r : {columns ? &columns->words : nullptr, rows}) {
+  // Words that come from the FC in front of the scores are not streamed.
+  const bool streamed_words = columns && columns->from_piece.empty();
+  for (const FcRowWrite* r : {streamed_words ? &columns->words : nullptr, rows}) {
     if (!r) continue;
     single.insert(single.end(), r->rows.begin(), r->rows.end());
     parameters.insert(parameters.end(), r->bytes.begin(), r->bytes.end());
   }
-  if (parameters.empty()) return parameters;
   if (columns) {
     if (column_copy_bytes(columns) > kNarrowBytes)
       fail("a column write's copies take ", column_copy_bytes(columns), " bytes of narrow memory");
     emit_column_copies(e, *columns);
   }
+  if (parameters.empty()) return parameters;
   // The new parameters land before anything reads them.
   emit_fc_parameter_streams(e, parts, single);
   tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
   wait_tokens(e);
-  if (columns) emit_column_scatters(e, *columns);
+  // (Words from the FC in front of the scores: scattered once it has run, scores_and_softmax.)
+  if (streamed_words) emit_column_scatters(e, *columns);
   return parameters;
 }
 
@@ -338,12 +342,31 @@ int first_bytes(const FcScoresInput* first) {
   return first ? groups_of(fc_groups(first->layer.n), first->at).slots * kGroup : 0;
 }
 
+// `columns` as the program writes it: where its words come from the FC in front of the scores,
+// its copies go past the query row, the scores' and that FC's outputs (the copies are taken before
+// the row arrives and written back before the scores run).
+std::optional<FcColumnWrite> placed_columns(const FcColumnWrite* columns, const Groups& g,
+                                            int out_base, const FcScoresInput* first) {
+  if (!columns) return std::nullopt;
+  FcColumnWrite w = *columns;
+  if (!w.from_piece.empty()) {
+    if (!first) fail("a column's words from the FC in front of the scores without that FC");
+    const int pieces = fc_groups(first->layer.n), per_group = (w.rows * 4 + kGroup - 1) / kGroup;
+    for (const int p : w.from_piece)
+      if (p < 0 || p + per_group > pieces)
+        fail("a column's words from pieces ", p, "..", p + per_group - 1, " of ", pieces);
+    w.narrow_at = round_up(out_base + g.slots * kGroup + first_bytes(first), kPiece);
+  }
+  return w;
+}
+
 // The scores' part of the softmax and attention programs: the query row in, the scores' op,
 // every group's 64 scores to scalar memory in group order (head h's at h * positions bytes), then
 // the count from the row's tail on the first group's tile, and the softmax on the scalar core.
 // Returns the ordinal of the next transfer to scalar memory.
 int scores_and_softmax(Emitter& e, const FcLayer& layer, const Groups& g, int row_bytes,
-                       int out_base, const ScalarSoftmax& sm, const FcScoresInput* first) {
+                       int out_base, const ScalarSoftmax& sm, const FcScoresInput* first,
+                       const FcColumnWrite* columns) {
   int ordinal = 0;
   tile_fence(e, "units=0x020");
   input_address(e, layer.input_name);
@@ -362,6 +385,12 @@ int scores_and_softmax(Emitter& e, const FcLayer& layer, const Groups& g, int ro
     for (size_t i = 0; i < f.tile.size(); ++i)
       pieces.emplace_back(f.tile[i], (at + kGroup * f.slot[i]) / 4);
     ffn_broadcast(e, mask_of(g), pieces, ordinal);
+    // A column's words among those pieces (the key's sum): into the resident keys before the
+    // scores read them.
+    if (columns && !columns->from_piece.empty()) {
+      emit_column_words_from_narrow(e, *columns);
+      emit_column_scatters(e, *columns);
+    }
   }
   op_stage(e, layer, g, 1, out_base);
   std::vector<std::array<int, 3>> pieces;
@@ -569,12 +598,14 @@ container::Executable generate_fc_batch_softmax(const FcLayer& layer, const FcPl
   Emitter e;
   const int out_base = round_up(g.row_bytes, 64);
   if (rows && !write && !columns) fail("parameter rows follow a parameter or column write");
+  const std::optional<FcColumnWrite> placed = placed_columns(columns, g, out_base, first);
+  const FcColumnWrite* cw = placed ? &*placed : nullptr;
   program_start(e);
   std::vector<uint8_t> parameters = emit_parameter_writes(
       e,
       write ? std::vector<const FcParameterWrite*>{write} : std::vector<const FcParameterWrite*>{},
-      rows, columns);
-  scores_and_softmax(e, layer, g, row_bytes, out_base, sm, first);
+      rows, cw);
+  scores_and_softmax(e, layer, g, row_bytes, out_base, sm, first, cw);
   e.reloc_movi(10, BufferKind::kOutput, Half::kUpper32, layer.output_name);
   e.reloc_movi(11, BufferKind::kOutput, Half::kLower32, layer.output_name);
   e.add("bundle", "s_op=0x0f s_x=5 imm=11");
@@ -593,7 +624,7 @@ container::Executable generate_fc_batch_softmax(const FcLayer& layer, const FcPl
   out.shape = {{0, 0}, {0, out_bytes - 1}};
   eo.output_layers.push_back(std::move(out));
   eo.used_narrow_memory_bytes_per_tile =
-      std::max(out_base + g.slots * kGroup + first_bytes(first), column_copy_bytes(columns));
+      std::max(out_base + g.slots * kGroup + first_bytes(first), column_copy_bytes(cw));
   eo.dma_hints = execution_hints(layer.input_name, g.row_bytes, layer.output_name, out_bytes);
   carry_parameters(eo, std::move(parameters));
   return eo;
@@ -664,10 +695,12 @@ container::Executable generate_fc_batch_attention(
     fail("the scores, e, the multipliers and the sums take ", end, " bytes of narrow memory");
   for (int& at : v.in_at) at += e_base;
 
+  const std::optional<FcColumnWrite> placed = placed_columns(columns, g, out_base, first);
+  const FcColumnWrite* cw = placed ? &*placed : nullptr;
   Emitter e;
   program_start(e);
-  std::vector<uint8_t> parameters = emit_parameter_writes(e, writes, rows, columns);
-  int ordinal = scores_and_softmax(e, layer, g, row_bytes, out_base, sm, first);
+  std::vector<uint8_t> parameters = emit_parameter_writes(e, writes, rows, cw);
+  int ordinal = scores_and_softmax(e, layer, g, row_bytes, out_base, sm, first, cw);
   emit_scalar_value_prep(e, prep);
   // Scalar memory to tile 0: an infeed from scalar memory sends 16-byte packets (docs/chip.md;
   // to one tile: the seed found one to 16 tiles delivering nothing on a device), each a fill of
@@ -747,7 +780,7 @@ container::Executable generate_fc_batch_attention(
                                         last.signed_output);
   out.shape = {{0, 0}, {0, total - 1}};
   eo.output_layers.push_back(std::move(out));
-  eo.used_narrow_memory_bytes_per_tile = std::max(used, column_copy_bytes(columns));
+  eo.used_narrow_memory_bytes_per_tile = std::max(used, column_copy_bytes(cw));
   eo.dma_hints = execution_hints(layer.input_name, g.row_bytes, last.output_name, total);
   carry_parameters(eo, std::move(parameters));
   return eo;

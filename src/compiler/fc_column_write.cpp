@@ -16,7 +16,8 @@ constexpr int kColumnRowWords = 64;  // 4-byte words in one 256-byte wide row
 std::vector<int> column_copies_at(const FcColumnWrite& w) {
   std::map<int, int> on_tile;
   std::vector<int> at;
-  for (const FcParameterRow& r : w.words.rows) at.push_back(on_tile[r.tile]++ * w.rows * 256);
+  for (const FcParameterRow& r : w.words.rows)
+    at.push_back(w.narrow_at + on_tile[r.tile]++ * w.rows * 256);
   return at;
 }
 
@@ -46,7 +47,7 @@ FcColumnWrite fc_column_write(const FcLayer& layer, const FcPlacement& placement
 
 int fc_column_write_narrow_bytes(const FcColumnWrite& w) {
   const std::vector<int> at = column_copies_at(w);
-  int end = 0;
+  int end = w.narrow_at;
   for (const int a : at) end = std::max(end, a + w.rows * 256);
   return end;
 }
@@ -59,6 +60,18 @@ void emit_column_copies(Emitter& e, const FcColumnWrite& w) {
                      " n=", narrow_walk(w.rows * kColumnRowWords), " n.lvl_mask=0x01"));
   tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
   wait_tokens(e);
+}
+
+void emit_column_words_from_narrow(Emitter& e, const FcColumnWrite& w) {
+  if (w.from_piece.size() != w.words.rows.size())
+    fail(w.from_piece.size(), " pieces for the words of ", w.words.rows.size(), " groups");
+  // A whole wide row from the group's first piece: the words are its first K / 4, the rest is
+  // never read (the copy goes back over every row after the scatter).
+  for (size_t g = 0; g < w.from_piece.size(); ++g)
+    e.add("n2w", cat(column_tiles(w.words.rows[g].tile), " n.addr=", hex(16 * w.from_piece[g]),
+                     " n=", narrow_walk(kColumnRowWords),
+                     " n.lvl_mask=0x01 w.addr=", hex(w.words.rows[g].unit), " w=(1 x 1)"));
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
 }
 
 void emit_column_scatters(Emitter& e, const FcColumnWrite& w) {

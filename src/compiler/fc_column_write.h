@@ -23,6 +23,15 @@ struct FcColumnWrite {
   FcRowWrite words;
   int rows = 0;    // weight rows per group (K / 4)
   int column = 0;  // the output within each group (0..63)
+  // Where the words come from instead (non-empty: one entry per group): the index of the first of
+  // the K / 64 output groups of the FC in front of the scores (FcScoresInput, fc_batch_codegen.h)
+  // whose bytes are the column's words (the llm path's key sum on the chip). Their pieces reach
+  // every scores tile over the ring and a narrowToWide puts them into the group's first weight
+  // row, so `words.bytes` is not streamed.
+  std::vector<int> from_piece;
+  // Narrow byte of the copies (the generator sets it: 0 where the words are streamed, past the
+  // query row and the FC's outputs where they come from that FC).
+  int narrow_at = 0;
 };
 
 // Column `column` of every 64-output group of `layer` where `placement` puts it.
@@ -32,6 +41,10 @@ int fc_column_write_narrow_bytes(const FcColumnWrite& w);
 // Before the parameter stream that brings w.words (nothing else in narrow memory from byte 0):
 // every group's weight rows into narrow memory, fenced.
 void emit_column_copies(Emitter& e, const FcColumnWrite& w);
+// With `from_piece`, after the FC in front of the scores broadcast its pieces (piece i at narrow
+// byte 64 i of every scores tile): each group's words from there into its first weight row,
+// fenced; then emit_column_scatters.
+void emit_column_words_from_narrow(Emitter& e, const FcColumnWrite& w);
 // After that stream has landed: the words into their column of each copy, then the copies back
 // over the rows, fenced (the scalar core waits for it).
 void emit_column_scatters(Emitter& e, const FcColumnWrite& w);

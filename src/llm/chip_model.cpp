@@ -74,7 +74,11 @@ struct ChipTransformer::ScoresProgram : FcProgramPlan {
   // (rope_sum_program); the program's input row is then input_bytes long (before the count).
   bool rope = false;
   compiler::FcScoresInput rope_sum;
+  RopeSumShape rope_shape;
   int input_bytes = 0;
+  // With chip_key_write: the key's sum in that FC too (rope_shape's keys), its bytes written into
+  // the key's column by the program (compiler::FcColumnWrite::from_piece), none from the host.
+  bool key_sum = false;
 };
 
 // The weighted sum of one layer (WeightedSum::kValueCache; llm/value_sum.h): a one-row batched FC
@@ -391,6 +395,11 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
     for (int l = 0; l < int(scores_.size()); ++l)
       if (scores_[size_t(l)].softmax)
         stats_.rope_sum_layers += rope_sum_program(l, scores_[size_t(l)], tiles);
+  // Then the key's sum beside q~'s where the chip writes the key's column and room is left.
+  if (options.chip_rope && options.chip_key_write)
+    for (int l = 0; l < int(scores_.size()); ++l)
+      if (scores_[size_t(l)].rope)
+        stats_.key_sum_layers += key_sum_program(l, scores_[size_t(l)], tiles);
   stats_.max_tile_units = tiles.max_fill();
   // A chain returns at most w2 output, q + k + v (1024) and u (32 groups).
   widest = std::max(widest, 4096 + whole_groups(c.dim));
@@ -648,8 +657,9 @@ bool ChipTransformer::scores_program(int layer, TileAllocator& tiles) {
 bool ChipTransformer::rope_sum_program(int layer, ScoresProgram& p, TileAllocator& tiles) {
   const Config& c = ck_.config;
   p.rope_sum.at = {};
+  p.rope_shape = {c.dim};
   compiler::FcLayer& l = p.rope_sum.layer;
-  l = rope_sum_layer(weights()->attention[size_t(layer)].rope_q, c.dim, p.rope_sum.at.in_at);
+  l = rope_sum_layer(weights()->attention[size_t(layer)].rope_q, p.rope_shape, p.rope_sum.at.in_at);
   const int outputs = l.n, groups = compiler::fc_groups(outputs);
   const int row = std::max(p.row_bytes, 2 * outputs);
   TileAllocator trial = tiles;
@@ -659,17 +669,7 @@ bool ChipTransformer::rope_sum_program(int layer, ScoresProgram& p, TileAllocato
     return false;
   p.rope = true;
   p.input_bytes = row;
-  // The position-0 program with the sum in front, as the first token runs it (the joined one's
-  // narrow memory must still hold it, the scores read a longer row): a layout the generator
-  // rejects keeps q~'s sum on the host instead of failing at the first token.
-  try {
-    if (size_t(layer) < value_sums_.size() && value_sums_[size_t(layer)].joined) {
-      ValueSumProgram& v = value_sums_[size_t(layer)];
-      v.attention[0] = attention_program(layer, p, v, 0, attention_values(layer, p, v, 0));
-    } else {
-      p.scores_with_key[0] = softmax_program(layer, p, 0, rope_multipliers(p, layer));
-    }
-  } catch (const Error&) {
+  if (!first_sum_program(layer, p)) {
     p.rope = false;
     p.input_bytes = p.row_bytes;
     return false;
@@ -679,9 +679,63 @@ bool ChipTransformer::rope_sum_program(int layer, ScoresProgram& p, TileAllocato
   return true;
 }
 
+// The position-0 program with the sum in front, as the first token runs it (the joined one's
+// narrow memory must still hold it, the scores read a longer row): a layout the generator
+// rejects keeps the sum on the host instead of failing at the first token.
+bool ChipTransformer::first_sum_program(int layer, ScoresProgram& p) {
+  try {
+    if (size_t(layer) < value_sums_.size() && value_sums_[size_t(layer)].joined) {
+      ValueSumProgram& v = value_sums_[size_t(layer)];
+      v.attention[0] = attention_program(layer, p, v, 0, attention_values(layer, p, v, 0));
+    } else {
+      p.scores_with_key[0] = softmax_program(layer, p, 0, rope_multipliers(p, layer));
+    }
+  } catch (const Error&) {
+    return false;
+  }
+  return true;
+}
+
+// The key's sum joins q~'s (its groups after q~'s, placed where tile memory is left), where the
+// program writes the key's column itself and the generator takes the layout; else the host adds
+// the key's products as before.
+bool ChipTransformer::key_sum_program(int layer, ScoresProgram& p, TileAllocator& tiles) {
+  const Config& c = ck_.config;
+  const ScoresProgram before = p;
+  p.rope_shape = {c.dim, c.n_kv_heads, c.head_size()};
+  compiler::FcPlacement keys;
+  std::vector<int> in_at;
+  compiler::FcLayer l =
+      rope_sum_layer(weights()->attention[size_t(layer)].rope_q, p.rope_shape, in_at);
+  const int key_groups = compiler::fc_groups(l.n) - compiler::fc_groups(before.rope_sum.layer.n);
+  TileAllocator trial = tiles;
+  const int row = std::max(p.row_bytes, 2 * l.n);
+  if (!compiler::fc_batch_unsupported(l.n, l.k, 1, 2, row + compiler::kSoftmaxCountBytes).empty() ||
+      !trial.place(key_groups, compiler::fc_units_per_tile(l.k, false), keys)) {
+    p = before;
+    return false;
+  }
+  compiler::FcPlacement& at = p.rope_sum.at;
+  at.tiles.insert(at.tiles.end(), keys.tiles.begin(), keys.tiles.end());
+  at.param_units.insert(at.param_units.end(), keys.param_units.begin(), keys.param_units.end());
+  at.in_at = in_at;
+  p.rope_sum.layer = std::move(l);
+  p.input_bytes = row;
+  p.key_sum = true;
+  if (!first_sum_program(layer, p)) {
+    p = before;  // (a rejected trial replaced no program)
+    return false;
+  }
+  tiles = trial;
+  stats_.resident_bytes +=
+      static_cast<int64_t>(compiler::fc_parameters(p.rope_sum.layer).size() -
+                           compiler::fc_parameters(before.rope_sum.layer).size());
+  return true;
+}
+
 compiler::FcRowWrite ChipTransformer::rope_multipliers(const ScoresProgram& p, int layer) const {
-  return rope_sum_multipliers(weights()->attention[size_t(layer)].rope_q, ck_.config.dim, rope_r_,
-                              p.rope_sum.at);
+  const QuantizedAttention& a = weights()->attention[size_t(layer)];
+  return rope_sum_multipliers(a.rope_q, &a.rope_k, p.rope_shape, rope_r_, p.rope_sum.at);
 }
 
 void ChipTransformer::rope_sum_q(int layer, int pos, float r, const int8_t* p1, const int8_t* p2,
@@ -690,10 +744,11 @@ void ChipTransformer::rope_sum_q(int layer, int pos, float r, const int8_t* p1, 
     Int8Transformer::rope_sum_q(layer, pos, r, p1, p2, q_rot);
     return;
   }
-  // The scores' program adds them: keep the products and r for its input and multipliers.
-  const int dim = ck_.config.dim;
-  rope_q_p1_.assign(p1, p1 + dim);
-  rope_q_p2_.assign(p2, p2 + dim);
+  // The scores' program adds them: keep the products (the key's too) and r for its input and
+  // multipliers.
+  const int dim = ck_.config.dim, n = dim + ck_.config.kv_dim();
+  rope_q_p1_.assign(p1, p1 + n);
+  rope_q_p2_.assign(p2, p2 + n);
   rope_r_ = r;
   rope_sum_layer_ = layer;
   rope_sum_pos_ = pos;
@@ -712,7 +767,8 @@ std::vector<int8_t> ChipTransformer::scores_row(const ScoresProgram& p, int laye
     if (rope_sum_layer_ != layer || rope_sum_pos_ != pos)
       fail("layer ", layer, "'s scores at ", pos, " before its RoPE products");
     rope_sum_layer_ = -1;
-    rope_sum_input(rope_q_p1_.data(), rope_q_p2_.data(), c.dim, row.data());
+    rope_sum_input(p.rope_shape, rope_q_p1_.data(), rope_q_p2_.data(), rope_q_p1_.data() + c.dim,
+                   rope_q_p2_.data() + c.dim, row.data());
   } else {
     std::copy_n(q8, c.dim, row.begin());
   }
@@ -831,7 +887,7 @@ std::shared_ptr<runtime::Program> ChipTransformer::attention_program(
     const compiler::FcRowWrite& values) const {
   const compiler::FcParameterWrite key = key_part(s, pos);
   if (options().chip_key_write) {
-    const compiler::FcColumnWrite column = key_column(key, pos);
+    const compiler::FcColumnWrite column = key_column(s, key, pos);
     return std::make_shared<runtime::Program>(compiler::generate_fc_batch_attention(
         scores_layer(s, s.heads), s.placement, s.input_bytes,
         weights()->attention[size_t(layer)].exp_mult, p.join, {}, &values,
@@ -851,14 +907,22 @@ int ChipTransformer::key_program(int pos, int positions) const {
   return options().chip_key_write ? pos : pos / positions;
 }
 
-compiler::FcColumnWrite ChipTransformer::key_column(const compiler::FcParameterWrite& key,
+compiler::FcColumnWrite ChipTransformer::key_column(const ScoresProgram& p,
+                                                    const compiler::FcParameterWrite& key,
                                                     int pos) const {
-  return compiler::fc_column_write(key.layer, key.at, pos % 64);
+  compiler::FcColumnWrite w = compiler::fc_column_write(key.layer, key.at, pos % 64);
+  if (p.key_sum) {  // head h's group (key_part's h-th) takes its kv head's key from the sum
+    const int kv_mul = ck_.config.n_heads / ck_.config.n_kv_heads;
+    for (int h = 0; h < ck_.config.n_heads; ++h)
+      w.from_piece.push_back(p.rope_shape.key_group(h / kv_mul));
+  }
+  return w;
 }
 
 std::vector<uint8_t> ChipTransformer::key_parameters(const ScoresProgram& p, int pos) const {
   const compiler::FcParameterWrite key = key_part(p, pos);
-  return options().chip_key_write ? key_column(key, pos).words.bytes
+  if (p.key_sum) return {};  // the program computes the key
+  return options().chip_key_write ? key_column(p, key, pos).words.bytes
                                   : compiler::fc_parameters(key.layer);
 }
 
@@ -1013,7 +1077,8 @@ std::shared_ptr<runtime::Program> ChipTransformer::softmax_program(
     int layer, const ScoresProgram& p, int pos, const compiler::FcRowWrite& mults) const {
   const compiler::FcParameterWrite key = key_part(p, pos);
   const bool column = options().chip_key_write;
-  const compiler::FcColumnWrite words = column ? key_column(key, pos) : compiler::FcColumnWrite{};
+  const compiler::FcColumnWrite words =
+      column ? key_column(p, key, pos) : compiler::FcColumnWrite{};
   return std::make_shared<runtime::Program>(compiler::generate_fc_batch_softmax(
       scores_layer(p, p.heads), p.placement, p.input_bytes,
       weights()->attention[size_t(layer)].exp_mult, column ? nullptr : &key,

@@ -48,6 +48,8 @@ struct ChipPathStats {
   int rope_layers = 0;
   // Layers whose RoPE sum of q (q~) runs in the scores' program, before the scores.
   int rope_sum_layers = 0;
+  // Of them, with the key's sum there too, written into the key's column by that program.
+  int key_sum_layers = 0;
   int rope_tables = 0;       // RoPE table pairs built for the programs' inputs (once per token)
   int value_sum_layers = 0;  // layers whose weighted sum (WeightedSum::kValueCache) is a program
   // Of them, with the weighted sum inside the scores' program (scores, softmax, sum: one run).
@@ -110,6 +112,11 @@ class ChipTransformer : public Int8Transformer {
   // layer and placement, its input row from the products stashed by rope_sum_q, and its
   // per-token multiplier rows f32(base_j r).
   bool rope_sum_program(int layer, ScoresProgram& p, TileAllocator& tiles);
+  // With chip_key_write: the key's sum in that FC too, its bytes the key's column (no key from
+  // the host), where tile memory and the generator take it.
+  bool key_sum_program(int layer, ScoresProgram& p, TileAllocator& tiles);
+  // The layer's position-0 program with the sum in front, built as a trial; false if rejected.
+  bool first_sum_program(int layer, ScoresProgram& p);
   std::vector<int8_t> scores_row(const ScoresProgram& p, int layer, int pos, const int8_t* q8);
   compiler::FcRowWrite rope_multipliers(const ScoresProgram& p, int layer) const;
   // The scores' and softmax's program of `layer` (one per 64 positions) streaming the key of
@@ -124,7 +131,8 @@ class ChipTransformer : public Int8Transformer {
   // writes fixes). key_programs: how many programs of a layer; key_program: pos's.
   int key_programs(int seq_padded, int positions) const;
   int key_program(int pos, int positions) const;
-  compiler::FcColumnWrite key_column(const compiler::FcParameterWrite& key, int pos) const;
+  compiler::FcColumnWrite key_column(const ScoresProgram& p, const compiler::FcParameterWrite& key,
+                                     int pos) const;
   // The parameters the key's write takes, in front of the program's other parameters.
   std::vector<uint8_t> key_parameters(const ScoresProgram& p, int pos) const;
   std::vector<int8_t> rope_q_p1_, rope_q_p2_;

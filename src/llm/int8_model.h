@@ -330,9 +330,10 @@ class Int8Transformer : public Transformer {
   // from q and k's bytes (qkv_q's) and rope_tables.
   virtual void rope_products_q(int layer, int pos, const int8_t* q, const int8_t* k, int8_t* p1,
                                int8_t* p2);
-  // chip_rope: q~ (dim bytes) from q's products (p1 and p2, dim bytes each) and r of `pos`; by
-  // default rope_sum on the host. An override that computes it in the scores' program instead
-  // need not write `q_rot` (softmax_q's q8 is then what it wrote, if anything).
+  // chip_rope: q~ (dim bytes) from q's products (p1 and p2 as rope_products_q wrote them: q's dim
+  // bytes, then k's kv_dim) and r of `pos`; by default rope_sum on the host. An override that
+  // computes it in the scores' program instead (with the key's sum too, from the products after
+  // q's) need not write `q_rot` (softmax_q's q8 is then what it wrote, if anything).
   virtual void rope_sum_q(int layer, int pos, float r, const int8_t* p1, const int8_t* p2,
                           int8_t* q_rot);
   // WeightedSum::kValueCache: v~ = r v of position t (kv_dim bytes).

@@ -12,18 +12,32 @@ constexpr int kGroup = 64;
 int whole(int n) { return (n + kGroup - 1) / kGroup * kGroup; }
 }  // namespace
 
-compiler::FcLayer rope_sum_layer(const QuantizedRope& q, int n, std::vector<int>& in_at) {
-  if (n <= 0 || int(q.base.size()) < n) fail("a RoPE sum of ", n, " channels");
+int RopeSumShape::q_outputs() const { return whole(q_channels); }
+
+int RopeSumShape::key_outputs() const { return whole(head_size); }
+
+int RopeSumShape::channel(int o) const {
+  if (o < q_outputs()) return o < q_channels ? o : -1;
+  const int h = (o - q_outputs()) / key_outputs(), i = (o - q_outputs()) % key_outputs();
+  return h < kv_heads && i < head_size ? h * head_size + i : -1;
+}
+
+compiler::FcLayer rope_sum_layer(const QuantizedRope& q, const RopeSumShape& s,
+                                 std::vector<int>& in_at) {
+  if (s.q_channels <= 0 || int(q.base.size()) < s.q_channels || s.kv_heads < 0 ||
+      (s.kv_heads > 0 && s.head_size <= 0))
+    fail("a RoPE sum of ", s.q_channels, " channels and ", s.kv_heads, " keys of ", s.head_size);
   compiler::FcLayer l;
-  l.n = whole(n);
+  l.n = s.outputs();
   l.k = 2 * kGroup;
   l.weights.assign(size_t(l.n) * size_t(l.k), 0);
-  for (int j = 0; j < n; ++j) {
-    l.weights[size_t(j) * size_t(l.k) + size_t(j % kGroup)] = 1;
-    l.weights[size_t(j) * size_t(l.k) + size_t(kGroup + j % kGroup)] = 1;
+  for (int o = 0; o < l.n; ++o) {
+    if (s.channel(o) < 0) continue;
+    l.weights[size_t(o) * size_t(l.k) + size_t(o % kGroup)] = 1;
+    l.weights[size_t(o) * size_t(l.k) + size_t(kGroup + o % kGroup)] = 1;
   }
   l.mult.assign(size_t(l.n), 0.0f);
-  l.in_zp = l.out_zp = 128;  // P and q~ are symmetric: zero point 0, + 128 on the chip
+  l.in_zp = l.out_zp = 128;  // P, q~ and k~ are symmetric: zero point 0, + 128 on the chip
   l.in_scale = q.product_scale;
   l.out_scale = 1.0f;
   l.clamp_min = -kSymmetricClamp;
@@ -36,22 +50,30 @@ compiler::FcLayer rope_sum_layer(const QuantizedRope& q, int n, std::vector<int>
   return l;
 }
 
-void rope_sum_input(const int8_t* p1, const int8_t* p2, int n, int8_t* row) {
-  std::fill_n(row, 2 * whole(n), int8_t{0});
-  for (int j = 0; j < n; ++j) {
-    row[2 * kGroup * (j / kGroup) + j % kGroup] = p1[j];
-    row[2 * kGroup * (j / kGroup) + kGroup + j % kGroup] = p2[j];
+void rope_sum_input(const RopeSumShape& s, const int8_t* q_p1, const int8_t* q_p2,
+                    const int8_t* k_p1, const int8_t* k_p2, int8_t* row) {
+  std::fill_n(row, 2 * s.outputs(), int8_t{0});
+  for (int o = 0; o < s.outputs(); ++o) {
+    const int c = s.channel(o);
+    if (c < 0) continue;
+    const bool key = o >= s.q_outputs();
+    row[2 * kGroup * (o / kGroup) + o % kGroup] = key ? k_p1[c] : q_p1[c];
+    row[2 * kGroup * (o / kGroup) + kGroup + o % kGroup] = key ? k_p2[c] : q_p2[c];
   }
 }
 
-compiler::FcRowWrite rope_sum_multipliers(const QuantizedRope& q, int n, float r,
+compiler::FcRowWrite rope_sum_multipliers(const QuantizedRope& q, const QuantizedRope* k,
+                                          const RopeSumShape& s, float r,
                                           const compiler::FcPlacement& at) {
+  if (s.kv_heads > 0 && !k) fail("a RoPE sum with a key needs the key's rotation");
   compiler::FcRowWrite w;
   for (size_t g = 0; g < at.tiles.size(); ++g) {
     w.rows.push_back({at.tiles[g], at.param_units.empty() ? 0 : at.param_units[g]});
     for (int i = 0; i < kGroup; ++i) {
-      const int j = int(g) * kGroup + i;
-      const float m = j < n ? rope_multiplier(q, j, r) : 0.0f;
+      const int o = int(g) * kGroup + i, c = s.channel(o);
+      const float m = c < 0               ? 0.0f
+                      : o < s.q_outputs() ? rope_multiplier(q, c, r)
+                                          : rope_multiplier(*k, c, r);
       const uint32_t bits = std::bit_cast<uint32_t>(m);
       for (int b = 0; b < 4; ++b) w.bytes.push_back(static_cast<uint8_t>(bits >> (8 * b)));
     }

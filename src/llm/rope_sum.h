@@ -1,10 +1,12 @@
-// q~'s RoPE sum (int8_rope.h's rope_sum) as the FC the scores' program runs in front of the scores
+// RoPE's sums (int8_rope.h's rope_sum) as the FC the scores' program runs in front of the scores
 // (compiler::FcScoresInput; docs/llm.md "RoPE's sum in the scores' program"): output j =
 // requant((P1_j - 0) + (P2_j - 0)) with the per-token multiplier f32(base_j r), clamps +-127,
 // zero point 0. Group g (outputs 64 g .. 64 g + 63) reads K = 128 bytes from byte 128 g of the
-// input row: P1's and P2's 64 bytes of its channels side by side, weights 1 on both diagonals. The
+// input row: P1's and P2's 64 bytes of its outputs side by side, weights 1 on both diagonals. The
 // multipliers change with r, so the program writes them per token: each group's aux block's
-// first row (its 64 float32 multipliers).
+// first row (its 64 float32 multipliers). Its outputs are q~ and, with a key, k~ too
+// (docs/llm.md "The key's sum on the chip"), each kv head's from a group boundary: the bytes of
+// the key's column in the scores' weights (K = head_size padded to 64, the padding zero).
 #pragma once
 
 #include <cstdint>
@@ -16,13 +18,43 @@
 
 namespace tinycoral::llm {
 
-// The FC over n channels (outputs padded to whole groups; their multipliers 0 until written) and
-// its groups' input places (in_at).
-compiler::FcLayer rope_sum_layer(const QuantizedRope& q, int n, std::vector<int>& in_at);
-// Its input row's first 2 whole_groups(n) bytes from the products of n channels (the rest 0).
-void rope_sum_input(const int8_t* p1, const int8_t* p2, int n, int8_t* row);
-// Its multiplier rows for r where `at` places its groups: f32(base_j r) as rope_sum forms them.
-compiler::FcRowWrite rope_sum_multipliers(const QuantizedRope& q, int n, float r,
+// Which channel each output of the sum is: q's `q_channels` from output 0 (whole groups), then
+// with kv_heads > 0 each kv head's head_size key channels from the next group boundary.
+struct RopeSumShape {
+  int q_channels = 0;
+  int kv_heads = 0, head_size = 0;
+  int q_outputs() const;
+  int key_outputs() const;  // per kv head: head_size in whole groups
+  int outputs() const { return q_outputs() + kv_heads * key_outputs(); }
+  // The output group where kv head h's key starts.
+  int key_group(int h) const { return (q_outputs() + h * key_outputs()) / 64; }
+  // Output o's channel: q's (o < q_outputs()), else the key's index in kv_dim; -1 for padding.
+  int channel(int o) const;
+};
+
+// The FC (outputs padded to whole groups; their multipliers 0 until written) and its groups'
+// input places (in_at). The rope only gives the layer its input scale; the multipliers carry q's
+// and k's own.
+compiler::FcLayer rope_sum_layer(const QuantizedRope& q, const RopeSumShape& s,
+                                 std::vector<int>& in_at);
+inline compiler::FcLayer rope_sum_layer(const QuantizedRope& q, int n, std::vector<int>& in_at) {
+  return rope_sum_layer(q, RopeSumShape{n}, in_at);
+}
+// Its input row's first 2 outputs() bytes from the products (q's q_channels, the key's kv_heads x
+// head_size; k_p1 and k_p2 unread without a key); the rest 0.
+void rope_sum_input(const RopeSumShape& s, const int8_t* q_p1, const int8_t* q_p2,
+                    const int8_t* k_p1, const int8_t* k_p2, int8_t* row);
+inline void rope_sum_input(const int8_t* p1, const int8_t* p2, int n, int8_t* row) {
+  rope_sum_input(RopeSumShape{n}, p1, p2, nullptr, nullptr, row);
+}
+// Its multiplier rows for r where `at` places its groups: f32(base_j r) as rope_sum forms them,
+// q's channels from q, the key's from k (unread without a key).
+compiler::FcRowWrite rope_sum_multipliers(const QuantizedRope& q, const QuantizedRope* k,
+                                          const RopeSumShape& s, float r,
                                           const compiler::FcPlacement& at);
+inline compiler::FcRowWrite rope_sum_multipliers(const QuantizedRope& q, int n, float r,
+                                                 const compiler::FcPlacement& at) {
+  return rope_sum_multipliers(q, nullptr, RopeSumShape{n}, r, at);
+}
 
 }  // namespace tinycoral::llm

@@ -270,6 +270,15 @@ TEST(FcAttentionOnTheVirtualEdgeTpu, AKeyColumnWrittenByTheChipIsSeenByTheSameRu
               (void)fc_column_write(long_keys.layer, long_keys.at, 0);
             }).find("up to 256"),
             std::string::npos);
+  // Words taken from the FC in front of the scores (the llm path's key sum) need that FC.
+  const FcParameterWrite keys = key_groups(a, 64);
+  FcColumnWrite from_first = fc_column_write(keys.layer, keys.at, 0);
+  from_first.from_piece.assign(size_t(kHeads), 0);
+  EXPECT_NE(tinycoral::testing::error_of([&] {
+              (void)generate_fc_batch_attention(a.scores, a.scores_at, a.row_bytes, a.exp_mult,
+                                                a.sum, {}, nullptr, nullptr, &from_first);
+            }).find("without that FC"),
+            std::string::npos);
 }
 
 // A multiplier 1% off in one head fails the comparison: the multipliers the scalar core computes

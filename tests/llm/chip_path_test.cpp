@@ -447,6 +447,34 @@ TEST(ChipPathStepD, TheKeyColumnWrittenByTheChipIsExact) {
   }
 }
 
+// With chip_rope too, the scores' program computes the new key itself (RoPE's key sum beside
+// q~'s, in front of the scores) and writes those bytes into the key's column: the host sends only
+// the key's products, no key bytes. The int8 path's logits bit for bit on the two shapes above:
+// head size 16 with two heads per kv head (each kv head's key to both its heads' groups), softmax
+// alone; head size 80 (the key two 64-byte pieces, K = 128) past 64 positions, with the weighted
+// sum joined. A key piece of another kv head, or one the chip did not put into the column, changes
+// the scores.
+TEST(ChipPathStepD, TheKeyComputedAndWrittenByTheChipIsExact) {
+  const llm::WeightedSum sums[] = {llm::WeightedSum::kScalarCore, llm::WeightedSum::kValueCache};
+  for (size_t i = 0; i < std::size(kOtherAttentionShapes); ++i) {
+    const auto& [shape, steps] = kOtherAttentionShapes[i];
+    SCOPED_TRACE("dim " + std::to_string(shape.dim));
+    const LoadedModel model = tiny_model(shape, TinyWeights(shape));
+    llm::ChipPathStats s;
+    expect_chip_equals_int8(model.ck, model.tok, steps, s,
+                            {.fused_layers = true,
+                             .chip_attention = true,
+                             .chip_scores = true,
+                             .chip_key_write = true,
+                             .weighted_sum = sums[i],
+                             .chip_rope = true});
+    EXPECT_EQ(s.key_write_layers, shape.layers);
+    EXPECT_EQ(s.rope_sum_layers, shape.layers);
+    EXPECT_EQ(s.key_sum_layers, shape.layers);
+    EXPECT_EQ(s.attention_layers, sums[i] == llm::WeightedSum::kValueCache ? shape.layers : 0);
+  }
+}
+
 // `generate --weighted-sum value-cache` (WeightedSum::kValueCache): on the simulator, with the
 // scores and softmax on the chip too, each layer's weighted sum runs inside its scores' program
 // (which streams the new key and v~ column and computes the per-token multipliers on the scalar
@@ -529,6 +557,12 @@ TEST(ChipPathStepD, GenerateWithTheKeyColumnWrittenByTheChipWritesTheInt8Text) {
         // beside the keys, v~ and two wo; the other layers' q~ come from the host (rope_sum_q's
         // fallback), the same text.
         EXPECT_EQ(j.at("chip").at("rope_sum_layers_on_chip"), name == "rand15M" ? 4 : layers);
+        // The key's sum beside q~'s where tile memory is left (the program then computes the
+        // key it writes; the host sends only its products): rand_gqa's every layer, none of
+        // rand15M's (its q~ sums already leave no room).
+        EXPECT_EQ(j.at("chip").at("key_sum_layers_on_chip"), name == "rand15M" ? 0 : layers);
+      } else {
+        EXPECT_EQ(j.at("chip").at("key_sum_layers_on_chip"), 0);
       }
       const CommandResult streamed =
           run_cli(story_args(data, *checkpoint, name) + " " + sim + " --json");

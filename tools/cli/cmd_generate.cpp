@@ -97,6 +97,7 @@ nlohmann::json chip_json(const llm::ChipPathStats& s, int positions, double wall
   j["wo_layers_on_chip"] = s.wo_layers;
   j["rope_layers_on_chip"] = s.rope_layers;
   j["rope_sum_layers_on_chip"] = s.rope_sum_layers;
+  j["key_sum_layers_on_chip"] = s.key_sum_layers;
   j["resident_parameter_bytes"] = s.resident_bytes;
   j["fullest_tile_parameter_bytes"] = int64_t{s.max_tile_units} * 64;
   if (simulated && positions > 0) {
@@ -302,7 +303,9 @@ void add_generate_command(CLI::App& app) {
                 "with --scores-on-chip: the scores' program writes the new key into its column "
                 "of the resident keys itself (a read-modify-write of each head's weight rows "
                 "through narrow memory), the host sending 256 bytes per head instead of the "
-                "key's 64 positions; one program per position (docs/llm.md)");
+                "key's 64 positions; one program per position; with --chip-rope the program "
+                "also computes the key (its RoPE sum) where tile memory holds it, the host "
+                "sending only its products (docs/llm.md)");
   cmd->add_option("--weighted-sum", args->weighted_sum,
                   "int8, sim or usb: where attention's weighted sum meets the softmax's 1 / S: "
                   "scalar-core (exact int32 sums per head, weighed on the scalar core) or "
