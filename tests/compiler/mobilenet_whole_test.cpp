@@ -335,6 +335,22 @@ void v2_output_fills_its_ring_rows_at_once(const CompiledV2& v2) {
   EXPECT_TRUE(s.fills_first) << "a narrowToWide after an outfeed";
 }
 
+// v2's two 7 x 7 x 160 residual ADDs ran alone on one tile, 1,992 cycles each (an ADD's op takes
+// 4 loop steps a word and position, which the placement's price counts as one); spread one row a
+// tile over 7 tiles, 312 (spread_adds, docs/compiler.md "ADDs spread one row a tile"). The bytes of
+// this program are checked by V2Gen2020EqualsItsTwinAndPassesGooglesCheck.
+void v2_adds_of_the_7x7_blocks_run_one_row_a_tile(const CompiledV2& v2) {
+  // (ADD ops: dp_mode 4, loops (2)(2)(words)(positions...); 40 words, 160 channels.)
+  int adds = 0;
+  for (const chip::OpInstr& op : v2.ops) {
+    if (op.dp_mode != 4 || op.loops[2] != 39) continue;
+    ++adds;
+    EXPECT_EQ(std::popcount(op.tile_mask), 7) << "(one tile before)";
+    EXPECT_EQ((op.loops[3] + 1) * (op.loops[4] + 1), 7u) << "not one row of 7 positions a tile";
+  }
+  EXPECT_EQ(adds, 2);
+}
+
 // v2's layout, compiled once: each check under its own trace (the names of the tests they were,
 // which docs/compiler.md cites), so a failure names its property.
 TEST(MobileNetCompiledWhole, V2Layout) {
@@ -354,6 +370,7 @@ TEST(MobileNetCompiledWhole, V2Layout) {
       {"V2SplitPairsWriteInPlaceOnTheirSharedTiles",
        v2_split_pairs_write_in_place_on_their_shared_tiles},
       {"V2OutputFillsItsRingRowsAtOnce", v2_output_fills_its_ring_rows_at_once},
+      {"V2AddsOfThe7x7BlocksRunOneRowATile", v2_adds_of_the_7x7_blocks_run_one_row_a_tile},
   };
   for (const auto& [property, check] : checks) {
     SCOPED_TRACE(property);
