@@ -37,6 +37,7 @@ int round_up(int v, int m) { return (v + m - 1) / m * m; }
 // Where each output group lives: its tile, its parameters' unit and its slot on that tile.
 struct Groups {
   std::vector<int> tile, base, slot, in_at;
+  std::vector<int> weights;  // each group's weights' unit, -1: right after its aux rows
   int slots = 1;
   int row_bytes = 0;  // X's row: K, or more when groups read parts of it
 };
@@ -60,12 +61,19 @@ Groups groups_of(int groups, const FcPlacement& placement) {
   if (g.in_at.empty()) g.in_at.assign(size_t(groups), 0);
   if (int(g.in_at.size()) != groups)
     fail("the placement names ", g.in_at.size(), " input places for ", groups, " output groups");
+  g.weights = placement.weight_units;
+  if (g.weights.empty()) g.weights.assign(size_t(groups), -1);
+  if (int(g.weights.size()) != groups)
+    fail("the placement names ", g.weights.size(), " weight places for ", groups, " output groups");
+  for (int w : g.weights)
+    if (w != -1 && (w < 0 || w % 4 != 0 || w >= kFcParamUnits))
+      fail("weights at wide unit ", w, ": not row-aligned or past the parameters");
   return g;
 }
 
 // What an op needs beyond its tile mask; one aux load and one op per distinct set.
 struct OpSet {
-  int base, slot, in_at;
+  int base, weights, slot, in_at;
   int32_t out_zp;
   float clamp_min, clamp_max;
   uint32_t tiles;
@@ -76,6 +84,7 @@ std::vector<OpSet> op_sets(const Groups& g, const FcLayer& layer) {
   const bool own = !layer.group_out_zp.empty();
   for (size_t i = 0; i < g.tile.size(); ++i) {
     const OpSet want{g.base[i],
+                     g.weights[i],
                      g.slot[i],
                      g.in_at[i],
                      own ? layer.group_out_zp.at(i) : layer.out_zp,
@@ -83,8 +92,8 @@ std::vector<OpSet> op_sets(const Groups& g, const FcLayer& layer) {
                      own ? layer.group_clamp_max.at(i) : layer.clamp_max,
                      0};
     auto at = std::find_if(out.begin(), out.end(), [&](const OpSet& o) {
-      return o.base == want.base && o.slot == want.slot && o.in_at == want.in_at &&
-             o.out_zp == want.out_zp && o.clamp_min == want.clamp_min &&
+      return o.base == want.base && o.weights == want.weights && o.slot == want.slot &&
+             o.in_at == want.in_at && o.out_zp == want.out_zp && o.clamp_min == want.clamp_min &&
              o.clamp_max == want.clamp_max;
     });
     if (at == out.end()) at = out.insert(out.end(), want);
@@ -140,9 +149,10 @@ void op_stage(Emitter& e, const FcLayer& layer, const Groups& g, int rows, int o
   const std::string in_walk = strided_walk({{1, k_words}, {row_words, rows}}, 8, " m3");
   const std::string par_walk = strided_walk({{1, k_words}, {0, rows}}, 8, " m1");
   const std::string out_walk = strided_walk({{1, kGroup / 4}, {kGroup / 4, rows}}, 8, " m3");
-  for (const auto& [base, slot, in_at, out_zp, clamp_min, clamp_max, tiles] : op_sets(g, layer)) {
+  for (const auto& [base, weights, slot, in_at, out_zp, clamp_min, clamp_max, tiles] :
+       op_sets(g, layer)) {
     e.add("w2n", cat("tiles=", hex(tiles), base ? cat(" w.addr=", hex(base)) : "", aux_load));
-    const int par_base = base + 4 * aux_rows;
+    const int par_base = weights >= 0 ? weights : base + 4 * aux_rows;
     const int zp_unit = base + 4 * (aux_rows - 1);
     e.add("op",
           cat("tiles=", hex(tiles), " loops=(", k_words, ")(", rows, ")",

@@ -389,15 +389,14 @@ void parameter_streams(Emitter& e, const std::vector<Geometry>& gs,
   }
 }
 
-void parameter_stream(Emitter& e, const Geometry& g) { parameter_streams(e, {g}); }
-
-container::Bitstream caching_program(const Geometry& g) {
+container::Bitstream caching_program(const Geometry& g,
+                                     const std::vector<FcParameterRow>& rows = {}) {
   Emitter e;
   tile_fence(e, "b43=1 counters=0x7ffff units=0x3ff signal=1");
   e.add("scsync", "tiles=0xffff smask=0x1ff tokwait=1 tmask=0xffff sunits=0x1f");
   e.reloc_movi(1, BufferKind::kParameter, Half::kLower32);
   e.reloc_movi(0, BufferKind::kParameter, Half::kUpper32);
-  parameter_stream(e, g);
+  parameter_streams(e, {g}, rows);
   tile_fence(e, "b43=1 units=0x3ff signal=1 f109=3");
   wait_tokens(e);
   interrupt(e, 3, 2, 4);
@@ -1086,13 +1085,21 @@ void emit_fc_parameter_streams(
   parameter_streams(e, gs, rows);
 }
 
-container::Executable fc_caching(const FcLayer& layer, const FcPlacement& placement) {
+container::Executable fc_caching(const FcLayer& layer, const FcPlacement& placement,
+                                 const FcRowWrite* rows) {
   if (layer.k <= 0 || layer.k % kPiece != 0) fail("K = ", layer.k, ": not a multiple of 64");
   if (layer.n <= 0 || fc_groups(layer.n) > kMaxSlots * 16)
     fail("N = ", layer.n, ": more outputs than the tiles hold");
   const FcLayer padded = layer.n % kGroup != 0 ? padded_to_groups(layer) : layer;
   const Geometry g = geometry(padded.n, padded.k, !padded.bias.empty(), placement);
-  container::Executable pc = caching_executable(caching_program(g), fc_parameters(padded));
+  std::vector<uint8_t> parameters = fc_parameters(padded);
+  if (rows) {
+    if (rows->bytes.size() != rows->rows.size() * size_t{kPacket})
+      fail(rows->bytes.size(), " bytes for ", rows->rows.size(), " parameter rows");
+    parameters.insert(parameters.end(), rows->bytes.begin(), rows->bytes.end());
+  }
+  container::Executable pc = caching_executable(
+      caching_program(g, rows ? rows->rows : std::vector<FcParameterRow>{}), std::move(parameters));
   pc.parameter_caching_token = caching_token(pc.parameters);
   return pc;
 }

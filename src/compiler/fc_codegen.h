@@ -46,6 +46,11 @@ struct FcPlacement {
   std::vector<int> tiles;
   std::vector<int> param_units;
   std::vector<int> in_at;  // narrow byte where each group's input starts (default 0)
+  // The batch generator's ops only (fc_batch_codegen.h): the wide unit of each group's weights
+  // when they live apart from its aux rows (default: right after them), so groups with the same
+  // weights can share one copy per tile (the llm path's RoPE sums). Caching such a placement is
+  // the caller's: fc_caching of one copy per tile, with each group's aux rows as `rows`.
+  std::vector<int> weight_units;
 };
 // Wide units (64 B) of each tile below the ring FIFO rows that parameters may occupy: 512 KiB.
 constexpr int kFcParamUnits = 0x2000;
@@ -151,7 +156,10 @@ FfnChainPrograms generate_fc_chain(const FcChain& chain);  // caching: one per l
 // The caching program alone, for execution programs another generator writes over the same
 // parameters (the batch generator, fc_batch_codegen.h): N up to 2048 with a placement, any K that
 // is a multiple of 64 (the batch-1 limit K <= 1024 is its input scatter's, not the parameters').
-container::Executable fc_caching(const FcLayer& layer, const FcPlacement& placement = {});
+// With `rows`, single 256-byte rows are cached after the layer's stream (FcRowWrite, below).
+struct FcRowWrite;
+container::Executable fc_caching(const FcLayer& layer, const FcPlacement& placement = {},
+                                 const FcRowWrite* rows = nullptr);
 // The caching program's parameter stream inside another program (a STAND_ALONE one whose
 // parameters are fc_parameters(layer)): registers 0 and 1 must hold the parameter address
 // (program_start's relocations); registers 2-7 are overwritten.

@@ -17,6 +17,9 @@
 namespace tinycoral::llm {
 
 namespace {
+// A RoPE sum group's aux rows (multipliers, zero points) and its K (rope_sum.h).
+constexpr int kRopeAuxUnits = 8;
+constexpr int kRopeSumK = 128;
 
 constexpr int kMaxOutputs = kMaxProgramOutputs;
 
@@ -663,9 +666,11 @@ bool ChipTransformer::rope_sum_program(int layer, ScoresProgram& p, TileAllocato
   const int outputs = l.n, groups = compiler::fc_groups(outputs);
   const int row = std::max(p.row_bytes, 2 * outputs);
   TileAllocator trial = tiles;
+  std::array<int, kPlanTiles> copies = rope_copies_;
   if (groups > kPlanTiles ||
       !compiler::fc_batch_unsupported(l.n, l.k, 1, 1, row + compiler::kSoftmaxCountBytes).empty() ||
-      !trial.place(groups, compiler::fc_units_per_tile(l.k, false), p.rope_sum.at))
+      !trial.place_sharing(groups, kRopeAuxUnits, compiler::fc_units_per_tile(l.k, false), copies,
+                           p.rope_sum.at))
     return false;
   p.rope = true;
   p.input_bytes = row;
@@ -675,7 +680,8 @@ bool ChipTransformer::rope_sum_program(int layer, ScoresProgram& p, TileAllocato
     return false;
   }
   tiles = trial;
-  stats_.resident_bytes += static_cast<int64_t>(compiler::fc_parameters(l).size());
+  stats_.resident_bytes += rope_resident_bytes(groups, copies);
+  rope_copies_ = copies;
   return true;
 }
 
@@ -709,15 +715,18 @@ bool ChipTransformer::key_sum_program(int layer, ScoresProgram& p, TileAllocator
       rope_sum_layer(weights()->attention[size_t(layer)].rope_q, p.rope_shape, in_at);
   const int key_groups = compiler::fc_groups(l.n) - compiler::fc_groups(before.rope_sum.layer.n);
   TileAllocator trial = tiles;
+  std::array<int, kPlanTiles> copies = rope_copies_;
   const int row = std::max(p.row_bytes, 2 * l.n);
   if (!compiler::fc_batch_unsupported(l.n, l.k, 1, 2, row + compiler::kSoftmaxCountBytes).empty() ||
-      !trial.place(key_groups, compiler::fc_units_per_tile(l.k, false), keys)) {
+      !trial.place_sharing(key_groups, kRopeAuxUnits, compiler::fc_units_per_tile(l.k, false),
+                           copies, keys)) {
     p = before;
     return false;
   }
   compiler::FcPlacement& at = p.rope_sum.at;
   at.tiles.insert(at.tiles.end(), keys.tiles.begin(), keys.tiles.end());
   at.param_units.insert(at.param_units.end(), keys.param_units.begin(), keys.param_units.end());
+  at.weight_units.insert(at.weight_units.end(), keys.weight_units.begin(), keys.weight_units.end());
   at.in_at = in_at;
   p.rope_sum.layer = std::move(l);
   p.input_bytes = row;
@@ -727,10 +736,37 @@ bool ChipTransformer::key_sum_program(int layer, ScoresProgram& p, TileAllocator
     return false;
   }
   tiles = trial;
-  stats_.resident_bytes +=
-      static_cast<int64_t>(compiler::fc_parameters(p.rope_sum.layer).size() -
-                           compiler::fc_parameters(before.rope_sum.layer).size());
+  stats_.resident_bytes += rope_resident_bytes(key_groups, copies);
+  rope_copies_ = copies;
   return true;
+}
+
+int64_t ChipTransformer::rope_resident_bytes(int groups,
+                                             const std::array<int, kPlanTiles>& copies) const {
+  int64_t units = int64_t{groups} * kRopeAuxUnits;
+  for (size_t t = 0; t < copies.size(); ++t)
+    if (copies[t] >= 0 && rope_copies_[t] < 0)
+      units += compiler::fc_units_per_tile(kRopeSumK, false);
+  return units * 64;
+}
+
+std::shared_ptr<runtime::Program> ChipTransformer::rope_caching() const {
+  compiler::FcPlacement at;
+  for (int t = 0; t < kPlanTiles; ++t)
+    if (rope_copies_[size_t(t)] >= 0) {
+      at.tiles.push_back(t);
+      at.param_units.push_back(rope_copies_[size_t(t)]);
+    }
+  if (at.tiles.empty()) return nullptr;
+  compiler::FcRowWrite aux;
+  for (const ScoresProgram& p : scores_)
+    if (p.rope) {
+      const compiler::FcRowWrite w = rope_sum_aux_rows(p.rope_sum.at);
+      aux.rows.insert(aux.rows.end(), w.rows.begin(), w.rows.end());
+      aux.bytes.insert(aux.bytes.end(), w.bytes.begin(), w.bytes.end());
+    }
+  return std::make_shared<runtime::Program>(
+      compiler::fc_caching(rope_sum_weight_copies(int(at.tiles.size())), at, &aux));
 }
 
 compiler::FcRowWrite ChipTransformer::rope_multipliers(const ScoresProgram& p, int layer) const {
@@ -1143,10 +1179,8 @@ void ChipTransformer::cache_all() {
   // The scores' keys as they are now (zeros where no token wrote one yet).
   for (const ScoresProgram& p : scores_) {
     if (p.on_chip) caching.push_back(scores_caching(p));
-    if (p.rope)  // the RoPE sum's weights (its multipliers come with each token)
-      caching.push_back(std::make_shared<runtime::Program>(
-          compiler::fc_caching(p.rope_sum.layer, p.rope_sum.at)));
   }
+  caching.push_back(rope_caching());
   // The weighted sums' v~ and multipliers as the last token wrote them.
   for (const ValueSumProgram& p : value_sums_) {
     if (p.on_chip)

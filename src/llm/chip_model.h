@@ -115,6 +115,18 @@ class ChipTransformer : public Int8Transformer {
   // With chip_key_write: the key's sum in that FC too, its bytes the key's column (no key from
   // the host), where tile memory and the generator take it.
   bool key_sum_program(int layer, ScoresProgram& p, TileAllocator& tiles);
+  // The RoPE sums' one copy of their weights per tile, for every layer's groups (wide unit of the
+  // copy's block, -1: none on that tile; rope_sum.h).
+  std::array<int, kPlanTiles> rope_copies_ = filled(-1);
+  static constexpr std::array<int, kPlanTiles> filled(int v) {
+    std::array<int, kPlanTiles> a{};
+    a.fill(v);
+    return a;
+  }
+  // Bytes a sum's `groups` and the copies it added (`copies` against rope_copies_) keep resident.
+  int64_t rope_resident_bytes(int groups, const std::array<int, kPlanTiles>& copies) const;
+  // The copies and every layer's sum groups' aux rows in one caching program (null: no sums).
+  std::shared_ptr<runtime::Program> rope_caching() const;
   // The layer's position-0 program with the sum in front, built as a trial; false if rejected.
   bool first_sum_program(int layer, ScoresProgram& p);
   std::vector<int8_t> scores_row(const ScoresProgram& p, int layer, int pos, const int8_t* q8);

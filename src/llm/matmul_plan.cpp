@@ -57,6 +57,37 @@ bool TileAllocator::place_pairs(int pairs, int units, compiler::FcPlacement& pla
   return true;
 }
 
+bool TileAllocator::place_sharing(int groups, int units, int copy_units,
+                                  std::array<int, kPlanTiles>& copies,
+                                  compiler::FcPlacement& placement) {
+  const int per_tile = groups > kPlanTiles ? 2 : 1;
+  std::array<int, kPlanTiles> fill = fill_, copy = copies, used{};
+  placement.tiles.clear();
+  placement.param_units.clear();
+  placement.weight_units.clear();
+  const auto need = [&](int t) { return units + (copy[size_t(t)] < 0 ? copy_units : 0); };
+  for (int g = 0; g < groups; ++g) {
+    int best = -1;
+    for (int t = 0; t < kPlanTiles; ++t)
+      if (used[size_t(t)] < per_tile &&
+          (best < 0 || fill[size_t(t)] + need(t) < fill[size_t(best)] + need(best)))
+        best = t;
+    if (best < 0 || fill[size_t(best)] + need(best) > compiler::kFcParamUnits) return false;
+    if (copy[size_t(best)] < 0) {
+      copy[size_t(best)] = fill[size_t(best)];
+      fill[size_t(best)] += copy_units;
+    }
+    placement.tiles.push_back(best);
+    placement.param_units.push_back(fill[size_t(best)]);
+    placement.weight_units.push_back(copy[size_t(best)] + units);
+    fill[size_t(best)] += units;
+    ++used[size_t(best)];
+  }
+  fill_ = fill;
+  copies = copy;
+  return true;
+}
+
 int TileAllocator::max_fill() const { return *std::max_element(fill_.begin(), fill_.end()); }
 
 InputSetPlan plan_input_set(std::span<const PlannedMatmul> set, int layer, TileAllocator& tiles) {

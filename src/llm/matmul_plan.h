@@ -38,6 +38,13 @@ class TileAllocator {
   // Pairs of groups on one tile each (a fused FFN's w1 and w3 group i): the least-filled tiles
   // with room for both, one pair per tile.
   bool place_pairs(int pairs, int units, compiler::FcPlacement& placement);
+  // Groups whose weights are the same (the RoPE sums'): each group's own `units` (its aux rows)
+  // as place() puts them, and on each tile one copy of a whole group (`copy_units`: aux rows and
+  // weights) at copies[t] (-1: none yet; the copy is made where the first group lands), which
+  // every group there reads: weight_units[g] = its tile's copy + `units`. Tiles that already hold
+  // a copy count as less filled by its size.
+  bool place_sharing(int groups, int units, int copy_units, std::array<int, kPlanTiles>& copies,
+                     compiler::FcPlacement& placement);
   int max_fill() const;
 
  private:

@@ -22,32 +22,59 @@ int RopeSumShape::channel(int o) const {
   return h < kv_heads && i < head_size ? h * head_size + i : -1;
 }
 
-compiler::FcLayer rope_sum_layer(const QuantizedRope& q, const RopeSumShape& s,
-                                 std::vector<int>& in_at) {
-  if (s.q_channels <= 0 || int(q.base.size()) < s.q_channels || s.kv_heads < 0 ||
-      (s.kv_heads > 0 && s.head_size <= 0))
-    fail("a RoPE sum of ", s.q_channels, " channels and ", s.kv_heads, " keys of ", s.head_size);
+namespace {
+// n outputs of the sum, output o's weights 1 on both diagonals where `used(o)`.
+template <typename Used>
+compiler::FcLayer sum_of(int n, float in_scale, Used used) {
   compiler::FcLayer l;
-  l.n = s.outputs();
+  l.n = n;
   l.k = 2 * kGroup;
   l.weights.assign(size_t(l.n) * size_t(l.k), 0);
   for (int o = 0; o < l.n; ++o) {
-    if (s.channel(o) < 0) continue;
+    if (!used(o)) continue;
     l.weights[size_t(o) * size_t(l.k) + size_t(o % kGroup)] = 1;
     l.weights[size_t(o) * size_t(l.k) + size_t(kGroup + o % kGroup)] = 1;
   }
   l.mult.assign(size_t(l.n), 0.0f);
   l.in_zp = l.out_zp = 128;  // P, q~ and k~ are symmetric: zero point 0, + 128 on the chip
-  l.in_scale = q.product_scale;
+  l.in_scale = in_scale;
   l.out_scale = 1.0f;
   l.clamp_min = -kSymmetricClamp;
   l.clamp_max = kSymmetricClamp;
   l.input_name = "x";
   l.output_name = "y";
   l.signed_input = l.signed_output = true;
+  return l;
+}
+}  // namespace
+
+compiler::FcLayer rope_sum_layer(const QuantizedRope& q, const RopeSumShape& s,
+                                 std::vector<int>& in_at) {
+  if (s.q_channels <= 0 || int(q.base.size()) < s.q_channels || s.kv_heads < 0 ||
+      (s.kv_heads > 0 && s.head_size <= 0))
+    fail("a RoPE sum of ", s.q_channels, " channels and ", s.kv_heads, " keys of ", s.head_size);
+  compiler::FcLayer l =
+      sum_of(s.outputs(), q.product_scale, [&](int o) { return s.channel(o) >= 0; });
   in_at.clear();
   for (int g = 0; g < l.n / kGroup; ++g) in_at.push_back(2 * kGroup * g);
   return l;
+}
+
+compiler::FcLayer rope_sum_weight_copies(int copies) {
+  return sum_of(copies * kGroup, 1.0f, [](int) { return true; });
+}
+
+compiler::FcRowWrite rope_sum_aux_rows(const compiler::FcPlacement& at) {
+  compiler::FcRowWrite w;
+  for (size_t g = 0; g < at.tiles.size(); ++g) {
+    const int unit = at.param_units.empty() ? 0 : at.param_units[g];
+    w.rows.push_back({at.tiles[g], unit});
+    w.bytes.insert(w.bytes.end(), 4 * kGroup, uint8_t{0});  // float32 0
+    w.rows.push_back({at.tiles[g], unit + 4});
+    for (int c = 0; c < kGroup; ++c)  // int32 128: the stored weights' zero point
+      w.bytes.insert(w.bytes.end(), {uint8_t{128}, uint8_t{0}, uint8_t{0}, uint8_t{0}});
+  }
+  return w;
 }
 
 void rope_sum_input(const RopeSumShape& s, const int8_t* q_p1, const int8_t* q_p2,

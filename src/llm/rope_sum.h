@@ -40,6 +40,14 @@ compiler::FcLayer rope_sum_layer(const QuantizedRope& q, const RopeSumShape& s,
 inline compiler::FcLayer rope_sum_layer(const QuantizedRope& q, int n, std::vector<int>& in_at) {
   return rope_sum_layer(q, RopeSumShape{n}, in_at);
 }
+// Every group of the sum has the same weights (ones on both diagonals; a padding output's
+// multiplier is 0, so its weights do not matter), so the groups share one copy per tile
+// (TileAllocator::place_sharing) and each keeps only its aux rows. The copies as one FC to cache:
+// `copies` groups of those weights, multipliers 0.
+compiler::FcLayer rope_sum_weight_copies(int copies);
+// The aux rows of the groups `at` places (multipliers 0 until a token writes them, the weights'
+// zero point), to cache with the copies.
+compiler::FcRowWrite rope_sum_aux_rows(const compiler::FcPlacement& at);
 // Its input row's first 2 outputs() bytes from the products (q's q_channels, the key's kv_heads x
 // head_size; k_p1 and k_p2 unread without a key); the rest 0.
 void rope_sum_input(const RopeSumShape& s, const int8_t* q_p1, const int8_t* q_p2,

@@ -529,10 +529,10 @@ TEST(ChipPathStepD, GenerateWithTheValueCacheWritesTheInt8Text) {
 
 // `generate --key-column-write` (Int8Options::chip_key_write) with the scores on the chip: the
 // int8 CPU path's text on both test checkpoints, with the weighted sum joined to the scores, with
-// RoPE's sums too (on rand15M some layers' q~ sums then stay on the host: that fallback's text
-// too) and on rand_gqa with the softmax alone; every layer's key written by the chip, and fewer
-// bytes to the stick than the same flags streaming the key's groups (the same programs per token
-// otherwise); refused without --scores-on-chip.
+// RoPE's sums too (every layer's q~ and key sums in the scores' programs, their weights one copy
+// per tile) and on rand_gqa with the softmax alone; every layer's key written by the chip, and
+// fewer bytes to the stick than the same flags streaming the key's groups (the same programs per
+// token otherwise); refused without --scores-on-chip.
 TEST(ChipPathStepD, GenerateWithTheKeyColumnWrittenByTheChipWritesTheInt8Text) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   std::string why;
@@ -553,14 +553,13 @@ TEST(ChipPathStepD, GenerateWithTheKeyColumnWrittenByTheChipWritesTheInt8Text) {
       ASSERT_FALSE(j.is_null());
       EXPECT_EQ(j.at("chip").at("key_column_write_layers_on_chip"), layers);
       if (flags.find("--chip-rope") != std::string::npos) {
-        // q~'s sum in the scores' program where it fits: rand15M's tile memory holds 4 of 6
-        // beside the keys, v~ and two wo; the other layers' q~ come from the host (rope_sum_q's
-        // fallback), the same text.
-        EXPECT_EQ(j.at("chip").at("rope_sum_layers_on_chip"), name == "rand15M" ? 4 : layers);
-        // The key's sum beside q~'s where tile memory is left (the program then computes the
-        // key it writes; the host sends only its products): rand_gqa's every layer, none of
-        // rand15M's (its q~ sums already leave no room).
-        EXPECT_EQ(j.at("chip").at("key_sum_layers_on_chip"), name == "rand15M" ? 0 : layers);
+        // q~'s sum in the scores' program, and the key's beside it (the program then computes
+        // the key it writes; the host sends only its products), in every layer: the sums'
+        // groups share one copy of their weights per tile, so rand15M's tile memory holds all
+        // six layers' beside the keys, v~ and two wo (with a copy per group it held 4 q~ sums
+        // and no key sum).
+        EXPECT_EQ(j.at("chip").at("rope_sum_layers_on_chip"), layers);
+        EXPECT_EQ(j.at("chip").at("key_sum_layers_on_chip"), layers);
       } else {
         EXPECT_EQ(j.at("chip").at("key_sum_layers_on_chip"), 0);
       }

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -191,7 +192,9 @@ TEST(Int8RopeOnTheVirtualEdgeTpu, MulMulAndAPerChannelSumGiveTheKeysBytes) {
 // f32(base_j r) itself and runs the sum, whose bytes go over the ring as the scores' input. The
 // keys here are unit vectors (position t's key is channel t of its head, multiplier 1), so the
 // score of t is q~'s byte t: every e byte and 1 / S equal the softmax of rope_sum's bytes, for
-// two positions and r; with r 1% off the sums change.
+// two positions and r; with r 1% off the sums change. The same with both groups on one tile
+// reading one copy of the sum's weights (FcPlacement::weight_units, each group keeping only its
+// aux rows: TileAllocator::place_sharing's layout, cached as the llm path caches it).
 TEST(Int8RopeOnTheVirtualEdgeTpu, QsSumInFrontOfTheScoresGivesRopeSumsBytes) {
   std::mt19937 rng(11);
   constexpr int kN = 80, kHs = 40, kHeads = 2, kPositions = 64, kRow = 256;
@@ -222,16 +225,28 @@ TEST(Int8RopeOnTheVirtualEdgeTpu, QsSumInFrontOfTheScoresGivesRopeSumsBytes) {
   compiler::FcScoresInput first;
   first.layer = llm::rope_sum_layer(q, kN, first.at.in_at);
   first.layer.signed_input = first.layer.signed_output = false;  // the test hands stored bytes
-  first.at.tiles = {5, 9};
-  first.at.param_units = {0, 0};
-  chip::VirtualEdgeTpu chip;
-  chip::testing::run_executable(chip, compiler::fc_caching(scores, at), {});
-  chip::testing::run_executable(chip, compiler::fc_caching(first.layer, first.at), {});
   const compiler::FcParameterWrite keys{scores, at};
   const std::vector<float> exp_mult = {0.05f, 0.08f};
   int clamped = 0;
-  for (const auto& [pos, r] : {std::pair{37, 1.21f}, std::pair{200, 0.83f}}) {
-    SCOPED_TRACE("position " + std::to_string(pos));
+  for (const auto& [shared, pos, r] :
+       {std::tuple{false, 37, 1.21f}, std::tuple{true, 200, 0.83f}}) {
+    SCOPED_TRACE(std::string(shared ? "one copy of the weights" : "own weights") + ", position " +
+                 std::to_string(pos));
+    chip::VirtualEdgeTpu chip;
+    chip::testing::run_executable(chip, compiler::fc_caching(scores, at), {});
+    if (shared) {  // aux rows at 0 and 8 of tile 5, the copy's block at 16 (its weights at 24)
+      first.at.tiles = {5, 5};
+      first.at.param_units = {0, 8};
+      first.at.weight_units = {24, 24};
+      const compiler::FcRowWrite aux = llm::rope_sum_aux_rows(first.at);
+      chip::testing::run_executable(
+          chip, compiler::fc_caching(llm::rope_sum_weight_copies(1), {{5}, {16}, {}, {}}, &aux),
+          {});
+    } else {
+      first.at.tiles = {5, 9};
+      first.at.param_units = {0, 0};
+      chip::testing::run_executable(chip, compiler::fc_caching(first.layer, first.at), {});
+    }
     std::vector<int8_t> x(kN), c(kN), s(kN), p1(kN), p2(kN), want(kN);
     for (int8_t& v : x) v = static_cast<int8_t>(std::uniform_int_distribution<int>(-128, 127)(rng));
     llm::rope_tables(pos, kN, kHs, c.data(), s.data());
