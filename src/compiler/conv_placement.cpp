@@ -626,7 +626,7 @@ double compute_cycles(const std::vector<Stage>& stages, const Shapes* shapes = n
                                 ? 8.0 + 4.0 * lp.kwords * (t.g1 > 0 ? t.g1 - t.g0 : lp.groups)
                                 : 0.0;
         cycles +=
-            std::max({macs / 72, steps / 4, ring}) + 32.0 * double(t.g1 > 0 ? 1 : lp.parts.size());
+            std::max({macs / 72, steps / 4, ring}) + 32.0 * double(t.g1 > 0 ? 1 : lp.planned_parts);
       }
       busiest = std::max(busiest, cycles);
       all += cycles;

@@ -166,7 +166,11 @@ Plan plan_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t 
   p.y0 = y0;
   p.first = first;
   p.end = end;
-  p.layers = shapes.layers;
+  p.layers.resize(shapes.layers.size());
+  for (size_t i = 0; i < shapes.layers.size(); ++i) {
+    static_cast<LayerShape&>(p.layers[i]) = shapes.layers[i];
+    p.layers[i].planned_parts = static_cast<int>(shapes.layers[i].parts.size());
+  }
   // The bands, from the stage's last layer back.
   int oa = y0, ob = y1;
   for (size_t i = end; i-- > first;) {

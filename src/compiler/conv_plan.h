@@ -64,7 +64,7 @@ struct Part {
 // per op position: block x Cout columns, each pixel's weights placed at its byte offset in a
 // word-aligned window of the input row (the other bytes of the window get the weight zero point,
 // so they add nothing), so every read is a whole aligned word.
-struct LayerPlan {
+struct LayerShape {
   const ConvLayer* l = nullptr;
   int block = 1;         // output pixels per position: the least B with B s Cin % 4 == 0
   int extra = 0;         // pixels left of the padded image so that its interior is word aligned
@@ -91,7 +91,9 @@ struct LayerPlan {
     }
     return group_ch;
   }
-  std::vector<Part> parts;
+  // (The parts themselves: LayerPlan::parts.) How many the shapes had when a plan was made from
+  // them (plan_of; the compute model's count: compute_cycles).
+  int planned_parts = 0;
   // Every group of a depthwise layer has the same weights (an AVERAGE_POOL_2D: all 1): the
   // groups share one set of weight rows (MobileNet v1 1.0's 7x7 pool: 784 rows instead of 12,544).
   bool shared_rows = false;
@@ -158,6 +160,13 @@ struct LayerPlan {
   bool needs_fill() const { return top < 0 || top + hp > l->h || wp != l->w || extra != 0; }
   // Narrow byte address of the first input row the op reads.
   int op_in(int x) const { return pixel(need_top - top, x); }
+};
+
+// A layer's shapes with its parameter parts. Only Shapes' layers have parts: a Plan's layers
+// leave them empty (plan_of), since the placement search copies plans by the thousand and the
+// parts' vectors were most of that copying.
+struct LayerPlan : LayerShape {
+  std::vector<Part> parts;
 };
 
 // One tile's part of a stage of the chain (layers [first, end)): its band of the stage's last
