@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -169,6 +170,43 @@ struct LayerPlan : LayerShape {
   std::vector<Part> parts;
 };
 
+// A Plan's layers: one LayerPlan per layer of the chain, shared by copies of the plan until one of
+// them changes its own (copy on write). The placement search copies stages by the thousand and
+// changes few of their plans; copying every layer of every plan was a third of a compile.
+// (A reference taken through a non-const plan stays its own until the plan is copied.)
+class PlanLayers {
+ public:
+  size_t size() const { return v_ ? v_->size() : 0; }
+  const LayerPlan& operator[](size_t i) const { return (*v_)[i]; }
+  LayerPlan& operator[](size_t i) { return own()[i]; }
+  const LayerPlan& at(size_t i) const { return all().at(i); }
+  LayerPlan& at(size_t i) { return own().at(i); }
+  const LayerPlan& front() const { return v_->front(); }
+  LayerPlan& front() { return own().front(); }
+  const LayerPlan& back() const { return v_->back(); }
+  LayerPlan& back() { return own().back(); }
+  std::vector<LayerPlan>::const_iterator begin() const { return all().begin(); }
+  std::vector<LayerPlan>::const_iterator end() const { return all().end(); }
+  std::vector<LayerPlan>::iterator begin() { return own().begin(); }
+  std::vector<LayerPlan>::iterator end() { return own().end(); }
+  void resize(size_t n) { own().resize(n); }
+  void push_back(const LayerPlan& lp) { own().push_back(lp); }
+
+ private:
+  const std::vector<LayerPlan>& all() const {
+    static const std::vector<LayerPlan> none;
+    return v_ ? *v_ : none;
+  }
+  std::vector<LayerPlan>& own() {
+    if (!v_)
+      v_ = std::make_shared<std::vector<LayerPlan>>();
+    else if (v_.use_count() > 1)
+      v_ = std::make_shared<std::vector<LayerPlan>>(*v_);
+    return *v_;
+  }
+  std::shared_ptr<std::vector<LayerPlan>> v_;
+};
+
 // One tile's part of a stage of the chain (layers [first, end)): its band of the stage's last
 // output rows and, going back through the stage's layers, the rows each layer must compute for
 // it (the halo rows are computed again by the neighbouring tile rather than exchanged). `layers`
@@ -184,7 +222,7 @@ struct Plan {
   int g0 = 0, g1 = 0;
   int y0 = 0;  // the tile's first output row of the stage's last layer
   size_t first = 0, end = 0;
-  std::vector<LayerPlan> layers;
+  PlanLayers layers;
   int out_base = 0;     // narrow byte address of the stage's [OH][OW][Cp] output
   int out_ch = 0;       // Cp: the last layer's channels as stored (a multiple of 4)
   int out_row = 0;      // bytes per output row (whole blocks)
