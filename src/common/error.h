@@ -3,8 +3,12 @@
 // prints it as one line and exits with code 2. Programming errors are not Errors.
 #pragma once
 
+#include <charconv>
+#include <concepts>
 #include <sstream>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include "tinycoral/error.h"  // the class itself is public API
@@ -20,12 +24,41 @@ struct CatStream {
   bool busy = false;
 };
 inline thread_local CatStream cat_stream;
+
+// Arguments cat() appends without a stream, exactly as operator<< would print them: text, a
+// char, and integers other than bool and the character types (decimal, as a fresh stream).
+template <typename T>
+concept CatText = std::is_convertible_v<const T&, std::string_view>;
+template <typename T>
+concept CatInteger = std::integral<T> && !std::is_same_v<T, bool> && !std::is_same_v<T, char> &&
+                     !std::is_same_v<T, signed char> && !std::is_same_v<T, unsigned char> &&
+                     !std::is_same_v<T, wchar_t> && !std::is_same_v<T, char8_t> &&
+                     !std::is_same_v<T, char16_t> && !std::is_same_v<T, char32_t>;
+template <typename T>
+concept CatDirect = CatText<std::remove_cvref_t<T>> || CatInteger<std::remove_cvref_t<T>> ||
+                    std::is_same_v < std::remove_cvref_t<T>,
+char > ;
+
+inline void cat_append(std::string& out, std::string_view text) { out.append(text); }
+inline void cat_append(std::string& out, char c) { out.push_back(c); }
+template <CatInteger T>
+void cat_append(std::string& out, T value) {
+  char buf[24];
+  out.append(buf, std::to_chars(buf, buf + sizeof buf, value).ptr);
+}
 }  // namespace detail
 
 // Concatenates its arguments with operator<< (GCC 12 has no <format>), from a fresh stream's
 // formatting state (decimal, precision 6, no width, blank fill) however the last call left it.
+// (Text, chars and integers alone are appended directly: the code generators' instruction
+// fields, a large share of a compile through a stream.)
 template <typename... Args>
 std::string cat(Args&&... args) {
+  if constexpr ((detail::CatDirect<Args> && ...)) {
+    std::string out;
+    (detail::cat_append(out, args), ...);
+    return out;
+  }
   detail::CatStream& s = detail::cat_stream;
   if (s.busy) {
     std::ostringstream out;

@@ -2,7 +2,7 @@
 #include "compiler/emitter.h"
 
 #include <bit>
-#include <cstdio>
+#include <charconv>
 #include <string>
 
 #include "common/error.h"
@@ -18,9 +18,8 @@ std::string nest(std::initializer_list<std::pair<int64_t, int64_t>> levels) {
 std::string f32_bits(float value) { return hex(std::bit_cast<uint32_t>(value)); }
 
 std::string hex(uint64_t value) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(value));
-  return buf;
+  char buf[24] = {'0', 'x'};
+  return std::string(buf, std::to_chars(buf + 2, buf + sizeof buf, value, 16).ptr);
 }
 
 void Emitter::add(const std::string& mnemonic, const std::string& fields) {
