@@ -4,6 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <sstream>
+#include <string>
+
 #include "common/error.h"
 
 namespace tinycoral::compiler {
@@ -35,6 +41,34 @@ TEST(Emitter, CountingStillRejectsAnUnknownMnemonicAndHasNoProgram) {
   Emitter count = Emitter::counting();
   EXPECT_THROW(count.add("no_such_op"), Error);
   EXPECT_THROW(count.finish(), Error);
+}
+
+// The instruction text is built with cat() and hex(), which append integers without a stream
+// (std::to_chars): the text must be what a stream and printf print, or the programs would change.
+TEST(Emitter, CatAndHexPrintIntegersAsAStreamAndPrintfDo) {
+  const int64_t values[] = {0,
+                            1,
+                            -1,
+                            9,
+                            -10,
+                            4095,
+                            -65536,
+                            std::numeric_limits<int64_t>::min(),
+                            std::numeric_limits<int64_t>::max()};
+  for (const int64_t v : values) {
+    std::ostringstream stream;
+    stream << "(" << v << " x " << static_cast<int>(v % 1000) << ")" << 'm' << std::string("s")
+           << static_cast<uint32_t>(v) << static_cast<uint64_t>(v);
+    EXPECT_EQ(cat("(", v, " x ", static_cast<int>(v % 1000), ")", 'm', std::string("s"),
+                  static_cast<uint32_t>(v), static_cast<uint64_t>(v)),
+              stream.str());
+    char printed[32];
+    std::snprintf(printed, sizeof printed, "0x%llx",
+                  static_cast<unsigned long long>(static_cast<uint64_t>(v)));
+    EXPECT_EQ(hex(static_cast<uint64_t>(v)), printed);
+  }
+  // (Other types still go through the stream: a float prints as a stream prints it.)
+  EXPECT_EQ(cat("f=", 0.5f, " b=", true), "f=0.5 b=1");
 }
 
 }  // namespace
