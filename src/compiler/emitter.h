@@ -38,6 +38,8 @@ class Emitter {
   // A MOVI of 0 into scalar register `reg` that the runtime patches with half of a buffer address.
   void reloc_movi(int reg, container::BufferKind kind, container::Half half,
                   const std::string& layer_name = "");
+  // Whether this emitter only counts (callers may skip building fields it would not read).
+  bool only_counts() const { return counting_; }
   // The word offset the next instruction gets (branch targets are word offsets).
   uint32_t words() const { return words_; }
   // Frames the program (start with its length, halt, four nops, end) and encodes it.

@@ -26,11 +26,16 @@ class TileBatch {
   TileBatch(const TileBatch&) = delete;
   TileBatch& operator=(const TileBatch&) = delete;
   ~TileBatch() {
-    for (const Item& item : items_)
-      e_.add(item.mnemonic, cat("tiles=", hex(item.tiles), " ", item.fields));
-    for (const std::vector<Item>& items : sequences_)
-      for (const Item& item : items)
+    // (A counting emitter reads the mnemonics only.)
+    auto issue = [&](const Item& item) {
+      if (e_.only_counts())
+        e_.add(item.mnemonic);
+      else
         e_.add(item.mnemonic, cat("tiles=", hex(item.tiles), " ", item.fields));
+    };
+    for (const Item& item : items_) issue(item);
+    for (const std::vector<Item>& items : sequences_)
+      for (const Item& item : items) issue(item);
   }
   void add(uint32_t tiles, const std::string& mnemonic, const std::string& fields) {
     if (group_) {
