@@ -3,6 +3,7 @@
 #include "compiler/conv_plan.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace tinycoral::compiler::conv {
 
@@ -520,7 +521,8 @@ void write_in_place(const ConvChain& chain, const Shapes& shapes, std::vector<St
 }
 
 void slice_plan(Plan& p, int g0, int g1) {
-  const LayerPlan& last = p.layers[p.end - 1];
+  // (Read through the const layers: `p` is often a copy sharing them, PlanLayers.)
+  const LayerPlan& last = std::as_const(p.layers)[p.end - 1];
   p.g0 = g0;
   p.g1 = g1;
   // (The last slice of a layer whose channels end inside a group holds only the channels left.)
