@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Builds tinycoral and runs the whole test suite twice: a normal build, then a clang build under
-# AddressSanitizer + UBSan, which also runs each libFuzzer target for a short while (FUZZ_SECONDS,
-# default 15). SKIP_ASAN=1 / SKIP_FUZZ=1 leave those parts out. Tests that
-# need Google's test data use $TINYCORAL_TESTDATA, else ../shared/testdata, and skip without it.
+# Builds tinycoral and runs the whole test suite twice: an -O2 build without debug information
+# (preset `tests`, build-tests/), then a clang build under AddressSanitizer + UBSan, which also
+# runs each libFuzzer target for a short while (FUZZ_SECONDS, default 15). SKIP_ASAN=1 /
+# SKIP_FUZZ=1 leave those parts out. Tests that need Google's test data use $TINYCORAL_TESTDATA,
+# else ../shared/testdata, and skip without it.
 # Usage: scripts/test.sh            (from the checkout; run scripts/setup.sh first)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -36,13 +36,13 @@ concept CatInteger = std::integral<T> && !std::is_same_v<T, bool> && !std::is_sa
                      !std::is_same_v<T, char16_t> && !std::is_same_v<T, char32_t>;
 template <typename T>
 concept CatDirect = CatText<std::remove_cvref_t<T>> || CatInteger<std::remove_cvref_t<T>> ||
-                    std::is_same_v < std::remove_cvref_t<T>,
-char > ;
+    (std::is_same_v<std::remove_cvref_t<T>, char>);
 
 inline void cat_append(std::string& out, std::string_view text) { out.append(text); }
 inline void cat_append(std::string& out, char c) { out.push_back(c); }
 template <CatInteger T>
 void cat_append(std::string& out, T value) {
+  static_assert(sizeof(T) <= 8, "24 characters hold a 64-bit integer's decimal digits");
   char buf[24];
   out.append(buf, std::to_chars(buf, buf + sizeof buf, value).ptr);
 }

@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <tuple>
+#include <utility>
 
 #include "compiler/conv_fifo.h"
 
@@ -817,8 +818,9 @@ double modeled_cycles(const Layout& layout, const ProgramBytes& program_bytes) {
 // band reads, in the same place, so its image region stays large enough.
 void in_bands(Stage& s) {
   for (Plan& p : s.tiles) {
+    if (!std::as_const(p.layers)[s.first].full)
+      continue;  // a read shares the layers, a write copies
     LayerPlan& lp = p.layers[s.first];
-    if (!lp.full) continue;
     lp.full = false;
     lp.top = lp.need_top;
     lp.hp = lp.need_rows;
@@ -1720,8 +1722,9 @@ void widen_with_fifos(const ConvChain& chain, Layout& out, const ProgramBytes& p
   }
 }
 
-// Residual ADD stages alone on fewer tiles than their rows, spread one row a tile (up to 16):
-// v2's 7 x 7 x 160 ADDs ran on one tile, 1,992 cycles each. The clock runs an ADD's op at 4
+// Residual ADD stages alone on fewer tiles than their rows, spread over min(rows, 16) tiles (one
+// row a tile where rows allow; DeepLab's 33-row ADDs get 2 or 3): v2's 7 x 7 x 160 ADDs ran on
+// one tile, 1,992 cycles each. The clock runs an ADD's op at 4
 // loop steps a word and position (its loops (2)(2)), which compute_cycles prices at one; so
 // priced, every search picks other layouts that the simulator runs slower (v2 3.374 -> 3.433
 // ms), so the price stays and the three quarters it leaves out are added here.

@@ -355,7 +355,7 @@ int out_base_on(const Stage& s, int tile) {
 // it now lies.
 void link(Plan& p, const Plan& q) {
   const LayerPlan& lp = q.layers[q.first];
-  p.into_base = lp.pixel(p.layers[p.end - 1].oa - lp.top, lp.l->pad_left);
+  p.into_base = lp.pixel(std::as_const(p.layers)[p.end - 1].oa - lp.top, lp.l->pad_left);
   p.into_row_words = lp.row_words();
 }
 
@@ -389,7 +389,7 @@ bool over_input(const ConvChain& chain, const Shapes& shapes, std::vector<Stage>
   for (size_t t = 0; t < a.tiles.size(); ++t) {
     const Plan& p = a.tiles[t];
     const LayerPlan& f = p.layers[p.first];
-    const LayerPlan& lp = b.tiles[t].layers[b.first];
+    const LayerPlan& lp = std::as_const(b.tiles[t].layers)[b.first];
     const int pitch = f.wp * f.cin;
     // (The same columns: b's rows land on a's at a whole number of rows, padding on padding.)
     if (f.wp != lp.wp || f.cin != lp.cin || f.extra != lp.extra || lp.full || f.l->w != lp.l->w ||
@@ -615,7 +615,7 @@ namespace {
 // round's other images, then (unless it waits at the top) the output. False when the rounds
 // cannot help: a stage of one layer, residual ADDs, fewer rows than rounds.
 bool in_rounds(const ConvChain& chain, const Shapes& shapes, Plan& p, int rounds) {
-  const LayerPlan& last = p.layers[p.end - 1];
+  const LayerPlan& last = std::as_const(p.layers)[p.end - 1];
   if (p.end - p.first < 2 || last.ob - last.oa < rounds || p.g1 > 0) return false;
   for (size_t i = p.first; i < p.end; ++i) {
     const ConvLayer& l = chain.layers[i];

@@ -177,13 +177,13 @@ struct LayerPlan : LayerShape {
 class PlanLayers {
  public:
   size_t size() const { return v_ ? v_->size() : 0; }
-  const LayerPlan& operator[](size_t i) const { return (*v_)[i]; }
+  const LayerPlan& operator[](size_t i) const { return all()[i]; }
   LayerPlan& operator[](size_t i) { return own()[i]; }
   const LayerPlan& at(size_t i) const { return all().at(i); }
   LayerPlan& at(size_t i) { return own().at(i); }
-  const LayerPlan& front() const { return v_->front(); }
+  const LayerPlan& front() const { return all().front(); }
   LayerPlan& front() { return own().front(); }
-  const LayerPlan& back() const { return v_->back(); }
+  const LayerPlan& back() const { return all().back(); }
   LayerPlan& back() { return own().back(); }
   std::vector<LayerPlan>::const_iterator begin() const { return all().begin(); }
   std::vector<LayerPlan>::const_iterator end() const { return all().end(); }

@@ -83,6 +83,8 @@ std::vector<OpSet> op_sets(const Groups& g, const FcLayer& layer) {
   std::vector<OpSet> out;
   const bool own = !layer.group_out_zp.empty();
   for (size_t i = 0; i < g.tile.size(); ++i) {
+    if (g.weights[i] != -1 && g.weights[i] + kGroup * layer.k / 64 > kFcParamUnits)
+      fail("weights at wide unit ", g.weights[i], " for K = ", layer.k, ": past the parameters");
     const OpSet want{g.base[i],
                      g.weights[i],
                      g.slot[i],

@@ -96,6 +96,12 @@ struct Geometry {
 };
 
 Geometry geometry(int n, int k, bool bias, const FcPlacement& placement = {}) {
+  // These programs write and read a group's weights right after its aux rows: a placement whose
+  // weights live apart (the batch generator's shared copies) would be overwritten group by group.
+  if (!placement.weight_units.empty())
+    fail(
+        "weights apart from their aux rows (weight_units) are the batch generator's: cache one "
+        "copy per tile and each group's aux rows instead");
   Geometry g{};
   g.n = n;
   g.k = k;

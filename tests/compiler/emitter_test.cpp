@@ -67,6 +67,13 @@ TEST(Emitter, CatAndHexPrintIntegersAsAStreamAndPrintfDo) {
                   static_cast<unsigned long long>(static_cast<uint64_t>(v)));
     EXPECT_EQ(hex(static_cast<uint64_t>(v)), printed);
   }
+  // The integer types a stream prints as characters or words, and the other widths, with text
+  // alone (the direct path when every argument is direct): as the stream prints them.
+  EXPECT_EQ(cat("x", uint8_t{65}, int8_t{66}, 'C'), "xABC");
+  EXPECT_EQ(cat("b", true, false), "b10");
+  EXPECT_EQ(cat(short{-7}, ' ', static_cast<unsigned short>(65535), ' ', -3LL, ' ', size_t{1} << 40,
+                ' ', 12L),
+            "-7 65535 -3 1099511627776 12");
   // (Other types still go through the stream: a float prints as a stream prints it.)
   EXPECT_EQ(cat("f=", 0.5f, " b=", true), "f=0.5 b=1");
 }

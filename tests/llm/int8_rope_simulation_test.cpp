@@ -242,6 +242,27 @@ TEST(Int8RopeOnTheVirtualEdgeTpu, QsSumInFrontOfTheScoresGivesRopeSumsBytes) {
       chip::testing::run_executable(
           chip, compiler::fc_caching(llm::rope_sum_weight_copies(1), {{5}, {16}, {}, {}}, &aux),
           {});
+      // fc_caching writes a group's weights after its aux rows: this layout is refused there;
+      // a copy whose weights would reach past the parameter rows is refused by the op.
+      const auto refusal = [](const auto& make) -> std::string {
+        try {
+          make();
+        } catch (const Error& e) {
+          return e.what();
+        }
+        return "";
+      };
+      EXPECT_NE(
+          refusal([&] { (void)compiler::fc_caching(first.layer, first.at); }).find("weight_units"),
+          std::string::npos);
+      compiler::FcScoresInput past = first;
+      past.at.weight_units = {24, compiler::kFcParamUnits - 4};
+      const compiler::FcRowWrite past_rows = llm::rope_sum_multipliers(q, kN, r, past.at);
+      EXPECT_NE(refusal([&] {
+                  (void)compiler::generate_fc_batch_softmax(scores, at, kRow, exp_mult, &keys,
+                                                            &past, &past_rows);
+                }).find("past the parameters"),
+                std::string::npos);
     } else {
       first.at.tiles = {5, 9};
       first.at.param_units = {0, 0};
