@@ -426,20 +426,29 @@ TEST(ChipPathStepD, TheValueCachesWeightedSumOnTheChipIsExact) {
 // K = 128, 32 rows through narrow memory, and positions past 64), with the softmax alone in the
 // scores' program and with the weighted sum joined to it. A key not written, or written into
 // another column, changes the scores of every later position.
+// The chip path with every token's key written into the scores' weights by the chip itself, on
+// a tiny model of `shape`, against the int8 path's logits; the run's counts.
+llm::ChipPathStats key_written_by_the_chip(const TinyShape& shape, int steps, llm::WeightedSum sum,
+                                           bool rope) {
+  const LoadedModel model = tiny_model(shape, TinyWeights(shape));
+  llm::ChipPathStats s;
+  expect_chip_equals_int8(model.ck, model.tok, steps, s,
+                          {.fused_layers = true,
+                           .chip_attention = true,
+                           .chip_scores = true,
+                           .chip_key_write = true,
+                           .weighted_sum = sum,
+                           .chip_rope = rope});
+  return s;
+}
+
 TEST(ChipPathStepD, TheKeyColumnWrittenByTheChipIsExact) {
   for (const auto& [shape, steps] : kOtherAttentionShapes) {
     for (const llm::WeightedSum sum :
          {llm::WeightedSum::kScalarCore, llm::WeightedSum::kValueCache}) {
       const bool values = sum == llm::WeightedSum::kValueCache;
       SCOPED_TRACE("dim " + std::to_string(shape.dim) + (values ? ", the value cache" : ""));
-      const LoadedModel model = tiny_model(shape, TinyWeights(shape));
-      llm::ChipPathStats s;
-      expect_chip_equals_int8(model.ck, model.tok, steps, s,
-                              {.fused_layers = true,
-                               .chip_attention = true,
-                               .chip_scores = true,
-                               .chip_key_write = true,
-                               .weighted_sum = sum});
+      const llm::ChipPathStats s = key_written_by_the_chip(shape, steps, sum, false);
       EXPECT_EQ(s.softmax_layers, shape.layers);
       EXPECT_EQ(s.key_write_layers, shape.layers);
       EXPECT_EQ(s.attention_layers, values ? shape.layers : 0);
@@ -459,15 +468,7 @@ TEST(ChipPathStepD, TheKeyComputedAndWrittenByTheChipIsExact) {
   for (size_t i = 0; i < std::size(kOtherAttentionShapes); ++i) {
     const auto& [shape, steps] = kOtherAttentionShapes[i];
     SCOPED_TRACE("dim " + std::to_string(shape.dim));
-    const LoadedModel model = tiny_model(shape, TinyWeights(shape));
-    llm::ChipPathStats s;
-    expect_chip_equals_int8(model.ck, model.tok, steps, s,
-                            {.fused_layers = true,
-                             .chip_attention = true,
-                             .chip_scores = true,
-                             .chip_key_write = true,
-                             .weighted_sum = sums[i],
-                             .chip_rope = true});
+    const llm::ChipPathStats s = key_written_by_the_chip(shape, steps, sums[i], true);
     EXPECT_EQ(s.key_write_layers, shape.layers);
     EXPECT_EQ(s.rope_sum_layers, shape.layers);
     EXPECT_EQ(s.key_sum_layers, shape.layers);
