@@ -721,9 +721,13 @@ void layer_op(TileBatch& e, const Plan& p, size_t i, const Part& part,
   const LayerPlan& lp = p.layers[i];
   const ConvLayer& l = *lp.l;
   const uint32_t tile = tile_bit(p.tile);
-  const int rows = lp.ob - lp.oa;
+  // (A pixel band: its pixels as one row of positions, from its first pixel on; its rows are
+  // gapless in and out, pixel_stage.)
+  const int rows = p.pixel_band() ? 1 : lp.ob - lp.oa;
+  const int blocks = p.pixel_band() ? p.pb - p.pa : lp.blocks;
+  const int skip = pixel_skip(p, lp);
   const int groups = part.g1 - part.g0;
-  const int64_t positions = int64_t{rows} * lp.blocks;
+  const int64_t positions = positions_of(p, lp);
   const bool fifo = !part.owned.empty();
   // K-chunked (a FIFO part's window of `a` rows, LayerPlan::chunk): the positions inside the
   // chunks, each chunk `a` words of a tap row (n of them a row), every position's partial sums
@@ -733,7 +737,7 @@ void layer_op(TileBatch& e, const Plan& p, size_t i, const Part& part,
   // `in`: the window's words, tap rows, blocks along x, output rows, group; K-chunked: a chunk's
   // words, blocks, rows, then the chunks along a tap row and over the tap rows, group.
   const std::string in_walk = a > 0 ? strided_walk({{1, a},
-                                                    {lp.block * l.stride_w * l.cin / 4, lp.blocks},
+                                                    {lp.block * l.stride_w * l.cin / 4, blocks},
                                                     {int64_t{l.stride_h} * lp.row_words(), rows},
                                                     {a, n},
                                                     {lp.row_words(), l.kh},
@@ -741,7 +745,7 @@ void layer_op(TileBatch& e, const Plan& p, size_t i, const Part& part,
                                                    8, " m3")
                                     : strided_walk({{1, lp.window_words},
                                                     {lp.row_words(), l.kh},
-                                                    {lp.block * l.stride_w * l.cin / 4, lp.blocks},
+                                                    {lp.block * l.stride_w * l.cin / 4, blocks},
                                                     {int64_t{l.stride_h} * lp.row_words(), rows},
                                                     {0, groups}},
                                                    8, " m3");
@@ -759,8 +763,8 @@ void layer_op(TileBatch& e, const Plan& p, size_t i, const Part& part,
   // (Joined heads: each head's channels into its slot of the operand image.)
   const bool joins = joined(l);
   const OutTarget t = joins ? join_target(p, i) : out_target(p, i);
-  const int out_base =
-      joins ? t.base + join_slot(l) * head_index(l, part.g0) : t.base + kColumns * (part.g0 - p.g0);
+  const int out_base = joins ? t.base + join_slot(l) * head_index(l, part.g0)
+                             : t.base + kColumns * (part.g0 - p.g0) + skip * t.pixel_bytes;
   // A fan-out head whose channels end inside its last group (PoseNet's heatmaps 17, offsets 34)
   // writes only that group's words; a head of one group computes only its columns (out_ch 19,
   // as Google's heads), its pixels keeping their place in the output buffer's 64-channel groups.
@@ -775,18 +779,17 @@ void layer_op(TileBatch& e, const Plan& p, size_t i, const Part& part,
                           ? round_up(l.cout % kColumns, 4)
                           : lp.group_ch;
   const int group_words = op_ch / 4;
-  const std::string out_walk =
-      strided_walk({{1, group_words},
-                    {(joins ? 1 : lp.block) * t.pixel_bytes / 4, lp.blocks},
-                    {t.row_words, rows},
-                    {kColumns / 4, groups}},
-                   8, " m3");
+  const std::string out_walk = strided_walk({{1, group_words},
+                                             {(joins ? 1 : lp.block) * t.pixel_bytes / 4, blocks},
+                                             {t.row_words, rows},
+                                             {kColumns / 4, groups}},
+                                            8, " m3");
   const std::string loops = a > 0 ? cat("(", a, ")(", positions, ")(", chunks, ")(", groups, ")")
                             : groups > 1 ? cat("(", lp.kwords, ")(", positions, ")(", groups, ")")
                                          : cat("(", lp.kwords, ")(", positions, ")");
   e.add(tile, "op",
-        cat("loops=", loops, " in.base=", hex(lp.op_in(0) - lp.window_off), " in=", in_walk,
-            " in.tflags=0x01 out.base=", hex(out_base), " out=", out_walk,
+        cat("loops=", loops, " in.base=", hex(lp.op_in(0) - lp.window_off + skip * lp.cin),
+            " in=", in_walk, " in.tflags=0x01 out.base=", hex(out_base), " out=", out_walk,
             " out.tflags=0x1 par.base=", hex(lp.weight_row(part) * kRowUnits), " par=", par_walk,
             fifo ? cat(" par.tflags=0x40 par.fifo=", hex(a > 0 ? a : lp.kwords)) : "", psum,
             op_tail(lp, lp.zp_row(part) * kRowUnits, op_ch, last_ch, head, a > 0)));

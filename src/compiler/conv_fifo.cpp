@@ -20,8 +20,7 @@ void chunk_fifo_windows(Shapes& s, const std::vector<Stage>& stages) {
     for (const Stage& stage : stages)
       if (i >= stage.first && i < stage.end)
         for (const Plan& p : stage.tiles) {
-          const LayerPlan& tp = p.layers[i];
-          positions = std::max(positions, (tp.ob - tp.oa) * tp.blocks);
+          positions = std::max(positions, positions_of(p, p.layers[i]));
         }
     int chunk = std::min(kChunkMaxRows, lp.window_words);
     while (chunk > 1 && lp.window_words % chunk != 0) --chunk;

@@ -90,8 +90,20 @@ class SenderCut {
 
   void cut() {
     const LayerPlan& band = src_.layers[i_ - 1];
-    for (int y = band.oa; y < band.ob;) {
-      const Run run = run_at(y, band.ob);
+    // A pixel band (Plan::pa, pb) computed its first and last rows only in part: those parts go
+    // alone, the rows between as any band's.
+    int ya = band.oa, yb = band.ob, last_piece = 0;
+    if (src_.pixel_band()) {
+      const int w = band.l->ow, bytes = row_bytes_ / w;
+      if (src_.pa > ya * w) {
+        send_piece(ya, (src_.pa - ya * w) * bytes,
+                   (std::min(src_.pb, (ya + 1) * w) - ya * w) * bytes);
+        ++ya;
+      }
+      if (yb > ya && src_.pb < yb * w) last_piece = (src_.pb - --yb * w) * bytes;
+    }
+    for (int y = ya; y < yb;) {
+      const Run run = run_at(y, yb);
       if (run.mask != 0) {
         if (run.packets > 0)
           send_rows(y, run);
@@ -100,6 +112,7 @@ class SenderCut {
       }
       y += run.rows;
     }
+    if (last_piece > 0) send_piece(yb, 0, last_piece);
   }
 
  private:
@@ -204,13 +217,19 @@ class SenderCut {
         });
   }
 
-  // One row: whole 256-byte packets up to kHandOverPackets at a time, the rest of the row as one
-  // short packet.
-  void send_pieces(int y, uint32_t mask) {
-    for (int at = 0, bytes = 0; at < row_bytes_; at += bytes) {
-      int whole = std::min(kHandOverPackets, (row_bytes_ - at) / kPiece);
+  // Bytes [from, to) of row y (a pixel band's part of a row) to the tiles that read the row.
+  void send_piece(int y, int from, int to) {
+    if (const uint32_t mask = readers(y)) send_pieces(y, mask, from, to);
+  }
+
+  // One row (bytes [from, to) of it): whole 256-byte packets up to kHandOverPackets at a time,
+  // the rest as one short packet.
+  void send_pieces(int y, uint32_t mask, int from = 0, int to = -1) {
+    if (to < 0) to = row_bytes_;
+    for (int at = from, bytes = 0; at < to; at += bytes) {
+      int whole = std::min(kHandOverPackets, (to - at) / kPiece);
       if (src_.g1 > 0 && slice_ > kPiece) whole -= whole % (slice_ / kPiece);
-      bytes = whole >= 2 ? whole * kPiece : std::min(kPiece, row_bytes_ - at);
+      bytes = whole >= 2 ? whole * kPiece : std::min(kPiece, to - at);
       add(
           from_at(y) + at, bytes, whole >= 2 ? whole : 1, mask,
           [&](const Plan& t) {

@@ -139,7 +139,8 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
   const bool stream = tops != nullptr;
   std::vector<std::pair<size_t, size_t>> cuts;  // [first, end) of each stage, one-tile ones cut
   std::vector<int> counts, splits;
-  std::vector<int> given;  // per cut: the tiles of a stage split by output groups, else 0
+  std::vector<int> given;    // per cut: the tiles of a stage split by output groups, else 0
+  std::vector<bool> pixels;  // per cut: a stage in pixel bands (Plan::pa, pb)
   auto rows_of = [&](size_t a, size_t b) {
     int n = 0;
     for (size_t i = a; i < b; ++i) n += shapes.layers[i].rows();
@@ -150,12 +151,14 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
       cuts.push_back({s.first, s.end});
       counts.push_back(static_cast<int>(s.tiles.size()) / slices_of(s));
       given.push_back(slices_of(s));
+      pixels.push_back(s.tiles.front().pixel_band());
       continue;
     }
     if (s.tiles.size() != 1) {
       cuts.push_back({s.first, s.end});
       counts.push_back(static_cast<int>(s.tiles.size()));
       given.push_back(0);
+      pixels.push_back(s.tiles.front().pixel_band());
       continue;
     }
     for (size_t a = s.first; a < s.end;) {
@@ -164,6 +167,7 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
       cuts.push_back({a, b});
       counts.push_back(1);
       given.push_back(0);
+      pixels.push_back(false);
       a = b;
     }
   }
@@ -528,8 +532,8 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
        (cuts[k].second - cuts[k].first > 1 && splits[k] > 1 ? cuts[k].second - cuts[k].first : 1),
               ++k) {
     if (splits[k] == 1) {
-      shared.push_back(
-          stage_of(chain, shapes, cuts[k].first, cuts[k].second, items[at].tile0, counts[k]));
+      shared.push_back(stage_of(chain, shapes, cuts[k].first, cuts[k].second, items[at].tile0,
+                                counts[k], pixels[k]));
       base[k] = {items[at].base};
     } else {
       // The split layer's tiles in tile order hold its groups in order (the output's order).
@@ -546,8 +550,8 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
       std::sort(paired.begin(), paired.end());
       if (given[k] > 0) {
         // (Slice t's band b on the t-th run's tile b; one base per slice.)
-        Stage s =
-            split_stage(chain, shapes, cuts[k].first, splits[k], 0, counts[k], cuts[k].second);
+        Stage s = split_stage(chain, shapes, cuts[k].first, splits[k], 0, counts[k], cuts[k].second,
+                              pixels[k]);
         for (size_t t = 0; t < s.tiles.size(); ++t) {
           const size_t slice = t / static_cast<size_t>(counts[k]);
           s.tiles[t].tile = tiles[slice].first + static_cast<int>(t) % counts[k];
@@ -606,7 +610,7 @@ double compute_cycles(const std::vector<Stage>& stages, const Shapes* shapes = n
       for (size_t i = s.first; i < s.end; ++i) {
         const LayerPlan& lp = t.layers[i];
         const ConvLayer& l = *lp.l;
-        const double positions = double(lp.ob - lp.oa) * lp.blocks;
+        const double positions = positions_of(t, lp);
         double steps = 0, macs = 0;
         if (l.residual()) {
           steps = positions * l.cin / 4;
@@ -1754,6 +1758,67 @@ void spread_adds(const ConvChain& chain, Layout& out, const ProgramBytes& progra
   }
 }
 
+// Stages of 1x1 layers in row bands (pixel_stage; a split layer's bands per slice) tried in pixel
+// bands (Plan::pa, pb): a 7 x 7 map's rows split over 3 tiles as 2, 2 and 3 rows (21 positions on
+// the busiest tile), its 49 pixels as 16, 16 and 17; over 4 to 6 tiles rows give 14 positions at
+// best, pixels 13, 10 and 9 (docs/compiler.md "Pixel bands"). Each such stage, the longest
+// computing first, on as many bands as now and on each larger count (up to twice as many) whose
+// busiest tile computes fewer positions, packed with the layout's FIFO layers as they are; kept
+// when the modeled cycles drop.
+void pixel_bands(const ConvChain& chain, Layout& out, const ProgramBytes& program_bytes) {
+  constexpr int kMaxTries = 12;  // (each try models a program)
+  // (A pixel band's first and last rows go in pieces of their own, more hand-over instructions:
+  // every v2 candidate that saved fewer op cycles modeled slower.)
+  constexpr double kLeastSaved = 2500;
+  const Shapes plain = shapes_of(chain);
+  const bool whole = first_images_whole(out);
+  double best = modeled_cycles(out, program_bytes);
+  std::vector<std::pair<double, size_t>> order;  // compute, stage
+  for (size_t k = 1; k < out.stages.size(); ++k) {
+    const Stage& s = out.stages[k];
+    if (!s.tiles.front().pixel_band() && s.tiles.front().rounds == 1 &&
+        pixel_stage(chain, plain, s.first, s.end))
+      order.push_back({compute_cycles({s}, &out.shapes), k});
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  int tries = 0;
+  for (const auto& [compute, k] : order) {
+    const size_t first = out.stages[k].first, end = out.stages[k].end;
+    const ConvLayer& l = chain.layers[end - 1];
+    // (A layer split by output groups: its slices' bands, as many slices.)
+    const int slices = slices_of(out.stages[k]);
+    const int pixels = l.oh * l.ow, tiles = static_cast<int>(out.stages[k].tiles.size()) / slices;
+    // (Only counts whose busiest tile computes fewer positions than its rows now.)
+    int busiest = 0;
+    for (const Plan& t : out.stages[k].tiles)
+      busiest = std::max(busiest, positions_of(t, t.layers[end - 1]));
+    for (int n = tiles; n <= std::min({2 * tiles, kTiles / slices, pixels}) && tries < kMaxTries;
+         ++n) {
+      const int per_tile = (pixels + n - 1) / n;
+      if (per_tile >= busiest) continue;
+      busiest = per_tile;
+      Layout candidate;
+      candidate.stages = out.stages;
+      candidate.stages[k] = out.stages[k].tiles.front().g1 > 0
+                                ? split_stage(chain, plain, first, slices, 0, n, end, true)
+                                : stage_of(chain, plain, first, end, 0, n, true);
+      if (static_cast<int>(candidate.stages[k].tiles.size()) != n * slices ||
+          compute_cycles({out.stages[k]}) - compute_cycles({candidate.stages[k]}) < kLeastSaved ||
+          !candidate.stages[k].tiles.front().pixel_band() ||
+          !stage_fits(candidate.stages[k], nullptr) ||
+          !packed_with_fifos(chain, plain, candidate, fifo_layers(out), whole))
+        continue;
+      ++tries;
+      const double modeled = modeled_cycles(candidate, program_bytes);
+      if (modeled < best) {
+        best = modeled;
+        out = std::move(candidate);
+      }
+    }
+  }
+}
+
 // PoseNet's heads split again once FIFOs have freed wide rows (split_heads runs before
 // widen_with_fifos, when the wide memories are full): the heads' stage split as split_heads
 // splits it, the layout's FIFO layers kept, the kMaxTries of least compute that pack and find
@@ -1979,6 +2044,7 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes,
       widen_with_fifos(chain, out, exact_bytes);
       split_heads_with_fifos(chain, out, exact_bytes);
       spread_adds(chain, out, exact_bytes);
+      pixel_bands(chain, out, exact_bytes);
     }
   }
   // Turns from owner tiles over the ring rather than from the host: 4 cycles a row on the ring

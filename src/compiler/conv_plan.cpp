@@ -292,7 +292,8 @@ enum class InPlace {
 bool writes_into(const Plan& p, const Plan& q) {
   const LayerPlan& last = p.layers[p.end - 1];
   const LayerPlan& lp = q.layers[q.first];
-  if (p.g0 != q.g0 || p.g1 != q.g1 || !p.out_at_top || !q.out_at_top || lp.kept ||
+  // (A pixel band writes parts of its first and last rows: its hand-over sends just its pixels.)
+  if (p.g0 != q.g0 || p.g1 != q.g1 || !p.out_at_top || !q.out_at_top || lp.kept || p.pixel_band() ||
       last.block != 1 || surplus_pixels(last) != 0 || joined(*last.l) || !last.l->heads.empty() ||
       lp.cin != p.out_ch || lp.extra != 0 || lp.need_top > last.oa ||
       lp.need_top + lp.need_rows < last.ob)
@@ -556,13 +557,13 @@ bool pairs_with_depthwise(const ConvChain& chain, size_t i) {
 }
 
 Stage split_stage(const ConvChain& chain, const Shapes& shapes, size_t i, int n, int tile0,
-                  int bands, size_t end) {
+                  int bands, size_t end, bool pixels) {
   if (end <= i) end = i + 1;
   Shapes sliced = shapes;
   const int groups = shapes.layers[i].groups;
   for (size_t j = i; j < end; ++j)
     if (shapes.layers[j].l->depthwise) sliced.layers[j].cin = groups / n * kColumns;
-  Stage s = stage_of(chain, sliced, i, end, 0, bands);
+  Stage s = stage_of(chain, sliced, i, end, 0, bands, pixels);
   const std::vector<Plan> band = std::move(s.tiles);
   s.tiles.clear();
   for (int t = 0; t < n; ++t)
@@ -638,10 +639,52 @@ bool in_rounds(const ConvChain& chain, const Shapes& shapes, Plan& p, int rounds
 
 }  // namespace
 
+bool pixel_stage(const ConvChain& chain, const Shapes& shapes, size_t first, size_t end) {
+  if (first == 0 || end >= chain.layers.size()) return false;
+  for (size_t i = first; i < end; ++i) {
+    const ConvLayer& l = chain.layers[i];
+    const LayerPlan& lp = shapes.layers[i];
+    if (l.depthwise || l.residual() || joined(l) || !l.heads.empty() || l.kh != 1 || l.kw != 1 ||
+        l.stride_h != 1 || l.stride_w != 1 || l.pad_top != 0 || l.pad_left != 0 || lp.block != 1 ||
+        lp.extra != 0 || l.cin % 4 != 0 || l.cout % 4 != 0 || l.oh != l.h || l.ow != l.w)
+      return false;
+  }
+  return true;
+}
+
 // Tiles of a stage: its last layer's output rows split as evenly as possible over up to
 // `max_tiles` tiles from `tile0` on (one tile when the host's rows must travel two to a packet).
 Stage stage_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t end, int tile0,
-               int max_tiles) {
+               int max_tiles, bool pixels) {
+  if (pixels && pixel_stage(chain, shapes, first, end)) {
+    // Pixel bands: rows as the pixels touch them, no rounds (plan_of's images are gapless: no
+    // padding, no extra pixels, no window overrun for a 1x1 layer).
+    const ConvLayer& l = chain.layers[end - 1];
+    const int n = l.oh * l.ow, count = std::min(max_tiles, n);
+    Stage s;
+    s.first = first;
+    s.end = end;
+    for (int pass = count > 1 ? 0 : 1; pass < 2; ++pass) {
+      s.tiles.clear();
+      for (int t = 0; t < count; ++t) {
+        const int pa = n * t / count, pb = n * (t + 1) / count;
+        Plan p = plan_of(chain, shapes, first, end, tile0 + t, pa / l.ow, (pb + l.ow - 1) / l.ow,
+                         true, pass == 0);
+        p.pa = pa;
+        p.pb = pb;
+        s.tiles.push_back(std::move(p));
+      }
+      bool fits = true;
+      for (const Plan& t : s.tiles)
+        fits = fits && t.narrow_end <= kNarrowBytes && t.regions_end <= t.out_base;
+      if (fits) break;
+    }
+    // (Rows with room past their pixels, a layer before ending on a partial block: row bands.)
+    bool gapless = true;
+    for (const Plan& t : s.tiles)
+      for (size_t i = first; i < end; ++i) gapless = gapless && t.layers[i].wp == t.layers[i].l->w;
+    if (gapless) return s;
+  }
   const int oh = chain.layers[end - 1].oh;
   const ConvLayer& l0 = chain.layers[first];
   const int count = first == 0 && l0.w * l0.cin % 8 != 0 ? 1 : std::min(max_tiles, oh);

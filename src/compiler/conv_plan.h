@@ -221,6 +221,13 @@ struct Plan {
   // groups' channels of the image.
   int g0 = 0, g1 = 0;
   int y0 = 0;  // the tile's first output row of the stage's last layer
+  // A pixel band (pb > 0; pixel_stage): the tile computes output pixels [pa, pb) of every layer of
+  // the stage (1x1 layers over gapless rows, pixel p at row p / OW), not whole rows: its rows
+  // [oa, ob) are those the pixels touch, its images and output keep their places in them, and
+  // the ops start at pixel pa. 7 x 7 maps split over 3 to 6 tiles evenly (v2's last layers:
+  // 17 + 16 + 16 pixels where row bands computed 2, 2 and 3 rows).
+  int pa = 0, pb = 0;
+  bool pixel_band() const { return pb > 0; }
   size_t first = 0, end = 0;
   PlanLayers layers;
   int out_base = 0;     // narrow byte address of the stage's [OH][OW][Cp] output
@@ -413,8 +420,24 @@ Plan round_plan(const ConvChain& chain, const Shapes& shapes, const Plan& p, int
 
 // Tiles of a stage: its last layer's output rows split as evenly as possible over up to
 // `max_tiles` tiles from `tile0` on (one tile when the host's rows must travel two to a packet).
+// `pixels`: in pixel bands (Plan::pa, pb) where pixel_stage allows them.
 Stage stage_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t end,
-               int tile0 = 0, int max_tiles = kTiles);
+               int tile0 = 0, int max_tiles = kTiles, bool pixels = false);
+
+// Whether layers [first, end) can run in pixel bands: every one a 1x1 CONV_2D of stride 1 without
+// padding or blocks of pixels, whose input rows lie gapless (each band's pixels one run of
+// positions, in and out), not the chain's first or last layer (the host's rows, the output's),
+// no fan-out heads.
+bool pixel_stage(const ConvChain& chain, const Shapes& shapes, size_t first, size_t end);
+
+// Positions a tile's op of layer `lp` computes: its pixel band's pixels, else its rows' blocks.
+inline int positions_of(const Plan& p, const LayerPlan& lp) {
+  return p.pixel_band() ? p.pb - p.pa : (lp.ob - lp.oa) * lp.blocks;
+}
+// Pixels between the first of a pixel band's rows and its first pixel (0 in row bands).
+inline int pixel_skip(const Plan& p, const LayerPlan& lp) {
+  return p.pixel_band() ? p.pa - lp.oa * lp.l->ow : 0;
+}
 
 // Tile `p` (a one-tile plan of a one-layer stage) computing only the output groups [g0, g1):
 // its output holds their channels.
@@ -436,8 +459,9 @@ bool splittable(const LayerPlan& lp, int n, bool three = false);
 // it that reads only its groups (pairs_with_depthwise), each slice's tiles computing both, the
 // convolution's slice written straight into the depthwise layer's padded image of the slice's
 // channels (no hand-over between them; in row bands the convolution computes the halo rows too).
+// `pixels`: the bands by pixels (Plan::pa, pb) where pixel_stage allows them.
 Stage split_stage(const ConvChain& chain, const Shapes& shapes, size_t i, int n, int tile0 = 0,
-                  int bands = 1, size_t end = 0);
+                  int bands = 1, size_t end = 0, bool pixels = false);
 
 // Whether layer i (a convolution) and the depthwise layer after it can be one split stage: the
 // depthwise layer reads exactly the convolution's channels, so slice t of both is the same groups.
@@ -447,7 +471,8 @@ bool pairs_with_depthwise(const ConvChain& chain, size_t i);
 // first band.
 inline int slices_of(const Stage& s) {
   int n = 0;
-  for (const Plan& t : s.tiles) n += t.y0 == s.tiles.front().y0 ? 1 : 0;
+  for (const Plan& t : s.tiles)
+    n += t.y0 == s.tiles.front().y0 && t.pa == s.tiles.front().pa ? 1 : 0;
   return s.tiles.front().g1 > 0 ? n : 1;
 }
 
