@@ -1772,7 +1772,7 @@ void pixel_bands(const ConvChain& chain, Layout& out, const ProgramBytes& progra
   constexpr double kLeastSaved = 2500;
   const Shapes plain = shapes_of(chain);
   const bool whole = first_images_whole(out);
-  double best = modeled_cycles(out, program_bytes);
+  double best = -1;                              // (out's modeled cycles, once a try needs them)
   std::vector<std::pair<double, size_t>> order;  // compute, stage
   for (size_t k = 1; k < out.stages.size(); ++k) {
     const Stage& s = out.stages[k];
@@ -1810,6 +1810,7 @@ void pixel_bands(const ConvChain& chain, Layout& out, const ProgramBytes& progra
           !packed_with_fifos(chain, plain, candidate, fifo_layers(out), whole))
         continue;
       ++tries;
+      if (best < 0) best = modeled_cycles(out, program_bytes);
       const double modeled = modeled_cycles(candidate, program_bytes);
       if (modeled < best) {
         best = modeled;
