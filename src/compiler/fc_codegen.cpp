@@ -819,7 +819,6 @@ int products_stage(Emitter& e, const Geometry& g, int at, const FcTableProducts&
   // Per tile its j-th multiplied group's P1 at base + 128 j, R after it; the MUL's buffers above.
   const int mul_buffers = base + 2 * kMaxSlots * kPiece, identity = mul_buffers + 4 * kPiece;
   identity_setup(e, tiles, identity);  // the MULs' packs read it; no LOGISTIC, so no spline
-  std::array<int, 16> count{};
   struct Mul {
     int x, table, out;
     int32_t x_zp;
@@ -828,13 +827,15 @@ int products_stage(Emitter& e, const Geometry& g, int at, const FcTableProducts&
   };
   std::vector<Mul> muls;
   std::vector<std::pair<int, int>> pieces;
-  for (const FcProductGroup& pg : products.groups) {
-    const int tile = g.tile_of[size_t(pg.group)];
-    const int j = count[size_t(tile)]++;
-    if (j >= kMaxSlots)
+  const std::vector<std::pair<int, int>> placed = fc_product_bytes(products, g.tile_of);
+  uint32_t kept = 0;
+  for (size_t i = 0; i < products.groups.size(); ++i) {
+    const FcProductGroup& pg = products.groups[i];
+    const auto [tile, byte] = placed[i];
+    if (byte >= 2 * kPiece * kMaxSlots)
       throw LayoutRejected(
           cat("table products of more than ", kMaxSlots, " groups on tile ", tile));
-    const int x = at + kGroup * g.slot_of[size_t(pg.group)], out = base + 2 * kPiece * j;
+    const int x = at + kGroup * g.slot_of[size_t(pg.group)], out = base + byte;
     for (int t = 0; t < 2; ++t) {
       const Mul want{
           x, (t * products.tables + pg.table) * kPiece, out + t * kPiece, pg.x_zp, pg.mult, 0};
@@ -844,7 +845,13 @@ int products_stage(Emitter& e, const Geometry& g, int at, const FcTableProducts&
       });
       if (it == muls.end()) it = muls.insert(muls.end(), want);
       it->tiles |= tile_bit(tile);
-      pieces.emplace_back(tile, want.out);
+      if (!pg.keep) pieces.emplace_back(tile, want.out);
+    }
+    if (pg.keep) {
+      const int row = products.kept_row[size_t(tile)];
+      if (row < 0 || row % 4 != 0 || row + 4 > kFcParamUnits)
+        fail("kept table products on tile ", tile, " without a resident row (unit ", row, ")");
+      kept |= tile_bit(tile);
     }
   }
   for (const Mul& m : muls)
@@ -852,11 +859,37 @@ int products_stage(Emitter& e, const Geometry& g, int at, const FcTableProducts&
         m.out);
   tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
   wait_tokens(e);
+  // Kept products: each tile's whole block (its groups' P1 and R from `base`, one wide row) into
+  // its resident row, where a later program reads them (the column write's narrowToWide into a
+  // parameter row).
+  if (kept != 0) {
+    for (int t = 0; t < 16; ++t)
+      if (kept & tile_bit(t))
+        e.add("n2w", cat("tiles=", hex(tile_bit(t)), " n.addr=", hex(base / 4),
+                         " n=", narrow_walk(2 * kPiece * kMaxSlots / 4), " n.lvl_mask=0x01 w.addr=",
+                         hex(products.kept_row[size_t(t)]), " w=(1 x 1)"));
+    tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
+    wait_tokens(e);
+  }
   out_pieces.insert(out_pieces.end(), pieces.begin(), pieces.end());
   return identity + 16;
 }
 
 }  // namespace
+
+std::vector<std::pair<int, int>> fc_product_bytes(const FcTableProducts& products,
+                                                  const std::vector<int>& tile_of) {
+  std::array<int, 16> count{};
+  std::vector<std::pair<int, int>> out;
+  for (const FcProductGroup& pg : products.groups) {
+    if (pg.group < 0 || size_t(pg.group) >= tile_of.size() || tile_of[size_t(pg.group)] < 0 ||
+        tile_of[size_t(pg.group)] > 15)
+      fail("table products of group ", pg.group, " of ", tile_of.size(), " placed groups");
+    const int tile = tile_of[size_t(pg.group)];
+    out.emplace_back(tile, 2 * kPiece * count[size_t(tile)]++);
+  }
+  return out;
+}
 
 FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up_at,
                                     const FcPlacement& down_at) {

@@ -8,6 +8,7 @@
 // 64 outputs and sends them to the host through the scalar core.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -101,12 +102,22 @@ struct FcProductGroup {
   int table = 0;  // the tables' piece it multiplies with
   int32_t x_zp = 0;
   float mult = 0;
+  // Its P1 and R stay on the chip instead of leaving (kept_row, below).
+  bool keep = false;
 };
 struct FcTableProducts {
   int layer = -1;  // FfnChain: the follower; FcChain: the layer (-1: no products)
   int tables = 0;
   std::vector<FcProductGroup> groups;
+  // Per tile, the resident wide row (a unit, a multiple of 4, below kFcParamUnits; -1: none)
+  // where a tile with kept groups leaves its products: its j-th group's P1 at byte 128 j of the
+  // row, R after it (fc_product_bytes), for a later program to read (FcScoresInput::resident).
+  std::array<int, 16> kept_row = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
 };
+// For each of products.groups, in order: the tile that computes it (tile_of: the layer's
+// placement, group -> tile) and the byte of its P1 in that tile's block of products.
+std::vector<std::pair<int, int>> fc_product_bytes(const FcTableProducts& products,
+                                                  const std::vector<int>& tile_of);
 // Where the tables start in an input of `own_bytes` before them: the next whole 256-byte packet
 // (the program moves them to the tiles a packet at a time).
 constexpr int fc_tables_at(int own_bytes) { return (own_bytes + 255) / 256 * 256; }

@@ -47,9 +47,11 @@ struct ChipTransformer::FfnProgram {
   std::shared_ptr<runtime::Program> chain;
   std::vector<std::shared_ptr<runtime::Program>> chain_caching;  // the add's and q, k, v's
   int dim_padded = 0, qkv_outputs = 0;
-  std::array<int, 3> qkv_at{};  // output offset of q, k, v in the q, k, v part
-  bool values = false;          // the chain computes the next layer's u after q, k, v
-  bool rope = false;            // and RoPE's products of its q and k (rope_of)
+  std::array<int, 3> qkv_at{};    // output offset of q, k, v in the q, k, v part
+  bool values = false;            // the chain computes the next layer's u after q, k, v
+  bool rope = false;              // and RoPE's products of its q and k (rope_of)
+  compiler::FfnChain chain_desc;  // as generated (keep_rope_products generates it again)
+  bool kept = false;              // q's products stay on the chip (keep_rope_products)
 };
 
 // The scores of one layer (chip_attention): one program whose segment h holds head h's keys as the
@@ -230,12 +232,13 @@ int ChipTransformer::rope_input(int pos, int8_t* in, int at) {
   return compiler::fc_tables_bytes(at, n / 64);
 }
 
-void ChipTransformer::rope_output(int layer, int pos, const int8_t* out) {
+void ChipTransformer::rope_output(int layer, int pos, const int8_t* out, bool q_kept) {
   const Config& c = config();
-  rope_p1_.resize(size_t(c.dim + c.kv_dim()));
-  rope_p2_.resize(rope_p1_.size());
+  rope_p1_.assign(size_t(c.dim + c.kv_dim()), 0);
+  rope_p2_.assign(rope_p1_.size(), 0);
   int at = 0;
   for (const int m : {0, 1}) {
+    if (m == 0 && q_kept) continue;  // the scores' program reads them on the chip
     const int rows = matmul(layer, LayerMatmul(m)).rows, first = m == 0 ? 0 : c.dim;
     for (int g = 0; g < whole_groups(rows) / 64; ++g, at += 128)
       for (int j = 0; j < 64 && 64 * g + j < rows; ++j) {
@@ -403,6 +406,12 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
     for (int l = 0; l < int(scores_.size()); ++l)
       if (scores_[size_t(l)].rope)
         stats_.key_sum_layers += key_sum_program(l, scores_[size_t(l)], tiles);
+  // Then q's products kept on the tiles for the sums that read them (a row per tile, shared by
+  // the layers).
+  if (options.chip_rope && options.keep_rope_products)
+    for (int l = 0; l < int(scores_.size()); ++l)
+      if (scores_[size_t(l)].rope)
+        stats_.rope_kept_layers += keep_rope_products(l, scores_[size_t(l)], tiles);
   stats_.max_tile_units = tiles.max_fill();
   // A chain returns at most w2 output, q + k + v (1024) and u (32 groups).
   widest = std::max(widest, 4096 + whole_groups(c.dim));
@@ -503,6 +512,7 @@ bool ChipTransformer::first_layer(TileAllocator& tiles, bool with_values) {
           [](const compiler::FcChain& c) { return compiler::generate_fc_chain(c); }, code,
           first_rope_))
     return false;
+  first_chain_ = std::move(chain);
   stats_.rope_layers += first_rope_;
   tiles = trial;
   first_ = std::make_shared<runtime::Program>(std::move(code.execution));
@@ -585,6 +595,7 @@ bool ChipTransformer::chain_ffn(int layer, TileAllocator& tiles, bool with_value
           },
           code, p.rope))
     return false;
+  p.chain_desc = std::move(chain);
   stats_.rope_layers += p.rope;
   tiles = trial;
   p.dim_padded = dim_padded;
@@ -738,6 +749,77 @@ bool ChipTransformer::key_sum_program(int layer, ScoresProgram& p, TileAllocator
   tiles = trial;
   stats_.resident_bytes += rope_resident_bytes(key_groups, copies);
   rope_copies_ = copies;
+  return true;
+}
+
+bool ChipTransformer::keep_rope_products(int layer, ScoresProgram& s, TileAllocator& tiles) {
+  // The program computing this layer's q and its description: layer 0's or the previous chain.
+  const bool first = layer == 0;
+  if (first ? !(first_ && first_rope_)
+            : !(ffns_[size_t(layer - 1)].chain && ffns_[size_t(layer - 1)].rope))
+    return false;
+  compiler::FcTableProducts products =
+      first ? first_chain_.products : ffns_[size_t(layer - 1)].chain_desc.products;
+  const std::vector<int>& tile_of =
+      first ? first_chain_.at[size_t(products.layer)].tiles
+            : ffns_[size_t(layer - 1)].chain_desc.next_at[size_t(products.layer)].tiles;
+  const std::vector<std::pair<int, int>> places = compiler::fc_product_bytes(products, tile_of);
+  // q's groups come first (rope_of), in the order of the sum's input row: piece 2 g is P1 of q's
+  // group g, 2 g + 1 its R.
+  const int q_groups = whole_groups(config().dim) / 64;
+  TileAllocator trial = tiles;
+  std::array<int, kPlanTiles> rows = kept_rows_;
+  std::vector<compiler::FcResidentPiece> resident;
+  for (int g = 0; g < q_groups; ++g) {
+    const auto [tile, byte] = places[size_t(g)];
+    int& row = rows[size_t(tile)];
+    if (row < 0 && (row = trial.take(tile, 4)) < 0) return false;
+    products.groups[size_t(g)].keep = true;
+    resident.push_back({tile, row, byte});
+    resident.push_back({tile, row, byte + 64});
+  }
+  products.kept_row = rows;
+  // Both programs again: the producer without q's products among its outputs, the scores' reading
+  // them (its position-0 program as a trial); either rejected leaves both as they were.
+  std::shared_ptr<runtime::Program> producer;
+  try {
+    if (first) {
+      compiler::FcChain chain = first_chain_;
+      chain.products = products;
+      producer = std::make_shared<runtime::Program>(compiler::generate_fc_chain(chain).execution);
+    } else {
+      const FfnProgram& f = ffns_[size_t(layer - 1)];
+      compiler::FfnChain chain = f.chain_desc;
+      chain.products = products;
+      producer = std::make_shared<runtime::Program>(
+          compiler::generate_ffn_chain(chain, f.up_at, f.down_at).execution);
+    }
+  } catch (const Error&) {
+    return false;
+  }
+  const ScoresProgram before = s;
+  ValueSumProgram* joined = size_t(layer) < value_sums_.size() && value_sums_[size_t(layer)].joined
+                                ? &value_sums_[size_t(layer)]
+                                : nullptr;
+  const std::shared_ptr<runtime::Program> before_joined = joined ? joined->attention[0] : nullptr;
+  s.rope_sum.resident = resident;
+  if (!first_sum_program(layer, s)) {
+    s = before;
+    if (joined) joined->attention[0] = before_joined;
+    return false;
+  }
+  tiles = trial;
+  kept_rows_ = rows;
+  if (first) {
+    first_ = producer;
+    first_chain_.products = products;
+    first_kept_ = true;
+  } else {
+    FfnProgram& f = ffns_[size_t(layer - 1)];
+    f.chain = producer;
+    f.chain_desc.products = products;
+    f.kept = true;
+  }
   return true;
 }
 
@@ -985,7 +1067,7 @@ void ChipTransformer::attention_q(int layer, int pos, const int8_t* q8) {
   }
   const int out_bytes = p.wo ? whole_groups(c.dim) : p.layer.n;  // o, or wo's input
   p.a.resize(size_t(out_bytes));
-  run(program, row.data(), int(row.size()), p.a.data(), out_bytes);
+  run(program, row.data(), int(row.size()), p.a.data(), out_bytes, !s.rope_sum.resident.empty());
   p.a_pos = pos;
   stats_.chip_wall_s +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -1087,6 +1169,8 @@ void ChipTransformer::write_key(ScoresProgram& p, int layer, int pos) {
   tpu_.run(nullptr, caching);
   if (tpu_.recoveries() != recoveries_seen_) cache_all();
   stats_.modeled += runtime::stick_time(tpu_.last_run().inference);
+  stats_.bytes_to_device += tpu_.last_run().inference.bytes_to_device;
+  stats_.bytes_from_device += tpu_.last_run().inference.bytes_from_device;
   ++stats_.runs;
 }
 
@@ -1151,7 +1235,7 @@ void ChipTransformer::softmax_q(int layer, int pos, const int8_t* q8, uint8_t* e
   }
   const int e_bytes = c.n_heads * p.seq_padded, out_bytes = e_bytes + 4 * c.n_heads;
   std::vector<int8_t> out(static_cast<size_t>(out_bytes));
-  run(program, row.data(), int(row.size()), out.data(), out_bytes);
+  run(program, row.data(), int(row.size()), out.data(), out_bytes, !p.rope_sum.resident.empty());
   stats_.chip_wall_s +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (int h = 0; h < c.n_heads; ++h) {
@@ -1198,17 +1282,33 @@ void ChipTransformer::cache_all() {
 }
 
 void ChipTransformer::run(const std::shared_ptr<runtime::Program>& p, const int8_t* in,
-                          int in_bytes, int8_t* out, int out_bytes) {
+                          int in_bytes, int8_t* out, int out_bytes, bool reads_kept) {
   p->set_input(0, std::span(reinterpret_cast<const uint8_t*>(in), size_t(in_bytes)));
   tpu_.run(nullptr, p);
   if (tpu_.recoveries() != recoveries_seen_) {
-    // A recovered stick was re-opened: its tile memory no longer holds the weights.
+    // A recovered stick was re-opened: its tile memory no longer holds the weights, nor the
+    // products p reads, which their program computes again.
     cache_all();
+    if (reads_kept) {
+      if (!kept_run_.program) fail("a program reads kept RoPE products that no run left");
+      kept_run_.program->set_input(
+          0, std::span(reinterpret_cast<const uint8_t*>(kept_run_.in.data()), kept_run_.in.size()));
+      tpu_.run(nullptr, kept_run_.program);
+    }
     tpu_.run(nullptr, p);
   }
   stats_.modeled += runtime::stick_time(tpu_.last_run().inference);
+  stats_.bytes_to_device += tpu_.last_run().inference.bytes_to_device;
+  stats_.bytes_from_device += tpu_.last_run().inference.bytes_from_device;
   ++stats_.runs;
   p->get_output(0, std::span(reinterpret_cast<uint8_t*>(out), size_t(out_bytes)));
+}
+
+void ChipTransformer::kept_by(const std::shared_ptr<runtime::Program>& p, const int8_t* in,
+                              int in_bytes, int out_bytes) {
+  kept_run_.program = p;
+  kept_run_.in.assign(in, in + in_bytes);
+  kept_run_.out_bytes = out_bytes;
 }
 
 void ChipTransformer::ffn_q(int layer, const int8_t* xq, int8_t* yq) {
@@ -1248,12 +1348,14 @@ void ChipTransformer::ffn_add_q(int layer, const int8_t* xq, const int8_t* x2q, 
   const auto start = std::chrono::steady_clock::now();
   // Out: w2's output, q + k + v, [u], [RoPE's products].
   const int u_bytes = p.values ? c.n_heads * p.dim_padded : 0;
-  const int rope_bytes = p.rope ? rope_output_bytes(layer + 1) : 0;
+  const int rope_bytes = p.rope ? rope_output_bytes(layer + 1, p.kept) : 0;
   // With the products, q and k stay on the chip: only v's groups come back.
   const int qkv_bytes = p.rope ? p.qkv_outputs - p.qkv_at[2] : p.qkv_outputs;
-  run(p.chain, xq_.data(), p.k_padded + p.dim_padded + tables, yq_.data(),
-      p.dim_padded + qkv_bytes + u_bytes + rope_bytes);
-  if (p.rope) rope_output(layer + 1, pos_, yq_.data() + p.dim_padded + qkv_bytes + u_bytes);
+  const int in_bytes = p.k_padded + p.dim_padded + tables,
+            out_bytes = p.dim_padded + qkv_bytes + u_bytes + rope_bytes;
+  run(p.chain, xq_.data(), in_bytes, yq_.data(), out_bytes);
+  if (p.kept) kept_by(p.chain, xq_.data(), in_bytes, out_bytes);
+  if (p.rope) rope_output(layer + 1, pos_, yq_.data() + p.dim_padded + qkv_bytes + u_bytes, p.kept);
   std::copy_n(yq_.begin(), c.dim, yq);
   (void)next;  // q, k, v come from the chip; the add's bytes stay there
   const auto qkv = yq_.begin() + p.dim_padded;
@@ -1277,11 +1379,13 @@ void ChipTransformer::qkv_q(int layer, const int8_t* xq, int8_t* q, int8_t* k, i
     std::fill(xq_.begin() + c.dim, xq_.begin() + dim_padded,
               static_cast<int8_t>(matmul(0, LayerMatmul::kQ).in.zero_point));
     const int tables = first_rope_ ? rope_input(pos_, xq_.data(), dim_padded) : 0;
-    const int rope_bytes = first_rope_ ? rope_output_bytes(0) : 0;
+    const int rope_bytes = first_rope_ ? rope_output_bytes(0, first_kept_) : 0;
     const int qkv_bytes = first_rope_ ? part.program.outputs - part.at[2] : part.program.outputs;
     const auto start = std::chrono::steady_clock::now();
-    run(first_, xq_.data(), dim_padded + tables, yq_.data(), qkv_bytes + u_bytes + rope_bytes);
-    if (first_rope_) rope_output(0, pos_, yq_.data() + qkv_bytes + u_bytes);
+    const int in_bytes = dim_padded + tables, out_bytes = qkv_bytes + u_bytes + rope_bytes;
+    run(first_, xq_.data(), in_bytes, yq_.data(), out_bytes);
+    if (first_kept_) kept_by(first_, xq_.data(), in_bytes, out_bytes);
+    if (first_rope_) rope_output(0, pos_, yq_.data() + qkv_bytes + u_bytes, first_kept_);
     stats_.chip_wall_s +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (u_bytes > 0) {

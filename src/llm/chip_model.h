@@ -50,6 +50,9 @@ struct ChipPathStats {
   int rope_sum_layers = 0;
   // Of them, with the key's sum there too, written into the key's column by that program.
   int key_sum_layers = 0;
+  // Of them, reading q's products from the resident rows where the program computing q left them
+  // (Int8Options::keep_rope_products): those products never cross USB.
+  int rope_kept_layers = 0;
   int rope_tables = 0;       // RoPE table pairs built for the programs' inputs (once per token)
   int value_sum_layers = 0;  // layers whose weighted sum (WeightedSum::kValueCache) is a program
   // Of them, with the weighted sum inside the scores' program (scores, softmax, sum: one run).
@@ -62,6 +65,7 @@ struct ChipPathStats {
   // one-time parameter caching.
   runtime::StickTime modeled, caching;
   int runs = 0;
+  uint64_t bytes_to_device = 0, bytes_from_device = 0;  // over those runs (instructions included)
   double chip_wall_s = 0;  // wall time inside EdgeTpu::run (the simulation, on --device sim)
 };
 
@@ -115,6 +119,21 @@ class ChipTransformer : public Int8Transformer {
   // With chip_key_write: the key's sum in that FC too, its bytes the key's column (no key from
   // the host), where tile memory and the generator take it.
   bool key_sum_program(int layer, ScoresProgram& p, TileAllocator& tiles);
+  // keep_rope_products: the program computing `layer`'s q leaves q's products in a resident row
+  // of each of its tiles and the layer's scores' program reads them there (FcScoresInput::
+  // resident), where the rows fit and both programs generate; else false and nothing changes.
+  bool keep_rope_products(int layer, ScoresProgram& s, TileAllocator& tiles);
+  // The resident row of each tile that holds kept products (one layer's at a time: a layer's
+  // scores read them before the next layer's are computed), -1: none.
+  std::array<int, kPlanTiles> kept_rows_ = filled(-1);
+  // The last run that left products in kept_rows_, to run again (before their reader) after a
+  // recovery emptied tile memory.
+  struct KeptRun {
+    std::shared_ptr<runtime::Program> program;
+    std::vector<int8_t> in;
+    int out_bytes = 0;
+  };
+  KeptRun kept_run_;
   // The RoPE sums' one copy of their weights per tile, for every layer's groups (wide unit of the
   // copy's block, -1: none on that tile; rope_sum.h).
   std::array<int, kPlanTiles> rope_copies_ = filled(-1);
@@ -186,13 +205,16 @@ class ChipTransformer : public Int8Transformer {
   int rope_tables_pos_ = -1;
   // chip_rope on the chip path: the programs computing q and k try RoPE's products too.
   bool want_rope() const { return options().chip_rope && weights()->chip_attention(); }
-  int rope_output_bytes(int layer) const {
+  // The products' bytes a program returns for `layer`: q's and k's, or k's alone where q's stay
+  // on the chip (`q_kept`).
+  int rope_output_bytes(int layer, bool q_kept) const {
     return 128 *
-           (whole_groups(matmul(layer, LayerMatmul::kQ).rows) +
+           ((q_kept ? 0 : whole_groups(matmul(layer, LayerMatmul::kQ).rows)) +
             whole_groups(matmul(layer, LayerMatmul::kK).rows)) /
            64;
   }
-  void rope_output(int layer, int pos, const int8_t* out);
+  // rope_p1_ and rope_p2_ from what the program returned (q's zeros where they stayed on the chip).
+  void rope_output(int layer, int pos, const int8_t* out, bool q_kept);
   // q, k, v of `layer` as a program returned them (`out`; with `rope` v's groups alone) into
   // stash_ at their places `at` in the q, k, v layer's `outputs` bytes.
   void stash_qkv(int layer, bool rope, const int8_t* out, const std::array<int, 3>& at,
@@ -202,10 +224,19 @@ class ChipTransformer : public Int8Transformer {
   // The layer whose q and k stash_qkv left as zero points (products on chip).
   int zeroed_layer_ = -1;
   bool first_rope_ = false;  // layer 0's program computes them too
+  // layer 0's program as generated (keep_rope_products generates it again), and whether it keeps
+  // q's products on the chip.
+  compiler::FcChain first_chain_;
+  bool first_kept_ = false;
   struct QkvPart;
   QkvPart qkv_part(int layer) const;
+  // One run; `reads_kept`: p reads the products kept_run_ left on the tiles (a recovery runs
+  // that again first).
   void run(const std::shared_ptr<runtime::Program>& p, const int8_t* in, int in_bytes, int8_t* out,
-           int out_bytes);
+           int out_bytes, bool reads_kept = false);
+  // Records a program run that left products in kept_rows_.
+  void kept_by(const std::shared_ptr<runtime::Program>& p, const int8_t* in, int in_bytes,
+               int out_bytes);
   void run_program(Program& p, int layer, LayerMatmul called, int8_t* yq);
   compiler::FcLayer fc_layer(int layer, const Program& p) const;
   void cache_all();

@@ -183,6 +183,11 @@ struct Int8Options {
   // per-token multiplier r), straight to the key cache's bytes and q~; false: the host dequantizes
   // q and k, scales by r, rotates in float32 and quantizes (docs/llm.md "RoPE in the chip's ops").
   bool chip_rope = false;
+  // With chip_rope and the RoPE sum in the scores' program, on the chip path: the program that
+  // computes q leaves q's products in a resident row of each tile instead of returning them, and
+  // the scores' program reads them from there (docs/llm.md "q's products kept on the tiles");
+  // false: they make the round trip through the host (the form before; for comparisons).
+  bool keep_rope_products = true;
 };
 
 // Attention of one layer in the chip's arithmetic (Int8Options::chip_attention).

@@ -88,6 +88,15 @@ bool TileAllocator::place_sharing(int groups, int units, int copy_units,
   return true;
 }
 
+int TileAllocator::take(int tile, int units) {
+  if (tile < 0 || tile >= kPlanTiles || units <= 0 || units % 4 != 0 ||
+      fill_[size_t(tile)] + units > compiler::kFcParamUnits)
+    return -1;
+  const int at = fill_[size_t(tile)];
+  fill_[size_t(tile)] += units;
+  return at;
+}
+
 int TileAllocator::max_fill() const { return *std::max_element(fill_.begin(), fill_.end()); }
 
 InputSetPlan plan_input_set(std::span<const PlannedMatmul> set, int layer, TileAllocator& tiles) {

@@ -23,7 +23,7 @@ int RopeSumShape::channel(int o) const {
 }
 
 namespace {
-// n outputs of the sum, output o's weights 1 on both diagonals where `used(o)`.
+// n outputs of the sum, output o's weights 1 on P1_o and on R_(o^1) where `used(o)`.
 template <typename Used>
 compiler::FcLayer sum_of(int n, float in_scale, Used used) {
   compiler::FcLayer l;
@@ -33,7 +33,7 @@ compiler::FcLayer sum_of(int n, float in_scale, Used used) {
   for (int o = 0; o < l.n; ++o) {
     if (!used(o)) continue;
     l.weights[size_t(o) * size_t(l.k) + size_t(o % kGroup)] = 1;
-    l.weights[size_t(o) * size_t(l.k) + size_t(kGroup + o % kGroup)] = 1;
+    l.weights[size_t(o) * size_t(l.k) + size_t(kGroup + ((o % kGroup) ^ 1))] = 1;
   }
   l.mult.assign(size_t(l.n), 0.0f);
   l.in_zp = l.out_zp = 128;  // P, q~ and k~ are symmetric: zero point 0, + 128 on the chip
@@ -84,8 +84,9 @@ void rope_sum_input(const RopeSumShape& s, const int8_t* q_p1, const int8_t* q_p
     const int c = s.channel(o);
     if (c < 0) continue;
     const bool key = o >= s.q_outputs();
+    // R_i = P2 of the pair's other channel (channels pair within a group: even offsets and sizes).
     row[2 * kGroup * (o / kGroup) + o % kGroup] = key ? k_p1[c] : q_p1[c];
-    row[2 * kGroup * (o / kGroup) + kGroup + o % kGroup] = key ? k_p2[c] : q_p2[c];
+    row[2 * kGroup * (o / kGroup) + kGroup + o % kGroup] = key ? k_p2[c ^ 1] : q_p2[c ^ 1];
   }
 }
 

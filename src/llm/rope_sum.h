@@ -2,7 +2,8 @@
 // (compiler::FcScoresInput; docs/llm.md "RoPE's sum in the scores' program"): output j =
 // requant((P1_j - 0) + (P2_j - 0)) with the per-token multiplier f32(base_j r), clamps +-127,
 // zero point 0. Group g (outputs 64 g .. 64 g + 63) reads K = 128 bytes from byte 128 g of the
-// input row: P1's and P2's 64 bytes of its outputs side by side, weights 1 on both diagonals. The
+// input row: P1's 64 bytes of its outputs, then R's, R_i = P2_(i^1) (the pair-swapped P2, as the
+// chain's products return it: RoPE's products in the chain), weights 1 on P1_o and R_(o^1). The
 // multipliers change with r, so the program writes them per token: each group's aux block's
 // first row (its 64 float32 multipliers). Its outputs are q~ and, with a key, k~ too
 // (docs/llm.md "The key's sum on the chip"), each kv head's from a group boundary: the bytes of
@@ -40,7 +41,8 @@ compiler::FcLayer rope_sum_layer(const QuantizedRope& q, const RopeSumShape& s,
 inline compiler::FcLayer rope_sum_layer(const QuantizedRope& q, int n, std::vector<int>& in_at) {
   return rope_sum_layer(q, RopeSumShape{n}, in_at);
 }
-// Every group of the sum has the same weights (ones on both diagonals; a padding output's
+// Every group of the sum has the same weights (ones on P1's diagonal and R's pair-swapped one; a
+// padding output's
 // multiplier is 0, so its weights do not matter), so the groups share one copy per tile
 // (TileAllocator::place_sharing) and each keeps only its aux rows. The copies as one FC to cache:
 // `copies` groups of those weights, multipliers 0.
@@ -49,7 +51,7 @@ compiler::FcLayer rope_sum_weight_copies(int copies);
 // zero point), to cache with the copies.
 compiler::FcRowWrite rope_sum_aux_rows(const compiler::FcPlacement& at);
 // Its input row's first 2 outputs() bytes from the products (q's q_channels, the key's kv_heads x
-// head_size; k_p1 and k_p2 unread without a key); the rest 0.
+// head_size; k_p1 and k_p2 unread without a key), P2 pair-swapped (R); the rest 0.
 void rope_sum_input(const RopeSumShape& s, const int8_t* q_p1, const int8_t* q_p2,
                     const int8_t* k_p1, const int8_t* k_p2, int8_t* row);
 inline void rope_sum_input(const int8_t* p1, const int8_t* p2, int n, int8_t* row) {

@@ -476,6 +476,44 @@ TEST(ChipPathStepD, TheKeyComputedAndWrittenByTheChipIsExact) {
   }
 }
 
+// q's RoPE products kept on the tiles (Int8Options::keep_rope_products, the default): the program
+// computing q leaves them in a resident row of its tiles and the scores' program reads them from
+// there, so they never cross USB. Against the same flags with the round trip through the host
+// (keep_rope_products false): the int8 path's logits bit for bit both ways, the same runs, and
+// exactly q's P1 and R (128 bytes per 64 channels of q) fewer bytes from the stick per layer and
+// token, on the softmax program alone (head size 16 over grouped kv heads, the key's sum on the
+// host) and with the key's sum and the weighted sum joined (head size 80, past 64 positions).
+TEST(ChipPathStepD, QsRopeProductsKeptOnTheTilesNeverCrossUsb) {
+  const llm::WeightedSum sums[] = {llm::WeightedSum::kScalarCore, llm::WeightedSum::kValueCache};
+  for (size_t i = 0; i < std::size(kOtherAttentionShapes); ++i) {
+    const auto& [shape, steps] = kOtherAttentionShapes[i];
+    SCOPED_TRACE("dim " + std::to_string(shape.dim));
+    const LoadedModel model = tiny_model(shape, TinyWeights(shape));
+    llm::ChipPathStats kept, sent;
+    for (const bool keep : {true, false}) {
+      SCOPED_TRACE(keep ? "kept" : "sent back");
+      expect_chip_equals_int8(model.ck, model.tok, steps, keep ? kept : sent,
+                              {.fused_layers = true,
+                               .chip_attention = true,
+                               .chip_scores = true,
+                               .chip_key_write = i == 1,
+                               .weighted_sum = sums[i],
+                               .chip_rope = true,
+                               .keep_rope_products = keep});
+    }
+    EXPECT_EQ(kept.rope_sum_layers, shape.layers);
+    EXPECT_EQ(kept.key_sum_layers, i == 1 ? shape.layers : 0);
+    EXPECT_EQ(kept.rope_kept_layers, shape.layers);
+    EXPECT_EQ(sent.rope_kept_layers, 0);
+    ASSERT_EQ(kept.runs, sent.runs);
+    const int positions = kept.runs / (kept.programs + kept.scores_layers - kept.softmax_layers);
+    const uint64_t q_products = 2 * uint64_t((shape.dim + 63) / 64 * 64);
+    EXPECT_EQ(sent.bytes_from_device - kept.bytes_from_device,
+              uint64_t(positions) * uint64_t(shape.layers) * q_products);
+    EXPECT_LT(kept.modeled.from_device_ms, sent.modeled.from_device_ms);
+  }
+}
+
 // `generate --weighted-sum value-cache` (WeightedSum::kValueCache): on the simulator, with the
 // scores and softmax on the chip too, each layer's weighted sum runs inside its scores' program
 // (which streams the new key and v~ column and computes the per-token multipliers on the scalar

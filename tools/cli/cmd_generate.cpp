@@ -40,6 +40,7 @@ struct GenerateArgs {
   bool scores_on_chip = false;
   bool key_column_write = false;
   bool chip_rope = false;
+  bool rope_products_to_host = false;
   std::string weighted_sum = "scalar-core";  // --weighted-sum
 };
 
@@ -98,6 +99,7 @@ nlohmann::json chip_json(const llm::ChipPathStats& s, int positions, double wall
   j["rope_layers_on_chip"] = s.rope_layers;
   j["rope_sum_layers_on_chip"] = s.rope_sum_layers;
   j["key_sum_layers_on_chip"] = s.key_sum_layers;
+  j["rope_kept_layers_on_chip"] = s.rope_kept_layers;
   j["resident_parameter_bytes"] = s.resident_bytes;
   j["fullest_tile_parameter_bytes"] = int64_t{s.max_tile_units} * 64;
   if (simulated && positions > 0) {
@@ -111,6 +113,9 @@ nlohmann::json chip_json(const llm::ChipPathStats& s, int positions, double wall
     m["to_device_ms_per_token"] = t.to_device_ms * per;
     m["from_device_ms_per_token"] = t.from_device_ms * per;
     m["per_run_ms_per_token"] = t.per_run_ms * per;
+    m["runs_per_token"] = s.runs * per;
+    m["bytes_to_device_per_token"] = double(s.bytes_to_device) * per;
+    m["bytes_from_device_per_token"] = double(s.bytes_from_device) * per;
     m["stick_tokens_per_second"] = stick_ms > 0 ? 1e3 / stick_ms : 0;
     m["host_ms_per_token_measured"] = host_ms;
     m["tokens_per_second_with_host"] = 1e3 / (stick_ms + host_ms);
@@ -153,12 +158,15 @@ void run(GenerateArgs& a) {
         "and no --batch");
   if (a.chip_rope && ((!a.int8 && !tpu) || a.unfused_layers || a.batch != -1))
     fail("--chip-rope needs --int8 or an Edge TPU device, the default arithmetic and no --batch");
+  if (a.rope_products_to_host && !(a.chip_rope && a.scores_on_chip))
+    fail("--rope-products-to-host needs --chip-rope and --scores-on-chip");
   const llm::Int8Options layers{.fused_layers = !a.unfused_layers,
                                 .chip_attention = true,
                                 .chip_scores = a.scores_on_chip,
                                 .chip_key_write = a.key_column_write,
                                 .weighted_sum = weighted_sum,
-                                .chip_rope = a.chip_rope};
+                                .chip_rope = a.chip_rope,
+                                .keep_rope_products = !a.rope_products_to_host};
   if (a.batch != -1) {
     generate_batch_command({a.batch, a.prompt, a.steps < 0 ? 0 : a.steps, a.temperature, a.topp,
                             seed, a.calibration, a.json, layers, a.values_on_host},
@@ -317,7 +325,12 @@ void add_generate_command(CLI::App& app) {
       "int8, sim or usb: RoPE and RMSNorm's scale on q and k's int8 bytes in the chip's "
       "elementwise ops (MUL by cos, MUL of the swapped pairs by sin', ADD with r as a "
       "per-token multiplier; on the chip path the products run with q and k, q~'s sum in the "
-      "scores' program with --scores-on-chip, the key's sum on the host; docs/llm.md)");
+      "scores' program with --scores-on-chip, which reads q's products where their program "
+      "left them on the tiles; docs/llm.md)");
+  cmd->add_flag("--rope-products-to-host", args->rope_products_to_host,
+                "with --chip-rope --scores-on-chip on sim or usb: q's RoPE products go back to "
+                "the host and are sent again to the scores' program instead of staying on the "
+                "tiles (the same text; for comparing the two)");
   cmd->add_flag("--values-on-host", args->values_on_host,
                 "--batch on sim or usb: the host computes the values' u (wo folded into them) "
                 "from v instead of the chip, which then returns v, not u: faster for large "
