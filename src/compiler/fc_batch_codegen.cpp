@@ -354,47 +354,36 @@ int first_bytes(const FcScoresInput* first) {
   return first ? groups_of(fc_groups(first->layer.n), first->at).slots * kGroup : 0;
 }
 
-// Where the resident pieces of the FC in front of the scores (FcScoresInput::resident) are read
+// Where the resident inputs of the FC in front of the scores (FcScoresInput::resident) are read
 // into narrow memory: past the query row, the scores' and that FC's outputs and the column
-// write's copies (all of which must survive until the FC has run), each tile's rows 256 bytes
-// apart; and the narrow bytes that takes (`at` itself without resident pieces).
+// write's copies (all of which must survive until the FC has run), a tile's rows 256 bytes
+// apart; and the narrow bytes that takes (`at` itself without resident inputs).
 struct ResidentRows {
   std::vector<std::array<int, 3>> rows;  // tile, wide row, narrow byte
   int at = 0, end = 0;
+  int narrow(int tile, int row) const {
+    for (const auto& [t, r, n] : rows)
+      if (t == tile && r == row) return n;
+    return -1;
+  }
 };
 ResidentRows resident_rows(const FcScoresInput* first, int after) {
   ResidentRows r;
   r.at = r.end = round_up(after, kPiece);
   if (!first) return r;
   std::array<int, 16> on_tile{};
-  for (const FcResidentPiece& p : first->resident) {
-    if (p.tile < 0 || p.tile > 15 || p.row < 0 || p.row % 4 != 0 || p.row + 4 > kFcParamUnits ||
-        p.byte < 0 || p.byte % kGroup != 0 || p.byte >= kPiece)
-      fail("a resident piece at byte ", p.byte, " of wide row ", p.row, " on tile ", p.tile);
-    const bool seen = std::any_of(r.rows.begin(), r.rows.end(), [&](const std::array<int, 3>& x) {
-      return x[0] == p.tile && x[1] == p.row;
-    });
-    if (!seen) r.rows.push_back({p.tile, p.row, r.at + kPiece * on_tile[size_t(p.tile)]++});
+  for (const FcResidentInput& p : first->resident) {
+    if (p.group < 0 || size_t(p.group) >= first->at.tiles.size() || p.row < 0 || p.row % 4 != 0 ||
+        p.row + 4 > kFcParamUnits || p.byte < 0 || p.byte % 4 != 0 ||
+        p.byte + first->layer.k > kPiece)
+      fail("group ", p.group, "'s input at byte ", p.byte, " of resident wide row ", p.row);
+    const int tile = first->at.tiles[size_t(p.group)];
+    if (r.narrow(tile, p.row) < 0)
+      r.rows.push_back({tile, p.row, r.at + kPiece * on_tile[size_t(tile)]++});
   }
   for (const int n : on_tile) r.end = std::max(r.end, r.at + kPiece * n);
-  if (r.end > kNarrowBytes) fail("resident pieces read into narrow memory up to byte ", r.end);
+  if (r.end > kNarrowBytes) fail("resident inputs read into narrow memory up to byte ", r.end);
   return r;
-}
-
-// The resident pieces to the FC's tiles (`f`): each row into narrow memory, then piece i over the
-// ring to narrow byte 64 i of every tile of the FC (the host's row is there by now).
-void move_resident(Emitter& e, const FcScoresInput& first, const Groups& f, const ResidentRows& r,
-                   int& ordinal) {
-  for (const auto& [tile, row, narrow] : r.rows)
-    e.add("w2n", cat("tiles=", hex(tile_bit(tile)), " w.addr=", hex(row), " w=(1 x 1) n.addr=",
-                     hex(narrow / 4), " n=", narrow_walk(kPiece / 4), " n.lvl_mask=0x01"));
-  tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
-  wait_tokens(e);
-  std::vector<std::pair<int, int>> pieces;
-  for (const FcResidentPiece& p : first.resident)
-    for (const auto& [tile, row, narrow] : r.rows)
-      if (tile == p.tile && row == p.row) pieces.emplace_back(tile, (narrow + p.byte) / 4);
-  ffn_broadcast(e, mask_of(f), pieces, ordinal);
 }
 
 // `columns` as the program writes it: where its words come from the FC in front of the scores,
@@ -425,19 +414,24 @@ int scores_and_softmax(Emitter& e, const FcLayer& layer, const Groups& g, int ro
   int ordinal = 0;
   tile_fence(e, "units=0x020");
   input_address(e, layer.input_name);
-  const Groups f = first ? first_groups(*first, layer, row_bytes) : Groups{};
+  Groups f = first ? first_groups(*first, layer, row_bytes) : Groups{};
   stream_input(e, mask_of(g) | (first ? mask_of(f) : 0u), g.row_bytes);
   tile_fence(e, "units=0x3ff");
   tile_fence(e, "counters=0x1ffff units=0x3ff");
   tile_fence(e, "units=0x3ff signal=1");
   wait_tokens(e);
   if (first && !first->resident.empty()) {
-    if (int(first->resident.size()) * kGroup > row_bytes)
-      fail(first->resident.size(), " resident pieces in a row of ", row_bytes, " bytes");
-    move_resident(e, *first, f,
-                  resident_rows(first, std::max(out_base + g.slots * kGroup + first_bytes(first),
-                                                column_copy_bytes(columns))),
-                  ordinal);
+    // The resident rows into narrow memory on their tiles; their groups read from there.
+    const ResidentRows r = resident_rows(
+        first,
+        std::max(out_base + g.slots * kGroup + first_bytes(first), column_copy_bytes(columns)));
+    for (const auto& [tile, row, narrow] : r.rows)
+      e.add("w2n", cat("tiles=", hex(tile_bit(tile)), " w.addr=", hex(row), " w=(1 x 1) n.addr=",
+                       hex(narrow / 4), " n=", narrow_walk(kPiece / 4), " n.lvl_mask=0x01"));
+    tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
+    wait_tokens(e);
+    for (const FcResidentInput& p : first->resident)
+      f.in_at[size_t(p.group)] = r.narrow(f.tile[size_t(p.group)], p.row) + p.byte;
   }
   if (first) {
     // Its outputs after the scores' (which are not written yet), then over the ring to the

@@ -86,18 +86,18 @@ container::Executable generate_fc_batch_softmax(const FcLayer& layer, const FcPl
 // replacing the row's first bytes: the scores read them as their input (the bytes after them,
 // up to the scores' row, meet zero weight columns or are the row's own). Its output zero point is
 // the scores' input zero point. The count stays at the row's end as before.
-// With `resident`, the row's first pieces are already on the chip (the llm path's q products,
-// which the program computing q left in resident wide rows: FcTableProducts::kept_row): piece i
-// (the row's bytes 64 i .. 64 i + 63) is 64 bytes at `byte` of the wide row at unit `row` of
-// `tile`. The program reads those rows into narrow memory after the host's row has arrived and
-// moves each piece over the ring to the FC's tiles, over what the host sent there.
-struct FcResidentPiece {
-  int tile = 0, row = 0, byte = 0;
+// With `resident`, some of its groups read their K bytes not from the row but from a resident
+// wide row of their own tile (the llm path's q products, which the program computing q left
+// there: FcTableProducts::kept_row): group `group` from byte `byte` of the row at unit `row`. The
+// program reads those rows into narrow memory once the host's row has arrived; nothing crosses
+// the ring or USB for them.
+struct FcResidentInput {
+  int group = 0, row = 0, byte = 0;
 };
 struct FcScoresInput {
   FcLayer layer;
   FcPlacement at;
-  std::vector<FcResidentPiece> resident;
+  std::vector<FcResidentInput> resident;
 };
 
 // The scores, their softmax and the weighted sum over a value cache in one program (issue 14;

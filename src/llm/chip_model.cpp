@@ -232,19 +232,29 @@ int ChipTransformer::rope_input(int pos, int8_t* in, int at) {
   return compiler::fc_tables_bytes(at, n / 64);
 }
 
-void ChipTransformer::rope_output(int layer, int pos, const int8_t* out, bool q_kept) {
+int ChipTransformer::rope_output_bytes(const compiler::FcTableProducts& products) const {
+  int bytes = 0;
+  for (const compiler::FcProductGroup& g : products.groups) bytes += g.keep ? 0 : 128;
+  return bytes;
+}
+
+void ChipTransformer::rope_output(int layer, int pos, const int8_t* out,
+                                  const compiler::FcTableProducts& products) {
   const Config& c = config();
   rope_p1_.assign(size_t(c.dim + c.kv_dim()), 0);
   rope_p2_.assign(rope_p1_.size(), 0);
   int at = 0;
+  size_t i = 0;  // rope_of's order: q's groups, then k's
   for (const int m : {0, 1}) {
-    if (m == 0 && q_kept) continue;  // the scores' program reads them on the chip
     const int rows = matmul(layer, LayerMatmul(m)).rows, first = m == 0 ? 0 : c.dim;
-    for (int g = 0; g < whole_groups(rows) / 64; ++g, at += 128)
+    for (int g = 0; g < whole_groups(rows) / 64; ++g, ++i) {
+      if (products.groups.at(i).keep) continue;  // the scores' program reads them on the chip
       for (int j = 0; j < 64 && 64 * g + j < rows; ++j) {
         rope_p1_[size_t(first + 64 * g + j)] = out[at + j];
         rope_p2_[size_t(first + ((64 * g + j) ^ 1))] = out[at + 64 + j];
       }
+      at += 128;
+    }
   }
   rope_layer_ = layer;
   rope_pos_ = pos;
@@ -678,10 +688,26 @@ bool ChipTransformer::rope_sum_program(int layer, ScoresProgram& p, TileAllocato
   const int row = std::max(p.row_bytes, 2 * outputs);
   TileAllocator trial = tiles;
   std::array<int, kPlanTiles> copies = rope_copies_;
+  // Where q's products can stay on the tiles, each group on the tile that computes its products
+  // (keep_rope_products reads them there); else the least-filled tiles.
+  std::vector<int> on;
+  for (const auto& [tile, byte] : q_product_places(layer)) on.push_back(tile);
+  const int copy_units = compiler::fc_units_per_tile(l.k, false);
+  const auto place = [&] {
+    if (options().keep_rope_products && int(on.size()) == groups) {
+      TileAllocator there = trial;
+      std::array<int, kPlanTiles> c = copies;
+      if (there.place_sharing_on(on, kRopeAuxUnits, copy_units, c, p.rope_sum.at)) {
+        trial = there;
+        copies = c;
+        return true;
+      }
+    }
+    return trial.place_sharing(groups, kRopeAuxUnits, copy_units, copies, p.rope_sum.at);
+  };
   if (groups > kPlanTiles ||
-      !compiler::fc_batch_unsupported(l.n, l.k, 1, 1, row + compiler::kSoftmaxCountBytes).empty() ||
-      !trial.place_sharing(groups, kRopeAuxUnits, compiler::fc_units_per_tile(l.k, false), copies,
-                           p.rope_sum.at))
+      !compiler::fc_batch_unsupported(l.n, l.k, 1, 2, row + compiler::kSoftmaxCountBytes).empty() ||
+      !place())
     return false;
   p.rope = true;
   p.input_bytes = row;
@@ -752,32 +778,44 @@ bool ChipTransformer::key_sum_program(int layer, ScoresProgram& p, TileAllocator
   return true;
 }
 
-bool ChipTransformer::keep_rope_products(int layer, ScoresProgram& s, TileAllocator& tiles) {
-  // The program computing this layer's q and its description: layer 0's or the previous chain.
+std::vector<std::pair<int, int>> ChipTransformer::q_product_places(int layer) const {
   const bool first = layer == 0;
   if (first ? !(first_ && first_rope_)
-            : !(ffns_[size_t(layer - 1)].chain && ffns_[size_t(layer - 1)].rope))
-    return false;
-  compiler::FcTableProducts products =
+            : !(size_t(layer - 1) < ffns_.size() && ffns_[size_t(layer - 1)].chain &&
+                ffns_[size_t(layer - 1)].rope))
+    return {};
+  const compiler::FcTableProducts& products =
       first ? first_chain_.products : ffns_[size_t(layer - 1)].chain_desc.products;
   const std::vector<int>& tile_of =
       first ? first_chain_.at[size_t(products.layer)].tiles
             : ffns_[size_t(layer - 1)].chain_desc.next_at[size_t(products.layer)].tiles;
-  const std::vector<std::pair<int, int>> places = compiler::fc_product_bytes(products, tile_of);
-  // q's groups come first (rope_of), in the order of the sum's input row: piece 2 g is P1 of q's
-  // group g, 2 g + 1 its R.
+  std::vector<std::pair<int, int>> places = compiler::fc_product_bytes(products, tile_of);
+  // q's groups come first (rope_of).
+  places.resize(size_t(whole_groups(config().dim) / 64));
+  return places;
+}
+
+bool ChipTransformer::keep_rope_products(int layer, ScoresProgram& s, TileAllocator& tiles) {
+  const std::vector<std::pair<int, int>> places = q_product_places(layer);
   const int q_groups = whole_groups(config().dim) / 64;
+  if (int(places.size()) != q_groups) return false;
+  const bool first = layer == 0;
+  compiler::FcTableProducts products =
+      first ? first_chain_.products : ffns_[size_t(layer - 1)].chain_desc.products;
+  // Sum group g reads q's group g's P1 and R where they are computed: on its own tile.
   TileAllocator trial = tiles;
   std::array<int, kPlanTiles> rows = kept_rows_;
-  std::vector<compiler::FcResidentPiece> resident;
+  std::vector<compiler::FcResidentInput> resident;
+  // Where a sum group could not go to its products' tile, those products still come back.
   for (int g = 0; g < q_groups; ++g) {
     const auto [tile, byte] = places[size_t(g)];
+    if (s.rope_sum.at.tiles[size_t(g)] != tile) continue;
     int& row = rows[size_t(tile)];
-    if (row < 0 && (row = trial.take(tile, 4)) < 0) return false;
+    if (row < 0 && (row = trial.take(tile, 4)) < 0) continue;
     products.groups[size_t(g)].keep = true;
-    resident.push_back({tile, row, byte});
-    resident.push_back({tile, row, byte + 64});
+    resident.push_back({g, row, byte});
   }
+  if (resident.empty()) return false;
   products.kept_row = rows;
   // Both programs again: the producer without q's products among its outputs, the scores' reading
   // them (its position-0 program as a trial); either rejected leaves both as they were.
@@ -1348,14 +1386,16 @@ void ChipTransformer::ffn_add_q(int layer, const int8_t* xq, const int8_t* x2q, 
   const auto start = std::chrono::steady_clock::now();
   // Out: w2's output, q + k + v, [u], [RoPE's products].
   const int u_bytes = p.values ? c.n_heads * p.dim_padded : 0;
-  const int rope_bytes = p.rope ? rope_output_bytes(layer + 1, p.kept) : 0;
+  const int rope_bytes = p.rope ? rope_output_bytes(p.chain_desc.products) : 0;
   // With the products, q and k stay on the chip: only v's groups come back.
   const int qkv_bytes = p.rope ? p.qkv_outputs - p.qkv_at[2] : p.qkv_outputs;
   const int in_bytes = p.k_padded + p.dim_padded + tables,
             out_bytes = p.dim_padded + qkv_bytes + u_bytes + rope_bytes;
   run(p.chain, xq_.data(), in_bytes, yq_.data(), out_bytes);
   if (p.kept) kept_by(p.chain, xq_.data(), in_bytes, out_bytes);
-  if (p.rope) rope_output(layer + 1, pos_, yq_.data() + p.dim_padded + qkv_bytes + u_bytes, p.kept);
+  if (p.rope)
+    rope_output(layer + 1, pos_, yq_.data() + p.dim_padded + qkv_bytes + u_bytes,
+                p.chain_desc.products);
   std::copy_n(yq_.begin(), c.dim, yq);
   (void)next;  // q, k, v come from the chip; the add's bytes stay there
   const auto qkv = yq_.begin() + p.dim_padded;
@@ -1379,13 +1419,13 @@ void ChipTransformer::qkv_q(int layer, const int8_t* xq, int8_t* q, int8_t* k, i
     std::fill(xq_.begin() + c.dim, xq_.begin() + dim_padded,
               static_cast<int8_t>(matmul(0, LayerMatmul::kQ).in.zero_point));
     const int tables = first_rope_ ? rope_input(pos_, xq_.data(), dim_padded) : 0;
-    const int rope_bytes = first_rope_ ? rope_output_bytes(0, first_kept_) : 0;
+    const int rope_bytes = first_rope_ ? rope_output_bytes(first_chain_.products) : 0;
     const int qkv_bytes = first_rope_ ? part.program.outputs - part.at[2] : part.program.outputs;
     const auto start = std::chrono::steady_clock::now();
     const int in_bytes = dim_padded + tables, out_bytes = qkv_bytes + u_bytes + rope_bytes;
     run(first_, xq_.data(), in_bytes, yq_.data(), out_bytes);
     if (first_kept_) kept_by(first_, xq_.data(), in_bytes, out_bytes);
-    if (first_rope_) rope_output(0, pos_, yq_.data() + qkv_bytes + u_bytes, first_kept_);
+    if (first_rope_) rope_output(0, pos_, yq_.data() + qkv_bytes + u_bytes, first_chain_.products);
     stats_.chip_wall_s +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (u_bytes > 0) {

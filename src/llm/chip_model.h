@@ -123,6 +123,9 @@ class ChipTransformer : public Int8Transformer {
   // of each of its tiles and the layer's scores' program reads them there (FcScoresInput::
   // resident), where the rows fit and both programs generate; else false and nothing changes.
   bool keep_rope_products(int layer, ScoresProgram& s, TileAllocator& tiles);
+  // The tile and byte in its block of products (compiler::fc_product_bytes) of each of q's groups
+  // of `layer` where the program computing them does (empty: none).
+  std::vector<std::pair<int, int>> q_product_places(int layer) const;
   // The resident row of each tile that holds kept products (one layer's at a time: a layer's
   // scores read them before the next layer's are computed), -1: none.
   std::array<int, kPlanTiles> kept_rows_ = filled(-1);
@@ -205,16 +208,13 @@ class ChipTransformer : public Int8Transformer {
   int rope_tables_pos_ = -1;
   // chip_rope on the chip path: the programs computing q and k try RoPE's products too.
   bool want_rope() const { return options().chip_rope && weights()->chip_attention(); }
-  // The products' bytes a program returns for `layer`: q's and k's, or k's alone where q's stay
-  // on the chip (`q_kept`).
-  int rope_output_bytes(int layer, bool q_kept) const {
-    return 128 *
-           ((q_kept ? 0 : whole_groups(matmul(layer, LayerMatmul::kQ).rows)) +
-            whole_groups(matmul(layer, LayerMatmul::kK).rows)) /
-           64;
-  }
-  // rope_p1_ and rope_p2_ from what the program returned (q's zeros where they stayed on the chip).
-  void rope_output(int layer, int pos, const int8_t* out, bool q_kept);
+  // The products' bytes a program computing `products` returns: 128 per group not kept on the
+  // chip (FcProductGroup::keep).
+  int rope_output_bytes(const compiler::FcTableProducts& products) const;
+  // rope_p1_ and rope_p2_ from what the program returned (zeros where the groups stayed on the
+  // chip: the scores' program reads those there).
+  void rope_output(int layer, int pos, const int8_t* out,
+                   const compiler::FcTableProducts& products);
   // q, k, v of `layer` as a program returned them (`out`; with `rope` v's groups alone) into
   // stash_ at their places `at` in the q, k, v layer's `outputs` bytes.
   void stash_qkv(int layer, bool rope, const int8_t* out, const std::array<int, 3>& at,

@@ -45,6 +45,10 @@ class TileAllocator {
   // a copy count as less filled by its size.
   bool place_sharing(int groups, int units, int copy_units, std::array<int, kPlanTiles>& copies,
                      compiler::FcPlacement& placement);
+  // place_sharing with group g on tile `prefer[g]` where that tile has room for it (at most two
+  // groups a tile), else where place_sharing would put it.
+  bool place_sharing_on(const std::vector<int>& prefer, int units, int copy_units,
+                        std::array<int, kPlanTiles>& copies, compiler::FcPlacement& placement);
   // `units` (a multiple of 4) on tile `tile` at its first free unit, which it returns; -1 (and
   // nothing taken) when they do not fit.
   int take(int tile, int units);

@@ -477,12 +477,13 @@ TEST(ChipPathStepD, TheKeyComputedAndWrittenByTheChipIsExact) {
 }
 
 // q's RoPE products kept on the tiles (Int8Options::keep_rope_products, the default): the program
-// computing q leaves them in a resident row of its tiles and the scores' program reads them from
-// there, so they never cross USB. Against the same flags with the round trip through the host
-// (keep_rope_products false): the int8 path's logits bit for bit both ways, the same runs, and
-// exactly q's P1 and R (128 bytes per 64 channels of q) fewer bytes from the stick per layer and
-// token, on the softmax program alone (head size 16 over grouped kv heads, the key's sum on the
-// host) and with the key's sum and the weighted sum joined (head size 80, past 64 positions).
+// computing q leaves them in a resident row of its tiles and the scores' program's RoPE sum,
+// whose groups sit on those tiles, reads them from there, so they never cross USB. Against the same
+// flags with the round trip through the host (keep_rope_products false): the int8 path's logits bit
+// for bit both ways, the same runs, and exactly q's P1 and R (128 bytes per 64 channels of q) fewer
+// bytes from the stick per layer and token, on the softmax program alone (head size 16 over grouped
+// kv heads, the key's sum on the host) and with the key's sum and the weighted sum joined (head
+// size 80, past 64 positions).
 TEST(ChipPathStepD, QsRopeProductsKeptOnTheTilesNeverCrossUsb) {
   const llm::WeightedSum sums[] = {llm::WeightedSum::kScalarCore, llm::WeightedSum::kValueCache};
   for (size_t i = 0; i < std::size(kOtherAttentionShapes); ++i) {
@@ -571,7 +572,8 @@ TEST(ChipPathStepD, GenerateWithTheValueCacheWritesTheInt8Text) {
 // RoPE's sums too (every layer's q~ and key sums in the scores' programs, their weights one copy
 // per tile) and on rand_gqa with the softmax alone; every layer's key written by the chip, and
 // fewer bytes to the stick than the same flags streaming the key's groups (the same programs per
-// token otherwise); refused without --scores-on-chip.
+// token otherwise); with RoPE, q's products kept on the tiles in every layer; refused without
+// --scores-on-chip.
 TEST(ChipPathStepD, GenerateWithTheKeyColumnWrittenByTheChipWritesTheInt8Text) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   std::string why;
@@ -599,6 +601,22 @@ TEST(ChipPathStepD, GenerateWithTheKeyColumnWrittenByTheChipWritesTheInt8Text) {
         // and no key sum).
         EXPECT_EQ(j.at("chip").at("rope_sum_layers_on_chip"), layers);
         EXPECT_EQ(j.at("chip").at("key_sum_layers_on_chip"), layers);
+        // q's products stay on the tiles in every layer (their sum groups on the tiles that
+        // compute them): against their round trip through the host (--rope-products-to-host),
+        // the same text and runs, fewer bytes from the stick and less modeled time.
+        EXPECT_EQ(j.at("chip").at("rope_kept_layers_on_chip"), layers);
+        const CommandResult sent = run_cli(story_args(data, *checkpoint, name) + " " + sim +
+                                           " --key-column-write --rope-products-to-host --json");
+        ASSERT_EQ(sent.exit_code, 0) << sent.err;
+        const nlohmann::json h = nlohmann::json::parse(sent.out);
+        EXPECT_EQ(h.at("text"), j.at("text"));
+        EXPECT_EQ(h.at("chip").at("rope_kept_layers_on_chip"), 0);
+        const nlohmann::json &kept = j.at("chip").at("modeled"), &back = h.at("chip").at("modeled");
+        EXPECT_EQ(kept.at("runs_per_token"), back.at("runs_per_token"));
+        EXPECT_LT(kept.at("bytes_from_device_per_token").get<double>(),
+                  back.at("bytes_from_device_per_token").get<double>());
+        EXPECT_LT(kept.at("stick_ms_per_token").get<double>(),
+                  back.at("stick_ms_per_token").get<double>());
       } else {
         EXPECT_EQ(j.at("chip").at("key_sum_layers_on_chip"), 0);
       }
@@ -619,6 +637,12 @@ TEST(ChipPathStepD, GenerateWithTheKeyColumnWrittenByTheChipWritesTheInt8Text) {
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("--key-column-write needs --scores-on-chip"), std::string::npos)
       << bad.err;
+  const CommandResult alone =
+      run_cli(generate_args(data, *path, "-n 4 --device sim --chip-rope --rope-products-to-host"));
+  EXPECT_EQ(alone.exit_code, 2);
+  EXPECT_NE(alone.err.find("--rope-products-to-host needs --chip-rope and --scores-on-chip"),
+            std::string::npos)
+      << alone.err;
 }
 
 // `generate --chip-rope` (Int8Options::chip_rope: RoPE and r on the chain's int8 q and k in the
