@@ -95,8 +95,8 @@ FfnPrograms generate_ffn(const FfnLayer& ffn, const FcPlacement& up, const FcPla
 // second (R), both from the host's input after its own bytes, from the next whole 256-byte packet
 // on (fc_tables_at; `tables` pieces of the first table, then as many of the second; uint8, zero
 // point 128), multiplier `mult`, clamps +-127, zero point 128. The program returns P1 and R of each
-// listed group, in order, after everything else it returns; the listed groups' own bytes x are not
-// returned.
+// listed group that is not kept (FcProductGroup::keep), in order, after everything else it
+// returns; the listed groups' own bytes x are not returned.
 struct FcProductGroup {
   int group = 0;  // output group of the layer
   int table = 0;  // the tables' piece it multiplies with
