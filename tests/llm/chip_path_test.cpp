@@ -6,10 +6,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "chip/virtual_edge_tpu.h"
 #include "llama2c_files.h"
 #include "llm/chip_model.h"
 #include "llm/generate.h"
 #include "runtime/device_select.h"
+#include "runtime/edgetpu.h"
+#include "usb/virtual_stick.h"
+#include "usb/virtual_transport.h"
 
 namespace tinycoral::testing {
 namespace {
@@ -330,9 +334,9 @@ TEST(ChipPathStepD, ScoresOnTheChipWithOtherShapesAreExact) {
 // A short story on a test checkpoint (`name`'s length: rand15M's layers are slower to simulate).
 std::string story_args(const std::filesystem::path& data, const std::filesystem::path& checkpoint,
                        const std::string& name) {
-  return generate_args(
-      data, checkpoint,
-      std::string(name == "rand15M" ? "-n 10" : "-n 20") + " -t 0.8 -s 5 --calibration 8");
+  const char* options =
+      name == "rand15M" ? "-n 10 -t 0.8 -s 5 --calibration 8" : "-n 20 -t 0.8 -s 5 --calibration 8";
+  return generate_args(data, checkpoint, options);
 }
 
 // `generate` with `cpu_flags` and with `sim_flags --json`: both succeed and the simulator writes
@@ -513,6 +517,51 @@ TEST(ChipPathStepD, QsRopeProductsKeptOnTheTilesNeverCrossUsb) {
               uint64_t(positions) * uint64_t(shape.layers) * q_products);
     EXPECT_LT(kept.modeled.from_device_ms, sent.modeled.from_device_ms);
   }
+}
+
+// A chip path whose stick fails one program: the scores' program of layer 0 at position 2, which
+// reads q's products kept on the tiles by the program before it.
+class FailingScores : public llm::ChipTransformer {
+ public:
+  FailingScores(const llm::Checkpoint& ck, llm::ThreadPool& pool, const llm::Calibration& cal,
+                runtime::EdgeTpu& tpu, llm::Int8Options options, usb::VirtualStick& stick)
+      : ChipTransformer(ck, pool, cal, tpu, options), stick_(stick) {}
+
+ protected:
+  void softmax_q(int layer, int pos, const int8_t* q8, uint8_t* e, float* inv_sum) override {
+    if (layer == 0 && pos == 2) stick_.faults().fatal_next_program = true;
+    ChipTransformer::softmax_q(layer, pos, q8, e, inv_sum);
+  }
+
+ private:
+  usb::VirtualStick& stick_;
+};
+
+// A recovery between the program that keeps q's products on the tiles and the scores' program
+// that reads them (the re-opened chip has lost its tile memory): the runtime caches the weights
+// again, the chip path runs the products' program again, then the scores' program, and the
+// logits stay the int8 path's. Without the second run of the products' program the scores read
+// an empty row and the logits change from position 2.
+TEST(ChipPathStepD, KeptRopeProductsAreComputedAgainAfterARecovery) {
+  const TinyShape shape = kOtherAttentionShapes[0].shape;
+  const LoadedModel model = tiny_model(shape, TinyWeights(shape));
+  const llm::Int8Options options{
+      .fused_layers = true, .chip_attention = true, .chip_scores = true, .chip_rope = true};
+  llm::ThreadPool pool(2);
+  const llm::Calibration cal = llm::calibrate(model.ck, pool, 8);
+  llm::Int8Transformer cpu(model.ck, pool, cal, options);
+  chip::VirtualEdgeTpu chip;
+  usb::VirtualStick stick{chip, usb::VirtualStick::Mode::kApplication};
+  runtime::EdgeTpu tpu(std::make_unique<usb::VirtualTransport>(stick), nullptr, nullptr);
+  FailingScores failing(model.ck, pool, cal, tpu, options, stick);
+  ASSERT_EQ(failing.stats().rope_kept_layers, shape.layers);
+  const testing::Run want = run(cpu, model.tok, 0.0f, 42, "Once upon", 8);
+  const testing::Run got = run(failing, model.tok, 0.0f, 42, "Once upon", 8);
+  EXPECT_EQ(tpu.recoveries(), 1);
+  ASSERT_EQ(got.logits.size(), want.logits.size());
+  ASSERT_GT(want.logits.size(), 3u);
+  for (size_t p = 0; p < want.logits.size(); ++p)
+    ASSERT_EQ(got.logits[p], want.logits[p]) << "position " << p;
 }
 
 // `generate --weighted-sum value-cache` (WeightedSum::kValueCache): on the simulator, with the
