@@ -40,6 +40,14 @@ concept CatDirect = CatText<std::remove_cvref_t<T>> || CatInteger<std::remove_cv
 
 inline void cat_append(std::string& out, std::string_view text) { out.append(text); }
 inline void cat_append(std::string& out, char c) { out.push_back(c); }
+// An upper bound of what cat_append adds (cat reserves it once: a code generator's instruction
+// grows past the short-string buffer, and each regrowth is an allocation).
+inline size_t cat_size(std::string_view text) { return text.size(); }
+inline size_t cat_size(char) { return 1; }
+template <CatInteger T>
+size_t cat_size(T) {
+  return 24;
+}
 template <CatInteger T>
 void cat_append(std::string& out, T value) {
   static_assert(sizeof(T) <= 8, "24 characters hold a 64-bit integer's decimal digits");
@@ -56,6 +64,7 @@ template <typename... Args>
 std::string cat(Args&&... args) {
   if constexpr ((detail::CatDirect<Args> && ...)) {
     std::string out;
+    out.reserve((detail::cat_size(args) + ... + 0));
     (detail::cat_append(out, args), ...);
     return out;
   }

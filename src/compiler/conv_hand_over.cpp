@@ -300,10 +300,13 @@ std::vector<size_t> senders_in(Senders order, const std::vector<Transfer>& trans
     std::stable_sort(senders.begin(), senders.end(),
                      [&](size_t a, size_t b) { return left(a) > left(b); });
   if (order == Senders::kCommonShapeFirst) {
+    // (References: this compares every pair of senders, and a copied walk is an allocation.)
+    static const Levels kNoWalk;
     auto shape = [&](size_t s) {
       const Transfer& t = transfers[q.by_sender[s][next_of_sender[s]]];
-      return std::tuple{t.packets, t.writes.empty() ? 0 : t.writes.front().at,
-                        t.writes.empty() ? Levels{} : t.writes.front().walk};
+      return std::tuple<int, int, const Levels&>{
+          t.packets, t.writes.empty() ? 0 : t.writes.front().at,
+          t.writes.empty() ? kNoWalk : t.writes.front().walk};
     };
     std::vector<size_t> alike(senders.size(), 0);
     for (size_t a = 0; a < senders.size(); ++a)
@@ -575,11 +578,10 @@ std::vector<Round> gathered(const std::vector<Transfer>& transfers, std::vector<
 
 // ---- A round's instructions ------------------------------------------------------------------
 
-// The narrow walk of an item's w-th receiver: one transfer's, or a gather's (one part's walk,
-// its levels of one iteration dropped, then the steps from part to part).
-Levels receiver_walk(const Item& item, size_t w) {
+// The narrow walk of a gather's w-th receiver: one part's walk, its levels of one iteration
+// dropped, then the steps from part to part (one transfer's is its write's walk).
+Levels gather_walk(const Item& item, size_t w) {
   const Transfer& t = *item.parts.front();
-  if (item.parts.size() == 1) return t.writes[w].walk;
   Levels walk;
   for (const auto& level : t.writes[w].walk)
     if (level.second > 1 || walk.empty()) walk.push_back(level);
@@ -595,7 +597,9 @@ void receive(Emitter& e, const Round& round, int fifo) {
       const Transfer& t = *item.parts.front();
       const int fills = static_cast<int>(item.parts.size()) * t.packets;
       for (size_t w = 0; w < t.writes.size(); ++w) {
-        const Levels walk = receiver_walk(item, w);
+        // (One part's walk is its write's: read in place, the common case, not copied.)
+        const Levels joined = item.parts.size() == 1 ? Levels{} : gather_walk(item, w);
+        const Levels& walk = item.parts.size() == 1 ? t.writes[w].walk : joined;
         // (A gather's walk names its levels, as Google's do: DeepLab gen2021 word 9628.)
         const std::string narrow =
             cat(" n.addr=", hex(t.writes[w].at / 4), " n=", strided_walk(walk, 6),

@@ -348,8 +348,10 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
           if (lo < base + rows && base < hi) return false;
       return true;
     };
-    auto bases_of = [&](int t, int count) {  // where an item may start: 0 or above another
-      std::vector<int> at{0};
+    // Where an item may start: 0 or above another. (Into `at`, reused by the caller: the search
+    // asks for every run of tiles, and a new vector each time was most of its allocations.)
+    auto bases_into = [&](std::vector<int>& at, int t, int count) -> std::vector<int>& {
+      at.assign(1, 0);
       for (int u = t; u < t + count; ++u)
         for (const auto& [lo, hi] : busy[static_cast<size_t>(u)]) at.push_back(hi);
       std::sort(at.begin(), at.end());
@@ -364,12 +366,14 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
     };
     // (Whether item `leader` at rows [base, base + its rows) of tiles [t, t + its count) leaves
     // room there for each item that follows it.)
+    std::vector<int> follower_bases, run_bases;
     auto room_for_followers = [&](size_t leader, int t, int base) {
+      if (following[leader].empty()) return true;
       const Item& l = items[leader];
       std::vector<std::pair<int, int>> taken_rows{{base, base + l.rows}};
       for (const size_t m : following[leader]) {
         const Item& f = items[m];
-        std::vector<int> at = bases_of(t, l.count);
+        std::vector<int>& at = bases_into(follower_bases, t, l.count);
         for (const auto& [lo, hi] : taken_rows) at.push_back(hi);
         std::sort(at.begin(), at.end());
         bool found = false;
@@ -395,7 +399,7 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
         Item& f = items[m];
         if (!due[m] || placed_item[m]) continue;
         const Item& l = items[leader];
-        for (const int base : bases_of(l.tile0, l.count))
+        for (const int base : bases_into(follower_bases, l.tile0, l.count))
           if (free_at(l.tile0, l.count, base, f.rows)) {
             place(f, l.tile0, base);
             placed_item[m] = true;
@@ -421,7 +425,8 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
         std::vector<size_t> slices;
         for (size_t m = 0; m < items.size(); ++m)
           if (items[m].cut == it.cut && items[m].follows < 0) slices.push_back(m);
-        for (const int base : bases_of(0, kTiles)) {
+        std::vector<int> slice_bases;
+        for (const int base : bases_into(slice_bases, 0, kTiles)) {
           std::vector<int> at;
           uint32_t chosen = 0;
           for (int t = 0; t + it.count <= kTiles && at.size() < slices.size(); ++t)
@@ -443,7 +448,7 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
       int best = -1, best_base = kSegmentRows;
       for (int t = 0; t + it.count <= kTiles; ++t) {
         if (taken[it.cut] & (ones << t)) continue;
-        for (const int base : bases_of(t, it.count)) {
+        for (const int base : bases_into(run_bases, t, it.count)) {
           if (base >= best_base) break;
           if (free_at(t, it.count, base, it.rows) && room_for_followers(k, t, base))
             best = t, best_base = base;

@@ -102,20 +102,26 @@ void host_to_narrow(Emitter& e, uint32_t mask, int fifo, int n_addr, int bytes, 
 
 std::string narrow_walk(int words) {
   const int back = -(words - 1);
-  return "(1 x " + std::to_string(words) + ")" +
-         cat("(", back, " x 1)(", back, " x 1)(", back, " x 1)(", back, " x 1)(", back, " x 1)");
+  return cat("(1 x ", words, ")(", back, " x 1)(", back, " x 1)(", back, " x 1)(", back, " x 1)(",
+             back, " x 1)");
 }
 
 std::string strided_walk(const std::vector<std::pair<int64_t, int64_t>>& stride_count, int levels,
                          const std::string& last_mode) {
   std::string out;
+  out.reserve(static_cast<size_t>(levels) * 16 + last_mode.size());
   int64_t walked = 0;  // offset reached when every inner level is at its last iteration
   int64_t last_inc = 0;
   for (int k = 0; k < levels; ++k) {
     int64_t stride = 0, count = 1;
     if (k < static_cast<int>(stride_count.size())) std::tie(stride, count) = stride_count[k];
     const int64_t inc = k < static_cast<int>(stride_count.size()) ? stride - walked : last_inc;
-    out += cat("(", inc, " x ", count, k + 1 == levels ? last_mode : "", ")");
+    out += '(';
+    detail::cat_append(out, inc);
+    out += " x ";
+    detail::cat_append(out, count);
+    if (k + 1 == levels) out += last_mode;
+    out += ')';
     walked += stride * (count - 1);
     last_inc = -walked;
   }

@@ -37,12 +37,12 @@ class TileBatch {
     for (const std::vector<Item>& items : sequences_)
       for (const Item& item : items) issue(item);
   }
-  void add(uint32_t tiles, const std::string& mnemonic, const std::string& fields) {
+  void add(uint32_t tiles, const std::string& mnemonic, std::string fields) {
     if (group_) {
       // (Within a sequence, an instruction equal to an earlier one on other tiles joins it when
       // nothing in between runs on its tiles: each tile keeps its order. The ops of bands of
       // two heights alternating over a split layer's slices go out as two, not one a slice.)
-      Item item{tiles, mnemonic, fields};
+      Item item{tiles, mnemonic, std::move(fields)};
       bool stop = false;
       if (!join_back(pending_, item, stop)) pending_.push_back(std::move(item));
       return;
@@ -52,7 +52,7 @@ class TileBatch {
         item.tiles |= tiles;
         return;
       }
-    items_.push_back({tiles, mnemonic, fields});
+    items_.push_back({tiles, mnemonic, std::move(fields)});
   }
   // Instructions in order on the same tiles (a part's bias load and op): the whole sequence goes
   // out once for all sequences with the same instructions on tiles no other of them uses, each
