@@ -637,6 +637,16 @@ bool in_rounds(const ConvChain& chain, const Shapes& shapes, Plan& p, int rounds
   return true;
 }
 
+// Whether a stage from layer `first` may keep its whole first image on every tile: not when the
+// first layer is a residual ADD or its image is one's operand (kept images take their operand's
+// geometry, the band's).
+bool may_keep_full_input(const ConvChain& chain, size_t first) {
+  if (chain.layers[first].residual()) return false;
+  for (const ConvLayer& l : chain.layers)
+    if (l.residual() && static_cast<size_t>(l.residual_of) == first) return false;
+  return true;
+}
+
 }  // namespace
 
 bool pixel_stage(const ConvChain& chain, const Shapes& shapes, size_t first, size_t end) {
@@ -664,7 +674,7 @@ Stage stage_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_
     Stage s;
     s.first = first;
     s.end = end;
-    for (int pass = count > 1 ? 0 : 1; pass < 2; ++pass) {
+    for (int pass = count > 1 && may_keep_full_input(chain, first) ? 0 : 1; pass < 2; ++pass) {
       s.tiles.clear();
       for (int t = 0; t < count; ++t) {
         const int pa = n * t / count, pb = n * (t + 1) / count;
@@ -692,12 +702,8 @@ Stage stage_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_
   s.first = first;
   s.end = end;
   const bool last = end == chain.layers.size();
-  // Every tile keeps the whole first image when it fits (not when the first layer is a residual
-  // ADD or its image is one's operand: kept images take their operand's geometry).
-  bool full = count > 1 && !l0.residual();
-  for (const ConvLayer& l : chain.layers)
-    full = full && !(l.residual() && static_cast<size_t>(l.residual_of) == first);
-  for (int pass = full ? 0 : 1; pass < 2; ++pass) {
+  // Every tile keeps the whole first image when it fits.
+  for (int pass = count > 1 && may_keep_full_input(chain, first) ? 0 : 1; pass < 2; ++pass) {
     s.tiles.clear();
     for (int t = 0; t < count; ++t)
       s.tiles.push_back(plan_of(chain, shapes, first, end, tile0 + t, oh * t / count,
