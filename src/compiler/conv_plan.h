@@ -225,7 +225,7 @@ struct Plan {
   // the stage (1x1 layers over gapless rows, pixel p at row p / OW), not whole rows: its rows
   // [oa, ob) are those the pixels touch, its images and output keep their places in them, and
   // the ops start at pixel pa. 7 x 7 maps split over 3 to 6 tiles evenly (v2's last layers:
-  // 17 + 16 + 16 pixels where row bands computed 2, 2 and 3 rows).
+  // 16 + 16 + 17 pixels where row bands computed 2, 2 and 3 rows).
   int pa = 0, pb = 0;
   bool pixel_band() const { return pb > 0; }
   size_t first = 0, end = 0;
@@ -420,14 +420,16 @@ Plan round_plan(const ConvChain& chain, const Shapes& shapes, const Plan& p, int
 
 // Tiles of a stage: its last layer's output rows split as evenly as possible over up to
 // `max_tiles` tiles from `tile0` on (one tile when the host's rows must travel two to a packet).
-// `pixels`: in pixel bands (Plan::pa, pb) where pixel_stage allows them.
+// `pixels`: in pixel bands (Plan::pa, pb) where pixel_stage allows them and every tile's rows
+// lie gapless (else row bands). Pixel bands have no rounds: such a stage may not fit narrow
+// memory, which its callers check (stage_fits).
 Stage stage_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t end,
                int tile0 = 0, int max_tiles = kTiles, bool pixels = false);
 
 // Whether layers [first, end) can run in pixel bands: every one a 1x1 CONV_2D of stride 1 without
-// padding or blocks of pixels, whose input rows lie gapless (each band's pixels one run of
-// positions, in and out), not the chain's first or last layer (the host's rows, the output's),
-// no fan-out heads.
+// padding or blocks of pixels, not the chain's first or last layer (the host's rows, the
+// output's), no fan-out heads. Their input rows must also lie gapless (each band's pixels one run
+// of positions, in and out), which depends on the plans' row widths: stage_of checks that.
 bool pixel_stage(const ConvChain& chain, const Shapes& shapes, size_t first, size_t end);
 
 // Positions a tile's op of layer `lp` computes: its pixel band's pixels, else its rows' blocks.
