@@ -100,7 +100,10 @@ class SenderCut {
                    (std::min(src_.pb, (ya + 1) * w) - ya * w) * bytes);
         ++ya;
       }
-      if (yb > ya && src_.pb < yb * w) last_piece = (src_.pb - --yb * w) * bytes;
+      if (yb > ya && src_.pb < yb * w) {
+        --yb;  // the last row goes as a piece, after the whole rows
+        last_piece = (src_.pb - yb * w) * bytes;
+      }
     }
     for (int y = ya; y < yb;) {
       const Run run = run_at(y, yb);
