@@ -1321,19 +1321,17 @@ void ChipTransformer::cache_all() {
 
 void ChipTransformer::run(const std::shared_ptr<runtime::Program>& p, const int8_t* in,
                           int in_bytes, int8_t* out, int out_bytes, bool reads_kept) {
-  p->set_input(0, std::span(reinterpret_cast<const uint8_t*>(in), size_t(in_bytes)));
-  tpu_.run(nullptr, p);
-  if (tpu_.recoveries() != recoveries_seen_) {
-    // A recovered stick was re-opened: its tile memory no longer holds the weights, nor the
-    // products p reads, which their program computes again.
-    cache_all();
-    if (reads_kept) {
-      if (!kept_run_.program) fail("a program reads kept RoPE products that no run left");
-      kept_run_.program->set_input(
-          0, std::span(reinterpret_cast<const uint8_t*>(kept_run_.in.data()), kept_run_.in.size()));
-      tpu_.run(nullptr, kept_run_.program);
-    }
+  // A recovered stick was re-opened: its tile memory no longer holds the weights, nor the
+  // products p reads, which their program computes again. Recoveries in a run before p (another
+  // program's, or the products' own second run) count as much as one in p's run.
+  for (int attempt = 0;; ++attempt) {
+    if (attempt == kRunsPerRecovery) fail("the stick recovered ", attempt, " times in a row");
+    if (tpu_.recoveries() != recoveries_seen_) cache_all();
+    if (reads_kept) restore_kept();
+    const int recoveries = tpu_.recoveries();
+    p->set_input(0, std::span(reinterpret_cast<const uint8_t*>(in), size_t(in_bytes)));
     tpu_.run(nullptr, p);
+    if (tpu_.recoveries() == recoveries) break;
   }
   stats_.modeled += runtime::stick_time(tpu_.last_run().inference);
   stats_.bytes_to_device += tpu_.last_run().inference.bytes_to_device;
@@ -1342,11 +1340,25 @@ void ChipTransformer::run(const std::shared_ptr<runtime::Program>& p, const int8
   p->get_output(0, std::span(reinterpret_cast<uint8_t*>(out), size_t(out_bytes)));
 }
 
+void ChipTransformer::restore_kept() {
+  if (!kept_run_.program) fail("a program reads kept RoPE products that no run left");
+  for (int attempt = 0; tpu_.recoveries() != kept_run_.recoveries; ++attempt) {
+    if (attempt == kRunsPerRecovery) fail("the stick recovered ", attempt, " times in a row");
+    if (tpu_.recoveries() != recoveries_seen_) cache_all();
+    const int recoveries = tpu_.recoveries();
+    kept_run_.program->set_input(
+        0, std::span(reinterpret_cast<const uint8_t*>(kept_run_.in.data()), kept_run_.in.size()));
+    tpu_.run(nullptr, kept_run_.program);
+    kept_run_.recoveries = recoveries;  // unchanged by this run: the products are there
+  }
+}
+
 void ChipTransformer::kept_by(const std::shared_ptr<runtime::Program>& p, const int8_t* in,
                               int in_bytes, int out_bytes) {
   kept_run_.program = p;
   kept_run_.in.assign(in, in + in_bytes);
   kept_run_.out_bytes = out_bytes;
+  kept_run_.recoveries = tpu_.recoveries();
 }
 
 void ChipTransformer::ffn_q(int layer, const int8_t* xq, int8_t* yq) {

@@ -135,6 +135,7 @@ class ChipTransformer : public Int8Transformer {
     std::shared_ptr<runtime::Program> program;
     std::vector<int8_t> in;
     int out_bytes = 0;
+    int recoveries = 0;  // tpu_.recoveries() after the run: a later recovery emptied the rows
   };
   KeptRun kept_run_;
   // The RoPE sums' one copy of their weights per tile, for every layer's groups (wide unit of the
@@ -234,6 +235,10 @@ class ChipTransformer : public Int8Transformer {
   // that again first).
   void run(const std::shared_ptr<runtime::Program>& p, const int8_t* in, int in_bytes, int8_t* out,
            int out_bytes, bool reads_kept = false);
+  // Runs kept_run_ again while a recovery since its last run emptied the rows it left.
+  void restore_kept();
+  // At most this many runs of one program in a row that each end in a recovery.
+  static constexpr int kRunsPerRecovery = 4;
   // Records a program run that left products in kept_rows_.
   void kept_by(const std::shared_ptr<runtime::Program>& p, const int8_t* in, int in_bytes,
                int out_bytes);
