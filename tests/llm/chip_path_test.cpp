@@ -519,42 +519,62 @@ TEST(ChipPathStepD, QsRopeProductsKeptOnTheTilesNeverCrossUsb) {
   }
 }
 
-// A chip path whose stick fails one program: the scores' program of layer 0 at position 2, which
-// reads q's products kept on the tiles by the program before it.
+// A chip path whose stick fails one program: the scores' program of `layer` at position 2, which
+// reads q's products kept on the tiles by the program before it (layer 0's program, or the chain
+// ending the layer before); with the value cache that scores' program computes the weighted sum
+// too (attention_q).
 class FailingScores : public llm::ChipTransformer {
  public:
   FailingScores(const llm::Checkpoint& ck, llm::ThreadPool& pool, const llm::Calibration& cal,
-                runtime::EdgeTpu& tpu, llm::Int8Options options, usb::VirtualStick& stick)
-      : ChipTransformer(ck, pool, cal, tpu, options), stick_(stick) {}
+                runtime::EdgeTpu& tpu, llm::Int8Options options, usb::VirtualStick& stick,
+                int layer)
+      : ChipTransformer(ck, pool, cal, tpu, options), stick_(stick), layer_(layer) {}
 
  protected:
   void softmax_q(int layer, int pos, const int8_t* q8, uint8_t* e, float* inv_sum) override {
-    if (layer == 0 && pos == 2) stick_.faults().fatal_next_program = true;
+    if (layer == layer_ && pos == 2) stick_.faults().fatal_next_program = true;
     ChipTransformer::softmax_q(layer, pos, q8, e, inv_sum);
   }
 
  private:
   usb::VirtualStick& stick_;
+  int layer_;
 };
 
 // A recovery between the program that keeps q's products on the tiles and the scores' program
 // that reads them (the re-opened chip has lost its tile memory): the runtime caches the weights
 // again, the chip path runs the products' program again, then the scores' program, and the
-// logits stay the int8 path's. Without the second run of the products' program the scores read
-// an empty row and the logits change from position 2.
-TEST(ChipPathStepD, KeptRopeProductsAreComputedAgainAfterARecovery) {
-  const TinyShape shape = kOtherAttentionShapes[0].shape;
+// logits stay the int8 path's. Layer 0 (its products from layer 0's own program) and layer 1
+// (from the chain ending layer 0) of the shape with two layers, softmax alone; the value cache's
+// scores and weighted sum in one program on the other shape. Without the second run of the
+// products' program the scores read an empty row and the logits change from position 2.
+// One case of the test below: `layer`'s scores' program on kOtherAttentionShapes[shape] fails once.
+struct RecoveryCase {
+  size_t shape;
+  int layer;
+  llm::WeightedSum sum;
+};
+void expect_logits_after_a_recovery(const RecoveryCase& c) {
+  const TinyShape shape = kOtherAttentionShapes[c.shape].shape;
+  SCOPED_TRACE("dim " + std::to_string(shape.dim) + ", layer " + std::to_string(c.layer));
   const LoadedModel model = tiny_model(shape, TinyWeights(shape));
-  const llm::Int8Options options{
-      .fused_layers = true, .chip_attention = true, .chip_scores = true, .chip_rope = true};
+  const llm::Int8Options options{.fused_layers = true,
+                                 .chip_attention = true,
+                                 .chip_scores = true,
+                                 .chip_key_write = c.shape == 1,
+                                 .weighted_sum = c.sum,
+                                 .chip_rope = true};
   llm::ThreadPool pool(2);
   const llm::Calibration cal = llm::calibrate(model.ck, pool, 8);
   llm::Int8Transformer cpu(model.ck, pool, cal, options);
   chip::VirtualEdgeTpu chip;
   usb::VirtualStick stick{chip, usb::VirtualStick::Mode::kApplication};
   runtime::EdgeTpu tpu(std::make_unique<usb::VirtualTransport>(stick), nullptr, nullptr);
-  FailingScores failing(model.ck, pool, cal, tpu, options, stick);
+  FailingScores failing(model.ck, pool, cal, tpu, options, stick, c.layer);
   ASSERT_EQ(failing.stats().rope_kept_layers, shape.layers);
+  if (c.sum == llm::WeightedSum::kValueCache) {
+    ASSERT_EQ(failing.stats().attention_layers, shape.layers);
+  }
   const testing::Run want = run(cpu, model.tok, 0.0f, 42, "Once upon", 8);
   const testing::Run got = run(failing, model.tok, 0.0f, 42, "Once upon", 8);
   EXPECT_EQ(tpu.recoveries(), 1);
@@ -562,6 +582,13 @@ TEST(ChipPathStepD, KeptRopeProductsAreComputedAgainAfterARecovery) {
   ASSERT_GT(want.logits.size(), 3u);
   for (size_t p = 0; p < want.logits.size(); ++p)
     ASSERT_EQ(got.logits[p], want.logits[p]) << "position " << p;
+}
+
+TEST(ChipPathStepD, KeptRopeProductsAreComputedAgainAfterARecovery) {
+  for (const RecoveryCase& c : {RecoveryCase{0, 0, llm::WeightedSum::kScalarCore},
+                                RecoveryCase{0, 1, llm::WeightedSum::kScalarCore},
+                                RecoveryCase{1, 0, llm::WeightedSum::kValueCache}})
+    expect_logits_after_a_recovery(c);
 }
 
 // `generate --weighted-sum value-cache` (WeightedSum::kValueCache): on the simulator, with the
