@@ -90,7 +90,8 @@ container::Executable generate_fc_batch_softmax(const FcLayer& layer, const FcPl
 // wide row of their own tile (the llm path's q products, which the program computing q left
 // there: FcTableProducts::kept_row): group `group` from byte `byte` of the row at unit `row`. The
 // program reads those rows into narrow memory once the host's row has arrived; nothing crosses
-// the ring or USB for them.
+// the ring for them and they are not returned, but the host's row still holds their 128-byte
+// slots (zeros): the row keeps its size.
 struct FcResidentInput {
   int group = 0, row = 0, byte = 0;
 };

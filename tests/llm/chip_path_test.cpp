@@ -482,12 +482,12 @@ TEST(ChipPathStepD, TheKeyComputedAndWrittenByTheChipIsExact) {
 
 // q's RoPE products kept on the tiles (Int8Options::keep_rope_products, the default): the program
 // computing q leaves them in a resident row of its tiles and the scores' program's RoPE sum,
-// whose groups sit on those tiles, reads them from there, so they never cross USB. Against the same
-// flags with the round trip through the host (keep_rope_products false): the int8 path's logits bit
-// for bit both ways, the same runs, and exactly q's P1 and R (128 bytes per 64 channels of q) fewer
-// bytes from the stick per layer and token, on the softmax program alone (head size 16 over grouped
-// kv heads, the key's sum on the host) and with the key's sum and the weighted sum joined (head
-// size 80, past 64 positions).
+// whose groups sit on those tiles, reads them from there, so they never come back over USB. Against
+// the same flags with the round trip through the host (keep_rope_products false): the int8 path's
+// logits bit for bit both ways, the same runs, and exactly q's P1 and R (128 bytes per 64 channels
+// of q) fewer bytes from the stick per layer and token, on the softmax program alone (head size 16
+// over grouped kv heads, the key's sum on the host) and with the key's sum and the weighted sum
+// joined (head size 80, past 64 positions).
 TEST(ChipPathStepD, QsRopeProductsKeptOnTheTilesNeverCrossUsb) {
   const llm::WeightedSum sums[] = {llm::WeightedSum::kScalarCore, llm::WeightedSum::kValueCache};
   for (size_t i = 0; i < std::size(kOtherAttentionShapes); ++i) {
