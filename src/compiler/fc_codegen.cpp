@@ -850,7 +850,8 @@ int products_stage(Emitter& e, const Geometry& g, int at, const FcTableProducts&
     if (pg.keep) {
       const int row = products.kept_row[size_t(tile)];
       if (row < 0 || row % 4 != 0 || row + 4 > kFcParamUnits)
-        fail("kept table products on tile ", tile, " without a resident row (unit ", row, ")");
+        fail("kept table products on tile ", tile,
+             " need a whole resident wide row inside the parameter memory (got unit ", row, ")");
       kept |= tile_bit(tile);
     }
   }

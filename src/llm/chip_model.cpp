@@ -790,8 +790,11 @@ std::vector<std::pair<int, int>> ChipTransformer::q_product_places(int layer) co
       first ? first_chain_.at[size_t(products.layer)].tiles
             : ffns_[size_t(layer - 1)].chain_desc.next_at[size_t(products.layer)].tiles;
   std::vector<std::pair<int, int>> places = compiler::fc_product_bytes(products, tile_of);
-  // q's groups come first (rope_of).
-  places.resize(size_t(whole_groups(config().dim) / 64));
+  // q's groups come first (rope_of); fewer places than q's groups: none kept (a padded place
+  // would send a group to tile 0's first byte).
+  const size_t q_groups = size_t(whole_groups(config().dim) / 64);
+  if (places.size() < q_groups) return {};
+  places.resize(q_groups);
   return places;
 }
 
@@ -1354,10 +1357,9 @@ void ChipTransformer::restore_kept() {
 }
 
 void ChipTransformer::kept_by(const std::shared_ptr<runtime::Program>& p, const int8_t* in,
-                              int in_bytes, int out_bytes) {
+                              int in_bytes) {
   kept_run_.program = p;
   kept_run_.in.assign(in, in + in_bytes);
-  kept_run_.out_bytes = out_bytes;
   kept_run_.recoveries = tpu_.recoveries();
 }
 
@@ -1404,7 +1406,7 @@ void ChipTransformer::ffn_add_q(int layer, const int8_t* xq, const int8_t* x2q, 
   const int in_bytes = p.k_padded + p.dim_padded + tables,
             out_bytes = p.dim_padded + qkv_bytes + u_bytes + rope_bytes;
   run(p.chain, xq_.data(), in_bytes, yq_.data(), out_bytes);
-  if (p.kept) kept_by(p.chain, xq_.data(), in_bytes, out_bytes);
+  if (p.kept) kept_by(p.chain, xq_.data(), in_bytes);
   if (p.rope)
     rope_output(layer + 1, pos_, yq_.data() + p.dim_padded + qkv_bytes + u_bytes,
                 p.chain_desc.products);
@@ -1436,7 +1438,7 @@ void ChipTransformer::qkv_q(int layer, const int8_t* xq, int8_t* q, int8_t* k, i
     const auto start = std::chrono::steady_clock::now();
     const int in_bytes = dim_padded + tables, out_bytes = qkv_bytes + u_bytes + rope_bytes;
     run(first_, xq_.data(), in_bytes, yq_.data(), out_bytes);
-    if (first_kept_) kept_by(first_, xq_.data(), in_bytes, out_bytes);
+    if (first_kept_) kept_by(first_, xq_.data(), in_bytes);
     if (first_rope_) rope_output(0, pos_, yq_.data() + qkv_bytes + u_bytes, first_chain_.products);
     stats_.chip_wall_s +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

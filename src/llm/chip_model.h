@@ -134,7 +134,6 @@ class ChipTransformer : public Int8Transformer {
   struct KeptRun {
     std::shared_ptr<runtime::Program> program;
     std::vector<int8_t> in;
-    int out_bytes = 0;
     int recoveries = 0;  // tpu_.recoveries() after the run: a later recovery emptied the rows
   };
   KeptRun kept_run_;
@@ -240,8 +239,7 @@ class ChipTransformer : public Int8Transformer {
   // At most this many runs of one program in a row that each end in a recovery.
   static constexpr int kRunsPerRecovery = 4;
   // Records a program run that left products in kept_rows_.
-  void kept_by(const std::shared_ptr<runtime::Program>& p, const int8_t* in, int in_bytes,
-               int out_bytes);
+  void kept_by(const std::shared_ptr<runtime::Program>& p, const int8_t* in, int in_bytes);
   void run_program(Program& p, int layer, LayerMatmul called, int8_t* yq);
   compiler::FcLayer fc_layer(int layer, const Program& p) const;
   void cache_all();
