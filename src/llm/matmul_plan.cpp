@@ -60,32 +60,8 @@ bool TileAllocator::place_pairs(int pairs, int units, compiler::FcPlacement& pla
 bool TileAllocator::place_sharing(int groups, int units, int copy_units,
                                   std::array<int, kPlanTiles>& copies,
                                   compiler::FcPlacement& placement) {
-  const int per_tile = groups > kPlanTiles ? 2 : 1;
-  std::array<int, kPlanTiles> fill = fill_, copy = copies, used{};
-  placement.tiles.clear();
-  placement.param_units.clear();
-  placement.weight_units.clear();
-  const auto need = [&](int t) { return units + (copy[size_t(t)] < 0 ? copy_units : 0); };
-  for (int g = 0; g < groups; ++g) {
-    int best = -1;
-    for (int t = 0; t < kPlanTiles; ++t)
-      if (used[size_t(t)] < per_tile &&
-          (best < 0 || fill[size_t(t)] + need(t) < fill[size_t(best)] + need(best)))
-        best = t;
-    if (best < 0 || fill[size_t(best)] + need(best) > compiler::kFcParamUnits) return false;
-    if (copy[size_t(best)] < 0) {
-      copy[size_t(best)] = fill[size_t(best)];
-      fill[size_t(best)] += copy_units;
-    }
-    placement.tiles.push_back(best);
-    placement.param_units.push_back(fill[size_t(best)]);
-    placement.weight_units.push_back(copy[size_t(best)] + units);
-    fill[size_t(best)] += units;
-    ++used[size_t(best)];
-  }
-  fill_ = fill;
-  copies = copy;
-  return true;
+  return place_sharing_on(std::vector<int>(size_t(std::max(groups, 0)), -1), units, copy_units,
+                          copies, placement);
 }
 
 bool TileAllocator::place_sharing_on(const std::vector<int>& prefer, int units, int copy_units,
@@ -100,16 +76,13 @@ bool TileAllocator::place_sharing_on(const std::vector<int>& prefer, int units, 
   const auto fits = [&](int t) { return fill[size_t(t)] + need(t) <= compiler::kFcParamUnits; };
   for (const int want : prefer) {
     int best = want >= 0 && want < kPlanTiles && used[size_t(want)] < 2 && fits(want) ? want : -1;
-    for (int t = 0; best < 0 && t < kPlanTiles; ++t) {
-      if (used[size_t(t)] >= per_tile) continue;
-      int least = t;
-      for (int u = t + 1; u < kPlanTiles; ++u)
-        if (used[size_t(u)] < per_tile &&
-            fill[size_t(u)] + need(u) < fill[size_t(least)] + need(least))
-          least = u;
-      best = fits(least) ? least : -2;
+    if (best < 0) {  // the least-filled tile with fewer than per_tile groups, if it fits
+      for (int t = 0; t < kPlanTiles; ++t)
+        if (used[size_t(t)] < per_tile &&
+            (best < 0 || fill[size_t(t)] + need(t) < fill[size_t(best)] + need(best)))
+          best = t;
+      if (best < 0 || !fits(best)) return false;
     }
-    if (best < 0) return false;
     if (copy[size_t(best)] < 0) {
       copy[size_t(best)] = fill[size_t(best)];
       fill[size_t(best)] += copy_units;

@@ -46,7 +46,8 @@ class TileAllocator {
   bool place_sharing(int groups, int units, int copy_units, std::array<int, kPlanTiles>& copies,
                      compiler::FcPlacement& placement);
   // place_sharing with group g on tile `prefer[g]` where that tile has room for it (at most two
-  // groups a tile), else where place_sharing would put it.
+  // groups a tile), else (and for -1) on the least-filled tile as place_sharing puts it;
+  // place_sharing is this with no preference.
   bool place_sharing_on(const std::vector<int>& prefer, int units, int copy_units,
                         std::array<int, kPlanTiles>& copies, compiler::FcPlacement& placement);
   // `units` (a multiple of 4) on tile `tile` at its first free unit, which it returns; -1 (and

@@ -396,6 +396,10 @@ struct AttentionShape {
 };
 const AttentionShape kOtherAttentionShapes[] = {{{64, 160, 2, 4, 2, 300, 40, true}, 24},
                                                 {{160, 300, 1, 2, 2, 300, 96, true}, 80}};
+// The weighted sum the tests that take one per shape give each of kOtherAttentionShapes: the
+// softmax alone for the first, the value cache's sum joined to the scores for the second.
+const llm::WeightedSum kOtherAttentionSums[] = {llm::WeightedSum::kScalarCore,
+                                                llm::WeightedSum::kValueCache};
 
 // WeightedSum::kValueCache with the weighted sum on the chip, the int8 path's logits bit for bit
 // for shapes that are not the test checkpoints': head size 16 with grouped kv heads and seq_len 40
@@ -468,15 +472,16 @@ TEST(ChipPathStepD, TheKeyColumnWrittenByTheChipIsExact) {
 // sum joined. A key piece of another kv head, or one the chip did not put into the column, changes
 // the scores.
 TEST(ChipPathStepD, TheKeyComputedAndWrittenByTheChipIsExact) {
-  const llm::WeightedSum sums[] = {llm::WeightedSum::kScalarCore, llm::WeightedSum::kValueCache};
   for (size_t i = 0; i < std::size(kOtherAttentionShapes); ++i) {
     const auto& [shape, steps] = kOtherAttentionShapes[i];
     SCOPED_TRACE("dim " + std::to_string(shape.dim));
-    const llm::ChipPathStats s = key_written_by_the_chip(shape, steps, sums[i], true);
+    const llm::ChipPathStats s =
+        key_written_by_the_chip(shape, steps, kOtherAttentionSums[i], true);
     EXPECT_EQ(s.key_write_layers, shape.layers);
     EXPECT_EQ(s.rope_sum_layers, shape.layers);
     EXPECT_EQ(s.key_sum_layers, shape.layers);
-    EXPECT_EQ(s.attention_layers, sums[i] == llm::WeightedSum::kValueCache ? shape.layers : 0);
+    EXPECT_EQ(s.attention_layers,
+              kOtherAttentionSums[i] == llm::WeightedSum::kValueCache ? shape.layers : 0);
   }
 }
 
@@ -489,7 +494,6 @@ TEST(ChipPathStepD, TheKeyComputedAndWrittenByTheChipIsExact) {
 // over grouped kv heads, the key's sum on the host) and with the key's sum and the weighted sum
 // joined (head size 80, past 64 positions).
 TEST(ChipPathStepD, QsRopeProductsKeptOnTheTilesNeverCrossUsb) {
-  const llm::WeightedSum sums[] = {llm::WeightedSum::kScalarCore, llm::WeightedSum::kValueCache};
   for (size_t i = 0; i < std::size(kOtherAttentionShapes); ++i) {
     const auto& [shape, steps] = kOtherAttentionShapes[i];
     SCOPED_TRACE("dim " + std::to_string(shape.dim));
@@ -502,7 +506,7 @@ TEST(ChipPathStepD, QsRopeProductsKeptOnTheTilesNeverCrossUsb) {
                                .chip_attention = true,
                                .chip_scores = true,
                                .chip_key_write = i == 1,
-                               .weighted_sum = sums[i],
+                               .weighted_sum = kOtherAttentionSums[i],
                                .chip_rope = true,
                                .keep_rope_products = keep});
     }
