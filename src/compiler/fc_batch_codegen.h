@@ -90,8 +90,9 @@ container::Executable generate_fc_batch_softmax(const FcLayer& layer, const FcPl
 // wide row of their own tile (the llm path's q products, which the program computing q left
 // there: FcTableProducts::kept_row): group `group` from byte `byte` of the row at unit `row`. The
 // program reads those rows into narrow memory once the host's row has arrived; nothing crosses
-// the ring for them and they are not returned, but the host's row still holds their 128-byte
-// slots (zeros): the row keeps its size.
+// the ring for them and they are not returned. Such a group's in_at need only be a valid place
+// in the row (it is not read): the host's row needs no slot for it (the llm path ends its row
+// after the groups that read it).
 struct FcResidentInput {
   int group = 0, row = 0, byte = 0;
 };

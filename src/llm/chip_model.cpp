@@ -81,6 +81,9 @@ struct ChipTransformer::ScoresProgram : FcProgramPlan {
   compiler::FcScoresInput rope_sum;
   RopeSumShape rope_shape;
   int input_bytes = 0;
+  // Where the host's row puts each sum group's products (rope_sum_slots; -1: the group reads them
+  // from a resident row), empty: group g's at 128 g.
+  std::vector<int> row_slots;
   // With chip_key_write: the key's sum in that FC too (rope_shape's keys), its bytes written into
   // the key's column by the program (compiler::FcColumnWrite::from_piece), none from the host.
   bool key_sum = false;
@@ -423,6 +426,8 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
       if (scores_[size_t(l)].rope)
         stats_.rope_kept_layers += keep_rope_products(l, scores_[size_t(l)], tiles);
   stats_.max_tile_units = tiles.max_fill();
+  for (const ScoresProgram& p : scores_)
+    if (p.softmax) stats_.scores_row_bytes += p.input_bytes + compiler::kSoftmaxCountBytes;
   // A chain returns at most w2 output, q + k + v (1024) and u (32 groups).
   widest = std::max(widest, 4096 + whole_groups(c.dim));
   xq_.resize(size_t(widest));
@@ -844,6 +849,14 @@ bool ChipTransformer::keep_rope_products(int layer, ScoresProgram& s, TileAlloca
                                 : nullptr;
   const std::shared_ptr<runtime::Program> before_joined = joined ? joined->attention[0] : nullptr;
   s.rope_sum.resident = resident;
+  // The host's row ends after the groups that still read it: the kept groups take no slot.
+  std::vector<int> kept;
+  for (const compiler::FcResidentInput& r : resident) kept.push_back(r.group);
+  int slots_end = 0;
+  s.row_slots = rope_sum_slots(int(s.rope_sum.at.tiles.size()), kept, slots_end);
+  s.rope_sum.at.in_at = s.row_slots;
+  for (int& at : s.rope_sum.at.in_at) at = std::max(at, 0);  // (the generator moves kept ones)
+  s.input_bytes = (std::max({s.row_bytes, s.rope_sum.layer.n, slots_end, kRopeSumK}) + 7) / 8 * 8;
   if (!first_sum_program(layer, s)) {
     s = before;
     if (joined) joined->attention[0] = before_joined;
@@ -926,8 +939,11 @@ std::vector<int8_t> ChipTransformer::scores_row(const ScoresProgram& p, int laye
     if (rope_sum_layer_ != layer || rope_sum_pos_ != pos)
       fail("layer ", layer, "'s scores at ", pos, " before its RoPE products");
     rope_sum_layer_ = -1;
-    rope_sum_input(p.rope_shape, rope_q_p1_.data(), rope_q_p2_.data(), rope_q_p1_.data() + c.dim,
-                   rope_q_p2_.data() + c.dim, row.data());
+    const int8_t *p1 = rope_q_p1_.data(), *p2 = rope_q_p2_.data();
+    if (p.row_slots.empty())
+      rope_sum_input(p.rope_shape, p1, p2, p1 + c.dim, p2 + c.dim, row.data());
+    else
+      rope_sum_input(p.rope_shape, p.row_slots, p1, p2, p1 + c.dim, p2 + c.dim, row.data());
   } else {
     std::copy_n(q8, c.dim, row.begin());
   }

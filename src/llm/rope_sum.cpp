@@ -1,5 +1,6 @@
 #include "llm/rope_sum.h"
 
+#include <algorithm>
 #include <bit>
 
 #include "common/error.h"
@@ -80,14 +81,35 @@ compiler::FcRowWrite rope_sum_aux_rows(const compiler::FcPlacement& at) {
 void rope_sum_input(const RopeSumShape& s, const int8_t* q_p1, const int8_t* q_p2,
                     const int8_t* k_p1, const int8_t* k_p2, int8_t* row) {
   std::fill_n(row, 2 * s.outputs(), int8_t{0});
+  int end = 0;
+  rope_sum_input(s, rope_sum_slots(s.outputs() / kGroup, {}, end), q_p1, q_p2, k_p1, k_p2, row);
+}
+
+void rope_sum_input(const RopeSumShape& s, const std::vector<int>& slot, const int8_t* q_p1,
+                    const int8_t* q_p2, const int8_t* k_p1, const int8_t* k_p2, int8_t* row) {
+  if (int(slot.size()) != s.outputs() / kGroup)
+    fail(slot.size(), " row places for a RoPE sum of ", s.outputs() / kGroup, " groups");
   for (int o = 0; o < s.outputs(); ++o) {
-    const int c = s.channel(o);
-    if (c < 0) continue;
+    const int c = s.channel(o), at = slot[size_t(o / kGroup)];
+    if (c < 0 || at < 0) continue;
     const bool key = o >= s.q_outputs();
     // R_i = P2 of the pair's other channel (channels pair within a group: even offsets and sizes).
-    row[2 * kGroup * (o / kGroup) + o % kGroup] = key ? k_p1[c] : q_p1[c];
-    row[2 * kGroup * (o / kGroup) + kGroup + o % kGroup] = key ? k_p2[c ^ 1] : q_p2[c ^ 1];
+    row[at + o % kGroup] = key ? k_p1[c] : q_p1[c];
+    row[at + kGroup + o % kGroup] = key ? k_p2[c ^ 1] : q_p2[c ^ 1];
   }
+}
+
+std::vector<int> rope_sum_slots(int groups, const std::vector<int>& elsewhere, int& end) {
+  std::vector<int> slot(size_t(std::max(groups, 0)), 0);
+  for (const int g : elsewhere)
+    if (g >= 0 && g < groups) slot[size_t(g)] = -1;
+  end = 0;
+  for (int& at : slot)
+    if (at == 0) {
+      at = end;
+      end += 2 * kGroup;
+    }
+  return slot;
 }
 
 compiler::FcRowWrite rope_sum_multipliers(const QuantizedRope& q, const QuantizedRope* k,

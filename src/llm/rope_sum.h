@@ -54,6 +54,15 @@ compiler::FcRowWrite rope_sum_aux_rows(const compiler::FcPlacement& at);
 // head_size; k_p1 and k_p2 unread without a key), P2 pair-swapped (R); the rest 0.
 void rope_sum_input(const RopeSumShape& s, const int8_t* q_p1, const int8_t* q_p2,
                     const int8_t* k_p1, const int8_t* k_p2, int8_t* row);
+// The same bytes with group g's 128 at byte slot[g] of `row` (slot[g] < 0: the group reads its
+// products elsewhere, so the row has no place for them); the row's other bytes are left as they
+// are.
+void rope_sum_input(const RopeSumShape& s, const std::vector<int>& slot, const int8_t* q_p1,
+                    const int8_t* q_p2, const int8_t* k_p1, const int8_t* k_p2, int8_t* row);
+// The row places (in_at) of the sum's `groups` when the groups `elsewhere` (kept products: they
+// read a resident row) take none: the others' 128-byte slots one after the other from byte 0,
+// -1 for those elsewhere. `end`: the bytes those slots take.
+std::vector<int> rope_sum_slots(int groups, const std::vector<int>& elsewhere, int& end);
 inline void rope_sum_input(const int8_t* p1, const int8_t* p2, int n, int8_t* row) {
   rope_sum_input(RopeSumShape{n}, p1, p2, nullptr, nullptr, row);
 }

@@ -490,9 +490,9 @@ TEST(ChipPathStepD, TheKeyComputedAndWrittenByTheChipIsExact) {
 // whose groups sit on those tiles, reads them from there, so they never come back over USB. Against
 // the same flags with the round trip through the host (keep_rope_products false): the int8 path's
 // logits bit for bit both ways, the same runs, and exactly q's P1 and R (128 bytes per 64 channels
-// of q) fewer bytes from the stick per layer and token, on the softmax program alone (head size 16
-// over grouped kv heads, the key's sum on the host) and with the key's sum and the weighted sum
-// joined (head size 80, past 64 positions).
+// of q) fewer bytes from the stick per layer and token, and a scores' row without their slots,
+// on the softmax program alone (head size 16 over grouped kv heads, the key's sum on the host) and
+// with the key's sum and the weighted sum joined (head size 80, past 64 positions).
 TEST(ChipPathStepD, QsRopeProductsKeptOnTheTilesNeverCrossUsb) {
   for (size_t i = 0; i < std::size(kOtherAttentionShapes); ++i) {
     const auto& [shape, steps] = kOtherAttentionShapes[i];
@@ -520,6 +520,11 @@ TEST(ChipPathStepD, QsRopeProductsKeptOnTheTilesNeverCrossUsb) {
     EXPECT_EQ(sent.bytes_from_device - kept.bytes_from_device,
               uint64_t(positions) * uint64_t(shape.layers) * q_products);
     EXPECT_LT(kept.modeled.from_device_ms, sent.modeled.from_device_ms);
+    // The host's row ends after the groups that still read it, so it holds no slot for the kept
+    // ones: q's products are gone from it where the sum's row was the longer (the second shape,
+    // whose key groups follow q's); the first shape's row is the scores' own either way.
+    EXPECT_EQ(sent.scores_row_bytes - kept.scores_row_bytes,
+              i == 1 ? shape.layers * int(q_products) : 0);
   }
 }
 
