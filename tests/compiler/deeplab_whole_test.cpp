@@ -26,6 +26,7 @@
 #include "support/compiled_twin.h"
 #include "support/image_as_it_is.h"
 #include "support/same_bytes.h"
+#include "support/sanitizers.h"
 #include "support/testdata.h"
 
 namespace tinycoral::compiler {
@@ -91,10 +92,15 @@ void expect_deeplab_whole(const std::filesystem::path& data, const std::string& 
   testing::expect_googles_check_passes(data, google_row, r.tflite, tpu_options);
 }
 
+// Under the sanitizers only gen2021's (per-channel) backbone is compiled and run: each is a
+// compile and an inference of about 45 s there, the same code on both sides of the chip but for
+// the per-tensor scales, which gen2020's MobileNets compiled whole cover there.
+#ifndef TINYCORAL_ASAN
 TEST(DeepLabCompiledWhole, Gen2020BackboneEqualsItsTwinAndPassesGooglesCheck) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   expect_deeplab_whole(data, "gen2020/deeplabv3_mnv2_dm05_pascal_quant", "G014", 0);
 }
+#endif
 
 TEST(DeepLabCompiledWhole, Gen2021BackboneEqualsItsTwinAndPassesGooglesCheck) {
   TINYCORAL_REQUIRE_TESTDATA(data);

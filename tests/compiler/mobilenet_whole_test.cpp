@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <memory>
@@ -47,11 +48,15 @@ std::vector<uint8_t> read_bytes(const std::filesystem::path& path) {
 // `google_row` is the id of Google's cat.bmp classification row for the model ("": none applies);
 // `cpu_ops` the operators left on the CPU; `quick`: cat.bmp only, one inference (the 224 x 224
 // models take seconds per inference on the simulator); `max_streamed`: the most parameter bytes the
-// inference program may stream (0: every parameter stays in the tiles' wide memory, cached once).
+// inference program may stream (0: every parameter stays in the tiles' wide memory, cached once);
+// `layout`: checks of the compiled file's layout, run on it before it runs (ctest runs each test
+// in its own process, so a model's layout is checked in the test that compiles it: a whole
+// compile is seconds under GCC and ten times more under the sanitizers).
 void expect_compiled_whole(const std::filesystem::path& data, const std::string& model,
                            const std::string& google_row,
                            const std::map<std::string, int>& cpu_ops_left = {{"SOFTMAX", 1}},
-                           bool quick = false, size_t max_streamed = SIZE_MAX) {
+                           bool quick = false, size_t max_streamed = SIZE_MAX,
+                           const std::function<void(const std::vector<uint8_t>&)>& layout = {}) {
   SCOPED_TRACE(model);
   const std::vector<uint8_t> cpu_bytes = read_bytes(data / model);
   ASSERT_FALSE(cpu_bytes.empty()) << "missing " << model;
@@ -61,6 +66,7 @@ void expect_compiled_whole(const std::filesystem::path& data, const std::string&
   for (const LogRow& row : r.rows)
     if (!row.mapped) cpu_ops[row.op] += row.count;
   EXPECT_EQ(cpu_ops, cpu_ops_left);
+  if (layout) layout(r.tflite);
 
   const container::Model twin_model = container::read_tflite(cpu_bytes);
   const auto compiled = container::read_edgetpu_model(r.tflite);
@@ -126,16 +132,6 @@ TEST(MobileNetCompiledWhole, V1QuarterGen2021EqualsItsTwinAndPassesGooglesCheck)
                         {{"SOFTMAX", 1}}, false, 0);
 }
 
-// MobileNet v2 (224): its residual ADDs and 96/144/160-channel layers in the chain's stages;
-// cat.bmp once (seconds per inference on the simulator); Google's G006 on our file. Every
-// parameter resident (230 KB were streamed before share_tiles packed layers split over 15 tiles
-// and the classifier's slices beside the other stages).
-TEST(MobileNetCompiledWhole, V2Gen2020EqualsItsTwinAndPassesGooglesCheck) {
-  TINYCORAL_REQUIRE_TESTDATA(data);
-  expect_compiled_whole(data, "gen2020/mobilenet_v2_1.0_224_quant.tflite", "G006", {{"SOFTMAX", 1}},
-                        true, 0);
-}
-
 // Stages: the first layers in row bands over 10 tiles, the rest on tile 0 after a hand-over over
 // the ring; parameters in 8 segments (docs/compiler.md "Whole MobileNets").
 TEST(MobileNetCompiledWhole, V1HalfGen2020EqualsItsTwinAndPassesGooglesCheck) {
@@ -144,27 +140,13 @@ TEST(MobileNetCompiledWhole, V1HalfGen2020EqualsItsTwinAndPassesGooglesCheck) {
                         false, 0);
 }
 
-// The 14x14 and 7x7 layers split by output groups over tiles, all 6.4 MB of parameters resident
-// (6.3 MB were streamed before the splits, 171 KB before the parameters had the whole 512 KiB of
-// wide memory). The embedding must equal the twin's in every byte, and Google's G011 (a
-// classifier appended to the extractor, scores within 0.005 of softmax(1/3, 2/3, 1)) must pass on
-// our compiled file.
-TEST(MobileNetCompiledWhole, V1EmbeddingExtractorEqualsItsTwinAndPassesGooglesCheck) {
-  TINYCORAL_REQUIRE_TESTDATA(data);
-  expect_compiled_whole(data, "gen2020/mobilenet_v1_1.0_224_quant_embedding_extractor.tflite",
-                        "G011", {}, true, 0);
-}
-
 // The 7x7 average pool at the end is split by output groups like the layer before it, each tile
 // pooling its own channels (16 groups of 64). Its groups run on all its tiles at once: group k of
 // every tile is one op instruction on all of them (the same addresses on each), so the pool's op
 // instructions all have the same tiles, and there are 16 / tiles of them (16 one-tile ops before).
-TEST(MobileNetCompiledWhole, V1EmbeddingExtractorPoolsEachGroupOnAllItsTilesAtOnce) {
-  TINYCORAL_REQUIRE_TESTDATA(data);
-  const CompileResult r = compile_model(
-      read_bytes(data / "gen2020/mobilenet_v1_1.0_224_quant_embedding_extractor.tflite"));
-  ASSERT_EQ(r.edgetpu_subgraphs, 1);
-  const auto compiled = container::read_edgetpu_model(r.tflite);
+void v1_embedding_pools_each_group_on_all_its_tiles_at_once(const std::vector<uint8_t>& tflite) {
+  SCOPED_TRACE("V1EmbeddingExtractorPoolsEachGroupOnAllItsTilesAtOnce");
+  const auto compiled = container::read_edgetpu_model(tflite);
   const auto exes = chip::testing::executables_of(compiled);
   ASSERT_NE(exes.execution, nullptr);
   std::vector<uint16_t> pool_ops;  // the tiles of each op of 49 taps
@@ -181,22 +163,34 @@ TEST(MobileNetCompiledWhole, V1EmbeddingExtractorPoolsEachGroupOnAllItsTilesAtOn
   EXPECT_EQ(static_cast<int>(pool_ops.size()) * tiles, 16);
 }
 
+// The 14x14 and 7x7 layers split by output groups over tiles, all 6.4 MB of parameters resident
+// (6.3 MB were streamed before the splits, 171 KB before the parameters had the whole 512 KiB of
+// wide memory). The embedding must equal the twin's in every byte, and Google's G011 (a
+// classifier appended to the extractor, scores within 0.005 of softmax(1/3, 2/3, 1)) must pass on
+// our compiled file. Its pool is checked too (above).
+TEST(MobileNetCompiledWhole, V1EmbeddingExtractorEqualsItsTwinAndPassesGooglesCheck) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  expect_compiled_whole(data, "gen2020/mobilenet_v1_1.0_224_quant_embedding_extractor.tflite",
+                        "G011", {}, true, 0,
+                        v1_embedding_pools_each_group_on_all_its_tiles_at_once);
+}
+
 // gen2020 MobileNet v2 compiled whole: its execution program's instructions (the ISA table's
 // decoding) and its ops (the simulator's), in program order, for the checks of its layout below.
-// (ctest runs each test in its own process, so the checks share one test, V2Layout, to compile v2
-// once: about 6 s under GCC, much more under ASan.)
 struct CompiledV2 {
   std::vector<isa::Instruction> instructions;
   std::vector<chip::OpInstr> ops;
 };
-void compile_v2(const std::filesystem::path& data, CompiledV2& v2) {
-  const testing::CompiledTwin compiled(
-      read_bytes(data / "gen2020/mobilenet_v2_1.0_224_quant.tflite"));
-  ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1);
-  ASSERT_NE(compiled.exes.execution, nullptr);
-  for (const auto& bs : compiled.exes.execution->bitstreams)
+void read_v2(const std::vector<uint8_t>& tflite, CompiledV2& v2) {
+  const container::EdgeTpuModel compiled = container::read_edgetpu_model(tflite);
+  const chip::testing::PackageExecutables exes = chip::testing::executables_of(compiled);
+  ASSERT_NE(exes.execution, nullptr);
+  for (const auto& bs : exes.execution->bitstreams) {
     for (const isa::Instruction& in : isa::decode(bs.data)) v2.instructions.push_back(in);
-  v2.ops = compiled.execution_ops();
+    const std::unique_ptr<chip::Program> program = chip::Program::decode(bs.data);
+    for (const chip::ProgramItem& item : program->items)
+      if (const auto* op = std::get_if<chip::OpInstr>(&item.decoded)) v2.ops.push_back(*op);
+  }
 }
 
 // v2's 7x7 average pool (20 groups of 64 channels) is split like the 1x1 layer before it (5
@@ -378,12 +372,11 @@ void v2_adds_of_the_7x7_blocks_run_one_row_a_tile(const CompiledV2& v2) {
   EXPECT_EQ(adds, 2);
 }
 
-// v2's layout, compiled once: each check under its own trace (the names of the tests they were,
-// which docs/compiler.md cites), so a failure names its property.
-TEST(MobileNetCompiledWhole, V2Layout) {
-  TINYCORAL_REQUIRE_TESTDATA(data);
+// v2's layout: each check under its own trace (the names of the tests they were, which
+// docs/compiler.md cites), so a failure names its property.
+void expect_v2_layout(const std::vector<uint8_t>& tflite) {
   CompiledV2 v2;
-  ASSERT_NO_FATAL_FAILURE(compile_v2(data, v2));
+  ASSERT_NO_FATAL_FAILURE(read_v2(tflite, v2));
   const std::pair<const char*, void (*)(const CompiledV2&)> checks[] = {
       {"V2PoolsEachGroupOnTheTilesOfTheLayerBefore",
        v2_pools_each_group_on_the_tiles_of_the_layer_before},
@@ -404,6 +397,16 @@ TEST(MobileNetCompiledWhole, V2Layout) {
     SCOPED_TRACE(property);
     check(v2);
   }
+}
+
+// MobileNet v2 (224): its residual ADDs and 96/144/160-channel layers in the chain's stages;
+// cat.bmp once (seconds per inference on the simulator); Google's G006 on our file. Every
+// parameter resident (230 KB were streamed before share_tiles packed layers split over 15 tiles
+// and the classifier's slices beside the other stages); its layout as expect_v2_layout checks it.
+TEST(MobileNetCompiledWhole, V2Gen2020EqualsItsTwinAndPassesGooglesCheck) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  expect_compiled_whole(data, "gen2020/mobilenet_v2_1.0_224_quant.tflite", "G006", {{"SOFTMAX", 1}},
+                        true, 0, expect_v2_layout);
 }
 
 }  // namespace

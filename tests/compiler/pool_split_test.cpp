@@ -5,7 +5,8 @@
 // how it came to be split: in this small chain the placement search already splits the pool (the
 // test passes on the tree before widen_with_fifos' split of a lone depthwise layer after a split
 // stage, docs/compiler.md "v2's pool split like the layer before"), so that path does not run
-// here; it is checked only on v2's layout (MobileNetCompiledWhole.V2Layout).
+// here; it is checked only on v2's layout
+// (MobileNetCompiledWhole.V2Gen2020EqualsItsTwinAndPassesGooglesCheck).
 #include <gtest/gtest.h>
 
 #include <bit>

@@ -8,6 +8,7 @@
 
 #include <bit>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -35,12 +36,17 @@ namespace {
 
 using testing::expect_image_as_it_is;
 
+// `layout`: checks of the compiled file's layout (ctest runs each test in its own process, so they
+// run in the test that compiles the model: a whole compile costs seconds, ten times more under the
+// sanitizers).
 void expect_posenet_whole(const std::filesystem::path& data, const std::string& model,
-                          const std::string& google_row) {
+                          const std::string& google_row,
+                          const std::function<void(const std::vector<uint8_t>&)>& layout = {}) {
   SCOPED_TRACE(model);
   const container::Model twin = container::read_tflite_file(data / (model + ".tflite"));
   const CompileResult r = compile_model(container::write_tflite(twin));
   ASSERT_EQ(r.edgetpu_subgraphs, 1) << (r.rows.empty() ? "" : r.rows.back().status);
+  if (layout) layout(r.tflite);
   std::map<std::string, int> cpu;
   for (const LogRow& row : r.rows)
     if (!row.mapped) cpu[row.op] += row.count;
@@ -86,14 +92,28 @@ void expect_posenet_whole(const std::filesystem::path& data, const std::string& 
   testing::expect_googles_check_passes(data, google_row, r.tflite, tpu_options);
 }
 
-TEST(PoseNetCompiledWhole, Gen2020EqualsItsTwinAndPassesGooglesCheck) {
-  TINYCORAL_REQUIRE_TESTDATA(data);
-  expect_posenet_whole(data, "gen2020/posenet_mobilenet_v1_075_353_481_quant_decoder", "G017");
-}
-
 TEST(PoseNetCompiledWhole, Gen2021EqualsItsTwinAndPassesGooglesCheck) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   expect_posenet_whole(data, "gen2021/posenet_mobilenet_v1_075_353_481_16_quant_decoder", "G034");
+}
+
+// gen2020 PoseNet compiled whole: its execution program and its ops (the simulator's), in program
+// order, for the checks of its layout below (`execution` points into `model`).
+struct Compiled {
+  container::EdgeTpuModel model;
+  const container::Executable* execution = nullptr;
+  std::vector<chip::OpInstr> ops;
+};
+void read_compiled(const std::vector<uint8_t>& tflite, Compiled& compiled) {
+  compiled.model = container::read_edgetpu_model(tflite);
+  const chip::testing::PackageExecutables exes = chip::testing::executables_of(compiled.model);
+  ASSERT_NE(exes.execution, nullptr);
+  compiled.execution = exes.execution;
+  for (const auto& bs : compiled.execution->bitstreams) {
+    const std::unique_ptr<chip::Program> program = chip::Program::decode(bs.data);
+    for (const chip::ProgramItem& item : program->items)
+      if (const auto* op = std::get_if<chip::OpInstr>(&item.decoded)) compiled.ops.push_back(*op);
+  }
 }
 
 // The 89 x 121 48 -> 96 pointwise layer runs as a stage of its own (cut_stages, docs/compiler.md
@@ -101,19 +121,15 @@ TEST(PoseNetCompiledWhole, Gen2021EqualsItsTwinAndPassesGooglesCheck) {
 // in three rounds, each tile computed 4 rows a round for the 2 it kept (21,417 positions for the
 // map's 10,769). Now every position of each of its two output groups is computed once (since the
 // round images may lie over the stage before's output, the layer is split by those groups over
-// tiles, docs/compiler.md "Round images over the output of the stage before"). Its bytes are
-// checked by Gen2020EqualsItsTwinAndPassesGooglesCheck.
-TEST(PoseNetCompiledWhole, Gen2020PointwiseBeforeTheDepthwiseComputesNoHaloRows) {
-  TINYCORAL_REQUIRE_TESTDATA(data);
-  const testing::CompiledTwin compiled(container::read_tflite_file(
-      data / "gen2020/posenet_mobilenet_v1_075_353_481_quant_decoder.tflite"));
-  ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1);
-  ASSERT_NE(compiled.exes.execution, nullptr);
+// tiles, docs/compiler.md "Round images over the output of the stage before"). Checked on
+// Gen2020EqualsItsTwinAndPassesGooglesCheck's compiled file.
+void pointwise_before_the_depthwise_computes_no_halo_rows(const Compiled& compiled) {
+  SCOPED_TRACE("PointwiseBeforeTheDepthwiseComputesNoHaloRows");
   // (The ops of 12 reduction words, 48 input channels, computing 64 or 32 columns of its output
   // groups - the first layer's ops also take 12 words, for 2-pixel blocks of 24 channels, 48
   // columns; loops count - 1.)
   int64_t positions = 0;
-  for (const chip::OpInstr& op : compiled.execution_ops())
+  for (const chip::OpInstr& op : compiled.ops)
     if (op.loops[0] == 11 && op.out_ch + 1 != 48)
       positions += int64_t{op.loops[1] + 1} * (op.loops[2] + 1) * std::popcount(op.tile_mask);
   EXPECT_EQ(positions, 2 * 89 * 121);
@@ -126,14 +142,10 @@ TEST(PoseNetCompiledWhole, Gen2020PointwiseBeforeTheDepthwiseComputesNoHaloRows)
 // its output over. (Ops in program order, loops count - 1: the first layer and the 48 -> 96 layer
 // take 12 reduction words, the depthwise layers 9 taps, the 96 -> 96 layer first of those of 24
 // words.) Its bytes are checked by Gen2020EqualsItsTwinAndPassesGooglesCheck.
-TEST(PoseNetCompiledWhole, Gen2020DepthwiseAndPointwiseOfTheLargeMapsShareAStage) {
-  TINYCORAL_REQUIRE_TESTDATA(data);
-  const testing::CompiledTwin compiled(container::read_tflite_file(
-      data / "gen2020/posenet_mobilenet_v1_075_353_481_quant_decoder.tflite"));
-  ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1);
-  ASSERT_NE(compiled.exes.execution, nullptr);
+void depthwise_and_pointwise_of_the_large_maps_share_a_stage(const Compiled& compiled) {
+  SCOPED_TRACE("DepthwiseAndPointwiseOfTheLargeMapsShareAStage");
   const std::vector<isa::Instruction> program =
-      isa::decode(compiled.exes.execution->bitstreams.at(0).data);
+      isa::decode(compiled.execution->bitstreams.at(0).data);
   auto loop0 = [&](size_t k, int64_t n) {
     return program[k].opcode() == isa::kTensorOp && program[k].value("loop0") == n;
   };
@@ -159,17 +171,13 @@ TEST(PoseNetCompiledWhole, Gen2020DepthwiseAndPointwiseOfTheLargeMapsShareAStage
 // heads tile computing all three heads, three such layers in one-group slices (36 tile ops).
 // Its bytes are checked by Gen2020EqualsItsTwinAndPassesGooglesCheck (gen2021's layout is the
 // same, its displacements the first group).
-TEST(PoseNetCompiledWhole, Gen2020HeadsShareAGroupAndGiveTheirRowsToTheTrunk) {
-  TINYCORAL_REQUIRE_TESTDATA(data);
-  const testing::CompiledTwin compiled(container::read_tflite_file(
-      data / "gen2020/posenet_mobilenet_v1_075_353_481_quant_decoder.tflite"));
-  ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1);
-  ASSERT_NE(compiled.exes.execution, nullptr);
+void heads_share_a_group_and_give_their_rows_to_the_trunk(const Compiled& compiled) {
+  SCOPED_TRACE("HeadsShareAGroupAndGiveTheirRowsToTheTrunk");
   // (The ops of 96 reduction words, 384 input channels, in program order: the trunk's 384 -> 384
   // layers, then the heads - the heatmaps' and offsets' group, then the displacements'; loops
   // count - 1, out_ch columns - 1.)
   std::vector<chip::OpInstr> ops;
-  for (const chip::OpInstr& op : compiled.execution_ops())
+  for (const chip::OpInstr& op : compiled.ops)
     if (op.loops[0] == 95) ops.push_back(op);
   size_t heads = 0;
   while (heads < ops.size() && ops[heads].out_ch + 1 != 56 && ops[heads].out_ch + 1 != 20) ++heads;
@@ -184,6 +192,19 @@ TEST(PoseNetCompiledWhole, Gen2020HeadsShareAGroupAndGiveTheirRowsToTheTrunk) {
   for (size_t k = 0; k < heads; ++k)
     if (ops[k].loops[2] == 0) one_group += std::popcount(ops[k].tile_mask);
   EXPECT_LE(one_group, 24);
+}
+
+// With the checks of its layout above, each under its own trace.
+TEST(PoseNetCompiledWhole, Gen2020EqualsItsTwinAndPassesGooglesCheck) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  expect_posenet_whole(data, "gen2020/posenet_mobilenet_v1_075_353_481_quant_decoder", "G017",
+                       [](const std::vector<uint8_t>& tflite) {
+                         Compiled compiled;
+                         ASSERT_NO_FATAL_FAILURE(read_compiled(tflite, compiled));
+                         pointwise_before_the_depthwise_computes_no_halo_rows(compiled);
+                         depthwise_and_pointwise_of_the_large_maps_share_a_stage(compiled);
+                         heads_share_a_group_and_give_their_rows_to_the_trunk(compiled);
+                       });
 }
 
 }  // namespace

@@ -60,9 +60,18 @@ void expect_rows_pass(const std::set<std::string>& wanted) {
 // pipeline on one stick (detection on cat.bmp), gen2021's MobileNet with its on-tile softmax,
 // the Keras LSTM (its host scratch round trip served on device-reported descriptors),
 // split_concat's inputs and outputs, and the repeatability of every gen2020/gen2021 model.
+// Under the sanitizers each model runs through one row (its first); the rows that check the same
+// programs again (v2's G007-G009, DeepLab's G015, G024 and G026, and G077's repeatability of every
+// model, which EveryCompiledModel runs there too) only in the normal build: they add checks of the
+// outputs, not other code on the chip's side (91 s of that stage with them).
 TEST(GoogleExpectationsOnTheVirtualStick, CompiledModelRowsPass) {
+#ifdef TINYCORAL_ASAN
+  expect_rows_pass(
+      {"G002", "G004", "G006", "G014", "G017", "G019", "G021", "G023", "G030", "G034", "G035"});
+#else
   expect_rows_pass({"G002", "G004", "G006", "G007", "G008", "G009", "G014", "G015", "G017", "G019",
                     "G021", "G023", "G024", "G026", "G030", "G034", "G035", "G077"});
+#endif
 }
 
 // The rows that edit a compiled model first: a classifier appended to the embedding extractor
