@@ -1124,31 +1124,71 @@ std::string fifo_consumer(const LayerPlan& lp, const Part& part) {
 
 // The owners' producers, run after run in group order; the producer form of Google's word 244
 // (pcfg 4, to_c1, the computing tiles as `dest`). Each run after the first waits on a fence on the
-// tile of the run before (the consumer takes packets in the order they arrive). `before`: the
-// runs issued before the parts' bias loads, consumers and ops (Google's order, word 244 before
-// 365), else the others, issued after the ops. As many as possible go after the ops, since the
-// scalar core's wait for a run would hold the ops back; but a fence on a tile that computes the
-// layer (`computing`) waits for its op, which may wait for the very run behind the fence, so
-// the runs up to the last such fence go before the ops.
-void fifo_broadcast(Emitter& e, const Part& part, uint32_t mask, uint32_t computing, bool before) {
-  size_t split = 1;  // the first run issued after the ops
+// tile of the run before (the consumer takes packets in the order they arrive). As many runs as
+// possible go after the parts' bias loads, consumers and ops, since the scalar core's wait at a
+// fence holds the ops back; but a fence on a tile that computes the layer (`computing`) waits for
+// its op, which may wait for the very run behind the fence, so the runs before the last such fence
+// and that fence go before the ops (kFenced; own_fifo_weights puts such runs first and makes them
+// the short ones). A part without such a fence sends its first run before the ops (kFirst, Google's
+// order, word 244 before 365); the rest go after them (kAfter).
+enum class Runs { kFenced, kFirst, kAfter };
+
+// The fence before run k of `part`: on the tile of run k - 1.
+void fifo_fence(Emitter& e, const Part& part, size_t k) {
+  const int previous = part.owned[k - 1].tile;
+  e.add("sync", cat("tiles=", hex(tile_bit(previous)), " units=0x3ff signal=1"));
+  e.add("scsync", cat("tiles=0xffff tokwait=1 tmask=", hex(tile_bit(previous)), " sunits=0x0c"));
+}
+
+void fifo_run(Emitter& e, const Part& part, size_t k, uint32_t mask) {
+  const Part::Owned& run = part.owned[k];
+  const int r = run.r1 - run.r0;
+  e.add("ringprod",
+        cat("tiles=", hex(tile_bit(run.tile)), " addr=", hex(run.row * kRowUnits), " src=(1 x ", r,
+            ")(", 1 - r, " x 1)(", 1 - r, " x 1)(", 1 - r,
+            " x 1) sdims=1 pcfg=4 r0.id=0x32 r0.en_a=1 r0.en_b=1 to_c1=1 dest=", hex(mask)));
+}
+
+// The run behind the last fence on a computing tile of `part` (0: none).
+size_t fenced_runs(const Part& part, uint32_t computing) {
+  size_t fenced = 0;
   for (size_t k = 1; k < part.owned.size(); ++k)
-    if (computing & tile_bit(part.owned[k - 1].tile)) split = k + 1;
-  split = std::min(split, part.owned.size());
-  for (size_t k = before ? 0 : split; k < (before ? split : part.owned.size()); ++k) {
-    const Part::Owned& run = part.owned[k];
-    if (k > 0) {
-      const int previous = part.owned[k - 1].tile;
-      e.add("sync", cat("tiles=", hex(tile_bit(previous)), " units=0x3ff signal=1"));
-      e.add("scsync",
-            cat("tiles=0xffff tokwait=1 tmask=", hex(tile_bit(previous)), " sunits=0x0c"));
+    if (computing & tile_bit(part.owned[k - 1].tile)) fenced = k;
+  return fenced;
+}
+
+// The runs of FIFO parts (with their tiles) that go before the ops (Runs::kFenced), run k of every
+// part before run k + 1 of any, and one fence on the tiles of their last runs: the scalar core
+// waits once for all of them.
+using FifoParts = std::vector<std::pair<const Part*, uint32_t>>;
+void fifo_fenced(Emitter& e, const FifoParts& parts, uint32_t computing) {
+  uint32_t last = 0;
+  for (size_t k = 0;; ++k) {
+    bool any = false;
+    for (const auto& [part, mask] : parts) {
+      const size_t fenced = fenced_runs(*part, computing);
+      if (k >= fenced) continue;
+      if (k > 0) fifo_fence(e, *part, k);
+      fifo_run(e, *part, k, mask);
+      if (k + 1 == fenced) last |= tile_bit(part->owned[k].tile);
+      any = true;
     }
-    const int r = run.r1 - run.r0;
-    e.add("ringprod",
-          cat("tiles=", hex(tile_bit(run.tile)), " addr=", hex(run.row * kRowUnits), " src=(1 x ",
-              r, ")(", 1 - r, " x 1)(", 1 - r, " x 1)(", 1 - r,
-              " x 1) sdims=1 pcfg=4 r0.id=0x32 r0.en_a=1 r0.en_b=1 to_c1=1 dest=", hex(mask)));
+    if (!any) break;
   }
+  if (last == 0) return;
+  e.add("sync", cat("tiles=", hex(last), " units=0x3ff signal=1"));
+  e.add("scsync", cat("tiles=0xffff tokwait=1 tmask=", hex(last), " sunits=0x0c"));
+}
+
+void fifo_broadcast(Emitter& e, const Part& part, uint32_t mask, uint32_t computing, Runs runs) {
+  const size_t fenced = fenced_runs(part, computing);
+  if (runs == Runs::kFenced) fifo_fenced(e, {{&part, mask}}, computing);
+  if (runs == Runs::kFirst && fenced == 0) fifo_run(e, part, 0, mask);
+  if (runs == Runs::kAfter)
+    for (size_t k = fenced > 0 ? fenced : 1; k < part.owned.size(); ++k) {
+      if (k != fenced) fifo_fence(e, part, k);
+      fifo_run(e, part, k, mask);
+    }
 }
 
 // The execution program into `e`; `loads` receives the segments it streams and how many of their
@@ -1404,14 +1444,16 @@ void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
       // Their parts that differ only in the tile (the same rows and addresses on each) go out as
       // one bias load and one op on all of them.
       std::optional<TileBatch> parts_at_once;
-      std::vector<std::pair<const Part*, uint32_t>> broadcasts;  // (FIFO parts at once)
+      FifoParts broadcasts;  // (FIFO parts at once)
       auto flush_at_once = [&] {
         uint32_t computing = 0;
         for (const auto& [part, mask] : broadcasts) computing |= mask;
-        for (const auto& [part, mask] : broadcasts) fifo_broadcast(e, *part, mask, computing, true);
+        fifo_fenced(e, broadcasts, computing);
+        for (const auto& [part, mask] : broadcasts)
+          fifo_broadcast(e, *part, mask, computing, Runs::kFirst);
         parts_at_once.reset();
         for (const auto& [part, mask] : broadcasts)
-          fifo_broadcast(e, *part, mask, computing, false);
+          fifo_broadcast(e, *part, mask, computing, Runs::kAfter);
         broadcasts.clear();
       };
       if (at_once) parts_at_once.emplace(e);
@@ -1465,7 +1507,9 @@ void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
               if (!part.owned.empty()) broadcasts.push_back({&part, mask});
               continue;
             }
-            if (!part.owned.empty()) fifo_broadcast(e, part, mask, mask, true);
+            if (!part.owned.empty())
+              for (const Runs runs : {Runs::kFenced, Runs::kFirst})
+                fifo_broadcast(e, part, mask, mask, runs);
             bias_load(e, lp, part.row, part.g1 - part.g0, mask);
             if (trip.words > 0)
               e.add("ringcons0",
@@ -1480,7 +1524,7 @@ void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
                 else
                   layer_op(ops, *p, i, part, head);
             }
-            if (!part.owned.empty()) fifo_broadcast(e, part, mask, mask, false);
+            if (!part.owned.empty()) fifo_broadcast(e, part, mask, mask, Runs::kAfter);
           }
         }
         if (at_once && &part != &lp.parts.back()) continue;
