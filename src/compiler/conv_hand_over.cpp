@@ -89,6 +89,10 @@ class SenderCut {
   }
 
   void cut() {
+    if (const uint32_t mask = same_pixels()) {
+      send_band(mask);
+      return;
+    }
     const LayerPlan& band = src_.layers[i_ - 1];
     // A pixel band (Plan::pa, pb) computed its first and last rows only in part: those parts go
     // alone, the rows between as any band's.
@@ -218,6 +222,48 @@ class SenderCut {
           if (sliced(t)) return slice_walk(t, row_bytes_, run.rows);
           return Levels{{1, row_bytes_ / 4}, {t.layers[i_].row_words(), run.rows}};
         });
+  }
+
+  // A pixel band handing over to a stage in the same pixel bands: the receivers that compute the
+  // sender's pixels (all of them exactly those), else 0. Its pixels, one run in its output and
+  // in their gapless rows (pixel_stage), go to them alone as one run of bytes, not as rows and
+  // pieces of rows that the neighbouring bands also take.
+  uint32_t same_pixels() const {
+    if (!src_.pixel_band() || to_.halo_in || in_place_) return 0;
+    if (src_.g1 > 0 && kPiece % slice_ != 0) return 0;
+    uint32_t mask = 0;
+    for (const Plan& t : to_.tiles) {
+      if (!t.pixel_band()) return 0;
+      if (t.pb <= src_.pa || t.pa >= src_.pb) continue;
+      if (t.pa != src_.pa || t.pb != src_.pb) return 0;
+      mask |= tile_bit(t.tile);
+    }
+    return mask;
+  }
+  void send_band(uint32_t mask) {
+    const LayerPlan& band = src_.layers[i_ - 1];
+    const int w = band.l->ow, px = row_bytes_ / w;
+    const int first = from_at(band.oa) + (src_.pa - band.oa * w) * px;
+    const int total = (src_.pb - src_.pa) * px;
+    for (int at = 0, bytes = 0; at < total; at += bytes) {
+      const int whole = std::min(kHandOverPackets, (total - at) / kPiece);
+      bytes = whole >= 2 ? whole * kPiece : std::min(kPiece, total - at);
+      add(
+          first + at, bytes, whole >= 2 ? whole : 1, mask,
+          [&](const Plan& t) {
+            const LayerPlan& lp = t.layers[i_];
+            if (sliced(t)) {
+              const int p = src_.pa + at / slice_;
+              return lp.pixel(p / w - lp.top, lp.l->pad_left + p % w) + off(t);
+            }
+            return lp.pixel(src_.pa / w - lp.top, lp.l->pad_left + src_.pa % w) + at;
+          },
+          [&](const Plan& t) {
+            if (sliced(t)) return slice_walk(t, bytes, 1);
+            return whole >= 2 ? Levels{{1, bytes / 4}}
+                              : Levels{{1, bytes / 4}, {t.layers[i_].row_words(), 1}};
+          });
+    }
   }
 
   // Bytes [from, to) of row y (a pixel band's part of a row) to the tiles that read the row.

@@ -375,6 +375,19 @@ void v2_fifo_layers_wait_only_for_short_runs(const CompiledV2& v2) {
   EXPECT_LE(most, 450) << "(1,370 rows when the runs went in the order they were placed)";
 }
 
+// v2's 960 -> 320 and 320 -> 1280 layers run in the same pixel bands (5 slices of 16, 16 and 17
+// pixels), so each receiver needs exactly its sender's pixels: each sender's band goes to the 5
+// tiles of its band as one run of bytes (SenderCut::same_pixels), where it went as rows and
+// pieces of rows to every band reading the row (40 producers and 14 wideToNarrows between the
+// two layers' ops, now 20 and 5; docs/compiler.md "Pixel bands"). The bytes of this program are
+// checked by V2Gen2020EqualsItsTwinAndPassesGooglesCheck.
+void v2_pixel_stages_hand_over_only_their_pixels(const CompiledV2& v2) {
+  // (The K-chunked ops' loop0 is the window: 15 rows of the 960-channel input, 10 of the 320.)
+  const std::vector<testing::HandOver> found = testing::hand_overs(v2.instructions, 14, 9);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_LE(found.front().receives.size(), 6u) << "(14 when the receivers took whole rows)";
+}
+
 // v2's classifier, split over 16 tiles, sends each tile's slice to the host in one transfer: the
 // 16 narrowToWides into the tiles' ring rows are one instruction (the same fields on every tile),
 // ahead of the 16 outfeeds and producers (output_fills_test.cpp on a small classifier).
@@ -422,6 +435,7 @@ void expect_v2_layout(const std::vector<uint8_t>& tflite) {
       {"V2AddsOfThe7x7BlocksRunOneRowATile", v2_adds_of_the_7x7_blocks_run_one_row_a_tile},
       {"V27x7PointwiseLayersRunInPixelBands", v2_7x7_pointwise_layers_run_in_pixel_bands},
       {"V2FifoLayersWaitOnlyForShortRuns", v2_fifo_layers_wait_only_for_short_runs},
+      {"V2PixelStagesHandOverOnlyTheirPixels", v2_pixel_stages_hand_over_only_their_pixels},
   };
   for (const auto& [property, check] : checks) {
     SCOPED_TRACE(property);
