@@ -12,6 +12,7 @@
 #include "llm/generate.h"
 #include "runtime/device_select.h"
 #include "runtime/edgetpu.h"
+#include "support/sanitizers.h"
 #include "usb/virtual_stick.h"
 #include "usb/virtual_transport.h"
 
@@ -198,7 +199,12 @@ TEST(ChipPathStepC, FusedLayersWithOtherShapesAreExact) {
     const llm::Checkpoint& ck = model.ck;
     const llm::Tokenizer& tok = model.tok;
     llm::ChipPathStats s;
+#ifdef TINYCORAL_ASAN
+    // Sanitized: half the tokens; attention stays on the host, so later positions add no path.
+    expect_chip_equals_int8(ck, tok, 12, s, {.fused_layers = true});
+#else
     expect_chip_equals_int8(ck, tok, 24, s, {.fused_layers = true});
+#endif
     EXPECT_EQ(s.chained_layers, test.chained);
     EXPECT_EQ(s.host_matmuls, test.host_matmuls) << s.host_reason;
     if (test.programs >= 0) {
@@ -334,8 +340,15 @@ TEST(ChipPathStepD, ScoresOnTheChipWithOtherShapesAreExact) {
 // A short story on a test checkpoint (`name`'s length: rand15M's layers are slower to simulate).
 std::string story_args(const std::filesystem::path& data, const std::filesystem::path& checkpoint,
                        const std::string& name) {
+#ifdef TINYCORAL_ASAN
+  // Sanitized: about half the tokens; the later ones take no new path (all inside the first
+  // 64-position group of the keys), and each text is still over 10 bytes.
+  const char* options =
+      name == "rand15M" ? "-n 6 -t 0.8 -s 5 --calibration 8" : "-n 10 -t 0.8 -s 5 --calibration 8";
+#else
   const char* options =
       name == "rand15M" ? "-n 10 -t 0.8 -s 5 --calibration 8" : "-n 20 -t 0.8 -s 5 --calibration 8";
+#endif
   return generate_args(data, checkpoint, options);
 }
 
@@ -455,6 +468,11 @@ TEST(ChipPathStepD, TheKeyColumnWrittenByTheChipIsExact) {
     for (const llm::WeightedSum sum :
          {llm::WeightedSum::kScalarCore, llm::WeightedSum::kValueCache}) {
       const bool values = sum == llm::WeightedSum::kValueCache;
+#ifdef TINYCORAL_ASAN
+      // Sanitized: head size 80's key write past 64 positions runs once, with the value cache
+      // (the softmax alone writes the key the same way: the first shape checks both).
+      if (shape.dim / shape.heads == 80 && !values) continue;
+#endif
       SCOPED_TRACE("dim " + std::to_string(shape.dim) + (values ? ", the value cache" : ""));
       const llm::ChipPathStats s = key_written_by_the_chip(shape, steps, sum, false);
       EXPECT_EQ(s.softmax_layers, shape.layers);
@@ -671,6 +689,11 @@ TEST(ChipPathStepD, GenerateWithTheKeyColumnWrittenByTheChipWritesTheInt8Text) {
          {" --weighted-sum value-cache", "", " --weighted-sum value-cache --chip-rope"}) {
       SCOPED_TRACE(flags);
       if (name == "rand15M" && flags.empty()) continue;  // test time
+#ifdef TINYCORAL_ASAN
+      // Sanitized: rand15M's value cache alone takes the paths of rand_gqa's and of its own
+      // flags with --chip-rope below (and GenerateWithTheValueCacheWritesTheInt8Text's run).
+      if (name == "rand15M" && flags == " --weighted-sum value-cache") continue;
+#endif
       const std::string sim = "--device sim --scores-on-chip" + flags;
       std::string text;
       const nlohmann::json j =
@@ -749,6 +772,11 @@ TEST(ChipPathStepD, GenerateWithRopeInTheChipsOpsWritesTheInt8Text) {
     for (const std::string flags : {"", " --scores-on-chip", " --weighted-sum value-cache"}) {
       SCOPED_TRACE(flags);
       if (name == "rand15M" && flags.find("--scores-on-chip") != std::string::npos) continue;
+#ifdef TINYCORAL_ASAN
+      // Sanitized: rand15M's RoPE products with the value cache take rand_gqa's paths (and
+      // GenerateWithTheKeyColumnWrittenByTheChipWritesTheInt8Text's rand15M with --chip-rope).
+      if (name == "rand15M" && !flags.empty()) continue;
+#endif
       std::string text;
       const std::string cpu_flags =
           flags.find("value-cache") != std::string::npos ? " --weighted-sum value-cache" : "";

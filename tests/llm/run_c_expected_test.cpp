@@ -15,6 +15,7 @@
 #include "llm/checkpoint.h"
 #include "llm/generate.h"
 #include "llm/tokenizer.h"
+#include "support/sanitizers.h"
 
 namespace tinycoral::testing {
 namespace {
@@ -69,6 +70,10 @@ TEST(RunCExpected, EveryCaseWritesRunCsText) {
   int exact = 0;
   for (const Case& c : cases) {
     SCOPED_TRACE(c.checkpoint + " " + nlohmann::json(c.args).dump());
+#ifdef TINYCORAL_ASAN
+    // Sanitized: runs past 128 tokens take no new path (rand_gqa's 128 reach its seq_len's end).
+    if (parse_args(c.args).steps > 128) continue;
+#endif
     if (!checkpoints.count(c.checkpoint)) {
       std::string why;
       const auto path = reference_checkpoint(data, c.checkpoint, why);
