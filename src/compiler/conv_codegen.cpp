@@ -1122,16 +1122,17 @@ std::string fifo_consumer(const LayerPlan& lp, const Part& part) {
              " mode=3 s_id=0x21 s_val=-1 s_en_a=1 s_en_b=1 s_y=1");
 }
 
-// The owners' producers, run after run in group order; the producer form of Google's word 244
-// (pcfg 4, to_c1, the computing tiles as `dest`). Each run after the first waits on a fence on the
-// tile of the run before (the consumer takes packets in the order they arrive). As many runs as
-// possible go after the parts' bias loads, consumers and ops, since the scalar core's wait at a
-// fence holds the ops back; but a fence on a tile that computes the layer (`computing`) waits for
-// its op, which may wait for the very run behind the fence, so the runs before the last such fence
-// and that fence go before the ops (kFenced; own_fifo_weights puts such runs first and makes them
-// the short ones). A part without such a fence sends its first run before the ops (kFirst, Google's
-// order, word 244 before 365); the rest go after them (kAfter).
-enum class Runs { kFenced, kFirst, kAfter };
+// The owners' producers, run after run in send order (own_fifo_weights'); the producer form of
+// Google's word 244 (pcfg 4, to_c1, the computing tiles as `dest`). Each run after the first waits
+// on a fence on the tile of the run before (the consumer takes packets in the order they arrive).
+// As many runs as possible go after the parts' bias loads, consumers and ops, since the scalar
+// core's wait at a fence holds the ops back; but a fence on a tile that computes the layer
+// (`computing`) waits for its op, which may wait for the very run behind the fence, so the runs
+// before the last such fence and that fence go before the ops (kFencedBeforeOps; own_fifo_weights
+// puts such runs first and makes them the short ones). A part without such a fence sends its first
+// run before the ops (kFirstBeforeOps, Google's order, word 244 before 365); the rest go after them
+// (kAfterOps).
+enum class FifoSend { kFencedBeforeOps, kFirstBeforeOps, kAfterOps };
 
 // The fence before run k of `part`: on the tile of run k - 1.
 void fifo_fence(Emitter& e, const Part& part, size_t k) {
@@ -1149,24 +1150,25 @@ void fifo_run(Emitter& e, const Part& part, size_t k, uint32_t mask) {
             " x 1) sdims=1 pcfg=4 r0.id=0x32 r0.en_a=1 r0.en_b=1 to_c1=1 dest=", hex(mask)));
 }
 
-// The run behind the last fence on a computing tile of `part` (0: none).
-size_t fenced_runs(const Part& part, uint32_t computing) {
+// How many of `part`'s runs go before the ops: those up to the last fence on a computing tile (0:
+// none, no such fence).
+size_t runs_before_ops(const Part& part, uint32_t computing) {
   size_t fenced = 0;
   for (size_t k = 1; k < part.owned.size(); ++k)
     if (computing & tile_bit(part.owned[k - 1].tile)) fenced = k;
   return fenced;
 }
 
-// The runs of FIFO parts (with their tiles) that go before the ops (Runs::kFenced), run k of every
-// part before run k + 1 of any, and one fence on the tiles of their last runs: the scalar core
-// waits once for all of them.
+// The runs of FIFO parts (with their tiles) that go before the ops (kFencedBeforeOps), run k of
+// every part before run k + 1 of any, and one fence on the tiles of their last runs: the scalar
+// core waits once for all of them.
 using FifoParts = std::vector<std::pair<const Part*, uint32_t>>;
 void fifo_fenced(Emitter& e, const FifoParts& parts, uint32_t computing) {
   uint32_t last = 0;
   for (size_t k = 0;; ++k) {
     bool any = false;
     for (const auto& [part, mask] : parts) {
-      const size_t fenced = fenced_runs(*part, computing);
+      const size_t fenced = runs_before_ops(*part, computing);
       if (k >= fenced) continue;
       if (k > 0) fifo_fence(e, *part, k);
       fifo_run(e, *part, k, mask);
@@ -1180,11 +1182,12 @@ void fifo_fenced(Emitter& e, const FifoParts& parts, uint32_t computing) {
   e.add("scsync", cat("tiles=0xffff tokwait=1 tmask=", hex(last), " sunits=0x0c"));
 }
 
-void fifo_broadcast(Emitter& e, const Part& part, uint32_t mask, uint32_t computing, Runs runs) {
-  const size_t fenced = fenced_runs(part, computing);
-  if (runs == Runs::kFenced) fifo_fenced(e, {{&part, mask}}, computing);
-  if (runs == Runs::kFirst && fenced == 0) fifo_run(e, part, 0, mask);
-  if (runs == Runs::kAfter)
+void fifo_broadcast(Emitter& e, const Part& part, uint32_t mask, uint32_t computing,
+                    FifoSend when) {
+  const size_t fenced = runs_before_ops(part, computing);
+  if (when == FifoSend::kFencedBeforeOps) fifo_fenced(e, {{&part, mask}}, computing);
+  if (when == FifoSend::kFirstBeforeOps && fenced == 0) fifo_run(e, part, 0, mask);
+  if (when == FifoSend::kAfterOps)
     for (size_t k = fenced > 0 ? fenced : 1; k < part.owned.size(); ++k) {
       if (k != fenced) fifo_fence(e, part, k);
       fifo_run(e, part, k, mask);
@@ -1450,10 +1453,10 @@ void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
         for (const auto& [part, mask] : broadcasts) computing |= mask;
         fifo_fenced(e, broadcasts, computing);
         for (const auto& [part, mask] : broadcasts)
-          fifo_broadcast(e, *part, mask, computing, Runs::kFirst);
+          fifo_broadcast(e, *part, mask, computing, FifoSend::kFirstBeforeOps);
         parts_at_once.reset();
         for (const auto& [part, mask] : broadcasts)
-          fifo_broadcast(e, *part, mask, computing, Runs::kAfter);
+          fifo_broadcast(e, *part, mask, computing, FifoSend::kAfterOps);
         broadcasts.clear();
       };
       if (at_once) parts_at_once.emplace(e);
@@ -1508,8 +1511,8 @@ void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
               continue;
             }
             if (!part.owned.empty())
-              for (const Runs runs : {Runs::kFenced, Runs::kFirst})
-                fifo_broadcast(e, part, mask, mask, runs);
+              for (const FifoSend when : {FifoSend::kFencedBeforeOps, FifoSend::kFirstBeforeOps})
+                fifo_broadcast(e, part, mask, mask, when);
             bias_load(e, lp, part.row, part.g1 - part.g0, mask);
             if (trip.words > 0)
               e.add("ringcons0",
@@ -1524,7 +1527,7 @@ void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
                 else
                   layer_op(ops, *p, i, part, head);
             }
-            if (!part.owned.empty()) fifo_broadcast(e, part, mask, mask, Runs::kAfter);
+            if (!part.owned.empty()) fifo_broadcast(e, part, mask, mask, FifoSend::kAfterOps);
           }
         }
         if (at_once && &part != &lp.parts.back()) continue;

@@ -31,8 +31,9 @@ void chunk_fifo_windows(Shapes& s, const std::vector<Stage>& stages);
 // group), each on the tile with the largest run of free rows outside every segment group's
 // region and the runs placed before, a layer's parts taking one run each in turn; each part's
 // runs in the order they are sent (short runs on computing tiles first, the longest last: the
-// ops wait only for the first). Sets Part::owned and the runs' stream offsets; false (and nothing
-// set) when some part finds no room.
+// ops wait only for the short runs on computing tiles; which tiles compute is the layer's whole
+// set here, where the code generator may take only a part's own tiles). Sets Part::owned and the
+// runs' stream offsets; false (and nothing set) when some part finds no room.
 bool own_fifo_weights(Shapes& s);
 
 // Where the layout's segments take turns in wide memory (the parameters exceed the tiles'), its

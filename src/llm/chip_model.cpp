@@ -928,7 +928,8 @@ void ChipTransformer::rope_sum_q(int layer, int pos, float r, const int8_t* p1, 
 }
 
 // The scores' input: [q~; zeros to row_bytes; n = pos + 1 as an int32], or with the RoPE sum in
-// front [P1 and R (P2 pair-swapped) of each 64 channels side by side; zeros to input_bytes; n]. The
+// front [P1 and R (P2 pair-swapped) of each 64 channels side by side, in the slots of the groups
+// that read the host's row (ScoresProgram::row_slots); zeros to input_bytes; n]. The
 // input is signed (q~'s or the products' bytes): the runtime flips each byte's top bit, so n's
 // bytes are flipped here to arrive as they are.
 std::vector<int8_t> ChipTransformer::scores_row(const ScoresProgram& p, int layer, int pos,

@@ -53,7 +53,8 @@ struct ChipPathStats {
   // Of them, reading q's products from the resident rows where the program computing q left them
   // (Int8Options::keep_rope_products): those products never cross USB.
   int rope_kept_layers = 0;
-  // Bytes of the scores' programs' input rows (the count included) in one forward pass.
+  // Bytes of the input rows of the scores' programs that run the softmax (the count included) in
+  // one forward pass.
   int scores_row_bytes = 0;
   int rope_tables = 0;       // RoPE table pairs built for the programs' inputs (once per token)
   int value_sum_layers = 0;  // layers whose weighted sum (WeightedSum::kValueCache) is a program

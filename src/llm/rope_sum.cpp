@@ -100,13 +100,16 @@ void rope_sum_input(const RopeSumShape& s, const std::vector<int>& slot, const i
 }
 
 std::vector<int> rope_sum_slots(int groups, const std::vector<int>& elsewhere, int& end) {
-  std::vector<int> slot(size_t(std::max(groups, 0)), 0);
-  for (const int g : elsewhere)
-    if (g >= 0 && g < groups) slot[size_t(g)] = -1;
+  std::vector<bool> kept(size_t(std::max(groups, 0)), false);
+  for (const int g : elsewhere) {
+    if (g < 0 || g >= groups) fail("a RoPE sum group kept on its tile that the sum does not have");
+    kept[size_t(g)] = true;
+  }
+  std::vector<int> slot(kept.size(), -1);
   end = 0;
-  for (int& at : slot)
-    if (at == 0) {
-      at = end;
+  for (size_t g = 0; g < slot.size(); ++g)
+    if (!kept[g]) {
+      slot[g] = end;
       end += 2 * kGroup;
     }
   return slot;

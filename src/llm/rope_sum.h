@@ -61,7 +61,8 @@ void rope_sum_input(const RopeSumShape& s, const std::vector<int>& slot, const i
                     const int8_t* q_p2, const int8_t* k_p1, const int8_t* k_p2, int8_t* row);
 // The row places (in_at) of the sum's `groups` when the groups `elsewhere` (kept products: they
 // read a resident row) take none: the others' 128-byte slots one after the other from byte 0,
-// -1 for those elsewhere. `end`: the bytes those slots take.
+// -1 for those elsewhere (each one of the groups, else an error). `end`: the bytes those slots
+// take.
 std::vector<int> rope_sum_slots(int groups, const std::vector<int>& elsewhere, int& end);
 inline void rope_sum_input(const int8_t* p1, const int8_t* p2, int n, int8_t* row) {
   rope_sum_input(RopeSumShape{n}, p1, p2, nullptr, nullptr, row);

@@ -100,6 +100,10 @@ TEST(PoseNetCompiledWhole, Gen2021EqualsItsTwinAndPassesGooglesCheck) {
 // gen2020 PoseNet compiled whole: its execution program and its ops (the simulator's), in program
 // order, for the checks of its layout below (`execution` points into `model`).
 struct Compiled {
+  Compiled() = default;
+  Compiled(const Compiled&) = delete;
+  Compiled& operator=(const Compiled&) = delete;
+
   container::EdgeTpuModel model;
   const container::Executable* execution = nullptr;
   std::vector<chip::OpInstr> ops;
@@ -109,11 +113,7 @@ void read_compiled(const std::vector<uint8_t>& tflite, Compiled& compiled) {
   const chip::testing::PackageExecutables exes = chip::testing::executables_of(compiled.model);
   ASSERT_NE(exes.execution, nullptr);
   compiled.execution = exes.execution;
-  for (const auto& bs : compiled.execution->bitstreams) {
-    const std::unique_ptr<chip::Program> program = chip::Program::decode(bs.data);
-    for (const chip::ProgramItem& item : program->items)
-      if (const auto* op = std::get_if<chip::OpInstr>(&item.decoded)) compiled.ops.push_back(*op);
-  }
+  compiled.ops = testing::execution_ops(*exes.execution);
 }
 
 // The 89 x 121 48 -> 96 pointwise layer runs as a stage of its own (cut_stages, docs/compiler.md

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "chip/sim_runner.h"
+#include "common/error.h"
 #include "compiler/eltwise_codegen.h"
 #include "compiler/fc_batch_codegen.h"
 #include "compiler/fc_codegen.h"
@@ -311,6 +312,37 @@ TEST(Int8RopeOnTheVirtualEdgeTpu, QsSumInFrontOfTheScoresGivesRopeSumsBytes) {
     EXPECT_NE(off_sums, sums);
   }
   EXPECT_GT(clamped, 0);  // some of q~'s bytes at the clamps
+}
+
+// The host's row for a RoPE sum whose group 1 of 4 reads its products from a resident row (kept on
+// its tile): the other groups' 128-byte slots follow each other from byte 0 and the row ends after
+// them; the kept group's products are written nowhere; a group the sum does not have is an error.
+TEST(RopeSumSlots, KeptGroupsTakeNoSlotAndTheOthersFollowEachOther) {
+  int end = -1;
+  EXPECT_EQ(llm::rope_sum_slots(4, {1}, end), (std::vector<int>{0, -1, 128, 256}));
+  EXPECT_EQ(end, 384);
+  EXPECT_EQ(llm::rope_sum_slots(4, {}, end), (std::vector<int>{0, 128, 256, 384}));
+  EXPECT_EQ(end, 512);
+  EXPECT_THROW(llm::rope_sum_slots(4, {4}, end), Error);
+
+  const llm::RopeSumShape shape{256};  // q alone: 4 groups of 64 channels
+  std::vector<int8_t> p1(256), p2(256);
+  for (int c = 0; c < 256; ++c) {
+    p1[size_t(c)] = int8_t(c % 100);
+    p2[size_t(c)] = int8_t(-(c % 100) - 1);
+  }
+  std::vector<int8_t> row(512, int8_t{7});  // 7: not written
+  llm::rope_sum_input(shape, llm::rope_sum_slots(4, {1}, end), p1.data(), p2.data(), nullptr,
+                      nullptr, row.data());
+  const int group_of_slot[] = {0, 2, 3};
+  for (int k = 0; k < 3; ++k)
+    for (int i = 0; i < 64; ++i) {
+      const int c = 64 * group_of_slot[k] + i;
+      SCOPED_TRACE("slot " + std::to_string(k) + " byte " + std::to_string(i));
+      EXPECT_EQ(row[size_t(128 * k + i)], p1[size_t(c)]);           // P1
+      EXPECT_EQ(row[size_t(128 * k + 64 + i)], p2[size_t(c ^ 1)]);  // R: P2 pair-swapped
+    }
+  for (size_t b = 384; b < row.size(); ++b) EXPECT_EQ(row[b], 7) << "byte " << b;
 }
 
 }  // namespace

@@ -23,6 +23,17 @@
 
 namespace tinycoral::compiler::testing {
 
+// An executable's ops in program order, as the simulator decodes them.
+inline std::vector<chip::OpInstr> execution_ops(const container::Executable& executable) {
+  std::vector<chip::OpInstr> ops;
+  for (const auto& bs : executable.bitstreams) {
+    const std::unique_ptr<chip::Program> program = chip::Program::decode(bs.data);
+    for (const chip::ProgramItem& item : program->items)
+      if (const auto* op = std::get_if<chip::OpInstr>(&item.decoded)) ops.push_back(*op);
+  }
+  return ops;
+}
+
 // The executables point into `model`, so a CompiledTwin is neither copied nor moved.
 struct CompiledTwin {
   explicit CompiledTwin(const container::Model& twin)
@@ -37,14 +48,8 @@ struct CompiledTwin {
 
   // The execution program's ops in program order, as the simulator decodes them.
   std::vector<chip::OpInstr> execution_ops() const {
-    std::vector<chip::OpInstr> ops;
-    if (exes.execution == nullptr) return ops;
-    for (const auto& bs : exes.execution->bitstreams) {
-      const std::unique_ptr<chip::Program> program = chip::Program::decode(bs.data);
-      for (const chip::ProgramItem& item : program->items)
-        if (const auto* op = std::get_if<chip::OpInstr>(&item.decoded)) ops.push_back(*op);
-    }
-    return ops;
+    return exes.execution == nullptr ? std::vector<chip::OpInstr>{}
+                                     : testing::execution_ops(*exes.execution);
   }
 
   // The log's last row: why the compiler kept (part of) the twin on the CPU.

@@ -16,7 +16,8 @@ inline bool sends_to_tiles(const isa::Instruction& in) {
 }
 
 struct HandOver {
-  int producers = 0;
+  int producers = 0;             // ring producers to tiles,
+  int weight_runs = 0;           // of which FIFO weight runs (to_c1: into the ops' weight FIFOs)
   std::vector<size_t> receives;  // the wideToNarrows' indices in the program
 };
 
@@ -34,6 +35,7 @@ inline std::vector<HandOver> hand_overs(const std::vector<isa::Instruction>& pro
       between = {};
     }
     between.producers += sends_to_tiles(in);
+    between.weight_runs += sends_to_tiles(in) && in.value("to_c1") != 0;
     if (in.opcode() == isa::kWideToNarrow) between.receives.push_back(k);
   }
   return found;
