@@ -1134,11 +1134,15 @@ std::string fifo_consumer(const LayerPlan& lp, const Part& part) {
 // (kAfterOps).
 enum class FifoSend { kFencedBeforeOps, kFirstBeforeOps, kAfterOps };
 
+// A fence on `tiles`: the scalar core waits until each has run everything issued to it so far.
+void fence_on(Emitter& e, uint32_t tiles) {
+  e.add("sync", cat("tiles=", hex(tiles), " units=0x3ff signal=1"));
+  e.add("scsync", cat("tiles=0xffff tokwait=1 tmask=", hex(tiles), " sunits=0x0c"));
+}
+
 // The fence before run k of `part`: on the tile of run k - 1.
 void fifo_fence(Emitter& e, const Part& part, size_t k) {
-  const int previous = part.owned[k - 1].tile;
-  e.add("sync", cat("tiles=", hex(tile_bit(previous)), " units=0x3ff signal=1"));
-  e.add("scsync", cat("tiles=0xffff tokwait=1 tmask=", hex(tile_bit(previous)), " sunits=0x0c"));
+  fence_on(e, tile_bit(part.owned[k - 1].tile));
 }
 
 void fifo_run(Emitter& e, const Part& part, size_t k, uint32_t mask) {
@@ -1177,9 +1181,7 @@ void fifo_fenced(Emitter& e, const FifoParts& parts, uint32_t computing) {
     }
     if (!any) break;
   }
-  if (last == 0) return;
-  e.add("sync", cat("tiles=", hex(last), " units=0x3ff signal=1"));
-  e.add("scsync", cat("tiles=0xffff tokwait=1 tmask=", hex(last), " sunits=0x0c"));
+  if (last != 0) fence_on(e, last);
 }
 
 void fifo_broadcast(Emitter& e, const Part& part, uint32_t mask, uint32_t computing,

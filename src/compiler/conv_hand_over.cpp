@@ -243,27 +243,10 @@ class SenderCut {
   void send_band(uint32_t mask) {
     const LayerPlan& band = src_.layers[i_ - 1];
     const int w = band.l->ow, px = row_bytes_ / w;
-    const int first = from_at(band.oa) + (src_.pa - band.oa * w) * px;
-    const int total = (src_.pb - src_.pa) * px;
-    for (int at = 0, bytes = 0; at < total; at += bytes) {
-      const int whole = std::min(kHandOverPackets, (total - at) / kPiece);
-      bytes = whole >= 2 ? whole * kPiece : std::min(kPiece, total - at);
-      add(
-          first + at, bytes, whole >= 2 ? whole : 1, mask,
-          [&](const Plan& t) {
-            const LayerPlan& lp = t.layers[i_];
-            if (sliced(t)) {
-              const int p = src_.pa + at / slice_;
-              return lp.pixel(p / w - lp.top, lp.l->pad_left + p % w) + off(t);
-            }
-            return lp.pixel(src_.pa / w - lp.top, lp.l->pad_left + src_.pa % w) + at;
-          },
-          [&](const Plan& t) {
-            if (sliced(t)) return slice_walk(t, bytes, 1);
-            return whole >= 2 ? Levels{{1, bytes / 4}}
-                              : Levels{{1, bytes / 4}, {t.layers[i_].row_words(), 1}};
-          });
-    }
+    // (Gapless rows: the band's pixels run on from one row into the next, so a slice's pixel
+    // index wraps at the row's width.)
+    send_run({src_.pa / w, src_.pa % w, w}, from_at(band.oa) + (src_.pa - band.oa * w) * px, mask,
+             0, (src_.pb - src_.pa) * px);
   }
 
   // Bytes [from, to) of row y (a pixel band's part of a row) to the tiles that read the row.
@@ -271,20 +254,35 @@ class SenderCut {
     if (const uint32_t mask = readers(y)) send_pieces(y, mask, from, to);
   }
 
-  // One row (bytes [from, to) of it): whole 256-byte packets up to kHandOverPackets at a time,
-  // the rest as one short packet.
+  // One row (bytes [from, to) of it).
   void send_pieces(int y, uint32_t mask, int from = 0, int to = -1) {
-    if (to < 0) to = row_bytes_;
+    send_run({y, 0, 0}, from_at(y), mask, from, to < 0 ? row_bytes_ : to);
+  }
+
+  // Where a run of the sender's pixels starts in the receivers' image: row y, column x; `wrap`:
+  // the width at which a slice's pixels go on in the next row (0: they stay in row y).
+  struct RunStart {
+    int y, x, wrap;
+  };
+  // Bytes [from, to) of the sender's run that starts at byte `src`: whole 256-byte packets up to
+  // kHandOverPackets at a time (whole slices, where the receivers take slices of more than a
+  // packet), the rest as one short packet.
+  void send_run(RunStart start, int src, uint32_t mask, int from, int to) {
     for (int at = from, bytes = 0; at < to; at += bytes) {
       int whole = std::min(kHandOverPackets, (to - at) / kPiece);
       if (src_.g1 > 0 && slice_ > kPiece) whole -= whole % (slice_ / kPiece);
       bytes = whole >= 2 ? whole * kPiece : std::min(kPiece, to - at);
       add(
-          from_at(y) + at, bytes, whole >= 2 ? whole : 1, mask,
+          src + at, bytes, whole >= 2 ? whole : 1, mask,
           [&](const Plan& t) {
             const LayerPlan& lp = t.layers[i_];
-            if (sliced(t)) return lp.pixel(y - lp.top, lp.l->pad_left + at / slice_) + off(t);
-            return lp.pixel(y - lp.top, lp.l->pad_left) + at;
+            if (sliced(t)) {
+              const int x = start.x + at / slice_;
+              const int y = start.wrap > 0 ? start.y + x / start.wrap : start.y;
+              return lp.pixel(y - lp.top, lp.l->pad_left + (start.wrap > 0 ? x % start.wrap : x)) +
+                     off(t);
+            }
+            return lp.pixel(start.y - lp.top, lp.l->pad_left + start.x) + at;
           },
           [&](const Plan& t) {
             if (sliced(t)) return slice_walk(t, bytes, 1);
