@@ -846,7 +846,7 @@ void emit_tile_joins(Emitter& e, const Plan& p, size_t i, uint32_t mask) {
     const int out_row = last ? next.row_words : row_bytes / 4;
     const int a = p.join_base + slot * j.a, b = p.join_base + slot * j.b;
     if (!j.mul) {
-      emit_add_rows(e, mask, aux, kAddRows, j.w1, j.w2);
+      emit_add_rows(e, mask, aux, kAddRows, j.w1, j.w2, AddRowFills::kPaired);
       AddOp op;
       op.a = a;
       op.b_minus_a = b - a;
@@ -1218,6 +1218,22 @@ void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
       if (lp.needs_fill()) fill_narrow(fills, p.tile, lp.in_base, lp.in_bytes(), lp.l->in_zp);
     }
   };
+  // The end of a part (a layer or its parts, a stage's hand-over): every tile drains its units
+  // and resets counters 0-16, then sends the scalar core its token; the scalar core waits for all
+  // of them. A fence just before it that does the same without the token (a hand-over's last, a
+  // pool's) adds nothing: dropped.
+  uint32_t parts_end = 0;  // the word after the last part's end
+  auto end_part = [&] {
+    e.drop_last("sync", "tiles=0xffff counters=0x1ffff units=0x3ff");
+    tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
+    wait_tokens(e);
+    parts_end = e.words();
+  };
+  // The fence after fills of images, none where they emitted nothing since a part's end (the
+  // tiles are drained and their counters reset already).
+  auto fence_fills = [&] {
+    if (e.words() != parts_end) tile_fence(e, "counters=0x1ffff units=0x3ff");
+  };
   // (A stage written in place (Stage::halo_in) has its first image filled with the stage before's,
   // which then writes its rows there.)
   auto fill_stage = [&](size_t si) {
@@ -1244,7 +1260,7 @@ void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
     }
     if (si + 1 < stages.size() && stages[si + 1].halo_in && !stages[si + 1].fill_late)
       fill_image(stages[si + 1], stages[si + 1].first);
-    tile_fence(e, "counters=0x1ffff units=0x3ff");
+    fence_fills();
   };
   const std::optional<Staging> staging =
       chain.repack_w > 0 ? staging_of(chain, stages.front().tiles) : std::nullopt;
@@ -1353,12 +1369,11 @@ void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
           kept.end = stage.first + 1;
           hand_over(e, stages[si - 1], kept, ordinal, pricing);
         }
-      tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
-      wait_tokens(e);
+      end_part();
       // (The next stage's image written in place over the output just handed over.)
       if (si + 1 < stages.size() && stages[si + 1].halo_in && stages[si + 1].fill_late) {
         fill_image(stages[si + 1], stages[si + 1].first);
-        tile_fence(e, "counters=0x1ffff units=0x3ff");
+        fence_fills();
       }
       if (surplus_pixels(shapes.layers[stage.first - 1]) > 0) {
         {
@@ -1370,13 +1385,13 @@ void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
     }
     if (!rounds[si].empty()) {
       fill_image(stage, stage.first + 1);
-      tile_fence(e, "counters=0x1ffff units=0x3ff");
+      fence_fills();
     }
     for (size_t i = stage.first; i < stage.end; ++i) {
       const LayerPlan& lp = shapes.layers[i];
       if (i >= stage.first + 1 && i + 1 < stage.end) {
         fill_image(stage, i + 1);
-        tile_fence(e, "counters=0x1ffff units=0x3ff");
+        fence_fills();
       }
       if (lp.l->residual()) {
         // Tiles whose scratch words sit at one address build the weight rows together (not only
@@ -1390,7 +1405,7 @@ void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
           at->second |= tile_bit(p.tile);
         }
         for (const auto& [at, mask] : scratch)
-          emit_add_rows(e, mask, at, kAddRows, lp.l->add_w1, lp.l->add_w2);
+          emit_add_rows(e, mask, at, kAddRows, lp.l->add_w1, lp.l->add_w2, AddRowFills::kPaired);
         // (Tiles whose ADDs read and write the same addresses run one instruction.)
         std::vector<std::pair<AddOp, uint32_t>> adds;
         for (const Plan& p : stage.tiles) {
@@ -1404,9 +1419,7 @@ void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
         const ConvLayer& l = *lp.l;
         for (const auto& [op, mask] : adds)
           emit_add_op(e, mask, op, l.mult.at(0), l.clamp_min, l.clamp_max, l.add_offset, l.out_zp);
-        tile_fence(e, "counters=0x1ffff units=0x3ff");
-        tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
-        wait_tokens(e);
+        end_part();
         continue;
       }
       // A pool (shared rows) split by output groups, one resident part per tile, every part at
@@ -1432,9 +1445,7 @@ void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
           for (size_t t = 0; t < stage.tiles.size(); ++t)
             runs.push_back({&stage.tiles[t], part_of[t]});
           pool_groups(lp, i, runs, tile_mask(stage.tiles));
-          tile_fence(e, "counters=0x1ffff units=0x3ff");
-          tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
-          wait_tokens(e);
+          end_part();
           continue;
         }
       }
@@ -1534,14 +1545,11 @@ void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
         }
         if (at_once && &part != &lp.parts.back()) continue;
         flush_at_once();  // (emits the parts before their fence)
-        tile_fence(e, "counters=0x1ffff units=0x3ff");
-        tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
-        wait_tokens(e);
+        end_part();
       }
       if (joined(*lp.l)) {
         emit_joins(e, stage, i);
-        tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
-        wait_tokens(e);
+        end_part();
       }
       if (surplus_pixels(lp) > 0 && i + 1 < stage.end) {
         {

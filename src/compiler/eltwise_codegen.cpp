@@ -222,18 +222,32 @@ container::Layer layer_of(const std::string& name, const EltwiseLayer& l, const 
 
 // Row h + 2o (half h, operand o) gives output byte 2h + j the weight w_o on input byte j of the
 // halfword: acc = w1 a + w2 b (looming's rows: mesh fills, then one narrowToWide).
-void emit_add_rows(Emitter& e, uint32_t tiles, int scratch, int rows, int32_t w1, int32_t w2) {
+void emit_add_rows(Emitter& e, uint32_t tiles, int scratch, int rows, int32_t w1, int32_t w2,
+                   AddRowFills fills) {
   const auto u1 = static_cast<uint32_t>(w1), u2 = static_cast<uint32_t>(w2);
   const int at = scratch;
-  fill_words(e, tiles, at, 16,
-             {{at, u1},
-              {at + 4, u1 << 16},
-              {at + 24, u1},
-              {at + 28, u1 << 16},
-              {at + 32, u2},
-              {at + 36, u2 << 16},
-              {at + 56, u2},
-              {at + 60, u2 << 16}});
+  if (fills == AddRowFills::kPaired) {
+    // Words 0/6, 1/7, 8/14, 9/15: a walk of two words 6 apart (24 bytes) per value.
+    e.add("mesh_n", cat("tiles=", hex(tiles), " i.addr=", hex(at),
+                        " i=(1 x 16)(-15 x 1)(-15 x 1)(-15 x 1) i.sdims=1 fill_en=1 fill=0x0"));
+    tile_fence(e, "counters=0x1ffff units=0x3ff");
+    const std::pair<int, uint32_t> pairs[] = {
+        {at, u1}, {at + 4, u1 << 16}, {at + 32, u2}, {at + 36, u2 << 16}};
+    for (const auto& [addr, value] : pairs)
+      e.add("mesh_n", cat("tiles=", hex(tiles), " i.addr=", hex(addr),
+                          " i=(6 x 2)(-6 x 1)(-6 x 1)(-6 x 1) i.sdims=1",
+                          addr == at + 36 ? " in_mode=3" : "", " fill_en=1 fill=", hex(value)));
+  } else {
+    fill_words(e, tiles, at, 16,
+               {{at, u1},
+                {at + 4, u1 << 16},
+                {at + 24, u1},
+                {at + 28, u1 << 16},
+                {at + 32, u2},
+                {at + 36, u2 << 16},
+                {at + 56, u2},
+                {at + 60, u2 << 16}});
+  }
   e.add("n2w", cat("tiles=", hex(tiles), " n.addr=", hex(at / 4),
                    " n=(1 x 4)(1 x 4)(-15 x 1)(-15 x 1)(-15 x 1)(-15 x 1) n.lvl_mask=0x03 w.addr=",
                    hex(rows),

@@ -26,8 +26,12 @@ std::string eltwise_unsupported(const EltwiseLayer& layer);
 container::Executable generate_eltwise(const EltwiseLayer& layer);
 
 // The ADD op's pieces, shared with the CONV_2D chain's residual ADD (conv_codegen.cpp):
-// its 4 weight rows at wide unit `rows` (built through 16 narrow words at byte `scratch`)...
-void emit_add_rows(Emitter& e, uint32_t tiles, int scratch, int rows, int32_t w1, int32_t w2);
+// its 4 weight rows at wide unit `rows` (built through 16 narrow words at byte `scratch`; each
+// weight half-word sits at two words 6 apart, filled one word per instruction as Google's
+// looming program does, or, kPaired, both words of a value by one fill: 4 mesh moves, not 8)...
+enum class AddRowFills { kOneWordEach, kPaired };
+void emit_add_rows(Emitter& e, uint32_t tiles, int scratch, int rows, int32_t w1, int32_t w2,
+                   AddRowFills fills = AddRowFills::kOneWordEach);
 // ...and one op over the elements: input 0 at byte `a`, input 1 `b_minus_a` bytes on, output at
 // byte `out`; `levels` innermost first (the first one: words, in stride 4 bytes, out stride 1).
 struct AddOp {

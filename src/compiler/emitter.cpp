@@ -25,9 +25,14 @@ std::string hex(uint64_t value) {
 void Emitter::add(const std::string& mnemonic, const std::string& fields) {
   const isa::OpcodeSpec* spec = isa::find_mnemonic(mnemonic);
   if (spec == nullptr) fail("emitter: unknown mnemonic ", mnemonic);
+  last_mnemonic_ = mnemonic;
+  last_fields_ = fields;
+  last_seqs_ = spec->sequenced ? 1 : 0;
+  last_parsed_ = 0;
   if (counting_) {  // (an instruction's words follow from its mnemonic alone)
     seq_ += spec->sequenced ? 1 : 0;
     words_ += spec->words;
+    last_words_ = spec->words;
     return;
   }
   std::string line = mnemonic;
@@ -42,11 +47,23 @@ void Emitter::add(const std::string& mnemonic, const std::string& fields) {
   } catch (const Error& e) {
     fail("emitter: ", line, ": ", e.what());
   }
+  last_words_ = 0;
+  last_parsed_ = parsed.size();
   for (isa::Instruction& in : parsed) {
     in.word_offset = words_;
     words_ += in.spec->words;
+    last_words_ += in.spec->words;
     body_.push_back(std::move(in));
   }
+}
+
+bool Emitter::drop_last(const std::string& mnemonic, const std::string& fields) {
+  if (last_mnemonic_.empty() || last_mnemonic_ != mnemonic || last_fields_ != fields) return false;
+  body_.resize(body_.size() - last_parsed_);
+  words_ -= last_words_;
+  seq_ -= last_seqs_;
+  last_mnemonic_.clear();
+  return true;
 }
 
 void Emitter::reloc_movi(int reg, container::BufferKind kind, container::Half half,
@@ -60,6 +77,7 @@ void Emitter::reloc_movi(int reg, container::BufferKind kind, container::Half ha
   fo.offset_bit = static_cast<int32_t>(words_ * 128 + imm->lo);
   relocations_.push_back(fo);
   add("bundle", reg == 0 ? "s_op=0x2f" : cat("s_op=0x2f s_x=", reg));
+  last_mnemonic_.clear();  // (its relocation points into it)
 }
 
 container::Bitstream Emitter::finish() {

@@ -35,6 +35,9 @@ class Emitter {
   }
   // Appends one instruction; `fields` is the text after the mnemonic, without `seq`.
   void add(const std::string& mnemonic, const std::string& fields = "");
+  // Removes the instruction added last if it is `mnemonic` with exactly `fields` (as add() got
+  // them), and says whether it did (a fence that the next one makes redundant).
+  bool drop_last(const std::string& mnemonic, const std::string& fields);
   // A MOVI of 0 into scalar register `reg` that the runtime patches with half of a buffer address.
   void reloc_movi(int reg, container::BufferKind kind, container::Half half,
                   const std::string& layer_name = "");
@@ -53,6 +56,10 @@ class Emitter {
   uint32_t words_ = 1;  // the start word comes first
   bool counting_ = false;
   uint32_t seq_ = 0;
+  // The instruction added last, as add() got it, and what it added (drop_last).
+  std::string last_mnemonic_, last_fields_;
+  uint32_t last_words_ = 0, last_seqs_ = 0;
+  size_t last_parsed_ = 0;
 };
 
 }  // namespace tinycoral::compiler

@@ -43,6 +43,33 @@ TEST(Emitter, CountingStillRejectsAnUnknownMnemonicAndHasNoProgram) {
   EXPECT_THROW(count.finish(), Error);
 }
 
+// drop_last (a fence that the next one makes redundant): only the instruction added last, only
+// with exactly the fields it was added with, never a relocated MOVI; the program is then the one
+// built without it (sequence numbers and words too), in both forms of the emitter.
+TEST(Emitter, DropLastRemovesOnlyTheExactLastInstruction) {
+  for (const bool counting : {false, true}) {
+    Emitter with = counting ? Emitter::counting() : Emitter();
+    Emitter without = counting ? Emitter::counting() : Emitter();
+    some_program(with);
+    some_program(without);
+    with.add("sync", "tiles=0xffff counters=0x1ffff units=0x3ff");
+    EXPECT_FALSE(with.drop_last("sync", "tiles=0xffff units=0x3ff"));
+    EXPECT_FALSE(with.drop_last("scsync", "tiles=0xffff counters=0x1ffff units=0x3ff"));
+    EXPECT_TRUE(with.drop_last("sync", "tiles=0xffff counters=0x1ffff units=0x3ff"));
+    EXPECT_FALSE(with.drop_last("ringprod", "tiles=0x4 addr=0x2078 src=(1 x 1) dest=0x3"))
+        << "(only the last instruction, once)";
+    EXPECT_EQ(with.words(), without.words());
+    for (Emitter* e : {&with, &without}) e->add("sync", "tiles=0xffff units=0x3ff signal=1");
+    EXPECT_EQ(with.finished_bytes(), without.finished_bytes());
+    if (!counting) {
+      EXPECT_EQ(with.finish().data, without.finish().data);
+    }
+    Emitter movi = counting ? Emitter::counting() : Emitter();
+    movi.reloc_movi(2, container::BufferKind::kScratch, container::Half::kUpper32);
+    EXPECT_FALSE(movi.drop_last("bundle", "s_op=0x2f s_x=2")) << "(its relocation points into it)";
+  }
+}
+
 // The instruction text is built with cat() and hex(), which append integers without a stream
 // (std::to_chars): the text must be what a stream and printf print, or the programs would change.
 TEST(Emitter, CatAndHexPrintIntegersAsAStreamAndPrintfDo) {

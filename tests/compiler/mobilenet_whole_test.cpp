@@ -408,6 +408,43 @@ void v2_adds_of_the_7x7_blocks_run_one_row_a_tile(const CompiledV2& v2) {
   EXPECT_EQ(adds, 2);
 }
 
+// v2's parts (layers, parts of split layers, hand-overs) ended with two fences that drain every
+// tile and reset its counters 0-16, the second also sending the scalar core the token it waits
+// for: 102 such pairs; fills that emitted nothing still got their fence, 31 right after the
+// scalar core's wait. Each residual ADD built its weight rows with 8 one-word mesh fills (88 in
+// all), where each of its 4 values sits at two words 6 apart. Now one fence ends a part, a fence
+// follows only fills, and one fill writes both words of a value (docs/compiler.md "One fence a
+// part, ADD weights filled in pairs").
+void v2_parts_end_with_one_fence_and_adds_fill_value_pairs(const CompiledV2& v2) {
+  auto drains_all = [](const isa::Instruction& in) {
+    return in.opcode() == isa::kTileSync && in.value("tiles") == 0xffff &&
+           in.value("counters") == 0x1ffff && in.value("units") == 0x3ff;
+  };
+  int pairs = 0, after_wait = 0, one_word_fills = 0, paired_fills = 0;
+  const isa::Instruction* before = nullptr;
+  for (const isa::Instruction& in : v2.instructions) {
+    if (before != nullptr && drains_all(in) && in.value("signal") == 0) {
+      if (before->opcode() == isa::kScalarSync && before->value("tokwait") != 0 &&
+          before->value("tmask") == 0xffff)
+        ++after_wait;
+    }
+    if (before != nullptr && drains_all(*before) && before->value("signal") == 0 &&
+        drains_all(in) && in.value("signal") != 0)
+      ++pairs;
+    if (isa::is_mesh(in.opcode()) && in.value("fill_en") != 0 && in.value("fill") != 0) {
+      const int64_t words = (in.value("i.cnt0") + 1) * (in.value("i.cnt1") + 1);
+      one_word_fills += words == 1;
+      paired_fills += words == 2 && in.value("i.inc0") == 6;
+    }
+    before = &in;
+  }
+  EXPECT_EQ(pairs, 0) << "(102 parts ended with two fences)";
+  EXPECT_EQ(after_wait, 0) << "(31 fences after the scalar core's wait, nothing to fence)";
+  EXPECT_EQ(one_word_fills, 0) << "(88 one-word fills of ADD weight rows)";
+  EXPECT_EQ(paired_fills % 4, 0);
+  EXPECT_GE(paired_fills, 4 * 10) << "(v2 has 10 residual ADDs)";
+}
+
 // v2's layout: each check under its own trace (the names of the tests they were, which
 // docs/compiler.md cites), so a failure names its property.
 void expect_v2_layout(const std::vector<uint8_t>& tflite) {
@@ -430,6 +467,8 @@ void expect_v2_layout(const std::vector<uint8_t>& tflite) {
       {"V27x7PointwiseLayersRunInPixelBands", v2_7x7_pointwise_layers_run_in_pixel_bands},
       {"V2FifoLayersWaitOnlyForShortRuns", v2_fifo_layers_wait_only_for_short_runs},
       {"V2PixelStagesHandOverOnlyTheirPixels", v2_pixel_stages_hand_over_only_their_pixels},
+      {"V2PartsEndWithOneFenceAndAddsFillValuePairs",
+       v2_parts_end_with_one_fence_and_adds_fill_value_pairs},
   };
   for (const auto& [property, check] : checks) {
     SCOPED_TRACE(property);
