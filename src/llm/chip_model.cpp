@@ -690,7 +690,9 @@ bool ChipTransformer::rope_sum_program(int layer, ScoresProgram& p, TileAllocato
   compiler::FcLayer& l = p.rope_sum.layer;
   l = rope_sum_layer(weights()->attention[size_t(layer)].rope_q, p.rope_shape, p.rope_sum.at.in_at);
   const int outputs = l.n, groups = compiler::fc_groups(outputs);
-  const int row = std::max(p.row_bytes, 2 * outputs);
+  int slots_end = 0;  // (every group reads the host's row until keep_rope_products moves some)
+  rope_sum_slots(groups, {}, slots_end);
+  const int row = rope_scores_row_bytes(p.row_bytes, outputs, slots_end);
   TileAllocator trial = tiles;
   std::array<int, kPlanTiles> copies = rope_copies_;
   // Where q's products can stay on the tiles, each group on the tile that computes its products
@@ -758,7 +760,9 @@ bool ChipTransformer::key_sum_program(int layer, ScoresProgram& p, TileAllocator
   const int key_groups = compiler::fc_groups(l.n) - compiler::fc_groups(before.rope_sum.layer.n);
   TileAllocator trial = tiles;
   std::array<int, kPlanTiles> copies = rope_copies_;
-  const int row = std::max(p.row_bytes, 2 * l.n);
+  int slots_end = 0;
+  rope_sum_slots(compiler::fc_groups(l.n), {}, slots_end);
+  const int row = rope_scores_row_bytes(p.row_bytes, l.n, slots_end);
   if (!compiler::fc_batch_unsupported(l.n, l.k, 1, 2, row + compiler::kSoftmaxCountBytes).empty() ||
       !trial.place_sharing(key_groups, kRopeAuxUnits, compiler::fc_units_per_tile(l.k, false),
                            copies, keys)) {
@@ -856,7 +860,7 @@ bool ChipTransformer::keep_rope_products(int layer, ScoresProgram& s, TileAlloca
   s.row_slots = rope_sum_slots(int(s.rope_sum.at.tiles.size()), kept, slots_end);
   s.rope_sum.at.in_at = s.row_slots;
   for (int& at : s.rope_sum.at.in_at) at = std::max(at, 0);  // (the generator moves kept ones)
-  s.input_bytes = (std::max({s.row_bytes, s.rope_sum.layer.n, slots_end, kRopeSumK}) + 7) / 8 * 8;
+  s.input_bytes = rope_scores_row_bytes(s.row_bytes, s.rope_sum.layer.n, slots_end);
   if (!first_sum_program(layer, s)) {
     s = before;
     if (joined) joined->attention[0] = before_joined;

@@ -115,6 +115,10 @@ std::vector<int> rope_sum_slots(int groups, const std::vector<int>& elsewhere, i
   return slot;
 }
 
+int rope_scores_row_bytes(int scores_row_bytes, int sum_outputs, int slots_end) {
+  return (std::max({scores_row_bytes, sum_outputs, slots_end, 2 * kGroup}) + 7) / 8 * 8;
+}
+
 compiler::FcRowWrite rope_sum_multipliers(const QuantizedRope& q, const QuantizedRope* k,
                                           const RopeSumShape& s, float r,
                                           const compiler::FcPlacement& at) {

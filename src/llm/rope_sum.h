@@ -64,6 +64,11 @@ void rope_sum_input(const RopeSumShape& s, const std::vector<int>& slot, const i
 // -1 for those elsewhere (each one of the groups, else an error). `end`: the bytes those slots
 // take.
 std::vector<int> rope_sum_slots(int groups, const std::vector<int>& elsewhere, int& end);
+// The bytes of the scores' program's input row (before its count) with the sum in front: the
+// longest of the scores' own row (`scores_row_bytes`), the sum's outputs (they land over it on the
+// scores' tiles) and the slots of the groups that read the host's row (rope_sum_slots' `end`), at
+// least one group's K, in whole 8 bytes.
+int rope_scores_row_bytes(int scores_row_bytes, int sum_outputs, int slots_end);
 inline void rope_sum_input(const int8_t* p1, const int8_t* p2, int n, int8_t* row) {
   rope_sum_input(RopeSumShape{n}, p1, p2, nullptr, nullptr, row);
 }

@@ -314,6 +314,29 @@ TEST(Int8RopeOnTheVirtualEdgeTpu, QsSumInFrontOfTheScoresGivesRopeSumsBytes) {
   EXPECT_GT(clamped, 0);  // some of q~'s bytes at the clamps
 }
 
+// The scores' row with the sum in front, one rule for every program that builds one: with no group
+// kept on its tile it is the longer of the scores' own row and the sum's 128-byte slots (what the
+// q~ and key sums' trials computed as max(row, 2 outputs)); kept groups shorten it to the other
+// groups' slots, never below the scores' row, the sum's outputs or one group's K; whole 8 bytes.
+TEST(RopeSumSlots, TheScoresRowHoldsTheScoresRowTheSumsOutputsAndItsSlots) {
+  for (const int row : {64, 320, 384, 768, 1024})
+    for (const int groups : {1, 2, 5, 11}) {
+      int end = 0;
+      llm::rope_sum_slots(groups, {}, end);
+      EXPECT_EQ(llm::rope_scores_row_bytes(row, 64 * groups, end), std::max(row, 2 * 64 * groups))
+          << row << " " << groups;
+    }
+  int end = 0;
+  llm::rope_sum_slots(5, {0, 1, 2, 3, 4}, end);  // rand15M's q: every group kept
+  EXPECT_EQ(end, 0);
+  EXPECT_EQ(llm::rope_scores_row_bytes(320, 320, end), 320);
+  llm::rope_sum_slots(11, {0, 1, 2, 3, 4}, end);  // and six key groups that read the row
+  EXPECT_EQ(llm::rope_scores_row_bytes(320, 704, end), 768);
+  EXPECT_EQ(llm::rope_scores_row_bytes(0, 0, 0), 128);  // one group's K at least
+  EXPECT_EQ(llm::rope_scores_row_bytes(100, 0, 0), 128);
+  EXPECT_EQ(llm::rope_scores_row_bytes(132, 64, 0), 136);  // whole 8 bytes
+}
+
 // The host's row for a RoPE sum whose group 1 of 4 reads its products from a resident row (kept on
 // its tile): the other groups' 128-byte slots follow each other from byte 0 and the row ends after
 // them; the kept group's products are written nowhere; a group the sum does not have is an error.
