@@ -286,7 +286,7 @@ std::vector<uint8_t> emit_parameter_writes(Emitter& e,
   }
   std::vector<FcParameterRow> single;
   // Words that come from the FC in front of the scores are not streamed.
-  const bool streamed_words = columns && columns->from_piece.empty();
+  const bool streamed_words = columns && columns->from_byte.empty();
   for (const FcRowWrite* r : {streamed_words ? &columns->words : nullptr, rows}) {
     if (!r) continue;
     single.insert(single.end(), r->rows.begin(), r->rows.end());
@@ -393,12 +393,13 @@ std::optional<FcColumnWrite> placed_columns(const FcColumnWrite* columns, const 
                                             int out_base, const FcScoresInput* first) {
   if (!columns) return std::nullopt;
   FcColumnWrite w = *columns;
-  if (!w.from_piece.empty()) {
+  if (!w.from_byte.empty()) {
     if (!first) fail("a column's words from the FC in front of the scores without that FC");
-    const int pieces = fc_groups(first->layer.n), per_group = (w.rows * 4 + kGroup - 1) / kGroup;
-    for (const int p : w.from_piece)
-      if (p < 0 || p + per_group > pieces)
-        fail("a column's words from pieces ", p, "..", p + per_group - 1, " of ", pieces);
+    const int bytes = kGroup * fc_groups(first->layer.n), words = 4 * w.scattered();
+    if (w.scattered() > w.rows) fail(w.scattered(), " rows of a column ", w.rows, " rows deep");
+    for (const int b : w.from_byte)
+      if (b < 0 || b % 4 != 0 || b + words > bytes)
+        fail("a column's words from bytes ", b, "..", b + words - 1, " of ", bytes);
     w.narrow_at = round_up(out_base + g.slots * kGroup + first_bytes(first), kPiece);
   }
   return w;
@@ -444,7 +445,7 @@ int scores_and_softmax(Emitter& e, const FcLayer& layer, const Groups& g, int ro
     ffn_broadcast(e, mask_of(g), pieces, ordinal);
     // A column's words among those pieces (the key's sum): into the resident keys before the
     // scores read them.
-    if (columns && !columns->from_piece.empty()) {
+    if (columns && !columns->from_byte.empty()) {
       emit_column_words_from_narrow(e, *columns);
       emit_column_scatters(e, *columns);
     }

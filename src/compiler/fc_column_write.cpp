@@ -63,12 +63,12 @@ void emit_column_copies(Emitter& e, const FcColumnWrite& w) {
 }
 
 void emit_column_words_from_narrow(Emitter& e, const FcColumnWrite& w) {
-  if (w.from_piece.size() != w.words.rows.size())
-    fail(w.from_piece.size(), " pieces for the words of ", w.words.rows.size(), " groups");
-  // A whole wide row from the group's first piece: the words are its first K / 4, the rest is
-  // never read (the copy goes back over every row after the scatter).
-  for (size_t g = 0; g < w.from_piece.size(); ++g)
-    e.add("n2w", cat(column_tiles(w.words.rows[g].tile), " n.addr=", hex(16 * w.from_piece[g]),
+  if (w.from_byte.size() != w.words.rows.size())
+    fail(w.from_byte.size(), " places for the words of ", w.words.rows.size(), " groups");
+  // A whole wide row from the group's first word: the words are its first scattered() ones, the
+  // rest is never read (the copy goes back over every row after the scatter).
+  for (size_t g = 0; g < w.from_byte.size(); ++g)
+    e.add("n2w", cat(column_tiles(w.words.rows[g].tile), " n.addr=", hex(w.from_byte[g] / 4),
                      " n=", narrow_walk(kColumnRowWords),
                      " n.lvl_mask=0x01 w.addr=", hex(w.words.rows[g].unit), " w=(1 x 1)"));
   tile_fence(e, "counters=0x1ffff units=0x3ff");
@@ -79,8 +79,8 @@ void emit_column_scatters(Emitter& e, const FcColumnWrite& w) {
   // Word r of the streamed row to word 64 r + column of the copy: row r's word of the column.
   for (size_t g = 0; g < at.size(); ++g)
     e.add("w2n", cat(column_tiles(w.words.rows[g].tile), " w.addr=", hex(w.words.rows[g].unit),
-                     " w=(1 x 1) n.addr=", hex(at[g] / 4 + w.column),
-                     " n=", strided_walk({{kColumnRowWords, w.rows}}, 6), " n.lvl_mask=0x01"));
+                     " w=(1 x 1) n.addr=", hex(at[g] / 4 + w.column), " n=",
+                     strided_walk({{kColumnRowWords, w.scattered()}}, 6), " n.lvl_mask=0x01"));
   tile_fence(e, "counters=0x1ffff units=0x3ff");
   for (size_t g = 0; g < at.size(); ++g)
     e.add("n2w", cat(column_tiles(w.words.rows[g].tile), " n.addr=", hex(at[g] / 4),

@@ -23,12 +23,18 @@ struct FcColumnWrite {
   FcRowWrite words;
   int rows = 0;    // weight rows per group (K / 4)
   int column = 0;  // the output within each group (0..63)
-  // Where the words come from instead (non-empty: one entry per group): the index of the first of
-  // the K / 64 output groups of the FC in front of the scores (FcScoresInput, fc_batch_codegen.h)
-  // whose bytes are the column's words (the llm path's key sum on the chip). Their pieces reach
-  // every scores tile over the ring and a narrowToWide puts them into the group's first weight
-  // row, so `words.bytes` is not streamed.
-  std::vector<int> from_piece;
+  // Where the words come from instead (non-empty: one entry per group): the byte among the
+  // output pieces of the FC in front of the scores (FcScoresInput, fc_batch_codegen.h; piece i's
+  // bytes at 64 i) where the column's words start, a multiple of 4 (the llm path's key sum on the
+  // chip: a kv head's key, from a group boundary or inside one). The pieces reach every scores
+  // tile over the ring and a narrowToWide puts a wide row's worth from there into the group's
+  // first weight row, so `words.bytes` is not streamed.
+  std::vector<int> from_byte;
+  // The rows whose column the words replace (0: all `rows`); the rows past them keep their
+  // column (a key of head_size < K: its padding rows stay zero weights, and the bytes after the
+  // head's among the pieces, the next head's key, are never scattered).
+  int scattered_rows = 0;
+  int scattered() const { return scattered_rows ? scattered_rows : rows; }
   // Narrow byte of the copies (the generator sets it: 0 where the words are streamed, past the
   // query row and the FC's outputs where they come from that FC).
   int narrow_at = 0;
@@ -41,7 +47,7 @@ int fc_column_write_narrow_bytes(const FcColumnWrite& w);
 // Before the parameter stream that brings w.words (nothing else in narrow memory from byte 0):
 // every group's weight rows into narrow memory, fenced.
 void emit_column_copies(Emitter& e, const FcColumnWrite& w);
-// With `from_piece`, after the FC in front of the scores broadcast its pieces (piece i at narrow
+// With `from_byte`, after the FC in front of the scores broadcast its pieces (piece i at narrow
 // byte 64 i of every scores tile): each group's words from there into its first weight row,
 // fenced; then emit_column_scatters.
 void emit_column_words_from_narrow(Emitter& e, const FcColumnWrite& w);

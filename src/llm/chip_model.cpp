@@ -85,7 +85,7 @@ struct ChipTransformer::ScoresProgram : FcProgramPlan {
   // from a resident row), empty: group g's at 128 g.
   std::vector<int> row_slots;
   // With chip_key_write: the key's sum in that FC too (rope_shape's keys), its bytes written into
-  // the key's column by the program (compiler::FcColumnWrite::from_piece), none from the host.
+  // the key's column by the program (compiler::FcColumnWrite::from_byte), none from the host.
   bool key_sum = false;
 };
 
@@ -752,7 +752,10 @@ bool ChipTransformer::first_sum_program(int layer, ScoresProgram& p) {
 bool ChipTransformer::key_sum_program(int layer, ScoresProgram& p, TileAllocator& tiles) {
   const Config& c = ck_.config;
   const ScoresProgram before = p;
-  p.rope_shape = {c.dim, c.n_kv_heads, c.head_size()};
+  // The key's channels one after the other in kv_dim's groups (fewer groups than one per kv head
+  // where head_size is not a whole group) where each head starts at a whole word, which the
+  // column write reads from; else each kv head from a group boundary.
+  p.rope_shape = {c.dim, c.n_kv_heads, c.head_size(), c.head_size() % 4 == 0};
   compiler::FcPlacement keys;
   std::vector<int> in_at;
   compiler::FcLayer l =
@@ -783,6 +786,7 @@ bool ChipTransformer::key_sum_program(int layer, ScoresProgram& p, TileAllocator
   }
   tiles = trial;
   stats_.resident_bytes += rope_resident_bytes(key_groups, copies);
+  stats_.key_sum_groups += key_groups;
   rope_copies_ = copies;
   return true;
 }
@@ -1094,7 +1098,9 @@ compiler::FcColumnWrite ChipTransformer::key_column(const ScoresProgram& p,
   if (p.key_sum) {  // head h's group (key_part's h-th) takes its kv head's key from the sum
     const int kv_mul = ck_.config.n_heads / ck_.config.n_kv_heads;
     for (int h = 0; h < ck_.config.n_heads; ++h)
-      w.from_piece.push_back(p.rope_shape.key_group(h / kv_mul));
+      w.from_byte.push_back(p.rope_shape.key_at(h / kv_mul));
+    // Packed keys: the bytes after a head's are the next head's key, not its zero padding.
+    if (p.rope_shape.packed_keys) w.scattered_rows = p.rope_shape.head_size / 4;
   }
   return w;
 }

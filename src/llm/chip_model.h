@@ -50,6 +50,7 @@ struct ChipPathStats {
   int rope_sum_layers = 0;
   // Of them, with the key's sum there too, written into the key's column by that program.
   int key_sum_layers = 0;
+  int key_sum_groups = 0;  // the key's output groups in those sums (kv_dim's, or per kv head)
   // Of them, reading q's products from the resident rows where the program computing q left them
   // (Int8Options::keep_rope_products): those products never cross USB.
   int rope_kept_layers = 0;

@@ -15,12 +15,20 @@ int whole(int n) { return (n + kGroup - 1) / kGroup * kGroup; }
 
 int RopeSumShape::q_outputs() const { return whole(q_channels); }
 
-int RopeSumShape::key_outputs() const { return whole(head_size); }
+int RopeSumShape::key_outputs() const {
+  return packed_keys ? whole(kv_heads * head_size) : kv_heads * whole(head_size);
+}
+
+int RopeSumShape::key_at(int h) const {
+  return q_outputs() + h * (packed_keys ? head_size : whole(head_size));
+}
 
 int RopeSumShape::channel(int o) const {
   if (o < q_outputs()) return o < q_channels ? o : -1;
-  const int h = (o - q_outputs()) / key_outputs(), i = (o - q_outputs()) % key_outputs();
-  return h < kv_heads && i < head_size ? h * head_size + i : -1;
+  const int i = o - q_outputs();
+  if (packed_keys) return i < kv_heads * head_size ? i : -1;
+  const int h = i / whole(head_size), j = i % whole(head_size);
+  return h < kv_heads && j < head_size ? h * head_size + j : -1;
 }
 
 namespace {

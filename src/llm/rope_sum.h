@@ -6,8 +6,9 @@
 // chain's products return it: RoPE's products in the chain), weights 1 on P1_o and R_(o^1). The
 // multipliers change with r, so the program writes them per token: each group's aux block's
 // first row (its 64 float32 multipliers). Its outputs are q~ and, with a key, k~ too
-// (docs/llm.md "The key's sum on the chip"), each kv head's from a group boundary: the bytes of
-// the key's column in the scores' weights (K = head_size padded to 64, the padding zero).
+// (docs/llm.md "The key's sum on the chip"): the bytes of the key's column in the scores'
+// weights (K = head_size padded to 64, the padding zero), each kv head's from a group boundary,
+// or packed in kv_dim's groups (RopeSumShape).
 #pragma once
 
 #include <cstdint>
@@ -20,15 +21,18 @@
 namespace tinycoral::llm {
 
 // Which channel each output of the sum is: q's `q_channels` from output 0 (whole groups), then
-// with kv_heads > 0 each kv head's head_size key channels from the next group boundary.
+// with kv_heads > 0 the key's channels from the next group boundary: each kv head's head_size
+// from a group boundary of its own, or with `packed_keys` all kv_dim of them one after the other
+// (the chain's 64-channel groups of k; a head may then start inside a group and straddle two).
 struct RopeSumShape {
   int q_channels = 0;
   int kv_heads = 0, head_size = 0;
+  bool packed_keys = false;
   int q_outputs() const;
-  int key_outputs() const;  // per kv head: head_size in whole groups
-  int outputs() const { return q_outputs() + kv_heads * key_outputs(); }
-  // The output group where kv head h's key starts.
-  int key_group(int h) const { return (q_outputs() + h * key_outputs()) / 64; }
+  int key_outputs() const;  // the key's channels with their padding, in whole groups
+  int outputs() const { return q_outputs() + key_outputs(); }
+  // The output holding kv head h's first key channel.
+  int key_at(int h) const;
   // Output o's channel: q's (o < q_outputs()), else the key's index in kv_dim; -1 for padding.
   int channel(int o) const;
 };

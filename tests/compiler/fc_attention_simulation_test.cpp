@@ -273,7 +273,7 @@ TEST(FcAttentionOnTheVirtualEdgeTpu, AKeyColumnWrittenByTheChipIsSeenByTheSameRu
   // Words taken from the FC in front of the scores (the llm path's key sum) need that FC.
   const FcParameterWrite keys = key_groups(a, 64);
   FcColumnWrite from_first = fc_column_write(keys.layer, keys.at, 0);
-  from_first.from_piece.assign(size_t(kHeads), 0);
+  from_first.from_byte.assign(size_t(kHeads), 0);
   EXPECT_NE(tinycoral::testing::error_of([&] {
               (void)generate_fc_batch_attention(a.scores, a.scores_at, a.row_bytes, a.exp_mult,
                                                 a.sum, {}, nullptr, nullptr, &from_first);

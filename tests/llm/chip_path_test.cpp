@@ -488,7 +488,9 @@ TEST(ChipPathStepD, TheKeyColumnWrittenByTheChipIsExact) {
 // head size 16 with two heads per kv head (each kv head's key to both its heads' groups), softmax
 // alone; head size 80 (the key two 64-byte pieces, K = 128) past 64 positions, with the weighted
 // sum joined. A key piece of another kv head, or one the chip did not put into the column, changes
-// the scores.
+// the scores. The key's channels are packed in kv_dim's 64-channel groups (as the chain computes
+// k), so a head starts inside a group (the first shape's second kv head, at byte 16) or straddles
+// two (the second shape's, bytes 80..159): 1 and 3 groups a layer, not one per kv head (2 and 4).
 TEST(ChipPathStepD, TheKeyComputedAndWrittenByTheChipIsExact) {
   for (size_t i = 0; i < std::size(kOtherAttentionShapes); ++i) {
     const auto& [shape, steps] = kOtherAttentionShapes[i];
@@ -498,6 +500,8 @@ TEST(ChipPathStepD, TheKeyComputedAndWrittenByTheChipIsExact) {
     EXPECT_EQ(s.key_write_layers, shape.layers);
     EXPECT_EQ(s.rope_sum_layers, shape.layers);
     EXPECT_EQ(s.key_sum_layers, shape.layers);
+    const int kv_dim = shape.dim / shape.heads * shape.kv_heads;
+    EXPECT_EQ(s.key_sum_groups, shape.layers * ((kv_dim + 63) / 64));
     EXPECT_EQ(s.attention_layers,
               kOtherAttentionSums[i] == llm::WeightedSum::kValueCache ? shape.layers : 0);
   }
