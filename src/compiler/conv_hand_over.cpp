@@ -739,13 +739,74 @@ void send_parts(Emitter& e, const Round& round, int& ordinal) {
   }
 }
 
+// A multi-packet transfer whose only receiver is its sender (a tile moving its own rows to where
+// the next stage keeps them).
+bool to_itself(const Item& item) {
+  const Transfer& t = *item.parts.front();
+  return item.parts.size() == 1 && t.packets >= 2 && t.mask == tile_bit(t.src);
+}
+
+// Such transfers copied on their tiles instead of over the ring: a narrowToWide of the sender's
+// walk into FIFO row `fifo`, then the wideToNarrow of the receiver's walk out of it, one fill a
+// packet as the ring consumer would have left them (Google's local copy, DeepLab gen2020 words
+// 9438-9445: the narrowToWide waits on WIDE_TO_NARROW credits, the wideToNarrow on
+// NARROW_TO_WIDE). No ring producer, no ring consumer; the copies of several tiles with the same
+// walks go out once.
+void copy_locally(Emitter& e, const std::vector<const Transfer*>& copies, int fifo) {
+  {
+    TileBatch reads(e);
+    for (const Transfer* t : copies)
+      reads.add(tile_bit(t->src), "n2w",
+                cat("n.addr=", hex(t->from_at / 4), sender_walk(*t), " w.addr=", hex(fifo),
+                    " w=(0 x ", t->packets,
+                    ") w.rows=1 sync.en0=1 sync.id=11 sync.en1=1 sync.val=0x0ffff "
+                    "sync.en2=1 sync.f45=1 tail_lvl=1"));
+  }
+  TileBatch writes(e);
+  for (const Transfer* t : copies) {
+    const Write& w = t->writes.front();
+    writes.add(w.tile, "w2n",
+               cat("w.addr=", hex(fifo), " w=(0 x ", t->packets,
+                   ") w.rows=1 n.addr=", hex(w.at / 4), " n=", strided_walk(w.walk, 6),
+                   " n.lvl_mask=0x01 sync.en0=1 sync.f1=1 sync.id=13 sync.en1=1 "
+                   "sync.val=0x08000 sync.en2=1 tail_en870=1"));
+  }
+}
+
+// A round's instructions through FIFO row `fifo`: `copies` on their tiles, the rest over the ring.
+void send_round(Emitter& e, const std::vector<const Transfer*>& copies, const Round& ring, int fifo,
+                int& ordinal) {
+  if (!copies.empty()) copy_locally(e, copies, fifo);
+  if (ring.empty()) return;
+  receive(e, ring, fifo);
+  send_parts(e, ring, ordinal);
+}
+
 // A round through FIFO row `piece` (a fence after every kInputRows rows: each row's writer runs
-// once per fence region).
+// once per fence region). Its transfers to their own senders are copied on the tile where that
+// takes fewer words (a copy's instructions do not join those of the ring's receivers and senders
+// on other tiles).
 void send(Emitter& e, const Round& round, int& piece, int& ordinal) {
   if (piece > 0 && piece % kInputRows == 0) tile_fence(e, "counters=0x1ffff units=0x3ff");
   const int fifo = kInputFifo + 4 * (piece++ % kInputRows);
-  receive(e, round, fifo);
-  send_parts(e, round, ordinal);
+  std::vector<const Transfer*> copies;
+  Round ring;
+  for (const Item& item : round)
+    if (to_itself(item))
+      copies.push_back(item.parts.front());
+    else
+      ring.push_back(item);
+  if (!copies.empty()) {
+    Emitter with = Emitter::counting(), without = Emitter::counting();
+    int ignored = ordinal;
+    send_round(with, copies, ring, fifo, ignored);
+    send_round(without, {}, round, fifo, ignored);
+    if (with.words() < without.words()) {
+      send_round(e, copies, ring, fifo, ordinal);
+      return;
+    }
+  }
+  send_round(e, {}, round, fifo, ordinal);
 }
 
 void emit_rounds(Emitter& e, const std::vector<Round>& rounds, int& ordinal) {

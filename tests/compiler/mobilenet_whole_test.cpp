@@ -445,6 +445,25 @@ void v2_parts_end_with_one_fence_and_adds_fill_value_pairs(const CompiledV2& v2)
   EXPECT_GE(paired_fills, 4 * 10) << "(v2 has 10 residual ADDs)";
 }
 
+// A tile handing rows over to itself (its band's rows where the next stage keeps them on the same
+// tile) sent them over the ring to itself: a narrowToWide into its ring row, a producer, a
+// consumer, then the wideToNarrow (99 such producers in v2). Now such a transfer is copied on the
+// tile, a narrowToWide into a FIFO row and the wideToNarrow out of it, which waits on
+// NARROW_TO_WIDE (Google's local copy, DeepLab gen2020 words 9438-9445), wherever that takes
+// fewer words (copy_locally, conv_hand_over.cpp; docs/compiler.md "Rows a tile hands to itself
+// copied on the tile"). The bytes of this program are checked by
+// V2Gen2020EqualsItsTwinAndPassesGooglesCheck.
+void v2_tiles_copy_rows_they_hand_to_themselves(const CompiledV2& v2) {
+  int to_itself = 0, copies = 0;
+  for (const isa::Instruction& in : v2.instructions) {
+    to_itself += in.opcode() == isa::kRingProducer && in.value("to_c1") == 0 &&
+                 in.value("dest") == in.value("tiles");
+    copies += in.opcode() == isa::kWideToNarrow && in.value("sync.id") == 13;
+  }
+  EXPECT_LE(to_itself, 20) << "(99 producers sent rows only to their own tile)";
+  EXPECT_GE(copies, 5);
+}
+
 // v2's layout: each check under its own trace (the names of the tests they were, which
 // docs/compiler.md cites), so a failure names its property.
 void expect_v2_layout(const std::vector<uint8_t>& tflite) {
@@ -469,6 +488,7 @@ void expect_v2_layout(const std::vector<uint8_t>& tflite) {
       {"V2PixelStagesHandOverOnlyTheirPixels", v2_pixel_stages_hand_over_only_their_pixels},
       {"V2PartsEndWithOneFenceAndAddsFillValuePairs",
        v2_parts_end_with_one_fence_and_adds_fill_value_pairs},
+      {"V2TilesCopyRowsTheyHandToThemselves", v2_tiles_copy_rows_they_hand_to_themselves},
   };
   for (const auto& [property, check] : checks) {
     SCOPED_TRACE(property);
