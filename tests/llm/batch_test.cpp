@@ -75,11 +75,19 @@ void expect_same_tokens(const llm::BatchRun& run, const std::vector<std::vector<
   EXPECT_EQ(run.positions, positions);
 }
 
-// Both batch paths against the oracle on `ck`; returns the chip's figures.
-llm::ChipBatchStats expect_batch_equals_int8(const llm::Checkpoint& ck, const llm::Tokenizer& tok,
-                                             int count, int steps, llm::Int8Options options,
-                                             bool values_on_host = false,
-                                             bool ffn_programs = true) {
+// What the chip's batch path leaves to the host, or splits (llm::ChipBatchMatmuls).
+struct ChipBatchForm {
+  bool values_on_host = false;
+  bool ffn_programs = true;
+};
+
+// Both batch paths against the oracle on `ck`, the chip's in each of `forms`; `stats` gets the
+// chip's figures of each. One calibration, oracle and CPU batch for all of them.
+void expect_batches_equal_int8(const llm::Checkpoint& ck, const llm::Tokenizer& tok, int count,
+                               int steps, llm::Int8Options options,
+                               const std::vector<ChipBatchForm>& forms,
+                               std::vector<llm::ChipBatchStats>& stats) {
+  stats.assign(forms.size(), {});
   llm::ThreadPool pool(2);
   const llm::Calibration cal = llm::calibrate(ck, pool, 8);
   const std::vector<llm::BatchRequest> requests = mixed_requests(count, steps);
@@ -92,21 +100,32 @@ llm::ChipBatchStats expect_batch_equals_int8(const llm::Checkpoint& ck, const ll
     llm::CpuBatchMatmuls cpu(ck, pool, cal, options);
     expect_same_tokens(llm::generate_batch(ck, tok, cpu, requests), want);
   }
-  SCOPED_TRACE("virtual Edge TPU");
-  auto tpu = runtime::open_virtual_edgetpu();
-  llm::ChipBatchMatmuls chip(ck, pool, cal, *tpu, options, values_on_host, ffn_programs);
-  const llm::BatchRun run = llm::generate_batch(ck, tok, chip, requests);
-  expect_same_tokens(run, want);
-  EXPECT_EQ(run.steps, steps);  // the longest sequences ran every step in lockstep
-  // Each step ran each program once for all rows (none per sequence), or in chunks when the rows
-  // exceed what one program takes.
-  if (count <= 16) {
-    EXPECT_EQ(chip.stats().runs, chip.stats().programs * run.steps);
-  } else {
-    EXPECT_GT(chip.stats().runs, chip.stats().programs * run.steps);
+  for (size_t f = 0; f < forms.size(); ++f) {
+    SCOPED_TRACE("virtual Edge TPU, form " + std::to_string(f));
+    auto tpu = runtime::open_virtual_edgetpu();
+    llm::ChipBatchMatmuls chip(ck, pool, cal, *tpu, options, forms[f].values_on_host,
+                               forms[f].ffn_programs);
+    const llm::BatchRun run = llm::generate_batch(ck, tok, chip, requests);
+    expect_same_tokens(run, want);
+    EXPECT_EQ(run.steps, steps);  // the longest sequences ran every step in lockstep
+    // Each step ran each program once for all rows (none per sequence), or in chunks when the
+    // rows exceed what one program takes.
+    if (count <= 16) {
+      EXPECT_EQ(chip.stats().runs, chip.stats().programs * run.steps);
+    } else {
+      EXPECT_GT(chip.stats().runs, chip.stats().programs * run.steps);
+    }
+    EXPECT_GT(chip.stats().modeled.total_ms_high(), 0);
+    stats[f] = chip.stats();
   }
-  EXPECT_GT(chip.stats().modeled.total_ms_high(), 0);
-  return chip.stats();
+}
+
+// The same with the chip's batch path in one form; its figures.
+llm::ChipBatchStats expect_batch_equals_int8(const llm::Checkpoint& ck, const llm::Tokenizer& tok,
+                                             int count, int steps, llm::Int8Options options) {
+  std::vector<llm::ChipBatchStats> stats;
+  expect_batches_equal_int8(ck, tok, count, steps, options, {ChipBatchForm{}}, stats);
+  return stats.at(0);
 }
 
 // The older arithmetic (--unfused-layers): step a's programs over all rows, each layer's FFN one
@@ -118,12 +137,16 @@ TEST(BatchPath, BothTestCheckpointsGiveEverySequenceTheInt8PathsTokens) {
     const llm::Checkpoint& ck = model.ck;
     const llm::Tokenizer& tok = model.tok;
     const bool big = name == "rand15M";
-    for (const bool ffn_programs : {true, false}) {
-      if (big && !ffn_programs) continue;  // the split FFN's programs are rand_gqa's, larger
+    // The split FFN's programs are rand_gqa's (larger): not again on rand15M.
+    std::vector<ChipBatchForm> forms = {{.ffn_programs = true}};
+    if (!big) forms.push_back({.ffn_programs = false});
+    std::vector<llm::ChipBatchStats> stats;
+    expect_batches_equal_int8(ck, tok, big ? 4 : kGqaSequences, big ? kBigSteps : kGqaSteps,
+                              llm::Int8Options{false}, forms, stats);
+    for (size_t f = 0; f < forms.size(); ++f) {
+      const bool ffn_programs = forms[f].ffn_programs;
       SCOPED_TRACE(ffn_programs ? "FFN one program" : "FFN split");
-      const llm::ChipBatchStats s =
-          expect_batch_equals_int8(ck, tok, big ? 4 : kGqaSequences, big ? kBigSteps : kGqaSteps,
-                                   llm::Int8Options{false}, false, ffn_programs);
+      const llm::ChipBatchStats& s = stats[f];
       EXPECT_EQ(s.chip_matmuls, 7 * ck.config.n_layers);
       EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
       EXPECT_EQ(s.ffn_programs, ffn_programs ? ck.config.n_layers : 0);
@@ -145,12 +168,16 @@ TEST(BatchPath, FusedLayersGiveEverySequenceTheInt8PathsTokens) {
     const llm::Tokenizer& tok = model.tok;
     const bool big = name == "rand15M";
     const llm::Config& c = ck.config;
-    for (const bool values_on_host : {false, true}) {
-      if (big && values_on_host) continue;  // the same programs as rand_gqa's, fewer of them
+    // u on the host: the same programs as rand_gqa's (fewer of them) on rand15M: not again.
+    std::vector<ChipBatchForm> forms = {{.values_on_host = false}};
+    if (!big) forms.push_back({.values_on_host = true});
+    std::vector<llm::ChipBatchStats> stats;
+    expect_batches_equal_int8(ck, tok, big ? 4 : kGqaSequences, big ? kBigSteps : kGqaSteps,
+                              llm::Int8Options{true}, forms, stats);
+    for (size_t f = 0; f < forms.size(); ++f) {
+      const bool values_on_host = forms[f].values_on_host;
       SCOPED_TRACE(values_on_host ? "u on the host" : "u on the chip");
-      const llm::ChipBatchStats s =
-          expect_batch_equals_int8(ck, tok, big ? 4 : kGqaSequences, big ? kBigSteps : kGqaSteps,
-                                   llm::Int8Options{true}, values_on_host);
+      const llm::ChipBatchStats& s = stats[f];
       EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
       EXPECT_EQ(s.ffn_programs, c.n_layers);
       if (!values_on_host) {

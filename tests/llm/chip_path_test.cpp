@@ -4,7 +4,11 @@
 // output split and K > 1024 (a one-row batch program). Nothing here depends on the two test shapes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
+#include <tuple>
 
 #include "chip/virtual_edge_tpu.h"
 #include "llama2c_files.h"
@@ -37,37 +41,62 @@ Run run(llm::Transformer& model, const llm::Tokenizer& tok, float temperature, u
   return r;
 }
 
-// The chip path against the int8 path on `ck`: identical logits at every position, greedy and
-// sampled; `stats` gets the chip path's figures.
-void expect_chip_equals_int8(const llm::Checkpoint& ck, const llm::Tokenizer& tok, int steps,
-                             llm::ChipPathStats& stats, llm::Int8Options options = {}) {
+// The options the int8 CPU path reads: its arithmetic (the others say what runs on the chip).
+std::tuple<bool, bool, llm::WeightedSum, bool> arithmetic(const llm::Int8Options& o) {
+  return {o.fused_layers, o.chip_attention, o.weighted_sum, o.chip_rope};
+}
+
+// The chip path with each of `chips` against the int8 path with the same options on `ck`:
+// identical logits at every position, greedy and sampled; `stats` gets each one's figures. One
+// calibration for all, and one CPU run per arithmetic among them (under the sanitizers as long as
+// a chip path's).
+void expect_chips_equal_int8(const llm::Checkpoint& ck, const llm::Tokenizer& tok, int steps,
+                             const std::vector<llm::Int8Options>& chips,
+                             std::vector<llm::ChipPathStats>& stats) {
+  stats.assign(chips.size(), {});
   llm::ThreadPool pool(2);
   const llm::Calibration cal = llm::calibrate(ck, pool, 8);
-  llm::Int8Transformer cpu(ck, pool, cal, options);
-  auto tpu = runtime::open_virtual_edgetpu();
-  llm::ChipTransformer chip(ck, pool, cal, *tpu, options);
-  int positions = 0;
-  for (const auto& [temperature, prompt] :
-       std::vector<std::pair<float, std::string>>{{0.0f, "Once upon"}, {1.0f, ""}}) {
-    SCOPED_TRACE("temperature " + std::to_string(temperature));
-    const Run want = run(cpu, tok, temperature, 42, prompt, steps);
-    const Run got = run(chip, tok, temperature, 42, prompt, steps);
-    positions += static_cast<int>(got.logits.size());
-    EXPECT_EQ(got.text, want.text);
-    ASSERT_EQ(got.logits.size(), want.logits.size());
-    ASSERT_GE(want.logits.size(), size_t(steps) / 2);
-    for (size_t p = 0; p < want.logits.size(); ++p)
-      ASSERT_EQ(got.logits[p], want.logits[p]) << "position " << p;
-    // The positions (asserted above) are what the comparison needs; a tiny model's tokenizer
-    // writes a byte or two per token, and a sampled story may stop early at BOS.
-    EXPECT_FALSE(want.text.empty());
+  const std::vector<std::pair<float, std::string>> stories = {{0.0f, "Once upon"}, {1.0f, ""}};
+  std::map<std::tuple<bool, bool, llm::WeightedSum, bool>, std::vector<Run>> wanted;
+  for (size_t c = 0; c < chips.size(); ++c) {
+    SCOPED_TRACE("chip options " + std::to_string(c));
+    std::vector<Run>& want = wanted[arithmetic(chips[c])];
+    if (want.empty()) {
+      llm::Int8Transformer cpu(ck, pool, cal, chips[c]);
+      for (const auto& [temperature, prompt] : stories)
+        want.push_back(run(cpu, tok, temperature, 42, prompt, steps));
+    }
+    auto tpu = runtime::open_virtual_edgetpu();
+    llm::ChipTransformer chip(ck, pool, cal, *tpu, chips[c]);
+    int positions = 0;
+    for (size_t k = 0; k < stories.size(); ++k) {
+      SCOPED_TRACE("temperature " + std::to_string(stories[k].first));
+      const Run got = run(chip, tok, stories[k].first, 42, stories[k].second, steps);
+      positions += static_cast<int>(got.logits.size());
+      EXPECT_EQ(got.text, want[k].text);
+      ASSERT_EQ(got.logits.size(), want[k].logits.size());
+      ASSERT_GE(want[k].logits.size(), size_t(steps) / 2);
+      for (size_t p = 0; p < want[k].logits.size(); ++p)
+        ASSERT_EQ(got.logits[p], want[k].logits[p]) << "position " << p;
+      // The positions (asserted above) are what the comparison needs; a tiny model's tokenizer
+      // writes a byte or two per token, and a sampled story may stop early at BOS.
+      EXPECT_FALSE(want[k].text.empty());
+    }
+    // Every forward pass ran every program once (none was skipped or repeated), and wrote each new
+    // key where the scores run on the chip: one caching run per such layer, none where the softmax
+    // runs there too (that program writes the key itself).
+    const llm::ChipPathStats& s = chip.stats();
+    EXPECT_EQ(s.runs, (s.programs + s.scores_layers - s.softmax_layers) * positions);
+    stats[c] = s;
   }
-  // Every forward pass ran every program once (none was skipped or repeated), and wrote each new
-  // key where the scores run on the chip: one caching run per such layer, none where the softmax
-  // runs there too (that program writes the key itself).
-  const llm::ChipPathStats& s = chip.stats();
-  EXPECT_EQ(s.runs, (s.programs + s.scores_layers - s.softmax_layers) * positions);
-  stats = chip.stats();
+}
+
+// The chip path with `options` against the int8 path on `ck` (above); `stats` gets its figures.
+void expect_chip_equals_int8(const llm::Checkpoint& ck, const llm::Tokenizer& tok, int steps,
+                             llm::ChipPathStats& stats, llm::Int8Options options = {}) {
+  std::vector<llm::ChipPathStats> all;
+  expect_chips_equal_int8(ck, tok, steps, {options}, all);
+  stats = all.at(0);
 }
 
 TEST(ChipPathStepA, BothTestCheckpointsGiveTheInt8PathsLogitsBitForBit) {
@@ -134,35 +163,33 @@ TEST(ChipPathStepB, FusedFfnWithPaddedShapesIsExact) {
 
 // Step c's first part (fused_layers): each layer's FFN, the residual add and the next layer's q, k,
 // v and u = wo_h v in one program (wo folded into the value cache), RMSNorm's scale applied by the
-// host, layer 0's q, k, v and u as one program: L + 1 programs per token, the int8 path's logits
-// bit for bit on both test checkpoints.
-TEST(ChipPathStepC, FusedLayersGiveTheInt8PathsLogitsBitForBit) {
+// host, layer 0's q, k, v and u as one program: L + 1 programs per token. And the start of step d
+// (Int8Options::chip_scores): attention's scores of every layer on the chip, one program per layer
+// over every head, the int8 keys resident in tile memory and each new key written there as its
+// token arrives. Both the int8 path's logits bit for bit on both test checkpoints (one arithmetic:
+// one int8 run for both).
+TEST(ChipPathStepD, ScoresOnTheHostOrTheChipGiveTheInt8PathsLogitsBitForBit) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   for_each_reference_model(data, [](const std::string& name, const LoadedModel& model) {
     const llm::Checkpoint& ck = model.ck;
-    const llm::Tokenizer& tok = model.tok;
-    llm::ChipPathStats s;
-    expect_chip_equals_int8(ck, tok, name == "rand15M" ? 6 : 16, s, {.fused_layers = true});
+    std::vector<llm::ChipPathStats> stats;
+    expect_chips_equal_int8(ck, model.tok, name == "rand15M" ? 6 : 16,
+                            {{.fused_layers = true},
+                             {.fused_layers = true, .chip_attention = true, .chip_scores = true}},
+                            stats);
     const int layers = ck.config.n_layers;
-    EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
-    EXPECT_EQ(s.chip_matmuls, 7 * layers);
-    EXPECT_EQ(s.fused_ffns, layers);
-    EXPECT_EQ(s.chained_layers, layers - 1);
-    EXPECT_EQ(s.programs, layers + 1);  // layer 0's q, k, v, u; per layer the chain
-    EXPECT_LE(s.max_tile_units, 0x2000);
-  });
-}
-
-// The start of step d (Int8Options::chip_scores): attention's scores of every layer on the chip,
-// one program per layer over every head, the int8 keys resident in tile memory and each new key
-// written there as its token arrives; the int8 path's logits bit for bit on both test checkpoints.
-TEST(ChipPathStepD, ScoresOnTheChipGiveTheInt8PathsLogitsBitForBit) {
-  TINYCORAL_REQUIRE_TESTDATA(data);
-  for_each_reference_model(data, [](const std::string& name, const LoadedModel& model) {
-    llm::ChipPathStats s;
-    expect_chip_equals_int8(model.ck, model.tok, name == "rand15M" ? 6 : 16, s,
-                            {.fused_layers = true, .chip_attention = true, .chip_scores = true});
-    const int layers = model.ck.config.n_layers;
+    {
+      SCOPED_TRACE("step c: the scores on the host");
+      const llm::ChipPathStats& s = stats[0];
+      EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
+      EXPECT_EQ(s.chip_matmuls, 7 * layers);
+      EXPECT_EQ(s.fused_ffns, layers);
+      EXPECT_EQ(s.chained_layers, layers - 1);
+      EXPECT_EQ(s.programs, layers + 1);  // layer 0's q, k, v, u; per layer the chain
+      EXPECT_LE(s.max_tile_units, 0x2000);
+    }
+    SCOPED_TRACE("step d: the scores on the chip");
+    const llm::ChipPathStats& s = stats[1];
     EXPECT_EQ(s.scores_layers, layers);
     EXPECT_EQ(s.softmax_layers, layers);  // the softmax on the scalar core in each of them
     EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
@@ -226,14 +253,16 @@ TEST(ChipPathStepD, RopeProductsInTheProgramsGiveTheInt8PathsLogitsBitForBit) {
     SCOPED_TRACE("dim " + std::to_string(shape.dim));
     const LoadedModel model = tiny_model(shape, TinyWeights(shape));
     // 0: alone; 1: the scores and softmax on the chip (q~'s sum in their program); 2: and the
-    // value cache's weighted sum in that program too.
+    // value cache's weighted sum in that program too (0 and 1 share their int8 run).
+    std::vector<llm::Int8Options> options(
+        3, {.fused_layers = true, .chip_attention = true, .chip_rope = true});
+    options[1].chip_scores = options[2].chip_scores = true;
+    options[2].weighted_sum = llm::WeightedSum::kValueCache;
+    std::vector<llm::ChipPathStats> stats;
+    expect_chips_equal_int8(model.ck, model.tok, 12, options, stats);
     for (const int attention : {0, 1, 2}) {
       SCOPED_TRACE("attention on the chip: " + std::to_string(attention));
-      llm::Int8Options options{.fused_layers = true, .chip_attention = true, .chip_rope = true};
-      options.chip_scores = attention > 0;
-      if (attention == 2) options.weighted_sum = llm::WeightedSum::kValueCache;
-      llm::ChipPathStats s;
-      expect_chip_equals_int8(model.ck, model.tok, 12, s, options);
+      const llm::ChipPathStats& s = stats[size_t(attention)];
       EXPECT_EQ(s.rope_layers, shape.layers);
       EXPECT_EQ(s.rope_sum_layers, attention > 0 ? shape.layers : 0);
       // The position's tables are built once per token, not once per program taking them.
@@ -352,6 +381,30 @@ std::string story_args(const std::filesystem::path& data, const std::filesystem:
   return generate_args(data, checkpoint, options);
 }
 
+// `generate` with the story's arguments (story_args) and `flags`, run once per test process: the
+// claims that read the same run (the same flags, in any order) share it.
+const CommandResult& story(const std::filesystem::path& data,
+                           const std::filesystem::path& checkpoint, const std::string& name,
+                           const std::string& flags) {
+  static std::map<std::string, CommandResult> runs;
+  std::vector<std::string> parts;  // each flag with its value
+  std::istringstream words(flags);
+  for (std::string word; words >> word;) {
+    if (parts.empty() || word.starts_with("-")) {
+      parts.push_back(word);
+    } else {
+      parts.back() += " " + word;
+    }
+  }
+  std::sort(parts.begin(), parts.end());
+  const std::string args = story_args(data, checkpoint, name);
+  std::string key = args;
+  for (const std::string& part : parts) key += " " + part;
+  auto it = runs.find(key);
+  if (it == runs.end()) it = runs.emplace(key, run_cli(args + " " + flags)).first;
+  return it->second;
+}
+
 // `generate` with `cpu_flags` and with `sim_flags --json`: both succeed and the simulator writes
 // the CPU's text (more than 10 bytes of it, into `cpu_text`). The simulator's JSON; null when
 // either run failed (the failure is reported).
@@ -359,9 +412,8 @@ nlohmann::json sim_writes_cpu_text(const std::filesystem::path& data,
                                    const std::filesystem::path& checkpoint, const std::string& name,
                                    const std::string& cpu_flags, const std::string& sim_flags,
                                    std::string& cpu_text) {
-  const std::string args = story_args(data, checkpoint, name);
-  const CommandResult cpu = run_cli(args + " " + cpu_flags);
-  const CommandResult sim = run_cli(args + " " + sim_flags + " --json");
+  const CommandResult& cpu = story(data, checkpoint, name, cpu_flags);
+  const CommandResult& sim = story(data, checkpoint, name, sim_flags + " --json");
   EXPECT_EQ(cpu.exit_code, 0) << cpu.err;
   EXPECT_EQ(sim.exit_code, 0) << sim.err;
   if (cpu.exit_code != 0 || sim.exit_code != 0) return nullptr;
@@ -375,8 +427,7 @@ nlohmann::json sim_writes_cpu_text(const std::filesystem::path& data,
 // `generate --device sim --scores-on-chip` writes the int8 path's text on both test checkpoints
 // (the scores of every layer on the chip, one more program and one caching run per layer and
 // token); the flag is refused where there is no chip to run them on.
-TEST(ChipPathStepD, GenerateWithScoresOnTheChipWritesTheInt8Text) {
-  TINYCORAL_REQUIRE_TESTDATA(data);
+void generate_with_scores_on_the_chip(const std::filesystem::path& data) {
   for (const std::string name : {"rand_gqa", "rand15M"}) {
     SCOPED_TRACE(name);
     std::string why;
@@ -414,89 +465,111 @@ const AttentionShape kOtherAttentionShapes[] = {{{64, 160, 2, 4, 2, 300, 40, tru
 const llm::WeightedSum kOtherAttentionSums[] = {llm::WeightedSum::kScalarCore,
                                                 llm::WeightedSum::kValueCache};
 
-// WeightedSum::kValueCache with the weighted sum on the chip, the int8 path's logits bit for bit
-// for shapes that are not the test checkpoints': head size 16 with grouped kv heads and seq_len 40
-// (one 64-position program), head size 80 (two groups per head) over 96 positions (the writes
-// cross a 64-position group); with the scores on the host (the sum a program of its own) and on
-// the chip (the sum inside the scores' program).
-TEST(ChipPathStepD, TheValueCachesWeightedSumOnTheChipIsExact) {
-  for (const auto& [shape, steps] : kOtherAttentionShapes) {
-    for (const bool scores : {false, true}) {
-      SCOPED_TRACE("dim " + std::to_string(shape.dim) + (scores ? ", scores on the chip" : ""));
-      const LoadedModel model = tiny_model(shape, TinyWeights(shape));
-      llm::ChipPathStats s;
-      expect_chip_equals_int8(model.ck, model.tok, steps, s,
-                              {.fused_layers = true,
-                               .chip_attention = true,
-                               .chip_scores = scores,
-                               .weighted_sum = llm::WeightedSum::kValueCache});
-      EXPECT_EQ(s.value_sum_layers, shape.layers);
-      // With the scores on the chip the sum joins their program (one run per layer).
-      EXPECT_EQ(s.attention_layers, scores ? shape.layers : 0);
-      EXPECT_EQ(s.programs, 2 * shape.layers + 1);  // the chains, layer 0, a sum or scores + sum
-      // wo after the sum: on the host, or in that program where it fits (these shapes: always).
-      EXPECT_EQ(s.wo_layers, scores ? shape.layers : 0);
-      EXPECT_EQ(s.host_matmuls, scores ? 0 : shape.layers);
-    }
-  }
-}
-
-// Int8Options::chip_key_write: the scores' program writes the new key into its column of the
-// resident keys itself (compiler/fc_column_write.h), the int8 path's logits bit for bit on the
-// two shapes above (head size 16 over grouped kv heads: one row group per head; head size 80:
-// K = 128, 32 rows through narrow memory, and positions past 64), with the softmax alone in the
-// scores' program and with the weighted sum joined to it. A key not written, or written into
-// another column, changes the scores of every later position.
-// The chip path with every token's key written into the scores' weights by the chip itself, on
-// a tiny model of `shape`, against the int8 path's logits; the run's counts.
-llm::ChipPathStats key_written_by_the_chip(const TinyShape& shape, int steps, llm::WeightedSum sum,
-                                           bool rope) {
+// The chip path's attention on one of kOtherAttentionShapes, in one test per shape (four tests
+// before; now the chip paths of a shape share its tiny model, one calibration and one int8 run per
+// arithmetic: 5 int8 runs and 2 calibrations for the 13 of each under the sanitizers, and the
+// second shape's key computed and written by the chip is its run with q's products kept), each
+// the int8 path's logits bit for bit:
+// - the value cache: WeightedSum::kValueCache with the weighted sum on the chip, head size 16
+//   with grouped kv heads and seq_len 40 (one 64-position program), head size 80 (two groups per
+//   head) over 96 positions (the writes cross a 64-position group); with the scores on the host
+//   (the sum a program of its own) and on the chip (the sum inside the scores' program).
+// - the key column written by the chip (Int8Options::chip_key_write): the scores' program writes
+//   the new key into its column of the resident keys itself (compiler/fc_column_write.h), head
+//   size 16 over grouped kv heads (one row group per head), head size 80 (K = 128, 32 rows through
+//   narrow memory, and positions past 64), with the softmax alone in the scores' program and with
+//   the weighted sum joined to it. A key not written, or written into another column, changes the
+//   scores of every later position.
+// - the key computed and written by the chip (chip_rope too): the scores' program computes the
+//   new key itself (RoPE's key sum beside q~'s, in front of the scores) and writes those bytes
+//   into the key's column: the host sends only the key's products, no key bytes. Head size 16 with
+//   two heads per kv head (each kv head's key to both its heads' groups), softmax alone; head size
+//   80 (the key two 64-byte pieces, K = 128) past 64 positions, with the weighted sum joined. A key
+//   piece of another kv head, or one the chip did not put into the column, changes the scores. The
+//   key's channels are packed in kv_dim's 64-channel groups (as the chain computes k), so a head
+//   starts inside a group (the first shape's second kv head, at byte 16) or straddles two (the
+//   second shape's, bytes 80..159): 1 and 3 groups a layer, not one per kv head (2 and 4).
+// - q's RoPE products kept on the tiles (Int8Options::keep_rope_products, the default): the
+//   program computing q leaves them in a resident row of its tiles and the scores' program's RoPE
+//   sum, whose groups sit on those tiles, reads them from there, so they never come back over USB.
+//   Against the same flags with the round trip through the host (keep_rope_products false): the
+//   same runs, and exactly q's P1 and R (128 bytes per 64 channels of q) fewer bytes from the stick
+//   per layer and token, and a scores' row without their slots, on the softmax program alone (head
+//   size 16 over grouped kv heads, the key's sum on the host) and with the key's sum and the
+//   weighted sum joined (head size 80, past 64 positions).
+void expect_attention_on_the_chip_exact(size_t i) {
+  const auto& [shape, steps] = kOtherAttentionShapes[i];
   const LoadedModel model = tiny_model(shape, TinyWeights(shape));
-  llm::ChipPathStats s;
-  expect_chip_equals_int8(model.ck, model.tok, steps, s,
-                          {.fused_layers = true,
-                           .chip_attention = true,
-                           .chip_scores = true,
-                           .chip_key_write = true,
-                           .weighted_sum = sum,
-                           .chip_rope = rope});
-  return s;
-}
-
-TEST(ChipPathStepD, TheKeyColumnWrittenByTheChipIsExact) {
-  for (const auto& [shape, steps] : kOtherAttentionShapes) {
-    for (const llm::WeightedSum sum :
-         {llm::WeightedSum::kScalarCore, llm::WeightedSum::kValueCache}) {
-      const bool values = sum == llm::WeightedSum::kValueCache;
-#ifdef TINYCORAL_ASAN
-      // Sanitized: head size 80's key write past 64 positions runs once, with the value cache
-      // (the softmax alone writes the key the same way: the first shape checks both).
-      if (shape.dim / shape.heads == 80 && !values) continue;
-#endif
-      SCOPED_TRACE("dim " + std::to_string(shape.dim) + (values ? ", the value cache" : ""));
-      const llm::ChipPathStats s = key_written_by_the_chip(shape, steps, sum, false);
-      EXPECT_EQ(s.softmax_layers, shape.layers);
-      EXPECT_EQ(s.key_write_layers, shape.layers);
-      EXPECT_EQ(s.attention_layers, values ? shape.layers : 0);
-    }
+  const llm::Int8Options scores{.fused_layers = true, .chip_attention = true, .chip_scores = true};
+  std::vector<llm::Int8Options> options;
+  // The value cache's weighted sum, with the scores on the host and on the chip: options 0 and 1.
+  for (const bool on_chip : {false, true}) {
+    llm::Int8Options o = scores;
+    o.chip_scores = on_chip;
+    o.weighted_sum = llm::WeightedSum::kValueCache;
+    options.push_back(o);
   }
-}
+  // The key column written by the chip, the softmax alone and with the value cache.
+  std::vector<llm::WeightedSum> key_column_sums = {llm::WeightedSum::kScalarCore,
+                                                   llm::WeightedSum::kValueCache};
+#ifdef TINYCORAL_ASAN
+  // Sanitized: head size 80's key write past 64 positions runs once, with the value cache (the
+  // softmax alone writes the key the same way: the first shape checks both).
+  if (i == 1) key_column_sums = {llm::WeightedSum::kValueCache};
+#endif
+  const size_t key_column = options.size();
+  for (const llm::WeightedSum sum : key_column_sums) {
+    llm::Int8Options o = scores;
+    o.chip_key_write = true;
+    o.weighted_sum = sum;
+    options.push_back(o);
+  }
+  // q's RoPE products kept and sent back; on the second shape with the key computed and written
+  // by the chip, so the kept run is that check's too.
+  const size_t kept = options.size(), sent = kept + 1;
+  for (const bool keep : {true, false}) {
+    llm::Int8Options o = scores;
+    o.chip_key_write = i == 1;
+    o.weighted_sum = kOtherAttentionSums[i];
+    o.chip_rope = true;
+    o.keep_rope_products = keep;
+    options.push_back(o);
+  }
+  size_t key_computed = kept;
+  if (i == 0) {
+    key_computed = options.size();
+    llm::Int8Options o = scores;
+    o.chip_key_write = true;
+    o.weighted_sum = kOtherAttentionSums[i];
+    o.chip_rope = true;
+    options.push_back(o);
+  }
+  std::vector<llm::ChipPathStats> stats;
+  expect_chips_equal_int8(model.ck, model.tok, steps, options, stats);
 
-// With chip_rope too, the scores' program computes the new key itself (RoPE's key sum beside
-// q~'s, in front of the scores) and writes those bytes into the key's column: the host sends only
-// the key's products, no key bytes. The int8 path's logits bit for bit on the two shapes above:
-// head size 16 with two heads per kv head (each kv head's key to both its heads' groups), softmax
-// alone; head size 80 (the key two 64-byte pieces, K = 128) past 64 positions, with the weighted
-// sum joined. A key piece of another kv head, or one the chip did not put into the column, changes
-// the scores. The key's channels are packed in kv_dim's 64-channel groups (as the chain computes
-// k), so a head starts inside a group (the first shape's second kv head, at byte 16) or straddles
-// two (the second shape's, bytes 80..159): 1 and 3 groups a layer, not one per kv head (2 and 4).
-TEST(ChipPathStepD, TheKeyComputedAndWrittenByTheChipIsExact) {
-  for (size_t i = 0; i < std::size(kOtherAttentionShapes); ++i) {
-    const auto& [shape, steps] = kOtherAttentionShapes[i];
-    SCOPED_TRACE("dim " + std::to_string(shape.dim));
-    const llm::ChipPathStats s =
-        key_written_by_the_chip(shape, steps, kOtherAttentionSums[i], true);
+  for (const bool on_chip : {false, true}) {
+    SCOPED_TRACE(on_chip ? "the value cache, the scores on the chip" : "the value cache");
+    const llm::ChipPathStats& s = stats[on_chip ? 1 : 0];
+    EXPECT_EQ(s.value_sum_layers, shape.layers);
+    // With the scores on the chip the sum joins their program (one run per layer).
+    EXPECT_EQ(s.attention_layers, on_chip ? shape.layers : 0);
+    EXPECT_EQ(s.programs, 2 * shape.layers + 1);  // the chains, layer 0, a sum or scores + sum
+    // wo after the sum: on the host, or in that program where it fits (these shapes: always).
+    EXPECT_EQ(s.wo_layers, on_chip ? shape.layers : 0);
+    EXPECT_EQ(s.host_matmuls, on_chip ? 0 : shape.layers);
+  }
+  for (size_t k = 0; k < key_column_sums.size(); ++k) {
+    const bool values = key_column_sums[k] == llm::WeightedSum::kValueCache;
+    SCOPED_TRACE(values ? "the key column written by the chip, the value cache"
+                        : "the key column written by the chip");
+    const llm::ChipPathStats& s = stats[key_column + k];
+    EXPECT_EQ(s.softmax_layers, shape.layers);
+    EXPECT_EQ(s.key_write_layers, shape.layers);
+    EXPECT_EQ(s.attention_layers, values ? shape.layers : 0);
+  }
+  {
+    SCOPED_TRACE("the key computed and written by the chip");
+    const llm::ChipPathStats& s = stats[key_computed];
     EXPECT_EQ(s.key_write_layers, shape.layers);
     EXPECT_EQ(s.rope_sum_layers, shape.layers);
     EXPECT_EQ(s.key_sum_layers, shape.layers);
@@ -505,49 +578,30 @@ TEST(ChipPathStepD, TheKeyComputedAndWrittenByTheChipIsExact) {
     EXPECT_EQ(s.attention_layers,
               kOtherAttentionSums[i] == llm::WeightedSum::kValueCache ? shape.layers : 0);
   }
+  SCOPED_TRACE("q's RoPE products kept on the tiles");
+  const llm::ChipPathStats &k = stats[kept], &b = stats[sent];
+  EXPECT_EQ(k.rope_sum_layers, shape.layers);
+  EXPECT_EQ(k.key_sum_layers, i == 1 ? shape.layers : 0);
+  EXPECT_EQ(k.rope_kept_layers, shape.layers);
+  EXPECT_EQ(b.rope_kept_layers, 0);
+  ASSERT_EQ(k.runs, b.runs);
+  const int positions = k.runs / (k.programs + k.scores_layers - k.softmax_layers);
+  const uint64_t q_products = 2 * uint64_t((shape.dim + 63) / 64 * 64);
+  EXPECT_EQ(b.bytes_from_device - k.bytes_from_device,
+            uint64_t(positions) * uint64_t(shape.layers) * q_products);
+  EXPECT_LT(k.modeled.from_device_ms, b.modeled.from_device_ms);
+  // The host's row ends after the groups that still read it, so it holds no slot for the kept
+  // ones: q's products are gone from it where the sum's row was the longer (the second shape,
+  // whose key groups follow q's); the first shape's row is the scores' own either way.
+  EXPECT_EQ(b.scores_row_bytes - k.scores_row_bytes, i == 1 ? shape.layers * int(q_products) : 0);
 }
 
-// q's RoPE products kept on the tiles (Int8Options::keep_rope_products, the default): the program
-// computing q leaves them in a resident row of its tiles and the scores' program's RoPE sum,
-// whose groups sit on those tiles, reads them from there, so they never come back over USB. Against
-// the same flags with the round trip through the host (keep_rope_products false): the int8 path's
-// logits bit for bit both ways, the same runs, and exactly q's P1 and R (128 bytes per 64 channels
-// of q) fewer bytes from the stick per layer and token, and a scores' row without their slots,
-// on the softmax program alone (head size 16 over grouped kv heads, the key's sum on the host) and
-// with the key's sum and the weighted sum joined (head size 80, past 64 positions).
-TEST(ChipPathStepD, QsRopeProductsKeptOnTheTilesNeverCrossUsb) {
-  for (size_t i = 0; i < std::size(kOtherAttentionShapes); ++i) {
-    const auto& [shape, steps] = kOtherAttentionShapes[i];
-    SCOPED_TRACE("dim " + std::to_string(shape.dim));
-    const LoadedModel model = tiny_model(shape, TinyWeights(shape));
-    llm::ChipPathStats kept, sent;
-    for (const bool keep : {true, false}) {
-      SCOPED_TRACE(keep ? "kept" : "sent back");
-      expect_chip_equals_int8(model.ck, model.tok, steps, keep ? kept : sent,
-                              {.fused_layers = true,
-                               .chip_attention = true,
-                               .chip_scores = true,
-                               .chip_key_write = i == 1,
-                               .weighted_sum = kOtherAttentionSums[i],
-                               .chip_rope = true,
-                               .keep_rope_products = keep});
-    }
-    EXPECT_EQ(kept.rope_sum_layers, shape.layers);
-    EXPECT_EQ(kept.key_sum_layers, i == 1 ? shape.layers : 0);
-    EXPECT_EQ(kept.rope_kept_layers, shape.layers);
-    EXPECT_EQ(sent.rope_kept_layers, 0);
-    ASSERT_EQ(kept.runs, sent.runs);
-    const int positions = kept.runs / (kept.programs + kept.scores_layers - kept.softmax_layers);
-    const uint64_t q_products = 2 * uint64_t((shape.dim + 63) / 64 * 64);
-    EXPECT_EQ(sent.bytes_from_device - kept.bytes_from_device,
-              uint64_t(positions) * uint64_t(shape.layers) * q_products);
-    EXPECT_LT(kept.modeled.from_device_ms, sent.modeled.from_device_ms);
-    // The host's row ends after the groups that still read it, so it holds no slot for the kept
-    // ones: q's products are gone from it where the sum's row was the longer (the second shape,
-    // whose key groups follow q's); the first shape's row is the scores' own either way.
-    EXPECT_EQ(sent.scores_row_bytes - kept.scores_row_bytes,
-              i == 1 ? shape.layers * int(q_products) : 0);
-  }
+TEST(ChipPathStepD, AttentionOnTheChipIsExactWithHeadSize16OverGroupedKvHeads) {
+  expect_attention_on_the_chip_exact(0);
+}
+
+TEST(ChipPathStepD, AttentionOnTheChipIsExactWithHeadSize80Past64Positions) {
+  expect_attention_on_the_chip_exact(1);
 }
 
 // A chip path whose stick fails one program: the scores' program of `layer` at position 2, which
@@ -627,8 +681,7 @@ TEST(ChipPathStepD, KeptRopeProductsAreComputedAgainAfterARecovery) {
 // (which streams the new key and v~ column and computes the per-token multipliers on the scalar
 // core: one program per layer besides the chains) and the text is the int8 CPU path's with the
 // option on both test checkpoints, not the default's; the flag is refused where it does not apply.
-TEST(ChipPathStepD, GenerateWithTheValueCacheWritesTheInt8Text) {
-  TINYCORAL_REQUIRE_TESTDATA(data);
+void generate_with_the_value_cache(const std::filesystem::path& data) {
   for (const std::string name : {"rand_gqa", "rand15M"}) {
     SCOPED_TRACE(name);
     std::string why;
@@ -640,7 +693,7 @@ TEST(ChipPathStepD, GenerateWithTheValueCacheWritesTheInt8Text) {
                             "--device sim --scores-on-chip --weighted-sum value-cache", cpu_text);
     ASSERT_FALSE(j.is_null());
     if (name == "rand_gqa") {
-      const CommandResult plain = run_cli(story_args(data, *path, name) + " --device cpu --int8");
+      const CommandResult& plain = story(data, *path, name, "--device cpu --int8");
       ASSERT_EQ(plain.exit_code, 0) << plain.err;
       EXPECT_NE(cpu_text, plain.out);  // the option changes the arithmetic
     }
@@ -681,8 +734,7 @@ TEST(ChipPathStepD, GenerateWithTheValueCacheWritesTheInt8Text) {
 // fewer bytes to the stick than the same flags streaming the key's groups (the same programs per
 // token otherwise); with RoPE, q's products kept on the tiles in every layer; refused without
 // --scores-on-chip.
-TEST(ChipPathStepD, GenerateWithTheKeyColumnWrittenByTheChipWritesTheInt8Text) {
-  TINYCORAL_REQUIRE_TESTDATA(data);
+void generate_with_the_key_column_written_by_the_chip(const std::filesystem::path& data) {
   std::string why;
   for (const std::string name : {"rand_gqa", "rand15M"}) {
     SCOPED_TRACE(name);
@@ -695,7 +747,7 @@ TEST(ChipPathStepD, GenerateWithTheKeyColumnWrittenByTheChipWritesTheInt8Text) {
       if (name == "rand15M" && flags.empty()) continue;  // test time
 #ifdef TINYCORAL_ASAN
       // Sanitized: rand15M's value cache alone takes the paths of rand_gqa's and of its own
-      // flags with --chip-rope below (and GenerateWithTheValueCacheWritesTheInt8Text's run).
+      // flags with --chip-rope below (and generate_with_the_value_cache's run).
       if (name == "rand15M" && flags == " --weighted-sum value-cache") continue;
 #endif
       const std::string sim = "--device sim --scores-on-chip" + flags;
@@ -717,8 +769,8 @@ TEST(ChipPathStepD, GenerateWithTheKeyColumnWrittenByTheChipWritesTheInt8Text) {
         // compute them): against their round trip through the host (--rope-products-to-host),
         // the same text and runs, fewer bytes from the stick and less modeled time.
         EXPECT_EQ(j.at("chip").at("rope_kept_layers_on_chip"), layers);
-        const CommandResult sent = run_cli(story_args(data, *checkpoint, name) + " " + sim +
-                                           " --key-column-write --rope-products-to-host --json");
+        const CommandResult& sent = story(
+            data, *checkpoint, name, sim + " --key-column-write --rope-products-to-host --json");
         ASSERT_EQ(sent.exit_code, 0) << sent.err;
         const nlohmann::json h = nlohmann::json::parse(sent.out);
         EXPECT_EQ(h.at("text"), j.at("text"));
@@ -732,8 +784,7 @@ TEST(ChipPathStepD, GenerateWithTheKeyColumnWrittenByTheChipWritesTheInt8Text) {
       } else {
         EXPECT_EQ(j.at("chip").at("key_sum_layers_on_chip"), 0);
       }
-      const CommandResult streamed =
-          run_cli(story_args(data, *checkpoint, name) + " " + sim + " --json");
+      const CommandResult& streamed = story(data, *checkpoint, name, sim + " --json");
       ASSERT_EQ(streamed.exit_code, 0) << streamed.err;
       const nlohmann::json k = nlohmann::json::parse(streamed.out);
       EXPECT_EQ(k.at("chip").at("key_column_write_layers_on_chip"), 0);
@@ -765,8 +816,7 @@ TEST(ChipPathStepD, GenerateWithTheKeyColumnWrittenByTheChipWritesTheInt8Text) {
 // their bytes replace the host's, so a wrong byte changes q~ or the key), and with the scores on
 // the chip q~'s sum runs in the scores' program (rope_sum_layers_on_chip); a text other than
 // without it; refused where there is no int8 arithmetic.
-TEST(ChipPathStepD, GenerateWithRopeInTheChipsOpsWritesTheInt8Text) {
-  TINYCORAL_REQUIRE_TESTDATA(data);
+void generate_with_rope_in_the_chips_ops(const std::filesystem::path& data) {
   std::string why;
   for (const std::string name : {"rand_gqa", "rand15M"}) {
     SCOPED_TRACE(name);
@@ -778,7 +828,7 @@ TEST(ChipPathStepD, GenerateWithRopeInTheChipsOpsWritesTheInt8Text) {
       if (name == "rand15M" && flags.find("--scores-on-chip") != std::string::npos) continue;
 #ifdef TINYCORAL_ASAN
       // Sanitized: rand15M's RoPE products with the value cache take rand_gqa's paths (and
-      // GenerateWithTheKeyColumnWrittenByTheChipWritesTheInt8Text's rand15M with --chip-rope).
+      // generate_with_the_key_column_written_by_the_chip's rand15M with --chip-rope).
       if (name == "rand15M" && !flags.empty()) continue;
 #endif
       std::string text;
@@ -805,8 +855,8 @@ TEST(ChipPathStepD, GenerateWithRopeInTheChipsOpsWritesTheInt8Text) {
   EXPECT_EQ(j.at("chip").at("attention_layers_on_chip"), 2);
   EXPECT_EQ(j.at("chip").at("rope_layers_on_chip"), 2);
   EXPECT_EQ(j.at("chip").at("rope_sum_layers_on_chip"), 2);
-  const CommandResult plain = run_cli(story_args(data, *path, "rand_gqa") +
-                                      " --device cpu --int8 --weighted-sum value-cache");
+  const CommandResult& plain =
+      story(data, *path, "rand_gqa", "--device cpu --int8 --weighted-sum value-cache");
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   EXPECT_NE(cpu_text, plain.out);  // the option changes the arithmetic
   for (const std::string bad_args : {"--device cpu --chip-rope", "--int8 --chip-rope --batch 2",
@@ -814,6 +864,29 @@ TEST(ChipPathStepD, GenerateWithRopeInTheChipsOpsWritesTheInt8Text) {
     const CommandResult bad = run_cli(generate_args(data, *path, "-n 4 " + bad_args));
     EXPECT_EQ(bad.exit_code, 2) << bad_args;
     EXPECT_NE(bad.err.find("--chip-rope needs --int8"), std::string::npos) << bad.err;
+  }
+}
+
+// The four `generate` checks above in one test: they read many of the same runs (the int8 CPU
+// path's story with the value cache or with RoPE's products, the simulator's with the scores on the
+// chip), each made once here by story(): 11 runs fewer (of 29) under the sanitizers.
+TEST(ChipPathStepD, GenerateWithAttentionOnTheChipWritesTheInt8Text) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  {
+    SCOPED_TRACE("scores on the chip");
+    generate_with_scores_on_the_chip(data);
+  }
+  {
+    SCOPED_TRACE("the value cache");
+    generate_with_the_value_cache(data);
+  }
+  {
+    SCOPED_TRACE("the key column written by the chip");
+    generate_with_the_key_column_written_by_the_chip(data);
+  }
+  {
+    SCOPED_TRACE("RoPE in the chip's ops");
+    generate_with_rope_in_the_chips_ops(data);
   }
 }
 
