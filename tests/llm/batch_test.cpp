@@ -227,7 +227,13 @@ TEST(BatchPath, KAbove1024RunsOnTheChipToo) {
   // 64 sequences: more rows than w2's program takes (K = 2112: 62), so it runs in two chunks
   // while all 64 are running; rows drop to 48, 32 and 16 as sequences end.
   ASSERT_LT(compiler::fc_batch_max_rows(2112, 1), 64);
+#ifdef TINYCORAL_ASAN
+  // Sanitized: 8 steps (sequences ending after 8, 7, 6 and 5): the same chunks while all 64 run
+  // and the same drops to 48, 32 and 16 rows.
+  const llm::ChipBatchStats s = expect_batch_equals_int8(ck, tok, 64, 8, llm::Int8Options{false});
+#else
   const llm::ChipBatchStats s = expect_batch_equals_int8(ck, tok, 64, 16, llm::Int8Options{false});
+#endif
   EXPECT_EQ(s.chip_matmuls, 7);
   EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
   EXPECT_EQ(s.programs, 7);      // q+k+v, o, w1 and w3 in two programs each, w2

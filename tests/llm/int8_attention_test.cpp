@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <set>
 #include <vector>
@@ -65,36 +66,53 @@ struct Agreement {
 
 // Teacher-forced on the float model's own story (temperature 1, seed 1), as
 // bench/llm_int8_agreement_bench does: top-1 agreement and KL(float || int8) per token of the
-// int8 path with `options`, and whether its logits differ from those of `other`.
-Agreement agreement(const llm::Checkpoint& ck, int positions, int calibration,
-                    llm::Int8Options options, llm::Int8Options other) {
+// int8 path with each of `options`, and whether its logits differ from those of `other` (one
+// calibration, float run and `other` run for all of them).
+std::vector<Agreement> agreements(const llm::Checkpoint& ck, int positions, int calibration,
+                                  const std::vector<llm::Int8Options>& options,
+                                  llm::Int8Options other) {
   llm::ThreadPool pool(1);
   const llm::Calibration cal = llm::calibrate(ck, pool, calibration);
   llm::Transformer f(ck, pool);
-  llm::Int8Transformer q(ck, pool, cal, options), o(ck, pool, cal, other);
+  llm::Int8Transformer o(ck, pool, cal, other);
+  std::vector<std::unique_ptr<llm::Int8Transformer>> qs;
+  for (const llm::Int8Options& option : options)
+    qs.push_back(std::make_unique<llm::Int8Transformer>(ck, pool, cal, option));
   llm::Sampler sampler(1.0f, 0.0f, 1);
-  Agreement a;
+  std::vector<Agreement> as(options.size());
   int token = llm::kBos;
   for (int pos = 0; pos < positions; ++pos) {
     const std::span<float> lf = f.forward(token, pos);
-    std::vector<float> pf(lf.begin(), lf.end());
-    const std::span<float> lq = q.forward(token, pos);
-    std::vector<float> pq(lq.begin(), lq.end());
-    const std::span<float> lo = o.forward(token, pos);
-    a.any_logit_differs |= !std::equal(lq.begin(), lq.end(), lo.begin());
-    a.top1 += llm::argmax(pf) == llm::argmax(pq);
-    std::vector<float> next = pf;
-    token = sampler.sample(next);
+    const std::vector<float> logits(lf.begin(), lf.end());
+    std::vector<float> pf = logits;
     llm::softmax(pf);
-    llm::softmax(pq);
-    double k = 0;
-    for (size_t i = 0; i < pf.size(); ++i)
-      if (pf[i] > 0) k += pf[i] * std::log(double(pf[i]) / std::max(double(pq[i]), 1e-30));
-    a.kl += k;
+    const std::span<float> lo = o.forward(token, pos);
+    for (size_t n = 0; n < qs.size(); ++n) {
+      Agreement& a = as[n];
+      const std::span<float> lq = qs[n]->forward(token, pos);
+      std::vector<float> pq(lq.begin(), lq.end());
+      a.any_logit_differs |= !std::equal(lq.begin(), lq.end(), lo.begin());
+      a.top1 += llm::argmax(logits) == llm::argmax(pq);
+      llm::softmax(pq);
+      double k = 0;
+      for (size_t i = 0; i < pf.size(); ++i)
+        if (pf[i] > 0) k += pf[i] * std::log(double(pf[i]) / std::max(double(pq[i]), 1e-30));
+      a.kl += k;
+    }
+    std::vector<float> next = logits;
+    token = sampler.sample(next);
   }
-  a.top1 /= positions;
-  a.kl /= positions;
-  return a;
+  for (Agreement& a : as) {
+    a.top1 /= positions;
+    a.kl /= positions;
+  }
+  return as;
+}
+
+// The same for one set of options.
+Agreement agreement(const llm::Checkpoint& ck, int positions, int calibration,
+                    llm::Int8Options options, llm::Int8Options other) {
+  return agreements(ck, positions, calibration, {options}, other).at(0);
 }
 
 // rand_gqa (grouped-query attention, head size 8), 128 positions, calibration 64: docs/llm.md
@@ -207,15 +225,16 @@ TEST(Int8WeightedSum, PerTokenMultipliersFollowFloatAsTheDocsSay) {
   std::string why;
   const auto model = reference_model(data, "rand_gqa", why);
   if (!model) GTEST_SKIP() << why;
-  const Agreement heads = agreement(
-      model->ck, 128, 64, {.fused_layers = true, .weighted_sum = llm::WeightedSum::kPerHeadBytes},
-      {.fused_layers = true});
+  // (One float, calibration and default run for both.)
+  const std::vector<Agreement> both =
+      agreements(model->ck, 128, 64,
+                 {{.fused_layers = true, .weighted_sum = llm::WeightedSum::kPerHeadBytes},
+                  {.fused_layers = true, .weighted_sum = llm::WeightedSum::kValueCache}},
+                 {.fused_layers = true});
+  const Agreement &heads = both[0], &values = both[1];
   EXPECT_TRUE(heads.any_logit_differs);
   EXPECT_GE(heads.top1, 0.75);
   EXPECT_LE(heads.kl, 0.008);
-  const Agreement values = agreement(
-      model->ck, 128, 64, {.fused_layers = true, .weighted_sum = llm::WeightedSum::kValueCache},
-      {.fused_layers = true});
   EXPECT_TRUE(values.any_logit_differs);
   EXPECT_GE(values.top1, 0.74);
   EXPECT_LE(values.kl, 0.007);
