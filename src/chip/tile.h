@@ -508,6 +508,8 @@ class ZeroedBytes {
   uint8_t* data_;
 };
 
+// (tests/chip/engine_reference_test.cpp's copy_into copies a Tile member by member: a new
+// member goes there too.)
 struct Tile {
   uint32_t index = 0;
   ZeroedBytes narrow{kNarrowBytes};

@@ -798,9 +798,11 @@ void send(Emitter& e, const Round& round, int& piece, int& ordinal) {
       ring.push_back(item);
   if (!copies.empty()) {
     Emitter with = Emitter::counting(), without = Emitter::counting();
-    int ignored = ordinal;
-    send_round(with, copies, ring, fifo, ignored);
-    send_round(without, {}, round, fifo, ignored);
+    // (Each trial counts from the round's first ordinal; only the emitted round moves it on.)
+    int trial_ordinal = ordinal;
+    send_round(with, copies, ring, fifo, trial_ordinal);
+    trial_ordinal = ordinal;
+    send_round(without, {}, round, fifo, trial_ordinal);
     if (with.words() < without.words()) {
       send_round(e, copies, ring, fifo, ordinal);
       return;

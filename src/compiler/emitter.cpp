@@ -25,8 +25,13 @@ std::string hex(uint64_t value) {
 void Emitter::add(const std::string& mnemonic, const std::string& fields) {
   const isa::OpcodeSpec* spec = isa::find_mnemonic(mnemonic);
   if (spec == nullptr) fail("emitter: unknown mnemonic ", mnemonic);
+  // (Only a fence can be dropped, so only a fence's fields are kept: copying every
+  // instruction's text would cost the counting emitter's callers.)
   last_mnemonic_ = mnemonic;
-  last_fields_ = fields;
+  if (mnemonic == kDroppable)
+    last_fields_ = fields;
+  else
+    last_fields_.clear();
   last_seqs_ = spec->sequenced ? 1 : 0;
   last_parsed_ = 0;
   if (counting_) {  // (an instruction's words follow from its mnemonic alone)
@@ -58,6 +63,7 @@ void Emitter::add(const std::string& mnemonic, const std::string& fields) {
 }
 
 bool Emitter::drop_last(const std::string& mnemonic, const std::string& fields) {
+  if (mnemonic != kDroppable) fail("emitter: drop_last of ", mnemonic, " (only ", kDroppable, ")");
   if (last_mnemonic_.empty() || last_mnemonic_ != mnemonic || last_fields_ != fields) return false;
   body_.resize(body_.size() - last_parsed_);
   words_ -= last_words_;

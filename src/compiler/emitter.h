@@ -36,7 +36,10 @@ class Emitter {
   // Appends one instruction; `fields` is the text after the mnemonic, without `seq`.
   void add(const std::string& mnemonic, const std::string& fields = "");
   // Removes the instruction added last if it is `mnemonic` with exactly `fields` (as add() got
-  // them), and says whether it did (a fence that the next one makes redundant).
+  // them), and says whether it did (a fence that the next one makes redundant). Only a `sync` can
+  // be dropped (kDroppable; anything else fails): a counting emitter gets a TileBatch's
+  // instructions without their fields, so the two forms would disagree on other instructions.
+  static constexpr const char* kDroppable = "sync";
   bool drop_last(const std::string& mnemonic, const std::string& fields);
   // A MOVI of 0 into scalar register `reg` that the runtime patches with half of a buffer address.
   void reloc_movi(int reg, container::BufferKind kind, container::Half half,

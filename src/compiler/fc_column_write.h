@@ -32,7 +32,9 @@ struct FcColumnWrite {
   std::vector<int> from_byte;
   // The rows whose column the words replace (0: all `rows`); the rows past them keep their
   // column (a key of head_size < K: its padding rows stay zero weights, and the bytes after the
-  // head's among the pieces, the next head's key, are never scattered).
+  // head's among the pieces, the next head's key, are never scattered). The scores rely on those
+  // zeros staying: a head's q read may run past head_size into the padding rows (the next head's
+  // q~ bytes), so nothing but the caching run may write them.
   int scattered_rows = 0;
   int scattered() const { return scattered_rows ? scattered_rows : rows; }
   // Narrow byte of the copies (the generator sets it: 0 where the words are streamed, past the

@@ -159,6 +159,8 @@ enum class WeightedSum {
   kValueCache,
 };
 
+// (An option the int8 CPU path reads is its arithmetic: tests/llm/chip_path_test.cpp's arithmetic()
+// lists those, so that chip paths share one CPU run per arithmetic; add a new one there.)
 struct Int8Options {
   // Issue 14 step c's arithmetic (top of this file), the default; false: RMSNorm before q, k, v
   // and wo after attention, as the float path (the CLI's --unfused-layers).

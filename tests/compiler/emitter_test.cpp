@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "compiler/tile_batch.h"
 
 namespace tinycoral::compiler {
 namespace {
@@ -44,8 +45,10 @@ TEST(Emitter, CountingStillRejectsAnUnknownMnemonicAndHasNoProgram) {
 }
 
 // drop_last (a fence that the next one makes redundant): only the instruction added last, only
-// with exactly the fields it was added with, never a relocated MOVI; the program is then the one
-// built without it (sequence numbers and words too), in both forms of the emitter.
+// with exactly the fields it was added with, only a fence (anything else is refused: a relocated
+// MOVI's relocation points into it); the program is then the one built without it (sequence
+// numbers and words too), in both forms of the emitter, also where a TileBatch added the fence
+// (the counting emitter gets a batch's other instructions without their fields).
 TEST(Emitter, DropLastRemovesOnlyTheExactLastInstruction) {
   for (const bool counting : {false, true}) {
     Emitter with = counting ? Emitter::counting() : Emitter();
@@ -54,10 +57,15 @@ TEST(Emitter, DropLastRemovesOnlyTheExactLastInstruction) {
     some_program(without);
     with.add("sync", "tiles=0xffff counters=0x1ffff units=0x3ff");
     EXPECT_FALSE(with.drop_last("sync", "tiles=0xffff units=0x3ff"));
-    EXPECT_FALSE(with.drop_last("scsync", "tiles=0xffff counters=0x1ffff units=0x3ff"));
+    EXPECT_THROW(with.drop_last("scsync", "tiles=0xffff counters=0x1ffff units=0x3ff"), Error);
     EXPECT_TRUE(with.drop_last("sync", "tiles=0xffff counters=0x1ffff units=0x3ff"));
-    EXPECT_FALSE(with.drop_last("ringprod", "tiles=0x4 addr=0x2078 src=(1 x 1) dest=0x3"))
+    EXPECT_FALSE(with.drop_last("sync", "tiles=0xffff counters=0x1ffff units=0x3ff"))
         << "(only the last instruction, once)";
+    {
+      TileBatch batch(with);
+      batch.add(0xffff, "sync", "counters=0x1ffff units=0x3ff");
+    }
+    EXPECT_TRUE(with.drop_last("sync", "tiles=0xffff counters=0x1ffff units=0x3ff"));
     EXPECT_EQ(with.words(), without.words());
     for (Emitter* e : {&with, &without}) e->add("sync", "tiles=0xffff units=0x3ff signal=1");
     EXPECT_EQ(with.finished_bytes(), without.finished_bytes());
@@ -66,7 +74,10 @@ TEST(Emitter, DropLastRemovesOnlyTheExactLastInstruction) {
     }
     Emitter movi = counting ? Emitter::counting() : Emitter();
     movi.reloc_movi(2, container::BufferKind::kScratch, container::Half::kUpper32);
-    EXPECT_FALSE(movi.drop_last("bundle", "s_op=0x2f s_x=2")) << "(its relocation points into it)";
+    EXPECT_THROW(movi.drop_last("bundle", "s_op=0x2f s_x=2"), Error);
+    movi.add("sync", "tiles=0xffff units=0x3ff");
+    movi.reloc_movi(3, container::BufferKind::kScratch, container::Half::kLower32);
+    EXPECT_FALSE(movi.drop_last("sync", "tiles=0xffff units=0x3ff")) << "(the MOVI came last)";
   }
 }
 
