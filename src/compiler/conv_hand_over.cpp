@@ -688,15 +688,21 @@ std::string sender_walk(const Transfer& t) {
   return cat(" n=", strided_walk(t.read, 6), " n.lvl_mask=", hex((1u << t.read.size()) - 1));
 }
 
+// A sender's narrowToWide of its whole transfer into wide row `row`, waiting on the credits of
+// counter `credits` (whoever reads the row gives them back): its ring row (RING_WRITE, a producer
+// reads it) or a FIFO row it copies through on its own tile (WIDE_TO_NARROW, its wideToNarrow).
+constexpr int kRingWriteCredits = 16, kWideToNarrowCredits = 11;
+std::string into_row(const Transfer& t, int row, int credits) {
+  return cat("n.addr=", hex(t.from_at / 4), sender_walk(t), " w.addr=", hex(row), " w=(0 x ",
+             t.packets, ") w.rows=1 sync.en0=1 sync.id=", credits,
+             " sync.en1=1 sync.val=0x0ffff sync.en2=1 sync.f45=1 tail_lvl=1");
+}
+
 void narrow_to_wide(Emitter& e, const std::vector<const Transfer*>& sent, bool multi) {
   TileBatch reads(e);
   for (const Transfer* t : sent)
     if (multi)
-      reads.add(tile_bit(t->src), "n2w",
-                cat("n.addr=", hex(t->from_at / 4), sender_walk(*t), " w.addr=", hex(kRingFifo),
-                    " w=(0 x ", t->packets,
-                    ") w.rows=1 sync.en0=1 sync.id=16 sync.en1=1 sync.val=0x0ffff "
-                    "sync.en2=1 sync.f45=1 tail_lvl=1"));
+      reads.add(tile_bit(t->src), "n2w", into_row(*t, kRingFifo, kRingWriteCredits));
     else
       reads.add(tile_bit(t->src), "n2w",
                 cat("n.addr=", hex(t->from_at / 4), " n=", narrow_walk(t->bytes / 4),
@@ -748,19 +754,15 @@ bool to_itself(const Item& item) {
 
 // Such transfers copied on their tiles instead of over the ring: a narrowToWide of the sender's
 // walk into FIFO row `fifo`, then the wideToNarrow of the receiver's walk out of it, one fill a
-// packet as the ring consumer would have left them (Google's local copy, DeepLab gen2020 words
-// 9438-9445: the narrowToWide waits on WIDE_TO_NARROW credits, the wideToNarrow on
-// NARROW_TO_WIDE). No ring producer, no ring consumer; the copies of several tiles with the same
-// walks go out once.
+// packet as the ring consumer would have left them (Google's local copy, DeepLab gen2021 words
+// 9438-9445, tile 0's at 9424-9431 with a head: the narrowToWide waits on WIDE_TO_NARROW
+// credits, the wideToNarrow on NARROW_TO_WIDE). No ring producer, no ring consumer; the copies of
+// several tiles with the same walks go out once.
 void copy_locally(Emitter& e, const std::vector<const Transfer*>& copies, int fifo) {
   {
     TileBatch reads(e);
     for (const Transfer* t : copies)
-      reads.add(tile_bit(t->src), "n2w",
-                cat("n.addr=", hex(t->from_at / 4), sender_walk(*t), " w.addr=", hex(fifo),
-                    " w=(0 x ", t->packets,
-                    ") w.rows=1 sync.en0=1 sync.id=11 sync.en1=1 sync.val=0x0ffff "
-                    "sync.en2=1 sync.f45=1 tail_lvl=1"));
+      reads.add(tile_bit(t->src), "n2w", into_row(*t, fifo, kWideToNarrowCredits));
   }
   TileBatch writes(e);
   for (const Transfer* t : copies) {
@@ -798,12 +800,18 @@ void send(Emitter& e, const Round& round, int& piece, int& ordinal) {
       ring.push_back(item);
   if (!copies.empty()) {
     Emitter with = Emitter::counting(), without = Emitter::counting();
-    // (Each trial counts from the round's first ordinal; only the emitted round moves it on.)
-    int trial_ordinal = ordinal;
-    send_round(with, copies, ring, fifo, trial_ordinal);
-    trial_ordinal = ordinal;
-    send_round(without, {}, round, fifo, trial_ordinal);
-    if (with.words() < without.words()) {
+    // (Each trial counts from the round's first ordinal; only the chosen one moves it on. A
+    // counting `e` takes the chosen trial's count instead of counting the round a third time.)
+    int with_ordinal = ordinal, without_ordinal = ordinal;
+    send_round(with, copies, ring, fifo, with_ordinal);
+    send_round(without, {}, round, fifo, without_ordinal);
+    const bool copied = with.words() < without.words();
+    if (e.only_counts()) {
+      e.add_counted(copied ? with : without);
+      ordinal = copied ? with_ordinal : without_ordinal;
+      return;
+    }
+    if (copied) {
       send_round(e, copies, ring, fifo, ordinal);
       return;
     }

@@ -72,6 +72,18 @@ bool Emitter::drop_last(const std::string& mnemonic, const std::string& fields) 
   return true;
 }
 
+void Emitter::add_counted(const Emitter& counted) {
+  if (!counting_ || !counted.counting_) fail("emitter: add_counted needs two counting emitters");
+  words_ += counted.words_ - 1;  // (both start after the start word)
+  seq_ += counted.seq_;
+  if (counted.last_mnemonic_.empty()) return;
+  last_mnemonic_ = counted.last_mnemonic_;
+  last_fields_ = counted.last_fields_;
+  last_words_ = counted.last_words_;
+  last_seqs_ = counted.last_seqs_;
+  last_parsed_ = 0;
+}
+
 void Emitter::reloc_movi(int reg, container::BufferKind kind, container::Half half,
                          const std::string& layer_name) {
   const isa::OpcodeSpec* bundle = isa::find_mnemonic("bundle");

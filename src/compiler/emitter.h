@@ -44,6 +44,9 @@ class Emitter {
   // A MOVI of 0 into scalar register `reg` that the runtime patches with half of a buffer address.
   void reloc_movi(int reg, container::BufferKind kind, container::Half half,
                   const std::string& layer_name = "");
+  // Counts, after this emitter's instructions, those of `counted` (both only counting: a part
+  // counted in trial forms is not counted again once one is chosen).
+  void add_counted(const Emitter& counted);
   // Whether this emitter only counts (callers may skip building fields it would not read).
   bool only_counts() const { return counting_; }
   // The word offset the next instruction gets (branch targets are word offsets).

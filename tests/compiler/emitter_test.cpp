@@ -81,6 +81,38 @@ TEST(Emitter, DropLastRemovesOnlyTheExactLastInstruction) {
   }
 }
 
+// add_counted (a hand-over round counted in two trial forms, the chosen one's count taken over):
+// the words and bytes are those of adding the instructions here (and of the real program of
+// them), a fence it ends with can still be dropped, and a real emitter on either side is refused.
+TEST(Emitter, AddCountedCountsAsIfTheInstructionsWereAddedHere) {
+  Emitter whole = Emitter::counting(), head = Emitter::counting(), tail = Emitter::counting();
+  for (Emitter* e : {&whole, &head}) some_program(*e);
+  for (Emitter* e : {&whole, &tail}) {
+    some_program(*e);
+    e->add("sync", "tiles=0xffff counters=0x1ffff units=0x3ff");
+  }
+  head.add_counted(tail);
+  EXPECT_EQ(head.words(), whole.words());
+  EXPECT_GT(head.words(), tail.words());
+  EXPECT_TRUE(head.drop_last("sync", "tiles=0xffff counters=0x1ffff units=0x3ff"));
+  EXPECT_TRUE(whole.drop_last("sync", "tiles=0xffff counters=0x1ffff units=0x3ff"));
+  for (Emitter* e : {&whole, &head}) e->add("sync", "tiles=0xffff units=0x3ff signal=1");
+  EXPECT_EQ(head.words(), whole.words());
+  EXPECT_EQ(head.finished_bytes(), whole.finished_bytes());
+  Emitter real;
+  some_program(real);
+  some_program(real);
+  real.add("sync", "tiles=0xffff units=0x3ff signal=1");
+  EXPECT_EQ(real.finished_bytes(), head.finished_bytes());
+  const Emitter empty = Emitter::counting();
+  const uint32_t before = head.words();
+  head.add_counted(empty);
+  EXPECT_EQ(head.words(), before);
+  Emitter real_too;
+  EXPECT_THROW(real_too.add_counted(tail), Error);
+  EXPECT_THROW(head.add_counted(real_too), Error);
+}
+
 // The instruction text is built with cat() and hex(), which append integers without a stream
 // (std::to_chars): the text must be what a stream and printf print, or the programs would change.
 TEST(Emitter, CatAndHexPrintIntegersAsAStreamAndPrintfDo) {

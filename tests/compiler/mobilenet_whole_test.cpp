@@ -449,7 +449,7 @@ void v2_parts_end_with_one_fence_and_adds_fill_value_pairs(const CompiledV2& v2)
 // tile) sent them over the ring to itself: a narrowToWide into its ring row, a producer, a
 // consumer, then the wideToNarrow (99 such producers in v2). Now such a transfer is copied on the
 // tile, a narrowToWide into a FIFO row and the wideToNarrow out of it, which waits on
-// NARROW_TO_WIDE (Google's local copy, DeepLab gen2020 words 9438-9445), wherever that takes
+// NARROW_TO_WIDE (Google's local copy, DeepLab gen2021 words 9438-9445), wherever that takes
 // fewer words (copy_locally, conv_hand_over.cpp; docs/compiler.md "Rows a tile hands to itself
 // copied on the tile"). The bytes of this program are checked by
 // V2Gen2020EqualsItsTwinAndPassesGooglesCheck.
