@@ -227,10 +227,11 @@ void emit_add_rows(Emitter& e, uint32_t tiles, int scratch, int rows, int32_t w1
   const auto u1 = static_cast<uint32_t>(w1), u2 = static_cast<uint32_t>(w2);
   const int at = scratch;
   if (fills == AddRowFills::kPaired) {
-    // Words 0/6, 1/7, 8/14, 9/15: a walk of two words 6 apart (24 bytes) per value.
-    e.add("mesh_n", cat("tiles=", hex(tiles), " i.addr=", hex(at),
-                        " i=(1 x 16)(-15 x 1)(-15 x 1)(-15 x 1) i.sdims=1 fill_en=1 fill=0x0"));
-    tile_fence(e, "counters=0x1ffff units=0x3ff");
+    // Words 0/6, 1/7, 8/14, 9/15: a walk of two words 6 apart (24 bytes) per value; before them
+    // the zeros of words 2-5 and 10-13 (two levels), so no fill overwrites another and no fence
+    // comes between (Google's v2 fills its rows so too, one word or run at a time: words 730-784).
+    e.add("mesh_n", cat("tiles=", hex(tiles), " i.addr=", hex(at + 8),
+                        " i=", strided_walk({{1, 4}, {8, 2}}, 4), " i.sdims=3 fill_en=1 fill=0x0"));
     const std::pair<int, uint32_t> pairs[] = {
         {at, u1}, {at + 4, u1 << 16}, {at + 32, u2}, {at + 36, u2 << 16}};
     for (const auto& [addr, value] : pairs)

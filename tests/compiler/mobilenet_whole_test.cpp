@@ -414,13 +414,15 @@ void v2_adds_of_the_7x7_blocks_run_one_row_a_tile(const CompiledV2& v2) {
 // scalar core's wait. Each residual ADD built its weight rows with 8 one-word mesh fills (88 in
 // all), where each of its 4 values sits at two words 6 apart. Now one fence ends a part, a fence
 // follows only fills, and one fill writes both words of a value (docs/compiler.md "One fence a
-// part, ADD weights filled in pairs").
+// part, ADD weights filled in pairs"). The rows' zeros were a fill of all 16 words, then a fence
+// before the values (11 in v2); now a fill of only the zero words, no fence (docs/compiler.md
+// "Where v2's instruction bytes go after row 61").
 void v2_parts_end_with_one_fence_and_adds_fill_value_pairs(const CompiledV2& v2) {
   auto drains_all = [](const isa::Instruction& in) {
     return in.opcode() == isa::kTileSync && in.value("tiles") == 0xffff &&
            in.value("counters") == 0x1ffff && in.value("units") == 0x3ff;
   };
-  int pairs = 0, after_wait = 0, one_word_fills = 0, paired_fills = 0;
+  int pairs = 0, after_wait = 0, one_word_fills = 0, paired_fills = 0, fenced_pairs = 0;
   const isa::Instruction* before = nullptr;
   for (const isa::Instruction& in : v2.instructions) {
     if (before != nullptr && drains_all(in) && in.value("signal") == 0) {
@@ -434,7 +436,9 @@ void v2_parts_end_with_one_fence_and_adds_fill_value_pairs(const CompiledV2& v2)
     if (isa::is_mesh(in.opcode()) && in.value("fill_en") != 0 && in.value("fill") != 0) {
       const int64_t words = (in.value("i.cnt0") + 1) * (in.value("i.cnt1") + 1);
       one_word_fills += words == 1;
-      paired_fills += words == 2 && in.value("i.inc0") == 6;
+      const bool paired = words == 2 && in.value("i.inc0") == 6;
+      paired_fills += paired;
+      fenced_pairs += paired && before != nullptr && drains_all(*before);
     }
     before = &in;
   }
@@ -443,6 +447,7 @@ void v2_parts_end_with_one_fence_and_adds_fill_value_pairs(const CompiledV2& v2)
   EXPECT_EQ(one_word_fills, 0) << "(88 one-word fills of ADD weight rows)";
   EXPECT_EQ(paired_fills % 4, 0);
   EXPECT_GE(paired_fills, 4 * 10) << "(v2 has 10 residual ADDs)";
+  EXPECT_EQ(fenced_pairs, 0) << "(11 ADD builds fenced their zeros before their values)";
 }
 
 // A tile handing rows over to itself (its band's rows where the next stage keeps them on the same
