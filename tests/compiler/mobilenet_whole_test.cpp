@@ -416,7 +416,7 @@ void v2_adds_of_the_7x7_blocks_run_one_row_a_tile(const CompiledV2& v2) {
 // follows only fills, and one fill writes both words of a value (docs/compiler.md "One fence a
 // part, ADD weights filled in pairs"). The rows' zeros were a fill of all 16 words, then a fence
 // before the values (11 in v2); now a fill of only the zero words, no fence (docs/compiler.md
-// "Where v2's instruction bytes go after row 61").
+// "Where v2's instruction bytes go after row 61; ADD rows without a fence").
 void v2_parts_end_with_one_fence_and_adds_fill_value_pairs(const CompiledV2& v2) {
   auto drains_all = [](const isa::Instruction& in) {
     return in.opcode() == isa::kTileSync && in.value("tiles") == 0xffff &&
