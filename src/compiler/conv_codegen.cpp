@@ -797,7 +797,8 @@ void layer_op(TileBatch& e, const Plan& p, size_t i, const Part& part,
 
 // A residual ADD on one tile: its input image (the layer before wrote it) plus the kept image,
 // into the next layer's image (or the output), pixel by pixel over the tile's rows.
-AddOp residual_op(const Plan& p, size_t i) {
+// (`rows`: the wide unit of its weight rows.)
+AddOp residual_op(const Plan& p, size_t i, int rows) {
   const LayerPlan& lp = p.layers[i];
   const ConvLayer& l = *lp.l;
   const LayerPlan& xp = p.layers[static_cast<size_t>(l.residual_of)];
@@ -807,7 +808,7 @@ AddOp residual_op(const Plan& p, size_t i) {
   op.a = l.add_flowing_first ? y_at : x_at;
   op.b_minus_a = l.add_flowing_first ? x_at - y_at : y_at - x_at;
   op.out = t.base;
-  op.rows = kAddRows;
+  op.rows = rows;
   op.levels = {{l.cin / 4, 4, 1},
                {l.w, l.cin, t.pixel_bytes / 4},
                {lp.ob - lp.oa, 4 * lp.row_words(), t.row_words}};
@@ -1076,7 +1077,8 @@ void load_parameters(Emitter& e, int rows, uint32_t mask, int64_t offset, int ba
 
 // What the caching program loads, in order: the first segment of every group into its tiles, then
 // each segment with an owner (own_turns) into its owner's rows.
-// Then the owner tiles' runs of FIFO weights (Part::owned).
+// Then the owner tiles' runs of FIFO weights (Part::owned), then the cached ADD rows
+// (LayerPlan::add_row).
 struct CachedLoad {
   int rows = 0;
   size_t offset = 0;  // into the parameter stream
@@ -1093,6 +1095,8 @@ std::vector<CachedLoad> cached_loads(const Shapes& shapes) {
     for (const Part& part : lp.parts)
       for (const Part::Owned& run : part.owned)
         loads.push_back({run.r1 - run.r0, run.offset, tile_bit(run.tile), run.row});
+  for (const LayerPlan& lp : shapes.layers)  // (and the residual ADDs' weight rows)
+    if (lp.add_row >= 0) loads.push_back({kAddWeightRows, lp.add_offset, lp.add_mask, lp.add_row});
   return loads;
 }
 
@@ -1404,12 +1408,15 @@ void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
             at = scratch.insert(scratch.end(), std::pair<int, uint32_t>{p.add_scratch, 0});
           at->second |= tile_bit(p.tile);
         }
-        for (const auto& [at, mask] : scratch)
-          emit_add_rows(e, mask, at, kAddRows, lp.l->add_w1, lp.l->add_w2, AddRowFills::kPaired);
+        // (Rows cached once, cache_add_rows, where the stage's tiles had room.)
+        if (lp.add_row < 0)
+          for (const auto& [at, mask] : scratch)
+            emit_add_rows(e, mask, at, kAddRows, lp.l->add_w1, lp.l->add_w2, AddRowFills::kPaired);
+        const int rows = lp.add_row < 0 ? kAddRows : lp.add_row * kRowUnits;
         // (Tiles whose ADDs read and write the same addresses run one instruction.)
         std::vector<std::pair<AddOp, uint32_t>> adds;
         for (const Plan& p : stage.tiles) {
-          AddOp op = residual_op(p, i);
+          AddOp op = residual_op(p, i, rows);
           auto at = std::find_if(adds.begin(), adds.end(),
                                  [&](const auto& a) { return same_add(a.first, op); });
           if (at == adds.end())

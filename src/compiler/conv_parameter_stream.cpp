@@ -115,6 +115,18 @@ std::vector<uint8_t> parameters_of(const Shapes& p) {
                   out.begin() + static_cast<ptrdiff_t>(start) + skip);
         out.resize(start + static_cast<size_t>(run.r1 - run.r0) * kRowBytes);
       }
+  // The residual ADDs' cached weight rows (LayerPlan::add_row), as the fills build them: row
+  // h + 2o gives columns 2h, 2h + 1 the half-words (w_o, 0) and (0, w_o); the other columns 0.
+  for (const LayerPlan& lp : p.layers) {
+    if (lp.add_row < 0) continue;
+    const auto w1 = static_cast<uint32_t>(lp.l->add_w1), w2 = static_cast<uint32_t>(lp.l->add_w2);
+    for (int r = 0; r < kAddWeightRows; ++r) {
+      const size_t start = out.size();
+      const uint32_t w = r < 2 ? w1 : w2;
+      for (int c = 0; c < 4; ++c) put32(out, c / 2 == r % 2 ? (c % 2 == 0 ? w : w << 16) : 0);
+      out.resize(start + kRowBytes);
+    }
+  }
   return out;
 }
 

@@ -2061,6 +2061,8 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes,
   own_turns(out.shapes);
   // (Ops as before, fewer bytes over the ring: always when it fits.)
   write_in_place(chain, out.shapes, out.stages);
+  // (Every segment and owner placed: the ADDs' weight rows where they find room.)
+  cache_add_rows(out.shapes, out.stages);
   return out;
 }
 

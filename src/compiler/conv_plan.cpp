@@ -157,6 +157,86 @@ void own_turns(Shapes& s) {
   }
 }
 
+void cache_add_rows(Shapes& s, const std::vector<Stage>& stages) {
+  // Wide rows up to the fills' rows (kAddRows): the depthwise FIFO's rows past the most taps a
+  // dense depthwise layer of the chain takes are free too.
+  constexpr int kFilled = kAddRows / kRowUnits;
+  int taps = 0;
+  bool joins = false;
+  for (const LayerPlan& lp : s.layers) {
+    if (lp.dense()) taps = std::max(taps, lp.l->kh * lp.l->kw);
+    joins = joins || joined(*lp.l);
+  }
+  std::vector<std::vector<bool>> used(kTiles, std::vector<bool>(kFilled, false));
+  auto take = [&](uint32_t mask, int a, int b) {
+    for (int t = 0; t < kTiles; ++t)
+      if (mask & tile_bit(t))
+        for (int r = a; r < b; ++r) used[static_cast<size_t>(t)][static_cast<size_t>(r)] = true;
+  };
+  auto free_on = [&](uint32_t mask, int r) {
+    for (int t = 0; t < kTiles; ++t)
+      if (mask & tile_bit(t))
+        for (int k = r; k < r + kAddWeightRows; ++k)
+          if (used[static_cast<size_t>(t)][static_cast<size_t>(k)]) return false;
+    return true;
+  };
+  take(0xffff, kSegmentRows, kSegmentRows + taps);
+  size_t offset = 0;
+  for (const Segment& seg : s.segments) {
+    take(seg.mask, seg.base_row, seg.base_row + seg.rows);
+    if (seg.owner >= 0) take(tile_bit(seg.owner), seg.owner_row, seg.owner_row + seg.rows);
+    offset += static_cast<size_t>(seg.rows) * kRowBytes;
+  }
+  for (const LayerPlan& lp : s.layers)
+    for (const Part& part : lp.parts)
+      for (const Part::Owned& run : part.owned) {
+        take(tile_bit(run.tile), run.row, run.row + run.r1 - run.r0);
+        offset += static_cast<size_t>(run.r1 - run.r0) * kRowBytes;
+      }
+  std::vector<size_t> adds;
+  for (size_t i = 0; i < s.layers.size(); ++i) {
+    LayerPlan& lp = s.layers[i];
+    lp.add_row = -1;
+    if (!lp.l->residual()) continue;
+    const auto stage = std::find_if(stages.begin(), stages.end(),
+                                    [&](const Stage& st) { return st.first <= i && i < st.end; });
+    if (stage == stages.end()) continue;
+    lp.add_mask = tile_mask(stage->tiles);
+    adds.push_back(i);
+    // Free rows, the highest first (out of the way of rows placed later).
+    for (int r = kFilled - kAddWeightRows; r >= 0; --r)
+      if (free_on(lp.add_mask, r)) {
+        take(lp.add_mask, r, r + kAddWeightRows);
+        lp.add_row = r;
+        break;
+      }
+  }
+  // Else the rows the fills build into (kAddRows), on tiles where no other ADD keeps its rows
+  // there and no ADD left to its fills (nor a joined heads layer's ADD) builds there.
+  uint32_t at_filled = joins ? 0xffff : 0;
+  for (size_t i : adds) {
+    LayerPlan& lp = s.layers[i];
+    if (lp.add_row < 0 && (at_filled & lp.add_mask) == 0) lp.add_row = kFilled;
+    if (lp.add_row == kFilled) at_filled |= lp.add_mask;
+  }
+  for (bool changed = true; changed;) {
+    changed = false;
+    uint32_t filling = 0;
+    for (size_t i : adds)
+      if (s.layers[i].add_row < 0) filling |= s.layers[i].add_mask;
+    for (size_t i : adds) {
+      LayerPlan& lp = s.layers[i];
+      if (lp.add_row == kFilled && (lp.add_mask & filling) != 0) lp.add_row = -1, changed = true;
+    }
+  }
+  for (size_t i : adds) {
+    LayerPlan& lp = s.layers[i];
+    if (lp.add_row < 0) continue;
+    lp.add_offset = offset;
+    offset += size_t{kAddWeightRows} * kRowBytes;
+  }
+}
+
 // Tile `tile`'s plan of layers [first, end) computing output rows [y0, y1) of layer end - 1.
 // `out_at_top`: the output goes to the next stage, so it sits at the top of narrow memory, out of
 // the way of the next stage's images.

@@ -27,6 +27,7 @@ constexpr int kRingFifo = 0x2078;  // wide row of the output packets
 constexpr int kInputFifo = 0x2000;
 constexpr int kInputRows = (kRingFifo - kInputFifo) / 4;
 constexpr int kAddRows = 0x2000 - 4 * 4;  // a residual ADD's 4 weight rows (an op's par < 0x2000)
+constexpr int kAddWeightRows = 4;
 // A dense depthwise layer's FIFO: one row per tap (up to kDepthwiseFifoRows), below the ADD rows.
 constexpr int kDepthwiseFifoRows = 25;
 constexpr int kDepthwiseFifo = kAddRows - 4 * kDepthwiseFifoRows;
@@ -168,6 +169,12 @@ struct LayerShape {
 // parts' vectors were most of that copying.
 struct LayerPlan : LayerShape {
   std::vector<Part> parts;
+  // A residual ADD whose 4 weight rows are parameters (cache_add_rows): cached once at wide row
+  // `add_row` of its stage's tiles `add_mask`, from `add_offset` bytes into the parameter stream
+  // (after every segment's and owner's rows). -1: built by mesh fills before each run.
+  int add_row = -1;
+  uint32_t add_mask = 0;
+  size_t add_offset = 0;
 };
 
 // A Plan's layers: one LayerPlan per layer of the chain, shared by copies of the plan until one of
@@ -406,6 +413,11 @@ class WideRows {
 // them) an owner tile with room for its rows outside every group's region, the tile with the most
 // free rows first; segments no tile has room for stay streamed from the host.
 void own_turns(Shapes& s);
+
+// Gives each residual ADD wide rows of its own for its 4 weight rows, free on every tile of its
+// stage (outside the segments', owners' and FIFO runs' rows), so that the caching program writes
+// them once instead of every inference building them; an ADD with no such room keeps its fills.
+void cache_add_rows(Shapes& s, const std::vector<Stage>& stages);
 
 // Tile `tile`'s plan of layers [first, end) computing output rows [y0, y1) of layer end - 1.
 // `out_at_top`: the output goes to the next stage, so it sits at the top of narrow memory, out of

@@ -176,6 +176,7 @@ TEST(MobileNetCompiledWhole, V1EmbeddingExtractorEqualsItsTwinAndPassesGooglesCh
 struct CompiledV2 {
   std::vector<isa::Instruction> instructions;
   std::vector<chip::OpInstr> ops;
+  std::vector<uint8_t> cached;  // the caching program's parameters
 };
 void read_v2(const std::vector<uint8_t>& tflite, CompiledV2& v2) {
   const container::EdgeTpuModel compiled = container::read_edgetpu_model(tflite);
@@ -184,6 +185,8 @@ void read_v2(const std::vector<uint8_t>& tflite, CompiledV2& v2) {
   for (const auto& bs : exes.execution->bitstreams)
     for (const isa::Instruction& in : isa::decode(bs.data)) v2.instructions.push_back(in);
   v2.ops = testing::execution_ops(*exes.execution);
+  ASSERT_NE(exes.caching, nullptr);
+  v2.cached = exes.caching->parameters;
 }
 
 // v2's 7x7 average pool (20 groups of 64 channels) is split like the 1x1 layer before it (5
@@ -446,8 +449,45 @@ void v2_parts_end_with_one_fence_and_adds_fill_value_pairs(const CompiledV2& v2)
   EXPECT_EQ(after_wait, 0) << "(31 fences after the scalar core's wait, nothing to fence)";
   EXPECT_EQ(one_word_fills, 0) << "(88 one-word fills of ADD weight rows)";
   EXPECT_EQ(paired_fills % 4, 0);
-  EXPECT_GE(paired_fills, 4 * 10) << "(v2 has 10 residual ADDs)";
   EXPECT_EQ(fenced_pairs, 0) << "(11 ADD builds fenced their zeros before their values)";
+}
+
+// Each residual ADD built its 4 weight rows with every inference: a fill of the zero words, 4
+// paired value fills and a narrowToWide (11 builds, 6.9 KB of v2's instructions). Now the rows are
+// parameters: the caching program writes each ADD's rows once into wide rows of its own on its
+// stage's tiles (cache_add_rows, docs/compiler.md "Residual ADDs' weight rows cached"), and the
+// execution program fills none.
+void v2_add_weight_rows_are_cached_parameters(const CompiledV2& v2) {
+  int paired_fills = 0;  // (one fill of a value's two words, 6 apart)
+  for (const isa::Instruction& in : v2.instructions)
+    paired_fills += isa::is_mesh(in.opcode()) && in.value("fill_en") != 0 &&
+                    in.value("fill") != 0 && in.value("i.inc0") == 6 &&
+                    (in.value("i.cnt0") + 1) * (in.value("i.cnt1") + 1) == 2;
+  EXPECT_EQ(paired_fills, 0) << "(44 paired fills of ADD weight values)";
+  // The rows as the fills built them: row h + 2o holds (w_o, 0) and (0, w_o) in columns 2h and
+  // 2h + 1 (16-bit halves of 32-bit columns), every other byte 0.
+  auto word = [&](size_t at) {
+    uint32_t v = 0;
+    for (int b = 0; b < 4; ++b) v |= uint32_t{v2.cached[at + static_cast<size_t>(b)]} << (8 * b);
+    return v;
+  };
+  auto row_is = [&](size_t at, uint32_t w, int h) {
+    for (size_t c = 0; c < 64; ++c) {
+      const uint32_t want = c / 2 == static_cast<size_t>(h) ? (c % 2 == 0 ? w : w << 16) : 0;
+      if (word(at + 4 * c) != want) return false;
+    }
+    return true;
+  };
+  int adds = 0;
+  for (size_t at = 0; at + 4 * 256 <= v2.cached.size(); at += 256) {
+    const uint32_t w1 = word(at), w2 = word(at + 512);
+    if (w1 == 0 || w1 > 0xffff || w2 == 0 || w2 > 0xffff) continue;
+    const bool add = row_is(at, w1, 0) && row_is(at + 256, w1, 1) && row_is(at + 512, w2, 0) &&
+                     row_is(at + 768, w2, 1);
+    // (Past the ADD's rows: its w2 rows and the next ADD's w1 rows look alike.)
+    if (add) ++adds, at += 3 * 256;
+  }
+  EXPECT_EQ(adds, 10) << "(v2 has 10 residual ADDs)";
 }
 
 // A tile handing rows over to itself (its band's rows where the next stage keeps them on the same
@@ -494,6 +534,7 @@ void expect_v2_layout(const std::vector<uint8_t>& tflite) {
       {"V2PartsEndWithOneFenceAndAddsFillValuePairs",
        v2_parts_end_with_one_fence_and_adds_fill_value_pairs},
       {"V2TilesCopyRowsTheyHandToThemselves", v2_tiles_copy_rows_they_hand_to_themselves},
+      {"V2AddWeightRowsAreCachedParameters", v2_add_weight_rows_are_cached_parameters},
   };
   for (const auto& [property, check] : checks) {
     SCOPED_TRACE(property);
