@@ -8,9 +8,10 @@
 // WEIGHTED_SUM (with ATTENTION = 1): Int8Options::weighted_sum, 0 the scalar core's head sums (the
 // default), 1 per-head bytes (kPerHeadBytes), 2 the value cache (kValueCache). CHIP_ROPE = 1
 // (with ATTENTION = 1): RoPE and r in the chip's ops on the chain's int8 q and k
-// (Int8Options::chip_rope).
+// (Int8Options::chip_rope). CHIP_RMS = 1 (with FUSED = 1): RMSNorm's scale from the int8 bytes
+// q, k, v read, in the scalar core's float32 ops (Int8Options::chip_rms).
 //   llm_int8_agreement_bench CHECKPOINT [POSITIONS=256] [CALIBRATION=64] [FUSED=0] [ATTENTION=1]
-//                            [WEIGHTED_SUM=0] [CHIP_ROPE=0]
+//                            [WEIGHTED_SUM=0] [CHIP_ROPE=0] [CHIP_RMS=0]
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -27,7 +28,7 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: %s CHECKPOINT [POSITIONS] [CALIBRATION] [FUSED] [ATTENTION] "
-                 "[WEIGHTED_SUM] [CHIP_ROPE]\n",
+                 "[WEIGHTED_SUM] [CHIP_ROPE] [CHIP_RMS]\n",
                  argv[0]);
     return 2;
   }
@@ -50,7 +51,8 @@ int main(int argc, char** argv) {
         Int8Options{.fused_layers = fused,
                     .chip_attention = chip_attention,
                     .weighted_sum = WeightedSum(weighted_sum),
-                    .chip_rope = chip_attention && argc > 7 && std::atoi(argv[7]) != 0});
+                    .chip_rope = chip_attention && argc > 7 && std::atoi(argv[7]) != 0,
+                    .chip_rms = fused && argc > 8 && std::atoi(argv[8]) != 0});
     Sampler sampler(1.0f, 0.0f, 1);
     int token = kBos, agree = 0;
     double kl = 0, kl_max = 0;
@@ -71,14 +73,15 @@ int main(int argc, char** argv) {
       kl_max = std::max(kl_max, k);
     }
     std::printf(
-        "%s\n%d positions (calibration %d%s%s): top-1 agreement %.1f%%, KL %.4f nats/token "
+        "%s\n%d positions (calibration %d%s%s%s): top-1 agreement %.1f%%, KL %.4f nats/token "
         "(max %.4f)\n",
         describe(ck).c_str(), positions, cal.positions,
         !chip_attention     ? (fused ? ", fused layers" : "")
         : weighted_sum == 1 ? ", fused layers, chip attention, per-head bytes"
         : weighted_sum == 2 ? ", fused layers, chip attention, value cache"
                             : ", fused layers, chip attention",
-        q.options().chip_rope ? ", RoPE in chip ops" : "", 100.0 * agree / positions,
+        q.options().chip_rope ? ", RoPE in chip ops" : "",
+        q.options().chip_rms ? ", r from the chip's bytes" : "", 100.0 * agree / positions,
         kl / positions, kl_max);
   } catch (const tinycoral::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -1438,7 +1438,9 @@ void ChipTransformer::ffn_add_q(int layer, const int8_t* xq, const int8_t* x2q, 
     rope_output(layer + 1, pos_, yq_.data() + p.dim_padded + qkv_bytes + u_bytes,
                 p.chain_desc.products);
   std::copy_n(yq_.begin(), c.dim, yq);
-  (void)next;  // q, k, v come from the chip; the add's bytes stay there
+  // q, k, v come from the chip; the add's bytes stay there. chip_rms computes r from them, so the
+  // host repeats the add in the same integers (dim of them; the chain's are these, bit for bit).
+  if (options().chip_rms) residual_add(add_of(layer), x2q, yq, c.dim, next);
   const auto qkv = yq_.begin() + p.dim_padded;
   stash_qkv(layer + 1, p.rope, &*qkv, p.qkv_at, p.qkv_outputs);
   stash_layer_ = layer + 1;

@@ -7,6 +7,7 @@
 #include "chip/ops/nlu.h"
 #include "common/error.h"
 #include "host/rounding.h"
+#include "llm/int8_rms.h"
 #include "llm/kernels.h"
 #include "llm/sampler.h"
 #include "llm/tokenizer.h"
@@ -437,6 +438,8 @@ Int8Weights::Int8Weights(const Checkpoint& ck, const Calibration& calibration,
   const Config& c = ck.config;
   if (options.chip_rope && (!chip_attention() || c.head_size() % 2 != 0))
     fail("RoPE in the chip's ops needs attention in the chip's arithmetic and an even head size");
+  if (options.chip_rms && !options.fused_layers)
+    fail("RMSNorm's scale from the chip's bytes needs the fused layers' arithmetic");
   if (options.fused_layers && (calibration.residual.size() != size_t(c.n_layers) ||
                                calibration.qkv_raw.size() != size_t(c.n_layers) ||
                                calibration.values.size() != size_t(c.n_layers)))
@@ -637,7 +640,7 @@ void Int8Transformer::qkv(int layer, int pos, const float* x, float* q, float* k
     xq = xq_.data();
   }
   qkv_q(layer, xq, q8_.data(), k8_.data(), v8_.data());
-  const float r = rms_scale(x, c.dim);
+  const float r = rms_scale_q(layer, xq, x);
   const int8_t* bytes[3] = {q8_.data(), k8_.data(), v8_.data()};
   float* outs[3] = {q, k, v};
   for (int i = 0; i < 3; ++i) {
@@ -670,6 +673,13 @@ void Int8Transformer::qkv(int layer, int pos, const float* x, float* q, float* k
       u[at_hi] = quantize_symmetric(r * value, scale[size_t(i)]);
     }
   }
+}
+
+float Int8Transformer::rms_scale_q(int layer, const int8_t* xq, const float* x) {
+  const int dim = ck_.config.dim;
+  if (!options().chip_rms) return rms_scale(x, dim);
+  const QParams in = matmul(layer, LayerMatmul::kQ).in;
+  return chip_rms_scale(xq, dim, in.scale, in.zero_point);
 }
 
 void Int8Transformer::chip_attention_weights(int layer, int pos) {

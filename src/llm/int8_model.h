@@ -190,6 +190,13 @@ struct Int8Options {
   // the scores' program reads them from there (docs/llm.md "q's products kept on the tiles");
   // false: they make the round trip through the host (the form before; for comparisons).
   bool keep_rope_products = true;
+  // With fused_layers: RMSNorm's scale r of each layer's input from the int8 bytes q, k and v read
+  // (the residual add's output; the host's quantized x at layer 0) in the scalar core's float32
+  // ops (int8_rms.h: an exact int32 sum of squares, then a Newton reciprocal square root), where
+  // r is otherwise the float32 scale of the host's residual stream; everything r multiplies (q,
+  // k, v, u', v~, RoPE's per-token multipliers) takes this r (docs/llm.md "RMSNorm's scale from
+  // the chip's bytes"); the CLI's --chip-rms.
+  bool chip_rms = false;
 };
 
 // Attention of one layer in the chip's arithmetic (Int8Options::chip_attention).
@@ -343,6 +350,9 @@ class Int8Transformer : public Transformer {
   // q's) need not write `q_rot` (softmax_q's q8 is then what it wrote, if anything).
   virtual void rope_sum_q(int layer, int pos, float r, const int8_t* p1, const int8_t* p2,
                           int8_t* q_rot);
+  // fused_layers: RMSNorm's scale r of the layer's input, from the host's float32 residual x or,
+  // with chip_rms, from x's bytes xq (q, k and v's input) by chip_rms_scale (int8_rms.h).
+  virtual float rms_scale_q(int layer, const int8_t* xq, const float* x);
   // WeightedSum::kValueCache: v~ = r v of position t (kv_dim bytes).
   const int8_t* value_q(int layer, int t) const {
     return v_cache_.data() +

@@ -42,8 +42,8 @@ Run run(llm::Transformer& model, const llm::Tokenizer& tok, float temperature, u
 }
 
 // The options the int8 CPU path reads: its arithmetic (the others say what runs on the chip).
-std::tuple<bool, bool, llm::WeightedSum, bool> arithmetic(const llm::Int8Options& o) {
-  return {o.fused_layers, o.chip_attention, o.weighted_sum, o.chip_rope};
+std::tuple<bool, bool, llm::WeightedSum, bool, bool> arithmetic(const llm::Int8Options& o) {
+  return {o.fused_layers, o.chip_attention, o.weighted_sum, o.chip_rope, o.chip_rms};
 }
 
 // The chip path with each of `chips` against the int8 path with the same options on `ck`:
@@ -57,7 +57,7 @@ void expect_chips_equal_int8(const llm::Checkpoint& ck, const llm::Tokenizer& to
   llm::ThreadPool pool(2);
   const llm::Calibration cal = llm::calibrate(ck, pool, 8);
   const std::vector<std::pair<float, std::string>> stories = {{0.0f, "Once upon"}, {1.0f, ""}};
-  std::map<std::tuple<bool, bool, llm::WeightedSum, bool>, std::vector<Run>> wanted;
+  std::map<std::tuple<bool, bool, llm::WeightedSum, bool, bool>, std::vector<Run>> wanted;
   for (size_t c = 0; c < chips.size(); ++c) {
     SCOPED_TRACE("chip options " + std::to_string(c));
     std::vector<Run>& want = wanted[arithmetic(chips[c])];
@@ -922,6 +922,49 @@ TEST(ChipPathStepC, GenerateOnTheSimulatorWritesTheInt8TextAndModeledSpeed) {
                                  m.at("from_device_ms_per_token").get<double>() +
                                  m.at("per_run_ms_per_token").get<double>());
   EXPECT_NEAR(m.at("stick_tokens_per_second").get<double>(), 1e3 / stick_ms, 1e-6);
+}
+
+// RMSNorm's scale from the bytes q, k and v read (Int8Options::chip_rms, --chip-rms): the host
+// computes r from the chain's residual add (which it repeats in the same integers, the add's bytes
+// staying on the chip), so the chip path gives the int8 path's logits bit for bit on rand_gqa, in
+// the default arithmetic and with attention on the chip (RoPE's sums with r's multipliers in the
+// scores' program, the key written by the chip, the value cache's v~); the CLI writes the int8
+// text with the flag, another text than without it, and refuses it where there is no fused int8
+// arithmetic.
+TEST(ChipPathStepD, RmsScaleFromTheBytesGivesTheInt8PathsLogitsBitForBit) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  std::string why;
+  const auto model = reference_model(data, "rand_gqa", why);
+  if (!model) GTEST_SKIP() << why;
+  std::vector<llm::ChipPathStats> stats;
+  expect_chips_equal_int8(model->ck, model->tok, 12,
+                          {{.chip_rms = true},
+                           {.chip_scores = true,
+                            .chip_key_write = true,
+                            .weighted_sum = llm::WeightedSum::kValueCache,
+                            .chip_rope = true,
+                            .chip_rms = true}},
+                          stats);
+  const int layers = model->ck.config.n_layers;
+  EXPECT_EQ(stats[0].chained_layers, layers - 1);
+  EXPECT_EQ(stats[1].rope_sum_layers, layers);
+  EXPECT_EQ(stats[1].value_sum_layers, layers);
+  const auto path = reference_checkpoint(data, "rand_gqa", why);
+  ASSERT_TRUE(path) << why;
+  std::string cpu_text;
+  const nlohmann::json j =
+      sim_writes_cpu_text(data, *path, "rand_gqa", "--device cpu --int8 --chip-rms",
+                          "--device sim --chip-rms", cpu_text);
+  ASSERT_FALSE(j.is_null());
+  const CommandResult& plain = story(data, *path, "rand_gqa", "--device cpu --int8");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_NE(cpu_text, plain.out);  // the option changes the arithmetic
+  for (const std::string bad_args : {"--device cpu --chip-rms", "--int8 --chip-rms --batch 2",
+                                     "--int8 --unfused-layers --chip-rms"}) {
+    const CommandResult bad = run_cli(generate_args(data, *path, "-n 4 " + bad_args));
+    EXPECT_EQ(bad.exit_code, 2) << bad_args;
+    EXPECT_NE(bad.err.find("--chip-rms needs --int8"), std::string::npos) << bad.err;
+  }
 }
 
 }  // namespace

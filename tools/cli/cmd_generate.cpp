@@ -41,6 +41,7 @@ struct GenerateArgs {
   bool key_column_write = false;
   bool chip_rope = false;
   bool rope_products_to_host = false;
+  bool chip_rms = false;
   std::string weighted_sum = "scalar-core";  // --weighted-sum
 };
 
@@ -161,13 +162,16 @@ void run(GenerateArgs& a) {
     fail("--chip-rope needs --int8 or an Edge TPU device, the default arithmetic and no --batch");
   if (a.rope_products_to_host && !(a.chip_rope && a.scores_on_chip))
     fail("--rope-products-to-host needs --chip-rope and --scores-on-chip");
+  if (a.chip_rms && ((!a.int8 && !tpu) || a.unfused_layers || a.batch != -1))
+    fail("--chip-rms needs --int8 or an Edge TPU device, the default arithmetic and no --batch");
   const llm::Int8Options layers{.fused_layers = !a.unfused_layers,
                                 .chip_attention = true,
                                 .chip_scores = a.scores_on_chip,
                                 .chip_key_write = a.key_column_write,
                                 .weighted_sum = weighted_sum,
                                 .chip_rope = a.chip_rope,
-                                .keep_rope_products = !a.rope_products_to_host};
+                                .keep_rope_products = !a.rope_products_to_host,
+                                .chip_rms = a.chip_rms};
   if (a.batch != -1) {
     generate_batch_command({a.batch, a.prompt, a.steps < 0 ? 0 : a.steps, a.temperature, a.topp,
                             seed, a.calibration, a.json, layers, a.values_on_host},
@@ -332,6 +336,10 @@ void add_generate_command(CLI::App& app) {
                 "with --chip-rope --scores-on-chip on sim or usb: q's RoPE products go back to "
                 "the host and are sent again to the scores' program instead of staying on the "
                 "tiles (the same text; for comparing the two)");
+  cmd->add_flag("--chip-rms", args->chip_rms,
+                "int8, sim or usb: RMSNorm's scale r before q, k, v from the int8 bytes they "
+                "read, in the scalar core's float32 ops (an exact sum of squares, a Newton "
+                "reciprocal square root) instead of the host's float residual (docs/llm.md)");
   cmd->add_flag("--values-on-host", args->values_on_host,
                 "--batch on sim or usb: the host computes the values' u (wo folded into them) "
                 "from v instead of the chip, which then returns v, not u: faster for large "
