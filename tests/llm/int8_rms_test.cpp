@@ -101,9 +101,9 @@ TEST(Int8Rms, TheNewtonReciprocalSquareRootIsWithinTwoUlp) {
   EXPECT_NEAR(llm::scalar_core_rsqrt(4.0f), 0.5f, 0x1p-24f);
 }
 
-// Against float r: r of the dequantized bytes in exact arithmetic within 3 ulp (the sum is exact,
-// the float32 steps round a few times), and the host's float32 r of the unquantized x within what
-// rounding x to the bytes can move mean(x^2): each |x_i^2 - x'_i^2| <= s/2 (2|x_i| + s/2).
+// Against float r: r of the dequantized bytes in exact arithmetic within 3 x 2^-24 (the sum is
+// exact, the float32 steps round a few times), and the host's float32 r of the unquantized x within
+// what rounding x to the bytes can move mean(x^2): each |x_i^2 - x'_i^2| <= s/2 (2|x_i| + s/2).
 TEST(Int8Rms, FollowsFloatRWithinTheQuantizationsBound) {
   std::mt19937 rng(3);
   std::normal_distribution<float> g(0.0f, 1.0f);
