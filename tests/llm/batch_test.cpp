@@ -225,15 +225,22 @@ TEST(BatchPath, KAbove1024RunsOnTheChipToo) {
   const llm::Checkpoint& ck = model.ck;
   const llm::Tokenizer& tok = model.tok;
   // 64 sequences: more rows than w2's program takes (K = 2112: 62), so it runs in two chunks
-  // while all 64 are running; rows drop to 48, 32 and 16 as sequences end.
+  // while all 64 are running; when the shortest sequences end (mixed_requests: a quarter each
+  // ending after `steps`, 7/8, 6/8 and 5/8 of it), the rows drop to 48, 32 and 16, one chunk each.
   ASSERT_LT(compiler::fc_batch_max_rows(2112, 1), 64);
 #ifdef TINYCORAL_ASAN
-  // Sanitized: 8 steps (sequences ending after 8, 7, 6 and 5): the same chunks while all 64 run
-  // and the same drops to 48, 32 and 16 rows.
-  const llm::ChipBatchStats s = expect_batch_equals_int8(ck, tok, 64, 8, llm::Int8Options{false});
+  // Sanitized: 8 steps (sequences ending after 8, 7, 6 and 5): the same two chunks while all 64
+  // run and the same drops.
+  constexpr int kSteps = 8;
 #else
-  const llm::ChipBatchStats s = expect_batch_equals_int8(ck, tok, 64, 16, llm::Int8Options{false});
+  constexpr int kSteps = 16;
 #endif
+  const llm::ChipBatchStats s =
+      expect_batch_equals_int8(ck, tok, 64, kSteps, llm::Int8Options{false});
+  // Every step runs the seven programs once, w2 once more while all 64 run (until the shortest
+  // sequences' last step, 5/8 of the steps), and no more after the drop: the chunks and the drops.
+  const int all_running = kSteps - 3 * (kSteps / 8);
+  EXPECT_EQ(s.runs, 7 * kSteps + all_running);
   EXPECT_EQ(s.chip_matmuls, 7);
   EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
   EXPECT_EQ(s.programs, 7);      // q+k+v, o, w1 and w3 in two programs each, w2
