@@ -53,8 +53,12 @@ if [ "${SKIP_ASAN:-0}" != 1 ]; then
   stage "tests under AddressSanitizer + UBSan"
   # malloc_context_size=5: allocation and free stacks of 5 frames in a report (30 by default) take
   # 8% off the compiler's allocation-heavy tests; the error's own stack stays whole.
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:malloc_context_size=5 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    run_ctest build-asan 900
+  # allocator_release_to_os_interval_ms=-1: freed memory is not handed back to the kernel every 5 s
+  # (only to be faulted in again): 16% fewer page faults and ~15% less CPU in a whole-model compile
+  # (MobileNet v1 0.5's test: 12.9 -> 10.6 s user + system, mean of 3); nothing is checked less
+  # (the quarantine and every check are unchanged).
+  asan=detect_leaks=1:abort_on_error=1:malloc_context_size=5:allocator_release_to_os_interval_ms=-1
+  ASAN_OPTIONS=$asan UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 run_ctest build-asan 900
   if [ "${SKIP_FUZZ:-0}" != 1 ]; then
     # Each fuzzer runs on one core: $jobs of them at a time, each printing its lines when done.
     stage "fuzzers (${fuzz_seconds}s each, $jobs at a time)"
