@@ -2042,6 +2042,10 @@ std::optional<ConvHead> emit_conv_head(const ConvChain& chain, Emitter& executio
   // (The probe and the program emit the same stages: slid once.)
   const std::optional<std::vector<Stage>> slid = slid_stages(layout.stages, Slides::kSlid);
   const std::vector<Stage>& stages = slid ? *slid : layout.stages;
+  // A generator after the chain writes its own rows near the top of wide memory (the softmax's
+  // stream FIFO and gather rows) every inference: ADD rows cached there once would be overwritten,
+  // so the head's ADDs build their rows by fills each inference, as before caching.
+  for (LayerPlan& lp : layout.shapes.layers) lp.add_row = -1;
   // (The program streams no parameters of its own: one inference = one pass.)
   Emitter probe = Emitter::counting();
   emit_program(probe, chain, layout.shapes, stages, loads, true, false);

@@ -164,7 +164,8 @@ void cache_add_rows(Shapes& s, const std::vector<Stage>& stages) {
   int taps = 0;
   bool joins = false;
   for (const LayerPlan& lp : s.layers) {
-    if (lp.dense()) taps = std::max(taps, lp.l->kh * lp.l->kw);
+    // (Capped: a layer with more taps than FIFO rows is refused after the layout, unsupported().)
+    if (lp.dense()) taps = std::max(taps, std::min(lp.l->kh * lp.l->kw, kDepthwiseFifoRows));
     joins = joins || joined(*lp.l);
   }
   std::vector<std::vector<bool>> used(kTiles, std::vector<bool>(kFilled, false));

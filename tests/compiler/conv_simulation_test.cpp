@@ -414,6 +414,20 @@ TEST(ConvChainOnTheVirtualEdgeTpu, DilatedConvolutionIsRefusedWithItsReason) {
     EXPECT_EQ(row.status, "CONV_2D with dilation is not generated yet") << row.status;
 }
 
+// A dense depthwise layer in a chain takes one FIFO row per tap, 25 of them: a 7x7 one (49 taps,
+// weights not all equal) is refused with that reason, and the layout built before the refusal stays
+// within its rows (it marked 49 of 25 rows once: a write past its table, which AddressSanitizer
+// reports).
+TEST(DepthwiseInAChainOnTheVirtualEdgeTpu, MoreTapsThanFifoRowsAreRefusedWithTheirReason) {
+  std::mt19937 random(89);
+  const auto r = compile_model(container::write_tflite(
+      conv_twin(12, 12, 16, {ConvSpec{16, 1, 1}, depthwise(7, 1)}, random)));
+  ASSERT_EQ(r.edgetpu_subgraphs, 0);
+  ASSERT_FALSE(r.rows.empty());
+  for (const auto& row : r.rows)
+    EXPECT_EQ(row.status, "DEPTHWISE_CONV_2D with more than 25 taps (its FIFO rows)") << row.status;
+}
+
 // MobileNet v1's blocks: conv 3x3 s2 -> depthwise 3x3 -> pointwise 1x1 (-> depthwise s2 ->
 // pointwise), RELU6 throughout as in the model, one program with the activations in tile memory.
 TEST(DepthwiseInAChainOnTheVirtualEdgeTpu, MobileNetBlocksEqualTheCpuReference) {
