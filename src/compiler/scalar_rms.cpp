@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "compiler/scalar_alu.h"
 
 namespace tinycoral::compiler {
 // (A named namespace: in a unity build the softmax's anonymous one, with the same names, shares
@@ -18,24 +19,7 @@ namespace scalar_rms_parts {
 constexpr int kSs = 12, kAddr = 13, kWord = 14, kByte = 15, kA = 16, kHalf = 17, kY = 18, kT = 19,
               kMagic = 20;
 
-// ALU operations (isa.md 2.11; bit 5 of s_op: the operand is the immediate).
-enum : uint32_t {
-  kAdd = 0x01,
-  kSub = 0x02,
-  kAnd = 0x03,
-  kShr = 0x07,
-  kMov = 0x0f,
-  kI2f = 0x10,
-  kF2i = 0x11,
-  kFadd = 0x12,
-  kFmul = 0x14,
-};
-constexpr uint32_t kImm = 0x20;
-
-std::string rms_alu(uint32_t op, int dst, int src, uint64_t imm) {
-  return cat("s_op=", hex(op), " s_x=", dst, " s_y=", src, " imm=", hex(imm));
-}
-uint32_t float_bits(float f) { return std::bit_cast<uint32_t>(f); }
+using namespace scalar_alu;  // alu(), bits() and the operation codes
 
 // Bundles of square_word for `bytes` bytes: the load, its two waits, six ALU ops a byte and a shift
 // before each byte after the first.
@@ -49,13 +33,13 @@ void square_word(Emitter& e, int bytes, uint32_t zero_point) {
   e.add("bundle");  // the loaded word two bundles later, as the softmax's loops use theirs
   e.add("bundle");
   for (int b = 0; b < bytes; ++b) {
-    if (b > 0) e.add("bundle", rms_alu(kShr | kImm, kWord, kWord, 8));
-    e.add("bundle", rms_alu(kAnd | kImm, kByte, kWord, 0xff));
-    e.add("bundle", rms_alu(kSub | kImm, kByte, kByte, zero_point));
-    e.add("bundle", rms_alu(kI2f, kByte, 0, kByte));
-    e.add("bundle", rms_alu(kFmul, kByte, kByte, kByte));
-    e.add("bundle", rms_alu(kF2i, kByte, 0, kByte));
-    e.add("bundle", rms_alu(kAdd, kSs, kSs, kByte));
+    if (b > 0) e.add("bundle", alu(kShr | kImm, kWord, kWord, 8));
+    e.add("bundle", alu(kAnd | kImm, kByte, kWord, 0xff));
+    e.add("bundle", alu(kSub | kImm, kByte, kByte, zero_point));
+    e.add("bundle", alu(kI2f, kByte, 0, kByte));
+    e.add("bundle", alu(kFmul, kByte, kByte, kByte));
+    e.add("bundle", alu(kF2i, kByte, 0, kByte));
+    e.add("bundle", alu(kAdd, kSs, kSs, kByte));
   }
 }
 
@@ -65,26 +49,26 @@ void emit(Emitter& e, const ScalarRms& s) {
     fail("a scalar RMSNorm scale of ", s.n, " bytes at word ", s.x_word, ", zero point ",
          s.zero_point, ", r at word ", s.r_word);
   const uint32_t zero_point = uint32_t(s.zero_point);
-  e.add("bundle", rms_alu(kMov | kImm, kSs, 0, 0));
-  e.add("bundle", rms_alu(kMov | kImm, kAddr, 0, uint32_t(s.x_word)));
+  e.add("bundle", alu(kMov | kImm, kSs, 0, 0));
+  e.add("bundle", alu(kMov | kImm, kAddr, 0, uint32_t(s.x_word)));
   if (const int words = s.n / 4; words > 0) {
     e.add("loop", cat("count=", words, " body=", square_word_bundles(4)));
     square_word(e, 4, zero_point);
   }
   if (s.n % 4 != 0) square_word(e, s.n % 4, zero_point);
   // a = f32(f32(ss) c) + 1e-5; the guess from a's bits; three Newton steps.
-  e.add("bundle", rms_alu(kI2f, kA, 0, kSs));
-  e.add("bundle", rms_alu(kFmul | kImm, kA, kA, float_bits(s.mean_mult)));
-  e.add("bundle", rms_alu(kFadd | kImm, kA, kA, float_bits(1e-5f)));
-  e.add("bundle", rms_alu(kFmul | kImm, kHalf, kA, float_bits(-0.5f)));
-  e.add("bundle", rms_alu(kShr | kImm, kY, kA, 1));
-  e.add("bundle", rms_alu(kMov | kImm, kMagic, 0, 0x5f3759dfu));
-  e.add("bundle", rms_alu(kSub, kY, kMagic, kY));
-  for (int step = 0; step < 3; ++step) {
-    e.add("bundle", rms_alu(kFmul, kT, kY, kY));
-    e.add("bundle", rms_alu(kFmul, kT, kT, kHalf));
-    e.add("bundle", rms_alu(kFadd | kImm, kT, kT, float_bits(1.5f)));
-    e.add("bundle", rms_alu(kFmul, kY, kY, kT));
+  e.add("bundle", alu(kI2f, kA, 0, kSs));
+  e.add("bundle", alu(kFmul | kImm, kA, kA, bits(s.mean_mult)));
+  e.add("bundle", alu(kFadd | kImm, kA, kA, bits(kRmsEpsilon)));
+  e.add("bundle", alu(kFmul | kImm, kHalf, kA, bits(-0.5f)));
+  e.add("bundle", alu(kShr | kImm, kY, kA, 1));
+  e.add("bundle", alu(kMov | kImm, kMagic, 0, kRsqrtMagic));
+  e.add("bundle", alu(kSub, kY, kMagic, kY));
+  for (int step = 0; step < kRsqrtNewtonSteps; ++step) {
+    e.add("bundle", alu(kFmul, kT, kY, kY));
+    e.add("bundle", alu(kFmul, kT, kT, kHalf));
+    e.add("bundle", alu(kFadd | kImm, kT, kT, bits(1.5f)));
+    e.add("bundle", alu(kFmul, kY, kY, kT));
   }
   e.add("bundle",
         cat("v_op=0x2 v_offset=", s.r_word & 0xff, " v_cmd=", s.r_word >> 8, " vs_reg=", kY));

@@ -10,6 +10,13 @@
 
 namespace tinycoral::compiler {
 
+// The routine's constants, which the int8 path's r (llm/int8_rms.h) computes with too: RMSNorm's
+// epsilon, the first guess's magic number and the Newton steps after it (two leave about 5e-6 of
+// relative error; three reach float32's own rounding).
+constexpr float kRmsEpsilon = 1e-5f;
+constexpr uint32_t kRsqrtMagic = 0x5f3759dfu;
+constexpr int kRsqrtNewtonSteps = 3;
+
 struct ScalarRms {
   int x_word = 0;       // x's n bytes from this scalar-memory word on, four to a word, low first
   int n = 0;            // bytes (the last word's bytes past n are not read)

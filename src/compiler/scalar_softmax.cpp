@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "compiler/scalar_alu.h"
 
 namespace tinycoral::compiler {
 namespace {
@@ -19,32 +20,9 @@ constexpr int kCount = 12, kPos = 13, kAddr = 14, kMax = 15, kWord = 16, kLow = 
 // Predicates: p0 drives the branches; p3 "a new word", p4 "a new maximum".
 constexpr int kNewWord = 3, kNewMax = 4;
 
-// ALU operations (isa.md 2.11; bit 5 of s_op: the operand is the immediate).
-enum : uint32_t {
-  kAdd = 0x01,
-  kSub = 0x02,
-  kAnd = 0x03,
-  kOr = 0x04,
-  kShl = 0x06,
-  kShr = 0x07,
-  kEq = 0x09,
-  kGt = 0x0b,
-  kLt = 0x0c,
-  kMov = 0x0f,
-  kI2f = 0x10,
-  kF2i = 0x11,
-  kFadd = 0x12,
-  kFmul = 0x14,
-};
-constexpr uint32_t kImm = 0x20;
+using namespace scalar_alu;  // alu(), movi(), bits() and the operation codes
 
-// dst = src OP imm (or the register imm without kImm); compares write predicate dst.
-std::string alu(uint32_t op, int dst, int src, uint64_t imm) {
-  return cat("s_op=", hex(op), " s_x=", dst, " s_y=", src, " imm=", hex(imm));
-}
-std::string movi(int dst, uint64_t value) { return alu(kMov | kImm, dst, 0, value); }
 std::string when(int pred) { return cat("gate=1 pred_reg=", pred, " pred_pol=1 "); }
-uint32_t bits(float f) { return std::bit_cast<uint32_t>(f); }
 
 // A branch back to word `target` while p0.
 void branch_back(Emitter& e, uint32_t target) {

@@ -35,7 +35,7 @@ float scalar_core_rsqrt(float a) {
 float scalar_core_rms_scale(int32_t ss, float c) {
   float a = static_cast<float>(ss);
   a = a * c;
-  a = a + 1e-5f;
+  a = a + kRmsEpsilon;
   return scalar_core_rsqrt(a);
 }
 

@@ -13,12 +13,15 @@
 
 #include <cstdint>
 
+#include "compiler/scalar_rms.h"
+
 namespace tinycoral::llm {
 
-// The Newton steps after the integer first guess (two leave about 5e-6 of relative error; three
-// reach float32's own rounding).
-constexpr int kRsqrtNewtonSteps = 3;
-constexpr uint32_t kRsqrtMagic = 0x5f3759dfu;
+// (The constants, kRmsEpsilon, kRsqrtMagic and kRsqrtNewtonSteps, are the scalar-core routine's:
+// compiler/scalar_rms.h.)
+using compiler::kRmsEpsilon;
+using compiler::kRsqrtMagic;
+using compiler::kRsqrtNewtonSteps;
 
 // sum_i (x_i - zero_point)^2 for i < n, exact (n up to 33,000: 255^2 n < 2^31).
 int32_t sum_of_squares(const int8_t* x, int n, int32_t zero_point);
