@@ -38,7 +38,8 @@ std::string conv_unsupported(const ConvChain& chain);
 
 // The parameter stream: per layer, per 64-channel group a row of float32 multipliers (and a row
 // of int32 biases), then one row of the weight zero point, then the weight rows
-// [group][ky][kx][cin/4] of 64 columns x 4 bytes.
+// [group][ky][kx][cin/4] of 64 columns x 4 bytes; after every layer's segments the runs their
+// owner tiles keep (weights through a FIFO), then each cached residual ADD's 4 weight rows.
 std::vector<uint8_t> conv_parameters(const ConvChain& chain);
 
 // Both executables; throws Error if conv_unsupported() is not empty.

@@ -45,7 +45,8 @@ class Emitter {
   void reloc_movi(int reg, container::BufferKind kind, container::Half half,
                   const std::string& layer_name = "");
   // Counts, after this emitter's instructions, those of `counted` (both only counting: a part
-  // counted in trial forms is not counted again once one is chosen).
+  // counted in trial forms is not counted again once one is chosen). `counted` must not end in a
+  // dropped instruction (drop_last): its last instruction becomes this emitter's.
   void add_counted(const Emitter& counted);
   // Whether this emitter only counts (callers may skip building fields it would not read).
   bool only_counts() const { return counting_; }

@@ -102,8 +102,10 @@ TEST(Int8Rms, TheNewtonReciprocalSquareRootIsWithinTwoUlp) {
 }
 
 // Against float r: r of the dequantized bytes in exact arithmetic within 3 x 2^-24 (the sum is
-// exact, the float32 steps round a few times), and the host's float32 r of the unquantized x within
-// what rounding x to the bytes can move mean(x^2): each |x_i^2 - x'_i^2| <= s/2 (2|x_i| + s/2).
+// exact, the float32 steps round a few times; a bound these trials meet, tighter than the 2 ulp
+// allowed the rsqrt alone above, not one derived), and the host's float32 r of the unquantized x
+// within what rounding x to the bytes can move mean(x^2): each |x_i^2 - x'_i^2| <= s/2 (2|x_i| +
+// s/2).
 TEST(Int8Rms, FollowsFloatRWithinTheQuantizationsBound) {
   std::mt19937 rng(3);
   std::normal_distribution<float> g(0.0f, 1.0f);

@@ -110,11 +110,18 @@ TEST(ScalarRmsOnTheVirtualEdgeTpu, PushesTheInt8PathsRBitForBit) {
   EXPECT_EQ(run_rms(chip, x, 0, 4, c, 100), llm::chip_rms_scale(x.data(), 288, 0.05f, 4));
 }
 
-TEST(ScalarRmsOnTheVirtualEdgeTpu, RefusesWhatScalarMemoryCannotHold) {
+// x or r past scalar memory's 4096 words, no bytes, more than an int32 sum holds, a zero point
+// outside the chip's uint8 and a multiplier that is not a positive number are refused.
+TEST(ScalarRmsOnTheVirtualEdgeTpu, RefusesWhatItCannotCompute) {
   compiler::Emitter e;
   EXPECT_THROW(compiler::emit_scalar_rms(e, {4000, 1000, 128, 1.0f, 0}), Error);
+  EXPECT_THROW(compiler::emit_scalar_rms(e, {0, 64, 128, 1.0f, 4096}), Error);
   EXPECT_THROW(compiler::emit_scalar_rms(e, {0, 0, 128, 1.0f, 0}), Error);
+  EXPECT_THROW(compiler::emit_scalar_rms(e, {0, 33001, 128, 1.0f, 0}), Error);
   EXPECT_THROW(compiler::emit_scalar_rms(e, {0, 64, 256, 1.0f, 0}), Error);
+  EXPECT_THROW(compiler::emit_scalar_rms(e, {0, 64, 128, 0.0f, 0}), Error);
+  EXPECT_THROW(compiler::emit_scalar_rms(e, {0, 64, 128, std::nanf(""), 0}), Error);
+  EXPECT_NO_THROW(compiler::emit_scalar_rms(e, {0, 64, 128, 1.0f, 4095}));
 }
 
 }  // namespace
