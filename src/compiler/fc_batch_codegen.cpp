@@ -207,24 +207,6 @@ void output_stage(Emitter& e, const FcLayer& layer, const Groups& g, int rows, i
   interrupt(e, 5, 4, 6);
 }
 
-// 64-byte pieces of narrow memory to scalar memory through the ring, in order: (tile, narrow
-// byte, scalar-memory word). The outfeed is the scalar-memory form (isa.md 2.10: k173 0, f222
-// 0x3f, 4-byte words from `base`); the scalar core's loads wait for it (docs/chip.md).
-void pieces_to_scalar_memory(Emitter& e, const std::vector<std::array<int, 3>>& pieces,
-                             int& ordinal) {
-  for (const auto& [tile, from, word] : pieces) {
-    e.add("n2w", cat("tiles=", hex(tile_bit(tile)), " n.addr=", hex(from / 4),
-                     " n=", narrow_walk(kGroup / 4), " n.lvl_mask=0x01 w.addr=", hex(kRingFifo),
-                     " w=(1 x 1) w.circ=1 w.rows=1 sync.en0=1 sync.f1=1 sync.id=16 "
-                     "sync.wait_lvl=1 sync.en1=1 sync.val=0xffff sync.en2=1 sync.f45=1 "
-                     "tail_lvl=1"));
-    e.add("outfeed",
-          cat("base=", hex(word), " walk=(1 x ", kGroup / 4, ")(", 1 - kGroup / 4, " x 1)(",
-              1 - kGroup / 4, " x 1) walk.inc3=1 k173=0 k178=1 k182=1 k214=1 f222=0x3f"));
-    ring_send(e, tile, kRingFifo, 0x10000, ordinal++);
-  }
-}
-
 uint32_t mask_of(const Groups& g) {
   uint32_t mask = 0;
   for (int t : g.tile) mask |= tile_bit(t);
@@ -456,11 +438,7 @@ int scores_and_softmax(Emitter& e, const FcLayer& layer, const Groups& g, int ro
     pieces.push_back({g.tile[i], out_base + kGroup * g.slot[i], int(i) * kGroup / 4});
   pieces.push_back({g.tile[0], row_bytes, sm.count_word});
   pieces_to_scalar_memory(e, pieces, ordinal);
-  tile_fence(e, "counters=0x1ffff units=0x3ff");
-  e.add("scsync", cat("tiles=0xffff smask=0x020 thr5=", int(pieces.size()) * kGroup / 32,
-                      " wait=0x020 sunits=0x0c"));
-  tile_fence(e, "counters=0x20000 units=0x3ff signal=1");
-  wait_tokens(e);
+  scalar_memory_fence(e, int(pieces.size()));
   emit_scalar_softmax(e, sm);
   return ordinal;
 }
@@ -485,6 +463,31 @@ struct FfnBatchMemory {
 };
 
 }  // namespace
+
+// (ffn_parts.h) The outfeed is the scalar-memory form (isa.md 2.10: k173 0, f222 0x3f, 4-byte
+// words from `base`); the scalar core's loads wait for it (docs/chip.md).
+void pieces_to_scalar_memory(Emitter& e, const std::vector<std::array<int, 3>>& pieces,
+                             int& ordinal) {
+  for (const auto& [tile, from, word] : pieces) {
+    e.add("n2w", cat("tiles=", hex(tile_bit(tile)), " n.addr=", hex(from / 4),
+                     " n=", narrow_walk(kGroup / 4), " n.lvl_mask=0x01 w.addr=", hex(kRingFifo),
+                     " w=(1 x 1) w.circ=1 w.rows=1 sync.en0=1 sync.f1=1 sync.id=16 "
+                     "sync.wait_lvl=1 sync.en1=1 sync.val=0xffff sync.en2=1 sync.f45=1 "
+                     "tail_lvl=1"));
+    e.add("outfeed",
+          cat("base=", hex(word), " walk=(1 x ", kGroup / 4, ")(", 1 - kGroup / 4, " x 1)(",
+              1 - kGroup / 4, " x 1) walk.inc3=1 k173=0 k178=1 k182=1 k214=1 f222=0x3f"));
+    ring_send(e, tile, kRingFifo, 0x10000, ordinal++);
+  }
+}
+
+void scalar_memory_fence(Emitter& e, int pieces) {
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+  e.add("scsync",
+        cat("tiles=0xffff smask=0x020 thr5=", pieces * kGroup / 32, " wait=0x020 sunits=0x0c"));
+  tile_fence(e, "counters=0x20000 units=0x3ff signal=1");
+  wait_tokens(e);
+}
 
 int fc_batch_max_rows(int k, int slots, int row_bytes) {
   if (k <= 0) return 0;

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <tuple>
 
 #include "chip/ops/nlu.h"
@@ -17,6 +18,8 @@
 #include "compiler/emitter.h"
 #include "compiler/ffn_parts.h"
 #include "compiler/program_parts.h"
+#include "compiler/scalar_rms.h"
+#include "compiler/scalar_softmax.h"
 
 namespace tinycoral::compiler {
 
@@ -237,8 +240,10 @@ std::vector<std::pair<int, int>> host_pieces(const Geometry& g) {
   return out;
 }
 
-// One op per op set over x at narrow 0; group slot s's outputs at narrow byte out_at + 64 s.
-void op_stage(Emitter& e, const Geometry& g, const FcLayer& layer, int out_at) {
+// One op per op set over x at narrow 0; group slot s's outputs at narrow byte out_at + 64 s. With
+// `rms`, the scalar core computes r (emit_scalar_rms) while the ops run.
+void op_stage(Emitter& e, const Geometry& g, const FcLayer& layer, int out_at,
+              const ScalarRms* rms = nullptr) {
   const int k_words = g.k / 4;
   // The aux rows before the zero points (multipliers, biases) into the output stage's planes
   // (64 words apart), then the op; the op reads the zero-point row from wide memory itself.
@@ -278,6 +283,7 @@ void op_stage(Emitter& e, const Geometry& g, const FcLayer& layer, int out_at) {
   }
   tile_fence(e, "counters=0x1ffff units=0x3ff");
   tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
+  if (rms) emit_scalar_rms(e, *rms);
   wait_tokens(e);
   tile_fence(e, "units=0x3ff signal=1");
   wait_tokens(e);
@@ -733,10 +739,12 @@ namespace {
 // free rows above the parameters and below the input FIFO).
 constexpr int kChainOutRows[4] = {0x2078, 0x2068, 0x2058, 0x2048};
 
-// The output of pieces (tile, narrow byte), 64 bytes each, in this order, to the host; then the
-// program's end (output_stage's form for pieces of several layers).
+// The output of pieces (tile, narrow byte), 64 bytes each, in this order, to the host; then, with
+// `r_output`, a second output of scalar-memory word kChainRmsRWord (FcChainRms); then the program's
+// end (output_stage's form for pieces of several layers).
 void pieces_output_stage(Emitter& e, const std::vector<std::pair<int, int>>& pieces,
-                         const std::string& name, int& ring_ordinal) {
+                         const std::string& name, int& ring_ordinal,
+                         const std::string& r_output = "") {
   e.reloc_movi(10, BufferKind::kOutput, Half::kUpper32, name);
   e.reloc_movi(11, BufferKind::kOutput, Half::kLower32, name);
   e.add("bundle", "s_op=0x0f s_x=5 imm=11");
@@ -768,6 +776,15 @@ void pieces_output_stage(Emitter& e, const std::vector<std::pair<int, int>>& pie
   e.add("scsync", cat("tiles=0xffff smask=0x020 thr5=", n / 32, " wait=0x020 sunits=0x0c"));
   tile_fence(e, "counters=0x20000 units=0x3ff signal=1");
   wait_tokens(e);
+  if (!r_output.empty()) {
+    // Its own descriptor, opened once the pieces' is complete: r follows their bytes.
+    e.reloc_movi(10, BufferKind::kOutput, Half::kUpper32, r_output);
+    e.reloc_movi(11, BufferKind::kOutput, Half::kLower32, r_output);
+    e.add("bundle", "s_op=0x0f s_x=5 imm=11");
+    e.add("bundle", "s_op=0x0f s_x=4 imm=10");
+    descriptor(e, 5, 4, 6, 4, 3);
+    emit_push_words(e, kChainRmsRWord, 1);
+  }
   tile_fence(e, "units=0x3ff signal=1 f109=3");
   wait_tokens(e);
   interrupt(e, 5, 4, 6);
@@ -958,6 +975,13 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
     (i < up.in_tiles ? up_pieces : extra_pieces).emplace_back(i, in.x_piece / 4);
   if (chain.products.layer >= static_cast<int>(chain.next.size()))
     fail("table products of chain follower ", chain.products.layer, ": no such follower");
+  const FcChainRms& rms = chain.rms;
+  if (rms.layer >= static_cast<int>(chain.next.size()) ||
+      (rms.layer >= 0 &&
+       (rms.n <= 0 || rms.n > chain.next[size_t(rms.layer)].n || rms.output_name.empty() ||
+        rms.output_name == chain.next.back().output_name)))
+    fail("RMSNorm's scale of chain follower ", rms.layer, " over ", rms.n, " bytes, output '",
+         rms.output_name, "'");
   for (int i = 0; i < hidden / kGroup; ++i)
     m_pieces.emplace_back(up.tile_of[size_t(2 * i)], buf.m() / 4);
   const int y_at = (buf.end() + 255) / 256 * 256;
@@ -983,10 +1007,12 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
   }
   if (!chain.pairwise) pieces.insert(pieces.begin(), extra_pieces.begin(), extra_pieces.end());
   int at = y_at, products_at = 0;
+  std::optional<ScalarRms> r;  // r to compute, once its bytes are in scalar memory
   for (size_t i = 0; i < next.size(); ++i) {
     at += kMaxSlots * kGroup;
     broadcast_stage(e, next[i].compute_mask(), pieces, ring_ordinal);
-    op_stage(e, next[i], chain.next[i], at);
+    op_stage(e, next[i], chain.next[i], at, r ? &*r : nullptr);
+    r.reset();
     pieces.clear();
     const bool out = chain.next_output.empty() || chain.next_output.at(i);
     const std::vector<std::pair<int, int>> outputs = output_pieces(next[i], at);
@@ -997,12 +1023,26 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
         out_pieces.emplace_back(tile, byte);
     }
     if (static_cast<int>(i) == chain.products.layer) products_at = at;
+    if (static_cast<int>(i) == rms.layer) {
+      // x's groups into scalar memory; r on the scalar core while the next follower's ops run
+      // (after the last one, at once).
+      const int x_word = chain_rms_x_word(static_cast<int>(outputs.size()));
+      std::vector<std::array<int, 3>> to_scalar;
+      for (size_t group = 0; group < outputs.size(); ++group)
+        to_scalar.push_back(
+            {outputs[group].first, outputs[group].second, x_word + kWords * int(group)});
+      pieces_to_scalar_memory(e, to_scalar, ring_ordinal);
+      scalar_memory_fence(e, static_cast<int>(to_scalar.size()));
+      r = ScalarRms{x_word, rms.n, rms.zero_point, rms.mean_mult, kChainRmsRWord};
+    }
   }
+  if (r) emit_scalar_rms(e, *r);
   int narrow_end = at + kMaxSlots * kGroup;
   if (chain.products.layer >= 0)
     narrow_end = products_stage(e, next[size_t(chain.products.layer)], products_at, chain.products,
                                 tables_at, narrow_end, out_pieces);
-  pieces_output_stage(e, out_pieces, chain.next.back().output_name, ring_ordinal);
+  pieces_output_stage(e, out_pieces, chain.next.back().output_name, ring_ordinal,
+                      rms.layer >= 0 ? rms.output_name : "");
   FcLayer in_layer = f.up;
   in_layer.k = in_k + tables_k;
   FcLayer out_layer = chain.next.back();
@@ -1011,6 +1051,15 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
   FfnChainPrograms out;
   out.execution =
       execution_executable_of(e.finish(), in_layer, out_layer, out_geometry, narrow_end);
+  if (rms.layer >= 0) {
+    // r: raw float32 bytes (unsigned, no sign bits flipped), before the completion interrupt.
+    container::Layer r = boundary_layer(rms.output_name, 4, 0, 1.0f, true, false);
+    r.shape = {{0, 0}, {0, 3}};
+    out.execution.output_layers.push_back(std::move(r));
+    auto& hints = out.execution.dma_hints.hints;
+    hints.insert(hints.end() - 1, dma_hint(container::BufferKind::kOutput,
+                                           container::Direction::kOutfeed, rms.output_name, 4));
+  }
   const auto caching = [&](const Geometry& g, const FcLayer& l) {
     container::Executable pc = caching_executable(caching_program(g), fc_parameters(l));
     pc.parameter_caching_token = caching_token(pc.parameters);

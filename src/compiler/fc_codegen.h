@@ -127,6 +127,24 @@ constexpr int fc_tables_bytes(int own_bytes, int tables) {
   return fc_tables_at(own_bytes) - own_bytes + 2 * 64 * tables;
 }
 
+// RMSNorm's scale r of a chain follower's output, computed in the program on the scalar core (the
+// llm chip path's chip_rms: docs/llm.md "RMSNorm's scale from the chip's bytes"): the follower's
+// groups go over the ring into scalar memory from word chain_rms_x_word(groups) on, the scalar-core
+// routine (scalar_rms.h) reads their first n bytes while the next follower's ops run, and r
+// (float32) leaves as the program's second output, 4 raw bytes named `output_name`, after
+// everything the first returns.
+struct FcChainRms {
+  int layer = -1;       // the follower whose output is x (-1: no r)
+  int n = 0;            // x's bytes: the follower's first n outputs
+  int zero_point = 0;   // x's zero point as the chip stores it (int8's + 128)
+  float mean_mult = 0;  // f32(s_x^2 / n) (llm::rms_mean_multiplier)
+  std::string output_name = "r";
+};
+// Scalar-memory words the chain's r takes: r at the last word, x's groups (16 words each) below
+// it, away from the scores, sums and count the scores' programs keep from word 0 up.
+constexpr int kChainRmsRWord = 4095;
+constexpr int chain_rms_x_word(int groups) { return kChainRmsRWord - 16 * groups; }
+
 // A fused FFN with FULLY_CONNECTED layers after it in the same program (the llm chip path's
 // step c: the residual add as a matmul, then the next layer's q, k and v). Follower 0 reads the
 // host's extra input (the bytes after the FFN's input) followed by w2's output; follower i > 0
@@ -146,6 +164,7 @@ struct FfnChain {
   // bytes from each.
   std::vector<bool> next_output;
   FcTableProducts products;  // their tables after the extra input
+  FcChainRms rms;            // r of a follower's output as a second output (layer -1: none)
 };
 struct FfnChainPrograms {
   container::Executable execution;

@@ -1,8 +1,9 @@
 // Pieces of the fused FFN programs shared by the batch-1 generator (fc_codegen.cpp) and the batched
-// one (fc_batch_codegen.cpp): the gate on the tiles (LOGISTIC on the non-linear unit, two MULs)
-// and the broadcast of 64-byte pieces from tiles to tiles.
+// one (fc_batch_codegen.cpp): the gate on the tiles (LOGISTIC on the non-linear unit, two MULs),
+// the broadcast of 64-byte pieces from tiles to tiles and their move into scalar memory.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -38,5 +39,13 @@ struct FfnBlock {
 };
 void ffn_broadcast_blocks(Emitter& e, uint32_t compute, const std::vector<FfnBlock>& blocks,
                           int stride_words, int& ring_ordinal);
+
+// 64-byte pieces of narrow memory to scalar memory through the ring, in order: (tile, narrow
+// byte, scalar-memory word); `ordinal` counts the ring producers so far. Then
+// scalar_memory_fence, before the scalar core reads them.
+void pieces_to_scalar_memory(Emitter& e, const std::vector<std::array<int, 3>>& pieces,
+                             int& ordinal);
+// The fences after `pieces` such pieces: the scalar core waits for their bytes.
+void scalar_memory_fence(Emitter& e, int pieces);
 
 }  // namespace tinycoral::compiler

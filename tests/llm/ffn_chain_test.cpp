@@ -5,15 +5,18 @@
 // that are not the test checkpoints'; the placement crowds four output pieces onto one tile. With
 // RoPE (compiler::FcTableProducts, the chip path's --chip-rope) the last follower's groups 0 and 1
 // are multiplied by the host's two tables: the program returns int8_rope.h's products instead of
-// those groups, every byte.
+// those groups, every byte. With RMSNorm's scale (compiler::FcChainRms, the chip path's
+// --chip-rms) the program's second output is int8_rms.h's r of the add's bytes, every bit.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <map>
 #include <random>
 
 #include "compiler/fc_codegen.h"
 #include "llm/int8_model.h"
+#include "llm/int8_rms.h"
 #include "llm/int8_rope.h"
 #include "llm/matmul_plan.h"
 #include "runtime/device_select.h"
@@ -81,11 +84,15 @@ compiler::FcLayer layer_of(const std::vector<const QuantizedMatmul*>& order) {
 // rows than a tile has is compiler::LayoutRejected (the chip path then builds it without them),
 // and that a product list naming a group the follower lacks is an Error of another kind (which
 // the chip path lets through instead of quietly dropping the products).
-enum class Variant { kBytes, kTooManyPieces, kBadGroup };
+// kBadRms: r of a follower that does not exist, of more bytes than the follower has, or under
+// the first output's name is an Error, not a layout to retry.
+enum class Variant { kBytes, kTooManyPieces, kBadGroup, kBadRms };
 
 // Pairwise: follower 0's group g reads only [extra piece g; w2's group g] (the residual add's
-// form). rope: RoPE's products of the last follower's groups 0 and 1 after everything else.
-void check_chain(bool pairwise, bool rope = false, Variant variant = Variant::kBytes) {
+// form). rope: RoPE's products of the last follower's groups 0 and 1 after everything else. rms:
+// r of the add's first bytes (not a whole number of words) as the second output.
+void check_chain(bool pairwise, bool rope = false, Variant variant = Variant::kBytes,
+                 bool rms = false) {
   std::mt19937 random(pairwise ? 11 : 7);
   const int dim = 128, hidden = 192, extra = 128, qkv = 192;
   const QuantizedMatmul w1 = random_matmul(hidden, dim, {-2, 2}, {-2.5f, 2.5f}, random),
@@ -127,6 +134,27 @@ void check_chain(bool pairwise, bool rope = false, Variant variant = Variant::kB
                              {1, 1, next.out.zero_point + 128, rq.mul_mult}};
     chain.next_output = {false, true};
   }
+  const int rms_n = dim - 5;
+  if (rms)
+    chain.rms = {0, rms_n, add.out.zero_point + 128, llm::rms_mean_multiplier(add.out.scale, rms_n),
+                 "r"};
+  if (variant == Variant::kBadRms) {
+    for (const compiler::FcChainRms& bad : {compiler::FcChainRms{2, 64, 128, 1.0f, "r"},
+                                            compiler::FcChainRms{0, dim + 1, 128, 1.0f, "r"},
+                                            compiler::FcChainRms{0, 64, 128, 1.0f, "y"}}) {
+      chain.rms = bad;
+      try {
+        compiler::generate_ffn_chain(chain, up_at, down_at);
+        ADD_FAILURE() << "r of follower " << bad.layer << " over " << bad.n << " bytes as '"
+                      << bad.output_name << "' was generated";
+      } catch (const compiler::LayoutRejected& e) {
+        ADD_FAILURE() << "taken for a layout to retry: " << e.what();
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("RMSNorm"), std::string::npos) << e.what();
+      }
+    }
+    return;
+  }
   if (variant == Variant::kTooManyPieces) {
     // Tile 1 would return the add's two groups, next's group 2 and group 0's two products.
     chain.next_output = {true, true};
@@ -157,7 +185,12 @@ void check_chain(bool pairwise, bool rope = false, Variant variant = Variant::kB
   ASSERT_EQ(program->input_bytes(0), size_t(dim + extra + tables));
   // With RoPE the rotated groups' own bytes stay on the chip: their products come back instead.
   ASSERT_EQ(program->output_bytes(0), size_t((pairwise ? dim : 0) + sum_bytes + qkv + tables / 2));
+  ASSERT_EQ(program->num_outputs(), rms ? 2u : 1u);
+  if (rms) {
+    ASSERT_EQ(program->output_bytes(1), 4u);
+  }
   int clamped = 0;
+  std::vector<float> rs;
   std::uniform_int_distribution<int> byte(-128, 127);
   for (int inference = 0; inference < 3; ++inference) {
     SCOPED_TRACE("inference " + std::to_string(inference));
@@ -207,9 +240,20 @@ void check_chain(bool pairwise, bool rope = false, Variant variant = Variant::kB
     program->get_output(0, std::span(reinterpret_cast<uint8_t*>(got.data()), got.size()));
     for (size_t i = 0; i < want.size(); ++i)
       ASSERT_EQ(int(got[i]), int(want[i])) << "output byte " << i;
+    if (rms) {
+      float r = 0;
+      program->get_output(1, std::span(reinterpret_cast<uint8_t*>(&r), sizeof r));
+      const float want_r =
+          llm::chip_rms_scale(sum.data(), rms_n, add.out.scale, add.out.zero_point);
+      ASSERT_EQ(std::bit_cast<uint32_t>(r), std::bit_cast<uint32_t>(want_r));
+      rs.push_back(r);
+    }
   }
   if (rope) {
     EXPECT_GT(clamped, 0);  // some products at the clamps
+  }
+  if (rms) {
+    EXPECT_NE(rs.front(), rs.back());  // r of each inference's bytes
   }
 }
 
@@ -223,6 +267,12 @@ TEST(FfnChainOnTheChip, PairwiseAddAndW2OutputEqualTheInt8ArithmeticInEveryByte)
 
 TEST(FfnChainOnTheChip, RopeProductsAfterTheFollowersEqualTheInt8RopeInEveryByte) {
   check_chain(true, true);
+}
+
+TEST(FfnChainOnTheChip, RmsScaleOfTheAddIsTheInt8PathsRBitForBit) {
+  check_chain(true, false, Variant::kBytes, true);
+  check_chain(true, true, Variant::kBytes, true);  // with RoPE's products after the followers
+  check_chain(true, false, Variant::kBadRms);
 }
 
 TEST(FfnChainOnTheChip, ProductsPastATilesOutputRowsAreARejectedLayoutABadGroupIsNot) {
