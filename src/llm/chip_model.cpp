@@ -6,10 +6,12 @@
 #include <chrono>
 #include <cstring>
 #include <numeric>
+#include <span>
 
 #include "common/error.h"
 #include "compiler/fc_batch_codegen.h"
 #include "compiler/fc_codegen.h"
+#include "llm/int8_rms.h"
 #include "llm/matmul_plan.h"
 #include "llm/rope_sum.h"
 #include "llm/value_sum.h"
@@ -284,6 +286,18 @@ void ChipTransformer::qkv(int layer, int pos, const float* x, float* q, float* k
   Int8Transformer::qkv(layer, pos, x, q, k, v);
 }
 
+float ChipTransformer::rms_scale_q(int layer, const int8_t* xq, const float* x) {
+  if (r_stash_layer_ != layer) {
+    // Where the chain returns r the host has no bytes of its own to take it from (xq is stale).
+    if (layer > 0 && ffns_[size_t(layer - 1)].chain &&
+        ffns_[size_t(layer - 1)].chain_desc.rms.layer >= 0)
+      fail("layer ", layer, "'s RMSNorm scale was not returned by its chain");
+    return Int8Transformer::rms_scale_q(layer, xq, x);
+  }
+  r_stash_layer_ = -1;
+  return r_stash_;
+}
+
 void ChipTransformer::rope_products_q(int layer, int pos, const int8_t* q, const int8_t* k,
                                       int8_t* p1, int8_t* p2) {
   if (rope_layer_ != layer || rope_pos_ != pos) {
@@ -333,6 +347,7 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
       if (options.fused_layers && l + 1 < c.n_layers &&
           ((want_u && chain_ffn(l, tiles, true)) || chain_ffn(l, tiles, false))) {
         ++stats_.chained_layers;
+        stats_.rms_layers += ffns_[size_t(l)].chain_desc.rms.layer >= 0;
         stats_.chip_matmuls += 3;  // the next layer's q, k, v
       }
     }
@@ -602,6 +617,11 @@ bool ChipTransformer::chain_ffn(int layer, TileAllocator& tiles, bool with_value
   }
   chain.output_down = true;
   chain.pairwise = true;
+  if (options().chip_rms) {
+    // r of the add's bytes, which the next layer's q, k and v read (Int8Transformer::rms_scale_q).
+    const QParams in = matmul(layer + 1, LayerMatmul::kQ).in;
+    chain.rms = {0, c.dim, in.zero_point + 128, rms_mean_multiplier(in.scale, c.dim), "r"};
+  }
   compiler::FfnChainPrograms code;
   if (!generate_with_rope(
           chain, want_rope() ? rope_of(layer + 1, 1, part.at) : compiler::FcTableProducts{},
@@ -1438,9 +1458,12 @@ void ChipTransformer::ffn_add_q(int layer, const int8_t* xq, const int8_t* x2q, 
     rope_output(layer + 1, pos_, yq_.data() + p.dim_padded + qkv_bytes + u_bytes,
                 p.chain_desc.products);
   std::copy_n(yq_.begin(), c.dim, yq);
-  // q, k, v come from the chip; the add's bytes stay there. chip_rms computes r from them, so the
-  // host repeats the add in the same integers (dim of them; the chain's are these, bit for bit).
-  if (options().chip_rms) residual_add(add_of(layer), x2q, yq, c.dim, next);
+  // q, k, v come from the chip; the add's bytes stay there, and so does chip_rms's r of them: the
+  // program's second output.
+  if (p.chain_desc.rms.layer >= 0) {
+    p.chain->get_output(1, std::span(reinterpret_cast<uint8_t*>(&r_stash_), sizeof r_stash_));
+    r_stash_layer_ = layer + 1;
+  }
   const auto qkv = yq_.begin() + p.dim_padded;
   stash_qkv(layer + 1, p.rope, &*qkv, p.qkv_at, p.qkv_outputs);
   stash_layer_ = layer + 1;

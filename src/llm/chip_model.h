@@ -44,6 +44,9 @@ struct ChipPathStats {
   // Of them, with the new key's column written by the chip (Int8Options::chip_key_write).
   int key_write_layers = 0;
   int chained_layers = 0;  // of them, with the residual add and the next q, k, v (fused_layers)
+  // Of them, with RMSNorm's scale r of the add's bytes computed in that program on the scalar
+  // core and returned (Int8Options::chip_rms; compiler::FcChainRms).
+  int rms_layers = 0;
   // Layers whose RoPE products (Int8Options::chip_rope) the program computing q and k computes.
   int rope_layers = 0;
   // Layers whose RoPE sum of q (q~) runs in the scores' program, before the scores.
@@ -98,6 +101,8 @@ class ChipTransformer : public Int8Transformer {
                        int8_t* p2) override;
   void rope_sum_q(int layer, int pos, float r, const int8_t* p1, const int8_t* p2,
                   int8_t* q_rot) override;
+  // chip_rms: r as the previous layer's chain computed it where it did (rms_layers).
+  float rms_scale_q(int layer, const int8_t* xq, const float* x) override;
 
  private:
   struct Program;
@@ -255,6 +260,9 @@ class ChipTransformer : public Int8Transformer {
   // (q, k, v each at a whole group).
   std::vector<int8_t> stash_, u_stash_;
   int stash_layer_ = -1, u_stash_layer_ = -1;
+  // chip_rms: r of layer r_stash_layer_'s input as its previous layer's chain returned it.
+  float r_stash_ = 0;
+  int r_stash_layer_ = -1;
   // fused_layers: layer 0's q, k, v and u as one program (compiler::generate_fc_chain).
   std::shared_ptr<runtime::Program> first_;
   std::vector<std::shared_ptr<runtime::Program>> first_caching_;

@@ -301,6 +301,11 @@ class Int8Transformer : public Transformer {
   const QuantizedMatmul& matmul(int layer, LayerMatmul m) const {
     return weights_->matmul(layer, m);
   }
+  // fused_layers: RMSNorm's scale r of layer `layer`'s input at `pos`, as the forward pass at
+  // `pos` took it (rms_scale_q's).
+  float rms_scale_at(int layer, int pos) const {
+    return r_cache_.at(size_t(layer) * size_t(ck_.config.seq_len) + size_t(pos));
+  }
   const QuantizedGate& gate_of(int layer) const { return weights_->gates[size_t(layer)]; }
 
  protected:

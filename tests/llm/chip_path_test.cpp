@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <tuple>
 
@@ -924,13 +926,13 @@ TEST(ChipPathStepC, GenerateOnTheSimulatorWritesTheInt8TextAndModeledSpeed) {
   EXPECT_NEAR(m.at("stick_tokens_per_second").get<double>(), 1e3 / stick_ms, 1e-6);
 }
 
-// RMSNorm's scale from the bytes q, k and v read (Int8Options::chip_rms, --chip-rms): the host
-// computes r from the chain's residual add (which it repeats in the same integers, the add's bytes
-// staying on the chip), so the chip path gives the int8 path's logits bit for bit on rand_gqa, in
-// the default arithmetic and with attention on the chip (RoPE's sums with r's multipliers in the
-// scores' program, the key written by the chip, the value cache's v~); the CLI writes the int8
-// text with the flag, another text than without it, and refuses it where there is no fused int8
-// arithmetic.
+// RMSNorm's scale from the bytes q, k and v read (Int8Options::chip_rms, --chip-rms): past layer 0
+// each chain computes r of its residual add's bytes on the scalar core and returns it (the host
+// has no copy of those bytes), so the chip path gives the int8 path's logits bit for bit on
+// rand_gqa only if the chip's r is the int8 path's, in the default arithmetic and with attention
+// on the chip (RoPE's sums with r's multipliers in the scores' program, the key written by the
+// chip, the value cache's v~); the CLI writes the int8 text with the flag, another text than
+// without it, and refuses it where there is no fused int8 arithmetic.
 TEST(ChipPathStepD, RmsScaleFromTheBytesGivesTheInt8PathsLogitsBitForBit) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   std::string why;
@@ -947,6 +949,8 @@ TEST(ChipPathStepD, RmsScaleFromTheBytesGivesTheInt8PathsLogitsBitForBit) {
                           stats);
   const int layers = model->ck.config.n_layers;
   EXPECT_EQ(stats[0].chained_layers, layers - 1);
+  EXPECT_EQ(stats[0].rms_layers, layers - 1);
+  EXPECT_EQ(stats[1].rms_layers, layers - 1);
   EXPECT_EQ(stats[1].rope_sum_layers, layers);
   EXPECT_EQ(stats[1].value_sum_layers, layers);
   const auto path = reference_checkpoint(data, "rand_gqa", why);
@@ -965,6 +969,50 @@ TEST(ChipPathStepD, RmsScaleFromTheBytesGivesTheInt8PathsLogitsBitForBit) {
     EXPECT_EQ(bad.exit_code, 2) << bad_args;
     EXPECT_NE(bad.err.find("--chip-rms needs --int8"), std::string::npos) << bad.err;
   }
+}
+
+// The chains' r (compiler::FcChainRms: the residual add's bytes into scalar memory, the scalar
+// core's routine, r pushed as the program's second output) is the int8 path's chip_rms_scale of the
+// same bytes bit for bit, for every layer and position of a greedy and a sampled story on both
+// test checkpoints; without chip_rms no chain computes r.
+TEST(ChipPathStepD, ChainsReturnTheInt8PathsRmsScaleBitForBit) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  for_each_reference_model(data, [](const std::string& name, const LoadedModel& model) {
+    const llm::Checkpoint& ck = model.ck;
+    const int layers = ck.config.n_layers, steps = name == "rand15M" ? 5 : 8;
+    llm::ThreadPool pool(2);
+    const llm::Calibration cal = llm::calibrate(ck, pool, 8);
+    const llm::Int8Options options{.chip_rms = true};
+    llm::Int8Transformer cpu(ck, pool, cal, options);
+    auto tpu = runtime::open_virtual_edgetpu();
+    llm::ChipTransformer chip(ck, pool, cal, *tpu, options);
+    EXPECT_EQ(chip.stats().rms_layers, layers - 1);
+    std::set<uint32_t> distinct;
+    int compared = 0;
+    for (const auto& [temperature, prompt] :
+         std::vector<std::pair<float, std::string>>{{0.0f, "Once upon"}, {1.0f, ""}}) {
+      SCOPED_TRACE("temperature " + std::to_string(temperature));
+      const auto want = run(cpu, model.tok, temperature, 42, prompt, steps);
+      const auto got = run(chip, model.tok, temperature, 42, prompt, steps);
+      ASSERT_EQ(got.logits.size(), want.logits.size());
+      ASSERT_GE(want.logits.size(), size_t(steps) / 2);
+      for (int pos = 0; pos < int(want.logits.size()); ++pos)
+        for (int l = 0; l < layers; ++l) {
+          const uint32_t r = std::bit_cast<uint32_t>(chip.rms_scale_at(l, pos));
+          ASSERT_EQ(r, std::bit_cast<uint32_t>(cpu.rms_scale_at(l, pos)))
+              << "layer " << l << ", position " << pos;
+          if (l > 0) {
+            distinct.insert(r);
+            ++compared;
+          }
+        }
+      EXPECT_EQ(got.logits, want.logits);
+    }
+    // r moves with the layer and the position.
+    EXPECT_GT(distinct.size(), size_t(compared) / 2) << compared << " chip r's";
+    auto plain = runtime::open_virtual_edgetpu();
+    EXPECT_EQ(llm::ChipTransformer(ck, pool, cal, *plain, {}).stats().rms_layers, 0);
+  });
 }
 
 }  // namespace

@@ -338,9 +338,10 @@ void add_generate_command(CLI::App& app) {
                 "tiles (the same text; for comparing the two)");
   cmd->add_flag("--chip-rms", args->chip_rms,
                 "int8, sim or usb: RMSNorm's scale r before q, k, v from the int8 bytes they "
-                "read, computed by the host in the scalar core's float32 ops (an exact sum of "
-                "squares, a Newton reciprocal square root) instead of from the host's float "
-                "residual (docs/llm.md)");
+                "read, in the scalar core's float32 ops (an exact sum of squares, a Newton "
+                "reciprocal square root) instead of from the host's float residual: on sim or "
+                "usb past layer 0 by the chip's scalar core in the program computing those "
+                "bytes, else by the host (docs/llm.md)");
   cmd->add_flag("--values-on-host", args->values_on_host,
                 "--batch on sim or usb: the host computes the values' u (wo folded into them) "
                 "from v instead of the chip, which then returns v, not u: faster for large "
