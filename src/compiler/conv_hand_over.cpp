@@ -69,7 +69,8 @@ bool multi_packet(const Round& round) { return round.front().parts.front()->pack
 // of the channels (a split depthwise layer) holds the sender's inside its own (`nests`).
 class SenderCut {
  public:
-  SenderCut(const Plan& src, const Stage& to, bool pricing, std::vector<Transfer>& out)
+  SenderCut(const Plan& src, const Stage& to, bool pricing, std::vector<Transfer>& out,
+            bool per_receiver = false)
       : src_(src),
         to_(to),
         i_(to.first),
@@ -77,7 +78,8 @@ class SenderCut {
         out_(out),
         row_bytes_(src.out_row),
         slice_(src.out_ch),
-        ch0_(src.g1 > 0 ? src.g0 * kColumns : 0) {
+        ch0_(src.g1 > 0 ? src.g0 * kColumns : 0),
+        per_receiver_(per_receiver) {
     // Receivers that keep the whole image (LayerPlan::full) hold every row at one address: rows
     // that several of them read go to all of them in one transfer, each writing every row.
     full_ = !to.halo_in && std::all_of(to.tiles.begin(), to.tiles.end(),
@@ -93,7 +95,31 @@ class SenderCut {
       send_band(mask);
       return;
     }
+    if (const uint32_t mask = gapless_readers()) {
+      send_band(mask);
+      return;
+    }
     const LayerPlan& band = src_.layers[i_ - 1];
+    if (per_receiver_ && !src_.pixel_band() && !in_place_) {
+      // Each receiver's rows of the band on their own, rows that several read sent to each.
+      for (const Plan& t : to_.tiles) {
+        const uint32_t bit = tile_bit(t.tile);
+        const LayerPlan& lp = t.layers[i_];
+        const int ya = std::max(band.oa, lp.need_top);
+        const int yb = std::min(band.ob, lp.need_top + lp.need_rows);
+        for (int y = ya; y < yb;) {
+          const Run run = run_at(y, yb, bit);
+          if (run.mask != 0) {
+            if (run.packets > 0)
+              send_rows(y, run);
+            else
+              send_pieces(y, run.mask);
+          }
+          y += run.rows;
+        }
+      }
+      return;
+    }
     // A pixel band (Plan::pa, pb) computed its first and last rows only in part: those parts go
     // alone, the rows between as any band's.
     int ya = band.oa, yb = band.ob, last_piece = 0;
@@ -176,14 +202,15 @@ class SenderCut {
   // receiver drops them into its image's rows with a 2-level walk.
   // (Written in place, the rows lie in the sender's padded image: one row a transfer; a sender
   // that is no receiver's, its output as usual.)
-  Run run_at(int y, int end) const {
-    Run run{1, inside(1) ? packets_of(row_bytes_) : 0, readers(y)};
+  // (`only`: the receivers the run may go to, all by default.)
+  Run run_at(int y, int end, uint32_t only = ~0u) const {
+    Run run{1, inside(1) ? packets_of(row_bytes_) : 0, readers(y) & only};
     if (in_place_) return run;
     uint32_t together = run.mask;
     for (int m = 2; y + m <= end && m * row_bytes_ <= kHandOverPackets * kPiece &&
-                    (full_ || readers(y + m - 1) == run.mask);
+                    (full_ || (readers(y + m - 1) & only) == run.mask);
          ++m) {
-      together |= readers(y + m - 1);
+      together |= readers(y + m - 1) & only;
       if ((m * row_bytes_ % kPiece == 0 && m * row_bytes_ >= 2 * kPiece) || inside(m)) {
         run = {m, packets_of(m * row_bytes_), together};
       } else if (run.packets == 0 && m * row_bytes_ <= kPiece) {
@@ -240,6 +267,27 @@ class SenderCut {
     }
     return mask;
   }
+  // A pixel band handing over to receivers that each read all of its rows and keep them
+  // gapless (no padding, every pixel's bytes the sender's): its pixels are one run in their
+  // images too, so they go to them as one run (the pool after v2's pixel stages: one transfer
+  // a sender, not pieces of its first and last rows and its whole rows). The readers, else 0.
+  uint32_t gapless_readers() const {
+    if (!src_.pixel_band() || to_.halo_in || in_place_) return 0;
+    if (src_.g1 > 0 && kPiece % slice_ != 0) return 0;
+    const LayerPlan& band = src_.layers[i_ - 1];
+    const int w = band.l->ow, ya = src_.pa / w, yb = (src_.pb - 1) / w + 1;
+    uint32_t mask = 0;
+    for (int y = ya; y < yb; ++y) mask |= readers(y);
+    for (const Plan& t : to_.tiles) {
+      if (!(mask & tile_bit(t.tile))) continue;
+      const LayerPlan& lp = t.layers[i_];
+      if (lp.need_top > ya || lp.need_top + lp.need_rows < yb || lp.wp != w || lp.extra != 0 ||
+          lp.l->pad_left != 0 || lp.cin * w != row_bytes_)
+        return 0;
+    }
+    return mask;
+  }
+
   void send_band(uint32_t mask) {
     const LayerPlan& band = src_.layers[i_ - 1];
     const int w = band.l->ow, px = row_bytes_ / w;
@@ -299,12 +347,14 @@ class SenderCut {
   std::vector<Transfer>& out_;
   int row_bytes_, slice_, ch0_;
   bool full_ = false, whole_rows_ = false;
+  bool per_receiver_ = false;  // each receiver's rows cut on their own
   bool in_place_ = false;  // the sender wrote its rows into the receivers' image on its own tile
 };
 
-std::vector<Transfer> transfers_of(const Stage& from, const Stage& to, bool pricing) {
+std::vector<Transfer> transfers_of(const Stage& from, const Stage& to, bool pricing,
+                                   bool per_receiver = false) {
   std::vector<Transfer> transfers;
-  for (const Plan& src : from.tiles) SenderCut(src, to, pricing, transfers).cut();
+  for (const Plan& src : from.tiles) SenderCut(src, to, pricing, transfers, per_receiver).cut();
   return transfers;
 }
 
@@ -845,7 +895,7 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal, boo
   }
   // (The gathered schedules' items point into `parts`, `whole` and `overlapped`.)
   std::vector<Transfer> parts, whole, overlapped;
-  const std::vector<std::vector<Round>> schedules{
+  std::vector<std::vector<Round>> schedules{
       in_turns(transfers, queues, true),
       in_turns(transfers, queues, false),
       in_turns(transfers, queues, false, Senders::kLongestFirst),
@@ -853,6 +903,19 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal, boo
       gathered(transfers, parts),
       gathered(transfers, whole, Tails::kWhole),
       gathered(transfers, overlapped, Tails::kOverlapping)};
+  // The same schedules of each receiver's rows cut on their own (a row several receivers read
+  // goes to each: more producers, but a receiver's rows from one sender in one transfer, and
+  // fewer rounds and receiver sets).
+  const std::vector<Transfer> own = transfers_of(from, to, false, true);
+  const Queues own_queues = queues_of(own);
+  std::vector<Transfer> own_parts, own_whole, own_overlapped;
+  schedules.push_back(in_turns(own, own_queues, true));
+  schedules.push_back(in_turns(own, own_queues, false));
+  schedules.push_back(in_turns(own, own_queues, false, Senders::kLongestFirst));
+  schedules.push_back(in_turns(own, own_queues, false, Senders::kCommonShapeFirst));
+  schedules.push_back(gathered(own, own_parts));
+  schedules.push_back(gathered(own, own_whole, Tails::kWhole));
+  schedules.push_back(gathered(own, own_overlapped, Tails::kOverlapping));
   size_t best = 0;
   uint32_t fewest = 0;
   for (size_t k = 0; k < schedules.size(); ++k) {

@@ -385,6 +385,25 @@ void v2_pixel_stages_hand_over_only_their_pixels(const CompiledV2& v2) {
   EXPECT_LE(found.front().producers - found.front().weight_runs, 20) << "(40 before)";
 }
 
+// The 16 band tiles of v2's 112 x 112 x 16 projection hand their rows to the 14 tiles of the
+// expansion stage, each reading 9 rows: a row two receivers read went to both in one transfer,
+// the rows around it to each alone (38 producers, 27 receiver sets); now each receiver's rows of
+// a sender go to it in one transfer, the shared row twice (docs/compiler.md "Each receiver's rows
+// on their own; pixel bands as one run"). And each of the 15 pixel-band tiles of the 320 -> 1280
+// layer sends its pixels to its slice's pool tile as one run: they are one run in the pool's
+// gapless image too (35 producers before: a band's partial first and last rows and its whole
+// rows apart).
+void v2_hand_overs_take_each_receivers_rows_at_once(const CompiledV2& v2) {
+  // (loop0: the projection's 8 input words, the expansion's 4; the 320-channel layer's 10-row
+  // window, the pool's 49 taps.)
+  const std::vector<testing::HandOver> first = testing::hand_overs(v2.instructions, 7, 3);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_LE(first.front().producers, 30) << "(38 before)";
+  const std::vector<testing::HandOver> pool = testing::hand_overs(v2.instructions, 9, 48);
+  ASSERT_EQ(pool.size(), 1u);
+  EXPECT_EQ(pool.front().producers - pool.front().weight_runs, 15) << "(35 before)";
+}
+
 // v2's classifier, split over 16 tiles, sends each tile's slice to the host in one transfer: the
 // 16 narrowToWides into the tiles' ring rows are one instruction (the same fields on every tile),
 // ahead of the 16 outfeeds and producers (output_fills_test.cpp on a small classifier).
@@ -566,6 +585,7 @@ void expect_v2_layout(const std::vector<uint8_t>& tflite) {
       {"V2PartsEndWithOneFence", v2_parts_end_with_one_fence},
       {"V2TilesCopyRowsTheyHandToThemselves", v2_tiles_copy_rows_they_hand_to_themselves},
       {"V2AddWeightRowsAreCachedParameters", v2_add_weight_rows_are_cached_parameters},
+      {"V2HandOversTakeEachReceiversRowsAtOnce", v2_hand_overs_take_each_receivers_rows_at_once},
   };
   for (const auto& [property, check] : checks) {
     SCOPED_TRACE(property);
