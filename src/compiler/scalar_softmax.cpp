@@ -19,6 +19,7 @@ constexpr int kCount = 12, kPos = 13, kAddr = 14, kMax = 15, kWord = 16, kLow = 
               kSum = 19, kPack = 21, kShift = 23, kAt = 24, kInv = 25, kFlush = 26, kOut = 27;
 // Predicates: p0 drives the branches; p3 "a new word", p4 "a new maximum".
 constexpr int kNewWord = 3, kNewMax = 4;
+constexpr int kScalarWords = 4096;  // 16 KiB of scalar memory
 
 using namespace scalar_alu;  // alu(), movi(), bits() and the operation codes
 
@@ -41,6 +42,41 @@ void next_byte(Emitter& e) {
   e.add("bundle", alu(kLt, 0, kPos, kCount));
   e.add("bundle", alu(kAnd | kImm, kByte, kWord, 0xff));
   e.add("bundle", alu(kShr | kImm, kWord, kWord, 8));
+}
+
+// m_j = f32(base_j scale), scale the float32 at word scale_word + of[j] (of[j] < 0: m_j = 0, the
+// register `zero` holds 0), to word mult_word + j, one bundle each: the product into one of two
+// registers while the other's (the previous output's) is stored at its immediate word address.
+// Registers 16-18 are its own.
+void emit_products(Emitter& e, int mult_word, int scale_word, const std::vector<float>& base,
+                   const std::vector<int>& of, int scales, int zero) {
+  constexpr int kScale = 16, kProduct = 17;
+  std::string pending;  // the store the next bundle carries
+  const auto store = [](int reg, int word) {
+    return cat(" v_op=0x2 v_offset=", word & 0xff, " v_cmd=", word >> 8, " vs_reg=", reg);
+  };
+  int loaded = -1;
+  for (size_t j = 0; j < of.size(); ++j) {
+    const int word = mult_word + int(j), h = of[j];
+    if (h < 0) {
+      if (!pending.empty()) e.add("bundle", pending.substr(1));
+      pending = store(zero, word);
+      continue;
+    }
+    if (h != loaded) {
+      if (h >= scales) fail("output ", j, " of head ", h, " of ", scales);
+      e.add("bundle",
+            cat("enable_vector=1 vs_reg_v1=", kScale, " imm_size=", hex(scale_word + h), pending));
+      pending.clear();
+      e.add("bundle");  // the loaded word two bundles later, as the softmax's loops use theirs
+      e.add("bundle");
+      loaded = h;
+    }
+    const int reg = kProduct + int(j % 2);
+    e.add("bundle", alu(kFmul | kImm, reg, kScale, bits(base[j])) + pending);
+    pending = store(reg, word);
+  }
+  if (!pending.empty()) e.add("bundle", pending.substr(1));
 }
 
 }  // namespace
@@ -107,7 +143,7 @@ void emit_scalar_value_prep(Emitter& e, const ScalarValuePrep& p) {
   if (p.heads <= 0 || p.positions <= 0 || p.positions % 4 != 0 || p.base.size() != p.head.size())
     fail("value preparation of ", p.heads, " heads of ", p.positions, " positions and ",
          p.base.size(), " multipliers for ", p.head.size(), " outputs");
-  constexpr int kZero = 20, kZ = 13, kLast = 14, kLim = 15, kInv = 16, kT0 = 17;
+  constexpr int kZero = 20, kZ = 13, kLast = 14, kLim = 15;
   constexpr int kPast = 5;  // predicate: the word lies past n
   // kLast = the last word of a row that holds e: (n + 3) / 4 - 1.
   e.add("bundle", movi(kAt, uint32_t(p.count_word)));
@@ -125,34 +161,22 @@ void emit_scalar_value_prep(Emitter& e, const ScalarValuePrep& p) {
     e.add("bundle", when(kPast) + cat("v_op=0x4 v_offset=", kZ, " vs_reg=", kZero));
     e.add("bundle", alu(kAdd | kImm, kZ, kZ, 1));
   }
-  // The multipliers, one bundle each: the product into one of two registers while the other's
-  // (the previous output's) is stored at its immediate word address.
-  std::string pending;  // the store the next bundle carries
-  const auto store = [](int reg, int word) {
-    return cat(" v_op=0x2 v_offset=", word & 0xff, " v_cmd=", word >> 8, " vs_reg=", reg);
-  };
-  int loaded = -1;
-  for (size_t j = 0; j < p.head.size(); ++j) {
-    const int word = p.mult_word + int(j), h = p.head[j];
-    if (h < 0) {
-      if (!pending.empty()) e.add("bundle", pending.substr(1));
-      pending = store(kZero, word);
-      continue;
-    }
-    if (h != loaded) {
-      if (h >= p.heads) fail("output ", j, " of head ", h, " of ", p.heads);
-      e.add("bundle",
-            cat("enable_vector=1 vs_reg_v1=", kInv, " imm_size=", hex(p.inv_word + h), pending));
-      pending.clear();
-      e.add("bundle");  // the loaded word two bundles later, as the softmax's loops use theirs
-      e.add("bundle");
-      loaded = h;
-    }
-    const int reg = kT0 + int(j % 2);
-    e.add("bundle", alu(kFmul | kImm, reg, kInv, bits(p.base[j])) + pending);
-    pending = store(reg, word);
-  }
-  if (!pending.empty()) e.add("bundle", pending.substr(1));
+  emit_products(e, p.mult_word, p.inv_word, p.base, p.head, p.heads, kZero);
+}
+
+void emit_scalar_rope_multipliers(Emitter& e, const ScalarRopeMultipliers& m) {
+  const int n = int(m.base.size());
+  if (m.padding.size() != m.base.size() || n == 0 || m.r_word < 0 || m.r_word >= kScalarWords ||
+      m.mult_word < 0 || m.mult_word + n > kScalarWords ||
+      (m.r_word >= m.mult_word && m.r_word < m.mult_word + n))
+    fail("RoPE multipliers of ", n, " outputs (", m.padding.size(), " padding flags) from word ",
+         m.mult_word, " with r at word ", m.r_word);
+  constexpr int kZero = 20;
+  std::vector<int> of(m.padding.size(), 0);
+  for (size_t j = 0; j < of.size(); ++j)
+    if (m.padding[j]) of[j] = -1;
+  e.add("bundle", movi(kZero, 0));
+  emit_products(e, m.mult_word, m.r_word, m.base, of, 1, kZero);
 }
 
 void emit_push_words(Emitter& e, int first, int words) {

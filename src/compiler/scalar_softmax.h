@@ -37,6 +37,18 @@ struct ScalarValuePrep {
 };
 // Registers 12-27 and predicate 5 are its own (the softmax's, free again after it).
 void emit_scalar_value_prep(Emitter& e, const ScalarValuePrep& p);
+// RoPE's per-token multipliers from RMSNorm's scale (docs/llm.md "The RoPE multipliers from r on
+// the scalar core"): m_j = f32(base_j r), one FMUL each with base_j (a constant of the layer) as
+// the immediate, the float32 product the host's rope_multiplier forms; r is the float32 at r_word.
+// A padding output (no channel) gets 0, as the host's rows hold.
+struct ScalarRopeMultipliers {
+  int r_word = 0;
+  int mult_word = 0;          // output j's multiplier goes to word mult_word + j
+  std::vector<float> base;    // [output]
+  std::vector<bool> padding;  // [output]
+};
+// Registers 16-18 and 20 are its own.
+void emit_scalar_rope_multipliers(Emitter& e, const ScalarRopeMultipliers& m);
 // Pushes scalar-memory words [first, first + words) to the host output opened before (one load
 // and one push per word, a hardware loop).
 void emit_push_words(Emitter& e, int first, int words);

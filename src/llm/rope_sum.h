@@ -16,6 +16,7 @@
 
 #include "compiler/fc_codegen.h"
 #include "compiler/fc_layer.h"
+#include "compiler/scalar_softmax.h"
 #include "llm/int8_rope.h"
 
 namespace tinycoral::llm {
@@ -85,5 +86,14 @@ inline compiler::FcRowWrite rope_sum_multipliers(const QuantizedRope& q, int n, 
                                                  const compiler::FcPlacement& at) {
   return rope_sum_multipliers(q, nullptr, RopeSumShape{n}, r, at);
 }
+
+// The same multipliers made by the scalar core from r (compiler::emit_scalar_rope_multipliers):
+// output o's base_o from q's or k's rotation as rope_sum_multipliers takes it, padding outputs
+// marked; r at r_word, the multipliers in output order from mult_word (group g's 64 from word
+// mult_word + 64 g, the bytes of rope_sum_multipliers' rows).
+compiler::ScalarRopeMultipliers rope_sum_scalar_multipliers(const QuantizedRope& q,
+                                                            const QuantizedRope* k,
+                                                            const RopeSumShape& s, int r_word,
+                                                            int mult_word);
 
 }  // namespace tinycoral::llm

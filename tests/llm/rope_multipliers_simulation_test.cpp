@@ -1,0 +1,162 @@
+// RoPE's per-token multipliers f32(base_j r) made by the scalar core from r
+// (compiler::emit_scalar_rope_multipliers, llm::rope_sum_scalar_multipliers) on the virtual Edge
+// TPU: the words the program pushes are the bytes of the host's rows (llm::rope_sum_multipliers)
+// bit for bit, q~'s and the key's, padding outputs 0 (docs/llm.md "The RoPE multipliers from r on
+// the scalar core").
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "chip/sim_runner.h"
+#include "common/error.h"
+#include "compiler/emitter.h"
+#include "compiler/fc_codegen.h"
+#include "compiler/program_parts.h"
+#include "compiler/scalar_softmax.h"
+#include "llm/int8_rms.h"
+#include "llm/int8_rope.h"
+#include "llm/rope_sum.h"
+
+namespace tinycoral::testing {
+namespace {
+
+// A program that stores r's bits at word r_at (an immediate move and store: the test's stand-in
+// for r arriving in scalar memory), makes the multipliers and pushes them to the host.
+container::Executable multiplier_program(const compiler::ScalarRopeMultipliers& m, float r,
+                                         int r_at) {
+  const int bytes = 4 * int(m.base.size());
+  compiler::Emitter e;
+  compiler::program_start(e);
+  e.add("bundle", cat("s_op=0x2f s_x=12 s_y=0 imm=", compiler::hex(std::bit_cast<uint32_t>(r))));
+  e.add("bundle", cat("v_op=0x2 v_offset=", r_at & 0xff, " v_cmd=", r_at >> 8, " vs_reg=12"));
+  compiler::emit_scalar_rope_multipliers(e, m);
+  e.reloc_movi(10, container::BufferKind::kOutput, container::Half::kUpper32, "m");
+  e.reloc_movi(11, container::BufferKind::kOutput, container::Half::kLower32, "m");
+  e.add("bundle", "s_op=0x0f s_x=5 imm=11");
+  e.add("bundle", "s_op=0x0f s_x=4 imm=10");
+  compiler::descriptor(e, 5, 4, 6, bytes, 3);
+  compiler::emit_push_words(e, m.mult_word, int(m.base.size()));
+  compiler::tile_fence(e, "units=0x3ff signal=1 f109=3");
+  compiler::wait_tokens(e);
+  compiler::interrupt(e, 5, 4, 6);
+  container::Executable eo = compiler::execution_executable(e.finish());
+  container::Layer out = compiler::boundary_layer("m", bytes, 0, 1.0f, true, false);
+  out.shape = {{0, 0}, {0, bytes - 1}};
+  eo.output_layers.push_back(std::move(out));
+  eo.dma_hints.fully_deterministic = true;
+  eo.dma_hints.hints = {compiler::instruction_hint(),
+                        compiler::dma_hint(container::BufferKind::kOutput,
+                                           container::Direction::kOutfeed, "m", bytes),
+                        compiler::interrupt_hint()};
+  return eo;
+}
+
+std::vector<uint8_t> run_multipliers(chip::VirtualEdgeTpu& chip,
+                                     const compiler::ScalarRopeMultipliers& m, float r,
+                                     int r_at = -1) {
+  return chip::testing::run_executable(chip, multiplier_program(m, r, r_at < 0 ? m.r_word : r_at),
+                                       {})
+      .at("m");
+}
+
+// A rotation of n channels with random gains and output scales (a scale per pair, as the int8
+// path's per-head key scales and q's gains give).
+llm::QuantizedRope random_rope(std::mt19937& rng, int n) {
+  std::uniform_real_distribution<float> log(-6.0f, 3.0f);
+  std::uniform_int_distribution<int> zp(-20, 20);
+  std::vector<float> gain(static_cast<size_t>(n)), out_scale(static_cast<size_t>(n));
+  for (int j = 0; j < n; j += 2) {
+    gain[size_t(j)] = gain[size_t(j + 1)] = std::exp2(log(rng));
+    out_scale[size_t(j)] = out_scale[size_t(j + 1)] = std::exp2(log(rng));
+  }
+  return llm::quantize_rope(std::exp2(log(rng)), zp(rng), gain, out_scale);
+}
+
+// Where the host's rows go does not change their bytes; one tile per group.
+compiler::FcPlacement groups_at(int outputs) {
+  compiler::FcPlacement at;
+  for (int g = 0; g < compiler::fc_groups(outputs); ++g) at.tiles.push_back(g);
+  return at;
+}
+
+TEST(RopeMultipliersOnTheVirtualEdgeTpu, AreTheHostsRowsBitForBit) {
+  std::mt19937 rng(31);
+  std::uniform_real_distribution<float> log_r(-8.0f, 8.0f);
+  std::uniform_int_distribution<int> byte(-128, 127);
+  chip::VirtualEdgeTpu chip;
+  // q~ alone (rand15M's 288 channels, padded to 320), q~ with the key in kv_dim's groups
+  // (rand_gqa's heads of 8 over 4 kv heads; rand15M's 6 heads of 48) and each kv head from a group
+  // boundary (heads of 80: two pieces each), the words at other places of scalar memory.
+  struct Case {
+    llm::RopeSumShape shape;
+    int r_word, mult_word;
+  };
+  const Case cases[] = {{{288, 0, 0, false}, 4095, 0},
+                        {{64, 4, 8, true}, 0, 1},
+                        {{288, 6, 48, true}, 2048, 100},
+                        {{160, 2, 80, false}, 700, 3000}};
+  int distinct = 0, total = 0;
+  for (const Case& c : cases) {
+    const llm::RopeSumShape& s = c.shape;
+    const llm::QuantizedRope q = random_rope(rng, s.q_channels);
+    const llm::QuantizedRope k = random_rope(rng, std::max(2, s.kv_heads * s.head_size));
+    const compiler::ScalarRopeMultipliers m =
+        llm::rope_sum_scalar_multipliers(q, &k, s, c.r_word, c.mult_word);
+    ASSERT_EQ(int(m.base.size()), s.outputs());
+    // r as the int8 path makes it from the bytes (chip_rms_scale), and over a wide range.
+    std::vector<int8_t> x(288);
+    for (int8_t& b : x) b = int8_t(byte(rng));
+    const float rs[] = {llm::chip_rms_scale(x.data(), 288, 0.03f, 3), std::exp2(log_r(rng)),
+                        std::exp2(log_r(rng)) * 1.1f};
+    for (const float r : rs) {
+      SCOPED_TRACE("q " + std::to_string(s.q_channels) + ", r " + std::to_string(r));
+      const std::vector<uint8_t> want =
+          llm::rope_sum_multipliers(q, &k, s, r, groups_at(s.outputs())).bytes;
+      const std::vector<uint8_t> got = run_multipliers(chip, m, r);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t b = 0; b < want.size(); b += 4) {
+        ASSERT_EQ(got[b] | got[b + 1] << 8 | got[b + 2] << 16 | uint32_t(got[b + 3]) << 24,
+                  want[b] | want[b + 1] << 8 | want[b + 2] << 16 | uint32_t(want[b + 3]) << 24)
+            << "output " << b / 4;
+        distinct += want[b] != want[(b + 8) % want.size()];  // the next pair's
+        ++total;
+      }
+    }
+  }
+  EXPECT_GT(distinct, total / 2);  // the multipliers differ from output to output
+  EXPECT_EQ(chip.fault(), "");
+}
+
+// The words are read where the routine says: r one word off is another r (a padding slot's 0, so
+// every multiplier would be 0); r at a multiplier's word, words past scalar memory, and a padding
+// flag per output missing are refused.
+TEST(RopeMultipliersOnTheVirtualEdgeTpu, ReadRAtItsWordAndRefuseWhatDoesNotFit) {
+  std::mt19937 rng(5);
+  const llm::QuantizedRope q = random_rope(rng, 64);
+  const llm::RopeSumShape s{64};
+  compiler::ScalarRopeMultipliers m = llm::rope_sum_scalar_multipliers(q, nullptr, s, 200, 0);
+  const std::vector<uint8_t> want = llm::rope_sum_multipliers(q, 64, 0.7f, groups_at(64)).bytes;
+  chip::VirtualEdgeTpu chip;
+  EXPECT_EQ(run_multipliers(chip, m, 0.7f), want);
+  chip::VirtualEdgeTpu fresh;
+  EXPECT_NE(run_multipliers(fresh, m, 0.7f, 201), want);  // r stored one word past where it is read
+  compiler::Emitter e;
+  compiler::ScalarRopeMultipliers bad = m;
+  bad.r_word = 10;
+  EXPECT_THROW(compiler::emit_scalar_rope_multipliers(e, bad), Error);
+  bad = m;
+  bad.mult_word = 4096 - 63;
+  EXPECT_THROW(compiler::emit_scalar_rope_multipliers(e, bad), Error);
+  bad = m;
+  bad.padding.pop_back();
+  EXPECT_THROW(compiler::emit_scalar_rope_multipliers(e, bad), Error);
+  EXPECT_THROW(llm::rope_sum_scalar_multipliers(q, nullptr, {64, 1, 8, true}, 200, 0), Error);
+}
+
+}  // namespace
+}  // namespace tinycoral::testing
