@@ -387,6 +387,74 @@ std::optional<FcColumnWrite> placed_columns(const FcColumnWrite* columns, const 
   return w;
 }
 
+// Scalar-memory words of the multipliers made from r (FcScoresInput::mult_base): r's piece (the
+// count's 64 bytes) at the top, the multipliers from word 0 (the scores overwrite them later,
+// once they are on the tiles).
+constexpr int kRPieceWord = 4096 - kSoftmaxCountBytes / 4;
+
+bool multipliers_from_r(const FcScoresInput* first) { return first && !first->mult_base.empty(); }
+
+// Narrow memory the FC in front of the scores takes past `before` (the query row, the outputs and
+// the column copies): its resident rows, then the multipliers from r on their way to the aux rows.
+// Returns where the multipliers land; `end` the bytes taken.
+int multiplier_narrow(const FcScoresInput* first, int before, int& end) {
+  const int at = round_up(resident_rows(first, before).end, kPiece);
+  end = resident_rows(first, before).end;
+  if (!multipliers_from_r(first)) return at;
+  end = at + 4 * first->layer.n;
+  if (end > kNarrowBytes) fail("the multipliers from r take narrow memory up to byte ", end);
+  return at;
+}
+
+// The FC's multipliers from r (FcScoresInput::mult_base): the count's piece with r to scalar
+// memory, the products there, then as generate_fc_batch_attention hands the weighted sum's
+// multipliers to its tiles: an infeed from scalar memory to tile 0, the ring to the others, a
+// narrowToWide per group into its multiplier row.
+void emit_multipliers_from_r(Emitter& e, const FcScoresInput& first, const Groups& f, int row_bytes,
+                             int narrow_at, int& ordinal) {
+  const int n = first.layer.n;
+  if (first.mult_base.size() != size_t(n) || first.mult_padding.size() != size_t(n))
+    fail(first.mult_base.size(), " multiplier constants and ", first.mult_padding.size(),
+         " padding flags for ", n, " outputs");
+  if (n > kRPieceWord) fail(n, " multipliers from r past scalar memory");
+  pieces_to_scalar_memory(e, {{f.tile[0], row_bytes, kRPieceWord}}, ordinal);
+  scalar_memory_fence(e, 1);
+  emit_scalar_rope_multipliers(e, {kRPieceWord + 1, 0, first.mult_base, first.mult_padding});
+  const int moved = 4 * n, packets = moved / 16, words = moved / 4;
+  const int full = words / 64, rest = words % 64;
+  e.add("ringcons0", cat("tiles=0x1 addr=", hex(kInputFifo), " dst=(1 x 1)(0 x 1)(0 x 1)(0 x ",
+                         packets, ") sdims=1 cbuf=1 slots=1 mode=3"));
+  e.add(
+      "infeed",
+      cat("smem=1 walk=(1 x 64)(-63 x ", full + (rest ? 1 : 0), ")(-63 x 1) k157=1 k160=1 par168=1",
+          rest ? cat(" count_m1=", rest - 1, " tail_en=1 count_neg=", hex(64 - rest)) : "",
+          " f308=0xb par314=1 par315=3 pop_wait=0x1 k336=1 f352=0x01 f391=2 dest=0x1 f434=0x3"));
+  // Closes the region: the infeed reads what the scalar core stored (generate_fc_batch_attention).
+  e.add("scsync", "tiles=0xffff tokwait=1 tmask=0x0 sunits=0x0c");
+  e.add("w2n", cat("tiles=0x1 w.addr=", hex(kInputFifo), " w=(0 x ", packets,
+                   ") w.circ=1 w.rows=1 n.addr=", hex(narrow_at / 4),
+                   " n=", strided_walk({{1, 4}, {4, packets}}, 6),
+                   " n.lvl_mask=0x01 sync.en0=1 sync.id=1 sync.en1=1 sync.val=0x0ffff sync.en2=1 "
+                   "sync.f45=1"));
+  tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
+  wait_tokens(e);
+  const uint32_t others = mask_of(f) & ~tile_bit(0);
+  if (others != 0) {
+    std::vector<FfnBlock> blocks;
+    for (int at = 0; at < moved; at += kPiece)
+      blocks.push_back({0, (narrow_at + at) / 4, (narrow_at + at) / 4});
+    ffn_broadcast_blocks(e, others, blocks, kGroup / 4, ordinal);
+  }
+  for (size_t i = 0; i < f.tile.size(); ++i)
+    e.add("n2w", cat("tiles=", hex(tile_bit(f.tile[i])),
+                     " n.addr=", hex((narrow_at + kPiece * int(i)) / 4), " n=", narrow_walk(kGroup),
+                     " n.lvl_mask=0x01 w.addr=", hex(f.base[i]),
+                     " w=(1 x 1) sync.en0=1 sync.f1=1 sync.id=5 sync.wait_lvl=1 sync.en1=1 "
+                     "sync.en2=1 tail_lvl=1"));
+  tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
+  wait_tokens(e);
+}
+
 // The scores' part of the softmax and attention programs: the query row in, the scores' op,
 // every group's 64 scores to scalar memory in group order (head h's at h * positions bytes), then
 // the count from the row's tail on the first group's tile, and the softmax on the scalar core.
@@ -403,11 +471,11 @@ int scores_and_softmax(Emitter& e, const FcLayer& layer, const Groups& g, int ro
   tile_fence(e, "counters=0x1ffff units=0x3ff");
   tile_fence(e, "units=0x3ff signal=1");
   wait_tokens(e);
+  const int before =
+      std::max(out_base + g.slots * kGroup + first_bytes(first), column_copy_bytes(columns));
   if (first && !first->resident.empty()) {
     // The resident rows into narrow memory on their tiles; their groups read from there.
-    const ResidentRows r = resident_rows(
-        first,
-        std::max(out_base + g.slots * kGroup + first_bytes(first), column_copy_bytes(columns)));
+    const ResidentRows r = resident_rows(first, before);
     for (const auto& [tile, row, narrow] : r.rows)
       e.add("w2n", cat("tiles=", hex(tile_bit(tile)), " w.addr=", hex(row), " w=(1 x 1) n.addr=",
                        hex(narrow / 4), " n=", narrow_walk(kPiece / 4), " n.lvl_mask=0x01"));
@@ -415,6 +483,11 @@ int scores_and_softmax(Emitter& e, const FcLayer& layer, const Groups& g, int ro
     wait_tokens(e);
     for (const FcResidentInput& p : first->resident)
       f.in_at[size_t(p.group)] = r.narrow(f.tile[size_t(p.group)], p.row) + p.byte;
+  }
+  if (multipliers_from_r(first)) {
+    int end = 0;
+    const int narrow_at = multiplier_narrow(first, before, end);
+    emit_multipliers_from_r(e, *first, f, row_bytes, narrow_at, ordinal);
   }
   if (first) {
     // Its outputs after the scores' (which are not written yet), then over the ring to the
@@ -686,7 +759,9 @@ container::Executable generate_fc_batch_softmax(const FcLayer& layer, const FcPl
   eo.output_layers.push_back(std::move(out));
   const int before =
       std::max(out_base + g.slots * kGroup + first_bytes(first), column_copy_bytes(cw));
-  eo.used_narrow_memory_bytes_per_tile = std::max(before, resident_rows(first, before).end);
+  int first_end = 0;
+  multiplier_narrow(first, before, first_end);
+  eo.used_narrow_memory_bytes_per_tile = std::max(before, first_end);
   eo.dma_hints = execution_hints(layer.input_name, g.row_bytes, layer.output_name, out_bytes);
   carry_parameters(eo, std::move(parameters));
   return eo;
@@ -842,11 +917,11 @@ container::Executable generate_fc_batch_attention(
                                         last.signed_output);
   out.shape = {{0, 0}, {0, total - 1}};
   eo.output_layers.push_back(std::move(out));
-  eo.used_narrow_memory_bytes_per_tile =
-      std::max({used, column_copy_bytes(cw),
-                resident_rows(first, std::max(out_base + g.slots * kGroup + first_bytes(first),
-                                              column_copy_bytes(cw)))
-                    .end});
+  int first_end = 0;
+  multiplier_narrow(
+      first, std::max(out_base + g.slots * kGroup + first_bytes(first), column_copy_bytes(cw)),
+      first_end);
+  eo.used_narrow_memory_bytes_per_tile = std::max({used, column_copy_bytes(cw), first_end});
   eo.dma_hints = execution_hints(layer.input_name, g.row_bytes, last.output_name, total);
   carry_parameters(eo, std::move(parameters));
   return eo;

@@ -96,10 +96,18 @@ container::Executable generate_fc_batch_softmax(const FcLayer& layer, const FcPl
 struct FcResidentInput {
   int group = 0, row = 0, byte = 0;
 };
+// With `mult_base` (one per output), the program makes the FC's per-token multipliers itself:
+// r, a float32 at bytes 4..7 of the input's count (kSoftmaxCountBytes), goes to scalar memory,
+// the scalar core forms f32(mult_base_j r) (0 where mult_padding; emit_scalar_rope_multipliers),
+// and they reach each group's multiplier row (its first aux row) as the weighted sum's do: an
+// infeed from scalar memory to tile 0, the ring to the FC's other tiles, a narrowToWide per
+// group. The host then streams no multiplier rows (the llm path's RoPE multipliers from r).
 struct FcScoresInput {
   FcLayer layer;
   FcPlacement at;
   std::vector<FcResidentInput> resident;
+  std::vector<float> mult_base;
+  std::vector<bool> mult_padding;
 };
 
 // The scores, their softmax and the weighted sum over a value cache in one program (issue 14;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <chrono>
 #include <cstring>
 #include <numeric>
@@ -440,6 +441,7 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
     for (int l = 0; l < int(scores_.size()); ++l)
       if (scores_[size_t(l)].rope)
         stats_.rope_kept_layers += keep_rope_products(l, scores_[size_t(l)], tiles);
+  for (const ScoresProgram& p : scores_) stats_.rope_mult_layers += !p.rope_sum.mult_base.empty();
   stats_.max_tile_units = tiles.max_fill();
   for (const ScoresProgram& p : scores_)
     if (p.softmax) stats_.scores_row_bytes += p.input_bytes + compiler::kSoftmaxCountBytes;
@@ -738,6 +740,7 @@ bool ChipTransformer::rope_sum_program(int layer, ScoresProgram& p, TileAllocato
     return false;
   p.rope = true;
   p.input_bytes = row;
+  rope_multipliers_from_r(p, layer);
   if (!first_sum_program(layer, p)) {
     p.rope = false;
     p.input_bytes = p.row_bytes;
@@ -800,6 +803,7 @@ bool ChipTransformer::key_sum_program(int layer, ScoresProgram& p, TileAllocator
   p.rope_sum.layer = std::move(l);
   p.input_bytes = row;
   p.key_sum = true;
+  rope_multipliers_from_r(p, layer);
   if (!first_sum_program(layer, p)) {
     p = before;  // (a rejected trial replaced no program)
     return false;
@@ -934,8 +938,23 @@ std::shared_ptr<runtime::Program> ChipTransformer::rope_caching() const {
 }
 
 compiler::FcRowWrite ChipTransformer::rope_multipliers(const ScoresProgram& p, int layer) const {
+  if (!p.rope_sum.mult_base.empty()) return {};  // the program makes them from r
   const QuantizedAttention& a = weights()->attention[size_t(layer)];
   return rope_sum_multipliers(a.rope_q, &a.rope_k, p.rope_shape, rope_r_, p.rope_sum.at);
+}
+
+// With chip_rms the program forms the sum's multipliers f32(base_j r) itself from the r in its
+// input row (FcScoresInput::mult_base; docs/llm.md "The RoPE multipliers from r on the scalar
+// core"); else the host streams them.
+void ChipTransformer::rope_multipliers_from_r(ScoresProgram& p, int layer) const {
+  p.rope_sum.mult_base.clear();
+  p.rope_sum.mult_padding.clear();
+  if (!options().chip_rms) return;
+  const QuantizedAttention& a = weights()->attention[size_t(layer)];
+  const compiler::ScalarRopeMultipliers m =
+      rope_sum_scalar_multipliers(a.rope_q, &a.rope_k, p.rope_shape, 0, 0);
+  p.rope_sum.mult_base = m.base;
+  p.rope_sum.mult_padding = m.padding;
 }
 
 void ChipTransformer::rope_sum_q(int layer, int pos, float r, const int8_t* p1, const int8_t* p2,
@@ -977,8 +996,15 @@ std::vector<int8_t> ChipTransformer::scores_row(const ScoresProgram& p, int laye
     std::copy_n(q8, c.dim, row.begin());
   }
   const uint32_t n = uint32_t(pos + 1);
-  for (int i = 0; i < 4; ++i)
+  // r after n where the program makes the RoPE sum's multipliers from it.
+  const bool with_r = p.rope && !p.rope_sum.mult_base.empty();
+  const uint32_t r = with_r ? std::bit_cast<uint32_t>(rope_r_) : 0u;
+  for (int i = 0; i < 4; ++i) {
     row[size_t(p.input_bytes + i)] = static_cast<int8_t>(uint8_t((n >> (8 * i)) & 0xff) ^ 0x80u);
+    if (with_r)
+      row[size_t(p.input_bytes + 4 + i)] =
+          static_cast<int8_t>(uint8_t((r >> (8 * i)) & 0xff) ^ 0x80u);
+  }
   return row;
 }
 
@@ -1290,7 +1316,8 @@ std::shared_ptr<runtime::Program> ChipTransformer::softmax_program(
   return std::make_shared<runtime::Program>(compiler::generate_fc_batch_softmax(
       scores_layer(p, p.heads), p.placement, p.input_bytes,
       weights()->attention[size_t(layer)].exp_mult, column ? nullptr : &key,
-      p.rope ? &p.rope_sum : nullptr, p.rope ? &mults : nullptr, column ? &words : nullptr));
+      p.rope ? &p.rope_sum : nullptr, p.rope && !mults.rows.empty() ? &mults : nullptr,
+      column ? &words : nullptr));
 }
 
 void ChipTransformer::softmax_q(int layer, int pos, const int8_t* q8, uint8_t* e, float* inv_sum) {

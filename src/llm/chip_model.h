@@ -54,6 +54,8 @@ struct ChipPathStats {
   // Of them, with the key's sum there too, written into the key's column by that program.
   int key_sum_layers = 0;
   int key_sum_groups = 0;  // the key's output groups in those sums (kv_dim's, or per kv head)
+  // Of the RoPE sum layers, those whose program makes the sum's multipliers from r (chip_rms).
+  int rope_mult_layers = 0;
   // Of them, reading q's products from the resident rows where the program computing q left them
   // (Int8Options::keep_rope_products): those products never cross USB.
   int rope_kept_layers = 0;
@@ -161,7 +163,11 @@ class ChipTransformer : public Int8Transformer {
   // The layer's position-0 program with the sum in front, built as a trial; false if rejected.
   bool first_sum_program(int layer, ScoresProgram& p);
   std::vector<int8_t> scores_row(const ScoresProgram& p, int layer, int pos, const int8_t* q8);
+  // The RoPE sum's multiplier rows for this token's r, none where the program makes them.
   compiler::FcRowWrite rope_multipliers(const ScoresProgram& p, int layer) const;
+  // With chip_rms, the sum's constants base_j into p.rope_sum: the program forms f32(base_j r)
+  // from the r in its input row (scores_row).
+  void rope_multipliers_from_r(ScoresProgram& p, int layer) const;
   // The scores' and softmax's program of `layer` (one per 64 positions) streaming the key of
   // `pos` first (its groups, or with chip_key_write its column: then one per position), and with
   // the RoPE sum in front `mults` after it: the first token's and rope_sum_program's trial build

@@ -939,20 +939,31 @@ TEST(ChipPathStepD, RmsScaleFromTheBytesGivesTheInt8PathsLogitsBitForBit) {
   const auto model = reference_model(data, "rand_gqa", why);
   if (!model) GTEST_SKIP() << why;
   std::vector<llm::ChipPathStats> stats;
-  expect_chips_equal_int8(model->ck, model->tok, 12,
-                          {{.chip_rms = true},
-                           {.chip_scores = true,
-                            .chip_key_write = true,
-                            .weighted_sum = llm::WeightedSum::kValueCache,
-                            .chip_rope = true,
-                            .chip_rms = true}},
-                          stats);
+  expect_chips_equal_int8(
+      model->ck, model->tok, 12,
+      {{.chip_rms = true},
+       {.chip_scores = true,
+        .chip_key_write = true,
+        .weighted_sum = llm::WeightedSum::kValueCache,
+        .chip_rope = true,
+        .chip_rms = true},
+       {.chip_scores = true, .chip_rope = true, .chip_rms = true},
+       {.chip_scores = true, .chip_key_write = true, .chip_rope = true, .chip_rms = true}},
+      stats);
   const int layers = model->ck.config.n_layers;
   EXPECT_EQ(stats[0].chained_layers, layers - 1);
   EXPECT_EQ(stats[0].rms_layers, layers - 1);
+  EXPECT_EQ(stats[0].rope_mult_layers, 0);
   EXPECT_EQ(stats[1].rms_layers, layers - 1);
   EXPECT_EQ(stats[1].rope_sum_layers, layers);
   EXPECT_EQ(stats[1].value_sum_layers, layers);
+  // Every RoPE sum's multipliers made by its program from r (the softmax's program, with the key
+  // streamed or written by the chip from the key's sum, and the joined one).
+  for (size_t i = 1; i < stats.size(); ++i) {
+    EXPECT_EQ(stats[i].rope_sum_layers, layers) << i;
+    EXPECT_EQ(stats[i].rope_mult_layers, layers) << i;
+  }
+  EXPECT_EQ(stats[3].key_sum_layers, layers);
   const auto path = reference_checkpoint(data, "rand_gqa", why);
   ASSERT_TRUE(path) << why;
   std::string cpu_text;
@@ -963,6 +974,12 @@ TEST(ChipPathStepD, RmsScaleFromTheBytesGivesTheInt8PathsLogitsBitForBit) {
   const CommandResult& plain = story(data, *path, "rand_gqa", "--device cpu --int8");
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   EXPECT_NE(cpu_text, plain.out);  // the option changes the arithmetic
+  // With the RoPE sums and the key's on the chip, their multipliers made from r in every layer.
+  const nlohmann::json sums = sim_writes_cpu_text(
+      data, *path, "rand_gqa", "--device cpu --int8 --chip-rope --chip-rms",
+      "--device sim --scores-on-chip --key-column-write --chip-rope --chip-rms", cpu_text);
+  ASSERT_FALSE(sums.is_null());
+  EXPECT_EQ(sums.at("chip").at("rope_multiplier_layers_on_chip").get<int>(), layers);
   for (const std::string bad_args : {"--device cpu --chip-rms", "--int8 --chip-rms --batch 2",
                                      "--int8 --unfused-layers --chip-rms"}) {
     const CommandResult bad = run_cli(generate_args(data, *path, "-n 4 " + bad_args));

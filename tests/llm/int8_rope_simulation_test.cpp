@@ -310,6 +310,24 @@ TEST(Int8RopeOnTheVirtualEdgeTpu, QsSumInFrontOfTheScoresGivesRopeSumsBytes) {
     std::vector<uint32_t> off_sums(kHeads);
     std::memcpy(off_sums.data(), off.data() + kHeads * kPositions, 4 * kHeads);
     EXPECT_NE(off_sums, sums);
+    // The program makes the multipliers itself from r after the count (FcScoresInput::mult_base,
+    // no rows streamed): the same bytes; r 1% off in the row changes them.
+    compiler::FcScoresInput from_r = first;
+    const compiler::ScalarRopeMultipliers m =
+        llm::rope_sum_scalar_multipliers(q, nullptr, llm::RopeSumShape{kN}, 0, 0);
+    from_r.mult_base = m.base;
+    from_r.mult_padding = m.padding;
+    const auto run_from_r = [&](float r_sent) {
+      std::vector<uint8_t> with_r = in;
+      for (int i = 0; i < 4; ++i)
+        with_r[size_t(kRow + 4 + i)] = uint8_t(std::bit_cast<uint32_t>(r_sent) >> (8 * i));
+      const container::Executable program =
+          compiler::generate_fc_batch_softmax(scores, at, kRow, exp_mult, &keys, &from_r);
+      return chip::testing::run_executable(chip, program, {{"x", with_r}}).at("y");
+    };
+    EXPECT_EQ(run_from_r(r), out);
+    EXPECT_EQ(chip.fault(), "");
+    EXPECT_NE(run_from_r(r * 1.01f), out);
   }
   EXPECT_GT(clamped, 0);  // some of q~'s bytes at the clamps
 }
