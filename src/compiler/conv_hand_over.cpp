@@ -592,7 +592,11 @@ std::vector<Item> gather_items(const std::vector<Transfer>& parts) {
       continue;
     }
     std::string key = cat(p.mask, " ", p.packets, " ", p.bytes);
-    for (const Write& w : p.writes) key += cat(" ", w.tile, strided_walk(w.walk, 6));
+    for (const Write& w : p.writes) {
+      key += ' ';
+      key += std::to_string(w.tile);
+      append_strided_walk(key, w.walk, 6);
+    }
     auto [it, fresh] = shape_of.emplace(key, shapes.size());
     if (fresh) shapes.emplace_back();
     shapes[it->second].push_back(&p);
@@ -698,20 +702,30 @@ void receive(Emitter& e, const Round& round, int fifo) {
         const Levels joined = item.parts.size() == 1 ? Levels{} : gather_walk(item, w);
         const Levels& walk = item.parts.size() == 1 ? t.writes[w].walk : joined;
         // (A gather's walk names its levels, as Google's do: DeepLab gen2021 word 9628.)
-        const std::string narrow =
-            cat(" n.addr=", hex(t.writes[w].at / 4), " n=", strided_walk(walk, 6),
-                " n.lvl_mask=", item.parts.size() > 1 ? hex((1u << walk.size()) - 1) : "0x01");
-        if (fills >= 2)
-          writes.add(t.writes[w].tile, "w2n",
-                     cat("w.addr=", hex(fifo), " w=(0 x ", fills, ") w.rows=1", narrow,
-                         " sync.en0=1 sync.id=14 sync.en1=1 "
-                         "sync.val=0x08000 sync.en2=1 tail_en870=1"));
-        else
-          writes.add(t.writes[w].tile, "w2n",
-                     cat("w.addr=", hex(fifo), " w=(1 x 1)", narrow,
-                         " mode=1 fill_size=128 sync.en0=1 sync.id=14 "
-                         "sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 sync.en2=1 "
-                         "sync.dec_lvl=1 sync.dec=-1 sync.dec_mode=3 tail_en870=1"));
+        // (One string built in place: the search prices hand-overs by the thousand.)
+        std::string fields;
+        fields.reserve(320);
+        fields += "w.addr=";
+        fields += hex(fifo);
+        if (fills >= 2) {
+          fields += " w=(0 x ";
+          fields += std::to_string(fills);
+          fields += ") w.rows=1";
+        } else {
+          fields += " w=(1 x 1)";
+        }
+        fields += " n.addr=";
+        fields += hex(t.writes[w].at / 4);
+        fields += " n=";
+        append_strided_walk(fields, walk, 6);
+        fields += " n.lvl_mask=";
+        fields += item.parts.size() > 1 ? hex((1u << walk.size()) - 1) : "0x01";
+        fields += fills >= 2 ? " sync.en0=1 sync.id=14 sync.en1=1 "
+                               "sync.val=0x08000 sync.en2=1 tail_en870=1"
+                             : " mode=1 fill_size=128 sync.en0=1 sync.id=14 "
+                               "sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 sync.en2=1 "
+                               "sync.dec_lvl=1 sync.dec=-1 sync.dec_mode=3 tail_en870=1";
+        writes.add(t.writes[w].tile, "w2n", std::move(fields));
       }
     }
   }

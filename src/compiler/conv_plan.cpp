@@ -248,16 +248,19 @@ Plan plan_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t 
   p.y0 = y0;
   p.first = first;
   p.end = end;
-  p.layers.resize(shapes.layers.size());
-  for (size_t i = 0; i < shapes.layers.size(); ++i) {
-    static_cast<LayerShape&>(p.layers[i]) = shapes.layers[i];
-    p.layers[i].planned_parts = static_cast<int>(shapes.layers[i].parts.size());
+  // (Built here and handed to the plan at the end: the search makes plans by the hundred
+  // thousand, and each access through PlanLayers checks whether the plan owns its layers.)
+  std::vector<LayerPlan> layers;
+  layers.reserve(shapes.layers.size());
+  for (const LayerPlan& s : shapes.layers) {
+    layers.push_back(LayerPlan{static_cast<const LayerShape&>(s)});
+    layers.back().planned_parts = static_cast<int>(s.parts.size());
   }
   // The bands, from the stage's last layer back.
   int oa = y0, ob = y1;
   for (size_t i = end; i-- > first;) {
     const ConvLayer& l = chain.layers[i];
-    LayerPlan& lp = p.layers[i];
+    LayerPlan& lp = layers[i];
     lp.oa = oa;
     lp.ob = ob;
     const int top = oa * l.stride_h - l.pad_top;
@@ -267,7 +270,7 @@ Plan plan_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t 
   }
   for (size_t i = first; i < end; ++i) {
     const ConvLayer& l = chain.layers[i];
-    LayerPlan& lp = p.layers[i];
+    LayerPlan& lp = layers[i];
     lp.top = lp.oa * l.stride_h - l.pad_top;
     lp.hp = (lp.ob - 1) * l.stride_h - l.pad_top + l.reach_h() - lp.top;
     lp.need_top = lp.top;
@@ -287,14 +290,13 @@ Plan plan_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t 
     // Room for the partial last block of the layer before (its surplus pixels, refilled with
     // the zero point after its op, surplus_fill, or after the hand-over into a stage that starts
     // here, hand_over_surplus_fill).
-    if (i > 0)
-      lp.wp = std::max(lp.wp, lp.extra + l.pad_left + l.w + surplus_pixels(p.layers[i - 1]));
+    if (i > 0) lp.wp = std::max(lp.wp, lp.extra + l.pad_left + l.w + surplus_pixels(layers[i - 1]));
     while (lp.wp * l.cin % 4 != 0) ++lp.wp;
     if (l.residual() && static_cast<size_t>(l.residual_of) >= first) {
       // A residual ADD's image takes its operand's geometry (the padded input of a 3x3 layer
       // in a ResNet block): one row pitch and one interior column for both, so the op reads
       // them with one offset.
-      const LayerPlan& xp = p.layers.at(static_cast<size_t>(l.residual_of));
+      const LayerPlan& xp = layers.at(static_cast<size_t>(l.residual_of));
       lp.extra = xp.extra + xp.l->pad_left;
       lp.wp = xp.wp;
     }
@@ -304,7 +306,7 @@ Plan plan_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t 
   // (execution_program).
   // An image a residual ADD of the stage reads later is kept in one of two more regions (taking
   // turns, one per residual) until the ADD has run.
-  std::vector<int> kept(p.layers.size(), -1);
+  std::vector<int> kept(layers.size(), -1);
   int kept_count = 0;
   for (size_t i = first; i < end; ++i) {
     const ConvLayer& l = chain.layers[i];
@@ -316,10 +318,10 @@ Plan plan_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t 
   };
   int region[4] = {0, 0, 0, 0};
   for (size_t i = first; i < end; ++i)
-    region[region_of(i)] = std::max(region[region_of(i)], round_up(p.layers[i].in_bytes(), 64));
+    region[region_of(i)] = std::max(region[region_of(i)], round_up(layers[i].in_bytes(), 64));
   const int region_base[4] = {0, region[0], region[0] + region[1],
                               region[0] + region[1] + region[2]};
-  for (size_t i = first; i < end; ++i) p.layers[i].in_base = region_base[region_of(i)];
+  for (size_t i = first; i < end; ++i) layers[i].in_base = region_base[region_of(i)];
   p.regions_end = region_base[3] + region[3];
   p.add_scratch = p.regions_end;
   bool adds = false;
@@ -327,12 +329,12 @@ Plan plan_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t 
   if (adds) p.regions_end += 64;
   for (size_t i = first; i < end; ++i)
     if (joined(chain.layers[i])) {
-      const LayerPlan& lp = p.layers[i];
+      const LayerPlan& lp = layers[i];
       p.join_base = round_up(p.regions_end, 64);
       p.regions_end = p.join_base + round_up((lp.ob - lp.oa) * lp.blocks * join_pitch(*lp.l), 64) +
                       kJoinProducts + kJoinAux;
     }
-  const LayerPlan& last = p.layers[end - 1];
+  const LayerPlan& last = layers[end - 1];
   // (Joined heads in blocks of pixels: the last join writes each pixel's channels, packed.)
   p.out_ch = !joined(*last.l) ? channels_stored(*last.l, last.block)
              : last.block > 1 ? last.l->heads.front().cout
@@ -342,6 +344,7 @@ Plan plan_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t 
   p.out_base = out_at_top ? kNarrowBytes - round_up(p.out_bytes, 64) - 64 : p.regions_end;
   p.narrow_end = out_at_top ? kNarrowBytes : round_up(p.regions_end + p.out_bytes, 8) + 64;
   p.out_at_top = out_at_top;
+  p.layers = PlanLayers(std::move(layers));
   return p;
 }
 

@@ -183,6 +183,9 @@ struct LayerPlan : LayerShape {
 // (A reference taken through a non-const plan stays its own until the plan is copied.)
 class PlanLayers {
  public:
+  PlanLayers() = default;
+  explicit PlanLayers(std::vector<LayerPlan> layers)
+      : v_(std::make_shared<std::vector<LayerPlan>>(std::move(layers))) {}
   size_t size() const { return v_ ? v_->size() : 0; }
   const LayerPlan& operator[](size_t i) const { return all()[i]; }
   LayerPlan& operator[](size_t i) { return own()[i]; }

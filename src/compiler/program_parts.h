@@ -68,6 +68,11 @@ std::string narrow_walk(int words);
 // Padded to `levels` levels of one iteration; `last_mode` is appended to the last level (" m3").
 std::string strided_walk(const std::vector<std::pair<int64_t, int64_t>>& stride_count, int levels,
                          const std::string& last_mode = "");
+// The same appended to `out` (where a walk is one piece of an instruction's fields, the search's
+// hand-overs: no string of its own).
+void append_strided_walk(std::string& out,
+                         const std::vector<std::pair<int64_t, int64_t>>& stride_count, int levels,
+                         const std::string& last_mode = "");
 
 // A walk over bytes from logical strides (in bytes), 8 levels: the increments as strided_walk's,
 // printed in words with each remainder as the previous level's mode bits (level 7's mode is

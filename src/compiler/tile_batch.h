@@ -44,7 +44,10 @@ class TileBatch {
       // two heights alternating over a split layer's slices go out as two, not one a slice.)
       Item item{tiles, mnemonic, std::move(fields)};
       bool stop = false;
-      if (!join_back(pending_, item, stop)) pending_.push_back(std::move(item));
+      if (!join_back(pending_, item, stop)) {
+        if (pending_.empty()) pending_.reserve(kFirstItems);
+        pending_.push_back(std::move(item));
+      }
       return;
     }
     for (Item& item : items_)
@@ -52,6 +55,7 @@ class TileBatch {
         item.tiles |= tiles;
         return;
       }
+    if (items_.empty()) items_.reserve(kFirstItems);
     items_.push_back({tiles, mnemonic, std::move(fields)});
   }
   // Instructions in order on the same tiles (a part's bias load and op): the whole sequence goes
@@ -89,6 +93,9 @@ class TileBatch {
   }
 
  private:
+  // Room for this many instructions at the first: one allocation where growing from one would
+  // take four (the placement search prices programs through batches by the hundred thousand).
+  static constexpr size_t kFirstItems = 8;
   struct Item {
     uint32_t tiles;
     std::string mnemonic, fields;
