@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "chip/program.h"
+#include "chip/scalar_memory.h"
 #include "chip/virtual_edge_tpu.h"
 
 namespace tinycoral::chip {
@@ -26,7 +27,6 @@ struct TileWork;  // units/tile_work.h
 struct DmaWork;   // units/dma_work.h
 
 constexpr uint32_t kTileUnits = 12;  // UnitId::kOp .. UnitId::kTileSync
-constexpr uint32_t kScalarMemoryBytes = 16384;
 // Outfeeds into scalar memory and infeeds from it stream through it: MobileNet v1 1.0's depthwise
 // layers move 20480 bytes at a time (the chip wraps or streams them; docs/chip.md). The DMA side
 // may therefore use up to this much; the scalar core's loads and stores stay within 16 KiB.

@@ -13,6 +13,7 @@
 #include "compiler/emitter.h"
 #include "compiler/ffn_parts.h"
 #include "compiler/program_parts.h"
+#include "compiler/scalar_alu.h"
 #include "compiler/scalar_softmax.h"
 
 namespace tinycoral::compiler {
@@ -390,7 +391,7 @@ std::optional<FcColumnWrite> placed_columns(const FcColumnWrite* columns, const 
 // Scalar-memory words of the multipliers made from r (FcScoresInput::mult_base): r's piece (the
 // count's 64 bytes) at the top, the multipliers from word 0 (the scores overwrite them later,
 // once they are on the tiles).
-constexpr int kRPieceWord = 4096 - kSoftmaxCountBytes / 4;
+constexpr int kRPieceWord = kScalarMemoryWords - kSoftmaxCountBytes / 4;
 
 bool multipliers_from_r(const FcScoresInput* first) { return first && !first->mult_base.empty(); }
 
@@ -406,21 +407,15 @@ int multiplier_narrow(const FcScoresInput* first, int before, int& end) {
   return at;
 }
 
-// The FC's multipliers from r (FcScoresInput::mult_base): the count's piece with r to scalar
-// memory, the products there, then as generate_fc_batch_attention hands the weighted sum's
-// multipliers to its tiles: an infeed from scalar memory to tile 0, the ring to the others, a
-// narrowToWide per group into its multiplier row.
-void emit_multipliers_from_r(Emitter& e, const FcScoresInput& first, const Groups& f, int row_bytes,
-                             int narrow_at, int& ordinal) {
-  const int n = first.layer.n;
-  if (first.mult_base.size() != size_t(n) || first.mult_padding.size() != size_t(n))
-    fail(first.mult_base.size(), " multiplier constants and ", first.mult_padding.size(),
-         " padding flags for ", n, " outputs");
-  if (n > kRPieceWord) fail(n, " multipliers from r past scalar memory");
-  pieces_to_scalar_memory(e, {{f.tile[0], row_bytes, kRPieceWord}}, ordinal);
-  scalar_memory_fence(e, 1);
-  emit_scalar_rope_multipliers(e, {kRPieceWord + 1, 0, first.mult_base, first.mult_padding});
-  const int moved = 4 * n, packets = moved / 16, words = moved / 4;
+// Scalar memory's first `moved` bytes (whole 16-byte packets) to narrow byte `narrow_at` of tile
+// 0, over the ring to the same bytes of `to`'s other tiles, then group i's 64 multipliers (float32,
+// from narrow byte mult_at + 256 i) into its aux block's multiplier row (its first wide row, at
+// to.base[i]). An infeed from scalar memory sends 16-byte packets (docs/chip.md; to one tile: the
+// seed found one to 16 tiles delivering nothing on a device), each a fill of one FIFO row, whose
+// first 16 bytes a wideToNarrow packs into narrow memory in order.
+void scalar_memory_to_multiplier_rows(Emitter& e, const Groups& to, int moved, int narrow_at,
+                                      int mult_at, int& ordinal) {
+  const int packets = moved / 16, words = moved / 4;
   const int full = words / 64, rest = words % 64;
   e.add("ringcons0", cat("tiles=0x1 addr=", hex(kInputFifo), " dst=(1 x 1)(0 x 1)(0 x 1)(0 x ",
                          packets, ") sdims=1 cbuf=1 slots=1 mode=3"));
@@ -429,7 +424,10 @@ void emit_multipliers_from_r(Emitter& e, const FcScoresInput& first, const Group
       cat("smem=1 walk=(1 x 64)(-63 x ", full + (rest ? 1 : 0), ")(-63 x 1) k157=1 k160=1 par168=1",
           rest ? cat(" count_m1=", rest - 1, " tail_en=1 count_neg=", hex(64 - rest)) : "",
           " f308=0xb par314=1 par315=3 pop_wait=0x1 k336=1 f352=0x01 f391=2 dest=0x1 f434=0x3"));
-  // Closes the region: the infeed reads what the scalar core stored (generate_fc_batch_attention).
+  // A scalar fence over no tile: the infeed reads what the scalar core stored, not what a later
+  // outfeed writes (Google's infeeds from scalar memory go before the outfeed that fills it, the
+  // simulator's rule, docs/chip.md "Infeeds from scalar memory"; the seed's went after the
+  // softmax, as here).
   e.add("scsync", "tiles=0xffff tokwait=1 tmask=0x0 sunits=0x0c");
   e.add("w2n", cat("tiles=0x1 w.addr=", hex(kInputFifo), " w=(0 x ", packets,
                    ") w.circ=1 w.rows=1 n.addr=", hex(narrow_at / 4),
@@ -438,21 +436,42 @@ void emit_multipliers_from_r(Emitter& e, const FcScoresInput& first, const Group
                    "sync.f45=1"));
   tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
   wait_tokens(e);
-  const uint32_t others = mask_of(f) & ~tile_bit(0);
+  // Tile 0 to the other tiles, 256 bytes a ring packet, to the same narrow bytes.
+  const uint32_t others = mask_of(to) & ~tile_bit(0);
   if (others != 0) {
     std::vector<FfnBlock> blocks;
     for (int at = 0; at < moved; at += kPiece)
       blocks.push_back({0, (narrow_at + at) / 4, (narrow_at + at) / 4});
     ffn_broadcast_blocks(e, others, blocks, kGroup / 4, ordinal);
   }
-  for (size_t i = 0; i < f.tile.size(); ++i)
-    e.add("n2w", cat("tiles=", hex(tile_bit(f.tile[i])),
-                     " n.addr=", hex((narrow_at + kPiece * int(i)) / 4), " n=", narrow_walk(kGroup),
-                     " n.lvl_mask=0x01 w.addr=", hex(f.base[i]),
-                     " w=(1 x 1) sync.en0=1 sync.f1=1 sync.id=5 sync.wait_lvl=1 sync.en1=1 "
-                     "sync.en2=1 tail_lvl=1"));
+  for (size_t i = 0; i < to.tile.size(); ++i)
+    e.add("n2w",
+          cat("tiles=", hex(tile_bit(to.tile[i])), " n.addr=", hex((mult_at + kPiece * int(i)) / 4),
+              " n=", narrow_walk(kGroup), " n.lvl_mask=0x01 w.addr=", hex(to.base[i]),
+              " w=(1 x 1) sync.en0=1 sync.f1=1 sync.id=5 sync.wait_lvl=1 sync.en1=1 "
+              "sync.en2=1 tail_lvl=1"));
   tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
   wait_tokens(e);
+}
+
+// The FC's multipliers from r (FcScoresInput::mult_base): the count's piece with r to scalar
+// memory, the products there from word 0, then to the FC's multiplier rows as the weighted sum's
+// are (scalar_memory_to_multiplier_rows).
+void emit_multipliers_from_r(Emitter& e, const FcScoresInput& first, const Groups& f, int row_bytes,
+                             int narrow_at, int& ordinal) {
+  const int n = first.layer.n;
+  if (first.mult_base.size() != size_t(n) || first.mult_padding.size() != size_t(n))
+    fail(first.mult_base.size(), " multiplier constants and ", first.mult_padding.size(),
+         " padding flags for ", n, " outputs");
+  // Each group's narrowToWide reads 256 bytes: 64 multipliers.
+  if (n % kGroup != 0)
+    fail(n, " multipliers from r: not whole groups of ", kGroup, " (each group's row takes ",
+         kPiece, " bytes)");
+  if (n > kRPieceWord) fail(n, " multipliers from r past scalar memory");
+  pieces_to_scalar_memory(e, {{f.tile[0], row_bytes, kRPieceWord}}, ordinal);
+  scalar_memory_fence(e, 1);
+  emit_scalar_rope_multipliers(e, {kRPieceWord + 1, 0, first.mult_base, first.mult_padding});
+  scalar_memory_to_multiplier_rows(e, f, 4 * n, narrow_at, narrow_at, ordinal);
 }
 
 // The scores' part of the softmax and attention programs: the query row in, the scores' op,
@@ -839,47 +858,8 @@ container::Executable generate_fc_batch_attention(
   std::vector<uint8_t> parameters = emit_parameter_writes(e, writes, rows, cw);
   int ordinal = scores_and_softmax(e, layer, g, row_bytes, out_base, sm, first, cw);
   emit_scalar_value_prep(e, prep);
-  // Scalar memory to tile 0: an infeed from scalar memory sends 16-byte packets (docs/chip.md;
-  // to one tile: the seed found one to 16 tiles delivering nothing on a device), each a fill of
-  // one FIFO row, whose first 16 bytes a wideToNarrow packs into narrow memory in order.
-  const int packets = moved / 16, words = moved / 4;
-  const int full = words / 64, rest = words % 64;
-  e.add("ringcons0", cat("tiles=0x1 addr=", hex(kInputFifo), " dst=(1 x 1)(0 x 1)(0 x 1)(0 x ",
-                         packets, ") sdims=1 cbuf=1 slots=1 mode=3"));
-  e.add(
-      "infeed",
-      cat("smem=1 walk=(1 x 64)(-63 x ", full + (rest ? 1 : 0), ")(-63 x 1) k157=1 k160=1 par168=1",
-          rest ? cat(" count_m1=", rest - 1, " tail_en=1 count_neg=", hex(64 - rest)) : "",
-          " f308=0xb par314=1 par315=3 pop_wait=0x1 k336=1 f352=0x01 f391=2 dest=0x1 f434=0x3"));
-  // A scalar fence over no tile: the infeed reads what the scalar core stored, not what a later
-  // outfeed writes (Google's infeeds from scalar memory go before the outfeed that fills it, the
-  // simulator's rule, docs/chip.md "Infeeds from scalar memory"; the seed's went after the
-  // softmax, as here).
-  e.add("scsync", "tiles=0xffff tokwait=1 tmask=0x0 sunits=0x0c");
-  e.add("w2n", cat("tiles=0x1 w.addr=", hex(kInputFifo), " w=(0 x ", packets,
-                   ") w.circ=1 w.rows=1 n.addr=", hex(e_base / 4),
-                   " n=", strided_walk({{1, 4}, {4, packets}}, 6),
-                   " n.lvl_mask=0x01 sync.en0=1 sync.id=1 sync.en1=1 sync.val=0x0ffff sync.en2=1 "
-                   "sync.f45=1"));
-  tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
-  wait_tokens(e);
-  // Tile 0 to the sum's other tiles, 256 bytes a ring packet, to the same narrow bytes.
-  const uint32_t others = mask_of(v) & ~tile_bit(0);
-  if (others != 0) {
-    std::vector<FfnBlock> blocks;
-    for (int at = 0; at < moved; at += kPiece)
-      blocks.push_back({0, (e_base + at) / 4, (e_base + at) / 4});
-    ffn_broadcast_blocks(e, others, blocks, kGroup / 4, ordinal);
-  }
-  // Each group's 64 multipliers into its aux block's multiplier row (its first wide row).
-  for (size_t i = 0; i < v.tile.size(); ++i)
-    e.add("n2w", cat("tiles=", hex(tile_bit(v.tile[i])),
-                     " n.addr=", hex((e_base + e_padded + kPiece * int(i)) / 4),
-                     " n=", narrow_walk(kGroup), " n.lvl_mask=0x01 w.addr=", hex(v.base[i]),
-                     " w=(1 x 1) sync.en0=1 sync.f1=1 sync.id=5 sync.wait_lvl=1 sync.en1=1 "
-                     "sync.en2=1 tail_lvl=1"));
-  tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
-  wait_tokens(e);
+  // e and the multipliers to every sum tile, each group's multipliers into its row.
+  scalar_memory_to_multiplier_rows(e, v, moved, e_base, e_base + e_padded, ordinal);
   op_stage(e, sum.layer, v, 1, sum_out);
   const bool then_out = sum.out.n > 0;
   const FcLayer& last = then_out ? sum.out : sum.layer;

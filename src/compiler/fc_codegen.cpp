@@ -976,12 +976,17 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
   if (chain.products.layer >= static_cast<int>(chain.next.size()))
     fail("table products of chain follower ", chain.products.layer, ": no such follower");
   const FcChainRms& rms = chain.rms;
+  const std::string& chain_name = chain.next.back().output_name;
   if (rms.layer >= static_cast<int>(chain.next.size()) ||
-      (rms.layer >= 0 &&
-       (rms.n <= 0 || rms.n > chain.next[size_t(rms.layer)].n || rms.output_name.empty() ||
-        rms.output_name == chain.next.back().output_name)))
-    fail("RMSNorm's scale of chain follower ", rms.layer, " over ", rms.n, " bytes, output '",
-         rms.output_name, "'");
+      (rms.layer >= 0 && (rms.n <= 0 || rms.n > chain.next[size_t(rms.layer)].n ||
+                          rms.output_name.empty() || rms.output_name == chain_name)))
+    fail("chain '", chain_name, "': RMSNorm's scale of follower ", rms.layer, " over ", rms.n,
+         " bytes, output '", rms.output_name, "'");
+  // x's groups (16 words each) and r must fit under scalar memory's top.
+  if (rms.layer >= 0 && chain_rms_x_word(fc_groups(chain.next[size_t(rms.layer)].n)) < 0)
+    fail("chain '", chain_name, "': RMSNorm's scale of follower ", rms.layer, "'s ",
+         fc_groups(chain.next[size_t(rms.layer)].n), " groups needs more than ", kScalarMemoryWords,
+         " words of scalar memory");
   for (int i = 0; i < hidden / kGroup; ++i)
     m_pieces.emplace_back(up.tile_of[size_t(2 * i)], buf.m() / 4);
   const int y_at = (buf.end() + 255) / 256 * 256;

@@ -17,6 +17,7 @@
 #include "common/error.h"
 #include "compiler/emitter.h"
 #include "compiler/fc_layer.h"
+#include "compiler/scalar_alu.h"
 #include "container/executable.h"
 
 namespace tinycoral::compiler {
@@ -142,7 +143,7 @@ struct FcChainRms {
 };
 // Scalar-memory words the chain's r takes: r at the last word, x's groups (16 words each) below
 // it, away from the scores, sums and count the scores' programs keep from word 0 up.
-constexpr int kChainRmsRWord = 4095;
+constexpr int kChainRmsRWord = kScalarMemoryWords - 1;
 constexpr int chain_rms_x_word(int groups) { return kChainRmsRWord - 16 * groups; }
 
 // A fused FFN with FULLY_CONNECTED layers after it in the same program (the llm chip path's

@@ -6,7 +6,15 @@
 #include <cstdint>
 #include <string>
 
+#include "chip/scalar_memory.h"
 #include "common/error.h"
+
+namespace tinycoral::compiler {
+
+// Scalar memory in the 32-bit words the routines load and store.
+constexpr int kScalarMemoryWords = static_cast<int>(chip::kScalarMemoryBytes / 4);
+
+}  // namespace tinycoral::compiler
 
 namespace tinycoral::compiler::scalar_alu {
 

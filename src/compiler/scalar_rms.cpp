@@ -45,7 +45,8 @@ void square_word(Emitter& e, int bytes, uint32_t zero_point) {
 
 void emit(Emitter& e, const ScalarRms& s) {
   if (s.n <= 0 || s.n > 33000 || s.zero_point < 0 || s.zero_point > 255 || s.x_word < 0 ||
-      s.x_word + (s.n + 3) / 4 > 4096 || s.r_word < 0 || s.r_word >= 4096 || !(s.mean_mult > 0))
+      s.x_word + (s.n + 3) / 4 > kScalarMemoryWords || s.r_word < 0 ||
+      s.r_word >= kScalarMemoryWords || !(s.mean_mult > 0))
     fail("a scalar RMSNorm scale of ", s.n, " bytes at word ", s.x_word, ", zero point ",
          s.zero_point, ", r at word ", s.r_word);
   const uint32_t zero_point = uint32_t(s.zero_point);

@@ -19,7 +19,6 @@ constexpr int kCount = 12, kPos = 13, kAddr = 14, kMax = 15, kWord = 16, kLow = 
               kSum = 19, kPack = 21, kShift = 23, kAt = 24, kInv = 25, kFlush = 26, kOut = 27;
 // Predicates: p0 drives the branches; p3 "a new word", p4 "a new maximum".
 constexpr int kNewWord = 3, kNewMax = 4;
-constexpr int kScalarWords = 4096;  // 16 KiB of scalar memory
 
 using namespace scalar_alu;  // alu(), movi(), bits() and the operation codes
 
@@ -166,8 +165,8 @@ void emit_scalar_value_prep(Emitter& e, const ScalarValuePrep& p) {
 
 void emit_scalar_rope_multipliers(Emitter& e, const ScalarRopeMultipliers& m) {
   const int n = int(m.base.size());
-  if (m.padding.size() != m.base.size() || n == 0 || m.r_word < 0 || m.r_word >= kScalarWords ||
-      m.mult_word < 0 || m.mult_word + n > kScalarWords ||
+  if (m.padding.size() != m.base.size() || n == 0 || m.r_word < 0 ||
+      m.r_word >= kScalarMemoryWords || m.mult_word < 0 || m.mult_word + n > kScalarMemoryWords ||
       (m.r_word >= m.mult_word && m.r_word < m.mult_word + n))
     fail("RoPE multipliers of ", n, " outputs (", m.padding.size(), " padding flags) from word ",
          m.mult_word, " with r at word ", m.r_word);

@@ -296,6 +296,8 @@ float ChipTransformer::rms_scale_q(int layer, const int8_t* xq, const float* x) 
     return Int8Transformer::rms_scale_q(layer, xq, x);
   }
   r_stash_layer_ = -1;
+  if (r_stash_pos_ != pos_)
+    fail("layer ", layer, "'s RMSNorm scale at ", pos_, " was returned at position ", r_stash_pos_);
   return r_stash_;
 }
 
@@ -441,7 +443,8 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
     for (int l = 0; l < int(scores_.size()); ++l)
       if (scores_[size_t(l)].rope)
         stats_.rope_kept_layers += keep_rope_products(l, scores_[size_t(l)], tiles);
-  for (const ScoresProgram& p : scores_) stats_.rope_mult_layers += !p.rope_sum.mult_base.empty();
+  for (const ScoresProgram& p : scores_)
+    stats_.rope_mult_layers += p.rope && !p.rope_sum.mult_base.empty();
   stats_.max_tile_units = tiles.max_fill();
   for (const ScoresProgram& p : scores_)
     if (p.softmax) stats_.scores_row_bytes += p.input_bytes + compiler::kSoftmaxCountBytes;
@@ -744,6 +747,8 @@ bool ChipTransformer::rope_sum_program(int layer, ScoresProgram& p, TileAllocato
   if (!first_sum_program(layer, p)) {
     p.rope = false;
     p.input_bytes = p.row_bytes;
+    p.rope_sum.mult_base.clear();
+    p.rope_sum.mult_padding.clear();
     return false;
   }
   tiles = trial;
@@ -754,19 +759,27 @@ bool ChipTransformer::rope_sum_program(int layer, ScoresProgram& p, TileAllocato
 
 // The position-0 program with the sum in front, as the first token runs it (the joined one's
 // narrow memory must still hold it, the scores read a longer row): a layout the generator
-// rejects keeps the sum on the host instead of failing at the first token.
+// rejects keeps the sum on the host instead of failing at the first token. Where it rejects only
+// the multipliers from r (mult_base), the host streams them as without chip_rms.
 bool ChipTransformer::first_sum_program(int layer, ScoresProgram& p) {
-  try {
-    if (size_t(layer) < value_sums_.size() && value_sums_[size_t(layer)].joined) {
-      ValueSumProgram& v = value_sums_[size_t(layer)];
-      v.attention[0] = attention_program(layer, p, v, 0, attention_values(layer, p, v, 0));
-    } else {
-      p.scores_with_key[0] = softmax_program(layer, p, 0, rope_multipliers(p, layer));
+  const auto build = [&] {
+    try {
+      if (size_t(layer) < value_sums_.size() && value_sums_[size_t(layer)].joined) {
+        ValueSumProgram& v = value_sums_[size_t(layer)];
+        v.attention[0] = attention_program(layer, p, v, 0, attention_values(layer, p, v, 0));
+      } else {
+        p.scores_with_key[0] = softmax_program(layer, p, 0, rope_multipliers(p, layer));
+      }
+    } catch (const Error&) {
+      return false;
     }
-  } catch (const Error&) {
-    return false;
-  }
-  return true;
+    return true;
+  };
+  if (build()) return true;
+  if (p.rope_sum.mult_base.empty()) return false;
+  p.rope_sum.mult_base.clear();
+  p.rope_sum.mult_padding.clear();
+  return build();
 }
 
 // The key's sum joins q~'s (its groups after q~'s, placed where tile memory is left), where the
@@ -952,7 +965,7 @@ void ChipTransformer::rope_multipliers_from_r(ScoresProgram& p, int layer) const
   if (!options().chip_rms) return;
   const QuantizedAttention& a = weights()->attention[size_t(layer)];
   const compiler::ScalarRopeMultipliers m =
-      rope_sum_scalar_multipliers(a.rope_q, &a.rope_k, p.rope_shape, 0, 0);
+      rope_sum_scalar_multipliers(a.rope_q, &a.rope_k, p.rope_shape);
   p.rope_sum.mult_base = m.base;
   p.rope_sum.mult_padding = m.padding;
 }
@@ -1490,6 +1503,7 @@ void ChipTransformer::ffn_add_q(int layer, const int8_t* xq, const int8_t* x2q, 
   if (p.chain_desc.rms.layer >= 0) {
     p.chain->get_output(1, std::span(reinterpret_cast<uint8_t*>(&r_stash_), sizeof r_stash_));
     r_stash_layer_ = layer + 1;
+    r_stash_pos_ = pos_;
   }
   const auto qkv = yq_.begin() + p.dim_padded;
   stash_qkv(layer + 1, p.rope, &*qkv, p.qkv_at, p.qkv_outputs);

@@ -266,9 +266,10 @@ class ChipTransformer : public Int8Transformer {
   // (q, k, v each at a whole group).
   std::vector<int8_t> stash_, u_stash_;
   int stash_layer_ = -1, u_stash_layer_ = -1;
-  // chip_rms: r of layer r_stash_layer_'s input as its previous layer's chain returned it.
+  // chip_rms: r of layer r_stash_layer_'s input at r_stash_pos_ as its previous layer's chain
+  // returned it.
   float r_stash_ = 0;
-  int r_stash_layer_ = -1;
+  int r_stash_layer_ = -1, r_stash_pos_ = -1;
   // fused_layers: layer 0's q, k, v and u as one program (compiler::generate_fc_chain).
   std::shared_ptr<runtime::Program> first_;
   std::vector<std::shared_ptr<runtime::Program>> first_caching_;

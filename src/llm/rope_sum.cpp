@@ -148,12 +148,9 @@ compiler::FcRowWrite rope_sum_multipliers(const QuantizedRope& q, const Quantize
 
 compiler::ScalarRopeMultipliers rope_sum_scalar_multipliers(const QuantizedRope& q,
                                                             const QuantizedRope* k,
-                                                            const RopeSumShape& s, int r_word,
-                                                            int mult_word) {
+                                                            const RopeSumShape& s) {
   if (s.kv_heads > 0 && !k) fail("a RoPE sum with a key needs the key's rotation");
   compiler::ScalarRopeMultipliers m;
-  m.r_word = r_word;
-  m.mult_word = mult_word;
   for (int o = 0; o < s.outputs(); ++o) {
     const int c = s.channel(o);
     m.padding.push_back(c < 0);

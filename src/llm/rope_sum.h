@@ -89,11 +89,10 @@ inline compiler::FcRowWrite rope_sum_multipliers(const QuantizedRope& q, int n, 
 
 // The same multipliers made by the scalar core from r (compiler::emit_scalar_rope_multipliers):
 // output o's base_o from q's or k's rotation as rope_sum_multipliers takes it, padding outputs
-// marked; r at r_word, the multipliers in output order from mult_word (group g's 64 from word
-// mult_word + 64 g, the bytes of rope_sum_multipliers' rows).
+// marked, in output order (group g's 64 from word mult_word + 64 g, the bytes of
+// rope_sum_multipliers' rows). The scalar-memory words (r_word, mult_word) are the caller's to set.
 compiler::ScalarRopeMultipliers rope_sum_scalar_multipliers(const QuantizedRope& q,
                                                             const QuantizedRope* k,
-                                                            const RopeSumShape& s, int r_word,
-                                                            int mult_word);
+                                                            const RopeSumShape& s);
 
 }  // namespace tinycoral::llm

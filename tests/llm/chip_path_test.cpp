@@ -991,7 +991,8 @@ TEST(ChipPathStepD, RmsScaleFromTheBytesGivesTheInt8PathsLogitsBitForBit) {
 // The chains' r (compiler::FcChainRms: the residual add's bytes into scalar memory, the scalar
 // core's routine, r pushed as the program's second output) is the int8 path's chip_rms_scale of the
 // same bytes bit for bit, for every layer and position of a greedy and a sampled story on both
-// test checkpoints; without chip_rms no chain computes r.
+// test checkpoints; without chip_rms no chain computes r; with RoPE's sums on the chip, every
+// layer's scores' program makes their multipliers from r.
 TEST(ChipPathStepD, ChainsReturnTheInt8PathsRmsScaleBitForBit) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   for_each_reference_model(data, [](const std::string& name, const LoadedModel& model) {
@@ -1029,6 +1030,17 @@ TEST(ChipPathStepD, ChainsReturnTheInt8PathsRmsScaleBitForBit) {
     EXPECT_GT(distinct.size(), size_t(compared) / 2) << compared << " chip r's";
     auto plain = runtime::open_virtual_edgetpu();
     EXPECT_EQ(llm::ChipTransformer(ck, pool, cal, *plain, {}).stats().rms_layers, 0);
+    // With RoPE's sums in the scores' programs every layer's program makes their multipliers from
+    // the chain's r (none falls back to the host's rows), and a few positions are still the int8
+    // path's.
+    const llm::Int8Options sums{.chip_scores = true, .chip_rope = true, .chip_rms = true};
+    llm::Int8Transformer cpu_sums(ck, pool, cal, sums);
+    auto tpu_sums = runtime::open_virtual_edgetpu();
+    llm::ChipTransformer chip_sums(ck, pool, cal, *tpu_sums, sums);
+    EXPECT_EQ(chip_sums.stats().rope_sum_layers, layers);
+    EXPECT_EQ(chip_sums.stats().rope_mult_layers, layers);
+    EXPECT_EQ(run(chip_sums, model.tok, 0.0f, 42, "Once", 3).logits,
+              run(cpu_sums, model.tok, 0.0f, 42, "Once", 3).logits);
   });
 }
 

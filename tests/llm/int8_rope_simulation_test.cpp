@@ -314,7 +314,7 @@ TEST(Int8RopeOnTheVirtualEdgeTpu, QsSumInFrontOfTheScoresGivesRopeSumsBytes) {
     // no rows streamed): the same bytes; r 1% off in the row changes them.
     compiler::FcScoresInput from_r = first;
     const compiler::ScalarRopeMultipliers m =
-        llm::rope_sum_scalar_multipliers(q, nullptr, llm::RopeSumShape{kN}, 0, 0);
+        llm::rope_sum_scalar_multipliers(q, nullptr, llm::RopeSumShape{kN});
     from_r.mult_base = m.base;
     from_r.mult_padding = m.padding;
     const auto run_from_r = [&](float r_sent) {
@@ -328,6 +328,18 @@ TEST(Int8RopeOnTheVirtualEdgeTpu, QsSumInFrontOfTheScoresGivesRopeSumsBytes) {
     EXPECT_EQ(run_from_r(r), out);
     EXPECT_EQ(chip.fault(), "");
     EXPECT_NE(run_from_r(r * 1.01f), out);
+    // Each group's multiplier row takes 64 of them: outputs short of a whole group are refused.
+    compiler::FcScoresInput part = from_r;
+    part.layer.n -= 8;
+    part.mult_base.resize(size_t(part.layer.n));
+    part.mult_padding.resize(size_t(part.layer.n));
+    std::string why;
+    try {
+      (void)compiler::generate_fc_batch_softmax(scores, at, kRow, exp_mult, &keys, &part);
+    } catch (const Error& e) {
+      why = e.what();
+    }
+    EXPECT_NE(why.find("not whole groups"), std::string::npos) << why;
   }
   EXPECT_GT(clamped, 0);  // some of q~'s bytes at the clamps
 }

@@ -105,8 +105,9 @@ TEST(RopeMultipliersOnTheVirtualEdgeTpu, AreTheHostsRowsBitForBit) {
     const llm::RopeSumShape& s = c.shape;
     const llm::QuantizedRope q = random_rope(rng, s.q_channels);
     const llm::QuantizedRope k = random_rope(rng, std::max(2, s.kv_heads * s.head_size));
-    const compiler::ScalarRopeMultipliers m =
-        llm::rope_sum_scalar_multipliers(q, &k, s, c.r_word, c.mult_word);
+    compiler::ScalarRopeMultipliers m = llm::rope_sum_scalar_multipliers(q, &k, s);
+    m.r_word = c.r_word;
+    m.mult_word = c.mult_word;
     ASSERT_EQ(int(m.base.size()), s.outputs());
     // r as the int8 path makes it from the bytes (chip_rms_scale), and over a wide range.
     std::vector<int8_t> x(288);
@@ -139,7 +140,8 @@ TEST(RopeMultipliersOnTheVirtualEdgeTpu, ReadRAtItsWordAndRefuseWhatDoesNotFit) 
   std::mt19937 rng(5);
   const llm::QuantizedRope q = random_rope(rng, 64);
   const llm::RopeSumShape s{64};
-  compiler::ScalarRopeMultipliers m = llm::rope_sum_scalar_multipliers(q, nullptr, s, 200, 0);
+  compiler::ScalarRopeMultipliers m = llm::rope_sum_scalar_multipliers(q, nullptr, s);
+  m.r_word = 200;
   const std::vector<uint8_t> want = llm::rope_sum_multipliers(q, 64, 0.7f, groups_at(64)).bytes;
   chip::VirtualEdgeTpu chip;
   EXPECT_EQ(run_multipliers(chip, m, 0.7f), want);
@@ -155,7 +157,7 @@ TEST(RopeMultipliersOnTheVirtualEdgeTpu, ReadRAtItsWordAndRefuseWhatDoesNotFit) 
   bad = m;
   bad.padding.pop_back();
   EXPECT_THROW(compiler::emit_scalar_rope_multipliers(e, bad), Error);
-  EXPECT_THROW(llm::rope_sum_scalar_multipliers(q, nullptr, {64, 1, 8, true}, 200, 0), Error);
+  EXPECT_THROW(llm::rope_sum_scalar_multipliers(q, nullptr, {64, 1, 8, true}), Error);
 }
 
 }  // namespace
