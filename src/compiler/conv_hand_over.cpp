@@ -895,6 +895,20 @@ uint32_t words_of(const std::vector<Round>& rounds, int ordinal) {
   return count.words();
 }
 
+// The seven schedules of one cut of the rows into `schedules`: in turns (receivers in order, in
+// any order, longest senders first, common shapes first) and gathered (tails split, whole,
+// overlapping; their items point into `parts`).
+void add_schedules(std::vector<std::vector<Round>>& schedules, const std::vector<Transfer>& t,
+                   const Queues& q, std::array<std::vector<Transfer>, 3>& parts) {
+  schedules.push_back(in_turns(t, q, true));
+  schedules.push_back(in_turns(t, q, false));
+  schedules.push_back(in_turns(t, q, false, Senders::kLongestFirst));
+  schedules.push_back(in_turns(t, q, false, Senders::kCommonShapeFirst));
+  schedules.push_back(gathered(t, parts[0]));
+  schedules.push_back(gathered(t, parts[1], Tails::kWhole));
+  schedules.push_back(gathered(t, parts[2], Tails::kOverlapping));
+}
+
 }  // namespace
 
 // Priced, the search's layouts keep the receivers' order: priced with the shortest schedule, it
@@ -907,16 +921,10 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal, boo
     emit_rounds(e, in_turns(transfers, queues, true), ordinal);
     return;
   }
-  // (The gathered schedules' items point into `parts`, `whole` and `overlapped`.)
-  std::vector<Transfer> parts, whole, overlapped;
-  std::vector<std::vector<Round>> schedules{
-      in_turns(transfers, queues, true),
-      in_turns(transfers, queues, false),
-      in_turns(transfers, queues, false, Senders::kLongestFirst),
-      in_turns(transfers, queues, false, Senders::kCommonShapeFirst),
-      gathered(transfers, parts),
-      gathered(transfers, whole, Tails::kWhole),
-      gathered(transfers, overlapped, Tails::kOverlapping)};
+  // (The gathered schedules' items point into `parts` and `own_parts`.)
+  std::array<std::vector<Transfer>, 3> parts, own_parts;
+  std::vector<std::vector<Round>> schedules;
+  add_schedules(schedules, transfers, queues, parts);
   // The same schedules of each receiver's rows cut on their own (a row several receivers read
   // goes to each: more producers, but a receiver's rows from one sender in one transfer, and
   // fewer rounds and receiver sets).
@@ -926,22 +934,13 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal, boo
   // compile time for v2.)
   const std::vector<Transfer> own =
       e.only_counts() ? std::vector<Transfer>{} : transfers_of(from, to, false, true);
-  const Queues own_queues = queues_of(own);
-  std::vector<Transfer> own_parts, own_whole, own_overlapped;
   auto same = [](const Transfer& a, const Transfer& b) {
     return a.src == b.src && a.mask == b.mask && a.from_at == b.from_at && a.bytes == b.bytes &&
            a.packets == b.packets;
   };
   if (!e.only_counts() &&
-      !std::equal(own.begin(), own.end(), transfers.begin(), transfers.end(), same)) {
-    schedules.push_back(in_turns(own, own_queues, true));
-    schedules.push_back(in_turns(own, own_queues, false));
-    schedules.push_back(in_turns(own, own_queues, false, Senders::kLongestFirst));
-    schedules.push_back(in_turns(own, own_queues, false, Senders::kCommonShapeFirst));
-    schedules.push_back(gathered(own, own_parts));
-    schedules.push_back(gathered(own, own_whole, Tails::kWhole));
-    schedules.push_back(gathered(own, own_overlapped, Tails::kOverlapping));
-  }
+      !std::equal(own.begin(), own.end(), transfers.begin(), transfers.end(), same))
+    add_schedules(schedules, own, queues_of(own), own_parts);
   size_t best = 0;
   uint32_t fewest = 0;
   for (size_t k = 0; k < schedules.size(); ++k) {
