@@ -971,6 +971,7 @@ TEST(ChipPathStepD, RmsScaleFromTheBytesGivesTheInt8PathsLogitsBitForBit) {
       sim_writes_cpu_text(data, *path, "rand_gqa", "--device cpu --int8 --chip-rms",
                           "--device sim --chip-rms", cpu_text);
   ASSERT_FALSE(j.is_null());
+  EXPECT_EQ(j.at("chip").at("rms_layers_on_chip").get<int>(), layers - 1);
   const CommandResult& plain = story(data, *path, "rand_gqa", "--device cpu --int8");
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   EXPECT_NE(cpu_text, plain.out);  // the option changes the arithmetic

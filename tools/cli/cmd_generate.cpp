@@ -101,6 +101,7 @@ nlohmann::json chip_json(const llm::ChipPathStats& s, int positions, double wall
   j["rope_sum_layers_on_chip"] = s.rope_sum_layers;
   j["key_sum_layers_on_chip"] = s.key_sum_layers;
   j["rope_multiplier_layers_on_chip"] = s.rope_mult_layers;
+  j["rms_layers_on_chip"] = s.rms_layers;
   j["key_sum_groups_on_chip"] = s.key_sum_groups;
   j["rope_kept_layers_on_chip"] = s.rope_kept_layers;
   j["resident_parameter_bytes"] = s.resident_bytes;
