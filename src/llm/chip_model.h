@@ -160,7 +160,8 @@ class ChipTransformer : public Int8Transformer {
   int64_t rope_resident_bytes(int groups, const std::array<int, kPlanTiles>& copies) const;
   // The copies and every layer's sum groups' aux rows in one caching program (null: no sums).
   std::shared_ptr<runtime::Program> rope_caching() const;
-  // The layer's position-0 program with the sum in front, built as a trial; false if rejected.
+  // The layer's position-0 program with the sum in front, built as a trial (a rejected
+  // multipliers-from-r form once more with the host's rows, mult_base cleared); false if rejected.
   bool first_sum_program(int layer, ScoresProgram& p);
   std::vector<int8_t> scores_row(const ScoresProgram& p, int layer, int pos, const int8_t* q8);
   // The RoPE sum's multiplier rows for this token's r, none where the program makes them.
