@@ -368,6 +368,18 @@ TEST(ChipPathStepD, ScoresOnTheChipWithOtherShapesAreExact) {
   }
 }
 
+// `generate` refuses an option of the int8 arithmetic (`option`, with its value) on the CPU's
+// float path, with --batch and with --unfused-layers: exit 2, naming the option and --int8.
+void expect_option_refused(const std::filesystem::path& data,
+                           const std::filesystem::path& checkpoint, const std::string& option) {
+  for (const std::string& bad_args : {"--device cpu " + option, "--int8 " + option + " --batch 2",
+                                      "--int8 --unfused-layers " + option}) {
+    const CommandResult bad = run_cli(generate_args(data, checkpoint, "-n 4 " + bad_args));
+    EXPECT_EQ(bad.exit_code, 2) << bad_args;
+    EXPECT_NE(bad.err.find(option + " needs --int8"), std::string::npos) << bad.err;
+  }
+}
+
 // A short story on a test checkpoint (`name`'s length: rand15M's layers are slower to simulate).
 std::string story_args(const std::filesystem::path& data, const std::filesystem::path& checkpoint,
                        const std::string& name) {
@@ -713,14 +725,7 @@ void generate_with_the_value_cache(const std::filesystem::path& data) {
   std::string why;
   const auto path = reference_checkpoint(data, "rand_gqa", why);
   if (!path) GTEST_SKIP() << why;
-  for (const std::string bad_args :
-       {"--device cpu --weighted-sum value-cache", "--int8 --weighted-sum value-cache --batch 2",
-        "--int8 --unfused-layers --weighted-sum value-cache"}) {
-    const CommandResult bad = run_cli(generate_args(data, *path, "-n 4 " + bad_args));
-    EXPECT_EQ(bad.exit_code, 2) << bad_args;
-    EXPECT_NE(bad.err.find("--weighted-sum value-cache needs --int8"), std::string::npos)
-        << bad.err;
-  }
+  expect_option_refused(data, *path, "--weighted-sum value-cache");
   const CommandResult unknown =
       run_cli(generate_args(data, *path, "-n 4 --int8 --weighted-sum per-head"));
   EXPECT_EQ(unknown.exit_code, 2);
@@ -861,12 +866,7 @@ void generate_with_rope_in_the_chips_ops(const std::filesystem::path& data) {
       story(data, *path, "rand_gqa", "--device cpu --int8 --weighted-sum value-cache");
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   EXPECT_NE(cpu_text, plain.out);  // the option changes the arithmetic
-  for (const std::string bad_args : {"--device cpu --chip-rope", "--int8 --chip-rope --batch 2",
-                                     "--int8 --unfused-layers --chip-rope"}) {
-    const CommandResult bad = run_cli(generate_args(data, *path, "-n 4 " + bad_args));
-    EXPECT_EQ(bad.exit_code, 2) << bad_args;
-    EXPECT_NE(bad.err.find("--chip-rope needs --int8"), std::string::npos) << bad.err;
-  }
+  expect_option_refused(data, *path, "--chip-rope");
 }
 
 // The four `generate` checks above in one test: they read many of the same runs (the int8 CPU
@@ -981,12 +981,7 @@ TEST(ChipPathStepD, RmsScaleFromTheBytesGivesTheInt8PathsLogitsBitForBit) {
       "--device sim --scores-on-chip --key-column-write --chip-rope --chip-rms", cpu_text);
   ASSERT_FALSE(sums.is_null());
   EXPECT_EQ(sums.at("chip").at("rope_multiplier_layers_on_chip").get<int>(), layers);
-  for (const std::string bad_args : {"--device cpu --chip-rms", "--int8 --chip-rms --batch 2",
-                                     "--int8 --unfused-layers --chip-rms"}) {
-    const CommandResult bad = run_cli(generate_args(data, *path, "-n 4 " + bad_args));
-    EXPECT_EQ(bad.exit_code, 2) << bad_args;
-    EXPECT_NE(bad.err.find("--chip-rms needs --int8"), std::string::npos) << bad.err;
-  }
+  expect_option_refused(data, *path, "--chip-rms");
 }
 
 // The chains' r (compiler::FcChainRms: the residual add's bytes into scalar memory, the scalar
