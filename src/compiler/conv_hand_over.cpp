@@ -103,20 +103,9 @@ class SenderCut {
     if (per_receiver_ && !src_.pixel_band() && !in_place_) {
       // Each receiver's rows of the band on their own, rows that several read sent to each.
       for (const Plan& t : to_.tiles) {
-        const uint32_t bit = tile_bit(t.tile);
         const LayerPlan& lp = t.layers[i_];
-        const int ya = std::max(band.oa, lp.need_top);
-        const int yb = std::min(band.ob, lp.need_top + lp.need_rows);
-        for (int y = ya; y < yb;) {
-          const Run run = run_at(y, yb, bit);
-          if (run.mask != 0) {
-            if (run.packets > 0)
-              send_rows(y, run);
-            else
-              send_pieces(y, run.mask);
-          }
-          y += run.rows;
-        }
+        send_runs(std::max(band.oa, lp.need_top), std::min(band.ob, lp.need_top + lp.need_rows),
+                  tile_bit(t.tile));
       }
       return;
     }
@@ -135,16 +124,7 @@ class SenderCut {
         last_piece = (src_.pb - yb * w) * bytes;
       }
     }
-    for (int y = ya; y < yb;) {
-      const Run run = run_at(y, yb);
-      if (run.mask != 0) {
-        if (run.packets > 0)
-          send_rows(y, run);
-        else
-          send_pieces(y, run.mask);
-      }
-      y += run.rows;
-    }
+    send_runs(ya, yb);
     if (last_piece > 0) send_piece(yb, 0, last_piece);
   }
 
@@ -266,6 +246,20 @@ class SenderCut {
       mask |= tile_bit(t.tile);
     }
     return mask;
+  }
+  // Rows [ya, yb) in runs (run_at) to their readers among `only`: whole packets as rows, the
+  // rest as pieces.
+  void send_runs(int ya, int yb, uint32_t only = ~0u) {
+    for (int y = ya; y < yb;) {
+      const Run run = run_at(y, yb, only);
+      if (run.mask != 0) {
+        if (run.packets > 0)
+          send_rows(y, run);
+        else
+          send_pieces(y, run.mask);
+      }
+      y += run.rows;
+    }
   }
   // A pixel band handing over to receivers that each read all of its rows and keep them
   // gapless (no padding, every pixel's bytes the sender's): its pixels are one run in their
