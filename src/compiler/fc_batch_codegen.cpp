@@ -474,18 +474,35 @@ void emit_multipliers_from_r(Emitter& e, const FcScoresInput& first, const Group
   scalar_memory_to_multiplier_rows(e, f, 4 * n, narrow_at, narrow_at, ordinal);
 }
 
+// The query row and its count (`bytes`), already popped with the program's input (an FFN chain's,
+// FfnChainTail) from byte `from` on, to narrow byte 0 of `tiles`: a packet at a time through the
+// input FIFO rows, as products_stage moves its tables.
+void row_from_pop(Emitter& e, uint32_t tiles, int bytes, int from) {
+  if (from < 0 || from % 8 != 0) fail("a query row from byte ", from, " of the input");
+  for (int at = 0, piece = 0; at < bytes; at += kPiece, ++piece) {
+    if (piece > 0 && piece % kInputRows == 0) tile_fence(e, "counters=0x1ffff units=0x3ff");
+    host_to_narrow(e, tiles, kInputFifo + 4 * (piece % kInputRows), at,
+                   std::min(kPiece, bytes - at), (from + at) / 8);
+  }
+}
+
 // The scores' part of the softmax and attention programs: the query row in, the scores' op,
 // every group's 64 scores to scalar memory in group order (head h's at h * positions bytes), then
 // the count from the row's tail on the first group's tile, and the softmax on the scalar core.
-// Returns the ordinal of the next transfer to scalar memory.
+// The row comes from its own pop, or with `row_from` >= 0 from that byte of the input a chain
+// popped before (generate_ffn_chain_softmax); `ordinal` counts the ring producers to scalar memory
+// before it. Returns the ordinal of the next transfer to scalar memory.
 int scores_and_softmax(Emitter& e, const FcLayer& layer, const Groups& g, int row_bytes,
                        int out_base, const ScalarSoftmax& sm, const FcScoresInput* first,
-                       const FcColumnWrite* columns) {
-  int ordinal = 0;
-  tile_fence(e, "units=0x020");
-  input_address(e, layer.input_name);
+                       const FcColumnWrite* columns, int ordinal = 0, int row_from = -1) {
   Groups f = first ? first_groups(*first, layer, row_bytes) : Groups{};
-  stream_input(e, mask_of(g) | (first ? mask_of(f) : 0u), g.row_bytes);
+  if (row_from < 0) {
+    tile_fence(e, "units=0x020");
+    input_address(e, layer.input_name);
+    stream_input(e, mask_of(g) | (first ? mask_of(f) : 0u), g.row_bytes);
+  } else {
+    row_from_pop(e, mask_of(g) | (first ? mask_of(f) : 0u), g.row_bytes, row_from);
+  }
   tile_fence(e, "units=0x3ff");
   tile_fence(e, "counters=0x1ffff units=0x3ff");
   tile_fence(e, "units=0x3ff signal=1");
@@ -727,26 +744,59 @@ std::string fc_batch_softmax_unsupported(int heads, int positions) {
   return "";
 }
 
-container::Executable generate_fc_batch_softmax(const FcLayer& layer, const FcPlacement& placement,
-                                                int row_bytes, const std::vector<float>& exp_mult,
-                                                const FcParameterWrite* write,
-                                                const FcScoresInput* first, const FcRowWrite* rows,
-                                                const FcColumnWrite* columns) {
+namespace {
+
+// The softmax program's scalar memory: the scores (head after head) from word 0, 1 / S per head,
+// the count. Throws Error where the layer and heads do not fit.
+ScalarSoftmax softmax_words(const FcLayer& layer, const std::vector<float>& exp_mult) {
   const int heads = int(exp_mult.size());
   const int positions = heads > 0 ? layer.n / heads : 0;
   if (heads <= 0 || layer.n % heads != 0 || layer.n % kGroup != 0)
     fail("a scores program of ", layer.n, " outputs for ", heads, " heads");
   if (const std::string why = fc_batch_softmax_unsupported(heads, positions); !why.empty())
     fail(why);
-  const Groups g = query_row_groups(layer, placement, row_bytes);
-  // Scalar memory: the scores (head after head), 1 / S per head, the count.
   ScalarSoftmax sm;
   sm.heads = heads;
   sm.positions = positions;
   sm.exp_mult = exp_mult;
   sm.inv_word = heads * positions / 4;
   sm.count_word = sm.inv_word + heads;
-  const int out_bytes = heads * positions + 4 * heads;
+  return sm;
+}
+
+// e and 1 / S: heads x positions bytes, then a float32 per head.
+int softmax_out_bytes(const ScalarSoftmax& sm) { return sm.heads * (sm.positions + 4); }
+
+// e and 1 / S from scalar memory to the output `name`, then the program's end.
+void push_softmax_and_end(Emitter& e, const std::string& name, int out_bytes) {
+  e.reloc_movi(10, BufferKind::kOutput, Half::kUpper32, name);
+  e.reloc_movi(11, BufferKind::kOutput, Half::kLower32, name);
+  e.add("bundle", "s_op=0x0f s_x=5 imm=11");
+  e.add("bundle", "s_op=0x0f s_x=4 imm=10");
+  descriptor(e, 5, 4, 6, out_bytes, 3);
+  emit_push_words(e, 0, out_bytes / 4);
+  tile_fence(e, "units=0x3ff signal=1 f109=3");
+  wait_tokens(e);
+  interrupt(e, 5, 4, 6);
+}
+
+// Raw bytes (e and the float32 sums): unsigned, no sign bits flipped.
+container::Layer softmax_output_layer(const std::string& name, int out_bytes) {
+  container::Layer out = boundary_layer(name, out_bytes, 0, 1.0f, true, false);
+  out.shape = {{0, 0}, {0, out_bytes - 1}};
+  return out;
+}
+
+}  // namespace
+
+container::Executable generate_fc_batch_softmax(const FcLayer& layer, const FcPlacement& placement,
+                                                int row_bytes, const std::vector<float>& exp_mult,
+                                                const FcParameterWrite* write,
+                                                const FcScoresInput* first, const FcRowWrite* rows,
+                                                const FcColumnWrite* columns) {
+  const ScalarSoftmax sm = softmax_words(layer, exp_mult);
+  const Groups g = query_row_groups(layer, placement, row_bytes);
+  const int out_bytes = softmax_out_bytes(sm);
 
   Emitter e;
   const int out_base = round_up(g.row_bytes, 64);
@@ -759,23 +809,12 @@ container::Executable generate_fc_batch_softmax(const FcLayer& layer, const FcPl
       write ? std::vector<const FcParameterWrite*>{write} : std::vector<const FcParameterWrite*>{},
       rows, cw);
   scores_and_softmax(e, layer, g, row_bytes, out_base, sm, first, cw);
-  e.reloc_movi(10, BufferKind::kOutput, Half::kUpper32, layer.output_name);
-  e.reloc_movi(11, BufferKind::kOutput, Half::kLower32, layer.output_name);
-  e.add("bundle", "s_op=0x0f s_x=5 imm=11");
-  e.add("bundle", "s_op=0x0f s_x=4 imm=10");
-  descriptor(e, 5, 4, 6, out_bytes, 3);
-  emit_push_words(e, 0, out_bytes / 4);
-  tile_fence(e, "units=0x3ff signal=1 f109=3");
-  wait_tokens(e);
-  interrupt(e, 5, 4, 6);
+  push_softmax_and_end(e, layer.output_name, out_bytes);
 
   container::Executable eo = execution_executable(e.finish());
   eo.input_layers.push_back(boundary_layer(layer.input_name, 1, 1, g.row_bytes, layer.in_zp,
                                            layer.in_scale, false, layer.signed_input));
-  // Raw bytes (e and the float32 sums): unsigned, no sign bits flipped.
-  container::Layer out = boundary_layer(layer.output_name, out_bytes, 0, 1.0f, true, false);
-  out.shape = {{0, 0}, {0, out_bytes - 1}};
-  eo.output_layers.push_back(std::move(out));
+  eo.output_layers.push_back(softmax_output_layer(layer.output_name, out_bytes));
   const int before =
       std::max(out_base + g.slots * kGroup + first_bytes(first), column_copy_bytes(cw));
   int first_end = 0;
@@ -784,6 +823,57 @@ container::Executable generate_fc_batch_softmax(const FcLayer& layer, const FcPl
   eo.dma_hints = execution_hints(layer.input_name, g.row_bytes, layer.output_name, out_bytes);
   carry_parameters(eo, std::move(parameters));
   return eo;
+}
+
+std::string ffn_chain_softmax_unsupported(int heads, int positions, int rms_groups) {
+  if (std::string why = fc_batch_softmax_unsupported(heads, positions); !why.empty()) return why;
+  if (rms_groups <= 0) return "";
+  // The scores, 1 / S and the count from word 0 up; the chain's x and r at the top.
+  const int64_t words = int64_t{heads} * positions / 4 + heads + kSoftmaxCountBytes / 4;
+  const int top = chain_rms_x_word(rms_groups);
+  if (words > top)
+    return cat(heads, " heads of ", positions, " positions: the scores, sums and count take ",
+               words, " words of scalar memory, past the chain's x (", rms_groups,
+               " groups) and r from word ", top);
+  return "";
+}
+
+FfnChainPrograms generate_ffn_chain_softmax(const FfnChain& chain, const FcPlacement& up,
+                                            const FcPlacement& down, const FcLayer& layer,
+                                            const FcPlacement& placement, int row_bytes,
+                                            const std::vector<float>& exp_mult) {
+  const ScalarSoftmax sm = softmax_words(layer, exp_mult);
+  const FcChainRms& rms = chain.rms;
+  const bool with_r = rms.layer >= 0 && size_t(rms.layer) < chain.next.size();
+  if (const std::string why = ffn_chain_softmax_unsupported(
+          sm.heads, sm.positions, with_r ? fc_groups(chain.next[size_t(rms.layer)].n) : 0);
+      !why.empty())
+    fail(why);
+  if (chain.next.empty() || layer.output_name == chain.next.back().output_name ||
+      (rms.layer >= 0 && layer.output_name == rms.output_name))
+    fail("the scores' output '", layer.output_name, "' after a chain needs a name of its own");
+  // One input, one type: the runtime flips every byte of a signed input, the row's and count's too.
+  if (layer.signed_input != chain.ffn.up.signed_input)
+    fail("the scores' row (", layer.signed_input ? "int8" : "uint8", ") in the chain's input (",
+         chain.ffn.up.signed_input ? "int8" : "uint8", "): one input has one type");
+  const Groups g = query_row_groups(layer, placement, row_bytes);
+  const int out_bytes = softmax_out_bytes(sm), out_base = round_up(g.row_bytes, 64);
+  FfnChainTail tail;
+  tail.input_bytes = g.row_bytes;
+  tail.emit = [&](Emitter& e, int& ordinal, int input_at) {
+    // The chain's narrow memory is free by now: its outputs have left.
+    ordinal = scores_and_softmax(e, layer, g, row_bytes, out_base, sm, nullptr, nullptr, ordinal,
+                                 input_at);
+    push_softmax_and_end(e, layer.output_name, out_bytes);
+    return out_base + g.slots * kGroup;
+  };
+  FfnChainPrograms out = generate_ffn_chain(chain, up, down, &tail);
+  container::Executable& eo = out.execution;
+  eo.output_layers.push_back(softmax_output_layer(layer.output_name, out_bytes));
+  auto& hints = eo.dma_hints.hints;  // before the completion interrupt's
+  hints.insert(hints.end() - 1, dma_hint(BufferKind::kOutput, container::Direction::kOutfeed,
+                                         layer.output_name, out_bytes));
+  return out;
 }
 
 std::string fc_batch_attention_unsupported(int heads, int positions, int sum_outputs) {

@@ -80,6 +80,23 @@ container::Executable generate_fc_batch_softmax(const FcLayer& layer, const FcPl
                                                 const FcRowWrite* rows = nullptr,
                                                 const FcColumnWrite* columns = nullptr);
 
+// The scores and their softmax after an FFN chain in the same program (issue 14's joined run,
+// docs/llm.md "The scores after the chain in one program"): generate_ffn_chain's program, its
+// outputs (and r) leaving without the program's end, then generate_fc_batch_softmax's part over
+// `layer`, whose query row and count do not come from a pop of their own but from the chain's pop:
+// the input is the chain's (its FFN input, extra bytes and tables), zeros up to the next whole
+// 256-byte packet, then the row (row_bytes) and kSoftmaxCountBytes with n. Outputs: the chain's,
+// r (with chain.rms), then e and 1 / S as generate_fc_batch_softmax's. Caching as the two programs'
+// (the chain's caching programs; fc_caching for the scores). In scalar memory the scores, 1 / S
+// and the count lie from word 0 up, below the chain's x and r (chain_rms_x_word): what does not
+// fit is refused (ffn_chain_softmax_unsupported, rms_groups: the groups of chain.rms's follower,
+// 0 without r). No FC in front of the scores and no parameter or column writes yet.
+std::string ffn_chain_softmax_unsupported(int heads, int positions, int rms_groups);
+FfnChainPrograms generate_ffn_chain_softmax(const FfnChain& chain, const FcPlacement& up,
+                                            const FcPlacement& down, const FcLayer& layer,
+                                            const FcPlacement& placement, int row_bytes,
+                                            const std::vector<float>& exp_mult);
+
 // An FC in front of the scores (the llm path's RoPE sum, docs/llm.md "RoPE's sum in the scores'
 // program"): it reads the program's input row (group g K bytes from at.in_at[g]) on its own
 // tiles, and its group g's 64 outputs go over the ring to narrow byte 64 g of every scores tile,

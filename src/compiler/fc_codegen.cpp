@@ -740,11 +740,12 @@ namespace {
 constexpr int kChainOutRows[4] = {0x2078, 0x2068, 0x2058, 0x2048};
 
 // The output of pieces (tile, narrow byte), 64 bytes each, in this order, to the host; then, with
-// `r_output`, a second output of scalar-memory word kChainRmsRWord (FcChainRms); then the program's
-// end (output_stage's form for pieces of several layers).
+// `r_output`, a second output of scalar-memory word kChainRmsRWord (FcChainRms); then, with `end`,
+// the program's end (output_stage's form for pieces of several layers); without it, more of the
+// program follows (FfnChainTail).
 void pieces_output_stage(Emitter& e, const std::vector<std::pair<int, int>>& pieces,
                          const std::string& name, int& ring_ordinal,
-                         const std::string& r_output = "") {
+                         const std::string& r_output = "", bool end = true) {
   e.reloc_movi(10, BufferKind::kOutput, Half::kUpper32, name);
   e.reloc_movi(11, BufferKind::kOutput, Half::kLower32, name);
   e.add("bundle", "s_op=0x0f s_x=5 imm=11");
@@ -785,6 +786,7 @@ void pieces_output_stage(Emitter& e, const std::vector<std::pair<int, int>>& pie
     descriptor(e, 5, 4, 6, 4, 3);
     emit_push_words(e, kChainRmsRWord, 1);
   }
+  if (!end) return;
   tile_fence(e, "units=0x3ff signal=1 f109=3");
   wait_tokens(e);
   interrupt(e, 5, 4, 6);
@@ -911,6 +913,11 @@ std::vector<std::pair<int, int>> fc_product_bytes(const FcTableProducts& product
 
 FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up_at,
                                     const FcPlacement& down_at) {
+  return generate_ffn_chain(chain, up_at, down_at, nullptr);
+}
+
+FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up_at,
+                                    const FcPlacement& down_at, const FfnChainTail* tail) {
   const FfnLayer& f = chain.ffn;
   const int hidden = f.up.n / 2;
   if (f.up.n % (2 * kGroup) != 0 || hidden > 16 * kGroup || f.down.k != hidden ||
@@ -990,9 +997,15 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
   for (int i = 0; i < hidden / kGroup; ++i)
     m_pieces.emplace_back(up.tile_of[size_t(2 * i)], buf.m() / 4);
   const int y_at = (buf.end() + 255) / 256 * 256;
+  // A tail's input after the chain's own and its tables, from the next whole packet on.
+  const int tail_at = tail ? fc_tables_at(in_k + tables_k) : in_k + tables_k;
+  const int more_k = tail_at + (tail ? tail->input_bytes : 0) - in_k;
+  if (tail && (tail->input_bytes <= 0 || tail->input_bytes % 8 != 0 || !tail->emit))
+    fail("chain '", chain.next.back().output_name, "': a tail of ", tail->input_bytes,
+         " input bytes (needs whole 8-byte units) or without code");
   Emitter e;
   int ring_ordinal = 0;
-  input_stage(e, in, f.up, tables_k);
+  input_stage(e, in, f.up, more_k);
   broadcast_stage(e, up.compute_mask(), up_pieces, ring_ordinal);
   op_stage(e, up, f.up, buf.h1());
   ffn_gate_setup(e, gate_tiles, buf.identity());
@@ -1047,9 +1060,10 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
     narrow_end = products_stage(e, next[size_t(chain.products.layer)], products_at, chain.products,
                                 tables_at, narrow_end, out_pieces);
   pieces_output_stage(e, out_pieces, chain.next.back().output_name, ring_ordinal,
-                      rms.layer >= 0 ? rms.output_name : "");
+                      rms.layer >= 0 ? rms.output_name : "", tail == nullptr);
+  if (tail) narrow_end = std::max(narrow_end, tail->emit(e, ring_ordinal, tail_at));
   FcLayer in_layer = f.up;
-  in_layer.k = in_k + tables_k;
+  in_layer.k = in_k + more_k;
   FcLayer out_layer = chain.next.back();
   Geometry out_geometry{};
   out_geometry.n = out_layer.n = static_cast<int>(out_pieces.size()) * kGroup;

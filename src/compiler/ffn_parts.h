@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -39,6 +40,19 @@ struct FfnBlock {
 };
 void ffn_broadcast_blocks(Emitter& e, uint32_t compute, const std::vector<FfnBlock>& blocks,
                           int stride_words, int& ring_ordinal);
+
+// More program after an FFN chain's outputs, in the same program (generate_ffn_chain_softmax):
+// the chain's input pop also takes `input_bytes` after the chain's own bytes and tables, from the
+// next whole 256-byte packet on; the chain's outputs (and r) leave without the program's end, then
+// `emit` writes the rest, the end included. It gets the chain's ring ordinal (the producers so far,
+// which it continues) and the byte of the pop where its input starts; it returns the narrow bytes
+// per tile it uses. Its outputs are the caller's to add to the executable.
+struct FfnChainTail {
+  int input_bytes = 0;
+  std::function<int(Emitter& e, int& ring_ordinal, int input_at)> emit;
+};
+FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up,
+                                    const FcPlacement& down, const FfnChainTail* tail);
 
 // 64-byte pieces of narrow memory to scalar memory through the ring, in order: (tile, narrow
 // byte, scalar-memory word); `ordinal` counts the ring producers so far. Then

@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <map>
 #include <random>
 
 #include "compiler/fc_codegen.h"
@@ -22,20 +21,12 @@
 #include "runtime/device_select.h"
 #include "runtime/edgetpu.h"
 #include "runtime/program.h"
+#include "support/chain_layers.h"
 
 namespace tinycoral::testing {
 namespace {
 
-using llm::Calibration;
 using llm::QuantizedMatmul;
-
-QuantizedMatmul random_matmul(int rows, int cols, Calibration::Range in, Calibration::Range out,
-                              std::mt19937& random) {
-  std::uniform_real_distribution<float> w(-0.1f, 0.1f);
-  std::vector<float> m(size_t(rows) * size_t(cols));
-  for (float& v : m) v = w(random);
-  return llm::quantize_matmul(llm::MatrixRef{m.data(), rows, cols}, in, out);
-}
 
 // y_q = the int8 path's FULLY_CONNECTED of x_q.
 std::vector<int8_t> fc(const QuantizedMatmul& q, const std::vector<int8_t>& x) {
@@ -47,37 +38,6 @@ std::vector<int8_t> fc(const QuantizedMatmul& q, const std::vector<int8_t>& x) {
     y[size_t(r)] = llm::requantize_row(q, r, acc);
   }
   return y;
-}
-
-// Matmuls as one generator layer, group after group (`order`: which matmul's group comes next),
-// each group with its matmul's output stage, in the chip's uint8 zero points; int8 boundaries.
-compiler::FcLayer layer_of(const std::vector<const QuantizedMatmul*>& order) {
-  compiler::FcLayer l;
-  l.k = order.front()->cols;
-  l.in_zp = order.front()->in.zero_point + 128;
-  l.in_scale = order.front()->in.scale;
-  std::map<const QuantizedMatmul*, int> next_row;
-  for (const QuantizedMatmul* q : order) {
-    const int row0 = next_row[q];
-    next_row[q] += 64;
-    for (int r = 0; r < 64; ++r) {
-      l.weights.insert(l.weights.end(), q->w.begin() + (row0 + r) * q->cols,
-                       q->w.begin() + (row0 + r + 1) * q->cols);
-      l.mult.push_back(q->multiplier[size_t(row0 + r)]);
-    }
-    l.group_out_zp.push_back(q->out.zero_point + 128);
-    l.group_clamp_min.push_back(q->clamp_lo);
-    l.group_clamp_max.push_back(q->clamp_hi);
-  }
-  l.n = static_cast<int>(l.mult.size());
-  l.out_zp = l.group_out_zp.front();
-  l.out_scale = order.front()->out.scale;
-  l.clamp_min = l.group_clamp_min.front();
-  l.clamp_max = l.group_clamp_max.front();
-  l.input_name = "x";
-  l.output_name = "y";
-  l.signed_input = l.signed_output = true;
-  return l;
 }
 
 // What check_chain checks: the bytes, or (with rope) that a chain whose products need more output
