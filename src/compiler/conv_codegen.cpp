@@ -992,10 +992,7 @@ void stream_head_outputs(Emitter& e, const std::vector<Plan>& all, const ConvLay
                          int& ordinal) {
   for (const ConvLayer::Head& h : last.heads) {
     const std::vector<Plan> tiles = head_tiles(all, h);
-    e.reloc_movi(10, BufferKind::kOutput, Half::kUpper32, h.output_name);
-    e.reloc_movi(11, BufferKind::kOutput, Half::kLower32, h.output_name);
-    e.add("bundle", "s_op=0x0f s_x=5 imm=11");
-    e.add("bundle", "s_op=0x0f s_x=4 imm=10");
+    output_address(e, h.output_name);
     int total = 0;
     for (const Plan& p : tiles) total += head_band_bytes(p, h);
     descriptor(e, 5, 4, 6, total, 3);

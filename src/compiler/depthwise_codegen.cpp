@@ -413,10 +413,7 @@ container::Bitstream execution_program(const Geometry& g, const DepthwiseLayer& 
   wait_tokens(e);
 
   // The output: every tile's result over the ring to the scalar core, tiles in order.
-  e.reloc_movi(10, BufferKind::kOutput, Half::kUpper32, l.output_name);
-  e.reloc_movi(11, BufferKind::kOutput, Half::kLower32, l.output_name);
-  e.add("bundle", "s_op=0x0f s_x=5 imm=11");
-  e.add("bundle", "s_op=0x0f s_x=4 imm=10");
+  output_address(e, l.output_name);
   const int rows_out = (result_bytes + 255) / 256;
   const std::string n_addr = result_base ? cat(" n.addr=", hex(result_base / 4)) : "";
   if (rows_out > 1) {

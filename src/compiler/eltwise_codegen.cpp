@@ -162,10 +162,7 @@ void relu_ops(Emitter& e, const Geometry& g, const EltwiseLayer& l, uint32_t all
 
 // Each tile's run of the output, in 256-byte pieces through the ring to the scalar core.
 void stream_output(Emitter& e, const Geometry& g, const std::string& name) {
-  e.reloc_movi(10, BufferKind::kOutput, Half::kUpper32, name);
-  e.reloc_movi(11, BufferKind::kOutput, Half::kLower32, name);
-  e.add("bundle", "s_op=0x0f s_x=5 imm=11");
-  e.add("bundle", "s_op=0x0f s_x=4 imm=10");
+  output_address(e, name);
   descriptor(e, 5, 4, 6, g.padded, 3);
   int ordinal = 0;
   for (int t = 0; t < g.tiles; ++t)

@@ -180,10 +180,7 @@ void op_stage(Emitter& e, const FcLayer& layer, const Groups& g, int rows, int o
 void output_stage(Emitter& e, const FcLayer& layer, const Groups& g, int rows, int out_base,
                   int ordinal) {
   const int block = rows * kGroup;
-  e.reloc_movi(10, BufferKind::kOutput, Half::kUpper32, layer.output_name);
-  e.reloc_movi(11, BufferKind::kOutput, Half::kLower32, layer.output_name);
-  e.add("bundle", "s_op=0x0f s_x=5 imm=11");
-  e.add("bundle", "s_op=0x0f s_x=4 imm=10");
+  output_address(e, layer.output_name);
   const int total = int(g.tile.size()) * block;
   descriptor(e, 5, 4, 6, total, 3);
   for (size_t i = 0; i < g.tile.size(); ++i) {
@@ -769,10 +766,7 @@ int softmax_out_bytes(const ScalarSoftmax& sm) { return sm.heads * (sm.positions
 
 // e and 1 / S from scalar memory to the output `name`, then the program's end.
 void push_softmax_and_end(Emitter& e, const std::string& name, int out_bytes) {
-  e.reloc_movi(10, BufferKind::kOutput, Half::kUpper32, name);
-  e.reloc_movi(11, BufferKind::kOutput, Half::kLower32, name);
-  e.add("bundle", "s_op=0x0f s_x=5 imm=11");
-  e.add("bundle", "s_op=0x0f s_x=4 imm=10");
+  output_address(e, name);
   descriptor(e, 5, 4, 6, out_bytes, 3);
   emit_push_words(e, 0, out_bytes / 4);
   tile_fence(e, "units=0x3ff signal=1 f109=3");

@@ -293,10 +293,7 @@ void op_stage(Emitter& e, const Geometry& g, const FcLayer& layer, int out_at,
 // scalar core and out; then the program's end.
 void output_stage(Emitter& e, const Geometry& g, const FcLayer& layer, int out_at,
                   int& ring_ordinal) {
-  e.reloc_movi(10, BufferKind::kOutput, Half::kUpper32, layer.output_name);
-  e.reloc_movi(11, BufferKind::kOutput, Half::kLower32, layer.output_name);
-  e.add("bundle", "s_op=0x0f s_x=5 imm=11");
-  e.add("bundle", "s_op=0x0f s_x=4 imm=10");
+  output_address(e, layer.output_name);
   for (int slot = 0; slot < kMaxSlots; ++slot) {
     uint32_t tiles = 0;
     for (size_t i = 0; i < g.tile_of.size(); ++i)
@@ -746,10 +743,7 @@ constexpr int kChainOutRows[4] = {0x2078, 0x2068, 0x2058, 0x2048};
 void pieces_output_stage(Emitter& e, const std::vector<std::pair<int, int>>& pieces,
                          const std::string& name, int& ring_ordinal,
                          const std::string& r_output = "", bool end = true) {
-  e.reloc_movi(10, BufferKind::kOutput, Half::kUpper32, name);
-  e.reloc_movi(11, BufferKind::kOutput, Half::kLower32, name);
-  e.add("bundle", "s_op=0x0f s_x=5 imm=11");
-  e.add("bundle", "s_op=0x0f s_x=4 imm=10");
+  output_address(e, name);
   // Each tile's j-th piece goes to its j-th row; one narrowToWide per (row, address).
   std::array<int, 16> count{};
   std::vector<int> row_of;
@@ -779,10 +773,7 @@ void pieces_output_stage(Emitter& e, const std::vector<std::pair<int, int>>& pie
   wait_tokens(e);
   if (!r_output.empty()) {
     // Its own descriptor, opened once the pieces' is complete: r follows their bytes.
-    e.reloc_movi(10, BufferKind::kOutput, Half::kUpper32, r_output);
-    e.reloc_movi(11, BufferKind::kOutput, Half::kLower32, r_output);
-    e.add("bundle", "s_op=0x0f s_x=5 imm=11");
-    e.add("bundle", "s_op=0x0f s_x=4 imm=10");
+    output_address(e, r_output);
     descriptor(e, 5, 4, 6, 4, 3);
     emit_push_words(e, kChainRmsRWord, 1);
   }

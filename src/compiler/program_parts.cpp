@@ -74,6 +74,13 @@ void input_address(Emitter& e, const std::string& name) {
   e.add("scsync", "smask=0x001 sunits=0x0c");
 }
 
+void output_address(Emitter& e, const std::string& name) {
+  e.reloc_movi(10, container::BufferKind::kOutput, container::Half::kUpper32, name);
+  e.reloc_movi(11, container::BufferKind::kOutput, container::Half::kLower32, name);
+  e.add("bundle", "s_op=0x0f s_x=5 imm=11");
+  e.add("bundle", "s_op=0x0f s_x=4 imm=10");
+}
+
 namespace {
 constexpr int kPacketBytes = 256;  // one ring packet
 }  // namespace

@@ -45,6 +45,9 @@ void wait_tokens(Emitter& e);
 void program_start(Emitter& e);
 // The base address of the host input `name` (relocated) for the activation pop after it.
 void input_address(Emitter& e, const std::string& name);
+// The output buffer `name`'s address into registers 11 (low) and 10 (high), staged in 4 and 5
+// for the next descriptor(e, 5, 4, 6, ...).
+void output_address(Emitter& e, const std::string& name);
 
 // The host's input streamed to the tiles, after input_address: one activation pop of `bytes`
 // (in passes of 128 KiB, the staging ring, docs/chip.md "Infeed") and its DMA descriptor.

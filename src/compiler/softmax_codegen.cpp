@@ -654,10 +654,7 @@ void emit_execution(Emitter& e, const Geometry& g, const SoftmaxFcLayer& l) {
 
   // The output: one 8-byte unit through the scalar core.
   const int out_bytes = (fcs + 7) / 8 * 8;
-  e.reloc_movi(10, BufferKind::kOutput, Half::kUpper32, l.output_name);
-  e.reloc_movi(11, BufferKind::kOutput, Half::kLower32, l.output_name);
-  e.add("bundle", "s_op=0x0f s_x=5 imm=11");
-  e.add("bundle", "s_op=0x0f s_x=4 imm=10");
+  output_address(e, l.output_name);
   e.add("n2w", cat("tiles=0x1 n.addr=", hex(fcs), " n=(1 x ", out_bytes / 8, ")",
                    " w.addr=", hex(kGatherRow),
                    " w=(1 x 1) w.circ=1 w.rows=1 sync.en0=1 sync.f1=1 sync.id=16 sync.wait_lvl=1 "
