@@ -392,6 +392,13 @@ constexpr int kRPieceWord = kScalarMemoryWords - kSoftmaxCountBytes / 4;
 
 bool multipliers_from_r(const FcScoresInput* first) { return first && !first->mult_base.empty(); }
 
+// A program of its own has no r in scalar memory: it reads r from its row.
+void check_r_in_row(const FcScoresInput* first) {
+  if (first && first->r_word >= 0)
+    fail("r at scalar-memory word ", first->r_word,
+         " in a program that did not compute it: only after a chain (generate_ffn_chain_softmax)");
+}
+
 // Narrow memory the FC in front of the scores takes past `before` (the query row, the outputs and
 // the column copies): its resident rows, then the multipliers from r on their way to the aux rows.
 // Returns where the multipliers land; `end` the bytes taken.
@@ -464,10 +471,17 @@ void emit_multipliers_from_r(Emitter& e, const FcScoresInput& first, const Group
   if (n % kGroup != 0)
     fail(n, " multipliers from r: not whole groups of ", kGroup, " (each group's row takes ",
          kPiece, " bytes)");
-  if (n > kRPieceWord) fail(n, " multipliers from r past scalar memory");
-  pieces_to_scalar_memory(e, {{f.tile[0], row_bytes, kRPieceWord}}, ordinal);
-  scalar_memory_fence(e, 1);
-  emit_scalar_rope_multipliers(e, {kRPieceWord + 1, 0, first.mult_base, first.mult_padding});
+  // r from the row: the count's piece with it to the top of scalar memory; else r is already in
+  // scalar memory (FcScoresInput::r_word).
+  const bool from_row = first.r_word < 0;
+  if (n > (from_row ? kRPieceWord : first.r_word))
+    fail(n, " multipliers from r past scalar memory or over r at word ", first.r_word);
+  if (from_row) {
+    pieces_to_scalar_memory(e, {{f.tile[0], row_bytes, kRPieceWord}}, ordinal);
+    scalar_memory_fence(e, 1);
+  }
+  emit_scalar_rope_multipliers(
+      e, {from_row ? kRPieceWord + 1 : first.r_word, 0, first.mult_base, first.mult_padding});
   scalar_memory_to_multiplier_rows(e, f, 4 * n, narrow_at, narrow_at, ordinal);
 }
 
@@ -791,6 +805,7 @@ container::Executable generate_fc_batch_softmax(const FcLayer& layer, const FcPl
   const ScalarSoftmax sm = softmax_words(layer, exp_mult);
   const Groups g = query_row_groups(layer, placement, row_bytes);
   const int out_bytes = softmax_out_bytes(sm);
+  check_r_in_row(first);
 
   Emitter e;
   const int out_base = round_up(g.row_bytes, 64);
@@ -819,15 +834,20 @@ container::Executable generate_fc_batch_softmax(const FcLayer& layer, const FcPl
   return eo;
 }
 
-std::string ffn_chain_softmax_unsupported(int heads, int positions, int rms_groups) {
+std::string ffn_chain_softmax_unsupported(int heads, int positions, int rms_groups,
+                                          int sum_outputs) {
   if (std::string why = fc_batch_softmax_unsupported(heads, positions); !why.empty()) return why;
   if (rms_groups <= 0) return "";
-  // The scores, 1 / S and the count from word 0 up; the chain's x and r at the top.
+  // The scores, 1 / S and the count from word 0 up (before them the multipliers from r, read from
+  // word kChainRmsRWord); the chain's x and r at the top.
   const int64_t words = int64_t{heads} * positions / 4 + heads + kSoftmaxCountBytes / 4;
   const int top = chain_rms_x_word(rms_groups);
   if (words > top)
     return cat(heads, " heads of ", positions, " positions: the scores, sums and count take ",
                words, " words of scalar memory, past the chain's x (", rms_groups,
+               " groups) and r from word ", top);
+  if (sum_outputs > top)
+    return cat(sum_outputs, " multipliers from r reach the chain's x (", rms_groups,
                " groups) and r from word ", top);
   return "";
 }
@@ -835,14 +855,26 @@ std::string ffn_chain_softmax_unsupported(int heads, int positions, int rms_grou
 FfnChainPrograms generate_ffn_chain_softmax(const FfnChain& chain, const FcPlacement& up,
                                             const FcPlacement& down, const FcLayer& layer,
                                             const FcPlacement& placement, int row_bytes,
-                                            const std::vector<float>& exp_mult) {
+                                            const std::vector<float>& exp_mult,
+                                            const FcScoresInput* first,
+                                            const FcColumnWrite* columns) {
   const ScalarSoftmax sm = softmax_words(layer, exp_mult);
   const FcChainRms& rms = chain.rms;
   const bool with_r = rms.layer >= 0 && size_t(rms.layer) < chain.next.size();
+  const bool from_r = multipliers_from_r(first);
   if (const std::string why = ffn_chain_softmax_unsupported(
-          sm.heads, sm.positions, with_r ? fc_groups(chain.next[size_t(rms.layer)].n) : 0);
+          sm.heads, sm.positions, with_r ? fc_groups(chain.next[size_t(rms.layer)].n) : 0,
+          from_r ? first->layer.n : 0);
       !why.empty())
     fail(why);
+  // r is the chain's, in scalar memory: the count's piece moved to the top (r in the row) would
+  // land on the chain's x and r.
+  if (from_r && (!with_r || first->r_word < 0))
+    fail("multipliers from r after a chain read its r at its word (FcScoresInput::r_word)");
+  if (columns && columns->from_byte.empty())
+    fail(
+        "a column after a chain takes its words from the FC in front (from_byte): the joined "
+        "program streams no parameters");
   if (chain.next.empty() || layer.output_name == chain.next.back().output_name ||
       (rms.layer >= 0 && layer.output_name == rms.output_name))
     fail("the scores' output '", layer.output_name, "' after a chain needs a name of its own");
@@ -852,14 +884,22 @@ FfnChainPrograms generate_ffn_chain_softmax(const FfnChain& chain, const FcPlace
          chain.ffn.up.signed_input ? "int8" : "uint8", "): one input has one type");
   const Groups g = query_row_groups(layer, placement, row_bytes);
   const int out_bytes = softmax_out_bytes(sm), out_base = round_up(g.row_bytes, 64);
+  const std::optional<FcColumnWrite> placed = placed_columns(columns, g, out_base, first);
+  const FcColumnWrite* cw = placed ? &*placed : nullptr;
   FfnChainTail tail;
   tail.input_bytes = g.row_bytes;
   tail.emit = [&](Emitter& e, int& ordinal, int input_at) {
-    // The chain's narrow memory is free by now: its outputs have left.
-    ordinal = scores_and_softmax(e, layer, g, row_bytes, out_base, sm, nullptr, nullptr, ordinal,
-                                 input_at);
+    // The chain's narrow memory is free by now: its outputs have left. The column's copies are
+    // taken before the row arrives, as in the scores' own program.
+    if (cw) emit_parameter_writes(e, {}, nullptr, cw);
+    ordinal =
+        scores_and_softmax(e, layer, g, row_bytes, out_base, sm, first, cw, ordinal, input_at);
     push_softmax_and_end(e, layer.output_name, out_bytes);
-    return out_base + g.slots * kGroup;
+    const int before =
+        std::max(out_base + g.slots * kGroup + first_bytes(first), column_copy_bytes(cw));
+    int first_end = 0;
+    if (first) multiplier_narrow(first, before, first_end);
+    return std::max(before, first_end);
   };
   FfnChainPrograms out = generate_ffn_chain(chain, up, down, &tail);
   container::Executable& eo = out.execution;
@@ -901,6 +941,7 @@ container::Executable generate_fc_batch_attention(
     fail("a weighted sum of K = ", sum.layer.k, " over ", positions, " positions with ",
          sum.mult_base.size(), " multipliers for ", sum.layer.n, " outputs");
   const Groups g = query_row_groups(layer, placement, row_bytes);
+  check_r_in_row(first);
   const int e_bytes = heads * positions, e_padded = round_up(e_bytes, kPiece);
   Groups v = groups_of(fc_groups(sum.layer.n), sum.at);
   v.row_bytes = e_bytes;

@@ -90,12 +90,20 @@ container::Executable generate_fc_batch_softmax(const FcLayer& layer, const FcPl
 // (the chain's caching programs; fc_caching for the scores). In scalar memory the scores, 1 / S
 // and the count lie from word 0 up, below the chain's x and r (chain_rms_x_word): what does not
 // fit is refused (ffn_chain_softmax_unsupported, rms_groups: the groups of chain.rms's follower,
-// 0 without r). No FC in front of the scores and no parameter or column writes yet.
-std::string ffn_chain_softmax_unsupported(int heads, int positions, int rms_groups);
+// 0 without r; sum_outputs: the multipliers from r, words 0 up, of the FC in front). With `first`
+// the FC in front of the scores runs as in generate_fc_batch_softmax (the llm path's RoPE sum of
+// q~ and the key): its resident inputs may be rows the chain wrote in this run
+// (FcTableProducts::kept_row), and its multipliers from r need r_word (the chain's r at
+// kChainRmsRWord; r in the row is refused). With `columns` (from_byte only: no parameters are
+// streamed) the key's column is written from that FC's outputs. No parameter writes.
+std::string ffn_chain_softmax_unsupported(int heads, int positions, int rms_groups,
+                                          int sum_outputs = 0);
 FfnChainPrograms generate_ffn_chain_softmax(const FfnChain& chain, const FcPlacement& up,
                                             const FcPlacement& down, const FcLayer& layer,
                                             const FcPlacement& placement, int row_bytes,
-                                            const std::vector<float>& exp_mult);
+                                            const std::vector<float>& exp_mult,
+                                            const FcScoresInput* first = nullptr,
+                                            const FcColumnWrite* columns = nullptr);
 
 // An FC in front of the scores (the llm path's RoPE sum, docs/llm.md "RoPE's sum in the scores'
 // program"): it reads the program's input row (group g K bytes from at.in_at[g]) on its own
@@ -119,12 +127,16 @@ struct FcResidentInput {
 // and they reach each group's multiplier row (its first aux row) as the weighted sum's do: an
 // infeed from scalar memory to tile 0, the ring to the FC's other tiles, a narrowToWide per
 // group. The host then streams no multiplier rows (the llm path's RoPE multipliers from r).
+// With `r_word` >= 0 (only after a chain that computed r: generate_ffn_chain_softmax), r is read
+// at that scalar-memory word (kChainRmsRWord: where the chain's RMSNorm left it) instead, and the
+// count's piece is not moved (it would land on the chain's x and r).
 struct FcScoresInput {
   FcLayer layer;
   FcPlacement at;
   std::vector<FcResidentInput> resident;
   std::vector<float> mult_base;
   std::vector<bool> mult_padding;
+  int r_word = -1;
 };
 
 // The scores, their softmax and the weighted sum over a value cache in one program (issue 14;

@@ -28,21 +28,6 @@ namespace {
 
 using llm::QuantizedMatmul;
 
-// Runs `p` on `in` and returns all its outputs, one after the other.
-std::vector<uint8_t> all_outputs_of(runtime::EdgeTpu& tpu,
-                                    const std::shared_ptr<runtime::Program>& p,
-                                    const std::vector<uint8_t>& in) {
-  p->set_input(0, in);
-  tpu.run(nullptr, p);
-  std::vector<uint8_t> all;
-  for (size_t i = 0; i < p->num_outputs(); ++i) {
-    std::vector<uint8_t> o(p->output_bytes(i));
-    p->get_output(i, o);
-    all.insert(all.end(), o.begin(), o.end());
-  }
-  return all;
-}
-
 // The chain of ffn_chain_test.cpp's pairwise case (FFN, the residual add, q-like follower) with r
 // of the add, and with rope the follower's groups 0 and 1 multiplied by tables after the input.
 void check_chain_then_softmax(bool rope) {

@@ -1,14 +1,17 @@
 // Random int8 matmuls as the chip path's generator layers, for the tests of the chain programs
 // (compiler::generate_ffn_chain and the programs built on it): what ffn_chain_test.cpp and
-// ffn_chain_softmax_test.cpp share.
+// the joined programs' tests share.
 #pragma once
 
 #include <map>
+#include <memory>
 #include <random>
 #include <vector>
 
 #include "compiler/fc_layer.h"
 #include "llm/int8_model.h"
+#include "runtime/edgetpu.h"
+#include "runtime/program.h"
 
 namespace tinycoral::testing {
 
@@ -50,6 +53,21 @@ inline compiler::FcLayer layer_of(const std::vector<const llm::QuantizedMatmul*>
   l.output_name = "y";
   l.signed_input = l.signed_output = true;
   return l;
+}
+
+// Runs `p` on `in` and returns all its outputs, one after the other.
+inline std::vector<uint8_t> all_outputs_of(runtime::EdgeTpu& tpu,
+                                           const std::shared_ptr<runtime::Program>& p,
+                                           const std::vector<uint8_t>& in) {
+  p->set_input(0, in);
+  tpu.run(nullptr, p);
+  std::vector<uint8_t> all;
+  for (size_t i = 0; i < p->num_outputs(); ++i) {
+    std::vector<uint8_t> o(p->output_bytes(i));
+    p->get_output(i, o);
+    all.insert(all.end(), o.begin(), o.end());
+  }
+  return all;
 }
 
 }  // namespace tinycoral::testing

@@ -1,0 +1,285 @@
+// The joined program's tail with the llm path's RoPE sum in front of the scores
+// (compiler::generate_ffn_chain_softmax with an FcScoresInput, steps 2 and 3 of joining each
+// layer's scores to the chain before it, issue 14): q~'s and the key's sums with their multipliers
+// f32(base_j r) made on the scalar core from the r the chain's RMSNorm left at word
+// kChainRmsRWord, q's products read from the resident rows the chain wrote in the same run, and
+// the key written into its column of the scores' weights. On the virtual Edge TPU its e and 1 / S
+// must equal, every byte, those of the chain's program and the scores' own program
+// (generate_fc_batch_softmax with the same sum, r in its row) run one after the other.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <set>
+
+#include "compiler/fc_batch_codegen.h"
+#include "compiler/fc_codegen.h"
+#include "compiler/fc_column_write.h"
+#include "llm/int8_model.h"
+#include "llm/int8_rms.h"
+#include "llm/int8_rope.h"
+#include "llm/matmul_plan.h"
+#include "llm/rope_sum.h"
+#include "runtime/device_select.h"
+#include "support/chain_layers.h"
+#include "support/error_of.h"
+
+namespace tinycoral::testing {
+namespace {
+
+using llm::QuantizedMatmul;
+
+// A rotation of n channels from the chain's q/k follower, output scales spread per pair.
+llm::QuantizedRope rope_of(const QuantizedMatmul& from, int n, std::mt19937& random) {
+  std::uniform_real_distribution<float> spread(0.006f, 0.03f);
+  std::vector<float> gain(size_t(n), 1.0f), out_scale(size_t(n), 0.0f);
+  for (int j = 0; j < n; j += 2)
+    out_scale[size_t(j)] = out_scale[size_t(j + 1)] = spread(random) * 127 * from.out.scale;
+  return llm::quantize_rope(from.out.scale, from.out.zero_point, gain, out_scale);
+}
+
+// The chain (FFN, the residual add with r, then q and k: 4 heads of 32 over 2 kv heads, q's two
+// groups' RoPE products kept on their tiles, k's returned), the scores over 128 positions with
+// q~'s and the key's sums in front (the llm path's layout: rope_sum_layer, kv_dim's groups), each
+// sum group of q on the tile of its products.
+struct JoinedRope {
+  static constexpr int kDim = 128, kHeads = 4, kHeadSize = 32, kKvHeads = 2, kPositions = 128;
+  static constexpr int kK = 64;  // head_size padded to a group
+  compiler::FfnChain chain;
+  compiler::FcPlacement up_at, down_at;
+  compiler::FcLayer s;
+  compiler::FcPlacement s_at;
+  std::vector<float> exp_mult;
+  llm::RopeSumShape shape{kDim, kKvHeads, kHeadSize, true};
+  compiler::FcScoresInput first;
+  int row_bytes = 0;  // the scores' input row before the count
+  int chain_in = 0;   // the chain's own input (FFN input, x2, RoPE tables)
+
+  explicit JoinedRope(std::mt19937& random) {
+    const int hidden = 192;
+    const QuantizedMatmul w1 = random_matmul(hidden, kDim, {-2, 2}, {-2.5f, 2.5f}, random),
+                          w3 = random_matmul(hidden, kDim, {-2, 2}, {-2.5f, 2}, random),
+                          w2 = random_matmul(kDim, hidden, {-3, 3}, {-1.5f, 1.5f}, random),
+                          add = random_matmul(kDim, 128, {-1.5f, 1.5f}, {-2, 2}, random),
+                          qk = random_matmul(3 * 64, kDim, {-2, 2}, {-2, 2.5f}, random);
+    chain.ffn.up = layer_of({&w1, &w3, &w1, &w3, &w1, &w3});
+    chain.ffn.down = layer_of({&w2, &w2});
+    llm::set_ffn_gate(llm::quantize_gate(w1.out, w3.out, {-0.5f, 2.5f}, w2.in), chain.ffn);
+    chain.extra_k = kDim;
+    chain.pairwise = chain.output_down = true;
+    chain.next = {layer_of({&add, &add}), layer_of({&qk, &qk, &qk})};  // q0, q1, k
+    const int up_units = compiler::fc_units_per_tile(kDim, false);
+    up_at = {{4, 4, 7, 7, 1, 1}, {0, up_units, 0, up_units, 0, up_units}};
+    down_at = {{0, 9}, {0, 0}};
+    const int add_at = 2 * up_units, next_at = add_at + 2 * up_units;
+    chain.next_at = {{{1, 1}, {add_at, add_at + up_units}},
+                     {{1, 12, 1}, {next_at, 0, next_at + up_units}}};
+    const llm::QuantizedRope rq = rope_of(qk, kDim, random),
+                             rk = rope_of(qk, kKvHeads * kHeadSize, random);
+    chain.products.layer = 1;
+    chain.products.tables = 3;
+    const int32_t x_zp = qk.out.zero_point + 128;
+    chain.products.groups = {{0, 0, x_zp, rq.mul_mult, true},
+                             {1, 1, x_zp, rq.mul_mult, true},
+                             {2, 2, x_zp, rk.mul_mult}};
+    chain.products.kept_row[1] = chain.products.kept_row[12] = 2000;
+    chain.next_output = {false, true};
+    chain.rms = {0, kDim - 5, add.out.zero_point + 128,
+                 llm::rms_mean_multiplier(add.out.scale, kDim - 5), "r"};
+    chain_in = 2 * kDim + compiler::fc_tables_bytes(2 * kDim, chain.products.tables);
+
+    // q~'s two groups on their products' tiles reading the kept rows, the key's on tile 5 reading
+    // its slot, the row's first 128 bytes (rope_sum_slots: the kept groups take none).
+    first.layer = llm::rope_sum_layer(rq, shape, first.at.in_at);
+    first.at.tiles = {1, 12, 5};
+    first.at.param_units = {6 * up_units, up_units, 0};
+    int slots_end = 0;
+    first.at.in_at = llm::rope_sum_slots(3, {0, 1}, slots_end);
+    for (int& at : first.at.in_at) at = std::max(at, 0);
+    const std::vector<std::pair<int, int>> places =
+        compiler::fc_product_bytes(chain.products, chain.next_at[1].tiles);
+    for (int g = 0; g < 2; ++g) first.resident.push_back({g, 2000, places[size_t(g)].second});
+    const compiler::ScalarRopeMultipliers m = llm::rope_sum_scalar_multipliers(rq, &rk, shape);
+    first.mult_base = m.base;
+    first.mult_padding = m.padding;
+
+    // The scores: head h reads 64 bytes from 32 h; each position's key 32 bytes, zeros after.
+    const int scores_row = 192;  // whole_groups(max(dim, 3 x 32 + 64)), as scores_program's
+    row_bytes = llm::rope_scores_row_bytes(scores_row, first.layer.n, slots_end);
+    s.n = kHeads * kPositions;
+    s.k = kK;
+    for (int i = 0; i < s.n * kK; ++i)
+      s.weights.push_back(
+          i % kK < kHeadSize ? static_cast<int8_t>(static_cast<int>(random() % 255) - 127) : 0);
+    s.in_zp = 128;
+    s.in_scale = 0.01f;
+    s.out_scale = 1.0f;
+    for (int o = 0; o < s.n; ++o) s.mult.push_back(0.0006f + 0.0002f * float(o % 5));
+    const int tiles[] = {1, 12, 15, 14, 13, 11, 10, 8};
+    const int units[] = {7 * up_units, 2 * up_units, 0, 0, 0, 0, 0, 0};
+    for (int g = 0; g < compiler::fc_groups(s.n); ++g) {
+      const int h = g / (kPositions / 64), z = 110 + 20 * h;
+      if (g % (kPositions / 64) == 0) exp_mult.push_back(0.02f + 0.02f * float(h));
+      s.group_out_zp.push_back(z);
+      s.group_clamp_min.push_back(compiler::fc_clamp(0, z, 1.0f));
+      s.group_clamp_max.push_back(compiler::fc_clamp(255, z, 1.0f));
+      s_at.tiles.push_back(tiles[g]);
+      s_at.param_units.push_back(units[g]);
+      s_at.in_at.push_back(h * kHeadSize);
+    }
+    s.out_zp = s.group_out_zp[0];
+    s.clamp_min = s.group_clamp_min[0];
+    s.clamp_max = s.group_clamp_max[0];
+    s.input_name = "x";
+    s.output_name = "e";
+    s.signed_input = true;
+  }
+
+  // The key's column at position pos: each head's group holding pos takes its kv head's 32 bytes
+  // from the key sum's outputs (ChipTransformer::key_column's layout).
+  compiler::FcColumnWrite column(int pos) const {
+    compiler::FcLayer part;
+    compiler::FcPlacement at;
+    part.k = kK;
+    for (int h = 0; h < kHeads; ++h) {
+      const int g = h * (kPositions / 64) + pos / 64;
+      part.weights.insert(part.weights.end(), s.weights.begin() + long(64 * g * kK),
+                          s.weights.begin() + long(64 * (g + 1) * kK));
+      at.tiles.push_back(s_at.tiles[size_t(g)]);
+      at.param_units.push_back(s_at.param_units[size_t(g)]);
+    }
+    part.n = 64 * kHeads;
+    part.mult.assign(size_t(part.n), 1.0f);
+    compiler::FcColumnWrite w = compiler::fc_column_write(part, at, pos % 64);
+    for (int h = 0; h < kHeads; ++h) w.from_byte.push_back(shape.key_at(h / (kHeads / kKvHeads)));
+    w.scattered_rows = kHeadSize / 4;
+    return w;
+  }
+
+  // The scores' own input: the key's P1 and R (the chain's last 128 output bytes) in its slot,
+  // then the count block with n and r's bits (as the chip sees them: the runtime flips every
+  // byte of the int8 input).
+  std::vector<uint8_t> scores_input(const std::vector<uint8_t>& chain_out, int n,
+                                    uint32_t r) const {
+    std::vector<uint8_t> row(size_t(row_bytes + compiler::kSoftmaxCountBytes), 0);
+    const size_t key_products = chain_out.size() - 4 - 128;  // before r
+    std::copy_n(chain_out.begin() + long(key_products), 128, row.begin());
+    for (int i = 0; i < 4; ++i) {
+      row[size_t(row_bytes + i)] = uint8_t(uint32_t(n) >> 8 * i) ^ 0x80u;
+      row[size_t(row_bytes + 4 + i)] = uint8_t(r >> 8 * i) ^ 0x80u;
+    }
+    return row;
+  }
+};
+
+// Step 2: the joined program reads r at the chain's word and q's products from the rows the chain
+// kept in the same run; the key's products still come in the row.
+TEST(FfnChainOnTheChip, RopeSumAfterTheChainEqualsTheTwoProgramsBitForBit) {
+  std::mt19937 random(41);
+  const JoinedRope t(random);
+  compiler::FcScoresInput joined_first = t.first;
+  joined_first.r_word = compiler::kChainRmsRWord;
+  auto tpu = runtime::open_virtual_edgetpu();
+  const compiler::FfnChainPrograms alone =
+      compiler::generate_ffn_chain(t.chain, t.up_at, t.down_at);
+  for (const container::Executable& c : alone.caching)
+    tpu->run(nullptr, std::make_shared<runtime::Program>(c));
+  tpu->run(nullptr,
+           std::make_shared<runtime::Program>(compiler::fc_caching(t.first.layer, t.first.at)));
+  const auto scores_caching = std::make_shared<runtime::Program>(compiler::fc_caching(t.s, t.s_at));
+  auto chain_p = std::make_shared<runtime::Program>(alone.execution);
+  const size_t row_at = (size_t(t.chain_in) + 255) / 256 * 256;
+  const size_t row_in = size_t(t.row_bytes + compiler::kSoftmaxCountBytes);
+  std::set<uint32_t> rs, sums;
+  for (int n : {1, 77, JoinedRope::kPositions}) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    const compiler::FcColumnWrite column = t.column(n - 1);
+    auto joined_p = std::make_shared<runtime::Program>(
+        compiler::generate_ffn_chain_softmax(t.chain, t.up_at, t.down_at, t.s, t.s_at, t.row_bytes,
+                                             t.exp_mult, &joined_first, &column)
+            .execution);
+    auto softmax_p = std::make_shared<runtime::Program>(compiler::generate_fc_batch_softmax(
+        t.s, t.s_at, t.row_bytes, t.exp_mult, nullptr, &t.first, nullptr, &column));
+    ASSERT_EQ(joined_p->input_bytes(0), row_at + row_in);
+    ASSERT_EQ(joined_p->num_outputs(), 3u);
+    std::vector<uint8_t> chain_in(size_t(t.chain_in)), other(size_t(t.chain_in));
+    for (uint8_t& b : chain_in) b = static_cast<uint8_t>(random() % 255 + 1);
+    for (uint8_t& b : other) b = static_cast<uint8_t>(random() % 255 + 1);
+    // The two programs: the chain alone (its products kept, the key's returned, r), then the
+    // scores' own with the key's products and r in its row, its column written into freshly
+    // cached weights.
+    const std::vector<uint8_t> want_chain = all_outputs_of(*tpu, chain_p, chain_in);
+    uint32_t r = 0;
+    std::memcpy(&r, want_chain.data() + want_chain.size() - 4, 4);
+    rs.insert(r);
+    tpu->run(nullptr, scores_caching);
+    const std::vector<uint8_t> want_e =
+        all_outputs_of(*tpu, softmax_p, t.scores_input(want_chain, n, r));
+    // The joined program after another input's products were kept (it must write its own before
+    // its sum reads them), with a wrong r in its count block (it must read the chain's).
+    (void)all_outputs_of(*tpu, chain_p, other);
+    tpu->run(nullptr, scores_caching);
+    std::vector<uint8_t> in = chain_in;
+    in.resize(row_at, 0);
+    const std::vector<uint8_t> row =
+        t.scores_input(want_chain, n, std::bit_cast<uint32_t>(std::bit_cast<float>(r) * 3.0f));
+    in.insert(in.end(), row.begin(), row.end());
+    const std::vector<uint8_t> got = all_outputs_of(*tpu, joined_p, in);
+    std::vector<uint8_t> want = want_chain;
+    want.insert(want.end(), want_e.begin(), want_e.end());
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_EQ(int(got[i]), int(want[i])) << "output byte " << i << " of " << want.size();
+    // Not trivial: several distinct exponentials, and r matters (2% off in the row changes them).
+    EXPECT_GT(std::set<uint8_t>(want_e.begin(), want_e.begin() + n).size(), size_t(n > 8 ? 8 : 0));
+    uint32_t sum = 0;
+    std::memcpy(&sum, want_e.data() + JoinedRope::kHeads * JoinedRope::kPositions, 4);
+    sums.insert(sum);
+    tpu->run(nullptr, scores_caching);
+    EXPECT_NE(
+        all_outputs_of(*tpu, softmax_p,
+                       t.scores_input(want_chain, n,
+                                      std::bit_cast<uint32_t>(std::bit_cast<float>(r) * 1.02f))),
+        want_e);
+  }
+  EXPECT_EQ(rs.size(), 3u);
+  EXPECT_EQ(sums.size(), 3u);
+}
+
+// In the join r is the chain's: r in the row (its count block moved to words 4080..4095, over the
+// chain's x and r), r at a word in a program of its own, multipliers reaching the chain's x and a
+// column whose words would be streamed are refused.
+TEST(FfnChainOnTheChip, RopeSumAfterTheChainRefusesRInTheRowAndStreamedWords) {
+  std::mt19937 random(43);
+  const JoinedRope t(random);
+  const compiler::FcColumnWrite column = t.column(5);
+  const auto joined = [&](const compiler::FcScoresInput& first, const compiler::FcColumnWrite& c) {
+    return error_of([&] {
+      compiler::generate_ffn_chain_softmax(t.chain, t.up_at, t.down_at, t.s, t.s_at, t.row_bytes,
+                                           t.exp_mult, &first, &c);
+    });
+  };
+  compiler::FcScoresInput at_word = t.first;
+  at_word.r_word = compiler::kChainRmsRWord;
+  EXPECT_EQ(joined(at_word, column), "");
+  const std::string in_row = joined(t.first, column);
+  EXPECT_NE(in_row.find("FcScoresInput::r_word"), std::string::npos) << in_row;
+  compiler::FcColumnWrite streamed = column;
+  streamed.from_byte.clear();
+  const std::string words = joined(at_word, streamed);
+  EXPECT_NE(words.find("streams no parameters"), std::string::npos) << words;
+  const std::string alone = error_of([&] {
+    compiler::generate_fc_batch_softmax(t.s, t.s_at, t.row_bytes, t.exp_mult, nullptr, &at_word,
+                                        nullptr, &column);
+  });
+  EXPECT_NE(alone.find("did not compute it"), std::string::npos) << alone;
+  // rand15M's 640 multipliers under its x (5 groups from word 4015); 4,016 reach it.
+  EXPECT_EQ(compiler::ffn_chain_softmax_unsupported(6, 256, 5, 640), "");
+  const std::string past = compiler::ffn_chain_softmax_unsupported(6, 256, 5, 4016);
+  EXPECT_NE(past.find("reach the chain's x"), std::string::npos) << past;
+}
+
+}  // namespace
+}  // namespace tinycoral::testing
