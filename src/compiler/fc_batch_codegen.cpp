@@ -486,33 +486,46 @@ void emit_multipliers_from_r(Emitter& e, const FcScoresInput& first, const Group
 }
 
 // The query row and its count (`bytes`), already popped with the program's input (an FFN chain's,
-// FfnChainTail) from byte `from` on, to narrow byte 0 of `tiles`: a packet at a time through the
-// input FIFO rows, as products_stage moves its tables.
-void row_from_pop(Emitter& e, uint32_t tiles, int bytes, int from) {
+// FfnChainTail) from byte `from` on, to narrow byte `to` of `tiles`: a packet at a time through
+// the input FIFO rows, as products_stage moves its tables.
+void row_from_pop(Emitter& e, uint32_t tiles, int bytes, int from, int to = 0) {
   if (from < 0 || from % 8 != 0) fail("a query row from byte ", from, " of the input");
   for (int at = 0, piece = 0; at < bytes; at += kPiece, ++piece) {
     if (piece > 0 && piece % kInputRows == 0) tile_fence(e, "counters=0x1ffff units=0x3ff");
-    host_to_narrow(e, tiles, kInputFifo + 4 * (piece % kInputRows), at,
+    host_to_narrow(e, tiles, kInputFifo + 4 * (piece % kInputRows), to + at,
                    std::min(kPiece, bytes - at), (from + at) / 8);
   }
 }
 
+// Where the scores' part finds its query row when a chain popped the program's input
+// (generate_ffn_chain_softmax): the row and count from byte `from` of that input, or with
+// `count_only` the count block alone from there (the FC in front of the scores then reads
+// nothing of the host's row: its groups' inputs are resident or moved on the chip).
+struct PoppedRow {
+  int from = 0;
+  bool count_only = false;
+};
+
 // The scores' part of the softmax and attention programs: the query row in, the scores' op,
 // every group's 64 scores to scalar memory in group order (head h's at h * positions bytes), then
 // the count from the row's tail on the first group's tile, and the softmax on the scalar core.
-// The row comes from its own pop, or with `row_from` >= 0 from that byte of the input a chain
-// popped before (generate_ffn_chain_softmax); `ordinal` counts the ring producers to scalar memory
-// before it. Returns the ordinal of the next transfer to scalar memory.
+// The row comes from its own pop, or with `popped` from the input a chain popped before
+// (generate_ffn_chain_softmax); `ordinal` counts the ring producers to scalar memory before it.
+// Returns the ordinal of the next transfer to scalar memory.
 int scores_and_softmax(Emitter& e, const FcLayer& layer, const Groups& g, int row_bytes,
                        int out_base, const ScalarSoftmax& sm, const FcScoresInput* first,
-                       const FcColumnWrite* columns, int ordinal = 0, int row_from = -1) {
+                       const FcColumnWrite* columns, int ordinal = 0,
+                       const PoppedRow* popped = nullptr) {
   Groups f = first ? first_groups(*first, layer, row_bytes) : Groups{};
-  if (row_from < 0) {
+  if (!popped) {
     tile_fence(e, "units=0x020");
     input_address(e, layer.input_name);
     stream_input(e, mask_of(g) | (first ? mask_of(f) : 0u), g.row_bytes);
+  } else if (popped->count_only) {
+    // Only the first group's tile reads the count (to scalar memory, after the scores).
+    row_from_pop(e, tile_bit(g.tile[0]), kSoftmaxCountBytes, popped->from, row_bytes);
   } else {
-    row_from_pop(e, mask_of(g) | (first ? mask_of(f) : 0u), g.row_bytes, row_from);
+    row_from_pop(e, mask_of(g) | (first ? mask_of(f) : 0u), g.row_bytes, popped->from);
   }
   tile_fence(e, "units=0x3ff");
   tile_fence(e, "counters=0x1ffff units=0x3ff");
@@ -788,6 +801,45 @@ void push_softmax_and_end(Emitter& e, const std::string& name, int out_bytes) {
   interrupt(e, 5, 4, 6);
 }
 
+// The chain's products that generate_ffn_chain_softmax's `moved` sends to the FC in front of the
+// scores, as 64-byte pieces (tile, byte from the products' narrow base) in row order: each moved
+// group's P1 then R, the j-th moved group's slot at row byte 128 j. Every other group of that FC
+// reads a resident row: the host's row is not sent.
+std::vector<std::pair<int, int>> moved_pieces(const FfnChain& chain, const FcScoresInput* first,
+                                              const std::vector<int>& moved) {
+  if (moved.empty()) return {};
+  const FcTableProducts& products = chain.products;
+  if (!first || moved.size() != first->at.tiles.size() || products.layer < 0 ||
+      size_t(products.layer) >= chain.next_at.size())
+    fail(moved.size(), " moved products for ", first ? first->at.tiles.size() : 0,
+         " groups in front of the scores after a chain ",
+         products.layer < 0 ? "without products" : "with products");
+  const std::vector<std::pair<int, int>> places =
+      fc_product_bytes(products, chain.next_at[size_t(products.layer)].tiles);
+  std::vector<std::pair<int, int>> slot_group;  // in_at, group
+  for (size_t g = 0; g < moved.size(); ++g) {
+    const bool resident =
+        std::any_of(first->resident.begin(), first->resident.end(),
+                    [&](const FcResidentInput& r) { return size_t(r.group) == g; });
+    if (resident == (moved[g] >= 0) || moved[g] >= int(places.size()))
+      fail("group ", g, " in front of the scores: ", resident ? "resident and moved" : "neither",
+           " (moved from products ", moved[g], " of ", places.size(), ")");
+    if (!resident) slot_group.emplace_back(first->at.in_at.at(g), int(g));
+  }
+  std::sort(slot_group.begin(), slot_group.end());
+  std::vector<std::pair<int, int>> pieces;
+  for (size_t j = 0; j < slot_group.size(); ++j) {
+    const auto [in_at, g] = slot_group[j];
+    if (in_at != 2 * kGroup * int(j))
+      fail("moved products of group ", g, " at row byte ", in_at, ": the moved groups' slots ",
+           "follow each other from byte 0");
+    const auto [tile, byte] = places[size_t(moved[size_t(g)])];
+    pieces.emplace_back(tile, byte);           // P1
+    pieces.emplace_back(tile, byte + kGroup);  // R
+  }
+  return pieces;
+}
+
 // Raw bytes (e and the float32 sums): unsigned, no sign bits flipped.
 container::Layer softmax_output_layer(const std::string& name, int out_bytes) {
   container::Layer out = boundary_layer(name, out_bytes, 0, 1.0f, true, false);
@@ -852,12 +904,10 @@ std::string ffn_chain_softmax_unsupported(int heads, int positions, int rms_grou
   return "";
 }
 
-FfnChainPrograms generate_ffn_chain_softmax(const FfnChain& chain, const FcPlacement& up,
-                                            const FcPlacement& down, const FcLayer& layer,
-                                            const FcPlacement& placement, int row_bytes,
-                                            const std::vector<float>& exp_mult,
-                                            const FcScoresInput* first,
-                                            const FcColumnWrite* columns) {
+FfnChainPrograms generate_ffn_chain_softmax(
+    const FfnChain& chain, const FcPlacement& up, const FcPlacement& down, const FcLayer& layer,
+    const FcPlacement& placement, int row_bytes, const std::vector<float>& exp_mult,
+    const FcScoresInput* first, const FcColumnWrite* columns, const std::vector<int>& moved) {
   const ScalarSoftmax sm = softmax_words(layer, exp_mult);
   const FcChainRms& rms = chain.rms;
   const bool with_r = rms.layer >= 0 && size_t(rms.layer) < chain.next.size();
@@ -886,14 +936,27 @@ FfnChainPrograms generate_ffn_chain_softmax(const FfnChain& chain, const FcPlace
   const int out_bytes = softmax_out_bytes(sm), out_base = round_up(g.row_bytes, 64);
   const std::optional<FcColumnWrite> placed = placed_columns(columns, g, out_base, first);
   const FcColumnWrite* cw = placed ? &*placed : nullptr;
+  const std::vector<std::pair<int, int>> pieces = moved_pieces(chain, first, moved);
   FfnChainTail tail;
-  tail.input_bytes = g.row_bytes;
-  tail.emit = [&](Emitter& e, int& ordinal, int input_at) {
-    // The chain's narrow memory is free by now: its outputs have left. The column's copies are
-    // taken before the row arrives, as in the scores' own program.
+  tail.input_bytes = moved.empty() ? g.row_bytes : kSoftmaxCountBytes;
+  tail.emit = [&](Emitter& e, int& ordinal, int input_at, int products_at) {
+    // The chain's narrow memory is free by now (its outputs have left) but for its products:
+    // the moved ones go first, to their row slots (piece i at narrow byte 64 i), below them.
+    if (!pieces.empty()) {
+      std::vector<std::pair<int, int>> from;
+      uint32_t to = 0;
+      for (const auto& [tile, byte] : pieces) from.emplace_back(tile, (products_at + byte) / 4);
+      for (size_t i = 0; i < moved.size(); ++i)
+        if (moved[i] >= 0) to |= tile_bit(first->at.tiles[i]);
+      if (kGroup * int(pieces.size()) > products_at)
+        fail("the moved products' slots up to byte ", kGroup * pieces.size(),
+             " reach the chain's products at ", products_at);
+      ffn_broadcast(e, to, from, ordinal);
+    }
+    // The column's copies are taken before the row arrives, as in the scores' own program.
     if (cw) emit_parameter_writes(e, {}, nullptr, cw);
-    ordinal =
-        scores_and_softmax(e, layer, g, row_bytes, out_base, sm, first, cw, ordinal, input_at);
+    const PoppedRow popped{input_at, !moved.empty()};
+    ordinal = scores_and_softmax(e, layer, g, row_bytes, out_base, sm, first, cw, ordinal, &popped);
     push_softmax_and_end(e, layer.output_name, out_bytes);
     const int before =
         std::max(out_base + g.slots * kGroup + first_bytes(first), column_copy_bytes(cw));

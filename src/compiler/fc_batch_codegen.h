@@ -96,6 +96,12 @@ container::Executable generate_fc_batch_softmax(const FcLayer& layer, const FcPl
 // (FcTableProducts::kept_row), and its multipliers from r need r_word (the chain's r at
 // kChainRmsRWord; r in the row is refused). With `columns` (from_byte only: no parameters are
 // streamed) the key's column is written from that FC's outputs. No parameter writes.
+// With `moved` (one entry per group of `first`), the groups that do not read a resident row take
+// their input from the chain's table products instead of the host's row: group g reads entry
+// moved[g] of chain.products.groups (its P1 and R, -1 for a resident group), moved over the ring
+// from the products' tile into its row slot (in_at; the moved groups' slots follow each other
+// from byte 0, as llm::rope_sum_slots gives them). The host's row is then not sent: after the
+// chain's input comes the count block alone.
 std::string ffn_chain_softmax_unsupported(int heads, int positions, int rms_groups,
                                           int sum_outputs = 0);
 FfnChainPrograms generate_ffn_chain_softmax(const FfnChain& chain, const FcPlacement& up,
@@ -103,7 +109,8 @@ FfnChainPrograms generate_ffn_chain_softmax(const FfnChain& chain, const FcPlace
                                             const FcPlacement& placement, int row_bytes,
                                             const std::vector<float>& exp_mult,
                                             const FcScoresInput* first = nullptr,
-                                            const FcColumnWrite* columns = nullptr);
+                                            const FcColumnWrite* columns = nullptr,
+                                            const std::vector<int>& moved = {});
 
 // An FC in front of the scores (the llm path's RoPE sum, docs/llm.md "RoPE's sum in the scores'
 // program"): it reads the program's input row (group g K bytes from at.in_at[g]) on its own

@@ -1047,12 +1047,13 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
   }
   if (r) emit_scalar_rms(e, *r);
   int narrow_end = at + kMaxSlots * kGroup;
+  const int products_base = chain.products.layer >= 0 ? narrow_end : -1;
   if (chain.products.layer >= 0)
     narrow_end = products_stage(e, next[size_t(chain.products.layer)], products_at, chain.products,
                                 tables_at, narrow_end, out_pieces);
   pieces_output_stage(e, out_pieces, chain.next.back().output_name, ring_ordinal,
                       rms.layer >= 0 ? rms.output_name : "", tail == nullptr);
-  if (tail) narrow_end = std::max(narrow_end, tail->emit(e, ring_ordinal, tail_at));
+  if (tail) narrow_end = std::max(narrow_end, tail->emit(e, ring_ordinal, tail_at, products_base));
   FcLayer in_layer = f.up;
   in_layer.k = in_k + more_k;
   FcLayer out_layer = chain.next.back();

@@ -45,11 +45,13 @@ void ffn_broadcast_blocks(Emitter& e, uint32_t compute, const std::vector<FfnBlo
 // the chain's input pop also takes `input_bytes` after the chain's own bytes and tables, from the
 // next whole 256-byte packet on; the chain's outputs (and r) leave without the program's end, then
 // `emit` writes the rest, the end included. It gets the chain's ring ordinal (the producers so far,
-// which it continues) and the byte of the pop where its input starts; it returns the narrow bytes
-// per tile it uses. Its outputs are the caller's to add to the executable.
+// which it continues), the byte of the pop where its input starts and the narrow byte where the
+// chain's table products lie on their tiles (FcTableProducts; fc_product_bytes' bytes from there;
+// -1 without products); it returns the narrow bytes per tile it uses. Its outputs are the
+// caller's to add to the executable.
 struct FfnChainTail {
   int input_bytes = 0;
-  std::function<int(Emitter& e, int& ring_ordinal, int input_at)> emit;
+  std::function<int(Emitter& e, int& ring_ordinal, int input_at, int products_at)> emit;
 };
 FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up,
                                     const FcPlacement& down, const FfnChainTail* tail);

@@ -158,29 +158,41 @@ struct JoinedRope {
     return w;
   }
 
-  // The scores' own input: the key's P1 and R (the chain's last 128 output bytes) in its slot,
-  // then the count block with n and r's bits (as the chip sees them: the runtime flips every
-  // byte of the int8 input).
+  // The scores' own input as the host builds it (llm::rope_sum_input): the key's P1 and P2
+  // (undoing the swap of the R the chain returns, its last 128 output bytes) in its slot, q's
+  // kept groups none; then the count block with n and r's bits (as the chip sees them: the
+  // runtime flips every byte of the int8 input).
   std::vector<uint8_t> scores_input(const std::vector<uint8_t>& chain_out, int n,
                                     uint32_t r) const {
-    std::vector<uint8_t> row(size_t(row_bytes + compiler::kSoftmaxCountBytes), 0);
     const size_t key_products = chain_out.size() - 4 - 128;  // before r
-    std::copy_n(chain_out.begin() + long(key_products), 128, row.begin());
-    for (int i = 0; i < 4; ++i) {
-      row[size_t(row_bytes + i)] = uint8_t(uint32_t(n) >> 8 * i) ^ 0x80u;
-      row[size_t(row_bytes + 4 + i)] = uint8_t(r >> 8 * i) ^ 0x80u;
+    std::vector<int8_t> k_p1(64), k_p2(64), unread(kDim);
+    for (int j = 0; j < 64; ++j) {
+      k_p1[size_t(j)] = int8_t(chain_out[key_products + size_t(j)]);
+      k_p2[size_t(j ^ 1)] = int8_t(chain_out[key_products + 64 + size_t(j)]);
     }
-    return row;
+    std::vector<int8_t> row(size_t(row_bytes + compiler::kSoftmaxCountBytes), 0);
+    int slots_end = 0;
+    llm::rope_sum_input(shape, llm::rope_sum_slots(3, {0, 1}, slots_end), unread.data(),
+                        unread.data(), k_p1.data(), k_p2.data(), row.data());
+    std::vector<uint8_t> in(row.begin(), row.end());
+    for (int i = 0; i < 4; ++i) {
+      in[size_t(row_bytes + i)] = uint8_t(uint32_t(n) >> 8 * i) ^ 0x80u;
+      in[size_t(row_bytes + 4 + i)] = uint8_t(r >> 8 * i) ^ 0x80u;
+    }
+    return in;
   }
 };
 
-// Step 2: the joined program reads r at the chain's word and q's products from the rows the chain
-// kept in the same run; the key's products still come in the row.
-TEST(FfnChainOnTheChip, RopeSumAfterTheChainEqualsTheTwoProgramsBitForBit) {
-  std::mt19937 random(41);
+// Runs the joined program and, one after the other, the chain's and the scores' own programs at
+// n = 1, 77, 128 and compares every byte they return. With `moved` the joined program takes the
+// key's products from the chain's on the chip (its input ends with the count block); else from
+// the row, as the scores' own program does.
+void check_joined(bool moved) {
+  std::mt19937 random(moved ? 47 : 41);
   const JoinedRope t(random);
   compiler::FcScoresInput joined_first = t.first;
   joined_first.r_word = compiler::kChainRmsRWord;
+  const std::vector<int> from_products = moved ? std::vector<int>{-1, -1, 2} : std::vector<int>{};
   auto tpu = runtime::open_virtual_edgetpu();
   const compiler::FfnChainPrograms alone =
       compiler::generate_ffn_chain(t.chain, t.up_at, t.down_at);
@@ -198,11 +210,12 @@ TEST(FfnChainOnTheChip, RopeSumAfterTheChainEqualsTheTwoProgramsBitForBit) {
     const compiler::FcColumnWrite column = t.column(n - 1);
     auto joined_p = std::make_shared<runtime::Program>(
         compiler::generate_ffn_chain_softmax(t.chain, t.up_at, t.down_at, t.s, t.s_at, t.row_bytes,
-                                             t.exp_mult, &joined_first, &column)
+                                             t.exp_mult, &joined_first, &column, from_products)
             .execution);
     auto softmax_p = std::make_shared<runtime::Program>(compiler::generate_fc_batch_softmax(
         t.s, t.s_at, t.row_bytes, t.exp_mult, nullptr, &t.first, nullptr, &column));
-    ASSERT_EQ(joined_p->input_bytes(0), row_at + row_in);
+    ASSERT_EQ(joined_p->input_bytes(0),
+              row_at + (moved ? size_t(compiler::kSoftmaxCountBytes) : row_in));
     ASSERT_EQ(joined_p->num_outputs(), 3u);
     std::vector<uint8_t> chain_in(size_t(t.chain_in)), other(size_t(t.chain_in));
     for (uint8_t& b : chain_in) b = static_cast<uint8_t>(random() % 255 + 1);
@@ -217,15 +230,15 @@ TEST(FfnChainOnTheChip, RopeSumAfterTheChainEqualsTheTwoProgramsBitForBit) {
     tpu->run(nullptr, scores_caching);
     const std::vector<uint8_t> want_e =
         all_outputs_of(*tpu, softmax_p, t.scores_input(want_chain, n, r));
-    // The joined program after another input's products were kept (it must write its own before
-    // its sum reads them), with a wrong r in its count block (it must read the chain's).
+    // The joined program after another input's products were computed and kept (it must use its
+    // own), with a wrong r in its count block (it must read the chain's).
     (void)all_outputs_of(*tpu, chain_p, other);
     tpu->run(nullptr, scores_caching);
     std::vector<uint8_t> in = chain_in;
     in.resize(row_at, 0);
     const std::vector<uint8_t> row =
         t.scores_input(want_chain, n, std::bit_cast<uint32_t>(std::bit_cast<float>(r) * 3.0f));
-    in.insert(in.end(), row.begin(), row.end());
+    in.insert(in.end(), row.begin() + (moved ? t.row_bytes : 0), row.end());
     const std::vector<uint8_t> got = all_outputs_of(*tpu, joined_p, in);
     std::vector<uint8_t> want = want_chain;
     want.insert(want.end(), want_e.begin(), want_e.end());
@@ -248,9 +261,20 @@ TEST(FfnChainOnTheChip, RopeSumAfterTheChainEqualsTheTwoProgramsBitForBit) {
   EXPECT_EQ(sums.size(), 3u);
 }
 
+// Step 2: the joined program reads r at the chain's word and q's products from the rows the chain
+// kept in the same run; the key's products still come in the row.
+TEST(FfnChainOnTheChip, RopeSumAfterTheChainEqualsTheTwoProgramsBitForBit) { check_joined(false); }
+
+// Step 3: the key's products move on the chip from k's tile to the key sum's row slot; the
+// host's row is gone (the count block alone follows the chain's input).
+TEST(FfnChainOnTheChip, KeysProductsMovedOnTheChipEqualTheTwoProgramsBitForBit) {
+  check_joined(true);
+}
+
 // In the join r is the chain's: r in the row (its count block moved to words 4080..4095, over the
 // chain's x and r), r at a word in a program of its own, multipliers reaching the chain's x and a
-// column whose words would be streamed are refused.
+// column whose words would be streamed are refused; so are moved products that leave a group
+// without input or give one two.
 TEST(FfnChainOnTheChip, RopeSumAfterTheChainRefusesRInTheRowAndStreamedWords) {
   std::mt19937 random(43);
   const JoinedRope t(random);
@@ -275,6 +299,17 @@ TEST(FfnChainOnTheChip, RopeSumAfterTheChainRefusesRInTheRowAndStreamedWords) {
                                         nullptr, &column);
   });
   EXPECT_NE(alone.find("did not compute it"), std::string::npos) << alone;
+  // Moved products: every group that reads no resident row takes a product group, none both.
+  const auto moved = [&](const std::vector<int>& from) {
+    return error_of([&] {
+      compiler::generate_ffn_chain_softmax(t.chain, t.up_at, t.down_at, t.s, t.s_at, t.row_bytes,
+                                           t.exp_mult, &at_word, &column, from);
+    });
+  };
+  EXPECT_EQ(moved({-1, -1, 2}), "");
+  EXPECT_NE(moved({-1, -1, -1}).find("neither"), std::string::npos);
+  EXPECT_NE(moved({0, -1, 2}).find("resident and moved"), std::string::npos);
+  EXPECT_NE(moved({-1, 2}).find("moved products for"), std::string::npos);
   // rand15M's 640 multipliers under its x (5 groups from word 4015); 4,016 reach it.
   EXPECT_EQ(compiler::ffn_chain_softmax_unsupported(6, 256, 5, 640), "");
   const std::string past = compiler::ffn_chain_softmax_unsupported(6, 256, 5, 4016);
