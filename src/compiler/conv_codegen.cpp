@@ -714,20 +714,30 @@ void depthwise_round_trip(Emitter& e, const RoundTrip& r, int& outfed) {
   outfed += 64 * rows;
 }
 
+// Output rows of a band an op computes: `count` rows from row `first` on, `step` apart (count < 0:
+// the whole band [oa, ob)). halo_first's two ops of a band.
+struct RowPick {
+  int first = 0, step = 1, count = -1;
+};
+
 // `head`: the fan-out head the op computes (of those with channels in the part; nullptr for
-// other layers).
-void layer_op(TileBatch& e, const Plan& p, size_t i, const Part& part,
-              const ConvLayer::Head* head) {
+// other layers). `pick`: its rows (not of a pixel band).
+void layer_op(TileBatch& e, const Plan& p, size_t i, const Part& part, const ConvLayer::Head* head,
+              const RowPick& pick = {}) {
   const LayerPlan& lp = p.layers[i];
   const ConvLayer& l = *lp.l;
   const uint32_t tile = tile_bit(p.tile);
+  const bool picked = pick.count >= 0;
   // (A pixel band: its pixels as one row of positions, from its first pixel on; its rows are
   // gapless in and out, pixel_stage.)
-  const int rows = p.pixel_band() ? 1 : lp.ob - lp.oa;
+  const int rows = p.pixel_band() ? 1 : picked ? pick.count : lp.ob - lp.oa;
   const int blocks = p.pixel_band() ? p.pb - p.pa : lp.blocks;
   const int skip = pixel_skip(p, lp);
   const int groups = part.g1 - part.g0;
-  const int64_t positions = positions_of(p, lp);
+  const int64_t positions = picked ? int64_t{rows} * blocks : positions_of(p, lp);
+  // (Picked rows: the first one's offset from the band's first, in rows, and their step.)
+  const int dy = picked ? pick.first - lp.oa : 0, step = picked ? pick.step : 1;
+  const int64_t row_step = int64_t{l.stride_h} * step * lp.row_words();  // input words a row
   const bool fifo = !part.owned.empty();
   // K-chunked (a FIFO part's window of `a` rows, LayerPlan::chunk): the positions inside the
   // chunks, each chunk `a` words of a tap row (n of them a row), every position's partial sums
@@ -738,7 +748,7 @@ void layer_op(TileBatch& e, const Plan& p, size_t i, const Part& part,
   // words, blocks, rows, then the chunks along a tap row and over the tap rows, group.
   const std::string in_walk = a > 0 ? strided_walk({{1, a},
                                                     {lp.block * l.stride_w * l.cin / 4, blocks},
-                                                    {int64_t{l.stride_h} * lp.row_words(), rows},
+                                                    {row_step, rows},
                                                     {a, n},
                                                     {lp.row_words(), l.kh},
                                                     {0, groups}},
@@ -746,7 +756,7 @@ void layer_op(TileBatch& e, const Plan& p, size_t i, const Part& part,
                                     : strided_walk({{1, lp.window_words},
                                                     {lp.row_words(), l.kh},
                                                     {lp.block * l.stride_w * l.cin / 4, blocks},
-                                                    {int64_t{l.stride_h} * lp.row_words(), rows},
+                                                    {row_step, rows},
                                                     {0, groups}},
                                                    8, " m3");
   // `par`: the group's weight rows for every position (a FIFO part: its window, one group a
@@ -763,8 +773,9 @@ void layer_op(TileBatch& e, const Plan& p, size_t i, const Part& part,
   // (Joined heads: each head's channels into its slot of the operand image.)
   const bool joins = joined(l);
   const OutTarget t = joins ? join_target(p, i) : out_target(p, i);
-  const int out_base = joins ? t.base + join_slot(l) * head_index(l, part.g0)
-                             : t.base + kColumns * (part.g0 - p.g0) + skip * t.pixel_bytes;
+  const int out_base =
+      joins ? t.base + join_slot(l) * head_index(l, part.g0)
+            : t.base + kColumns * (part.g0 - p.g0) + skip * t.pixel_bytes + dy * t.row_words * 4;
   // A fan-out head whose channels end inside its last group (PoseNet's heatmaps 17, offsets 34)
   // writes only that group's words; a head of one group computes only its columns (out_ch 19,
   // as Google's heads), its pixels keeping their place in the output buffer's 64-channel groups.
@@ -781,14 +792,15 @@ void layer_op(TileBatch& e, const Plan& p, size_t i, const Part& part,
   const int group_words = op_ch / 4;
   const std::string out_walk = strided_walk({{1, group_words},
                                              {(joins ? 1 : lp.block) * t.pixel_bytes / 4, blocks},
-                                             {t.row_words, rows},
+                                             {t.row_words * step, rows},
                                              {kColumns / 4, groups}},
                                             8, " m3");
   const std::string loops = a > 0 ? cat("(", a, ")(", positions, ")(", chunks, ")(", groups, ")")
                             : groups > 1 ? cat("(", lp.kwords, ")(", positions, ")(", groups, ")")
                                          : cat("(", lp.kwords, ")(", positions, ")");
   e.add(tile, "op",
-        cat("loops=", loops, " in.base=", hex(lp.op_in(0) - lp.window_off + skip * lp.cin),
+        cat("loops=", loops, " in.base=",
+            hex(lp.op_in(0) - lp.window_off + skip * lp.cin + dy * l.stride_h * lp.row_words() * 4),
             " in=", in_walk, " in.tflags=0x01 out.base=", hex(out_base), " out=", out_walk,
             " out.tflags=0x1 par.base=", hex(lp.weight_row(part) * kRowUnits), " par=", par_walk,
             fifo ? cat(" par.tflags=0x40 par.fifo=", hex(a > 0 ? a : lp.kwords)) : "", psum,
@@ -1197,13 +1209,57 @@ void fifo_broadcast(Emitter& e, const Part& part, uint32_t mask, uint32_t comput
     }
 }
 
+// Halo rows first (docs/compiler.md "Halo rows first"): where a stage's last layer writes its
+// bands in place into the next stage's first image (Stage::halo_in), each tile computes the rows
+// other tiles read ahead of the rest (a band's first and last, 3 rows or more) as an op of its
+// own, and the rest after a fence: the hand-over's narrowToWides wait only for the first op, so
+// the halo rows cross the ring while the rest computes. Per tile of stages[si]: its two ops'
+// rows (`rest.count` 0: the band in one op); empty where the layer i does not take the form.
+struct HaloFirst {
+  RowPick first, rest;
+};
+std::vector<HaloFirst> halo_first(const ConvChain& chain, const std::vector<Stage>& stages,
+                                  size_t si, size_t i) {
+  std::vector<HaloFirst> picks;
+  if (si + 1 >= stages.size()) return picks;
+  const Stage& s = stages[si];
+  const Stage& to = stages[si + 1];
+  const ConvLayer& l = chain.layers[i];
+  // (Nothing may come between the rest and the hand-over: the next stage fills no image of its
+  // own before it (one layer, not over the input, the stage after it not written in place early)
+  // and no later stage keeps its image for an ADD.)
+  if (i + 1 != s.end || !to.halo_in || to.end != to.first + 1 || to.over_input) return picks;
+  if (s.tiles.front().rounds > 1 || to.tiles.front().rounds > 1) return picks;
+  if (si + 2 < stages.size() && stages[si + 2].halo_in && !stages[si + 2].fill_late) return picks;
+  if (l.depthwise || l.residual() || !l.heads.empty() || joined(l)) return picks;
+  for (const ConvLayer& later : chain.layers)
+    if (later.residual_of == static_cast<int>(to.first)) return picks;
+  bool rest = false;
+  for (const Plan& p : s.tiles) {
+    if (p.pixel_band() || p.into_base < 0) return {};
+    const LayerPlan& lp = p.layers[i];
+    const int n = lp.ob - lp.oa;
+    // (The rows others read are the band's first or last or both.)
+    bool edges = n >= 3 && (row_readers(p, to, lp.oa) != 0 || row_readers(p, to, lp.ob - 1) != 0);
+    for (int y = lp.oa + 1; edges && y + 1 < lp.ob; ++y) edges = row_readers(p, to, y) == 0;
+    if (edges)
+      picks.push_back({{lp.oa, n - 1, 2}, {lp.oa + 1, 1, n - 2}});
+    else
+      picks.push_back({{lp.oa, 1, n}, {lp.oa, 1, 0}});
+    rest = rest || edges;
+  }
+  if (!rest) picks.clear();
+  return picks;
+}
+
 // The execution program into `e`; `loads` receives the segments it streams and how many of their
 // first rows, in order (its parameters). `head`: a generator follows in the same program, so the
 // last layer's bytes go to the host's scratch buffer and the program does not end here.
-// `pricing`: the placement search prices the layout (hand_over's forms for it).
+// `pricing`: the placement search prices the layout (hand_over's forms for it). `halos_first`:
+// halo_first's two ops a band where they apply.
 void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
                   const std::vector<Stage>& stages, std::vector<std::pair<int, int>>& loads,
-                  bool head, bool pricing) {
+                  bool head, bool pricing, bool halos_first) {
   preamble(e, chain.input_name);
   auto stage_of = [&](size_t i) -> const Stage& {
     for (const Stage& s : stages)
@@ -1477,6 +1533,27 @@ void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
         broadcasts.clear();
       };
       if (at_once) parts_at_once.emplace(e);
+      // Halo rows first where each tile computes one part, resident or through a FIFO of one run
+      // (its bias store and window serve both ops).
+      std::vector<HaloFirst> picks;
+      auto computes = [](const Plan& p, const Part& part) {
+        return p.g1 == 0 || (part.g0 >= p.g0 && part.g1 <= p.g1);
+      };
+      if (halos_first && (at_once || lp.parts.size() == 1)) {
+        bool fits = true;
+        for (const Part& part : lp.parts) {
+          const Segment& seg = shapes.segments[static_cast<size_t>(part.segment)];
+          fits = fits && resident[static_cast<size_t>(seg.group)] == part.segment &&
+                 part.owned.size() <= 1;
+        }
+        for (const Plan& p : stage.tiles)
+          fits = fits && std::count_if(lp.parts.begin(), lp.parts.end(),
+                                       [&](const Part& part) { return computes(p, part); }) <= 1;
+        if (fits) picks = halo_first(chain, stages, si, i);
+      }
+      auto first_rows = [&](const Plan* p) {
+        return picks.empty() ? RowPick{} : picks[static_cast<size_t>(p - stage.tiles.data())].first;
+      };
       for (const Part& part : lp.parts) {
         // The part's segment once the layers before have run.
         const Segment& seg = shapes.segments[static_cast<size_t>(part.segment)];
@@ -1522,7 +1599,7 @@ void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
                 if (lp.l->depthwise)
                   depthwise_op(batch, *p, i, part, part.g0, part.g1);
                 else
-                  layer_op(batch, *p, i, part, head);
+                  layer_op(batch, *p, i, part, head, first_rows(p));
               batch.end_sequence();
               if (!part.owned.empty()) broadcasts.push_back({&part, mask});
               continue;
@@ -1542,14 +1619,43 @@ void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
                 if (lp.l->depthwise)
                   depthwise_op(ops, *p, i, part, part.g0, part.g1);
                 else
-                  layer_op(ops, *p, i, part, head);
+                  layer_op(ops, *p, i, part, head, first_rows(p));
             }
             if (!part.owned.empty()) fifo_broadcast(e, part, mask, mask, FifoSend::kAfterOps);
           }
         }
         if (at_once && &part != &lp.parts.back()) continue;
         flush_at_once();  // (emits the parts before their fence)
-        end_part();
+        if (picks.empty()) {
+          end_part();
+          continue;
+        }
+        // The rest of the bands after a fence, on the tiles that have rows left: the FIFO's run
+        // again to them alone. The hand-over follows at once (halo_first: no fills between), and
+        // its end drains the tiles.
+        tile_fence(e, "counters=0x1ffff units=0x3ff");
+        std::vector<std::pair<const Part*, uint32_t>> rest;
+        for (const Part& q : lp.parts) {
+          uint32_t m = 0;
+          for (size_t t = 0; t < stage.tiles.size(); ++t)
+            if (computes(stage.tiles[t], q) && picks[t].rest.count > 0)
+              m |= tile_bit(stage.tiles[t].tile);
+          if (m != 0) rest.push_back({&q, m});
+        }
+        for (const auto& [q, m] : rest)
+          if (!q->owned.empty()) fifo_run(e, *q, 0, m);
+        {
+          TileBatch ops(e);
+          for (const auto& [q, m] : rest) {
+            ops.begin_sequence();
+            if (!q->owned.empty()) ops.add(m, "ringcons1", fifo_consumer(lp, *q));
+            for (size_t t = 0; t < stage.tiles.size(); ++t)
+              if (m & tile_bit(stage.tiles[t].tile))
+                layer_op(ops, stage.tiles[t], i, *q, nullptr, picks[t].rest);
+            ops.end_sequence();
+          }
+        }
+        parts_end = e.words();  // (no fence for fills: none come before the hand-over)
       }
       if (joined(*lp.l)) {
         emit_joins(e, stage, i);
@@ -1648,18 +1754,20 @@ std::optional<std::vector<Stage>> slid_stages(const std::vector<Stage>& planned,
   return stages;
 }
 
+// (`halos_first`: halo_first's ops, in the final program only: the search's counts keep the forms
+// its layouts were tuned with.)
 void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
                     const std::vector<Stage>& planned, std::vector<std::pair<int, int>>& loads,
-                    bool head, bool pricing, Slides slides) {
+                    bool head, bool pricing, Slides slides, bool halos_first) {
   const std::optional<std::vector<Stage>> slid = slid_stages(planned, slides);
-  emit_program(e, chain, shapes, slid ? *slid : planned, loads, head, pricing);
+  emit_program(e, chain, shapes, slid ? *slid : planned, loads, head, pricing, halos_first);
 }
 
 container::Bitstream execution_program(const ConvChain& chain, const Shapes& shapes,
                                        const std::vector<Stage>& stages,
                                        std::vector<std::pair<int, int>>& loads) {
   Emitter e;
-  emit_execution(e, chain, shapes, stages, loads, false, false, Slides::kSlid);
+  emit_execution(e, chain, shapes, stages, loads, false, false, Slides::kSlid, true);
   return e.finish();
 }
 
@@ -1670,7 +1778,7 @@ double program_bytes(const ConvChain& chain, const Layout& layout, bool pricing)
   std::vector<std::pair<int, int>> loads;
   Emitter program = Emitter::counting();
   emit_execution(program, chain, layout.shapes, layout.stages, loads, false, pricing,
-                 Slides::kAsPlanned);
+                 Slides::kAsPlanned, false);
   double bytes = double(program.finished_bytes());
   for (const auto& [segment, rows] : loads) bytes += double(rows) * kRowBytes;
   return bytes;
@@ -2045,7 +2153,7 @@ std::optional<ConvHead> emit_conv_head(const ConvChain& chain, Emitter& executio
   for (LayerPlan& lp : layout.shapes.layers) lp.add_row = -1;
   // (The program streams no parameters of its own: one inference = one pass.)
   Emitter probe = Emitter::counting();
-  emit_program(probe, chain, layout.shapes, stages, loads, true, false);
+  emit_program(probe, chain, layout.shapes, stages, loads, true, false, true);
   if (!loads.empty()) return why = "a chain that streams its parameters", std::nullopt;
   ConvHead head;
   head.tiles = all_tiles(layout.stages);
@@ -2064,7 +2172,7 @@ std::optional<ConvHead> emit_conv_head(const ConvChain& chain, Emitter& executio
     head.cached.insert(head.cached.end(), at, at + std::ptrdiff_t{load.rows} * kRowBytes);
     head.param_units = std::max(head.param_units, (load.row + load.rows) * kRowUnits);
   }
-  emit_program(execution, chain, layout.shapes, stages, loads, true, false);
+  emit_program(execution, chain, layout.shapes, stages, loads, true, false, true);
   emit_caching(caching, layout.shapes, true);
   return head;
 }

@@ -22,6 +22,17 @@
 
 namespace tinycoral::compiler::conv {
 
+uint32_t row_readers(const Plan& src, const Stage& to, int y) {
+  uint32_t mask = 0;
+  for (const Plan& t : to.tiles) {
+    const LayerPlan& lp = t.layers[to.first];
+    if (to.halo_in && t.tile == src.tile) continue;  // (its own rows are there already)
+    if (lp.cin != lp.l->cin && (src.g1 <= t.g0 || t.g1 <= src.g0)) continue;
+    if (y >= lp.need_top && y < lp.need_top + lp.need_rows) mask |= tile_bit(t.tile);
+  }
+  return mask;
+}
+
 namespace {
 
 // A receiver's side of a transfer.
@@ -137,16 +148,7 @@ class SenderCut {
 
   // The receivers that read row y (a receiver computing some groups of a split depthwise layer
   // reads only their channels).
-  uint32_t readers(int y) const {
-    uint32_t mask = 0;
-    for (const Plan& t : to_.tiles) {
-      const LayerPlan& lp = t.layers[i_];
-      if (to_.halo_in && t.tile == src_.tile) continue;  // (its own rows are there already)
-      if (lp.cin != lp.l->cin && (src_.g1 <= t.g0 || t.g1 <= src_.g0)) continue;
-      if (y >= lp.need_top && y < lp.need_top + lp.need_rows) mask |= tile_bit(t.tile);
-    }
-    return mask;
-  }
+  uint32_t readers(int y) const { return row_readers(src_, to_, y); }
   bool sliced(const Plan& t) const { return src_.g1 > 0 && slice_ != t.layers[i_].cin; }
   int off(const Plan& t) const {
     const LayerPlan& lp = t.layers[i_];

@@ -8,6 +8,11 @@
 
 namespace tinycoral::compiler::conv {
 
+// The receivers of `to` that read row y of its first image (rows of `src`'s band): a receiver
+// computing some groups of a split depthwise layer reads only their channels, and written in
+// place (Stage::halo_in) the sender's own tile has its rows already.
+uint32_t row_readers(const Plan& src, const Stage& to, int y);
+
 // The hand-over from the tiles of `from` into the first image of `to` (layer to.first), appended
 // to `e`; `ordinal` counts the program's ring producers. `pricing` (the placement search prices a
 // candidate layout): the receivers take the transfers in the order they were made and rows end
