@@ -1225,15 +1225,31 @@ std::vector<HaloFirst> halo_first(const ConvChain& chain, const std::vector<Stag
   const Stage& s = stages[si];
   const Stage& to = stages[si + 1];
   const ConvLayer& l = chain.layers[i];
-  // (Nothing may come between the rest and the hand-over: the next stage fills no image of its
-  // own before it (one layer, not over the input, the stage after it not written in place early)
-  // and no later stage keeps its image for an ADD.)
-  if (i + 1 != s.end || !to.halo_in || to.end != to.first + 1 || to.over_input) return picks;
+  // (Nothing may come between the rest and the hand-over: the next stage fills no image before
+  // it (not over the input, the stage after it not written in place early; its second image
+  // filled before the first op instead, below) and no later stage keeps its image for an ADD.)
+  if (i + 1 != s.end || !to.halo_in || to.over_input) return picks;
   if (s.tiles.front().rounds > 1 || to.tiles.front().rounds > 1) return picks;
   if (si + 2 < stages.size() && stages[si + 2].halo_in && !stages[si + 2].fill_late) return picks;
   if (l.depthwise || l.residual() || !l.heads.empty() || joined(l)) return picks;
   for (const ConvLayer& later : chain.layers)
     if (later.residual_of == static_cast<int>(to.first)) return picks;
+  // A next stage of several layers has its second image filled while layer i runs: only where
+  // that image lies off layer i's input, its output and the next stage's first image.
+  auto apart = [](int a, int n, int b, int m) { return a + n <= b || b + m <= a; };
+  for (const Plan& t : to.tiles) {
+    if (to.end == to.first + 1 || !t.layers[to.first + 1].needs_fill()) continue;
+    const auto p = std::find_if(s.tiles.begin(), s.tiles.end(),
+                                [&](const Plan& q) { return q.tile == t.tile; });
+    if (p == s.tiles.end()) return picks;
+    const LayerPlan& second = t.layers[to.first + 1];
+    const LayerPlan& in = p->layers[i];
+    const LayerPlan& into = t.layers[to.first];
+    const int at = second.in_base, n = second.in_bytes();
+    if (!apart(at, n, in.in_base, in.in_bytes()) || !apart(at, n, into.in_base, into.in_bytes()) ||
+        !apart(at, n, p->out_base, p->out_bytes))
+      return picks;
+  }
   bool rest = false;
   for (const Plan& p : s.tiles) {
     if (p.pixel_band() || p.into_base < 0) return {};
@@ -1293,12 +1309,14 @@ void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
   };
   // (A stage written in place (Stage::halo_in) has its first image filled with the stage before's,
   // which then writes its rows there.)
+  // (A stage after halo rows first has its second image filled already: halo_first.)
+  size_t filled_early = stages.size();
   auto fill_stage = [&](size_t si) {
     const Stage& s = stages[si];
     // (A stage in rounds fills its other images round by round.)
     const size_t images = s.tiles.front().rounds > 1 ? 1 : 2;
-    for (size_t i = s.first + (s.halo_in ? 1 : 0); i < std::min(s.first + images, s.end); ++i)
-      fill_image(s, i);
+    const size_t skip = (s.halo_in ? 1 : 0) + (si == filled_early ? 1 : 0);
+    for (size_t i = s.first + skip; i < std::min(s.first + images, s.end); ++i) fill_image(s, i);
     // (An image over the stage before's first image: the rows that stage did not write hold that
     // image's rows; they are padding rows, or halo rows the hand-over writes but their padding.)
     if (s.over_input) {
@@ -1550,6 +1568,12 @@ void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
           fits = fits && std::count_if(lp.parts.begin(), lp.parts.end(),
                                        [&](const Part& part) { return computes(p, part); }) <= 1;
         if (fits) picks = halo_first(chain, stages, si, i);
+      }
+      // (Into a stage of several layers: its second image filled now, off this layer's images;
+      // the fence after the first op orders the fills before anything else there.)
+      if (!picks.empty() && stages[si + 1].end > stages[si + 1].first + 1) {
+        fill_image(stages[si + 1], stages[si + 1].first + 1);
+        filled_early = si + 1;
       }
       auto first_rows = [&](const Plan* p) {
         return picks.empty() ? RowPick{} : picks[static_cast<size_t>(p - stage.tiles.data())].first;

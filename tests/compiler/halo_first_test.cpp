@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <string>
 #include <variant>
 #include <vector>
 
@@ -40,6 +41,60 @@ struct Finishes : chip::TraceSink {
   }
 };
 
+// The hand-overs of `producers` ring producers to tiles (not FIFO weights) between the ops of a
+// layer with loop0 `from` and the next op, with loop0 `to`: how many there are, and in how many
+// the last producer finished before the last of those ops did (one inference, traced). `layers`:
+// the from-layer's ops' positions (loop1 + 1), in order, for each such hand-over.
+struct Overlaps {
+  int hand_overs = 0, overlapped = 0;
+  std::vector<std::vector<int64_t>> layers;
+};
+Overlaps overlaps(const testing::CompiledTwin& compiled, size_t input_bytes, int64_t from,
+                  int64_t to, int producers, std::mt19937& random) {
+  const std::vector<uint8_t>& bitstream = compiled.exes.execution->bitstreams.at(0).data;
+  Finishes finishes;
+  chip::ChipOptions options;
+  options.trace = &finishes;
+  chip::VirtualEdgeTpu chip(options);
+  compiled.cache_parameters(chip);
+  compiled.infer(chip, {{"x", testing::random_bytes(input_bytes, random)}});
+  EXPECT_EQ(chip.fault(), "");
+  const std::unique_ptr<chip::Program> decoded = chip::Program::decode(bitstream);
+  Overlaps found;
+  int64_t before = -1;   // the previous op's loop0
+  uint64_t ops_end = 0;  // the latest finish of the from-layer's ops
+  uint64_t sent = 0;     // the latest finish of the producers after them
+  int sending = 0;       // how many
+  std::vector<int64_t> positions;
+  for (const chip::ProgramItem& item : decoded->items) {
+    if (const auto* op = std::get_if<chip::OpInstr>(&item.decoded)) {
+      const int64_t loop0 = op->source->value("loop0");
+      if (before == from && loop0 == to && sending == producers) {
+        ++found.hand_overs;
+        found.overlapped += sent < ops_end;
+        found.layers.push_back(positions);
+      }
+      if (loop0 == from) {
+        if (before != from) {
+          ops_end = 0;
+          positions.clear();
+        }
+        ops_end = std::max(ops_end, finishes.at[item.word_offset]);
+        positions.push_back(op->source->value("loop1") + 1);
+      }
+      before = loop0;
+      sending = 0;
+      sent = 0;
+    }
+    if (const auto* ring = std::get_if<chip::RingInstr>(&item.decoded);
+        ring && item.opcode == isa::kRingProducer && (ring->dest & 0xffff) != 0 && !ring->to_c1) {
+      ++sending;
+      sent = std::max(sent, finishes.at[item.word_offset]);
+    }
+  }
+  return found;
+}
+
 // 23 x 31 x 64 -> 1x1 to 384, then three pairs of a 3x3 depthwise layer and a 1x1 to 384. Into
 // the second and third depthwise layers (28 halo rows each), the 384 -> 384 layer before runs as
 // ops of two rows of 31 positions on every band (the 2-row band whole) and then ops of the middle
@@ -59,74 +114,55 @@ TEST(HaloFirstOnTheVirtualEdgeTpu, HaloRowsCrossTheRingWhileTheRestComputes) {
   const testing::CompiledTwin compiled(twin);
   ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1) << compiled.reason();
   ASSERT_NE(compiled.exes.execution, nullptr);
-  const std::vector<uint8_t>& bitstream = compiled.exes.execution->bitstreams.at(0).data;
-
-  Finishes finishes;
-  {
-    chip::ChipOptions options;
-    options.trace = &finishes;
-    chip::VirtualEdgeTpu chip(options);
-    compiled.cache_parameters(chip);
-    const std::vector<uint8_t> x = testing::random_bytes(static_cast<size_t>(h) * w * cin, random);
-    compiled.infer(chip, {{"x", x}});
-    ASSERT_EQ(chip.fault(), "");
-  }
-
-  // Walk the program: the 384 -> 384 pointwise ops (96 reduction words: loop0 95), then the ring
-  // producers to tiles (not the FIFO weights) up to the depthwise op (9 taps: loop0 8).
-  const std::unique_ptr<chip::Program> decoded = chip::Program::decode(bitstream);
-  std::vector<isa::Instruction> program = isa::decode(bitstream);
-  ASSERT_EQ(decoded->items.size(), program.size());
-  int64_t before = -1;             // the previous op's loop0
-  uint64_t ops_end = 0;            // the latest finish of the pointwise layer's ops
-  uint64_t sent = 0;               // the latest finish of the producers after them
-  int producers = 0;               // how many
-  std::vector<int64_t> positions;  // the pointwise layer's ops' positions (loop1), in order
-  std::vector<std::vector<int64_t>> layers;
-  int halo_hand_overs = 0, overlapped = 0;
-  size_t rest_op = program.size();  // a middle-row op's index in `program`
-  for (size_t k = 0; k < decoded->items.size(); ++k) {
-    const chip::ProgramItem& item = decoded->items[k];
-    if (const auto* op = std::get_if<chip::OpInstr>(&item.decoded)) {
-      const int64_t loop0 = op->source->value("loop0");
-      if (before == 95 && loop0 == 8 && producers == 28) {
-        ++halo_hand_overs;
-        overlapped += sent < ops_end;
-        layers.push_back(positions);
-      }
-      if (loop0 == 95) {
-        if (before != 95) {
-          ops_end = 0;
-          positions.clear();
-        }
-        ops_end = std::max(ops_end, finishes.at[item.word_offset]);
-        positions.push_back(op->source->value("loop1") + 1);
-        if (op->source->value("loop1") + 1 == w) rest_op = k;
-      }
-      before = loop0;
-      producers = 0;
-      sent = 0;
-    }
-    if (const auto* ring = std::get_if<chip::RingInstr>(&item.decoded);
-        ring && item.opcode == isa::kRingProducer && (ring->dest & 0xffff) != 0 && !ring->to_c1) {
-      ++producers;
-      sent = std::max(sent, finishes.at[item.word_offset]);
-    }
-  }
-  EXPECT_EQ(halo_hand_overs, 2);
-  EXPECT_EQ(overlapped, 2) << "the halo rows crossed the ring while the middle rows computed";
-  for (const std::vector<int64_t>& ops : layers)
+  const size_t input_bytes = static_cast<size_t>(h) * w * cin;
+  const Overlaps found = overlaps(compiled, input_bytes, 95, 8, 28, random);
+  EXPECT_EQ(found.hand_overs, 2);
+  EXPECT_EQ(found.overlapped, 2) << "the halo rows crossed the ring while the middle rows computed";
+  for (const std::vector<int64_t>& ops : found.layers)
     EXPECT_EQ(ops, (std::vector<int64_t>{2 * w, 2 * w, w}))
         << "two rows on every band, then the middle row on the 3-row bands";
-  testing::expect_two_inferences_equal(compiled, twin, static_cast<size_t>(h) * w * cin, random);
+  testing::expect_two_inferences_equal(compiled, twin, input_bytes, random);
 
-  // The same program with a middle-row op writing the row above its own (one row of 33 pixels
-  // of 192 channels).
-  ASSERT_LT(rest_op, program.size());
-  ASSERT_EQ(program[rest_op].opcode(), isa::kTensorOp);
-  program[rest_op].set("out.base", program[rest_op].value("out.base") - 33 * 192);
-  testing::expect_edited_program_differs(compiled, twin, program, static_cast<size_t>(h) * w * cin,
-                                         random);
+  // The same program with a middle-row op (31 positions of a 384 -> 384 layer) writing the row
+  // above its own (one row of 33 pixels of 192 channels).
+  std::vector<isa::Instruction> program =
+      isa::decode(compiled.exes.execution->bitstreams.at(0).data);
+  const auto rest = std::find_if(program.begin(), program.end(), [&](const isa::Instruction& in) {
+    return in.opcode() == isa::kTensorOp && in.value("loop0") == 95 && in.value("loop1") + 1 == w;
+  });
+  ASSERT_NE(rest, program.end());
+  rest->set("out.base", rest->value("out.base") - 33 * 192);
+  testing::expect_edited_program_differs(compiled, twin, program, input_bytes, random);
+}
+
+// PoseNet's front layers 4-12 on the 89 x 121 map (as front_halo_hand_over_test.cpp): the
+// 96 -> 192 pointwise stage writes its 3-row bands in place into the next stage of two layers (a
+// 3x3 depthwise layer and a 192 -> 192 pointwise one), whose second image is then filled while
+// the first op runs, not after it: the 28 halo rows cross the ring before the stage's last op
+// ends. Every output byte equals the CPU reference on two inferences.
+TEST(HaloFirstOnTheVirtualEdgeTpu, IntoAStageOfTwoLayers) {
+  std::mt19937 random(20261207);
+  const int h = 89, w = 121, cin = 48;
+  auto pointwise = [](int cout) {
+    return ConvSpec{cout, 1, 1, true, true, true, Activation::kNone};
+  };
+  const ConvSpec dw = twins::depthwise(3, 1), dw2 = twins::depthwise(3, 2);
+  const std::vector<ConvSpec> specs{pointwise(96),  dw,  pointwise(96), dw2, pointwise(192), dw,
+                                    pointwise(192), dw2, pointwise(384)};
+  SCOPED_TRACE(twins::describe(h, w, cin, specs));
+  container::Model twin = twins::conv_twin(h, w, cin, specs, random);
+  for (container::Tensor& t : twin.subgraphs.at(0).tensors)
+    for (size_t i = 0; i + 1 < specs.size(); ++i)
+      if (t.name == "y" + std::to_string(i)) t.quantization.zero_point = {-100};
+  const testing::CompiledTwin compiled(twin);
+  ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1) << compiled.reason();
+  ASSERT_NE(compiled.exes.execution, nullptr);
+  const size_t input_bytes = static_cast<size_t>(h) * w * cin;
+  // From a layer of 96 input channels (loop0 23) into a depthwise layer (loop0 8).
+  const Overlaps found = overlaps(compiled, input_bytes, 23, 8, 28, random);
+  EXPECT_EQ(found.hand_overs, 1);
+  EXPECT_EQ(found.overlapped, 1) << "the halo rows crossed the ring while the middle rows computed";
+  testing::expect_two_inferences_equal(compiled, twin, input_bytes, random);
 }
 
 }  // namespace
