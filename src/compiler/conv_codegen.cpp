@@ -20,6 +20,7 @@
 #include "compiler/conv_plan.h"
 #include "compiler/eltwise_codegen.h"
 #include "compiler/emitter.h"
+#include "compiler/fields.h"
 #include "compiler/program_parts.h"
 #include "compiler/tile_batch.h"
 
@@ -75,17 +76,26 @@ int head_index(const ConvLayer& l, int g0) {
 // of kMeshFillWords and the rest (one instruction for the 6 x 16 KB of v2's 112 x 112 images
 // instead of 6).
 void fill_narrow(TileBatch& b, int tile, int base, int bytes, int zp) {
-  const std::string fill = cat(" fill_en=1 fill=", hex(0x01010101u * static_cast<uint32_t>(zp)));
+  const uint32_t fill = 0x01010101u * static_cast<uint32_t>(zp);
   const int words = bytes / 4;
   auto one_level = [&](int at, int n) {
-    b.add(tile_bit(tile), "mesh_n",
-          cat("i.addr=", hex(at), " i=(1 x ", n, ")(", 1 - n, " x 1)(", 1 - n, " x 1)(", 1 - n,
-              " x 1) i.sdims=1", fill));
+    Fields f(b);
+    f("i.addr=")
+        .hex(static_cast<uint64_t>(at))(" i=(1 x ")
+        .dec(n)(")(")
+        .dec(1 - n)(" x 1)(")
+        .dec(1 - n)(" x 1)(")
+        .dec(1 - n)(" x 1) i.sdims=1 fill_en=1 fill=")
+        .hex(fill);
+    b.add(tile_bit(tile), "mesh_n", std::move(f).take());
   };
   auto rows = [&](int at, int row, int n) {
-    b.add(
-        tile_bit(tile), "mesh_n",
-        cat("i.addr=", hex(at), " i=", strided_walk({{1, row}, {row, n}}, 4), " i.sdims=3", fill));
+    Fields f(b);
+    f("i.addr=")
+        .hex(static_cast<uint64_t>(at))(" i=")
+        .walk({{1, row}, {row, n}}, 4)(" i.sdims=3 fill_en=1 fill=")
+        .hex(fill);
+    b.add(tile_bit(tile), "mesh_n", std::move(f).take());
   };
   if (words <= kMeshFillWords) {
     if (words > 0) one_level(base, words);
@@ -612,29 +622,35 @@ void bias_load(Emitter& e, const LayerPlan& lp, int first_row, int groups, uint3
 // The op fields every layer shares after its walks.
 // `chunked`: the K-chunked class (gen2021's: dp 3, cfg0 0xA7, reduce 0b101 over loops (window
 // rows, positions, chunks, groups); isa.md 2.1.5 "Conv, K-chunked"), else the position-outer one.
-std::string op_tail(const LayerPlan& lp, int zp_unit, int out_ch, int last_ch = 0,
-                    const ConvLayer::Head* head = nullptr, bool chunked = false) {
-  // A last group of fewer channels (MobileNet v2's 96, 144, 160) writes its words only and skips
-  // the rest of its `out` group level (Google's out_ch_last / out.last_*, e.g. 31 and 8 words
-  // skipped in gen2020 MobileNet v2).
+void op_tail(Fields& f, const LayerPlan& lp, int zp_unit, int out_ch, int last_ch = 0,
+             const ConvLayer::Head* head = nullptr, bool chunked = false) {
   if (last_ch == 0) last_ch = out_ch;
-  const std::string last_group = last_ch == out_ch
-                                     ? ""
-                                     : cat(" out.last_mode=3 out.last_cnt=", last_ch / 4 - 1,
-                                           " out.last_skip=", out_ch / 4 - last_ch / 4);
   const ConvLayer& l = *lp.l;
   // (A fan-out head's groups: the head's output stage.)
   const float clamp_max = head ? head->clamp_max : l.clamp_max;
   const float clamp_min = head ? head->clamp_min : l.clamp_min;
   const int32_t out_zp = head ? head->out_zp : l.out_zp;
-  return cat(" cfg0=", chunked ? "0x0a7" : "0x0a5",
-             " cfg1=0x14e sync0=0x4000 sync1=0x4000 cfg2=0x07 cfg3=8 in_zp=", l.in_zp,
-             " pc_aux_unit=", hex(zp_unit), " pc_aux_rows=", lp.planes,
-             " pc_zp_unit=", hex(zp_unit), l.bias.empty() ? "" : " cfg4=1", last_group,
-             chunked ? " dp_mode=3 reduce_mask=0x05" : " dp_mode=2 reduce_mask=0x01",
-             " out_ch_last=", last_ch - 1, " out_ch=", out_ch - 1, " mult=", f32_bits(1.0f),
-             " clamp_max=", f32_bits(clamp_max), " clamp_min=", f32_bits(clamp_min),
-             " out_zp=", out_zp, " pc_mult=1");
+  const auto unit = static_cast<uint64_t>(zp_unit);
+  f(" cfg0=")(chunked ? "0x0a7"
+                      : "0x0a5")(" cfg1=0x14e sync0=0x4000 sync1=0x4000 cfg2=0x07 cfg3=8 in_zp=")
+      .dec(l.in_zp)(" pc_aux_unit=")
+      .hex(unit)(" pc_aux_rows=")
+      .dec(lp.planes)(" pc_zp_unit=")
+      .hex(unit)(l.bias.empty() ? "" : " cfg4=1");
+  // A last group of fewer channels (MobileNet v2's 96, 144, 160) writes its words only and skips
+  // the rest of its `out` group level (Google's out_ch_last / out.last_*, e.g. 31 and 8 words
+  // skipped in gen2020 MobileNet v2).
+  if (last_ch != out_ch)
+    f(" out.last_mode=3 out.last_cnt=")
+        .dec(last_ch / 4 - 1)(" out.last_skip=")
+        .dec(out_ch / 4 - last_ch / 4);
+  f(chunked ? " dp_mode=3 reduce_mask=0x05" : " dp_mode=2 reduce_mask=0x01")(" out_ch_last=")
+      .dec(last_ch - 1)(" out_ch=")
+      .dec(out_ch - 1)(" mult=")
+      .hex(std::bit_cast<uint32_t>(1.0f))(" clamp_max=")
+      .hex(std::bit_cast<uint32_t>(clamp_max))(" clamp_min=")
+      .hex(std::bit_cast<uint32_t>(clamp_min))(" out_zp=")
+      .dec(out_zp)(" pc_mult=1");
 }
 
 // The words of groups [g0, g1) of a depthwise layer (the last group's only, when the channels
@@ -655,26 +671,31 @@ void depthwise_op(TileBatch& e, const Plan& p, size_t i, const Part& part, int g
   const int words = depthwise_words(lp, g0, g1);
   // (A tile of a split layer keeps only its groups' channels: lp.cin of them, from group p.g0.)
   const int first = lp.cin == l.cin ? 0 : p.g0;
-  const std::string in_walk = strided_walk({{l.dilation_w * lp.cin / 4, l.kw},
-                                            {l.dilation_h * lp.row_words(), l.kh},
-                                            {l.stride_w * lp.cin / 4, lp.blocks},
-                                            {int64_t{l.stride_h} * lp.row_words(), rows},
-                                            {1, words}},
-                                           8, " m3");
   const int in_base = lp.op_in(0) - lp.window_off + 4 * lp.dw_words * (g0 - first);
   // Shared rows: read in place. Dense weights: fill `word` of FIFO row `tap` (depthwise_fifo).
   const int par_unit = lp.dense() ? kDepthwiseFifo : lp.weight_row(part) * kRowUnits;
-  const std::string par_walk = strided_walk(
-      {{1, taps}, {0, positions}, {lp.dense() || lp.same_words ? 0 : taps, words}}, 8, " m1");
-  const std::string par_fifo = lp.dense() ? cat(" par.tflags=0x80 par.fifo=", hex(taps)) : "";
   const OutTarget t = out_target(p, i);
-  const std::string out_walk = strided_walk(
-      {{1, 1}, {t.pixel_bytes / 4, lp.blocks}, {t.row_words, rows}, {1, words}}, 8, " m3");
-  e.add(tile_bit(p.tile), "op",
-        cat("loops=(", taps, ")(", positions, ")(", words, ") in.base=", hex(in_base),
-            " in=", in_walk, " in.tflags=0x01 out.base=", hex(t.base + kColumns * (g0 - p.g0)),
-            " out=", out_walk, " out.tflags=0x1 par.base=", hex(par_unit), " par=", par_walk,
-            par_fifo, " psum=(0 x ", taps, ")", op_tail(lp, lp.zp_row(part) * kRowUnits, 4)));
+  Fields f(e);
+  f("loops=(")
+      .dec(taps)(")(")
+      .dec(positions)(")(")
+      .dec(words)(") in.base=")
+      .hex(static_cast<uint64_t>(in_base))(" in=")
+      .walk({{l.dilation_w * lp.cin / 4, l.kw},
+             {l.dilation_h * lp.row_words(), l.kh},
+             {l.stride_w * lp.cin / 4, lp.blocks},
+             {int64_t{l.stride_h} * lp.row_words(), rows},
+             {1, words}},
+            8, " m3")(" in.tflags=0x01 out.base=")
+      .hex(static_cast<uint64_t>(t.base + kColumns * (g0 - p.g0)))(" out=")
+      .walk({{1, 1}, {t.pixel_bytes / 4, lp.blocks}, {t.row_words, rows}, {1, words}}, 8,
+            " m3")(" out.tflags=0x1 par.base=")
+      .hex(static_cast<uint64_t>(par_unit))(" par=")
+      .walk({{1, taps}, {0, positions}, {lp.dense() || lp.same_words ? 0 : taps, words}}, 8, " m1");
+  if (lp.dense()) f(" par.tflags=0x80 par.fifo=").hex(static_cast<uint64_t>(taps));
+  f(" psum=(0 x ").dec(taps)(")");
+  op_tail(f, lp, lp.zp_row(part) * kRowUnits, 4);
+  e.add(tile_bit(p.tile), "op", std::move(f).take());
 }
 
 // A dense depthwise part's words [0, words) of its groups: their tap entries from the block at
@@ -744,32 +765,6 @@ void layer_op(TileBatch& e, const Plan& p, size_t i, const Part& part, const Con
   // kept in its psum row until the last chunk.
   const int a = fifo ? part.chunk : 0;
   const int n = a > 0 ? lp.window_words / a : 0, chunks = a > 0 ? lp.kwords / a : 0;
-  // `in`: the window's words, tap rows, blocks along x, output rows, group; K-chunked: a chunk's
-  // words, blocks, rows, then the chunks along a tap row and over the tap rows, group.
-  const std::string in_walk = a > 0 ? strided_walk({{1, a},
-                                                    {lp.block * l.stride_w * l.cin / 4, blocks},
-                                                    {row_step, rows},
-                                                    {a, n},
-                                                    {lp.row_words(), l.kh},
-                                                    {0, groups}},
-                                                   8, " m3")
-                                    : strided_walk({{1, lp.window_words},
-                                                    {lp.row_words(), l.kh},
-                                                    {lp.block * l.stride_w * l.cin / 4, blocks},
-                                                    {row_step, rows},
-                                                    {0, groups}},
-                                                   8, " m3");
-  // `par`: the group's weight rows for every position (a FIFO part: its window, one group a
-  // fill; K-chunked: one chunk a fill).
-  const std::string par_walk =
-      a > 0 ? strided_walk({{1, a}, {0, positions}, {0, chunks}, {0, groups}}, 8, " m1")
-            : strided_walk({{1, lp.kwords}, {0, positions}, {fifo ? 0 : lp.kwords, groups}}, 8,
-                           " m1");
-  // `psum`: one row a position (Google's walk, gen2021 MobileNet v1 0.25 word 1008).
-  const std::string psum =
-      a > 0 ? cat(" psum.base=", hex((lp.weight_row(part) + a) * kRowUnits), " psum=",
-                  strided_walk({{0, a}, {1, positions}, {0, chunks}, {0, groups}}, 8, " m2"))
-            : cat(" psum=(0 x ", lp.kwords, ")");
   // (Joined heads: each head's channels into its slot of the operand image.)
   const bool joins = joined(l);
   const OutTarget t = joins ? join_target(p, i) : out_target(p, i);
@@ -790,21 +785,58 @@ void layer_op(TileBatch& e, const Plan& p, size_t i, const Part& part, const Con
                           ? round_up(l.cout % kColumns, 4)
                           : lp.group_ch;
   const int group_words = op_ch / 4;
-  const std::string out_walk = strided_walk({{1, group_words},
-                                             {(joins ? 1 : lp.block) * t.pixel_bytes / 4, blocks},
-                                             {t.row_words * step, rows},
-                                             {kColumns / 4, groups}},
-                                            8, " m3");
-  const std::string loops = a > 0 ? cat("(", a, ")(", positions, ")(", chunks, ")(", groups, ")")
-                            : groups > 1 ? cat("(", lp.kwords, ")(", positions, ")(", groups, ")")
-                                         : cat("(", lp.kwords, ")(", positions, ")");
-  e.add(tile, "op",
-        cat("loops=", loops, " in.base=",
-            hex(lp.op_in(0) - lp.window_off + skip * lp.cin + dy * l.stride_h * lp.row_words() * 4),
-            " in=", in_walk, " in.tflags=0x01 out.base=", hex(out_base), " out=", out_walk,
-            " out.tflags=0x1 par.base=", hex(lp.weight_row(part) * kRowUnits), " par=", par_walk,
-            fifo ? cat(" par.tflags=0x40 par.fifo=", hex(a > 0 ? a : lp.kwords)) : "", psum,
-            op_tail(lp, lp.zp_row(part) * kRowUnits, op_ch, last_ch, head, a > 0)));
+  Fields f(e);
+  f("loops=(");
+  if (a > 0)
+    f.dec(a)(")(").dec(positions)(")(").dec(chunks)(")(").dec(groups)(")");
+  else if (groups > 1)
+    f.dec(lp.kwords)(")(").dec(positions)(")(").dec(groups)(")");
+  else
+    f.dec(lp.kwords)(")(").dec(positions)(")");
+  f(" in.base=")
+      .hex(static_cast<uint64_t>(lp.op_in(0) - lp.window_off + skip * lp.cin +
+                                 dy * l.stride_h * lp.row_words() * 4))(" in=");
+  // `in`: the window's words, tap rows, blocks along x, output rows, group; K-chunked: a chunk's
+  // words, blocks, rows, then the chunks along a tap row and over the tap rows, group.
+  if (a > 0)
+    f.walk({{1, a},
+            {lp.block * l.stride_w * l.cin / 4, blocks},
+            {row_step, rows},
+            {a, n},
+            {lp.row_words(), l.kh},
+            {0, groups}},
+           8, " m3");
+  else
+    f.walk({{1, lp.window_words},
+            {lp.row_words(), l.kh},
+            {lp.block * l.stride_w * l.cin / 4, blocks},
+            {row_step, rows},
+            {0, groups}},
+           8, " m3");
+  f(" in.tflags=0x01 out.base=")
+      .hex(static_cast<uint64_t>(out_base))(" out=")
+      .walk({{1, group_words},
+             {(joins ? 1 : lp.block) * t.pixel_bytes / 4, blocks},
+             {t.row_words * step, rows},
+             {kColumns / 4, groups}},
+            8, " m3")(" out.tflags=0x1 par.base=")
+      .hex(static_cast<uint64_t>(lp.weight_row(part) * kRowUnits))(" par=");
+  // `par`: the group's weight rows for every position (a FIFO part: its window, one group a
+  // fill; K-chunked: one chunk a fill).
+  if (a > 0)
+    f.walk({{1, a}, {0, positions}, {0, chunks}, {0, groups}}, 8, " m1");
+  else
+    f.walk({{1, lp.kwords}, {0, positions}, {fifo ? 0 : lp.kwords, groups}}, 8, " m1");
+  if (fifo) f(" par.tflags=0x40 par.fifo=").hex(static_cast<uint64_t>(a > 0 ? a : lp.kwords));
+  // `psum`: one row a position (Google's walk, gen2021 MobileNet v1 0.25 word 1008).
+  if (a > 0)
+    f(" psum.base=")
+        .hex(static_cast<uint64_t>((lp.weight_row(part) + a) * kRowUnits))(" psum=")
+        .walk({{0, a}, {1, positions}, {0, chunks}, {0, groups}}, 8, " m2");
+  else
+    f(" psum=(0 x ").dec(lp.kwords)(")");
+  op_tail(f, lp, lp.zp_row(part) * kRowUnits, op_ch, last_ch, head, a > 0);
+  e.add(tile, "op", std::move(f).take());
 }
 
 // A residual ADD on one tile: its input image (the layer before wrote it) plus the kept image,
@@ -2209,6 +2241,25 @@ std::optional<ConvPrograms> try_generate_conv(const ConvChain& chain, std::strin
     why = "no narrow memory for the host's image beside the first stage's images";
   if (!why.empty()) return std::nullopt;
   return programs_of(wide, layout, chain.layers.back().cout);
+}
+
+std::vector<std::pair<uint32_t, uint32_t>> priced_program_words(const ConvChain& chain) {
+  const ConvChain wide = widen_pool(chain);
+  std::vector<std::pair<uint32_t, uint32_t>> words;
+  auto priced = [&](const Layout& layout) {
+    std::vector<std::pair<int, int>> loads;
+    Emitter counted = Emitter::counting(), emitted;
+    emit_execution(counted, wide, layout.shapes, layout.stages, loads, false, true,
+                   Slides::kAsPlanned, false);
+    loads.clear();
+    emit_execution(emitted, wide, layout.shapes, layout.stages, loads, false, true,
+                   Slides::kAsPlanned, false);
+    words.push_back({counted.words(), emitted.words()});
+    return program_bytes(wide, layout, true);
+  };
+  make_layout(wide, priced,
+              [&](const Layout& layout) { return program_bytes(wide, layout, false); });
+  return words;
 }
 
 }  // namespace tinycoral::compiler

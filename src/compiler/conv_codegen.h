@@ -18,8 +18,10 @@
 // tile's band of the last layer goes to the host through the scalar core.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "compiler/conv_layer.h"
@@ -61,6 +63,13 @@ struct ConvHead {
 // host (turns from owner tiles are fine) or its output bands are not its bytes in order.
 std::optional<ConvHead> emit_conv_head(const ConvChain& chain, Emitter& execution, Emitter& caching,
                                        std::string& why);
+
+// For tests of the placement search's counting: the words of the execution program of every
+// layout the search prices for `chain` (which conv_unsupported covers), as a counting emitter
+// counts them and as an emitter writes them (the search's forms: hand-overs in the receivers'
+// order, the stages as planned). Where the two differ, the search prices a program it would not
+// write.
+std::vector<std::pair<uint32_t, uint32_t>> priced_program_words(const ConvChain& chain);
 
 // conv_unsupported and generate_conv at once (the placement search runs once): the executables,
 // or nothing with the reason in `why`.

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "compiler/conv_packets.h"
+#include "compiler/fields.h"
 #include "compiler/program_parts.h"
 #include "compiler/tile_batch.h"
 
@@ -587,13 +588,11 @@ std::vector<Item> gather_items(const std::vector<Transfer>& parts) {
       items.push_back({{&p}, {}});
       continue;
     }
-    std::string key = cat(p.mask, " ", p.packets, " ", p.bytes);
-    for (const Write& w : p.writes) {
-      key += ' ';
-      key += std::to_string(w.tile);
-      append_strided_walk(key, w.walk, 6);
-    }
-    auto [it, fresh] = shape_of.emplace(key, shapes.size());
+    // (A key, not text: equal where the shapes' texts would be.)
+    Fields key(Fields::Form::kKey);
+    key.dec(p.mask).dec(p.packets).dec(p.bytes);
+    for (const Write& w : p.writes) key.dec(w.tile).walk(w.walk, 6);
+    auto [it, fresh] = shape_of.emplace(std::move(key).take(), shapes.size());
     if (fresh) shapes.emplace_back();
     shapes[it->second].push_back(&p);
   }
@@ -698,30 +697,24 @@ void receive(Emitter& e, const Round& round, int fifo) {
         const Levels joined = item.parts.size() == 1 ? Levels{} : gather_walk(item, w);
         const Levels& walk = item.parts.size() == 1 ? t.writes[w].walk : joined;
         // (A gather's walk names its levels, as Google's do: DeepLab gen2021 word 9628.)
-        // (One string built in place: the search prices hand-overs by the thousand.)
-        std::string fields;
-        fields.reserve(320);
-        fields += "w.addr=";
-        fields += hex(fifo);
-        if (fills >= 2) {
-          fields += " w=(0 x ";
-          fields += std::to_string(fills);
-          fields += ") w.rows=1";
-        } else {
-          fields += " w=(1 x 1)";
-        }
-        fields += " n.addr=";
-        fields += hex(t.writes[w].at / 4);
-        fields += " n=";
-        append_strided_walk(fields, walk, 6);
-        fields += " n.lvl_mask=";
-        fields += item.parts.size() > 1 ? hex((1u << walk.size()) - 1) : "0x01";
-        fields += fills >= 2 ? " sync.en0=1 sync.id=14 sync.en1=1 "
-                               "sync.val=0x08000 sync.en2=1 tail_en870=1"
-                             : " mode=1 fill_size=128 sync.en0=1 sync.id=14 "
-                               "sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 sync.en2=1 "
-                               "sync.dec_lvl=1 sync.dec=-1 sync.dec_mode=3 tail_en870=1";
-        writes.add(t.writes[w].tile, "w2n", std::move(fields));
+        Fields fields(writes);
+        fields("w.addr=").hex(static_cast<uint64_t>(fifo));
+        if (fills >= 2)
+          fields(" w=(0 x ").dec(fills)(") w.rows=1");
+        else
+          fields(" w=(1 x 1)");
+        fields(" n.addr=").hex(static_cast<uint64_t>(t.writes[w].at / 4))(" n=").walk(walk, 6);
+        fields(" n.lvl_mask=");
+        if (item.parts.size() > 1)
+          fields.hex((1u << walk.size()) - 1);
+        else
+          fields("0x01");
+        fields(fills >= 2 ? " sync.en0=1 sync.id=14 sync.en1=1 "
+                            "sync.val=0x08000 sync.en2=1 tail_en870=1"
+                          : " mode=1 fill_size=128 sync.en0=1 sync.id=14 "
+                            "sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 sync.en2=1 "
+                            "sync.dec_lvl=1 sync.dec=-1 sync.dec_mode=3 tail_en870=1");
+        writes.add(t.writes[w].tile, "w2n", std::move(fields).take());
       }
     }
   }
@@ -729,47 +722,59 @@ void receive(Emitter& e, const Round& round, int fifo) {
   for (const Item& item : round) {
     const Transfer& t = *item.parts.front();
     const int fills = static_cast<int>(item.parts.size()) * t.packets;
+    Fields fields(consumers);
+    fields("addr=").hex(static_cast<uint64_t>(fifo));
     if (fills >= 2)
-      consumers.add(t.mask, "ringcons0",
-                    cat("addr=", hex(fifo), " dst=(0 x ", fills,
-                        ") slots=1 mode=1 s_id=0x0b s_val=-64 s_cnt=1 s_en_b=1 s_y=1"));
+      fields(" dst=(0 x ")
+          .dec(fills)(") slots=1 mode=1 s_id=0x0b s_val=-64 s_cnt=1 s_en_b=1 s_y=1");
     else
-      consumers.add(t.mask, "ringcons0",
-                    cat("addr=", hex(fifo),
-                        " dst=(1 x 1) cbuf=1 slots=1 mode=3 s_id=0x2b s_val=-64 s_cnt=1 "
-                        "s_en_b=1 s_y=1"));
+      fields(" dst=(1 x 1) cbuf=1 slots=1 mode=3 s_id=0x2b s_val=-64 s_cnt=1 s_en_b=1 s_y=1");
+    consumers.add(t.mask, "ringcons0", std::move(fields).take());
   }
 }
 
 // The senders' narrowToWides of `sent` (parts of different senders) into their ring rows.
 // The sender's narrow walk: `bytes` in a row, or its levels (each with a non-zero stride).
-std::string sender_walk(const Transfer& t) {
-  if (t.read.empty()) return cat(" n=", narrow_walk(t.bytes / 4), " n.lvl_mask=0x01");
-  return cat(" n=", strided_walk(t.read, 6), " n.lvl_mask=", hex((1u << t.read.size()) - 1));
+void sender_walk(Fields& fields, const Transfer& t) {
+  if (t.read.empty()) {
+    fields(" n=").narrow_walk(t.bytes / 4)(" n.lvl_mask=0x01");
+    return;
+  }
+  fields(" n=").walk(t.read, 6)(" n.lvl_mask=").hex((1u << t.read.size()) - 1);
 }
 
 // A sender's narrowToWide of its whole transfer into wide row `row`, waiting on the credits of
 // counter `credits` (whoever reads the row gives them back): its ring row (RING_WRITE, a producer
 // reads it) or a FIFO row it copies through on its own tile (WIDE_TO_NARROW, its wideToNarrow).
 constexpr int kRingWriteCredits = 16, kWideToNarrowCredits = 11;
-std::string into_row(const Transfer& t, int row, int credits) {
-  return cat("n.addr=", hex(t.from_at / 4), sender_walk(t), " w.addr=", hex(row), " w=(0 x ",
-             t.packets, ") w.rows=1 sync.en0=1 sync.id=", credits,
-             " sync.en1=1 sync.val=0x0ffff sync.en2=1 sync.f45=1 tail_lvl=1");
+std::string into_row(const TileBatch& batch, const Transfer& t, int row, int credits) {
+  Fields fields(batch);
+  fields("n.addr=").hex(static_cast<uint64_t>(t.from_at / 4));
+  sender_walk(fields, t);
+  fields(" w.addr=")
+      .hex(static_cast<uint64_t>(row))(" w=(0 x ")
+      .dec(t.packets)(") w.rows=1 sync.en0=1 sync.id=")
+      .dec(credits)(" sync.en1=1 sync.val=0x0ffff sync.en2=1 sync.f45=1 tail_lvl=1");
+  return std::move(fields).take();
 }
 
 void narrow_to_wide(Emitter& e, const std::vector<const Transfer*>& sent, bool multi) {
   TileBatch reads(e);
-  for (const Transfer* t : sent)
-    if (multi)
-      reads.add(tile_bit(t->src), "n2w", into_row(*t, kRingFifo, kRingWriteCredits));
-    else
-      reads.add(tile_bit(t->src), "n2w",
-                cat("n.addr=", hex(t->from_at / 4), " n=", narrow_walk(t->bytes / 4),
-                    " n.lvl_mask=0x01 w.addr=", hex(kRingFifo),
-                    " w=(1 x 1) w.circ=1 w.rows=1 sync.en0=1 sync.f1=1 sync.id=16 "
-                    "sync.wait_lvl=1 sync.en1=1 sync.val=0xffff sync.en2=1 sync.f45=1 "
-                    "tail_lvl=1"));
+  for (const Transfer* t : sent) {
+    if (multi) {
+      reads.add(tile_bit(t->src), "n2w", into_row(reads, *t, kRingFifo, kRingWriteCredits));
+      continue;
+    }
+    Fields fields(reads);
+    fields("n.addr=")
+        .hex(static_cast<uint64_t>(t->from_at / 4))(" n=")
+        .narrow_walk(t->bytes / 4)(" n.lvl_mask=0x01 w.addr=")
+        .hex(kRingFifo)(
+            " w=(1 x 1) w.circ=1 w.rows=1 sync.en0=1 sync.f1=1 sync.id=16 "
+            "sync.wait_lvl=1 sync.en1=1 sync.val=0xffff sync.en2=1 sync.f45=1 "
+            "tail_lvl=1");
+    reads.add(tile_bit(t->src), "n2w", std::move(fields).take());
+  }
 }
 
 // A transfer's ring producer from its sender's ring row to its receivers.
@@ -778,10 +783,14 @@ void produce(Emitter& e, const Transfer& t, bool multi, int& ordinal) {
     ring_send(e, t.src, kRingFifo, t.mask, ordinal++);
     return;
   }
-  e.add("ringprod",
-        cat("tiles=", hex(tile_bit(t.src)), " addr=", hex(kRingFifo), " src=(1 x 1)(0 x ",
-            t.packets, ") sdims=1 cbuf=1 slots=1 mode=3 pcfg=20 r0.id=0x51 r0.val=", ordinal++,
-            " r0.en_a=1 r0.en_b=1 r1.id=0x2d r1.val=1 r1.en_a=1 r1.en_b=1 dest=", hex(t.mask)));
+  Fields f(e);
+  f("tiles=")
+      .hex(tile_bit(t.src))(" addr=")
+      .hex(kRingFifo)(" src=(1 x 1)(0 x ")
+      .dec(t.packets)(") sdims=1 cbuf=1 slots=1 mode=3 pcfg=20 r0.id=0x51 r0.val=")
+      .dec(ordinal++)(" r0.en_a=1 r0.en_b=1 r1.id=0x2d r1.val=1 r1.en_a=1 r1.en_b=1 dest=")
+      .hex(t.mask);
+  e.add("ringprod", std::move(f).take());
 }
 
 // The senders' side in runs of parts of different senders (a gather may take several parts of
@@ -822,16 +831,20 @@ void copy_locally(Emitter& e, const std::vector<const Transfer*>& copies, int fi
   {
     TileBatch reads(e);
     for (const Transfer* t : copies)
-      reads.add(tile_bit(t->src), "n2w", into_row(*t, fifo, kWideToNarrowCredits));
+      reads.add(tile_bit(t->src), "n2w", into_row(reads, *t, fifo, kWideToNarrowCredits));
   }
   TileBatch writes(e);
   for (const Transfer* t : copies) {
     const Write& w = t->writes.front();
-    writes.add(w.tile, "w2n",
-               cat("w.addr=", hex(fifo), " w=(0 x ", t->packets,
-                   ") w.rows=1 n.addr=", hex(w.at / 4), " n=", strided_walk(w.walk, 6),
-                   " n.lvl_mask=0x01 sync.en0=1 sync.f1=1 sync.id=13 sync.en1=1 "
-                   "sync.val=0x08000 sync.en2=1 tail_en870=1"));
+    Fields fields(writes);
+    fields("w.addr=")
+        .hex(static_cast<uint64_t>(fifo))(" w=(0 x ")
+        .dec(t->packets)(") w.rows=1 n.addr=")
+        .hex(static_cast<uint64_t>(w.at / 4))(" n=")
+        .walk(w.walk, 6)(
+            " n.lvl_mask=0x01 sync.en0=1 sync.f1=1 sync.id=13 sync.en1=1 "
+            "sync.val=0x08000 sync.en2=1 tail_en870=1");
+    writes.add(w.tile, "w2n", std::move(fields).take());
   }
 }
 

@@ -2,24 +2,17 @@
 #include "compiler/program_parts.h"
 
 #include <charconv>
-#include <tuple>
 
 #include "common/error.h"
+#include "compiler/fields.h"
 
 namespace tinycoral::compiler {
 
-namespace {
-
-// A decimal number appended with the (pointer, length) append: the walks' numbers are most of
-// the text the placement search builds (14 million for MobileNet v2), and an append of an
-// iterator range costs a string replace each.
 void append_decimal(std::string& out, int64_t value) {
   char buf[24];
   const char* end = std::to_chars(buf, buf + sizeof buf, value).ptr;
   out.append(buf, static_cast<size_t>(end - buf));
 }
-
-}  // namespace
 
 void descriptor(Emitter& e, int lo, int hi, int base, int64_t size, int tag) {
   e.add("bundle", cat("s_op=0x0f s_x=", base, " imm=", lo));
@@ -136,7 +129,7 @@ std::string narrow_walk(int words) {
 }
 
 std::string strided_walk(const std::vector<std::pair<int64_t, int64_t>>& stride_count, int levels,
-                         const std::string& last_mode) {
+                         std::string_view last_mode) {
   std::string out;
   out.reserve(static_cast<size_t>(levels) * 16 + last_mode.size());
   append_strided_walk(out, stride_count, levels, last_mode);
@@ -145,22 +138,16 @@ std::string strided_walk(const std::vector<std::pair<int64_t, int64_t>>& stride_
 
 void append_strided_walk(std::string& out,
                          const std::vector<std::pair<int64_t, int64_t>>& stride_count, int levels,
-                         const std::string& last_mode) {
-  int64_t walked = 0;  // offset reached when every inner level is at its last iteration
-  int64_t last_inc = 0;
-  for (int k = 0; k < levels; ++k) {
-    int64_t stride = 0, count = 1;
-    if (k < static_cast<int>(stride_count.size())) std::tie(stride, count) = stride_count[k];
-    const int64_t inc = k < static_cast<int>(stride_count.size()) ? stride - walked : last_inc;
+                         std::string_view last_mode) {
+  int k = 0;
+  for_each_walk_level(stride_count, levels, [&](int64_t inc, int64_t count) {
     out += '(';
     append_decimal(out, inc);
     out += " x ";
     append_decimal(out, count);
-    if (k + 1 == levels) out += last_mode;
+    if (++k == levels) out += last_mode;
     out += ')';
-    walked += stride * (count - 1);
-    last_inc = -walked;
-  }
+  });
 }
 
 std::string byte_walk(std::vector<std::pair<int64_t, int64_t>> stride_count, int mode7,
@@ -184,10 +171,14 @@ std::string byte_walk(std::vector<std::pair<int64_t, int64_t>> stride_count, int
 }
 
 void ring_send(Emitter& e, int from, int row, uint32_t dest, int ordinal) {
-  e.add("ringprod",
-        cat("tiles=", hex(tile_bit(from)), " addr=", hex(row),
-            " src=(1 x 1) sdims=1 cbuf=1 slots=1 mode=3 pcfg=20 r0.id=0x51 r0.val=", ordinal,
-            " r0.en_a=1 r0.en_b=1 r1.id=0x2d r1.val=1 r1.en_a=1 r1.en_b=1 dest=", hex(dest)));
+  Fields f(e);
+  f("tiles=")
+      .hex(tile_bit(from))(" addr=")
+      .hex(static_cast<uint64_t>(row))(
+          " src=(1 x 1) sdims=1 cbuf=1 slots=1 mode=3 pcfg=20 r0.id=0x51 r0.val=")
+      .dec(ordinal)(" r0.en_a=1 r0.en_b=1 r1.id=0x2d r1.val=1 r1.en_a=1 r1.en_b=1 dest=")
+      .hex(dest);
+  e.add("ringprod", std::move(f).take());
 }
 
 void ring_receive(Emitter& e, uint32_t tiles, int row, int slots, int s_val) {

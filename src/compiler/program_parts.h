@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -63,6 +64,10 @@ void pop_more(Emitter& e, int64_t bytes);
 // from 8-byte unit `offset` on (counted modulo the pass) to them.
 void host_to_narrow(Emitter& e, uint32_t mask, int fifo, int n_addr, int bytes, int offset);
 
+// A decimal number appended with the (pointer, length) append: the walks' numbers are most of
+// the text the code generators build, and an append of an iterator range costs a string replace.
+void append_decimal(std::string& out, int64_t value);
+
 // A narrow walk of `words` 4-byte words through a 6-level nest (the compiler writes all levels).
 std::string narrow_walk(int words);
 
@@ -70,12 +75,27 @@ std::string narrow_walk(int words);
 // what the hardware adds when a level advances (stride minus what the inner levels walked).
 // Padded to `levels` levels of one iteration; `last_mode` is appended to the last level (" m3").
 std::string strided_walk(const std::vector<std::pair<int64_t, int64_t>>& stride_count, int levels,
-                         const std::string& last_mode = "");
+                         std::string_view last_mode = "");
+// The levels of such a walk in order, f(increment, count): its text's numbers.
+template <class F>
+void for_each_walk_level(const std::vector<std::pair<int64_t, int64_t>>& stride_count, int levels,
+                         F f) {
+  int64_t walked = 0;  // offset reached when every inner level is at its last iteration
+  int64_t last_inc = 0;
+  for (int k = 0; k < levels; ++k) {
+    const bool given = k < static_cast<int>(stride_count.size());
+    const auto [stride, count] =
+        given ? stride_count[static_cast<size_t>(k)] : std::pair<int64_t, int64_t>{0, 1};
+    f(given ? stride - walked : last_inc, count);
+    walked += stride * (count - 1);
+    last_inc = -walked;
+  }
+}
 // The same appended to `out` (where a walk is one piece of an instruction's fields, the search's
 // hand-overs: no string of its own).
 void append_strided_walk(std::string& out,
                          const std::vector<std::pair<int64_t, int64_t>>& stride_count, int levels,
-                         const std::string& last_mode = "");
+                         std::string_view last_mode = "");
 
 // A walk over bytes from logical strides (in bytes), 8 levels: the increments as strided_walk's,
 // printed in words with each remainder as the previous level's mode bits (level 7's mode is

@@ -37,6 +37,8 @@ class TileBatch {
     for (const std::vector<Item>& items : sequences_)
       for (const Item& item : items) issue(item);
   }
+  // Whether the emitter only counts (Fields: keys, not text).
+  bool only_counts() const { return e_.only_counts(); }
   void add(uint32_t tiles, const std::string& mnemonic, std::string fields) {
     if (group_) {
       // (Within a sequence, an instruction equal to an earlier one on other tiles joins it when
