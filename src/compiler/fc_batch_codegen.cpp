@@ -522,8 +522,11 @@ int scores_and_softmax(Emitter& e, const FcLayer& layer, const Groups& g, int ro
     input_address(e, layer.input_name);
     stream_input(e, mask_of(g) | (first ? mask_of(f) : 0u), g.row_bytes);
   } else if (popped->count_only) {
-    // Only the first group's tile reads the count (to scalar memory, after the scores).
-    row_from_pop(e, tile_bit(g.tile[0]), kSoftmaxCountBytes, popped->from, row_bytes);
+    // Only the first group's tile reads the count (to scalar memory, after the scores), and the
+    // FC's first tile where its multipliers take r from the count block.
+    const bool r_in_row = multipliers_from_r(first) && first->r_word < 0;
+    row_from_pop(e, tile_bit(g.tile[0]) | (r_in_row ? tile_bit(f.tile[0]) : 0u), kSoftmaxCountBytes,
+                 popped->from, row_bytes);
   } else {
     row_from_pop(e, mask_of(g) | (first ? mask_of(f) : 0u), g.row_bytes, popped->from);
   }
@@ -805,17 +808,18 @@ void push_softmax_and_end(Emitter& e, const std::string& name, int out_bytes) {
 // scores, as 64-byte pieces (tile, byte from the products' narrow base) in row order: each moved
 // group's P1 then R, the j-th moved group's slot at row byte 128 j. Every other group of that FC
 // reads a resident row: the host's row is not sent.
-std::vector<std::pair<int, int>> moved_pieces(const FfnChain& chain, const FcScoresInput* first,
+std::vector<std::pair<int, int>> moved_pieces(const FcTableProducts& products,
+                                              const std::vector<FcPlacement>& layers_at,
+                                              const FcScoresInput* first,
                                               const std::vector<int>& moved) {
   if (moved.empty()) return {};
-  const FcTableProducts& products = chain.products;
   if (!first || moved.size() != first->at.tiles.size() || products.layer < 0 ||
-      size_t(products.layer) >= chain.next_at.size())
+      size_t(products.layer) >= layers_at.size())
     fail(moved.size(), " moved products for ", first ? first->at.tiles.size() : 0,
          " groups in front of the scores after a chain ",
          products.layer < 0 ? "without products" : "with products");
   const std::vector<std::pair<int, int>> places =
-      fc_product_bytes(products, chain.next_at[size_t(products.layer)].tiles);
+      fc_product_bytes(products, layers_at[size_t(products.layer)].tiles);
   std::vector<std::pair<int, int>> slot_group;  // in_at, group
   for (size_t g = 0; g < moved.size(); ++g) {
     const bool resident =
@@ -904,39 +908,53 @@ std::string ffn_chain_softmax_unsupported(int heads, int positions, int rms_grou
   return "";
 }
 
-FfnChainPrograms generate_ffn_chain_softmax(
-    const FfnChain& chain, const FcPlacement& up, const FcPlacement& down, const FcLayer& layer,
-    const FcPlacement& placement, int row_bytes, const std::vector<float>& exp_mult,
-    const FcScoresInput* first, const FcColumnWrite* columns, const std::vector<int>& moved) {
+namespace {
+
+// The chain side of a joined program (generate_ffn_chain_softmax, generate_fc_chain_softmax):
+// where its table products are computed, its output names, its r, its input's type, and the
+// generator that writes it with a tail.
+struct ChainBeforeScores {
+  const FcTableProducts& products;
+  const std::vector<FcPlacement>& layers_at;  // the placements products.layer indexes
+  std::string output_name, r_name;            // r_name: "" without r
+  int rms_groups = 0;                         // r's follower's groups, 0 without r
+  bool signed_input = true;
+  std::function<FfnChainPrograms(const FfnChainTail&)> generate;
+};
+
+FfnChainPrograms chain_then_softmax(const ChainBeforeScores& chain, const FcLayer& layer,
+                                    const FcPlacement& placement, int row_bytes,
+                                    const std::vector<float>& exp_mult, const FcScoresInput* first,
+                                    const FcColumnWrite* columns, const std::vector<int>& moved) {
   const ScalarSoftmax sm = softmax_words(layer, exp_mult);
-  const FcChainRms& rms = chain.rms;
-  const bool with_r = rms.layer >= 0 && size_t(rms.layer) < chain.next.size();
+  const bool with_r = !chain.r_name.empty();
   const bool from_r = multipliers_from_r(first);
   if (const std::string why = ffn_chain_softmax_unsupported(
-          sm.heads, sm.positions, with_r ? fc_groups(chain.next[size_t(rms.layer)].n) : 0,
-          from_r ? first->layer.n : 0);
+          sm.heads, sm.positions, chain.rms_groups, from_r ? first->layer.n : 0);
       !why.empty())
     fail(why);
   // r is the chain's, in scalar memory: the count's piece moved to the top (r in the row) would
-  // land on the chain's x and r.
-  if (from_r && (!with_r || first->r_word < 0))
+  // land on the chain's x and r. Without the chain's r it comes in the count block.
+  if (from_r && with_r && first->r_word < 0)
     fail("multipliers from r after a chain read its r at its word (FcScoresInput::r_word)");
+  if (from_r && !with_r && first->r_word >= 0)
+    fail("multipliers from r at word ", first->r_word, " after a chain that did not compute it");
   if (columns && columns->from_byte.empty())
     fail(
         "a column after a chain takes its words from the FC in front (from_byte): the joined "
         "program streams no parameters");
-  if (chain.next.empty() || layer.output_name == chain.next.back().output_name ||
-      (rms.layer >= 0 && layer.output_name == rms.output_name))
+  if (layer.output_name == chain.output_name || (with_r && layer.output_name == chain.r_name))
     fail("the scores' output '", layer.output_name, "' after a chain needs a name of its own");
   // One input, one type: the runtime flips every byte of a signed input, the row's and count's too.
-  if (layer.signed_input != chain.ffn.up.signed_input)
+  if (layer.signed_input != chain.signed_input)
     fail("the scores' row (", layer.signed_input ? "int8" : "uint8", ") in the chain's input (",
-         chain.ffn.up.signed_input ? "int8" : "uint8", "): one input has one type");
+         chain.signed_input ? "int8" : "uint8", "): one input has one type");
   const Groups g = query_row_groups(layer, placement, row_bytes);
   const int out_bytes = softmax_out_bytes(sm), out_base = round_up(g.row_bytes, 64);
   const std::optional<FcColumnWrite> placed = placed_columns(columns, g, out_base, first);
   const FcColumnWrite* cw = placed ? &*placed : nullptr;
-  const std::vector<std::pair<int, int>> pieces = moved_pieces(chain, first, moved);
+  const std::vector<std::pair<int, int>> pieces =
+      moved_pieces(chain.products, chain.layers_at, first, moved);
   FfnChainTail tail;
   tail.input_bytes = moved.empty() ? g.row_bytes : kSoftmaxCountBytes;
   tail.emit = [&](Emitter& e, int& ordinal, int input_at, int products_at) {
@@ -964,13 +982,49 @@ FfnChainPrograms generate_ffn_chain_softmax(
     if (first) multiplier_narrow(first, before, first_end);
     return std::max(before, first_end);
   };
-  FfnChainPrograms out = generate_ffn_chain(chain, up, down, &tail);
+  FfnChainPrograms out = chain.generate(tail);
   container::Executable& eo = out.execution;
   eo.output_layers.push_back(softmax_output_layer(layer.output_name, out_bytes));
   auto& hints = eo.dma_hints.hints;  // before the completion interrupt's
   hints.insert(hints.end() - 1, dma_hint(BufferKind::kOutput, container::Direction::kOutfeed,
                                          layer.output_name, out_bytes));
   return out;
+}
+
+}  // namespace
+
+FfnChainPrograms generate_ffn_chain_softmax(
+    const FfnChain& chain, const FcPlacement& up, const FcPlacement& down, const FcLayer& layer,
+    const FcPlacement& placement, int row_bytes, const std::vector<float>& exp_mult,
+    const FcScoresInput* first, const FcColumnWrite* columns, const std::vector<int>& moved) {
+  if (chain.next.empty()) fail("the scores after a chain without followers");
+  const FcChainRms& rms = chain.rms;
+  const bool with_r = rms.layer >= 0 && size_t(rms.layer) < chain.next.size();
+  ChainBeforeScores c{
+      chain.products,
+      chain.next_at,
+      chain.next.back().output_name,
+      with_r ? rms.output_name : "",
+      with_r ? fc_groups(chain.next[size_t(rms.layer)].n) : 0,
+      chain.ffn.up.signed_input,
+      [&](const FfnChainTail& tail) { return generate_ffn_chain(chain, up, down, &tail); }};
+  return chain_then_softmax(c, layer, placement, row_bytes, exp_mult, first, columns, moved);
+}
+
+FfnChainPrograms generate_fc_chain_softmax(const FcChain& chain, const FcLayer& layer,
+                                           const FcPlacement& placement, int row_bytes,
+                                           const std::vector<float>& exp_mult,
+                                           const FcScoresInput* first, const FcColumnWrite* columns,
+                                           const std::vector<int>& moved) {
+  if (chain.layers.empty()) fail("the scores after an FC chain without layers");
+  ChainBeforeScores c{chain.products,
+                      chain.at,
+                      chain.layers.back().output_name,
+                      "",
+                      0,
+                      chain.layers.front().signed_input,
+                      [&](const FfnChainTail& tail) { return generate_fc_chain(chain, &tail); }};
+  return chain_then_softmax(c, layer, placement, row_bytes, exp_mult, first, columns, moved);
 }
 
 std::string fc_batch_attention_unsupported(int heads, int positions, int sum_outputs) {

@@ -111,6 +111,17 @@ FfnChainPrograms generate_ffn_chain_softmax(const FfnChain& chain, const FcPlace
                                             const FcScoresInput* first = nullptr,
                                             const FcColumnWrite* columns = nullptr,
                                             const std::vector<int>& moved = {});
+// The same tail after generate_fc_chain's program (the llm path's layer 0: its q, k, v and u, no
+// RMSNorm on the chip): the input is the chain's (layer 0's input, its RoPE tables), zeros up to
+// the next whole 256-byte packet, then the row and count (or with `moved` the count alone);
+// outputs the chain's, then e and 1 / S. The multipliers from r read r in the count block (bytes
+// 4..7, r_word -1: nothing else lies at the top of scalar memory).
+FfnChainPrograms generate_fc_chain_softmax(const FcChain& chain, const FcLayer& layer,
+                                           const FcPlacement& placement, int row_bytes,
+                                           const std::vector<float>& exp_mult,
+                                           const FcScoresInput* first = nullptr,
+                                           const FcColumnWrite* columns = nullptr,
+                                           const std::vector<int>& moved = {});
 
 // An FC in front of the scores (the llm path's RoPE sum, docs/llm.md "RoPE's sum in the scores'
 // program"): it reads the program's input row (group g K bytes from at.in_at[g]) on its own

@@ -1084,6 +1084,10 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
 }
 
 FfnChainPrograms generate_fc_chain(const FcChain& chain) {
+  return generate_fc_chain(chain, nullptr);
+}
+
+FfnChainPrograms generate_fc_chain(const FcChain& chain, const FfnChainTail* tail) {
   if (chain.layers.empty() || chain.at.size() != chain.layers.size() ||
       chain.output.size() != chain.layers.size())
     fail("an FC chain needs layers, each with a placement and an output flag");
@@ -1110,10 +1114,16 @@ FfnChainPrograms generate_fc_chain(const FcChain& chain) {
   const int tables_at = fc_tables_at(in_layer.k);
   const int tables_k =
       chain.products.layer >= 0 ? fc_tables_bytes(in_layer.k, chain.products.tables) : 0;
-  in_layer.k += tables_k;
+  // A tail's input after the chain's own and its tables, from the next whole packet on.
+  const int tail_at = tail ? fc_tables_at(in_layer.k + tables_k) : 0;
+  const int more_k = tail ? tail_at + tail->input_bytes - in_layer.k : tables_k;
+  if (tail && (tail->input_bytes <= 0 || tail->input_bytes % 8 != 0 || !tail->emit))
+    fail("chain '", chain.layers.back().output_name, "': a tail of ", tail->input_bytes,
+         " input bytes (needs whole 8-byte units) or without code");
+  in_layer.k += more_k;
   Emitter e;
   int ring_ordinal = 0;
-  input_stage(e, g[0], chain.layers[0], tables_k);
+  input_stage(e, g[0], chain.layers[0], more_k);
   std::vector<std::pair<int, int>> pieces = host_pieces(g[0]), out_pieces;
   int at = (std::max(g[0].x_piece + kPiece, widest) + 255) / 256 * 256, products_at = 0;
   for (size_t i = 0; i < g.size(); ++i) {
@@ -1131,11 +1141,14 @@ FfnChainPrograms generate_fc_chain(const FcChain& chain) {
     if (static_cast<int>(i) == chain.products.layer) products_at = at;
     at += kMaxSlots * kGroup;
   }
+  const int products_base = chain.products.layer >= 0 ? at : -1;
   if (chain.products.layer >= 0)
     at = products_stage(e, g[size_t(chain.products.layer)], products_at, chain.products, tables_at,
                         at, out_pieces);
   if (out_pieces.empty()) fail("an FC chain must return something");
-  pieces_output_stage(e, out_pieces, chain.layers.back().output_name, ring_ordinal);
+  pieces_output_stage(e, out_pieces, chain.layers.back().output_name, ring_ordinal, "",
+                      tail == nullptr);
+  if (tail) at = std::max(at, tail->emit(e, ring_ordinal, tail_at, products_base));
   FcLayer out_layer = chain.layers.back();
   Geometry out_geometry{};
   out_geometry.n = out_layer.n = static_cast<int>(out_pieces.size()) * kGroup;

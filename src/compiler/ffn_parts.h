@@ -55,6 +55,9 @@ struct FfnChainTail {
 };
 FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up,
                                     const FcPlacement& down, const FfnChainTail* tail);
+// generate_fc_chain's program with a tail, as above (the products' narrow base is where
+// products_stage put them).
+FfnChainPrograms generate_fc_chain(const FcChain& chain, const FfnChainTail* tail);
 
 // 64-byte pieces of narrow memory to scalar memory through the ring, in order: (tile, narrow
 // byte, scalar-memory word); `ordinal` counts the ring producers so far. Then
