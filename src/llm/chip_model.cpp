@@ -26,6 +26,14 @@ constexpr int kRopeSumK = 128;
 
 constexpr int kMaxOutputs = kMaxProgramOutputs;
 
+// n, the positions a softmax counts, at the start of its count block (compiler::
+// kSoftmaxCountBytes) in an int8 input: the runtime flips each byte's top bit, so n's bytes are
+// flipped here to arrive as they are.
+void put_count(int8_t* block, int n) {
+  for (int i = 0; i < 4; ++i)
+    block[i] = static_cast<int8_t>(uint8_t((uint32_t(n) >> (8 * i)) & 0xff) ^ 0x80u);
+}
+
 }  // namespace
 
 // One execution program of the planner (matmul_plan.h); segment ids are LayerMatmuls.
@@ -448,6 +456,16 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
   stats_.max_tile_units = tiles.max_fill();
   for (const ScoresProgram& p : scores_)
     if (p.softmax) stats_.scores_row_bytes += p.input_bytes + compiler::kSoftmaxCountBytes;
+  // Last, each chain joined to the next layer's scores' program where both have their final form:
+  // one run for the two, and the scores' row is the count alone.
+  joined_.resize(scores_.size());
+  if (options.join_scores && options.chip_rope && options.chip_key_write && options.chip_rms)
+    for (int l = 0; l < int(scores_.size()); ++l)
+      if (join_scores(l)) {
+        ++stats_.joined_layers;
+        --stats_.programs;
+        stats_.scores_row_bytes -= scores_[size_t(l)].input_bytes;
+      }
   // A chain returns at most w2 output, q + k + v (1024) and u (32 groups).
   widest = std::max(widest, 4096 + whole_groups(c.dim));
   xq_.resize(size_t(widest));
@@ -782,6 +800,92 @@ bool ChipTransformer::first_sum_program(int layer, ScoresProgram& p) {
   return build();
 }
 
+bool ChipTransformer::join_scores(int layer) {
+  const ScoresProgram& s = scores_[size_t(layer)];
+  const bool first = layer == 0;
+  // The program before: layer 0's (r from the host's bytes, in the count block), or the chain
+  // ending the layer before (r where its RMSNorm left it).
+  const FfnProgram* f = first ? nullptr : &ffns_[size_t(layer - 1)];
+  if (first ? !(first_ && first_kept_) : !(f->chain && f->kept && f->chain_desc.rms.layer >= 0))
+    return false;
+  const compiler::FcTableProducts& products =
+      first ? first_chain_.products : f->chain_desc.products;
+  const size_t q_groups = size_t(whole_groups(config().dim) / 64);
+  // The value cache's v~ needs the host's r before the run (not joined yet); the scores read q's
+  // products from the rows kept in the same run, and write the key their own sum computes.
+  if (!s.softmax || !s.rope || !s.key_sum || s.rope_sum.mult_base.empty() ||
+      !s.rope_shape.packed_keys || s.rope_sum.resident.size() != q_groups ||
+      s.rope_sum.at.tiles.size() != products.groups.size() ||
+      (size_t(layer) < value_sums_.size() && value_sums_[size_t(layer)].on_chip))
+    return false;
+  // Sum group g reads product group g (rope_of's order, q's then k's; with packed keys the key's
+  // sum groups are k's groups): q's from their kept rows, the key's moved over the ring.
+  Joined& j = joined_[size_t(layer)];
+  j.moved.assign(products.groups.size(), -1);
+  for (size_t g = q_groups; g < j.moved.size(); ++g) j.moved[g] = int(g);
+  j.programs.assign(size_t(s.seq_padded), nullptr);
+  // The first position of each 64-position group: its column's groups are on other tiles.
+  try {
+    for (int pos = 0; pos < s.seq_padded; pos += 64)
+      j.programs[size_t(pos)] = joined_program(layer, pos);
+  } catch (const Error&) {
+    j = {};
+    return false;
+  }
+  return true;
+}
+
+std::shared_ptr<runtime::Program> ChipTransformer::joined_program(int layer, int pos) const {
+  const ScoresProgram& s = scores_[size_t(layer)];
+  const Joined& j = joined_[size_t(layer)];
+  compiler::FcScoresInput first = s.rope_sum;
+  const compiler::FcColumnWrite column = key_column(s, key_part(s, pos), pos);
+  compiler::FcLayer scores = scores_layer(s, s.heads);
+  scores.output_name = "e";  // its own name beside the chain's outputs
+  const std::vector<float>& exp_mult = weights()->attention[size_t(layer)].exp_mult;
+  if (layer == 0)  // r in the count block
+    return std::make_shared<runtime::Program>(
+        compiler::generate_fc_chain_softmax(first_chain_, scores, s.placement, s.input_bytes,
+                                            exp_mult, &first, &column, j.moved)
+            .execution);
+  const FfnProgram& f = ffns_[size_t(layer - 1)];
+  first.r_word = compiler::kChainRmsRWord;
+  return std::make_shared<runtime::Program>(
+      compiler::generate_ffn_chain_softmax(f.chain_desc, f.up_at, f.down_at, scores, s.placement,
+                                           s.input_bytes, exp_mult, &first, &column, j.moved)
+          .execution);
+}
+
+std::shared_ptr<runtime::Program> ChipTransformer::joined_run(int layer, int8_t* in, int& in_bytes,
+                                                              float r) {
+  // The count block (n = pos + 1, and r for layer 0's multipliers) after the program's own input,
+  // from the next whole 256-byte packet.
+  const int count_at = (in_bytes + 255) / 256 * 256;
+  std::fill(in + in_bytes, in + count_at + compiler::kSoftmaxCountBytes, int8_t{0});
+  put_count(in + count_at, pos_ + 1);
+  const uint32_t bits = std::bit_cast<uint32_t>(r);
+  if (layer == 0)
+    for (int i = 0; i < 4; ++i)
+      in[count_at + 4 + i] = static_cast<int8_t>(uint8_t((bits >> (8 * i)) & 0xff) ^ 0x80u);
+  in_bytes = count_at + compiler::kSoftmaxCountBytes;
+  std::shared_ptr<runtime::Program>& program = joined_[size_t(layer)].programs.at(size_t(pos_));
+  if (!program) {
+    const auto build = std::chrono::steady_clock::now();
+    program = joined_program(layer, pos_);
+    stats_.joined_build_s +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - build).count();
+  }
+  return program;
+}
+
+void ChipTransformer::stash_softmax(int layer, const runtime::Program& program, int output) {
+  const ScoresProgram& s = scores_[size_t(layer)];
+  e_stash_.resize(size_t(config().n_heads * (s.seq_padded + 4)));
+  program.get_output(output, std::span(e_stash_.data(), e_stash_.size()));
+  e_stash_layer_ = layer;
+  e_stash_pos_ = pos_;
+}
+
 // The key's sum joins q~'s (its groups after q~'s, placed where tile memory is left), where the
 // program writes the key's column itself and the generator takes the layout; else the host adds
 // the key's products as before.
@@ -1008,13 +1112,11 @@ std::vector<int8_t> ChipTransformer::scores_row(const ScoresProgram& p, int laye
   } else {
     std::copy_n(q8, c.dim, row.begin());
   }
-  const uint32_t n = uint32_t(pos + 1);
+  put_count(row.data() + p.input_bytes, pos + 1);
   // r after n where the program makes the RoPE sum's multipliers from it.
-  const bool with_r = p.rope && !p.rope_sum.mult_base.empty();
-  const uint32_t r = with_r ? std::bit_cast<uint32_t>(rope_r_) : 0u;
-  for (int i = 0; i < 4; ++i) {
-    row[size_t(p.input_bytes + i)] = static_cast<int8_t>(uint8_t((n >> (8 * i)) & 0xff) ^ 0x80u);
-    if (with_r)
+  if (p.rope && !p.rope_sum.mult_base.empty()) {
+    const uint32_t r = std::bit_cast<uint32_t>(rope_r_);
+    for (int i = 0; i < 4; ++i)
       row[size_t(p.input_bytes + 4 + i)] =
           static_cast<int8_t>(uint8_t((r >> (8 * i)) & 0xff) ^ 0x80u);
   }
@@ -1345,6 +1447,22 @@ void ChipTransformer::softmax_q(int layer, int pos, const int8_t* q8, uint8_t* e
   }
   ScoresProgram& p = scores_[size_t(layer)];
   const Config& c = ck_.config;
+  if (!joined_[size_t(layer)].programs.empty()) {
+    // The program before ran the scores and wrote the key's column: the host's copy of the keys
+    // takes the key now (after that run, whose recovery re-caches the keys before pos).
+    if (e_stash_layer_ != layer || e_stash_pos_ != pos)
+      fail("layer ", layer, "'s softmax at ", pos, " was not computed by the program before it");
+    e_stash_layer_ = -1;
+    rope_sum_layer_ = -1;
+    add_key(p, layer, pos);
+    const size_t e_bytes = size_t(c.n_heads) * size_t(p.seq_padded);
+    for (int h = 0; h < c.n_heads; ++h) {
+      std::memcpy(e + size_t(h) * size_t(c.seq_len),
+                  e_stash_.data() + size_t(h) * size_t(p.seq_padded), size_t(pos + 1));
+      std::memcpy(inv_sum + h, e_stash_.data() + e_bytes + 4 * size_t(h), 4);
+    }
+    return;
+  }
   const auto start = std::chrono::steady_clock::now();
   // One run: the program streams the new key's groups into tile memory before the scores (a
   // STAND_ALONE program per 64-position group, made at its first token; later tokens replace its
@@ -1492,8 +1610,18 @@ void ChipTransformer::ffn_add_q(int layer, const int8_t* xq, const int8_t* x2q, 
   const int qkv_bytes = p.rope ? p.qkv_outputs - p.qkv_at[2] : p.qkv_outputs;
   const int in_bytes = p.k_padded + p.dim_padded + tables,
             out_bytes = p.dim_padded + qkv_bytes + u_bytes + rope_bytes;
-  run(p.chain, xq_.data(), in_bytes, yq_.data(), out_bytes);
-  if (p.kept) kept_by(p.chain, xq_.data(), in_bytes);
+  const bool joined =
+      size_t(layer + 1) < joined_.size() && !joined_[size_t(layer + 1)].programs.empty();
+  int run_bytes = in_bytes;
+  // Joined: the next layer's scores and softmax in the same run, its count block after the input
+  // (it keeps q's products and reads them in the same run).
+  if (joined && xq_.size() < size_t(in_bytes + 256 + compiler::kSoftmaxCountBytes))
+    xq_.resize(size_t(in_bytes + 256 + compiler::kSoftmaxCountBytes));
+  const std::shared_ptr<runtime::Program> program =
+      joined ? joined_run(layer + 1, xq_.data(), run_bytes, 0.0f) : p.chain;
+  run(program, xq_.data(), run_bytes, yq_.data(), out_bytes);
+  if (p.kept && !joined) kept_by(p.chain, xq_.data(), in_bytes);
+  if (joined) stash_softmax(layer + 1, *program, 2);  // the third output: e and 1 / S
   if (p.rope)
     rope_output(layer + 1, pos_, yq_.data() + p.dim_padded + qkv_bytes + u_bytes,
                 p.chain_desc.products);
@@ -1501,7 +1629,7 @@ void ChipTransformer::ffn_add_q(int layer, const int8_t* xq, const int8_t* x2q, 
   // q, k, v come from the chip; the add's bytes stay there, and so does chip_rms's r of them: the
   // program's second output.
   if (p.chain_desc.rms.layer >= 0) {
-    p.chain->get_output(1, std::span(reinterpret_cast<uint8_t*>(&r_stash_), sizeof r_stash_));
+    program->get_output(1, std::span(reinterpret_cast<uint8_t*>(&r_stash_), sizeof r_stash_));
     r_stash_layer_ = layer + 1;
     r_stash_pos_ = pos_;
   }
@@ -1530,8 +1658,18 @@ void ChipTransformer::qkv_q(int layer, const int8_t* xq, int8_t* q, int8_t* k, i
     const int qkv_bytes = first_rope_ ? part.program.outputs - part.at[2] : part.program.outputs;
     const auto start = std::chrono::steady_clock::now();
     const int in_bytes = dim_padded + tables, out_bytes = qkv_bytes + u_bytes + rope_bytes;
-    run(first_, xq_.data(), in_bytes, yq_.data(), out_bytes);
-    if (first_kept_) kept_by(first_, xq_.data(), in_bytes);
+    const bool joined = !joined_.empty() && !joined_[0].programs.empty();
+    int run_bytes = in_bytes;
+    if (joined && xq_.size() < size_t(in_bytes + 256 + compiler::kSoftmaxCountBytes))
+      xq_.resize(size_t(in_bytes + 256 + compiler::kSoftmaxCountBytes));
+    // Joined: layer 0's scores in the same run; their multipliers take the r the host computes
+    // from these bytes later (chip_rms: the same function of xq, so the same bits).
+    const std::shared_ptr<runtime::Program> program =
+        joined ? joined_run(0, xq_.data(), run_bytes, Int8Transformer::rms_scale_q(0, xq, nullptr))
+               : first_;
+    run(program, xq_.data(), run_bytes, yq_.data(), out_bytes);
+    if (first_kept_ && !joined) kept_by(first_, xq_.data(), in_bytes);
+    if (joined) stash_softmax(0, *program, 1);  // the second output: e and 1 / S
     if (first_rope_) rope_output(0, pos_, yq_.data() + qkv_bytes + u_bytes, first_chain_.products);
     stats_.chip_wall_s +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -66,7 +66,10 @@ struct ChipPathStats {
   int value_sum_layers = 0;  // layers whose weighted sum (WeightedSum::kValueCache) is a program
   // Of them, with the weighted sum inside the scores' program (scores, softmax, sum: one run).
   int attention_layers = 0;
-  int wo_layers = 0;           // of them, with wo after the sum in that program (it returns o)
+  int wo_layers = 0;  // of them, with wo after the sum in that program (it returns o)
+  // Layers whose scores and softmax (with the RoPE sums and the key's column) run inside the
+  // previous layer's chain (compiler::generate_ffn_chain_softmax): one run for both.
+  int joined_layers = 0;
   int64_t resident_bytes = 0;  // parameter bytes cached in tile memory
   int max_tile_units = 0;      // the fullest tile's parameter units (of 8192)
   std::string host_reason;     // why the first host matmul is not on the chip
@@ -76,6 +79,8 @@ struct ChipPathStats {
   int runs = 0;
   uint64_t bytes_to_device = 0, bytes_from_device = 0;  // over those runs (instructions included)
   double chip_wall_s = 0;  // wall time inside EdgeTpu::run (the simulation, on --device sim)
+  // Of it, the host's time generating the joined programs (one per layer and position).
+  double joined_build_s = 0;
 };
 
 class ChipTransformer : public Int8Transformer {
@@ -160,6 +165,32 @@ class ChipTransformer : public Int8Transformer {
   int64_t rope_resident_bytes(int groups, const std::array<int, kPlanTiles>& copies) const;
   // The copies and every layer's sum groups' aux rows in one caching program (null: no sums).
   std::shared_ptr<runtime::Program> rope_caching() const;
+  // joined_layers: the program before layer `layer`'s scores (the previous layer's chain, or
+  // layer 0's q, k, v program) and the scores and softmax as one program per position, where that
+  // program keeps every q group's products (and past layer 0 computes r), and the scores' program
+  // computes the key and writes its column with its multipliers from r (no value cache); built at
+  // the first position of every 64-position group as a trial, else false and nothing changes (the
+  // two programs run apart).
+  bool join_scores(int layer);
+  struct Joined {
+    // [pos] the program (pos % 64 is in its column write's instructions), made when first used;
+    // empty: not joined.
+    std::vector<std::shared_ptr<runtime::Program>> programs;
+    // Per RoPE sum group, the product group of the program before it reads on the chip (-1: a q
+    // group reading its kept row).
+    std::vector<int> moved;
+  };
+  std::vector<Joined> joined_;  // [layer of the scores]
+  std::shared_ptr<runtime::Program> joined_program(int layer, int pos) const;
+  // The joined program of `layer` at pos_, and its input: the count block (with r at layer 0)
+  // after the program before's `in_bytes` (which become the whole input's).
+  std::shared_ptr<runtime::Program> joined_run(int layer, int8_t* in, int& in_bytes, float r);
+  // That program's output `output` (e and 1 / S) into e_stash_ for softmax_q.
+  void stash_softmax(int layer, const runtime::Program& program, int output);
+  // e and 1 / S of layer e_stash_layer_ at e_stash_pos_, as the joined run before its softmax_q
+  // returned them.
+  std::vector<uint8_t> e_stash_;
+  int e_stash_layer_ = -1, e_stash_pos_ = -1;
   // The layer's position-0 program with the sum in front, built as a trial (a rejected
   // multipliers-from-r form once more with the host's rows, mult_base cleared); false if rejected.
   bool first_sum_program(int layer, ScoresProgram& p);

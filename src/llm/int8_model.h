@@ -197,6 +197,11 @@ struct Int8Options {
   // k, v, u', v~, RoPE's per-token multipliers) takes this r (docs/llm.md "RMSNorm's scale from
   // the chip's bytes"); the CLI's --chip-rms.
   bool chip_rms = false;
+  // With chip_rope, chip_key_write and chip_rms, on the chip path: each layer's chain runs the
+  // next layer's scores and softmax in the same program where it can (ChipPathStats::
+  // joined_layers; docs/llm.md "The joined program in the chip path"); false: the two programs
+  // run apart (for comparisons).
+  bool join_scores = true;
 };
 
 // Attention of one layer in the chip's arithmetic (Int8Options::chip_attention).

@@ -690,6 +690,73 @@ TEST(ChipPathStepD, KeptRopeProductsAreComputedAgainAfterARecovery) {
     expect_logits_after_a_recovery(c);
 }
 
+// A chip path whose stick fails the joined run of layer `layer_`'s scores at position 2: layer 0's
+// q, k, v program (qkv_q), or the chain ending the layer before (ffn_add_q).
+class FailingJoinedRun : public llm::ChipTransformer {
+ public:
+  FailingJoinedRun(const llm::Checkpoint& ck, llm::ThreadPool& pool, const llm::Calibration& cal,
+                   runtime::EdgeTpu& tpu, llm::Int8Options options, usb::VirtualStick& stick,
+                   int layer)
+      : ChipTransformer(ck, pool, cal, tpu, options), stick_(stick), layer_(layer) {}
+  int failed = 0;
+
+ protected:
+  void qkv(int layer, int pos, const float* x, float* q, float* k, float* v) override {
+    pos_of_token_ = pos;
+    ChipTransformer::qkv(layer, pos, x, q, k, v);
+  }
+  void qkv_q(int layer, const int8_t* xq, int8_t* q, int8_t* k, int8_t* v) override {
+    if (layer == 0) fail_if(0);
+    ChipTransformer::qkv_q(layer, xq, q, k, v);
+  }
+  void ffn_add_q(int layer, const int8_t* xq, const int8_t* x2q, int8_t* yq,
+                 int8_t* next) override {
+    fail_if(layer + 1);
+    ChipTransformer::ffn_add_q(layer, xq, x2q, yq, next);
+  }
+
+ private:
+  void fail_if(int scores_layer) {
+    if (scores_layer == layer_ && pos_of_token_ == 2 && failed++ == 0)
+      stick_.faults().fatal_next_program = true;
+  }
+  usb::VirtualStick& stick_;
+  int layer_;
+  int pos_of_token_ = -1;
+};
+
+// A recovery inside a joined run (layer 0's q, k, v program with layer 0's scores, or layer 0's
+// chain with layer 1's; softmax and key column write; q's products kept and read in that run):
+// the runtime caches the weights again, the keys from the host's copy up to the position before
+// (the run writes pos's column itself), and the whole program runs again; the logits stay the
+// int8 path's at every position. The recovery empties the keys of positions 0 and 1, so a rerun
+// without them in the host's copy would change the scores from position 2 on.
+TEST(ChipPathStepD, TheJoinedRunIsRunAgainAfterARecovery) {
+  const TinyShape shape = kOtherAttentionShapes[0].shape;
+  const LoadedModel model = tiny_model(shape, TinyWeights(shape));
+  const llm::Int8Options options{
+      .chip_scores = true, .chip_key_write = true, .chip_rope = true, .chip_rms = true};
+  llm::ThreadPool pool(2);
+  const llm::Calibration cal = llm::calibrate(model.ck, pool, 8);
+  llm::Int8Transformer cpu(model.ck, pool, cal, options);
+  const testing::Run want = run(cpu, model.tok, 0.0f, 42, "Once upon", 8);
+  ASSERT_GT(want.logits.size(), 3u);
+  for (const int layer : {0, 1}) {
+    SCOPED_TRACE("layer " + std::to_string(layer));
+    chip::VirtualEdgeTpu chip;
+    usb::VirtualStick stick{chip, usb::VirtualStick::Mode::kApplication};
+    runtime::EdgeTpu tpu(std::make_unique<usb::VirtualTransport>(stick), nullptr, nullptr);
+    FailingJoinedRun failing(model.ck, pool, cal, tpu, options, stick, layer);
+    ASSERT_EQ(failing.stats().joined_layers, shape.layers);
+    const testing::Run got = run(failing, model.tok, 0.0f, 42, "Once upon", 8);
+    EXPECT_EQ(failing.failed, 1);
+    EXPECT_EQ(tpu.recoveries(), 1);
+    ASSERT_EQ(got.logits.size(), want.logits.size());
+    for (size_t p = 0; p < want.logits.size(); ++p)
+      ASSERT_EQ(got.logits[p], want.logits[p]) << "position " << p;
+  }
+}
+
 // `generate --weighted-sum value-cache` (WeightedSum::kValueCache): on the simulator, with the
 // scores and softmax on the chip too, each layer's weighted sum runs inside its scores' program
 // (which streams the new key and v~ column and computes the per-token multipliers on the scalar
@@ -948,7 +1015,12 @@ TEST(ChipPathStepD, RmsScaleFromTheBytesGivesTheInt8PathsLogitsBitForBit) {
         .chip_rope = true,
         .chip_rms = true},
        {.chip_scores = true, .chip_rope = true, .chip_rms = true},
-       {.chip_scores = true, .chip_key_write = true, .chip_rope = true, .chip_rms = true}},
+       {.chip_scores = true, .chip_key_write = true, .chip_rope = true, .chip_rms = true},
+       {.chip_scores = true,
+        .chip_key_write = true,
+        .chip_rope = true,
+        .chip_rms = true,
+        .join_scores = false}},
       stats);
   const int layers = model->ck.config.n_layers;
   EXPECT_EQ(stats[0].chained_layers, layers - 1);
@@ -964,6 +1036,20 @@ TEST(ChipPathStepD, RmsScaleFromTheBytesGivesTheInt8PathsLogitsBitForBit) {
     EXPECT_EQ(stats[i].rope_mult_layers, layers) << i;
   }
   EXPECT_EQ(stats[3].key_sum_layers, layers);
+  // With the key's sum and column write too, the program before each layer's scores runs them
+  // (q's products kept, r from the chain or from the host's bytes at layer 0, the key's products
+  // moved on the chip): layer 0's program, one chain per later layer and the last FFN, L + 1 runs
+  // a token (expect_chips_equal_int8 counts the runs); without the key's sum none is joined.
+  EXPECT_EQ(stats[3].joined_layers, layers);
+  EXPECT_EQ(stats[3].programs + stats[3].scores_layers - stats[3].softmax_layers, layers + 1);
+  EXPECT_EQ(stats[2].joined_layers, 0);
+  EXPECT_EQ(stats[2].programs + stats[2].scores_layers - stats[2].softmax_layers, 2 * layers + 1);
+  // The same programs apart (join_scores off): the same logits (above), L runs more a token and
+  // more modeled stick time; the joined runs send the count, not the scores' row.
+  EXPECT_EQ(stats[4].joined_layers, 0);
+  EXPECT_EQ(stats[4].runs - stats[3].runs, layers * stats[3].runs / (layers + 1));
+  EXPECT_LT(stats[3].modeled.total_ms_high(), stats[4].modeled.total_ms_high());
+  EXPECT_LT(stats[3].scores_row_bytes, stats[4].scores_row_bytes);
   const auto path = reference_checkpoint(data, "rand_gqa", why);
   ASSERT_TRUE(path) << why;
   std::string cpu_text;
@@ -982,6 +1068,33 @@ TEST(ChipPathStepD, RmsScaleFromTheBytesGivesTheInt8PathsLogitsBitForBit) {
   ASSERT_FALSE(sums.is_null());
   EXPECT_EQ(sums.at("chip").at("rope_multiplier_layers_on_chip").get<int>(), layers);
   expect_option_refused(data, *path, "--chip-rms");
+}
+
+// `generate --device sim --scores-on-chip --chip-rope --chip-rms --key-column-write` joins each
+// layer's scores' program to the program before it (one run for both): on both test checkpoints the
+// int8 CPU path's text with the same arithmetic, 2 L + 1 runs a token less one per joined layer
+// (every layer on rand_gqa: L + 1).
+TEST(ChipPathStepD, GenerateWithTheScoresJoinedToTheChainsWritesTheInt8Text) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  for (const std::string name : {"rand_gqa", "rand15M"}) {
+    SCOPED_TRACE(name);
+    std::string why;
+    const auto path = reference_checkpoint(data, name, why);
+    if (!path) GTEST_SKIP() << why;
+    const int layers = name == "rand15M" ? 6 : 2;
+    std::string cpu_text;
+    const std::string sim = "--device sim --scores-on-chip --chip-rope --chip-rms";
+    const nlohmann::json j =
+        sim_writes_cpu_text(data, *path, name, "--device cpu --int8 --chip-rope --chip-rms",
+                            sim + " --key-column-write", cpu_text);
+    ASSERT_FALSE(j.is_null());
+    // Every layer but rand15M's layer 1, whose chain has no output rows left for RoPE's products
+    // (its scores' program reads them in the host's row).
+    const int joined = name == "rand15M" ? layers - 1 : layers;
+    EXPECT_EQ(j.at("chip").at("joined_layers_on_chip"), joined);
+    EXPECT_EQ(j.at("chip").at("programs_per_token"), 2 * layers + 1 - joined);
+    EXPECT_EQ(j.at("chip").at("modeled").at("runs_per_token"), 2 * layers + 1 - joined);
+  }
 }
 
 // The chains' r (compiler::FcChainRms: the residual add's bytes into scalar memory, the scalar
