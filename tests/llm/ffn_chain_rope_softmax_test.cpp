@@ -271,6 +271,95 @@ TEST(FfnChainOnTheChip, KeysProductsMovedOnTheChipEqualTheTwoProgramsBitForBit) 
   check_joined(true);
 }
 
+// Layer 0's form (generate_fc_chain_softmax): the chain is q and k alone (generate_fc_chain, no
+// RMSNorm on the chip), so the multipliers take r from the count block (r_word -1) and the count
+// block reaches the key sum's tile as well as the scores'. The joined program returns the chain
+// program's bytes, and the e and 1 / S of the scores' own program run after it with the same r in
+// its row and the key's products the chain returned, every byte, at n = 1, 77, 128; r 2% off in
+// the joined program's count block changes them, and r at a word is refused without a chain r.
+TEST(FfnChainOnTheChip, ScoresAfterAnFcChainWithRInTheCountEqualTheTwoProgramsBitForBit) {
+  std::mt19937 random(53);
+  JoinedRope t(random);
+  // The scores' first group off the key sum's first tile (tile 1): the count must reach both.
+  std::swap(t.s_at.tiles[0], t.s_at.tiles[2]);
+  std::swap(t.s_at.param_units[0], t.s_at.param_units[2]);
+  compiler::FcChain chain;  // the joined setup's q and k layer, its products and kept rows
+  chain.layers = {t.chain.next[1]};
+  chain.at = {t.chain.next_at[1]};
+  chain.output = {true};
+  chain.products = t.chain.products;
+  chain.products.layer = 0;
+  const int chain_in = JoinedRope::kDim + compiler::fc_tables_bytes(JoinedRope::kDim, 3);
+  const std::vector<int> moved = {-1, -1, 2};
+  auto tpu = runtime::open_virtual_edgetpu();
+  const compiler::FfnChainPrograms alone = compiler::generate_fc_chain(chain);
+  for (const container::Executable& c : alone.caching)
+    tpu->run(nullptr, std::make_shared<runtime::Program>(c));
+  tpu->run(nullptr,
+           std::make_shared<runtime::Program>(compiler::fc_caching(t.first.layer, t.first.at)));
+  const auto scores_caching = std::make_shared<runtime::Program>(compiler::fc_caching(t.s, t.s_at));
+  auto chain_p = std::make_shared<runtime::Program>(alone.execution);
+  const size_t count_at = (size_t(chain_in) + 255) / 256 * 256;
+  std::set<uint32_t> sums;
+  for (int n : {1, 77, JoinedRope::kPositions}) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    const compiler::FcColumnWrite column = t.column(n - 1);
+    auto joined_p = std::make_shared<runtime::Program>(
+        compiler::generate_fc_chain_softmax(chain, t.s, t.s_at, t.row_bytes, t.exp_mult, &t.first,
+                                            &column, moved)
+            .execution);
+    auto softmax_p = std::make_shared<runtime::Program>(compiler::generate_fc_batch_softmax(
+        t.s, t.s_at, t.row_bytes, t.exp_mult, nullptr, &t.first, nullptr, &column));
+    ASSERT_EQ(joined_p->input_bytes(0), count_at + size_t(compiler::kSoftmaxCountBytes));
+    ASSERT_EQ(joined_p->num_outputs(), 2u);
+    std::vector<uint8_t> in(static_cast<size_t>(chain_in)), other(static_cast<size_t>(chain_in));
+    for (uint8_t& b : in) b = static_cast<uint8_t>(random() % 255 + 1);
+    for (uint8_t& b : other) b = static_cast<uint8_t>(random() % 255 + 1);
+    const float r = 0.6f + 0.1f * float(n % 7);
+    const auto row_of = [&](const std::vector<uint8_t>& chain_out, float with_r) {
+      std::vector<uint8_t> as_if_r = chain_out;  // scores_input reads the key's products before r
+      as_if_r.resize(as_if_r.size() + 4);
+      return t.scores_input(as_if_r, n, std::bit_cast<uint32_t>(with_r));
+    };
+    const std::vector<uint8_t> want_chain = all_outputs_of(*tpu, chain_p, in);
+    ASSERT_EQ(want_chain.size(), 128u);  // the key's products: q's stay in the kept rows
+    tpu->run(nullptr, scores_caching);
+    const std::vector<uint8_t> want_e = all_outputs_of(*tpu, softmax_p, row_of(want_chain, r));
+    // The joined program after another input's products were computed and kept.
+    (void)all_outputs_of(*tpu, chain_p, other);
+    const auto joined_with = [&](float with_r) {
+      tpu->run(nullptr, scores_caching);
+      std::vector<uint8_t> joined_in = in;
+      joined_in.resize(count_at, 0);
+      const std::vector<uint8_t> row = row_of(want_chain, with_r);
+      joined_in.insert(joined_in.end(), row.begin() + t.row_bytes, row.end());
+      return all_outputs_of(*tpu, joined_p, joined_in);
+    };
+    std::vector<uint8_t> want = want_chain;
+    want.insert(want.end(), want_e.begin(), want_e.end());
+    const std::vector<uint8_t> got = joined_with(r);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_EQ(int(got[i]), int(want[i])) << "output byte " << i << " of " << want.size();
+    EXPECT_GT(std::set<uint8_t>(want_e.begin(), want_e.begin() + n).size(), size_t(n > 8 ? 8 : 0));
+    uint32_t sum = 0;
+    std::memcpy(&sum, want_e.data() + JoinedRope::kHeads * JoinedRope::kPositions, 4);
+    sums.insert(sum);
+    if (n > 1) {
+      EXPECT_NE(joined_with(r * 1.02f), want);
+    }
+  }
+  EXPECT_EQ(sums.size(), 3u);
+  compiler::FcScoresInput at_word = t.first;
+  at_word.r_word = compiler::kChainRmsRWord;
+  const compiler::FcColumnWrite column = t.column(5);
+  const std::string refused = error_of([&] {
+    compiler::generate_fc_chain_softmax(chain, t.s, t.s_at, t.row_bytes, t.exp_mult, &at_word,
+                                        &column, moved);
+  });
+  EXPECT_NE(refused.find("did not compute it"), std::string::npos) << refused;
+}
+
 // In the join r is the chain's: r in the row (its count block moved to words 4080..4095, over the
 // chain's x and r), r at a word in a program of its own, multipliers reaching the chain's x and a
 // column whose words would be streamed are refused; so are moved products that leave a group
