@@ -662,16 +662,20 @@ int depthwise_words(const LayerPlan& lp, int g0, int g1) {
 // A depthwise layer's groups [g0, g1) of a part: one op group per 4-channel input word (out_ch 3:
 // the clock charges the 16 MACs of the four columns a step uses, not all 64 columns' 256), its
 // taps' rows holding the word's 4x4 diagonal in columns 0..3.
-void depthwise_op(TileBatch& e, const Plan& p, size_t i, const Part& part, int g0, int g1) {
+// (`pick`: the band's rows it computes, all by default: swap_split's two ops.)
+void depthwise_op(TileBatch& e, const Plan& p, size_t i, const Part& part, int g0, int g1,
+                  RowRange pick = {}) {
   const LayerPlan& lp = p.layers[i];
   const ConvLayer& l = *lp.l;
-  const int rows = lp.ob - lp.oa;
+  const int ra = std::max(lp.oa, pick.first), rb = std::min(lp.ob, pick.end);
+  const int rows = rb - ra, dy = ra - lp.oa;
   const int64_t positions = int64_t{rows} * lp.blocks;
   const int taps = l.kh * l.kw;
   const int words = depthwise_words(lp, g0, g1);
   // (A tile of a split layer keeps only its groups' channels: lp.cin of them, from group p.g0.)
   const int first = lp.cin == l.cin ? 0 : p.g0;
-  const int in_base = lp.op_in(0) - lp.window_off + 4 * lp.dw_words * (g0 - first);
+  const int in_base = lp.op_in(0) - lp.window_off + 4 * lp.dw_words * (g0 - first) +
+                      dy * l.stride_h * lp.row_words() * 4;
   // Shared rows: read in place. Dense weights: fill `word` of FIFO row `tap` (depthwise_fifo).
   const int par_unit = lp.dense() ? kDepthwiseFifo : lp.weight_row(part) * kRowUnits;
   const OutTarget t = out_target(p, i);
@@ -687,7 +691,7 @@ void depthwise_op(TileBatch& e, const Plan& p, size_t i, const Part& part, int g
              {int64_t{l.stride_h} * lp.row_words(), rows},
              {1, words}},
             8, " m3")(" in.tflags=0x01 out.base=")
-      .hex(static_cast<uint64_t>(t.base + kColumns * (g0 - p.g0)))(" out=")
+      .hex(static_cast<uint64_t>(t.base + kColumns * (g0 - p.g0) + dy * t.row_words * 4))(" out=")
       .walk({{1, 1}, {t.pixel_bytes / 4, lp.blocks}, {t.row_words, rows}, {1, words}}, 8,
             " m3")(" out.tflags=0x1 par.base=")
       .hex(static_cast<uint64_t>(par_unit))(" par=")
@@ -1300,14 +1304,86 @@ std::vector<HaloFirst> halo_first(const ConvChain& chain, const std::vector<Stag
   return picks;
 }
 
+// The swap under the depthwise (docs/compiler.md "The swap under the depthwise"): where a stage's
+// last layer is a depthwise one whose bands go to the next stage over the ring (not in place), each
+// tile of the tallest bands (2 rows or more) computes its band but its last rows as one op and
+// those rows as a second: the hand-over of the first op's rows runs while the second computes,
+// then that of the last rows. Shorter bands (PoseNet's 2-row bands among 3-row ones) end as early
+// in one op, so all their rows go in the first hand-over. The next stage's fills of its own images
+// and the first hand-over's writes come before the second op, so on every tile they must lie off
+// the layer's input image and output rows. The first op's rows per tile of stages[si]; empty
+// where layer i does not take the form.
+std::vector<RowRange> swap_split(const ConvChain& chain, const std::vector<Stage>& stages,
+                                 size_t si, size_t i) {
+  std::vector<RowRange> rows;
+  if (si + 1 >= stages.size()) return rows;
+  const Stage& s = stages[si];
+  const Stage& to = stages[si + 1];
+  const ConvLayer& l = chain.layers[i];
+  if (i + 1 != s.end || !l.depthwise || to.halo_in) return rows;
+  if (s.tiles.front().rounds > 1 || to.tiles.front().rounds > 1) return rows;
+  for (const ConvLayer& later : chain.layers)
+    if (later.residual_of == static_cast<int>(to.first)) return rows;
+  // (The images the next stage's fills may write: its first two. The stage after it, written in
+  // place, has its image filled after the hand-over.)
+  struct Region {
+    int tile, first, end;
+  };
+  std::vector<Region> written;
+  auto image = [&](const Stage& st, size_t k) {
+    for (const Plan& t : st.tiles) {
+      const LayerPlan& lp = t.layers[k];
+      written.push_back({t.tile, lp.in_base, lp.in_base + lp.in_bytes()});
+    }
+  };
+  for (size_t k = to.first; k < std::min(to.first + 2, to.end); ++k) image(to, k);
+  int tallest = 0;
+  for (const Plan& p : s.tiles) tallest = std::max(tallest, p.layers[i].ob - p.layers[i].oa);
+  if (tallest < 2) return rows;
+  // (Bytes of every band and of a row of the tallest bands; cycles of a row of the op, taps x
+  // positions x channel words / 4: the clock's 16 MACs a step.)
+  int64_t band_bytes = 0, tall_rows = 0, row_cycles = 0;
+  for (const Plan& p : s.tiles) {
+    const LayerPlan& lp = p.layers[i];
+    if (p.pixel_band() || p.into_base >= 0 || surplus_pixels(lp) > 0) return rows;
+    const OutTarget t = out_target(p, i);
+    const Region used[] = {{p.tile, lp.in_base, lp.in_base + lp.in_bytes()},
+                           {p.tile, t.base, t.base + (lp.ob - lp.oa) * t.row_words * 4}};
+    for (const Region& w : written)
+      for (const Region& u : used)
+        if (w.tile == u.tile && w.first < u.end && u.first < w.end) return rows;
+    band_bytes += int64_t{lp.ob - lp.oa} * p.out_row;
+    if (lp.ob - lp.oa == tallest) tall_rows += p.out_row;
+    row_cycles = std::max(row_cycles, int64_t{lp.blocks} * l.kh * l.kw * (lp.cin / 4) / 4);
+  }
+  // The second op's rows: those that hide the most ring cycles, the fewer of the first
+  // hand-over's at 64 bytes a cycle and the second op's. Only where that pays for the words the
+  // form adds, some 100 to 130 (1.6 to 2 KB of USB transfer, about 1.5 k cycles): PoseNet's
+  // 23 x 31 pairs hide 3.0 k cycles under their last row (of 3), DeepLab's last three depthwise
+  // layers 2.4 to 6.7 k under their last 2, 3 and 6 rows; v1 0.5's 80 x 80 layer 3 (40 KB to
+  // send) ran slower with it, and DeepLab's with only the last row in the second op.
+  int last = 0;
+  int64_t hidden = 0;
+  for (int k = 1; k < tallest; ++k) {
+    const int64_t h = std::min((band_bytes - k * tall_rows) / 64, k * row_cycles);
+    if (h > hidden) hidden = h, last = k;
+  }
+  if (hidden < 1500) return rows;
+  for (const Plan& p : s.tiles) {
+    const LayerPlan& lp = p.layers[i];
+    rows.push_back({lp.oa, lp.ob - lp.oa == tallest ? lp.ob - last : lp.ob});
+  }
+  return rows;
+}
+
 // The execution program into `e`; `loads` receives the segments it streams and how many of their
 // first rows, in order (its parameters). `head`: a generator follows in the same program, so the
 // last layer's bytes go to the host's scratch buffer and the program does not end here.
-// `pricing`: the placement search prices the layout (hand_over's forms for it). `halos_first`:
-// halo_first's two ops a band where they apply.
+// `pricing`: the placement search prices the layout (hand_over's forms for it). `final_forms`:
+// halo_first's and swap_split's two ops a band where they apply.
 void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
                   const std::vector<Stage>& stages, std::vector<std::pair<int, int>>& loads,
-                  bool head, bool pricing, bool halos_first) {
+                  bool head, bool pricing, bool final_forms) {
   preamble(e, chain.input_name);
   auto stage_of = [&](size_t i) -> const Stage& {
     for (const Stage& s : stages)
@@ -1343,7 +1419,9 @@ void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
   // which then writes its rows there.)
   // (A stage after halo rows first has its second image filled already: halo_first.)
   size_t filled_early = stages.size();
-  auto fill_stage = [&](size_t si) {
+  // (`next`: also the image of the stage after it written in place; swap_split's fills leave it
+  // until after the hand-over.)
+  auto fill_stage = [&](size_t si, bool next = true) {
     const Stage& s = stages[si];
     // (A stage in rounds fills its other images round by round.)
     const size_t images = s.tiles.front().rounds > 1 ? 1 : 2;
@@ -1365,7 +1443,7 @@ void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
                       (lp.top + lp.hp - written.ob) * pitch, lp.l->in_zp);
       }
     }
-    if (si + 1 < stages.size() && stages[si + 1].halo_in && !stages[si + 1].fill_late)
+    if (next && si + 1 < stages.size() && stages[si + 1].halo_in && !stages[si + 1].fill_late)
       fill_image(stages[si + 1], stages[si + 1].first);
     fence_fills();
   };
@@ -1447,6 +1525,42 @@ void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
       if (k + 1 < one.g1 - one.g0) tile_fence(e, "counters=0x1ffff units=0x3ff");
     }
   };
+  // The swap under the depthwise (swap_split), after the first op of layer i (the first `swap`
+  // rows of each band) on the tiles of stages[si]: the dense parts' taps round again and their
+  // consumers, the end of the first op (the scalar core waits for every tile: all taps have
+  // arrived before any hand-over packet can), the next stage's fills, the second op (the rest
+  // of each band) and at once the hand-over of the first op's rows, which crosses the ring while
+  // the second op computes. The hand-over into the next stage then sends the rest (swap_into).
+  size_t swap_into = stages.size();
+  std::vector<RowRange> swap_rest;
+  auto emit_swap = [&](size_t si, size_t i, const std::vector<RowRange>& swap,
+                       const std::vector<RoundTrip>& trips) {
+    const Stage& stage = stages[si];
+    const LayerPlan& lp = shapes.layers[i];
+    for (const RoundTrip& trip : trips) depthwise_round_trip(e, trip, outfed);
+    {
+      TileBatch consumers(e);
+      for (const RoundTrip& trip : trips)
+        consumers.add(trip.mask, "ringcons0", depthwise_fifo_consumer(trip.taps, trip.words));
+    }
+    end_part();
+    fill_stage(si + 1, false);
+    swap_rest.clear();
+    {
+      TileBatch ops(e);
+      for (size_t t = 0; t < stage.tiles.size(); ++t) {
+        const Plan& p = stage.tiles[t];
+        const RowRange rest{swap[t].end, p.layers[i].ob};
+        swap_rest.push_back(rest);
+        if (rest.first >= rest.end) continue;
+        for (const Part& part : lp.parts)
+          if (p.g1 == 0 || (part.g0 >= p.g0 && part.g1 <= p.g1))
+            depthwise_op(ops, p, i, part, part.g0, part.g1, rest);
+      }
+    }
+    hand_over(e, stage, stages[si + 1], ordinal, pricing, swap);
+    swap_into = si + 1;
+  };
   // The stages in order, each in its rounds (Plan::rounds; one otherwise): the hand-over into a
   // stage comes before its first round, each round fills its own images.
   std::vector<std::pair<size_t, int>> work;
@@ -1465,8 +1579,10 @@ void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
   for (const auto& [si, round] : work) {
     const Stage& stage = rounds[si].empty() ? stages[si] : rounds[si][static_cast<size_t>(round)];
     if (si > 0 && round == 0) {
-      fill_stage(si);
-      hand_over(e, stages[si - 1], stages[si], ordinal, pricing);
+      // (After the swap under the depthwise: filled, and the rest of the bands to send.)
+      if (swap_into != si) fill_stage(si);
+      hand_over(e, stages[si - 1], stages[si], ordinal, pricing,
+                swap_into == si ? swap_rest : std::vector<RowRange>{});
       // The same image to the tiles of a later stage whose residual ADD reads it (keep_operands:
       // they keep it where no stage in between writes).
       for (size_t i = stage.end; i < chain.layers.size(); ++i)
@@ -1477,8 +1593,10 @@ void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
           hand_over(e, stages[si - 1], kept, ordinal, pricing);
         }
       end_part();
-      // (The next stage's image written in place over the output just handed over.)
-      if (si + 1 < stages.size() && stages[si + 1].halo_in && stages[si + 1].fill_late) {
+      // (The next stage's image written in place over the output just handed over, or left by
+      // the swap under the depthwise.)
+      if (si + 1 < stages.size() && stages[si + 1].halo_in &&
+          (stages[si + 1].fill_late || swap_into == si)) {
         fill_image(stages[si + 1], stages[si + 1].first);
         fence_fills();
       }
@@ -1589,7 +1707,7 @@ void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
       auto computes = [](const Plan& p, const Part& part) {
         return p.g1 == 0 || (part.g0 >= p.g0 && part.g1 <= p.g1);
       };
-      if (halos_first && (at_once || lp.parts.size() == 1)) {
+      if (final_forms && (at_once || lp.parts.size() == 1)) {
         bool fits = true;
         for (const Part& part : lp.parts) {
           const Segment& seg = shapes.segments[static_cast<size_t>(part.segment)];
@@ -1610,6 +1728,25 @@ void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
       auto first_rows = [&](const Plan* p) {
         return picks.empty() ? RowPick{} : picks[static_cast<size_t>(p - stage.tiles.data())].first;
       };
+      // The swap under the depthwise, where each tile computes one part, resident (its bias
+      // store serves both ops; a dense part's taps go round again for the second).
+      std::vector<RowRange> swap;
+      if (final_forms && lp.l->depthwise && !lp.shared_rows && (at_once || lp.parts.size() == 1)) {
+        bool fits = true;
+        for (const Part& part : lp.parts) {
+          const Segment& seg = shapes.segments[static_cast<size_t>(part.segment)];
+          fits = fits && resident[static_cast<size_t>(seg.group)] == part.segment &&
+                 part.owned.empty();
+        }
+        for (const Plan& p : stage.tiles)
+          fits = fits && std::count_if(lp.parts.begin(), lp.parts.end(),
+                                       [&](const Part& part) { return computes(p, part); }) <= 1;
+        if (fits) swap = swap_split(chain, stages, si, i);
+      }
+      auto swap_rows = [&](const Plan* p) {
+        return swap.empty() ? RowRange{} : swap[static_cast<size_t>(p - stage.tiles.data())];
+      };
+      std::vector<RoundTrip> trips;  // (the swap's dense parts)
       for (const Part& part : lp.parts) {
         // The part's segment once the layers before have run.
         const Segment& seg = shapes.segments[static_cast<size_t>(part.segment)];
@@ -1634,6 +1771,7 @@ void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
         const RoundTrip trip{runs.front()->tile, lp.weight_row(part), mask, taps,
                              lp.dense() ? depthwise_words(lp, part.g0, part.g1) : 0};
         if (trip.words > 0) depthwise_round_trip(e, trip, outfed);
+        if (trip.words > 0 && !swap.empty()) trips.push_back(trip);
         if (lp.l->depthwise && lp.shared_rows) {
           std::vector<std::pair<const Plan*, const Part*>> pooling;
           for (const Plan* p : runs) pooling.push_back({p, &part});
@@ -1653,7 +1791,7 @@ void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
               if (!part.owned.empty()) batch.add(mask, "ringcons1", fifo_consumer(lp, part));
               for (const Plan* p : runs)
                 if (lp.l->depthwise)
-                  depthwise_op(batch, *p, i, part, part.g0, part.g1);
+                  depthwise_op(batch, *p, i, part, part.g0, part.g1, swap_rows(p));
                 else
                   layer_op(batch, *p, i, part, head, first_rows(p));
               batch.end_sequence();
@@ -1673,7 +1811,7 @@ void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
               TileBatch ops(e);
               for (const Plan* p : runs)
                 if (lp.l->depthwise)
-                  depthwise_op(ops, *p, i, part, part.g0, part.g1);
+                  depthwise_op(ops, *p, i, part, part.g0, part.g1, swap_rows(p));
                 else
                   layer_op(ops, *p, i, part, head, first_rows(p));
             }
@@ -1682,6 +1820,10 @@ void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
         }
         if (at_once && &part != &lp.parts.back()) continue;
         flush_at_once();  // (emits the parts before their fence)
+        if (!swap.empty()) {
+          emit_swap(si, i, swap, trips);
+          continue;
+        }
         if (picks.empty()) {
           end_part();
           continue;
@@ -1810,13 +1952,13 @@ std::optional<std::vector<Stage>> slid_stages(const std::vector<Stage>& planned,
   return stages;
 }
 
-// (`halos_first`: halo_first's ops, in the final program only: the search's counts keep the forms
-// its layouts were tuned with.)
+// (`final_forms`: halo_first's and swap_split's ops, in the final program only: the search's counts
+// keep the forms its layouts were tuned with.)
 void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
                     const std::vector<Stage>& planned, std::vector<std::pair<int, int>>& loads,
-                    bool head, bool pricing, Slides slides, bool halos_first) {
+                    bool head, bool pricing, Slides slides, bool final_forms) {
   const std::optional<std::vector<Stage>> slid = slid_stages(planned, slides);
-  emit_program(e, chain, shapes, slid ? *slid : planned, loads, head, pricing, halos_first);
+  emit_program(e, chain, shapes, slid ? *slid : planned, loads, head, pricing, final_forms);
 }
 
 container::Bitstream execution_program(const ConvChain& chain, const Shapes& shapes,

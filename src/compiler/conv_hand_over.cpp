@@ -82,7 +82,7 @@ bool multi_packet(const Round& round) { return round.front().parts.front()->pack
 class SenderCut {
  public:
   SenderCut(const Plan& src, const Stage& to, bool pricing, std::vector<Transfer>& out,
-            bool per_receiver = false)
+            bool per_receiver = false, RowRange rows = {})
       : src_(src),
         to_(to),
         i_(to.first),
@@ -91,7 +91,8 @@ class SenderCut {
         row_bytes_(src.out_row),
         slice_(src.out_ch),
         ch0_(src.g1 > 0 ? src.g0 * kColumns : 0),
-        per_receiver_(per_receiver) {
+        per_receiver_(per_receiver),
+        rows_(rows) {
     // Receivers that keep the whole image (LayerPlan::full) hold every row at one address: rows
     // that several of them read go to all of them in one transfer, each writing every row.
     full_ = !to.halo_in && std::all_of(to.tiles.begin(), to.tiles.end(),
@@ -112,18 +113,20 @@ class SenderCut {
       return;
     }
     const LayerPlan& band = src_.layers[i_ - 1];
+    // (The band's rows in rows_ only: a hand-over in two pieces, swap_split in conv_codegen.cpp.)
+    const int oa = std::max(band.oa, rows_.first), ob = std::min(band.ob, rows_.end);
     if (per_receiver_ && !src_.pixel_band() && !in_place_) {
       // Each receiver's rows of the band on their own, rows that several read sent to each.
       for (const Plan& t : to_.tiles) {
         const LayerPlan& lp = t.layers[i_];
-        send_runs(std::max(band.oa, lp.need_top), std::min(band.ob, lp.need_top + lp.need_rows),
+        send_runs(std::max(oa, lp.need_top), std::min(ob, lp.need_top + lp.need_rows),
                   tile_bit(t.tile));
       }
       return;
     }
     // A pixel band (Plan::pa, pb) computed its first and last rows only in part: those parts go
     // alone, the rows between as any band's.
-    int ya = band.oa, yb = band.ob, last_piece = 0;
+    int ya = oa, yb = ob, last_piece = 0;
     if (src_.pixel_band()) {
       const int w = band.l->ow, bytes = row_bytes_ / w;
       if (src_.pa > ya * w) {
@@ -345,13 +348,18 @@ class SenderCut {
   int row_bytes_, slice_, ch0_;
   bool full_ = false, whole_rows_ = false;
   bool per_receiver_ = false;  // each receiver's rows cut on their own
+  RowRange rows_;
   bool in_place_ = false;  // the sender wrote its rows into the receivers' image on its own tile
 };
 
 std::vector<Transfer> transfers_of(const Stage& from, const Stage& to, bool pricing,
-                                   bool per_receiver = false) {
+                                   bool per_receiver = false,
+                                   const std::vector<RowRange>& rows = {}) {
   std::vector<Transfer> transfers;
-  for (const Plan& src : from.tiles) SenderCut(src, to, pricing, transfers, per_receiver).cut();
+  for (size_t k = 0; k < from.tiles.size(); ++k)
+    SenderCut(from.tiles[k], to, pricing, transfers, per_receiver,
+              rows.empty() ? RowRange{} : rows[k])
+        .cut();
   return transfers;
 }
 
@@ -923,8 +931,9 @@ void add_schedules(std::vector<std::vector<Round>>& schedules, const std::vector
 // Priced, the search's layouts keep the receivers' order: priced with the shortest schedule, it
 // picks layouts the simulator runs slower (v1 1.0: 4.021 against 3.964 ms); the final program
 // takes the shortest schedule on the layout the search picked.
-void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal, bool pricing) {
-  const std::vector<Transfer> transfers = transfers_of(from, to, pricing);
+void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal, bool pricing,
+               const std::vector<RowRange>& rows) {
+  const std::vector<Transfer> transfers = transfers_of(from, to, pricing, false, rows);
   const Queues queues = queues_of(transfers);
   if (pricing) {
     emit_rounds(e, in_turns(transfers, queues, true), ordinal);
@@ -942,7 +951,7 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal, boo
   // readers - every test-data program comes out the same either way, at about a third less
   // compile time for v2.)
   const std::vector<Transfer> own =
-      e.only_counts() ? std::vector<Transfer>{} : transfers_of(from, to, false, true);
+      e.only_counts() ? std::vector<Transfer>{} : transfers_of(from, to, false, true, rows);
   auto same = [](const Transfer& a, const Transfer& b) {
     return a.src == b.src && a.mask == b.mask && a.from_at == b.from_at && a.bytes == b.bytes &&
            a.packets == b.packets;

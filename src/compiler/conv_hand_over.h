@@ -13,12 +13,19 @@ namespace tinycoral::compiler::conv {
 // place (Stage::halo_in) the sender's own tile has its rows already.
 uint32_t row_readers(const Plan& src, const Stage& to, int y);
 
+// Rows [first, end) of a sender's band.
+struct RowRange {
+  int first = 0, end = 1 << 30;
+};
+
 // The hand-over from the tiles of `from` into the first image of `to` (layer to.first), appended
 // to `e`; `ordinal` counts the program's ring producers. `pricing` (the placement search prices a
 // candidate layout): the receivers take the transfers in the order they were made and rows end
 // inside a packet only where they must (the forms the search's layouts were tuned with); else the
-// schedule of fewest instruction words of all.
-void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal, bool pricing);
+// schedule of fewest instruction words of all. `rows` (per tile of `from`, empty: all): only
+// those rows of each band (not of pixel bands).
+void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal, bool pricing,
+               const std::vector<RowRange>& rows = {});
 
 // Receivers that keep the whole image (LayerPlan::full) fall into sets that take the same
 // transfers; where two sets read rows of the same pattern at different places (v2's 14 x 14

@@ -1,0 +1,139 @@
+// Correct by simulation and faster on the clock: a 3x3 depthwise stage whose bands go over the ring
+// to the next pointwise stage (each tile's channel slice to its partner, PoseNet's 23 x 31 x 384
+// pairs) computes its bands but the last row as one op and the last row as a second, and the
+// first op's rows cross the ring while the second computes (swap_split in conv_codegen.cpp,
+// docs/compiler.md "The swap under the depthwise"). The chain is halo_first_test.cpp's.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <random>
+#include <variant>
+#include <vector>
+
+#include "chip/program.h"
+#include "chip/virtual_edge_tpu.h"
+#include "isa/isa.h"
+#include "support/compiled_twin.h"
+#include "support/conv_twin.h"
+#include "support/two_inferences.h"
+
+namespace tinycoral::compiler {
+namespace {
+
+using container::Activation;
+using twins::ConvSpec;
+
+// The latest finish (clock cycles) of each instruction, by word offset, on any tile, in the last
+// program run (the inference).
+struct Finishes : chip::TraceSink {
+  uint32_t program = 0;
+  std::map<uint32_t, uint64_t> at;
+  void record(const chip::TraceRecord& r) override {
+    if (r.program != program) {
+      program = r.program;
+      at.clear();
+    }
+    if (r.tile >= 0) at[r.word_offset] = std::max(at[r.word_offset], r.finish);
+  }
+};
+
+// Per run of depthwise ops (loop0 8: 9 taps) followed by a pointwise op: the ops' positions in
+// order, the ring producers to tiles (not FIFO weights) after the first of those ops up to the
+// pointwise op, and how many of them finished before the last depthwise op did (one inference,
+// traced).
+struct Swap {
+  std::vector<int64_t> positions;
+  int producers = 0, early = 0;
+};
+std::vector<Swap> swaps(const testing::CompiledTwin& compiled, size_t input_bytes,
+                        std::mt19937& random) {
+  const std::vector<uint8_t>& bitstream = compiled.exes.execution->bitstreams.at(0).data;
+  Finishes finishes;
+  chip::ChipOptions options;
+  options.trace = &finishes;
+  chip::VirtualEdgeTpu chip(options);
+  compiled.cache_parameters(chip);
+  compiled.infer(chip, {{"x", testing::random_bytes(input_bytes, random)}});
+  EXPECT_EQ(chip.fault(), "");
+  const std::unique_ptr<chip::Program> decoded = chip::Program::decode(bitstream);
+  std::vector<Swap> found;
+  bool in_swap = false;
+  uint64_t ops_end = 0;
+  std::vector<uint64_t> sent;
+  for (const chip::ProgramItem& item : decoded->items) {
+    if (const auto* op = std::get_if<chip::OpInstr>(&item.decoded)) {
+      const bool depthwise = op->source->value("loop0") == 8;
+      if (depthwise && !in_swap) {
+        found.push_back({});
+        in_swap = true;
+        ops_end = 0;
+        sent.clear();
+      }
+      if (depthwise) {
+        found.back().positions.push_back(op->source->value("loop1") + 1);
+        ops_end = std::max(ops_end, finishes.at[item.word_offset]);
+      } else if (in_swap) {
+        in_swap = false;
+        found.back().producers = static_cast<int>(sent.size());
+        found.back().early = static_cast<int>(
+            std::count_if(sent.begin(), sent.end(), [&](uint64_t f) { return f < ops_end; }));
+      }
+    }
+    if (const auto* ring = std::get_if<chip::RingInstr>(&item.decoded);
+        in_swap && ring && item.opcode == isa::kRingProducer && (ring->dest & 0xffff) != 0 &&
+        !ring->to_c1)
+      sent.push_back(finishes.at[item.word_offset]);
+  }
+  return found;
+}
+
+// 23 x 31 x 64 -> 1x1 to 384, then three pairs of a 3x3 depthwise layer and a 1x1 to 384. The
+// second and third depthwise layers run as ops of two rows of 31 positions on every band (the
+// 2-row bands whole) and then an op of the last row on the 3-row bands, and the first hand-over's
+// producers (16 or more: two rows of each band to the tile itself and its partner) finish before
+// that last op ends, the last rows' after it. (The first depthwise layer keeps one op a band:
+// the next stage's image lies over its input there. Before, every layer was so: its ops ended
+// first, then every producer.) Every output byte equals the CPU reference on two inferences; the
+// last-row op writing the row above its own makes the output differ.
+TEST(SwapSplitOnTheVirtualEdgeTpu, FirstRowsCrossTheRingWhileTheLastRowComputes) {
+  std::mt19937 random(20261207);
+  const int h = 23, w = 31, cin = 64;
+  const ConvSpec pw{384, 1, 1, true, true, true, Activation::kNone};
+  ConvSpec dw{0, 3, 1, true, true, true, Activation::kNone};
+  dw.depthwise = true;
+  const std::vector<ConvSpec> specs{pw, dw, pw, dw, pw, dw, pw};
+  SCOPED_TRACE(twins::describe(h, w, cin, specs));
+  const container::Model twin = twins::conv_twin(h, w, cin, specs, random);
+  const testing::CompiledTwin compiled(twin);
+  ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1) << compiled.reason();
+  ASSERT_NE(compiled.exes.execution, nullptr);
+  const size_t input_bytes = static_cast<size_t>(h) * w * cin;
+  const std::vector<Swap> found = swaps(compiled, input_bytes, random);
+  ASSERT_EQ(found.size(), 3u);
+  EXPECT_EQ(found[0].early, 0);
+  for (size_t k = 1; k < found.size(); ++k) {
+    const Swap& s = found[k];
+    EXPECT_EQ(s.positions, (std::vector<int64_t>{2 * w, 2 * w, w}))
+        << "two rows on every band, then the last row on the 3-row bands";
+    EXPECT_GE(s.early, 16) << "the first rows crossed the ring while the last row computed";
+    EXPECT_GE(s.producers - s.early, 14) << "the last rows after";
+  }
+  testing::expect_two_inferences_equal(compiled, twin, input_bytes, random);
+
+  // The same program with a last-row op (31 positions of a depthwise layer) writing the row above
+  // its own (31 pixels of 192 channels).
+  std::vector<isa::Instruction> program =
+      isa::decode(compiled.exes.execution->bitstreams.at(0).data);
+  const auto last = std::find_if(program.begin(), program.end(), [&](const isa::Instruction& in) {
+    return in.opcode() == isa::kTensorOp && in.value("loop0") == 8 && in.value("loop1") + 1 == w;
+  });
+  ASSERT_NE(last, program.end());
+  last->set("out.base", last->value("out.base") - w * 192);
+  testing::expect_edited_program_differs(compiled, twin, program, input_bytes, random);
+}
+
+}  // namespace
+}  // namespace tinycoral::compiler
