@@ -818,6 +818,10 @@ std::vector<std::pair<int, int>> moved_pieces(const FcTableProducts& products,
     fail(moved.size(), " moved products for ", first ? first->at.tiles.size() : 0,
          " groups in front of the scores after a chain ",
          products.layer < 0 ? "without products" : "with products");
+  // A moved slot holds one product group's P1 and R: each group of the FC reads both.
+  if (first->layer.k != 2 * kGroup)
+    fail("moved products for an FC of K = ", first->layer.k, " in front of the scores: a moved ",
+         "slot holds P1 and R, ", 2 * kGroup, " bytes");
   const std::vector<std::pair<int, int>> places =
       fc_product_bytes(products, layers_at[size_t(products.layer)].tiles);
   std::vector<std::pair<int, int>> slot_group;  // in_at, group
@@ -935,8 +939,9 @@ FfnChainPrograms chain_then_softmax(const ChainBeforeScores& chain, const FcLaye
     fail(why);
   // r is the chain's, in scalar memory: the count's piece moved to the top (r in the row) would
   // land on the chain's x and r. Without the chain's r it comes in the count block.
-  if (from_r && with_r && first->r_word < 0)
-    fail("multipliers from r after a chain read its r at its word (FcScoresInput::r_word)");
+  if (from_r && with_r && first->r_word != kChainRmsRWord)
+    fail("multipliers from r after a chain read its r at its word (FcScoresInput::r_word ",
+         first->r_word, ", the chain's r at ", kChainRmsRWord, ")");
   if (from_r && !with_r && first->r_word >= 0)
     fail("multipliers from r at word ", first->r_word, " after a chain that did not compute it");
   if (columns && columns->from_byte.empty())
@@ -955,6 +960,14 @@ FfnChainPrograms chain_then_softmax(const ChainBeforeScores& chain, const FcLaye
   const FcColumnWrite* cw = placed ? &*placed : nullptr;
   const std::vector<std::pair<int, int>> pieces =
       moved_pieces(chain.products, chain.layers_at, first, moved);
+  // With `moved` the host's row is not sent: past the FC's outputs (their groups' 64 bytes each,
+  // over the ring to the row's front) the row's bytes are whatever the chain left there.
+  if (!moved.empty())
+    for (size_t i = 0; i < g.in_at.size(); ++i)
+      if (g.in_at[i] + layer.k > kGroup * fc_groups(first->layer.n))
+        fail("scores group ", i, " reads row bytes ", g.in_at[i], "..", g.in_at[i] + layer.k - 1,
+             " past the moved FC's outputs (", kGroup * fc_groups(first->layer.n),
+             " bytes): the host's row is not sent");
   FfnChainTail tail;
   tail.input_bytes = moved.empty() ? g.row_bytes : kSoftmaxCountBytes;
   tail.emit = [&](Emitter& e, int& ordinal, int input_at, int products_at) {

@@ -96,12 +96,14 @@ container::Executable generate_fc_batch_softmax(const FcLayer& layer, const FcPl
 // (FcTableProducts::kept_row), and its multipliers from r need r_word (the chain's r at
 // kChainRmsRWord; r in the row is refused). With `columns` (from_byte only: no parameters are
 // streamed) the key's column is written from that FC's outputs. No parameter writes.
-// With `moved` (one entry per group of `first`), the groups that do not read a resident row take
-// their input from the chain's table products instead of the host's row: group g reads entry
-// moved[g] of chain.products.groups (its P1 and R, -1 for a resident group), moved over the ring
-// from the products' tile into its row slot (in_at; the moved groups' slots follow each other
-// from byte 0, as llm::rope_sum_slots gives them). The host's row is then not sent: after the
-// chain's input comes the count block alone.
+// With `moved` (one entry per group of `first`, whose K must be 128: a slot holds P1 and R), the
+// groups that do not read a resident row take their input from the chain's table products instead
+// of the host's row: group g reads entry moved[g] of chain.products.groups (its P1 and R, -1 for a
+// resident group), moved over the ring from the products' tile into its row slot (in_at; the moved
+// groups' slots follow each other from byte 0, as llm::rope_sum_slots gives them). The host's row
+// is then not sent: after the chain's input comes the count block alone, so a scores group reading
+// past the FC's outputs (64 bytes per group of `first`) is refused: those bytes hold what the chain
+// left there.
 std::string ffn_chain_softmax_unsupported(int heads, int positions, int rms_groups,
                                           int sum_outputs = 0);
 FfnChainPrograms generate_ffn_chain_softmax(const FfnChain& chain, const FcPlacement& up,
@@ -146,8 +148,8 @@ struct FcResidentInput {
 // infeed from scalar memory to tile 0, the ring to the FC's other tiles, a narrowToWide per
 // group. The host then streams no multiplier rows (the llm path's RoPE multipliers from r).
 // With `r_word` >= 0 (only after a chain that computed r: generate_ffn_chain_softmax), r is read
-// at that scalar-memory word (kChainRmsRWord: where the chain's RMSNorm left it) instead, and the
-// count's piece is not moved (it would land on the chain's x and r).
+// at that scalar-memory word instead, and the count's piece is not moved (it would land on the
+// chain's x and r). Only kChainRmsRWord, where the chain's RMSNorm leaves r, is accepted.
 struct FcScoresInput {
   FcLayer layer;
   FcPlacement at;

@@ -8,11 +8,13 @@
 // (generate_fc_batch_softmax with the same sum, r in its row) run one after the other.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <set>
+#include <string>
 
 #include "compiler/fc_batch_codegen.h"
 #include "compiler/fc_codegen.h"
@@ -388,6 +390,21 @@ TEST(FfnChainOnTheChip, RopeSumAfterTheChainRefusesRInTheRowAndStreamedWords) {
                                         nullptr, &column);
   });
   EXPECT_NE(alone.find("did not compute it"), std::string::npos) << alone;
+  compiler::FcValueSum sum;
+  sum.layer.n = 64;
+  sum.layer.k = JoinedRope::kPositions;
+  sum.mult_base.assign(64, 1.0f);
+  sum.mult_head.assign(64, 0);
+  const std::string attention = error_of([&] {
+    compiler::generate_fc_batch_attention(t.s, t.s_at, t.row_bytes, t.exp_mult, sum, {}, nullptr,
+                                          &at_word);
+  });
+  EXPECT_NE(attention.find("did not compute it"), std::string::npos) << attention;
+  // After a chain only kChainRmsRWord holds r.
+  compiler::FcScoresInput elsewhere = at_word;
+  elsewhere.r_word = compiler::kChainRmsRWord - 1;
+  const std::string other_word = joined(elsewhere, column);
+  EXPECT_NE(other_word.find("the chain's r at"), std::string::npos) << other_word;
   // Moved products: every group that reads no resident row takes a product group, none both.
   const auto moved = [&](const std::vector<int>& from) {
     return error_of([&] {
@@ -399,6 +416,24 @@ TEST(FfnChainOnTheChip, RopeSumAfterTheChainRefusesRInTheRowAndStreamedWords) {
   EXPECT_NE(moved({-1, -1, -1}).find("neither"), std::string::npos);
   EXPECT_NE(moved({0, -1, 2}).find("resident and moved"), std::string::npos);
   EXPECT_NE(moved({-1, 2}).find("moved products for"), std::string::npos);
+  // A moved slot holds P1 and R: an FC of another K is refused.
+  compiler::FcScoresInput wide = at_word;
+  wide.layer.k = 3 * 64;
+  const std::string k = error_of([&] {
+    compiler::generate_ffn_chain_softmax(t.chain, t.up_at, t.down_at, t.s, t.s_at, t.row_bytes,
+                                         t.exp_mult, &wide, &column, {-1, -1, 2});
+  });
+  EXPECT_NE(k.find("a moved slot holds P1 and R"), std::string::npos) << k;
+  // The host's row is not sent: a scores group reading past the FC's outputs would read what the
+  // chain left there.
+  compiler::FcPlacement past_at = t.s_at;
+  past_at.in_at.back() = t.row_bytes;
+  const std::string past_outputs = error_of([&] {
+    compiler::generate_ffn_chain_softmax(t.chain, t.up_at, t.down_at, t.s, past_at,
+                                         t.row_bytes + 64, t.exp_mult, &at_word, &column,
+                                         {-1, -1, 2});
+  });
+  EXPECT_NE(past_outputs.find("past the moved FC's outputs"), std::string::npos) << past_outputs;
   // rand15M's 640 multipliers under its x (5 groups from word 4015); 4,016 reach it.
   EXPECT_EQ(compiler::ffn_chain_softmax_unsupported(6, 256, 5, 640), "");
   const std::string past = compiler::ffn_chain_softmax_unsupported(6, 256, 5, 4016);
