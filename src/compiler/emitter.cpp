@@ -28,10 +28,14 @@ void Emitter::add(const std::string& mnemonic, const std::string& fields) {
   // (Only a fence can be dropped, so only a fence's fields are kept: copying every
   // instruction's text would cost the counting emitter's callers.)
   last_mnemonic_ = mnemonic;
-  if (mnemonic == kDroppable)
+  if (mnemonic == kDroppable) {
+    // (Every fence names its tiles first: empty fields are a Fields that built nothing.)
+    if (fields.rfind("tiles=", 0) != 0) fail("emitter: a ", kDroppable, " without its tiles");
+    check_droppable_text(fields);
     last_fields_ = fields;
-  else
+  } else {
     last_fields_.clear();
+  }
   last_seqs_ = spec->sequenced ? 1 : 0;
   last_parsed_ = 0;
   if (counting_) {  // (an instruction's words follow from its mnemonic alone)
@@ -60,6 +64,13 @@ void Emitter::add(const std::string& mnemonic, const std::string& fields) {
     last_words_ += in.spec->words;
     body_.push_back(std::move(in));
   }
+}
+
+void Emitter::check_droppable_text(std::string_view fields) {
+  for (const char c : fields)
+    if (static_cast<unsigned char>(c) < 0x20)
+      fail("emitter: a ", kDroppable, "'s fields as a Fields key, not text (drop_last compares ",
+           "text)");
 }
 
 bool Emitter::drop_last(const std::string& mnemonic, const std::string& fields) {

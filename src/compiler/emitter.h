@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -41,6 +42,11 @@ class Emitter {
   // instructions without their fields, so the two forms would disagree on other instructions.
   static constexpr const char* kDroppable = "sync";
   bool drop_last(const std::string& mnemonic, const std::string& fields);
+  // Fails unless a droppable instruction's `fields` are text: drop_last compares them with the text
+  // its caller formats, so they must not be a Fields key (its tag bytes are below 0x20). add()
+  // checks a droppable's fields (also that they name tiles: a counting emitter's Fields builds
+  // nothing), TileBatch::add the fields it will add.
+  static void check_droppable_text(std::string_view fields);
   // A MOVI of 0 into scalar register `reg` that the runtime patches with half of a buffer address.
   void reloc_movi(int reg, container::BufferKind kind, container::Half half,
                   const std::string& layer_name = "");

@@ -3,6 +3,13 @@
 // tiles, and gets a key that is equal where the texts would be (numbers and walks as their binary
 // values, not formatted); an emitter that only counts reads nothing of them. The placement search
 // prices layouts by counting, and the walks of its hand-overs were most of the text it formatted.
+// The rule that keeps the two forms in step: within a batch, every instruction of one mnemonic
+// builds its fields through one shape (the same calls in the same order, only values differing).
+// Then equal keys mean equal texts and the reverse; `tiles=16` as text in one and as dec(16) in
+// another would be equal texts with unequal keys, so a counting batch would join fewer
+// instructions than the emitted one (not checked: comparing shapes would cost the counting path).
+// What is checked: a fence's (sync's) fields are never a key or empty (Emitter::add,
+// TileBatch::add), since Emitter::drop_last compares them with text in both forms.
 #pragma once
 
 #include <cstdint>

@@ -40,6 +40,8 @@ class TileBatch {
   // Whether the emitter only counts (Fields: keys, not text).
   bool only_counts() const { return e_.only_counts(); }
   void add(uint32_t tiles, const std::string& mnemonic, std::string fields) {
+    // (Here, not in the destructor's issue: Emitter::drop_last compares a fence's text.)
+    if (mnemonic == Emitter::kDroppable) Emitter::check_droppable_text(fields);
     if (group_) {
       // (Within a sequence, an instruction equal to an earlier one on other tiles joins it when
       // nothing in between runs on its tiles: each tile keeps its order. The ops of bands of

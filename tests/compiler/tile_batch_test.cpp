@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
+#include "compiler/fields.h"
 #include "isa/isa.h"
 
 namespace tinycoral::compiler {
@@ -80,6 +82,22 @@ TEST(TileBatch, AnInstructionOfASequenceJoinsAnEqualOneOfAnEarlierSequence) {
   const std::vector<std::pair<std::string, int64_t>> expected = {
       {"w2n", 0xf}, {"n2w", 0x1}, {"n2w", 0x2}, {"n2w", 0xc}, {"w2n", 0x1}};
   EXPECT_EQ(tile_instructions(e), expected);
+}
+
+// Emitter::drop_last compares a fence's fields with text in both forms: a counting batch's fence
+// built as a Fields key, or a counting emitter's fence built through Fields (nothing), is refused
+// where it is added, not left to count differently from the emitted program.
+TEST(TileBatch, AFenceBuiltAsAKeyOrAsNothingIsRefused) {
+  Emitter counting = Emitter::counting();
+  TileBatch batch(counting);
+  std::string key = std::move(Fields(batch)("units=").hex(0x3ff)).take();
+  EXPECT_THROW(batch.add(0x1, Emitter::kDroppable, key), Error);
+  batch.add(0x1, "n2w", std::move(key));  // (other instructions' keys are what batches compare)
+  batch.add(0x1, Emitter::kDroppable, "units=0x3ff");
+  EXPECT_THROW(counting.add(Emitter::kDroppable, std::move(Fields(counting)("tiles=0x1")).take()),
+               Error);
+  counting.add(Emitter::kDroppable, "tiles=0x1 units=0x3ff");
+  EXPECT_TRUE(counting.drop_last(Emitter::kDroppable, "tiles=0x1 units=0x3ff"));
 }
 
 }  // namespace
