@@ -1969,14 +1969,21 @@ container::Bitstream execution_program(const ConvChain& chain, const Shapes& sha
   return e.finish();
 }
 
+// A layout's execution program as the search counts it (the stages as planned; `pricing`:
+// hand_over's forms for the placement search) into `e`; returns the parameter loads.
+std::vector<std::pair<int, int>> count_execution(Emitter& e, const ConvChain& chain,
+                                                 const Layout& layout, bool pricing) {
+  std::vector<std::pair<int, int>> loads;
+  emit_execution(e, chain, layout.shapes, layout.stages, loads, false, pricing, Slides::kAsPlanned,
+                 false);
+  return loads;
+}
+
 // Bytes one inference of a layout sends besides its input and output: its instructions and the
 // parameter rows it streams (counted, not encoded: the search prices many layouts).
-// (`pricing`: hand_over's forms for the placement search.)
 double program_bytes(const ConvChain& chain, const Layout& layout, bool pricing) {
-  std::vector<std::pair<int, int>> loads;
   Emitter program = Emitter::counting();
-  emit_execution(program, chain, layout.shapes, layout.stages, loads, false, pricing,
-                 Slides::kAsPlanned, false);
+  const std::vector<std::pair<int, int>> loads = count_execution(program, chain, layout, pricing);
   double bytes = double(program.finished_bytes());
   for (const auto& [segment, rows] : loads) bytes += double(rows) * kRowBytes;
   return bytes;
@@ -2389,13 +2396,9 @@ std::vector<std::pair<uint32_t, uint32_t>> priced_program_words(const ConvChain&
   const ConvChain wide = widen_pool(chain);
   std::vector<std::pair<uint32_t, uint32_t>> words;
   auto priced = [&](const Layout& layout) {
-    std::vector<std::pair<int, int>> loads;
     Emitter counted = Emitter::counting(), emitted;
-    emit_execution(counted, wide, layout.shapes, layout.stages, loads, false, true,
-                   Slides::kAsPlanned, false);
-    loads.clear();
-    emit_execution(emitted, wide, layout.shapes, layout.stages, loads, false, true,
-                   Slides::kAsPlanned, false);
+    count_execution(counted, wide, layout, true);
+    count_execution(emitted, wide, layout, true);
     words.push_back({counted.words(), emitted.words()});
     return program_bytes(wide, layout, true);
   };
