@@ -66,9 +66,10 @@ std::optional<ConvHead> emit_conv_head(const ConvChain& chain, Emitter& executio
 
 // For tests of the placement search's counting: the words of the execution program of every
 // layout the search prices for `chain` (which conv_unsupported covers), as a counting emitter
-// counts them and as an emitter writes them (the search's forms: hand-overs in the receivers'
-// order, the stages as planned). Where the two differ, the search prices a program it would not
-// write.
+// counts them and as an emitter writes them (the search's pricing form: hand_over's `pricing`,
+// each receiver taking its transfers in the order they were made; the stages as planned). Where
+// the two differ, the search prices a program it would not write. (The final form's schedules,
+// which hand_over chooses by counting: conv::ScheduleWordsCheck.)
 std::vector<std::pair<uint32_t, uint32_t>> priced_program_words(const ConvChain& chain);
 
 // conv_unsupported and generate_conv at once (the placement search runs once): the executables,

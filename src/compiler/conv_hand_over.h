@@ -3,6 +3,10 @@
 // of the next layer's input) over the ring to the tiles of the next stage whose bands read them.
 #pragma once
 
+#include <cstdint>
+#include <utility>
+#include <vector>
+
 #include "compiler/conv_plan.h"
 #include "compiler/emitter.h"
 
@@ -20,12 +24,24 @@ struct RowRange {
 
 // The hand-over from the tiles of `from` into the first image of `to` (layer to.first), appended
 // to `e`; `ordinal` counts the program's ring producers. `pricing` (the placement search prices a
-// candidate layout): the receivers take the transfers in the order they were made and rows end
+// candidate layout): each receiver takes its transfers in the order they were made and rows end
 // inside a packet only where they must (the forms the search's layouts were tuned with); else the
 // schedule of fewest instruction words of all. `rows` (per tile of `from`, empty: all): only
 // those rows of each band (not of pixel bands).
 void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal, bool pricing,
                const std::vector<RowRange>& rows = {});
+
+// For tests of that choice: while one lives (on its thread), hand_over with `pricing` false also
+// writes every schedule it weighs with an emitter of its own, and `words` gets per schedule the
+// words it counted (the choice's) and the words written. Programs and choices stay the same.
+class ScheduleWordsCheck {
+ public:
+  ScheduleWordsCheck();
+  ~ScheduleWordsCheck();
+  ScheduleWordsCheck(const ScheduleWordsCheck&) = delete;
+  ScheduleWordsCheck& operator=(const ScheduleWordsCheck&) = delete;
+  std::vector<std::pair<uint32_t, uint32_t>> words;
+};
 
 // Receivers that keep the whole image (LayerPlan::full) fall into sets that take the same
 // transfers; where two sets read rows of the same pattern at different places (v2's 14 x 14

@@ -6,12 +6,14 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "common/file.h"
 #include "compiler/conv_codegen.h"
+#include "compiler/conv_hand_over.h"
 #include "compiler/conv_layer.h"
 #include "compiler/graph.h"
 #include "compiler/partition.h"
@@ -52,6 +54,33 @@ TEST(PricedProgram, CountedWordsAreTheWordsOfTheEmittedProgram) {
     for (size_t k = 0; k < words.size(); ++k)
       ASSERT_EQ(words[k].first, words[k].second) << "layout " << k;
   }
+}
+
+// The final program's hand-overs (hand_over without `pricing`) take the schedule of fewest words
+// as a counting emitter counts them: as the search prices final forms (priced_program_words'
+// second pricing) and as generate_conv writes the program (with each receiver's rows cut on their
+// own too), every schedule weighed counts the words an emitter writes for it.
+TEST(PricedProgram, EveryHandOverScheduleCountsTheWordsItsProgramHas) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  const Graph graph =
+      import_graph_bytes(read_file(data / "gen2020/mobilenet_v1_0.25_128_quant.tflite"));
+  std::vector<int> ops = partition(graph).mapped_ops;
+  ops.pop_back();
+  ConvChain chain;
+  ASSERT_EQ(match_conv_chain(graph, ops, chain), "");
+  if (!repack_input_on_chip(chain)) pad_input_on_host(chain);
+  conv::ScheduleWordsCheck check;
+  priced_program_words(chain);
+  const size_t priced = check.words.size();
+  generate_conv(chain);
+  EXPECT_GT(priced, 100u);
+  EXPECT_GT(check.words.size(), priced);
+  std::set<uint32_t> distinct;
+  for (size_t k = 0; k < check.words.size(); ++k) {
+    ASSERT_EQ(check.words[k].first, check.words[k].second) << "schedule " << k;
+    distinct.insert(check.words[k].first);
+  }
+  EXPECT_GT(distinct.size(), 10u);  // (schedules of many shapes, not one repeated)
 }
 
 }  // namespace
