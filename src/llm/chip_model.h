@@ -18,7 +18,10 @@
 // (llm/value_sum.h), its weights the v~ cache, the new column and the multipliers streamed per
 // token by the program itself; with the scores on the chip too, the sum runs inside the scores'
 // program (e and the multipliers handed from the scalar core to the tiles); wo then runs on the
-// host.
+// host. With the scores on the chip, RoPE and RMSNorm on the chip and the key's column written by
+// the program (--scores-on-chip --chip-rope --chip-rms --key-column-write), each layer's scores
+// run inside the program before them (join step 4, docs/llm.md: one run for both, the key's
+// products moved on the chip; stats().joined_layers counts the layers joined).
 #pragma once
 
 #include <array>

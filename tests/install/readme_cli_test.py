@@ -20,8 +20,9 @@ if len(commands) < 5:
   sys.exit("could not read the subcommands from tinycoral --help")
 problems = []
 for command in commands:
+  # (The name ends the prefix: `tinycoral run` must not take `tinycoral runtime`'s rows.)
   rows = "\n".join(line for line in readme.splitlines()
-                   if line.startswith(f"| `tinycoral {command}"))
+                   if re.match(rf"\| `tinycoral {re.escape(command)}[ `]", line))
   if not rows:
     problems.append(f"no row for `tinycoral {command}`")
     continue
