@@ -734,7 +734,7 @@ namespace {
 
 // Wide rows a tile's output pieces leave through in a chain (the FC's two slot rows, then two
 // free rows above the parameters and below the input FIFO).
-constexpr int kChainOutRows[4] = {0x2078, 0x2068, 0x2058, 0x2048};
+constexpr int kChainOutRows[kChainOutPieces] = {0x2078, 0x2068, 0x2058, 0x2048};
 
 // The output of pieces (tile, narrow byte), 64 bytes each, in this order, to the host; then, with
 // `r_output`, a second output of scalar-memory word kChainRmsRWord (FcChainRms); then, with `end`,
@@ -751,8 +751,9 @@ void pieces_output_stage(Emitter& e, const std::vector<std::pair<int, int>>& pie
   for (const auto& piece : pieces) {
     const int tile = piece.first, at = piece.second;
     const int j = count[size_t(tile)]++;
-    if (j >= 4)
-      throw LayoutRejected(cat("a chain's output puts more than 4 pieces on tile ", tile));
+    if (j >= kChainOutPieces)
+      throw LayoutRejected(
+          cat("a chain's output puts more than ", kChainOutPieces, " pieces on tile ", tile));
     row_of.push_back(kChainOutRows[j]);
     auto it = std::find_if(moves.begin(), moves.end(), [&](const auto& m) {
       return std::get<0>(m) == kChainOutRows[j] && std::get<1>(m) == at;

@@ -30,6 +30,8 @@ class LayoutRejected : public Error {
  public:
   using Error::Error;
 };
+// 64-byte output pieces a chain returns from one tile at most (its wide output rows).
+constexpr int kChainOutPieces = 4;
 
 struct FcPrograms {
   container::Executable execution;  // EXECUTION_ONLY, name "model"

@@ -142,10 +142,12 @@ compiler::FcLayer scores_layer(const FcProgramPlan& plan,
 // >= 0) when the generator takes that layout (the products must fit the tiles' output rows:
 // compiler::LayoutRejected; any other Error with them is a bug and propagates), else without them;
 // false when the chain does not build without them either (the caller's fallback: its programs
-// apart). `with_rope` says which.
+// apart). `with_rope` says which; `rejected` (if given) whether the products' layout was.
 template <class Chain, class Generate>
 bool generate_with_rope(Chain& chain, const compiler::FcTableProducts& rope, Generate generate,
-                        compiler::FfnChainPrograms& code, bool& with_rope) {
+                        compiler::FfnChainPrograms& code, bool& with_rope,
+                        bool* rejected = nullptr) {
+  if (rejected) *rejected = false;
   if (rope.layer >= 0) {
     chain.products = rope;
     try {
@@ -154,6 +156,7 @@ bool generate_with_rope(Chain& chain, const compiler::FcTableProducts& rope, Gen
       return true;
     } catch (const compiler::LayoutRejected&) {
       // e.g. more than 4 output pieces a tile: the chain without the products
+      if (rejected) *rejected = true;
     }
   }
   chain.products = {};
@@ -599,6 +602,7 @@ bool ChipTransformer::chain_ffn(int layer, TileAllocator& tiles, bool with_value
       !trial.place(compiler::fc_groups(qkv.outputs), compiler::fc_units_per_tile(dim_padded, false),
                    qkv_at))
     return false;
+  const TileAllocator before_u = trial;
   if (with_values) {
     const std::vector<int> in_at = u_at.in_at;
     if (!trial.place(compiler::fc_groups(u.n), compiler::fc_units_per_tile(u.k, false), u_at))
@@ -646,13 +650,45 @@ bool ChipTransformer::chain_ffn(int layer, TileAllocator& tiles, bool with_value
     chain.rms = {0, c.dim, in.zero_point + 128, rms_mean_multiplier(in.scale, c.dim), "r"};
   }
   compiler::FfnChainPrograms code;
-  if (!generate_with_rope(
-          chain, want_rope() ? rope_of(layer + 1, 1, part.at) : compiler::FcTableProducts{},
-          [&](const compiler::FfnChain& c) {
-            return compiler::generate_ffn_chain(c, p.up_at, p.down_at);
-          },
-          code, p.rope))
-    return false;
+  const auto generate = [&](const compiler::FfnChain& c) {
+    return compiler::generate_ffn_chain(c, p.up_at, p.down_at);
+  };
+  const compiler::FcTableProducts rope =
+      want_rope() ? rope_of(layer + 1, 1, part.at) : compiler::FcTableProducts{};
+  bool rejected = false;
+  if (!generate_with_rope(chain, rope, generate, code, p.rope, &rejected)) return false;
+  // Where the next layer's scores can join this chain (the products on the tiles are a condition;
+  // alone they cost more than they save, docs/llm.md) and the products did not fit the tiles'
+  // output rows where u's groups fill them (placed by memory alone): u again, each tile taking no
+  // more groups than the rows w2's pieces, q's, k's and v's (two pieces a multiplied group) leave
+  // there; kept only where the chain then builds with them.
+  const Int8Options& o = options();
+  if (rejected && with_values && o.join_scores && o.chip_scores && o.chip_key_write && o.chip_rms &&
+      o.keep_rope_products) {
+    std::array<int, kPlanTiles> room;
+    room.fill(compiler::kChainOutPieces);
+    for (const int t : p.down_at.tiles) --room[size_t(t)];
+    for (const int t : qkv_at.tiles) --room[size_t(t)];
+    for (const compiler::FcProductGroup& pg : rope.groups)  // two products for the group's piece
+      --room[size_t(qkv_at.tiles.at(size_t(pg.group)))];
+    for (int& r : room) r = std::max(r, 0);
+    TileAllocator retrial = before_u;
+    compiler::FcPlacement at;
+    compiler::FfnChain again = chain;
+    compiler::FfnChainPrograms more;
+    bool with_rope = false;
+    if (retrial.place(compiler::fc_groups(u.n), compiler::fc_units_per_tile(u.k, false), at,
+                      room)) {
+      at.in_at = u_at.in_at;
+      again.next_at.back() = at;
+      if (generate_with_rope(again, rope, generate, more, with_rope) && with_rope) {
+        chain = std::move(again);
+        code = std::move(more);
+        trial = retrial;
+        p.rope = true;
+      }
+    }
+  }
   p.chain_desc = std::move(chain);
   stats_.rope_layers += p.rope;
   tiles = trial;

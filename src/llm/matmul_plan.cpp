@@ -17,6 +17,13 @@ bool same_input(const QParams& a, const QParams& b) {
 }  // namespace
 
 bool TileAllocator::place(int groups, int units, compiler::FcPlacement& placement) {
+  std::array<int, kPlanTiles> room;
+  room.fill(groups);
+  return place(groups, units, placement, room);
+}
+
+bool TileAllocator::place(int groups, int units, compiler::FcPlacement& placement,
+                          const std::array<int, kPlanTiles>& room) {
   const int per_tile = groups > kPlanTiles ? 2 : 1;
   std::array<int, kPlanTiles> fill = fill_, used{};
   placement.tiles.clear();
@@ -24,7 +31,8 @@ bool TileAllocator::place(int groups, int units, compiler::FcPlacement& placemen
   for (int g = 0; g < groups; ++g) {
     int best = -1;
     for (int t = 0; t < kPlanTiles; ++t)
-      if (used[size_t(t)] < per_tile && (best < 0 || fill[size_t(t)] < fill[size_t(best)]))
+      if (used[size_t(t)] < std::min(per_tile, room[size_t(t)]) &&
+          (best < 0 || fill[size_t(t)] < fill[size_t(best)]))
         best = t;
     if (best < 0 || fill[size_t(best)] + units > compiler::kFcParamUnits) return false;
     placement.tiles.push_back(best);

@@ -35,6 +35,9 @@ class TileAllocator {
   // (two when there are more than 16), at that tile's first free unit; false (and nothing placed)
   // when one does not fit.
   bool place(int groups, int units, compiler::FcPlacement& placement);
+  // place() with at most room[t] of the groups on tile t (a chain's output rows left there).
+  bool place(int groups, int units, compiler::FcPlacement& placement,
+             const std::array<int, kPlanTiles>& room);
   // Pairs of groups on one tile each (a fused FFN's w1 and w3 group i): the least-filled tiles
   // with room for both, one pair per tile.
   bool place_pairs(int pairs, int units, compiler::FcPlacement& placement);

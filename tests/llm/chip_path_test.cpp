@@ -1088,9 +1088,10 @@ TEST(ChipPathStepD, GenerateWithTheScoresJoinedToTheChainsWritesTheInt8Text) {
         sim_writes_cpu_text(data, *path, name, "--device cpu --int8 --chip-rope --chip-rms",
                             sim + " --key-column-write", cpu_text);
     ASSERT_FALSE(j.is_null());
-    // Every layer but rand15M's layer 1, whose chain has no output rows left for RoPE's products
-    // (its scores' program reads them in the host's row).
-    const int joined = name == "rand15M" ? layers - 1 : layers;
+    // Every layer: a chain whose output rows u's groups filled places them again around its RoPE
+    // products (rand15M's layer 1 read the host's row before), so every chain keeps q's products.
+    const int joined = layers;
+    EXPECT_EQ(j.at("chip").at("rope_layers_on_chip"), layers);
     EXPECT_EQ(j.at("chip").at("joined_layers_on_chip"), joined);
     EXPECT_EQ(j.at("chip").at("programs_per_token"), 2 * layers + 1 - joined);
     EXPECT_EQ(j.at("chip").at("modeled").at("runs_per_token"), 2 * layers + 1 - joined);
