@@ -5,7 +5,7 @@
 // A transfer goes piece by piece (up to 256 bytes of one row, or whole packets of several rows):
 // a narrowToWide into the sender's ring row and a ring producer to all its receivers, a ring
 // consumer into a FIFO row of its own and a wideToNarrow into the interior of the padded image on
-// each receiver (the host image's form, stream_input in conv_codegen.cpp).
+// each receiver (the host image's form, stream_input in conv_input.cpp).
 #include "compiler/conv_hand_over.h"
 
 #include <algorithm>
@@ -113,7 +113,7 @@ class SenderCut {
       return;
     }
     const LayerPlan& band = src_.layers[i_ - 1];
-    // (The band's rows in rows_ only: a hand-over in two pieces, swap_split in conv_codegen.cpp.)
+    // (The band's rows in rows_ only: a hand-over in two pieces, swap_split in conv_row_split.cpp.)
     const int oa = std::max(band.oa, rows_.first), ob = std::min(band.ob, rows_.end);
     if (per_receiver_ && !src_.pixel_band() && !in_place_) {
       // Each receiver's rows of the band on their own, rows that several read sent to each.

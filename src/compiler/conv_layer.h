@@ -141,7 +141,7 @@ bool pad_input_on_host(ConvChain& chain, bool whole_pixels = false);
 // The same columns-only image (pad_input_on_host) built on the chip instead: the host sends the
 // model's rows as they are (1443 bytes for PoseNet), the chip takes the 8-byte units covering each
 // tile's rows into a staging region and copies the rows byte by byte into the first layer's
-// image, whose new columns hold the zero point (conv_codegen.cpp, repack_input). Widens the first
+// image, whose new columns hold the zero point (conv_input.cpp, repack_input). Widens the first
 // layer and sets repack_w; false (chain untouched) where pad_input_on_host would not pad columns
 // only.
 bool repack_input_on_chip(ConvChain& chain);

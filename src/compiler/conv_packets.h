@@ -1,4 +1,4 @@
-// What one ring transfer of activations can carry (the host's image rows, conv_codegen.cpp, and
+// What one ring transfer of activations can carry (the host's image rows, conv_input.cpp, and
 // the hand-overs between stages, conv_hand_over.cpp): packets of up to 256 bytes, and when a
 // transfer's last packet may be short by the wideToNarrow's rules.
 #pragma once

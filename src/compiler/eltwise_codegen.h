@@ -25,7 +25,7 @@ std::string eltwise_unsupported(const EltwiseLayer& layer);
 // The EXECUTION_ONLY executable; throws Error if eltwise_unsupported() is not empty.
 container::Executable generate_eltwise(const EltwiseLayer& layer);
 
-// The ADD op's pieces, shared with the CONV_2D chain's residual ADD (conv_codegen.cpp):
+// The ADD op's pieces, shared with the CONV_2D chain's residual ADD (conv_ops.cpp):
 // its 4 weight rows at wide unit `rows` (built through 16 narrow words at byte `scratch`; each
 // weight half-word sits at two words 6 apart, filled one word per instruction as Google's
 // looming program does, or, kPaired, both words of a value by one fill: 4 mesh moves, not 8)...
@@ -44,7 +44,7 @@ struct AddOp {
 void emit_add_op(Emitter& e, uint32_t tiles, const AddOp& op, float mult, float clamp_min,
                  float clamp_max, int32_t offset, int32_t out_zp);
 
-// The MUL's pieces, shared with the CONV_2D chain's joined heads (conv_codegen.cpp): the 4 x 4
+// The MUL's pieces, shared with the CONV_2D chain's joined heads (conv_ops.cpp): the 4 x 4
 // identity row the pack reads (wide unit kMulIdentityRow, built through 4 narrow words at byte
 // `scratch`)...
 constexpr int kMulIdentityRow = 0x2000;

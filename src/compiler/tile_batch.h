@@ -1,6 +1,6 @@
 // TileBatch: tile instructions collected per tile and issued as few instructions as possible (the
 // same fields on several tiles go out once with all their tiles). Shared by the CONV_2D generator's
-// files (conv_codegen.cpp, conv_hand_over.cpp).
+// files (conv_codegen.cpp, conv_hand_over.cpp, conv_input.cpp, conv_ops.cpp).
 #pragma once
 
 #include <algorithm>

@@ -1,7 +1,7 @@
 // Correct by simulation and faster on the clock: a pointwise stage that writes its bands in place
 // into the next 3x3 depthwise stage's image computes the rows other tiles read (a band's first
 // and last) as an op of its own, then the rest after a fence, so that the halo rows cross the
-// ring while the rest computes (halo_first in conv_codegen.cpp, docs/compiler.md "Halo rows
+// ring while the rest computes (halo_first in conv_row_split.cpp, docs/compiler.md "Halo rows
 // first"). The chain is PoseNet's 23 x 31 x 384 pairs, as in halo_hand_over_test.cpp.
 #include <gtest/gtest.h>
 

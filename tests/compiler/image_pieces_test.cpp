@@ -1,5 +1,5 @@
 // Correct by simulation: the host's image as it is (rows not whole 8-byte units, repacked on the
-// chip) streamed in pieces (stream_pieces in conv_codegen.cpp, docs/compiler.md "The host's image
+// chip) streamed in pieces (stream_pieces in conv_input.cpp, docs/compiler.md "The host's image
 // in pieces, popped as it is needed"): the units two row bands share go once over the ring to
 // both tiles, and a pop per band lets the ring carry the first bands' units while later ones are
 // still staged. The chain is PoseNet's first layers on a smaller map: the image, a 3x3 stride-2

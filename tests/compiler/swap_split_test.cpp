@@ -1,7 +1,7 @@
 // Correct by simulation and faster on the clock: a 3x3 depthwise stage whose bands go over the ring
 // to the next pointwise stage (each tile's channel slice to its partner, PoseNet's 23 x 31 x 384
 // pairs) computes its bands but the last row as one op and the last row as a second, and the
-// first op's rows cross the ring while the second computes (swap_split in conv_codegen.cpp,
+// first op's rows cross the ring while the second computes (swap_split in conv_row_split.cpp,
 // docs/compiler.md "The swap under the depthwise"). The chain is halo_first_test.cpp's.
 #include <gtest/gtest.h>
 

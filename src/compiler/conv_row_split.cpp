@@ -1,0 +1,125 @@
+// The two row-split forms (conv_row_split.h): halo rows first under a stage written in place, the
+// swap under a depthwise stage handing its bands over the ring.
+#include "compiler/conv_row_split.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "compiler/conv_ops.h"
+
+namespace tinycoral::compiler::conv {
+
+std::vector<HaloFirst> halo_first(const ConvChain& chain, const std::vector<Stage>& stages,
+                                  size_t si, size_t i) {
+  std::vector<HaloFirst> picks;
+  if (si + 1 >= stages.size()) return picks;
+  const Stage& s = stages[si];
+  const Stage& to = stages[si + 1];
+  const ConvLayer& l = chain.layers[i];
+  // (Nothing may come between the rest and the hand-over: the next stage fills no image before
+  // it (not over the input, the stage after it not written in place early; its second image
+  // filled before the first op instead, below) and no later stage keeps its image for an ADD.)
+  if (i + 1 != s.end || !to.halo_in || to.over_input) return picks;
+  if (s.tiles.front().rounds > 1 || to.tiles.front().rounds > 1) return picks;
+  if (si + 2 < stages.size() && stages[si + 2].halo_in && !stages[si + 2].fill_late) return picks;
+  if (l.depthwise || l.residual() || !l.heads.empty() || joined(l)) return picks;
+  for (const ConvLayer& later : chain.layers)
+    if (later.residual_of == static_cast<int>(to.first)) return picks;
+  // A next stage of several layers has its second image filled while layer i runs: only where
+  // that image lies off layer i's input, its output and the next stage's first image.
+  auto apart = [](int a, int n, int b, int m) { return a + n <= b || b + m <= a; };
+  for (const Plan& t : to.tiles) {
+    if (to.end == to.first + 1 || !t.layers[to.first + 1].needs_fill()) continue;
+    const auto p = std::find_if(s.tiles.begin(), s.tiles.end(),
+                                [&](const Plan& q) { return q.tile == t.tile; });
+    if (p == s.tiles.end()) return picks;
+    const LayerPlan& second = t.layers[to.first + 1];
+    const LayerPlan& in = p->layers[i];
+    const LayerPlan& into = t.layers[to.first];
+    const int at = second.in_base, n = second.in_bytes();
+    if (!apart(at, n, in.in_base, in.in_bytes()) || !apart(at, n, into.in_base, into.in_bytes()) ||
+        !apart(at, n, p->out_base, p->out_bytes))
+      return picks;
+  }
+  bool rest = false;
+  for (const Plan& p : s.tiles) {
+    if (p.pixel_band() || p.into_base < 0) return {};
+    const LayerPlan& lp = p.layers[i];
+    const int n = lp.ob - lp.oa;
+    // (The rows others read are the band's first or last or both.)
+    bool edges = n >= 3 && (row_readers(p, to, lp.oa) != 0 || row_readers(p, to, lp.ob - 1) != 0);
+    for (int y = lp.oa + 1; edges && y + 1 < lp.ob; ++y) edges = row_readers(p, to, y) == 0;
+    if (edges)
+      picks.push_back({{lp.oa, n - 1, 2}, {lp.oa + 1, 1, n - 2}});
+    else
+      picks.push_back({{lp.oa, 1, n}, {lp.oa, 1, 0}});
+    rest = rest || edges;
+  }
+  if (!rest) picks.clear();
+  return picks;
+}
+
+std::vector<RowRange> swap_split(const ConvChain& chain, const std::vector<Stage>& stages,
+                                 size_t si, size_t i) {
+  std::vector<RowRange> rows;
+  if (si + 1 >= stages.size()) return rows;
+  const Stage& s = stages[si];
+  const Stage& to = stages[si + 1];
+  const ConvLayer& l = chain.layers[i];
+  if (i + 1 != s.end || !l.depthwise || to.halo_in) return rows;
+  if (s.tiles.front().rounds > 1 || to.tiles.front().rounds > 1) return rows;
+  for (const ConvLayer& later : chain.layers)
+    if (later.residual_of == static_cast<int>(to.first)) return rows;
+  // (The images the next stage's fills may write: its first two. The stage after it, written in
+  // place, has its image filled after the hand-over.)
+  struct Region {
+    int tile, first, end;
+  };
+  std::vector<Region> written;
+  auto image = [&](const Stage& st, size_t k) {
+    for (const Plan& t : st.tiles) {
+      const LayerPlan& lp = t.layers[k];
+      written.push_back({t.tile, lp.in_base, lp.in_base + lp.in_bytes()});
+    }
+  };
+  for (size_t k = to.first; k < std::min(to.first + 2, to.end); ++k) image(to, k);
+  int tallest = 0;
+  for (const Plan& p : s.tiles) tallest = std::max(tallest, p.layers[i].ob - p.layers[i].oa);
+  if (tallest < 2) return rows;
+  // (Bytes of every band and of a row of the tallest bands; cycles of a row of the op, taps x
+  // positions x channel words / 4: the clock's 16 MACs a step.)
+  int64_t band_bytes = 0, tall_rows = 0, row_cycles = 0;
+  for (const Plan& p : s.tiles) {
+    const LayerPlan& lp = p.layers[i];
+    if (p.pixel_band() || p.into_base >= 0 || surplus_pixels(lp) > 0) return rows;
+    const OutTarget t = out_target(p, i);
+    const Region used[] = {{p.tile, lp.in_base, lp.in_base + lp.in_bytes()},
+                           {p.tile, t.base, t.base + (lp.ob - lp.oa) * t.row_words * 4}};
+    for (const Region& w : written)
+      for (const Region& u : used)
+        if (w.tile == u.tile && w.first < u.end && u.first < w.end) return rows;
+    band_bytes += int64_t{lp.ob - lp.oa} * p.out_row;
+    if (lp.ob - lp.oa == tallest) tall_rows += p.out_row;
+    row_cycles = std::max(row_cycles, int64_t{lp.blocks} * l.kh * l.kw * (lp.cin / 4) / 4);
+  }
+  // The second op's rows: those that hide the most ring cycles, the fewer of the first
+  // hand-over's at 64 bytes a cycle and the second op's. Only where that pays for the words the
+  // form adds, some 100 to 130 (1.6 to 2 KB of USB transfer, about 1.5 k cycles): PoseNet's
+  // 23 x 31 pairs hide 3.0 k cycles under their last row (of 3), DeepLab's last three depthwise
+  // layers 2.4 to 6.7 k under their last 2, 3 and 6 rows; v1 0.5's 80 x 80 layer 3 (40 KB to
+  // send) ran slower with it, and DeepLab's with only the last row in the second op.
+  int last = 0;
+  int64_t hidden = 0;
+  for (int k = 1; k < tallest; ++k) {
+    const int64_t h = std::min((band_bytes - k * tall_rows) / 64, k * row_cycles);
+    if (h > hidden) hidden = h, last = k;
+  }
+  if (hidden < 1500) return rows;
+  for (const Plan& p : s.tiles) {
+    const LayerPlan& lp = p.layers[i];
+    rows.push_back({lp.oa, lp.ob - lp.oa == tallest ? lp.ob - last : lp.ob});
+  }
+  return rows;
+}
+
+}  // namespace tinycoral::compiler::conv
