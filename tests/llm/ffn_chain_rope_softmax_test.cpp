@@ -19,6 +19,8 @@
 #include "compiler/fc_batch_codegen.h"
 #include "compiler/fc_codegen.h"
 #include "compiler/fc_column_write.h"
+#include "isa/isa.h"
+#include "isa/relocate.h"
 #include "llm/int8_model.h"
 #include "llm/int8_rms.h"
 #include "llm/int8_rope.h"
@@ -438,6 +440,49 @@ TEST(FfnChainOnTheChip, RopeSumAfterTheChainRefusesRInTheRowAndStreamedWords) {
   EXPECT_EQ(compiler::ffn_chain_softmax_unsupported(6, 256, 5, 640), "");
   const std::string past = compiler::ffn_chain_softmax_unsupported(6, 256, 5, 4016);
   EXPECT_NE(past.find("reach the chain's x"), std::string::npos) << past;
+}
+
+// One joined program per position today (docs/llm.md): within a 64-position group the programs
+// differ only in each head's scatter of the key's column (a w2n's narrow address, one word a
+// position), so one program could serve the group with that field patched. Every differing bit
+// of positions 64 + c against position 64 lies in n.addr of a w2n, in exactly kHeads of them, and
+// that field differs by c.
+TEST(FfnChainOnTheChip, JoinedProgramsOfAGroupDifferOnlyInTheScattersNarrowAddress) {
+  std::mt19937 random(47);
+  const JoinedRope t(random);
+  compiler::FcScoresInput first = t.first;
+  first.r_word = compiler::kChainRmsRWord;
+  auto bits_at = [&](int pos) {
+    const compiler::FcColumnWrite column = t.column(pos);
+    const container::Executable e =
+        compiler::generate_ffn_chain_softmax(t.chain, t.up_at, t.down_at, t.s, t.s_at, t.row_bytes,
+                                             t.exp_mult, &first, &column, {-1, -1, 2})
+            .execution;
+    EXPECT_EQ(e.bitstreams.size(), 1u);
+    return e.bitstreams.at(0).data;
+  };
+  const std::vector<uint8_t> base = bits_at(64);
+  const std::vector<isa::Instruction> program = isa::decode(base);
+  for (int c : {1, 2, 37, 63}) {
+    SCOPED_TRACE("position 64 + " + std::to_string(c));
+    const std::vector<uint8_t> other = bits_at(64 + c);
+    ASSERT_EQ(other.size(), base.size());
+    const std::vector<isa::Instruction> decoded = isa::decode(other);
+    std::set<size_t> changed;
+    for (size_t byte = 0; byte < base.size(); ++byte)
+      for (int bit = 0; bit < 8; ++bit)
+        if (((base[byte] ^ other[byte]) >> bit) & 1) {
+          const std::optional<isa::BitLocation> at =
+              isa::locate_bit(program, int64_t(8 * byte) + bit);
+          ASSERT_TRUE(at && at->field);
+          const isa::Instruction& in = program[at->instruction];
+          ASSERT_EQ(in.spec->mnemonic, "w2n");
+          ASSERT_EQ(at->field->name, "n.addr");
+          changed.insert(at->instruction);
+        }
+    ASSERT_EQ(changed.size(), size_t(JoinedRope::kHeads));
+    for (size_t i : changed) EXPECT_EQ(decoded[i].value("n.addr") - program[i].value("n.addr"), c);
+  }
 }
 
 }  // namespace
