@@ -19,6 +19,7 @@
 #include "isa/isa.h"
 #include "support/compiled_twin.h"
 #include "support/conv_twin.h"
+#include "support/traced_inference.h"
 #include "support/two_inferences.h"
 
 namespace tinycoral::compiler {
@@ -26,20 +27,6 @@ namespace {
 
 using container::Activation;
 using twins::ConvSpec;
-
-// The latest finish (clock cycles) of each instruction, by word offset, on any tile, in the last
-// program run (the inference).
-struct Finishes : chip::TraceSink {
-  uint32_t program = 0;
-  std::map<uint32_t, uint64_t> at;
-  void record(const chip::TraceRecord& r) override {
-    if (r.program != program) {
-      program = r.program;
-      at.clear();
-    }
-    if (r.tile >= 0) at[r.word_offset] = std::max(at[r.word_offset], r.finish);
-  }
-};
 
 // The hand-overs of `producers` ring producers to tiles (not FIFO weights) between the ops of a
 // layer with loop0 `from` and the next op, with loop0 `to`: how many there are, and in how many
@@ -51,22 +38,15 @@ struct Overlaps {
 };
 Overlaps overlaps(const testing::CompiledTwin& compiled, size_t input_bytes, int64_t from,
                   int64_t to, int producers, std::mt19937& random) {
-  const std::vector<uint8_t>& bitstream = compiled.exes.execution->bitstreams.at(0).data;
-  Finishes finishes;
-  chip::ChipOptions options;
-  options.trace = &finishes;
-  chip::VirtualEdgeTpu chip(options);
-  compiled.cache_parameters(chip);
-  compiled.infer(chip, {{"x", testing::random_bytes(input_bytes, random)}});
-  EXPECT_EQ(chip.fault(), "");
-  const std::unique_ptr<chip::Program> decoded = chip::Program::decode(bitstream);
+  const testing::TracedInference run = testing::traced_inference(compiled, input_bytes, random);
+  const testing::Finishes& finishes = run.finishes;
   Overlaps found;
   int64_t before = -1;   // the previous op's loop0
   uint64_t ops_end = 0;  // the latest finish of the from-layer's ops
   uint64_t sent = 0;     // the latest finish of the producers after them
   int sending = 0;       // how many
   std::vector<int64_t> positions;
-  for (const chip::ProgramItem& item : decoded->items) {
+  for (const chip::ProgramItem& item : run.program->items) {
     if (const auto* op = std::get_if<chip::OpInstr>(&item.decoded)) {
       const int64_t loop0 = op->source->value("loop0");
       if (before == from && loop0 == to && sending == producers) {
@@ -79,17 +59,16 @@ Overlaps overlaps(const testing::CompiledTwin& compiled, size_t input_bytes, int
           ops_end = 0;
           positions.clear();
         }
-        ops_end = std::max(ops_end, finishes.at[item.word_offset]);
+        ops_end = std::max(ops_end, finishes.of(item.word_offset));
         positions.push_back(op->source->value("loop1") + 1);
       }
       before = loop0;
       sending = 0;
       sent = 0;
     }
-    if (const auto* ring = std::get_if<chip::RingInstr>(&item.decoded);
-        ring && item.opcode == isa::kRingProducer && (ring->dest & 0xffff) != 0 && !ring->to_c1) {
+    if (testing::hands_rows_to_tiles(item)) {
       ++sending;
-      sent = std::max(sent, finishes.at[item.word_offset]);
+      sent = std::max(sent, finishes.of(item.word_offset));
     }
   }
   return found;

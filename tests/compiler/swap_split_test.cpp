@@ -18,6 +18,7 @@
 #include "isa/isa.h"
 #include "support/compiled_twin.h"
 #include "support/conv_twin.h"
+#include "support/traced_inference.h"
 #include "support/two_inferences.h"
 
 namespace tinycoral::compiler {
@@ -25,20 +26,6 @@ namespace {
 
 using container::Activation;
 using twins::ConvSpec;
-
-// The latest finish (clock cycles) of each instruction, by word offset, on any tile, in the last
-// program run (the inference).
-struct Finishes : chip::TraceSink {
-  uint32_t program = 0;
-  std::map<uint32_t, uint64_t> at;
-  void record(const chip::TraceRecord& r) override {
-    if (r.program != program) {
-      program = r.program;
-      at.clear();
-    }
-    if (r.tile >= 0) at[r.word_offset] = std::max(at[r.word_offset], r.finish);
-  }
-};
 
 // Per run of depthwise ops (loop0 8: 9 taps) followed by a pointwise op: the ops' positions in
 // order, the ring producers to tiles (not FIFO weights) after the first of those ops up to the
@@ -50,20 +37,13 @@ struct Swap {
 };
 std::vector<Swap> swaps(const testing::CompiledTwin& compiled, size_t input_bytes,
                         std::mt19937& random) {
-  const std::vector<uint8_t>& bitstream = compiled.exes.execution->bitstreams.at(0).data;
-  Finishes finishes;
-  chip::ChipOptions options;
-  options.trace = &finishes;
-  chip::VirtualEdgeTpu chip(options);
-  compiled.cache_parameters(chip);
-  compiled.infer(chip, {{"x", testing::random_bytes(input_bytes, random)}});
-  EXPECT_EQ(chip.fault(), "");
-  const std::unique_ptr<chip::Program> decoded = chip::Program::decode(bitstream);
+  const testing::TracedInference run = testing::traced_inference(compiled, input_bytes, random);
+  const testing::Finishes& finishes = run.finishes;
   std::vector<Swap> found;
   bool in_swap = false;
   uint64_t ops_end = 0;
   std::vector<uint64_t> sent;
-  for (const chip::ProgramItem& item : decoded->items) {
+  for (const chip::ProgramItem& item : run.program->items) {
     if (const auto* op = std::get_if<chip::OpInstr>(&item.decoded)) {
       const bool depthwise = op->source->value("loop0") == 8;
       if (depthwise && !in_swap) {
@@ -74,7 +54,7 @@ std::vector<Swap> swaps(const testing::CompiledTwin& compiled, size_t input_byte
       }
       if (depthwise) {
         found.back().positions.push_back(op->source->value("loop1") + 1);
-        ops_end = std::max(ops_end, finishes.at[item.word_offset]);
+        ops_end = std::max(ops_end, finishes.of(item.word_offset));
       } else if (in_swap) {
         in_swap = false;
         found.back().producers = static_cast<int>(sent.size());
@@ -82,10 +62,8 @@ std::vector<Swap> swaps(const testing::CompiledTwin& compiled, size_t input_byte
             std::count_if(sent.begin(), sent.end(), [&](uint64_t f) { return f < ops_end; }));
       }
     }
-    if (const auto* ring = std::get_if<chip::RingInstr>(&item.decoded);
-        in_swap && ring && item.opcode == isa::kRingProducer && (ring->dest & 0xffff) != 0 &&
-        !ring->to_c1)
-      sent.push_back(finishes.at[item.word_offset]);
+    if (in_swap && testing::hands_rows_to_tiles(item))
+      sent.push_back(finishes.of(item.word_offset));
   }
   return found;
 }
