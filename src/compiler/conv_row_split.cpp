@@ -9,22 +9,38 @@
 
 namespace tinycoral::compiler::conv {
 
+namespace {
+
+// Both forms split the last layer of a stage of one round before a next stage of one round whose
+// first image no later layer keeps for a residual ADD (the second op's writes and the hand-over
+// would race that reader). The next stage, or null where layer i is not such a layer.
+const Stage* next_plain_stage(const ConvChain& chain, const std::vector<Stage>& stages, size_t si,
+                              size_t i) {
+  if (si + 1 >= stages.size()) return nullptr;
+  const Stage& s = stages[si];
+  const Stage& to = stages[si + 1];
+  if (i + 1 != s.end || s.tiles.front().rounds > 1 || to.tiles.front().rounds > 1) return nullptr;
+  for (const ConvLayer& later : chain.layers)
+    if (later.residual_of == static_cast<int>(to.first)) return nullptr;
+  return &to;
+}
+
+}  // namespace
+
 std::vector<HaloFirst> halo_first(const ConvChain& chain, const std::vector<Stage>& stages,
                                   size_t si, size_t i) {
   std::vector<HaloFirst> picks;
-  if (si + 1 >= stages.size()) return picks;
+  const Stage* next = next_plain_stage(chain, stages, si, i);
+  if (next == nullptr) return picks;
   const Stage& s = stages[si];
-  const Stage& to = stages[si + 1];
+  const Stage& to = *next;
   const ConvLayer& l = chain.layers[i];
   // (Nothing may come between the rest and the hand-over: the next stage fills no image before
   // it (not over the input, the stage after it not written in place early; its second image
-  // filled before the first op instead, below) and no later stage keeps its image for an ADD.)
-  if (i + 1 != s.end || !to.halo_in || to.over_input) return picks;
-  if (s.tiles.front().rounds > 1 || to.tiles.front().rounds > 1) return picks;
+  // filled before the first op instead, below).)
+  if (!to.halo_in || to.over_input) return picks;
   if (si + 2 < stages.size() && stages[si + 2].halo_in && !stages[si + 2].fill_late) return picks;
   if (l.depthwise || l.residual() || !l.heads.empty() || joined(l)) return picks;
-  for (const ConvLayer& later : chain.layers)
-    if (later.residual_of == static_cast<int>(to.first)) return picks;
   // A next stage of several layers has its second image filled while layer i runs: only where
   // that image lies off layer i's input, its output and the next stage's first image.
   auto apart = [](int a, int n, int b, int m) { return a + n <= b || b + m <= a; };
@@ -62,14 +78,12 @@ std::vector<HaloFirst> halo_first(const ConvChain& chain, const std::vector<Stag
 std::vector<RowRange> swap_split(const ConvChain& chain, const std::vector<Stage>& stages,
                                  size_t si, size_t i) {
   std::vector<RowRange> rows;
-  if (si + 1 >= stages.size()) return rows;
+  const Stage* next = next_plain_stage(chain, stages, si, i);
+  if (next == nullptr) return rows;
   const Stage& s = stages[si];
-  const Stage& to = stages[si + 1];
+  const Stage& to = *next;
   const ConvLayer& l = chain.layers[i];
-  if (i + 1 != s.end || !l.depthwise || to.halo_in) return rows;
-  if (s.tiles.front().rounds > 1 || to.tiles.front().rounds > 1) return rows;
-  for (const ConvLayer& later : chain.layers)
-    if (later.residual_of == static_cast<int>(to.first)) return rows;
+  if (!l.depthwise || to.halo_in) return rows;
   // (The images the next stage's fills may write: its first two. The stage after it, written in
   // place, has its image filled after the hand-over.)
   struct Region {
