@@ -368,6 +368,30 @@ bool stream_input(Emitter& e, const std::vector<Plan>& tiles, bool runs) {
   }
   for (int y = 0; y < l.h; ++y) row_masks[static_cast<size_t>(y)] &= ~taken[static_cast<size_t>(y)];
   auto mask_of = [&](int y) { return row_masks[static_cast<size_t>(y)]; };
+  // Whole packets in one transfer (the multi-packet form) into the tiles of `mask` at their pixel
+  // (y, pad_left), each tile's narrow walk from `walk`: the fence every kInputRows pieces, the
+  // wideToNarrows, the ring's receive and the infeed of `units` 8-byte units from `offset`.
+  auto whole_packets = [&](int y, uint32_t mask, int packets, int offset, int units,
+                           const auto& walk) {
+    if (piece > 0 && piece % kInputRows == 0) tile_fence(e, "counters=0x1ffff units=0x3ff");
+    const int fifo = kInputFifo + 4 * (piece++ % kInputRows);
+    const std::string dst = cat("(0 x ", packets, ")");
+    {
+      TileBatch writes(e);
+      for (const Plan& t : tiles) {
+        if (!(mask & tile_bit(t.tile))) continue;
+        const LayerPlan& lp = t.layers.front();
+        writes.add(tile_bit(t.tile), "w2n",
+                   cat("w.addr=", hex(fifo), " w=", dst, " w.rows=1 n.addr=",
+                       hex(lp.pixel(y - lp.top, l.pad_left) / 4), " n=", walk(lp),
+                       " n.lvl_mask=0x01 sync.en0=1 sync.id=14 sync.en1=1 sync.val=0x08000 "
+                       "sync.en2=1 tail_en870=1"));
+      }
+    }
+    e.add("ringcons0", cat("tiles=", hex(mask), " addr=", hex(fifo), " dst=", dst,
+                           " slots=1 mode=1 s_id=0x0b s_val=-64 s_cnt=1 s_en_b=1 s_y=1"));
+    infeeds.add(e, offset, units, mask);
+  };
   for (int y = 0; y < l.h; y += rows) {
     uint32_t mask = mask_of(y);
     rows = 1;
@@ -391,26 +415,11 @@ bool stream_input(Emitter& e, const std::vector<Plan>& tiles, bool runs) {
     if (whole > 0) {
       rows = whole;
       if (mask == 0) continue;
-      if (piece > 0 && piece % kInputRows == 0) tile_fence(e, "counters=0x1ffff units=0x3ff");
-      const int fifo = kInputFifo + 4 * (piece++ % kInputRows);
-      const int bytes = whole * row_bytes, offset = y * row_bytes / 8, units = bytes / 8;
-      const std::string packets = cat("(0 x ", packets_of(bytes), ")");
-      {
-        TileBatch writes(e);
-        for (const Plan& t : tiles) {
-          if (!(mask & tile_bit(t.tile))) continue;
-          const LayerPlan& lp = t.layers.front();
-          writes.add(tile_bit(t.tile), "w2n",
-                     cat("w.addr=", hex(fifo), " w=", packets,
-                         " w.rows=1 n.addr=", hex(lp.pixel(y - lp.top, l.pad_left) / 4),
-                         " n=", strided_walk({{1, row_bytes / 4}, {lp.row_words(), whole}}, 6),
-                         " n.lvl_mask=0x01 sync.en0=1 sync.id=14 sync.en1=1 sync.val=0x08000 "
-                         "sync.en2=1 tail_en870=1"));
-        }
-      }
-      e.add("ringcons0", cat("tiles=", hex(mask), " addr=", hex(fifo), " dst=", packets,
-                             " slots=1 mode=1 s_id=0x0b s_val=-64 s_cnt=1 s_en_b=1 s_y=1"));
-      infeeds.add(e, offset, units, mask);
+      const int bytes = whole * row_bytes;
+      whole_packets(y, mask, packets_of(bytes), y * row_bytes / 8, bytes / 8,
+                    [&](const LayerPlan& lp) {
+                      return strided_walk({{1, row_bytes / 4}, {lp.row_words(), whole}}, 6);
+                    });
       continue;
     }
     while (rows < max_rows && y + rows < l.h && mask_of(y + rows) == mask) ++rows;
@@ -422,25 +431,8 @@ bool stream_input(Emitter& e, const std::vector<Plan>& tiles, bool runs) {
     if (rows == 1 && row_bytes % 8 == 0 && row_bytes >= 2 * kPiece &&
         (y * row_bytes / 8) % kActPassUnits + row_bytes / kPiece * kPiece / 8 <= kActPassUnits) {
       first_at = row_bytes / kPiece * kPiece;
-      if (piece > 0 && piece % kInputRows == 0) tile_fence(e, "counters=0x1ffff units=0x3ff");
-      const int fifo = kInputFifo + 4 * (piece++ % kInputRows);
-      const std::string packets = cat("(0 x ", first_at / kPiece, ")");
-      {
-        TileBatch writes(e);
-        for (const Plan& t : tiles) {
-          if (!(mask & tile_bit(t.tile))) continue;
-          const LayerPlan& lp = t.layers.front();
-          writes.add(tile_bit(t.tile), "w2n",
-                     cat("w.addr=", hex(fifo), " w=", packets,
-                         " w.rows=1 n.addr=", hex(lp.pixel(y - lp.top, l.pad_left) / 4),
-                         " n=", narrow_walk(first_at / 4),
-                         " n.lvl_mask=0x01 sync.en0=1 sync.id=14 sync.en1=1 sync.val=0x08000 "
-                         "sync.en2=1 tail_en870=1"));
-        }
-      }
-      e.add("ringcons0", cat("tiles=", hex(mask), " addr=", hex(fifo), " dst=", packets,
-                             " slots=1 mode=1 s_id=0x0b s_val=-64 s_cnt=1 s_en_b=1 s_y=1"));
-      infeeds.add(e, y * row_bytes / 8, first_at / 8, mask);
+      whole_packets(y, mask, first_at / kPiece, y * row_bytes / 8, first_at / 8,
+                    [&](const LayerPlan&) { return narrow_walk(first_at / 4); });
     }
     for (int at = first_at; at < row_bytes; at += kPiece, ++piece) {
       if (piece > 0 && piece % kInputRows == 0) tile_fence(e, "counters=0x1ffff units=0x3ff");
