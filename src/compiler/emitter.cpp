@@ -109,6 +109,16 @@ void Emitter::reloc_movi(int reg, container::BufferKind kind, container::Half ha
   last_mnemonic_.clear();  // (its relocation points into it)
 }
 
+void Emitter::mark(std::string_view field) {
+  if (counting_) return;
+  if (last_parsed_ != 1) fail("emitter: mark(", field, ") after ", last_parsed_, " instructions");
+  const isa::Instruction& in = body_.back();
+  const isa::FieldSpec* f = in.spec->field(field);
+  if (f == nullptr) fail("emitter: ", in.spec->mnemonic, " has no field ", field);
+  // (The start word comes first in the bitstream too: word_offset counts it.)
+  marks_.push_back({int64_t{in.word_offset} * 128 + f->lo, f->width, in.value(*f)});
+}
+
 container::Bitstream Emitter::finish() {
   if (counting_) fail("emitter: finish() on an emitter that only counts");
   add("halt", "code=4");

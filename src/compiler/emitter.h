@@ -14,6 +14,7 @@
 
 #include "container/executable.h"
 #include "isa/isa.h"
+#include "isa/relocate.h"
 
 namespace tinycoral::compiler {
 
@@ -50,6 +51,11 @@ class Emitter {
   // A MOVI of 0 into scalar register `reg` that the runtime patches with half of a buffer address.
   void reloc_movi(int reg, container::BufferKind kind, container::Half half,
                   const std::string& layer_name = "");
+  // Marks field `field` (the ISA table's name) of the instruction added last, which must be one
+  // instruction: its place in the finished bitstream and its value join marks() (a field the
+  // program's user rewrites in place, isa::write_field). A counting emitter marks nothing.
+  void mark(std::string_view field);
+  const std::vector<isa::EncodedField>& marks() const { return marks_; }
   // Counts, after this emitter's instructions, those of `counted` (both only counting: a part
   // counted in trial forms is not counted again once one is chosen). `counted` must not end in a
   // dropped instruction (drop_last): its last instruction becomes this emitter's.
@@ -66,6 +72,7 @@ class Emitter {
  private:
   std::vector<isa::Instruction> body_;
   std::vector<container::FieldOffset> relocations_;
+  std::vector<isa::EncodedField> marks_;
   uint32_t words_ = 1;  // the start word comes first
   bool counting_ = false;
   uint32_t seq_ = 0;

@@ -1061,6 +1061,7 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
   Geometry out_geometry{};
   out_geometry.n = out_layer.n = static_cast<int>(out_pieces.size()) * kGroup;
   FfnChainPrograms out;
+  out.marks = e.marks();
   out.execution =
       execution_executable_of(e.finish(), in_layer, out_layer, out_geometry, narrow_end);
   if (rms.layer >= 0) {
@@ -1154,6 +1155,7 @@ FfnChainPrograms generate_fc_chain(const FcChain& chain, const FfnChainTail* tai
   Geometry out_geometry{};
   out_geometry.n = out_layer.n = static_cast<int>(out_pieces.size()) * kGroup;
   FfnChainPrograms out;
+  out.marks = e.marks();
   out.execution = execution_executable_of(e.finish(), in_layer, out_layer, out_geometry, at);
   for (size_t i = 0; i < g.size(); ++i) {
     container::Executable pc =

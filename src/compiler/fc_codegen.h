@@ -19,6 +19,7 @@
 #include "compiler/fc_layer.h"
 #include "compiler/scalar_alu.h"
 #include "container/executable.h"
+#include "isa/relocate.h"
 
 namespace tinycoral::compiler {
 
@@ -172,6 +173,9 @@ struct FfnChain {
 struct FfnChainPrograms {
   container::Executable execution;
   std::vector<container::Executable> caching;  // up, down, then each follower
+  // The fields of the execution program's bitstream its tail marked (Emitter::mark): with a
+  // column write, each group's scatter address (emit_column_scatters).
+  std::vector<isa::EncodedField> marks;
 };
 FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up,
                                     const FcPlacement& down);

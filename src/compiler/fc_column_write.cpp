@@ -77,10 +77,14 @@ void emit_column_words_from_narrow(Emitter& e, const FcColumnWrite& w) {
 void emit_column_scatters(Emitter& e, const FcColumnWrite& w) {
   const std::vector<int> at = column_copies_at(w);
   // Word r of the streamed row to word 64 r + column of the copy: row r's word of the column.
-  for (size_t g = 0; g < at.size(); ++g)
+  // Its narrow address is the only place the column enters the program (marked: another column
+  // of the same groups is this program with that field rewritten).
+  for (size_t g = 0; g < at.size(); ++g) {
     e.add("w2n", cat(column_tiles(w.words.rows[g].tile), " w.addr=", hex(w.words.rows[g].unit),
                      " w=(1 x 1) n.addr=", hex(at[g] / 4 + w.column), " n=",
                      strided_walk({{kColumnRowWords, w.scattered()}}, 6), " n.lvl_mask=0x01"));
+    e.mark("n.addr");
+  }
   tile_fence(e, "counters=0x1ffff units=0x3ff");
   for (size_t g = 0; g < at.size(); ++g)
     e.add("n2w", cat(column_tiles(w.words.rows[g].tile), " n.addr=", hex(at[g] / 4),

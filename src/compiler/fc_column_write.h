@@ -54,7 +54,9 @@ void emit_column_copies(Emitter& e, const FcColumnWrite& w);
 // fenced; then emit_column_scatters.
 void emit_column_words_from_narrow(Emitter& e, const FcColumnWrite& w);
 // After that stream has landed: the words into their column of each copy, then the copies back
-// over the rows, fenced (the scalar core waits for it).
+// over the rows, fenced (the scalar core waits for it). Each group's scatter's n.addr (its copy's
+// narrow word + column) is marked (Emitter::mark), in group order: nothing else in these
+// instructions depends on the column.
 void emit_column_scatters(Emitter& e, const FcColumnWrite& w);
 
 }  // namespace tinycoral::compiler

@@ -17,6 +17,16 @@ void apply_field_offset(std::span<uint8_t> bitstream, int64_t offset_bit, uint32
   set_bits(bitstream, static_cast<uint32_t>(offset_bit), 32, value);
 }
 
+void write_field(std::span<uint8_t> bitstream, int64_t offset_bit, int width, uint64_t value) {
+  const int64_t bits = static_cast<int64_t>(bitstream.size()) * 8;
+  if (width < 1 || width > 64 || offset_bit < 0 || offset_bit > bits - width)
+    fail("a field of ", width, " bits at bit ", offset_bit, " does not fit in a bitstream of ",
+         bitstream.size(), " bytes");
+  if (width < 64 && value >> width != 0)
+    fail("value ", value, " does not fit in a field of ", width, " bits");
+  set_bits(bitstream, static_cast<uint32_t>(offset_bit), static_cast<uint32_t>(width), value);
+}
+
 std::optional<BitLocation> locate_bit(std::span<const Instruction> program, int64_t bit) {
   if (bit < 0 || program.empty()) return std::nullopt;
   const int64_t word = bit / 128;

@@ -16,6 +16,18 @@ namespace tinycoral::isa {
 // b/8). Throws Error if the field does not lie inside the bitstream.
 void apply_field_offset(std::span<uint8_t> bitstream, int64_t offset_bit, uint32_t value);
 
+// One field of an encoded program (compiler::Emitter::mark): the bit of the bitstream where it
+// starts, its width (the ISA table's), and the value it was encoded with. A program's user may
+// rewrite it in place (runtime::Program::patch_field) instead of generating the program again.
+struct EncodedField {
+  int64_t offset_bit = 0;
+  int width = 0;
+  int64_t value = 0;
+};
+// Writes `value` as the `width`-bit (1..64) field at `offset_bit`, the bits around it kept. Throws
+// Error if the field does not lie inside the bitstream or `value` does not fit in it (unsigned).
+void write_field(std::span<uint8_t> bitstream, int64_t offset_bit, int width, uint64_t value);
+
 // Where a bit of a decoded program lies: which instruction, which field, which bit of the field.
 struct BitLocation {
   size_t instruction = 0;  // index into the program

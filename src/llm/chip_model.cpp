@@ -859,37 +859,44 @@ bool ChipTransformer::join_scores(int layer) {
   Joined& j = joined_[size_t(layer)];
   j.moved.assign(products.groups.size(), -1);
   for (size_t g = q_groups; g < j.moved.size(); ++g) j.moved[g] = int(g);
-  j.programs.assign(size_t(s.seq_padded), nullptr);
-  // The first position of each 64-position group: its column's groups are on other tiles.
+  // One program per 64-position group (its column's groups are on other tiles), generated at
+  // the group's first position; joined_run rewrites its column for the others.
+  std::vector<Joined::Group> groups;
   try {
-    for (int pos = 0; pos < s.seq_padded; pos += 64)
-      j.programs[size_t(pos)] = joined_program(layer, pos);
+    for (int pos = 0; pos < s.seq_padded; pos += 64) groups.push_back(joined_program(layer, pos));
   } catch (const Error&) {
     j = {};
     return false;
   }
+  j.groups = std::move(groups);
+  stats_.joined_programs += int(j.groups.size());
   return true;
 }
 
-std::shared_ptr<runtime::Program> ChipTransformer::joined_program(int layer, int pos) const {
+ChipTransformer::Joined::Group ChipTransformer::joined_program(int layer, int first) const {
   const ScoresProgram& s = scores_[size_t(layer)];
   const Joined& j = joined_[size_t(layer)];
-  compiler::FcScoresInput first = s.rope_sum;
-  const compiler::FcColumnWrite column = key_column(s, key_part(s, pos), pos);
+  compiler::FcScoresInput sum = s.rope_sum;
+  if (first % 64 != 0) fail("a joined program is generated at a group's first position");
+  const compiler::FcColumnWrite column = key_column(s, key_part(s, first), first);
   compiler::FcLayer scores = scores_layer(s, s.heads);
   scores.output_name = "e";  // its own name beside the chain's outputs
   const std::vector<float>& exp_mult = weights()->attention[size_t(layer)].exp_mult;
-  if (layer == 0)  // r in the count block
-    return std::make_shared<runtime::Program>(
-        compiler::generate_fc_chain_softmax(first_chain_, scores, s.placement, s.input_bytes,
-                                            exp_mult, &first, &column, j.moved)
-            .execution);
-  const FfnProgram& f = ffns_[size_t(layer - 1)];
-  first.r_word = compiler::kChainRmsRWord;
-  return std::make_shared<runtime::Program>(
-      compiler::generate_ffn_chain_softmax(f.chain_desc, f.up_at, f.down_at, scores, s.placement,
-                                           s.input_bytes, exp_mult, &first, &column, j.moved)
-          .execution);
+  compiler::FfnChainPrograms p;
+  if (layer == 0) {  // r in the count block
+    p = compiler::generate_fc_chain_softmax(first_chain_, scores, s.placement, s.input_bytes,
+                                            exp_mult, &sum, &column, j.moved);
+  } else {
+    const FfnProgram& f = ffns_[size_t(layer - 1)];
+    sum.r_word = compiler::kChainRmsRWord;
+    p = compiler::generate_ffn_chain_softmax(f.chain_desc, f.up_at, f.down_at, scores, s.placement,
+                                             s.input_bytes, exp_mult, &sum, &column, j.moved);
+  }
+  // The column write's scatters are all the program marks: one per group it writes.
+  if (p.marks.size() != column.words.rows.size() || p.execution.bitstreams.size() != 1)
+    fail("a joined program marks ", p.marks.size(), " column addresses for ",
+         column.words.rows.size(), " groups");
+  return {std::make_shared<runtime::Program>(std::move(p.execution)), std::move(p.marks)};
 }
 
 std::shared_ptr<runtime::Program> ChipTransformer::joined_run(int layer, int8_t* in, int& in_bytes,
@@ -904,14 +911,15 @@ std::shared_ptr<runtime::Program> ChipTransformer::joined_run(int layer, int8_t*
     for (int i = 0; i < 4; ++i)
       in[count_at + 4 + i] = static_cast<int8_t>(uint8_t((bits >> (8 * i)) & 0xff) ^ 0x80u);
   in_bytes = count_at + compiler::kSoftmaxCountBytes;
-  std::shared_ptr<runtime::Program>& program = joined_[size_t(layer)].programs.at(size_t(pos_));
-  if (!program) {
-    const auto build = std::chrono::steady_clock::now();
-    program = joined_program(layer, pos_);
-    stats_.joined_build_s +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - build).count();
-  }
-  return program;
+  // The group's program with its scatters at column pos_ % 64: the program generated at pos_
+  // bit for bit (its last run's column is overwritten; a recovery runs it again as it is).
+  const auto patch = std::chrono::steady_clock::now();
+  const Joined::Group& group = joined_[size_t(layer)].groups.at(size_t(pos_ / 64));
+  for (const isa::EncodedField& f : group.column_addresses)
+    group.program->patch_field(0, f.offset_bit, f.width, uint64_t(f.value + pos_ % 64));
+  stats_.joined_build_s +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - patch).count();
+  return group.program;
 }
 
 void ChipTransformer::stash_softmax(int layer, const runtime::Program& program, int output) {
@@ -1483,7 +1491,7 @@ void ChipTransformer::softmax_q(int layer, int pos, const int8_t* q8, uint8_t* e
   }
   ScoresProgram& p = scores_[size_t(layer)];
   const Config& c = ck_.config;
-  if (!joined_[size_t(layer)].programs.empty()) {
+  if (!joined_[size_t(layer)].groups.empty()) {
     // The program before ran the scores and wrote the key's column: the host's copy of the keys
     // takes the key now (after that run, whose recovery re-caches the keys before pos).
     if (e_stash_layer_ != layer || e_stash_pos_ != pos)
@@ -1647,7 +1655,7 @@ void ChipTransformer::ffn_add_q(int layer, const int8_t* xq, const int8_t* x2q, 
   const int in_bytes = p.k_padded + p.dim_padded + tables,
             out_bytes = p.dim_padded + qkv_bytes + u_bytes + rope_bytes;
   const bool joined =
-      size_t(layer + 1) < joined_.size() && !joined_[size_t(layer + 1)].programs.empty();
+      size_t(layer + 1) < joined_.size() && !joined_[size_t(layer + 1)].groups.empty();
   int run_bytes = in_bytes;
   // Joined: the next layer's scores and softmax in the same run, its count block after the input
   // (it keeps q's products and reads them in the same run).
@@ -1694,7 +1702,7 @@ void ChipTransformer::qkv_q(int layer, const int8_t* xq, int8_t* q, int8_t* k, i
     const int qkv_bytes = first_rope_ ? part.program.outputs - part.at[2] : part.program.outputs;
     const auto start = std::chrono::steady_clock::now();
     const int in_bytes = dim_padded + tables, out_bytes = qkv_bytes + u_bytes + rope_bytes;
-    const bool joined = !joined_.empty() && !joined_[0].programs.empty();
+    const bool joined = !joined_.empty() && !joined_[0].groups.empty();
     int run_bytes = in_bytes;
     if (joined && xq_.size() < size_t(in_bytes + 256 + compiler::kSoftmaxCountBytes))
       xq_.resize(size_t(in_bytes + 256 + compiler::kSoftmaxCountBytes));

@@ -31,6 +31,7 @@
 
 #include "compiler/fc_batch_codegen.h"
 #include "compiler/fc_layer.h"
+#include "isa/relocate.h"
 #include "llm/int8_model.h"
 #include "llm/matmul_plan.h"
 #include "runtime/edgetpu.h"
@@ -82,8 +83,11 @@ struct ChipPathStats {
   int runs = 0;
   uint64_t bytes_to_device = 0, bytes_from_device = 0;  // over those runs (instructions included)
   double chip_wall_s = 0;  // wall time inside EdgeTpu::run (the simulation, on --device sim)
-  // Of it, the host's time generating the joined programs (one per layer and position).
+  // Of it, the host's time preparing the joined programs past the constructor (rewriting each
+  // run's key column address in its group's program).
   double joined_build_s = 0;
+  // Joined programs generated (in the constructor: one per joined layer and 64-position group).
+  int joined_programs = 0;
 };
 
 class ChipTransformer : public Int8Transformer {
@@ -169,24 +173,31 @@ class ChipTransformer : public Int8Transformer {
   // The copies and every layer's sum groups' aux rows in one caching program (null: no sums).
   std::shared_ptr<runtime::Program> rope_caching() const;
   // joined_layers: the program before layer `layer`'s scores (the previous layer's chain, or
-  // layer 0's q, k, v program) and the scores and softmax as one program per position, where that
-  // program keeps every q group's products (and past layer 0 computes r), and the scores' program
-  // computes the key and writes its column with its multipliers from r (no value cache); built at
-  // the first position of every 64-position group as a trial, else false and nothing changes (the
-  // two programs run apart).
+  // layer 0's q, k, v program) and the scores and softmax as one program per 64-position group,
+  // where that program keeps every q group's products (and past layer 0 computes r), and the
+  // scores' program computes the key and writes its column with its multipliers from r (no value
+  // cache); built at the first position of every group, else false and nothing changes (the two
+  // programs run apart).
   bool join_scores(int layer);
   struct Joined {
-    // [pos] the program (pos % 64 is in its column write's instructions), made when first used;
-    // empty: not joined.
-    std::vector<std::shared_ptr<runtime::Program>> programs;
+    // The program of one 64-position group, generated at its first position, and its key column
+    // write's scatter addresses (one per head group, at column 0): the only fields in which the
+    // group's positions' programs differ (joined_run rewrites them to pos % 64).
+    struct Group {
+      std::shared_ptr<runtime::Program> program;
+      std::vector<isa::EncodedField> column_addresses;
+    };
+    std::vector<Group> groups;  // [pos / 64]; empty: not joined
     // Per RoPE sum group, the product group of the program before it reads on the chip (-1: a q
     // group reading its kept row).
     std::vector<int> moved;
   };
   std::vector<Joined> joined_;  // [layer of the scores]
-  std::shared_ptr<runtime::Program> joined_program(int layer, int pos) const;
-  // The joined program of `layer` at pos_, and its input: the count block (with r at layer 0)
-  // after the program before's `in_bytes` (which become the whole input's).
+  // The group program of the group starting at `first`.
+  Joined::Group joined_program(int layer, int first) const;
+  // The joined program of `layer` at pos_ (its group's, the column rewritten to pos_ % 64), and
+  // its input: the count block (with r at layer 0) after the program before's `in_bytes` (which
+  // become the whole input's).
   std::shared_ptr<runtime::Program> joined_run(int layer, int8_t* in, int& in_bytes, float r);
   // That program's output `output` (e and 1 / S) into e_stash_ for softmax_q.
   void stash_softmax(int layer, const runtime::Program& program, int output);

@@ -308,6 +308,17 @@ void Program::set_parameters(std::span<const uint8_t> bytes) {
   exe_.parameter_caching_token = 0;
 }
 
+void Program::patch_field(size_t chunk, int64_t offset_bit, int width, uint64_t value) {
+  if (chunk >= instructions_.size())
+    fail("a field of instruction chunk ", chunk, " of ", instructions_.size());
+  // A relocated address would be lost the next time: the chunk is relocated once.
+  for (const container::FieldOffset& f : exe_.bitstreams[chunk].field_offsets)
+    if (offset_bit < int64_t{f.offset_bit} + 32 && int64_t{f.offset_bit} < offset_bit + width)
+      fail("a field at bit ", offset_bit, " overlaps the relocation at bit ", f.offset_bit);
+  isa::write_field(instructions_[chunk], offset_bit, width, value);
+  isa::write_field(exe_.bitstreams[chunk].data, offset_bit, width, value);
+}
+
 void Program::set_input(size_t i, std::span<const uint8_t> bytes) {
   const Layer& layer = exe_.input_layers.at(i);
   if (bytes.size() != input_bytes(i))

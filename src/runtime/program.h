@@ -37,6 +37,14 @@ class Program {
   // instructions: a caching program that writes new values to the same place. Its caching token
   // becomes 0, so the runtime never takes it for parameters already resident.
   void set_parameters(std::span<const uint8_t> bytes);
+  // Rewrites the `width`-bit field at `offset_bit` of instruction chunk `chunk` to `value` in
+  // place (isa::write_field), in the bytes every run sends and in executable(): one program for
+  // many that differ only in that field (the llm path's key column, ChipTransformer::joined_run).
+  // The chunk keeps its size, so the prepared segments stay valid. Throws Error for a field
+  // outside the chunk, a value that does not fit, or a field a relocation writes.
+  void patch_field(size_t chunk, int64_t offset_bit, int width, uint64_t value);
+  // The relocated instruction chunks, as every run sends them.
+  const std::vector<std::vector<uint8_t>>& instructions() const { return instructions_; }
   // Writes output i in YXZ order (de-tiled by its layout, MSB flipped back for signed types).
   void get_output(size_t i, std::span<uint8_t> bytes) const;
 

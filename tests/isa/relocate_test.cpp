@@ -50,5 +50,35 @@ TEST(IsaRelocate, LocatesBitsAndRecognisesMoviImmediates) {
   EXPECT_FALSE(locate_bit(program, -5).has_value());
 }
 
+// A field narrower than 32 bits between other fields (a w2n's 16-bit narrow address, its first
+// loop's increment right after it) is written alone: the program decodes with that field changed
+// and every other field as it was; a value too wide for it, or a field past the end, is refused.
+TEST(IsaRelocate, WritesOneFieldOfItsOwnWidth) {
+  const std::vector<Instruction> program = parse(
+      "start length_bits=896\n"
+      "w2n seq=0 tiles=0x0010 w.addr=0x20 w=(1 x 1) n.addr=0x105 n=(64 x 8) n.lvl_mask=0x01\n"
+      "end length_bits=128\n");
+  std::vector<uint8_t> bytes = encode(program);
+  const Instruction& w2n = program.at(1);
+  const FieldSpec* addr = w2n.spec->field("n.addr");
+  ASSERT_NE(addr, nullptr);
+  ASSERT_LT(addr->width, 32);
+  const int64_t at = int64_t{w2n.word_offset} * 128 + addr->lo;
+  write_field(bytes, at, addr->width, 0xbeef);
+  const std::vector<Instruction> patched = decode(bytes);
+  ASSERT_EQ(patched.size(), program.size());
+  EXPECT_EQ(patched[1].value("n.addr"), 0xbeef);
+  for (const FieldSpec& f : w2n.spec->fields) {
+    if (f.name == "n.addr") continue;
+    EXPECT_EQ(patched[1].value(f), w2n.value(f)) << f.name;
+  }
+  EXPECT_EQ(patched[0].value("length_bits"), program[0].value("length_bits"));
+  EXPECT_THROW(write_field(bytes, at, addr->width, uint64_t{1} << addr->width), Error);
+  EXPECT_THROW(write_field(bytes, int64_t(bytes.size()) * 8 - 15, 16, 1), Error);
+  EXPECT_THROW(write_field(bytes, -1, 16, 1), Error);
+  write_field(bytes, at, addr->width, 0x105);
+  EXPECT_EQ(bytes, encode(program));
+}
+
 }  // namespace
 }  // namespace tinycoral::isa

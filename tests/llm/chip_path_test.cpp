@@ -1073,7 +1073,9 @@ TEST(ChipPathStepD, RmsScaleFromTheBytesGivesTheInt8PathsLogitsBitForBit) {
 // `generate --device sim --scores-on-chip --chip-rope --chip-rms --key-column-write` joins each
 // layer's scores' program to the program before it (one run for both): on both test checkpoints the
 // int8 CPU path's text with the same arithmetic, 2 L + 1 runs a token less one per joined layer
-// (every layer on rand_gqa: L + 1).
+// (every layer on rand_gqa: L + 1). One joined program per layer and 64-position group, all made
+// before the first token (each run rewrites its group's program to its position's key column):
+// rand_gqa's 72 tokens, past its first group, give the CPU's text too.
 TEST(ChipPathStepD, GenerateWithTheScoresJoinedToTheChainsWritesTheInt8Text) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   for (const std::string name : {"rand_gqa", "rand15M"}) {
@@ -1095,6 +1097,21 @@ TEST(ChipPathStepD, GenerateWithTheScoresJoinedToTheChainsWritesTheInt8Text) {
     EXPECT_EQ(j.at("chip").at("joined_layers_on_chip"), joined);
     EXPECT_EQ(j.at("chip").at("programs_per_token"), 2 * layers + 1 - joined);
     EXPECT_EQ(j.at("chip").at("modeled").at("runs_per_token"), 2 * layers + 1 - joined);
+    const int groups = name == "rand15M" ? 256 / 64 : 128 / 64;  // seq_len / 64
+    EXPECT_EQ(j.at("chip").at("joined_programs"), joined * groups);
+#ifndef TINYCORAL_ASAN  // (test time; the rewritten programs' bytes: ffn_chain_rope_softmax_test)
+    if (name == "rand_gqa") {
+      const std::string longer = generate_args(data, *path, "-n 72 -t 0.8 -s 5 --calibration 8");
+      const CommandResult cpu = run_cli(longer + " --device cpu --int8 --chip-rope --chip-rms");
+      const CommandResult chip = run_cli(longer + " " + sim + " --key-column-write --json");
+      ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
+      ASSERT_EQ(chip.exit_code, 0) << chip.err;
+      const nlohmann::json l = nlohmann::json::parse(chip.out);
+      EXPECT_EQ(l.at("text").get<std::string>() + "\n", cpu.out);
+      EXPECT_GT(l.at("tokens").size(), 64u + 1u);  // (the BOS first)
+      EXPECT_EQ(l.at("chip").at("joined_programs"), joined * groups);
+    }
+#endif
   }
 }
 

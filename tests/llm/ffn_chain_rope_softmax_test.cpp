@@ -27,6 +27,7 @@
 #include "llm/matmul_plan.h"
 #include "llm/rope_sum.h"
 #include "runtime/device_select.h"
+#include "runtime/program.h"
 #include "support/chain_layers.h"
 #include "support/error_of.h"
 
@@ -482,6 +483,50 @@ TEST(FfnChainOnTheChip, JoinedProgramsOfAGroupDifferOnlyInTheScattersNarrowAddre
         }
     ASSERT_EQ(changed.size(), size_t(JoinedRope::kHeads));
     for (size_t i : changed) EXPECT_EQ(decoded[i].value("n.addr") - program[i].value("n.addr"), c);
+  }
+}
+
+// So one program per group serves all its positions (ChipTransformer::joined_run): the program
+// generated at a group's first position marks each head's scatter address (FfnChainPrograms::
+// marks: the n.addr field of kHeads w2n's, at column 0), and that program with those fields
+// rewritten to column c sends, byte for byte, the program generated at position first + c, in
+// both groups, for c one after the other in the same program and back to 0.
+TEST(FfnChainOnTheChip, AGroupsProgramWithItsColumnRewrittenIsThatPositionsProgram) {
+  std::mt19937 random(47);
+  const JoinedRope t(random);
+  compiler::FcScoresInput first = t.first;
+  first.r_word = compiler::kChainRmsRWord;
+  auto generated = [&](int pos) {
+    const compiler::FcColumnWrite column = t.column(pos);
+    return compiler::generate_ffn_chain_softmax(t.chain, t.up_at, t.down_at, t.s, t.s_at,
+                                                t.row_bytes, t.exp_mult, &first, &column,
+                                                {-1, -1, 2});
+  };
+  for (const int group : {0, 64}) {
+    SCOPED_TRACE("group at " + std::to_string(group));
+    compiler::FfnChainPrograms g = generated(group);
+    ASSERT_EQ(g.execution.bitstreams.size(), 1u);
+    const std::vector<isa::Instruction> program = isa::decode(g.execution.bitstreams[0].data);
+    ASSERT_EQ(g.marks.size(), size_t(JoinedRope::kHeads));
+    for (const isa::EncodedField& f : g.marks) {
+      const std::optional<isa::BitLocation> at = isa::locate_bit(program, f.offset_bit);
+      ASSERT_TRUE(at && at->field);
+      EXPECT_EQ(program[at->instruction].spec->mnemonic, "w2n");
+      EXPECT_EQ(at->field->name, "n.addr");
+      EXPECT_EQ(at->bit_in_field, 0u);
+      EXPECT_EQ(f.width, at->field->width);
+      EXPECT_EQ(f.value, program[at->instruction].value(*at->field));
+    }
+    runtime::Program patched(std::move(g.execution));
+    for (const int c : {1, 2, 37, 63, 0}) {
+      SCOPED_TRACE("column " + std::to_string(c));
+      for (const isa::EncodedField& f : g.marks)
+        patched.patch_field(0, f.offset_bit, f.width, uint64_t(f.value + c));
+      const runtime::Program want(generated(group + c).execution);
+      ASSERT_EQ(patched.instructions().size(), 1u);
+      EXPECT_TRUE(patched.instructions() == want.instructions());
+      EXPECT_TRUE(patched.executable().bitstreams == want.executable().bitstreams);
+    }
   }
 }
 

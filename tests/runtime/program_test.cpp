@@ -154,6 +154,37 @@ TEST(Program, PatchesRelocationsWithDistinctAddresses) {
   EXPECT_NE(address >> 32, 0u);
 }
 
+// A field rewritten in place (the llm path's key column address): the bytes the prepared
+// transfer sends change in that field alone, relocations kept, and so does executable(); a field
+// over a relocation, outside the chunk or in no chunk is refused.
+TEST(Program, RewritesAFieldInTheBytesEveryRunSends) {
+  container::Executable e = make_inference(8, {4});
+  e.bitstreams[0].data.resize(32, 0xff);
+  container::FieldOffset lo;
+  lo.meta.desc = BufferKind::kInput;
+  lo.meta.name = "input";
+  lo.offset_bit = 128 + 70;
+  e.bitstreams[0].field_offsets = {lo};
+  const uint64_t address = relocation_address(lo.meta, e);
+  std::vector<uint8_t> unrelocated = e.bitstreams[0].data;
+  Program p(std::move(e));
+  const std::vector<uint8_t> before = p.instructions().at(0);
+  p.patch_field(0, 11, 16, 0x1234);
+  const auto& chunk = p.segments()[0].outs[0].payload;
+  EXPECT_EQ(get_bits(chunk, 11, 16), 0x1234u);
+  EXPECT_EQ(get_bits(chunk, 128 + 70, 32), address & 0xFFFFFFFF);
+  std::vector<uint8_t> want = before;
+  set_bits(want, 11, 16, 0x1234);
+  EXPECT_EQ(std::vector<uint8_t>(chunk.begin(), chunk.end()), want);
+  set_bits(unrelocated, 11, 16, 0x1234);
+  EXPECT_EQ(p.executable().bitstreams[0].data, unrelocated);
+  EXPECT_THROW(p.patch_field(0, 128 + 60, 16, 1), Error);  // reaches the relocation at 198
+  EXPECT_THROW(p.patch_field(0, 128 + 101, 8, 1), Error);  // inside it
+  EXPECT_THROW(p.patch_field(0, 250, 16, 1), Error);
+  EXPECT_THROW(p.patch_field(1, 0, 16, 1), Error);
+  EXPECT_THROW(p.patch_field(0, 11, 16, 0x10000), Error);
+}
+
 TEST(Program, DetilesOutputsByTheirLayout) {
   // A 2x2x3 output stored as two tiles (x = 0 and x = 1), rows 8 bytes apart inside each tile.
   container::Executable e = make_inference(8, {32});
