@@ -113,33 +113,20 @@ struct JoinedRope {
     // The scores: head h reads 64 bytes from 32 h; each position's key 32 bytes, zeros after.
     const int scores_row = 192;  // whole_groups(max(dim, 3 x 32 + 64)), as scores_program's
     row_bytes = llm::rope_scores_row_bytes(scores_row, first.layer.n, slots_end);
-    s.n = kHeads * kPositions;
-    s.k = kK;
-    for (int i = 0; i < s.n * kK; ++i)
-      s.weights.push_back(
-          i % kK < kHeadSize ? static_cast<int8_t>(static_cast<int>(random() % 255) - 127) : 0);
-    s.in_zp = 128;
-    s.in_scale = 0.01f;
-    s.out_scale = 1.0f;
-    for (int o = 0; o < s.n; ++o) s.mult.push_back(0.0006f + 0.0002f * float(o % 5));
-    const int tiles[] = {1, 12, 15, 14, 13, 11, 10, 8};
-    const int units[] = {7 * up_units, 2 * up_units, 0, 0, 0, 0, 0, 0};
-    for (int g = 0; g < compiler::fc_groups(s.n); ++g) {
-      const int h = g / (kPositions / 64), z = 110 + 20 * h;
-      if (g % (kPositions / 64) == 0) exp_mult.push_back(0.02f + 0.02f * float(h));
-      s.group_out_zp.push_back(z);
-      s.group_clamp_min.push_back(compiler::fc_clamp(0, z, 1.0f));
-      s.group_clamp_max.push_back(compiler::fc_clamp(255, z, 1.0f));
-      s_at.tiles.push_back(tiles[g]);
-      s_at.param_units.push_back(units[g]);
-      s_at.in_at.push_back(h * kHeadSize);
-    }
-    s.out_zp = s.group_out_zp[0];
-    s.clamp_min = s.group_clamp_min[0];
-    s.clamp_max = s.group_clamp_max[0];
-    s.input_name = "x";
-    s.output_name = "e";
-    s.signed_input = true;
+    testing::ScoresLayer scores =
+        testing::scores_layer({kHeads,
+                               kPositions,
+                               kK,
+                               kHeadSize,
+                               kHeadSize,
+                               110,
+                               [](int o) { return 0.0006f + 0.0002f * float(o % 5); },
+                               [](int h) { return 0.02f + 0.02f * float(h); },
+                               {1, 12, 15, 14, 13, 11, 10, 8},
+                               {7 * up_units, 2 * up_units, 0, 0, 0, 0, 0, 0}});
+    s = std::move(scores.layer);
+    s_at = std::move(scores.at);
+    exp_mult = std::move(scores.exp_mult);
   }
 
   // The key's column at position pos: each head's group holding pos takes its kv head's 32 bytes

@@ -69,35 +69,21 @@ void check_chain_then_softmax(bool rope) {
   // reading the row from byte 16 h. Groups on tiles 1 and 12 beside the chain's parameters.
   constexpr int kHeads = 3, kPositions = 128, kK = 64, kHeadSize = 16;
   const int row_bytes = (kHeads - 1) * kHeadSize + kK;
-  compiler::FcLayer s;
-  s.n = kHeads * kPositions;
-  s.k = kK;
-  for (int i = 0; i < s.n * kK; ++i)
-    s.weights.push_back(static_cast<int8_t>(static_cast<int>(random() % 255) - 127));
-  s.in_zp = 128;
-  s.in_scale = 0.01f;
-  s.out_scale = 1.0f;
-  for (int o = 0; o < s.n; ++o) s.mult.push_back(0.0004f + 0.0001f * float(o % 7));
-  std::vector<float> exp_mult;
-  compiler::FcPlacement s_at;
-  const int s_tiles[] = {1, 12, 15, 14, 13, 11};
-  const int s_units[] = {next_at + 2 * up_units, up_units, 0, 0, 0, 0};
-  for (int g = 0; g < compiler::fc_groups(s.n); ++g) {
-    const int h = g / (kPositions / 64), z = 100 + 20 * h;
-    if (g % (kPositions / 64) == 0) exp_mult.push_back(0.02f + 0.03f * float(h));
-    s.group_out_zp.push_back(z);
-    s.group_clamp_min.push_back(compiler::fc_clamp(0, z, 1.0f));
-    s.group_clamp_max.push_back(compiler::fc_clamp(255, z, 1.0f));
-    s_at.tiles.push_back(s_tiles[g]);
-    s_at.param_units.push_back(s_units[g]);
-    s_at.in_at.push_back(h * kHeadSize);
-  }
-  s.out_zp = s.group_out_zp[0];
-  s.clamp_min = s.group_clamp_min[0];
-  s.clamp_max = s.group_clamp_max[0];
-  s.input_name = "x";
-  s.output_name = "e";
-  s.signed_input = true;  // the chain's input type (the llm path's scores' rows are int8 too)
+  // (Int8 input: the chain's, and the llm path's scores' rows are int8 too.)
+  testing::ScoresLayer scores =
+      testing::scores_layer({kHeads,
+                             kPositions,
+                             kK,
+                             kHeadSize,
+                             kK,
+                             100,
+                             [](int o) { return 0.0004f + 0.0001f * float(o % 7); },
+                             [](int h) { return 0.02f + 0.03f * float(h); },
+                             {1, 12, 15, 14, 13, 11},
+                             {next_at + 2 * up_units, up_units, 0, 0, 0, 0}});
+  const compiler::FcLayer& s = scores.layer;
+  const compiler::FcPlacement& s_at = scores.at;
+  const std::vector<float>& exp_mult = scores.exp_mult;
 
   const compiler::FfnChainPrograms alone = compiler::generate_ffn_chain(chain, up_at, down_at);
   const compiler::FfnChainPrograms joined =

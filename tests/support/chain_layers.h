@@ -3,11 +3,14 @@
 // the joined programs' tests share.
 #pragma once
 
+#include <cstdlib>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
 #include <vector>
 
+#include "compiler/fc_codegen.h"
 #include "compiler/fc_layer.h"
 #include "llm/int8_model.h"
 #include "runtime/edgetpu.h"
@@ -68,6 +71,54 @@ inline std::vector<uint8_t> all_outputs_of(runtime::EdgeTpu& tpu,
     all.insert(all.end(), o.begin(), o.end());
   }
   return all;
+}
+
+// The scores' layer of the joined programs' tests (compiler::generate_ffn_chain_softmax): `heads`
+// heads of `positions` key rows each (64 a group), rows of `k` int8 bytes, random (libc random())
+// in the first `key_bytes`, zeros after; row o's multiplier mult(o); head h's groups at zero point
+// z0 + 20 h (clamps of the whole uint8 range) on tiles[g], parameter unit units[g], reading the
+// query from byte h * head_size; exp_mult(h) per head. Int8 input, as the llm path's rows.
+struct ScoresLayerShape {
+  int heads = 0, positions = 0, k = 0, head_size = 0, key_bytes = 0, z0 = 0;
+  std::function<float(int)> mult, exp_mult;
+  std::vector<int> tiles, units;
+};
+struct ScoresLayer {
+  compiler::FcLayer layer;
+  compiler::FcPlacement at;
+  std::vector<float> exp_mult;
+};
+inline ScoresLayer scores_layer(const ScoresLayerShape& shape) {
+  ScoresLayer r;
+  compiler::FcLayer& s = r.layer;
+  s.n = shape.heads * shape.positions;
+  s.k = shape.k;
+  for (int i = 0; i < s.n * s.k; ++i)
+    s.weights.push_back(i % s.k < shape.key_bytes
+                            ? static_cast<int8_t>(static_cast<int>(random() % 255) - 127)
+                            : int8_t{0});
+  s.in_zp = 128;
+  s.in_scale = 0.01f;
+  s.out_scale = 1.0f;
+  for (int o = 0; o < s.n; ++o) s.mult.push_back(shape.mult(o));
+  const int groups_per_head = shape.positions / 64;
+  for (int g = 0; g < compiler::fc_groups(s.n); ++g) {
+    const int h = g / groups_per_head, z = shape.z0 + 20 * h;
+    if (g % groups_per_head == 0) r.exp_mult.push_back(shape.exp_mult(h));
+    s.group_out_zp.push_back(z);
+    s.group_clamp_min.push_back(compiler::fc_clamp(0, z, 1.0f));
+    s.group_clamp_max.push_back(compiler::fc_clamp(255, z, 1.0f));
+    r.at.tiles.push_back(shape.tiles.at(size_t(g)));
+    r.at.param_units.push_back(shape.units.at(size_t(g)));
+    r.at.in_at.push_back(h * shape.head_size);
+  }
+  s.out_zp = s.group_out_zp[0];
+  s.clamp_min = s.group_clamp_min[0];
+  s.clamp_max = s.group_clamp_max[0];
+  s.input_name = "x";
+  s.output_name = "e";
+  s.signed_input = true;
+  return r;
 }
 
 }  // namespace tinycoral::testing
