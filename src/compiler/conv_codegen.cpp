@@ -556,13 +556,15 @@ void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
       hand_over(e, stages[si - 1], stages[si], ordinal, pricing,
                 swap_into == si ? swap_rest : std::vector<RowRange>{});
       // The same image to the tiles of a later stage whose residual ADD reads it (keep_operands:
-      // they keep it where no stage in between writes).
+      // they keep it where no stage in between writes), but those that read their own copy of
+      // this image in place (LayerPlan::in_place).
       for (size_t i = stage.end; i < chain.layers.size(); ++i)
         if (chain.layers[i].residual_of == static_cast<int>(stage.first)) {
           Stage kept = stage_of(i);
           kept.first = stage.first;
           kept.end = stage.first + 1;
-          hand_over(e, stages[si - 1], kept, ordinal, pricing);
+          std::erase_if(kept.tiles, [&](const Plan& t) { return t.layers[stage.first].in_place; });
+          if (!kept.tiles.empty()) hand_over(e, stages[si - 1], kept, ordinal, pricing);
         }
       end_part();
       // (The next stage's image written in place over the output just handed over, or left by

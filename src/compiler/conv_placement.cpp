@@ -1825,6 +1825,27 @@ void pixel_bands(const ConvChain& chain, Layout& out, const ProgramBytes& progra
   }
 }
 
+// Each residual ADD whose operand travels a second time to its tiles (keep_operands) tried
+// reading it where those tiles already hold it (operand_in_place: v2's 7 x 7 blocks, whose split
+// expansions all-gather the block's input to every tile); kept when the modeled cycles drop (the
+// ADD's tiles then read the operand at different addresses: one op a tile instead of one for all).
+// After the search: inside it (keep_operands) the moved images narrowed what fit, and v2's search
+// chose another layout, 0.011 ms slower.
+void operands_in_place(const ConvChain& chain, Layout& out, const ProgramBytes& program_bytes) {
+  double best = -1;
+  for (size_t i = 0; i < chain.layers.size(); ++i) {
+    if (!chain.layers[i].residual()) continue;
+    Layout candidate = out;
+    if (!operand_in_place(chain, candidate.stages, i)) continue;
+    if (best < 0) best = modeled_cycles(out, program_bytes);
+    const double modeled = modeled_cycles(candidate, program_bytes);
+    if (modeled < best) {
+      best = modeled;
+      out = std::move(candidate);
+    }
+  }
+}
+
 // PoseNet's heads split again once FIFOs have freed wide rows (split_heads runs before
 // widen_with_fifos, when the wide memories are full): the heads' stage split as split_heads
 // splits it, the layout's FIFO layers kept, the kMaxTries of least compute that pack and find
@@ -2059,6 +2080,7 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes,
   // twice); the turns that remain from owner tiles.
   fifo_instead_of_turns(out);
   own_turns(out.shapes);
+  if (!streaming) operands_in_place(chain, out, exact_bytes);
   // (Ops as before, fewer bytes over the ring: always when it fits.)
   write_in_place(chain, out.shapes, out.stages);
   // (Every segment and owner placed: the ADDs' weight rows where they find room.)

@@ -824,6 +824,117 @@ bool stage_allowed(const ConvChain& chain, size_t a, size_t b) {
   return true;
 }
 
+namespace {
+
+// Whether a plan's images (from the lowest to regions_end: its ADD scratch and joined heads'
+// words too; without its first image where `first_too` is false) or its output touch narrow
+// bytes [lo, hi).
+bool plan_overlaps(const Plan& p, int lo, int hi, bool first_too) {
+  auto meets = [&](int a, int b) { return a < hi && lo < b; };
+  int low = p.regions_end;
+  for (size_t i = first_too ? p.first : p.first + 1; i < p.end; ++i)
+    low = std::min(low, p.layers[i].in_base);
+  if (p.rounds > 1) low = std::min(low, p.round_base);
+  return meets(low, p.regions_end) || meets(p.out_base, p.out_base + p.out_bytes);
+}
+
+// Stage s's images moved up by `d` bytes on every tile (its output too where it does not wait at
+// the top).
+void shift_stage(Stage& s, int d) {
+  for (Plan& p : s.tiles) {
+    for (size_t i = p.first; i < p.end; ++i) p.layers[i].in_base += d;
+    p.regions_end += d;
+    p.add_scratch += d;
+    if (p.join_base > 0) p.join_base += d;
+    if (!p.out_at_top) {
+      p.out_base += d;
+      p.narrow_end += d;
+    }
+  }
+}
+
+// ADD i's operand j, the first image of stage sa, read in place on the tiles of the ADD's stage
+// sb that hold all of it in sa's geometry (an all-gathered image: v2's 7 x 7 blocks, whose
+// expansions split by output groups each read the whole image) where nothing from the
+// hand-over into sa to the ADD writes over the ADD's rows of it: the stages after sa whose images
+// would, moved up above it on all their tiles where they still fit. Those tiles' plans of the ADD
+// get the copy as their kept image (LayerPlan::in_place). False, and the stages unchanged, when
+// some tile cannot: the operand then travels again (the caller places it).
+bool keep_in_place(const ConvChain& chain, std::vector<Stage>& stages, size_t i, size_t sa,
+                   size_t sb) {
+  const auto j = static_cast<size_t>(chain.layers[i].residual_of);
+  // (No other ADD's operand live across these stages: its kept image sits above their images.)
+  for (size_t k = 0; k < chain.layers.size(); ++k)
+    if (k != i && chain.layers[k].residual() &&
+        static_cast<size_t>(chain.layers[k].residual_of) < stages[sb].end && k >= stages[sa].first)
+      return false;
+  struct Need {
+    int tile, lo, hi;
+  };
+  std::vector<Need> need;
+  for (const Plan& t : stages[sb].tiles) {
+    const Plan* src = plan_on(stages[sa], t.tile);
+    if (!src || src->rounds > 1) return false;
+    const LayerPlan &a = t.layers[i], &x = src->layers[j];
+    if (x.cin != a.cin || x.wp != a.wp || x.extra != a.extra || x.slide != 0 || x.full ||
+        a.oa < x.top || a.ob > x.top + x.hp)
+      return false;
+    const int lo = x.in_base + (a.oa - x.top) * x.wp * x.cin,
+              hi = x.in_base + (a.ob - x.top) * x.wp * x.cin;
+    if (plan_overlaps(*src, lo, hi, false)) return false;
+    need.push_back({t.tile, lo, hi});
+  }
+  const std::vector<Stage> saved(stages.begin() + static_cast<std::ptrdiff_t>(sa),
+                                 stages.begin() + static_cast<std::ptrdiff_t>(sb) + 1);
+  auto restore = [&] {
+    std::copy(saved.begin(), saved.end(), stages.begin() + static_cast<std::ptrdiff_t>(sa));
+    return false;
+  };
+  for (size_t c = sa + 1; c <= sb; ++c) {
+    int top = 0;
+    bool hit = false;
+    for (const Need& n : need)
+      if (const Plan* p = plan_on(stages[c], n.tile)) {
+        hit = hit || plan_overlaps(*p, n.lo, n.hi, true);
+        top = std::max(top, n.hi);
+      }
+    if (!hit) continue;
+    int low = kNarrowBytes;
+    for (const Plan& p : stages[c].tiles)
+      for (size_t k = p.first; k < p.end; ++k) low = std::min(low, p.layers[k].in_base);
+    if (stages[c].tiles.front().rounds > 1 || stages[c].tiles.front().into_base >= 0 ||
+        stages[c].halo_in)
+      return restore();
+    shift_stage(stages[c], round_up(std::max(0, top - low), 64));
+    for (const Need& n : need)
+      if (const Plan* p = plan_on(stages[c], n.tile); p && plan_overlaps(*p, n.lo, n.hi, true))
+        return restore();
+    if (!stage_fits(stages[c], &stages[c - 1]) ||
+        (c + 1 < stages.size() && !stage_fits(stages[c + 1], &stages[c])))
+      return restore();
+  }
+  for (Plan& t : stages[sb].tiles) {
+    LayerPlan x = plan_on(stages[sa], t.tile)->layers[j];
+    x.kept = x.in_place = true;
+    t.layers[j] = x;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool operand_in_place(const ConvChain& chain, std::vector<Stage>& stages, size_t i) {
+  auto stage_index = [&](size_t k) {
+    size_t s = 0;
+    while (s + 1 < stages.size() && k >= stages[s].end) ++s;
+    return s;
+  };
+  const size_t sa = stage_index(static_cast<size_t>(chain.layers[i].residual_of)),
+               sb = stage_index(i);
+  return sa != sb && stages[sa].first == static_cast<size_t>(chain.layers[i].residual_of) &&
+         keep_in_place(chain, stages, i, sa, sb);
+}
+
 bool keep_operands(const ConvChain& chain, std::vector<Stage>& stages) {
   auto stage_index = [&](size_t i) {
     size_t k = 0;

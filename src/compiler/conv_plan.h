@@ -159,6 +159,11 @@ struct LayerShape {
   // of an earlier stage (its first), which the hand-over into that stage also sent here and which
   // stays until the ADD has run (keep_operands). Its geometry is the ADD's own image's.
   bool kept = false;
+  // A kept operand that is the tile's own copy of the image handed over into the operand's stage
+  // (all-gathered there: each tile of a split layer holds the whole image), left intact until the
+  // ADD (keep_operands): no second hand-over sends it (its geometry is that stage's, whose row
+  // pitch is the ADD's).
+  bool in_place = false;
   bool needs_fill() const { return top < 0 || top + hp > l->h || wp != l->w || extra != 0; }
   // Narrow byte address of the first input row the op reads.
   int op_in(int x) const { return pixel(need_top - top, x); }
@@ -505,6 +510,14 @@ bool stage_allowed(const ConvChain& chain, size_t a, size_t b);
 // hand-over that sends it until the ADD (LayerPlan::kept in the ADD's stage's plans). Returns
 // false when a tile has no such room or a residual block is cut where stage_allowed says not.
 bool keep_operands(const ConvChain& chain, std::vector<Stage>& stages);
+
+// ADD i's operand (kept by keep_operands on the ADD's tiles) read instead from the copy each of
+// those tiles holds of the image handed over into the operand's stage (an all-gathered image, in
+// that stage's geometry), kept intact until the ADD: the stages between whose images or outputs
+// lie over the ADD's rows of it move up above it on all their tiles where they still fit
+// (LayerPlan::in_place; the hand-over into the operand's stage then sends it no second time).
+// False, and the stages unchanged, where some tile of the ADD cannot.
+bool operand_in_place(const ConvChain& chain, std::vector<Stage>& stages, size_t i);
 
 // Whether every tile of `to` can take what the tiles of `from` send it: a tile that keeps a slice
 // of the channels (a split depthwise layer) takes only slices inside its own.

@@ -418,16 +418,33 @@ void v2_output_fills_its_ring_rows_at_once(const CompiledV2& v2) {
 // 4 loop steps a word and position, which the placement's price counts as one); spread one row a
 // tile over 7 tiles, 312 (spread_adds, docs/compiler.md "ADDs spread one row a tile"). The bytes of
 // this program are checked by V2Gen2020EqualsItsTwinAndPassesGooglesCheck.
+// (The first ADD's ops are one a tile since it reads its operand in place: the next check.)
 void v2_adds_of_the_7x7_blocks_run_one_row_a_tile(const CompiledV2& v2) {
   // (ADD ops: dp_mode 4, loops (2)(2)(words)(positions...); 40 words, 160 channels.)
-  int adds = 0;
+  int tiles = 0;
   for (const chip::OpInstr& op : v2.ops) {
     if (op.dp_mode != 4 || op.loops[2] != 39) continue;
-    ++adds;
-    EXPECT_EQ(std::popcount(op.tile_mask), 7) << "(one tile before)";
+    tiles += std::popcount(op.tile_mask);
     EXPECT_EQ((op.loops[3] + 1) * (op.loops[4] + 1), 7u) << "not one row of 7 positions a tile";
   }
-  EXPECT_EQ(adds, 2);
+  EXPECT_EQ(tiles, 14) << "(one tile each before)";
+}
+
+// The first 7 x 7 ADD's operand (block 13's output) was sent a second time to the ADD's 7 tiles
+// after its all-gather to the 15 tiles of block 14's expansion (2.7 KB of instructions); the ADD's
+// tiles are among those 15 and now read it there (operand_in_place, docs/compiler.md "An ADD's
+// operand read where it was gathered"): one op a tile, each reading its row of the one whole 7 x 7
+// x 160 image, so the lower operand addresses of the 7 ops step by whole rows (7 x 160 bytes).
+void v2_first_7x7_add_reads_its_gathered_operand(const CompiledV2& v2) {
+  std::vector<int64_t> rows;  // the lower operand address of each one-tile op of the first ADD
+  for (const chip::OpInstr& op : v2.ops) {
+    if (op.dp_mode != 4 || op.loops[2] != 39) continue;
+    if (std::popcount(op.tile_mask) != 1) break;
+    rows.push_back(std::min(op.in.base, op.in.base + op.in.strides()[1]));
+  }
+  ASSERT_EQ(rows.size(), 7u) << "(one op on 7 tiles before)";
+  std::sort(rows.begin(), rows.end());
+  for (size_t k = 1; k < rows.size(); ++k) EXPECT_EQ(rows[k] - rows[k - 1], 7 * 160) << k;
 }
 
 // v2's parts (layers, parts of split layers, hand-overs) ended with two fences that drain every
@@ -579,6 +596,7 @@ void expect_v2_layout(const std::vector<uint8_t>& tflite) {
        v2_split_pairs_write_in_place_on_their_shared_tiles},
       {"V2OutputFillsItsRingRowsAtOnce", v2_output_fills_its_ring_rows_at_once},
       {"V2AddsOfThe7x7BlocksRunOneRowATile", v2_adds_of_the_7x7_blocks_run_one_row_a_tile},
+      {"V2First7x7AddReadsItsGatheredOperand", v2_first_7x7_add_reads_its_gathered_operand},
       {"V27x7PointwiseLayersRunInPixelBands", v2_7x7_pointwise_layers_run_in_pixel_bands},
       {"V2FifoLayersWaitOnlyForShortRuns", v2_fifo_layers_wait_only_for_short_runs},
       {"V2PixelStagesHandOverOnlyTheirPixels", v2_pixel_stages_hand_over_only_their_pixels},
