@@ -476,12 +476,39 @@ void emit_multipliers_from_r(Emitter& e, const FcScoresInput& first, const Group
   const bool from_row = first.r_word < 0;
   if (n > (from_row ? kRPieceWord : first.r_word))
     fail(n, " multipliers from r past scalar memory or over r at word ", first.r_word);
-  if (from_row) {
-    pieces_to_scalar_memory(e, {{f.tile[0], row_bytes, kRPieceWord}}, ordinal);
-    scalar_memory_fence(e, 1);
+  const int r_word = from_row ? kRPieceWord + 1 : first.r_word;
+  const ScalarRopeMultipliers per_output{r_word, 0, first.mult_base, first.mult_padding};
+  // The loop form where the constants are resident and it takes fewer bytes: their rows land at
+  // words 0..n-1 (the depthwise round trip's transfer: one outfeed, a producer per row, no ring
+  // ordinal) and the loop turns them into the multipliers in place.
+  const auto rows_in = [&](Emitter& x) {
+    x.add("outfeed", cat("walk=(1 x 64)(-63 x ", f.tile.size(),
+                         ")(-63 x 1) walk.inc3=2057 k173=1 k178=1 k182=1 k214=1 f222=0x3f"));
+    for (size_t g = 0; g < f.tile.size(); ++g)
+      x.add("ringprod",
+            cat("tiles=", hex(tile_bit(f.tile[g])), " addr=", hex(f.base[g] + kMultBaseRowUnit),
+                " src=(1 x 1) sdims=1 pcfg=4 dest=0x10000"));
+  };
+  bool loop = false;
+  if (first.base_rows) {
+    // (Weights right after the aux rows would lie where the constants' row is.)
+    for (const int w : f.weights)
+      if (w < 0) fail("resident multiplier constants of a group whose weights follow its aux rows");
+    Emitter bundles = Emitter::counting(), looped = Emitter::counting();
+    emit_scalar_rope_multipliers(bundles, per_output);
+    rows_in(looped);
+    emit_scalar_rope_multipliers_loop(looped, r_word, 0, 0, n);
+    loop = looped.finished_bytes() < bundles.finished_bytes();
   }
-  emit_scalar_rope_multipliers(
-      e, {from_row ? kRPieceWord + 1 : first.r_word, 0, first.mult_base, first.mult_padding});
+  if (from_row) pieces_to_scalar_memory(e, {{f.tile[0], row_bytes, kRPieceWord}}, ordinal);
+  if (loop) rows_in(e);
+  // Each 256-byte row counts as four 64-byte pieces.
+  const int pieces = (from_row ? 1 : 0) + (loop ? 4 * int(f.tile.size()) : 0);
+  if (pieces > 0) scalar_memory_fence(e, pieces);
+  if (loop)
+    emit_scalar_rope_multipliers_loop(e, r_word, 0, 0, n);
+  else
+    emit_scalar_rope_multipliers(e, per_output);
   scalar_memory_to_multiplier_rows(e, f, 4 * n, narrow_at, narrow_at, ordinal);
 }
 

@@ -150,6 +150,12 @@ struct FcResidentInput {
 // With `r_word` >= 0 (only after a chain that computed r: generate_ffn_chain_softmax), r is read
 // at that scalar-memory word instead, and the count's piece is not moved (it would land on the
 // chain's x and r). Only kChainRmsRWord, where the chain's RMSNorm leaves r, is accepted.
+// With `base_rows`, group g's 64 constants (float32, 0 for padding) are also resident: the row at
+// wide unit at.param_units[g] + kMultBaseRowUnit of its tile (after its two aux rows; the caller
+// caches them). The generator then counts both forms and takes the one of fewer bytes: a bundle
+// per output with the constant as its immediate, or those rows over the ring into scalar memory
+// (one producer each, one outfeed) and a loop over them.
+constexpr int kMultBaseRowUnit = 8;
 struct FcScoresInput {
   FcLayer layer;
   FcPlacement at;
@@ -157,6 +163,7 @@ struct FcScoresInput {
   std::vector<float> mult_base;
   std::vector<bool> mult_padding;
   int r_word = -1;
+  bool base_rows = false;
 };
 
 // The scores, their softmax and the weighted sum over a value cache in one program (issue 14;

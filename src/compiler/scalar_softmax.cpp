@@ -178,6 +178,42 @@ void emit_scalar_rope_multipliers(Emitter& e, const ScalarRopeMultipliers& m) {
   emit_products(e, m.mult_word, m.r_word, m.base, of, 1, kZero);
 }
 
+void emit_scalar_rope_multipliers_loop(Emitter& e, int r_word, int mult_word, int base_word,
+                                       int n) {
+  const auto inside = [](int at, int words) {
+    return at >= 0 && words >= 0 && at + words <= kScalarMemoryWords;
+  };
+  const auto over = [&](int at) { return r_word >= at && r_word < at + n; };
+  // The in-place form reads j and j + 1 before it writes them; shifted ranges would read a word
+  // the loop already wrote.
+  const bool apart =
+      base_word == mult_word || base_word + n <= mult_word || mult_word + n <= base_word;
+  if (n <= 0 || n % 4 != 0 || n / 4 > 0xffff || !inside(r_word, 1) || !inside(mult_word, n) ||
+      !inside(base_word, n) || over(mult_word) || over(base_word) || !apart)
+    fail("a loop of ", n, " RoPE multipliers from word ", base_word, " to word ", mult_word,
+         " with r at word ", r_word);
+  // Four outputs an iteration: each product two bundles after its load (as emit_products waits)
+  // and stored the bundle after it, the memory slot busy in all but one of eight bundles.
+  constexpr int kR = 16, kFrom = 17, kTo = 18, kB = 19, kP = 23;  // kB, kP: four each
+  const auto load_next = [](int reg) {
+    return cat("enable_vector=3 vs_reg_v1=", reg, " imm_size=", hex(0x20 | kFrom));
+  };
+  const auto store_next = [](int reg) {
+    return cat(" v_op=0x6 v_offset=", hex(0x20 | kTo), " vs_reg=", reg);
+  };
+  const auto product = [](int i) { return alu(kFmul, kP + i, kB + i, kR); };
+  e.add("bundle", cat("enable_vector=1 vs_reg_v1=", kR, " imm_size=", hex(r_word)));
+  e.add("bundle", movi(kFrom, uint32_t(base_word)));
+  e.add("bundle", movi(kTo, uint32_t(mult_word)));  // (r is read two bundles after its load)
+  e.add("loop", cat("count=", n / 4, " body=8"));
+  e.add("bundle", load_next(kB));
+  e.add("bundle", load_next(kB + 1));
+  e.add("bundle", load_next(kB + 2));
+  e.add("bundle", load_next(kB + 3) + " " + product(0));
+  for (int i = 0; i < 3; ++i) e.add("bundle", product(i + 1) + store_next(kP + i));
+  e.add("bundle", store_next(kP + 3).substr(1));
+}
+
 void emit_push_words(Emitter& e, int first, int words) {
   if (words <= 0 || words > 0xffff) fail("pushing ", words, " scalar-memory words");
   e.add("bundle", movi(kFlush, uint32_t(first)));

@@ -49,6 +49,13 @@ struct ScalarRopeMultipliers {
 };
 // Registers 16-18 and 20 are its own.
 void emit_scalar_rope_multipliers(Emitter& e, const ScalarRopeMultipliers& m);
+// The same products as a loop over constants already in scalar memory (docs/llm.md "The RoPE
+// multipliers from r on the scalar core", the loop form): m_j = f32(smem[base_word + j] r) to
+// word mult_word + j for j < n (n a multiple of 4; a padding output's constant is 0, so its m_j
+// is 0 as r > 0), four outputs an iteration of a hardware loop (loads with post-increment, a
+// register FMUL, stores with post-increment). base_word == mult_word computes them in place.
+// Registers 16-19 and 23-26 are its own.
+void emit_scalar_rope_multipliers_loop(Emitter& e, int r_word, int mult_word, int base_word, int n);
 // Pushes scalar-memory words [first, first + words) to the host output opened before (one load
 // and one push per word, a hardware loop).
 void emit_push_words(Emitter& e, int first, int words);

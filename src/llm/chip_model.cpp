@@ -20,8 +20,12 @@
 namespace tinycoral::llm {
 
 namespace {
-// A RoPE sum group's aux rows (multipliers, zero points) and its K (rope_sum.h).
+// A RoPE sum group's aux rows (multipliers, zero points) and its K (rope_sum.h); with chip_rms a
+// third row holds its multipliers' constants (compiler::FcScoresInput::base_rows).
 constexpr int kRopeAuxUnits = 8;
+int rope_aux_units(bool chip_rms) {
+  return chip_rms ? compiler::kMultBaseRowUnit + 4 : kRopeAuxUnits;
+}
 constexpr int kRopeSumK = 128;
 
 constexpr int kMaxOutputs = kMaxProgramOutputs;
@@ -783,13 +787,15 @@ bool ChipTransformer::rope_sum_program(int layer, ScoresProgram& p, TileAllocato
     if (options().keep_rope_products && int(on.size()) == groups) {
       TileAllocator there = trial;
       std::array<int, kPlanTiles> c = copies;
-      if (there.place_sharing_on(on, kRopeAuxUnits, copy_units, c, p.rope_sum.at)) {
+      if (there.place_sharing_on(on, rope_aux_units(options().chip_rms), copy_units, c,
+                                 p.rope_sum.at)) {
         trial = there;
         copies = c;
         return true;
       }
     }
-    return trial.place_sharing(groups, kRopeAuxUnits, copy_units, copies, p.rope_sum.at);
+    return trial.place_sharing(groups, rope_aux_units(options().chip_rms), copy_units, copies,
+                               p.rope_sum.at);
   };
   if (groups > kPlanTiles ||
       !compiler::fc_batch_unsupported(l.n, l.k, 1, 2, row + compiler::kSoftmaxCountBytes).empty() ||
@@ -951,8 +957,8 @@ bool ChipTransformer::key_sum_program(int layer, ScoresProgram& p, TileAllocator
   rope_sum_slots(compiler::fc_groups(l.n), {}, slots_end);
   const int row = rope_scores_row_bytes(p.row_bytes, l.n, slots_end);
   if (!compiler::fc_batch_unsupported(l.n, l.k, 1, 2, row + compiler::kSoftmaxCountBytes).empty() ||
-      !trial.place_sharing(key_groups, kRopeAuxUnits, compiler::fc_units_per_tile(l.k, false),
-                           copies, keys)) {
+      !trial.place_sharing(key_groups, rope_aux_units(options().chip_rms),
+                           compiler::fc_units_per_tile(l.k, false), copies, keys)) {
     p = before;
     return false;
   }
@@ -1072,7 +1078,7 @@ bool ChipTransformer::keep_rope_products(int layer, ScoresProgram& s, TileAlloca
 
 int64_t ChipTransformer::rope_resident_bytes(int groups,
                                              const std::array<int, kPlanTiles>& copies) const {
-  int64_t units = int64_t{groups} * kRopeAuxUnits;
+  int64_t units = int64_t{groups} * rope_aux_units(options().chip_rms);
   for (size_t t = 0; t < copies.size(); ++t)
     if (copies[t] >= 0 && rope_copies_[t] < 0)
       units += compiler::fc_units_per_tile(kRopeSumK, false);
@@ -1090,7 +1096,8 @@ std::shared_ptr<runtime::Program> ChipTransformer::rope_caching() const {
   compiler::FcRowWrite aux;
   for (const ScoresProgram& p : scores_)
     if (p.rope) {
-      const compiler::FcRowWrite w = rope_sum_aux_rows(p.rope_sum.at);
+      const compiler::FcRowWrite w = rope_sum_aux_rows(
+          p.rope_sum.at, p.rope_sum.base_rows ? p.rope_sum.mult_base : std::vector<float>{});
       aux.rows.insert(aux.rows.end(), w.rows.begin(), w.rows.end());
       aux.bytes.insert(aux.bytes.end(), w.bytes.begin(), w.bytes.end());
     }
@@ -1110,12 +1117,15 @@ compiler::FcRowWrite ChipTransformer::rope_multipliers(const ScoresProgram& p, i
 void ChipTransformer::rope_multipliers_from_r(ScoresProgram& p, int layer) const {
   p.rope_sum.mult_base.clear();
   p.rope_sum.mult_padding.clear();
+  p.rope_sum.base_rows = false;
   if (!options().chip_rms) return;
   const QuantizedAttention& a = weights()->attention[size_t(layer)];
   const compiler::ScalarRopeMultipliers m =
       rope_sum_scalar_multipliers(a.rope_q, &a.rope_k, p.rope_shape);
   p.rope_sum.mult_base = m.base;
   p.rope_sum.mult_padding = m.padding;
+  // Their constants cached beside the aux rows (rope_aux_units): the program may loop over them.
+  p.rope_sum.base_rows = true;
 }
 
 void ChipTransformer::rope_sum_q(int layer, int pos, float r, const int8_t* p1, const int8_t* p2,

@@ -44,8 +44,8 @@ class TileAllocator {
   // Groups whose weights are the same (the RoPE sums'): each group's own `units` (its aux rows)
   // as place() puts them, and on each tile one copy of a whole group (`copy_units`: aux rows and
   // weights) at copies[t] (-1: none yet; the copy is made where the first group lands), which
-  // every group there reads: weight_units[g] = its tile's copy + `units`. Tiles that already hold
-  // a copy count as less filled by its size.
+  // every group there reads: weight_units[g] = its tile's copy + the copy's own two aux rows (8
+  // units, whatever `units` is). Tiles that already hold a copy count as less filled by its size.
   bool place_sharing(int groups, int units, int copy_units, std::array<int, kPlanTiles>& copies,
                      compiler::FcPlacement& placement);
   // place_sharing with group g on tile `prefer[g]` where that tile has room for it (at most two

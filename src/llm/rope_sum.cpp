@@ -4,6 +4,7 @@
 #include <bit>
 
 #include "common/error.h"
+#include "compiler/fc_batch_codegen.h"
 #include "llm/int8_model.h"
 
 namespace tinycoral::llm {
@@ -73,7 +74,10 @@ compiler::FcLayer rope_sum_weight_copies(int copies) {
   return sum_of(copies * kGroup, 1.0f, [](int) { return true; });
 }
 
-compiler::FcRowWrite rope_sum_aux_rows(const compiler::FcPlacement& at) {
+compiler::FcRowWrite rope_sum_aux_rows(const compiler::FcPlacement& at,
+                                       const std::vector<float>& base) {
+  if (!base.empty() && base.size() != at.tiles.size() * size_t(kGroup))
+    fail(base.size(), " multiplier constants for ", at.tiles.size(), " groups");
   compiler::FcRowWrite w;
   for (size_t g = 0; g < at.tiles.size(); ++g) {
     const int unit = at.param_units.empty() ? 0 : at.param_units[g];
@@ -82,6 +86,12 @@ compiler::FcRowWrite rope_sum_aux_rows(const compiler::FcPlacement& at) {
     w.rows.push_back({at.tiles[g], unit + 4});
     for (int c = 0; c < kGroup; ++c)  // int32 128: the stored weights' zero point
       w.bytes.insert(w.bytes.end(), {uint8_t{128}, uint8_t{0}, uint8_t{0}, uint8_t{0}});
+    if (base.empty()) continue;
+    w.rows.push_back({at.tiles[g], unit + compiler::kMultBaseRowUnit});
+    for (int c = 0; c < kGroup; ++c) {
+      const uint32_t b = std::bit_cast<uint32_t>(base[g * kGroup + size_t(c)]);
+      for (int i = 0; i < 4; ++i) w.bytes.push_back(uint8_t(b >> (8 * i)));
+    }
   }
   return w;
 }

@@ -54,7 +54,10 @@ inline compiler::FcLayer rope_sum_layer(const QuantizedRope& q, int n, std::vect
 compiler::FcLayer rope_sum_weight_copies(int copies);
 // The aux rows of the groups `at` places (multipliers 0 until a token writes them, the weights'
 // zero point), to cache with the copies.
-compiler::FcRowWrite rope_sum_aux_rows(const compiler::FcPlacement& at);
+// With `base` (one per output, the scores' program's mult_base), each group's 64 constants follow
+// as a third row (compiler::FcScoresInput::base_rows, at unit + kMultBaseRowUnit), float32.
+compiler::FcRowWrite rope_sum_aux_rows(const compiler::FcPlacement& at,
+                                       const std::vector<float>& base = {});
 // Its input row's first 2 outputs() bytes from the products (q's q_channels, the key's kv_heads x
 // head_size; k_p1 and k_p2 unread without a key), P2 pair-swapped (R); the rest 0.
 void rope_sum_input(const RopeSumShape& s, const int8_t* q_p1, const int8_t* q_p2,

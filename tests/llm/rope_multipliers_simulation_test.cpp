@@ -25,16 +25,30 @@
 namespace tinycoral::testing {
 namespace {
 
-// A program that stores r's bits at word r_at (an immediate move and store: the test's stand-in
-// for r arriving in scalar memory), makes the multipliers and pushes them to the host.
+// An immediate move of `bits` and its store at word `at`: the test's stand-in for words arriving
+// in scalar memory.
+void store_word(compiler::Emitter& e, uint32_t bits, int at) {
+  e.add("bundle", cat("s_op=0x2f s_x=12 s_y=0 imm=", compiler::hex(bits)));
+  e.add("bundle", cat("v_op=0x2 v_offset=", at & 0xff, " v_cmd=", at >> 8, " vs_reg=12"));
+}
+
+// A program that stores r's bits at word r_at, makes the multipliers and pushes them to the host.
+// With `base_word` >= 0 the loop form (emit_scalar_rope_multipliers_loop) makes them from the
+// constants stored from that word (the resident rows' stand-in; 0 for padding outputs).
 container::Executable multiplier_program(const compiler::ScalarRopeMultipliers& m, float r,
-                                         int r_at) {
+                                         int r_at, int base_word = -1) {
   const int bytes = 4 * int(m.base.size());
   compiler::Emitter e;
   compiler::program_start(e);
-  e.add("bundle", cat("s_op=0x2f s_x=12 s_y=0 imm=", compiler::hex(std::bit_cast<uint32_t>(r))));
-  e.add("bundle", cat("v_op=0x2 v_offset=", r_at & 0xff, " v_cmd=", r_at >> 8, " vs_reg=12"));
-  compiler::emit_scalar_rope_multipliers(e, m);
+  store_word(e, std::bit_cast<uint32_t>(r), r_at);
+  if (base_word >= 0) {
+    for (size_t j = 0; j < m.base.size(); ++j)
+      store_word(e, m.padding[j] ? 0u : std::bit_cast<uint32_t>(m.base[j]), base_word + int(j));
+    compiler::emit_scalar_rope_multipliers_loop(e, m.r_word, m.mult_word, base_word,
+                                                int(m.base.size()));
+  } else {
+    compiler::emit_scalar_rope_multipliers(e, m);
+  }
   e.reloc_movi(10, container::BufferKind::kOutput, container::Half::kUpper32, "m");
   e.reloc_movi(11, container::BufferKind::kOutput, container::Half::kLower32, "m");
   e.add("bundle", "s_op=0x0f s_x=5 imm=11");
@@ -58,9 +72,9 @@ container::Executable multiplier_program(const compiler::ScalarRopeMultipliers& 
 
 std::vector<uint8_t> run_multipliers(chip::VirtualEdgeTpu& chip,
                                      const compiler::ScalarRopeMultipliers& m, float r,
-                                     int r_at = -1) {
-  return chip::testing::run_executable(chip, multiplier_program(m, r, r_at < 0 ? m.r_word : r_at),
-                                       {})
+                                     int r_at = -1, int base_word = -1) {
+  return chip::testing::run_executable(
+             chip, multiplier_program(m, r, r_at < 0 ? m.r_word : r_at, base_word), {})
       .at("m");
 }
 
@@ -92,14 +106,17 @@ TEST(RopeMultipliersOnTheVirtualEdgeTpu, AreTheHostsRowsBitForBit) {
   // q~ alone (rand15M's 288 channels, padded to 320), q~ with the key in kv_dim's groups
   // (rand_gqa's heads of 8 over 4 kv heads; rand15M's 6 heads of 48) and each kv head from a group
   // boundary (heads of 80: two pieces each), the words at other places of scalar memory.
+  // The loop's constants in place (as the program's rows land) or at other words.
   struct Case {
     llm::RopeSumShape shape;
     int r_word, mult_word;
+    bool base_in_place;
+    int base_word;
   };
-  const Case cases[] = {{{288, 0, 0, false}, 4095, 0},
-                        {{64, 4, 8, true}, 0, 1},
-                        {{288, 6, 48, true}, 2048, 100},
-                        {{160, 2, 80, false}, 700, 3000}};
+  const Case cases[] = {{{288, 0, 0, false}, 4095, 0, true, 0},
+                        {{64, 4, 8, true}, 0, 1, false, 1000},
+                        {{288, 6, 48, true}, 2048, 100, true, 0},
+                        {{160, 2, 80, false}, 700, 3000, false, 1}};
   int distinct = 0, total = 0;
   for (const Case& c : cases) {
     const llm::RopeSumShape& s = c.shape;
@@ -118,14 +135,18 @@ TEST(RopeMultipliersOnTheVirtualEdgeTpu, AreTheHostsRowsBitForBit) {
       SCOPED_TRACE("q " + std::to_string(s.q_channels) + ", r " + std::to_string(r));
       const std::vector<uint8_t> want =
           llm::rope_sum_multipliers(q, &k, s, r, groups_at(s.outputs())).bytes;
-      const std::vector<uint8_t> got = run_multipliers(chip, m, r);
-      ASSERT_EQ(got.size(), want.size());
-      for (size_t b = 0; b < want.size(); b += 4) {
-        ASSERT_EQ(got[b] | got[b + 1] << 8 | got[b + 2] << 16 | uint32_t(got[b + 3]) << 24,
-                  want[b] | want[b + 1] << 8 | want[b + 2] << 16 | uint32_t(want[b + 3]) << 24)
-            << "output " << b / 4;
-        distinct += want[b] != want[(b + 8) % want.size()];  // the next pair's
-        ++total;
+      // The bundle per output, and the loop over the constants in place and from other words.
+      for (const int base_word : {-1, c.base_in_place ? c.mult_word : c.base_word}) {
+        SCOPED_TRACE("constants at word " + std::to_string(base_word));
+        const std::vector<uint8_t> got = run_multipliers(chip, m, r, -1, base_word);
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t b = 0; b < want.size(); b += 4) {
+          ASSERT_EQ(got[b] | got[b + 1] << 8 | got[b + 2] << 16 | uint32_t(got[b + 3]) << 24,
+                    want[b] | want[b + 1] << 8 | want[b + 2] << 16 | uint32_t(want[b + 3]) << 24)
+              << "output " << b / 4;
+          distinct += want[b] != want[(b + 8) % want.size()];  // the next pair's
+          ++total;
+        }
       }
     }
   }
@@ -158,6 +179,18 @@ TEST(RopeMultipliersOnTheVirtualEdgeTpu, ReadRAtItsWordAndRefuseWhatDoesNotFit) 
   bad.padding.pop_back();
   EXPECT_THROW(compiler::emit_scalar_rope_multipliers(e, bad), Error);
   EXPECT_THROW(llm::rope_sum_scalar_multipliers(q, nullptr, {64, 1, 8, true}), Error);
+  // The loop form: r one word off fails the same way; r among the constants, constants past
+  // scalar memory, ranges that overlap without being the same and a count not a multiple of 4 are
+  // refused.
+  chip::VirtualEdgeTpu looped;
+  EXPECT_EQ(run_multipliers(looped, m, 0.7f, -1, 300), want);
+  chip::VirtualEdgeTpu off;
+  EXPECT_NE(run_multipliers(off, m, 0.7f, 201, 300), want);
+  EXPECT_THROW(compiler::emit_scalar_rope_multipliers_loop(e, 200, 0, 180, 64), Error);
+  EXPECT_THROW(compiler::emit_scalar_rope_multipliers_loop(e, 200, 0, 4096 - 63, 64), Error);
+  EXPECT_THROW(compiler::emit_scalar_rope_multipliers_loop(e, 200, 0, 1, 64), Error);
+  EXPECT_THROW(compiler::emit_scalar_rope_multipliers_loop(e, 200, 0, 0, 62), Error);
+  EXPECT_NO_THROW(compiler::emit_scalar_rope_multipliers_loop(e, 200, 0, 64, 64));
 }
 
 }  // namespace
