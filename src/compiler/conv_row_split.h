@@ -39,8 +39,9 @@ std::vector<HaloFirst> halo_first(const ConvChain& chain, const std::vector<Stag
 // then that of the last rows. Shorter bands (PoseNet's 2-row bands among 3-row ones) end as early
 // in one op, so all their rows go in the first hand-over. The next stage's fills of its own images
 // and the first hand-over's writes come before the second op, so on every tile they must lie off
-// the layer's input image and output rows. The first op's rows per tile of stages[si]; empty
-// where layer i does not take the form.
+// the input rows the second op reads and the output rows it writes (docs/compiler.md "The swap
+// with rows apart, and the shorter bands' wait"). The first op's rows per tile of stages[si];
+// empty where layer i does not take the form.
 std::vector<RowRange> swap_split(const ConvChain& chain, const std::vector<Stage>& stages,
                                  size_t si, size_t i);
 

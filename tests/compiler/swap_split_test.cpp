@@ -2,7 +2,9 @@
 // to the next pointwise stage (each tile's channel slice to its partner, PoseNet's 23 x 31 x 384
 // pairs) computes its bands but the last row as one op and the last row as a second, and the
 // first op's rows cross the ring while the second computes (swap_split in conv_row_split.cpp,
-// docs/compiler.md "The swap under the depthwise"). The chain is halo_first_test.cpp's.
+// docs/compiler.md "The swap under the depthwise"). The first chain is halo_first_test.cpp's; the
+// second has the next stage's images over the depthwise layers' but off the rows the second op
+// reads and writes (section "The swap with rows apart, and the shorter bands' wait").
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -110,6 +112,56 @@ TEST(SwapSplitOnTheVirtualEdgeTpu, FirstRowsCrossTheRingWhileTheLastRowComputes)
   });
   ASSERT_NE(last, program.end());
   last->set("out.base", last->value("out.base") - w * 192);
+  testing::expect_edited_program_differs(compiled, twin, program, input_bytes, random);
+}
+
+// MobileNet v1 1.0's front from its 112 x 112 x 32 map: a depthwise layer, 1x1 to 64, a
+// stride-2 depthwise layer, 1x1 to 128, a depthwise layer and 1x1 to 128. The next stage's images
+// overlap the two later depthwise layers' images on some tiles (they took no form while whole
+// images had to lie apart), but not the rows their last rows read and write: the stride-2 layer
+// runs as ops of three rows of 56 positions on every band (the 3-row bands whole) and then its
+// last row on the 4-row bands (not two: the 3-row bands' ops would end after a first op of two
+// rows and hold back the second), the 56 x 56 one as ops of five rows and of two, and some of
+// each first hand-over's producers finish before the last op ends, some after. Every output byte
+// equals the CPU reference on two inferences; the two-row op writing the rows above its own makes
+// the output differ.
+TEST(SwapSplitOnTheVirtualEdgeTpu, LastRowsApartFromTheNextImageOverTheInput) {
+  std::mt19937 random(20261208);
+  const int h = 112, w = 112, cin = 32, ow = 56;
+  ConvSpec dw{0, 3, 1, true, true, true, Activation::kNone};
+  dw.depthwise = true;
+  ConvSpec dw2 = dw;
+  dw2.stride = 2;
+  auto pw = [](int cout) { return ConvSpec{cout, 1, 1, true, true, true, Activation::kNone}; };
+  const std::vector<ConvSpec> specs{dw, pw(64), dw2, pw(128), dw, pw(128)};
+  SCOPED_TRACE(twins::describe(h, w, cin, specs));
+  const container::Model twin = twins::conv_twin(h, w, cin, specs, random);
+  const testing::CompiledTwin compiled(twin);
+  ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1) << compiled.reason();
+  ASSERT_NE(compiled.exes.execution, nullptr);
+  const size_t input_bytes = static_cast<size_t>(h) * w * cin;
+  const std::vector<Swap> found = swaps(compiled, input_bytes, random);
+  ASSERT_EQ(found.size(), 3u);
+  EXPECT_EQ(found[1].positions, (std::vector<int64_t>{3 * ow, 3 * ow, ow}))
+      << "three rows on every band, then the last row on the 4-row bands";
+  EXPECT_EQ(found[2].positions, (std::vector<int64_t>{5 * ow, 2 * ow}))
+      << "five rows on every band, then the last two";
+  for (size_t k = 1; k < found.size(); ++k) {
+    EXPECT_GE(found[k].early, 8) << "the first rows crossed the ring while the last rows computed";
+    EXPECT_GE(found[k].producers - found[k].early, 8) << "the last rows after";
+  }
+  testing::expect_two_inferences_equal(compiled, twin, input_bytes, random);
+
+  // The same program with the two-row op (112 positions of a depthwise layer) writing the rows
+  // above its own.
+  std::vector<isa::Instruction> program =
+      isa::decode(compiled.exes.execution->bitstreams.at(0).data);
+  const auto last = std::find_if(program.begin(), program.end(), [&](const isa::Instruction& in) {
+    return in.opcode() == isa::kTensorOp && in.value("loop0") == 8 &&
+           in.value("loop1") + 1 == 2 * ow;
+  });
+  ASSERT_NE(last, program.end());
+  last->set("out.base", last->value("out.base") - 2 * ow * 64);
   testing::expect_edited_program_differs(compiled, twin, program, input_bytes, random);
 }
 
