@@ -9,9 +9,11 @@
 // default), 1 per-head bytes (kPerHeadBytes), 2 the value cache (kValueCache). CHIP_ROPE = 1
 // (with ATTENTION = 1): RoPE and r in the chip's ops on the chain's int8 q and k
 // (Int8Options::chip_rope). CHIP_RMS = 1 (with FUSED = 1): RMSNorm's scale from the int8 bytes
-// q, k, v read, in the scalar core's float32 ops (Int8Options::chip_rms).
+// q, k, v read, in the scalar core's float32 ops (Int8Options::chip_rms). CHIP_RESIDUAL = 1 (with
+// WEIGHTED_SUM = 2, CHIP_ROPE = 1, CHIP_RMS = 1): the residual stream in int8 between attention
+// and the FFN and between layers (Int8Options::chip_residual).
 //   llm_int8_agreement_bench CHECKPOINT [POSITIONS=256] [CALIBRATION=64] [FUSED=0] [ATTENTION=1]
-//                            [WEIGHTED_SUM=0] [CHIP_ROPE=0] [CHIP_RMS=0]
+//                            [WEIGHTED_SUM=0] [CHIP_ROPE=0] [CHIP_RMS=0] [CHIP_RESIDUAL=0]
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -28,7 +30,7 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: %s CHECKPOINT [POSITIONS] [CALIBRATION] [FUSED] [ATTENTION] "
-                 "[WEIGHTED_SUM] [CHIP_ROPE] [CHIP_RMS]\n",
+                 "[WEIGHTED_SUM] [CHIP_ROPE] [CHIP_RMS] [CHIP_RESIDUAL]\n",
                  argv[0]);
     return 2;
   }
@@ -52,7 +54,8 @@ int main(int argc, char** argv) {
                     .chip_attention = chip_attention,
                     .weighted_sum = WeightedSum(weighted_sum),
                     .chip_rope = chip_attention && argc > 7 && std::atoi(argv[7]) != 0,
-                    .chip_rms = fused && argc > 8 && std::atoi(argv[8]) != 0});
+                    .chip_rms = fused && argc > 8 && std::atoi(argv[8]) != 0,
+                    .chip_residual = argc > 9 && std::atoi(argv[9]) != 0});
     Sampler sampler(1.0f, 0.0f, 1);
     int token = kBos, agree = 0;
     double kl = 0, kl_max = 0;
@@ -73,7 +76,7 @@ int main(int argc, char** argv) {
       kl_max = std::max(kl_max, k);
     }
     std::printf(
-        "%s\n%d positions (calibration %d%s%s%s): top-1 agreement %.1f%%, KL %.4f nats/token "
+        "%s\n%d positions (calibration %d%s%s%s%s): top-1 agreement %.1f%%, KL %.4f nats/token "
         "(max %.4f)\n",
         describe(ck).c_str(), positions, cal.positions,
         !chip_attention     ? (fused ? ", fused layers" : "")
@@ -81,7 +84,8 @@ int main(int argc, char** argv) {
         : weighted_sum == 2 ? ", fused layers, chip attention, value cache"
                             : ", fused layers, chip attention",
         q.options().chip_rope ? ", RoPE in chip ops" : "",
-        q.options().chip_rms ? ", r from the chip's bytes" : "", 100.0 * agree / positions,
+        q.options().chip_rms ? ", r from the chip's bytes" : "",
+        q.options().chip_residual ? ", residual in int8" : "", 100.0 * agree / positions,
         kl / positions, kl_max);
   } catch (const tinycoral::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

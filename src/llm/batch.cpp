@@ -16,7 +16,9 @@ namespace tinycoral::llm {
 
 BatchMatmuls::BatchMatmuls(const Checkpoint& ck, ThreadPool& pool, const Calibration& calibration,
                            Int8Options options)
-    : pool_(pool), weights_(std::make_shared<const Int8Weights>(ck, calibration, options)) {}
+    : pool_(pool), weights_(std::make_shared<const Int8Weights>(ck, calibration, options)) {
+  if (options.chip_residual) fail("the batch path has no residual stream in int8");
+}
 
 BatchMatmuls::~BatchMatmuls() = default;
 

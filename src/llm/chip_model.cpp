@@ -337,6 +337,8 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
                                  Int8Options options)
     : Int8Transformer(ck, pool, calibration, options), tpu_(tpu) {
   const Config& c = ck.config;
+  if (options.chip_residual)
+    fail("the residual stream in int8 (--chip-residual) runs on the CPU's int8 path only so far");
   TileAllocator tiles;
   int widest = 0;
   plans_.resize(size_t(c.n_layers) * kLayerMatmuls);

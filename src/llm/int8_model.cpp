@@ -7,6 +7,7 @@
 #include "chip/ops/nlu.h"
 #include "common/error.h"
 #include "host/rounding.h"
+#include "llm/int8_residual.h"
 #include "llm/int8_rms.h"
 #include "llm/kernels.h"
 #include "llm/sampler.h"
@@ -304,6 +305,12 @@ class RecordingTransformer : public Transformer {
       // SiLU(w1 x), as the float FFN computes it before the product with w3 x.
       for (float& v : h1_) v *= 1.0f / (1.0f + std::exp(-v));
       widen(cal_.silu[size_t(layer)], h1_.data(), static_cast<int>(h1_.size()));
+      if (layer + 1 == ck_.config.n_layers) {
+        // x after the last layer, as forward() adds w2's output to the residual.
+        raw_.resize(size_t(w.rows));
+        for (int i = 0; i < w.rows; ++i) raw_[size_t(i)] = residual()[i] + out[i];
+        widen(cal_.final_residual, raw_.data(), w.rows);
+      }
     }
   }
 
@@ -440,6 +447,11 @@ Int8Weights::Int8Weights(const Checkpoint& ck, const Calibration& calibration,
     fail("RoPE in the chip's ops needs attention in the chip's arithmetic and an even head size");
   if (options.chip_rms && !options.fused_layers)
     fail("RMSNorm's scale from the chip's bytes needs the fused layers' arithmetic");
+  if (options.chip_residual &&
+      !(options.chip_rms && options.chip_rope && options.weighted_sum == WeightedSum::kValueCache))
+    fail(
+        "the residual stream in int8 needs r from the chip's bytes, RoPE in the chip's ops and the "
+        "value cache's weighted sum");
   if (options.fused_layers && (calibration.residual.size() != size_t(c.n_layers) ||
                                calibration.qkv_raw.size() != size_t(c.n_layers) ||
                                calibration.values.size() != size_t(c.n_layers)))
@@ -532,7 +544,27 @@ Int8Weights::Int8Weights(const Checkpoint& ck, const Calibration& calibration,
     for (int i = 0; i < wo.rows; ++i)
       a.wo.multiplier[size_t(i)] =
           edgetpu::product_scale(1.0f, a.wo.w_scale[size_t(i)], a.wo.out.scale);
+    if (options.chip_residual) a.v_base = value_tilde_base(matmul(l, LayerMatmul::kV), a.v_scale);
   }
+  if (!options.chip_residual) return;
+  for (int l = 0; l < c.n_layers; ++l) {
+    // x's bytes (q, k and v's input grid) plus attention's output, onto the grid of x after
+    // attention's residual add: the one the FFN's add reads x2 in (adds[l].x).
+    attention_adds.push_back(quantize_add(calibration.residual[size_t(l)],
+                                          attention[size_t(l)].wo.out,
+                                          calibration.residual_mid[size_t(l)]));
+    const QuantizedAdd& add = attention_adds.back();
+    const QParams in = matmul(l, LayerMatmul::kQ).in;
+    if (add.x.scale != in.scale || add.x.zero_point != in.zero_point ||
+        (l + 1 < c.n_layers && (adds[size_t(l)].x.scale != add.out.scale ||
+                                adds[size_t(l)].x.zero_point != add.out.zero_point)))
+      fail("layer ", l, ": the residual's grids differ between its adds");
+    rms_inputs.push_back(quantize_rms_input(add.out, matmul(l, LayerMatmul::kW1).in,
+                                            ck.layers[size_t(l)].rms_ffn.data(), c.dim));
+  }
+  const int last = c.n_layers - 1;
+  final_add = quantize_add(calibration.residual_mid[size_t(last)],
+                           matmul(last, LayerMatmul::kW2).out, calibration.final_residual);
 }
 
 void Int8Weights::values_q(int layer, const int8_t* v, int8_t* u) const {
@@ -589,6 +621,7 @@ Int8Transformer::Int8Transformer(const Checkpoint& ck, ThreadPool& pool,
   }
   x2q_.resize(size_t(c.dim));
   next_q_.resize(size_t(c.dim));
+  layer_in_q_.resize(size_t(c.dim));
   q8_.resize(size_t(c.dim));
   k8_.resize(size_t(c.kv_dim()));
   v8_.resize(size_t(c.kv_dim()));
@@ -613,7 +646,18 @@ void Int8Transformer::ffn(int layer, const float* in, float* out) {
   const QuantizedMatmul &w1 = matmul(layer, LayerMatmul::kW1),
                         &w2 = matmul(layer, LayerMatmul::kW2);
   quantize(in, w1.cols, w1.in, xq_.data());
-  if (options().fused_layers && layer + 1 < ck_.config.n_layers) {
+  if (options().chip_residual) {
+    // From x2's bytes (per_token_weighted_sum's add), not the host's float residual.
+    const int dim = ck_.config.dim;
+    const QuantizedRmsInput& norm = weights_->rms_inputs[size_t(layer)];
+    rms_input(norm, x2q_.data(), dim, rms_input_scale(norm, x2q_.data(), dim), xq_.data());
+    if (layer + 1 < ck_.config.n_layers) {
+      ffn_add_q(layer, xq_.data(), x2q_.data(), yq_.data(), next_q_.data());
+    } else {
+      ffn_q(layer, xq_.data(), yq_.data());
+      residual_add(weights_->final_add, x2q_.data(), yq_.data(), dim, next_q_.data());
+    }
+  } else if (options().fused_layers && layer + 1 < ck_.config.n_layers) {
     quantize(residual(), ck_.config.dim, add_of(layer).x, x2q_.data());
     ffn_add_q(layer, xq_.data(), x2q_.data(), yq_.data(), next_q_.data());
   } else {
@@ -641,6 +685,7 @@ void Int8Transformer::qkv(int layer, int pos, const float* x, float* q, float* k
   }
   qkv_q(layer, xq, q8_.data(), k8_.data(), v8_.data());
   const float r = rms_scale_q(layer, xq, x);
+  if (options().chip_residual) std::copy(xq, xq + c.dim, layer_in_q_.begin());
   const int8_t* bytes[3] = {q8_.data(), k8_.data(), v8_.data()};
   float* outs[3] = {q, k, v};
   for (int i = 0; i < 3; ++i) {
@@ -657,9 +702,14 @@ void Int8Transformer::qkv(int layer, int pos, const float* x, float* q, float* k
   }
   if (options().weighted_sum == WeightedSum::kValueCache) {
     // v~ = r v, quantized per channel: the weighted sum's weights (v already has r: above).
-    const std::vector<float>& vs = weights_->attention[size_t(layer)].v_scale;
+    const QuantizedAttention& a = weights_->attention[size_t(layer)];
     int8_t* vrow = v_cache_.data() + at * size_t(c.kv_dim());
-    for (int j = 0; j < c.kv_dim(); ++j) vrow[j] = quantize_symmetric(v[j], vs[size_t(j)]);
+    if (options().chip_residual) {
+      // chip_residual: wv's output stage with the per-token multipliers, one rounding.
+      value_tilde(matmul(layer, LayerMatmul::kV), a.v_base, xq, r, vrow);
+    } else {
+      for (int j = 0; j < c.kv_dim(); ++j) vrow[j] = quantize_symmetric(v[j], a.v_scale[size_t(j)]);
+    }
   }
   // u' = r u, quantized per output channel: the weights of attention's weighted sum. (The value
   // cache's arithmetic does not read it; computing it keeps the chip and batch paths' seams.)
@@ -873,6 +923,15 @@ void Int8Transformer::per_token_weighted_sum(int layer, int pos, float* out) {
   value_sum_q(layer, pos, p_.data(), inv_sum_.data(), heads_q_.data());
   wo_q(layer, heads_q_.data(), u_tmp_.data());
   dequantize(u_tmp_.data(), c.dim, a.wo.out, out);
+  // chip_residual: x2 = x + o in bytes, what the FFN and the next add read.
+  if (options().chip_residual)
+    residual_add(weights_->attention_adds[size_t(layer)], layer_in_q_.data(), u_tmp_.data(), c.dim,
+                 x2q_.data());
+}
+
+void Int8Transformer::final_residual(float* x) {
+  if (options().chip_residual)
+    dequantize(next_q_.data(), ck_.config.dim, weights_->final_add.out, x);
 }
 
 void Int8Transformer::wo_q(int layer, const int8_t* a, int8_t* o) {

@@ -30,7 +30,8 @@
 //    by the host) and w2's output, as a matmul: acc = a (x2_q - z_x2) + b (f_q - z_f) with
 //    integer weights a, b (the larger 127, the other its ratio of the scales, rounded),
 //    f32(acc) * f32(f32(s_f * f32(1 / b)) * f32(1 / s_y)), clamps, rounding, zero point.
-//  The residual stream itself stays float32 on the host; only what q, k, v read is quantized.
+//  The residual stream itself stays float32 on the host; only what q, k, v read is quantized
+//  (with Int8Options::chip_residual the stream is int8 too: int8_residual.h).
 //  - wo is folded into the value cache: o = sum_h sum_t p_ht wo_h v_ht, with wo_h the columns of
 //    wo for head h (v of its kv head). u_ht = wo_h v_ht is an int8 matmul of v's quantized bytes
 //    (per (layer, head), its output range calibrated on wo_h of the unnormalized v); the host
@@ -106,6 +107,7 @@ struct Calibration {
   std::vector<std::vector<Range>> head_out;
   std::vector<std::vector<float>> value_abs;
   std::vector<std::vector<float>> attention_in_abs;  // [layer][dim]: max |a_j| of wo's input a
+  Range final_residual;  // x after the last layer, before the final RMSNorm (chip_residual)
   int positions = 0;
 };
 // Runs the float model greedily from BOS for `positions` positions (at most seq_len) and records
@@ -139,6 +141,15 @@ struct QuantizedAdd {
 };
 QuantizedAdd quantize_add(Calibration::Range x, QParams f, Calibration::Range out);
 void residual_add(const QuantizedAdd& q, const int8_t* x, const int8_t* f, int n, int8_t* out);
+// Int8Options::chip_residual: RMSNorm before the FFN as a diagonal FC of x2's bytes
+// (int8_residual.h).
+struct QuantizedRmsInput {
+  QParams in, out;            // x2's grid; the FFN input's (w1's input)
+  std::vector<int8_t> sign;   // [dim] the diagonal's weights: sign(g_j), 0 where g_j is 0
+  std::vector<float> base;    // [dim] c_j = f32(f32(s_x2 |g_j|) f32(1 / s_out))
+  float lo = 0, hi = 0;       // out's output clamps
+  float mean_multiplier = 0;  // rms_mean_multiplier(s_x2, dim): r_ffn's constant
+};
 // RMSNorm's scale of x: 1 / sqrt(mean(x^2) + 1e-5), in float32.
 float rms_scale(const float* x, int n);
 
@@ -202,6 +213,13 @@ struct Int8Options {
   // joined_layers; docs/llm.md "The joined program in the chip path"); false: the two programs
   // run apart (for comparisons).
   bool join_scores = true;
+  // With chip_rms, chip_rope and WeightedSum::kValueCache, the int8 path only: the residual
+  // stream in int8 between attention and the FFN and between layers, as a chip program of the
+  // whole layer would compute it (int8_residual.h; docs/llm.md "The residual stream in int8"):
+  // v~ from wv's output stage, x2 the residual add of x's bytes and wo's output, the FFN's
+  // RMSNorm from x2's bytes, the next add reading x2's bytes, the final RMSNorm the last add's;
+  // the CLI's --chip-residual.
+  bool chip_residual = false;
 };
 
 // Attention of one layer in the chip's arithmetic (Int8Options::chip_attention).
@@ -238,6 +256,9 @@ struct QuantizedAttention {
   // scale 1 and zero point 0), quantized per output row as every matmul.
   std::vector<float> v_scale, att_scale, att_base;
   QuantizedMatmul wo;
+  // Int8Options::chip_residual: v~ from wv's output stage, its multipliers f32(v_base_j r)
+  // ([kv_dim], int8_residual.h's value_tilde_base).
+  std::vector<float> v_base;
   // Int8Options::chip_rope: q's rotation to q~ (gain k_scale, output scale q's per head) and k's to
   // the key cache's bytes (gain 1, output scale k_scale), from the chain's q and k bytes.
   QuantizedRope rope_q, rope_k;
@@ -285,6 +306,12 @@ struct Int8Weights {
   std::vector<QuantizedAdd> adds;             // [layer < n_layers - 1] (fused_layers)
   std::vector<QuantizedMatmul> values;        // [layer][head] (fused_layers)
   std::vector<QuantizedAttention> attention;  // [layer] (fused_layers and chip_attention)
+  // chip_residual (int8_residual.h): x's bytes plus wo's output onto x2's grid ([layer]), the FFN
+  // input from x2's bytes ([layer]), and the last layer's x2 plus w2's output onto the final
+  // residual's grid.
+  std::vector<QuantizedAdd> attention_adds;
+  std::vector<QuantizedRmsInput> rms_inputs;
+  QuantizedAdd final_add;
   bool chip_attention() const { return options.fused_layers && options.chip_attention; }
 };
 
@@ -363,6 +390,8 @@ class Int8Transformer : public Transformer {
   // fused_layers: RMSNorm's scale r of the layer's input, from the host's float32 residual x or,
   // with chip_rms, from x's bytes xq (q, k and v's input) by chip_rms_scale (int8_rms.h).
   virtual float rms_scale_q(int layer, const int8_t* xq, const float* x);
+  // chip_residual: x after the last layer from the last add's bytes.
+  void final_residual(float* x) override;
   // WeightedSum::kValueCache: v~ = r v of position t (kv_dim bytes).
   const int8_t* value_q(int layer, int t) const {
     return v_cache_.data() +
@@ -390,6 +419,7 @@ class Int8Transformer : public Transformer {
   std::vector<int8_t> v_cache_, heads_q_;
   std::vector<float> r_cache_;  // [layer][pos]: RMSNorm's scale of x
   std::vector<int8_t> x2q_, next_q_, q8_, k8_, v8_;
+  std::vector<int8_t> layer_in_q_;  // chip_residual: the bytes q, k and v read (x_q)
   // chip_rope: the tables, RoPE's products (q's then k's), q~ before it joins q8_
   std::vector<int8_t> cos_q_, sin_q_, rope_p1_, rope_p2_, q_rot_;
   std::vector<int8_t> xq_, yq_, h1q_, h3q_, mq_;

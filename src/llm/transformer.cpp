@@ -213,6 +213,7 @@ std::span<float> Transformer::forward(int token, int pos) {
     ffn(l, xb_.data(), xb_.data());
     for (int i = 0; i < dim; ++i) x[i] += xb_[size_t(i)];
   }
+  final_residual(x);
   rmsnorm(x, x, ck_.rms_final.data(), dim);
   classifier(x);
   return logits_;

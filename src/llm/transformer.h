@@ -74,6 +74,9 @@ class Transformer {
   }
   // out = w2 (SiLU(w1 in) * (w3 in)); `out` may be `in`.
   virtual void ffn(int layer, const float* in, float* out);
+  // The residual stream x (dim values) after the last layer, before the final RMSNorm: the int8
+  // path with Int8Options::chip_residual replaces it by its last add's bytes; here unchanged.
+  virtual void final_residual(float* /*x*/) {}
   void float_matmul(const float* w, const float* in, float* out, int rows, int cols);
   const Checkpoint& ck_;
   ThreadPool& pool_;

@@ -44,8 +44,9 @@ Run run(llm::Transformer& model, const llm::Tokenizer& tok, float temperature, u
 }
 
 // The options the int8 CPU path reads: its arithmetic (the others say what runs on the chip).
-std::tuple<bool, bool, llm::WeightedSum, bool, bool> arithmetic(const llm::Int8Options& o) {
-  return {o.fused_layers, o.chip_attention, o.weighted_sum, o.chip_rope, o.chip_rms};
+std::tuple<bool, bool, llm::WeightedSum, bool, bool, bool> arithmetic(const llm::Int8Options& o) {
+  return {o.fused_layers, o.chip_attention, o.weighted_sum,
+          o.chip_rope,    o.chip_rms,       o.chip_residual};
 }
 
 // The chip path with each of `chips` against the int8 path with the same options on `ck`:
@@ -59,7 +60,7 @@ void expect_chips_equal_int8(const llm::Checkpoint& ck, const llm::Tokenizer& to
   llm::ThreadPool pool(2);
   const llm::Calibration cal = llm::calibrate(ck, pool, 8);
   const std::vector<std::pair<float, std::string>> stories = {{0.0f, "Once upon"}, {1.0f, ""}};
-  std::map<std::tuple<bool, bool, llm::WeightedSum, bool, bool>, std::vector<Run>> wanted;
+  std::map<std::tuple<bool, bool, llm::WeightedSum, bool, bool, bool>, std::vector<Run>> wanted;
   for (size_t c = 0; c < chips.size(); ++c) {
     SCOPED_TRACE("chip options " + std::to_string(c));
     std::vector<Run>& want = wanted[arithmetic(chips[c])];

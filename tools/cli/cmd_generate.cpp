@@ -42,6 +42,7 @@ struct GenerateArgs {
   bool chip_rope = false;
   bool rope_products_to_host = false;
   bool chip_rms = false;
+  bool chip_residual = false;
   std::string weighted_sum = "scalar-core";  // --weighted-sum
 };
 
@@ -170,6 +171,11 @@ void run(GenerateArgs& a) {
     fail("--rope-products-to-host needs --chip-rope and --scores-on-chip");
   if (a.chip_rms && ((!a.int8 && !tpu) || a.unfused_layers || a.batch != -1))
     fail("--chip-rms needs --int8 or an Edge TPU device, the default arithmetic and no --batch");
+  if (a.chip_residual && (!a.int8 || tpu || a.unfused_layers || a.batch != -1 || !a.chip_rms ||
+                          !a.chip_rope || weighted_sum != llm::WeightedSum::kValueCache))
+    fail(
+        "--chip-residual needs --int8 on the CPU (no Edge TPU device, no --batch), the default "
+        "arithmetic, --chip-rms, --chip-rope and --weighted-sum value-cache");
   const llm::Int8Options layers{.fused_layers = !a.unfused_layers,
                                 .chip_attention = true,
                                 .chip_scores = a.scores_on_chip,
@@ -177,7 +183,8 @@ void run(GenerateArgs& a) {
                                 .weighted_sum = weighted_sum,
                                 .chip_rope = a.chip_rope,
                                 .keep_rope_products = !a.rope_products_to_host,
-                                .chip_rms = a.chip_rms};
+                                .chip_rms = a.chip_rms,
+                                .chip_residual = a.chip_residual};
   if (a.batch != -1) {
     generate_batch_command({a.batch, a.prompt, a.steps < 0 ? 0 : a.steps, a.temperature, a.topp,
                             seed, a.calibration, a.json, layers, a.values_on_host},
@@ -348,6 +355,11 @@ void add_generate_command(CLI::App& app) {
                 "reciprocal square root) instead of from the host's float residual: on sim or "
                 "usb past layer 0 by the chip's scalar core in the program computing those "
                 "bytes, else by the host (docs/llm.md)");
+  cmd->add_flag("--chip-residual", args->chip_residual,
+                "--int8 on the CPU with --chip-rms --chip-rope --weighted-sum value-cache: the "
+                "residual stream in int8 between attention and the FFN and between layers, as a "
+                "program of the whole layer would compute it (v~ from wv's output stage, the "
+                "FFN's RMSNorm from the bytes; docs/llm.md)");
   cmd->add_flag("--values-on-host", args->values_on_host,
                 "--batch on sim or usb: the host computes the values' u (wo folded into them) "
                 "from v instead of the chip, which then returns v, not u: faster for large "
