@@ -557,9 +557,12 @@ std::string flat_walk(int count, const std::string& last = " m3") {
 // MUL of the `words` words at narrow `a` (in) by as many at narrow `b` (streamed through the
 // FIFO), into `out`; the two steps of isa.md 2.1.5 as edgetpu_compiler 16.0 writes them
 // (looming_64x64_3x3 words 273-329, there for 16 words): step 1 writes one word per element into
-// `products` (4 words bytes), step 2 packs them.
-void mul(Emitter& e, uint32_t tiles, int products, int words, int a, int a_zp, int b, int b_zp,
-         float mult, float clamp_min, float clamp_max, int out_zp, int out) {
+// `products` (4 words bytes), step 2 packs them. `b_at` gives b's address per set of tiles (their
+// union is `tiles`): the ops read b from the FIFO, not from its address, so tiles whose b lie at
+// different addresses still share the ops, each set with its own streaming instruction.
+void mul(Emitter& e, uint32_t tiles, int products, int words, int a, int a_zp,
+         const std::vector<std::pair<uint32_t, int>>& b_at, int b_zp, float mult, float clamp_min,
+         float clamp_max, int out_zp, int out) {
   const int back4 = -(4 * words - 1), back = -(words - 1);
   e.add("op",
         cat("tiles=", hex(tiles), " loops=(4)(1)(", words, ") in.base=", hex(a),
@@ -578,10 +581,11 @@ void mul(Emitter& e, uint32_t tiles, int products, int words, int a, int a_zp, i
             " clamp_max=", f32_bits(clamp_max), " clamp_min=", f32_bits(clamp_min),
             " out_zp=", out_zp));
   // b, one word per FIFO fill.
-  e.add("n2w", cat("tiles=", hex(tiles), " n.addr=", hex(b / 4), " n=", narrow_walk(words),
-                   " n.lvl_mask=0x01 w.addr=", hex(kMulFifo), " w=(0 x ", words,
-                   ") w.rows=1 sync.en0=1 sync.id=1 sync.en1=1 sync.val=0x0ffff sync.en2=1 "
-                   "sync.f45=1"));
+  for (const auto& [b_tiles, b] : b_at)
+    e.add("n2w", cat("tiles=", hex(b_tiles), " n.addr=", hex(b / 4), " n=", narrow_walk(words),
+                     " n.lvl_mask=0x01 w.addr=", hex(kMulFifo), " w=(0 x ", words,
+                     ") w.rows=1 sync.en0=1 sync.id=1 sync.en1=1 sync.val=0x0ffff sync.en2=1 "
+                     "sync.f45=1"));
   tile_fence(e, "units=0x020");
   e.add(
       "op",
@@ -644,10 +648,10 @@ void ffn_gate(Emitter& e, uint32_t tiles, const FfnGateBuffers& buf, int words, 
             f.h1_zp, " dp_mode=1 out_ch_last=3 out_ch=3 nlu_mode=1 mult=", f32_bits(f.h1_scale),
             " clamp_max=", f32_bits(c), " clamp_min=", f32_bits(-c)));
   tile_fence(e, "counters=0x1ffff units=0x3ff");
-  mul(e, tiles, buf.products, words, buf.h1, f.h1_zp, buf.g, 0, f.mult_a, f.a_clamp_min,
+  mul(e, tiles, buf.products, words, buf.h1, f.h1_zp, {{tiles, buf.g}}, 0, f.mult_a, f.a_clamp_min,
       f.a_clamp_max, f.a_zp, buf.a);
-  mul(e, tiles, buf.products, words, buf.a, f.a_zp, buf.h3, f.h3_zp, f.mult_m, f.m_clamp_min,
-      f.m_clamp_max, f.down.in_zp, buf.m);
+  mul(e, tiles, buf.products, words, buf.a, f.a_zp, {{tiles, buf.h3}}, f.h3_zp, f.mult_m,
+      f.m_clamp_min, f.m_clamp_max, f.down.in_zp, buf.m);
 }
 
 void ffn_broadcast(Emitter& e, uint32_t compute, const std::vector<std::pair<int, int>>& pieces,
@@ -830,11 +834,14 @@ int products_stage(Emitter& e, const Geometry& g, int at, const FcTableProducts&
   // Per tile its j-th multiplied group's P1 at base + 128 j, R after it; the MUL's buffers above.
   const int mul_buffers = base + 2 * kMaxSlots * kPiece, identity = mul_buffers + 4 * kPiece;
   identity_setup(e, tiles, identity);  // the MULs' packs read it; no LOGISTIC, so no spline
+  // Groups whose x, output place, zero point and multiplier agree share a MUL over their tiles,
+  // whatever their table pieces (each tile streams its own: mul's b_at).
   struct Mul {
-    int x, table, out;
+    int x, out;
     int32_t x_zp;
     float mult;
     uint32_t tiles;
+    std::vector<std::pair<uint32_t, int>> tables;  // tiles, table piece's byte
   };
   std::vector<Mul> muls;
   std::vector<std::pair<int, int>> pieces;
@@ -848,14 +855,17 @@ int products_stage(Emitter& e, const Geometry& g, int at, const FcTableProducts&
           cat("table products of more than ", kMaxSlots, " groups on tile ", tile));
     const int x = at + kGroup * g.slot_of[size_t(pg.group)], out = base + byte;
     for (int t = 0; t < 2; ++t) {
-      const Mul want{
-          x, (t * products.tables + pg.table) * kPiece, out + t * kPiece, pg.x_zp, pg.mult, 0};
+      const Mul want{x, out + t * kPiece, pg.x_zp, pg.mult, 0, {}};
       auto it = std::find_if(muls.begin(), muls.end(), [&](const Mul& m) {
-        return m.x == want.x && m.table == want.table && m.out == want.out && m.x_zp == want.x_zp &&
-               m.mult == want.mult;
+        return m.x == want.x && m.out == want.out && m.x_zp == want.x_zp && m.mult == want.mult;
       });
       if (it == muls.end()) it = muls.insert(muls.end(), want);
       it->tiles |= tile_bit(tile);
+      const int table = (t * products.tables + pg.table) * kPiece;
+      auto tt = std::find_if(it->tables.begin(), it->tables.end(),
+                             [&](const std::pair<uint32_t, int>& b) { return b.second == table; });
+      if (tt == it->tables.end()) tt = it->tables.insert(it->tables.end(), {0u, table});
+      tt->first |= tile_bit(tile);
       if (!pg.keep) pieces.emplace_back(tile, want.out);
     }
     if (pg.keep) {
@@ -867,7 +877,7 @@ int products_stage(Emitter& e, const Geometry& g, int at, const FcTableProducts&
     }
   }
   for (const Mul& m : muls)
-    mul(e, m.tiles, mul_buffers, kWords, m.x, m.x_zp, m.table, 128, m.mult, -127.0f, 127.0f, 128,
+    mul(e, m.tiles, mul_buffers, kWords, m.x, m.x_zp, m.tables, 128, m.mult, -127.0f, 127.0f, 128,
         m.out);
   tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
   wait_tokens(e);

@@ -14,6 +14,7 @@
 #include <random>
 
 #include "compiler/fc_codegen.h"
+#include "isa/isa.h"
 #include "llm/int8_model.h"
 #include "llm/int8_rms.h"
 #include "llm/int8_rope.h"
@@ -46,7 +47,16 @@ std::vector<int8_t> fc(const QuantizedMatmul& q, const std::vector<int8_t>& x) {
 // the chip path lets through instead of quietly dropping the products).
 // kBadRms: r of a follower that does not exist, of more bytes than the follower has, or under
 // the first output's name is an Error, not a layout to retry.
-enum class Variant { kBytes, kTooManyPieces, kBadGroup, kBadRms };
+// kMuls: the MULs' count (below).
+enum class Variant { kBytes, kTooManyPieces, kBadGroup, kBadRms, kMuls };
+
+// The program's MULs: step 1 of each (mul's first op, dp_mode 4; the pack after it is dp_mode 2).
+int mul_ops(const container::Executable& e) {
+  int n = 0;
+  for (const isa::Instruction& in : isa::decode(e.bitstreams.at(0).data))
+    if (in.spec->mnemonic == "op" && in.value("dp_mode") == 4) ++n;
+  return n;
+}
 
 // Pairwise: follower 0's group g reads only [extra piece g; w2's group g] (the residual add's
 // form). rope: RoPE's products of the last follower's groups 0 and 1 after everything else. rms:
@@ -113,6 +123,17 @@ void check_chain(bool pairwise, bool rope = false, Variant variant = Variant::kB
         EXPECT_NE(std::string(e.what()).find("RMSNorm"), std::string::npos) << e.what();
       }
     }
+    return;
+  }
+  if (variant == Variant::kMuls) {
+    // Groups 0 (tile 1) and 1 (tile 12) read x from the same place and leave their products at
+    // the same place, with different table pieces: one MUL per table over both tiles. Group 2
+    // (tile 1's second slot) has its own place: two more. The FFN gate's two MULs on top.
+    chain.products.groups.push_back({2, 0, next.out.zero_point + 128, rq.mul_mult});
+    EXPECT_EQ(mul_ops(compiler::generate_ffn_chain(chain, up_at, down_at).execution), 2 + 2 + 2);
+    // Another multiplier for group 1: it no longer shares.
+    chain.products.groups[1].mult *= 2;
+    EXPECT_EQ(mul_ops(compiler::generate_ffn_chain(chain, up_at, down_at).execution), 2 + 6);
     return;
   }
   if (variant == Variant::kTooManyPieces) {
@@ -227,6 +248,10 @@ TEST(FfnChainOnTheChip, PairwiseAddAndW2OutputEqualTheInt8ArithmeticInEveryByte)
 
 TEST(FfnChainOnTheChip, RopeProductsAfterTheFollowersEqualTheInt8RopeInEveryByte) {
   check_chain(true, true);
+}
+
+TEST(FfnChainOnTheChip, RotatedGroupsInTheSamePlacesShareTheirMulsWhateverTheirTablePieces) {
+  check_chain(true, true, Variant::kMuls);
 }
 
 TEST(FfnChainOnTheChip, RmsScaleOfTheAddIsTheInt8PathsRBitForBit) {
