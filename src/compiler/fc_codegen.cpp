@@ -806,9 +806,9 @@ bool multiplied(const FcTableProducts& products, int layer, int group) {
 
 // The tables' products (FcTableProducts) over layer g's outputs at narrow byte `at`: the tables
 // (the host's input from byte `tables_at`, already popped by input_stage) moved to the multiplied
-// groups' tiles at narrow byte 0 (their last layer has read its input by now), then per group P1 =
-// MUL(x, first table) and R = MUL(x, second table) at narrow `base` and up; P1 and R join
-// `out_pieces`. Returns the narrow bytes used.
+// groups' tiles, a tile's j-th group's pieces at narrow byte 128 j (their last layer has read its
+// input by now), then per group P1 = MUL(x, first table) and R = MUL(x, second table) at narrow
+// `base` and up; P1 and R join `out_pieces`. Returns the narrow bytes used.
 int products_stage(Emitter& e, const Geometry& g, int at, const FcTableProducts& products,
                    int tables_at, int base, std::vector<std::pair<int, int>>& out_pieces) {
   if (products.tables <= 0 || products.groups.empty() || tables_at % kPacket != 0)
@@ -820,14 +820,29 @@ int products_stage(Emitter& e, const Geometry& g, int at, const FcTableProducts&
       fail("table products of group ", pg.group, " with table piece ", pg.table, ": out of range");
     tiles |= tile_bit(g.tile_of[size_t(pg.group)]);
   }
-  // One packet at a time from the popped input into FIFO rows above the identity and the MUL's row
-  // (both set up after), below the chain's output rows.
+  // Piece p of both tables (128 bytes from tables_at + 128 p) to the tiles whose j-th multiplied
+  // group reads it, at narrow byte 128 j: every tile's j-th group then streams its tables from the
+  // same address, so the groups' MULs share their streams too. Through FIFO rows above the
+  // identity and the MUL's row (both set up after), below the chain's output rows.
+  const std::vector<std::pair<int, int>> placed = fc_product_bytes(products, g.tile_of);
+  struct Landing {
+    int piece, byte;
+    uint32_t tiles;
+  };
+  std::vector<Landing> landings;
+  for (size_t i = 0; i < products.groups.size(); ++i) {
+    const int piece = products.groups[i].table, byte = placed[i].second;
+    auto it = std::find_if(landings.begin(), landings.end(),
+                           [&](const Landing& l) { return l.piece == piece && l.byte == byte; });
+    if (it == landings.end()) it = landings.insert(landings.end(), {piece, byte, 0u});
+    it->tiles |= tile_bit(placed[i].first);
+  }
   constexpr int kTableFifo = 0x2008, kTableRows = 8;
-  const int table_bytes = 2 * kPiece * products.tables;
-  for (int i = 0; i * kPacket < table_bytes; ++i) {
+  for (size_t i = 0; i < landings.size(); ++i) {
     if (i > 0 && i % kTableRows == 0) tile_fence(e, "counters=0x1ffff units=0x3ff");
-    host_to_narrow(e, tiles, kTableFifo + 4 * (i % kTableRows), kPacket * i,
-                   std::min(kPacket, table_bytes - kPacket * i), (tables_at + kPacket * i) / 8);
+    const Landing& l = landings[i];
+    host_to_narrow(e, l.tiles, kTableFifo + 4 * int(i % kTableRows), l.byte, 2 * kPiece,
+                   (tables_at + 2 * kPiece * l.piece) / 8);
   }
   tile_fence(e, "units=0x3ff");
   tile_fence(e, "counters=0x1ffff units=0x3ff");
@@ -845,7 +860,6 @@ int products_stage(Emitter& e, const Geometry& g, int at, const FcTableProducts&
   };
   std::vector<Mul> muls;
   std::vector<std::pair<int, int>> pieces;
-  const std::vector<std::pair<int, int>> placed = fc_product_bytes(products, g.tile_of);
   uint32_t kept = 0;
   for (size_t i = 0; i < products.groups.size(); ++i) {
     const FcProductGroup& pg = products.groups[i];
@@ -861,7 +875,7 @@ int products_stage(Emitter& e, const Geometry& g, int at, const FcTableProducts&
       });
       if (it == muls.end()) it = muls.insert(muls.end(), want);
       it->tiles |= tile_bit(tile);
-      const int table = (t * products.tables + pg.table) * kPiece;
+      const int table = byte + t * kPiece;  // the j-th group's pieces at 128 j
       auto tt = std::find_if(it->tables.begin(), it->tables.end(),
                              [&](const std::pair<uint32_t, int>& b) { return b.second == table; });
       if (tt == it->tables.end()) tt = it->tables.insert(it->tables.end(), {0u, table});

@@ -97,10 +97,10 @@ FfnPrograms generate_ffn(const FfnLayer& ffn, const FcPlacement& up, const FcPla
 // "RoPE's products in the chain"): for each listed output group of layer `layer` (64 bytes x,
 // uint8 zero point x_zp) the chip's MUL by 64 bytes of the first table (P1) and by as many of the
 // second (R), both from the host's input after its own bytes, from the next whole 256-byte packet
-// on (fc_tables_at; `tables` pieces of the first table, then as many of the second; uint8, zero
-// point 128), multiplier `mult`, clamps +-127, zero point 128. The program returns P1 and R of each
-// listed group that is not kept (FcProductGroup::keep), in order, after everything else it
-// returns; the listed groups' own bytes x are not returned.
+// on (fc_tables_at; `tables` pieces of 128 bytes, piece p the first table's 64 bytes p, then the
+// second's; uint8, zero point 128), multiplier `mult`, clamps +-127, zero point 128. The program
+// returns P1 and R of each listed group that is not kept (FcProductGroup::keep), in order, after
+// everything else it returns; the listed groups' own bytes x are not returned.
 struct FcProductGroup {
   int group = 0;  // output group of the layer
   int table = 0;  // the tables' piece it multiplies with

@@ -241,10 +241,15 @@ int ChipTransformer::rope_input(int pos, int8_t* in, int at) {
   const Config& c = config();
   const int n = whole_groups(c.dim), tables_at = compiler::fc_tables_at(at);
   if (rope_tables_pos_ != pos) {  // every layer's program of this token takes the same tables
+    // Piece by piece (compiler::FcTableProducts): 64 bytes of cos, then the same channels' sin'.
     rope_tables_.assign(size_t(2 * n), 0);
-    std::vector<int8_t> sin_q(size_t(n), 0);
-    rope_tables(pos, c.dim, c.head_size(), rope_tables_.data(), sin_q.data());
-    for (int j = 0; j < c.dim; ++j) rope_tables_[size_t(n + j)] = sin_q[size_t(j ^ 1)];
+    std::vector<int8_t> cos_q(size_t(n), 0), sin_q(size_t(n), 0);
+    rope_tables(pos, c.dim, c.head_size(), cos_q.data(), sin_q.data());
+    for (int j = 0; j < c.dim; ++j) {
+      const size_t at = size_t(128 * (j / 64) + j % 64);
+      rope_tables_[at] = cos_q[size_t(j)];
+      rope_tables_[at + 64] = sin_q[size_t(j ^ 1)];
+    }
     rope_tables_pos_ = pos;
     ++stats_.rope_tables;
   }

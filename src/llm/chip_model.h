@@ -264,7 +264,7 @@ class ChipTransformer : public Int8Transformer {
   compiler::FcTableProducts rope_of(int layer, int rope_layer,
                                     const std::array<int, 3>& qkv_at) const;
   int rope_input(int pos, int8_t* in, int at);
-  // rope_input's two tables of position rope_tables_pos_ (built once per token).
+  // rope_input's two tables of position rope_tables_pos_, piece by piece (built once per token).
   std::vector<int8_t> rope_tables_;
   int rope_tables_pos_ = -1;
   // chip_rope on the chip path: the programs computing q and k try RoPE's products too.

@@ -47,8 +47,9 @@ std::vector<int8_t> fc(const QuantizedMatmul& q, const std::vector<int8_t>& x) {
 // the chip path lets through instead of quietly dropping the products).
 // kBadRms: r of a follower that does not exist, of more bytes than the follower has, or under
 // the first output's name is an Error, not a layout to retry.
-// kMuls: the MULs' count (below).
-enum class Variant { kBytes, kTooManyPieces, kBadGroup, kBadRms, kMuls };
+// kMuls: the MULs' count (below). kSecondSlot: the bytes, with group 2 (tile 1's second rotated
+// group, its tables landing at another place than group 0's) multiplied too, by table piece 2.
+enum class Variant { kBytes, kTooManyPieces, kBadGroup, kBadRms, kMuls, kSecondSlot };
 
 // The program's MULs: step 1 of each (mul's first op, dp_mode 4; the pack after it is dp_mode 2).
 int mul_ops(const container::Executable& e) {
@@ -92,16 +93,20 @@ void check_chain(bool pairwise, bool rope = false, Variant variant = Variant::kB
                    {{1, 12, 1}, {next_at, 0, next_at + up_units}}};
   // RoPE: tables of 2 pieces; group 0 (tile 1) with piece 0, group 1 (tile 12) with piece 1;
   // the multiplier 8 times the unclamped one, so that some products reach the clamps.
-  const int tables = rope ? 2 * 128 : 0;
+  const int rotated = variant == Variant::kSecondSlot ? 3 : 2;
+  const int tables = rope ? 128 * rotated : 0;
   llm::QuantizedRope rq;
   if (rope) {
-    rq = llm::quantize_rope(next.out.scale, next.out.zero_point, std::vector<float>(128, 1.0f),
-                            std::vector<float>(128, 1.0f));
+    rq = llm::quantize_rope(next.out.scale, next.out.zero_point,
+                            std::vector<float>(size_t(64 * rotated), 1.0f),
+                            std::vector<float>(size_t(64 * rotated), 1.0f));
     rq.mul_mult *= 8;
     chain.products.layer = 1;
-    chain.products.tables = 2;
+    chain.products.tables = rotated;
     chain.products.groups = {{0, 0, next.out.zero_point + 128, rq.mul_mult},
                              {1, 1, next.out.zero_point + 128, rq.mul_mult}};
+    if (rotated == 3)
+      chain.products.groups.push_back({2, 2, next.out.zero_point + 128, rq.mul_mult});
     chain.next_output = {false, true};
   }
   const int rms_n = dim - 5;
@@ -196,14 +201,20 @@ void check_chain(bool pairwise, bool rope = false, Variant variant = Variant::kB
     const std::vector<int8_t> q = fc(next, sum);
     std::vector<int8_t> want = pairwise ? y : std::vector<int8_t>{};
     if (!rope) want.insert(want.end(), sum.begin(), sum.end());
-    want.insert(want.end(), q.begin() + (rope ? 128 : 0), q.end());
+    want.insert(want.end(), q.begin() + (rope ? 64 * rotated : 0), q.end());
     if (rope) {
-      // The chip's R_j = MUL(x_j, t_j) is int8_rope.h's P2 at j ^ 1 with sin'_j = t_(j ^ 1).
-      const int8_t* cos = in.data() + dim + extra;
-      std::vector<int8_t> sin(128), p1(128), p2(128);
-      for (int j = 0; j < 128; ++j) sin[size_t(j)] = cos[128 + (j ^ 1)];
-      llm::rope_products(rq, q.data(), cos, sin.data(), 128, p1.data(), p2.data());
-      for (int g = 0; g < 2; ++g) {
+      // The chip's R_j = MUL(x_j, t_j) is int8_rope.h's P2 at j ^ 1 with sin'_j = t_(j ^ 1); the
+      // tables come piece by piece, 64 bytes of cos, then the same channels' t.
+      const int8_t* tables_in = in.data() + dim + extra;
+      const int n = 64 * rotated;
+      std::vector<int8_t> cos(static_cast<size_t>(n)), sin(static_cast<size_t>(n)),
+          p1(static_cast<size_t>(n)), p2(static_cast<size_t>(n));
+      for (int j = 0; j < n; ++j) {
+        cos[size_t(j)] = tables_in[128 * (j / 64) + j % 64];
+        sin[size_t(j)] = tables_in[128 * ((j ^ 1) / 64) + 64 + (j ^ 1) % 64];
+      }
+      llm::rope_products(rq, q.data(), cos.data(), sin.data(), n, p1.data(), p2.data());
+      for (int g = 0; g < rotated; ++g) {
         want.insert(want.end(), p1.begin() + 64 * g, p1.begin() + 64 * g + 64);
         for (int j = 64 * g; j < 64 * g + 64; ++j) want.push_back(p2[size_t(j ^ 1)]);
       }
@@ -252,6 +263,7 @@ TEST(FfnChainOnTheChip, RopeProductsAfterTheFollowersEqualTheInt8RopeInEveryByte
 
 TEST(FfnChainOnTheChip, RotatedGroupsInTheSamePlacesShareTheirMulsWhateverTheirTablePieces) {
   check_chain(true, true, Variant::kMuls);
+  check_chain(true, true, Variant::kSecondSlot);  // and a second slot's tables land apart
 }
 
 TEST(FfnChainOnTheChip, RmsScaleOfTheAddIsTheInt8PathsRBitForBit) {
