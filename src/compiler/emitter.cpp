@@ -80,6 +80,7 @@ bool Emitter::drop_last(const std::string& mnemonic, const std::string& fields) 
   words_ -= last_words_;
   seq_ -= last_seqs_;
   last_mnemonic_.clear();
+  last_parsed_ = 0;  // (mark() then refuses: the instruction it would name is gone)
   return true;
 }
 

@@ -123,7 +123,8 @@ struct JoinedRope {
                                [](int o) { return 0.0006f + 0.0002f * float(o % 5); },
                                [](int h) { return 0.02f + 0.02f * float(h); },
                                {1, 12, 15, 14, 13, 11, 10, 8},
-                               {7 * up_units, 2 * up_units, 0, 0, 0, 0, 0, 0}});
+                               {7 * up_units, 2 * up_units, 0, 0, 0, 0, 0, 0}},
+                              random);
     s = std::move(scores.layer);
     s_at = std::move(scores.at);
     exp_mult = std::move(scores.exp_mult);

@@ -80,7 +80,8 @@ void check_chain_then_softmax(bool rope) {
                              [](int o) { return 0.0004f + 0.0001f * float(o % 7); },
                              [](int h) { return 0.02f + 0.03f * float(h); },
                              {1, 12, 15, 14, 13, 11},
-                             {next_at + 2 * up_units, up_units, 0, 0, 0, 0}});
+                             {next_at + 2 * up_units, up_units, 0, 0, 0, 0}},
+                            random);
   const compiler::FcLayer& s = scores.layer;
   const compiler::FcPlacement& s_at = scores.at;
   const std::vector<float>& exp_mult = scores.exp_mult;

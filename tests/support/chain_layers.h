@@ -3,7 +3,6 @@
 // the joined programs' tests share.
 #pragma once
 
-#include <cstdlib>
 #include <functional>
 #include <map>
 #include <memory>
@@ -74,8 +73,8 @@ inline std::vector<uint8_t> all_outputs_of(runtime::EdgeTpu& tpu,
 }
 
 // The scores' layer of the joined programs' tests (compiler::generate_ffn_chain_softmax): `heads`
-// heads of `positions` key rows each (64 a group), rows of `k` int8 bytes, random (libc random())
-// in the first `key_bytes`, zeros after; row o's multiplier mult(o); head h's groups at zero point
+// heads of `positions` key rows each (64 a group), rows of `k` int8 bytes, drawn from `random` in
+// the first `key_bytes`, zeros after; row o's multiplier mult(o); head h's groups at zero point
 // z0 + 20 h (clamps of the whole uint8 range) on tiles[g], parameter unit units[g], reading the
 // query from byte h * head_size; exp_mult(h) per head. Int8 input, as the llm path's rows.
 struct ScoresLayerShape {
@@ -88,7 +87,7 @@ struct ScoresLayer {
   compiler::FcPlacement at;
   std::vector<float> exp_mult;
 };
-inline ScoresLayer scores_layer(const ScoresLayerShape& shape) {
+inline ScoresLayer scores_layer(const ScoresLayerShape& shape, std::mt19937& random) {
   ScoresLayer r;
   compiler::FcLayer& s = r.layer;
   s.n = shape.heads * shape.positions;
