@@ -850,7 +850,8 @@ int products_stage(Emitter& e, const Geometry& g, int at, const FcTableProducts&
   const int mul_buffers = base + 2 * kMaxSlots * kPiece, identity = mul_buffers + 4 * kPiece;
   identity_setup(e, tiles, identity);  // the MULs' packs read it; no LOGISTIC, so no spline
   // Groups whose x, output place, zero point and multiplier agree share a MUL over their tiles,
-  // whatever their table pieces (each tile streams its own: mul's b_at).
+  // whatever their table pieces: the pieces land at the group's slot (base + 128 j above), so the
+  // tiles of a MUL stream from one address (mul's b_at could take several).
   struct Mul {
     int x, out;
     int32_t x_zp;

@@ -54,7 +54,7 @@ void emit_scalar_rope_multipliers(Emitter& e, const ScalarRopeMultipliers& m);
 // word mult_word + j for j < n (n a multiple of 4; a padding output's constant is 0, so its m_j
 // is 0 as r > 0), four outputs an iteration of a hardware loop (loads with post-increment, a
 // register FMUL, stores with post-increment). base_word == mult_word computes them in place.
-// Registers 16-19 and 23-26 are its own.
+// Registers 16-26 are its own (r, the two addresses, four constants, four products).
 void emit_scalar_rope_multipliers_loop(Emitter& e, int r_word, int mult_word, int base_word, int n);
 // Pushes scalar-memory words [first, first + words) to the host output opened before (one load
 // and one push per word, a hardware loop).

@@ -246,9 +246,9 @@ int ChipTransformer::rope_input(int pos, int8_t* in, int at) {
     std::vector<int8_t> cos_q(size_t(n), 0), sin_q(size_t(n), 0);
     rope_tables(pos, c.dim, c.head_size(), cos_q.data(), sin_q.data());
     for (int j = 0; j < c.dim; ++j) {
-      const size_t at = size_t(128 * (j / 64) + j % 64);
-      rope_tables_[at] = cos_q[size_t(j)];
-      rope_tables_[at + 64] = sin_q[size_t(j ^ 1)];
+      const size_t byte = size_t(128 * (j / 64) + j % 64);
+      rope_tables_[byte] = cos_q[size_t(j)];
+      rope_tables_[byte + 64] = sin_q[size_t(j ^ 1)];
     }
     rope_tables_pos_ = pos;
     ++stats_.rope_tables;

@@ -1,3 +1,5 @@
+// The integer steps of the residual stream in int8 (int8_residual.h): v~ from wv's output stage,
+// the attention's residual add, the FFN's RMSNorm as a diagonal FC, as the CPU int8 path runs them.
 #include "llm/int8_residual.h"
 
 #include <algorithm>
