@@ -46,6 +46,21 @@ TEST(TileAllocator, SharingGroupsGoToTheTilesAskedForWhereTheyFit) {
   EXPECT_EQ(more.tiles[3], 1);
 }
 
+// Groups with more aux rows than the copy's own two (the RoPE sums' constants row under
+// --chip-rms: 12 units) still read the copy's weights 8 units past its start, and each takes its
+// 12 units after the copy.
+TEST(TileAllocator, SharingGroupsWithMoreAuxRowsReadTheCopyPastItsOwnRows) {
+  constexpr int kBigAux = 12;
+  llm::TileAllocator tiles;
+  std::array<int, llm::kPlanTiles> copies = no_copies();
+  compiler::FcPlacement at;
+  ASSERT_TRUE(tiles.place_sharing_on({4, 4}, kBigAux, kCopy, copies, at));
+  EXPECT_EQ(at.tiles, (std::vector<int>{4, 4}));
+  EXPECT_EQ(copies[4], 0);
+  EXPECT_EQ(at.param_units, (std::vector<int>{kCopy, kCopy + kBigAux}));
+  EXPECT_EQ(at.weight_units, (std::vector<int>{kAux, kAux}));
+}
+
 TEST(TileAllocator, TakeGivesWholeRowsOfOneTileOrNothing) {
   llm::TileAllocator tiles;
   EXPECT_EQ(tiles.take(2, 4), 0);
