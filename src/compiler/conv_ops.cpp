@@ -245,10 +245,8 @@ void depthwise_round_trip(Emitter& e, const RoundTrip& r, int& outfed) {
           rest ? cat(" count_m1=", rest - 1, " tail_en=1 count_neg=", hex(64 - rest)) : "",
           " f308=0xb par314=1 par315=3 pop_wait=", hex((outfed + 1) & 0xffff),
           " k336=1 f352=0x01 f391=2 dest=", hex(mask), " f434=0x3"));
-  e.add("outfeed", cat("walk=(1 x 64)(-63 x ", rows,
-                       ")(-63 x 1) walk.inc3=2057 k173=1 k178=1 k182=1 k214=1 f222=0x3f"));
-  e.add("ringprod", cat("tiles=", hex(tile_bit(holder)), " addr=", hex(row * kRowUnits),
-                        " src=(1 x ", rows, ") sdims=1 pcfg=4 dest=0x10000"));
+  outfeed_to_scalar(e, rows);
+  rows_to_scalar(e, holder, row * kRowUnits, rows);
   outfed += 64 * rows;
 }
 

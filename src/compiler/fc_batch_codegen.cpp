@@ -482,12 +482,9 @@ void emit_multipliers_from_r(Emitter& e, const FcScoresInput& first, const Group
   // words 0..n-1 (the depthwise round trip's transfer: one outfeed, a producer per row, no ring
   // ordinal) and the loop turns them into the multipliers in place.
   const auto rows_in = [&](Emitter& x) {
-    x.add("outfeed", cat("walk=(1 x 64)(-63 x ", f.tile.size(),
-                         ")(-63 x 1) walk.inc3=2057 k173=1 k178=1 k182=1 k214=1 f222=0x3f"));
+    outfeed_to_scalar(x, int(f.tile.size()));
     for (size_t g = 0; g < f.tile.size(); ++g)
-      x.add("ringprod",
-            cat("tiles=", hex(tile_bit(f.tile[g])), " addr=", hex(f.base[g] + kMultBaseRowUnit),
-                " src=(1 x 1) sdims=1 pcfg=4 dest=0x10000"));
+      rows_to_scalar(x, f.tile[g], f.base[g] + kMultBaseRowUnit, 1);
   };
   bool loop = false;
   if (first.base_rows) {

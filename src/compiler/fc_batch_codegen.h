@@ -155,7 +155,7 @@ struct FcResidentInput {
 // caches them). The generator then counts both forms and takes the one of fewer bytes: a bundle
 // per output with the constant as its immediate, or those rows over the ring into scalar memory
 // (one producer each, one outfeed) and a loop over them.
-constexpr int kMultBaseRowUnit = 8;
+constexpr int kMultBaseRowUnit = kFcAuxUnits;
 struct FcScoresInput {
   FcLayer layer;
   FcPlacement at;

@@ -59,6 +59,9 @@ struct FcPlacement {
 };
 // Wide units (64 B) of each tile below the ring FIFO rows that parameters may occupy: 512 KiB.
 constexpr int kFcParamUnits = 0x2000;
+// Wide units of a group's two aux rows, the first of its parameters (fc_parameters: 64 float32
+// multipliers, 64 int32 zero points); its weights follow them.
+constexpr int kFcAuxUnits = 8;
 // Output groups (compute tiles) of an N-output layer and the parameter units each holds.
 int fc_groups(int n);
 int fc_units_per_tile(int k, bool bias);

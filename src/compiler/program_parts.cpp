@@ -181,6 +181,16 @@ void ring_send(Emitter& e, int from, int row, uint32_t dest, int ordinal) {
   e.add("ringprod", std::move(f).take());
 }
 
+void outfeed_to_scalar(Emitter& e, int rows) {
+  e.add("outfeed", cat("walk=(1 x 64)(-63 x ", rows,
+                       ")(-63 x 1) walk.inc3=2057 k173=1 k178=1 k182=1 k214=1 f222=0x3f"));
+}
+
+void rows_to_scalar(Emitter& e, int from, int unit, int rows) {
+  e.add("ringprod", cat("tiles=", hex(tile_bit(from)), " addr=", hex(unit), " src=(1 x ", rows,
+                        ") sdims=1 pcfg=4 dest=0x10000"));
+}
+
 void ring_receive(Emitter& e, uint32_t tiles, int row, int slots, int s_val) {
   e.add("ringcons0", cat("tiles=", hex(tiles), " addr=", hex(row), " dst=(1 x 1)",
                          slots > 1 ? " sdims=1" : "", " cbuf=1 slots=", slots,

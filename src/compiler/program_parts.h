@@ -105,6 +105,12 @@ std::string byte_walk(std::vector<std::pair<int64_t, int64_t>> stride_count, int
 // ringProducer: tile `from` sends its row `row` to `dest` (bit 16 = the scalar core); `ordinal`
 // counts the program's ring producers.
 void ring_send(Emitter& e, int from, int row, uint32_t dest, int ordinal);
+// Resident wide rows into scalar memory (the depthwise round trip's and Google's form,
+// docs/chip.md): an outfeed of `rows` 64-word pieces at the scalar core, then a producer of `rows`
+// rows from wide unit `unit` of tile `from`, with no ring ordinal. (One outfeed may take several
+// producers' rows in program order: outfeed_to_scalar once, rows_to_scalar per producer.)
+void outfeed_to_scalar(Emitter& e, int rows);
+void rows_to_scalar(Emitter& e, int from, int unit, int rows);
 // ringConsumer of `slots` packets into row `row`; s_val is the consumer's credit offset.
 void ring_receive(Emitter& e, uint32_t tiles, int row, int slots, int s_val);
 

@@ -22,7 +22,7 @@ namespace tinycoral::llm {
 namespace {
 // A RoPE sum group's aux rows (multipliers, zero points) and its K (rope_sum.h); with chip_rms a
 // third row holds its multipliers' constants (compiler::FcScoresInput::base_rows).
-constexpr int kRopeAuxUnits = 8;
+constexpr int kRopeAuxUnits = compiler::kFcAuxUnits;
 int rope_aux_units(bool chip_rms) {
   return chip_rms ? compiler::kMultBaseRowUnit + 4 : kRopeAuxUnits;
 }

@@ -98,8 +98,7 @@ bool TileAllocator::place_sharing_on(const std::vector<int>& prefer, int units, 
     placement.tiles.push_back(best);
     placement.param_units.push_back(fill[size_t(best)]);
     // (The copy is a whole FC's stream: its multiplier and zero-point rows, then the weights.)
-    constexpr int kCopyAuxUnits = 8;
-    placement.weight_units.push_back(copy[size_t(best)] + kCopyAuxUnits);
+    placement.weight_units.push_back(copy[size_t(best)] + compiler::kFcAuxUnits);
     fill[size_t(best)] += units;
     ++used[size_t(best)];
   }
