@@ -23,6 +23,11 @@
 
 namespace tinycoral::compiler::conv {
 
+bool whole_image_receivers(const Stage& to) {
+  return !to.halo_in && std::all_of(to.tiles.begin(), to.tiles.end(),
+                                    [&](const Plan& t) { return t.layers[to.first].full; });
+}
+
 uint32_t row_readers(const Plan& src, const Stage& to, int y) {
   uint32_t mask = 0;
   for (const Plan& t : to.tiles) {
@@ -93,10 +98,7 @@ class SenderCut {
         ch0_(src.g1 > 0 ? src.g0 * kColumns : 0),
         per_receiver_(per_receiver),
         rows_(rows) {
-    // Receivers that keep the whole image (LayerPlan::full) hold every row at one address: rows
-    // that several of them read go to all of them in one transfer, each writing every row.
-    full_ = !to.halo_in && std::all_of(to.tiles.begin(), to.tiles.end(),
-                                       [&](const Plan& t) { return t.layers[i_].full; });
+    full_ = whole_image_receivers(to);
     whole_rows_ =
         std::none_of(to.tiles.begin(), to.tiles.end(), [&](const Plan& t) { return sliced(t); });
     in_place_ = to.halo_in && std::any_of(to.tiles.begin(), to.tiles.end(),

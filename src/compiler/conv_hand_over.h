@@ -17,6 +17,11 @@ namespace tinycoral::compiler::conv {
 // place (Stage::halo_in) the sender's own tile has its rows already.
 uint32_t row_readers(const Plan& src, const Stage& to, int y);
 
+// Whether the hand-over into `to` goes to receivers that all keep the whole image (LayerPlan::
+// full, not written in place): then rows that several of them read go to all of them in one
+// transfer, each writing every row of it, so a receiver gets rows besides the ones it reads.
+bool whole_image_receivers(const Stage& to);
+
 // Rows [first, end) of a sender's band.
 struct RowRange {
   int first = 0, end = 1 << 30;

@@ -125,10 +125,8 @@ std::vector<RowRange> swap_split(const ConvChain& chain, const std::vector<Stage
   // its rows read and its output rows, which the second hand-over reads. (Not whole images: v1
   // 1.0's 56 x 56 and DeepLab's 33 x 33 depthwise stages have their next stage's first image
   // over their input, but not the rows the last ones read.)
-  // (Receivers that all keep the whole image take runs of rows several of them read, each
-  // writing every row of the run (conv_hand_over.cpp): any row of their image, not only theirs.)
-  const bool whole_images = std::all_of(to.tiles.begin(), to.tiles.end(),
-                                        [&](const Plan& t) { return t.layers[to.first].full; });
+  // (Whole-image receivers may get any row of their image, not only theirs.)
+  const bool whole_images = whole_image_receivers(to);
   auto apart = [&](int k) {
     std::vector<Region> written = filled;
     for (const Plan& p : s.tiles) {

@@ -431,54 +431,12 @@ TEST(FfnChainOnTheChip, RopeSumAfterTheChainRefusesRInTheRowAndStreamedWords) {
   EXPECT_NE(past.find("reach the chain's x"), std::string::npos) << past;
 }
 
-// One joined program per position today (docs/llm.md): within a 64-position group the programs
-// differ only in each head's scatter of the key's column (a w2n's narrow address, one word a
-// position), so one program could serve the group with that field patched. Every differing bit
-// of positions 64 + c against position 64 lies in n.addr of a w2n, in exactly kHeads of them, and
-// that field differs by c.
-TEST(FfnChainOnTheChip, JoinedProgramsOfAGroupDifferOnlyInTheScattersNarrowAddress) {
-  std::mt19937 random(47);
-  const JoinedRope t(random);
-  compiler::FcScoresInput first = t.first;
-  first.r_word = compiler::kChainRmsRWord;
-  auto bits_at = [&](int pos) {
-    const compiler::FcColumnWrite column = t.column(pos);
-    const container::Executable e =
-        compiler::generate_ffn_chain_softmax(t.chain, t.up_at, t.down_at, t.s, t.s_at, t.row_bytes,
-                                             t.exp_mult, &first, &column, {-1, -1, 2})
-            .execution;
-    EXPECT_EQ(e.bitstreams.size(), 1u);
-    return e.bitstreams.at(0).data;
-  };
-  const std::vector<uint8_t> base = bits_at(64);
-  const std::vector<isa::Instruction> program = isa::decode(base);
-  for (int c : {1, 2, 37, 63}) {
-    SCOPED_TRACE("position 64 + " + std::to_string(c));
-    const std::vector<uint8_t> other = bits_at(64 + c);
-    ASSERT_EQ(other.size(), base.size());
-    const std::vector<isa::Instruction> decoded = isa::decode(other);
-    std::set<size_t> changed;
-    for (size_t byte = 0; byte < base.size(); ++byte)
-      for (int bit = 0; bit < 8; ++bit)
-        if (((base[byte] ^ other[byte]) >> bit) & 1) {
-          const std::optional<isa::BitLocation> at =
-              isa::locate_bit(program, int64_t(8 * byte) + bit);
-          ASSERT_TRUE(at && at->field);
-          const isa::Instruction& in = program[at->instruction];
-          ASSERT_EQ(in.spec->mnemonic, "w2n");
-          ASSERT_EQ(at->field->name, "n.addr");
-          changed.insert(at->instruction);
-        }
-    ASSERT_EQ(changed.size(), size_t(JoinedRope::kHeads));
-    for (size_t i : changed) EXPECT_EQ(decoded[i].value("n.addr") - program[i].value("n.addr"), c);
-  }
-}
-
-// So one program per group serves all its positions (ChipTransformer::joined_run): the program
+// One program per group serves all its positions (ChipTransformer::joined_run): the program
 // generated at a group's first position marks each head's scatter address (FfnChainPrograms::
 // marks: the n.addr field of kHeads w2n's, at column 0), and that program with those fields
 // rewritten to column c sends, byte for byte, the program generated at position first + c, in
-// both groups, for c one after the other in the same program and back to 0.
+// both groups, for c one after the other in the same program and back to 0. (So within a group
+// the generated programs differ in those fields alone.)
 TEST(FfnChainOnTheChip, AGroupsProgramWithItsColumnRewrittenIsThatPositionsProgram) {
   std::mt19937 random(47);
   const JoinedRope t(random);
