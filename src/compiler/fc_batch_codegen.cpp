@@ -250,11 +250,14 @@ int column_copy_bytes(const FcColumnWrite* columns) {
 }
 
 // The parameter writes in front of the scores (softmax and attention programs): `writes`' streams,
-// then `columns`' words and `rows` as single rows, one parameter buffer; with `columns` its rows'
-// copies before the stream and the scatter after it. Returns the parameters, in stream order.
+// then `columns`' words, `values`' vectors and `rows` as single rows, one parameter buffer; with
+// `columns` its rows' copies before the stream and the scatter after it, with `values` its staging
+// rows' copies before the stream and the landings after it. Returns the parameters, in stream
+// order.
 std::vector<uint8_t> emit_parameter_writes(Emitter& e,
                                            const std::vector<const FcParameterWrite*>& writes,
-                                           const FcRowWrite* rows, const FcColumnWrite* columns) {
+                                           const FcRowWrite* rows, const FcColumnWrite* columns,
+                                           const FcValueWrite* values = nullptr) {
   if (rows && rows->bytes.size() != 256 * rows->rows.size())
     fail(rows->bytes.size(), " bytes for ", rows->rows.size(), " parameter rows");
   std::vector<uint8_t> parameters;
@@ -267,7 +270,8 @@ std::vector<uint8_t> emit_parameter_writes(Emitter& e,
   std::vector<FcParameterRow> single;
   // Words that come from the FC in front of the scores are not streamed.
   const bool streamed_words = columns && columns->from_byte.empty();
-  for (const FcRowWrite* r : {streamed_words ? &columns->words : nullptr, rows}) {
+  for (const FcRowWrite* r :
+       {streamed_words ? &columns->words : nullptr, values ? &values->vectors : nullptr, rows}) {
     if (!r) continue;
     single.insert(single.end(), r->rows.begin(), r->rows.end());
     parameters.insert(parameters.end(), r->bytes.begin(), r->bytes.end());
@@ -277,6 +281,12 @@ std::vector<uint8_t> emit_parameter_writes(Emitter& e,
       fail("a column write's copies take ", column_copy_bytes(columns), " bytes of narrow memory");
     emit_column_copies(e, *columns);
   }
+  if (values) {
+    if (fc_value_write_narrow_bytes(*values) > kNarrowBytes)
+      fail("a value write's quads take ", fc_value_write_narrow_bytes(*values),
+           " bytes of narrow memory");
+    emit_value_copies(e, *values);
+  }
   if (parameters.empty()) return parameters;
   // The new parameters land before anything reads them.
   emit_fc_parameter_streams(e, parts, single);
@@ -284,6 +294,7 @@ std::vector<uint8_t> emit_parameter_writes(Emitter& e,
   wait_tokens(e);
   // (Words from the FC in front of the scores: scattered once it has run, scores_and_softmax.)
   if (streamed_words) emit_column_scatters(e, *columns);
+  if (values) emit_value_landings(e, *values);
   return parameters;
 }
 
@@ -1082,7 +1093,8 @@ container::Executable generate_fc_batch_attention(
     const FcLayer& layer, const FcPlacement& placement, int row_bytes,
     const std::vector<float>& exp_mult, const FcValueSum& sum,
     const std::vector<const FcParameterWrite*>& writes, const FcRowWrite* rows,
-    const FcScoresInput* first, const FcColumnWrite* columns) {
+    const FcScoresInput* first, const FcColumnWrite* columns, const FcValueWrite* values,
+    std::vector<isa::EncodedField>* marks) {
   const int heads = int(exp_mult.size());
   const int positions = heads > 0 ? layer.n / heads : 0;
   if (heads <= 0 || layer.n % heads != 0 || layer.n % kGroup != 0)
@@ -1132,9 +1144,16 @@ container::Executable generate_fc_batch_attention(
 
   const std::optional<FcColumnWrite> placed = placed_columns(columns, g, out_base, first);
   const FcColumnWrite* cw = placed ? &*placed : nullptr;
+  // The value write's quads after the column's copies (both done before the scores start).
+  std::optional<FcValueWrite> vw;
+  if (values) {
+    vw = *values;
+    vw->narrow_at = round_up(column_copy_bytes(cw), kPiece);
+  }
+  const int value_end = vw ? fc_value_write_narrow_bytes(*vw) : 0;
   Emitter e;
   program_start(e);
-  std::vector<uint8_t> parameters = emit_parameter_writes(e, writes, rows, cw);
+  std::vector<uint8_t> parameters = emit_parameter_writes(e, writes, rows, cw, vw ? &*vw : nullptr);
   int ordinal = scores_and_softmax(e, layer, g, row_bytes, out_base, sm, first, cw);
   emit_scalar_value_prep(e, prep);
   // e and the multipliers to every sum tile, each group's multipliers into its row.
@@ -1168,6 +1187,7 @@ container::Executable generate_fc_batch_attention(
     output_stage(e, sum.layer, v, 1, sum_out, ordinal);
   }
 
+  if (marks) *marks = e.marks();
   container::Executable eo = execution_executable(e.finish());
   eo.input_layers.push_back(boundary_layer(layer.input_name, 1, 1, g.row_bytes, layer.in_zp,
                                            layer.in_scale, false, layer.signed_input));
@@ -1180,7 +1200,8 @@ container::Executable generate_fc_batch_attention(
   multiplier_narrow(
       first, std::max(out_base + g.slots * kGroup + first_bytes(first), column_copy_bytes(cw)),
       first_end);
-  eo.used_narrow_memory_bytes_per_tile = std::max({used, column_copy_bytes(cw), first_end});
+  eo.used_narrow_memory_bytes_per_tile =
+      std::max({used, column_copy_bytes(cw), first_end, value_end});
   eo.dma_hints = execution_hints(layer.input_name, g.row_bytes, last.output_name, total);
   carry_parameters(eo, std::move(parameters));
   return eo;

@@ -20,7 +20,9 @@
 #include "compiler/fc_codegen.h"
 #include "compiler/fc_column_write.h"
 #include "compiler/fc_layer.h"
+#include "compiler/fc_value_write.h"
 #include "container/executable.h"
+#include "isa/relocate.h"
 
 namespace tinycoral::compiler {
 
@@ -179,6 +181,10 @@ struct FcScoresInput {
 // parameters, then `rows` (single weight rows: the new position's v~, fc_weight_rows). Input as
 // generate_fc_batch_softmax's; output: the sum's [G][64] bytes. `columns` as
 // generate_fc_batch_softmax's: its words streamed after writes' parameters, before `rows`.
+// With `values` (fc_value_write.h) the chip writes the new position's values into the sum's
+// weight rows itself before the scores run: its vectors are streamed after the column's words,
+// before `rows`, into the staging rows. `marks` (if given) gets the program's marked fields in
+// order: the column's scatters, then the value write's (fc_value_write_fields).
 struct FcValueSum {
   FcLayer layer;
   FcPlacement at;
@@ -195,7 +201,8 @@ container::Executable generate_fc_batch_attention(
     const FcLayer& layer, const FcPlacement& placement, int row_bytes,
     const std::vector<float>& exp_mult, const FcValueSum& sum,
     const std::vector<const FcParameterWrite*>& writes, const FcRowWrite* rows = nullptr,
-    const FcScoresInput* first = nullptr, const FcColumnWrite* columns = nullptr);
+    const FcScoresInput* first = nullptr, const FcColumnWrite* columns = nullptr,
+    const FcValueWrite* values = nullptr, std::vector<isa::EncodedField>* marks = nullptr);
 
 // Byte (row, output) of a batch program's output buffer.
 inline size_t fc_batch_output_index(int rows, int row, int output) {

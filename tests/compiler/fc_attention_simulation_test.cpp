@@ -16,6 +16,7 @@
 #include "compiler/fc_batch_codegen.h"
 #include "compiler/fc_codegen.h"
 #include "host/rounding.h"
+#include "isa/relocate.h"
 #include "support/error_of.h"
 #include "support/fc_scores_reference.h"
 
@@ -278,6 +279,74 @@ TEST(FcAttentionOnTheVirtualEdgeTpu, AKeyColumnWrittenByTheChipIsSeenByTheSameRu
               (void)generate_fc_batch_attention(a.scores, a.scores_at, a.row_bytes, a.exp_mult,
                                                 a.sum, {}, nullptr, nullptr, &from_first);
             }).find("without that FC"),
+            std::string::npos);
+}
+
+// The new position's values written by the chip (fc_value_write.h): one program, generated at
+// position 0, its two marked fields per group rewritten for each token as a runtime patches them;
+// only each group's 64 bytes travel. Over 70 tokens (every slot of a quad, rows 0..17, past the
+// 64th position) two things hold after every run: the same run's sums equal the integer reference
+// (the cache's rows past the new position, and the lanes past it in its row, hold stale bytes the
+// sum meets with e = 0), and every byte of each group's rows up to the new position equals the
+// host's layout, fc_weight_rows of the layer with the columns set as llm::set_value_column sets
+// them (two groups share a tile, each with its own staging row and quad buffer).
+TEST(FcAttentionOnTheVirtualEdgeTpu, AValueRowWrittenByTheChipIsTheHostsRow) {
+  std::mt19937 random(71);
+  Attention a = make_attention(random);
+  a.sum.at.tiles[2] = 3;  // head 2's group beside head 0's
+  a.sum.at.param_units[2] = 136;
+  chip::VirtualEdgeTpu chip;
+  chip::testing::run_executable(chip, fc_caching(a.scores, a.scores_at), {});
+  // The cache as an earlier sequence left it: the caching run's random values everywhere.
+  chip::testing::run_executable(chip, fc_caching(a.sum.layer, a.sum.at), {});
+  const std::vector<int> staging = {512, 512, 516};
+  const FcValueWrite write = fc_value_write(a.sum.layer, a.sum.at, staging, 0);
+  std::vector<isa::EncodedField> marks;
+  container::Executable program =
+      generate_fc_batch_attention(a.scores, a.scores_at, a.row_bytes, a.exp_mult, a.sum, {},
+                                  nullptr, nullptr, nullptr, &write, &marks);
+  EXPECT_EQ(program.type, container::ExecutableType::kStandAlone);
+  ASSERT_EQ(marks.size(), size_t(2 * kHeads));
+  std::set<int> seen;
+  for (int pos = 0; pos < 70; ++pos) {
+    SCOPED_TRACE("position " + std::to_string(pos));
+    // Position pos's v~ (head h's kSumSize bytes), as set_value_column puts it: column pos of the
+    // head's outputs; the padding outputs keep their zero weights.
+    for (int h = 0; h < kHeads; ++h)
+      for (int i = 0; i < kSumSize; ++i)
+        a.sum.layer.weights[size_t(h * 64 + i) * size_t(kPositions) + size_t(pos)] =
+            random_weight(random);
+    const FcValueWrite now = fc_value_write(a.sum.layer, a.sum.at, staging, pos);
+    program.parameters = now.vectors.bytes;
+    const std::vector<int64_t> fields = fc_value_write_fields(write, pos);
+    for (size_t i = 0; i < marks.size(); ++i)
+      isa::write_field(program.bitstreams[0].data, marks[i].offset_bit, marks[i].width,
+                       uint64_t(fields[i]));
+    const std::vector<uint8_t> x = query(random, a, pos + 1);
+    const auto out = chip::testing::run_executable(chip, program, {{"x", x}}).at("y");
+    const std::vector<uint8_t> want = reference(a, x, pos + 1, &seen);
+    ASSERT_EQ(out.size(), want.size());
+    for (size_t j = 0; j < want.size(); ++j) ASSERT_EQ(int(out[j]), int(want[j])) << "output " << j;
+    for (int kq = 0; kq <= pos / 4; ++kq) {
+      const FcRowWrite host = fc_weight_rows(a.sum.layer, a.sum.at, kq);
+      for (size_t g = 0; g < host.rows.size(); ++g) {
+        const auto& wide = chip.tile(host.rows[g].tile).wide;
+        for (int c = 0; c < 64; ++c)
+          for (int b = 0; b < 4 && 4 * kq + b <= pos; ++b) {
+            const size_t at = size_t(64 * host.rows[g].unit + 4 * c + b);
+            ASSERT_EQ(int(wide[at]), int(host.bytes[256 * g + size_t(4 * c + b)]))
+                << "group " << g << ", row " << kq << ", channel " << c << ", position "
+                << 4 * kq + b;
+          }
+      }
+    }
+  }
+  EXPECT_GT(seen.size(), size_t(100));
+  EXPECT_EQ(chip.fault(), "");
+  // A staging row over a group's parameters is refused.
+  EXPECT_NE(tinycoral::testing::error_of([&] {
+              (void)fc_value_write(a.sum.layer, a.sum.at, {512, 40, 516}, 0);
+            }).find("inside a group's parameters"),
             std::string::npos);
 }
 

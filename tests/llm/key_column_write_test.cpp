@@ -4,7 +4,8 @@
 // into narrow memory (a wideToNarrow), scatters the key's words into the column there (a
 // wideToNarrow whose narrow walk steps a row's 64 words), and writes the rows back (a
 // narrowToWide). On the virtual Edge TPU every byte of the 16 rows must be the old weights with
-// that column replaced; a walk one word off moves the key to the wrong column.
+// that column replaced; a walk one word off moves the key to the wrong column. The value cache's
+// write (compiler/fc_value_write.h) rests on the transposing narrowToWide, checked alone below.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -119,6 +120,50 @@ TEST(KeyColumnWrite, TheChipWritesAKeyIntoItsColumnOfTheScoresWeightRows) {
       EXPECT_EQ(diagonal, with_key(1));
     }
   }
+}
+
+// The value cache's row from 4 position vectors (fc_value_write.h): a transposing narrowToWide
+// whose narrow walk takes channel word c of the 4 positions innermost writes, into byte b of word
+// c of the row, channel c of position b (the layout the weighted sum's FC reads: word = channel,
+// byte = position). The vectors need only be evenly spaced: here 24 words apart. The same walk
+// without the transposing bit writes the gathered words as they are.
+std::vector<uint8_t> write_quad(const std::vector<uint8_t>& vectors, bool transposing) {
+  constexpr int kSpacing = 24, kQuad = 0x800;  // words between the vectors; their narrow byte
+  Emitter e;
+  input_address(e, "x");
+  host_pop(e, int64_t(vectors.size()));
+  load(e, 0, {{kQuad, int(vectors.size())}});
+  e.add("n2w", cat("tiles=", hex(tile_bit(kTile)), " n.addr=", hex(kQuad / 4),
+                   " n=", strided_walk({{kSpacing, 4}, {1, 16}}, 6), " n.lvl_mask=0x03 w.addr=",
+                   hex(kScratchUnit), " w=(1 x 1)", transposing ? " transpose=1" : ""));
+  tile_fence(e, "units=0x3ff signal=1");
+  wait_tokens(e);
+  chip::VirtualEdgeTpu chip;
+  chip.receive(chip::DmaTag::kInstructions, e.finish().data);
+  EXPECT_EQ(chip.advance(), chip::RunState::kWaiting) << chip.fault();
+  chip.receive(chip::DmaTag::kInput, vectors);
+  EXPECT_EQ(chip.advance(), chip::RunState::kIdle) << chip.fault();
+  const auto& wide = chip.tile(kTile).wide;
+  return {wide.begin() + 64 * kScratchUnit, wide.begin() + 64 * kScratchUnit + 256};
+}
+
+TEST(TransposingNarrowToWide, PutsEachChannelsFourPositionsInItsWordsBytes) {
+  std::mt19937 random(5);
+  // Position b's 64 channels at byte 96 b (24 words apart), other bytes between them.
+  std::vector<uint8_t> vectors(4 * 96);
+  for (uint8_t& b : vectors) b = static_cast<uint8_t>(random());
+  std::vector<uint8_t> want(256), gathered(256);
+  for (int c = 0; c < 16; ++c)
+    for (int b = 0; b < 4; ++b)
+      for (int j = 0; j < 4; ++j) {
+        const uint8_t byte = vectors[size_t(96 * b + 4 * c + j)];  // channel 4c + j of position b
+        want[size_t(4 * (4 * c + j) + b)] = byte;
+        gathered[size_t(16 * c + 4 * b + j)] = byte;
+      }
+  EXPECT_EQ(write_quad(vectors, true), want);
+  const std::vector<uint8_t> plain = write_quad(vectors, false);
+  EXPECT_NE(plain, want);
+  EXPECT_EQ(plain, gathered);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 
 #include "compiler/fc_batch_codegen.h"
 #include "compiler/fc_codegen.h"
+#include "compiler/fc_value_write.h"
 #include "llm/int8_model.h"
 #include "runtime/device_select.h"
 #include "runtime/program.h"
@@ -91,6 +92,48 @@ TEST(ValueSumProgram, GroupedHeadsGiveTheHostsBytes) {
 // Head size 80 (two groups per head), one kv head per head, 64 positions.
 TEST(ValueSumProgram, WideHeadsGiveTheHostsBytes) {
   expect_program_equals_host({.heads = 3, .kv_heads = 3, .head_size = 80, .positions = 64}, 5, 11);
+}
+
+// The chip's own value write (compiler::fc_value_write, checked on the virtual Edge TPU in
+// FcAttentionOnTheVirtualEdgeTpu.AValueRowWrittenByTheChipIsTheHostsRow) streams one 64-byte piece
+// per group: for set_value_column's layer it must be position pos's v~ of the group's kv head
+// (+128, padding 128), the bytes fc_weight_rows puts in lane pos % 4 of each word of row pos / 4.
+// Over grouped kv heads and over heads of two groups.
+TEST(ValueSumProgram, TheChipsValueWriteCarriesSetValueColumnsBytes) {
+  for (const llm::ValueSumShape s : {llm::ValueSumShape{4, 2, 24, 100}, {3, 3, 80, 64}}) {
+    SCOPED_TRACE("head size " + std::to_string(s.head_size));
+    std::mt19937 rng(13);
+    const int kv_dim = s.kv_heads * s.head_size, kv_mul = s.heads / s.kv_heads;
+    const int groups_per_head = s.hs_padded() / 64;
+    std::vector<int> in_at;
+    compiler::FcLayer layer = llm::value_sum_layer(s, in_at);
+    compiler::FcPlacement at;
+    at.in_at = in_at;
+    std::vector<int8_t> v(size_t(s.positions) * size_t(kv_dim));
+    for (int8_t& x : v) x = static_cast<int8_t>(int(rng() % 255) - 127);
+    for (int t = 0; t < s.positions; ++t)
+      llm::set_value_column(s, t, v.data() + size_t(t) * size_t(kv_dim), layer);
+    const std::vector<int> staging(size_t(s.heads * groups_per_head), 4000);
+    for (const int pos : {0, 1, 6, 63, s.positions - 1}) {
+      SCOPED_TRACE("position " + std::to_string(pos));
+      const compiler::FcValueWrite w = compiler::fc_value_write(layer, at, staging, pos);
+      const compiler::FcRowWrite row = compiler::fc_weight_rows(layer, at, pos / 4);
+      ASSERT_EQ(w.vectors.bytes.size(), row.bytes.size());
+      for (int g = 0; g < s.heads * groups_per_head; ++g) {
+        const int h = g / groups_per_head;
+        for (int c = 0; c < 256; ++c) {
+          const int i = 64 * (g % groups_per_head) + c;  // the head's channel
+          const uint8_t got = w.vectors.bytes[size_t(256 * g + c)];
+          const int8_t value = v[size_t(pos * kv_dim + (h / kv_mul) * s.head_size + i)];
+          ASSERT_EQ(got, c < 64 && i < s.head_size ? uint8_t(value + 128) : uint8_t{128})
+              << "group " << g << " byte " << c;
+          if (c < 64) {
+            ASSERT_EQ(got, row.bytes[size_t(256 * g + 4 * c + pos % 4)]);
+          }
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -1,0 +1,59 @@
+// A new position's value vector written into the value cache by the chip itself (issue 14 step
+// B.1, docs/llm.md "The value written by the chip"). The weighted sum's FC reads the cache as its
+// weights with the positions as K: weight row kq of a group holds positions 4 kq .. 4 kq + 3, word
+// c being output (channel) c with position 4 kq + b in byte b (stored + 128). So a position is byte
+// pos % 4 of 64 words, a byte scatter no instruction is known to do. A transposing narrowToWide
+// (tail bit 799, the pooling relays') does the transpose instead: from 4 position vectors in narrow
+// memory, 4 positions innermost, it writes a row whose word c holds channel c of the 4 positions.
+// Each group keeps one resident staging row S (position b of the current quad at bytes 64 b ..
+// 64 b + 63) and per token
+//   1. S into narrow memory (a quad buffer Q of 64 words),
+//   2. the new vector (its 64 bytes at the start of S, where the parameter stream put them) into
+//      Q at word 16 (pos % 4),
+//   3. Q back into S (plain: the quad for the next token),
+//   4. Q transposed into cache row pos / 4.
+// Lanes of positions after pos in that row hold stale bytes of S; the sum meets them with e = 0.
+// Only step 2's narrow address and step 4's wide address depend on pos: they are marked, so one
+// program serves every position with those two fields rewritten (runtime::Program::patch_field).
+// Correct by simulation only (docs/llm.md names the device unknowns).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "compiler/emitter.h"
+#include "compiler/fc_codegen.h"
+#include "compiler/fc_layer.h"
+
+namespace tinycoral::compiler {
+
+struct FcValueWrite {
+  // Each cache group's staging row (tile, wide unit) and its streamed bytes: the new position's
+  // 64 stored bytes (the layer's column + 128, fc_parameters' bytes) from the row's start, then
+  // 192 bytes that are never read (128).
+  FcRowWrite vectors;
+  std::vector<int> cache_units;  // each group's weight row 0 (positions 0..3), its tile's unit
+  int rows = 0;                  // weight rows per group (K / 4)
+  int position = 0;              // the position the marked fields hold
+  // Narrow byte of the quad buffers (groups on one tile side by side, 256 bytes each); the
+  // generator sets it.
+  int narrow_at = 0;
+};
+
+// Position `position`'s column of every 64-output group of `layer` where `placement` puts it, each
+// group staging in the row at wide unit staging_units[g] of its tile (resident, a multiple of 4,
+// outside every group's parameters: the caller keeps it for this write alone).
+FcValueWrite fc_value_write(const FcLayer& layer, const FcPlacement& placement,
+                            const std::vector<int>& staging_units, int position);
+// Narrow bytes the quad buffers take on a tile, from narrow byte 0.
+int fc_value_write_narrow_bytes(const FcValueWrite& w);
+// Before the parameter stream that brings w.vectors (nothing else in narrow memory from
+// narrow_at): every staging row into its quad buffer, fenced.
+void emit_value_copies(Emitter& e, const FcValueWrite& w);
+// After that stream has landed: steps 2-4, fenced (the scalar core waits for them). Marks, per
+// group in order, step 2's n.addr; then, per group in order, step 4's w.addr.
+void emit_value_landings(Emitter& e, const FcValueWrite& w);
+// The values of those marked fields for position `pos`, in mark order.
+std::vector<int64_t> fc_value_write_fields(const FcValueWrite& w, int pos);
+
+}  // namespace tinycoral::compiler
