@@ -1146,6 +1146,8 @@ container::Executable generate_fc_batch_attention(
   const FcColumnWrite* cw = placed ? &*placed : nullptr;
   // The value write's quads after the column's copies (both done before the scores start).
   std::optional<FcValueWrite> vw;
+  if (values && !values->from_byte.empty())
+    fail("a value write's vectors from narrow memory in a program that computes none");
   if (values) {
     vw = *values;
     vw->narrow_at = round_up(column_copy_bytes(cw), kPiece);

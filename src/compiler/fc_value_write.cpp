@@ -77,6 +77,19 @@ void emit_value_copies(Emitter& e, const FcValueWrite& w) {
   wait_tokens(e);
 }
 
+void emit_value_vectors_from_narrow(Emitter& e, const FcValueWrite& w) {
+  if (w.from_byte.size() != w.vectors.rows.size())
+    fail(w.from_byte.size(), " places for the vectors of ", w.vectors.rows.size(), " groups");
+  for (size_t g = 0; g < w.from_byte.size(); ++g) {
+    const int b = w.from_byte[g];
+    if (b < 0 || b % 4 != 0) fail("a vector from narrow byte ", b);
+    e.add("n2w", cat(value_tiles(w.vectors.rows[g].tile), " n.addr=", hex(b / 4),
+                     " n=", narrow_walk(kValueVectorWords),
+                     " n.lvl_mask=0x01 w.addr=", hex(w.vectors.rows[g].unit), " w=(1 x 1)"));
+  }
+  tile_fence(e, "counters=0x1ffff units=0x3ff");
+}
+
 void emit_value_landings(Emitter& e, const FcValueWrite& w) {
   const std::vector<int> at = value_quads_at(w);
   const std::vector<int64_t> fields = fc_value_write_fields(w, w.position);

@@ -8,8 +8,9 @@
 // Each group keeps one resident staging row S (position b of the current quad at bytes 64 b ..
 // 64 b + 63) and per token
 //   1. S into narrow memory (a quad buffer Q of 64 words),
-//   2. the new vector (its 64 bytes at the start of S, where the parameter stream put them) into
-//      Q at word 16 (pos % 4),
+//   2. the new vector (its 64 bytes at the start of S, where the parameter stream put them, or a
+//      narrowToWide from where an earlier op left them in narrow memory) into Q at word
+//      16 (pos % 4),
 //   3. Q back into S (plain: the quad for the next token),
 //   4. Q transposed into cache row pos / 4.
 // Lanes of positions after pos in that row hold stale bytes of S; the sum meets them with e = 0.
@@ -35,6 +36,11 @@ struct FcValueWrite {
   std::vector<int> cache_units;  // each group's weight row 0 (positions 0..3), its tile's unit
   int rows = 0;                  // weight rows per group (K / 4)
   int position = 0;              // the position the marked fields hold
+  // Where the vectors come from instead (non-empty: one entry per group): the narrow byte (a
+  // multiple of 4) of the group's tile where its 64 bytes lie, e.g. among the pieces an FC's
+  // outputs left there over the ring (a head of 48 channels from byte 48 h: the next head's bytes
+  // then fill its padding channels, whose multipliers are 0). `vectors.bytes` is not streamed.
+  std::vector<int> from_byte;
   // Narrow byte of the quad buffers (groups on one tile side by side, 256 bytes each); the
   // generator sets it.
   int narrow_at = 0;
@@ -47,9 +53,14 @@ FcValueWrite fc_value_write(const FcLayer& layer, const FcPlacement& placement,
                             const std::vector<int>& staging_units, int position);
 // Narrow bytes the quad buffers take on a tile, from narrow byte 0.
 int fc_value_write_narrow_bytes(const FcValueWrite& w);
-// Before the parameter stream that brings w.vectors (nothing else in narrow memory from
-// narrow_at): every staging row into its quad buffer, fenced.
+// Before the vectors reach the staging rows (the parameter stream that brings w.vectors, or
+// emit_value_vectors_from_narrow; nothing else in narrow memory at the quads, from_byte's vectors
+// included): every staging row into its quad buffer, fenced.
 void emit_value_copies(Emitter& e, const FcValueWrite& w);
+// With `from_byte`, after emit_value_copies and once the vectors lie there: each group's 16 words
+// from there into its staging row's start, fenced (in place of the stream); then
+// emit_value_landings.
+void emit_value_vectors_from_narrow(Emitter& e, const FcValueWrite& w);
 // After that stream has landed: steps 2-4, fenced (the scalar core waits for them). Marks, per
 // group in order, step 2's n.addr; then, per group in order, step 4's w.addr.
 void emit_value_landings(Emitter& e, const FcValueWrite& w);

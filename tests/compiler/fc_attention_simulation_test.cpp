@@ -343,6 +343,14 @@ TEST(FcAttentionOnTheVirtualEdgeTpu, AValueRowWrittenByTheChipIsTheHostsRow) {
   }
   EXPECT_GT(seen.size(), size_t(100));
   EXPECT_EQ(chip.fault(), "");
+  // Vectors from narrow memory need an op that leaves them there: this program has none.
+  FcValueWrite from_narrow = write;
+  from_narrow.from_byte.assign(size_t(kHeads), 0);
+  EXPECT_NE(tinycoral::testing::error_of([&] {
+              (void)generate_fc_batch_attention(a.scores, a.scores_at, a.row_bytes, a.exp_mult,
+                                                a.sum, {}, nullptr, nullptr, nullptr, &from_narrow);
+            }).find("computes none"),
+            std::string::npos);
   // A staging row over a group's parameters is refused.
   EXPECT_NE(tinycoral::testing::error_of([&] {
               (void)fc_value_write(a.sum.layer, a.sum.at, {512, 40, 516}, 0);
