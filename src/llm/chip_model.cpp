@@ -485,6 +485,14 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
   xq_.resize(size_t(widest));
   yq_.resize(size_t(widest));
   for (Pending& p : pending_) p.yq.resize(size_t(std::max(c.dim, c.hidden_dim)));
+  // The programs writing the key made here (the first ones as trials, the joined ones; a joined
+  // layer's trial never runs).
+  for (size_t l = 0; l < scores_.size(); ++l)
+    for (const auto& made : scores_[l].scores_with_key)
+      stats_.key_programs += made != nullptr && joined_[l].groups.empty();
+  for (const ValueSumProgram& p : value_sums_)
+    for (const auto& made : p.attention) stats_.key_programs += made != nullptr;
+  stats_.key_programs += stats_.joined_programs;
   cache_all();
 }
 
@@ -930,7 +938,7 @@ std::shared_ptr<runtime::Program> ChipTransformer::joined_run(int layer, int8_t*
   const Joined::Group& group = joined_[size_t(layer)].groups.at(size_t(pos_ / 64));
   for (const isa::EncodedField& f : group.column_addresses)
     group.program->patch_field(0, f.offset_bit, f.width, uint64_t(f.value + pos_ % 64));
-  stats_.joined_build_s +=
+  stats_.key_program_build_s +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - patch).count();
   return group.program;
 }
@@ -1349,7 +1357,11 @@ void ChipTransformer::attention_q(int layer, int pos, const int8_t* q8) {
   const std::vector<int8_t> row = scores_row(s, layer, pos, q8);
   std::shared_ptr<runtime::Program>& program = p.attention[size_t(key_program(pos, 4))];
   if (!program) {
+    const auto build = std::chrono::steady_clock::now();
     program = attention_program(layer, s, p, pos, values);
+    ++stats_.key_programs;
+    stats_.key_program_build_s +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - build).count();
   } else {
     std::vector<uint8_t> parameters = key_parameters(s, pos);
     parameters.insert(parameters.end(), values.bytes.begin(), values.bytes.end());
@@ -1534,7 +1546,11 @@ void ChipTransformer::softmax_q(int layer, int pos, const int8_t* q8, uint8_t* e
   const compiler::FcRowWrite mults = p.rope ? rope_multipliers(p, layer) : compiler::FcRowWrite{};
   std::shared_ptr<runtime::Program>& program = p.scores_with_key[size_t(key_program(pos, 64))];
   if (!program) {
+    const auto build = std::chrono::steady_clock::now();
     program = softmax_program(layer, p, pos, mults);
+    ++stats_.key_programs;
+    stats_.key_program_build_s +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - build).count();
   } else {
     std::vector<uint8_t> parameters = key_parameters(p, pos);
     parameters.insert(parameters.end(), mults.bytes.begin(), mults.bytes.end());

@@ -83,10 +83,13 @@ struct ChipPathStats {
   int runs = 0;
   uint64_t bytes_to_device = 0, bytes_from_device = 0;  // over those runs (instructions included)
   double chip_wall_s = 0;  // wall time inside EdgeTpu::run (the simulation, on --device sim)
-  // Of it, the host's time preparing the joined programs past the constructor (rewriting each
-  // run's key column address in its group's program).
-  double joined_build_s = 0;
-  // Joined programs generated (in the constructor: one per joined layer and 64-position group).
+  // Of it, the host's time preparing the programs that write the key in the scores' run (the
+  // scores' own with the softmax, the attention program, the joined one) past the constructor:
+  // generating them and rewriting their position's fields.
+  double key_program_build_s = 0;
+  // Those programs generated (in the constructor and at their first token).
+  int key_programs = 0;
+  // Of them, the joined ones (in the constructor: one per joined layer and 64-position group).
   int joined_programs = 0;
 };
 
