@@ -253,11 +253,13 @@ int column_copy_bytes(const FcColumnWrite* columns) {
 // then `columns`' words, `values`' vectors and `rows` as single rows, one parameter buffer; with
 // `columns` its rows' copies before the stream and the scatter after it, with `values` its staging
 // rows' copies before the stream and the landings after it. Returns the parameters, in stream
-// order.
+// order. `rows`' addresses are marked, then (streamed words) the scatters', then the value
+// landings' (their first mark's index in *value_marks_from; scores_marks splits them).
 std::vector<uint8_t> emit_parameter_writes(Emitter& e,
                                            const std::vector<const FcParameterWrite*>& writes,
                                            const FcRowWrite* rows, const FcColumnWrite* columns,
-                                           const FcValueWrite* values = nullptr) {
+                                           const FcValueWrite* values = nullptr,
+                                           int* value_marks_from = nullptr) {
   if (rows && rows->bytes.size() != 256 * rows->rows.size())
     fail(rows->bytes.size(), " bytes for ", rows->rows.size(), " parameter rows");
   std::vector<uint8_t> parameters;
@@ -270,9 +272,11 @@ std::vector<uint8_t> emit_parameter_writes(Emitter& e,
   std::vector<FcParameterRow> single;
   // Words that come from the FC in front of the scores are not streamed.
   const bool streamed_words = columns && columns->from_byte.empty();
+  int mark_from = -1;  // `rows`' first
   for (const FcRowWrite* r :
        {streamed_words ? &columns->words : nullptr, values ? &values->vectors : nullptr, rows}) {
     if (!r) continue;
+    if (r == rows) mark_from = int(single.size());
     single.insert(single.end(), r->rows.begin(), r->rows.end());
     parameters.insert(parameters.end(), r->bytes.begin(), r->bytes.end());
   }
@@ -289,13 +293,41 @@ std::vector<uint8_t> emit_parameter_writes(Emitter& e,
   }
   if (parameters.empty()) return parameters;
   // The new parameters land before anything reads them.
-  emit_fc_parameter_streams(e, parts, single);
+  emit_fc_parameter_streams(e, parts, single, mark_from);
   tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
   wait_tokens(e);
   // (Words from the FC in front of the scores: scattered once it has run, scores_and_softmax.)
   if (streamed_words) emit_column_scatters(e, *columns);
-  if (values) emit_value_landings(e, *values);
+  if (values) {
+    if (value_marks_from) *value_marks_from = int(e.marks().size());
+    emit_value_landings(e, *values);
+  }
   return parameters;
+}
+
+// The program's marks as FcScoresProgram's: `rows`' addresses first, then the column scatters',
+// except `values`' (two a group, fc_value_write_fields' order) from index value_from on.
+FcScoresProgram scores_marks(container::Executable execution, const Emitter& e,
+                             const FcRowWrite* rows, const FcColumnWrite* columns,
+                             const FcValueWrite* values = nullptr, int value_from = -1) {
+  std::vector<isa::EncodedField> marks = e.marks();
+  FcScoresProgram out{std::move(execution), {}, {}, {}};
+  if (values) {
+    const size_t n_values = 2 * values->cache_units.size();
+    if (value_from < 0 || size_t(value_from) + n_values > marks.size())
+      fail("a scores program marks ", marks.size(), " fields, not its value write's ", n_values);
+    const auto at = marks.begin() + value_from;
+    out.value_marks.assign(at, at + long(n_values));
+    marks.erase(at, at + long(n_values));
+  }
+  const size_t n_rows = rows ? rows->rows.size() : 0,
+               n_columns = columns ? columns->words.rows.size() : 0;
+  if (marks.size() != n_rows + n_columns)
+    fail("a scores program marks ", marks.size(), " fields for ", n_rows, " rows and ", n_columns,
+         " column groups");
+  out.row_marks.assign(marks.begin(), marks.begin() + long(n_rows));
+  out.column_marks.assign(marks.begin() + long(n_rows), marks.end());
+  return out;
 }
 
 // A program with parameter writes stands alone and takes them right after its input.
@@ -892,11 +924,10 @@ container::Layer softmax_output_layer(const std::string& name, int out_bytes) {
 
 }  // namespace
 
-container::Executable generate_fc_batch_softmax(const FcLayer& layer, const FcPlacement& placement,
-                                                int row_bytes, const std::vector<float>& exp_mult,
-                                                const FcParameterWrite* write,
-                                                const FcScoresInput* first, const FcRowWrite* rows,
-                                                const FcColumnWrite* columns) {
+FcScoresProgram generate_fc_batch_softmax(const FcLayer& layer, const FcPlacement& placement,
+                                          int row_bytes, const std::vector<float>& exp_mult,
+                                          const FcParameterWrite* write, const FcScoresInput* first,
+                                          const FcRowWrite* rows, const FcColumnWrite* columns) {
   const ScalarSoftmax sm = softmax_words(layer, exp_mult);
   const Groups g = query_row_groups(layer, placement, row_bytes);
   const int out_bytes = softmax_out_bytes(sm);
@@ -926,7 +957,7 @@ container::Executable generate_fc_batch_softmax(const FcLayer& layer, const FcPl
   eo.used_narrow_memory_bytes_per_tile = std::max(before, first_end);
   eo.dma_hints = execution_hints(layer.input_name, g.row_bytes, layer.output_name, out_bytes);
   carry_parameters(eo, std::move(parameters));
-  return eo;
+  return scores_marks(std::move(eo), e, rows, cw);
 }
 
 std::string ffn_chain_softmax_unsupported(int heads, int positions, int rms_groups,
@@ -1089,12 +1120,13 @@ std::string fc_batch_attention_unsupported(int heads, int positions, int sum_out
   return "";
 }
 
-container::Executable generate_fc_batch_attention(
-    const FcLayer& layer, const FcPlacement& placement, int row_bytes,
-    const std::vector<float>& exp_mult, const FcValueSum& sum,
-    const std::vector<const FcParameterWrite*>& writes, const FcRowWrite* rows,
-    const FcScoresInput* first, const FcColumnWrite* columns, const FcValueWrite* values,
-    std::vector<isa::EncodedField>* marks) {
+FcScoresProgram generate_fc_batch_attention(const FcLayer& layer, const FcPlacement& placement,
+                                            int row_bytes, const std::vector<float>& exp_mult,
+                                            const FcValueSum& sum,
+                                            const std::vector<const FcParameterWrite*>& writes,
+                                            const FcRowWrite* rows, const FcScoresInput* first,
+                                            const FcColumnWrite* columns,
+                                            const FcValueWrite* values) {
   const int heads = int(exp_mult.size());
   const int positions = heads > 0 ? layer.n / heads : 0;
   if (heads <= 0 || layer.n % heads != 0 || layer.n % kGroup != 0)
@@ -1155,7 +1187,9 @@ container::Executable generate_fc_batch_attention(
   const int value_end = vw ? fc_value_write_narrow_bytes(*vw) : 0;
   Emitter e;
   program_start(e);
-  std::vector<uint8_t> parameters = emit_parameter_writes(e, writes, rows, cw, vw ? &*vw : nullptr);
+  int value_from = -1;
+  std::vector<uint8_t> parameters =
+      emit_parameter_writes(e, writes, rows, cw, vw ? &*vw : nullptr, &value_from);
   int ordinal = scores_and_softmax(e, layer, g, row_bytes, out_base, sm, first, cw);
   emit_scalar_value_prep(e, prep);
   // e and the multipliers to every sum tile, each group's multipliers into its row.
@@ -1189,7 +1223,6 @@ container::Executable generate_fc_batch_attention(
     output_stage(e, sum.layer, v, 1, sum_out, ordinal);
   }
 
-  if (marks) *marks = e.marks();
   container::Executable eo = execution_executable(e.finish());
   eo.input_layers.push_back(boundary_layer(layer.input_name, 1, 1, g.row_bytes, layer.in_zp,
                                            layer.in_scale, false, layer.signed_input));
@@ -1206,7 +1239,7 @@ container::Executable generate_fc_batch_attention(
       std::max({used, column_copy_bytes(cw), first_end, value_end});
   eo.dma_hints = execution_hints(layer.input_name, g.row_bytes, last.output_name, total);
   carry_parameters(eo, std::move(parameters));
-  return eo;
+  return scores_marks(std::move(eo), e, rows, cw, vw ? &*vw : nullptr, value_from);
 }
 
 }  // namespace tinycoral::compiler

@@ -74,13 +74,24 @@ struct FcParameterWrite {
 // groups is rewritten by the chip instead (fc_column_write.h: the new key without its groups):
 // its words are streamed first, the program is STAND_ALONE, and it uses narrow memory before the
 // scores do.
+// Returned with the fields where the position of the key or row written enters the program
+// (Emitter::mark), so that one program serves every position of a 64-position group (the llm
+// path's ChipTransformer: the fields rewritten per run, runtime::Program::patch_field):
+// `column_marks`, with `columns`, each group's scatter n.addr (emit_column_scatters, at
+// columns->column), in group order; `row_marks`, with `rows`, each row's wide address (its ring
+// consumer's addr, 2 + unit), in rows' order. Nothing else in the instructions depends on the
+// column or on the rows' units.
 struct FcScoresInput;
-container::Executable generate_fc_batch_softmax(const FcLayer& layer, const FcPlacement& placement,
-                                                int row_bytes, const std::vector<float>& exp_mult,
-                                                const FcParameterWrite* write = nullptr,
-                                                const FcScoresInput* first = nullptr,
-                                                const FcRowWrite* rows = nullptr,
-                                                const FcColumnWrite* columns = nullptr);
+struct FcScoresProgram {
+  container::Executable execution;
+  std::vector<isa::EncodedField> column_marks, row_marks, value_marks;
+};
+FcScoresProgram generate_fc_batch_softmax(const FcLayer& layer, const FcPlacement& placement,
+                                          int row_bytes, const std::vector<float>& exp_mult,
+                                          const FcParameterWrite* write = nullptr,
+                                          const FcScoresInput* first = nullptr,
+                                          const FcRowWrite* rows = nullptr,
+                                          const FcColumnWrite* columns = nullptr);
 
 // The scores and their softmax after an FFN chain in the same program (issue 14's joined run,
 // docs/llm.md "The scores after the chain in one program"): generate_ffn_chain's program, its
@@ -183,8 +194,8 @@ struct FcScoresInput {
 // generate_fc_batch_softmax's: its words streamed after writes' parameters, before `rows`.
 // With `values` (fc_value_write.h) the chip writes the new position's values into the sum's
 // weight rows itself before the scores run: its vectors are streamed after the column's words,
-// before `rows`, into the staging rows. `marks` (if given) gets the program's marked fields in
-// order: the column's scatters, then the value write's (fc_value_write_fields).
+// before `rows`, into the staging rows. Marks as generate_fc_batch_softmax's, and the value
+// write's in value_marks (fc_value_write_fields' order).
 struct FcValueSum {
   FcLayer layer;
   FcPlacement at;
@@ -197,12 +208,14 @@ struct FcValueSum {
   FcPlacement out_at;
 };
 std::string fc_batch_attention_unsupported(int heads, int positions, int sum_outputs);
-container::Executable generate_fc_batch_attention(
-    const FcLayer& layer, const FcPlacement& placement, int row_bytes,
-    const std::vector<float>& exp_mult, const FcValueSum& sum,
-    const std::vector<const FcParameterWrite*>& writes, const FcRowWrite* rows = nullptr,
-    const FcScoresInput* first = nullptr, const FcColumnWrite* columns = nullptr,
-    const FcValueWrite* values = nullptr, std::vector<isa::EncodedField>* marks = nullptr);
+FcScoresProgram generate_fc_batch_attention(const FcLayer& layer, const FcPlacement& placement,
+                                            int row_bytes, const std::vector<float>& exp_mult,
+                                            const FcValueSum& sum,
+                                            const std::vector<const FcParameterWrite*>& writes,
+                                            const FcRowWrite* rows = nullptr,
+                                            const FcScoresInput* first = nullptr,
+                                            const FcColumnWrite* columns = nullptr,
+                                            const FcValueWrite* values = nullptr);
 
 // Byte (row, output) of a batch program's output buffer.
 inline size_t fc_batch_output_index(int rows, int row, int output) {

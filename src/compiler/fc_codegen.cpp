@@ -332,7 +332,7 @@ container::Bitstream execution_program(const Geometry& g, const FcLayer& layer) 
 // Then single 256-byte rows (`rows`: tile and wide unit), each a consumer of one packet without
 // the aux block and a 4-unit infeed.
 void parameter_streams(Emitter& e, const std::vector<Geometry>& gs,
-                       const std::vector<FcParameterRow>& rows_after = {}) {
+                       const std::vector<FcParameterRow>& rows_after = {}, int mark_from = -1) {
   int64_t bytes = 0;
   for (const Geometry& g : gs) bytes += static_cast<int64_t>(g.tiles) * g.unit_per_tile * 64;
   bytes += static_cast<int64_t>(rows_after.size()) * kPacket;
@@ -362,12 +362,15 @@ void parameter_streams(Emitter& e, const std::vector<Geometry>& gs,
                 " aux_addr1=", hex(base + g.aux.zero_point_unit()), " aux_f319=1"));
     }
   }
-  for (const FcParameterRow& r : rows_after) {
+  for (size_t i = 0; i < rows_after.size(); ++i) {
+    const FcParameterRow& r = rows_after[i];
     if (r.tile < 0 || r.tile > 15 || r.unit < 0 || r.unit % kRowUnits != 0 ||
         r.unit + kRowUnits > kFcParamUnits)
       fail("a parameter row at tile ", r.tile, ", wide unit ", r.unit);
     e.add("ringcons0", cat("tiles=", hex(tile_bit(r.tile)), " addr=", hex(2 + r.unit),
                            " dst=(1 x 1)(0 x 1)(0 x 1)(0 x 1) sdims=1"));
+    // The row's address is the only place its unit enters the program.
+    if (mark_from >= 0 && int(i) >= mark_from) e.mark("addr");
   }
   int at = 0;  // units of the buffer streamed before
   for (const Geometry& g : gs) {
@@ -1214,7 +1217,7 @@ void emit_fc_parameter_stream(Emitter& e, const FcLayer& layer, const FcPlacemen
 
 void emit_fc_parameter_streams(
     Emitter& e, const std::vector<std::pair<const FcLayer*, const FcPlacement*>>& parts,
-    const std::vector<FcParameterRow>& rows) {
+    const std::vector<FcParameterRow>& rows, int mark_from) {
   std::vector<Geometry> gs;
   for (const auto& [layer, placement] : parts) {
     if (layer->k <= 0 || layer->k % kPiece != 0) fail("K = ", layer->k, ": not a multiple of 64");
@@ -1223,7 +1226,7 @@ void emit_fc_parameter_streams(
     const FcLayer padded = layer->n % kGroup != 0 ? padded_to_groups(*layer) : *layer;
     gs.push_back(geometry(padded.n, padded.k, !padded.bias.empty(), *placement));
   }
-  parameter_streams(e, gs, rows);
+  parameter_streams(e, gs, rows, mark_from);
 }
 
 container::Executable fc_caching(const FcLayer& layer, const FcPlacement& placement,

@@ -218,9 +218,11 @@ struct FcRowWrite {
 // where `placement` puts it: what rewriting one input's column needs.
 FcRowWrite fc_weight_rows(const FcLayer& layer, const FcPlacement& placement, int kq);
 // Several layers' streams from one parameter buffer, their fc_parameters one after the other,
-// then `rows`' 256 bytes each.
+// then `rows`' 256 bytes each. The rows from index `mark_from` on (-1: none) have their wide
+// address marked (Emitter::mark: their ring consumer's addr, 2 + unit), in order: another row of
+// the same tiles is the program with that field rewritten.
 void emit_fc_parameter_streams(
     Emitter& e, const std::vector<std::pair<const FcLayer*, const FcPlacement*>>& parts,
-    const std::vector<FcParameterRow>& rows = {});
+    const std::vector<FcParameterRow>& rows = {}, int mark_from = -1);
 
 }  // namespace tinycoral::compiler

@@ -88,8 +88,9 @@ struct ChipTransformer::ScoresProgram : FcProgramPlan {
   std::shared_ptr<runtime::Program> execution;
   std::vector<std::shared_ptr<runtime::Program>> key_writes;
   // With it: [pos / 64] the program that writes the key of a position in that group, then runs
-  // the scores and the softmax (made when first used).
-  std::vector<std::shared_ptr<runtime::Program>> scores_with_key;
+  // the scores and the softmax (made when first used; with chip_key_write in the constructor, at
+  // the group's first position, and rewritten to each run's).
+  std::vector<GroupProgram> scores_with_key;
   // chip_rope, with the softmax: q~ = the RoPE sum of q's products, in front of the scores
   // (rope_sum_program); the program's input row is then input_bytes long (before the count).
   bool rope = false;
@@ -117,10 +118,11 @@ struct ChipTransformer::ValueSumProgram {
   bool on_chip = false;
   // Joined to the layer's scores and softmax: [pos / 4] the program that writes the new key and
   // the weight row of pos's v~, computes the scores, the softmax, the multipliers and the sum (made
-  // at its first token, its parameters replaced later), and the sum it returned, for value_sum_q.
+  // at its first token, its parameters replaced later; with chip_key_write [pos / 64], made in the
+  // constructor and rewritten to each run's position), and the sum it returned, for value_sum_q.
   bool joined = false;
   compiler::FcValueSum join;
-  std::vector<std::shared_ptr<runtime::Program>> attention;
+  std::vector<GroupProgram> attention;
   std::vector<int8_t> a;
   int a_pos = -1;
   // wo after the sum in that program (join.out, K = the sum's outputs: each head's columns at
@@ -485,13 +487,15 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
   xq_.resize(size_t(widest));
   yq_.resize(size_t(widest));
   for (Pending& p : pending_) p.yq.resize(size_t(std::max(c.dim, c.hidden_dim)));
+  if (options.chip_key_write)
+    for (int l = 0; l < int(scores_.size()); ++l) key_group_programs(l);
   // The programs writing the key made here (the first ones as trials, the joined ones; a joined
   // layer's trial never runs).
   for (size_t l = 0; l < scores_.size(); ++l)
-    for (const auto& made : scores_[l].scores_with_key)
-      stats_.key_programs += made != nullptr && joined_[l].groups.empty();
+    for (const GroupProgram& made : scores_[l].scores_with_key)
+      stats_.key_programs += made.program != nullptr && joined_[l].groups.empty();
   for (const ValueSumProgram& p : value_sums_)
-    for (const auto& made : p.attention) stats_.key_programs += made != nullptr;
+    for (const GroupProgram& made : p.attention) stats_.key_programs += made.program != nullptr;
   stats_.key_programs += stats_.joined_programs;
   cache_all();
 }
@@ -774,7 +778,7 @@ bool ChipTransformer::scores_program(int layer, TileAllocator& tiles) {
   stats_.key_write_layers += p.softmax && options().chip_key_write;
   p.input_bytes = row_bytes;
   p.key_writes.resize(size_t(p.seq_padded / 64));
-  p.scores_with_key.resize(size_t(key_programs(p.seq_padded, 64)));
+  p.scores_with_key.assign(size_t(key_programs(p.seq_padded, 64)), {});
   scores_.resize(size_t(c.n_layers));
   scores_[size_t(layer)] = std::move(p);
   return true;
@@ -882,7 +886,7 @@ bool ChipTransformer::join_scores(int layer) {
   for (size_t g = q_groups; g < j.moved.size(); ++g) j.moved[g] = int(g);
   // One program per 64-position group (its column's groups are on other tiles), generated at
   // the group's first position; joined_run rewrites its column for the others.
-  std::vector<Joined::Group> groups;
+  std::vector<GroupProgram> groups;
   try {
     for (int pos = 0; pos < s.seq_padded; pos += 64) groups.push_back(joined_program(layer, pos));
   } catch (const Error&) {
@@ -894,7 +898,7 @@ bool ChipTransformer::join_scores(int layer) {
   return true;
 }
 
-ChipTransformer::Joined::Group ChipTransformer::joined_program(int layer, int first) const {
+GroupProgram ChipTransformer::joined_program(int layer, int first) const {
   const ScoresProgram& s = scores_[size_t(layer)];
   const Joined& j = joined_[size_t(layer)];
   compiler::FcScoresInput sum = s.rope_sum;
@@ -917,7 +921,34 @@ ChipTransformer::Joined::Group ChipTransformer::joined_program(int layer, int fi
   if (p.marks.size() != column.words.rows.size() || p.execution.bitstreams.size() != 1)
     fail("a joined program marks ", p.marks.size(), " column addresses for ",
          column.words.rows.size(), " groups");
-  return {std::make_shared<runtime::Program>(std::move(p.execution)), std::move(p.marks)};
+  return {
+      std::make_shared<runtime::Program>(std::move(p.execution)), first, std::move(p.marks), {}};
+}
+
+const std::shared_ptr<runtime::Program>& ChipTransformer::rewritten(const GroupProgram& g,
+                                                                    int pos) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::shared_ptr<runtime::Program>& p = at_position(g, pos);
+  stats_.key_program_build_s +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return p;
+}
+
+void ChipTransformer::key_group_programs(int layer) {
+  ScoresProgram& s = scores_[size_t(layer)];
+  if (!s.softmax || !joined_[size_t(layer)].groups.empty()) return;
+  ValueSumProgram* v = size_t(layer) < value_sums_.size() && value_sums_[size_t(layer)].joined
+                           ? &value_sums_[size_t(layer)]
+                           : nullptr;
+  // (Group 0's trial, made before the plan was final, is made again with the others.)
+  for (int first = 0; first < s.seq_padded; first += 64) {
+    const size_t g = size_t(key_program(first, v ? 4 : 64));
+    if (v)
+      v->attention.at(g) =
+          attention_program(layer, s, *v, first, attention_values(layer, s, *v, first / 4));
+    else
+      s.scores_with_key.at(g) = softmax_program(layer, s, first, rope_multipliers(s, layer));
+  }
 }
 
 std::shared_ptr<runtime::Program> ChipTransformer::joined_run(int layer, int8_t* in, int& in_bytes,
@@ -934,13 +965,7 @@ std::shared_ptr<runtime::Program> ChipTransformer::joined_run(int layer, int8_t*
   in_bytes = count_at + compiler::kSoftmaxCountBytes;
   // The group's program with its scatters at column pos_ % 64: the program generated at pos_
   // bit for bit (its last run's column is overwritten; a recovery runs it again as it is).
-  const auto patch = std::chrono::steady_clock::now();
-  const Joined::Group& group = joined_[size_t(layer)].groups.at(size_t(pos_ / 64));
-  for (const isa::EncodedField& f : group.column_addresses)
-    group.program->patch_field(0, f.offset_bit, f.width, uint64_t(f.value + pos_ % 64));
-  stats_.key_program_build_s +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - patch).count();
-  return group.program;
+  return rewritten(joined_[size_t(layer)].groups.at(size_t(pos_ / 64)), pos_);
 }
 
 void ChipTransformer::stash_softmax(int layer, const runtime::Program& program, int output) {
@@ -1061,7 +1086,7 @@ bool ChipTransformer::keep_rope_products(int layer, ScoresProgram& s, TileAlloca
   ValueSumProgram* joined = size_t(layer) < value_sums_.size() && value_sums_[size_t(layer)].joined
                                 ? &value_sums_[size_t(layer)]
                                 : nullptr;
-  const std::shared_ptr<runtime::Program> before_joined = joined ? joined->attention[0] : nullptr;
+  const GroupProgram before_joined = joined ? joined->attention[0] : GroupProgram{};
   s.rope_sum.resident = resident;
   // The host's row ends after the groups that still read it: the kept groups take no slot.
   std::vector<int> kept;
@@ -1254,7 +1279,7 @@ bool ChipTransformer::join_attention(int layer, TileAllocator& tiles) {
       trial.place(wo_groups, compiler::fc_units_per_tile(plan.k_padded, false), plan.placement);
   // The first program now: what does not fit (narrow memory) stays two programs.
   const compiler::FcRowWrite values = attention_values(layer, s, p, 0);
-  p.attention.assign(size_t(key_programs(s.seq_padded, 4)), nullptr);
+  p.attention.assign(size_t(key_programs(s.seq_padded, 4)), {});
   for (const bool with_wo : {true, false}) {
     if (with_wo && !wo_fits) continue;
     p.join.out = {};
@@ -1296,29 +1321,32 @@ compiler::FcRowWrite ChipTransformer::attention_values(int layer, const ScoresPr
   return values;
 }
 
-std::shared_ptr<runtime::Program> ChipTransformer::attention_program(
-    int layer, const ScoresProgram& s, const ValueSumProgram& p, int pos,
-    const compiler::FcRowWrite& values) const {
+GroupProgram ChipTransformer::attention_program(int layer, const ScoresProgram& s,
+                                                const ValueSumProgram& p, int pos,
+                                                const compiler::FcRowWrite& values) const {
   const compiler::FcParameterWrite key = key_part(s, pos);
-  if (options().chip_key_write) {
-    const compiler::FcColumnWrite column = key_column(s, key, pos);
-    return std::make_shared<runtime::Program>(compiler::generate_fc_batch_attention(
-        scores_layer(s, s.heads), s.placement, s.input_bytes,
-        weights()->attention[size_t(layer)].exp_mult, p.join, {}, &values,
-        s.rope ? &s.rope_sum : nullptr, &column));
-  }
-  return std::make_shared<runtime::Program>(
-      compiler::generate_fc_batch_attention(scores_layer(s, s.heads), s.placement, s.input_bytes,
-                                            weights()->attention[size_t(layer)].exp_mult, p.join,
-                                            {&key}, &values, s.rope ? &s.rope_sum : nullptr));
+  const bool column = options().chip_key_write;
+  const compiler::FcColumnWrite words =
+      column ? key_column(s, key, pos) : compiler::FcColumnWrite{};
+  compiler::FcScoresProgram made = compiler::generate_fc_batch_attention(
+      scores_layer(s, s.heads), s.placement, s.input_bytes,
+      weights()->attention[size_t(layer)].exp_mult, p.join,
+      column ? std::vector<const compiler::FcParameterWrite*>{}
+             : std::vector<const compiler::FcParameterWrite*>{&key},
+      &values, s.rope ? &s.rope_sum : nullptr, column ? &words : nullptr);
+  // The v~ rows come first in `values` (one per sum group's tile); the RoPE multipliers' rows
+  // after them do not move with the position.
+  made.row_marks.resize(compiler::fc_weight_rows(p.layer, p.at, 0).rows.size());
+  return {std::make_shared<runtime::Program>(std::move(made.execution)), pos,
+          std::move(made.column_marks), std::move(made.row_marks)};
 }
 
 int ChipTransformer::key_programs(int seq_padded, int positions) const {
-  return options().chip_key_write ? seq_padded : seq_padded / positions;
+  return seq_padded / (options().chip_key_write ? 64 : positions);
 }
 
 int ChipTransformer::key_program(int pos, int positions) const {
-  return options().chip_key_write ? pos : pos / positions;
+  return pos / (options().chip_key_write ? 64 : positions);
 }
 
 compiler::FcColumnWrite ChipTransformer::key_column(const ScoresProgram& p,
@@ -1355,18 +1383,19 @@ void ChipTransformer::attention_q(int layer, int pos, const int8_t* q8) {
   set_value_column(p.shape, pos, value_q(layer, pos), p.layer);
   const compiler::FcRowWrite values = attention_values(layer, s, p, pos / 4);
   const std::vector<int8_t> row = scores_row(s, layer, pos, q8);
-  std::shared_ptr<runtime::Program>& program = p.attention[size_t(key_program(pos, 4))];
-  if (!program) {
+  GroupProgram& group = p.attention[size_t(key_program(pos, 4))];
+  if (!group.program) {
     const auto build = std::chrono::steady_clock::now();
-    program = attention_program(layer, s, p, pos, values);
+    group = attention_program(layer, s, p, pos, values);
     ++stats_.key_programs;
     stats_.key_program_build_s +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - build).count();
   } else {
     std::vector<uint8_t> parameters = key_parameters(s, pos);
     parameters.insert(parameters.end(), values.bytes.begin(), values.bytes.end());
-    program->set_parameters(parameters);
+    group.program->set_parameters(parameters);
   }
+  const std::shared_ptr<runtime::Program>& program = rewritten(group, pos);
   const int out_bytes = p.wo ? whole_groups(c.dim) : p.layer.n;  // o, or wo's input
   p.a.resize(size_t(out_bytes));
   run(program, row.data(), int(row.size()), p.a.data(), out_bytes, !s.rope_sum.resident.empty());
@@ -1495,17 +1524,22 @@ void ChipTransformer::scores_q(int layer, int pos, const int8_t* q8, int8_t* sco
                 scores + size_t(h) * size_t(c.seq_len));
 }
 
-std::shared_ptr<runtime::Program> ChipTransformer::softmax_program(
-    int layer, const ScoresProgram& p, int pos, const compiler::FcRowWrite& mults) const {
+GroupProgram ChipTransformer::softmax_program(int layer, const ScoresProgram& p, int pos,
+                                              const compiler::FcRowWrite& mults) const {
   const compiler::FcParameterWrite key = key_part(p, pos);
   const bool column = options().chip_key_write;
   const compiler::FcColumnWrite words =
       column ? key_column(p, key, pos) : compiler::FcColumnWrite{};
-  return std::make_shared<runtime::Program>(compiler::generate_fc_batch_softmax(
+  compiler::FcScoresProgram made = compiler::generate_fc_batch_softmax(
       scores_layer(p, p.heads), p.placement, p.input_bytes,
       weights()->attention[size_t(layer)].exp_mult, column ? nullptr : &key,
       p.rope ? &p.rope_sum : nullptr, p.rope && !mults.rows.empty() ? &mults : nullptr,
-      column ? &words : nullptr));
+      column ? &words : nullptr);
+  // (The RoPE multipliers' rows do not move with the position: their marks are not kept.)
+  return {std::make_shared<runtime::Program>(std::move(made.execution)),
+          pos,
+          std::move(made.column_marks),
+          {}};
 }
 
 void ChipTransformer::softmax_q(int layer, int pos, const int8_t* q8, uint8_t* e, float* inv_sum) {
@@ -1544,18 +1578,19 @@ void ChipTransformer::softmax_q(int layer, int pos, const int8_t* q8, uint8_t* e
   const std::vector<int8_t> row = scores_row(p, layer, pos, q8);
   // With the RoPE sum in front: this token's multipliers after the key's parameters.
   const compiler::FcRowWrite mults = p.rope ? rope_multipliers(p, layer) : compiler::FcRowWrite{};
-  std::shared_ptr<runtime::Program>& program = p.scores_with_key[size_t(key_program(pos, 64))];
-  if (!program) {
+  GroupProgram& group = p.scores_with_key[size_t(key_program(pos, 64))];
+  if (!group.program) {
     const auto build = std::chrono::steady_clock::now();
-    program = softmax_program(layer, p, pos, mults);
+    group = softmax_program(layer, p, pos, mults);
     ++stats_.key_programs;
     stats_.key_program_build_s +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - build).count();
   } else {
     std::vector<uint8_t> parameters = key_parameters(p, pos);
     parameters.insert(parameters.end(), mults.bytes.begin(), mults.bytes.end());
-    program->set_parameters(parameters);
+    group.program->set_parameters(parameters);
   }
+  const std::shared_ptr<runtime::Program>& program = rewritten(group, pos);
   const int e_bytes = c.n_heads * p.seq_padded, out_bytes = e_bytes + 4 * c.n_heads;
   std::vector<int8_t> out(static_cast<size_t>(out_bytes));
   run(program, row.data(), int(row.size()), out.data(), out_bytes, !p.rope_sum.resident.empty());

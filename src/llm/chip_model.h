@@ -31,7 +31,7 @@
 
 #include "compiler/fc_batch_codegen.h"
 #include "compiler/fc_layer.h"
-#include "isa/relocate.h"
+#include "llm/group_program.h"
 #include "llm/int8_model.h"
 #include "llm/matmul_plan.h"
 #include "runtime/edgetpu.h"
@@ -183,21 +183,22 @@ class ChipTransformer : public Int8Transformer {
   // programs run apart).
   bool join_scores(int layer);
   struct Joined {
-    // The program of one 64-position group, generated at its first position, and its key column
-    // write's scatter addresses (one per head group, at column 0): the only fields in which the
-    // group's positions' programs differ (joined_run rewrites them to pos % 64).
-    struct Group {
-      std::shared_ptr<runtime::Program> program;
-      std::vector<isa::EncodedField> column_addresses;
-    };
-    std::vector<Group> groups;  // [pos / 64]; empty: not joined
+    // [pos / 64] the program of one 64-position group, generated at its first position, its key
+    // column write's scatter addresses marked (joined_run rewrites them to pos); empty: not joined.
+    std::vector<GroupProgram> groups;
     // Per RoPE sum group, the product group of the program before it reads on the chip (-1: a q
     // group reading its kept row).
     std::vector<int> moved;
   };
   std::vector<Joined> joined_;  // [layer of the scores]
   // The group program of the group starting at `first`.
-  Joined::Group joined_program(int layer, int first) const;
+  GroupProgram joined_program(int layer, int first) const;
+  // `g` rewritten to pos (group_program.h), the host's time in stats_.key_program_build_s.
+  const std::shared_ptr<runtime::Program>& rewritten(const GroupProgram& g, int pos);
+  // With chip_key_write, the programs of every 64-position group of `layer`'s scores (or its
+  // attention program) where they run apart from the program before: as the joined ones, each
+  // generated at its group's first position and rewritten to each run's.
+  void key_group_programs(int layer);
   // The joined program of `layer` at pos_ (its group's, the column rewritten to pos_ % 64), and
   // its input: the count block (with r at layer 0) after the program before's `in_bytes` (which
   // become the whole input's).
@@ -218,15 +219,16 @@ class ChipTransformer : public Int8Transformer {
   // from the r in its input row (scores_row).
   void rope_multipliers_from_r(ScoresProgram& p, int layer) const;
   // The scores' and softmax's program of `layer` (one per 64 positions) streaming the key of
-  // `pos` first (its groups, or with chip_key_write its column: then one per position), and with
-  // the RoPE sum in front `mults` after it: the first token's and rope_sum_program's trial build
-  // it here, so they cannot drift apart.
-  std::shared_ptr<runtime::Program> softmax_program(int layer, const ScoresProgram& p, int pos,
-                                                    const compiler::FcRowWrite& mults) const;
+  // `pos` first (its groups, or with chip_key_write its column, the scatters' addresses marked),
+  // and with the RoPE sum in front `mults` after it: the first token's and rope_sum_program's
+  // trial build it here, so they cannot drift apart.
+  GroupProgram softmax_program(int layer, const ScoresProgram& p, int pos,
+                               const compiler::FcRowWrite& mults) const;
   // The key's write of `pos` as the programs take it: chip_key_write (the chip writes the column
-  // into the groups holding pos; the column is in its instructions, so one program per position)
-  // or the groups streamed whole (one program per `positions`, 64 or 4: what else the program
-  // writes fixes). key_programs: how many programs of a layer; key_program: pos's.
+  // into the groups holding pos; the column and the v~ row are marked fields of the instructions,
+  // so one program per 64-position group, rewritten per run) or the groups streamed whole (one
+  // program per `positions`, 64 or 4: what else the program writes fixes). key_programs: how many
+  // programs of a layer; key_program: pos's.
   int key_programs(int seq_padded, int positions) const;
   int key_program(int pos, int positions) const;
   compiler::FcColumnWrite key_column(const ScoresProgram& p, const compiler::FcParameterWrite& key,
@@ -253,12 +255,11 @@ class ChipTransformer : public Int8Transformer {
   // sum in front this token's multiplier rows after them.
   compiler::FcRowWrite attention_values(int layer, const ScoresProgram& s, const ValueSumProgram& p,
                                         int unit) const;
-  // The joined program of `layer` (one per 4 positions, or per position with chip_key_write)
-  // with pos's key and `values` as its parameters: every place that makes one builds it here, so
-  // they cannot drift apart.
-  std::shared_ptr<runtime::Program> attention_program(int layer, const ScoresProgram& s,
-                                                      const ValueSumProgram& p, int pos,
-                                                      const compiler::FcRowWrite& values) const;
+  // The joined program of `layer` (one per 4 positions, or per 64-position group with
+  // chip_key_write, its column and v~ rows marked) with pos's key and `values` as its parameters:
+  // every place that makes one builds it here, so they cannot drift apart.
+  GroupProgram attention_program(int layer, const ScoresProgram& s, const ValueSumProgram& p,
+                                 int pos, const compiler::FcRowWrite& values) const;
   // chip_rope: RoPE's products of layer `layer`'s q and k inside the program computing them
   // (compiler::FcTableProducts over its layer `rope_layer`), the tables of `pos` as that program's
   // input after its own `at` bytes, from the next whole 256 (rope_input returns the bytes it wrote

@@ -185,8 +185,8 @@ struct Int8Options {
   bool chip_scores = false;
   // With chip_scores, on the chip path: the scores' program writes the new key into its column of
   // the resident keys itself (compiler/fc_column_write.h: the host streams 256 bytes per head
-  // instead of the key's 64-position groups; one program per position); the CLI's
-  // --key-column-write.
+  // instead of the key's 64-position groups; one program per 64-position group, its column
+  // rewritten per run: llm/group_program.h); the CLI's --key-column-write.
   bool chip_key_write = false;
   // With chip_attention: how the weighted sum is computed (the int8 path only; the chip and batch
   // paths compute it on the host through the inherited attend()).

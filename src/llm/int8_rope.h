@@ -15,6 +15,7 @@
 //    multiplier is an FC's output stage (the residual add's two-weight form), not the ADD op's.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 

@@ -169,7 +169,8 @@ TEST(FcAttentionOnTheVirtualEdgeTpu, WeightedSumOfEveryHeadEqualsTheIntegerRefer
   chip::testing::run_executable(chip, fc_caching(a.scores, a.scores_at), {});
   chip::testing::run_executable(chip, fc_caching(a.sum.layer, a.sum.at), {});
   const container::Executable program =
-      generate_fc_batch_attention(a.scores, a.scores_at, a.row_bytes, a.exp_mult, a.sum, {});
+      generate_fc_batch_attention(a.scores, a.scores_at, a.row_bytes, a.exp_mult, a.sum, {})
+          .execution;
   std::set<int> seen;
   const auto check = [&](const container::Executable& p, int n) {
     SCOPED_TRACE("n = " + std::to_string(n));
@@ -196,8 +197,10 @@ TEST(FcAttentionOnTheVirtualEdgeTpu, WeightedSumOfEveryHeadEqualsTheIntegerRefer
   for (size_t j = 0; j < a.sum.layer.weights.size(); ++j)
     if (int(j) / kPositions % 64 < kSumSize) a.sum.layer.weights[j] = random_weight(random);
   const FcParameterWrite values{a.sum.layer, a.sum.at};
-  const container::Executable with_writes = generate_fc_batch_attention(
-      a.scores, a.scores_at, a.row_bytes, a.exp_mult, a.sum, {&keys, &values});
+  const container::Executable with_writes =
+      generate_fc_batch_attention(a.scores, a.scores_at, a.row_bytes, a.exp_mult, a.sum,
+                                  {&keys, &values})
+          .execution;
   EXPECT_EQ(with_writes.type, container::ExecutableType::kStandAlone);
   check(with_writes, kPositions);
   check(program, 100);  // the new weights stay resident
@@ -209,8 +212,10 @@ TEST(FcAttentionOnTheVirtualEdgeTpu, WeightedSumOfEveryHeadEqualsTheIntegerRefer
   const FcRowWrite row = fc_weight_rows(a.sum.layer, a.sum.at, 101 / 4);
   ASSERT_EQ(row.rows.size(), size_t(kHeads));
   EXPECT_EQ(row.rows[2].unit, 128 + 8 + 4 * 25);  // after the aux block's two rows
-  const container::Executable with_row = generate_fc_batch_attention(
-      a.scores, a.scores_at, a.row_bytes, a.exp_mult, a.sum, {&keys}, &row);
+  const container::Executable with_row =
+      generate_fc_batch_attention(a.scores, a.scores_at, a.row_bytes, a.exp_mult, a.sum, {&keys},
+                                  &row)
+          .execution;
   EXPECT_EQ(with_row.parameters.size(), fc_parameters(keys.layer).size() + 3 * 256);
   check(with_row, 102);
   check(program, kPositions);
@@ -248,8 +253,10 @@ TEST(FcAttentionOnTheVirtualEdgeTpu, AKeyColumnWrittenByTheChipIsSeenByTheSameRu
     ASSERT_EQ(column.words.rows.size(), size_t(kHeads));
     EXPECT_EQ(column.words.rows[1].tile, 14);
     EXPECT_EQ(fc_column_write_narrow_bytes(column), 2 * (kK / 4) * 256);
-    const container::Executable with_key = generate_fc_batch_attention(
-        a.scores, a.scores_at, a.row_bytes, a.exp_mult, a.sum, {}, nullptr, nullptr, &column);
+    const container::Executable with_key =
+        generate_fc_batch_attention(a.scores, a.scores_at, a.row_bytes, a.exp_mult, a.sum, {},
+                                    nullptr, nullptr, &column)
+            .execution;
     EXPECT_EQ(with_key.type, container::ExecutableType::kStandAlone);
     EXPECT_EQ(with_key.parameters.size(), size_t(kHeads * 256));
     check(with_key, pos + 1);
@@ -261,7 +268,8 @@ TEST(FcAttentionOnTheVirtualEdgeTpu, AKeyColumnWrittenByTheChipIsSeenByTheSameRu
           << "head " << g << "'s group";
     }
   }
-  check(generate_fc_batch_attention(a.scores, a.scores_at, a.row_bytes, a.exp_mult, a.sum, {}),
+  check(generate_fc_batch_attention(a.scores, a.scores_at, a.row_bytes, a.exp_mult, a.sum, {})
+            .execution,
         kPositions);
   EXPECT_EQ(chip.fault(), "");
   // A key longer than one wide row has no one-row column to scatter: refused, not written past it.
@@ -301,10 +309,12 @@ TEST(FcAttentionOnTheVirtualEdgeTpu, AValueRowWrittenByTheChipIsTheHostsRow) {
   chip::testing::run_executable(chip, fc_caching(a.sum.layer, a.sum.at), {});
   const std::vector<int> staging = {512, 512, 516};
   const FcValueWrite write = fc_value_write(a.sum.layer, a.sum.at, staging, 0);
-  std::vector<isa::EncodedField> marks;
-  container::Executable program =
-      generate_fc_batch_attention(a.scores, a.scores_at, a.row_bytes, a.exp_mult, a.sum, {},
-                                  nullptr, nullptr, nullptr, &write, &marks);
+  FcScoresProgram generated = generate_fc_batch_attention(
+      a.scores, a.scores_at, a.row_bytes, a.exp_mult, a.sum, {}, nullptr, nullptr, nullptr, &write);
+  container::Executable& program = generated.execution;
+  const std::vector<isa::EncodedField>& marks = generated.value_marks;
+  EXPECT_TRUE(generated.column_marks.empty());
+  EXPECT_TRUE(generated.row_marks.empty());
   EXPECT_EQ(program.type, container::ExecutableType::kStandAlone);
   ASSERT_EQ(marks.size(), size_t(2 * kHeads));
   std::set<int> seen;
@@ -368,8 +378,10 @@ TEST(FcAttentionOnTheVirtualEdgeTpu, AChangedMultiplierChangesTheSums) {
   chip::testing::run_executable(chip, fc_caching(a.sum.layer, a.sum.at), {});
   Attention changed = a;
   for (int j = 64; j < 128; ++j) changed.sum.mult_base[size_t(j)] *= 1.01f;
-  const container::Executable program = generate_fc_batch_attention(
-      changed.scores, changed.scores_at, changed.row_bytes, changed.exp_mult, changed.sum, {});
+  const container::Executable program =
+      generate_fc_batch_attention(changed.scores, changed.scores_at, changed.row_bytes,
+                                  changed.exp_mult, changed.sum, {})
+          .execution;
   const std::vector<uint8_t> x = query(random, a, 90);
   const auto out = chip::testing::run_executable(chip, program, {{"x", x}}).at("y");
   const std::vector<uint8_t> want = reference(a, x, 90, nullptr);
@@ -410,7 +422,8 @@ TEST(FcAttentionOnTheVirtualEdgeTpu, AnFcAfterTheSumGivesItsBytes) {
   chip::testing::run_executable(chip, fc_caching(a.sum.layer, a.sum.at), {});
   chip::testing::run_executable(chip, fc_caching(o, a.sum.out_at), {});
   const container::Executable program =
-      generate_fc_batch_attention(a.scores, a.scores_at, a.row_bytes, a.exp_mult, a.sum, {});
+      generate_fc_batch_attention(a.scores, a.scores_at, a.row_bytes, a.exp_mult, a.sum, {})
+          .execution;
   std::set<int> seen;
   for (int n : {1, 50, kPositions}) {
     SCOPED_TRACE("n = " + std::to_string(n));

@@ -61,7 +61,8 @@ TEST(FcSoftmaxOnTheVirtualEdgeTpu, ExponentialsAndSumsOfEveryHeadForEveryCount) 
   }
   chip::VirtualEdgeTpu chip;
   chip::testing::run_executable(chip, fc_caching(l, at), {});
-  const container::Executable program = generate_fc_batch_softmax(l, at, row_bytes, exp_mult);
+  const container::Executable program =
+      generate_fc_batch_softmax(l, at, row_bytes, exp_mult).execution;
   // Runs `program` with a random query and count n, checks e and 1 / S against l's weights.
   const auto check = [&](const container::Executable& program, int n) {
     SCOPED_TRACE("n = " + std::to_string(n));
@@ -123,7 +124,7 @@ TEST(FcSoftmaxOnTheVirtualEdgeTpu, ExponentialsAndSumsOfEveryHeadForEveryCount) 
     write.at.param_units.push_back(at.param_units[size_t(g)]);
   }
   const container::Executable with_write =
-      generate_fc_batch_softmax(l, at, row_bytes, exp_mult, &write);
+      generate_fc_batch_softmax(l, at, row_bytes, exp_mult, &write).execution;
   EXPECT_EQ(with_write.type, container::ExecutableType::kStandAlone);
   check(with_write, kPositions);
   check(program, 100);  // the new weights stay resident

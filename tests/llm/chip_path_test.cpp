@@ -807,8 +807,9 @@ void generate_with_the_value_cache(const std::filesystem::path& data) {
 // RoPE's sums too (every layer's q~ and key sums in the scores' programs, their weights one copy
 // per tile) and on rand_gqa with the softmax alone; every layer's key written by the chip, and
 // fewer bytes to the stick than the same flags streaming the key's groups (the same programs per
-// token otherwise); with RoPE, q's products kept on the tiles in every layer; refused without
-// --scores-on-chip.
+// token otherwise); one program per layer and 64-position group, rand_gqa's 72 tokens (past its
+// first group) the CPU's text too; with RoPE, q's products kept on the tiles in every layer;
+// refused without --scores-on-chip.
 void generate_with_the_key_column_written_by_the_chip(const std::filesystem::path& data) {
   std::string why;
   for (const std::string name : {"rand_gqa", "rand15M"}) {
@@ -832,6 +833,10 @@ void generate_with_the_key_column_written_by_the_chip(const std::filesystem::pat
                               sim + " --key-column-write", text);
       ASSERT_FALSE(j.is_null());
       EXPECT_EQ(j.at("chip").at("key_column_write_layers_on_chip"), layers);
+      // One program per layer and 64-position group, all made before the first token (each run
+      // rewrites its group's to its position), not one per position.
+      const int groups = name == "rand15M" ? 256 / 64 : 128 / 64;  // seq_len / 64
+      EXPECT_EQ(j.at("chip").at("key_programs"), layers * groups);
       if (flags.find("--chip-rope") != std::string::npos) {
         // q~'s sum in the scores' program, and the key's beside it (the program then computes
         // the key it writes; the host sends only its products), in every layer: the sums'
@@ -866,6 +871,20 @@ void generate_with_the_key_column_written_by_the_chip(const std::filesystem::pat
       EXPECT_EQ(j.at("chip").at("programs_per_token"), k.at("chip").at("programs_per_token"));
       EXPECT_LT(j.at("chip").at("modeled").at("to_device_ms_per_token").get<double>(),
                 k.at("chip").at("modeled").at("to_device_ms_per_token").get<double>());
+#ifndef TINYCORAL_ASAN  // (test time; the rewritten programs' bytes: ffn_chain_rope_softmax_test)
+      if (name == "rand_gqa") {  // past the first group: its second program rewritten
+        const std::string longer =
+            generate_args(data, *checkpoint, "-n 72 -t 0.8 -s 5 --calibration 8");
+        const CommandResult cpu = run_cli(longer + " --device cpu --int8" + flags);
+        const CommandResult chip = run_cli(longer + " " + sim + " --key-column-write --json");
+        ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
+        ASSERT_EQ(chip.exit_code, 0) << chip.err;
+        const nlohmann::json l = nlohmann::json::parse(chip.out);
+        EXPECT_EQ(l.at("text").get<std::string>() + "\n", cpu.out);
+        EXPECT_GT(l.at("tokens").size(), 64u + 1u);  // (the BOS first)
+        EXPECT_EQ(l.at("chip").at("key_programs"), layers * groups);
+      }
+#endif
     }
   }
   const auto path = reference_checkpoint(data, "rand_gqa", why);

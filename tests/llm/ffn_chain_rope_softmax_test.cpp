@@ -12,6 +12,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <set>
 #include <string>
@@ -21,6 +22,7 @@
 #include "compiler/fc_column_write.h"
 #include "isa/isa.h"
 #include "isa/relocate.h"
+#include "llm/group_program.h"
 #include "llm/int8_model.h"
 #include "llm/int8_rms.h"
 #include "llm/int8_rope.h"
@@ -205,8 +207,10 @@ void check_joined(bool moved) {
         compiler::generate_ffn_chain_softmax(t.chain, t.up_at, t.down_at, t.s, t.s_at, t.row_bytes,
                                              t.exp_mult, &joined_first, &column, from_products)
             .execution);
-    auto softmax_p = std::make_shared<runtime::Program>(compiler::generate_fc_batch_softmax(
-        t.s, t.s_at, t.row_bytes, t.exp_mult, nullptr, &t.first, nullptr, &column));
+    auto softmax_p = std::make_shared<runtime::Program>(
+        compiler::generate_fc_batch_softmax(t.s, t.s_at, t.row_bytes, t.exp_mult, nullptr, &t.first,
+                                            nullptr, &column)
+            .execution);
     ASSERT_EQ(joined_p->input_bytes(0),
               row_at + (moved ? size_t(compiler::kSoftmaxCountBytes) : row_in));
     ASSERT_EQ(joined_p->num_outputs(), 3u);
@@ -301,8 +305,10 @@ TEST(FfnChainOnTheChip, ScoresAfterAnFcChainWithRInTheCountEqualTheTwoProgramsBi
         compiler::generate_fc_chain_softmax(chain, t.s, t.s_at, t.row_bytes, t.exp_mult, &t.first,
                                             &column, moved)
             .execution);
-    auto softmax_p = std::make_shared<runtime::Program>(compiler::generate_fc_batch_softmax(
-        t.s, t.s_at, t.row_bytes, t.exp_mult, nullptr, &t.first, nullptr, &column));
+    auto softmax_p = std::make_shared<runtime::Program>(
+        compiler::generate_fc_batch_softmax(t.s, t.s_at, t.row_bytes, t.exp_mult, nullptr, &t.first,
+                                            nullptr, &column)
+            .execution);
     ASSERT_EQ(joined_p->input_bytes(0), count_at + size_t(compiler::kSoftmaxCountBytes));
     ASSERT_EQ(joined_p->num_outputs(), 2u);
     std::vector<uint8_t> in(static_cast<size_t>(chain_in)), other(static_cast<size_t>(chain_in));
@@ -473,6 +479,135 @@ TEST(FfnChainOnTheChip, AGroupsProgramWithItsColumnRewrittenIsThatPositionsProgr
       EXPECT_TRUE(patched.instructions() == want.instructions());
       EXPECT_TRUE(patched.executable().bitstreams == want.executable().bitstreams);
     }
+  }
+}
+
+// The scores' own program and the value cache's attention program (the chip path's layers that do
+// not join the program before) serve a group the same way (llm::GroupProgram): generated at the
+// group's first position (0 and 64) they mark each head group's scatter n.addr (column 0) and
+// each v~ row's wide address (ringcons0's addr, the row of that position), and llm::at_position
+// rewritten to c, c one after the other and back to 0, sends the program generated at position
+// first + c, every byte; with that position's parameters set, its parameters too. The program
+// before the rewrite differs from it (the fields matter), and a position of another group is
+// refused. `value_rows`: how many of the row marks move with the position (the RoPE multipliers'
+// rows after them do not).
+void expect_group_rewrites(const std::function<compiler::FcScoresProgram(int)>& generated,
+                           size_t column_groups, size_t rows, size_t value_rows) {
+  for (const int group : {0, 64}) {
+    SCOPED_TRACE("group at " + std::to_string(group));
+    compiler::FcScoresProgram g = generated(group);
+    ASSERT_EQ(g.execution.bitstreams.size(), 1u);
+    const std::vector<isa::Instruction> program = isa::decode(g.execution.bitstreams[0].data);
+    ASSERT_EQ(g.column_marks.size(), column_groups);
+    ASSERT_EQ(g.row_marks.size(), rows);
+    const auto check_mark = [&](const isa::EncodedField& f, const std::string& mnemonic,
+                                const std::string& field) {
+      const std::optional<isa::BitLocation> at = isa::locate_bit(program, f.offset_bit);
+      ASSERT_TRUE(at && at->field);
+      EXPECT_EQ(program[at->instruction].spec->mnemonic, mnemonic);
+      EXPECT_EQ(at->field->name, field);
+      EXPECT_EQ(at->bit_in_field, 0u);
+      EXPECT_EQ(f.width, at->field->width);
+      EXPECT_EQ(f.value, program[at->instruction].value(*at->field));
+    };
+    for (const isa::EncodedField& f : g.column_marks) check_mark(f, "w2n", "n.addr");
+    for (const isa::EncodedField& f : g.row_marks) check_mark(f, "ringcons0", "addr");
+    const runtime::Program unpatched(g.execution);
+    g.row_marks.resize(value_rows);
+    const llm::GroupProgram p{std::make_shared<runtime::Program>(std::move(g.execution)), group,
+                              std::move(g.column_marks), std::move(g.row_marks)};
+    for (const int c : {1, 2, 37, 63, 0}) {
+      SCOPED_TRACE("column " + std::to_string(c));
+      const runtime::Program& patched = *llm::at_position(p, group + c);
+      const runtime::Program want(generated(group + c).execution);
+      ASSERT_EQ(patched.instructions().size(), 1u);
+      EXPECT_TRUE(patched.instructions() == want.instructions());
+      EXPECT_TRUE(patched.executable().bitstreams == want.executable().bitstreams);
+      if (c != 0) {
+        EXPECT_FALSE(unpatched.instructions() == want.instructions());
+      }
+      p.program->set_parameters(want.executable().parameters);
+      EXPECT_TRUE(patched.executable().parameters == want.executable().parameters);
+    }
+    EXPECT_NE(error_of([&] { llm::at_position(p, group + 64); }).find("outside the group"),
+              std::string::npos);
+  }
+}
+
+// The key's column with its words streamed (no key sum on the chip: the llm path's softmax and
+// attention programs without --chip-rope) or from the key sum's outputs (with it).
+compiler::FcColumnWrite column_of(const JoinedRope& t, int pos, bool streamed) {
+  compiler::FcColumnWrite w = t.column(pos);
+  if (streamed) {
+    w.from_byte.clear();
+    w.scattered_rows = 0;
+  }
+  return w;
+}
+
+TEST(ScoresProgramOnTheChip, AGroupsProgramWithItsColumnRewrittenIsThatPositionsProgram) {
+  std::mt19937 random(53);
+  const JoinedRope t(random);
+  for (const bool streamed : {true, false}) {
+    SCOPED_TRACE(streamed ? "words streamed" : "words from the key sum");
+    expect_group_rewrites(
+        [&](int pos) {
+          const compiler::FcColumnWrite column = column_of(t, pos, streamed);
+          return compiler::generate_fc_batch_softmax(t.s, t.s_at, t.row_bytes, t.exp_mult, nullptr,
+                                                     streamed ? nullptr : &t.first, nullptr,
+                                                     &column);
+        },
+        JoinedRope::kHeads, 0, 0);
+  }
+}
+
+// The value cache's sum after the scores (K = the positions, one group a head) on tiles the
+// scores and the sums in front leave free; each token streams the key's column, the weight row of
+// its v~ (fc_weight_rows, 4 positions a row) and one more row that does not move (as the RoPE
+// multipliers' rows).
+TEST(AttentionProgramOnTheChip, AGroupsProgramWithItsColumnAndValueRowRewrittenIsThatPositions) {
+  std::mt19937 random(59);
+  const JoinedRope t(random);
+  compiler::FcValueSum sum;
+  compiler::FcLayer& v = sum.layer;
+  v.n = JoinedRope::kHeads * 64;
+  v.k = JoinedRope::kPositions;
+  for (int i = 0; i < v.n * v.k; ++i)
+    v.weights.push_back(static_cast<int8_t>(static_cast<int>(random() % 255) - 127));
+  v.mult.assign(size_t(v.n), 0.0f);
+  v.in_zp = 0;
+  v.in_scale = 1.0f / 255.0f;
+  v.out_zp = 128;
+  v.out_scale = 1.0f;
+  v.clamp_min = compiler::fc_clamp(1, 128, 1.0f);
+  v.clamp_max = compiler::fc_clamp(255, 128, 1.0f);
+  v.input_name = "x";
+  v.output_name = "a";
+  v.signed_input = v.signed_output = false;
+  sum.at.tiles = {0, 2, 3, 4};
+  sum.at.param_units = {0, 0, 0, 0};
+  for (int h = 0; h < JoinedRope::kHeads; ++h) {
+    sum.at.in_at.push_back(h * JoinedRope::kPositions);
+    for (int j = 0; j < 64; ++j) {
+      sum.mult_head.push_back(h);
+      sum.mult_base.push_back((0.5f + 0.25f * float(j % 11)) / 255.0f);
+    }
+  }
+  const size_t value_rows = compiler::fc_weight_rows(v, sum.at, 0).rows.size();
+  ASSERT_EQ(value_rows, size_t(JoinedRope::kHeads));
+  for (const bool streamed : {true, false}) {
+    SCOPED_TRACE(streamed ? "words streamed" : "words from the key sum");
+    expect_group_rewrites(
+        [&](int pos) {
+          const compiler::FcColumnWrite column = column_of(t, pos, streamed);
+          compiler::FcRowWrite rows = compiler::fc_weight_rows(v, sum.at, pos / 4);
+          rows.rows.push_back({6, 0});
+          rows.bytes.resize(rows.bytes.size() + 256, uint8_t(pos));
+          return compiler::generate_fc_batch_attention(t.s, t.s_at, t.row_bytes, t.exp_mult, sum,
+                                                       {}, &rows, streamed ? nullptr : &t.first,
+                                                       &column);
+        },
+        JoinedRope::kHeads, value_rows + 1, value_rows);
   }
 }
 

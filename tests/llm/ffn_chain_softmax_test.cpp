@@ -95,7 +95,7 @@ void check_chain_then_softmax(bool rope) {
   tpu->run(nullptr, std::make_shared<runtime::Program>(compiler::fc_caching(s, s_at)));
   auto chain_p = std::make_shared<runtime::Program>(alone.execution);
   auto softmax_p = std::make_shared<runtime::Program>(
-      compiler::generate_fc_batch_softmax(s, s_at, row_bytes, exp_mult));
+      compiler::generate_fc_batch_softmax(s, s_at, row_bytes, exp_mult).execution);
   auto joined_p = std::make_shared<runtime::Program>(joined.execution);
   const size_t chain_in = size_t(2 * dim + tables), row_at = (chain_in + 255) / 256 * 256;
   const size_t row_in = size_t(row_bytes + compiler::kSoftmaxCountBytes);

@@ -284,7 +284,8 @@ TEST(Int8RopeOnTheVirtualEdgeTpu, QsSumInFrontOfTheScoresGivesRopeSumsBytes) {
     const auto run_with = [&](float r_sent) {
       const compiler::FcRowWrite rows = llm::rope_sum_multipliers(q, kN, r_sent, first.at);
       const container::Executable program =
-          compiler::generate_fc_batch_softmax(scores, at, kRow, exp_mult, &keys, &first, &rows);
+          compiler::generate_fc_batch_softmax(scores, at, kRow, exp_mult, &keys, &first, &rows)
+              .execution;
       return chip::testing::run_executable(chip, program, {{"x", in}}).at("y");
     };
     const std::vector<uint8_t> out = run_with(r);
@@ -322,7 +323,7 @@ TEST(Int8RopeOnTheVirtualEdgeTpu, QsSumInFrontOfTheScoresGivesRopeSumsBytes) {
       for (int i = 0; i < 4; ++i)
         with_r[size_t(kRow + 4 + i)] = uint8_t(std::bit_cast<uint32_t>(r_sent) >> (8 * i));
       const container::Executable program =
-          compiler::generate_fc_batch_softmax(scores, at, kRow, exp_mult, &keys, &from_r);
+          compiler::generate_fc_batch_softmax(scores, at, kRow, exp_mult, &keys, &from_r).execution;
       return chip::testing::run_executable(chip, program, {{"x", with_r}}).at("y");
     };
     EXPECT_EQ(run_from_r(r), out);

@@ -331,9 +331,9 @@ void add_generate_command(CLI::App& app) {
                 "with --scores-on-chip: the scores' program writes the new key into its column "
                 "of the resident keys itself (a read-modify-write of each head's weight rows "
                 "through narrow memory), the host sending 256 bytes per head instead of the "
-                "key's 64 positions; one program per position; with --chip-rope the program "
-                "also computes the key (its RoPE sum) where tile memory holds it, the host "
-                "sending only its products (docs/llm.md)");
+                "key's 64 positions; one program per 64 positions, its column rewritten per "
+                "run; with --chip-rope the program also computes the key (its RoPE sum) where "
+                "tile memory holds it, the host sending only its products (docs/llm.md)");
   cmd->add_option("--weighted-sum", args->weighted_sum,
                   "int8, sim or usb: where attention's weighted sum meets the softmax's 1 / S: "
                   "scalar-core (exact int32 sums per head, weighed on the scalar core) or "

@@ -1,0 +1,22 @@
+// A group's program rewritten to one of its positions (group_program.h).
+#include "llm/group_program.h"
+
+#include <cstdint>
+
+#include "common/error.h"
+
+namespace tinycoral::llm {
+
+const std::shared_ptr<runtime::Program>& at_position(const GroupProgram& g, int pos) {
+  // Across groups the column's tiles and wide addresses differ too: not a field rewrite.
+  if (pos < 0 || pos / 64 != g.made_at / 64)
+    fail("position ", pos, " is outside the group of the program made at ", g.made_at);
+  for (const isa::EncodedField& f : g.columns)
+    g.program->patch_field(0, f.offset_bit, f.width, uint64_t(f.value + pos % 64 - g.made_at % 64));
+  for (const isa::EncodedField& f : g.rows)
+    g.program->patch_field(0, f.offset_bit, f.width,
+                           uint64_t(f.value + 4 * (pos / 4 - g.made_at / 4)));
+  return g.program;
+}
+
+}  // namespace tinycoral::llm
