@@ -226,7 +226,7 @@ void load_parameters(Emitter& e, int rows, uint32_t mask, int64_t offset, int ba
 // What the caching program loads, in order: the first segment of every group into its tiles, then
 // each segment with an owner (own_turns) into its owner's rows.
 // Then the owner tiles' runs of FIFO weights (Part::owned), then the cached ADD rows
-// (LayerPlan::add_row).
+// (LayerPlan::add_row), then the held depthwise taps (LayerPlan::holds).
 struct CachedLoad {
   int rows = 0;
   size_t offset = 0;  // into the parameter stream
@@ -245,6 +245,9 @@ std::vector<CachedLoad> cached_loads(const Shapes& shapes) {
         loads.push_back({run.r1 - run.r0, run.offset, tile_bit(run.tile), run.row});
   for (const LayerPlan& lp : shapes.layers)  // (and the residual ADDs' weight rows)
     if (lp.add_row >= 0) loads.push_back({kAddWeightRows, lp.add_offset, lp.add_mask, lp.add_row});
+  for (const LayerPlan& lp : shapes.layers)  // (and the held depthwise taps)
+    for (const HeldTaps& hold : lp.holds)
+      loads.push_back({hold.rows, hold.offset, tile_bit(hold.tile), hold.row});
   return loads;
 }
 
@@ -509,7 +512,7 @@ void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
                        const std::vector<RoundTrip>& trips) {
     const Stage& stage = stages[si];
     const LayerPlan& lp = shapes.layers[i];
-    for (const RoundTrip& trip : trips) depthwise_round_trip(e, trip, outfed);
+    depthwise_round_trips(e, trips, lp.holds, outfed);
     {
       TileBatch consumers(e);
       for (const RoundTrip& trip : trips)
@@ -744,7 +747,21 @@ void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
         const int taps = lp.l->kh * lp.l->kw;
         const RoundTrip trip{runs.front()->tile, lp.weight_row(part), mask, taps,
                              lp.dense() ? depthwise_words(lp, part.g0, part.g1) : 0};
-        if (trip.words > 0) depthwise_round_trip(e, trip, outfed);
+        // (Parts whose taps holders keep together: every part's trip with the first part's.)
+        const bool held = at_once && !lp.holds.empty();
+        if (held && &part == &lp.parts.front()) {
+          std::vector<RoundTrip> all;
+          for (const Part& q : lp.parts) {
+            std::vector<const Plan*> on;
+            uint32_t m = 0;
+            for (const Plan& p : stage.tiles)
+              if (computes(p, q)) on.push_back(&p), m |= tile_bit(p.tile);
+            all.push_back(
+                {on.front()->tile, lp.weight_row(q), m, taps, depthwise_words(lp, q.g0, q.g1)});
+          }
+          depthwise_round_trips(e, all, lp.holds, outfed);
+        }
+        if (trip.words > 0 && !held) depthwise_round_trips(e, {trip}, {}, outfed);
         if (trip.words > 0 && !swap.empty()) trips.push_back(trip);
         if (lp.l->depthwise && lp.shared_rows) {
           std::vector<std::pair<const Plan*, const Part*>> pooling;
@@ -1329,7 +1346,11 @@ std::optional<ConvHead> emit_conv_head(const ConvChain& chain, Emitter& executio
   // A generator after the chain writes its own rows near the top of wide memory (the softmax's
   // stream FIFO and gather rows) every inference: ADD rows cached there once would be overwritten,
   // so the head's ADDs build their rows by fills each inference, as before caching.
-  for (LayerPlan& lp : layout.shapes.layers) lp.add_row = -1;
+  // (So do the held depthwise taps: each part's trip from its own rows.)
+  for (LayerPlan& lp : layout.shapes.layers) {
+    lp.add_row = -1;
+    lp.holds.clear();
+  }
   // (The program streams no parameters of its own: one inference = one pass.)
   Emitter probe = Emitter::counting();
   emit_program(probe, chain, layout.shapes, stages, loads, true, false, true);

@@ -174,9 +174,7 @@ void op_tail(Fields& f, const LayerPlan& lp, int zp_unit, int out_ch, int last_c
 
 // The words of groups [g0, g1) of a depthwise layer (the last group's only, when the channels
 // end before a whole group of 64).
-int depthwise_words(const LayerPlan& lp, int g0, int g1) {
-  return std::min((g1 - g0) * lp.dw_words, lp.l->cin / 4 - g0 * lp.dw_words);
-}
+int depthwise_words(const LayerPlan& lp, int g0, int g1) { return lp.dense_words(g0, g1); }
 
 // A depthwise layer's groups [g0, g1) of a part: one op group per 4-channel input word (out_ch 3:
 // the clock charges the 16 MACs of the four columns a step uses, not all 64 columns' 256), its
@@ -234,20 +232,29 @@ std::string depthwise_fifo_consumer(int taps, int words) {
              " x 1)(", 1 - taps, " x ", words, ") sdims=1 cbuf=1 slots=", taps, " mode=3");
 }
 
-void depthwise_round_trip(Emitter& e, const RoundTrip& r, int& outfed) {
-  const auto [holder, row, mask, taps, words] = r;
-  const int bytes = words * taps * kEntryBytes;
-  const int smem_words = bytes / 4, rows = (bytes + kRowBytes - 1) / kRowBytes;
-  const int full = smem_words / 64, rest = smem_words % 64;
-  e.add(
-      "infeed",
-      cat("smem=1 walk=(1 x 64)(-63 x ", full + (rest ? 1 : 0), ")(-63 x 1) k157=1 k160=1 par168=1",
-          rest ? cat(" count_m1=", rest - 1, " tail_en=1 count_neg=", hex(64 - rest)) : "",
-          " f308=0xb par314=1 par315=3 pop_wait=", hex((outfed + 1) & 0xffff),
-          " k336=1 f352=0x01 f391=2 dest=", hex(mask), " f434=0x3"));
-  outfeed_to_scalar(e, rows);
-  rows_to_scalar(e, holder, row * kRowUnits, rows);
-  outfed += 64 * rows;
+void depthwise_round_trips(Emitter& e, const std::vector<RoundTrip>& trips,
+                           const std::vector<HeldTaps>& holds, int& outfed) {
+  for (size_t k = 0; k < trips.size(); ++k) {
+    const RoundTrip& r = trips[k];
+    const int bytes = r.words * r.taps * kEntryBytes;
+    const int smem_words = bytes / 4, rows = (bytes + kRowBytes - 1) / kRowBytes;
+    const int full = smem_words / 64, rest = smem_words % 64;
+    e.add("infeed",
+          cat("smem=1 walk=(1 x 64)(-63 x ", full + (rest ? 1 : 0),
+              ")(-63 x 1) k157=1 k160=1 par168=1",
+              rest ? cat(" count_m1=", rest - 1, " tail_en=1 count_neg=", hex(64 - rest)) : "",
+              " f308=0xb par314=1 par315=3 pop_wait=", hex((outfed + 1) & 0xffff),
+              " k336=1 f352=0x01 f391=2 dest=", hex(r.mask), " f434=0x3"));
+    outfeed_to_scalar(e, rows);
+    const auto hold = std::find_if(holds.begin(), holds.end(), [&](const HeldTaps& h) {
+      return h.p0 <= static_cast<int>(k) && static_cast<int>(k) < h.p1;
+    });
+    if (hold == holds.end())
+      rows_to_scalar(e, r.holder, r.row * kRowUnits, rows);
+    else if (hold->p0 == static_cast<int>(k))  // (the run's rows, its parts' outfeeds in turn)
+      rows_to_scalar(e, hold->tile, hold->row * kRowUnits, hold->rows);
+    outfed += 64 * rows;
+  }
 }
 
 // `head`: the fan-out head the op computes (of those with channels in the part; nullptr for

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "compiler/conv_hand_over.h"
 #include "compiler/conv_plan.h"
@@ -52,14 +53,20 @@ void depthwise_op(TileBatch& e, const Plan& p, size_t i, const Part& part, int g
                   RowRange pick = {});
 
 // A dense depthwise part's taps from wide row `row` of tile `holder` round through scalar memory
-// into the FIFO rows of the tiles of `mask` (depthwise_round_trip; `outfed`: the scalar-memory
-// words outfed so far), and the tiles' consumer (its fields after `tiles=`).
+// into the FIFO rows of the tiles of `mask` (depthwise_round_trips), and the tiles' consumer (its
+// fields after `tiles=`).
 struct RoundTrip {
   int holder = 0, row = 0;
   uint32_t mask = 0;
   int taps = 0, words = 0;
 };
-void depthwise_round_trip(Emitter& e, const RoundTrip& r, int& outfed);
+// The trips of parts, in order (`outfed`: the scalar-memory words outfed so far). Per part its
+// infeed and outfeed; where runs of the parts have their entries held together (LayerPlan::holds:
+// a layer's parts, all its trips) the run's one producer after its first part's outfeed, each
+// outfeed taking the next part's packets of it (docs/chip.md "Outfeed": the packets addressed to
+// the scalar core, in order); a part in no run sends its own rows.
+void depthwise_round_trips(Emitter& e, const std::vector<RoundTrip>& trips,
+                           const std::vector<HeldTaps>& holds, int& outfed);
 std::string depthwise_fifo_consumer(int taps, int words);
 
 // A CONV_2D (or pool) part's op on tile `p`. `head`: the fan-out head the op computes (nullptr

@@ -127,6 +127,20 @@ std::vector<uint8_t> parameters_of(const Shapes& p) {
       out.resize(start + kRowBytes);
     }
   }
+  // The held tap entries of split dense depthwise layers (LayerPlan::holds): each held part's
+  // entries again, copied from its own rows, part after part.
+  for (const LayerPlan& lp : p.layers)
+    for (const HeldTaps& hold : lp.holds)
+      for (int k = hold.p0; k < hold.p1; ++k) {
+        const Part& part = lp.parts[static_cast<size_t>(k)];
+        const Segment& seg = p.segments[static_cast<size_t>(part.segment)];
+        const size_t from = seg.offset + static_cast<size_t>(lp.weight_row(part) - seg.base_row) *
+                                             static_cast<size_t>(kRowBytes);
+        const size_t bytes = static_cast<size_t>(lp.trip_rows(part.g0, part.g1)) * kRowBytes;
+        const std::vector<uint8_t> rows(out.begin() + static_cast<ptrdiff_t>(from),
+                                        out.begin() + static_cast<ptrdiff_t>(from + bytes));
+        out.insert(out.end(), rows.begin(), rows.end());
+      }
   return out;
 }
 

@@ -2085,6 +2085,8 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes,
   write_in_place(chain, out.shapes, out.stages);
   // (Every segment and owner placed: the ADDs' weight rows where they find room.)
   cache_add_rows(out.shapes, out.stages);
+  // (And the split depthwise layers' taps, each layer's on one holder, where a tile has room.)
+  hold_dense_taps(out.shapes, out.stages);
   return out;
 }
 

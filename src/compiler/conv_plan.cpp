@@ -157,43 +157,53 @@ void own_turns(Shapes& s) {
   }
 }
 
-void cache_add_rows(Shapes& s, const std::vector<Stage>& stages) {
-  // Wide rows up to the fills' rows (kAddRows): the depthwise FIFO's rows past the most taps a
-  // dense depthwise layer of the chain takes are free too.
-  constexpr int kFilled = kAddRows / kRowUnits;
+namespace {
+constexpr int kFilled = kAddRows / kRowUnits;  // (the ADD fills' rows)
+}  // namespace
+
+void TakenRows::take(uint32_t mask, int a, int b) {
+  for (int t = 0; t < kTiles; ++t)
+    if (mask & tile_bit(t))
+      for (int r = a; r < b; ++r) used[static_cast<size_t>(t)][static_cast<size_t>(r)] = true;
+}
+
+bool TakenRows::free(uint32_t mask, int a, int b) const {
+  for (int t = 0; t < kTiles; ++t)
+    if (mask & tile_bit(t))
+      for (int r = a; r < b; ++r)
+        if (used[static_cast<size_t>(t)][static_cast<size_t>(r)]) return false;
+  return true;
+}
+
+TakenRows rows_taken(const Shapes& s) {
   int taps = 0;
-  bool joins = false;
-  for (const LayerPlan& lp : s.layers) {
+  for (const LayerPlan& lp : s.layers)
     // (Capped: a layer with more taps than FIFO rows is refused after the layout, unsupported().)
     if (lp.dense()) taps = std::max(taps, std::min(lp.l->kh * lp.l->kw, kDepthwiseFifoRows));
-    joins = joins || joined(*lp.l);
-  }
-  std::vector<std::vector<bool>> used(kTiles, std::vector<bool>(kFilled, false));
-  auto take = [&](uint32_t mask, int a, int b) {
-    for (int t = 0; t < kTiles; ++t)
-      if (mask & tile_bit(t))
-        for (int r = a; r < b; ++r) used[static_cast<size_t>(t)][static_cast<size_t>(r)] = true;
-  };
-  auto free_on = [&](uint32_t mask, int r) {
-    for (int t = 0; t < kTiles; ++t)
-      if (mask & tile_bit(t))
-        for (int k = r; k < r + kAddWeightRows; ++k)
-          if (used[static_cast<size_t>(t)][static_cast<size_t>(k)]) return false;
-    return true;
-  };
-  take(0xffff, kSegmentRows, kSegmentRows + taps);
-  size_t offset = 0;
+  TakenRows t;
+  t.used.assign(kTiles, std::vector<bool>(kFilled, false));
+  t.take(0xffff, kSegmentRows, kSegmentRows + taps);
   for (const Segment& seg : s.segments) {
-    take(seg.mask, seg.base_row, seg.base_row + seg.rows);
-    if (seg.owner >= 0) take(tile_bit(seg.owner), seg.owner_row, seg.owner_row + seg.rows);
-    offset += static_cast<size_t>(seg.rows) * kRowBytes;
+    t.take(seg.mask, seg.base_row, seg.base_row + seg.rows);
+    if (seg.owner >= 0) t.take(tile_bit(seg.owner), seg.owner_row, seg.owner_row + seg.rows);
+    t.offset += static_cast<size_t>(seg.rows) * kRowBytes;
   }
   for (const LayerPlan& lp : s.layers)
     for (const Part& part : lp.parts)
       for (const Part::Owned& run : part.owned) {
-        take(tile_bit(run.tile), run.row, run.row + run.r1 - run.r0);
-        offset += static_cast<size_t>(run.r1 - run.r0) * kRowBytes;
+        t.take(tile_bit(run.tile), run.row, run.row + run.r1 - run.r0);
+        t.offset += static_cast<size_t>(run.r1 - run.r0) * kRowBytes;
       }
+  return t;
+}
+
+void cache_add_rows(Shapes& s, const std::vector<Stage>& stages) {
+  // Wide rows up to the fills' rows (kAddRows): the depthwise FIFO's rows past the most taps a
+  // dense depthwise layer of the chain takes are free too.
+  bool joins = false;
+  for (const LayerPlan& lp : s.layers) joins = joins || joined(*lp.l);
+  TakenRows taken = rows_taken(s);
+  size_t offset = taken.offset;
   std::vector<size_t> adds;
   for (size_t i = 0; i < s.layers.size(); ++i) {
     LayerPlan& lp = s.layers[i];
@@ -206,8 +216,8 @@ void cache_add_rows(Shapes& s, const std::vector<Stage>& stages) {
     adds.push_back(i);
     // Free rows, the highest first (out of the way of rows placed later).
     for (int r = kFilled - kAddWeightRows; r >= 0; --r)
-      if (free_on(lp.add_mask, r)) {
-        take(lp.add_mask, r, r + kAddWeightRows);
+      if (taken.free(lp.add_mask, r, r + kAddWeightRows)) {
+        taken.take(lp.add_mask, r, r + kAddWeightRows);
         lp.add_row = r;
         break;
       }

@@ -4,6 +4,7 @@
 // chain. Internal to the conv generator's files.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <utility>
@@ -59,6 +60,15 @@ struct Part {
   std::vector<Owned> owned;
   // K-chunked (LayerPlan::chunk): the window's rows a fill, 0 for a window of a whole group.
   int chunk = 0;
+};
+
+// Parts [p0, p1) of a dense depthwise layer whose tap entries (LayerShape::trip_rows each) sit
+// one part after the other on tile `tile` from wide row `row`, cached once from `offset` bytes
+// into the parameter stream (hold_dense_taps).
+struct HeldTaps {
+  int p0 = 0, p1 = 0;
+  int tile = 0, row = 0, rows = 0;
+  size_t offset = 0;
 };
 
 // Where one layer's data lives and how its op walks it.
@@ -127,6 +137,14 @@ struct LayerShape {
                     : groups_in_part * kwords;
     return groups_in_part * planes + 1 + weight_rows;
   }
+  // A dense layer's words (4 channels each) of groups [g0, g1): the last group's may be fewer.
+  int dense_words(int g0, int g1) const {
+    return std::min((g1 - g0) * dw_words, l->cin / 4 - g0 * dw_words);
+  }
+  // The rows of tap entries a dense part of groups [g0, g1) sends round through scalar memory.
+  int trip_rows(int g0, int g1) const {
+    return (dense_words(g0, g1) * l->kh * l->kw * kEntryBytes + kRowBytes - 1) / kRowBytes;
+  }
   int zp_row(const Part& part) const { return part.row + (part.g1 - part.g0) * planes; }
   int weight_row(const Part& part) const { return zp_row(part) + 1; }
   int rows() const {
@@ -180,6 +198,10 @@ struct LayerPlan : LayerShape {
   int add_row = -1;
   uint32_t add_mask = 0;
   size_t add_offset = 0;
+  // A dense depthwise layer whose parts run at once on their own tiles (hold_dense_taps): runs of
+  // its parts whose tap entries also sit together on one holder tile, so that one producer sends
+  // a run's entries towards scalar memory; the parts in no run keep a producer each.
+  std::vector<HeldTaps> holds;
 };
 
 // A Plan's layers: one LayerPlan per layer of the chain, shared by copies of the plan until one of
@@ -426,6 +448,26 @@ void own_turns(Shapes& s);
 // stage (outside the segments', owners' and FIFO runs' rows), so that the caching program writes
 // them once instead of every inference building them; an ADD with no such room keeps its fills.
 void cache_add_rows(Shapes& s, const std::vector<Stage>& stages);
+
+// The wide rows [0, kAddRows / kRowUnits) of each tile that the segments, their owners, the FIFO
+// weights' owner runs and the dense depthwise FIFO (up to the most taps of the chain's dense
+// layers) take; `offset`: the parameter-stream bytes of those rows (where rows cached after them
+// start).
+struct TakenRows {
+  std::vector<std::vector<bool>> used;
+  size_t offset = 0;
+  void take(uint32_t mask, int a, int b);
+  bool free(uint32_t mask, int a, int b) const;
+};
+TakenRows rows_taken(const Shapes& s);
+
+// Gives the parts of each dense depthwise layer that run at once on their own tiles (a layer split
+// by output groups, every part resident) holder tiles for their tap entries, consecutive parts
+// together in the largest runs of free wide rows (below kSegmentRows, outside the rows above and
+// the cached ADD rows), at least two parts a run: the layer's round trips then take one producer
+// a run instead of one a part (docs/compiler.md "Fewer producers for a split depthwise layer's
+// taps"). Parts no run has room for keep their own producer.
+void hold_dense_taps(Shapes& s, const std::vector<Stage>& stages);
 
 // Tile `tile`'s plan of layers [first, end) computing output rows [y0, y1) of layer end - 1.
 // `out_at_top`: the output goes to the next stage, so it sits at the top of narrow memory, out of
