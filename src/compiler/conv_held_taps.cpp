@@ -8,6 +8,32 @@
 
 namespace tinycoral::compiler::conv {
 
+namespace {
+// Whether segment `own`'s rows [a, b) on the tiles of `mask` are the only rows there: no other
+// segment of its group (turns load the group's rows again every inference), no other segment,
+// owner's copy, FIFO weight run or cached ADD row there.
+bool only_rows_there(const Shapes& s, int own, uint32_t mask, int a, int b) {
+  auto meets = [&](uint32_t m, int lo, int hi) { return (m & mask) != 0 && lo < b && a < hi; };
+  const Segment& mine = s.segments[static_cast<size_t>(own)];
+  for (size_t k = 0; k < s.segments.size(); ++k) {
+    const Segment& seg = s.segments[k];
+    if (static_cast<int>(k) == own) continue;
+    if (seg.group == mine.group || meets(seg.mask, seg.base_row, seg.base_row + seg.rows))
+      return false;
+    if (seg.owner >= 0 && meets(tile_bit(seg.owner), seg.owner_row, seg.owner_row + seg.rows))
+      return false;
+  }
+  for (const LayerPlan& lp : s.layers) {
+    if (lp.add_row >= 0 && meets(lp.add_mask, lp.add_row, lp.add_row + kAddWeightRows))
+      return false;
+    for (const Part& part : lp.parts)
+      for (const Part::Owned& run : part.owned)
+        if (meets(tile_bit(run.tile), run.row, run.row + run.r1 - run.r0)) return false;
+  }
+  return true;
+}
+}  // namespace
+
 void hold_dense_taps(Shapes& s, const std::vector<Stage>& stages) {
   TakenRows taken = rows_taken(s);
   // (The cached ADD rows come before in the parameter stream and in wide memory.)
@@ -53,6 +79,19 @@ void hold_dense_taps(Shapes& s, const std::vector<Stage>& stages) {
       taken.offset += static_cast<size_t>(rows) * kRowBytes;
       k = end;
     }
+    // A held part's own entries are read by nothing now: free for the layers after, unless its
+    // group takes turns (the execution program loads its rows again) or other rows lie there.
+    for (const HeldTaps& hold : lp.holds)
+      for (int k = hold.p0; k < hold.p1; ++k) {
+        const Part& part = lp.parts[static_cast<size_t>(k)];
+        const Segment& seg = s.segments[static_cast<size_t>(part.segment)];
+        const int a = lp.weight_row(part), b = a + lp.trip_rows(part.g0, part.g1);
+        if (!only_rows_there(s, part.segment, seg.mask, a, b)) continue;
+        for (int t = 0; t < kTiles; ++t)
+          if (seg.mask & tile_bit(t))
+            for (int r = a; r < b; ++r)
+              taken.used[static_cast<size_t>(t)][static_cast<size_t>(r)] = false;
+      }
   }
 }
 

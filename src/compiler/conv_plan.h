@@ -466,7 +466,8 @@ TakenRows rows_taken(const Shapes& s);
 // together in the largest runs of free wide rows (below kSegmentRows, outside the rows above and
 // the cached ADD rows), at least two parts a run: the layer's round trips then take one producer
 // a run instead of one a part (docs/compiler.md "Fewer producers for a split depthwise layer's
-// taps"). Parts no run has room for keep their own producer.
+// taps"). Parts no run has room for keep their own producer. A held part's own entries are free
+// for the layers after where nothing else lies there and its group takes no turns.
 void hold_dense_taps(Shapes& s, const std::vector<Stage>& stages);
 
 // Tile `tile`'s plan of layers [first, end) computing output rows [y0, y1) of layer end - 1.
