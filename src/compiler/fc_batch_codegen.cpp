@@ -502,8 +502,7 @@ void scalar_memory_to_multiplier_rows(Emitter& e, const Groups& to, int moved, i
 }
 
 // The FC's multipliers from r (FcScoresInput::mult_base): the count's piece with r to scalar
-// memory, the products there from word 0, then to the FC's multiplier rows as the weighted sum's
-// are (scalar_memory_to_multiplier_rows).
+// memory (unless the chain before left r there), then emit_group_multipliers_from_r.
 void emit_multipliers_from_r(Emitter& e, const FcScoresInput& first, const Groups& f, int row_bytes,
                              int narrow_at, int& ordinal) {
   const int n = first.layer.n;
@@ -519,37 +518,16 @@ void emit_multipliers_from_r(Emitter& e, const FcScoresInput& first, const Group
   const bool from_row = first.r_word < 0;
   if (n > (from_row ? kRPieceWord : first.r_word))
     fail(n, " multipliers from r past scalar memory or over r at word ", first.r_word);
-  const int r_word = from_row ? kRPieceWord + 1 : first.r_word;
-  const ScalarRopeMultipliers per_output{r_word, 0, first.mult_base, first.mult_padding};
-  // The loop form where the constants are resident and it takes fewer bytes: their rows land at
-  // words 0..n-1 (the depthwise round trip's transfer: one outfeed, a producer per row, no ring
-  // ordinal) and the loop turns them into the multipliers in place.
-  const auto rows_in = [&](Emitter& x) {
-    outfeed_to_scalar(x, int(f.tile.size()));
-    for (size_t g = 0; g < f.tile.size(); ++g)
-      rows_to_scalar(x, f.tile[g], f.base[g] + kMultBaseRowUnit, 1);
-  };
-  bool loop = false;
+  MultipliersFromR m{f.tile, f.base, {}, first.mult_base, first.mult_padding};
   if (first.base_rows) {
     // (Weights right after the aux rows would lie where the constants' row is.)
     for (const int w : f.weights)
       if (w < 0) fail("resident multiplier constants of a group whose weights follow its aux rows");
-    Emitter bundles = Emitter::counting(), looped = Emitter::counting();
-    emit_scalar_rope_multipliers(bundles, per_output);
-    rows_in(looped);
-    emit_scalar_rope_multipliers_loop(looped, r_word, 0, 0, n);
-    loop = looped.finished_bytes() < bundles.finished_bytes();
+    for (const int b : f.base) m.const_unit.push_back(b + kMultBaseRowUnit);
   }
   if (from_row) pieces_to_scalar_memory(e, {{f.tile[0], row_bytes, kRPieceWord}}, ordinal);
-  if (loop) rows_in(e);
-  // Each 256-byte row counts as four 64-byte pieces.
-  const int pieces = (from_row ? 1 : 0) + (loop ? 4 * int(f.tile.size()) : 0);
-  if (pieces > 0) scalar_memory_fence(e, pieces);
-  if (loop)
-    emit_scalar_rope_multipliers_loop(e, r_word, 0, 0, n);
-  else
-    emit_scalar_rope_multipliers(e, per_output);
-  scalar_memory_to_multiplier_rows(e, f, 4 * n, narrow_at, narrow_at, ordinal);
+  emit_group_multipliers_from_r(e, m, from_row ? kRPieceWord + 1 : first.r_word, from_row ? 1 : 0,
+                                narrow_at, ordinal);
 }
 
 // The query row and its count (`bytes`), already popped with the program's input (an FFN chain's,
@@ -666,6 +644,48 @@ struct FfnBatchMemory {
 };
 
 }  // namespace
+
+void emit_group_multipliers_from_r(Emitter& e, const MultipliersFromR& m, int r_word, int pending,
+                                   int narrow_at, int& ordinal) {
+  const int groups = int(m.tile.size()), n = kGroup * groups;
+  if (groups == 0 || m.row.size() != m.tile.size() || m.base.size() != size_t(n) ||
+      m.padding.size() != size_t(n) ||
+      (!m.const_unit.empty() && m.const_unit.size() != m.tile.size()))
+    fail("multipliers from r of ", groups, " groups: ", m.row.size(), " rows, ", m.base.size(),
+         " constants, ", m.padding.size(), " padding flags, ", m.const_unit.size(),
+         " constants' rows");
+  if (r_word < n || r_word >= kScalarMemoryWords)
+    fail(n, " multipliers from r past scalar memory or over r at word ", r_word);
+  const ScalarRopeMultipliers per_output{r_word, 0, m.base, m.padding};
+  // The loop form where the constants are resident and it takes fewer bytes: their rows land at
+  // words 0..n-1 (the depthwise round trip's transfer: one outfeed, a producer per row, no ring
+  // ordinal) and the loop turns them into the multipliers in place.
+  const auto rows_in = [&](Emitter& x) {
+    outfeed_to_scalar(x, groups);
+    for (int g = 0; g < groups; ++g)
+      rows_to_scalar(x, m.tile[size_t(g)], m.const_unit[size_t(g)], 1);
+  };
+  bool loop = false;
+  if (!m.const_unit.empty()) {
+    Emitter bundles = Emitter::counting(), looped = Emitter::counting();
+    emit_scalar_rope_multipliers(bundles, per_output);
+    rows_in(looped);
+    emit_scalar_rope_multipliers_loop(looped, r_word, 0, 0, n);
+    loop = looped.finished_bytes() < bundles.finished_bytes();
+  }
+  if (loop) rows_in(e);
+  // Each 256-byte row counts as four 64-byte pieces.
+  const int pieces = pending + (loop ? 4 * groups : 0);
+  if (pieces > 0) scalar_memory_fence(e, pieces);
+  if (loop)
+    emit_scalar_rope_multipliers_loop(e, r_word, 0, 0, n);
+  else
+    emit_scalar_rope_multipliers(e, per_output);
+  Groups to;
+  to.tile = m.tile;
+  to.base = m.row;
+  scalar_memory_to_multiplier_rows(e, to, 4 * n, narrow_at, narrow_at, ordinal);
+}
 
 // (ffn_parts.h) The outfeed is the scalar-memory form (isa.md 2.10: k173 0, f222 0x3f, 4-byte
 // words from `base`); the scalar core's loads wait for it (docs/chip.md).

@@ -28,11 +28,12 @@ using container::Half;
 
 namespace {
 
-constexpr int kGroup = 64;         // outputs per compute tile (one op)
-constexpr int kPiece = 64;         // input bytes per input tile
-constexpr int kPacket = 256;       // ring packet bytes (one per row of 4 tiles)
-constexpr int kRingFifo = 0x2078;  // wide row where ring packets arrive (64-byte units)
-constexpr int kSendBuf = 0x2068;   // wide row a tile sends its input piece from
+constexpr int kGroup = 64;            // outputs per compute tile (one op)
+constexpr int kPiece = 64;            // input bytes per input tile
+constexpr int kPacket = 256;          // ring packet bytes (one per row of 4 tiles)
+constexpr int kRingFifo = 0x2078;     // wide row where ring packets arrive (64-byte units)
+constexpr int kSendBuf = 0x2068;      // wide row a tile sends its input piece from
+constexpr int kNarrowBytes = 196608;  // narrow memory per tile
 // Groups per compute tile (a placement may give a tile several): each slot's outputs leave
 // through its own wide row, the ring FIFO row or, free by then, the send row.
 constexpr int kMaxSlots = 2;
@@ -75,9 +76,11 @@ struct Geometry {
     float clamp_min, clamp_max;
     uint32_t tiles;
   };
-  std::vector<OpSet> op_sets(const FcLayer& layer) const {
+  // Groups flagged in `skip` are left out (their op runs apart: FcChainAfterR).
+  std::vector<OpSet> op_sets(const FcLayer& layer, const std::vector<bool>& skip = {}) const {
     std::vector<OpSet> out;
     for (size_t i = 0; i < tile_of.size(); ++i) {
+      if (!skip.empty() && skip[i]) continue;
       const bool own = !layer.group_out_zp.empty();
       const OpSet want{base_of[i],
                        slot_of[i],
@@ -241,9 +244,10 @@ std::vector<std::pair<int, int>> host_pieces(const Geometry& g) {
 }
 
 // One op per op set over x at narrow 0; group slot s's outputs at narrow byte out_at + 64 s. With
-// `rms`, the scalar core computes r (emit_scalar_rms) while the ops run.
+// `rms`, the scalar core computes r (emit_scalar_rms) while the ops run. Groups flagged in `skip`
+// are left out.
 void op_stage(Emitter& e, const Geometry& g, const FcLayer& layer, int out_at,
-              const ScalarRms* rms = nullptr) {
+              const ScalarRms* rms = nullptr, const std::vector<bool>& skip = {}) {
   const int k_words = g.k / 4;
   // The aux rows before the zero points (multipliers, biases) into the output stage's planes
   // (64 words apart), then the op; the op reads the zero-point row from wide memory itself.
@@ -264,7 +268,8 @@ void op_stage(Emitter& e, const Geometry& g, const FcLayer& layer, int out_at,
   const int ob = -(out_words - 1);
   const std::string out_walk = cat("(1 x ", out_words, ")(1 x 1)(1 x 1)(", ob, " x 1)(", ob,
                                    " x 1)(", ob, " x 1)(", ob, " x 1)(", ob, " x 1 m3)");
-  for (const auto& [base, slot, in_at, out_zp, clamp_min, clamp_max, tiles] : g.op_sets(layer)) {
+  for (const auto& [base, slot, in_at, out_zp, clamp_min, clamp_max, tiles] :
+       g.op_sets(layer, skip)) {
     e.add("w2n", cat("tiles=", hex(tiles), base ? cat(" w.addr=", hex(base)) : "", aux_load));
     const int par_base = base + g.aux.weights_unit();
     const int zp_unit = base + g.aux.zero_point_unit();
@@ -915,6 +920,70 @@ int products_stage(Emitter& e, const Geometry& g, int at, const FcTableProducts&
   return identity + 16;
 }
 
+// FcChainAfterR checked against the chain: which of its follower's groups wait for r (empty: no
+// follower's).
+std::vector<bool> after_r_groups(const FfnChain& chain, const std::vector<Geometry>& next) {
+  const FcChainAfterR& a = chain.after_r;
+  if (a.layer < 0) return {};
+  const std::string& name = chain.next.back().output_name;
+  if (a.layer >= static_cast<int>(next.size()) || chain.rms.layer < 0 || a.layer <= chain.rms.layer)
+    fail("chain '", name, "': follower ", a.layer, "'s groups after r, which follower ",
+         chain.rms.layer, " gives");
+  const Geometry& g = next[size_t(a.layer)];
+  std::vector<bool> late(size_t(g.tiles), false);
+  for (size_t k = 0; k < a.groups.size(); ++k) {
+    const int group = a.groups[k];
+    if (group < 0 || group >= g.tiles || (k > 0 && group <= a.groups[k - 1]))
+      fail("chain '", name, "': group ", group, " after r of a follower of ", g.tiles,
+           " groups (in increasing order)");
+    late[size_t(group)] = true;
+  }
+  const size_t n = size_t(kGroup) * a.groups.size();
+  if (a.groups.empty() || a.base.size() != n || a.padding.size() != n ||
+      (!a.const_units.empty() && a.const_units.size() != a.groups.size()))
+    fail("chain '", name, "': ", a.groups.size(), " groups after r with ", a.base.size(),
+         " constants, ", a.padding.size(), " padding flags and ", a.const_units.size(),
+         " constants' rows");
+  for (size_t k = 0; k < a.const_units.size(); ++k) {
+    const int unit = a.const_units[k], tile = g.tile_of[size_t(a.groups[k])];
+    if (unit < 0 || unit % kRowUnits != 0 || unit + kRowUnits > kFcParamUnits)
+      fail("chain '", name, "': constants' row at wide unit ", unit);
+    for (int j = 0; j < g.tiles; ++j)
+      if (g.tile_of[size_t(j)] == tile && unit + kRowUnits > g.base_of[size_t(j)] &&
+          unit < g.base_of[size_t(j)] + g.unit_per_tile)
+        fail("chain '", name, "': constants' row at wide unit ", unit, " of tile ", tile,
+             " lies in group ", j, "'s parameters");
+  }
+  return late;
+}
+
+// Where the waiting groups' multipliers go (their first aux rows) and their constants come from.
+MultipliersFromR after_r_rows(const FcChainAfterR& a, const Geometry& g) {
+  MultipliersFromR m;
+  for (const int group : a.groups) {
+    m.tile.push_back(g.tile_of[size_t(group)]);
+    m.row.push_back(g.base_of[size_t(group)]);
+  }
+  m.const_unit = a.const_units;
+  m.base = a.base;
+  m.padding = a.padding;
+  return m;
+}
+
+// The resident constants' rows the follower's caching program writes after its parameters.
+FcRowWrite after_r_constants(const FcChainAfterR& a, const Geometry& g) {
+  FcRowWrite rows;
+  for (size_t k = 0; k < a.const_units.size(); ++k) {
+    rows.rows.push_back({g.tile_of[size_t(a.groups[k])], a.const_units[k]});
+    for (int j = 0; j < kGroup; ++j) {
+      const size_t at = k * size_t(kGroup) + size_t(j);
+      const uint32_t bits = a.padding[at] ? 0u : std::bit_cast<uint32_t>(a.base[at]);
+      for (int b = 0; b < 4; ++b) rows.bytes.push_back(static_cast<uint8_t>(bits >> (8 * b)));
+    }
+  }
+  return rows;
+}
+
 }  // namespace
 
 std::vector<std::pair<int, int>> fc_product_bytes(const FcTableProducts& products,
@@ -1017,6 +1086,15 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
   for (int i = 0; i < hidden / kGroup; ++i)
     m_pieces.emplace_back(up.tile_of[size_t(2 * i)], buf.m() / 4);
   const int y_at = (buf.end() + 255) / 256 * 256;
+  // The groups waiting for r: their multipliers pass through narrow memory above every follower's
+  // outputs (where the products and a tail start later).
+  const std::vector<bool> late = after_r_groups(chain, next);
+  const int late_at = y_at + kMaxSlots * kGroup * (static_cast<int>(next.size()) + 1);
+  const int late_end =
+      late_at + 4 * kGroup * static_cast<int>(std::count(late.begin(), late.end(), true));
+  if (late_end > kNarrowBytes)
+    fail("chain '", chain_name, "': the multipliers from r take narrow memory up to byte ",
+         late_end);
   // A tail's input after the chain's own and its tables, from the next whole packet on.
   const int tail_at = tail ? fc_tables_at(in_k + tables_k) : in_k + tables_k;
   const int more_k = tail_at + (tail ? tail->input_bytes : 0) - in_k;
@@ -1049,8 +1127,17 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
   for (size_t i = 0; i < next.size(); ++i) {
     at += kMaxSlots * kGroup;
     broadcast_stage(e, next[i].compute_mask(), pieces, ring_ordinal);
-    op_stage(e, next[i], chain.next[i], at, r ? &*r : nullptr);
+    const bool waits = static_cast<int>(i) == chain.after_r.layer;
+    op_stage(e, next[i], chain.next[i], at, r ? &*r : nullptr, waits ? late : std::vector<bool>{});
     r.reset();
+    if (waits) {
+      // r is in scalar memory now: the waiting groups' multipliers from it, then their op.
+      emit_group_multipliers_from_r(e, after_r_rows(chain.after_r, next[i]), kChainRmsRWord, 0,
+                                    late_at, ring_ordinal);
+      std::vector<bool> early(late.size());
+      for (size_t group = 0; group < late.size(); ++group) early[group] = !late[group];
+      op_stage(e, next[i], chain.next[i], at, nullptr, early);
+    }
     pieces.clear();
     const bool out = chain.next_output.empty() || chain.next_output.at(i);
     const std::vector<std::pair<int, int>> outputs = output_pieces(next[i], at);
@@ -1083,6 +1170,7 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
   pieces_output_stage(e, out_pieces, chain.next.back().output_name, ring_ordinal,
                       rms.layer >= 0 ? rms.output_name : "", tail == nullptr);
   if (tail) narrow_end = std::max(narrow_end, tail->emit(e, ring_ordinal, tail_at, products_base));
+  if (chain.after_r.layer >= 0) narrow_end = std::max(narrow_end, late_end);
   FcLayer in_layer = f.up;
   in_layer.k = in_k + more_k;
   FcLayer out_layer = chain.next.back();
@@ -1101,14 +1189,20 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
     hints.insert(hints.end() - 1, dma_hint(container::BufferKind::kOutput,
                                            container::Direction::kOutfeed, rms.output_name, 4));
   }
-  const auto caching = [&](const Geometry& g, const FcLayer& l) {
-    container::Executable pc = caching_executable(caching_program(g), fc_parameters(l));
+  const auto caching = [&](const Geometry& g, const FcLayer& l, const FcRowWrite& rows) {
+    std::vector<uint8_t> parameters = fc_parameters(l);
+    parameters.insert(parameters.end(), rows.bytes.begin(), rows.bytes.end());
+    container::Executable pc =
+        caching_executable(caching_program(g, rows.rows), std::move(parameters));
     pc.parameter_caching_token = caching_token(pc.parameters);
     out.caching.push_back(std::move(pc));
   };
-  caching(up, f.up);
-  caching(down, f.down);
-  for (size_t i = 0; i < next.size(); ++i) caching(next[i], chain.next[i]);
+  caching(up, f.up, {});
+  caching(down, f.down, {});
+  for (size_t i = 0; i < next.size(); ++i)
+    caching(next[i], chain.next[i],
+            static_cast<int>(i) == chain.after_r.layer ? after_r_constants(chain.after_r, next[i])
+                                                       : FcRowWrite{});
   out.execution.parameter_caching_token = out.caching.front().parameter_caching_token;
   return out;
 }

@@ -152,6 +152,24 @@ struct FcChainRms {
 constexpr int kChainRmsRWord = kScalarMemoryWords - 1;
 constexpr int chain_rms_x_word(int groups) { return kChainRmsRWord - 16 * groups; }
 
+// Groups of a follower whose output stage waits for RMSNorm's scale r (FcChainRms): their
+// per-channel multipliers are f32(base_j r), made by the program from the r it computed (the
+// RoPE multipliers' form: ffn_parts.h's emit_group_multipliers_from_r) and written into the
+// groups' multiplier rows, then their op runs, after the follower's other groups' op (the llm
+// chip path's v~ from wv's output stage: docs/llm.md "v~ on the chip"). Their outputs lie where
+// the follower's groups' lie and leave (or stay) as those do; the layer's own multipliers of
+// those groups are cached but never read. With `const_units`, each listed group's 64 constants
+// (float32, 0 for padding) are resident too: the follower's caching program writes them into the
+// row at that wide unit of the group's tile (a multiple of 4, outside every group's parameters,
+// which the caller keeps free), and the program reads them there where that takes fewer bytes.
+struct FcChainAfterR {
+  int layer = -1;                // the follower (-1: none); after FcChainRms::layer
+  std::vector<int> groups;       // its groups that wait, in increasing order
+  std::vector<float> base;       // [64 a listed group]
+  std::vector<bool> padding;     // [64 a listed group]: multiplier 0
+  std::vector<int> const_units;  // [listed group], or empty: constants as immediates
+};
+
 // A fused FFN with FULLY_CONNECTED layers after it in the same program (the llm chip path's
 // step c: the residual add as a matmul, then the next layer's q, k and v). Follower 0 reads the
 // host's extra input (the bytes after the FFN's input) followed by w2's output; follower i > 0
@@ -172,6 +190,7 @@ struct FfnChain {
   std::vector<bool> next_output;
   FcTableProducts products;  // their tables after the extra input
   FcChainRms rms;            // r of a follower's output as a second output (layer -1: none)
+  FcChainAfterR after_r;     // groups whose multipliers the program makes from r (layer -1: none)
 };
 struct FfnChainPrograms {
   container::Executable execution;

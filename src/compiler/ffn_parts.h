@@ -67,4 +67,22 @@ void pieces_to_scalar_memory(Emitter& e, const std::vector<std::array<int, 3>>& 
 // The fences after `pieces` such pieces: the scalar core waits for their bytes.
 void scalar_memory_fence(Emitter& e, int pieces);
 
+// Per-token multipliers m_j = f32(base_j r) of an FC's groups, made on the scalar core from r
+// (a float32 at scalar-memory word r_word) and moved into each group's multiplier row: the RoPE
+// sums' form (docs/llm.md "The RoPE multipliers from r on the scalar core"), which the scores'
+// programs and the chains share. The products go to scalar-memory words 0..n-1 (n = 64 a group),
+// then through tile 0's narrow bytes from narrow_at (an infeed from scalar memory, the ring to
+// the groups' other tiles, the same bytes there) into the rows. With resident constants (each
+// group's 64 base_j as float32, 0 for padding, in the row at const_unit[g] of its tile) the loop
+// over them is taken where it takes fewer bytes. `pending` pieces moved into scalar memory before
+// and not fenced yet join the fence before the products. Defined in fc_batch_codegen.cpp.
+struct MultipliersFromR {
+  std::vector<int> tile, row;   // each group's tile and multiplier row (its first aux row)
+  std::vector<int> const_unit;  // each group's constants' row; empty: not resident
+  std::vector<float> base;      // [64 a group]
+  std::vector<bool> padding;    // [64 a group]: multiplier 0
+};
+void emit_group_multipliers_from_r(Emitter& e, const MultipliersFromR& m, int r_word, int pending,
+                                   int narrow_at, int& ordinal);
+
 }  // namespace tinycoral::compiler

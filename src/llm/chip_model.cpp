@@ -632,28 +632,7 @@ bool ChipTransformer::chain_ffn(int layer, TileAllocator& tiles, bool with_value
       return false;
     u_at.in_at = in_at;
   }
-  compiler::FcLayer a;
-  a.n = dim_padded;
-  a.k = 128;  // pairwise: group g reads x2's 64 values of it, then w2's
-  a.weights.assign(size_t(a.n) * size_t(a.k), 0);
-  a.mult.assign(size_t(a.n), 0.0f);
-  a.bias.assign(size_t(a.n), 0);
-  for (int r = 0; r < c.dim; ++r) {
-    a.weights[size_t(r) * size_t(a.k) + size_t(r % 64)] = static_cast<int8_t>(add.a);
-    a.weights[size_t(r) * size_t(a.k) + size_t(64 + r % 64)] = static_cast<int8_t>(add.b);
-    a.mult[size_t(r)] = add.mult;
-    // The chip takes f's zero point off every input; x2's own comes back through the bias.
-    a.bias[size_t(r)] = add.a * (add.f.zero_point - add.x.zero_point);
-  }
-  a.in_zp = add.f.zero_point + 128;
-  a.in_scale = add.f.scale;
-  a.out_zp = add.out.zero_point + 128;
-  a.out_scale = add.out.scale;
-  a.clamp_min = add.lo;
-  a.clamp_max = add.hi;
-  a.input_name = "x";
-  a.output_name = "y";
-  a.signed_input = a.signed_output = true;
+  const compiler::FcLayer a = residual_add_layer(add, c.dim);
   compiler::FfnChain chain;
   chain.ffn = p.layer;
   chain.extra_k = dim_padded;

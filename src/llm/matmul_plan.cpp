@@ -204,6 +204,32 @@ void set_ffn_gate(const QuantizedGate& q, compiler::FfnLayer& f) {
   f.m_clamp_max = q.m_hi;
 }
 
+compiler::FcLayer residual_add_layer(const QuantizedAdd& add, int dim) {
+  compiler::FcLayer a;
+  a.n = whole_groups(dim);
+  a.k = 128;  // pairwise: group g reads x2's 64 values of it, then w2's
+  a.weights.assign(size_t(a.n) * size_t(a.k), 0);
+  a.mult.assign(size_t(a.n), 0.0f);
+  a.bias.assign(size_t(a.n), 0);
+  for (int r = 0; r < dim; ++r) {
+    a.weights[size_t(r) * size_t(a.k) + size_t(r % 64)] = static_cast<int8_t>(add.a);
+    a.weights[size_t(r) * size_t(a.k) + size_t(64 + r % 64)] = static_cast<int8_t>(add.b);
+    a.mult[size_t(r)] = add.mult;
+    // The chip takes f's zero point off every input; x2's own comes back through the bias.
+    a.bias[size_t(r)] = add.a * (add.f.zero_point - add.x.zero_point);
+  }
+  a.in_zp = add.f.zero_point + 128;
+  a.in_scale = add.f.scale;
+  a.out_zp = add.out.zero_point + 128;
+  a.out_scale = add.out.scale;
+  a.clamp_min = add.lo;
+  a.clamp_max = add.hi;
+  a.input_name = "x";
+  a.output_name = "y";
+  a.signed_input = a.signed_output = true;
+  return a;
+}
+
 compiler::FcLayer fc_layer_of(const FcProgramPlan& p,
                               const std::function<const QuantizedMatmul&(int id)>& matmul) {
   compiler::FcLayer l;

@@ -111,4 +111,9 @@ FfnPlan plan_ffn(int k_padded, int w1_rows, int w2_rows);
 // The gate's constants as the fused FFN generator takes them (zero points in its uint8 form).
 void set_ffn_gate(const QuantizedGate& q, compiler::FfnLayer& f);
 
+// The residual add as the FFN chain's pairwise follower 0 (compiler::FfnChain::pairwise): output
+// i reads x2[i] and w2's output i (group g: x2's piece g, then w2's), integer weights a and b,
+// the zero points' difference as its bias; dim outputs padded to whole groups.
+compiler::FcLayer residual_add_layer(const QuantizedAdd& add, int dim);
+
 }  // namespace tinycoral::llm

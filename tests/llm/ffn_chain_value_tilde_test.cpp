@@ -1,0 +1,291 @@
+// v~ on the chip (issue 14 step B.2, compiler::FcChainAfterR): the chain program of the chip path's
+// form (a layer's FFN, the residual add as follower 0 with r of its bytes on the scalar core, the
+// next layer's q, k and v as follower 1) with v's groups' output stage waiting for r, their
+// multipliers f32(base_j r) made on the scalar core from the r the program computed, zero point
+// 0, clamps +-127. On both test checkpoints, every chained layer, four positions of a story, with
+// the constants as immediates and resident: v's bytes are the int8 path's v~ under chip_residual
+// (int8_residual.h's value_tilde) every byte, q's and k's the int8 path's, and r bit for bit.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "chip/virtual_edge_tpu.h"
+#include "common/error.h"
+#include "compiler/fc_codegen.h"
+#include "llama2c_files.h"
+#include "llm/int8_model.h"
+#include "llm/int8_residual.h"
+#include "llm/int8_rms.h"
+#include "llm/matmul_plan.h"
+#include "runtime/device_select.h"
+#include "runtime/edgetpu.h"
+#include "runtime/program.h"
+
+namespace tinycoral::testing {
+namespace {
+
+using llm::LayerMatmul;
+using llm::QuantizedMatmul;
+
+// The int8 path's bytes around each chain: the FFN's input and x2 (the chain's input), q and k of
+// the next layer.
+class TappedInt8 : public llm::Int8Transformer {
+ public:
+  using Int8Transformer::Int8Transformer;
+  struct Layer {
+    std::vector<int8_t> ffn_in, x2, q, k;
+  };
+  std::vector<std::vector<Layer>> at;  // [pos][layer]
+  int pos = 0;
+  const int8_t* v_tilde(int layer, int t) const { return value_q(layer, t); }
+
+ protected:
+  Layer& layer_at(int layer) {
+    at.resize(size_t(pos) + 1);
+    at[size_t(pos)].resize(size_t(config().n_layers));
+    return at[size_t(pos)][size_t(layer)];
+  }
+  void ffn_add_q(int layer, const int8_t* xq, const int8_t* x2q, int8_t* yq,
+                 int8_t* next) override {
+    Layer& l = layer_at(layer);
+    l.ffn_in.assign(xq, xq + matmul(layer, LayerMatmul::kW1).cols);
+    l.x2.assign(x2q, x2q + config().dim);
+    Int8Transformer::ffn_add_q(layer, xq, x2q, yq, next);
+  }
+  void qkv_q(int layer, const int8_t* xq, int8_t* q, int8_t* k, int8_t* v) override {
+    Int8Transformer::qkv_q(layer, xq, q, k, v);
+    Layer& l = layer_at(layer);
+    l.q.assign(q, q + config().dim);
+    l.k.assign(k, k + config().kv_dim());
+  }
+};
+
+// Layer `layer`'s chain as the chip path builds it (ChipTransformer::chain_ffn), v's groups after
+// r (`resident`: their constants in a row after each group's parameters); where v's bytes and
+// the segments' offsets lie in its output.
+struct ValueChain {
+  compiler::FfnChain chain;
+  compiler::FcPlacement up_at, down_at;
+  int k_padded = 0, dim_padded = 0;
+  std::array<int, 3> out_at{};  // q, k, v in the q, k, v follower's outputs
+};
+ValueChain value_chain(const llm::Int8Weights& w, int layer, bool resident,
+                       const std::vector<float>& base) {
+  const llm::Config& c = w.config;
+  const QuantizedMatmul &w1 = w.matmul(layer, LayerMatmul::kW1),
+                        &w2 = w.matmul(layer, LayerMatmul::kW2);
+  ValueChain v;
+  v.k_padded = llm::whole_groups(w1.cols);
+  v.dim_padded = llm::whole_groups(c.dim);
+  const int hidden = llm::whole_groups(w1.rows);
+  const auto of = [&](int l) {
+    return [&w, l](int id) -> const QuantizedMatmul& { return w.matmul(l, LayerMatmul(id)); };
+  };
+  const llm::FfnPlan plan = llm::plan_ffn(v.k_padded, w1.rows, w2.rows);
+  compiler::FfnLayer& f = v.chain.ffn;
+  f.up = llm::fc_layer_of(plan.up, of(layer));
+  f.down = llm::fc_layer_of(plan.down, of(layer));
+  llm::set_ffn_gate(w.gates[size_t(layer)], f);
+  llm::FcProgramPlan qkv;
+  qkv.k_padded = v.dim_padded;
+  for (LayerMatmul m : {LayerMatmul::kQ, LayerMatmul::kK, LayerMatmul::kV}) {
+    const int rows = w.matmul(layer + 1, m).rows;
+    v.out_at[size_t(m)] = qkv.outputs;
+    qkv.segments.push_back({int(m), 0, rows, qkv.outputs});
+    qkv.outputs += llm::whole_groups(rows);
+  }
+  const int qkv_units = compiler::fc_units_per_tile(v.dim_padded, false);
+  llm::TileAllocator tiles;
+  compiler::FcPlacement add_at, qkv_at;
+  EXPECT_TRUE(tiles.place_pairs(compiler::fc_groups(hidden),
+                                compiler::fc_units_per_tile(v.k_padded, false), v.up_at));
+  EXPECT_TRUE(tiles.place(compiler::fc_groups(w2.rows), compiler::fc_units_per_tile(hidden, false),
+                          v.down_at));
+  EXPECT_TRUE(tiles.place(compiler::fc_groups(v.dim_padded), compiler::fc_units_per_tile(128, true),
+                          add_at));
+  // With resident constants each group takes one row more: its constants after its weights.
+  EXPECT_TRUE(
+      tiles.place(compiler::fc_groups(qkv.outputs), qkv_units + (resident ? 4 : 0), qkv_at));
+  compiler::FcLayer q = llm::fc_layer_of(qkv, of(layer + 1));
+  compiler::FcChainAfterR& after = v.chain.after_r;
+  after.layer = 1;
+  const int kv = c.kv_dim();
+  for (int g = v.out_at[2] / 64; g < compiler::fc_groups(qkv.outputs); ++g) {
+    // v~: zero point 0 (the chip's 128), clamps +-127.
+    q.group_out_zp[size_t(g)] = 128;
+    q.group_clamp_min[size_t(g)] = -llm::kSymmetricClamp;
+    q.group_clamp_max[size_t(g)] = llm::kSymmetricClamp;
+    after.groups.push_back(g);
+    for (int j = 64 * g - v.out_at[2]; j < 64 * g - v.out_at[2] + 64; ++j) {
+      after.base.push_back(j < kv ? base[size_t(j)] : 0.0f);
+      after.padding.push_back(j >= kv);
+    }
+    if (resident) after.const_units.push_back(qkv_at.param_units[size_t(g)] + qkv_units);
+  }
+  const llm::QParams in = w.matmul(layer + 1, LayerMatmul::kQ).in;
+  v.chain.extra_k = v.dim_padded;
+  v.chain.next = {llm::residual_add_layer(w.adds[size_t(layer)], c.dim), q};
+  v.chain.next_at = {add_at, qkv_at};
+  v.chain.next_output = {false, true};
+  v.chain.output_down = true;
+  v.chain.pairwise = true;
+  v.chain.rms = {0, c.dim, in.zero_point + 128, llm::rms_mean_multiplier(in.scale, c.dim), "r"};
+  return v;
+}
+
+TEST(FfnChainOnTheChip, ValueTildeFromWvsOutputStageIsTheInt8PathsEveryByte) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  for_each_reference_model(data, [](const std::string&, const LoadedModel& model) {
+    const llm::Checkpoint& ck = model.ck;
+    const llm::Config& c = ck.config;
+    llm::ThreadPool pool(2);
+    const llm::Calibration cal = llm::calibrate(ck, pool, 8);
+    llm::Int8Options options;
+    options.weighted_sum = llm::WeightedSum::kValueCache;
+    options.chip_rope = options.chip_rms = options.chip_residual = true;
+    TappedInt8 cpu(ck, pool, cal, options);
+    const llm::Int8Weights& w = *cpu.weights();
+    constexpr int kPositions = 4;
+    const int tokens[kPositions] = {llm::kBos, 403, 2501, 29889};
+    for (int pos = 0; pos < kPositions; ++pos) {
+      cpu.pos = pos;
+      cpu.forward(tokens[pos] % c.vocab_size, pos);
+    }
+    const int kv = c.kv_dim();
+    auto chip = std::make_shared<chip::VirtualEdgeTpu>();
+    auto tpu = runtime::open_virtual_edgetpu({}, chip);
+    std::vector<size_t> immediate_bytes;  // [layer]
+    for (const bool resident : {false, true}) {
+      SCOPED_TRACE(resident ? "constants resident" : "constants as immediates");
+      int distinct_r = 0;
+      for (int layer = 0; layer + 1 < c.n_layers; ++layer) {
+        SCOPED_TRACE("layer " + std::to_string(layer));
+        const std::vector<float>& base = w.attention[size_t(layer + 1)].v_base;
+        ASSERT_EQ(base.size(), size_t(kv));
+        const ValueChain v = value_chain(w, layer, resident, base);
+        const compiler::FfnChainPrograms code =
+            compiler::generate_ffn_chain(v.chain, v.up_at, v.down_at);
+        // The resident constants take the loop over them: fewer instruction bytes.
+        const size_t bytes = code.execution.bitstreams.at(0).data.size();
+        if (resident) {
+          EXPECT_LT(bytes, immediate_bytes.at(size_t(layer)));
+        } else {
+          immediate_bytes.push_back(bytes);
+        }
+        for (const container::Executable& e : code.caching)
+          tpu->run(nullptr, std::make_shared<runtime::Program>(e));
+        auto program = std::make_shared<runtime::Program>(code.execution);
+        const QuantizedMatmul& w1 = w.matmul(layer, LayerMatmul::kW1);
+        float last_r = 0;
+        for (int pos = 0; pos < kPositions; ++pos) {
+          SCOPED_TRACE("position " + std::to_string(pos));
+          const TappedInt8::Layer& t = cpu.at.at(size_t(pos)).at(size_t(layer));
+          // The chain's input as the chip path's: the FFN's input, then x2, padded with their
+          // zero points (zero weights meet them).
+          std::vector<int8_t> in(size_t(v.k_padded + v.dim_padded));
+          std::fill(in.begin(), in.begin() + v.k_padded, static_cast<int8_t>(w1.in.zero_point));
+          std::copy(t.ffn_in.begin(), t.ffn_in.end(), in.begin());
+          std::fill(in.begin() + v.k_padded, in.end(),
+                    static_cast<int8_t>(w.adds[size_t(layer)].x.zero_point));
+          std::copy(t.x2.begin(), t.x2.end(), in.begin() + v.k_padded);
+          ASSERT_EQ(program->input_bytes(0), in.size());
+          program->set_input(0, std::span(reinterpret_cast<const uint8_t*>(in.data()), in.size()));
+          tpu->run(nullptr, program);
+          std::vector<int8_t> out(program->output_bytes(0));
+          program->get_output(0, std::span(reinterpret_cast<uint8_t*>(out.data()), out.size()));
+          const int8_t* qkv = out.data() + v.dim_padded;
+          const TappedInt8::Layer& next = cpu.at[size_t(pos)].at(size_t(layer + 1));
+          const int8_t* want = cpu.v_tilde(layer + 1, pos);
+          for (int j = 0; j < kv; ++j)
+            ASSERT_EQ(int(qkv[v.out_at[2] + j]), int(want[j])) << "v~ byte " << j;
+          for (int j = 0; j < c.dim; ++j)
+            ASSERT_EQ(int(qkv[v.out_at[0] + j]), int(next.q[size_t(j)])) << "q byte " << j;
+          for (int j = 0; j < kv; ++j)
+            ASSERT_EQ(int(qkv[v.out_at[1] + j]), int(next.k[size_t(j)])) << "k byte " << j;
+          // Not a trivial output: v~ spreads over the int8 range.
+          const auto [lo, hi] = std::minmax_element(want, want + kv);
+          EXPECT_GT(*hi - *lo, 60);
+          float r = 0;
+          program->get_output(1, std::span(reinterpret_cast<uint8_t*>(&r), sizeof r));
+          const float want_r = cpu.rms_scale_at(layer + 1, pos);
+          ASSERT_EQ(std::bit_cast<uint32_t>(r), std::bit_cast<uint32_t>(want_r));
+          // The multipliers themselves (the bytes hide a multiplier an ulp off): each v group's
+          // multiplier row holds f32(base_j r), 0 past kv_dim.
+          const compiler::FcChainAfterR& after = v.chain.after_r;
+          const compiler::FcPlacement& at = v.chain.next_at[1];
+          for (size_t k = 0; k < after.groups.size(); ++k) {
+            const size_t g = size_t(after.groups[k]);
+            const auto& wide = chip->tile(at.tiles[g]).wide;
+            for (int j = 0; j < 64; ++j) {
+              const int channel = 64 * int(k) + j;
+              uint32_t bits = 0;
+              std::memcpy(&bits, &wide[size_t(64 * at.param_units[g] + 4 * j)], 4);
+              const float m =
+                  channel < kv ? llm::per_token_multiplier(base[size_t(channel)], want_r) : 0.0f;
+              ASSERT_EQ(bits, std::bit_cast<uint32_t>(m)) << "v~ channel " << channel;
+            }
+          }
+          distinct_r += r != last_r;
+          last_r = r;
+        }
+      }
+      // Each position's own r (the multipliers are per token).
+      EXPECT_EQ(distinct_r, (c.n_layers - 1) * kPositions);
+    }
+  });
+}
+
+// What the generator refuses, each an Error (not a layout to retry): groups after r of a follower
+// that is not after r's, without r, of a group the follower lacks, out of order, with constants
+// of the wrong count, or with their constants' row inside a group's parameters or not row-aligned.
+TEST(FfnChainOnTheChip, ValueTildeGroupsAfterRAreRefusedWhereTheyCannotBe) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  std::string why;
+  const auto model = reference_model(data, "rand_gqa", why);
+  if (!model) GTEST_SKIP() << why;
+  llm::ThreadPool pool(1);
+  const llm::Calibration cal = llm::calibrate(model->ck, pool, 4);
+  llm::Int8Options options;
+  options.weighted_sum = llm::WeightedSum::kValueCache;
+  options.chip_rope = options.chip_rms = options.chip_residual = true;
+  const llm::Int8Weights w(model->ck, cal, options);
+  const ValueChain good = value_chain(w, 0, true, w.attention[1].v_base);
+  EXPECT_NO_THROW(compiler::generate_ffn_chain(good.chain, good.up_at, good.down_at));
+  const int own = good.chain.next_at[1].param_units[size_t(good.chain.after_r.groups[0])];
+  const std::vector<std::function<void(compiler::FfnChain&)>> bad = {
+      [](compiler::FfnChain& c) { c.after_r.layer = 0; },
+      [](compiler::FfnChain& c) { c.after_r.layer = 2; },
+      [](compiler::FfnChain& c) { c.rms.layer = -1; },
+      [](compiler::FfnChain& c) { c.after_r.groups[0] = 99; },
+      [](compiler::FfnChain& c) { c.after_r.groups.push_back(1); },
+      [](compiler::FfnChain& c) { c.after_r.base.pop_back(); },
+      [](compiler::FfnChain& c) { c.after_r.const_units.push_back(0); },
+      [own](compiler::FfnChain& c) { c.after_r.const_units[0] = own; },
+      [](compiler::FfnChain& c) { c.after_r.const_units[0] += 2; },
+  };
+  for (size_t i = 0; i < bad.size(); ++i) {
+    SCOPED_TRACE("case " + std::to_string(i));
+    compiler::FfnChain chain = good.chain;
+    bad[i](chain);
+    try {
+      compiler::generate_ffn_chain(chain, good.up_at, good.down_at);
+      ADD_FAILURE() << "generated";
+    } catch (const compiler::LayoutRejected& e) {
+      ADD_FAILURE() << "taken for a layout to retry: " << e.what();
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_TRUE(what.find("after r") != std::string::npos ||
+                  what.find("constants' row") != std::string::npos)
+          << what;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tinycoral::testing
