@@ -1092,7 +1092,7 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
   const int late_at = y_at + kMaxSlots * kGroup * (static_cast<int>(next.size()) + 1);
   const int late_end =
       late_at + 4 * kGroup * static_cast<int>(std::count(late.begin(), late.end(), true));
-  if (late_end > kNarrowBytes)
+  if (chain.after_r.layer >= 0 && late_end > kNarrowBytes)
     fail("chain '", chain_name, "': the multipliers from r take narrow memory up to byte ",
          late_end);
   // A tail's input after the chain's own and its tables, from the next whole packet on.
