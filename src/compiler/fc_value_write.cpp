@@ -12,6 +12,7 @@ namespace {
 
 constexpr int kValueRowWords = 64;     // 4-byte words in one 256-byte wide row
 constexpr int kValueVectorWords = 16;  // a position's 64 channels
+constexpr int kPieceBytes = 64;        // a group's 64 channels, one byte each
 
 // Narrow byte of each group's quad buffer: the groups of one tile side by side from narrow_at.
 std::vector<int> value_quads_at(const FcValueWrite& w) {
@@ -125,6 +126,26 @@ std::vector<int64_t> fc_value_write_fields(const FcValueWrite& w, int pos) {
   for (const int a : value_quads_at(w)) fields.push_back(a / 4 + kValueVectorWords * (pos % 4));
   for (const int unit : w.cache_units) fields.push_back(unit + 4 * (pos / 4));
   return fields;
+}
+
+ValueVectorsSideBySide value_vectors_side_by_side(int n_heads, int n_kv_heads, int head_size,
+                                                  int base) {
+  if (n_heads <= 0 || n_kv_heads <= 0 || n_heads % n_kv_heads != 0 || head_size <= 0)
+    fail(n_heads, " heads over ", n_kv_heads, " kv heads of ", head_size, " channels");
+  // The landing's narrowToWide reads whole words.
+  if (head_size % 4 != 0 || base < 0 || base % 4 != 0)
+    fail("vectors of heads of ", head_size, " channels from narrow byte ", base,
+         ": not word-aligned");
+  const int per_kv = n_heads / n_kv_heads, groups = fc_groups(head_size);
+  ValueVectorsSideBySide out;
+  out.end = base + kPieceBytes * fc_groups(n_kv_heads * head_size);
+  for (int h = 0; h < n_heads; ++h)
+    for (int j = 0; j < groups; ++j) {
+      out.from_byte.push_back(base + head_size * (h / per_kv) + kPieceBytes * j);
+      out.end = std::max(out.end, out.from_byte.back() + kPieceBytes);
+    }
+  out.end = (out.end + kPieceBytes - 1) / kPieceBytes * kPieceBytes;
+  return out;
 }
 
 }  // namespace tinycoral::compiler

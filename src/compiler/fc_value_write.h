@@ -67,4 +67,22 @@ void emit_value_landings(Emitter& e, const FcValueWrite& w);
 // The values of those marked fields for position `pos`, in mark order.
 std::vector<int64_t> fc_value_write_fields(const FcValueWrite& w, int pos);
 
+// Where each cache group finds its vector once a chain's tail has broadcast v~'s pieces (issue 14
+// step B.3, docs/llm.md "v~ on the chip"). v's follower leaves kv_dim's channels in 64-channel
+// pieces (piece i: channels 64 i .., v's padding outputs past kv_dim) on their own tiles; the tail
+// sends every piece to each cache group's tile side by side from narrow byte `base` (piece i at
+// base + 64 i: ffn_broadcast's to_byte), so channel c lies at base + c on all of them. The cache
+// groups follow the heads (head h's whole_groups(head_size) groups in order, reading its kv head's
+// channels), so group j of head h takes from_byte = base + head_size (h / (n_heads / n_kv_heads))
+// + 64 j: a head may straddle two pieces, and kv_dim's groups need no per-head layout. A window
+// may reach past its head (the next head's channels, v's padding or bytes past the pieces land in
+// the group's padding channels, which the sum's zero multipliers ignore); `end` is the narrow byte
+// (a multiple of 64) past the pieces and every window, the room the caller keeps there.
+struct ValueVectorsSideBySide {
+  std::vector<int> from_byte;  // FcValueWrite::from_byte, one per cache group
+  int end = 0;
+};
+ValueVectorsSideBySide value_vectors_side_by_side(int n_heads, int n_kv_heads, int head_size,
+                                                  int base);
+
 }  // namespace tinycoral::compiler
