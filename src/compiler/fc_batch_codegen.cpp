@@ -1056,7 +1056,8 @@ FfnChainPrograms chain_then_softmax(const ChainBeforeScores& chain, const FcLaye
              " bytes): the host's row is not sent");
   FfnChainTail tail;
   tail.input_bytes = moved.empty() ? g.row_bytes : kSoftmaxCountBytes;
-  tail.emit = [&](Emitter& e, int& ordinal, int input_at, int products_at) {
+  tail.emit = [&](Emitter& e, int& ordinal, const FfnChainTailAt& at) {
+    const int input_at = at.input_at, products_at = at.products_at;
     // The chain's narrow memory is free by now (its outputs have left) but for its products:
     // the moved ones go first, to their row slots (piece i at narrow byte 64 i), below them.
     if (!pieces.empty()) {

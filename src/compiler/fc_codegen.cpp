@@ -1124,6 +1124,8 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
   }
   if (!chain.pairwise) pieces.insert(pieces.begin(), extra_pieces.begin(), extra_pieces.end());
   int at = y_at, products_at = 0;
+  FfnChainTailAt tail_place;
+  tail_place.input_at = tail_at;
   std::optional<ScalarRms> r;  // r to compute, once its bytes are in scalar memory
   for (size_t i = 0; i < next.size(); ++i) {
     at += kMaxSlots * kGroup;
@@ -1142,6 +1144,7 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
     pieces.clear();
     const bool out = chain.next_output.empty() || chain.next_output.at(i);
     const std::vector<std::pair<int, int>> outputs = output_pieces(next[i], at);
+    tail_place.follower_out.push_back(outputs);
     for (size_t group = 0; group < outputs.size(); ++group) {
       const auto [tile, byte] = outputs[group];
       pieces.emplace_back(tile, byte / 4);
@@ -1170,8 +1173,12 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
                                 tables_at, narrow_end, out_pieces);
   pieces_output_stage(e, out_pieces, chain.next.back().output_name, ring_ordinal,
                       rms.layer >= 0 ? rms.output_name : "", tail == nullptr);
-  if (tail) narrow_end = std::max(narrow_end, tail->emit(e, ring_ordinal, tail_at, products_base));
   if (chain.after_r.layer >= 0) narrow_end = std::max(narrow_end, late_end);
+  if (tail) {
+    tail_place.products_at = products_base;
+    tail_place.narrow_end = narrow_end;
+    narrow_end = std::max(narrow_end, tail->emit(e, ring_ordinal, tail_place));
+  }
   FcLayer in_layer = f.up;
   in_layer.k = in_k + more_k;
   FcLayer out_layer = chain.next.back();
@@ -1251,11 +1258,14 @@ FfnChainPrograms generate_fc_chain(const FcChain& chain, const FfnChainTail* tai
   input_stage(e, g[0], chain.layers[0], more_k);
   std::vector<std::pair<int, int>> pieces = host_pieces(g[0]), out_pieces;
   int at = (std::max(g[0].x_piece + kPiece, widest) + 255) / 256 * 256, products_at = 0;
+  FfnChainTailAt tail_place;
+  tail_place.input_at = tail_at;
   for (size_t i = 0; i < g.size(); ++i) {
     broadcast_stage(e, g[i].compute_mask(), pieces, ring_ordinal);
     op_stage(e, g[i], chain.layers[i], at);
     pieces.clear();
     const std::vector<std::pair<int, int>> outputs = output_pieces(g[i], at);
+    tail_place.follower_out.push_back(outputs);
     for (size_t group = 0; group < outputs.size(); ++group) {
       const auto [tile, byte] = outputs[group];
       pieces.emplace_back(tile, byte / 4);
@@ -1273,7 +1283,11 @@ FfnChainPrograms generate_fc_chain(const FcChain& chain, const FfnChainTail* tai
   if (out_pieces.empty()) fail("an FC chain must return something");
   pieces_output_stage(e, out_pieces, chain.layers.back().output_name, ring_ordinal, "",
                       tail == nullptr);
-  if (tail) at = std::max(at, tail->emit(e, ring_ordinal, tail_at, products_base));
+  if (tail) {
+    tail_place.products_at = products_base;
+    tail_place.narrow_end = at;
+    at = std::max(at, tail->emit(e, ring_ordinal, tail_place));
+  }
   FcLayer out_layer = chain.layers.back();
   Geometry out_geometry{};
   out_geometry.n = out_layer.n = static_cast<int>(out_pieces.size()) * kGroup;

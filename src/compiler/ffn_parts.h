@@ -46,13 +46,23 @@ void ffn_broadcast_blocks(Emitter& e, uint32_t compute, const std::vector<FfnBlo
 // the chain's input pop also takes `input_bytes` after the chain's own bytes and tables, from the
 // next whole 256-byte packet on; the chain's outputs (and r) leave without the program's end, then
 // `emit` writes the rest, the end included. It gets the chain's ring ordinal (the producers so far,
-// which it continues), the byte of the pop where its input starts and the narrow byte where the
-// chain's table products lie on their tiles (FcTableProducts; fc_product_bytes' bytes from there;
-// -1 without products); it returns the narrow bytes per tile it uses. Its outputs are the
-// caller's to add to the executable.
+// which it continues) and FfnChainTailAt; it returns the narrow bytes per tile it uses. Its outputs
+// are the caller's to add to the executable.
+struct FfnChainTailAt {
+  int input_at = 0;  // the byte of the pop where the tail's input starts
+  // The narrow byte where the chain's table products lie on their tiles (FcTableProducts;
+  // fc_product_bytes' bytes from there; -1 without products).
+  int products_at = -1;
+  // Narrow bytes per tile the chain used (its products and its multipliers from r included): a
+  // tail that keeps the chain's outputs where they are puts its own bytes from here on.
+  int narrow_end = 0;
+  // Each follower's groups' outputs (tile, narrow byte), still there when the tail starts (the
+  // chain's outputs are copied to their wide rows to leave); an FC chain's layers likewise.
+  std::vector<std::vector<std::pair<int, int>>> follower_out;
+};
 struct FfnChainTail {
   int input_bytes = 0;
-  std::function<int(Emitter& e, int& ring_ordinal, int input_at, int products_at)> emit;
+  std::function<int(Emitter& e, int& ring_ordinal, const FfnChainTailAt& at)> emit;
 };
 FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up,
                                     const FcPlacement& down, const FfnChainTail* tail);

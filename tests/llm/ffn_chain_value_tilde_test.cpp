@@ -13,11 +13,15 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <random>
 #include <vector>
 
 #include "chip/virtual_edge_tpu.h"
 #include "common/error.h"
 #include "compiler/fc_codegen.h"
+#include "compiler/fc_value_write.h"
+#include "compiler/ffn_parts.h"
+#include "compiler/program_parts.h"
 #include "llama2c_files.h"
 #include "llm/int8_model.h"
 #include "llm/int8_residual.h"
@@ -75,8 +79,11 @@ struct ValueChain {
   int k_padded = 0, dim_padded = 0;
   std::array<int, 3> out_at{};  // q, k, v in the q, k, v follower's outputs
 };
+// With `cache_at`, the value cache's groups of layer + 1 (heads x whole_groups(head_size), K =
+// cache_k positions) are placed after them, each with one row more for its staging row.
 ValueChain value_chain(const llm::Int8Weights& w, int layer, bool resident,
-                       const std::vector<float>& base) {
+                       const std::vector<float>& base, compiler::FcPlacement* cache_at = nullptr,
+                       int cache_k = 0) {
   const llm::Config& c = w.config;
   const QuantizedMatmul &w1 = w.matmul(layer, LayerMatmul::kW1),
                         &w2 = w.matmul(layer, LayerMatmul::kW2);
@@ -112,6 +119,10 @@ ValueChain value_chain(const llm::Int8Weights& w, int layer, bool resident,
   // With resident constants each group takes one row more: its constants after its weights.
   EXPECT_TRUE(
       tiles.place(compiler::fc_groups(qkv.outputs), qkv_units + (resident ? 4 : 0), qkv_at));
+  if (cache_at) {
+    EXPECT_TRUE(tiles.place(c.n_heads * compiler::fc_groups(c.head_size()),
+                            compiler::fc_units_per_tile(cache_k, false) + 4, *cache_at));
+  }
   compiler::FcLayer q = llm::fc_layer_of(qkv, of(layer + 1));
   compiler::FcChainAfterR& after = v.chain.after_r;
   after.layer = 1;
@@ -237,6 +248,121 @@ TEST(FfnChainOnTheChip, ValueTildeFromWvsOutputStageIsTheInt8PathsEveryByte) {
       }
       // Each position's own r (the multipliers are per token).
       EXPECT_EQ(distinct_r, (c.n_layers - 1) * kPositions);
+    }
+  });
+}
+
+// B.3's write in the chain's tail (FfnChainTail): v~'s pieces, where v's follower left them, are
+// broadcast side by side to the value cache's tiles (value_vectors_side_by_side) and written into
+// each head group's cache rows (FcValueWrite from narrow memory), one program patched per position
+// through its marks. Both checkpoints, every chained layer, four positions: every channel of every
+// head's rows up to the position is the int8 path's v~ of its kv head (+ 128).
+TEST(FfnChainOnTheChip, ValueTildeWrittenByTheChainsTailIsTheInt8PathsCache) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  for_each_reference_model(data, [](const std::string&, const LoadedModel& model) {
+    const llm::Checkpoint& ck = model.ck;
+    const llm::Config& c = ck.config;
+    llm::ThreadPool pool(2);
+    const llm::Calibration cal = llm::calibrate(ck, pool, 8);
+    llm::Int8Options options;
+    options.weighted_sum = llm::WeightedSum::kValueCache;
+    options.chip_rope = options.chip_rms = options.chip_residual = true;
+    TappedInt8 cpu(ck, pool, cal, options);
+    const llm::Int8Weights& w = *cpu.weights();
+    constexpr int kPositions = 4, kCacheK = 64;
+    const int tokens[kPositions] = {llm::kBos, 403, 2501, 29889};
+    for (int pos = 0; pos < kPositions; ++pos) {
+      cpu.pos = pos;
+      cpu.forward(tokens[pos] % c.vocab_size, pos);
+    }
+    const int hs = c.head_size(), head_groups = compiler::fc_groups(hs);
+    const int per_kv = c.n_heads / c.n_kv_heads;
+    auto chip = std::make_shared<chip::VirtualEdgeTpu>();
+    auto tpu = runtime::open_virtual_edgetpu({}, chip);
+    std::mt19937 random(41);
+    for (int layer = 0; layer + 1 < c.n_layers; ++layer) {
+      SCOPED_TRACE("layer " + std::to_string(layer));
+      compiler::FcPlacement cache_at;
+      const ValueChain v =
+          value_chain(w, layer, true, w.attention[size_t(layer + 1)].v_base, &cache_at, kCacheK);
+      // The cache: random bytes first (what earlier sequences left).
+      compiler::FcLayer cache;
+      cache.n = 64 * c.n_heads * head_groups;
+      cache.k = kCacheK;
+      cache.weights.resize(size_t(cache.n) * size_t(cache.k));
+      for (auto& b : cache.weights) b = static_cast<int8_t>(static_cast<int>(random() % 256) - 128);
+      cache.mult.assign(size_t(cache.n), 0.001f);
+      cache.in_scale = cache.out_scale = 1.0f;
+      cache.out_zp = 128;
+      cache.input_name = "e";
+      cache.output_name = "a";
+      const int rows_units = compiler::fc_units_per_tile(kCacheK, false);
+      std::vector<int> staging;
+      uint32_t cache_tiles = 0;
+      for (size_t g = 0; g < cache_at.tiles.size(); ++g) {
+        staging.push_back(cache_at.param_units[g] + rows_units);
+        cache_tiles |= compiler::tile_bit(cache_at.tiles[g]);
+      }
+      compiler::FcValueWrite vw = compiler::fc_value_write(cache, cache_at, staging, 0);
+      std::vector<std::pair<int, int>> pieces;
+      compiler::FfnChainTail tail;
+      tail.input_bytes = 8;
+      tail.emit = [&](compiler::Emitter& e, int& ordinal, const compiler::FfnChainTailAt& at) {
+        // v's groups (after r) where the follower left them.
+        for (const int g : v.chain.after_r.groups) {
+          const auto [tile, byte] = at.follower_out.at(1).at(size_t(g));
+          pieces.emplace_back(tile, byte / 4);
+        }
+        const int base = (at.narrow_end + 63) / 64 * 64;
+        const compiler::ValueVectorsSideBySide side =
+            compiler::value_vectors_side_by_side(c.n_heads, c.n_kv_heads, hs, base);
+        vw.from_byte = side.from_byte;
+        vw.narrow_at = (side.end + 255) / 256 * 256;
+        compiler::emit_value_copies(e, vw);
+        compiler::ffn_broadcast(e, cache_tiles, pieces, ordinal, base);
+        compiler::emit_value_vectors_from_narrow(e, vw);
+        compiler::emit_value_landings(e, vw);
+        compiler::tile_fence(e, "units=0x3ff signal=1 f109=3");
+        compiler::wait_tokens(e);
+        compiler::interrupt(e, 5, 4, 6);
+        return compiler::fc_value_write_narrow_bytes(vw);
+      };
+      const compiler::FfnChainPrograms code =
+          compiler::generate_ffn_chain(v.chain, v.up_at, v.down_at, &tail);
+      ASSERT_EQ(pieces.size(), size_t(compiler::fc_groups(c.kv_dim())));
+      ASSERT_EQ(code.marks.size(), 2 * cache_at.tiles.size());
+      for (const container::Executable& e : code.caching)
+        tpu->run(nullptr, std::make_shared<runtime::Program>(e));
+      tpu->run(nullptr, std::make_shared<runtime::Program>(compiler::fc_caching(cache, cache_at)));
+      auto program = std::make_shared<runtime::Program>(code.execution);
+      const QuantizedMatmul& w1 = w.matmul(layer, LayerMatmul::kW1);
+      for (int pos = 0; pos < kPositions; ++pos) {
+        SCOPED_TRACE("position " + std::to_string(pos));
+        const std::vector<int64_t> fields = compiler::fc_value_write_fields(vw, pos);
+        for (size_t i = 0; i < fields.size(); ++i)
+          program->patch_field(0, code.marks[i].offset_bit, code.marks[i].width,
+                               uint64_t(fields[i]));
+        const TappedInt8::Layer& t = cpu.at.at(size_t(pos)).at(size_t(layer));
+        std::vector<int8_t> in(program->input_bytes(0));
+        std::fill(in.begin(), in.begin() + v.k_padded, static_cast<int8_t>(w1.in.zero_point));
+        std::copy(t.ffn_in.begin(), t.ffn_in.end(), in.begin());
+        std::fill(in.begin() + v.k_padded, in.begin() + v.k_padded + v.dim_padded,
+                  static_cast<int8_t>(w.adds[size_t(layer)].x.zero_point));
+        std::copy(t.x2.begin(), t.x2.end(), in.begin() + v.k_padded);
+        program->set_input(0, std::span(reinterpret_cast<const uint8_t*>(in.data()), in.size()));
+        tpu->run(nullptr, program);
+        for (size_t g = 0; g < cache_at.tiles.size(); ++g) {
+          const int h = int(g) / head_groups, j = int(g) % head_groups, kv = h / per_kv;
+          const auto& wide = chip->tile(cache_at.tiles[g]).wide;
+          for (int p = 0; p <= pos; ++p) {
+            const int8_t* want = cpu.v_tilde(layer + 1, p) + kv * hs + 64 * j;
+            const int row = vw.cache_units[g] + 4 * (p / 4);
+            for (int ch = 0; ch < 64 && 64 * j + ch < hs; ++ch)
+              ASSERT_EQ(int(wide[size_t(64 * row + 4 * ch + p % 4)]), int(want[ch]) + 128)
+                  << "head " << h << ", group " << j << ", channel " << ch << ", position " << p;
+          }
+        }
+      }
     }
   });
 }
