@@ -88,8 +88,8 @@ struct ChipTransformer::ScoresProgram : FcProgramPlan {
   std::shared_ptr<runtime::Program> execution;
   std::vector<std::shared_ptr<runtime::Program>> key_writes;
   // With it: [pos / 64] the program that writes the key of a position in that group, then runs
-  // the scores and the softmax (made when first used; with chip_key_write in the constructor, at
-  // the group's first position, and rewritten to each run's).
+  // the scores and the softmax (made in the constructor at the group's first position, and
+  // rewritten to each run's: group_program.h).
   std::vector<GroupProgram> scores_with_key;
   // chip_rope, with the softmax: q~ = the RoPE sum of q's products, in front of the scores
   // (rope_sum_program); the program's input row is then input_bytes long (before the count).
@@ -116,10 +116,11 @@ struct ChipTransformer::ValueSumProgram {
   compiler::FcPlacement at;
   std::vector<std::shared_ptr<runtime::Program>> sums;
   bool on_chip = false;
-  // Joined to the layer's scores and softmax: [pos / 4] the program that writes the new key and
-  // the weight row of pos's v~, computes the scores, the softmax, the multipliers and the sum (made
-  // at its first token, its parameters replaced later; with chip_key_write [pos / 64], made in the
-  // constructor and rewritten to each run's position), and the sum it returned, for value_sum_q.
+  // Joined to the layer's scores and softmax: [pos / 64] the program that writes the new key and
+  // the weight row of pos's v~, computes the scores, the softmax, the multipliers and the sum
+  // (made in the constructor; its parameters replaced and its v~ rows' addresses, with
+  // chip_key_write its column too, rewritten to each run's position), and the sum it returned,
+  // for value_sum_q.
   bool joined = false;
   compiler::FcValueSum join;
   std::vector<GroupProgram> attention;
@@ -487,8 +488,7 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
   xq_.resize(size_t(widest));
   yq_.resize(size_t(widest));
   for (Pending& p : pending_) p.yq.resize(size_t(std::max(c.dim, c.hidden_dim)));
-  if (options.chip_key_write)
-    for (int l = 0; l < int(scores_.size()); ++l) key_group_programs(l);
+  for (int l = 0; l < int(scores_.size()); ++l) key_group_programs(l);
   // The programs writing the key made here (the first ones as trials, the joined ones; a joined
   // layer's trial never runs).
   for (size_t l = 0; l < scores_.size(); ++l)
@@ -757,7 +757,7 @@ bool ChipTransformer::scores_program(int layer, TileAllocator& tiles) {
   stats_.key_write_layers += p.softmax && options().chip_key_write;
   p.input_bytes = row_bytes;
   p.key_writes.resize(size_t(p.seq_padded / 64));
-  p.scores_with_key.assign(size_t(key_programs(p.seq_padded, 64)), {});
+  p.scores_with_key.assign(size_t(p.seq_padded / 64), {});
   scores_.resize(size_t(c.n_layers));
   scores_[size_t(layer)] = std::move(p);
   return true;
@@ -921,7 +921,7 @@ void ChipTransformer::key_group_programs(int layer) {
                            : nullptr;
   // (Group 0's trial, made before the plan was final, is made again with the others.)
   for (int first = 0; first < s.seq_padded; first += 64) {
-    const size_t g = size_t(key_program(first, v ? 4 : 64));
+    const size_t g = size_t(first / 64);
     if (v)
       v->attention.at(g) =
           attention_program(layer, s, *v, first, attention_values(layer, s, *v, first / 4));
@@ -1258,7 +1258,7 @@ bool ChipTransformer::join_attention(int layer, TileAllocator& tiles) {
       trial.place(wo_groups, compiler::fc_units_per_tile(plan.k_padded, false), plan.placement);
   // The first program now: what does not fit (narrow memory) stays two programs.
   const compiler::FcRowWrite values = attention_values(layer, s, p, 0);
-  p.attention.assign(size_t(key_programs(s.seq_padded, 4)), {});
+  p.attention.assign(size_t(s.seq_padded / 64), {});
   for (const bool with_wo : {true, false}) {
     if (with_wo && !wo_fits) continue;
     p.join.out = {};
@@ -1320,14 +1320,6 @@ GroupProgram ChipTransformer::attention_program(int layer, const ScoresProgram& 
           std::move(made.column_marks), std::move(made.row_marks)};
 }
 
-int ChipTransformer::key_programs(int seq_padded, int positions) const {
-  return seq_padded / (options().chip_key_write ? 64 : positions);
-}
-
-int ChipTransformer::key_program(int pos, int positions) const {
-  return pos / (options().chip_key_write ? 64 : positions);
-}
-
 compiler::FcColumnWrite ChipTransformer::key_column(const ScoresProgram& p,
                                                     const compiler::FcParameterWrite& key,
                                                     int pos) const {
@@ -1356,24 +1348,17 @@ void ChipTransformer::attention_q(int layer, int pos, const int8_t* q8) {
   const auto start = std::chrono::steady_clock::now();
   // One run: the program streams the new key's groups and the one weight row per group that
   // holds pos's v~ (the multipliers are computed on the chip), then computes the scores, the
-  // softmax, the multipliers and the sum. One program per 4 positions (the row's unit is in its
-  // instructions), made at its first token; later tokens replace its parameters.
+  // softmax, the multipliers and the sum. One program per 64-position group (the row's unit is a
+  // marked field of its instructions), made in the constructor; each run sets its parameters and
+  // rewrites the row's address (and the column's) to its position.
   add_key(s, layer, pos);
   set_value_column(p.shape, pos, value_q(layer, pos), p.layer);
   const compiler::FcRowWrite values = attention_values(layer, s, p, pos / 4);
   const std::vector<int8_t> row = scores_row(s, layer, pos, q8);
-  GroupProgram& group = p.attention[size_t(key_program(pos, 4))];
-  if (!group.program) {
-    const auto build = std::chrono::steady_clock::now();
-    group = attention_program(layer, s, p, pos, values);
-    ++stats_.key_programs;
-    stats_.key_program_build_s +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - build).count();
-  } else {
-    std::vector<uint8_t> parameters = key_parameters(s, pos);
-    parameters.insert(parameters.end(), values.bytes.begin(), values.bytes.end());
-    group.program->set_parameters(parameters);
-  }
+  const GroupProgram& group = p.attention.at(size_t(pos / 64));
+  std::vector<uint8_t> parameters = key_parameters(s, pos);
+  parameters.insert(parameters.end(), values.bytes.begin(), values.bytes.end());
+  group.program->set_parameters(parameters);
   const std::shared_ptr<runtime::Program>& program = rewritten(group, pos);
   const int out_bytes = p.wo ? whole_groups(c.dim) : p.layer.n;  // o, or wo's input
   p.a.resize(size_t(out_bytes));
@@ -1550,25 +1535,17 @@ void ChipTransformer::softmax_q(int layer, int pos, const int8_t* q8, uint8_t* e
     return;
   }
   const auto start = std::chrono::steady_clock::now();
-  // One run: the program streams the new key's groups into tile memory before the scores (a
-  // STAND_ALONE program per 64-position group, made at its first token; later tokens replace its
-  // parameters).
+  // One run: the program streams the new key's groups (or column) into tile memory before the
+  // scores (a STAND_ALONE program per 64-position group, made in the constructor; each run sets
+  // its parameters and rewrites its marked fields).
   add_key(p, layer, pos);
   const std::vector<int8_t> row = scores_row(p, layer, pos, q8);
   // With the RoPE sum in front: this token's multipliers after the key's parameters.
   const compiler::FcRowWrite mults = p.rope ? rope_multipliers(p, layer) : compiler::FcRowWrite{};
-  GroupProgram& group = p.scores_with_key[size_t(key_program(pos, 64))];
-  if (!group.program) {
-    const auto build = std::chrono::steady_clock::now();
-    group = softmax_program(layer, p, pos, mults);
-    ++stats_.key_programs;
-    stats_.key_program_build_s +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - build).count();
-  } else {
-    std::vector<uint8_t> parameters = key_parameters(p, pos);
-    parameters.insert(parameters.end(), mults.bytes.begin(), mults.bytes.end());
-    group.program->set_parameters(parameters);
-  }
+  const GroupProgram& group = p.scores_with_key.at(size_t(pos / 64));
+  std::vector<uint8_t> parameters = key_parameters(p, pos);
+  parameters.insert(parameters.end(), mults.bytes.begin(), mults.bytes.end());
+  group.program->set_parameters(parameters);
   const std::shared_ptr<runtime::Program>& program = rewritten(group, pos);
   const int e_bytes = c.n_heads * p.seq_padded, out_bytes = e_bytes + 4 * c.n_heads;
   std::vector<int8_t> out(static_cast<size_t>(out_bytes));

@@ -85,9 +85,9 @@ struct ChipPathStats {
   double chip_wall_s = 0;  // wall time inside EdgeTpu::run (the simulation, on --device sim)
   // Of it, the host's time preparing the programs that write the key in the scores' run (the
   // scores' own with the softmax, the attention program, the joined one) past the constructor:
-  // generating them and rewriting their position's fields.
+  // rewriting their position's fields (all are generated in the constructor).
   double key_program_build_s = 0;
-  // Those programs generated (in the constructor and at their first token).
+  // Those programs generated (one per layer and 64-position group, in the constructor).
   int key_programs = 0;
   // Of them, the joined ones (in the constructor: one per joined layer and 64-position group).
   int joined_programs = 0;
@@ -195,7 +195,7 @@ class ChipTransformer : public Int8Transformer {
   GroupProgram joined_program(int layer, int first) const;
   // `g` rewritten to pos (group_program.h), the host's time in stats_.key_program_build_s.
   const std::shared_ptr<runtime::Program>& rewritten(const GroupProgram& g, int pos);
-  // With chip_key_write, the programs of every 64-position group of `layer`'s scores (or its
+  // The programs of every 64-position group of `layer`'s scores (or its
   // attention program) where they run apart from the program before: as the joined ones, each
   // generated at its group's first position and rewritten to each run's.
   void key_group_programs(int layer);
@@ -225,12 +225,9 @@ class ChipTransformer : public Int8Transformer {
   GroupProgram softmax_program(int layer, const ScoresProgram& p, int pos,
                                const compiler::FcRowWrite& mults) const;
   // The key's write of `pos` as the programs take it: chip_key_write (the chip writes the column
-  // into the groups holding pos; the column and the v~ row are marked fields of the instructions,
-  // so one program per 64-position group, rewritten per run) or the groups streamed whole (one
-  // program per `positions`, 64 or 4: what else the program writes fixes). key_programs: how many
-  // programs of a layer; key_program: pos's.
-  int key_programs(int seq_padded, int positions) const;
-  int key_program(int pos, int positions) const;
+  // into the groups holding pos, its scatters' addresses marked fields) or the groups holding pos
+  // streamed whole. Either way (and with the v~ row's address marked) one program per 64-position
+  // group, rewritten to each run's position (group_program.h).
   compiler::FcColumnWrite key_column(const ScoresProgram& p, const compiler::FcParameterWrite& key,
                                      int pos) const;
   // The parameters the key's write takes, in front of the program's other parameters.
@@ -255,8 +252,8 @@ class ChipTransformer : public Int8Transformer {
   // sum in front this token's multiplier rows after them.
   compiler::FcRowWrite attention_values(int layer, const ScoresProgram& s, const ValueSumProgram& p,
                                         int unit) const;
-  // The joined program of `layer` (one per 4 positions, or per 64-position group with
-  // chip_key_write, its column and v~ rows marked) with pos's key and `values` as its parameters:
+  // The joined program of `layer` (one per 64-position group, its v~ rows and with
+  // chip_key_write its column marked) with pos's key and `values` as its parameters:
   // every place that makes one builds it here, so they cannot drift apart.
   GroupProgram attention_program(int layer, const ScoresProgram& s, const ValueSumProgram& p,
                                  int pos, const compiler::FcRowWrite& values) const;

@@ -807,9 +807,9 @@ void generate_with_the_value_cache(const std::filesystem::path& data) {
 // RoPE's sums too (every layer's q~ and key sums in the scores' programs, their weights one copy
 // per tile) and on rand_gqa with the softmax alone; every layer's key written by the chip, and
 // fewer bytes to the stick than the same flags streaming the key's groups (the same programs per
-// token otherwise); one program per layer and 64-position group, rand_gqa's 72 tokens (past its
-// first group) the CPU's text too; with RoPE, q's products kept on the tiles in every layer;
-// refused without --scores-on-chip.
+// token and text otherwise); one program per layer and 64-position group, with the column and
+// with the key's groups streamed, rand_gqa's 72 tokens (past its first group) the CPU's text too;
+// with RoPE, q's products kept on the tiles in every layer; refused without --scores-on-chip.
 void generate_with_the_key_column_written_by_the_chip(const std::filesystem::path& data) {
   std::string why;
   for (const std::string name : {"rand_gqa", "rand15M"}) {
@@ -868,6 +868,10 @@ void generate_with_the_key_column_written_by_the_chip(const std::filesystem::pat
       ASSERT_EQ(streamed.exit_code, 0) << streamed.err;
       const nlohmann::json k = nlohmann::json::parse(streamed.out);
       EXPECT_EQ(k.at("chip").at("key_column_write_layers_on_chip"), 0);
+      // The key's groups streamed whole: the same text, and one program per layer and group too
+      // (the value cache's v~ row rewritten as with the column, not one per 4 positions).
+      EXPECT_EQ(k.at("text"), j.at("text"));
+      EXPECT_EQ(k.at("chip").at("key_programs"), layers * groups);
       EXPECT_EQ(j.at("chip").at("programs_per_token"), k.at("chip").at("programs_per_token"));
       EXPECT_LT(j.at("chip").at("modeled").at("to_device_ms_per_token").get<double>(),
                 k.at("chip").at("modeled").at("to_device_ms_per_token").get<double>());
@@ -876,13 +880,17 @@ void generate_with_the_key_column_written_by_the_chip(const std::filesystem::pat
         const std::string longer =
             generate_args(data, *checkpoint, "-n 72 -t 0.8 -s 5 --calibration 8");
         const CommandResult cpu = run_cli(longer + " --device cpu --int8" + flags);
-        const CommandResult chip = run_cli(longer + " " + sim + " --key-column-write --json");
         ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
-        ASSERT_EQ(chip.exit_code, 0) << chip.err;
-        const nlohmann::json l = nlohmann::json::parse(chip.out);
-        EXPECT_EQ(l.at("text").get<std::string>() + "\n", cpu.out);
-        EXPECT_GT(l.at("tokens").size(), 64u + 1u);  // (the BOS first)
-        EXPECT_EQ(l.at("chip").at("key_programs"), layers * groups);
+        // The column written by the chip, and the key's groups streamed.
+        for (const std::string key : {" --key-column-write", ""}) {
+          SCOPED_TRACE(key);
+          const CommandResult chip = run_cli(longer + " " + sim + key + " --json");
+          ASSERT_EQ(chip.exit_code, 0) << chip.err;
+          const nlohmann::json l = nlohmann::json::parse(chip.out);
+          EXPECT_EQ(l.at("text").get<std::string>() + "\n", cpu.out);
+          EXPECT_GT(l.at("tokens").size(), 64u + 1u);  // (the BOS first)
+          EXPECT_EQ(l.at("chip").at("key_programs"), layers * groups);
+        }
       }
 #endif
     }

@@ -126,8 +126,8 @@ nlohmann::json chip_json(const llm::ChipPathStats& s, int positions, double wall
     m["bytes_from_device_per_token"] = double(s.bytes_from_device) * per;
     m["stick_tokens_per_second"] = stick_ms > 0 ? 1e3 / stick_ms : 0;
     m["host_ms_per_token_measured"] = host_ms;
-    // (Counted in the chip's wall time, not in host_ms: generating the programs that write the key
-    // past the constructor, rewriting their position's fields.)
+    // (Counted in the chip's wall time, not in host_ms: rewriting the position's fields of the
+    // programs that write the key; the constructor generates them all.)
     m["key_program_build_ms_per_token_measured"] = s.key_program_build_s * 1e3 * per;
     m["tokens_per_second_with_host"] = 1e3 / (stick_ms + host_ms);
     m["parameter_caching_ms"] = s.caching.total_ms_high();
