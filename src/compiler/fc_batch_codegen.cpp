@@ -501,6 +501,13 @@ void scalar_memory_to_multiplier_rows(Emitter& e, const Groups& to, int moved, i
   wait_tokens(e);
 }
 
+// The resident multiplier constants' rows of the groups on `tiles` (at wide units `units`) into
+// scalar memory from word 0: one outfeed, a producer per row.
+void constants_to_scalar(Emitter& e, const std::vector<int>& tiles, const std::vector<int>& units) {
+  outfeed_to_scalar(e, int(tiles.size()));
+  for (size_t g = 0; g < tiles.size(); ++g) rows_to_scalar(e, tiles[g], units[g], 1);
+}
+
 // The FC's multipliers from r (FcScoresInput::mult_base): the count's piece with r to scalar
 // memory (unless the chain before left r there), then emit_group_multipliers_from_r.
 void emit_multipliers_from_r(Emitter& e, const FcScoresInput& first, const Groups& f, int row_bytes,
@@ -657,23 +664,12 @@ void emit_group_multipliers_from_r(Emitter& e, const MultipliersFromR& m, int r_
   if (r_word < n || r_word >= kScalarMemoryWords)
     fail(n, " multipliers from r past scalar memory or over r at word ", r_word);
   const ScalarRopeMultipliers per_output{r_word, 0, m.base, m.padding};
-  // The loop form where the constants are resident and it takes fewer bytes: their rows land at
-  // words 0..n-1 (the depthwise round trip's transfer: one outfeed, a producer per row, no ring
-  // ordinal) and the loop turns them into the multipliers in place.
-  const auto rows_in = [&](Emitter& x) {
-    outfeed_to_scalar(x, groups);
-    for (int g = 0; g < groups; ++g)
-      rows_to_scalar(x, m.tile[size_t(g)], m.const_unit[size_t(g)], 1);
-  };
-  bool loop = false;
-  if (!m.const_unit.empty()) {
-    Emitter bundles = Emitter::counting(), looped = Emitter::counting();
-    emit_scalar_rope_multipliers(bundles, per_output);
-    rows_in(looped);
-    emit_scalar_rope_multipliers_loop(looped, r_word, 0, 0, n);
-    loop = looped.finished_bytes() < bundles.finished_bytes();
-  }
-  if (loop) rows_in(e);
+  // The loop form where the constants are resident and it takes fewer bytes (the caller reserves
+  // their rows where fc_multipliers_loop_pays, before placement): their rows land at words 0..n-1
+  // (the depthwise round trip's transfer: one outfeed, a producer per row, no ring ordinal) and
+  // the loop turns them into the multipliers in place.
+  const bool loop = !m.const_unit.empty() && fc_multipliers_loop_pays(m.padding);
+  if (loop) constants_to_scalar(e, m.tile, m.const_unit);
   // Each 256-byte row counts as four 64-byte pieces.
   const int pieces = pending + (loop ? 4 * groups : 0);
   if (pieces > 0) scalar_memory_fence(e, pieces);
@@ -1261,6 +1257,19 @@ FcScoresProgram generate_fc_batch_attention(const FcLayer& layer, const FcPlacem
   eo.dma_hints = execution_hints(layer.input_name, g.row_bytes, last.output_name, total);
   carry_parameters(eo, std::move(parameters));
   return scores_marks(std::move(eo), e, rows, cw, vw ? &*vw : nullptr, value_from);
+}
+
+bool fc_multipliers_loop_pays(const std::vector<bool>& mult_padding) {
+  const int n = int(mult_padding.size());
+  if (n == 0 || n % kGroup != 0 || n > kRPieceWord) return false;
+  // (Any tiles and bases: a counting emitter sizes an instruction by its mnemonic.)
+  const std::vector<int> groups(size_t(n / kGroup), 0);
+  const int r_word = kRPieceWord + 1;
+  Emitter bundles = Emitter::counting(), looped = Emitter::counting();
+  emit_scalar_rope_multipliers(bundles, {r_word, 0, std::vector<float>(size_t(n)), mult_padding});
+  constants_to_scalar(looped, groups, groups);
+  emit_scalar_rope_multipliers_loop(looped, r_word, 0, 0, n);
+  return looped.finished_bytes() < bundles.finished_bytes();
 }
 
 }  // namespace tinycoral::compiler

@@ -165,10 +165,18 @@ struct FcResidentInput {
 // chain's x and r). Only kChainRmsRWord, where the chain's RMSNorm leaves r, is accepted.
 // With `base_rows`, group g's 64 constants (float32, 0 for padding) are also resident: the row at
 // wide unit at.param_units[g] + kMultBaseRowUnit of its tile (after its two aux rows; the caller
-// caches them). The generator then counts both forms and takes the one of fewer bytes: a bundle
-// per output with the constant as its immediate, or those rows over the ring into scalar memory
-// (one producer each, one outfeed) and a loop over them.
+// caches them), and the program takes them over the ring into scalar memory (one producer each,
+// one outfeed) and loops over them; without, a bundle per output with the constant as its
+// immediate. The caller sets it where fc_multipliers_loop_pays says so, before it places the
+// groups (only then does a group need the third row).
 constexpr int kMultBaseRowUnit = kFcAuxUnits;
+// Whether the loop over resident constants takes fewer instruction bytes than the bundles for
+// multipliers from r with these padding flags (one per output): counted on both forms
+// (Emitter::counting). An instruction's size follows from its mnemonic, so the count depends on
+// the outputs' count and padding alone, not on where the groups are placed or what r_word is.
+// False where the outputs are not whole groups or do not fit below r's piece in scalar memory (the
+// generator refuses the multipliers from r there).
+bool fc_multipliers_loop_pays(const std::vector<bool>& mult_padding);
 struct FcScoresInput {
   FcLayer layer;
   FcPlacement at;

@@ -20,11 +20,12 @@
 namespace tinycoral::llm {
 
 namespace {
-// A RoPE sum group's aux rows (multipliers, zero points) and its K (rope_sum.h); with chip_rms a
-// third row holds its multipliers' constants (compiler::FcScoresInput::base_rows).
+// A RoPE sum group's aux rows (multipliers, zero points) and its K (rope_sum.h); where the program
+// loops over its multipliers' constants (compiler::FcScoresInput::base_rows) a third row holds
+// them.
 constexpr int kRopeAuxUnits = compiler::kFcAuxUnits;
-int rope_aux_units(bool chip_rms) {
-  return chip_rms ? compiler::kMultBaseRowUnit + 4 : kRopeAuxUnits;
+int rope_aux_units(bool base_rows) {
+  return base_rows ? compiler::kMultBaseRowUnit + 4 : kRopeAuxUnits;
 }
 constexpr int kRopeSumK = 128;
 
@@ -781,36 +782,45 @@ bool ChipTransformer::rope_sum_program(int layer, ScoresProgram& p, TileAllocato
   std::vector<int> on;
   for (const auto& [tile, byte] : q_product_places(layer)) on.push_back(tile);
   const int copy_units = compiler::fc_units_per_tile(l.k, false);
+  // The multipliers' form first: their constants' rows take aux units only where it loops.
+  rope_multipliers_from_r(p, layer);
   const auto place = [&] {
+    trial = tiles;
+    copies = rope_copies_;
+    const int aux = rope_aux_units(p.rope_sum.base_rows);
     if (options().keep_rope_products && int(on.size()) == groups) {
       TileAllocator there = trial;
       std::array<int, kPlanTiles> c = copies;
-      if (there.place_sharing_on(on, rope_aux_units(options().chip_rms), copy_units, c,
-                                 p.rope_sum.at)) {
+      if (there.place_sharing_on(on, aux, copy_units, c, p.rope_sum.at)) {
         trial = there;
         copies = c;
         return true;
       }
     }
-    return trial.place_sharing(groups, rope_aux_units(options().chip_rms), copy_units, copies,
-                               p.rope_sum.at);
+    return trial.place_sharing(groups, aux, copy_units, copies, p.rope_sum.at);
   };
-  if (groups > kPlanTiles ||
-      !compiler::fc_batch_unsupported(l.n, l.k, 1, 2, row + compiler::kSoftmaxCountBytes).empty() ||
-      !place())
-    return false;
-  p.rope = true;
-  p.input_bytes = row;
-  rope_multipliers_from_r(p, layer);
-  if (!first_sum_program(layer, p)) {
+  const auto refused = [&] {
     p.rope = false;
     p.input_bytes = p.row_bytes;
     p.rope_sum.mult_base.clear();
     p.rope_sum.mult_padding.clear();
+    p.rope_sum.base_rows = false;
     return false;
-  }
+  };
+  if (groups > kPlanTiles ||
+      !compiler::fc_batch_unsupported(l.n, l.k, 1, 2, row + compiler::kSoftmaxCountBytes).empty() ||
+      !place())
+    return refused();
+  p.rope = true;
+  p.input_bytes = row;
+  const bool placed_rows = p.rope_sum.base_rows;
+  if (!first_sum_program(layer, p)) return refused();
+  // The multipliers from r refused after all (the host streams them): placed again without the
+  // constants' rows, the program built again there.
+  if (placed_rows && !p.rope_sum.base_rows && (!place() || !first_sum_program(layer, p)))
+    return refused();
   tiles = trial;
-  stats_.resident_bytes += rope_resident_bytes(groups, copies);
+  stats_.resident_bytes += rope_resident_bytes(groups, p.rope_sum.base_rows, copies);
   rope_copies_ = copies;
   return true;
 }
@@ -837,6 +847,7 @@ bool ChipTransformer::first_sum_program(int layer, ScoresProgram& p) {
   if (p.rope_sum.mult_base.empty()) return false;
   p.rope_sum.mult_base.clear();
   p.rope_sum.mult_padding.clear();
+  p.rope_sum.base_rows = false;
   return build();
 }
 
@@ -965,6 +976,11 @@ bool ChipTransformer::key_sum_program(int layer, ScoresProgram& p, TileAllocator
   // where head_size is not a whole group) where each head starts at a whole word, which the
   // column write reads from; else each kv head from a group boundary.
   p.rope_shape = {c.dim, c.n_kv_heads, c.head_size(), c.head_size() % 4 == 0};
+  // The multipliers' form for q~'s and the key's outputs together, before the key's groups are
+  // placed; their constants' rows only where q~'s groups have theirs too.
+  rope_multipliers_from_r(p, layer);
+  p.rope_sum.base_rows = p.rope_sum.base_rows && before.rope_sum.base_rows;
+  const bool placed_rows = p.rope_sum.base_rows;
   compiler::FcPlacement keys;
   std::vector<int> in_at;
   compiler::FcLayer l =
@@ -976,7 +992,7 @@ bool ChipTransformer::key_sum_program(int layer, ScoresProgram& p, TileAllocator
   rope_sum_slots(compiler::fc_groups(l.n), {}, slots_end);
   const int row = rope_scores_row_bytes(p.row_bytes, l.n, slots_end);
   if (!compiler::fc_batch_unsupported(l.n, l.k, 1, 2, row + compiler::kSoftmaxCountBytes).empty() ||
-      !trial.place_sharing(key_groups, rope_aux_units(options().chip_rms),
+      !trial.place_sharing(key_groups, rope_aux_units(p.rope_sum.base_rows),
                            compiler::fc_units_per_tile(l.k, false), copies, keys)) {
     p = before;
     return false;
@@ -989,13 +1005,13 @@ bool ChipTransformer::key_sum_program(int layer, ScoresProgram& p, TileAllocator
   p.rope_sum.layer = std::move(l);
   p.input_bytes = row;
   p.key_sum = true;
-  rope_multipliers_from_r(p, layer);
   if (!first_sum_program(layer, p)) {
     p = before;  // (a rejected trial replaced no program)
     return false;
   }
   tiles = trial;
-  stats_.resident_bytes += rope_resident_bytes(key_groups, copies);
+  // (Where the multipliers from r were refused after all, the key's groups keep the units placed.)
+  stats_.resident_bytes += rope_resident_bytes(key_groups, placed_rows, copies);
   stats_.key_sum_groups += key_groups;
   rope_copies_ = copies;
   return true;
@@ -1095,9 +1111,9 @@ bool ChipTransformer::keep_rope_products(int layer, ScoresProgram& s, TileAlloca
   return true;
 }
 
-int64_t ChipTransformer::rope_resident_bytes(int groups,
+int64_t ChipTransformer::rope_resident_bytes(int groups, bool base_rows,
                                              const std::array<int, kPlanTiles>& copies) const {
-  int64_t units = int64_t{groups} * rope_aux_units(options().chip_rms);
+  int64_t units = int64_t{groups} * rope_aux_units(base_rows);
   for (size_t t = 0; t < copies.size(); ++t)
     if (copies[t] >= 0 && rope_copies_[t] < 0)
       units += compiler::fc_units_per_tile(kRopeSumK, false);
@@ -1143,8 +1159,9 @@ void ChipTransformer::rope_multipliers_from_r(ScoresProgram& p, int layer) const
       rope_sum_scalar_multipliers(a.rope_q, &a.rope_k, p.rope_shape);
   p.rope_sum.mult_base = m.base;
   p.rope_sum.mult_padding = m.padding;
-  // Their constants cached beside the aux rows (rope_aux_units): the program may loop over them.
-  p.rope_sum.base_rows = true;
+  // The form decided here, before the groups are placed: where the loop pays, their constants are
+  // cached beside the aux rows (rope_aux_units) and the program loops over them.
+  p.rope_sum.base_rows = compiler::fc_multipliers_loop_pays(m.padding);
 }
 
 void ChipTransformer::rope_sum_q(int layer, int pos, float r, const int8_t* p1, const int8_t* p2,

@@ -171,8 +171,10 @@ class ChipTransformer : public Int8Transformer {
     a.fill(v);
     return a;
   }
-  // Bytes a sum's `groups` and the copies it added (`copies` against rope_copies_) keep resident.
-  int64_t rope_resident_bytes(int groups, const std::array<int, kPlanTiles>& copies) const;
+  // Bytes a sum's `groups` (with their constants' rows: base_rows) and the copies it added
+  // (`copies` against rope_copies_) keep resident.
+  int64_t rope_resident_bytes(int groups, bool base_rows,
+                              const std::array<int, kPlanTiles>& copies) const;
   // The copies and every layer's sum groups' aux rows in one caching program (null: no sums).
   std::shared_ptr<runtime::Program> rope_caching() const;
   // joined_layers: the program before layer `layer`'s scores (the previous layer's chain, or
@@ -216,7 +218,8 @@ class ChipTransformer : public Int8Transformer {
   // The RoPE sum's multiplier rows for this token's r, none where the program makes them.
   compiler::FcRowWrite rope_multipliers(const ScoresProgram& p, int layer) const;
   // With chip_rms, the sum's constants base_j into p.rope_sum: the program forms f32(base_j r)
-  // from the r in its input row (scores_row).
+  // from the r in its input row (scores_row); and the form it takes (base_rows: the loop over
+  // resident constants where compiler::fc_multipliers_loop_pays), before the groups are placed.
   void rope_multipliers_from_r(ScoresProgram& p, int layer) const;
   // The scores' and softmax's program of `layer` (one per 64 positions) streaming the key of
   // `pos` first (its groups, or with chip_key_write its column, the scatters' addresses marked),

@@ -647,5 +647,39 @@ TEST(AttentionProgramOnTheChip, AGroupsProgramWithTheKeysGroupsStreamedAndItsVal
       0, value_rows + 1, value_rows);
 }
 
+// The multipliers' form is decided before the sum's groups are placed
+// (compiler::fc_multipliers_loop_pays, from the outputs' padding alone): it must be the form of the
+// smaller program wherever the groups go. The softmax program with q~'s and the key's sum in front
+// and its multipliers from r, generated in both forms (base_rows: the loop over resident constants;
+// without: a bundle per output) at two placements of the sum's groups.
+TEST(ScoresProgramOnTheChip, TheMultipliersFormDecidedBeforePlacementIsTheSmallerProgram) {
+  std::mt19937 random(67);
+  const JoinedRope t(random);
+  const compiler::FcColumnWrite column = column_of(t, 5, false);
+  const bool loop = compiler::fc_multipliers_loop_pays(t.first.mult_padding);
+  std::vector<int64_t> saved;
+  for (const bool moved : {false, true}) {
+    SCOPED_TRACE(moved ? "groups moved" : "groups as placed");
+    compiler::FcScoresInput first = t.first;
+    if (moved) {  // other tiles and units
+      first.at.tiles = {3, 6, 9};
+      first.at.param_units = {100, 300, 612};
+    }
+    first.at.weight_units.assign(first.at.tiles.size(), 4000);
+    const auto bytes = [&](bool base_rows) {
+      first.base_rows = base_rows;
+      return int64_t(compiler::generate_fc_batch_softmax(t.s, t.s_at, t.row_bytes, t.exp_mult,
+                                                         nullptr, &first, nullptr, &column)
+                         .execution.bitstreams.at(0)
+                         .data.size());
+    };
+    const int64_t looped = bytes(true), bundles = bytes(false);
+    EXPECT_EQ(loop, looped < bundles) << looped << " bytes looped, " << bundles << " bundled";
+    saved.push_back(bundles - looped);
+  }
+  // (The placement moves other instructions, not the two forms' difference.)
+  EXPECT_EQ(saved[0], saved[1]);
+}
+
 }  // namespace
 }  // namespace tinycoral::testing

@@ -8,6 +8,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -191,6 +192,81 @@ TEST(RopeMultipliersOnTheVirtualEdgeTpu, ReadRAtItsWordAndRefuseWhatDoesNotFit) 
   EXPECT_THROW(compiler::emit_scalar_rope_multipliers_loop(e, 200, 0, 1, 64), Error);
   EXPECT_THROW(compiler::emit_scalar_rope_multipliers_loop(e, 200, 0, 0, 62), Error);
   EXPECT_NO_THROW(compiler::emit_scalar_rope_multipliers_loop(e, 200, 0, 64, 64));
+}
+
+// The constants' rows as the chip path caches them (ChipTransformer::rope_caching: the sum groups'
+// aux rows from llm::rope_sum_aux_rows with the constants, beside one weight copy per tile, by
+// compiler::fc_caching) hold, read back from each group's tile at its aux unit +
+// kMultBaseRowUnit, exactly the base_j of rope_sum_scalar_multipliers (padding 0) in the order the
+// loop reads them: the rows in group order land at words 64 g + c (one outfeed, a producer per
+// group), so word j times r must be the host's multiplier of output j (rope_sum_multipliers' rows
+// where the groups are placed). Compared bit for bit: a constant one ulp off does not match.
+TEST(RopeMultiplierConstantsOnTheVirtualEdgeTpu, TheCachedRowsHoldTheBasesInTheLoopsOrder) {
+  std::mt19937 rng(37);
+  std::uniform_real_distribution<float> log_r(-8.0f, 8.0f);
+  // rand_gqa's q~ and packed keys, rand15M's (q~ padded to 320), heads of 80 from group boundaries.
+  const llm::RopeSumShape shapes[] = {{64, 4, 8, true}, {288, 6, 48, true}, {160, 2, 80, false}};
+  for (const llm::RopeSumShape& s : shapes) {
+    SCOPED_TRACE("q " + std::to_string(s.q_channels) + ", keys " + std::to_string(s.kv_heads));
+    const llm::QuantizedRope q = random_rope(rng, s.q_channels);
+    const llm::QuantizedRope k = random_rope(rng, s.kv_heads * s.head_size);
+    const compiler::ScalarRopeMultipliers m = llm::rope_sum_scalar_multipliers(q, &k, s);
+    const int groups = compiler::fc_groups(s.outputs());
+    // Three tiles take the groups in turn, each group's aux block 12 units after the one before
+    // on its tile (place_sharing's order), the tiles' weight copies at unit 4000.
+    constexpr int kTiles = 3, kCopyUnit = 4000;
+    compiler::FcPlacement at, copies;
+    for (int g = 0; g < groups; ++g) {
+      at.tiles.push_back(2 + 5 * (g % kTiles));
+      at.param_units.push_back(12 * (g / kTiles));
+      at.weight_units.push_back(kCopyUnit + compiler::kFcAuxUnits);
+    }
+    for (int t = 0; t < kTiles; ++t) {
+      copies.tiles.push_back(2 + 5 * t);
+      copies.param_units.push_back(kCopyUnit);
+    }
+    const compiler::FcRowWrite aux = llm::rope_sum_aux_rows(at, m.base);
+    chip::VirtualEdgeTpu chip;
+    chip::testing::run_executable(
+        chip, compiler::fc_caching(llm::rope_sum_weight_copies(kTiles), copies, &aux), {});
+    ASSERT_EQ(chip.fault(), "");
+    // The words the loop reads, from word 0: each group's constants' row in group order.
+    std::vector<uint32_t> words;
+    for (int g = 0; g < groups; ++g) {
+      const auto& wide = chip.tile(uint32_t(at.tiles[size_t(g)])).wide;
+      const size_t from = 64 * size_t(at.param_units[size_t(g)] + compiler::kMultBaseRowUnit);
+      for (size_t b = from; b < from + 256; b += 4)
+        words.push_back(wide[b] | wide[b + 1] << 8 | wide[b + 2] << 16 |
+                        uint32_t(wide[b + 3]) << 24);
+    }
+    const auto holds = [&](const std::vector<float>& base) {
+      if (words.size() != base.size()) return false;
+      for (size_t j = 0; j < base.size(); ++j)
+        if (words[j] != (m.padding[j] ? 0u : std::bit_cast<uint32_t>(base[j]))) return false;
+      return true;
+    };
+    EXPECT_TRUE(holds(m.base));
+    // Word j times r is output j's multiplier of the host's rows.
+    const float r = std::exp2(log_r(rng));
+    const std::vector<uint8_t> host = llm::rope_sum_multipliers(q, &k, s, r, at).bytes;
+    ASSERT_EQ(host.size(), 4 * words.size());
+    int nonzero = 0;
+    for (size_t j = 0; j < words.size(); ++j) {
+      const uint32_t product = std::bit_cast<uint32_t>(std::bit_cast<float>(words[j]) * r);
+      const uint32_t want = host[4 * j] | host[4 * j + 1] << 8 | host[4 * j + 2] << 16 |
+                            uint32_t(host[4 * j + 3]) << 24;
+      EXPECT_EQ(product, want) << "output " << j;
+      nonzero += want != 0;
+    }
+    EXPECT_GT(nonzero, int(words.size()) / 2);
+    // One constant one ulp off (a real output's, and the last group's first) is not the row.
+    for (const size_t j : {size_t(1), size_t(64 * (groups - 1))}) {
+      ASSERT_FALSE(m.padding[j]);
+      std::vector<float> off = m.base;
+      off[j] = std::nextafter(off[j], std::numeric_limits<float>::infinity());
+      EXPECT_FALSE(holds(off)) << "output " << j;
+    }
+  }
 }
 
 }  // namespace
