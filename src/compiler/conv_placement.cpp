@@ -1890,6 +1890,74 @@ void split_heads_with_fifos(const ConvChain& chain, Layout& out,
 
 }  // namespace
 
+// `layout` with its hand-overs written in place (write_in_place, which the searches above do
+// not see), out of the first stage too where that models faster (v2: its first stage's
+// 112 x 112 x 16 output stays on the tiles; v1 0.25: its first stage's ops then differ per
+// tile and take 14 KB more instructions than the hand-over saves); its modeled cycles.
+std::pair<Layout, double> in_place_layout(const ConvChain& chain, const Layout& layout,
+                                          const ProgramBytes& program_bytes) {
+  std::pair<Layout, double> best{layout, 0};
+  write_in_place(chain, best.first.shapes, best.first.stages);
+  best.second = modeled_cycles(best.first, program_bytes);
+  if (chain.repack_w > 0 || layout.stages.size() < 2) return best;
+  Layout first = layout;
+  write_in_place(chain, first.shapes, first.stages, true);
+  if (!first.stages[1].halo_in) return best;
+  const double cycles = modeled_cycles(first, program_bytes);
+  if (cycles < best.second) best = {std::move(first), cycles};
+  return best;
+}
+
+// Row-band stages re-cut over the tiles of the row-band stage next to them, so that the
+// hand-over between them is written in place (write_in_place: each tile's own rows stay, only
+// the halo crosses the ring): the stage after (with the stages after it of its tiles, whose
+// hand-overs were in place) over the tiles of the one before, or the stage before (with those
+// before it of its tiles) over the tiles of the one after. A stride-2 first layer may then read
+// bands of uneven heights (56 rows over 16 tiles: 3 and 4), each inside its tile's rows of the
+// stage before and a halo. Each kept when the layout with its hand-overs in place
+// (in_place_layout) models faster; the searches above price every hand-over whole. (v2: its
+// first stage from 16 tiles of 7 rows to 14 of 8, as the 112 -> 56 stage after it.)
+void match_bands(const ConvChain& chain, Layout& out, const ProgramBytes& program_bytes) {
+  constexpr size_t kMaxRun = 4;  // (stages re-cut at once: each try models two programs)
+  const Shapes plain = shapes_of(chain);
+  const bool whole = first_images_whole(out);
+  auto bands = [](const Stage& s) {
+    const Plan& p = s.tiles.front();
+    return s.tiles.size() > 1 && p.g1 == 0 && !p.pixel_band() && p.rounds == 1;
+  };
+  double now = in_place_layout(chain, out, program_bytes).second;
+  for (size_t k = 0; k + 1 < out.stages.size(); ++k) {
+    if (!bands(out.stages[k]) || !bands(out.stages[k + 1]) ||
+        out.stages[k].tiles.size() == out.stages[k + 1].tiles.size())
+      continue;
+    for (const bool after : {true, false}) {
+      const size_t from = after ? k + 1 : k;
+      const int m = static_cast<int>(out.stages[after ? k : k + 1].tiles.size());
+      const size_t count = out.stages[from].tiles.size();
+      std::vector<Stage> trial = out.stages;
+      bool made = false;
+      for (size_t run = 0; run < kMaxRun && (after || run <= from); ++run) {
+        const size_t j = after ? from + run : from - run;
+        if (j >= out.stages.size() || !bands(out.stages[j]) || out.stages[j].tiles.size() != count)
+          break;
+        Stage cut = stage_of(chain, plain, out.stages[j].first, out.stages[j].end, 0, m);
+        if (static_cast<int>(cut.tiles.size()) != m || !stage_fits(cut, nullptr)) break;
+        trial[j] = std::move(cut);
+        made = true;
+      }
+      if (!made) continue;
+      Layout candidate;
+      candidate.stages = std::move(trial);
+      if (!packed_with_fifos(chain, plain, candidate, fifo_layers(out), whole)) continue;
+      const double cycles = in_place_layout(chain, candidate, program_bytes).second;
+      if (cycles >= now) continue;
+      now = cycles;
+      out = std::move(candidate);
+      break;
+    }
+  }
+}
+
 Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes,
                    const ProgramBytes& exact_bytes) {
   Layout out;
@@ -2072,6 +2140,7 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes,
       split_heads_with_fifos(chain, out, exact_bytes);
       spread_adds(chain, out, exact_bytes);
       pixel_bands(chain, out, exact_bytes);
+      match_bands(chain, out, exact_bytes);
     }
   }
   // Turns from owner tiles over the ring rather than from the host: 4 cycles a row on the ring
@@ -2081,8 +2150,9 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes,
   fifo_instead_of_turns(out);
   own_turns(out.shapes);
   if (!streaming) operands_in_place(chain, out, exact_bytes);
-  // (Ops as before, fewer bytes over the ring: always when it fits.)
-  write_in_place(chain, out.shapes, out.stages);
+  // (Ops as before, fewer bytes over the ring: always when it fits; out of the first stage
+  // where that models faster.)
+  out = in_place_layout(chain, out, exact_bytes).first;
   // (Every segment and owner placed: the ADDs' weight rows where they find room.)
   cache_add_rows(out.shapes, out.stages);
   // (And the split depthwise layers' taps, each layer's on one holder, where a tile has room.)

@@ -519,19 +519,32 @@ bool over_input(const ConvChain& chain, const Shapes& shapes, std::vector<Stage>
 
 }  // namespace
 
-void write_in_place(const ConvChain& chain, const Shapes& shapes, std::vector<Stage>& stages) {
+void write_in_place(const ConvChain& chain, const Shapes& shapes, std::vector<Stage>& stages,
+                    bool from_first) {
   // Narrow bytes the image must stay off on each tile: a residual ADD's kept operand
-  // (keep_operands), live from the hand-over into one stage to a later one.
-  std::vector<std::vector<std::pair<int, int>>> taken(kTiles);
+  // (keep_operands), live from the hand-over into the operand's stage (at the end of the stage
+  // before it) to the ADD's stage; an image dead before that hand-over or filled after the ADD
+  // may lie over it.
+  struct Taken {
+    int lo, hi;
+    size_t from, to;  // stages
+  };
+  std::vector<std::vector<Taken>> taken(kTiles);
   bool residuals = false;
   for (const ConvLayer& l : chain.layers) residuals = residuals || l.residual();
-  for (const Stage& s : stages)
-    for (const Plan& t : s.tiles)
-      for (const LayerPlan& lp : t.layers)
-        if (lp.kept)
-          taken[static_cast<size_t>(t.tile)].emplace_back(lp.in_base, lp.in_base + lp.in_bytes());
-  // (Not after the first stage: the host's image may be staged where the image would move.)
-  for (size_t k = 1; k + 1 < stages.size(); ++k) {
+  for (size_t sb = 0; sb < stages.size(); ++sb)
+    for (const Plan& t : stages[sb].tiles)
+      for (size_t j = 0; j < t.layers.size(); ++j) {
+        const LayerPlan& lp = t.layers[j];
+        if (!lp.kept) continue;
+        size_t sa = 0;
+        while (sa + 1 < stages.size() && j >= stages[sa].end) ++sa;
+        taken[static_cast<size_t>(t.tile)].push_back(
+            {lp.in_base, lp.in_base + lp.in_bytes(), sa > 0 ? sa - 1 : 0, sb});
+      }
+  // (Out of the first stage only where asked and the host's image is not staged
+  // (ConvChain::repack_w): a staging may lie where the image would move.)
+  for (size_t k = from_first && chain.repack_w == 0 ? 0 : 1; k + 1 < stages.size(); ++k) {
     Stage& a = stages[k];
     Stage& b = stages[k + 1];
     const InPlace how = in_place(chain, a, b);
@@ -551,7 +564,7 @@ void write_in_place(const ConvChain& chain, const Shapes& shapes, std::vector<St
       base = std::max({base, low, round_up(other_images_end(b, t), 64)});
       top = std::min(top, b.tiles[t].out_base);
       late_top = std::min(late_top, b.tiles[t].out_base);
-      top = std::min(top, out_base_on(stages[k - 1], b.tiles[t].tile));
+      if (k > 0) top = std::min(top, out_base_on(stages[k - 1], b.tiles[t].tile));
     }
     // (The whole image where it fits, else each tile's band of it: its own rows and the halo.)
     int image = 0, band = 0;
@@ -568,8 +581,13 @@ void write_in_place(const ConvChain& chain, const Shapes& shapes, std::vector<St
     auto clear = [&](int at, int bytes) {
       auto off = [&](int lo, int hi) { return hi <= at || at + bytes <= lo; };
       for (const Plan& q : b.tiles) {
-        for (const auto& [lo, hi] : taken[static_cast<size_t>(q.tile)])
-          if (!off(lo, hi)) return false;
+        // (Stage b's image lives from stage a's fill (counted from the stage before a: fills
+        // may go early) to stage b's first op, which ends before the hand-over after b starts
+        // where b has more layers.)
+        for (const Taken& x : taken[static_cast<size_t>(q.tile)])
+          if ((x.from < k + 1 || (x.from == k + 1 && b.end == b.first + 1)) && x.to + 1 >= k &&
+              !off(x.lo, x.hi))
+            return false;
         for (size_t i = b.first + 1; residuals && i < b.end; ++i)
           if (!off(q.layers[i].in_base, q.layers[i].in_base + q.layers[i].in_bytes())) return false;
         if (adds && !off(q.add_scratch, q.add_scratch + 64)) return false;

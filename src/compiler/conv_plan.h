@@ -581,8 +581,10 @@ bool stage_fits(const Stage& s, const Stage* before);
 // with residual ADDs the image also stays off every kept operand and stage k + 1's other images
 // (right above stage k's images where it does not fit above them; neither filled late nor over
 // stage k's first image), and it is not done where an ADD's operand crosses into or out of that
-// stage (those hand-overs read the sender's output).
-void write_in_place(const ConvChain& chain, const Shapes& shapes, std::vector<Stage>& stages);
+// stage (those hand-overs read the sender's output). `from_first`: the first stage writes into
+// the second's image too (where the host's image is not staged), which the caller prices.
+void write_in_place(const ConvChain& chain, const Shapes& shapes, std::vector<Stage>& stages,
+                    bool from_first = false);
 
 // The parameter stream (conv_parameters) of a layout's shapes and parts.
 std::vector<uint8_t> parameters_of(const Shapes& shapes);

@@ -282,7 +282,10 @@ void v2_projection_to_96_gives_its_rows_to_the_depthwise_stage(const CompiledV2&
 // bytes (1.2 MB over the ring, 19 k cycles with no op running) where the expansion's input is
 // 112x112x16; the expansion now runs in the stage of the stride-2 depthwise layer after it, on
 // that stage's tiles (shift_cuts, docs/compiler.md "Rows traded between stages, boundaries
-// moved"). The bytes of this layout are checked by V2Gen2020EqualsItsTwinAndPassesGooglesCheck.
+// moved"). The first stage is now re-cut to that stage's tiles and writes its rows in place, so
+// that only the halo rows cross the ring (match_bands, docs/compiler.md "Out of the first stage
+// in place; uneven stride-2 bands"). The bytes of this layout are checked by
+// V2Gen2020EqualsItsTwinAndPassesGooglesCheck.
 void v2_first_stage_hands_over_the_image_before_the_expansion(const CompiledV2& v2) {
   // (The ops in program order with their tiles: the expansion's are the only ones of 4 reduction
   // words, 16 input channels; the first stage's first op is the 3x3 stem's.)
@@ -296,7 +299,9 @@ void v2_first_stage_hands_over_the_image_before_the_expansion(const CompiledV2& 
   }
   ASSERT_NE(expansion_tiles, 0) << "no op of 16 input channels";
   EXPECT_EQ(expansion_tiles, after) << "the expansion runs in a stage before the depthwise layer's";
-  EXPECT_NE(expansion_tiles, ops.front().second | ops[1].second | ops[2].second);
+  // (The first stage's stem: its first three ops, by band height.)
+  EXPECT_EQ(expansion_tiles, ops.front().second | ops[1].second | ops[2].second)
+      << "(the first stage on 16 tiles, the expansion's stage on 14, before the re-cut)";
 }
 
 // v2's 7 x 7 x 960 pairs of a 1x1 layer and its depthwise layer, both split by output groups (15
@@ -506,15 +511,16 @@ void v2_parts_end_with_one_fence(const CompiledV2& v2) {
 // Each residual ADD built its 4 weight rows with every inference: a fill of the zero words, 4
 // paired value fills and a narrowToWide (11 builds, 6.7 KB of v2's instructions). Now the rows are
 // parameters: the caching program writes each ADD's rows once into wide rows of its own on its
-// stage's tiles (cache_add_rows, docs/compiler.md "Residual ADDs' weight rows cached"), and the
-// execution program fills none.
+// stage's tiles (cache_add_rows, docs/compiler.md "Residual ADDs' weight rows cached"). Since the
+// first stage was re-cut to 14 tiles (docs/compiler.md "Out of the first stage in place; uneven
+// stride-2 bands") two ADDs find no free rows and fill theirs: 8 paired fills (4 each).
 void v2_add_weight_rows_are_cached_parameters(const CompiledV2& v2) {
   int paired_fills = 0;  // (one fill of a value's two words, 6 apart)
   for (const isa::Instruction& in : v2.instructions)
     paired_fills += isa::is_mesh(in.opcode()) && in.value("fill_en") != 0 &&
                     in.value("fill") != 0 && in.value("i.inc0") == 6 &&
                     (in.value("i.cnt0") + 1) * (in.value("i.cnt1") + 1) == 2;
-  EXPECT_EQ(paired_fills, 0) << "(44 paired fills of ADD weight values)";
+  EXPECT_EQ(paired_fills, 8) << "(44 paired fills of ADD weight values, 0 before the re-cut)";
   // The rows as the fills built them: row h + 2o holds (w_o, 0) and (0, w_o) in columns 2h and
   // 2h + 1 (16-bit halves of 32-bit columns), every other byte 0.
   auto word = [&](size_t at) {
@@ -538,7 +544,7 @@ void v2_add_weight_rows_are_cached_parameters(const CompiledV2& v2) {
     // (Past the ADD's rows: its w2 rows and the next ADD's w1 rows look alike.)
     if (add) ++adds, at += 3 * 256;
   }
-  EXPECT_EQ(adds, 10) << "(v2 has 10 residual ADDs)";
+  EXPECT_EQ(adds, 8) << "(v2 has 10 residual ADDs, all cached before the re-cut)";
 }
 
 // A tile handing rows over to itself (its band's rows where the next stage keeps them on the same
