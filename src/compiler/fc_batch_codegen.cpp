@@ -938,6 +938,110 @@ container::Layer softmax_output_layer(const std::string& name, int out_bytes) {
   return out;
 }
 
+// The weighted sum after the softmax (generate_fc_batch_attention, and a joined program's tail in
+// chain_then_softmax): its groups, reading e from its narrow base on; scalar memory from word 0:
+// e (head h's at h * positions, padded to 256 bytes so that e and the multipliers leave as whole
+// pieces), the multipliers, 1 / S per head, the count.
+struct SumAfterSoftmax {
+  ScalarSoftmax sm;
+  ScalarValuePrep prep;
+  Groups v;       // in_at: from e's first byte
+  int moved = 0;  // e padded and the multipliers: the bytes leaving scalar memory
+  int e_padded = 0;
+  int words() const { return sm.count_word + kSoftmaxCountBytes / 4; }
+};
+
+SumAfterSoftmax sum_after_softmax(const FcLayer& layer, const std::vector<float>& exp_mult,
+                                  const FcValueSum& sum) {
+  const int heads = int(exp_mult.size());
+  const int positions = heads > 0 ? layer.n / heads : 0;
+  if (heads <= 0 || layer.n % heads != 0 || layer.n % kGroup != 0)
+    fail("a scores program of ", layer.n, " outputs for ", heads, " heads");
+  if (const std::string why = fc_batch_attention_unsupported(heads, positions, sum.layer.n);
+      !why.empty())
+    fail(why);
+  if (sum.layer.k != positions || sum.mult_base.size() != size_t(sum.layer.n) ||
+      sum.mult_head.size() != size_t(sum.layer.n))
+    fail("a weighted sum of K = ", sum.layer.k, " over ", positions, " positions with ",
+         sum.mult_base.size(), " multipliers for ", sum.layer.n, " outputs");
+  SumAfterSoftmax a;
+  const int e_bytes = heads * positions;
+  a.e_padded = round_up(e_bytes, kPiece);
+  a.v = groups_of(fc_groups(sum.layer.n), sum.at);
+  a.v.row_bytes = e_bytes;
+  if (const std::string why = fc_batch_unsupported(sum.layer.n, sum.layer.k, 1, a.v.slots, e_bytes);
+      !why.empty())
+    fail(why);
+  for (int at : a.v.in_at)
+    if (at < 0 || at % 4 != 0 || at + sum.layer.k > e_bytes)
+      fail("a sum group reads K = ", sum.layer.k, " bytes from byte ", at, " of ", e_bytes);
+  for (int base : a.v.base)
+    if (base % 4 != 0) fail("a sum group's parameters at wide unit ", base, ": not row-aligned");
+  a.moved = a.e_padded + 4 * sum.layer.n;
+  a.sm.heads = heads;
+  a.sm.positions = positions;
+  a.sm.exp_mult = exp_mult;
+  const int mult_word = a.e_padded / 4;
+  a.sm.inv_word = mult_word + sum.layer.n;
+  a.sm.count_word = a.sm.inv_word + heads;
+  a.prep = {heads,         positions,    0, a.sm.count_word, a.sm.inv_word, mult_word,
+            sum.mult_base, sum.mult_head};
+  return a;
+}
+
+// The sum's stages after scores_and_softmax: the value prep on the scalar core, e and the
+// multipliers to every sum tile from narrow byte `e_base` (each group's multipliers into its row),
+// the sum's op, wo where `sum.out` is given, and the last FC's groups to the host, the program's
+// end. Returns the narrow bytes per tile it takes.
+int emit_sum_after_softmax(Emitter& e, const FcValueSum& sum, const SumAfterSoftmax& a, int e_base,
+                           int ordinal) {
+  Groups v = a.v;
+  const int sum_out = e_base + a.moved;
+  const int end = sum_out + v.slots * kGroup;
+  if (end > kNarrowBytes)
+    fail("the scores, e, the multipliers and the sums take ", end, " bytes of narrow memory");
+  for (int& at : v.in_at) at += e_base;
+  emit_scalar_value_prep(e, a.prep);
+  scalar_memory_to_multiplier_rows(e, v, a.moved, e_base, e_base + a.e_padded, ordinal);
+  op_stage(e, sum.layer, v, 1, sum_out);
+  if (sum.out.n <= 0) {
+    output_stage(e, sum.layer, v, 1, sum_out, ordinal);
+    return end;
+  }
+  // The sum's pieces to out's tiles as its input row (at narrow 0: the scores' row and e are read
+  // by now), then out's op and its groups to the host.
+  Groups w = groups_of(fc_groups(sum.out.n), sum.out_at);
+  w.row_bytes = sum.out.k;
+  if (sum.out.k != int(v.tile.size()) * kGroup)
+    fail("an FC of K = ", sum.out.k, " after a sum of ", v.tile.size(), " groups");
+  if (const std::string why = fc_batch_unsupported(sum.out.n, sum.out.k, 1, w.slots); !why.empty())
+    fail(why);
+  if (sum.out.k > sum_out)
+    fail("the FC after the sum reads ", sum.out.k, " bytes over the sum's outputs at ", sum_out);
+  std::vector<std::pair<int, int>> pieces;
+  for (size_t i = 0; i < v.tile.size(); ++i)
+    pieces.emplace_back(v.tile[i], (sum_out + kGroup * v.slot[i]) / 4);
+  ffn_broadcast(e, mask_of(w), pieces, ordinal);
+  const int used = end + w.slots * kGroup;
+  if (used > kNarrowBytes) fail("the FC after the sum takes ", used, " bytes of narrow memory");
+  op_stage(e, sum.out, w, 1, end);
+  output_stage(e, sum.out, w, 1, end, ordinal);
+  return used;
+}
+
+// The bytes the sum's program returns: the last FC's [G][64].
+const FcLayer& sum_last(const FcValueSum& sum) { return sum.out.n > 0 ? sum.out : sum.layer; }
+const std::string& sum_output_name(const FcValueSum& sum) { return sum_last(sum).output_name; }
+int sum_output_bytes(const FcValueSum& sum) { return fc_groups(sum_last(sum).n) * kGroup; }
+container::Layer sum_output_layer(const FcValueSum& sum) {
+  const FcLayer& last = sum_last(sum);
+  const int total = sum_output_bytes(sum);
+  container::Layer out = boundary_layer(last.output_name, total, last.out_zp, last.out_scale, true,
+                                        last.signed_output);
+  out.shape = {{0, 0}, {0, total - 1}};
+  return out;
+}
+
 }  // namespace
 
 FcScoresProgram generate_fc_batch_softmax(const FcLayer& layer, const FcPlacement& placement,
@@ -1011,14 +1115,24 @@ struct ChainBeforeScores {
 FfnChainPrograms chain_then_softmax(const ChainBeforeScores& chain, const FcLayer& layer,
                                     const FcPlacement& placement, int row_bytes,
                                     const std::vector<float>& exp_mult, const FcScoresInput* first,
-                                    const FcColumnWrite* columns, const std::vector<int>& moved) {
-  const ScalarSoftmax sm = softmax_words(layer, exp_mult);
+                                    const FcColumnWrite* columns, const std::vector<int>& moved,
+                                    const FcValueSum* sum) {
+  // With the sum, its scalar memory (e padded, the multipliers, 1 / S, the count) below the
+  // chain's x and r, and its output in place of e and 1 / S.
+  const std::optional<SumAfterSoftmax> summed =
+      sum ? std::optional(sum_after_softmax(layer, exp_mult, *sum)) : std::nullopt;
+  const ScalarSoftmax sm = summed ? summed->sm : softmax_words(layer, exp_mult);
   const bool with_r = !chain.r_name.empty();
   const bool from_r = multipliers_from_r(first);
   if (const std::string why = ffn_chain_softmax_unsupported(
           sm.heads, sm.positions, chain.rms_groups, from_r ? first->layer.n : 0);
       !why.empty())
     fail(why);
+  if (summed && chain.rms_groups > 0 && summed->words() > chain_rms_x_word(chain.rms_groups))
+    fail(sm.heads, " heads of ", sm.positions, " positions and ", sum->layer.n, " sums: e, the ",
+         "multipliers, sums and count take ", summed->words(), " words of scalar memory, past ",
+         "the chain's x (", chain.rms_groups, " groups) and r from word ",
+         chain_rms_x_word(chain.rms_groups));
   // r is the chain's, in scalar memory: the count's piece moved to the top (r in the row) would
   // land on the chain's x and r. Without the chain's r it comes in the count block.
   if (from_r && with_r && first->r_word != kChainRmsRWord)
@@ -1030,8 +1144,9 @@ FfnChainPrograms chain_then_softmax(const ChainBeforeScores& chain, const FcLaye
     fail(
         "a column after a chain takes its words from the FC in front (from_byte): the joined "
         "program streams no parameters");
-  if (layer.output_name == chain.output_name || (with_r && layer.output_name == chain.r_name))
-    fail("the scores' output '", layer.output_name, "' after a chain needs a name of its own");
+  const std::string& out_name = sum ? sum_output_name(*sum) : layer.output_name;
+  if (out_name == chain.output_name || (with_r && out_name == chain.r_name))
+    fail("the scores' output '", out_name, "' after a chain needs a name of its own");
   // One input, one type: the runtime flips every byte of a signed input, the row's and count's too.
   if (layer.signed_input != chain.signed_input)
     fail("the scores' row (", layer.signed_input ? "int8" : "uint8", ") in the chain's input (",
@@ -1071,28 +1186,38 @@ FfnChainPrograms chain_then_softmax(const ChainBeforeScores& chain, const FcLaye
     if (cw) emit_parameter_writes(e, {}, nullptr, cw);
     const PoppedRow popped{input_at, !moved.empty()};
     ordinal = scores_and_softmax(e, layer, g, row_bytes, out_base, sm, first, cw, ordinal, &popped);
-    push_softmax_and_end(e, layer.output_name, out_bytes);
     const int before =
         std::max(out_base + g.slots * kGroup + first_bytes(first), column_copy_bytes(cw));
+    int used = before;
+    if (summed)  // e from where generate_fc_batch_attention puts it: the scores are read by then
+      used = emit_sum_after_softmax(
+          e, *sum, *summed, round_up(out_base + g.slots * kGroup + first_bytes(first), kPiece),
+          ordinal);
+    else
+      push_softmax_and_end(e, layer.output_name, out_bytes);
     int first_end = 0;
     if (first) multiplier_narrow(first, before, first_end);
-    return std::max(before, first_end);
+    return std::max({used, before, first_end});
   };
   FfnChainPrograms out = chain.generate(tail);
   container::Executable& eo = out.execution;
-  eo.output_layers.push_back(softmax_output_layer(layer.output_name, out_bytes));
+  eo.output_layers.push_back(sum ? sum_output_layer(*sum)
+                                 : softmax_output_layer(layer.output_name, out_bytes));
   auto& hints = eo.dma_hints.hints;  // before the completion interrupt's
   hints.insert(hints.end() - 1, dma_hint(BufferKind::kOutput, container::Direction::kOutfeed,
-                                         layer.output_name, out_bytes));
+                                         out_name, sum ? sum_output_bytes(*sum) : out_bytes));
   return out;
 }
 
 }  // namespace
 
-FfnChainPrograms generate_ffn_chain_softmax(
-    const FfnChain& chain, const FcPlacement& up, const FcPlacement& down, const FcLayer& layer,
-    const FcPlacement& placement, int row_bytes, const std::vector<float>& exp_mult,
-    const FcScoresInput* first, const FcColumnWrite* columns, const std::vector<int>& moved) {
+FfnChainPrograms generate_ffn_chain_softmax(const FfnChain& chain, const FcPlacement& up,
+                                            const FcPlacement& down, const FcLayer& layer,
+                                            const FcPlacement& placement, int row_bytes,
+                                            const std::vector<float>& exp_mult,
+                                            const FcScoresInput* first,
+                                            const FcColumnWrite* columns,
+                                            const std::vector<int>& moved, const FcValueSum* sum) {
   if (chain.next.empty()) fail("the scores after a chain without followers");
   const FcChainRms& rms = chain.rms;
   const bool with_r = rms.layer >= 0 && size_t(rms.layer) < chain.next.size();
@@ -1104,14 +1229,14 @@ FfnChainPrograms generate_ffn_chain_softmax(
       with_r ? fc_groups(chain.next[size_t(rms.layer)].n) : 0,
       chain.ffn.up.signed_input,
       [&](const FfnChainTail& tail) { return generate_ffn_chain(chain, up, down, &tail); }};
-  return chain_then_softmax(c, layer, placement, row_bytes, exp_mult, first, columns, moved);
+  return chain_then_softmax(c, layer, placement, row_bytes, exp_mult, first, columns, moved, sum);
 }
 
 FfnChainPrograms generate_fc_chain_softmax(const FcChain& chain, const FcLayer& layer,
                                            const FcPlacement& placement, int row_bytes,
                                            const std::vector<float>& exp_mult,
                                            const FcScoresInput* first, const FcColumnWrite* columns,
-                                           const std::vector<int>& moved) {
+                                           const std::vector<int>& moved, const FcValueSum* sum) {
   if (chain.layers.empty()) fail("the scores after an FC chain without layers");
   ChainBeforeScores c{chain.products,
                       chain.at,
@@ -1120,7 +1245,7 @@ FfnChainPrograms generate_fc_chain_softmax(const FcChain& chain, const FcLayer& 
                       0,
                       chain.layers.front().signed_input,
                       [&](const FfnChainTail& tail) { return generate_fc_chain(chain, &tail); }};
-  return chain_then_softmax(c, layer, placement, row_bytes, exp_mult, first, columns, moved);
+  return chain_then_softmax(c, layer, placement, row_bytes, exp_mult, first, columns, moved, sum);
 }
 
 std::string fc_batch_attention_unsupported(int heads, int positions, int sum_outputs) {
@@ -1144,52 +1269,14 @@ FcScoresProgram generate_fc_batch_attention(const FcLayer& layer, const FcPlacem
                                             const FcRowWrite* rows, const FcScoresInput* first,
                                             const FcColumnWrite* columns,
                                             const FcValueWrite* values) {
-  const int heads = int(exp_mult.size());
-  const int positions = heads > 0 ? layer.n / heads : 0;
-  if (heads <= 0 || layer.n % heads != 0 || layer.n % kGroup != 0)
-    fail("a scores program of ", layer.n, " outputs for ", heads, " heads");
-  if (const std::string why = fc_batch_attention_unsupported(heads, positions, sum.layer.n);
-      !why.empty())
-    fail(why);
-  if (sum.layer.k != positions || sum.mult_base.size() != size_t(sum.layer.n) ||
-      sum.mult_head.size() != size_t(sum.layer.n))
-    fail("a weighted sum of K = ", sum.layer.k, " over ", positions, " positions with ",
-         sum.mult_base.size(), " multipliers for ", sum.layer.n, " outputs");
+  const SumAfterSoftmax a = sum_after_softmax(layer, exp_mult, sum);
   const Groups g = query_row_groups(layer, placement, row_bytes);
   check_r_in_row(first);
-  const int e_bytes = heads * positions, e_padded = round_up(e_bytes, kPiece);
-  Groups v = groups_of(fc_groups(sum.layer.n), sum.at);
-  v.row_bytes = e_bytes;
-  if (const std::string why = fc_batch_unsupported(sum.layer.n, sum.layer.k, 1, v.slots, e_bytes);
-      !why.empty())
-    fail(why);
-  for (int at : v.in_at)
-    if (at < 0 || at % 4 != 0 || at + sum.layer.k > e_bytes)
-      fail("a sum group reads K = ", sum.layer.k, " bytes from byte ", at, " of ", e_bytes);
-  for (int base : v.base)
-    if (base % 4 != 0) fail("a sum group's parameters at wide unit ", base, ": not row-aligned");
-  // Scalar memory: e (head h's at h * positions), the multipliers from the next 256-byte
-  // boundary (so that e and they leave as whole 256-byte pieces), 1 / S per head, the count.
-  const int m_bytes = 4 * sum.layer.n, moved = e_padded + m_bytes;
-  ScalarSoftmax sm;
-  sm.heads = heads;
-  sm.positions = positions;
-  sm.exp_mult = exp_mult;
-  const int mult_word = e_padded / 4;
-  sm.inv_word = mult_word + sum.layer.n;
-  sm.count_word = sm.inv_word + heads;
-  ScalarValuePrep prep{heads,         positions,    0, sm.count_word, sm.inv_word, mult_word,
-                       sum.mult_base, sum.mult_head};
   // Narrow memory, the same on every tile: the scores' input row and outputs, then e and the
   // multipliers as they arrive (tile 0 first, from scalar memory; the others over the ring),
   // then the sum's outputs.
   const int out_base = round_up(g.row_bytes, 64);
   const int e_base = round_up(out_base + g.slots * kGroup + first_bytes(first), kPiece);
-  const int sum_out = e_base + moved;
-  const int end = sum_out + v.slots * kGroup;
-  if (end > kNarrowBytes)
-    fail("the scores, e, the multipliers and the sums take ", end, " bytes of narrow memory");
-  for (int& at : v.in_at) at += e_base;
 
   const std::optional<FcColumnWrite> placed = placed_columns(columns, g, out_base, first);
   const FcColumnWrite* cw = placed ? &*placed : nullptr;
@@ -1207,54 +1294,21 @@ FcScoresProgram generate_fc_batch_attention(const FcLayer& layer, const FcPlacem
   int value_from = -1;
   std::vector<uint8_t> parameters =
       emit_parameter_writes(e, writes, rows, cw, vw ? &*vw : nullptr, &value_from);
-  int ordinal = scores_and_softmax(e, layer, g, row_bytes, out_base, sm, first, cw);
-  emit_scalar_value_prep(e, prep);
-  // e and the multipliers to every sum tile, each group's multipliers into its row.
-  scalar_memory_to_multiplier_rows(e, v, moved, e_base, e_base + e_padded, ordinal);
-  op_stage(e, sum.layer, v, 1, sum_out);
-  const bool then_out = sum.out.n > 0;
-  const FcLayer& last = then_out ? sum.out : sum.layer;
-  int used = end;
-  if (then_out) {
-    // The sum's pieces to out's tiles as its input row (at narrow 0: the scores' row and e are
-    // read by now), then out's op and its groups to the host.
-    Groups w = groups_of(fc_groups(sum.out.n), sum.out_at);
-    w.row_bytes = sum.out.k;
-    if (sum.out.k != int(v.tile.size()) * kGroup)
-      fail("an FC of K = ", sum.out.k, " after a sum of ", v.tile.size(), " groups");
-    if (const std::string why = fc_batch_unsupported(sum.out.n, sum.out.k, 1, w.slots);
-        !why.empty())
-      fail(why);
-    if (sum.out.k > sum_out)
-      fail("the FC after the sum reads ", sum.out.k, " bytes over the sum's outputs at ", sum_out);
-    std::vector<std::pair<int, int>> pieces;
-    for (size_t i = 0; i < v.tile.size(); ++i)
-      pieces.emplace_back(v.tile[i], (sum_out + kGroup * v.slot[i]) / 4);
-    ffn_broadcast(e, mask_of(w), pieces, ordinal);
-    const int out_at = end;
-    used = out_at + w.slots * kGroup;
-    if (used > kNarrowBytes) fail("the FC after the sum takes ", used, " bytes of narrow memory");
-    op_stage(e, sum.out, w, 1, out_at);
-    output_stage(e, sum.out, w, 1, out_at, ordinal);
-  } else {
-    output_stage(e, sum.layer, v, 1, sum_out, ordinal);
-  }
+  const int ordinal = scores_and_softmax(e, layer, g, row_bytes, out_base, a.sm, first, cw);
+  const int used = emit_sum_after_softmax(e, sum, a, e_base, ordinal);
 
   container::Executable eo = execution_executable(e.finish());
   eo.input_layers.push_back(boundary_layer(layer.input_name, 1, 1, g.row_bytes, layer.in_zp,
                                            layer.in_scale, false, layer.signed_input));
-  const int total = fc_groups(last.n) * kGroup;
-  container::Layer out = boundary_layer(last.output_name, total, last.out_zp, last.out_scale, true,
-                                        last.signed_output);
-  out.shape = {{0, 0}, {0, total - 1}};
-  eo.output_layers.push_back(std::move(out));
+  eo.output_layers.push_back(sum_output_layer(sum));
   int first_end = 0;
   multiplier_narrow(
       first, std::max(out_base + g.slots * kGroup + first_bytes(first), column_copy_bytes(cw)),
       first_end);
   eo.used_narrow_memory_bytes_per_tile =
       std::max({used, column_copy_bytes(cw), first_end, value_end});
-  eo.dma_hints = execution_hints(layer.input_name, g.row_bytes, last.output_name, total);
+  eo.dma_hints =
+      execution_hints(layer.input_name, g.row_bytes, sum_output_name(sum), sum_output_bytes(sum));
   carry_parameters(eo, std::move(parameters));
   return scores_marks(std::move(eo), e, rows, cw, vw ? &*vw : nullptr, value_from);
 }

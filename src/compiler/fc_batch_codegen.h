@@ -117,15 +117,19 @@ FcScoresProgram generate_fc_batch_softmax(const FcLayer& layer, const FcPlacemen
 // is then not sent: after the chain's input comes the count block alone, so a scores group reading
 // past the FC's outputs (64 bytes per group of `first`) is refused: those bytes hold what the chain
 // left there.
+// With `sum` (FcValueSum, below) the tail goes on after the softmax as generate_fc_batch_attention
+// does, through the same code (the value prep, e and the multipliers to the sum's tiles, the sum,
+// wo where sum->out is given): the program then returns the chain's outputs, r, and the sum's (or
+// wo's) [G][64] bytes instead of e and 1 / S. Scalar memory as that program's (e padded to 256
+// bytes, the multipliers, 1 / S, the count from word 0), below the chain's x and r, or refused.
+struct FcValueSum;
 std::string ffn_chain_softmax_unsupported(int heads, int positions, int rms_groups,
                                           int sum_outputs = 0);
-FfnChainPrograms generate_ffn_chain_softmax(const FfnChain& chain, const FcPlacement& up,
-                                            const FcPlacement& down, const FcLayer& layer,
-                                            const FcPlacement& placement, int row_bytes,
-                                            const std::vector<float>& exp_mult,
-                                            const FcScoresInput* first = nullptr,
-                                            const FcColumnWrite* columns = nullptr,
-                                            const std::vector<int>& moved = {});
+FfnChainPrograms generate_ffn_chain_softmax(
+    const FfnChain& chain, const FcPlacement& up, const FcPlacement& down, const FcLayer& layer,
+    const FcPlacement& placement, int row_bytes, const std::vector<float>& exp_mult,
+    const FcScoresInput* first = nullptr, const FcColumnWrite* columns = nullptr,
+    const std::vector<int>& moved = {}, const FcValueSum* sum = nullptr);
 // The same tail after generate_fc_chain's program (the llm path's layer 0: its q, k, v and u, no
 // RMSNorm on the chip): the input is the chain's (layer 0's input, its RoPE tables), zeros up to
 // the next whole 256-byte packet, then the row and count (or with `moved` the count alone);
@@ -136,7 +140,8 @@ FfnChainPrograms generate_fc_chain_softmax(const FcChain& chain, const FcLayer& 
                                            const std::vector<float>& exp_mult,
                                            const FcScoresInput* first = nullptr,
                                            const FcColumnWrite* columns = nullptr,
-                                           const std::vector<int>& moved = {});
+                                           const std::vector<int>& moved = {},
+                                           const FcValueSum* sum = nullptr);
 
 // An FC in front of the scores (the llm path's RoPE sum, docs/llm.md "RoPE's sum in the scores'
 // program"): it reads the program's input row (group g K bytes from at.in_at[g]) on its own

@@ -570,9 +570,10 @@ TEST(ScoresProgramOnTheChip, AGroupsProgramWithItsColumnRewrittenIsThatPositions
   }
 }
 
-// The value cache's sum after the scores (K = the positions, one group a head) on tiles the
-// scores and the sums in front leave free.
-compiler::FcValueSum value_sum(std::mt19937& random) {
+// A value cache's sum after JoinedRope's scores (K = the positions, one group a head): random
+// weights, multipliers spread per channel, head h's e at h * positions.
+compiler::FcValueSum value_sum(std::mt19937& random, const std::vector<int>& tiles,
+                               const std::vector<int>& units) {
   compiler::FcValueSum sum;
   compiler::FcLayer& v = sum.layer;
   v.n = JoinedRope::kHeads * 64;
@@ -589,8 +590,8 @@ compiler::FcValueSum value_sum(std::mt19937& random) {
   v.input_name = "x";
   v.output_name = "a";
   v.signed_input = v.signed_output = false;
-  sum.at.tiles = {0, 2, 3, 4};
-  sum.at.param_units = {0, 0, 0, 0};
+  sum.at.tiles = tiles;
+  sum.at.param_units = units;
   for (int h = 0; h < JoinedRope::kHeads; ++h) {
     sum.at.in_at.push_back(h * JoinedRope::kPositions);
     for (int j = 0; j < 64; ++j) {
@@ -601,12 +602,90 @@ compiler::FcValueSum value_sum(std::mt19937& random) {
   return sum;
 }
 
-// Each token streams the key's column, the weight row of its v~ (fc_weight_rows, 4 positions a
-// row) and one more row that does not move (as the RoPE multipliers' rows).
+// Issue 14 step B.3's sum in the chain's tail: the joined program (the chain, q~'s and the key's
+// sums with the key's products moved on the chip, the scores, the softmax) goes on with the value
+// prep, the sum over the value cache and its output, through generate_fc_batch_attention's own
+// stages, and returns the chain's outputs, r and the sum's bytes. They must equal, every byte,
+// the chain's program and the attention program (r and the key's products in its row) run one
+// after the other, at positions on both sides of a quad's and a 64-position group's boundary.
+TEST(FfnChainOnTheChip, ValueSumAfterTheChainEqualsTheTwoProgramsBitForBit) {
+  std::mt19937 random(61);
+  const JoinedRope t(random);
+  // On tiles the chain, q~'s and the key's sums and the scores leave free (tile 14: past its
+  // scores group).
+  const compiler::FcValueSum sum = value_sum(random, {2, 3, 6, 14}, {0, 0, 0, 1024});
+  compiler::FcScoresInput joined_first = t.first;
+  joined_first.r_word = compiler::kChainRmsRWord;
+  const std::vector<int> from_products{-1, -1, 2};
+  auto tpu = runtime::open_virtual_edgetpu();
+  const compiler::FfnChainPrograms alone =
+      compiler::generate_ffn_chain(t.chain, t.up_at, t.down_at);
+  for (const container::Executable& c : alone.caching)
+    tpu->run(nullptr, std::make_shared<runtime::Program>(c));
+  tpu->run(nullptr,
+           std::make_shared<runtime::Program>(compiler::fc_caching(t.first.layer, t.first.at)));
+  tpu->run(nullptr, std::make_shared<runtime::Program>(compiler::fc_caching(sum.layer, sum.at)));
+  const auto scores_caching = std::make_shared<runtime::Program>(compiler::fc_caching(t.s, t.s_at));
+  auto chain_p = std::make_shared<runtime::Program>(alone.execution);
+  const size_t row_at = (size_t(t.chain_in) + 255) / 256 * 256;
+  std::set<std::vector<uint8_t>> sums;
+  const std::vector<int> positions = {1, 4, 5, 64, 65, JoinedRope::kPositions};
+  for (const int n : positions) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    const compiler::FcColumnWrite column = t.column(n - 1);
+    auto joined_p = std::make_shared<runtime::Program>(
+        compiler::generate_ffn_chain_softmax(t.chain, t.up_at, t.down_at, t.s, t.s_at, t.row_bytes,
+                                             t.exp_mult, &joined_first, &column, from_products,
+                                             &sum)
+            .execution);
+    auto attention_p = std::make_shared<runtime::Program>(
+        compiler::generate_fc_batch_attention(t.s, t.s_at, t.row_bytes, t.exp_mult, sum, {},
+                                              nullptr, &t.first, &column)
+            .execution);
+    ASSERT_EQ(joined_p->input_bytes(0), row_at + size_t(compiler::kSoftmaxCountBytes));
+    ASSERT_EQ(joined_p->num_outputs(), 3u);
+    std::vector<uint8_t> chain_in(size_t(t.chain_in)), other(size_t(t.chain_in));
+    for (uint8_t& b : chain_in) b = static_cast<uint8_t>(random() % 255 + 1);
+    for (uint8_t& b : other) b = static_cast<uint8_t>(random() % 255 + 1);
+    const std::vector<uint8_t> want_chain = all_outputs_of(*tpu, chain_p, chain_in);
+    uint32_t r = 0;
+    std::memcpy(&r, want_chain.data() + want_chain.size() - 4, 4);
+    tpu->run(nullptr, scores_caching);
+    const std::vector<uint8_t> want_sum =
+        all_outputs_of(*tpu, attention_p, t.scores_input(want_chain, n, r));
+    // The joined program after the attention program at another position (scalar memory holds
+    // its e, 1 / S and count) and another input's products were kept, with a wrong r in its count
+    // block: it must use its own products, sums and count, and the chain's r.
+    (void)all_outputs_of(*tpu, attention_p, t.scores_input(want_chain, n % 64 + 1, r));
+    (void)all_outputs_of(*tpu, chain_p, other);
+    tpu->run(nullptr, scores_caching);
+    std::vector<uint8_t> in = chain_in;
+    in.resize(row_at, 0);
+    const std::vector<uint8_t> row =
+        t.scores_input(want_chain, n, std::bit_cast<uint32_t>(std::bit_cast<float>(r) * 3.0f));
+    in.insert(in.end(), row.begin() + t.row_bytes, row.end());
+    const std::vector<uint8_t> got = all_outputs_of(*tpu, joined_p, in);
+    std::vector<uint8_t> want = want_chain;
+    want.insert(want.end(), want_sum.begin(), want_sum.end());
+    ASSERT_EQ(want_sum.size(), size_t(sum.layer.n));
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_EQ(int(got[i]), int(want[i])) << "output byte " << i << " of " << want.size();
+    // Not trivial: the sums spread, and each position's differ.
+    EXPECT_GT(std::set<uint8_t>(want_sum.begin(), want_sum.end()).size(), size_t(16));
+    sums.insert(want_sum);
+  }
+  EXPECT_EQ(sums.size(), positions.size());
+}
+
+// The value cache's sum after the scores (K = the positions, one group a head) on tiles the
+// scores and the sums in front leave free; each token streams the key's column, the weight row of
+// its v~ (fc_weight_rows, 4 positions a row) and one more row that does not move (as the RoPE
+// multipliers' rows).
 TEST(AttentionProgramOnTheChip, AGroupsProgramWithItsColumnAndValueRowRewrittenIsThatPositions) {
   std::mt19937 random(59);
   const JoinedRope t(random);
-  const compiler::FcValueSum sum = value_sum(random);
+  const compiler::FcValueSum sum = value_sum(random, {0, 2, 3, 4}, {0, 0, 0, 0});
   const compiler::FcLayer& v = sum.layer;
   const size_t value_rows = compiler::fc_weight_rows(v, sum.at, 0).rows.size();
   ASSERT_EQ(value_rows, size_t(JoinedRope::kHeads));
@@ -633,7 +712,7 @@ TEST(AttentionProgramOnTheChip, AGroupsProgramWithItsColumnAndValueRowRewrittenI
 TEST(AttentionProgramOnTheChip, AGroupsProgramWithTheKeysGroupsStreamedAndItsValueRowRewritten) {
   std::mt19937 random(61);
   const JoinedRope t(random);
-  const compiler::FcValueSum sum = value_sum(random);
+  const compiler::FcValueSum sum = value_sum(random, {0, 2, 3, 4}, {0, 0, 0, 0});
   const size_t value_rows = compiler::fc_weight_rows(sum.layer, sum.at, 0).rows.size();
   expect_group_rewrites(
       [&](int pos) {
