@@ -678,6 +678,85 @@ TEST(FfnChainOnTheChip, ValueSumAfterTheChainEqualsTheTwoProgramsBitForBit) {
   EXPECT_EQ(sums.size(), positions.size());
 }
 
+// Layer 0's form with the sum (generate_fc_chain_softmax: q and k alone, r in the count block):
+// the joined program returns the chain program's bytes and then the attention program's sums run
+// after it with the same r and the key's products in its row, every byte, across a quad's and a
+// 64-position group's boundaries; r 2% off in its count block changes the sums.
+TEST(FfnChainOnTheChip, ValueSumAfterAnFcChainWithRInTheCountEqualsTheTwoProgramsBitForBit) {
+  std::mt19937 random(67);
+  JoinedRope t(random);
+  const compiler::FcValueSum sum = value_sum(random, {2, 3, 6, 14}, {0, 0, 0, 1024});
+  std::swap(t.s_at.tiles[0], t.s_at.tiles[2]);
+  std::swap(t.s_at.param_units[0], t.s_at.param_units[2]);
+  compiler::FcChain chain;
+  chain.layers = {t.chain.next[1]};
+  chain.at = {t.chain.next_at[1]};
+  chain.output = {true};
+  chain.products = t.chain.products;
+  chain.products.layer = 0;
+  const int chain_in = JoinedRope::kDim + compiler::fc_tables_bytes(JoinedRope::kDim, 3);
+  auto tpu = runtime::open_virtual_edgetpu();
+  const compiler::FfnChainPrograms alone = compiler::generate_fc_chain(chain);
+  for (const container::Executable& c : alone.caching)
+    tpu->run(nullptr, std::make_shared<runtime::Program>(c));
+  tpu->run(nullptr,
+           std::make_shared<runtime::Program>(compiler::fc_caching(t.first.layer, t.first.at)));
+  tpu->run(nullptr, std::make_shared<runtime::Program>(compiler::fc_caching(sum.layer, sum.at)));
+  const auto scores_caching = std::make_shared<runtime::Program>(compiler::fc_caching(t.s, t.s_at));
+  auto chain_p = std::make_shared<runtime::Program>(alone.execution);
+  const size_t count_at = (size_t(chain_in) + 255) / 256 * 256;
+  std::set<std::vector<uint8_t>> sums;
+  const std::vector<int> positions = {3, 4, 63, 64, 65, JoinedRope::kPositions};
+  for (const int n : positions) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    const compiler::FcColumnWrite column = t.column(n - 1);
+    auto joined_p = std::make_shared<runtime::Program>(
+        compiler::generate_fc_chain_softmax(chain, t.s, t.s_at, t.row_bytes, t.exp_mult, &t.first,
+                                            &column, {-1, -1, 2}, &sum)
+            .execution);
+    auto attention_p = std::make_shared<runtime::Program>(
+        compiler::generate_fc_batch_attention(t.s, t.s_at, t.row_bytes, t.exp_mult, sum, {},
+                                              nullptr, &t.first, &column)
+            .execution);
+    ASSERT_EQ(joined_p->num_outputs(), 2u);
+    std::vector<uint8_t> in(static_cast<size_t>(chain_in)), other(static_cast<size_t>(chain_in));
+    for (uint8_t& b : in) b = static_cast<uint8_t>(random() % 255 + 1);
+    for (uint8_t& b : other) b = static_cast<uint8_t>(random() % 255 + 1);
+    const float r = 0.6f + 0.1f * float(n % 7);
+    const auto row_of = [&](const std::vector<uint8_t>& chain_out, int count, float with_r) {
+      std::vector<uint8_t> as_if_r = chain_out;  // scores_input reads the key's products before r
+      as_if_r.resize(as_if_r.size() + 4);
+      return t.scores_input(as_if_r, count, std::bit_cast<uint32_t>(with_r));
+    };
+    const std::vector<uint8_t> want_chain = all_outputs_of(*tpu, chain_p, in);
+    tpu->run(nullptr, scores_caching);
+    const std::vector<uint8_t> want_sum =
+        all_outputs_of(*tpu, attention_p, row_of(want_chain, n, r));
+    // Scalar memory left by the attention program at another position, another input's products
+    // kept.
+    (void)all_outputs_of(*tpu, attention_p, row_of(want_chain, n % 64 + 1, r));
+    (void)all_outputs_of(*tpu, chain_p, other);
+    const auto joined_with = [&](float with_r) {
+      tpu->run(nullptr, scores_caching);
+      std::vector<uint8_t> joined_in = in;
+      joined_in.resize(count_at, 0);
+      const std::vector<uint8_t> row = row_of(want_chain, n, with_r);
+      joined_in.insert(joined_in.end(), row.begin() + t.row_bytes, row.end());
+      return all_outputs_of(*tpu, joined_p, joined_in);
+    };
+    std::vector<uint8_t> want = want_chain;
+    want.insert(want.end(), want_sum.begin(), want_sum.end());
+    const std::vector<uint8_t> got = joined_with(r);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_EQ(int(got[i]), int(want[i])) << "output byte " << i << " of " << want.size();
+    EXPECT_GT(std::set<uint8_t>(want_sum.begin(), want_sum.end()).size(), size_t(16));
+    EXPECT_NE(joined_with(r * 1.02f), got);
+    sums.insert(want_sum);
+  }
+  EXPECT_EQ(sums.size(), positions.size());
+}
+
 // The value cache's sum after the scores (K = the positions, one group a head) on tiles the
 // scores and the sums in front leave free; each token streams the key's column, the weight row of
 // its v~ (fc_weight_rows, 4 positions a row) and one more row that does not move (as the RoPE
