@@ -70,6 +70,13 @@ bool own_fifo_weights(Shapes& s) {
     for (int t = 0; t < kTiles; ++t)
       if (seg.mask & tile_bit(t)) used.take(t, seg.base_row, seg.base_row + seg.rows);
   }
+  // A chain with residual ADDs keeps the top rows under the segments' top free of runs on every
+  // tile: rows all of an ADD's tiles have free there hold its cached weight rows (cache_add_rows;
+  // v2: one tile's runs ending 2 rows under the top left 6 ADDs on 14 tiles room for 5).
+  bool adds = false;
+  for (const LayerPlan& lp : s.layers) adds = adds || lp.l->residual();
+  if (adds)
+    for (int t = 0; t < kTiles; ++t) used.take(t, kSegmentRows - kAddWeightRows, kSegmentRows);
   // The longest run of free rows of tile t: its first row and length (the lowest of equal ones).
   auto longest_gap = [&](int t) {
     int best = 0, best_at = 0;
