@@ -24,6 +24,7 @@ enum : uint32_t {
   kSub = 0x02,
   kAnd = 0x03,
   kOr = 0x04,
+  kXor = 0x05,
   kShl = 0x06,
   kShr = 0x07,
   kEq = 0x09,

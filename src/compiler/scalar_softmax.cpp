@@ -14,33 +14,28 @@
 namespace tinycoral::compiler {
 namespace {
 
-// Registers (0-11 hold the program's addresses and DMA descriptors).
-constexpr int kCount = 12, kPos = 13, kAddr = 14, kMax = 15, kWord = 16, kLow = 17, kByte = 18,
-              kSum = 19, kPack = 21, kShift = 23, kAt = 24, kInv = 25, kFlush = 26, kOut = 27;
-// Predicates: p0 drives the branches; p3 "a new word", p4 "a new maximum".
-constexpr int kNewWord = 3, kNewMax = 4;
+// Registers (0-11 hold the program's addresses and DMA descriptors). kCount and kTail live through
+// every head; the exponentials' four bytes take kA..kD, the largest byte's loop kA.
+constexpr int kCount = 12, kTail = 13, kAddr = 14, kMax = 15, kNext = 16, kEnd = 17, kSum = 18,
+              kPack = 19, kStore = 20, kLim1 = 21, kLim2 = 22, kLim3 = 23, kA = 24, kB = 25,
+              kC = 26, kD = 27;
+// Predicates: p0 drives the branches ("a word follows"); p4 "a new maximum" in the first loop;
+// p3, p4, p5 "byte 1, 2, 3 of this word is a position < n" in the second.
+constexpr int kNewMax = 4, kValid1 = 3, kValid2 = 4, kValid3 = 5;
 
 using namespace scalar_alu;  // alu(), movi(), bits() and the operation codes
 
 std::string when(int pred) { return cat("gate=1 pred_reg=", pred, " pred_pol=1 "); }
+std::string unless(int pred) { return cat("gate=1 pred_reg=", pred, " pred_pol=0 "); }
+// The next word of the head into kNext, kAddr moving on.
+std::string load_next() {
+  return cat(" enable_vector=3 vs_reg_v1=", kNext, " imm_size=", hex(0x20 | kAddr));
+}
 
 // A branch back to word `target` while p0.
 void branch_back(Emitter& e, uint32_t target) {
   const int64_t offset = int64_t{target} - int64_t{e.words()};
   e.add("branch", cat("k12=1 k16=1 offset=", offset, " k33=1"));
-}
-
-// The next score byte of the head into kByte (t = kPos; words are read at t % 4 == 0 through
-// kAddr, bytes taken low first), and t + 1, p0 = t + 1 < n between the load and its first use.
-void next_byte(Emitter& e) {
-  e.add("bundle", alu(kAnd | kImm, kLow, kPos, 3));
-  e.add("bundle", alu(kEq | kImm, kNewWord, kLow, 0));
-  e.add("bundle",
-        when(kNewWord) + cat("enable_vector=3 vs_reg_v1=", kWord, " imm_size=", hex(0x20 | kAddr)));
-  e.add("bundle", alu(kAdd | kImm, kPos, kPos, 1));
-  e.add("bundle", alu(kLt, 0, kPos, kCount));
-  e.add("bundle", alu(kAnd | kImm, kByte, kWord, 0xff));
-  e.add("bundle", alu(kShr | kImm, kWord, kWord, 8));
 }
 
 // m_j = f32(base_j scale), scale the float32 at word scale_word + of[j] (of[j] < 0: m_j = 0, the
@@ -81,60 +76,132 @@ void emit_products(Emitter& e, int mult_word, int scale_word, const std::vector<
 }  // namespace
 
 void emit_scalar_softmax(Emitter& e, const ScalarSoftmax& s) {
-  if (s.heads <= 0 || s.positions <= 0 || s.positions % 4 != 0 || int(s.exp_mult.size()) != s.heads)
-    fail("scalar softmax of ", s.heads, " heads of ", s.positions,
-         " positions: needs positions a multiple of 4 and one exp_mult per head");
-  e.add("bundle", movi(kAt, uint32_t(s.count_word)));
-  e.add("bundle", cat("enable_vector=2 vs_reg_v1=", kCount, " imm_size=", hex(kAt)));
+  if (s.heads <= 0 || s.positions <= 0 || s.positions % 4 != 0 ||
+      int(s.exp_mult.size()) != s.heads || s.scores_word < 0 ||
+      s.scores_word + s.heads * s.positions / 4 >= kScalarMemoryWords)
+    fail("scalar softmax of ", s.heads, " heads of ", s.positions, " positions from word ",
+         s.scores_word,
+         ": needs positions a multiple of 4, one exp_mult per head and a word after the scores");
+  // The loops take a word (four positions) an iteration, W = (n + 3) / 4 of them, always at least
+  // one; each loads the next word (the last one's a word past the head's scores, never used).
+  // Bytes past n in the last word: zeroed by kTail for the largest (0 is no byte's rival), left
+  // out of S and of e (their bytes 0) by predicates in the second loop.
+  e.add("bundle", movi(kA, uint32_t(s.count_word)));
+  e.add("bundle", cat("enable_vector=2 vs_reg_v1=", kCount, " imm_size=", hex(kA)));
+  e.add("bundle", movi(kTail, 0xffffffffu));
+  // kTail = the last word's bytes below n: 0xffffffff >> 8 ((4 - n % 4) % 4).
+  e.add("bundle", alu(kXor | kImm, kA, kCount, 3));
+  e.add("bundle", alu(kAdd | kImm, kA, kA, 1));
+  e.add("bundle", alu(kAnd | kImm, kA, kA, 3));
+  e.add("bundle", alu(kShl | kImm, kA, kA, 3));
+  e.add("bundle", alu(kShr, kTail, kTail, kA));
   for (int h = 0; h < s.heads; ++h) {
-    const int base = s.scores_word + h * s.positions / 4;
-    // m = the largest byte.
-    e.add("bundle", movi(kPos, 0));
-    e.add("bundle", movi(kAddr, uint32_t(base)));
-    e.add("bundle", movi(kMax, 0));
+    const uint32_t base = uint32_t(s.scores_word + h * s.positions / 4);
+    const uint32_t mult = bits(s.exp_mult[size_t(h)]);
+    // m = the largest byte. In an iteration kAddr = base + w + 1 (word w in kNext), so a word
+    // follows while kAddr < kEnd = base + W.
+    e.add("bundle", movi(kAddr, base));
+    e.add("bundle", alu(kAdd | kImm, kEnd, kCount, 3));
+    e.add("bundle", alu(kShr | kImm, kEnd, kEnd, 2) + load_next());
+    e.add("bundle", alu(kAdd | kImm, kEnd, kEnd, base));
+    e.add("bundle", movi(kMax, 0));  // (the loaded word is read three bundles after its load)
     const uint32_t max_loop = e.words();
-    next_byte(e);
-    e.add("bundle", alu(kGt, kNewMax, kByte, kMax));
-    e.add("bundle", when(kNewMax) + alu(kMov, kMax, 0, kByte));
+    e.add("bundle", alu(kLt, 0, kAddr, kEnd));
+    e.add("bundle", unless(0) + alu(kAnd, kNext, kNext, kTail));
+    for (int i = 0; i < 4; ++i) {
+      if (i == 0) e.add("bundle", alu(kAnd | kImm, kA, kNext, 0xff));
+      if (i > 0) e.add("bundle", alu(kShr | kImm, kA, kNext, 8 * i) + (i == 3 ? load_next() : ""));
+      if (i == 1 || i == 2) e.add("bundle", alu(kAnd | kImm, kA, kA, 0xff));
+      e.add("bundle", alu(kGt, kNewMax, kA, kMax));
+      e.add("bundle", when(kNewMax) + alu(kMov, kMax, 0, kA));
+    }
     branch_back(e, max_loop);
     // x = exp2(f32(b - m) exp_mult), S += x in order, e = F2I(x 255) packed four to a word and
-    // stored over the scores' word.
-    e.add("bundle", movi(kPos, 0));
-    e.add("bundle", movi(kAddr, uint32_t(base)));
+    // stored over the scores' word. Byte i of word w is a position < n while w < (n + 3 - i) / 4,
+    // i.e. kAddr < kLim_i = base + 1 + (n + 3 - i) / 4 before the next load (a word follows
+    // while kAddr < base + W + 1 after it).
+    e.add("bundle", movi(kAddr, base));
+    const int lims[3] = {kLim1, kLim2, kLim3};
+    for (int i = 1; i <= 3; ++i) {
+      const int r = lims[i - 1];
+      e.add("bundle", alu(kAdd | kImm, r, kCount, uint32_t(3 - i)) + (i == 1 ? load_next() : ""));
+      e.add("bundle", alu(kShr | kImm, r, r, 2));
+      e.add("bundle", alu(kAdd | kImm, r, r, base + 1));
+    }
+    e.add("bundle", alu(kAdd | kImm, kEnd, kEnd, 1));  // the test moves after the next load
+    e.add("bundle", movi(kStore, base));
     e.add("bundle", movi(kSum, bits(0.0f)));
+    // One word an iteration, every bundle an ALU operation: each byte's exp2 three bundles before
+    // its sum (as the compiler's softmax waits), the other bytes' operations in between; the
+    // sums in position order; the next word loaded after the last read of this one.
+    const auto sub_max = [&](int r) { e.add("bundle", alu(kSub, r, r, kMax)); };
+    const auto to_float = [&](int r, const std::string& more = "") {
+      e.add("bundle", alu(kI2f, r, 0, r) + more);
+    };
+    const auto scale = [&](int r) { e.add("bundle", alu(kFmul | kImm, r, r, mult)); };
+    const auto sfu_exp2 = [](int r) { return cat(" v_op2=3 vs_reg_w=", r, " sfu_dst=", r); };
+    const auto add = [&](int r, int valid) {
+      e.add("bundle", (valid < 0 ? std::string() : when(valid)) + alu(kFadd, kSum, kSum, r));
+    };
+    const auto times255 = [&](int r) { e.add("bundle", alu(kFmul | kImm, r, r, bits(255.0f))); };
+    const auto to_int = [&](int dst, int r, const std::string& more = "") {
+      e.add("bundle", alu(kF2i, dst, 0, r) + more);
+    };
+    const auto shift = [&](int r, int by) {
+      e.add("bundle", alu(kShl | kImm, r, r, uint32_t(by)));
+    };
+    const auto pack = [&](int r, int valid) {
+      e.add("bundle", when(valid) + alu(kOr, kPack, kPack, r));
+    };
     const uint32_t exp_loop = e.words();
-    e.add("bundle", alu(kShr | kImm, kAt, kPos, 2));  // the word t / 4, before t moves on
-    e.add("bundle", alu(kAnd | kImm, kLow, kPos, 3));
-    e.add("bundle", alu(kShl | kImm, kShift, kLow, 3));  // the byte's shift in its word
-    e.add("bundle", alu(kEq | kImm, kNewWord, kLow, 0));
-    e.add("bundle", when(kNewWord) +
-                        cat("enable_vector=3 vs_reg_v1=", kWord, " imm_size=", hex(0x20 | kAddr)));
-    e.add("bundle", when(kNewWord) + movi(kPack, 0));
-    e.add("bundle", alu(kAdd | kImm, kPos, kPos, 1));
-    e.add("bundle", alu(kLt, 0, kPos, kCount));
-    e.add("bundle", alu(kAnd | kImm, kByte, kWord, 0xff));
-    e.add("bundle", alu(kShr | kImm, kWord, kWord, 8));
-    e.add("bundle", alu(kSub, kByte, kByte, kMax));
-    e.add("bundle", alu(kI2f, kByte, 0, kByte));
-    e.add("bundle", alu(kFmul | kImm, kByte, kByte, bits(s.exp_mult[size_t(h)])));
-    // exp2, and two bundles before its result is read (as the compiler's softmax waits).
-    e.add("bundle", cat("v_op2=3 vs_reg_w=", kByte, " sfu_dst=", kInv, " ",
-                        alu(kAdd | kImm, kAt, kAt, uint32_t(base))));
-    e.add("bundle");
-    e.add("bundle");
-    e.add("bundle", alu(kFadd, kSum, kSum, kInv));
-    e.add("bundle", alu(kFmul | kImm, kInv, kInv, bits(255.0f)));
-    e.add("bundle", alu(kF2i, kInv, 0, kInv));
-    e.add("bundle", alu(kShl, kInv, kInv, kShift));
-    e.add("bundle", alu(kOr, kPack, kPack, kInv));
-    e.add("bundle", cat("v_op=0x4 v_offset=", kAt, " vs_reg=", kPack));
+    e.add("bundle", alu(kLt, kValid1, kAddr, kLim1));
+    e.add("bundle", alu(kLt, kValid2, kAddr, kLim2));
+    e.add("bundle", alu(kLt, kValid3, kAddr, kLim3));
+    e.add("bundle", alu(kAnd | kImm, kA, kNext, 0xff));
+    e.add("bundle", alu(kShr | kImm, kB, kNext, 8));
+    sub_max(kA);
+    e.add("bundle", alu(kAnd | kImm, kB, kB, 0xff));
+    to_float(kA);
+    sub_max(kB);
+    scale(kA);
+    to_float(kB, sfu_exp2(kA));
+    e.add("bundle", alu(kShr | kImm, kC, kNext, 16));
+    scale(kB);
+    e.add("bundle", alu(kAnd | kImm, kC, kC, 0xff) + sfu_exp2(kB));
+    add(kA, -1);
+    times255(kA);
+    sub_max(kC);
+    to_int(kPack, kA);
+    add(kB, kValid1);
+    to_float(kC);
+    e.add("bundle", alu(kShr | kImm, kD, kNext, 24) + load_next());
+    scale(kC);
+    e.add("bundle", alu(kSub, kD, kD, kMax) + sfu_exp2(kC));
+    times255(kB);
+    to_float(kD);
+    scale(kD);
+    to_int(kB, kB, sfu_exp2(kD));
+    add(kC, kValid2);
+    shift(kB, 8);
+    add(kD, kValid3);
+    times255(kC);
+    pack(kB, kValid1);
+    to_int(kC, kC);
+    times255(kD);
+    shift(kC, 16);
+    to_int(kD, kD);
+    pack(kC, kValid2);
+    shift(kD, 24);
+    pack(kD, kValid3);
+    e.add("bundle", alu(kLt, 0, kAddr, kEnd) +
+                        cat(" v_op=0x6 v_offset=", hex(0x20 | kStore), " vs_reg=", kPack));
     branch_back(e, exp_loop);
     // 1 / S.
-    e.add("bundle", cat("v_op2=2 vs_reg_w=", kSum, " sfu_dst=", kInv, " ",
-                        movi(kAt, uint32_t(s.inv_word + h))));
+    e.add("bundle",
+          cat("v_op2=2 vs_reg_w=", kSum, " sfu_dst=", kA, " ", movi(kB, uint32_t(s.inv_word + h))));
     e.add("bundle");
     e.add("bundle");
-    e.add("bundle", cat("v_op=0x4 v_offset=", kAt, " vs_reg=", kInv));
+    e.add("bundle", cat("v_op=0x4 v_offset=", kB, " vs_reg=", kA));
   }
 }
 
@@ -142,7 +209,7 @@ void emit_scalar_value_prep(Emitter& e, const ScalarValuePrep& p) {
   if (p.heads <= 0 || p.positions <= 0 || p.positions % 4 != 0 || p.base.size() != p.head.size())
     fail("value preparation of ", p.heads, " heads of ", p.positions, " positions and ",
          p.base.size(), " multipliers for ", p.head.size(), " outputs");
-  constexpr int kZero = 20, kZ = 13, kLast = 14, kLim = 15;
+  constexpr int kAt = 24, kZero = 20, kZ = 13, kLast = 14, kLim = 15;
   constexpr int kPast = 5;  // predicate: the word lies past n
   // kLast = the last word of a row that holds e: (n + 3) / 4 - 1.
   e.add("bundle", movi(kAt, uint32_t(p.count_word)));
@@ -216,6 +283,7 @@ void emit_scalar_rope_multipliers_loop(Emitter& e, int r_word, int mult_word, in
 
 void emit_push_words(Emitter& e, int first, int words) {
   if (words <= 0 || words > 0xffff) fail("pushing ", words, " scalar-memory words");
+  constexpr int kFlush = 26, kOut = 27;
   e.add("bundle", movi(kFlush, uint32_t(first)));
   e.add("loop", cat("count=", words, " body=2"));
   e.add("bundle", cat("enable_vector=3 vs_reg_v1=", kOut, " imm_size=", hex(0x20 | kFlush)));

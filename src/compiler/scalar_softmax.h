@@ -23,7 +23,8 @@ struct ScalarSoftmax {
   int inv_word = 0;             // head h's 1 / S (float32) goes to word inv_word + h
 };
 
-// The softmax's bundles; registers 12-27 and predicates 0, 3, 4 are its own.
+// The softmax's bundles; registers 12-27 and predicates 0, 3, 4 and 5 are its own. The loops take a
+// word of four scores an iteration (docs/llm.md "The scores on the chip").
 void emit_scalar_softmax(Emitter& e, const ScalarSoftmax& s);
 // What the weighted sum over a value cache needs from the softmax (docs/llm.md "The weighted sum
 // inside the scores' program"), computed after it on the scalar core: e's bytes past n zeroed in
