@@ -14,13 +14,14 @@
 namespace tinycoral::compiler {
 namespace {
 
-// Registers (0-11 hold the program's addresses and DMA descriptors). kCount and kTail live through
-// every head; the exponentials' four bytes take kA..kD, the largest byte's loop kA.
-constexpr int kCount = 12, kTail = 13, kAddr = 14, kMax = 15, kNext = 16, kEnd = 17, kSum = 18,
-              kPack = 19, kStore = 20, kLim1 = 21, kLim2 = 22, kLim3 = 23, kA = 24, kB = 25,
-              kC = 26, kD = 27;
-// Predicates: p0 drives the branches ("a word follows"); p4 "a new maximum" in the first loop;
-// p3, p4, p5 "byte 1, 2, 3 of this word is a position < n" in the second.
+// Registers (0-11 hold the program's addresses and DMA descriptors). kCount, kTail, kBase and kInv
+// live through the loop over heads; kEnd serves the first loop, kRem the second; the exponentials'
+// four bytes take kA..kD, the largest byte's loop kA.
+constexpr int kCount = 12, kTail = 13, kAddr = 14, kMax = 15, kNext = 16, kEnd = 17, kRem = 17,
+              kSum = 18, kPack = 19, kStore = 20, kBase = 21, kInv = 22, kMult = 23, kA = 24,
+              kB = 25, kC = 26, kD = 27;
+// Predicates: p0 drives the branches ("a word follows", "a head follows"); p4 "a new maximum" in
+// the first loop; p3, p4, p5 "byte 1, 2, 3 of this word is a position < n" in the second.
 constexpr int kNewMax = 4, kValid1 = 3, kValid2 = 4, kValid3 = 5;
 
 using namespace scalar_alu;  // alu(), movi(), bits() and the operation codes
@@ -76,16 +77,23 @@ void emit_products(Emitter& e, int mult_word, int scale_word, const std::vector<
 }  // namespace
 
 void emit_scalar_softmax(Emitter& e, const ScalarSoftmax& s) {
+  const int row_words = s.positions / 4;
   if (s.heads <= 0 || s.positions <= 0 || s.positions % 4 != 0 ||
       int(s.exp_mult.size()) != s.heads || s.scores_word < 0 ||
-      s.scores_word + s.heads * s.positions / 4 >= kScalarMemoryWords)
+      s.scores_word + s.heads * row_words >= kScalarMemoryWords || s.inv_word < 0 ||
+      s.inv_word + s.heads > kScalarMemoryWords)
     fail("scalar softmax of ", s.heads, " heads of ", s.positions, " positions from word ",
          s.scores_word,
          ": needs positions a multiple of 4, one exp_mult per head and a word after the scores");
-  // The loops take a word (four positions) an iteration, W = (n + 3) / 4 of them, always at least
-  // one; each loads the next word (the last one's a word past the head's scores, never used).
-  // Bytes past n in the last word: zeroed by kTail for the largest (0 is no byte's rival), left
-  // out of S and of e (their bytes 0) by predicates in the second loop.
+  // One loop over the heads, so the code is emitted once: head h's exp_mult waits at word
+  // inv_word + h until its 1 / S replaces it.
+  for (int h = 0; h <= s.heads; ++h) {
+    const int at = s.inv_word + h - 1;
+    const std::string store =
+        h == 0 ? "" : cat(" v_op=0x2 v_offset=", at & 0xff, " v_cmd=", at >> 8, " vs_reg=", kA);
+    const std::string set = h < s.heads ? movi(kA, bits(s.exp_mult[size_t(h)])) : "";
+    e.add("bundle", h < s.heads ? set + store : store.substr(1));
+  }
   e.add("bundle", movi(kA, uint32_t(s.count_word)));
   e.add("bundle", cat("enable_vector=2 vs_reg_v1=", kCount, " imm_size=", hex(kA)));
   e.add("bundle", movi(kTail, 0xffffffffu));
@@ -95,114 +103,111 @@ void emit_scalar_softmax(Emitter& e, const ScalarSoftmax& s) {
   e.add("bundle", alu(kAnd | kImm, kA, kA, 3));
   e.add("bundle", alu(kShl | kImm, kA, kA, 3));
   e.add("bundle", alu(kShr, kTail, kTail, kA));
-  for (int h = 0; h < s.heads; ++h) {
-    const uint32_t base = uint32_t(s.scores_word + h * s.positions / 4);
-    const uint32_t mult = bits(s.exp_mult[size_t(h)]);
-    // m = the largest byte. In an iteration kAddr = base + w + 1 (word w in kNext), so a word
-    // follows while kAddr < kEnd = base + W.
-    e.add("bundle", movi(kAddr, base));
-    e.add("bundle", alu(kAdd | kImm, kEnd, kCount, 3));
-    e.add("bundle", alu(kShr | kImm, kEnd, kEnd, 2) + load_next());
-    e.add("bundle", alu(kAdd | kImm, kEnd, kEnd, base));
-    e.add("bundle", movi(kMax, 0));  // (the loaded word is read three bundles after its load)
-    const uint32_t max_loop = e.words();
-    e.add("bundle", alu(kLt, 0, kAddr, kEnd));
-    e.add("bundle", unless(0) + alu(kAnd, kNext, kNext, kTail));
-    for (int i = 0; i < 4; ++i) {
-      if (i == 0) e.add("bundle", alu(kAnd | kImm, kA, kNext, 0xff));
-      if (i > 0) e.add("bundle", alu(kShr | kImm, kA, kNext, 8 * i) + (i == 3 ? load_next() : ""));
-      if (i == 1 || i == 2) e.add("bundle", alu(kAnd | kImm, kA, kA, 0xff));
-      e.add("bundle", alu(kGt, kNewMax, kA, kMax));
-      e.add("bundle", when(kNewMax) + alu(kMov, kMax, 0, kA));
-    }
-    branch_back(e, max_loop);
-    // x = exp2(f32(b - m) exp_mult), S += x in order, e = F2I(x 255) packed four to a word and
-    // stored over the scores' word. Byte i of word w is a position < n while w < (n + 3 - i) / 4,
-    // i.e. kAddr < kLim_i = base + 1 + (n + 3 - i) / 4 before the next load (a word follows
-    // while kAddr < base + W + 1 after it).
-    e.add("bundle", movi(kAddr, base));
-    const int lims[3] = {kLim1, kLim2, kLim3};
-    for (int i = 1; i <= 3; ++i) {
-      const int r = lims[i - 1];
-      e.add("bundle", alu(kAdd | kImm, r, kCount, uint32_t(3 - i)) + (i == 1 ? load_next() : ""));
-      e.add("bundle", alu(kShr | kImm, r, r, 2));
-      e.add("bundle", alu(kAdd | kImm, r, r, base + 1));
-    }
-    e.add("bundle", alu(kAdd | kImm, kEnd, kEnd, 1));  // the test moves after the next load
-    e.add("bundle", movi(kStore, base));
-    e.add("bundle", movi(kSum, bits(0.0f)));
-    // One word an iteration, every bundle an ALU operation: each byte's exp2 three bundles before
-    // its sum (as the compiler's softmax waits), the other bytes' operations in between; the
-    // sums in position order; the next word loaded after the last read of this one.
-    const auto sub_max = [&](int r) { e.add("bundle", alu(kSub, r, r, kMax)); };
-    const auto to_float = [&](int r, const std::string& more = "") {
-      e.add("bundle", alu(kI2f, r, 0, r) + more);
-    };
-    const auto scale = [&](int r) { e.add("bundle", alu(kFmul | kImm, r, r, mult)); };
-    const auto sfu_exp2 = [](int r) { return cat(" v_op2=3 vs_reg_w=", r, " sfu_dst=", r); };
-    const auto add = [&](int r, int valid) {
-      e.add("bundle", (valid < 0 ? std::string() : when(valid)) + alu(kFadd, kSum, kSum, r));
-    };
-    const auto times255 = [&](int r) { e.add("bundle", alu(kFmul | kImm, r, r, bits(255.0f))); };
-    const auto to_int = [&](int dst, int r, const std::string& more = "") {
-      e.add("bundle", alu(kF2i, dst, 0, r) + more);
-    };
-    const auto shift = [&](int r, int by) {
-      e.add("bundle", alu(kShl | kImm, r, r, uint32_t(by)));
-    };
-    const auto pack = [&](int r, int valid) {
-      e.add("bundle", when(valid) + alu(kOr, kPack, kPack, r));
-    };
-    const uint32_t exp_loop = e.words();
-    e.add("bundle", alu(kLt, kValid1, kAddr, kLim1));
-    e.add("bundle", alu(kLt, kValid2, kAddr, kLim2));
-    e.add("bundle", alu(kLt, kValid3, kAddr, kLim3));
-    e.add("bundle", alu(kAnd | kImm, kA, kNext, 0xff));
-    e.add("bundle", alu(kShr | kImm, kB, kNext, 8));
-    sub_max(kA);
-    e.add("bundle", alu(kAnd | kImm, kB, kB, 0xff));
-    to_float(kA);
-    sub_max(kB);
-    scale(kA);
-    to_float(kB, sfu_exp2(kA));
-    e.add("bundle", alu(kShr | kImm, kC, kNext, 16));
-    scale(kB);
-    e.add("bundle", alu(kAnd | kImm, kC, kC, 0xff) + sfu_exp2(kB));
-    add(kA, -1);
-    times255(kA);
-    sub_max(kC);
-    to_int(kPack, kA);
-    add(kB, kValid1);
-    to_float(kC);
-    e.add("bundle", alu(kShr | kImm, kD, kNext, 24) + load_next());
-    scale(kC);
-    e.add("bundle", alu(kSub, kD, kD, kMax) + sfu_exp2(kC));
-    times255(kB);
-    to_float(kD);
-    scale(kD);
-    to_int(kB, kB, sfu_exp2(kD));
-    add(kC, kValid2);
-    shift(kB, 8);
-    add(kD, kValid3);
-    times255(kC);
-    pack(kB, kValid1);
-    to_int(kC, kC);
-    times255(kD);
-    shift(kC, 16);
-    to_int(kD, kD);
-    pack(kC, kValid2);
-    shift(kD, 24);
-    pack(kD, kValid3);
-    e.add("bundle", alu(kLt, 0, kAddr, kEnd) +
-                        cat(" v_op=0x6 v_offset=", hex(0x20 | kStore), " vs_reg=", kPack));
-    branch_back(e, exp_loop);
-    // 1 / S.
-    e.add("bundle",
-          cat("v_op2=2 vs_reg_w=", kSum, " sfu_dst=", kA, " ", movi(kB, uint32_t(s.inv_word + h))));
-    e.add("bundle");
-    e.add("bundle");
-    e.add("bundle", cat("v_op=0x4 v_offset=", kB, " vs_reg=", kA));
+  e.add("bundle", movi(kBase, uint32_t(s.scores_word)));
+  e.add("bundle", movi(kInv, uint32_t(s.inv_word)));
+  // The loops take the W = (n + 3) / 4 words that hold positions < n, a word an iteration, always
+  // at least one; each loads the next word (the last one's a word past the head's scores, never
+  // used). Bytes past n in the last word: zeroed by kTail for the largest (0 is no byte's rival),
+  // left out of S and of e (their bytes 0) by predicates in the second loop.
+  const uint32_t head_loop = e.words();
+  // m = the largest byte. In an iteration kAddr = base + w + 1 (word w in kNext), so a word
+  // follows while kAddr < kEnd = base + W.
+  e.add("bundle", alu(kMov, kAddr, 0, kBase));
+  e.add("bundle", alu(kAdd | kImm, kEnd, kCount, 3) +
+                      cat(" enable_vector=2 vs_reg_v1=", kMult, " imm_size=", hex(kInv)));
+  e.add("bundle", alu(kShr | kImm, kEnd, kEnd, 2) + load_next());
+  e.add("bundle", alu(kAdd, kEnd, kEnd, kBase));
+  e.add("bundle", movi(kMax, 0));  // (the loaded word is read three bundles after its load)
+  const uint32_t max_loop = e.words();
+  e.add("bundle", alu(kLt, 0, kAddr, kEnd));
+  e.add("bundle", unless(0) + alu(kAnd, kNext, kNext, kTail));
+  for (int i = 0; i < 4; ++i) {
+    if (i == 0) e.add("bundle", alu(kAnd | kImm, kA, kNext, 0xff));
+    if (i > 0) e.add("bundle", alu(kShr | kImm, kA, kNext, 8 * i) + (i == 3 ? load_next() : ""));
+    if (i == 1 || i == 2) e.add("bundle", alu(kAnd | kImm, kA, kA, 0xff));
+    e.add("bundle", alu(kGt, kNewMax, kA, kMax));
+    e.add("bundle", when(kNewMax) + alu(kMov, kMax, 0, kA));
   }
+  branch_back(e, max_loop);
+  // x = exp2(f32(b - m) exp_mult), S += x in order, e = F2I(x 255) packed four to a word and
+  // stored over the scores' word. kRem = n - 4w: byte i of word w is a position < n while
+  // kRem > i, a word follows while kRem > 4.
+  e.add("bundle", alu(kMov, kAddr, 0, kBase));
+  e.add("bundle", alu(kMov, kRem, 0, kCount) + load_next());
+  e.add("bundle", alu(kMov, kStore, 0, kBase));
+  e.add("bundle", movi(kSum, bits(0.0f)));
+  // One word an iteration, every bundle an ALU operation: each byte's exp2 three bundles before
+  // its sum (as the compiler's softmax waits), the other bytes' operations in between; the
+  // sums in position order; the next word loaded after the last read of this one.
+  const auto sub_max = [&](int r) { e.add("bundle", alu(kSub, r, r, kMax)); };
+  const auto to_float = [&](int r, const std::string& more = "") {
+    e.add("bundle", alu(kI2f, r, 0, r) + more);
+  };
+  const auto scale = [&](int r) { e.add("bundle", alu(kFmul, r, r, kMult)); };
+  const auto sfu_exp2 = [](int r) { return cat(" v_op2=3 vs_reg_w=", r, " sfu_dst=", r); };
+  const auto add = [&](int r, int valid) {
+    e.add("bundle", (valid < 0 ? std::string() : when(valid)) + alu(kFadd, kSum, kSum, r));
+  };
+  const auto times255 = [&](int r) { e.add("bundle", alu(kFmul | kImm, r, r, bits(255.0f))); };
+  const auto to_int = [&](int dst, int r, const std::string& more = "") {
+    e.add("bundle", alu(kF2i, dst, 0, r) + more);
+  };
+  const auto shift = [&](int r, int by) { e.add("bundle", alu(kShl | kImm, r, r, uint32_t(by))); };
+  const auto pack = [&](int r, int valid) {
+    e.add("bundle", when(valid) + alu(kOr, kPack, kPack, r));
+  };
+  const uint32_t exp_loop = e.words();
+  e.add("bundle", alu(kGt | kImm, 0, kRem, 4));
+  e.add("bundle", alu(kGt | kImm, kValid1, kRem, 1));
+  e.add("bundle", alu(kGt | kImm, kValid2, kRem, 2));
+  e.add("bundle", alu(kGt | kImm, kValid3, kRem, 3));
+  e.add("bundle", alu(kAnd | kImm, kA, kNext, 0xff));
+  e.add("bundle", alu(kShr | kImm, kB, kNext, 8));
+  sub_max(kA);
+  e.add("bundle", alu(kAnd | kImm, kB, kB, 0xff));
+  to_float(kA);
+  sub_max(kB);
+  scale(kA);
+  to_float(kB, sfu_exp2(kA));
+  e.add("bundle", alu(kShr | kImm, kC, kNext, 16));
+  scale(kB);
+  e.add("bundle", alu(kAnd | kImm, kC, kC, 0xff) + sfu_exp2(kB));
+  add(kA, -1);
+  times255(kA);
+  sub_max(kC);
+  to_int(kPack, kA);
+  add(kB, kValid1);
+  to_float(kC);
+  e.add("bundle", alu(kShr | kImm, kD, kNext, 24) + load_next());
+  scale(kC);
+  e.add("bundle", alu(kSub, kD, kD, kMax) + sfu_exp2(kC));
+  times255(kB);
+  to_float(kD);
+  scale(kD);
+  to_int(kB, kB, sfu_exp2(kD));
+  add(kC, kValid2);
+  shift(kB, 8);
+  add(kD, kValid3);
+  times255(kC);
+  pack(kB, kValid1);
+  to_int(kC, kC);
+  times255(kD);
+  shift(kC, 16);
+  to_int(kD, kD);
+  pack(kC, kValid2);
+  shift(kD, 24);
+  pack(kD, kValid3);
+  e.add("bundle", alu(kSub | kImm, kRem, kRem, 4) +
+                      cat(" v_op=0x6 v_offset=", hex(0x20 | kStore), " vs_reg=", kPack));
+  branch_back(e, exp_loop);
+  // 1 / S over the head's exp_mult; the next head while one follows.
+  e.add("bundle", cat("v_op2=2 vs_reg_w=", kSum, " sfu_dst=", kA, " ",
+                      alu(kAdd | kImm, kBase, kBase, uint32_t(row_words))));
+  e.add("bundle", alu(kLt | kImm, 0, kInv, uint32_t(s.inv_word + s.heads - 1)));
+  e.add("bundle");
+  e.add("bundle",
+        alu(kAdd | kImm, kInv, kInv, 1) + cat(" v_op=0x4 v_offset=", kInv, " vs_reg=", kA));
+  branch_back(e, head_loop);
 }
 
 void emit_scalar_value_prep(Emitter& e, const ScalarValuePrep& p) {

@@ -20,7 +20,8 @@ struct ScalarSoftmax {
   int heads = 0, positions = 0, scores_word = 0;
   std::vector<float> exp_mult;  // [head]: f32(s_score log2 e)
   int count_word = 0;           // n, the positions that count (1..positions), an int32
-  int inv_word = 0;             // head h's 1 / S (float32) goes to word inv_word + h
+  int inv_word = 0;             // head h's 1 / S (float32) goes to word inv_word + h (its
+                                // exp_mult waits there until then: one loop serves every head)
 };
 
 // The softmax's bundles; registers 12-27 and predicates 0, 3, 4 and 5 are its own. The loops take a
