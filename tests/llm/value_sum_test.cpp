@@ -124,9 +124,12 @@ TEST(ValueSumProgram, TheChipsValueWriteCarriesSetValueColumnsBytes) {
         for (int c = 0; c < 256; ++c) {
           const int i = 64 * (g % groups_per_head) + c;  // the head's channel
           const uint8_t got = w.vectors.bytes[size_t(256 * g + c)];
-          const int8_t value = v[size_t(pos * kv_dim + (h / kv_mul) * s.head_size + i)];
-          ASSERT_EQ(got, c < 64 && i < s.head_size ? uint8_t(value + 128) : uint8_t{128})
-              << "group " << g << " byte " << c;
+          // Only a group's first 64 bytes inside the head hold a value: read v there alone.
+          const bool holds = c < 64 && i < s.head_size;
+          const uint8_t want =
+              holds ? uint8_t(v[size_t(pos * kv_dim + (h / kv_mul) * s.head_size + i)] + 128)
+                    : uint8_t{128};
+          ASSERT_EQ(got, want) << "group " << g << " byte " << c;
           if (c < 64) {
             ASSERT_EQ(got, row.bytes[size_t(256 * g + 4 * c + pos % 4)]);
           }
