@@ -1331,8 +1331,17 @@ GroupProgram ChipTransformer::attention_program(int layer, const ScoresProgram& 
              : std::vector<const compiler::FcParameterWrite*>{&key},
       &values, s.rope ? &s.rope_sum : nullptr, column ? &words : nullptr);
   // The v~ rows come first in `values` (one per sum group's tile); the RoPE multipliers' rows
-  // after them do not move with the position.
-  made.row_marks.resize(compiler::fc_weight_rows(p.layer, p.at, 0).rows.size());
+  // after them do not move with the position. Each kept mark must be its v~ row's wide address
+  // (2 + unit, fc_batch_codegen.h), or at_position would rewrite some other field.
+  const compiler::FcRowWrite v_rows = compiler::fc_weight_rows(p.layer, p.at, pos / 4);
+  if (made.row_marks.size() < v_rows.rows.size())
+    fail("the attention program marks ", made.row_marks.size(), " rows, not its ",
+         v_rows.rows.size(), " v~ rows");
+  for (size_t i = 0; i < v_rows.rows.size(); ++i)
+    if (made.row_marks[i].value != 2 + v_rows.rows[i].unit)
+      fail("the attention program's row mark ", i, " holds ", made.row_marks[i].value,
+           ", not v~ row ", i, "'s address ", 2 + v_rows.rows[i].unit);
+  made.row_marks.resize(v_rows.rows.size());
   return {std::make_shared<runtime::Program>(std::move(made.execution)), pos,
           std::move(made.column_marks), std::move(made.row_marks)};
 }
