@@ -151,6 +151,15 @@ Geometry geometry(int n, int k, bool bias, const FcPlacement& placement = {}) {
   return g;
 }
 
+// The first group on `tile` whose parameters overlap wide units [unit, unit + units); -1: none.
+int group_over(const Geometry& g, int tile, int unit, int units) {
+  for (int j = 0; j < g.tiles; ++j)
+    if (g.tile_of[size_t(j)] == tile && unit + units > g.base_of[size_t(j)] &&
+        unit < g.base_of[size_t(j)] + g.unit_per_tile)
+      return j;
+  return -1;
+}
+
 // narrowToWide of one 64-byte piece from narrow word `narrow_word` into the ring send row `row`.
 void n2w_piece(Emitter& e, uint32_t tiles, int narrow_word, int row) {
   e.add("n2w", cat("tiles=", hex(tiles), " n.addr=", hex(narrow_word), " n=", narrow_walk(16),
@@ -949,11 +958,9 @@ std::vector<bool> after_r_groups(const FfnChain& chain, const std::vector<Geomet
     const int unit = a.const_units[k], tile = g.tile_of[size_t(a.groups[k])];
     if (unit < 0 || unit % kRowUnits != 0 || unit + kRowUnits > kFcParamUnits)
       fail("chain '", name, "': constants' row at wide unit ", unit);
-    for (int j = 0; j < g.tiles; ++j)
-      if (g.tile_of[size_t(j)] == tile && unit + kRowUnits > g.base_of[size_t(j)] &&
-          unit < g.base_of[size_t(j)] + g.unit_per_tile)
-        fail("chain '", name, "': constants' row at wide unit ", unit, " of tile ", tile,
-             " lies in group ", j, "'s parameters");
+    if (const int j = group_over(g, tile, unit, kRowUnits); j >= 0)
+      fail("chain '", name, "': constants' row at wide unit ", unit, " of tile ", tile,
+           " lies in group ", j, "'s parameters");
   }
   return late;
 }
@@ -1302,6 +1309,11 @@ FfnChainPrograms generate_fc_chain(const FcChain& chain, const FfnChainTail* tai
   }
   out.execution.parameter_caching_token = out.caching.front().parameter_caching_token;
   return out;
+}
+
+int fc_group_over(const FcLayer& layer, const FcPlacement& placement, int tile, int unit,
+                  int units) {
+  return group_over(geometry(layer.n, layer.k, !layer.bias.empty(), placement), tile, unit, units);
 }
 
 FcRowWrite fc_weight_rows(const FcLayer& layer, const FcPlacement& placement, int kq) {

@@ -65,6 +65,11 @@ constexpr int kFcAuxUnits = 8;
 // Output groups (compute tiles) of an N-output layer and the parameter units each holds.
 int fc_groups(int n);
 int fc_units_per_tile(int k, bool bias);
+// The first of `layer`'s groups (by index) on `tile` whose parameters where `placement` puts them
+// (from its base, fc_units_per_tile units: its aux rows, a bias's included, then its weights)
+// overlap wide units [unit, unit + units); -1: none. What a resident row beside them must avoid.
+int fc_group_over(const FcLayer& layer, const FcPlacement& placement, int tile, int unit,
+                  int units);
 
 // The parameter stream: per compute tile, a row of 64 float32 multipliers, a row of 64 int32
 // (128: the zero point of the stored weights), then the weights as [K/4][64][4] bytes w + 128.

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "compiler/conv_plan.h"
 #include "compiler/program_parts.h"
 
 namespace tinycoral::compiler {
@@ -45,10 +46,14 @@ FcValueWrite fc_value_write(const FcLayer& layer, const FcPlacement& placement,
     const int unit = staging_units[g], tile = first.rows[g].tile;
     if (unit < 0 || unit % 4 != 0 || unit + 4 > kFcParamUnits)
       fail("a staging row at wide unit ", unit);
-    // Not over a group's parameters on its tile (its aux rows before row 0, its weight rows).
-    for (const FcParameterRow& r : first.rows)
-      if (r.tile == tile && unit + 4 > r.unit - kFcAuxUnits && unit < r.unit + 4 * w.rows)
-        fail("a staging row at wide unit ", unit, " inside a group's parameters on tile ", tile);
+    // Not over a group's parameters on its tile, nor over another group's staging row there.
+    if (const int j = fc_group_over(layer, placement, tile, unit, 4); j >= 0)
+      fail("a staging row at wide unit ", unit, " inside a group's parameters on tile ", tile,
+           " (group ", j, "'s)");
+    for (size_t o = 0; o < g; ++o)
+      if (w.vectors.rows[o].tile == tile && w.vectors.rows[o].unit == unit)
+        fail("groups ", o, " and ", g, " stage in one row (wide unit ", unit, " of tile ", tile,
+             ")");
     w.vectors.rows.push_back({tile, unit});
     w.cache_units.push_back(first.rows[g].unit);
     const size_t k = size_t(layer.k);
@@ -83,7 +88,8 @@ void emit_value_vectors_from_narrow(Emitter& e, const FcValueWrite& w) {
     fail(w.from_byte.size(), " places for the vectors of ", w.vectors.rows.size(), " groups");
   for (size_t g = 0; g < w.from_byte.size(); ++g) {
     const int b = w.from_byte[g];
-    if (b < 0 || b % 4 != 0) fail("a vector from narrow byte ", b);
+    if (b < 0 || b % 4 != 0 || b + kPieceBytes > conv::kNarrowBytes)
+      fail("a vector from narrow byte ", b);
     e.add("n2w", cat(value_tiles(w.vectors.rows[g].tile), " n.addr=", hex(b / 4),
                      " n=", narrow_walk(kValueVectorWords),
                      " n.lvl_mask=0x01 w.addr=", hex(w.vectors.rows[g].unit), " w=(1 x 1)"));

@@ -195,6 +195,31 @@ TEST(FcValueWriteOnTheVirtualEdgeTpu, PiecesBroadcastSideBySideGiveEachHeadItsKv
   }
 }
 
+// Staging rows the write cannot keep: two groups' in one row, one over a group's bias row (a
+// layer with a bias has 12 aux units, not 8), and a vector read past narrow memory's end.
+TEST(FcValueWrite, StagingRowsAndVectorsOutsideTheirRoomAreRefused) {
+  FcLayer l;
+  l.n = 128;
+  l.k = 64;
+  l.weights.assign(size_t(l.n) * size_t(l.k), 1);
+  l.mult.assign(size_t(l.n), 0.001f);
+  FcPlacement at;
+  at.tiles = {kTile, kTile};
+  at.param_units = {0, 512};
+  EXPECT_NO_THROW(fc_value_write(l, at, {256, 260}, 0));
+  EXPECT_THROW(fc_value_write(l, at, {256, 256}, 0), Error);  // one row for both groups
+  EXPECT_THROW(fc_value_write(l, at, {516, 260}, 0), Error);  // in group 1's weights
+  // With a bias, group 1's first aux row at its base 512 is neither weights nor 8 units before.
+  l.bias.assign(size_t(l.n), 0);
+  EXPECT_THROW(fc_value_write(l, at, {512, 260}, 0), Error);
+  EXPECT_NO_THROW(fc_value_write(l, at, {508, 260}, 0));
+  at.param_units = {0, 1024};
+  FcValueWrite w = fc_value_write(l, at, {512, 516}, 0);
+  w.from_byte = {0, 196608 - 60};  // the second vector's 64 bytes run past the end
+  Emitter e;
+  EXPECT_THROW(emit_value_vectors_from_narrow(e, w), Error);
+}
+
 TEST(FcValueWrite, SideBySideVectorsAreRefusedWhereTheyCannotBeWords) {
   EXPECT_THROW(value_vectors_side_by_side(4, 2, 50, 0x400), Error);  // head of 50 channels
   EXPECT_THROW(value_vectors_side_by_side(4, 2, 48, 0x402), Error);  // base off a word
