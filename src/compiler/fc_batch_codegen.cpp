@@ -668,7 +668,7 @@ void emit_group_multipliers_from_r(Emitter& e, const MultipliersFromR& m, int r_
   // their rows where fc_multipliers_loop_pays, before placement): their rows land at words 0..n-1
   // (the depthwise round trip's transfer: one outfeed, a producer per row, no ring ordinal) and
   // the loop turns them into the multipliers in place.
-  const bool loop = !m.const_unit.empty() && fc_multipliers_loop_pays(m.padding);
+  const bool loop = !m.const_unit.empty() && fc_multipliers_loop_pays(m.padding, pending);
   if (loop) constants_to_scalar(e, m.tile, m.const_unit);
   // Each 256-byte row counts as four 64-byte pieces.
   const int pieces = pending + (loop ? 4 * groups : 0);
@@ -1313,7 +1313,7 @@ FcScoresProgram generate_fc_batch_attention(const FcLayer& layer, const FcPlacem
   return scores_marks(std::move(eo), e, rows, cw, vw ? &*vw : nullptr, value_from);
 }
 
-bool fc_multipliers_loop_pays(const std::vector<bool>& mult_padding) {
+bool fc_multipliers_loop_pays(const std::vector<bool>& mult_padding, int pending) {
   const int n = int(mult_padding.size());
   if (n == 0 || n % kGroup != 0 || n > kRPieceWord) return false;
   // (Any tiles and bases: a counting emitter sizes an instruction by its mnemonic.)
@@ -1322,6 +1322,9 @@ bool fc_multipliers_loop_pays(const std::vector<bool>& mult_padding) {
   Emitter bundles = Emitter::counting(), looped = Emitter::counting();
   emit_scalar_rope_multipliers(bundles, {r_word, 0, std::vector<float>(size_t(n)), mult_padding});
   constants_to_scalar(looped, groups, groups);
+  // With nothing else pending only the loop's rows need the scalar-memory fence (with pieces
+  // pending both forms fence, and the two fences are the same instructions).
+  if (pending == 0) scalar_memory_fence(looped, 4 * int(groups.size()));
   emit_scalar_rope_multipliers_loop(looped, r_word, 0, 0, n);
   return looped.finished_bytes() < bundles.finished_bytes();
 }

@@ -176,12 +176,14 @@ struct FcResidentInput {
 // groups (only then does a group need the third row).
 constexpr int kMultBaseRowUnit = kFcAuxUnits;
 // Whether the loop over resident constants takes fewer instruction bytes than the bundles for
-// multipliers from r with these padding flags (one per output): counted on both forms
+// multipliers from r with these padding flags (one per output), `pending` pieces already on their
+// way to scalar memory (emit_group_multipliers_from_r's: 1 where r comes with the row, 0 after a
+// chain; with none, the loop alone pays a scalar-memory fence): counted on both forms
 // (Emitter::counting). An instruction's size follows from its mnemonic, so the count depends on
-// the outputs' count and padding alone, not on where the groups are placed or what r_word is.
-// False where the outputs are not whole groups or do not fit below r's piece in scalar memory (the
-// generator refuses the multipliers from r there).
-bool fc_multipliers_loop_pays(const std::vector<bool>& mult_padding);
+// the outputs' count, padding and whether pieces are pending alone, not on where the groups are
+// placed or what r_word is. False where the outputs are not whole groups or do not fit below r's
+// piece in scalar memory (the generator refuses the multipliers from r there).
+bool fc_multipliers_loop_pays(const std::vector<bool>& mult_padding, int pending);
 struct FcScoresInput {
   FcLayer layer;
   FcPlacement at;

@@ -1161,7 +1161,9 @@ void ChipTransformer::rope_multipliers_from_r(ScoresProgram& p, int layer) const
   p.rope_sum.mult_padding = m.padding;
   // The form decided here, before the groups are placed: where the loop pays, their constants are
   // cached beside the aux rows (rope_aux_units) and the program loops over them.
-  p.rope_sum.base_rows = compiler::fc_multipliers_loop_pays(m.padding);
+  // (Counted with r's piece pending, as where r comes with the row: a program after a chain,
+  // nothing pending, decides again when it is generated and may leave the rows unread.)
+  p.rope_sum.base_rows = compiler::fc_multipliers_loop_pays(m.padding, 1);
 }
 
 void ChipTransformer::rope_sum_q(int layer, int pos, float r, const int8_t* p1, const int8_t* p2,

@@ -814,7 +814,8 @@ TEST(ScoresProgramOnTheChip, TheMultipliersFormDecidedBeforePlacementIsTheSmalle
   std::mt19937 random(67);
   const JoinedRope t(random);
   const compiler::FcColumnWrite column = column_of(t, 5, false);
-  const bool loop = compiler::fc_multipliers_loop_pays(t.first.mult_padding);
+  const bool loop =
+      compiler::fc_multipliers_loop_pays(t.first.mult_padding, t.first.r_word < 0 ? 1 : 0);
   std::vector<int64_t> saved;
   for (const bool moved : {false, true}) {
     SCOPED_TRACE(moved ? "groups moved" : "groups as placed");
