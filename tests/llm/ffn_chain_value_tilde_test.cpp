@@ -255,8 +255,9 @@ TEST(FfnChainOnTheChip, ValueTildeFromWvsOutputStageIsTheInt8PathsEveryByte) {
 // B.3's write in the chain's tail (FfnChainTail): v~'s pieces, where v's follower left them, are
 // broadcast side by side to the value cache's tiles (value_vectors_side_by_side) and written into
 // each head group's cache rows (FcValueWrite from narrow memory), one program patched per position
-// through its marks. Both checkpoints, every chained layer, four positions: every channel of every
-// head's rows up to the position is the int8 path's v~ of its kv head (+ 128).
+// through its marks. Both checkpoints, every chained layer, six positions (past a quad, so the
+// cache row's marked address moves too): every channel of every head's rows up to the position is
+// the int8 path's v~ of its kv head (+ 128).
 TEST(FfnChainOnTheChip, ValueTildeWrittenByTheChainsTailIsTheInt8PathsCache) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   for_each_reference_model(data, [](const std::string&, const LoadedModel& model) {
@@ -269,8 +270,8 @@ TEST(FfnChainOnTheChip, ValueTildeWrittenByTheChainsTailIsTheInt8PathsCache) {
     options.chip_rope = options.chip_rms = options.chip_residual = true;
     TappedInt8 cpu(ck, pool, cal, options);
     const llm::Int8Weights& w = *cpu.weights();
-    constexpr int kPositions = 4, kCacheK = 64;
-    const int tokens[kPositions] = {llm::kBos, 403, 2501, 29889};
+    constexpr int kPositions = 6, kCacheK = 64;
+    const int tokens[kPositions] = {llm::kBos, 403, 2501, 29889, 306, 1183};
     for (int pos = 0; pos < kPositions; ++pos) {
       cpu.pos = pos;
       cpu.forward(tokens[pos] % c.vocab_size, pos);
