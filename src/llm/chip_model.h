@@ -223,8 +223,8 @@ class ChipTransformer : public Int8Transformer {
   void rope_multipliers_from_r(ScoresProgram& p, int layer) const;
   // The scores' and softmax's program of `layer` (one per 64 positions) streaming the key of
   // `pos` first (its groups, or with chip_key_write its column, the scatters' addresses marked),
-  // and with the RoPE sum in front `mults` after it: the first token's and rope_sum_program's
-  // trial build it here, so they cannot drift apart.
+  // and with the RoPE sum in front `mults` after it: key_group_programs (in the constructor) and
+  // first_sum_program's trial build it here, so they cannot drift apart.
   GroupProgram softmax_program(int layer, const ScoresProgram& p, int pos,
                                const compiler::FcRowWrite& mults) const;
   // The key's write of `pos` as the programs take it: chip_key_write (the chip writes the column
@@ -249,13 +249,13 @@ class ChipTransformer : public Int8Transformer {
   // generate_fc_batch_attention) where both are on the chip and scalar memory holds it all, and
   // wo after it where its weights fit in tile memory.
   bool join_attention(int layer, TileAllocator& tiles);
-  // The joined program's inputs and parameters for `pos`, and its run: wo's input into `a`.
+  // The attention program's inputs and parameters for `pos`, and its run: wo's input into `a`.
   void attention_q(int layer, int pos, const int8_t* q8);
-  // The joined program's weight rows of v~ for positions 4 unit .. 4 unit + 3, and with the RoPE
+  // The attention program's weight rows of v~ for positions 4 unit .. 4 unit + 3, and with the RoPE
   // sum in front this token's multiplier rows after them.
   compiler::FcRowWrite attention_values(int layer, const ScoresProgram& s, const ValueSumProgram& p,
                                         int unit) const;
-  // The joined program of `layer` (one per 64-position group, its v~ rows and with
+  // The attention program of `layer` (one per 64-position group, its v~ rows and with
   // chip_key_write its column marked) with pos's key and `values` as its parameters:
   // every place that makes one builds it here, so they cannot drift apart.
   GroupProgram attention_program(int layer, const ScoresProgram& s, const ValueSumProgram& p,

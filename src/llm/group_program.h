@@ -1,5 +1,6 @@
 // One program per 64-position group for the chip path's programs that write a position's key
-// column (compiler/fc_column_write.h) and, with the value cache, its v~ weight row (docs/llm.md
+// column (compiler/fc_column_write.h) or stream the key's groups whole (no column marks then) and,
+// with the value cache, its v~ weight row (docs/llm.md
 // "One program per layer and group"): the generator marks the fields where the position enters
 // (compiler::FcScoresProgram's marks, FfnChainPrograms::marks), and each run rewrites them to its
 // own position (runtime::Program::patch_field) instead of generating the program again.
