@@ -1322,7 +1322,8 @@ FcRowWrite fc_weight_rows(const FcLayer& layer, const FcPlacement& placement, in
   const Geometry g = geometry(layer.n, layer.k, !layer.bias.empty(), placement);
   FcRowWrite w;
   for (int t = 0; t < g.tiles; ++t) {
-    w.rows.push_back({g.tile_of[size_t(t)], g.base_of[size_t(t)] + g.aux.weights_unit() + 4 * kq});
+    w.rows.push_back({g.tile_of[size_t(t)],
+                      g.base_of[size_t(t)] + g.aux.weights_unit() + fc_weight_row_unit(4 * kq)});
     for (int c = 0; c < kGroup; ++c) {
       const size_t row = static_cast<size_t>(t * kGroup + c) * static_cast<size_t>(layer.k);
       for (int b = 0; b < 4; ++b)

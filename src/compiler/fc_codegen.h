@@ -241,6 +241,9 @@ struct FcRowWrite {
 // Weight row `kq` (inputs 4 kq .. 4 kq + 3 of all 64 outputs) of every output group of `layer`
 // where `placement` puts it: what rewriting one input's column needs.
 FcRowWrite fc_weight_rows(const FcLayer& layer, const FcPlacement& placement, int kq);
+// Wide units from a group's weight row 0 to the row holding input `k` (row k / 4, 4 units each):
+// +4 units every 4 positions, the rule every marked cache-row address follows.
+constexpr int fc_weight_row_unit(int k) { return 4 * (k / 4); }
 // Several layers' streams from one parameter buffer, their fc_parameters one after the other,
 // then `rows`' 256 bytes each. The rows from index `mark_from` on (-1: none) have their wide
 // address marked (Emitter::mark: their ring consumer's addr, 2 + unit), in order: another row of

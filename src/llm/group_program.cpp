@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "common/error.h"
+#include "compiler/fc_codegen.h"
 
 namespace tinycoral::llm {
 
@@ -15,7 +16,8 @@ const std::shared_ptr<runtime::Program>& at_position(const GroupProgram& g, int 
     g.program->patch_field(0, f.offset_bit, f.width, uint64_t(f.value + pos % 64 - g.made_at % 64));
   for (const isa::EncodedField& f : g.rows)
     g.program->patch_field(0, f.offset_bit, f.width,
-                           uint64_t(f.value + 4 * (pos / 4 - g.made_at / 4)));
+                           uint64_t(f.value + compiler::fc_weight_row_unit(pos) -
+                                    compiler::fc_weight_row_unit(g.made_at)));
   return g.program;
 }
 
