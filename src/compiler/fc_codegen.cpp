@@ -983,11 +983,7 @@ FcRowWrite after_r_constants(const FcChainAfterR& a, const Geometry& g) {
   FcRowWrite rows;
   for (size_t k = 0; k < a.const_units.size(); ++k) {
     rows.rows.push_back({g.tile_of[size_t(a.groups[k])], a.const_units[k]});
-    for (int j = 0; j < kGroup; ++j) {
-      const size_t at = k * size_t(kGroup) + size_t(j);
-      const uint32_t bits = a.padding[at] ? 0u : std::bit_cast<uint32_t>(a.base[at]);
-      for (int b = 0; b < 4; ++b) rows.bytes.push_back(static_cast<uint8_t>(bits >> (8 * b)));
-    }
+    append_constants_row(rows.bytes, a.base, a.padding, k * size_t(kGroup));
   }
   return rows;
 }
@@ -1309,6 +1305,17 @@ FfnChainPrograms generate_fc_chain(const FcChain& chain, const FfnChainTail* tai
   }
   out.execution.parameter_caching_token = out.caching.front().parameter_caching_token;
   return out;
+}
+
+void append_constants_row(std::vector<uint8_t>& bytes, const std::vector<float>& base,
+                          const std::vector<bool>& padding, size_t from) {
+  if (from + kGroup > base.size() || (!padding.empty() && from + kGroup > padding.size()))
+    fail("a constants' row from ", from, " of ", base.size(), " constants and ", padding.size(),
+         " padding flags");
+  for (size_t j = from; j < from + kGroup; ++j) {
+    const uint32_t bits = !padding.empty() && padding[j] ? 0u : std::bit_cast<uint32_t>(base[j]);
+    for (int b = 0; b < 4; ++b) bytes.push_back(static_cast<uint8_t>(bits >> (8 * b)));
+  }
 }
 
 int fc_group_over(const FcLayer& layer, const FcPlacement& placement, int tile, int unit,

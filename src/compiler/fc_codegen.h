@@ -175,6 +175,12 @@ struct FcChainAfterR {
   std::vector<int> const_units;  // [listed group], or empty: constants as immediates
 };
 
+// One group's resident constants' row as the multipliers' loop reads it, appended to `bytes`:
+// base[from + j] for j = 0..63 as float32 little-endian, 0 where padding[from + j] (padding empty:
+// none). Both the chain's constants (FcChainAfterR::const_units) and the RoPE sum's are this row.
+void append_constants_row(std::vector<uint8_t>& bytes, const std::vector<float>& base,
+                          const std::vector<bool>& padding, size_t from);
+
 // A fused FFN with FULLY_CONNECTED layers after it in the same program (the llm chip path's
 // step c: the residual add as a matmul, then the next layer's q, k and v). Follower 0 reads the
 // host's extra input (the bytes after the FFN's input) followed by w2's output; follower i > 0

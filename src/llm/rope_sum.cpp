@@ -88,10 +88,7 @@ compiler::FcRowWrite rope_sum_aux_rows(const compiler::FcPlacement& at,
       w.bytes.insert(w.bytes.end(), {uint8_t{128}, uint8_t{0}, uint8_t{0}, uint8_t{0}});
     if (base.empty()) continue;
     w.rows.push_back({at.tiles[g], unit + compiler::kMultBaseRowUnit});
-    for (int c = 0; c < kGroup; ++c) {
-      const uint32_t b = std::bit_cast<uint32_t>(base[g * kGroup + size_t(c)]);
-      for (int i = 0; i < 4; ++i) w.bytes.push_back(uint8_t(b >> (8 * i)));
-    }
+    compiler::append_constants_row(w.bytes, base, {}, g * kGroup);
   }
   return w;
 }
