@@ -659,9 +659,7 @@ void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
       // (Not when some part is streamed: its rows take turns with the part before on its tile.)
       // FIFO parts too: their first runs, the parts' consumers and ops with the others', then
       // their other runs (a fence per part had run the parts one after the other).
-      bool at_once = stage.tiles.front().g1 > 0 && !(lp.l->depthwise && lp.shared_rows);
-      for (const Part& part : lp.parts)
-        at_once = at_once && shapes.segments[static_cast<size_t>(part.segment)].first_of_group;
+      const bool at_once = parts_run_at_once(shapes, stage, lp);
       // Their parts that differ only in the tile (the same rows and addresses on each) go out as
       // one bias load and one op on all of them.
       std::optional<TileBatch> parts_at_once;
@@ -747,7 +745,9 @@ void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
         const int taps = lp.l->kh * lp.l->kw;
         const RoundTrip trip{runs.front()->tile, lp.weight_row(part), mask, taps,
                              lp.dense() ? depthwise_words(lp, part.g0, part.g1) : 0};
-        // (Parts whose taps holders keep together: every part's trip with the first part's.)
+        // (Parts whose taps holders keep together: every part's trip with the first part's. Held
+        // only where all parts are resident and run now, parts_run_at_once, the predicate
+        // hold_dense_taps placed the holds by; elsewhere each part's trip goes out on its own.)
         const bool held = at_once && !lp.holds.empty();
         if (held && &part == &lp.parts.front()) {
           std::vector<RoundTrip> all;

@@ -47,15 +47,10 @@ void hold_dense_taps(Shapes& s, const std::vector<Stage>& stages) {
     LayerPlan& lp = s.layers[i];
     lp.holds.clear();
     if (!lp.dense() || lp.parts.size() < 2) continue;
-    // Only where the generator runs the parts at once (conv_codegen: `at_once`): split by output
-    // groups over the stage's tiles, every part resident from the caching program on.
+    // Only where the generator runs the parts at once (parts_run_at_once, conv_plan.h).
     const auto stage = std::find_if(stages.begin(), stages.end(),
                                     [&](const Stage& st) { return st.first <= i && i < st.end; });
-    if (stage == stages.end() || stage->tiles.front().g1 == 0) continue;
-    bool resident = true;
-    for (const Part& part : lp.parts)
-      resident = resident && s.segments[static_cast<size_t>(part.segment)].first_of_group;
-    if (!resident) continue;
+    if (stage == stages.end() || !parts_run_at_once(s, *stage, lp)) continue;
     for (size_t k = 0; k + 1 < lp.parts.size();) {
       // The longest free run below the segments' top on any tile (the lowest tile first).
       int tile = -1, at = 0, length = 0;

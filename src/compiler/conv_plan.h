@@ -393,6 +393,17 @@ struct Shapes {
 
 constexpr int kSegmentRows = kWideUnitsLimit / kRowUnits;
 
+// Whether `lp`'s parts run at once on `stage`'s tiles (conv_codegen's `at_once`): the stage split
+// by output groups, not a depthwise layer on shared rows, every part resident from the caching
+// program on (its segment the first of its group). Only there are a dense layer's taps held
+// (LayerPlan::holds, hold_dense_taps), all parts' trips emitted at the first part.
+inline bool parts_run_at_once(const Shapes& s, const Stage& stage, const LayerPlan& lp) {
+  if (stage.tiles.front().g1 == 0 || (lp.l->depthwise && lp.shared_rows)) return false;
+  for (const Part& part : lp.parts)
+    if (!s.segments[static_cast<size_t>(part.segment)].first_of_group) return false;
+  return true;
+}
+
 // Everything the programs are generated from: shapes, stages and parameter segments.
 struct Layout {
   Shapes shapes;
