@@ -28,12 +28,12 @@ namespace {
 constexpr int kTile = 6;
 constexpr int kInputFifo = 0x1e00;
 
-TEST(FcValueWriteOnTheVirtualEdgeTpu, VectorsFromNarrowMemoryLandInTheHostsRows) {
-  std::mt19937 random(29);
-  // Two 64-output groups over 64 positions, both on one tile; random bytes everywhere first.
+// A value cache's layer as the write sees it: n outputs (64 a head group) over k positions, random
+// bytes everywhere (what an earlier sequence left), the sum's quantization beside the point.
+FcLayer cache_layer(std::mt19937& random, int n, int k) {
   FcLayer l;
-  l.n = 128;
-  l.k = 64;
+  l.n = n;
+  l.k = k;
   l.weights.resize(size_t(l.n) * size_t(l.k));
   for (auto& w : l.weights) w = static_cast<int8_t>(static_cast<int>(random() % 256) - 128);
   l.mult.assign(size_t(l.n), 0.001f);
@@ -43,6 +43,13 @@ TEST(FcValueWriteOnTheVirtualEdgeTpu, VectorsFromNarrowMemoryLandInTheHostsRows)
   l.out_scale = 1.0f;
   l.input_name = "x";
   l.output_name = "y";
+  return l;
+}
+
+TEST(FcValueWriteOnTheVirtualEdgeTpu, VectorsFromNarrowMemoryLandInTheHostsRows) {
+  std::mt19937 random(29);
+  // Two 64-output groups over 64 positions, both on one tile; random bytes everywhere first.
+  FcLayer l = cache_layer(random, 128, 64);
   FcPlacement at;
   at.tiles = {kTile, kTile};
   at.param_units = {0, 72};
@@ -118,18 +125,7 @@ TEST(FcValueWriteOnTheVirtualEdgeTpu, PiecesBroadcastSideBySideGiveEachHeadItsKv
     ASSERT_LE(side.end, kQuads);  // the pieces and windows below the quads
     for (const int b : side.from_byte) ASSERT_LE(b + 64, side.end);
 
-    FcLayer l;
-    l.n = 64 * groups;
-    l.k = kPositions;
-    l.weights.resize(size_t(l.n) * size_t(l.k));
-    for (auto& w : l.weights) w = static_cast<int8_t>(static_cast<int>(random() % 256) - 128);
-    l.mult.assign(size_t(l.n), 0.001f);
-    l.in_zp = 0;
-    l.in_scale = 1.0f;
-    l.out_zp = 128;
-    l.out_scale = 1.0f;
-    l.input_name = "x";
-    l.output_name = "y";
+    const FcLayer l = cache_layer(random, 64 * groups, kPositions);
     FcPlacement at;
     std::vector<int> staging;
     uint32_t cache_tiles = 0;
@@ -198,11 +194,8 @@ TEST(FcValueWriteOnTheVirtualEdgeTpu, PiecesBroadcastSideBySideGiveEachHeadItsKv
 // Staging rows the write cannot keep: two groups' in one row, one over a group's bias row (a
 // layer with a bias has 12 aux units, not 8), and a vector read past narrow memory's end.
 TEST(FcValueWrite, StagingRowsAndVectorsOutsideTheirRoomAreRefused) {
-  FcLayer l;
-  l.n = 128;
-  l.k = 64;
-  l.weights.assign(size_t(l.n) * size_t(l.k), 1);
-  l.mult.assign(size_t(l.n), 0.001f);
+  std::mt19937 random(31);
+  FcLayer l = cache_layer(random, 128, 64);
   FcPlacement at;
   at.tiles = {kTile, kTile};
   at.param_units = {0, 512};

@@ -37,6 +37,15 @@ namespace {
 using llm::LayerMatmul;
 using llm::QuantizedMatmul;
 
+// The int8 arithmetic these chains compute: the whole layer's (chip_residual), which needs the
+// value cache, RoPE and RMSNorm on the chip.
+llm::Int8Options residual_options() {
+  llm::Int8Options options;
+  options.weighted_sum = llm::WeightedSum::kValueCache;
+  options.chip_rope = options.chip_rms = options.chip_residual = true;
+  return options;
+}
+
 // The int8 path's bytes around each chain: the FFN's input and x2 (the chain's input), q and k of
 // the next layer.
 class TappedInt8 : public llm::Int8Transformer {
@@ -157,9 +166,7 @@ TEST(FfnChainOnTheChip, ValueTildeFromWvsOutputStageIsTheInt8PathsEveryByte) {
     const llm::Config& c = ck.config;
     llm::ThreadPool pool(2);
     const llm::Calibration cal = llm::calibrate(ck, pool, 8);
-    llm::Int8Options options;
-    options.weighted_sum = llm::WeightedSum::kValueCache;
-    options.chip_rope = options.chip_rms = options.chip_residual = true;
+    const llm::Int8Options options = residual_options();
     TappedInt8 cpu(ck, pool, cal, options);
     const llm::Int8Weights& w = *cpu.weights();
     constexpr int kPositions = 4;
@@ -265,9 +272,7 @@ TEST(FfnChainOnTheChip, ValueTildeWrittenByTheChainsTailIsTheInt8PathsCache) {
     const llm::Config& c = ck.config;
     llm::ThreadPool pool(2);
     const llm::Calibration cal = llm::calibrate(ck, pool, 8);
-    llm::Int8Options options;
-    options.weighted_sum = llm::WeightedSum::kValueCache;
-    options.chip_rope = options.chip_rms = options.chip_residual = true;
+    const llm::Int8Options options = residual_options();
     TappedInt8 cpu(ck, pool, cal, options);
     const llm::Int8Weights& w = *cpu.weights();
     constexpr int kPositions = 6, kCacheK = 64;
@@ -378,9 +383,7 @@ TEST(FfnChainOnTheChip, ValueTildeGroupsAfterRAreRefusedWhereTheyCannotBe) {
   if (!model) GTEST_SKIP() << why;
   llm::ThreadPool pool(1);
   const llm::Calibration cal = llm::calibrate(model->ck, pool, 4);
-  llm::Int8Options options;
-  options.weighted_sum = llm::WeightedSum::kValueCache;
-  options.chip_rope = options.chip_rms = options.chip_residual = true;
+  const llm::Int8Options options = residual_options();
   const llm::Int8Weights w(model->ck, cal, options);
   const ValueChain good = value_chain(w, 0, true, w.attention[1].v_base);
   EXPECT_NO_THROW(compiler::generate_ffn_chain(good.chain, good.up_at, good.down_at));
