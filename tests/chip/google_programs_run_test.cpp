@@ -7,11 +7,15 @@
 
 #include "chip/sim_runner.h"
 #include "container/tflite_reader.h"
+#include "support/sanitizers.h"
 #include "support/testdata.h"
 
 namespace tinycoral::chip {
 namespace {
 
+// Its claim is the repetition, checked in the normal build. Under the sanitizers (about 16 s
+// there) the segments run once each in EveryCompiledModel and through the runtime in G035.
+#ifndef TINYCORAL_ASAN
 TEST(GoogleProgramsOnTheChip, SsdSegmentsRunTwiceIdentically) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   for (int segment = 0; segment < 4; ++segment) {
@@ -31,6 +35,7 @@ TEST(GoogleProgramsOnTheChip, SsdSegmentsRunTwiceIdentically) {
     EXPECT_EQ(first, second);
   }
 }
+#endif
 
 }  // namespace
 }  // namespace tinycoral::chip
