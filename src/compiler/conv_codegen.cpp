@@ -355,7 +355,8 @@ void fifo_broadcast(Emitter& e, const Part& part, uint32_t mask, uint32_t comput
 // first rows, in order (its parameters). `head`: a generator follows in the same program, so the
 // last layer's bytes go to the host's scratch buffer and the program does not end here.
 // `pricing`: the placement search prices the layout (hand_over's forms for it). `final_forms`:
-// halo_first's and swap_split's two ops a band where they apply.
+// halo_first's and swap_split's two ops a band where they apply, the host's image popped in
+// pieces for the runs (stream_input).
 void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
                   const std::vector<Stage>& stages, std::vector<std::pair<int, int>>& loads,
                   bool head, bool pricing, bool final_forms) {
@@ -439,7 +440,7 @@ void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
     stream_staged(e, stages.front().tiles, *staging);
   } else {
     fill_stage(0);
-    stream_input(e, stages.front().tiles);
+    stream_input(e, stages.front().tiles, final_forms);
   }
   tile_fence(e, "units=0x3ff");
   tile_fence(e, "counters=0x1ffff units=0x3ff");
@@ -943,8 +944,8 @@ std::optional<std::vector<Stage>> slid_stages(const std::vector<Stage>& planned,
   return stages;
 }
 
-// (`final_forms`: halo_first's and swap_split's ops, in the final program only: the search's counts
-// keep the forms its layouts were tuned with.)
+// (`final_forms`: halo_first's and swap_split's ops and the image's pops in pieces, in the final
+// program only: the search's counts keep the forms its layouts were tuned with.)
 void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
                     const std::vector<Stage>& planned, std::vector<std::pair<int, int>>& loads,
                     bool head, bool pricing, Slides slides, bool final_forms) {

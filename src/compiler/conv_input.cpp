@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "compiler/conv_input_pops.h"
 #include "compiler/conv_packets.h"
 #include "compiler/eltwise_codegen.h"
 #include "compiler/fields.h"
@@ -48,6 +49,39 @@ struct ImageInfeeds {
   }
 };
 
+// A tile's run: rows [y, y + rows) of the image.
+struct Run {
+  const Plan* tile;
+  int y, rows;
+};
+
+// The runs of the tiles that take their rows in one transfer, by their first row (each infeed
+// starts near where the one before ended); `all`: whether every tile with rows does.
+std::vector<Run> image_runs(const std::vector<Plan>& tiles, bool* all = nullptr) {
+  const ConvLayer& l = *tiles.front().layers.front().l;
+  const int row_bytes = l.w * l.cin;
+  std::vector<Run> runs;
+  if (all) *all = true;
+  for (const Plan& t : tiles) {
+    const LayerPlan& lp = t.layers.front();
+    const int y = std::max(lp.top, 0), rows = std::min(lp.top + lp.hp, l.h) - y;
+    if (rows <= 0) continue;
+    if (rows_in_one_transfer(row_bytes, rows))
+      runs.push_back({&t, y, rows});
+    else if (all)
+      *all = false;
+  }
+  std::stable_sort(runs.begin(), runs.end(), [](const Run& a, const Run& b) { return a.y < b.y; });
+  return runs;
+}
+
+// The runs' units of the image.
+std::vector<UnitRun> unit_runs(const std::vector<Run>& runs, int row_bytes) {
+  std::vector<UnitRun> units;
+  for (const Run& r : runs) units.push_back({r.y * row_bytes / 8, (r.y + r.rows) * row_bytes / 8});
+  return units;
+}
+
 // The host's image as one run per tile (the rows its band reads, halo rows included), when the
 // first stage is in bands (not whole images): each tile's run in one transfer of its own, the
 // rows shared with a neighbouring band read a second time from the pop's staging (the infeeds of
@@ -58,24 +92,16 @@ struct ImageInfeeds {
 // whose bands have one height, are one instruction each, and an infeed per tile follows: one
 // transfer per tile instead of runs of rows for the same tiles cut into whole packets and a short
 // piece, with the halo rows in transfers of their own (v1 1.0: 99 infeeds -> 16). `taken[y]`
-// gets the tiles that received row y so.
+// gets the tiles that received row y so. `cuts` (units, from image_pop_cuts): the image is
+// popped here, a pop from each cut on, each run's infeed cut where a pop starts (the runs then
+// take every row: nothing is sent after them); none: popped before, whole.
 void stream_runs(Emitter& e, const std::vector<Plan>& tiles, int& piece,
-                 std::vector<uint32_t>& taken, ImageInfeeds& infeeds) {
+                 std::vector<uint32_t>& taken, ImageInfeeds& infeeds,
+                 const std::vector<int>& cuts) {
   const ConvLayer& l = *tiles.front().layers.front().l;
   const int row_bytes = l.w * l.cin;
-  struct Run {
-    const Plan* tile;
-    int y, rows;
-  };
-  std::vector<Run> runs;
-  for (const Plan& t : tiles) {
-    const LayerPlan& lp = t.layers.front();
-    const int y = std::max(lp.top, 0), rows = std::min(lp.top + lp.hp, l.h) - y;
-    if (rows > 0 && rows_in_one_transfer(row_bytes, rows)) runs.push_back({&t, y, rows});
-  }
+  const std::vector<Run> runs = image_runs(tiles);
   if (runs.empty()) return;
-  // (The infeeds by their first row: each starts near where the one before ended.)
-  std::stable_sort(runs.begin(), runs.end(), [](const Run& a, const Run& b) { return a.y < b.y; });
   const int fifo = kInputFifo + 4 * (piece++ % kInputRows);
   {
     TileBatch writes(e);
@@ -96,14 +122,34 @@ void stream_runs(Emitter& e, const std::vector<Plan>& tiles, int& piece,
                     cat("addr=", hex(fifo), " dst=(0 x ", packets_of(r.rows * row_bytes),
                         ") slots=1 mode=1 s_id=0x0b s_val=-64 s_cnt=1 s_en_b=1 s_y=1"));
   }
-  for (const Run& r : runs) {
-    infeeds.add(e, r.y * row_bytes / 8, r.rows * row_bytes / 8, tile_bit(r.tile->tile));
+  for (const Run& r : runs)
     for (int y = r.y; y < r.y + r.rows; ++y)
       taken[static_cast<size_t>(y)] |= tile_bit(r.tile->tile);
+  if (cuts.empty()) {
+    for (const Run& r : runs)
+      infeeds.add(e, r.y * row_bytes / 8, r.rows * row_bytes / 8, tile_bit(r.tile->tile));
+    return;
+  }
+  const std::vector<UnitRun> units = unit_runs(runs, row_bytes);
+  const int pop_units = l.h * row_bytes / 8;
+  std::vector<int> bounds = cuts;
+  bounds.push_back(pop_units);
+  int from = 0;
+  for (const int to : bounds) {
+    if (from == 0)
+      host_pop(e, int64_t{pop_units} * 8, int64_t{to} * 8);
+    else
+      pop_more(e, int64_t{to - from} * 8);
+    infeeds.new_pop();
+    for (size_t k = 0; k < runs.size(); ++k) {
+      const int a = std::max(units[k].u0, from), b = std::min(units[k].u1, to);
+      if (a < b) infeeds.add(e, a - from, b - a, tile_bit(runs[k].tile->tile));
+    }
+    from = to;
   }
 }
 
-bool stream_input(Emitter& e, const std::vector<Plan>& tiles, bool runs);
+bool stream_input(Emitter& e, const std::vector<Plan>& tiles, bool runs, bool pieces);
 
 // The image rows [first, end) a tile of the first stage holds (padding rows excluded).
 std::pair<int, int> image_rows(const LayerPlan& lp) {
@@ -269,7 +315,7 @@ void stream_staged(Emitter& e, const std::vector<Plan>& tiles, const Staging& s)
     views.push_back(std::move(v));
   }
   if (s.align == kPieceUnits && stream_pieces(e, views, units.h)) return;
-  stream_input(e, views);
+  stream_input(e, views, false);
 }
 
 namespace {
@@ -331,35 +377,46 @@ void repack_input(Emitter& e, const std::vector<Plan>& tiles, const Staging& s) 
 // The host's image both ways (below, and with a run per tile first) and the one of fewer
 // instruction words whose infeeds read the rows meant (ImageInfeeds); the two tries are only
 // counted, the chosen way is emitted once.
-void stream_input(Emitter& e, const std::vector<Plan>& tiles) {
+void stream_input(Emitter& e, const std::vector<Plan>& tiles, bool pieces) {
   Emitter with = Emitter::counting(), without = Emitter::counting();
-  const bool ordered = stream_input(with, tiles, true);
-  stream_input(without, tiles, false);
-  stream_input(e, tiles, ordered && with.words() < without.words());
+  const bool ordered = stream_input(with, tiles, true, false);
+  stream_input(without, tiles, false, false);
+  const bool runs = ordered && with.words() < without.words();
+  // (Popped in pieces only where those infeeds read the rows meant too.)
+  Emitter popped = Emitter::counting();
+  stream_input(e, tiles, runs, runs && pieces && stream_input(popped, tiles, true, true));
 }
 
 namespace {
 
-// Returns whether the infeeds are ordered (ImageInfeeds).
-bool stream_input(Emitter& e, const std::vector<Plan>& tiles, bool runs) {
+// Returns whether the infeeds are ordered (ImageInfeeds). `pieces`: the runs' image popped in
+// pieces where every tile takes its rows as one run (stream_runs).
+bool stream_input(Emitter& e, const std::vector<Plan>& tiles, bool runs, bool pieces) {
   const ConvLayer& l = *tiles.front().layers.front().l;
   const int row_bytes = l.w * l.cin;
-  // Images over 128 KiB (224 x 224 x 3) are popped in several passes; the infeeds' offsets
-  // count modulo one pass (the staging ring).
-  host_pop(e, int64_t{l.h} * row_bytes);
-  // A piece is up to `max_rows` whole image rows needed by the same tiles (rows of up to 256
-  // bytes), or 256 bytes of one row; every piece is a whole number of 8-byte units
-  // (input_streamable; rows 4 bytes past whole units only on one tile, two rows at a time).
-  const int max_rows = row_bytes > kPiece ? 1 : rows_per_packet(row_bytes);
   // Tiles that keep the whole image (LayerPlan::full) take every row of a transfer any of them
   // reads, at one address (one wideToNarrow for all).
   bool full = true;
   for (const Plan& t : tiles) full = full && t.layers.front().full;
+  runs = runs && !full && row_bytes % 8 == 0;
+  std::vector<int> cuts;
+  if (runs && pieces) {
+    bool all = false;
+    const std::vector<Run> r = image_runs(tiles, &all);
+    if (all && !r.empty()) cuts = image_pop_cuts(unit_runs(r, row_bytes), l.h * row_bytes / 8);
+  }
+  // Images over 128 KiB (224 x 224 x 3) are popped in several passes; the infeeds' offsets
+  // count modulo one pass (the staging ring).
+  if (cuts.empty()) host_pop(e, int64_t{l.h} * row_bytes);
+  // A piece is up to `max_rows` whole image rows needed by the same tiles (rows of up to 256
+  // bytes), or 256 bytes of one row; every piece is a whole number of 8-byte units
+  // (input_streamable; rows 4 bytes past whole units only on one tile, two rows at a time).
+  const int max_rows = row_bytes > kPiece ? 1 : rows_per_packet(row_bytes);
   // (Rows a tile got in its run, stream_runs, are not sent to it again.)
   int piece = 0, rows = 1;
   std::vector<uint32_t> taken(static_cast<size_t>(l.h), 0);
   ImageInfeeds infeeds;
-  if (runs && !full && row_bytes % 8 == 0) stream_runs(e, tiles, piece, taken, infeeds);
+  if (runs) stream_runs(e, tiles, piece, taken, infeeds, cuts);
   // The tiles each row still goes to, found once (the search below asks for rows many times).
   std::vector<uint32_t> row_masks(static_cast<size_t>(l.h), 0);
   for (const Plan& t : tiles) {

@@ -46,6 +46,7 @@ void repack_input(Emitter& e, const std::vector<Plan>& tiles, const Staging& s);
 // The host's image, row piece by row piece, into the interior of layer 0's padded image on every
 // tile whose band needs the rows (one packet to all of them, one wideToNarrow each): both ways
 // (with a run per tile first, and without), emitting the one of fewer words that reads its rows.
-void stream_input(Emitter& e, const std::vector<Plan>& tiles);
+// `pieces`: with a run per tile for every tile, the image popped in pieces (stream_runs).
+void stream_input(Emitter& e, const std::vector<Plan>& tiles, bool pieces);
 
 }  // namespace tinycoral::compiler::conv

@@ -9,10 +9,14 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <memory>
 #include <random>
+#include <variant>
 #include <vector>
 
+#include "chip/program.h"
 #include "chip/virtual_edge_tpu.h"
+#include "common/error.h"
 #include "isa/isa.h"
 #include "support/compiled_twin.h"
 #include "support/conv_twin.h"
@@ -87,6 +91,66 @@ TEST(ImagePiecesOnTheVirtualEdgeTpu, EachUnitCrossesTheRingOnceAndTheOpsStartEar
   const double ring_cycles = static_cast<double>(units) * 8 / 64;
   EXPECT_LT(static_cast<double>(first.start), 1.5 * ring_cycles)
       << "ring cycles of the image: " << ring_cycles;
+
+  testing::expect_two_inferences_equal(compiled, twin, static_cast<size_t>(h) * w * cin, random);
+}
+
+// The host's image as it is (rows of whole units, not repacked) as one run per band tile, popped
+// in pieces (image_pop_cuts, docs/compiler.md "The host's image popped in pieces for the runs"):
+// v2's front on its 224 x 224 x 3 image. The image is popped once in more than one piece, every
+// infeed reads inside its own pop, each tile takes its rows in one or two infeeds (two for a run
+// that a pop's start cuts), and the first op starts before one pop and the infeeds after
+// it could have ended (cycle 5,767 in v2 with one pop). Every output byte equals the CPU reference
+// on two inferences.
+TEST(ImagePiecesOnTheVirtualEdgeTpu, RunsPerBandPoppedInPiecesStartTheOpsEarly) {
+  std::mt19937 random(20261207);
+  const int h = 224, w = 224, cin = 3;
+  const std::vector<ConvSpec> specs{ConvSpec{32, 3, 2, true, true, true, Activation::kRelu6},
+                                    twins::depthwise(3, 1, true, Activation::kRelu6),
+                                    ConvSpec{16, 1, 1, true, true, true, Activation::kNone}};
+  SCOPED_TRACE(twins::describe(h, w, cin, specs));
+  const container::Model twin = twins::conv_twin(h, w, cin, specs, random);
+  const testing::CompiledTwin compiled(twin);
+  ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1) << compiled.reason();
+  ASSERT_NE(compiled.exes.execution, nullptr);
+  const std::unique_ptr<chip::Program> program =
+      chip::Program::decode(compiled.exes.execution->bitstreams.at(0).data);
+  const int64_t units = int64_t{h} * w * cin / 8;
+  int64_t popped = 0, pop_units = 0, sent = 0;
+  int pops = 0, infeeds = 0;
+  uint32_t receivers = 0;
+  for (const chip::ProgramItem& item : program->items) {
+    if (const auto* pop = std::get_if<chip::PopInstr>(&item.decoded); pop && pop->activations) {
+      ++pops;
+      pop_units = pop->units;
+      popped += pop->units;
+    }
+    if (const auto* in = std::get_if<chip::InfeedInstr>(&item.decoded);
+        in && in->activations && !in->from_scalar_memory) {
+      ++infeeds;
+      sent += in->units;
+      receivers |= in->tiles;
+      // (Offsets count within a pass of 16384 units; these pops are shorter.)
+      EXPECT_LE(in->offset + in->units, pop_units) << "an infeed reads inside its pop";
+    }
+  }
+  const int bands = std::popcount(receivers);
+  SCOPED_TRACE(cat(pops, " pops, ", infeeds, " infeeds to ", bands, " tiles"));
+  EXPECT_GT(pops, 1);
+  EXPECT_EQ(popped, units) << "the pops stage the image once";
+  EXPECT_GE(bands, 8);
+  EXPECT_LE(infeeds, 2 * bands);
+  EXPECT_GT(sent, units) << "halo rows go to both their bands";
+
+  FirstOp first;
+  chip::VirtualEdgeTpu chip(chip::ChipOptions{.trace = &first});
+  compiled.cache_parameters(chip);
+  const std::vector<uint8_t> x = testing::random_bytes(static_cast<size_t>(units) * 8, random);
+  compiled.infer(chip, {{"x", x}});
+  EXPECT_EQ(chip.fault(), "");
+  // (One pop of the image, then the infeeds one after another: 64 bytes a cycle each.)
+  const double one_pop = static_cast<double>(units + sent) * 8 / 64;
+  EXPECT_LT(static_cast<double>(first.start), one_pop) << "one pop, then the infeeds: " << one_pop;
 
   testing::expect_two_inferences_equal(compiled, twin, static_cast<size_t>(h) * w * cin, random);
 }
