@@ -247,7 +247,9 @@ std::vector<CachedLoad> cached_loads(const Shapes& shapes) {
     if (lp.add_row >= 0) loads.push_back({kAddWeightRows, lp.add_offset, lp.add_mask, lp.add_row});
   for (const LayerPlan& lp : shapes.layers)  // (and the held depthwise taps)
     for (const HeldTaps& hold : lp.holds)
-      loads.push_back({hold.rows, hold.offset, tile_bit(hold.tile), hold.row});
+      for (int j = 0; j < hold.pieces(); ++j)
+        loads.push_back({hold.piece, hold.offset + size_t{kRowBytes} * j * hold.piece,
+                         tile_bit(hold.tile), hold.row + j * hold.step});
   return loads;
 }
 

@@ -252,7 +252,7 @@ void depthwise_round_trips(Emitter& e, const std::vector<RoundTrip>& trips,
     if (hold == holds.end())
       rows_to_scalar(e, r.holder, r.row * kRowUnits, rows);
     else if (hold->p0 == static_cast<int>(k))  // (the run's rows, its parts' outfeeds in turn)
-      rows_to_scalar(e, hold->tile, hold->row * kRowUnits, hold->rows);
+      rows_to_scalar(e, hold->tile, hold->row * kRowUnits, hold->piece, hold->pieces(), hold->step);
     outfed += 64 * rows;
   }
 }

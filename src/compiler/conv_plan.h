@@ -64,11 +64,14 @@ struct Part {
 
 // Parts [p0, p1) of a dense depthwise layer whose tap entries (LayerShape::trip_rows each) sit
 // one part after the other on tile `tile` from wide row `row`, cached once from `offset` bytes
-// into the parameter stream (hold_dense_taps).
+// into the parameter stream (hold_dense_taps). They fill `rows / piece` pieces of `piece` rows,
+// a piece every `step` rows (one piece: step = piece = rows): the producer's walk of two levels.
 struct HeldTaps {
   int p0 = 0, p1 = 0;
   int tile = 0, row = 0, rows = 0;
   size_t offset = 0;
+  int piece = 0, step = 0;
+  int pieces() const { return rows / piece; }
 };
 
 // Where one layer's data lives and how its op walks it.
@@ -475,9 +478,10 @@ TakenRows rows_taken(const Shapes& s);
 // Gives the parts of each dense depthwise layer that run at once on their own tiles (a layer split
 // by output groups, every part resident) holder tiles for their tap entries, consecutive parts
 // together in the largest runs of free wide rows (below kSegmentRows, outside the rows above and
-// the cached ADD rows), at least two parts a run: the layer's round trips then take one producer
-// a run instead of one a part (docs/compiler.md "Fewer producers for a split depthwise layer's
-// taps"). Parts no run has room for keep their own producer. A held part's own entries are free
+// the cached ADD rows), or in equal pieces at a constant step on one tile where that holds more,
+// at least two parts a run: the layer's round trips then take one producer a run instead of one a
+// part (docs/compiler.md "Fewer producers for a split depthwise layer's taps", "Held taps in
+// pieces"). Parts no run has room for keep their own producer. A held part's own entries are free
 // for the layers after where nothing else lies there and its group takes no turns.
 void hold_dense_taps(Shapes& s, const std::vector<Stage>& stages);
 

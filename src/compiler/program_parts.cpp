@@ -186,9 +186,11 @@ void outfeed_to_scalar(Emitter& e, int rows) {
                        ")(-63 x 1) walk.inc3=2057 k173=1 k178=1 k182=1 k214=1 f222=0x3f"));
 }
 
-void rows_to_scalar(Emitter& e, int from, int unit, int rows) {
-  e.add("ringprod", cat("tiles=", hex(tile_bit(from)), " addr=", hex(unit), " src=(1 x ", rows,
-                        ") sdims=1 pcfg=4 dest=0x10000"));
+void rows_to_scalar(Emitter& e, int from, int unit, int rows, int pieces, int step) {
+  e.add("ringprod", cat("tiles=", hex(tile_bit(from)), " addr=", hex(unit), " src=(1 x ", rows, ")",
+                        pieces > 1 ? cat("(", step - rows + 1, " x ", pieces, ") sdims=3")
+                                   : std::string(" sdims=1"),
+                        " pcfg=4 dest=0x10000"));
 }
 
 void ring_receive(Emitter& e, uint32_t tiles, int row, int slots, int s_val) {

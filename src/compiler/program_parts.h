@@ -109,8 +109,9 @@ void ring_send(Emitter& e, int from, int row, uint32_t dest, int ordinal);
 // docs/chip.md): an outfeed of `rows` 64-word pieces at the scalar core, then a producer of `rows`
 // rows from wide unit `unit` of tile `from`, with no ring ordinal. (One outfeed may take several
 // producers' rows in program order: outfeed_to_scalar once, rows_to_scalar per producer.)
+// `pieces` > 1: that many pieces of `rows` rows, one every `step` rows (held taps in pieces).
 void outfeed_to_scalar(Emitter& e, int rows);
-void rows_to_scalar(Emitter& e, int from, int unit, int rows);
+void rows_to_scalar(Emitter& e, int from, int unit, int rows, int pieces = 1, int step = 0);
 // ringConsumer of `slots` packets into row `row`; s_val is the consumer's credit offset.
 void ring_receive(Emitter& e, uint32_t tiles, int row, int slots, int s_val);
 

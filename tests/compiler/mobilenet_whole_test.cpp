@@ -575,6 +575,23 @@ void v2_tiles_copy_rows_they_hand_to_themselves(const CompiledV2& v2) {
   EXPECT_GE(copies, 5);
 }
 
+// A split dense depthwise layer's tap entries go to scalar memory with one producer a run of
+// parts held together on a holder tile (pcfg 4 to the scalar core; the output's producers use
+// pcfg 20). v2 has no run of free rows that holds a 6-, 9- or 15-part layer's entries, so its 17
+// layers took 37 producers; now a run may lie in pieces of equal length at a constant step on
+// one tile (a producer's walk of two levels, sdims 3; docs/compiler.md "Held taps in pieces").
+// The bytes of this program are checked by V2Gen2020EqualsItsTwinAndPassesGooglesCheck.
+void v2_held_taps_go_out_in_pieces(const CompiledV2& v2) {
+  int taps = 0, in_pieces = 0;
+  for (const isa::Instruction& in : v2.instructions)
+    if (in.opcode() == isa::kRingProducer && in.value("dest") == 0x10000 && in.value("pcfg") == 4) {
+      ++taps;
+      in_pieces += in.value("sdims") == 3;
+    }
+  EXPECT_LE(taps, 24) << "(37 with each run in one piece)";
+  EXPECT_GE(in_pieces, 10);
+}
+
 // Where an ADD's rows are still built by fills each inference (an ADD that finds no free rows to
 // cache them in, or a joined heads' ADD, as looming's x^2 + y^2), they take the form of rows 60
 // and 62: a fill of only the zero words, then one fill per weight value writing its two words 6
@@ -619,6 +636,7 @@ void expect_v2_layout(const std::vector<uint8_t>& tflite) {
       {"V2TilesCopyRowsTheyHandToThemselves", v2_tiles_copy_rows_they_hand_to_themselves},
       {"V2AddWeightRowsAreCachedParameters", v2_add_weight_rows_are_cached_parameters},
       {"V2HandOversTakeEachReceiversRowsAtOnce", v2_hand_overs_take_each_receivers_rows_at_once},
+      {"V2HeldTapsGoOutInPieces", v2_held_taps_go_out_in_pieces},
   };
   for (const auto& [property, check] : checks) {
     SCOPED_TRACE(property);
