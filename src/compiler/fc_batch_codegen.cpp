@@ -1112,11 +1112,47 @@ struct ChainBeforeScores {
   std::function<FfnChainPrograms(const FfnChainTail&)> generate;
 };
 
+// A joined program's value write (FcChainValueWrite) at the start of its tail: v~'s pieces from
+// where the chain's follower left them, side by side from the first 64-byte boundary past the
+// chain's narrow bytes on every cache group's tile, the quads from the next 256-byte boundary
+// past the pieces and windows. Returns the narrow bytes it took.
+int emit_chain_value_write(Emitter& e, const FcChainValueWrite& values, const FfnChainTailAt& at,
+                           int& ordinal) {
+  if (values.layer < 0 || size_t(values.layer) >= at.follower_out.size())
+    fail("a value write from the chain's follower ", values.layer, " of ", at.follower_out.size());
+  const std::vector<std::pair<int, int>>& outs = at.follower_out[size_t(values.layer)];
+  std::vector<std::pair<int, int>> pieces;
+  for (const int g : values.groups) {
+    if (g < 0 || size_t(g) >= outs.size())
+      fail("v~'s piece from group ", g, " of the chain's follower ", values.layer, " (",
+           outs.size(), " groups)");
+    pieces.emplace_back(outs[size_t(g)].first, outs[size_t(g)].second / 4);
+  }
+  FcValueWrite w = values.write;
+  const int base = round_up(at.narrow_end, kGroup);
+  int end = base + kGroup * int(pieces.size());
+  for (int& b : w.from_byte) {
+    b += base;
+    end = std::max(end, b + kGroup);
+  }
+  w.narrow_at = round_up(end, kPiece);
+  const int used = fc_value_write_narrow_bytes(w);
+  if (used > kNarrowBytes)
+    fail("the value write after the chain takes ", used, " bytes of narrow memory");
+  uint32_t tiles = 0;
+  for (const FcParameterRow& r : w.vectors.rows) tiles |= tile_bit(r.tile);
+  emit_value_copies(e, w);
+  ffn_broadcast(e, tiles, pieces, ordinal, base);
+  emit_value_vectors_from_narrow(e, w);
+  emit_value_landings(e, w);
+  return used;
+}
+
 FfnChainPrograms chain_then_softmax(const ChainBeforeScores& chain, const FcLayer& layer,
                                     const FcPlacement& placement, int row_bytes,
                                     const std::vector<float>& exp_mult, const FcScoresInput* first,
                                     const FcColumnWrite* columns, const std::vector<int>& moved,
-                                    const FcValueSum* sum) {
+                                    const FcValueSum* sum, const FcChainValueWrite* values) {
   // With the sum, its scalar memory (e padded, the multipliers, 1 / S, the count) below the
   // chain's x and r, and its output in place of e and 1 / S.
   const std::optional<SumAfterSoftmax> summed =
@@ -1165,10 +1201,22 @@ FfnChainPrograms chain_then_softmax(const ChainBeforeScores& chain, const FcLaye
         fail("scores group ", i, " reads row bytes ", g.in_at[i], "..", g.in_at[i] + layer.k - 1,
              " past the moved FC's outputs (", kGroup * fc_groups(first->layer.n),
              " bytes): the host's row is not sent");
+  if (values && (values->groups.empty() ||
+                 values->write.from_byte.size() != values->write.vectors.rows.size()))
+    fail("a value write in the chain's tail from ", values->groups.size(), " pieces with ",
+         values->write.from_byte.size(), " places for the vectors of ",
+         values->write.vectors.rows.size(), " groups");
+  size_t value_marks_from = 0;
   FfnChainTail tail;
   tail.input_bytes = moved.empty() ? g.row_bytes : kSoftmaxCountBytes;
   tail.emit = [&](Emitter& e, int& ordinal, const FfnChainTailAt& at) {
     const int input_at = at.input_at, products_at = at.products_at;
+    // The value write first: it reads the followers' outputs, which nothing after it keeps.
+    int value_end = 0;
+    if (values) {
+      value_marks_from = e.marks().size();
+      value_end = emit_chain_value_write(e, *values, at, ordinal);
+    }
     // The chain's narrow memory is free by now (its outputs have left) but for its products:
     // the moved ones go first, to their row slots (piece i at narrow byte 64 i), below them.
     if (!pieces.empty()) {
@@ -1197,9 +1245,13 @@ FfnChainPrograms chain_then_softmax(const ChainBeforeScores& chain, const FcLaye
       push_softmax_and_end(e, layer.output_name, out_bytes);
     int first_end = 0;
     if (first) multiplier_narrow(first, before, first_end);
-    return std::max({used, before, first_end});
+    return std::max({used, before, first_end, value_end});
   };
   FfnChainPrograms out = chain.generate(tail);
+  if (values) {  // the write's marks after the column's
+    const auto from = out.marks.begin() + long(value_marks_from);
+    std::rotate(from, from + long(2 * values->write.cache_units.size()), out.marks.end());
+  }
   container::Executable& eo = out.execution;
   eo.output_layers.push_back(sum ? sum_output_layer(*sum)
                                  : softmax_output_layer(layer.output_name, out_bytes));
@@ -1211,13 +1263,11 @@ FfnChainPrograms chain_then_softmax(const ChainBeforeScores& chain, const FcLaye
 
 }  // namespace
 
-FfnChainPrograms generate_ffn_chain_softmax(const FfnChain& chain, const FcPlacement& up,
-                                            const FcPlacement& down, const FcLayer& layer,
-                                            const FcPlacement& placement, int row_bytes,
-                                            const std::vector<float>& exp_mult,
-                                            const FcScoresInput* first,
-                                            const FcColumnWrite* columns,
-                                            const std::vector<int>& moved, const FcValueSum* sum) {
+FfnChainPrograms generate_ffn_chain_softmax(
+    const FfnChain& chain, const FcPlacement& up, const FcPlacement& down, const FcLayer& layer,
+    const FcPlacement& placement, int row_bytes, const std::vector<float>& exp_mult,
+    const FcScoresInput* first, const FcColumnWrite* columns, const std::vector<int>& moved,
+    const FcValueSum* sum, const FcChainValueWrite* values) {
   if (chain.next.empty()) fail("the scores after a chain without followers");
   const FcChainRms& rms = chain.rms;
   const bool with_r = rms.layer >= 0 && size_t(rms.layer) < chain.next.size();
@@ -1229,14 +1279,16 @@ FfnChainPrograms generate_ffn_chain_softmax(const FfnChain& chain, const FcPlace
       with_r ? fc_groups(chain.next[size_t(rms.layer)].n) : 0,
       chain.ffn.up.signed_input,
       [&](const FfnChainTail& tail) { return generate_ffn_chain(chain, up, down, &tail); }};
-  return chain_then_softmax(c, layer, placement, row_bytes, exp_mult, first, columns, moved, sum);
+  return chain_then_softmax(c, layer, placement, row_bytes, exp_mult, first, columns, moved, sum,
+                            values);
 }
 
 FfnChainPrograms generate_fc_chain_softmax(const FcChain& chain, const FcLayer& layer,
                                            const FcPlacement& placement, int row_bytes,
                                            const std::vector<float>& exp_mult,
                                            const FcScoresInput* first, const FcColumnWrite* columns,
-                                           const std::vector<int>& moved, const FcValueSum* sum) {
+                                           const std::vector<int>& moved, const FcValueSum* sum,
+                                           const FcChainValueWrite* values) {
   if (chain.layers.empty()) fail("the scores after an FC chain without layers");
   ChainBeforeScores c{chain.products,
                       chain.at,
@@ -1245,7 +1297,8 @@ FfnChainPrograms generate_fc_chain_softmax(const FcChain& chain, const FcLayer& 
                       0,
                       chain.layers.front().signed_input,
                       [&](const FfnChainTail& tail) { return generate_fc_chain(chain, &tail); }};
-  return chain_then_softmax(c, layer, placement, row_bytes, exp_mult, first, columns, moved, sum);
+  return chain_then_softmax(c, layer, placement, row_bytes, exp_mult, first, columns, moved, sum,
+                            values);
 }
 
 std::string fc_batch_attention_unsupported(int heads, int positions, int sum_outputs) {

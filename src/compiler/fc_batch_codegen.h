@@ -122,26 +122,35 @@ FcScoresProgram generate_fc_batch_softmax(const FcLayer& layer, const FcPlacemen
 // wo where sum->out is given): the program then returns the chain's outputs, r, and the sum's (or
 // wo's) [G][64] bytes instead of e and 1 / S. Scalar memory as that program's (e padded to 256
 // bytes, the multipliers, 1 / S, the count from word 0), below the chain's x and r, or refused.
+// With `values` (FcChainValueWrite, below) the tail first writes the new position's v~, which
+// the chain computed, into the value cache (fc_value_write.h), before anything else in the tail:
+// the staging rows into their quads, v~'s pieces (the outputs of `values->groups` of the chain's
+// layer `values->layer`, where the chain left them) broadcast side by side to the cache groups'
+// tiles above the chain's narrow bytes, each group's window into its staging row, the landings.
+// So the sum that follows reads the current position's v~ written in the same run. The write's
+// narrow bytes are free again once it has landed (the scores, e and the sum come after it).
+// Marks (FfnChainPrograms::marks): the column's scatters (group order), then the write's
+// (fc_value_write_fields' order: the landings' n.addr per group, then the rows' w.addr per group).
 struct FcValueSum;
+struct FcChainValueWrite;
 std::string ffn_chain_softmax_unsupported(int heads, int positions, int rms_groups,
                                           int sum_outputs = 0);
 FfnChainPrograms generate_ffn_chain_softmax(
     const FfnChain& chain, const FcPlacement& up, const FcPlacement& down, const FcLayer& layer,
     const FcPlacement& placement, int row_bytes, const std::vector<float>& exp_mult,
     const FcScoresInput* first = nullptr, const FcColumnWrite* columns = nullptr,
-    const std::vector<int>& moved = {}, const FcValueSum* sum = nullptr);
+    const std::vector<int>& moved = {}, const FcValueSum* sum = nullptr,
+    const FcChainValueWrite* values = nullptr);
 // The same tail after generate_fc_chain's program (the llm path's layer 0: its q, k, v and u, no
 // RMSNorm on the chip): the input is the chain's (layer 0's input, its RoPE tables), zeros up to
 // the next whole 256-byte packet, then the row and count (or with `moved` the count alone);
 // outputs the chain's, then e and 1 / S. The multipliers from r read r in the count block (bytes
 // 4..7, r_word -1: nothing else lies at the top of scalar memory).
-FfnChainPrograms generate_fc_chain_softmax(const FcChain& chain, const FcLayer& layer,
-                                           const FcPlacement& placement, int row_bytes,
-                                           const std::vector<float>& exp_mult,
-                                           const FcScoresInput* first = nullptr,
-                                           const FcColumnWrite* columns = nullptr,
-                                           const std::vector<int>& moved = {},
-                                           const FcValueSum* sum = nullptr);
+FfnChainPrograms generate_fc_chain_softmax(
+    const FcChain& chain, const FcLayer& layer, const FcPlacement& placement, int row_bytes,
+    const std::vector<float>& exp_mult, const FcScoresInput* first = nullptr,
+    const FcColumnWrite* columns = nullptr, const std::vector<int>& moved = {},
+    const FcValueSum* sum = nullptr, const FcChainValueWrite* values = nullptr);
 
 // An FC in front of the scores (the llm path's RoPE sum, docs/llm.md "RoPE's sum in the scores'
 // program"): it reads the program's input row (group g K bytes from at.in_at[g]) on its own
@@ -223,6 +232,18 @@ struct FcValueSum {
   FcPlacement out_at;
 };
 std::string fc_batch_attention_unsupported(int heads, int positions, int sum_outputs);
+
+// The value write of a joined program's tail (generate_ffn_chain_softmax's `values`): `write` as
+// fc_value_write gives it, its from_byte counted from the first piece's byte
+// (value_vectors_side_by_side(..., 0)); the generator puts the pieces above the chain's narrow
+// bytes and the quads after them. v~'s 64-channel pieces are the outputs of `groups` (in channel
+// order) of the chain's follower `layer` (FfnChain::next, FcChain::layers: the llm path's q, k, v
+// follower, whose v groups wait for r, FcChainAfterR).
+struct FcChainValueWrite {
+  FcValueWrite write;
+  int layer = -1;
+  std::vector<int> groups;
+};
 FcScoresProgram generate_fc_batch_attention(const FcLayer& layer, const FcPlacement& placement,
                                             int row_bytes, const std::vector<float>& exp_mult,
                                             const FcValueSum& sum,

@@ -14,10 +14,12 @@
 #include <functional>
 #include <memory>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "chip/virtual_edge_tpu.h"
 #include "common/error.h"
+#include "compiler/fc_batch_codegen.h"
 #include "compiler/fc_codegen.h"
 #include "compiler/fc_value_write.h"
 #include "compiler/ffn_parts.h"
@@ -30,6 +32,7 @@
 #include "runtime/device_select.h"
 #include "runtime/edgetpu.h"
 #include "runtime/program.h"
+#include "support/chain_layers.h"
 
 namespace tinycoral::testing {
 namespace {
@@ -89,10 +92,12 @@ struct ValueChain {
   std::array<int, 3> out_at{};  // q, k, v in the q, k, v follower's outputs
 };
 // With `cache_at`, the value cache's groups of layer + 1 (heads x whole_groups(head_size), K =
-// cache_k positions) are placed after them, each with one row more for its staging row.
+// cache_k positions) are placed after them, each with one row more for its staging row; then
+// `more` places what else the test runs beside the chain.
 ValueChain value_chain(const llm::Int8Weights& w, int layer, bool resident,
                        const std::vector<float>& base, compiler::FcPlacement* cache_at = nullptr,
-                       int cache_k = 0) {
+                       int cache_k = 0,
+                       const std::function<void(llm::TileAllocator&)>& more = nullptr) {
   const llm::Config& c = w.config;
   const QuantizedMatmul &w1 = w.matmul(layer, LayerMatmul::kW1),
                         &w2 = w.matmul(layer, LayerMatmul::kW2);
@@ -132,6 +137,7 @@ ValueChain value_chain(const llm::Int8Weights& w, int layer, bool resident,
     EXPECT_TRUE(tiles.place(c.n_heads * compiler::fc_groups(c.head_size()),
                             compiler::fc_units_per_tile(cache_k, false) + 4, *cache_at));
   }
+  if (more) more(tiles);
   compiler::FcLayer q = llm::fc_layer_of(qkv, of(layer + 1));
   compiler::FcChainAfterR& after = v.chain.after_r;
   after.layer = 1;
@@ -259,6 +265,99 @@ TEST(FfnChainOnTheChip, ValueTildeFromWvsOutputStageIsTheInt8PathsEveryByte) {
   });
 }
 
+// The value cache of ValueChain's layer + 1 where value_chain placed it (`at`): K = `positions`,
+// one group per head and 64 channels (head h's groups read e from h * positions, as the weighted
+// sum's), random bytes first (what earlier sequences left), each group staging in the row after
+// its weights; its write at position 0 (fc_value_write). As a sum's weights: e's zero point 0,
+// the multipliers made per token, spread per channel (0 for the padding channels).
+struct ValueCache {
+  compiler::FcValueSum sum;
+  compiler::FcValueWrite write;
+  uint32_t tiles = 0;
+};
+ValueCache value_cache(const llm::Config& c, const compiler::FcPlacement& at, int positions,
+                       std::mt19937& random) {
+  const int hs = c.head_size(), head_groups = compiler::fc_groups(hs);
+  ValueCache v;
+  compiler::FcLayer& l = v.sum.layer;
+  l.n = 64 * c.n_heads * head_groups;
+  l.k = positions;
+  l.weights.resize(size_t(l.n) * size_t(l.k));
+  for (auto& b : l.weights) b = static_cast<int8_t>(static_cast<int>(random() % 256) - 128);
+  l.mult.assign(size_t(l.n), 0.0f);
+  l.in_zp = 0;
+  l.in_scale = 1.0f / 255.0f;
+  l.out_zp = 128;
+  l.out_scale = 1.0f;
+  l.clamp_min = compiler::fc_clamp(1, 128, 1.0f);
+  l.clamp_max = compiler::fc_clamp(255, 128, 1.0f);
+  l.input_name = "e";
+  l.output_name = "a";
+  l.signed_input = l.signed_output = false;
+  v.sum.at = at;
+  v.sum.at.in_at.clear();
+  std::vector<int> staging;
+  for (size_t g = 0; g < at.tiles.size(); ++g) {
+    const int h = int(g) / head_groups, from = 64 * (int(g) % head_groups);
+    v.sum.at.in_at.push_back(h * positions);
+    for (int j = 0; j < 64; ++j) {
+      v.sum.mult_head.push_back(from + j < hs ? h : -1);
+      v.sum.mult_base.push_back((0.5f + 0.25f * float(j % 11)) / 255.0f);
+    }
+    staging.push_back(at.param_units[g] + compiler::fc_units_per_tile(positions, false));
+    v.tiles |= compiler::tile_bit(at.tiles[g]);
+  }
+  v.write = compiler::fc_value_write(l, at, staging, 0);
+  return v;
+}
+
+// B.3's tail after ValueChain's chain: v~'s pieces (v's groups after r, where the follower left
+// them) broadcast side by side above the chain's narrow bytes to the cache's tiles, each group's
+// window into its staging row, the landings, then the program's end. Sets cache.write's places
+// (from_byte, narrow_at) and `pieces` when the generator runs it.
+compiler::FfnChainTail value_write_tail(const ValueChain& v, const llm::Config& c,
+                                        ValueCache& cache,
+                                        std::vector<std::pair<int, int>>& pieces) {
+  compiler::FfnChainTail tail;
+  tail.input_bytes = 8;
+  tail.emit = [&v, &c, &cache, &pieces](compiler::Emitter& e, int& ordinal,
+                                        const compiler::FfnChainTailAt& at) {
+    compiler::FcValueWrite& vw = cache.write;
+    for (const int g : v.chain.after_r.groups) {
+      const auto [tile, byte] = at.follower_out.at(1).at(size_t(g));
+      pieces.emplace_back(tile, byte / 4);
+    }
+    const int base = (at.narrow_end + 63) / 64 * 64;
+    const compiler::ValueVectorsSideBySide side =
+        compiler::value_vectors_side_by_side(c.n_heads, c.n_kv_heads, c.head_size(), base);
+    vw.from_byte = side.from_byte;
+    vw.narrow_at = (side.end + 255) / 256 * 256;
+    compiler::emit_value_copies(e, vw);
+    compiler::ffn_broadcast(e, cache.tiles, pieces, ordinal, base);
+    compiler::emit_value_vectors_from_narrow(e, vw);
+    compiler::emit_value_landings(e, vw);
+    compiler::tile_fence(e, "units=0x3ff signal=1 f109=3");
+    compiler::wait_tokens(e);
+    compiler::interrupt(e, 5, 4, 6);
+    return compiler::fc_value_write_narrow_bytes(vw);
+  };
+  return tail;
+}
+
+// The write's marked fields (2 a group from marks[from], fc_value_write_fields' order) set for
+// position `pos`: each moves from the value its program was generated with as the write's fields
+// move from w.position to pos, wherever the generator put the quads.
+void patch_value_fields(runtime::Program& p, const std::vector<isa::EncodedField>& marks,
+                        size_t from, const compiler::FcValueWrite& w, int pos) {
+  const std::vector<int64_t> at = compiler::fc_value_write_fields(w, w.position),
+                             to = compiler::fc_value_write_fields(w, pos);
+  ASSERT_GE(marks.size(), from + at.size());
+  for (size_t i = 0; i < at.size(); ++i) {
+    const isa::EncodedField& m = marks[from + i];
+    p.patch_field(0, m.offset_bit, m.width, uint64_t(m.value + to[i] - at[i]));
+  }
+}
+
 // B.3's write in the chain's tail (FfnChainTail): v~'s pieces, where v's follower left them, are
 // broadcast side by side to the value cache's tiles (value_vectors_side_by_side) and written into
 // each head group's cache rows (FcValueWrite from narrow memory), one program patched per position
@@ -291,63 +390,23 @@ TEST(FfnChainOnTheChip, ValueTildeWrittenByTheChainsTailIsTheInt8PathsCache) {
       compiler::FcPlacement cache_at;
       const ValueChain v =
           value_chain(w, layer, true, w.attention[size_t(layer + 1)].v_base, &cache_at, kCacheK);
-      // The cache: random bytes first (what earlier sequences left).
-      compiler::FcLayer cache;
-      cache.n = 64 * c.n_heads * head_groups;
-      cache.k = kCacheK;
-      cache.weights.resize(size_t(cache.n) * size_t(cache.k));
-      for (auto& b : cache.weights) b = static_cast<int8_t>(static_cast<int>(random() % 256) - 128);
-      cache.mult.assign(size_t(cache.n), 0.001f);
-      cache.in_scale = cache.out_scale = 1.0f;
-      cache.out_zp = 128;
-      cache.input_name = "e";
-      cache.output_name = "a";
-      const int rows_units = compiler::fc_units_per_tile(kCacheK, false);
-      std::vector<int> staging;
-      uint32_t cache_tiles = 0;
-      for (size_t g = 0; g < cache_at.tiles.size(); ++g) {
-        staging.push_back(cache_at.param_units[g] + rows_units);
-        cache_tiles |= compiler::tile_bit(cache_at.tiles[g]);
-      }
-      compiler::FcValueWrite vw = compiler::fc_value_write(cache, cache_at, staging, 0);
+      ValueCache cache = value_cache(c, cache_at, kCacheK, random);
+      const compiler::FcValueWrite& vw = cache.write;
       std::vector<std::pair<int, int>> pieces;
-      compiler::FfnChainTail tail;
-      tail.input_bytes = 8;
-      tail.emit = [&](compiler::Emitter& e, int& ordinal, const compiler::FfnChainTailAt& at) {
-        // v's groups (after r) where the follower left them.
-        for (const int g : v.chain.after_r.groups) {
-          const auto [tile, byte] = at.follower_out.at(1).at(size_t(g));
-          pieces.emplace_back(tile, byte / 4);
-        }
-        const int base = (at.narrow_end + 63) / 64 * 64;
-        const compiler::ValueVectorsSideBySide side =
-            compiler::value_vectors_side_by_side(c.n_heads, c.n_kv_heads, hs, base);
-        vw.from_byte = side.from_byte;
-        vw.narrow_at = (side.end + 255) / 256 * 256;
-        compiler::emit_value_copies(e, vw);
-        compiler::ffn_broadcast(e, cache_tiles, pieces, ordinal, base);
-        compiler::emit_value_vectors_from_narrow(e, vw);
-        compiler::emit_value_landings(e, vw);
-        compiler::tile_fence(e, "units=0x3ff signal=1 f109=3");
-        compiler::wait_tokens(e);
-        compiler::interrupt(e, 5, 4, 6);
-        return compiler::fc_value_write_narrow_bytes(vw);
-      };
+      const compiler::FfnChainTail tail = value_write_tail(v, c, cache, pieces);
       const compiler::FfnChainPrograms code =
           compiler::generate_ffn_chain(v.chain, v.up_at, v.down_at, &tail);
       ASSERT_EQ(pieces.size(), size_t(compiler::fc_groups(c.kv_dim())));
       ASSERT_EQ(code.marks.size(), 2 * cache_at.tiles.size());
       for (const container::Executable& e : code.caching)
         tpu->run(nullptr, std::make_shared<runtime::Program>(e));
-      tpu->run(nullptr, std::make_shared<runtime::Program>(compiler::fc_caching(cache, cache_at)));
+      tpu->run(nullptr,
+               std::make_shared<runtime::Program>(compiler::fc_caching(cache.sum.layer, cache_at)));
       auto program = std::make_shared<runtime::Program>(code.execution);
       const QuantizedMatmul& w1 = w.matmul(layer, LayerMatmul::kW1);
       for (int pos = 0; pos < kPositions; ++pos) {
         SCOPED_TRACE("position " + std::to_string(pos));
-        const std::vector<int64_t> fields = compiler::fc_value_write_fields(vw, pos);
-        for (size_t i = 0; i < fields.size(); ++i)
-          program->patch_field(0, code.marks[i].offset_bit, code.marks[i].width,
-                               uint64_t(fields[i]));
+        patch_value_fields(*program, code.marks, 0, vw, pos);
         const TappedInt8::Layer& t = cpu.at.at(size_t(pos)).at(size_t(layer));
         std::vector<int8_t> in(program->input_bytes(0));
         std::fill(in.begin(), in.begin() + v.k_padded, static_cast<int8_t>(w1.in.zero_point));
@@ -370,6 +429,130 @@ TEST(FfnChainOnTheChip, ValueTildeWrittenByTheChainsTailIsTheInt8PathsCache) {
         }
       }
     }
+  });
+}
+
+// B.3's write inside the joined program (generate_ffn_chain_softmax's `values`): the chain of the
+// chip path's form with v after r, then in its tail v~ written into the value cache, the scores
+// (a random layer over 128 positions, the host's row), the softmax and the weighted sum over that
+// cache. On a chip of its own, the three programs apart: the chain with B.3's tail writing v~
+// (value_write_tail), then the attention program (generate_fc_batch_attention) with the same row;
+// each program generated once at position 0 and patched per position through its marks. At n = 1,
+// 4, 5, 64 and 65 (a staging row's quad and a 64-position boundary crossed, one cache history on
+// both chips), scalar memory left by the attention program at another position before each joined
+// run: every byte the joined program returns (the chain's outputs, r, the sums) is the two
+// programs', and the cache rows and staging rows are the same bytes on both chips.
+TEST(FfnChainOnTheChip, ValueWriteAndSumInTheJoinedProgramEqualTheProgramsApartBitForBit) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  for_each_reference_model(data, [](const std::string&, const LoadedModel& model) {
+    const llm::Config& c = model.ck.config;
+    llm::ThreadPool pool(2);
+    const llm::Int8Weights w(model.ck, llm::calibrate(model.ck, pool, 4), residual_options());
+    constexpr int kPositions = 128, kLayer = 0;
+    const int hs = c.head_size();
+    std::mt19937 random(71);
+    // The scores: head h reads 64 bytes of the row from h x head_size.
+    const int row_bytes = ((c.n_heads - 1) * hs + 64 + 63) / 64 * 64;
+    compiler::FcPlacement cache_at, scores_at;
+    const ValueChain v =
+        value_chain(w, kLayer, true, w.attention[kLayer + 1].v_base, &cache_at, kPositions,
+                    [&](llm::TileAllocator& tiles) {
+                      EXPECT_TRUE(tiles.place(c.n_heads * kPositions / 64,
+                                              compiler::fc_units_per_tile(64, false), scores_at));
+                    });
+    const ScoresLayer scores = scores_layer(
+        {c.n_heads, kPositions, 64, hs, hs, 110,
+         [](int o) { return 0.0006f + 0.0002f * float(o % 5); },
+         [](int h) { return 0.02f + 0.01f * float(h); }, scores_at.tiles, scores_at.param_units},
+        random);
+    ValueCache cache = value_cache(c, cache_at, kPositions, random);
+    const compiler::FcValueSum& sum = cache.sum;
+    std::vector<std::pair<int, int>> pieces;
+    const compiler::FfnChainTail tail = value_write_tail(v, c, cache, pieces);
+    const compiler::FfnChainPrograms apart =
+        compiler::generate_ffn_chain(v.chain, v.up_at, v.down_at, &tail);
+    compiler::FcChainValueWrite values{cache.write, 1, v.chain.after_r.groups};
+    values.write.from_byte =
+        compiler::value_vectors_side_by_side(c.n_heads, c.n_kv_heads, hs, 0).from_byte;
+    const compiler::FfnChainPrograms joined = compiler::generate_ffn_chain_softmax(
+        v.chain, v.up_at, v.down_at, scores.layer, scores.at, row_bytes, scores.exp_mult, nullptr,
+        nullptr, {}, &sum, &values);
+    const container::Executable attention =
+        compiler::generate_fc_batch_attention(scores.layer, scores.at, row_bytes, scores.exp_mult,
+                                              sum, {})
+            .execution;
+    // The write's marks, the cache rows' w.addr at position 0 its rows' units.
+    const size_t groups = cache_at.tiles.size();
+    ASSERT_EQ(joined.marks.size(), 2 * groups);
+    for (size_t g = 0; g < groups; ++g)
+      EXPECT_EQ(joined.marks[groups + g].value, cache.write.cache_units[g]);
+
+    // Each chip: the chain's, the scores' and the cache's parameters (the same random cache).
+    struct Chip {
+      std::shared_ptr<chip::VirtualEdgeTpu> chip = std::make_shared<chip::VirtualEdgeTpu>();
+      std::unique_ptr<runtime::EdgeTpu> tpu = runtime::open_virtual_edgetpu({}, chip);
+      std::shared_ptr<runtime::Program> attention;
+    };
+    Chip apart_chip, joined_chip;
+    for (Chip* x : {&apart_chip, &joined_chip}) {
+      for (const container::Executable& e : apart.caching)
+        x->tpu->run(nullptr, std::make_shared<runtime::Program>(e));
+      x->tpu->run(nullptr, std::make_shared<runtime::Program>(
+                               compiler::fc_caching(scores.layer, scores.at)));
+      x->tpu->run(nullptr,
+                  std::make_shared<runtime::Program>(compiler::fc_caching(sum.layer, cache_at)));
+      x->attention = std::make_shared<runtime::Program>(attention);
+    }
+    auto chain_p = std::make_shared<runtime::Program>(apart.execution);
+    auto joined_p = std::make_shared<runtime::Program>(joined.execution);
+    const size_t chain_in = size_t(v.k_padded + v.dim_padded);
+    const size_t row_at = (chain_in + 255) / 256 * 256;
+    ASSERT_EQ(joined_p->input_bytes(0), row_at + size_t(row_bytes + compiler::kSoftmaxCountBytes));
+    // The row and the count block as the chip must see n (the runtime flips int8 input bytes).
+    const auto row_of = [&](const std::vector<uint8_t>& row, int n) {
+      std::vector<uint8_t> in = row;
+      in.resize(size_t(row_bytes + compiler::kSoftmaxCountBytes), 0);
+      for (int i = 0; i < 4; ++i) in[size_t(row_bytes + i)] = uint8_t(uint32_t(n) >> 8 * i) ^ 0x80u;
+      return in;
+    };
+    std::set<std::vector<uint8_t>> sums;
+    const std::vector<int> counts = {1, 4, 5, 64, 65};
+    for (const int n : counts) {
+      SCOPED_TRACE("n = " + std::to_string(n));
+      std::vector<uint8_t> in(chain_in), row(static_cast<size_t>(row_bytes));
+      for (uint8_t& b : in) b = static_cast<uint8_t>(random() % 255 + 1);
+      for (uint8_t& b : row) b = static_cast<uint8_t>(random() % 255 + 1);
+      patch_value_fields(*chain_p, apart.marks, 0, cache.write, n - 1);
+      std::vector<uint8_t> apart_in = in;  // (B.3's tail takes 8 bytes it does not read)
+      apart_in.resize(chain_p->input_bytes(0), 0);
+      std::vector<uint8_t> want = all_outputs_of(*apart_chip.tpu, chain_p, apart_in);
+      const std::vector<uint8_t> want_sum =
+          all_outputs_of(*apart_chip.tpu, apart_chip.attention, row_of(row, n));
+      want.insert(want.end(), want_sum.begin(), want_sum.end());
+      (void)all_outputs_of(*joined_chip.tpu, joined_chip.attention, row_of(row, n % 64 + 1));
+      patch_value_fields(*joined_p, joined.marks, 0, cache.write, n - 1);
+      in.resize(row_at, 0);
+      const std::vector<uint8_t> tail_in = row_of(row, n);
+      in.insert(in.end(), tail_in.begin(), tail_in.end());
+      const std::vector<uint8_t> got = all_outputs_of(*joined_chip.tpu, joined_p, in);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_EQ(int(got[i]), int(want[i])) << "output byte " << i << " of " << want.size();
+      // The same cache and staging rows: every row of every group.
+      for (size_t g = 0; g < groups; ++g) {
+        const auto& a = apart_chip.chip->tile(cache_at.tiles[g]).wide;
+        const auto& b = joined_chip.chip->tile(cache_at.tiles[g]).wide;
+        const size_t from = 64 * size_t(cache_at.param_units[g]);
+        const size_t to = 64 * size_t(cache.write.vectors.rows[g].unit + 4);
+        ASSERT_TRUE(
+            std::equal(a.begin() + long(from), a.begin() + long(to), b.begin() + long(from)))
+            << "cache group " << g;
+      }
+      // Not trivial: the sums spread, and each position's differ.
+      EXPECT_GT(std::set<uint8_t>(want_sum.begin(), want_sum.end()).size(), size_t(16));
+      sums.insert(want_sum);
+    }
+    EXPECT_EQ(sums.size(), counts.size());
   });
 }
 
