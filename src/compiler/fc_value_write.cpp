@@ -129,7 +129,7 @@ void emit_value_landings(Emitter& e, const FcValueWrite& w) {
 std::vector<int64_t> fc_value_write_fields(const FcValueWrite& w, int pos) {
   check_value_position(w, pos);
   std::vector<int64_t> fields;
-  for (const int a : value_quads_at(w)) fields.push_back(a / 4 + kValueVectorWords * (pos % 4));
+  for (const int a : value_quads_at(w)) fields.push_back(a / 4 + fc_value_slot_word(pos));
   for (const int unit : w.cache_units) fields.push_back(unit + fc_weight_row_unit(pos));
   return fields;
 }

@@ -66,6 +66,9 @@ void emit_value_vectors_from_narrow(Emitter& e, const FcValueWrite& w);
 void emit_value_landings(Emitter& e, const FcValueWrite& w);
 // The values of those marked fields for position `pos`, in mark order.
 std::vector<int64_t> fc_value_write_fields(const FcValueWrite& w, int pos);
+// Narrow words from a quad's start to position pos's slot in it (its 16 words): each landing's
+// marked n.addr moves by this, each row's w.addr by fc_weight_row_unit.
+constexpr int fc_value_slot_word(int pos) { return 16 * (pos % 4); }
 
 // Where each cache group finds its vector once a chain's tail has broadcast v~'s pieces (issue 14
 // step B.3, docs/llm.md "v~ on the chip"). v's follower leaves kv_dim's channels in 64-channel

@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "compiler/fc_codegen.h"
+#include "compiler/fc_value_write.h"
 
 namespace tinycoral::llm {
 
@@ -18,6 +19,10 @@ const std::shared_ptr<runtime::Program>& at_position(const GroupProgram& g, int 
     g.program->patch_field(0, f.offset_bit, f.width,
                            uint64_t(f.value + compiler::fc_weight_row_unit(pos) -
                                     compiler::fc_weight_row_unit(g.made_at)));
+  for (const isa::EncodedField& f : g.landings)
+    g.program->patch_field(0, f.offset_bit, f.width,
+                           uint64_t(f.value + compiler::fc_value_slot_word(pos) -
+                                    compiler::fc_value_slot_word(g.made_at)));
   return g.program;
 }
 

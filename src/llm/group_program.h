@@ -19,8 +19,12 @@ struct GroupProgram {
   int made_at = 0;  // the position it was generated at (its marks' values are that position's)
   // Each head group's scatter n.addr: narrow word + column, +1 a position.
   std::vector<isa::EncodedField> columns;
-  // Each v~ weight row's wide address: +4 units every 4 positions (fc_weight_rows' kq = pos / 4).
+  // Each v~ weight row's wide address: +4 units every 4 positions (fc_weight_rows' kq = pos / 4);
+  // with the chip's value write (compiler::FcValueWrite) the transposing writes' w.addr, the same.
   std::vector<isa::EncodedField> rows;
+  // The chip's value write: each group's landing n.addr, +16 words a position within the quad
+  // (compiler::fc_value_slot_word).
+  std::vector<isa::EncodedField> landings;
 };
 
 // g's program with its marked fields rewritten to `pos` (in the 64-position group of made_at):

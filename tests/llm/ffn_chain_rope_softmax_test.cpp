@@ -20,6 +20,7 @@
 #include "compiler/fc_batch_codegen.h"
 #include "compiler/fc_codegen.h"
 #include "compiler/fc_column_write.h"
+#include "compiler/fc_value_write.h"
 #include "isa/isa.h"
 #include "isa/relocate.h"
 #include "llm/group_program.h"
@@ -499,6 +500,18 @@ TEST(FfnChainOnTheChip, AGroupsProgramWithItsColumnRewrittenIsThatPositionsProgr
 // before the rewrite differs from it (the fields matter), and a position of another group is
 // refused. `value_rows`: how many of the row marks move with the position (the RoPE multipliers'
 // rows after them do not).
+// Mark `f` is the whole field `field` of an instruction `mnemonic` in `program`, with its value.
+void expect_mark(const std::vector<isa::Instruction>& program, const isa::EncodedField& f,
+                 const std::string& mnemonic, const std::string& field) {
+  const std::optional<isa::BitLocation> at = isa::locate_bit(program, f.offset_bit);
+  ASSERT_TRUE(at && at->field);
+  EXPECT_EQ(program[at->instruction].spec->mnemonic, mnemonic);
+  EXPECT_EQ(at->field->name, field);
+  EXPECT_EQ(at->bit_in_field, 0u);
+  EXPECT_EQ(f.width, at->field->width);
+  EXPECT_EQ(f.value, program[at->instruction].value(*at->field));
+}
+
 void expect_group_rewrites(const std::function<compiler::FcScoresProgram(int)>& generated,
                            size_t column_groups, size_t rows, size_t value_rows) {
   for (const int group : {0, 64}) {
@@ -508,18 +521,8 @@ void expect_group_rewrites(const std::function<compiler::FcScoresProgram(int)>& 
     const std::vector<isa::Instruction> program = isa::decode(g.execution.bitstreams[0].data);
     ASSERT_EQ(g.column_marks.size(), column_groups);
     ASSERT_EQ(g.row_marks.size(), rows);
-    const auto check_mark = [&](const isa::EncodedField& f, const std::string& mnemonic,
-                                const std::string& field) {
-      const std::optional<isa::BitLocation> at = isa::locate_bit(program, f.offset_bit);
-      ASSERT_TRUE(at && at->field);
-      EXPECT_EQ(program[at->instruction].spec->mnemonic, mnemonic);
-      EXPECT_EQ(at->field->name, field);
-      EXPECT_EQ(at->bit_in_field, 0u);
-      EXPECT_EQ(f.width, at->field->width);
-      EXPECT_EQ(f.value, program[at->instruction].value(*at->field));
-    };
-    for (const isa::EncodedField& f : g.column_marks) check_mark(f, "w2n", "n.addr");
-    for (const isa::EncodedField& f : g.row_marks) check_mark(f, "ringcons0", "addr");
+    for (const isa::EncodedField& f : g.column_marks) expect_mark(program, f, "w2n", "n.addr");
+    for (const isa::EncodedField& f : g.row_marks) expect_mark(program, f, "ringcons0", "addr");
     const runtime::Program unpatched(g.execution);
     g.row_marks.resize(value_rows);
     const llm::GroupProgram p{std::make_shared<runtime::Program>(std::move(g.execution)), group,
@@ -755,6 +758,61 @@ TEST(FfnChainOnTheChip, ValueSumAfterAnFcChainWithRInTheCountEqualsTheTwoProgram
     sums.insert(want_sum);
   }
   EXPECT_EQ(sums.size(), positions.size());
+}
+
+// Issue 14 step B.3: the joined program with the value write too (generate_ffn_chain_softmax's
+// `values`; the key follower's group stands for v~, kv_dim 64 being one piece) is one program per
+// 64-position group as the scores' programs are. Its marks, in FfnChainPrograms::marks' order
+// (the column's scatters' n.addr, then the write's landings' n.addr, then its rows' w.addr),
+// rewritten by llm::at_position from the group's first position to c (one after the other, back
+// to 0) give the program generated at first + c, every byte; unrewritten it differs.
+TEST(FfnChainOnTheChip, AJoinedProgramWithTheValueWriteIsEachPositionsProgramOnceRewritten) {
+  std::mt19937 random(73);
+  const JoinedRope t(random);
+  const compiler::FcValueSum sum = value_sum(random, {2, 3, 6, 14}, {0, 0, 0, 1024});
+  compiler::FcScoresInput first = t.first;
+  first.r_word = compiler::kChainRmsRWord;
+  std::vector<int> staging;
+  for (const int unit : sum.at.param_units)
+    staging.push_back(unit + compiler::fc_units_per_tile(JoinedRope::kPositions, false));
+  const auto generated = [&](int pos) {
+    const compiler::FcColumnWrite column = t.column(pos);
+    compiler::FcChainValueWrite values{
+        compiler::fc_value_write(sum.layer, sum.at, staging, pos), 1, {2}};
+    values.write.from_byte = compiler::value_vectors_side_by_side(
+                                 JoinedRope::kHeads, JoinedRope::kKvHeads, JoinedRope::kHeadSize, 0)
+                                 .from_byte;
+    return compiler::generate_ffn_chain_softmax(t.chain, t.up_at, t.down_at, t.s, t.s_at,
+                                                t.row_bytes, t.exp_mult, &first, &column,
+                                                {-1, -1, 2}, &sum, &values);
+  };
+  const long heads = JoinedRope::kHeads, groups = long(sum.at.tiles.size());
+  for (const int group : {0, 64}) {
+    SCOPED_TRACE("group at " + std::to_string(group));
+    compiler::FfnChainPrograms g = generated(group);
+    ASSERT_EQ(g.execution.bitstreams.size(), 1u);
+    const std::vector<isa::Instruction> program = isa::decode(g.execution.bitstreams[0].data);
+    ASSERT_EQ(long(g.marks.size()), heads + 2 * groups);
+    const auto from = g.marks.begin();
+    for (auto f = from; f != from + heads + groups; ++f) expect_mark(program, *f, "w2n", "n.addr");
+    for (auto f = from + heads + groups; f != g.marks.end(); ++f)
+      expect_mark(program, *f, "n2w", "w.addr");
+    const runtime::Program unpatched(g.execution);
+    const llm::GroupProgram p{std::make_shared<runtime::Program>(std::move(g.execution)),
+                              group,
+                              {from, from + heads},
+                              {from + heads + groups, g.marks.end()},
+                              {from + heads, from + heads + groups}};
+    for (const int c : {1, 2, 3, 4, 5, 37, 63, 0}) {
+      SCOPED_TRACE("position " + std::to_string(group + c));
+      const runtime::Program& patched = *llm::at_position(p, group + c);
+      const runtime::Program want(generated(group + c).execution);
+      EXPECT_TRUE(patched.executable().bitstreams == want.executable().bitstreams);
+      if (c != 0) {
+        EXPECT_FALSE(unpatched.executable().bitstreams == want.executable().bitstreams);
+      }
+    }
+  }
 }
 
 // The value cache's sum after the scores (K = the positions, one group a head) on tiles the
