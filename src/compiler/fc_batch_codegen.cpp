@@ -431,7 +431,7 @@ std::optional<FcColumnWrite> placed_columns(const FcColumnWrite* columns, const 
 // Scalar-memory words of the multipliers made from r (FcScoresInput::mult_base): r's piece (the
 // count's 64 bytes) at the top, the multipliers from word 0 (the scores overwrite them later,
 // once they are on the tiles).
-constexpr int kRPieceWord = kScalarMemoryWords - kSoftmaxCountBytes / 4;
+static_assert(kRPieceWord == kScalarMemoryWords - kSoftmaxCountBytes / 4);
 
 bool multipliers_from_r(const FcScoresInput* first) { return first && !first->mult_base.empty(); }
 
@@ -1209,6 +1209,7 @@ FfnChainPrograms chain_then_softmax(const ChainBeforeScores& chain, const FcLaye
   size_t value_marks_from = 0;
   FfnChainTail tail;
   tail.input_bytes = moved.empty() ? g.row_bytes : kSoftmaxCountBytes;
+  tail.r_block = moved.empty() ? row_bytes : 0;  // the count block (for an FcChain's after_r)
   tail.emit = [&](Emitter& e, int& ordinal, const FfnChainTailAt& at) {
     const int input_at = at.input_at, products_at = at.products_at;
     // The value write first: it reads the followers' outputs, which nothing after it keeps.

@@ -145,7 +145,8 @@ FfnChainPrograms generate_ffn_chain_softmax(
 // RMSNorm on the chip): the input is the chain's (layer 0's input, its RoPE tables), zeros up to
 // the next whole 256-byte packet, then the row and count (or with `moved` the count alone);
 // outputs the chain's, then e and 1 / S. The multipliers from r read r in the count block (bytes
-// 4..7, r_word -1: nothing else lies at the top of scalar memory).
+// 4..7, r_word -1: nothing else lies at the top of scalar memory), and so do the chain's groups
+// after r (FcChain::after_r: the llm path's layer-0 v~).
 FfnChainPrograms generate_fc_chain_softmax(
     const FcChain& chain, const FcLayer& layer, const FcPlacement& placement, int row_bytes,
     const std::vector<float>& exp_mult, const FcScoresInput* first = nullptr,

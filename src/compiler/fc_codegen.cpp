@@ -31,6 +31,7 @@ namespace {
 constexpr int kGroup = 64;            // outputs per compute tile (one op)
 constexpr int kPiece = 64;            // input bytes per input tile
 constexpr int kPacket = 256;          // ring packet bytes (one per row of 4 tiles)
+constexpr int kRBlockBytes = 64;      // r's block in the input (the scores' count block)
 constexpr int kRingFifo = 0x2078;     // wide row where ring packets arrive (64-byte units)
 constexpr int kSendBuf = 0x2068;      // wide row a tile sends its input piece from
 constexpr int kNarrowBytes = 196608;  // narrow memory per tile
@@ -930,15 +931,17 @@ int products_stage(Emitter& e, const Geometry& g, int at, const FcTableProducts&
   return identity + 16;
 }
 
-// FcChainAfterR checked against the chain: which of its follower's groups wait for r (empty: no
-// follower's).
-std::vector<bool> after_r_groups(const FfnChain& chain, const std::vector<Geometry>& next) {
-  const FcChainAfterR& a = chain.after_r;
+// FcChainAfterR checked against the chain named `name` (its followers' or layers' geometries):
+// which of that layer's groups wait for r (empty: no layer's). r comes from follower `r_layer`
+// (FcChainRms: a layer after it waits), or with `r_from_input` from the host (any layer).
+std::vector<bool> after_r_groups(const FcChainAfterR& a, const std::string& name,
+                                 const std::vector<Geometry>& next, int r_layer,
+                                 bool r_from_input) {
   if (a.layer < 0) return {};
-  const std::string& name = chain.next.back().output_name;
-  if (a.layer >= static_cast<int>(next.size()) || chain.rms.layer < 0 || a.layer <= chain.rms.layer)
-    fail("chain '", name, "': follower ", a.layer, "'s groups after r, which follower ",
-         chain.rms.layer, " gives");
+  if (a.layer >= static_cast<int>(next.size()) ||
+      (!r_from_input && (r_layer < 0 || a.layer <= r_layer)))
+    fail("chain '", name, "': follower ", a.layer, "'s groups after r, which ",
+         r_from_input ? "the input gives" : cat("follower ", r_layer, " gives"));
   const Geometry& g = next[size_t(a.layer)];
   std::vector<bool> late(size_t(g.tiles), false);
   for (size_t k = 0; k < a.groups.size(); ++k) {
@@ -1092,7 +1095,8 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
   const int y_at = (buf.end() + 255) / 256 * 256;
   // The groups waiting for r: their multipliers pass through narrow memory above every follower's
   // outputs (where the products and a tail start later).
-  const std::vector<bool> late = after_r_groups(chain, next);
+  const std::vector<bool> late =
+      after_r_groups(chain.after_r, chain_name, next, chain.rms.layer, false);
   const int late_at = y_at + kMaxSlots * kGroup * (static_cast<int>(next.size()) + 1);
   const int late_end =
       late_at + 4 * kGroup * static_cast<int>(std::count(late.begin(), late.end(), true));
@@ -1251,21 +1255,59 @@ FfnChainPrograms generate_fc_chain(const FcChain& chain, const FfnChainTail* tai
       chain.products.layer >= 0 ? fc_tables_bytes(in_layer.k, chain.products.tables) : 0;
   // A tail's input after the chain's own and its tables, from the next whole packet on.
   const int tail_at = tail ? fc_tables_at(in_layer.k + tables_k) : 0;
-  const int more_k = tail ? tail_at + tail->input_bytes - in_layer.k : tables_k;
+  const std::string& name = chain.layers.back().output_name;
   if (tail && (tail->input_bytes <= 0 || tail->input_bytes % 8 != 0 || !tail->emit))
-    fail("chain '", chain.layers.back().output_name, "': a tail of ", tail->input_bytes,
+    fail("chain '", name, "': a tail of ", tail->input_bytes,
          " input bytes (needs whole 8-byte units) or without code");
+  // Groups after r: r's block is the tail's (its count block) or the chain's own, where a tail's
+  // input would start.
+  const std::vector<bool> late = after_r_groups(chain.after_r, name, g, -1, true);
+  const bool own_r_block = !late.empty() && !tail;
+  int r_block = -1;
+  if (!late.empty()) {
+    r_block = tail ? tail_at + tail->r_block : fc_tables_at(in_layer.k + tables_k);
+    if (tail && (tail->r_block < 0 || tail->r_block % 8 != 0 ||
+                 tail->r_block + kRBlockBytes > tail->input_bytes))
+      fail("chain '", name, "': groups after r with r's block at byte ", tail->r_block,
+           " of a tail's input of ", tail->input_bytes, " bytes");
+  }
+  const int more_k = tail          ? tail_at + tail->input_bytes - in_layer.k
+                     : own_r_block ? r_block + kRBlockBytes - in_layer.k
+                                   : tables_k;
   in_layer.k += more_k;
   Emitter e;
   int ring_ordinal = 0;
   input_stage(e, g[0], chain.layers[0], more_k);
   std::vector<std::pair<int, int>> pieces = host_pieces(g[0]), out_pieces;
   int at = (std::max(g[0].x_piece + kPiece, widest) + 255) / 256 * 256, products_at = 0;
+  // The groups waiting for r: r's block and then their multipliers pass through narrow memory
+  // above every layer's outputs (where the products and a tail start later).
+  const int late_at = at + kMaxSlots * kGroup * static_cast<int>(g.size());
+  const int late_end =
+      late_at + kPacket + 4 * kGroup * static_cast<int>(std::count(late.begin(), late.end(), true));
+  if (!late.empty() && late_end > kNarrowBytes)
+    fail("chain '", name, "': the multipliers from r take narrow memory up to byte ", late_end);
   FfnChainTailAt tail_place;
   tail_place.input_at = tail_at;
   for (size_t i = 0; i < g.size(); ++i) {
     broadcast_stage(e, g[i].compute_mask(), pieces, ring_ordinal);
-    op_stage(e, g[i], chain.layers[i], at);
+    const bool waits = static_cast<int>(i) == chain.after_r.layer;
+    op_stage(e, g[i], chain.layers[i], at, nullptr, waits ? late : std::vector<bool>{});
+    if (waits) {
+      // r's block from the pop to the first waiting group's tile, its piece to the top of scalar
+      // memory (r at kRPieceWord + 1), the multipliers from it, then the waiting groups' op.
+      const MultipliersFromR m = after_r_rows(chain.after_r, g[i]);
+      constexpr int kRFifo = 0x2008;  // a FIFO row the tables' moves use too, after the ops
+      host_to_narrow(e, tile_bit(m.tile[0]), kRFifo, late_at, kRBlockBytes, r_block / 8);
+      tile_fence(e, "units=0x3ff");
+      tile_fence(e, "counters=0x1ffff units=0x3ff signal=1");
+      wait_tokens(e);
+      pieces_to_scalar_memory(e, {{m.tile[0], late_at, kRPieceWord}}, ring_ordinal);
+      emit_group_multipliers_from_r(e, m, kRPieceWord + 1, 1, late_at + kPacket, ring_ordinal);
+      std::vector<bool> early(late.size());
+      for (size_t group = 0; group < late.size(); ++group) early[group] = !late[group];
+      op_stage(e, g[i], chain.layers[i], at, nullptr, early);
+    }
     pieces.clear();
     const std::vector<std::pair<int, int>> outputs = output_pieces(g[i], at);
     tail_place.follower_out.push_back(outputs);
@@ -1286,6 +1328,7 @@ FfnChainPrograms generate_fc_chain(const FcChain& chain, const FfnChainTail* tai
   if (out_pieces.empty()) fail("an FC chain must return something");
   pieces_output_stage(e, out_pieces, chain.layers.back().output_name, ring_ordinal, "",
                       tail == nullptr);
+  if (!late.empty()) at = std::max(at, late_end);
   if (tail) {
     tail_place.products_at = products_base;
     tail_place.narrow_end = at;
@@ -1298,8 +1341,13 @@ FfnChainPrograms generate_fc_chain(const FcChain& chain, const FfnChainTail* tai
   out.marks = e.marks();
   out.execution = execution_executable_of(e.finish(), in_layer, out_layer, out_geometry, at);
   for (size_t i = 0; i < g.size(); ++i) {
+    const FcRowWrite rows = static_cast<int>(i) == chain.after_r.layer
+                                ? after_r_constants(chain.after_r, g[i])
+                                : FcRowWrite{};
+    std::vector<uint8_t> parameters = fc_parameters(chain.layers[i]);
+    parameters.insert(parameters.end(), rows.bytes.begin(), rows.bytes.end());
     container::Executable pc =
-        caching_executable(caching_program(g[i]), fc_parameters(chain.layers[i]));
+        caching_executable(caching_program(g[i], rows.rows), std::move(parameters));
     pc.parameter_caching_token = caching_token(pc.parameters);
     out.caching.push_back(std::move(pc));
   }

@@ -215,11 +215,17 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
 // FULLY_CONNECTED layers in one program (the llm chip path's first layer: q, k, v, then u):
 // layer 0 reads the host's input, layer i > 0 the output of layer i - 1 (or parts of it, as an
 // FfnChain follower may); the program returns the outputs of the layers flagged, in order.
+// With `after_r` (FcChainAfterR, its layer one of the chain's layers) the program makes those
+// groups' multipliers from r as an FfnChain does, but r is the host's (the llm path's layer 0 has
+// no RMSNorm on the chip): a float32 at bytes 4..7 of a 64-byte block of the program's input,
+// the scores' count block where a tail follows (FfnChainTail::r_block), else a block of its own
+// after the input and its tables, from the next whole packet on.
 struct FcChain {
   std::vector<FcLayer> layers;
   std::vector<FcPlacement> at;
   std::vector<bool> output;
   FcTableProducts products;  // their tables after layer 0's input
+  FcChainAfterR after_r;     // groups whose multipliers the program makes from r (layer -1: none)
 };
 FfnChainPrograms generate_fc_chain(const FcChain& chain);  // caching: one per layer
 

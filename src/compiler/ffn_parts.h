@@ -62,6 +62,9 @@ struct FfnChainTailAt {
 };
 struct FfnChainTail {
   int input_bytes = 0;
+  // The byte of the tail's input where a 64-byte block with r at its bytes 4..7 lies (the
+  // scores' count block), for an FcChain whose groups after r take r from the input; -1: none.
+  int r_block = -1;
   std::function<int(Emitter& e, int& ring_ordinal, const FfnChainTailAt& at)> emit;
 };
 FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up,
@@ -95,5 +98,8 @@ struct MultipliersFromR {
 };
 void emit_group_multipliers_from_r(Emitter& e, const MultipliersFromR& m, int r_word, int pending,
                                    int narrow_at, int& ordinal);
+// Where a 64-byte block with r at its bytes 4..7 goes in scalar memory when r comes from the
+// host (the count block's piece): the top 16 words, r at the second.
+constexpr int kRPieceWord = kScalarMemoryWords - 16;
 
 }  // namespace tinycoral::compiler

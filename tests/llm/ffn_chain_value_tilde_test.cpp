@@ -33,6 +33,7 @@
 #include "runtime/edgetpu.h"
 #include "runtime/program.h"
 #include "support/chain_layers.h"
+#include "support/error_of.h"
 
 namespace tinycoral::testing {
 namespace {
@@ -55,7 +56,7 @@ class TappedInt8 : public llm::Int8Transformer {
  public:
   using Int8Transformer::Int8Transformer;
   struct Layer {
-    std::vector<int8_t> ffn_in, x2, q, k;
+    std::vector<int8_t> ffn_in, x2, x, q, k;  // x: q, k and v's input
   };
   std::vector<std::vector<Layer>> at;  // [pos][layer]
   int pos = 0;
@@ -77,10 +78,48 @@ class TappedInt8 : public llm::Int8Transformer {
   void qkv_q(int layer, const int8_t* xq, int8_t* q, int8_t* k, int8_t* v) override {
     Int8Transformer::qkv_q(layer, xq, q, k, v);
     Layer& l = layer_at(layer);
+    l.x.assign(xq, xq + config().dim);
     l.q.assign(q, q + config().dim);
     l.k.assign(k, k + config().kv_dim());
   }
 };
+
+// v's groups of the q, k, v layer `q` (v from output v_at, kv_dim kv) waiting for r: v~'s output
+// stage (zero point 0, the chip's 128, clamps +-127) with multipliers f32(base_j r); with
+// `resident` (q's placement), each group's constants in the row after its `units` of parameters.
+// The caller sets the layer.
+compiler::FcChainAfterR wait_for_r(compiler::FcLayer& q, int v_at, int kv,
+                                   const std::vector<float>& base,
+                                   const compiler::FcPlacement* resident, int units) {
+  compiler::FcChainAfterR after;
+  for (int g = v_at / 64; g < compiler::fc_groups(q.n); ++g) {
+    q.group_out_zp[size_t(g)] = 128;
+    q.group_clamp_min[size_t(g)] = -llm::kSymmetricClamp;
+    q.group_clamp_max[size_t(g)] = llm::kSymmetricClamp;
+    after.groups.push_back(g);
+    for (int j = 64 * g - v_at; j < 64 * g - v_at + 64; ++j) {
+      after.base.push_back(j < kv ? base[size_t(j)] : 0.0f);
+      after.padding.push_back(j >= kv);
+    }
+    if (resident) after.const_units.push_back(resident->param_units[size_t(g)] + units);
+  }
+  return after;
+}
+
+// Layer `layer`'s q, k and v as the chip path's follower: its plan over dim_padded inputs and
+// where q, k and v lie in its outputs.
+llm::FcProgramPlan qkv_plan(const llm::Int8Weights& w, int layer, int dim_padded,
+                            std::array<int, 3>& out_at) {
+  llm::FcProgramPlan qkv;
+  qkv.k_padded = dim_padded;
+  for (LayerMatmul m : {LayerMatmul::kQ, LayerMatmul::kK, LayerMatmul::kV}) {
+    const int rows = w.matmul(layer, m).rows;
+    out_at[size_t(m)] = qkv.outputs;
+    qkv.segments.push_back({int(m), 0, rows, qkv.outputs});
+    qkv.outputs += llm::whole_groups(rows);
+  }
+  return qkv;
+}
 
 // Layer `layer`'s chain as the chip path builds it (ChipTransformer::chain_ffn), v's groups after
 // r (`resident`: their constants in a row after each group's parameters); where v's bytes and
@@ -113,14 +152,7 @@ ValueChain value_chain(const llm::Int8Weights& w, int layer, bool resident,
   f.up = llm::fc_layer_of(plan.up, of(layer));
   f.down = llm::fc_layer_of(plan.down, of(layer));
   llm::set_ffn_gate(w.gates[size_t(layer)], f);
-  llm::FcProgramPlan qkv;
-  qkv.k_padded = v.dim_padded;
-  for (LayerMatmul m : {LayerMatmul::kQ, LayerMatmul::kK, LayerMatmul::kV}) {
-    const int rows = w.matmul(layer + 1, m).rows;
-    v.out_at[size_t(m)] = qkv.outputs;
-    qkv.segments.push_back({int(m), 0, rows, qkv.outputs});
-    qkv.outputs += llm::whole_groups(rows);
-  }
+  const llm::FcProgramPlan qkv = qkv_plan(w, layer + 1, v.dim_padded, v.out_at);
   const int qkv_units = compiler::fc_units_per_tile(v.dim_padded, false);
   llm::TileAllocator tiles;
   compiler::FcPlacement add_at, qkv_at;
@@ -139,21 +171,9 @@ ValueChain value_chain(const llm::Int8Weights& w, int layer, bool resident,
   }
   if (more) more(tiles);
   compiler::FcLayer q = llm::fc_layer_of(qkv, of(layer + 1));
-  compiler::FcChainAfterR& after = v.chain.after_r;
-  after.layer = 1;
-  const int kv = c.kv_dim();
-  for (int g = v.out_at[2] / 64; g < compiler::fc_groups(qkv.outputs); ++g) {
-    // v~: zero point 0 (the chip's 128), clamps +-127.
-    q.group_out_zp[size_t(g)] = 128;
-    q.group_clamp_min[size_t(g)] = -llm::kSymmetricClamp;
-    q.group_clamp_max[size_t(g)] = llm::kSymmetricClamp;
-    after.groups.push_back(g);
-    for (int j = 64 * g - v.out_at[2]; j < 64 * g - v.out_at[2] + 64; ++j) {
-      after.base.push_back(j < kv ? base[size_t(j)] : 0.0f);
-      after.padding.push_back(j >= kv);
-    }
-    if (resident) after.const_units.push_back(qkv_at.param_units[size_t(g)] + qkv_units);
-  }
+  v.chain.after_r =
+      wait_for_r(q, v.out_at[2], c.kv_dim(), base, resident ? &qkv_at : nullptr, qkv_units);
+  v.chain.after_r.layer = 1;
   const llm::QParams in = w.matmul(layer + 1, LayerMatmul::kQ).in;
   v.chain.extra_k = v.dim_padded;
   v.chain.next = {llm::residual_add_layer(w.adds[size_t(layer)], c.dim), q};
@@ -311,20 +331,22 @@ ValueCache value_cache(const llm::Config& c, const compiler::FcPlacement& at, in
   return v;
 }
 
-// B.3's tail after ValueChain's chain: v~'s pieces (v's groups after r, where the follower left
-// them) broadcast side by side above the chain's narrow bytes to the cache's tiles, each group's
-// window into its staging row, the landings, then the program's end. Sets cache.write's places
-// (from_byte, narrow_at) and `pieces` when the generator runs it.
-compiler::FfnChainTail value_write_tail(const ValueChain& v, const llm::Config& c,
-                                        ValueCache& cache,
+// B.3's tail after a chain: v~'s pieces (`groups` of the chain's layer `layer`, v's groups after
+// r, where the chain left them) broadcast side by side above the chain's narrow bytes to the
+// cache's tiles, each group's window into its staging row, the landings, then the program's end.
+// Sets cache.write's places (from_byte, narrow_at) and `pieces` when the generator runs it. Its
+// input: a 64-byte block with r at its bytes 4..7, for a chain that takes r from it (FcChain).
+compiler::FfnChainTail value_write_tail(int layer, const std::vector<int>& groups,
+                                        const llm::Config& c, ValueCache& cache,
                                         std::vector<std::pair<int, int>>& pieces) {
   compiler::FfnChainTail tail;
-  tail.input_bytes = 8;
-  tail.emit = [&v, &c, &cache, &pieces](compiler::Emitter& e, int& ordinal,
-                                        const compiler::FfnChainTailAt& at) {
+  tail.input_bytes = 64;
+  tail.r_block = 0;
+  tail.emit = [layer, &groups, &c, &cache, &pieces](compiler::Emitter& e, int& ordinal,
+                                                    const compiler::FfnChainTailAt& at) {
     compiler::FcValueWrite& vw = cache.write;
-    for (const int g : v.chain.after_r.groups) {
-      const auto [tile, byte] = at.follower_out.at(1).at(size_t(g));
+    for (const int g : groups) {
+      const auto [tile, byte] = at.follower_out.at(size_t(layer)).at(size_t(g));
       pieces.emplace_back(tile, byte / 4);
     }
     const int base = (at.narrow_end + 63) / 64 * 64;
@@ -356,6 +378,105 @@ void patch_value_fields(runtime::Program& p, const std::vector<isa::EncodedField
     const isa::EncodedField& m = marks[from + i];
     p.patch_field(0, m.offset_bit, m.width, uint64_t(m.value + to[i] - at[i]));
   }
+}
+
+// Layer 0's q, k and v as the chip path's first program (FcChain) placed by `tiles`, v's groups
+// after r (FcChain::after_r; `resident`: their constants in a row after each group's
+// parameters); where q, k and v lie in its output.
+compiler::FcChain layer_zero_chain(const llm::Int8Weights& w, bool resident,
+                                   llm::TileAllocator& tiles, std::array<int, 3>& out_at) {
+  const int dim_padded = llm::whole_groups(w.config.dim);
+  const llm::FcProgramPlan plan = qkv_plan(w, 0, dim_padded, out_at);
+  const int units = compiler::fc_units_per_tile(dim_padded, false);
+  compiler::FcChain chain;
+  chain.at.resize(1);
+  EXPECT_TRUE(
+      tiles.place(compiler::fc_groups(plan.outputs), units + (resident ? 4 : 0), chain.at[0]));
+  chain.layers = {llm::fc_layer_of(
+      plan, [&w](int id) -> const QuantizedMatmul& { return w.matmul(0, LayerMatmul(id)); })};
+  chain.output = {true};
+  chain.after_r = wait_for_r(chain.layers[0], out_at[2], w.config.kv_dim(), w.attention[0].v_base,
+                             resident ? &chain.at[0] : nullptr, units);
+  chain.after_r.layer = 0;
+  return chain;
+}
+
+// Layer 0's form with v~ (FcChain::after_r, the prep of B.3's layer 0): the chip path's first
+// program (generate_fc_chain: q, k and v of layer 0, no RMSNorm on the chip) with v's groups
+// waiting for r, which the host sends in a 64-byte block after the input (where the joined
+// program's count block carries it). Both test checkpoints, four positions of a story, the
+// constants as immediates and resident: v's bytes are the int8 path's v~ under chip_residual
+// every byte, q's and k's its q and k, and each v group's multiplier row f32(base_j r).
+TEST(FfnChainOnTheChip, LayerZerosValueTildeWithRFromTheInputIsTheInt8PathsEveryByte) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  for_each_reference_model(data, [](const std::string&, const LoadedModel& model) {
+    const llm::Checkpoint& ck = model.ck;
+    const llm::Config& c = ck.config;
+    llm::ThreadPool pool(2);
+    TappedInt8 cpu(ck, pool, llm::calibrate(ck, pool, 8), residual_options());
+    const llm::Int8Weights& w = *cpu.weights();
+    constexpr int kPositions = 4;
+    const int tokens[kPositions] = {llm::kBos, 403, 2501, 29889};
+    for (int pos = 0; pos < kPositions; ++pos) {
+      cpu.pos = pos;
+      cpu.forward(tokens[pos] % c.vocab_size, pos);
+    }
+    const int dim_padded = llm::whole_groups(c.dim), kv = c.kv_dim();
+    const std::vector<float>& base = w.attention[0].v_base;
+    const llm::QParams in = w.matmul(0, LayerMatmul::kQ).in;
+    auto chip = std::make_shared<chip::VirtualEdgeTpu>();
+    auto tpu = runtime::open_virtual_edgetpu({}, chip);
+    std::vector<size_t> bytes;  // immediates, resident
+    for (const bool resident : {false, true}) {
+      SCOPED_TRACE(resident ? "constants resident" : "constants as immediates");
+      llm::TileAllocator tiles;
+      std::array<int, 3> out_at{};
+      const compiler::FcChain chain = layer_zero_chain(w, resident, tiles, out_at);
+      const compiler::FfnChainPrograms code = compiler::generate_fc_chain(chain);
+      bytes.push_back(code.execution.bitstreams.at(0).data.size());
+      for (const container::Executable& e : code.caching)
+        tpu->run(nullptr, std::make_shared<runtime::Program>(e));
+      auto program = std::make_shared<runtime::Program>(code.execution);
+      for (int pos = 0; pos < kPositions; ++pos) {
+        SCOPED_TRACE("position " + std::to_string(pos));
+        const TappedInt8::Layer& t = cpu.at.at(size_t(pos)).at(0);
+        // x padded with its zero point, then r's block last: r at its bytes 4..7 as the chip
+        // must see them (the runtime flips every byte of the int8 input).
+        std::vector<uint8_t> x(program->input_bytes(0), 0);
+        for (int i = 0; i < dim_padded; ++i)
+          x[size_t(i)] = uint8_t(i < c.dim ? t.x[size_t(i)] : int8_t(in.zero_point));
+        const float want_r = cpu.rms_scale_at(0, pos);
+        const size_t r_at = x.size() - 64 + 4;
+        for (int i = 0; i < 4; ++i)
+          x[r_at + size_t(i)] = uint8_t(std::bit_cast<uint32_t>(want_r) >> 8 * i) ^ 0x80u;
+        std::vector<uint8_t> out8 = all_outputs_of(*tpu, program, x);
+        const int8_t* out = reinterpret_cast<const int8_t*>(out8.data());
+        const int8_t* want = cpu.v_tilde(0, pos);
+        for (int j = 0; j < kv; ++j)
+          ASSERT_EQ(int(out[out_at[2] + j]), int(want[j])) << "v~ byte " << j;
+        for (int j = 0; j < c.dim; ++j)
+          ASSERT_EQ(int(out[out_at[0] + j]), int(t.q[size_t(j)])) << "q byte " << j;
+        for (int j = 0; j < kv; ++j)
+          ASSERT_EQ(int(out[out_at[1] + j]), int(t.k[size_t(j)])) << "k byte " << j;
+        const auto [lo, hi] = std::minmax_element(want, want + kv);
+        EXPECT_GT(*hi - *lo, 60);
+        for (size_t k = 0; k < chain.after_r.groups.size(); ++k) {
+          const size_t g = size_t(chain.after_r.groups[k]);
+          const auto& wide = chip->tile(chain.at[0].tiles[g]).wide;
+          for (int j = 0; j < 64; ++j) {
+            const int channel = 64 * int(k) + j;
+            uint32_t bits = 0;
+            std::memcpy(&bits, &wide[size_t(64 * chain.at[0].param_units[g] + 4 * j)], 4);
+            const float m =
+                channel < kv ? llm::per_token_multiplier(base[size_t(channel)], want_r) : 0.0f;
+            ASSERT_EQ(bits, std::bit_cast<uint32_t>(m)) << "v~ channel " << channel;
+          }
+        }
+      }
+    }
+    // The resident constants take the loop over them: fewer instruction bytes.
+    EXPECT_LT(bytes[1], bytes[0]);
+  });
 }
 
 // B.3's write in the chain's tail (FfnChainTail): v~'s pieces, where v's follower left them, are
@@ -393,7 +514,8 @@ TEST(FfnChainOnTheChip, ValueTildeWrittenByTheChainsTailIsTheInt8PathsCache) {
       ValueCache cache = value_cache(c, cache_at, kCacheK, random);
       const compiler::FcValueWrite& vw = cache.write;
       std::vector<std::pair<int, int>> pieces;
-      const compiler::FfnChainTail tail = value_write_tail(v, c, cache, pieces);
+      const compiler::FfnChainTail tail =
+          value_write_tail(1, v.chain.after_r.groups, c, cache, pieces);
       const compiler::FfnChainPrograms code =
           compiler::generate_ffn_chain(v.chain, v.up_at, v.down_at, &tail);
       ASSERT_EQ(pieces.size(), size_t(compiler::fc_groups(c.kv_dim())));
@@ -432,127 +554,197 @@ TEST(FfnChainOnTheChip, ValueTildeWrittenByTheChainsTailIsTheInt8PathsCache) {
   });
 }
 
-// B.3's write inside the joined program (generate_ffn_chain_softmax's `values`): the chain of the
-// chip path's form with v after r, then in its tail v~ written into the value cache, the scores
-// (a random layer over 128 positions, the host's row), the softmax and the weighted sum over that
-// cache. On a chip of its own, the three programs apart: the chain with B.3's tail writing v~
+// A chain with v after r and what the joined tests run beside it (check_joined_value_write): the
+// value cache's and the scores' placements, where v~'s pieces are, the chain's own input bytes,
+// and the chain generated with a tail (B.3's write alone) and joined (generate_*_chain_softmax).
+struct JoinedValueWrite {
+  compiler::FcPlacement cache_at, scores_at;
+  int v_layer = 0;
+  std::vector<int> v_groups;
+  int chain_in = 0;
+  std::function<compiler::FfnChainPrograms(const compiler::FfnChainTail&)> apart;
+  std::function<compiler::FfnChainPrograms(const ScoresLayer&, int row_bytes,
+                                           const compiler::FcValueSum&,
+                                           const compiler::FcChainValueWrite&)>
+      joined;
+};
+
+// B.3's write inside the joined program (`values` of generate_ffn_chain_softmax and
+// generate_fc_chain_softmax): the chain, then in its tail v~ written into the value cache, the
+// scores (a random layer over 128 positions, the host's row), the softmax and the weighted sum
+// over that cache. On a chip of its own, the programs apart: the chain with B.3's tail writing v~
 // (value_write_tail), then the attention program (generate_fc_batch_attention) with the same row;
-// each program generated once at position 0 and patched per position through its marks. At n = 1,
-// 4, 5, 64 and 65 (a staging row's quad and a 64-position boundary crossed, one cache history on
-// both chips), scalar memory left by the attention program at another position before each joined
-// run: every byte the joined program returns (the chain's outputs, r, the sums) is the two
-// programs', and the cache rows and staging rows are the same bytes on both chips.
+// each program generated once at position 0 and patched per position through its marks. At n =
+// 1, 4, 5, 64 and 65 (a staging row's quad and a 64-position boundary crossed, one cache history
+// on both chips), scalar memory left by the attention program at another position before each
+// joined run: every byte the joined program returns (the chain's outputs, [r,] the sums) is the
+// programs', and the cache rows and staging rows are the same bytes on both chips. r (bytes 4..7
+// of the count block, and of B.3's tail's block) is read only by a chain that takes it from there.
+void check_joined_value_write(const llm::Config& c, const JoinedValueWrite& t,
+                              std::mt19937& random) {
+  constexpr int kPositions = 128;
+  const int hs = c.head_size();
+  // The scores: head h reads 64 bytes of the row from h x head_size.
+  const int row_bytes = ((c.n_heads - 1) * hs + 64 + 63) / 64 * 64;
+  const ScoresLayer scores = scores_layer(
+      {c.n_heads, kPositions, 64, hs, hs, 110,
+       [](int o) { return 0.0006f + 0.0002f * float(o % 5); },
+       [](int h) { return 0.02f + 0.01f * float(h); }, t.scores_at.tiles, t.scores_at.param_units},
+      random);
+  ValueCache cache = value_cache(c, t.cache_at, kPositions, random);
+  const compiler::FcValueSum& sum = cache.sum;
+  std::vector<std::pair<int, int>> pieces;
+  const compiler::FfnChainTail tail = value_write_tail(t.v_layer, t.v_groups, c, cache, pieces);
+  const compiler::FfnChainPrograms apart = t.apart(tail);
+  compiler::FcChainValueWrite values{cache.write, t.v_layer, t.v_groups};
+  values.write.from_byte =
+      compiler::value_vectors_side_by_side(c.n_heads, c.n_kv_heads, hs, 0).from_byte;
+  const compiler::FfnChainPrograms joined = t.joined(scores, row_bytes, sum, values);
+  const container::Executable attention =
+      compiler::generate_fc_batch_attention(scores.layer, scores.at, row_bytes, scores.exp_mult,
+                                            sum, {})
+          .execution;
+  // The write's marks, the cache rows' w.addr at position 0 its rows' units.
+  const size_t groups = t.cache_at.tiles.size();
+  ASSERT_EQ(joined.marks.size(), 2 * groups);
+  for (size_t g = 0; g < groups; ++g)
+    EXPECT_EQ(joined.marks[groups + g].value, cache.write.cache_units[g]);
+
+  // Each chip: the chain's, the scores' and the cache's parameters (the same random cache).
+  struct Chip {
+    std::shared_ptr<chip::VirtualEdgeTpu> chip = std::make_shared<chip::VirtualEdgeTpu>();
+    std::unique_ptr<runtime::EdgeTpu> tpu = runtime::open_virtual_edgetpu({}, chip);
+    std::shared_ptr<runtime::Program> attention;
+  };
+  Chip apart_chip, joined_chip;
+  for (Chip* x : {&apart_chip, &joined_chip}) {
+    for (const container::Executable& e : apart.caching)
+      x->tpu->run(nullptr, std::make_shared<runtime::Program>(e));
+    x->tpu->run(nullptr,
+                std::make_shared<runtime::Program>(compiler::fc_caching(scores.layer, scores.at)));
+    x->tpu->run(nullptr,
+                std::make_shared<runtime::Program>(compiler::fc_caching(sum.layer, t.cache_at)));
+    x->attention = std::make_shared<runtime::Program>(attention);
+  }
+  auto chain_p = std::make_shared<runtime::Program>(apart.execution);
+  auto joined_p = std::make_shared<runtime::Program>(joined.execution);
+  const size_t row_at = (size_t(t.chain_in) + 255) / 256 * 256;
+  ASSERT_EQ(chain_p->input_bytes(0), row_at + size_t(compiler::kSoftmaxCountBytes));
+  ASSERT_EQ(joined_p->input_bytes(0), row_at + size_t(row_bytes + compiler::kSoftmaxCountBytes));
+  // A block of `row` then the count block as the chip must see n and r (the runtime flips int8
+  // input bytes).
+  const auto count_after = [](std::vector<uint8_t> in, int n, float r) {
+    const size_t at = in.size();
+    in.resize(at + size_t(compiler::kSoftmaxCountBytes), 0);
+    for (int i = 0; i < 4; ++i) {
+      in[at + size_t(i)] = uint8_t(uint32_t(n) >> 8 * i) ^ 0x80u;
+      in[at + 4 + size_t(i)] = uint8_t(std::bit_cast<uint32_t>(r) >> 8 * i) ^ 0x80u;
+    }
+    return in;
+  };
+  std::set<std::vector<uint8_t>> sums;
+  const std::vector<int> counts = {1, 4, 5, 64, 65};
+  for (const int n : counts) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    std::vector<uint8_t> in(size_t(t.chain_in)), row(static_cast<size_t>(row_bytes));
+    for (uint8_t& b : in) b = static_cast<uint8_t>(random() % 255 + 1);
+    for (uint8_t& b : row) b = static_cast<uint8_t>(random() % 255 + 1);
+    in.resize(row_at, 0);
+    const float r = 0.6f + 0.1f * float(n % 7);
+    patch_value_fields(*chain_p, apart.marks, 0, cache.write, n - 1);
+    std::vector<uint8_t> want = all_outputs_of(*apart_chip.tpu, chain_p, count_after(in, n, r));
+    const std::vector<uint8_t> want_sum =
+        all_outputs_of(*apart_chip.tpu, apart_chip.attention, count_after(row, n, r));
+    want.insert(want.end(), want_sum.begin(), want_sum.end());
+    (void)all_outputs_of(*joined_chip.tpu, joined_chip.attention,
+                         count_after(row, n % 64 + 1, 2 * r));
+    patch_value_fields(*joined_p, joined.marks, 0, cache.write, n - 1);
+    in.insert(in.end(), row.begin(), row.end());
+    const std::vector<uint8_t> got =
+        all_outputs_of(*joined_chip.tpu, joined_p, count_after(in, n, r));
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_EQ(int(got[i]), int(want[i])) << "output byte " << i << " of " << want.size();
+    // The same cache and staging rows: every row of every group.
+    for (size_t g = 0; g < groups; ++g) {
+      const auto& a = apart_chip.chip->tile(t.cache_at.tiles[g]).wide;
+      const auto& b = joined_chip.chip->tile(t.cache_at.tiles[g]).wide;
+      const size_t from = 64 * size_t(t.cache_at.param_units[g]);
+      const size_t to = 64 * size_t(cache.write.vectors.rows[g].unit + 4);
+      ASSERT_TRUE(std::equal(a.begin() + long(from), a.begin() + long(to), b.begin() + long(from)))
+          << "cache group " << g;
+    }
+    // Not trivial: the sums spread, and each position's differ.
+    EXPECT_GT(std::set<uint8_t>(want_sum.begin(), want_sum.end()).size(), size_t(16));
+    sums.insert(want_sum);
+  }
+  EXPECT_EQ(sums.size(), counts.size());
+}
+
+// The value cache's groups (one row more each for its staging row) and the scores' groups of
+// check_joined_value_write, placed after the chain's.
+void place_cache_and_scores(const llm::Config& c, llm::TileAllocator& tiles, JoinedValueWrite& t) {
+  EXPECT_TRUE(tiles.place(c.n_heads * compiler::fc_groups(c.head_size()),
+                          compiler::fc_units_per_tile(128, false) + 4, t.cache_at));
+  EXPECT_TRUE(tiles.place(c.n_heads * 2, compiler::fc_units_per_tile(64, false), t.scores_at));
+}
+
+// After the chip path's chain (layer 0's FFN, the add with r, layer 1's q, k and v with v after
+// r, constants resident): generate_ffn_chain_softmax with the write and the sum.
 TEST(FfnChainOnTheChip, ValueWriteAndSumInTheJoinedProgramEqualTheProgramsApartBitForBit) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   for_each_reference_model(data, [](const std::string&, const LoadedModel& model) {
     const llm::Config& c = model.ck.config;
     llm::ThreadPool pool(2);
     const llm::Int8Weights w(model.ck, llm::calibrate(model.ck, pool, 4), residual_options());
-    constexpr int kPositions = 128, kLayer = 0;
-    const int hs = c.head_size();
-    std::mt19937 random(71);
-    // The scores: head h reads 64 bytes of the row from h x head_size.
-    const int row_bytes = ((c.n_heads - 1) * hs + 64 + 63) / 64 * 64;
-    compiler::FcPlacement cache_at, scores_at;
+    JoinedValueWrite t;
     const ValueChain v =
-        value_chain(w, kLayer, true, w.attention[kLayer + 1].v_base, &cache_at, kPositions,
-                    [&](llm::TileAllocator& tiles) {
-                      EXPECT_TRUE(tiles.place(c.n_heads * kPositions / 64,
-                                              compiler::fc_units_per_tile(64, false), scores_at));
-                    });
-    const ScoresLayer scores = scores_layer(
-        {c.n_heads, kPositions, 64, hs, hs, 110,
-         [](int o) { return 0.0006f + 0.0002f * float(o % 5); },
-         [](int h) { return 0.02f + 0.01f * float(h); }, scores_at.tiles, scores_at.param_units},
-        random);
-    ValueCache cache = value_cache(c, cache_at, kPositions, random);
-    const compiler::FcValueSum& sum = cache.sum;
-    std::vector<std::pair<int, int>> pieces;
-    const compiler::FfnChainTail tail = value_write_tail(v, c, cache, pieces);
-    const compiler::FfnChainPrograms apart =
-        compiler::generate_ffn_chain(v.chain, v.up_at, v.down_at, &tail);
-    compiler::FcChainValueWrite values{cache.write, 1, v.chain.after_r.groups};
-    values.write.from_byte =
-        compiler::value_vectors_side_by_side(c.n_heads, c.n_kv_heads, hs, 0).from_byte;
-    const compiler::FfnChainPrograms joined = compiler::generate_ffn_chain_softmax(
-        v.chain, v.up_at, v.down_at, scores.layer, scores.at, row_bytes, scores.exp_mult, nullptr,
-        nullptr, {}, &sum, &values);
-    const container::Executable attention =
-        compiler::generate_fc_batch_attention(scores.layer, scores.at, row_bytes, scores.exp_mult,
-                                              sum, {})
-            .execution;
-    // The write's marks, the cache rows' w.addr at position 0 its rows' units.
-    const size_t groups = cache_at.tiles.size();
-    ASSERT_EQ(joined.marks.size(), 2 * groups);
-    for (size_t g = 0; g < groups; ++g)
-      EXPECT_EQ(joined.marks[groups + g].value, cache.write.cache_units[g]);
+        value_chain(w, 0, true, w.attention[1].v_base, nullptr, 0,
+                    [&](llm::TileAllocator& tiles) { place_cache_and_scores(c, tiles, t); });
+    t.v_layer = 1;
+    t.v_groups = v.chain.after_r.groups;
+    t.chain_in = v.k_padded + v.dim_padded;
+    t.apart = [&](const compiler::FfnChainTail& tail) {
+      return compiler::generate_ffn_chain(v.chain, v.up_at, v.down_at, &tail);
+    };
+    t.joined = [&](const ScoresLayer& s, int row_bytes, const compiler::FcValueSum& sum,
+                   const compiler::FcChainValueWrite& values) {
+      return compiler::generate_ffn_chain_softmax(v.chain, v.up_at, v.down_at, s.layer, s.at,
+                                                  row_bytes, s.exp_mult, nullptr, nullptr, {}, &sum,
+                                                  &values);
+    };
+    std::mt19937 random(71);
+    check_joined_value_write(c, t, random);
+  });
+}
 
-    // Each chip: the chain's, the scores' and the cache's parameters (the same random cache).
-    struct Chip {
-      std::shared_ptr<chip::VirtualEdgeTpu> chip = std::make_shared<chip::VirtualEdgeTpu>();
-      std::unique_ptr<runtime::EdgeTpu> tpu = runtime::open_virtual_edgetpu({}, chip);
-      std::shared_ptr<runtime::Program> attention;
+// Layer 0's form (the chip path's first program, FcChain::after_r): q, k and v of layer 0 with v
+// after r, r the host's in the count block (the chain's and the scores' in the joined program):
+// generate_fc_chain_softmax with the write and the sum.
+TEST(FfnChainOnTheChip, ValueWriteAndSumAfterLayerZerosChainEqualTheProgramsApartBitForBit) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  for_each_reference_model(data, [](const std::string&, const LoadedModel& model) {
+    const llm::Config& c = model.ck.config;
+    llm::ThreadPool pool(2);
+    const llm::Int8Weights w(model.ck, llm::calibrate(model.ck, pool, 4), residual_options());
+    llm::TileAllocator tiles;
+    std::array<int, 3> out_at{};
+    const compiler::FcChain chain = layer_zero_chain(w, true, tiles, out_at);
+    JoinedValueWrite t;
+    place_cache_and_scores(c, tiles, t);
+    t.v_layer = 0;
+    t.v_groups = chain.after_r.groups;
+    t.chain_in = llm::whole_groups(c.dim);
+    t.apart = [&](const compiler::FfnChainTail& tail) {
+      return compiler::generate_fc_chain(chain, &tail);
     };
-    Chip apart_chip, joined_chip;
-    for (Chip* x : {&apart_chip, &joined_chip}) {
-      for (const container::Executable& e : apart.caching)
-        x->tpu->run(nullptr, std::make_shared<runtime::Program>(e));
-      x->tpu->run(nullptr, std::make_shared<runtime::Program>(
-                               compiler::fc_caching(scores.layer, scores.at)));
-      x->tpu->run(nullptr,
-                  std::make_shared<runtime::Program>(compiler::fc_caching(sum.layer, cache_at)));
-      x->attention = std::make_shared<runtime::Program>(attention);
-    }
-    auto chain_p = std::make_shared<runtime::Program>(apart.execution);
-    auto joined_p = std::make_shared<runtime::Program>(joined.execution);
-    const size_t chain_in = size_t(v.k_padded + v.dim_padded);
-    const size_t row_at = (chain_in + 255) / 256 * 256;
-    ASSERT_EQ(joined_p->input_bytes(0), row_at + size_t(row_bytes + compiler::kSoftmaxCountBytes));
-    // The row and the count block as the chip must see n (the runtime flips int8 input bytes).
-    const auto row_of = [&](const std::vector<uint8_t>& row, int n) {
-      std::vector<uint8_t> in = row;
-      in.resize(size_t(row_bytes + compiler::kSoftmaxCountBytes), 0);
-      for (int i = 0; i < 4; ++i) in[size_t(row_bytes + i)] = uint8_t(uint32_t(n) >> 8 * i) ^ 0x80u;
-      return in;
+    t.joined = [&](const ScoresLayer& s, int row_bytes, const compiler::FcValueSum& sum,
+                   const compiler::FcChainValueWrite& values) {
+      return compiler::generate_fc_chain_softmax(chain, s.layer, s.at, row_bytes, s.exp_mult,
+                                                 nullptr, nullptr, {}, &sum, &values);
     };
-    std::set<std::vector<uint8_t>> sums;
-    const std::vector<int> counts = {1, 4, 5, 64, 65};
-    for (const int n : counts) {
-      SCOPED_TRACE("n = " + std::to_string(n));
-      std::vector<uint8_t> in(chain_in), row(static_cast<size_t>(row_bytes));
-      for (uint8_t& b : in) b = static_cast<uint8_t>(random() % 255 + 1);
-      for (uint8_t& b : row) b = static_cast<uint8_t>(random() % 255 + 1);
-      patch_value_fields(*chain_p, apart.marks, 0, cache.write, n - 1);
-      std::vector<uint8_t> apart_in = in;  // (B.3's tail takes 8 bytes it does not read)
-      apart_in.resize(chain_p->input_bytes(0), 0);
-      std::vector<uint8_t> want = all_outputs_of(*apart_chip.tpu, chain_p, apart_in);
-      const std::vector<uint8_t> want_sum =
-          all_outputs_of(*apart_chip.tpu, apart_chip.attention, row_of(row, n));
-      want.insert(want.end(), want_sum.begin(), want_sum.end());
-      (void)all_outputs_of(*joined_chip.tpu, joined_chip.attention, row_of(row, n % 64 + 1));
-      patch_value_fields(*joined_p, joined.marks, 0, cache.write, n - 1);
-      in.resize(row_at, 0);
-      const std::vector<uint8_t> tail_in = row_of(row, n);
-      in.insert(in.end(), tail_in.begin(), tail_in.end());
-      const std::vector<uint8_t> got = all_outputs_of(*joined_chip.tpu, joined_p, in);
-      ASSERT_EQ(got.size(), want.size());
-      for (size_t i = 0; i < want.size(); ++i)
-        ASSERT_EQ(int(got[i]), int(want[i])) << "output byte " << i << " of " << want.size();
-      // The same cache and staging rows: every row of every group.
-      for (size_t g = 0; g < groups; ++g) {
-        const auto& a = apart_chip.chip->tile(cache_at.tiles[g]).wide;
-        const auto& b = joined_chip.chip->tile(cache_at.tiles[g]).wide;
-        const size_t from = 64 * size_t(cache_at.param_units[g]);
-        const size_t to = 64 * size_t(cache.write.vectors.rows[g].unit + 4);
-        ASSERT_TRUE(
-            std::equal(a.begin() + long(from), a.begin() + long(to), b.begin() + long(from)))
-            << "cache group " << g;
-      }
-      // Not trivial: the sums spread, and each position's differ.
-      EXPECT_GT(std::set<uint8_t>(want_sum.begin(), want_sum.end()).size(), size_t(16));
-      sums.insert(want_sum);
-    }
-    EXPECT_EQ(sums.size(), counts.size());
+    std::mt19937 random(79);
+    check_joined_value_write(c, t, random);
   });
 }
 
@@ -582,6 +774,25 @@ TEST(FfnChainOnTheChip, ValueTildeGroupsAfterRAreRefusedWhereTheyCannotBe) {
       [own](compiler::FfnChain& c) { c.after_r.const_units[0] = own; },
       [](compiler::FfnChain& c) { c.after_r.const_units[0] += 2; },
   };
+  // Layer 0's form: groups after r of a layer it lacks, or with a tail that names no block with
+  // r in its input (or one past it).
+  llm::TileAllocator tiles;
+  std::array<int, 3> out_at{};
+  const compiler::FcChain zero = layer_zero_chain(w, true, tiles, out_at);
+  EXPECT_NO_THROW(compiler::generate_fc_chain(zero));
+  compiler::FfnChainTail tail;
+  tail.input_bytes = 64;
+  tail.emit = [](compiler::Emitter&, int&, const compiler::FfnChainTailAt&) { return 0; };
+  compiler::FcChain past = zero;
+  past.after_r.layer = 1;
+  EXPECT_NE(error_of([&] { compiler::generate_fc_chain(past); }).find("after r"),
+            std::string::npos);
+  for (const int block : {-1, 8}) {
+    tail.r_block = block;
+    EXPECT_NE(error_of([&] { compiler::generate_fc_chain(zero, &tail); }).find("r's block"),
+              std::string::npos)
+        << block;
+  }
   for (size_t i = 0; i < bad.size(); ++i) {
     SCOPED_TRACE("case " + std::to_string(i));
     compiler::FfnChain chain = good.chain;
