@@ -68,6 +68,7 @@ struct ChipTransformer::FfnProgram {
   bool rope = false;              // and RoPE's products of its q and k (rope_of)
   compiler::FfnChain chain_desc;  // as generated (keep_rope_products generates it again)
   bool kept = false;              // q's products stay on the chip (keep_rope_products)
+  bool v_tilde = false;           // v's groups return v~ (chip_residual: chain_desc.after_r)
 };
 
 // The scores of one layer (chip_attention): one program whose segment h holds head h's keys as the
@@ -346,8 +347,6 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
                                  Int8Options options)
     : Int8Transformer(ck, pool, calibration, options), tpu_(tpu) {
   const Config& c = ck.config;
-  if (options.chip_residual)
-    fail("the residual stream in int8 (--chip-residual) runs on the CPU's int8 path only so far");
   TileAllocator tiles;
   int widest = 0;
   plans_.resize(size_t(c.n_layers) * kLayerMatmuls);
@@ -377,6 +376,7 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
           ((want_u && chain_ffn(l, tiles, true)) || chain_ffn(l, tiles, false))) {
         ++stats_.chained_layers;
         stats_.rms_layers += ffns_[size_t(l)].chain_desc.rms.layer >= 0;
+        stats_.value_tilde_layers += ffns_[size_t(l)].v_tilde;
         stats_.chip_matmuls += 3;  // the next layer's q, k, v
       }
     }
@@ -561,6 +561,37 @@ ChipTransformer::QkvPart ChipTransformer::qkv_part(int layer) const {
   return part;
 }
 
+compiler::FcChainAfterR ChipTransformer::value_tilde_groups(int layer, int v_at,
+                                                            compiler::FcLayer& fc,
+                                                            const compiler::FcPlacement& at,
+                                                            TileAllocator& tiles) const {
+  compiler::FcChainAfterR after;
+  if (!options().chip_residual) return after;
+  const int kv = config().kv_dim();
+  const std::vector<float>& base = weights()->attention[size_t(layer)].v_base;
+  TileAllocator trial = tiles;
+  bool resident = true;
+  for (int g = v_at / 64; g < compiler::fc_groups(fc.n); ++g) {
+    fc.group_out_zp[size_t(g)] = 128;  // v~'s zero point 0 in the chip's uint8
+    fc.group_clamp_min[size_t(g)] = -kSymmetricClamp;
+    fc.group_clamp_max[size_t(g)] = kSymmetricClamp;
+    after.groups.push_back(g);
+    for (int j = 64 * g - v_at; j < 64 * g - v_at + 64; ++j) {
+      after.base.push_back(j < kv ? base[size_t(j)] : 0.0f);
+      after.padding.push_back(j >= kv);
+    }
+    const int unit = resident ? trial.take(at.tiles[size_t(g)], 4) : -1;
+    resident = unit >= 0;
+    after.const_units.push_back(unit);
+  }
+  if (resident) {
+    tiles = trial;
+  } else {
+    after.const_units.clear();
+  }
+  return after;
+}
+
 // fused_layers: layer 0's q, k, v and u as one program (the chains compute the later layers').
 bool ChipTransformer::first_layer(TileAllocator& tiles, bool with_values) {
   const QkvPart part = qkv_part(0);
@@ -586,12 +617,24 @@ bool ChipTransformer::first_layer(TileAllocator& tiles, bool with_values) {
     chain.at.push_back(u_at);
     chain.output.push_back(true);
   }
+  // chip_residual: v's groups wait for r (the host's, in a block after the input) and return v~;
+  // where the generator does not take that, v as before (the host computes v~).
+  const compiler::FcChain plain = chain;
+  const TileAllocator plain_tiles = trial;
+  chain.after_r = value_tilde_groups(0, part.at[2], chain.layers[0], qkv_at, trial);
+  if (!chain.after_r.groups.empty()) chain.after_r.layer = 0;
+  const compiler::FcTableProducts rope =
+      want_rope() ? rope_of(0, 0, part.at) : compiler::FcTableProducts{};
+  const auto generate = [](const compiler::FcChain& c) { return compiler::generate_fc_chain(c); };
   compiler::FfnChainPrograms code;
-  if (!generate_with_rope(
-          chain, want_rope() ? rope_of(0, 0, part.at) : compiler::FcTableProducts{},
-          [](const compiler::FcChain& c) { return compiler::generate_fc_chain(c); }, code,
-          first_rope_))
-    return false;
+  if (!generate_with_rope(chain, rope, generate, code, first_rope_)) {
+    if (chain.after_r.layer < 0) return false;
+    chain = plain;
+    trial = plain_tiles;
+    if (!generate_with_rope(chain, rope, generate, code, first_rope_)) return false;
+  }
+  first_v_tilde_ = chain.after_r.layer >= 0;
+  stats_.value_tilde_layers += first_v_tilde_;
   first_chain_ = std::move(chain);
   stats_.rope_layers += first_rope_;
   tiles = trial;
@@ -638,6 +681,11 @@ bool ChipTransformer::chain_ffn(int layer, TileAllocator& tiles, bool with_value
   chain.ffn = p.layer;
   chain.extra_k = dim_padded;
   chain.next = {a, fc_layer(layer + 1, qkv)};
+  // chip_residual: v's groups wait for the chain's r and return v~ (with u they do not: u reads v).
+  const TileAllocator plain_tiles = trial;
+  if (!with_values && options().chip_rms)
+    chain.after_r = value_tilde_groups(layer + 1, part.at[2], chain.next[1], qkv_at, trial);
+  if (!chain.after_r.groups.empty()) chain.after_r.layer = 1;
   chain.next_at = {add_at, qkv_at};
   chain.next_output = {false, true};
   if (with_values) {
@@ -659,7 +707,14 @@ bool ChipTransformer::chain_ffn(int layer, TileAllocator& tiles, bool with_value
   const compiler::FcTableProducts rope =
       want_rope() ? rope_of(layer + 1, 1, part.at) : compiler::FcTableProducts{};
   bool rejected = false;
-  if (!generate_with_rope(chain, rope, generate, code, p.rope, &rejected)) return false;
+  if (!generate_with_rope(chain, rope, generate, code, p.rope, &rejected)) {
+    if (chain.after_r.layer < 0) return false;
+    // Without v~ on the chip (the host computes it from the add's bytes).
+    chain.after_r = {};
+    chain.next[1] = fc_layer(layer + 1, qkv);
+    trial = plain_tiles;
+    if (!generate_with_rope(chain, rope, generate, code, p.rope, &rejected)) return false;
+  }
   // Where the next layer's scores can join this chain (the products on the tiles are a condition;
   // alone they cost more than they save, docs/llm.md) and the products did not fit the tiles'
   // output rows where u's groups fill them (placed by memory alone): u again, each tile taking no
@@ -692,6 +747,7 @@ bool ChipTransformer::chain_ffn(int layer, TileAllocator& tiles, bool with_value
       }
     }
   }
+  p.v_tilde = chain.after_r.layer >= 0;
   p.chain_desc = std::move(chain);
   stats_.rope_layers += p.rope;
   tiles = trial;
@@ -859,6 +915,9 @@ bool ChipTransformer::join_scores(int layer) {
   const FfnProgram* f = first ? nullptr : &ffns_[size_t(layer - 1)];
   if (first ? !(first_ && first_kept_) : !(f->chain && f->kept && f->chain_desc.rms.layer >= 0))
     return false;
+  // chip_residual: v~ written and summed in the joined program is not built yet (docs/llm.md
+  // B.3); the programs run apart.
+  if (options().chip_residual) return false;
   const compiler::FcTableProducts& products =
       first ? first_chain_.products : f->chain_desc.products;
   const size_t q_groups = size_t(whole_groups(config().dim) / 64);
@@ -1722,6 +1781,10 @@ void ChipTransformer::ffn_add_q(int layer, const int8_t* xq, const int8_t* x2q, 
     rope_output(layer + 1, pos_, yq_.data() + p.dim_padded + qkv_bytes + u_bytes,
                 p.chain_desc.products);
   std::copy_n(yq_.begin(), c.dim, yq);
+  // chip_residual: the add's bytes are the next layer's x, which attention's residual add reads
+  // (and v~ where the chain did not compute it): the int8 path's add of the same bytes, on the
+  // host (w2's output is back anyway; the chain's add is that arithmetic).
+  if (options().chip_residual) residual_add(add_of(layer), x2q, yq, c.dim, next);
   // q, k, v come from the chip; the add's bytes stay there, and so does chip_rms's r of them: the
   // program's second output.
   if (p.chain_desc.rms.layer >= 0) {
@@ -1732,6 +1795,7 @@ void ChipTransformer::ffn_add_q(int layer, const int8_t* xq, const int8_t* x2q, 
   const auto qkv = yq_.begin() + p.dim_padded;
   stash_qkv(layer + 1, p.rope, &*qkv, p.qkv_at, p.qkv_outputs);
   stash_layer_ = layer + 1;
+  v_tilde_layer_ = p.v_tilde ? layer + 1 : -1;
   if (p.values) {
     u_stash_.assign(qkv + qkv_bytes, qkv + qkv_bytes + u_bytes);
     u_stash_layer_ = layer + 1;
@@ -1753,8 +1817,19 @@ void ChipTransformer::qkv_q(int layer, const int8_t* xq, int8_t* q, int8_t* k, i
     const int rope_bytes = first_rope_ ? rope_output_bytes(first_chain_.products) : 0;
     const int qkv_bytes = first_rope_ ? part.program.outputs - part.at[2] : part.program.outputs;
     const auto start = std::chrono::steady_clock::now();
-    const int in_bytes = dim_padded + tables, out_bytes = qkv_bytes + u_bytes + rope_bytes;
+    int in_bytes = dim_padded + tables;
+    const int out_bytes = qkv_bytes + u_bytes + rope_bytes;
     const bool joined = !joined_.empty() && !joined_[0].groups.empty();
+    if (first_v_tilde_ && !joined) {
+      // v's groups wait for r, the host's (chip_rms: of these bytes), at bytes 4..7 of a block
+      // from the next whole packet (the runtime flips each byte's top bit: flipped here).
+      const int block = compiler::fc_tables_at(in_bytes);
+      std::fill(xq_.begin() + in_bytes, xq_.begin() + block + 64, int8_t{0});
+      const uint32_t bits = std::bit_cast<uint32_t>(Int8Transformer::rms_scale_q(0, xq, nullptr));
+      for (int i = 0; i < 4; ++i)
+        xq_[size_t(block + 4 + i)] = static_cast<int8_t>(uint8_t((bits >> (8 * i)) & 0xff) ^ 0x80u);
+      in_bytes = block + 64;
+    }
     int run_bytes = in_bytes;
     if (joined && xq_.size() < size_t(in_bytes + 256 + compiler::kSoftmaxCountBytes))
       xq_.resize(size_t(in_bytes + 256 + compiler::kSoftmaxCountBytes));
@@ -1774,12 +1849,14 @@ void ChipTransformer::qkv_q(int layer, const int8_t* xq, int8_t* q, int8_t* k, i
       u_stash_layer_ = 0;
     }
     stash_qkv(0, first_rope_, yq_.data(), part.at, part.program.outputs);
+    v_tilde_layer_ = first_v_tilde_ ? 0 : -1;
     int8_t* outs[3] = {q, k, v};
     for (size_t i = 0; i < 3; ++i)
       std::copy_n(stash_.begin() + part.at[i], matmul(0, LayerMatmul(i)).rows, outs[i]);
     return;
   }
   if (stash_layer_ != layer) {
+    v_tilde_layer_ = -1;
     Int8Transformer::qkv_q(layer, xq, q, k, v);
     return;
   }
@@ -1788,6 +1865,16 @@ void ChipTransformer::qkv_q(int layer, const int8_t* xq, int8_t* q, int8_t* k, i
   int8_t* outs[3] = {q, k, v};
   for (size_t i = 0; i < 3; ++i)
     std::copy_n(stash_.begin() + p.qkv_at[i], matmul(layer, LayerMatmul(i)).rows, outs[i]);
+}
+
+void ChipTransformer::value_tilde_q(int layer, const int8_t* xq, const int8_t* v, float r,
+                                    int8_t* v_tilde) {
+  if (v_tilde_layer_ != layer) {
+    Int8Transformer::value_tilde_q(layer, xq, v, r, v_tilde);
+    return;
+  }
+  v_tilde_layer_ = -1;
+  std::copy_n(v, config().kv_dim(), v_tilde);
 }
 
 void ChipTransformer::values_q(int layer, const int8_t* v, int8_t* u) {

@@ -51,6 +51,9 @@ struct ChipPathStats {
   // Of them, with RMSNorm's scale r of the add's bytes computed in that program on the scalar
   // core and returned (Int8Options::chip_rms; compiler::FcChainRms).
   int rms_layers = 0;
+  // Layers whose v~ (Int8Options::chip_residual) the program computing their v returns in v's
+  // place, its groups waiting for r (compiler::FcChainAfterR).
+  int value_tilde_layers = 0;
   // Layers whose RoPE products (Int8Options::chip_rope) the program computing q and k computes.
   int rope_layers = 0;
   // Layers whose RoPE sum of q (q~) runs in the scores' program, before the scores.
@@ -120,6 +123,10 @@ class ChipTransformer : public Int8Transformer {
                   int8_t* q_rot) override;
   // chip_rms: r as the previous layer's chain computed it where it did (rms_layers).
   float rms_scale_q(int layer, const int8_t* xq, const float* x) override;
+  // chip_residual: v~ as the program computing q, k and v returned it in v's place where its v
+  // groups waited for r (v_tilde_layer_), else the host's.
+  void value_tilde_q(int layer, const int8_t* xq, const int8_t* v, float r,
+                     int8_t* v_tilde) override;
 
  private:
   struct Program;
@@ -295,6 +302,17 @@ class ChipTransformer : public Int8Transformer {
   bool first_kept_ = false;
   struct QkvPart;
   QkvPart qkv_part(int layer) const;
+  // chip_residual: v's groups of `layer`'s q, k, v layer `fc` (v's outputs from v_at, placed by
+  // `at`) wait for r and leave v~ (compiler::FcChainAfterR: multipliers f32(v_base_j r), zero
+  // point 0, clamps +-127), each group's constants in a row taken on its tile where every group
+  // has one left, else as immediates; the caller sets the layer. Empty groups: not wanted.
+  compiler::FcChainAfterR value_tilde_groups(int layer, int v_at, compiler::FcLayer& fc,
+                                             const compiler::FcPlacement& at,
+                                             TileAllocator& tiles) const;
+  // The layer whose q, k, v program returned v~ in v's place (the last qkv_q's), -1: none.
+  int v_tilde_layer_ = -1;
+  // Layer 0's program waits for r for v~ (first_chain_.after_r): r's block after its input.
+  bool first_v_tilde_ = false;
   // One run; `reads_kept`: p reads the products kept_run_ left on the tiles (a recovery runs
   // that again first).
   void run(const std::shared_ptr<runtime::Program>& p, const int8_t* in, int in_bytes, int8_t* out,

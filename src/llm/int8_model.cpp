@@ -706,7 +706,7 @@ void Int8Transformer::qkv(int layer, int pos, const float* x, float* q, float* k
     int8_t* vrow = v_cache_.data() + at * size_t(c.kv_dim());
     if (options().chip_residual) {
       // chip_residual: wv's output stage with the per-token multipliers, one rounding.
-      value_tilde(matmul(layer, LayerMatmul::kV), a.v_base, xq, r, vrow);
+      value_tilde_q(layer, xq, v8_.data(), r, vrow);
     } else {
       for (int j = 0; j < c.kv_dim(); ++j) vrow[j] = quantize_symmetric(v[j], a.v_scale[size_t(j)]);
     }
@@ -723,6 +723,12 @@ void Int8Transformer::qkv(int layer, int pos, const float* x, float* q, float* k
       u[at_hi] = quantize_symmetric(r * value, scale[size_t(i)]);
     }
   }
+}
+
+void Int8Transformer::value_tilde_q(int layer, const int8_t* xq, const int8_t* /*v*/, float r,
+                                    int8_t* v_tilde) {
+  value_tilde(matmul(layer, LayerMatmul::kV), weights_->attention[size_t(layer)].v_base, xq, r,
+              v_tilde);
 }
 
 float Int8Transformer::rms_scale_q(int layer, const int8_t* xq, const float* x) {

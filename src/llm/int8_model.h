@@ -390,6 +390,11 @@ class Int8Transformer : public Transformer {
   // fused_layers: RMSNorm's scale r of the layer's input, from the host's float32 residual x or,
   // with chip_rms, from x's bytes xq (q, k and v's input) by chip_rms_scale (int8_rms.h).
   virtual float rms_scale_q(int layer, const int8_t* xq, const float* x);
+  // chip_residual: v~ of the layer's input x_q with r (kv_dim bytes, wv's output stage with the
+  // per-token multipliers) into `v_tilde`; `v` is qkv_q's third output. By default value_tilde of
+  // x_q on the host; the chip path takes the bytes its program computed in v's place.
+  virtual void value_tilde_q(int layer, const int8_t* xq, const int8_t* v, float r,
+                             int8_t* v_tilde);
   // chip_residual: x after the last layer from the last add's bytes.
   void final_residual(float* x) override;
   // WeightedSum::kValueCache: v~ = r v of position t (kv_dim bytes).

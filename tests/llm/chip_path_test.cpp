@@ -1143,6 +1143,64 @@ TEST(ChipPathStepD, GenerateWithTheScoresJoinedToTheChainsWritesTheInt8Text) {
   }
 }
 
+// The residual stream in int8 (Int8Options::chip_residual) on the chip path: the programs computing
+// q, k and v (layer 0's, with the host's r in a block after its input, and each chain, with its own
+// r) return v~ from wv's output stage in v's place, which the host takes for its value cache
+// instead of computing it, and the adds and the FFN's RMSNorm are the int8 path's; so on rand_gqa
+// the logits are the int8 path's bit for bit, with the value cache's programs apart and with the
+// scores, RoPE's sums and the key's column on the chip too (none joined yet).
+TEST(ChipPathStepD, ValueTildeFromTheChipGivesTheInt8PathsLogitsBitForBit) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  std::string why;
+  const auto model = reference_model(data, "rand_gqa", why);
+  if (!model) GTEST_SKIP() << why;
+  const llm::Int8Options residual{.weighted_sum = llm::WeightedSum::kValueCache,
+                                  .chip_rope = true,
+                                  .chip_rms = true,
+                                  .chip_residual = true};
+  llm::Int8Options on_chip = residual;
+  on_chip.chip_scores = on_chip.chip_key_write = true;
+  std::vector<llm::ChipPathStats> stats;
+  expect_chips_equal_int8(model->ck, model->tok, 12, {residual, on_chip}, stats);
+  const int layers = model->ck.config.n_layers;
+  for (const llm::ChipPathStats& s : stats) {
+    EXPECT_EQ(s.value_tilde_layers, layers);
+    EXPECT_EQ(s.value_sum_layers, layers);
+    EXPECT_EQ(s.joined_layers, 0);
+  }
+  EXPECT_EQ(stats[1].attention_layers, layers);
+  EXPECT_EQ(stats[1].key_sum_layers, layers);
+}
+
+// `generate --device sim --chip-residual` with the value cache, RoPE and RMSNorm on the chip (and
+// with the scores, RoPE's sums and the key's column there too) writes the int8 CPU path's text on
+// both test checkpoints, every layer's v~ returned by the program computing its v (refused without
+// its parts on a device too: Int8Residual.GenerateTakesTheFlagWithItsParts).
+TEST(ChipPathStepD, GenerateWithTheResidualStreamInInt8WritesTheInt8Text) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  const std::string parts = " --chip-rms --chip-rope --weighted-sum value-cache --chip-residual";
+  for (const std::string name : {"rand_gqa", "rand15M"}) {
+    SCOPED_TRACE(name);
+    std::string why;
+    const auto path = reference_checkpoint(data, name, why);
+    if (!path) GTEST_SKIP() << why;
+    const int layers = name == "rand15M" ? 6 : 2;
+    for (const std::string flags : {"", " --scores-on-chip --key-column-write"}) {
+      SCOPED_TRACE(flags);
+#ifdef TINYCORAL_ASAN
+      if (name == "rand15M" && flags.empty()) continue;  // (test time: rand_gqa takes that path)
+#endif
+      std::string cpu_text;
+      const nlohmann::json j = sim_writes_cpu_text(data, *path, name, "--device cpu --int8" + parts,
+                                                   "--device sim" + parts + flags, cpu_text);
+      ASSERT_FALSE(j.is_null());
+      EXPECT_EQ(j.at("chip").at("value_tilde_layers_on_chip"), layers);
+      EXPECT_EQ(j.at("chip").at("value_sum_layers_on_chip"), layers);
+      EXPECT_EQ(j.at("chip").at("joined_layers_on_chip"), 0);
+    }
+  }
+}
+
 // The chains' r (compiler::FcChainRms: the residual add's bytes into scalar memory, the scalar
 // core's routine, r pushed as the program's second output) is the int8 path's chip_rms_scale of the
 // same bytes bit for bit, for every layer and position of a greedy and a sampled story on both

@@ -103,6 +103,7 @@ nlohmann::json chip_json(const llm::ChipPathStats& s, int positions, double wall
   j["key_sum_layers_on_chip"] = s.key_sum_layers;
   j["rope_multiplier_layers_on_chip"] = s.rope_mult_layers;
   j["rms_layers_on_chip"] = s.rms_layers;
+  j["value_tilde_layers_on_chip"] = s.value_tilde_layers;
   j["key_sum_groups_on_chip"] = s.key_sum_groups;
   j["rope_kept_layers_on_chip"] = s.rope_kept_layers;
   j["joined_layers_on_chip"] = s.joined_layers;
@@ -173,10 +174,10 @@ void run(GenerateArgs& a) {
     fail("--rope-products-to-host needs --chip-rope and --scores-on-chip");
   if (a.chip_rms && ((!a.int8 && !tpu) || a.unfused_layers || a.batch != -1))
     fail("--chip-rms needs --int8 or an Edge TPU device, the default arithmetic and no --batch");
-  if (a.chip_residual && (!a.int8 || tpu || a.unfused_layers || a.batch != -1 || !a.chip_rms ||
+  if (a.chip_residual && ((!a.int8 && !tpu) || a.unfused_layers || a.batch != -1 || !a.chip_rms ||
                           !a.chip_rope || weighted_sum != llm::WeightedSum::kValueCache))
     fail(
-        "--chip-residual needs --int8 on the CPU (no Edge TPU device, no --batch), the default "
+        "--chip-residual needs --int8 or an Edge TPU device (no --batch), the default "
         "arithmetic, --chip-rms, --chip-rope and --weighted-sum value-cache");
   const llm::Int8Options layers{.fused_layers = !a.unfused_layers,
                                 .chip_attention = true,
@@ -358,10 +359,12 @@ void add_generate_command(CLI::App& app) {
                 "usb past layer 0 by the chip's scalar core in the program computing those "
                 "bytes, else by the host (docs/llm.md)");
   cmd->add_flag("--chip-residual", args->chip_residual,
-                "--int8 on the CPU with --chip-rms --chip-rope --weighted-sum value-cache: the "
+                "int8, sim or usb, with --chip-rms --chip-rope --weighted-sum value-cache: the "
                 "residual stream in int8 between attention and the FFN and between layers, as a "
                 "program of the whole layer would compute it (v~ from wv's output stage, the "
-                "FFN's RMSNorm from the bytes; docs/llm.md)");
+                "FFN's RMSNorm from the bytes); on sim or usb the programs computing q, k and v "
+                "return v~ (wv's groups wait for r), the adds and the FFN's RMSNorm run on the "
+                "host, and no layer's scores join the program before them yet (docs/llm.md)");
   cmd->add_flag("--values-on-host", args->values_on_host,
                 "--batch on sim or usb: the host computes the values' u (wo folded into them) "
                 "from v instead of the chip, which then returns v, not u: faster for large "
