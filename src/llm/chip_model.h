@@ -21,7 +21,11 @@
 // host. With the scores on the chip, RoPE and RMSNorm on the chip and the key's column written by
 // the program (--scores-on-chip --chip-rope --chip-rms --key-column-write), each layer's scores
 // run inside the program before them (join step 4, docs/llm.md: one run for both, the key's
-// products moved on the chip; stats().joined_layers counts the layers joined).
+// products moved on the chip; stats().joined_layers counts the layers joined). With
+// Int8Options::chip_residual the programs computing q, k and v return v~ (wv's output stage with
+// the multipliers f32(v_base_j r), compiler::FcChainAfterR) in v's place, which the host's value
+// cache takes (stats().value_tilde_layers); the residual adds around attention and the FFN's
+// RMSNorm run on the host in the int8 path's arithmetic, and no layer is joined yet.
 #pragma once
 
 #include <array>
