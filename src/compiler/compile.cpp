@@ -60,7 +60,13 @@ Lowered lower_conv_chain(const Graph& graph, const std::vector<int>& ops) {
   if (why.empty()) {
     ConvChain attempt = chain;
     std::string attempt_why;
-    if (repack_input_on_chip(attempt)) programs = try_generate_conv(attempt, attempt_why);
+    if (repack_input_on_chip(attempt)) {
+      programs = try_generate_conv(attempt, attempt_why);
+    } else if (widen_input_on_chip(attempt) && widened_pixels_pay(chain, attempt)) {
+      // 1-3 channel images that stream as they are: widened to whole-word pixels on the chip
+      // where the first layer's ops save more cycles than the repack takes.
+      programs = try_generate_conv(attempt, attempt_why);
+    }
     if (programs)
       return {make_package({std::move(programs->execution), std::move(programs->caching)}), "",
               std::nullopt};

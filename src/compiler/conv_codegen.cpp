@@ -451,10 +451,12 @@ void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
   if (staging) {
     repack_input(e, stages.front().tiles, *staging);
     const Stage& s = stages.front();
-    if (s.tiles.front().rounds == 1 && s.first + 1 < s.end) {
-      fill_image(s, s.first + 1);
-      tile_fence(e, "counters=0x1ffff units=0x3ff");
-    }
+    // (And the image of a stage written in place out of the first: the staging may lie under it.)
+    const bool second = s.tiles.front().rounds == 1 && s.first + 1 < s.end;
+    const bool next = stages.size() > 1 && stages[1].halo_in && !stages[1].fill_late;
+    if (second) fill_image(s, s.first + 1);
+    if (next) fill_image(stages[1], stages[1].first);
+    if (second || next) tile_fence(e, "counters=0x1ffff units=0x3ff");
   }
   int64_t streamed = 0;  // bytes of the execution program's own parameters loaded so far
   // The segment each group has in wide memory (the caching program put the first of each), and
@@ -1213,9 +1215,9 @@ ConvPrograms programs_of(const ConvChain& chain, const Layout& layout_of, int ou
       execution_executable(execution_program(chain, shapes, stages, loads));
   // (An image repacked on the chip: the host's rows as they are, the last unit padded.)
   const int in_w = chain.repack_w > 0 ? chain.repack_w : first.w;
-  const int in_bytes = round_up(first.h * in_w * first.cin, 8);
-  eo.input_layers.push_back(boundary_layer(chain.input_name, first.h, in_w, first.cin, first.in_zp,
-                                           first.in_scale, false, chain.signed_input));
+  const int in_bytes = round_up(first.h * in_w * chain.host_channels(), 8);
+  eo.input_layers.push_back(boundary_layer(chain.input_name, first.h, in_w, chain.host_channels(),
+                                           first.in_zp, first.in_scale, false, chain.signed_input));
   eo.input_layers.back().size_bytes = in_bytes;
   const int out_total = output_bytes(tiles);
   container::Layer out_layer = boundary_layer(chain.output_name, out_total, last.out_zp,
@@ -1378,6 +1380,20 @@ std::optional<ConvHead> emit_conv_head(const ConvChain& chain, Emitter& executio
   emit_program(execution, chain, layout.shapes, stages, loads, true, false, true);
   emit_caching(caching, layout.shapes, true);
   return head;
+}
+
+bool widened_pixels_pay(const ConvChain& as_is, const ConvChain& widened) {
+  auto cycles_a_pixel = [](const ConvChain& chain) {
+    const LayerPlan lp = conv::shapes_of(chain).layers.front();
+    const double steps = double(lp.kwords) * lp.groups;
+    return std::max(steps * lp.group_ch * 4 / 72, steps / 4) / lp.block;
+  };
+  const ConvLayer& l = as_is.layers.front();
+  // (A block wider than an op's columns has no form as it is: its 4-byte pixels come from the
+  // host, as before.)
+  if (conv::block_of(l) * conv::block_cout(l) > conv::kColumns) return false;
+  const double repack = double(l.h) * l.w * l.cin / (double(l.oh) * l.ow) / 4;
+  return cycles_a_pixel(as_is) - cycles_a_pixel(widened) > repack;
 }
 
 std::optional<ConvPrograms> try_generate_conv(const ConvChain& chain, std::string& why) {

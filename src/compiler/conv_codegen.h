@@ -72,6 +72,12 @@ std::optional<ConvHead> emit_conv_head(const ConvChain& chain, Emitter& executio
 // which hand_over chooses by counting: conv::ScheduleWordsCheck.)
 std::vector<std::pair<uint32_t, uint32_t>> priced_program_words(const ConvChain& chain);
 
+// Whether the host's image widened to whole-word pixels on the chip (`widened`,
+// widen_input_on_chip) pays against streaming it as it is (`as_is`): the first layer's op
+// cycles an output pixel on the clock's model (the busier of its MACs and its steps) fall by
+// more than the repack's bytes an output pixel take (one a step, 4 steps a cycle).
+bool widened_pixels_pay(const ConvChain& as_is, const ConvChain& widened);
+
 // conv_unsupported and generate_conv at once (the placement search runs once): the executables,
 // or nothing with the reason in `why`.
 std::optional<ConvPrograms> try_generate_conv(const ConvChain& chain, std::string& why);

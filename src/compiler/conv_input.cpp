@@ -184,7 +184,8 @@ int shift(const LayerPlan& lp, const Staging& s) {
 std::optional<Staging> staging_of(const ConvChain& chain, const std::vector<Plan>& tiles,
                                   int align) {
   Staging s;
-  s.row_bytes = chain.repack_w * chain.layers.front().cin;
+  s.row_bytes = chain.repack_w * chain.host_channels();
+  s.pixel_bytes = chain.repack_cin;
   s.align = align;
   int below = kNarrowBytes, above = 0, bytes = 0;
   for (const Plan& t : tiles)
@@ -324,9 +325,10 @@ namespace {
 // the identity row's lanes make each output word, `words` words a row over `rows` rows; with
 // in_zp = out_zp = zp the word's bytes past `bytes` get the zero point.
 std::string narrow_copy(int in, int in_row, int out, int out_row, int bytes, int words, int rows,
-                        int zp) {
+                        int zp, int in_step = 4) {
   int in_hmode = 0, out_hmode = 0, par_hmode = 0;
-  const std::string in_walk = byte_walk({{1, bytes}, {4, words}, {in_row, rows}}, 3, &in_hmode);
+  const std::string in_walk =
+      byte_walk({{1, bytes}, {in_step, words}, {in_row, rows}}, 3, &in_hmode);
   const std::string out_walk = byte_walk({{4, 1}, {4, words}, {out_row, rows}}, 3, &out_hmode);
   const std::string par = byte_walk({{1, bytes}, {0, words}, {0, rows}}, 1, &par_hmode);
   const float inf = std::numeric_limits<float>::infinity();
@@ -362,6 +364,12 @@ void repack_input(Emitter& e, const std::vector<Plan>& tiles, const Staging& s) 
       if (yb <= ya) continue;
       const int in = s.base + shift(lp, s) + row_offset(lp, s.row_bytes, s.align);
       const int out = lp.pixel(ya - lp.top, l.pad_left), row = 4 * lp.row_words();
+      if (s.pixel_bytes > 0) {  // (each pixel one word, its last bytes the zero point)
+        ops.add(tile_bit(t.tile), "op",
+                narrow_copy(in, s.row_bytes, out, row, s.pixel_bytes, s.row_bytes / s.pixel_bytes,
+                            yb - ya, l.in_zp, s.pixel_bytes));
+        continue;
+      }
       if (words > 0)
         ops.add(tile_bit(t.tile), "op",
                 narrow_copy(in, s.row_bytes, out, row, 4, words, yb - ya, 0));

@@ -19,7 +19,8 @@ namespace tinycoral::compiler::conv {
 // image holds anything (its zero point): the staging may lie below or above it, over the stage's
 // other images and output (the second image is filled after the repack).
 struct Staging {
-  int row_bytes = 0;  // the host's rows
+  int row_bytes = 0;    // the host's rows
+  int pixel_bytes = 0;  // the host's pixels when the repack widens them to words (else 0)
   int base = 0, identity = 0;
   // Units a tile's share starts and ends at a multiple of (but the image's last): kPieceUnits
   // where that fits, so that the shares' common rows go once to both tiles (stream_pieces).

@@ -714,4 +714,18 @@ bool repack_input_on_chip(ConvChain& chain) {
   return true;
 }
 
+bool widen_input_on_chip(ConvChain& chain) {
+  if (chain.layers.empty() || !conv::input_streamable(chain.layers.front())) return false;
+  // (pad_input_on_host's 4-byte pixels, where they need no columns: the same image in place.)
+  ConvChain wide = chain;
+  const ConvLayer& l = chain.layers.front();
+  if (!pad_input_on_host(wide, true) || wide.host_w != l.w) return false;
+  wide.host_w = wide.host_cin = 0;
+  wide.input_name = chain.input_name;
+  wide.repack_w = l.w;
+  wide.repack_cin = l.cin;
+  chain = std::move(wide);
+  return true;
+}
+
 }  // namespace tinycoral::compiler

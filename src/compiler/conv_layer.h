@@ -123,6 +123,11 @@ struct ConvChain {
   // The model's image width when the host sends the image as it is and the chip repacks its rows
   // into the first layer's wider image (repack_input_on_chip); 0 otherwise.
   int repack_w = 0;
+  // The host's channels when the repack also widens its pixels to whole words (1-3); 0 when the
+  // repack keeps the first layer's channels.
+  int repack_cin = 0;
+  // The channels of the image as the host sends it.
+  int host_channels() const { return repack_cin > 0 ? repack_cin : layers.front().cin; }
 };
 
 // An input whose pixels are not whole words (1-3 channels) with rows that cannot be streamed in
@@ -145,6 +150,11 @@ bool pad_input_on_host(ConvChain& chain, bool whole_pixels = false);
 // layer and sets repack_w; false (chain untouched) where pad_input_on_host would not pad columns
 // only.
 bool repack_input_on_chip(ConvChain& chain);
+
+// The host's image as it is, its 1-3 channel pixels widened on the chip to whole words (the
+// first layer's channels padded to 4 with weight zero points, as pad_input_on_host's whole
+// pixels): the first layer then takes one word a tap. Sets repack_w and repack_cin.
+bool widen_input_on_chip(ConvChain& chain);
 
 // Recognises [QUANTIZE] CONV_2D... [QUANTIZE] where each CONV_2D (or DEPTHWISE_CONV_2D with depth
 // multiplier 1 and at least 4 channels) reads the previous one's output, optionally ended by

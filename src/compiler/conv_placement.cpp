@@ -1899,7 +1899,7 @@ std::pair<Layout, double> in_place_layout(const ConvChain& chain, const Layout& 
   std::pair<Layout, double> best{layout, 0};
   write_in_place(chain, best.first.shapes, best.first.stages);
   best.second = modeled_cycles(best.first, program_bytes);
-  if (chain.repack_w > 0 || layout.stages.size() < 2) return best;
+  if ((chain.repack_w > 0 && chain.repack_cin == 0) || layout.stages.size() < 2) return best;
   Layout first = layout;
   write_in_place(chain, first.shapes, first.stages, true);
   if (!first.stages[1].halo_in) return best;

@@ -543,8 +543,10 @@ void write_in_place(const ConvChain& chain, const Shapes& shapes, std::vector<St
             {lp.in_base, lp.in_base + lp.in_bytes(), sa > 0 ? sa - 1 : 0, sb});
       }
   // (Out of the first stage only where asked and the host's image is not staged
-  // (ConvChain::repack_w): a staging may lie where the image would move.)
-  for (size_t k = from_first && chain.repack_w == 0 ? 0 : 1; k + 1 < stages.size(); ++k) {
+  // (ConvChain::repack_w): a staging may lie where the image would move. A staging whose pixels
+  // the repack widens may: the image of the stage after is filled after the repack.)
+  for (size_t k = from_first && (chain.repack_w == 0 || chain.repack_cin > 0) ? 0 : 1;
+       k + 1 < stages.size(); ++k) {
     Stage& a = stages[k];
     Stage& b = stages[k + 1];
     const InPlace how = in_place(chain, a, b);

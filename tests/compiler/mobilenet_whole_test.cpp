@@ -589,7 +589,8 @@ void v2_held_taps_go_out_in_pieces(const CompiledV2& v2) {
       in_pieces += in.value("sdims") == 3;
     }
   EXPECT_LE(taps, 24) << "(37 with each run in one piece)";
-  EXPECT_GE(in_pieces, 10);
+  // (21 producers, 9 in pieces, since the image is widened on the chip; 23 and 12 before.)
+  EXPECT_GE(in_pieces, 9);
 }
 
 // Where an ADD's rows are still built by fills each inference (an ADD that finds no free rows to
