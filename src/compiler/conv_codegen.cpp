@@ -16,6 +16,7 @@
 #include <tuple>
 
 #include "common/error.h"
+#include "compiler/conv_fifo.h"
 #include "compiler/conv_hand_over.h"
 #include "compiler/conv_input.h"
 #include "compiler/conv_ops.h"
@@ -297,9 +298,10 @@ void fence_on(Emitter& e, uint32_t tiles) {
   e.add("scsync", cat("tiles=0xffff tokwait=1 tmask=", hex(tiles), " sunits=0x0c"));
 }
 
-// The fence before run k of `part`: on the tile of run k - 1.
+// The fence before run k of `part`: on the tile of run k - 1, none where that is run k's tile (a
+// tile's producer sends its runs in order).
 void fifo_fence(Emitter& e, const Part& part, size_t k) {
-  fence_on(e, tile_bit(part.owned[k - 1].tile));
+  if (part.owned[k - 1].tile != part.owned[k].tile) fence_on(e, tile_bit(part.owned[k - 1].tile));
 }
 
 void fifo_run(Emitter& e, const Part& part, size_t k, uint32_t mask) {
@@ -311,13 +313,8 @@ void fifo_run(Emitter& e, const Part& part, size_t k, uint32_t mask) {
             " x 1) sdims=1 pcfg=4 r0.id=0x32 r0.en_a=1 r0.en_b=1 to_c1=1 dest=", hex(mask)));
 }
 
-// How many of `part`'s runs go before the ops: those up to the last fence on a computing tile (0:
-// none, no such fence).
 size_t runs_before_ops(const Part& part, uint32_t computing) {
-  size_t fenced = 0;
-  for (size_t k = 1; k < part.owned.size(); ++k)
-    if (computing & tile_bit(part.owned[k - 1].tile)) fenced = k;
-  return fenced;
+  return fifo_runs_before_ops(part, computing);
 }
 
 // The runs of FIFO parts (with their tiles) that go before the ops (kFencedBeforeOps), run k of

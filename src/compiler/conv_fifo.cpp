@@ -2,6 +2,7 @@
 #include "compiler/conv_fifo.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace tinycoral::compiler::conv {
 
@@ -59,7 +60,139 @@ void send_order(std::vector<Part::Owned>& runs, uint32_t computing) {
   runs = std::move(order);
 }
 
+// The rows of `lp`'s parts sent before its ops (fifo_runs_before_ops).
+int rows_before_ops(const LayerPlan& lp, uint32_t computing) {
+  int rows = 0;
+  for (const Part& part : lp.parts) {
+    const size_t n = fifo_runs_before_ops(part, computing);
+    for (size_t k = 0; k < n; ++k) rows += part.owned[k].r1 - part.owned[k].r0;
+  }
+  return rows;
+}
+
+// Each part of FIFO layer `lp` on one computing tile (the one with the most free rows in whole
+// windows of `unit` rows), its rows beyond that tile's on tiles that do not compute the layer,
+// those sent first; the first run's first window as a run of its own (the ops start at their
+// first fill, so every part's comes early). No fence then stands on a computing tile (a tile's
+// runs need none between them): no run holds the ops back. False when some part does not fit so.
+bool on_one_computing_tile(LayerPlan& lp, WideRows& used, uint32_t computing, int unit) {
+  auto whole = [&](const std::pair<int, int>& run) {
+    return (run.second - run.first) / unit * unit;
+  };
+  // (Largest free runs of `tile` first.)
+  auto take = [&](int tile, int& left, std::vector<Part::Owned>& runs) {
+    for (int n = 1; n > 0 && left > 0;) {
+      std::pair<int, int> longest{0, 0};
+      for (const auto& run : used.free_runs(tile))
+        if (whole(run) > whole(longest)) longest = run;
+      n = std::min(left, whole(longest));
+      if (n == 0) break;
+      runs.push_back({0, n, tile, longest.first, 0});
+      used.take(tile, longest.first, longest.first + n);
+      left -= n;
+    }
+  };
+  for (Part& part : lp.parts) {
+    int best = -1, best_rows = 0;
+    for (int t = 0; t < kTiles; ++t) {
+      if ((computing & tile_bit(t)) == 0) continue;
+      int rows = 0;
+      for (const auto& run : used.free_runs(t)) rows += whole(run);
+      if (rows > best_rows) best = t, best_rows = rows;
+    }
+    if (best < 0) return false;
+    const int total = (part.g1 - part.g0) * lp.kwords;
+    int own = std::min(total, best_rows), rest = total - own;
+    std::vector<Part::Owned> runs, mine;
+    take(best, own, mine);
+    for (int t = 0; t < kTiles && rest > 0; ++t)
+      if ((computing & tile_bit(t)) == 0) take(t, rest, runs);
+    if (rest > 0 || own > 0) return false;
+    runs.insert(runs.end(), mine.begin(), mine.end());
+    if (runs.front().r1 > unit) {
+      Part::Owned head = runs.front();
+      head.r1 = unit;
+      runs.front().row += unit;
+      runs.front().r1 -= unit;
+      runs.insert(runs.begin(), head);
+    }
+    int r = 0;
+    for (Part::Owned& run : runs) {
+      const int rows = run.r1 - run.r0;
+      run.r0 = r, run.r1 = r += rows;
+    }
+    part.owned = std::move(runs);
+  }
+  return true;
+}
+
 }  // namespace
+
+size_t fifo_runs_before_ops(const Part& part, uint32_t computing) {
+  size_t fenced = 0;
+  for (size_t k = 1; k < part.owned.size(); ++k)
+    if (part.owned[k - 1].tile != part.owned[k].tile &&
+        (computing & tile_bit(part.owned[k - 1].tile)) != 0)
+      fenced = k;
+  return fenced;
+}
+
+void refit_fifo_runs(Shapes& s, const std::vector<bool>& keep) {
+  bool adds = false;
+  for (const LayerPlan& lp : s.layers) adds = adds || lp.l->residual();
+  for (size_t i = 0; i < s.layers.size(); ++i) {
+    LayerPlan& lp = s.layers[i];
+    if (!lp.fifo || keep[i]) continue;
+    // Every row taken but this layer's runs: the segments and their owners, the other FIFO
+    // layers' runs, the ADDs' cached rows, the held taps, the rows kept for the ADDs' fills.
+    // (Rows under the segments' top only: free runs end there, and the depthwise FIFO and rows the
+    // ADDs keep above it are no room for runs.)
+    WideRows used;
+    auto take = [&](int tile, int a, int b) {
+      if (a < kSegmentRows) used.take(tile, a, std::min(b, kSegmentRows));
+    };
+    uint32_t computing = 0;
+    for (const Segment& seg : s.segments) {
+      for (int t = 0; t < kTiles; ++t)
+        if (seg.mask & tile_bit(t)) take(t, seg.base_row, seg.base_row + seg.rows);
+      if (seg.owner >= 0) take(seg.owner, seg.owner_row, seg.owner_row + seg.rows);
+    }
+    for (const Part& part : lp.parts)
+      computing |= s.segments[static_cast<size_t>(part.segment)].mask;
+    if (adds)
+      for (int t = 0; t < kTiles; ++t) take(t, kSegmentRows - kAddWeightRows, kSegmentRows);
+    for (size_t j = 0; j < s.layers.size(); ++j) {
+      const LayerPlan& other = s.layers[j];
+      if (j != i)
+        for (const Part& part : other.parts)
+          for (const Part::Owned& run : part.owned)
+            take(run.tile, run.row, run.row + run.r1 - run.r0);
+      if (other.add_row >= 0)
+        for (int t = 0; t < kTiles; ++t)
+          if (other.add_mask & tile_bit(t)) take(t, other.add_row, other.add_row + kAddWeightRows);
+      for (const HeldTaps& hold : other.holds)
+        for (int k = 0; k < hold.pieces(); ++k)
+          take(hold.tile, hold.row + k * hold.step, hold.row + k * hold.step + hold.piece);
+    }
+    LayerPlan one = lp;
+    const int unit = lp.chunk > 0 ? lp.chunk : lp.kwords;
+    // (Taken where the ops wait for fewer rows, or as many where the parts then start together: of
+    // one part, the first window alone gains nothing.)
+    if (!on_one_computing_tile(one, used, computing, unit)) continue;
+    const int waits = rows_before_ops(one, computing), waited = rows_before_ops(lp, computing);
+    if (waits > waited || (waits == waited && lp.parts.size() < 2)) continue;
+    // (The same rows of the parameter stream, from the layer's first run's offset.)
+    size_t offset = SIZE_MAX;
+    for (const Part& part : lp.parts)
+      for (const Part::Owned& run : part.owned) offset = std::min(offset, run.offset);
+    for (Part& part : one.parts)
+      for (Part::Owned& run : part.owned) {
+        run.offset = offset;
+        offset += static_cast<size_t>(run.r1 - run.r0) * kRowBytes;
+      }
+    lp = std::move(one);
+  }
+}
 
 bool own_fifo_weights(Shapes& s) {
   // The rows each tile's segment groups take, then the owners' runs.

@@ -36,6 +36,21 @@ void chunk_fifo_windows(Shapes& s, const std::vector<Stage>& stages);
 // runs' stream offsets; false (and nothing set) when some part finds no room.
 bool own_fifo_weights(Shapes& s);
 
+// How many of `part`'s runs, in send order, go before the layer's ops: those up to the last fence
+// on a tile in `computing` (a run after one from another tile waits for it at a fence on that
+// tile; after one from the same tile it needs none: a tile's producer sends its runs in order). 0:
+// no such fence.
+size_t fifo_runs_before_ops(const Part& part, uint32_t computing);
+
+// After the layout (every segment, owner, ADD row and held tap placed; docs/compiler.md "FIFO
+// slices on one computing tile, a window first"): each FIFO layer whose parts fit on one computing
+// tile each and on tiles that do not compute the layer, in rows nothing else takes, placed so where
+// its ops would wait for fewer rows before them, or as many in a layer of several parts (each
+// part's first window then a run of its own, sent before any longer run: the ops start at their
+// first fill, and now together). Not the layers `keep` names (the
+// code generator's halo rows first needs parts of one run).
+void refit_fifo_runs(Shapes& s, const std::vector<bool>& keep);
+
 // Where the layout's segments take turns in wide memory (the parameters exceed the tiles'), its
 // capable layers of those groups take their weights through FIFOs instead, when the segments then
 // need no turns and every weight row finds an owner: no layer runs in parts any longer, and no

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "compiler/conv_fifo.h"
+#include "compiler/conv_row_split.h"
 
 namespace tinycoral::compiler::conv {
 
@@ -2157,6 +2158,13 @@ Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes,
   cache_add_rows(out.shapes, out.stages);
   // (And the split depthwise layers' taps, each layer's on one holder, where a tile has room.)
   hold_dense_taps(out.shapes, out.stages);
+  // (And the FIFO layers' runs where their ops then wait for no more rows and start together; not
+  // where halo rows go first, whose form takes parts of one run.)
+  std::vector<bool> keep(out.shapes.layers.size(), false);
+  for (size_t si = 0; si < out.stages.size(); ++si)
+    for (size_t i = out.stages[si].first; i < out.stages[si].end; ++i)
+      keep[i] = !halo_first(chain, out.stages, si, i).empty();
+  refit_fifo_runs(out.shapes, keep);
   return out;
 }
 
