@@ -355,10 +355,11 @@ void fifo_broadcast(Emitter& e, const Part& part, uint32_t mask, uint32_t comput
 // last layer's bytes go to the host's scratch buffer and the program does not end here.
 // `pricing`: the placement search prices the layout (hand_over's forms for it). `final_forms`:
 // halo_first's and swap_split's two ops a band where they apply, the host's image popped in
-// pieces for the runs (stream_input).
+// pieces for the runs (stream_input). `keep_output` (with `head`): the last layer's bands stay in
+// the tiles' narrow memory, where the generator after takes them.
 void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
                   const std::vector<Stage>& stages, std::vector<std::pair<int, int>>& loads,
-                  bool head, bool pricing, bool final_forms) {
+                  bool head, bool pricing, bool final_forms, bool keep_output) {
   preamble(e, chain.input_name);
   auto stage_of = [&](size_t i) -> const Stage& {
     for (const Stage& s : stages)
@@ -868,7 +869,9 @@ void emit_program(Emitter& e, const ConvChain& chain, const Shapes& shapes,
     if (shapes.segments[k].first_of_group && resident[group] != static_cast<int>(k))
       load(static_cast<int>(k), std::min(dirty[group], shapes.segments[k].rows));
   }
-  if (chain.layers.back().heads.empty())
+  if (keep_output) {
+    // (The follower takes the bands from narrow memory once the fence below has passed.)
+  } else if (chain.layers.back().heads.empty())
     stream_output(e, stages.back().tiles, chain.output_name, ordinal,
                   head ? BufferKind::kScratch : BufferKind::kOutput);
   else
@@ -951,7 +954,7 @@ void emit_execution(Emitter& e, const ConvChain& chain, const Shapes& shapes,
                     const std::vector<Stage>& planned, std::vector<std::pair<int, int>>& loads,
                     bool head, bool pricing, Slides slides, bool final_forms) {
   const std::optional<std::vector<Stage>> slid = slid_stages(planned, slides);
-  emit_program(e, chain, shapes, slid ? *slid : planned, loads, head, pricing, final_forms);
+  emit_program(e, chain, shapes, slid ? *slid : planned, loads, head, pricing, final_forms, false);
 }
 
 container::Bitstream execution_program(const ConvChain& chain, const Shapes& shapes,
@@ -1333,7 +1336,8 @@ ConvPrograms generate_conv(const ConvChain& chain) {
 }
 
 std::optional<ConvHead> emit_conv_head(const ConvChain& chain, Emitter& execution, Emitter& caching,
-                                       std::string& why) {
+                                       std::string& why,
+                                       const std::function<bool(const ConvHead&)>& keep_on_chip) {
   Layout layout;
   why = unsupported(chain, layout);
   if (!why.empty()) return std::nullopt;
@@ -1355,7 +1359,7 @@ std::optional<ConvHead> emit_conv_head(const ConvChain& chain, Emitter& executio
   }
   // (The program streams no parameters of its own: one inference = one pass.)
   Emitter probe = Emitter::counting();
-  emit_program(probe, chain, layout.shapes, stages, loads, true, false, true);
+  emit_program(probe, chain, layout.shapes, stages, loads, true, false, true, false);
   if (!loads.empty()) return why = "a chain that streams its parameters", std::nullopt;
   ConvHead head;
   head.tiles = all_tiles(layout.stages);
@@ -1374,7 +1378,15 @@ std::optional<ConvHead> emit_conv_head(const ConvChain& chain, Emitter& executio
     head.cached.insert(head.cached.end(), at, at + std::ptrdiff_t{load.rows} * kRowBytes);
     head.param_units = std::max(head.param_units, (load.row + load.rows) * kRowUnits);
   }
-  emit_program(execution, chain, layout.shapes, stages, loads, true, false, true);
+  {
+    int first = 0;
+    for (const Plan& p : tiles) {
+      head.bands.push_back({p.tile, first, p.out_base, p.out_bytes});
+      first += p.out_bytes;
+    }
+  }
+  head.on_chip = keep_on_chip(head);
+  emit_program(execution, chain, layout.shapes, stages, loads, true, false, true, head.on_chip);
   emit_caching(caching, layout.shapes, true);
   return head;
 }

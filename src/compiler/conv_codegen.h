@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -50,19 +51,30 @@ ConvPrograms generate_conv(const ConvChain& chain);
 // The chain as the head of a longer program (the colour filters: a SOFTMAX generator follows in
 // the same program). Its execution instructions, from the program's start up to its last layer's
 // bytes, go to `execution`, and those bytes to the host's scratch buffer (where the follower reads
-// them back) instead of the output; its caching loads, from the caching program's start, go to
-// `caching` (the follower's loads take the parameters after `cached`).
+// them back) instead of the output, or nowhere (ConvHead::on_chip); its caching loads, from the
+// caching program's start, go to `caching` (the follower's loads take the parameters after
+// `cached`).
 struct ConvHead {
   uint32_t tiles = 0;           // the tiles the chain uses (owner tiles of its turns too)
   int param_units = 0;          // wide units from 0 its cached parameters take on them
   int out_bytes = 0;            // the bytes it leaves in scratch: its output in order
   int narrow_end = 0;           // narrow memory it uses on a tile
   std::vector<uint8_t> cached;  // the caching program's parameters
+  // The last layer's bands in output order: tile t holds output bytes [first, first + bytes) at
+  // its narrow byte `base` when the program ends its part.
+  struct Band {
+    int tile = 0, first = 0, base = 0, bytes = 0;
+  };
+  std::vector<Band> bands;
+  bool on_chip = false;  // the bands stay in narrow memory (no scratch): keep_on_chip said so
 };
 // Nothing, with the reason in `why`, when the chain is not covered, streams parameters from the
 // host (turns from owner tiles are fine) or its output bands are not its bytes in order.
+// `keep_on_chip` (given the head's bands): the follower takes the bands from the tiles' narrow
+// memory itself, so they are not sent to scratch.
 std::optional<ConvHead> emit_conv_head(const ConvChain& chain, Emitter& execution, Emitter& caching,
-                                       std::string& why);
+                                       std::string& why,
+                                       const std::function<bool(const ConvHead&)>& keep_on_chip);
 
 // For tests of the placement search's counting: the words of the execution program of every
 // layout the search prices for `chain` (which conv_unsupported covers), as a counting emitter

@@ -208,14 +208,59 @@ struct Geometry {
   // After a CONV_2D chain in the same program (emit_conv_head): the input comes back from the
   // host's scratch buffer, and the parameters follow the chain's `param_bytes` in the stream.
   bool after_chain = false;
+  std::vector<ConvHead::Band> bands;  // not empty: the chain's bands stay on the chip (on_chip)
   int64_t param_bytes = 0;
   int tile0_base = 0;  // wide units of tile 0 below the softmax's own (the chain's parameters)
 };
 
+// Whether every tile's piece (P bytes at its narrow byte P t) can come from the chain's bands over
+// the ring, one packet a tile: each piece inside one band, and no band tile's piece over its band.
+bool pieces_from_bands_fit(const Geometry& g, const ConvHead& head) {
+  if (g.p > kRingPacket || g.p % 4 != 0) return false;
+  for (int t = 0; t < g.tiles; ++t) {
+    const int at = g.p * t;
+    const bool inside = std::any_of(head.bands.begin(), head.bands.end(), [&](const auto& b) {
+      return at >= b.first && at + g.p <= b.first + b.bytes && b.base % 4 == 0 &&
+             (b.base + at - b.first) % 4 == 0;
+    });
+    if (!inside) return false;
+  }
+  for (const ConvHead::Band& b : head.bands)
+    if (b.tile < g.tiles && g.p * b.tile < b.base + b.bytes && b.base < g.p * (b.tile + 1))
+      return false;
+  return true;
+}
+
+// The chain's output from its band tiles into every tile's piece (tile t's P bytes at its narrow
+// word w t, where the host's image would have put them), one ring packet each: the on-chip
+// hand-over in place of the host's scratch round trip. A band tile's k-th packet waits on its
+// send row as tile 0's broadcast does.
+void pieces_from_bands(Emitter& e, const Geometry& g, int& ordinal) {
+  const int w = g.p / 4;
+  std::vector<int> sent(16, 0);
+  for (int t = 0; t < g.tiles; ++t) {
+    const int at = g.p * t;
+    const auto band = std::find_if(g.bands.begin(), g.bands.end(), [&](const auto& b) {
+      return at >= b.first && at + g.p <= b.first + b.bytes;
+    });
+    const int k = sent[static_cast<size_t>(band->tile)]++;
+    e.add("w2n", cat("tiles=", hex(tile_bit(t)), " w.addr=", hex(kBcastRow),
+                     " w=(1 x 1) w.circ=1 w.rows=1 n.addr=", hex(w * t), " n=", narrow_walk(w),
+                     " n.lvl_mask=0x01 sync.en0=1 sync.id=14 sync.wait_lvl=1 sync.en1=1 "
+                     "sync.val=0x08000 sync.en2=1 tail_en870=1"));
+    ring_receive(e, tile_bit(t), kBcastRow, 1, -64);
+    send(e, band->tile, kBcastSend, tile_bit(t), ordinal++, k + 1);
+    send_piece(e, tile_bit(band->tile), (band->base + at - band->first) / 4, w, kBcastSend,
+               k % 2 == 0, k == 0 ? 0xffff : 0x8000 + (k - 1) / 2);
+  }
+}
+
 void emit_execution(Emitter& e, const Geometry& g, const SoftmaxFcLayer& l) {
   const int n = g.n, t_count = g.tiles, p = g.p, w = g.p / 4;
-  int ordinal = 0;      // ring producers of the softmax part
-  if (g.after_chain) {  // the chain's bytes back from scratch, as the image would come
+  int ordinal = 0;  // ring producers of the softmax part
+  if (!g.bands.empty()) {
+    pieces_from_bands(e, g, ordinal);
+  } else if (g.after_chain) {  // the chain's bytes back from scratch, as the image would come
     e.reloc_movi(10, BufferKind::kScratch, Half::kUpper32);
     e.reloc_movi(11, BufferKind::kScratch, Half::kLower32);
   } else {
@@ -224,75 +269,78 @@ void emit_execution(Emitter& e, const Geometry& g, const SoftmaxFcLayer& l) {
     input_address(e, l.input_name);
   }
 
-  // The input: N bytes from the host, one 64-byte piece per tile (tile t keeps it at word 16t,
-  // where tile 0 gathers all pieces).
-  const int in_units = n / 8;
-  e.add("pop", cat("stream=1 walk=",
-                   nest({{1, kActPassUnits}, {1 - kActPassUnits, 1}, {1 - kActPassUnits, 1}}),
-                   " k121=1 k124=1 av140=1 count_m1=", in_units - 1, " tail_en=1 count_neg=",
-                   hex(kActPassUnits - in_units), " k174=1 k178=1 k199=1 k215=1"));
-  e.add("bundle", "s_op=0x0f s_x=5 imm=11");
-  e.add("bundle", "s_op=0x0f s_x=4 imm=10");
-  descriptor(e, 5, 4, 6, n, 1);
-  const auto infeed = [&](uint32_t tiles, int row, int units) {
-    e.add("infeed", cat("stream=1", row ? cat(" buf_off=", hex(row * units)) : "", " walk=",
-                        nest({{1, kActPassUnits}, {1 - kActPassUnits, 1}, {1 - kActPassUnits, 1}}),
-                        " k157=1 k160=1 av176=1 count_m1=", units - 1, " tail_en=1 count_neg=",
-                        hex(kActPassUnits - units), " f308=0x8 pop_wait=", hex(row * units + 1),
-                        " k336=1 f352=1 f391=2 dest=", hex(tiles), " f434=0xf lanes_m1=3"));
-  };
-  if (!g.wide) {
-    // One 256-byte packet per row of up to 4 tiles: lane l = t mod 4 skips the 16l words before
-    // its piece (rows after the first: a hypothesis, no oracle has more than 4 such tiles).
-    for (int t = 0; t < t_count; ++t) {
-      const int lane = t % 4;
-      const std::string skip = lane == 0 ? ""
-                                         : cat(" skip_en0=1 f543=1 skip_m1=", w * lane - 1,
-                                               " skip_end=", hex(w * lane - 1));
-      e.add("w2n", cat("tiles=", hex(tile_bit(t)), " w.addr=", hex(kScatterRow),
-                       " w=(1 x 1) n.addr=", hex(w * t), " n=", narrow_walk(w),
-                       " n.lvl_mask=0x01 mode=1 fill_size=128", skip,
-                       " sync.en0=1 sync.id=14 sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 "
-                       "sync.en2=1 sync.dec_lvl=1 sync.dec=-1 sync.dec_mode=3 ",
-                       lane == 0 ? "tail_en870=1" : "tail_f871=1"));
+  if (g.bands.empty()) {
+    // The input: N bytes from the host, one 64-byte piece per tile (tile t keeps it at word 16t,
+    // where tile 0 gathers all pieces).
+    const int in_units = n / 8;
+    e.add("pop", cat("stream=1 walk=",
+                     nest({{1, kActPassUnits}, {1 - kActPassUnits, 1}, {1 - kActPassUnits, 1}}),
+                     " k121=1 k124=1 av140=1 count_m1=", in_units - 1, " tail_en=1 count_neg=",
+                     hex(kActPassUnits - in_units), " k174=1 k178=1 k199=1 k215=1"));
+    e.add("bundle", "s_op=0x0f s_x=5 imm=11");
+    e.add("bundle", "s_op=0x0f s_x=4 imm=10");
+    descriptor(e, 5, 4, 6, n, 1);
+    const auto infeed = [&](uint32_t tiles, int row, int units) {
+      e.add("infeed",
+            cat("stream=1", row ? cat(" buf_off=", hex(row * units)) : "", " walk=",
+                nest({{1, kActPassUnits}, {1 - kActPassUnits, 1}, {1 - kActPassUnits, 1}}),
+                " k157=1 k160=1 av176=1 count_m1=", units - 1, " tail_en=1 count_neg=",
+                hex(kActPassUnits - units), " f308=0x8 pop_wait=", hex(row * units + 1),
+                " k336=1 f352=1 f391=2 dest=", hex(tiles), " f434=0xf lanes_m1=3"));
+    };
+    if (!g.wide) {
+      // One 256-byte packet per row of up to 4 tiles: lane l = t mod 4 skips the 16l words before
+      // its piece (rows after the first: a hypothesis, no oracle has more than 4 such tiles).
+      for (int t = 0; t < t_count; ++t) {
+        const int lane = t % 4;
+        const std::string skip = lane == 0 ? ""
+                                           : cat(" skip_en0=1 f543=1 skip_m1=", w * lane - 1,
+                                                 " skip_end=", hex(w * lane - 1));
+        e.add("w2n", cat("tiles=", hex(tile_bit(t)), " w.addr=", hex(kScatterRow),
+                         " w=(1 x 1) n.addr=", hex(w * t), " n=", narrow_walk(w),
+                         " n.lvl_mask=0x01 mode=1 fill_size=128", skip,
+                         " sync.en0=1 sync.id=14 sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 "
+                         "sync.en2=1 sync.dec_lvl=1 sync.dec=-1 sync.dec_mode=3 ",
+                         lane == 0 ? "tail_en870=1" : "tail_f871=1"));
+      }
+      for (int row = 0; row * 4 < t_count; ++row) {
+        const uint32_t tiles = g.mask & (0xfu << (4 * row));
+        ring_receive(e, tiles, kScatterRow, 1, -64);
+        infeed(tiles, row, std::min(in_units, kRingPacket / 8));
+      }
+    } else {
+      // Rows of 4 tiles: the row's packets land in consecutive FIFO rows from 0x2000; lane l reads
+      // the rows holding its bytes l P .. l P + P - 1 (row l P / 256, its P / 256 rows or one),
+      // skipping the words before them (bright_64x64: row l, no skip; P = 128, 512: hypotheses).
+      for (int t = 0; t < t_count; ++t) {
+        const int first = (t % 4) * p;
+        const int skip = first % kRingPacket / 4;
+        const std::string skip_fields =
+            skip ? cat(" skip_en0=1 f543=1 skip_m1=", skip - 1, " skip_end=", hex(skip - 1)) : "";
+        e.add("w2n",
+              cat("tiles=", hex(tile_bit(t)),
+                  " w.addr=", hex(kWideScatter + 4 * (first / kRingPacket)), " w=(1 x ",
+                  std::max(1, p / kRingPacket), ") n.addr=", hex(w * t), " n=", narrow_walk(w),
+                  " n.lvl_mask=0x01 mode=1 fill_size=128", skip_fields,
+                  " sync.en0=1 sync.id=14 sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 sync.en2=1 "
+                  "sync.dec_lvl=1 sync.dec=-1 sync.dec_mode=3 ",
+                  skip ? "tail_f871=1" : "tail_en870=1"));
+      }
+      // The row's 4P bytes are 4P / 256 ring packets walked through 4P / 64 slots: the walk's
+      // short last pass leaves out the slots beyond the packets (gstride = 4 (slots - packets) + 1,
+      // docs/chip.md), `grp` = packets - 1.
+      const int slots = 4 * p / kPacket;
+      const int packets = 4 * p / kRingPacket;
+      for (int row = 0; row < t_count / 4; ++row) {
+        e.add("ringcons0",
+              cat("tiles=", hex(0xfu << (4 * row)), " addr=", hex(kWideScatter), " dst=(1 x ",
+                  slots, ")", rewind(slots - 1, 3), " sdims=1 cbuf=1 slots=", slots,
+                  " grp=", packets - 1, " gstride=", 4 * (slots - packets) + 1,
+                  " mode=3 s_id=0x2b s_val=", -64 * slots, " s_cnt=", slots, " s_en_b=1 s_y=1"));
+        infeed(0xfu << (4 * row), row, 4 * p / 8);
+      }
     }
-    for (int row = 0; row * 4 < t_count; ++row) {
-      const uint32_t tiles = g.mask & (0xfu << (4 * row));
-      ring_receive(e, tiles, kScatterRow, 1, -64);
-      infeed(tiles, row, std::min(in_units, kRingPacket / 8));
-    }
-  } else {
-    // Rows of 4 tiles: the row's packets land in consecutive FIFO rows from 0x2000; lane l reads
-    // the rows holding its bytes l P .. l P + P - 1 (row l P / 256, its P / 256 rows or one),
-    // skipping the words before them (bright_64x64: row l, no skip; P = 128, 512: hypotheses).
-    for (int t = 0; t < t_count; ++t) {
-      const int first = (t % 4) * p;
-      const int skip = first % kRingPacket / 4;
-      const std::string skip_fields =
-          skip ? cat(" skip_en0=1 f543=1 skip_m1=", skip - 1, " skip_end=", hex(skip - 1)) : "";
-      e.add(
-          "w2n",
-          cat("tiles=", hex(tile_bit(t)), " w.addr=", hex(kWideScatter + 4 * (first / kRingPacket)),
-              " w=(1 x ", std::max(1, p / kRingPacket), ") n.addr=", hex(w * t),
-              " n=", narrow_walk(w), " n.lvl_mask=0x01 mode=1 fill_size=128", skip_fields,
-              " sync.en0=1 sync.id=14 sync.wait_lvl=1 sync.en1=1 sync.val=0x08000 sync.en2=1 "
-              "sync.dec_lvl=1 sync.dec=-1 sync.dec_mode=3 ",
-              skip ? "tail_f871=1" : "tail_en870=1"));
-    }
-    // The row's 4P bytes are 4P / 256 ring packets walked through 4P / 64 slots: the walk's
-    // short last pass leaves out the slots beyond the packets (gstride = 4 (slots - packets) + 1,
-    // docs/chip.md), `grp` = packets - 1.
-    const int slots = 4 * p / kPacket;
-    const int packets = 4 * p / kRingPacket;
-    for (int row = 0; row < t_count / 4; ++row) {
-      e.add("ringcons0",
-            cat("tiles=", hex(0xfu << (4 * row)), " addr=", hex(kWideScatter), " dst=(1 x ", slots,
-                ")", rewind(slots - 1, 3), " sdims=1 cbuf=1 slots=", slots, " grp=", packets - 1,
-                " gstride=", 4 * (slots - packets) + 1, " mode=3 s_id=0x2b s_val=", -64 * slots,
-                " s_cnt=", slots, " s_en_b=1 s_y=1"));
-      infeed(0xfu << (4 * row), row, 4 * p / 8);
-    }
-  }
+  }  // (else the pieces came from the chain's bands above)
   tile_fence(e, "units=0x3ff");
   tile_fence(e, "counters=0x1ffff units=0x3ff");
   tile_fence(e, "units=0x3ff");
@@ -877,14 +925,17 @@ std::optional<SoftmaxPrograms> generate_conv_softmax(const ConvChain& chain,
   why = softmax_fc_unsupported(layer);
   if (!why.empty()) return std::nullopt;
   Emitter execution, caching;
-  const std::optional<ConvHead> head = emit_conv_head(chain, execution, caching, why);
+  Geometry g = geometry_of(layer);
+  const std::optional<ConvHead> head = emit_conv_head(
+      chain, execution, caching, why,
+      [&](const ConvHead& h) { return h.out_bytes == layer.n && pieces_from_bands_fit(g, h); });
   if (!head) return std::nullopt;
   if (head->out_bytes != layer.n) {
     why = "the SOFTMAX does not read the CONV_2D chain's whole output";
     return std::nullopt;
   }
-  Geometry g = geometry_of(layer);
   g.after_chain = true;
+  if (head->on_chip) g.bands = head->bands;
   g.param_bytes = static_cast<int64_t>(head->cached.size());
   // FULLY_CONNECTED weights cached on other tiles go to tiles the chain leaves free (they would
   // overwrite its parameters); tile 0's go above the chain's rows (rounded to a row).
@@ -904,9 +955,10 @@ std::optional<SoftmaxPrograms> generate_conv_softmax(const ConvChain& chain,
   // The round trip through scratch is the device's own request (descriptors it reports, as in
   // Google's LSTM, whose hints stop the same way): the hints send the instructions and the image
   // and say they are not all; the scratch bytes, the output and the end follow as requested.
-  out.execution.scratch_size_bytes = layer.n;
   out.execution.used_narrow_memory_bytes_per_tile =
       std::max(out.execution.used_narrow_memory_bytes_per_tile, head->narrow_end);
+  if (head->on_chip) return out;  // (the hints of a program without requests)
+  out.execution.scratch_size_bytes = layer.n;
   container::DmaHints& hints = out.execution.dma_hints;
   hints.fully_deterministic = false;
   hints.hints.resize(2);

@@ -38,10 +38,11 @@ SoftmaxPrograms generate_softmax_fc(const SoftmaxFcLayer& layer);
 
 // A CONV_2D chain and the SOFTMAX part that reads its output in one program (libredgetpu's colour
 // filters: QUANTIZE -> 1x1 CONV_2D -> RESHAPE -> SOFTMAX -> FULLY_CONNECTED x, y -> CONCATENATION):
-// the chain's program (conv_codegen.h, emit_conv_head) leaves its output in the host's scratch
-// buffer, and this generator's program reads it back as its input; one caching program loads both
-// parameter sets. Not edgetpu_compiler's program (docs/compiler.md "color_*_64x64"). Nothing, with
-// the reason in `why`, when either part is not covered.
+// the chain's program (conv_codegen.h, emit_conv_head) hands its bands over the ring into the
+// tiles' input pieces where each piece is one ring packet inside one band (64x64), else leaves its
+// output in the host's scratch buffer, which this generator's program reads back as its input;
+// one caching program loads both parameter sets. Not edgetpu_compiler's program (docs/compiler.md
+// "color_*_64x64"). Nothing, with the reason in `why`, when either part is not covered.
 std::optional<SoftmaxPrograms> generate_conv_softmax(const ConvChain& chain,
                                                      const SoftmaxFcLayer& layer, std::string& why);
 

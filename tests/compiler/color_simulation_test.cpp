@@ -1,15 +1,18 @@
 // Correct by simulation: colour trackers (QUANTIZE -> 1x1 CONV_2D 3 -> 1 with ReLU -> RESHAPE ->
 // SOFTMAX -> FULLY_CONNECTED x, y -> CONCATENATION, libredgetpu's color_*_64x64) compiled into one
-// program (the conv chain's, its output through the host's scratch buffer into the softmax's),
-// run the way users run it (the host interpreter with the edgetpu-custom-op delegate on the
-// virtual Edge TPU, which serves the program's scratch requests) and compared with the CPU twin in
-// `edgetpu` rounding: both output bytes equal on several images, first and second inference.
+// program (the conv chain's, its output handed over the ring into the softmax's tiles where that
+// fits, else through the host's scratch buffer), run the way users run it (the host interpreter
+// with the edgetpu-custom-op delegate on the virtual Edge TPU, which serves the program's scratch
+// requests) and compared with the CPU twin in `edgetpu` rounding: both output bytes equal on
+// several images, first and second inference.
 #include <gtest/gtest.h>
 
 #include <random>
 #include <string>
 
+#include "chip/sim_runner.h"
 #include "compiler/compile.h"
+#include "container/edgetpu_model.h"
 #include "container/tflite_reader.h"
 #include "container/tflite_writer.h"
 #include "host/interpreter.h"
@@ -147,6 +150,44 @@ TEST(ColourTrackersOnTheVirtualEdgeTpu, LibredgetpuTwinsEqualTheCpuReferenceInEv
         dir / "libredgetpu" / (std::string("color_") + colour + "_64x64.tflite"));
     expect_runtime_equals_cpu(twin, 3, random);
   }
+}
+
+// At 64 x 64 the conv's two bands go over the ring into the softmax's 16 pieces: no scratch
+// buffer, no device-requested DMA (the hints alone run the program to its end), and the stick
+// sends back only the output.
+TEST(ColourTrackersOnTheVirtualEdgeTpu, SixtyFourSquareKeepsTheConvOutputOnTheChip) {
+  TINYCORAL_REQUIRE_TESTDATA(dir);
+  const container::Model twin =
+      container::read_tflite_file(dir / "libredgetpu" / "color_red_64x64.tflite");
+  const CompileResult r = compile_model(container::write_tflite(twin));
+  const container::EdgeTpuModel model = container::read_edgetpu_model(r.tflite);
+  const chip::testing::PackageExecutables exes = chip::testing::executables_of(model);
+  ASSERT_NE(exes.execution, nullptr);
+  ASSERT_NE(exes.caching, nullptr);
+  EXPECT_EQ(exes.execution->scratch_size_bytes, 0);
+  EXPECT_TRUE(exes.execution->dma_hints.fully_deterministic);
+
+  std::mt19937 random(3);
+  const std::vector<uint8_t> x = colour_image(64, 64, random);
+  host::Interpreter cpu = testing::edgetpu_reference(twin);
+  cpu.set_input(0, x);
+  cpu.invoke();
+  const auto want = cpu.output_bytes(0);
+  chip::VirtualEdgeTpu chip;
+  chip::testing::run_executable(chip, *exes.caching, {});
+  const uint64_t out_before = chip.stats().host_out_bytes;
+  const container::Layer& out = exes.execution->output_layers.at(0);
+  const auto raw = chip::testing::run_executable(chip, *exes.execution,
+                                                 {{exes.execution->input_layers.at(0).name, x}});
+  EXPECT_EQ(chip.fault(), "");
+  EXPECT_EQ(chip.stats().programs_completed, 2u);
+  EXPECT_EQ(chip.stats().host_out_bytes - out_before, uint64_t(out.size_bytes));
+  std::vector<uint8_t> got = chip::testing::detile(out, raw.at(out.name));
+  // (A signed output leaves the chip as uint8 with the zero point + 128: the host flips bit 7.)
+  if (out.data_type == container::DataType::kSignedFixedPoint8)
+    for (uint8_t& b : got) b ^= 0x80u;
+  EXPECT_EQ(std::vector<uint8_t>(got.begin(), got.begin() + 2),
+            std::vector<uint8_t>(want.begin(), want.end()));
 }
 
 TEST(ColourTrackersOnTheVirtualEdgeTpu, RandomTwinsOfOtherSizesEqualTheCpuReference) {
