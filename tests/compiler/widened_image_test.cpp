@@ -35,6 +35,8 @@ FrontOps front_ops(const std::vector<chip::OpInstr>& ops) {
   }
   return f;
 }
+// (FrontOps::conv points into the ops: never from a temporary.)
+FrontOps front_ops(std::vector<chip::OpInstr>&&) = delete;
 
 std::vector<ConvSpec> front(int cout) {
   return {ConvSpec{cout, 3, 2, true, true, true, Activation::kRelu6},
@@ -73,7 +75,8 @@ TEST(WidenedImageOnTheVirtualEdgeTpu, NarrowFirstLayerKeepsTheImageAsItIs) {
   const container::Model twin = twins::conv_twin(h, w, cin, specs, random);
   const testing::CompiledTwin compiled(twin);
   ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1) << compiled.reason();
-  const FrontOps f = front_ops(compiled.execution_ops());
+  const std::vector<chip::OpInstr> ops = compiled.execution_ops();
+  const FrontOps f = front_ops(ops);
   EXPECT_EQ(f.widening_copies, 0);
   ASSERT_NE(f.conv, nullptr);
   EXPECT_EQ(f.conv->out_ch + 1, 16) << "two pixels a position";
