@@ -204,14 +204,7 @@ container::Bitstream execution_program(const Geometry& g, const DepthwiseLayer& 
   // infeed of its bh image rows; lane c of the row (tile column c) skips the c bw/4 words before
   // its pixels in every 64-word chunk it stages.
   input_address(e, l.input_name);
-  const int in_units = g.h * g.w / 8;
-  e.add("pop", cat("stream=1 walk=",
-                   nest({{1, kActPassUnits}, {1 - kActPassUnits, 1}, {1 - kActPassUnits, 1}}),
-                   " k121=1 k124=1 av140=1 count_m1=", in_units - 1, " tail_en=1 count_neg=",
-                   hex(kActPassUnits - in_units), " k174=1 k178=1 k199=1 k215=1"));
-  e.add("bundle", "s_op=0x0f s_x=5 imm=11");
-  e.add("bundle", "s_op=0x0f s_x=4 imm=10");
-  descriptor(e, 5, 4, 6, g.h * g.w, 1);
+  host_pop(e, g.h * g.w);
   tile_fence(e, "counters=0x00800");
   const std::string chunks = ttu({{4, g.row_words}, {0, g.bh}}, 0, nullptr, 6);
   for (int c = 0; c < kGrid; ++c) {

@@ -179,14 +179,7 @@ void input_stage(Emitter& e, const Geometry& g, const FcLayer& layer, int more =
   input_address(e, layer.input_name);
 
   // The input: one activation pop of K bytes (8-byte units) from the host.
-  const int in_units = (g.k + more) / 8;
-  e.add("pop", cat("stream=1 walk=",
-                   nest({{1, kActPassUnits}, {1 - kActPassUnits, 1}, {1 - kActPassUnits, 1}}),
-                   " k121=1 k124=1 av140=1 count_m1=", in_units - 1, " tail_en=1 count_neg=",
-                   hex(kActPassUnits - in_units), " k174=1 k178=1 k199=1 k215=1"));
-  e.add("bundle", "s_op=0x0f s_x=5 imm=11");
-  e.add("bundle", "s_op=0x0f s_x=4 imm=10");
-  descriptor(e, 5, 4, 6, g.k + more, 1);
+  host_pop(e, g.k + more);
 
   // Scatter: packet j goes to the row of tiles 4j..4j+3; lane l of every row takes bytes
   // 64l..64l+63 of its packet into its piece at x_piece. The FIFO holds all K/256 packets.

@@ -273,13 +273,7 @@ void emit_execution(Emitter& e, const Geometry& g, const SoftmaxFcLayer& l) {
     // The input: N bytes from the host, one 64-byte piece per tile (tile t keeps it at word 16t,
     // where tile 0 gathers all pieces).
     const int in_units = n / 8;
-    e.add("pop", cat("stream=1 walk=",
-                     nest({{1, kActPassUnits}, {1 - kActPassUnits, 1}, {1 - kActPassUnits, 1}}),
-                     " k121=1 k124=1 av140=1 count_m1=", in_units - 1, " tail_en=1 count_neg=",
-                     hex(kActPassUnits - in_units), " k174=1 k178=1 k199=1 k215=1"));
-    e.add("bundle", "s_op=0x0f s_x=5 imm=11");
-    e.add("bundle", "s_op=0x0f s_x=4 imm=10");
-    descriptor(e, 5, 4, 6, n, 1);
+    host_pop(e, n);
     const auto infeed = [&](uint32_t tiles, int row, int units) {
       e.add("infeed",
             cat("stream=1", row ? cat(" buf_off=", hex(row * units)) : "", " walk=",

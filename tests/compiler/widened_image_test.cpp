@@ -44,39 +44,46 @@ std::vector<ConvSpec> front(int cout) {
           ConvSpec{16, 1, 1, true, true, true, Activation::kNone}};
 }
 
+constexpr int kH = 224, kW = 224, kCin = 3;
+
+// The front (`front(cout)`) of a 224 x 224 x 3 image compiled: its twin, the compiled file and its
+// execution program's ops.
+struct CompiledFront {
+  container::Model twin;
+  testing::CompiledTwin compiled;
+  std::vector<chip::OpInstr> ops;
+  CompiledFront(int cout, std::mt19937& random)
+      : twin(twins::conv_twin(kH, kW, kCin, front(cout), random)),
+        compiled(twin),
+        ops(compiled.execution_ops()) {}
+};
+
 // v2's front: every band tile copies its rows into 4-byte pixels (3 bytes a word, the fourth the
 // zero point), and the convolution then computes one pixel a position over 9 words, one a tap
 // (as the image is: two pixels a position, 64 columns, over 4 words of each of 3 rows). Every
 // output byte equals the CPU reference on two inferences.
 TEST(WidenedImageOnTheVirtualEdgeTpu, V2FrontTakesOneWordATap) {
   std::mt19937 random(20261208);
-  const int h = 224, w = 224, cin = 3;
-  const std::vector<ConvSpec> specs = front(32);
-  SCOPED_TRACE(twins::describe(h, w, cin, specs));
-  const container::Model twin = twins::conv_twin(h, w, cin, specs, random);
-  const testing::CompiledTwin compiled(twin);
-  ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1) << compiled.reason();
-  const std::vector<chip::OpInstr> ops = compiled.execution_ops();
-  const FrontOps f = front_ops(ops);
+  SCOPED_TRACE(twins::describe(kH, kW, kCin, front(32)));
+  const CompiledFront c(32, random);
+  ASSERT_EQ(c.compiled.result.edgetpu_subgraphs, 1) << c.compiled.reason();
+  const FrontOps f = front_ops(c.ops);
   EXPECT_GE(f.widening_copies, 1);
   ASSERT_NE(f.conv, nullptr);
   EXPECT_EQ(f.conv->out_ch + 1, 32) << "one pixel a position";
   EXPECT_EQ(f.conv->loops[0] + 1, 9) << "one word a tap";
-  testing::expect_two_inferences_equal(compiled, twin, static_cast<size_t>(h) * w * cin, random);
+  testing::expect_two_inferences_equal(c.compiled, c.twin, static_cast<size_t>(kH) * kW * kCin,
+                                       random);
 }
 
 // To 8 channels a widened pixel saves the first layer 1.3 cycles an output pixel, less than the
 // 3 its copy takes: the image stays as it is, two pixels a position.
 TEST(WidenedImageOnTheVirtualEdgeTpu, NarrowFirstLayerKeepsTheImageAsItIs) {
   std::mt19937 random(20261209);
-  const int h = 224, w = 224, cin = 3;
-  const std::vector<ConvSpec> specs = front(8);
-  SCOPED_TRACE(twins::describe(h, w, cin, specs));
-  const container::Model twin = twins::conv_twin(h, w, cin, specs, random);
-  const testing::CompiledTwin compiled(twin);
-  ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1) << compiled.reason();
-  const std::vector<chip::OpInstr> ops = compiled.execution_ops();
-  const FrontOps f = front_ops(ops);
+  SCOPED_TRACE(twins::describe(kH, kW, kCin, front(8)));
+  const CompiledFront c(8, random);
+  ASSERT_EQ(c.compiled.result.edgetpu_subgraphs, 1) << c.compiled.reason();
+  const FrontOps f = front_ops(c.ops);
   EXPECT_EQ(f.widening_copies, 0);
   ASSERT_NE(f.conv, nullptr);
   EXPECT_EQ(f.conv->out_ch + 1, 16) << "two pixels a position";
