@@ -1250,8 +1250,12 @@ FfnChainPrograms chain_then_softmax(const ChainBeforeScores& chain, const FcLaye
   };
   FfnChainPrograms out = chain.generate(tail);
   if (values) {  // the write's marks after the column's
+    const size_t write_marks = 2 * values->write.cache_units.size();
+    if (out.marks.size() < value_marks_from + write_marks)
+      fail("the value write marked ", out.marks.size() - value_marks_from, " fields, not ",
+           write_marks);
     const auto from = out.marks.begin() + long(value_marks_from);
-    std::rotate(from, from + long(2 * values->write.cache_units.size()), out.marks.end());
+    std::rotate(from, from + long(write_marks), out.marks.end());
   }
   container::Executable& eo = out.execution;
   eo.output_layers.push_back(sum ? sum_output_layer(*sum)

@@ -243,6 +243,8 @@ void pieces_from_bands(Emitter& e, const Geometry& g, int& ordinal) {
     const auto band = std::find_if(g.bands.begin(), g.bands.end(), [&](const auto& b) {
       return at >= b.first && at + g.p <= b.first + b.bytes;
     });
+    if (band == g.bands.end())  // (pieces_from_bands_fit decides; this says if they disagree)
+      fail("softmax: no band of the chain holds tile ", t, "'s piece at byte ", at);
     const int k = sent[static_cast<size_t>(band->tile)]++;
     e.add("w2n", cat("tiles=", hex(tile_bit(t)), " w.addr=", hex(kBcastRow),
                      " w=(1 x 1) w.circ=1 w.rows=1 n.addr=", hex(w * t), " n=", narrow_walk(w),
