@@ -662,26 +662,17 @@ int host_streamable_width(const ConvLayer& l, int cin) {
     if (conv::input_streamable(probe)) return probe.w;
 }
 
-}  // namespace
+// Whether a first layer `l` takes its image padded or repacked: a CONV_2D (no ADD) reading pixels
+// that are not whole words. (Joined heads read the image as it is in blocks of pixels, as any
+// first layer, or, when those cannot be generated, in whole-word pixels: a partial last block, a
+// block's channels over 64. Other fan-out heads read only whole-word pixels.)
+bool image_paddable(const ConvLayer& l) {
+  return !l.depthwise && !l.residual() && (l.heads.empty() || !l.joins.empty()) && l.cin % 4 != 0;
+}
 
-bool pad_input_on_host(ConvChain& chain, bool whole_pixels) {
-  if (chain.layers.empty()) return false;
-  ConvLayer& l = chain.layers.front();
-  // (Joined heads read the image as it is in blocks of pixels, as any first layer, or, when
-  // those cannot be generated, in whole-word pixels: a partial last block, a block's channels
-  // over 64. Other fan-out heads read only whole-word pixels.)
-  const bool joined_heads = !l.joins.empty();
-  if (l.depthwise || l.residual() || (!l.heads.empty() && !joined_heads) || l.cin % 4 == 0)
-    return false;
-  if (!whole_pixels && conv::input_streamable(l)) return false;
-  // Columns only (the channels stay, fewer bytes over USB), or whole-word pixels in rows that
-  // stream when asked or when that is fewer bytes a row.
-  int cin = conv::round_up(l.cin, 4), w = host_streamable_width(l, cin);
-  if (const int narrow = host_streamable_width(l, l.cin);
-      !whole_pixels && narrow * l.cin <= w * cin) {
-    cin = l.cin;
-    w = narrow;
-  }
+// The first layer's channels padded to `cin` with its weight zero points: the image's new
+// channels hold the input zero point, so they add nothing whatever their weights.
+void pad_channels(ConvLayer& l, int cin) {
   const size_t taps = static_cast<size_t>(l.kh) * l.kw;
   std::vector<uint8_t> weights;
   weights.reserve(static_cast<size_t>(l.cout) * taps * cin);
@@ -695,6 +686,23 @@ bool pad_input_on_host(ConvChain& chain, bool whole_pixels) {
                 : static_cast<uint8_t>(l.weight_zp_of(oc)));
   l.weights = std::move(weights);
   l.cin = cin;
+}
+
+}  // namespace
+
+bool pad_input_on_host(ConvChain& chain, bool whole_pixels) {
+  if (chain.layers.empty()) return false;
+  ConvLayer& l = chain.layers.front();
+  if (!image_paddable(l) || (!whole_pixels && conv::input_streamable(l))) return false;
+  // Columns only (the channels stay, fewer bytes over USB), or whole-word pixels in rows that
+  // stream when asked or when that is fewer bytes a row.
+  int cin = conv::round_up(l.cin, 4), w = host_streamable_width(l, cin);
+  if (const int narrow = host_streamable_width(l, l.cin);
+      !whole_pixels && narrow * l.cin <= w * cin) {
+    cin = l.cin;
+    w = narrow;
+  }
+  pad_channels(l, cin);
   l.w = w;
   chain.host_w = w;
   chain.host_cin = cin;
@@ -706,25 +714,23 @@ bool repack_input_on_chip(ConvChain& chain) {
   if (chain.layers.empty()) return false;
   ConvLayer& l = chain.layers.front();
   // (pad_input_on_host's cases, always in columns only: the host's bytes do not depend on it.)
-  if (l.depthwise || l.residual() || (!l.heads.empty() && l.joins.empty()) || l.cin % 4 == 0 ||
-      conv::input_streamable(l))
-    return false;
+  if (!image_paddable(l) || conv::input_streamable(l)) return false;
   chain.repack_w = l.w;
   l.w = host_streamable_width(l, l.cin);  // (the same channels: the weights stay)
   return true;
 }
 
 bool widen_input_on_chip(ConvChain& chain) {
-  if (chain.layers.empty() || !conv::input_streamable(chain.layers.front())) return false;
-  // (pad_input_on_host's 4-byte pixels, where they need no columns: the same image in place.)
-  ConvChain wide = chain;
-  const ConvLayer& l = chain.layers.front();
-  if (!pad_input_on_host(wide, true) || wide.host_w != l.w) return false;
-  wide.host_w = wide.host_cin = 0;
-  wide.input_name = chain.input_name;
-  wide.repack_w = l.w;
-  wide.repack_cin = l.cin;
-  chain = std::move(wide);
+  if (chain.layers.empty()) return false;
+  ConvLayer& l = chain.layers.front();
+  // (pad_input_on_host's cases with its 4-byte pixels, where they need no columns: the same
+  // image in place.)
+  if (!image_paddable(l) || !conv::input_streamable(l)) return false;
+  const int cin = conv::round_up(l.cin, 4);
+  if (host_streamable_width(l, cin) != l.w) return false;
+  chain.repack_w = l.w;
+  chain.repack_cin = l.cin;
+  pad_channels(l, cin);
   return true;
 }
 
