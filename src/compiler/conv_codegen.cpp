@@ -1395,7 +1395,7 @@ bool widened_pixels_pay(const ConvChain& as_is, const ConvChain& widened) {
   auto cycles_a_pixel = [](const ConvChain& chain) {
     const LayerPlan lp = conv::shapes_of(chain).layers.front();
     const double steps = double(lp.kwords) * lp.groups;
-    return std::max(steps * lp.group_ch * 4 / 72, steps / 4) / lp.block;
+    return op_cycles(steps * lp.group_ch * 4, steps) / lp.block;
   };
   const ConvLayer& l = as_is.layers.front();
   // (A block wider than an op's columns has no form as it is: its 4-byte pixels come from the

@@ -599,10 +599,9 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
   return true;
 }
 
-// Modeled cycles of the layers' ops (the clock's rates, src/chip/clock.h: 72 weight bytes and 4
-// loop steps a cycle, 32 to start an op): per stage its busiest tile, the stages one after another.
-// With the parameter parts known (`shapes`), the tiles of a split layer whose parts stream run one
-// after another.
+// Modeled cycles of the layers' ops (op_cycles, and 32 to start an op): per stage its busiest
+// tile, the stages one after another. With the parameter parts known (`shapes`), the tiles of a
+// split layer whose parts stream run one after another.
 double compute_cycles(const std::vector<Stage>& stages, const Shapes* shapes = nullptr) {
   double total = 0;
   for (const Stage& s : stages) {
@@ -637,7 +636,7 @@ double compute_cycles(const std::vector<Stage>& stages, const Shapes* shapes = n
                                 ? 8.0 + 4.0 * lp.kwords * (t.g1 > 0 ? t.g1 - t.g0 : lp.groups)
                                 : 0.0;
         cycles +=
-            std::max({macs / 72, steps / 4, ring}) + 32.0 * double(t.g1 > 0 ? 1 : lp.planned_parts);
+            std::max(op_cycles(macs, steps), ring) + 32.0 * double(t.g1 > 0 ? 1 : lp.planned_parts);
       }
       busiest = std::max(busiest, cycles);
       all += cycles;

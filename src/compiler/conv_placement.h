@@ -4,11 +4,16 @@
 // (docs/compiler.md "Whole MobileNets").
 #pragma once
 
+#include <algorithm>
 #include <functional>
 
 #include "compiler/conv_plan.h"
 
 namespace tinycoral::compiler::conv {
+
+// Modeled cycles of one op of `macs` weight-byte products over `steps` loop steps: the clock's
+// rates (src/chip/clock.h), 72 weight bytes and 4 loop steps a cycle, the slower bounds.
+inline double op_cycles(double macs, double steps) { return std::max(macs / 72, steps / 4); }
 
 // Bytes one inference of a layout sends over USB besides its input and output: the execution
 // program's instructions and the parameter rows it streams (the code generator knows them).
