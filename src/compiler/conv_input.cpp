@@ -157,9 +157,6 @@ std::pair<int, int> image_rows(const LayerPlan& lp) {
   return {std::max(top, 0), std::min(top + hp, lp.l->h)};
 }
 
-// Units of one ring packet.
-constexpr int kPieceUnits = kPiece / 8;
-
 // The tile's units of the host's image: [first, end), widened to multiples of `align` (within the
 // image's units).
 std::pair<int, int> staged_units(const LayerPlan& lp, int row_bytes, int align) {

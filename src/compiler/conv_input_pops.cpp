@@ -4,11 +4,12 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "compiler/conv_plan.h"
+
 namespace tinycoral::compiler::conv {
 
 namespace {
 
-constexpr int kPacketUnits = 32;  // one ring packet of 256 bytes
 // Chip cycles (250 MHz) of USB transfer at 330 MB/s of a pop's 2 instruction words (32 bytes)
 // and of an infeed's 4 (64 bytes): what each more pop or infeed costs.
 constexpr int64_t kPopCycles = 24, kInfeedCycles = 48;
@@ -18,7 +19,7 @@ int64_t dma_cycles(int units) { return 8 + (int64_t{units} * 8 + 63) / 64; }
 // Whether a pop may start at unit c: every run crossing it has whole packets before it.
 bool valid_cut(const std::vector<UnitRun>& runs, int c) {
   return std::all_of(runs.begin(), runs.end(), [&](const UnitRun& r) {
-    return c <= r.u0 || c >= r.u1 || (c - r.u0) % kPacketUnits == 0;
+    return c <= r.u0 || c >= r.u1 || (c - r.u0) % kPieceUnits == 0;
   });
 }
 
@@ -28,7 +29,7 @@ std::vector<int> image_pop_cuts(const std::vector<UnitRun>& runs, int units) {
   // (Candidates: for each run, the first unit from its start on where a pop may start.)
   std::vector<int> at = {0};
   for (const UnitRun& r : runs)
-    for (int c = r.u0; c < r.u1; c += kPacketUnits)
+    for (int c = r.u0; c < r.u1; c += kPieceUnits)
       if (c > 0 && valid_cut(runs, c)) {
         at.push_back(c);
         break;

@@ -21,6 +21,8 @@ constexpr int kRowBytes = 256;     // one wide row
 constexpr int kRowUnits = 4;       // 64-byte units per wide row
 constexpr int kPiece = 256;        // input bytes per ring packet
 constexpr int kRingFifo = 0x2078;  // wide row of the output packets
+// The 8-byte units of the host image's ring packet.
+constexpr int kPieceUnits = kPiece / 8;
 // Input packets land in rows of their own (one writer per row and fence region, so each
 // wideToNarrow reads its own packet): kInputRows rows from unit kInputFifo, then a fence. They
 // sit past the 512 KiB of wide memory (units 0x2000-0x2080, where Google's programs keep their
