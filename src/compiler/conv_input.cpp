@@ -82,7 +82,8 @@ std::vector<UnitRun> unit_runs(const std::vector<Run>& runs, int row_bytes) {
   return units;
 }
 
-// The host's image as one run per tile (the rows its band reads, halo rows included), when the
+// The host's image as one run per tile (`runs`, image_runs: the rows its band reads, halo rows
+// included), when the
 // first stage is in bands (not whole images): each tile's run in one transfer of its own, the
 // rows shared with a neighbouring band read a second time from the pop's staging (the infeeds of
 // one pop may re-read what an earlier one sent, docs/chip.md "Infeed"; Google's PoseNet does so
@@ -95,12 +96,11 @@ std::vector<UnitRun> unit_runs(const std::vector<Run>& runs, int row_bytes) {
 // gets the tiles that received row y so. `cuts` (units, from image_pop_cuts): the image is
 // popped here, a pop from each cut on, each run's infeed cut where a pop starts (the runs then
 // take every row: nothing is sent after them); none: popped before, whole.
-void stream_runs(Emitter& e, const std::vector<Plan>& tiles, int& piece,
-                 std::vector<uint32_t>& taken, ImageInfeeds& infeeds,
+void stream_runs(Emitter& e, const std::vector<Plan>& tiles, const std::vector<Run>& runs,
+                 int& piece, std::vector<uint32_t>& taken, ImageInfeeds& infeeds,
                  const std::vector<int>& cuts) {
   const ConvLayer& l = *tiles.front().layers.front().l;
   const int row_bytes = l.w * l.cin;
-  const std::vector<Run> runs = image_runs(tiles);
   if (runs.empty()) return;
   const int fifo = kInputFifo + 4 * (piece++ % kInputRows);
   {
@@ -404,11 +404,13 @@ bool stream_input(Emitter& e, const std::vector<Plan>& tiles, bool runs, bool pi
   bool full = true;
   for (const Plan& t : tiles) full = full && t.layers.front().full;
   runs = runs && !full && row_bytes % 8 == 0;
+  std::vector<Run> tile_runs;  // (image_runs, for stream_runs)
   std::vector<int> cuts;
-  if (runs && pieces) {
+  if (runs) {
     bool all = false;
-    const std::vector<Run> r = image_runs(tiles, &all);
-    if (all && !r.empty()) cuts = image_pop_cuts(unit_runs(r, row_bytes), l.h * row_bytes / 8);
+    tile_runs = image_runs(tiles, &all);
+    if (pieces && all && !tile_runs.empty())
+      cuts = image_pop_cuts(unit_runs(tile_runs, row_bytes), l.h * row_bytes / 8);
   }
   // Images over 128 KiB (224 x 224 x 3) are popped in several passes; the infeeds' offsets
   // count modulo one pass (the staging ring).
@@ -421,7 +423,7 @@ bool stream_input(Emitter& e, const std::vector<Plan>& tiles, bool runs, bool pi
   int piece = 0, rows = 1;
   std::vector<uint32_t> taken(static_cast<size_t>(l.h), 0);
   ImageInfeeds infeeds;
-  if (runs) stream_runs(e, tiles, piece, taken, infeeds, cuts);
+  if (runs) stream_runs(e, tiles, tile_runs, piece, taken, infeeds, cuts);
   // The tiles each row still goes to, found once (the search below asks for rows many times).
   std::vector<uint32_t> row_masks(static_cast<size_t>(l.h), 0);
   for (const Plan& t : tiles) {
