@@ -176,11 +176,10 @@ void refit_fifo_runs(Shapes& s, const std::vector<bool>& keep) {
     }
     LayerPlan one = lp;
     const int unit = lp.chunk > 0 ? lp.chunk : lp.kwords;
-    // (Taken where the ops wait for fewer rows, or as many where the parts then start together: of
-    // one part, the first window alone gains nothing.)
+    // (Taken where the ops waited for rows, as on one computing tile they wait for none, or where
+    // the parts then start together: of one part, the first window alone gains nothing.)
     if (!on_one_computing_tile(one, used, computing, unit)) continue;
-    const int waits = rows_before_ops(one, computing), waited = rows_before_ops(lp, computing);
-    if (waits > waited || (waits == waited && lp.parts.size() < 2)) continue;
+    if (rows_before_ops(lp, computing) == 0 && lp.parts.size() < 2) continue;
     // (The same rows of the parameter stream, from the layer's first run's offset.)
     size_t offset = SIZE_MAX;
     for (const Part& part : lp.parts)
