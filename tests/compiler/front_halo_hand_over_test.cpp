@@ -8,11 +8,10 @@
 #include <gtest/gtest.h>
 
 #include <random>
-#include <string>
 #include <vector>
 
 #include "isa/isa.h"
-#include "support/compiled_twin.h"
+#include "support/compiled_conv_twin.h"
 #include "support/conv_twin.h"
 #include "support/hand_overs.h"
 #include "support/two_inferences.h"
@@ -40,17 +39,13 @@ TEST(FrontHaloHandOverOnTheVirtualEdgeTpu, OnlyTheHaloRowsCrossTheRing) {
   const std::vector<ConvSpec> specs{pointwise(96),  dw,  pointwise(96), dw2, pointwise(192), dw,
                                     pointwise(192), dw2, pointwise(384)};
   SCOPED_TRACE(twins::describe(h, w, cin, specs));
-  container::Model twin = twins::conv_twin(h, w, cin, specs, random);
   // (One zero point for the images between the layers, as PoseNet's ReLU6 outputs have: the
   // stride-2 layer's image lies over the image before it and keeps its padding columns.)
-  for (container::Tensor& t : twin.subgraphs.at(0).tensors)
-    for (size_t i = 0; i + 1 < specs.size(); ++i)
-      if (t.name == "y" + std::to_string(i)) t.quantization.zero_point = {-100};
-  const testing::CompiledTwin compiled(twin);
-  ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1) << compiled.reason();
-  ASSERT_NE(compiled.exes.execution, nullptr);
+  const testing::CompiledConvTwin c(h, w, cin, specs, random,
+                                    testing::inner_zero_point(specs.size(), -100));
+  ASSERT_TRUE(c.on_the_chip());
   std::vector<isa::Instruction> program =
-      isa::decode(compiled.exes.execution->bitstreams.at(0).data);
+      isa::decode(c.compiled.exes.execution->bitstreams.at(0).data);
   // The hand-overs from a pointwise layer of 96 input channels (24 reduction words: loop0 23) into
   // a depthwise layer (9 taps: loop0 8) that cross the ring (the rounds' own steps cross nothing):
   // from the stage in rounds into the stride-2 layer, then from the 96 -> 192 layer into the next.
@@ -61,15 +56,14 @@ TEST(FrontHaloHandOverOnTheVirtualEdgeTpu, OnlyTheHaloRowsCrossTheRing) {
   EXPECT_EQ(hand_overs[0].producers, 14) << "only the rows at the 14 band boundaries";
   EXPECT_EQ(hand_overs[1].producers, 28)
       << "the halo rows each way (43 with the image where it did not fit, whole bands)";
-  testing::expect_two_inferences_equal(compiled, twin, static_cast<size_t>(h) * w * cin, random);
+  c.expect_two_inferences_equal(random);
 
   // The same program with the first halo row's receive moved a row down (123 padded pixels of
   // 96 channels): the row it should have filled keeps the zero point, its neighbour is overwritten.
   ASSERT_FALSE(hand_overs.empty());
   isa::Instruction& receive = program[hand_overs.front().receives.front()];
   receive.set("n.addr", receive.value("n.addr") + 123 * 96 / 4);
-  testing::expect_edited_program_differs(compiled, twin, program, static_cast<size_t>(h) * w * cin,
-                                         random);
+  testing::expect_edited_program_differs(c.compiled, c.twin, program, c.input_bytes, random);
 }
 
 }  // namespace

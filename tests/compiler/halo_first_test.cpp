@@ -10,13 +10,13 @@
 #include <map>
 #include <memory>
 #include <random>
-#include <string>
 #include <variant>
 #include <vector>
 
 #include "chip/program.h"
 #include "chip/virtual_edge_tpu.h"
 #include "isa/isa.h"
+#include "support/compiled_conv_twin.h"
 #include "support/compiled_twin.h"
 #include "support/conv_twin.h"
 #include "support/traced_inference.h"
@@ -89,29 +89,26 @@ TEST(HaloFirstOnTheVirtualEdgeTpu, HaloRowsCrossTheRingWhileTheRestComputes) {
   dw.depthwise = true;
   const std::vector<ConvSpec> specs{pw, dw, pw, dw, pw, dw, pw};
   SCOPED_TRACE(twins::describe(h, w, cin, specs));
-  const container::Model twin = twins::conv_twin(h, w, cin, specs, random);
-  const testing::CompiledTwin compiled(twin);
-  ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1) << compiled.reason();
-  ASSERT_NE(compiled.exes.execution, nullptr);
-  const size_t input_bytes = static_cast<size_t>(h) * w * cin;
-  const Overlaps found = overlaps(compiled, input_bytes, 95, 8, 28, random);
+  const testing::CompiledConvTwin c(h, w, cin, specs, random);
+  ASSERT_TRUE(c.on_the_chip());
+  const Overlaps found = overlaps(c.compiled, c.input_bytes, 95, 8, 28, random);
   EXPECT_EQ(found.hand_overs, 2);
   EXPECT_EQ(found.overlapped, 2) << "the halo rows crossed the ring while the middle rows computed";
   for (const std::vector<int64_t>& ops : found.layers)
     EXPECT_EQ(ops, (std::vector<int64_t>{2 * w, 2 * w, w}))
         << "two rows on every band, then the middle row on the 3-row bands";
-  testing::expect_two_inferences_equal(compiled, twin, input_bytes, random);
+  c.expect_two_inferences_equal(random);
 
   // The same program with a middle-row op (31 positions of a 384 -> 384 layer) writing the row
   // above its own (one row of 33 pixels of 192 channels).
   std::vector<isa::Instruction> program =
-      isa::decode(compiled.exes.execution->bitstreams.at(0).data);
+      isa::decode(c.compiled.exes.execution->bitstreams.at(0).data);
   const auto rest = std::find_if(program.begin(), program.end(), [&](const isa::Instruction& in) {
     return in.opcode() == isa::kTensorOp && in.value("loop0") == 95 && in.value("loop1") + 1 == w;
   });
   ASSERT_NE(rest, program.end());
   rest->set("out.base", rest->value("out.base") - 33 * 192);
-  testing::expect_edited_program_differs(compiled, twin, program, input_bytes, random);
+  testing::expect_edited_program_differs(c.compiled, c.twin, program, c.input_bytes, random);
 }
 
 // PoseNet's front layers 4-12 on the 89 x 121 map (as front_halo_hand_over_test.cpp): the
@@ -129,19 +126,14 @@ TEST(HaloFirstOnTheVirtualEdgeTpu, IntoAStageOfTwoLayers) {
   const std::vector<ConvSpec> specs{pointwise(96),  dw,  pointwise(96), dw2, pointwise(192), dw,
                                     pointwise(192), dw2, pointwise(384)};
   SCOPED_TRACE(twins::describe(h, w, cin, specs));
-  container::Model twin = twins::conv_twin(h, w, cin, specs, random);
-  for (container::Tensor& t : twin.subgraphs.at(0).tensors)
-    for (size_t i = 0; i + 1 < specs.size(); ++i)
-      if (t.name == "y" + std::to_string(i)) t.quantization.zero_point = {-100};
-  const testing::CompiledTwin compiled(twin);
-  ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1) << compiled.reason();
-  ASSERT_NE(compiled.exes.execution, nullptr);
-  const size_t input_bytes = static_cast<size_t>(h) * w * cin;
+  const testing::CompiledConvTwin c(h, w, cin, specs, random,
+                                    testing::inner_zero_point(specs.size(), -100));
+  ASSERT_TRUE(c.on_the_chip());
   // From a layer of 96 input channels (loop0 23) into a depthwise layer (loop0 8).
-  const Overlaps found = overlaps(compiled, input_bytes, 23, 8, 28, random);
+  const Overlaps found = overlaps(c.compiled, c.input_bytes, 23, 8, 28, random);
   EXPECT_EQ(found.hand_overs, 1);
   EXPECT_EQ(found.overlapped, 1) << "the halo rows crossed the ring while the middle rows computed";
-  testing::expect_two_inferences_equal(compiled, twin, input_bytes, random);
+  c.expect_two_inferences_equal(random);
 }
 
 }  // namespace

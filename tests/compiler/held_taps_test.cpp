@@ -12,9 +12,8 @@
 #include <variant>
 #include <vector>
 
-#include "support/compiled_twin.h"
+#include "support/compiled_conv_twin.h"
 #include "support/conv_twin.h"
-#include "support/two_inferences.h"
 
 namespace tinycoral::compiler {
 namespace {
@@ -27,16 +26,14 @@ TEST(HeldTapsOnTheVirtualEdgeTpu, ASplitDepthwiseLayersTapsGoToScalarMemoryFromO
   const std::vector<ConvSpec> specs = {{64, 1, 1, true}, {1024, 3, 1, true}, dw, {72, 1, 1, true}};
   const int h = 4, w = 4, cin = 16;
   SCOPED_TRACE(twins::describe(h, w, cin, specs));
-  const container::Model twin = twins::conv_twin(h, w, cin, specs, random);
-  const testing::CompiledTwin compiled(twin);
-  ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1) << compiled.reason();
-  ASSERT_NE(compiled.exes.execution, nullptr);
+  const testing::CompiledConvTwin c(h, w, cin, specs, random);
+  ASSERT_TRUE(c.on_the_chip());
 
   // The depthwise layer's trips: one infeed from scalar memory a part (to its own tiles), an
   // outfeed into scalar memory a part, and the producers to the scalar core (bit 16) before the
   // output's first outfeed to the host (the output's producers come after).
   const std::unique_ptr<chip::Program> program =
-      chip::Program::decode(compiled.exes.execution->bitstreams.at(0).data);
+      chip::Program::decode(c.compiled.exes.execution->bitstreams.at(0).data);
   std::vector<uint16_t> part_tiles;
   uint64_t entry_rows = 0, outfed_rows = 0, produced_rows = 0;
   int producers = 0;
@@ -63,7 +60,7 @@ TEST(HeldTapsOnTheVirtualEdgeTpu, ASplitDepthwiseLayersTapsGoToScalarMemoryFromO
   EXPECT_EQ(outfed_rows, entry_rows);
   EXPECT_EQ(produced_rows, entry_rows);
 
-  testing::expect_two_inferences_equal(compiled, twin, static_cast<size_t>(h) * w * cin, random);
+  c.expect_two_inferences_equal(random);
 }
 
 }  // namespace

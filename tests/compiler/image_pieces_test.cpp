@@ -18,9 +18,9 @@
 #include "chip/virtual_edge_tpu.h"
 #include "common/error.h"
 #include "isa/isa.h"
+#include "support/compiled_conv_twin.h"
 #include "support/compiled_twin.h"
 #include "support/conv_twin.h"
-#include "support/two_inferences.h"
 
 namespace tinycoral::compiler {
 namespace {
@@ -58,12 +58,10 @@ TEST(ImagePiecesOnTheVirtualEdgeTpu, EachUnitCrossesTheRingOnceAndTheOpsStartEar
                                     pointwise(48, Activation::kRelu6),
                                     pointwise(16, Activation::kNone)};
   SCOPED_TRACE(twins::describe(h, w, cin, specs));
-  const container::Model twin = twins::conv_twin(h, w, cin, specs, random);
-  const testing::CompiledTwin compiled(twin);
-  ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1) << compiled.reason();
-  ASSERT_NE(compiled.exes.execution, nullptr);
+  const testing::CompiledConvTwin c(h, w, cin, specs, random);
+  ASSERT_TRUE(c.on_the_chip());
   const std::vector<isa::Instruction> program =
-      isa::decode(compiled.exes.execution->bitstreams.at(0).data);
+      isa::decode(c.compiled.exes.execution->bitstreams.at(0).data);
   const int64_t units = (int64_t{h} * w * cin + 7) / 8;
   int64_t sent = 0, popped = 0;
   int pops = 0, shared = 0;
@@ -84,15 +82,15 @@ TEST(ImagePiecesOnTheVirtualEdgeTpu, EachUnitCrossesTheRingOnceAndTheOpsStartEar
 
   FirstOp first;
   chip::VirtualEdgeTpu chip(chip::ChipOptions{.trace = &first});
-  compiled.cache_parameters(chip);
+  c.compiled.cache_parameters(chip);
   const std::vector<uint8_t> x = testing::random_bytes(static_cast<size_t>(units) * 8, random);
-  compiled.infer(chip, {{"x", std::vector<uint8_t>(x.begin(), x.begin() + h * w * cin)}});
+  c.compiled.infer(chip, {{"x", std::vector<uint8_t>(x.begin(), x.begin() + h * w * cin)}});
   EXPECT_EQ(chip.fault(), "");
   const double ring_cycles = static_cast<double>(units) * 8 / 64;
   EXPECT_LT(static_cast<double>(first.start), 1.5 * ring_cycles)
       << "ring cycles of the image: " << ring_cycles;
 
-  testing::expect_two_inferences_equal(compiled, twin, static_cast<size_t>(h) * w * cin, random);
+  c.expect_two_inferences_equal(random);
 }
 
 // The host's image as it is (rows of whole units, not repacked) as one run per band tile, popped
@@ -110,12 +108,10 @@ TEST(ImagePiecesOnTheVirtualEdgeTpu, RunsPerBandPoppedInPiecesStartTheOpsEarly) 
                                     twins::depthwise(3, 1, true, Activation::kRelu6),
                                     ConvSpec{16, 1, 1, true, true, true, Activation::kNone}};
   SCOPED_TRACE(twins::describe(h, w, cin, specs));
-  const container::Model twin = twins::conv_twin(h, w, cin, specs, random);
-  const testing::CompiledTwin compiled(twin);
-  ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1) << compiled.reason();
-  ASSERT_NE(compiled.exes.execution, nullptr);
+  const testing::CompiledConvTwin c(h, w, cin, specs, random);
+  ASSERT_TRUE(c.on_the_chip());
   const std::unique_ptr<chip::Program> program =
-      chip::Program::decode(compiled.exes.execution->bitstreams.at(0).data);
+      chip::Program::decode(c.compiled.exes.execution->bitstreams.at(0).data);
   const int64_t units = int64_t{h} * w * cin / 8;
   int64_t popped = 0, pop_units = 0, sent = 0;
   int pops = 0, infeeds = 0;
@@ -145,15 +141,15 @@ TEST(ImagePiecesOnTheVirtualEdgeTpu, RunsPerBandPoppedInPiecesStartTheOpsEarly) 
 
   FirstOp first;
   chip::VirtualEdgeTpu chip(chip::ChipOptions{.trace = &first});
-  compiled.cache_parameters(chip);
+  c.compiled.cache_parameters(chip);
   const std::vector<uint8_t> x = testing::random_bytes(static_cast<size_t>(units) * 8, random);
-  compiled.infer(chip, {{"x", x}});
+  c.compiled.infer(chip, {{"x", x}});
   EXPECT_EQ(chip.fault(), "");
   // (One pop of the image, then the infeeds one after another: 64 bytes a cycle each.)
   const double one_pop = static_cast<double>(units + sent) * 8 / 64;
   EXPECT_LT(static_cast<double>(first.start), one_pop) << "one pop, then the infeeds: " << one_pop;
 
-  testing::expect_two_inferences_equal(compiled, twin, static_cast<size_t>(h) * w * cin, random);
+  c.expect_two_inferences_equal(random);
 }
 
 }  // namespace

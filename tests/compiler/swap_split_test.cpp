@@ -18,6 +18,7 @@
 #include "chip/program.h"
 #include "chip/virtual_edge_tpu.h"
 #include "isa/isa.h"
+#include "support/compiled_conv_twin.h"
 #include "support/compiled_twin.h"
 #include "support/conv_twin.h"
 #include "support/traced_inference.h"
@@ -86,12 +87,9 @@ TEST(SwapSplitOnTheVirtualEdgeTpu, FirstRowsCrossTheRingWhileTheLastRowComputes)
   dw.depthwise = true;
   const std::vector<ConvSpec> specs{pw, dw, pw, dw, pw, dw, pw};
   SCOPED_TRACE(twins::describe(h, w, cin, specs));
-  const container::Model twin = twins::conv_twin(h, w, cin, specs, random);
-  const testing::CompiledTwin compiled(twin);
-  ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1) << compiled.reason();
-  ASSERT_NE(compiled.exes.execution, nullptr);
-  const size_t input_bytes = static_cast<size_t>(h) * w * cin;
-  const std::vector<Swap> found = swaps(compiled, input_bytes, random);
+  const testing::CompiledConvTwin c(h, w, cin, specs, random);
+  ASSERT_TRUE(c.on_the_chip());
+  const std::vector<Swap> found = swaps(c.compiled, c.input_bytes, random);
   ASSERT_EQ(found.size(), 3u);
   EXPECT_EQ(found[0].early, 0);
   for (size_t k = 1; k < found.size(); ++k) {
@@ -101,18 +99,18 @@ TEST(SwapSplitOnTheVirtualEdgeTpu, FirstRowsCrossTheRingWhileTheLastRowComputes)
     EXPECT_GE(s.early, 16) << "the first rows crossed the ring while the last row computed";
     EXPECT_GE(s.producers - s.early, 14) << "the last rows after";
   }
-  testing::expect_two_inferences_equal(compiled, twin, input_bytes, random);
+  c.expect_two_inferences_equal(random);
 
   // The same program with a last-row op (31 positions of a depthwise layer) writing the row above
   // its own (31 pixels of 192 channels).
   std::vector<isa::Instruction> program =
-      isa::decode(compiled.exes.execution->bitstreams.at(0).data);
+      isa::decode(c.compiled.exes.execution->bitstreams.at(0).data);
   const auto last = std::find_if(program.begin(), program.end(), [&](const isa::Instruction& in) {
     return in.opcode() == isa::kTensorOp && in.value("loop0") == 8 && in.value("loop1") + 1 == w;
   });
   ASSERT_NE(last, program.end());
   last->set("out.base", last->value("out.base") - w * 192);
-  testing::expect_edited_program_differs(compiled, twin, program, input_bytes, random);
+  testing::expect_edited_program_differs(c.compiled, c.twin, program, c.input_bytes, random);
 }
 
 // MobileNet v1 1.0's front from its 112 x 112 x 32 map: a depthwise layer, 1x1 to 64, a
@@ -135,12 +133,9 @@ TEST(SwapSplitOnTheVirtualEdgeTpu, LastRowsApartFromTheNextImageOverTheInput) {
   auto pw = [](int cout) { return ConvSpec{cout, 1, 1, true, true, true, Activation::kNone}; };
   const std::vector<ConvSpec> specs{dw, pw(64), dw2, pw(128), dw, pw(128)};
   SCOPED_TRACE(twins::describe(h, w, cin, specs));
-  const container::Model twin = twins::conv_twin(h, w, cin, specs, random);
-  const testing::CompiledTwin compiled(twin);
-  ASSERT_EQ(compiled.result.edgetpu_subgraphs, 1) << compiled.reason();
-  ASSERT_NE(compiled.exes.execution, nullptr);
-  const size_t input_bytes = static_cast<size_t>(h) * w * cin;
-  const std::vector<Swap> found = swaps(compiled, input_bytes, random);
+  const testing::CompiledConvTwin c(h, w, cin, specs, random);
+  ASSERT_TRUE(c.on_the_chip());
+  const std::vector<Swap> found = swaps(c.compiled, c.input_bytes, random);
   ASSERT_EQ(found.size(), 3u);
   EXPECT_EQ(found[1].positions, (std::vector<int64_t>{3 * ow, 3 * ow, ow}))
       << "three rows on every band, then the last row on the 4-row bands";
@@ -150,19 +145,19 @@ TEST(SwapSplitOnTheVirtualEdgeTpu, LastRowsApartFromTheNextImageOverTheInput) {
     EXPECT_GE(found[k].early, 8) << "the first rows crossed the ring while the last rows computed";
     EXPECT_GE(found[k].producers - found[k].early, 8) << "the last rows after";
   }
-  testing::expect_two_inferences_equal(compiled, twin, input_bytes, random);
+  c.expect_two_inferences_equal(random);
 
   // The same program with the two-row op (112 positions of a depthwise layer) writing the rows
   // above its own.
   std::vector<isa::Instruction> program =
-      isa::decode(compiled.exes.execution->bitstreams.at(0).data);
+      isa::decode(c.compiled.exes.execution->bitstreams.at(0).data);
   const auto last = std::find_if(program.begin(), program.end(), [&](const isa::Instruction& in) {
     return in.opcode() == isa::kTensorOp && in.value("loop0") == 8 &&
            in.value("loop1") + 1 == 2 * ow;
   });
   ASSERT_NE(last, program.end());
   last->set("out.base", last->value("out.base") - 2 * ow * 64);
-  testing::expect_edited_program_differs(compiled, twin, program, input_bytes, random);
+  testing::expect_edited_program_differs(c.compiled, c.twin, program, c.input_bytes, random);
 }
 
 }  // namespace

@@ -12,9 +12,8 @@
 
 #include "chip/tile.h"
 #include "common/error.h"
-#include "support/compiled_twin.h"
+#include "support/compiled_conv_twin.h"
 #include "support/conv_twin.h"
-#include "support/two_inferences.h"
 
 namespace tinycoral::compiler {
 namespace {
@@ -46,18 +45,6 @@ std::vector<ConvSpec> front(int cout) {
 
 constexpr int kH = 224, kW = 224, kCin = 3;
 
-// The front (`front(cout)`) of a 224 x 224 x 3 image compiled: its twin, the compiled file and its
-// execution program's ops.
-struct CompiledFront {
-  container::Model twin;
-  testing::CompiledTwin compiled;
-  std::vector<chip::OpInstr> ops;
-  CompiledFront(int cout, std::mt19937& random)
-      : twin(twins::conv_twin(kH, kW, kCin, front(cout), random)),
-        compiled(twin),
-        ops(compiled.execution_ops()) {}
-};
-
 // v2's front: every band tile copies its rows into 4-byte pixels (3 bytes a word, the fourth the
 // zero point), and the convolution then computes one pixel a position over 9 words, one a tap
 // (as the image is: two pixels a position, 64 columns, over 4 words of each of 3 rows). Every
@@ -65,15 +52,15 @@ struct CompiledFront {
 TEST(WidenedImageOnTheVirtualEdgeTpu, V2FrontTakesOneWordATap) {
   std::mt19937 random(20261208);
   SCOPED_TRACE(twins::describe(kH, kW, kCin, front(32)));
-  const CompiledFront c(32, random);
-  ASSERT_EQ(c.compiled.result.edgetpu_subgraphs, 1) << c.compiled.reason();
-  const FrontOps f = front_ops(c.ops);
+  const testing::CompiledConvTwin c(kH, kW, kCin, front(32), random);
+  ASSERT_TRUE(c.on_the_chip());
+  const std::vector<chip::OpInstr> ops = c.compiled.execution_ops();
+  const FrontOps f = front_ops(ops);
   EXPECT_GE(f.widening_copies, 1);
   ASSERT_NE(f.conv, nullptr);
   EXPECT_EQ(f.conv->out_ch + 1, 32) << "one pixel a position";
   EXPECT_EQ(f.conv->loops[0] + 1, 9) << "one word a tap";
-  testing::expect_two_inferences_equal(c.compiled, c.twin, static_cast<size_t>(kH) * kW * kCin,
-                                       random);
+  c.expect_two_inferences_equal(random);
 }
 
 // To 8 channels a widened pixel saves the first layer 1.3 cycles an output pixel, less than the
@@ -81,9 +68,10 @@ TEST(WidenedImageOnTheVirtualEdgeTpu, V2FrontTakesOneWordATap) {
 TEST(WidenedImageOnTheVirtualEdgeTpu, NarrowFirstLayerKeepsTheImageAsItIs) {
   std::mt19937 random(20261209);
   SCOPED_TRACE(twins::describe(kH, kW, kCin, front(8)));
-  const CompiledFront c(8, random);
-  ASSERT_EQ(c.compiled.result.edgetpu_subgraphs, 1) << c.compiled.reason();
-  const FrontOps f = front_ops(c.ops);
+  const testing::CompiledConvTwin c(kH, kW, kCin, front(8), random);
+  ASSERT_TRUE(c.on_the_chip());
+  const std::vector<chip::OpInstr> ops = c.compiled.execution_ops();
+  const FrontOps f = front_ops(ops);
   EXPECT_EQ(f.widening_copies, 0);
   ASSERT_NE(f.conv, nullptr);
   EXPECT_EQ(f.conv->out_ch + 1, 16) << "two pixels a position";
