@@ -31,13 +31,20 @@ constexpr int kRopeSumK = 128;
 
 constexpr int kMaxOutputs = kMaxProgramOutputs;
 
-// n, the positions a softmax counts, at the start of its count block (compiler::
-// kSoftmaxCountBytes) in an int8 input: the runtime flips each byte's top bit, so n's bytes are
-// flipped here to arrive as they are.
-void put_count(int8_t* block, int n) {
+// `bits` at `at` in an int8 input, little-endian: the runtime flips each byte's top bit, so the
+// bytes are flipped here to arrive as they are.
+void put_word(int8_t* at, uint32_t bits) {
   for (int i = 0; i < 4; ++i)
-    block[i] = static_cast<int8_t>(uint8_t((uint32_t(n) >> (8 * i)) & 0xff) ^ 0x80u);
+    at[i] = static_cast<int8_t>(uint8_t((bits >> (8 * i)) & 0xff) ^ 0x80u);
 }
+
+// n, the positions a softmax counts, at the start of its count block (compiler::
+// kSoftmaxCountBytes) in an int8 input.
+void put_count(int8_t* block, int n) { put_word(block, uint32_t(n)); }
+
+// r (RMSNorm's scale, an f32) after n in a count block, for the programs that make multipliers
+// from it (v~'s, the RoPE sum's).
+void put_r(int8_t* block, float r) { put_word(block + 4, std::bit_cast<uint32_t>(r)); }
 
 }  // namespace
 
@@ -1007,10 +1014,7 @@ std::shared_ptr<runtime::Program> ChipTransformer::joined_run(int layer, int8_t*
   const int count_at = (in_bytes + 255) / 256 * 256;
   std::fill(in + in_bytes, in + count_at + compiler::kSoftmaxCountBytes, int8_t{0});
   put_count(in + count_at, pos_ + 1);
-  const uint32_t bits = std::bit_cast<uint32_t>(r);
-  if (layer == 0)
-    for (int i = 0; i < 4; ++i)
-      in[count_at + 4 + i] = static_cast<int8_t>(uint8_t((bits >> (8 * i)) & 0xff) ^ 0x80u);
+  if (layer == 0) put_r(in + count_at, r);
   in_bytes = count_at + compiler::kSoftmaxCountBytes;
   // The group's program with its scatters at column pos_ % 64: the program generated at pos_
   // bit for bit (its last run's column is overwritten; a recovery runs it again as it is).
@@ -1265,12 +1269,7 @@ std::vector<int8_t> ChipTransformer::scores_row(const ScoresProgram& p, int laye
   }
   put_count(row.data() + p.input_bytes, pos + 1);
   // r after n where the program makes the RoPE sum's multipliers from it.
-  if (p.rope && !p.rope_sum.mult_base.empty()) {
-    const uint32_t r = std::bit_cast<uint32_t>(rope_r_);
-    for (int i = 0; i < 4; ++i)
-      row[size_t(p.input_bytes + 4 + i)] =
-          static_cast<int8_t>(uint8_t((r >> (8 * i)) & 0xff) ^ 0x80u);
-  }
+  if (p.rope && !p.rope_sum.mult_base.empty()) put_r(row.data() + p.input_bytes, rope_r_);
   return row;
 }
 
@@ -1821,14 +1820,13 @@ void ChipTransformer::qkv_q(int layer, const int8_t* xq, int8_t* q, int8_t* k, i
     const int out_bytes = qkv_bytes + u_bytes + rope_bytes;
     const bool joined = !joined_.empty() && !joined_[0].groups.empty();
     if (first_v_tilde_ && !joined) {
-      // v's groups wait for r, the host's (chip_rms: of these bytes), at bytes 4..7 of a block
-      // from the next whole packet (the runtime flips each byte's top bit: flipped here).
+      // v's groups wait for r, the host's (chip_rms: of these bytes), in a count block from the
+      // next whole packet.
       const int block = compiler::fc_tables_at(in_bytes);
-      std::fill(xq_.begin() + in_bytes, xq_.begin() + block + 64, int8_t{0});
-      const uint32_t bits = std::bit_cast<uint32_t>(Int8Transformer::rms_scale_q(0, xq, nullptr));
-      for (int i = 0; i < 4; ++i)
-        xq_[size_t(block + 4 + i)] = static_cast<int8_t>(uint8_t((bits >> (8 * i)) & 0xff) ^ 0x80u);
-      in_bytes = block + 64;
+      std::fill(xq_.begin() + in_bytes, xq_.begin() + block + compiler::kSoftmaxCountBytes,
+                int8_t{0});
+      put_r(xq_.data() + block, Int8Transformer::rms_scale_q(0, xq, nullptr));
+      in_bytes = block + compiler::kSoftmaxCountBytes;
     }
     int run_bytes = in_bytes;
     if (joined && xq_.size() < size_t(in_bytes + 256 + compiler::kSoftmaxCountBytes))
