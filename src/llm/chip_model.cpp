@@ -383,7 +383,6 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
           ((want_u && chain_ffn(l, tiles, true)) || chain_ffn(l, tiles, false))) {
         ++stats_.chained_layers;
         stats_.rms_layers += ffns_[size_t(l)].chain_desc.rms.layer >= 0;
-        stats_.value_tilde_layers += ffns_[size_t(l)].v_tilde;
         stats_.chip_matmuls += 3;  // the next layer's q, k, v
       }
     }
@@ -447,6 +446,9 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
       }
     }
   }
+  // Layers whose v~ the chip computes: layer 0's (first_layer) and each chain's next layer's.
+  stats_.value_tilde_layers = first_v_tilde_;
+  for (const FfnProgram& p : ffns_) stats_.value_tilde_layers += p.chain != nullptr && p.v_tilde;
   if (weights()->chip_attention() && options.chip_scores)
     for (int l = 0; l < c.n_layers; ++l) stats_.scores_layers += scores_program(l, tiles);
   if (weights()->chip_attention() && options.weighted_sum == WeightedSum::kValueCache) {
@@ -641,7 +643,6 @@ bool ChipTransformer::first_layer(TileAllocator& tiles, bool with_values) {
     if (!generate_with_rope(chain, rope, generate, code, first_rope_)) return false;
   }
   first_v_tilde_ = chain.after_r.layer >= 0;
-  stats_.value_tilde_layers += first_v_tilde_;
   first_chain_ = std::move(chain);
   stats_.rope_layers += first_rope_;
   tiles = trial;
