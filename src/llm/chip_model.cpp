@@ -626,11 +626,13 @@ bool ChipTransformer::first_layer(TileAllocator& tiles, bool with_values) {
     chain.at.push_back(u_at);
     chain.output.push_back(true);
   }
-  // chip_residual: v's groups wait for r (the host's, in a block after the input) and return v~;
-  // where the generator does not take that, v as before (the host computes v~).
+  // chip_residual: v's groups wait for r (the host's, in a block after the input) and return v~
+  // (with u they do not: u reads v); where the generator does not take that, v as before (the host
+  // computes v~).
   const compiler::FcChain plain = chain;
   const TileAllocator plain_tiles = trial;
-  chain.after_r = value_tilde_groups(0, part.at[2], chain.layers[0], qkv_at, trial);
+  if (!with_values)
+    chain.after_r = value_tilde_groups(0, part.at[2], chain.layers[0], qkv_at, trial);
   if (!chain.after_r.groups.empty()) chain.after_r.layer = 0;
   const compiler::FcTableProducts rope =
       want_rope() ? rope_of(0, 0, part.at) : compiler::FcTableProducts{};
