@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "compiler/fc_batch_codegen.h"
 #include "compiler/fc_codegen.h"
+#include "compiler/fc_value_write.h"
 #include "llm/int8_rms.h"
 #include "llm/matmul_plan.h"
 #include "llm/rope_sum.h"
@@ -138,6 +139,9 @@ struct ChipTransformer::ValueSumProgram {
   // wo after the sum in that program (join.out, K = the sum's outputs: each head's columns at
   // its padded place), which then returns o instead of a.
   bool wo = false;
+  // Joined to the chain before it (Joined::values): each group's staging row, a wide unit of its
+  // tile (compiler::FcValueWrite), for the chip's write of v~; empty: none.
+  std::vector<int> staging;
 };
 
 // q, k, v of one layer as one generator layer, and where each sits in its output.
@@ -454,15 +458,16 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
   if (weights()->chip_attention() && options.weighted_sum == WeightedSum::kValueCache) {
     value_sums_.resize(size_t(c.n_layers));
     for (int l = 0; l < c.n_layers; ++l) stats_.value_sum_layers += value_sum_program(l, tiles);
-    for (int l = 0; l < c.n_layers; ++l) stats_.attention_layers += join_attention(l, tiles);
+    // Where the chains may join the value cache (value_sum_program's staging rows), wo comes
+    // last (join_wo): the RoPE sums and q's kept products, which the join needs, first.
+    const bool late_wo = std::any_of(value_sums_.begin(), value_sums_.end(),
+                                     [](const ValueSumProgram& v) { return !v.staging.empty(); });
+    for (int l = 0; l < c.n_layers; ++l)
+      stats_.attention_layers += join_attention(l, tiles, !late_wo);
   }
-  for (const HostMatmul& h : host_matmuls)
-    if (!(h.value_cache_wo && value_sums_[size_t(h.layer)].wo)) {
-      stats_.host_reason = h.reason;
-      break;
-    }
   // chip_rope: q's RoPE sum in front of the scores where the softmax runs there, placed after
-  // the weighted sums and wo (which save more per byte of tile memory).
+  // the weighted sums and wo (which save more per byte of tile memory; not wo where the value
+  // cache may join the chains: a join saves a run, and needs the sums and q's kept products).
   if (options.chip_rope)
     for (int l = 0; l < int(scores_.size()); ++l)
       if (scores_[size_t(l)].softmax)
@@ -480,7 +485,12 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
         stats_.rope_kept_layers += keep_rope_products(l, scores_[size_t(l)], tiles);
   for (const ScoresProgram& p : scores_)
     stats_.rope_mult_layers += p.rope && !p.rope_sum.mult_base.empty();
-  stats_.max_tile_units = tiles.max_fill();
+  for (int l = 0; l < int(value_sums_.size()); ++l) join_wo(l, tiles);  // (counted there)
+  for (const HostMatmul& h : host_matmuls)
+    if (!(h.value_cache_wo && value_sums_[size_t(h.layer)].wo)) {
+      stats_.host_reason = h.reason;
+      break;
+    }
   for (const ScoresProgram& p : scores_)
     if (p.softmax) stats_.scores_row_bytes += p.input_bytes + compiler::kSoftmaxCountBytes;
   // Last, each chain joined to the next layer's scores' program where both have their final form:
@@ -488,11 +498,12 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
   joined_.resize(scores_.size());
   if (options.join_scores && options.chip_rope && options.chip_key_write && options.chip_rms)
     for (int l = 0; l < int(scores_.size()); ++l)
-      if (join_scores(l)) {
+      if (join_scores(l, tiles)) {
         ++stats_.joined_layers;
         --stats_.programs;
         stats_.scores_row_bytes -= scores_[size_t(l)].input_bytes;
       }
+  stats_.max_tile_units = tiles.max_fill();
   // A chain returns at most w2 output, q + k + v (1024) and u (32 groups).
   widest = std::max(widest, 4096 + whole_groups(c.dim));
   xq_.resize(size_t(widest));
@@ -504,8 +515,9 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
   for (size_t l = 0; l < scores_.size(); ++l)
     for (const GroupProgram& made : scores_[l].scores_with_key)
       stats_.key_programs += made.program != nullptr && joined_[l].groups.empty();
-  for (const ValueSumProgram& p : value_sums_)
-    for (const GroupProgram& made : p.attention) stats_.key_programs += made.program != nullptr;
+  for (size_t l = 0; l < value_sums_.size(); ++l)
+    for (const GroupProgram& made : value_sums_[l].attention)
+      stats_.key_programs += made.program != nullptr && joined_[l].groups.empty();
   stats_.key_programs += stats_.joined_programs;
   cache_all();
 }
@@ -917,7 +929,7 @@ bool ChipTransformer::first_sum_program(int layer, ScoresProgram& p) {
   return build();
 }
 
-bool ChipTransformer::join_scores(int layer) {
+bool ChipTransformer::join_scores(int layer, TileAllocator& tiles) {
   const ScoresProgram& s = scores_[size_t(layer)];
   const bool first = layer == 0;
   // The program before: layer 0's (r from the host's bytes, in the count block), or the chain
@@ -925,26 +937,44 @@ bool ChipTransformer::join_scores(int layer) {
   const FfnProgram* f = first ? nullptr : &ffns_[size_t(layer - 1)];
   if (first ? !(first_ && first_kept_) : !(f->chain && f->kept && f->chain_desc.rms.layer >= 0))
     return false;
-  // chip_residual: v~ written and summed in the joined program is not built yet (docs/llm.md
-  // B.3); the programs run apart.
-  if (options().chip_residual) return false;
   const compiler::FcTableProducts& products =
       first ? first_chain_.products : f->chain_desc.products;
   const size_t q_groups = size_t(whole_groups(config().dim) / 64);
-  // The value cache's v~ needs the host's r before the run (not joined yet); the scores read q's
-  // products from the rows kept in the same run, and write the key their own sum computes.
+  // The scores read q's products from the rows kept in the same run, and write the key their own
+  // sum computes.
   if (!s.softmax || !s.rope || !s.key_sum || s.rope_sum.mult_base.empty() ||
       !s.rope_shape.packed_keys || s.rope_sum.resident.size() != q_groups ||
-      s.rope_sum.at.tiles.size() != products.groups.size() ||
-      (size_t(layer) < value_sums_.size() && value_sums_[size_t(layer)].on_chip))
+      s.rope_sum.at.tiles.size() != products.groups.size())
     return false;
+  // The value cache joins with v~ from the program before (chip_residual), which the joined
+  // program writes into the cache before the sum reads it; without v~ on the chip the host's v~
+  // comes after the run: the programs run apart.
+  ValueSumProgram* v = size_t(layer) < value_sums_.size() && value_sums_[size_t(layer)].on_chip
+                           ? &value_sums_[size_t(layer)]
+                           : nullptr;
+  TileAllocator trial = tiles;
+  if (v) {
+    if (!v->joined || !(first ? first_v_tilde_ : f->v_tilde)) return false;
+    // Each cache group's staging row on its own tile (4 units, outside every parameter), placed
+    // with the cache where value_sum_program reserved it, else taken now.
+    for (size_t g = v->staging.size(); g < v->at.tiles.size(); ++g) {
+      const int unit = trial.take(v->at.tiles[g], 4);
+      if (unit < 0) {
+        v->staging.clear();
+        return false;
+      }
+      v->staging.push_back(unit);
+    }
+  }
   // Sum group g reads product group g (rope_of's order, q's then k's; with packed keys the key's
   // sum groups are k's groups): q's from their kept rows, the key's moved over the ring.
   Joined& j = joined_[size_t(layer)];
   j.moved.assign(products.groups.size(), -1);
   for (size_t g = q_groups; g < j.moved.size(); ++g) j.moved[g] = int(g);
+  j.values = v != nullptr;
   // One program per 64-position group (its column's groups are on other tiles), generated at
-  // the group's first position; joined_run rewrites its column for the others.
+  // the group's first position; joined_run rewrites its column (and the value write) for the
+  // others.
   std::vector<GroupProgram> groups;
   try {
     for (int pos = 0; pos < s.seq_padded; pos += 64) groups.push_back(joined_program(layer, pos));
@@ -954,7 +984,46 @@ bool ChipTransformer::join_scores(int layer) {
   }
   j.groups = std::move(groups);
   stats_.joined_programs += int(j.groups.size());
+  if (v) {
+    tiles = trial;  // (the rows taken here)
+    stats_.resident_bytes += int64_t{256} * int64_t(v->staging.size());
+    v->attention.clear();  // (the attention program's trial never runs)
+  }
   return true;
+}
+
+compiler::FcChainValueWrite ChipTransformer::value_write(int layer, int first) const {
+  const ValueSumProgram& v = value_sums_[size_t(layer)];
+  const Config& c = config();
+  compiler::FcChainValueWrite w;
+  w.write = compiler::fc_value_write(v.layer, v.at, v.staging, first);
+  // v~'s pieces side by side from the first piece's byte (the generator places them).
+  w.write.from_byte =
+      compiler::value_vectors_side_by_side(c.n_heads, c.n_kv_heads, c.head_size(), 0).from_byte;
+  if (layer == 0) {
+    w.layer = 0;
+    w.groups = first_chain_.after_r.groups;
+  } else {
+    w.layer = 1;  // the chain's q, k, v follower (chain_ffn's next[1])
+    w.groups = ffns_[size_t(layer - 1)].chain_desc.after_r.groups;
+  }
+  return w;
+}
+
+compiler::FcRowWrite ChipTransformer::staging_rows(const ValueSumProgram& p) const {
+  compiler::FcRowWrite rows;
+  const int quad = 4 * (pos_ / 4), k = p.layer.k;
+  for (size_t g = 0; g < p.staging.size(); ++g) {
+    rows.rows.push_back({p.at.tiles[g], p.staging[g]});
+    for (int b = 0; b < 4; ++b)
+      for (int c = 0; c < 64; ++c) {
+        const int8_t w =
+            quad + b < k ? p.layer.weights[size_t(64 * int(g) + c) * size_t(k) + size_t(quad + b)]
+                         : int8_t{0};
+        rows.bytes.push_back(uint8_t(int(w) + 128));  // stored as the cache's rows are
+      }
+  }
+  return rows;
 }
 
 GroupProgram ChipTransformer::joined_program(int layer, int first) const {
@@ -966,22 +1035,48 @@ GroupProgram ChipTransformer::joined_program(int layer, int first) const {
   compiler::FcLayer scores = scores_layer(s, s.heads);
   scores.output_name = "e";  // its own name beside the chain's outputs
   const std::vector<float>& exp_mult = weights()->attention[size_t(layer)].exp_mult;
+  // With the value cache: the sum (and wo) after the softmax, v~ written before it.
+  const compiler::FcValueSum* value_sum = j.values ? &value_sums_[size_t(layer)].join : nullptr;
+  const compiler::FcChainValueWrite values =
+      j.values ? value_write(layer, first) : compiler::FcChainValueWrite{};
+  const compiler::FcChainValueWrite* write = j.values ? &values : nullptr;
+  compiler::FcValueSum named;
+  if (value_sum) {  // the sum's (or wo's) output beside the chain's names
+    named = *value_sum;
+    named.layer.output_name = "a";
+    named.out.output_name = "o";
+    value_sum = &named;
+  }
   compiler::FfnChainPrograms p;
   if (layer == 0) {  // r in the count block
     p = compiler::generate_fc_chain_softmax(first_chain_, scores, s.placement, s.input_bytes,
-                                            exp_mult, &sum, &column, j.moved);
+                                            exp_mult, &sum, &column, j.moved, value_sum, write);
   } else {
     const FfnProgram& f = ffns_[size_t(layer - 1)];
     sum.r_word = compiler::kChainRmsRWord;
     p = compiler::generate_ffn_chain_softmax(f.chain_desc, f.up_at, f.down_at, scores, s.placement,
-                                             s.input_bytes, exp_mult, &sum, &column, j.moved);
+                                             s.input_bytes, exp_mult, &sum, &column, j.moved,
+                                             value_sum, write);
   }
-  // The column write's scatters are all the program marks: one per group it writes.
-  if (p.marks.size() != column.words.rows.size() || p.execution.bitstreams.size() != 1)
-    fail("a joined program marks ", p.marks.size(), " column addresses for ",
-         column.words.rows.size(), " groups");
-  return {
-      std::make_shared<runtime::Program>(std::move(p.execution)), first, std::move(p.marks), {}};
+  // The program marks the column write's scatters (one per group it writes), then with the value
+  // write its landings and its rows (one each per cache group).
+  const size_t columns = column.words.rows.size(),
+               cache_groups = j.values ? values.write.cache_units.size() : 0;
+  if (p.marks.size() != columns + 2 * cache_groups || p.execution.bitstreams.size() != 1)
+    fail("a joined program marks ", p.marks.size(), " fields for ", columns, " column groups and ",
+         cache_groups, " cache groups");
+  GroupProgram g{std::make_shared<runtime::Program>(std::move(p.execution)), first, {}, {}, {}};
+  const auto mark = [&](size_t at) { return p.marks.begin() + long(at); };
+  g.columns.assign(mark(0), mark(columns));
+  g.landings.assign(mark(columns), mark(columns + cache_groups));
+  g.rows.assign(mark(columns + cache_groups), mark(columns + 2 * cache_groups));
+  // Each row mark must be its cache group's row address at `first` (a landing's value depends on
+  // where the generator put the quads: those move by differences alone).
+  for (size_t i = 0; i < g.rows.size(); ++i)
+    if (g.rows[i].value != values.write.cache_units[i] + compiler::fc_weight_row_unit(first))
+      fail("a joined program's row mark ", i, " holds ", g.rows[i].value, ", not cache row ",
+           values.write.cache_units[i] + compiler::fc_weight_row_unit(first));
+  return g;
 }
 
 const std::shared_ptr<runtime::Program>& ChipTransformer::rewritten(const GroupProgram& g,
@@ -1026,10 +1121,17 @@ std::shared_ptr<runtime::Program> ChipTransformer::joined_run(int layer, int8_t*
 
 void ChipTransformer::stash_softmax(int layer, const runtime::Program& program, int output) {
   const ScoresProgram& s = scores_[size_t(layer)];
-  e_stash_.resize(size_t(config().n_heads * (s.seq_padded + 4)));
-  program.get_output(output, std::span(e_stash_.data(), e_stash_.size()));
   e_stash_layer_ = layer;
   e_stash_pos_ = pos_;
+  if (joined_[size_t(layer)].values) {  // the sum's bytes, or wo's o
+    ValueSumProgram& v = value_sums_[size_t(layer)];
+    v.a.resize(size_t(v.wo ? whole_groups(config().dim) : v.layer.n));
+    program.get_output(output, std::span(reinterpret_cast<uint8_t*>(v.a.data()), v.a.size()));
+    v.a_pos = pos_;
+    return;
+  }
+  e_stash_.resize(size_t(config().n_heads * (s.seq_padded + 4)));
+  program.get_output(output, std::span(e_stash_.data(), e_stash_.size()));
 }
 
 // The key's sum joins q~'s (its groups after q~'s, placed where tile memory is left), where the
@@ -1282,13 +1384,21 @@ bool ChipTransformer::value_sum_program(int layer, TileAllocator& tiles) {
   p.shape = {c.n_heads, c.n_kv_heads, c.head_size(), c.seq_len};
   p.layer = value_sum_layer(p.shape, p.at.in_at);
   const int groups = compiler::fc_groups(p.layer.n), slots = groups > kPlanTiles ? 2 : 1;
+  // Where the chain before may write v~ into the cache (the joined program, join_scores), each
+  // group's staging row after its weights, placed with them (later placements fill the tiles).
+  const Int8Options& o = options();
+  const bool staging = o.chip_residual && o.join_scores && o.chip_scores && o.chip_rope &&
+                       o.chip_key_write && o.chip_rms && o.fused_layers;
+  const int units = compiler::fc_units_per_tile(p.layer.k, false);
   TileAllocator trial = tiles;
   if (p.layer.n > kMaxOutputs ||
       !compiler::fc_batch_unsupported(p.layer.n, p.layer.k, 1, slots, p.shape.row_bytes())
            .empty() ||
-      !trial.place(groups, compiler::fc_units_per_tile(p.layer.k, false), p.at))
+      !trial.place(groups, units + (staging ? 4 : 0), p.at))
     return false;
   tiles = trial;
+  if (staging)
+    for (const int unit : p.at.param_units) p.staging.push_back(unit + units);
   p.sums.resize(size_t(p.layer.k / 64));
   p.on_chip = true;
   stats_.resident_bytes += static_cast<int64_t>(compiler::fc_parameters(p.layer).size());
@@ -1297,7 +1407,7 @@ bool ChipTransformer::value_sum_program(int layer, TileAllocator& tiles) {
   return true;
 }
 
-bool ChipTransformer::join_attention(int layer, TileAllocator& tiles) {
+bool ChipTransformer::join_attention(int layer, TileAllocator& tiles, bool with_wo) {
   if (size_t(layer) >= scores_.size() || !scores_[size_t(layer)].softmax ||
       !value_sums_[size_t(layer)].on_chip)
     return false;
@@ -1332,7 +1442,7 @@ bool ChipTransformer::join_attention(int layer, TileAllocator& tiles) {
   const int wo_groups = compiler::fc_groups(plan.outputs);
   TileAllocator trial = tiles;
   const bool wo_fits =
-      plan.outputs <= kMaxOutputs &&
+      with_wo && plan.outputs <= kMaxOutputs &&
       compiler::fc_batch_unsupported(plan.outputs, plan.k_padded, 1, wo_groups > kPlanTiles ? 2 : 1)
           .empty() &&
       trial.place(wo_groups, compiler::fc_units_per_tile(plan.k_padded, false), plan.placement);
@@ -1366,6 +1476,24 @@ bool ChipTransformer::join_attention(int layer, TileAllocator& tiles) {
   }
   p.attention.clear();
   p.join.out = {};
+  return false;
+}
+
+bool ChipTransformer::join_wo(int layer, TileAllocator& tiles) {
+  ValueSumProgram& p = value_sums_[size_t(layer)];
+  if (!p.joined || p.wo) return false;
+  // join_attention again with wo, from the same program count: kept where it places wo, else the
+  // layer as it was.
+  const ValueSumProgram before = p;
+  const ChipPathStats stats = stats_;
+  TileAllocator trial = tiles;
+  ++stats_.programs;
+  if (join_attention(layer, trial, true) && p.wo) {
+    tiles = trial;
+    return true;
+  }
+  p = before;
+  stats_ = stats;
   return false;
 }
 
@@ -1600,11 +1728,6 @@ void ChipTransformer::softmax_q(int layer, int pos, const int8_t* q8, uint8_t* e
     Int8Transformer::softmax_q(layer, pos, q8, e, inv_sum);
     return;
   }
-  if (size_t(layer) < value_sums_.size() && value_sums_[size_t(layer)].joined) {
-    // e and 1 / S stay on the chip: the same run computes the weighted sum (value_sum_q).
-    attention_q(layer, pos, q8);
-    return;
-  }
   ScoresProgram& p = scores_[size_t(layer)];
   const Config& c = ck_.config;
   if (!joined_[size_t(layer)].groups.empty()) {
@@ -1615,12 +1738,24 @@ void ChipTransformer::softmax_q(int layer, int pos, const int8_t* q8, uint8_t* e
     e_stash_layer_ = -1;
     rope_sum_layer_ = -1;
     add_key(p, layer, pos);
+    if (joined_[size_t(layer)].values) {
+      // It wrote v~ into the cache and ran the sum too (value_sum_q hands it over): the host's
+      // copy of the cache takes v~ for a recovery's caching.
+      ValueSumProgram& v = value_sums_[size_t(layer)];
+      set_value_column(v.shape, pos, value_q(layer, pos), v.layer);
+      return;
+    }
     const size_t e_bytes = size_t(c.n_heads) * size_t(p.seq_padded);
     for (int h = 0; h < c.n_heads; ++h) {
       std::memcpy(e + size_t(h) * size_t(c.seq_len),
                   e_stash_.data() + size_t(h) * size_t(p.seq_padded), size_t(pos + 1));
       std::memcpy(inv_sum + h, e_stash_.data() + e_bytes + 4 * size_t(h), 4);
     }
+    return;
+  }
+  if (size_t(layer) < value_sums_.size() && value_sums_[size_t(layer)].joined) {
+    // e and 1 / S stay on the chip: the same run computes the weighted sum (value_sum_q).
+    attention_q(layer, pos, q8);
     return;
   }
   const auto start = std::chrono::steady_clock::now();
@@ -1669,9 +1804,13 @@ void ChipTransformer::cache_all() {
   }
   caching.push_back(rope_caching());
   // The weighted sums' v~ and multipliers as the last token wrote them.
+  // With the chip's value write, each group's staging row holds the current quad's positions
+  // (the next write puts them back into the cache row with the new one).
   for (const ValueSumProgram& p : value_sums_) {
+    const compiler::FcRowWrite staging = staging_rows(p);
     if (p.on_chip)
-      caching.push_back(std::make_shared<runtime::Program>(compiler::fc_caching(p.layer, p.at)));
+      caching.push_back(std::make_shared<runtime::Program>(
+          compiler::fc_caching(p.layer, p.at, p.staging.empty() ? nullptr : &staging)));
     if (p.wo)
       caching.push_back(
           std::make_shared<runtime::Program>(compiler::fc_caching(p.join.out, p.join.out_at)));

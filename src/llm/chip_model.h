@@ -25,7 +25,8 @@
 // Int8Options::chip_residual the programs computing q, k and v return v~ (wv's output stage with
 // the multipliers f32(v_base_j r), compiler::FcChainAfterR) in v's place, which the host's value
 // cache takes (stats().value_tilde_layers); the residual adds around attention and the FFN's
-// RMSNorm run on the host in the int8 path's arithmetic, and no layer is joined yet.
+// RMSNorm run on the host in the int8 path's arithmetic; with the value cache on the chip each
+// layer's joined program also writes v~ into the cache and runs the weighted sum (and wo).
 #pragma once
 
 #include <array>
@@ -193,12 +194,18 @@ class ChipTransformer : public Int8Transformer {
   // where that program keeps every q group's products (and past layer 0 computes r), and the
   // scores' program computes the key and writes its column with its multipliers from r (no value
   // cache); built at the first position of every group, else false and nothing changes (the two
-  // programs run apart).
-  bool join_scores(int layer);
+  // programs run apart). With chip_residual and the value cache (the attention program built:
+  // ValueSumProgram::joined) the program also writes the program before's v~ into the cache
+  // (compiler::FcChainValueWrite, each cache group's staging row taken from `tiles`) and runs the
+  // weighted sum (and wo) after the softmax, returning a (or o) instead of e and 1 / S.
+  bool join_scores(int layer, TileAllocator& tiles);
   struct Joined {
     // [pos / 64] the program of one 64-position group, generated at its first position, its key
-    // column write's scatter addresses marked (joined_run rewrites them to pos); empty: not joined.
+    // column write's scatter addresses marked (joined_run rewrites them to pos), with `values` the
+    // value write's landings and rows too; empty: not joined.
     std::vector<GroupProgram> groups;
+    // The program writes v~ into the value cache and returns the weighted sum (or wo's o).
+    bool values = false;
     // Per RoPE sum group, the product group of the program before it reads on the chip (-1: a q
     // group reading its kept row).
     std::vector<int> moved;
@@ -216,8 +223,18 @@ class ChipTransformer : public Int8Transformer {
   // its input: the count block (with r at layer 0) after the program before's `in_bytes` (which
   // become the whole input's).
   std::shared_ptr<runtime::Program> joined_run(int layer, int8_t* in, int& in_bytes, float r);
-  // That program's output `output` (e and 1 / S) into e_stash_ for softmax_q.
+  // That program's output `output` (e and 1 / S) into e_stash_ for softmax_q, or with the value
+  // cache joined (Joined::values) the sum's (or wo's) bytes into the layer's ValueSumProgram::a
+  // for value_sum_q and wo_q.
   void stash_softmax(int layer, const runtime::Program& program, int output);
+  // The value write of layer `layer`'s joined program generated at `first`: its cache, staging
+  // rows and the program before's v~ groups (the follower `follower` of its chain).
+  compiler::FcChainValueWrite value_write(int layer, int first) const;
+  // The staging rows of `p` (compiler::FcValueWrite) holding the host's copy of the cache's quad
+  // of pos_ (position 4 (pos_ / 4) + b at bytes 64 b ..): what a caching run writes after a
+  // recovery, so that the next transposing write finds the quad's earlier positions there.
+  struct ValueSumProgram;
+  compiler::FcRowWrite staging_rows(const ValueSumProgram& p) const;
   // e and 1 / S of layer e_stash_layer_ at e_stash_pos_, as the joined run before its softmax_q
   // returned them.
   std::vector<uint8_t> e_stash_;
@@ -253,13 +270,15 @@ class ChipTransformer : public Int8Transformer {
   std::vector<ScoresProgram>
       scores_;  // [layer]; without a program where the scores are on the host
   // WeightedSum::kValueCache: the weighted sum of one layer as an FC program (llm/value_sum.h).
-  struct ValueSumProgram;
   bool value_sum_program(int layer, TileAllocator& tiles);
   std::vector<ValueSumProgram> value_sums_;  // [layer]; empty where it runs on the host
   // The weighted sum joined to the layer's scores and softmax (compiler::
   // generate_fc_batch_attention) where both are on the chip and scalar memory holds it all, and
   // wo after it where its weights fit in tile memory.
-  bool join_attention(int layer, TileAllocator& tiles);
+  bool join_attention(int layer, TileAllocator& tiles, bool with_wo);
+  // wo after the sum of a layer joined without it, where it fits now (tile memory and the
+  // attention program): the chains' joins place their RoPE sums and kept products before wo.
+  bool join_wo(int layer, TileAllocator& tiles);
   // The attention program's inputs and parameters for `pos`, and its run: wo's input into `a`.
   void attention_q(int layer, int pos, const int8_t* q8);
   // The attention program's weight rows of v~ for positions 4 unit .. 4 unit + 3, and with the RoPE

@@ -731,30 +731,43 @@ class FailingJoinedRun : public llm::ChipTransformer {
 // the runtime caches the weights again, the keys from the host's copy up to the position before
 // (the run writes pos's column itself), and the whole program runs again; the logits stay the
 // int8 path's at every position. The recovery empties the keys of positions 0 and 1, so a rerun
-// without them in the host's copy would change the scores from position 2 on.
+// without them in the host's copy would change the scores from position 2 on. With the value
+// cache joined too (chip_residual: the run writes v~ and sums it), the recovery empties the cache
+// and the staging rows: the caching writes the cache from the host's copy and each staging row
+// with the quad's positions 0 and 1, or the rerun's transposing write would put stale lanes for
+// them into cache row 0 and change the sum at position 2.
 TEST(ChipPathStepD, TheJoinedRunIsRunAgainAfterARecovery) {
   const TinyShape shape = kOtherAttentionShapes[0].shape;
   const LoadedModel model = tiny_model(shape, TinyWeights(shape));
-  const llm::Int8Options options{
+  const llm::Int8Options scores{
       .chip_scores = true, .chip_key_write = true, .chip_rope = true, .chip_rms = true};
+  llm::Int8Options values = scores;
+  values.weighted_sum = llm::WeightedSum::kValueCache;
+  values.chip_residual = true;
   llm::ThreadPool pool(2);
   const llm::Calibration cal = llm::calibrate(model.ck, pool, 8);
-  llm::Int8Transformer cpu(model.ck, pool, cal, options);
-  const testing::Run want = run(cpu, model.tok, 0.0f, 42, "Once upon", 8);
-  ASSERT_GT(want.logits.size(), 3u);
-  for (const int layer : {0, 1}) {
-    SCOPED_TRACE("layer " + std::to_string(layer));
-    chip::VirtualEdgeTpu chip;
-    usb::VirtualStick stick{chip, usb::VirtualStick::Mode::kApplication};
-    runtime::EdgeTpu tpu(std::make_unique<usb::VirtualTransport>(stick), nullptr, nullptr);
-    FailingJoinedRun failing(model.ck, pool, cal, tpu, options, stick, layer);
-    ASSERT_EQ(failing.stats().joined_layers, shape.layers);
-    const testing::Run got = run(failing, model.tok, 0.0f, 42, "Once upon", 8);
-    EXPECT_EQ(failing.failed, 1);
-    EXPECT_EQ(tpu.recoveries(), 1);
-    ASSERT_EQ(got.logits.size(), want.logits.size());
-    for (size_t p = 0; p < want.logits.size(); ++p)
-      ASSERT_EQ(got.logits[p], want.logits[p]) << "position " << p;
+  for (const llm::Int8Options& options : {scores, values}) {
+    SCOPED_TRACE(options.chip_residual ? "the value cache joined" : "the scores joined");
+    llm::Int8Transformer cpu(model.ck, pool, cal, options);
+    const testing::Run want = run(cpu, model.tok, 0.0f, 42, "Once upon", 8);
+    ASSERT_GT(want.logits.size(), 3u);
+    for (const int layer : {0, 1}) {
+      SCOPED_TRACE("layer " + std::to_string(layer));
+      chip::VirtualEdgeTpu chip;
+      usb::VirtualStick stick{chip, usb::VirtualStick::Mode::kApplication};
+      runtime::EdgeTpu tpu(std::make_unique<usb::VirtualTransport>(stick), nullptr, nullptr);
+      FailingJoinedRun failing(model.ck, pool, cal, tpu, options, stick, layer);
+      ASSERT_EQ(failing.stats().joined_layers, shape.layers);
+      if (options.chip_residual) {
+        ASSERT_EQ(failing.stats().value_sum_layers, shape.layers);
+      }
+      const testing::Run got = run(failing, model.tok, 0.0f, 42, "Once upon", 8);
+      EXPECT_EQ(failing.failed, 1);
+      EXPECT_EQ(tpu.recoveries(), 1);
+      ASSERT_EQ(got.logits.size(), want.logits.size());
+      for (size_t p = 0; p < want.logits.size(); ++p)
+        ASSERT_EQ(got.logits[p], want.logits[p]) << "position " << p;
+    }
   }
 }
 
@@ -1140,6 +1153,28 @@ TEST(ChipPathStepD, GenerateWithTheScoresJoinedToTheChainsWritesTheInt8Text) {
       EXPECT_EQ(l.at("chip").at("joined_programs"), joined * groups);
     }
 #endif
+    // With the value cache and the residual stream in int8 (--weighted-sum value-cache
+    // --chip-residual) each joined program also writes the program before's v~ into the cache and
+    // runs the weighted sum (and wo where it fits): one run a layer and the last FFN's, and the
+    // int8 path's text over 80 positions of a prompted story (past a 64-position group, where the
+    // joined program and the cache rows it writes change). (Sanitized: rand_gqa alone.)
+#ifdef TINYCORAL_ASAN
+    if (name == "rand15M") continue;
+#endif
+    const std::string values = " --chip-rope --chip-rms --weighted-sum value-cache --chip-residual";
+    const std::string story80 =
+        generate_args(data, *path, "-n 80 -t 0.8 -s 5 -i Lily --calibration 8");
+    const CommandResult cpu = run_cli(story80 + " --device cpu --int8" + values);
+    const CommandResult chip =
+        run_cli(story80 + " --device sim --scores-on-chip --key-column-write" + values + " --json");
+    ASSERT_EQ(cpu.exit_code, 0) << cpu.err;
+    ASSERT_EQ(chip.exit_code, 0) << chip.err;
+    const nlohmann::json v = nlohmann::json::parse(chip.out);
+    EXPECT_EQ(v.at("text").get<std::string>() + "\n", cpu.out);
+    EXPECT_GT(v.at("tokens").size(), 64u + 1u);
+    EXPECT_EQ(v.at("chip").at("joined_layers_on_chip"), layers);
+    EXPECT_EQ(v.at("chip").at("value_sum_layers_on_chip"), layers);
+    EXPECT_EQ(v.at("chip").at("modeled").at("runs_per_token"), layers + 1);
   }
 }
 
@@ -1148,7 +1183,8 @@ TEST(ChipPathStepD, GenerateWithTheScoresJoinedToTheChainsWritesTheInt8Text) {
 // r) return v~ from wv's output stage in v's place, which the host takes for its value cache
 // instead of computing it, and the adds and the FFN's RMSNorm are the int8 path's; so on rand_gqa
 // the logits are the int8 path's bit for bit, with the value cache's programs apart and with the
-// scores, RoPE's sums and the key's column on the chip too (none joined yet).
+// scores, RoPE's sums and the key's column on the chip too (then every layer's v~ write and sum
+// joined to the program before: the recovery of that is TheJoinedRunIsRunAgainAfterARecovery's).
 TEST(ChipPathStepD, ValueTildeFromTheChipGivesTheInt8PathsLogitsBitForBit) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   std::string why;
@@ -1166,16 +1202,21 @@ TEST(ChipPathStepD, ValueTildeFromTheChipGivesTheInt8PathsLogitsBitForBit) {
   for (const llm::ChipPathStats& s : stats) {
     EXPECT_EQ(s.value_tilde_layers, layers);
     EXPECT_EQ(s.value_sum_layers, layers);
-    EXPECT_EQ(s.joined_layers, 0);
   }
+  EXPECT_EQ(stats[0].joined_layers, 0);
   EXPECT_EQ(stats[1].attention_layers, layers);
   EXPECT_EQ(stats[1].key_sum_layers, layers);
+  // With the scores' flags every layer's write of v~ and its sum join the program before: one
+  // run a layer, and one for the last FFN.
+  EXPECT_EQ(stats[1].joined_layers, layers);
+  EXPECT_EQ(stats[1].programs, layers + 1);
 }
 
 // `generate --device sim --chip-residual` with the value cache, RoPE and RMSNorm on the chip (and
 // with the scores, RoPE's sums and the key's column there too) writes the int8 CPU path's text on
 // both test checkpoints, every layer's v~ returned by the program computing its v (refused without
-// its parts on a device too: Int8Residual.GenerateTakesTheFlagWithItsParts).
+// its parts on a device too: Int8Residual.GenerateTakesTheFlagWithItsParts); with the scores' flags
+// each layer's write of v~ and its weighted sum join the program before (L + 1 runs a token).
 TEST(ChipPathStepD, GenerateWithTheResidualStreamInInt8WritesTheInt8Text) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   const std::string parts = " --chip-rms --chip-rope --weighted-sum value-cache --chip-residual";
@@ -1196,7 +1237,10 @@ TEST(ChipPathStepD, GenerateWithTheResidualStreamInInt8WritesTheInt8Text) {
       ASSERT_FALSE(j.is_null());
       EXPECT_EQ(j.at("chip").at("value_tilde_layers_on_chip"), layers);
       EXPECT_EQ(j.at("chip").at("value_sum_layers_on_chip"), layers);
-      EXPECT_EQ(j.at("chip").at("joined_layers_on_chip"), 0);
+      // With the scores' flags each layer's v~ write and sum join the program before it.
+      const int joined = flags.empty() ? 0 : layers;
+      EXPECT_EQ(j.at("chip").at("joined_layers_on_chip"), joined);
+      EXPECT_EQ(j.at("chip").at("modeled").at("runs_per_token"), 2 * layers + 1 - joined);
     }
   }
 }
