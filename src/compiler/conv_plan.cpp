@@ -3,7 +3,10 @@
 #include "compiler/conv_plan.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <utility>
+
+#include "common/error.h"
 
 namespace tinycoral::compiler::conv {
 
@@ -251,26 +254,60 @@ void cache_add_rows(Shapes& s, const std::vector<Stage>& stages) {
 // Tile `tile`'s plan of layers [first, end) computing output rows [y0, y1) of layer end - 1.
 // `out_at_top`: the output goes to the next stage, so it sits at the top of narrow memory, out of
 // the way of the next stage's images.
+BareLayers bare_layers(const Shapes& shapes) {
+  auto layers = std::make_shared<std::vector<LayerPlan>>();
+  layers->reserve(shapes.layers.size());
+  for (const LayerPlan& s : shapes.layers) {
+    layers->push_back(LayerPlan{static_cast<const LayerShape&>(s)});
+    layers->back().planned_parts = static_cast<int>(s.parts.size());
+  }
+  return layers;
+}
+
+void PlanLayers::unshare() {
+  if (!own_)
+    own_ = std::make_shared<Own>();
+  else if (own_.use_count() > 1)
+    own_ = std::make_shared<Own>(*own_);
+}
+
+LayerPlan& PlanLayers::own(size_t i) {
+  unshare();
+  if (i - own_->first < own_->window.size()) return own_->window[i - own_->first];
+  if (!bare_) fail("plan layers: layer ", i, " of ", own_->window.size());
+  return own_->others.try_emplace(i, (*bare_)[i]).first->second;
+}
+
+size_t PlanLayers::checked(size_t i) const {
+  if (i >= size()) fail("plan layers: layer ", i, " of ", size());
+  return i;
+}
+
+void PlanLayers::push_back(const LayerPlan& lp) {
+  if (bare_) fail("plan layers: push_back on a plan made from shapes");
+  unshare();
+  own_->window.push_back(lp);
+}
+
 Plan plan_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t end, int tile,
-             int y0, int y1, bool out_at_top, bool full_input) {
+             int y0, int y1, bool out_at_top, bool full_input, const BareLayers& bare_in) {
   Plan p;
   p.tile = tile;
   p.y0 = y0;
   p.first = first;
   p.end = end;
-  // (Built here and handed to the plan at the end: the search makes plans by the hundred
-  // thousand, and each access through PlanLayers checks whether the plan owns its layers.)
-  std::vector<LayerPlan> layers;
-  layers.reserve(shapes.layers.size());
-  for (const LayerPlan& s : shapes.layers) {
-    layers.push_back(LayerPlan{static_cast<const LayerShape&>(s)});
-    layers.back().planned_parts = static_cast<int>(s.parts.size());
-  }
+  const BareLayers bare = bare_in ? bare_in : bare_layers(shapes);
+  // The stage's layers, the plan's own (built here and handed to the plan at the end: the search
+  // makes plans by the hundred thousand, and each access through PlanLayers checks whether the
+  // plan owns its layers).
+  std::vector<LayerPlan> window(bare->begin() + static_cast<std::ptrdiff_t>(first),
+                                bare->begin() + static_cast<std::ptrdiff_t>(end));
+  auto layer = [&](size_t i) -> LayerPlan& { return window[i - first]; };
   // The bands, from the stage's last layer back.
   int oa = y0, ob = y1;
   for (size_t i = end; i-- > first;) {
     const ConvLayer& l = chain.layers[i];
-    LayerPlan& lp = layers[i];
+    LayerPlan& lp = layer(i);
     lp.oa = oa;
     lp.ob = ob;
     const int top = oa * l.stride_h - l.pad_top;
@@ -280,7 +317,7 @@ Plan plan_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t 
   }
   for (size_t i = first; i < end; ++i) {
     const ConvLayer& l = chain.layers[i];
-    LayerPlan& lp = layers[i];
+    LayerPlan& lp = layer(i);
     lp.top = lp.oa * l.stride_h - l.pad_top;
     lp.hp = (lp.ob - 1) * l.stride_h - l.pad_top + l.reach_h() - lp.top;
     lp.need_top = lp.top;
@@ -300,13 +337,16 @@ Plan plan_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t 
     // Room for the partial last block of the layer before (its surplus pixels, refilled with
     // the zero point after its op, surplus_fill, or after the hand-over into a stage that starts
     // here, hand_over_surplus_fill).
-    if (i > 0) lp.wp = std::max(lp.wp, lp.extra + l.pad_left + l.w + surplus_pixels(layers[i - 1]));
+    if (i > 0) {
+      const LayerPlan& before = i > first ? layer(i - 1) : (*bare)[i - 1];
+      lp.wp = std::max(lp.wp, lp.extra + l.pad_left + l.w + surplus_pixels(before));
+    }
     while (lp.wp * l.cin % 4 != 0) ++lp.wp;
     if (l.residual() && static_cast<size_t>(l.residual_of) >= first) {
       // A residual ADD's image takes its operand's geometry (the padded input of a 3x3 layer
       // in a ResNet block): one row pitch and one interior column for both, so the op reads
       // them with one offset.
-      const LayerPlan& xp = layers.at(static_cast<size_t>(l.residual_of));
+      const LayerPlan& xp = layer(static_cast<size_t>(l.residual_of));
       lp.extra = xp.extra + xp.l->pad_left;
       lp.wp = xp.wp;
     }
@@ -316,7 +356,7 @@ Plan plan_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t 
   // (execution_program).
   // An image a residual ADD of the stage reads later is kept in one of two more regions (taking
   // turns, one per residual) until the ADD has run.
-  std::vector<int> kept(layers.size(), -1);
+  std::vector<int> kept(bare->size(), -1);
   int kept_count = 0;
   for (size_t i = first; i < end; ++i) {
     const ConvLayer& l = chain.layers[i];
@@ -328,10 +368,10 @@ Plan plan_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t 
   };
   int region[4] = {0, 0, 0, 0};
   for (size_t i = first; i < end; ++i)
-    region[region_of(i)] = std::max(region[region_of(i)], round_up(layers[i].in_bytes(), 64));
+    region[region_of(i)] = std::max(region[region_of(i)], round_up(layer(i).in_bytes(), 64));
   const int region_base[4] = {0, region[0], region[0] + region[1],
                               region[0] + region[1] + region[2]};
-  for (size_t i = first; i < end; ++i) layers[i].in_base = region_base[region_of(i)];
+  for (size_t i = first; i < end; ++i) layer(i).in_base = region_base[region_of(i)];
   p.regions_end = region_base[3] + region[3];
   p.add_scratch = p.regions_end;
   bool adds = false;
@@ -339,12 +379,12 @@ Plan plan_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t 
   if (adds) p.regions_end += 64;
   for (size_t i = first; i < end; ++i)
     if (joined(chain.layers[i])) {
-      const LayerPlan& lp = layers[i];
+      const LayerPlan& lp = layer(i);
       p.join_base = round_up(p.regions_end, 64);
       p.regions_end = p.join_base + round_up((lp.ob - lp.oa) * lp.blocks * join_pitch(*lp.l), 64) +
                       kJoinProducts + kJoinAux;
     }
-  const LayerPlan& last = layers[end - 1];
+  const LayerPlan& last = layer(end - 1);
   // (Joined heads in blocks of pixels: the last join writes each pixel's channels, packed.)
   p.out_ch = !joined(*last.l) ? channels_stored(*last.l, last.block)
              : last.block > 1 ? last.l->heads.front().cout
@@ -354,7 +394,7 @@ Plan plan_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t 
   p.out_base = out_at_top ? kNarrowBytes - round_up(p.out_bytes, 64) - 64 : p.regions_end;
   p.narrow_end = out_at_top ? kNarrowBytes : round_up(p.regions_end + p.out_bytes, 8) + 64;
   p.out_at_top = out_at_top;
-  p.layers = PlanLayers(std::move(layers));
+  p.layers = PlanLayers(bare, first, std::move(window));
   return p;
 }
 
@@ -780,6 +820,7 @@ bool pixel_stage(const ConvChain& chain, const Shapes& shapes, size_t first, siz
 // `max_tiles` tiles from `tile0` on (one tile when the host's rows must travel two to a packet).
 Stage stage_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t end, int tile0,
                int max_tiles, bool pixels) {
+  const BareLayers bare = bare_layers(shapes);  // (one for all the stage's plans)
   if (pixels && pixel_stage(chain, shapes, first, end)) {
     // Pixel bands: rows as the pixels touch them, no rounds (plan_of's images are gapless: no
     // padding, no extra pixels, no window overrun for a 1x1 layer).
@@ -793,7 +834,7 @@ Stage stage_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_
       for (int t = 0; t < count; ++t) {
         const int pa = n * t / count, pb = n * (t + 1) / count;
         Plan p = plan_of(chain, shapes, first, end, tile0 + t, pa / l.ow, (pb + l.ow - 1) / l.ow,
-                         true, pass == 0);
+                         true, pass == 0, bare);
         p.pa = pa;
         p.pb = pb;
         s.tiles.push_back(std::move(p));
@@ -821,7 +862,7 @@ Stage stage_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_
     s.tiles.clear();
     for (int t = 0; t < count; ++t)
       s.tiles.push_back(plan_of(chain, shapes, first, end, tile0 + t, oh * t / count,
-                                oh * (t + 1) / count, !last, pass == 0));
+                                oh * (t + 1) / count, !last, pass == 0, bare));
     bool fits = true;
     for (const Plan& t : s.tiles)
       fits = fits && t.narrow_end <= kNarrowBytes && t.regions_end <= t.out_base;

@@ -5,7 +5,10 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
+#include <map>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -209,44 +212,96 @@ struct LayerPlan : LayerShape {
   std::vector<HeldTaps> holds;
 };
 
-// A Plan's layers: one LayerPlan per layer of the chain, shared by copies of the plan until one of
-// them changes its own (copy on write). The placement search copies stages by the thousand and
-// changes few of their plans; copying every layer of every plan was a third of a compile.
+// Every layer of some shapes as a plan has it outside its stage: without the parameter parts
+// (LayerShape::planned_parts counts them). One such vector serves all the plans made from the
+// same shapes (bare_layers, plan_of).
+using BareLayers = std::shared_ptr<const std::vector<LayerPlan>>;
+
+// A Plan's layers: one LayerPlan per layer of the chain. The plan owns its stage's layers (the
+// window [first, end), where it has bands and addresses) and any other layer it changes (a kept
+// operand of an earlier stage: keep_operands); the rest it reads from the bare layers it was made
+// from, shared with the other plans of those shapes. Its own layers are shared by copies of the
+// plan until one of them changes one (copy on write). The placement search makes plans by the
+// hundred thousand and copies stages by the thousand: copying every layer of the chain into each
+// plan was a fifth of a compile, and copying them with each plan a third.
 // (A reference taken through a non-const plan stays its own until the plan is copied.)
 class PlanLayers {
  public:
   PlanLayers() = default;
-  explicit PlanLayers(std::vector<LayerPlan> layers)
-      : v_(std::make_shared<std::vector<LayerPlan>>(std::move(layers))) {}
-  size_t size() const { return v_ ? v_->size() : 0; }
-  const LayerPlan& operator[](size_t i) const { return all()[i]; }
-  LayerPlan& operator[](size_t i) { return own()[i]; }
-  const LayerPlan& at(size_t i) const { return all().at(i); }
-  LayerPlan& at(size_t i) { return own().at(i); }
-  const LayerPlan& front() const { return all().front(); }
-  LayerPlan& front() { return own().front(); }
-  const LayerPlan& back() const { return all().back(); }
-  LayerPlan& back() { return own().back(); }
-  std::vector<LayerPlan>::const_iterator begin() const { return all().begin(); }
-  std::vector<LayerPlan>::const_iterator end() const { return all().end(); }
-  std::vector<LayerPlan>::iterator begin() { return own().begin(); }
-  std::vector<LayerPlan>::iterator end() { return own().end(); }
-  void resize(size_t n) { own().resize(n); }
-  void push_back(const LayerPlan& lp) { own().push_back(lp); }
+  // All of `layers` the plan's own (a plan built by hand).
+  explicit PlanLayers(std::vector<LayerPlan> layers) {
+    own_ = std::make_shared<Own>();
+    own_->window = std::move(layers);
+  }
+  // `window`: layers [first, first + window.size()) of `bare`, the plan's own.
+  PlanLayers(BareLayers bare, size_t first, std::vector<LayerPlan> window)
+      : bare_(std::move(bare)) {
+    own_ = std::make_shared<Own>();
+    own_->first = first;
+    own_->window = std::move(window);
+  }
+  size_t size() const { return bare_ ? bare_->size() : own_ ? own_->window.size() : 0; }
+  const LayerPlan& operator[](size_t i) const { return get(i); }
+  LayerPlan& operator[](size_t i) { return own(i); }
+  const LayerPlan& at(size_t i) const { return get(checked(i)); }
+  LayerPlan& at(size_t i) { return own(checked(i)); }
+  const LayerPlan& front() const { return get(0); }
+  LayerPlan& front() { return own(0); }
+  const LayerPlan& back() const { return get(size() - 1); }
+  LayerPlan& back() { return own(size() - 1); }
+  // A plan built by hand (no bare layers) appends its own.
+  void push_back(const LayerPlan& lp);
+
+  class const_iterator {
+   public:
+    using iterator_category = std::forward_iterator_tag;
+    using value_type = LayerPlan;
+    using difference_type = std::ptrdiff_t;
+    using pointer = const LayerPlan*;
+    using reference = const LayerPlan&;
+    const_iterator() = default;
+    const_iterator(const PlanLayers* layers, size_t i) : layers_(layers), i_(i) {}
+    reference operator*() const { return (*layers_)[i_]; }
+    pointer operator->() const { return &(*layers_)[i_]; }
+    const_iterator& operator++() {
+      ++i_;
+      return *this;
+    }
+    const_iterator operator++(int) {
+      const_iterator was = *this;
+      ++i_;
+      return was;
+    }
+    bool operator==(const const_iterator& o) const { return layers_ == o.layers_ && i_ == o.i_; }
+
+   private:
+    const PlanLayers* layers_ = nullptr;
+    size_t i_ = 0;
+  };
+  const_iterator begin() const { return {this, 0}; }
+  const_iterator end() const { return {this, size()}; }
 
  private:
-  const std::vector<LayerPlan>& all() const {
-    static const std::vector<LayerPlan> none;
-    return v_ ? *v_ : none;
+  struct Own {
+    size_t first = 0;
+    std::vector<LayerPlan> window;
+    // Changed layers outside the window (rare; a map keeps references to them valid).
+    std::map<size_t, LayerPlan> others;
+  };
+  size_t checked(size_t i) const;
+  const LayerPlan& get(size_t i) const {
+    if (own_) {
+      if (i - own_->first < own_->window.size()) return own_->window[i - own_->first];
+      if (!own_->others.empty())
+        if (const auto it = own_->others.find(i); it != own_->others.end()) return it->second;
+    }
+    return (*bare_)[i];
   }
-  std::vector<LayerPlan>& own() {
-    if (!v_)
-      v_ = std::make_shared<std::vector<LayerPlan>>();
-    else if (v_.use_count() > 1)
-      v_ = std::make_shared<std::vector<LayerPlan>>(*v_);
-    return *v_;
-  }
-  std::shared_ptr<std::vector<LayerPlan>> v_;
+  // This plan's own layers, copied first where another plan shares them.
+  void unshare();
+  LayerPlan& own(size_t i);
+  BareLayers bare_;
+  std::shared_ptr<Own> own_;
 };
 
 // One tile's part of a stage of the chain (layers [first, end)): its band of the stage's last
@@ -490,8 +545,13 @@ void hold_dense_taps(Shapes& s, const std::vector<Stage>& stages);
 // Tile `tile`'s plan of layers [first, end) computing output rows [y0, y1) of layer end - 1.
 // `out_at_top`: the output goes to the next stage, so it sits at the top of narrow memory, out of
 // the way of the next stage's images.
+// `bare`: bare_layers(shapes) where the caller makes several plans of the same shapes (built here
+// where null).
 Plan plan_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t end, int tile,
-             int y0, int y1, bool out_at_top, bool full_input);
+             int y0, int y1, bool out_at_top, bool full_input, const BareLayers& bare = nullptr);
+
+// `shapes`' layers as plans read them outside their stages (BareLayers).
+BareLayers bare_layers(const Shapes& shapes);
 
 // Round k of a plan with rounds (Plan::rounds): the band's rows [oa, ob) of the last layer split
 // as evenly as possible, this round's share planned from the band's first image and into the
