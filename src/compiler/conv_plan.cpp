@@ -3,12 +3,30 @@
 #include "compiler/conv_plan.h"
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <utility>
 
 #include "common/error.h"
 
 namespace tinycoral::compiler::conv {
+
+namespace {
+
+// Whether each weight i of `l` equals weight i - i % Cout + i % kColumns: every 64-channel group
+// of a depthwise layer has the first one's weights. (Walked row by row of Cout weights rather
+// than dividing by Cout at each: the placement search makes the shapes anew for every candidate,
+// and v2's 7 x 7 pool of 1280 channels, all its 62,720 weights equal, took a twentieth of its
+// compile.)
+bool groups_repeat(const ConvLayer& l) {
+  const size_t cout = static_cast<size_t>(l.cout), n = l.weights.size();
+  for (size_t row = 0; row < n; row += cout)
+    for (size_t i = row; i < std::min(row + cout, n); ++i)
+      if (l.weights[i] != l.weights[row + i % static_cast<size_t>(kColumns)]) return false;
+  return true;
+}
+
+}  // namespace
 
 Shapes shapes_of(const ConvChain& chain) {
   Shapes s;
@@ -36,10 +54,7 @@ Shapes shapes_of(const ConvChain& chain) {
     // (A pool's weights are all equal; any layer's groups may share theirs.)
     for (size_t i = 0; i < l.weights.size() && lp.shared_rows && lp.groups == 1; ++i)
       lp.shared_rows = l.weights[i] == l.weights[0];
-    for (size_t i = 0; i < l.weights.size() && lp.shared_rows && lp.groups > 1; ++i)
-      lp.shared_rows =
-          l.weights[i] ==
-          l.weights[i - i % static_cast<size_t>(l.cout) + i % static_cast<size_t>(kColumns)];
+    if (lp.shared_rows && lp.groups > 1) lp.shared_rows = groups_repeat(l);
     // (Not for pools the FIFO could hold, taps <= kDepthwiseFifoRows: v1 0.5's 5x5 pool freed
     // 375 rows that led the placement to a layout the simulator runs 0.013 ms slower.)
     lp.same_words = lp.shared_rows && l.cout % kColumns == 0 && l.kh * l.kw > kDepthwiseFifoRows &&
@@ -254,13 +269,42 @@ void cache_add_rows(Shapes& s, const std::vector<Stage>& stages) {
 // Tile `tile`'s plan of layers [first, end) computing output rows [y0, y1) of layer end - 1.
 // `out_at_top`: the output goes to the next stage, so it sits at the top of narrow memory, out of
 // the way of the next stage's images.
+namespace {
+
+// Whether `bare` are `shapes`' layers as bare_layers makes them.
+bool bare_of(const std::vector<LayerPlan>& bare, const Shapes& shapes) {
+  if (bare.size() != shapes.layers.size()) return false;
+  for (size_t i = 0; i < bare.size(); ++i) {
+    const LayerPlan& s = shapes.layers[i];
+    if (bare[i].planned_parts != static_cast<int>(s.parts.size())) return false;
+    LayerShape shape = s;
+    shape.planned_parts = bare[i].planned_parts;
+    if (!(shape == bare[i])) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 BareLayers bare_layers(const Shapes& shapes) {
+  // (The search makes stages of the same shapes by the thousand, of two or three shapes in turn:
+  // a split stage's slices. Comparing them with the last few made costs less than a copy, which
+  // was a tenth of DeepLab's compile.)
+  constexpr size_t kKept = 4;
+  thread_local std::array<BareLayers, kKept> made;
+  thread_local size_t next = 0;
+  for (size_t k = 0; k < kKept; ++k) {
+    const BareLayers& m = made[(next + kKept - 1 - k) % kKept];  // (the last made first)
+    if (m && bare_of(*m, shapes)) return m;
+  }
   auto layers = std::make_shared<std::vector<LayerPlan>>();
   layers->reserve(shapes.layers.size());
   for (const LayerPlan& s : shapes.layers) {
     layers->push_back(LayerPlan{static_cast<const LayerShape&>(s)});
     layers->back().planned_parts = static_cast<int>(s.parts.size());
   }
+  made[next] = layers;
+  next = (next + 1) % kKept;
   return layers;
 }
 
@@ -730,11 +774,12 @@ Stage split_stage(const ConvChain& chain, const Shapes& shapes, size_t i, int n,
   return s;
 }
 
-Plan round_plan(const ConvChain& chain, const Shapes& shapes, const Plan& p, int k) {
+Plan round_plan(const ConvChain& chain, const Shapes& shapes, const Plan& p, int k,
+                const BareLayers& bare) {
   const LayerPlan& last = p.layers[p.end - 1];
   const int rows = last.ob - last.oa;
   const int ya = last.oa + rows * k / p.rounds, yb = last.oa + rows * (k + 1) / p.rounds;
-  Plan q = plan_of(chain, shapes, p.first, p.end, p.tile, ya, yb, p.out_at_top, false);
+  Plan q = plan_of(chain, shapes, p.first, p.end, p.tile, ya, yb, p.out_at_top, false, bare);
   // The first image: rows of the band's, where the hand-over (or the host) put them.
   const LayerPlan& f = p.layers[p.first];
   LayerPlan& qf = q.layers[p.first];
@@ -768,8 +813,10 @@ namespace {
 
 // `p` (a band's plan) in `rounds` rounds: the band's first image, then room for the largest
 // round's other images, then (unless it waits at the top) the output. False when the rounds
-// cannot help: a stage of one layer, residual ADDs, fewer rows than rounds.
-bool in_rounds(const ConvChain& chain, const Shapes& shapes, Plan& p, int rounds) {
+// cannot help: a stage of one layer, residual ADDs, fewer rows than rounds. `bare`:
+// bare_layers(shapes).
+bool in_rounds(const ConvChain& chain, const Shapes& shapes, Plan& p, int rounds,
+               const BareLayers& bare) {
   const LayerPlan& last = std::as_const(p.layers)[p.end - 1];
   if (p.end - p.first < 2 || last.ob - last.oa < rounds || p.g1 > 0) return false;
   for (size_t i = p.first; i < p.end; ++i) {
@@ -782,7 +829,8 @@ bool in_rounds(const ConvChain& chain, const Shapes& shapes, Plan& p, int rounds
   p.layers[p.first].in_base = 0;
   p.round_base = round_up(p.layers[p.first].in_base + p.layers[p.first].in_bytes(), 64);
   int end = p.round_base;
-  for (int k = 0; k < rounds; ++k) end = std::max(end, round_plan(chain, shapes, p, k).regions_end);
+  for (int k = 0; k < rounds; ++k)
+    end = std::max(end, round_plan(chain, shapes, p, k, bare).regions_end);
   p.regions_end = p.add_scratch = end;
   if (!p.out_at_top) {
     p.out_base = p.regions_end;
@@ -873,7 +921,7 @@ Stage stage_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_
     std::vector<Plan> tiles = s.tiles;
     bool fits = true;
     for (Plan& t : tiles)
-      fits = fits && in_rounds(chain, shapes, t, rounds) && t.narrow_end <= kNarrowBytes &&
+      fits = fits && in_rounds(chain, shapes, t, rounds, bare) && t.narrow_end <= kNarrowBytes &&
              t.regions_end <= t.out_base;
     if (!fits) continue;
     s.tiles = std::move(tiles);

@@ -193,6 +193,7 @@ struct LayerShape {
   bool needs_fill() const { return top < 0 || top + hp > l->h || wp != l->w || extra != 0; }
   // Narrow byte address of the first input row the op reads.
   int op_in(int x) const { return pixel(need_top - top, x); }
+  bool operator==(const LayerShape&) const = default;
 };
 
 // A layer's shapes with its parameter parts. Only Shapes' layers have parts: a Plan's layers
@@ -550,13 +551,16 @@ void hold_dense_taps(Shapes& s, const std::vector<Stage>& stages);
 Plan plan_of(const ConvChain& chain, const Shapes& shapes, size_t first, size_t end, int tile,
              int y0, int y1, bool out_at_top, bool full_input, const BareLayers& bare = nullptr);
 
-// `shapes`' layers as plans read them outside their stages (BareLayers).
+// `shapes`' layers as plans read them outside their stages (BareLayers): the last ones made where
+// they are still the same.
 BareLayers bare_layers(const Shapes& shapes);
 
 // Round k of a plan with rounds (Plan::rounds): the band's rows [oa, ob) of the last layer split
 // as evenly as possible, this round's share planned from the band's first image and into the
 // band's output.
-Plan round_plan(const ConvChain& chain, const Shapes& shapes, const Plan& p, int k);
+// `bare`: as for plan_of.
+Plan round_plan(const ConvChain& chain, const Shapes& shapes, const Plan& p, int k,
+                const BareLayers& bare = nullptr);
 
 // Tiles of a stage: its last layer's output rows split as evenly as possible over up to
 // `max_tiles` tiles from `tile0` on (one tile when the host's rows must travel two to a packet).
