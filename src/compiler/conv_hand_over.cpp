@@ -908,10 +908,11 @@ void emit_rounds(Emitter& e, const std::vector<Round>& rounds, int& ordinal) {
   tile_fence(e, "counters=0x1ffff units=0x3ff");
 }
 
-uint32_t words_of(const std::vector<Round>& rounds, int ordinal) {
+// `rounds` counted on an emitter of their own from `ordinal` (which moves on past them).
+Emitter counted(const std::vector<Round>& rounds, int& ordinal) {
   Emitter count = Emitter::counting();
   emit_rounds(count, rounds, ordinal);
-  return count.words();
+  return count;
 }
 
 // The seven schedules of one cut of the rows into `schedules`: in turns (receivers in order, in
@@ -973,8 +974,14 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal, boo
     add_schedules(schedules, own, queues_of(own), own_parts);
   size_t best = 0;
   uint32_t fewest = 0;
+  // (A counting `e` takes the chosen schedule's count, as `send` does its trials', instead of
+  // counting it again: its instructions need nothing of what `e` counted before.)
+  Emitter best_count = Emitter::counting();
+  int best_ordinal = ordinal;
   for (size_t k = 0; k < schedules.size(); ++k) {
-    const uint32_t words = words_of(schedules[k], ordinal);
+    int after = ordinal;
+    Emitter count = counted(schedules[k], after);
+    const uint32_t words = count.words();
     if (schedule_check) {
       Emitter written;
       int written_ordinal = ordinal;
@@ -984,7 +991,14 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal, boo
     if (k == 0 || words < fewest) {
       best = k;
       fewest = words;
+      best_count = std::move(count);
+      best_ordinal = after;
     }
+  }
+  if (e.only_counts()) {
+    e.add_counted(best_count);
+    ordinal = best_ordinal;
+    return;
   }
   emit_rounds(e, schedules[best], ordinal);
 }
