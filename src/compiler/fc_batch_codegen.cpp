@@ -14,6 +14,7 @@
 #include "compiler/ffn_parts.h"
 #include "compiler/program_parts.h"
 #include "compiler/scalar_alu.h"
+#include "compiler/scalar_rms.h"
 #include "compiler/scalar_softmax.h"
 
 namespace tinycoral::compiler {
@@ -175,34 +176,47 @@ void op_stage(Emitter& e, const FcLayer& layer, const Groups& g, int rows, int o
   wait_tokens(e);
 }
 
-// Every group's rows x 64 bytes (slot s at out_base + rows 64 s), in group order, in 256-byte
-// pieces to the scalar core; then the program's end. `ordinal` counts the ring producers so far.
-void output_stage(Emitter& e, const FcLayer& layer, const Groups& g, int rows, int out_base,
-                  int ordinal) {
-  const int block = rows * kGroup;
-  output_address(e, layer.output_name);
-  const int total = int(g.tile.size()) * block;
+// Blocks of `block` bytes each ((tile, narrow byte) in order) in 256-byte pieces to the scalar
+// core as output `name`; then the program's end where `end`. `ordinal` counts the ring producers
+// so far; returns it past this stage's.
+int blocks_output_stage(Emitter& e, const std::string& name,
+                        const std::vector<std::pair<int, int>>& blocks, int block, int ordinal,
+                        bool end) {
+  output_address(e, name);
+  const int total = int(blocks.size()) * block;
   descriptor(e, 5, 4, 6, total, 3);
-  for (size_t i = 0; i < g.tile.size(); ++i) {
-    const int from = out_base + block * g.slot[i];
+  for (const auto& [tile, from] : blocks) {
     for (int at = 0; at < block; at += kPiece) {
       const int bytes = std::min(kPiece, block - at);
-      e.add("n2w", cat("tiles=", hex(tile_bit(g.tile[i])), " n.addr=", hex((from + at) / 4),
+      e.add("n2w", cat("tiles=", hex(tile_bit(tile)), " n.addr=", hex((from + at) / 4),
                        " n=", narrow_walk(bytes / 4), " n.lvl_mask=0x01 w.addr=", hex(kRingFifo),
                        " w=(1 x 1) w.circ=1 w.rows=1 sync.en0=1 sync.f1=1 sync.id=16 "
                        "sync.wait_lvl=1 sync.en1=1 sync.val=0xffff sync.en2=1 sync.f45=1 "
                        "tail_lvl=1"));
       e.add("outfeed", cat("walk=(0 x ", bytes / 8, ") k173=3 f222=0x7f"));
-      ring_send(e, g.tile[i], kRingFifo, 0x10000, ordinal++);
+      ring_send(e, tile, kRingFifo, 0x10000, ordinal++);
     }
   }
   tile_fence(e, "counters=0x1ffff units=0x3ff");
   e.add("scsync", cat("tiles=0xffff smask=0x020 thr5=", total / 32, " wait=0x020 sunits=0x0c"));
   tile_fence(e, "counters=0x20000 units=0x3ff signal=1");
   wait_tokens(e);
+  if (!end) return ordinal;
   tile_fence(e, "units=0x3ff signal=1 f109=3");
   wait_tokens(e);
   interrupt(e, 5, 4, 6);
+  return ordinal;
+}
+
+// Every group's rows x 64 bytes (slot s at out_base + rows 64 s), in group order, as
+// blocks_output_stage.
+int output_stage(Emitter& e, const FcLayer& layer, const Groups& g, int rows, int out_base,
+                 int ordinal, bool end = true) {
+  const int block = rows * kGroup;
+  std::vector<std::pair<int, int>> blocks;
+  for (size_t i = 0; i < g.tile.size(); ++i)
+    blocks.emplace_back(g.tile[i], out_base + block * g.slot[i]);
+  return blocks_output_stage(e, layer.output_name, blocks, block, ordinal, end);
 }
 
 uint32_t mask_of(const Groups& g) {
@@ -989,12 +1003,123 @@ SumAfterSoftmax sum_after_softmax(const FcLayer& layer, const std::vector<float>
   return a;
 }
 
+// Where the layer's rest (FcLayerRest) lies, at the top of narrow memory on every tile: x_q's
+// pieces saved on the add's first tile, the add's input pairs (x_q's piece g, o's piece g at
+// 128 g), its outputs (x2), x2 broadcast to the norm's tiles, the norm's outputs, then the
+// multipliers' way from scalar memory (tile 0 first, emit_group_multipliers_from_r).
+struct RestAt {
+  const FcLayerRest* rest = nullptr;
+  Groups add, norm;
+  int save = 0, pairs = 0, x2 = 0, x2_in = 0, ffn_in = 0, mults = 0;
+};
+
+RestAt rest_at(const FcLayerRest& r) {
+  const int groups = fc_groups(r.add.n);
+  if (r.add.n % kGroup != 0 || r.add.k != 2 * kGroup || r.norm.k != kGroup || r.norm.n != r.add.n ||
+      r.n <= 0 || r.n > r.add.n || r.norm_base.size() != size_t(r.norm.n) ||
+      r.norm_padding.size() != size_t(r.norm.n) || r.output_name.empty())
+    fail("the layer's rest: an add of K = ", r.add.k, " (needs 128) and N = ", r.add.n,
+         ", a norm of K = ", r.norm.k, " (needs 64) and N = ", r.norm.n, ", RMSNorm over ", r.n,
+         " bytes, ", r.norm_base.size(), " constants, ", r.norm_padding.size(),
+         " padding flags, output '", r.output_name, "'");
+  if (chain_rms_x_word(groups) < kGroup * groups)
+    fail("the layer's rest: x2's ", groups, " groups and their multipliers past scalar memory");
+  RestAt p;
+  p.rest = &r;
+  p.add = groups_of(groups, r.add_at);
+  p.norm = groups_of(groups, r.norm_at);
+  int bytes = 0;
+  const auto take = [&bytes](int n) {
+    const int at = bytes;
+    bytes += n;
+    return at;
+  };
+  p.save = take(kGroup * groups);
+  p.pairs = take(2 * kGroup * groups);
+  p.x2 = take(kGroup * p.add.slots);
+  p.x2_in = take(kGroup * groups);
+  p.ffn_in = take(kGroup * p.norm.slots);
+  bytes = round_up(bytes, kPiece);
+  p.mults = take(4 * kGroup * groups);
+  const int top = kNarrowBytes - round_up(bytes, kPiece);
+  for (int* at : {&p.save, &p.pairs, &p.x2, &p.x2_in, &p.ffn_in, &p.mults}) *at += top;
+  p.add.row_bytes = r.add.k;
+  p.norm.row_bytes = r.norm.k;
+  for (int g = 0; g < groups; ++g) {
+    p.add.in_at[size_t(g)] = p.pairs + 2 * kGroup * g;
+    p.norm.in_at[size_t(g)] = p.x2_in + kGroup * g;
+  }
+  return p;
+}
+
+// x_q's pieces (the chain's follower x_follower's outputs) to the add's first tile, before the
+// tail's bytes overwrite them.
+void save_rest_input(Emitter& e, const RestAt& p, const FfnChainTailAt& at, int& ordinal) {
+  const FcLayerRest& r = *p.rest;
+  if (r.x_follower < 0 || size_t(r.x_follower) >= at.follower_out.size() ||
+      at.follower_out[size_t(r.x_follower)].size() != p.add.tile.size())
+    fail("the layer's rest reads x_q from the chain's follower ", r.x_follower, " of ",
+         at.follower_out.size(), ": needs ", p.add.tile.size(), " groups");
+  if (at.narrow_end > p.save)
+    throw LayoutRejected(cat("the chain's narrow bytes up to ", at.narrow_end,
+                             " reach the layer's rest from byte ", p.save));
+  std::vector<std::pair<int, int>> pieces;
+  for (const auto& [tile, byte] : at.follower_out[size_t(r.x_follower)])
+    pieces.emplace_back(tile, byte / 4);
+  ffn_broadcast(e, tile_bit(p.add.tile[0]), pieces, ordinal, p.save);
+}
+
+// The rest after wo (its pieces `o`, (tile, narrow byte) in group order): the add, r_ffn, the
+// norm with its multipliers from r_ffn, [the FFN input; x2] to the host, the program's end.
+// Returns the ring ordinal past its producers.
+int emit_layer_rest(Emitter& e, const RestAt& p, const std::vector<std::pair<int, int>>& o,
+                    int ordinal) {
+  const FcLayerRest& r = *p.rest;
+  const int groups = int(p.add.tile.size());
+  if (int(o.size()) != groups)
+    fail("the layer's rest adds wo's ", o.size(), " groups to x_q's ", groups);
+  std::vector<std::pair<int, int>> pairs;
+  for (int g = 0; g < groups; ++g) {
+    pairs.emplace_back(p.add.tile[0], (p.save + kGroup * g) / 4);
+    pairs.emplace_back(o[size_t(g)].first, o[size_t(g)].second / 4);
+  }
+  ffn_broadcast(e, mask_of(p.add), pairs, ordinal, p.pairs);
+  op_stage(e, r.add, p.add, 1, p.x2);
+  // x2 into scalar memory below r's word, r_ffn there; x2 to the norm's tiles meanwhile.
+  const int x_word = chain_rms_x_word(groups);
+  std::vector<std::array<int, 3>> to_scalar;
+  std::vector<std::pair<int, int>> x2, x2_words;
+  for (int g = 0; g < groups; ++g) {
+    const int tile = p.add.tile[size_t(g)], byte = p.x2 + kGroup * p.add.slot[size_t(g)];
+    x2.emplace_back(tile, byte);
+    x2_words.emplace_back(tile, byte / 4);
+    to_scalar.push_back({tile, byte, x_word + kGroup / 4 * g});
+  }
+  pieces_to_scalar_memory(e, to_scalar, ordinal);
+  scalar_memory_fence(e, groups);
+  emit_scalar_rms(e, {x_word, r.n, r.add.out_zp, r.mean_mult, kChainRmsRWord});
+  ffn_broadcast(e, mask_of(p.norm), x2_words, ordinal, p.x2_in);
+  MultipliersFromR m;
+  m.tile = p.norm.tile;
+  m.row = p.norm.base;
+  m.base = r.norm_base;
+  m.padding = r.norm_padding;
+  emit_group_multipliers_from_r(e, m, kChainRmsRWord, 0, p.mults, ordinal);
+  op_stage(e, r.norm, p.norm, 1, p.ffn_in);
+  std::vector<std::pair<int, int>> blocks;
+  for (int g = 0; g < groups; ++g)
+    blocks.emplace_back(p.norm.tile[size_t(g)], p.ffn_in + kGroup * p.norm.slot[size_t(g)]);
+  blocks.insert(blocks.end(), x2.begin(), x2.end());
+  return blocks_output_stage(e, r.output_name, blocks, kGroup, ordinal, true);
+}
+
 // The sum's stages after scores_and_softmax: the value prep on the scalar core, e and the
 // multipliers to every sum tile from narrow byte `e_base` (each group's multipliers into its row),
 // the sum's op, wo where `sum.out` is given, and the last FC's groups to the host, the program's
-// end. Returns the narrow bytes per tile it takes.
+// end (with `rest`, the layer's rest after wo first). Returns the narrow bytes per tile it takes
+// (the rest's, at the top, not counted).
 int emit_sum_after_softmax(Emitter& e, const FcValueSum& sum, const SumAfterSoftmax& a, int e_base,
-                           int ordinal) {
+                           int ordinal, const RestAt* rest = nullptr) {
   Groups v = a.v;
   const int sum_out = e_base + a.moved;
   const int end = sum_out + v.slots * kGroup;
@@ -1025,7 +1150,12 @@ int emit_sum_after_softmax(Emitter& e, const FcValueSum& sum, const SumAfterSoft
   const int used = end + w.slots * kGroup;
   if (used > kNarrowBytes) fail("the FC after the sum takes ", used, " bytes of narrow memory");
   op_stage(e, sum.out, w, 1, end);
-  output_stage(e, sum.out, w, 1, end, ordinal);
+  ordinal = output_stage(e, sum.out, w, 1, end, ordinal, rest == nullptr);
+  if (rest) {
+    std::vector<std::pair<int, int>> o;
+    for (size_t i = 0; i < w.tile.size(); ++i) o.emplace_back(w.tile[i], end + kGroup * w.slot[i]);
+    emit_layer_rest(e, *rest, o, ordinal);
+  }
   return used;
 }
 
@@ -1152,7 +1282,8 @@ FfnChainPrograms chain_then_softmax(const ChainBeforeScores& chain, const FcLaye
                                     const FcPlacement& placement, int row_bytes,
                                     const std::vector<float>& exp_mult, const FcScoresInput* first,
                                     const FcColumnWrite* columns, const std::vector<int>& moved,
-                                    const FcValueSum* sum, const FcChainValueWrite* values) {
+                                    const FcValueSum* sum, const FcChainValueWrite* values,
+                                    const FcLayerRest* rest) {
   // With the sum, its scalar memory (e padded, the multipliers, 1 / S, the count) below the
   // chain's x and r, and its output in place of e and 1 / S.
   const std::optional<SumAfterSoftmax> summed =
@@ -1206,12 +1337,20 @@ FfnChainPrograms chain_then_softmax(const ChainBeforeScores& chain, const FcLaye
     fail("a value write in the chain's tail from ", values->groups.size(), " pieces with ",
          values->write.from_byte.size(), " places for the vectors of ",
          values->write.vectors.rows.size(), " groups");
+  if (rest && (!sum || sum->out.n <= 0))
+    fail("the layer's rest follows wo: a joined program without the sum or wo has none");
+  const std::optional<RestAt> rest_place = rest ? std::optional(rest_at(*rest)) : std::nullopt;
+  if (rest && (rest->output_name == out_name || rest->output_name == chain.output_name ||
+               (with_r && rest->output_name == chain.r_name)))
+    fail("the layer's rest's output '", rest->output_name, "' needs a name of its own");
   size_t value_marks_from = 0;
   FfnChainTail tail;
   tail.input_bytes = moved.empty() ? g.row_bytes : kSoftmaxCountBytes;
   tail.r_block = moved.empty() ? row_bytes : 0;  // the count block (for an FcChain's after_r)
   tail.emit = [&](Emitter& e, int& ordinal, const FfnChainTailAt& at) {
     const int input_at = at.input_at, products_at = at.products_at;
+    // x_q before anything: the tail's bytes go where the chain left it.
+    if (rest_place) save_rest_input(e, *rest_place, at, ordinal);
     // The value write first: it reads the followers' outputs, which nothing after it keeps.
     int value_end = 0;
     if (values) {
@@ -1241,12 +1380,17 @@ FfnChainPrograms chain_then_softmax(const ChainBeforeScores& chain, const FcLaye
     if (summed)  // e from where generate_fc_batch_attention puts it: the scores are read by then
       used = emit_sum_after_softmax(
           e, *sum, *summed, round_up(out_base + g.slots * kGroup + first_bytes(first), kPiece),
-          ordinal);
+          ordinal, rest_place ? &*rest_place : nullptr);
     else
       push_softmax_and_end(e, layer.output_name, out_bytes);
     int first_end = 0;
     if (first) multiplier_narrow(first, before, first_end);
-    return std::max({used, before, first_end, value_end});
+    const int tail_end = std::max({used, before, first_end, value_end});
+    if (!rest_place) return tail_end;
+    if (tail_end > rest_place->save)
+      throw LayoutRejected(cat("the joined program's tail up to narrow byte ", tail_end,
+                               " reaches the layer's rest from byte ", rest_place->save));
+    return kNarrowBytes;
   };
   FfnChainPrograms out = chain.generate(tail);
   if (values) {  // the write's marks after the column's
@@ -1263,6 +1407,15 @@ FfnChainPrograms chain_then_softmax(const ChainBeforeScores& chain, const FcLaye
   auto& hints = eo.dma_hints.hints;  // before the completion interrupt's
   hints.insert(hints.end() - 1, dma_hint(BufferKind::kOutput, container::Direction::kOutfeed,
                                          out_name, sum ? sum_output_bytes(*sum) : out_bytes));
+  if (rest) {  // [the FFN input; x2]: both int8, the FFN input's grid named
+    const int total = 2 * kGroup * fc_groups(rest->norm.n);
+    container::Layer r = boundary_layer(rest->output_name, total, rest->norm.out_zp,
+                                        rest->norm.out_scale, true, rest->norm.signed_output);
+    r.shape = {{0, 0}, {0, total - 1}};
+    eo.output_layers.push_back(std::move(r));
+    hints.insert(hints.end() - 1, dma_hint(BufferKind::kOutput, container::Direction::kOutfeed,
+                                           rest->output_name, total));
+  }
   return out;
 }
 
@@ -1272,7 +1425,7 @@ FfnChainPrograms generate_ffn_chain_softmax(
     const FfnChain& chain, const FcPlacement& up, const FcPlacement& down, const FcLayer& layer,
     const FcPlacement& placement, int row_bytes, const std::vector<float>& exp_mult,
     const FcScoresInput* first, const FcColumnWrite* columns, const std::vector<int>& moved,
-    const FcValueSum* sum, const FcChainValueWrite* values) {
+    const FcValueSum* sum, const FcChainValueWrite* values, const FcLayerRest* rest) {
   if (chain.next.empty()) fail("the scores after a chain without followers");
   const FcChainRms& rms = chain.rms;
   const bool with_r = rms.layer >= 0 && size_t(rms.layer) < chain.next.size();
@@ -1285,7 +1438,7 @@ FfnChainPrograms generate_ffn_chain_softmax(
       chain.ffn.up.signed_input,
       [&](const FfnChainTail& tail) { return generate_ffn_chain(chain, up, down, &tail); }};
   return chain_then_softmax(c, layer, placement, row_bytes, exp_mult, first, columns, moved, sum,
-                            values);
+                            values, rest);
 }
 
 FfnChainPrograms generate_fc_chain_softmax(const FcChain& chain, const FcLayer& layer,
@@ -1303,7 +1456,7 @@ FfnChainPrograms generate_fc_chain_softmax(const FcChain& chain, const FcLayer& 
                       chain.layers.front().signed_input,
                       [&](const FfnChainTail& tail) { return generate_fc_chain(chain, &tail); }};
   return chain_then_softmax(c, layer, placement, row_bytes, exp_mult, first, columns, moved, sum,
-                            values);
+                            values, nullptr);
 }
 
 std::string fc_batch_attention_unsupported(int heads, int positions, int sum_outputs) {

@@ -131,8 +131,11 @@ FcScoresProgram generate_fc_batch_softmax(const FcLayer& layer, const FcPlacemen
 // narrow bytes are free again once it has landed (the scores, e and the sum come after it).
 // Marks (FfnChainPrograms::marks): the column's scatters (group order), then the write's
 // (fc_value_write_fields' order: the landings' n.addr per group, then the rows' w.addr per group).
+// With `rest` (FcLayerRest, below; only with `sum` and its `out`) the layer goes on after wo in
+// the same program: wo's bytes still leave as the sum's output, then the rest's.
 struct FcValueSum;
 struct FcChainValueWrite;
+struct FcLayerRest;
 std::string ffn_chain_softmax_unsupported(int heads, int positions, int rms_groups,
                                           int sum_outputs = 0);
 FfnChainPrograms generate_ffn_chain_softmax(
@@ -140,7 +143,7 @@ FfnChainPrograms generate_ffn_chain_softmax(
     const FcPlacement& placement, int row_bytes, const std::vector<float>& exp_mult,
     const FcScoresInput* first = nullptr, const FcColumnWrite* columns = nullptr,
     const std::vector<int>& moved = {}, const FcValueSum* sum = nullptr,
-    const FcChainValueWrite* values = nullptr);
+    const FcChainValueWrite* values = nullptr, const FcLayerRest* rest = nullptr);
 // The same tail after generate_fc_chain's program (the llm path's layer 0: its q, k, v and u, no
 // RMSNorm on the chip): the input is the chain's (layer 0's input, its RoPE tables), zeros up to
 // the next whole 256-byte packet, then the row and count (or with `moved` the count alone);
@@ -244,6 +247,29 @@ struct FcChainValueWrite {
   FcValueWrite write;
   int layer = -1;
   std::vector<int> groups;
+};
+
+// The layer's rest after wo in a joined program's tail (issue 14 step D.1a; docs/llm.md "The
+// layer's rest after wo on the chip"), the int8 path's chip_residual steps: x2 = the attention's
+// residual add of x_q and wo's output o (`add`: pairwise, K = 128, group g reads x_q's piece g,
+// then o's), r_ffn = RMSNorm's scale of x2's `n` bytes on the scalar core (emit_scalar_rms, x2's
+// zero point add.out_zp), then the FFN's input = `norm` over x2 (a diagonal FC, K = 64, group g
+// reading x2's piece g) with per-token multipliers f32(norm_base_j r_ffn) (0 where
+// norm_padding). x_q is the output of the chain's follower `x_follower`, saved at the tail's start
+// (the tail's own bytes would overwrite it) into the top of narrow memory, where the rest's bytes
+// lie too; the tail below them is refused where it reaches them (LayoutRejected). Output
+// `output_name`: [the FFN input's groups x 64; x2's groups x 64].
+struct FcLayerRest {
+  FcLayer add;
+  FcPlacement add_at;
+  int x_follower = 0;
+  int n = 0;
+  float mean_mult = 0;
+  FcLayer norm;
+  FcPlacement norm_at;
+  std::vector<float> norm_base;
+  std::vector<bool> norm_padding;
+  std::string output_name;
 };
 FcScoresProgram generate_fc_batch_attention(const FcLayer& layer, const FcPlacement& placement,
                                             int row_bytes, const std::vector<float>& exp_mult,

@@ -230,6 +230,28 @@ compiler::FcLayer residual_add_layer(const QuantizedAdd& add, int dim) {
   return a;
 }
 
+compiler::FcLayer rms_input_layer(const QuantizedRmsInput& q, int dim) {
+  compiler::FcLayer l;
+  l.n = whole_groups(dim);
+  l.k = 64;
+  l.weights.assign(size_t(l.n) * size_t(l.k), 0);
+  l.mult.assign(size_t(l.n), 0.0f);
+  for (int j = 0; j < dim; ++j) {
+    l.weights[size_t(j) * size_t(l.k) + size_t(j % 64)] = q.sign[size_t(j)];
+    l.mult[size_t(j)] = q.base[size_t(j)];
+  }
+  l.in_zp = q.in.zero_point + 128;
+  l.in_scale = q.in.scale;
+  l.out_zp = q.out.zero_point + 128;
+  l.out_scale = q.out.scale;
+  l.clamp_min = q.lo;
+  l.clamp_max = q.hi;
+  l.input_name = "x2";
+  l.output_name = "ffn_in";
+  l.signed_input = l.signed_output = true;
+  return l;
+}
+
 compiler::FcLayer fc_layer_of(const FcProgramPlan& p,
                               const std::function<const QuantizedMatmul&(int id)>& matmul) {
   compiler::FcLayer l;

@@ -116,4 +116,11 @@ void set_ffn_gate(const QuantizedGate& q, compiler::FfnLayer& f);
 // the zero points' difference as its bias; dim outputs padded to whole groups.
 compiler::FcLayer residual_add_layer(const QuantizedAdd& add, int dim);
 
+// RMSNorm before the FFN as the diagonal FC of x2's bytes (QuantizedRmsInput, int8_residual.h):
+// output j reads x2's byte j (K = 64: group g reads x2's piece g), weight sign(g_j), no bias, x2's
+// and the FFN input's zero points, the FFN input's clamps; its multipliers are per token
+// (f32(c_j r_ffn), made on the chip: compiler::FcLayerRest), here c_j. dim outputs padded to whole
+// groups (weight and multiplier 0).
+compiler::FcLayer rms_input_layer(const QuantizedRmsInput& q, int dim);
+
 }  // namespace tinycoral::llm

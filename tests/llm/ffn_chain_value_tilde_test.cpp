@@ -132,11 +132,14 @@ struct ValueChain {
 };
 // With `cache_at`, the value cache's groups of layer + 1 (heads x whole_groups(head_size), K =
 // cache_k positions) are placed after them, each with one row more for its staging row; then
-// `more` places what else the test runs beside the chain.
+// `more` places what else the test runs beside the chain. With `add_first` the residual add's
+// groups are placed before the FFN's, from tile 0 on (where a joined tail's e and multipliers
+// pass).
 ValueChain value_chain(const llm::Int8Weights& w, int layer, bool resident,
                        const std::vector<float>& base, compiler::FcPlacement* cache_at = nullptr,
                        int cache_k = 0,
-                       const std::function<void(llm::TileAllocator&)>& more = nullptr) {
+                       const std::function<void(llm::TileAllocator&)>& more = nullptr,
+                       bool add_first = false) {
   const llm::Config& c = w.config;
   const QuantizedMatmul &w1 = w.matmul(layer, LayerMatmul::kW1),
                         &w2 = w.matmul(layer, LayerMatmul::kW2);
@@ -156,12 +159,16 @@ ValueChain value_chain(const llm::Int8Weights& w, int layer, bool resident,
   const int qkv_units = compiler::fc_units_per_tile(v.dim_padded, false);
   llm::TileAllocator tiles;
   compiler::FcPlacement add_at, qkv_at;
+  const auto place_add = [&] {
+    EXPECT_TRUE(tiles.place(compiler::fc_groups(v.dim_padded),
+                            compiler::fc_units_per_tile(128, true), add_at));
+  };
+  if (add_first) place_add();
   EXPECT_TRUE(tiles.place_pairs(compiler::fc_groups(hidden),
                                 compiler::fc_units_per_tile(v.k_padded, false), v.up_at));
   EXPECT_TRUE(tiles.place(compiler::fc_groups(w2.rows), compiler::fc_units_per_tile(hidden, false),
                           v.down_at));
-  EXPECT_TRUE(tiles.place(compiler::fc_groups(v.dim_padded), compiler::fc_units_per_tile(128, true),
-                          add_at));
+  if (!add_first) place_add();
   // With resident constants each group takes one row more: its constants after its weights.
   EXPECT_TRUE(
       tiles.place(compiler::fc_groups(qkv.outputs), qkv_units + (resident ? 4 : 0), qkv_at));
@@ -745,6 +752,184 @@ TEST(FfnChainOnTheChip, ValueWriteAndSumAfterLayerZerosChainEqualTheProgramsApar
     };
     std::mt19937 random(79);
     check_joined_value_write(c, t, random);
+  });
+}
+
+// A random wo after the weighted sum (FcValueSum::out): K = the sum's outputs (uint8, zero point
+// 128), dim outputs padded to whole groups on o's grid (`o`: the attention add's f).
+compiler::FcLayer random_wo(int k, int dim, llm::QParams o, std::mt19937& random) {
+  compiler::FcLayer l;
+  l.n = llm::whole_groups(dim);
+  l.k = k;
+  for (int i = 0; i < l.n * l.k; ++i)
+    l.weights.push_back(static_cast<int8_t>(static_cast<int>(random() % 255) - 127));
+  for (int j = 0; j < l.n; ++j) l.mult.push_back(0.0004f + 0.0001f * float(j % 7));
+  l.in_zp = 128;
+  l.in_scale = 1.0f / 255.0f;
+  l.out_zp = o.zero_point + 128;
+  l.out_scale = o.scale;
+  l.clamp_min = float(-128 - o.zero_point);
+  l.clamp_max = float(127 - o.zero_point);
+  l.input_name = "a";
+  l.output_name = "o";
+  l.signed_input = false;
+  l.signed_output = true;
+  return l;
+}
+
+// D.1a, the layer's rest after wo in the joined tail (compiler::FcLayerRest): the chip path's
+// chain of layer 0 joined with layer 1's attention (the value write, the scores over 128
+// positions, the softmax, the sum, a random wo), then x2 = the attention's residual add of x_q
+// (the chain's follower 0, which the tail would overwrite) and wo's output o, r_ffn of x2 on the
+// scalar core and the FFN's input through the diagonal FC with multipliers from r_ffn. Both
+// checkpoints' shapes, at n = 1, 4, 5, 64, 65 with random input bytes: every byte of x2 and of
+// the FFN input is the int8 path's (residual_add of the chain's x_q and the returned o,
+// rms_input_scale, rms_input), and every other output byte is the joined program's without the
+// rest, run on a chip of its own.
+TEST(FfnChainOnTheChip, TheLayersRestAfterWoIsTheInt8PathsBytes) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  for_each_reference_model(data, [](const std::string&, const LoadedModel& model) {
+    const llm::Config& c = model.ck.config;
+    llm::ThreadPool pool(2);
+    const llm::Int8Weights w(model.ck, llm::calibrate(model.ck, pool, 4), residual_options());
+    const int dim_padded = llm::whole_groups(c.dim), groups = compiler::fc_groups(c.dim);
+    const int sum_n = 64 * c.n_heads * compiler::fc_groups(c.head_size());
+    JoinedValueWrite t;
+    compiler::FcPlacement wo_at, add_at, norm_at;
+    const ValueChain v = value_chain(
+        w, 0, true, w.attention[1].v_base, nullptr, 0,
+        [&](llm::TileAllocator& tiles) {
+          place_cache_and_scores(c, tiles, t);
+          EXPECT_TRUE(tiles.place(groups, compiler::fc_units_per_tile(sum_n, false), wo_at));
+          EXPECT_TRUE(tiles.place(groups, compiler::fc_units_per_tile(128, true), add_at));
+          EXPECT_TRUE(tiles.place(groups, compiler::fc_units_per_tile(64, false), norm_at));
+        },
+        true);
+    // x_q (the add's outputs) on tile 0, where the tail's e and multipliers pass.
+    ASSERT_EQ(v.chain.next_at[0].tiles.front(), 0);
+    std::mt19937 random(89);
+    constexpr int kPositions = 128;
+    const int hs = c.head_size();
+    const int row_bytes = ((c.n_heads - 1) * hs + 64 + 63) / 64 * 64;
+    const ScoresLayer scores = scores_layer({c.n_heads, kPositions, 64, hs, hs, 110,
+                                             [](int o) { return 0.0006f + 0.0002f * float(o % 5); },
+                                             [](int h) { return 0.02f + 0.01f * float(h); },
+                                             t.scores_at.tiles, t.scores_at.param_units},
+                                            random);
+    ValueCache cache = value_cache(c, t.cache_at, kPositions, random);
+    compiler::FcValueSum sum = cache.sum;
+    const llm::QuantizedAdd& add = w.attention_adds[1];
+    const llm::QuantizedRmsInput& norm = w.rms_inputs[1];
+    sum.out = random_wo(sum_n, c.dim, add.f, random);
+    sum.out_at = wo_at;
+    compiler::FcChainValueWrite values{cache.write, 1, v.chain.after_r.groups};
+    values.write.from_byte =
+        compiler::value_vectors_side_by_side(c.n_heads, c.n_kv_heads, hs, 0).from_byte;
+    compiler::FcLayerRest rest;
+    rest.add = llm::residual_add_layer(add, c.dim);
+    rest.add_at = add_at;
+    rest.x_follower = 0;
+    rest.n = c.dim;
+    rest.mean_mult = norm.mean_multiplier;
+    rest.norm = llm::rms_input_layer(norm, c.dim);
+    rest.norm_at = norm_at;
+    for (int j = 0; j < dim_padded; ++j) {
+      rest.norm_base.push_back(j < c.dim ? norm.base[size_t(j)] : 0.0f);
+      rest.norm_padding.push_back(j >= c.dim);
+    }
+    rest.output_name = "ffn_in_x2";
+    const auto joined = [&](const compiler::FcLayerRest* r) {
+      return compiler::generate_ffn_chain_softmax(v.chain, v.up_at, v.down_at, scores.layer,
+                                                  scores.at, row_bytes, scores.exp_mult, nullptr,
+                                                  nullptr, {}, &sum, &values, r);
+    };
+    const compiler::FfnChainPrograms plain = joined(nullptr), with_rest = joined(&rest);
+    ASSERT_EQ(with_rest.marks.size(), plain.marks.size());
+    struct Chip {
+      std::shared_ptr<chip::VirtualEdgeTpu> chip = std::make_shared<chip::VirtualEdgeTpu>();
+      std::unique_ptr<runtime::EdgeTpu> tpu = runtime::open_virtual_edgetpu({}, chip);
+    };
+    Chip plain_chip, rest_chip;
+    for (Chip* x : {&plain_chip, &rest_chip}) {
+      for (const container::Executable& e : plain.caching)
+        x->tpu->run(nullptr, std::make_shared<runtime::Program>(e));
+      using Placed = std::pair<const compiler::FcLayer*, const compiler::FcPlacement*>;
+      for (const auto& [l, at] :
+           {Placed{&scores.layer, &scores.at}, Placed{&sum.layer, &t.cache_at},
+            Placed{&sum.out, &wo_at}, Placed{&rest.add, &add_at}, Placed{&rest.norm, &norm_at}})
+        x->tpu->run(nullptr, std::make_shared<runtime::Program>(compiler::fc_caching(*l, *at)));
+    }
+    auto plain_p = std::make_shared<runtime::Program>(plain.execution);
+    auto rest_p = std::make_shared<runtime::Program>(with_rest.execution);
+    const int chain_in = v.k_padded + v.dim_padded;
+    const size_t row_at = (size_t(chain_in) + 255) / 256 * 256;
+    ASSERT_EQ(rest_p->input_bytes(0), row_at + size_t(row_bytes + compiler::kSoftmaxCountBytes));
+    // The chain's outputs: w2's y first (ValueChain's output_down), then q, k and v~; r; o.
+    const size_t o_at = size_t(plain_p->output_bytes(0)) + 4;
+    std::set<std::vector<int8_t>> seen;
+    for (const int n : {1, 4, 5, 64, 65}) {
+      SCOPED_TRACE("n = " + std::to_string(n));
+      std::vector<uint8_t> in(static_cast<size_t>(chain_in));
+      for (uint8_t& b : in) b = static_cast<uint8_t>(random() % 255 + 1);
+      in.resize(row_at, 0);
+      for (int i = 0; i < row_bytes; ++i) in.push_back(static_cast<uint8_t>(random() % 255 + 1));
+      in.resize(in.size() + size_t(compiler::kSoftmaxCountBytes), 0);
+      const size_t count = in.size() - size_t(compiler::kSoftmaxCountBytes);
+      for (int i = 0; i < 4; ++i) in[count + size_t(i)] = uint8_t(uint32_t(n) >> 8 * i) ^ 0x80u;
+      patch_value_fields(*plain_p, plain.marks, 0, cache.write, n - 1);
+      patch_value_fields(*rest_p, with_rest.marks, 0, cache.write, n - 1);
+      const std::vector<uint8_t> want = all_outputs_of(*plain_chip.tpu, plain_p, in);
+      const std::vector<uint8_t> got = all_outputs_of(*rest_chip.tpu, rest_p, in);
+      ASSERT_EQ(got.size(), want.size() + size_t(2 * dim_padded));
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_EQ(int(got[i]), int(want[i])) << "output byte " << i << " of " << want.size();
+      // The int8 path's steps from the chain's x2 (input) and y, and the returned o.
+      const auto bytes = [](const std::vector<uint8_t>& b, size_t at) {
+        return reinterpret_cast<const int8_t*>(b.data() + at);
+      };
+      std::vector<int8_t> x_q(size_t(c.dim)), x2(size_t(c.dim)), ffn_in(size_t(c.dim));
+      llm::residual_add(w.adds[0], bytes(in, size_t(v.k_padded)), bytes(want, 0), c.dim,
+                        x_q.data());
+      llm::residual_add(add, x_q.data(), bytes(want, o_at), c.dim, x2.data());
+      const float r_ffn = llm::rms_input_scale(norm, x2.data(), c.dim);
+      llm::rms_input(norm, x2.data(), c.dim, r_ffn, ffn_in.data());
+      const int8_t* rest_out = bytes(got, want.size());
+      for (int j = 0; j < c.dim; ++j)
+        ASSERT_EQ(int(rest_out[dim_padded + j]), int(x2[size_t(j)])) << "x2 byte " << j;
+      for (int j = 0; j < c.dim; ++j)
+        ASSERT_EQ(int(rest_out[j]), int(ffn_in[size_t(j)])) << "FFN input byte " << j;
+      // The multipliers themselves (the bytes hide one an ulp off): each norm group's multiplier
+      // row holds f32(c_j r_ffn), 0 past dim.
+      for (int g = 0; g < groups; ++g) {
+        const auto& wide = rest_chip.chip->tile(norm_at.tiles[size_t(g)]).wide;
+        for (int i = 0; i < 64; ++i) {
+          const int j = 64 * g + i;
+          uint32_t bits = 0;
+          std::memcpy(&bits, &wide[size_t(64 * norm_at.param_units[size_t(g)] + 4 * i)], 4);
+          const float m = j < c.dim ? llm::per_token_multiplier(norm.base[size_t(j)], r_ffn) : 0.0f;
+          ASSERT_EQ(bits, std::bit_cast<uint32_t>(m)) << "FFN input channel " << j;
+        }
+      }
+      // Not trivial: both spread, and differ from run to run.
+      EXPECT_GT(std::set<int8_t>(x2.begin(), x2.end()).size(), size_t(16));
+      EXPECT_GT(std::set<int8_t>(ffn_in.begin(), ffn_in.end()).size(), size_t(16));
+      seen.insert(ffn_in);
+    }
+    EXPECT_EQ(seen.size(), size_t(5));
+    // Refused, each an Error: the rest without wo, with wo's output name, with a norm of K != 64.
+    compiler::FcValueSum no_wo = sum;
+    no_wo.out = {};
+    EXPECT_NE(error_of([&] {
+                compiler::generate_ffn_chain_softmax(v.chain, v.up_at, v.down_at, scores.layer,
+                                                     scores.at, row_bytes, scores.exp_mult, nullptr,
+                                                     nullptr, {}, &no_wo, &values, &rest);
+              }).find("follows wo"),
+              std::string::npos);
+    compiler::FcLayerRest named = rest, wide = rest;
+    named.output_name = sum.out.output_name;
+    EXPECT_NE(error_of([&] { joined(&named); }).find("a name of its own"), std::string::npos);
+    wide.norm.k = 128;
+    EXPECT_NE(error_of([&] { joined(&wide); }).find("needs 64"), std::string::npos);
   });
 }
 
