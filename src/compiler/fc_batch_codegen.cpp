@@ -1070,7 +1070,8 @@ void save_rest_input(Emitter& e, const RestAt& p, const FfnChainTailAt& at, int&
 }
 
 // The rest after wo (its pieces `o`, (tile, narrow byte) in group order): the add, r_ffn, the
-// norm with its multipliers from r_ffn, [the FFN input; x2] to the host, the program's end.
+// norm with its multipliers from r_ffn, [the FFN input; x2] to the host, with `ffn` the FFN and y
+// to the host, the program's end.
 // Returns the ring ordinal past its producers.
 int emit_layer_rest(Emitter& e, const RestAt& p, const std::vector<std::pair<int, int>>& o,
                     int ordinal) {
@@ -1110,7 +1111,15 @@ int emit_layer_rest(Emitter& e, const RestAt& p, const std::vector<std::pair<int
   for (int g = 0; g < groups; ++g)
     blocks.emplace_back(p.norm.tile[size_t(g)], p.ffn_in + kGroup * p.norm.slot[size_t(g)]);
   blocks.insert(blocks.end(), x2.begin(), x2.end());
-  return blocks_output_stage(e, r.output_name, blocks, kGroup, ordinal, true);
+  ordinal = blocks_output_stage(e, r.output_name, blocks, kGroup, ordinal, r.ffn == nullptr);
+  if (!r.ffn) return ordinal;
+  // The FFN reads its input's pieces first (to narrow 0 of w1/w3's tiles), so its buffers may
+  // cover the rest's bytes after that.
+  std::vector<std::pair<int, int>> in;
+  for (int g = 0; g < groups; ++g)
+    in.emplace_back(p.norm.tile[size_t(g)], (p.ffn_in + kGroup * p.norm.slot[size_t(g)]) / 4);
+  const FfnFromPieces y = emit_ffn_from_pieces(e, *r.ffn, r.ffn_up, r.ffn_down, in, ordinal);
+  return blocks_output_stage(e, r.ffn_output_name, y.y, kGroup, ordinal, true);
 }
 
 // The sum's stages after scores_and_softmax: the value prep on the scalar core, e and the
@@ -1343,6 +1352,11 @@ FfnChainPrograms chain_then_softmax(const ChainBeforeScores& chain, const FcLaye
   if (rest && (rest->output_name == out_name || rest->output_name == chain.output_name ||
                (with_r && rest->output_name == chain.r_name)))
     fail("the layer's rest's output '", rest->output_name, "' needs a name of its own");
+  if (rest && rest->ffn &&
+      (rest->ffn_output_name.empty() || rest->ffn_output_name == rest->output_name ||
+       rest->ffn_output_name == out_name || rest->ffn_output_name == chain.output_name ||
+       (with_r && rest->ffn_output_name == chain.r_name)))
+    fail("the layer's FFN's output '", rest->ffn_output_name, "' needs a name of its own");
   size_t value_marks_from = 0;
   FfnChainTail tail;
   tail.input_bytes = moved.empty() ? g.row_bytes : kSoftmaxCountBytes;
@@ -1415,6 +1429,15 @@ FfnChainPrograms chain_then_softmax(const ChainBeforeScores& chain, const FcLaye
     eo.output_layers.push_back(std::move(r));
     hints.insert(hints.end() - 1, dma_hint(BufferKind::kOutput, container::Direction::kOutfeed,
                                            rest->output_name, total));
+  }
+  if (rest && rest->ffn) {  // y, on w2's output grid
+    const FcLayer& down = rest->ffn->down;
+    container::Layer y = boundary_layer(rest->ffn_output_name, down.n, down.out_zp, down.out_scale,
+                                        true, down.signed_output);
+    y.shape = {{0, 0}, {0, down.n - 1}};
+    eo.output_layers.push_back(std::move(y));
+    hints.insert(hints.end() - 1, dma_hint(BufferKind::kOutput, container::Direction::kOutfeed,
+                                           rest->ffn_output_name, down.n));
   }
   return out;
 }

@@ -270,6 +270,12 @@ struct FcLayerRest {
   std::vector<float> norm_base;
   std::vector<bool> norm_padding;
   std::string output_name;
+  // D.1b: with `ffn`, the FFN after that output from the FFN input's pieces as they lie on the
+  // norm's tiles (emit_ffn_from_pieces at ffn_up, ffn_down; its parameters cached there), and its
+  // y the program's last output `ffn_output_name`.
+  const FfnLayer* ffn = nullptr;
+  FcPlacement ffn_up, ffn_down;
+  std::string ffn_output_name;
 };
 FcScoresProgram generate_fc_batch_attention(const FcLayer& layer, const FcPlacement& placement,
                                             int row_bytes, const std::vector<float>& exp_mult,

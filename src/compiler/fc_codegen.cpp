@@ -698,7 +698,11 @@ void ffn_broadcast_blocks(Emitter& e, uint32_t compute, const std::vector<FfnBlo
   tile_fence(e, "counters=0x1ffff units=0x3ff");
 }
 
-FfnPrograms generate_ffn(const FfnLayer& f, const FcPlacement& up_at, const FcPlacement& down_at) {
+namespace {
+
+// The FFN's two geometries, after the checks every FFN program makes.
+std::pair<Geometry, Geometry> ffn_geometries(const FfnLayer& f, const FcPlacement& up_at,
+                                             const FcPlacement& down_at) {
   const int hidden = f.up.n / 2;
   if (f.up.n % (2 * kGroup) != 0 || hidden > 16 * kGroup || f.down.k != hidden ||
       f.down.n % kGroup != 0)
@@ -707,8 +711,21 @@ FfnPrograms generate_ffn(const FfnLayer& f, const FcPlacement& up_at, const FcPl
   if (const std::string why = fc_unsupported(std::min(f.up.n, 16 * kGroup), f.up.k); !why.empty())
     fail(why);
   if (const std::string why = fc_unsupported(f.down.n, f.down.k); !why.empty()) fail(why);
-  const Geometry up = geometry(f.up.n, f.up.k, !f.up.bias.empty(), up_at);
-  const Geometry down = geometry(f.down.n, f.down.k, !f.down.bias.empty(), down_at);
+  return {geometry(f.up.n, f.up.k, !f.up.bias.empty(), up_at),
+          geometry(f.down.n, f.down.k, !f.down.bias.empty(), down_at)};
+}
+
+}  // namespace
+
+FfnFromPieces emit_ffn_from_pieces(Emitter& e, const FfnLayer& f, const FcPlacement& up_at,
+                                   const FcPlacement& down_at,
+                                   const std::vector<std::pair<int, int>>& in_pieces,
+                                   int& ring_ordinal) {
+  const int hidden = f.up.n / 2;
+  const auto [up, down] = ffn_geometries(f, up_at, down_at);
+  if (int(in_pieces.size()) != up.in_tiles)
+    fail("the FFN's input from ", in_pieces.size(), " pieces: its K = ", f.up.k, " needs ",
+         up.in_tiles);
   std::vector<std::pair<int, int>> m_pieces;
   uint32_t gate_tiles = 0;
   for (int i = 0; i < hidden / kGroup; ++i) {
@@ -723,10 +740,7 @@ FfnPrograms generate_ffn(const FfnLayer& f, const FcPlacement& up_at, const FcPl
   for (int i = 0; i < hidden / kGroup; ++i)
     m_pieces.emplace_back(up.tile_of[size_t(2 * i)], buf.m() / 4);
   const int y_at = (buf.end() + 255) / 256 * 256;
-  Emitter e;
-  int ring_ordinal = 0;
-  input_stage(e, up, f.up);
-  broadcast_stage(e, up.compute_mask(), host_pieces(up), ring_ordinal);
+  broadcast_stage(e, up.compute_mask(), in_pieces, ring_ordinal);
   op_stage(e, up, f.up, buf.h1());
   ffn_gate_setup(e, gate_tiles, buf.identity());
   ffn_gate(e, gate_tiles, {buf.h1(), buf.h3(), buf.g(), buf.a(), buf.m(), buf.products()}, kWords,
@@ -735,6 +749,20 @@ FfnPrograms generate_ffn(const FfnLayer& f, const FcPlacement& up_at, const FcPl
   wait_tokens(e);
   broadcast_stage(e, down.compute_mask(), m_pieces, ring_ordinal);
   op_stage(e, down, f.down, y_at);
+  FfnFromPieces out;
+  out.y_at = y_at;
+  for (size_t i = 0; i < down.tile_of.size(); ++i)
+    out.y.emplace_back(down.tile_of[i], y_at + kGroup * down.slot_of[i]);
+  out.narrow_end = y_at + kMaxSlots * kGroup;
+  return out;
+}
+
+FfnPrograms generate_ffn(const FfnLayer& f, const FcPlacement& up_at, const FcPlacement& down_at) {
+  const auto [up, down] = ffn_geometries(f, up_at, down_at);
+  Emitter e;
+  int ring_ordinal = 0;
+  input_stage(e, up, f.up);
+  const int y_at = emit_ffn_from_pieces(e, f, up_at, down_at, host_pieces(up), ring_ordinal).y_at;
   output_stage(e, down, f.down, y_at, ring_ordinal);
   FfnPrograms out;
   out.execution = execution_executable_of(e.finish(), f.up, f.down, down, y_at + 2 * kGroup);

@@ -42,6 +42,20 @@ struct FfnBlock {
 void ffn_broadcast_blocks(Emitter& e, uint32_t compute, const std::vector<FfnBlock>& blocks,
                           int stride_words, int& ring_ordinal);
 
+// generate_ffn's stages after its input: the input pieces ((tile, narrow word), 64 bytes each, in
+// K order) broadcast to w1/w3's tiles, their op, the gate, m to w2's tiles and w2's op; y's
+// groups stay on their tiles (`y`: (tile, narrow byte) in group order, from y_at). It takes narrow
+// bytes below narrow_end on every tile it uses; the pieces are read first, so they may lie
+// anywhere. `ring_ordinal` counts the ring producers, continued.
+struct FfnFromPieces {
+  std::vector<std::pair<int, int>> y;
+  int y_at = 0, narrow_end = 0;
+};
+FfnFromPieces emit_ffn_from_pieces(Emitter& e, const FfnLayer& f, const FcPlacement& up,
+                                   const FcPlacement& down,
+                                   const std::vector<std::pair<int, int>>& in_pieces,
+                                   int& ring_ordinal);
+
 // More program after an FFN chain's outputs, in the same program (generate_ffn_chain_softmax):
 // the chain's input pop also takes `input_bytes` after the chain's own bytes and tables, from the
 // next whole 256-byte packet on; the chain's outputs (and r) leave without the program's end, then

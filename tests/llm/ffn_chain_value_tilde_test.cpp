@@ -34,6 +34,7 @@
 #include "runtime/program.h"
 #include "support/chain_layers.h"
 #include "support/error_of.h"
+#include "support/sanitizers.h"
 
 namespace tinycoral::testing {
 namespace {
@@ -786,6 +787,100 @@ compiler::FcLayer random_wo(int k, int dim, llm::QParams o, std::mt19937& random
 // the FFN input is the int8 path's (residual_add of the chain's x_q and the returned o,
 // rms_input_scale, rms_input), and every other output byte is the joined program's without the
 // rest, run on a chip of its own.
+// What the layer's rest's tests share (D.1a, D.1b): the chip path's chain of layer 0 with the
+// value write, layer 1's scores over 128 positions, its sum, a random wo and the rest of layer 1
+// (its attention add and FFN input norm), placed after the chain's; the add first, from tile 0 on.
+struct RestCase {
+  ValueChain v;
+  JoinedValueWrite t;
+  compiler::FcPlacement wo_at, add_at, norm_at;
+  std::mt19937 random{89};
+  int row_bytes = 0;
+  ScoresLayer scores;
+  ValueCache cache;
+  compiler::FcValueSum sum;
+  compiler::FcChainValueWrite values;
+  compiler::FcLayerRest rest;
+  // The joined program with the rest `r` (none: null).
+  compiler::FfnChainPrograms joined(const compiler::FcLayerRest* r) const {
+    return compiler::generate_ffn_chain_softmax(v.chain, v.up_at, v.down_at, scores.layer,
+                                                scores.at, row_bytes, scores.exp_mult, nullptr,
+                                                nullptr, {}, &sum, &values, r);
+  }
+  // The joined program's input at n positions: random chain input and row, then the count block.
+  std::vector<uint8_t> input(int n) {
+    const int chain_in = v.k_padded + v.dim_padded;
+    std::vector<uint8_t> in(static_cast<size_t>(chain_in));
+    for (uint8_t& b : in) b = static_cast<uint8_t>(random() % 255 + 1);
+    in.resize((size_t(chain_in) + 255) / 256 * 256, 0);
+    for (int i = 0; i < row_bytes; ++i) in.push_back(static_cast<uint8_t>(random() % 255 + 1));
+    in.resize(in.size() + size_t(compiler::kSoftmaxCountBytes), 0);
+    const size_t count = in.size() - size_t(compiler::kSoftmaxCountBytes);
+    for (int i = 0; i < 4; ++i) in[count + size_t(i)] = uint8_t(uint32_t(n) >> 8 * i) ^ 0x80u;
+    return in;
+  }
+};
+
+void rest_case(const llm::Config& c, const llm::Int8Weights& w, RestCase& k) {
+  const int dim_padded = llm::whole_groups(c.dim), groups = compiler::fc_groups(c.dim);
+  const int sum_n = 64 * c.n_heads * compiler::fc_groups(c.head_size());
+  k.v = value_chain(
+      w, 0, true, w.attention[1].v_base, nullptr, 0,
+      [&](llm::TileAllocator& tiles) {
+        place_cache_and_scores(c, tiles, k.t);
+        EXPECT_TRUE(tiles.place(groups, compiler::fc_units_per_tile(sum_n, false), k.wo_at));
+        EXPECT_TRUE(tiles.place(groups, compiler::fc_units_per_tile(128, true), k.add_at));
+        EXPECT_TRUE(tiles.place(groups, compiler::fc_units_per_tile(64, false), k.norm_at));
+      },
+      true);
+  constexpr int kPositions = 128;
+  const int hs = c.head_size();
+  k.row_bytes = ((c.n_heads - 1) * hs + 64 + 63) / 64 * 64;
+  k.scores = scores_layer({c.n_heads, kPositions, 64, hs, hs, 110,
+                           [](int o) { return 0.0006f + 0.0002f * float(o % 5); },
+                           [](int h) { return 0.02f + 0.01f * float(h); }, k.t.scores_at.tiles,
+                           k.t.scores_at.param_units},
+                          k.random);
+  k.cache = value_cache(c, k.t.cache_at, kPositions, k.random);
+  k.sum = k.cache.sum;
+  const llm::QuantizedAdd& add = w.attention_adds[1];
+  const llm::QuantizedRmsInput& norm = w.rms_inputs[1];
+  k.sum.out = random_wo(sum_n, c.dim, add.f, k.random);
+  k.sum.out_at = k.wo_at;
+  k.values = {k.cache.write, 1, k.v.chain.after_r.groups};
+  k.values.write.from_byte =
+      compiler::value_vectors_side_by_side(c.n_heads, c.n_kv_heads, hs, 0).from_byte;
+  compiler::FcLayerRest& rest = k.rest;
+  rest.add = llm::residual_add_layer(add, c.dim);
+  rest.add_at = k.add_at;
+  rest.x_follower = 0;
+  rest.n = c.dim;
+  rest.mean_mult = norm.mean_multiplier;
+  rest.norm = llm::rms_input_layer(norm, c.dim);
+  rest.norm_at = k.norm_at;
+  for (int j = 0; j < dim_padded; ++j) {
+    rest.norm_base.push_back(j < c.dim ? norm.base[size_t(j)] : 0.0f);
+    rest.norm_padding.push_back(j >= c.dim);
+  }
+  rest.output_name = "ffn_in_x2";
+}
+
+// A virtual chip with the rest case's parameters cached: the chain's, the scores', the cache's,
+// wo's, the add's and the norm's.
+struct RestChip {
+  std::shared_ptr<chip::VirtualEdgeTpu> chip = std::make_shared<chip::VirtualEdgeTpu>();
+  std::unique_ptr<runtime::EdgeTpu> tpu = runtime::open_virtual_edgetpu({}, chip);
+  RestChip(const RestCase& k, const compiler::FfnChainPrograms& programs) {
+    for (const container::Executable& e : programs.caching)
+      tpu->run(nullptr, std::make_shared<runtime::Program>(e));
+    using Placed = std::pair<const compiler::FcLayer*, const compiler::FcPlacement*>;
+    for (const auto& [l, at] : {Placed{&k.scores.layer, &k.scores.at},
+                                Placed{&k.sum.layer, &k.t.cache_at}, Placed{&k.sum.out, &k.wo_at},
+                                Placed{&k.rest.add, &k.add_at}, Placed{&k.rest.norm, &k.norm_at}})
+      tpu->run(nullptr, std::make_shared<runtime::Program>(compiler::fc_caching(*l, *at)));
+  }
+};
+
 TEST(FfnChainOnTheChip, TheLayersRestAfterWoIsTheInt8PathsBytes) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   for_each_reference_model(data, [](const std::string&, const LoadedModel& model) {
@@ -793,72 +888,24 @@ TEST(FfnChainOnTheChip, TheLayersRestAfterWoIsTheInt8PathsBytes) {
     llm::ThreadPool pool(2);
     const llm::Int8Weights w(model.ck, llm::calibrate(model.ck, pool, 4), residual_options());
     const int dim_padded = llm::whole_groups(c.dim), groups = compiler::fc_groups(c.dim);
-    const int sum_n = 64 * c.n_heads * compiler::fc_groups(c.head_size());
-    JoinedValueWrite t;
-    compiler::FcPlacement wo_at, add_at, norm_at;
-    const ValueChain v = value_chain(
-        w, 0, true, w.attention[1].v_base, nullptr, 0,
-        [&](llm::TileAllocator& tiles) {
-          place_cache_and_scores(c, tiles, t);
-          EXPECT_TRUE(tiles.place(groups, compiler::fc_units_per_tile(sum_n, false), wo_at));
-          EXPECT_TRUE(tiles.place(groups, compiler::fc_units_per_tile(128, true), add_at));
-          EXPECT_TRUE(tiles.place(groups, compiler::fc_units_per_tile(64, false), norm_at));
-        },
-        true);
-    // x_q (the add's outputs) on tile 0, where the tail's e and multipliers pass.
-    ASSERT_EQ(v.chain.next_at[0].tiles.front(), 0);
-    std::mt19937 random(89);
-    constexpr int kPositions = 128;
-    const int hs = c.head_size();
-    const int row_bytes = ((c.n_heads - 1) * hs + 64 + 63) / 64 * 64;
-    const ScoresLayer scores = scores_layer({c.n_heads, kPositions, 64, hs, hs, 110,
-                                             [](int o) { return 0.0006f + 0.0002f * float(o % 5); },
-                                             [](int h) { return 0.02f + 0.01f * float(h); },
-                                             t.scores_at.tiles, t.scores_at.param_units},
-                                            random);
-    ValueCache cache = value_cache(c, t.cache_at, kPositions, random);
-    compiler::FcValueSum sum = cache.sum;
+    RestCase k;
+    rest_case(c, w, k);
+    const ValueChain& v = k.v;
+    const compiler::FcPlacement& norm_at = k.norm_at;
+    const ScoresLayer& scores = k.scores;
+    const int row_bytes = k.row_bytes;
+    const ValueCache& cache = k.cache;
+    const compiler::FcValueSum& sum = k.sum;
+    const compiler::FcChainValueWrite& values = k.values;
+    const compiler::FcLayerRest& rest = k.rest;
     const llm::QuantizedAdd& add = w.attention_adds[1];
     const llm::QuantizedRmsInput& norm = w.rms_inputs[1];
-    sum.out = random_wo(sum_n, c.dim, add.f, random);
-    sum.out_at = wo_at;
-    compiler::FcChainValueWrite values{cache.write, 1, v.chain.after_r.groups};
-    values.write.from_byte =
-        compiler::value_vectors_side_by_side(c.n_heads, c.n_kv_heads, hs, 0).from_byte;
-    compiler::FcLayerRest rest;
-    rest.add = llm::residual_add_layer(add, c.dim);
-    rest.add_at = add_at;
-    rest.x_follower = 0;
-    rest.n = c.dim;
-    rest.mean_mult = norm.mean_multiplier;
-    rest.norm = llm::rms_input_layer(norm, c.dim);
-    rest.norm_at = norm_at;
-    for (int j = 0; j < dim_padded; ++j) {
-      rest.norm_base.push_back(j < c.dim ? norm.base[size_t(j)] : 0.0f);
-      rest.norm_padding.push_back(j >= c.dim);
-    }
-    rest.output_name = "ffn_in_x2";
-    const auto joined = [&](const compiler::FcLayerRest* r) {
-      return compiler::generate_ffn_chain_softmax(v.chain, v.up_at, v.down_at, scores.layer,
-                                                  scores.at, row_bytes, scores.exp_mult, nullptr,
-                                                  nullptr, {}, &sum, &values, r);
-    };
+    // x_q (the add's outputs) on tile 0, where the tail's e and multipliers pass.
+    ASSERT_EQ(v.chain.next_at[0].tiles.front(), 0);
+    const auto joined = [&k](const compiler::FcLayerRest* r) { return k.joined(r); };
     const compiler::FfnChainPrograms plain = joined(nullptr), with_rest = joined(&rest);
     ASSERT_EQ(with_rest.marks.size(), plain.marks.size());
-    struct Chip {
-      std::shared_ptr<chip::VirtualEdgeTpu> chip = std::make_shared<chip::VirtualEdgeTpu>();
-      std::unique_ptr<runtime::EdgeTpu> tpu = runtime::open_virtual_edgetpu({}, chip);
-    };
-    Chip plain_chip, rest_chip;
-    for (Chip* x : {&plain_chip, &rest_chip}) {
-      for (const container::Executable& e : plain.caching)
-        x->tpu->run(nullptr, std::make_shared<runtime::Program>(e));
-      using Placed = std::pair<const compiler::FcLayer*, const compiler::FcPlacement*>;
-      for (const auto& [l, at] :
-           {Placed{&scores.layer, &scores.at}, Placed{&sum.layer, &t.cache_at},
-            Placed{&sum.out, &wo_at}, Placed{&rest.add, &add_at}, Placed{&rest.norm, &norm_at}})
-        x->tpu->run(nullptr, std::make_shared<runtime::Program>(compiler::fc_caching(*l, *at)));
-    }
+    RestChip plain_chip(k, plain), rest_chip(k, plain);
     auto plain_p = std::make_shared<runtime::Program>(plain.execution);
     auto rest_p = std::make_shared<runtime::Program>(with_rest.execution);
     const int chain_in = v.k_padded + v.dim_padded;
@@ -869,13 +916,7 @@ TEST(FfnChainOnTheChip, TheLayersRestAfterWoIsTheInt8PathsBytes) {
     std::set<std::vector<int8_t>> seen;
     for (const int n : {1, 4, 5, 64, 65}) {
       SCOPED_TRACE("n = " + std::to_string(n));
-      std::vector<uint8_t> in(static_cast<size_t>(chain_in));
-      for (uint8_t& b : in) b = static_cast<uint8_t>(random() % 255 + 1);
-      in.resize(row_at, 0);
-      for (int i = 0; i < row_bytes; ++i) in.push_back(static_cast<uint8_t>(random() % 255 + 1));
-      in.resize(in.size() + size_t(compiler::kSoftmaxCountBytes), 0);
-      const size_t count = in.size() - size_t(compiler::kSoftmaxCountBytes);
-      for (int i = 0; i < 4; ++i) in[count + size_t(i)] = uint8_t(uint32_t(n) >> 8 * i) ^ 0x80u;
+      const std::vector<uint8_t> in = k.input(n);
       patch_value_fields(*plain_p, plain.marks, 0, cache.write, n - 1);
       patch_value_fields(*rest_p, with_rest.marks, 0, cache.write, n - 1);
       const std::vector<uint8_t> want = all_outputs_of(*plain_chip.tpu, plain_p, in);
@@ -930,6 +971,69 @@ TEST(FfnChainOnTheChip, TheLayersRestAfterWoIsTheInt8PathsBytes) {
     EXPECT_NE(error_of([&] { joined(&named); }).find("a name of its own"), std::string::npos);
     wide.norm.k = 128;
     EXPECT_NE(error_of([&] { joined(&wide); }).find("needs 64"), std::string::npos);
+  });
+}
+
+// D.1b, the FFN fed from tiles (FcLayerRest::ffn): after the rest, an FFN (the chain's own w1, w3
+// and w2, already cached on its tiles) reads the FFN input's pieces where the norm left them, and
+// y leaves last. On one chip that joined program; on another the joined program with the rest
+// alone, then generate_ffn's program on the FFN input it returned. Both checkpoints' shapes, at
+// n = 1, 4, 5, 64, 65 (1 and 65 under AddressSanitizer): every output byte equal, y included.
+TEST(FfnChainOnTheChip, TheLastFfnAfterTheSumEqualsItsOwnProgramBitForBit) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  for_each_reference_model(data, [](const std::string&, const LoadedModel& model) {
+    const llm::Config& c = model.ck.config;
+    llm::ThreadPool pool(2);
+    const llm::Int8Weights w(model.ck, llm::calibrate(model.ck, pool, 4), residual_options());
+    const int dim_padded = llm::whole_groups(c.dim);
+    RestCase k;
+    rest_case(c, w, k);
+    const compiler::FfnLayer& ffn = k.v.chain.ffn;
+    compiler::FcLayerRest with_ffn = k.rest;
+    with_ffn.ffn = &ffn;
+    with_ffn.ffn_up = k.v.up_at;
+    with_ffn.ffn_down = k.v.down_at;
+    with_ffn.ffn_output_name = "y_last";
+    const compiler::FfnChainPrograms rest = k.joined(&k.rest), joined = k.joined(&with_ffn);
+    ASSERT_EQ(joined.marks.size(), rest.marks.size());
+    RestChip apart_chip(k, rest), joined_chip(k, rest);
+    auto rest_p = std::make_shared<runtime::Program>(rest.execution);
+    auto joined_p = std::make_shared<runtime::Program>(joined.execution);
+    auto ffn_p = std::make_shared<runtime::Program>(
+        compiler::generate_ffn(ffn, k.v.up_at, k.v.down_at).execution);
+    ASSERT_EQ(ffn_p->input_bytes(0), size_t(dim_padded));
+    ASSERT_EQ(joined_p->num_outputs(), rest_p->num_outputs() + 1);
+    ASSERT_EQ(joined_p->output_bytes(joined_p->num_outputs() - 1), size_t(ffn.down.n));
+#if TINYCORAL_ASAN
+    const std::vector<int> counts = {1, 65};
+#else
+    const std::vector<int> counts = {1, 4, 5, 64, 65};
+#endif
+    std::set<std::vector<uint8_t>> seen;
+    for (const int n : counts) {
+      SCOPED_TRACE("n = " + std::to_string(n));
+      const std::vector<uint8_t> in = k.input(n);
+      patch_value_fields(*rest_p, rest.marks, 0, k.cache.write, n - 1);
+      patch_value_fields(*joined_p, joined.marks, 0, k.cache.write, n - 1);
+      std::vector<uint8_t> want = all_outputs_of(*apart_chip.tpu, rest_p, in);
+      // [the FFN input; x2] last: the FFN's input is its first dim_padded bytes.
+      const auto ffn_in = want.end() - 2 * dim_padded;
+      const std::vector<uint8_t> y =
+          all_outputs_of(*apart_chip.tpu, ffn_p, std::vector<uint8_t>(ffn_in, ffn_in + dim_padded));
+      want.insert(want.end(), y.begin(), y.end());
+      const std::vector<uint8_t> got = all_outputs_of(*joined_chip.tpu, joined_p, in);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_EQ(int(got[i]), int(want[i])) << "output byte " << i << " of " << want.size();
+      // Not trivial: y spreads, and differs from run to run.
+      EXPECT_GT(std::set<uint8_t>(y.begin(), y.end()).size(), size_t(16));
+      seen.insert(y);
+    }
+    EXPECT_EQ(seen.size(), counts.size());
+    // Refused: y under the rest's output name.
+    compiler::FcLayerRest named = with_ffn;
+    named.ffn_output_name = named.output_name;
+    EXPECT_NE(error_of([&] { k.joined(&named); }).find("a name of its own"), std::string::npos);
   });
 }
 
