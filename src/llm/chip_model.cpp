@@ -975,20 +975,76 @@ bool ChipTransformer::join_scores(int layer, TileAllocator& tiles) {
   // One program per 64-position group (its column's groups are on other tiles), generated at
   // the group's first position; joined_run rewrites its column (and the value write) for the
   // others.
+  // The last layer's rest and FFN after wo where they are placed and generate; else (a
+  // generator's refusal) the layer joins without them, as before.
   std::vector<GroupProgram> groups;
+  TileAllocator without_rest = trial;
+  if (v && layer == config().n_layers - 1 && layer_rest(layer, trial)) {
+    try {
+      for (int pos = 0; pos < s.seq_padded; pos += 64) groups.push_back(joined_program(layer, pos));
+    } catch (const Error&) {
+      groups.clear();
+      j.with_rest = false;
+      j.rest = {};
+      j.rest_caching.clear();
+      trial = without_rest;
+    }
+  }
   try {
-    for (int pos = 0; pos < s.seq_padded; pos += 64) groups.push_back(joined_program(layer, pos));
+    if (groups.empty())
+      for (int pos = 0; pos < s.seq_padded; pos += 64) groups.push_back(joined_program(layer, pos));
   } catch (const Error&) {
     j = {};
     return false;
   }
   j.groups = std::move(groups);
+  if (j.with_rest) {
+    ++stats_.rest_layers;
+    --stats_.programs;  // (the FFN's own run goes)
+  }
   stats_.joined_programs += int(j.groups.size());
   if (v) {
-    tiles = trial;  // (the rows taken here)
+    tiles = trial;  // (the rows taken here, and the rest's groups)
     stats_.resident_bytes += int64_t{256} * int64_t(v->staging.size());
     v->attention.clear();  // (the attention program's trial never runs)
   }
+  return true;
+}
+
+bool ChipTransformer::layer_rest(int layer, TileAllocator& tiles) {
+  const ValueSumProgram& v = value_sums_[size_t(layer)];
+  FfnProgram& f = ffns_[size_t(layer)];
+  if (!options().join_layers || !options().chip_residual || !v.wo || !f.execution) return false;
+  const Config& c = config();
+  const Int8Weights& w = *weights();
+  const int groups = compiler::fc_groups(c.dim), dim_padded = whole_groups(c.dim);
+  Joined& j = joined_[size_t(layer)];
+  compiler::FcLayerRest& rest = j.rest;
+  rest = {};
+  TileAllocator trial = tiles;
+  if (!trial.place(groups, compiler::fc_units_per_tile(128, true), rest.add_at) ||
+      !trial.place(groups, compiler::fc_units_per_tile(64, false), rest.norm_at))
+    return false;
+  const QuantizedRmsInput& norm = w.rms_inputs[size_t(layer)];
+  rest.add = residual_add_layer(w.attention_adds[size_t(layer)], c.dim);
+  rest.x_follower = 0;  // the chain's add: this layer's x
+  rest.n = c.dim;
+  rest.mean_mult = norm.mean_multiplier;
+  rest.norm = rms_input_layer(norm, c.dim);
+  for (int i = 0; i < dim_padded; ++i) {
+    rest.norm_base.push_back(i < c.dim ? norm.base[size_t(i)] : 0.0f);
+    rest.norm_padding.push_back(i >= c.dim);
+  }
+  rest.output_name = "ffn_in_x2";
+  rest.ffn = &f.layer;
+  rest.ffn_up = f.up_at;
+  rest.ffn_down = f.down_at;
+  rest.ffn_output_name = "y_last";
+  j.rest_caching = {
+      std::make_shared<runtime::Program>(compiler::fc_caching(rest.add, rest.add_at)),
+      std::make_shared<runtime::Program>(compiler::fc_caching(rest.norm, rest.norm_at))};
+  j.with_rest = true;
+  tiles = trial;
   return true;
 }
 
@@ -1056,7 +1112,7 @@ GroupProgram ChipTransformer::joined_program(int layer, int first) const {
     sum.r_word = compiler::kChainRmsRWord;
     p = compiler::generate_ffn_chain_softmax(f.chain_desc, f.up_at, f.down_at, scores, s.placement,
                                              s.input_bytes, exp_mult, &sum, &column, j.moved,
-                                             value_sum, write);
+                                             value_sum, write, j.with_rest ? &j.rest : nullptr);
   }
   // The program marks the column write's scatters (one per group it writes), then with the value
   // write its landings and its rows (one each per cache group).
@@ -1815,6 +1871,8 @@ void ChipTransformer::cache_all() {
       caching.push_back(
           std::make_shared<runtime::Program>(compiler::fc_caching(p.join.out, p.join.out_at)));
   }
+  for (const Joined& j : joined_)
+    caching.insert(caching.end(), j.rest_caching.begin(), j.rest_caching.end());
   for (const std::shared_ptr<runtime::Program>& p : caching) {
     if (!p) continue;
     tpu_.run(nullptr, p);
@@ -1866,6 +1924,15 @@ void ChipTransformer::kept_by(const std::shared_ptr<runtime::Program>& p, const 
 
 void ChipTransformer::ffn_q(int layer, const int8_t* xq, int8_t* yq) {
   FfnProgram& p = ffns_[size_t(layer)];
+  if (size_t(layer) < joined_.size() && joined_[size_t(layer)].with_rest) {
+    // The joined run before computed this FFN after the layer's rest, from the same bytes as the
+    // host's xq (the int8 path's chip_residual steps): its y.
+    if (ffn_stash_layer_ != layer || ffn_stash_pos_ != pos_)
+      fail("layer ", layer, "'s FFN at ", pos_, " was not computed by the joined run before it");
+    ffn_stash_layer_ = -1;
+    std::copy_n(ffn_stash_.begin(), matmul(layer, LayerMatmul::kW2).rows, yq);
+    return;
+  }
   if (!p.execution) {
     Int8Transformer::ffn_q(layer, xq, yq);
     return;
@@ -1917,7 +1984,15 @@ void ChipTransformer::ffn_add_q(int layer, const int8_t* xq, const int8_t* x2q, 
       joined ? joined_run(layer + 1, xq_.data(), run_bytes, 0.0f) : p.chain;
   run(program, xq_.data(), run_bytes, yq_.data(), out_bytes);
   if (p.kept && !joined) kept_by(p.chain, xq_.data(), in_bytes);
-  if (joined) stash_softmax(layer + 1, *program, 2);  // the third output: e and 1 / S
+  if (joined) stash_softmax(layer + 1, *program, 2);     // the third output: e and 1 / S
+  if (joined && joined_[size_t(layer + 1)].with_rest) {  // y of layer + 1's FFN: the last output
+    const size_t last = program->num_outputs() - 1;
+    ffn_stash_.resize(program->output_bytes(last));
+    program->get_output(
+        last, std::span(reinterpret_cast<uint8_t*>(ffn_stash_.data()), ffn_stash_.size()));
+    ffn_stash_layer_ = layer + 1;
+    ffn_stash_pos_ = pos_;
+  }
   if (p.rope)
     rope_output(layer + 1, pos_, yq_.data() + p.dim_padded + qkv_bytes + u_bytes,
                 p.chain_desc.products);

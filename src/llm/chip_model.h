@@ -82,6 +82,9 @@ struct ChipPathStats {
   // Layers whose scores and softmax (with the RoPE sums and the key's column) run inside the
   // previous layer's chain (compiler::generate_ffn_chain_softmax): one run for both.
   int joined_layers = 0;
+  // Of them, the last layer's: its rest after wo and its FFN in that program too
+  // (Int8Options::join_layers; compiler::FcLayerRest): its FFN's own run goes.
+  int rest_layers = 0;
   int64_t resident_bytes = 0;  // parameter bytes cached in tile memory
   int max_tile_units = 0;      // the fullest tile's parameter units (of 8192)
   std::string host_reason;     // why the first host matmul is not on the chip
@@ -199,6 +202,10 @@ class ChipTransformer : public Int8Transformer {
   // (compiler::FcChainValueWrite, each cache group's staging row taken from `tiles`) and runs the
   // weighted sum (and wo) after the softmax, returning a (or o) instead of e and 1 / S.
   bool join_scores(int layer, TileAllocator& tiles);
+  // join_layers: the rest of `layer` (the last) after its joined program's wo, and its FFN, into
+  // joined_[layer].rest, the add and the norm placed on `tiles`; false (nothing placed) where
+  // the layer has no wo on the chip, no FFN program, or the groups do not fit.
+  bool layer_rest(int layer, TileAllocator& tiles);
   struct Joined {
     // [pos / 64] the program of one 64-position group, generated at its first position, its key
     // column write's scatter addresses marked (joined_run rewrites them to pos), with `values` the
@@ -209,6 +216,11 @@ class ChipTransformer : public Int8Transformer {
     // Per RoPE sum group, the product group of the program before it reads on the chip (-1: a q
     // group reading its kept row).
     std::vector<int> moved;
+    // The layer's rest and its FFN after wo (layer_rest), y the program's last output; the
+    // rest's add and norm placed and cached (rest_caching).
+    bool with_rest = false;
+    compiler::FcLayerRest rest;
+    std::vector<std::shared_ptr<runtime::Program>> rest_caching;
   };
   std::vector<Joined> joined_;  // [layer of the scores]
   // The group program of the group starting at `first`.
@@ -239,6 +251,10 @@ class ChipTransformer : public Int8Transformer {
   // returned them.
   std::vector<uint8_t> e_stash_;
   int e_stash_layer_ = -1, e_stash_pos_ = -1;
+  // y of layer ffn_stash_layer_'s FFN at ffn_stash_pos_, as the joined run with the rest
+  // returned it (ffn_q hands it over instead of running).
+  std::vector<int8_t> ffn_stash_;
+  int ffn_stash_layer_ = -1, ffn_stash_pos_ = -1;
   // The layer's position-0 program with the sum in front, built as a trial (a rejected
   // multipliers-from-r form once more with the host's rows, mult_base cleared); false if rejected.
   bool first_sum_program(int layer, ScoresProgram& p);

@@ -213,6 +213,11 @@ struct Int8Options {
   // joined_layers; docs/llm.md "The joined program in the chip path"); false: the two programs
   // run apart (for comparisons).
   bool join_scores = true;
+  // With join_scores and chip_residual, on the chip path: the last layer's joined program goes on
+  // after wo with the layer's rest (attention add, r_ffn, the FFN's input norm) and its FFN
+  // (compiler::FcLayerRest), where they fit (ChipPathStats::rest_layers); false: the FFN runs
+  // apart (for comparisons).
+  bool join_layers = true;
   // With chip_rms, chip_rope and WeightedSum::kValueCache, the int8 path only: the residual
   // stream in int8 between attention and the FFN and between layers, as a chip program of the
   // whole layer would compute it (int8_residual.h; docs/llm.md "The residual stream in int8"):

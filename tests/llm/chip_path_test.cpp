@@ -735,7 +735,9 @@ class FailingJoinedRun : public llm::ChipTransformer {
 // cache joined too (chip_residual: the run writes v~ and sums it), the recovery empties the cache
 // and the staging rows: the caching writes the cache from the host's copy and each staging row
 // with the quad's positions 0 and 1, or the rerun's transposing write would put stale lanes for
-// them into cache row 0 and change the sum at position 2.
+// them into cache row 0 and change the sum at position 2. With the last layer's rest and FFN
+// joined too (join_layers), the rest's add and norm are cached again with the other weights, and
+// the rerun returns the FFN's y that the host's ffn_q takes.
 TEST(ChipPathStepD, TheJoinedRunIsRunAgainAfterARecovery) {
   const TinyShape shape = kOtherAttentionShapes[0].shape;
   const LoadedModel model = tiny_model(shape, TinyWeights(shape));
@@ -744,10 +746,15 @@ TEST(ChipPathStepD, TheJoinedRunIsRunAgainAfterARecovery) {
   llm::Int8Options values = scores;
   values.weighted_sum = llm::WeightedSum::kValueCache;
   values.chip_residual = true;
+  values.join_layers = false;
+  llm::Int8Options rest = values;
+  rest.join_layers = true;
   llm::ThreadPool pool(2);
   const llm::Calibration cal = llm::calibrate(model.ck, pool, 8);
-  for (const llm::Int8Options& options : {scores, values}) {
-    SCOPED_TRACE(options.chip_residual ? "the value cache joined" : "the scores joined");
+  for (const llm::Int8Options& options : {scores, values, rest}) {
+    SCOPED_TRACE(!options.chip_residual ? "the scores joined"
+                 : options.join_layers  ? "the last layer's rest and FFN joined too"
+                                        : "the value cache joined");
     llm::Int8Transformer cpu(model.ck, pool, cal, options);
     const testing::Run want = run(cpu, model.tok, 0.0f, 42, "Once upon", 8);
     ASSERT_GT(want.logits.size(), 3u);
@@ -761,6 +768,8 @@ TEST(ChipPathStepD, TheJoinedRunIsRunAgainAfterARecovery) {
       if (options.chip_residual) {
         ASSERT_EQ(failing.stats().value_sum_layers, shape.layers);
       }
+      // (Failing the last layer's joined run fails the run holding its rest and FFN.)
+      ASSERT_EQ(failing.stats().rest_layers, options.chip_residual && options.join_layers);
       const testing::Run got = run(failing, model.tok, 0.0f, 42, "Once upon", 8);
       EXPECT_EQ(failing.failed, 1);
       EXPECT_EQ(tpu.recoveries(), 1);
@@ -1173,7 +1182,10 @@ TEST(ChipPathStepD, GenerateWithTheScoresJoinedToTheChainsWritesTheInt8Text) {
     EXPECT_GT(v.at("tokens").size(), 64u + 1u);
     EXPECT_EQ(v.at("chip").at("joined_layers_on_chip"), layers);
     EXPECT_EQ(v.at("chip").at("value_sum_layers_on_chip"), layers);
-    EXPECT_EQ(v.at("chip").at("modeled").at("runs_per_token"), layers + 1);
+    // rand_gqa: its last layer's rest and FFN in its joined program (2 runs a token).
+    const int rest = name == "rand_gqa";
+    EXPECT_EQ(v.at("chip").at("layer_rest_on_chip"), rest);
+    EXPECT_EQ(v.at("chip").at("modeled").at("runs_per_token"), layers + 1 - rest);
 #endif
   }
 }
@@ -1184,7 +1196,9 @@ TEST(ChipPathStepD, GenerateWithTheScoresJoinedToTheChainsWritesTheInt8Text) {
 // instead of computing it, and the adds and the FFN's RMSNorm are the int8 path's; so on rand_gqa
 // the logits are the int8 path's bit for bit, with the value cache's programs apart and with the
 // scores, RoPE's sums and the key's column on the chip too (then every layer's v~ write and sum
-// joined to the program before: the recovery of that is TheJoinedRunIsRunAgainAfterARecovery's).
+// joined to the program before: the recovery of that is TheJoinedRunIsRunAgainAfterARecovery's),
+// and with join_layers the last layer's rest (attention add, r_ffn, the FFN's input norm) and its
+// FFN inside its joined program too: L runs a token, the FFN's y from that run.
 TEST(ChipPathStepD, ValueTildeFromTheChipGivesTheInt8PathsLogitsBitForBit) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   std::string why;
@@ -1196,8 +1210,11 @@ TEST(ChipPathStepD, ValueTildeFromTheChipGivesTheInt8PathsLogitsBitForBit) {
                                   .chip_residual = true};
   llm::Int8Options on_chip = residual;
   on_chip.chip_scores = on_chip.chip_key_write = true;
+  on_chip.join_layers = false;
+  llm::Int8Options rest = on_chip;
+  rest.join_layers = true;
   std::vector<llm::ChipPathStats> stats;
-  expect_chips_equal_int8(model->ck, model->tok, 12, {residual, on_chip}, stats);
+  expect_chips_equal_int8(model->ck, model->tok, 12, {residual, on_chip, rest}, stats);
   const int layers = model->ck.config.n_layers;
   for (const llm::ChipPathStats& s : stats) {
     EXPECT_EQ(s.value_tilde_layers, layers);
@@ -1209,7 +1226,13 @@ TEST(ChipPathStepD, ValueTildeFromTheChipGivesTheInt8PathsLogitsBitForBit) {
   // With the scores' flags every layer's write of v~ and its sum join the program before: one
   // run a layer, and one for the last FFN.
   EXPECT_EQ(stats[1].joined_layers, layers);
+  EXPECT_EQ(stats[1].rest_layers, 0);
   EXPECT_EQ(stats[1].programs, layers + 1);
+  // With join_layers the last layer's rest and FFN run inside its joined program too (the FFN's
+  // y the run's last output): one run a layer (expect_chips_equal_int8 counts the runs).
+  EXPECT_EQ(stats[2].joined_layers, layers);
+  EXPECT_EQ(stats[2].rest_layers, 1);
+  EXPECT_EQ(stats[2].programs, layers);
 }
 
 // rand15M with the value cache joined (every layer's v~ written into the cache and summed by the
@@ -1269,7 +1292,11 @@ TEST(ChipPathStepD, GenerateWithTheResidualStreamInInt8WritesTheInt8Text) {
       // With the scores' flags each layer's v~ write and sum join the program before it.
       const int joined = flags.empty() ? 0 : layers;
       EXPECT_EQ(j.at("chip").at("joined_layers_on_chip"), joined);
-      EXPECT_EQ(j.at("chip").at("modeled").at("runs_per_token"), 2 * layers + 1 - joined);
+      // And on rand_gqa (wo on the chip) the last layer's rest and FFN join its program too;
+      // rand15M's wo is on the host (tile memory is full): its last FFN runs apart.
+      const int rest = !flags.empty() && name == "rand_gqa";
+      EXPECT_EQ(j.at("chip").at("layer_rest_on_chip"), rest);
+      EXPECT_EQ(j.at("chip").at("modeled").at("runs_per_token"), 2 * layers + 1 - joined - rest);
     }
   }
 }
