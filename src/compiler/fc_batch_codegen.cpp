@@ -1126,9 +1126,9 @@ int emit_layer_rest(Emitter& e, const RestAt& p, const std::vector<std::pair<int
 // multipliers to every sum tile from narrow byte `e_base` (each group's multipliers into its row),
 // the sum's op, wo where `sum.out` is given, and the last FC's groups to the host, the program's
 // end (with `rest`, the layer's rest after wo first). Returns the narrow bytes per tile it takes
-// (the rest's, at the top, not counted).
+// (the rest's, at the top, not counted). `ordinal` comes back past the stages' producers.
 int emit_sum_after_softmax(Emitter& e, const FcValueSum& sum, const SumAfterSoftmax& a, int e_base,
-                           int ordinal, const RestAt* rest = nullptr) {
+                           int& ordinal, const RestAt* rest = nullptr) {
   Groups v = a.v;
   const int sum_out = e_base + a.moved;
   const int end = sum_out + v.slots * kGroup;
@@ -1139,7 +1139,7 @@ int emit_sum_after_softmax(Emitter& e, const FcValueSum& sum, const SumAfterSoft
   scalar_memory_to_multiplier_rows(e, v, a.moved, e_base, e_base + a.e_padded, ordinal);
   op_stage(e, sum.layer, v, 1, sum_out);
   if (sum.out.n <= 0) {
-    output_stage(e, sum.layer, v, 1, sum_out, ordinal);
+    ordinal = output_stage(e, sum.layer, v, 1, sum_out, ordinal);
     return end;
   }
   // The sum's pieces to out's tiles as its input row (at narrow 0: the scores' row and e are read
@@ -1163,7 +1163,7 @@ int emit_sum_after_softmax(Emitter& e, const FcValueSum& sum, const SumAfterSoft
   if (rest) {
     std::vector<std::pair<int, int>> o;
     for (size_t i = 0; i < w.tile.size(); ++i) o.emplace_back(w.tile[i], end + kGroup * w.slot[i]);
-    emit_layer_rest(e, *rest, o, ordinal);
+    ordinal = emit_layer_rest(e, *rest, o, ordinal);
   }
   return used;
 }
@@ -1357,7 +1357,9 @@ FfnChainPrograms chain_then_softmax(const ChainBeforeScores& chain, const FcLaye
        rest->ffn_output_name == out_name || rest->ffn_output_name == chain.output_name ||
        (with_r && rest->ffn_output_name == chain.r_name)))
     fail("the layer's FFN's output '", rest->ffn_output_name, "' needs a name of its own");
-  size_t value_marks_from = 0;
+  // This layer's value write marks [value_marks_from, marks_end): a program holding more than one
+  // layer marks more after them.
+  size_t value_marks_from = 0, marks_end = 0;
   FfnChainTail tail;
   tail.input_bytes = moved.empty() ? g.row_bytes : kSoftmaxCountBytes;
   tail.r_block = moved.empty() ? row_bytes : 0;  // the count block (for an FcChain's after_r)
@@ -1400,6 +1402,7 @@ FfnChainPrograms chain_then_softmax(const ChainBeforeScores& chain, const FcLaye
     int first_end = 0;
     if (first) multiplier_narrow(first, before, first_end);
     const int tail_end = std::max({used, before, first_end, value_end});
+    marks_end = e.marks().size();
     if (!rest_place) return tail_end;
     if (tail_end > rest_place->save)
       throw LayoutRejected(cat("the joined program's tail up to narrow byte ", tail_end,
@@ -1409,11 +1412,10 @@ FfnChainPrograms chain_then_softmax(const ChainBeforeScores& chain, const FcLaye
   FfnChainPrograms out = chain.generate(tail);
   if (values) {  // the write's marks after the column's
     const size_t write_marks = 2 * values->write.cache_units.size();
-    if (out.marks.size() < value_marks_from + write_marks)
-      fail("the value write marked ", out.marks.size() - value_marks_from, " fields, not ",
-           write_marks);
+    if (marks_end < value_marks_from + write_marks)
+      fail("the value write marked ", marks_end - value_marks_from, " fields, not ", write_marks);
     const auto from = out.marks.begin() + long(value_marks_from);
-    std::rotate(from, from + long(write_marks), out.marks.end());
+    std::rotate(from, from + long(write_marks), out.marks.begin() + long(marks_end));
   }
   container::Executable& eo = out.execution;
   eo.output_layers.push_back(sum ? sum_output_layer(*sum)
@@ -1528,7 +1530,7 @@ FcScoresProgram generate_fc_batch_attention(const FcLayer& layer, const FcPlacem
   int value_from = -1;
   std::vector<uint8_t> parameters =
       emit_parameter_writes(e, writes, rows, cw, vw ? &*vw : nullptr, &value_from);
-  const int ordinal = scores_and_softmax(e, layer, g, row_bytes, out_base, a.sm, first, cw);
+  int ordinal = scores_and_softmax(e, layer, g, row_bytes, out_base, a.sm, first, cw);
   const int used = emit_sum_after_softmax(e, sum, a, e_base, ordinal);
 
   container::Executable eo = execution_executable(e.finish());
