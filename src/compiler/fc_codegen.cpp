@@ -1012,54 +1012,12 @@ FcRowWrite after_r_constants(const FcChainAfterR& a, const Geometry& g) {
   return rows;
 }
 
-}  // namespace
-
-std::vector<std::pair<int, int>> fc_product_bytes(const FcTableProducts& products,
-                                                  const std::vector<int>& tile_of) {
-  std::array<int, 16> count{};
-  std::vector<std::pair<int, int>> out;
-  for (const FcProductGroup& pg : products.groups) {
-    if (pg.group < 0 || size_t(pg.group) >= tile_of.size() || tile_of[size_t(pg.group)] < 0 ||
-        tile_of[size_t(pg.group)] > 15)
-      fail("table products of group ", pg.group, " of ", tile_of.size(), " placed groups");
-    const int tile = tile_of[size_t(pg.group)];
-    out.emplace_back(tile, 2 * kPiece * count[size_t(tile)]++);
-  }
-  return out;
-}
-
-FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up_at,
-                                    const FcPlacement& down_at) {
-  return generate_ffn_chain(chain, up_at, down_at, nullptr);
-}
-
-FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up_at,
-                                    const FcPlacement& down_at, const FfnChainTail* tail) {
+// The followers' geometries (a pairwise follower 0 reads its input pieces two apart) and the
+// widest input of the chain's layers.
+std::vector<Geometry> follower_geometries(const FfnChain& chain, int& widest) {
   const FfnLayer& f = chain.ffn;
-  const int hidden = f.up.n / 2;
-  if (f.up.n % (2 * kGroup) != 0 || hidden > 16 * kGroup || f.down.k != hidden ||
-      f.down.n % kGroup != 0)
-    fail("FFN of ", f.up.n, " up outputs and w2 ", f.down.n, " x ", f.down.k,
-         ": needs whole pairs of 64-output groups, w2's K = half of them, at most 1024");
-  if (chain.next.empty() || chain.next.size() != chain.next_at.size())
-    fail("an FFN chain needs followers, each with a placement");
-  // The products' tables follow in the same pop, after whole packets of the rest (products_stage
-  // moves them).
-  const int in_k = f.up.k + chain.extra_k;
-  const int tables_at = fc_tables_at(in_k);
-  const int tables_k = chain.products.layer >= 0 ? fc_tables_bytes(in_k, chain.products.tables) : 0;
-  if (chain.extra_k <= 0 || chain.extra_k % kPiece != 0)
-    fail("the chain's extra input of ", chain.extra_k, " bytes is not whole 64-byte pieces");
-  if (const std::string why = fc_unsupported(kGroup, in_k); !why.empty())
-    fail("the chain's whole input: ", why);
-  if (const std::string why = fc_unsupported(std::min(f.up.n, 16 * kGroup), f.up.k); !why.empty())
-    fail(why);
-  if (const std::string why = fc_unsupported(f.down.n, f.down.k); !why.empty()) fail(why);
-  const Geometry in = geometry(kGroup, in_k, false);
-  const Geometry up = geometry(f.up.n, f.up.k, !f.up.bias.empty(), up_at);
-  const Geometry down = geometry(f.down.n, f.down.k, !f.down.bias.empty(), down_at);
   std::vector<Geometry> next;
-  int widest = std::max(f.up.k, f.down.k);
+  widest = std::max(f.up.k, f.down.k);
   for (size_t i = 0; i < chain.next.size(); ++i) {
     const FcLayer& l = chain.next[i];
     const int want = i > 0            ? chain.next[i - 1].n
@@ -1082,6 +1040,58 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
     next.push_back(geometry(l.n, l.k, !l.bias.empty(), at));
     widest = std::max(widest, i == 0 ? chain.extra_k + f.down.n : want);
   }
+  return next;
+}
+
+}  // namespace
+
+std::vector<std::pair<int, int>> fc_product_bytes(const FcTableProducts& products,
+                                                  const std::vector<int>& tile_of) {
+  std::array<int, 16> count{};
+  std::vector<std::pair<int, int>> out;
+  for (const FcProductGroup& pg : products.groups) {
+    if (pg.group < 0 || size_t(pg.group) >= tile_of.size() || tile_of[size_t(pg.group)] < 0 ||
+        tile_of[size_t(pg.group)] > 15)
+      fail("table products of group ", pg.group, " of ", tile_of.size(), " placed groups");
+    const int tile = tile_of[size_t(pg.group)];
+    out.emplace_back(tile, 2 * kPiece * count[size_t(tile)]++);
+  }
+  return out;
+}
+
+FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up_at,
+                                    const FcPlacement& down_at) {
+  return generate_ffn_chain(chain, up_at, down_at, nullptr);
+}
+
+FfnChainEmitted emit_ffn_chain(Emitter& e, const FfnChain& chain, const FcPlacement& up_at,
+                               const FcPlacement& down_at, const FfnChainTail* tail,
+                               const FfnChainFrom* from, int& ring_ordinal) {
+  const FfnLayer& f = chain.ffn;
+  const int hidden = f.up.n / 2;
+  if (f.up.n % (2 * kGroup) != 0 || hidden > 16 * kGroup || f.down.k != hidden ||
+      f.down.n % kGroup != 0)
+    fail("FFN of ", f.up.n, " up outputs and w2 ", f.down.n, " x ", f.down.k,
+         ": needs whole pairs of 64-output groups, w2's K = half of them, at most 1024");
+  if (chain.next.empty() || chain.next.size() != chain.next_at.size())
+    fail("an FFN chain needs followers, each with a placement");
+  // The products' tables follow in the same pop, after whole packets of the rest (products_stage
+  // moves them).
+  const int in_k = f.up.k + chain.extra_k;
+  const int tables_at = from ? from->tables_at : fc_tables_at(in_k);
+  const int tables_k = chain.products.layer >= 0 ? fc_tables_bytes(in_k, chain.products.tables) : 0;
+  if (chain.extra_k <= 0 || chain.extra_k % kPiece != 0)
+    fail("the chain's extra input of ", chain.extra_k, " bytes is not whole 64-byte pieces");
+  if (const std::string why = fc_unsupported(kGroup, in_k); !why.empty())
+    fail("the chain's whole input: ", why);
+  if (const std::string why = fc_unsupported(std::min(f.up.n, 16 * kGroup), f.up.k); !why.empty())
+    fail(why);
+  if (const std::string why = fc_unsupported(f.down.n, f.down.k); !why.empty()) fail(why);
+  const Geometry in = geometry(kGroup, in_k, false);
+  const Geometry up = geometry(f.up.n, f.up.k, !f.up.bias.empty(), up_at);
+  const Geometry down = geometry(f.down.n, f.down.k, !f.down.bias.empty(), down_at);
+  int widest = 0;
+  const std::vector<Geometry> next = follower_geometries(chain, widest);
   // The extra pieces wait at x_piece until follower 0 reads them: every layer's x below them.
   if (in.x_piece < widest)
     fail("the chain's input pieces at narrow byte ", in.x_piece, " lie under a layer's input of ",
@@ -1095,8 +1105,17 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
   }
   const FfnBuffers buf{(std::max(in.x_piece + kPiece, widest) + 255) / 256 * 256};
   std::vector<std::pair<int, int>> up_pieces, extra_pieces, m_pieces;
-  for (int i = 0; i < in.in_tiles; ++i)
-    (i < up.in_tiles ? up_pieces : extra_pieces).emplace_back(i, in.x_piece / 4);
+  if (from) {
+    up_pieces = from->up_pieces;
+    extra_pieces = from->extra_pieces;
+    if (int(up_pieces.size()) != up.in_tiles ||
+        int(extra_pieces.size()) != in.in_tiles - up.in_tiles)
+      fail("the chain's input from tiles: ", up_pieces.size(), " and ", extra_pieces.size(),
+           " pieces for ", up.in_tiles, " and ", in.in_tiles - up.in_tiles);
+  } else {
+    for (int i = 0; i < in.in_tiles; ++i)
+      (i < up.in_tiles ? up_pieces : extra_pieces).emplace_back(i, in.x_piece / 4);
+  }
   if (chain.products.layer >= static_cast<int>(chain.next.size()))
     fail("table products of chain follower ", chain.products.layer, ": no such follower");
   const FcChainRms& rms = chain.rms;
@@ -1130,9 +1149,7 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
   if (tail && (tail->input_bytes <= 0 || tail->input_bytes % 8 != 0 || !tail->emit))
     fail("chain '", chain.next.back().output_name, "': a tail of ", tail->input_bytes,
          " input bytes (needs whole 8-byte units) or without code");
-  Emitter e;
-  int ring_ordinal = 0;
-  input_stage(e, in, f.up, more_k);
+  if (!from) input_stage(e, in, f.up, more_k);
   broadcast_stage(e, up.compute_mask(), up_pieces, ring_ordinal);
   op_stage(e, up, f.up, buf.h1());
   ffn_gate_setup(e, gate_tiles, buf.identity());
@@ -1153,7 +1170,7 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
   if (!chain.pairwise) pieces.insert(pieces.begin(), extra_pieces.begin(), extra_pieces.end());
   int at = y_at, products_at = 0;
   FfnChainTailAt tail_place;
-  tail_place.input_at = tail_at;
+  tail_place.input_at = from ? from->tail_input_at : tail_at;
   std::optional<ScalarRms> r;  // r to compute, once its bytes are in scalar memory
   for (size_t i = 0; i < next.size(); ++i) {
     at += kMaxSlots * kGroup;
@@ -1207,15 +1224,30 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
     tail_place.narrow_end = narrow_end;
     narrow_end = std::max(narrow_end, tail->emit(e, ring_ordinal, tail_place));
   }
+  return {narrow_end, in_k + more_k, static_cast<int>(out_pieces.size()) * kGroup};
+}
+
+FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up_at,
+                                    const FcPlacement& down_at, const FfnChainTail* tail) {
+  Emitter e;
+  int ring_ordinal = 0;
+  const FfnChainEmitted done =
+      emit_ffn_chain(e, chain, up_at, down_at, tail, nullptr, ring_ordinal);
+  const FfnLayer& f = chain.ffn;
+  const FcChainRms& rms = chain.rms;
+  const Geometry up = geometry(f.up.n, f.up.k, !f.up.bias.empty(), up_at);
+  const Geometry down = geometry(f.down.n, f.down.k, !f.down.bias.empty(), down_at);
+  int widest = 0;
+  const std::vector<Geometry> next = follower_geometries(chain, widest);
   FcLayer in_layer = f.up;
-  in_layer.k = in_k + more_k;
+  in_layer.k = done.input_k;
   FcLayer out_layer = chain.next.back();
   Geometry out_geometry{};
-  out_geometry.n = out_layer.n = static_cast<int>(out_pieces.size()) * kGroup;
+  out_geometry.n = out_layer.n = done.output_n;
   FfnChainPrograms out;
   out.marks = e.marks();
   out.execution =
-      execution_executable_of(e.finish(), in_layer, out_layer, out_geometry, narrow_end);
+      execution_executable_of(e.finish(), in_layer, out_layer, out_geometry, done.narrow_end);
   if (rms.layer >= 0) {
     // r: raw float32 bytes (unsigned, no sign bits flipped), before the completion interrupt.
     container::Layer r = boundary_layer(rms.output_name, 4, 0, 1.0f, true, false);

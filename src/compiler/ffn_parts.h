@@ -83,6 +83,24 @@ struct FfnChainTail {
 };
 FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up,
                                     const FcPlacement& down, const FfnChainTail* tail);
+// An FFN chain's input already on the tiles (a chain nested in another program, issue 14 D.2b):
+// the pieces (tile, narrow word) w1 and w3 read and the extra input's, instead of the pop's; the
+// products' tables and the tail's input at these bytes of the outer program's pop.
+struct FfnChainFrom {
+  std::vector<std::pair<int, int>> up_pieces, extra_pieces;
+  int tables_at = 0, tail_input_at = 0;
+};
+struct FfnChainEmitted {
+  int narrow_end = 0;  // narrow bytes per tile used
+  int input_k = 0;     // the pop's bytes (with the input from the host)
+  int output_n = 0;    // the chain's output bytes (whole groups)
+};
+// generate_ffn_chain's stages into `e`: from the host's input without `from`, else from the
+// tiles without the program's start; the ring ordinal continued. The executables are the
+// caller's.
+FfnChainEmitted emit_ffn_chain(Emitter& e, const FfnChain& chain, const FcPlacement& up,
+                               const FcPlacement& down, const FfnChainTail* tail,
+                               const FfnChainFrom* from, int& ring_ordinal);
 // generate_fc_chain's program with a tail, as above (the products' narrow base is where
 // products_stage put them).
 FfnChainPrograms generate_fc_chain(const FcChain& chain, const FfnChainTail* tail);
