@@ -204,6 +204,24 @@ void set_ffn_gate(const QuantizedGate& q, compiler::FfnLayer& f) {
   f.m_clamp_max = q.m_hi;
 }
 
+namespace {
+
+// A signed int8 FC's input and output grids (the chip's bytes are stored +128), clamps and names.
+void set_int8_io(compiler::FcLayer& l, QParams in, QParams out, float lo, float hi,
+                 const char* input_name, const char* output_name) {
+  l.in_zp = in.zero_point + 128;
+  l.in_scale = in.scale;
+  l.out_zp = out.zero_point + 128;
+  l.out_scale = out.scale;
+  l.clamp_min = lo;
+  l.clamp_max = hi;
+  l.input_name = input_name;
+  l.output_name = output_name;
+  l.signed_input = l.signed_output = true;
+}
+
+}  // namespace
+
 compiler::FcLayer residual_add_layer(const QuantizedAdd& add, int dim) {
   compiler::FcLayer a;
   a.n = whole_groups(dim);
@@ -218,15 +236,7 @@ compiler::FcLayer residual_add_layer(const QuantizedAdd& add, int dim) {
     // The chip takes f's zero point off every input; x2's own comes back through the bias.
     a.bias[size_t(r)] = add.a * (add.f.zero_point - add.x.zero_point);
   }
-  a.in_zp = add.f.zero_point + 128;
-  a.in_scale = add.f.scale;
-  a.out_zp = add.out.zero_point + 128;
-  a.out_scale = add.out.scale;
-  a.clamp_min = add.lo;
-  a.clamp_max = add.hi;
-  a.input_name = "x";
-  a.output_name = "y";
-  a.signed_input = a.signed_output = true;
+  set_int8_io(a, add.f, add.out, add.lo, add.hi, "x", "y");
   return a;
 }
 
@@ -240,15 +250,7 @@ compiler::FcLayer rms_input_layer(const QuantizedRmsInput& q, int dim) {
     l.weights[size_t(j) * size_t(l.k) + size_t(j % 64)] = q.sign[size_t(j)];
     l.mult[size_t(j)] = q.base[size_t(j)];
   }
-  l.in_zp = q.in.zero_point + 128;
-  l.in_scale = q.in.scale;
-  l.out_zp = q.out.zero_point + 128;
-  l.out_scale = q.out.scale;
-  l.clamp_min = q.lo;
-  l.clamp_max = q.hi;
-  l.input_name = "x2";
-  l.output_name = "ffn_in";
-  l.signed_input = l.signed_output = true;
+  set_int8_io(l, q.in, q.out, q.lo, q.hi, "x2", "ffn_in");
   return l;
 }
 
