@@ -504,6 +504,7 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
         stats_.scores_row_bytes -= scores_[size_t(l)].input_bytes;
       }
   stats_.max_tile_units = tiles.max_fill();
+  stats_.tile_units = tiles.fills();
   // A chain returns at most w2 output, q + k + v (1024) and u (32 groups).
   widest = std::max(widest, 4096 + whole_groups(c.dim));
   xq_.resize(size_t(widest));

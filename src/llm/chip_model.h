@@ -87,7 +87,9 @@ struct ChipPathStats {
   int rest_layers = 0;
   int64_t resident_bytes = 0;  // parameter bytes cached in tile memory
   int max_tile_units = 0;      // the fullest tile's parameter units (of 8192)
-  std::string host_reason;     // why the first host matmul is not on the chip
+  // Each tile's parameter units (TileAllocator::fills): the units past them are its free run.
+  std::array<int, kPlanTiles> tile_units{};
+  std::string host_reason;  // why the first host matmul is not on the chip
   // Modeled stick time (runtime/stick_time.h) summed over every execution run so far, and the
   // one-time parameter caching.
   runtime::StickTime modeled, caching;

@@ -57,6 +57,9 @@ class TileAllocator {
   // nothing taken) when they do not fit.
   int take(int tile, int units);
   int max_fill() const;
+  // Each tile's filled units (of compiler::kFcParamUnits), from unit 0 up: a tile's one free run
+  // is the rest, so the most a group placed there can take.
+  const std::array<int, kPlanTiles>& fills() const { return fill_; }
 
  private:
   std::array<int, kPlanTiles> fill_{};  // units, always a multiple of 4 (whole rows)

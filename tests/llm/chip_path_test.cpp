@@ -102,6 +102,21 @@ void expect_chip_equals_int8(const llm::Checkpoint& ck, const llm::Tokenizer& to
   stats = all.at(0);
 }
 
+// The allocator's per-tile fill (ChipPathStats::tile_units) where tile memory holds only the
+// programs' parameters: each tile within its capacity, the fullest one max_tile_units, and the
+// units' bytes all the caching programs write (resident_bytes): no group's units lost, counted
+// twice or left behind by a refused placement.
+void expect_tile_units_are_the_parameters(const llm::ChipPathStats& s) {
+  int64_t units = 0;
+  for (const int u : s.tile_units) {
+    EXPECT_GE(u, 0);
+    EXPECT_LE(u, compiler::kFcParamUnits);
+    units += u;
+  }
+  EXPECT_EQ(*std::max_element(s.tile_units.begin(), s.tile_units.end()), s.max_tile_units);
+  EXPECT_EQ(units * 64, s.resident_bytes);
+}
+
 TEST(ChipPathStepA, BothTestCheckpointsGiveTheInt8PathsLogitsBitForBit) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   for_each_reference_model(data, [](const std::string& name, const LoadedModel& model) {
@@ -117,6 +132,7 @@ TEST(ChipPathStepA, BothTestCheckpointsGiveTheInt8PathsLogitsBitForBit) {
     EXPECT_EQ(s.fused_ffns, ck.config.n_layers);
     EXPECT_EQ(s.programs, ck.config.n_layers * ((qkv <= 32 ? 1 : 3) + 2));
     EXPECT_LE(s.max_tile_units, 0x2000);
+    expect_tile_units_are_the_parameters(s);
     // Every weight resident, padded to whole 64-output groups and 64-input pieces.
     EXPECT_GE(s.resident_bytes,
               int64_t{ck.config.n_layers} * ck.config.dim *
@@ -190,6 +206,7 @@ TEST(ChipPathStepD, ScoresOnTheHostOrTheChipGiveTheInt8PathsLogitsBitForBit) {
       EXPECT_EQ(s.chained_layers, layers - 1);
       EXPECT_EQ(s.programs, layers + 1);  // layer 0's q, k, v, u; per layer the chain
       EXPECT_LE(s.max_tile_units, 0x2000);
+      expect_tile_units_are_the_parameters(s);
     }
     SCOPED_TRACE("step d: the scores on the chip");
     const llm::ChipPathStats& s = stats[1];
@@ -198,6 +215,7 @@ TEST(ChipPathStepD, ScoresOnTheHostOrTheChipGiveTheInt8PathsLogitsBitForBit) {
     EXPECT_EQ(s.host_matmuls, 0) << s.host_reason;
     EXPECT_EQ(s.programs, 2 * layers + 1);  // and the scores of each layer
     EXPECT_LE(s.max_tile_units, 0x2000);
+    expect_tile_units_are_the_parameters(s);
   });
 }
 
@@ -1033,7 +1051,20 @@ TEST(ChipPathStepC, GenerateOnTheSimulatorWritesTheInt8TextAndModeledSpeed) {
   EXPECT_EQ(j.at("device"), "sim");
   EXPECT_EQ(j.at("arithmetic"), "int8");
   EXPECT_EQ(j.at("text").get<std::string>() + "\n", cpu.out);
-  const auto& m = j.at("chip").at("modeled");
+  // Each tile's fill: within the capacity it reports, the fullest one's bytes, and (only the
+  // programs' parameters in tile memory here) all of them the resident parameters.
+  const auto& chip = j.at("chip");
+  const std::vector<int> units = chip.at("tile_units").get<std::vector<int>>();
+  ASSERT_EQ(units.size(), size_t(llm::kPlanTiles));
+  int64_t sum = 0;
+  for (const int u : units) {
+    EXPECT_LE(u, chip.at("tile_unit_capacity").get<int>());
+    sum += u;
+  }
+  EXPECT_EQ(int64_t{*std::max_element(units.begin(), units.end())} * 64,
+            chip.at("fullest_tile_parameter_bytes").get<int64_t>());
+  EXPECT_EQ(sum * 64, chip.at("resident_parameter_bytes").get<int64_t>());
+  const auto& m = chip.at("modeled");
   const double stick_ms = m.at("stick_ms_per_token").get<double>();
   EXPECT_GT(stick_ms, 0);
   EXPECT_DOUBLE_EQ(stick_ms, m.at("compute_ms_per_token").get<double>() +

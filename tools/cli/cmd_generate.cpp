@@ -15,6 +15,7 @@
 
 #include "commands.h"
 #include "common/error.h"
+#include "compiler/fc_codegen.h"
 #include "generate_batch.h"
 #include "llm/checkpoint.h"
 #include "llm/chip_model.h"
@@ -112,6 +113,10 @@ nlohmann::json chip_json(const llm::ChipPathStats& s, int positions, double wall
   j["key_programs"] = s.key_programs;
   j["resident_parameter_bytes"] = s.resident_bytes;
   j["fullest_tile_parameter_bytes"] = int64_t{s.max_tile_units} * 64;
+  // Each tile's parameter units of 64 bytes, filled from unit 0: the rest of the tile's
+  // tile_unit_capacity is its one free run, the largest group it can still take.
+  j["tile_units"] = s.tile_units;
+  j["tile_unit_capacity"] = compiler::kFcParamUnits;
   if (simulated && positions > 0) {
     const double per = 1.0 / positions;
     const runtime::StickTime& t = s.modeled;
