@@ -1146,16 +1146,25 @@ int emit_sum_after_softmax(Emitter& e, const FcValueSum& sum, const SumAfterSoft
   // by now), then out's op and its groups to the host.
   Groups w = groups_of(fc_groups(sum.out.n), sum.out_at);
   w.row_bytes = sum.out.k;
-  if (sum.out.k != int(v.tile.size()) * kGroup)
-    fail("an FC of K = ", sum.out.k, " after a sum of ", v.tile.size(), " groups");
+  const int n = int(v.tile.size()), stride = sum.out_stride;
+  if (stride <= 0 || stride > kGroup || stride % 4 != 0)
+    fail("the sum's pieces ", stride, " bytes apart: needs a multiple of 4 up to 64");
+  if (sum.out.k != round_up(stride * n, kGroup))
+    fail("an FC of K = ", sum.out.k, " after a sum of ", n, " groups ", stride, " bytes apart");
   if (const std::string why = fc_batch_unsupported(sum.out.n, sum.out.k, 1, w.slots); !why.empty())
     fail(why);
-  if (sum.out.k > sum_out)
+  // (The last piece's tail may pass K: bytes below the sum's outputs, read by now.)
+  if (std::max(sum.out.k, stride * (n - 1) + kGroup) > sum_out)
     fail("the FC after the sum reads ", sum.out.k, " bytes over the sum's outputs at ", sum_out);
   std::vector<std::pair<int, int>> pieces;
   for (size_t i = 0; i < v.tile.size(); ++i)
     pieces.emplace_back(v.tile[i], (sum_out + kGroup * v.slot[i]) / 4);
-  ffn_broadcast(e, mask_of(w), pieces, ordinal);
+  if (stride == kGroup) {
+    ffn_broadcast(e, mask_of(w), pieces, ordinal);
+  } else {  // one fenced broadcast a piece, in order: each overwrites the one before's tail
+    for (int i = 0; i < n; ++i)
+      ffn_broadcast(e, mask_of(w), {pieces[size_t(i)]}, ordinal, stride * i);
+  }
   const int used = end + w.slots * kGroup;
   if (used > kNarrowBytes) fail("the FC after the sum takes ", used, " bytes of narrow memory");
   op_stage(e, sum.out, w, 1, end);

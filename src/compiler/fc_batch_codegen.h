@@ -234,6 +234,11 @@ struct FcValueSum {
   // go over the ring to out's tiles (piece i at input byte 64 i), and out's groups leave instead.
   FcLayer out;
   FcPlacement out_at;
+  // Piece i at input byte out_stride i instead (a multiple of 4 below 64: each piece written after
+  // the one before, over its last 64 - out_stride bytes; the llm path's wo reading each head's
+  // head_size bytes side by side, K = out_stride x groups padded to whole 64s, its columns past
+  // out_stride x groups zero: the last piece's tail and the row's bytes after it meet them).
+  int out_stride = 64;
 };
 std::string fc_batch_attention_unsupported(int heads, int positions, int sum_outputs);
 

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <numeric>
 #include <span>
+#include <tuple>
 
 #include "common/error.h"
 #include "compiler/fc_batch_codegen.h"
@@ -455,54 +456,94 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
   for (const FfnProgram& p : ffns_) stats_.value_tilde_layers += p.chain != nullptr && p.v_tilde;
   if (weights()->chip_attention() && options.chip_scores)
     for (int l = 0; l < c.n_layers; ++l) stats_.scores_layers += scores_program(l, tiles);
-  if (weights()->chip_attention() && options.weighted_sum == WeightedSum::kValueCache) {
+  bool late_wo = false;
+  const bool value_cache =
+      weights()->chip_attention() && options.weighted_sum == WeightedSum::kValueCache;
+  if (value_cache) {
     value_sums_.resize(size_t(c.n_layers));
     for (int l = 0; l < c.n_layers; ++l) stats_.value_sum_layers += value_sum_program(l, tiles);
     // Where the chains may join the value cache (value_sum_program's staging rows), wo comes
     // last (join_wo): the RoPE sums and q's kept products, which the join needs, first.
-    const bool late_wo = std::any_of(value_sums_.begin(), value_sums_.end(),
-                                     [](const ValueSumProgram& v) { return !v.staging.empty(); });
-    for (int l = 0; l < c.n_layers; ++l)
-      stats_.attention_layers += join_attention(l, tiles, !late_wo);
+    late_wo = std::any_of(value_sums_.begin(), value_sums_.end(),
+                          [](const ValueSumProgram& v) { return !v.staging.empty(); });
   }
-  // chip_rope: q's RoPE sum in front of the scores where the softmax runs there, placed after
-  // the weighted sums and wo (which save more per byte of tile memory; not wo where the value
-  // cache may join the chains: a join saves a run, and needs the sums and q's kept products).
-  if (options.chip_rope)
-    for (int l = 0; l < int(scores_.size()); ++l)
-      if (scores_[size_t(l)].softmax)
-        stats_.rope_sum_layers += rope_sum_program(l, scores_[size_t(l)], tiles);
-  // Then the key's sum beside q~'s where the chip writes the key's column and room is left.
-  if (options.chip_rope && options.chip_key_write)
-    for (int l = 0; l < int(scores_.size()); ++l)
-      if (scores_[size_t(l)].rope)
-        stats_.key_sum_layers += key_sum_program(l, scores_[size_t(l)], tiles);
-  // Then q's products kept on the tiles for the sums that read them (a row per tile, shared by
-  // the layers).
-  if (options.chip_rope && options.keep_rope_products)
-    for (int l = 0; l < int(scores_.size()); ++l)
-      if (scores_[size_t(l)].rope)
-        stats_.rope_kept_layers += keep_rope_products(l, scores_[size_t(l)], tiles);
-  for (const ScoresProgram& p : scores_)
-    stats_.rope_mult_layers += p.rope && !p.rope_sum.mult_base.empty();
-  for (int l = 0; l < int(value_sums_.size()); ++l) join_wo(l, tiles);  // (counted there)
-  for (const HostMatmul& h : host_matmuls)
-    if (!(h.value_cache_wo && value_sums_[size_t(h.layer)].wo)) {
-      stats_.host_reason = h.reason;
-      break;
-    }
-  for (const ScoresProgram& p : scores_)
-    if (p.softmax) stats_.scores_row_bytes += p.input_bytes + compiler::kSoftmaxCountBytes;
-  // Last, each chain joined to the next layer's scores' program where both have their final form:
-  // one run for the two, and the scores' row is the count alone.
-  joined_.resize(scores_.size());
-  if (options.join_scores && options.chip_rope && options.chip_key_write && options.chip_rms)
-    for (int l = 0; l < int(scores_.size()); ++l)
-      if (join_scores(l, tiles)) {
-        ++stats_.joined_layers;
-        --stats_.programs;
-        stats_.scores_row_bytes -= scores_[size_t(l)].input_bytes;
+  // The attention's placements from here on; with `early` the last layer's wo (its heads' bytes
+  // side by side) and rest placed first (early_rest).
+  const auto place_attention = [&](bool early) {
+    if (early && !early_rest(tiles)) return false;
+    if (value_cache)
+      for (int l = 0; l < c.n_layers; ++l)
+        stats_.attention_layers += join_attention(l, tiles, !late_wo);
+    // chip_rope: q's RoPE sum in front of the scores where the softmax runs there, placed after
+    // the weighted sums and wo (which save more per byte of tile memory; not wo where the value
+    // cache may join the chains: a join saves a run, and needs the sums and q's kept products).
+    if (options.chip_rope)
+      for (int l = 0; l < int(scores_.size()); ++l)
+        if (scores_[size_t(l)].softmax)
+          stats_.rope_sum_layers += rope_sum_program(l, scores_[size_t(l)], tiles);
+    // Then the key's sum beside q~'s where the chip writes the key's column and room is left.
+    if (options.chip_rope && options.chip_key_write)
+      for (int l = 0; l < int(scores_.size()); ++l)
+        if (scores_[size_t(l)].rope)
+          stats_.key_sum_layers += key_sum_program(l, scores_[size_t(l)], tiles);
+    // Then q's products kept on the tiles for the sums that read them (a row per tile, shared by
+    // the layers).
+    if (options.chip_rope && options.keep_rope_products)
+      for (int l = 0; l < int(scores_.size()); ++l)
+        if (scores_[size_t(l)].rope)
+          stats_.rope_kept_layers += keep_rope_products(l, scores_[size_t(l)], tiles);
+    for (const ScoresProgram& p : scores_)
+      stats_.rope_mult_layers += p.rope && !p.rope_sum.mult_base.empty();
+    for (int l = 0; l < int(value_sums_.size()); ++l) join_wo(l, tiles);  // (counted there)
+    for (const HostMatmul& h : host_matmuls)
+      if (!(h.value_cache_wo && value_sums_[size_t(h.layer)].wo)) {
+        stats_.host_reason = h.reason;
+        break;
       }
+    for (const ScoresProgram& p : scores_)
+      if (p.softmax) stats_.scores_row_bytes += p.input_bytes + compiler::kSoftmaxCountBytes;
+    // Last, each chain joined to the next layer's scores' program where both have their final form:
+    // one run for the two, and the scores' row is the count alone.
+    joined_.resize(scores_.size());
+    if (options.join_scores && options.chip_rope && options.chip_key_write && options.chip_rms)
+      for (int l = 0; l < int(scores_.size()); ++l)
+        if (join_scores(l, tiles)) {
+          ++stats_.joined_layers;
+          --stats_.programs;
+          stats_.scores_row_bytes -= scores_[size_t(l)].input_bytes;
+        }
+    return true;
+  };
+  // With late_wo the last layer's rest may find no room after the sums (rand15M: no tile has a
+  // wo group's 392 units left, docs/llm.md "rand15M's tile fill"): then all of it is placed again
+  // with that layer's wo and rest first, and kept only where that gains the rest and costs no
+  // layer its join or its kept products (else the first placement stays).
+  const bool eligible = late_wo && options.join_layers && options.chip_residual &&
+                        options.join_scores && options.chip_rope && options.chip_key_write &&
+                        options.chip_rms && options.keep_rope_products;
+  const auto state = [&] {
+    return std::make_tuple(scores_, value_sums_, ffns_, first_chain_, first_, first_kept_,
+                           kept_rows_, rope_copies_, stats_, joined_, early_wo_, early_rest_,
+                           tiles);
+  };
+  const auto restore = [&](const auto& from) {
+    std::tie(scores_, value_sums_, ffns_, first_chain_, first_, first_kept_, kept_rows_,
+             rope_copies_, stats_, joined_, early_wo_, early_rest_, tiles) = from;
+  };
+  if (eligible) {
+    const auto before = state();
+    place_attention(false);
+    if (stats_.rest_layers == 0) {
+      const auto plain = state();
+      restore(before);
+      if (!place_attention(true) || stats_.rest_layers == 0 ||
+          stats_.joined_layers < std::get<8>(plain).joined_layers ||
+          stats_.rope_kept_layers < std::get<8>(plain).rope_kept_layers)
+        restore(plain);
+    }
+  } else {
+    place_attention(false);
+  }
   stats_.max_tile_units = tiles.max_fill();
   stats_.tile_units = tiles.fills();
   // A chain returns at most w2 output, q + k + v (1024) and u (32 groups).
@@ -1002,6 +1043,8 @@ bool ChipTransformer::join_scores(int layer, TileAllocator& tiles) {
   if (j.with_rest) {
     ++stats_.rest_layers;
     --stats_.programs;  // (the FFN's own run goes)
+    for (const std::shared_ptr<runtime::Program>& p : j.rest_caching)
+      stats_.resident_bytes += static_cast<int64_t>(p->executable().parameters.size());
   }
   stats_.joined_programs += int(j.groups.size());
   if (v) {
@@ -1009,6 +1052,29 @@ bool ChipTransformer::join_scores(int layer, TileAllocator& tiles) {
     stats_.resident_bytes += int64_t{256} * int64_t(v->staging.size());
     v->attention.clear();  // (the attention program's trial never runs)
   }
+  return true;
+}
+
+bool ChipTransformer::early_rest(TileAllocator& tiles) {
+  const Config& c = config();
+  const int last = c.n_layers - 1;
+  // (Each head one 64-byte piece of the sum, its bytes a whole number of words: the pieces can
+  // be written head_size bytes apart.)
+  if (!ffns_[size_t(last)].execution || !value_sums_[size_t(last)].on_chip || c.head_size() > 64 ||
+      c.head_size() % 4 != 0)
+    return false;
+  TileAllocator trial = tiles;
+  compiler::FcPlacement wo;
+  RestPlacement at;
+  const int groups = compiler::fc_groups(c.dim);
+  const int wo_k = whole_groups(c.n_heads * c.head_size());
+  if (!trial.place(groups, compiler::fc_units_per_tile(wo_k, false), wo) ||
+      !trial.place(groups, compiler::fc_units_per_tile(128, true), at.add_at) ||
+      !trial.place(groups, compiler::fc_units_per_tile(64, false), at.norm_at))
+    return false;
+  tiles = trial;
+  early_wo_ = wo;
+  early_rest_ = at;
   return true;
 }
 
@@ -1023,9 +1089,13 @@ bool ChipTransformer::layer_rest(int layer, TileAllocator& tiles) {
   compiler::FcLayerRest& rest = j.rest;
   rest = {};
   TileAllocator trial = tiles;
-  if (!trial.place(groups, compiler::fc_units_per_tile(128, true), rest.add_at) ||
-      !trial.place(groups, compiler::fc_units_per_tile(64, false), rest.norm_at))
+  if (early_rest_) {  // (placed first: early_rest)
+    rest.add_at = early_rest_->add_at;
+    rest.norm_at = early_rest_->norm_at;
+  } else if (!trial.place(groups, compiler::fc_units_per_tile(128, true), rest.add_at) ||
+             !trial.place(groups, compiler::fc_units_per_tile(64, false), rest.norm_at)) {
     return false;
+  }
   const QuantizedRmsInput& norm = w.rms_inputs[size_t(layer)];
   rest.add = residual_add_layer(w.attention_adds[size_t(layer)], c.dim);
   rest.x_follower = 0;  // the chain's add: this layer's x
@@ -1484,25 +1554,31 @@ bool ChipTransformer::join_attention(int layer, TileAllocator& tiles, bool with_
   }
   // wo after the sum where its weights fit: its columns at the sum's outputs (head h's at
   // h x hs_padded, zero columns between), the int8 path's rows, multipliers and output stage.
+  // The last layer's wo placed by early_rest reads the heads' bytes side by side (the sum's
+  // pieces head_size apart, compiler::FcValueSum::out_stride): its K is dim's, padded.
   const QuantizedMatmul& wo = weights()->attention[size_t(layer)].wo;
+  const bool early = early_wo_ && layer == c.n_layers - 1;
+  const int head_at = early ? hs : p.shape.hs_padded();  // head h's columns from h head_at
   QuantizedMatmul padded = wo;
-  padded.cols = p.layer.n;
+  padded.cols = early ? whole_groups(c.n_heads * hs) : p.layer.n;
   padded.w.assign(size_t(wo.rows) * size_t(padded.cols), 0);
   for (int r = 0; r < wo.rows; ++r)
     for (int h = 0; h < c.n_heads; ++h)
       std::copy_n(wo.w.begin() + long(r) * wo.cols + long(h) * hs, hs,
-                  padded.w.begin() + long(r) * padded.cols + long(h) * p.shape.hs_padded());
+                  padded.w.begin() + long(r) * padded.cols + long(h) * head_at);
   FcProgramPlan plan;
   plan.k_padded = padded.cols;
   plan.segments.push_back({0, 0, wo.rows, 0});
   plan.outputs = whole_groups(wo.rows);
   const int wo_groups = compiler::fc_groups(plan.outputs);
   TileAllocator trial = tiles;
+  if (early) plan.placement = *early_wo_;
   const bool wo_fits =
-      with_wo && plan.outputs <= kMaxOutputs &&
+      (with_wo || early) && plan.outputs <= kMaxOutputs &&
       compiler::fc_batch_unsupported(plan.outputs, plan.k_padded, 1, wo_groups > kPlanTiles ? 2 : 1)
           .empty() &&
-      trial.place(wo_groups, compiler::fc_units_per_tile(plan.k_padded, false), plan.placement);
+      (early ||
+       trial.place(wo_groups, compiler::fc_units_per_tile(plan.k_padded, false), plan.placement));
   // The first program now: what does not fit (narrow memory) stays two programs.
   const compiler::FcRowWrite values = attention_values(layer, s, p, 0);
   p.attention.assign(size_t(s.seq_padded / 64), {});
@@ -1513,6 +1589,7 @@ bool ChipTransformer::join_attention(int layer, TileAllocator& tiles, bool with_
     if (with_wo) {
       p.join.out = fc_layer_of(plan, [&](int) -> const QuantizedMatmul& { return padded; });
       p.join.out_at = plan.placement;
+      p.join.out_stride = early ? hs : 64;  // (early_rest: one 64-byte piece a head)
     }
     try {
       p.attention[0] = attention_program(layer, s, p, 0, values);

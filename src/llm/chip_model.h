@@ -31,6 +31,7 @@
 
 #include <array>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -208,6 +209,15 @@ class ChipTransformer : public Int8Transformer {
   // joined_[layer].rest, the add and the norm placed on `tiles`; false (nothing placed) where
   // the layer has no wo on the chip, no FFN program, or the groups do not fit.
   bool layer_rest(int layer, TileAllocator& tiles);
+  // The last layer's wo (K = dim padded: its heads' bytes side by side, 64 units a group less
+  // than at each head's padded place) and rest placed before the attention's other placements;
+  // false (nothing placed) where they do not fit. join_attention and layer_rest take them.
+  struct RestPlacement {
+    compiler::FcPlacement add_at, norm_at;
+  };
+  bool early_rest(TileAllocator& tiles);
+  std::optional<compiler::FcPlacement> early_wo_;
+  std::optional<RestPlacement> early_rest_;
   struct Joined {
     // [pos / 64] the program of one 64-position group, generated at its first position, its key
     // column write's scatter addresses marked (joined_run rewrites them to pos), with `values` the

@@ -1213,10 +1213,11 @@ TEST(ChipPathStepD, GenerateWithTheScoresJoinedToTheChainsWritesTheInt8Text) {
     EXPECT_GT(v.at("tokens").size(), 64u + 1u);
     EXPECT_EQ(v.at("chip").at("joined_layers_on_chip"), layers);
     EXPECT_EQ(v.at("chip").at("value_sum_layers_on_chip"), layers);
-    // rand_gqa: its last layer's rest and FFN in its joined program (2 runs a token).
-    const int rest = name == "rand_gqa";
-    EXPECT_EQ(v.at("chip").at("layer_rest_on_chip"), rest);
-    EXPECT_EQ(v.at("chip").at("modeled").at("runs_per_token"), layers + 1 - rest);
+    // The last layer's rest and FFN in its joined program (rand_gqa 2 runs a token, rand15M 6:
+    // there its wo, K = dim padded, and rest placed before the RoPE sums, early_rest).
+    EXPECT_EQ(v.at("chip").at("layer_rest_on_chip"), 1);
+    EXPECT_EQ(v.at("chip").at("rope_kept_layers_on_chip"), layers);
+    EXPECT_EQ(v.at("chip").at("modeled").at("runs_per_token"), layers);
 #endif
   }
 }
@@ -1267,9 +1268,13 @@ TEST(ChipPathStepD, ValueTildeFromTheChipGivesTheInt8PathsLogitsBitForBit) {
 }
 
 // rand15M with the value cache joined (every layer's v~ written into the cache and summed by the
-// program before its scores, wo on the host: tile memory is full): every logit of a greedy and a
-// sampled story is the int8 path's bit for bit, in 7 runs a token (expect_chips_equal_int8 counts
-// them).
+// program before its scores, wo on the host but the last layer's: tile memory is full): every
+// logit of a greedy and a sampled story is the int8 path's bit for bit, in 6 runs a token
+// (expect_chips_equal_int8 counts them). The last layer's wo reads its heads' bytes side by side
+// (K = dim padded: 64 units a group less than at each head's padded place) and with its rest is
+// placed before the RoPE sums, each tile keeping their room (ChipTransformer::early_rest): the
+// last layer's rest and FFN then run inside its joined program, and every layer still joins and
+// keeps q's products. Without the join layers option it runs apart: 7 runs.
 TEST(ChipPathStepD, TheValueCacheJoinedOnRand15MGivesTheInt8PathsLogitsBitForBit) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   std::string why;
@@ -1286,13 +1291,31 @@ TEST(ChipPathStepD, TheValueCacheJoinedOnRand15MGivesTheInt8PathsLogitsBitForBit
                                  .chip_rope = true,
                                  .chip_rms = true,
                                  .chip_residual = true};
+  llm::Int8Options apart = options;
+  apart.join_layers = false;
   std::vector<llm::ChipPathStats> stats;
-  expect_chips_equal_int8(model->ck, model->tok, kSteps, {options}, stats);
+  expect_chips_equal_int8(model->ck, model->tok, kSteps, {options, apart}, stats);
   const int layers = model->ck.config.n_layers;
-  EXPECT_EQ(stats[0].value_tilde_layers, layers);
-  EXPECT_EQ(stats[0].value_sum_layers, layers);
-  EXPECT_EQ(stats[0].joined_layers, layers);
-  EXPECT_EQ(stats[0].programs, layers + 1);
+  for (const llm::ChipPathStats& s : stats) {
+    EXPECT_EQ(s.value_tilde_layers, layers);
+    EXPECT_EQ(s.value_sum_layers, layers);
+    EXPECT_EQ(s.joined_layers, layers);
+    EXPECT_EQ(s.rope_kept_layers, layers);
+    int64_t units = 0;
+    for (const int u : s.tile_units) {
+      EXPECT_LE(u, compiler::kFcParamUnits);
+      units += u;
+    }
+    // The parameters and q's kept products' rows (one on each tile: every tile computes some
+    // layer's q): nothing else is resident.
+    EXPECT_EQ(units * 64, s.resident_bytes + int64_t{llm::kPlanTiles} * 256);
+  }
+  EXPECT_EQ(stats[0].rest_layers, 1);
+  EXPECT_EQ(stats[0].wo_layers, 1);
+  EXPECT_EQ(stats[0].programs, layers);
+  EXPECT_EQ(stats[1].rest_layers, 0);
+  EXPECT_EQ(stats[1].wo_layers, 0);
+  EXPECT_EQ(stats[1].programs, layers + 1);
 }
 
 // `generate --device sim --chip-residual` with the value cache, RoPE and RMSNorm on the chip (and
@@ -1323,9 +1346,9 @@ TEST(ChipPathStepD, GenerateWithTheResidualStreamInInt8WritesTheInt8Text) {
       // With the scores' flags each layer's v~ write and sum join the program before it.
       const int joined = flags.empty() ? 0 : layers;
       EXPECT_EQ(j.at("chip").at("joined_layers_on_chip"), joined);
-      // And on rand_gqa (wo on the chip) the last layer's rest and FFN join its program too;
-      // rand15M's wo is on the host (tile memory is full): its last FFN runs apart.
-      const int rest = !flags.empty() && name == "rand_gqa";
+      // And the last layer's rest and FFN join its program too (rand15M: its last layer's wo
+      // and rest placed first, early_rest; the other layers' wo on the host, tile memory is full).
+      const int rest = !flags.empty();
       EXPECT_EQ(j.at("chip").at("layer_rest_on_chip"), rest);
       EXPECT_EQ(j.at("chip").at("modeled").at("runs_per_token"), 2 * layers + 1 - joined - rest);
     }
