@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "compiler/conv_packets.h"
@@ -941,12 +942,83 @@ ScheduleWordsCheck::ScheduleWordsCheck() {
 
 ScheduleWordsCheck::~ScheduleWordsCheck() { schedule_check = nullptr; }
 
+// ---- Counts kept (HandOverCounts) ----------------------------------------------------------
+
+// A hand-over's count and what it was counted from: `pricing` and every field of every transfer
+// (each vector led by its length, so that two different lists never spell the same key).
+struct HandOverCounts::Memo {
+  struct Entry {
+    std::vector<int64_t> key;
+    Emitter count;      // the hand-over counted alone (Emitter::add_counted)
+    int producers = 0;  // the ring producers it issued (how far it moves the ordinal)
+  };
+  bool verify = false;
+  size_t hits = 0, kept = 0;
+  std::unordered_map<uint64_t, std::vector<Entry>> entries;  // by the key's hash
+};
+
+namespace {
+
+thread_local HandOverCounts::Memo* live_hand_over_counts = nullptr;
+
+std::vector<int64_t> count_key(bool pricing, const std::vector<Transfer>& transfers) {
+  std::vector<int64_t> key{pricing ? 1 : 0, static_cast<int64_t>(transfers.size())};
+  auto levels = [&](const Levels& walk) {
+    key.push_back(static_cast<int64_t>(walk.size()));
+    for (const auto& [inc, count] : walk) {
+      key.push_back(inc);
+      key.push_back(count);
+    }
+  };
+  for (const Transfer& t : transfers) {
+    key.insert(key.end(), {t.src, t.mask, t.from_at, t.bytes, t.packets});
+    levels(t.read);
+    key.push_back(static_cast<int64_t>(t.writes.size()));
+    for (const Write& w : t.writes) {
+      key.insert(key.end(), {w.tile, w.at});
+      levels(w.walk);
+    }
+  }
+  return key;
+}
+
+uint64_t hash_of(const std::vector<int64_t>& key) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const int64_t v : key) {
+    h ^= static_cast<uint64_t>(v);
+    h *= 0x100000001b3ull;
+    h ^= h >> 32;
+  }
+  return h;
+}
+
+}  // namespace
+
+HandOverCounts::HandOverCounts(bool verify) {
+  if (live_hand_over_counts) return;
+  memo_ = std::make_unique<Memo>();
+  memo_->verify = verify;
+  live_hand_over_counts = memo_.get();
+}
+
+HandOverCounts::~HandOverCounts() {
+  if (memo_) live_hand_over_counts = nullptr;
+}
+
+size_t HandOverCounts::hits() const { return memo_ ? memo_->hits : 0; }
+size_t HandOverCounts::kept() const { return memo_ ? memo_->kept : 0; }
+
+namespace {
+
+// The hand-over of `transfers` (transfers_of(from, to, pricing, false, rows)) into `e`.
+// On a counting emitter it reads nothing but `transfers`, `pricing` and the ordinal, which only
+// the ring producers' fields take (a counting emitter builds none): what HandOverCounts relies on.
 // Priced, the search's layouts keep the receivers' order: priced with the shortest schedule, it
 // picks layouts the simulator runs slower (v1 1.0: 4.021 against 3.964 ms); the final program
 // takes the shortest schedule on the layout the search picked.
-void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal, bool pricing,
-               const std::vector<RowRange>& rows) {
-  const std::vector<Transfer> transfers = transfers_of(from, to, pricing, false, rows);
+void emit_hand_over(Emitter& e, const Stage& from, const Stage& to,
+                    const std::vector<Transfer>& transfers, int& ordinal, bool pricing,
+                    const std::vector<RowRange>& rows) {
   const Queues queues = queues_of(transfers);
   if (pricing) {
     emit_rounds(e, in_turns(transfers, queues, true), ordinal);
@@ -1001,6 +1073,50 @@ void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal, boo
     return;
   }
   emit_rounds(e, schedules[best], ordinal);
+}
+
+}  // namespace
+
+void hand_over(Emitter& e, const Stage& from, const Stage& to, int& ordinal, bool pricing,
+               const std::vector<RowRange>& rows) {
+  const std::vector<Transfer> transfers = transfers_of(from, to, pricing, false, rows);
+  HandOverCounts::Memo* memo = live_hand_over_counts;
+  if (!memo || !e.only_counts() || schedule_check) {
+    emit_hand_over(e, from, to, transfers, ordinal, pricing, rows);
+    return;
+  }
+  // (Counted alone from this hand-over's first ordinal; `e` then takes the count, as `send` does
+  // its trials'.)
+  auto count = [&](int& producers) {
+    Emitter c = Emitter::counting();
+    int after = ordinal;
+    emit_hand_over(c, from, to, transfers, after, pricing, rows);
+    producers = after - ordinal;
+    return c;
+  };
+  std::vector<int64_t> key = count_key(pricing, transfers);
+  std::vector<HandOverCounts::Memo::Entry>& bucket = memo->entries[hash_of(key)];
+  for (const HandOverCounts::Memo::Entry& entry : bucket)
+    if (entry.key == key) {
+      if (memo->verify) {
+        int producers = 0;
+        const Emitter again = count(producers);
+        if (again.words() != entry.count.words() || producers != entry.producers)
+          fail("hand_over: a kept count differs from the hand-over's (", entry.count.words(),
+               " words, ", entry.producers, " producers against ", again.words(), ", ", producers,
+               ")");
+      }
+      ++memo->hits;
+      e.add_counted(entry.count);
+      ordinal += entry.producers;
+      return;
+    }
+  int producers = 0;
+  Emitter counted = count(producers);
+  e.add_counted(counted);
+  ordinal += producers;
+  ++memo->kept;
+  bucket.push_back({std::move(key), std::move(counted), producers});
 }
 
 namespace {

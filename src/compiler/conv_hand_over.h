@@ -3,7 +3,9 @@
 // of the next layer's input) over the ring to the tiles of the next stage whose bands read them.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -46,6 +48,28 @@ class ScheduleWordsCheck {
   ScheduleWordsCheck(const ScheduleWordsCheck&) = delete;
   ScheduleWordsCheck& operator=(const ScheduleWordsCheck&) = delete;
   std::vector<std::pair<uint32_t, uint32_t>> words;
+};
+
+// While one lives (on its thread: the placement search's, make_layout), a hand-over on a counting
+// emitter keeps its count, and a later one with the same transfers (every field of each, in order)
+// and the same `pricing` takes it instead of counting them again: most hand-overs the search
+// prices lie between stages its candidate did not change (v2: hand_over was 40% of a compile).
+// The transfers are all that the count reads of the two stages (conv_hand_over.cpp), so the key is
+// them, compared whole, not the plans. One made while another lives does nothing (the outer one
+// keeps counting). `verify` (tests): each hit is counted again and must agree.
+class HandOverCounts {
+ public:
+  explicit HandOverCounts(bool verify = false);
+  ~HandOverCounts();
+  HandOverCounts(const HandOverCounts&) = delete;
+  HandOverCounts& operator=(const HandOverCounts&) = delete;
+  // Hand-overs that took a kept count, and counts kept.
+  size_t hits() const;
+  size_t kept() const;
+  struct Memo;  // (conv_hand_over.cpp's)
+
+ private:
+  std::unique_ptr<Memo> memo_;  // null where another one lives
 };
 
 // Receivers that keep the whole image (LayerPlan::full) fall into sets that take the same

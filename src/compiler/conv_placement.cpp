@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "compiler/conv_fifo.h"
+#include "compiler/conv_hand_over.h"
 #include "compiler/conv_row_split.h"
 
 namespace tinycoral::compiler::conv {
@@ -185,9 +186,17 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
   // (`wider`: a classifier split over that many times the tiles it needs, when its slices of
   // almost a whole wide memory find no tiles that empty beside the other stages.)
   bool classifier = false;
+  // (pack_in's order of each pair of runs_first and spans_first, sorted once: it reads only the
+  // items' cuts, counts and rows, `splits` (all made by make_items, which forgets the orders) and
+  // which cuts keep a reserve (`streaming`, compared on each use); packing moves only tile0 and
+  // base.)
+  std::array<std::vector<size_t>, 4> orders;
+  std::array<std::vector<bool>, 4> orders_streaming;
+  std::vector<uint32_t> pack_taken;
   auto make_items = [&](int wider) {
     items.clear();
     splits.clear();
+    for (std::vector<size_t>& order : orders) order.clear();
     for (size_t k = 0; k < cuts.size(); ++k) {
       const auto [a, b] = cuts[k];
       const LayerPlan& lp = shapes.layers[a];
@@ -242,18 +251,29 @@ bool share_tiles(const ConvChain& chain, const Shapes& shapes, std::vector<Stage
   // of tiles whose wide memory is least used, so that their bias loads and ops are the same
   // instructions and go out once for all of them.)
   auto pack_in = [&](bool runs_first, bool spans_first, bool best_fit, bool aligned) {
-    std::vector<size_t> order(items.size());
-    for (size_t k = 0; k < order.size(); ++k) order[k] = k;
-    auto span = [&](const Item& it) { return it.count * splits[it.cut]; };
-    std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
-      const bool fx = reserve[items[x].cut] >= 0, fy = reserve[items[y].cut] >= 0;
-      if (fx != fy) return fx;
-      if (runs_first && items[x].count != items[y].count) return items[x].count > items[y].count;
-      if (spans_first && span(items[x]) != span(items[y])) return span(items[x]) > span(items[y]);
-      return items[x].rows > items[y].rows;
-    });
-    std::vector<int> used(kTiles, 0);
-    std::vector<uint32_t> taken(cuts.size(), 0);  // tiles of a split layer's slices so far
+    const size_t which = (runs_first ? 2 : 0) + (spans_first ? 1 : 0);
+    std::vector<size_t>& order = orders[which];
+    std::vector<bool>& streaming = orders_streaming[which];
+    bool same = order.size() == items.size() && streaming.size() == cuts.size();
+    for (size_t k = 0; k < cuts.size() && same; ++k) same = streaming[k] == (reserve[k] >= 0);
+    if (!same) {
+      streaming.resize(cuts.size());
+      for (size_t k = 0; k < cuts.size(); ++k) streaming[k] = reserve[k] >= 0;
+      order.resize(items.size());
+      for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+      auto span = [&](const Item& it) { return it.count * splits[it.cut]; };
+      std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+        const bool fx = streaming[items[x].cut], fy = streaming[items[y].cut];
+        if (fx != fy) return fx;
+        if (runs_first && items[x].count != items[y].count) return items[x].count > items[y].count;
+        if (spans_first && span(items[x]) != span(items[y])) return span(items[x]) > span(items[y]);
+        return items[x].rows > items[y].rows;
+      });
+    }
+    std::array<int, kTiles> used{};
+    // (Tiles of a split layer's slices so far; reused, as the search packs by the thousand.)
+    std::vector<uint32_t>& taken = pack_taken;
+    taken.assign(cuts.size(), 0);
     auto rows_kept = [&](const Item& it) {
       return reserve[it.cut] >= 0 ? std::min(reserve[it.cut], it.rows) : it.rows;
     };
@@ -1960,6 +1980,8 @@ void match_bands(const ConvChain& chain, Layout& out, const ProgramBytes& progra
 
 Layout make_layout(const ConvChain& chain, const ProgramBytes& program_bytes,
                    const ProgramBytes& exact_bytes) {
+  // (The candidates' hand-overs counted once each: most lie between stages a candidate keeps.)
+  const HandOverCounts counts;
   Layout out;
   out.shapes = shapes_of(chain);
   // The longest stages first: fewer stages keep the parameters resident more often. When they

@@ -56,6 +56,34 @@ TEST(PricedProgram, CountedWordsAreTheWordsOfTheEmittedProgram) {
   }
 }
 
+// The search keeps each hand-over's count (conv::HandOverCounts, keyed on its transfers whole)
+// and takes it again for every later hand-over with the same transfers, whatever stages and
+// ordinal they come from. With `verify` every such hit is counted again from its own stages and
+// ordinal and must agree (hand_over fails otherwise): a key that missed something the count
+// depends on would show here as two different hand-overs sharing an entry.
+TEST(PricedProgram, KeptHandOverCountsAreTheCountsOfEveryHandOverTakingThem) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  for (const auto& [model, layers] :
+       {std::pair<std::string, size_t>{"gen2020/mobilenet_v1_0.25_128_quant", 0},
+        std::pair<std::string, size_t>{"gen2020/mobilenet_v2_1.0_224_quant", 10}}) {
+    SCOPED_TRACE(model);
+    const Graph graph = import_graph_bytes(read_file(data / (model + ".tflite")));
+    std::vector<int> ops = partition(graph).mapped_ops;
+    ops.pop_back();
+    ConvChain chain;
+    ASSERT_EQ(match_conv_chain(graph, ops, chain), "");
+    if (layers > 0) chain.layers.resize(layers);
+    if (!repack_input_on_chip(chain)) pad_input_on_host(chain);
+    const conv::HandOverCounts counts(true);  // (make_layout's own then does nothing)
+    const std::vector<std::pair<uint32_t, uint32_t>> words = priced_program_words(chain);
+    for (size_t k = 0; k < words.size(); ++k)
+      ASSERT_EQ(words[k].first, words[k].second) << "layout " << k;
+    // (Most of the search's hand-overs take a kept count: what the memo saves.)
+    EXPECT_GT(counts.kept(), 10u);
+    EXPECT_GT(counts.hits(), counts.kept());
+  }
+}
+
 // The final program's hand-overs (hand_over without `pricing`) take the schedule of fewest words
 // as a counting emitter counts them: as the search prices final forms (priced_program_words'
 // second pricing) and as generate_conv writes the program (with each receiver's rows cut on their
