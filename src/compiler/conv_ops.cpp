@@ -80,9 +80,12 @@ void fill_narrow(TileBatch& b, int tile, int base, int bytes, int zp) {
     if (words > 0) one_level(base, words);
     return;
   }
-  for (int row = kMeshFillWords; row * kMeshFillWords >= words; --row)
-    if (words % row == 0) {
-      rows(base, row, words / row);
+  // (The longest row of at most kMeshFillWords words that divides them, found as the fewest rows:
+  // counting rows up from the least possible, not row lengths down from kMeshFillWords - that
+  // took thousands of divisions a fill, 6% of DeepLab's compile. The same row either way.)
+  for (int n = (words + kMeshFillWords - 1) / kMeshFillWords; n <= kMeshFillWords; ++n)
+    if (words % n == 0) {
+      rows(base, words / n, n);
       return;
     }
   const int whole = words / kMeshFillWords, rest = words % kMeshFillWords;
