@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <memory>
 #include <optional>
 
 #include "common/error.h"
@@ -1072,9 +1073,9 @@ void save_rest_input(Emitter& e, const RestAt& p, const FfnChainTailAt& at, int&
 // The rest after wo (its pieces `o`, (tile, narrow byte) in group order): the add, r_ffn, the
 // norm with its multipliers from r_ffn, [the FFN input; x2] to the host, with `ffn` the FFN and y
 // to the host, the program's end.
-// Returns the ring ordinal past its producers.
+// Returns the ring ordinal past its producers; its outputs go into `outs`.
 int emit_layer_rest(Emitter& e, const RestAt& p, const std::vector<std::pair<int, int>>& o,
-                    int ordinal) {
+                    int ordinal, OutputList& outs) {
   const FcLayerRest& r = *p.rest;
   const int groups = int(p.add.tile.size());
   if (int(o.size()) != groups)
@@ -1112,6 +1113,13 @@ int emit_layer_rest(Emitter& e, const RestAt& p, const std::vector<std::pair<int
     blocks.emplace_back(p.norm.tile[size_t(g)], p.ffn_in + kGroup * p.norm.slot[size_t(g)]);
   blocks.insert(blocks.end(), x2.begin(), x2.end());
   ordinal = blocks_output_stage(e, r.output_name, blocks, kGroup, ordinal, r.ffn == nullptr);
+  {  // [the FFN input; x2]: both int8, the FFN input's grid named
+    const int total = kGroup * int(blocks.size());
+    container::Layer out = boundary_layer(r.output_name, total, r.norm.out_zp, r.norm.out_scale,
+                                          true, r.norm.signed_output);
+    out.shape = {{0, 0}, {0, total - 1}};
+    outs.add(std::move(out), total);
+  }
   if (!r.ffn) return ordinal;
   // The FFN reads its input's pieces first (to narrow 0 of w1/w3's tiles), so its buffers may
   // cover the rest's bytes after that.
@@ -1119,7 +1127,26 @@ int emit_layer_rest(Emitter& e, const RestAt& p, const std::vector<std::pair<int
   for (int g = 0; g < groups; ++g)
     in.emplace_back(p.norm.tile[size_t(g)], (p.ffn_in + kGroup * p.norm.slot[size_t(g)]) / 4);
   const FfnFromPieces y = emit_ffn_from_pieces(e, *r.ffn, r.ffn_up, r.ffn_down, in, ordinal);
-  return blocks_output_stage(e, r.ffn_output_name, y.y, kGroup, ordinal, true);
+  ordinal = blocks_output_stage(e, r.ffn_output_name, y.y, kGroup, ordinal, true);
+  const FcLayer& down = r.ffn->down;  // y, on w2's output grid
+  container::Layer out = boundary_layer(r.ffn_output_name, down.n, down.out_zp, down.out_scale,
+                                        true, down.signed_output);
+  out.shape = {{0, 0}, {0, down.n - 1}};
+  outs.add(std::move(out), down.n);
+  return ordinal;
+}
+
+// The bytes the sum's program returns: the last FC's [G][64].
+const FcLayer& sum_last(const FcValueSum& sum) { return sum.out.n > 0 ? sum.out : sum.layer; }
+const std::string& sum_output_name(const FcValueSum& sum) { return sum_last(sum).output_name; }
+int sum_output_bytes(const FcValueSum& sum) { return fc_groups(sum_last(sum).n) * kGroup; }
+container::Layer sum_output_layer(const FcValueSum& sum) {
+  const FcLayer& last = sum_last(sum);
+  const int total = sum_output_bytes(sum);
+  container::Layer out = boundary_layer(last.output_name, total, last.out_zp, last.out_scale, true,
+                                        last.signed_output);
+  out.shape = {{0, 0}, {0, total - 1}};
+  return out;
 }
 
 // The sum's stages after scores_and_softmax: the value prep on the scalar core, e and the
@@ -1128,7 +1155,7 @@ int emit_layer_rest(Emitter& e, const RestAt& p, const std::vector<std::pair<int
 // end (with `rest`, the layer's rest after wo first). Returns the narrow bytes per tile it takes
 // (the rest's, at the top, not counted). `ordinal` comes back past the stages' producers.
 int emit_sum_after_softmax(Emitter& e, const FcValueSum& sum, const SumAfterSoftmax& a, int e_base,
-                           int& ordinal, const RestAt* rest = nullptr) {
+                           int& ordinal, OutputList& outs, const RestAt* rest = nullptr) {
   Groups v = a.v;
   const int sum_out = e_base + a.moved;
   const int end = sum_out + v.slots * kGroup;
@@ -1140,6 +1167,7 @@ int emit_sum_after_softmax(Emitter& e, const FcValueSum& sum, const SumAfterSoft
   op_stage(e, sum.layer, v, 1, sum_out);
   if (sum.out.n <= 0) {
     ordinal = output_stage(e, sum.layer, v, 1, sum_out, ordinal);
+    outs.add(sum_output_layer(sum), sum_output_bytes(sum));
     return end;
   }
   // The sum's pieces to out's tiles as its input row (at narrow 0: the scores' row and e are read
@@ -1169,25 +1197,13 @@ int emit_sum_after_softmax(Emitter& e, const FcValueSum& sum, const SumAfterSoft
   if (used > kNarrowBytes) fail("the FC after the sum takes ", used, " bytes of narrow memory");
   op_stage(e, sum.out, w, 1, end);
   ordinal = output_stage(e, sum.out, w, 1, end, ordinal, rest == nullptr);
+  outs.add(sum_output_layer(sum), sum_output_bytes(sum));
   if (rest) {
     std::vector<std::pair<int, int>> o;
     for (size_t i = 0; i < w.tile.size(); ++i) o.emplace_back(w.tile[i], end + kGroup * w.slot[i]);
-    ordinal = emit_layer_rest(e, *rest, o, ordinal);
+    ordinal = emit_layer_rest(e, *rest, o, ordinal, outs);
   }
   return used;
-}
-
-// The bytes the sum's program returns: the last FC's [G][64].
-const FcLayer& sum_last(const FcValueSum& sum) { return sum.out.n > 0 ? sum.out : sum.layer; }
-const std::string& sum_output_name(const FcValueSum& sum) { return sum_last(sum).output_name; }
-int sum_output_bytes(const FcValueSum& sum) { return fc_groups(sum_last(sum).n) * kGroup; }
-container::Layer sum_output_layer(const FcValueSum& sum) {
-  const FcLayer& last = sum_last(sum);
-  const int total = sum_output_bytes(sum);
-  container::Layer out = boundary_layer(last.output_name, total, last.out_zp, last.out_scale, true,
-                                        last.signed_output);
-  out.shape = {{0, 0}, {0, total - 1}};
-  return out;
 }
 
 }  // namespace
@@ -1296,26 +1312,138 @@ int emit_chain_value_write(Emitter& e, const FcChainValueWrite& values, const Ff
   return used;
 }
 
-FfnChainPrograms chain_then_softmax(const ChainBeforeScores& chain, const FcLayer& layer,
-                                    const FcPlacement& placement, int row_bytes,
-                                    const std::vector<float>& exp_mult, const FcScoresInput* first,
-                                    const FcColumnWrite* columns, const std::vector<int>& moved,
-                                    const FcValueSum* sum, const FcChainValueWrite* values,
-                                    const FcLayerRest* rest) {
+// generate_ffn_chain_softmax's arguments after the chain's (pointers to the caller's, which
+// outlive the program's generation).
+struct JoinedArgs {
+  const FcLayer& layer;
+  const FcPlacement& placement;
+  int row_bytes = 0;
+  const std::vector<float>& exp_mult;
+  const FcScoresInput* first = nullptr;
+  const FcColumnWrite* columns = nullptr;
+  const std::vector<int>& moved;
+  const FcValueSum* sum = nullptr;
+  const FcChainValueWrite* values = nullptr;
+  const FcLayerRest* rest = nullptr;
+};
+
+// What a joined layer's tail reads when it emits, owned with it (make_joined_tail).
+struct JoinedState {
+  const FcLayer* layer = nullptr;
+  int row_bytes = 0;
+  const FcScoresInput* first = nullptr;
+  std::vector<int> moved;
+  const FcValueSum* sum = nullptr;
+  const FcChainValueWrite* values = nullptr;
+  std::optional<SumAfterSoftmax> summed;
+  ScalarSoftmax sm;
+  Groups g;
+  int out_bytes = 0, out_base = 0;
+  std::optional<FcColumnWrite> placed;
+  std::vector<std::pair<int, int>> pieces;  // the moved products
+  std::optional<RestAt> rest_place;
+  // This layer's value write marks [value_marks_from, marks_end): a program holding more than one
+  // layer marks more after them.
+  size_t value_marks_from = 0, marks_end = 0;
+};
+
+// A joined layer's tail after its chain (the value write, the scores, the softmax, the sum, wo and
+// the rest) and, once the program is generated, its marks put in order.
+struct JoinedTail {
+  FfnChainTail tail;
+  std::shared_ptr<JoinedState> state;
+  // The write's marks after the column's, within this layer's marks.
+  void order_marks(std::vector<isa::EncodedField>& marks) const {
+    const JoinedState& s = *state;
+    if (!s.values) return;
+    const size_t write_marks = 2 * s.values->write.cache_units.size();
+    if (s.marks_end < s.value_marks_from + write_marks)
+      fail("the value write marked ", s.marks_end - s.value_marks_from, " fields, not ",
+           write_marks);
+    const auto from = marks.begin() + long(s.value_marks_from);
+    std::rotate(from, from + long(write_marks), marks.begin() + long(s.marks_end));
+  }
+};
+
+// The tail's emit (make_joined_tail): its outputs go into at.outputs as they leave.
+int emit_joined_tail(Emitter& e, int& ordinal, const FfnChainTailAt& at, JoinedState& s) {
+  if (!at.outputs) fail("a joined layer's tail without a list for its outputs");
+  OutputList& outs = *at.outputs;
+  const int input_at = at.input_at, products_at = at.products_at;
+  const FcColumnWrite* cw = s.placed ? &*s.placed : nullptr;
+  // x_q before anything: the tail's bytes go where the chain left it.
+  if (s.rest_place) save_rest_input(e, *s.rest_place, at, ordinal);
+  // The value write first: it reads the followers' outputs, which nothing after it keeps.
+  int value_end = 0;
+  if (s.values) {
+    s.value_marks_from = e.marks().size();
+    value_end = emit_chain_value_write(e, *s.values, at, ordinal);
+  }
+  // The chain's narrow memory is free by now (its outputs have left) but for its products:
+  // the moved ones go first, to their row slots (piece i at narrow byte 64 i), below them.
+  if (!s.pieces.empty()) {
+    std::vector<std::pair<int, int>> from;
+    uint32_t to = 0;
+    for (const auto& [tile, byte] : s.pieces) from.emplace_back(tile, (products_at + byte) / 4);
+    for (size_t i = 0; i < s.moved.size(); ++i)
+      if (s.moved[i] >= 0) to |= tile_bit(s.first->at.tiles[i]);
+    if (kGroup * int(s.pieces.size()) > products_at)
+      fail("the moved products' slots up to byte ", kGroup * s.pieces.size(),
+           " reach the chain's products at ", products_at);
+    ffn_broadcast(e, to, from, ordinal);
+  }
+  // The column's copies are taken before the row arrives, as in the scores' own program.
+  if (cw) emit_parameter_writes(e, {}, nullptr, cw);
+  const PoppedRow popped{input_at, !s.moved.empty()};
+  ordinal = scores_and_softmax(e, *s.layer, s.g, s.row_bytes, s.out_base, s.sm, s.first, cw,
+                               ordinal, &popped);
+  const int before =
+      std::max(s.out_base + s.g.slots * kGroup + first_bytes(s.first), column_copy_bytes(cw));
+  int used = before;
+  if (s.summed) {  // e from where generate_fc_batch_attention puts it: the scores are read by then
+    used = emit_sum_after_softmax(
+        e, *s.sum, *s.summed,
+        round_up(s.out_base + s.g.slots * kGroup + first_bytes(s.first), kPiece), ordinal, outs,
+        s.rest_place ? &*s.rest_place : nullptr);
+  } else {
+    push_softmax_and_end(e, s.layer->output_name, s.out_bytes);
+    outs.add(softmax_output_layer(s.layer->output_name, s.out_bytes), s.out_bytes);
+  }
+  int first_end = 0;
+  if (s.first) multiplier_narrow(s.first, before, first_end);
+  const int tail_end = std::max({used, before, first_end, value_end});
+  s.marks_end = e.marks().size();
+  if (!s.rest_place) return tail_end;
+  if (tail_end > s.rest_place->save)
+    throw LayoutRejected(cat("the joined program's tail up to narrow byte ", tail_end,
+                             " reaches the layer's rest from byte ", s.rest_place->save));
+  return kNarrowBytes;
+}
+
+// The checks of a joined layer's scores side against its chain, and its tail.
+JoinedTail make_joined_tail(const ChainBeforeScores& chain, const JoinedArgs& a) {
+  auto state = std::make_shared<JoinedState>();
+  JoinedState& s = *state;
+  const FcLayer& layer = a.layer;
+  const FcScoresInput* first = a.first;
+  const FcValueSum* sum = a.sum;
+  const FcChainValueWrite* values = a.values;
+  const FcLayerRest* rest = a.rest;
+  const std::vector<int>& moved = a.moved;
   // With the sum, its scalar memory (e padded, the multipliers, 1 / S, the count) below the
   // chain's x and r, and its output in place of e and 1 / S.
-  const std::optional<SumAfterSoftmax> summed =
-      sum ? std::optional(sum_after_softmax(layer, exp_mult, *sum)) : std::nullopt;
-  const ScalarSoftmax sm = summed ? summed->sm : softmax_words(layer, exp_mult);
+  s.summed = sum ? std::optional(sum_after_softmax(layer, a.exp_mult, *sum)) : std::nullopt;
+  s.sm = s.summed ? s.summed->sm : softmax_words(layer, a.exp_mult);
+  const ScalarSoftmax& sm = s.sm;
   const bool with_r = !chain.r_name.empty();
   const bool from_r = multipliers_from_r(first);
   if (const std::string why = ffn_chain_softmax_unsupported(
           sm.heads, sm.positions, chain.rms_groups, from_r ? first->layer.n : 0);
       !why.empty())
     fail(why);
-  if (summed && chain.rms_groups > 0 && summed->words() > chain_rms_x_word(chain.rms_groups))
+  if (s.summed && chain.rms_groups > 0 && s.summed->words() > chain_rms_x_word(chain.rms_groups))
     fail(sm.heads, " heads of ", sm.positions, " positions and ", sum->layer.n, " sums: e, the ",
-         "multipliers, sums and count take ", summed->words(), " words of scalar memory, past ",
+         "multipliers, sums and count take ", s.summed->words(), " words of scalar memory, past ",
          "the chain's x (", chain.rms_groups, " groups) and r from word ",
          chain_rms_x_word(chain.rms_groups));
   // r is the chain's, in scalar memory: the count's piece moved to the top (r in the row) would
@@ -1325,7 +1453,7 @@ FfnChainPrograms chain_then_softmax(const ChainBeforeScores& chain, const FcLaye
          first->r_word, ", the chain's r at ", kChainRmsRWord, ")");
   if (from_r && !with_r && first->r_word >= 0)
     fail("multipliers from r at word ", first->r_word, " after a chain that did not compute it");
-  if (columns && columns->from_byte.empty())
+  if (a.columns && a.columns->from_byte.empty())
     fail(
         "a column after a chain takes its words from the FC in front (from_byte): the joined "
         "program streams no parameters");
@@ -1336,12 +1464,12 @@ FfnChainPrograms chain_then_softmax(const ChainBeforeScores& chain, const FcLaye
   if (layer.signed_input != chain.signed_input)
     fail("the scores' row (", layer.signed_input ? "int8" : "uint8", ") in the chain's input (",
          chain.signed_input ? "int8" : "uint8", "): one input has one type");
-  const Groups g = query_row_groups(layer, placement, row_bytes);
-  const int out_bytes = softmax_out_bytes(sm), out_base = round_up(g.row_bytes, 64);
-  const std::optional<FcColumnWrite> placed = placed_columns(columns, g, out_base, first);
-  const FcColumnWrite* cw = placed ? &*placed : nullptr;
-  const std::vector<std::pair<int, int>> pieces =
-      moved_pieces(chain.products, chain.layers_at, first, moved);
+  s.g = query_row_groups(layer, a.placement, a.row_bytes);
+  const Groups& g = s.g;
+  s.out_bytes = softmax_out_bytes(sm);
+  s.out_base = round_up(g.row_bytes, 64);
+  s.placed = placed_columns(a.columns, g, s.out_base, first);
+  s.pieces = moved_pieces(chain.products, chain.layers_at, first, moved);
   // With `moved` the host's row is not sent: past the FC's outputs (their groups' 64 bytes each,
   // over the ring to the row's front) the row's bytes are whatever the chain left there.
   if (!moved.empty())
@@ -1357,7 +1485,7 @@ FfnChainPrograms chain_then_softmax(const ChainBeforeScores& chain, const FcLaye
          values->write.vectors.rows.size(), " groups");
   if (rest && (!sum || sum->out.n <= 0))
     fail("the layer's rest follows wo: a joined program without the sum or wo has none");
-  const std::optional<RestAt> rest_place = rest ? std::optional(rest_at(*rest)) : std::nullopt;
+  if (rest) s.rest_place = rest_at(*rest);
   if (rest && (rest->output_name == out_name || rest->output_name == chain.output_name ||
                (with_r && rest->output_name == chain.r_name)))
     fail("the layer's rest's output '", rest->output_name, "' needs a name of its own");
@@ -1366,90 +1494,26 @@ FfnChainPrograms chain_then_softmax(const ChainBeforeScores& chain, const FcLaye
        rest->ffn_output_name == out_name || rest->ffn_output_name == chain.output_name ||
        (with_r && rest->ffn_output_name == chain.r_name)))
     fail("the layer's FFN's output '", rest->ffn_output_name, "' needs a name of its own");
-  // This layer's value write marks [value_marks_from, marks_end): a program holding more than one
-  // layer marks more after them.
-  size_t value_marks_from = 0, marks_end = 0;
-  FfnChainTail tail;
-  tail.input_bytes = moved.empty() ? g.row_bytes : kSoftmaxCountBytes;
-  tail.r_block = moved.empty() ? row_bytes : 0;  // the count block (for an FcChain's after_r)
-  tail.emit = [&](Emitter& e, int& ordinal, const FfnChainTailAt& at) {
-    const int input_at = at.input_at, products_at = at.products_at;
-    // x_q before anything: the tail's bytes go where the chain left it.
-    if (rest_place) save_rest_input(e, *rest_place, at, ordinal);
-    // The value write first: it reads the followers' outputs, which nothing after it keeps.
-    int value_end = 0;
-    if (values) {
-      value_marks_from = e.marks().size();
-      value_end = emit_chain_value_write(e, *values, at, ordinal);
-    }
-    // The chain's narrow memory is free by now (its outputs have left) but for its products:
-    // the moved ones go first, to their row slots (piece i at narrow byte 64 i), below them.
-    if (!pieces.empty()) {
-      std::vector<std::pair<int, int>> from;
-      uint32_t to = 0;
-      for (const auto& [tile, byte] : pieces) from.emplace_back(tile, (products_at + byte) / 4);
-      for (size_t i = 0; i < moved.size(); ++i)
-        if (moved[i] >= 0) to |= tile_bit(first->at.tiles[i]);
-      if (kGroup * int(pieces.size()) > products_at)
-        fail("the moved products' slots up to byte ", kGroup * pieces.size(),
-             " reach the chain's products at ", products_at);
-      ffn_broadcast(e, to, from, ordinal);
-    }
-    // The column's copies are taken before the row arrives, as in the scores' own program.
-    if (cw) emit_parameter_writes(e, {}, nullptr, cw);
-    const PoppedRow popped{input_at, !moved.empty()};
-    ordinal = scores_and_softmax(e, layer, g, row_bytes, out_base, sm, first, cw, ordinal, &popped);
-    const int before =
-        std::max(out_base + g.slots * kGroup + first_bytes(first), column_copy_bytes(cw));
-    int used = before;
-    if (summed)  // e from where generate_fc_batch_attention puts it: the scores are read by then
-      used = emit_sum_after_softmax(
-          e, *sum, *summed, round_up(out_base + g.slots * kGroup + first_bytes(first), kPiece),
-          ordinal, rest_place ? &*rest_place : nullptr);
-    else
-      push_softmax_and_end(e, layer.output_name, out_bytes);
-    int first_end = 0;
-    if (first) multiplier_narrow(first, before, first_end);
-    const int tail_end = std::max({used, before, first_end, value_end});
-    marks_end = e.marks().size();
-    if (!rest_place) return tail_end;
-    if (tail_end > rest_place->save)
-      throw LayoutRejected(cat("the joined program's tail up to narrow byte ", tail_end,
-                               " reaches the layer's rest from byte ", rest_place->save));
-    return kNarrowBytes;
+  s.layer = &layer;
+  s.row_bytes = a.row_bytes;
+  s.first = first;
+  s.moved = moved;
+  s.sum = sum;
+  s.values = values;
+  JoinedTail t;
+  t.state = state;
+  t.tail.input_bytes = moved.empty() ? g.row_bytes : kSoftmaxCountBytes;
+  t.tail.r_block = moved.empty() ? a.row_bytes : 0;  // the count block (for an FcChain's after_r)
+  t.tail.emit = [state](Emitter& e, int& ordinal, const FfnChainTailAt& at) {
+    return emit_joined_tail(e, ordinal, at, *state);
   };
-  FfnChainPrograms out = chain.generate(tail);
-  if (values) {  // the write's marks after the column's
-    const size_t write_marks = 2 * values->write.cache_units.size();
-    if (marks_end < value_marks_from + write_marks)
-      fail("the value write marked ", marks_end - value_marks_from, " fields, not ", write_marks);
-    const auto from = out.marks.begin() + long(value_marks_from);
-    std::rotate(from, from + long(write_marks), out.marks.begin() + long(marks_end));
-  }
-  container::Executable& eo = out.execution;
-  eo.output_layers.push_back(sum ? sum_output_layer(*sum)
-                                 : softmax_output_layer(layer.output_name, out_bytes));
-  auto& hints = eo.dma_hints.hints;  // before the completion interrupt's
-  hints.insert(hints.end() - 1, dma_hint(BufferKind::kOutput, container::Direction::kOutfeed,
-                                         out_name, sum ? sum_output_bytes(*sum) : out_bytes));
-  if (rest) {  // [the FFN input; x2]: both int8, the FFN input's grid named
-    const int total = 2 * kGroup * fc_groups(rest->norm.n);
-    container::Layer r = boundary_layer(rest->output_name, total, rest->norm.out_zp,
-                                        rest->norm.out_scale, true, rest->norm.signed_output);
-    r.shape = {{0, 0}, {0, total - 1}};
-    eo.output_layers.push_back(std::move(r));
-    hints.insert(hints.end() - 1, dma_hint(BufferKind::kOutput, container::Direction::kOutfeed,
-                                           rest->output_name, total));
-  }
-  if (rest && rest->ffn) {  // y, on w2's output grid
-    const FcLayer& down = rest->ffn->down;
-    container::Layer y = boundary_layer(rest->ffn_output_name, down.n, down.out_zp, down.out_scale,
-                                        true, down.signed_output);
-    y.shape = {{0, 0}, {0, down.n - 1}};
-    eo.output_layers.push_back(std::move(y));
-    hints.insert(hints.end() - 1, dma_hint(BufferKind::kOutput, container::Direction::kOutfeed,
-                                           rest->ffn_output_name, down.n));
-  }
+  return t;
+}
+
+FfnChainPrograms chain_then_softmax(const ChainBeforeScores& chain, const JoinedArgs& a) {
+  const JoinedTail t = make_joined_tail(chain, a);
+  FfnChainPrograms out = chain.generate(t.tail);
+  t.order_marks(out.marks);
   return out;
 }
 
@@ -1471,8 +1535,8 @@ FfnChainPrograms generate_ffn_chain_softmax(
       with_r ? fc_groups(chain.next[size_t(rms.layer)].n) : 0,
       chain.ffn.up.signed_input,
       [&](const FfnChainTail& tail) { return generate_ffn_chain(chain, up, down, &tail); }};
-  return chain_then_softmax(c, layer, placement, row_bytes, exp_mult, first, columns, moved, sum,
-                            values, rest);
+  return chain_then_softmax(
+      c, {layer, placement, row_bytes, exp_mult, first, columns, moved, sum, values, rest});
 }
 
 FfnChainPrograms generate_fc_chain_softmax(const FcChain& chain, const FcLayer& layer,
@@ -1489,8 +1553,8 @@ FfnChainPrograms generate_fc_chain_softmax(const FcChain& chain, const FcLayer& 
                       0,
                       chain.layers.front().signed_input,
                       [&](const FfnChainTail& tail) { return generate_fc_chain(chain, &tail); }};
-  return chain_then_softmax(c, layer, placement, row_bytes, exp_mult, first, columns, moved, sum,
-                            values, nullptr);
+  return chain_then_softmax(
+      c, {layer, placement, row_bytes, exp_mult, first, columns, moved, sum, values, nullptr});
 }
 
 std::string fc_batch_attention_unsupported(int heads, int positions, int sum_outputs) {
@@ -1540,12 +1604,13 @@ FcScoresProgram generate_fc_batch_attention(const FcLayer& layer, const FcPlacem
   std::vector<uint8_t> parameters =
       emit_parameter_writes(e, writes, rows, cw, vw ? &*vw : nullptr, &value_from);
   int ordinal = scores_and_softmax(e, layer, g, row_bytes, out_base, a.sm, first, cw);
-  const int used = emit_sum_after_softmax(e, sum, a, e_base, ordinal);
+  OutputList outs;
+  const int used = emit_sum_after_softmax(e, sum, a, e_base, ordinal, outs);
 
   container::Executable eo = execution_executable(e.finish());
   eo.input_layers.push_back(boundary_layer(layer.input_name, 1, 1, g.row_bytes, layer.in_zp,
                                            layer.in_scale, false, layer.signed_input));
-  eo.output_layers.push_back(sum_output_layer(sum));
+  eo.output_layers = std::move(outs.layers);
   int first_end = 0;
   multiplier_narrow(
       first, std::max(out_base + g.slots * kGroup + first_bytes(first), column_copy_bytes(cw)),

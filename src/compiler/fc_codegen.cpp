@@ -482,28 +482,52 @@ FcLayer padded_to_groups(const FcLayer& layer) {
 container::Executable execution_executable_of(container::Bitstream program, const FcLayer& in,
                                               const FcLayer& out, const Geometry& g,
                                               int narrow_bytes) {
-  container::Executable eo = execution_executable(std::move(program));
-  eo.input_layers.push_back(
-      boundary_layer(in.input_name, in.k, in.in_zp, in.in_scale, false, in.signed_input));
-  container::Layer out_layer =
-      boundary_layer(out.output_name, out.n, out.out_zp, out.out_scale, true, out.signed_output);
+  OutputList outs;
+  outs.layers.push_back(chain_output_layer(out, g.n));
+  outs.hints.push_back(dma_hint(container::BufferKind::kOutput, container::Direction::kOutfeed,
+                                out.output_name, out.n));
+  return execution_with_outputs(std::move(program), in, outs, narrow_bytes);
+}
+
+}  // namespace
+
+void OutputList::add(container::Layer layer, int bytes) {
+  hints.push_back(
+      dma_hint(container::BufferKind::kOutput, container::Direction::kOutfeed, layer.name, bytes));
+  layers.push_back(std::move(layer));
+}
+
+container::Layer chain_output_layer(const FcLayer& last, int n) {
+  container::Layer out =
+      boundary_layer(last.output_name, n, last.out_zp, last.out_scale, true, last.signed_output);
   container::OutputLayout layout;
   layout.y_coordinate_to_linear_tile_id_map = {0};
   layout.x_coordinate_to_linear_tile_id_map = {0};
   for (int t = 0; t < 16; ++t)
-    layout.linearized_tile_byte_offset.push_back(std::min(t * kGroup, g.n));
+    layout.linearized_tile_byte_offset.push_back(std::min(t * kGroup, n));
   layout.x_coordinate_to_local_byte_offset = {0};
   layout.y_coordinate_to_local_y_offset = {0};
   layout.x_coordinate_to_local_y_row_size = {kGroup};
-  out_layer.output_layout = layout;
-  out_layer.shape = {{0, 0}, {0, g.n - 1}};  // the TFLite shape [1, N] as inclusive ranges
-  eo.output_layers.push_back(std::move(out_layer));
-  eo.used_narrow_memory_bytes_per_tile = narrow_bytes;
-  eo.dma_hints = execution_hints(in.input_name, in.k, out.output_name, out.n);
-  return eo;
+  out.output_layout = layout;
+  out.shape = {{0, 0}, {0, n - 1}};  // the TFLite shape [1, N] as inclusive ranges
+  return out;
 }
 
-}  // namespace
+container::Executable execution_with_outputs(container::Bitstream program, const FcLayer& in,
+                                             const OutputList& outs, int narrow_bytes) {
+  container::Executable eo = execution_executable(std::move(program));
+  eo.input_layers.push_back(
+      boundary_layer(in.input_name, in.k, in.in_zp, in.in_scale, false, in.signed_input));
+  eo.output_layers = outs.layers;
+  eo.used_narrow_memory_bytes_per_tile = narrow_bytes;
+  eo.dma_hints.fully_deterministic = true;
+  eo.dma_hints.hints.push_back(instruction_hint());
+  eo.dma_hints.hints.push_back(
+      dma_hint(container::BufferKind::kInput, container::Direction::kInfeed, in.input_name, in.k));
+  eo.dma_hints.hints.insert(eo.dma_hints.hints.end(), outs.hints.begin(), outs.hints.end());
+  eo.dma_hints.hints.push_back(interrupt_hint());
+  return eo;
+}
 
 int fc_groups(int n) { return (n + kGroup - 1) / kGroup; }
 int fc_units_per_tile(int k, bool bias) {
@@ -780,14 +804,14 @@ namespace {
 // free rows above the parameters and below the input FIFO).
 constexpr int kChainOutRows[kChainOutPieces] = {0x2078, 0x2068, 0x2058, 0x2048};
 
-// The output of pieces (tile, narrow byte), 64 bytes each, in this order, to the host; then, with
-// `r_output`, a second output of scalar-memory word kChainRmsRWord (FcChainRms); then, with `end`,
-// the program's end (output_stage's form for pieces of several layers); without it, more of the
-// program follows (FfnChainTail).
+// The output of pieces (tile, narrow byte), 64 bytes each, in this order, to the host (on
+// `last`'s grid); then, with `r_output`, a second output of scalar-memory word kChainRmsRWord
+// (FcChainRms); then, with `end`, the program's end (output_stage's form for pieces of several
+// layers); without it, more of the program follows (FfnChainTail). Both go into `outs`.
 void pieces_output_stage(Emitter& e, const std::vector<std::pair<int, int>>& pieces,
-                         const std::string& name, int& ring_ordinal,
+                         const FcLayer& last, int& ring_ordinal, OutputList& outs,
                          const std::string& r_output = "", bool end = true) {
-  output_address(e, name);
+  output_address(e, last.output_name);
   // Each tile's j-th piece goes to its j-th row; one narrowToWide per (row, address).
   std::array<int, 16> count{};
   std::vector<int> row_of;
@@ -816,11 +840,16 @@ void pieces_output_stage(Emitter& e, const std::vector<std::pair<int, int>>& pie
   e.add("scsync", cat("tiles=0xffff smask=0x020 thr5=", n / 32, " wait=0x020 sunits=0x0c"));
   tile_fence(e, "counters=0x20000 units=0x3ff signal=1");
   wait_tokens(e);
+  outs.add(chain_output_layer(last, n), n);
   if (!r_output.empty()) {
     // Its own descriptor, opened once the pieces' is complete: r follows their bytes.
     output_address(e, r_output);
     descriptor(e, 5, 4, 6, 4, 3);
     emit_push_words(e, kChainRmsRWord, 1);
+    // Raw float32 bytes (unsigned, no sign bits flipped).
+    container::Layer r = boundary_layer(r_output, 4, 0, 1.0f, true, false);
+    r.shape = {{0, 0}, {0, 3}};
+    outs.add(std::move(r), 4);
   }
   if (!end) return;
   tile_fence(e, "units=0x3ff signal=1 f109=3");
@@ -1066,7 +1095,7 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
 
 FfnChainEmitted emit_ffn_chain(Emitter& e, const FfnChain& chain, const FcPlacement& up_at,
                                const FcPlacement& down_at, const FfnChainTail* tail,
-                               const FfnChainFrom* from, int& ring_ordinal) {
+                               const FfnChainFrom* from, int& ring_ordinal, OutputList& outs) {
   const FfnLayer& f = chain.ffn;
   const int hidden = f.up.n / 2;
   if (f.up.n % (2 * kGroup) != 0 || hidden > 16 * kGroup || f.down.k != hidden ||
@@ -1216,12 +1245,13 @@ FfnChainEmitted emit_ffn_chain(Emitter& e, const FfnChain& chain, const FcPlacem
   if (chain.products.layer >= 0)
     narrow_end = products_stage(e, next[size_t(chain.products.layer)], products_at, chain.products,
                                 tables_at, narrow_end, out_pieces);
-  pieces_output_stage(e, out_pieces, chain.next.back().output_name, ring_ordinal,
+  pieces_output_stage(e, out_pieces, chain.next.back(), ring_ordinal, outs,
                       rms.layer >= 0 ? rms.output_name : "", tail == nullptr);
   if (chain.after_r.layer >= 0) narrow_end = std::max(narrow_end, late_end);
   if (tail) {
     tail_place.products_at = products_base;
     tail_place.narrow_end = narrow_end;
+    tail_place.outputs = &outs;
     narrow_end = std::max(narrow_end, tail->emit(e, ring_ordinal, tail_place));
   }
   return {narrow_end, in_k + more_k, static_cast<int>(out_pieces.size()) * kGroup};
@@ -1231,32 +1261,19 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
                                     const FcPlacement& down_at, const FfnChainTail* tail) {
   Emitter e;
   int ring_ordinal = 0;
+  OutputList outs;
   const FfnChainEmitted done =
-      emit_ffn_chain(e, chain, up_at, down_at, tail, nullptr, ring_ordinal);
+      emit_ffn_chain(e, chain, up_at, down_at, tail, nullptr, ring_ordinal, outs);
   const FfnLayer& f = chain.ffn;
-  const FcChainRms& rms = chain.rms;
   const Geometry up = geometry(f.up.n, f.up.k, !f.up.bias.empty(), up_at);
   const Geometry down = geometry(f.down.n, f.down.k, !f.down.bias.empty(), down_at);
   int widest = 0;
   const std::vector<Geometry> next = follower_geometries(chain, widest);
   FcLayer in_layer = f.up;
   in_layer.k = done.input_k;
-  FcLayer out_layer = chain.next.back();
-  Geometry out_geometry{};
-  out_geometry.n = out_layer.n = done.output_n;
   FfnChainPrograms out;
   out.marks = e.marks();
-  out.execution =
-      execution_executable_of(e.finish(), in_layer, out_layer, out_geometry, done.narrow_end);
-  if (rms.layer >= 0) {
-    // r: raw float32 bytes (unsigned, no sign bits flipped), before the completion interrupt.
-    container::Layer r = boundary_layer(rms.output_name, 4, 0, 1.0f, true, false);
-    r.shape = {{0, 0}, {0, 3}};
-    out.execution.output_layers.push_back(std::move(r));
-    auto& hints = out.execution.dma_hints.hints;
-    hints.insert(hints.end() - 1, dma_hint(container::BufferKind::kOutput,
-                                           container::Direction::kOutfeed, rms.output_name, 4));
-  }
+  out.execution = execution_with_outputs(e.finish(), in_layer, outs, done.narrow_end);
   const auto caching = [&](const Geometry& g, const FcLayer& l, const FcRowWrite& rows) {
     std::vector<uint8_t> parameters = fc_parameters(l);
     parameters.insert(parameters.end(), rows.bytes.begin(), rows.bytes.end());
@@ -1379,20 +1396,18 @@ FfnChainPrograms generate_fc_chain(const FcChain& chain, const FfnChainTail* tai
     at = products_stage(e, g[size_t(chain.products.layer)], products_at, chain.products, tables_at,
                         at, out_pieces);
   if (out_pieces.empty()) fail("an FC chain must return something");
-  pieces_output_stage(e, out_pieces, chain.layers.back().output_name, ring_ordinal, "",
-                      tail == nullptr);
+  OutputList outs;
+  pieces_output_stage(e, out_pieces, chain.layers.back(), ring_ordinal, outs, "", tail == nullptr);
   if (!late.empty()) at = std::max(at, late_end);
   if (tail) {
     tail_place.products_at = products_base;
     tail_place.narrow_end = at;
+    tail_place.outputs = &outs;
     at = std::max(at, tail->emit(e, ring_ordinal, tail_place));
   }
-  FcLayer out_layer = chain.layers.back();
-  Geometry out_geometry{};
-  out_geometry.n = out_layer.n = static_cast<int>(out_pieces.size()) * kGroup;
   FfnChainPrograms out;
   out.marks = e.marks();
-  out.execution = execution_executable_of(e.finish(), in_layer, out_layer, out_geometry, at);
+  out.execution = execution_with_outputs(e.finish(), in_layer, outs, at);
   for (size_t i = 0; i < g.size(); ++i) {
     const FcRowWrite rows = static_cast<int>(i) == chain.after_r.layer
                                 ? after_r_constants(chain.after_r, g[i])

@@ -11,6 +11,7 @@
 
 #include "compiler/emitter.h"
 #include "compiler/fc_codegen.h"
+#include "container/executable.h"
 
 namespace tinycoral::compiler {
 
@@ -56,12 +57,26 @@ FfnFromPieces emit_ffn_from_pieces(Emitter& e, const FfnLayer& f, const FcPlacem
                                    const std::vector<std::pair<int, int>>& in_pieces,
                                    int& ring_ordinal);
 
+// A program's outputs in the order their stages push them to the host: each output's layer and
+// its DMA hint. Recorded where the stage is emitted, so a program holding more than one layer
+// (issue 14 D.2b) lists them in its bitstream's order.
+struct OutputList {
+  std::vector<container::Layer> layers;
+  std::vector<container::DmaHint> hints;
+  void add(container::Layer layer, int bytes);
+};
+// An FC chain's output of n bytes (its last layer's grid): tile t's 64 outputs at byte 64 t.
+container::Layer chain_output_layer(const FcLayer& last, int n);
+// The EXECUTION_ONLY executable of `program`: `in`'s input (in.k bytes), then `outs` in order.
+container::Executable execution_with_outputs(container::Bitstream program, const FcLayer& in,
+                                             const OutputList& outs, int narrow_bytes);
+
 // More program after an FFN chain's outputs, in the same program (generate_ffn_chain_softmax):
 // the chain's input pop also takes `input_bytes` after the chain's own bytes and tables, from the
 // next whole 256-byte packet on; the chain's outputs (and r) leave without the program's end, then
 // `emit` writes the rest, the end included. It gets the chain's ring ordinal (the producers so far,
-// which it continues) and FfnChainTailAt; it returns the narrow bytes per tile it uses. Its outputs
-// are the caller's to add to the executable.
+// which it continues) and FfnChainTailAt; it returns the narrow bytes per tile it uses. It records
+// its outputs in *outputs as it emits them.
 struct FfnChainTailAt {
   int input_at = 0;  // the byte of the pop where the tail's input starts
   // The narrow byte where the chain's table products lie on their tiles (FcTableProducts;
@@ -73,6 +88,7 @@ struct FfnChainTailAt {
   // Each follower's groups' outputs (tile, narrow byte), still there when the tail starts (the
   // chain's outputs are copied to their wide rows to leave); an FC chain's layers likewise.
   std::vector<std::vector<std::pair<int, int>>> follower_out;
+  OutputList* outputs = nullptr;  // the program's, the chain's own first
 };
 struct FfnChainTail {
   int input_bytes = 0;
@@ -96,11 +112,11 @@ struct FfnChainEmitted {
   int output_n = 0;    // the chain's output bytes (whole groups)
 };
 // generate_ffn_chain's stages into `e`: from the host's input without `from`, else from the
-// tiles without the program's start; the ring ordinal continued. The executables are the
-// caller's.
+// tiles without the program's start; the ring ordinal continued, the outputs (the tail's too)
+// recorded in `outs`. The executables are the caller's.
 FfnChainEmitted emit_ffn_chain(Emitter& e, const FfnChain& chain, const FcPlacement& up,
                                const FcPlacement& down, const FfnChainTail* tail,
-                               const FfnChainFrom* from, int& ring_ordinal);
+                               const FfnChainFrom* from, int& ring_ordinal, OutputList& outs);
 // generate_fc_chain's program with a tail, as above (the products' narrow base is where
 // products_stage put them).
 FfnChainPrograms generate_fc_chain(const FcChain& chain, const FfnChainTail* tail);

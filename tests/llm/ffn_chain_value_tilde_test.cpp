@@ -1037,6 +1037,60 @@ TEST(FfnChainOnTheChip, TheLastFfnAfterTheSumEqualsItsOwnProgramBitForBit) {
   });
 }
 
+// The outputs a program's stages push, seen two ways (D.2a's OutputList): the names of the
+// output buffers its bitstream addresses, in the bitstream's order, and the executable's output
+// layers and outfeed hints, which the stages recorded as they were emitted. They must agree in
+// order (the runtime reads output i from the i-th layer's buffer) and in bytes, for the chain
+// alone and the joined programs without the rest, with it and with the last FFN, both shapes.
+TEST(FfnChainOnTheChip, EveryProgramListsItsOutputsInTheOrderItsBitstreamPushesThem) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  for_each_reference_model(data, [](const std::string&, const LoadedModel& model) {
+    const llm::Config& c = model.ck.config;
+    llm::ThreadPool pool(2);
+    const llm::Int8Weights w(model.ck, llm::calibrate(model.ck, pool, 4), residual_options());
+    RestCase k;
+    rest_case(c, w, k);
+    compiler::FcLayerRest with_ffn = k.rest;
+    with_ffn.ffn = &k.v.chain.ffn;
+    with_ffn.ffn_up = k.v.up_at;
+    with_ffn.ffn_down = k.v.down_at;
+    with_ffn.ffn_output_name = "y_last";
+    const std::vector<std::pair<std::string, container::Executable>> programs = {
+        {"chain", compiler::generate_ffn_chain(k.v.chain, k.v.up_at, k.v.down_at).execution},
+        {"joined", k.joined(nullptr).execution},
+        {"rest", k.joined(&k.rest).execution},
+        {"ffn", k.joined(&with_ffn).execution}};
+    std::set<size_t> counts;
+    for (const auto& [what, e] : programs) {
+      SCOPED_TRACE(what);
+      std::vector<container::FieldOffset> fields = e.bitstreams.at(0).field_offsets;
+      std::stable_sort(fields.begin(), fields.end(),
+                       [](const auto& a, const auto& b) { return a.offset_bit < b.offset_bit; });
+      std::vector<std::string> pushed;
+      for (const container::FieldOffset& f : fields)
+        if (f.meta.desc == container::BufferKind::kOutput &&
+            (pushed.empty() || pushed.back() != f.meta.name))
+          pushed.push_back(f.meta.name);
+      std::vector<std::string> listed, hinted;
+      for (const container::Layer& l : e.output_layers) listed.push_back(l.name);
+      const runtime::Program p(e);
+      size_t output = 0;
+      for (const container::DmaHint& h : e.dma_hints.hints)
+        if (h.kind == container::HintKind::kDma && h.direction == container::Direction::kOutfeed) {
+          hinted.push_back(h.meta.name);
+          ASSERT_LT(output, p.num_outputs());
+          EXPECT_EQ(size_t(h.size_in_bytes), p.output_bytes(output++)) << h.meta.name;
+        }
+      EXPECT_EQ(listed, pushed);
+      EXPECT_EQ(hinted, pushed);
+      EXPECT_EQ(std::set<std::string>(pushed.begin(), pushed.end()).size(), pushed.size());
+      counts.insert(pushed.size());
+    }
+    // Not trivial: each form adds outputs (the chain's and r; o; the rest's; y).
+    EXPECT_EQ(counts, (std::set<size_t>{2, 3, 4, 5}));
+  });
+}
+
 // What the generator refuses, each an Error (not a layout to retry): groups after r of a follower
 // that is not after r's, without r, of a group the follower lacks, out of order, with constants
 // of the wrong count, or with their constants' row inside a group's parameters or not row-aligned.
