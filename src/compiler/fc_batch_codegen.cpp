@@ -1025,6 +1025,9 @@ RestAt rest_at(const FcLayerRest& r) {
          " padding flags, output '", r.output_name, "'");
   if (chain_rms_x_word(groups) < kGroup * groups)
     fail("the layer's rest: x2's ", groups, " groups and their multipliers past scalar memory");
+  if (r.ffn && r.next)
+    fail("the layer's rest with the last FFN and a next layer: the next layer's chain has its",
+         " own, so the rest takes no FFN");
   RestAt p;
   p.rest = &r;
   p.add = groups_of(groups, r.add_at);
@@ -1053,29 +1056,144 @@ RestAt rest_at(const FcLayerRest& r) {
   return p;
 }
 
-// x_q's pieces (the chain's follower x_follower's outputs) to the add's first tile, before the
-// tail's bytes overwrite them.
+// x_q's pieces (the chain's follower x_follower's outputs, or with -1 the chain's input pieces)
+// to the add's first tile, before the tail's bytes overwrite them.
 void save_rest_input(Emitter& e, const RestAt& p, const FfnChainTailAt& at, int& ordinal) {
   const FcLayerRest& r = *p.rest;
-  if (r.x_follower < 0 || size_t(r.x_follower) >= at.follower_out.size() ||
-      at.follower_out[size_t(r.x_follower)].size() != p.add.tile.size())
+  std::vector<std::pair<int, int>> pieces;
+  if (r.x_follower < 0) {
+    pieces = at.input_pieces;
+  } else if (size_t(r.x_follower) < at.follower_out.size()) {
+    for (const auto& [tile, byte] : at.follower_out[size_t(r.x_follower)])
+      pieces.emplace_back(tile, byte / 4);
+  }
+  if (pieces.size() != p.add.tile.size())
     fail("the layer's rest reads x_q from the chain's follower ", r.x_follower, " of ",
-         at.follower_out.size(), ": needs ", p.add.tile.size(), " groups");
+         at.follower_out.size(), " (-1: its input, ", at.input_pieces.size(), " pieces): needs ",
+         p.add.tile.size(), " groups");
   if (at.narrow_end > p.save)
     throw LayoutRejected(cat("the chain's narrow bytes up to ", at.narrow_end,
                              " reach the layer's rest from byte ", p.save));
-  std::vector<std::pair<int, int>> pieces;
-  for (const auto& [tile, byte] : at.follower_out[size_t(r.x_follower)])
-    pieces.emplace_back(tile, byte / 4);
   ffn_broadcast(e, tile_bit(p.add.tile[0]), pieces, ordinal, p.save);
+}
+
+// The chain side of a joined program (generate_ffn_chain_softmax, generate_fc_chain_softmax):
+// where its table products are computed, its output names, its r, its input's type, and the
+// generator that writes it with a tail.
+struct ChainBeforeScores {
+  const FcTableProducts& products;
+  const std::vector<FcPlacement>& layers_at;  // the placements products.layer indexes
+  std::string output_name, r_name;            // r_name: "" without r
+  int rms_groups = 0;                         // r's follower's groups, 0 without r
+  bool signed_input = true;
+  std::function<FfnChainPrograms(const FfnChainTail&)> generate;
+};
+
+// generate_ffn_chain_softmax's arguments after the chain's (pointers to the caller's, which
+// outlive the program's generation).
+struct JoinedArgs {
+  const FcLayer& layer;
+  const FcPlacement& placement;
+  int row_bytes = 0;
+  const std::vector<float>& exp_mult;
+  const FcScoresInput* first = nullptr;
+  const FcColumnWrite* columns = nullptr;
+  const std::vector<int>& moved;
+  const FcValueSum* sum = nullptr;
+  const FcChainValueWrite* values = nullptr;
+  const FcLayerRest* rest = nullptr;
+};
+
+struct JoinedTail;
+// What a joined layer's tail reads when it emits, owned with it (make_joined_tail).
+struct JoinedState {
+  const FcLayer* layer = nullptr;
+  int row_bytes = 0;
+  const FcScoresInput* first = nullptr;
+  std::vector<int> moved;
+  const FcValueSum* sum = nullptr;
+  const FcChainValueWrite* values = nullptr;
+  std::optional<SumAfterSoftmax> summed;
+  ScalarSoftmax sm;
+  Groups g;
+  int out_bytes = 0, out_base = 0;
+  std::optional<FcColumnWrite> placed;
+  std::vector<std::pair<int, int>> pieces;  // the moved products
+  std::optional<RestAt> rest_place;
+  // This layer's value write marks [value_marks_from, marks_end): a program holding more than one
+  // layer marks more after them.
+  size_t value_marks_from = 0, marks_end = 0;
+  std::vector<JoinedTail> nested;  // the next layer's, behind this one's rest (FcLayerRest::next)
+};
+
+// A joined layer's tail after its chain (the value write, the scores, the softmax, the sum, wo and
+// the rest) and, once the program is generated, its marks put in order.
+struct JoinedTail {
+  FfnChainTail tail;
+  std::shared_ptr<JoinedState> state;
+  // The write's marks after the column's, within this layer's marks; the nested layers' likewise.
+  void order_marks(std::vector<isa::EncodedField>& marks) const {
+    const JoinedState& s = *state;
+    if (s.values) {
+      const size_t write_marks = 2 * s.values->write.cache_units.size();
+      if (s.marks_end < s.value_marks_from + write_marks)
+        fail("the value write marked ", s.marks_end - s.value_marks_from, " fields, not ",
+             write_marks);
+      const auto from = marks.begin() + long(s.value_marks_from);
+      std::rotate(from, from + long(write_marks), marks.begin() + long(s.marks_end));
+    }
+    for (const JoinedTail& t : s.nested) t.order_marks(marks);
+  }
+};
+JoinedTail make_joined_tail(const ChainBeforeScores& chain, const JoinedArgs& a);
+
+// An FfnChain's side of a joined program, generated by `generate` (none for a nested one).
+ChainBeforeScores ffn_chain_side(const FfnChain& chain,
+                                 std::function<FfnChainPrograms(const FfnChainTail&)> generate) {
+  if (chain.next.empty()) fail("the scores after a chain without followers");
+  const FcChainRms& rms = chain.rms;
+  const bool with_r = rms.layer >= 0 && size_t(rms.layer) < chain.next.size();
+  return {chain.products,
+          chain.next_at,
+          chain.next.back().output_name,
+          with_r ? rms.output_name : "",
+          with_r ? fc_groups(chain.next[size_t(rms.layer)].n) : 0,
+          chain.ffn.up.signed_input,
+          std::move(generate)};
+}
+
+// The next layer behind the rest (FcLayerRest::next): its chain from the FFN input's and x2's
+// pieces where the rest left them, its tail (kept in `nested` for its marks) after it.
+int emit_next_layer(Emitter& e, const RestAt& p, const FfnChainTailAt& at,
+                    std::vector<std::pair<int, int>> up_pieces,
+                    std::vector<std::pair<int, int>> x2_pieces, int ordinal, OutputList& outs,
+                    std::vector<JoinedTail>& nested) {
+  const FcJoinedLayer& next = *p.rest->next;
+  if (!next.chain || !next.layer)
+    fail("the next layer behind the rest needs its chain and its scores");
+  FfnChainFrom from;
+  from.up_pieces = std::move(up_pieces);
+  from.extra_pieces = std::move(x2_pieces);
+  from.tables_at = at.tables_at;
+  from.tail_input_at = at.input_at;
+  // x2 waits in the rest's bytes until the next chain's follower 0 reads it.
+  from.narrow_below = p.save;
+  nested.push_back(
+      make_joined_tail(ffn_chain_side(*next.chain, nullptr),
+                       {*next.layer, next.placement, next.row_bytes, next.exp_mult, next.first,
+                        next.columns, next.moved, next.sum, next.values, next.rest}));
+  emit_ffn_chain(e, *next.chain, next.up, next.down, &nested.back().tail, &from, ordinal, outs);
+  return ordinal;
 }
 
 // The rest after wo (its pieces `o`, (tile, narrow byte) in group order): the add, r_ffn, the
 // norm with its multipliers from r_ffn, [the FFN input; x2] to the host, with `ffn` the FFN and y
-// to the host, the program's end.
+// to the host, the program's end; with `next` the next layer (emit_next_layer; `at` the outer
+// chain's tail place, `nested` where its tail is kept).
 // Returns the ring ordinal past its producers; its outputs go into `outs`.
 int emit_layer_rest(Emitter& e, const RestAt& p, const std::vector<std::pair<int, int>>& o,
-                    int ordinal, OutputList& outs) {
+                    int ordinal, OutputList& outs, const FfnChainTailAt* at = nullptr,
+                    std::vector<JoinedTail>* nested = nullptr) {
   const FcLayerRest& r = *p.rest;
   const int groups = int(p.add.tile.size());
   if (int(o.size()) != groups)
@@ -1112,13 +1230,21 @@ int emit_layer_rest(Emitter& e, const RestAt& p, const std::vector<std::pair<int
   for (int g = 0; g < groups; ++g)
     blocks.emplace_back(p.norm.tile[size_t(g)], p.ffn_in + kGroup * p.norm.slot[size_t(g)]);
   blocks.insert(blocks.end(), x2.begin(), x2.end());
-  ordinal = blocks_output_stage(e, r.output_name, blocks, kGroup, ordinal, r.ffn == nullptr);
+  ordinal = blocks_output_stage(e, r.output_name, blocks, kGroup, ordinal,
+                                r.ffn == nullptr && r.next == nullptr);
   {  // [the FFN input; x2]: both int8, the FFN input's grid named
     const int total = kGroup * int(blocks.size());
     container::Layer out = boundary_layer(r.output_name, total, r.norm.out_zp, r.norm.out_scale,
                                           true, r.norm.signed_output);
     out.shape = {{0, 0}, {0, total - 1}};
     outs.add(std::move(out), total);
+  }
+  if (r.next) {
+    if (!at || !nested) fail("the next layer behind a rest outside a chain's tail");
+    std::vector<std::pair<int, int>> in;
+    for (int g = 0; g < groups; ++g)
+      in.emplace_back(p.norm.tile[size_t(g)], (p.ffn_in + kGroup * p.norm.slot[size_t(g)]) / 4);
+    return emit_next_layer(e, p, *at, in, x2_words, ordinal, outs, *nested);
   }
   if (!r.ffn) return ordinal;
   // The FFN reads its input's pieces first (to narrow 0 of w1/w3's tiles), so its buffers may
@@ -1155,7 +1281,9 @@ container::Layer sum_output_layer(const FcValueSum& sum) {
 // end (with `rest`, the layer's rest after wo first). Returns the narrow bytes per tile it takes
 // (the rest's, at the top, not counted). `ordinal` comes back past the stages' producers.
 int emit_sum_after_softmax(Emitter& e, const FcValueSum& sum, const SumAfterSoftmax& a, int e_base,
-                           int& ordinal, OutputList& outs, const RestAt* rest = nullptr) {
+                           int& ordinal, OutputList& outs, const RestAt* rest = nullptr,
+                           const FfnChainTailAt* at = nullptr,
+                           std::vector<JoinedTail>* nested = nullptr) {
   Groups v = a.v;
   const int sum_out = e_base + a.moved;
   const int end = sum_out + v.slots * kGroup;
@@ -1201,7 +1329,7 @@ int emit_sum_after_softmax(Emitter& e, const FcValueSum& sum, const SumAfterSoft
   if (rest) {
     std::vector<std::pair<int, int>> o;
     for (size_t i = 0; i < w.tile.size(); ++i) o.emplace_back(w.tile[i], end + kGroup * w.slot[i]);
-    ordinal = emit_layer_rest(e, *rest, o, ordinal, outs);
+    ordinal = emit_layer_rest(e, *rest, o, ordinal, outs, at, nested);
   }
   return used;
 }
@@ -1264,18 +1392,6 @@ std::string ffn_chain_softmax_unsupported(int heads, int positions, int rms_grou
 
 namespace {
 
-// The chain side of a joined program (generate_ffn_chain_softmax, generate_fc_chain_softmax):
-// where its table products are computed, its output names, its r, its input's type, and the
-// generator that writes it with a tail.
-struct ChainBeforeScores {
-  const FcTableProducts& products;
-  const std::vector<FcPlacement>& layers_at;  // the placements products.layer indexes
-  std::string output_name, r_name;            // r_name: "" without r
-  int rms_groups = 0;                         // r's follower's groups, 0 without r
-  bool signed_input = true;
-  std::function<FfnChainPrograms(const FfnChainTail&)> generate;
-};
-
 // A joined program's value write (FcChainValueWrite) at the start of its tail: v~'s pieces from
 // where the chain's follower left them, side by side from the first 64-byte boundary past the
 // chain's narrow bytes on every cache group's tile, the quads from the next 256-byte boundary
@@ -1312,59 +1428,6 @@ int emit_chain_value_write(Emitter& e, const FcChainValueWrite& values, const Ff
   return used;
 }
 
-// generate_ffn_chain_softmax's arguments after the chain's (pointers to the caller's, which
-// outlive the program's generation).
-struct JoinedArgs {
-  const FcLayer& layer;
-  const FcPlacement& placement;
-  int row_bytes = 0;
-  const std::vector<float>& exp_mult;
-  const FcScoresInput* first = nullptr;
-  const FcColumnWrite* columns = nullptr;
-  const std::vector<int>& moved;
-  const FcValueSum* sum = nullptr;
-  const FcChainValueWrite* values = nullptr;
-  const FcLayerRest* rest = nullptr;
-};
-
-// What a joined layer's tail reads when it emits, owned with it (make_joined_tail).
-struct JoinedState {
-  const FcLayer* layer = nullptr;
-  int row_bytes = 0;
-  const FcScoresInput* first = nullptr;
-  std::vector<int> moved;
-  const FcValueSum* sum = nullptr;
-  const FcChainValueWrite* values = nullptr;
-  std::optional<SumAfterSoftmax> summed;
-  ScalarSoftmax sm;
-  Groups g;
-  int out_bytes = 0, out_base = 0;
-  std::optional<FcColumnWrite> placed;
-  std::vector<std::pair<int, int>> pieces;  // the moved products
-  std::optional<RestAt> rest_place;
-  // This layer's value write marks [value_marks_from, marks_end): a program holding more than one
-  // layer marks more after them.
-  size_t value_marks_from = 0, marks_end = 0;
-};
-
-// A joined layer's tail after its chain (the value write, the scores, the softmax, the sum, wo and
-// the rest) and, once the program is generated, its marks put in order.
-struct JoinedTail {
-  FfnChainTail tail;
-  std::shared_ptr<JoinedState> state;
-  // The write's marks after the column's, within this layer's marks.
-  void order_marks(std::vector<isa::EncodedField>& marks) const {
-    const JoinedState& s = *state;
-    if (!s.values) return;
-    const size_t write_marks = 2 * s.values->write.cache_units.size();
-    if (s.marks_end < s.value_marks_from + write_marks)
-      fail("the value write marked ", s.marks_end - s.value_marks_from, " fields, not ",
-           write_marks);
-    const auto from = marks.begin() + long(s.value_marks_from);
-    std::rotate(from, from + long(write_marks), marks.begin() + long(s.marks_end));
-  }
-};
-
 // The tail's emit (make_joined_tail): its outputs go into at.outputs as they leave.
 int emit_joined_tail(Emitter& e, int& ordinal, const FfnChainTailAt& at, JoinedState& s) {
   if (!at.outputs) fail("a joined layer's tail without a list for its outputs");
@@ -1400,11 +1463,13 @@ int emit_joined_tail(Emitter& e, int& ordinal, const FfnChainTailAt& at, JoinedS
   const int before =
       std::max(s.out_base + s.g.slots * kGroup + first_bytes(s.first), column_copy_bytes(cw));
   int used = before;
+  // This layer's marks end here: a layer behind its rest (FcLayerRest::next) marks its own after.
+  s.marks_end = e.marks().size();
   if (s.summed) {  // e from where generate_fc_batch_attention puts it: the scores are read by then
     used = emit_sum_after_softmax(
         e, *s.sum, *s.summed,
         round_up(s.out_base + s.g.slots * kGroup + first_bytes(s.first), kPiece), ordinal, outs,
-        s.rest_place ? &*s.rest_place : nullptr);
+        s.rest_place ? &*s.rest_place : nullptr, &at, &s.nested);
   } else {
     push_softmax_and_end(e, s.layer->output_name, s.out_bytes);
     outs.add(softmax_output_layer(s.layer->output_name, s.out_bytes), s.out_bytes);
@@ -1412,7 +1477,7 @@ int emit_joined_tail(Emitter& e, int& ordinal, const FfnChainTailAt& at, JoinedS
   int first_end = 0;
   if (s.first) multiplier_narrow(s.first, before, first_end);
   const int tail_end = std::max({used, before, first_end, value_end});
-  s.marks_end = e.marks().size();
+  if (s.nested.empty()) s.marks_end = e.marks().size();
   if (!s.rest_place) return tail_end;
   if (tail_end > s.rest_place->save)
     throw LayoutRejected(cat("the joined program's tail up to narrow byte ", tail_end,
@@ -1514,6 +1579,13 @@ FfnChainPrograms chain_then_softmax(const ChainBeforeScores& chain, const Joined
   const JoinedTail t = make_joined_tail(chain, a);
   FfnChainPrograms out = chain.generate(t.tail);
   t.order_marks(out.marks);
+  // The runtime finds outputs by name: the layers behind a rest bring their own.
+  const std::vector<container::Layer>& layers = out.execution.output_layers;
+  for (size_t i = 0; i < layers.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (layers[i].name == layers[j].name)
+        fail("the joined program's outputs ", j, " and ", i, " are both '", layers[i].name,
+             "': each needs a name of its own");
   return out;
 }
 
@@ -1524,17 +1596,8 @@ FfnChainPrograms generate_ffn_chain_softmax(
     const FcPlacement& placement, int row_bytes, const std::vector<float>& exp_mult,
     const FcScoresInput* first, const FcColumnWrite* columns, const std::vector<int>& moved,
     const FcValueSum* sum, const FcChainValueWrite* values, const FcLayerRest* rest) {
-  if (chain.next.empty()) fail("the scores after a chain without followers");
-  const FcChainRms& rms = chain.rms;
-  const bool with_r = rms.layer >= 0 && size_t(rms.layer) < chain.next.size();
-  ChainBeforeScores c{
-      chain.products,
-      chain.next_at,
-      chain.next.back().output_name,
-      with_r ? rms.output_name : "",
-      with_r ? fc_groups(chain.next[size_t(rms.layer)].n) : 0,
-      chain.ffn.up.signed_input,
-      [&](const FfnChainTail& tail) { return generate_ffn_chain(chain, up, down, &tail); }};
+  const ChainBeforeScores c = ffn_chain_side(
+      chain, [&](const FfnChainTail& tail) { return generate_ffn_chain(chain, up, down, &tail); });
   return chain_then_softmax(
       c, {layer, placement, row_bytes, exp_mult, first, columns, moved, sum, values, rest});
 }
@@ -1544,7 +1607,8 @@ FfnChainPrograms generate_fc_chain_softmax(const FcChain& chain, const FcLayer& 
                                            const std::vector<float>& exp_mult,
                                            const FcScoresInput* first, const FcColumnWrite* columns,
                                            const std::vector<int>& moved, const FcValueSum* sum,
-                                           const FcChainValueWrite* values) {
+                                           const FcChainValueWrite* values,
+                                           const FcLayerRest* rest) {
   if (chain.layers.empty()) fail("the scores after an FC chain without layers");
   ChainBeforeScores c{chain.products,
                       chain.at,
@@ -1554,7 +1618,7 @@ FfnChainPrograms generate_fc_chain_softmax(const FcChain& chain, const FcLayer& 
                       chain.layers.front().signed_input,
                       [&](const FfnChainTail& tail) { return generate_fc_chain(chain, &tail); }};
   return chain_then_softmax(
-      c, {layer, placement, row_bytes, exp_mult, first, columns, moved, sum, values, nullptr});
+      c, {layer, placement, row_bytes, exp_mult, first, columns, moved, sum, values, rest});
 }
 
 std::string fc_batch_attention_unsupported(int heads, int positions, int sum_outputs) {

@@ -149,12 +149,14 @@ FfnChainPrograms generate_ffn_chain_softmax(
 // the next whole 256-byte packet, then the row and count (or with `moved` the count alone);
 // outputs the chain's, then e and 1 / S. The multipliers from r read r in the count block (bytes
 // 4..7, r_word -1: nothing else lies at the top of scalar memory), and so do the chain's groups
-// after r (FcChain::after_r: the llm path's layer-0 v~).
+// after r (FcChain::after_r: the llm path's layer-0 v~). With `rest` (x_follower -1: x_q is the
+// chain's input), the layer goes on after wo as generate_ffn_chain_softmax's.
 FfnChainPrograms generate_fc_chain_softmax(
     const FcChain& chain, const FcLayer& layer, const FcPlacement& placement, int row_bytes,
     const std::vector<float>& exp_mult, const FcScoresInput* first = nullptr,
     const FcColumnWrite* columns = nullptr, const std::vector<int>& moved = {},
-    const FcValueSum* sum = nullptr, const FcChainValueWrite* values = nullptr);
+    const FcValueSum* sum = nullptr, const FcChainValueWrite* values = nullptr,
+    const FcLayerRest* rest = nullptr);
 
 // An FC in front of the scores (the llm path's RoPE sum, docs/llm.md "RoPE's sum in the scores'
 // program"): it reads the program's input row (group g K bytes from at.in_at[g]) on its own
@@ -263,7 +265,9 @@ struct FcChainValueWrite {
 // norm_padding). x_q is the output of the chain's follower `x_follower`, saved at the tail's start
 // (the tail's own bytes would overwrite it) into the top of narrow memory, where the rest's bytes
 // lie too; the tail below them is refused where it reaches them (LayoutRejected). Output
-// `output_name`: [the FFN input's groups x 64; x2's groups x 64].
+// `output_name`: [the FFN input's groups x 64; x2's groups x 64]. x_follower -1: x_q is the
+// chain's own input (an FcChain's, generate_fc_chain_softmax: the llm path's layer 0).
+struct FcJoinedLayer;
 struct FcLayerRest {
   FcLayer add;
   FcPlacement add_at;
@@ -281,6 +285,28 @@ struct FcLayerRest {
   const FfnLayer* ffn = nullptr;
   FcPlacement ffn_up, ffn_down;
   std::string ffn_output_name;
+  // D.2b (not with `ffn`): with `next`, the next layer's joined program in the same program after
+  // that output: its chain reads the FFN input's pieces and x2's where the rest left them
+  // (emit_ffn_chain with FfnChainFrom), its tables and its tail's input at the outer chain's
+  // bytes of the pop (the same tables, the same count block); its outputs after this layer's,
+  // each with a name of its own. Its chain's bytes below the rest's are refused where they reach
+  // them (LayoutRejected).
+  const FcJoinedLayer* next = nullptr;
+};
+// generate_ffn_chain_softmax's arguments as one (a layer nested behind the previous one's rest).
+struct FcJoinedLayer {
+  const FfnChain* chain = nullptr;
+  FcPlacement up, down;
+  const FcLayer* layer = nullptr;
+  FcPlacement placement;
+  int row_bytes = 0;
+  std::vector<float> exp_mult;
+  const FcScoresInput* first = nullptr;
+  const FcColumnWrite* columns = nullptr;
+  std::vector<int> moved;
+  const FcValueSum* sum = nullptr;
+  const FcChainValueWrite* values = nullptr;
+  const FcLayerRest* rest = nullptr;
 };
 FcScoresProgram generate_fc_batch_attention(const FcLayer& layer, const FcPlacement& placement,
                                             int row_bytes, const std::vector<float>& exp_mult,

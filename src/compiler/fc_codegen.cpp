@@ -1248,7 +1248,11 @@ FfnChainEmitted emit_ffn_chain(Emitter& e, const FfnChain& chain, const FcPlacem
   pieces_output_stage(e, out_pieces, chain.next.back(), ring_ordinal, outs,
                       rms.layer >= 0 ? rms.output_name : "", tail == nullptr);
   if (chain.after_r.layer >= 0) narrow_end = std::max(narrow_end, late_end);
+  if (from && narrow_end > from->narrow_below)
+    throw LayoutRejected(cat("the chain from tiles takes narrow bytes up to ", narrow_end,
+                             ", its input lies from byte ", from->narrow_below));
   if (tail) {
+    tail_place.tables_at = tables_at;
     tail_place.products_at = products_base;
     tail_place.narrow_end = narrow_end;
     tail_place.outputs = &outs;
@@ -1402,6 +1406,8 @@ FfnChainPrograms generate_fc_chain(const FcChain& chain, const FfnChainTail* tai
   if (tail) {
     tail_place.products_at = products_base;
     tail_place.narrow_end = at;
+    tail_place.input_pieces = host_pieces(g[0]);
+    tail_place.tables_at = tables_at;
     tail_place.outputs = &outs;
     at = std::max(at, tail->emit(e, ring_ordinal, tail_place));
   }

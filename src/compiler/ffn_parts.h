@@ -88,6 +88,10 @@ struct FfnChainTailAt {
   // Each follower's groups' outputs (tile, narrow byte), still there when the tail starts (the
   // chain's outputs are copied to their wide rows to leave); an FC chain's layers likewise.
   std::vector<std::vector<std::pair<int, int>>> follower_out;
+  // An FcChain's input pieces (tile, narrow word) as its first layer read them from the host,
+  // below every layer's bytes, so still there when the tail starts (an FfnChain's: none).
+  std::vector<std::pair<int, int>> input_pieces;
+  int tables_at = 0;              // the byte of the pop where the products' tables lie
   OutputList* outputs = nullptr;  // the program's, the chain's own first
 };
 struct FfnChainTail {
@@ -105,6 +109,9 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
 struct FfnChainFrom {
   std::vector<std::pair<int, int>> up_pieces, extra_pieces;
   int tables_at = 0, tail_input_at = 0;
+  // The chain's own narrow bytes (before its tail's) stay below this byte: the pieces lie above
+  // (LayoutRejected where they would not).
+  int narrow_below = 0;
 };
 struct FfnChainEmitted {
   int narrow_end = 0;  // narrow bytes per tile used

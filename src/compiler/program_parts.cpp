@@ -171,6 +171,10 @@ std::string byte_walk(std::vector<std::pair<int64_t, int64_t>> stride_count, int
 }
 
 void ring_send(Emitter& e, int from, int row, uint32_t dest, int ordinal) {
+  // r0.val is a signed 16-bit field: a program holding several layers (issue 14 D.2b) counts its
+  // producers on from one ordinal.
+  if (ordinal < 0 || ordinal > 32767)
+    fail("ring producer ", ordinal, " of one program: the ordinal is a 16-bit signed field");
   Fields f(e);
   f("tiles=")
       .hex(tile_bit(from))(" addr=")

@@ -24,6 +24,7 @@
 #include "compiler/fc_value_write.h"
 #include "compiler/ffn_parts.h"
 #include "compiler/program_parts.h"
+#include "isa/isa.h"
 #include "llama2c_files.h"
 #include "llm/int8_model.h"
 #include "llm/int8_residual.h"
@@ -821,7 +822,9 @@ struct RestCase {
   }
 };
 
-void rest_case(const llm::Config& c, const llm::Int8Weights& w, RestCase& k) {
+// `more` places what else the test runs after the rest case's groups.
+void rest_case(const llm::Config& c, const llm::Int8Weights& w, RestCase& k,
+               const std::function<void(llm::TileAllocator&)>& more = nullptr) {
   const int dim_padded = llm::whole_groups(c.dim), groups = compiler::fc_groups(c.dim);
   const int sum_n = 64 * c.n_heads * compiler::fc_groups(c.head_size());
   k.v = value_chain(
@@ -831,6 +834,7 @@ void rest_case(const llm::Config& c, const llm::Int8Weights& w, RestCase& k) {
         EXPECT_TRUE(tiles.place(groups, compiler::fc_units_per_tile(sum_n, false), k.wo_at));
         EXPECT_TRUE(tiles.place(groups, compiler::fc_units_per_tile(128, true), k.add_at));
         EXPECT_TRUE(tiles.place(groups, compiler::fc_units_per_tile(64, false), k.norm_at));
+        if (more) more(tiles);
       },
       true);
   constexpr int kPositions = 128;
@@ -1088,6 +1092,214 @@ TEST(FfnChainOnTheChip, EveryProgramListsItsOutputsInTheOrderItsBitstreamPushesT
     }
     // Not trivial: each form adds outputs (the chain's and r; o; the rest's; y).
     EXPECT_EQ(counts, (std::set<size_t>{2, 3, 4, 5}));
+  });
+}
+
+// D.2b's two layers: layer 0's joined program (the chip path's first: q, k and v~ of layer 0, r
+// the host's in the count block) with its value write, scores, sum, a random wo and its rest
+// (x_q: the program's own input, FcLayerRest::x_follower -1), and behind that rest layer 1's
+// (RestCase: chain 0 reading the FFN input and x2 from the tiles, layer 1's attention, its rest
+// and the last FFN). Each layer's cache, scores, wo, add and norm on tiles of their own.
+struct TwoLayerCase {
+  RestCase one;
+  compiler::FcChain zero;
+  JoinedValueWrite t0;
+  compiler::FcPlacement wo0_at, add0_at, norm0_at;
+  ScoresLayer scores0;
+  ValueCache cache0;
+  compiler::FcValueSum sum0;
+  compiler::FcChainValueWrite values0;
+  compiler::FcLayerRest rest0, rest1;
+  compiler::FcJoinedLayer next;
+  int chain_in = 0;  // layer 0's input bytes
+
+  // Layer 0's program with its rest (`composed`: layer 1's behind it).
+  compiler::FfnChainPrograms layer_zero(bool composed) const {
+    compiler::FcLayerRest r = rest0;
+    if (composed) r.next = &next;
+    return compiler::generate_fc_chain_softmax(zero, scores0.layer, scores0.at, one.row_bytes,
+                                               scores0.exp_mult, nullptr, nullptr, {}, &sum0,
+                                               &values0, &r);
+  }
+};
+
+void two_layer_case(const llm::Config& c, const llm::Int8Weights& w, TwoLayerCase& k) {
+  const int dim_padded = llm::whole_groups(c.dim), groups = compiler::fc_groups(c.dim);
+  const int sum_n = 64 * c.n_heads * compiler::fc_groups(c.head_size());
+  std::array<int, 3> out_at{};
+  rest_case(c, w, k.one, [&](llm::TileAllocator& tiles) {
+    k.zero = layer_zero_chain(w, true, tiles, out_at);
+    place_cache_and_scores(c, tiles, k.t0);
+    EXPECT_TRUE(tiles.place(groups, compiler::fc_units_per_tile(sum_n, false), k.wo0_at));
+    EXPECT_TRUE(tiles.place(groups, compiler::fc_units_per_tile(128, true), k.add0_at));
+    EXPECT_TRUE(tiles.place(groups, compiler::fc_units_per_tile(64, false), k.norm0_at));
+  });
+  k.zero.layers[0].output_name = "qkv0";
+  k.chain_in = dim_padded;
+  constexpr int kPositions = 128;
+  const int hs = c.head_size();
+  std::mt19937& random = k.one.random;
+  k.scores0 = scores_layer({c.n_heads, kPositions, 64, hs, hs, 110,
+                            [](int o) { return 0.0005f + 0.0002f * float(o % 3); },
+                            [](int h) { return 0.03f + 0.01f * float(h); }, k.t0.scores_at.tiles,
+                            k.t0.scores_at.param_units},
+                           random);
+  k.scores0.layer.output_name = "e0";
+  k.cache0 = value_cache(c, k.t0.cache_at, kPositions, random);
+  k.sum0 = k.cache0.sum;
+  k.sum0.out = random_wo(sum_n, c.dim, w.attention_adds[0].f, random);
+  k.sum0.out.output_name = "o0";
+  k.sum0.out_at = k.wo0_at;
+  k.values0 = {k.cache0.write, 0, k.zero.after_r.groups};
+  k.values0.write.from_byte =
+      compiler::value_vectors_side_by_side(c.n_heads, c.n_kv_heads, hs, 0).from_byte;
+  compiler::FcLayerRest& r = k.rest0;
+  const llm::QuantizedAdd& add = w.attention_adds[0];
+  const llm::QuantizedRmsInput& norm = w.rms_inputs[0];
+  r.add = llm::residual_add_layer(add, c.dim);
+  r.add_at = k.add0_at;
+  r.x_follower = -1;
+  r.n = c.dim;
+  r.mean_mult = norm.mean_multiplier;
+  r.norm = llm::rms_input_layer(norm, c.dim);
+  r.norm_at = k.norm0_at;
+  for (int j = 0; j < dim_padded; ++j) {
+    r.norm_base.push_back(j < c.dim ? norm.base[size_t(j)] : 0.0f);
+    r.norm_padding.push_back(j >= c.dim);
+  }
+  r.output_name = "ffn_in_x2_0";
+  // Layer 1 (the last): its rest with the last FFN, chain 0's on its tiles.
+  const RestCase& one = k.one;
+  k.rest1 = one.rest;
+  k.rest1.ffn = &one.v.chain.ffn;
+  k.rest1.ffn_up = one.v.up_at;
+  k.rest1.ffn_down = one.v.down_at;
+  k.rest1.ffn_output_name = "y_last";
+  k.next = {&one.v.chain,  one.v.up_at,         one.v.down_at, &one.scores.layer, one.scores.at,
+            one.row_bytes, one.scores.exp_mult, nullptr,       nullptr,           {},
+            &one.sum,      &one.values,         &k.rest1};
+}
+
+// Two layers in one program (FcLayerRest::next) against the joined programs apart on a chip of
+// their own: layer 0's with its rest (A), then layer 1's (B) on A's [FFN input; x2], the same row
+// and count block. Both checkpoints' shapes, at n = 1, 4, 5, 64 and 65 (1 and 65 under
+// AddressSanitizer): every output byte (A's then B's), both layers' cache and staging rows, and
+// each layer's marks where its own program has them.
+TEST(FfnChainOnTheChip, TwoLayersInOneProgramEqualTheJoinedProgramsApartBitForBit) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  for_each_reference_model(data, [](const std::string&, const LoadedModel& model) {
+    const llm::Config& c = model.ck.config;
+    llm::ThreadPool pool(2);
+    const llm::Int8Weights w(model.ck, llm::calibrate(model.ck, pool, 4), residual_options());
+    const int dim_padded = llm::whole_groups(c.dim);
+    TwoLayerCase k;
+    two_layer_case(c, w, k);
+    const RestCase& one = k.one;
+    const compiler::FfnChainPrograms a = k.layer_zero(false), b = one.joined(&k.rest1),
+                                     composed = k.layer_zero(true);
+    ASSERT_EQ(composed.marks.size(), a.marks.size() + b.marks.size());
+    // One count of ring producers over both layers (the simulator takes a restart as well).
+    std::vector<int> ordinals;
+    for (const isa::Instruction& i : isa::decode(composed.execution.bitstreams.at(0).data)) {
+      const std::string text = isa::print(i);
+      const size_t at = text.find("r0.val=");
+      if (text.find("ringprod") != std::string::npos && at != std::string::npos)
+        ordinals.push_back(std::stoi(text.substr(at + 7)));
+    }
+    ASSERT_GT(ordinals.size(), size_t(100));
+    for (size_t i = 1; i < ordinals.size(); ++i)
+      ASSERT_EQ(ordinals[i], ordinals[i - 1] + 1) << "ring producer " << i;
+    for (size_t i = 0; i < b.marks.size(); ++i)
+      EXPECT_EQ(composed.marks[a.marks.size() + i].value, b.marks[i].value) << "mark " << i;
+    // Each chip: both layers' chains, scores, caches, wo, adds and norms.
+    const auto make_chip = [&](RestChip& x) {
+      for (const container::Executable& e : a.caching)
+        x.tpu->run(nullptr, std::make_shared<runtime::Program>(e));
+      using Placed = std::pair<const compiler::FcLayer*, const compiler::FcPlacement*>;
+      for (const auto& [l, at] :
+           {Placed{&k.scores0.layer, &k.scores0.at}, Placed{&k.sum0.layer, &k.t0.cache_at},
+            Placed{&k.sum0.out, &k.wo0_at}, Placed{&k.rest0.add, &k.add0_at},
+            Placed{&k.rest0.norm, &k.norm0_at}})
+        x.tpu->run(nullptr, std::make_shared<runtime::Program>(compiler::fc_caching(*l, *at)));
+    };
+    RestChip apart_chip(one, b), composed_chip(one, b);
+    make_chip(apart_chip);
+    make_chip(composed_chip);
+    auto a_p = std::make_shared<runtime::Program>(a.execution);
+    auto b_p = std::make_shared<runtime::Program>(b.execution);
+    auto c_p = std::make_shared<runtime::Program>(composed.execution);
+    ASSERT_EQ(c_p->num_outputs(), a_p->num_outputs() + b_p->num_outputs());
+    ASSERT_EQ(c_p->input_bytes(0), a_p->input_bytes(0));
+    const size_t row_at = (size_t(k.chain_in) + 255) / 256 * 256;
+    const size_t b_row_at = (size_t(one.v.k_padded + one.v.dim_padded) + 255) / 256 * 256;
+    const size_t tail_bytes = size_t(one.row_bytes + compiler::kSoftmaxCountBytes);
+    ASSERT_EQ(a_p->input_bytes(0), row_at + tail_bytes);
+    ASSERT_EQ(b_p->input_bytes(0), b_row_at + tail_bytes);
+#if TINYCORAL_ASAN
+    const std::vector<int> counts = {1, 65};
+#else
+    const std::vector<int> counts = {1, 4, 5, 64, 65};
+#endif
+    std::set<std::vector<uint8_t>> seen;
+    for (const int n : counts) {
+      SCOPED_TRACE("n = " + std::to_string(n));
+      // Layer 0's input: x0, the row, the count block with n and the host's r.
+      std::vector<uint8_t> in(size_t(k.chain_in));
+      for (uint8_t& byte : in) byte = static_cast<uint8_t>(k.one.random() % 255 + 1);
+      in.resize(row_at, 0);
+      std::vector<uint8_t> tail(size_t(one.row_bytes));
+      for (uint8_t& byte : tail) byte = static_cast<uint8_t>(k.one.random() % 255 + 1);
+      tail.resize(tail_bytes, 0);
+      const float r = 0.6f + 0.1f * float(n % 7);
+      for (int i = 0; i < 4; ++i) {
+        tail[size_t(one.row_bytes + i)] = uint8_t(uint32_t(n) >> 8 * i) ^ 0x80u;
+        tail[size_t(one.row_bytes + 4 + i)] = uint8_t(std::bit_cast<uint32_t>(r) >> 8 * i) ^ 0x80u;
+      }
+      in.insert(in.end(), tail.begin(), tail.end());
+      patch_value_fields(*a_p, a.marks, 0, k.cache0.write, n - 1);
+      patch_value_fields(*b_p, b.marks, 0, one.cache.write, n - 1);
+      patch_value_fields(*c_p, composed.marks, 0, k.cache0.write, n - 1);
+      patch_value_fields(*c_p, composed.marks, a.marks.size(), one.cache.write, n - 1);
+      std::vector<uint8_t> want = all_outputs_of(*apart_chip.tpu, a_p, in);
+      // B's input: A's [FFN input; x2] (its last output), then the same row and count block.
+      std::vector<uint8_t> b_in(want.end() - 2 * dim_padded, want.end());
+      b_in.resize(b_row_at, 0);
+      b_in.insert(b_in.end(), tail.begin(), tail.end());
+      const std::vector<uint8_t> y = all_outputs_of(*apart_chip.tpu, b_p, b_in);
+      want.insert(want.end(), y.begin(), y.end());
+      const std::vector<uint8_t> got = all_outputs_of(*composed_chip.tpu, c_p, in);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_EQ(int(got[i]), int(want[i])) << "output byte " << i << " of " << want.size();
+      // The same cache and staging rows, both layers.
+      using Cache = std::pair<const compiler::FcPlacement*, const compiler::FcValueWrite*>;
+      for (const auto& [at, cw] :
+           {Cache{&k.t0.cache_at, &k.cache0.write}, Cache{&one.t.cache_at, &one.cache.write}})
+        for (size_t g = 0; g < at->tiles.size(); ++g) {
+          const auto& x = apart_chip.chip->tile(at->tiles[g]).wide;
+          const auto& z = composed_chip.chip->tile(at->tiles[g]).wide;
+          const size_t from = 64 * size_t(at->param_units[g]);
+          const size_t to = 64 * size_t(cw->vectors.rows[g].unit + 4);
+          ASSERT_TRUE(
+              std::equal(x.begin() + long(from), x.begin() + long(to), z.begin() + long(from)))
+              << "cache group " << g;
+        }
+      // Not trivial: the last FFN's y spreads and differs from run to run.
+      const std::vector<uint8_t> last(want.end() - c_p->output_bytes(c_p->num_outputs() - 1),
+                                      want.end());
+      EXPECT_GT(std::set<uint8_t>(last.begin(), last.end()).size(), size_t(16));
+      seen.insert(last);
+    }
+    EXPECT_EQ(seen.size(), counts.size());
+    // Refused: layer 1's wo under layer 0's name; the next layer beside the last FFN.
+    compiler::FcValueSum clash = one.sum;
+    clash.out.output_name = k.sum0.out.output_name;
+    k.next.sum = &clash;
+    EXPECT_NE(error_of([&] { k.layer_zero(true); }).find("a name of its own"), std::string::npos);
+    k.next.sum = &one.sum;
+    k.rest0.ffn = &one.v.chain.ffn;
+    k.rest0.ffn_output_name = "y0";
+    EXPECT_NE(error_of([&] { k.layer_zero(true); }).find("no FFN"), std::string::npos);
   });
 }
 
