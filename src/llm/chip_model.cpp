@@ -544,6 +544,11 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
   } else {
     place_attention(false);
   }
+  // Then layer 1's joined program behind layer 0's rest: one run a token for two layers.
+  if (options.layers_per_run != 1 && compose(tiles)) {
+    ++stats_.composed_layers;
+    --stats_.programs;
+  }
   stats_.max_tile_units = tiles.max_fill();
   stats_.tile_units = tiles.fills();
   // A chain returns at most w2 output, q + k + v (1024) and u (32 groups).
@@ -1023,7 +1028,7 @@ bool ChipTransformer::join_scores(int layer, TileAllocator& tiles) {
   TileAllocator without_rest = trial;
   if (v && layer == config().n_layers - 1 && layer_rest(layer, trial)) {
     try {
-      for (int pos = 0; pos < s.seq_padded; pos += 64) groups.push_back(joined_program(layer, pos));
+      groups = joined_groups(layer);
     } catch (const Error&) {
       groups.clear();
       j.with_rest = false;
@@ -1033,8 +1038,7 @@ bool ChipTransformer::join_scores(int layer, TileAllocator& tiles) {
     }
   }
   try {
-    if (groups.empty())
-      for (int pos = 0; pos < s.seq_padded; pos += 64) groups.push_back(joined_program(layer, pos));
+    if (groups.empty()) groups = joined_groups(layer);
   } catch (const Error&) {
     j = {};
     return false;
@@ -1081,15 +1085,22 @@ bool ChipTransformer::early_rest(TileAllocator& tiles) {
 bool ChipTransformer::layer_rest(int layer, TileAllocator& tiles) {
   const ValueSumProgram& v = value_sums_[size_t(layer)];
   FfnProgram& f = ffns_[size_t(layer)];
-  if (!options().join_layers || !options().chip_residual || !v.wo || !f.execution) return false;
   const Config& c = config();
   const Int8Weights& w = *weights();
+  // Past the last layer the next layer's chain computes the FFN (compose); layer 0's add reads
+  // x_q where its program's input left it: the host's quantized x0, q's input.
+  const bool last = layer == c.n_layers - 1;
+  if (!options().join_layers || !options().chip_residual || !v.wo || (last && !f.execution))
+    return false;
+  if (!last && layer != 0) return false;
+  const QParams x = w.attention_adds[size_t(layer)].x, in = matmul(layer, LayerMatmul::kQ).in;
+  if (!last && (x.scale != in.scale || x.zero_point != in.zero_point)) return false;
   const int groups = compiler::fc_groups(c.dim), dim_padded = whole_groups(c.dim);
   Joined& j = joined_[size_t(layer)];
   compiler::FcLayerRest& rest = j.rest;
   rest = {};
   TileAllocator trial = tiles;
-  if (early_rest_) {  // (placed first: early_rest)
+  if (early_rest_ && last) {  // (placed first: early_rest)
     rest.add_at = early_rest_->add_at;
     rest.norm_at = early_rest_->norm_at;
   } else if (!trial.place(groups, compiler::fc_units_per_tile(128, true), rest.add_at) ||
@@ -1098,7 +1109,7 @@ bool ChipTransformer::layer_rest(int layer, TileAllocator& tiles) {
   }
   const QuantizedRmsInput& norm = w.rms_inputs[size_t(layer)];
   rest.add = residual_add_layer(w.attention_adds[size_t(layer)], c.dim);
-  rest.x_follower = 0;  // the chain's add: this layer's x
+  rest.x_follower = layer == 0 ? -1 : 0;  // the program's input, or the chain's add: this layer's x
   rest.n = c.dim;
   rest.mean_mult = norm.mean_multiplier;
   rest.norm = rms_input_layer(norm, c.dim);
@@ -1106,15 +1117,55 @@ bool ChipTransformer::layer_rest(int layer, TileAllocator& tiles) {
     rest.norm_base.push_back(i < c.dim ? norm.base[size_t(i)] : 0.0f);
     rest.norm_padding.push_back(i >= c.dim);
   }
-  rest.output_name = "ffn_in_x2";
-  rest.ffn = &f.layer;
-  rest.ffn_up = f.up_at;
-  rest.ffn_down = f.down_at;
-  rest.ffn_output_name = "y_last";
+  rest.output_name = last ? "ffn_in_x2" : "ffn_in_x2_0";
+  if (last) {
+    rest.ffn = &f.layer;
+    rest.ffn_up = f.up_at;
+    rest.ffn_down = f.down_at;
+    rest.ffn_output_name = "y_last";
+  }
   j.rest_caching = {
       std::make_shared<runtime::Program>(compiler::fc_caching(rest.add, rest.add_at)),
       std::make_shared<runtime::Program>(compiler::fc_caching(rest.norm, rest.norm_at))};
-  j.with_rest = true;
+  j.with_rest = last;
+  tiles = trial;
+  return true;
+}
+
+bool ChipTransformer::compose(TileAllocator& tiles) {
+  if (joined_.size() != 2 || joined_[0].groups.empty() || !joined_[0].values ||
+      joined_[1].groups.empty() || !joined_[1].with_rest)
+    return false;
+  Joined& j = joined_[0];
+  const Joined before = j;
+  TileAllocator trial = tiles;
+  if (!layer_rest(0, trial)) {
+    j = before;
+    return false;
+  }
+  j.composed = true;
+  std::vector<GroupProgram> groups;
+  try {
+    groups = joined_groups(0);
+  } catch (const Error&) {  // LayoutRejected among them: the two run apart
+    j = before;
+    return false;
+  }
+  // Each layer's outputs by name (joined_names).
+  const container::Executable& e = groups.front().program->executable();
+  const auto index = [&e](const std::string& name) {
+    for (size_t i = 0; i < e.output_layers.size(); ++i)
+      if (e.output_layers[i].name == name) return int(i);
+    return -1;
+  };
+  for (int l = 0; l < 2; ++l) {
+    const JoinedNames n = joined_names(l, true);
+    composed_out_[size_t(l)] = {index(n.chain), index(n.r), index(n.sum), index(n.y)};
+  }
+  if (composed_out_[0].chain != 0 || composed_out_[0].sum < 0 || composed_out_[1].chain < 0 ||
+      composed_out_[1].r < 0 || composed_out_[1].sum < 0 || composed_out_[1].y < 0)
+    fail("the composed program's outputs are not all found by name");
+  j.groups = std::move(groups);
   tiles = trial;
   return true;
 }
@@ -1153,56 +1204,142 @@ compiler::FcRowWrite ChipTransformer::staging_rows(const ValueSumProgram& p) con
   return rows;
 }
 
-GroupProgram ChipTransformer::joined_program(int layer, int first) const {
+std::vector<GroupProgram> ChipTransformer::joined_groups(int layer) const {
+  std::vector<GroupProgram> groups;
+  for (int pos = 0; pos < scores_[size_t(layer)].seq_padded; pos += 64)
+    groups.push_back(joined_program(layer, pos));
+  return groups;
+}
+
+namespace {
+// In one program for two layers, layer 1's scores, sum and wo take names of their own.
+std::string joined_suffix(int layer, bool composed) { return composed && layer == 1 ? "1" : ""; }
+}  // namespace
+
+// What joined_program hands the generator for one layer, kept while it generates.
+struct ChipTransformer::JoinedParts {
+  compiler::FcScoresInput sum;
+  compiler::FcColumnWrite column;
+  compiler::FcLayer scores;
+  compiler::FcChainValueWrite values;
+  compiler::FcValueSum named;
+  const compiler::FcValueSum* value_sum = nullptr;
+  const compiler::FcChainValueWrite* write = nullptr;
+};
+
+ChipTransformer::JoinedNames ChipTransformer::joined_names(int layer, bool composed) const {
+  const Joined& j = joined_[size_t(layer)];
+  const bool wo = j.values && value_sums_[size_t(layer)].wo;
+  JoinedNames n;
+  // In one program for two layers, layer 0's chain and layer 1's sum take names of their own.
+  const std::string suffix = joined_suffix(layer, composed);
+  n.sum = (j.values ? (wo ? "o" : "a") : "e") + suffix;
+  if (layer == 0) {
+    n.chain = composed ? "y0" : first_chain_.layers.back().output_name;
+  } else {
+    const compiler::FfnChain& chain = ffns_[size_t(layer - 1)].chain_desc;
+    n.chain = chain.next.back().output_name;
+    n.r = chain.rms.layer >= 0 ? chain.rms.output_name : "";
+  }
+  if (j.with_rest && j.rest.ffn) n.y = j.rest.ffn_output_name;
+  return n;
+}
+
+void ChipTransformer::joined_parts(int layer, int first, bool composed, JoinedParts& p) const {
   const ScoresProgram& s = scores_[size_t(layer)];
   const Joined& j = joined_[size_t(layer)];
-  compiler::FcScoresInput sum = s.rope_sum;
-  if (first % 64 != 0) fail("a joined program is generated at a group's first position");
-  const compiler::FcColumnWrite column = key_column(s, key_part(s, first), first);
-  compiler::FcLayer scores = scores_layer(s, s.heads);
-  scores.output_name = "e";  // its own name beside the chain's outputs
-  const std::vector<float>& exp_mult = weights()->attention[size_t(layer)].exp_mult;
+  p.sum = s.rope_sum;
+  if (layer > 0) p.sum.r_word = compiler::kChainRmsRWord;
+  p.column = key_column(s, key_part(s, first), first);
+  p.scores = scores_layer(s, s.heads);
+  const std::string suffix = joined_suffix(layer, composed);
+  p.scores.output_name = "e" + suffix;  // its own name beside the chain's outputs
   // With the value cache: the sum (and wo) after the softmax, v~ written before it.
-  const compiler::FcValueSum* value_sum = j.values ? &value_sums_[size_t(layer)].join : nullptr;
-  const compiler::FcChainValueWrite values =
-      j.values ? value_write(layer, first) : compiler::FcChainValueWrite{};
-  const compiler::FcChainValueWrite* write = j.values ? &values : nullptr;
-  compiler::FcValueSum named;
-  if (value_sum) {  // the sum's (or wo's) output beside the chain's names
-    named = *value_sum;
-    named.layer.output_name = "a";
-    named.out.output_name = "o";
-    value_sum = &named;
+  if (j.values) {
+    p.values = value_write(layer, first);
+    p.write = &p.values;
+    p.named = value_sums_[size_t(layer)].join;  // the sum's (or wo's) output beside the chain's
+    p.named.layer.output_name = "a" + suffix;
+    p.named.out.output_name = "o" + suffix;
+    p.value_sum = &p.named;
   }
+}
+
+GroupProgram ChipTransformer::joined_program(int layer, int first) const {
+  if (first % 64 != 0) fail("a joined program is generated at a group's first position");
+  const ScoresProgram& s = scores_[size_t(layer)];
+  const Joined& j = joined_[size_t(layer)];
+  const bool composed = layer == 0 && j.composed;
+  const std::vector<float>& exp_mult = weights()->attention[size_t(layer)].exp_mult;
+  JoinedParts p0, p1;
+  joined_parts(layer, first, composed, p0);
+  std::vector<const JoinedParts*> parts = {&p0};
   compiler::FfnChainPrograms p;
-  if (layer == 0) {  // r in the count block
-    p = compiler::generate_fc_chain_softmax(first_chain_, scores, s.placement, s.input_bytes,
-                                            exp_mult, &sum, &column, j.moved, value_sum, write);
+  if (composed) {  // layer 1's joined program behind layer 0's rest
+    joined_parts(1, first, true, p1);
+    parts.push_back(&p1);
+    const ScoresProgram& s1 = scores_[1];
+    const FfnProgram& f = ffns_[0];
+    const Joined& j1 = joined_[1];
+    const compiler::FcJoinedLayer next{&f.chain_desc,
+                                       f.up_at,
+                                       f.down_at,
+                                       &p1.scores,
+                                       s1.placement,
+                                       s1.input_bytes,
+                                       weights()->attention[1].exp_mult,
+                                       &p1.sum,
+                                       &p1.column,
+                                       j1.moved,
+                                       p1.value_sum,
+                                       p1.write,
+                                       &j1.rest};
+    compiler::FcLayerRest rest = j.rest;
+    rest.next = &next;
+    compiler::FcChain chain = first_chain_;
+    chain.layers.back().output_name = joined_names(0, true).chain;
+    p = compiler::generate_fc_chain_softmax(chain, p0.scores, s.placement, s.input_bytes, exp_mult,
+                                            &p0.sum, &p0.column, j.moved, p0.value_sum, p0.write,
+                                            &rest);
+  } else if (layer == 0) {  // r in the count block
+    p = compiler::generate_fc_chain_softmax(first_chain_, p0.scores, s.placement, s.input_bytes,
+                                            exp_mult, &p0.sum, &p0.column, j.moved, p0.value_sum,
+                                            p0.write);
   } else {
     const FfnProgram& f = ffns_[size_t(layer - 1)];
-    sum.r_word = compiler::kChainRmsRWord;
-    p = compiler::generate_ffn_chain_softmax(f.chain_desc, f.up_at, f.down_at, scores, s.placement,
-                                             s.input_bytes, exp_mult, &sum, &column, j.moved,
-                                             value_sum, write, j.with_rest ? &j.rest : nullptr);
+    p = compiler::generate_ffn_chain_softmax(
+        f.chain_desc, f.up_at, f.down_at, p0.scores, s.placement, s.input_bytes, exp_mult, &p0.sum,
+        &p0.column, j.moved, p0.value_sum, p0.write, j.with_rest ? &j.rest : nullptr);
   }
-  // The program marks the column write's scatters (one per group it writes), then with the value
-  // write its landings and its rows (one each per cache group).
-  const size_t columns = column.words.rows.size(),
-               cache_groups = j.values ? values.write.cache_units.size() : 0;
-  if (p.marks.size() != columns + 2 * cache_groups || p.execution.bitstreams.size() != 1)
-    fail("a joined program marks ", p.marks.size(), " fields for ", columns, " column groups and ",
-         cache_groups, " cache groups");
+  if (p.execution.bitstreams.size() != 1) fail("a joined program in more than one bitstream");
+  // Each layer's program marks the column write's scatters (one per group it writes), then with
+  // the value write its landings and its rows (one each per cache group); a composed program the
+  // next layer's after them.
   GroupProgram g{std::make_shared<runtime::Program>(std::move(p.execution)), first, {}, {}, {}};
   const auto mark = [&](size_t at) { return p.marks.begin() + long(at); };
-  g.columns.assign(mark(0), mark(columns));
-  g.landings.assign(mark(columns), mark(columns + cache_groups));
-  g.rows.assign(mark(columns + cache_groups), mark(columns + 2 * cache_groups));
-  // Each row mark must be its cache group's row address at `first` (a landing's value depends on
-  // where the generator put the quads: those move by differences alone).
-  for (size_t i = 0; i < g.rows.size(); ++i)
-    if (g.rows[i].value != values.write.cache_units[i] + compiler::fc_weight_row_unit(first))
-      fail("a joined program's row mark ", i, " holds ", g.rows[i].value, ", not cache row ",
-           values.write.cache_units[i] + compiler::fc_weight_row_unit(first));
+  size_t at = 0;
+  for (const JoinedParts* q : parts) {
+    const size_t columns = q->column.words.rows.size(),
+                 cache_groups = q->write ? q->values.write.cache_units.size() : 0;
+    if (p.marks.size() < at + columns + 2 * cache_groups)
+      fail("a joined program marks ", p.marks.size(), " fields, not ", columns,
+           " column groups and ", cache_groups, " cache groups from ", at);
+    g.columns.insert(g.columns.end(), mark(at), mark(at + columns));
+    g.landings.insert(g.landings.end(), mark(at + columns), mark(at + columns + cache_groups));
+    g.rows.insert(g.rows.end(), mark(at + columns + cache_groups),
+                  mark(at + columns + 2 * cache_groups));
+    // Each row mark must be its cache group's row address at `first` (a landing's value depends
+    // on where the generator put the quads: those move by differences alone).
+    for (size_t i = 0; i < cache_groups; ++i) {
+      const int64_t want = q->values.write.cache_units[i] + compiler::fc_weight_row_unit(first);
+      if (p.marks[at + columns + cache_groups + i].value != want)
+        fail("a joined program's row mark ", i, " holds ",
+             p.marks[at + columns + cache_groups + i].value, ", not cache row ", want);
+    }
+    at += columns + 2 * cache_groups;
+  }
+  if (at != p.marks.size())
+    fail("a joined program marks ", p.marks.size(), " fields, its layers ", at);
   return g;
 }
 
@@ -2058,13 +2195,28 @@ void ChipTransformer::ffn_add_q(int layer, const int8_t* xq, const int8_t* x2q, 
   // (it keeps q's products and reads them in the same run).
   if (joined && xq_.size() < size_t(in_bytes + 256 + compiler::kSoftmaxCountBytes))
     xq_.resize(size_t(in_bytes + 256 + compiler::kSoftmaxCountBytes));
-  const std::shared_ptr<runtime::Program> program =
-      joined ? joined_run(layer + 1, xq_.data(), run_bytes, 0.0f) : p.chain;
-  run(program, xq_.data(), run_bytes, yq_.data(), out_bytes);
+  // Composed: layer 0's run computed this chain and layer 1 behind its rest; its outputs are
+  // taken instead of a run.
+  const bool composed = joined && layer == 0 && joined_[0].composed;
+  std::shared_ptr<runtime::Program> program;
+  JoinedOutputs idx;
+  if (composed) {
+    if (composed_pos_ != pos_ || !composed_program_)
+      fail("layer 1 at ", pos_, " was not computed by the composed run before it");
+    program = std::move(composed_program_);
+    composed_pos_ = -1;
+    idx = composed_out_[1];
+    program->get_output(size_t(idx.chain),
+                        std::span(reinterpret_cast<uint8_t*>(yq_.data()), size_t(out_bytes)));
+  } else {
+    program = joined ? joined_run(layer + 1, xq_.data(), run_bytes, 0.0f) : p.chain;
+    run(program, xq_.data(), run_bytes, yq_.data(), out_bytes);
+    idx.y = int(program->num_outputs()) - 1;
+  }
   if (p.kept && !joined) kept_by(p.chain, xq_.data(), in_bytes);
-  if (joined) stash_softmax(layer + 1, *program, 2);     // the third output: e and 1 / S
-  if (joined && joined_[size_t(layer + 1)].with_rest) {  // y of layer + 1's FFN: the last output
-    const size_t last = program->num_outputs() - 1;
+  if (joined) stash_softmax(layer + 1, *program, idx.sum);  // e and 1 / S (or a, o)
+  if (joined && joined_[size_t(layer + 1)].with_rest) {     // y of layer + 1's FFN
+    const size_t last = size_t(idx.y);
     ffn_stash_.resize(program->output_bytes(last));
     program->get_output(
         last, std::span(reinterpret_cast<uint8_t*>(ffn_stash_.data()), ffn_stash_.size()));
@@ -2082,7 +2234,8 @@ void ChipTransformer::ffn_add_q(int layer, const int8_t* xq, const int8_t* x2q, 
   // q, k, v come from the chip; the add's bytes stay there, and so does chip_rms's r of them: the
   // program's second output.
   if (p.chain_desc.rms.layer >= 0) {
-    program->get_output(1, std::span(reinterpret_cast<uint8_t*>(&r_stash_), sizeof r_stash_));
+    program->get_output(size_t(idx.r),
+                        std::span(reinterpret_cast<uint8_t*>(&r_stash_), sizeof r_stash_));
     r_stash_layer_ = layer + 1;
     r_stash_pos_ = pos_;
   }
@@ -2134,6 +2287,10 @@ void ChipTransformer::qkv_q(int layer, const int8_t* xq, int8_t* q, int8_t* k, i
     run(program, xq_.data(), run_bytes, yq_.data(), out_bytes);
     if (first_kept_ && !joined) kept_by(first_, xq_.data(), in_bytes);
     if (joined) stash_softmax(0, *program, 1);  // the second output: e and 1 / S
+    if (joined && joined_[0].composed) {        // layer 1's outputs too, for ffn_add_q(0)
+      composed_program_ = program;
+      composed_pos_ = pos_;
+    }
     if (first_rope_) rope_output(0, pos_, yq_.data() + qkv_bytes + u_bytes, first_chain_.products);
     stats_.chip_wall_s +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

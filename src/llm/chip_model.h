@@ -86,6 +86,9 @@ struct ChipPathStats {
   // Of them, the last layer's: its rest after wo and its FFN in that program too
   // (Int8Options::join_layers; compiler::FcLayerRest): its FFN's own run goes.
   int rest_layers = 0;
+  // Layers whose joined program runs behind the previous layer's rest in that layer's program
+  // (Int8Options::layers_per_run; compiler::FcLayerRest::next): one run less a token each.
+  int composed_layers = 0;
   int64_t resident_bytes = 0;  // parameter bytes cached in tile memory
   int max_tile_units = 0;      // the fullest tile's parameter units (of 8192)
   // Each tile's parameter units (TileAllocator::fills): the units past them are its free run.
@@ -218,6 +221,19 @@ class ChipTransformer : public Int8Transformer {
   bool early_rest(TileAllocator& tiles);
   std::optional<compiler::FcPlacement> early_wo_;
   std::optional<RestPlacement> early_rest_;
+  // D.2 (layers_per_run != 1): layer 0's joined program with its rest and, behind it, layer 1's
+  // (the last) joined program (compiler::FcLayerRest::next): one run for both. Where it does not
+  // fit or generate, everything is restored and the two run apart.
+  bool compose(TileAllocator& tiles);
+  // Where a joined program's outputs lie (found by name): the chain's, r's, the sum's (or wo's),
+  // y's (-1: none).
+  struct JoinedOutputs {
+    int chain = 0, r = 1, sum = 2, y = -1;
+  };
+  // The composed run of pos_ (qkv_q(0)'s), which ffn_add_q(0) takes layer 1's outputs from.
+  std::shared_ptr<runtime::Program> composed_program_;
+  int composed_pos_ = -1;
+  std::array<JoinedOutputs, 2> composed_out_;
   struct Joined {
     // [pos / 64] the program of one 64-position group, generated at its first position, its key
     // column write's scatter addresses marked (joined_run rewrites them to pos), with `values` the
@@ -233,10 +249,23 @@ class ChipTransformer : public Int8Transformer {
     bool with_rest = false;
     compiler::FcLayerRest rest;
     std::vector<std::shared_ptr<runtime::Program>> rest_caching;
+    // Layer 0 (compose): its groups carry its rest (`rest`, no FFN) and layer 1's program behind
+    // it; joined_[1].groups stay, unused.
+    bool composed = false;
   };
   std::vector<Joined> joined_;  // [layer of the scores]
-  // The group program of the group starting at `first`.
+  // The group program of the group starting at `first` (layer 0 composed: with layer 1's).
   GroupProgram joined_program(int layer, int first) const;
+  // Those of every 64-position group, in order (join_scores, compose).
+  std::vector<GroupProgram> joined_groups(int layer) const;
+  // The output names of a layer's joined program (`composed`: in the program of two layers).
+  struct JoinedNames {
+    std::string chain, r, sum, y;
+  };
+  JoinedNames joined_names(int layer, bool composed) const;
+  // A layer's arguments of the generator at `first`, kept while it generates.
+  struct JoinedParts;
+  void joined_parts(int layer, int first, bool composed, JoinedParts& p) const;
   // `g` rewritten to pos (group_program.h), the host's time in stats_.key_program_build_s.
   const std::shared_ptr<runtime::Program>& rewritten(const GroupProgram& g, int pos);
   // The programs of every 64-position group of `layer`'s scores (or its

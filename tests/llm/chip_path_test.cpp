@@ -755,7 +755,9 @@ class FailingJoinedRun : public llm::ChipTransformer {
 // with the quad's positions 0 and 1, or the rerun's transposing write would put stale lanes for
 // them into cache row 0 and change the sum at position 2. With the last layer's rest and FFN
 // joined too (join_layers), the rest's add and norm are cached again with the other weights, and
-// the rerun returns the FFN's y that the host's ffn_q takes.
+// the rerun returns the FFN's y that the host's ffn_q takes. With layer 1 behind layer 0's rest
+// (layers_per_run 0: one run a token), failing layer 0's run fails both layers' (layer 1's own
+// seam runs nothing): the rerun rebuilds both layers' cache and staging rows and layer 0's rest.
 TEST(ChipPathStepD, TheJoinedRunIsRunAgainAfterARecovery) {
   const TinyShape shape = kOtherAttentionShapes[0].shape;
   const LoadedModel model = tiny_model(shape, TinyWeights(shape));
@@ -767,12 +769,16 @@ TEST(ChipPathStepD, TheJoinedRunIsRunAgainAfterARecovery) {
   values.join_layers = false;
   llm::Int8Options rest = values;
   rest.join_layers = true;
+  rest.layers_per_run = 1;
+  llm::Int8Options composed = rest;
+  composed.layers_per_run = 0;
   llm::ThreadPool pool(2);
   const llm::Calibration cal = llm::calibrate(model.ck, pool, 8);
-  for (const llm::Int8Options& options : {scores, values, rest}) {
-    SCOPED_TRACE(!options.chip_residual ? "the scores joined"
-                 : options.join_layers  ? "the last layer's rest and FFN joined too"
-                                        : "the value cache joined");
+  for (const llm::Int8Options& options : {scores, values, rest, composed}) {
+    SCOPED_TRACE(!options.chip_residual        ? "the scores joined"
+                 : options.layers_per_run != 1 ? "layer 1 behind layer 0's rest"
+                 : options.join_layers         ? "the last layer's rest and FFN joined too"
+                                               : "the value cache joined");
     llm::Int8Transformer cpu(model.ck, pool, cal, options);
     const testing::Run want = run(cpu, model.tok, 0.0f, 42, "Once upon", 8);
     ASSERT_GT(want.logits.size(), 3u);
@@ -788,6 +794,10 @@ TEST(ChipPathStepD, TheJoinedRunIsRunAgainAfterARecovery) {
       }
       // (Failing the last layer's joined run fails the run holding its rest and FFN.)
       ASSERT_EQ(failing.stats().rest_layers, options.chip_residual && options.join_layers);
+      const int one_run =
+          options.chip_residual && options.join_layers && options.layers_per_run != 1;
+      ASSERT_EQ(failing.stats().composed_layers, one_run);
+      if (one_run && layer == 1) continue;  // (its seam runs nothing)
       const testing::Run got = run(failing, model.tok, 0.0f, 42, "Once upon", 8);
       EXPECT_EQ(failing.failed, 1);
       EXPECT_EQ(tpu.recoveries(), 1);
@@ -1213,11 +1223,15 @@ TEST(ChipPathStepD, GenerateWithTheScoresJoinedToTheChainsWritesTheInt8Text) {
     EXPECT_GT(v.at("tokens").size(), 64u + 1u);
     EXPECT_EQ(v.at("chip").at("joined_layers_on_chip"), layers);
     EXPECT_EQ(v.at("chip").at("value_sum_layers_on_chip"), layers);
-    // The last layer's rest and FFN in its joined program (rand_gqa 2 runs a token, rand15M 6:
-    // there its wo, K = dim padded, and rest placed before the RoPE sums, early_rest).
+    // The last layer's rest and FFN in its joined program (rand15M: its last layer's wo, K = dim
+    // padded, and rest placed before the RoPE sums, early_rest); on rand_gqa that program also
+    // runs behind layer 0's rest (D.2: 1 run a token; rand15M's other layers' wo are on the host).
+    const int composed = name == "rand_gqa";
     EXPECT_EQ(v.at("chip").at("layer_rest_on_chip"), 1);
+    EXPECT_EQ(v.at("chip").at("layers_composed"), composed);
     EXPECT_EQ(v.at("chip").at("rope_kept_layers_on_chip"), layers);
-    EXPECT_EQ(v.at("chip").at("modeled").at("runs_per_token"), layers);
+    EXPECT_EQ(v.at("chip").at("programs_per_token"), layers - composed);
+    EXPECT_EQ(v.at("chip").at("modeled").at("runs_per_token"), layers - composed);
 #endif
   }
 }
@@ -1230,7 +1244,9 @@ TEST(ChipPathStepD, GenerateWithTheScoresJoinedToTheChainsWritesTheInt8Text) {
 // scores, RoPE's sums and the key's column on the chip too (then every layer's v~ write and sum
 // joined to the program before: the recovery of that is TheJoinedRunIsRunAgainAfterARecovery's),
 // and with join_layers the last layer's rest (attention add, r_ffn, the FFN's input norm) and its
-// FFN inside its joined program too: L runs a token, the FFN's y from that run.
+// FFN inside its joined program too: L runs a token, the FFN's y from that run; and with
+// layers_per_run 0 layer 1's joined program behind layer 0's rest in layer 0's run (one run a
+// token, layer 1's outputs taken from it).
 TEST(ChipPathStepD, ValueTildeFromTheChipGivesTheInt8PathsLogitsBitForBit) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   std::string why;
@@ -1245,8 +1261,11 @@ TEST(ChipPathStepD, ValueTildeFromTheChipGivesTheInt8PathsLogitsBitForBit) {
   on_chip.join_layers = false;
   llm::Int8Options rest = on_chip;
   rest.join_layers = true;
+  rest.layers_per_run = 1;
+  llm::Int8Options composed = rest;
+  composed.layers_per_run = 0;
   std::vector<llm::ChipPathStats> stats;
-  expect_chips_equal_int8(model->ck, model->tok, 12, {residual, on_chip, rest}, stats);
+  expect_chips_equal_int8(model->ck, model->tok, 12, {residual, on_chip, rest, composed}, stats);
   const int layers = model->ck.config.n_layers;
   for (const llm::ChipPathStats& s : stats) {
     EXPECT_EQ(s.value_tilde_layers, layers);
@@ -1264,7 +1283,13 @@ TEST(ChipPathStepD, ValueTildeFromTheChipGivesTheInt8PathsLogitsBitForBit) {
   // y the run's last output): one run a layer (expect_chips_equal_int8 counts the runs).
   EXPECT_EQ(stats[2].joined_layers, layers);
   EXPECT_EQ(stats[2].rest_layers, 1);
+  EXPECT_EQ(stats[2].composed_layers, 0);
   EXPECT_EQ(stats[2].programs, layers);
+  // D.2: layer 1's joined program behind layer 0's rest, in layer 0's run: one run a token.
+  ASSERT_EQ(layers, 2);
+  EXPECT_EQ(stats[3].rest_layers, 1);
+  EXPECT_EQ(stats[3].composed_layers, 1);
+  EXPECT_EQ(stats[3].programs, 1);
 }
 
 // rand15M with the value cache joined (every layer's v~ written into the cache and summed by the
@@ -1348,9 +1373,12 @@ TEST(ChipPathStepD, GenerateWithTheResidualStreamInInt8WritesTheInt8Text) {
       EXPECT_EQ(j.at("chip").at("joined_layers_on_chip"), joined);
       // And the last layer's rest and FFN join its program too (rand15M: its last layer's wo
       // and rest placed first, early_rest; the other layers' wo on the host, tile memory is full).
-      const int rest = !flags.empty();
+      // On rand_gqa layer 1's program runs behind layer 0's rest too (one run a token).
+      const int rest = !flags.empty(), composed = rest && name == "rand_gqa";
       EXPECT_EQ(j.at("chip").at("layer_rest_on_chip"), rest);
-      EXPECT_EQ(j.at("chip").at("modeled").at("runs_per_token"), 2 * layers + 1 - joined - rest);
+      EXPECT_EQ(j.at("chip").at("layers_composed"), composed);
+      EXPECT_EQ(j.at("chip").at("modeled").at("runs_per_token"),
+                2 * layers + 1 - joined - rest - composed);
     }
   }
 }
