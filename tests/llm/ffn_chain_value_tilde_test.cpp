@@ -11,6 +11,7 @@
 #include <bit>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <random>
@@ -45,6 +46,20 @@ using llm::QuantizedMatmul;
 
 // The int8 arithmetic these chains compute: the whole layer's (chip_residual), which needs the
 // value cache, RoPE and RMSNorm on the chip.
+llm::Int8Options residual_options();
+
+// Each reference checkpoint's config and its int8 weights under residual_options (calibrated over
+// 4 positions): the set-up the joined programs' tests share.
+void for_each_residual_model(
+    const std::filesystem::path& data,
+    const std::function<void(const llm::Config& c, const llm::Int8Weights& w)>& check) {
+  for_each_reference_model(data, [&check](const std::string&, const LoadedModel& model) {
+    llm::ThreadPool pool(2);
+    const llm::Int8Weights w(model.ck, llm::calibrate(model.ck, pool, 4), residual_options());
+    check(model.ck.config, w);
+  });
+}
+
 llm::Int8Options residual_options() {
   llm::Int8Options options;
   options.weighted_sum = llm::WeightedSum::kValueCache;
@@ -702,10 +717,7 @@ void place_cache_and_scores(const llm::Config& c, llm::TileAllocator& tiles, Joi
 // r, constants resident): generate_ffn_chain_softmax with the write and the sum.
 TEST(FfnChainOnTheChip, ValueWriteAndSumInTheJoinedProgramEqualTheProgramsApartBitForBit) {
   TINYCORAL_REQUIRE_TESTDATA(data);
-  for_each_reference_model(data, [](const std::string&, const LoadedModel& model) {
-    const llm::Config& c = model.ck.config;
-    llm::ThreadPool pool(2);
-    const llm::Int8Weights w(model.ck, llm::calibrate(model.ck, pool, 4), residual_options());
+  for_each_residual_model(data, [](const llm::Config& c, const llm::Int8Weights& w) {
     JoinedValueWrite t;
     const ValueChain v =
         value_chain(w, 0, true, w.attention[1].v_base, nullptr, 0,
@@ -732,10 +744,7 @@ TEST(FfnChainOnTheChip, ValueWriteAndSumInTheJoinedProgramEqualTheProgramsApartB
 // generate_fc_chain_softmax with the write and the sum.
 TEST(FfnChainOnTheChip, ValueWriteAndSumAfterLayerZerosChainEqualTheProgramsApartBitForBit) {
   TINYCORAL_REQUIRE_TESTDATA(data);
-  for_each_reference_model(data, [](const std::string&, const LoadedModel& model) {
-    const llm::Config& c = model.ck.config;
-    llm::ThreadPool pool(2);
-    const llm::Int8Weights w(model.ck, llm::calibrate(model.ck, pool, 4), residual_options());
+  for_each_residual_model(data, [](const llm::Config& c, const llm::Int8Weights& w) {
     llm::TileAllocator tiles;
     std::array<int, 3> out_at{};
     const compiler::FcChain chain = layer_zero_chain(w, true, tiles, out_at);
@@ -869,6 +878,16 @@ void rest_case(const llm::Config& c, const llm::Int8Weights& w, RestCase& k,
   rest.output_name = "ffn_in_x2";
 }
 
+// The rest case's rest with the last FFN after it (D.1b): the chain's own FFN, on its tiles.
+compiler::FcLayerRest with_last_ffn(const RestCase& k) {
+  compiler::FcLayerRest r = k.rest;
+  r.ffn = &k.v.chain.ffn;
+  r.ffn_up = k.v.up_at;
+  r.ffn_down = k.v.down_at;
+  r.ffn_output_name = "y_last";
+  return r;
+}
+
 // A virtual chip with the rest case's parameters cached: the chain's, the scores', the cache's,
 // wo's, the add's and the norm's.
 struct RestChip {
@@ -887,10 +906,7 @@ struct RestChip {
 
 TEST(FfnChainOnTheChip, TheLayersRestAfterWoIsTheInt8PathsBytes) {
   TINYCORAL_REQUIRE_TESTDATA(data);
-  for_each_reference_model(data, [](const std::string&, const LoadedModel& model) {
-    const llm::Config& c = model.ck.config;
-    llm::ThreadPool pool(2);
-    const llm::Int8Weights w(model.ck, llm::calibrate(model.ck, pool, 4), residual_options());
+  for_each_residual_model(data, [](const llm::Config& c, const llm::Int8Weights& w) {
     const int dim_padded = llm::whole_groups(c.dim), groups = compiler::fc_groups(c.dim);
     RestCase k;
     rest_case(c, w, k);
@@ -985,19 +1001,12 @@ TEST(FfnChainOnTheChip, TheLayersRestAfterWoIsTheInt8PathsBytes) {
 // n = 1, 4, 5, 64, 65 (1 and 65 under AddressSanitizer): every output byte equal, y included.
 TEST(FfnChainOnTheChip, TheLastFfnAfterTheSumEqualsItsOwnProgramBitForBit) {
   TINYCORAL_REQUIRE_TESTDATA(data);
-  for_each_reference_model(data, [](const std::string&, const LoadedModel& model) {
-    const llm::Config& c = model.ck.config;
-    llm::ThreadPool pool(2);
-    const llm::Int8Weights w(model.ck, llm::calibrate(model.ck, pool, 4), residual_options());
+  for_each_residual_model(data, [](const llm::Config& c, const llm::Int8Weights& w) {
     const int dim_padded = llm::whole_groups(c.dim);
     RestCase k;
     rest_case(c, w, k);
     const compiler::FfnLayer& ffn = k.v.chain.ffn;
-    compiler::FcLayerRest with_ffn = k.rest;
-    with_ffn.ffn = &ffn;
-    with_ffn.ffn_up = k.v.up_at;
-    with_ffn.ffn_down = k.v.down_at;
-    with_ffn.ffn_output_name = "y_last";
+    const compiler::FcLayerRest with_ffn = with_last_ffn(k);
     const compiler::FfnChainPrograms rest = k.joined(&k.rest), joined = k.joined(&with_ffn);
     ASSERT_EQ(joined.marks.size(), rest.marks.size());
     RestChip apart_chip(k, rest), joined_chip(k, rest);
@@ -1048,17 +1057,10 @@ TEST(FfnChainOnTheChip, TheLastFfnAfterTheSumEqualsItsOwnProgramBitForBit) {
 // alone and the joined programs without the rest, with it and with the last FFN, both shapes.
 TEST(FfnChainOnTheChip, EveryProgramListsItsOutputsInTheOrderItsBitstreamPushesThem) {
   TINYCORAL_REQUIRE_TESTDATA(data);
-  for_each_reference_model(data, [](const std::string&, const LoadedModel& model) {
-    const llm::Config& c = model.ck.config;
-    llm::ThreadPool pool(2);
-    const llm::Int8Weights w(model.ck, llm::calibrate(model.ck, pool, 4), residual_options());
+  for_each_residual_model(data, [](const llm::Config& c, const llm::Int8Weights& w) {
     RestCase k;
     rest_case(c, w, k);
-    compiler::FcLayerRest with_ffn = k.rest;
-    with_ffn.ffn = &k.v.chain.ffn;
-    with_ffn.ffn_up = k.v.up_at;
-    with_ffn.ffn_down = k.v.down_at;
-    with_ffn.ffn_output_name = "y_last";
+    const compiler::FcLayerRest with_ffn = with_last_ffn(k);
     const std::vector<std::pair<std::string, container::Executable>> programs = {
         {"chain", compiler::generate_ffn_chain(k.v.chain, k.v.up_at, k.v.down_at).execution},
         {"joined", k.joined(nullptr).execution},
@@ -1170,11 +1172,7 @@ void two_layer_case(const llm::Config& c, const llm::Int8Weights& w, TwoLayerCas
   r.output_name = "ffn_in_x2_0";
   // Layer 1 (the last): its rest with the last FFN, chain 0's on its tiles.
   const RestCase& one = k.one;
-  k.rest1 = one.rest;
-  k.rest1.ffn = &one.v.chain.ffn;
-  k.rest1.ffn_up = one.v.up_at;
-  k.rest1.ffn_down = one.v.down_at;
-  k.rest1.ffn_output_name = "y_last";
+  k.rest1 = with_last_ffn(one);
   k.next = {&one.v.chain,  one.v.up_at,         one.v.down_at, &one.scores.layer, one.scores.at,
             one.row_bytes, one.scores.exp_mult, nullptr,       nullptr,           {},
             &one.sum,      &one.values,         &k.rest1};
@@ -1187,10 +1185,7 @@ void two_layer_case(const llm::Config& c, const llm::Int8Weights& w, TwoLayerCas
 // each layer's marks where its own program has them.
 TEST(FfnChainOnTheChip, TwoLayersInOneProgramEqualTheJoinedProgramsApartBitForBit) {
   TINYCORAL_REQUIRE_TESTDATA(data);
-  for_each_reference_model(data, [](const std::string&, const LoadedModel& model) {
-    const llm::Config& c = model.ck.config;
-    llm::ThreadPool pool(2);
-    const llm::Int8Weights w(model.ck, llm::calibrate(model.ck, pool, 4), residual_options());
+  for_each_residual_model(data, [](const llm::Config& c, const llm::Int8Weights& w) {
     const int dim_padded = llm::whole_groups(c.dim);
     TwoLayerCase k;
     two_layer_case(c, w, k);
