@@ -1089,8 +1089,8 @@ struct ChainBeforeScores {
   std::function<FfnChainPrograms(const FfnChainTail&)> generate;
 };
 
-// generate_ffn_chain_softmax's arguments after the chain's (pointers to the caller's, which
-// outlive the program's generation).
+// generate_ffn_chain_softmax's arguments after the chain's (references and pointers to the
+// caller's, which outlive the program's generation).
 struct JoinedArgs {
   const FcLayer& layer;
   const FcPlacement& placement;

@@ -1231,7 +1231,7 @@ ChipTransformer::JoinedNames ChipTransformer::joined_names(int layer, bool compo
   const Joined& j = joined_[size_t(layer)];
   const bool wo = j.values && value_sums_[size_t(layer)].wo;
   JoinedNames n;
-  // In one program for two layers, layer 0's chain and layer 1's sum take names of their own.
+  // In one program for two layers, layer 0's chain and layer 1's outputs take names of their own.
   const std::string suffix = joined_suffix(layer, composed);
   n.sum = (j.values ? (wo ? "o" : "a") : "e") + suffix;
   if (layer == 0) {
@@ -2286,8 +2286,9 @@ void ChipTransformer::qkv_q(int layer, const int8_t* xq, int8_t* q, int8_t* k, i
                : first_;
     run(program, xq_.data(), run_bytes, yq_.data(), out_bytes);
     if (first_kept_ && !joined) kept_by(first_, xq_.data(), in_bytes);
-    if (joined) stash_softmax(0, *program, 1);  // the second output: e and 1 / S
-    if (joined && joined_[0].composed) {        // layer 1's outputs too, for ffn_add_q(0)
+    // The second output: e and 1 / S (or a, o; composed: found by name).
+    if (joined) stash_softmax(0, *program, joined_[0].composed ? composed_out_[0].sum : 1);
+    if (joined && joined_[0].composed) {  // layer 1's outputs too, for ffn_add_q(0)
       composed_program_ = program;
       composed_pos_ = pos_;
     }
