@@ -732,8 +732,13 @@ int fc_batch_max_rows(int k, int slots, int row_bytes) {
 std::string fc_batch_unsupported(int n, int k, int rows, int slots, int row_bytes) {
   if (n <= 0 || fc_groups(n) > kMaxSlots * kTiles)
     return cat("N = ", n, ": the batch generator covers N = 1..", kMaxSlots * kTiles * kGroup);
-  if (k <= 0 || k % kGroup != 0)
-    return cat("K = ", k, ": the batch generator needs a multiple of 64");
+  if (k <= 0 || k % 4 != 0)
+    return cat("K = ", k, ": the batch generator needs a multiple of 4 (whole weight rows)");
+  // A K short of whole 64-byte pieces (the llm's resident keys at K = head_size: K / 4 weight
+  // rows) reads its bytes out of a longer row: the stream moves whole pieces.
+  if (k % kGroup != 0 && row_bytes < round_up(k, kGroup))
+    return cat("K = ", k, ": not a multiple of 64, needs rows of ", round_up(k, kGroup),
+               " bytes or more");
   if (fc_units_per_tile(k, false) * slots > kFcParamUnits)
     return cat("K = ", k, ": ", slots, " groups' weights do not fit one tile");
   if (row_bytes != 0 && (row_bytes < k || row_bytes % 8 != 0))

@@ -31,7 +31,8 @@ namespace tinycoral::compiler {
 // of it (FcPlacement::in_at).
 int fc_batch_max_rows(int k, int slots, int row_bytes = 0);
 
-// Why this shape is outside the batch generator, or "".
+// Why this shape is outside the batch generator, or "". K is a multiple of 4 (its op reads K / 4
+// weight rows); one that is not a multiple of 64 needs `row_bytes` of at least K rounded up to 64.
 std::string fc_batch_unsupported(int n, int k, int rows, int slots, int row_bytes = 0);
 
 // The execution program (EXECUTION_ONLY) for `rows` rows. Input "x" is [rows][K] bytes, or

@@ -1471,7 +1471,7 @@ void emit_fc_parameter_streams(
     const std::vector<FcParameterRow>& rows, int mark_from) {
   std::vector<Geometry> gs;
   for (const auto& [layer, placement] : parts) {
-    if (layer->k <= 0 || layer->k % kPiece != 0) fail("K = ", layer->k, ": not a multiple of 64");
+    if (layer->k <= 0 || layer->k % 4 != 0) fail("K = ", layer->k, ": not a multiple of 4");
     if (layer->n <= 0 || fc_groups(layer->n) > kMaxSlots * 16)
       fail("N = ", layer->n, ": more outputs than the tiles hold");
     const FcLayer padded = layer->n % kGroup != 0 ? padded_to_groups(*layer) : *layer;
@@ -1482,7 +1482,7 @@ void emit_fc_parameter_streams(
 
 container::Executable fc_caching(const FcLayer& layer, const FcPlacement& placement,
                                  const FcRowWrite* rows) {
-  if (layer.k <= 0 || layer.k % kPiece != 0) fail("K = ", layer.k, ": not a multiple of 64");
+  if (layer.k <= 0 || layer.k % 4 != 0) fail("K = ", layer.k, ": not a multiple of 4");
   if (layer.n <= 0 || fc_groups(layer.n) > kMaxSlots * 16)
     fail("N = ", layer.n, ": more outputs than the tiles hold");
   const FcLayer padded = layer.n % kGroup != 0 ? padded_to_groups(layer) : layer;

@@ -231,7 +231,8 @@ FfnChainPrograms generate_fc_chain(const FcChain& chain);  // caching: one per l
 
 // The caching program alone, for execution programs another generator writes over the same
 // parameters (the batch generator, fc_batch_codegen.h): N up to 2048 with a placement, any K that
-// is a multiple of 64 (the batch-1 limit K <= 1024 is its input scatter's, not the parameters').
+// is a multiple of 4 (K / 4 weight rows; the batch-1 limits, K a multiple of 64 up to 1024, are
+// its input scatter's, not the parameters').
 // With `rows`, single 256-byte rows are cached after the layer's stream (FcRowWrite, below).
 struct FcRowWrite;
 container::Executable fc_caching(const FcLayer& layer, const FcPlacement& placement = {},

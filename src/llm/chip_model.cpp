@@ -836,7 +836,9 @@ bool ChipTransformer::chain_ffn(int layer, TileAllocator& tiles, bool with_value
 bool ChipTransformer::scores_program(int layer, TileAllocator& tiles) {
   const Config& c = ck_.config;
   const int hs = c.head_size();
-  const int k = whole_groups(hs), seq_padded = whole_groups(c.seq_len);
+  // K = head_size, not padded to 64 (a multiple of 4, checked below): the op reads K / 4 weight
+  // rows, so a group takes 8 + head_size units; q~'s bytes past a head's met only zero weights.
+  const int k = hs, seq_padded = whole_groups(c.seq_len);
   const int row_bytes = whole_groups(std::max(c.dim, (c.n_heads - 1) * hs + k));
   const QuantizedAttention& a = weights()->attention[size_t(layer)];
   ScoresProgram p;

@@ -387,6 +387,39 @@ TEST(ChipPathStepD, ScoresOnTheChipWithOtherShapesAreExact) {
   }
 }
 
+// The resident keys at K = head_size (not padded to 64): each head's 64-position groups take
+// 8 + head_size units, so the scores add exactly layers x heads x groups of them to tile memory,
+// with the new key written by the host and by the chip (its column: K / 4 rows); head sizes 24
+// over grouped kv heads (80 positions: two groups a head) and 48; the int8 path's logits bit for
+// bit. Nothing else is placed with the scores there (no RoPE, no value cache).
+TEST(ChipPathStepD, TheResidentKeysTakeHeadSizeUnitsAGroup) {
+  for (const TinyShape& shape :
+       {TinyShape{96, 160, 2, 4, 2, 300, 80, true}, TinyShape{96, 160, 1, 2, 2, 300, 40, true}}) {
+    const int hs = shape.dim / shape.heads;
+    SCOPED_TRACE("head size " + std::to_string(hs));
+    const LoadedModel model = tiny_model(shape, TinyWeights(shape));
+    const llm::Int8Options host{.fused_layers = true, .chip_attention = true};
+    llm::Int8Options scores = host, column = host;
+    scores.chip_scores = column.chip_scores = column.chip_key_write = true;
+    std::vector<llm::ChipPathStats> stats;
+    expect_chips_equal_int8(model.ck, model.tok, 12, {host, scores, column}, stats);
+    const int64_t groups = int64_t{shape.layers} * shape.heads * ((shape.seq_len + 63) / 64);
+    const int64_t keys = groups * compiler::fc_units_per_tile(hs, false);
+    const auto units = [](const llm::ChipPathStats& s) {
+      int64_t sum = 0;
+      for (const int u : s.tile_units) sum += u;
+      return sum;
+    };
+    for (size_t i = 1; i < stats.size(); ++i) {
+      SCOPED_TRACE(i == 1 ? "the key written by the host" : "the key's column written by the chip");
+      EXPECT_EQ(stats[i].scores_layers, shape.layers);
+      EXPECT_EQ(stats[i].key_write_layers, i == 2 ? shape.layers : 0);
+      EXPECT_EQ(units(stats[i]) - units(stats[0]), keys);
+      EXPECT_EQ(stats[i].resident_bytes - stats[0].resident_bytes, 64 * keys);
+    }
+  }
+}
+
 // `generate` refuses an option of the int8 arithmetic (`option`, with its value) on the CPU's
 // float path, with --batch and with --unfused-layers: exit 2, naming the option and --int8.
 void expect_option_refused(const std::filesystem::path& data,
@@ -509,7 +542,7 @@ const llm::WeightedSum kOtherAttentionSums[] = {llm::WeightedSum::kScalarCore,
 //   (the sum a program of its own) and on the chip (the sum inside the scores' program).
 // - the key column written by the chip (Int8Options::chip_key_write): the scores' program writes
 //   the new key into its column of the resident keys itself (compiler/fc_column_write.h), head
-//   size 16 over grouped kv heads (one row group per head), head size 80 (K = 128, 32 rows through
+//   size 16 over grouped kv heads (one row group per head), head size 80 (K = 80, 20 rows through
 //   narrow memory, and positions past 64), with the softmax alone in the scores' program and with
 //   the weighted sum joined to it. A key not written, or written into another column, changes the
 //   scores of every later position.
@@ -517,7 +550,7 @@ const llm::WeightedSum kOtherAttentionSums[] = {llm::WeightedSum::kScalarCore,
 //   new key itself (RoPE's key sum beside q~'s, in front of the scores) and writes those bytes
 //   into the key's column: the host sends only the key's products, no key bytes. Head size 16 with
 //   two heads per kv head (each kv head's key to both its heads' groups), softmax alone; head size
-//   80 (the key two 64-byte pieces, K = 128) past 64 positions, with the weighted sum joined. A key
+//   80 (the key two 64-byte pieces, K = 80) past 64 positions, with the weighted sum joined. A key
 //   piece of another kv head, or one the chip did not put into the column, changes the scores. The
 //   key's channels are packed in kv_dim's 64-channel groups (as the chain computes k), so a head
 //   starts inside a group (the first shape's second kv head, at byte 16) or straddles two (the
@@ -834,10 +867,11 @@ void generate_with_the_value_cache(const std::filesystem::path& data) {
     EXPECT_EQ(j.at("chip").at("value_sum_layers_on_chip"), layers);
     // Each layer's sum inside its scores' program: the chain and that program per layer.
     EXPECT_EQ(j.at("chip").at("attention_layers_on_chip"), layers);
-    // wo after the sum where tile memory still holds it (rand15M: 2 of its 6 layers), else on
-    // the host.
-    EXPECT_EQ(j.at("chip").at("wo_layers_on_chip"), 2);
-    EXPECT_EQ(j.at("chip").at("matmuls_on_host"), layers - 2);
+    // wo after the sum where tile memory still holds it (rand15M: 3 of its 6 layers, with the key
+    // caches at K = head_size), else on the host.
+    const int wo_layers = name == "rand15M" ? 3 : 2;
+    EXPECT_EQ(j.at("chip").at("wo_layers_on_chip"), wo_layers);
+    EXPECT_EQ(j.at("chip").at("matmuls_on_host"), layers - wo_layers);
     EXPECT_EQ(j.at("chip").at("programs_per_token"), 2 * layers + 1);
   }
   std::string why;
@@ -1339,7 +1373,7 @@ TEST(ChipPathStepD, TheValueCacheJoinedOnRand15MGivesTheInt8PathsLogitsBitForBit
   EXPECT_EQ(stats[0].wo_layers, 1);
   EXPECT_EQ(stats[0].programs, layers);
   EXPECT_EQ(stats[1].rest_layers, 0);
-  EXPECT_EQ(stats[1].wo_layers, 0);
+  EXPECT_EQ(stats[1].wo_layers, 2);  // (apart: the room the key caches at K = head_size free)
   EXPECT_EQ(stats[1].programs, layers + 1);
 }
 
