@@ -85,6 +85,9 @@ struct OpSet {
 std::vector<OpSet> op_sets(const Groups& g, const FcLayer& layer) {
   std::vector<OpSet> out;
   const bool own = !layer.group_out_zp.empty();
+  if (layer.weight_k != 0 && layer.weight_k != layer.k)
+    fail("weights of K = ", layer.weight_k, " under an input of ", layer.k,
+         ": the batch ops read all K (fc_codegen's programs take FcLayer::weight_k)");
   for (size_t i = 0; i < g.tile.size(); ++i) {
     if (g.weights[i] != -1 && g.weights[i] + kGroup * layer.k / 64 > kFcParamUnits)
       fail("weights at wide unit ", g.weights[i], " for K = ", layer.k, ": past the parameters");

@@ -54,6 +54,7 @@ AuxLayout aux_layout(bool bias) { return AuxLayout{bias ? 3 : 2}; }
 // Derived quantities of one layer.
 struct Geometry {
   int n, k;
+  int wk;                    // the weights' K (FcLayer::weight_k): the op's words, the rows held
   int tiles;                 // compute tiles = N / 64
   int in_tiles;              // input tiles = K / 64
   int packets;               // ring packets of the input = ceil(K / 256)
@@ -102,7 +103,17 @@ struct Geometry {
   }
 };
 
-Geometry geometry(int n, int k, bool bias, const FcPlacement& placement = {}) {
+// FcLayer::weight_k, checked: a multiple of 4 in 4..K (0: K).
+int weights_k(int k, int weight_k) {
+  const int wk = weight_k == 0 ? k : weight_k;
+  if (wk <= 0 || wk % 4 != 0 || wk > k)
+    fail("weights of K = ", wk, " for an input of ", k,
+         " bytes: needs a multiple of 4, at most it");
+  return wk;
+}
+int weights_k(const FcLayer& l) { return weights_k(l.k, l.weight_k); }
+
+Geometry geometry(int n, int k, bool bias, const FcPlacement& placement = {}, int wk = 0) {
   // These programs write and read a group's weights right after its aux rows: a placement whose
   // weights live apart (the batch generator's shared copies) would be overwritten group by group.
   if (!placement.weight_units.empty())
@@ -112,12 +123,13 @@ Geometry geometry(int n, int k, bool bias, const FcPlacement& placement = {}) {
   Geometry g{};
   g.n = n;
   g.k = k;
+  g.wk = weights_k(k, wk);
   g.tiles = n / kGroup;
   g.in_tiles = k / kPiece;
   g.packets = (k + kPacket - 1) / kPacket;
   g.x_piece = kPacket * ((k + kPacket - 1) / kPacket) + 512;
   g.aux = aux_layout(bias);
-  g.unit_per_tile = (g.aux.rows * kGroup * 4 + kGroup * k) / 64;
+  g.unit_per_tile = (g.aux.rows * kGroup * 4 + kGroup * g.wk) / 64;
   g.tile_of = placement.tiles;
   if (g.tile_of.empty())
     for (int t = 0; t < g.tiles; ++t) g.tile_of.push_back(t);
@@ -150,6 +162,10 @@ Geometry geometry(int n, int k, bool bias, const FcPlacement& placement = {}) {
       fail("parameters at wide unit ", base, " (", g.unit_per_tile,
            " units per tile) do not fit below unit ", kFcParamUnits, " or are not row-aligned");
   return g;
+}
+
+Geometry geometry(const FcLayer& l, const FcPlacement& placement = {}) {
+  return geometry(l.n, l.k, !l.bias.empty(), placement, l.weight_k);
 }
 
 // The first group on `tile` whose parameters overlap wide units [unit, unit + units); -1: none.
@@ -251,7 +267,7 @@ std::vector<std::pair<int, int>> host_pieces(const Geometry& g) {
 // are left out.
 void op_stage(Emitter& e, const Geometry& g, const FcLayer& layer, int out_at,
               const ScalarRms* rms = nullptr, const std::vector<bool>& skip = {}) {
-  const int k_words = g.k / 4;
+  const int k_words = g.wk / 4;
   // The aux rows before the zero points (multipliers, biases) into the output stage's planes
   // (64 words apart), then the op; the op reads the zero-point row from wide memory itself.
   const int planes = g.aux.rows - 1;
@@ -359,7 +375,7 @@ void parameter_streams(Emitter& e, const std::vector<Geometry>& gs,
             " k121=1 k124=1 par136=1", pop.fields(), " k174=1 par177=1 k178=1 b183=", b183 ? 1 : 0,
             " rows_neg=", hex(0x8000 - rows), " k199=1 k215=1"));
   for (const Geometry& g : gs) {
-    const int k_rows = g.k / 4;  // 256-byte weight rows per tile
+    const int k_rows = g.wk / 4;  // 256-byte weight rows per tile
     for (int t = 0; t < g.tiles; ++t) {
       const int base = g.base_of[size_t(t)];
       e.add("ringcons0",
@@ -435,8 +451,13 @@ std::string fc_unsupported(int n, int k) {
 
 std::vector<uint8_t> fc_parameters(const FcLayer& layer) {
   const int groups = layer.n / kGroup;  // the stream is per group, wherever it is placed
+  const int wk = weights_k(layer);
+  for (int o = 0; o < layer.n; ++o)
+    for (int c = wk; c < layer.k; ++c)
+      if (layer.weights[size_t(o) * size_t(layer.k) + size_t(c)] != 0)
+        fail("output ", o, " has a weight at input ", c, ", past the weights' K = ", wk);
   std::vector<uint8_t> out;
-  out.reserve(static_cast<size_t>(groups * fc_units_per_tile(layer.k, !layer.bias.empty()) * 64));
+  out.reserve(static_cast<size_t>(groups * fc_units_per_tile(wk, !layer.bias.empty()) * 64));
   for (int t = 0; t < groups; ++t) {
     for (int c = 0; c < kGroup; ++c) {
       const uint32_t bits =
@@ -451,7 +472,7 @@ std::vector<uint8_t> fc_parameters(const FcLayer& layer) {
       const uint32_t zp = 128;
       for (int b = 0; b < 4; ++b) out.push_back(static_cast<uint8_t>(zp >> (8 * b)));
     }
-    for (int kq = 0; kq < layer.k / 4; ++kq) {
+    for (int kq = 0; kq < wk / 4; ++kq) {
       for (int c = 0; c < kGroup; ++c) {
         const size_t row = static_cast<size_t>(t * kGroup + c) * static_cast<size_t>(layer.k);
         for (int b = 0; b < 4; ++b) {
@@ -554,7 +575,7 @@ FcPrograms generate_fc(const FcLayer& layer, const FcPlacement& placement) {
     y.shape = {{0, 0}, {0, layer.n - 1}};
     return out;
   }
-  const Geometry g = geometry(layer.n, layer.k, !layer.bias.empty(), placement);
+  const Geometry g = geometry(layer, placement);
   FcPrograms out;
   out.execution =
       execution_executable_of(execution_program(g, layer), layer, layer, g, g.x_piece + kPiece);
@@ -735,8 +756,7 @@ std::pair<Geometry, Geometry> ffn_geometries(const FfnLayer& f, const FcPlacemen
   if (const std::string why = fc_unsupported(std::min(f.up.n, 16 * kGroup), f.up.k); !why.empty())
     fail(why);
   if (const std::string why = fc_unsupported(f.down.n, f.down.k); !why.empty()) fail(why);
-  return {geometry(f.up.n, f.up.k, !f.up.bias.empty(), up_at),
-          geometry(f.down.n, f.down.k, !f.down.bias.empty(), down_at)};
+  return {geometry(f.up, up_at), geometry(f.down, down_at)};
 }
 
 }  // namespace
@@ -1066,7 +1086,7 @@ std::vector<Geometry> follower_geometries(const FfnChain& chain, int& widest) {
       at.in_at.clear();
       for (int g = 0; g < l.n / kGroup; ++g) at.in_at.push_back(2 * kPiece * g);
     }
-    next.push_back(geometry(l.n, l.k, !l.bias.empty(), at));
+    next.push_back(geometry(l, at));
     widest = std::max(widest, i == 0 ? chain.extra_k + f.down.n : want);
   }
   return next;
@@ -1117,8 +1137,8 @@ FfnChainEmitted emit_ffn_chain(Emitter& e, const FfnChain& chain, const FcPlacem
     fail(why);
   if (const std::string why = fc_unsupported(f.down.n, f.down.k); !why.empty()) fail(why);
   const Geometry in = geometry(kGroup, in_k, false);
-  const Geometry up = geometry(f.up.n, f.up.k, !f.up.bias.empty(), up_at);
-  const Geometry down = geometry(f.down.n, f.down.k, !f.down.bias.empty(), down_at);
+  const Geometry up = geometry(f.up, up_at);
+  const Geometry down = geometry(f.down, down_at);
   int widest = 0;
   const std::vector<Geometry> next = follower_geometries(chain, widest);
   // The extra pieces wait at x_piece until follower 0 reads them: every layer's x below them.
@@ -1269,8 +1289,8 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
   const FfnChainEmitted done =
       emit_ffn_chain(e, chain, up_at, down_at, tail, nullptr, ring_ordinal, outs);
   const FfnLayer& f = chain.ffn;
-  const Geometry up = geometry(f.up.n, f.up.k, !f.up.bias.empty(), up_at);
-  const Geometry down = geometry(f.down.n, f.down.k, !f.down.bias.empty(), down_at);
+  const Geometry up = geometry(f.up, up_at);
+  const Geometry down = geometry(f.down, down_at);
   int widest = 0;
   const std::vector<Geometry> next = follower_geometries(chain, widest);
   FcLayer in_layer = f.up;
@@ -1316,7 +1336,7 @@ FfnChainPrograms generate_fc_chain(const FcChain& chain, const FfnChainTail* tai
       fail("chain layer ", i, ": K = ", l.k, " (needs ", want, "), N = ", l.n,
            " (needs whole groups)");
     if (i == 0 && !chain.at[0].in_at.empty()) fail("the chain's first layer reads all its input");
-    g.push_back(geometry(l.n, l.k, !l.bias.empty(), chain.at[i]));
+    g.push_back(geometry(l, chain.at[i]));
     widest = std::max(widest, want);
   }
   if (chain.products.layer >= static_cast<int>(g.size()))
@@ -1442,13 +1462,13 @@ void append_constants_row(std::vector<uint8_t>& bytes, const std::vector<float>&
 
 int fc_group_over(const FcLayer& layer, const FcPlacement& placement, int tile, int unit,
                   int units) {
-  return group_over(geometry(layer.n, layer.k, !layer.bias.empty(), placement), tile, unit, units);
+  return group_over(geometry(layer, placement), tile, unit, units);
 }
 
 FcRowWrite fc_weight_rows(const FcLayer& layer, const FcPlacement& placement, int kq) {
-  if (layer.n % kGroup != 0 || kq < 0 || 4 * kq >= layer.k)
-    fail("weight row ", kq, " of a layer of N = ", layer.n, ", K = ", layer.k);
-  const Geometry g = geometry(layer.n, layer.k, !layer.bias.empty(), placement);
+  if (layer.n % kGroup != 0 || kq < 0 || 4 * kq >= weights_k(layer))
+    fail("weight row ", kq, " of a layer of N = ", layer.n, ", K = ", weights_k(layer));
+  const Geometry g = geometry(layer, placement);
   FcRowWrite w;
   for (int t = 0; t < g.tiles; ++t) {
     w.rows.push_back({g.tile_of[size_t(t)],
@@ -1475,7 +1495,7 @@ void emit_fc_parameter_streams(
     if (layer->n <= 0 || fc_groups(layer->n) > kMaxSlots * 16)
       fail("N = ", layer->n, ": more outputs than the tiles hold");
     const FcLayer padded = layer->n % kGroup != 0 ? padded_to_groups(*layer) : *layer;
-    gs.push_back(geometry(padded.n, padded.k, !padded.bias.empty(), *placement));
+    gs.push_back(geometry(padded, *placement));
   }
   parameter_streams(e, gs, rows, mark_from);
 }
@@ -1486,7 +1506,7 @@ container::Executable fc_caching(const FcLayer& layer, const FcPlacement& placem
   if (layer.n <= 0 || fc_groups(layer.n) > kMaxSlots * 16)
     fail("N = ", layer.n, ": more outputs than the tiles hold");
   const FcLayer padded = layer.n % kGroup != 0 ? padded_to_groups(layer) : layer;
-  const Geometry g = geometry(padded.n, padded.k, !padded.bias.empty(), placement);
+  const Geometry g = geometry(padded, placement);
   std::vector<uint8_t> parameters = fc_parameters(padded);
   if (rows) {
     if (rows->bytes.size() != rows->rows.size() * size_t{kPacket})

@@ -28,6 +28,10 @@ struct FcLayer {
   // have its own output zero point and clamps (one op per distinct stage). Empty: the layer's.
   std::vector<int32_t> group_out_zp;
   std::vector<float> group_clamp_min, group_clamp_max;
+  // The weights' K when it is less than k (0: k), a multiple of 4 (fc_codegen's programs only):
+  // the input keeps k bytes in 64-byte pieces, the op runs weight_k / 4 words and the tiles hold
+  // weight_k / 4 weight rows a group. Columns weight_k..k-1 must be zero: they add nothing.
+  int weight_k = 0;
 };
 
 // Recognises the mapped part [QUANTIZE] FULLY_CONNECTED [QUANTIZE] (uint8 at both ends) and builds

@@ -48,6 +48,13 @@ void put_count(int8_t* block, int n) { put_word(block, uint32_t(n)); }
 // from it (v~'s, the RoPE sum's).
 void put_r(int8_t* block, float r) { put_word(block + 4, std::bit_cast<uint32_t>(r)); }
 
+// An FC reading the residual stream (dim bytes in 64-byte pieces) holds weights for dim rounded to
+// whole words only, the op's K (isa.md 3.4): the pieces' bytes past it met zero weights.
+compiler::FcLayer with_dim_weights(compiler::FcLayer l, int dim) {
+  l.weight_k = (dim + 3) / 4 * 4;
+  return l;
+}
+
 }  // namespace
 
 // One execution program of the planner (matmul_plan.h); segment ids are LayerMatmuls.
@@ -551,6 +558,8 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
   }
   stats_.max_tile_units = tiles.max_fill();
   stats_.tile_units = tiles.fills();
+  stats_.rope_kept_rows =
+      int(std::count_if(kept_rows_.begin(), kept_rows_.end(), [](int row) { return row >= 0; }));
   // A chain returns at most w2 output, q + k + v (1024) and u (32 groups).
   widest = std::max(widest, 4096 + whole_groups(c.dim));
   xq_.resize(size_t(widest));
@@ -666,14 +675,14 @@ bool ChipTransformer::first_layer(TileAllocator& tiles, bool with_values) {
   const Program& qkv = part.program;
   if (!compiler::fc_unsupported(qkv.outputs, qkv.k_padded).empty()) return false;
   compiler::FcChain chain;
-  chain.layers.push_back(fc_layer(0, qkv));
+  chain.layers.push_back(with_dim_weights(fc_layer(0, qkv), config().dim));
   compiler::FcLayer u;
   std::vector<int> in_at;
   if (with_values && !values_layer(*this, 0, part.at[2], u, in_at)) return false;
   TileAllocator trial = tiles;
   compiler::FcPlacement qkv_at, u_at;
   if (!trial.place(compiler::fc_groups(qkv.outputs),
-                   compiler::fc_units_per_tile(qkv.k_padded, false), qkv_at) ||
+                   compiler::fc_units_per_tile(chain.layers[0].weight_k, false), qkv_at) ||
       (with_values &&
        !trial.place(compiler::fc_groups(u.n), compiler::fc_units_per_tile(u.k, false), u_at)))
     return false;
@@ -735,7 +744,8 @@ bool ChipTransformer::chain_ffn(int layer, TileAllocator& tiles, bool with_value
   if (with_values && !values_layer(*this, layer + 1, part.at[2], u, u_at.in_at)) return false;
   if (!trial.place(compiler::fc_groups(dim_padded), compiler::fc_units_per_tile(128, true),
                    add_at) ||
-      !trial.place(compiler::fc_groups(qkv.outputs), compiler::fc_units_per_tile(dim_padded, false),
+      !trial.place(compiler::fc_groups(qkv.outputs),
+                   compiler::fc_units_per_tile(with_dim_weights({}, c.dim).weight_k, false),
                    qkv_at))
     return false;
   const TileAllocator before_u = trial;
@@ -749,7 +759,7 @@ bool ChipTransformer::chain_ffn(int layer, TileAllocator& tiles, bool with_value
   compiler::FfnChain chain;
   chain.ffn = p.layer;
   chain.extra_k = dim_padded;
-  chain.next = {a, fc_layer(layer + 1, qkv)};
+  chain.next = {a, with_dim_weights(fc_layer(layer + 1, qkv), c.dim)};
   // chip_residual: v's groups wait for the chain's r and return v~ (with u they do not: u reads v).
   const TileAllocator plain_tiles = trial;
   if (!with_values && options().chip_rms)
@@ -780,7 +790,7 @@ bool ChipTransformer::chain_ffn(int layer, TileAllocator& tiles, bool with_value
     if (chain.after_r.layer < 0) return false;
     // Without v~ on the chip (the host computes it from the add's bytes).
     chain.after_r = {};
-    chain.next[1] = fc_layer(layer + 1, qkv);
+    chain.next[1] = with_dim_weights(fc_layer(layer + 1, qkv), c.dim);
     trial = plain_tiles;
     if (!generate_with_rope(chain, rope, generate, code, p.rope, &rejected)) return false;
   }

@@ -93,6 +93,8 @@ struct ChipPathStats {
   int max_tile_units = 0;      // the fullest tile's parameter units (of 8192)
   // Each tile's parameter units (TileAllocator::fills): the units past them are its free run.
   std::array<int, kPlanTiles> tile_units{};
+  // Of them, q's kept products' rows: one on each tile that computes some layer's q with them.
+  int rope_kept_rows = 0;
   std::string host_reason;  // why the first host matmul is not on the chip
   // Modeled stick time (runtime/stick_time.h) summed over every execution run so far, and the
   // one-time parameter caching.

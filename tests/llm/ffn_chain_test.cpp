@@ -49,7 +49,19 @@ std::vector<int8_t> fc(const QuantizedMatmul& q, const std::vector<int8_t>& x) {
 // the first output's name is an Error, not a layout to retry.
 // kMuls: the MULs' count (below). kSecondSlot: the bytes, with group 2 (tile 1's second rotated
 // group, its tables landing at another place than group 0's) multiplied too, by table piece 2.
-enum class Variant { kBytes, kTooManyPieces, kBadGroup, kBadRms, kMuls, kSecondSlot };
+// kShortK: the bytes, with w1, w3 and the last follower of K = dim - 8 over dim input bytes
+// (FcLayer::weight_k: the tiles hold those K only, the pieces' last 8 bytes meet no weights).
+enum class Variant { kBytes, kTooManyPieces, kBadGroup, kBadRms, kMuls, kSecondSlot, kShortK };
+
+// `l` (K = its weights') over an input of k bytes: zero weights past its K, held no more.
+compiler::FcLayer over_input(compiler::FcLayer l, int k) {
+  std::vector<int8_t> w(size_t(l.n) * size_t(k), 0);
+  for (int o = 0; o < l.n; ++o) std::copy_n(l.weights.begin() + o * l.k, l.k, w.begin() + o * k);
+  l.weights = std::move(w);
+  l.weight_k = l.k;
+  l.k = k;
+  return l;
+}
 
 // The program's MULs: step 1 of each (mul's first op, dp_mode 4; the pack after it is dp_mode 2).
 int mul_ops(const container::Executable& e) {
@@ -66,12 +78,13 @@ void check_chain(bool pairwise, bool rope = false, Variant variant = Variant::kB
                  bool rms = false) {
   std::mt19937 random(pairwise ? 11 : 7);
   const int dim = 128, hidden = 192, extra = 128, qkv = 192;
-  const QuantizedMatmul w1 = random_matmul(hidden, dim, {-2, 2}, {-2.5f, 2.5f}, random),
-                        w3 = random_matmul(hidden, dim, {-2, 2}, {-2.5f, 2}, random),
+  const int wk = variant == Variant::kShortK ? dim - 8 : dim;
+  const QuantizedMatmul w1 = random_matmul(hidden, wk, {-2, 2}, {-2.5f, 2.5f}, random),
+                        w3 = random_matmul(hidden, wk, {-2, 2}, {-2.5f, 2}, random),
                         w2 = random_matmul(dim, hidden, {-3, 3}, {-1.5f, 1.5f}, random),
                         add = random_matmul(dim, pairwise ? 128 : extra + dim, {-1.5f, 1.5f},
                                             {-2, 2}, random),
-                        next = random_matmul(qkv, dim, {-2, 2}, {-2, 2.5f}, random);
+                        next = random_matmul(qkv, wk, {-2, 2}, {-2, 2.5f}, random);
   const llm::QuantizedGate gate = llm::quantize_gate(w1.out, w3.out, {-0.5f, 2.5f}, w2.in);
 
   compiler::FfnChain chain;
@@ -83,7 +96,12 @@ void check_chain(bool pairwise, bool rope = false, Variant variant = Variant::kB
   chain.pairwise = pairwise;
   chain.output_down = pairwise;
   chain.next = {layer_of({&add, &add}), layer_of({&next, &next, &next})};
-  const int up_units = compiler::fc_units_per_tile(dim, false);
+  if (wk != dim) {
+    f.up = over_input(f.up, dim);
+    chain.next[1] = over_input(chain.next[1], dim);
+  }
+  // Groups packed at the units K = wk takes: at K = dim they would overlap.
+  const int up_units = compiler::fc_units_per_tile(wk, false);
   const compiler::FcPlacement up_at{{4, 4, 7, 7, 1, 1}, {0, up_units, 0, up_units, 0, up_units}};
   const compiler::FcPlacement down_at{{0, 9}, {0, 0}};
   // Tile 1 computes both of add's groups and two of next's: four output pieces leave from it.
@@ -162,6 +180,10 @@ void check_chain(bool pairwise, bool rope = false, Variant variant = Variant::kB
     return;
   }
   const compiler::FfnChainPrograms code = compiler::generate_ffn_chain(chain, up_at, down_at);
+  // The tiles take w1's and w3's 6 groups and the follower's 3 at K = wk (caching: up, down,
+  // the add, the follower).
+  ASSERT_EQ(code.caching.at(0).parameters.size(), size_t(6 * up_units * 64));
+  ASSERT_EQ(code.caching.at(3).parameters.size(), size_t(3 * up_units * 64));
 
   auto tpu = runtime::open_virtual_edgetpu();
   for (const container::Executable& c : code.caching)
@@ -255,6 +277,12 @@ TEST(FfnChainOnTheChip, FfnThenTwoFollowersEqualTheInt8ArithmeticInEveryByte) {
 
 TEST(FfnChainOnTheChip, PairwiseAddAndW2OutputEqualTheInt8ArithmeticInEveryByte) {
   check_chain(true);
+}
+
+// The FCs of K = 120 over the 128 bytes of two input pieces (rand15M's K = 288 in 5 pieces).
+TEST(FfnChainOnTheChip, FcsOfKNotAMultipleOf64HoldOnlyTheirWeightsAndEqualTheInt8Arithmetic) {
+  check_chain(true, false, Variant::kShortK, true);
+  check_chain(true, true, Variant::kShortK);
 }
 
 TEST(FfnChainOnTheChip, RopeProductsAfterTheFollowersEqualTheInt8RopeInEveryByte) {
