@@ -593,7 +593,8 @@ bool ChipTransformer::fuse_ffn(int layer, TileAllocator& tiles) {
     return false;
   TileAllocator trial = tiles;
   compiler::FcPlacement up_at, down_at;
-  if (!trial.place_pairs(groups, compiler::fc_units_per_tile(k_padded, false), up_at) ||
+  const int up_k = with_dim_weights({}, w1.cols).weight_k;
+  if (!trial.place_pairs(groups, compiler::fc_units_per_tile(up_k, false), up_at) ||
       !trial.place(compiler::fc_groups(w2.rows), compiler::fc_units_per_tile(hidden, false),
                    down_at))
     return false;
@@ -604,7 +605,7 @@ bool ChipTransformer::fuse_ffn(int layer, TileAllocator& tiles) {
   static_cast<FcProgramPlan&>(up) = plan.up;
   static_cast<FcProgramPlan&>(down) = plan.down;
   compiler::FfnLayer f;
-  f.up = fc_layer(layer, up);
+  f.up = with_dim_weights(fc_layer(layer, up), w1.cols);
   f.down = fc_layer(layer, down);
   set_ffn_gate(gate_of(layer), f);
   compiler::FfnPrograms code = compiler::generate_ffn(f, up_at, down_at);
