@@ -85,12 +85,10 @@ struct OpSet {
 std::vector<OpSet> op_sets(const Groups& g, const FcLayer& layer) {
   std::vector<OpSet> out;
   const bool own = !layer.group_out_zp.empty();
-  if (layer.weight_k != 0 && layer.weight_k != layer.k)
-    fail("weights of K = ", layer.weight_k, " under an input of ", layer.k,
-         ": the batch ops read all K (fc_codegen's programs take FcLayer::weight_k)");
+  const int weights_k = layer.weight_k ? layer.weight_k : layer.k;  // (FcLayer::weight_k)
   for (size_t i = 0; i < g.tile.size(); ++i) {
-    if (g.weights[i] != -1 && g.weights[i] + kGroup * layer.k / 64 > kFcParamUnits)
-      fail("weights at wide unit ", g.weights[i], " for K = ", layer.k, ": past the parameters");
+    if (g.weights[i] != -1 && g.weights[i] + kGroup * weights_k / 64 > kFcParamUnits)
+      fail("weights at wide unit ", g.weights[i], " for K = ", weights_k, ": past the parameters");
     const OpSet want{g.base[i],
                      g.weights[i],
                      g.slot[i],
@@ -143,7 +141,8 @@ void stream_input(Emitter& e, uint32_t compute, int bytes) {
 // One op per op set over the rows of X at narrow 0; group slot s's rows x 64 outputs at
 // out_base + rows 64 s; then the fences.
 void op_stage(Emitter& e, const FcLayer& layer, const Groups& g, int rows, int out_base) {
-  const int k_words = layer.k / 4, row_words = g.row_bytes / 4;
+  // The op's words: the weights' K (FcLayer::weight_k); X's rows keep the input's layout.
+  const int k_words = (layer.weight_k ? layer.weight_k : layer.k) / 4, row_words = g.row_bytes / 4;
   const int block = rows * kGroup;  // one group's outputs
   // The per-channel rows into the output stage (the FC's load), then the op over every row.
   const int aux_rows = layer.bias.empty() ? 2 : 3;  // multipliers, [biases,] zero points

@@ -1084,7 +1084,7 @@ bool ChipTransformer::early_rest(TileAllocator& tiles) {
   compiler::FcPlacement wo;
   RestPlacement at;
   const int groups = compiler::fc_groups(c.dim);
-  const int wo_k = whole_groups(c.n_heads * c.head_size());
+  const int wo_k = with_dim_weights({}, c.n_heads * c.head_size()).weight_k;  // join_attention's
   if (!trial.place(groups, compiler::fc_units_per_tile(wo_k, false), wo) ||
       !trial.place(groups, compiler::fc_units_per_tile(128, true), at.add_at) ||
       !trial.place(groups, compiler::fc_units_per_tile(64, false), at.norm_at))
@@ -1738,6 +1738,8 @@ bool ChipTransformer::join_attention(int layer, TileAllocator& tiles, bool with_
     p.join.out_at = {};
     if (with_wo) {
       p.join.out = fc_layer_of(plan, [&](int) -> const QuantizedMatmul& { return padded; });
+      // The heads side by side: weights for their n_heads x head_size bytes only.
+      if (early) p.join.out = with_dim_weights(std::move(p.join.out), c.n_heads * hs);
       p.join.out_at = plan.placement;
       p.join.out_stride = early ? hs : 64;  // (early_rest: one 64-byte piece a head)
     }
