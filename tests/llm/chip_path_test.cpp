@@ -1371,11 +1371,12 @@ TEST(ChipPathStepD, TheValueCacheJoinedOnRand15MGivesTheInt8PathsLogitsBitForBit
     EXPECT_EQ(units * 64, s.resident_bytes + int64_t{s.rope_kept_rows} * 256);
   }
   EXPECT_EQ(stats[0].rest_layers, 1);
-  // The room the dim-K FCs' K = 288 (not 320) leaves holds 3 more layers' wo (4 of 6), 5 apart.
-  EXPECT_EQ(stats[0].wo_layers, 4);
+  // The room the dim-K FCs' K = 288 (not 320) and the keys at K = head_size leave holds every
+  // layer's wo, joined and apart.
+  EXPECT_EQ(stats[0].wo_layers, layers);
   EXPECT_EQ(stats[0].programs, layers);
   EXPECT_EQ(stats[1].rest_layers, 0);
-  EXPECT_EQ(stats[1].wo_layers, 5);
+  EXPECT_EQ(stats[1].wo_layers, layers);
   EXPECT_EQ(stats[1].programs, layers + 1);
 }
 
