@@ -552,9 +552,10 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
     place_attention(false);
   }
   // Then layer 1's joined program behind layer 0's rest: one run a token for two layers.
-  if (options.layers_per_run != 1 && compose(tiles)) {
-    ++stats_.composed_layers;
-    --stats_.programs;
+  if (options.layers_per_run != 1) {
+    const int composed = compose(tiles);
+    stats_.composed_layers += composed;
+    stats_.programs -= composed;
   }
   stats_.max_tile_units = tiles.max_fill();
   stats_.tile_units = tiles.fills();
@@ -1105,9 +1106,8 @@ bool ChipTransformer::layer_rest(int layer, TileAllocator& tiles) {
   const bool last = layer == c.n_layers - 1;
   if (!options().join_layers || !options().chip_residual || !v.wo || (last && !f.execution))
     return false;
-  if (!last && layer != 0) return false;
   const QParams x = w.attention_adds[size_t(layer)].x, in = matmul(layer, LayerMatmul::kQ).in;
-  if (!last && (x.scale != in.scale || x.zero_point != in.zero_point)) return false;
+  if (!last && layer == 0 && (x.scale != in.scale || x.zero_point != in.zero_point)) return false;
   const int groups = compiler::fc_groups(c.dim), dim_padded = whole_groups(c.dim);
   Joined& j = joined_[size_t(layer)];
   compiler::FcLayerRest& rest = j.rest;
@@ -1130,7 +1130,7 @@ bool ChipTransformer::layer_rest(int layer, TileAllocator& tiles) {
     rest.norm_base.push_back(i < c.dim ? norm.base[size_t(i)] : 0.0f);
     rest.norm_padding.push_back(i >= c.dim);
   }
-  rest.output_name = last ? "ffn_in_x2" : "ffn_in_x2_0";
+  rest.output_name = last ? "ffn_in_x2" : "ffn_in_x2_" + std::to_string(layer);
   if (last) {
     rest.ffn = &f.layer;
     rest.ffn_up = f.up_at;
@@ -1145,42 +1145,51 @@ bool ChipTransformer::layer_rest(int layer, TileAllocator& tiles) {
   return true;
 }
 
-bool ChipTransformer::compose(TileAllocator& tiles) {
-  if (joined_.size() != 2 || joined_[0].groups.empty() || !joined_[0].values ||
-      joined_[1].groups.empty() || !joined_[1].with_rest)
-    return false;
-  Joined& j = joined_[0];
-  const Joined before = j;
-  TileAllocator trial = tiles;
-  if (!layer_rest(0, trial)) {
-    j = before;
-    return false;
+int ChipTransformer::compose(TileAllocator& tiles) {
+  int composed = 0;
+  const int layers = int(joined_.size());
+  for (int l = 0; l + 1 < layers; ++l) {
+    Joined& j = joined_[size_t(l)];
+    const Joined& next = joined_[size_t(l + 1)];
+    // (The last layer behind the others only with its rest and FFN, as D.2 composed it.)
+    if (j.groups.empty() || !j.values || next.groups.empty() ||
+        (l + 1 == layers - 1 && !next.with_rest))
+      continue;
+    const Joined before = j;
+    TileAllocator trial = tiles;
+    if (!layer_rest(l, trial)) {
+      j = before;
+      continue;
+    }
+    j.composed = true;
+    const int head = head_of(l);
+    std::vector<GroupProgram> groups;
+    try {
+      groups = joined_groups(head);
+    } catch (const Error&) {  // LayoutRejected among them: layer l + 1's program runs apart
+      j = before;
+      continue;
+    }
+    // Each layer's outputs by name (joined_names).
+    const container::Executable& e = groups.front().program->executable();
+    const auto index = [&e](const std::string& name) {
+      for (size_t i = 0; i < e.output_layers.size(); ++i)
+        if (e.output_layers[i].name == name) return int(i);
+      return -1;
+    };
+    for (int k = head; k <= l + 1; ++k) {
+      const JoinedNames n = joined_names(k);
+      JoinedOutputs& o = joined_[size_t(k)].out;
+      o = {index(n.chain), index(n.r), index(n.sum), index(n.y)};
+      if (o.chain < 0 || o.sum < 0 || (k > 0 && !n.r.empty() && o.r < 0) ||
+          (!n.y.empty() && o.y < 0) || (k == 0 && o.chain != 0))
+        fail("the composed program's outputs of layer ", k, " are not all found by name");
+    }
+    joined_[size_t(head)].groups = std::move(groups);
+    tiles = trial;
+    ++composed;
   }
-  j.composed = true;
-  std::vector<GroupProgram> groups;
-  try {
-    groups = joined_groups(0);
-  } catch (const Error&) {  // LayoutRejected among them: the two run apart
-    j = before;
-    return false;
-  }
-  // Each layer's outputs by name (joined_names).
-  const container::Executable& e = groups.front().program->executable();
-  const auto index = [&e](const std::string& name) {
-    for (size_t i = 0; i < e.output_layers.size(); ++i)
-      if (e.output_layers[i].name == name) return int(i);
-    return -1;
-  };
-  for (int l = 0; l < 2; ++l) {
-    const JoinedNames n = joined_names(l, true);
-    composed_out_[size_t(l)] = {index(n.chain), index(n.r), index(n.sum), index(n.y)};
-  }
-  if (composed_out_[0].chain != 0 || composed_out_[0].sum < 0 || composed_out_[1].chain < 0 ||
-      composed_out_[1].r < 0 || composed_out_[1].sum < 0 || composed_out_[1].y < 0)
-    fail("the composed program's outputs are not all found by name");
-  j.groups = std::move(groups);
-  tiles = trial;
-  return true;
+  return composed;
 }
 
 compiler::FcChainValueWrite ChipTransformer::value_write(int layer, int first) const {
@@ -1224,9 +1233,16 @@ std::vector<GroupProgram> ChipTransformer::joined_groups(int layer) const {
   return groups;
 }
 
+int ChipTransformer::head_of(int layer) const {
+  while (layer > 0 && joined_[size_t(layer - 1)].composed) --layer;
+  return layer;
+}
+
 namespace {
-// In one program for two layers, layer 1's scores, sum and wo take names of their own.
-std::string joined_suffix(int layer, bool composed) { return composed && layer == 1 ? "1" : ""; }
+// In one program for several layers, those behind the head take names of their own.
+std::string joined_suffix(int layer, int head) {
+  return layer == head ? "" : std::to_string(layer);
+}
 }  // namespace
 
 // What joined_program hands the generator for one layer, kept while it generates.
@@ -1238,34 +1254,41 @@ struct ChipTransformer::JoinedParts {
   compiler::FcValueSum named;
   const compiler::FcValueSum* value_sum = nullptr;
   const compiler::FcChainValueWrite* write = nullptr;
+  // Behind a head: the chain with its outputs named for the layer, the layer as the rest before
+  // it takes it (FcLayerRest::next), and this layer's rest with the next layer behind it.
+  compiler::FfnChain chain;
+  compiler::FcJoinedLayer joined;
+  compiler::FcLayerRest rest;
 };
 
-ChipTransformer::JoinedNames ChipTransformer::joined_names(int layer, bool composed) const {
+ChipTransformer::JoinedNames ChipTransformer::joined_names(int layer) const {
   const Joined& j = joined_[size_t(layer)];
   const bool wo = j.values && value_sums_[size_t(layer)].wo;
   JoinedNames n;
-  // In one program for two layers, layer 0's chain and layer 1's outputs take names of their own.
-  const std::string suffix = joined_suffix(layer, composed);
+  // In one program for several layers, layer 0's chain and the outputs of the layers behind the
+  // head take names of their own.
+  const std::string suffix = joined_suffix(layer, head_of(layer));
   n.sum = (j.values ? (wo ? "o" : "a") : "e") + suffix;
   if (layer == 0) {
-    n.chain = composed ? "y0" : first_chain_.layers.back().output_name;
+    n.chain = j.composed ? "y0" : first_chain_.layers.back().output_name;
   } else {
     const compiler::FfnChain& chain = ffns_[size_t(layer - 1)].chain_desc;
-    n.chain = chain.next.back().output_name;
-    n.r = chain.rms.layer >= 0 ? chain.rms.output_name : "";
+    n.chain = chain.next.back().output_name + suffix;
+    n.r = chain.rms.layer >= 0 ? chain.rms.output_name + suffix : "";
   }
   if (j.with_rest && j.rest.ffn) n.y = j.rest.ffn_output_name;
   return n;
 }
 
-void ChipTransformer::joined_parts(int layer, int first, bool composed, JoinedParts& p) const {
+void ChipTransformer::joined_parts(int layer, int first, JoinedParts& p) const {
   const ScoresProgram& s = scores_[size_t(layer)];
   const Joined& j = joined_[size_t(layer)];
   p.sum = s.rope_sum;
   if (layer > 0) p.sum.r_word = compiler::kChainRmsRWord;
   p.column = key_column(s, key_part(s, first), first);
   p.scores = scores_layer(s, s.heads);
-  const std::string suffix = joined_suffix(layer, composed);
+  const int head = head_of(layer);
+  const std::string suffix = joined_suffix(layer, head);
   p.scores.output_name = "e" + suffix;  // its own name beside the chain's outputs
   // With the value cache: the sum (and wo) after the softmax, v~ written before it.
   if (j.values) {
@@ -1282,47 +1305,59 @@ GroupProgram ChipTransformer::joined_program(int layer, int first) const {
   if (first % 64 != 0) fail("a joined program is generated at a group's first position");
   const ScoresProgram& s = scores_[size_t(layer)];
   const Joined& j = joined_[size_t(layer)];
-  const bool composed = layer == 0 && j.composed;
   const std::vector<float>& exp_mult = weights()->attention[size_t(layer)].exp_mult;
-  JoinedParts p0, p1;
-  joined_parts(layer, first, composed, p0);
-  std::vector<const JoinedParts*> parts = {&p0};
+  // The layers in this program: `layer` and each one behind a composed layer's rest.
+  int end = layer;
+  while (joined_[size_t(end)].composed) ++end;
+  std::vector<JoinedParts> all(size_t(end - layer + 1));  // (not resized: pointers into it)
+  for (int l = layer; l <= end; ++l) joined_parts(l, first, all[size_t(l - layer)]);
+  // From the last: each layer behind the head as the rest before it takes it, its own rest (with
+  // the next layer behind it where composed).
+  const auto rest_of = [&](int l) -> const compiler::FcLayerRest* {
+    const Joined& jl = joined_[size_t(l)];
+    JoinedParts& q = all[size_t(l - layer)];
+    if (jl.composed) {
+      q.rest = jl.rest;
+      q.rest.next = &all[size_t(l + 1 - layer)].joined;
+      return &q.rest;
+    }
+    return jl.with_rest ? &jl.rest : nullptr;
+  };
+  for (int l = end; l > layer; --l) {
+    JoinedParts& q = all[size_t(l - layer)];
+    const FfnProgram& f = ffns_[size_t(l - 1)];
+    const std::string suffix = joined_suffix(l, layer);
+    q.chain = f.chain_desc;
+    q.chain.next.back().output_name += suffix;
+    if (q.chain.rms.layer >= 0) q.chain.rms.output_name += suffix;
+    const ScoresProgram& sl = scores_[size_t(l)];
+    q.joined = {&q.chain,
+                f.up_at,
+                f.down_at,
+                &q.scores,
+                sl.placement,
+                sl.input_bytes,
+                weights()->attention[size_t(l)].exp_mult,
+                &q.sum,
+                &q.column,
+                joined_[size_t(l)].moved,
+                q.value_sum,
+                q.write,
+                rest_of(l)};
+  }
+  JoinedParts& p0 = all.front();
   compiler::FfnChainPrograms p;
-  if (composed) {  // layer 1's joined program behind layer 0's rest
-    joined_parts(1, first, true, p1);
-    parts.push_back(&p1);
-    const ScoresProgram& s1 = scores_[1];
-    const FfnProgram& f = ffns_[0];
-    const Joined& j1 = joined_[1];
-    const compiler::FcJoinedLayer next{&f.chain_desc,
-                                       f.up_at,
-                                       f.down_at,
-                                       &p1.scores,
-                                       s1.placement,
-                                       s1.input_bytes,
-                                       weights()->attention[1].exp_mult,
-                                       &p1.sum,
-                                       &p1.column,
-                                       j1.moved,
-                                       p1.value_sum,
-                                       p1.write,
-                                       &j1.rest};
-    compiler::FcLayerRest rest = j.rest;
-    rest.next = &next;
+  if (layer == 0) {  // r in the count block
     compiler::FcChain chain = first_chain_;
-    chain.layers.back().output_name = joined_names(0, true).chain;
+    chain.layers.back().output_name = joined_names(0).chain;
     p = compiler::generate_fc_chain_softmax(chain, p0.scores, s.placement, s.input_bytes, exp_mult,
                                             &p0.sum, &p0.column, j.moved, p0.value_sum, p0.write,
-                                            &rest);
-  } else if (layer == 0) {  // r in the count block
-    p = compiler::generate_fc_chain_softmax(first_chain_, p0.scores, s.placement, s.input_bytes,
-                                            exp_mult, &p0.sum, &p0.column, j.moved, p0.value_sum,
-                                            p0.write);
+                                            j.composed ? rest_of(0) : nullptr);
   } else {
     const FfnProgram& f = ffns_[size_t(layer - 1)];
     p = compiler::generate_ffn_chain_softmax(
         f.chain_desc, f.up_at, f.down_at, p0.scores, s.placement, s.input_bytes, exp_mult, &p0.sum,
-        &p0.column, j.moved, p0.value_sum, p0.write, j.with_rest ? &j.rest : nullptr);
+        &p0.column, j.moved, p0.value_sum, p0.write, rest_of(layer));
   }
   if (p.execution.bitstreams.size() != 1) fail("a joined program in more than one bitstream");
   // Each layer's program marks the column write's scatters (one per group it writes), then with
@@ -1331,7 +1366,8 @@ GroupProgram ChipTransformer::joined_program(int layer, int first) const {
   GroupProgram g{std::make_shared<runtime::Program>(std::move(p.execution)), first, {}, {}, {}};
   const auto mark = [&](size_t at) { return p.marks.begin() + long(at); };
   size_t at = 0;
-  for (const JoinedParts* q : parts) {
+  for (const JoinedParts& part : all) {
+    const JoinedParts* q = &part;
     const size_t columns = q->column.words.rows.size(),
                  cache_groups = q->write ? q->values.write.cache_units.size() : 0;
     if (p.marks.size() < at + columns + 2 * cache_groups)
@@ -2210,23 +2246,33 @@ void ChipTransformer::ffn_add_q(int layer, const int8_t* xq, const int8_t* x2q, 
   // (it keeps q's products and reads them in the same run).
   if (joined && xq_.size() < size_t(in_bytes + 256 + compiler::kSoftmaxCountBytes))
     xq_.resize(size_t(in_bytes + 256 + compiler::kSoftmaxCountBytes));
-  // Composed: layer 0's run computed this chain and layer 1 behind its rest; its outputs are
-  // taken instead of a run.
-  const bool composed = joined && layer == 0 && joined_[0].composed;
+  // Composed: the head's run computed this chain and layer + 1 behind layer's rest; its outputs
+  // are taken instead of a run. A head (layer + 1 composed with the next) keeps its run for them.
+  const bool composed = joined && joined_[size_t(layer)].composed;
+  const bool head = joined && !composed && joined_[size_t(layer + 1)].composed;
   std::shared_ptr<runtime::Program> program;
   JoinedOutputs idx;
   if (composed) {
     if (composed_pos_ != pos_ || !composed_program_)
-      fail("layer 1 at ", pos_, " was not computed by the composed run before it");
-    program = std::move(composed_program_);
-    composed_pos_ = -1;
-    idx = composed_out_[1];
+      fail("layer ", layer + 1, " at ", pos_, " was not computed by the composed run before it");
+    program = composed_program_;
+    if (!joined_[size_t(layer + 1)].composed) {  // (the program's last layer)
+      composed_program_.reset();
+      composed_pos_ = -1;
+    }
+    idx = joined_[size_t(layer + 1)].out;
     program->get_output(size_t(idx.chain),
                         std::span(reinterpret_cast<uint8_t*>(yq_.data()), size_t(out_bytes)));
   } else {
     program = joined ? joined_run(layer + 1, xq_.data(), run_bytes, 0.0f) : p.chain;
     run(program, xq_.data(), run_bytes, yq_.data(), out_bytes);
-    idx.y = int(program->num_outputs()) - 1;
+    if (head) {
+      idx = joined_[size_t(layer + 1)].out;
+      composed_program_ = program;
+      composed_pos_ = pos_;
+    } else {
+      idx.y = int(program->num_outputs()) - 1;
+    }
   }
   if (p.kept && !joined) kept_by(p.chain, xq_.data(), in_bytes);
   if (joined) stash_softmax(layer + 1, *program, idx.sum);  // e and 1 / S (or a, o)
@@ -2302,8 +2348,8 @@ void ChipTransformer::qkv_q(int layer, const int8_t* xq, int8_t* q, int8_t* k, i
     run(program, xq_.data(), run_bytes, yq_.data(), out_bytes);
     if (first_kept_ && !joined) kept_by(first_, xq_.data(), in_bytes);
     // The second output: e and 1 / S (or a, o; composed: found by name).
-    if (joined) stash_softmax(0, *program, joined_[0].composed ? composed_out_[0].sum : 1);
-    if (joined && joined_[0].composed) {  // layer 1's outputs too, for ffn_add_q(0)
+    if (joined) stash_softmax(0, *program, joined_[0].composed ? joined_[0].out.sum : 1);
+    if (joined && joined_[0].composed) {  // the next layers' outputs too, for their seams
       composed_program_ = program;
       composed_pos_ = pos_;
     }

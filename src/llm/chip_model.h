@@ -223,19 +223,21 @@ class ChipTransformer : public Int8Transformer {
   bool early_rest(TileAllocator& tiles);
   std::optional<compiler::FcPlacement> early_wo_;
   std::optional<RestPlacement> early_rest_;
-  // D.2 (layers_per_run != 1): layer 0's joined program with its rest and, behind it, layer 1's
-  // (the last) joined program (compiler::FcLayerRest::next): one run for both. Where it does not
-  // fit or generate, everything is restored and the two run apart.
-  bool compose(TileAllocator& tiles);
+  // D.2/D.3 (layers_per_run != 1): for each boundary l = 0..L-2 in order, layer l's rest (no
+  // FFN) and behind it layer l+1's joined program (compiler::FcLayerRest::next) in the program of
+  // the layer heading them (head_of): one run less a token each. Where a boundary does not fit or
+  // generate, that layer is restored and the next layer's program runs apart. Returns the
+  // boundaries composed.
+  int compose(TileAllocator& tiles);
   // Where a joined program's outputs lie (found by name): the chain's, r's, the sum's (or wo's),
   // y's (-1: none).
   struct JoinedOutputs {
     int chain = 0, r = 1, sum = 2, y = -1;
   };
-  // The composed run of pos_ (qkv_q(0)'s), which ffn_add_q(0) takes layer 1's outputs from.
+  // The last composed run (a head's, pos_ its position), which the seams of the layers behind
+  // its head take their outputs from.
   std::shared_ptr<runtime::Program> composed_program_;
   int composed_pos_ = -1;
-  std::array<JoinedOutputs, 2> composed_out_;
   struct Joined {
     // [pos / 64] the program of one 64-position group, generated at its first position, its key
     // column write's scatter addresses marked (joined_run rewrites them to pos), with `values` the
@@ -251,23 +253,28 @@ class ChipTransformer : public Int8Transformer {
     bool with_rest = false;
     compiler::FcLayerRest rest;
     std::vector<std::shared_ptr<runtime::Program>> rest_caching;
-    // Layer 0 (compose): its groups carry its rest (`rest`, no FFN) and layer 1's program behind
-    // it; joined_[1].groups stay, unused.
+    // compose: the layer's rest (`rest`, no FFN) and layer + 1's program behind it, in the
+    // program of head_of(layer) (whose groups carry them all; the others' groups stay, unused).
     bool composed = false;
+    // In a composed program (of head_of(layer)): this layer's outputs in it, found by name.
+    JoinedOutputs out;
   };
   std::vector<Joined> joined_;  // [layer of the scores]
-  // The group program of the group starting at `first` (layer 0 composed: with layer 1's).
+  // The first layer of the program that computes `layer`'s joined part (itself unless the
+  // layer before is composed).
+  int head_of(int layer) const;
+  // The group program of the group starting at `first` (composed: with the layers behind it).
   GroupProgram joined_program(int layer, int first) const;
   // Those of every 64-position group, in order (join_scores, compose).
   std::vector<GroupProgram> joined_groups(int layer) const;
-  // The output names of a layer's joined program (`composed`: in the program of two layers).
+  // The output names of a layer's joined program (a layer behind a head: names of its own).
   struct JoinedNames {
     std::string chain, r, sum, y;
   };
-  JoinedNames joined_names(int layer, bool composed) const;
+  JoinedNames joined_names(int layer) const;
   // A layer's arguments of the generator at `first`, kept while it generates.
   struct JoinedParts;
-  void joined_parts(int layer, int first, bool composed, JoinedParts& p) const;
+  void joined_parts(int layer, int first, JoinedParts& p) const;
   // `g` rewritten to pos (group_program.h), the host's time in stats_.key_program_build_s.
   const std::shared_ptr<runtime::Program>& rewritten(const GroupProgram& g, int pos);
   // The programs of every 64-position group of `layer`'s scores (or its

@@ -841,6 +841,55 @@ TEST(ChipPathStepD, TheJoinedRunIsRunAgainAfterARecovery) {
   }
 }
 
+// D.3: every layer's joined program behind the rest of the layer before, on the first of
+// kOtherAttentionShapes with 3 and 4 layers (the middle layers' rests read x_q from the chain's
+// add, each layer's outputs named for it): one run a token (expect_chips_equal_int8 counts the
+// runs), every logit the int8 path's bit for bit, against the same options a run a layer; and a
+// failed run at position 2 (the token's one run, holding every layer) is recovered: the rerun
+// rebuilds every layer's cache and staging rows and every composed layer's rest.
+TEST(ChipPathStepD, EveryLayerBehindTheRestBeforeItGivesOneRunATokenBitForBit) {
+  llm::Int8Options apart{.chip_scores = true,
+                         .chip_key_write = true,
+                         .weighted_sum = llm::WeightedSum::kValueCache,
+                         .chip_rope = true,
+                         .chip_rms = true,
+                         .chip_residual = true};
+  apart.layers_per_run = 1;
+  llm::Int8Options composed = apart;
+  composed.layers_per_run = 0;
+  for (const int layers : {3, 4}) {
+    SCOPED_TRACE(std::to_string(layers) + " layers");
+    TinyShape shape = kOtherAttentionShapes[0].shape;
+    shape.layers = layers;
+    const LoadedModel model = tiny_model(shape, TinyWeights(shape));
+    std::vector<llm::ChipPathStats> stats;
+    expect_chips_equal_int8(model.ck, model.tok, 10, {apart, composed}, stats);
+    EXPECT_EQ(stats[0].joined_layers, layers);
+    EXPECT_EQ(stats[0].rest_layers, 1);
+    EXPECT_EQ(stats[0].composed_layers, 0);
+    EXPECT_EQ(stats[0].programs, layers);
+    EXPECT_EQ(stats[1].composed_layers, layers - 1);
+    EXPECT_EQ(stats[1].programs, 1);
+    if (layers != 3) continue;  // (the recovery once: test time)
+    llm::ThreadPool pool(2);
+    const llm::Calibration cal = llm::calibrate(model.ck, pool, 8);
+    llm::Int8Transformer cpu(model.ck, pool, cal, composed);
+    const testing::Run want = run(cpu, model.tok, 0.0f, 42, "Once upon", 8);
+    ASSERT_GT(want.logits.size(), 3u);
+    chip::VirtualEdgeTpu chip;
+    usb::VirtualStick stick{chip, usb::VirtualStick::Mode::kApplication};
+    runtime::EdgeTpu tpu(std::make_unique<usb::VirtualTransport>(stick), nullptr, nullptr);
+    FailingJoinedRun failing(model.ck, pool, cal, tpu, composed, stick, 0);
+    ASSERT_EQ(failing.stats().composed_layers, layers - 1);
+    const testing::Run got = run(failing, model.tok, 0.0f, 42, "Once upon", 8);
+    EXPECT_EQ(failing.failed, 1);
+    EXPECT_EQ(tpu.recoveries(), 1);
+    ASSERT_EQ(got.logits.size(), want.logits.size());
+    for (size_t p = 0; p < want.logits.size(); ++p)
+      ASSERT_EQ(got.logits[p], want.logits[p]) << "position " << p;
+  }
+}
+
 // `generate --weighted-sum value-cache` (WeightedSum::kValueCache): on the simulator, with the
 // scores and softmax on the chip too, each layer's weighted sum runs inside its scores' program
 // (which streams the new key and v~ column and computes the per-token multipliers on the scalar
