@@ -62,6 +62,8 @@ void flip_sign_bits(std::span<uint8_t> bytes, size_t element) {
   for (size_t at = element - 1; at < bytes.size(); at += element) bytes[at] ^= 0x80;
 }
 
+constexpr size_t kMaxBuffersOfAKind = 256;  // (buffer_base: the index below the kind's bit 40)
+
 uint64_t buffer_base(BufferKind kind, size_t index) {
   return (uint64_t(static_cast<int>(kind) + 1) << 40) | (uint64_t{index} << 32);
 }
@@ -80,6 +82,13 @@ uint64_t relocation_address(const container::Meta& meta, const container::Execut
 Program::Program(container::Executable executable) : exe_(std::move(executable)) {
   if (exe_.batch_size != 1)
     fail("executable '", exe_.name, "' has batch size ", exe_.batch_size, "; only 1 is supported");
+  // A relocated address tells a buffer by its index in 8 bits (buffer_base): past 256 inputs or
+  // outputs two buffers would share an address (a program of many layers has many outputs).
+  for (const auto& [layers, what] :
+       {std::pair{&exe_.input_layers, "inputs"}, std::pair{&exe_.output_layers, "outputs"}})
+    if (layers->size() > kMaxBuffersOfAKind)
+      fail("executable '", exe_.name, "' has ", layers->size(), " ", what, ", more than the ",
+           kMaxBuffersOfAKind, " a relocated address tells apart");
   uint64_t device_bytes = static_cast<uint64_t>(std::max(0, exe_.scratch_size_bytes));
   if (device_bytes > limits::kMaxDeviceBufferBytes)
     fail("executable '", exe_.name, "' asks for ", device_bytes,

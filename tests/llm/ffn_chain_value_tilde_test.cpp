@@ -1298,6 +1298,142 @@ TEST(FfnChainOnTheChip, TwoLayersInOneProgramEqualTheJoinedProgramsApartBitForBi
   });
 }
 
+// D.3a: three layers in one program (FcLayerRest::next nested twice): layer 0's program with its
+// rest, layer 1's behind it with a middle rest (x_q from its chain's add, no FFN) and layer 2's
+// behind that with its rest and the last FFN. Layer 2 is layer 1 again on the same tiles (its
+// outputs named apart): the programs apart run the same steps in the same order on one chip, so
+// sharing its cache and weights changes nothing. Against A (layer 0 with its rest), B (layer 1
+// with the middle rest) and C (layer 2 with its rest and FFN) apart, each on the [FFN input; x2]
+// of the one before: every output byte, the cache and staging rows, the marks (A's, B's and C's
+// in order), ring ordinals counting up by one, at n = 1, 5 and 65.
+TEST(FfnChainOnTheChip, ThreeLayersInOneProgramEqualTheJoinedProgramsApartBitForBit) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  for_each_residual_model(data, [](const llm::Config& c, const llm::Int8Weights& w) {
+    const int dim_padded = llm::whole_groups(c.dim);
+    TwoLayerCase k;
+    two_layer_case(c, w, k);
+    const RestCase& one = k.one;
+    // Layer 1's middle rest, alone (B) and with layer 2 behind it.
+    compiler::FcLayerRest middle = one.rest;
+    middle.output_name = "ffn_in_x2_1";
+    compiler::FfnChain chain2 = one.v.chain;
+    chain2.next.back().output_name += "2";
+    if (chain2.rms.layer >= 0) chain2.rms.output_name += "2";
+    compiler::FcLayer scores2 = one.scores.layer;
+    scores2.output_name += "2";
+    compiler::FcValueSum sum2 = one.sum;
+    sum2.layer.output_name += "2";
+    sum2.out.output_name += "2";
+    const compiler::FcJoinedLayer third{
+        &chain2,       one.v.up_at,         one.v.down_at, &scores2, one.scores.at,
+        one.row_bytes, one.scores.exp_mult, nullptr,       nullptr,  {},
+        &sum2,         &one.values,         &k.rest1};
+    compiler::FcLayerRest middle_next = middle;
+    middle_next.next = &third;
+    compiler::FcJoinedLayer second = k.next;
+    second.rest = &middle_next;
+    k.next = second;
+    const compiler::FfnChainPrograms a = k.layer_zero(false), b = one.joined(&middle),
+                                     cc = one.joined(&k.rest1), composed = k.layer_zero(true);
+    ASSERT_EQ(composed.marks.size(), a.marks.size() + b.marks.size() + cc.marks.size());
+    std::vector<int> ordinals;
+    for (const isa::Instruction& i : isa::decode(composed.execution.bitstreams.at(0).data)) {
+      const std::string text = isa::print(i);
+      const size_t at = text.find("r0.val=");
+      if (text.find("ringprod") != std::string::npos && at != std::string::npos)
+        ordinals.push_back(std::stoi(text.substr(at + 7)));
+    }
+    ASSERT_GT(ordinals.size(), size_t(100));
+    for (size_t i = 1; i < ordinals.size(); ++i)
+      ASSERT_EQ(ordinals[i], ordinals[i - 1] + 1) << "ring producer " << i;
+    for (size_t i = 0; i < b.marks.size(); ++i)
+      EXPECT_EQ(composed.marks[a.marks.size() + i].value, b.marks[i].value) << "mark " << i;
+    for (size_t i = 0; i < cc.marks.size(); ++i)
+      EXPECT_EQ(composed.marks[a.marks.size() + b.marks.size() + i].value, cc.marks[i].value)
+          << "layer 2's mark " << i;
+    const auto make_chip = [&](RestChip& x) {
+      for (const container::Executable& e : a.caching)
+        x.tpu->run(nullptr, std::make_shared<runtime::Program>(e));
+      using Placed = std::pair<const compiler::FcLayer*, const compiler::FcPlacement*>;
+      for (const auto& [l, at] :
+           {Placed{&k.scores0.layer, &k.scores0.at}, Placed{&k.sum0.layer, &k.t0.cache_at},
+            Placed{&k.sum0.out, &k.wo0_at}, Placed{&k.rest0.add, &k.add0_at},
+            Placed{&k.rest0.norm, &k.norm0_at}})
+        x.tpu->run(nullptr, std::make_shared<runtime::Program>(compiler::fc_caching(*l, *at)));
+    };
+    RestChip apart_chip(one, cc), composed_chip(one, cc);
+    make_chip(apart_chip);
+    make_chip(composed_chip);
+    auto a_p = std::make_shared<runtime::Program>(a.execution);
+    auto b_p = std::make_shared<runtime::Program>(b.execution);
+    auto c_p = std::make_shared<runtime::Program>(cc.execution);
+    auto all_p = std::make_shared<runtime::Program>(composed.execution);
+    ASSERT_EQ(all_p->num_outputs(), a_p->num_outputs() + b_p->num_outputs() + c_p->num_outputs());
+    const size_t row_at = (size_t(k.chain_in) + 255) / 256 * 256;
+    const size_t b_row_at = (size_t(one.v.k_padded + one.v.dim_padded) + 255) / 256 * 256;
+    const size_t tail_bytes = size_t(one.row_bytes + compiler::kSoftmaxCountBytes);
+    ASSERT_EQ(all_p->input_bytes(0), row_at + tail_bytes);
+#if TINYCORAL_ASAN
+    const std::vector<int> counts = {1, 65};
+#else
+    const std::vector<int> counts = {1, 5, 65};
+#endif
+    std::set<std::vector<uint8_t>> seen;
+    for (const int n : counts) {
+      SCOPED_TRACE("n = " + std::to_string(n));
+      std::vector<uint8_t> in(size_t(k.chain_in));
+      for (uint8_t& byte : in) byte = static_cast<uint8_t>(k.one.random() % 255 + 1);
+      in.resize(row_at, 0);
+      std::vector<uint8_t> tail(size_t(one.row_bytes));
+      for (uint8_t& byte : tail) byte = static_cast<uint8_t>(k.one.random() % 255 + 1);
+      tail.resize(tail_bytes, 0);
+      const float r = 0.6f + 0.1f * float(n % 7);
+      for (int i = 0; i < 4; ++i) {
+        tail[size_t(one.row_bytes + i)] = uint8_t(uint32_t(n) >> 8 * i) ^ 0x80u;
+        tail[size_t(one.row_bytes + 4 + i)] = uint8_t(std::bit_cast<uint32_t>(r) >> 8 * i) ^ 0x80u;
+      }
+      in.insert(in.end(), tail.begin(), tail.end());
+      patch_value_fields(*a_p, a.marks, 0, k.cache0.write, n - 1);
+      patch_value_fields(*b_p, b.marks, 0, one.cache.write, n - 1);
+      patch_value_fields(*c_p, cc.marks, 0, one.cache.write, n - 1);
+      patch_value_fields(*all_p, composed.marks, 0, k.cache0.write, n - 1);
+      patch_value_fields(*all_p, composed.marks, a.marks.size(), one.cache.write, n - 1);
+      patch_value_fields(*all_p, composed.marks, a.marks.size() + b.marks.size(), one.cache.write,
+                         n - 1);
+      std::vector<uint8_t> want = all_outputs_of(*apart_chip.tpu, a_p, in);
+      // Each next program's input: the one before's [FFN input; x2], the same row and count.
+      for (const auto& p : {b_p, c_p}) {
+        std::vector<uint8_t> next_in(want.end() - 2 * dim_padded, want.end());
+        next_in.resize(b_row_at, 0);
+        next_in.insert(next_in.end(), tail.begin(), tail.end());
+        const std::vector<uint8_t> out = all_outputs_of(*apart_chip.tpu, p, next_in);
+        want.insert(want.end(), out.begin(), out.end());
+      }
+      const std::vector<uint8_t> got = all_outputs_of(*composed_chip.tpu, all_p, in);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_EQ(int(got[i]), int(want[i])) << "output byte " << i << " of " << want.size();
+      using Cache = std::pair<const compiler::FcPlacement*, const compiler::FcValueWrite*>;
+      for (const auto& [at, cw] :
+           {Cache{&k.t0.cache_at, &k.cache0.write}, Cache{&one.t.cache_at, &one.cache.write}})
+        for (size_t g = 0; g < at->tiles.size(); ++g) {
+          const auto& x = apart_chip.chip->tile(at->tiles[g]).wide;
+          const auto& z = composed_chip.chip->tile(at->tiles[g]).wide;
+          const size_t from = 64 * size_t(at->param_units[g]);
+          const size_t to = 64 * size_t(cw->vectors.rows[g].unit + 4);
+          ASSERT_TRUE(
+              std::equal(x.begin() + long(from), x.begin() + long(to), z.begin() + long(from)))
+              << "cache group " << g;
+        }
+      const std::vector<uint8_t> last(want.end() - all_p->output_bytes(all_p->num_outputs() - 1),
+                                      want.end());
+      EXPECT_GT(std::set<uint8_t>(last.begin(), last.end()).size(), size_t(16));
+      seen.insert(last);
+    }
+    EXPECT_EQ(seen.size(), counts.size());
+  });
+}
+
 // What the generator refuses, each an Error (not a layout to retry): groups after r of a follower
 // that is not after r's, without r, of a group the follower lacks, out of order, with constants
 // of the wrong count, or with their constants' row inside a group's parameters or not row-aligned.

@@ -85,6 +85,10 @@ TEST(Program, RejectsHintsItCannotFollow) {
   e = make_inference(8, {4});
   e.dma_hints.hints[0].chunk_index = 3;
   expect_error(e, "instruction chunk 3");
+  // An address's 8 bits of buffer index: 256 outputs are taken, 257 refused.
+  EXPECT_NO_THROW(Program(make_inference(8, std::vector<uint32_t>(256, 4))));
+  expect_error(make_inference(8, std::vector<uint32_t>(257, 4)),
+               "257 outputs, more than the 256 a relocated address tells apart");
 }
 
 // Hints that are not fully deterministic: the program runs on what the device requests, each
