@@ -1187,6 +1187,8 @@ int ChipTransformer::compose(TileAllocator& tiles) {
     }
     joined_[size_t(head)].groups = std::move(groups);
     tiles = trial;
+    for (const std::shared_ptr<runtime::Program>& p : j.rest_caching)
+      stats_.resident_bytes += static_cast<int64_t>(p->executable().parameters.size());
     ++composed;
   }
   return composed;
