@@ -1107,7 +1107,8 @@ bool ChipTransformer::layer_rest(int layer, TileAllocator& tiles) {
   if (!options().join_layers || !options().chip_residual || !v.wo || (last && !f.execution))
     return false;
   const QParams x = w.attention_adds[size_t(layer)].x, in = matmul(layer, LayerMatmul::kQ).in;
-  if (!last && layer == 0 && (x.scale != in.scale || x.zero_point != in.zero_point)) return false;
+  // (Layer 0's add reads the program's input: q's grid, last layer or not.)
+  if (layer == 0 && (x.scale != in.scale || x.zero_point != in.zero_point)) return false;
   const int groups = compiler::fc_groups(c.dim), dim_padded = whole_groups(c.dim);
   Joined& j = joined_[size_t(layer)];
   compiler::FcLayerRest& rest = j.rest;
@@ -1354,7 +1355,7 @@ GroupProgram ChipTransformer::joined_program(int layer, int first) const {
     chain.layers.back().output_name = joined_names(0).chain;
     p = compiler::generate_fc_chain_softmax(chain, p0.scores, s.placement, s.input_bytes, exp_mult,
                                             &p0.sum, &p0.column, j.moved, p0.value_sum, p0.write,
-                                            j.composed ? rest_of(0) : nullptr);
+                                            rest_of(0));
   } else {
     const FfnProgram& f = ffns_[size_t(layer - 1)];
     p = compiler::generate_ffn_chain_softmax(
@@ -2278,14 +2279,8 @@ void ChipTransformer::ffn_add_q(int layer, const int8_t* xq, const int8_t* x2q, 
   }
   if (p.kept && !joined) kept_by(p.chain, xq_.data(), in_bytes);
   if (joined) stash_softmax(layer + 1, *program, idx.sum);  // e and 1 / S (or a, o)
-  if (joined && joined_[size_t(layer + 1)].with_rest) {     // y of layer + 1's FFN
-    const size_t last = size_t(idx.y);
-    ffn_stash_.resize(program->output_bytes(last));
-    program->get_output(
-        last, std::span(reinterpret_cast<uint8_t*>(ffn_stash_.data()), ffn_stash_.size()));
-    ffn_stash_layer_ = layer + 1;
-    ffn_stash_pos_ = pos_;
-  }
+  if (joined && joined_[size_t(layer + 1)].with_rest)       // y of layer + 1's FFN
+    stash_ffn(layer + 1, *program, idx.y);
   if (p.rope)
     rope_output(layer + 1, pos_, yq_.data() + p.dim_padded + qkv_bytes + u_bytes,
                 p.chain_desc.products);
@@ -2312,6 +2307,14 @@ void ChipTransformer::ffn_add_q(int layer, const int8_t* xq, const int8_t* x2q, 
   }
   stats_.chip_wall_s +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+void ChipTransformer::stash_ffn(int layer, const runtime::Program& program, int output) {
+  ffn_stash_.resize(program.output_bytes(size_t(output)));
+  program.get_output(size_t(output),
+                     std::span(reinterpret_cast<uint8_t*>(ffn_stash_.data()), ffn_stash_.size()));
+  ffn_stash_layer_ = layer;
+  ffn_stash_pos_ = pos_;
 }
 
 void ChipTransformer::qkv_q(int layer, const int8_t* xq, int8_t* q, int8_t* k, int8_t* v) {
@@ -2351,6 +2354,9 @@ void ChipTransformer::qkv_q(int layer, const int8_t* xq, int8_t* q, int8_t* k, i
     if (first_kept_ && !joined) kept_by(first_, xq_.data(), in_bytes);
     // The second output: e and 1 / S (or a, o; composed: found by name).
     if (joined) stash_softmax(0, *program, joined_[0].composed ? joined_[0].out.sum : 1);
+    // One layer: its rest and FFN in this run (its last output y).
+    if (joined && joined_[0].with_rest && !joined_[0].composed)
+      stash_ffn(0, *program, int(program->num_outputs()) - 1);
     if (joined && joined_[0].composed) {  // the next layers' outputs too, for their seams
       composed_program_ = program;
       composed_pos_ = pos_;

@@ -289,6 +289,8 @@ class ChipTransformer : public Int8Transformer {
   // cache joined (Joined::values) the sum's (or wo's) bytes into the layer's ValueSumProgram::a
   // for value_sum_q and wo_q.
   void stash_softmax(int layer, const runtime::Program& program, int output);
+  // y of `layer`'s FFN, computed inside a joined run (its rest's FFN): ffn_q takes it.
+  void stash_ffn(int layer, const runtime::Program& program, int output);
   // The value write of layer `layer`'s joined program generated at `first`: its cache, staging
   // rows and the program before's v~ groups (the follower `follower` of its chain).
   compiler::FcChainValueWrite value_write(int layer, int first) const;

@@ -858,7 +858,7 @@ TEST(ChipPathStepD, EveryLayerBehindTheRestBeforeItGivesOneRunATokenBitForBit) {
   apart.layers_per_run = 1;
   llm::Int8Options composed = apart;
   composed.layers_per_run = 0;
-  for (const int layers : {3, 4}) {
+  for (const int layers : {1, 3, 4}) {
     SCOPED_TRACE(std::to_string(layers) + " layers");
     TinyShape shape = kOtherAttentionShapes[0].shape;
     shape.layers = layers;
@@ -1383,7 +1383,7 @@ TEST(ChipPathStepD, ValueTildeFromTheChipGivesTheInt8PathsLogitsBitForBit) {
 }
 
 // rand15M with the value cache joined (every layer's v~ written into the cache and summed by the
-// program before its scores, wo on the host where tile memory is full): every
+// program before its scores, wo after the sum where tile memory holds it): every
 // logit of a greedy and a sampled story is the int8 path's bit for bit, in 6 runs a token
 // (expect_chips_equal_int8 counts them). The last layer's wo reads its heads' bytes side by side
 // (K = dim padded: 64 units a group less than at each head's padded place) and with its rest is
@@ -1466,7 +1466,7 @@ TEST(ChipPathStepD, GenerateWithTheResidualStreamInInt8WritesTheInt8Text) {
       const int joined = flags.empty() ? 0 : layers;
       EXPECT_EQ(j.at("chip").at("joined_layers_on_chip"), joined);
       // And the last layer's rest and FFN join its program too (rand15M: its last layer's wo
-      // and rest placed first, early_rest; the other layers' wo on the host, tile memory is full).
+      // and rest placed first, early_rest; the other layers' rests find no room in tile memory).
       // On rand_gqa layer 1's program runs behind layer 0's rest too (one run a token).
       const int rest = !flags.empty(), composed = rest && name == "rand_gqa";
       EXPECT_EQ(j.at("chip").at("layer_rest_on_chip"), rest);
