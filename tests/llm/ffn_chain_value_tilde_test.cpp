@@ -1097,6 +1097,26 @@ TEST(FfnChainOnTheChip, EveryProgramListsItsOutputsInTheOrderItsBitstreamPushesT
   });
 }
 
+// The composed program's outputs (got) equal the programs apart's (want) byte for byte, and each
+// layer's value cache and staging rows (cache placement, value write) are the same on both chips.
+using CacheRows = std::pair<const compiler::FcPlacement*, const compiler::FcValueWrite*>;
+void expect_composed_equals_apart(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want,
+                                  const RestChip& apart, const RestChip& composed,
+                                  std::initializer_list<CacheRows> caches) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_EQ(int(got[i]), int(want[i])) << "output byte " << i << " of " << want.size();
+  for (const auto& [at, cw] : caches)
+    for (size_t g = 0; g < at->tiles.size(); ++g) {
+      const auto& x = apart.chip->tile(at->tiles[g]).wide;
+      const auto& z = composed.chip->tile(at->tiles[g]).wide;
+      const size_t from = 64 * size_t(at->param_units[g]);
+      const size_t to = 64 * size_t(cw->vectors.rows[g].unit + 4);
+      ASSERT_TRUE(std::equal(x.begin() + long(from), x.begin() + long(to), z.begin() + long(from)))
+          << "cache group " << g;
+    }
+}
+
 // D.2b's two layers: layer 0's joined program (the chip path's first: q, k and v~ of layer 0, r
 // the host's in the count block) with its value write, scores, sum, a random wo and its rest
 // (x_q: the program's own input, FcLayerRest::x_follower -1), and behind that rest layer 1's
@@ -1263,22 +1283,10 @@ TEST(FfnChainOnTheChip, TwoLayersInOneProgramEqualTheJoinedProgramsApartBitForBi
       const std::vector<uint8_t> y = all_outputs_of(*apart_chip.tpu, b_p, b_in);
       want.insert(want.end(), y.begin(), y.end());
       const std::vector<uint8_t> got = all_outputs_of(*composed_chip.tpu, c_p, in);
-      ASSERT_EQ(got.size(), want.size());
-      for (size_t i = 0; i < want.size(); ++i)
-        ASSERT_EQ(int(got[i]), int(want[i])) << "output byte " << i << " of " << want.size();
-      // The same cache and staging rows, both layers.
-      using Cache = std::pair<const compiler::FcPlacement*, const compiler::FcValueWrite*>;
-      for (const auto& [at, cw] :
-           {Cache{&k.t0.cache_at, &k.cache0.write}, Cache{&one.t.cache_at, &one.cache.write}})
-        for (size_t g = 0; g < at->tiles.size(); ++g) {
-          const auto& x = apart_chip.chip->tile(at->tiles[g]).wide;
-          const auto& z = composed_chip.chip->tile(at->tiles[g]).wide;
-          const size_t from = 64 * size_t(at->param_units[g]);
-          const size_t to = 64 * size_t(cw->vectors.rows[g].unit + 4);
-          ASSERT_TRUE(
-              std::equal(x.begin() + long(from), x.begin() + long(to), z.begin() + long(from)))
-              << "cache group " << g;
-        }
+      expect_composed_equals_apart(
+          got, want, apart_chip, composed_chip,
+          {{&k.t0.cache_at, &k.cache0.write}, {&one.t.cache_at, &one.cache.write}});
+      if (::testing::Test::HasFatalFailure()) return;
       // Not trivial: the last FFN's y spreads and differs from run to run.
       const std::vector<uint8_t> last(want.end() - c_p->output_bytes(c_p->num_outputs() - 1),
                                       want.end());
@@ -1410,21 +1418,10 @@ TEST(FfnChainOnTheChip, ThreeLayersInOneProgramEqualTheJoinedProgramsApartBitFor
         want.insert(want.end(), out.begin(), out.end());
       }
       const std::vector<uint8_t> got = all_outputs_of(*composed_chip.tpu, all_p, in);
-      ASSERT_EQ(got.size(), want.size());
-      for (size_t i = 0; i < want.size(); ++i)
-        ASSERT_EQ(int(got[i]), int(want[i])) << "output byte " << i << " of " << want.size();
-      using Cache = std::pair<const compiler::FcPlacement*, const compiler::FcValueWrite*>;
-      for (const auto& [at, cw] :
-           {Cache{&k.t0.cache_at, &k.cache0.write}, Cache{&one.t.cache_at, &one.cache.write}})
-        for (size_t g = 0; g < at->tiles.size(); ++g) {
-          const auto& x = apart_chip.chip->tile(at->tiles[g]).wide;
-          const auto& z = composed_chip.chip->tile(at->tiles[g]).wide;
-          const size_t from = 64 * size_t(at->param_units[g]);
-          const size_t to = 64 * size_t(cw->vectors.rows[g].unit + 4);
-          ASSERT_TRUE(
-              std::equal(x.begin() + long(from), x.begin() + long(to), z.begin() + long(from)))
-              << "cache group " << g;
-        }
+      expect_composed_equals_apart(
+          got, want, apart_chip, composed_chip,
+          {{&k.t0.cache_at, &k.cache0.write}, {&one.t.cache_at, &one.cache.write}});
+      if (::testing::Test::HasFatalFailure()) return;
       const std::vector<uint8_t> last(want.end() - all_p->output_bytes(all_p->num_outputs() - 1),
                                       want.end());
       EXPECT_GT(std::set<uint8_t>(last.begin(), last.end()).size(), size_t(16));
