@@ -55,6 +55,27 @@ compiler::FcLayer with_dim_weights(compiler::FcLayer l, int dim) {
   return l;
 }
 
+// wo after the value cache's weighted sum (join_attention) reads the sum's bytes in one of two
+// layouts, for every layer alike. Where a head's sum is one 64-byte piece of whole words
+// (head_size <= 64, a multiple of 4), the sum writes head h's piece at byte h x head_size
+// (compiler::FcValueSum::out_stride) and wo reads the heads' bytes side by side: K = n_heads x
+// head_size padded to 64s, weights for its words only (weight_k), a group 8 + weight_k units.
+// Else each head's pieces stay at its padded place (stride 64, K = the sum's outputs).
+struct WoAfterSum {
+  bool side_by_side = false;
+  int stride = 64;   // the sum's pieces this many bytes apart in wo's input
+  int head_at = 0;   // head h's columns of wo from byte h x head_at
+  int k = 0;         // wo's input bytes (whole 64s)
+  int weight_k = 0;  // its weights' K (units a group: fc_units_per_tile(weight_k))
+};
+WoAfterSum wo_after_sum(const Config& c, const ValueSumShape& shape) {
+  const int hs = c.head_size();
+  if (hs <= 64 && hs % 4 == 0)
+    return {true, hs, hs, whole_groups(c.n_heads * hs),
+            with_dim_weights({}, c.n_heads * hs).weight_k};
+  return {false, 64, shape.hs_padded(), shape.outputs(), shape.outputs()};
+}
+
 }  // namespace
 
 // One execution program of the planner (matmul_plan.h); segment ids are LayerMatmuls.
@@ -144,8 +165,8 @@ struct ChipTransformer::ValueSumProgram {
   std::vector<GroupProgram> attention;
   std::vector<int8_t> a;
   int a_pos = -1;
-  // wo after the sum in that program (join.out, K = the sum's outputs: each head's columns at
-  // its padded place), which then returns o instead of a.
+  // wo after the sum in that program (join.out, its input laid out as wo_after_sum says: the
+  // heads side by side where they can be), which then returns o instead of a.
   bool wo = false;
   // Joined to the chain before it (Joined::values): each group's staging row, a wide unit of its
   // tile (compiler::FcValueWrite), for the chip's write of v~; empty: none.
@@ -474,8 +495,8 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
     late_wo = std::any_of(value_sums_.begin(), value_sums_.end(),
                           [](const ValueSumProgram& v) { return !v.staging.empty(); });
   }
-  // The attention's placements from here on; with `early` the last layer's wo (its heads' bytes
-  // side by side) and rest placed first (early_rest).
+  // The attention's placements from here on; with `early` the last layer's wo and rest placed
+  // first (early_rest).
   const auto place_attention = [&](bool early) {
     if (early && !early_rest(tiles)) return false;
     if (value_cache)
@@ -521,9 +542,9 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
         }
     return true;
   };
-  // With late_wo the last layer's rest may find no room after the sums (rand15M: no tile has a
-  // wo group's 392 units left, docs/llm.md "rand15M's tile fill"): then all of it is placed again
-  // with that layer's wo and rest first, and kept only where that gains the rest and costs no
+  // With late_wo the last layer's rest may find no room after the sums (rand15M at R0: no tile
+  // had a wo group's 392 units left, docs/llm.md "rand15M's tile fill"): then all of it is placed
+  // again with that layer's wo and rest first, and kept only where that gains the rest and costs no
   // layer its join or its kept products (else the first placement stays).
   const bool eligible = late_wo && options.join_layers && options.chip_residual &&
                         options.join_scores && options.chip_rope && options.chip_key_write &&
@@ -1076,17 +1097,15 @@ bool ChipTransformer::join_scores(int layer, TileAllocator& tiles) {
 bool ChipTransformer::early_rest(TileAllocator& tiles) {
   const Config& c = config();
   const int last = c.n_layers - 1;
-  // (Each head one 64-byte piece of the sum, its bytes a whole number of words: the pieces can
-  // be written head_size bytes apart.)
-  if (!ffns_[size_t(last)].execution || !value_sums_[size_t(last)].on_chip || c.head_size() > 64 ||
-      c.head_size() % 4 != 0)
-    return false;
+  // (Only with the heads side by side, as R1 placed it: K = 288 not 384 on rand15M.)
+  if (!ffns_[size_t(last)].execution || !value_sums_[size_t(last)].on_chip) return false;
+  const WoAfterSum side = wo_after_sum(c, value_sums_[size_t(last)].shape);
+  if (!side.side_by_side) return false;
   TileAllocator trial = tiles;
   compiler::FcPlacement wo;
   RestPlacement at;
   const int groups = compiler::fc_groups(c.dim);
-  const int wo_k = with_dim_weights({}, c.n_heads * c.head_size()).weight_k;  // join_attention's
-  if (!trial.place(groups, compiler::fc_units_per_tile(wo_k, false), wo) ||
+  if (!trial.place(groups, compiler::fc_units_per_tile(side.weight_k, false), wo) ||
       !trial.place(groups, compiler::fc_units_per_tile(128, true), at.add_at) ||
       !trial.place(groups, compiler::fc_units_per_tile(64, false), at.norm_at))
     return false;
@@ -1741,20 +1760,20 @@ bool ChipTransformer::join_attention(int layer, TileAllocator& tiles, bool with_
     p.join.mult_head.push_back(i < hs ? h : -1);
     p.join.mult_base.push_back(i < hs ? base[size_t(h * hs + i)] : 0.0f);
   }
-  // wo after the sum where its weights fit: its columns at the sum's outputs (head h's at
-  // h x hs_padded, zero columns between), the int8 path's rows, multipliers and output stage.
-  // The last layer's wo placed by early_rest reads the heads' bytes side by side (the sum's
-  // pieces head_size apart, compiler::FcValueSum::out_stride): its K is dim's, padded.
+  // wo after the sum where its weights fit: its columns where the sum's bytes land (wo_after_sum:
+  // the heads side by side, or head h's at h x hs_padded with zero columns between), the int8
+  // path's rows, multipliers and output stage. The last layer's wo may be placed already
+  // (early_rest).
   const QuantizedMatmul& wo = weights()->attention[size_t(layer)].wo;
   const bool early = early_wo_ && layer == c.n_layers - 1;
-  const int head_at = early ? hs : p.shape.hs_padded();  // head h's columns from h head_at
+  const WoAfterSum side = wo_after_sum(c, p.shape);
   QuantizedMatmul padded = wo;
-  padded.cols = early ? whole_groups(c.n_heads * hs) : p.layer.n;
+  padded.cols = side.k;
   padded.w.assign(size_t(wo.rows) * size_t(padded.cols), 0);
   for (int r = 0; r < wo.rows; ++r)
     for (int h = 0; h < c.n_heads; ++h)
       std::copy_n(wo.w.begin() + long(r) * wo.cols + long(h) * hs, hs,
-                  padded.w.begin() + long(r) * padded.cols + long(h) * head_at);
+                  padded.w.begin() + long(r) * padded.cols + long(h) * side.head_at);
   FcProgramPlan plan;
   plan.k_padded = padded.cols;
   plan.segments.push_back({0, 0, wo.rows, 0});
@@ -1767,7 +1786,7 @@ bool ChipTransformer::join_attention(int layer, TileAllocator& tiles, bool with_
       compiler::fc_batch_unsupported(plan.outputs, plan.k_padded, 1, wo_groups > kPlanTiles ? 2 : 1)
           .empty() &&
       (early ||
-       trial.place(wo_groups, compiler::fc_units_per_tile(plan.k_padded, false), plan.placement));
+       trial.place(wo_groups, compiler::fc_units_per_tile(side.weight_k, false), plan.placement));
   // The first program now: what does not fit (narrow memory) stays two programs.
   const compiler::FcRowWrite values = attention_values(layer, s, p, 0);
   p.attention.assign(size_t(s.seq_padded / 64), {});
@@ -1775,12 +1794,13 @@ bool ChipTransformer::join_attention(int layer, TileAllocator& tiles, bool with_
     if (with_wo && !wo_fits) continue;
     p.join.out = {};
     p.join.out_at = {};
+    p.join.out_stride = 64;
     if (with_wo) {
       p.join.out = fc_layer_of(plan, [&](int) -> const QuantizedMatmul& { return padded; });
       // The heads side by side: weights for their n_heads x head_size bytes only.
-      if (early) p.join.out = with_dim_weights(std::move(p.join.out), c.n_heads * hs);
+      if (side.side_by_side) p.join.out.weight_k = side.weight_k;
       p.join.out_at = plan.placement;
-      p.join.out_stride = early ? hs : 64;  // (early_rest: one 64-byte piece a head)
+      p.join.out_stride = side.stride;
     }
     try {
       p.attention[0] = attention_program(layer, s, p, 0, values);
@@ -1795,7 +1815,9 @@ bool ChipTransformer::join_attention(int layer, TileAllocator& tiles, bool with_
       ++stats_.wo_layers;
       ++stats_.chip_matmuls;
       --stats_.host_matmuls;
-      stats_.resident_bytes += static_cast<int64_t>(compiler::fc_parameters(p.join.out).size());
+      const auto wo_bytes = static_cast<int64_t>(compiler::fc_parameters(p.join.out).size());
+      stats_.resident_bytes += wo_bytes;
+      stats_.wo_resident_bytes += wo_bytes;
     }
     return true;
   }

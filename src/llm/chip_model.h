@@ -80,6 +80,9 @@ struct ChipPathStats {
   // Of them, with the weighted sum inside the scores' program (scores, softmax, sum: one run).
   int attention_layers = 0;
   int wo_layers = 0;  // of them, with wo after the sum in that program (it returns o)
+  // Of resident_bytes, those wo groups' (64 x (8 + weight_k) a group: the heads side by side,
+  // K = n_heads x head_size, where head_size allows).
+  int64_t wo_resident_bytes = 0;
   // Layers whose scores and softmax (with the RoPE sums and the key's column) run inside the
   // previous layer's chain (compiler::generate_ffn_chain_softmax): one run for both.
   int joined_layers = 0;
@@ -214,9 +217,10 @@ class ChipTransformer : public Int8Transformer {
   // joined_[layer].rest, the add and the norm placed on `tiles`; false (nothing placed) where
   // the layer has no wo on the chip, no FFN program, or the groups do not fit.
   bool layer_rest(int layer, TileAllocator& tiles);
-  // The last layer's wo (K = dim padded: its heads' bytes side by side, 64 units a group less
-  // than at each head's padded place) and rest placed before the attention's other placements;
-  // false (nothing placed) where they do not fit. join_attention and layer_rest take them.
+  // The last layer's wo (its heads' bytes side by side, as every layer's: wo_after_sum in
+  // chip_model.cpp) and rest placed before the attention's other placements; false (nothing
+  // placed) where the heads cannot sit side by side or the groups do not fit. join_attention and
+  // layer_rest take them.
   struct RestPlacement {
     compiler::FcPlacement add_at, norm_at;
   };

@@ -540,7 +540,10 @@ const llm::WeightedSum kOtherAttentionSums[] = {llm::WeightedSum::kScalarCore,
 // - the value cache: WeightedSum::kValueCache with the weighted sum on the chip, head size 16
 //   with grouped kv heads and seq_len 40 (one 64-position program), head size 80 (two groups per
 //   head) over 96 positions (the writes cross a 64-position group); with the scores on the host
-//   (the sum a program of its own) and on the chip (the sum inside the scores' program).
+//   (the sum a program of its own) and on the chip (the sum inside the scores' program). wo after
+//   the sum holds every layer's heads side by side where a head is one piece of whole words (head
+//   size 16: K = 4 x 16 = 64, 8 + 64 units a group, not 8 + 4 x 64) and at their padded places
+//   where not (head size 80: K = 2 x 128): its resident bytes are exactly that many units.
 // - the key column written by the chip (Int8Options::chip_key_write): the scores' program writes
 //   the new key into its column of the resident keys itself (compiler/fc_column_write.h), head
 //   size 16 over grouped kv heads (one row group per head), head size 80 (K = 80, 20 rows through
@@ -624,6 +627,12 @@ void expect_attention_on_the_chip_exact(size_t i) {
     // wo after the sum: on the host, or in that program where it fits (these shapes: always).
     EXPECT_EQ(s.wo_layers, on_chip ? shape.layers : 0);
     EXPECT_EQ(s.host_matmuls, on_chip ? 0 : shape.layers);
+    const int hs = shape.dim / shape.heads;
+    const int wo_k = hs <= 64 && hs % 4 == 0 ? (shape.heads * hs + 3) / 4 * 4
+                                             : shape.heads * ((hs + 63) / 64 * 64);
+    EXPECT_EQ(s.wo_resident_bytes, on_chip ? int64_t{64} * shape.layers * ((shape.dim + 63) / 64) *
+                                                 compiler::fc_units_per_tile(wo_k, false)
+                                           : 0);
   }
   for (size_t k = 0; k < key_column_sums.size(); ++k) {
     const bool values = key_column_sums[k] == llm::WeightedSum::kValueCache;
@@ -1313,12 +1322,16 @@ TEST(ChipPathStepD, GenerateWithTheScoresJoinedToTheChainsWritesTheInt8Text) {
     EXPECT_GT(v.at("tokens").size(), 64u + 1u);
     EXPECT_EQ(v.at("chip").at("joined_layers_on_chip"), layers);
     EXPECT_EQ(v.at("chip").at("value_sum_layers_on_chip"), layers);
-    // The last layer's rest and FFN in its joined program (rand15M: its last layer's wo, K = dim
-    // padded, and rest placed before the RoPE sums, early_rest); on rand_gqa that program also
-    // runs behind layer 0's rest (D.2: 1 run a token; rand15M's other layers' wo are on the host).
-    const int composed = name == "rand_gqa";
+    // The last layer's rest and FFN in its joined program; on rand_gqa that program also runs
+    // behind layer 0's rest (D.2: 1 run a token). On rand15M some layers' programs run behind the
+    // rest before (D.3), where the room every wo's side-by-side heads leave holds that rest (L1),
+    // a run less a token each.
+    const int composed = v.at("chip").at("layers_composed").get<int>();
+    if (name == "rand_gqa")
+      EXPECT_EQ(composed, layers - 1);
+    else
+      EXPECT_GT(composed, 0);
     EXPECT_EQ(v.at("chip").at("layer_rest_on_chip"), 1);
-    EXPECT_EQ(v.at("chip").at("layers_composed"), composed);
     EXPECT_EQ(v.at("chip").at("rope_kept_layers_on_chip"), layers);
     EXPECT_EQ(v.at("chip").at("programs_per_token"), layers - composed);
     EXPECT_EQ(v.at("chip").at("modeled").at("runs_per_token"), layers - composed);
@@ -1383,13 +1396,14 @@ TEST(ChipPathStepD, ValueTildeFromTheChipGivesTheInt8PathsLogitsBitForBit) {
 }
 
 // rand15M with the value cache joined (every layer's v~ written into the cache and summed by the
-// program before its scores, wo after the sum where tile memory holds it): every
-// logit of a greedy and a sampled story is the int8 path's bit for bit, in 6 runs a token
-// (expect_chips_equal_int8 counts them). The last layer's wo reads its heads' bytes side by side
-// (K = dim padded: 64 units a group less than at each head's padded place) and with its rest is
-// placed before the RoPE sums, each tile keeping their room (ChipTransformer::early_rest): the
-// last layer's rest and FFN then run inside its joined program, and every layer still joins and
-// keeps q's products. Without the join layers option it runs apart: 7 runs.
+// program before its scores, wo after the sum where tile memory holds it): every logit of a greedy
+// and a sampled story is the int8 path's bit for bit (expect_chips_equal_int8 counts the runs).
+// Every layer's wo reads its heads' bytes side by side (plan_r15 L1): 5 groups of 8 + 6 x 48
+// units, 96 less than each head at its 64-byte place. The last layer's rest and FFN run inside its
+// joined program (placed first, ChipTransformer::early_rest, where the room after the sums did not
+// hold them), and every layer still joins and keeps q's products: 6 runs a token with a run a
+// layer; composed, a run less for each boundary whose rest the tiles hold. Without the join layers
+// option it runs apart: 7 runs.
 TEST(ChipPathStepD, TheValueCacheJoinedOnRand15MGivesTheInt8PathsLogitsBitForBit) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   std::string why;
@@ -1406,10 +1420,11 @@ TEST(ChipPathStepD, TheValueCacheJoinedOnRand15MGivesTheInt8PathsLogitsBitForBit
                                  .chip_rope = true,
                                  .chip_rms = true,
                                  .chip_residual = true};
-  llm::Int8Options apart = options;
+  llm::Int8Options apart = options, a_run_a_layer = options;
   apart.join_layers = false;
+  a_run_a_layer.layers_per_run = 1;
   std::vector<llm::ChipPathStats> stats;
-  expect_chips_equal_int8(model->ck, model->tok, kSteps, {options, apart}, stats);
+  expect_chips_equal_int8(model->ck, model->tok, kSteps, {options, apart, a_run_a_layer}, stats);
   const int layers = model->ck.config.n_layers;
   for (const llm::ChipPathStats& s : stats) {
     EXPECT_EQ(s.value_tilde_layers, layers);
@@ -1426,15 +1441,27 @@ TEST(ChipPathStepD, TheValueCacheJoinedOnRand15MGivesTheInt8PathsLogitsBitForBit
     EXPECT_GT(s.rope_kept_rows, 0);
     EXPECT_LE(s.rope_kept_rows, llm::kPlanTiles);
     EXPECT_EQ(units * 64, s.resident_bytes + int64_t{s.rope_kept_rows} * 256);
+    const llm::Config& c = model->ck.config;
+    EXPECT_EQ(s.wo_resident_bytes,
+              int64_t{64} * s.wo_layers * ((c.dim + 63) / 64) *
+                  compiler::fc_units_per_tile(c.n_heads * (c.dim / c.n_heads), false));
   }
   EXPECT_EQ(stats[0].rest_layers, 1);
   // The room the dim-K FCs' K = 288 (not 320) and the keys at K = head_size leave holds every
   // layer's wo, joined and apart.
   EXPECT_EQ(stats[0].wo_layers, layers);
-  EXPECT_EQ(stats[0].programs, layers);
   EXPECT_EQ(stats[1].rest_layers, 0);
   EXPECT_EQ(stats[1].wo_layers, layers);
   EXPECT_EQ(stats[1].programs, layers + 1);
+  // A run a layer; composed, the room every wo's side-by-side heads leave (L1: 5 layers x 5
+  // groups x 96 units) takes some boundaries' rests (none with the heads at their 64-byte
+  // places), a run less a token each.
+  EXPECT_EQ(stats[2].rest_layers, 1);
+  EXPECT_EQ(stats[2].wo_layers, layers);
+  EXPECT_EQ(stats[2].composed_layers, 0);
+  EXPECT_EQ(stats[2].programs, layers);
+  EXPECT_GT(stats[0].composed_layers, 0);
+  EXPECT_EQ(stats[0].programs, layers - stats[0].composed_layers);
 }
 
 // `generate --device sim --chip-residual` with the value cache, RoPE and RMSNorm on the chip (and
@@ -1465,12 +1492,17 @@ TEST(ChipPathStepD, GenerateWithTheResidualStreamInInt8WritesTheInt8Text) {
       // With the scores' flags each layer's v~ write and sum join the program before it.
       const int joined = flags.empty() ? 0 : layers;
       EXPECT_EQ(j.at("chip").at("joined_layers_on_chip"), joined);
-      // And the last layer's rest and FFN join its program too (rand15M: its last layer's wo
-      // and rest placed first, early_rest; the other layers' rests find no room in tile memory).
-      // On rand_gqa layer 1's program runs behind layer 0's rest too (one run a token).
-      const int rest = !flags.empty(), composed = rest && name == "rand_gqa";
+      // And the last layer's rest and FFN join its program too. On rand_gqa layer 1's program
+      // runs behind layer 0's rest too (one run a token); on rand15M some layers' programs run
+      // behind the rest before (D.3) where the room every wo's side-by-side heads leave (L1)
+      // holds it, not all (the count: TheValueCacheJoinedOnRand15M...).
+      const int rest = !flags.empty();
+      const int composed = j.at("chip").at("layers_composed").get<int>();
+      if (!rest || name == "rand_gqa")
+        EXPECT_EQ(composed, rest ? layers - 1 : 0);
+      else
+        EXPECT_GT(composed, 0);
       EXPECT_EQ(j.at("chip").at("layer_rest_on_chip"), rest);
-      EXPECT_EQ(j.at("chip").at("layers_composed"), composed);
       EXPECT_EQ(j.at("chip").at("modeled").at("runs_per_token"),
                 2 * layers + 1 - joined - rest - composed);
     }
