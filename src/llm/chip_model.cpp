@@ -578,6 +578,10 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
     stats_.composed_layers += composed;
     stats_.programs -= composed;
   }
+  for (const Joined& j : joined_)
+    if (j.with_rest || j.composed)
+      for (const compiler::FcPlacement* p : {&j.rest.add_at, &j.rest.norm_at})
+        for (const int w : p->weight_units) stats_.rest_shared_groups += w >= 0;
   stats_.max_tile_units = tiles.max_fill();
   stats_.tile_units = tiles.fills();
   stats_.rope_kept_rows =
@@ -1059,17 +1063,20 @@ bool ChipTransformer::join_scores(int layer, TileAllocator& tiles) {
   // others.
   // The last layer's rest and FFN after wo where they are placed and generate; else (a
   // generator's refusal) the layer joins without them, as before.
+  // (Placed with two groups a tile sharing a weight copy first, else one: place_rest.)
   std::vector<GroupProgram> groups;
   TileAllocator without_rest = trial;
-  if (v && layer == config().n_layers - 1 && layer_rest(layer, trial)) {
+  for (const bool pairs : {true, false}) {
+    if (!v || layer != config().n_layers - 1 || !layer_rest(layer, trial, pairs)) break;
     try {
       groups = joined_groups(layer);
+      break;
     } catch (const Error&) {
       groups.clear();
       j.with_rest = false;
       j.rest = {};
-      j.rest_caching.clear();
       trial = without_rest;
+      if (early_rest_) break;  // (its placement is early_rest's)
     }
   }
   try {
@@ -1082,8 +1089,7 @@ bool ChipTransformer::join_scores(int layer, TileAllocator& tiles) {
   if (j.with_rest) {
     ++stats_.rest_layers;
     --stats_.programs;  // (the FFN's own run goes)
-    for (const std::shared_ptr<runtime::Program>& p : j.rest_caching)
-      stats_.resident_bytes += static_cast<int64_t>(p->executable().parameters.size());
+    stats_.resident_bytes += rest_resident_bytes(j.rest);
   }
   stats_.joined_programs += int(j.groups.size());
   if (v) {
@@ -1106,8 +1112,7 @@ bool ChipTransformer::early_rest(TileAllocator& tiles) {
   RestPlacement at;
   const int groups = compiler::fc_groups(c.dim);
   if (!trial.place(groups, compiler::fc_units_per_tile(side.weight_k, false), wo) ||
-      !trial.place(groups, compiler::fc_units_per_tile(128, true), at.add_at) ||
-      !trial.place(groups, compiler::fc_units_per_tile(64, false), at.norm_at))
+      !place_rest(last, trial, at))
     return false;
   tiles = trial;
   early_wo_ = wo;
@@ -1115,7 +1120,7 @@ bool ChipTransformer::early_rest(TileAllocator& tiles) {
   return true;
 }
 
-bool ChipTransformer::layer_rest(int layer, TileAllocator& tiles) {
+bool ChipTransformer::layer_rest(int layer, TileAllocator& tiles, bool pairs) {
   const ValueSumProgram& v = value_sums_[size_t(layer)];
   FfnProgram& f = ffns_[size_t(layer)];
   const Config& c = config();
@@ -1128,18 +1133,19 @@ bool ChipTransformer::layer_rest(int layer, TileAllocator& tiles) {
   const QParams x = w.attention_adds[size_t(layer)].x, in = matmul(layer, LayerMatmul::kQ).in;
   // (Layer 0's add reads the program's input: q's grid, last layer or not.)
   if (layer == 0 && (x.scale != in.scale || x.zero_point != in.zero_point)) return false;
-  const int groups = compiler::fc_groups(c.dim), dim_padded = whole_groups(c.dim);
+  const int dim_padded = whole_groups(c.dim);
   Joined& j = joined_[size_t(layer)];
   compiler::FcLayerRest& rest = j.rest;
   rest = {};
   TileAllocator trial = tiles;
+  RestPlacement at;
   if (early_rest_ && last) {  // (placed first: early_rest)
-    rest.add_at = early_rest_->add_at;
-    rest.norm_at = early_rest_->norm_at;
-  } else if (!trial.place(groups, compiler::fc_units_per_tile(128, true), rest.add_at) ||
-             !trial.place(groups, compiler::fc_units_per_tile(64, false), rest.norm_at)) {
+    at = *early_rest_;
+  } else if (!place_rest(layer, trial, at, pairs)) {
     return false;
   }
+  rest.add_at = std::move(at.add_at);
+  rest.norm_at = std::move(at.norm_at);
   const QuantizedRmsInput& norm = w.rms_inputs[size_t(layer)];
   rest.add = residual_add_layer(w.attention_adds[size_t(layer)], c.dim);
   rest.x_follower = layer == 0 ? -1 : 0;  // the program's input, or the chain's add: this layer's x
@@ -1157,12 +1163,172 @@ bool ChipTransformer::layer_rest(int layer, TileAllocator& tiles) {
     rest.ffn_down = f.down_at;
     rest.ffn_output_name = "y_last";
   }
-  j.rest_caching = {
-      std::make_shared<runtime::Program>(compiler::fc_caching(rest.add, rest.add_at)),
-      std::make_shared<runtime::Program>(compiler::fc_caching(rest.norm, rest.norm_at))};
   j.with_rest = last;
   tiles = trial;
   return true;
+}
+
+namespace {
+
+constexpr int kRestGroup = 64;  // an FC's outputs a group (a tile's)
+
+// Units of a rest FC's group: its aux rows, and with its weights.
+int rest_aux_units(const compiler::FcLayer& l) {
+  return compiler::fc_units_per_tile(0, !l.bias.empty());
+}
+int rest_group_units(const compiler::FcLayer& l) {
+  return compiler::fc_units_per_tile(l.k, !l.bias.empty());
+}
+// Group g holds its own weights right after its aux rows (no weight_units, or -1).
+bool rest_owner(const compiler::FcPlacement& at, size_t g) {
+  return at.weight_units.empty() || at.weight_units[g] < 0;
+}
+
+}  // namespace
+
+bool ChipTransformer::place_rest(int layer, TileAllocator& tiles, RestPlacement& at,
+                                 bool pairs) const {
+  const Config& c = config();
+  const Int8Weights& w = *weights();
+  std::vector<RestBlock> resident = rest_blocks();
+  TileAllocator trial = tiles;
+  const auto place = [&](const compiler::FcLayer& l, compiler::FcPlacement& p) {
+    const int groups = compiler::fc_groups(l.n), per_tile = groups > kPlanTiles ? 2 : 1;
+    const int aux = rest_aux_units(l), units = rest_group_units(l);
+    const std::vector<uint8_t> params = compiler::fc_parameters(l);
+    p = {};
+    std::array<int, kPlanTiles> used{};
+    bool shares = false;
+    for (int g = 0; g < groups; ++g) {
+      const auto from = params.begin() + long(g) * units * 64;
+      const std::vector<uint8_t> bytes(from + aux * 64, from + units * 64);
+      const auto copy_on = [&](int t) {
+        for (const RestBlock& b : resident)
+          if (b.tile == t && b.bytes == bytes) return b.unit;
+        return -1;
+      };
+      const std::array<int, kPlanTiles>& fill = trial.fills();
+      // The least-filled tile holding the block with room for the aux rows, else the least-filled
+      // one with room for a whole group.
+      int best = -1;
+      for (int t = 0; t < kPlanTiles; ++t)
+        if (used[size_t(t)] < (pairs ? 2 : per_tile) && copy_on(t) >= 0 &&
+            fill[size_t(t)] + aux <= compiler::kFcParamUnits &&
+            (best < 0 || fill[size_t(t)] < fill[size_t(best)]))
+          best = t;
+      const int copy = best >= 0 ? copy_on(best) : -1;
+      if (best < 0)
+        for (int t = 0; t < kPlanTiles; ++t)
+          if (used[size_t(t)] < per_tile && fill[size_t(t)] + units <= compiler::kFcParamUnits &&
+              (best < 0 || fill[size_t(t)] < fill[size_t(best)]))
+            best = t;
+      if (best < 0) return false;
+      const int base = trial.take(best, copy >= 0 ? aux : units);
+      if (base < 0) return false;
+      if (copy < 0) resident.push_back({best, base + aux, bytes});
+      shares = shares || copy >= 0;
+      p.tiles.push_back(best);
+      p.param_units.push_back(base);
+      p.weight_units.push_back(copy);
+      ++used[size_t(best)];
+    }
+    if (!shares) p.weight_units.clear();  // (each group's weights after its aux rows)
+    return true;
+  };
+  RestPlacement placed;
+  if (!place(residual_add_layer(w.attention_adds[size_t(layer)], c.dim), placed.add_at) ||
+      !place(rms_input_layer(w.rms_inputs[size_t(layer)], c.dim), placed.norm_at))
+    return false;
+  tiles = trial;
+  at = std::move(placed);
+  return true;
+}
+
+std::vector<ChipTransformer::RestBlock> ChipTransformer::rest_blocks() const {
+  std::vector<RestBlock> out;
+  for (const Joined& j : joined_) {
+    if (!j.with_rest && !j.composed) continue;
+    for (const auto& [l, p] :
+         {std::pair{&j.rest.add, &j.rest.add_at}, std::pair{&j.rest.norm, &j.rest.norm_at}}) {
+      const int aux = rest_aux_units(*l), units = rest_group_units(*l);
+      const std::vector<uint8_t> params = compiler::fc_parameters(*l);
+      for (size_t g = 0; g < p->tiles.size(); ++g) {
+        if (!rest_owner(*p, g)) continue;
+        const auto from = params.begin() + long(g) * units * 64;
+        out.push_back({p->tiles[g], p->param_units[g] + aux,
+                       std::vector<uint8_t>(from + aux * 64, from + units * 64)});
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<std::shared_ptr<runtime::Program>> ChipTransformer::rest_caching() const {
+  // Per kind (the adds, the norms: one K and aux layout each) programs whose owners lie on
+  // distinct tiles; the sharing groups' aux rows ride in the first program.
+  struct Carrier {
+    compiler::FcLayer layer;
+    compiler::FcPlacement at;
+  };
+  std::vector<Carrier> carriers;
+  compiler::FcRowWrite rows;
+  for (int kind = 0; kind < 2; ++kind) {
+    const size_t first = carriers.size();
+    for (const Joined& j : joined_) {
+      if (!j.with_rest && !j.composed) continue;
+      const compiler::FcLayer& l = kind == 0 ? j.rest.add : j.rest.norm;
+      const compiler::FcPlacement& p = kind == 0 ? j.rest.add_at : j.rest.norm_at;
+      const int aux = rest_aux_units(l), units = rest_group_units(l);
+      const std::vector<uint8_t> params = compiler::fc_parameters(l);
+      for (size_t g = 0; g < p.tiles.size(); ++g) {
+        const auto from = params.begin() + long(g) * units * 64;
+        if (!rest_owner(p, g)) {
+          for (int r = 0; r < aux / 4; ++r) {
+            rows.rows.push_back({p.tiles[g], p.param_units[g] + 4 * r});
+            rows.bytes.insert(rows.bytes.end(), from + r * 256, from + (r + 1) * 256);
+          }
+          continue;
+        }
+        size_t in = first;
+        while (in < carriers.size() &&
+               std::find(carriers[in].at.tiles.begin(), carriers[in].at.tiles.end(), p.tiles[g]) !=
+                   carriers[in].at.tiles.end())
+          ++in;
+        if (in == carriers.size()) {
+          carriers.emplace_back();
+          carriers.back().layer.k = l.k;
+        }
+        compiler::FcLayer& to = carriers[in].layer;
+        const auto o = size_t(g) * kRestGroup;
+        to.n += kRestGroup;
+        to.mult.insert(to.mult.end(), l.mult.begin() + long(o),
+                       l.mult.begin() + long(o + kRestGroup));
+        if (!l.bias.empty())
+          to.bias.insert(to.bias.end(), l.bias.begin() + long(o),
+                         l.bias.begin() + long(o + kRestGroup));
+        to.weights.insert(to.weights.end(), l.weights.begin() + long(o * size_t(l.k)),
+                          l.weights.begin() + long((o + kRestGroup) * size_t(l.k)));
+        carriers[in].at.tiles.push_back(p.tiles[g]);
+        carriers[in].at.param_units.push_back(p.param_units[g]);
+      }
+    }
+  }
+  if (carriers.empty() && !rows.rows.empty())
+    fail("the rests' ", rows.rows.size(), " aux rows of groups sharing weights with no owner");
+  std::vector<std::shared_ptr<runtime::Program>> out;
+  for (size_t i = 0; i < carriers.size(); ++i)
+    out.push_back(std::make_shared<runtime::Program>(compiler::fc_caching(
+        carriers[i].layer, carriers[i].at, i == 0 && !rows.rows.empty() ? &rows : nullptr)));
+  return out;
+}
+
+int64_t ChipTransformer::rest_resident_bytes(const compiler::FcLayerRest& rest) {
+  int64_t units = 0;
+  for (const auto& [l, p] :
+       {std::pair{&rest.add, &rest.add_at}, std::pair{&rest.norm, &rest.norm_at}})
+    for (size_t g = 0; g < p->tiles.size(); ++g)
+      units += rest_owner(*p, g) ? rest_group_units(*l) : rest_aux_units(*l);
+  return units * 64;
 }
 
 int ChipTransformer::compose(TileAllocator& tiles) {
@@ -1176,20 +1342,25 @@ int ChipTransformer::compose(TileAllocator& tiles) {
         (l + 1 == layers - 1 && !next.with_rest))
       continue;
     const Joined before = j;
-    TileAllocator trial = tiles;
-    if (!layer_rest(l, trial)) {
-      j = before;
-      continue;
-    }
-    j.composed = true;
     const int head = head_of(l);
+    TileAllocator trial = tiles;
     std::vector<GroupProgram> groups;
-    try {
-      groups = joined_groups(head);
-    } catch (const Error&) {  // LayoutRejected among them: layer l + 1's program runs apart
-      j = before;
-      continue;
+    // (With two groups a tile sharing a weight copy first, else one: place_rest.)
+    for (const bool pairs : {true, false}) {
+      trial = tiles;
+      if (!layer_rest(l, trial, pairs)) {
+        j = before;
+        break;
+      }
+      j.composed = true;
+      try {
+        groups = joined_groups(head);
+        break;
+      } catch (const Error&) {  // LayoutRejected among them: layer l + 1's program runs apart
+        j = before;
+      }
     }
+    if (groups.empty()) continue;
     // Each layer's outputs by name (joined_names).
     const container::Executable& e = groups.front().program->executable();
     const auto index = [&e](const std::string& name) {
@@ -1207,8 +1378,7 @@ int ChipTransformer::compose(TileAllocator& tiles) {
     }
     joined_[size_t(head)].groups = std::move(groups);
     tiles = trial;
-    for (const std::shared_ptr<runtime::Program>& p : j.rest_caching)
-      stats_.resident_bytes += static_cast<int64_t>(p->executable().parameters.size());
+    stats_.resident_bytes += rest_resident_bytes(j.rest);
     ++composed;
   }
   return composed;
@@ -2162,8 +2332,7 @@ void ChipTransformer::cache_all() {
       caching.push_back(
           std::make_shared<runtime::Program>(compiler::fc_caching(p.join.out, p.join.out_at)));
   }
-  for (const Joined& j : joined_)
-    caching.insert(caching.end(), j.rest_caching.begin(), j.rest_caching.end());
+  for (const std::shared_ptr<runtime::Program>& p : rest_caching()) caching.push_back(p);
   for (const std::shared_ptr<runtime::Program>& p : caching) {
     if (!p) continue;
     tpu_.run(nullptr, p);

@@ -92,6 +92,9 @@ struct ChipPathStats {
   // Layers whose joined program runs behind the previous layer's rest in that layer's program
   // (Int8Options::layers_per_run; compiler::FcLayerRest::next): one run less a token each.
   int composed_layers = 0;
+  // Of the placed rests' add and norm groups, those reading a byte-identical weight block another
+  // group keeps on their tile (ChipTransformer::place_rest): their aux rows alone are theirs.
+  int rest_shared_groups = 0;
   int64_t resident_bytes = 0;  // parameter bytes cached in tile memory
   int max_tile_units = 0;      // the fullest tile's parameter units (of 8192)
   // Each tile's parameter units (TileAllocator::fills): the units past them are its free run.
@@ -216,7 +219,8 @@ class ChipTransformer : public Int8Transformer {
   // join_layers: the rest of `layer` (the last) after its joined program's wo, and its FFN, into
   // joined_[layer].rest, the add and the norm placed on `tiles`; false (nothing placed) where
   // the layer has no wo on the chip, no FFN program, or the groups do not fit.
-  bool layer_rest(int layer, TileAllocator& tiles);
+  // (`pairs`: place_rest's.)
+  bool layer_rest(int layer, TileAllocator& tiles, bool pairs = true);
   // The last layer's wo (its heads' bytes side by side, as every layer's: wo_after_sum in
   // chip_model.cpp) and rest placed before the attention's other placements; false (nothing
   // placed) where the heads cannot sit side by side or the groups do not fit. join_attention and
@@ -227,6 +231,30 @@ class ChipTransformer : public Int8Transformer {
   bool early_rest(TileAllocator& tiles);
   std::optional<compiler::FcPlacement> early_wo_;
   std::optional<RestPlacement> early_rest_;
+  // Layer `layer`'s rest's add and norm (residual_add_layer, rms_input_layer) placed on `tiles`,
+  // for early_rest and layer_rest alike: each group's aux rows (compiler::kFcAuxUnits, a bias's
+  // row more for the add) on a tile of its own (at most one of the FC's groups a tile), its
+  // weights read (FcPlacement::weight_units) from a byte-identical block already resident on
+  // that tile (rest_blocks: the norms' identity blocks, one layer's add blocks) where one is,
+  // those tiles preferred; else a whole group (aux rows, then its weights: the new copy). With
+  // `pairs` a group may join another group of the same FC on a tile whose copy it reads (the
+  // add's full groups of one layer are one block, and so are the norm's with positive gains): two
+  // groups a tile there (their ops one after the other); callers place again without where the
+  // generator refuses that. False (nothing placed) where a group does not fit.
+  bool place_rest(int layer, TileAllocator& tiles, RestPlacement& at, bool pairs = true) const;
+  // The rests' weight blocks resident on the tiles: each group that holds its own weights (an
+  // owner: weight_units -1) of every placed rest (the last layer's with_rest, the composed ones),
+  // with its tile, the wide unit of its weights and their bytes (fc_parameters').
+  struct RestBlock {
+    int tile = 0, unit = 0;
+    std::vector<uint8_t> bytes;
+  };
+  std::vector<RestBlock> rest_blocks() const;
+  // The placed rests' caching: the owners' whole groups (at most one a tile per program, as
+  // fc_caching takes them), the sharing groups' aux rows as rows; empty without a rest.
+  std::vector<std::shared_ptr<runtime::Program>> rest_caching() const;
+  // Bytes a rest's add and norm keep resident: an owner's whole group, a sharing group's aux rows.
+  static int64_t rest_resident_bytes(const compiler::FcLayerRest& rest);
   // D.2/D.3 (layers_per_run != 1): for each boundary l = 0..L-2 in order, layer l's rest (no
   // FFN) and behind it layer l+1's joined program (compiler::FcLayerRest::next) in the program of
   // the layer heading them (head_of): one run less a token each. Where a boundary does not fit or
@@ -253,10 +281,9 @@ class ChipTransformer : public Int8Transformer {
     // group reading its kept row).
     std::vector<int> moved;
     // The layer's rest and its FFN after wo (layer_rest), y the program's last output; the
-    // rest's add and norm placed and cached (rest_caching).
+    // rest's add and norm placed (place_rest) and cached (rest_caching()).
     bool with_rest = false;
     compiler::FcLayerRest rest;
-    std::vector<std::shared_ptr<runtime::Program>> rest_caching;
     // compose: the layer's rest (`rest`, no FFN) and layer + 1's program behind it, in the
     // program of head_of(layer) (whose groups carry them all; the others' groups stay, unused).
     bool composed = false;

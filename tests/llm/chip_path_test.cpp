@@ -14,9 +14,11 @@
 #include <tuple>
 
 #include "chip/virtual_edge_tpu.h"
+#include "compiler/fc_codegen.h"
 #include "llama2c_files.h"
 #include "llm/chip_model.h"
 #include "llm/generate.h"
+#include "llm/matmul_plan.h"
 #include "runtime/device_select.h"
 #include "runtime/edgetpu.h"
 #include "support/sanitizers.h"
@@ -907,6 +909,132 @@ TEST(ChipPathStepD, EveryLayerBehindTheRestBeforeItGivesOneRunATokenBitForBit) {
   }
 }
 
+// plan_r15 L4/L5: the rests' add and norm groups read one copy per tile of a weight block that is
+// byte for byte another placed rest group's (ChipTransformer::place_rest): on the first of
+// kOtherAttentionShapes with 4 layers composed (one group an FC, every layer's rest placed), each
+// layer's norm block is the identity where its gains are all positive, so one copy serves the four
+// norms; with one negative gain in layer 1 its block differs and it keeps a copy of its own. The
+// rests' resident units (beyond a run a layer's, which places the last layer's alone) are those
+// the distinct blocks (found here from the int8 weights) and the sharing groups' aux rows make,
+// the tiles' units count them once, and the logits are the int8 path's bit for bit.
+TEST(ChipPathStepD, TheRestsShareOneCopyOfEachIdenticalWeightBlockPerTile) {
+  llm::Int8Options apart{.chip_scores = true,
+                         .chip_key_write = true,
+                         .weighted_sum = llm::WeightedSum::kValueCache,
+                         .chip_rope = true,
+                         .chip_rms = true,
+                         .chip_residual = true};
+  apart.layers_per_run = 1;
+  llm::Int8Options composed = apart;
+  composed.layers_per_run = 0;
+  for (const bool negative : {false, true}) {
+    SCOPED_TRACE(negative ? "a negative gain in layer 1" : "positive gains");
+    TinyShape shape = kOtherAttentionShapes[0].shape;
+    shape.layers = 4;
+    TinyWeights weights(shape);
+    if (negative) {  // rms_ffn (the rest's norm) of layer 1, channel 5
+      float& gain = weights.tensors[6][size_t(shape.dim) + 5];
+      gain = -gain;
+    }
+    const LoadedModel model = tiny_model(shape, weights);
+    std::vector<llm::ChipPathStats> stats;
+    expect_chips_equal_int8(model.ck, model.tok, 10, {apart, composed}, stats);
+    ASSERT_EQ(stats[0].rest_layers, 1);
+    ASSERT_EQ(stats[1].composed_layers, shape.layers - 1);
+    EXPECT_EQ(stats[0].rest_shared_groups, 0);  // (one rest placed)
+    // The distinct weight blocks of the layers' adds and norms (one group each: dim 64).
+    llm::ThreadPool pool(2);
+    const llm::Calibration cal = llm::calibrate(model.ck, pool, 8);
+    const llm::Int8Transformer cpu(model.ck, pool, cal, composed);
+    const llm::Int8Weights& q = *cpu.weights();
+    const auto block = [](const compiler::FcLayer& l) {
+      const std::vector<uint8_t> p = compiler::fc_parameters(l);
+      return std::vector<uint8_t>(p.begin() + 64 * compiler::fc_units_per_tile(0, !l.bias.empty()),
+                                  p.end());
+    };
+    std::set<std::vector<uint8_t>> adds, norms;
+    for (int l = 0; l < shape.layers; ++l) {
+      adds.insert(block(llm::residual_add_layer(q.attention_adds[size_t(l)], shape.dim)));
+      norms.insert(block(llm::rms_input_layer(q.rms_inputs[size_t(l)], shape.dim)));
+    }
+    EXPECT_EQ(norms.size(), negative ? 2u : 1u);
+    const int64_t layers = shape.layers, add_units = compiler::fc_units_per_tile(128, true),
+                  norm_units = compiler::fc_units_per_tile(64, false);
+    const int64_t shared = (layers - int64_t(adds.size())) + (layers - int64_t(norms.size()));
+    EXPECT_EQ(stats[1].rest_shared_groups, shared);
+    const int64_t units = int64_t(adds.size()) * add_units +
+                          (layers - int64_t(adds.size())) * compiler::fc_units_per_tile(0, true) +
+                          int64_t(norms.size()) * norm_units +
+                          (layers - int64_t(norms.size())) * compiler::kFcAuxUnits;
+    EXPECT_EQ(stats[1].resident_bytes - stats[0].resident_bytes,
+              64 * (units - add_units - norm_units));
+    const auto sum = [](const llm::ChipPathStats& s) {
+      return std::accumulate(s.tile_units.begin(), s.tile_units.end(), int64_t{0});
+    };
+    EXPECT_EQ(sum(stats[1]) - sum(stats[0]), units - add_units - norm_units);
+  }
+}
+
+// The same with three groups an FC (dim 192, head size 16 as above, 3 layers composed): one
+// layer's add groups are one block (its constants on each group's diagonal) and so are its norm's,
+// so two groups of an FC share a tile and its copy (place_rest's pairs), the third a copy of its
+// own: each layer's add holds 2 copies, and the norms (positive gains) 2 in all, the layers
+// before the last reading the last's. Exact against the int8 path as above.
+TEST(ChipPathStepD, TheRestsFullGroupsShareACopyTwoATile) {
+  llm::Int8Options apart{.chip_scores = true,
+                         .chip_key_write = true,
+                         .weighted_sum = llm::WeightedSum::kValueCache,
+                         .chip_rope = true,
+                         .chip_rms = true,
+                         .chip_residual = true};
+  apart.layers_per_run = 1;
+  llm::Int8Options composed = apart;
+  composed.layers_per_run = 0;
+  TinyShape shape = kOtherAttentionShapes[0].shape;
+  shape.dim = 192;
+  shape.heads = 12;
+  shape.kv_heads = 6;
+  shape.layers = 3;
+  const LoadedModel model = tiny_model(shape, TinyWeights(shape));
+  std::vector<llm::ChipPathStats> stats;
+  expect_chips_equal_int8(model.ck, model.tok, 10, {apart, composed}, stats);
+  ASSERT_EQ(stats[0].rest_layers, 1);
+  ASSERT_EQ(stats[1].composed_layers, shape.layers - 1);
+  // The blocks as said: every group of a layer's add one block, the layers' apart; one norm block.
+  llm::ThreadPool pool(2);
+  const llm::Calibration cal = llm::calibrate(model.ck, pool, 8);
+  const llm::Int8Transformer cpu(model.ck, pool, cal, composed);
+  const llm::Int8Weights& q = *cpu.weights();
+  const auto blocks = [](const compiler::FcLayer& l) {
+    const std::vector<uint8_t> p = compiler::fc_parameters(l);
+    const int aux = compiler::fc_units_per_tile(0, !l.bias.empty());
+    const int units = compiler::fc_units_per_tile(l.k, !l.bias.empty());
+    std::set<std::vector<uint8_t>> out;
+    for (int g = 0; g < l.n / 64; ++g)
+      out.insert(std::vector<uint8_t>(p.begin() + 64 * (g * units + aux),
+                                      p.begin() + 64 * (g + 1) * units));
+    return out;
+  };
+  std::set<std::vector<uint8_t>> adds, norms;
+  for (int l = 0; l < shape.layers; ++l) {
+    const auto a = blocks(llm::residual_add_layer(q.attention_adds[size_t(l)], shape.dim));
+    ASSERT_EQ(a.size(), 1u);
+    adds.insert(a.begin(), a.end());
+    const auto n = blocks(llm::rms_input_layer(q.rms_inputs[size_t(l)], shape.dim));
+    norms.insert(n.begin(), n.end());
+  }
+  ASSERT_EQ(adds.size(), size_t(shape.layers));
+  ASSERT_EQ(norms.size(), 1u);
+  const int64_t layers = shape.layers, add_units = compiler::fc_units_per_tile(128, true),
+                add_aux = compiler::fc_units_per_tile(0, true), norm_aux = compiler::kFcAuxUnits;
+  // A run a layer places the last layer's rest alone (its add and norm 2 copies and a sharer
+  // each); composed, each layer before adds an add as that and its norm's aux rows.
+  const int64_t others = (layers - 1) * (2 * add_units + add_aux + 3 * norm_aux);
+  EXPECT_EQ(stats[0].rest_shared_groups, 2);
+  EXPECT_EQ(stats[1].rest_shared_groups, 2 + (layers - 1) * 4);
+  EXPECT_EQ(stats[1].resident_bytes - stats[0].resident_bytes, 64 * others);
+}
+
 // `generate --weighted-sum value-cache` (WeightedSum::kValueCache): on the simulator, with the
 // scores and softmax on the chip too, each layer's weighted sum runs inside its scores' program
 // (which streams the new key and v~ column and computes the per-token multipliers on the scalar
@@ -1450,6 +1578,7 @@ TEST(ChipPathStepD, TheValueCacheJoinedOnRand15MGivesTheInt8PathsLogitsBitForBit
   // The room the dim-K FCs' K = 288 (not 320) and the keys at K = head_size leave holds every
   // layer's wo, joined and apart.
   EXPECT_EQ(stats[0].wo_layers, layers);
+  EXPECT_GT(stats[0].rest_shared_groups, 0);
   EXPECT_EQ(stats[1].rest_layers, 0);
   EXPECT_EQ(stats[1].wo_layers, layers);
   EXPECT_EQ(stats[1].programs, layers + 1);

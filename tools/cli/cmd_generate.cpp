@@ -110,6 +110,7 @@ nlohmann::json chip_json(const llm::ChipPathStats& s, int positions, double wall
   j["joined_layers_on_chip"] = s.joined_layers;
   j["layer_rest_on_chip"] = s.rest_layers;
   j["layers_composed"] = s.composed_layers;
+  j["rest_shared_groups"] = s.rest_shared_groups;
   j["joined_programs"] = s.joined_programs;
   j["key_programs"] = s.key_programs;
   j["resident_parameter_bytes"] = s.resident_bytes;
