@@ -1450,15 +1450,12 @@ TEST(ChipPathStepD, GenerateWithTheScoresJoinedToTheChainsWritesTheInt8Text) {
     EXPECT_GT(v.at("tokens").size(), 64u + 1u);
     EXPECT_EQ(v.at("chip").at("joined_layers_on_chip"), layers);
     EXPECT_EQ(v.at("chip").at("value_sum_layers_on_chip"), layers);
-    // The last layer's rest and FFN in its joined program; on rand_gqa that program also runs
-    // behind layer 0's rest (D.2: 1 run a token). On rand15M some layers' programs run behind the
-    // rest before (D.3), where the room every wo's side-by-side heads leave holds that rest (L1),
-    // a run less a token each.
+    // The last layer's rest and FFN in its joined program, and every other layer's program
+    // behind the rest before it (D.2, D.3): one run a token on both checkpoints. On rand15M the
+    // rests find room where every wo reads its heads side by side (L1) and the rests share their
+    // weight copies (L4/L5).
     const int composed = v.at("chip").at("layers_composed").get<int>();
-    if (name == "rand_gqa")
-      EXPECT_EQ(composed, layers - 1);
-    else
-      EXPECT_GT(composed, 0);
+    EXPECT_EQ(composed, layers - 1);
     EXPECT_EQ(v.at("chip").at("layer_rest_on_chip"), 1);
     EXPECT_EQ(v.at("chip").at("rope_kept_layers_on_chip"), layers);
     EXPECT_EQ(v.at("chip").at("programs_per_token"), layers - composed);
@@ -1530,8 +1527,8 @@ TEST(ChipPathStepD, ValueTildeFromTheChipGivesTheInt8PathsLogitsBitForBit) {
 // units, 96 less than each head at its 64-byte place. The last layer's rest and FFN run inside its
 // joined program (placed first, ChipTransformer::early_rest, where the room after the sums did not
 // hold them), and every layer still joins and keeps q's products: 6 runs a token with a run a
-// layer; composed, a run less for each boundary whose rest the tiles hold. Without the join layers
-// option it runs apart: 7 runs.
+// layer; composed, every boundary's rest fits too (L4/L5: the rests share their weight copies), so
+// a token takes one run. Without the join layers option it runs apart: 7 runs.
 TEST(ChipPathStepD, TheValueCacheJoinedOnRand15MGivesTheInt8PathsLogitsBitForBit) {
   TINYCORAL_REQUIRE_TESTDATA(data);
   std::string why;
@@ -1589,8 +1586,10 @@ TEST(ChipPathStepD, TheValueCacheJoinedOnRand15MGivesTheInt8PathsLogitsBitForBit
   EXPECT_EQ(stats[2].wo_layers, layers);
   EXPECT_EQ(stats[2].composed_layers, 0);
   EXPECT_EQ(stats[2].programs, layers);
-  EXPECT_GT(stats[0].composed_layers, 0);
-  EXPECT_EQ(stats[0].programs, layers - stats[0].composed_layers);
+  // Composed: every boundary's rest finds room (L1's wo side by side, L4/L5's shared weight
+  // copies), so the whole transformer is one program a token.
+  EXPECT_EQ(stats[0].composed_layers, layers - 1);
+  EXPECT_EQ(stats[0].programs, 1);
 }
 
 // `generate --device sim --chip-residual` with the value cache, RoPE and RMSNorm on the chip (and
@@ -1621,16 +1620,11 @@ TEST(ChipPathStepD, GenerateWithTheResidualStreamInInt8WritesTheInt8Text) {
       // With the scores' flags each layer's v~ write and sum join the program before it.
       const int joined = flags.empty() ? 0 : layers;
       EXPECT_EQ(j.at("chip").at("joined_layers_on_chip"), joined);
-      // And the last layer's rest and FFN join its program too. On rand_gqa layer 1's program
-      // runs behind layer 0's rest too (one run a token); on rand15M some layers' programs run
-      // behind the rest before (D.3) where the room every wo's side-by-side heads leave (L1)
-      // holds it, not all (the count: TheValueCacheJoinedOnRand15M...).
+      // And the last layer's rest and FFN join its program too, and every layer's program runs
+      // behind the rest before it: one run a token on both checkpoints.
       const int rest = !flags.empty();
       const int composed = j.at("chip").at("layers_composed").get<int>();
-      if (!rest || name == "rand_gqa")
-        EXPECT_EQ(composed, rest ? layers - 1 : 0);
-      else
-        EXPECT_GT(composed, 0);
+      EXPECT_EQ(composed, rest ? layers - 1 : 0);
       EXPECT_EQ(j.at("chip").at("layer_rest_on_chip"), rest);
       EXPECT_EQ(j.at("chip").at("modeled").at("runs_per_token"),
                 2 * layers + 1 - joined - rest - composed);
