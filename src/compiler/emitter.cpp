@@ -122,6 +122,7 @@ void Emitter::mark(std::string_view field) {
 
 container::Bitstream Emitter::finish() {
   if (counting_) fail("emitter: finish() on an emitter that only counts");
+  body_words_ = words_;
   add("halt", "code=4");
   for (int i = 0; i < 4; ++i) add("bundle");
   add("end", "length_bits=128");
@@ -135,6 +136,32 @@ container::Bitstream Emitter::finish() {
   container::Bitstream out;
   out.data = isa::encode(program);
   out.field_offsets = relocations_;
+  return out;
+}
+
+void Emitter::part(std::string name) {
+  if (counting_) return;
+  if (!parts_.empty() && parts_.back().second == words_) parts_.pop_back();  // nothing in it
+  parts_.emplace_back(std::move(name), words_);
+}
+
+std::vector<std::pair<std::string, uint64_t>> Emitter::part_bytes() const {
+  if (body_words_ == 0) fail("emitter: part_bytes() before finish()");
+  std::vector<std::pair<std::string, uint64_t>> out;
+  const auto add = [&](const std::string& name, uint64_t words) {
+    if (words == 0) return;
+    for (auto& [n, b] : out)
+      if (n == name) {
+        b += 16 * words;
+        return;
+      }
+    out.emplace_back(name, 16 * words);
+  };
+  add("start", parts_.empty() ? body_words_ : parts_.front().second);
+  for (size_t i = 0; i < parts_.size(); ++i)
+    add(parts_[i].first,
+        (i + 1 < parts_.size() ? parts_[i + 1].second : body_words_) - parts_[i].second);
+  add("end", words_ - body_words_);
   return out;
 }
 

@@ -62,6 +62,13 @@ class Emitter {
   void add_counted(const Emitter& counted);
   // Whether this emitter only counts (callers may skip building fields it would not read).
   bool only_counts() const { return counting_; }
+  // Names the part of the program that starts with the next instruction, for a breakdown of its
+  // bytes (part_bytes); it runs up to the next part's start. A counting emitter names nothing.
+  void part(std::string name);
+  // Bytes a part name takes in the finished bitstream, summed over that name's parts, in the order
+  // the names first came; the instructions before the first part are "start", the frame finish()
+  // adds "end". Call after finish().
+  std::vector<std::pair<std::string, uint64_t>> part_bytes() const;
   // The word offset the next instruction gets (branch targets are word offsets).
   uint32_t words() const { return words_; }
   // Frames the program (start with its length, halt, four nops, end) and encodes it.
@@ -73,7 +80,9 @@ class Emitter {
   std::vector<isa::Instruction> body_;
   std::vector<container::FieldOffset> relocations_;
   std::vector<isa::EncodedField> marks_;
-  uint32_t words_ = 1;  // the start word comes first
+  std::vector<std::pair<std::string, uint32_t>> parts_;  // (name, first word)
+  uint32_t body_words_ = 0;                              // words_ before finish()'s frame
+  uint32_t words_ = 1;                                   // the start word comes first
   bool counting_ = false;
   uint32_t seq_ = 0;
   // The instruction added last, as add() got it, and what it added (drop_last).

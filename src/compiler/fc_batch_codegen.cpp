@@ -586,6 +586,7 @@ int scores_and_softmax(Emitter& e, const FcLayer& layer, const Groups& g, int ro
                        const FcColumnWrite* columns, int ordinal = 0,
                        const PoppedRow* popped = nullptr) {
   Groups f = first ? first_groups(*first, layer, row_bytes) : Groups{};
+  e.part("scores");
   if (!popped) {
     tile_fence(e, "units=0x020");
     input_address(e, layer.input_name);
@@ -606,6 +607,7 @@ int scores_and_softmax(Emitter& e, const FcLayer& layer, const Groups& g, int ro
   const int before =
       std::max(out_base + g.slots * kGroup + first_bytes(first), column_copy_bytes(columns));
   if (first && !first->resident.empty()) {
+    e.part("rope/key sums");
     // The resident rows into narrow memory on their tiles; their groups read from there.
     const ResidentRows r = resident_rows(first, before);
     for (const auto& [tile, row, narrow] : r.rows)
@@ -619,12 +621,14 @@ int scores_and_softmax(Emitter& e, const FcLayer& layer, const Groups& g, int ro
   if (multipliers_from_r(first)) {
     int end = 0;
     const int narrow_at = multiplier_narrow(first, before, end);
+    e.part("rope multipliers");
     emit_multipliers_from_r(e, *first, f, row_bytes, narrow_at, ordinal);
   }
   if (first) {
     // Its outputs after the scores' (which are not written yet), then over the ring to the
     // scores' row at narrow 0 (the row is read by now).
     const int at = out_base + g.slots * kGroup;
+    e.part("rope/key sums");
     op_stage(e, first->layer, f, 1, at);
     std::vector<std::pair<int, int>> pieces;
     for (size_t i = 0; i < f.tile.size(); ++i)
@@ -633,15 +637,18 @@ int scores_and_softmax(Emitter& e, const FcLayer& layer, const Groups& g, int ro
     // A column's words among those pieces (the key's sum): into the resident keys before the
     // scores read them.
     if (columns && !columns->from_byte.empty()) {
+      e.part("key write");
       emit_column_words_from_narrow(e, *columns);
       emit_column_scatters(e, *columns);
     }
   }
+  e.part("scores");
   op_stage(e, layer, g, 1, out_base);
   std::vector<std::array<int, 3>> pieces;
   for (size_t i = 0; i < g.tile.size(); ++i)
     pieces.push_back({g.tile[i], out_base + kGroup * g.slot[i], int(i) * kGroup / 4});
   pieces.push_back({g.tile[0], row_bytes, sm.count_word});
+  e.part("softmax");
   pieces_to_scalar_memory(e, pieces, ordinal);
   scalar_memory_fence(e, int(pieces.size()));
   emit_scalar_softmax(e, sm);
@@ -1205,6 +1212,7 @@ int emit_layer_rest(Emitter& e, const RestAt& p, const std::vector<std::pair<int
   const int groups = int(p.add.tile.size());
   if (int(o.size()) != groups)
     fail("the layer's rest adds wo's ", o.size(), " groups to x_q's ", groups);
+  e.part("rest: add");
   std::vector<std::pair<int, int>> pairs;
   for (int g = 0; g < groups; ++g) {
     pairs.emplace_back(p.add.tile[0], (p.save + kGroup * g) / 4);
@@ -1222,9 +1230,11 @@ int emit_layer_rest(Emitter& e, const RestAt& p, const std::vector<std::pair<int
     x2_words.emplace_back(tile, byte / 4);
     to_scalar.push_back({tile, byte, x_word + kGroup / 4 * g});
   }
+  e.part("rest: RMS");
   pieces_to_scalar_memory(e, to_scalar, ordinal);
   scalar_memory_fence(e, groups);
   emit_scalar_rms(e, {x_word, r.n, r.add.out_zp, r.mean_mult, kChainRmsRWord});
+  e.part("rest: norm");
   ffn_broadcast(e, mask_of(p.norm), x2_words, ordinal, p.x2_in);
   MultipliersFromR m;
   m.tile = p.norm.tile;
@@ -1237,6 +1247,7 @@ int emit_layer_rest(Emitter& e, const RestAt& p, const std::vector<std::pair<int
   for (int g = 0; g < groups; ++g)
     blocks.emplace_back(p.norm.tile[size_t(g)], p.ffn_in + kGroup * p.norm.slot[size_t(g)]);
   blocks.insert(blocks.end(), x2.begin(), x2.end());
+  e.part("rest: out");
   ordinal = blocks_output_stage(e, r.output_name, blocks, kGroup, ordinal,
                                 r.ffn == nullptr && r.next == nullptr);
   {  // [the FFN input; x2]: both int8, the FFN input's grid named
@@ -1259,6 +1270,7 @@ int emit_layer_rest(Emitter& e, const RestAt& p, const std::vector<std::pair<int
   std::vector<std::pair<int, int>> in;
   for (int g = 0; g < groups; ++g)
     in.emplace_back(p.norm.tile[size_t(g)], (p.ffn_in + kGroup * p.norm.slot[size_t(g)]) / 4);
+  e.part("last FFN");
   const FfnFromPieces y = emit_ffn_from_pieces(e, *r.ffn, r.ffn_up, r.ffn_down, in, ordinal);
   ordinal = blocks_output_stage(e, r.ffn_output_name, y.y, kGroup, ordinal, true);
   const FcLayer& down = r.ffn->down;  // y, on w2's output grid
@@ -1297,8 +1309,11 @@ int emit_sum_after_softmax(Emitter& e, const FcValueSum& sum, const SumAfterSoft
   if (end > kNarrowBytes)
     fail("the scores, e, the multipliers and the sums take ", end, " bytes of narrow memory");
   for (int& at : v.in_at) at += e_base;
+  e.part("sum: value prep");
   emit_scalar_value_prep(e, a.prep);
+  e.part("sum: e to rows");
   scalar_memory_to_multiplier_rows(e, v, a.moved, e_base, e_base + a.e_padded, ordinal);
+  e.part("sum: op");
   op_stage(e, sum.layer, v, 1, sum_out);
   if (sum.out.n <= 0) {
     ordinal = output_stage(e, sum.layer, v, 1, sum_out, ordinal);
@@ -1322,6 +1337,7 @@ int emit_sum_after_softmax(Emitter& e, const FcValueSum& sum, const SumAfterSoft
   std::vector<std::pair<int, int>> pieces;
   for (size_t i = 0; i < v.tile.size(); ++i)
     pieces.emplace_back(v.tile[i], (sum_out + kGroup * v.slot[i]) / 4);
+  e.part("sum: pieces to wo");
   if (stride == kGroup) {
     ffn_broadcast(e, mask_of(w), pieces, ordinal);
   } else {  // one fenced broadcast a piece, in order: each overwrites the one before's tail
@@ -1330,6 +1346,7 @@ int emit_sum_after_softmax(Emitter& e, const FcValueSum& sum, const SumAfterSoft
   }
   const int used = end + w.slots * kGroup;
   if (used > kNarrowBytes) fail("the FC after the sum takes ", used, " bytes of narrow memory");
+  e.part("wo");
   op_stage(e, sum.out, w, 1, end);
   ordinal = output_stage(e, sum.out, w, 1, end, ordinal, rest == nullptr);
   outs.add(sum_output_layer(sum), sum_output_bytes(sum));
@@ -1442,11 +1459,13 @@ int emit_joined_tail(Emitter& e, int& ordinal, const FfnChainTailAt& at, JoinedS
   const int input_at = at.input_at, products_at = at.products_at;
   const FcColumnWrite* cw = s.placed ? &*s.placed : nullptr;
   // x_q before anything: the tail's bytes go where the chain left it.
+  e.part("rest: x_q saved");
   if (s.rest_place) save_rest_input(e, *s.rest_place, at, ordinal);
   // The value write first: it reads the followers' outputs, which nothing after it keeps.
   int value_end = 0;
   if (s.values) {
     s.value_marks_from = e.marks().size();
+    e.part("value write");
     value_end = emit_chain_value_write(e, *s.values, at, ordinal);
   }
   // The chain's narrow memory is free by now (its outputs have left) but for its products:
@@ -1460,9 +1479,11 @@ int emit_joined_tail(Emitter& e, int& ordinal, const FfnChainTailAt& at, JoinedS
     if (kGroup * int(s.pieces.size()) > products_at)
       fail("the moved products' slots up to byte ", kGroup * s.pieces.size(),
            " reach the chain's products at ", products_at);
+    e.part("rope/key sums");
     ffn_broadcast(e, to, from, ordinal);
   }
   // The column's copies are taken before the row arrives, as in the scores' own program.
+  e.part("key write");
   if (cw) emit_parameter_writes(e, {}, nullptr, cw);
   const PoppedRow popped{input_at, !s.moved.empty()};
   ordinal = scores_and_softmax(e, *s.layer, s.g, s.row_bytes, s.out_base, s.sm, s.first, cw,

@@ -1117,6 +1117,7 @@ FfnChainEmitted emit_ffn_chain(Emitter& e, const FfnChain& chain, const FcPlacem
                                const FcPlacement& down_at, const FfnChainTail* tail,
                                const FfnChainFrom* from, int& ring_ordinal, OutputList& outs) {
   const FfnLayer& f = chain.ffn;
+  e.part("chain");
   const int hidden = f.up.n / 2;
   if (f.up.n % (2 * kGroup) != 0 || hidden > 16 * kGroup || f.down.k != hidden ||
       f.down.n % kGroup != 0)
@@ -1298,6 +1299,7 @@ FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up
   FfnChainPrograms out;
   out.marks = e.marks();
   out.execution = execution_with_outputs(e.finish(), in_layer, outs, done.narrow_end);
+  out.parts = e.part_bytes();
   const auto caching = [&](const Geometry& g, const FcLayer& l, const FcRowWrite& rows) {
     std::vector<uint8_t> parameters = fc_parameters(l);
     parameters.insert(parameters.end(), rows.bytes.begin(), rows.bytes.end());
@@ -1371,6 +1373,7 @@ FfnChainPrograms generate_fc_chain(const FcChain& chain, const FfnChainTail* tai
   in_layer.k += more_k;
   Emitter e;
   int ring_ordinal = 0;
+  e.part("chain");
   input_stage(e, g[0], chain.layers[0], more_k);
   std::vector<std::pair<int, int>> pieces = host_pieces(g[0]), out_pieces;
   int at = (std::max(g[0].x_piece + kPiece, widest) + 255) / 256 * 256, products_at = 0;
@@ -1434,6 +1437,7 @@ FfnChainPrograms generate_fc_chain(const FcChain& chain, const FfnChainTail* tai
   FfnChainPrograms out;
   out.marks = e.marks();
   out.execution = execution_with_outputs(e.finish(), in_layer, outs, at);
+  out.parts = e.part_bytes();
   for (size_t i = 0; i < g.size(); ++i) {
     const FcRowWrite rows = static_cast<int>(i) == chain.after_r.layer
                                 ? after_r_constants(chain.after_r, g[i])

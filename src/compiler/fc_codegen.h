@@ -209,6 +209,9 @@ struct FfnChainPrograms {
   // The fields of the execution program's bitstream its tail marked (Emitter::mark): with a
   // column write, each group's scatter address (emit_column_scatters).
   std::vector<isa::EncodedField> marks;
+  // The execution program's instruction bytes by part (Emitter::part_bytes; a joined program's
+  // parts are named where they are emitted, docs/llm.md "Where a token's bytes go").
+  std::vector<std::pair<std::string, uint64_t>> parts;
 };
 FfnChainPrograms generate_ffn_chain(const FfnChain& chain, const FcPlacement& up,
                                     const FcPlacement& down);

@@ -1555,7 +1555,12 @@ GroupProgram ChipTransformer::joined_program(int layer, int first) const {
   // Each layer's program marks the column write's scatters (one per group it writes), then with
   // the value write its landings and its rows (one each per cache group); a composed program the
   // next layer's after them.
-  GroupProgram g{std::make_shared<runtime::Program>(std::move(p.execution)), first, {}, {}, {}};
+  GroupProgram g{std::make_shared<runtime::Program>(std::move(p.execution)),
+                 first,
+                 {},
+                 {},
+                 {},
+                 std::move(p.parts)};
   const auto mark = [&](size_t at) { return p.marks.begin() + long(at); };
   size_t at = 0;
   for (const JoinedParts& part : all) {
@@ -1621,7 +1626,14 @@ std::shared_ptr<runtime::Program> ChipTransformer::joined_run(int layer, int8_t*
   in_bytes = count_at + compiler::kSoftmaxCountBytes;
   // The group's program with its scatters at column pos_ % 64: the program generated at pos_
   // bit for bit (its last run's column is overwritten; a recovery runs it again as it is).
-  return rewritten(joined_[size_t(layer)].groups.at(size_t(pos_ / 64)), pos_);
+  const GroupProgram& g = joined_[size_t(layer)].groups.at(size_t(pos_ / 64));
+  for (const auto& [name, bytes] : g.parts) {
+    auto& all = stats_.joined_part_bytes;
+    auto it = std::find_if(all.begin(), all.end(), [&](const auto& q) { return q.first == name; });
+    if (it == all.end()) it = all.insert(all.end(), {name, 0});
+    it->second += bytes;
+  }
+  return rewritten(g, pos_);
 }
 
 void ChipTransformer::stash_softmax(int layer, const runtime::Program& program, int output) {

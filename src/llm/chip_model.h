@@ -116,6 +116,9 @@ struct ChipPathStats {
   int key_programs = 0;
   // Of them, the joined ones (in the constructor: one per joined layer and 64-position group).
   int joined_programs = 0;
+  // The instruction bytes the joined programs' runs sent, by part (compiler::Emitter::part), in
+  // the order the parts first came; docs/llm.md "Where a token's bytes go".
+  std::vector<std::pair<std::string, uint64_t>> joined_part_bytes;
 };
 
 class ChipTransformer : public Int8Transformer {

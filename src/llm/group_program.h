@@ -6,7 +6,10 @@
 // own position (runtime::Program::patch_field) instead of generating the program again.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "isa/relocate.h"
@@ -25,6 +28,8 @@ struct GroupProgram {
   // The chip's value write: each group's landing n.addr, +16 words a position within the quad
   // (compiler::fc_value_slot_word).
   std::vector<isa::EncodedField> landings;
+  // Its instruction bytes by part (compiler::FfnChainPrograms::parts), for ChipPathStats.
+  std::vector<std::pair<std::string, uint64_t>> parts;
 };
 
 // g's program with its marked fields rewritten to `pos` (in the 64-position group of made_at):

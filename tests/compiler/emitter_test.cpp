@@ -115,6 +115,40 @@ TEST(Emitter, AddCountedCountsAsIfTheInstructionsWereAddedHere) {
 
 // The instruction text is built with cat() and hex(), which append integers without a stream
 // (std::to_chars): the text must be what a stream and printf print, or the programs would change.
+TEST(Emitter, PartBytesSplitTheFinishedBitstreamByName) {
+  Emitter e;
+  e.add("bundle", "s_op=0x0f s_x=5 imm=11");  // "start"
+  e.part("a");
+  some_program(e);
+  e.part("empty");  // nothing in it: not listed
+  e.part("b");
+  e.add("bundle", "s_op=0x0f s_x=4 imm=10");
+  e.part("a");  // a second part of the same name adds to the first
+  e.add("w2n", "tiles=0x1 w.addr=0x2000 w=(0 x 3) w.rows=1 n.addr=0x10 n=(1 x 64)");
+  Emitter counted = Emitter::counting();
+  some_program(counted);
+  const uint64_t program = counted.finished_bytes() - Emitter::counting().finished_bytes();
+  const container::Bitstream b = e.finish();
+  const auto parts = e.part_bytes();
+  ASSERT_EQ(parts.size(), 4u);
+  EXPECT_EQ(parts[0].first, "start");
+  EXPECT_EQ(parts[0].second, 32u);  // the start word and the first bundle
+  EXPECT_EQ(parts[1].first, "a");
+  EXPECT_EQ(parts[2].first, "b");
+  EXPECT_EQ(parts[2].second, 16u);
+  EXPECT_EQ(parts[3].first, "end");
+  uint64_t w2n = 0;
+  {
+    Emitter one = Emitter::counting();
+    one.add("w2n", "tiles=0x1 w.addr=0x2000 w=(0 x 3) w.rows=1 n.addr=0x10 n=(1 x 64)");
+    w2n = one.finished_bytes() - Emitter::counting().finished_bytes();
+  }
+  EXPECT_EQ(parts[1].second, program + w2n);
+  uint64_t sum = 0;
+  for (const auto& [name, bytes] : parts) sum += bytes;
+  EXPECT_EQ(sum, b.data.size());
+}
+
 TEST(Emitter, CatAndHexPrintIntegersAsAStreamAndPrintfDo) {
   const int64_t values[] = {0,
                             1,

@@ -889,6 +889,22 @@ TEST(ChipPathStepD, EveryLayerBehindTheRestBeforeItGivesOneRunATokenBitForBit) {
              s.resident_bytes;
     };
     EXPECT_EQ(uncounted(stats[1]), uncounted(stats[0]));
+    // The instruction bytes by part (docs/llm.md "Where a token's bytes go"): all within the bytes
+    // sent; each layer's rest in the composed form, the last one's alone a run a layer.
+    const auto part = [](const llm::ChipPathStats& s, const std::string& name) {
+      uint64_t b = 0;
+      for (const auto& [n, bytes] : s.joined_part_bytes) b += n == name ? bytes : 0;
+      return b;
+    };
+    for (const llm::ChipPathStats& s : stats) {
+      uint64_t sum = 0;
+      for (const auto& [n, bytes] : s.joined_part_bytes) sum += bytes;
+      EXPECT_GT(sum, s.bytes_to_device * 9 / 10);
+      EXPECT_LT(sum, s.bytes_to_device);
+      for (const char* name : {"chain", "scores", "softmax", "sum: op", "wo", "rest: add"})
+        EXPECT_GT(part(s, name), 0u) << name;
+    }
+    EXPECT_EQ(part(stats[1], "rest: add"), uint64_t(layers) * part(stats[0], "rest: add"));
     if (layers != 3) continue;  // (the recovery once: test time)
     llm::ThreadPool pool(2);
     const llm::Calibration cal = llm::calibrate(model.ck, pool, 8);

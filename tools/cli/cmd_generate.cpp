@@ -133,6 +133,11 @@ nlohmann::json chip_json(const llm::ChipPathStats& s, int positions, double wall
     m["runs_per_token"] = s.runs * per;
     m["bytes_to_device_per_token"] = double(s.bytes_to_device) * per;
     m["bytes_from_device_per_token"] = double(s.bytes_from_device) * per;
+    // Of bytes_to_device, the joined programs' instructions by part (in program order).
+    nlohmann::json parts = nlohmann::json::array();
+    for (const auto& [name, bytes] : s.joined_part_bytes)
+      parts.push_back({{"part", name}, {"bytes_per_token", double(bytes) * per}});
+    m["joined_instruction_bytes_per_token"] = parts;
     m["stick_tokens_per_second"] = stick_ms > 0 ? 1e3 / stick_ms : 0;
     m["host_ms_per_token_measured"] = host_ms;
     // (Counted in the chip's wall time, not in host_ms: rewriting the position's fields of the
