@@ -1338,12 +1338,8 @@ int emit_sum_after_softmax(Emitter& e, const FcValueSum& sum, const SumAfterSoft
   for (size_t i = 0; i < v.tile.size(); ++i)
     pieces.emplace_back(v.tile[i], (sum_out + kGroup * v.slot[i]) / 4);
   e.part("sum: pieces to wo");
-  if (stride == kGroup) {
-    ffn_broadcast(e, mask_of(w), pieces, ordinal);
-  } else {  // one fenced broadcast a piece, in order: each overwrites the one before's tail
-    for (int i = 0; i < n; ++i)
-      ffn_broadcast(e, mask_of(w), {pieces[size_t(i)]}, ordinal, stride * i);
-  }
+  // One broadcast: piece i at byte stride i, each over the one before's tail (below 64 bytes).
+  ffn_broadcast(e, mask_of(w), pieces, ordinal, 0, stride);
   const int used = end + w.slots * kGroup;
   if (used > kNarrowBytes) fail("the FC after the sum takes ", used, " bytes of narrow memory");
   e.part("wo");

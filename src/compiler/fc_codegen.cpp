@@ -236,11 +236,11 @@ void input_stage(Emitter& e, const Geometry& g, const FcLayer& layer, int more =
 // Broadcast: piece i (64 bytes at narrow word pieces[i].second of tile pieces[i].first) goes to
 // every compute tile, which stores it at x[64i]; then the fences before the ops.
 void broadcast_stage(Emitter& e, uint32_t compute, const std::vector<std::pair<int, int>>& pieces,
-                     int& ring_ordinal, int to_word = 0) {
+                     int& ring_ordinal, int to_word = 0, int stride_words = 16) {
   for (int i = 0; i < static_cast<int>(pieces.size()); ++i) {
     const auto [tile, word] = pieces[size_t(i)];
     e.add("w2n", cat("tiles=", hex(compute), " w.addr=", hex(kRingFifo),
-                     " w=(1 x 1) w.circ=1 w.rows=1 n.addr=", hex(to_word + 16 * i), " n=",
+                     " w=(1 x 1) w.circ=1 w.rows=1 n.addr=", hex(to_word + stride_words * i), " n=",
                      narrow_walk(16), " n.lvl_mask=0x01 sync.en0=1 sync.id=14 sync.wait_lvl=1",
                      i % 2 == 0 ? " sync.en1=1" : "", " sync.val=", hex(0x8000 + (i + 1) / 2),
                      " sync.en2=1 tail_en870=1"));
@@ -711,9 +711,11 @@ void ffn_gate(Emitter& e, uint32_t tiles, const FfnGateBuffers& buf, int words, 
 }
 
 void ffn_broadcast(Emitter& e, uint32_t compute, const std::vector<std::pair<int, int>>& pieces,
-                   int& ring_ordinal, int to_byte) {
+                   int& ring_ordinal, int to_byte, int stride) {
   if (to_byte < 0 || to_byte % 4 != 0) fail("a broadcast to narrow byte ", to_byte);
-  broadcast_stage(e, compute, pieces, ring_ordinal, to_byte / 4);
+  if (stride <= 0 || stride > kGroup || stride % 4 != 0)
+    fail("a broadcast's pieces ", stride, " bytes apart: needs a multiple of 4 up to ", kGroup);
+  broadcast_stage(e, compute, pieces, ring_ordinal, to_byte / 4, stride / 4);
 }
 
 void ffn_broadcast_blocks(Emitter& e, uint32_t compute, const std::vector<FfnBlock>& blocks,

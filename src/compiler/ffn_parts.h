@@ -29,10 +29,12 @@ void ffn_gate_setup(Emitter& e, uint32_t tiles, int identity);
 void ffn_gate(Emitter& e, uint32_t tiles, const FfnGateBuffers& buf, int words, const FfnLayer& f);
 
 // Piece i (64 bytes at narrow word pieces[i].second of tile pieces[i].first) to narrow byte
-// to_byte + 64 i of every tile in `compute` (to_byte a multiple of 4); then the fences before the
-// ops.
+// to_byte + stride i of every tile in `compute` (to_byte and stride multiples of 4, 0 < stride
+// <= 64); then the fences before the ops. A stride below 64 lands piece i + 1 over piece i's
+// tail: each receiving tile stores the pieces in program order (its narrow writes one after the
+// other, as the pieces come over the ring).
 void ffn_broadcast(Emitter& e, uint32_t compute, const std::vector<std::pair<int, int>>& pieces,
-                   int& ring_ordinal, int to_byte = 0);
+                   int& ring_ordinal, int to_byte = 0, int stride = 64);
 
 // The same in 256-byte pieces, each 4 rows of 64 bytes: block i (64 words at narrow word
 // from_word of its tile) to every tile in `compute`, its rows at narrow words to_word,

@@ -14,7 +14,9 @@
 #include <tuple>
 
 #include "chip/virtual_edge_tpu.h"
+#include "compiler/emitter.h"
 #include "compiler/fc_codegen.h"
+#include "compiler/ffn_parts.h"
 #include "llama2c_files.h"
 #include "llm/chip_model.h"
 #include "llm/generate.h"
@@ -905,6 +907,19 @@ TEST(ChipPathStepD, EveryLayerBehindTheRestBeforeItGivesOneRunATokenBitForBit) {
         EXPECT_GT(part(s, name), 0u) << name;
     }
     EXPECT_EQ(part(stats[1], "rest: add"), uint64_t(layers) * part(stats[0], "rest: add"));
+    // The heads' pieces of the weighted sum (head_size bytes apart, wo reading them side by side)
+    // go to wo's tiles in one broadcast a layer: its bytes are one ffn_broadcast of n_heads pieces.
+    const int hs = shape.dim / shape.heads;
+    ASSERT_LT(hs, 64);
+    compiler::Emitter one = compiler::Emitter::counting();
+    int ordinal = 0;
+    compiler::ffn_broadcast(one, 0x3, std::vector<std::pair<int, int>>(size_t(shape.heads), {0, 0}),
+                            ordinal, 0, hs);
+    const uint64_t broadcast =
+        one.finished_bytes() - compiler::Emitter::counting().finished_bytes();
+    EXPECT_EQ(part(stats[0], "sum: pieces to wo"), uint64_t(stats[0].runs) * broadcast);
+    EXPECT_EQ(part(stats[1], "sum: pieces to wo"),
+              uint64_t(stats[1].runs) * uint64_t(layers) * broadcast);
     if (layers != 3) continue;  // (the recovery once: test time)
     llm::ThreadPool pool(2);
     const llm::Calibration cal = llm::calibrate(model.ck, pool, 8);
