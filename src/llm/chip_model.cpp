@@ -382,6 +382,11 @@ void ChipTransformer::rope_products_q(int layer, int pos, const int8_t* q, const
   std::copy(rope_p2_.begin(), rope_p2_.end(), p2);
 }
 
+bool keep_early_placement(const ChipPathStats& plain, const ChipPathStats& early) {
+  return early.rest_layers > 0 && early.joined_layers >= plain.joined_layers &&
+         early.rope_kept_layers >= plain.rope_kept_layers;
+}
+
 ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
                                  const Calibration& calibration, runtime::EdgeTpu& tpu,
                                  Int8Options options)
@@ -549,25 +554,59 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
   const bool eligible = late_wo && options.join_layers && options.chip_residual &&
                         options.join_scores && options.chip_rope && options.chip_key_write &&
                         options.chip_rms && options.keep_rope_products;
-  const auto state = [&] {
-    return std::make_tuple(scores_, value_sums_, ffns_, first_chain_, first_, first_kept_,
-                           kept_rows_, rope_copies_, stats_, joined_, early_wo_, early_rest_,
-                           tiles);
+  // What place_attention changes, kept to place it again and to go back.
+  struct PlacementState {
+    decltype(ChipTransformer::scores_) scores;
+    decltype(ChipTransformer::value_sums_) value_sums;
+    decltype(ChipTransformer::ffns_) ffns;
+    decltype(ChipTransformer::first_chain_) first_chain;
+    decltype(ChipTransformer::first_) first;
+    decltype(ChipTransformer::first_kept_) first_kept;
+    decltype(ChipTransformer::kept_rows_) kept_rows;
+    decltype(ChipTransformer::rope_copies_) rope_copies;
+    ChipPathStats stats;
+    decltype(ChipTransformer::joined_) joined;
+    decltype(ChipTransformer::early_wo_) early_wo;
+    decltype(ChipTransformer::early_rest_) early_rest;
+    TileAllocator tiles;
   };
-  const auto restore = [&](const auto& from) {
-    std::tie(scores_, value_sums_, ffns_, first_chain_, first_, first_kept_, kept_rows_,
-             rope_copies_, stats_, joined_, early_wo_, early_rest_, tiles) = from;
+  const auto state = [&] {
+    return PlacementState{.scores = scores_,
+                          .value_sums = value_sums_,
+                          .ffns = ffns_,
+                          .first_chain = first_chain_,
+                          .first = first_,
+                          .first_kept = first_kept_,
+                          .kept_rows = kept_rows_,
+                          .rope_copies = rope_copies_,
+                          .stats = stats_,
+                          .joined = joined_,
+                          .early_wo = early_wo_,
+                          .early_rest = early_rest_,
+                          .tiles = tiles};
+  };
+  const auto restore = [&](const PlacementState& from) {
+    scores_ = from.scores;
+    value_sums_ = from.value_sums;
+    ffns_ = from.ffns;
+    first_chain_ = from.first_chain;
+    first_ = from.first;
+    first_kept_ = from.first_kept;
+    kept_rows_ = from.kept_rows;
+    rope_copies_ = from.rope_copies;
+    stats_ = from.stats;
+    joined_ = from.joined;
+    early_wo_ = from.early_wo;
+    early_rest_ = from.early_rest;
+    tiles = from.tiles;
   };
   if (eligible) {
-    const auto before = state();
+    const PlacementState before = state();
     place_attention(false);
     if (stats_.rest_layers == 0) {
-      const auto plain = state();
+      const PlacementState plain = state();
       restore(before);
-      if (!place_attention(true) || stats_.rest_layers == 0 ||
-          stats_.joined_layers < std::get<8>(plain).joined_layers ||
-          stats_.rope_kept_layers < std::get<8>(plain).rope_kept_layers)
-        restore(plain);
+      if (!place_attention(true) || !keep_early_placement(plain.stats, stats_)) restore(plain);
     }
   } else {
     place_attention(false);

@@ -118,6 +118,12 @@ struct ChipPathStats {
   int joined_programs = 0;
 };
 
+// With late_wo, where the first placement leaves the last layer's rest off the chip (`plain`), the
+// placement again with that layer's wo and rest first (`early`) is kept only where it has the rest
+// on the chip and no fewer joined layers and layers keeping q's products (totals: the two
+// placements could trade one layer's join for another's, which this does not see).
+bool keep_early_placement(const ChipPathStats& plain, const ChipPathStats& early);
+
 class ChipTransformer : public Int8Transformer {
  public:
   // `tpu` must outlive the transformer; its tile memory is filled with the layers' weights here.

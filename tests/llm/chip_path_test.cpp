@@ -754,6 +754,31 @@ TEST(ChipPathStepD, KeptRopeProductsAreComputedAgainAfterARecovery) {
     expect_logits_after_a_recovery(c);
 }
 
+// With late_wo, the placement with the last layer's wo and rest first is kept where it gains the
+// rest and keeps as many joined layers and layers keeping q's products as the first placement;
+// else the first placement stays.
+TEST(ChipPathStepD, TheEarlyPlacementIsKeptOnlyWhereItGainsTheRestAndLosesNothing) {
+  llm::ChipPathStats plain;
+  plain.joined_layers = 6;
+  plain.rope_kept_layers = 6;
+  plain.rest_layers = 0;
+  llm::ChipPathStats early = plain;
+  early.rest_layers = 1;
+  EXPECT_TRUE(llm::keep_early_placement(plain, early));
+  llm::ChipPathStats more = early;  // (more joins than the first placement: kept too)
+  more.joined_layers = 7;
+  EXPECT_TRUE(llm::keep_early_placement(plain, more));
+  llm::ChipPathStats no_rest = early;
+  no_rest.rest_layers = 0;
+  EXPECT_FALSE(llm::keep_early_placement(plain, no_rest));
+  llm::ChipPathStats join_lost = early;
+  join_lost.joined_layers = 5;
+  EXPECT_FALSE(llm::keep_early_placement(plain, join_lost));
+  llm::ChipPathStats kept_lost = early;
+  kept_lost.rope_kept_layers = 5;
+  EXPECT_FALSE(llm::keep_early_placement(plain, kept_lost));
+}
+
 // A chip path whose stick fails the joined run of layer `layer_`'s scores at position 2: layer 0's
 // q, k, v program (qkv_q), or the chain ending the layer before (ffn_add_q).
 class FailingJoinedRun : public llm::ChipTransformer {
