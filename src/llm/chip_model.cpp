@@ -1380,6 +1380,9 @@ int ChipTransformer::compose(TileAllocator& tiles) {
     if (j.groups.empty() || !j.values || next.groups.empty() ||
         (l + 1 == layers - 1 && !next.with_rest))
       continue;
+    // layers_per_run N > 1: at most N layers in one program (its head's to layer l + 1).
+    const int cap = options().layers_per_run;
+    if (cap > 1 && l + 2 - head_of(l) > cap) continue;
     const Joined before = j;
     const int head = head_of(l);
     TileAllocator trial = tiles;

@@ -264,8 +264,8 @@ class ChipTransformer : public Int8Transformer {
   // D.2/D.3 (layers_per_run != 1): for each boundary l = 0..L-2 in order, layer l's rest (no
   // FFN) and behind it layer l+1's joined program (compiler::FcLayerRest::next) in the program of
   // the layer heading them (head_of): one run less a token each. Where a boundary does not fit or
-  // generate, that layer is restored and the next layer's program runs apart. Returns the
-  // boundaries composed.
+  // generate, or would put more than Int8Options::layers_per_run (> 0) layers in one program, that
+  // layer is restored and the next layer's program runs apart. Returns the boundaries composed.
   int compose(TileAllocator& tiles);
   // Where a joined program's outputs lie (found by name): the chain's, r's, the sum's (or wo's),
   // y's (-1: none).

@@ -881,7 +881,8 @@ TEST(ChipPathStepD, TheJoinedRunIsRunAgainAfterARecovery) {
 // D.3: every layer's joined program behind the rest of the layer before, on the first of
 // kOtherAttentionShapes with 3 and 4 layers (the middle layers' rests read x_q from the chain's
 // add, each layer's outputs named for it): one run a token (expect_chips_equal_int8 counts the
-// runs), every logit the int8 path's bit for bit, against the same options a run a layer; and a
+// runs), every logit the int8 path's bit for bit, against the same options a run a layer and at
+// most two layers a run (layers_per_run 2: 4 layers in 2 runs a token); and a
 // failed run at position 2 (the token's one run, holding every layer) is recovered: the rerun
 // rebuilds every layer's cache and staging rows and every composed layer's rest.
 TEST(ChipPathStepD, EveryLayerBehindTheRestBeforeItGivesOneRunATokenBitForBit) {
@@ -894,19 +895,25 @@ TEST(ChipPathStepD, EveryLayerBehindTheRestBeforeItGivesOneRunATokenBitForBit) {
   apart.layers_per_run = 1;
   llm::Int8Options composed = apart;
   composed.layers_per_run = 0;
+  llm::Int8Options two = apart;  // at most two layers a program
+  two.layers_per_run = 2;
   for (const int layers : {1, 3, 4}) {
     SCOPED_TRACE(std::to_string(layers) + " layers");
     TinyShape shape = kOtherAttentionShapes[0].shape;
     shape.layers = layers;
     const LoadedModel model = tiny_model(shape, TinyWeights(shape));
     std::vector<llm::ChipPathStats> stats;
-    expect_chips_equal_int8(model.ck, model.tok, 10, {apart, composed}, stats);
+    expect_chips_equal_int8(model.ck, model.tok, 10, {apart, composed, two}, stats);
     EXPECT_EQ(stats[0].joined_layers, layers);
     EXPECT_EQ(stats[0].rest_layers, 1);
     EXPECT_EQ(stats[0].composed_layers, 0);
     EXPECT_EQ(stats[0].programs, layers);
     EXPECT_EQ(stats[1].composed_layers, layers - 1);
     EXPECT_EQ(stats[1].programs, 1);
+    // layers_per_run 2: layers 0 and 1 in one program, 2 and 3 in the next (3 layers: layer 2's
+    // apart); 4 layers in 2 runs a token.
+    EXPECT_EQ(stats[2].composed_layers, layers / 2);
+    EXPECT_EQ(stats[2].programs, (layers + 1) / 2);
     // Each composed rest's add and norm counted as resident where they are placed: the tiles'
     // units less the resident bytes the same as a run a layer's.
     const auto uncounted = [](const llm::ChipPathStats& s) {
