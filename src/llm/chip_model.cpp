@@ -1410,14 +1410,23 @@ int ChipTransformer::compose(TileAllocator& tiles) {
         if (e.output_layers[i].name == name) return int(i);
       return -1;
     };
+    // Where one is not found (a generator naming them otherwise: not expected, the names are
+    // joined_parts' own), the boundary runs apart as with the other refusals, the program before
+    // and every layer's outputs in it as they were.
+    std::vector<JoinedOutputs> outs;
     for (int k = head; k <= l + 1; ++k) {
       const JoinedNames n = joined_names(k);
-      JoinedOutputs& o = joined_[size_t(k)].out;
-      o = {index(n.chain), index(n.r), index(n.sum), index(n.y)};
+      const JoinedOutputs o = {index(n.chain), index(n.r), index(n.sum), index(n.y)};
       if (o.chain < 0 || o.sum < 0 || (k > 0 && !n.r.empty() && o.r < 0) ||
           (!n.y.empty() && o.y < 0) || (k == 0 && o.chain != 0))
-        fail("the composed program's outputs of layer ", k, " are not all found by name");
+        break;
+      outs.push_back(o);
     }
+    if (int(outs.size()) != l + 2 - head) {
+      j = before;
+      continue;
+    }
+    for (int k = head; k <= l + 1; ++k) joined_[size_t(k)].out = outs[size_t(k - head)];
     joined_[size_t(head)].groups = std::move(groups);
     tiles = trial;
     stats_.resident_bytes += rest_resident_bytes(j.rest);
