@@ -635,10 +635,10 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
   // layer's trial never runs).
   for (size_t l = 0; l < scores_.size(); ++l)
     for (const GroupProgram& made : scores_[l].scores_with_key)
-      stats_.key_programs += made.program != nullptr && joined_[l].groups.empty();
+      stats_.key_programs += made.program != nullptr && !is_joined(int(l));
   for (size_t l = 0; l < value_sums_.size(); ++l)
     for (const GroupProgram& made : value_sums_[l].attention)
-      stats_.key_programs += made.program != nullptr && joined_[l].groups.empty();
+      stats_.key_programs += made.program != nullptr && !is_joined(int(l));
   stats_.key_programs += stats_.joined_programs;
   cache_all();
 }
@@ -1377,8 +1377,7 @@ int ChipTransformer::compose(TileAllocator& tiles) {
     Joined& j = joined_[size_t(l)];
     const Joined& next = joined_[size_t(l + 1)];
     // (The last layer behind the others only with its rest and FFN, as D.2 composed it.)
-    if (j.groups.empty() || !j.values || next.groups.empty() ||
-        (l + 1 == layers - 1 && !next.with_rest))
+    if (!is_joined(l) || !j.values || !is_joined(l + 1) || (l + 1 == layers - 1 && !next.with_rest))
       continue;
     // layers_per_run N > 1: at most N layers in one program (its head's to layer l + 1).
     const int cap = options().layers_per_run;
@@ -1428,6 +1427,10 @@ int ChipTransformer::compose(TileAllocator& tiles) {
     }
     for (int k = head; k <= l + 1; ++k) joined_[size_t(k)].out = outs[size_t(k - head)];
     joined_[size_t(head)].groups = std::move(groups);
+    // Layer l + 1's own programs never run now (its head's carry it): dropped, and no longer
+    // counted as joined programs (nor as programs writing the key).
+    stats_.joined_programs -= int(joined_[size_t(l + 1)].groups.size());
+    joined_[size_t(l + 1)].groups = {};
     tiles = trial;
     stats_.resident_bytes += rest_resident_bytes(j.rest);
     ++composed;
@@ -1474,6 +1477,11 @@ std::vector<GroupProgram> ChipTransformer::joined_groups(int layer) const {
   for (int pos = 0; pos < scores_[size_t(layer)].seq_padded; pos += 64)
     groups.push_back(joined_program(layer, pos));
   return groups;
+}
+
+bool ChipTransformer::is_joined(int layer) const {
+  return size_t(layer) < joined_.size() && (!joined_[size_t(layer)].groups.empty() ||
+                                            (layer > 0 && joined_[size_t(layer - 1)].composed));
 }
 
 int ChipTransformer::head_of(int layer) const {
@@ -1646,7 +1654,7 @@ const std::shared_ptr<runtime::Program>& ChipTransformer::rewritten(const GroupP
 
 void ChipTransformer::key_group_programs(int layer) {
   ScoresProgram& s = scores_[size_t(layer)];
-  if (!s.softmax || !joined_[size_t(layer)].groups.empty()) return;
+  if (!s.softmax || is_joined(layer)) return;
   ValueSumProgram* v = size_t(layer) < value_sums_.size() && value_sums_[size_t(layer)].joined
                            ? &value_sums_[size_t(layer)]
                            : nullptr;
@@ -2298,7 +2306,7 @@ void ChipTransformer::softmax_q(int layer, int pos, const int8_t* q8, uint8_t* e
   }
   ScoresProgram& p = scores_[size_t(layer)];
   const Config& c = ck_.config;
-  if (!joined_[size_t(layer)].groups.empty()) {
+  if (is_joined(layer)) {
     // The program before ran the scores and wrote the key's column: the host's copy of the keys
     // takes the key now (after that run, whose recovery re-caches the keys before pos).
     if (e_stash_layer_ != layer || e_stash_pos_ != pos)
@@ -2484,8 +2492,7 @@ void ChipTransformer::ffn_add_q(int layer, const int8_t* xq, const int8_t* x2q, 
   const int qkv_bytes = p.rope ? p.qkv_outputs - p.qkv_at[2] : p.qkv_outputs;
   const int in_bytes = p.k_padded + p.dim_padded + tables,
             out_bytes = p.dim_padded + qkv_bytes + u_bytes + rope_bytes;
-  const bool joined =
-      size_t(layer + 1) < joined_.size() && !joined_[size_t(layer + 1)].groups.empty();
+  const bool joined = is_joined(layer + 1);
   int run_bytes = in_bytes;
   // Joined: the next layer's scores and softmax in the same run, its count block after the input
   // (it keeps q's products and reads them in the same run).
@@ -2574,7 +2581,7 @@ void ChipTransformer::qkv_q(int layer, const int8_t* xq, int8_t* q, int8_t* k, i
     const auto start = std::chrono::steady_clock::now();
     int in_bytes = dim_padded + tables;
     const int out_bytes = qkv_bytes + u_bytes + rope_bytes;
-    const bool joined = !joined_.empty() && !joined_[0].groups.empty();
+    const bool joined = is_joined(0);
     if (first_v_tilde_ && !joined) {
       // v's groups wait for r, the host's (chip_rms: of these bytes), in a count block from the
       // next whole packet.

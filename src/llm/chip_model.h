@@ -112,9 +112,11 @@ struct ChipPathStats {
   // scores' own with the softmax, the attention program, the joined one) past the constructor:
   // rewriting their position's fields (all are generated in the constructor).
   double key_program_build_s = 0;
-  // Those programs generated (one per layer and 64-position group, in the constructor).
+  // Those programs generated that run (one per layer and 64-position group, in the constructor;
+  // a layer behind a composed layer's rest none).
   int key_programs = 0;
-  // Of them, the joined ones (in the constructor: one per joined layer and 64-position group).
+  // Of them, the joined ones that run (in the constructor: one per joined layer and 64-position
+  // group, a layer behind a composed layer's rest none: its head's carry it).
   int joined_programs = 0;
 };
 
@@ -291,12 +293,15 @@ class ChipTransformer : public Int8Transformer {
     bool with_rest = false;
     compiler::FcLayerRest rest;
     // compose: the layer's rest (`rest`, no FFN) and layer + 1's program behind it, in the
-    // program of head_of(layer) (whose groups carry them all; the others' groups stay, unused).
+    // program of head_of(layer) (whose groups carry them all; layer + 1's own groups are dropped).
     bool composed = false;
     // In a composed program (of head_of(layer)): this layer's outputs in it, found by name.
     JoinedOutputs out;
   };
   std::vector<Joined> joined_;  // [layer of the scores]
+  // join_scores joined `layer`'s scores to the program before (its own groups, or behind a
+  // composed layer's rest: its head's; false past the last layer).
+  bool is_joined(int layer) const;
   // The first layer of the program that computes `layer`'s joined part (itself unless the
   // layer before is composed).
   int head_of(int layer) const;

@@ -914,6 +914,14 @@ TEST(ChipPathStepD, EveryLayerBehindTheRestBeforeItGivesOneRunATokenBitForBit) {
     // apart); 4 layers in 2 runs a token.
     EXPECT_EQ(stats[2].composed_layers, layers / 2);
     EXPECT_EQ(stats[2].programs, (layers + 1) / 2);
+    // The joined programs counted (and kept) are those that run: each program's head's, one per
+    // 64-position group (a layer behind a composed rest has none of its own); every program writing
+    // the key is one of them.
+    const int groups = (shape.seq_len + 63) / 64;
+    for (const llm::ChipPathStats& s : stats) {
+      EXPECT_EQ(s.joined_programs, s.programs * groups);
+      EXPECT_EQ(s.key_programs, s.joined_programs);
+    }
     // Each composed rest's add and norm counted as resident where they are placed: the tiles'
     // units less the resident bytes the same as a run a layer's.
     const auto uncounted = [](const llm::ChipPathStats& s) {
