@@ -814,6 +814,18 @@ class FailingJoinedRun : public llm::ChipTransformer {
   int pos_of_token_ = -1;
 };
 
+// The prompted story on `failing` (whose run at position 2 fails once): one failure, one recovery
+// by `tpu`, and every position's logits `want`'s.
+void expect_recovered_logits(FailingJoinedRun& failing, const runtime::EdgeTpu& tpu,
+                             const llm::Tokenizer& tok, const testing::Run& want) {
+  const testing::Run got = run(failing, tok, 0.0f, 42, "Once upon", 8);
+  EXPECT_EQ(failing.failed, 1);
+  EXPECT_EQ(tpu.recoveries(), 1);
+  ASSERT_EQ(got.logits.size(), want.logits.size());
+  for (size_t p = 0; p < want.logits.size(); ++p)
+    ASSERT_EQ(got.logits[p], want.logits[p]) << "position " << p;
+}
+
 // A recovery inside a joined run (layer 0's q, k, v program with layer 0's scores, or layer 0's
 // chain with layer 1's; softmax and key column write; q's products kept and read in that run):
 // the runtime caches the weights again, the keys from the host's copy up to the position before
@@ -868,12 +880,7 @@ TEST(ChipPathStepD, TheJoinedRunIsRunAgainAfterARecovery) {
           options.chip_residual && options.join_layers && options.layers_per_run != 1;
       ASSERT_EQ(failing.stats().composed_layers, one_run);
       if (one_run && layer == 1) continue;  // (its seam runs nothing)
-      const testing::Run got = run(failing, model.tok, 0.0f, 42, "Once upon", 8);
-      EXPECT_EQ(failing.failed, 1);
-      EXPECT_EQ(tpu.recoveries(), 1);
-      ASSERT_EQ(got.logits.size(), want.logits.size());
-      for (size_t p = 0; p < want.logits.size(); ++p)
-        ASSERT_EQ(got.logits[p], want.logits[p]) << "position " << p;
+      expect_recovered_logits(failing, tpu, model.tok, want);
     }
   }
 }
@@ -940,12 +947,7 @@ TEST(ChipPathStepD, EveryLayerBehindTheRestBeforeItGivesOneRunATokenBitForBit) {
     runtime::EdgeTpu tpu(std::make_unique<usb::VirtualTransport>(stick), nullptr, nullptr);
     FailingJoinedRun failing(model.ck, pool, cal, tpu, composed, stick, 0);
     ASSERT_EQ(failing.stats().composed_layers, layers - 1);
-    const testing::Run got = run(failing, model.tok, 0.0f, 42, "Once upon", 8);
-    EXPECT_EQ(failing.failed, 1);
-    EXPECT_EQ(tpu.recoveries(), 1);
-    ASSERT_EQ(got.logits.size(), want.logits.size());
-    for (size_t p = 0; p < want.logits.size(); ++p)
-      ASSERT_EQ(got.logits[p], want.logits[p]) << "position " << p;
+    expect_recovered_logits(failing, tpu, model.tok, want);
   }
 }
 
