@@ -181,10 +181,15 @@ struct ChipTransformer::QkvPart {
 
 namespace {
 
-// The scores' FULLY_CONNECTED layer of `plan`, its segments over the heads' cached keys.
+// The scores' FULLY_CONNECTED layer of `plan`, its segments over the heads' cached keys: K =
+// head_size padded to 64 (plan.k_padded), weights for head_size columns only (weight_k, plan_r15
+// L3): a group takes 8 + head_size units and its op reads a head's bytes of q~.
 compiler::FcLayer scores_layer(const FcProgramPlan& plan,
                                const std::vector<QuantizedMatmul>& heads) {
-  return fc_layer_of(plan, [&](int id) -> const QuantizedMatmul& { return heads[size_t(id)]; });
+  compiler::FcLayer l =
+      fc_layer_of(plan, [&](int id) -> const QuantizedMatmul& { return heads[size_t(id)]; });
+  l.weight_k = heads.front().cols;
+  return l;
 }
 
 // `chain` generated with RoPE's products of q and k on the tiles (`rope`, where wanted: its layer
@@ -747,10 +752,9 @@ bool ChipTransformer::first_layer(TileAllocator& tiles, bool with_values) {
   if (with_values && !values_layer(*this, 0, part.at[2], u, in_at)) return false;
   TileAllocator trial = tiles;
   compiler::FcPlacement qkv_at, u_at;
-  if (!trial.place(compiler::fc_groups(qkv.outputs),
-                   compiler::fc_units_per_tile(chain.layers[0].weight_k, false), qkv_at) ||
-      (with_values &&
-       !trial.place(compiler::fc_groups(u.n), compiler::fc_units_per_tile(u.k, false), u_at)))
+  if (!trial.place(compiler::fc_groups(qkv.outputs), compiler::fc_units_per_tile(chain.layers[0]),
+                   qkv_at) ||
+      (with_values && !trial.place(compiler::fc_groups(u.n), compiler::fc_units_per_tile(u), u_at)))
     return false;
   chain.at = {qkv_at};
   chain.output = {true};
@@ -817,8 +821,7 @@ bool ChipTransformer::chain_ffn(int layer, TileAllocator& tiles, bool with_value
   const TileAllocator before_u = trial;
   if (with_values) {
     const std::vector<int> in_at = u_at.in_at;
-    if (!trial.place(compiler::fc_groups(u.n), compiler::fc_units_per_tile(u.k, false), u_at))
-      return false;
+    if (!trial.place(compiler::fc_groups(u.n), compiler::fc_units_per_tile(u), u_at)) return false;
     u_at.in_at = in_at;
   }
   const compiler::FcLayer a = residual_add_layer(add, c.dim);
@@ -880,8 +883,7 @@ bool ChipTransformer::chain_ffn(int layer, TileAllocator& tiles, bool with_value
     compiler::FfnChain again = chain;
     compiler::FfnChainPrograms more;
     bool with_rope = false;
-    if (retrial.place(compiler::fc_groups(u.n), compiler::fc_units_per_tile(u.k, false), at,
-                      room)) {
+    if (retrial.place(compiler::fc_groups(u.n), compiler::fc_units_per_tile(u), at, room)) {
       at.in_at = u_at.in_at;
       again.next_at.back() = at;
       if (generate_with_rope(again, rope, generate, more, with_rope) && with_rope) {
@@ -912,10 +914,10 @@ bool ChipTransformer::chain_ffn(int layer, TileAllocator& tiles, bool with_value
 bool ChipTransformer::scores_program(int layer, TileAllocator& tiles) {
   const Config& c = ck_.config;
   const int hs = c.head_size();
-  // K = head_size, not padded to 64 (a multiple of 4, checked below): the op reads K / 4 weight
-  // rows, so a group takes 8 + head_size units; q~'s bytes past a head's met only zero weights.
-  const int k = hs, seq_padded = whole_groups(c.seq_len);
-  const int row_bytes = whole_groups(std::max(c.dim, (c.n_heads - 1) * hs + k));
+  // Weights for head_size columns (a multiple of 4, checked below; scores_layer): each group's op
+  // reads its head's bytes of q~, the last head's within the row.
+  const int k = whole_groups(hs), seq_padded = whole_groups(c.seq_len);
+  const int row_bytes = whole_groups(std::max(c.dim, c.n_heads * hs));
   const QuantizedAttention& a = weights()->attention[size_t(layer)];
   ScoresProgram p;
   p.k_padded = k;
@@ -939,16 +941,15 @@ bool ChipTransformer::scores_program(int layer, TileAllocator& tiles) {
     for (int g = 0; g < seq_padded / 64; ++g) p.placement.in_at.push_back(h * hs);
   }
   const int groups = compiler::fc_groups(p.outputs), slots = groups > kPlanTiles ? 2 : 1;
+  if (hs % 4 != 0 || p.outputs > kMaxOutputs) return false;
+  const compiler::FcLayer fc = scores_layer(p, p.heads);
   TileAllocator trial = tiles;
-  if (hs % 4 != 0 || p.outputs > kMaxOutputs ||
-      !compiler::fc_batch_unsupported(p.outputs, k, 1, slots, row_bytes).empty() ||
-      !trial.place(groups, compiler::fc_units_per_tile(k, false), p.placement))
+  if (!compiler::fc_batch_unsupported(fc, 1, slots, row_bytes).empty() ||
+      !trial.place(groups, compiler::fc_units_per_tile(fc), p.placement))
     return false;
   tiles = trial;
-  const compiler::FcLayer fc = scores_layer(p, p.heads);
   p.softmax = compiler::fc_batch_softmax_unsupported(c.n_heads, seq_padded).empty() &&
-              compiler::fc_batch_unsupported(p.outputs, k, 1, slots,
-                                             row_bytes + compiler::kSoftmaxCountBytes)
+              compiler::fc_batch_unsupported(fc, 1, slots, row_bytes + compiler::kSoftmaxCountBytes)
                   .empty();
   if (!p.softmax)
     p.execution = std::make_shared<runtime::Program>(
@@ -984,7 +985,7 @@ bool ChipTransformer::rope_sum_program(int layer, ScoresProgram& p, TileAllocato
   // (keep_rope_products reads them there); else the least-filled tiles.
   std::vector<int> on;
   for (const auto& [tile, byte] : q_product_places(layer)) on.push_back(tile);
-  const int copy_units = compiler::fc_units_per_tile(l.k, false);
+  const int copy_units = compiler::fc_units_per_tile(l);
   // The multipliers' form first: their constants' rows take aux units only where it loops.
   rope_multipliers_from_r(p, layer);
   const auto place = [&] {
@@ -1011,7 +1012,7 @@ bool ChipTransformer::rope_sum_program(int layer, ScoresProgram& p, TileAllocato
     return false;
   };
   if (groups > kPlanTiles ||
-      !compiler::fc_batch_unsupported(l.n, l.k, 1, 2, row + compiler::kSoftmaxCountBytes).empty() ||
+      !compiler::fc_batch_unsupported(l, 1, 2, row + compiler::kSoftmaxCountBytes).empty() ||
       !place())
     return refused();
   p.rope = true;
@@ -1723,9 +1724,9 @@ bool ChipTransformer::key_sum_program(int layer, ScoresProgram& p, TileAllocator
   int slots_end = 0;
   rope_sum_slots(compiler::fc_groups(l.n), {}, slots_end);
   const int row = rope_scores_row_bytes(p.row_bytes, l.n, slots_end);
-  if (!compiler::fc_batch_unsupported(l.n, l.k, 1, 2, row + compiler::kSoftmaxCountBytes).empty() ||
+  if (!compiler::fc_batch_unsupported(l, 1, 2, row + compiler::kSoftmaxCountBytes).empty() ||
       !trial.place_sharing(key_groups, rope_aux_units(p.rope_sum.base_rows),
-                           compiler::fc_units_per_tile(l.k, false), copies, keys)) {
+                           compiler::fc_units_per_tile(l), copies, keys)) {
     p = before;
     return false;
   }
@@ -1953,11 +1954,10 @@ bool ChipTransformer::value_sum_program(int layer, TileAllocator& tiles) {
   const Int8Options& o = options();
   const bool staging = o.chip_residual && o.join_scores && o.chip_scores && o.chip_rope &&
                        o.chip_key_write && o.chip_rms && o.fused_layers;
-  const int units = compiler::fc_units_per_tile(p.layer.k, false);
+  const int units = compiler::fc_units_per_tile(p.layer);
   TileAllocator trial = tiles;
   if (p.layer.n > kMaxOutputs ||
-      !compiler::fc_batch_unsupported(p.layer.n, p.layer.k, 1, slots, p.shape.row_bytes())
-           .empty() ||
+      !compiler::fc_batch_unsupported(p.layer, 1, slots, p.shape.row_bytes()).empty() ||
       !trial.place(groups, units + (staging ? 4 : 0), p.at))
     return false;
   tiles = trial;
