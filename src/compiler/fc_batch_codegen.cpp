@@ -85,7 +85,7 @@ struct OpSet {
 std::vector<OpSet> op_sets(const Groups& g, const FcLayer& layer) {
   std::vector<OpSet> out;
   const bool own = !layer.group_out_zp.empty();
-  const int weights_k = layer.weight_k ? layer.weight_k : layer.k;  // (FcLayer::weight_k)
+  const int weights_k = layer.op_k();  // (FcLayer::weight_k)
   for (size_t i = 0; i < g.tile.size(); ++i) {
     if (g.weights[i] != -1 && g.weights[i] + kGroup * weights_k / 64 > kFcParamUnits)
       fail("weights at wide unit ", g.weights[i], " for K = ", weights_k, ": past the parameters");
@@ -142,7 +142,7 @@ void stream_input(Emitter& e, uint32_t compute, int bytes) {
 // out_base + rows 64 s; then the fences.
 void op_stage(Emitter& e, const FcLayer& layer, const Groups& g, int rows, int out_base) {
   // The op's words: the weights' K (FcLayer::weight_k); X's rows keep the input's layout.
-  const int k_words = (layer.weight_k ? layer.weight_k : layer.k) / 4, row_words = g.row_bytes / 4;
+  const int k_words = layer.op_k() / 4, row_words = g.row_bytes / 4;
   const int block = rows * kGroup;  // one group's outputs
   // The per-channel rows into the output stage (the FC's load), then the op over every row.
   const int aux_rows = layer.bias.empty() ? 2 : 3;  // multipliers, [biases,] zero points
@@ -357,7 +357,8 @@ void carry_parameters(container::Executable& eo, std::vector<uint8_t> parameters
                                      static_cast<int>(eo.parameters.size())));
 }
 
-// Each group's K bytes (from its `in_at`) lie within a row of `row_bytes`, word-aligned.
+// Each group's op reads K bytes (FcLayer::op_k) from its `in_at`: within a row of `row_bytes`,
+// word-aligned.
 void check_in_at(const Groups& g, int k, int row_bytes) {
   for (int at : g.in_at)
     if (at < 0 || at % 4 != 0 || at + k > row_bytes)
@@ -371,10 +372,9 @@ void check_in_at(const Groups& g, int k, int row_bytes) {
 Groups query_row_groups(const FcLayer& layer, const FcPlacement& placement, int row_bytes) {
   Groups g = groups_of(fc_groups(layer.n), placement);
   g.row_bytes = row_bytes + kSoftmaxCountBytes;
-  if (const std::string why = fc_batch_unsupported(layer.n, layer.k, 1, g.slots, g.row_bytes);
-      !why.empty())
+  if (const std::string why = fc_batch_unsupported(layer, 1, g.slots, g.row_bytes); !why.empty())
     fail(why);
-  check_in_at(g, layer.k, row_bytes);
+  check_in_at(g, layer.op_k(), row_bytes);
   return g;
 }
 
@@ -738,18 +738,22 @@ int fc_batch_max_rows(int k, int slots, int row_bytes) {
   return std::min(kMaxInputBytes / row, (kNarrowBytes - 64) / (row + kGroup * slots));
 }
 
-std::string fc_batch_unsupported(int n, int k, int rows, int slots, int row_bytes) {
+namespace {
+
+// fc_batch_unsupported of an input of K bytes whose op runs over op_k of them (FcLayer::op_k),
+// a group taking `units` parameter units.
+std::string batch_unsupported(int n, int k, int op_k, int units, int rows, int slots,
+                              int row_bytes) {
   if (n <= 0 || fc_groups(n) > kMaxSlots * kTiles)
     return cat("N = ", n, ": the batch generator covers N = 1..", kMaxSlots * kTiles * kGroup);
-  if (k <= 0 || k % 4 != 0)
-    return cat("K = ", k, ": the batch generator needs a multiple of 4 (whole weight rows)");
-  // A K short of whole 64-byte pieces (the llm's resident keys at K = head_size: K / 4 weight
-  // rows) reads its bytes out of a longer row: the stream moves whole pieces.
-  if (k % kGroup != 0 && row_bytes < round_up(k, kGroup))
-    return cat("K = ", k, ": not a multiple of 64, needs rows of ", round_up(k, kGroup),
-               " bytes or more");
-  if (fc_units_per_tile(k, false) * slots > kFcParamUnits)
-    return cat("K = ", k, ": ", slots, " groups' weights do not fit one tile");
+  if (k <= 0 || k % kGroup != 0)
+    return cat("K = ", k,
+               ": the batch generator needs a multiple of 64 (fewer weights: FcLayer::weight_k)");
+  if (op_k <= 0 || op_k % 4 != 0 || op_k > k)
+    return cat("weights of K = ", op_k, " for an input of ", k,
+               " bytes: the batch generator needs a multiple of 4, at most it");
+  if (units * slots > kFcParamUnits)
+    return cat("K = ", op_k, ": ", slots, " groups' weights do not fit one tile");
   if (row_bytes != 0 && (row_bytes < k || row_bytes % 8 != 0))
     return cat("rows of ", row_bytes, " bytes for K = ", k, ": need at least K, a multiple of 8");
   if (rows <= 0 || rows > fc_batch_max_rows(k, slots, row_bytes))
@@ -759,15 +763,25 @@ std::string fc_batch_unsupported(int n, int k, int rows, int slots, int row_byte
   return "";
 }
 
+}  // namespace
+
+std::string fc_batch_unsupported(int n, int k, int rows, int slots, int row_bytes) {
+  return batch_unsupported(n, k, k, fc_units_per_tile(k, false), rows, slots, row_bytes);
+}
+
+std::string fc_batch_unsupported(const FcLayer& layer, int rows, int slots, int row_bytes) {
+  return batch_unsupported(layer.n, layer.k, layer.op_k(), fc_units_per_tile(layer), rows, slots,
+                           row_bytes);
+}
+
 container::Executable generate_fc_batch(const FcLayer& layer, const FcPlacement& placement,
                                         int rows, int row_bytes, const FcParameterWrite* write) {
   const int groups = fc_groups(layer.n);
   Groups g = groups_of(groups, placement);
   g.row_bytes = row_bytes == 0 ? layer.k : row_bytes;
-  if (const std::string why = fc_batch_unsupported(layer.n, layer.k, rows, g.slots, row_bytes);
-      !why.empty())
+  if (const std::string why = fc_batch_unsupported(layer, rows, g.slots, row_bytes); !why.empty())
     fail(why);
-  check_in_at(g, layer.k, g.row_bytes);
+  check_in_at(g, layer.op_k(), g.row_bytes);
   if (!layer.group_out_zp.empty() && (layer.group_out_zp.size() != size_t(groups) ||
                                       layer.group_clamp_min.size() != size_t(groups) ||
                                       layer.group_clamp_max.size() != size_t(groups)))
@@ -810,10 +824,8 @@ container::Executable generate_ffn_batch(const FfnLayer& f, const FcPlacement& u
   Groups down = groups_of(fc_groups(f.down.n), down_at);
   up.row_bytes = f.up.k;
   down.row_bytes = f.down.k;
-  if (const std::string why = fc_batch_unsupported(f.up.n, f.up.k, 1, up.slots); !why.empty())
-    fail(why);
-  if (const std::string why = fc_batch_unsupported(f.down.n, f.down.k, 1, down.slots); !why.empty())
-    fail(why);
+  if (const std::string why = fc_batch_unsupported(f.up, 1, up.slots); !why.empty()) fail(why);
+  if (const std::string why = fc_batch_unsupported(f.down, 1, down.slots); !why.empty()) fail(why);
   if (rows <= 0 || rows > ffn_batch_max_rows(f, down.slots))
     fail(rows, " rows: the batched FFN takes 1..", ffn_batch_max_rows(f, down.slots),
          " (one tile's narrow memory holds X, the gate's buffers and the outputs)");
@@ -998,8 +1010,7 @@ SumAfterSoftmax sum_after_softmax(const FcLayer& layer, const std::vector<float>
   a.e_padded = round_up(e_bytes, kPiece);
   a.v = groups_of(fc_groups(sum.layer.n), sum.at);
   a.v.row_bytes = e_bytes;
-  if (const std::string why = fc_batch_unsupported(sum.layer.n, sum.layer.k, 1, a.v.slots, e_bytes);
-      !why.empty())
+  if (const std::string why = fc_batch_unsupported(sum.layer, 1, a.v.slots, e_bytes); !why.empty())
     fail(why);
   for (int at : a.v.in_at)
     if (at < 0 || at % 4 != 0 || at + sum.layer.k > e_bytes)
@@ -1329,8 +1340,7 @@ int emit_sum_after_softmax(Emitter& e, const FcValueSum& sum, const SumAfterSoft
     fail("the sum's pieces ", stride, " bytes apart: needs a multiple of 4 up to 64");
   if (sum.out.k != round_up(stride * n, kGroup))
     fail("an FC of K = ", sum.out.k, " after a sum of ", n, " groups ", stride, " bytes apart");
-  if (const std::string why = fc_batch_unsupported(sum.out.n, sum.out.k, 1, w.slots); !why.empty())
-    fail(why);
+  if (const std::string why = fc_batch_unsupported(sum.out, 1, w.slots); !why.empty()) fail(why);
   // (The last piece's tail may pass K: bytes below the sum's outputs, read by now.)
   if (std::max(sum.out.k, stride * (n - 1) + kGroup) > sum_out)
     fail("the FC after the sum reads ", sum.out.k, " bytes over the sum's outputs at ", sum_out);
@@ -1563,10 +1573,10 @@ JoinedTail make_joined_tail(const ChainBeforeScores& chain, const JoinedArgs& a)
   // over the ring to the row's front) the row's bytes are whatever the chain left there.
   if (!moved.empty())
     for (size_t i = 0; i < g.in_at.size(); ++i)
-      if (g.in_at[i] + layer.k > kGroup * fc_groups(first->layer.n))
-        fail("scores group ", i, " reads row bytes ", g.in_at[i], "..", g.in_at[i] + layer.k - 1,
-             " past the moved FC's outputs (", kGroup * fc_groups(first->layer.n),
-             " bytes): the host's row is not sent");
+      if (g.in_at[i] + layer.op_k() > kGroup * fc_groups(first->layer.n))
+        fail("scores group ", i, " reads row bytes ", g.in_at[i], "..",
+             g.in_at[i] + layer.op_k() - 1, " past the moved FC's outputs (",
+             kGroup * fc_groups(first->layer.n), " bytes): the host's row is not sent");
   if (values && (values->groups.empty() ||
                  values->write.from_byte.size() != values->write.vectors.rows.size()))
     fail("a value write in the chain's tail from ", values->groups.size(), " pieces with ",

@@ -31,20 +31,23 @@ namespace tinycoral::compiler {
 // of it (FcPlacement::in_at).
 int fc_batch_max_rows(int k, int slots, int row_bytes = 0);
 
-// Why this shape is outside the batch generator, or "". K is a multiple of 4 (its op reads K / 4
-// weight rows); one that is not a multiple of 64 needs `row_bytes` of at least K rounded up to 64.
+// Why this shape is outside the batch generator, or "". K is a multiple of 64; a layer's op may
+// run over fewer of its bytes (FcLayer::weight_k, a multiple of 4: its groups' units and reads
+// count those). The (n, k) form is a layer of K weights.
 std::string fc_batch_unsupported(int n, int k, int rows, int slots, int row_bytes = 0);
+std::string fc_batch_unsupported(const FcLayer& layer, int rows, int slots, int row_bytes = 0);
 
 // The execution program (EXECUTION_ONLY) for `rows` rows. Input "x" is [rows][K] bytes, or
-// [rows][row_bytes] when the placement names input places: group g then reads K bytes of each row
-// from byte in_at[g] (a multiple of 4, in_at[g] + K <= row_bytes; the llm batch path's u, each
-// head reading its slice of v). The output is [G][rows][64] bytes: group g's 64 outputs of every
-// row, groups in order (fc_batch_output_index). The caller caches the parameters first with
-// fc_caching(layer, placement) (or generate_fc's caching program of the same layer and placement)
-// and runs this program without a caching program; its caching token is 0. With `write`
-// (FcParameterWrite, below), the program first streams write's parameters into the units its
-// placement names and is STAND_ALONE with parameters fc_parameters(write->layer) (the llm value
-// sum's per-token column and multipliers). Throws Error for an unsupported shape.
+// [rows][row_bytes] when the placement names input places: group g's op then reads op_k bytes of
+// each row from byte in_at[g] (a multiple of 4, in_at[g] + op_k <= row_bytes; the llm batch path's
+// u, each head reading its slice of v; the scores, each head's bytes of q~). The output is
+// [G][rows][64] bytes: group g's 64 outputs of every row, groups in order (fc_batch_output_index).
+// The caller caches the parameters first with fc_caching(layer, placement) (or generate_fc's
+// caching program of the same layer and placement) and runs this program without a caching program;
+// its caching token is 0. With `write` (FcParameterWrite, below), the program first streams write's
+// parameters into the units its placement names and is STAND_ALONE with parameters
+// fc_parameters(write->layer) (the llm value sum's per-token column and multipliers). Throws Error
+// for an unsupported shape.
 struct FcParameterWrite;
 container::Executable generate_fc_batch(const FcLayer& layer, const FcPlacement& placement,
                                         int rows, int row_bytes = 0,

@@ -103,17 +103,16 @@ struct Geometry {
   }
 };
 
-// FcLayer::weight_k, checked: a multiple of 4 in 4..K (0: K).
-int weights_k(int k, int weight_k) {
-  const int wk = weight_k == 0 ? k : weight_k;
-  if (wk <= 0 || wk % 4 != 0 || wk > k)
-    fail("weights of K = ", wk, " for an input of ", k,
+// The op's K (FcLayer::op_k), checked: a multiple of 4 in 4..K.
+int weights_k(int k, int op_k) {
+  if (op_k <= 0 || op_k % 4 != 0 || op_k > k)
+    fail("weights of K = ", op_k, " for an input of ", k,
          " bytes: needs a multiple of 4, at most it");
-  return wk;
+  return op_k;
 }
-int weights_k(const FcLayer& l) { return weights_k(l.k, l.weight_k); }
+int weights_k(const FcLayer& l) { return weights_k(l.k, l.op_k()); }
 
-Geometry geometry(int n, int k, bool bias, const FcPlacement& placement = {}, int wk = 0) {
+Geometry geometry(int n, int k, int op_k, bool bias, const FcPlacement& placement = {}) {
   // These programs write and read a group's weights right after its aux rows: a placement whose
   // weights live apart (the batch generator's shared copies) would be overwritten group by group.
   if (!placement.weight_units.empty())
@@ -123,7 +122,7 @@ Geometry geometry(int n, int k, bool bias, const FcPlacement& placement = {}, in
   Geometry g{};
   g.n = n;
   g.k = k;
-  g.wk = weights_k(k, wk);
+  g.wk = weights_k(k, op_k);
   g.tiles = n / kGroup;
   g.in_tiles = k / kPiece;
   g.packets = (k + kPacket - 1) / kPacket;
@@ -165,7 +164,7 @@ Geometry geometry(int n, int k, bool bias, const FcPlacement& placement = {}, in
 }
 
 Geometry geometry(const FcLayer& l, const FcPlacement& placement = {}) {
-  return geometry(l.n, l.k, !l.bias.empty(), placement, l.weight_k);
+  return geometry(l.n, l.k, l.op_k(), !l.bias.empty(), placement);
 }
 
 // The first group on `tile` whose parameters overlap wide units [unit, unit + units); -1: none.
@@ -457,7 +456,7 @@ std::vector<uint8_t> fc_parameters(const FcLayer& layer) {
       if (layer.weights[size_t(o) * size_t(layer.k) + size_t(c)] != 0)
         fail("output ", o, " has a weight at input ", c, ", past the weights' K = ", wk);
   std::vector<uint8_t> out;
-  out.reserve(static_cast<size_t>(groups * fc_units_per_tile(wk, !layer.bias.empty()) * 64));
+  out.reserve(static_cast<size_t>(groups * fc_units_per_tile(layer) * 64));
   for (int t = 0; t < groups; ++t) {
     for (int c = 0; c < kGroup; ++c) {
       const uint32_t bits =
@@ -551,6 +550,9 @@ container::Executable execution_with_outputs(container::Bitstream program, const
 }
 
 int fc_groups(int n) { return (n + kGroup - 1) / kGroup; }
+int fc_units_per_tile(const FcLayer& layer) {
+  return fc_units_per_tile(layer.op_k(), !layer.bias.empty());
+}
 int fc_units_per_tile(int k, bool bias) {
   return (aux_layout(bias).rows * kGroup * 4 + kGroup * k) / 64;
 }
@@ -1139,7 +1141,7 @@ FfnChainEmitted emit_ffn_chain(Emitter& e, const FfnChain& chain, const FcPlacem
   if (const std::string why = fc_unsupported(std::min(f.up.n, 16 * kGroup), f.up.k); !why.empty())
     fail(why);
   if (const std::string why = fc_unsupported(f.down.n, f.down.k); !why.empty()) fail(why);
-  const Geometry in = geometry(kGroup, in_k, false);
+  const Geometry in = geometry(kGroup, in_k, in_k, false);
   const Geometry up = geometry(f.up, up_at);
   const Geometry down = geometry(f.down, down_at);
   int widest = 0;
@@ -1497,7 +1499,8 @@ void emit_fc_parameter_streams(
     const std::vector<FcParameterRow>& rows, int mark_from) {
   std::vector<Geometry> gs;
   for (const auto& [layer, placement] : parts) {
-    if (layer->k <= 0 || layer->k % 4 != 0) fail("K = ", layer->k, ": not a multiple of 4");
+    if (layer->k <= 0 || layer->k % kPiece != 0)
+      fail("K = ", layer->k, ": not a multiple of 64 (fewer weights: FcLayer::weight_k)");
     if (layer->n <= 0 || fc_groups(layer->n) > kMaxSlots * 16)
       fail("N = ", layer->n, ": more outputs than the tiles hold");
     const FcLayer padded = layer->n % kGroup != 0 ? padded_to_groups(*layer) : *layer;
@@ -1508,7 +1511,8 @@ void emit_fc_parameter_streams(
 
 container::Executable fc_caching(const FcLayer& layer, const FcPlacement& placement,
                                  const FcRowWrite* rows) {
-  if (layer.k <= 0 || layer.k % 4 != 0) fail("K = ", layer.k, ": not a multiple of 4");
+  if (layer.k <= 0 || layer.k % kPiece != 0)
+    fail("K = ", layer.k, ": not a multiple of 64 (fewer weights: FcLayer::weight_k)");
   if (layer.n <= 0 || fc_groups(layer.n) > kMaxSlots * 16)
     fail("N = ", layer.n, ": more outputs than the tiles hold");
   const FcLayer padded = layer.n % kGroup != 0 ? padded_to_groups(layer) : layer;

@@ -64,6 +64,9 @@ constexpr int kFcParamUnits = 0x2000;
 constexpr int kFcAuxUnits = 8;
 // Output groups (compute tiles) of an N-output layer and the parameter units each holds.
 int fc_groups(int n);
+// The units of a group of `layer` (its op's K, FcLayer::op_k, and its bias); the (k, bias) form
+// only where no layer exists yet (a planner sizing groups of a known K).
+int fc_units_per_tile(const FcLayer& layer);
 int fc_units_per_tile(int k, bool bias);
 // The first of `layer`'s groups (by index) on `tile` whose parameters where `placement` puts them
 // (from its base, fc_units_per_tile units: its aux rows, a bias's included, then its weights)
@@ -234,8 +237,8 @@ FfnChainPrograms generate_fc_chain(const FcChain& chain);  // caching: one per l
 
 // The caching program alone, for execution programs another generator writes over the same
 // parameters (the batch generator, fc_batch_codegen.h): N up to 2048 with a placement, any K that
-// is a multiple of 4 (K / 4 weight rows; the batch-1 limits, K a multiple of 64 up to 1024, are
-// its input scatter's, not the parameters').
+// is a multiple of 64 (the batch-1 limit K <= 1024 is its input scatter's, not the parameters'),
+// weight_k / 4 weight rows a group where the layer sets FcLayer::weight_k.
 // With `rows`, single 256-byte rows are cached after the layer's stream (FcRowWrite, below).
 struct FcRowWrite;
 container::Executable fc_caching(const FcLayer& layer, const FcPlacement& placement = {},

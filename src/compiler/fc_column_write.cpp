@@ -27,20 +27,23 @@ std::string column_tiles(int tile) { return cat("tiles=", hex(tile_bit(tile))); 
 
 FcColumnWrite fc_column_write(const FcLayer& layer, const FcPlacement& placement, int column) {
   if (column < 0 || column >= kColumnRowWords) fail("column ", column, " of a 64-output group");
-  // The column's words travel as one wide row per group and are scattered K / 4 rows deep: a
-  // longer or ragged K would scatter past the streamed row.
-  if (layer.k <= 0 || layer.k > 256 || layer.k % 4 != 0)
-    fail("a column write needs K a multiple of 4 up to 256 (one wide row), not ", layer.k);
+  // The column's words travel as one wide row per group and are scattered over the group's
+  // weight rows (op_k / 4, FcLayer::weight_k): a longer or ragged K would scatter past the
+  // streamed row.
+  const int op_k = layer.op_k();
+  if (op_k <= 0 || op_k > 256 || op_k % 4 != 0)
+    fail("a column write needs the weights' K a multiple of 4 up to 256 (one wide row), not ",
+         op_k);
   FcColumnWrite w;
-  w.rows = layer.k / 4;
+  w.rows = op_k / 4;
   w.column = column;
   const FcRowWrite first = fc_weight_rows(layer, placement, 0);
   w.words.rows = first.rows;
   for (size_t g = 0; g < first.rows.size(); ++g) {
     const size_t output = g * kColumnRowWords + size_t(column), k = size_t(layer.k);
     for (int b = 0; b < 256; ++b)
-      w.words.bytes.push_back(
-          b < layer.k ? uint8_t(int{layer.weights[output * k + size_t(b)]} + 128) : uint8_t{128});
+      w.words.bytes.push_back(b < op_k ? uint8_t(int{layer.weights[output * k + size_t(b)]} + 128)
+                                       : uint8_t{128});
   }
   return w;
 }

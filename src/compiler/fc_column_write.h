@@ -21,7 +21,7 @@ struct FcColumnWrite {
   // Each group's first weight row (tile, wide unit) and its bytes as streamed: the column's K / 4
   // words (w + 128, fc_parameters' bytes) from the row's start, the rest 128 (a zero weight).
   FcRowWrite words;
-  int rows = 0;    // weight rows per group (K / 4)
+  int rows = 0;    // weight rows per group (the weights' K / 4, FcLayer::op_k)
   int column = 0;  // the output within each group (0..63)
   // Where the words come from instead (non-empty: one entry per group): the byte among the
   // output pieces of the FC in front of the scores (FcScoresInput, fc_batch_codegen.h; piece i's

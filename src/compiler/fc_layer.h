@@ -28,10 +28,15 @@ struct FcLayer {
   // have its own output zero point and clamps (one op per distinct stage). Empty: the layer's.
   std::vector<int32_t> group_out_zp;
   std::vector<float> group_clamp_min, group_clamp_max;
-  // The weights' K when it is less than k (0: k), a multiple of 4 (fc_codegen's programs only):
-  // the input keeps k bytes in 64-byte pieces, the op runs weight_k / 4 words and the tiles hold
-  // weight_k / 4 weight rows a group. Columns weight_k..k-1 must be zero: they add nothing.
+  // The weights' K when it is less than k (0: k), a multiple of 4: the input keeps k bytes in
+  // 64-byte pieces (k a multiple of 64), the op runs weight_k / 4 words and the tiles hold
+  // weight_k / 4 weight rows a group (fc_units_per_tile(layer): 8 + weight_k units without a
+  // bias). Columns weight_k..k-1 must be zero: they add nothing. The one way to an FC whose K is
+  // not a multiple of 64 (the llm path's dim-K FCs, wo over the heads side by side, the scores
+  // over a head's bytes): the generators refuse a k that is not a multiple of 64.
   int weight_k = 0;
+  // The K the op runs over and the weights hold (weight_k, else k).
+  int op_k() const { return weight_k ? weight_k : k; }
 };
 
 // Recognises the mapped part [QUANTIZE] FULLY_CONNECTED [QUANTIZE] (uint8 at both ends) and builds

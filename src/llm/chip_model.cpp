@@ -181,10 +181,15 @@ struct ChipTransformer::QkvPart {
 
 namespace {
 
-// The scores' FULLY_CONNECTED layer of `plan`, its segments over the heads' cached keys.
+// The scores' FULLY_CONNECTED layer of `plan`, its segments over the heads' cached keys: K =
+// head_size padded to 64 (plan.k_padded), weights for head_size columns only (weight_k, plan_r15
+// L3): a group takes 8 + head_size units and its op reads a head's bytes of q~.
 compiler::FcLayer scores_layer(const FcProgramPlan& plan,
                                const std::vector<QuantizedMatmul>& heads) {
-  return fc_layer_of(plan, [&](int id) -> const QuantizedMatmul& { return heads[size_t(id)]; });
+  compiler::FcLayer l =
+      fc_layer_of(plan, [&](int id) -> const QuantizedMatmul& { return heads[size_t(id)]; });
+  l.weight_k = heads.front().cols;
+  return l;
 }
 
 // `chain` generated with RoPE's products of q and k on the tiles (`rope`, where wanted: its layer
@@ -382,6 +387,11 @@ void ChipTransformer::rope_products_q(int layer, int pos, const int8_t* q, const
   std::copy(rope_p2_.begin(), rope_p2_.end(), p2);
 }
 
+bool keep_early_placement(const ChipPathStats& plain, const ChipPathStats& early) {
+  return early.rest_layers > 0 && early.joined_layers >= plain.joined_layers &&
+         early.rope_kept_layers >= plain.rope_kept_layers;
+}
+
 ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
                                  const Calibration& calibration, runtime::EdgeTpu& tpu,
                                  Int8Options options)
@@ -549,25 +559,59 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
   const bool eligible = late_wo && options.join_layers && options.chip_residual &&
                         options.join_scores && options.chip_rope && options.chip_key_write &&
                         options.chip_rms && options.keep_rope_products;
-  const auto state = [&] {
-    return std::make_tuple(scores_, value_sums_, ffns_, first_chain_, first_, first_kept_,
-                           kept_rows_, rope_copies_, stats_, joined_, early_wo_, early_rest_,
-                           tiles);
+  // What place_attention changes, kept to place it again and to go back.
+  struct PlacementState {
+    decltype(ChipTransformer::scores_) scores;
+    decltype(ChipTransformer::value_sums_) value_sums;
+    decltype(ChipTransformer::ffns_) ffns;
+    decltype(ChipTransformer::first_chain_) first_chain;
+    decltype(ChipTransformer::first_) first;
+    decltype(ChipTransformer::first_kept_) first_kept;
+    decltype(ChipTransformer::kept_rows_) kept_rows;
+    decltype(ChipTransformer::rope_copies_) rope_copies;
+    ChipPathStats stats;
+    decltype(ChipTransformer::joined_) joined;
+    decltype(ChipTransformer::early_wo_) early_wo;
+    decltype(ChipTransformer::early_rest_) early_rest;
+    TileAllocator tiles;
   };
-  const auto restore = [&](const auto& from) {
-    std::tie(scores_, value_sums_, ffns_, first_chain_, first_, first_kept_, kept_rows_,
-             rope_copies_, stats_, joined_, early_wo_, early_rest_, tiles) = from;
+  const auto state = [&] {
+    return PlacementState{.scores = scores_,
+                          .value_sums = value_sums_,
+                          .ffns = ffns_,
+                          .first_chain = first_chain_,
+                          .first = first_,
+                          .first_kept = first_kept_,
+                          .kept_rows = kept_rows_,
+                          .rope_copies = rope_copies_,
+                          .stats = stats_,
+                          .joined = joined_,
+                          .early_wo = early_wo_,
+                          .early_rest = early_rest_,
+                          .tiles = tiles};
+  };
+  const auto restore = [&](const PlacementState& from) {
+    scores_ = from.scores;
+    value_sums_ = from.value_sums;
+    ffns_ = from.ffns;
+    first_chain_ = from.first_chain;
+    first_ = from.first;
+    first_kept_ = from.first_kept;
+    kept_rows_ = from.kept_rows;
+    rope_copies_ = from.rope_copies;
+    stats_ = from.stats;
+    joined_ = from.joined;
+    early_wo_ = from.early_wo;
+    early_rest_ = from.early_rest;
+    tiles = from.tiles;
   };
   if (eligible) {
-    const auto before = state();
+    const PlacementState before = state();
     place_attention(false);
     if (stats_.rest_layers == 0) {
-      const auto plain = state();
+      const PlacementState plain = state();
       restore(before);
-      if (!place_attention(true) || stats_.rest_layers == 0 ||
-          stats_.joined_layers < std::get<8>(plain).joined_layers ||
-          stats_.rope_kept_layers < std::get<8>(plain).rope_kept_layers)
-        restore(plain);
+      if (!place_attention(true) || !keep_early_placement(plain.stats, stats_)) restore(plain);
     }
   } else {
     place_attention(false);
@@ -596,10 +640,10 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
   // layer's trial never runs).
   for (size_t l = 0; l < scores_.size(); ++l)
     for (const GroupProgram& made : scores_[l].scores_with_key)
-      stats_.key_programs += made.program != nullptr && joined_[l].groups.empty();
+      stats_.key_programs += made.program != nullptr && !is_joined(int(l));
   for (size_t l = 0; l < value_sums_.size(); ++l)
     for (const GroupProgram& made : value_sums_[l].attention)
-      stats_.key_programs += made.program != nullptr && joined_[l].groups.empty();
+      stats_.key_programs += made.program != nullptr && !is_joined(int(l));
   stats_.key_programs += stats_.joined_programs;
   cache_all();
 }
@@ -708,10 +752,9 @@ bool ChipTransformer::first_layer(TileAllocator& tiles, bool with_values) {
   if (with_values && !values_layer(*this, 0, part.at[2], u, in_at)) return false;
   TileAllocator trial = tiles;
   compiler::FcPlacement qkv_at, u_at;
-  if (!trial.place(compiler::fc_groups(qkv.outputs),
-                   compiler::fc_units_per_tile(chain.layers[0].weight_k, false), qkv_at) ||
-      (with_values &&
-       !trial.place(compiler::fc_groups(u.n), compiler::fc_units_per_tile(u.k, false), u_at)))
+  if (!trial.place(compiler::fc_groups(qkv.outputs), compiler::fc_units_per_tile(chain.layers[0]),
+                   qkv_at) ||
+      (with_values && !trial.place(compiler::fc_groups(u.n), compiler::fc_units_per_tile(u), u_at)))
     return false;
   chain.at = {qkv_at};
   chain.output = {true};
@@ -778,8 +821,7 @@ bool ChipTransformer::chain_ffn(int layer, TileAllocator& tiles, bool with_value
   const TileAllocator before_u = trial;
   if (with_values) {
     const std::vector<int> in_at = u_at.in_at;
-    if (!trial.place(compiler::fc_groups(u.n), compiler::fc_units_per_tile(u.k, false), u_at))
-      return false;
+    if (!trial.place(compiler::fc_groups(u.n), compiler::fc_units_per_tile(u), u_at)) return false;
     u_at.in_at = in_at;
   }
   const compiler::FcLayer a = residual_add_layer(add, c.dim);
@@ -841,8 +883,7 @@ bool ChipTransformer::chain_ffn(int layer, TileAllocator& tiles, bool with_value
     compiler::FfnChain again = chain;
     compiler::FfnChainPrograms more;
     bool with_rope = false;
-    if (retrial.place(compiler::fc_groups(u.n), compiler::fc_units_per_tile(u.k, false), at,
-                      room)) {
+    if (retrial.place(compiler::fc_groups(u.n), compiler::fc_units_per_tile(u), at, room)) {
       at.in_at = u_at.in_at;
       again.next_at.back() = at;
       if (generate_with_rope(again, rope, generate, more, with_rope) && with_rope) {
@@ -873,10 +914,10 @@ bool ChipTransformer::chain_ffn(int layer, TileAllocator& tiles, bool with_value
 bool ChipTransformer::scores_program(int layer, TileAllocator& tiles) {
   const Config& c = ck_.config;
   const int hs = c.head_size();
-  // K = head_size, not padded to 64 (a multiple of 4, checked below): the op reads K / 4 weight
-  // rows, so a group takes 8 + head_size units; q~'s bytes past a head's met only zero weights.
-  const int k = hs, seq_padded = whole_groups(c.seq_len);
-  const int row_bytes = whole_groups(std::max(c.dim, (c.n_heads - 1) * hs + k));
+  // Weights for head_size columns (a multiple of 4, checked below; scores_layer): each group's op
+  // reads its head's bytes of q~, the last head's within the row.
+  const int k = whole_groups(hs), seq_padded = whole_groups(c.seq_len);
+  const int row_bytes = whole_groups(std::max(c.dim, c.n_heads * hs));
   const QuantizedAttention& a = weights()->attention[size_t(layer)];
   ScoresProgram p;
   p.k_padded = k;
@@ -900,16 +941,15 @@ bool ChipTransformer::scores_program(int layer, TileAllocator& tiles) {
     for (int g = 0; g < seq_padded / 64; ++g) p.placement.in_at.push_back(h * hs);
   }
   const int groups = compiler::fc_groups(p.outputs), slots = groups > kPlanTiles ? 2 : 1;
+  if (hs % 4 != 0 || p.outputs > kMaxOutputs) return false;
+  const compiler::FcLayer fc = scores_layer(p, p.heads);
   TileAllocator trial = tiles;
-  if (hs % 4 != 0 || p.outputs > kMaxOutputs ||
-      !compiler::fc_batch_unsupported(p.outputs, k, 1, slots, row_bytes).empty() ||
-      !trial.place(groups, compiler::fc_units_per_tile(k, false), p.placement))
+  if (!compiler::fc_batch_unsupported(fc, 1, slots, row_bytes).empty() ||
+      !trial.place(groups, compiler::fc_units_per_tile(fc), p.placement))
     return false;
   tiles = trial;
-  const compiler::FcLayer fc = scores_layer(p, p.heads);
   p.softmax = compiler::fc_batch_softmax_unsupported(c.n_heads, seq_padded).empty() &&
-              compiler::fc_batch_unsupported(p.outputs, k, 1, slots,
-                                             row_bytes + compiler::kSoftmaxCountBytes)
+              compiler::fc_batch_unsupported(fc, 1, slots, row_bytes + compiler::kSoftmaxCountBytes)
                   .empty();
   if (!p.softmax)
     p.execution = std::make_shared<runtime::Program>(
@@ -945,7 +985,7 @@ bool ChipTransformer::rope_sum_program(int layer, ScoresProgram& p, TileAllocato
   // (keep_rope_products reads them there); else the least-filled tiles.
   std::vector<int> on;
   for (const auto& [tile, byte] : q_product_places(layer)) on.push_back(tile);
-  const int copy_units = compiler::fc_units_per_tile(l.k, false);
+  const int copy_units = compiler::fc_units_per_tile(l);
   // The multipliers' form first: their constants' rows take aux units only where it loops.
   rope_multipliers_from_r(p, layer);
   const auto place = [&] {
@@ -972,7 +1012,7 @@ bool ChipTransformer::rope_sum_program(int layer, ScoresProgram& p, TileAllocato
     return false;
   };
   if (groups > kPlanTiles ||
-      !compiler::fc_batch_unsupported(l.n, l.k, 1, 2, row + compiler::kSoftmaxCountBytes).empty() ||
+      !compiler::fc_batch_unsupported(l, 1, 2, row + compiler::kSoftmaxCountBytes).empty() ||
       !place())
     return refused();
   p.rope = true;
@@ -1338,9 +1378,11 @@ int ChipTransformer::compose(TileAllocator& tiles) {
     Joined& j = joined_[size_t(l)];
     const Joined& next = joined_[size_t(l + 1)];
     // (The last layer behind the others only with its rest and FFN, as D.2 composed it.)
-    if (j.groups.empty() || !j.values || next.groups.empty() ||
-        (l + 1 == layers - 1 && !next.with_rest))
+    if (!is_joined(l) || !j.values || !is_joined(l + 1) || (l + 1 == layers - 1 && !next.with_rest))
       continue;
+    // layers_per_run N > 1: at most N layers in one program (its head's to layer l + 1).
+    const int cap = options().layers_per_run;
+    if (cap > 1 && l + 2 - head_of(l) > cap) continue;
     const Joined before = j;
     const int head = head_of(l);
     TileAllocator trial = tiles;
@@ -1368,15 +1410,28 @@ int ChipTransformer::compose(TileAllocator& tiles) {
         if (e.output_layers[i].name == name) return int(i);
       return -1;
     };
+    // Where one is not found (a generator naming them otherwise: not expected, the names are
+    // joined_parts' own), the boundary runs apart as with the other refusals, the program before
+    // and every layer's outputs in it as they were.
+    std::vector<JoinedOutputs> outs;
     for (int k = head; k <= l + 1; ++k) {
       const JoinedNames n = joined_names(k);
-      JoinedOutputs& o = joined_[size_t(k)].out;
-      o = {index(n.chain), index(n.r), index(n.sum), index(n.y)};
+      const JoinedOutputs o = {index(n.chain), index(n.r), index(n.sum), index(n.y)};
       if (o.chain < 0 || o.sum < 0 || (k > 0 && !n.r.empty() && o.r < 0) ||
           (!n.y.empty() && o.y < 0) || (k == 0 && o.chain != 0))
-        fail("the composed program's outputs of layer ", k, " are not all found by name");
+        break;
+      outs.push_back(o);
     }
+    if (int(outs.size()) != l + 2 - head) {
+      j = before;
+      continue;
+    }
+    for (int k = head; k <= l + 1; ++k) joined_[size_t(k)].out = outs[size_t(k - head)];
     joined_[size_t(head)].groups = std::move(groups);
+    // Layer l + 1's own programs never run now (its head's carry it): dropped, and no longer
+    // counted as joined programs (nor as programs writing the key).
+    stats_.joined_programs -= int(joined_[size_t(l + 1)].groups.size());
+    joined_[size_t(l + 1)].groups = {};
     tiles = trial;
     stats_.resident_bytes += rest_resident_bytes(j.rest);
     ++composed;
@@ -1423,6 +1478,11 @@ std::vector<GroupProgram> ChipTransformer::joined_groups(int layer) const {
   for (int pos = 0; pos < scores_[size_t(layer)].seq_padded; pos += 64)
     groups.push_back(joined_program(layer, pos));
   return groups;
+}
+
+bool ChipTransformer::is_joined(int layer) const {
+  return size_t(layer) < joined_.size() && (!joined_[size_t(layer)].groups.empty() ||
+                                            (layer > 0 && joined_[size_t(layer - 1)].composed));
 }
 
 int ChipTransformer::head_of(int layer) const {
@@ -1600,7 +1660,7 @@ const std::shared_ptr<runtime::Program>& ChipTransformer::rewritten(const GroupP
 
 void ChipTransformer::key_group_programs(int layer) {
   ScoresProgram& s = scores_[size_t(layer)];
-  if (!s.softmax || !joined_[size_t(layer)].groups.empty()) return;
+  if (!s.softmax || is_joined(layer)) return;
   ValueSumProgram* v = size_t(layer) < value_sums_.size() && value_sums_[size_t(layer)].joined
                            ? &value_sums_[size_t(layer)]
                            : nullptr;
@@ -1676,9 +1736,9 @@ bool ChipTransformer::key_sum_program(int layer, ScoresProgram& p, TileAllocator
   int slots_end = 0;
   rope_sum_slots(compiler::fc_groups(l.n), {}, slots_end);
   const int row = rope_scores_row_bytes(p.row_bytes, l.n, slots_end);
-  if (!compiler::fc_batch_unsupported(l.n, l.k, 1, 2, row + compiler::kSoftmaxCountBytes).empty() ||
+  if (!compiler::fc_batch_unsupported(l, 1, 2, row + compiler::kSoftmaxCountBytes).empty() ||
       !trial.place_sharing(key_groups, rope_aux_units(p.rope_sum.base_rows),
-                           compiler::fc_units_per_tile(l.k, false), copies, keys)) {
+                           compiler::fc_units_per_tile(l), copies, keys)) {
     p = before;
     return false;
   }
@@ -1906,11 +1966,10 @@ bool ChipTransformer::value_sum_program(int layer, TileAllocator& tiles) {
   const Int8Options& o = options();
   const bool staging = o.chip_residual && o.join_scores && o.chip_scores && o.chip_rope &&
                        o.chip_key_write && o.chip_rms && o.fused_layers;
-  const int units = compiler::fc_units_per_tile(p.layer.k, false);
+  const int units = compiler::fc_units_per_tile(p.layer);
   TileAllocator trial = tiles;
   if (p.layer.n > kMaxOutputs ||
-      !compiler::fc_batch_unsupported(p.layer.n, p.layer.k, 1, slots, p.shape.row_bytes())
-           .empty() ||
+      !compiler::fc_batch_unsupported(p.layer, 1, slots, p.shape.row_bytes()).empty() ||
       !trial.place(groups, units + (staging ? 4 : 0), p.at))
     return false;
   tiles = trial;
@@ -2259,7 +2318,7 @@ void ChipTransformer::softmax_q(int layer, int pos, const int8_t* q8, uint8_t* e
   }
   ScoresProgram& p = scores_[size_t(layer)];
   const Config& c = ck_.config;
-  if (!joined_[size_t(layer)].groups.empty()) {
+  if (is_joined(layer)) {
     // The program before ran the scores and wrote the key's column: the host's copy of the keys
     // takes the key now (after that run, whose recovery re-caches the keys before pos).
     if (e_stash_layer_ != layer || e_stash_pos_ != pos)
@@ -2445,8 +2504,7 @@ void ChipTransformer::ffn_add_q(int layer, const int8_t* xq, const int8_t* x2q, 
   const int qkv_bytes = p.rope ? p.qkv_outputs - p.qkv_at[2] : p.qkv_outputs;
   const int in_bytes = p.k_padded + p.dim_padded + tables,
             out_bytes = p.dim_padded + qkv_bytes + u_bytes + rope_bytes;
-  const bool joined =
-      size_t(layer + 1) < joined_.size() && !joined_[size_t(layer + 1)].groups.empty();
+  const bool joined = is_joined(layer + 1);
   int run_bytes = in_bytes;
   // Joined: the next layer's scores and softmax in the same run, its count block after the input
   // (it keeps q's products and reads them in the same run).
@@ -2535,7 +2593,7 @@ void ChipTransformer::qkv_q(int layer, const int8_t* xq, int8_t* q, int8_t* k, i
     const auto start = std::chrono::steady_clock::now();
     int in_bytes = dim_padded + tables;
     const int out_bytes = qkv_bytes + u_bytes + rope_bytes;
-    const bool joined = !joined_.empty() && !joined_[0].groups.empty();
+    const bool joined = is_joined(0);
     if (first_v_tilde_ && !joined) {
       // v's groups wait for r, the host's (chip_rms: of these bytes), in a count block from the
       // next whole packet.

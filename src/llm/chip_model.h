@@ -112,14 +112,22 @@ struct ChipPathStats {
   // scores' own with the softmax, the attention program, the joined one) past the constructor:
   // rewriting their position's fields (all are generated in the constructor).
   double key_program_build_s = 0;
-  // Those programs generated (one per layer and 64-position group, in the constructor).
+  // Those programs generated that run (one per layer and 64-position group, in the constructor;
+  // a layer behind a composed layer's rest none).
   int key_programs = 0;
-  // Of them, the joined ones (in the constructor: one per joined layer and 64-position group).
+  // Of them, the joined ones that run (in the constructor: one per joined layer and 64-position
+  // group, a layer behind a composed layer's rest none: its head's carry it).
   int joined_programs = 0;
   // The instruction bytes the joined programs' runs sent, by part (compiler::Emitter::part), in
   // the order the parts first came; docs/llm.md "Where a token's bytes go".
   std::vector<std::pair<std::string, uint64_t>> joined_part_bytes;
 };
+
+// With late_wo, where the first placement leaves the last layer's rest off the chip (`plain`), the
+// placement again with that layer's wo and rest first (`early`) is kept only where it has the rest
+// on the chip and no fewer joined layers and layers keeping q's products (totals: the two
+// placements could trade one layer's join for another's, which this does not see).
+bool keep_early_placement(const ChipPathStats& plain, const ChipPathStats& early);
 
 class ChipTransformer : public Int8Transformer {
  public:
@@ -261,8 +269,8 @@ class ChipTransformer : public Int8Transformer {
   // D.2/D.3 (layers_per_run != 1): for each boundary l = 0..L-2 in order, layer l's rest (no
   // FFN) and behind it layer l+1's joined program (compiler::FcLayerRest::next) in the program of
   // the layer heading them (head_of): one run less a token each. Where a boundary does not fit or
-  // generate, that layer is restored and the next layer's program runs apart. Returns the
-  // boundaries composed.
+  // generate, or would put more than Int8Options::layers_per_run (> 0) layers in one program, that
+  // layer is restored and the next layer's program runs apart. Returns the boundaries composed.
   int compose(TileAllocator& tiles);
   // Where a joined program's outputs lie (found by name): the chain's, r's, the sum's (or wo's),
   // y's (-1: none).
@@ -288,12 +296,15 @@ class ChipTransformer : public Int8Transformer {
     bool with_rest = false;
     compiler::FcLayerRest rest;
     // compose: the layer's rest (`rest`, no FFN) and layer + 1's program behind it, in the
-    // program of head_of(layer) (whose groups carry them all; the others' groups stay, unused).
+    // program of head_of(layer) (whose groups carry them all; layer + 1's own groups are dropped).
     bool composed = false;
     // In a composed program (of head_of(layer)): this layer's outputs in it, found by name.
     JoinedOutputs out;
   };
   std::vector<Joined> joined_;  // [layer of the scores]
+  // join_scores joined `layer`'s scores to the program before (its own groups, or behind a
+  // composed layer's rest: its head's; false past the last layer).
+  bool is_joined(int layer) const;
   // The first layer of the program that computes `layer`'s joined part (itself unless the
   // layer before is composed).
   int head_of(int layer) const;

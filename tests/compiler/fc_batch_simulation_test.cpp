@@ -9,10 +9,12 @@
 #include <cmath>
 #include <random>
 #include <set>
+#include <string>
 
 #include "chip/sim_runner.h"
 #include "compiler/fc_batch_codegen.h"
 #include "compiler/fc_codegen.h"
+#include "compiler/fc_column_write.h"
 #include "host/rounding.h"
 
 namespace tinycoral::compiler {
@@ -201,6 +203,108 @@ TEST(FcBatchOnTheVirtualEdgeTpu, GroupsReadTheirOwnPartOfEachRow) {
   EXPECT_THROW(generate_fc_batch(l, bad, rows, row_bytes), Error);
   bad.in_at[1] = 260;  // past the row's end
   EXPECT_THROW(generate_fc_batch(l, bad, rows, row_bytes), Error);
+}
+
+// What message an expression's Error carries ("" when it throws none).
+template <class F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A K that is not a multiple of 64 has one form (FcLayer::weight_k, the llm scores' keys at K =
+// head_size): the input keeps K = 64 bytes, the op and the weights K = 48. Each group reads its
+// head's 48 bytes from in_at, the last one up to the row's end (in_at + 48 = row_bytes, where
+// in_at + 64 would pass it); every byte equals the reference over those 48 bytes, a group holds
+// 8 + 48 units and its column write 12 rows. The same layer at k = 48 is refused where the
+// generators take a layer's K (the batch checks, the caching stream), naming the multiple of 64.
+TEST(FcBatchOnTheVirtualEdgeTpu, AKOf48IsAWeightKOverA64ByteInput) {
+  std::mt19937 random(53);
+  const int k = 64, weight_k = 48, heads = 4, row_bytes = 192, rows = 3;
+  FcLayer l;
+  l.n = heads * 64;
+  l.k = k;
+  l.weight_k = weight_k;
+  l.weights.assign(size_t(l.n) * k, 0);
+  for (int o = 0; o < l.n; ++o)
+    for (int j = 0; j < weight_k; ++j)
+      l.weights[size_t(o) * k + size_t(j)] =
+          static_cast<int8_t>(static_cast<int>(random() % 255) - 127);
+  l.in_zp = 90;
+  l.out_zp = 110;
+  l.in_scale = 0.01f;
+  l.out_scale = 1.0f;
+  for (int o = 0; o < l.n; ++o)
+    l.mult.push_back(0.004f * (0.5f + std::uniform_real_distribution<float>(0, 1)(random)));
+  l.clamp_min = fc_clamp(0, l.out_zp, 1.0f);
+  l.clamp_max = fc_clamp(255, l.out_zp, 1.0f);
+  l.input_name = "x";
+  l.output_name = "y";
+  FcPlacement at;
+  at.tiles = {1, 4, 4, 11};
+  at.param_units = {0, 0, fc_units_per_tile(l), 200};
+  at.in_at = {0, 48, 96, 144};  // 48-byte heads side by side, the last to the row's end
+  EXPECT_EQ(fc_units_per_tile(l), 8 + weight_k);
+  EXPECT_EQ(fc_batch_unsupported(l, rows, 1, row_bytes), "");
+  std::vector<uint8_t> x(size_t(rows) * row_bytes);
+  for (auto& b : x) b = static_cast<uint8_t>(random());
+  std::vector<uint8_t> want;
+  for (int row = 0; row < rows; ++row)
+    for (int r = 0; r < l.n; ++r) {
+      int32_t acc = 0;
+      const size_t from = size_t(row) * row_bytes + size_t(at.in_at[size_t(r / 64)]);
+      for (int j = 0; j < weight_k; ++j)
+        acc += (int32_t{x[from + size_t(j)]} - l.in_zp) * l.weights[size_t(r) * k + size_t(j)];
+      const int32_t y =
+          host::edgetpu::requantize(acc, l.mult[size_t(r)], {l.clamp_min, l.clamp_max}, l.out_zp);
+      want.push_back(static_cast<uint8_t>(std::clamp(y, 0, 255)));
+    }
+  EXPECT_GT(std::set<uint8_t>(want.begin(), want.end()).size(), size_t(16));
+  const container::Executable caching = fc_caching(l, at);
+  EXPECT_EQ(caching.parameters.size(), size_t(heads * (8 + weight_k) * 64));
+  EXPECT_EQ(fc_column_write(l, at, 5).rows, weight_k / 4);
+  chip::VirtualEdgeTpu chip;
+  chip::testing::run_executable(chip, caching, {});
+  const auto raw =
+      chip::testing::run_executable(chip, generate_fc_batch(l, at, rows, row_bytes), {{"x", x}})
+          .at("y");
+  std::vector<uint8_t> got;
+  for (int row = 0; row < rows; ++row)
+    for (int r = 0; r < l.n; ++r) got.push_back(raw.at(fc_batch_output_index(rows, row, r)));
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(chip.fault(), "");
+
+  // K = 48 as the layer's own K: refused, pointing at weight_k.
+  FcLayer short_k = l;
+  short_k.k = weight_k;
+  short_k.weight_k = 0;
+  short_k.weights.clear();
+  for (int o = 0; o < l.n; ++o)
+    short_k.weights.insert(short_k.weights.end(), l.weights.begin() + long(o) * k,
+                           l.weights.begin() + long(o) * k + weight_k);
+  for (const std::string& why : {fc_batch_unsupported(short_k, rows, 1, row_bytes),
+                                 fc_batch_unsupported(short_k.n, short_k.k, rows, 1, row_bytes),
+                                 error_of([&] { generate_fc_batch(short_k, at, rows, row_bytes); }),
+                                 error_of([&] { fc_caching(short_k, at); })}) {
+    EXPECT_NE(why.find("K = 48"), std::string::npos) << why;
+    EXPECT_NE(why.find("multiple of 64"), std::string::npos) << why;
+    EXPECT_NE(why.find("weight_k"), std::string::npos) << why;
+  }
+  // The weights' K must be whole words, at most the input's.
+  FcLayer ragged = l;
+  ragged.weight_k = 50;
+  EXPECT_NE(fc_batch_unsupported(ragged, rows, 1, row_bytes), "");
+  EXPECT_THROW(fc_caching(ragged, at), Error);
+  ragged.weight_k = 68;
+  EXPECT_NE(fc_batch_unsupported(ragged, rows, 1, row_bytes), "");
+  // A head read past the row's end (in_at + 48 > row_bytes) is refused.
+  FcPlacement past = at;
+  past.in_at[3] = 148;
+  EXPECT_THROW(generate_fc_batch(l, past, rows, row_bytes), Error);
 }
 
 TEST(FcBatchGenerator, RefusesWhatItCannotHold) {

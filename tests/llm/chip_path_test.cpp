@@ -756,6 +756,31 @@ TEST(ChipPathStepD, KeptRopeProductsAreComputedAgainAfterARecovery) {
     expect_logits_after_a_recovery(c);
 }
 
+// With late_wo, the placement with the last layer's wo and rest first is kept where it gains the
+// rest and keeps as many joined layers and layers keeping q's products as the first placement;
+// else the first placement stays.
+TEST(ChipPathStepD, TheEarlyPlacementIsKeptOnlyWhereItGainsTheRestAndLosesNothing) {
+  llm::ChipPathStats plain;
+  plain.joined_layers = 6;
+  plain.rope_kept_layers = 6;
+  plain.rest_layers = 0;
+  llm::ChipPathStats early = plain;
+  early.rest_layers = 1;
+  EXPECT_TRUE(llm::keep_early_placement(plain, early));
+  llm::ChipPathStats more = early;  // (more joins than the first placement: kept too)
+  more.joined_layers = 7;
+  EXPECT_TRUE(llm::keep_early_placement(plain, more));
+  llm::ChipPathStats no_rest = early;
+  no_rest.rest_layers = 0;
+  EXPECT_FALSE(llm::keep_early_placement(plain, no_rest));
+  llm::ChipPathStats join_lost = early;
+  join_lost.joined_layers = 5;
+  EXPECT_FALSE(llm::keep_early_placement(plain, join_lost));
+  llm::ChipPathStats kept_lost = early;
+  kept_lost.rope_kept_layers = 5;
+  EXPECT_FALSE(llm::keep_early_placement(plain, kept_lost));
+}
+
 // A chip path whose stick fails the joined run of layer `layer_`'s scores at position 2: layer 0's
 // q, k, v program (qkv_q), or the chain ending the layer before (ffn_add_q).
 class FailingJoinedRun : public llm::ChipTransformer {
@@ -790,6 +815,18 @@ class FailingJoinedRun : public llm::ChipTransformer {
   int layer_;
   int pos_of_token_ = -1;
 };
+
+// The prompted story on `failing` (whose run at position 2 fails once): one failure, one recovery
+// by `tpu`, and every position's logits `want`'s.
+void expect_recovered_logits(FailingJoinedRun& failing, const runtime::EdgeTpu& tpu,
+                             const llm::Tokenizer& tok, const testing::Run& want) {
+  const testing::Run got = run(failing, tok, 0.0f, 42, "Once upon", 8);
+  EXPECT_EQ(failing.failed, 1);
+  EXPECT_EQ(tpu.recoveries(), 1);
+  ASSERT_EQ(got.logits.size(), want.logits.size());
+  for (size_t p = 0; p < want.logits.size(); ++p)
+    ASSERT_EQ(got.logits[p], want.logits[p]) << "position " << p;
+}
 
 // A recovery inside a joined run (layer 0's q, k, v program with layer 0's scores, or layer 0's
 // chain with layer 1's; softmax and key column write; q's products kept and read in that run):
@@ -845,12 +882,7 @@ TEST(ChipPathStepD, TheJoinedRunIsRunAgainAfterARecovery) {
           options.chip_residual && options.join_layers && options.layers_per_run != 1;
       ASSERT_EQ(failing.stats().composed_layers, one_run);
       if (one_run && layer == 1) continue;  // (its seam runs nothing)
-      const testing::Run got = run(failing, model.tok, 0.0f, 42, "Once upon", 8);
-      EXPECT_EQ(failing.failed, 1);
-      EXPECT_EQ(tpu.recoveries(), 1);
-      ASSERT_EQ(got.logits.size(), want.logits.size());
-      for (size_t p = 0; p < want.logits.size(); ++p)
-        ASSERT_EQ(got.logits[p], want.logits[p]) << "position " << p;
+      expect_recovered_logits(failing, tpu, model.tok, want);
     }
   }
 }
@@ -858,7 +890,8 @@ TEST(ChipPathStepD, TheJoinedRunIsRunAgainAfterARecovery) {
 // D.3: every layer's joined program behind the rest of the layer before, on the first of
 // kOtherAttentionShapes with 3 and 4 layers (the middle layers' rests read x_q from the chain's
 // add, each layer's outputs named for it): one run a token (expect_chips_equal_int8 counts the
-// runs), every logit the int8 path's bit for bit, against the same options a run a layer; and a
+// runs), every logit the int8 path's bit for bit, against the same options a run a layer and at
+// most two layers a run (layers_per_run 2: 4 layers in 2 runs a token); and a
 // failed run at position 2 (the token's one run, holding every layer) is recovered: the rerun
 // rebuilds every layer's cache and staging rows and every composed layer's rest.
 TEST(ChipPathStepD, EveryLayerBehindTheRestBeforeItGivesOneRunATokenBitForBit) {
@@ -871,19 +904,33 @@ TEST(ChipPathStepD, EveryLayerBehindTheRestBeforeItGivesOneRunATokenBitForBit) {
   apart.layers_per_run = 1;
   llm::Int8Options composed = apart;
   composed.layers_per_run = 0;
+  llm::Int8Options two = apart;  // at most two layers a program
+  two.layers_per_run = 2;
   for (const int layers : {1, 3, 4}) {
     SCOPED_TRACE(std::to_string(layers) + " layers");
     TinyShape shape = kOtherAttentionShapes[0].shape;
     shape.layers = layers;
     const LoadedModel model = tiny_model(shape, TinyWeights(shape));
     std::vector<llm::ChipPathStats> stats;
-    expect_chips_equal_int8(model.ck, model.tok, 10, {apart, composed}, stats);
+    expect_chips_equal_int8(model.ck, model.tok, 10, {apart, composed, two}, stats);
     EXPECT_EQ(stats[0].joined_layers, layers);
     EXPECT_EQ(stats[0].rest_layers, 1);
     EXPECT_EQ(stats[0].composed_layers, 0);
     EXPECT_EQ(stats[0].programs, layers);
     EXPECT_EQ(stats[1].composed_layers, layers - 1);
     EXPECT_EQ(stats[1].programs, 1);
+    // layers_per_run 2: layers 0 and 1 in one program, 2 and 3 in the next (3 layers: layer 2's
+    // apart); 4 layers in 2 runs a token.
+    EXPECT_EQ(stats[2].composed_layers, layers / 2);
+    EXPECT_EQ(stats[2].programs, (layers + 1) / 2);
+    // The joined programs counted (and kept) are those that run: each program's head's, one per
+    // 64-position group (a layer behind a composed rest has none of its own); every program writing
+    // the key is one of them.
+    const int groups = (shape.seq_len + 63) / 64;
+    for (const llm::ChipPathStats& s : stats) {
+      EXPECT_EQ(s.joined_programs, s.programs * groups);
+      EXPECT_EQ(s.key_programs, s.joined_programs);
+    }
     // Each composed rest's add and norm counted as resident where they are placed: the tiles'
     // units less the resident bytes the same as a run a layer's.
     const auto uncounted = [](const llm::ChipPathStats& s) {
@@ -931,12 +978,7 @@ TEST(ChipPathStepD, EveryLayerBehindTheRestBeforeItGivesOneRunATokenBitForBit) {
     runtime::EdgeTpu tpu(std::make_unique<usb::VirtualTransport>(stick), nullptr, nullptr);
     FailingJoinedRun failing(model.ck, pool, cal, tpu, composed, stick, 0);
     ASSERT_EQ(failing.stats().composed_layers, layers - 1);
-    const testing::Run got = run(failing, model.tok, 0.0f, 42, "Once upon", 8);
-    EXPECT_EQ(failing.failed, 1);
-    EXPECT_EQ(tpu.recoveries(), 1);
-    ASSERT_EQ(got.logits.size(), want.logits.size());
-    for (size_t p = 0; p < want.logits.size(); ++p)
-      ASSERT_EQ(got.logits[p], want.logits[p]) << "position " << p;
+    expect_recovered_logits(failing, tpu, model.tok, want);
   }
 }
 
