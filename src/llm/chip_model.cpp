@@ -1106,17 +1106,20 @@ bool ChipTransformer::join_scores(int layer, TileAllocator& tiles) {
   // (Placed with two groups a tile sharing a weight copy first, else one: place_rest.)
   std::vector<GroupProgram> groups;
   TileAllocator without_rest = trial;
-  for (const bool pairs : {true, false}) {
-    if (!v || layer != config().n_layers - 1 || !layer_rest(layer, trial, pairs)) break;
+  for (const bool two_a_tile : {true, false}) {
+    if (!v || layer != config().n_layers - 1 || !layer_rest(layer, trial, two_a_tile)) break;
     try {
       groups = joined_groups(layer);
       break;
     } catch (const Error&) {
+      // Placed again only where a tile held two groups of one FC (else the same layout).
+      const bool again = j.two_a_tile && !early_rest_;  // (early_rest_'s placement is its own)
       groups.clear();
       j.with_rest = false;
       j.rest = {};
+      j.two_a_tile = false;
       trial = without_rest;
-      if (early_rest_) break;  // (its placement is early_rest's)
+      if (!again) break;
     }
   }
   try {
@@ -1160,7 +1163,7 @@ bool ChipTransformer::early_rest(TileAllocator& tiles) {
   return true;
 }
 
-bool ChipTransformer::layer_rest(int layer, TileAllocator& tiles, bool pairs) {
+bool ChipTransformer::layer_rest(int layer, TileAllocator& tiles, bool two_a_tile) {
   const ValueSumProgram& v = value_sums_[size_t(layer)];
   FfnProgram& f = ffns_[size_t(layer)];
   const Config& c = config();
@@ -1181,9 +1184,10 @@ bool ChipTransformer::layer_rest(int layer, TileAllocator& tiles, bool pairs) {
   RestPlacement at;
   if (early_rest_ && last) {  // (placed first: early_rest)
     at = *early_rest_;
-  } else if (!place_rest(layer, trial, at, pairs)) {
+  } else if (!place_rest(layer, trial, at, two_a_tile)) {
     return false;
   }
+  j.two_a_tile = at.two_a_tile;
   rest.add_at = std::move(at.add_at);
   rest.norm_at = std::move(at.norm_at);
   const QuantizedRmsInput& norm = w.rms_inputs[size_t(layer)];
@@ -1227,11 +1231,12 @@ bool rest_owner(const compiler::FcPlacement& at, size_t g) {
 }  // namespace
 
 bool ChipTransformer::place_rest(int layer, TileAllocator& tiles, RestPlacement& at,
-                                 bool pairs) const {
+                                 bool two_a_tile) const {
   const Config& c = config();
   const Int8Weights& w = *weights();
   std::vector<RestBlock> resident = rest_blocks();
   TileAllocator trial = tiles;
+  RestPlacement placed;
   const auto place = [&](const compiler::FcLayer& l, compiler::FcPlacement& p) {
     const int groups = compiler::fc_groups(l.n), per_tile = groups > kPlanTiles ? 2 : 1;
     const int aux = rest_aux_units(l), units = rest_group_units(l);
@@ -1252,7 +1257,7 @@ bool ChipTransformer::place_rest(int layer, TileAllocator& tiles, RestPlacement&
       // one with room for a whole group.
       int best = -1;
       for (int t = 0; t < kPlanTiles; ++t)
-        if (used[size_t(t)] < (pairs ? 2 : per_tile) && copy_on(t) >= 0 &&
+        if (used[size_t(t)] < (two_a_tile ? 2 : per_tile) && copy_on(t) >= 0 &&
             fill[size_t(t)] + aux <= compiler::kFcParamUnits &&
             (best < 0 || fill[size_t(t)] < fill[size_t(best)]))
           best = t;
@@ -1273,9 +1278,10 @@ bool ChipTransformer::place_rest(int layer, TileAllocator& tiles, RestPlacement&
       ++used[size_t(best)];
     }
     if (!shares) p.weight_units.clear();  // (each group's weights after its aux rows)
+    placed.two_a_tile = placed.two_a_tile ||
+                        std::any_of(used.begin(), used.end(), [&](int u) { return u > per_tile; });
     return true;
   };
-  RestPlacement placed;
   if (!place(residual_add_layer(w.attention_adds[size_t(layer)], c.dim), placed.add_at) ||
       !place(rms_input_layer(w.rms_inputs[size_t(layer)], c.dim), placed.norm_at))
     return false;
@@ -1388,9 +1394,9 @@ int ChipTransformer::compose(TileAllocator& tiles) {
     TileAllocator trial = tiles;
     std::vector<GroupProgram> groups;
     // (With two groups a tile sharing a weight copy first, else one: place_rest.)
-    for (const bool pairs : {true, false}) {
+    for (const bool two_a_tile : {true, false}) {
       trial = tiles;
-      if (!layer_rest(l, trial, pairs)) {
+      if (!layer_rest(l, trial, two_a_tile)) {
         j = before;
         break;
       }
@@ -1399,7 +1405,9 @@ int ChipTransformer::compose(TileAllocator& tiles) {
         groups = joined_groups(head);
         break;
       } catch (const Error&) {  // LayoutRejected among them: layer l + 1's program runs apart
+        const bool again = j.two_a_tile;  // (else placing again gives the same layout)
         j = before;
+        if (!again) break;
       }
     }
     if (groups.empty()) continue;
@@ -1474,6 +1482,15 @@ compiler::FcRowWrite ChipTransformer::staging_rows(const ValueSumProgram& p) con
 }
 
 std::vector<GroupProgram> ChipTransformer::joined_groups(int layer) const {
+  if (rest_check_for_tests) {
+    std::vector<const compiler::FcLayerRest*> rests;
+    for (int k = layer; size_t(k) < joined_.size(); ++k) {
+      const Joined& j = joined_[size_t(k)];
+      if (j.with_rest || j.composed) rests.push_back(&j.rest);
+      if (!j.composed) break;
+    }
+    if (!rests.empty()) rest_check_for_tests(rests);
+  }
   std::vector<GroupProgram> groups;
   for (int pos = 0; pos < scores_[size_t(layer)].seq_padded; pos += 64)
     groups.push_back(joined_program(layer, pos));

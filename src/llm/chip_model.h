@@ -138,6 +138,10 @@ class ChipTransformer : public Int8Transformer {
                   runtime::EdgeTpu& tpu, Int8Options options = {});
   ~ChipTransformer() override;
   const ChipPathStats& stats() const { return stats_; }
+  // Tests only (null otherwise): called before each joined program with a rest is generated, with
+  // the rests it carries (add and norm placed); a throw there is the generator's refusal.
+  static inline void (*rest_check_for_tests)(const std::vector<const compiler::FcLayerRest*>&) =
+      nullptr;
 
  protected:
   void matmul_q(int layer, LayerMatmul m, const int8_t* xq, int8_t* yq) override;
@@ -230,14 +234,17 @@ class ChipTransformer : public Int8Transformer {
   // join_layers: the rest of `layer` (the last) after its joined program's wo, and its FFN, into
   // joined_[layer].rest, the add and the norm placed on `tiles`; false (nothing placed) where
   // the layer has no wo on the chip, no FFN program, or the groups do not fit.
-  // (`pairs`: place_rest's.)
-  bool layer_rest(int layer, TileAllocator& tiles, bool pairs = true);
+  // (`two_a_tile`: place_rest's; Joined::two_a_tile tells whether a tile took a second group.)
+  bool layer_rest(int layer, TileAllocator& tiles, bool two_a_tile = true);
   // The last layer's wo (its heads' bytes side by side, as every layer's: wo_after_sum in
   // chip_model.cpp) and rest placed before the attention's other placements; false (nothing
   // placed) where the heads cannot sit side by side or the groups do not fit. join_attention and
   // layer_rest take them.
   struct RestPlacement {
     compiler::FcPlacement add_at, norm_at;
+    // A tile took a second group of one FC (which place_rest's two_a_tile alone allows): only
+    // then can placing again without two_a_tile change the layout.
+    bool two_a_tile = false;
   };
   bool early_rest(TileAllocator& tiles);
   std::optional<compiler::FcPlacement> early_wo_;
@@ -248,11 +255,11 @@ class ChipTransformer : public Int8Transformer {
   // weights read (FcPlacement::weight_units) from a byte-identical block already resident on
   // that tile (rest_blocks: the norms' identity blocks, one layer's add blocks) where one is,
   // those tiles preferred; else a whole group (aux rows, then its weights: the new copy). With
-  // `pairs` a group may join another group of the same FC on a tile whose copy it reads (the
+  // `two_a_tile` a group may join another group of the same FC on a tile whose copy it reads (the
   // add's full groups of one layer are one block, and so are the norm's with positive gains): two
   // groups a tile there (their ops one after the other); callers place again without where the
   // generator refuses that. False (nothing placed) where a group does not fit.
-  bool place_rest(int layer, TileAllocator& tiles, RestPlacement& at, bool pairs = true) const;
+  bool place_rest(int layer, TileAllocator& tiles, RestPlacement& at, bool two_a_tile = true) const;
   // The rests' weight blocks resident on the tiles: each group that holds its own weights (an
   // owner: weight_units -1) of every placed rest (the last layer's with_rest, the composed ones),
   // with its tile, the wide unit of its weights and their bytes (fc_parameters').
@@ -295,6 +302,8 @@ class ChipTransformer : public Int8Transformer {
     // rest's add and norm placed (place_rest) and cached (rest_caching()).
     bool with_rest = false;
     compiler::FcLayerRest rest;
+    // The rest's placement put two groups of one FC on a tile (RestPlacement::two_a_tile).
+    bool two_a_tile = false;
     // compose: the layer's rest (`rest`, no FFN) and layer + 1's program behind it, in the
     // program of head_of(layer) (whose groups carry them all; layer + 1's own groups are dropped).
     bool composed = false;

@@ -1108,6 +1108,54 @@ TEST(ChipPathStepD, TheRestsFullGroupsShareACopyTwoATile) {
   EXPECT_EQ(stats[1].resident_bytes - stats[0].resident_bytes, 64 * others);
 }
 
+// A generator refusing every joined program that carries a rest (ChipTransformer::
+// rest_check_for_tests): the rest is placed again without two groups of one FC a tile only where
+// its placement had a tile with two (place_rest's two_a_tile), so with one group an FC (the first
+// of kOtherAttentionShapes, 3 layers) each program with a rest is tried once: the last layer's
+// (join_scores) in the first placement and in the early one (early_rest, tried as the first lost
+// the rest) and, composed, layer 0's boundary (compose); the layers then run without their rests,
+// the logits still the int8 path's bit for bit.
+int g_rest_checks = 0;
+TEST(ChipPathStepD, ARefusedRestIsPlacedAgainOnlyWhereATileHeldTwoGroupsOfOneFc) {
+  llm::Int8Options apart{.chip_scores = true,
+                         .chip_key_write = true,
+                         .weighted_sum = llm::WeightedSum::kValueCache,
+                         .chip_rope = true,
+                         .chip_rms = true,
+                         .chip_residual = true};
+  apart.layers_per_run = 1;
+  llm::Int8Options composed = apart;
+  composed.layers_per_run = 0;
+  TinyShape shape = kOtherAttentionShapes[0].shape;
+  shape.layers = 3;
+  const LoadedModel model = tiny_model(shape, TinyWeights(shape));
+  g_rest_checks = 0;
+  struct Unset {
+    ~Unset() { llm::ChipTransformer::rest_check_for_tests = nullptr; }
+  } unset;
+  llm::ChipTransformer::rest_check_for_tests =
+      [](const std::vector<const compiler::FcLayerRest*>& rests) {
+        for (const compiler::FcLayerRest* r : rests)
+          for (const compiler::FcPlacement* p : {&r->add_at, &r->norm_at})
+            EXPECT_EQ(std::set<int>(p->tiles.begin(), p->tiles.end()).size(), p->tiles.size());
+        ++g_rest_checks;
+        throw compiler::LayoutRejected("refused for the test");
+      };
+  std::vector<llm::ChipPathStats> stats;
+  for (const llm::Int8Options& o : {apart, composed}) {
+    std::vector<llm::ChipPathStats> one;
+    const int before = g_rest_checks;
+    expect_chips_equal_int8(model.ck, model.tok, 3, {o}, one);
+    stats.push_back(one[0]);
+    EXPECT_EQ(g_rest_checks - before, o.layers_per_run == 1 ? 2 : 3);
+  }
+  for (const llm::ChipPathStats& s : stats) {
+    EXPECT_EQ(s.rest_layers, 0);
+    EXPECT_EQ(s.composed_layers, 0);
+    EXPECT_EQ(s.joined_layers, shape.layers);
+  }
+}
+
 // `generate --weighted-sum value-cache` (WeightedSum::kValueCache): on the simulator, with the
 // scores and softmax on the chip too, each layer's weighted sum runs inside its scores' program
 // (which streams the new key and v~ column and computes the per-token multipliers on the scalar
