@@ -507,8 +507,8 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
   }
   // The attention's placements from here on; with `early` the last layer's wo and rest placed
   // first (early_rest).
-  const auto place_attention = [&](bool early) {
-    if (early && !early_rest(tiles)) return false;
+  const auto place_attention = [&](bool early, bool two_a_tile) {
+    if (early && !early_rest(tiles, two_a_tile)) return false;
     if (value_cache)
       for (int l = 0; l < c.n_layers; ++l)
         stats_.attention_layers += join_attention(l, tiles, !late_wo);
@@ -607,14 +607,22 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
   };
   if (eligible) {
     const PlacementState before = state();
-    place_attention(false);
+    place_attention(false, true);
     if (stats_.rest_layers == 0) {
       const PlacementState plain = state();
       restore(before);
-      if (!place_attention(true) || !keep_early_placement(plain.stats, stats_)) restore(plain);
+      early_rest_refused_ = false;
+      bool placed = place_attention(true, true);
+      // Where the generator refused the early rest's two groups of one FC on a tile, all of it
+      // again from the tiles as they were, the early rest one group a tile.
+      if (placed && early_rest_refused_) {
+        restore(before);
+        placed = place_attention(true, false);
+      }
+      if (!placed || !keep_early_placement(plain.stats, stats_)) restore(plain);
     }
   } else {
-    place_attention(false);
+    place_attention(false, true);
   }
   // Then layer 1's joined program behind layer 0's rest: one run a token for two layers.
   if (options.layers_per_run != 1) {
@@ -1112,8 +1120,10 @@ bool ChipTransformer::join_scores(int layer, TileAllocator& tiles) {
       groups = joined_groups(layer);
       break;
     } catch (const Error&) {
-      // Placed again only where a tile held two groups of one FC (else the same layout).
-      const bool again = j.two_a_tile && !early_rest_;  // (early_rest_'s placement is its own)
+      // Placed again only where a tile held two groups of one FC (else the same layout); the
+      // early rest's by the constructor, from the tiles before early_rest.
+      const bool again = j.two_a_tile && !early_rest_;
+      if (j.two_a_tile && early_rest_) early_rest_refused_ = true;
       groups.clear();
       j.with_rest = false;
       j.rest = {};
@@ -1143,7 +1153,7 @@ bool ChipTransformer::join_scores(int layer, TileAllocator& tiles) {
   return true;
 }
 
-bool ChipTransformer::early_rest(TileAllocator& tiles) {
+bool ChipTransformer::early_rest(TileAllocator& tiles, bool two_a_tile) {
   const Config& c = config();
   const int last = c.n_layers - 1;
   // (Only with the heads side by side, as R1 placed it: K = 288 not 384 on rand15M.)
@@ -1155,7 +1165,7 @@ bool ChipTransformer::early_rest(TileAllocator& tiles) {
   RestPlacement at;
   const int groups = compiler::fc_groups(c.dim);
   if (!trial.place(groups, compiler::fc_units_per_tile(side.weight_k, false), wo) ||
-      !place_rest(last, trial, at))
+      !place_rest(last, trial, at, two_a_tile))
     return false;
   tiles = trial;
   early_wo_ = wo;

@@ -239,16 +239,19 @@ class ChipTransformer : public Int8Transformer {
   // The last layer's wo (its heads' bytes side by side, as every layer's: wo_after_sum in
   // chip_model.cpp) and rest placed before the attention's other placements; false (nothing
   // placed) where the heads cannot sit side by side or the groups do not fit. join_attention and
-  // layer_rest take them.
+  // layer_rest take them. (`two_a_tile`: place_rest's.)
   struct RestPlacement {
     compiler::FcPlacement add_at, norm_at;
     // A tile took a second group of one FC (which place_rest's two_a_tile alone allows): only
     // then can placing again without two_a_tile change the layout.
     bool two_a_tile = false;
   };
-  bool early_rest(TileAllocator& tiles);
+  bool early_rest(TileAllocator& tiles, bool two_a_tile = true);
   std::optional<compiler::FcPlacement> early_wo_;
   std::optional<RestPlacement> early_rest_;
+  // join_scores found the generator refusing early_rest_ where it put two groups of one FC on a
+  // tile: the constructor places everything again with early_rest's two_a_tile false.
+  bool early_rest_refused_ = false;
   // Layer `layer`'s rest's add and norm (residual_add_layer, rms_input_layer) placed on `tiles`,
   // for early_rest and layer_rest alike: each group's aux rows (compiler::kFcAuxUnits, a bias's
   // row more for the add) on a tile of its own (at most one of the FC's groups a tile), its

@@ -1713,6 +1713,52 @@ TEST(ChipPathStepD, TheValueCacheJoinedOnRand15MGivesTheInt8PathsLogitsBitForBit
   EXPECT_EQ(stats[0].programs, 1);
 }
 
+// rand15M as above, a run a layer, with a generator (ChipTransformer::rest_check_for_tests) that
+// refuses the first placement's rest (so the constructor places the last layer's wo and rest
+// first: early_rest) and then every rest that puts two groups of one FC on a tile: early_rest's
+// rest, placed with two a tile, is placed again from the tiles as they were with one group a
+// tile and runs in the last layer's joined program; the logits are the int8 path's.
+int g_rest_tries = 0, g_two_a_tile_refusals = 0;
+TEST(ChipPathStepD, TheEarlyRestIsPlacedAgainOneGroupATileWhereTwoAreRefused) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  std::string why;
+  const auto model = reference_model(data, "rand15M", why);
+  if (!model) GTEST_SKIP() << why;
+  llm::Int8Options options{.chip_scores = true,
+                           .chip_key_write = true,
+                           .weighted_sum = llm::WeightedSum::kValueCache,
+                           .chip_rope = true,
+                           .chip_rms = true,
+                           .chip_residual = true};
+  options.layers_per_run = 1;
+  g_rest_tries = 0;
+  g_two_a_tile_refusals = 0;
+  struct Unset {
+    ~Unset() { llm::ChipTransformer::rest_check_for_tests = nullptr; }
+  } unset;
+  llm::ChipTransformer::rest_check_for_tests =
+      [](const std::vector<const compiler::FcLayerRest*>& rests) {
+        bool two = false;
+        for (const compiler::FcLayerRest* r : rests)
+          for (const compiler::FcPlacement* p : {&r->add_at, &r->norm_at})
+            two = two || std::set<int>(p->tiles.begin(), p->tiles.end()).size() != p->tiles.size();
+        // (The first placement's two tries, two a tile and one: refused whatever their layout.)
+        if (++g_rest_tries <= 2) throw compiler::LayoutRejected("refused for the test");
+        if (two) {
+          ++g_two_a_tile_refusals;
+          throw compiler::LayoutRejected("two groups of one FC on a tile, refused for the test");
+        }
+      };
+  std::vector<llm::ChipPathStats> stats;
+  expect_chips_equal_int8(model->ck, model->tok, 2, {options}, stats);
+  // The first placement's two tries, early_rest's with two a tile, then with one.
+  EXPECT_EQ(g_rest_tries, 4);
+  EXPECT_EQ(g_two_a_tile_refusals, 1);
+  EXPECT_EQ(stats[0].rest_layers, 1);
+  EXPECT_EQ(stats[0].joined_layers, model->ck.config.n_layers);
+  EXPECT_EQ(stats[0].programs, model->ck.config.n_layers);
+}
+
 // `generate --device sim --chip-residual` with the value cache, RoPE and RMSNorm on the chip (and
 // with the scores, RoPE's sums and the key's column there too) writes the int8 CPU path's text on
 // both test checkpoints, every layer's v~ returned by the program computing its v (refused without
