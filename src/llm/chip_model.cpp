@@ -653,6 +653,7 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
     for (const GroupProgram& made : value_sums_[l].attention)
       stats_.key_programs += made.program != nullptr && !is_joined(int(l));
   stats_.key_programs += stats_.joined_programs;
+  rest_caching_ = rest_caching();  // (the rests' placement is final here)
   cache_all();
 }
 
@@ -1224,7 +1225,8 @@ bool ChipTransformer::layer_rest(int layer, TileAllocator& tiles, bool two_a_til
 
 namespace {
 
-constexpr int kRestGroup = 64;  // an FC's outputs a group (a tile's)
+constexpr int kRestGroup = 64;      // an FC's outputs a group (a tile's)
+constexpr int kMaxGroupsATile = 2;  // an FC's groups on one tile (the compiler's FC geometry)
 
 // Units of a rest FC's group: its aux rows, and with its weights.
 int rest_aux_units(const compiler::FcLayer& l) {
@@ -1320,8 +1322,9 @@ std::vector<ChipTransformer::RestBlock> ChipTransformer::rest_blocks() const {
 }
 
 std::vector<std::shared_ptr<runtime::Program>> ChipTransformer::rest_caching() const {
-  // Per kind (the adds, the norms: one K and aux layout each) programs whose owners lie on
-  // distinct tiles; the sharing groups' aux rows ride in the first program.
+  // Per kind (the adds, the norms: one K and aux layout each) programs holding at most
+  // kMaxGroupsATile owners a tile (the compiler's FC geometry takes no more; the owners' units on a
+  // tile never overlap, TileAllocator's); the sharing groups' aux rows ride in the first program.
   struct Carrier {
     compiler::FcLayer layer;
     compiler::FcPlacement at;
@@ -1347,8 +1350,8 @@ std::vector<std::shared_ptr<runtime::Program>> ChipTransformer::rest_caching() c
         }
         size_t in = first;
         while (in < carriers.size() &&
-               std::find(carriers[in].at.tiles.begin(), carriers[in].at.tiles.end(), p.tiles[g]) !=
-                   carriers[in].at.tiles.end())
+               std::count(carriers[in].at.tiles.begin(), carriers[in].at.tiles.end(), p.tiles[g]) >=
+                   kMaxGroupsATile)
           ++in;
         if (in == carriers.size()) {
           carriers.emplace_back();
@@ -2430,7 +2433,7 @@ void ChipTransformer::cache_all() {
       caching.push_back(
           std::make_shared<runtime::Program>(compiler::fc_caching(p.join.out, p.join.out_at)));
   }
-  for (const std::shared_ptr<runtime::Program>& p : rest_caching()) caching.push_back(p);
+  caching.insert(caching.end(), rest_caching_.begin(), rest_caching_.end());
   for (const std::shared_ptr<runtime::Program>& p : caching) {
     if (!p) continue;
     tpu_.run(nullptr, p);

@@ -271,9 +271,12 @@ class ChipTransformer : public Int8Transformer {
     std::vector<uint8_t> bytes;
   };
   std::vector<RestBlock> rest_blocks() const;
-  // The placed rests' caching: the owners' whole groups (at most one a tile per program, as
-  // fc_caching takes them), the sharing groups' aux rows as rows; empty without a rest.
+  // The placed rests' caching: the owners' whole groups (at most two a tile per program: the
+  // compiler's FC geometry takes no more groups on a tile; it takes two where their units do not
+  // overlap), the sharing groups' aux rows as rows; empty without a rest. Built once the placement
+  // is final (the constructor's end) into rest_caching_, which cache_all runs.
   std::vector<std::shared_ptr<runtime::Program>> rest_caching() const;
+  std::vector<std::shared_ptr<runtime::Program>> rest_caching_;
   // Bytes a rest's add and norm keep resident: an owner's whole group, a sharing group's aux rows.
   static int64_t rest_resident_bytes(const compiler::FcLayerRest& rest);
   // D.2/D.3 (layers_per_run != 1): for each boundary l = 0..L-2 in order, layer l's rest (no
