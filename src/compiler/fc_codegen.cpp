@@ -28,16 +28,16 @@ using container::Half;
 
 namespace {
 
-constexpr int kGroup = 64;            // outputs per compute tile (one op)
-constexpr int kPiece = 64;            // input bytes per input tile
-constexpr int kPacket = 256;          // ring packet bytes (one per row of 4 tiles)
-constexpr int kRBlockBytes = 64;      // r's block in the input (the scores' count block)
-constexpr int kRingFifo = 0x2078;     // wide row where ring packets arrive (64-byte units)
-constexpr int kSendBuf = 0x2068;      // wide row a tile sends its input piece from
-constexpr int kNarrowBytes = 196608;  // narrow memory per tile
+constexpr int kGroup = kFcGroupOutputs;  // outputs per compute tile (one op)
+constexpr int kPiece = 64;               // input bytes per input tile
+constexpr int kPacket = 256;             // ring packet bytes (one per row of 4 tiles)
+constexpr int kRBlockBytes = 64;         // r's block in the input (the scores' count block)
+constexpr int kRingFifo = 0x2078;        // wide row where ring packets arrive (64-byte units)
+constexpr int kSendBuf = 0x2068;         // wide row a tile sends its input piece from
+constexpr int kNarrowBytes = 196608;     // narrow memory per tile
 // Groups per compute tile (a placement may give a tile several): each slot's outputs leave
 // through its own wide row, the ring FIFO row or, free by then, the send row.
-constexpr int kMaxSlots = 2;
+constexpr int kMaxSlots = kFcMaxGroupsATile;
 constexpr int kOutRow[kMaxSlots] = {0x2078, 0x2068};
 constexpr int kStagingUnits = 2048;  // the parameter staging buffer, in 64-byte units
 // Each compute tile's parameters start with an aux block of 256-byte rows: the float32

@@ -62,6 +62,10 @@ constexpr int kFcParamUnits = 0x2000;
 // Wide units of a group's two aux rows, the first of its parameters (fc_parameters: 64 float32
 // multipliers, 64 int32 zero points); its weights follow them.
 constexpr int kFcAuxUnits = 8;
+// An FC's outputs a group (one compute tile's op), and the most groups of one FC a placement may
+// put on a tile (where their parameter units do not overlap).
+constexpr int kFcGroupOutputs = 64;
+constexpr int kFcMaxGroupsATile = 2;
 // Output groups (compute tiles) of an N-output layer and the parameter units each holds.
 int fc_groups(int n);
 // The units of a group of `layer` (its op's K, FcLayer::op_k, and its bias); the (k, bias) form

@@ -630,10 +630,9 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
     stats_.composed_layers += composed;
     stats_.programs -= composed;
   }
-  for (const Joined& j : joined_)
-    if (j.with_rest || j.composed)
-      for (const compiler::FcPlacement* p : {&j.rest.add_at, &j.rest.norm_at})
-        for (const int w : p->weight_units) stats_.rest_shared_groups += w >= 0;
+  for_each_placed_rest_fc([&](const compiler::FcLayer&, const compiler::FcPlacement& p) {
+    for (const int w : p.weight_units) stats_.rest_shared_groups += w >= 0;
+  });
   stats_.max_tile_units = tiles.max_fill();
   stats_.tile_units = tiles.fills();
   stats_.rope_kept_rows =
@@ -1225,9 +1224,6 @@ bool ChipTransformer::layer_rest(int layer, TileAllocator& tiles, bool two_a_til
 
 namespace {
 
-constexpr int kRestGroup = 64;      // an FC's outputs a group (a tile's)
-constexpr int kMaxGroupsATile = 2;  // an FC's groups on one tile (the compiler's FC geometry)
-
 // Units of a rest FC's group: its aux rows, and with its weights.
 int rest_aux_units(const compiler::FcLayer& l) {
   return compiler::fc_units_per_tile(0, !l.bias.empty());
@@ -1240,6 +1236,23 @@ bool rest_owner(const compiler::FcPlacement& at, size_t g) {
   return at.weight_units.empty() || at.weight_units[g] < 0;
 }
 
+// A rest FC's parameters (fc_parameters') group by group: each group's aux rows, then its weight
+// block.
+struct RestGroups {
+  explicit RestGroups(const compiler::FcLayer& l)
+      : aux(rest_aux_units(l)), units(rest_group_units(l)), params(compiler::fc_parameters(l)) {}
+  int aux, units;
+  std::vector<uint8_t> params;
+  // Group g's first parameter byte (its aux rows': aux * 64 bytes).
+  std::vector<uint8_t>::const_iterator group(size_t g) const {
+    return params.begin() + long(g) * units * 64;
+  }
+  // Group g's weight block: its bytes after the aux rows.
+  std::vector<uint8_t> block(size_t g) const {
+    return std::vector<uint8_t>(group(g) + aux * 64, group(g) + units * 64);
+  }
+};
+
 }  // namespace
 
 bool ChipTransformer::place_rest(int layer, TileAllocator& tiles, RestPlacement& at,
@@ -1250,15 +1263,15 @@ bool ChipTransformer::place_rest(int layer, TileAllocator& tiles, RestPlacement&
   TileAllocator trial = tiles;
   RestPlacement placed;
   const auto place = [&](const compiler::FcLayer& l, compiler::FcPlacement& p) {
-    const int groups = compiler::fc_groups(l.n), per_tile = groups > kPlanTiles ? 2 : 1;
-    const int aux = rest_aux_units(l), units = rest_group_units(l);
-    const std::vector<uint8_t> params = compiler::fc_parameters(l);
+    const int groups = compiler::fc_groups(l.n),
+              per_tile = groups > kPlanTiles ? compiler::kFcMaxGroupsATile : 1;
+    const RestGroups params(l);
+    const int aux = params.aux, units = params.units;
     p = {};
     std::array<int, kPlanTiles> used{};
     bool shares = false;
     for (int g = 0; g < groups; ++g) {
-      const auto from = params.begin() + long(g) * units * 64;
-      const std::vector<uint8_t> bytes(from + aux * 64, from + units * 64);
+      const std::vector<uint8_t> bytes = params.block(size_t(g));
       const auto copy_on = [&](int t) {
         for (const RestBlock& b : resident)
           if (b.tile == t && b.bytes == bytes) return b.unit;
@@ -1269,8 +1282,8 @@ bool ChipTransformer::place_rest(int layer, TileAllocator& tiles, RestPlacement&
       // one with room for a whole group.
       int best = -1;
       for (int t = 0; t < kPlanTiles; ++t)
-        if (used[size_t(t)] < (two_a_tile ? 2 : per_tile) && copy_on(t) >= 0 &&
-            fill[size_t(t)] + aux <= compiler::kFcParamUnits &&
+        if (used[size_t(t)] < (two_a_tile ? compiler::kFcMaxGroupsATile : per_tile) &&
+            copy_on(t) >= 0 && fill[size_t(t)] + aux <= compiler::kFcParamUnits &&
             (best < 0 || fill[size_t(t)] < fill[size_t(best)]))
           best = t;
       const int copy = best >= 0 ? copy_on(best) : -1;
@@ -1304,74 +1317,60 @@ bool ChipTransformer::place_rest(int layer, TileAllocator& tiles, RestPlacement&
 
 std::vector<ChipTransformer::RestBlock> ChipTransformer::rest_blocks() const {
   std::vector<RestBlock> out;
-  for (const Joined& j : joined_) {
-    if (!j.with_rest && !j.composed) continue;
-    for (const auto& [l, p] :
-         {std::pair{&j.rest.add, &j.rest.add_at}, std::pair{&j.rest.norm, &j.rest.norm_at}}) {
-      const int aux = rest_aux_units(*l), units = rest_group_units(*l);
-      const std::vector<uint8_t> params = compiler::fc_parameters(*l);
-      for (size_t g = 0; g < p->tiles.size(); ++g) {
-        if (!rest_owner(*p, g)) continue;
-        const auto from = params.begin() + long(g) * units * 64;
-        out.push_back({p->tiles[g], p->param_units[g] + aux,
-                       std::vector<uint8_t>(from + aux * 64, from + units * 64)});
-      }
-    }
-  }
+  for_each_placed_rest_fc([&](const compiler::FcLayer& l, const compiler::FcPlacement& p) {
+    const RestGroups params(l);
+    for (size_t g = 0; g < p.tiles.size(); ++g)
+      if (rest_owner(p, g))
+        out.push_back({p.tiles[g], p.param_units[g] + params.aux, params.block(g)});
+  });
   return out;
 }
 
 std::vector<std::shared_ptr<runtime::Program>> ChipTransformer::rest_caching() const {
   // Per kind (the adds, the norms: one K and aux layout each) programs holding at most
-  // kMaxGroupsATile owners a tile (the compiler's FC geometry takes no more; the owners' units on a
-  // tile never overlap, TileAllocator's); the sharing groups' aux rows ride in the first program.
+  // kFcMaxGroupsATile owners a tile (the compiler's FC geometry takes no more; the owners' units on
+  // a tile never overlap, TileAllocator's); the sharing groups' aux rows ride in the first program.
   struct Carrier {
     compiler::FcLayer layer;
     compiler::FcPlacement at;
   };
   std::vector<Carrier> carriers;
   compiler::FcRowWrite rows;
-  for (int kind = 0; kind < 2; ++kind) {
-    const size_t first = carriers.size();
-    for (const Joined& j : joined_) {
-      if (!j.with_rest && !j.composed) continue;
-      const compiler::FcLayer& l = kind == 0 ? j.rest.add : j.rest.norm;
-      const compiler::FcPlacement& p = kind == 0 ? j.rest.add_at : j.rest.norm_at;
-      const int aux = rest_aux_units(l), units = rest_group_units(l);
-      const std::vector<uint8_t> params = compiler::fc_parameters(l);
-      for (size_t g = 0; g < p.tiles.size(); ++g) {
-        const auto from = params.begin() + long(g) * units * 64;
-        if (!rest_owner(p, g)) {
-          for (int r = 0; r < aux / 4; ++r) {
-            rows.rows.push_back({p.tiles[g], p.param_units[g] + 4 * r});
-            rows.bytes.insert(rows.bytes.end(), from + r * 256, from + (r + 1) * 256);
-          }
-          continue;
+  constexpr int kGroup = compiler::kFcGroupOutputs;
+  for_each_placed_rest_fc([&](const compiler::FcLayer& l, const compiler::FcPlacement& p) {
+    const RestGroups params(l);
+    for (size_t g = 0; g < p.tiles.size(); ++g) {
+      if (!rest_owner(p, g)) {
+        for (int r = 0; r < params.aux / 4; ++r) {
+          rows.rows.push_back({p.tiles[g], p.param_units[g] + 4 * r});
+          rows.bytes.insert(rows.bytes.end(), params.group(g) + r * 256,
+                            params.group(g) + (r + 1) * 256);
         }
-        size_t in = first;
-        while (in < carriers.size() &&
-               std::count(carriers[in].at.tiles.begin(), carriers[in].at.tiles.end(), p.tiles[g]) >=
-                   kMaxGroupsATile)
-          ++in;
-        if (in == carriers.size()) {
-          carriers.emplace_back();
-          carriers.back().layer.k = l.k;
-        }
-        compiler::FcLayer& to = carriers[in].layer;
-        const auto o = size_t(g) * kRestGroup;
-        to.n += kRestGroup;
-        to.mult.insert(to.mult.end(), l.mult.begin() + long(o),
-                       l.mult.begin() + long(o + kRestGroup));
-        if (!l.bias.empty())
-          to.bias.insert(to.bias.end(), l.bias.begin() + long(o),
-                         l.bias.begin() + long(o + kRestGroup));
-        to.weights.insert(to.weights.end(), l.weights.begin() + long(o * size_t(l.k)),
-                          l.weights.begin() + long((o + kRestGroup) * size_t(l.k)));
-        carriers[in].at.tiles.push_back(p.tiles[g]);
-        carriers[in].at.param_units.push_back(p.param_units[g]);
+        continue;
       }
+      const auto takes = [&](const Carrier& to) {
+        return to.layer.k == l.k && to.layer.bias.empty() == l.bias.empty() &&
+               std::count(to.at.tiles.begin(), to.at.tiles.end(), p.tiles[g]) <
+                   compiler::kFcMaxGroupsATile;
+      };
+      auto in = std::find_if(carriers.begin(), carriers.end(), takes);
+      if (in == carriers.end()) {
+        carriers.emplace_back();
+        carriers.back().layer.k = l.k;
+        in = carriers.end() - 1;
+      }
+      compiler::FcLayer& to = in->layer;
+      const auto o = long(g) * kGroup;
+      to.n += kGroup;
+      to.mult.insert(to.mult.end(), l.mult.begin() + o, l.mult.begin() + o + kGroup);
+      if (!l.bias.empty())
+        to.bias.insert(to.bias.end(), l.bias.begin() + o, l.bias.begin() + o + kGroup);
+      to.weights.insert(to.weights.end(), l.weights.begin() + o * l.k,
+                        l.weights.begin() + (o + kGroup) * l.k);
+      in->at.tiles.push_back(p.tiles[g]);
+      in->at.param_units.push_back(p.param_units[g]);
     }
-  }
+  });
   if (carriers.empty() && !rows.rows.empty())
     fail("the rests' ", rows.rows.size(), " aux rows of groups sharing weights with no owner");
   std::vector<std::shared_ptr<runtime::Program>> out;
@@ -1383,10 +1382,10 @@ std::vector<std::shared_ptr<runtime::Program>> ChipTransformer::rest_caching() c
 
 int64_t ChipTransformer::rest_resident_bytes(const compiler::FcLayerRest& rest) {
   int64_t units = 0;
-  for (const auto& [l, p] :
-       {std::pair{&rest.add, &rest.add_at}, std::pair{&rest.norm, &rest.norm_at}})
-    for (size_t g = 0; g < p->tiles.size(); ++g)
-      units += rest_owner(*p, g) ? rest_group_units(*l) : rest_aux_units(*l);
+  for_each_rest_fc(rest, [&](const compiler::FcLayer& l, const compiler::FcPlacement& p) {
+    for (size_t g = 0; g < p.tiles.size(); ++g)
+      units += rest_owner(p, g) ? rest_group_units(l) : rest_aux_units(l);
+  });
   return units * 64;
 }
 

@@ -279,6 +279,18 @@ class ChipTransformer : public Int8Transformer {
   std::vector<std::shared_ptr<runtime::Program>> rest_caching_;
   // Bytes a rest's add and norm keep resident: an owner's whole group, a sharing group's aux rows.
   static int64_t rest_resident_bytes(const compiler::FcLayerRest& rest);
+  // fn(layer, placement) for a rest's add and norm; for those of every placed rest (the last
+  // layer's with_rest, the composed ones), in layer order.
+  template <class Fn>
+  static void for_each_rest_fc(const compiler::FcLayerRest& rest, Fn&& fn) {
+    fn(rest.add, rest.add_at);
+    fn(rest.norm, rest.norm_at);
+  }
+  template <class Fn>
+  void for_each_placed_rest_fc(Fn&& fn) const {
+    for (const Joined& j : joined_)
+      if (j.with_rest || j.composed) for_each_rest_fc(j.rest, fn);
+  }
   // D.2/D.3 (layers_per_run != 1): for each boundary l = 0..L-2 in order, layer l's rest (no
   // FFN) and behind it layer l+1's joined program (compiler::FcLayerRest::next) in the program of
   // the layer heading them (head_of): one run less a token each. Where a boundary does not fit or
