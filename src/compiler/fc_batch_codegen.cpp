@@ -1013,8 +1013,8 @@ SumAfterSoftmax sum_after_softmax(const FcLayer& layer, const std::vector<float>
   if (const std::string why = fc_batch_unsupported(sum.layer, 1, a.v.slots, e_bytes); !why.empty())
     fail(why);
   for (int at : a.v.in_at)
-    if (at < 0 || at % 4 != 0 || at + sum.layer.k > e_bytes)
-      fail("a sum group reads K = ", sum.layer.k, " bytes from byte ", at, " of ", e_bytes);
+    if (at < 0 || at % 4 != 0 || at + sum.layer.op_k() > e_bytes)
+      fail("a sum group reads K = ", sum.layer.op_k(), " bytes from byte ", at, " of ", e_bytes);
   for (int base : a.v.base)
     if (base % 4 != 0) fail("a sum group's parameters at wide unit ", base, ": not row-aligned");
   a.moved = a.e_padded + 4 * sum.layer.n;

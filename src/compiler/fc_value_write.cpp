@@ -34,9 +34,10 @@ void check_value_position(const FcValueWrite& w, int pos) {
 
 FcValueWrite fc_value_write(const FcLayer& layer, const FcPlacement& placement,
                             const std::vector<int>& staging_units, int position) {
-  if (layer.k <= 0 || layer.k % 4 != 0) fail("a value cache of K = ", layer.k);
+  // (The rows the tiles hold: op_k's, FcLayer::weight_k where set.)
+  if (layer.op_k() <= 0 || layer.op_k() % 4 != 0) fail("a value cache of K = ", layer.op_k());
   FcValueWrite w;
-  w.rows = layer.k / 4;
+  w.rows = layer.op_k() / 4;
   check_value_position(w, position);
   w.position = position;
   const FcRowWrite first = fc_weight_rows(layer, placement, 0);

@@ -396,6 +396,9 @@ ChipTransformer::ChipTransformer(const Checkpoint& ck, ThreadPool& pool,
                                  const Calibration& calibration, runtime::EdgeTpu& tpu,
                                  Int8Options options)
     : Int8Transformer(ck, pool, calibration, options), tpu_(tpu) {
+  if (options.layers_per_run < 0)
+    fail("layers_per_run = ", options.layers_per_run,
+         ": 0 (as many layers a run as fit) or N > 0 (at most N)");
   const Config& c = ck.config;
   TileAllocator tiles;
   int widest = 0;

@@ -221,7 +221,7 @@ struct Int8Options {
   // With join_layers, on the chip path: how many layers' joined programs one run holds (D.2: layer
   // 1's behind layer 0's rest; ChipPathStats::composed_layers): 0 as many as fit, N > 0 at most N
   // (a boundary where composing would put more layers in one program runs apart; 1: each layer its
-  // own, for comparisons).
+  // own, for comparisons); negative: refused (ChipTransformer throws Error).
   int layers_per_run = 0;
   // With chip_rms, chip_rope and WeightedSum::kValueCache, the int8 path only: the residual
   // stream in int8 between attention and the FFN and between layers, as a chip program of the

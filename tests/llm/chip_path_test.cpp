@@ -23,6 +23,7 @@
 #include "llm/matmul_plan.h"
 #include "runtime/device_select.h"
 #include "runtime/edgetpu.h"
+#include "support/error_of.h"
 #include "support/sanitizers.h"
 #include "usb/virtual_stick.h"
 #include "usb/virtual_transport.h"
@@ -1108,6 +1109,31 @@ TEST(ChipPathStepD, TheRestsFullGroupsShareACopyTwoATile) {
   EXPECT_EQ(stats[1].resident_bytes - stats[0].resident_bytes, 64 * others);
 }
 
+// A negative Int8Options::layers_per_run is refused with an Error naming it (it meant "no cap"
+// silently before); 0 and a cap construct.
+TEST(ChipPathStepD, ANegativeLayersPerRunIsRefused) {
+  const TinyShape shape = kOtherAttentionShapes[0].shape;
+  const LoadedModel model = tiny_model(shape, TinyWeights(shape));
+  llm::ThreadPool pool(2);
+  const llm::Calibration cal = llm::calibrate(model.ck, pool, 8);
+  auto tpu = runtime::open_virtual_edgetpu();
+  llm::Int8Options options{.chip_scores = true,
+                           .chip_key_write = true,
+                           .weighted_sum = llm::WeightedSum::kValueCache,
+                           .chip_rope = true,
+                           .chip_rms = true,
+                           .chip_residual = true};
+  for (const int n : {-1, 0, 2}) {
+    options.layers_per_run = n;
+    const std::string why =
+        error_of([&] { llm::ChipTransformer(model.ck, pool, cal, *tpu, options); });
+    if (n < 0)
+      EXPECT_NE(why.find("layers_per_run = -1"), std::string::npos) << why;
+    else
+      EXPECT_EQ(why, "");
+  }
+}
+
 // A generator refusing every joined program that carries a rest (ChipTransformer::
 // rest_check_for_tests): the rest is placed again without two groups of one FC a tile only where
 // its placement had a tile with two (place_rest's two_a_tile), so with one group an FC (the first
@@ -1571,6 +1597,7 @@ TEST(ChipPathStepD, GenerateWithTheScoresJoinedToTheChainsWritesTheInt8Text) {
     EXPECT_GT(v.at("tokens").size(), 64u + 1u);
     EXPECT_EQ(v.at("chip").at("joined_layers_on_chip"), layers);
     EXPECT_EQ(v.at("chip").at("value_sum_layers_on_chip"), layers);
+    EXPECT_GT(v.at("chip").at("wo_resident_bytes").get<int64_t>(), 0);  // (wo after the sums)
     // The last layer's rest and FFN in its joined program, and every other layer's program
     // behind the rest before it (D.2, D.3): one run a token on both checkpoints. On rand15M the
     // rests find room where every wo reads its heads side by side (L1) and the rests share their

@@ -111,6 +111,7 @@ nlohmann::json chip_json(const llm::ChipPathStats& s, int positions, double wall
   j["layer_rest_on_chip"] = s.rest_layers;
   j["layers_composed"] = s.composed_layers;
   j["rest_shared_groups"] = s.rest_shared_groups;
+  j["wo_resident_bytes"] = s.wo_resident_bytes;
   j["joined_programs"] = s.joined_programs;
   j["key_programs"] = s.key_programs;
   j["resident_parameter_bytes"] = s.resident_bytes;
