@@ -1050,6 +1050,12 @@ RestAt rest_at(const FcLayerRest& r) {
          " padding flags, output '", r.output_name, "'");
   if (chain_rms_x_word(groups) < kGroup * groups)
     fail("the layer's rest: x2's ", groups, " groups and their multipliers past scalar memory");
+  if (!r.norm_const_units.empty() && r.norm_const_units.size() != size_t(groups))
+    fail("the layer's rest: ", r.norm_const_units.size(), " constants' rows for ", groups,
+         " norm groups");
+  for (const int unit : r.norm_const_units)
+    if (unit < 0 || unit % 4 != 0 || unit + 4 > kFcParamUnits)
+      fail("the layer's rest: a norm group's constants' row at wide unit ", unit);
   if (r.ffn && r.next)
     fail("the layer's rest with the last FFN and a next layer: the next layer's chain has its",
          " own, so the rest takes no FFN");
@@ -1252,6 +1258,7 @@ int emit_layer_rest(Emitter& e, const RestAt& p, const std::vector<std::pair<int
   m.row = p.norm.base;
   m.base = r.norm_base;
   m.padding = r.norm_padding;
+  m.const_unit = r.norm_const_units;
   emit_group_multipliers_from_r(e, m, kChainRmsRWord, 0, p.mults, ordinal);
   op_stage(e, r.norm, p.norm, 1, p.ffn_in);
   std::vector<std::pair<int, int>> blocks;

@@ -282,6 +282,11 @@ struct FcLayerRest {
   FcPlacement norm_at;
   std::vector<float> norm_base;
   std::vector<bool> norm_padding;
+  // Each norm group's 64 constants (norm_base as float32, 0 for padding) resident in the row at
+  // this wide unit of its tile (a multiple of 4, outside every group's parameters, cached by the
+  // caller): the multipliers then come from a loop over them where that takes fewer bytes
+  // (emit_group_multipliers_from_r). Empty: the constants as immediates, a bundle an output.
+  std::vector<int> norm_const_units;
   std::string output_name;
   // D.1b: with `ffn`, the FFN after that output from the FFN input's pieces as they lie on the
   // norm's tiles (emit_ffn_from_pieces at ffn_up, ffn_down; its parameters cached there), and its

@@ -1213,6 +1213,20 @@ bool ChipTransformer::layer_rest(int layer, TileAllocator& tiles, bool two_a_til
     rest.norm_base.push_back(i < c.dim ? norm.base[size_t(i)] : 0.0f);
     rest.norm_padding.push_back(i >= c.dim);
   }
+  // The norm's constants resident where the loop over them pays: a row on each group's tile
+  // (cached with wo's parameters), else, where one does not fit, the immediates for this rest.
+  if (compiler::fc_multipliers_loop_pays(rest.norm_padding, 0)) {
+    TileAllocator with_rows = trial;
+    for (const int tile : rest.norm_at.tiles) {
+      const int unit = with_rows.take(tile, 4);
+      if (unit < 0) {
+        rest.norm_const_units.clear();
+        break;
+      }
+      rest.norm_const_units.push_back(unit);
+    }
+    if (!rest.norm_const_units.empty()) trial = with_rows;
+  }
   rest.output_name = last ? "ffn_in_x2" : "ffn_in_x2_" + std::to_string(layer);
   if (last) {
     rest.ffn = &f.layer;
@@ -1383,12 +1397,27 @@ std::vector<std::shared_ptr<runtime::Program>> ChipTransformer::rest_caching() c
   return out;
 }
 
+compiler::FcRowWrite ChipTransformer::rest_constants(size_t layer) const {
+  compiler::FcRowWrite rows;
+  if (layer >= joined_.size()) return rows;
+  const Joined& j = joined_[layer];
+  if (!j.with_rest && !j.composed) return rows;
+  const compiler::FcLayerRest& r = j.rest;
+  for (size_t g = 0; g < r.norm_const_units.size(); ++g) {
+    rows.rows.push_back({r.norm_at.tiles[g], r.norm_const_units[g]});
+    compiler::append_constants_row(rows.bytes, r.norm_base, r.norm_padding,
+                                   g * size_t(compiler::kFcGroupOutputs));
+  }
+  return rows;
+}
+
 int64_t ChipTransformer::rest_resident_bytes(const compiler::FcLayerRest& rest) {
   int64_t units = 0;
   for_each_rest_fc(rest, [&](const compiler::FcLayer& l, const compiler::FcPlacement& p) {
     for (size_t g = 0; g < p.tiles.size(); ++g)
       units += rest_owner(p, g) ? rest_group_units(l) : rest_aux_units(l);
   });
+  units += 4 * int64_t(rest.norm_const_units.size());  // (the norm's constants' rows)
   return units * 64;
 }
 
@@ -2426,14 +2455,18 @@ void ChipTransformer::cache_all() {
   // The weighted sums' v~ and multipliers as the last token wrote them.
   // With the chip's value write, each group's staging row holds the current quad's positions
   // (the next write puts them back into the cache row with the new one).
-  for (const ValueSumProgram& p : value_sums_) {
+  // (wo's program also writes its layer's rest's norm constants, where they are resident.)
+  for (size_t l = 0; l < value_sums_.size(); ++l) {
+    const ValueSumProgram& p = value_sums_[l];
     const compiler::FcRowWrite staging = staging_rows(p);
     if (p.on_chip)
       caching.push_back(std::make_shared<runtime::Program>(
           compiler::fc_caching(p.layer, p.at, p.staging.empty() ? nullptr : &staging)));
-    if (p.wo)
-      caching.push_back(
-          std::make_shared<runtime::Program>(compiler::fc_caching(p.join.out, p.join.out_at)));
+    if (p.wo) {
+      const compiler::FcRowWrite norm = rest_constants(l);
+      caching.push_back(std::make_shared<runtime::Program>(
+          compiler::fc_caching(p.join.out, p.join.out_at, norm.rows.empty() ? nullptr : &norm)));
+    }
   }
   caching.insert(caching.end(), rest_caching_.begin(), rest_caching_.end());
   for (const std::shared_ptr<runtime::Program>& p : caching) {

@@ -277,6 +277,9 @@ class ChipTransformer : public Int8Transformer {
   // is final (the constructor's end) into rest_caching_, which cache_all runs.
   std::vector<std::shared_ptr<runtime::Program>> rest_caching() const;
   std::vector<std::shared_ptr<runtime::Program>> rest_caching_;
+  // The resident rows of layer `layer`'s rest's norm constants (FcLayerRest::norm_const_units;
+  // none where its rest is not in a program), which wo's caching program writes.
+  compiler::FcRowWrite rest_constants(size_t layer) const;
   // Bytes a rest's add and norm keep resident: an owner's whole group, a sharing group's aux rows.
   static int64_t rest_resident_bytes(const compiler::FcLayerRest& rest);
   // fn(layer, placement) for a rest's add and norm; for those of every placed rest (the last

@@ -1036,16 +1036,18 @@ TEST(ChipPathStepD, TheRestsShareOneCopyOfEachIdenticalWeightBlockPerTile) {
                   norm_units = compiler::fc_units_per_tile(64, false);
     const int64_t shared = (layers - int64_t(adds.size())) + (layers - int64_t(norms.size()));
     EXPECT_EQ(stats[1].rest_shared_groups, shared);
-    const int64_t units = int64_t(adds.size()) * add_units +
-                          (layers - int64_t(adds.size())) * compiler::fc_units_per_tile(0, true) +
-                          int64_t(norms.size()) * norm_units +
-                          (layers - int64_t(norms.size())) * compiler::kFcAuxUnits;
+    const int64_t units =
+        int64_t(adds.size()) * add_units +
+        (layers - int64_t(adds.size())) * compiler::fc_units_per_tile(0, true) +
+        int64_t(norms.size()) * norm_units +
+        (layers - int64_t(norms.size())) * compiler::kFcAuxUnits +
+        layers * 4;  // (each norm's constants' row: FcLayerRest::norm_const_units)
     EXPECT_EQ(stats[1].resident_bytes - stats[0].resident_bytes,
-              64 * (units - add_units - norm_units));
+              64 * (units - add_units - norm_units - 4));
     const auto sum = [](const llm::ChipPathStats& s) {
       return std::accumulate(s.tile_units.begin(), s.tile_units.end(), int64_t{0});
     };
-    EXPECT_EQ(sum(stats[1]) - sum(stats[0]), units - add_units - norm_units);
+    EXPECT_EQ(sum(stats[1]) - sum(stats[0]), units - add_units - norm_units - 4);
   }
 }
 
@@ -1102,8 +1104,9 @@ TEST(ChipPathStepD, TheRestsFullGroupsShareACopyTwoATile) {
   const int64_t layers = shape.layers, add_units = compiler::fc_units_per_tile(128, true),
                 add_aux = compiler::fc_units_per_tile(0, true), norm_aux = compiler::kFcAuxUnits;
   // A run a layer places the last layer's rest alone (its add and norm 2 copies and a sharer
-  // each); composed, each layer before adds an add as that and its norm's aux rows.
-  const int64_t others = (layers - 1) * (2 * add_units + add_aux + 3 * norm_aux);
+  // each); composed, each layer before adds an add as that, its norm's aux rows and its norm's
+  // constants' rows (a row a group: FcLayerRest::norm_const_units).
+  const int64_t others = (layers - 1) * (2 * add_units + add_aux + 3 * norm_aux + 3 * 4);
   EXPECT_EQ(stats[0].rest_shared_groups, 2);
   EXPECT_EQ(stats[1].rest_shared_groups, 2 + (layers - 1) * 4);
   EXPECT_EQ(stats[1].resident_bytes - stats[0].resident_bytes, 64 * others);

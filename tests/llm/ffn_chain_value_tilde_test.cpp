@@ -994,6 +994,86 @@ TEST(FfnChainOnTheChip, TheLayersRestAfterWoIsTheInt8PathsBytes) {
   });
 }
 
+// The rest's norm constants resident (FcLayerRest::norm_const_units: a row on each norm group's
+// tile, cached as the chip path caches them with wo's parameters): the multipliers come from a
+// loop over them, in fewer bytes than the bundle an output, and every output byte and every
+// multiplier row is the immediates' form's, both shapes, n = 1, 5, 65. A chip whose rows hold one
+// constant one ulp high gives another multiplier: the loop reads the rows.
+TEST(FfnChainOnTheChip, TheNormsResidentConstantsGiveTheImmediatesBytesInFewerBytes) {
+  TINYCORAL_REQUIRE_TESTDATA(data);
+  for_each_residual_model(data, [](const llm::Config& c, const llm::Int8Weights& w) {
+    const int groups = compiler::fc_groups(c.dim);
+    RestCase k;
+    std::vector<int> units;
+    rest_case(c, w, k, [&](llm::TileAllocator& tiles) {
+      units.clear();
+      for (const int tile : k.norm_at.tiles) units.push_back(tiles.take(tile, 4));
+    });
+    ASSERT_EQ(units.size(), size_t(groups));
+    for (const int u : units) ASSERT_GE(u, 0);
+    compiler::FcLayerRest looped = k.rest;
+    looped.norm_const_units = units;
+    const compiler::FfnChainPrograms imm = k.joined(&k.rest), loop = k.joined(&looped);
+    const auto norm_bytes = [](const compiler::FfnChainPrograms& p) {
+      uint64_t bytes = 0;
+      for (const auto& [name, b] : p.parts)
+        if (name == "rest: norm") bytes += b;
+      return bytes;
+    };
+    // A bundle an output against the loop, its rows' transfer and a fence.
+    EXPECT_LT(norm_bytes(loop), norm_bytes(imm));
+    const auto rows_of = [&](int off_by_one) {
+      compiler::FcRowWrite rows;
+      for (int g = 0; g < groups; ++g) {
+        rows.rows.push_back({k.norm_at.tiles[size_t(g)], units[size_t(g)]});
+        compiler::append_constants_row(rows.bytes, k.rest.norm_base, k.rest.norm_padding,
+                                       size_t(64 * g));
+      }
+      if (off_by_one) rows.bytes[4 * 3] += 1;  // (group 0's output 3, one ulp high)
+      return rows;
+    };
+    RestChip imm_chip(k, imm), loop_chip(k, imm), off_chip(k, imm);
+    for (const auto& [chip, off] : {std::pair{&loop_chip, 0}, std::pair{&off_chip, 1}}) {
+      const compiler::FcRowWrite rows = rows_of(off);
+      chip->tpu->run(nullptr, std::make_shared<runtime::Program>(
+                                  compiler::fc_caching(k.rest.norm, k.norm_at, &rows)));
+    }
+    auto imm_p = std::make_shared<runtime::Program>(imm.execution);
+    auto loop_p = std::make_shared<runtime::Program>(loop.execution);
+    auto off_p = std::make_shared<runtime::Program>(loop.execution);
+    const auto mult_row = [&](const RestChip& chip, int g) {
+      const auto& wide = chip.chip->tile(k.norm_at.tiles[size_t(g)]).wide;
+      const auto from = wide.begin() + long(64 * k.norm_at.param_units[size_t(g)]);
+      return std::vector<uint8_t>(from, from + 256);
+    };
+    for (const int n : {1, 5, 65}) {
+      SCOPED_TRACE("n = " + std::to_string(n));
+      const std::vector<uint8_t> in = k.input(n);
+      patch_value_fields(*imm_p, imm.marks, 0, k.cache.write, n - 1);
+      patch_value_fields(*loop_p, loop.marks, 0, k.cache.write, n - 1);
+      patch_value_fields(*off_p, loop.marks, 0, k.cache.write, n - 1);
+      const std::vector<uint8_t> want = all_outputs_of(*imm_chip.tpu, imm_p, in);
+      const std::vector<uint8_t> got = all_outputs_of(*loop_chip.tpu, loop_p, in);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_EQ(int(got[i]), int(want[i])) << "output byte " << i << " of " << want.size();
+      for (int g = 0; g < groups; ++g)
+        ASSERT_EQ(mult_row(loop_chip, g), mult_row(imm_chip, g)) << "norm group " << g;
+      all_outputs_of(*off_chip.tpu, off_p, in);
+      EXPECT_NE(mult_row(off_chip, 0), mult_row(imm_chip, 0));
+      for (int g = 1; g < groups; ++g)
+        EXPECT_EQ(mult_row(off_chip, g), mult_row(imm_chip, g)) << "norm group " << g;
+    }
+    // Refused: a row per group, whole rows.
+    compiler::FcLayerRest more = looped, odd = looped;
+    more.norm_const_units.push_back(units.back());
+    odd.norm_const_units[0] += 1;
+    EXPECT_NE(error_of([&] { k.joined(&more); }).find("constants' rows for"), std::string::npos);
+    EXPECT_NE(error_of([&] { k.joined(&odd); }).find("constants' row at wide unit"),
+              std::string::npos);
+  });
+}
+
 // D.1b, the FFN fed from tiles (FcLayerRest::ffn): after the rest, an FFN (the chain's own w1, w3
 // and w2, already cached on its tiles) reads the FFN input's pieces where the norm left them, and
 // y leaves last. On one chip that joined program; on another the joined program with the rest
