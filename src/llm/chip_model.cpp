@@ -1748,11 +1748,13 @@ std::shared_ptr<runtime::Program> ChipTransformer::joined_run(int layer, int8_t*
   // The group's program with its scatters at column pos_ % 64: the program generated at pos_
   // bit for bit (its last run's column is overwritten; a recovery runs it again as it is).
   const GroupProgram& g = joined_[size_t(layer)].groups.at(size_t(pos_ / 64));
-  for (const auto& [name, bytes] : g.parts) {
+  for (const auto& part : g.parts) {
     auto& all = stats_.joined_part_bytes;
-    auto it = std::find_if(all.begin(), all.end(), [&](const auto& q) { return q.first == name; });
-    if (it == all.end()) it = all.insert(all.end(), {name, 0});
-    it->second += bytes;
+    // (No structured binding here: clang 14 does not capture one in a lambda.)
+    auto it = std::find_if(all.begin(), all.end(),
+                           [&part](const auto& q) { return q.first == part.first; });
+    if (it == all.end()) it = all.insert(all.end(), {part.first, 0});
+    it->second += part.second;
   }
   return rewritten(g, pos_);
 }
