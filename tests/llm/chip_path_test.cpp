@@ -31,6 +31,17 @@
 namespace tinycoral::testing {
 namespace {
 
+// Every attention option on the chip, as `generate`'s full flags set them (--scores-on-chip
+// --key-column-write --weighted-sum value-cache --chip-rope --chip-rms --chip-residual).
+llm::Int8Options full_attention_options() {
+  return {.chip_scores = true,
+          .chip_key_write = true,
+          .weighted_sum = llm::WeightedSum::kValueCache,
+          .chip_rope = true,
+          .chip_rms = true,
+          .chip_residual = true};
+}
+
 struct Run {
   std::string text;
   std::vector<std::vector<float>> logits;
@@ -896,12 +907,7 @@ TEST(ChipPathStepD, TheJoinedRunIsRunAgainAfterARecovery) {
 // failed run at position 2 (the token's one run, holding every layer) is recovered: the rerun
 // rebuilds every layer's cache and staging rows and every composed layer's rest.
 TEST(ChipPathStepD, EveryLayerBehindTheRestBeforeItGivesOneRunATokenBitForBit) {
-  llm::Int8Options apart{.chip_scores = true,
-                         .chip_key_write = true,
-                         .weighted_sum = llm::WeightedSum::kValueCache,
-                         .chip_rope = true,
-                         .chip_rms = true,
-                         .chip_residual = true};
+  llm::Int8Options apart = full_attention_options();
   apart.layers_per_run = 1;
   llm::Int8Options composed = apart;
   composed.layers_per_run = 0;
@@ -992,12 +998,7 @@ TEST(ChipPathStepD, EveryLayerBehindTheRestBeforeItGivesOneRunATokenBitForBit) {
 // the distinct blocks (found here from the int8 weights) and the sharing groups' aux rows make,
 // the tiles' units count them once, and the logits are the int8 path's bit for bit.
 TEST(ChipPathStepD, TheRestsShareOneCopyOfEachIdenticalWeightBlockPerTile) {
-  llm::Int8Options apart{.chip_scores = true,
-                         .chip_key_write = true,
-                         .weighted_sum = llm::WeightedSum::kValueCache,
-                         .chip_rope = true,
-                         .chip_rms = true,
-                         .chip_residual = true};
+  llm::Int8Options apart = full_attention_options();
   apart.layers_per_run = 1;
   llm::Int8Options composed = apart;
   composed.layers_per_run = 0;
@@ -1057,12 +1058,7 @@ TEST(ChipPathStepD, TheRestsShareOneCopyOfEachIdenticalWeightBlockPerTile) {
 // own: each layer's add holds 2 copies, and the norms (positive gains) 2 in all, the layers
 // before the last reading the last's. Exact against the int8 path as above.
 TEST(ChipPathStepD, TheRestsFullGroupsShareACopyTwoATile) {
-  llm::Int8Options apart{.chip_scores = true,
-                         .chip_key_write = true,
-                         .weighted_sum = llm::WeightedSum::kValueCache,
-                         .chip_rope = true,
-                         .chip_rms = true,
-                         .chip_residual = true};
+  llm::Int8Options apart = full_attention_options();
   apart.layers_per_run = 1;
   llm::Int8Options composed = apart;
   composed.layers_per_run = 0;
@@ -1120,12 +1116,7 @@ TEST(ChipPathStepD, ANegativeLayersPerRunIsRefused) {
   llm::ThreadPool pool(2);
   const llm::Calibration cal = llm::calibrate(model.ck, pool, 8);
   auto tpu = runtime::open_virtual_edgetpu();
-  llm::Int8Options options{.chip_scores = true,
-                           .chip_key_write = true,
-                           .weighted_sum = llm::WeightedSum::kValueCache,
-                           .chip_rope = true,
-                           .chip_rms = true,
-                           .chip_residual = true};
+  llm::Int8Options options = full_attention_options();
   for (const int n : {-1, 0, 2}) {
     options.layers_per_run = n;
     const std::string why =
@@ -1146,12 +1137,7 @@ TEST(ChipPathStepD, ANegativeLayersPerRunIsRefused) {
 // the logits still the int8 path's bit for bit.
 int g_rest_checks = 0;
 TEST(ChipPathStepD, ARefusedRestIsPlacedAgainOnlyWhereATileHeldTwoGroupsOfOneFc) {
-  llm::Int8Options apart{.chip_scores = true,
-                         .chip_key_write = true,
-                         .weighted_sum = llm::WeightedSum::kValueCache,
-                         .chip_rope = true,
-                         .chip_rms = true,
-                         .chip_residual = true};
+  llm::Int8Options apart = full_attention_options();
   apart.layers_per_run = 1;
   llm::Int8Options composed = apart;
   composed.layers_per_run = 0;
@@ -1690,12 +1676,7 @@ TEST(ChipPathStepD, TheValueCacheJoinedOnRand15MGivesTheInt8PathsLogitsBitForBit
 #else
   constexpr int kSteps = 6;
 #endif
-  const llm::Int8Options options{.chip_scores = true,
-                                 .chip_key_write = true,
-                                 .weighted_sum = llm::WeightedSum::kValueCache,
-                                 .chip_rope = true,
-                                 .chip_rms = true,
-                                 .chip_residual = true};
+  const llm::Int8Options options = full_attention_options();
   llm::Int8Options apart = options, a_run_a_layer = options;
   apart.join_layers = false;
   a_run_a_layer.layers_per_run = 1;
@@ -1754,12 +1735,7 @@ TEST(ChipPathStepD, TheEarlyRestIsPlacedAgainOneGroupATileWhereTwoAreRefused) {
   std::string why;
   const auto model = reference_model(data, "rand15M", why);
   if (!model) GTEST_SKIP() << why;
-  llm::Int8Options options{.chip_scores = true,
-                           .chip_key_write = true,
-                           .weighted_sum = llm::WeightedSum::kValueCache,
-                           .chip_rope = true,
-                           .chip_rms = true,
-                           .chip_residual = true};
+  llm::Int8Options options = full_attention_options();
   options.layers_per_run = 1;
   g_rest_tries = 0;
   g_two_a_tile_refusals = 0;
